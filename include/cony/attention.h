@@ -1,0 +1,104 @@
+/* Multi-head attention layers stepped one token at a time.
+ *
+ * One ConyAttention per attention layer. cony_attention_step() takes the newest
+ * token and returns either one output row (single output) or the n rows of the
+ * window (retroactive). The variants and their exact semantics are written down in
+ * docs/attention.md. */
+#pragma once
+#include <glib.h>
+
+G_BEGIN_DECLS
+
+typedef enum {
+  CONY_ATTENTION_REGULAR,        /* softmax attention recomputed over the window */
+  CONY_ATTENTION_CONTINUAL,      /* Continual Transformers: CoSi / CoRe */
+  CONY_ATTENTION_NYSTROM,        /* Nyströmformer, segment-means landmarks, recomputed */
+  CONY_ATTENTION_NYSTROM_FIXED,  /* Nyström with fixed landmarks, recomputed */
+  CONY_ATTENTION_CONY,           /* Continual Nyström, continual landmarks (paper IV-A) */
+  CONY_ATTENTION_CONY_FIXED,     /* Continual Nyström, fixed landmarks (paper IV-B) */
+  CONY_ATTENTION_N_VARIANTS
+} ConyAttentionVariant;
+
+typedef enum {
+  CONY_PINV_EXACT,      /* Moore-Penrose via SVD (LAPACK) */
+  CONY_PINV_ITERATIVE,  /* Nyströmformer's iteration */
+} ConyPinvMethod;
+
+typedef struct {
+  ConyAttentionVariant variant;
+  int d;                  /* embedding size */
+  int heads;              /* d % heads == 0 */
+  int window;             /* n, tokens in the attention window */
+  int landmarks;          /* m, for the Nyström variants */
+  gboolean retroactive;   /* n output rows instead of one */
+  ConyPinvMethod pinv;
+  int pinv_iterations;    /* for CONY_PINV_ITERATIVE; 0 means 6 */
+  int resync_interval;    /* steps between exact resynchronisations of long-lived
+                             running sums; 0 means the default (see attention.c) */
+} ConyAttentionConfig;
+
+/* Weights are copied by cony_attention_new(); the caller keeps ownership. */
+typedef struct {
+  const float *in_proj_weight;   /* (3d, d): [W_q; W_k; W_v] */
+  const float *in_proj_bias;     /* (3d) */
+  const float *out_proj_weight;  /* (d, d) */
+  const float *out_proj_bias;    /* (d) */
+  const float *q_landmarks;      /* (heads, m, hd), fixed-landmark variants only */
+  const float *k_landmarks;      /* (heads, m, hd) */
+} ConyAttentionWeights;
+
+typedef struct _ConyAttention ConyAttention;
+
+/* Names as used on the command line and in model files: "regular", "continual",
+ * "nystrom", "nystrom-fixed", "cony", "cony-fixed". */
+const char *cony_attention_variant_name (ConyAttentionVariant variant);
+gboolean cony_attention_variant_from_name (const char *name, ConyAttentionVariant *variant);
+gboolean cony_attention_variant_is_continual (ConyAttentionVariant variant);
+gboolean cony_attention_variant_uses_fixed_landmarks (ConyAttentionVariant variant);
+/* The variant a model trained with @variant is computed with over a whole window
+ * (continual -> regular, cony -> nystrom, cony-fixed -> nystrom-fixed). */
+ConyAttentionVariant cony_attention_variant_windowed (ConyAttentionVariant variant);
+
+/* Checks sizes (d % heads, window >= 1, 1 <= landmarks, ...) and returns a layer in
+ * its start state, or NULL with @error set naming the bad parameter. */
+ConyAttention *cony_attention_new (const ConyAttentionConfig *config,
+                                   const ConyAttentionWeights *weights, GError **error);
+void cony_attention_free (ConyAttention *attention);
+const ConyAttentionConfig *cony_attention_get_config (const ConyAttention *attention);
+
+/* Forgets every token seen: the next step is step 0 of a new stream. */
+void cony_attention_reset (ConyAttention *attention);
+
+/* Rows written by a step: 1, or n when retroactive. */
+int cony_attention_output_rows (const ConyAttention *attention);
+
+/* Feeds token @x (d floats); writes cony_attention_output_rows() × d floats to @out. */
+void cony_attention_step (ConyAttention *attention, const float *x, float *out);
+
+/* Non-continual attention over a whole window @x (w × d, 1 <= w <= n, oldest first),
+ * computed with the windowed counterpart of the layer's variant, independent of the
+ * layer's stream state. Writes the last row (single output) or n rows, zero-padded at
+ * the front (retroactive). Used for the last block of stacked encoders. */
+void cony_attention_forward_window (ConyAttention *attention, const float *x, int w, float *out);
+
+/* Tokens stepped since the last reset. */
+guint64 cony_attention_steps (const ConyAttention *attention);
+
+/* Bytes of state kept between steps (windows, running sums, landmarks, caches), as
+ * allocated: the real figure, not the paper's asymptotic one. */
+gsize cony_attention_state_bytes (const ConyAttention *attention);
+
+typedef struct {
+  double sda;          /* counted FLOPs of the scaled dot-product attention per step, all heads,
+                          averaged over a landmark period where it varies */
+  double projections;  /* in/out projections per step */
+  double paper;        /* the paper's appendix formula for this variant (SDA only), with the
+                          paper's convention d = full embedding size treated as one head;
+                          0 where the paper gives none */
+} ConyAttentionFlops;
+
+ConyAttentionFlops cony_attention_flops (const ConyAttentionConfig *config);
+
+G_DEFINE_AUTOPTR_CLEANUP_FUNC (ConyAttention, cony_attention_free)
+
+G_END_DECLS

@@ -1,0 +1,217 @@
+/* npy and safetensors: round trips and the errors bad files must give. */
+#include "cony/error.h"
+#include "cony/npy.h"
+#include "cony/safetensors.h"
+
+#include <glib/gstdio.h>
+#include <math.h>
+#include <string.h>
+
+static char *tmpdir;
+
+static char *
+tmp_path (const char *name)
+{
+  return g_build_filename (tmpdir, name, NULL);
+}
+
+static void
+test_npy_round_trip (void)
+{
+  g_autofree char *path = tmp_path ("a.npy");
+  float data[6] = { 1, 2, 3, 4, 5, -6.5f };
+  gsize shape[2] = { 2, 3 };
+  GError *error = NULL;
+  g_assert_true (cony_npy_save (path, data, 2, shape, &error));
+  g_assert_no_error (error);
+  g_autoptr (ConyNpyArray) a = cony_npy_load (path, &error);
+  g_assert_no_error (error);
+  g_assert_cmpint (a->ndim, ==, 2);
+  g_assert_cmpuint (a->shape[0], ==, 2);
+  g_assert_cmpuint (a->shape[1], ==, 3);
+  g_assert_cmpmem (a->data, sizeof data, data, sizeof data);
+
+  gsize shape1[1] = { 6 };
+  g_assert_true (cony_npy_save (path, data, 1, shape1, &error));
+  g_autoptr (ConyNpyArray) b = cony_npy_load (path, &error);
+  g_assert_no_error (error);
+  g_assert_cmpint (b->ndim, ==, 1);
+  g_assert_cmpuint (b->shape[0], ==, 6);
+}
+
+static void
+write_bytes (const char *path, const void *bytes, gsize len)
+{
+  GError *error = NULL;
+  g_assert_true (g_file_set_contents (path, bytes, len, &error));
+}
+
+static void
+test_npy_errors (void)
+{
+  g_autofree char *path = tmp_path ("bad.npy");
+  GError *error = NULL;
+
+  g_assert_null (cony_npy_load ("/nonexistent/x.npy", &error));
+  g_assert_nonnull (error);
+  g_clear_error (&error);
+
+  write_bytes (path, "hello world", 11);
+  g_assert_null (cony_npy_load (path, &error));
+  g_assert_error (error, CONY_ERROR, CONY_ERROR_FORMAT);
+  g_assert_nonnull (strstr (error->message, path));
+  g_clear_error (&error);
+
+  /* A valid header promising more data than there is. */
+  float data[4] = { 0 };
+  gsize shape[1] = { 4 };
+  g_assert_true (cony_npy_save (path, data, 1, shape, &error));
+  g_autofree char *contents = NULL;
+  gsize len;
+  g_assert_true (g_file_get_contents (path, &contents, &len, NULL));
+  write_bytes (path, contents, len - 3);
+  g_assert_null (cony_npy_load (path, &error));
+  g_assert_error (error, CONY_ERROR, CONY_ERROR_FORMAT);
+  g_assert_nonnull (strstr (error->message, "truncated"));
+  g_clear_error (&error);
+
+  /* Integer dtype is refused by name. */
+  const char *hdr = "{'descr': '<i4', 'fortran_order': False, 'shape': (1,), }";
+  GString *s = g_string_new_len ("\x93NUMPY\x01\x00", 8);
+  g_string_append_c (s, (char) strlen (hdr));
+  g_string_append_c (s, 0);
+  g_string_append (s, hdr);
+  g_string_append_len (s, "\0\0\0\0", 4);
+  write_bytes (path, s->str, s->len);
+  g_string_free (s, TRUE);
+  g_assert_null (cony_npy_load (path, &error));
+  g_assert_error (error, CONY_ERROR, CONY_ERROR_SHAPE);
+  g_assert_nonnull (strstr (error->message, "float32"));
+  g_clear_error (&error);
+}
+
+static char *
+write_small_safetensors (void)
+{
+  char *path = tmp_path ("m.safetensors");
+  float w[6] = { 1, 2, 3, 4, 5, 6 }, b[2] = { 0.5f, -0.5f };
+  gsize ws[2] = { 2, 3 }, bs[1] = { 2 };
+  const char *names[] = { "w", "b" };
+  const float *data[] = { w, b };
+  int ndims[] = { 2, 1 };
+  const gsize *shapes[] = { ws, bs };
+  const char *meta[] = { "config", "{\"d\": 3}", NULL };
+  GError *error = NULL;
+  g_assert_true (cony_safetensors_write (path, 2, names, data, ndims, shapes, meta, &error));
+  g_assert_no_error (error);
+  return path;
+}
+
+static void
+test_safetensors_round_trip (void)
+{
+  g_autofree char *path = write_small_safetensors ();
+  GError *error = NULL;
+  g_autoptr (ConySafetensors) st = cony_safetensors_open (path, &error);
+  g_assert_no_error (error);
+  g_assert_cmpuint (cony_safetensors_n_tensors (st), ==, 2);
+  g_assert_cmpstr (cony_safetensors_metadata (st, "config"), ==, "{\"d\": 3}");
+  gsize ws[2] = { 2, 3 };
+  g_autofree float *w = cony_safetensors_get_f32 (st, "w", 2, ws, &error);
+  g_assert_no_error (error);
+  g_assert_cmpfloat (w[5], ==, 6.0f);
+
+  gsize wrong[2] = { 3, 2 };
+  g_assert_null (cony_safetensors_get_f32 (st, "w", 2, wrong, &error));
+  g_assert_error (error, CONY_ERROR, CONY_ERROR_SHAPE);
+  g_assert_nonnull (strstr (error->message, "'w'"));
+  g_assert_nonnull (strstr (error->message, "(3, 2)"));
+  g_clear_error (&error);
+
+  g_assert_null (cony_safetensors_get_f32 (st, "missing", 2, ws, &error));
+  g_assert_error (error, CONY_ERROR, CONY_ERROR_MISSING);
+  g_assert_nonnull (strstr (error->message, "missing"));
+  g_clear_error (&error);
+}
+
+/* Every truncation and every single-byte corruption either loads or fails with an
+ * error; none may crash or read out of bounds (run under valgrind/ASan to see). */
+static void
+test_safetensors_corruption (void)
+{
+  g_autofree char *path = write_small_safetensors ();
+  g_autofree char *bad = tmp_path ("bad.safetensors");
+  g_autofree guint8 *orig = NULL;
+  gsize len;
+  g_assert_true (g_file_get_contents (path, (char **) &orig, &len, NULL));
+  gsize ws[2] = { 2, 3 };
+
+  for (gsize cut = 0; cut < len; cut++) {
+    write_bytes (bad, orig, cut);
+    GError *error = NULL;
+    ConySafetensors *st = cony_safetensors_open (bad, &error);
+    if (st) {
+      /* A cut inside the data section must still be caught by the tensor offsets. */
+      float *w = cony_safetensors_get_f32 (st, "w", 2, ws, &error);
+      g_free (w);
+      cony_safetensors_close (st);
+    }
+    g_assert_true (st == NULL ? error != NULL : TRUE);
+    g_clear_error (&error);
+  }
+  g_autofree guint8 *copy = g_memdup2 (orig, len);
+  for (gsize i = 0; i < len; i++) {
+    for (int flip = 1; flip < 256; flip <<= 2) {
+      memcpy (copy, orig, len);
+      copy[i] ^= flip;
+      write_bytes (bad, copy, len);
+      GError *error = NULL;
+      ConySafetensors *st = cony_safetensors_open (bad, &error);
+      if (st) {
+        float *w = cony_safetensors_get_f32 (st, "w", 2, ws, &error);
+        g_free (w);
+        cony_safetensors_close (st);
+      } else {
+        g_assert_nonnull (error);
+        g_assert_nonnull (strstr (error->message, bad));
+      }
+      g_clear_error (&error);
+    }
+  }
+}
+
+static void
+test_safetensors_nan_refused (void)
+{
+  g_autofree char *path = tmp_path ("nan.safetensors");
+  float w[2] = { 1.0f, NAN };
+  gsize ws[1] = { 2 };
+  const char *names[] = { "w" };
+  const float *data[] = { w };
+  int ndims[] = { 1 };
+  const gsize *shapes[] = { ws };
+  GError *error = NULL;
+  g_assert_true (cony_safetensors_write (path, 1, names, data, ndims, shapes, NULL, &error));
+  g_autoptr (ConySafetensors) st = cony_safetensors_open (path, &error);
+  g_assert_no_error (error);
+  g_assert_null (cony_safetensors_get_f32 (st, "w", 1, ws, &error));
+  g_assert_error (error, CONY_ERROR, CONY_ERROR_INVALID);
+  g_assert_nonnull (strstr (error->message, "non-finite"));
+  g_clear_error (&error);
+}
+
+int
+main (int argc, char **argv)
+{
+  g_test_init (&argc, &argv, NULL);
+  tmpdir = g_dir_make_tmp ("cony-io-XXXXXX", NULL);
+  g_test_add_func ("/io/npy/round-trip", test_npy_round_trip);
+  g_test_add_func ("/io/npy/errors", test_npy_errors);
+  g_test_add_func ("/io/safetensors/round-trip", test_safetensors_round_trip);
+  g_test_add_func ("/io/safetensors/corruption", test_safetensors_corruption);
+  g_test_add_func ("/io/safetensors/nan-refused", test_safetensors_nan_refused);
+  int rc = g_test_run ();
+  g_autofree char *cmd = g_strdup_printf ("rm -rf '%s'", tmpdir);
+  (void) !system (cmd);
+  return rc;
+}

@@ -1,0 +1,17 @@
+/* Subcommands of the `cony` tool: one file per command, one entry each in cony.c. */
+#pragma once
+#include <glib.h>
+
+typedef int (*ConyCommandFunc) (int argc, char **argv);
+
+typedef struct {
+  const char *name;
+  const char *summary;
+  ConyCommandFunc run;
+} ConyCommand;
+
+int cony_cmd_attention (int argc, char **argv);
+int cony_cmd_bench (int argc, char **argv);
+
+/* Prints "cony: <message>" to stderr, frees @error, returns the exit status 1. */
+int cony_cmd_fail (GError *error);

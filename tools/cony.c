@@ -1,0 +1,42 @@
+/* The `cony` command-line tool: files in, .npy out, and benchmarks. */
+#include "commands.h"
+
+#include <stdio.h>
+#include <string.h>
+
+static const ConyCommand commands[] = {
+  //{ "attention", "run one attention layer over a token sequence", cony_cmd_attention },
+  //{ "bench", "benchmarks (attention, ...)", cony_cmd_bench },
+};
+
+int
+cony_cmd_fail (GError *error)
+{
+  fprintf (stderr, "cony: %s\n", error ? error->message : "failed");
+  g_clear_error (&error);
+  return 1;
+}
+
+static void
+usage (FILE *out)
+{
+  fprintf (out, "usage: cony COMMAND [OPTIONS...]\n\ncommands:\n");
+  for (guint i = 0; i < G_N_ELEMENTS (commands); i++)
+    fprintf (out, "  %-12s %s\n", commands[i].name, commands[i].summary);
+  fprintf (out, "\n'cony COMMAND --help' describes each command.\n");
+}
+
+int
+main (int argc, char **argv)
+{
+  if (argc < 2 || strcmp (argv[1], "--help") == 0 || strcmp (argv[1], "-h") == 0) {
+    usage (argc < 2 ? stderr : stdout);
+    return argc < 2 ? 2 : 0;
+  }
+  for (guint i = 0; i < G_N_ELEMENTS (commands); i++)
+    if (strcmp (argv[1], commands[i].name) == 0)
+      return commands[i].run (argc - 1, argv + 1);
+  fprintf (stderr, "cony: unknown command '%s'\n", argv[1]);
+  usage (stderr);
+  return 2;
+}
