@@ -1,0 +1,134 @@
+/* VGG-style CNN engine (VGGish and relatives).
+ *
+ * The network is a stack of
+ *   - 3x3 convolutions, stride 1, SAME (zero) padding, each followed by ReLU,
+ *   - 2x2 max-pools, stride 2 (odd trailing rows/columns are dropped),
+ *   - a flatten in NHWC order (index = (h * W + w) * C + c, as TensorFlow and
+ *     torchvggish do),
+ *   - fully connected layers, ReLU after each but the last (see final_relu).
+ * Convolutions run as im2col + OpenBLAS cblas_sgemm, FC layers as sgemm/sgemv.
+ *
+ * Input: one example is a float32 array in HWC order, H rows x W columns x C
+ * channels, C innermost. For VGGish H = 96 (time: frames), W = 64 (mel bands),
+ * C = 1, so an example is simply 96 consecutive 64-float log-mel frames.
+ * Output: cony_cnn_get_output_size() floats (128 for VGGish).
+ *
+ * ## Model file
+ *
+ * safetensors (F32, F16 or F64) with torchvggish's state_dict names and shapes,
+ * so the official torchvggish weights converted 1:1 by training/convert_vggish.py
+ * load as they are:
+ *
+ *   features.K.weight  (out, in, 3, 3)   features.K.bias  (out)
+ *   embeddings.K.weight (out, in)        embeddings.K.bias (out)
+ *   pca_eigen_vectors (D, D), pca_means (D) or (D, 1)   -- optional; the names
+ *       pproc.pca_eigen_vectors / pproc.pca_means are accepted too.
+ *
+ * The layer list follows torchvggish's nn.Sequential indices: a conv at index K
+ * has its ReLU at K + 1; every index in between two convs that is not a ReLU
+ * is a max-pool (VGGish: convs 0 3 6 8 11 13, pools 2 5 10). Pools after the
+ * last conv leave no index in the state_dict, so their number is inferred
+ * from embeddings.0's input width (VGGish: one, index 15); a width that no
+ * number of pools explains is refused. Channel widths and layer counts are
+ * free. In `embeddings`, a linear at index K whose successor is at K + 2 or
+ * later is followed by a ReLU.
+ *
+ * Optional "__metadata__" string keys:
+ *   input_height, input_width, input_channels   default 96, 64, 1
+ *   final_relu   "true"/"false": ReLU after the last FC layer. Default "false"
+ *                (current TensorFlow VGGish: the embedding is pre-activation);
+ *                torchvggish keeps the ReLU, and convert_vggish.py writes
+ *                "true" by default so converted files reproduce torchvggish.
+ * Reserved for later (video): input_mean / input_std (per-channel
+ * normalisation) and a global-average-pool head; files using them are refused
+ * until implemented.
+ *
+ * Errors (CONY_ERROR_*) name the file, the tensor and the expected shape.
+ *
+ * ## PCA + 8-bit postprocess (the official release's)
+ *
+ *   p = (e - mu) E^T,  c = clip(p, -2, 2),  q = (c + 2) * 255 / 4
+ * and then either
+ *   CONY_CNN_POSTPROCESS_TF:    computed in double, q truncated toward zero
+ *                               (numpy astype(uint8), vggish_postprocess.py);
+ *   CONY_CNN_POSTPROCESS_TORCH: computed in float32, q rounded half to even
+ *                               (torch.round, torchvggish).
+ * The two differ by 1 on roughly a third of the unclipped elements. The output
+ * stays float (values 0..255).
+ *
+ * A ConyCnn holds scratch buffers: it is not thread-safe; use one per stream
+ * (or lock). Loading copies the weights out of the file (which is then closed).
+ */
+#pragma once
+#include <glib.h>
+
+G_BEGIN_DECLS
+
+typedef struct _ConyCnn ConyCnn;
+
+typedef enum {
+  CONY_CNN_POSTPROCESS_NONE = 0,
+  CONY_CNN_POSTPROCESS_TF,      /* double maths, truncate (vggish_postprocess.py) */
+  CONY_CNN_POSTPROCESS_TORCH,   /* float maths, round half to even (torchvggish) */
+} ConyCnnPostprocess;
+
+/* The full-size VGGish layout for cony_cnn_new_random(): conv widths, "M" for a
+ * max-pool, "|" then the FC widths. 72,141,184 parameters with a 96x64x1 input. */
+#define CONY_CNN_VGGISH_LAYOUT "64 M 128 M 256 256 M 512 512 M | 4096 4096 128"
+
+/* Loads a model file (see above). NULL with @error set on any problem. */
+ConyCnn *cony_cnn_load (const char *path, GError **error);
+
+/* Builds a network from a @layout string like CONY_CNN_VGGISH_LAYOUT with
+ * deterministic pseudo-random weights (He-scaled uniform, small biases) from
+ * @seed; used by benchmarks. */
+ConyCnn *cony_cnn_new_random (const char *layout, guint input_height, guint input_width,
+                              guint input_channels, guint32 seed, GError **error);
+
+void cony_cnn_free (ConyCnn *cnn);
+
+/* Input geometry (HWC) and sizes. */
+guint cony_cnn_get_input_height (const ConyCnn *cnn);
+guint cony_cnn_get_input_width (const ConyCnn *cnn);
+guint cony_cnn_get_input_channels (const ConyCnn *cnn);
+/* H * W * C floats per example. */
+gsize cony_cnn_get_input_size (const ConyCnn *cnn);
+/* Floats per output embedding (the last FC layer's width). */
+guint cony_cnn_get_output_size (const ConyCnn *cnn);
+
+/* Number of parameters (weights + biases, PCA excluded). */
+guint64 cony_cnn_get_n_params (const ConyCnn *cnn);
+/* Floating-point operations of one forward pass (a multiply-add counts 2),
+ * split into convolutions and FC layers (either pointer may be NULL). */
+void cony_cnn_get_flops (const ConyCnn *cnn, guint64 *conv_flops, guint64 *fc_flops);
+/* A human-readable layer list, one layer per line (g_free() it). */
+char *cony_cnn_describe (const ConyCnn *cnn);
+
+/* ReLU after the last FC layer (from the file's final_relu; default FALSE). */
+gboolean cony_cnn_get_final_relu (const ConyCnn *cnn);
+void cony_cnn_set_final_relu (ConyCnn *cnn, gboolean final_relu);
+
+/* Runs one example: @input has cony_cnn_get_input_size() floats, @out receives
+ * cony_cnn_get_output_size() floats. Non-finite inputs propagate to the output
+ * (the caller checks its input). */
+void cony_cnn_forward (ConyCnn *cnn, const float *input, float *out);
+/* Runs @n examples stored one after the other; FC layers then use one sgemm
+ * for the whole batch (faster for offline files than n single calls). */
+void cony_cnn_forward_batch (ConyCnn *cnn, const float *input, gsize n, float *out);
+
+/* PCA parameters: present when the model file carried them, or after
+ * cony_cnn_load_pca(). Their dimension equals the output size. */
+gboolean cony_cnn_has_pca (const ConyCnn *cnn);
+/* Loads pca_eigen_vectors (D, D) and pca_means (D) / (D, 1) from a separate
+ * safetensors file (e.g. the converted vggish_pca_params). */
+gboolean cony_cnn_load_pca (ConyCnn *cnn, const char *path, GError **error);
+
+/* Postprocesses @n embeddings (@emb, n x D) into @out (n x D, may equal @emb).
+ * Fails with CONY_ERROR_MISSING when the model has no PCA parameters (and
+ * mode is not NONE, which just copies). */
+gboolean cony_cnn_postprocess (const ConyCnn *cnn, ConyCnnPostprocess mode,
+                               const float *emb, gsize n, float *out, GError **error);
+
+G_DEFINE_AUTOPTR_CLEANUP_FUNC (ConyCnn, cony_cnn_free)
+
+G_END_DECLS
