@@ -1,0 +1,72 @@
+"""Minimal safetensors reading and writing with numpy (no third-party package).
+
+File layout: 8-byte little-endian header length N, N bytes of JSON mapping each tensor
+name to {"dtype", "shape", "data_offsets": [begin, end)} (offsets relative to the end
+of the header), optionally "__metadata__": {str: str}; then the raw little-endian data.
+Written tensors are float32 ("F32"); reading also accepts F16, F64, I64 and I32.
+"""
+
+import json
+import struct
+
+import numpy as np
+
+_DTYPES = {
+    "F32": np.dtype("<f4"),
+    "F16": np.dtype("<f2"),
+    "F64": np.dtype("<f8"),
+    "I64": np.dtype("<i8"),
+    "I32": np.dtype("<i4"),
+}
+
+
+def save(path, tensors, metadata=None):
+    """Writes {name: array} as F32 tensors, in name order; metadata: {str: str} or None."""
+    header = {}
+    blobs = []
+    offset = 0
+    for name in sorted(tensors):
+        arr = np.ascontiguousarray(np.asarray(tensors[name], dtype="<f4"))
+        data = arr.tobytes()
+        header[name] = {"dtype": "F32", "shape": list(arr.shape),
+                        "data_offsets": [offset, offset + len(data)]}
+        blobs.append(data)
+        offset += len(data)
+    if metadata:
+        for key, value in metadata.items():
+            if not isinstance(key, str) or not isinstance(value, str):
+                raise TypeError("safetensors metadata must map str to str")
+        header["__metadata__"] = dict(metadata)
+    text = json.dumps(header, separators=(",", ":")).encode("utf-8")
+    text += b" " * (-len(text) % 8)     # pad so the data starts 8-byte aligned
+    with open(path, "wb") as f:
+        f.write(struct.pack("<Q", len(text)))
+        f.write(text)
+        for data in blobs:
+            f.write(data)
+
+
+def load(path):
+    """Returns ({name: array}, metadata dict) of a safetensors file."""
+    with open(path, "rb") as f:
+        raw = f.read()
+    if len(raw) < 8:
+        raise ValueError(f"{path}: too short for a safetensors header")
+    (n,) = struct.unpack("<Q", raw[:8])
+    if 8 + n > len(raw):
+        raise ValueError(f"{path}: header length {n} exceeds the file size {len(raw)}")
+    header = json.loads(raw[8:8 + n].decode("utf-8"))
+    data = raw[8 + n:]
+    metadata = header.pop("__metadata__", {}) or {}
+    tensors = {}
+    for name, info in header.items():
+        dtype = _DTYPES.get(info["dtype"])
+        if dtype is None:
+            raise ValueError(f"{path}: tensor {name}: unsupported dtype {info['dtype']}")
+        begin, end = info["data_offsets"]
+        shape = tuple(info["shape"])
+        count = int(np.prod(shape, dtype=np.int64)) if shape else 1
+        if not 0 <= begin <= end <= len(data) or end - begin != count * dtype.itemsize:
+            raise ValueError(f"{path}: tensor {name}: bad data_offsets {info['data_offsets']}")
+        tensors[name] = np.frombuffer(data[begin:end], dtype=dtype).reshape(shape).copy()
+    return tensors, metadata

@@ -1,0 +1,41 @@
+"""Round trip of training/safetensors_io.py."""
+
+import os
+import struct
+import sys
+import tempfile
+import unittest
+
+import numpy as np
+
+sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), ".."))
+
+import safetensors_io  # noqa: E402
+
+
+class SafetensorsIoTest(unittest.TestCase):
+    def test_round_trip(self):
+        tensors = {"a.weight": np.arange(6, dtype=np.float32).reshape(2, 3) - 2.5,
+                   "b": np.array([1e-30, -3.0], dtype=np.float64),
+                   "scalar": np.float32(7.0)}
+        with tempfile.TemporaryDirectory() as tmp:
+            path = os.path.join(tmp, "t.safetensors")
+            safetensors_io.save(path, tensors, {"config": '{"d": 8}'})
+            with open(path, "rb") as f:
+                raw = f.read()
+            (n,) = struct.unpack("<Q", raw[:8])
+            self.assertEqual((8 + n) % 8, 0)
+            got, meta = safetensors_io.load(path)
+            self.assertEqual(meta, {"config": '{"d": 8}'})
+            self.assertEqual(set(got), set(tensors))
+            for k, v in tensors.items():
+                self.assertEqual(got[k].dtype, np.float32)
+                np.testing.assert_array_equal(got[k], np.asarray(v, dtype=np.float32))
+            with open(path, "wb") as f:
+                f.write(raw[:-4])
+            with self.assertRaises(ValueError):
+                safetensors_io.load(path)
+
+
+if __name__ == "__main__":
+    unittest.main()
