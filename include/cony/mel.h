@@ -17,9 +17,12 @@
  *     area normalisation, the DC bin's row forced to zero;
  *   - natural log(mel + 0.01).
  *
- * Every parameter can be changed; the FFT is FFmpeg's av_tx real FFT, the
- * computation is float32 (within 1e-3 absolute of a float64 reference, see
- * tests/test_mel.c).
+ * Every parameter can be changed. The FFT is FFmpeg's av_tx real FFT
+ * (AV_TX_DOUBLE_RDFT): windowing, FFT, magnitude and mel sums run in double and
+ * only the log-mel output is float32, so the result matches a float64 numpy
+ * reference to float32 rounding (a float32 FFT leaves up to ~7e-4 of error on
+ * loud tones, through the log's 1/0.01 slope, for a ~1.6x speed gain we do not
+ * need: about 3.5 us per frame, ~2800x real time on one core).
  *
  * Streaming use (what the conymel element does):
  *

@@ -1,0 +1,454 @@
+/* Log-mel spectrogram, VGGish-exact by default (see include/cony/mel.h).
+ * Internally double precision; the output frames are float32. */
+#include "cony/mel.h"
+#include "cony/error.h"
+
+#include <libavutil/mem.h>
+#include <libavutil/tx.h>
+#include <math.h>
+#include <string.h>
+
+struct _ConyMel {
+  ConyMelConfig config;
+  guint n_bins;            /* fft_length / 2 + 1 */
+
+  double *window;          /* window_length */
+  float *matrix;           /* n_bins x n_mels, row-major (the public view) */
+  /* Per band: the non-zero bins [band_lo, band_hi) and their weights, packed. */
+  guint *band_lo, *band_hi, *band_off;
+  double *band_weights;
+
+  AVTXContext *tx;
+  av_tx_fn tx_fn;
+  double *fft_in;          /* fft_length doubles, av_malloc'ed (aligned) */
+  AVComplexDouble *fft_out; /* n_bins (+ slack) */
+  double *mag;             /* n_bins */
+
+  /* Streaming state: buf[buf_off .. buf_off + buf_len) holds the samples with
+   * absolute indices [buf_start, buf_start + buf_len). */
+  float *buf;
+  gsize buf_cap, buf_off, buf_len;
+  guint64 buf_start;
+  guint64 total;           /* samples pushed */
+  guint64 next_frame;      /* index of the next frame to pop */
+};
+
+void
+cony_mel_config_init_vggish (ConyMelConfig *config)
+{
+  g_return_if_fail (config != NULL);
+  config->sample_rate = 16000;
+  config->window_length = 400;
+  config->hop_length = 160;
+  config->fft_length = 512;
+  config->n_mels = 64;
+  config->fmin = 125.0;
+  config->fmax = 7500.0;
+  config->log_offset = 0.01;
+  config->periodic_window = TRUE;
+}
+
+#define INVALID(...) \
+  G_STMT_START { \
+    g_set_error (error, CONY_ERROR, CONY_ERROR_INVALID, "mel config: " __VA_ARGS__); \
+    return FALSE; \
+  } G_STMT_END
+
+gboolean
+cony_mel_config_validate (const ConyMelConfig *c, GError **error)
+{
+  if (c == NULL)
+    INVALID ("no configuration given");
+  if (c->sample_rate == 0 || c->sample_rate > 1000000)
+    INVALID ("sample_rate %u out of range (1 .. 1000000)", c->sample_rate);
+  if (c->window_length < 2 || c->window_length > (1u << 20))
+    INVALID ("window_length %u out of range (2 .. 1048576)", c->window_length);
+  if (c->hop_length == 0 || c->hop_length > (1u << 24))
+    INVALID ("hop_length %u out of range (1 .. 16777216)", c->hop_length);
+  if (c->fft_length < 4 || c->fft_length > (1u << 21) || (c->fft_length & (c->fft_length - 1)) != 0)
+    INVALID ("fft_length %u must be a power of two between 4 and 2097152", c->fft_length);
+  if (c->fft_length < c->window_length)
+    INVALID ("fft_length %u is shorter than window_length %u", c->fft_length, c->window_length);
+  if (c->n_mels == 0 || c->n_mels > c->fft_length / 2 + 1)
+    INVALID ("n_mels %u out of range (1 .. fft_length/2+1 = %u)", c->n_mels, c->fft_length / 2 + 1);
+  if (!(c->fmin >= 0.0))
+    INVALID ("fmin %g must be >= 0", c->fmin);
+  if (!(c->fmin < c->fmax))
+    INVALID ("fmin %g must be below fmax %g", c->fmin, c->fmax);
+  if (!(c->fmax <= c->sample_rate / 2.0))
+    INVALID ("fmax %g is above the Nyquist frequency %g", c->fmax, c->sample_rate / 2.0);
+  if (!(c->log_offset > 0.0) || !isfinite (c->log_offset))
+    INVALID ("log_offset %g must be a positive finite number", c->log_offset);
+  return TRUE;
+}
+
+static double
+hz_to_mel (double hz)
+{
+  /* HTK mel scale, natural log: 1127 ln(1 + f/700). */
+  return 1127.0 * log (1.0 + hz / 700.0);
+}
+
+/* The mel weight matrix exactly as VGGish's mel_features builds it: band edges
+ * equally spaced in HTK mel between fmin and fmax, triangles interpolated in
+ * mel at the mel positions of the spectrogram bins (spaced linearly from 0 Hz
+ * to Nyquist), peak 1, no normalisation, the DC row zeroed. Computed in double. */
+static void
+build_matrix (ConyMel *mel)
+{
+  const ConyMelConfig *c = &mel->config;
+  guint nb = mel->n_bins, nm = c->n_mels;
+  double nyquist = c->sample_rate / 2.0;
+  double *bin_mel = g_new (double, nb);
+  double *edges = g_new (double, nm + 2);
+  double mlo = hz_to_mel (c->fmin), mhi = hz_to_mel (c->fmax);
+
+  for (guint k = 0; k < nb; k++)
+    bin_mel[k] = hz_to_mel (nyquist * k / (double) (nb - 1));
+  for (guint i = 0; i < nm + 2; i++)
+    edges[i] = mlo + (mhi - mlo) * i / (double) (nm + 1);
+
+  double *weights = g_new0 (double, (gsize) nb * nm);
+  mel->matrix = g_new0 (float, (gsize) nb * nm);
+  for (guint i = 0; i < nm; i++) {
+    double lo = edges[i], ce = edges[i + 1], hi = edges[i + 2];
+    for (guint k = 1; k < nb; k++) {  /* k = 0 (DC) stays zero */
+      double up = (bin_mel[k] - lo) / (ce - lo);
+      double down = (hi - bin_mel[k]) / (hi - ce);
+      double w = MAX (0.0, MIN (up, down));
+      weights[(gsize) k * nm + i] = w;
+      mel->matrix[(gsize) k * nm + i] = (float) w;
+    }
+  }
+
+  /* Sparse per-band form for the hot loop. */
+  mel->band_lo = g_new (guint, nm);
+  mel->band_hi = g_new (guint, nm);
+  mel->band_off = g_new (guint, nm);
+  gsize total = 0;
+  for (guint i = 0; i < nm; i++) {
+    guint lo = nb, hi = 0;
+    for (guint k = 0; k < nb; k++)
+      if (weights[(gsize) k * nm + i] != 0.0) {
+        lo = MIN (lo, k);
+        hi = k + 1;
+      }
+    if (hi == 0)
+      lo = 0;
+    mel->band_lo[i] = lo;
+    mel->band_hi[i] = hi;
+    mel->band_off[i] = (guint) total;
+    total += hi - lo;
+  }
+  mel->band_weights = g_new (double, MAX (total, 1));
+  for (guint i = 0; i < nm; i++)
+    for (guint k = mel->band_lo[i]; k < mel->band_hi[i]; k++)
+      mel->band_weights[mel->band_off[i] + k - mel->band_lo[i]] = weights[(gsize) k * nm + i];
+
+  g_free (bin_mel);
+  g_free (edges);
+  g_free (weights);
+}
+
+ConyMel *
+cony_mel_new (const ConyMelConfig *config, GError **error)
+{
+  if (!cony_mel_config_validate (config, error))
+    return NULL;
+
+  ConyMel *mel = g_new0 (ConyMel, 1);
+  mel->config = *config;
+  mel->n_bins = config->fft_length / 2 + 1;
+
+  double scale = 1.0;
+  int ret = av_tx_init (&mel->tx, &mel->tx_fn, AV_TX_DOUBLE_RDFT, 0, (int) config->fft_length,
+                        &scale, 0);
+  if (ret < 0 || mel->tx == NULL) {
+    g_set_error (error, CONY_ERROR, CONY_ERROR_INVALID,
+                 "mel: FFmpeg av_tx_init failed for a %u-point real FFT (error %d)",
+                 config->fft_length, ret);
+    g_free (mel);
+    return NULL;
+  }
+  mel->fft_in = av_malloc (sizeof (double) * (config->fft_length + 2));
+  mel->fft_out = av_malloc (sizeof (AVComplexDouble) * (mel->n_bins + 1));
+  mel->mag = g_new (double, mel->n_bins);
+
+  guint wl = config->window_length;
+  mel->window = g_new (double, wl);
+  double denom = config->periodic_window ? wl : wl - 1;
+  for (guint n = 0; n < wl; n++)
+    mel->window[n] = 0.5 - 0.5 * cos (2.0 * G_PI * n / denom);
+
+  build_matrix (mel);
+
+  mel->buf_cap = MAX ((gsize) 2 * wl, 4096);
+  mel->buf = g_new (float, mel->buf_cap);
+  return mel;
+}
+
+void
+cony_mel_free (ConyMel *mel)
+{
+  if (mel == NULL)
+    return;
+  av_tx_uninit (&mel->tx);
+  av_free (mel->fft_in);
+  av_free (mel->fft_out);
+  g_free (mel->mag);
+  g_free (mel->window);
+  g_free (mel->matrix);
+  g_free (mel->band_lo);
+  g_free (mel->band_hi);
+  g_free (mel->band_off);
+  g_free (mel->band_weights);
+  g_free (mel->buf);
+  g_free (mel);
+}
+
+const ConyMelConfig *
+cony_mel_get_config (const ConyMel *mel)
+{
+  g_return_val_if_fail (mel != NULL, NULL);
+  return &mel->config;
+}
+
+guint
+cony_mel_get_n_mels (const ConyMel *mel)
+{
+  g_return_val_if_fail (mel != NULL, 0);
+  return mel->config.n_mels;
+}
+
+const float *
+cony_mel_get_matrix (const ConyMel *mel)
+{
+  g_return_val_if_fail (mel != NULL, NULL);
+  return mel->matrix;
+}
+
+/* Windowing, FFT, magnitude, mel, log. @frame may contain non-finite values
+ * only if the caller allows it (the streaming path has already cleaned them). */
+void
+cony_mel_compute_frame (ConyMel *mel, const float *frame, float *out)
+{
+  g_return_if_fail (mel != NULL && frame != NULL && out != NULL);
+  const ConyMelConfig *c = &mel->config;
+  guint wl = c->window_length;
+  double *in = mel->fft_in;
+
+  for (guint n = 0; n < wl; n++)
+    in[n] = frame[n] * mel->window[n];
+  memset (in + wl, 0, sizeof (double) * (c->fft_length + 2 - wl));
+  mel->tx_fn (mel->tx, mel->fft_out, in, sizeof (double));
+
+  const AVComplexDouble *X = mel->fft_out;
+  for (guint k = 0; k < mel->n_bins; k++)
+    mel->mag[k] = sqrt (X[k].re * X[k].re + X[k].im * X[k].im);
+
+  double offset = c->log_offset;
+  for (guint i = 0; i < c->n_mels; i++) {
+    const double *w = mel->band_weights + mel->band_off[i];
+    const double *m = mel->mag + mel->band_lo[i];
+    guint len = mel->band_hi[i] - mel->band_lo[i];
+    double acc = 0.0;
+    for (guint k = 0; k < len; k++)
+      acc += w[k] * m[k];
+    out[i] = (float) log (acc + offset);
+  }
+}
+
+/* Streaming ---------------------------------------------------------------- */
+
+static guint64
+keep_from (const ConyMel *mel)
+{
+  return mel->next_frame * mel->config.hop_length;
+}
+
+/* Makes room for @n more samples at the end of the buffer. */
+static float *
+buffer_append_space (ConyMel *mel, gsize n)
+{
+  if (mel->buf_off + mel->buf_len + n > mel->buf_cap) {
+    if (mel->buf_off > 0) {
+      memmove (mel->buf, mel->buf + mel->buf_off, sizeof (float) * mel->buf_len);
+      mel->buf_off = 0;
+    }
+    if (mel->buf_len + n > mel->buf_cap) {
+      gsize cap = mel->buf_cap;
+      while (cap < mel->buf_len + n)
+        cap *= 2;
+      mel->buf = g_renew (float, mel->buf, cap);
+      mel->buf_cap = cap;
+    }
+  }
+  float *dst = mel->buf + mel->buf_off + mel->buf_len;
+  mel->buf_len += n;
+  return dst;
+}
+
+/* Skips incoming samples that no future frame needs (hop > window). Returns
+ * how many of the next @n samples to drop. */
+static gsize
+incoming_skip (ConyMel *mel, gsize n)
+{
+  guint64 from = keep_from (mel);
+  if (mel->total >= from)
+    return 0;
+  return (gsize) MIN ((guint64) n, from - mel->total);
+}
+
+gsize
+cony_mel_push (ConyMel *mel, const float *samples, gsize n)
+{
+  g_return_val_if_fail (mel != NULL, 0);
+  g_return_val_if_fail (samples != NULL || n == 0, 0);
+  gsize skip = incoming_skip (mel, n);
+  gsize replaced = 0;
+  if (mel->buf_len == 0)
+    mel->buf_start = mel->total + skip;
+  float *dst = buffer_append_space (mel, n - skip);
+  for (gsize i = skip; i < n; i++) {
+    float v = samples[i];
+    if (G_UNLIKELY (!isfinite (v))) {
+      v = 0.0f;
+      replaced++;
+    }
+    *dst++ = v;
+  }
+  for (gsize i = 0; i < skip; i++)
+    if (!isfinite (samples[i]))
+      replaced++;
+  mel->total += n;
+  return replaced;
+}
+
+void
+cony_mel_push_s16 (ConyMel *mel, const gint16 *samples, gsize n)
+{
+  g_return_if_fail (mel != NULL);
+  g_return_if_fail (samples != NULL || n == 0);
+  gsize skip = incoming_skip (mel, n);
+  if (mel->buf_len == 0)
+    mel->buf_start = mel->total + skip;
+  float *dst = buffer_append_space (mel, n - skip);
+  for (gsize i = skip; i < n; i++)
+    *dst++ = samples[i] * (1.0f / 32768.0f);
+  mel->total += n;
+}
+
+void
+cony_mel_push_silence (ConyMel *mel, gsize n)
+{
+  g_return_if_fail (mel != NULL);
+  gsize skip = incoming_skip (mel, n);
+  if (mel->buf_len == 0)
+    mel->buf_start = mel->total + skip;
+  float *dst = buffer_append_space (mel, n - skip);
+  memset (dst, 0, sizeof (float) * (n - skip));
+  mel->total += n;
+}
+
+gsize
+cony_mel_frames_available (const ConyMel *mel)
+{
+  g_return_val_if_fail (mel != NULL, 0);
+  guint64 start = keep_from (mel);
+  guint64 need = start + mel->config.window_length;
+  if (mel->total < need)
+    return 0;
+  return (gsize) ((mel->total - need) / mel->config.hop_length + 1);
+}
+
+gboolean
+cony_mel_pop_frame (ConyMel *mel, float *out)
+{
+  g_return_val_if_fail (mel != NULL && out != NULL, FALSE);
+  if (cony_mel_frames_available (mel) == 0)
+    return FALSE;
+  guint64 start = keep_from (mel);
+  g_assert (start >= mel->buf_start);
+  gsize pos = (gsize) (start - mel->buf_start);
+  g_assert (pos + mel->config.window_length <= mel->buf_len);
+  cony_mel_compute_frame (mel, mel->buf + mel->buf_off + pos, out);
+
+  mel->next_frame++;
+  /* Drop the samples no later frame needs. */
+  guint64 from = keep_from (mel);
+  guint64 drop = MIN (from - mel->buf_start, (guint64) mel->buf_len);
+  mel->buf_off += (gsize) drop;
+  mel->buf_len -= (gsize) drop;
+  mel->buf_start += drop;
+  if (mel->buf_len == 0) {
+    mel->buf_off = 0;
+    mel->buf_start = MAX (from, mel->total);
+  }
+  return TRUE;
+}
+
+guint64
+cony_mel_get_next_frame_index (const ConyMel *mel)
+{
+  g_return_val_if_fail (mel != NULL, 0);
+  return mel->next_frame;
+}
+
+guint64
+cony_mel_get_samples_pushed (const ConyMel *mel)
+{
+  g_return_val_if_fail (mel != NULL, 0);
+  return mel->total;
+}
+
+void
+cony_mel_reset (ConyMel *mel)
+{
+  g_return_if_fail (mel != NULL);
+  mel->buf_off = mel->buf_len = 0;
+  mel->buf_start = 0;
+  mel->total = 0;
+  mel->next_frame = 0;
+}
+
+/* Whole signal ------------------------------------------------------------- */
+
+gsize
+cony_mel_frames_for_samples (const ConyMelConfig *config, gsize n_samples)
+{
+  g_return_val_if_fail (config != NULL && config->hop_length > 0, 0);
+  if (n_samples < config->window_length)
+    return 0;
+  return 1 + (n_samples - config->window_length) / config->hop_length;
+}
+
+float *
+cony_mel_compute (ConyMel *mel, const float *samples, gsize n_samples, gsize *n_frames)
+{
+  g_return_val_if_fail (mel != NULL && n_frames != NULL, NULL);
+  g_return_val_if_fail (samples != NULL || n_samples == 0, NULL);
+  const ConyMelConfig *c = &mel->config;
+  gsize nf = cony_mel_frames_for_samples (c, n_samples);
+  *n_frames = nf;
+  if (nf == 0)
+    return NULL;
+  float *out = g_new (float, nf * c->n_mels);
+  float *frame = g_new (float, c->window_length);
+  for (gsize t = 0; t < nf; t++) {
+    const float *src = samples + t * c->hop_length;
+    gboolean clean = TRUE;
+    for (guint n = 0; n < c->window_length; n++)
+      if (G_UNLIKELY (!isfinite (src[n]))) {
+        clean = FALSE;
+        break;
+      }
+    if (!clean) {
+      for (guint n = 0; n < c->window_length; n++)
+        frame[n] = isfinite (src[n]) ? src[n] : 0.0f;
+      src = frame;
+    }
+    cony_mel_compute_frame (mel, src, out + t * c->n_mels);
+  }
+  g_free (frame);
+  return out;
+}
