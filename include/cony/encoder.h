@@ -1,0 +1,47 @@
+/* The continual encoder-classifier, stepped one token at a time.
+ *
+ * input projection -> recycling positional encoding (token t gets row t mod T) ->
+ * 1 or 2 post-LN encoder blocks -> LayerNorm -> linear classifier; the logits are those
+ * of the newest token. With 1 block the block is single-output; with 2 blocks the first
+ * is retroactive (its residual, LayerNorms and feed-forward applied to every row of the
+ * window) and the second is the windowed single-output counterpart over those rows.
+ * What this computes, step by step, is written down in docs/model-format.md. */
+#pragma once
+#include <glib.h>
+
+#include "cony/model.h"
+
+G_BEGIN_DECLS
+
+typedef struct _ConyEncoder ConyEncoder;
+
+/* @model must outlive the encoder. @override_variant: -1 for the variants the model
+ * was trained with, otherwise a ConyAttentionVariant used in every block (the last block
+ * of a 2-block model runs its windowed counterpart). Fails, naming the file, when a
+ * fixed-landmark variant is asked of a model without landmarks. */
+ConyEncoder *cony_encoder_new (const ConyModel *model, int override_variant, GError **error);
+void cony_encoder_free (ConyEncoder *encoder);
+
+/* Feeds one token (d_in floats) and writes n_classes logits. Does not allocate. */
+void cony_encoder_step (ConyEncoder *encoder, const float *token, float *logits);
+
+/* Forgets the stream: the next token is stream index 0 again. */
+void cony_encoder_reset (ConyEncoder *encoder);
+guint64 cony_encoder_steps (const ConyEncoder *encoder);
+/* Tokens in the current window (min(steps, n)). */
+int cony_encoder_window_fill (const ConyEncoder *encoder);
+/* The variant layer @block runs (after any override). */
+ConyAttentionVariant cony_encoder_block_variant (const ConyEncoder *encoder, int block);
+
+/* Bytes of state carried between steps: attention layers' state plus the encoder's
+ * window of block inputs (2 blocks). Scratch buffers are counted separately. */
+gsize cony_encoder_state_bytes (const ConyEncoder *encoder);
+gsize cony_encoder_scratch_bytes (const ConyEncoder *encoder);
+
+/* Counted floating-point operations of one step with a full window (multiply and add
+ * counted separately), all parts included. */
+double cony_encoder_flops_per_step (const ConyEncoder *encoder);
+
+G_DEFINE_AUTOPTR_CLEANUP_FUNC (ConyEncoder, cony_encoder_free)
+
+G_END_DECLS

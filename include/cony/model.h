@@ -1,0 +1,80 @@
+/* Continual transformer encoder-classifier models: loading safetensors model files.
+ *
+ * The file format (tensor names, shapes, the JSON config in __metadata__) is written
+ * down in docs/model-format.md. cony_model_load() checks every tensor against the
+ * config and refuses bad files with a GError naming the file, the tensor or config key,
+ * and what was expected. The weights are copied out of the mapping as float32 (F16
+ * storage is converted), so the file is closed when loading returns. */
+#pragma once
+#include <glib.h>
+
+#include "cony/attention.h"
+
+G_BEGIN_DECLS
+
+#define CONY_MODEL_ARCHITECTURE "cony-encoder-classifier"
+#define CONY_MODEL_MAX_BLOCKS 2
+#define CONY_MODEL_LN_EPS 1e-5f
+
+typedef enum {
+  CONY_POSITIONAL_LEARNED,  /* learned table, trained with random stream offsets */
+  CONY_POSITIONAL_CYCLIC,   /* the fixed cyclic encoding, precomputed into the table at export */
+} ConyPositionalKind;
+
+typedef struct {
+  int d_in;                 /* input token size */
+  int d;                    /* embedding size */
+  int heads;
+  int ff;                   /* feed-forward hidden width */
+  int blocks;               /* 1 or 2 */
+  int window;               /* n */
+  int landmarks;            /* m */
+  ConyAttentionVariant attention[CONY_MODEL_MAX_BLOCKS];  /* trained variant per block */
+  ConyPinvMethod pinv;
+  int pinv_iterations;
+  ConyPositionalKind positional;
+  int positional_rows;      /* T: token at stream index s gets row s mod T */
+  int n_classes;
+  char **labels;            /* n_classes strings, NULL-terminated */
+  char *frontend_json;      /* the "frontend" object of the config as JSON text, or NULL */
+  char *config_json;        /* the whole config string as found in the file */
+} ConyModelConfig;
+
+typedef struct {
+  ConyAttentionWeights attn;     /* in/out projections, optional fixed landmarks */
+  gboolean has_landmarks;
+  float *norm1_weight, *norm1_bias;   /* (d) */
+  float *ff1_weight, *ff1_bias;       /* (ff, d), (ff) */
+  float *ff2_weight, *ff2_bias;       /* (d, ff), (d) */
+  float *norm2_weight, *norm2_bias;   /* (d) */
+} ConyModelBlock;
+
+typedef struct {
+  char *path;
+  ConyModelConfig config;
+  float *input_proj_weight;      /* (d, d_in) */
+  float *input_proj_bias;        /* (d) */
+  float *pos_embedding;          /* (T, d) */
+  ConyModelBlock block[CONY_MODEL_MAX_BLOCKS];
+  float *norm_weight, *norm_bias;             /* (d) */
+  float *classifier_weight, *classifier_bias; /* (classes, d), (classes) */
+  gsize n_parameters;            /* floats loaded (landmarks included) */
+} ConyModel;
+
+ConyModel *cony_model_load (const char *path, GError **error);
+void cony_model_free (ConyModel *model);
+
+/* Checks a config parsed from JSON text; @origin names it in errors (a file path). */
+gboolean cony_model_config_parse (const char *json, const char *origin, ConyModelConfig *config,
+                                  GError **error);
+void cony_model_config_clear (ConyModelConfig *config);
+
+/* The attention layer config of block @block_index with @variant (the caller's override
+ * or the trained one), as the encoder builds it. */
+ConyAttentionConfig cony_model_attention_config (const ConyModel *model, int block_index,
+                                                 ConyAttentionVariant variant,
+                                                 gboolean retroactive);
+
+G_DEFINE_AUTOPTR_CLEANUP_FUNC (ConyModel, cony_model_free)
+
+G_END_DECLS

@@ -1,0 +1,290 @@
+/* The continual encoder-classifier (include/cony/encoder.h, docs/model-format.md). */
+#include "cony/encoder.h"
+#include "cony/error.h"
+
+#include <cblas.h>
+#include <math.h>
+#include <string.h>
+
+struct _ConyEncoder {
+  const ConyModel *model;
+  int d_in, d, ff, n, blocks, classes, T;
+  ConyAttention *attn[CONY_MODEL_MAX_BLOCKS];
+  ConyAttentionVariant variant[CONY_MODEL_MAX_BLOCKS];
+  guint64 steps;
+  /* state: the last n block-1 inputs, token of stream index s in slot s mod n */
+  float *ring;
+  /* scratch, allocated once */
+  float *u;      /* (d) the newest block-1 input */
+  float *att;    /* (n, d) attention output rows */
+  float *y;      /* (n, d) after residual + LN1 */
+  float *h;      /* (n, ff) feed-forward hidden */
+  float *z;      /* (n, d) block output */
+  float *a2;     /* (d) block-2 attention output */
+  float *v2;     /* (d) block-2 vectors */
+  float *h2;     /* (ff) */
+};
+
+static void
+layer_norm (float *x, int d, const float *w, const float *b)
+{
+  double mean = 0, var = 0;
+  for (int i = 0; i < d; i++)
+    mean += x[i];
+  mean /= d;
+  for (int i = 0; i < d; i++) {
+    double c = x[i] - mean;
+    var += c * c;
+  }
+  var /= d;
+  float inv = (float) (1.0 / sqrt (var + (double) CONY_MODEL_LN_EPS));
+  float mf = (float) mean;
+  for (int i = 0; i < d; i++)
+    x[i] = (x[i] - mf) * inv * w[i] + b[i];
+}
+
+static inline float
+gelu (float x)
+{
+  return 0.5f * x * (1.0f + erff (x * (float) M_SQRT1_2));
+}
+
+/* rows × d input @x (row stride d): x <- LN1(x + att) -> y; z = LN2(y + FF(y)).
+ * Works in place on @y/@z buffers of the encoder. */
+static void
+block_tail (ConyEncoder *e, const ConyModelBlock *k, int rows, const float *x, const float *att,
+            float *y, float *h, float *z)
+{
+  int d = e->d, ff = e->ff;
+  for (int r = 0; r < rows; r++) {
+    float *yr = y + (gsize) r * d;
+    const float *xr = x + (gsize) r * d, *ar = att + (gsize) r * d;
+    for (int i = 0; i < d; i++)
+      yr[i] = xr[i] + ar[i];
+    layer_norm (yr, d, k->norm1_weight, k->norm1_bias);
+  }
+  /* h = GELU(y W1^T + b1) */
+  for (int r = 0; r < rows; r++)
+    memcpy (h + (gsize) r * ff, k->ff1_bias, sizeof (float) * ff);
+  if (rows == 1)
+    cblas_sgemv (CblasRowMajor, CblasNoTrans, ff, d, 1.0f, k->ff1_weight, d, y, 1, 1.0f, h, 1);
+  else
+    cblas_sgemm (CblasRowMajor, CblasNoTrans, CblasTrans, rows, ff, d, 1.0f, y, d, k->ff1_weight, d,
+                 1.0f, h, ff);
+  for (gsize i = 0; i < (gsize) rows * ff; i++)
+    h[i] = gelu (h[i]);
+  /* z = y + h W2^T + b2 */
+  for (int r = 0; r < rows; r++) {
+    float *zr = z + (gsize) r * d;
+    const float *yr = y + (gsize) r * d;
+    for (int i = 0; i < d; i++)
+      zr[i] = yr[i] + k->ff2_bias[i];
+  }
+  if (rows == 1)
+    cblas_sgemv (CblasRowMajor, CblasNoTrans, d, ff, 1.0f, k->ff2_weight, ff, h, 1, 1.0f, z, 1);
+  else
+    cblas_sgemm (CblasRowMajor, CblasNoTrans, CblasTrans, rows, d, ff, 1.0f, h, ff, k->ff2_weight, ff,
+                 1.0f, z, d);
+  for (int r = 0; r < rows; r++)
+    layer_norm (z + (gsize) r * d, d, k->norm2_weight, k->norm2_bias);
+}
+
+void
+cony_encoder_free (ConyEncoder *e)
+{
+  if (!e)
+    return;
+  for (int b = 0; b < CONY_MODEL_MAX_BLOCKS; b++)
+    cony_attention_free (e->attn[b]);
+  g_free (e->ring);
+  g_free (e->u);
+  g_free (e->att);
+  g_free (e->y);
+  g_free (e->h);
+  g_free (e->z);
+  g_free (e->a2);
+  g_free (e->v2);
+  g_free (e->h2);
+  g_free (e);
+}
+
+ConyEncoder *
+cony_encoder_new (const ConyModel *model, int override_variant, GError **error)
+{
+  const ConyModelConfig *c = &model->config;
+  if (override_variant >= CONY_ATTENTION_N_VARIANTS || override_variant < -1) {
+    g_set_error (error, CONY_ERROR, CONY_ERROR_INVALID, "%s: attention variant %d does not exist",
+                 model->path, override_variant);
+    return NULL;
+  }
+  g_autoptr (ConyEncoder) e = g_new0 (ConyEncoder, 1);
+  e->model = model;
+  e->d_in = c->d_in;
+  e->d = c->d;
+  e->ff = c->ff;
+  e->n = c->window;
+  e->blocks = c->blocks;
+  e->classes = c->n_classes;
+  e->T = c->positional_rows;
+  for (int b = 0; b < c->blocks; b++) {
+    ConyAttentionVariant v = override_variant >= 0 ? (ConyAttentionVariant) override_variant
+                                                   : c->attention[b];
+    gboolean last_of_two = c->blocks == 2 && b == 1;
+    if (last_of_two)
+      v = cony_attention_variant_windowed (v);
+    e->variant[b] = v;
+    if (cony_attention_variant_uses_fixed_landmarks (v) && !model->block[b].has_landmarks) {
+      g_set_error (error, CONY_ERROR, CONY_ERROR_MISSING,
+                   "%s: attention '%s' in block %d needs fixed landmarks, but the file has no "
+                   "'blocks.%d.attn.q_landmarks'/'k_landmarks' (the model was trained with '%s')",
+                   model->path, cony_attention_variant_name (v), b, b,
+                   cony_attention_variant_name (c->attention[b]));
+      return NULL;
+    }
+    ConyAttentionConfig ac = cony_model_attention_config (model, b, v, c->blocks == 2 && b == 0);
+    ConyAttentionWeights w = model->block[b].attn;
+    if (!cony_attention_variant_uses_fixed_landmarks (v))
+      w.q_landmarks = w.k_landmarks = NULL;
+    GError *local = NULL;
+    e->attn[b] = cony_attention_new (&ac, &w, &local);
+    if (!e->attn[b]) {
+      g_set_error (error, CONY_ERROR, local->code, "%s: block %d: %s", model->path, b, local->message);
+      g_error_free (local);
+      return NULL;
+    }
+  }
+  gsize n = e->n, d = e->d, ff = e->ff;
+  e->u = g_new0 (float, d);
+  e->att = g_new0 (float, n * d);
+  e->y = g_new0 (float, n * d);
+  e->h = g_new0 (float, n * ff);
+  e->z = g_new0 (float, n * d);
+  e->a2 = g_new0 (float, d);
+  e->v2 = g_new0 (float, 2 * d);
+  e->h2 = g_new0 (float, ff);
+  if (e->blocks == 2)
+    e->ring = g_new0 (float, n * d);
+  return g_steal_pointer (&e);
+}
+
+void
+cony_encoder_reset (ConyEncoder *e)
+{
+  for (int b = 0; b < e->blocks; b++)
+    cony_attention_reset (e->attn[b]);
+  e->steps = 0;
+  if (e->ring)
+    memset (e->ring, 0, sizeof (float) * e->n * e->d);
+}
+
+guint64
+cony_encoder_steps (const ConyEncoder *e)
+{
+  return e->steps;
+}
+
+int
+cony_encoder_window_fill (const ConyEncoder *e)
+{
+  return (int) MIN (e->steps, (guint64) e->n);
+}
+
+ConyAttentionVariant
+cony_encoder_block_variant (const ConyEncoder *e, int block)
+{
+  return e->variant[CLAMP (block, 0, e->blocks - 1)];
+}
+
+void
+cony_encoder_step (ConyEncoder *e, const float *token, float *logits)
+{
+  const ConyModel *m = e->model;
+  int d = e->d, n = e->n;
+  guint64 t = e->steps;
+
+  /* u = W_in x + b_in + P[t mod T] */
+  const float *pos = m->pos_embedding + (gsize) (t % (guint64) e->T) * d;
+  for (int i = 0; i < d; i++)
+    e->u[i] = m->input_proj_bias[i] + pos[i];
+  cblas_sgemv (CblasRowMajor, CblasNoTrans, d, e->d_in, 1.0f, m->input_proj_weight, e->d_in, token, 1,
+               1.0f, e->u, 1);
+
+  const float *final;
+  if (e->blocks == 1) {
+    cony_attention_step (e->attn[0], e->u, e->att);
+    block_tail (e, &m->block[0], 1, e->u, e->att, e->y, e->h, e->z);
+    final = e->z;
+  } else {
+    /* Block 1, retroactive: n rows, the last w of which belong to the window's tokens. */
+    memcpy (e->ring + (gsize) (t % (guint64) n) * d, e->u, sizeof (float) * d);
+    cony_attention_step (e->attn[0], e->u, e->att);
+    int w = (int) MIN (t + 1, (guint64) n);
+    /* Gather the window's block inputs oldest first into y (the residual source; the
+     * tail adds the attention rows in place), then run the tail on the w real rows. */
+    for (int i = 0; i < w; i++) {
+      guint64 s = t + 1 - (guint64) w + (guint64) i;
+      memcpy (e->y + (gsize) i * d, e->ring + (gsize) (s % (guint64) n) * d, sizeof (float) * d);
+    }
+    const float *att_rows = e->att + (gsize) (n - w) * d;
+    block_tail (e, &m->block[0], w, e->y, att_rows, e->y, e->h, e->z);
+    /* Block 2: windowed single-output over the w rows of block 1. */
+    cony_attention_forward_window (e->attn[1], e->z, w, e->a2);
+    const float *last = e->z + (gsize) (w - 1) * d;
+    block_tail (e, &m->block[1], 1, last, e->a2, e->v2, e->h2, e->v2 + d);
+    final = e->v2 + d;
+  }
+
+  /* LN + classifier; the LN runs on a copy so @final stays intact */
+  float *f = e->u; /* u is no longer needed this step */
+  memcpy (f, final, sizeof (float) * d);
+  layer_norm (f, d, m->norm_weight, m->norm_bias);
+  memcpy (logits, m->classifier_bias, sizeof (float) * e->classes);
+  cblas_sgemv (CblasRowMajor, CblasNoTrans, e->classes, d, 1.0f, m->classifier_weight, d, f, 1, 1.0f,
+               logits, 1);
+  e->steps++;
+}
+
+gsize
+cony_encoder_state_bytes (const ConyEncoder *e)
+{
+  gsize s = 0;
+  for (int b = 0; b < e->blocks; b++)
+    if (cony_attention_variant_is_continual (e->variant[b]) || e->blocks == 1 || b == 0)
+      s += cony_attention_state_bytes (e->attn[b]);
+  if (e->ring)
+    s += sizeof (float) * (gsize) e->n * e->d;
+  s += sizeof (guint64); /* the step counter = the positional index */
+  return s;
+}
+
+gsize
+cony_encoder_scratch_bytes (const ConyEncoder *e)
+{
+  gsize n = e->n, d = e->d, ff = e->ff;
+  return sizeof (float) * (d + 3 * n * d + n * ff + 3 * d + ff);
+}
+
+double
+cony_encoder_flops_per_step (const ConyEncoder *e)
+{
+  const ConyModelConfig *c = &e->model->config;
+  double d = c->d, ff = c->ff, n = c->window, din = c->d_in, cls = c->n_classes;
+  double ln = 8 * d;                                  /* mean, var, normalise, affine */
+  double tail_row = d + ln + (2 * d * ff + ff) + 8 * ff + (2 * ff * d + d) + d + ln;
+  double total = 2 * din * d + 2 * d;                 /* input projection, bias, position */
+  if (e->blocks == 1) {
+    ConyAttentionConfig ac = cony_model_attention_config (e->model, 0, e->variant[0], FALSE);
+    ConyAttentionFlops af = cony_attention_flops (&ac);
+    total += af.sda + af.projections + tail_row;
+  } else {
+    ConyAttentionConfig ac = cony_model_attention_config (e->model, 0, e->variant[0], TRUE);
+    ConyAttentionFlops af = cony_attention_flops (&ac);
+    total += af.sda + af.projections + n * tail_row;
+    /* Block 2 recomputes over the window: k, v of n rows, q of the newest, out_proj. */
+    ConyAttentionConfig ac2 = cony_model_attention_config (e->model, 1, e->variant[1], FALSE);
+    ConyAttentionFlops af2 = cony_attention_flops (&ac2);
+    total += af2.sda + (2 * n + 1) * (2 * d * d + d) + (2 * d * d + d) + tail_row;
+  }
+  total += ln + 2 * d * cls + cls;
+  return total;
+}
