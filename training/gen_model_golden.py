@@ -1,0 +1,100 @@
+#!/usr/bin/python3
+"""Golden files for tests/test_model.c: tiny encoder-classifier models, exported, with
+the per-step logits of the windowed (non-continual) PyTorch model in float64.
+
+    /usr/bin/python3 training/gen_model_golden.py [OUTDIR]   (default tests/golden/model)
+
+For every case NAME it writes NAME.safetensors (the model, F32), NAME.tokens.npy (L, d_in)
+float32 and NAME.logits.npy (L, classes) float64 = ConyEncoderClassifier.stream_logits();
+NAME@VARIANT.logits.npy are the logits with the attention overridden to VARIANT.
+"""
+
+import os
+import sys
+
+import numpy as np
+import torch
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+sys.path.insert(0, HERE)
+
+from conyref.attention import project  # noqa: E402
+from conyref.model import ConyEncoderClassifier  # noqa: E402
+from export import export_model  # noqa: E402
+
+# name, blocks, attention, n, m, positional encoding, overrides
+CASES = [
+    ("b1_regular", 1, "regular", 6, 2, "learned", []),
+    ("b1_continual", 1, "continual", 7, 3, "cyclic", ["regular"]),
+    ("b1_nystrom", 1, "nystrom", 6, 2, "learned", []),
+    ("b1_nystrom_r", 1, "nystrom", 7, 3, "learned", []),
+    ("b1_cony", 1, "cony", 6, 2, "learned", []),
+    ("b1_cony_r", 1, "cony", 7, 3, "cyclic", []),
+    ("b1_conyfixed", 1, "cony-fixed", 7, 3, "learned", ["nystrom-fixed"]),
+    ("b1_nystromfixed", 1, "nystrom-fixed", 6, 2, "learned", ["cony-fixed", "continual"]),
+    ("b2_regular", 2, "regular", 6, 2, "learned", []),
+    ("b2_continual", 2, "continual", 7, 3, "learned", []),
+    ("b2_nystrom", 2, "nystrom", 7, 3, "learned", []),
+    ("b2_cony", 2, "cony", 6, 2, "learned", []),
+    ("b2_cony_r", 2, "cony", 7, 3, "cyclic", []),
+    ("b2_conyfixed", 2, "cony-fixed", 6, 3, "learned", ["nystrom-fixed", "cony"]),
+    ("b2_nystromfixed", 2, "nystrom-fixed", 7, 2, "learned", []),
+]
+
+D_IN, D, HEADS, FF, CLASSES = 6, 8, 2, 16, 3
+
+
+def make_model(blocks, attention, n, m, pe, seed):
+    torch.manual_seed(seed)
+    model = ConyEncoderClassifier(D_IN, D, HEADS, FF, blocks, n, m, attention,
+                                  labels=[f"class{i}" for i in range(CLASSES)],
+                                  positional_encoding=pe)
+    with torch.no_grad():
+        # make every part matter: non-trivial LN affines, biases and a visible position
+        for name, p in model.named_parameters():
+            if name.endswith("norm1.weight") or name.endswith("norm2.weight") or name == "norm.weight":
+                p.copy_(1.0 + 0.3 * torch.randn_like(p))
+            elif name.endswith("bias"):
+                p.copy_(0.2 * torch.randn_like(p))
+            elif name == "pos_embedding":
+                p.copy_(0.5 * torch.randn_like(p))
+        for b in range(blocks):
+            a = model.blocks[b].attn
+            a.in_proj_weight.mul_(2.0)   # sharper attention than the default init
+            hd = D // HEADS
+            a.set_landmarks(1.5 * torch.randn(HEADS, m, hd), 1.5 * torch.randn(HEADS, m, hd))
+    return model
+
+
+def main():
+    out = sys.argv[1] if len(sys.argv) > 1 else os.path.join(HERE, "..", "tests", "golden", "model")
+    os.makedirs(out, exist_ok=True)
+    torch.set_num_threads(1)
+    for i, (name, blocks, attention, n, m, pe, overrides) in enumerate(CASES):
+        model = make_model(blocks, attention, n, m, pe, 1000 + i)
+        model.eval()
+        L = 3 * n + 2
+        g = torch.Generator().manual_seed(2000 + i)
+        tokens = torch.randn(L, D_IN, generator=g).to(torch.float32)
+        export_model(model, os.path.join(out, name + ".safetensors"))
+        np.save(os.path.join(out, name + ".tokens.npy"), tokens.numpy())
+        m64 = model.double()
+        logits = m64.stream_logits(tokens.double()).numpy()
+        np.save(os.path.join(out, name + ".logits.npy"), logits)
+        for v in overrides:
+            lo = m64.stream_logits(tokens.double(), override=v).numpy()
+            np.save(os.path.join(out, f"{name}@{v}.logits.npy"), lo)
+        if attention == "cony" and n % m == 0:
+            # self-check: where a segment completes (t >= n-1) the held landmarks tile the
+            # window, so the stepped model equals the windowed Nystrom model
+            ny = m64.stream_logits(tokens.double(), override="nystrom").numpy()
+            aligned = [t for t in range(n - 1, L) if (t + 1) % (n // m) == 0]
+            err = np.abs(ny[aligned] - logits[aligned]).max()
+            assert err < 1e-10, (name, err)
+            assert np.abs(ny - logits).max() > 1e-6, name   # and differs elsewhere (stale)
+        print(f"{name}: {blocks} block(s) {attention} n={n} m={m} L={L} "
+              f"logit range [{logits.min():.3f}, {logits.max():.3f}]")
+
+
+if __name__ == "__main__":
+    main()
