@@ -1,0 +1,10 @@
+/* Every element of the cony plugin, registered by plugin.c. */
+#pragma once
+#include <gst/gst.h>
+
+G_BEGIN_DECLS
+
+GST_ELEMENT_REGISTER_DECLARE (conymel);
+GST_ELEMENT_REGISTER_DECLARE (conyvggish);
+
+G_END_DECLS

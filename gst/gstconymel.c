@@ -1,0 +1,831 @@
+/* conymel: audio -> log-mel token stream.
+ *
+ * SPDX-License-Identifier: LGPL-2.1-or-later
+ */
+/**
+ * SECTION:element-conymel
+ * @title: conymel
+ * @short_description: log-mel spectrogram frames as a token stream
+ *
+ * conymel turns mono audio into log-mel frames, VGGish-exact by default:
+ * 16 kHz, 400-sample (25 ms) periodic Hann windows every 160 samples (10 ms),
+ * 512-point real FFT, magnitude, 64 HTK mel bands between 125 and 7500 Hz,
+ * natural log(mel + 0.01). Every parameter is a property.
+ *
+ * The output is an NNStreamer-compatible token stream
+ * (`other/tensors,format=static,num_tensors=1,types=float32,dimensions=64:1,framerate=100/1`),
+ * one frame per buffer; #GstConyMel:frames-per-buffer puts K frames in each
+ * buffer, announced as `dimensions=64:K` and `framerate=100/K` (buffers per
+ * second, as NNStreamer's tensor_converter does with frames-per-tensor).
+ *
+ * The sink pad accepts F32LE or S16LE mono audio at #GstConyMel:sample-rate
+ * only; put audioconvert and audioresample in front for anything else.
+ *
+ * ## Timestamps and latency
+ *
+ * Frame k after the last discontinuity covers samples [k*hop, k*hop + window)
+ * and its PTS is the time of its FIRST sample: anchor + k*hop/rate, computed
+ * with integer scaling from a sample counter anchored at the PTS of the first
+ * buffer after the last discontinuity (DISCONT flag, flush, start, or a
+ * timestamp jump beyond 40 ms detected by #GstAudioStreamAlign). The duration
+ * is one hop, so frames tile the timeline. A frame is complete when its last
+ * sample arrives, so the element adds (window + (K-1) * hop) / rate to the
+ * LATENCY query (25 ms by default).
+ *
+ * ## Stream behaviour
+ *
+ * - DISCONT, FLUSH_STOP and a change of input caps drop the buffered samples
+ *   and restart framing at the new anchor (complete frames still waiting in a
+ *   batch are pushed first, except on flush).
+ * - A GAP event is silence: zeros are framed for its duration, so the frame
+ *   clock stays exact and downstream sees continuous tokens.
+ * - NaN and ±Inf samples are replaced by 0 (silence) before framing, and a
+ *   warning is posted once per run of affected buffers; later frames are
+ *   unaffected.
+ * - EOS: samples that do not fill a whole window are dropped (as VGGish does);
+ *   a partial batch of complete frames is pushed, with caps announcing the
+ *   smaller K, before EOS is forwarded.
+ *
+ * ## Example launch line
+ * |[
+ * gst-launch-1.0 audiotestsrc num-buffers=100 ! audioconvert ! audioresample ! conymel ! fakesink silent=false -v
+ * ]| prints one 64-band frame every 10 ms of audio.
+ * |[
+ * gst-launch-1.0 autoaudiosrc ! audioconvert ! audioresample ! conymel frames-per-buffer=10 ! fakesink
+ * ]| the microphone, ten frames per buffer.
+ */
+#ifdef HAVE_CONFIG_H
+#include "config.h"
+#endif
+
+#include "gstconymel.h"
+#include "gstconytokens.h"
+
+#include <math.h>
+#include <string.h>
+
+GST_DEBUG_CATEGORY_STATIC (gst_cony_mel_debug);
+#define GST_CAT_DEFAULT gst_cony_mel_debug
+
+#define DEFAULT_SAMPLE_RATE 16000
+#define DEFAULT_WINDOW_LENGTH 400
+#define DEFAULT_HOP_LENGTH 160
+#define DEFAULT_FFT_LENGTH 0
+#define DEFAULT_N_MELS 64
+#define DEFAULT_FMIN 125.0
+#define DEFAULT_FMAX 7500.0
+#define DEFAULT_LOG_OFFSET 0.01
+#define DEFAULT_FRAMES_PER_BUFFER 1
+
+/* Silence from a GAP is framed in chunks of this many samples. */
+#define GAP_CHUNK 16384
+
+enum
+{
+  PROP_0,
+  PROP_SAMPLE_RATE,
+  PROP_WINDOW_LENGTH,
+  PROP_HOP_LENGTH,
+  PROP_FFT_LENGTH,
+  PROP_N_MELS,
+  PROP_FMIN,
+  PROP_FMAX,
+  PROP_LOG_OFFSET,
+  PROP_FRAMES_PER_BUFFER,
+};
+
+static GstStaticPadTemplate sink_template = GST_STATIC_PAD_TEMPLATE ("sink",
+    GST_PAD_SINK, GST_PAD_ALWAYS,
+    GST_STATIC_CAPS ("audio/x-raw, format = (string) { F32LE, S16LE }, "
+        "rate = (int) [ 1, MAX ], channels = (int) 1, layout = (string) interleaved"));
+
+static GstStaticPadTemplate src_template = GST_STATIC_PAD_TEMPLATE ("src",
+    GST_PAD_SRC, GST_PAD_ALWAYS, GST_STATIC_CAPS (GST_CONY_TOKENS_CAPS_STRING));
+
+#define gst_cony_mel_parent_class parent_class
+G_DEFINE_TYPE (GstConyMel, gst_cony_mel, GST_TYPE_ELEMENT);
+GST_ELEMENT_REGISTER_DEFINE (conymel, "conymel", GST_RANK_NONE, GST_TYPE_CONY_MEL);
+
+/* ------------------------------------------------------------------------ */
+
+/* Fills @config from the properties (object lock held). */
+static void
+config_from_properties (GstConyMel *self, ConyMelConfig *config)
+{
+  cony_mel_config_init_vggish (config);
+  config->sample_rate = self->sample_rate;
+  config->window_length = self->window_length;
+  config->hop_length = self->hop_length;
+  if (self->fft_length != 0) {
+    config->fft_length = self->fft_length;
+  } else {
+    guint n = 1;
+    while (n < self->window_length && n < (1u << 30))
+      n <<= 1;
+    config->fft_length = n;
+  }
+  config->n_mels = self->n_mels;
+  config->fmin = self->fmin;
+  config->fmax = self->fmax;
+  config->log_offset = self->log_offset;
+}
+
+/* Token caps for the configuration (from the stream state when running, else
+ * from the properties), with @k tokens per buffer (0: frames-per-buffer). */
+static GstCaps *
+make_src_caps (GstConyMel *self, guint k)
+{
+  GstConyTokenInfo info;
+  ConyMelConfig config;
+  guint fpb;
+
+  if (self->mel != NULL) {
+    config = self->config;
+    fpb = self->fpb;
+  } else {
+    GST_OBJECT_LOCK (self);
+    config_from_properties (self, &config);
+    fpb = self->frames_per_buffer;
+    GST_OBJECT_UNLOCK (self);
+  }
+  info.dim = config.n_mels;
+  info.tokens_per_buffer = k ? k : fpb;
+  if (!gst_util_fraction_multiply ((gint) config.sample_rate, 1, 1,
+          (gint) config.hop_length, &info.rate_n, &info.rate_d))
+    return NULL;
+  return gst_cony_tokens_caps_new (&info);
+}
+
+static GstFlowReturn
+push_batch (GstConyMel *self)
+{
+  guint n = self->batch_len;
+  guint d = self->config.n_mels;
+
+  if (n == 0)
+    return GST_FLOW_OK;
+  self->batch_len = 0;
+
+  if (self->src_k != n) {
+    GstCaps *caps = make_src_caps (self, n);
+    gboolean ok = caps != NULL && gst_pad_push_event (self->srcpad, gst_event_new_caps (caps));
+    if (caps)
+      gst_caps_unref (caps);
+    if (!ok) {
+      GST_ELEMENT_ERROR (self, CORE, NEGOTIATION, (NULL),
+          ("downstream refused the token caps (%u x %u floats)", n, d));
+      return GST_FLOW_NOT_NEGOTIATED;
+    }
+    self->src_k = n;
+  }
+
+  GstBuffer *out = gst_buffer_new_allocate (NULL, (gsize) n * d * sizeof (gfloat), NULL);
+  gst_buffer_fill (out, 0, self->batch, (gsize) n * d * sizeof (gfloat));
+  GstClockTime t0 = gst_cony_tokens_time (self->anchor, self->batch_first, self->rate_n, self->rate_d);
+  GstClockTime t1 = gst_cony_tokens_time (self->anchor, self->batch_first + n, self->rate_n, self->rate_d);
+  GST_BUFFER_PTS (out) = t0;
+  GST_BUFFER_DTS (out) = GST_CLOCK_TIME_NONE;
+  GST_BUFFER_DURATION (out) = t1 - t0;
+  GST_BUFFER_OFFSET (out) = self->batch_first;
+  GST_BUFFER_OFFSET_END (out) = self->batch_first + n;
+  if (self->next_discont) {
+    GST_BUFFER_FLAG_SET (out, GST_BUFFER_FLAG_DISCONT);
+    self->next_discont = FALSE;
+  }
+  GST_LOG_OBJECT (self, "pushing %u frame(s) from %" G_GUINT64_FORMAT " at %" GST_TIME_FORMAT,
+      n, self->batch_first, GST_TIME_ARGS (t0));
+  return gst_pad_push (self->srcpad, out);
+}
+
+/* Pops every complete frame, pushing full batches. */
+static GstFlowReturn
+emit_frames (GstConyMel *self)
+{
+  GstFlowReturn ret = GST_FLOW_OK;
+  guint d = self->config.n_mels;
+
+  while (ret == GST_FLOW_OK && cony_mel_frames_available (self->mel) > 0) {
+    if (self->batch_len == 0)
+      self->batch_first = cony_mel_get_next_frame_index (self->mel);
+    if (!cony_mel_pop_frame (self->mel, self->batch + (gsize) self->batch_len * d))
+      break;
+    self->batch_len++;
+    if (self->batch_len == self->fpb)
+      ret = push_batch (self);
+  }
+  return ret;
+}
+
+/* Forgets the samples and the anchor (flush, caps change, stop). */
+static void
+reset_stream (GstConyMel *self)
+{
+  if (self->mel)
+    cony_mel_reset (self->mel);
+  if (self->align)
+    gst_audio_stream_align_mark_discont (self->align);
+  self->anchor = GST_CLOCK_TIME_NONE;
+  self->batch_len = 0;
+  self->next_discont = TRUE;
+  self->in_nonfinite = FALSE;
+}
+
+/* Handles a discontinuity at @anchor: pushes complete frames, restarts framing. */
+static GstFlowReturn
+restart_at (GstConyMel *self, GstClockTime anchor)
+{
+  GstFlowReturn ret = GST_FLOW_OK;
+
+  if (GST_CLOCK_TIME_IS_VALID (self->anchor)) {
+    GST_DEBUG_OBJECT (self, "discontinuity: restarting framing at %" GST_TIME_FORMAT
+        " (%" G_GUINT64_FORMAT " samples since the previous anchor)",
+        GST_TIME_ARGS (anchor), cony_mel_get_samples_pushed (self->mel));
+    ret = push_batch (self);
+    cony_mel_reset (self->mel);
+    self->next_discont = TRUE;
+  }
+  self->anchor = anchor;
+  return ret;
+}
+
+/* Time-stamps the next @n samples (starting at @pts, which may be NONE) and
+ * restarts framing on a discontinuity. */
+static GstFlowReturn
+align_samples (GstConyMel *self, gboolean discont, GstClockTime pts, guint64 n)
+{
+  GstClockTime out_ts, out_dur;
+  guint64 pos;
+
+  if (!GST_CLOCK_TIME_IS_VALID (pts)) {
+    /* No timestamp: assume the samples follow on. A stream without any
+     * timestamps is stamped from 0. */
+    if (GST_CLOCK_TIME_IS_VALID (self->anchor))
+      pts = self->anchor + gst_util_uint64_scale (cony_mel_get_samples_pushed (self->mel),
+          GST_SECOND, self->config.sample_rate);
+    else
+      pts = 0;
+  }
+  if (!GST_CLOCK_TIME_IS_VALID (self->anchor))
+    discont = TRUE;
+  if (gst_audio_stream_align_process (self->align, discont, pts, (guint) MIN (n, G_MAXUINT),
+          &out_ts, &out_dur, &pos))
+    return restart_at (self, gst_audio_stream_align_get_timestamp_at_discont (self->align));
+  return GST_FLOW_OK;
+}
+
+/* NaN/Inf samples were replaced by zeros: warn once per run of such buffers. */
+static void
+note_nonfinite (GstConyMel *self, gsize replaced, GstClockTime pts)
+{
+  if (replaced == 0) {
+    self->in_nonfinite = FALSE;
+    return;
+  }
+  self->n_nonfinite += replaced;
+  if (!self->in_nonfinite) {
+    GST_ELEMENT_WARNING (self, STREAM, FORMAT,
+        ("Input audio contains NaN or infinite samples"),
+        ("%" G_GSIZE_FORMAT " non-finite samples in the buffer at %" GST_TIME_FORMAT
+            " were replaced by 0 (silence)", replaced, GST_TIME_ARGS (pts)));
+  }
+  self->in_nonfinite = TRUE;
+}
+
+static GstFlowReturn
+gst_cony_mel_chain (GstPad *pad, GstObject *parent, GstBuffer *buf)
+{
+  GstConyMel *self = GST_CONY_MEL (parent);
+  GstFlowReturn ret;
+  GstMapInfo map;
+
+  if (!self->have_info) {
+    GST_ELEMENT_ERROR (self, CORE, NEGOTIATION, (NULL), ("no caps before the first buffer"));
+    gst_buffer_unref (buf);
+    return GST_FLOW_NOT_NEGOTIATED;
+  }
+  if (!gst_buffer_map (buf, &map, GST_MAP_READ)) {
+    GST_ELEMENT_ERROR (self, RESOURCE, READ, (NULL), ("could not map the input buffer"));
+    gst_buffer_unref (buf);
+    return GST_FLOW_ERROR;
+  }
+
+  gint bpf = GST_AUDIO_INFO_BPF (&self->info);
+  gsize n = map.size / bpf;
+  if (map.size % bpf != 0)
+    GST_WARNING_OBJECT (self, "buffer of %" G_GSIZE_FORMAT " bytes is not whole samples",
+        map.size);
+
+  ret = align_samples (self, GST_BUFFER_IS_DISCONT (buf), GST_BUFFER_PTS (buf), n);
+  if (ret == GST_FLOW_OK && n > 0) {
+    if (GST_AUDIO_INFO_FORMAT (&self->info) == GST_AUDIO_FORMAT_S16LE) {
+      cony_mel_push_s16 (self->mel, (const gint16 *) map.data, n);
+    } else {
+      gsize replaced = cony_mel_push (self->mel, (const float *) map.data, n);
+      note_nonfinite (self, replaced, GST_BUFFER_PTS (buf));
+    }
+    ret = emit_frames (self);
+  }
+
+  gst_buffer_unmap (buf, &map);
+  gst_buffer_unref (buf);
+  return ret;
+}
+
+/* A GAP is silence: frame zeros up to its end so the frame clock stays exact. */
+static GstFlowReturn
+handle_gap (GstConyMel *self, GstEvent *event)
+{
+  GstClockTime ts, dur;
+  GstFlowReturn ret;
+  guint rate = self->config.sample_rate;
+
+  gst_event_parse_gap (event, &ts, &dur);
+  if (!self->have_info || !GST_CLOCK_TIME_IS_VALID (ts) || !GST_CLOCK_TIME_IS_VALID (dur)
+      || dur == 0)
+    return GST_FLOW_OK;
+
+  guint64 n = gst_util_uint64_scale_round (dur, rate, GST_SECOND);
+  ret = align_samples (self, FALSE, ts, n);
+  if (ret != GST_FLOW_OK)
+    return ret;
+  /* Count to the gap's end on the anchored sample clock when it is close to
+   * the nominal count (no drift), so gaps never shift later frames. */
+  if (ts + dur > self->anchor) {
+    guint64 end = gst_util_uint64_scale_round (ts + dur - self->anchor, rate, GST_SECOND);
+    guint64 pushed = cony_mel_get_samples_pushed (self->mel);
+    if (end > pushed && end - pushed <= n + 1 && end - pushed + 1 >= n)
+      n = end - pushed;
+  }
+  GST_DEBUG_OBJECT (self, "GAP at %" GST_TIME_FORMAT " for %" GST_TIME_FORMAT
+      ": framing %" G_GUINT64_FORMAT " zero samples", GST_TIME_ARGS (ts), GST_TIME_ARGS (dur), n);
+  self->in_nonfinite = FALSE;
+  ret = GST_FLOW_OK;
+  while (n > 0 && ret == GST_FLOW_OK) {
+    guint64 chunk = MIN (n, GAP_CHUNK);
+    cony_mel_push_silence (self->mel, chunk);
+    n -= chunk;
+    ret = emit_frames (self);
+  }
+  return ret;
+}
+
+static gboolean
+set_sink_caps (GstConyMel *self, GstCaps *caps)
+{
+  GstAudioInfo info;
+
+  if (!gst_audio_info_from_caps (&info, caps)) {
+    GST_ELEMENT_ERROR (self, CORE, NEGOTIATION, (NULL), ("invalid audio caps %" GST_PTR_FORMAT, caps));
+    return FALSE;
+  }
+  if ((GST_AUDIO_INFO_FORMAT (&info) != GST_AUDIO_FORMAT_F32LE
+          && GST_AUDIO_INFO_FORMAT (&info) != GST_AUDIO_FORMAT_S16LE)
+      || GST_AUDIO_INFO_CHANNELS (&info) != 1
+      || GST_AUDIO_INFO_RATE (&info) != (gint) self->config.sample_rate) {
+    GST_WARNING_OBJECT (self, "refusing caps %" GST_PTR_FORMAT ": need F32LE or S16LE mono "
+        "at %u Hz (use audioconvert ! audioresample)", caps, self->config.sample_rate);
+    return FALSE;
+  }
+
+  if (self->have_info && !gst_audio_info_is_equal (&info, &self->info)) {
+    GST_DEBUG_OBJECT (self, "input caps changed: draining and restarting");
+    push_batch (self);
+    reset_stream (self);
+  }
+  self->info = info;
+  self->have_info = TRUE;
+
+  GstCaps *src = make_src_caps (self, 0);
+  gboolean ok = src != NULL && gst_pad_push_event (self->srcpad, gst_event_new_caps (src));
+  if (src)
+    gst_caps_unref (src);
+  if (ok)
+    self->src_k = self->fpb;
+  return ok;
+}
+
+static gboolean
+gst_cony_mel_sink_event (GstPad *pad, GstObject *parent, GstEvent *event)
+{
+  GstConyMel *self = GST_CONY_MEL (parent);
+  GstFlowReturn ret;
+
+  GST_LOG_OBJECT (self, "event %" GST_PTR_FORMAT, event);
+  switch (GST_EVENT_TYPE (event)) {
+    case GST_EVENT_CAPS:{
+      GstCaps *caps;
+      gst_event_parse_caps (event, &caps);
+      gboolean ok = set_sink_caps (self, caps);
+      gst_event_unref (event);
+      return ok;
+    }
+    case GST_EVENT_FLUSH_STOP:
+      reset_stream (self);
+      break;
+    case GST_EVENT_EOS:
+      if (self->mel != NULL)
+        push_batch (self);
+      break;
+    case GST_EVENT_GAP:
+      ret = handle_gap (self, event);
+      gst_event_unref (event);
+      return ret == GST_FLOW_OK || ret == GST_FLOW_FLUSHING;
+    default:
+      break;
+  }
+  return gst_pad_event_default (pad, parent, event);
+}
+
+static gboolean
+gst_cony_mel_sink_query (GstPad *pad, GstObject *parent, GstQuery *query)
+{
+  GstConyMel *self = GST_CONY_MEL (parent);
+
+  if (GST_QUERY_TYPE (query) == GST_QUERY_CAPS) {
+    GstCaps *filter, *caps;
+    guint rate;
+
+    gst_query_parse_caps (query, &filter);
+    if (self->mel != NULL) {
+      rate = self->config.sample_rate;
+    } else {
+      GST_OBJECT_LOCK (self);
+      rate = self->sample_rate;
+      GST_OBJECT_UNLOCK (self);
+    }
+    caps = gst_pad_get_pad_template_caps (pad);
+    caps = gst_caps_make_writable (caps);
+    gst_caps_set_simple (caps, "rate", G_TYPE_INT, (gint) rate, NULL);
+    if (filter) {
+      GstCaps *tmp = gst_caps_intersect_full (filter, caps, GST_CAPS_INTERSECT_FIRST);
+      gst_caps_unref (caps);
+      caps = tmp;
+    }
+    gst_query_set_caps_result (query, caps);
+    gst_caps_unref (caps);
+    return TRUE;
+  }
+  return gst_pad_query_default (pad, parent, query);
+}
+
+/* Own latency: a batch is complete when the last sample of its last frame
+ * has arrived, (window + (K - 1) * hop) samples after its PTS. */
+static GstClockTime
+own_latency (GstConyMel *self)
+{
+  ConyMelConfig config;
+  guint fpb;
+
+  if (self->mel != NULL) {
+    config = self->config;
+    fpb = self->fpb;
+  } else {
+    GST_OBJECT_LOCK (self);
+    config_from_properties (self, &config);
+    fpb = self->frames_per_buffer;
+    GST_OBJECT_UNLOCK (self);
+  }
+  guint64 samples = config.window_length + (guint64) (fpb - 1) * config.hop_length;
+  return gst_util_uint64_scale_ceil (samples, GST_SECOND, config.sample_rate);
+}
+
+static gboolean
+gst_cony_mel_src_query (GstPad *pad, GstObject *parent, GstQuery *query)
+{
+  GstConyMel *self = GST_CONY_MEL (parent);
+
+  switch (GST_QUERY_TYPE (query)) {
+    case GST_QUERY_LATENCY:{
+      gboolean live;
+      GstClockTime min, max, lat;
+
+      if (!gst_pad_peer_query (self->sinkpad, query))
+        return FALSE;
+      gst_query_parse_latency (query, &live, &min, &max);
+      lat = own_latency (self);
+      GST_DEBUG_OBJECT (self, "upstream latency %" GST_TIME_FORMAT "-%" GST_TIME_FORMAT
+          ", adding %" GST_TIME_FORMAT, GST_TIME_ARGS (min), GST_TIME_ARGS (max),
+          GST_TIME_ARGS (lat));
+      min += lat;
+      if (GST_CLOCK_TIME_IS_VALID (max))
+        max += lat;
+      gst_query_set_latency (query, live, min, max);
+      return TRUE;
+    }
+    case GST_QUERY_CAPS:{
+      GstCaps *filter, *caps = gst_pad_get_current_caps (pad);
+
+      gst_query_parse_caps (query, &filter);
+      if (caps == NULL)
+        caps = make_src_caps (self, 0);
+      if (caps == NULL)
+        caps = gst_pad_get_pad_template_caps (pad);
+      if (filter) {
+        GstCaps *tmp = gst_caps_intersect_full (filter, caps, GST_CAPS_INTERSECT_FIRST);
+        gst_caps_unref (caps);
+        caps = tmp;
+      }
+      gst_query_set_caps_result (query, caps);
+      gst_caps_unref (caps);
+      return TRUE;
+    }
+    default:
+      return gst_pad_query_default (pad, parent, query);
+  }
+}
+
+static gboolean
+start (GstConyMel *self)
+{
+  GError *error = NULL;
+
+  GST_OBJECT_LOCK (self);
+  config_from_properties (self, &self->config);
+  self->fpb = self->frames_per_buffer;
+  GST_OBJECT_UNLOCK (self);
+
+  self->mel = cony_mel_new (&self->config, &error);
+  if (self->mel == NULL) {
+    GST_ELEMENT_ERROR (self, LIBRARY, SETTINGS, ("Invalid log-mel settings: %s", error->message),
+        (NULL));
+    g_clear_error (&error);
+    return FALSE;
+  }
+  if (!gst_util_fraction_multiply ((gint) self->config.sample_rate, 1, 1,
+          (gint) self->config.hop_length, &self->rate_n, &self->rate_d)) {
+    GST_ELEMENT_ERROR (self, LIBRARY, SETTINGS, ("Invalid log-mel settings"),
+        ("frame rate %u/%u overflows", self->config.sample_rate, self->config.hop_length));
+    cony_mel_free (self->mel);
+    self->mel = NULL;
+    return FALSE;
+  }
+  self->batch = g_new0 (gfloat, (gsize) self->fpb * self->config.n_mels);
+  self->align = gst_audio_stream_align_new ((gint) self->config.sample_rate,
+      40 * GST_MSECOND, GST_SECOND);
+  self->have_info = FALSE;
+  self->src_k = 0;
+  self->n_nonfinite = 0;
+  reset_stream (self);
+  return TRUE;
+}
+
+static void
+stop (GstConyMel *self)
+{
+  g_clear_pointer (&self->mel, cony_mel_free);
+  g_clear_pointer (&self->batch, g_free);
+  g_clear_pointer (&self->align, gst_audio_stream_align_free);
+  self->have_info = FALSE;
+  self->batch_len = 0;
+  self->anchor = GST_CLOCK_TIME_NONE;
+}
+
+static GstStateChangeReturn
+gst_cony_mel_change_state (GstElement *element, GstStateChange transition)
+{
+  GstConyMel *self = GST_CONY_MEL (element);
+  GstStateChangeReturn ret;
+
+  if (transition == GST_STATE_CHANGE_READY_TO_PAUSED && !start (self))
+    return GST_STATE_CHANGE_FAILURE;
+
+  ret = GST_ELEMENT_CLASS (parent_class)->change_state (element, transition);
+  if (ret == GST_STATE_CHANGE_FAILURE) {
+    if (transition == GST_STATE_CHANGE_READY_TO_PAUSED)
+      stop (self);
+    return ret;
+  }
+  if (transition == GST_STATE_CHANGE_PAUSED_TO_READY)
+    stop (self);
+  return ret;
+}
+
+/* ------------------------------------------------------------------------ */
+
+static void
+gst_cony_mel_set_property (GObject *object, guint prop_id, const GValue *value,
+    GParamSpec *pspec)
+{
+  GstConyMel *self = GST_CONY_MEL (object);
+
+  GST_OBJECT_LOCK (self);
+  switch (prop_id) {
+    case PROP_SAMPLE_RATE:
+      self->sample_rate = g_value_get_uint (value);
+      break;
+    case PROP_WINDOW_LENGTH:
+      self->window_length = g_value_get_uint (value);
+      break;
+    case PROP_HOP_LENGTH:
+      self->hop_length = g_value_get_uint (value);
+      break;
+    case PROP_FFT_LENGTH:
+      self->fft_length = g_value_get_uint (value);
+      break;
+    case PROP_N_MELS:
+      self->n_mels = g_value_get_uint (value);
+      break;
+    case PROP_FMIN:
+      self->fmin = g_value_get_double (value);
+      break;
+    case PROP_FMAX:
+      self->fmax = g_value_get_double (value);
+      break;
+    case PROP_LOG_OFFSET:
+      self->log_offset = g_value_get_double (value);
+      break;
+    case PROP_FRAMES_PER_BUFFER:
+      self->frames_per_buffer = g_value_get_uint (value);
+      break;
+    default:
+      G_OBJECT_WARN_INVALID_PROPERTY_ID (object, prop_id, pspec);
+      break;
+  }
+  GST_OBJECT_UNLOCK (self);
+}
+
+static void
+gst_cony_mel_get_property (GObject *object, guint prop_id, GValue *value, GParamSpec *pspec)
+{
+  GstConyMel *self = GST_CONY_MEL (object);
+
+  GST_OBJECT_LOCK (self);
+  switch (prop_id) {
+    case PROP_SAMPLE_RATE:
+      g_value_set_uint (value, self->sample_rate);
+      break;
+    case PROP_WINDOW_LENGTH:
+      g_value_set_uint (value, self->window_length);
+      break;
+    case PROP_HOP_LENGTH:
+      g_value_set_uint (value, self->hop_length);
+      break;
+    case PROP_FFT_LENGTH:
+      g_value_set_uint (value, self->fft_length);
+      break;
+    case PROP_N_MELS:
+      g_value_set_uint (value, self->n_mels);
+      break;
+    case PROP_FMIN:
+      g_value_set_double (value, self->fmin);
+      break;
+    case PROP_FMAX:
+      g_value_set_double (value, self->fmax);
+      break;
+    case PROP_LOG_OFFSET:
+      g_value_set_double (value, self->log_offset);
+      break;
+    case PROP_FRAMES_PER_BUFFER:
+      g_value_set_uint (value, self->frames_per_buffer);
+      break;
+    default:
+      G_OBJECT_WARN_INVALID_PROPERTY_ID (object, prop_id, pspec);
+      break;
+  }
+  GST_OBJECT_UNLOCK (self);
+}
+
+static void
+gst_cony_mel_finalize (GObject *object)
+{
+  stop (GST_CONY_MEL (object));
+  G_OBJECT_CLASS (parent_class)->finalize (object);
+}
+
+static void
+gst_cony_mel_class_init (GstConyMelClass *klass)
+{
+  GObjectClass *gobject_class = G_OBJECT_CLASS (klass);
+  GstElementClass *element_class = GST_ELEMENT_CLASS (klass);
+  const GParamFlags flags = G_PARAM_READWRITE | G_PARAM_STATIC_STRINGS | GST_PARAM_MUTABLE_READY;
+
+  GST_DEBUG_CATEGORY_INIT (gst_cony_mel_debug, "conymel", 0, "log-mel token stream");
+
+  gobject_class->set_property = gst_cony_mel_set_property;
+  gobject_class->get_property = gst_cony_mel_get_property;
+  gobject_class->finalize = gst_cony_mel_finalize;
+
+  /**
+   * GstConyMel:sample-rate:
+   *
+   * The only input rate accepted, in Hz; it also places the mel bands.
+   * audioresample converts anything else.
+   */
+  g_object_class_install_property (gobject_class, PROP_SAMPLE_RATE,
+      g_param_spec_uint ("sample-rate", "Sample rate",
+          "Input sample rate in Hz (the sink pad accepts only this rate)",
+          1, G_MAXINT, DEFAULT_SAMPLE_RATE, flags));
+  /**
+   * GstConyMel:window-length:
+   *
+   * Samples per analysis frame (400 = 25 ms at 16 kHz). The window is a
+   * periodic Hann window of this length.
+   */
+  g_object_class_install_property (gobject_class, PROP_WINDOW_LENGTH,
+      g_param_spec_uint ("window-length", "Window length",
+          "Samples per analysis frame (periodic Hann window)",
+          1, 1 << 20, DEFAULT_WINDOW_LENGTH, flags));
+  /**
+   * GstConyMel:hop-length:
+   *
+   * Samples between the starts of consecutive frames (160 = 10 ms at 16 kHz).
+   */
+  g_object_class_install_property (gobject_class, PROP_HOP_LENGTH,
+      g_param_spec_uint ("hop-length", "Hop length",
+          "Samples between the starts of consecutive frames",
+          1, 1 << 20, DEFAULT_HOP_LENGTH, flags));
+  /**
+   * GstConyMel:fft-length:
+   *
+   * FFT size, a power of two not smaller than the window; the windowed
+   * samples are zero-padded at the end. 0 picks the smallest such power of
+   * two (512 for a 400-sample window, as VGGish does).
+   */
+  g_object_class_install_property (gobject_class, PROP_FFT_LENGTH,
+      g_param_spec_uint ("fft-length", "FFT length",
+          "FFT size, a power of two >= window-length (0 = smallest such power of two)",
+          0, 1 << 22, DEFAULT_FFT_LENGTH, flags));
+  /**
+   * GstConyMel:n-mels:
+   *
+   * Number of mel bands, which is the token dimension D of the output.
+   */
+  g_object_class_install_property (gobject_class, PROP_N_MELS,
+      g_param_spec_uint ("n-mels", "Mel bands",
+          "Number of mel bands (floats per output token)",
+          1, 4096, DEFAULT_N_MELS, flags));
+  /**
+   * GstConyMel:fmin:
+   *
+   * Lower edge of the lowest mel band, in Hz.
+   */
+  g_object_class_install_property (gobject_class, PROP_FMIN,
+      g_param_spec_double ("fmin", "Lowest frequency",
+          "Lower edge of the lowest mel band in Hz",
+          0.0, G_MAXDOUBLE, DEFAULT_FMIN, flags));
+  /**
+   * GstConyMel:fmax:
+   *
+   * Upper edge of the highest mel band, in Hz; at most half the sample rate.
+   */
+  g_object_class_install_property (gobject_class, PROP_FMAX,
+      g_param_spec_double ("fmax", "Highest frequency",
+          "Upper edge of the highest mel band in Hz (at most sample-rate / 2)",
+          0.0, G_MAXDOUBLE, DEFAULT_FMAX, flags));
+  /**
+   * GstConyMel:log-offset:
+   *
+   * Added to the mel energies before the natural logarithm (VGGish 0.01,
+   * YAMNet 0.001). Digital silence gives log(log-offset) in every band.
+   */
+  g_object_class_install_property (gobject_class, PROP_LOG_OFFSET,
+      g_param_spec_double ("log-offset", "Log offset",
+          "Added to the mel energies before the natural logarithm",
+          G_MINDOUBLE, G_MAXDOUBLE, DEFAULT_LOG_OFFSET, flags));
+  /**
+   * GstConyMel:frames-per-buffer:
+   *
+   * Frames per output buffer (K). The caps announce dimensions=D:K and a
+   * framerate of (sample-rate / hop-length) / K buffers per second. The
+   * latency grows by (K - 1) hops.
+   */
+  g_object_class_install_property (gobject_class, PROP_FRAMES_PER_BUFFER,
+      g_param_spec_uint ("frames-per-buffer", "Frames per buffer",
+          "Frames (tokens) per output buffer",
+          1, 65536, DEFAULT_FRAMES_PER_BUFFER, flags));
+
+  gst_element_class_add_static_pad_template (element_class, &sink_template);
+  gst_element_class_add_static_pad_template (element_class, &src_template);
+  gst_element_class_set_static_metadata (element_class, "Log-mel spectrogram",
+      "Filter/Analyzer/Audio",
+      "Turns mono audio into log-mel frames (VGGish front end by default) as a token stream",
+      "gst-cony authors");
+
+  element_class->change_state = GST_DEBUG_FUNCPTR (gst_cony_mel_change_state);
+}
+
+static void
+gst_cony_mel_init (GstConyMel *self)
+{
+  self->sinkpad = gst_pad_new_from_static_template (&sink_template, "sink");
+  gst_pad_set_chain_function (self->sinkpad, GST_DEBUG_FUNCPTR (gst_cony_mel_chain));
+  gst_pad_set_event_function (self->sinkpad, GST_DEBUG_FUNCPTR (gst_cony_mel_sink_event));
+  gst_pad_set_query_function (self->sinkpad, GST_DEBUG_FUNCPTR (gst_cony_mel_sink_query));
+  gst_element_add_pad (GST_ELEMENT (self), self->sinkpad);
+
+  self->srcpad = gst_pad_new_from_static_template (&src_template, "src");
+  gst_pad_set_query_function (self->srcpad, GST_DEBUG_FUNCPTR (gst_cony_mel_src_query));
+  gst_pad_use_fixed_caps (self->srcpad);
+  gst_element_add_pad (GST_ELEMENT (self), self->srcpad);
+
+  self->sample_rate = DEFAULT_SAMPLE_RATE;
+  self->window_length = DEFAULT_WINDOW_LENGTH;
+  self->hop_length = DEFAULT_HOP_LENGTH;
+  self->fft_length = DEFAULT_FFT_LENGTH;
+  self->n_mels = DEFAULT_N_MELS;
+  self->fmin = DEFAULT_FMIN;
+  self->fmax = DEFAULT_FMAX;
+  self->log_offset = DEFAULT_LOG_OFFSET;
+  self->frames_per_buffer = DEFAULT_FRAMES_PER_BUFFER;
+  self->anchor = GST_CLOCK_TIME_NONE;
+}

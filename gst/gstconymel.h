@@ -1,0 +1,52 @@
+/* conymel: audio -> log-mel token stream.
+ *
+ * SPDX-License-Identifier: LGPL-2.1-or-later
+ */
+#pragma once
+#include <gst/gst.h>
+#include <gst/audio/audio.h>
+
+#include "cony/mel.h"
+#include "gstconyelements.h"
+
+G_BEGIN_DECLS
+
+#define GST_TYPE_CONY_MEL (gst_cony_mel_get_type ())
+G_DECLARE_FINAL_TYPE (GstConyMel, gst_cony_mel, GST, CONY_MEL, GstElement)
+
+struct _GstConyMel {
+  GstElement parent;
+
+  GstPad *sinkpad;
+  GstPad *srcpad;
+
+  /* Properties (object lock). Copied into the stream state on READY->PAUSED. */
+  guint sample_rate;
+  guint window_length;
+  guint hop_length;
+  guint fft_length;          /* 0: smallest power of two >= window_length */
+  guint n_mels;
+  gdouble fmin;
+  gdouble fmax;
+  gdouble log_offset;
+  guint frames_per_buffer;
+
+  /* Stream state (streaming thread; created in READY->PAUSED). */
+  ConyMel *mel;
+  ConyMelConfig config;
+  guint fpb;                 /* frames per output buffer */
+  gint rate_n, rate_d;       /* frames per second (sample_rate / hop, reduced) */
+  GstAudioInfo info;
+  gboolean have_info;
+  GstAudioStreamAlign *align;
+  GstClockTime anchor;       /* time of sample 0 of the mel counter; NONE: not anchored */
+  gfloat *batch;             /* fpb x n_mels */
+  guint batch_len;           /* frames in batch */
+  guint64 batch_first;       /* frame index (since anchor) of batch[0] */
+  guint src_k;               /* tokens per buffer in the caps last pushed (0: none) */
+  gboolean next_discont;     /* flag the next output buffer DISCONT */
+  gboolean in_nonfinite;     /* the previous buffer had NaN/Inf samples */
+  guint64 n_nonfinite;       /* samples replaced since start */
+};
+
+G_END_DECLS

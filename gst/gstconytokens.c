@@ -1,0 +1,124 @@
+/* Token caps shared by the cony elements; see gstconytokens.h.
+ *
+ * SPDX-License-Identifier: LGPL-2.1-or-later
+ */
+#include "gstconytokens.h"
+
+#include <stdlib.h>
+#include <string.h>
+
+GstCaps *
+gst_cony_tokens_caps_new (const GstConyTokenInfo *info)
+{
+  gint fps_n = 0, fps_d = 1;
+  g_return_val_if_fail (info->dim > 0 && info->tokens_per_buffer > 0, NULL);
+
+  if (info->rate_n > 0 && info->rate_d > 0) {
+    if (!gst_util_fraction_multiply (info->rate_n, info->rate_d, 1,
+            (gint) info->tokens_per_buffer, &fps_n, &fps_d))
+      return NULL;
+  }
+  gchar *dims = g_strdup_printf ("%u:%u", info->dim, info->tokens_per_buffer);
+  GstCaps *caps = gst_caps_new_simple ("other/tensors",
+      "format", G_TYPE_STRING, "static",
+      "num_tensors", G_TYPE_INT, 1,
+      "types", G_TYPE_STRING, "float32",
+      "dimensions", G_TYPE_STRING, dims,
+      "framerate", GST_TYPE_FRACTION, fps_n, fps_d, NULL);
+  g_free (dims);
+  return caps;
+}
+
+/* Parses "D[:K[:1...]]" (innermost first). */
+static gboolean
+parse_dimensions (const gchar *s, guint *dim, guint *k)
+{
+  gchar **parts = g_strsplit (s, ":", -1);
+  guint n = g_strv_length (parts);
+  gboolean ok = n >= 1 && n <= 16;
+  guint64 v[16] = { 0 };
+  for (guint i = 0; ok && i < n; i++) {
+    gchar *end = NULL;
+    const gchar *p = g_strstrip (parts[i]);
+    v[i] = g_ascii_strtoull (p, &end, 10);
+    ok = end != p && *end == '\0' && v[i] >= 1 && v[i] <= G_MAXINT;
+    if (ok && i >= 2 && v[i] != 1)
+      ok = FALSE;
+  }
+  g_strfreev (parts);
+  if (!ok)
+    return FALSE;
+  *dim = (guint) v[0];
+  *k = n >= 2 ? (guint) v[1] : 1;
+  return TRUE;
+}
+
+gboolean
+gst_cony_tokens_info_from_caps (GstConyTokenInfo *info, const GstCaps *caps, gchar **why)
+{
+  g_return_val_if_fail (info != NULL && why != NULL, FALSE);
+  *why = NULL;
+  if (caps == NULL || gst_caps_get_size (caps) != 1 || !gst_caps_is_fixed (caps)) {
+    *why = g_strdup ("token caps must be fixed and have one structure");
+    return FALSE;
+  }
+  const GstStructure *s = gst_caps_get_structure (caps, 0);
+  if (!gst_structure_has_name (s, "other/tensors")) {
+    *why = g_strdup_printf ("expected other/tensors, got %s", gst_structure_get_name (s));
+    return FALSE;
+  }
+  const gchar *format = gst_structure_get_string (s, "format");
+  if (format != NULL && strcmp (format, "static") != 0) {
+    *why = g_strdup_printf ("expected format=static, got %s", format);
+    return FALSE;
+  }
+  gint num = 1;
+  if (gst_structure_has_field (s, "num_tensors")
+      && (!gst_structure_get_int (s, "num_tensors", &num) || num != 1)) {
+    *why = g_strdup ("expected num_tensors=1");
+    return FALSE;
+  }
+  const gchar *types = gst_structure_get_string (s, "types");
+  if (types == NULL || strcmp (types, "float32") != 0) {
+    *why = g_strdup_printf ("expected types=float32, got %s", types ? types : "(none)");
+    return FALSE;
+  }
+  const gchar *dims = gst_structure_get_string (s, "dimensions");
+  guint dim = 0, k = 0;
+  if (dims == NULL || !parse_dimensions (dims, &dim, &k)) {
+    *why = g_strdup_printf ("expected dimensions=D:K (innermost first, positive), got %s",
+        dims ? dims : "(none)");
+    return FALSE;
+  }
+  gint fps_n = 0, fps_d = 1;
+  if (gst_structure_has_field (s, "framerate")
+      && !gst_structure_get_fraction (s, "framerate", &fps_n, &fps_d)) {
+    *why = g_strdup ("framerate is not a fraction");
+    return FALSE;
+  }
+  info->dim = dim;
+  info->tokens_per_buffer = k;
+  info->rate_n = 0;
+  info->rate_d = 1;
+  if (fps_n > 0 && fps_d > 0
+      && !gst_util_fraction_multiply (fps_n, fps_d, (gint) k, 1, &info->rate_n, &info->rate_d)) {
+    *why = g_strdup ("framerate x tokens per buffer overflows");
+    return FALSE;
+  }
+  return TRUE;
+}
+
+gboolean
+gst_cony_tokens_info_same_tokens (const GstConyTokenInfo *a, const GstConyTokenInfo *b)
+{
+  return a->dim == b->dim
+      && (gint64) a->rate_n * b->rate_d == (gint64) b->rate_n * a->rate_d;
+}
+
+GstClockTime
+gst_cony_tokens_time (GstClockTime anchor, guint64 index, gint rate_n, gint rate_d)
+{
+  g_return_val_if_fail (GST_CLOCK_TIME_IS_VALID (anchor) && rate_n > 0 && rate_d > 0,
+      GST_CLOCK_TIME_NONE);
+  return anchor + gst_util_uint64_scale (index, GST_SECOND * (guint64) rate_d, (guint64) rate_n);
+}

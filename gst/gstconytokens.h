@@ -1,0 +1,56 @@
+/* Token caps shared by the cony elements (DESIGN.md §1).
+ *
+ * SPDX-License-Identifier: LGPL-2.1-or-later
+ *
+ * A token stream follows NNStreamer's static tensor convention, so NNStreamer
+ * elements can consume it without linking against us:
+ *
+ *   other/tensors, format=static, num_tensors=1, types=float32,
+ *                  dimensions=D:K, framerate=F
+ *
+ * - dimensions are innermost first: D floats per token (64 mel bands, 128
+ *   embedding values, ...), K tokens per buffer (1 by default). A buffer is
+ *   K x D float32 values, token after token. Trailing ":1" dimensions (as
+ *   NNStreamer writes up to rank 4) are accepted when parsing.
+ * - framerate is BUFFERS per second, as in NNStreamer (tensor_converter with
+ *   frames-per-tensor K announces rate / K). The TOKEN rate is F x K. It is
+ *   a fraction in general: 16 kHz with a 160-sample hop gives 100/1 tokens/s,
+ *   a 256-sample hop 125/2; VGGish windows every 25 frames give 4/1.
+ *
+ * Timestamps: token i after the last discontinuity has
+ *   PTS = anchor + i / token_rate   (gst_cony_tokens_time(), integer scaling)
+ * and duration = PTS(i + 1) - PTS(i), so tokens tile the timeline exactly and
+ * nothing is ever accumulated in floating point.
+ */
+#pragma once
+#include <gst/gst.h>
+
+G_BEGIN_DECLS
+
+#define GST_CONY_TOKENS_CAPS_STRING \
+  "other/tensors, format = (string) static, num_tensors = (int) 1, " \
+  "types = (string) float32, framerate = (fraction) [ 0/1, 2147483647/1 ]"
+
+typedef struct {
+  guint dim;                 /* floats per token (innermost dimension) */
+  guint tokens_per_buffer;   /* second dimension */
+  gint rate_n, rate_d;       /* tokens per second; 0/1 when unknown */
+} GstConyTokenInfo;
+
+/* Fixed caps for @info. NULL when the buffer rate overflows a fraction. */
+GstCaps *gst_cony_tokens_caps_new (const GstConyTokenInfo *info);
+
+/* Parses fixed token caps. On failure returns FALSE and sets *@why (g_free). */
+gboolean gst_cony_tokens_info_from_caps (GstConyTokenInfo *info, const GstCaps *caps,
+                                         gchar **why);
+
+/* TRUE when both describe the same tokens (dimension and token rate), whatever
+ * the number of tokens per buffer. */
+gboolean gst_cony_tokens_info_same_tokens (const GstConyTokenInfo *a,
+                                           const GstConyTokenInfo *b);
+
+/* anchor + index * rate_d / rate_n seconds, in integer nanoseconds (rounded
+ * down). @anchor must be valid and @rate_n > 0. */
+GstClockTime gst_cony_tokens_time (GstClockTime anchor, guint64 index, gint rate_n, gint rate_d);
+
+G_END_DECLS
