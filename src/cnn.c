@@ -1,0 +1,934 @@
+/* VGG-style CNN engine: im2col + OpenBLAS sgemm (see include/cony/cnn.h). */
+#include "cony/cnn.h"
+#include "cony/error.h"
+#include "cony/safetensors.h"
+
+#include <cblas.h>
+#include <math.h>
+#include <stdlib.h>
+#include <string.h>
+
+typedef enum {
+  LAYER_CONV,   /* 3x3 SAME conv + ReLU */
+  LAYER_POOL,   /* 2x2 max-pool, stride 2 */
+  LAYER_FC,     /* fully connected (+ ReLU when relu) */
+} LayerKind;
+
+typedef struct {
+  LayerKind kind;
+  char *name;            /* "features.3", "embeddings.0", "pool" */
+  guint in_h, in_w, in_c;
+  guint out_h, out_w, out_c;   /* for FC: out_h = out_w = 1, out_c = width */
+  gboolean relu;
+  /* CONV: w is (9 * in_c) x out_c row-major, row = (ky * 3 + kx) * in_c + ci.
+   * FC:   w is out x in row-major (torch layout). */
+  float *w;
+  float *b;
+} Layer;
+
+struct _ConyCnn {
+  char *source;          /* file name or "random" (for messages) */
+  guint in_h, in_w, in_c;
+  guint out_dim;
+  gboolean final_relu;
+  Layer *layers;
+  guint n_layers;
+  guint first_fc;        /* index of the first FC layer */
+
+  float *pca_e;          /* D x D [out, in] */
+  float *pca_mu;         /* D */
+
+  /* Scratch. */
+  gsize max_act;         /* largest activation (floats) of one example */
+  gsize max_col;         /* largest im2col matrix (floats) */
+  float *act_a, *act_b, *col;
+  gsize fc_batch_cap;    /* examples the FC scratch holds */
+  float *fc_a, *fc_b;
+};
+
+#define FC_CHUNK 32
+
+/* ---------------------------------------------------------------- helpers */
+
+static void
+layer_clear (Layer *l)
+{
+  g_free (l->name);
+  g_free (l->w);
+  g_free (l->b);
+}
+
+void
+cony_cnn_free (ConyCnn *cnn)
+{
+  if (cnn == NULL)
+    return;
+  for (guint i = 0; i < cnn->n_layers; i++)
+    layer_clear (&cnn->layers[i]);
+  g_free (cnn->layers);
+  g_free (cnn->source);
+  g_free (cnn->pca_e);
+  g_free (cnn->pca_mu);
+  g_free (cnn->act_a);
+  g_free (cnn->act_b);
+  g_free (cnn->col);
+  g_free (cnn->fc_a);
+  g_free (cnn->fc_b);
+  g_free (cnn);
+}
+
+/* Fills in every layer's geometry from the input size; checks that the FC
+ * input matches the flattened conv output. */
+static gboolean
+finish_geometry (ConyCnn *cnn, GError **error)
+{
+  guint h = cnn->in_h, w = cnn->in_w, c = cnn->in_c;
+  gboolean flat = FALSE;
+  cnn->max_act = (gsize) h * w * c;
+  cnn->max_col = 0;
+  cnn->first_fc = cnn->n_layers;
+  for (guint i = 0; i < cnn->n_layers; i++) {
+    Layer *l = &cnn->layers[i];
+    l->in_h = h;
+    l->in_w = w;
+    if (l->kind == LAYER_CONV) {
+      if (l->in_c != c) {
+        g_set_error (error, CONY_ERROR, CONY_ERROR_SHAPE,
+                     "%s: tensor %s.weight has %u input channels, expected %u", cnn->source,
+                     l->name, l->in_c, c);
+        return FALSE;
+      }
+      cnn->max_col = MAX (cnn->max_col, (gsize) h * w * 9 * c);
+      c = l->out_c;
+    } else if (l->kind == LAYER_POOL) {
+      l->in_c = c;
+      l->out_c = c;
+      if (h < 2 || w < 2) {
+        g_set_error (error, CONY_ERROR, CONY_ERROR_SHAPE,
+                     "%s: max-pool at %s gets a %ux%u map, too small to pool (input %ux%u)",
+                     cnn->source, l->name, h, w, cnn->in_h, cnn->in_w);
+        return FALSE;
+      }
+      h /= 2;
+      w /= 2;
+    } else {
+      if (!flat) {
+        cnn->first_fc = i;
+        flat = TRUE;
+      }
+      gsize in = (gsize) h * w * c;
+      if (l->in_c != in) {
+        g_set_error (error, CONY_ERROR, CONY_ERROR_SHAPE,
+                     "%s: tensor %s.weight has %u inputs, expected %" G_GSIZE_FORMAT
+                     " (%ux%ux%u)", cnn->source, l->name, l->in_c, in, h, w, c);
+        return FALSE;
+      }
+      h = w = 1;
+      c = l->out_c;
+    }
+    if (l->kind != LAYER_FC) {
+      l->out_h = h;
+      l->out_w = w;
+    } else {
+      l->out_h = l->out_w = 1;
+    }
+    cnn->max_act = MAX (cnn->max_act, (gsize) h * w * c);
+  }
+  if (!flat) {
+    g_set_error (error, CONY_ERROR, CONY_ERROR_MISSING,
+                 "%s: no fully connected layer (tensor embeddings.K.weight) found", cnn->source);
+    return FALSE;
+  }
+  cnn->out_dim = c;
+  for (guint i = 0; i + 1 < cnn->n_layers; i++)
+    if (cnn->layers[i].kind == LAYER_FC && cnn->layers[i + 1].kind != LAYER_FC) {
+      g_set_error (error, CONY_ERROR, CONY_ERROR_INVALID,
+                   "%s: %s is followed by a conv or pool layer", cnn->source,
+                   cnn->layers[i].name);
+      return FALSE;
+    }
+  cnn->act_a = g_new (float, cnn->max_act);
+  cnn->act_b = g_new (float, cnn->max_act);
+  cnn->col = g_new (float, MAX (cnn->max_col, 1));
+  return TRUE;
+}
+
+/* Torch conv weight (out, in, 3, 3) -> our (9 * in) x out im2col layout. */
+static float *
+conv_weight_from_torch (const float *t, guint out, guint in)
+{
+  float *w = g_new (float, (gsize) 9 * in * out);
+  for (guint o = 0; o < out; o++)
+    for (guint i = 0; i < in; i++)
+      for (guint k = 0; k < 9; k++)
+        w[((gsize) k * in + i) * out + o] = t[((gsize) o * in + i) * 9 + k];
+  return w;
+}
+
+/* ---------------------------------------------------------------- loading */
+
+typedef struct {
+  guint index;
+  gboolean has_w, has_b;
+} IndexEntry;
+
+static gint
+cmp_index (gconstpointer a, gconstpointer b)
+{
+  guint x = ((const IndexEntry *) a)->index, y = ((const IndexEntry *) b)->index;
+  return x < y ? -1 : x > y;
+}
+
+/* Parses "prefix.K.weight" / "prefix.K.bias". */
+static gboolean
+parse_indexed (const char *name, const char *prefix, guint *index, gboolean *is_weight)
+{
+  gsize pl = strlen (prefix);
+  if (strncmp (name, prefix, pl) != 0 || name[pl] != '.')
+    return FALSE;
+  const char *p = name + pl + 1;
+  if (!g_ascii_isdigit (*p))
+    return FALSE;
+  char *end = NULL;
+  guint64 v = g_ascii_strtoull (p, &end, 10);
+  if (v > 100000)
+    return FALSE;
+  if (strcmp (end, ".weight") == 0)
+    *is_weight = TRUE;
+  else if (strcmp (end, ".bias") == 0)
+    *is_weight = FALSE;
+  else
+    return FALSE;
+  *index = (guint) v;
+  return TRUE;
+}
+
+static void
+add_index (GArray *arr, guint index, gboolean is_weight)
+{
+  for (guint i = 0; i < arr->len; i++) {
+    IndexEntry *e = &g_array_index (arr, IndexEntry, i);
+    if (e->index == index) {
+      if (is_weight)
+        e->has_w = TRUE;
+      else
+        e->has_b = TRUE;
+      return;
+    }
+  }
+  IndexEntry e = { index, is_weight, !is_weight };
+  g_array_append_val (arr, e);
+}
+
+static gboolean
+meta_uint (const ConySafetensors *st, const char *key, guint def, guint *out, GError **error)
+{
+  const char *v = cony_safetensors_metadata (st, key);
+  if (v == NULL) {
+    *out = def;
+    return TRUE;
+  }
+  char *end = NULL;
+  guint64 x = g_ascii_strtoull (v, &end, 10);
+  if (end == v || *end != '\0' || x == 0 || x > 65536) {
+    g_set_error (error, CONY_ERROR, CONY_ERROR_INVALID,
+                 "%s: metadata %s = \"%s\" is not a positive integer <= 65536",
+                 cony_safetensors_path (st), key, v);
+    return FALSE;
+  }
+  *out = (guint) x;
+  return TRUE;
+}
+
+static gboolean
+meta_bool (const ConySafetensors *st, const char *key, gboolean def, gboolean *out,
+           GError **error)
+{
+  const char *v = cony_safetensors_metadata (st, key);
+  if (v == NULL) {
+    *out = def;
+    return TRUE;
+  }
+  if (g_ascii_strcasecmp (v, "true") == 0 || strcmp (v, "1") == 0) {
+    *out = TRUE;
+    return TRUE;
+  }
+  if (g_ascii_strcasecmp (v, "false") == 0 || strcmp (v, "0") == 0) {
+    *out = FALSE;
+    return TRUE;
+  }
+  g_set_error (error, CONY_ERROR, CONY_ERROR_INVALID,
+               "%s: metadata %s = \"%s\", expected \"true\" or \"false\"",
+               cony_safetensors_path (st), key, v);
+  return FALSE;
+}
+
+/* Reads a 1-D bias of @n floats named @base.bias. */
+static float *
+read_bias (const ConySafetensors *st, const char *base, guint n, GError **error)
+{
+  g_autofree char *name = g_strdup_printf ("%s.bias", base);
+  gsize shape[1] = { n };
+  return cony_safetensors_get_f32 (st, name, 1, shape, error);
+}
+
+static gboolean
+read_pca (ConyCnn *cnn, const ConySafetensors *st, gboolean required, GError **error)
+{
+  const char *path = cony_safetensors_path (st);
+  const char *en = "pca_eigen_vectors", *mn = "pca_means";
+  if (cony_safetensors_find (st, en) == NULL && cony_safetensors_find (st, "pproc.pca_eigen_vectors")) {
+    en = "pproc.pca_eigen_vectors";
+    mn = "pproc.pca_means";
+  }
+  const ConyTensorInfo *ei = cony_safetensors_find (st, en);
+  const ConyTensorInfo *mi = cony_safetensors_find (st, mn);
+  if (ei == NULL && mi == NULL) {
+    if (required)
+      g_set_error (error, CONY_ERROR, CONY_ERROR_MISSING,
+                   "%s: no tensor pca_eigen_vectors (%u, %u) / pca_means (%u)", path,
+                   cnn->out_dim, cnn->out_dim, cnn->out_dim);
+    return !required;
+  }
+  if (ei == NULL || mi == NULL) {
+    g_set_error (error, CONY_ERROR, CONY_ERROR_MISSING, "%s: tensor %s is missing (the PCA needs both %s and %s)",
+                 path, ei == NULL ? en : mn, en, mn);
+    return FALSE;
+  }
+  guint d = cnn->out_dim;
+  gsize eshape[2] = { d, d };
+  float *e = cony_safetensors_get_f32 (st, en, 2, eshape, error);
+  if (e == NULL)
+    return FALSE;
+  gsize mshape[2] = { d, 1 };
+  float *m = cony_safetensors_get_f32 (st, mn, mi->ndim == 2 ? 2 : 1, mshape, error);
+  if (m == NULL) {
+    g_free (e);
+    return FALSE;
+  }
+  g_free (cnn->pca_e);
+  g_free (cnn->pca_mu);
+  cnn->pca_e = e;
+  cnn->pca_mu = m;
+  return TRUE;
+}
+
+ConyCnn *
+cony_cnn_load (const char *path, GError **error)
+{
+  g_return_val_if_fail (path != NULL, NULL);
+  g_autoptr (ConySafetensors) st = cony_safetensors_open (path, error);
+  if (st == NULL)
+    return NULL;
+
+  g_autoptr (ConyCnn) cnn = g_new0 (ConyCnn, 1);
+  cnn->source = g_strdup (path);
+  if (!meta_uint (st, "input_height", 96, &cnn->in_h, error) ||
+      !meta_uint (st, "input_width", 64, &cnn->in_w, error) ||
+      !meta_uint (st, "input_channels", 1, &cnn->in_c, error) ||
+      !meta_bool (st, "final_relu", FALSE, &cnn->final_relu, error))
+    return NULL;
+  static const char *reserved[] = { "input_mean", "input_std", "global_pool" };
+  for (guint i = 0; i < G_N_ELEMENTS (reserved); i++)
+    if (cony_safetensors_metadata (st, reserved[i]) != NULL) {
+      g_set_error (error, CONY_ERROR, CONY_ERROR_INVALID,
+                   "%s: metadata %s is not supported by this version of the CNN engine", path,
+                   reserved[i]);
+      return NULL;
+    }
+
+  /* Sort the tensor names into conv and FC indices; refuse strangers. */
+  g_autoptr (GArray) feats = g_array_new (FALSE, FALSE, sizeof (IndexEntry));
+  g_autoptr (GArray) embs = g_array_new (FALSE, FALSE, sizeof (IndexEntry));
+  for (guint i = 0; i < cony_safetensors_n_tensors (st); i++) {
+    const char *name = cony_safetensors_tensor (st, i)->name;
+    guint idx;
+    gboolean is_w;
+    if (parse_indexed (name, "features", &idx, &is_w))
+      add_index (feats, idx, is_w);
+    else if (parse_indexed (name, "embeddings", &idx, &is_w))
+      add_index (embs, idx, is_w);
+    else if (strcmp (name, "pca_eigen_vectors") == 0 || strcmp (name, "pca_means") == 0 ||
+             strcmp (name, "pproc.pca_eigen_vectors") == 0 || strcmp (name, "pproc.pca_means") == 0)
+      continue;
+    else {
+      g_set_error (error, CONY_ERROR, CONY_ERROR_INVALID,
+                   "%s: unexpected tensor %s (expected torchvggish names features.K.weight/bias, "
+                   "embeddings.K.weight/bias, pca_eigen_vectors, pca_means)", path, name);
+      return NULL;
+    }
+  }
+  g_array_sort (feats, cmp_index);
+  g_array_sort (embs, cmp_index);
+  GArray *both[2] = { feats, embs };
+  const char *prefix[2] = { "features", "embeddings" };
+  for (int s = 0; s < 2; s++)
+    for (guint i = 0; i < both[s]->len; i++) {
+      IndexEntry *e = &g_array_index (both[s], IndexEntry, i);
+      if (!e->has_w || !e->has_b) {
+        g_set_error (error, CONY_ERROR, CONY_ERROR_MISSING, "%s: tensor %s.%u.%s is missing", path,
+                     prefix[s], e->index, e->has_w ? "bias" : "weight");
+        return NULL;
+      }
+    }
+  if (embs->len == 0) {
+    g_set_error (error, CONY_ERROR, CONY_ERROR_MISSING,
+                 "%s: no fully connected layer (tensor embeddings.0.weight) found", path);
+    return NULL;
+  }
+
+  /* Conv/pool list from the features indices. */
+  GArray *layers = g_array_new (FALSE, TRUE, sizeof (Layer));
+  guint expect_in = cnn->in_c;
+  guint next = 0;   /* the first index not yet accounted for */
+  gboolean ok = TRUE;
+  for (guint i = 0; ok && i < feats->len; i++) {
+    guint idx = g_array_index (feats, IndexEntry, i).index;
+    if (i > 0 && idx < next) {
+      g_set_error (error, CONY_ERROR, CONY_ERROR_INVALID,
+                   "%s: features.%u directly follows the conv features.%u: torchvggish's layout "
+                   "puts a ReLU at index %u", path, idx, idx - 1, idx);
+      ok = FALSE;
+      break;
+    }
+    for (guint p = next; p < idx; p++) {
+      Layer pool = { .kind = LAYER_POOL, .name = g_strdup_printf ("features.%u (max-pool)", p) };
+      g_array_append_val (layers, pool);
+    }
+    g_autofree char *base = g_strdup_printf ("features.%u", idx);
+    g_autofree char *wname = g_strdup_printf ("%s.weight", base);
+    const ConyTensorInfo *ti = cony_safetensors_find (st, wname);
+    if (ti->ndim != 4 || ti->shape[2] != 3 || ti->shape[3] != 3 || ti->shape[1] != expect_in ||
+        ti->shape[0] == 0) {
+      g_autoptr (GString) got = g_string_new ("(");
+      for (int d = 0; d < ti->ndim; d++)
+        g_string_append_printf (got, "%s%" G_GSIZE_FORMAT, d ? ", " : "", ti->shape[d]);
+      g_string_append_c (got, ')');
+      g_set_error (error, CONY_ERROR, CONY_ERROR_SHAPE,
+                   "%s: tensor %s has shape %s, expected (out, %u, 3, 3)", path, wname, got->str,
+                   expect_in);
+      ok = FALSE;
+      break;
+    }
+    guint out = (guint) ti->shape[0];
+    gsize shape[4] = { out, expect_in, 3, 3 };
+    g_autofree float *tw = cony_safetensors_get_f32 (st, wname, 4, shape, error);
+    float *b = tw ? read_bias (st, base, out, error) : NULL;
+    if (b == NULL) {
+      ok = FALSE;
+      break;
+    }
+    Layer conv = { .kind = LAYER_CONV, .name = g_steal_pointer (&base), .in_c = expect_in,
+                   .out_c = out, .relu = TRUE, .w = conv_weight_from_torch (tw, out, expect_in),
+                   .b = b };
+    g_array_append_val (layers, conv);
+    expect_in = out;
+    next = idx + 2;
+  }
+
+  /* Trailing pools: as many as make the flattened size equal embeddings.0's input. */
+  if (ok) {
+    guint e0 = g_array_index (embs, IndexEntry, 0).index;
+    g_autofree char *wname = g_strdup_printf ("embeddings.%u.weight", e0);
+    const ConyTensorInfo *ti = cony_safetensors_find (st, wname);
+    if (ti->ndim != 2 || ti->shape[0] == 0) {
+      g_set_error (error, CONY_ERROR, CONY_ERROR_SHAPE, "%s: tensor %s must be 2-D (out, in)",
+                   path, wname);
+      ok = FALSE;
+    } else {
+      guint h = cnn->in_h, w = cnn->in_w;
+      for (guint i = 0; i < layers->len; i++)
+        if (g_array_index (layers, Layer, i).kind == LAYER_POOL) {
+          h /= 2;
+          w /= 2;
+        }
+      guint trailing = G_MAXUINT;
+      g_autoptr (GString) tried = g_string_new (NULL);
+      for (guint p = 0; h > 0 && w > 0 && p < 16; p++, h /= 2, w /= 2) {
+        gsize flat = (gsize) h * w * expect_in;
+        g_string_append_printf (tried, "%s%" G_GSIZE_FORMAT " (%ux%ux%u, %u trailing pools)",
+                                p ? ", " : "", flat, h, w, expect_in, p);
+        if (flat == ti->shape[1]) {
+          trailing = p;
+          break;
+        }
+      }
+      if (trailing == G_MAXUINT) {
+        g_set_error (error, CONY_ERROR, CONY_ERROR_SHAPE,
+                     "%s: tensor %s has %" G_GSIZE_FORMAT " inputs, expected one of %s for a "
+                     "%ux%ux%u input", path, wname, ti->shape[1], tried->str, cnn->in_h,
+                     cnn->in_w, cnn->in_c);
+        ok = FALSE;
+      }
+      for (guint p = 0; ok && p < trailing; p++) {
+        Layer pool = { .kind = LAYER_POOL, .name = g_strdup_printf ("features.%u (max-pool)", next + p) };
+        g_array_append_val (layers, pool);
+      }
+    }
+  }
+
+  /* FC layers. */
+  for (guint i = 0; ok && i < embs->len; i++) {
+    guint idx = g_array_index (embs, IndexEntry, i).index;
+    g_autofree char *base = g_strdup_printf ("embeddings.%u", idx);
+    g_autofree char *wname = g_strdup_printf ("%s.weight", base);
+    const ConyTensorInfo *ti = cony_safetensors_find (st, wname);
+    if (ti->ndim != 2 || ti->shape[0] == 0 || ti->shape[1] == 0 || ti->shape[0] > G_MAXUINT ||
+        ti->shape[1] > G_MAXUINT) {
+      g_set_error (error, CONY_ERROR, CONY_ERROR_SHAPE, "%s: tensor %s must be 2-D (out, in)",
+                   path, wname);
+      ok = FALSE;
+      break;
+    }
+    gsize shape[2] = { ti->shape[0], ti->shape[1] };
+    float *w = cony_safetensors_get_f32 (st, wname, 2, shape, error);
+    float *b = w ? read_bias (st, base, (guint) shape[0], error) : NULL;
+    if (b == NULL) {
+      g_free (w);
+      ok = FALSE;
+      break;
+    }
+    gboolean last = i + 1 == embs->len;
+    gboolean relu = last ? FALSE : g_array_index (embs, IndexEntry, i + 1).index >= idx + 2;
+    Layer fc = { .kind = LAYER_FC, .name = g_steal_pointer (&base), .in_c = (guint) shape[1],
+                 .out_c = (guint) shape[0], .relu = relu, .w = w, .b = b };
+    g_array_append_val (layers, fc);
+  }
+
+  cnn->n_layers = layers->len;
+  cnn->layers = (Layer *) g_array_free (layers, FALSE);
+  if (!ok || !finish_geometry (cnn, error))
+    return NULL;
+  if (!read_pca (cnn, st, FALSE, error))
+    return NULL;
+  return g_steal_pointer (&cnn);
+}
+
+gboolean
+cony_cnn_load_pca (ConyCnn *cnn, const char *path, GError **error)
+{
+  g_return_val_if_fail (cnn != NULL && path != NULL, FALSE);
+  g_autoptr (ConySafetensors) st = cony_safetensors_open (path, error);
+  if (st == NULL)
+    return FALSE;
+  return read_pca (cnn, st, TRUE, error);
+}
+
+/* ---------------------------------------------------------------- random */
+
+static guint64
+splitmix (guint64 *s)
+{
+  guint64 z = (*s += 0x9E3779B97F4A7C15ull);
+  z = (z ^ (z >> 30)) * 0xBF58476D1CE4E5B9ull;
+  z = (z ^ (z >> 27)) * 0x94D049BB133111EBull;
+  return z ^ (z >> 31);
+}
+
+static void
+fill_uniform (float *x, gsize n, float a, guint64 *s)
+{
+  for (gsize i = 0; i < n; i++)
+    x[i] = a * ((float) (splitmix (s) >> 40) * (2.0f / 16777216.0f) - 1.0f);
+}
+
+ConyCnn *
+cony_cnn_new_random (const char *layout, guint input_height, guint input_width,
+                     guint input_channels, guint32 seed, GError **error)
+{
+  g_return_val_if_fail (layout != NULL, NULL);
+  if (input_height == 0 || input_width == 0 || input_channels == 0) {
+    g_set_error (error, CONY_ERROR, CONY_ERROR_INVALID, "random CNN: input size %ux%ux%u is empty",
+                 input_height, input_width, input_channels);
+    return NULL;
+  }
+  g_autoptr (ConyCnn) cnn = g_new0 (ConyCnn, 1);
+  cnn->source = g_strdup_printf ("random CNN \"%s\"", layout);
+  cnn->in_h = input_height;
+  cnn->in_w = input_width;
+  cnn->in_c = input_channels;
+  guint64 s = seed;
+
+  g_auto (GStrv) tokens = g_strsplit_set (layout, " \t,", -1);
+  GArray *layers = g_array_new (FALSE, TRUE, sizeof (Layer));
+  gboolean fc = FALSE, ok = TRUE;
+  guint c = input_channels, h = input_height, w = input_width, index = 0, fc_index = 0;
+  for (char **t = tokens; *t; t++) {
+    if (**t == '\0')
+      continue;
+    if (strcmp (*t, "|") == 0) {
+      if (fc) {
+        ok = FALSE;
+        break;
+      }
+      fc = TRUE;
+      continue;
+    }
+    if (!fc && strcmp (*t, "M") == 0) {
+      Layer pool = { .kind = LAYER_POOL, .name = g_strdup_printf ("features.%u (max-pool)", index) };
+      g_array_append_val (layers, pool);
+      index++;
+      h /= 2;
+      w /= 2;
+      continue;
+    }
+    char *end = NULL;
+    guint64 width = g_ascii_strtoull (*t, &end, 10);
+    if (*end != '\0' || width == 0 || width > 65536) {
+      ok = FALSE;
+      break;
+    }
+    if (!fc) {
+      float a = sqrtf (6.0f / (9.0f * c));
+      Layer conv = { .kind = LAYER_CONV, .name = g_strdup_printf ("features.%u", index),
+                     .in_c = c, .out_c = (guint) width, .relu = TRUE,
+                     .w = g_new (float, (gsize) 9 * c * width), .b = g_new (float, width) };
+      fill_uniform (conv.w, (gsize) 9 * c * width, a, &s);
+      fill_uniform (conv.b, width, 0.01f, &s);
+      g_array_append_val (layers, conv);
+      index += 2;
+      c = (guint) width;
+    } else {
+      gsize in = fc_index == 0 ? (gsize) h * w * c : c;
+      float a = sqrtf (6.0f / in);
+      Layer l = { .kind = LAYER_FC, .name = g_strdup_printf ("embeddings.%u", fc_index),
+                  .in_c = (guint) in, .out_c = (guint) width, .relu = TRUE,
+                  .w = g_new (float, in * width), .b = g_new (float, width) };
+      fill_uniform (l.w, in * width, a, &s);
+      fill_uniform (l.b, width, 0.01f, &s);
+      g_array_append_val (layers, l);
+      fc_index += 2;
+      c = (guint) width;
+    }
+  }
+  if (layers->len > 0 && g_array_index (layers, Layer, layers->len - 1).kind == LAYER_FC)
+    g_array_index (layers, Layer, layers->len - 1).relu = FALSE;
+  cnn->n_layers = layers->len;
+  cnn->layers = (Layer *) g_array_free (layers, FALSE);
+  if (!ok) {
+    g_set_error (error, CONY_ERROR, CONY_ERROR_INVALID,
+                 "random CNN: bad layout \"%s\" (conv widths and M, then |, then FC widths)",
+                 layout);
+    return NULL;
+  }
+  if (!finish_geometry (cnn, error))
+    return NULL;
+  return g_steal_pointer (&cnn);
+}
+
+/* ---------------------------------------------------------------- getters */
+
+guint cony_cnn_get_input_height (const ConyCnn *cnn) { g_return_val_if_fail (cnn, 0); return cnn->in_h; }
+guint cony_cnn_get_input_width (const ConyCnn *cnn) { g_return_val_if_fail (cnn, 0); return cnn->in_w; }
+guint cony_cnn_get_input_channels (const ConyCnn *cnn) { g_return_val_if_fail (cnn, 0); return cnn->in_c; }
+guint cony_cnn_get_output_size (const ConyCnn *cnn) { g_return_val_if_fail (cnn, 0); return cnn->out_dim; }
+
+gsize
+cony_cnn_get_input_size (const ConyCnn *cnn)
+{
+  g_return_val_if_fail (cnn != NULL, 0);
+  return (gsize) cnn->in_h * cnn->in_w * cnn->in_c;
+}
+
+guint64
+cony_cnn_get_n_params (const ConyCnn *cnn)
+{
+  g_return_val_if_fail (cnn != NULL, 0);
+  guint64 n = 0;
+  for (guint i = 0; i < cnn->n_layers; i++) {
+    const Layer *l = &cnn->layers[i];
+    if (l->kind == LAYER_CONV)
+      n += (guint64) 9 * l->in_c * l->out_c + l->out_c;
+    else if (l->kind == LAYER_FC)
+      n += (guint64) l->in_c * l->out_c + l->out_c;
+  }
+  return n;
+}
+
+void
+cony_cnn_get_flops (const ConyCnn *cnn, guint64 *conv_flops, guint64 *fc_flops)
+{
+  g_return_if_fail (cnn != NULL);
+  guint64 cf = 0, ff = 0;
+  for (guint i = 0; i < cnn->n_layers; i++) {
+    const Layer *l = &cnn->layers[i];
+    if (l->kind == LAYER_CONV)
+      cf += (guint64) 2 * l->in_h * l->in_w * 9 * l->in_c * l->out_c;
+    else if (l->kind == LAYER_FC)
+      ff += (guint64) 2 * l->in_c * l->out_c;
+  }
+  if (conv_flops)
+    *conv_flops = cf;
+  if (fc_flops)
+    *fc_flops = ff;
+}
+
+char *
+cony_cnn_describe (const ConyCnn *cnn)
+{
+  g_return_val_if_fail (cnn != NULL, NULL);
+  GString *s = g_string_new (NULL);
+  g_string_append_printf (s, "input %ux%ux%u (HWC)\n", cnn->in_h, cnn->in_w, cnn->in_c);
+  for (guint i = 0; i < cnn->n_layers; i++) {
+    const Layer *l = &cnn->layers[i];
+    gboolean relu = l->relu || (l->kind == LAYER_FC && i + 1 == cnn->n_layers && cnn->final_relu);
+    switch (l->kind) {
+    case LAYER_CONV:
+      g_string_append_printf (s, "%-24s conv3x3 %u -> %u, out %ux%ux%u + ReLU\n", l->name,
+                              l->in_c, l->out_c, l->out_h, l->out_w, l->out_c);
+      break;
+    case LAYER_POOL:
+      g_string_append_printf (s, "%-24s maxpool2x2, out %ux%ux%u\n", l->name, l->out_h,
+                              l->out_w, l->out_c);
+      break;
+    case LAYER_FC:
+      g_string_append_printf (s, "%-24s fc %u -> %u%s\n", l->name, l->in_c, l->out_c,
+                              relu ? " + ReLU" : "");
+      break;
+    }
+  }
+  g_string_append_printf (s, "%" G_GUINT64_FORMAT " parameters%s\n", cony_cnn_get_n_params (cnn),
+                          cnn->pca_e ? ", PCA postprocess available" : "");
+  return g_string_free (s, FALSE);
+}
+
+gboolean
+cony_cnn_get_final_relu (const ConyCnn *cnn)
+{
+  g_return_val_if_fail (cnn != NULL, FALSE);
+  return cnn->final_relu;
+}
+
+void
+cony_cnn_set_final_relu (ConyCnn *cnn, gboolean final_relu)
+{
+  g_return_if_fail (cnn != NULL);
+  cnn->final_relu = final_relu;
+}
+
+gboolean
+cony_cnn_has_pca (const ConyCnn *cnn)
+{
+  g_return_val_if_fail (cnn != NULL, FALSE);
+  return cnn->pca_e != NULL;
+}
+
+/* ---------------------------------------------------------------- compute */
+
+/* im2col for a 3x3 SAME conv on an HWC map: row (y * W + x), column
+ * (ky * 3 + kx) * C + c, zero outside the map. */
+static void
+im2col3x3 (const float *in, guint H, guint W, guint C, float *col)
+{
+  gsize rowlen = (gsize) 9 * C;
+  for (guint y = 0; y < H; y++)
+    for (guint x = 0; x < W; x++) {
+      float *dst = col + ((gsize) y * W + x) * rowlen;
+      for (int ky = 0; ky < 3; ky++) {
+        int yy = (int) y + ky - 1;
+        for (int kx = 0; kx < 3; kx++, dst += C) {
+          int xx = (int) x + kx - 1;
+          if (yy < 0 || yy >= (int) H || xx < 0 || xx >= (int) W)
+            memset (dst, 0, sizeof (float) * C);
+          else
+            memcpy (dst, in + ((gsize) yy * W + xx) * C, sizeof (float) * C);
+        }
+      }
+    }
+}
+
+static void
+bias_act (float *x, gsize rows, guint cols, const float *b, gboolean relu)
+{
+  for (gsize r = 0; r < rows; r++) {
+    float *row = x + r * cols;
+    if (relu)
+      for (guint c = 0; c < cols; c++) {
+        float v = row[c] + b[c];
+        row[c] = v > 0.0f ? v : 0.0f;
+      }
+    else
+      for (guint c = 0; c < cols; c++)
+        row[c] += b[c];
+  }
+}
+
+static void
+conv_forward (ConyCnn *cnn, const Layer *l, const float *in, float *out)
+{
+  gsize M = (gsize) l->in_h * l->in_w;
+  guint K = 9 * l->in_c;
+  im2col3x3 (in, l->in_h, l->in_w, l->in_c, cnn->col);
+  cblas_sgemm (CblasRowMajor, CblasNoTrans, CblasNoTrans, (int) M, (int) l->out_c, (int) K, 1.0f,
+               cnn->col, (int) K, l->w, (int) l->out_c, 0.0f, out, (int) l->out_c);
+  bias_act (out, M, l->out_c, l->b, TRUE);
+}
+
+static void
+pool_forward (const Layer *l, const float *in, float *out)
+{
+  guint C = l->in_c, W = l->in_w;
+  for (guint y = 0; y < l->out_h; y++)
+    for (guint x = 0; x < l->out_w; x++) {
+      const float *a = in + ((gsize) (2 * y) * W + 2 * x) * C;
+      const float *b = a + C;
+      const float *c = a + (gsize) W * C;
+      const float *d = c + C;
+      float *o = out + ((gsize) y * l->out_w + x) * C;
+      for (guint k = 0; k < C; k++) {
+        float m = MAX (a[k], b[k]);
+        m = MAX (m, c[k]);
+        o[k] = MAX (m, d[k]);
+      }
+    }
+}
+
+/* Runs the conv/pool stack on one example; returns the buffer holding the
+ * flattened (NHWC) result. */
+static const float *
+features_forward (ConyCnn *cnn, const float *input)
+{
+  const float *cur = input;
+  float *bufs[2] = { cnn->act_a, cnn->act_b };
+  int which = 0;
+  for (guint i = 0; i < cnn->first_fc; i++) {
+    const Layer *l = &cnn->layers[i];
+    float *out = bufs[which];
+    if (l->kind == LAYER_CONV)
+      conv_forward (cnn, l, cur, out);
+    else
+      pool_forward (l, cur, out);
+    cur = out;
+    which ^= 1;
+  }
+  return cur;
+}
+
+static void
+fc_forward (ConyCnn *cnn, const float *in, gsize n, float *out)
+{
+  const float *cur = in;
+  float *bufs[2] = { cnn->fc_a, cnn->fc_b };
+  int which = 0;
+  for (guint i = cnn->first_fc; i < cnn->n_layers; i++) {
+    const Layer *l = &cnn->layers[i];
+    gboolean last = i + 1 == cnn->n_layers;
+    float *dst = last ? out : bufs[which];
+    if (n == 1)
+      cblas_sgemv (CblasRowMajor, CblasNoTrans, (int) l->out_c, (int) l->in_c, 1.0f, l->w,
+                   (int) l->in_c, cur, 1, 0.0f, dst, 1);
+    else
+      cblas_sgemm (CblasRowMajor, CblasNoTrans, CblasTrans, (int) n, (int) l->out_c,
+                   (int) l->in_c, 1.0f, cur, (int) l->in_c, l->w, (int) l->in_c, 0.0f, dst,
+                   (int) l->out_c);
+    bias_act (dst, n, l->out_c, l->b, l->relu || (last && cnn->final_relu));
+    cur = dst;
+    which ^= 1;
+  }
+}
+
+static void
+ensure_fc_scratch (ConyCnn *cnn, gsize n)
+{
+  if (cnn->fc_batch_cap >= n)
+    return;
+  gsize width = 0;
+  for (guint i = cnn->first_fc; i < cnn->n_layers; i++)
+    width = MAX (width, MAX ((gsize) cnn->layers[i].in_c, (gsize) cnn->layers[i].out_c));
+  g_free (cnn->fc_a);
+  g_free (cnn->fc_b);
+  cnn->fc_a = g_new (float, width * n);
+  cnn->fc_b = g_new (float, width * n);
+  cnn->fc_batch_cap = n;
+}
+
+void
+cony_cnn_forward (ConyCnn *cnn, const float *input, float *out)
+{
+  cony_cnn_forward_batch (cnn, input, 1, out);
+}
+
+void
+cony_cnn_forward_batch (ConyCnn *cnn, const float *input, gsize n, float *out)
+{
+  g_return_if_fail (cnn != NULL);
+  g_return_if_fail (n == 0 || (input != NULL && out != NULL));
+  gsize in_size = cony_cnn_get_input_size (cnn);
+  const Layer *fc0 = &cnn->layers[cnn->first_fc];
+  gsize flat = fc0->in_c;
+  for (gsize start = 0; start < n; start += FC_CHUNK) {
+    gsize m = MIN ((gsize) FC_CHUNK, n - start);
+    ensure_fc_scratch (cnn, m);
+    /* The conv stack one example at a time (its sgemms are big enough); the
+     * flattened features gathered so the FC layers see the whole chunk. */
+    float *gathered = cnn->fc_b;
+    for (gsize k = 0; k < m; k++) {
+      const float *f = features_forward (cnn, input + (start + k) * in_size);
+      memcpy (gathered + k * flat, f, sizeof (float) * flat);
+    }
+    /* fc_forward alternates fc_a/fc_b starting with fc_a: the input in fc_b
+     * is read by the first layer, which writes fc_a. */
+    fc_forward (cnn, gathered, m, out + start * cnn->out_dim);
+  }
+}
+
+/* ---------------------------------------------------------------- PCA */
+
+gboolean
+cony_cnn_postprocess (const ConyCnn *cnn, ConyCnnPostprocess mode, const float *emb, gsize n,
+                      float *out, GError **error)
+{
+  g_return_val_if_fail (cnn != NULL, FALSE);
+  g_return_val_if_fail (n == 0 || (emb != NULL && out != NULL), FALSE);
+  guint d = cnn->out_dim;
+  if (mode == CONY_CNN_POSTPROCESS_NONE) {
+    if (out != emb && n > 0)
+      memmove (out, emb, sizeof (float) * n * d);
+    return TRUE;
+  }
+  if (mode != CONY_CNN_POSTPROCESS_TF && mode != CONY_CNN_POSTPROCESS_TORCH) {
+    g_set_error (error, CONY_ERROR, CONY_ERROR_INVALID, "%s: unknown postprocess mode %d",
+                 cnn->source, (int) mode);
+    return FALSE;
+  }
+  if (cnn->pca_e == NULL) {
+    g_set_error (error, CONY_ERROR, CONY_ERROR_MISSING,
+                 "%s: the PCA postprocess needs tensors pca_eigen_vectors (%u, %u) and "
+                 "pca_means (%u), which the model does not have", cnn->source, d, d, d);
+    return FALSE;
+  }
+  double *centred = g_new (double, d);
+  float *centred_f = g_new (float, d);
+  for (gsize r = 0; r < n; r++) {
+    const float *e = emb + r * d;
+    float *o = out + r * d;
+    if (mode == CONY_CNN_POSTPROCESS_TF) {
+      /* vggish_postprocess.py: float64 maths, then astype(uint8) truncation. */
+      for (guint i = 0; i < d; i++)
+        centred[i] = (double) e[i] - (double) cnn->pca_mu[i];
+      for (guint j = 0; j < d; j++) {
+        const float *row = cnn->pca_e + (gsize) j * d;
+        double p = 0.0;
+        for (guint i = 0; i < d; i++)
+          p += (double) row[i] * centred[i];
+        p = CLAMP (p, -2.0, 2.0);
+        o[j] = (float) floor ((p + 2.0) * (255.0 / 4.0));
+      }
+    } else {
+      /* torchvggish: float32 maths, torch.round (half to even). */
+      for (guint i = 0; i < d; i++)
+        centred_f[i] = e[i] - cnn->pca_mu[i];
+      for (guint j = 0; j < d; j++) {
+        const float *row = cnn->pca_e + (gsize) j * d;
+        float p = 0.0f;
+        for (guint i = 0; i < d; i++)
+          p += row[i] * centred_f[i];
+        p = CLAMP (p, -2.0f, 2.0f);
+        o[j] = rintf ((p + 2.0f) * (255.0f / 4.0f));
+      }
+    }
+  }
+  g_free (centred);
+  g_free (centred_f);
+  return TRUE;
+}

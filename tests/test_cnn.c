@@ -1,0 +1,428 @@
+/* CNN engine: torch float64 goldens (training/gen_cnn_golden.py), the PCA
+ * postprocess in both forms, and the errors bad model files must give. */
+#include "cony/cnn.h"
+#include "cony/error.h"
+#include "cony/npy.h"
+#include "cony/safetensors.h"
+
+#include <glib/gstdio.h>
+#include <math.h>
+#include <stdlib.h>
+#include <string.h>
+
+static char *tmpdir;
+
+static char *
+golden_path (const char *file)
+{
+  const char *root = g_getenv ("CONY_SOURCE_ROOT");
+  g_assert_nonnull (root);
+  return g_build_filename (root, "tests", "golden", "cnn", file, NULL);
+}
+
+static ConyNpyArray *
+load_npy (const char *file)
+{
+  g_autofree char *path = golden_path (file);
+  GError *error = NULL;
+  ConyNpyArray *a = cony_npy_load (path, &error);
+  g_assert_no_error (error);
+  return a;
+}
+
+static ConyCnn *
+load_model (const char *file)
+{
+  g_autofree char *path = golden_path (file);
+  GError *error = NULL;
+  ConyCnn *cnn = cony_cnn_load (path, &error);
+  g_assert_no_error (error);
+  g_assert_nonnull (cnn);
+  return cnn;
+}
+
+/* max |got - want| / max |want| */
+static double
+rel_err (const float *got, const float *want, gsize n)
+{
+  double num = 0, den = 0;
+  for (gsize i = 0; i < n; i++) {
+    num = MAX (num, fabs ((double) got[i] - want[i]));
+    den = MAX (den, fabs ((double) want[i]));
+  }
+  return den > 0 ? num / den : num;
+}
+
+static void
+test_small_forward (void)
+{
+  g_autoptr (ConyCnn) cnn = load_model ("small.safetensors");
+  g_autoptr (ConyNpyArray) x = load_npy ("small_input.npy");
+  g_autoptr (ConyNpyArray) want = load_npy ("small_expected.npy");
+  g_assert_cmpuint (cony_cnn_get_input_height (cnn), ==, 96);
+  g_assert_cmpuint (cony_cnn_get_input_width (cnn), ==, 64);
+  g_assert_cmpuint (cony_cnn_get_input_channels (cnn), ==, 1);
+  g_assert_cmpuint (cony_cnn_get_input_size (cnn), ==, 96 * 64);
+  g_assert_cmpuint (cony_cnn_get_output_size (cnn), ==, 128);
+  g_assert_false (cony_cnn_get_final_relu (cnn));
+  g_assert_true (cony_cnn_has_pca (cnn));
+  g_assert_cmpuint (cony_cnn_get_n_params (cnn), ==, 49664);
+  g_autofree char *desc = cony_cnn_describe (cnn);
+  g_test_message ("%s", desc);
+  /* Pools inferred at torchvggish's indices, including the trailing one. */
+  g_assert_nonnull (strstr (desc, "features.2 (max-pool)"));
+  g_assert_nonnull (strstr (desc, "features.10 (max-pool)"));
+  g_assert_nonnull (strstr (desc, "features.15 (max-pool)"));
+  g_assert_null (strstr (desc, "features.7 (max-pool)"));
+
+  gsize n = x->shape[0];
+  g_assert_cmpuint (n, ==, 4);
+  float out[128];
+  for (gsize k = 0; k < n; k++) {
+    cony_cnn_forward (cnn, x->data + k * 96 * 64, out);
+    double e = rel_err (out, want->data + k * 128, 128);
+    g_test_message ("example %" G_GSIZE_FORMAT ": relative error %.2e", k, e);
+    g_assert_cmpfloat (e, <, 1e-4);
+  }
+
+  /* Batched == one by one (within float rounding: sgemm vs sgemv). */
+  g_autofree float *batch = g_new (float, n * 128);
+  cony_cnn_forward_batch (cnn, x->data, n, batch);
+  g_assert_cmpfloat (rel_err (batch, want->data, n * 128), <, 1e-4);
+
+  /* final_relu on: the ReLU of the same values. */
+  cony_cnn_set_final_relu (cnn, TRUE);
+  g_assert_true (cony_cnn_get_final_relu (cnn));
+  cony_cnn_forward (cnn, x->data, out);
+  gboolean some_zero = FALSE;
+  for (int i = 0; i < 128; i++) {
+    float w = MAX (want->data[i], 0.0f);
+    g_assert_cmpfloat (fabsf (out[i] - w), <=, 1e-4 * 0.5);
+    some_zero |= out[i] == 0.0f;
+  }
+  g_assert_true (some_zero);
+}
+
+static void
+test_odd_layout (void)
+{
+  g_autoptr (ConyCnn) cnn = load_model ("odd.safetensors");
+  g_autoptr (ConyNpyArray) x = load_npy ("odd_input.npy");
+  g_autoptr (ConyNpyArray) want = load_npy ("odd_expected.npy");
+  g_assert_cmpuint (cony_cnn_get_input_height (cnn), ==, 20);
+  g_assert_cmpuint (cony_cnn_get_input_width (cnn), ==, 12);
+  g_assert_cmpuint (cony_cnn_get_input_channels (cnn), ==, 2);
+  g_assert_cmpuint (cony_cnn_get_output_size (cnn), ==, 10);
+  g_assert_true (cony_cnn_get_final_relu (cnn));
+  g_assert_false (cony_cnn_has_pca (cnn));
+  g_autofree char *desc = cony_cnn_describe (cnn);
+  g_assert_nonnull (strstr (desc, "features.7 (max-pool)"));
+  g_assert_nonnull (strstr (desc, "features.8 (max-pool)"));
+  float out[3 * 10];
+  cony_cnn_forward_batch (cnn, x->data, 3, out);
+  g_assert_cmpfloat (rel_err (out, want->data, 30), <, 1e-4);
+
+  guint64 conv, fc;
+  cony_cnn_get_flops (cnn, &conv, &fc);
+  g_assert_cmpuint (conv, ==, 2ull * (20 * 12 * 9 * 2 * 4 + 10 * 6 * 9 * 4 * 6 + 10 * 6 * 9 * 6 * 6));
+  g_assert_cmpuint (fc, ==, 2ull * (12 * 16 + 16 * 10));
+}
+
+static void
+test_postprocess (void)
+{
+  g_autoptr (ConyCnn) cnn = load_model ("small.safetensors");
+  g_autoptr (ConyNpyArray) emb = load_npy ("small_expected.npy");
+  g_autoptr (ConyNpyArray) tf = load_npy ("small_pp_tf.npy");
+  g_autoptr (ConyNpyArray) th = load_npy ("small_pp_torch.npy");
+  gsize n = emb->shape[0] * 128;
+  g_autofree float *out = g_new (float, n);
+  GError *error = NULL;
+
+  g_assert_true (cony_cnn_postprocess (cnn, CONY_CNN_POSTPROCESS_TF, emb->data, 4, out, &error));
+  g_assert_no_error (error);
+  g_assert_cmpmem (out, n * sizeof (float), tf->data, n * sizeof (float));
+
+  /* float32 sums in a different order than torch's: allow a flip at a rounding
+   * boundary, but at most one. */
+  g_assert_true (cony_cnn_postprocess (cnn, CONY_CNN_POSTPROCESS_TORCH, emb->data, 4, out, &error));
+  guint flips = 0, differ_tf = 0;
+  for (gsize i = 0; i < n; i++) {
+    g_assert_cmpfloat (fabsf (out[i] - th->data[i]), <=, 1.0f);
+    flips += out[i] != th->data[i];
+    differ_tf += out[i] != tf->data[i];
+    g_assert_cmpfloat (out[i], >=, 0.0f);
+    g_assert_cmpfloat (out[i], <=, 255.0f);
+    g_assert_cmpfloat (out[i], ==, rintf (out[i]));
+  }
+  g_assert_cmpuint (flips, <=, 1);
+  g_assert_cmpuint (differ_tf, >, 50);   /* the two forms really differ */
+
+  /* In place, and NONE copies. */
+  g_autofree float *copy = g_memdup2 (emb->data, n * sizeof (float));
+  g_assert_true (cony_cnn_postprocess (cnn, CONY_CNN_POSTPROCESS_TF, copy, 4, copy, &error));
+  g_assert_cmpmem (copy, n * sizeof (float), tf->data, n * sizeof (float));
+  g_assert_true (cony_cnn_postprocess (cnn, CONY_CNN_POSTPROCESS_NONE, emb->data, 4, out, &error));
+  g_assert_cmpmem (out, n * sizeof (float), emb->data, n * sizeof (float));
+
+  /* No PCA: a clear error. */
+  g_autoptr (ConyCnn) odd = load_model ("odd.safetensors");
+  float e[10] = { 0 }, o[10];
+  g_assert_false (cony_cnn_postprocess (odd, CONY_CNN_POSTPROCESS_TORCH, e, 1, o, &error));
+  g_assert_error (error, CONY_ERROR, CONY_ERROR_MISSING);
+  g_assert_nonnull (strstr (error->message, "pca_eigen_vectors"));
+  g_clear_error (&error);
+}
+
+/* --- bad files: rewrite small.safetensors with one change ------------------- */
+
+typedef struct {
+  GPtrArray *names;
+  GPtrArray *data;     /* float* (owned) */
+  GArray *ndims;
+  GPtrArray *shapes;   /* gsize[8] (owned) */
+} TensorSet;
+
+static void
+set_free (TensorSet *s)
+{
+  g_ptr_array_unref (s->names);
+  g_ptr_array_unref (s->data);
+  g_array_unref (s->ndims);
+  g_ptr_array_unref (s->shapes);
+}
+
+static TensorSet
+read_set (const char *file)
+{
+  g_autofree char *path = golden_path (file);
+  GError *error = NULL;
+  g_autoptr (ConySafetensors) st = cony_safetensors_open (path, &error);
+  g_assert_no_error (error);
+  TensorSet s = { g_ptr_array_new_with_free_func (g_free), g_ptr_array_new_with_free_func (g_free),
+                  g_array_new (FALSE, FALSE, sizeof (int)), g_ptr_array_new_with_free_func (g_free) };
+  for (guint i = 0; i < cony_safetensors_n_tensors (st); i++) {
+    const ConyTensorInfo *t = cony_safetensors_tensor (st, i);
+    float *d = cony_safetensors_get_f32 (st, t->name, t->ndim, t->shape, &error);
+    g_assert_no_error (error);
+    g_ptr_array_add (s.names, g_strdup (t->name));
+    g_ptr_array_add (s.data, d);
+    g_array_append_val (s.ndims, t->ndim);
+    g_ptr_array_add (s.shapes, g_memdup2 (t->shape, sizeof t->shape));
+  }
+  return s;
+}
+
+static int
+set_find (TensorSet *s, const char *name)
+{
+  for (guint i = 0; i < s->names->len; i++)
+    if (strcmp (s->names->pdata[i], name) == 0)
+      return (int) i;
+  g_assert_not_reached ();
+}
+
+static char *
+write_set (TensorSet *s, const char *file, const char *const *meta)
+{
+  char *path = g_build_filename (tmpdir, file, NULL);
+  GError *error = NULL;
+  g_assert_true (cony_safetensors_write (path, s->names->len, (const char *const *) s->names->pdata,
+                                         (const float *const *) s->data->pdata, (int *) s->ndims->data,
+                                         (const gsize *const *) s->shapes->pdata, meta, &error));
+  g_assert_no_error (error);
+  return path;
+}
+
+static void
+expect_refused (const char *path, int code, const char *needle1, const char *needle2)
+{
+  GError *error = NULL;
+  ConyCnn *cnn = cony_cnn_load (path, &error);
+  g_assert_null (cnn);
+  g_assert_error (error, CONY_ERROR, code);
+  g_test_message ("refused: %s", error->message);
+  g_assert_nonnull (strstr (error->message, path));
+  if (needle1)
+    g_assert_nonnull (strstr (error->message, needle1));
+  if (needle2)
+    g_assert_nonnull (strstr (error->message, needle2));
+  g_clear_error (&error);
+}
+
+static void
+test_bad_models (void)
+{
+  expect_refused ("/nonexistent/model.safetensors", CONY_ERROR_IO, NULL, NULL);
+
+  /* Missing bias. */
+  {
+    TensorSet s = read_set ("small.safetensors");
+    int i = set_find (&s, "features.6.bias");
+    g_ptr_array_remove_index (s.names, i);
+    g_ptr_array_remove_index (s.data, i);
+    g_array_remove_index (s.ndims, i);
+    g_ptr_array_remove_index (s.shapes, i);
+    g_autofree char *p = write_set (&s, "nobias.safetensors", NULL);
+    expect_refused (p, CONY_ERROR_MISSING, "features.6.bias", NULL);
+    set_free (&s);
+  }
+  /* Conv with the wrong number of input channels (shape lie, same bytes). */
+  {
+    TensorSet s = read_set ("small.safetensors");
+    gsize *sh = s.shapes->pdata[set_find (&s, "features.3.weight")];
+    sh[0] = 32;   /* (16, 8, 3, 3) -> (32, 4, 3, 3) */
+    sh[1] = 4;
+    g_autofree char *p = write_set (&s, "badconv.safetensors", NULL);
+    expect_refused (p, CONY_ERROR_SHAPE, "features.3.weight", "(out, 8, 3, 3)");
+    set_free (&s);
+  }
+  /* FC input that no number of pools explains. */
+  {
+    TensorSet s = read_set ("small.safetensors");
+    gsize *sh = s.shapes->pdata[set_find (&s, "embeddings.0.weight")];
+    sh[0] = 48;    /* (32, 768) -> (48, 512) */
+    sh[1] = 512;
+    g_autofree char *p = write_set (&s, "badfc.safetensors", NULL);
+    expect_refused (p, CONY_ERROR_SHAPE, "embeddings.0.weight", "768 (6x4x32, 1 trailing pools)");
+    set_free (&s);
+  }
+  /* Bias of the wrong length. */
+  {
+    TensorSet s = read_set ("small.safetensors");
+    int i = set_find (&s, "embeddings.2.bias");
+    ((gsize *) s.shapes->pdata[i])[0] = 16;
+    g_autofree char *p = write_set (&s, "badbias.safetensors", NULL);
+    expect_refused (p, CONY_ERROR_SHAPE, "embeddings.2.bias", "32");
+    set_free (&s);
+  }
+  /* A stranger tensor (torchaudio's prefix). */
+  {
+    TensorSet s = read_set ("odd.safetensors");
+    int i = set_find (&s, "features.0.weight");
+    g_free (s.names->pdata[i]);
+    s.names->pdata[i] = g_strdup ("features_network.0.weight");
+    g_autofree char *p = write_set (&s, "stranger.safetensors", NULL);
+    expect_refused (p, CONY_ERROR_INVALID, "features_network.0.weight", NULL);
+    set_free (&s);
+  }
+  /* Metadata: wrong input size for the weights, a bad value, a reserved key. */
+  {
+    TensorSet s = read_set ("small.safetensors");
+    const char *m1[] = { "input_height", "64", NULL };
+    g_autofree char *p1 = write_set (&s, "meta1.safetensors", m1);
+    expect_refused (p1, CONY_ERROR_SHAPE, "embeddings.0.weight", "for a 64x64x1 input");
+    const char *m2[] = { "final_relu", "maybe", NULL };
+    g_autofree char *p2 = write_set (&s, "meta2.safetensors", m2);
+    expect_refused (p2, CONY_ERROR_INVALID, "final_relu", NULL);
+    const char *m3[] = { "input_width", "-3", NULL };
+    g_autofree char *p3 = write_set (&s, "meta3.safetensors", m3);
+    expect_refused (p3, CONY_ERROR_INVALID, "input_width", NULL);
+    const char *m4[] = { "global_pool", "avg", NULL };
+    g_autofree char *p4 = write_set (&s, "meta4.safetensors", m4);
+    expect_refused (p4, CONY_ERROR_INVALID, "global_pool", NULL);
+    set_free (&s);
+  }
+  /* A NaN weight. */
+  {
+    TensorSet s = read_set ("small.safetensors");
+    ((float *) s.data->pdata[set_find (&s, "embeddings.4.weight")])[7] = NAN;
+    g_autofree char *p = write_set (&s, "nan.safetensors", NULL);
+    GError *error = NULL;
+    g_assert_null (cony_cnn_load (p, &error));
+    g_assert_nonnull (error);
+    g_assert_nonnull (strstr (error->message, "embeddings.4.weight"));
+    g_clear_error (&error);
+    set_free (&s);
+  }
+  /* PCA of the wrong size. */
+  {
+    TensorSet s = read_set ("small.safetensors");
+    ((gsize *) s.shapes->pdata[set_find (&s, "pca_means")])[0] = 64;
+    g_autofree char *p = write_set (&s, "badpca.safetensors", NULL);
+    expect_refused (p, CONY_ERROR_SHAPE, "pca_means", NULL);
+    set_free (&s);
+  }
+  /* Truncated file. */
+  {
+    g_autofree char *src = golden_path ("small.safetensors");
+    g_autofree char *contents = NULL;
+    gsize len;
+    g_assert_true (g_file_get_contents (src, &contents, &len, NULL));
+    g_autofree char *p = g_build_filename (tmpdir, "trunc.safetensors", NULL);
+    g_assert_true (g_file_set_contents (p, contents, len / 2, NULL));
+    GError *error = NULL;
+    g_assert_null (cony_cnn_load (p, &error));
+    g_assert_error (error, CONY_ERROR, CONY_ERROR_FORMAT);
+    g_clear_error (&error);
+  }
+}
+
+static void
+test_separate_pca_and_random (void)
+{
+  /* The PCA from another file. */
+  g_autoptr (ConyCnn) cnn = load_model ("small.safetensors");
+  TensorSet s = read_set ("small.safetensors");
+  TensorSet pca = { g_ptr_array_new_with_free_func (g_free), g_ptr_array_new_with_free_func (g_free),
+                    g_array_new (FALSE, FALSE, sizeof (int)), g_ptr_array_new_with_free_func (g_free) };
+  const char *names[] = { "pca_eigen_vectors", "pca_means" };
+  for (int k = 0; k < 2; k++) {
+    int i = set_find (&s, names[k]);
+    g_ptr_array_add (pca.names, g_strdup (k == 0 ? "pproc.pca_eigen_vectors" : "pproc.pca_means"));
+    g_ptr_array_add (pca.data, g_steal_pointer (&s.data->pdata[i]));
+    int nd = k == 0 ? 2 : 2;
+    g_array_append_val (pca.ndims, nd);
+    gsize *sh = g_new0 (gsize, 8);
+    sh[0] = 128;
+    sh[1] = k == 0 ? 128 : 1;   /* pproc.pca_means is (128, 1) in torchvggish */
+    g_ptr_array_add (pca.shapes, sh);
+  }
+  g_autofree char *p = write_set (&pca, "pca.safetensors", NULL);
+  g_autoptr (ConyCnn) odd = load_model ("odd.safetensors");
+  GError *error = NULL;
+  g_assert_false (cony_cnn_load_pca (odd, p, &error));   /* 10-d model, 128-d PCA */
+  g_assert_error (error, CONY_ERROR, CONY_ERROR_SHAPE);
+  g_clear_error (&error);
+  g_assert_true (cony_cnn_load_pca (cnn, p, &error));
+  g_assert_no_error (error);
+  g_autoptr (ConyNpyArray) emb = load_npy ("small_expected.npy");
+  g_autoptr (ConyNpyArray) tf = load_npy ("small_pp_tf.npy");
+  float out[4 * 128];
+  g_assert_true (cony_cnn_postprocess (cnn, CONY_CNN_POSTPROCESS_TF, emb->data, 4, out, &error));
+  g_assert_cmpmem (out, sizeof out, tf->data, sizeof out);
+  set_free (&s);
+  set_free (&pca);
+
+  /* The full-size layout's parameter count; a tiny random net runs. */
+  g_autoptr (ConyCnn) r = cony_cnn_new_random ("4 M 8 M | 16 8", 16, 8, 1, 1, &error);
+  g_assert_no_error (error);
+  g_assert_cmpuint (cony_cnn_get_output_size (r), ==, 8);
+  g_assert_cmpuint (cony_cnn_get_n_params (r), ==, 4 * 9 + 4 + 8 * 4 * 9 + 8 + 4 * 2 * 8 * 16 + 16 + 16 * 8 + 8);
+  float in[16 * 8], o8[8];
+  for (int i = 0; i < 16 * 8; i++)
+    in[i] = sinf (i * 0.37f);
+  cony_cnn_forward (r, in, o8);
+  for (int i = 0; i < 8; i++)
+    g_assert_true (isfinite (o8[i]));
+  g_assert_null (cony_cnn_new_random ("4 X | 3", 16, 8, 1, 1, &error));
+  g_assert_error (error, CONY_ERROR, CONY_ERROR_INVALID);
+  g_clear_error (&error);
+}
+
+int
+main (int argc, char **argv)
+{
+  g_test_init (&argc, &argv, NULL);
+  tmpdir = g_dir_make_tmp ("cony-cnn-XXXXXX", NULL);
+  g_test_add_func ("/cnn/small-forward", test_small_forward);
+  g_test_add_func ("/cnn/odd-layout", test_odd_layout);
+  g_test_add_func ("/cnn/postprocess", test_postprocess);
+  g_test_add_func ("/cnn/bad-models", test_bad_models);
+  g_test_add_func ("/cnn/separate-pca-and-random", test_separate_pca_and_random);
+  int ret = g_test_run ();
+  g_autofree char *cmd = g_strdup_printf ("rm -rf '%s'", tmpdir);
+  if (system (cmd) != 0)
+    ret = ret ? ret : 1;
+  return ret;
+}
