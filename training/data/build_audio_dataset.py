@@ -1,0 +1,894 @@
+#!/usr/bin/python3
+"""Cut and synthesise the labelled audio data set (16 kHz mono PCM16 WAV + manifest.csv).
+
+Called by build_audio_dataset.sh after it has installed the tools (sox, espeak-ng, flite)
+and unpacked the Debian data packages under SRC (SRC/<package>/usr/...). Needs only numpy
+and the standard library; sox does decoding and resampling, espeak-ng and flite speak.
+
+Every clip is planned up front from one seeded RNG and then rendered by a worker with its
+own seed, so the output does not depend on the number of jobs or on their order.
+The split is made per *group* (a source file, or a set of files that share a speaker:
+one tuxpaint language, one fillets level) and is global: a group is in train or in test
+for every class and family that uses it, so no source file has clips in both splits.
+"""
+import argparse
+import csv
+import hashlib
+import os
+import re
+import shutil
+import subprocess
+import sys
+import tempfile
+import time
+import wave
+from collections import Counter, defaultdict
+from concurrent.futures import ThreadPoolExecutor
+
+import numpy as np
+
+SR = 16000
+CLASSES = ["speech", "music", "noise", "alarm", "animal", "silence"]
+
+# RMS level range (dBFS) each class is normalised to (the "gain" augmentation).
+LEVELS = {
+    "speech": (-32.0, -14.0),
+    "music": (-30.0, -12.0),
+    "noise": (-40.0, -14.0),
+    "alarm": (-32.0, -12.0),
+    "animal": (-32.0, -14.0),
+    "silence": (-90.0, -58.0),
+}
+# Probability of mixing in a low background noise (SNR 20..45 dB) as augmentation.
+NOISE_MIX_P = {"speech": 0.3, "music": 0.2, "alarm": 0.4, "animal": 0.3, "noise": 0.0, "silence": 0.0}
+
+
+class DataError(Exception):
+    pass
+
+
+# --------------------------------------------------------------------------- audio helpers
+
+def sox_decode(path, start=None, dur=None):
+    """Decode any file sox reads to float32 mono 16 kHz."""
+    cmd = ["sox", "-q", "-V1", path, "-t", "raw", "-e", "floating-point", "-b", "32",
+           "-r", str(SR), "-c", "1", "-"]
+    if start is not None:
+        cmd += ["trim", "%.4f" % start, "%.4f" % dur]
+    p = subprocess.run(cmd, stdout=subprocess.PIPE, stderr=subprocess.PIPE)
+    if p.returncode != 0:
+        raise DataError("sox could not decode %s: %s" % (path, p.stderr.decode(errors="replace").strip()))
+    return np.frombuffer(p.stdout, dtype=np.float32).astype(np.float64)
+
+
+def sox_duration(path):
+    p = subprocess.run(["soxi", "-D", path], stdout=subprocess.PIPE, stderr=subprocess.PIPE)
+    if p.returncode != 0:
+        raise DataError("soxi could not read %s: %s" % (path, p.stderr.decode(errors="replace").strip()))
+    return float(p.stdout.decode().strip())
+
+
+def rms(x):
+    return float(np.sqrt(np.mean(np.square(x)) + 1e-20))
+
+
+def db(x):
+    return 20.0 * np.log10(max(x, 1e-10))
+
+
+def trim_quiet(x, thresh_db=-45.0, frame=160):
+    """Cut leading/trailing frames quieter than thresh_db relative to the loudest frame."""
+    n = len(x) // frame
+    if n < 2:
+        return x
+    e = np.sqrt(np.mean(x[: n * frame].reshape(n, frame) ** 2, axis=1) + 1e-20)
+    ok = np.nonzero(20 * np.log10(e / (e.max() + 1e-20)) > thresh_db)[0]
+    if len(ok) == 0:
+        return x
+    return x[ok[0] * frame: (ok[-1] + 1) * frame]
+
+
+def subwindow_db(x, win=SR):
+    """RMS in dBFS of each consecutive 1 s piece."""
+    n = max(1, len(x) // win)
+    return np.array([db(rms(x[i * win:(i + 1) * win])) for i in range(n)])
+
+
+def colored_noise(rng, n, alpha):
+    """Noise with power spectrum ~ 1/f^alpha (0 white, 1 pink, 2 brown), unit RMS."""
+    w = rng.standard_normal(n)
+    if alpha == 0:
+        return w / rms(w)
+    spec = np.fft.rfft(w)
+    f = np.fft.rfftfreq(n, 1.0 / SR)
+    f[0] = f[1]
+    spec *= f ** (-alpha / 2.0)
+    y = np.fft.irfft(spec, n)
+    return y / rms(y)
+
+
+def band_filter(rng, x, lo, hi):
+    """Brick-ish band-pass with smooth (raised-cosine) edges, done in the frequency domain."""
+    n = len(x)
+    spec = np.fft.rfft(x)
+    f = np.fft.rfftfreq(n, 1.0 / SR)
+    g = np.ones_like(f)
+    edge = 0.25
+    g *= np.clip((f - lo * (1 - edge)) / (lo * edge + 1e-9), 0, 1) if lo > 0 else 1
+    g *= np.clip((hi * (1 + edge) - f) / (hi * edge), 0, 1)
+    y = np.fft.irfft(spec * g, n)
+    return y / rms(y)
+
+
+def smooth_random(rng, n, rate_hz):
+    """Slowly varying random curve in [0,1] (for gusts and modulation)."""
+    k = max(2, int(n / SR * rate_hz) + 2)
+    pts = rng.random(k)
+    return np.interp(np.linspace(0, k - 1, n), np.arange(k), pts)
+
+
+def tone(f, t, wave_kind, phase=0.0):
+    ph = 2 * np.pi * np.cumsum(f) / SR + phase if np.ndim(f) else 2 * np.pi * f * t + phase
+    if wave_kind == "sine":
+        return np.sin(ph)
+    if wave_kind == "square":  # band-limited: odd harmonics up to 7 kHz
+        y = np.zeros_like(ph)
+        fmax = np.max(f)
+        for k in range(1, 40, 2):
+            if k * fmax > 7000:
+                break
+            y += np.sin(k * ph) / k
+        return y
+    if wave_kind == "triangle":
+        y = np.zeros_like(ph)
+        fmax = np.max(f)
+        for i, k in enumerate(range(1, 40, 2)):
+            if k * fmax > 7000:
+                break
+            y += ((-1) ** i) * np.sin(k * ph) / (k * k)
+        return y
+    raise ValueError(wave_kind)
+
+
+def envelope_from_pattern(n, pattern, ramp=0.004):
+    """pattern: list of (on_seconds, off_seconds), repeated to fill n samples; soft edges."""
+    env = np.zeros(n)
+    pos = 0
+    r = max(1, int(ramp * SR))
+    while pos < n:
+        for on, off in pattern:
+            a, b = pos, min(n, pos + int(on * SR))
+            if b > a:
+                seg = np.ones(b - a)
+                m = min(r, (b - a) // 2)
+                if m > 0:
+                    seg[:m] = np.linspace(0, 1, m)
+                    seg[-m:] = np.linspace(1, 0, m)
+                env[a:b] = seg
+            pos += int((on + off) * SR)
+            if pos >= n:
+                break
+    return env
+
+
+# --------------------------------------------------------------------------- source catalogue
+
+def find(root, pattern_dir, regex):
+    """Sorted files under root/pattern_dir whose path (relative to root) matches regex."""
+    base = os.path.join(root, pattern_dir)
+    out = []
+    if not os.path.isdir(base):
+        return out
+    rx = re.compile(regex)
+    for d, _, files in os.walk(base):
+        for f in files:
+            p = os.path.join(d, f)
+            rel = os.path.relpath(p, root)
+            if rx.search(rel):
+                out.append(p)
+    return sorted(out)
+
+
+def need(files, what, minimum=1):
+    if len(files) < minimum:
+        raise DataError("expected at least %d files for %s, found %d (is the package extracted?)"
+                        % (minimum, what, len(files)))
+    return files
+
+
+class Catalogue:
+    """Files of every Debian data package, found under SRC/<package>/."""
+
+    def __init__(self, src):
+        self.src = src
+
+    def pkg(self, name):
+        root = os.path.join(self.src, name)
+        if not os.path.isdir(root):
+            raise DataError("package %s is not extracted under %s" % (name, root))
+        return root
+
+    def rel(self, path):
+        """package:/usr/... name used in the manifest."""
+        r = os.path.relpath(path, self.src)
+        pkg, _, rest = r.partition(os.sep)
+        return "%s:/%s" % (pkg, rest)
+
+
+# --------------------------------------------------------------------------- families
+# A family yields ClipSpecs for one class from one kind of source. Each has .groups
+# (sorted list of group keys) and .plan(split_groups, n, rng) -> list of specs.
+
+class Spec(dict):
+    pass
+
+
+class LongFiles:
+    """Windows cut from long recordings (music tracks, long noise); group = file."""
+
+    def __init__(self, name, package, label, files, cat, skip_head=2.0):
+        self.name, self.package, self.label, self.files, self.cat = name, package, label, files, cat
+        self.skip_head = skip_head
+        self.groups = [cat.rel(f) for f in files]
+        self.by_group = dict(zip(self.groups, files))
+        self.durations = {}
+
+    def prepare(self, pool):
+        durs = list(pool.map(sox_duration, self.files))
+        for g, d in zip(self.groups, durs):
+            self.durations[g] = d
+
+    def plan(self, groups, n, rng, clip_s):
+        groups = [g for g in groups if self.durations[g] >= clip_s + 1.0]
+        if n == 0:
+            return []
+        if not groups:
+            raise DataError("family %s has no usable file in this split" % self.name)
+        # candidate slots per file (non-overlapping, random phase), shuffled
+        slots = {}
+        for g in groups:
+            d = self.durations[g]
+            head = min(self.skip_head, max(0.0, d - clip_s - 0.5))
+            k = int((d - head - 0.5) // clip_s)
+            phase = rng.random() * ((d - head - 0.5) - k * clip_s)
+            s = [head + phase + i * clip_s for i in range(k)]
+            rng.shuffle(s)
+            slots[g] = s
+        order = list(groups)
+        rng.shuffle(order)
+        # round-robin over files; each clip gets up to 4 candidate slots of its own
+        picks = defaultdict(list)
+        jobs_per_file = Counter()
+        i = 0
+        while sum(jobs_per_file.values()) < n:
+            g = order[i % len(order)]
+            i += 1
+            jobs_per_file[g] += 1
+            if i > 100000:
+                break
+        specs = []
+        for g in order:
+            m = jobs_per_file[g]
+            if m == 0:
+                continue
+            s = slots[g]
+            for j in range(m):
+                cand = s[j::m][:4] if len(s) >= m else [s[j % len(s)]]
+                specs.append(Spec(kind="long", file=self.by_group[g], group=g, starts=cand))
+        return specs[:n]
+
+
+class ShortConcat:
+    """Short utterances of one group (speaker/level) joined with small gaps."""
+
+    def __init__(self, name, package, label, groups_files, cat, files_per_clip):
+        self.name, self.package, self.label, self.cat = name, package, label, cat
+        self.groups_files = groups_files  # dict group -> sorted files
+        self.groups = sorted(groups_files)
+        self.k = files_per_clip
+
+    def prepare(self, pool):
+        pass
+
+    def plan(self, groups, n, rng, clip_s):
+        if n == 0:
+            return []
+        if not groups:
+            raise DataError("family %s has no group in this split" % self.name)
+        pools = {}
+        for g in groups:
+            fs = list(self.groups_files[g])
+            rng.shuffle(fs)
+            pools[g] = fs
+        order = list(groups)
+        rng.shuffle(order)
+        cursor = Counter()
+        specs = []
+        i = 0
+        while len(specs) < n:
+            g = order[i % len(order)]
+            i += 1
+            fs = pools[g]
+            c = cursor[g]
+            run = [fs[(c + j) % len(fs)] for j in range(self.k)]
+            cursor[g] += self.k
+            specs.append(Spec(kind="concat", files=run, group=g))
+        return specs
+
+
+class LoopFiles:
+    """A short sound repeated (animal calls, alarm sounds, short noise loops); group = file."""
+
+    def __init__(self, name, package, label, files, cat, gap=(0.05, 0.35), crossfade=False):
+        self.name, self.package, self.label, self.files, self.cat = name, package, label, files, cat
+        self.groups = [cat.rel(f) for f in files]
+        self.by_group = dict(zip(self.groups, files))
+        self.gap, self.crossfade = gap, crossfade
+
+    def prepare(self, pool):
+        pass
+
+    def plan(self, groups, n, rng, clip_s):
+        if n == 0:
+            return []
+        if not groups:
+            raise DataError("family %s has no file in this split" % self.name)
+        order = list(groups)
+        rng.shuffle(order)
+        return [Spec(kind="loop", file=self.by_group[order[i % len(order)]],
+                     group=order[i % len(order)], gap=self.gap, crossfade=self.crossfade)
+                for i in range(n)]
+
+
+class Synth:
+    """Synthesised clips; every clip is its own group."""
+
+    def __init__(self, name, label, kind, package="synth"):
+        self.name, self.label, self.kind, self.package = name, label, kind, package
+        self.groups = None  # split decided per clip
+
+    def prepare(self, pool):
+        pass
+
+    def plan(self, groups, n, rng, clip_s):
+        return [Spec(kind=self.kind) for _ in range(n)]
+
+
+# --------------------------------------------------------------------------- rendering
+
+ESPEAK_LANGS = ["en", "en-us", "en-gb-scotland", "de", "es", "fr", "it", "nl", "pt", "pl", "sv", "cs"]
+ESPEAK_VARIANTS = ["", "+m1", "+m2", "+m3", "+m4", "+m5", "+m6", "+m7", "+f1", "+f2", "+f3", "+f4",
+                   "+klatt", "+klatt2", "+klatt3", "+croak", "+Andy", "+Annie", "+Denis", "+Gene",
+                   "+Jacky", "+Lee", "+Mr serious", "+Storm", "+belinda", "+steph", "+quincy"]
+FLITE_VOICES = ["kal", "kal16", "awb", "rms", "slt"]
+
+
+def render_long(spec, rng, clip_s):
+    best, best_score = None, -1e9
+    for s in spec["starts"]:
+        x = sox_decode(spec["file"], s, clip_s)
+        if len(x) < int(clip_s * SR) - 2:
+            continue
+        sub = subwindow_db(x)
+        score = float(sub.min())
+        if score > best_score:
+            best, best_score, best_start = x, score, s
+        if score > -45.0 and score > db(rms(x)) - 25.0:
+            break
+    if best is None:
+        raise DataError("no window of %.1f s in %s" % (clip_s, spec["file"]))
+    return best, [spec["file"]], "start=%.2f" % best_start
+
+
+def render_concat(spec, rng, clip_s, cache):
+    need_n = int(clip_s * SR)
+    parts, used, total = [], [], 0
+    files = spec["files"]
+    i = 0
+    while total < need_n + SR // 2 and i < 4 * len(files):
+        f = files[i % len(files)]
+        i += 1
+        x = cache_decode(cache, f)
+        x = trim_quiet(x)
+        if len(x) < SR // 10:
+            continue
+        # equalise loudness of utterances a little (different takes)
+        x = x / (rms(x) + 1e-9) * 0.1
+        gap = np.zeros(int(rng.uniform(0.08, 0.35) * SR))
+        parts += [x, gap]
+        total += len(x) + len(gap)
+        if f not in used:
+            used.append(f)
+    y = np.concatenate(parts) if parts else np.zeros(0)
+    if len(y) < need_n:
+        y = np.concatenate([y, np.zeros(need_n - len(y))])
+    off = int(rng.integers(0, max(1, min(len(y) - need_n, SR // 4) + 1)))
+    return y[off: off + need_n], used, "files=%d" % len(used)
+
+
+def render_loop(spec, rng, clip_s, cache):
+    need_n = int(clip_s * SR)
+    x = cache_decode(cache, spec["file"])
+    x = trim_quiet(x, -40.0)
+    if len(x) < SR // 20:
+        raise DataError("%s is (nearly) silent" % spec["file"])
+    x = x / (rms(x) + 1e-9) * 0.1
+    parts, total = [], 0
+    if spec["crossfade"]:
+        cf = min(len(x) // 4, int(0.05 * SR))
+        ramp = np.linspace(0, 1, cf) if cf > 0 else None
+        y = x.copy()
+        while len(y) < need_n + len(x):
+            if cf > 0:
+                y[-cf:] = y[-cf:] * (1 - ramp) + x[:cf] * ramp
+                y = np.concatenate([y, x[cf:]])
+            else:
+                y = np.concatenate([y, x])
+    else:
+        lo, hi = spec["gap"]
+        while total < need_n + len(x):
+            g = np.zeros(int(rng.uniform(lo, hi) * SR))
+            # small per-repetition gain change (a real call is never repeated exactly)
+            parts += [x * 10 ** (rng.uniform(-3, 3) / 20), g]
+            total += len(x) + len(g)
+        y = np.concatenate(parts)
+    off = int(rng.integers(0, max(1, min(len(y) - need_n, len(x)) + 1)))
+    return y[off: off + need_n], [spec["file"]], "loop"
+
+
+def cache_decode(cache, f):
+    # short files only; tiny per-worker cache is not needed for correctness
+    return sox_decode(f)
+
+
+def synth_noise(rng, n):
+    kind = rng.choice(["white", "pink", "brown", "band", "wind", "rain", "fan", "engine", "hiss"])
+    if kind in ("white", "pink", "brown"):
+        y = colored_noise(rng, n, {"white": 0, "pink": 1, "brown": 2}[kind])
+        detail = kind
+    elif kind == "band":
+        lo = float(rng.uniform(50, 2000))
+        hi = float(min(7800, lo * rng.uniform(2, 16)))
+        y = band_filter(rng, colored_noise(rng, n, float(rng.uniform(0, 1.5))), lo, hi)
+        detail = "band %d-%d Hz" % (lo, hi)
+    elif kind == "wind":
+        base = band_filter(rng, colored_noise(rng, n, 1.5), 40, float(rng.uniform(400, 1500)))
+        gust = 0.25 + smooth_random(rng, n, float(rng.uniform(0.5, 2.0)))
+        y = base * gust
+        detail = "wind"
+    elif kind == "rain":
+        bed = colored_noise(rng, n, float(rng.uniform(0, 1)))
+        drops = np.zeros(n)
+        k = int(rng.uniform(50, 400) * n / SR)
+        pos = rng.integers(0, n - 200, k)
+        for p in pos:
+            L = int(rng.integers(20, 150))
+            drops[p:p + L] += rng.standard_normal(L) * np.exp(-np.arange(L) / (L / 4)) * rng.uniform(1, 5)
+        y = bed + drops
+        detail = "rain"
+    elif kind == "fan":
+        f0 = float(rng.uniform(20, 120))
+        t = np.arange(n) / SR
+        hum = sum(np.sin(2 * np.pi * f0 * h * t + rng.uniform(0, 6.3)) / h for h in range(1, 6))
+        y = colored_noise(rng, n, float(rng.uniform(0.5, 1.5))) + hum / rms(hum) * rng.uniform(0.1, 0.6)
+        detail = "fan %.0f Hz" % f0
+    elif kind == "engine":
+        t = np.arange(n) / SR
+        f0 = float(rng.uniform(25, 90)) * (1 + 0.1 * smooth_random(rng, n, 0.5))
+        ph = 2 * np.pi * np.cumsum(f0) / SR
+        harm = sum(np.sin(h * ph + rng.uniform(0, 6.3)) / h ** 0.7 for h in range(1, 12))
+        rough = band_filter(rng, colored_noise(rng, n, 1.0), 60, 3000)
+        y = harm / rms(harm) * rng.uniform(0.5, 1.0) + rough * (0.6 + 0.4 * np.sin(ph / 2))
+        detail = "engine"
+    else:  # hiss: high-passed noise (steam, spray, tape)
+        y = band_filter(rng, colored_noise(rng, n, 0), float(rng.uniform(1500, 4000)), 7800)
+        detail = "hiss"
+    if rng.random() < 0.3 and kind not in ("wind",):
+        y = y * (0.6 + 0.4 * smooth_random(rng, n, float(rng.uniform(0.2, 1.0))))
+        detail += " +slow AM"
+    return y, detail
+
+
+def synth_silence(rng, n):
+    kind = rng.choice(["digital", "floor", "floor", "hum", "room"])
+    t = np.arange(n) / SR
+    if kind == "digital":
+        return np.zeros(n), "digital zero"
+    if kind == "floor":
+        a = float(rng.uniform(0, 2))
+        return colored_noise(rng, n, a), "noise floor alpha=%.2f" % a
+    if kind == "hum":
+        f = float(rng.choice([50.0, 60.0]))
+        h = sum(np.sin(2 * np.pi * f * k * t + rng.uniform(0, 6.3)) * rng.uniform(0.1, 1) / k for k in range(1, 6))
+        return h / rms(h) + 0.5 * colored_noise(rng, n, 1), "mains hum %d Hz" % f
+    # quiet room: low brown/pink floor with a few faint ticks
+    y = colored_noise(rng, n, float(rng.uniform(1, 2)))
+    for p in rng.integers(0, n - 400, int(rng.integers(0, 5))):
+        y[p:p + 200] += rng.standard_normal(200) * np.exp(-np.arange(200) / 40) * 3
+    return y, "quiet room"
+
+
+def synth_alarm(rng, n):
+    kind = rng.choice(["beep", "t3", "t4", "siren_wail", "siren_yelp", "hilo", "ring", "clock", "buzzer"])
+    t = np.arange(n) / SR
+    wk = str(rng.choice(["sine", "square", "triangle"]))
+    if kind == "beep":
+        f = float(rng.uniform(500, 4000))
+        on, off = float(rng.uniform(0.08, 0.5)), float(rng.uniform(0.05, 0.45))
+        y = tone(f, t, wk) * envelope_from_pattern(n, [(on, off)])
+        detail = "beep %s %.0f Hz %.2f/%.2f s" % (wk, f, on, off)
+    elif kind in ("t3", "t4"):  # smoke / CO alarm temporal patterns (pause shortened to 0.8 s)
+        f = float(rng.choice([520.0, 3100.0])) * rng.uniform(0.93, 1.07)
+        if kind == "t3":
+            pat = [(0.5, 0.5), (0.5, 0.5), (0.5, 0.8)]
+        else:
+            pat = [(0.1, 0.1)] * 3 + [(0.1, 0.8)]
+        y = tone(f, t, "square" if f < 1000 else wk) * envelope_from_pattern(n, pat)
+        detail = "%s pattern %.0f Hz" % (kind, f)
+    elif kind == "siren_wail":
+        lo, hi = float(rng.uniform(500, 800)), float(rng.uniform(1200, 1800))
+        per = float(rng.uniform(1.5, 5.0))
+        f = lo + (hi - lo) * 0.5 * (1 - np.cos(2 * np.pi * t / per + rng.uniform(0, 6.3)))
+        y = tone(f, t, wk)
+        detail = "wail %.0f-%.0f Hz %.1f s" % (lo, hi, per)
+    elif kind == "siren_yelp":
+        lo, hi = float(rng.uniform(500, 800)), float(rng.uniform(1300, 1900))
+        per = float(rng.uniform(0.15, 0.4))
+        f = lo + (hi - lo) * ((t / per) % 1.0)
+        y = tone(f, t, wk)
+        detail = "yelp %.0f-%.0f Hz %.2f s" % (lo, hi, per)
+    elif kind == "hilo":
+        a, b = float(rng.uniform(400, 700)), float(rng.uniform(700, 1100))
+        per = float(rng.uniform(0.4, 1.0))
+        f = np.where((t / per) % 1.0 < 0.5, a, b)
+        y = tone(f, t, wk)
+        detail = "hi-lo %.0f/%.0f Hz" % (a, b)
+    elif kind == "ring":  # telephone ringing: two tones, or one tone modulated at 20-25 Hz
+        if rng.random() < 0.5:
+            y = np.sin(2 * np.pi * 440 * t) + np.sin(2 * np.pi * 480 * t)
+        else:
+            fm = float(rng.uniform(20, 25))
+            y = np.sin(2 * np.pi * float(rng.uniform(400, 450)) * t) * (0.6 + 0.4 * np.sign(np.sin(2 * np.pi * fm * t)))
+        y = y * envelope_from_pattern(n, [(0.4, 0.2), (0.4, float(rng.uniform(0.3, 0.7)))])
+        detail = "phone ring"
+    elif kind == "clock":  # alarm clock: groups of fast beeps
+        f = float(rng.uniform(1500, 4000))
+        k = int(rng.integers(2, 5))
+        y = tone(f, t, wk) * envelope_from_pattern(n, [(0.06, 0.06)] * (k - 1) + [(0.06, float(rng.uniform(0.25, 0.5)))])
+        detail = "alarm clock %.0f Hz x%d" % (f, k)
+    else:  # buzzer: low harsh square, continuous or pulsed
+        f = float(rng.uniform(90, 400))
+        y = tone(f, t, "square")
+        if rng.random() < 0.5:
+            y = y * envelope_from_pattern(n, [(float(rng.uniform(0.3, 0.8)), float(rng.uniform(0.1, 0.4)))])
+        detail = "buzzer %.0f Hz" % f
+    return y, detail
+
+
+SENTENCES = None
+
+
+def load_sentences():
+    global SENTENCES
+    if SENTENCES is None:
+        txt = ""
+        for p in ["/usr/share/common-licenses/GPL-3", "/usr/share/common-licenses/GPL-2",
+                  "/usr/share/common-licenses/LGPL-2.1", "/usr/share/common-licenses/Apache-2.0"]:
+            if os.path.exists(p):
+                with open(p, encoding="utf-8", errors="replace") as fh:
+                    txt += " " + fh.read()
+        txt = re.sub(r"\s+", " ", txt)
+        s = [x.strip() for x in re.split(r"(?<=[.;:])\s", txt)]
+        s = [x for x in s if 60 <= len(x) <= 400 and re.search(r"[a-z]{3}", x) and "http" not in x]
+        if len(s) < 50:
+            raise DataError("not enough text in /usr/share/common-licenses for the TTS speech")
+        SENTENCES = sorted(set(s))
+    return SENTENCES
+
+
+def render_tts(spec, rng, clip_s, tmpdir):
+    sents = load_sentences()
+    i = int(rng.integers(0, len(sents)))
+    text = " ".join(sents[i:i + 3])
+    wav = os.path.join(tmpdir, "tts_%s.wav" % os.getpid() + "_%d" % int(rng.integers(0, 1 << 30)))
+    if spec["kind"] == "espeak":
+        voice = str(rng.choice(ESPEAK_LANGS)) + str(rng.choice(ESPEAK_VARIANTS))
+        speed = int(rng.integers(120, 230))
+        pitch = int(rng.integers(20, 80))
+        cmd = ["espeak-ng", "-v", voice, "-s", str(speed), "-p", str(pitch), "-w", wav, "--stdin"]
+        detail = "espeak-ng %s s=%d p=%d" % (voice, speed, pitch)
+    else:
+        voice = str(rng.choice(FLITE_VOICES))
+        stretch = float(rng.uniform(0.8, 1.3))
+        f0 = int(rng.integers(80, 200))
+        cmd = ["flite", "-voice", voice, "--setf", "duration_stretch=%.2f" % stretch,
+               "--setf", "int_f0_target_mean=%d" % f0, "-t", text, "-o", wav]
+        detail = "flite %s stretch=%.2f f0=%d" % (voice, stretch, f0)
+    p = subprocess.run(cmd, input=text.encode(), stdout=subprocess.PIPE, stderr=subprocess.PIPE)
+    if p.returncode != 0 or not os.path.exists(wav):
+        raise DataError("%s failed: %s" % (cmd[0], p.stderr.decode(errors="replace").strip()))
+    x = trim_quiet(sox_decode(wav))
+    os.unlink(wav)
+    need_n = int(clip_s * SR)
+    if len(x) < need_n:
+        x = np.concatenate([x, np.zeros(int(0.3 * SR)), x])[:need_n]
+        x = np.concatenate([x, np.zeros(max(0, need_n - len(x)))])
+    off = int(rng.integers(0, len(x) - need_n + 1))
+    return x[off:off + need_n], [], detail
+
+
+def render(job, clip_s, tmpdir):
+    spec = job["spec"]
+    rng = np.random.default_rng(job["seed"])
+    n = int(clip_s * SR)
+    label = job["label"]
+    k = spec["kind"]
+    if k == "long":
+        x, used, detail = render_long(spec, rng, clip_s)
+    elif k == "concat":
+        x, used, detail = render_concat(spec, rng, clip_s, None)
+    elif k == "loop":
+        x, used, detail = render_loop(spec, rng, clip_s, None)
+    elif k in ("espeak", "flite"):
+        x, used, detail = render_tts(spec, rng, clip_s, tmpdir)
+    elif k == "noise":
+        x, detail = synth_noise(rng, n)
+        used = []
+    elif k == "alarm":
+        x, detail = synth_alarm(rng, n)
+        used = []
+    elif k == "silence":
+        x, detail = synth_silence(rng, n)
+        used = []
+    elif k == "quiet_real":  # a real noise recording far down in level: "quiet room"
+        x, used, detail = render_loop(spec, rng, clip_s, None)
+        detail = "quiet " + detail
+    else:
+        raise ValueError(k)
+    x = np.asarray(x, dtype=np.float64)[:n]
+    if len(x) < n:
+        x = np.concatenate([x, np.zeros(n - len(x))])
+    # gain augmentation: normalise to a random RMS level of the class range
+    lo, hi = LEVELS[label]
+    target_db = float(rng.uniform(lo, hi))
+    if rms(x) > 1e-9:
+        x = x / rms(x) * 10 ** (target_db / 20)
+    else:
+        target_db = -np.inf
+    if rng.random() < NOISE_MIX_P[label]:
+        snr = float(rng.uniform(20, 45))
+        bg = colored_noise(rng, n, float(rng.uniform(0, 2)))
+        x = x + bg * rms(x) * 10 ** (-snr / 20)
+        detail += " +noise snr=%.0f dB" % snr
+    if label == "silence" and k != "quiet_real" and detail == "digital zero":
+        x[:] = 0
+    peak = np.max(np.abs(x))
+    if peak > 0.98:
+        x = x * (0.98 / peak)
+    pcm = np.round(x * 32767).astype("<i2")
+    os.makedirs(os.path.dirname(job["path_abs"]), exist_ok=True)
+    with wave.open(job["path_abs"], "wb") as w:
+        w.setnchannels(1)
+        w.setsampwidth(2)
+        w.setframerate(SR)
+        w.writeframes(pcm.tobytes())
+    return used, detail, len(pcm) / SR
+
+
+# --------------------------------------------------------------------------- plan
+
+def build_families(cat):
+    """Class -> list of (family, weight). Fails loudly if any package content is missing."""
+    P = cat.pkg
+    fam = defaultdict(list)
+
+    # ---- speech
+    tux = P("tuxpaint-stamps-default")
+    desc = need(find(tux, "usr/share/tuxpaint/stamps", r"_desc(_[a-z]{2})?\.ogg$"), "tuxpaint spoken descriptions", 1000)
+    by_lang = defaultdict(list)
+    for f in desc:
+        lang = re.search(r"_desc(_[a-z]{2})?\.ogg$", f).group(1) or "_en"
+        lang = lang[1:]
+        by_lang["tuxpaint-stamps-default:speaker_%s" % lang].append(f)
+    by_lang = {g: fs for g, fs in by_lang.items() if len(fs) >= 40}
+    fam["speech"].append((ShortConcat("tuxpaint_desc", "tuxpaint-stamps-default", "speech", by_lang, cat, 7), 0.40))
+
+    def fillets_groups(pkg, lang):
+        root = P(pkg)
+        fs = need(find(root, "usr/share/games/fillets-ng/sound", r"/%s/[^/]+\.ogg$" % lang), "%s dialogue" % pkg, 100)
+        g = defaultdict(list)
+        for f in fs:
+            level = f.split(os.sep)[-3]
+            g["%s:level_%s" % (pkg, level)].append(f)
+        return g
+
+    fam["speech"].append((ShortConcat("fillets_nl", "fillets-ng-data-nl", "speech",
+                                      fillets_groups("fillets-ng-data-nl", "nl"), cat, 4), 0.25))
+    fam["speech"].append((ShortConcat("fillets_en", "fillets-ng-data", "speech",
+                                      fillets_groups("fillets-ng-data", "en"), cat, 4), 0.12))
+    fam["speech"].append((Synth("espeak", "speech", "espeak", "espeak-ng"), 0.15))
+    fam["speech"].append((Synth("flite", "speech", "flite", "flite"), 0.08))
+
+    # ---- music
+    def long_music(name, pkg, sub, rx, minimum, weight):
+        fs = need(find(P(pkg), sub, rx), "%s music" % pkg, minimum)
+        fam["music"].append((LongFiles(name, pkg, "music", fs, cat), weight))
+
+    long_music("wesnoth", "wesnoth-1.16-music", "usr/share/games/wesnoth", r"\.ogg$", 30, 0.30)
+    long_music("colobot", "colobot-common-sounds", "usr/share/games/colobot/music", r"\.ogg$", 15, 0.18)
+    long_music("fretsonfire", "fretsonfire-songs-muldjord", "usr/share/games/fretsonfire", r"/song\.ogg$", 4, 0.12)
+    long_music("fillets_music", "fillets-ng-data", "usr/share/games/fillets-ng/music", r"\.ogg$", 10, 0.12)
+    long_music("frozen_bubble", "frozen-bubble-data", "usr/share/games/frozen-bubble/snd", r"zik.*\.ogg$", 3, 0.10)
+    spi = P("sonic-pi-samples")
+    loops = need(find(spi, "usr/share/sonic-pi/samples",
+                      r"/loop_(amen|amen_full|breakbeat|compus|electric|garzul|industrial|mehackit1|mehackit2|mika|perc1|perc2|safari|tabla|weirdo)\.flac$"),
+                 "sonic-pi loops", 10)
+    fam["music"].append((LoopFiles("sonicpi_loops", "sonic-pi-samples", "music", loops, cat, crossfade=True), 0.18))
+
+    # ---- noise
+    noise_real = need(find(spi, "usr/share/sonic-pi/samples", r"/(vinyl_hiss|loop_3d_printer|ambi_sauna)\.flac$"),
+                      "sonic-pi noise samples", 3)
+    noise_real += need(find(tux, "usr/share/tuxpaint/stamps/household",
+                            r"/(Washing-machine|kettle|toilet|vacuum_cleaner)\.ogg$"), "tuxpaint household noises", 4)
+    fam["noise"].append((Synth("synth_noise", "noise", "noise"), 0.70))
+    fam["noise"].append((LoopFiles("real_noise", "sonic-pi-samples+tuxpaint-stamps-default", "noise",
+                                   sorted(noise_real), cat, crossfade=True), 0.30))
+
+    # ---- alarm
+    fd = P("sound-theme-freedesktop")
+    al = need(find(fd, "usr/share/sounds/freedesktop",
+                   r"/(alarm-clock-elapsed|phone-incoming-call|phone-outgoing-busy|phone-outgoing-calling|bell)\.oga$"),
+              "freedesktop alarm sounds", 5)
+    al += need(find(P("lomiri-sounds"), "usr/share/sounds/lomiri/notifications", r"/(A440|LowBattery)\.ogg$"),
+               "lomiri alarm sounds", 2)
+    al += need(find(spi, "usr/share/sonic-pi/samples", r"/(elec_beep|elec_ping|mehackit_phone[1-4])\.flac$"),
+               "sonic-pi beeps", 6)
+    al += need(find(tux, "usr/share/tuxpaint/stamps/vehicles", r"/firetruck\.ogg$"), "tuxpaint fire truck siren", 1)
+    fam["alarm"].append((Synth("synth_alarm", "alarm", "alarm"), 0.65))
+    fam["alarm"].append((LoopFiles("real_alarm", "freedesktop+lomiri+sonic-pi+tuxpaint", "alarm",
+                                   sorted(al), cat, gap=(0.03, 0.3)), 0.35))
+
+    # ---- animal
+    an = need(find(tux, "usr/share/tuxpaint/stamps/animals", r"/[^/]+\.ogg$"), "tuxpaint animal sounds", 50)
+    an = [f for f in an if "_desc" not in os.path.basename(f)]
+    an += need(find(spi, "usr/share/sonic-pi/samples", r"/misc_crow\.flac$"), "sonic-pi crow", 1)
+    fam["animal"].append((LoopFiles("tuxpaint_animals", "tuxpaint-stamps-default", "animal", sorted(an), cat,
+                                    gap=(0.05, 0.4)), 1.0))
+
+    # ---- silence / quiet
+    fam["silence"].append((Synth("synth_quiet", "silence", "silence"), 0.75))
+    quiet = LoopFiles("quiet_real", "sonic-pi-samples+tuxpaint-stamps-default", "silence",
+                      sorted(noise_real), cat, crossfade=True)
+    fam["silence"].append((quiet, 0.25))
+    return fam
+
+
+def split_counts(total, weights):
+    """Integer counts proportional to weights that sum to total (largest remainder)."""
+    w = np.array(weights, dtype=float)
+    raw = w / w.sum() * total
+    c = np.floor(raw).astype(int)
+    for i in np.argsort(-(raw - c))[: total - c.sum()]:
+        c[i] += 1
+    return [int(v) for v in c]
+
+
+def main():
+    ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    ap.add_argument("--src", required=True, help="directory with one extracted tree per package")
+    ap.add_argument("--out", required=True)
+    ap.add_argument("--per-class", type=int, default=120, help="clips per class (train+test)")
+    ap.add_argument("--test-frac", type=float, default=0.25)
+    ap.add_argument("--clip-seconds", type=float, default=5.0)
+    ap.add_argument("--seed", type=int, default=20261121)
+    ap.add_argument("--jobs", type=int, default=2)
+    a = ap.parse_args()
+    t0 = time.time()
+    cat = Catalogue(a.src)
+    fams = build_families(cat)
+    rng = np.random.default_rng(a.seed)
+
+    with ThreadPoolExecutor(a.jobs) as pool:
+        for c in CLASSES:
+            for f, _ in fams[c]:
+                f.prepare(pool)
+
+    # global group -> split (stratified per family, first family to see a group decides)
+    split_of = {}
+    jobs = []
+    for ci, c in enumerate(CLASSES):
+        weights = [w for _, w in fams[c]]
+        n_test_c = int(round(a.per_class * a.test_frac))
+        counts = {"train": split_counts(a.per_class - n_test_c, weights),
+                  "test": split_counts(n_test_c, weights)}
+        for fi, (f, _) in enumerate(fams[c]):
+            if f.groups is not None:
+                undecided = [g for g in f.groups if g not in split_of]
+                perm = [undecided[i] for i in rng.permutation(len(undecided))]
+                decided = [g for g in f.groups if g in split_of]
+                n_test_groups_total = max(1, int(round(len(f.groups) * a.test_frac)))
+                already = sum(1 for g in decided if split_of[g] == "test")
+                k = max(0, n_test_groups_total - already)
+                for j, g in enumerate(perm):
+                    split_of[g] = "test" if j < k else "train"
+                if len(f.groups) >= 2 and not any(split_of[g] == "train" for g in f.groups):
+                    raise DataError("family %s has no training group" % f.name)
+            for split in ("train", "test"):
+                n = counts[split][fi]
+                if f.groups is None:
+                    gs = None
+                else:
+                    gs = [g for g in f.groups if split_of[g] == split]
+                specs = f.plan(gs, n, rng, a.clip_seconds)
+                for si, sp in enumerate(specs):
+                    idx = len(jobs)
+                    if sp["kind"] == "loop" and f.name == "quiet_real":
+                        sp["kind"] = "quiet_real"
+                    group = sp.get("group") or "synth:%s:%s:%s%04d" % (c, f.name, split, si)
+                    rel = os.path.join("clips", split, c, "%s_%s_%04d.wav" % (c, f.name, si))
+                    jobs.append(dict(label=c, family=f.name, package=f.package, split=split, spec=sp,
+                                     group=group, path=rel, path_abs=os.path.join(a.out, rel),
+                                     seed=[a.seed, ci, fi, 0 if split == "train" else 1, si]))
+    clips_dir = os.path.join(a.out, "clips")
+    if os.path.isdir(clips_dir):
+        shutil.rmtree(clips_dir)
+    tmpdir = tempfile.mkdtemp(prefix="cony-data-")
+    try:
+        with ThreadPoolExecutor(a.jobs) as pool:
+            results = list(pool.map(lambda j: render(j, a.clip_seconds, tmpdir), jobs))
+    finally:
+        shutil.rmtree(tmpdir, ignore_errors=True)
+
+    rows = []
+    for j, (used, detail, dur) in zip(jobs, results):
+        src = ";".join(cat.rel(u) for u in used) if used else "%s (%s)" % (j["group"], detail)
+        rows.append(dict(path=j["path"], label=j["label"], source_file=src, split=j["split"],
+                         duration="%.3f" % dur, origin="real" if used else "synth",
+                         package=j["package"], group=j["group"], family=j["family"], detail=detail))
+
+    # leakage check: every source file and group in exactly one split
+    where = defaultdict(set)
+    for r in rows:
+        for s in r["source_file"].split(";"):
+            where[s].add(r["split"])
+        where["group " + r["group"]].add(r["split"])
+    leaks = [s for s, v in where.items() if len(v) > 1]
+    if leaks:
+        raise DataError("split leakage for %d sources, e.g. %s" % (len(leaks), leaks[:3]))
+
+    man = os.path.join(a.out, "manifest.csv")
+    with open(man, "w", newline="") as fh:
+        w = csv.DictWriter(fh, fieldnames=["path", "label", "source_file", "split", "duration",
+                                           "origin", "package", "group", "family", "detail"])
+        w.writeheader()
+        for r in rows:
+            w.writerow(r)
+    with open(os.path.join(a.out, "labels.txt"), "w") as fh:
+        fh.write("\n".join(CLASSES) + "\n")
+
+    # balance report
+    cnt = Counter((r["label"], r["split"], r["origin"]) for r in rows)
+    secs = Counter(r["label"] for r in rows)
+    ngroups = defaultdict(set)
+    for r in rows:
+        ngroups[(r["label"], r["split"])].add(r["group"])
+    size = sum(os.path.getsize(os.path.join(a.out, r["path"])) for r in rows)
+    print("\nbalance report (%d clips of %.1f s, %.1f MB, %.0f s)" %
+          (len(rows), a.clip_seconds, size / 1e6, time.time() - t0))
+    print("%-8s %11s %11s %11s %11s   %s" % ("class", "train real", "train synth", "test real", "test synth",
+                                             "groups train/test"))
+    for c in CLASSES:
+        print("%-8s %11d %11d %11d %11d   %d/%d" % (
+            c, cnt[(c, "train", "real")], cnt[(c, "train", "synth")], cnt[(c, "test", "real")],
+            cnt[(c, "test", "synth")], len(ngroups[(c, "train")]), len(ngroups[(c, "test")])))
+    tot = Counter((r["split"]) for r in rows)
+    print("total    train %d, test %d; no source file or group in both splits" % (tot["train"], tot["test"]))
+    print("manifest: %s" % man)
+
+
+if __name__ == "__main__":
+    try:
+        main()
+    except DataError as e:
+        print("build_audio_dataset: error: %s" % e, file=sys.stderr)
+        sys.exit(1)

@@ -1,0 +1,110 @@
+#!/usr/bin/env bash
+# Build the labelled audio data set for the default audio model from Debian packages only.
+#
+#   training/data/build_audio_dataset.sh [OUTDIR] [--per-class N] [--clip-seconds S] [--seed N] [--jobs N]
+#
+# OUTDIR defaults to out/audio-dataset (gitignored). Needs root (or apt-get permissions) on a
+# Debian bookworm machine that reaches the Debian archive; nothing else from the network.
+#  1. installs the tools it needs with apt-get (sox, libsox-fmt-base, espeak-ng, flite,
+#     python3-numpy), only those not yet installed;
+#  2. downloads the data packages with `apt-get download` into OUTDIR/.cache/debs (kept; a
+#     second run reuses them) and unpacks only the sound files into OUTDIR/.cache/src/<pkg>
+#     (the data packages are never installed);
+#  3. runs build_audio_dataset.py: OUTDIR/clips/{train,test}/<class>/*.wav (16 kHz mono PCM16),
+#     OUTDIR/manifest.csv, OUTDIR/labels.txt, and prints a per-class balance report.
+# A missing package or file is an error that names it; the script never builds fewer classes.
+set -euo pipefail
+
+HERE=$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)
+REPO=$(cd "$HERE/../.." && pwd)
+OUT="$REPO/out/audio-dataset"
+if [ $# -gt 0 ] && [ "${1#-}" = "$1" ]; then OUT=$1; shift; fi
+PYARGS=("$@")
+PY=/usr/bin/python3
+
+die() { echo "build_audio_dataset: error: $*" >&2; exit 1; }
+log() { echo "build_audio_dataset: $*" >&2; }
+
+TOOLS=(sox libsox-fmt-base espeak-ng flite python3-numpy)
+DATA=(tuxpaint-stamps-default fillets-ng-data fillets-ng-data-nl wesnoth-1.16-music
+      colobot-common-sounds fretsonfire-songs-muldjord frozen-bubble-data sonic-pi-samples
+      sound-theme-freedesktop lomiri-sounds)
+
+# sound files to unpack per data package (tar wildcards; '*' also matches '/')
+declare -A PATTERNS=(
+  [tuxpaint-stamps-default]="*_desc_??.ogg *_desc.ogg */stamps/animals/*.ogg */stamps/household/*.ogg */stamps/vehicles/emergency/*.ogg"
+  [fillets-ng-data]="*/fillets-ng/music/*.ogg */fillets-ng/sound/*/en/*.ogg"
+  [fillets-ng-data-nl]="*/fillets-ng/sound/*/nl/*.ogg"
+  [wesnoth-1.16-music]="*.ogg"
+  [colobot-common-sounds]="*/music/*.ogg"
+  [fretsonfire-songs-muldjord]="*/song.ogg"
+  [frozen-bubble-data]="*/snd/*zik*.ogg"
+  [sonic-pi-samples]="*/loop_*.flac */vinyl_hiss.flac */ambi_sauna.flac */elec_beep.flac */elec_ping.flac */mehackit_phone?.flac */misc_crow.flac"
+  [sound-theme-freedesktop]="*.oga"
+  [lomiri-sounds]="*/notifications/*.ogg"
+)
+
+T0=$(date +%s)
+command -v apt-get >/dev/null || die "apt-get not found: this script needs a Debian (bookworm) system"
+
+# ---- 1. tools
+missing=()
+for p in "${TOOLS[@]}"; do
+  dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q 'ok installed' || missing+=("$p")
+done
+UPDATED=0
+apt_update() { [ $UPDATED = 1 ] && return 0; log "apt-get update"; apt-get update -qq || die "apt-get update failed"; UPDATED=1; }
+if [ ${#missing[@]} -gt 0 ]; then
+  [ "$(id -u)" = 0 ] || die "need root to apt-get install: ${missing[*]}"
+  apt_update
+  for p in "${missing[@]}"; do
+    apt-cache show "$p" >/dev/null 2>&1 || die "Debian package '$p' is not available from the configured apt sources"
+  done
+  log "installing ${missing[*]}"
+  DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends "${missing[@]}" >/dev/null \
+    || die "apt-get install failed for: ${missing[*]}"
+fi
+for c in sox soxi espeak-ng flite; do command -v $c >/dev/null || die "'$c' not found after installing ${TOOLS[*]}"; done
+$PY -c 'import numpy' 2>/dev/null || die "$PY cannot import numpy (package python3-numpy)"
+
+# ---- 2. data packages: download (cached) and unpack the sound files
+CACHE="$OUT/.cache"; DEBS="$CACHE/debs"; SRC="$CACHE/src"
+mkdir -p "$DEBS" "$SRC"
+todo=()
+for p in "${DATA[@]}"; do
+  ls "$DEBS/${p}_"*.deb >/dev/null 2>&1 || todo+=("$p")
+done
+if [ ${#todo[@]} -gt 0 ]; then
+  if ! apt-cache show "${todo[0]}" >/dev/null 2>&1; then apt_update; fi
+  for p in "${todo[@]}"; do
+    apt-cache show "$p" >/dev/null 2>&1 || { apt_update; apt-cache show "$p" >/dev/null 2>&1; } \
+      || die "Debian package '$p' is not available from the configured apt sources (needs bookworm 'main')"
+  done
+  log "downloading ${#todo[@]} data packages: ${todo[*]}"
+  # as root apt warns that it cannot drop privileges for a directory _apt cannot write; harmless
+  (cd "$DEBS" && apt-get download -q "${todo[@]}" 2>&1 | grep -v '^W: Download is performed unsandboxed' >&2) || true
+  for p in "${todo[@]}"; do
+    ls "$DEBS/${p}_"*.deb >/dev/null 2>&1 || die "apt-get download of Debian package '$p' failed"
+  done
+fi
+for p in "${DATA[@]}"; do
+  deb=$(ls "$DEBS/${p}_"*.deb | sort | tail -1)
+  stamp="$SRC/$p/.unpacked-$(basename "$deb")-$(echo "${PATTERNS[$p]}" | md5sum | cut -c1-8)"
+  [ -e "$stamp" ] && continue
+  rm -rf "${SRC:?}/$p"; mkdir -p "$SRC/$p"
+  log "unpacking $p"
+  read -r -a pats <<< "${PATTERNS[$p]}"
+  set +o pipefail
+  dpkg-deb --fsys-tarfile "$deb" | tar -x -C "$SRC/$p" --wildcards "${pats[@]}" 2>"$SRC/$p.tar.log"
+  set -o pipefail
+  n=$(find "$SRC/$p" -type f | wc -l)
+  [ "$n" -gt 0 ] || die "no sound files unpacked from $deb (patterns: ${PATTERNS[$p]}; see $SRC/$p.tar.log)"
+  touch "$stamp"
+done
+T1=$(date +%s)
+log "tools and data ready in $((T1 - T0)) s"
+
+# ---- 3. cut, synthesise, write manifest and report
+$PY "$HERE/build_audio_dataset.py" --src "$SRC" --out "$OUT" "${PYARGS[@]}"
+T2=$(date +%s)
+log "done in $((T2 - T0)) s (packages $((T1 - T0)) s, clips $((T2 - T1)) s); output $OUT ($(du -sh --exclude=.cache "$OUT" | cut -f1) without the .cache of $(du -sh "$CACHE" | cut -f1))"
