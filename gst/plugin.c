@@ -22,9 +22,7 @@ plugin_init (GstPlugin *plugin)
   gboolean ret = FALSE;
 
   ret |= GST_ELEMENT_REGISTER (conymel, plugin);
-#ifdef GST_CONY_HAVE_VGGISH
   ret |= GST_ELEMENT_REGISTER (conyvggish, plugin);
-#endif
 
   return ret;
 }

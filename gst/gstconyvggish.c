@@ -1,0 +1,634 @@
+/* conyvggish: log-mel tokens -> VGG-style embeddings.
+ *
+ * SPDX-License-Identifier: LGPL-2.1-or-later
+ */
+/**
+ * SECTION:element-conyvggish
+ * @title: conyvggish
+ * @short_description: VGGish-style CNN embeddings of log-mel windows
+ *
+ * conyvggish runs a VGG-style CNN (libcony's engine: 3x3 convolutions,
+ * max-pools, fully connected layers; VGGish and reduced relatives) on sliding
+ * windows of the log-mel token stream that #GstConyMel produces, and outputs
+ * one embedding token per window. By default a window is 96 frames (0.96 s)
+ * and a new window starts every 25 frames (0.25 s), the setup of the CoNy
+ * papers; the output is then
+ * `other/tensors,format=static,num_tensors=1,types=float32,dimensions=128:1,framerate=4/1`.
+ *
+ * The #GstConyVggish:model property names a safetensors file with
+ * torchvggish's state_dict names (features.K.*, embeddings.K.*; see
+ * include/cony/cnn.h and training/convert_vggish.py). It is loaded on
+ * READY->PAUSED; a missing or invalid file is an error and the state change
+ * fails. #GstConyVggish:window must equal the model's input height, and the
+ * input tokens must have the model's input width (64 mel bands).
+ *
+ * ## Timestamps and latency
+ *
+ * Window w covers input frames [w*stride, w*stride + window) counted from the
+ * last discontinuity. Its PTS is the time of its first frame,
+ * anchor + w*stride/token_rate, computed with integer scaling from the frame
+ * counter anchored at the PTS of the first buffer after the discontinuity; the
+ * duration is one stride. The window is complete when its last frame
+ * arrives, and that frame's own delay is already in upstream's latency, so
+ * the element adds (window - 1) frames to the LATENCY query: 950 ms by
+ * default (with conymel's 25 ms, 975 ms = the 15600 samples one window
+ * spans).
+ *
+ * ## Stream behaviour
+ *
+ * - DISCONT, FLUSH_STOP and caps that change the token dimension or rate
+ *   drop the partial window and restart at the new anchor. Caps that only
+ *   change the number of tokens per buffer do not.
+ * - A GAP on the token stream (there are none after conymel, which turns
+ *   audio GAPs into silence frames) restarts the window after the gap and is
+ *   forwarded: the log-mel value of silence depends on conymel's log-offset,
+ *   which this element cannot know.
+ * - NaN/Inf token values are replaced by 0 with a warning posted once per
+ *   run of affected buffers; the window moves past them and later outputs
+ *   are unaffected.
+ * - EOS: every complete window has already been output; trailing frames that
+ *   do not fill a window are dropped (as VGGish does).
+ *
+ * ## Example launch line
+ * |[
+ * gst-launch-1.0 audiotestsrc num-buffers=100 ! audioconvert ! audioresample ! conymel ! conyvggish model=vggish.safetensors ! fakesink silent=false -v
+ * ]| 6.4 s of a sine tone give 22 embeddings, one every 0.25 s.
+ * |[
+ * gst-launch-1.0 filesrc location=a.wav ! decodebin ! audioconvert ! audioresample ! conymel ! conyvggish model=vggish.safetensors pca-model=vggish_pca.safetensors postprocess=tf ! fakesink
+ * ]| the official 8-bit embeddings.
+ */
+#ifdef HAVE_CONFIG_H
+#include "config.h"
+#endif
+
+#include "gstconyvggish.h"
+
+#include <math.h>
+#include <string.h>
+
+GST_DEBUG_CATEGORY_STATIC (gst_cony_vggish_debug);
+#define GST_CAT_DEFAULT gst_cony_vggish_debug
+
+#define DEFAULT_MODEL NULL
+#define DEFAULT_PCA_MODEL NULL
+#define DEFAULT_POSTPROCESS GST_CONY_VGGISH_POSTPROCESS_NONE
+#define DEFAULT_WINDOW 96
+#define DEFAULT_STRIDE 25
+
+enum
+{
+  PROP_0,
+  PROP_MODEL,
+  PROP_PCA_MODEL,
+  PROP_POSTPROCESS,
+  PROP_WINDOW,
+  PROP_STRIDE,
+};
+
+static GstStaticPadTemplate sink_template = GST_STATIC_PAD_TEMPLATE ("sink",
+    GST_PAD_SINK, GST_PAD_ALWAYS, GST_STATIC_CAPS (GST_CONY_TOKENS_CAPS_STRING));
+
+static GstStaticPadTemplate src_template = GST_STATIC_PAD_TEMPLATE ("src",
+    GST_PAD_SRC, GST_PAD_ALWAYS, GST_STATIC_CAPS (GST_CONY_TOKENS_CAPS_STRING));
+
+GType
+gst_cony_vggish_postprocess_get_type (void)
+{
+  static GType type = 0;
+  static const GEnumValue values[] = {
+    {GST_CONY_VGGISH_POSTPROCESS_NONE, "Raw embeddings", "none"},
+    {GST_CONY_VGGISH_POSTPROCESS_TF,
+        "PCA + 8-bit, truncated (TensorFlow vggish_postprocess.py)", "tf"},
+    {GST_CONY_VGGISH_POSTPROCESS_TORCH, "PCA + 8-bit, rounded (torchvggish)", "torch"},
+    {0, NULL, NULL},
+  };
+  if (g_once_init_enter (&type)) {
+    GType t = g_enum_register_static ("GstConyVggishPostprocess", values);
+    g_once_init_leave (&type, t);
+  }
+  return type;
+}
+
+#define gst_cony_vggish_parent_class parent_class
+G_DEFINE_TYPE (GstConyVggish, gst_cony_vggish, GST_TYPE_ELEMENT);
+GST_ELEMENT_REGISTER_DEFINE (conyvggish, "conyvggish", GST_RANK_NONE, GST_TYPE_CONY_VGGISH);
+
+/* ------------------------------------------------------------------------ */
+
+static void
+reset_window (GstConyVggish *self)
+{
+  self->anchor = GST_CLOCK_TIME_NONE;
+  self->frames_in = 0;
+  self->next_start = 0;
+  self->n_frames = 0;
+  self->next_discont = TRUE;
+  self->in_nonfinite = FALSE;
+}
+
+static GstFlowReturn
+run_window (GstConyVggish *self)
+{
+  GError *error = NULL;
+  gint rn = self->in_info.rate_n, rd = self->in_info.rate_d;
+
+  cony_cnn_forward (self->cnn, self->frames, self->out);
+  if (self->pp != GST_CONY_VGGISH_POSTPROCESS_NONE
+      && !cony_cnn_postprocess (self->cnn, (ConyCnnPostprocess) self->pp, self->out, 1,
+          self->out, &error)) {
+    GST_ELEMENT_ERROR (self, LIBRARY, FAILED, ("Postprocessing failed: %s", error->message),
+        (NULL));
+    g_clear_error (&error);
+    return GST_FLOW_ERROR;
+  }
+
+  gsize bytes = (gsize) self->out_dim * sizeof (gfloat);
+  GstBuffer *out = gst_buffer_new_allocate (NULL, bytes, NULL);
+  gst_buffer_fill (out, 0, self->out, bytes);
+  GstClockTime t0 = gst_cony_tokens_time (self->anchor, self->next_start, rn, rd);
+  GstClockTime t1 = gst_cony_tokens_time (self->anchor, self->next_start + self->hop, rn, rd);
+  GST_BUFFER_PTS (out) = t0;
+  GST_BUFFER_DTS (out) = GST_CLOCK_TIME_NONE;
+  GST_BUFFER_DURATION (out) = t1 - t0;
+  GST_BUFFER_OFFSET (out) = self->next_start / self->hop;
+  GST_BUFFER_OFFSET_END (out) = self->next_start / self->hop + 1;
+  if (self->next_discont) {
+    GST_BUFFER_FLAG_SET (out, GST_BUFFER_FLAG_DISCONT);
+    self->next_discont = FALSE;
+  }
+  GST_LOG_OBJECT (self, "window at frame %" G_GUINT64_FORMAT ": %" GST_TIME_FORMAT,
+      self->next_start, GST_TIME_ARGS (t0));
+
+  /* Slide: keep the frames the next window shares with this one. */
+  guint drop = MIN (self->hop, self->win);
+  memmove (self->frames, self->frames + (gsize) drop * self->dim,
+      (gsize) (self->n_frames - drop) * self->dim * sizeof (gfloat));
+  self->n_frames -= drop;
+  self->next_start += self->hop;
+
+  return gst_pad_push (self->srcpad, out);
+}
+
+/* Replaces non-finite values by 0 and returns how many there were. */
+static gsize
+sanitize (gfloat *data, gsize n)
+{
+  gsize bad = 0;
+  for (gsize i = 0; i < n; i++) {
+    if (!isfinite (data[i])) {
+      data[i] = 0.0f;
+      bad++;
+    }
+  }
+  return bad;
+}
+
+/* Warns once per run of buffers with non-finite values. */
+static void
+note_nonfinite (GstConyVggish *self, gsize bad, GstClockTime pts)
+{
+  if (bad > 0 && !self->in_nonfinite)
+    GST_ELEMENT_WARNING (self, STREAM, FORMAT, ("Input tokens contain NaN or infinite values"),
+        ("%" G_GSIZE_FORMAT " non-finite values in the buffer at %" GST_TIME_FORMAT
+            " were replaced by 0", bad, GST_TIME_ARGS (pts)));
+  self->in_nonfinite = bad > 0;
+}
+
+static GstFlowReturn
+gst_cony_vggish_chain (GstPad *pad, GstObject *parent, GstBuffer *buf)
+{
+  GstConyVggish *self = GST_CONY_VGGISH (parent);
+  GstFlowReturn ret = GST_FLOW_OK;
+  GstMapInfo map;
+  gsize token_bytes = (gsize) self->dim * sizeof (gfloat);
+
+  if (!self->have_info) {
+    GST_ELEMENT_ERROR (self, CORE, NEGOTIATION, (NULL), ("no caps before the first buffer"));
+    gst_buffer_unref (buf);
+    return GST_FLOW_NOT_NEGOTIATED;
+  }
+  if (!gst_buffer_map (buf, &map, GST_MAP_READ)) {
+    GST_ELEMENT_ERROR (self, RESOURCE, READ, (NULL), ("could not map the input buffer"));
+    gst_buffer_unref (buf);
+    return GST_FLOW_ERROR;
+  }
+  if (map.size % token_bytes != 0) {
+    GST_ELEMENT_ERROR (self, STREAM, FORMAT, (NULL),
+        ("buffer of %" G_GSIZE_FORMAT " bytes is not a whole number of %u-float tokens",
+            map.size, self->dim));
+    gst_buffer_unmap (buf, &map);
+    gst_buffer_unref (buf);
+    return GST_FLOW_ERROR;
+  }
+
+  GstClockTime pts = GST_BUFFER_PTS (buf);
+  if (GST_BUFFER_IS_DISCONT (buf) || !GST_CLOCK_TIME_IS_VALID (self->anchor)) {
+    GstClockTime anchor = pts;
+    if (!GST_CLOCK_TIME_IS_VALID (anchor)) {
+      /* No timestamp: continue the previous timeline, or start at 0. */
+      anchor = GST_CLOCK_TIME_IS_VALID (self->anchor)
+          ? gst_cony_tokens_time (self->anchor, self->frames_in, self->in_info.rate_n,
+          self->in_info.rate_d) : 0;
+    }
+    if (self->frames_in > 0)
+      GST_DEBUG_OBJECT (self, "discontinuity: restarting the window at %" GST_TIME_FORMAT,
+          GST_TIME_ARGS (anchor));
+    reset_window (self);
+    self->anchor = anchor;
+  }
+
+  gsize n = map.size / token_bytes, bad = 0;
+  for (gsize i = 0; i < n && ret == GST_FLOW_OK; i++) {
+    guint64 f = self->frames_in++;
+    if (f < self->next_start)
+      continue;                 /* stride > window: frames between windows */
+    gfloat *dst = self->frames + (gsize) self->n_frames * self->dim;
+    memcpy (dst, map.data + i * token_bytes, token_bytes);
+    bad += sanitize (dst, self->dim);
+    self->n_frames++;
+    if (self->n_frames == self->win)
+      ret = run_window (self);
+  }
+  note_nonfinite (self, bad, pts);
+
+  gst_buffer_unmap (buf, &map);
+  gst_buffer_unref (buf);
+  return ret;
+}
+
+static gboolean
+set_sink_caps (GstConyVggish *self, GstCaps *caps)
+{
+  GstConyTokenInfo info;
+  gchar *why = NULL;
+
+  if (!gst_cony_tokens_info_from_caps (&info, caps, &why)) {
+    GST_WARNING_OBJECT (self, "refusing caps %" GST_PTR_FORMAT ": %s", caps, why);
+    g_free (why);
+    return FALSE;
+  }
+  if (info.dim != self->dim) {
+    /* A definite misconfiguration (e.g. conymel n-mels): say so on the bus. */
+    GST_ELEMENT_ERROR (self, CORE, NEGOTIATION, ("Token size does not match the model"),
+        ("the model takes %u floats per token (input width x channels), the input has %u",
+            self->dim, info.dim));
+    return FALSE;
+  }
+  if (info.rate_n <= 0) {
+    GST_WARNING_OBJECT (self, "refusing caps %" GST_PTR_FORMAT ": a fixed token rate "
+        "(framerate > 0) is needed to time-stamp the windows", caps);
+    return FALSE;
+  }
+
+  gboolean same = self->have_info && gst_cony_tokens_info_same_tokens (&info, &self->in_info);
+  if (self->have_info && !same) {
+    GST_DEBUG_OBJECT (self, "token caps changed: restarting the window");
+    reset_window (self);
+  }
+  self->in_info = info;
+  self->have_info = TRUE;
+  if (same && gst_pad_has_current_caps (self->srcpad))
+    return TRUE;
+
+  GstConyTokenInfo out = { self->out_dim, 1, 0, 1 };
+  if (!gst_util_fraction_multiply (info.rate_n, info.rate_d, 1, (gint) self->hop,
+          &out.rate_n, &out.rate_d))
+    return FALSE;
+  GstCaps *src = gst_cony_tokens_caps_new (&out);
+  gboolean ok = src != NULL && gst_pad_push_event (self->srcpad, gst_event_new_caps (src));
+  if (src)
+    gst_caps_unref (src);
+  return ok;
+}
+
+static gboolean
+gst_cony_vggish_sink_event (GstPad *pad, GstObject *parent, GstEvent *event)
+{
+  GstConyVggish *self = GST_CONY_VGGISH (parent);
+
+  GST_LOG_OBJECT (self, "event %" GST_PTR_FORMAT, event);
+  switch (GST_EVENT_TYPE (event)) {
+    case GST_EVENT_CAPS:{
+      GstCaps *caps;
+      gst_event_parse_caps (event, &caps);
+      gboolean ok = self->cnn != NULL && set_sink_caps (self, caps);
+      gst_event_unref (event);
+      return ok;
+    }
+    case GST_EVENT_FLUSH_STOP:
+      reset_window (self);
+      break;
+    case GST_EVENT_GAP:
+      /* No tokens for a while: the next window starts after the gap. */
+      reset_window (self);
+      break;
+    case GST_EVENT_EOS:
+      /* Nothing pending: complete windows are output as soon as they fill. */
+      GST_DEBUG_OBJECT (self, "EOS with %u frames of an incomplete window dropped",
+          self->n_frames);
+      break;
+    default:
+      break;
+  }
+  return gst_pad_event_default (pad, parent, event);
+}
+
+/* Own latency: the last frame of a window arrives (window - 1) frames after
+ * the window's first frame, whose time is the output PTS. */
+static gboolean
+own_latency (GstConyVggish *self, GstClockTime *lat)
+{
+  if (!self->have_info || self->win == 0)
+    return FALSE;
+  *lat = gst_util_uint64_scale_ceil ((guint64) (self->win - 1) * (guint64) self->in_info.rate_d,
+      GST_SECOND, (guint64) self->in_info.rate_n);
+  return TRUE;
+}
+
+static gboolean
+gst_cony_vggish_src_query (GstPad *pad, GstObject *parent, GstQuery *query)
+{
+  GstConyVggish *self = GST_CONY_VGGISH (parent);
+
+  if (GST_QUERY_TYPE (query) == GST_QUERY_LATENCY) {
+    gboolean live;
+    GstClockTime min, max, lat;
+
+    if (!gst_pad_peer_query (self->sinkpad, query))
+      return FALSE;
+    if (!own_latency (self, &lat)) {
+      GST_DEBUG_OBJECT (self, "latency queried before the token rate is known");
+      return TRUE;
+    }
+    gst_query_parse_latency (query, &live, &min, &max);
+    GST_DEBUG_OBJECT (self, "upstream latency %" GST_TIME_FORMAT "-%" GST_TIME_FORMAT
+        ", adding %" GST_TIME_FORMAT, GST_TIME_ARGS (min), GST_TIME_ARGS (max),
+        GST_TIME_ARGS (lat));
+    min += lat;
+    if (GST_CLOCK_TIME_IS_VALID (max))
+      max += lat;
+    gst_query_set_latency (query, live, min, max);
+    return TRUE;
+  }
+  return gst_pad_query_default (pad, parent, query);
+}
+
+static gboolean
+start (GstConyVggish *self)
+{
+  GError *error = NULL;
+  gchar *model, *pca;
+
+  GST_OBJECT_LOCK (self);
+  model = g_strdup (self->model);
+  pca = g_strdup (self->pca_model);
+  self->pp = self->postprocess;
+  self->win = self->window;
+  self->hop = self->stride;
+  GST_OBJECT_UNLOCK (self);
+
+  if (model == NULL || *model == '\0') {
+    GST_ELEMENT_ERROR (self, RESOURCE, NOT_FOUND, ("No model file given"),
+        ("set the 'model' property to a VGGish-style safetensors file"));
+    goto fail;
+  }
+  self->cnn = cony_cnn_load (model, &error);
+  if (self->cnn == NULL) {
+    GST_ELEMENT_ERROR (self, RESOURCE, OPEN_READ, ("Could not load the model: %s",
+            error->message), ("model=%s", model));
+    goto fail;
+  }
+  if (pca != NULL && *pca != '\0' && !cony_cnn_load_pca (self->cnn, pca, &error)) {
+    GST_ELEMENT_ERROR (self, RESOURCE, OPEN_READ, ("Could not load the PCA parameters: %s",
+            error->message), ("pca-model=%s", pca));
+    goto fail;
+  }
+  if (self->pp != GST_CONY_VGGISH_POSTPROCESS_NONE && !cony_cnn_has_pca (self->cnn)) {
+    GST_ELEMENT_ERROR (self, LIBRARY, SETTINGS, ("postprocess needs PCA parameters"),
+        ("%s has no pca_eigen_vectors/pca_means; set pca-model or postprocess=none", model));
+    goto fail;
+  }
+  if (cony_cnn_get_input_height (self->cnn) != self->win) {
+    GST_ELEMENT_ERROR (self, LIBRARY, SETTINGS, ("window does not match the model"),
+        ("window=%u frames but %s takes %u frames per example", self->win, model,
+            cony_cnn_get_input_height (self->cnn)));
+    goto fail;
+  }
+  self->dim = cony_cnn_get_input_width (self->cnn) * cony_cnn_get_input_channels (self->cnn);
+  self->out_dim = cony_cnn_get_output_size (self->cnn);
+  self->frames = g_new0 (gfloat, (gsize) self->win * self->dim);
+  self->out = g_new0 (gfloat, self->out_dim);
+  self->have_info = FALSE;
+  reset_window (self);
+  GST_INFO_OBJECT (self, "loaded %s: %ux%u -> %u, %" G_GUINT64_FORMAT " parameters", model,
+      self->win, self->dim, self->out_dim, cony_cnn_get_n_params (self->cnn));
+  g_free (model);
+  g_free (pca);
+  return TRUE;
+
+fail:
+  g_clear_error (&error);
+  g_clear_pointer (&self->cnn, cony_cnn_free);
+  g_free (model);
+  g_free (pca);
+  return FALSE;
+}
+
+static void
+stop (GstConyVggish *self)
+{
+  g_clear_pointer (&self->cnn, cony_cnn_free);
+  g_clear_pointer (&self->frames, g_free);
+  g_clear_pointer (&self->out, g_free);
+  self->have_info = FALSE;
+  self->n_frames = 0;
+  self->anchor = GST_CLOCK_TIME_NONE;
+}
+
+static GstStateChangeReturn
+gst_cony_vggish_change_state (GstElement *element, GstStateChange transition)
+{
+  GstConyVggish *self = GST_CONY_VGGISH (element);
+  GstStateChangeReturn ret;
+
+  if (transition == GST_STATE_CHANGE_READY_TO_PAUSED && !start (self))
+    return GST_STATE_CHANGE_FAILURE;
+
+  ret = GST_ELEMENT_CLASS (parent_class)->change_state (element, transition);
+  if (ret == GST_STATE_CHANGE_FAILURE) {
+    if (transition == GST_STATE_CHANGE_READY_TO_PAUSED)
+      stop (self);
+    return ret;
+  }
+  if (transition == GST_STATE_CHANGE_PAUSED_TO_READY)
+    stop (self);
+  return ret;
+}
+
+/* ------------------------------------------------------------------------ */
+
+static void
+gst_cony_vggish_set_property (GObject *object, guint prop_id, const GValue *value,
+    GParamSpec *pspec)
+{
+  GstConyVggish *self = GST_CONY_VGGISH (object);
+
+  GST_OBJECT_LOCK (self);
+  switch (prop_id) {
+    case PROP_MODEL:
+      g_free (self->model);
+      self->model = g_value_dup_string (value);
+      break;
+    case PROP_PCA_MODEL:
+      g_free (self->pca_model);
+      self->pca_model = g_value_dup_string (value);
+      break;
+    case PROP_POSTPROCESS:
+      self->postprocess = g_value_get_enum (value);
+      break;
+    case PROP_WINDOW:
+      self->window = g_value_get_uint (value);
+      break;
+    case PROP_STRIDE:
+      self->stride = g_value_get_uint (value);
+      break;
+    default:
+      G_OBJECT_WARN_INVALID_PROPERTY_ID (object, prop_id, pspec);
+      break;
+  }
+  GST_OBJECT_UNLOCK (self);
+}
+
+static void
+gst_cony_vggish_get_property (GObject *object, guint prop_id, GValue *value,
+    GParamSpec *pspec)
+{
+  GstConyVggish *self = GST_CONY_VGGISH (object);
+
+  GST_OBJECT_LOCK (self);
+  switch (prop_id) {
+    case PROP_MODEL:
+      g_value_set_string (value, self->model);
+      break;
+    case PROP_PCA_MODEL:
+      g_value_set_string (value, self->pca_model);
+      break;
+    case PROP_POSTPROCESS:
+      g_value_set_enum (value, self->postprocess);
+      break;
+    case PROP_WINDOW:
+      g_value_set_uint (value, self->window);
+      break;
+    case PROP_STRIDE:
+      g_value_set_uint (value, self->stride);
+      break;
+    default:
+      G_OBJECT_WARN_INVALID_PROPERTY_ID (object, prop_id, pspec);
+      break;
+  }
+  GST_OBJECT_UNLOCK (self);
+}
+
+static void
+gst_cony_vggish_finalize (GObject *object)
+{
+  GstConyVggish *self = GST_CONY_VGGISH (object);
+
+  stop (self);
+  g_free (self->model);
+  g_free (self->pca_model);
+  G_OBJECT_CLASS (parent_class)->finalize (object);
+}
+
+static void
+gst_cony_vggish_class_init (GstConyVggishClass *klass)
+{
+  GObjectClass *gobject_class = G_OBJECT_CLASS (klass);
+  GstElementClass *element_class = GST_ELEMENT_CLASS (klass);
+  const GParamFlags flags = G_PARAM_READWRITE | G_PARAM_STATIC_STRINGS | GST_PARAM_MUTABLE_READY;
+
+  GST_DEBUG_CATEGORY_INIT (gst_cony_vggish_debug, "conyvggish", 0, "VGGish-style embeddings");
+
+  gobject_class->set_property = gst_cony_vggish_set_property;
+  gobject_class->get_property = gst_cony_vggish_get_property;
+  gobject_class->finalize = gst_cony_vggish_finalize;
+
+  /**
+   * GstConyVggish:model:
+   *
+   * Path of the safetensors model file (required). Loaded on READY->PAUSED.
+   */
+  g_object_class_install_property (gobject_class, PROP_MODEL,
+      g_param_spec_string ("model", "Model",
+          "Path of the VGGish-style safetensors model file (torchvggish tensor names)",
+          DEFAULT_MODEL, flags));
+  /**
+   * GstConyVggish:pca-model:
+   *
+   * Optional safetensors file with pca_eigen_vectors and pca_means, for models
+   * that do not carry them (the official release ships them separately).
+   */
+  g_object_class_install_property (gobject_class, PROP_PCA_MODEL,
+      g_param_spec_string ("pca-model", "PCA model",
+          "Optional safetensors file with pca_eigen_vectors and pca_means",
+          DEFAULT_PCA_MODEL, flags));
+  /**
+   * GstConyVggish:postprocess:
+   *
+   * The official release's PCA + 8-bit postprocess (needs PCA parameters).
+   */
+  g_object_class_install_property (gobject_class, PROP_POSTPROCESS,
+      g_param_spec_enum ("postprocess", "Postprocess",
+          "PCA + 8-bit quantisation of the embeddings (values 0..255, still float32)",
+          GST_TYPE_CONY_VGGISH_POSTPROCESS, DEFAULT_POSTPROCESS, flags));
+  /**
+   * GstConyVggish:window:
+   *
+   * Input frames per window; must equal the model's input height (96 for
+   * VGGish, 0.96 s of 10 ms frames).
+   */
+  g_object_class_install_property (gobject_class, PROP_WINDOW,
+      g_param_spec_uint ("window", "Window",
+          "Input frames per window (must equal the model's input height)",
+          1, 1 << 20, DEFAULT_WINDOW, flags));
+  /**
+   * GstConyVggish:stride:
+   *
+   * Input frames between the starts of consecutive windows (25 = 0.25 s of
+   * 10 ms frames). Windows overlap when stride < window; frames between
+   * windows are skipped when stride > window.
+   */
+  g_object_class_install_property (gobject_class, PROP_STRIDE,
+      g_param_spec_uint ("stride", "Stride",
+          "Input frames between the starts of consecutive windows",
+          1, 1 << 20, DEFAULT_STRIDE, flags));
+
+  gst_element_class_add_static_pad_template (element_class, &sink_template);
+  gst_element_class_add_static_pad_template (element_class, &src_template);
+  gst_element_class_set_static_metadata (element_class, "VGGish embeddings",
+      "Filter/Analyzer/Audio",
+      "Runs a VGG-style CNN on sliding windows of log-mel tokens and outputs one embedding per window",
+      "gst-cony authors");
+
+  element_class->change_state = GST_DEBUG_FUNCPTR (gst_cony_vggish_change_state);
+  gst_type_mark_as_plugin_api (GST_TYPE_CONY_VGGISH_POSTPROCESS, 0);
+}
+
+static void
+gst_cony_vggish_init (GstConyVggish *self)
+{
+  self->sinkpad = gst_pad_new_from_static_template (&sink_template, "sink");
+  gst_pad_set_chain_function (self->sinkpad, GST_DEBUG_FUNCPTR (gst_cony_vggish_chain));
+  gst_pad_set_event_function (self->sinkpad, GST_DEBUG_FUNCPTR (gst_cony_vggish_sink_event));
+  gst_element_add_pad (GST_ELEMENT (self), self->sinkpad);
+
+  self->srcpad = gst_pad_new_from_static_template (&src_template, "src");
+  gst_pad_set_query_function (self->srcpad, GST_DEBUG_FUNCPTR (gst_cony_vggish_src_query));
+  gst_pad_use_fixed_caps (self->srcpad);
+  gst_element_add_pad (GST_ELEMENT (self), self->srcpad);
+
+  self->postprocess = DEFAULT_POSTPROCESS;
+  self->window = DEFAULT_WINDOW;
+  self->stride = DEFAULT_STRIDE;
+  self->anchor = GST_CLOCK_TIME_NONE;
+}

@@ -1,0 +1,69 @@
+/* conyvggish: log-mel tokens -> VGG-style embeddings.
+ *
+ * SPDX-License-Identifier: LGPL-2.1-or-later
+ */
+#pragma once
+#include <gst/gst.h>
+
+#include "cony/cnn.h"
+#include "gstconyelements.h"
+#include "gstconytokens.h"
+
+G_BEGIN_DECLS
+
+/**
+ * GstConyVggishPostprocess:
+ * @GST_CONY_VGGISH_POSTPROCESS_NONE: raw embeddings
+ * @GST_CONY_VGGISH_POSTPROCESS_TF: PCA, clip to [-2, 2], 8-bit quantisation
+ *   truncated as TensorFlow's vggish_postprocess.py does (double maths)
+ * @GST_CONY_VGGISH_POSTPROCESS_TORCH: the same, rounded half to even in float
+ *   maths as torchvggish does
+ *
+ * The official release's PCA + 8-bit postprocess. Values stay float32 (0..255).
+ */
+typedef enum {
+  GST_CONY_VGGISH_POSTPROCESS_NONE = CONY_CNN_POSTPROCESS_NONE,
+  GST_CONY_VGGISH_POSTPROCESS_TF = CONY_CNN_POSTPROCESS_TF,
+  GST_CONY_VGGISH_POSTPROCESS_TORCH = CONY_CNN_POSTPROCESS_TORCH,
+} GstConyVggishPostprocess;
+
+#define GST_TYPE_CONY_VGGISH_POSTPROCESS (gst_cony_vggish_postprocess_get_type ())
+GType gst_cony_vggish_postprocess_get_type (void);
+
+#define GST_TYPE_CONY_VGGISH (gst_cony_vggish_get_type ())
+G_DECLARE_FINAL_TYPE (GstConyVggish, gst_cony_vggish, GST, CONY_VGGISH, GstElement)
+
+struct _GstConyVggish {
+  GstElement parent;
+
+  GstPad *sinkpad;
+  GstPad *srcpad;
+
+  /* Properties (object lock); copied into the stream state on READY->PAUSED. */
+  gchar *model;
+  gchar *pca_model;
+  GstConyVggishPostprocess postprocess;
+  guint window;
+  guint stride;
+
+  /* Stream state (streaming thread). */
+  ConyCnn *cnn;
+  GstConyVggishPostprocess pp;
+  guint win;                 /* frames per window (= the model's input height) */
+  guint hop;                 /* frames between window starts */
+  guint dim;                 /* floats per input token (model width x channels) */
+  guint out_dim;             /* floats per output token */
+  GstConyTokenInfo in_info;
+  gboolean have_info;
+  gint out_rate_n, out_rate_d;
+  GstClockTime anchor;       /* time of input frame 0; NONE: re-anchor on the next buffer */
+  guint64 frames_in;         /* input frames since the anchor */
+  guint64 next_start;        /* input frame index where the next window starts */
+  gfloat *frames;            /* win x dim: the frames of the next window received so far */
+  guint n_frames;
+  gfloat *out;               /* out_dim */
+  gboolean next_discont;
+  gboolean in_nonfinite;
+};
+
+G_END_DECLS

@@ -1,0 +1,581 @@
+/* conyvggish element tests (GstHarness): window/stride timestamps for odd
+ * buffer sizes, latency, flush / discont / caps / GAP / EOS behaviour, NaN
+ * tokens, wrong caps, missing or bad models, postprocess.
+ *
+ * Models: the reduced VGGish of tests/golden/cnn/ (small: 96x64 -> 128 with
+ * PCA; odd: 20x12x2 -> 10). Reference outputs come from libcony's engine
+ * (cony_cnn_forward on the same frames) and from the torch goldens. */
+#include "cony/cnn.h"
+#include "cony/npy.h"
+
+#include <gst/gst.h>
+#include <gst/check/gstharness.h>
+#include <math.h>
+#include <string.h>
+
+#define D 64
+#define OUT 128
+#define MS (GST_MSECOND)
+#define TOKEN_CAPS(k, rate) \
+  "other/tensors,format=static,num_tensors=1,types=float32,dimensions=(string)64:" k \
+  ",framerate=" rate
+
+static char *
+golden_path (const char *file)
+{
+  const char *root = g_getenv ("CONY_SOURCE_ROOT");
+  g_assert_nonnull (root);
+  return g_build_filename (root, "tests", "golden", "cnn", file, NULL);
+}
+
+static ConyCnn *
+load_model (const char *file)
+{
+  char *path = golden_path (file);
+  GError *error = NULL;
+  ConyCnn *cnn = cony_cnn_load (path, &error);
+  g_assert_no_error (error);
+  g_free (path);
+  return cnn;
+}
+
+static ConyNpyArray *
+load_npy (const char *file)
+{
+  char *path = golden_path (file);
+  GError *error = NULL;
+  ConyNpyArray *a = cony_npy_load (path, &error);
+  g_assert_no_error (error);
+  g_free (path);
+  return a;
+}
+
+/* Deterministic log-mel-like frames. */
+static float *
+make_frames (gsize n, guint d, guint32 seed)
+{
+  float *x = g_new (float, n * d);
+  GRand *r = g_rand_new_with_seed (seed);
+  for (gsize i = 0; i < n * d; i++)
+    x[i] = (float) g_rand_double_range (r, -6.0, 2.0);
+  g_rand_free (r);
+  return x;
+}
+
+static GstHarness *
+new_harness (const char *model_file, const gchar *first_prop, ...)
+{
+  GstElement *el = gst_element_factory_make ("conyvggish", NULL);
+  g_assert_nonnull (el);
+  char *path = golden_path (model_file);
+  g_object_set (el, "model", path, NULL);
+  g_free (path);
+  if (first_prop) {
+    va_list ap;
+    va_start (ap, first_prop);
+    g_object_set_valist (G_OBJECT (el), first_prop, ap);
+    va_end (ap);
+  }
+  GstHarness *h = gst_harness_new_with_element (el, "sink", "src");
+  gst_object_unref (el);
+  return h;
+}
+
+/* Pushes frames [from, from + n) of @x, @k per buffer, with PTS
+ * base + index * frame_ns. */
+static void
+push_frames (GstHarness *h, const float *x, gsize from, gsize n, guint k, GstClockTime base,
+    GstClockTime frame_ns, gboolean discont)
+{
+  for (gsize i = 0; i < n; i += k) {
+    gsize len = MIN (k, n - i);
+    GstBuffer *buf = gst_buffer_new_memdup (x + (from + i) * D, len * D * sizeof (float));
+    GST_BUFFER_PTS (buf) = base + i * frame_ns;
+    GST_BUFFER_DURATION (buf) = len * frame_ns;
+    if (discont && i == 0)
+      GST_BUFFER_FLAG_SET (buf, GST_BUFFER_FLAG_DISCONT);
+    g_assert_cmpint (gst_harness_push (h, buf), ==, GST_FLOW_OK);
+  }
+}
+
+/* Pulls every queued output and checks window w against the engine run on
+ * frames [w * stride, w * stride + 96) of @x, PTS base + w * stride_ns. */
+static guint
+check_windows (GstHarness *h, ConyCnn *cnn, const float *x, guint stride, GstClockTime base,
+    GstClockTime stride_ns)
+{
+  GstBuffer *buf;
+  guint w = 0;
+  float want[OUT];
+  while ((buf = gst_harness_try_pull (h)) != NULL) {
+    GstMapInfo map;
+    g_assert_true (gst_buffer_map (buf, &map, GST_MAP_READ));
+    g_assert_cmpuint (map.size, ==, OUT * sizeof (float));
+    g_assert_cmpuint (GST_BUFFER_PTS (buf), ==, base + w * stride_ns);
+    g_assert_cmpuint (GST_BUFFER_DURATION (buf), ==, stride_ns);
+    g_assert_cmpint (GST_BUFFER_IS_DISCONT (buf), ==, w == 0);
+    cony_cnn_forward (cnn, x + (gsize) w * stride * D, want);
+    const float *got = (const float *) map.data;
+    for (guint j = 0; j < OUT; j++)
+      g_assert_cmpfloat_with_epsilon (got[j], want[j], 1e-5 * MAX (1.0, fabs (want[j])));
+    gst_buffer_unmap (buf, &map);
+    gst_buffer_unref (buf);
+    w++;
+  }
+  return w;
+}
+
+/* ------------------------------------------------------------------------ */
+
+/* Non-overlapping windows of the torch golden patches give the torch outputs. */
+static void
+test_matches_torch_golden (void)
+{
+  ConyNpyArray *x = load_npy ("small_input.npy");
+  ConyNpyArray *want = load_npy ("small_expected.npy");
+  gsize n_patches = x->shape[0];
+  g_assert_cmpuint (cony_npy_array_numel (x), ==, n_patches * 96 * D);
+
+  GstHarness *h = new_harness ("small.safetensors", "stride", 96, NULL);
+  gst_harness_set_src_caps_str (h, TOKEN_CAPS ("1", "100/1"));
+  GstCaps *caps = gst_pad_get_current_caps (h->sinkpad);
+  GstCaps *exp = gst_caps_from_string ("other/tensors,format=static,num_tensors=1,"
+      "types=float32,dimensions=(string)128:1,framerate=25/24");
+  g_assert_true (gst_caps_is_equal (caps, exp));
+  gst_caps_unref (exp);
+  gst_caps_unref (caps);
+
+  push_frames (h, x->data, 0, n_patches * 96, 1, 0, 10 * MS, FALSE);
+  g_assert_cmpuint (gst_harness_buffers_in_queue (h), ==, n_patches);
+  for (gsize p = 0; p < n_patches; p++) {
+    GstBuffer *buf = gst_harness_pull (h);
+    g_assert_cmpuint (GST_BUFFER_PTS (buf), ==, p * 960 * MS);
+    g_assert_cmpuint (GST_BUFFER_DURATION (buf), ==, 960 * MS);
+    GstMapInfo map;
+    gst_buffer_map (buf, &map, GST_MAP_READ);
+    const float *got = (const float *) map.data;
+    double num = 0, den = 0;
+    for (guint j = 0; j < OUT; j++) {
+      num = MAX (num, fabs (got[j] - want->data[p * OUT + j]));
+      den = MAX (den, fabs (want->data[p * OUT + j]));
+    }
+    g_assert_cmpfloat (num / den, <, 1e-4);
+    gst_buffer_unmap (buf, &map);
+    gst_buffer_unref (buf);
+  }
+  gst_harness_teardown (h);
+  cony_npy_array_free (x);
+  cony_npy_array_free (want);
+}
+
+/* Default window 96 / stride 25 at 100 frames/s: 4/1 output, PTS = start +
+ * w * 250 ms, whatever the number of tokens per buffer (7, then 4 after a
+ * caps change that only changes K, which must not reset the window). */
+static void
+test_timestamps_odd_buffers (void)
+{
+  const guint ks[] = { 1, 7, 37 };
+  gsize n = 200;
+  float *x = make_frames (n, D, 1);
+  ConyCnn *cnn = load_model ("small.safetensors");
+  GstClockTime base = 1234567891;
+
+  for (guint i = 0; i < G_N_ELEMENTS (ks); i++) {
+    GstHarness *h = new_harness ("small.safetensors", NULL);
+    gchar *c = g_strdup_printf (TOKEN_CAPS ("%u", "%u/%u"), ks[i], 100, ks[i]);
+    gst_harness_set_src_caps_str (h, c);
+    g_free (c);
+    GstCaps *caps = gst_pad_get_current_caps (h->sinkpad);
+    gint fn, fd;
+    gst_structure_get_fraction (gst_caps_get_structure (caps, 0), "framerate", &fn, &fd);
+    g_assert_cmpint (fn, ==, 4);
+    g_assert_cmpint (fd, ==, 1);
+    gst_caps_unref (caps);
+
+    gsize full = n / ks[i] * ks[i];
+    push_frames (h, x, 0, full, ks[i], base, 10 * MS, FALSE);
+    if (full < n) {
+      gchar *c2 = g_strdup_printf (TOKEN_CAPS ("%u", "%u/%u"), (guint) (n - full), 100,
+          (guint) (n - full));
+      GstCaps *caps2 = gst_caps_from_string (c2);
+      g_free (c2);
+      g_assert_true (gst_pad_push_event (h->srcpad, gst_event_new_caps (caps2)));
+      gst_caps_unref (caps2);
+      push_frames (h, x, full, n - full, ks[i], base + full * 10 * MS, 10 * MS, FALSE);
+    }
+    guint got = check_windows (h, cnn, x, 25, base, 250 * MS);
+    g_assert_cmpuint (got, ==, 1 + (200 - 96) / 25);
+    gst_harness_teardown (h);
+  }
+  cony_cnn_free (cnn);
+  g_free (x);
+}
+
+/* Stride larger than the window: the frames in between are skipped. */
+static void
+test_stride_above_window (void)
+{
+  gsize n = 400;
+  float *x = make_frames (n, D, 2);
+  ConyCnn *cnn = load_model ("small.safetensors");
+  GstHarness *h = new_harness ("small.safetensors", "stride", 150, NULL);
+  gst_harness_set_src_caps_str (h, TOKEN_CAPS ("1", "100/1"));
+  push_frames (h, x, 0, n, 1, 0, 10 * MS, FALSE);
+  /* windows at 0, 150, 300 (the last needs frames up to 395) */
+  g_assert_cmpuint (check_windows (h, cnn, x, 150, 0, 1500 * MS), ==, 3);
+  gst_harness_teardown (h);
+  cony_cnn_free (cnn);
+  g_free (x);
+}
+
+static void
+test_latency (void)
+{
+  struct {
+    const gchar *caps;
+    guint window_model_stride;
+    GstClockTime want;
+  } cases[] = {
+    { TOKEN_CAPS ("1", "100/1"), 25, 950 * MS },       /* 95 frames of 10 ms */
+    { TOKEN_CAPS ("1", "100/1"), 96, 950 * MS },       /* the stride does not matter */
+    { TOKEN_CAPS ("10", "10/1"), 25, 950 * MS },       /* nor the tokens per buffer */
+    { TOKEN_CAPS ("1", "125/2"), 25, 1520 * MS },      /* 95 frames of 16 ms */
+    { TOKEN_CAPS ("1", "300/1"), 25, 316666667 },      /* ceil (95 / 300 s) */
+  };
+  for (guint i = 0; i < G_N_ELEMENTS (cases); i++) {
+    GstHarness *h = new_harness ("small.safetensors", "stride", cases[i].window_model_stride,
+        NULL);
+    gst_harness_set_src_caps_str (h, cases[i].caps);
+    gst_harness_set_upstream_latency (h, 0);
+    g_assert_cmpuint (gst_harness_query_latency (h), ==, cases[i].want);
+    /* conymel's default 25 ms upstream: 975 ms in all = one window of audio. */
+    gst_harness_set_upstream_latency (h, 25 * MS);
+    g_assert_cmpuint (gst_harness_query_latency (h), ==, cases[i].want + 25 * MS);
+    gst_harness_teardown (h);
+  }
+}
+
+/* The same input after a flush gives the same output. */
+static void
+test_flush_resets (void)
+{
+  gsize n = 160;
+  float *x = make_frames (n, D, 3);
+  float *junk = make_frames (50, D, 4);
+  ConyCnn *cnn = load_model ("small.safetensors");
+  GstHarness *h = new_harness ("small.safetensors", NULL);
+  gst_harness_set_src_caps_str (h, TOKEN_CAPS ("1", "100/1"));
+
+  push_frames (h, x, 0, n, 3, 5 * GST_SECOND, 10 * MS, FALSE);
+  push_frames (h, junk, 0, 50, 7, 5 * GST_SECOND + n * 10 * MS, 10 * MS, FALSE);
+  /* windows 0..3 from x, then junk mixes in: count what we have, drop it */
+  while (gst_harness_buffers_in_queue (h) > 0)
+    gst_buffer_unref (gst_harness_pull (h));
+
+  g_assert_true (gst_harness_push_event (h, gst_event_new_flush_start ()));
+  g_assert_true (gst_harness_push_event (h, gst_event_new_flush_stop (TRUE)));
+  GstSegment seg;
+  gst_segment_init (&seg, GST_FORMAT_TIME);
+  g_assert_true (gst_harness_push_event (h, gst_event_new_segment (&seg)));
+
+  push_frames (h, x, 0, n, 5, 5 * GST_SECOND, 10 * MS, FALSE);
+  g_assert_cmpuint (check_windows (h, cnn, x, 25, 5 * GST_SECOND, 250 * MS), ==,
+      1 + (160 - 96) / 25);
+  gst_harness_teardown (h);
+  cony_cnn_free (cnn);
+  g_free (junk);
+  g_free (x);
+}
+
+/* DISCONT re-anchors at the buffer's PTS and drops the partial window. */
+static void
+test_discont_reanchors (void)
+{
+  float *a = make_frames (120, D, 5);
+  float *b = make_frames (130, D, 6);
+  ConyCnn *cnn = load_model ("small.safetensors");
+  GstHarness *h = new_harness ("small.safetensors", NULL);
+  gst_harness_set_src_caps_str (h, TOKEN_CAPS ("1", "100/1"));
+
+  push_frames (h, a, 0, 120, 4, 0, 10 * MS, FALSE);
+  g_assert_cmpuint (check_windows (h, cnn, a, 25, 0, 250 * MS), ==, 1);
+
+  GstClockTime t = 42 * GST_SECOND + 7;
+  push_frames (h, b, 0, 130, 9, t, 10 * MS, TRUE);
+  g_assert_cmpuint (check_windows (h, cnn, b, 25, t, 250 * MS), ==, 2);
+  gst_harness_teardown (h);
+  cony_cnn_free (cnn);
+  g_free (a);
+  g_free (b);
+}
+
+/* A token-rate change resets the window; the new rate times the outputs. */
+static void
+test_caps_change_resets (void)
+{
+  float *a = make_frames (110, D, 7);
+  float *b = make_frames (96, D, 8);
+  ConyCnn *cnn = load_model ("small.safetensors");
+  GstHarness *h = new_harness ("small.safetensors", NULL);
+  gst_harness_set_src_caps_str (h, TOKEN_CAPS ("1", "100/1"));
+  push_frames (h, a, 0, 110, 1, 0, 10 * MS, FALSE);
+  g_assert_cmpuint (check_windows (h, cnn, a, 25, 0, 250 * MS), ==, 1);
+
+  GstCaps *caps = gst_caps_from_string (TOKEN_CAPS ("1", "50/1"));
+  g_assert_true (gst_pad_push_event (h->srcpad, gst_event_new_caps (caps)));
+  gst_caps_unref (caps);
+  push_frames (h, b, 0, 96, 1, 1100 * MS, 20 * MS, FALSE);
+  /* One window, only of b, anchored at b's first PTS, lasting 25 x 20 ms. */
+  g_assert_cmpuint (check_windows (h, cnn, b, 25, 1100 * MS, 500 * MS), ==, 1);
+  gst_harness_teardown (h);
+  cony_cnn_free (cnn);
+  g_free (a);
+  g_free (b);
+}
+
+/* A GAP restarts the window after it and is forwarded. */
+static void
+test_gap (void)
+{
+  float *a = make_frames (60, D, 9);
+  float *b = make_frames (96, D, 10);
+  ConyCnn *cnn = load_model ("small.safetensors");
+  GstHarness *h = new_harness ("small.safetensors", NULL);
+  gst_harness_set_src_caps_str (h, TOKEN_CAPS ("1", "100/1"));
+  push_frames (h, a, 0, 60, 1, 0, 10 * MS, FALSE);
+  g_assert_true (gst_harness_push_event (h, gst_event_new_gap (600 * MS, 400 * MS)));
+  push_frames (h, b, 0, 96, 1, GST_SECOND, 10 * MS, FALSE);
+  g_assert_cmpuint (check_windows (h, cnn, b, 25, GST_SECOND, 250 * MS), ==, 1);
+  GstEvent *ev;
+  gboolean gap = FALSE;
+  while ((ev = gst_harness_try_pull_event (h)) != NULL) {
+    gap |= GST_EVENT_TYPE (ev) == GST_EVENT_GAP;
+    gst_event_unref (ev);
+  }
+  g_assert_true (gap);
+  gst_harness_teardown (h);
+  cony_cnn_free (cnn);
+  g_free (a);
+  g_free (b);
+}
+
+/* EOS: nothing is pending (complete windows are out already); trailing frames
+ * are dropped and EOS is forwarded. */
+static void
+test_eos (void)
+{
+  float *x = make_frames (130, D, 11);
+  GstHarness *h = new_harness ("small.safetensors", NULL);
+  gst_harness_set_src_caps_str (h, TOKEN_CAPS ("1", "100/1"));
+  push_frames (h, x, 0, 130, 1, 0, 10 * MS, FALSE);
+  g_assert_cmpuint (gst_harness_buffers_in_queue (h), ==, 2);
+  g_assert_true (gst_harness_push_event (h, gst_event_new_eos ()));
+  g_assert_cmpuint (gst_harness_buffers_in_queue (h), ==, 2);
+  GstEvent *ev;
+  gboolean eos = FALSE;
+  while ((ev = gst_harness_try_pull_event (h)) != NULL) {
+    eos |= GST_EVENT_TYPE (ev) == GST_EVENT_EOS;
+    gst_event_unref (ev);
+  }
+  g_assert_true (eos);
+  gst_harness_teardown (h);
+  g_free (x);
+}
+
+/* NaN/Inf tokens: one warning, replaced by zeros, outputs finite and equal
+ * to the clean stream's. */
+static void
+test_nan_tokens (void)
+{
+  gsize n = 150;
+  float *x = make_frames (n, D, 12);
+  float *clean = g_memdup2 (x, n * D * sizeof (float));
+  for (gsize i = 30 * D; i < 30 * D + 10; i++) {
+    x[i] = (i % 2) ? NAN : -INFINITY;
+    clean[i] = 0.0f;
+  }
+  ConyCnn *cnn = load_model ("small.safetensors");
+  GstHarness *h = new_harness ("small.safetensors", NULL);
+  GstBus *bus = gst_bus_new ();
+  gst_element_set_bus (h->element, bus);
+  gst_harness_set_src_caps_str (h, TOKEN_CAPS ("1", "100/1"));
+  push_frames (h, x, 0, n, 1, 0, 10 * MS, FALSE);
+  GstMessage *msg = gst_bus_pop_filtered (bus, GST_MESSAGE_WARNING);
+  g_assert_nonnull (msg);
+  gst_message_unref (msg);
+  g_assert_null (gst_bus_pop_filtered (bus, GST_MESSAGE_WARNING));
+  g_assert_cmpuint (check_windows (h, cnn, clean, 25, 0, 250 * MS), ==, 1 + (150 - 96) / 25);
+  gst_element_set_bus (h->element, NULL);
+  gst_object_unref (bus);
+  gst_harness_teardown (h);
+  cony_cnn_free (cnn);
+  g_free (clean);
+  g_free (x);
+}
+
+static void
+test_wrong_caps_refused (void)
+{
+  const gchar *bad[] = {
+    TOKEN_CAPS ("1", "0/1"),      /* no token rate */
+    "other/tensors,format=static,num_tensors=1,types=float32,dimensions=(string)32:1,framerate=100/1",
+    "other/tensors,format=static,num_tensors=1,types=uint8,dimensions=(string)64:1,framerate=100/1",
+    "other/tensors,format=static,num_tensors=1,types=float32,dimensions=(string)64:1:3,framerate=100/1",
+    "audio/x-raw,format=F32LE,rate=16000,channels=1,layout=interleaved",
+  };
+  for (guint i = 0; i < G_N_ELEMENTS (bad); i++) {
+    GstHarness *h = new_harness ("small.safetensors", NULL);
+    GstBus *bus = gst_bus_new ();
+    gst_element_set_bus (h->element, bus);
+    GstPad *sinkpad = gst_element_get_static_pad (h->element, "sink");
+    gst_pad_push_event (h->srcpad, gst_event_new_stream_start ("test"));
+    GstCaps *caps = gst_caps_from_string (bad[i]);
+    g_assert_nonnull (caps);
+    gst_pad_push_event (h->srcpad, gst_event_new_caps (caps));
+    gst_caps_unref (caps);
+    g_assert_false (gst_pad_has_current_caps (sinkpad));
+    g_assert_null (gst_harness_try_pull (h));
+    gst_object_unref (sinkpad);
+    gst_element_set_bus (h->element, NULL);
+    gst_object_unref (bus);
+    gst_harness_teardown (h);
+  }
+}
+
+/* Missing, unreadable or mismatched models: the state change fails with an
+ * error message that carries libcony's explanation. */
+static void
+test_bad_models (void)
+{
+  char *npy = golden_path ("small_input.npy");
+  char *small = golden_path ("small.safetensors");
+  char *odd = golden_path ("odd.safetensors");
+  struct {
+    const char *model;
+    guint window;
+    gint postprocess;
+    const char *in_message;
+  } cases[] = {
+    { NULL, 96, 0, "No model" },
+    { "/nonexistent/vggish.safetensors", 96, 0, "/nonexistent/vggish.safetensors" },
+    { npy, 96, 0, "small_input.npy" },
+    { small, 50, 0, "window" },
+    { odd, 96, 1, "PCA" },
+  };
+  for (guint i = 0; i < G_N_ELEMENTS (cases); i++) {
+    GstElement *el = gst_element_factory_make ("conyvggish", NULL);
+    GstBus *bus = gst_bus_new ();
+    gst_element_set_bus (el, bus);
+    g_object_set (el, "model", cases[i].model, "window", cases[i].window,
+        "postprocess", cases[i].postprocess, NULL);
+    g_assert_cmpint (gst_element_set_state (el, GST_STATE_PAUSED), ==, GST_STATE_CHANGE_FAILURE);
+    GstMessage *msg = gst_bus_pop_filtered (bus, GST_MESSAGE_ERROR);
+    g_assert_nonnull (msg);
+    GError *err = NULL;
+    gchar *dbg = NULL;
+    gst_message_parse_error (msg, &err, &dbg);
+    gchar *all = g_strconcat (err->message, " ", dbg ? dbg : "", NULL);
+    if (!strstr (all, cases[i].in_message))
+      g_error ("case %u: '%s' not in '%s'", i, cases[i].in_message, all);
+    g_free (all);
+    g_free (dbg);
+    g_clear_error (&err);
+    gst_message_unref (msg);
+    /* The element is reusable once the model is fixed. */
+    gst_element_set_state (el, GST_STATE_NULL);
+    g_object_set (el, "model", small, "window", 96, "postprocess", 0, NULL);
+    g_assert_cmpint (gst_element_set_state (el, GST_STATE_PAUSED), ==, GST_STATE_CHANGE_SUCCESS);
+    gst_element_set_state (el, GST_STATE_NULL);
+    gst_element_set_bus (el, NULL);
+    gst_object_unref (bus);
+    gst_object_unref (el);
+  }
+  g_free (npy);
+  g_free (small);
+  g_free (odd);
+}
+
+/* postprocess=tf / torch: the engine's postprocess of the embeddings, and
+ * the torch goldens to within one quantisation step. */
+static void
+test_postprocess (void)
+{
+  const char *names[] = { "tf", "torch" };
+  const char *goldens[] = { "small_pp_tf.npy", "small_pp_torch.npy" };
+  ConyNpyArray *x = load_npy ("small_input.npy");
+  gsize n_patches = x->shape[0];
+  for (guint m = 0; m < 2; m++) {
+    ConyNpyArray *want = load_npy (goldens[m]);
+    GstHarness *h = new_harness ("small.safetensors", "stride", 96, "postprocess", (gint) m + 1,
+        NULL);
+    GEnumClass *ec = g_type_class_ref (g_type_from_name ("GstConyVggishPostprocess"));
+    gint pp = -1;
+    g_object_get (h->element, "postprocess", &pp, NULL);
+    g_assert_cmpstr (g_enum_get_value (ec, pp)->value_nick, ==, names[m]);
+    g_type_class_unref (ec);
+    gst_harness_set_src_caps_str (h, TOKEN_CAPS ("1", "100/1"));
+    push_frames (h, x->data, 0, n_patches * 96, 12, 0, 10 * MS, FALSE);
+    for (gsize p = 0; p < n_patches; p++) {
+      GstBuffer *buf = gst_harness_pull (h);
+      GstMapInfo map;
+      gst_buffer_map (buf, &map, GST_MAP_READ);
+      const float *got = (const float *) map.data;
+      for (guint j = 0; j < OUT; j++) {
+        g_assert_cmpfloat (got[j], ==, floorf (got[j]));
+        g_assert_cmpfloat (got[j], >=, 0.0f);
+        g_assert_cmpfloat (got[j], <=, 255.0f);
+        g_assert_cmpfloat (fabsf (got[j] - want->data[p * OUT + j]), <=, 1.0f);
+      }
+      gst_buffer_unmap (buf, &map);
+      gst_buffer_unref (buf);
+    }
+    gst_harness_teardown (h);
+    cony_npy_array_free (want);
+  }
+  cony_npy_array_free (x);
+}
+
+/* Any geometry the engine takes: the odd model, 20 frames of 12 x 2. */
+static void
+test_other_geometry (void)
+{
+  GstHarness *h = new_harness ("odd.safetensors", "window", 20, "stride", 5, NULL);
+  gst_harness_set_src_caps_str (h, "other/tensors,format=static,num_tensors=1,types=float32,"
+      "dimensions=(string)24:1,framerate=100/1");
+  GstCaps *caps = gst_pad_get_current_caps (h->sinkpad);
+  g_assert_cmpstr (gst_structure_get_string (gst_caps_get_structure (caps, 0), "dimensions"),
+      ==, "10:1");
+  gst_caps_unref (caps);
+  float *x = make_frames (30, 24, 13);
+  GstBuffer *buf = gst_buffer_new_memdup (x, 30 * 24 * sizeof (float));
+  GST_BUFFER_PTS (buf) = 0;
+  g_assert_cmpint (gst_harness_push (h, buf), ==, GST_FLOW_OK);
+  g_assert_cmpuint (gst_harness_buffers_in_queue (h), ==, 3);
+  buf = gst_harness_pull (h);
+  g_assert_cmpuint (gst_buffer_get_size (buf), ==, 10 * sizeof (float));
+  gst_buffer_unref (buf);
+  gst_harness_teardown (h);
+  g_free (x);
+}
+
+int
+main (int argc, char **argv)
+{
+  gst_init (&argc, &argv);
+  g_test_init (&argc, &argv, NULL);
+  g_test_add_func ("/conyvggish/matches-torch-golden", test_matches_torch_golden);
+  g_test_add_func ("/conyvggish/timestamps-odd-buffers", test_timestamps_odd_buffers);
+  g_test_add_func ("/conyvggish/stride-above-window", test_stride_above_window);
+  g_test_add_func ("/conyvggish/latency", test_latency);
+  g_test_add_func ("/conyvggish/flush", test_flush_resets);
+  g_test_add_func ("/conyvggish/discont", test_discont_reanchors);
+  g_test_add_func ("/conyvggish/caps-change", test_caps_change_resets);
+  g_test_add_func ("/conyvggish/gap", test_gap);
+  g_test_add_func ("/conyvggish/eos", test_eos);
+  g_test_add_func ("/conyvggish/nan", test_nan_tokens);
+  g_test_add_func ("/conyvggish/wrong-caps-refused", test_wrong_caps_refused);
+  g_test_add_func ("/conyvggish/bad-models", test_bad_models);
+  g_test_add_func ("/conyvggish/postprocess", test_postprocess);
+  g_test_add_func ("/conyvggish/other-geometry", test_other_geometry);
+  return g_test_run ();
+}
