@@ -129,6 +129,20 @@ gboolean cony_cnn_load_pca (ConyCnn *cnn, const char *path, GError **error);
 gboolean cony_cnn_postprocess (const ConyCnn *cnn, ConyCnnPostprocess mode,
                                const float *emb, gsize n, float *out, GError **error);
 
+/* Profiling, for benchmarks: while enabled, forward calls add the time spent
+ * in the conv/pool stack and in the FC layers, both as wall time and as CPU
+ * time of the calling thread (the latter is the compute time free of other
+ * processes' interference, but misses work done by extra BLAS threads), and
+ * count the examples. cony_cnn_set_profiling() also zeroes the counters. */
+typedef struct {
+  double conv_wall, fc_wall;   /* seconds */
+  double conv_cpu, fc_cpu;     /* seconds of this thread's CPU time */
+  guint64 examples;
+} ConyCnnProfile;
+
+void cony_cnn_set_profiling (ConyCnn *cnn, gboolean enable);
+void cony_cnn_get_profile (const ConyCnn *cnn, ConyCnnProfile *profile);
+
 G_DEFINE_AUTOPTR_CLEANUP_FUNC (ConyCnn, cony_cnn_free)
 
 G_END_DECLS
