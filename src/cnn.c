@@ -50,7 +50,7 @@ struct _ConyCnn {
   ConyCnnProfile prof;
 };
 
-#define FC_CHUNK 32
+#define FC_CHUNK 128
 
 /* ---------------------------------------------------------------- helpers */
 

@@ -2,6 +2,7 @@
  * postprocess in both forms, and the errors bad model files must give. */
 #include "cony/cnn.h"
 #include "cony/error.h"
+#include "cony/mel.h"
 #include "cony/npy.h"
 #include "cony/safetensors.h"
 
@@ -410,6 +411,63 @@ test_separate_pca_and_random (void)
   g_clear_error (&error);
 }
 
+/* The full-size network with converted official weights, when present
+ * (CONY_VGGISH_MODEL, else models/vggish.safetensors): VGGish's smoke test, a
+ * 3 s 1 kHz sine at 16 kHz, 3 examples of 96 frames (hop 96), checked on the
+ * mean and std of the embeddings with rtol 0.1 (values from vggish.md). */
+static void
+test_official_vggish (void)
+{
+  const char *env = g_getenv ("CONY_VGGISH_MODEL");
+  g_autofree char *path = env ? g_strdup (env)
+                              : g_build_filename (g_getenv ("CONY_SOURCE_ROOT"), "models",
+                                                  "vggish.safetensors", NULL);
+  if (!g_file_test (path, G_FILE_TEST_EXISTS)) {
+    g_test_skip ("no converted official VGGish (set CONY_VGGISH_MODEL or add models/vggish.safetensors)");
+    return;
+  }
+  GError *error = NULL;
+  g_autoptr (ConyCnn) cnn = cony_cnn_load (path, &error);
+  g_assert_no_error (error);
+  g_assert_cmpuint (cony_cnn_get_n_params (cnn), ==, 72141184);
+  ConyMelConfig c;
+  cony_mel_config_init_vggish (&c);
+  g_autoptr (ConyMel) mel = cony_mel_new (&c, &error);
+  g_assert_no_error (error);
+  gsize n = 3 * 16000, frames = 0;
+  g_autofree float *x = g_new (float, n);
+  for (gsize i = 0; i < n; i++)
+    x[i] = (float) sin (2 * G_PI * 1000.0 * i / 16000.0);
+  g_autofree float *y = cony_mel_compute (mel, x, n, &frames);
+  g_assert_cmpuint (frames, ==, 298);
+  float emb[3 * 128], pp[3 * 128];
+  for (int k = 0; k < 3; k++)
+    cony_cnn_forward (cnn, y + k * 96 * 64, emb + k * 128);
+  double mean = 0, var = 0;
+  for (int i = 0; i < 384; i++)
+    mean += emb[i] / 384.0;
+  for (int i = 0; i < 384; i++)
+    var += (emb[i] - mean) * (emb[i] - mean) / 384.0;
+  gboolean relu = cony_cnn_get_final_relu (cnn);
+  double want_mean = relu ? 0.131 : 0.000657, want_std = relu ? 0.238 : 0.343;
+  g_test_message ("embedding mean %.6f std %.4f (expected %.6f %.4f)", mean, sqrt (var),
+                  want_mean, want_std);
+  g_assert_cmpfloat (fabs (mean - want_mean), <=, 0.1 * fabs (want_mean));
+  g_assert_cmpfloat (fabs (sqrt (var) - want_std), <=, 0.1 * want_std);
+  if (cony_cnn_has_pca (cnn)) {
+    g_assert_true (cony_cnn_postprocess (cnn, CONY_CNN_POSTPROCESS_TF, emb, 3, pp, &error));
+    double pm = 0, pv = 0;
+    for (int i = 0; i < 384; i++)
+      pm += pp[i] / 384.0;
+    for (int i = 0; i < 384; i++)
+      pv += (pp[i] - pm) * (pp[i] - pm) / 384.0;
+    double wm = relu ? 123.0 : 126.0, ws = relu ? 75.0 : 89.3;
+    g_test_message ("postprocessed mean %.2f std %.2f (expected %.1f %.1f)", pm, sqrt (pv), wm, ws);
+    g_assert_cmpfloat (fabs (pm - wm), <=, 0.1 * wm);
+    g_assert_cmpfloat (fabs (sqrt (pv) - ws), <=, 0.1 * ws);
+  }
+}
+
 int
 main (int argc, char **argv)
 {
@@ -420,6 +478,7 @@ main (int argc, char **argv)
   g_test_add_func ("/cnn/postprocess", test_postprocess);
   g_test_add_func ("/cnn/bad-models", test_bad_models);
   g_test_add_func ("/cnn/separate-pca-and-random", test_separate_pca_and_random);
+  g_test_add_func ("/cnn/official-vggish", test_official_vggish);
   int ret = g_test_run ();
   g_autofree char *cmd = g_strdup_printf ("rm -rf '%s'", tmpdir);
   if (system (cmd) != 0)
