@@ -38,7 +38,8 @@
  *   and restart framing at the new anchor (complete frames still waiting in a
  *   batch are pushed first, except on flush).
  * - A GAP event is silence: zeros are framed for its duration, so the frame
- *   clock stays exact and downstream sees continuous tokens.
+ *   clock stays exact and downstream sees continuous tokens (a GAP without a
+ *   duration is ignored; one before the caps is forwarded as it is).
  * - NaN and ±Inf samples are replaced by 0 (silence) before framing, and a
  *   warning is posted once per run of affected buffers; later frames are
  *   unaffected.
@@ -340,8 +341,7 @@ handle_gap (GstConyMel *self, GstEvent *event)
   guint rate = self->config.sample_rate;
 
   gst_event_parse_gap (event, &ts, &dur);
-  if (!self->have_info || !GST_CLOCK_TIME_IS_VALID (ts) || !GST_CLOCK_TIME_IS_VALID (dur)
-      || dur == 0)
+  if (!GST_CLOCK_TIME_IS_VALID (ts) || !GST_CLOCK_TIME_IS_VALID (dur) || dur == 0)
     return GST_FLOW_OK;
 
   guint64 n = gst_util_uint64_scale_round (dur, rate, GST_SECOND);
@@ -427,6 +427,8 @@ gst_cony_mel_sink_event (GstPad *pad, GstObject *parent, GstEvent *event)
         push_batch (self);
       break;
     case GST_EVENT_GAP:
+      if (!self->have_info)
+        break;                  /* nothing to frame yet: let downstream see it */
       ret = handle_gap (self, event);
       gst_event_unref (event);
       return ret == GST_FLOW_OK || ret == GST_FLOW_FLUSHING;

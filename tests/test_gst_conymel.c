@@ -160,6 +160,7 @@ test_wrong_caps_refused (void)
     GstCaps *caps = gst_caps_from_string (bad[i]);
     g_assert_false (gst_pad_peer_query_accept_caps (h->srcpad, caps));
     gst_pad_push_event (h->srcpad, gst_event_new_caps (caps));
+    gst_caps_unref (caps);
     g_assert_false (gst_pad_has_current_caps (sinkpad));
     GstSegment seg;
     gst_segment_init (&seg, GST_FORMAT_TIME);
