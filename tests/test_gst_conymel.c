@@ -447,6 +447,55 @@ test_discont_reanchors (void)
   g_free (b);
 }
 
+/* A change of input format drains and restarts framing at the next buffer:
+ * no frame mixes samples from before and after the change. */
+static void
+test_caps_change_resets (void)
+{
+  gsize n = 1000, n1, n2;
+  float *a = make_signal (n, 14);
+  float *sig = make_signal (n, 15);
+  gint16 *s = g_new (gint16, n);
+  float *b = g_new (float, n);
+  for (gsize i = 0; i < n; i++) {
+    s[i] = (gint16) lrintf (sig[i] * 20000.0f);
+    b[i] = s[i] / 32768.0f;
+  }
+  float *ref_a = reference_frames (NULL, a, n, &n1);
+  float *ref_b = reference_frames (NULL, b, n, &n2);
+  GstHarness *h = new_harness ("frames-per-buffer", 3, NULL);
+  gst_harness_set_src_caps_str (h, F32_CAPS);
+  gst_harness_push (h, f32_buffer (a, n, 0));
+  /* 4 frames: one full buffer of 3 now */
+  g_assert_cmpuint (gst_harness_buffers_in_queue (h), ==, 1);
+
+  GstCaps *caps = gst_caps_from_string
+      ("audio/x-raw,format=S16LE,rate=16000,channels=1,layout=interleaved");
+  g_assert_true (gst_pad_push_event (h->srcpad, gst_event_new_caps (caps)));
+  gst_caps_unref (caps);
+  /* the 4th frame was drained by the caps change */
+  check_frames (h, ref_a, n1, 0, 0, 10 * MS, 3);
+
+  GstBuffer *buf = gst_buffer_new_memdup (s, n * sizeof (gint16));
+  GstClockTime t = gst_util_uint64_scale (n, GST_SECOND, RATE);
+  GST_BUFFER_PTS (buf) = t;
+  g_assert_cmpint (gst_harness_push (h, buf), ==, GST_FLOW_OK);
+  g_assert_true (gst_harness_push_event (h, gst_event_new_eos ()));
+  GstBuffer *first = gst_harness_try_pull (h);
+  g_assert_nonnull (first);
+  g_assert_true (GST_BUFFER_IS_DISCONT (first));
+  g_assert_cmpuint (GST_BUFFER_PTS (first), ==, t);
+  gst_buffer_unref (first);
+  check_frames (h, ref_b, n2, 3, t + 30 * MS, 10 * MS, 3);
+  gst_harness_teardown (h);
+  g_free (ref_a);
+  g_free (ref_b);
+  g_free (a);
+  g_free (b);
+  g_free (s);
+  g_free (sig);
+}
+
 /* A GAP is framed as silence: the output is that of the signal with zeros in
  * the gap, on an unbroken frame clock. */
 static void
@@ -550,6 +599,7 @@ main (int argc, char **argv)
   g_test_add_func ("/conymel/latency", test_latency);
   g_test_add_func ("/conymel/flush", test_flush_resets);
   g_test_add_func ("/conymel/discont", test_discont_reanchors);
+  g_test_add_func ("/conymel/caps-change", test_caps_change_resets);
   g_test_add_func ("/conymel/gap", test_gap_is_silence);
   g_test_add_func ("/conymel/nan", test_nan_samples);
   g_test_add_func ("/conymel/bad-settings", test_bad_settings);
