@@ -16,7 +16,8 @@ Every case directory holds
 
 The reference runs in float64 on the float32-rounded weights and inputs, so the C
 float32 runtime sees exactly the same numbers. Each case is also run in float32 and
-must agree with the float64 result to 5e-6 (relative to max(1, max |expected|)): a
+must agree with the float64 result to 5e-6 (per step, relative to max(1, max |expected|)),
+and no output may exceed 1e3 in size: a
 draw too ill-conditioned for a float32 comparison at 1e-4 is replaced by the next
 seed (the attempt number is in the note).
 
@@ -47,14 +48,15 @@ FIXED = ("nystrom-fixed", "cony-fixed")
 USES_LANDMARKS = ("nystrom", "nystrom-fixed", "cony", "cony-fixed")
 
 
-def case(variant, d, heads, n, m=0, retro=False, pinv="exact", iters=6, large=False, steps=None):
+def case(variant, d, heads, n, m=0, retro=False, pinv="exact", iters=6, large=0.0, steps=None):
+    """large: scale the input so that the largest |q.k|/sqrt(hd) is about this value."""
     name = f"{variant}-{'retro' if retro else 'single'}-d{d}h{heads}n{n}"
     if variant in USES_LANDMARKS:
         name += f"m{m}"
     if pinv == "iterative":
         name += f"-iter{iters}"
     if large:
-        name += "-large"
+        name += f"-score{int(large)}"
     return dict(name=name, variant=variant, d=d, heads=heads, window=n,
                 landmarks=m if variant in USES_LANDMARKS else 0, retroactive=retro,
                 pinv=pinv, pinv_iterations=iters, large=large, steps=steps or 3 * n)
@@ -94,18 +96,22 @@ CASES = [
     case("cony", 8, 2, 6, 3, pinv="iterative"),
     case("cony-fixed", 8, 2, 7, 3, retro=True, pinv="iterative", iters=4),
     # scores |q.k|/sqrt(hd) up to ~300: no exp may overflow
-    case("regular", 8, 2, 6, large=True),
-    case("continual", 8, 2, 6, large=True),
-    case("continual", 8, 2, 7, retro=True, large=True),
-    case("cony-fixed", 8, 2, 6, 3, large=True),
-    case("cony-fixed", 8, 2, 7, 3, retro=True, large=True),
-    case("nystrom", 8, 2, 6, 3, large=True),
-    case("cony", 8, 2, 6, 3, large=True),
-    case("cony", 8, 1, 7, 3, retro=True, large=True),
+    case("regular", 8, 2, 6, large=300),
+    case("continual", 8, 2, 6, large=300),
+    case("continual", 8, 2, 7, retro=True, large=300),
+    case("cony-fixed", 8, 2, 6, 3, large=300),
+    case("cony-fixed", 8, 2, 7, 3, retro=True, large=300),
+    # Segment-mean landmark kernels at scores of 300 are nearly always close to singular
+    # (outputs of 1e5..1e12 that float32 cannot reproduce); 120 is past float exp's
+    # overflow (88.7) and still gives comparable draws.
+    case("cony", 8, 2, 6, 3, large=120),
+    case("cony", 8, 1, 7, 3, retro=True, large=120),
 ]
 
-LARGE_SCORE = 300.0
 MAX_FLOAT32_ERROR = 5e-6
+# A nearly singular landmark kernel can blow Nyström outputs up (1e12 seen with scores of
+# 300); such a draw would hide errors of the other steps, so it is drawn again too.
+MAX_OUTPUT = 1e3
 
 
 # W_q and W_k are drawn QK_SCALE times larger than W_v so that attention is not nearly
@@ -151,13 +157,13 @@ def max_abs_score(x, w, c):
 
 
 def input_scale_for(x, w, c):
-    """Scale of the input that brings the largest score to about LARGE_SCORE."""
-    scale = 1.0
+    """Scale of the input that brings the largest score to about c["large"]."""
+    scale, target = 1.0, c["large"]
     for _ in range(30):
         got = max_abs_score(x * scale, w, c)
-        if abs(got - LARGE_SCORE) < 5:
+        if abs(got - target) < 0.02 * target:
             break
-        scale *= math.sqrt(LARGE_SCORE / got) if got > 0 else 2.0
+        scale *= math.sqrt(target / got) if got > 0 else 2.0
     return scale
 
 
@@ -178,27 +184,35 @@ def run_reference(x, w, c, dtype):
 
 
 def rel(a, b):
-    return ((a.double() - b.double()).abs().max() / max(1.0, b.abs().max().item())).item()
+    """Worst step of max |a - b| / max(1, max |b|), steps along the first axis."""
+    a = a.double().reshape(a.shape[0], -1) if a.dim() > 1 else a.double()[None]
+    b = b.double().reshape(b.shape[0], -1) if b.dim() > 1 else b.double()[None]
+    scale = b.abs().amax(dim=1).clamp(min=1.0)
+    return ((a - b).abs().amax(dim=1) / scale).max().item()
 
 
 def write_case(outdir, c):
     # Draws whose float32 run strays from float64 (an almost singular Nyström kernel
-    # somewhere in the stream) cannot be compared at 1e-4: draw again.
-    for attempt in range(20):
+    # somewhere in the stream) cannot be compared at 1e-4, nor can outputs that such a
+    # kernel blew up: draw again.
+    for attempt in range(100 if c["large"] else 20):
         w, x = make_case_tensors(c, attempt)
         steps64, win64 = run_reference(x, w, c, torch.float64)
         if not torch.isfinite(steps64).all():
             raise RuntimeError(f"{c['name']}: non-finite reference output")
         steps32, win32 = run_reference(x, w, c, torch.float32)
         err32 = max(rel(steps32, steps64), *(rel(a, b) for a, b in zip(win32, win64)))
-        if err32 <= MAX_FLOAT32_ERROR:
+        size = max(steps64.abs().max().item(), *(o.abs().max().item() for o in win64))
+        if err32 <= MAX_FLOAT32_ERROR and size <= MAX_OUTPUT:
             break
     else:
-        raise RuntimeError(f"{c['name']}: no draw with a float32 error below {MAX_FLOAT32_ERROR}")
+        raise RuntimeError(f"{c['name']}: no draw with a float32 error below {MAX_FLOAT32_ERROR} "
+                           f"and outputs below {MAX_OUTPUT}")
     config = {k: c[k] for k in ("variant", "d", "heads", "window", "landmarks", "retroactive",
                                 "pinv", "pinv_iterations")}
     note = (f"{c['steps']} steps; draw {attempt}; max |q.k|/sqrt(hd) = {max_abs_score(x, w, c):.1f}; "
-            f"float32 reference differs by {err32:.1e} (relative)")
+            f"max |output| = {size:.3g}; float32 reference differs by {err32:.1e} (relative, "
+            "worst step)")
     path = os.path.join(outdir, c["name"])
     os.makedirs(path, exist_ok=True)
     safetensors_io.save(os.path.join(path, "weights.safetensors"),
