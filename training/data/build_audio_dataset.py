@@ -234,9 +234,14 @@ class LongFiles:
         self.durations = {}
 
     def prepare(self, pool):
-        durs = list(pool.map(sox_duration, self.files))
-        for g, d in zip(self.groups, durs):
-            self.durations[g] = d
+        # decode every file once to get its loudness per second: windows are planned only
+        # where every second is active (no silent intros, gaps or placeholder tracks)
+        acts = list(pool.map(lambda f: subwindow_db(sox_decode(f)), self.files))
+        self.active = {}
+        for g, a in zip(self.groups, acts):
+            self.durations[g] = float(len(a))
+            ref = float(np.median(a))
+            self.active[g] = (a > -45.0) & (a > ref - 25.0)
 
     def plan(self, groups, n, rng, clip_s):
         groups = [g for g in groups if self.durations[g] >= clip_s + 1.0]
@@ -251,9 +256,14 @@ class LongFiles:
             head = min(self.skip_head, max(0.0, d - clip_s - 0.5))
             k = int((d - head - 0.5) // clip_s)
             phase = rng.random() * ((d - head - 0.5) - k * clip_s)
-            s = [head + phase + i * clip_s for i in range(k)]
+            act = self.active[g]
+            s = [st for st in (head + phase + i * clip_s for i in range(k))
+                 if act[int(st): int(st + clip_s) + 1].all()]
             rng.shuffle(s)
             slots[g] = s
+        groups = [g for g in groups if slots[g]]
+        if not groups:
+            raise DataError("family %s has no file with an active %.1f s window in this split" % (self.name, clip_s))
         order = list(groups)
         rng.shuffle(order)
         # round-robin over files; each clip gets up to 4 candidate slots of its own
@@ -326,7 +336,15 @@ class LoopFiles:
         self.gap, self.crossfade = gap, crossfade
 
     def prepare(self, pool):
-        pass
+        peaks = list(pool.map(lambda f: float(np.max(np.abs(sox_decode(f)), initial=0.0)), self.files))
+        keep = [p > 10 ** (-50 / 20) for p in peaks]
+        for f, k in zip(self.files, keep):
+            if not k:
+                print("note: %s is silent (a placeholder), not used" % self.cat.rel(f), file=sys.stderr)
+        self.files = [f for f, k in zip(self.files, keep) if k]
+        self.groups = [self.cat.rel(f) for f in self.files]
+        self.by_group = dict(zip(self.groups, self.files))
+        need(self.files, "family %s (after dropping silent files)" % self.name, 3)
 
     def plan(self, groups, n, rng, clip_s):
         if n == 0:
