@@ -100,25 +100,52 @@ row_at (ConyAttention *a, int head, int row)
   return (RowSum) { a->row_offset + i, a->row_phi + i, a->row_acc + (gsize) i * a->hd };
 }
 
-/* Adds a token with score @s and value @v; returns the factor by which earlier terms
- * were rescaled (1 when the offset did not move) and the added term in @e. */
+/* How a row's terms are computed; a row must use one kind for its whole life. CoRe
+ * recomputes a removed term from its score, so it needs the exact double exp; CoNy
+ * subtracts the stored term, so the fast float exp serves. */
+typedef enum { TERMS_EXACT, TERMS_STORED } TermKind;
+
 static double
-rowsum_add (RowSum r, int hd, double s, const float *restrict v, double *e)
+term_exp (TermKind kind, double arg)
 {
-  double factor = 1.0;
-  if (s > *r.offset + RESCALE_MARGIN) {
-    factor = isinf (*r.offset) ? 0.0 : exp (*r.offset - s);
-    *r.phi *= factor;
-    for (int c = 0; c < hd; c++)
-      r.acc[c] *= factor;
-    *r.offset = s;
-  }
-  double ev = exp (s - *r.offset);
-  *r.phi += ev;
+  if (kind == TERMS_EXACT)
+    return exp (arg);
+  float x = (float) arg;
+  cony_exp_batch (&x, 1);
+  return x;
+}
+
+/* Moves the offset up to @s when @s would exceed it by more than RESCALE_MARGIN;
+ * returns the factor applied to the existing terms (1 when nothing moved). */
+static double
+rowsum_make_room (RowSum r, int hd, double s)
+{
+  if (!(s > *r.offset + RESCALE_MARGIN))
+    return 1.0;
+  double factor = isinf (*r.offset) ? 0.0 : exp (*r.offset - s);
+  *r.phi *= factor;
   for (int c = 0; c < hd; c++)
-    r.acc[c] += ev * v[c];
-  *e = ev;
+    r.acc[c] *= factor;
+  *r.offset = s;
   return factor;
+}
+
+static void
+rowsum_add_term (RowSum r, int hd, double e, const float *restrict v)
+{
+  *r.phi += e;
+  for (int c = 0; c < hd; c++)
+    r.acc[c] += e * v[c];
+}
+
+/* Adds a token with score @s and value @v, exact kind; returns the added term. */
+static double
+rowsum_add (RowSum r, int hd, double s, const float *restrict v)
+{
+  rowsum_make_room (r, hd, s);
+  double e = term_exp (TERMS_EXACT, s - *r.offset);
+  rowsum_add_term (r, hd, e, v);
+  return e;
 }
 
 /* Removes a term added earlier (@e relative to the current offset). TRUE when the
@@ -136,8 +163,8 @@ rowsum_remove (RowSum r, int hd, double e, const float *restrict v)
 /* Recomputes a row exactly from @count scores (stride @ss) and values (stride @vs);
  * writes each term to @e (stride @es) when @e is not NULL. */
 static void
-rowsum_rebuild (RowSum r, int hd, const double *s, int ss, const float *v, int vs, int count,
-                double *e, int es)
+rowsum_rebuild (RowSum r, int hd, TermKind kind, const double *s, int ss, const float *v, int vs,
+                int count, double *e, int es)
 {
   double max = -INFINITY;
   for (int i = 0; i < count; i++)
@@ -146,7 +173,7 @@ rowsum_rebuild (RowSum r, int hd, const double *s, int ss, const float *v, int v
   *r.phi = 0.0;
   memset (r.acc, 0, sizeof (double) * hd);
   for (int i = 0; i < count; i++) {
-    double ev = exp (s[(gsize) i * ss] - max);
+    double ev = term_exp (kind, s[(gsize) i * ss] - max);
     const float *vi = v + (gsize) i * vs;
     *r.phi += ev;
     for (int c = 0; c < hd; c++)
@@ -362,7 +389,7 @@ core_row_rebuild (ConyAttention *a, int h, int slot, int w)
   const float *q = a->ring_q + (gsize) slot * d + h * hd;
   for (int i = 0; i < w; i++)
     s[i] = core_score (a, q, a->ring_k + (gsize) i * d + h * hd);
-  rowsum_rebuild (row_at (a, h, slot), hd, s, 1, a->ring_v + h * hd, d, w, NULL, 0);
+  rowsum_rebuild (row_at (a, h, slot), hd, TERMS_EXACT, s, 1, a->ring_v + h * hd, d, w, NULL, 0);
 }
 
 static void
@@ -381,9 +408,8 @@ continual_retroactive_step (ConyAttention *a)
       const float *q = a->ring_q + (gsize) slot * d + h * hd;
       gboolean collapsed = FALSE;
       if (evict)
-        collapsed = rowsum_remove (r, hd, exp (core_score (a, q, k_old) - *r.offset), v_old);
-      double e;
-      rowsum_add (r, hd, core_score (a, q, k_new), v_new, &e);
+        collapsed = rowsum_remove (r, hd, term_exp (TERMS_EXACT, core_score (a, q, k_old) - *r.offset), v_old);
+      rowsum_add (r, hd, core_score (a, q, k_new), v_new);
       if (collapsed)
         core_row_rebuild (a, h, slot, w);
     }
@@ -424,7 +450,7 @@ cony_landmark_row_rebuild (ConyAttention *a, int h, int j, int w)
   if (a->ring_k)
     for (int slot = 0; slot < w; slot++)
       sk[(gsize) slot * stride] = a->scale * cony_dot_d (ql, a->ring_k + (gsize) slot * d + h * hd, hd);
-  rowsum_rebuild (row_at (a, h, j), hd, sk, stride, a->ring_v + h * hd, d, w,
+  rowsum_rebuild (row_at (a, h, j), hd, TERMS_STORED, sk, stride, a->ring_v + h * hd, d, w,
                   a->ek + lm_index (a, 0, h, j), stride);
 }
 
@@ -433,10 +459,19 @@ static void
 cony_query_row (const ConyAttention *a, int h, const float *q, double *r)
 {
   int ml = a->ml, hd = a->hd;
-  double beta[ml];
-  for (int j = 0; j < ml; j++)
+  double beta[ml], max = -INFINITY, sum = 0.0;
+  float e[ml];
+  for (int j = 0; j < ml; j++) {
     beta[j] = a->scale * cony_dot_d (q, a->lm_k + ((gsize) h * a->m + j) * hd, hd);
-  cony_softmax_d (beta, ml);
+    max = beta[j] > max ? beta[j] : max;
+  }
+  for (int j = 0; j < ml; j++)
+    e[j] = (float) (beta[j] - max);
+  cony_exp_batch (e, ml);
+  for (int j = 0; j < ml; j++)
+    sum += e[j];
+  for (int j = 0; j < ml; j++)
+    beta[j] = e[j] / sum;
   const double *P = a->pinv + (gsize) h * a->m * a->m;
   for (int j = 0; j < ml; j++) {
     double s = 0.0;
@@ -515,45 +550,56 @@ cony_segment_push (ConyAttention *a)
   return complete;
 }
 
-/* Subtracts the evicted key, adds the new one, for every landmark row but @skip. */
+/* Subtracts the evicted key, adds the new one, for every landmark row but @skip.
+ * The term added for a key is stored and later subtracted as is, so its exponential
+ * only needs to be deterministic: the fast batch exp of linalg.c serves. */
 static void
 cony_update_rows (ConyAttention *a, int w, int p, gboolean evict, int skip)
 {
-  int d = a->d, hd = a->hd;
+  int d = a->d, hd = a->hd, ml = a->ml;
   for (int h = 0; h < a->heads; h++) {
     const float *k_new = a->qkv + d + h * hd, *v_new = a->qkv + 2 * d + h * hd;
     const float *v_old = a->v_old + h * hd;
-    for (int j = 0; j < a->ml; j++) {
+    float arg[ml];
+    for (int j = 0; j < ml; j++) {
+      RowSum r = row_at (a, h, j);
+      double s = a->scale * cony_dot_d (a->lm_q + ((gsize) h * a->m + j) * hd, k_new, hd);
+      double factor = rowsum_make_room (r, hd, s);
+      if (factor != 1.0) /* offset moved: earlier terms are now relative to it */
+        for (int slot = 0; slot < w; slot++)
+          a->ek[lm_index (a, slot, h, j)] *= factor;
+      a->sk[lm_index (a, p, h, j)] = s;
+      arg[j] = (float) (s - *r.offset);
+    }
+    cony_exp_batch (arg, ml);
+    for (int j = 0; j < ml; j++) {
       if (j == skip)
         continue;
       RowSum r = row_at (a, h, j);
       gsize at = lm_index (a, p, h, j);
       gboolean collapsed = evict && rowsum_remove (r, hd, a->ek[at], v_old);
-      double s = a->scale * cony_dot_d (a->lm_q + ((gsize) h * a->m + j) * hd, k_new, hd), e;
-      double factor = rowsum_add (r, hd, s, v_new, &e);
-      if (factor != 1.0) /* offset moved: earlier terms are now relative to it */
-        for (int slot = 0; slot < w; slot++)
-          a->ek[lm_index (a, slot, h, j)] *= factor;
-      a->sk[at] = s;
-      a->ek[at] = e;
+      a->ek[at] = arg[j];
+      rowsum_add_term (r, hd, arg[j], v_new);
       if (collapsed)
         cony_landmark_row_rebuild (a, h, j, w);
     }
   }
 }
 
-/* out = Σ_j r_j N_j for head @h. */
+/* out = Σ_j r_j N_j for head @h (N: heads × m rows of hd). */
 static void
 cony_combine (const ConyAttention *a, int h, const double *r, const double *N, float *out)
 {
   int hd = a->hd;
   const double *Nh = N + (gsize) h * a->m * hd;
-  for (int c = 0; c < hd; c++) {
-    double acc = 0.0;
-    for (int j = 0; j < a->ml; j++)
-      acc += r[j] * Nh[(gsize) j * hd + c];
-    out[c] = (float) acc;
-  }
+  double acc[hd];
+  for (int c = 0; c < hd; c++)
+    acc[c] = r[0] * Nh[c];
+  for (int j = 1; j < a->ml; j++)
+    for (int c = 0; c < hd; c++)
+      acc[c] += r[j] * Nh[(gsize) j * hd + c];
+  for (int c = 0; c < hd; c++)
+    out[c] = (float) acc[c];
 }
 
 static void
@@ -582,20 +628,21 @@ cony_step (ConyAttention *a)
     }
   }
 
+  if (!a->cfg.retroactive) { /* out = Σ_j r_j (ΔV)_j / φ(Δ)_j */
+    double r[a->m];
+    for (int h = 0; h < a->heads; h++) {
+      cony_query_row (a, h, a->qkv + h * hd, r);
+      for (int j = 0; j < a->ml; j++)
+        r[j] /= a->row_phi[h * a->n_rows + j];
+      cony_combine (a, h, r, a->row_acc, a->heads_out + h * hd);
+    }
+    return;
+  }
   /* N_j = (ΔV)_j / φ(Δ)_j per head, then each output row is r·N. */
   double *N = a->scratch_d;
   for (int h = 0; h < a->heads; h++)
     for (int j = 0; j < a->ml; j++)
       rowsum_normalised (row_at (a, h, j), hd, N + ((gsize) h * a->m + j) * hd);
-
-  if (!a->cfg.retroactive) {
-    double r[a->m];
-    for (int h = 0; h < a->heads; h++) {
-      cony_query_row (a, h, a->qkv + h * hd, r);
-      cony_combine (a, h, r, N, a->heads_out + h * hd);
-    }
-    return;
-  }
   for (int h = 0; h < a->heads; h++)
     cony_query_row (a, h, a->qkv + h * hd, a->rcache + lm_index (a, p, h, 0));
   int first = window_first_row (a, w);

@@ -22,6 +22,26 @@ cony_softmax (float *x, int n)
 }
 
 void
+cony_exp_batch (float *x, int n)
+{
+  for (int i = 0; i < n; i++) {
+    float v = x[i] < -87.0f ? -87.0f : (x[i] > 88.0f ? 88.0f : x[i]);
+    /* k = round(v / ln 2) with the 1.5·2^23 trick; r = v − k·ln 2 in two parts. */
+    float k = (v * 1.44269504088896341f + 12582912.0f) - 12582912.0f;
+    float r = v - k * 0.693359375f + k * 2.12194440e-4f;
+    float p = 1.9875691500e-4f;
+    p = p * r + 1.3981999507e-3f;
+    p = p * r + 8.3334519073e-3f;
+    p = p * r + 4.1665795894e-2f;
+    p = p * r + 1.6666665459e-1f;
+    p = p * r + 5.0000001201e-1f;
+    p = p * r * r + r + 1.0f;
+    union { gint32 i; float f; } two_k = { .i = ((gint32) k + 127) << 23 };
+    x[i] = p * two_k.f;
+  }
+}
+
+void
 cony_softmax_d (double *x, int n)
 {
   double max = x[0], sum = 0.0;

@@ -17,15 +17,28 @@ cony_dot (const float *restrict a, const float *restrict b, int n)
   return s;
 }
 
-/* Dot product of two float vectors accumulated in double. */
+/* Dot product of two float vectors accumulated in double, in four independent
+ * partial sums (deterministic, and short enough for the compiler to vectorise). */
 static inline double
 cony_dot_d (const float *restrict a, const float *restrict b, int n)
 {
-  double s = 0.0;
-  for (int i = 0; i < n; i++)
-    s += (double) a[i] * b[i];
-  return s;
+  double s0 = 0.0, s1 = 0.0, s2 = 0.0, s3 = 0.0;
+  int i = 0;
+  for (; i + 4 <= n; i += 4) {
+    s0 += (double) a[i] * b[i];
+    s1 += (double) a[i + 1] * b[i + 1];
+    s2 += (double) a[i + 2] * b[i + 2];
+    s3 += (double) a[i + 3] * b[i + 3];
+  }
+  for (; i < n; i++)
+    s0 += (double) a[i] * b[i];
+  return (s0 + s1) + (s2 + s3);
 }
+
+/* In place x[i] = exp(x[i]) for x[i] <= 88, to about 1e-7 relative (range reduction
+ * by ln 2 and a degree-6 polynomial, Cephes' coefficients); arguments below -87 give
+ * ~1e-38. Plain float arithmetic, so loops over it vectorise. */
+void cony_exp_batch (float *x, int n);
 
 /* In place, double precision: x[i] = exp(x[i] - max) / sum. */
 void cony_softmax_d (double *x, int n);

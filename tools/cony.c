@@ -5,8 +5,8 @@
 #include <string.h>
 
 static const ConyCommand commands[] = {
-  //{ "attention", "run one attention layer over a token sequence", cony_cmd_attention },
-  //{ "bench", "benchmarks (attention, ...)", cony_cmd_bench },
+  { "attention", "run one attention layer over a token sequence", cony_cmd_attention },
+  { "bench", "benchmarks (attention, ...)", cony_cmd_bench },
   { "mel", "VGGish log-mel frames of a WAV file (.npy out)", cony_cmd_mel },
   { "embed", "VGGish-style CNN embeddings of a WAV or log-mel .npy", cony_cmd_embed },
 };
