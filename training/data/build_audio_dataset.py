@@ -13,7 +13,6 @@ for every class and family that uses it, so no source file has clips in both spl
 """
 import argparse
 import csv
-import hashlib
 import os
 import re
 import shutil
@@ -267,7 +266,6 @@ class LongFiles:
         order = list(groups)
         rng.shuffle(order)
         # round-robin over files; each clip gets up to 4 candidate slots of its own
-        picks = defaultdict(list)
         jobs_per_file = Counter()
         i = 0
         while sum(jobs_per_file.values()) < n:
@@ -361,7 +359,7 @@ class LoopFiles:
 class Synth:
     """Synthesised clips; every clip is its own group."""
 
-    def __init__(self, name, label, kind, package="synth"):
+    def __init__(self, name, label, kind, package="synth(numpy)"):
         self.name, self.label, self.kind, self.package = name, label, kind, package
         self.groups = None  # split decided per clip
 
@@ -398,7 +396,7 @@ def render_long(spec, rng, clip_s):
     return best, [spec["file"]], "start=%.2f" % best_start
 
 
-def render_concat(spec, rng, clip_s, cache):
+def render_concat(spec, rng, clip_s):
     need_n = int(clip_s * SR)
     parts, used, total = [], [], 0
     files = spec["files"]
@@ -406,7 +404,7 @@ def render_concat(spec, rng, clip_s, cache):
     while total < need_n + SR // 2 and i < 4 * len(files):
         f = files[i % len(files)]
         i += 1
-        x = cache_decode(cache, f)
+        x = sox_decode(f)
         x = trim_quiet(x)
         if len(x) < SR // 10:
             continue
@@ -424,9 +422,9 @@ def render_concat(spec, rng, clip_s, cache):
     return y[off: off + need_n], used, "files=%d" % len(used)
 
 
-def render_loop(spec, rng, clip_s, cache):
+def render_loop(spec, rng, clip_s):
     need_n = int(clip_s * SR)
-    x = cache_decode(cache, spec["file"])
+    x = sox_decode(spec["file"])
     x = trim_quiet(x, -40.0)
     if len(x) < SR // 20:
         raise DataError("%s is (nearly) silent" % spec["file"])
@@ -452,11 +450,6 @@ def render_loop(spec, rng, clip_s, cache):
         y = np.concatenate(parts)
     off = int(rng.integers(0, max(1, min(len(y) - need_n, len(x)) + 1)))
     return y[off: off + need_n], [spec["file"]], "loop"
-
-
-def cache_decode(cache, f):
-    # short files only; tiny per-worker cache is not needed for correctness
-    return sox_decode(f)
 
 
 def synth_noise(rng, n):
@@ -644,9 +637,9 @@ def render(job, clip_s, tmpdir):
     if k == "long":
         x, used, detail = render_long(spec, rng, clip_s)
     elif k == "concat":
-        x, used, detail = render_concat(spec, rng, clip_s, None)
+        x, used, detail = render_concat(spec, rng, clip_s)
     elif k == "loop":
-        x, used, detail = render_loop(spec, rng, clip_s, None)
+        x, used, detail = render_loop(spec, rng, clip_s)
     elif k in ("espeak", "flite"):
         x, used, detail = render_tts(spec, rng, clip_s, tmpdir)
     elif k == "noise":
@@ -659,7 +652,7 @@ def render(job, clip_s, tmpdir):
         x, detail = synth_silence(rng, n)
         used = []
     elif k == "quiet_real":  # a real noise recording far down in level: "quiet room"
-        x, used, detail = render_loop(spec, rng, clip_s, None)
+        x, used, detail = render_loop(spec, rng, clip_s)
         detail = "quiet " + detail
     else:
         raise ValueError(k)
@@ -839,7 +832,6 @@ def main():
                     gs = [g for g in f.groups if split_of[g] == split]
                 specs = f.plan(gs, n, rng, a.clip_seconds)
                 for si, sp in enumerate(specs):
-                    idx = len(jobs)
                     if sp["kind"] == "loop" and f.name == "quiet_real":
                         sp["kind"] = "quiet_real"
                     group = sp.get("group") or "synth:%s:%s:%s%04d" % (c, f.name, split, si)
@@ -862,7 +854,7 @@ def main():
         src = ";".join(cat.rel(u) for u in used) if used else "%s (%s)" % (j["group"], detail)
         rows.append(dict(path=j["path"], label=j["label"], source_file=src, split=j["split"],
                          duration="%.3f" % dur, origin="real" if used else "synth",
-                         package=j["package"], group=j["group"], family=j["family"], detail=detail))
+                         package="+".join(sorted({cat.rel(u).split(":")[0] for u in used})) or j["package"], group=j["group"], family=j["family"], detail=detail))
 
     # leakage check: every source file and group in exactly one split
     where = defaultdict(set)
@@ -886,7 +878,6 @@ def main():
 
     # balance report
     cnt = Counter((r["label"], r["split"], r["origin"]) for r in rows)
-    secs = Counter(r["label"] for r in rows)
     ngroups = defaultdict(set)
     for r in rows:
         ngroups[(r["label"], r["split"])].add(r["group"])
