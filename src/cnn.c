@@ -25,6 +25,7 @@ typedef struct {
    * FC:   w is out x in row-major (torch layout). */
   float *w;
   float *b;
+  float *wino;           /* CONV, Winograd: 16 x in_c x out_c (made on first use) */
 } Layer;
 
 struct _ConyCnn {
@@ -48,6 +49,11 @@ struct _ConyCnn {
 
   gboolean profiling;
   ConyCnnProfile prof;
+
+  ConyCnnConvAlgorithm conv_algo;
+  gsize max_wv, max_wm;  /* Winograd scratch: 16 x tiles x Cin, 16 x tiles x Cout */
+  gsize max_ch;          /* widest conv layer (channels) */
+  float *wv, *wm, *wt;
 };
 
 #define FC_CHUNK 128
@@ -60,6 +66,7 @@ layer_clear (Layer *l)
   g_free (l->name);
   g_free (l->w);
   g_free (l->b);
+  g_free (l->wino);
 }
 
 void
@@ -78,6 +85,9 @@ cony_cnn_free (ConyCnn *cnn)
   g_free (cnn->col);
   g_free (cnn->fc_a);
   g_free (cnn->fc_b);
+  g_free (cnn->wv);
+  g_free (cnn->wm);
+  g_free (cnn->wt);
   g_free (cnn);
 }
 
@@ -103,6 +113,10 @@ finish_geometry (ConyCnn *cnn, GError **error)
         return FALSE;
       }
       cnn->max_col = MAX (cnn->max_col, (gsize) h * w * 9 * c);
+      gsize tiles = (gsize) ((h + 1) / 2) * ((w + 1) / 2);
+      cnn->max_wv = MAX (cnn->max_wv, 16 * tiles * c);
+      cnn->max_wm = MAX (cnn->max_wm, 16 * tiles * l->out_c);
+      cnn->max_ch = MAX (cnn->max_ch, (gsize) MAX (c, l->out_c));
       c = l->out_c;
     } else if (l->kind == LAYER_POOL) {
       l->in_c = c;
@@ -757,8 +771,145 @@ bias_act (float *x, gsize rows, guint cols, const float *b, gboolean relu)
   }
 }
 
+/* ---- Winograd F(2x2, 3x3) ----
+ * Y = A^T [ (G g G^T) . (B^T d B) ] A with
+ *   G = [1 0 0; 1/2 1/2 1/2; 1/2 -1/2 1/2; 0 0 1],
+ *   B^T = [1 0 -1 0; 0 1 1 0; 0 -1 1 0; 0 1 0 -1],  A^T = [1 1 1 0; 0 1 -1 -1].
+ * The elementwise product summed over input channels is 16 sgemms. */
+
 static void
-conv_forward (ConyCnn *cnn, const Layer *l, const float *in, float *out)
+winograd_weights (Layer *l)
+{
+  guint in = l->in_c, out = l->out_c;
+  gsize plane = (gsize) in * out;
+  l->wino = g_new (float, 16 * plane);
+  for (guint i = 0; i < in; i++)
+    for (guint o = 0; o < out; o++) {
+      double g[3][3], gg[4][3];
+      for (int ky = 0; ky < 3; ky++)
+        for (int kx = 0; kx < 3; kx++)
+          g[ky][kx] = l->w[((gsize) (ky * 3 + kx) * in + i) * out + o];
+      for (int c = 0; c < 3; c++) {
+        gg[0][c] = g[0][c];
+        gg[1][c] = 0.5 * (g[0][c] + g[1][c] + g[2][c]);
+        gg[2][c] = 0.5 * (g[0][c] - g[1][c] + g[2][c]);
+        gg[3][c] = g[2][c];
+      }
+      for (int r = 0; r < 4; r++) {
+        double u[4] = { gg[r][0], 0.5 * (gg[r][0] + gg[r][1] + gg[r][2]),
+                        0.5 * (gg[r][0] - gg[r][1] + gg[r][2]), gg[r][2] };
+        for (int c = 0; c < 4; c++)
+          l->wino[(gsize) (r * 4 + c) * plane + (gsize) i * out + o] = (float) u[c];
+      }
+    }
+}
+
+static void
+conv_winograd (ConyCnn *cnn, Layer *l, const float *in, float *out)
+{
+  guint H = l->in_h, W = l->in_w, C = l->in_c, K = l->out_c;
+  guint th = (H + 1) / 2, tw = (W + 1) / 2;
+  gsize T = (gsize) th * tw;
+  if (l->wino == NULL)
+    winograd_weights (l);
+  if (cnn->wv == NULL) {
+    cnn->wv = g_new (float, cnn->max_wv);
+    cnn->wm = g_new (float, cnn->max_wm);
+    cnn->wt = g_new (float, 16 * cnn->max_ch);
+  }
+  float *V = cnn->wv, *M = cnn->wm;
+  gsize vplane = T * C, mplane = T * K;
+  float *zeros = g_alloca (sizeof (float) * C);
+  memset (zeros, 0, sizeof (float) * C);
+
+  /* Input transform: V[k][tile][c] = (B^T d B)[k], channels innermost so the
+   * loops vectorise. */
+  float *t = cnn->wt;
+  for (guint ty = 0; ty < th; ty++)
+    for (guint tx = 0; tx < tw; tx++) {
+      gsize tile = (gsize) ty * tw + tx;
+      const float *px[4][4];
+      for (int r = 0; r < 4; r++)
+        for (int q = 0; q < 4; q++) {
+          int y = (int) (2 * ty) + r - 1, x = (int) (2 * tx) + q - 1;
+          px[r][q] = (y < 0 || y >= (int) H || x < 0 || x >= (int) W)
+                         ? zeros : in + ((gsize) y * W + x) * C;
+        }
+      /* t[r][q] = (B^T d)[r][q], C floats each. */
+      for (int q = 0; q < 4; q++) {
+        const float *d0 = px[0][q], *d1 = px[1][q], *d2 = px[2][q], *d3 = px[3][q];
+        float *t0 = t + (0 * 4 + q) * C, *t1 = t + (1 * 4 + q) * C;
+        float *t2 = t + (2 * 4 + q) * C, *t3 = t + (3 * 4 + q) * C;
+        for (guint c = 0; c < C; c++) {
+          t0[c] = d0[c] - d2[c];
+          t1[c] = d1[c] + d2[c];
+          t2[c] = d2[c] - d1[c];
+          t3[c] = d1[c] - d3[c];
+        }
+      }
+      for (int r = 0; r < 4; r++) {
+        const float *a0 = t + (r * 4 + 0) * C, *a1 = t + (r * 4 + 1) * C;
+        const float *a2 = t + (r * 4 + 2) * C, *a3 = t + (r * 4 + 3) * C;
+        float *v0 = V + (r * 4 + 0) * vplane + tile * C, *v1 = V + (r * 4 + 1) * vplane + tile * C;
+        float *v2 = V + (r * 4 + 2) * vplane + tile * C, *v3 = V + (r * 4 + 3) * vplane + tile * C;
+        for (guint c = 0; c < C; c++) {
+          v0[c] = a0[c] - a2[c];
+          v1[c] = a1[c] + a2[c];
+          v2[c] = a2[c] - a1[c];
+          v3[c] = a1[c] - a3[c];
+        }
+      }
+    }
+
+  /* 16 products (T x C) (C x K). */
+  gsize uplane = (gsize) C * K;
+  for (int k = 0; k < 16; k++)
+    cblas_sgemm (CblasRowMajor, CblasNoTrans, CblasNoTrans, (int) T, (int) K, (int) C, 1.0f,
+                 V + k * vplane, (int) C, l->wino + k * uplane, (int) K, 0.0f, M + k * mplane,
+                 (int) K);
+
+  /* Output transform, bias, ReLU; output channels innermost. */
+  float *row[2][4];
+  for (int r = 0; r < 2; r++)
+    for (int q = 0; q < 4; q++)
+      row[r][q] = t + (r * 4 + q) * K;
+  float *y4[4] = { t + 8 * K, t + 9 * K, t + 10 * K, t + 11 * K };
+  for (guint ty = 0; ty < th; ty++)
+    for (guint tx = 0; tx < tw; tx++) {
+      gsize tile = (gsize) ty * tw + tx;
+      const float *m[16];
+      for (int k = 0; k < 16; k++)
+        m[k] = M + k * mplane + tile * K;
+      /* (A^T a)[r][q] for r = 0, 1. */
+      for (int q = 0; q < 4; q++) {
+        const float *a0 = m[q], *a1 = m[4 + q], *a2 = m[8 + q], *a3 = m[12 + q];
+        float *r0 = row[0][q], *r1 = row[1][q];
+        for (guint k = 0; k < K; k++) {
+          r0[k] = a0[k] + a1[k] + a2[k];
+          r1[k] = a1[k] - a2[k] - a3[k];
+        }
+      }
+      const float *b = l->b;
+      for (int r = 0; r < 2; r++) {
+        const float *s0 = row[r][0], *s1 = row[r][1], *s2 = row[r][2], *s3 = row[r][3];
+        float *ya = y4[2 * r], *yb = y4[2 * r + 1];
+        for (guint k = 0; k < K; k++) {
+          float u = s0[k] + s1[k] + s2[k] + b[k];
+          float w = s1[k] - s2[k] - s3[k] + b[k];
+          ya[k] = u > 0.0f ? u : 0.0f;
+          yb[k] = w > 0.0f ? w : 0.0f;
+        }
+      }
+      guint y0 = 2 * ty, x0 = 2 * tx;
+      for (guint r = 0; r < 2; r++)
+        for (guint q = 0; q < 2; q++)
+          if (y0 + r < H && x0 + q < W)
+            memcpy (out + ((gsize) (y0 + r) * W + x0 + q) * K, y4[2 * r + q], sizeof (float) * K);
+    }
+}
+
+static void
+conv_im2col (ConyCnn *cnn, const Layer *l, const float *in, float *out)
 {
   gsize M = (gsize) l->in_h * l->in_w;
   guint K = 9 * l->in_c;
@@ -796,10 +947,14 @@ features_forward (ConyCnn *cnn, const float *input)
   float *bufs[2] = { cnn->act_a, cnn->act_b };
   int which = 0;
   for (guint i = 0; i < cnn->first_fc; i++) {
-    const Layer *l = &cnn->layers[i];
+    Layer *l = &cnn->layers[i];
     float *out = bufs[which];
-    if (l->kind == LAYER_CONV)
-      conv_forward (cnn, l, cur, out);
+    gboolean wino = cnn->conv_algo == CONY_CNN_CONV_WINOGRAD ||
+                    (cnn->conv_algo == CONY_CNN_CONV_AUTO && l->in_c >= 16);
+    if (l->kind == LAYER_CONV && wino)
+      conv_winograd (cnn, l, cur, out);
+    else if (l->kind == LAYER_CONV)
+      conv_im2col (cnn, l, cur, out);
     else
       pool_forward (l, cur, out);
     cur = out;
@@ -898,6 +1053,21 @@ cony_cnn_forward_batch (ConyCnn *cnn, const float *input, gsize n, float *out)
       cnn->prof.examples += m;
     }
   }
+}
+
+void
+cony_cnn_set_conv_algorithm (ConyCnn *cnn, ConyCnnConvAlgorithm algorithm)
+{
+  g_return_if_fail (cnn != NULL);
+  g_return_if_fail (algorithm <= CONY_CNN_CONV_WINOGRAD);
+  cnn->conv_algo = algorithm;
+}
+
+ConyCnnConvAlgorithm
+cony_cnn_get_conv_algorithm (const ConyCnn *cnn)
+{
+  g_return_val_if_fail (cnn != NULL, CONY_CNN_CONV_AUTO);
+  return cnn->conv_algo;
 }
 
 void

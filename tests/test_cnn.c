@@ -79,12 +79,20 @@ test_small_forward (void)
   gsize n = x->shape[0];
   g_assert_cmpuint (n, ==, 4);
   float out[128];
-  for (gsize k = 0; k < n; k++) {
-    cony_cnn_forward (cnn, x->data + k * 96 * 64, out);
-    double e = rel_err (out, want->data + k * 128, 128);
-    g_test_message ("example %" G_GSIZE_FORMAT ": relative error %.2e", k, e);
-    g_assert_cmpfloat (e, <, 1e-4);
+  static const ConyCnnConvAlgorithm algos[] = { CONY_CNN_CONV_AUTO, CONY_CNN_CONV_IM2COL,
+                                                CONY_CNN_CONV_WINOGRAD };
+  g_assert_cmpint (cony_cnn_get_conv_algorithm (cnn), ==, CONY_CNN_CONV_AUTO);
+  for (guint a = 0; a < G_N_ELEMENTS (algos); a++) {
+    cony_cnn_set_conv_algorithm (cnn, algos[a]);
+    for (gsize k = 0; k < n; k++) {
+      cony_cnn_forward (cnn, x->data + k * 96 * 64, out);
+      double e = rel_err (out, want->data + k * 128, 128);
+      g_test_message ("conv algorithm %d, example %" G_GSIZE_FORMAT ": relative error %.2e",
+                      algos[a], k, e);
+      g_assert_cmpfloat (e, <, 1e-4);
+    }
   }
+  cony_cnn_set_conv_algorithm (cnn, CONY_CNN_CONV_AUTO);
 
   /* Batched == one by one (within float rounding: sgemm vs sgemv). */
   g_autofree float *batch = g_new (float, n * 128);
@@ -122,11 +130,36 @@ test_odd_layout (void)
   float out[3 * 10];
   cony_cnn_forward_batch (cnn, x->data, 3, out);
   g_assert_cmpfloat (rel_err (out, want->data, 30), <, 1e-4);
+  cony_cnn_set_conv_algorithm (cnn, CONY_CNN_CONV_WINOGRAD);   /* 2- and 4-channel layers too */
+  cony_cnn_forward_batch (cnn, x->data, 3, out);
+  g_assert_cmpfloat (rel_err (out, want->data, 30), <, 1e-4);
 
   guint64 conv, fc;
   cony_cnn_get_flops (cnn, &conv, &fc);
   g_assert_cmpuint (conv, ==, 2ull * (20 * 12 * 9 * 2 * 4 + 10 * 6 * 9 * 4 * 6 + 10 * 6 * 9 * 6 * 6));
   g_assert_cmpuint (fc, ==, 2ull * (12 * 16 + 16 * 10));
+}
+
+/* Winograd and im2col agree on maps with odd heights and widths (partial
+ * 2x2 output tiles at the bottom and right edges). */
+static void
+test_conv_algorithms_odd_sizes (void)
+{
+  GError *error = NULL;
+  g_autoptr (ConyCnn) cnn = cony_cnn_new_random ("5 7 M 6 | 9", 11, 7, 3, 3, &error);
+  g_assert_no_error (error);
+  float in[11 * 7 * 3], a[9], b[9];
+  for (int i = 0; i < 11 * 7 * 3; i++)
+    in[i] = cosf (i * 1.3f) + 0.2f;
+  cony_cnn_set_conv_algorithm (cnn, CONY_CNN_CONV_IM2COL);
+  cony_cnn_forward (cnn, in, a);
+  cony_cnn_set_conv_algorithm (cnn, CONY_CNN_CONV_WINOGRAD);
+  cony_cnn_forward (cnn, in, b);
+  g_assert_cmpfloat (rel_err (b, a, 9), <, 1e-5);
+  gboolean nonzero = FALSE;
+  for (int i = 0; i < 9; i++)
+    nonzero |= a[i] != 0.0f;
+  g_assert_true (nonzero);
 }
 
 static void
@@ -475,6 +508,7 @@ main (int argc, char **argv)
   tmpdir = g_dir_make_tmp ("cony-cnn-XXXXXX", NULL);
   g_test_add_func ("/cnn/small-forward", test_small_forward);
   g_test_add_func ("/cnn/odd-layout", test_odd_layout);
+  g_test_add_func ("/cnn/conv-algorithms-odd-sizes", test_conv_algorithms_odd_sizes);
   g_test_add_func ("/cnn/postprocess", test_postprocess);
   g_test_add_func ("/cnn/bad-models", test_bad_models);
   g_test_add_func ("/cnn/separate-pca-and-random", test_separate_pca_and_random);

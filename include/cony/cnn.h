@@ -6,7 +6,8 @@
  *   - a flatten in NHWC order (index = (h * W + w) * C + c, as TensorFlow and
  *     torchvggish do),
  *   - fully connected layers, ReLU after each but the last (see final_relu).
- * Convolutions run as im2col + OpenBLAS cblas_sgemm, FC layers as sgemm/sgemv.
+ * Convolutions run as Winograd F(2x2,3x3) or im2col, both on OpenBLAS
+ * cblas_sgemm (see ConyCnnConvAlgorithm); FC layers as sgemm/sgemv.
  *
  * Input: one example is a float32 array in HWC order, H rows x W columns x C
  * channels, C innermost. For VGGish H = 96 (time: frames), W = 64 (mel bands),
@@ -128,6 +129,22 @@ gboolean cony_cnn_load_pca (ConyCnn *cnn, const char *path, GError **error);
  * mode is not NONE, which just copies). */
 gboolean cony_cnn_postprocess (const ConyCnn *cnn, ConyCnnPostprocess mode,
                                const float *emb, gsize n, float *out, GError **error);
+
+/* How 3x3 convolutions are computed. Both give the same function (to float
+ * rounding; tests check each against torch):
+ *   IM2COL:   im2col + one sgemm per layer (2*H*W*9*Cin*Cout FLOPs);
+ *   WINOGRAD: Winograd F(2x2, 3x3): 4x4 input tiles transformed, 16 sgemms of
+ *             (tiles x Cin) x (Cin x Cout), 2.25x fewer multiplications;
+ *   AUTO:     (default) Winograd for layers with at least 16 input channels,
+ *             im2col for the others (VGGish: im2col for the first layer only). */
+typedef enum {
+  CONY_CNN_CONV_AUTO = 0,
+  CONY_CNN_CONV_IM2COL,
+  CONY_CNN_CONV_WINOGRAD,
+} ConyCnnConvAlgorithm;
+
+void cony_cnn_set_conv_algorithm (ConyCnn *cnn, ConyCnnConvAlgorithm algorithm);
+ConyCnnConvAlgorithm cony_cnn_get_conv_algorithm (const ConyCnn *cnn);
 
 /* Profiling, for benchmarks: while enabled, forward calls add the time spent
  * in the conv/pool stack and in the FC layers, both as wall time and as CPU
