@@ -251,7 +251,7 @@ cony_bench_frontend (int argc, char **argv)
     printf ("| — FC layers, %.3f GFLOP/window (sgemv: %.0f MB of weights read per window, %.1f GB/s) | %.1f ms, %.1f GFLOP/s = %.0f%% of peak | %.1f GFLOP/s |\n",
             fc_flops * 1e-9, fc_flops * 2e-6, fc_flops * 2.0 * windows / p1.fc_cpu * 1e-9,
             p1.fc_cpu / windows * 1e3, gf_fc_c, 100 * gf_fc_c / peak, gf_fc_w);
-    printf ("| bound: 100%% of peak for %.2f GFLOP (direct-conv count) per second of audio | **%.1f× real time** | |\n",
+    printf ("| direct-conv bound: %.2f GFLOP per second of audio at 100%% of peak | %.1f× real time | |\n",
             (conv_flops + fc_flops) * (100.0 / stride) * 1e-9,
             peak / ((conv_flops + fc_flops) * (100.0 / stride) * 1e-9));
     printf ("| mel + VGGish offline, FC batched over %" G_GSIZE_FORMAT " windows | %.1f ms/window, "
