@@ -158,6 +158,15 @@ finish_geometry (ConyCnn *cnn, GError **error)
     return FALSE;
   }
   cnn->out_dim = c;
+  /* Scratch sizes come from the file (input size metadata, channel widths): refuse
+   * absurd ones instead of failing an allocation. */
+  gsize limit = (gsize) 1 << 28;   /* floats = 1 GiB per buffer */
+  if (cnn->max_act > limit || cnn->max_col > limit || cnn->max_wv > limit || cnn->max_wm > limit) {
+    g_set_error (error, CONY_ERROR, CONY_ERROR_INVALID,
+                 "%s: a %ux%ux%u input needs scratch buffers over 1 GiB; refusing the model",
+                 cnn->source, cnn->in_h, cnn->in_w, cnn->in_c);
+    return FALSE;
+  }
   for (guint i = 0; i + 1 < cnn->n_layers; i++)
     if (cnn->layers[i].kind == LAYER_FC && cnn->layers[i + 1].kind != LAYER_FC) {
       g_set_error (error, CONY_ERROR, CONY_ERROR_INVALID,
@@ -608,6 +617,10 @@ cony_cnn_new_random (const char *layout, guint input_height, guint input_width,
       c = (guint) width;
     } else {
       gsize in = fc_index == 0 ? (gsize) h * w * c : c;
+      if (in == 0 || in * width > ((gsize) 1 << 28)) {
+        ok = FALSE;
+        break;
+      }
       float a = sqrtf (6.0f / in);
       Layer l = { .kind = LAYER_FC, .name = g_strdup_printf ("embeddings.%u", fc_index),
                   .in_c = (guint) in, .out_c = (guint) width, .relu = TRUE,
@@ -625,7 +638,8 @@ cony_cnn_new_random (const char *layout, guint input_height, guint input_width,
   cnn->layers = (Layer *) g_array_free (layers, FALSE);
   if (!ok) {
     g_set_error (error, CONY_ERROR, CONY_ERROR_INVALID,
-                 "random CNN: bad layout \"%s\" (conv widths and M, then |, then FC widths)",
+                 "random CNN: bad layout \"%s\" (conv widths and M, then |, then FC widths; "
+                 "FC layers under 2^28 weights)",
                  layout);
     return NULL;
   }

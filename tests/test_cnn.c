@@ -442,6 +442,14 @@ test_separate_pca_and_random (void)
   g_assert_null (cony_cnn_new_random ("4 X | 3", 16, 8, 1, 1, &error));
   g_assert_error (error, CONY_ERROR, CONY_ERROR_INVALID);
   g_clear_error (&error);
+  /* Absurd sizes are refused, not allocated. */
+  g_assert_null (cony_cnn_new_random ("4 | 3", 40000, 40000, 1, 1, &error));
+  g_assert_error (error, CONY_ERROR, CONY_ERROR_INVALID);
+  g_clear_error (&error);
+  g_assert_null (cony_cnn_new_random ("64 M M M M M M M M M M M M | 3", 30000, 30000, 1, 1, &error));
+  g_assert_error (error, CONY_ERROR, CONY_ERROR_INVALID);
+  g_assert_nonnull (strstr (error->message, "1 GiB"));
+  g_clear_error (&error);
 }
 
 /* The full-size network with converted official weights, when present
