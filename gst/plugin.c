@@ -23,6 +23,7 @@ plugin_init (GstPlugin *plugin)
 
   ret |= GST_ELEMENT_REGISTER (conymel, plugin);
   ret |= GST_ELEMENT_REGISTER (conyvggish, plugin);
+  ret |= GST_ELEMENT_REGISTER (conytransformer, plugin);
 
   return ret;
 }

@@ -1,0 +1,191 @@
+/* GstConyClassificationMeta and its GstCustomMeta mirror.
+ *
+ * SPDX-License-Identifier: LGPL-2.1-or-later
+ */
+#ifdef HAVE_CONFIG_H
+#include "config.h"
+#endif
+
+#include "gstconymeta.h"
+
+#include <string.h>
+
+GType
+gst_cony_classification_meta_api_get_type (void)
+{
+  static GType type = 0;
+  /* No tags: GstBaseTransform and the audio converters copy only tagless
+   * metas (or those tagged "audio"), and this result belongs to no media. */
+  static const gchar *tags[] = { NULL };
+
+  if (g_once_init_enter (&type)) {
+    GType t = gst_meta_api_type_register ("GstConyClassificationMetaAPI", tags);
+    g_once_init_leave (&type, t);
+  }
+  return type;
+}
+
+static gboolean
+meta_init (GstMeta *meta, gpointer params, GstBuffer *buffer)
+{
+  GstConyClassificationMeta *m = (GstConyClassificationMeta *) meta;
+
+  m->step = 0;
+  m->window_start = GST_CLOCK_TIME_NONE;
+  m->window_end = GST_CLOCK_TIME_NONE;
+  m->class_id = -1;
+  m->label = "";
+  m->score = 0.0f;
+  m->n_scores = 0;
+  m->scores = NULL;
+  m->context_fill = 0.0;
+  return TRUE;
+}
+
+static void
+meta_free (GstMeta *meta, GstBuffer *buffer)
+{
+  GstConyClassificationMeta *m = (GstConyClassificationMeta *) meta;
+
+  g_clear_pointer (&m->scores, g_free);
+  m->n_scores = 0;
+}
+
+static gboolean
+meta_transform (GstBuffer *dest, GstMeta *meta, GstBuffer *buffer, GQuark type,
+    gpointer data)
+{
+  GstConyClassificationMeta *m = (GstConyClassificationMeta *) meta;
+
+  /* Whole and region copies keep the result; other transforms (e.g. a
+   * video scale) mean nothing to it but, with no tags, never reach us from
+   * media converters. */
+  if (!GST_META_TRANSFORM_IS_COPY (type))
+    return FALSE;
+  return gst_buffer_add_cony_classification_meta (dest, m->step, m->window_start,
+      m->window_end, m->class_id, m->label, m->score, m->scores, m->n_scores,
+      m->context_fill) != NULL;
+}
+
+const GstMetaInfo *
+gst_cony_classification_meta_get_info (void)
+{
+  static const GstMetaInfo *info = NULL;
+
+  if (g_once_init_enter ((GstMetaInfo **) & info)) {
+    const GstMetaInfo *mi = gst_meta_register (GST_CONY_CLASSIFICATION_META_API_TYPE,
+        "GstConyClassificationMeta", sizeof (GstConyClassificationMeta), meta_init,
+        meta_free, meta_transform);
+    g_once_init_leave ((GstMetaInfo **) & info, (GstMetaInfo *) mi);
+  }
+  return info;
+}
+
+GstConyClassificationMeta *
+gst_buffer_add_cony_classification_meta (GstBuffer *buffer, guint64 step,
+    GstClockTime window_start, GstClockTime window_end, gint class_id, const gchar *label,
+    gfloat score, const gfloat *scores, guint n_scores, gdouble context_fill)
+{
+  GstConyClassificationMeta *m;
+
+  g_return_val_if_fail (GST_IS_BUFFER (buffer), NULL);
+  g_return_val_if_fail (gst_buffer_is_writable (buffer), NULL);
+  g_return_val_if_fail (n_scores == 0 || scores != NULL, NULL);
+
+  m = (GstConyClassificationMeta *) gst_buffer_add_meta (buffer,
+      GST_CONY_CLASSIFICATION_META_INFO, NULL);
+  if (m == NULL)
+    return NULL;
+  m->step = step;
+  m->window_start = window_start;
+  m->window_end = window_end;
+  m->class_id = class_id;
+  m->label = g_intern_string (label ? label : "");
+  m->score = score;
+  m->n_scores = n_scores;
+  m->scores = n_scores ? g_memdup2 (scores, n_scores * sizeof (gfloat)) : NULL;
+  m->context_fill = context_fill;
+  return m;
+}
+
+GstConyClassificationMeta *
+gst_buffer_get_cony_classification_meta (GstBuffer *buffer)
+{
+  GstConyClassificationMeta *best = NULL;
+  gpointer state = NULL;
+  GstMeta *meta;
+
+  g_return_val_if_fail (GST_IS_BUFFER (buffer), NULL);
+  while ((meta = gst_buffer_iterate_meta_filtered (buffer, &state,
+              GST_CONY_CLASSIFICATION_META_API_TYPE)) != NULL) {
+    GstConyClassificationMeta *m = (GstConyClassificationMeta *) meta;
+    if (best == NULL || m->step > best->step)
+      best = m;
+  }
+  return best;
+}
+
+guint
+gst_buffer_get_n_cony_classification_metas (GstBuffer *buffer)
+{
+  gpointer state = NULL;
+  guint n = 0;
+
+  g_return_val_if_fail (GST_IS_BUFFER (buffer), 0);
+  while (gst_buffer_iterate_meta_filtered (buffer, &state,
+          GST_CONY_CLASSIFICATION_META_API_TYPE) != NULL)
+    n++;
+  return n;
+}
+
+/* ------------------------------------------------------------------------ */
+
+void
+gst_cony_classification_custom_meta_register (void)
+{
+  static gsize done = 0;
+  static const gchar *tags[] = { NULL };
+
+  if (g_once_init_enter (&done)) {
+    /* No transform function: GStreamer copies the structure on copy
+     * transforms, which is what a result needs. */
+    gst_meta_register_custom (GST_CONY_CLASSIFICATION_CUSTOM_META_NAME, tags, NULL, NULL,
+        NULL);
+    g_once_init_leave (&done, 1);
+  }
+}
+
+GstCustomMeta *
+gst_buffer_add_cony_classification_custom_meta (GstBuffer *buffer,
+    const GstConyClassificationMeta *meta)
+{
+  GstCustomMeta *cm;
+  GstStructure *s;
+  GValue arr = G_VALUE_INIT, v = G_VALUE_INIT;
+
+  g_return_val_if_fail (GST_IS_BUFFER (buffer), NULL);
+  g_return_val_if_fail (meta != NULL, NULL);
+
+  gst_cony_classification_custom_meta_register ();
+  cm = gst_buffer_add_custom_meta (buffer, GST_CONY_CLASSIFICATION_CUSTOM_META_NAME);
+  if (cm == NULL)
+    return NULL;
+  s = gst_custom_meta_get_structure (cm);
+  gst_structure_set (s,
+      "step", G_TYPE_UINT64, meta->step,
+      "window-start", G_TYPE_UINT64, (guint64) meta->window_start,
+      "window-end", G_TYPE_UINT64, (guint64) meta->window_end,
+      "class-id", G_TYPE_INT, meta->class_id,
+      "label", G_TYPE_STRING, meta->label,
+      "score", G_TYPE_FLOAT, meta->score,
+      "context-fill", G_TYPE_DOUBLE, meta->context_fill, NULL);
+  g_value_init (&arr, GST_TYPE_ARRAY);
+  g_value_init (&v, G_TYPE_FLOAT);
+  for (guint i = 0; i < meta->n_scores; i++) {
+    g_value_set_float (&v, meta->scores[i]);
+    gst_value_array_append_value (&arr, &v);
+  }
+  gst_structure_take_value (s, "scores", &arr);
+  g_value_unset (&v);
+  return cm;
+}

@@ -1,0 +1,97 @@
+/* conytransformer: continual transformer classification of a token stream.
+ *
+ * SPDX-License-Identifier: LGPL-2.1-or-later
+ */
+#pragma once
+#include <gst/gst.h>
+#include <gst/base/gstbasetransform.h>
+
+#include "cony/encoder.h"
+#include "cony/model.h"
+#include "gstconyelements.h"
+#include "gstconymeta.h"
+#include "gstconytokens.h"
+
+G_BEGIN_DECLS
+
+/**
+ * GstConyTransformerAttention:
+ * @GST_CONY_TRANSFORMER_ATTENTION_MODEL: the variants the model was trained with
+ * @GST_CONY_TRANSFORMER_ATTENTION_REGULAR: softmax attention recomputed over the window
+ * @GST_CONY_TRANSFORMER_ATTENTION_CONTINUAL: Continual Transformers (CoSi / CoRe)
+ * @GST_CONY_TRANSFORMER_ATTENTION_NYSTROM: Nyströmformer, segment-means landmarks, recomputed
+ * @GST_CONY_TRANSFORMER_ATTENTION_NYSTROM_FIXED: Nyström with the model's fixed landmarks, recomputed
+ * @GST_CONY_TRANSFORMER_ATTENTION_CONY: continual Nyström, continual landmarks
+ * @GST_CONY_TRANSFORMER_ATTENTION_CONY_FIXED: continual Nyström, fixed landmarks
+ *
+ * Attention variant run in every block (docs/attention.md). The fixed-landmark
+ * variants need a model that carries landmarks.
+ */
+typedef enum {
+  GST_CONY_TRANSFORMER_ATTENTION_MODEL = -1,
+  GST_CONY_TRANSFORMER_ATTENTION_REGULAR = CONY_ATTENTION_REGULAR,
+  GST_CONY_TRANSFORMER_ATTENTION_CONTINUAL = CONY_ATTENTION_CONTINUAL,
+  GST_CONY_TRANSFORMER_ATTENTION_NYSTROM = CONY_ATTENTION_NYSTROM,
+  GST_CONY_TRANSFORMER_ATTENTION_NYSTROM_FIXED = CONY_ATTENTION_NYSTROM_FIXED,
+  GST_CONY_TRANSFORMER_ATTENTION_CONY = CONY_ATTENTION_CONY,
+  GST_CONY_TRANSFORMER_ATTENTION_CONY_FIXED = CONY_ATTENTION_CONY_FIXED,
+} GstConyTransformerAttention;
+
+#define GST_TYPE_CONY_TRANSFORMER_ATTENTION (gst_cony_transformer_attention_get_type ())
+GType gst_cony_transformer_attention_get_type (void);
+
+/**
+ * GstConyTransformerMessageMode:
+ * @GST_CONY_TRANSFORMER_MESSAGE_EVERY_STEP: one message per step whose
+ *   confidence reaches #GstConyTransformer:threshold
+ * @GST_CONY_TRANSFORMER_MESSAGE_ON_CHANGE: a message only when the top label
+ *   changes, with the running times of the segments
+ */
+typedef enum {
+  GST_CONY_TRANSFORMER_MESSAGE_EVERY_STEP,
+  GST_CONY_TRANSFORMER_MESSAGE_ON_CHANGE,
+} GstConyTransformerMessageMode;
+
+#define GST_TYPE_CONY_TRANSFORMER_MESSAGE_MODE (gst_cony_transformer_message_mode_get_type ())
+GType gst_cony_transformer_message_mode_get_type (void);
+
+#define GST_TYPE_CONY_TRANSFORMER (gst_cony_transformer_get_type ())
+G_DECLARE_FINAL_TYPE (GstConyTransformer, gst_cony_transformer, GST, CONY_TRANSFORMER,
+    GstBaseTransform)
+
+struct _GstConyTransformer {
+  GstBaseTransform parent;
+
+  /* Properties (object lock). model, attention and labels-file are read on
+   * READY->PAUSED; the message settings on every buffer. */
+  gchar *model_path;
+  GstConyTransformerAttention attention;
+  gchar *labels_file;
+  gboolean post_messages;
+  GstConyTransformerMessageMode message_mode;
+  gdouble threshold;
+
+  /* Stream state (streaming thread). */
+  ConyModel *model;
+  ConyEncoder *encoder;
+  gchar **labels;            /* n_classes strings, NULL-terminated */
+  guint n_classes;
+  guint d_in;
+  guint window;              /* n */
+  gfloat *logits;            /* n_classes */
+  gfloat *probs;             /* n_classes */
+  GstClockTime *starts;      /* window ring: start time of the token at step s in [s % n] */
+  GstConyTokenInfo info;
+  gboolean have_info;
+  gboolean in_nonfinite;
+
+  /* on-change segments (running times) */
+  gint seg_class;            /* -1: no open segment */
+  GstClockTime seg_start, seg_end;
+  /* the last step, for the closing message at EOS */
+  gboolean have_last;
+  GstClockTime last_pts, last_duration;
+  guint64 last_step;
+};
+
+G_END_DECLS
