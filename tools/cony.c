@@ -9,6 +9,8 @@ static const ConyCommand commands[] = {
   { "bench", "benchmarks (attention, ...)", cony_cmd_bench },
   { "mel", "VGGish log-mel frames of a WAV file (.npy out)", cony_cmd_mel },
   { "embed", "VGGish-style CNN embeddings of a WAV or log-mel .npy", cony_cmd_embed },
+  { "classify", "per-step logits of a token sequence with a model file", cony_cmd_classify },
+  { "info", "describe a model file: config, parameters, state, FLOPs", cony_cmd_info },
 };
 
 int

@@ -44,7 +44,7 @@ CASES = [
 D_IN, D, HEADS, FF, CLASSES = 6, 8, 2, 16, 3
 
 
-def make_model(blocks, attention, n, m, pe, seed):
+def make_model(blocks, attention, n, m, pe, seed, landmarks=True):
     torch.manual_seed(seed)
     model = ConyEncoderClassifier(D_IN, D, HEADS, FF, blocks, n, m, attention,
                                   labels=[f"class{i}" for i in range(CLASSES)],
@@ -62,7 +62,8 @@ def make_model(blocks, attention, n, m, pe, seed):
             a = model.blocks[b].attn
             a.in_proj_weight.mul_(2.0)   # sharper attention than the default init
             hd = D // HEADS
-            a.set_landmarks(1.5 * torch.randn(HEADS, m, hd), 1.5 * torch.randn(HEADS, m, hd))
+            if landmarks:   # only models that run a fixed-landmark variant carry them
+                a.set_landmarks(1.5 * torch.randn(HEADS, m, hd), 1.5 * torch.randn(HEADS, m, hd))
     return model
 
 
@@ -71,7 +72,8 @@ def main():
     os.makedirs(out, exist_ok=True)
     torch.set_num_threads(1)
     for i, (name, blocks, attention, n, m, pe, overrides) in enumerate(CASES):
-        model = make_model(blocks, attention, n, m, pe, 1000 + i)
+        fixed = any(v.endswith("-fixed") for v in [attention] + overrides)
+        model = make_model(blocks, attention, n, m, pe, 1000 + i, fixed)
         model.eval()
         L = 3 * n + 2
         g = torch.Generator().manual_seed(2000 + i)

@@ -1,0 +1,537 @@
+/* Model files and the continual encoder-classifier: golden logits from the windowed
+ * PyTorch model (training/gen_model_golden.py), loader errors, and a byte-flip /
+ * truncation sweep over a valid file. */
+#include "cony/encoder.h"
+#include "cony/error.h"
+#include "cony/model.h"
+#include "cony/npy.h"
+#include "cony/safetensors.h"
+
+#include <glib/gstdio.h>
+#include <math.h>
+#include <string.h>
+
+static char *tmpdir;
+static char *golden_dir;
+
+static char *
+golden (const char *name)
+{
+  return g_build_filename (golden_dir, name, NULL);
+}
+
+static char *
+tmp_path (const char *name)
+{
+  return g_build_filename (tmpdir, name, NULL);
+}
+
+/* Steps every token of @tokens through a fresh encoder and returns the max abs
+ * difference to @want over all steps and classes. */
+static double
+run_against (ConyEncoder *enc, const ConyModel *m, const ConyNpyArray *tokens,
+             const ConyNpyArray *want, int *worst_step)
+{
+  int L = (int) tokens->shape[0], C = m->config.n_classes;
+  g_assert_cmpint (tokens->shape[1], ==, m->config.d_in);
+  g_assert_cmpint (want->shape[0], ==, L);
+  g_assert_cmpint (want->shape[1], ==, C);
+  float *logits = g_new (float, C);
+  double worst = 0;
+  *worst_step = -1;
+  cony_encoder_reset (enc);
+  for (int t = 0; t < L; t++) {
+    cony_encoder_step (enc, tokens->data + (gsize) t * m->config.d_in, logits);
+    g_assert_cmpuint (cony_encoder_steps (enc), ==, (guint64) t + 1);
+    for (int c = 0; c < C; c++) {
+      double e = fabs ((double) logits[c] - want->data[(gsize) t * C + c]);
+      if (!(e <= worst)) {
+        worst = isnan (e) ? INFINITY : e;
+        *worst_step = t;
+      }
+    }
+  }
+  g_free (logits);
+  return worst;
+}
+
+static int
+compare_names (gconstpointer a, gconstpointer b)
+{
+  return strcmp (*(const char *const *) a, *(const char *const *) b);
+}
+
+static void
+test_golden (void)
+{
+  GError *error = NULL;
+  g_autoptr (GDir) dir = g_dir_open (golden_dir, 0, &error);
+  g_assert_no_error (error);
+  int cases = 0, overrides = 0, failures = 0;
+  g_autoptr (GPtrArray) entries = g_ptr_array_new_with_free_func (g_free);
+  const char *name;
+  while ((name = g_dir_read_name (dir)))
+    if (g_str_has_suffix (name, ".logits.npy"))
+      g_ptr_array_add (entries, g_strdup (name));
+  g_ptr_array_sort (entries, compare_names);
+  for (guint e = 0; e < entries->len; e++) {
+    const char *entry = g_ptr_array_index (entries, e);
+    g_autofree char *stem = g_strndup (entry, strlen (entry) - strlen (".logits.npy"));
+    char *at = strchr (stem, '@');
+    int override = -1;
+    if (at) {
+      *at = '\0';
+      ConyAttentionVariant v;
+      g_assert_true (cony_attention_variant_from_name (at + 1, &v));
+      override = (int) v;
+      overrides++;
+    }
+    g_autofree char *mname = g_strconcat (stem, ".safetensors", NULL);
+    g_autofree char *tname = g_strconcat (stem, ".tokens.npy", NULL);
+    g_autofree char *mpath = golden (mname), *tpath = golden (tname), *lpath = golden (entry);
+    g_autoptr (ConyModel) m = cony_model_load (mpath, &error);
+    g_assert_no_error (error);
+    g_autoptr (ConyNpyArray) tokens = cony_npy_load (tpath, &error);
+    g_assert_no_error (error);
+    g_autoptr (ConyNpyArray) want = cony_npy_load (lpath, &error);
+    g_assert_no_error (error);
+    g_autoptr (ConyEncoder) enc = cony_encoder_new (m, override, &error);
+    g_assert_no_error (error);
+    int step;
+    double worst = run_against (enc, m, tokens, want, &step);
+    g_test_message ("%s (%d block(s), %s%s%s, n=%d m=%d): max |C - torch| = %.3g (step %d)", entry,
+                    m->config.blocks, cony_attention_variant_name (m->config.attention[0]),
+                    at ? " run as " : "", at ? at + 1 : "", m->config.window, m->config.landmarks,
+                    worst, step);
+    if (!(worst <= 1e-4)) {
+      g_test_message ("FAIL %s: step %d differs from the PyTorch model by %g (> 1e-4)", entry, step,
+                      worst);
+      failures++;
+      continue;
+    }
+    /* the same again after a reset: no state leaks across streams */
+    cony_encoder_reset (enc);
+    g_assert_cmpuint (cony_encoder_steps (enc), ==, 0);
+    double again = run_against (enc, m, tokens, want, &step);
+    g_assert_cmpfloat (again, <=, 1e-4);
+    g_assert_cmpuint (cony_encoder_state_bytes (enc), >, 0);
+    g_assert_cmpfloat (cony_encoder_flops_per_step (enc), >, 0);
+    cases++;
+  }
+  g_assert_cmpint (failures, ==, 0);
+  g_assert_cmpint (cases, >=, 15);
+  g_assert_cmpint (overrides, >=, 4);
+}
+
+/* ------------------------------------------------------------------ error cases */
+
+/* A writable copy of a golden model's tensors, to break one thing at a time. */
+typedef struct {
+  GPtrArray *names;   /* char* */
+  GPtrArray *data;    /* float* */
+  GArray *ndims;      /* int */
+  GPtrArray *shapes;  /* gsize* */
+  char *config;
+} Tensors;
+
+static Tensors *
+tensors_from (const char *path)
+{
+  GError *error = NULL;
+  g_autoptr (ConySafetensors) st = cony_safetensors_open (path, &error);
+  g_assert_no_error (error);
+  Tensors *t = g_new0 (Tensors, 1);
+  t->names = g_ptr_array_new_with_free_func (g_free);
+  t->data = g_ptr_array_new_with_free_func (g_free);
+  t->shapes = g_ptr_array_new_with_free_func (g_free);
+  t->ndims = g_array_new (FALSE, FALSE, sizeof (int));
+  t->config = g_strdup (cony_safetensors_metadata (st, "config"));
+  for (guint i = 0; i < cony_safetensors_n_tensors (st); i++) {
+    const ConyTensorInfo *info = cony_safetensors_tensor (st, i);
+    g_ptr_array_add (t->names, g_strdup (info->name));
+    g_ptr_array_add (t->data, cony_safetensors_get_f32 (st, info->name, info->ndim, info->shape, &error));
+    g_assert_no_error (error);
+    g_ptr_array_add (t->shapes, g_memdup2 (info->shape, sizeof info->shape));
+    g_array_append_val (t->ndims, info->ndim);
+  }
+  return t;
+}
+
+static void
+tensors_free (Tensors *t)
+{
+  g_ptr_array_unref (t->names);
+  g_ptr_array_unref (t->data);
+  g_ptr_array_unref (t->shapes);
+  g_array_unref (t->ndims);
+  g_free (t->config);
+  g_free (t);
+}
+
+static int
+tensors_index (Tensors *t, const char *name)
+{
+  for (guint i = 0; i < t->names->len; i++)
+    if (strcmp (g_ptr_array_index (t->names, i), name) == 0)
+      return (int) i;
+  g_error ("no tensor %s", name);
+  return -1;
+}
+
+static void
+tensors_write (Tensors *t, const char *path, const char *config)
+{
+  const char *meta[] = { "config", config, NULL };
+  GError *error = NULL;
+  g_assert_true (cony_safetensors_write (path, t->names->len, (const char *const *) t->names->pdata,
+                                         (const float *const *) t->data->pdata, (const int *) t->ndims->data,
+                                         (const gsize *const *) t->shapes->pdata, config ? meta : NULL, &error));
+  g_assert_no_error (error);
+}
+
+/* Loads @path expecting failure with @code and a message containing every @needles. */
+static void
+expect_load_error (const char *path, int code, const char *needle1, const char *needle2)
+{
+  GError *error = NULL;
+  ConyModel *m = cony_model_load (path, &error);
+  if (m)
+    g_error ("%s loaded, expected an error mentioning '%s'", path, needle1);
+  g_assert_nonnull (error);
+  g_test_message ("%s", error->message);
+  g_assert_true (g_error_matches (error, CONY_ERROR, code));
+  g_assert_nonnull (strstr (error->message, path));
+  if (needle1)
+    g_assert_nonnull (strstr (error->message, needle1));
+  if (needle2)
+    g_assert_nonnull (strstr (error->message, needle2));
+  g_error_free (error);
+}
+
+static char *
+replace (const char *s, const char *from, const char *to)
+{
+  g_assert_nonnull (strstr (s, from));
+  g_auto (GStrv) parts = g_strsplit (s, from, 2);
+  return g_strconcat (parts[0], to, parts[1], NULL);
+}
+
+static void
+test_load_errors (void)
+{
+  g_autofree char *src = golden ("b1_conyfixed.safetensors");
+  g_autofree char *path = tmp_path ("bad.safetensors");
+  Tensors *t = tensors_from (src);
+
+  /* the unmodified copy loads */
+  tensors_write (t, path, t->config);
+  GError *error = NULL;
+  g_autoptr (ConyModel) ok = cony_model_load (path, &error);
+  g_assert_no_error (error);
+  g_assert_cmpint (ok->config.blocks, ==, 1);
+  g_assert_cmpint (ok->config.n_classes, ==, 3);
+  g_assert_cmpstr (ok->config.labels[2], ==, "class2");
+  g_assert_true (ok->block[0].has_landmarks);
+
+  expect_load_error ("/nonexistent/m.safetensors", CONY_ERROR_IO, "cannot open", NULL);
+
+  /* no config */
+  tensors_write (t, path, NULL);
+  expect_load_error (path, CONY_ERROR_MISSING, "config", NULL);
+
+  /* config problems */
+  g_autofree char *c1 = replace (t->config, "cony-encoder-classifier", "resnet");
+  tensors_write (t, path, c1);
+  expect_load_error (path, CONY_ERROR_INVALID, "architecture", "resnet");
+  g_autofree char *c2 = replace (t->config, "\"heads\":2", "\"heads\":3");
+  tensors_write (t, path, c2);
+  expect_load_error (path, CONY_ERROR_INVALID, "heads", NULL);
+  g_autofree char *c3 = replace (t->config, "\"ff\":16", "\"ff\":\"16\"");
+  tensors_write (t, path, c3);
+  expect_load_error (path, CONY_ERROR_FORMAT, "'ff'", "integer");
+  g_autofree char *c4 = replace (t->config, "\"cony-fixed\"", "\"bogus\"");
+  tensors_write (t, path, c4);
+  expect_load_error (path, CONY_ERROR_INVALID, "bogus", NULL);
+  g_autofree char *c5 = replace (t->config, "\"d_in\":6,", "");
+  tensors_write (t, path, c5);
+  expect_load_error (path, CONY_ERROR_MISSING, "d_in", NULL);
+  tensors_write (t, path, "{not json");
+  expect_load_error (path, CONY_ERROR_FORMAT, "JSON", NULL);
+  g_autofree char *c6 = replace (t->config, "\"blocks\":1", "\"blocks\":3");
+  tensors_write (t, path, c6);
+  expect_load_error (path, CONY_ERROR_INVALID, "blocks", NULL);
+
+  /* a shape that disagrees with the config */
+  g_autofree char *c7 = replace (t->config, "\"d_in\":6", "\"d_in\":5");
+  tensors_write (t, path, c7);
+  expect_load_error (path, CONY_ERROR_SHAPE, "input_proj.weight", "(8, 5)");
+
+  /* a missing tensor */
+  int i = tensors_index (t, "blocks.0.ff.2.weight");
+  g_autofree char *saved = g_steal_pointer (&t->names->pdata[i]);
+  t->names->pdata[i] = g_strdup ("blocks.0.ff.3.weight");
+  tensors_write (t, path, t->config);
+  expect_load_error (path, CONY_ERROR_FORMAT, "blocks.0.ff.3.weight", "unexpected");
+  /* fixed landmarks are required by a cony-fixed model */
+  g_free (t->names->pdata[i]);
+  t->names->pdata[i] = g_strdup (saved);
+  i = tensors_index (t, "blocks.0.attn.q_landmarks");
+  g_free (t->names->pdata[i]);
+  t->names->pdata[i] = g_strdup ("blocks.0.attn.k_landmarks");  /* duplicate key: JSON keeps one */
+  tensors_write (t, path, t->config);
+  expect_load_error (path, CONY_ERROR_MISSING, "blocks.0.attn.q_landmarks", "missing");
+  g_free (t->names->pdata[i]);
+  t->names->pdata[i] = g_strdup ("blocks.0.attn.q_landmarks");
+
+  /* NaN weights */
+  i = tensors_index (t, "classifier.bias");
+  float *cb = g_ptr_array_index (t->data, i);
+  float keep = cb[1];
+  cb[1] = NAN;
+  tensors_write (t, path, t->config);
+  expect_load_error (path, CONY_ERROR_INVALID, "classifier.bias", "non-finite");
+  cb[1] = keep;
+
+  /* truncated file */
+  tensors_write (t, path, t->config);
+  g_autofree char *bytes = NULL;
+  gsize len;
+  g_assert_true (g_file_get_contents (path, &bytes, &len, NULL));
+  g_assert_true (g_file_set_contents (path, bytes, len - 5, NULL));
+  expect_load_error (path, CONY_ERROR_FORMAT, "truncated", NULL);
+
+  /* a header that lies about offsets: stretch one tensor's end offset */
+  guint64 hlen = 0;
+  for (int k = 7; k >= 0; k--)
+    hlen = (hlen << 8) | (guint8) bytes[k];
+  g_autofree char *header = g_strndup (bytes + 8, hlen);
+  char *p = strstr (header, "\"norm.bias\"");
+  g_assert_nonnull (p);
+  p = strstr (p, "\"data_offsets\":[");
+  g_assert_nonnull (p);
+  p = strchr (p, ',') + 1;          /* the end offset digits: bump the first one */
+  g_assert_true (g_ascii_isdigit (*p));
+  *p = *p == '9' ? '1' : *p + 1;
+  memcpy (bytes + 8, header, hlen);
+  g_assert_true (g_file_set_contents (path, bytes, len, NULL));
+  error = NULL;
+  g_assert_null (cony_model_load (path, &error));
+  g_assert_error (error, CONY_ERROR, CONY_ERROR_FORMAT);
+  g_assert_nonnull (strstr (error->message, "norm.bias"));
+  g_clear_error (&error);
+
+  tensors_free (t);
+}
+
+static void
+test_dtype_and_f16 (void)
+{
+  /* Hand-made files: a model whose classifier.bias is I32, and the same as F16. */
+  g_autofree char *src = golden ("b1_regular.safetensors");
+  g_autofree char *path = tmp_path ("dtype.safetensors");
+  GError *error = NULL;
+  g_autofree char *bytes = NULL;
+  gsize len;
+  g_assert_true (g_file_get_contents (src, &bytes, &len, &error));
+  guint64 hlen = 0;
+  for (int k = 7; k >= 0; k--)
+    hlen = (hlen << 8) | (guint8) bytes[k];
+  g_autofree char *header = g_strndup (bytes + 8, hlen);
+  /* classifier.bias: 3 floats = 12 bytes; call it I32 (4-byte, unsupported here) */
+  char *p = strstr (header, "\"classifier.bias\":{\"dtype\":\"F32\"");
+  g_assert_nonnull (p);
+  p = strstr (p, "F32");
+  memcpy (p, "I32", 3);
+  memcpy (bytes + 8, header, hlen);
+  g_assert_true (g_file_set_contents (path, bytes, len, NULL));
+  expect_load_error (path, CONY_ERROR_SHAPE, "classifier.bias", "dtype");
+
+  /* F16 storage: every tensor converted to half, loaded as float32, and the model
+   * still matches the golden logits to half precision */
+  g_autoptr (ConySafetensors) st = cony_safetensors_open (src, &error);
+  g_assert_no_error (error);
+  GString *h = g_string_new ("{\"__metadata__\":{\"config\":");
+  g_autofree char *cfg_q = g_strescape (cony_safetensors_metadata (st, "config"), NULL);
+  g_string_append_printf (h, "\"%s\"}", cfg_q);
+  GByteArray *data = g_byte_array_new ();
+  for (guint i = 0; i < cony_safetensors_n_tensors (st); i++) {
+    const ConyTensorInfo *ti = cony_safetensors_tensor (st, i);
+    float *f = cony_safetensors_get_f32 (st, ti->name, ti->ndim, ti->shape, &error);
+    g_assert_no_error (error);
+    g_string_append_printf (h, ",\"%s\":{\"dtype\":\"F16\",\"shape\":[", ti->name);
+    for (int k = 0; k < ti->ndim; k++)
+      g_string_append_printf (h, "%s%" G_GSIZE_FORMAT, k ? "," : "", ti->shape[k]);
+    g_string_append_printf (h, "],\"data_offsets\":[%u,%" G_GSIZE_FORMAT "]}", data->len,
+                            data->len + 2 * ti->numel);
+    for (gsize k = 0; k < ti->numel; k++) {
+      /* round-to-nearest float -> half for normal-range values */
+      guint32 bits;
+      memcpy (&bits, &f[k], 4);
+      guint32 sign = (bits >> 16) & 0x8000;
+      int exp = (int) ((bits >> 23) & 0xff) - 127 + 15;
+      guint32 mant = bits & 0x7fffff;
+      guint16 half;
+      if (exp <= 0) {
+        half = (guint16) sign;  /* tiny values flush to zero */
+      } else {
+        guint32 r = (guint32) (exp << 10) | (mant >> 13);
+        if (mant & 0x1000)
+          r++;
+        half = (guint16) (sign | r);
+      }
+      guint16 le = GUINT16_TO_LE (half);
+      g_byte_array_append (data, (guint8 *) &le, 2);
+    }
+    g_free (f);
+  }
+  g_string_append_c (h, '}');
+  while (h->len % 8)
+    g_string_append_c (h, ' ');
+  guint8 lenb[8];
+  for (int k = 0; k < 8; k++)
+    lenb[k] = (guint8) ((guint64) h->len >> (8 * k));
+  GByteArray *file = g_byte_array_new ();
+  g_byte_array_append (file, lenb, 8);
+  g_byte_array_append (file, (guint8 *) h->str, h->len);
+  g_byte_array_append (file, data->data, data->len);
+  g_autofree char *f16 = tmp_path ("f16.safetensors");
+  g_assert_true (g_file_set_contents (f16, (char *) file->data, file->len, NULL));
+  g_byte_array_unref (file);
+  g_byte_array_unref (data);
+  g_string_free (h, TRUE);
+
+  g_autoptr (ConyModel) m = cony_model_load (f16, &error);
+  g_assert_no_error (error);
+  g_autofree char *tp = golden ("b1_regular.tokens.npy"), *lp = golden ("b1_regular.logits.npy");
+  g_autoptr (ConyNpyArray) tokens = cony_npy_load (tp, &error);
+  g_autoptr (ConyNpyArray) want = cony_npy_load (lp, &error);
+  g_autoptr (ConyEncoder) enc = cony_encoder_new (m, -1, &error);
+  g_assert_no_error (error);
+  int step;
+  double worst = run_against (enc, m, tokens, want, &step);
+  g_test_message ("F16 copy of b1_regular: max diff %.3g", worst);
+  g_assert_cmpfloat (worst, <, 0.05);
+  g_assert_cmpfloat (worst, >, 0.0);
+}
+
+static void
+test_override_needs_landmarks (void)
+{
+  g_autofree char *src = golden ("b1_cony.safetensors");
+  GError *error = NULL;
+  g_autoptr (ConyModel) m = cony_model_load (src, &error);
+  g_assert_no_error (error);
+  g_assert_false (m->block[0].has_landmarks);
+  ConyEncoder *enc = cony_encoder_new (m, CONY_ATTENTION_CONY_FIXED, &error);
+  g_assert_null (enc);
+  g_assert_error (error, CONY_ERROR, CONY_ERROR_MISSING);
+  g_assert_nonnull (strstr (error->message, "blocks.0.attn.q_landmarks"));
+  g_assert_nonnull (strstr (error->message, src));
+  g_clear_error (&error);
+  /* every variant without fixed landmarks runs */
+  for (int v = 0; v < CONY_ATTENTION_N_VARIANTS; v++) {
+    if (cony_attention_variant_uses_fixed_landmarks (v))
+      continue;
+    g_autoptr (ConyEncoder) e = cony_encoder_new (m, v, &error);
+    g_assert_no_error (error);
+    g_assert_cmpint (cony_encoder_block_variant (e, 0), ==, v);
+  }
+}
+
+/* ------------------------------------------------------------------ fuzz */
+
+static int
+try_load_and_step (const char *path)
+{
+  GError *error = NULL;
+  ConyModel *m = cony_model_load (path, &error);
+  if (!m) {
+    g_assert_nonnull (error);
+    g_assert_true (error->domain == CONY_ERROR);
+    g_assert_nonnull (strstr (error->message, path));
+    g_error_free (error);
+    return 0;
+  }
+  g_assert_no_error (error);
+  ConyEncoder *enc = cony_encoder_new (m, -1, &error);
+  if (enc) {
+    float *tok = g_new0 (float, m->config.d_in);
+    float *logits = g_new0 (float, m->config.n_classes);
+    for (int t = 0; t < 2 * m->config.window + 1; t++) {
+      for (int k = 0; k < m->config.d_in; k++)
+        tok[k] = (float) sin (t * 1.3 + k);
+      cony_encoder_step (enc, tok, logits);
+    }
+    g_free (tok);
+    g_free (logits);
+    cony_encoder_free (enc);
+  } else {
+    g_assert_nonnull (error);
+    g_clear_error (&error);
+  }
+  cony_model_free (m);
+  return 1;
+}
+
+static void
+test_fuzz (void)
+{
+  const char *cases[] = { "b1_conyfixed.safetensors", "b2_cony_r.safetensors" };
+  for (guint c = 0; c < G_N_ELEMENTS (cases); c++) {
+    g_autofree char *src = golden (cases[c]);
+    g_autofree char *path = tmp_path ("fuzz.safetensors");
+    g_autofree char *bytes = NULL;
+    gsize len;
+    g_assert_true (g_file_get_contents (src, &bytes, &len, NULL));
+    int loaded = 0, refused = 0;
+    /* every truncation is refused */
+    for (gsize n = 0; n < len; n++) {
+      g_assert_true (g_file_set_contents (path, bytes, n, NULL));
+      g_assert_cmpint (try_load_and_step (path), ==, 0);
+      refused++;
+    }
+    /* every single byte flipped (all bits, then the low bit): an error or a valid load */
+    for (gsize i = 0; i < len; i++) {
+      for (int k = 0; k < 2; k++) {
+        guint8 mask = k ? 0x01 : 0xff;
+        bytes[i] ^= mask;
+        g_assert_true (g_file_set_contents (path, bytes, len, NULL));
+        int r = try_load_and_step (path);
+        loaded += r;
+        refused += !r;
+        bytes[i] ^= mask;
+      }
+    }
+    g_test_message ("%s: %" G_GSIZE_FORMAT " bytes, %d mutated loads succeeded, %d refused", cases[c],
+                    len, loaded, refused);
+    g_assert_cmpint (loaded, >, 0);    /* flips inside weights still load */
+    g_assert_cmpint (refused, >, (int) len);
+  }
+}
+
+int
+main (int argc, char **argv)
+{
+  g_test_init (&argc, &argv, NULL);
+  const char *root = g_getenv ("CONY_SOURCE_ROOT");
+  golden_dir = g_build_filename (root ? root : ".", "tests", "golden", "model", NULL);
+  GError *error = NULL;
+  tmpdir = g_dir_make_tmp ("cony-model-XXXXXX", &error);
+  g_assert_no_error (error);
+  g_test_add_func ("/model/golden", test_golden);
+  g_test_add_func ("/model/load-errors", test_load_errors);
+  g_test_add_func ("/model/dtype-and-f16", test_dtype_and_f16);
+  g_test_add_func ("/model/override-needs-landmarks", test_override_needs_landmarks);
+  g_test_add_func ("/model/fuzz", test_fuzz);
+  int rc = g_test_run ();
+  g_autoptr (GDir) d = g_dir_open (tmpdir, 0, NULL);
+  const char *e;
+  while (d && (e = g_dir_read_name (d))) {
+    g_autofree char *p = g_build_filename (tmpdir, e, NULL);
+    g_unlink (p);
+  }
+  g_rmdir (tmpdir);
+  g_free (tmpdir);
+  g_free (golden_dir);
+  return rc;
+}

@@ -1,0 +1,67 @@
+/* cony classify: run the continual encoder-classifier over a token sequence. */
+#include "commands.h"
+
+#include "cony/encoder.h"
+#include "cony/error.h"
+#include "cony/model.h"
+#include "cony/npy.h"
+
+#include <stdio.h>
+
+int
+cony_cmd_classify (int argc, char **argv)
+{
+  g_autofree char *model_path = NULL, *attention = NULL, *output = NULL;
+  GOptionEntry entries[] = {
+    { "model", 'm', 0, G_OPTION_ARG_FILENAME, &model_path, "model file (safetensors)", "M.safetensors" },
+    { "attention", 'a', 0, G_OPTION_ARG_STRING, &attention,
+      "attention variant to run instead of the trained one (regular, continual, nystrom, "
+      "nystrom-fixed, cony, cony-fixed)", "V" },
+    { "output", 'o', 0, G_OPTION_ARG_FILENAME, &output, "per-step logits, float32 (T, classes)", "OUT.npy" },
+    { NULL }
+  };
+  g_autoptr (GOptionContext) ctx = g_option_context_new ("IN.npy - per-step logits of a token sequence");
+  g_option_context_set_summary (ctx, "IN.npy holds float32 tokens (T, d_in), stepped one at a time from "
+                                     "the stream start; OUT.npy gets the logits of every step.");
+  g_option_context_add_main_entries (ctx, entries, NULL);
+  GError *error = NULL;
+  if (!g_option_context_parse (ctx, &argc, &argv, &error))
+    return cony_cmd_fail (error);
+  if (argc != 2 || !model_path || !output) {
+    fprintf (stderr, "usage: cony classify --model M.safetensors [--attention V] IN.npy -o OUT.npy\n");
+    return 2;
+  }
+  int override = -1;
+  if (attention) {
+    ConyAttentionVariant v;
+    if (!cony_attention_variant_from_name (attention, &v)) {
+      g_set_error (&error, CONY_ERROR, CONY_ERROR_INVALID, "--attention: unknown variant '%s' (expected "
+                   "regular, continual, nystrom, nystrom-fixed, cony or cony-fixed)", attention);
+      return cony_cmd_fail (error);
+    }
+    override = (int) v;
+  }
+  g_autoptr (ConyModel) model = cony_model_load (model_path, &error);
+  if (!model)
+    return cony_cmd_fail (error);
+  g_autoptr (ConyNpyArray) in = cony_npy_load (argv[1], &error);
+  if (!in)
+    return cony_cmd_fail (error);
+  if (in->ndim != 2 || in->shape[1] != (gsize) model->config.d_in) {
+    g_set_error (&error, CONY_ERROR, CONY_ERROR_SHAPE, "%s: expected float32 tokens of shape (T, %d) "
+                 "for model %s, got %d dimension(s)%s", argv[1], model->config.d_in, model_path, in->ndim,
+                 in->ndim == 2 ? " with another token size" : "");
+    return cony_cmd_fail (error);
+  }
+  g_autoptr (ConyEncoder) enc = cony_encoder_new (model, override, &error);
+  if (!enc)
+    return cony_cmd_fail (error);
+  gsize T = in->shape[0], C = model->config.n_classes;
+  g_autofree float *out = g_new0 (float, MAX (T * C, 1));
+  for (gsize t = 0; t < T; t++)
+    cony_encoder_step (enc, in->data + t * model->config.d_in, out + t * C);
+  gsize shape[2] = { T, C };
+  if (!cony_npy_save (output, out, 2, shape, &error))
+    return cony_cmd_fail (error);
+  return 0;
+}

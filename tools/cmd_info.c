@@ -1,0 +1,56 @@
+/* cony info: what a model file holds and what it costs per step. */
+#include "commands.h"
+
+#include "cony/encoder.h"
+#include "cony/model.h"
+
+#include <stdio.h>
+
+int
+cony_cmd_info (int argc, char **argv)
+{
+  g_autoptr (GOptionContext) ctx = g_option_context_new ("M.safetensors - describe a model file");
+  GError *error = NULL;
+  if (!g_option_context_parse (ctx, &argc, &argv, &error))
+    return cony_cmd_fail (error);
+  if (argc != 2) {
+    fprintf (stderr, "usage: cony info M.safetensors\n");
+    return 2;
+  }
+  g_autoptr (ConyModel) m = cony_model_load (argv[1], &error);
+  if (!m)
+    return cony_cmd_fail (error);
+  const ConyModelConfig *c = &m->config;
+  printf ("model:        %s\n", m->path);
+  printf ("architecture: %s, %d block(s)\n", CONY_MODEL_ARCHITECTURE, c->blocks);
+  printf ("sizes:        d_in %d, d %d, heads %d (head dim %d), ff %d, classes %d\n", c->d_in, c->d,
+          c->heads, c->d / c->heads, c->ff, c->n_classes);
+  printf ("window:       n %d, landmarks m %d, pinv %s", c->window, c->landmarks,
+          c->pinv == CONY_PINV_EXACT ? "exact" : "iterative");
+  if (c->pinv == CONY_PINV_ITERATIVE)
+    printf (" (%d iterations)", c->pinv_iterations);
+  printf ("\npositional:   %s, T %d\n", c->positional == CONY_POSITIONAL_LEARNED ? "learned" : "cyclic",
+          c->positional_rows);
+  g_autoptr (ConyEncoder) enc = cony_encoder_new (m, -1, &error);
+  if (!enc)
+    return cony_cmd_fail (error);
+  printf ("attention:   ");
+  for (int b = 0; b < c->blocks; b++) {
+    printf (" block %d %s%s", b, cony_attention_variant_name (c->attention[b]),
+            m->block[b].has_landmarks ? " (has fixed landmarks)" : "");
+    if (c->blocks == 2 && b == 0)
+      printf (" retroactive,");
+    else if (c->blocks == 2)
+      printf (" run windowed as %s, single output",
+              cony_attention_variant_name (cony_encoder_block_variant (enc, b)));
+  }
+  printf ("\nlabels:      ");
+  for (int i = 0; i < c->n_classes; i++)
+    printf ("%s%s", i ? ", " : " ", c->labels[i]);
+  printf ("\nfrontend:     %s\n", c->frontend_json ? c->frontend_json : "(none)");
+  printf ("parameters:   %" G_GSIZE_FORMAT "\n", m->n_parameters);
+  printf ("state:        %" G_GSIZE_FORMAT " bytes carried between steps (+ %" G_GSIZE_FORMAT
+          " bytes scratch)\n", cony_encoder_state_bytes (enc), cony_encoder_scratch_bytes (enc));
+  printf ("FLOPs/step:   %.0f (full window, trained variants)\n", cony_encoder_flops_per_step (enc));
+  return 0;
+}
