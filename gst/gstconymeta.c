@@ -19,7 +19,11 @@ gst_cony_classification_meta_api_get_type (void)
   static const gchar *tags[] = { NULL };
 
   if (g_once_init_enter (&type)) {
-    GType t = gst_meta_api_type_register ("GstConyClassificationMetaAPI", tags);
+    /* Another copy of this file (an application linking it while the plugin
+     * is loaded) may have registered it already. */
+    GType t = g_type_from_name ("GstConyClassificationMetaAPI");
+    if (t == 0)
+      t = gst_meta_api_type_register ("GstConyClassificationMetaAPI", tags);
     g_once_init_leave (&type, t);
   }
   return type;
@@ -73,9 +77,11 @@ gst_cony_classification_meta_get_info (void)
   static const GstMetaInfo *info = NULL;
 
   if (g_once_init_enter ((GstMetaInfo **) & info)) {
-    const GstMetaInfo *mi = gst_meta_register (GST_CONY_CLASSIFICATION_META_API_TYPE,
-        "GstConyClassificationMeta", sizeof (GstConyClassificationMeta), meta_init,
-        meta_free, meta_transform);
+    const GstMetaInfo *mi = gst_meta_get_info ("GstConyClassificationMeta");
+    if (mi == NULL)
+      mi = gst_meta_register (GST_CONY_CLASSIFICATION_META_API_TYPE,
+          "GstConyClassificationMeta", sizeof (GstConyClassificationMeta), meta_init,
+          meta_free, meta_transform);
     g_once_init_leave ((GstMetaInfo **) & info, (GstMetaInfo *) mi);
   }
   return info;
@@ -149,8 +155,9 @@ gst_cony_classification_custom_meta_register (void)
   if (g_once_init_enter (&done)) {
     /* No transform function: GStreamer copies the structure on copy
      * transforms, which is what a result needs. */
-    gst_meta_register_custom (GST_CONY_CLASSIFICATION_CUSTOM_META_NAME, tags, NULL, NULL,
-        NULL);
+    if (gst_meta_get_info (GST_CONY_CLASSIFICATION_CUSTOM_META_NAME) == NULL)
+      gst_meta_register_custom (GST_CONY_CLASSIFICATION_CUSTOM_META_NAME, tags, NULL, NULL,
+          NULL);
     g_once_init_leave (&done, 1);
   }
 }

@@ -1,0 +1,901 @@
+/* conytransformer element tests (GstHarness): metas and messages against
+ * libcony's encoder stepped directly on the same tokens, meta copies,
+ * flush / DISCONT / caps resets, NaN tokens, on-change messages, latency,
+ * bad models, labels files.
+ *
+ * Model: tests/golden/transformer/small.safetensors (training/gen_transformer_golden.py:
+ * d_in 128, 2 CoNy blocks, window 8, fixed landmarks, 4 labels). */
+#include "cony/encoder.h"
+#include "cony/model.h"
+#include "../gst/gstconymeta.h"
+
+#include <gst/gst.h>
+#include <gst/check/gstharness.h>
+#include <glib/gstdio.h>
+#include <math.h>
+#include <string.h>
+
+#define D 128
+#define C 4
+#define N 8
+#define MS (GST_MSECOND)
+#define TOKEN_CAPS(k, rate) \
+  "other/tensors,format=static,num_tensors=1,types=float32,dimensions=(string)128:" k \
+  ",framerate=" rate
+
+static const char *labels[C] = { "speech", "music", "noise", "silence" };
+
+static char *
+golden_path (const char *dir, const char *file)
+{
+  const char *root = g_getenv ("CONY_SOURCE_ROOT");
+  g_assert_nonnull (root);
+  return g_build_filename (root, "tests", "golden", dir, file, NULL);
+}
+
+static char *
+model_path (void)
+{
+  return golden_path ("transformer", "small.safetensors");
+}
+
+/* The reference: libcony's encoder on the same file. */
+typedef struct {
+  ConyModel *model;
+  ConyEncoder *enc;
+} Ref;
+
+static Ref *
+ref_new (int variant)
+{
+  Ref *r = g_new0 (Ref, 1);
+  char *path = model_path ();
+  GError *error = NULL;
+  r->model = cony_model_load (path, &error);
+  g_assert_no_error (error);
+  r->enc = cony_encoder_new (r->model, variant, &error);
+  g_assert_no_error (error);
+  g_free (path);
+  return r;
+}
+
+static void
+ref_free (Ref *r)
+{
+  cony_encoder_free (r->enc);
+  cony_model_free (r->model);
+  g_free (r);
+}
+
+/* Steps @r with @token; writes softmax probabilities, returns the top class. */
+static int
+ref_step (Ref *r, const float *token, double *probs)
+{
+  float logits[C];
+  cony_encoder_step (r->enc, token, logits);
+  int top = 0;
+  for (int i = 1; i < C; i++)
+    if (logits[i] > logits[top])
+      top = i;
+  double sum = 0;
+  for (int i = 0; i < C; i++)
+    sum += exp ((double) logits[i] - logits[top]);
+  for (int i = 0; i < C; i++)
+    probs[i] = exp ((double) logits[i] - logits[top]) / sum;
+  return top;
+}
+
+/* Deterministic embedding-like tokens. */
+static float *
+make_tokens (gsize n, guint32 seed)
+{
+  float *x = g_new (float, n * D);
+  GRand *r = g_rand_new_with_seed (seed);
+  for (gsize i = 0; i < n * D; i++)
+    x[i] = (float) g_rand_double_range (r, -2.0, 2.0);
+  g_rand_free (r);
+  return x;
+}
+
+static GstHarness *
+new_harness (const gchar *first_prop, ...)
+{
+  GstElement *el = gst_element_factory_make ("conytransformer", NULL);
+  g_assert_nonnull (el);
+  char *path = model_path ();
+  g_object_set (el, "model", path, NULL);
+  g_free (path);
+  if (first_prop) {
+    va_list ap;
+    va_start (ap, first_prop);
+    g_object_set_valist (G_OBJECT (el), first_prop, ap);
+    va_end (ap);
+  }
+  GstHarness *h = gst_harness_new_with_element (el, "sink", "src");
+  gst_object_unref (el);
+  return h;
+}
+
+static GstBus *
+attach_bus (GstHarness *h)
+{
+  GstBus *bus = gst_bus_new ();
+  gst_element_set_bus (h->element, bus);
+  return bus;
+}
+
+static void
+detach_bus (GstHarness *h, GstBus *bus)
+{
+  gst_element_set_bus (h->element, NULL);
+  gst_object_unref (bus);
+}
+
+/* Pushes tokens [from, from + n) of @x, @k per buffer; token i (counted from
+ * @from) at base + i * tok_ns. */
+static void
+push_tokens (GstHarness *h, const float *x, gsize from, gsize n, guint k, GstClockTime base,
+    GstClockTime tok_ns, gboolean discont)
+{
+  for (gsize i = 0; i < n; i += k) {
+    gsize len = MIN (k, n - i);
+    GstBuffer *buf = gst_buffer_new_memdup (x + (from + i) * D, len * D * sizeof (float));
+    GST_BUFFER_PTS (buf) = base + i * tok_ns;
+    GST_BUFFER_DURATION (buf) = len * tok_ns;
+    if (discont && i == 0)
+      GST_BUFFER_FLAG_SET (buf, GST_BUFFER_FLAG_DISCONT);
+    g_assert_cmpint (gst_harness_push (h, buf), ==, GST_FLOW_OK);
+  }
+}
+
+static gint
+cmp_step (gconstpointer a, gconstpointer b)
+{
+  const GstConyClassificationMeta *x = *(GstConyClassificationMeta * const *) a;
+  const GstConyClassificationMeta *y = *(GstConyClassificationMeta * const *) b;
+  return x->step < y->step ? -1 : x->step > y->step;
+}
+
+/* The buffer's classification metas sorted by step. */
+static GPtrArray *
+metas_of (GstBuffer *buf)
+{
+  GPtrArray *a = g_ptr_array_new ();
+  gpointer state = NULL;
+  GstMeta *m;
+  while ((m = gst_buffer_iterate_meta_filtered (buf, &state,
+              GST_CONY_CLASSIFICATION_META_API_TYPE)) != NULL)
+    g_ptr_array_add (a, m);
+  g_ptr_array_sort (a, cmp_step);
+  return a;
+}
+
+/* Checks one meta against the reference step of token @x (stream index
+ * @step, which started at @base, tokens @tok_ns apart). */
+static void
+check_meta (const GstConyClassificationMeta *m, Ref *r, const float *x, guint64 step,
+    GstClockTime base, GstClockTime tok_ns)
+{
+  double probs[C];
+  int top = ref_step (r, x, probs);
+  g_assert_cmpuint (m->step, ==, step);
+  guint64 fill = MIN (step + 1, N);
+  g_assert_cmpuint (m->window_start, ==, base + (step + 1 - fill) * tok_ns);
+  g_assert_cmpuint (m->window_end, ==, base + (step + 1) * tok_ns);
+  g_assert_cmpint (m->class_id, ==, top);
+  g_assert_cmpstr (m->label, ==, labels[top]);
+  g_assert_cmpuint (m->n_scores, ==, C);
+  for (int i = 0; i < C; i++)
+    g_assert_cmpfloat_with_epsilon (m->scores[i], probs[i], 1e-6);
+  g_assert_cmpfloat (m->score, ==, m->scores[top]);
+  g_assert_cmpfloat (m->context_fill, ==, (double) fill / N);
+}
+
+/* Pulls every queued buffer; checks the data is unchanged and the metas
+ * (one per token) match the reference. Returns the tokens seen. */
+static gsize
+check_outputs (GstHarness *h, Ref *r, const float *x, guint64 first_step, GstClockTime base,
+    GstClockTime tok_ns)
+{
+  GstBuffer *buf;
+  gsize t = 0;
+  while ((buf = gst_harness_try_pull (h)) != NULL) {
+    GstMapInfo map;
+    g_assert_true (gst_buffer_map (buf, &map, GST_MAP_READ));
+    gsize k = map.size / (D * sizeof (float));
+    g_assert_cmpint (memcmp (map.data, x + t * D, map.size), ==, 0);
+    gst_buffer_unmap (buf, &map);
+    GPtrArray *metas = metas_of (buf);
+    g_assert_cmpuint (metas->len, ==, k);
+    for (gsize i = 0; i < k; i++)
+      check_meta (metas->pdata[i], r, x + (t + i) * D, first_step + t + i, base, tok_ns);
+    /* The newest step is what the getter returns. */
+    g_assert_true (gst_buffer_get_cony_classification_meta (buf) == metas->pdata[k - 1]);
+    g_ptr_array_free (metas, TRUE);
+    /* The custom mirror: same values, readable without the C struct. */
+    GstCustomMeta *cm = gst_buffer_get_custom_meta (buf, GST_CONY_CLASSIFICATION_CUSTOM_META_NAME);
+    g_assert_nonnull (cm);
+    const GstStructure *s = gst_custom_meta_get_structure (cm);
+    guint64 step;
+    gint cls;
+    g_assert_true (gst_structure_get_uint64 (s, "step", &step));
+    g_assert_true (gst_structure_get_int (s, "class-id", &cls));
+    g_assert_cmpuint (gst_value_array_get_size (gst_structure_get_value (s, "scores")), ==, C);
+    g_assert_nonnull (gst_structure_get_string (s, "label"));
+    g_assert_cmpuint (step, >=, first_step + t);
+    g_assert_cmpuint (step, <, first_step + t + k);
+    gst_buffer_unref (buf);
+    t += k;
+  }
+  return t;
+}
+
+/* ------------------------------------------------------------------------ */
+
+/* Every output buffer carries one meta per token, equal to the encoder's
+ * step; K = 1, 3 and 8 tokens per buffer (odd last buffer included). */
+static void
+test_meta_matches_encoder (void)
+{
+  const guint ks[] = { 1, 3, 8 };
+  gsize n = 29;
+  float *x = make_tokens (n, 1);
+  for (guint i = 0; i < G_N_ELEMENTS (ks); i++) {
+    Ref *r = ref_new (-1);
+    GstHarness *h = new_harness (NULL);
+    gchar *c = g_strdup_printf (TOKEN_CAPS ("%u", "4/%u"), ks[i], ks[i]);
+    gst_harness_set_src_caps_str (h, c);
+    g_free (c);
+    GstClockTime base = 3 * GST_SECOND + 17;
+    push_tokens (h, x, 0, n, ks[i], base, 250 * MS, FALSE);
+    g_assert_cmpuint (check_outputs (h, r, x, 0, base, 250 * MS), ==, n);
+    gst_harness_teardown (h);
+    ref_free (r);
+  }
+  g_free (x);
+}
+
+/* Buffers without a duration: token times from the caps' token rate. */
+static void
+test_times_from_rate (void)
+{
+  float *x = make_tokens (6, 2);
+  Ref *r = ref_new (-1);
+  GstHarness *h = new_harness (NULL);
+  gst_harness_set_src_caps_str (h, TOKEN_CAPS ("2", "2/1"));
+  for (guint b = 0; b < 3; b++) {
+    GstBuffer *buf = gst_buffer_new_memdup (x + b * 2 * D, 2 * D * sizeof (float));
+    GST_BUFFER_PTS (buf) = b * 500 * MS;
+    g_assert_cmpint (gst_harness_push (h, buf), ==, GST_FLOW_OK);
+  }
+  g_assert_cmpuint (check_outputs (h, r, x, 0, 0, 250 * MS), ==, 6);
+  gst_harness_teardown (h);
+  ref_free (r);
+  g_free (x);
+}
+
+/* The attention property overrides the model's variant. */
+static void
+test_attention_override (void)
+{
+  const struct { const char *nick; int variant; } cases[] = {
+    { "regular", CONY_ATTENTION_REGULAR },
+    { "continual", CONY_ATTENTION_CONTINUAL },
+    { "nystrom", CONY_ATTENTION_NYSTROM },
+    { "nystrom-fixed", CONY_ATTENTION_NYSTROM_FIXED },
+    { "cony-fixed", CONY_ATTENTION_CONY_FIXED },
+  };
+  float *x = make_tokens (12, 3);
+  for (guint i = 0; i < G_N_ELEMENTS (cases); i++) {
+    Ref *r = ref_new (cases[i].variant);
+    GstElement *el = gst_element_factory_make ("conytransformer", NULL);
+    char *path = model_path ();
+    gst_util_set_object_arg (G_OBJECT (el), "attention", cases[i].nick);
+    g_object_set (el, "model", path, NULL);
+    g_free (path);
+    GstHarness *h = gst_harness_new_with_element (el, "sink", "src");
+    gst_object_unref (el);
+    gst_harness_set_src_caps_str (h, TOKEN_CAPS ("1", "4/1"));
+    push_tokens (h, x, 0, 12, 1, 0, 250 * MS, FALSE);
+    g_assert_cmpuint (check_outputs (h, r, x, 0, 0, 250 * MS), ==, 12);
+    gst_harness_teardown (h);
+    ref_free (r);
+  }
+  g_free (x);
+}
+
+/* Messages: one per step, exact timestamps, stream and running time from the
+ * segment, scores as a GstValueArray of floats. */
+static void
+test_messages (void)
+{
+  gsize n = 11;
+  float *x = make_tokens (n, 4);
+  Ref *r = ref_new (-1);
+  GstHarness *h = new_harness (NULL);
+  GstBus *bus = attach_bus (h);
+  gst_harness_set_src_caps_str (h, TOKEN_CAPS ("1", "4/1"));
+  /* A segment starting at 10 s, base 2 s, stream time 100 s. */
+  GstSegment seg;
+  gst_segment_init (&seg, GST_FORMAT_TIME);
+  seg.start = 10 * GST_SECOND;
+  seg.time = 100 * GST_SECOND;
+  seg.base = 2 * GST_SECOND;
+  g_assert_true (gst_harness_push_event (h, gst_event_new_segment (&seg)));
+  push_tokens (h, x, 0, n, 1, 10 * GST_SECOND, 250 * MS, FALSE);
+
+  for (gsize t = 0; t < n; t++) {
+    GstMessage *msg = gst_bus_pop_filtered (bus, GST_MESSAGE_ELEMENT);
+    g_assert_nonnull (msg);
+    g_assert_true (GST_MESSAGE_SRC (msg) == GST_OBJECT (h->element));
+    const GstStructure *s = gst_message_get_structure (msg);
+    g_assert_true (gst_structure_has_name (s, "conytransformer"));
+    guint64 ts, st, rt, dur, step;
+    gint cls;
+    gfloat conf;
+    g_assert_true (gst_structure_get (s, "timestamp", G_TYPE_UINT64, &ts,
+            "stream-time", G_TYPE_UINT64, &st, "running-time", G_TYPE_UINT64, &rt,
+            "duration", G_TYPE_UINT64, &dur, "step", G_TYPE_UINT64, &step,
+            "class-id", G_TYPE_INT, &cls, "confidence", G_TYPE_FLOAT, &conf, NULL));
+    g_assert_cmpuint (ts, ==, 10 * GST_SECOND + t * 250 * MS);
+    g_assert_cmpuint (st, ==, 100 * GST_SECOND + t * 250 * MS);
+    g_assert_cmpuint (rt, ==, 2 * GST_SECOND + t * 250 * MS);
+    g_assert_cmpuint (dur, ==, 250 * MS);
+    g_assert_cmpuint (step, ==, t);
+    double probs[C];
+    int top = ref_step (r, x + t * D, probs);
+    g_assert_cmpint (cls, ==, top);
+    g_assert_cmpstr (gst_structure_get_string (s, "label"), ==, labels[top]);
+    g_assert_cmpfloat_with_epsilon (conf, probs[top], 1e-6);
+    const GValue *arr = gst_structure_get_value (s, "scores");
+    g_assert_true (GST_VALUE_HOLDS_ARRAY (arr));
+    g_assert_cmpuint (gst_value_array_get_size (arr), ==, C);
+    for (int i = 0; i < C; i++) {
+      const GValue *v = gst_value_array_get_value (arr, i);
+      g_assert_true (G_VALUE_HOLDS_FLOAT (v));
+      g_assert_cmpfloat_with_epsilon (g_value_get_float (v), probs[i], 1e-6);
+    }
+    g_assert_false (gst_structure_has_field (s, "segment-start"));
+    gst_message_unref (msg);
+  }
+  g_assert_null (gst_bus_pop_filtered (bus, GST_MESSAGE_ELEMENT));
+  detach_bus (h, bus);
+  gst_harness_teardown (h);
+  ref_free (r);
+  g_free (x);
+}
+
+/* post-messages=false: metas, no messages; threshold filters messages only. */
+static void
+test_post_messages_threshold (void)
+{
+  gsize n = 40;
+  float *x = make_tokens (n, 5);
+  /* post-messages=false */
+  GstHarness *h = new_harness ("post-messages", FALSE, NULL);
+  GstBus *bus = attach_bus (h);
+  gst_harness_set_src_caps_str (h, TOKEN_CAPS ("1", "4/1"));
+  push_tokens (h, x, 0, n, 1, 0, 250 * MS, FALSE);
+  g_assert_null (gst_bus_pop_filtered (bus, GST_MESSAGE_ELEMENT));
+  g_assert_cmpuint (gst_harness_buffers_in_queue (h), ==, n);
+  detach_bus (h, bus);
+  gst_harness_teardown (h);
+
+  /* threshold 0.5: messages exactly for the steps whose confidence >= 0.5 */
+  Ref *r = ref_new (-1);
+  h = new_harness ("threshold", 0.5, NULL);
+  bus = attach_bus (h);
+  gst_harness_set_src_caps_str (h, TOKEN_CAPS ("1", "4/1"));
+  push_tokens (h, x, 0, n, 1, 0, 250 * MS, FALSE);
+  guint want = 0, below = 0;
+  for (gsize t = 0; t < n; t++) {
+    double probs[C];
+    int top = ref_step (r, x + t * D, probs);
+    if (probs[top] < 0.5) {
+      below++;
+      continue;
+    }
+    want++;
+    GstMessage *msg = gst_bus_pop_filtered (bus, GST_MESSAGE_ELEMENT);
+    g_assert_nonnull (msg);
+    guint64 step;
+    g_assert_true (gst_structure_get_uint64 (gst_message_get_structure (msg), "step", &step));
+    g_assert_cmpuint (step, ==, t);
+    gst_message_unref (msg);
+  }
+  g_assert_null (gst_bus_pop_filtered (bus, GST_MESSAGE_ELEMENT));
+  /* the data must exercise both sides of the threshold */
+  g_assert_cmpuint (want, >, 0);
+  g_assert_cmpuint (below, >, 0);
+  /* every buffer still has its meta */
+  g_assert_cmpuint (gst_harness_buffers_in_queue (h), ==, n);
+  GstBuffer *buf;
+  while ((buf = gst_harness_try_pull (h)) != NULL) {
+    g_assert_nonnull (gst_buffer_get_cony_classification_meta (buf));
+    gst_buffer_unref (buf);
+  }
+  detach_bus (h, bus);
+  gst_harness_teardown (h);
+  ref_free (r);
+  g_free (x);
+}
+
+/* on-change: a message exactly where the top label changes, carrying the
+ * segment running times; a closing message at EOS. */
+static void
+test_on_change (void)
+{
+  gsize n = 60;
+  float *x = make_tokens (n, 6);
+  Ref *r = ref_new (-1);
+  GstHarness *h = new_harness (NULL);
+  gst_util_set_object_arg (G_OBJECT (h->element), "message-mode", "on-change");
+  GstBus *bus = attach_bus (h);
+  gst_harness_set_src_caps_str (h, TOKEN_CAPS ("1", "4/1"));
+  GstSegment seg;
+  gst_segment_init (&seg, GST_FORMAT_TIME);
+  seg.base = GST_SECOND;
+  g_assert_true (gst_harness_push_event (h, gst_event_new_segment (&seg)));
+  push_tokens (h, x, 0, n, 2, 0, 250 * MS, FALSE);
+  g_assert_true (gst_harness_push_event (h, gst_event_new_eos ()));
+
+  int prev = -1;
+  GstClockTime prev_start = GST_CLOCK_TIME_NONE, prev_end = GST_CLOCK_TIME_NONE;
+  guint changes = 0;
+  for (gsize t = 0; t < n; t++) {
+    double probs[C];
+    int top = ref_step (r, x + t * D, probs);
+    GstClockTime rt0 = GST_SECOND + t * 250 * MS, rt1 = rt0 + 250 * MS;
+    if (top == prev) {
+      prev_end = rt1;
+      continue;
+    }
+    GstMessage *msg = gst_bus_pop_filtered (bus, GST_MESSAGE_ELEMENT);
+    g_assert_nonnull (msg);
+    const GstStructure *s = gst_message_get_structure (msg);
+    guint64 step, seg_start, pstart, pend;
+    g_assert_true (gst_structure_get (s, "step", G_TYPE_UINT64, &step,
+            "segment-start", G_TYPE_UINT64, &seg_start,
+            "previous-segment-start", G_TYPE_UINT64, &pstart,
+            "previous-segment-end", G_TYPE_UINT64, &pend, NULL));
+    g_assert_cmpuint (step, ==, t);
+    g_assert_cmpstr (gst_structure_get_string (s, "label"), ==, labels[top]);
+    g_assert_cmpuint (seg_start, ==, rt0);
+    g_assert_cmpstr (gst_structure_get_string (s, "previous-label"), ==,
+        prev >= 0 ? labels[prev] : "");
+    g_assert_cmpuint (pstart, ==, prev_start);
+    g_assert_cmpuint (pend, ==, prev_end);
+    g_assert_false (gst_structure_has_field (s, "eos"));
+    gst_message_unref (msg);
+    prev = top;
+    prev_start = rt0;
+    prev_end = rt1;
+    changes++;
+  }
+  /* the closing message */
+  GstMessage *msg = gst_bus_pop_filtered (bus, GST_MESSAGE_ELEMENT);
+  g_assert_nonnull (msg);
+  const GstStructure *s = gst_message_get_structure (msg);
+  gboolean eos = FALSE;
+  guint64 pstart, pend;
+  g_assert_true (gst_structure_get (s, "eos", G_TYPE_BOOLEAN, &eos,
+          "previous-segment-start", G_TYPE_UINT64, &pstart,
+          "previous-segment-end", G_TYPE_UINT64, &pend, NULL));
+  g_assert_true (eos);
+  g_assert_cmpstr (gst_structure_get_string (s, "previous-label"), ==, labels[prev]);
+  g_assert_cmpuint (pstart, ==, prev_start);
+  g_assert_cmpuint (pend, ==, GST_SECOND + n * 250 * MS);
+  gst_message_unref (msg);
+  g_assert_null (gst_bus_pop_filtered (bus, GST_MESSAGE_ELEMENT));
+  /* the data must have a few changes and fewer messages than steps */
+  g_assert_cmpuint (changes, >=, 3);
+  g_assert_cmpuint (changes, <, n);
+  detach_bus (h, bus);
+  gst_harness_teardown (h);
+  ref_free (r);
+  g_free (x);
+}
+
+/* The meta survives gst_buffer_copy, a region copy, make_writable and a
+ * queue; the custom mirror too. */
+static void
+test_meta_survives_copies (void)
+{
+  float *x = make_tokens (3, 7);
+  char *path = model_path ();
+  gchar *launch = g_strdup_printf ("conytransformer model=\"%s\" ! queue", path);
+  GstHarness *h = gst_harness_new_parse (launch);
+  g_free (launch);
+  g_free (path);
+  gst_harness_set_src_caps_str (h, TOKEN_CAPS ("3", "4/3"));
+  push_tokens (h, x, 0, 3, 3, 0, 250 * MS, FALSE);
+  GstBuffer *out = gst_harness_pull (h);
+  g_assert_cmpuint (gst_buffer_get_n_cony_classification_metas (out), ==, 3);
+  GstConyClassificationMeta *m = gst_buffer_get_cony_classification_meta (out);
+  g_assert_nonnull (m);
+  g_assert_cmpuint (m->step, ==, 2);
+
+  GstBuffer *copies[3];
+  copies[0] = gst_buffer_copy (out);
+  copies[1] = gst_buffer_copy_region (out, GST_BUFFER_COPY_ALL, 0, D * sizeof (float));
+  gst_buffer_ref (out);
+  copies[2] = gst_buffer_make_writable (out);   /* a copy: @out is shared */
+  g_assert_true (copies[2] != out);
+  for (guint i = 0; i < 3; i++) {
+    g_assert_cmpuint (gst_buffer_get_n_cony_classification_metas (copies[i]), ==, 3);
+    GstConyClassificationMeta *c = gst_buffer_get_cony_classification_meta (copies[i]);
+    g_assert_nonnull (c);
+    g_assert_true (c != m);
+    g_assert_cmpuint (c->step, ==, m->step);
+    g_assert_cmpuint (c->window_start, ==, m->window_start);
+    g_assert_cmpuint (c->window_end, ==, m->window_end);
+    g_assert_cmpint (c->class_id, ==, m->class_id);
+    g_assert_cmpstr (c->label, ==, m->label);
+    g_assert_cmpfloat (c->score, ==, m->score);
+    g_assert_cmpuint (c->n_scores, ==, C);
+    g_assert_true (c->scores != m->scores);
+    g_assert_cmpmem (c->scores, C * sizeof (float), m->scores, C * sizeof (float));
+    g_assert_cmpfloat (c->context_fill, ==, m->context_fill);
+    GstCustomMeta *cm = gst_buffer_get_custom_meta (copies[i],
+        GST_CONY_CLASSIFICATION_CUSTOM_META_NAME);
+    g_assert_nonnull (cm);
+    g_assert_nonnull (gst_structure_get_string (gst_custom_meta_get_structure (cm), "label"));
+    gst_buffer_unref (copies[i]);
+  }
+  gst_buffer_unref (out);
+  gst_harness_teardown (h);
+  g_free (x);
+}
+
+/* Through audioconvert (a GstBaseTransform copying tagless metas to a new
+ * output buffer): the meta added on a token buffer is kept. */
+static void
+test_meta_survives_audioconvert (void)
+{
+  GstHarness *h = gst_harness_new_parse ("audioconvert");
+  gst_harness_set_caps_str (h, "audio/x-raw,format=F32LE,rate=16000,channels=1,layout=interleaved",
+      "audio/x-raw,format=S16LE,rate=16000,channels=1,layout=interleaved");
+  GstBuffer *buf = gst_buffer_new_allocate (NULL, 160 * sizeof (float), NULL);
+  gst_buffer_memset (buf, 0, 0, 160 * sizeof (float));
+  float scores[C] = { 0.1f, 0.2f, 0.3f, 0.4f };
+  GstConyClassificationMeta *m = gst_buffer_add_cony_classification_meta (buf, 7, 0,
+      GST_SECOND, 3, "silence", 0.4f, scores, C, 0.5);
+  gst_buffer_add_cony_classification_custom_meta (buf, m);
+  GstBuffer *out = gst_harness_push_and_pull (h, buf);
+  g_assert_cmpuint (gst_buffer_get_size (out), ==, 160 * 2);
+  GstConyClassificationMeta *c = gst_buffer_get_cony_classification_meta (out);
+  g_assert_nonnull (c);
+  g_assert_cmpuint (c->step, ==, 7);
+  g_assert_cmpstr (c->label, ==, "silence");
+  g_assert_cmpfloat (c->scores[2], ==, 0.3f);
+  g_assert_nonnull (gst_buffer_get_custom_meta (out, GST_CONY_CLASSIFICATION_CUSTOM_META_NAME));
+  gst_buffer_unref (out);
+  gst_harness_teardown (h);
+}
+
+/* After junk, a flush: the same input gives the outputs of a fresh element. */
+static void
+test_flush_resets (void)
+{
+  gsize n = 20;
+  float *x = make_tokens (n, 8);
+  float *junk = make_tokens (13, 9);
+  Ref *r = ref_new (-1);
+  GstHarness *h = new_harness (NULL);
+  gst_harness_set_src_caps_str (h, TOKEN_CAPS ("1", "4/1"));
+  push_tokens (h, junk, 0, 13, 1, 0, 250 * MS, FALSE);
+  while (gst_harness_buffers_in_queue (h) > 0)
+    gst_buffer_unref (gst_harness_pull (h));
+
+  g_assert_true (gst_harness_push_event (h, gst_event_new_flush_start ()));
+  g_assert_true (gst_harness_push_event (h, gst_event_new_flush_stop (TRUE)));
+  GstSegment seg;
+  gst_segment_init (&seg, GST_FORMAT_TIME);
+  g_assert_true (gst_harness_push_event (h, gst_event_new_segment (&seg)));
+  push_tokens (h, x, 0, n, 1, 5 * GST_SECOND, 250 * MS, FALSE);
+  g_assert_cmpuint (check_outputs (h, r, x, 0, 5 * GST_SECOND, 250 * MS), ==, n);
+  gst_harness_teardown (h);
+  ref_free (r);
+  g_free (junk);
+  g_free (x);
+}
+
+/* A DISCONT buffer restarts the stream at step 0. */
+static void
+test_discont_resets (void)
+{
+  float *a = make_tokens (10, 10);
+  float *b = make_tokens (15, 11);
+  Ref *r = ref_new (-1);
+  GstHarness *h = new_harness (NULL);
+  gst_harness_set_src_caps_str (h, TOKEN_CAPS ("1", "4/1"));
+  push_tokens (h, a, 0, 10, 1, 0, 250 * MS, TRUE);
+  g_assert_cmpuint (check_outputs (h, r, a, 0, 0, 250 * MS), ==, 10);
+  cony_encoder_reset (r->enc);
+  GstClockTime t = 42 * GST_SECOND + 7;
+  push_tokens (h, b, 0, 15, 3, t, 250 * MS, TRUE);
+  g_assert_cmpuint (check_outputs (h, r, b, 0, t, 250 * MS), ==, 15);
+  gst_harness_teardown (h);
+  ref_free (r);
+  g_free (a);
+  g_free (b);
+}
+
+/* A token-rate change resets; a change of K alone does not. */
+static void
+test_caps_change (void)
+{
+  float *x = make_tokens (12, 12);
+  Ref *r = ref_new (-1);
+  GstHarness *h = new_harness (NULL);
+  gst_harness_set_src_caps_str (h, TOKEN_CAPS ("1", "4/1"));
+  push_tokens (h, x, 0, 4, 1, 0, 250 * MS, FALSE);
+  GstCaps *caps = gst_caps_from_string (TOKEN_CAPS ("2", "2/1"));
+  g_assert_true (gst_pad_push_event (h->srcpad, gst_event_new_caps (caps)));
+  gst_caps_unref (caps);
+  push_tokens (h, x, 4, 4, 2, GST_SECOND, 250 * MS, FALSE);
+  g_assert_cmpuint (check_outputs (h, r, x, 0, 0, 250 * MS), ==, 8);
+
+  caps = gst_caps_from_string (TOKEN_CAPS ("1", "10/1"));
+  g_assert_true (gst_pad_push_event (h->srcpad, gst_event_new_caps (caps)));
+  gst_caps_unref (caps);
+  cony_encoder_reset (r->enc);
+  push_tokens (h, x, 0, 12, 1, 7 * GST_SECOND, 100 * MS, FALSE);
+  g_assert_cmpuint (check_outputs (h, r, x, 0, 7 * GST_SECOND, 100 * MS), ==, 12);
+  gst_harness_teardown (h);
+  ref_free (r);
+  g_free (x);
+}
+
+/* NaN / Inf tokens: one warning, the token is not stepped (no meta), the
+ * other tokens of the buffer and later ones equal the clean stream without
+ * the bad tokens. */
+static void
+test_nan_tokens (void)
+{
+  gsize n = 12;
+  float *x = make_tokens (n, 13);
+  x[4 * D + 5] = NAN;
+  x[5 * D] = INFINITY;
+  Ref *r = ref_new (-1);
+  GstHarness *h = new_harness (NULL);
+  GstBus *bus = attach_bus (h);
+  gst_harness_set_src_caps_str (h, TOKEN_CAPS ("3", "4/3"));
+  push_tokens (h, x, 0, n, 3, 0, 250 * MS, FALSE);
+  /* one warning, and messages for the 10 good tokens only */
+  GstMessage *msg;
+  guint n_msgs = 0, n_warnings = 0;
+  while ((msg = gst_bus_pop (bus)) != NULL) {
+    n_msgs += GST_MESSAGE_TYPE (msg) == GST_MESSAGE_ELEMENT;
+    n_warnings += GST_MESSAGE_TYPE (msg) == GST_MESSAGE_WARNING;
+    gst_message_unref (msg);
+  }
+  g_assert_cmpuint (n_warnings, ==, 1);
+  g_assert_cmpuint (n_msgs, ==, n - 2);
+
+  guint64 step = 0;
+  for (guint b = 0; b < 4; b++) {
+    GstBuffer *buf = gst_harness_pull (h);
+    /* the data passes unchanged, bad values included */
+    GstMapInfo map;
+    gst_buffer_map (buf, &map, GST_MAP_READ);
+    g_assert_cmpint (memcmp (map.data, x + b * 3 * D, 3 * D * sizeof (float)), ==, 0);
+    gst_buffer_unmap (buf, &map);
+    GPtrArray *metas = metas_of (buf);
+    guint j = 0;
+    for (guint i = 0; i < 3; i++) {
+      gsize t = b * 3 + i;
+      if (t == 4 || t == 5)
+        continue;
+      GstConyClassificationMeta *m = metas->pdata[j++];
+      double probs[C];
+      int top = ref_step (r, x + t * D, probs);
+      g_assert_cmpuint (m->step, ==, step);
+      g_assert_cmpuint (m->window_end, ==, (t + 1) * 250 * MS);
+      g_assert_cmpint (m->class_id, ==, top);
+      for (int c = 0; c < C; c++)
+        g_assert_cmpfloat_with_epsilon (m->scores[c], probs[c], 1e-6);
+      step++;
+    }
+    g_assert_cmpuint (metas->len, ==, j);
+    g_ptr_array_free (metas, TRUE);
+    gst_buffer_unref (buf);
+  }
+  g_assert_cmpuint (step, ==, n - 2);
+  detach_bus (h, bus);
+  gst_harness_teardown (h);
+  ref_free (r);
+  g_free (x);
+}
+
+/* The element adds nothing to upstream's latency. */
+static void
+test_latency (void)
+{
+  GstHarness *h = new_harness (NULL);
+  gst_harness_set_src_caps_str (h, TOKEN_CAPS ("1", "4/1"));
+  gst_harness_set_upstream_latency (h, 0);
+  g_assert_cmpuint (gst_harness_query_latency (h), ==, 0);
+  gst_harness_set_upstream_latency (h, 975 * MS);
+  g_assert_cmpuint (gst_harness_query_latency (h), ==, 975 * MS);
+  gst_harness_teardown (h);
+}
+
+/* A token size other than the model's d_in: refused, and the error names
+ * both numbers. */
+static void
+test_wrong_dimension (void)
+{
+  GstHarness *h = new_harness (NULL);
+  GstBus *bus = attach_bus (h);
+  GstPad *sinkpad = gst_element_get_static_pad (h->element, "sink");
+  gst_pad_push_event (h->srcpad, gst_event_new_stream_start ("test"));
+  GstCaps *caps = gst_caps_from_string ("other/tensors,format=static,num_tensors=1,"
+      "types=float32,dimensions=(string)64:1,framerate=100/1");
+  gst_pad_push_event (h->srcpad, gst_event_new_caps (caps));
+  gst_caps_unref (caps);
+  g_assert_false (gst_pad_has_current_caps (sinkpad));
+  GstMessage *msg = gst_bus_pop_filtered (bus, GST_MESSAGE_ERROR);
+  g_assert_nonnull (msg);
+  GError *err = NULL;
+  gchar *dbg = NULL;
+  gst_message_parse_error (msg, &err, &dbg);
+  g_assert_true (g_error_matches (err, GST_CORE_ERROR, GST_CORE_ERROR_NEGOTIATION));
+  g_assert_nonnull (strstr (dbg, "64"));
+  g_assert_nonnull (strstr (dbg, "128"));
+  g_free (dbg);
+  g_clear_error (&err);
+  gst_message_unref (msg);
+  GstSegment seg;
+  gst_segment_init (&seg, GST_FORMAT_TIME);
+  gst_pad_push_event (h->srcpad, gst_event_new_segment (&seg));
+  GstBuffer *buf = gst_buffer_new_allocate (NULL, 64 * sizeof (float), NULL);
+  g_assert_cmpint (gst_pad_push (h->srcpad, buf), ==, GST_FLOW_NOT_NEGOTIATED);
+  gst_object_unref (sinkpad);
+  detach_bus (h, bus);
+  gst_harness_teardown (h);
+}
+
+static void
+expect_start_error (const char *model, const char *attention, const char *labels_file,
+    const char *in_message)
+{
+  GstElement *el = gst_element_factory_make ("conytransformer", NULL);
+  GstBus *bus = gst_bus_new ();
+  gst_element_set_bus (el, bus);
+  g_object_set (el, "model", model, "labels-file", labels_file, NULL);
+  if (attention)
+    gst_util_set_object_arg (G_OBJECT (el), "attention", attention);
+  g_assert_cmpint (gst_element_set_state (el, GST_STATE_PAUSED), ==, GST_STATE_CHANGE_FAILURE);
+  GstMessage *msg = gst_bus_pop_filtered (bus, GST_MESSAGE_ERROR);
+  g_assert_nonnull (msg);
+  GError *err = NULL;
+  gchar *dbg = NULL;
+  gst_message_parse_error (msg, &err, &dbg);
+  gchar *all = g_strconcat (err->message, " ", dbg ? dbg : "", NULL);
+  if (!strstr (all, in_message))
+    g_error ("'%s' not in '%s'", in_message, all);
+  g_free (all);
+  g_free (dbg);
+  g_clear_error (&err);
+  gst_message_unref (msg);
+  /* reusable once fixed */
+  gst_element_set_state (el, GST_STATE_NULL);
+  char *good = model_path ();
+  g_object_set (el, "model", good, "labels-file", NULL, NULL);
+  gst_util_set_object_arg (G_OBJECT (el), "attention", "model");
+  g_free (good);
+  g_assert_cmpint (gst_element_set_state (el, GST_STATE_PAUSED), ==, GST_STATE_CHANGE_SUCCESS);
+  gst_element_set_state (el, GST_STATE_NULL);
+  gst_element_set_bus (el, NULL);
+  gst_object_unref (bus);
+  gst_object_unref (el);
+}
+
+/* Missing, invalid or unsuitable models: the state change fails with an
+ * error carrying libcony's message. */
+static void
+test_bad_models (void)
+{
+  char *cnn = golden_path ("cnn", "small.safetensors");
+  char *npy = golden_path ("cnn", "small_input.npy");
+  char *nolandmarks = golden_path ("model", "b1_regular.safetensors");
+  char *dir = g_dir_make_tmp ("conytransformer-XXXXXX", NULL);
+  char *trunc = g_build_filename (dir, "truncated.safetensors", NULL);
+  gchar *data;
+  gsize len;
+  char *good = model_path ();
+  g_assert_true (g_file_get_contents (good, &data, &len, NULL));
+  g_assert_true (g_file_set_contents (trunc, data, len / 2, NULL));
+  g_free (data);
+
+  expect_start_error (NULL, NULL, NULL, "No model");
+  expect_start_error ("/nonexistent/transformer.safetensors", NULL, NULL,
+      "/nonexistent/transformer.safetensors");
+  expect_start_error (npy, NULL, NULL, "small_input.npy");
+  expect_start_error (cnn, NULL, NULL, "small.safetensors");
+  expect_start_error (trunc, NULL, NULL, "truncated.safetensors");
+  expect_start_error (nolandmarks, "cony-fixed", NULL, "b1_regular.safetensors");
+
+  g_unlink (trunc);
+  g_rmdir (dir);
+  g_free (good);
+  g_free (trunc);
+  g_free (dir);
+  g_free (nolandmarks);
+  g_free (npy);
+  g_free (cnn);
+}
+
+/* labels-file: replaces the model's labels; a count mismatch or a missing
+ * file fails the state change. */
+static void
+test_labels_file (void)
+{
+  char *dir = g_dir_make_tmp ("conytransformer-XXXXXX", NULL);
+  char *good = g_build_filename (dir, "good.txt", NULL);
+  char *bad = g_build_filename (dir, "bad.txt", NULL);
+  char *missing = g_build_filename (dir, "missing.txt", NULL);
+  const char *mine[C] = { "a b", "c", "d", "e" };
+  g_assert_true (g_file_set_contents (good, "a b\r\nc\nd\ne\n", -1, NULL));
+  g_assert_true (g_file_set_contents (bad, "a\nb\nc\n", -1, NULL));
+  char *model = model_path ();
+
+  expect_start_error (model, NULL, bad, "3 labels but the model has 4 classes");
+  expect_start_error (model, NULL, missing, "missing.txt");
+
+  float *x = make_tokens (9, 14);
+  Ref *r = ref_new (-1);
+  GstHarness *h = new_harness ("labels-file", good, NULL);
+  GstBus *bus = attach_bus (h);
+  gst_harness_set_src_caps_str (h, TOKEN_CAPS ("1", "4/1"));
+  push_tokens (h, x, 0, 9, 1, 0, 250 * MS, FALSE);
+  for (guint t = 0; t < 9; t++) {
+    double probs[C];
+    int top = ref_step (r, x + t * D, probs);
+    GstBuffer *buf = gst_harness_pull (h);
+    g_assert_cmpstr (gst_buffer_get_cony_classification_meta (buf)->label, ==, mine[top]);
+    gst_buffer_unref (buf);
+    GstMessage *msg = gst_bus_pop_filtered (bus, GST_MESSAGE_ELEMENT);
+    g_assert_cmpstr (gst_structure_get_string (gst_message_get_structure (msg), "label"), ==,
+        mine[top]);
+    gst_message_unref (msg);
+  }
+  detach_bus (h, bus);
+  gst_harness_teardown (h);
+  ref_free (r);
+  g_free (x);
+  g_unlink (good);
+  g_unlink (bad);
+  g_rmdir (dir);
+  g_free (model);
+  g_free (good);
+  g_free (bad);
+  g_free (missing);
+  g_free (dir);
+}
+
+int
+main (int argc, char **argv)
+{
+  gst_init (&argc, &argv);
+  g_test_init (&argc, &argv, NULL);
+  g_test_add_func ("/conytransformer/meta-matches-encoder", test_meta_matches_encoder);
+  g_test_add_func ("/conytransformer/times-from-rate", test_times_from_rate);
+  g_test_add_func ("/conytransformer/attention-override", test_attention_override);
+  g_test_add_func ("/conytransformer/messages", test_messages);
+  g_test_add_func ("/conytransformer/post-messages-threshold", test_post_messages_threshold);
+  g_test_add_func ("/conytransformer/on-change", test_on_change);
+  g_test_add_func ("/conytransformer/meta-survives-copies", test_meta_survives_copies);
+  g_test_add_func ("/conytransformer/meta-survives-audioconvert",
+      test_meta_survives_audioconvert);
+  g_test_add_func ("/conytransformer/flush", test_flush_resets);
+  g_test_add_func ("/conytransformer/discont", test_discont_resets);
+  g_test_add_func ("/conytransformer/caps-change", test_caps_change);
+  g_test_add_func ("/conytransformer/nan", test_nan_tokens);
+  g_test_add_func ("/conytransformer/latency", test_latency);
+  g_test_add_func ("/conytransformer/wrong-dimension", test_wrong_dimension);
+  g_test_add_func ("/conytransformer/bad-models", test_bad_models);
+  g_test_add_func ("/conytransformer/labels-file", test_labels_file);
+  return g_test_run ();
+}
