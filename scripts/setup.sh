@@ -11,6 +11,7 @@ PACKAGES=(
   libopenblas-dev liblapacke-dev
   libavutil-dev libswresample-dev
   python3 python3-numpy python3-torch
+  python3-gi gir1.2-gstreamer-1.0
 )
 
 missing=()

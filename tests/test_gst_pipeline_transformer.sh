@@ -1,0 +1,141 @@
+#!/usr/bin/env bash
+# Pipeline test of the whole audio chain through gst-launch-1.0:
+#   audiotestsrc ! audioconvert ! audioresample ! conymel ! conyvggish ! conytransformer ! fakesink
+# with the reduced VGGish of tests/golden/cnn/ (128-d embeddings) and the tiny 128-d
+# classifier of tests/golden/transformer/; then pipelines/print_results.py (bus messages
+# and the custom meta read from Python) when python3-gi is installed.
+# Needs GST_PLUGIN_PATH (the build tree's gst/).
+#   test_gst_pipeline_transformer.sh VGGISH.safetensors TRANSFORMER.safetensors SOURCE_ROOT
+set -uo pipefail
+vggish=${1:?usage: test_gst_pipeline_transformer.sh VGGISH TRANSFORMER SOURCE_ROOT}
+model=${2:?}
+root=${3:?}
+launch=$(command -v gst-launch-1.0) || { echo "gst-launch-1.0 not found: skipping"; exit 77; }
+fail=0
+tmp=$(mktemp -d)
+trap 'rm -rf "$tmp"' EXIT
+
+# 3 s of 44.1 kHz stereo: 9 embeddings (see test_gst_pipeline.sh), 9 steps.
+src="audiotestsrc num-buffers=30 samplesperbuffer=4410 wave=sine freq=440 \
+  ! audio/x-raw,format=S16LE,rate=44100,channels=2 ! audioconvert ! audioresample ! conymel"
+
+# every-step: one message per step, steps 0..8, 0.25 s apart, and 9 token buffers
+# (512 bytes: the tokens pass through) reach the sink.
+# shellcheck disable=SC2086
+if ! out=$("$launch" -m -v $src ! conyvggish model="$vggish" \
+    ! conytransformer model="$model" ! fakesink silent=false 2>&1); then
+  echo "FAIL every-step: gst-launch-1.0 failed"; echo "$out" | tail -20; fail=1
+else
+  msgs=$(echo "$out" | grep '(element): conytransformer, ')
+  n=$(echo -n "$msgs" | grep -c 'conytransformer' || true)
+  steps=$(echo "$msgs" | sed -nE 's/.*step=\(guint64\)([0-9]+).*/\1/p' | tr '\n' ' ')
+  times=$(echo "$msgs" | sed -nE 's/.*timestamp=\(guint64\)([0-9]+).*/\1/p' | tr '\n' ' ')
+  bufs=$(echo "$out" | grep 'fakesink0: last-message = chain' | grep -c '(512 bytes' || true)
+  want_times=""
+  for i in 0 1 2 3 4 5 6 7 8; do want_times+="$((i * 250000000)) "; done
+  if [ "$n" != 9 ] || [ "$steps" != "0 1 2 3 4 5 6 7 8 " ]; then
+    echo "FAIL every-step: $n messages, steps '$steps'"; fail=1
+  elif [ "$times" != "$want_times" ]; then
+    echo "FAIL every-step: timestamps '$times'"; fail=1
+  elif [ "$bufs" != 9 ]; then
+    echo "FAIL every-step: $bufs token buffers reached the sink, expected 9"; fail=1
+  elif echo "$msgs" | grep -vq 'scores=(float)<.*,.*,.*,.*>'; then
+    echo "FAIL every-step: a message lacks the 4 scores"; fail=1
+  else
+    echo "ok every-step: 9 messages, steps 0..8, 0.25 s apart"
+  fi
+  every_labels=$(echo "$msgs" | sed -nE 's/.*, label=\(string\)([^,]*),.*/\1/p' | tr '\n' ' ')
+fi
+
+# on-change: fewer messages, each a change, the last one closing the segment at EOS.
+# shellcheck disable=SC2086
+if ! out=$("$launch" -m $src ! conyvggish model="$vggish" \
+    ! conytransformer model="$model" message-mode=on-change ! fakesink 2>&1); then
+  echo "FAIL on-change: gst-launch-1.0 failed"; echo "$out" | tail -20; fail=1
+else
+  msgs=$(echo "$out" | grep '(element): conytransformer, ')
+  labels=$(echo "$msgs" | grep -v 'eos=' | sed -nE 's/.*, label=\(string\)([^,]*),.*/\1/p' | tr '\n' ' ')
+  # the changes of the every-step run
+  want=$(echo "$every_labels" | tr ' ' '\n' | grep -v '^$' | uniq | tr '\n' ' ')
+  if [ "$labels" != "$want" ]; then
+    echo "FAIL on-change: labels '$labels', expected the changes of '$every_labels'"; fail=1
+  elif ! echo "$msgs" | tail -1 | grep -q 'eos=(boolean)true'; then
+    echo "FAIL on-change: no closing message at EOS"; fail=1
+  else
+    echo "ok on-change: $(echo -n "$labels" | wc -w) changes ($labels) + closing message"
+  fi
+fi
+
+# Every attention variant runs the chain (the model has fixed landmarks).
+for v in regular continual nystrom nystrom-fixed cony cony-fixed; do
+  # shellcheck disable=SC2086
+  if ! out=$("$launch" -m $src ! conyvggish model="$vggish" \
+      ! conytransformer model="$model" attention=$v ! fakesink 2>&1) \
+      || [ "$(echo "$out" | grep -c '(element): conytransformer, ')" != 9 ]; then
+    echo "FAIL attention=$v"; echo "$out" | tail -5; fail=1
+  else
+    echo "ok attention=$v: 9 steps"
+  fi
+done
+
+# expect_error NAME TEXT PIPELINE...: fails cleanly (no crash) with TEXT in the output.
+expect_error () {
+  local name=$1 text=$2 out rc; shift 2
+  out=$("$launch" "$@" 2>&1); rc=$?
+  if [ $rc -eq 0 ]; then
+    echo "FAIL $name: the pipeline ran"; fail=1
+  elif [ $rc -gt 128 ] && [ $rc -lt 255 ]; then
+    echo "FAIL $name: crashed (exit $rc)"; echo "$out" | tail -5; fail=1
+  elif ! echo "$out" | grep -q -- "$text"; then
+    echo "FAIL $name: no '$text' in the error"; echo "$out" | tail -5; fail=1
+  else
+    echo "ok $name: refused ('$text')"
+  fi
+}
+expect_error missing-model "Could not load the model" \
+  audiotestsrc num-buffers=10 ! conymel ! conyvggish model="$vggish" \
+  ! conytransformer model=/nonexistent.safetensors ! fakesink
+expect_error wrong-model-file "no model config" \
+  audiotestsrc num-buffers=10 ! conymel ! conyvggish model="$vggish" \
+  ! conytransformer model="$vggish" ! fakesink
+expect_error token-size "the input has 64 floats per token, the model takes d_in = 128" \
+  audiotestsrc num-buffers=10 ! conymel ! conytransformer model="$model" ! fakesink
+printf 'a\nb\n' > "$tmp/labels.txt"
+expect_error labels-count "2 labels but the model has 4 classes" \
+  audiotestsrc num-buffers=10 ! conymel ! conyvggish model="$vggish" \
+  ! conytransformer model="$model" labels-file="$tmp/labels.txt" ! fakesink
+
+# Python: results from the bus messages and from the custom meta (GObject introspection).
+if /usr/bin/python3 -c 'import gi; gi.require_version("Gst", "1.0"); from gi.repository import Gst' 2>/dev/null; then
+  gst-launch-1.0 -q audiotestsrc num-buffers=30 samplesperbuffer=4410 wave=sine freq=440 \
+    ! audio/x-raw,format=S16LE,rate=44100,channels=2 ! wavenc ! filesink location="$tmp/a.wav"
+  py=("/usr/bin/python3" "$root/pipelines/print_results.py" "$tmp/a.wav" --json
+      --vggish "$vggish" --transformer "$model")
+  if ! bus=$("${py[@]}" 2>"$tmp/err1") || ! meta=$("${py[@]}" --from-meta 2>"$tmp/err2"); then
+    echo "FAIL python: print_results.py failed"; cat "$tmp/err1" "$tmp/err2" | tail -10; fail=1
+  else
+    check=$(/usr/bin/python3 - "$bus" "$meta" <<'PYEOF'
+import json, sys
+bus = [json.loads(l) for l in sys.argv[1].splitlines()]
+meta = [json.loads(l) for l in sys.argv[2].splitlines()]
+assert len(bus) == 9 and len(meta) == 9, (len(bus), len(meta))
+for b, m in zip(bus, meta):
+    assert b["source"] == "message" and m["source"] == "meta"
+    assert b["step"] == m["step"] and b["label"] == m["label"], (b, m)
+    assert abs(b["confidence"] - m["confidence"]) < 1e-5
+    assert len(b["scores"]) == 4 and abs(sum(b["scores"]) - 1) < 1e-4
+    assert m["window_end"] == b["time"] + b["duration"]
+    assert abs(m["context_fill"] - min(m["step"] + 1, 8) / 8) < 1e-9
+print("same")
+PYEOF
+)
+    if [ "$check" != same ]; then
+      echo "FAIL python: messages and metas disagree"; fail=1
+    else
+      echo "ok python: 9 JSON lines from the bus = 9 from the custom meta"
+    fi
+  fi
+else
+  echo "skip python: python3-gi / gir1.2-gstreamer-1.0 not installed"
+fi
+exit $fail
