@@ -170,8 +170,10 @@ cony_mel_new (const ConyMelConfig *config, GError **error)
     g_free (mel);
     return NULL;
   }
-  mel->fft_in = av_malloc (sizeof (double) * (config->fft_length + 2));
-  mel->fft_out = av_malloc (sizeof (AVComplexDouble) * (mel->n_bins + 1));
+  /* Zeroed: the real FFT does not write every entry (the DC and Nyquist imaginary
+   * parts are zero by definition), and they must not be garbage. */
+  mel->fft_in = av_mallocz (sizeof (double) * (config->fft_length + 2));
+  mel->fft_out = av_mallocz (sizeof (AVComplexDouble) * (mel->n_bins + 1));
   mel->mag = g_new (double, mel->n_bins);
 
   guint wl = config->window_length;

@@ -128,7 +128,8 @@ check_streaming (ConyMel *mel, const float *wave, gsize n, const gsize *sizes, g
   gsize popped = 0, pos = 0;
   guint i = 0;
   while (pos < n) {
-    gsize len = MIN (sizes[i++ % n_sizes], n - pos);
+    gsize want = sizes[i++ % n_sizes]; /* not inside MIN: it evaluates twice */
+    gsize len = MIN (want, n - pos);
     g_assert_cmpuint (cony_mel_push (mel, wave + pos, len), ==, 0);
     pos += len;
     g_assert_cmpuint (cony_mel_get_samples_pushed (mel), ==, pos);
