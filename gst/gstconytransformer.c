@@ -72,8 +72,12 @@
  *
  * ## Stream behaviour
  *
- * - FLUSH_STOP, a DISCONT buffer and caps that change the token size or rate
- *   reset the continual state: the next token is step 0 again.
+ * - FLUSH_STOP, a DISCONT buffer, a GAP event and caps that change the token
+ *   size or rate reset the continual state: the next token is step 0 again.
+ *   Caps that only change the number of tokens per buffer do not. The GAP is
+ *   forwarded.
+ * - EOS: nothing is pending (every token is classified when it arrives); in
+ *   on-change mode the closing message is posted, then EOS is forwarded.
  * - LATENCY: the element classifies each token as it arrives and adds
  *   nothing to upstream's latency.
  * - A token with NaN or infinite values is not fed to the model (the state
@@ -341,6 +345,11 @@ gst_cony_transformer_sink_event (GstBaseTransform *trans, GstEvent *event)
   switch (GST_EVENT_TYPE (event)) {
     case GST_EVENT_FLUSH_STOP:
       GST_DEBUG_OBJECT (self, "flush: resetting the continual state");
+      reset_stream (self);
+      break;
+    case GST_EVENT_GAP:
+      /* No tokens for a while: the tokens after it do not follow the window. */
+      GST_DEBUG_OBJECT (self, "gap: resetting the continual state");
       reset_stream (self);
       break;
     case GST_EVENT_EOS:{

@@ -621,6 +621,34 @@ test_discont_resets (void)
   g_free (b);
 }
 
+/* A GAP resets the state too, and is forwarded. */
+static void
+test_gap_resets (void)
+{
+  float *a = make_tokens (5, 15);
+  float *b = make_tokens (10, 16);
+  Ref *r = ref_new (-1);
+  GstHarness *h = new_harness (NULL);
+  gst_harness_set_src_caps_str (h, TOKEN_CAPS ("1", "4/1"));
+  push_tokens (h, a, 0, 5, 1, 0, 250 * MS, FALSE);
+  g_assert_cmpuint (check_outputs (h, r, a, 0, 0, 250 * MS), ==, 5);
+  g_assert_true (gst_harness_push_event (h, gst_event_new_gap (1250 * MS, GST_SECOND)));
+  cony_encoder_reset (r->enc);
+  push_tokens (h, b, 0, 10, 2, 2250 * MS, 250 * MS, FALSE);
+  g_assert_cmpuint (check_outputs (h, r, b, 0, 2250 * MS, 250 * MS), ==, 10);
+  GstEvent *ev;
+  gboolean gap = FALSE;
+  while ((ev = gst_harness_try_pull_event (h)) != NULL) {
+    gap |= GST_EVENT_TYPE (ev) == GST_EVENT_GAP;
+    gst_event_unref (ev);
+  }
+  g_assert_true (gap);
+  gst_harness_teardown (h);
+  ref_free (r);
+  g_free (a);
+  g_free (b);
+}
+
 /* A token-rate change resets; a change of K alone does not. */
 static void
 test_caps_change (void)
@@ -891,6 +919,7 @@ main (int argc, char **argv)
       test_meta_survives_audioconvert);
   g_test_add_func ("/conytransformer/flush", test_flush_resets);
   g_test_add_func ("/conytransformer/discont", test_discont_resets);
+  g_test_add_func ("/conytransformer/gap", test_gap_resets);
   g_test_add_func ("/conytransformer/caps-change", test_caps_change);
   g_test_add_func ("/conytransformer/nan", test_nan_tokens);
   g_test_add_func ("/conytransformer/latency", test_latency);
