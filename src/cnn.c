@@ -13,6 +13,7 @@ typedef enum {
   LAYER_CONV,   /* 3x3 SAME conv + ReLU */
   LAYER_POOL,   /* 2x2 max-pool, stride 2 */
   LAYER_FC,     /* fully connected (+ ReLU when relu) */
+  LAYER_GAP,    /* global average pool: H x W x C -> 1 x 1 x C */
 } LayerKind;
 
 typedef struct {
@@ -54,6 +55,11 @@ struct _ConyCnn {
   gsize max_wv, max_wm;  /* Winograd scratch: 16 x tiles x Cin, 16 x tiles x Cout */
   gsize max_ch;          /* widest conv layer (channels) */
   float *wv, *wm, *wt;
+
+  /* Input normalisation (x - mean[c]) / std[c], from input_mean / input_std; NULL when
+   * the file declares none. norm is the normalised copy of one example. */
+  float *in_mean, *in_std, *norm;
+  gboolean global_pool;
 };
 
 #define FC_CHUNK 128
@@ -88,6 +94,9 @@ cony_cnn_free (ConyCnn *cnn)
   g_free (cnn->wv);
   g_free (cnn->wm);
   g_free (cnn->wt);
+  g_free (cnn->in_mean);
+  g_free (cnn->in_std);
+  g_free (cnn->norm);
   g_free (cnn);
 }
 
@@ -129,6 +138,10 @@ finish_geometry (ConyCnn *cnn, GError **error)
       }
       h /= 2;
       w /= 2;
+    } else if (l->kind == LAYER_GAP) {
+      l->in_c = c;
+      l->out_c = c;
+      h = w = 1;
     } else {
       if (!flat) {
         cnn->first_fc = i;
@@ -177,6 +190,8 @@ finish_geometry (ConyCnn *cnn, GError **error)
   cnn->act_a = g_new (float, cnn->max_act);
   cnn->act_b = g_new (float, cnn->max_act);
   cnn->col = g_new (float, MAX (cnn->max_col, 1));
+  if (cnn->in_mean != NULL)
+    cnn->norm = g_new (float, (gsize) cnn->in_h * cnn->in_w * cnn->in_c);
   return TRUE;
 }
 
@@ -290,6 +305,44 @@ meta_bool (const ConySafetensors *st, const char *key, gboolean def, gboolean *o
   return FALSE;
 }
 
+/* A per-channel list "a,b,c" (or one value for every channel) of @n floats; NULL in
+ * *out when the key is absent. Standard deviations (@positive) must be > 0. */
+static gboolean
+meta_channels (const ConySafetensors *st, const char *key, guint n, gboolean positive,
+               float **out, GError **error)
+{
+  *out = NULL;
+  const char *v = cony_safetensors_metadata (st, key);
+  if (v == NULL)
+    return TRUE;
+  g_auto (GStrv) parts = g_strsplit_set (v, ", \t[]", -1);
+  g_autofree float *vals = g_new (float, n);
+  guint k = 0;
+  for (char **p = parts; *p; p++) {
+    if (**p == '\0')
+      continue;
+    char *end = NULL;
+    double x = g_ascii_strtod (*p, &end);
+    if (end == *p || *end != '\0' || !isfinite (x) || (positive && !(x > 0.0)) || k >= n) {
+      g_set_error (error, CONY_ERROR, CONY_ERROR_INVALID,
+                   "%s: metadata %s = \"%s\", expected 1 or %u comma-separated finite numbers%s",
+                   cony_safetensors_path (st), key, v, n, positive ? " > 0" : "");
+      return FALSE;
+    }
+    vals[k++] = (float) x;
+  }
+  if (k != 1 && k != n) {
+    g_set_error (error, CONY_ERROR, CONY_ERROR_INVALID,
+                 "%s: metadata %s = \"%s\" has %u values, expected 1 or %u (one per input channel)",
+                 cony_safetensors_path (st), key, v, k, n);
+    return FALSE;
+  }
+  for (guint i = k; i < n; i++)
+    vals[i] = vals[0];
+  *out = g_steal_pointer (&vals);
+  return TRUE;
+}
+
 /* Reads a 1-D bias of @n floats named @base.bias. */
 static float *
 read_bias (const ConySafetensors *st, const char *base, guint n, GError **error)
@@ -355,14 +408,40 @@ cony_cnn_load (const char *path, GError **error)
       !meta_uint (st, "input_channels", 1, &cnn->in_c, error) ||
       !meta_bool (st, "final_relu", FALSE, &cnn->final_relu, error))
     return NULL;
-  static const char *reserved[] = { "input_mean", "input_std", "global_pool" };
-  for (guint i = 0; i < G_N_ELEMENTS (reserved); i++)
-    if (cony_safetensors_metadata (st, reserved[i]) != NULL) {
+  if (!meta_channels (st, "input_mean", cnn->in_c, FALSE, &cnn->in_mean, error) ||
+      !meta_channels (st, "input_std", cnn->in_c, TRUE, &cnn->in_std, error))
+    return NULL;
+  if (cnn->in_mean != NULL || cnn->in_std != NULL) {
+    /* One declared, the other defaults to 0 / 1. */
+    if (cnn->in_mean == NULL)
+      cnn->in_mean = g_new0 (float, cnn->in_c);
+    if (cnn->in_std == NULL) {
+      cnn->in_std = g_new (float, cnn->in_c);
+      for (guint i = 0; i < cnn->in_c; i++)
+        cnn->in_std[i] = 1.0f;
+    }
+  }
+  const char *gp = cony_safetensors_metadata (st, "global_pool");
+  if (gp != NULL && strcmp (gp, "avg") == 0)
+    cnn->global_pool = TRUE;
+  else if (gp != NULL && strcmp (gp, "none") != 0) {
+    g_set_error (error, CONY_ERROR, CONY_ERROR_INVALID,
+                 "%s: metadata global_pool = \"%s\", expected \"avg\" or \"none\"", path, gp);
+    return NULL;
+  }
+  /* trailing_pools: max-pools after the last conv (they leave no tensor). */
+  guint trailing_meta = G_MAXUINT;
+  const char *tp = cony_safetensors_metadata (st, "trailing_pools");
+  if (tp != NULL) {
+    char *end = NULL;
+    guint64 x = g_ascii_strtoull (tp, &end, 10);
+    if (end == tp || *end != '\0' || x > 16) {
       g_set_error (error, CONY_ERROR, CONY_ERROR_INVALID,
-                   "%s: metadata %s is not supported by this version of the CNN engine", path,
-                   reserved[i]);
+                   "%s: metadata trailing_pools = \"%s\", expected an integer 0..16", path, tp);
       return NULL;
     }
+    trailing_meta = (guint) x;
+  }
 
   /* Sort the tensor names into conv and FC indices; refuse strangers. */
   g_autoptr (GArray) feats = g_array_new (FALSE, FALSE, sizeof (IndexEntry));
@@ -471,15 +550,25 @@ cony_cnn_load (const char *path, GError **error)
         }
       guint trailing = G_MAXUINT;
       g_autoptr (GString) tried = g_string_new (NULL);
-      for (guint p = 0; h > 0 && w > 0 && p < 16; p++, h /= 2, w /= 2) {
-        gsize flat = (gsize) h * w * expect_in;
+      /* With a global average pool the FC input is the channel count whatever the map
+       * size, so the number of trailing pools comes from the metadata (default 0). */
+      guint p_first = 0, p_last = 15;
+      if (trailing_meta != G_MAXUINT || cnn->global_pool)
+        p_first = p_last = trailing_meta != G_MAXUINT ? trailing_meta : 0;
+      for (guint p = 0; p < p_first && h > 0 && w > 0; p++, h /= 2, w /= 2)
+        ;
+      for (guint p = p_first; h > 0 && w > 0 && p <= p_last; p++, h /= 2, w /= 2) {
+        gsize flat = cnn->global_pool ? expect_in : (gsize) h * w * expect_in;
         g_string_append_printf (tried, "%s%" G_GSIZE_FORMAT " (%ux%ux%u, %u trailing pools)",
-                                p ? ", " : "", flat, h, w, expect_in, p);
+                                tried->len ? ", " : "", flat, h, w, expect_in, p);
         if (flat == ti->shape[1]) {
           trailing = p;
           break;
         }
       }
+      if (trailing == G_MAXUINT && tried->len == 0)
+        g_string_append_printf (tried, "nothing (trailing_pools = %u pools the map away)",
+                                p_first);
       if (trailing == G_MAXUINT) {
         g_set_error (error, CONY_ERROR, CONY_ERROR_SHAPE,
                      "%s: tensor %s has %" G_GSIZE_FORMAT " inputs, expected one of %s for a "
@@ -490,6 +579,10 @@ cony_cnn_load (const char *path, GError **error)
       for (guint p = 0; ok && p < trailing; p++) {
         Layer pool = { .kind = LAYER_POOL, .name = g_strdup_printf ("features.%u (max-pool)", next + p) };
         g_array_append_val (layers, pool);
+      }
+      if (ok && cnn->global_pool) {
+        Layer gap = { .kind = LAYER_GAP, .name = g_strdup ("global average pool") };
+        g_array_append_val (layers, gap);
       }
     }
   }
@@ -589,6 +682,13 @@ cony_cnn_new_random (const char *layout, guint input_height, guint input_width,
         break;
       }
       fc = TRUE;
+      continue;
+    }
+    if (!fc && strcmp (*t, "G") == 0) {
+      Layer gap = { .kind = LAYER_GAP, .name = g_strdup ("global average pool") };
+      g_array_append_val (layers, gap);
+      cnn->global_pool = TRUE;
+      h = w = 1;
       continue;
     }
     if (!fc && strcmp (*t, "M") == 0) {
@@ -701,6 +801,12 @@ cony_cnn_describe (const ConyCnn *cnn)
   g_return_val_if_fail (cnn != NULL, NULL);
   GString *s = g_string_new (NULL);
   g_string_append_printf (s, "input %ux%ux%u (HWC)\n", cnn->in_h, cnn->in_w, cnn->in_c);
+  if (cnn->in_mean != NULL) {
+    g_string_append (s, "normalise (x - mean) / std per channel:");
+    for (guint c = 0; c < cnn->in_c && c < 8; c++)
+      g_string_append_printf (s, " (%g, %g)", cnn->in_mean[c], cnn->in_std[c]);
+    g_string_append (s, cnn->in_c > 8 ? " ...\n" : "\n");
+  }
   for (guint i = 0; i < cnn->n_layers; i++) {
     const Layer *l = &cnn->layers[i];
     gboolean relu = l->relu || (l->kind == LAYER_FC && i + 1 == cnn->n_layers && cnn->final_relu);
@@ -716,6 +822,10 @@ cony_cnn_describe (const ConyCnn *cnn)
     case LAYER_FC:
       g_string_append_printf (s, "%-24s fc %u -> %u%s\n", l->name, l->in_c, l->out_c,
                               relu ? " + ReLU" : "");
+      break;
+    case LAYER_GAP:
+      g_string_append_printf (s, "%-24s mean over %ux%u, out 1x1x%u\n", l->name, l->in_h,
+                              l->in_w, l->out_c);
       break;
     }
   }
@@ -736,6 +846,24 @@ cony_cnn_set_final_relu (ConyCnn *cnn, gboolean final_relu)
 {
   g_return_if_fail (cnn != NULL);
   cnn->final_relu = final_relu;
+}
+
+gboolean
+cony_cnn_get_normalization (const ConyCnn *cnn, const float **mean, const float **std)
+{
+  g_return_val_if_fail (cnn != NULL, FALSE);
+  if (mean)
+    *mean = cnn->in_mean;
+  if (std)
+    *std = cnn->in_std;
+  return cnn->in_mean != NULL;
+}
+
+gboolean
+cony_cnn_get_global_pool (const ConyCnn *cnn)
+{
+  g_return_val_if_fail (cnn != NULL, FALSE);
+  return cnn->global_pool;
 }
 
 gboolean
@@ -954,10 +1082,35 @@ pool_forward (const Layer *l, const float *in, float *out)
 
 /* Runs the conv/pool stack on one example; returns the buffer holding the
  * flattened (NHWC) result. */
+static void
+gap_forward (const Layer *l, const float *in, float *out)
+{
+  guint C = l->in_c;
+  gsize n = (gsize) l->in_h * l->in_w;
+  double *acc = g_alloca (sizeof (double) * C);
+  memset (acc, 0, sizeof (double) * C);
+  for (gsize p = 0; p < n; p++)
+    for (guint k = 0; k < C; k++)
+      acc[k] += in[p * C + k];
+  for (guint k = 0; k < C; k++)
+    out[k] = (float) (acc[k] / (double) n);
+}
+
 static const float *
 features_forward (ConyCnn *cnn, const float *input)
 {
   const float *cur = input;
+  if (cnn->in_mean != NULL) {
+    guint C = cnn->in_c;
+    gsize n = (gsize) cnn->in_h * cnn->in_w;
+    float *inv = g_alloca (sizeof (float) * C);
+    for (guint k = 0; k < C; k++)
+      inv[k] = 1.0f / cnn->in_std[k];
+    for (gsize p = 0; p < n; p++)
+      for (guint k = 0; k < C; k++)
+        cnn->norm[p * C + k] = (input[p * C + k] - cnn->in_mean[k]) * inv[k];
+    cur = cnn->norm;
+  }
   float *bufs[2] = { cnn->act_a, cnn->act_b };
   int which = 0;
   for (guint i = 0; i < cnn->first_fc; i++) {
@@ -969,6 +1122,8 @@ features_forward (ConyCnn *cnn, const float *input)
       conv_winograd (cnn, l, cur, out);
     else if (l->kind == LAYER_CONV)
       conv_im2col (cnn, l, cur, out);
+    else if (l->kind == LAYER_GAP)
+      gap_forward (l, cur, out);
     else
       pool_forward (l, cur, out);
     cur = out;

@@ -340,7 +340,7 @@ test_bad_models (void)
     expect_refused (p, CONY_ERROR_INVALID, "features_network.0.weight", NULL);
     set_free (&s);
   }
-  /* Metadata: wrong input size for the weights, a bad value, a reserved key. */
+  /* Metadata: wrong input size for the weights, bad values. */
   {
     TensorSet s = read_set ("small.safetensors");
     const char *m1[] = { "input_height", "64", NULL };
@@ -352,7 +352,7 @@ test_bad_models (void)
     const char *m3[] = { "input_width", "-3", NULL };
     g_autofree char *p3 = write_set (&s, "meta3.safetensors", m3);
     expect_refused (p3, CONY_ERROR_INVALID, "input_width", NULL);
-    const char *m4[] = { "global_pool", "avg", NULL };
+    const char *m4[] = { "global_pool", "max", NULL };   /* only avg / none exist */
     g_autofree char *p4 = write_set (&s, "meta4.safetensors", m4);
     expect_refused (p4, CONY_ERROR_INVALID, "global_pool", NULL);
     set_free (&s);

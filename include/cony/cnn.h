@@ -3,6 +3,7 @@
  * The network is a stack of
  *   - 3x3 convolutions, stride 1, SAME (zero) padding, each followed by ReLU,
  *   - 2x2 max-pools, stride 2 (odd trailing rows/columns are dropped),
+ *   - optionally a global average pool after the last conv (global_pool=avg),
  *   - a flatten in NHWC order (index = (h * W + w) * C + c, as TensorFlow and
  *     torchvggish do),
  *   - fully connected layers, ReLU after each but the last (see final_relu).
@@ -40,9 +41,21 @@
  *                (current TensorFlow VGGish: the embedding is pre-activation);
  *                torchvggish keeps the ReLU, and convert_vggish.py writes
  *                "true" by default so converted files reproduce torchvggish.
- * Reserved for later (video): input_mean / input_std (per-channel
- * normalisation) and a global-average-pool head; files using them are refused
- * until implemented.
+ *   input_mean, input_std  per-channel input normalisation: the network sees
+ *                (x - mean[c]) / std[c]. Comma-separated, one value per input
+ *                channel or a single value for all ("0.485,0.456,0.406"); std > 0.
+ *                Default none (0 / 1). Image models take pixel values in 0..1
+ *                (conyframeembed divides 8-bit values by 255), so torchvision's
+ *                ImageNet constants apply as they are.
+ *   global_pool  "avg": the map after the last conv (and trailing pools) is
+ *                averaged over height and width, so the FC input is its channel
+ *                count whatever the input size; "none" (default): flattened.
+ *   trailing_pools  max-pools after the last conv (integer, 0..16). Default:
+ *                inferred from embeddings.0's input width as above; with
+ *                global_pool=avg, 0 unless given (the width cannot tell).
+ * training/convert_vgg_torchvision.py converts torchvision-layout VGG weights
+ * (features.K / classifier.K, BatchNorm folded, the adaptive average pool
+ * folded into the first linear layer for the chosen input size).
  *
  * Errors (CONY_ERROR_*) name the file, the tensor and the expected shape.
  *
@@ -80,7 +93,8 @@ typedef enum {
 /* Loads a model file (see above). NULL with @error set on any problem. */
 ConyCnn *cony_cnn_load (const char *path, GError **error);
 
-/* Builds a network from a @layout string like CONY_CNN_VGGISH_LAYOUT with
+/* Builds a network from a @layout string like CONY_CNN_VGGISH_LAYOUT ("G" after
+ * the convs: global average pool) with
  * deterministic pseudo-random weights (He-scaled uniform, small biases) from
  * @seed; used by benchmarks. */
 ConyCnn *cony_cnn_new_random (const char *layout, guint input_height, guint input_width,
@@ -116,6 +130,14 @@ void cony_cnn_forward (ConyCnn *cnn, const float *input, float *out);
 /* Runs @n examples stored one after the other; FC layers then use one sgemm
  * for the whole batch (faster for offline files than n single calls). */
 void cony_cnn_forward_batch (ConyCnn *cnn, const float *input, gsize n, float *out);
+
+/* Input normalisation: TRUE when the model declares input_mean/input_std; then
+ * *@mean and *@std (either may be NULL) point at input_channels floats owned by
+ * the network. */
+gboolean cony_cnn_get_normalization (const ConyCnn *cnn, const float **mean, const float **std);
+/* TRUE when the conv stack ends with a global average pool (global_pool=avg, or
+ * "G" in a random layout). */
+gboolean cony_cnn_get_global_pool (const ConyCnn *cnn);
 
 /* PCA parameters: present when the model file carried them, or after
  * cony_cnn_load_pca(). Their dimension equals the output size. */
