@@ -139,6 +139,7 @@ typedef struct {
 static const Bench benches[] = {
   { "attention", "every attention variant: us/step, FLOPs, state bytes", bench_attention },
   { "frontend", "log-mel and full VGGish real-time factors, GFLOP/s vs sgemm peak", cony_bench_frontend },
+  { "model", "encoder-classifier us/step, 1 and 2 blocks, every variant, vs PyTorch", cony_bench_model },
 };
 
 int

@@ -1,0 +1,254 @@
+/* cony bench model: µs per step of the encoder-classifier, every variant, 1 and 2
+ * blocks, next to the same model stepped in PyTorch (training/bench_torch_step.py). */
+#include "commands.h"
+
+#include "cony/encoder.h"
+#include "cony/model.h"
+
+#include <cblas.h>
+#include <json-glib/json-glib.h>
+#include <math.h>
+#include <stdio.h>
+#include <string.h>
+#include <time.h>
+
+static double
+thread_cpu_us (void)
+{
+  struct timespec ts;
+  clock_gettime (CLOCK_THREAD_CPUTIME_ID, &ts);
+  return ts.tv_sec * 1e6 + ts.tv_nsec / 1e3;
+}
+
+static float *
+rand_buf (GRand *r, gsize n, double scale, double offset)
+{
+  float *p = g_new (float, n);
+  for (gsize i = 0; i < n; i++)
+    p[i] = (float) (offset + scale * (g_rand_double (r) * 2 - 1));
+  return p;
+}
+
+static ConyModel *
+random_model (int d_in, int d, int heads, int ff, int blocks, int n, int m, int classes)
+{
+  GRand *r = g_rand_new_with_seed (42);
+  ConyModel *model = g_new0 (ConyModel, 1);
+  ConyModelConfig *c = &model->config;
+  model->path = g_strdup ("(random weights)");
+  c->d_in = d_in;
+  c->d = d;
+  c->heads = heads;
+  c->ff = ff;
+  c->blocks = blocks;
+  c->window = n;
+  c->landmarks = m;
+  c->pinv = CONY_PINV_EXACT;
+  c->pinv_iterations = 6;
+  c->positional = CONY_POSITIONAL_LEARNED;
+  c->positional_rows = 2 * n - 1;
+  c->n_classes = classes;
+  c->labels = g_new0 (char *, classes + 1);
+  for (int i = 0; i < classes; i++)
+    c->labels[i] = g_strdup_printf ("class%d", i);
+  double sd = 1.0 / sqrt (d), sin_ = 1.0 / sqrt (d_in), sff = 1.0 / sqrt (ff);
+  model->input_proj_weight = rand_buf (r, (gsize) d * d_in, sin_, 0);
+  model->input_proj_bias = rand_buf (r, d, 0.1, 0);
+  model->pos_embedding = rand_buf (r, (gsize) c->positional_rows * d, 0.1, 0);
+  int hd = d / heads;
+  for (int b = 0; b < blocks; b++) {
+    ConyModelBlock *k = &model->block[b];
+    c->attention[b] = CONY_ATTENTION_CONY_FIXED;
+    k->attn.in_proj_weight = rand_buf (r, (gsize) 3 * d * d, sd, 0);
+    k->attn.in_proj_bias = rand_buf (r, 3 * d, 0.1, 0);
+    k->attn.out_proj_weight = rand_buf (r, (gsize) d * d, sd, 0);
+    k->attn.out_proj_bias = rand_buf (r, d, 0.1, 0);
+    k->attn.q_landmarks = rand_buf (r, (gsize) heads * m * hd, 1.0, 0);
+    k->attn.k_landmarks = rand_buf (r, (gsize) heads * m * hd, 1.0, 0);
+    k->has_landmarks = TRUE;
+    k->norm1_weight = rand_buf (r, d, 0.1, 1);
+    k->norm1_bias = rand_buf (r, d, 0.1, 0);
+    k->ff1_weight = rand_buf (r, (gsize) ff * d, sd, 0);
+    k->ff1_bias = rand_buf (r, ff, 0.1, 0);
+    k->ff2_weight = rand_buf (r, (gsize) d * ff, sff, 0);
+    k->ff2_bias = rand_buf (r, d, 0.1, 0);
+    k->norm2_weight = rand_buf (r, d, 0.1, 1);
+    k->norm2_bias = rand_buf (r, d, 0.1, 0);
+  }
+  model->norm_weight = rand_buf (r, d, 0.1, 1);
+  model->norm_bias = rand_buf (r, d, 0.1, 0);
+  model->classifier_weight = rand_buf (r, (gsize) classes * d, sd, 0);
+  model->classifier_bias = rand_buf (r, classes, 0.1, 0);
+  g_rand_free (r);
+  return model;
+}
+
+/* PyTorch timings keyed "blocks/variant" -> µs, or NULL when the script failed. */
+static GHashTable *
+torch_timings (const char *script, int steps, char **why)
+{
+  g_autofree char *steps_s = g_strdup_printf ("%d", steps);
+  const char *argv[] = { "/usr/bin/python3", script, "--steps", steps_s, NULL };
+  g_autofree char *out = NULL, *err = NULL;
+  int status = 0;
+  GError *error = NULL;
+  if (!g_spawn_sync (NULL, (char **) argv, NULL, G_SPAWN_DEFAULT, NULL, NULL, &out, &err, &status,
+                     &error)) {
+    *why = g_strdup (error->message);
+    g_error_free (error);
+    return NULL;
+  }
+  if (!g_spawn_check_wait_status (status, NULL)) {
+    *why = g_strdup_printf ("%s failed: %s", script, err ? err : "");
+    return NULL;
+  }
+  GHashTable *t = g_hash_table_new_full (g_str_hash, g_str_equal, g_free, g_free);
+  g_auto (GStrv) lines = g_strsplit (out, "\n", -1);
+  for (int i = 0; lines[i]; i++) {
+    if (!*lines[i])
+      continue;
+    g_autoptr (JsonParser) p = json_parser_new ();
+    if (!json_parser_load_from_data (p, lines[i], -1, NULL))
+      continue;
+    JsonObject *o = json_node_get_object (json_parser_get_root (p));
+    double *us = g_new (double, 2);
+    us[0] = json_object_get_double_member (o, "us_per_step");
+    us[1] = json_object_get_double_member (o, "cpu_us_per_step");
+    g_hash_table_insert (t, g_strdup_printf ("%d/%s", (int) json_object_get_int_member (o, "blocks"),
+                                             json_object_get_string_member (o, "variant")), us);
+  }
+  return t;
+}
+
+static gboolean
+list_has (const char *list, const char *item)
+{
+  g_auto (GStrv) parts = g_strsplit (list, ",", -1);
+  return g_strv_contains ((const char *const *) parts, item);
+}
+
+static char *
+find_script (const char *given, const char *argv0)
+{
+  if (given)
+    return g_strdup (given);
+  const char *root = g_getenv ("CONY_SOURCE_ROOT");
+  g_autofree char *exe_dir = g_path_get_dirname (argv0);
+  char *cands[] = {
+    root ? g_build_filename (root, "training", "bench_torch_step.py", NULL) : NULL,
+    g_build_filename ("training", "bench_torch_step.py", NULL),
+    g_build_filename (exe_dir, "..", "..", "training", "bench_torch_step.py", NULL),
+  };
+  char *found = NULL;
+  for (guint i = 0; i < G_N_ELEMENTS (cands); i++) {
+    if (!found && cands[i] && g_file_test (cands[i], G_FILE_TEST_EXISTS))
+      found = g_strdup (cands[i]);
+    g_free (cands[i]);
+  }
+  return found;
+}
+
+int
+cony_bench_model (int argc, char **argv)
+{
+  int d_in = 128, d = 192, heads = 16, ff = 384, n = 120, m = 4, classes = 10;
+  double seconds = 0.5;
+  int torch_steps = 200;
+  gboolean no_torch = FALSE, markdown = FALSE;
+  g_autofree char *only_blocks = NULL, *only_variants = NULL;
+  g_autofree char *script = NULL;
+  const char *argv0 = argv[0];
+  GOptionEntry entries[] = {
+    { "seconds", 0, 0, G_OPTION_ARG_DOUBLE, &seconds, "time per C measurement (default 0.5)", "S" },
+    { "torch-steps", 0, 0, G_OPTION_ARG_INT, &torch_steps, "PyTorch steps per variant (default 200)", "N" },
+    { "blocks", 0, 0, G_OPTION_ARG_STRING, &only_blocks, "only these block counts (e.g. 1)", "LIST" },
+    { "variants", 0, 0, G_OPTION_ARG_STRING, &only_variants, "only these variants (comma-separated)", "LIST" },
+    { "markdown", 0, 0, G_OPTION_ARG_NONE, &markdown, "print a markdown table", NULL },
+    { "no-torch", 0, 0, G_OPTION_ARG_NONE, &no_torch, "skip the PyTorch column", NULL },
+    { "torch-script", 0, 0, G_OPTION_ARG_FILENAME, &script, "path of training/bench_torch_step.py", "PATH" },
+    { NULL }
+  };
+  g_autoptr (GOptionContext) ctx = g_option_context_new ("- µs/step of the encoder-classifier (GTZAN setting)");
+  g_option_context_add_main_entries (ctx, entries, NULL);
+  GError *error = NULL;
+  if (!g_option_context_parse (ctx, &argc, &argv, &error))
+    return cony_cmd_fail (error);
+  openblas_set_num_threads (1);
+
+  g_autoptr (GHashTable) torch = NULL;
+  g_autofree char *why = NULL;
+  if (!no_torch) {
+    g_autofree char *path = find_script (script, argv0);
+    if (!path)
+      why = g_strdup ("training/bench_torch_step.py not found (set CONY_SOURCE_ROOT or --torch-script)");
+    else
+      torch = torch_timings (path, torch_steps, &why);
+  }
+
+  printf ("model bench: d_in %d, d %d, %d heads, FF %d, n %d, m %d, %d classes, random weights, "
+          "one thread\n", d_in, d, heads, ff, n, m, classes);
+  printf ("C: continual step (cony_encoder_step). PyTorch: the windowed model over the last n tokens "
+          "per step (float32, 1 thread)%s%s\n\n", torch ? "" : " -- not run: ", torch ? "" : why);
+  if (markdown) {
+    printf ("| blocks | variant | C µs/step wall | C µs/step CPU | MFLOP/step | state KiB | PyTorch µs/step wall / CPU | speed-up (CPU) |\n");
+    printf ("|---|---|---|---|---|---|---|---|\n");
+  } else {
+    printf ("%-7s %-14s %10s %10s %11s %10s %22s %9s\n", "blocks", "variant", "C µs wall", "C µs CPU",
+            "MFLOP/step", "state KiB", "PyTorch µs wall / CPU", "speed-up");
+  }
+  float *tok = g_new (float, d_in), *logits = g_new (float, classes);
+  for (int blocks = 1; blocks <= 2; blocks++) {
+    g_autofree char *bname = g_strdup_printf ("%d", blocks);
+    if (only_blocks && !list_has (only_blocks, bname))
+      continue;
+    g_autoptr (ConyModel) model = random_model (d_in, d, heads, ff, blocks, n, m, classes);
+    for (int v = 0; v < CONY_ATTENTION_N_VARIANTS; v++) {
+      if (only_variants && !list_has (only_variants, cony_attention_variant_name (v)))
+        continue;
+      g_autoptr (ConyEncoder) enc = cony_encoder_new (model, v, &error);
+      if (!enc)
+        return cony_cmd_fail (error);
+      GRand *r = g_rand_new_with_seed (7);
+      /* fill the window (and one landmark period past it) before timing */
+      for (int t = 0; t < n + n / m + 1; t++) {
+        for (int i = 0; i < d_in; i++)
+          tok[i] = (float) g_rand_double_range (r, -1, 1);
+        cony_encoder_step (enc, tok, logits);
+      }
+      gint64 t0 = g_get_monotonic_time (), elapsed;
+      double c0 = thread_cpu_us ();
+      guint64 steps = 0;
+      do {
+        for (int k = 0; k < 16; k++) {
+          tok[k % d_in] = (float) g_rand_double_range (r, -1, 1);
+          cony_encoder_step (enc, tok, logits);
+        }
+        steps += 16;
+        elapsed = g_get_monotonic_time () - t0;
+      } while (elapsed < seconds * 1e6);
+      double cpu = (thread_cpu_us () - c0) / steps;
+      g_rand_free (r);
+      double us = (double) elapsed / steps;
+      const char *name = cony_attention_variant_name (v);
+      g_autofree char *key = g_strdup_printf ("%d/%s", blocks, name);
+      double *tus = torch ? g_hash_table_lookup (torch, key) : NULL;
+      char tcol[48] = "-", scol[32] = "-";
+      if (tus) {
+        g_snprintf (tcol, sizeof tcol, "%.1f / %.1f", tus[0], tus[1]);
+        g_snprintf (scol, sizeof scol, "%.1fx", tus[1] / cpu);
+      }
+      if (markdown)
+        printf ("| %d | %s | %.2f | %.2f | %.3f | %.1f | %s | %s |\n", blocks, name, us, cpu,
+                cony_encoder_flops_per_step (enc) / 1e6, cony_encoder_state_bytes (enc) / 1024.0, tcol,
+                scol);
+      else
+        printf ("%-7d %-14s %10.2f %10.2f %11.3f %10.1f %22s %9s\n", blocks, name, us, cpu,
+                cony_encoder_flops_per_step (enc) / 1e6, cony_encoder_state_bytes (enc) / 1024.0, tcol,
+                scol);
+      fflush (stdout);
+    }
+  }
+  g_free (tok);
+  g_free (logits);
+  return 0;
+}
