@@ -24,7 +24,6 @@ plugin_init (GstPlugin *plugin)
   ret |= GST_ELEMENT_REGISTER (conymel, plugin);
   ret |= GST_ELEMENT_REGISTER (conyvggish, plugin);
   ret |= GST_ELEMENT_REGISTER (conytransformer, plugin);
-  ret |= GST_ELEMENT_REGISTER (conyframeembed, plugin);
 
   return ret;
 }

@@ -2,11 +2,16 @@
 """Exports a trained checkpoint (train.py) to the safetensors model file that libcony
 loads (docs/model-format.md).
 
-    /usr/bin/python3 training/export.py CHECKPOINT.pt -o MODEL.safetensors
+    /usr/bin/python3 training/export.py CHECKPOINT.pt -o MODEL.safetensors [--dtype f16]
+
+--dtype f16 stores every tensor as IEEE half (half the file size); libcony converts to
+float32 on load, so the model then computes with the half-rounded weights.
 """
 
 import argparse
+import json
 import os
+import struct
 import sys
 
 import numpy as np
@@ -19,8 +24,30 @@ from conyref.attention import VARIANTS  # noqa: E402
 from conyref.model import load_checkpoint  # noqa: E402
 
 
-def export_model(model, path):
-    """Writes `model` (a ConyEncoderClassifier) as an F32 safetensors model file."""
+def save_f16(path, tensors, metadata):
+    """safetensors with F16 tensors (safetensors_io writes F32 only)."""
+    header, blobs, offset = {}, [], 0
+    for name in sorted(tensors):
+        arr = np.asarray(tensors[name], dtype="<f2")
+        if not np.all(np.isfinite(arr)):
+            raise ValueError(f"tensor {name} overflows float16")
+        data = np.ascontiguousarray(arr).tobytes()
+        header[name] = {"dtype": "F16", "shape": list(arr.shape),
+                        "data_offsets": [offset, offset + len(data)]}
+        blobs.append(data)
+        offset += len(data)
+    header["__metadata__"] = dict(metadata)
+    text = json.dumps(header, separators=(",", ":")).encode("utf-8")
+    text += b" " * (-len(text) % 8)
+    with open(path, "wb") as f:
+        f.write(struct.pack("<Q", len(text)))
+        f.write(text)
+        for data in blobs:
+            f.write(data)
+
+
+def export_model(model, path, dtype="f32"):
+    """Writes `model` (a ConyEncoderClassifier) as a safetensors model file, F32 (or F16)."""
     tensors = model.export_tensors()
     c = model.config
     for b, v in enumerate(c["attention"]):
@@ -29,13 +56,19 @@ def export_model(model, path):
     for name, arr in tensors.items():
         if not np.all(np.isfinite(arr)):
             raise ValueError(f"tensor {name} holds non-finite values")
-    safetensors_io.save(path, tensors, {"config": model.config_json()})
+    if dtype == "f16":
+        save_f16(path, tensors, {"config": model.config_json()})
+    elif dtype == "f32":
+        safetensors_io.save(path, tensors, {"config": model.config_json()})
+    else:
+        raise ValueError(f"dtype must be f32 or f16, not {dtype!r}")
 
 
 def main():
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("checkpoint")
     ap.add_argument("-o", "--output", required=True)
+    ap.add_argument("--dtype", default="f32", choices=("f32", "f16"))
     ap.add_argument("--attention", choices=VARIANTS,
                     help="record this variant as the trained one in every block")
     args = ap.parse_args()
@@ -43,7 +76,7 @@ def main():
     model = load_checkpoint(args.checkpoint)
     if args.attention:
         model.config["attention"] = [args.attention] * model.config["blocks"]
-    export_model(model, args.output)
+    export_model(model, args.output, args.dtype)
     print(f"wrote {args.output}: {sum(a.size for a in model.export_tensors().values())} parameters")
 
 

@@ -7,7 +7,8 @@ With torch: trains tiny models on synthetic sequences with train.py (1 block: co
 the fixed-landmark k-means + fine-tune procedure; 2 blocks: cony with a cyclic
 positional table), exports them with export.py, runs `cony info` and `cony classify`
 on a fresh token stream and checks the C logits against the PyTorch model's per-step
-logits (float64) to 1e-4, also with --attention overrides that compute the same function.
+logits (float64) to 1e-4, also with --attention overrides, and an F16 export against the
+half-rounded PyTorch model.
 Without torch (the setup script installs it, so this is a degraded environment) it says
 so loudly and checks `cony classify` against the committed golden files instead. It
 never skips.
@@ -107,6 +108,20 @@ def with_torch(cony, tmp):
             got = classify(cony, path, stream, tmp, v)
             compare(f"{name} ({','.join(model.config['attention'])}"
                     f"{' run as ' + v if v else ''})", got, want)
+    # F16 storage: the same model exported as half; C must compute the half-rounded model
+    f16 = os.path.join(tmp, "b1_f16.safetensors")
+    run([sys.executable, os.path.join(HERE, "export.py"), os.path.join(tmp, "b1.pt"), "-o", f16,
+         "--dtype", "f16"])
+    if os.path.getsize(f16) >= os.path.getsize(os.path.join(tmp, "b1.safetensors")):
+        raise SystemExit("FAIL: the F16 export is not smaller than the F32 one")
+    model = load_checkpoint(os.path.join(tmp, "b1.pt"))
+    with torch.no_grad():
+        for t in list(model.parameters()) + [b for b in model.buffers() if b is not None]:
+            t.copy_(t.half().float())
+    model = model.double().eval()
+    want = model.stream_logits(torch.from_numpy(stream).double()).numpy()
+    compare("b1 stored F16", classify(cony, f16, stream, tmp), want)
+
     # an override that needs landmarks the file lacks is refused with a clear message
     r = subprocess.run([cony, "classify", "--model", os.path.join(tmp, "b2.safetensors"),
                         "--attention", "cony-fixed", os.path.join(tmp, "in.npy"), "-o",
