@@ -24,6 +24,7 @@ plugin_init (GstPlugin *plugin)
   ret |= GST_ELEMENT_REGISTER (conymel, plugin);
   ret |= GST_ELEMENT_REGISTER (conyvggish, plugin);
   ret |= GST_ELEMENT_REGISTER (conytransformer, plugin);
+  ret |= GST_ELEMENT_REGISTER (conyframeembed, plugin);
 
   return ret;
 }

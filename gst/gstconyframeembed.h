@@ -1,0 +1,49 @@
+/* conyframeembed: video frames -> one CNN embedding token per frame.
+ *
+ * SPDX-License-Identifier: LGPL-2.1-or-later
+ */
+#pragma once
+#include <gst/gst.h>
+#include <gst/video/video.h>
+
+#include "cony/cnn.h"
+#include "gstconyelements.h"
+#include "gstconytokens.h"
+
+G_BEGIN_DECLS
+
+#define GST_TYPE_CONY_FRAME_EMBED (gst_cony_frame_embed_get_type ())
+G_DECLARE_FINAL_TYPE (GstConyFrameEmbed, gst_cony_frame_embed, GST, CONY_FRAME_EMBED, GstElement)
+
+struct _GstConyFrameEmbed {
+  GstElement parent;
+
+  GstPad *sinkpad;
+  GstPad *srcpad;
+
+  /* Properties (object lock). model and every are copied into the stream state on
+   * READY->PAUSED; qos is read per frame. */
+  gchar *model;
+  guint every;
+  gboolean qos;
+
+  /* QoS state (object lock): from the last QOS event on the source pad. */
+  GstClockTime earliest_time;  /* running time before which frames are late */
+  gdouble proportion;
+
+  /* Stream state (streaming thread). */
+  ConyCnn *cnn;
+  guint k;                     /* every, fixed for the run */
+  guint out_dim;
+  GstVideoInfo vinfo;
+  gboolean have_info;
+  GstSegment segment;
+  guint64 frame_index;         /* frames since the last discontinuity */
+  guint64 tokens_out;          /* tokens since the last discontinuity */
+  guint64 processed, dropped;  /* for QoS messages */
+  gboolean next_discont;
+  gfloat *in;                  /* H x W x C input of the CNN */
+  gfloat *out;                 /* out_dim */
+};
+
+G_END_DECLS

@@ -1,0 +1,411 @@
+/* conyframeembed element tests (GstHarness): token values and timestamps (row
+ * padding of RGB frames included), every=k, discontinuities, QoS skipping and
+ * its messages, latency, the caps query, wrong caps, bad models.
+ *
+ * Models: tests/golden/imagecnn/ (gap: 20x22x3 -> 5 with mean/std and a global
+ * average pool; tv: 32x32x3 -> 10) and tests/golden/cnn/odd.safetensors (2 channels,
+ * refused). Reference outputs are libcony's engine on the same pixels / 255. */
+#include "cony/cnn.h"
+
+#include <gst/gst.h>
+#include <gst/check/gstharness.h>
+#include <gst/video/video.h>
+#include <math.h>
+#include <string.h>
+
+#define MS (GST_MSECOND)
+#define W 22
+#define H 20
+#define OUT 5
+#define CAPS_GAP "video/x-raw,format=RGB,width=22,height=20,framerate=25/1"
+
+static char *
+golden_path (const char *area, const char *file)
+{
+  const char *root = g_getenv ("CONY_SOURCE_ROOT");
+  g_assert_nonnull (root);
+  return g_build_filename (root, "tests", "golden", area, file, NULL);
+}
+
+static GstHarness *
+new_harness (const char *model_file, const gchar *first_prop, ...)
+{
+  GstElement *el = gst_element_factory_make ("conyframeembed", NULL);
+  g_assert_nonnull (el);
+  char *path = golden_path ("imagecnn", model_file);
+  g_object_set (el, "model", path, NULL);
+  g_free (path);
+  if (first_prop) {
+    va_list ap;
+    va_start (ap, first_prop);
+    g_object_set_valist (G_OBJECT (el), first_prop, ap);
+    va_end (ap);
+  }
+  GstHarness *h = gst_harness_new_with_element (el, "sink", "src");
+  gst_object_unref (el);
+  return h;
+}
+
+/* A W x H RGB frame with GStreamer's row padding (stride 68 for 66 bytes of pixels),
+ * pixels and padding from @seed. */
+static GstBuffer *
+make_frame (guint32 seed, GstClockTime pts, GstClockTime dur)
+{
+  GstVideoInfo vi;
+  gst_video_info_set_format (&vi, GST_VIDEO_FORMAT_RGB, W, H);
+  g_assert_cmpint (GST_VIDEO_INFO_PLANE_STRIDE (&vi, 0), ==, 68);
+  guint8 *data = g_malloc (vi.size);
+  GRand *r = g_rand_new_with_seed (seed);
+  for (gsize i = 0; i < vi.size; i++)
+    data[i] = (guint8) g_rand_int_range (r, 0, 256);
+  g_rand_free (r);
+  GstBuffer *buf = gst_buffer_new_wrapped (data, vi.size);
+  GST_BUFFER_PTS (buf) = pts;
+  GST_BUFFER_DURATION (buf) = dur;
+  return buf;
+}
+
+/* The engine's output for make_frame (@seed). */
+static void
+reference (ConyCnn *cnn, guint32 seed, float *out)
+{
+  GstBuffer *buf = make_frame (seed, 0, 0);
+  GstMapInfo map;
+  gst_buffer_map (buf, &map, GST_MAP_READ);
+  float in[H * W * 3];
+  for (guint y = 0; y < H; y++)
+    for (guint i = 0; i < W * 3; i++)
+      in[y * W * 3 + i] = map.data[y * 68 + i] / 255.0f;
+  gst_buffer_unmap (buf, &map);
+  gst_buffer_unref (buf);
+  cony_cnn_forward (cnn, in, out);
+}
+
+static ConyCnn *
+load_gap (void)
+{
+  char *path = golden_path ("imagecnn", "gap.safetensors");
+  GError *error = NULL;
+  ConyCnn *cnn = cony_cnn_load (path, &error);
+  g_assert_no_error (error);
+  g_free (path);
+  return cnn;
+}
+
+/* Pulls one token and checks PTS, duration, DISCONT, OFFSET and (when @cnn) the values
+ * for frame @seed. */
+static void
+check_token (GstHarness *h, ConyCnn *cnn, guint32 seed, GstClockTime pts, GstClockTime dur,
+    gboolean discont, guint64 offset)
+{
+  GstBuffer *buf = gst_harness_try_pull (h);
+  g_assert_nonnull (buf);
+  g_assert_cmpuint (GST_BUFFER_PTS (buf), ==, pts);
+  g_assert_cmpuint (GST_BUFFER_DURATION (buf), ==, dur);
+  g_assert_cmpint (GST_BUFFER_IS_DISCONT (buf), ==, discont);
+  g_assert_cmpuint (GST_BUFFER_OFFSET (buf), ==, offset);
+  g_assert_cmpuint (gst_buffer_get_size (buf), ==, OUT * sizeof (float));
+  if (cnn) {
+    float want[OUT];
+    reference (cnn, seed, want);
+    GstMapInfo map;
+    gst_buffer_map (buf, &map, GST_MAP_READ);
+    const float *got = (const float *) map.data;
+    for (guint j = 0; j < OUT; j++)
+      g_assert_cmpfloat_with_epsilon (got[j], want[j], 1e-5 * MAX (1.0, fabs (want[j])));
+    gst_buffer_unmap (buf, &map);
+  }
+  gst_buffer_unref (buf);
+}
+
+static void
+check_src_caps (GstHarness *h, const char *dims, gint rn, gint rd)
+{
+  GstCaps *caps = gst_pad_get_current_caps (h->sinkpad);
+  g_assert_nonnull (caps);
+  GstStructure *s = gst_caps_get_structure (caps, 0);
+  g_assert_cmpstr (gst_structure_get_name (s), ==, "other/tensors");
+  g_assert_cmpstr (gst_structure_get_string (s, "dimensions"), ==, dims);
+  g_assert_cmpstr (gst_structure_get_string (s, "types"), ==, "float32");
+  gint n, d;
+  g_assert_true (gst_structure_get_fraction (s, "framerate", &n, &d));
+  g_assert_cmpint (n, ==, rn);
+  g_assert_cmpint (d, ==, rd);
+  gst_caps_unref (caps);
+}
+
+/* ------------------------------------------------------------------------ */
+
+static void
+test_values_and_timestamps (void)
+{
+  ConyCnn *cnn = load_gap ();
+  GstHarness *h = new_harness ("gap.safetensors", NULL);
+  gst_harness_set_src_caps_str (h, CAPS_GAP);
+  check_src_caps (h, "5:1", 25, 1);
+  for (guint i = 0; i < 6; i++)
+    g_assert_cmpint (gst_harness_push (h, make_frame (100 + i, 1000 * MS + i * 40 * MS, 40 * MS)),
+        ==, GST_FLOW_OK);
+  for (guint i = 0; i < 6; i++)
+    check_token (h, cnn, 100 + i, 1000 * MS + i * 40 * MS, 40 * MS, i == 0, i);
+  g_assert_null (gst_harness_try_pull (h));
+  /* A frame without duration: one frame at the caps' 25 fps. */
+  g_assert_cmpint (gst_harness_push (h, make_frame (7, 1240 * MS, GST_CLOCK_TIME_NONE)), ==,
+      GST_FLOW_OK);
+  check_token (h, cnn, 7, 1240 * MS, 40 * MS, FALSE, 6);
+  gst_harness_teardown (h);
+  cony_cnn_free (cnn);
+}
+
+static void
+test_every (void)
+{
+  ConyCnn *cnn = load_gap ();
+  GstHarness *h = new_harness ("gap.safetensors", "every", 3, NULL);
+  guint every = 0;
+  g_object_get (h->element, "every", &every, NULL);
+  g_assert_cmpuint (every, ==, 3);
+  gst_harness_set_src_caps_str (h, CAPS_GAP);
+  check_src_caps (h, "5:1", 25, 3);
+  for (guint i = 0; i < 10; i++)
+    gst_harness_push (h, make_frame (i, i * 40 * MS, 40 * MS));
+  g_assert_cmpuint (gst_harness_buffers_in_queue (h), ==, 4);   /* frames 0, 3, 6, 9 */
+  for (guint t = 0; t < 4; t++)
+    check_token (h, cnn, 3 * t, 3 * t * 40 * MS, 120 * MS, t == 0, t);
+  /* Frame 10 is not due; a DISCONT frame restarts the count and is embedded. */
+  gst_harness_push (h, make_frame (10, 400 * MS, 40 * MS));
+  g_assert_null (gst_harness_try_pull (h));
+  GstBuffer *d = make_frame (50, 2000 * MS, 40 * MS);
+  GST_BUFFER_FLAG_SET (d, GST_BUFFER_FLAG_DISCONT);
+  gst_harness_push (h, d);
+  check_token (h, cnn, 50, 2000 * MS, 120 * MS, TRUE, 0);
+  gst_harness_push (h, make_frame (51, 2040 * MS, 40 * MS));
+  gst_harness_push (h, make_frame (52, 2080 * MS, 40 * MS));
+  gst_harness_push (h, make_frame (53, 2120 * MS, 40 * MS));
+  check_token (h, cnn, 53, 2120 * MS, 120 * MS, FALSE, 1);
+  g_assert_null (gst_harness_try_pull (h));
+  gst_harness_teardown (h);
+  cony_cnn_free (cnn);
+}
+
+/* Counts QoS messages on @bus; returns the last one's dropped count. */
+static guint
+pop_qos (GstBus *bus, guint64 *dropped, guint64 *processed)
+{
+  guint n = 0;
+  GstMessage *msg;
+  while ((msg = gst_bus_pop_filtered (bus, GST_MESSAGE_QOS)) != NULL) {
+    GstFormat fmt;
+    gst_message_parse_qos_stats (msg, &fmt, processed, dropped);
+    g_assert_cmpint (fmt, ==, GST_FORMAT_BUFFERS);
+    gst_message_unref (msg);
+    n++;
+  }
+  return n;
+}
+
+static void
+test_qos (void)
+{
+  GstHarness *h = new_harness ("gap.safetensors", NULL);
+  GstBus *bus = gst_bus_new ();
+  gst_element_set_bus (h->element, bus);
+  gboolean qos = FALSE;
+  g_object_get (h->element, "qos", &qos, NULL);
+  g_assert_true (qos);
+  gst_harness_set_src_caps_str (h, CAPS_GAP);
+  for (guint i = 0; i < 3; i++)
+    gst_harness_push (h, make_frame (i, i * 40 * MS, 40 * MS));
+  /* Downstream reports the frame at 120 ms 60 ms late: frames up to 120 + 2 x 60 = 240 ms
+   * are not embedded. */
+  g_assert_true (gst_harness_push_upstream_event (h,
+          gst_event_new_qos (GST_QOS_TYPE_UNDERFLOW, 1.5, 60 * MS, 120 * MS)));
+  for (guint i = 3; i < 9; i++)
+    gst_harness_push (h, make_frame (i, i * 40 * MS, 40 * MS));
+  GstClockTime want[] = { 0, 40 * MS, 80 * MS, 280 * MS, 320 * MS };
+  g_assert_cmpuint (gst_harness_buffers_in_queue (h), ==, G_N_ELEMENTS (want));
+  for (guint t = 0; t < G_N_ELEMENTS (want); t++)
+    check_token (h, NULL, 0, want[t], 40 * MS, t == 0, t);   /* 80 + 40 < 280: a hole */
+  guint64 dropped = 0, processed = 0;
+  g_assert_cmpuint (pop_qos (bus, &dropped, &processed), ==, 4);   /* 120, 160, 200, 240 */
+  g_assert_cmpuint (dropped, ==, 4);
+  g_assert_cmpuint (processed, ==, 3);
+
+  /* qos=false: a new lateness report is ignored. */
+  g_object_set (h->element, "qos", FALSE, NULL);
+  gst_harness_push_upstream_event (h,
+      gst_event_new_qos (GST_QOS_TYPE_UNDERFLOW, 1.5, 500 * MS, 360 * MS));
+  for (guint i = 9; i < 12; i++)
+    gst_harness_push (h, make_frame (i, i * 40 * MS, 40 * MS));
+  g_assert_cmpuint (gst_harness_buffers_in_queue (h), ==, 3);
+  g_assert_cmpuint (pop_qos (bus, &dropped, &processed), ==, 0);
+  for (guint t = 0; t < 3; t++)
+    gst_buffer_unref (gst_harness_pull (h));
+
+  /* qos=true again, but a flush forgets the old report (it said: late up to 1360 ms). */
+  g_object_set (h->element, "qos", TRUE, NULL);
+  gst_harness_push_event (h, gst_event_new_flush_start ());
+  gst_harness_push_event (h, gst_event_new_flush_stop (TRUE));
+  GstSegment seg;
+  gst_segment_init (&seg, GST_FORMAT_TIME);
+  gst_harness_push_event (h, gst_event_new_segment (&seg));
+  gst_harness_push (h, make_frame (12, 480 * MS, 40 * MS));
+  check_token (h, NULL, 0, 480 * MS, 40 * MS, TRUE, 0);
+
+  gst_element_set_bus (h->element, NULL);
+  gst_object_unref (bus);
+  gst_harness_teardown (h);
+}
+
+/* Only frames due for embedding are checked against QoS (and reported): with every=2 the
+ * late frames between them are skipped anyway. */
+static void
+test_qos_every (void)
+{
+  GstHarness *h = new_harness ("gap.safetensors", "every", 2, NULL);
+  GstBus *bus = gst_bus_new ();
+  gst_element_set_bus (h->element, bus);
+  gst_harness_set_src_caps_str (h, CAPS_GAP);
+  gst_harness_push (h, make_frame (0, 0, 40 * MS));
+  gst_harness_push_upstream_event (h,
+      gst_event_new_qos (GST_QOS_TYPE_UNDERFLOW, 1.2, 50 * MS, 100 * MS));   /* to 200 ms */
+  for (guint i = 1; i < 8; i++)
+    gst_harness_push (h, make_frame (i, i * 40 * MS, 40 * MS));
+  /* due: 0, 80, 160, 240 ms; 80 and 160 are late; 240 is output, 80 ms long */
+  check_token (h, NULL, 0, 0, 80 * MS, TRUE, 0);
+  check_token (h, NULL, 0, 240 * MS, 80 * MS, FALSE, 1);
+  g_assert_null (gst_harness_try_pull (h));
+  guint64 dropped = 0, processed = 0;
+  g_assert_cmpuint (pop_qos (bus, &dropped, &processed), ==, 2);
+  g_assert_cmpuint (dropped, ==, 2);
+  gst_element_set_bus (h->element, NULL);
+  gst_object_unref (bus);
+  gst_harness_teardown (h);
+}
+
+/* The element adds no latency: the query answers upstream's values. */
+static void
+test_latency (void)
+{
+  GstHarness *h = new_harness ("gap.safetensors", "every", 4, NULL);
+  gst_harness_set_src_caps_str (h, CAPS_GAP);
+  gst_harness_set_upstream_latency (h, 0);
+  g_assert_cmpuint (gst_harness_query_latency (h), ==, 0);
+  gst_harness_set_upstream_latency (h, 33 * MS);
+  g_assert_cmpuint (gst_harness_query_latency (h), ==, 33 * MS);
+  gst_harness_teardown (h);
+}
+
+/* The caps query fixes the model's frame size and format. */
+static void
+test_caps_query (void)
+{
+  GstHarness *h = new_harness ("tv.safetensors", NULL);
+  gst_harness_play (h);
+  GstPad *sinkpad = gst_element_get_static_pad (h->element, "sink");
+  GstCaps *caps = gst_pad_query_caps (sinkpad, NULL);
+  GstStructure *s = gst_caps_get_structure (caps, 0);
+  gint w = 0, hh = 0;
+  g_assert_true (gst_structure_get_int (s, "width", &w));
+  g_assert_true (gst_structure_get_int (s, "height", &hh));
+  g_assert_cmpint (w, ==, 32);
+  g_assert_cmpint (hh, ==, 32);
+  g_assert_cmpstr (gst_structure_get_string (s, "format"), ==, "RGB");
+  gst_caps_unref (caps);
+  GstCaps *wrong = gst_caps_from_string ("video/x-raw,format=RGB,width=64,height=48,framerate=30/1");
+  g_assert_false (gst_pad_query_accept_caps (sinkpad, wrong));
+  gst_caps_unref (wrong);
+  gst_object_unref (sinkpad);
+  gst_harness_teardown (h);
+}
+
+static void
+test_wrong_caps_refused (void)
+{
+  const gchar *bad[] = {
+    "video/x-raw,format=RGB,width=32,height=20,framerate=25/1",    /* wrong size */
+    "video/x-raw,format=GRAY8,width=22,height=20,framerate=25/1",  /* 1 channel for an RGB model */
+    "video/x-raw,format=BGRx,width=22,height=20,framerate=25/1",   /* not in the template */
+    "other/tensors,format=static,num_tensors=1,types=float32,dimensions=(string)66:20,framerate=25/1",
+  };
+  for (guint i = 0; i < G_N_ELEMENTS (bad); i++) {
+    GstHarness *h = new_harness ("gap.safetensors", NULL);
+    GstBus *bus = gst_bus_new ();
+    gst_element_set_bus (h->element, bus);
+    GstPad *sinkpad = gst_element_get_static_pad (h->element, "sink");
+    gst_harness_play (h);
+    gst_pad_push_event (h->srcpad, gst_event_new_stream_start ("test"));
+    GstCaps *caps = gst_caps_from_string (bad[i]);
+    g_assert_nonnull (caps);
+    gst_pad_push_event (h->srcpad, gst_event_new_caps (caps));
+    gst_caps_unref (caps);
+    g_assert_false (gst_pad_has_current_caps (sinkpad));
+    g_assert_null (gst_harness_try_pull (h));
+    gst_object_unref (sinkpad);
+    gst_element_set_bus (h->element, NULL);
+    gst_object_unref (bus);
+    gst_harness_teardown (h);
+  }
+}
+
+static void
+test_bad_models (void)
+{
+  char *npy = golden_path ("imagecnn", "gap_input.npy");
+  char *odd = golden_path ("cnn", "odd.safetensors");
+  char *good = golden_path ("imagecnn", "gap.safetensors");
+  struct {
+    const char *model;
+    const char *in_message;
+  } cases[] = {
+    { NULL, "No model" },
+    { "/nonexistent/frame.safetensors", "/nonexistent/frame.safetensors" },
+    { npy, "gap_input.npy" },
+    { odd, "input channels" },
+  };
+  for (guint i = 0; i < G_N_ELEMENTS (cases); i++) {
+    GstElement *el = gst_element_factory_make ("conyframeembed", NULL);
+    GstBus *bus = gst_bus_new ();
+    gst_element_set_bus (el, bus);
+    g_object_set (el, "model", cases[i].model, NULL);
+    g_assert_cmpint (gst_element_set_state (el, GST_STATE_PAUSED), ==, GST_STATE_CHANGE_FAILURE);
+    GstMessage *msg = gst_bus_pop_filtered (bus, GST_MESSAGE_ERROR);
+    g_assert_nonnull (msg);
+    GError *err = NULL;
+    gchar *dbg = NULL;
+    gst_message_parse_error (msg, &err, &dbg);
+    gchar *all = g_strconcat (err->message, " ", dbg ? dbg : "", NULL);
+    if (!strstr (all, cases[i].in_message))
+      g_error ("case %u: '%s' not in '%s'", i, cases[i].in_message, all);
+    g_free (all);
+    g_free (dbg);
+    g_clear_error (&err);
+    gst_message_unref (msg);
+    gst_element_set_state (el, GST_STATE_NULL);
+    g_object_set (el, "model", good, NULL);
+    g_assert_cmpint (gst_element_set_state (el, GST_STATE_PAUSED), ==, GST_STATE_CHANGE_SUCCESS);
+    gst_element_set_state (el, GST_STATE_NULL);
+    gst_element_set_bus (el, NULL);
+    gst_object_unref (bus);
+    gst_object_unref (el);
+  }
+  g_free (npy);
+  g_free (odd);
+  g_free (good);
+}
+
+int
+main (int argc, char **argv)
+{
+  gst_init (&argc, &argv);
+  g_test_init (&argc, &argv, NULL);
+  g_test_add_func ("/conyframeembed/values-and-timestamps", test_values_and_timestamps);
+  g_test_add_func ("/conyframeembed/every", test_every);
+  g_test_add_func ("/conyframeembed/qos", test_qos);
+  g_test_add_func ("/conyframeembed/qos-every", test_qos_every);
+  g_test_add_func ("/conyframeembed/latency", test_latency);
+  g_test_add_func ("/conyframeembed/caps-query", test_caps_query);
+  g_test_add_func ("/conyframeembed/wrong-caps", test_wrong_caps_refused);
+  g_test_add_func ("/conyframeembed/bad-models", test_bad_models);
+  return g_test_run ();
+}
