@@ -19,6 +19,7 @@ struct _ConyAttention {
   float *k_old, *v_old;        /* the token evicted this step (d each) */
   float *win_q, *win_k, *win_v;     /* n × d, a window laid out oldest first */
   float *win_out;              /* n × d, all rows of a windowed computation */
+  float *queries;              /* n × d, the queries of a multi-token step */
   float *scratch;              /* per-head temporaries */
   double *scratch_d;
   gsize scratch_len;

@@ -322,12 +322,26 @@ window_first_row (const ConyAttention *a, int w)
   return a->n - w;
 }
 
+/* Tokens in the window once a->t tokens have been stepped. */
+static int
+window_fill (const ConyAttention *a)
+{
+  return (int) MIN (a->t, (guint64) a->n);
+}
+
+/* Ring slot of the i-th (oldest first) of the w tokens in the window. */
+static int
+window_slot (const ConyAttention *a, int w, int i)
+{
+  return (int) ((a->t - w + i) % a->n);
+}
+
 /* Copies the window of the rings into win_q/k/v, oldest first; returns its length. */
 static int
 gather_window (ConyAttention *a)
 {
-  int w = (int) MIN (a->t + 1, (guint64) a->n);
-  guint64 first = a->t + 1 - w;
+  int w = window_fill (a);
+  guint64 first = a->t - w;
   for (int i = 0; i < w; i++) {
     gsize slot = (first + i) % a->n, dst = (gsize) i * a->d, src = slot * a->d;
     memcpy (a->win_q + dst, a->ring_q + src, sizeof (float) * a->d);
@@ -337,10 +351,10 @@ gather_window (ConyAttention *a)
   return w;
 }
 
-/* Non-continual step: the whole window recomputed, every row (the baseline the
- * papers compare with), then the newest row or all rows kept. */
+/* Non-continual output: the whole window recomputed, every row (the baseline the
+ * papers compare with), then the @rows newest rows or all rows kept. */
 static void
-windowed_step (ConyAttention *a)
+windowed_emit (ConyAttention *a, int rows)
 {
   int w = gather_window (a), d = a->d;
   if (a->cfg.retroactive) {
@@ -349,27 +363,28 @@ windowed_step (ConyAttention *a)
     windowed_forward (a, a->cfg.variant, w, 0, a->heads_out + (gsize) first * d);
   } else {
     windowed_forward (a, a->cfg.variant, w, 0, a->win_out);
-    memcpy (a->heads_out, a->win_out + (gsize) (w - 1) * d, sizeof (float) * d);
+    memcpy (a->heads_out, a->win_out + (gsize) (w - rows) * d, sizeof (float) * rows * d);
   }
 }
 
 /* ------------------------------------------------------------------------ */
 /* Continual Transformer attention: CoSi (single output) and CoRe (retroactive). */
 
+/* CoSi: the queries @Q (rows × d) against the window's keys and values. */
 static void
-continual_single_step (ConyAttention *a)
+continual_single_emit (ConyAttention *a, const float *Q, int rows)
 {
-  int w = (int) MIN (a->t + 1, (guint64) a->n), d = a->d, hd = a->hd;
-  const float *q = a->qkv;
+  int w = window_fill (a), d = a->d, hd = a->hd;
   float *s = a->scratch;
-  for (int h = 0; h < a->heads; h++) {
-    /* Window slots 0..w−1 are exactly the window; their order does not matter. */
-    cblas_sgemv (CblasRowMajor, CblasNoTrans, w, hd, a->scale, a->ring_k + h * hd, d, q + h * hd, 1,
-                 0.0f, s, 1);
-    cony_softmax (s, w);
-    cblas_sgemv (CblasRowMajor, CblasTrans, w, hd, 1.0f, a->ring_v + h * hd, d, s, 1, 0.0f,
-                 a->heads_out + h * hd, 1);
-  }
+  for (int r = 0; r < rows; r++)
+    for (int h = 0; h < a->heads; h++) {
+      /* Window slots 0..w−1 are exactly the window; their order does not matter. */
+      cblas_sgemv (CblasRowMajor, CblasNoTrans, w, hd, a->scale, a->ring_k + h * hd, d,
+                   Q + (gsize) r * d + h * hd, 1, 0.0f, s, 1);
+      cony_softmax (s, w);
+      cblas_sgemv (CblasRowMajor, CblasTrans, w, hd, 1.0f, a->ring_v + h * hd, d, s, 1, 0.0f,
+                   a->heads_out + (gsize) r * d + h * hd, 1);
+    }
 }
 
 /* A CoRe score. Added, removed and rebuilt terms of a key all come from this one
@@ -392,8 +407,10 @@ core_row_rebuild (ConyAttention *a, int h, int slot, int w)
   rowsum_rebuild (row_at (a, h, slot), hd, TERMS_EXACT, s, 1, a->ring_v + h * hd, d, w, NULL, 0);
 }
 
+/* CoRe: every other window row loses the evicted key and gains the new one; the new
+ * query's row is computed from scratch. */
 static void
-continual_retroactive_step (ConyAttention *a)
+continual_retroactive_advance (ConyAttention *a)
 {
   int n = a->n, d = a->d, hd = a->hd;
   int w = (int) MIN (a->t + 1, (guint64) n), p = (int) (a->t % n);
@@ -415,11 +432,16 @@ continual_retroactive_step (ConyAttention *a)
     }
     core_row_rebuild (a, h, p, w); /* the new query's row, from scratch */
   }
-  /* Rows oldest first. */
-  int first = window_first_row (a, w);
+}
+
+/* The n retroactive rows, oldest first. */
+static void
+continual_retroactive_emit (ConyAttention *a)
+{
+  int d = a->d, hd = a->hd, w = window_fill (a), first = window_first_row (a, w);
   memset (a->heads_out, 0, sizeof (float) * first * d);
   for (int i = 0; i < w; i++) {
-    int slot = (int) ((a->t + 1 - w + i) % n);
+    int slot = window_slot (a, w, i);
     for (int h = 0; h < a->heads; h++) {
       double o[hd];
       rowsum_normalised (row_at (a, h, slot), hd, o);
@@ -602,10 +624,12 @@ cony_combine (const ConyAttention *a, int h, const double *r, const double *N, f
     out[c] = (float) acc[c];
 }
 
+/* Updates the landmark rows (and, at a segment end, the landmarks) for the token just
+ * pushed; for retroactive layers also the new query's B_φΓ⁺ row. */
 static void
-cony_step (ConyAttention *a)
+cony_advance (ConyAttention *a)
 {
-  int n = a->n, d = a->d, hd = a->hd;
+  int n = a->n, hd = a->hd;
   int w = (int) MIN (a->t + 1, (guint64) n), p = (int) (a->t % n);
   gboolean evict = a->t >= (guint64) n;
   gboolean continual_landmarks = a->cfg.variant == CONY_ATTENTION_CONY;
@@ -627,28 +651,36 @@ cony_step (ConyAttention *a)
         cony_refresh_query_rows (a, w);
     }
   }
+  if (a->cfg.retroactive)
+    for (int h = 0; h < a->heads; h++)
+      cony_query_row (a, h, a->qkv + h * hd, a->rcache + lm_index (a, p, h, 0));
+}
 
-  if (!a->cfg.retroactive) { /* out = Σ_j r_j (ΔV)_j / φ(Δ)_j */
+/* Single output: for each query of @Q (rows × d), Σ_j r_j (ΔV)_j / φ(Δ)_j; retroactive:
+ * the n rows r·N with N_j = (ΔV)_j / φ(Δ)_j. */
+static void
+cony_emit (ConyAttention *a, const float *Q, int rows)
+{
+  int d = a->d, hd = a->hd, w = window_fill (a);
+  if (!a->cfg.retroactive) {
     double r[a->m];
-    for (int h = 0; h < a->heads; h++) {
-      cony_query_row (a, h, a->qkv + h * hd, r);
-      for (int j = 0; j < a->ml; j++)
-        r[j] /= a->row_phi[h * a->n_rows + j];
-      cony_combine (a, h, r, a->row_acc, a->heads_out + h * hd);
-    }
+    for (int i = 0; i < rows; i++)
+      for (int h = 0; h < a->heads; h++) {
+        cony_query_row (a, h, Q + (gsize) i * d + h * hd, r);
+        for (int j = 0; j < a->ml; j++)
+          r[j] /= a->row_phi[h * a->n_rows + j];
+        cony_combine (a, h, r, a->row_acc, a->heads_out + (gsize) i * d + h * hd);
+      }
     return;
   }
-  /* N_j = (ΔV)_j / φ(Δ)_j per head, then each output row is r·N. */
   double *N = a->scratch_d;
   for (int h = 0; h < a->heads; h++)
     for (int j = 0; j < a->ml; j++)
       rowsum_normalised (row_at (a, h, j), hd, N + ((gsize) h * a->m + j) * hd);
-  for (int h = 0; h < a->heads; h++)
-    cony_query_row (a, h, a->qkv + h * hd, a->rcache + lm_index (a, p, h, 0));
   int first = window_first_row (a, w);
   memset (a->heads_out, 0, sizeof (float) * first * d);
   for (int i = 0; i < w; i++) {
-    int slot = (int) ((a->t + 1 - w + i) % n);
+    int slot = window_slot (a, w, i);
     for (int h = 0; h < a->heads; h++)
       cony_combine (a, h, a->rcache + lm_index (a, slot, h, 0), N,
                     a->heads_out + (gsize) (first + i) * d + h * hd);
@@ -697,7 +729,7 @@ cony_attention_free (ConyAttention *a)
     return;
   void *buffers[] = { a->w_in, a->b_in, a->w_out, a->b_out, a->qkv, a->heads_out, a->ring_q,
                        a->ring_k, a->ring_v, a->k_old, a->v_old, a->win_q, a->win_k, a->win_v,
-                       a->win_out, a->scratch, a->scratch_d, a->row_offset, a->row_phi, a->row_acc,
+                       a->win_out, a->queries, a->scratch, a->scratch_d, a->row_offset, a->row_phi, a->row_acc,
                        a->lm_q, a->lm_k, a->pinv, a->sk, a->ek, a->rcache, a->seg_q, a->seg_k };
   for (guint i = 0; i < G_N_ELEMENTS (buffers); i++)
     g_free (buffers[i]);
@@ -810,6 +842,7 @@ cony_attention_new (const ConyAttentionConfig *config, const ConyAttentionWeight
   a->win_k = g_new0 (float, nd);
   a->win_v = g_new0 (float, nd);
   a->win_out = g_new0 (float, nd);
+  a->queries = g_new0 (float, nd);
   /* float: n×n scores of the regular layer, landmark means; double: the Nyström
    * product (Γ⁺, ml×w kernel, ml×hd products), CoRe scores, N of every head. */
   a->scratch_len = MAX ((gsize) n * n, (gsize) 2 * m * hd) + n;
@@ -877,26 +910,45 @@ push_token (ConyAttention *a)
       memcpy (rings[i] + at, a->qkv + i * d, sizeof (float) * d);
 }
 
-void
-cony_attention_core_step (ConyAttention *a)
+/* Makes the token in a->qkv part of the state. */
+static void
+advance (ConyAttention *a)
 {
   push_token (a);
+  if (a->cfg.variant == CONY_ATTENTION_CONTINUAL && a->cfg.retroactive)
+    continual_retroactive_advance (a);
+  else if (is_cony (a))
+    cony_advance (a);
+  a->t++;
+}
+
+/* Head outputs into a->heads_out: for the @rows newest queries @Q (single output), or
+ * the n window rows (retroactive). */
+static void
+emit (ConyAttention *a, const float *Q, int rows)
+{
   switch (a->cfg.variant) {
     case CONY_ATTENTION_CONTINUAL:
       if (a->cfg.retroactive)
-        continual_retroactive_step (a);
+        continual_retroactive_emit (a);
       else
-        continual_single_step (a);
+        continual_single_emit (a, Q, rows);
       break;
     case CONY_ATTENTION_CONY:
     case CONY_ATTENTION_CONY_FIXED:
-      cony_step (a);
+      cony_emit (a, Q, rows);
       break;
     default:
-      windowed_step (a);
+      windowed_emit (a, rows);
       break;
   }
-  a->t++;
+}
+
+void
+cony_attention_core_step (ConyAttention *a)
+{
+  advance (a);
+  emit (a, a->qkv, 1);
 }
 
 /* out = heads · W_outᵀ + b for @rows rows starting at @first; rows before it are 0. */
@@ -921,7 +973,26 @@ cony_attention_step (ConyAttention *a, const float *x, float *out)
     out_project (a, a->heads_out, 0, 1, out);
     return;
   }
-  int w = (int) MIN (a->t, (guint64) a->n);
+  int w = window_fill (a);
+  out_project (a, a->heads_out, a->n - w, w, out);
+}
+
+void
+cony_attention_step_tokens (ConyAttention *a, const float *x, int count, float *out)
+{
+  g_return_if_fail (count >= 1 && count <= a->n);
+  int d = a->d;
+  for (int i = 0; i < count; i++) {
+    cony_attention_project (a, x + (gsize) i * d);
+    memcpy (a->queries + (gsize) i * d, a->qkv, sizeof (float) * d);
+    advance (a);
+  }
+  emit (a, a->queries, count);
+  if (!a->cfg.retroactive) {
+    out_project (a, a->heads_out, 0, count, out);
+    return;
+  }
+  int w = window_fill (a);
   out_project (a, a->heads_out, a->n - w, w, out);
 }
 

@@ -275,6 +275,46 @@ static const Pair large_pairs[] = {
   { CONY_ATTENTION_CONY, CONY_ATTENTION_NYSTROM, 8, 1, 8, 2, 8.0f },
 };
 
+/* Multi-token steps (paper IV-C): @count tokens enter together and the outputs of the
+ * @count newest queries equal the last @count rows of the windowed computation on the
+ * resulting window (taken from a retroactive layer with the same weights). */
+static void
+test_step_tokens (gconstpointer data)
+{
+  const Pair *p = data;
+  int d = p->d, n = p->n, T = 5 * n;
+  Setup *s = setup_new (d, p->heads, n, p->m, 31 + n);
+  float *x = random_tokens (T, d, 8, 1.0);
+  float *a = g_new (float, (gsize) n * d), *b = g_new (float, (gsize) n * d);
+  float *ql = g_new (float, (gsize) p->m * d), *kl = g_new (float, (gsize) p->m * d);
+  for (int count = 1; count <= 3; count++) {
+    ConyAttention *cont = make_layer (s, p->continual, FALSE);
+    ConyAttention *win = make_layer (s, p->windowed, TRUE);
+    double worst = 0.0;
+    for (int t = 0; t + count <= T; t += count) {
+      cony_attention_step_tokens (cont, x + (gsize) t * d, count, a);
+      int last = t + count - 1, w = MIN (last + 1, n);
+      const float *window = x + (gsize) (last + 1 - w) * d;
+      if (p->continual == CONY_ATTENTION_CONY) { /* the schedule's landmarks at this step */
+        int ml = schedule_landmarks (s, x, last, ql, kl);
+        ConyAttention *ref = make_layer_with (s, CONY_ATTENTION_NYSTROM_FIXED, TRUE, ml, ql, kl);
+        cony_attention_forward_window (ref, window, w, b);
+        cony_attention_free (ref);
+      } else {
+        cony_attention_forward_window (win, window, w, b);
+      }
+      int rows = MIN (count, w);
+      worst = fmax (worst, rel_err (a + (gsize) (count - rows) * d, b + (gsize) (n - rows) * d,
+                                    (gsize) rows * d));
+    }
+    g_test_message ("%s count=%d: max rel err %.3g", cony_attention_variant_name (p->continual), count, worst);
+    g_assert_cmpfloat (worst, <=, 1e-5);
+    cony_attention_free (cont), cony_attention_free (win);
+  }
+  g_free (x), g_free (a), g_free (b), g_free (ql), g_free (kl);
+  setup_free (s);
+}
+
 /* Scores |q·k|/√hd of a few hundred: every output is finite and equal to the
  * stable windowed computation (the large_pairs cases below). This measures the largest
  * score they reach, so that they keep testing what they claim to. */
@@ -436,6 +476,19 @@ main (int argc, char **argv)
     g_autofree char *path = g_strdup_printf ("/attention/equivalence/cony/n%d-m%d-h%d",
                                              schedules[i].n, schedules[i].m, schedules[i].heads);
     g_test_add_data_func (path, &schedules[i], test_cony_schedule);
+  }
+  static const Pair multi[] = {
+    { CONY_ATTENTION_CONTINUAL, CONY_ATTENTION_REGULAR, 8, 2, 7, 3 },
+    { CONY_ATTENTION_CONY_FIXED, CONY_ATTENTION_NYSTROM_FIXED, 8, 2, 7, 3 },
+    { CONY_ATTENTION_CONY, CONY_ATTENTION_NYSTROM, 8, 2, 8, 4 },
+    { CONY_ATTENTION_CONY, CONY_ATTENTION_NYSTROM, 12, 3, 7, 3 },
+    { CONY_ATTENTION_NYSTROM, CONY_ATTENTION_NYSTROM, 8, 2, 9, 3 },
+  };
+  for (guint i = 0; i < G_N_ELEMENTS (multi); i++) {
+    g_autofree char *path = g_strdup_printf ("/attention/step-tokens/%s/n%d-m%d",
+                                             cony_attention_variant_name (multi[i].continual),
+                                             multi[i].n, multi[i].m);
+    g_test_add_data_func (path, &multi[i], test_step_tokens);
   }
   g_test_add_func ("/attention/overflow/scores-are-large", test_overflow_scores_are_large);
   for (guint i = 0; i < G_N_ELEMENTS (large_pairs); i++) {

@@ -75,6 +75,13 @@ int cony_attention_output_rows (const ConyAttention *attention);
 /* Feeds token @x (d floats); writes cony_attention_output_rows() × d floats to @out. */
 void cony_attention_step (ConyAttention *attention, const float *x, float *out);
 
+/* Multi-token step (paper IV-C, e.g. the patches of one video frame): @count tokens
+ * (count × d, 1 <= count <= n) enter the window together. Single output: writes the
+ * outputs of the @count newest queries against the resulting window (count × d, oldest
+ * first), so each new query also sees the keys that arrived with it; retroactive: the
+ * n rows. With count = 1 this is cony_attention_step(). */
+void cony_attention_step_tokens (ConyAttention *attention, const float *x, int count, float *out);
+
 /* Non-continual attention over a whole window @x (w × d, 1 <= w <= n, oldest first),
  * computed with the windowed counterpart of the layer's variant, independent of the
  * layer's stream state. Writes the last row (single output) or n rows, zero-padded at
