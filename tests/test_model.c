@@ -261,6 +261,22 @@ test_load_errors (void)
   tensors_write (t, path, c6);
   expect_load_error (path, CONY_ERROR_INVALID, "blocks", NULL);
 
+  /* the front-end parameters pass through as JSON text; a non-object is refused */
+  g_autofree char *c8 = replace (t->config, "\"labels\"", "\"frontend\":{\"sample_rate\":16000,"
+                                 "\"patch\":[96,64]},\"labels\"");
+  tensors_write (t, path, c8);
+  {
+    g_autoptr (ConyModel) fm = cony_model_load (path, &error);
+    g_assert_no_error (error);
+    g_assert_nonnull (fm->config.frontend_json);
+    g_assert_nonnull (strstr (fm->config.frontend_json, "\"sample_rate\":16000"));
+    g_assert_nonnull (strstr (fm->config.frontend_json, "[96,64]"));
+    g_assert_null (ok->config.frontend_json);
+  }
+  g_autofree char *c9 = replace (t->config, "\"labels\"", "\"frontend\":7,\"labels\"");
+  tensors_write (t, path, c9);
+  expect_load_error (path, CONY_ERROR_FORMAT, "frontend", NULL);
+
   /* a shape that disagrees with the config */
   g_autofree char *c7 = replace (t->config, "\"d_in\":6", "\"d_in\":5");
   tensors_write (t, path, c7);
