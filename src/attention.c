@@ -22,6 +22,20 @@
 /* Default steps between exact rebuilds of rows that live for the whole stream. */
 #define DEFAULT_RESYNC_WINDOWS 64
 
+/* Runs EXPR with HD a compile-time constant for the common head sizes, so that the
+ * short per-head loops of the hot path unroll; other sizes take the general path. */
+#define WITH_CONST_HEAD_DIM(hd, EXPR)                    \
+  do {                                                   \
+    switch (hd) {                                        \
+      case 8: { const int HD = 8; EXPR; } break;         \
+      case 12: { const int HD = 12; EXPR; } break;       \
+      case 16: { const int HD = 16; EXPR; } break;       \
+      case 32: { const int HD = 32; EXPR; } break;       \
+      case 64: { const int HD = 64; EXPR; } break;       \
+      default: { const int HD = (hd); EXPR; } break;     \
+    }                                                    \
+  } while (0)
+
 static const char *const variant_names[CONY_ATTENTION_N_VARIANTS] = {
   "regular", "continual", "nystrom", "nystrom-fixed", "cony", "cony-fixed",
 };
@@ -117,7 +131,7 @@ term_exp (TermKind kind, double arg)
 
 /* Moves the offset up to @s when @s would exceed it by more than RESCALE_MARGIN;
  * returns the factor applied to the existing terms (1 when nothing moved). */
-static double
+static G_ALWAYS_INLINE inline double
 rowsum_make_room (RowSum r, int hd, double s)
 {
   if (!(s > *r.offset + RESCALE_MARGIN))
@@ -130,7 +144,7 @@ rowsum_make_room (RowSum r, int hd, double s)
   return factor;
 }
 
-static void
+static G_ALWAYS_INLINE inline void
 rowsum_add_term (RowSum r, int hd, double e, const float *restrict v)
 {
   *r.phi += e;
@@ -150,7 +164,7 @@ rowsum_add (RowSum r, int hd, double s, const float *restrict v)
 
 /* Removes a term added earlier (@e relative to the current offset). TRUE when the
  * remaining mass is too small to trust: the caller rebuilds the row. */
-static gboolean
+static G_ALWAYS_INLINE inline gboolean
 rowsum_remove (RowSum r, int hd, double e, const float *restrict v)
 {
   double before = *r.phi;
@@ -477,10 +491,10 @@ cony_landmark_row_rebuild (ConyAttention *a, int h, int j, int w)
 }
 
 /* r = softmax(q·K̃ᵀ) · Γ⁺ for query @q of head @h. */
-static void
-cony_query_row (const ConyAttention *a, int h, const float *q, double *r)
+static G_ALWAYS_INLINE inline void
+cony_query_row_hd (const ConyAttention *a, int h, const float *q, double *r, const int hd)
 {
-  int ml = a->ml, hd = a->hd;
+  int ml = a->ml;
   double beta[ml], max = -INFINITY, sum = 0.0;
   float e[ml];
   for (int j = 0; j < ml; j++) {
@@ -501,6 +515,12 @@ cony_query_row (const ConyAttention *a, int h, const float *q, double *r)
       s += beta[i] * P[i * ml + j];
     r[j] = s;
   }
+}
+
+static void
+cony_query_row (const ConyAttention *a, int h, const float *q, double *r)
+{
+  cony_query_row_hd (a, h, q, r, a->hd);
 }
 
 static void
@@ -575,44 +595,52 @@ cony_segment_push (ConyAttention *a)
 /* Subtracts the evicted key, adds the new one, for every landmark row but @skip.
  * The term added for a key is stored and later subtracted as is, so its exponential
  * only needs to be deterministic: the fast batch exp of linalg.c serves. */
-static void
-cony_update_rows (ConyAttention *a, int w, int p, gboolean evict, int skip)
+static G_ALWAYS_INLINE inline void
+cony_update_head (ConyAttention *a, int h, int w, int p, gboolean evict, int skip, const int hd)
 {
-  int d = a->d, hd = a->hd, ml = a->ml;
-  for (int h = 0; h < a->heads; h++) {
-    const float *k_new = a->qkv + d + h * hd, *v_new = a->qkv + 2 * d + h * hd;
-    const float *v_old = a->v_old + h * hd;
-    float arg[ml];
-    for (int j = 0; j < ml; j++) {
-      RowSum r = row_at (a, h, j);
-      double s = a->scale * cony_dot_d (a->lm_q + ((gsize) h * a->m + j) * hd, k_new, hd);
-      double factor = rowsum_make_room (r, hd, s);
-      if (factor != 1.0) /* offset moved: earlier terms are now relative to it */
-        for (int slot = 0; slot < w; slot++)
-          a->ek[lm_index (a, slot, h, j)] *= factor;
-      a->sk[lm_index (a, p, h, j)] = s;
-      arg[j] = (float) (s - *r.offset);
-    }
-    cony_exp_batch (arg, ml);
-    for (int j = 0; j < ml; j++) {
-      if (j == skip)
-        continue;
-      RowSum r = row_at (a, h, j);
-      gsize at = lm_index (a, p, h, j);
-      gboolean collapsed = evict && rowsum_remove (r, hd, a->ek[at], v_old);
-      a->ek[at] = arg[j];
-      rowsum_add_term (r, hd, arg[j], v_new);
-      if (collapsed)
-        cony_landmark_row_rebuild (a, h, j, w);
-    }
+  int d = a->d, ml = a->ml;
+  const float *k_new = a->qkv + d + h * hd, *v_new = a->qkv + 2 * d + h * hd;
+  const float *v_old = a->v_old + h * hd;
+  float arg[ml];
+  for (int j = 0; j < ml; j++) {
+    RowSum r = row_at (a, h, j);
+    double s = a->scale * cony_dot_d (a->lm_q + ((gsize) h * a->m + j) * hd, k_new, hd);
+    double factor = rowsum_make_room (r, hd, s);
+    if (factor != 1.0) /* offset moved: earlier terms are now relative to it */
+      for (int slot = 0; slot < w; slot++)
+        a->ek[lm_index (a, slot, h, j)] *= factor;
+    a->sk[lm_index (a, p, h, j)] = s;
+    arg[j] = (float) (s - *r.offset);
+  }
+  cony_exp_batch (arg, ml);
+  for (int j = 0; j < ml; j++) {
+    if (j == skip)
+      continue;
+    RowSum r = row_at (a, h, j);
+    gsize at = lm_index (a, p, h, j);
+    gboolean collapsed = evict && rowsum_remove (r, hd, a->ek[at], v_old);
+    a->ek[at] = arg[j];
+    rowsum_add_term (r, hd, arg[j], v_new);
+    if (collapsed)
+      cony_landmark_row_rebuild (a, h, j, w);
   }
 }
 
-/* out = Σ_j r_j N_j for head @h (N: heads × m rows of hd). */
+/* Subtracts the evicted key, adds the new one, for every landmark row but @skip.
+ * The term added for a key is stored and later subtracted as is, so its exponential
+ * only needs to be deterministic: the fast batch exp of linalg.c serves. */
 static void
-cony_combine (const ConyAttention *a, int h, const double *r, const double *N, float *out)
+cony_update_rows (ConyAttention *a, int w, int p, gboolean evict, int skip)
 {
-  int hd = a->hd;
+  WITH_CONST_HEAD_DIM (a->hd, for (int h = 0; h < a->heads; h++)
+                                cony_update_head (a, h, w, p, evict, skip, HD));
+}
+
+/* out = Σ_j r_j N_j for head @h (N: heads × m rows of hd). */
+static G_ALWAYS_INLINE inline void
+cony_combine_hd (const ConyAttention *a, int h, const double *r, const double *N, float *out,
+                 const int hd)
+{
   const double *Nh = N + (gsize) h * a->m * hd;
   double acc[hd];
   for (int c = 0; c < hd; c++)
@@ -622,6 +650,23 @@ cony_combine (const ConyAttention *a, int h, const double *r, const double *N, f
       acc[c] += r[j] * Nh[(gsize) j * hd + c];
   for (int c = 0; c < hd; c++)
     out[c] = (float) acc[c];
+}
+
+static void
+cony_combine (const ConyAttention *a, int h, const double *r, const double *N, float *out)
+{
+  cony_combine_hd (a, h, r, N, out, a->hd);
+}
+
+/* One single-output row of head @h: Σ_j r_j (ΔV)_j / φ(Δ)_j for query @q. */
+static G_ALWAYS_INLINE inline void
+cony_single_row_hd (const ConyAttention *a, int h, const float *q, float *out, const int hd)
+{
+  double r[a->m];
+  cony_query_row_hd (a, h, q, r, hd);
+  for (int j = 0; j < a->ml; j++)
+    r[j] /= a->row_phi[h * a->n_rows + j];
+  cony_combine_hd (a, h, r, a->row_acc, out, hd);
 }
 
 /* Updates the landmark rows (and, at a segment end, the landmarks) for the token just
@@ -663,14 +708,9 @@ cony_emit (ConyAttention *a, const float *Q, int rows)
 {
   int d = a->d, hd = a->hd, w = window_fill (a);
   if (!a->cfg.retroactive) {
-    double r[a->m];
-    for (int i = 0; i < rows; i++)
-      for (int h = 0; h < a->heads; h++) {
-        cony_query_row (a, h, Q + (gsize) i * d + h * hd, r);
-        for (int j = 0; j < a->ml; j++)
-          r[j] /= a->row_phi[h * a->n_rows + j];
-        cony_combine (a, h, r, a->row_acc, a->heads_out + (gsize) i * d + h * hd);
-      }
+    WITH_CONST_HEAD_DIM (hd, for (int i = 0; i < rows; i++) for (int h = 0; h < a->heads; h++)
+                               cony_single_row_hd (a, h, Q + (gsize) i * d + h * HD,
+                                                   a->heads_out + (gsize) i * d + h * HD, HD));
     return;
   }
   double *N = a->scratch_d;
