@@ -264,6 +264,33 @@ cony_encoder_scratch_bytes (const ConyEncoder *e)
   return sizeof (float) * (d + 3 * n * d + n * ff + 3 * d + ff);
 }
 
+/* FLOPs of the SDA for the newest query against a window of n rows, all heads. */
+static double
+window_query_sda (ConyAttentionVariant v, double n, double H, double hd, double m)
+{
+  double sm = 3;  /* exp, sum, divide per softmax entry */
+  double per_head;
+  switch (v) {
+    case CONY_ATTENTION_NYSTROM:
+    case CONY_ATTENTION_NYSTROM_FIXED:
+      if (v == CONY_ATTENTION_NYSTROM && n <= m) {
+        per_head = 4 * n * hd + sm * n;
+        break;
+      }
+      per_head = 2 * m * n * hd + sm * m * n   /* softmax(Q~ K^T) */
+                 + 2 * m * n * hd               /* ... V */
+                 + 2 * m * hd + sm * m          /* softmax(q K~^T) */
+                 + 2 * m * m + 2 * m * hd;      /* · pinv · (ΔV) */
+      if (v == CONY_ATTENTION_NYSTROM)          /* segment means, Γ and its pseudo-inverse */
+        per_head += 2 * n * hd + 2 * m * m * hd + sm * m * m + 24 * m * m * m;
+      break;
+    default:                                    /* regular: one softmax row */
+      per_head = 4 * n * hd + sm * n;
+      break;
+  }
+  return H * per_head;
+}
+
 double
 cony_encoder_flops_per_step (const ConyEncoder *e)
 {
@@ -280,10 +307,11 @@ cony_encoder_flops_per_step (const ConyEncoder *e)
     ConyAttentionConfig ac = cony_model_attention_config (e->model, 0, e->variant[0], TRUE);
     ConyAttentionFlops af = cony_attention_flops (&ac);
     total += af.sda + af.projections + n * tail_row;
-    /* Block 2 recomputes over the window: k, v of n rows, q of the newest, out_proj. */
-    ConyAttentionConfig ac2 = cony_model_attention_config (e->model, 1, e->variant[1], FALSE);
-    ConyAttentionFlops af2 = cony_attention_flops (&ac2);
-    total += af2.sda + (2 * n + 1) * (2 * d * d + d) + (2 * d * d + d) + tail_row;
+    /* Block 2 recomputes over the window: k, v of n rows, q of the newest, out_proj, and
+     * the SDA of one query against the window (counted here: the layer's own count is
+     * for a whole recomputed window). */
+    total += window_query_sda (e->variant[1], n, c->heads, d / c->heads, c->landmarks) +
+             (2 * n + 1) * (2 * d * d + d) + (2 * d * d + d) + tail_row;
   }
   total += ln + 2 * d * cls + cls;
   return total;
