@@ -274,6 +274,7 @@ gst_cony_transformer_start (GstBaseTransform *trans)
   self->probs = g_new0 (gfloat, self->n_classes);
   self->starts = g_new (GstClockTime, self->window);
   self->have_info = FALSE;
+  self->refused_dim = 0;
   reset_stream (self);
   GST_INFO_OBJECT (self, "loaded %s: d_in %u, %u classes, window %u, %d block(s), "
       "attention %s", path, self->d_in, self->n_classes, self->window, c->blocks,
@@ -320,9 +321,12 @@ gst_cony_transformer_set_caps (GstBaseTransform *trans, GstCaps *incaps, GstCaps
     return FALSE;
   }
   if (info.dim != self->d_in) {
-    GST_ELEMENT_ERROR (self, CORE, NEGOTIATION, ("Token size does not match the model"),
-        ("the input has %u floats per token, the model takes d_in = %u", info.dim,
-            self->d_in));
+    /* Upstream retries the sticky caps with every buffer: say it once per size. */
+    if (self->refused_dim != info.dim)
+      GST_ELEMENT_ERROR (self, CORE, NEGOTIATION, ("Token size does not match the model"),
+          ("the input has %u floats per token, the model takes d_in = %u", info.dim,
+              self->d_in));
+    self->refused_dim = info.dim;
     return FALSE;
   }
   if (self->have_info && !gst_cony_tokens_info_same_tokens (&info, &self->info)) {

@@ -83,6 +83,7 @@ struct _GstConyTransformer {
   GstClockTime *starts;      /* window ring: start time of the token at step s in [s % n] */
   GstConyTokenInfo info;
   gboolean have_info;
+  guint refused_dim;         /* token size whose caps were refused (error posted once) */
   gboolean in_nonfinite;
 
   /* on-change segments (running times) */
