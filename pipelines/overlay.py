@@ -1,0 +1,138 @@
+#!/usr/bin/python3
+"""Shows video with the current label drawn on it: textoverlay fed from conytransformer.
+
+    pipelines/overlay.py [SOURCE] [--output OUT.mkv] [--num-buffers N] [--cnn F] [--classifier F]
+
+SOURCE: `camera` (v4l2src; videotestsrc's ball when there is no /dev/video*, the
+default), `test` (videotestsrc pattern=ball) or a media file path. The video is split
+with a tee: one branch goes through
+
+    videoconvert ! videoscale ! videorate ! conyframeembed ! conytransformer ! fakesink
+
+and the other through `textoverlay` to the screen (autovideosink) or, with --output, to
+an MJPEG Matroska file. Each `conytransformer` bus message (one per step) sets
+textoverlay's text to "label confidence" from the main loop, so the text follows the
+classification with the delay of the bus (milliseconds) plus the model's own context
+(the label of a step is about the last `window` frames). Labels are also printed.
+
+When the textoverlay element is not installed (it is in gstreamer1.0-plugins-base's
+pango plugin, libgstpango.so), the video is shown without text and the labels are only
+printed; the script says so.
+
+Needs python3-gi and gir1.2-gstreamer-1.0, and the plugin on GST_PLUGIN_PATH (default:
+build/gst of this checkout). Models: --cnn / --classifier, or $CONY_VIDEO_CNN /
+$CONY_VIDEO_CLASSIFIER, default models/video/.
+"""
+
+import argparse
+import glob
+import os
+import signal
+import sys
+
+ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+os.environ.setdefault("GST_PLUGIN_PATH", os.path.join(ROOT, "build", "gst"))
+
+import gi  # noqa: E402
+
+gi.require_version("Gst", "1.0")
+from gi.repository import GLib, Gst  # noqa: E402
+
+
+def source_desc(source, num_buffers):
+    nb = f" num-buffers={num_buffers}"
+    if source == "camera":
+        cams = sorted(glob.glob("/dev/video*"))
+        if cams:
+            return f"v4l2src device={cams[0]}{nb}"
+        print("overlay.py: no camera (/dev/video*): using videotestsrc pattern=ball",
+              file=sys.stderr)
+        return f"videotestsrc is-live=true pattern=ball{nb}"
+    if source == "test":
+        return f"videotestsrc pattern=ball{nb}"
+    if not os.path.exists(source):
+        raise SystemExit(f"overlay.py: {source} not found")
+    loc = source.replace("\\", "\\\\").replace('"', '\\"')
+    return f'filesrc location="{loc}" ! decodebin'
+
+
+def main(argv=None):
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("source", nargs="?", default="camera")
+    ap.add_argument("--output", help="write the labelled video here (MJPEG in Matroska)")
+    ap.add_argument("--num-buffers", type=int, default=-1)
+    ap.add_argument("--fps", type=int, default=int(os.environ.get("CONY_VIDEO_FPS", "10")),
+                    help="frames per second fed to the CNN (default 10, the default model's)")
+    ap.add_argument("--cnn", default=os.environ.get(
+        "CONY_VIDEO_CNN", os.path.join(ROOT, "models", "video", "frame_cnn.safetensors")))
+    ap.add_argument("--classifier", default=os.environ.get(
+        "CONY_VIDEO_CLASSIFIER", os.path.join(ROOT, "models", "video", "classifier.safetensors")))
+    ap.add_argument("--quiet", action="store_true", help="do not print the labels")
+    args = ap.parse_args(argv)
+    Gst.init(None)
+    for m in (args.cnn, args.classifier):
+        if not os.path.isfile(m):
+            raise SystemExit(f"overlay.py: model file {m} not found")
+
+    have_text = Gst.ElementFactory.find("textoverlay") is not None
+    if not have_text:
+        print("overlay.py: textoverlay is not installed (gstreamer1.0-plugins-base's pango "
+              "plugin): showing the video without text, printing the labels", file=sys.stderr)
+    live_file = args.output is None and args.source not in ("camera", "test")
+    if args.output:
+        out = args.output.replace('"', '\\"')
+        sink = f'videoconvert ! jpegenc ! matroskamux ! filesink location="{out}"'
+    else:
+        sink = f"videoconvert ! autovideosink sync={'true' if live_file else 'false'}"
+    draw = ('textoverlay name=overlay valignment=top halignment=left font-desc="Sans 20" '
+            'shaded-background=true text="..." ! ' if have_text else "")
+    desc = (f"{source_desc(args.source, args.num_buffers)} ! videoconvert ! tee name=t "
+            f"t. ! queue ! videoconvert ! videoscale ! videorate ! video/x-raw,framerate={args.fps}/1 "
+            f'! conyframeembed model="{args.cnn}" '
+            f'! conytransformer name=classifier model="{args.classifier}" '
+            f"! fakesink sync=false async=false "
+            f"t. ! queue ! {draw}{sink}")
+    pipe = Gst.parse_launch(desc)
+    overlay = pipe.get_by_name("overlay")
+    loop = GLib.MainLoop()
+    status = {"rc": 0, "steps": 0}
+
+    def on_message(bus, msg):
+        if msg.type == Gst.MessageType.ELEMENT:
+            s = msg.get_structure()
+            if s is not None and s.get_name() == "conytransformer" and s.has_field("label"):
+                label = s.get_string("label")
+                conf = s.get_value("confidence")
+                _, ts = s.get_uint64("timestamp")
+                text = f"{label} {conf:.2f}"
+                if overlay is not None:
+                    overlay.set_property("text", text)
+                status["steps"] += 1
+                if not args.quiet:
+                    print(f"{ts / 1e9:9.2f} s  {label:<24} {conf:.3f}", flush=True)
+        elif msg.type == Gst.MessageType.ERROR:
+            err, dbg = msg.parse_error()
+            print(f"overlay.py: error: {err.message} ({dbg})", file=sys.stderr)
+            status["rc"] = 1
+            loop.quit()
+        elif msg.type == Gst.MessageType.EOS:
+            loop.quit()
+
+    bus = pipe.get_bus()
+    bus.add_signal_watch()
+    bus.connect("message", on_message)
+    GLib.unix_signal_add(GLib.PRIORITY_DEFAULT, signal.SIGINT,
+                         lambda: pipe.send_event(Gst.Event.new_eos()) or True)
+    if pipe.set_state(Gst.State.PLAYING) == Gst.StateChangeReturn.FAILURE:
+        print("overlay.py: the pipeline does not start", file=sys.stderr)
+        return 1
+    loop.run()
+    pipe.set_state(Gst.State.NULL)
+    if status["rc"] == 0 and status["steps"] == 0:
+        print("overlay.py: no classification message arrived", file=sys.stderr)
+        return 1
+    return status["rc"]
+
+
+if __name__ == "__main__":
+    sys.exit(main())
