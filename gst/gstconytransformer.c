@@ -335,6 +335,7 @@ gst_cony_transformer_set_caps (GstBaseTransform *trans, GstCaps *incaps, GstCaps
   }
   self->info = info;
   self->have_info = TRUE;
+  self->refused_dim = 0;
   return TRUE;
 }
 

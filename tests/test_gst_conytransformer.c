@@ -496,6 +496,68 @@ test_on_change (void)
   g_free (x);
 }
 
+/* on-change with a threshold: steps below it neither change nor extend the
+ * label, so a segment ends at its last confident token. */
+static void
+test_on_change_threshold (void)
+{
+  gsize n = 60;
+  const double thr = 0.6;
+  float *x = make_tokens (n, 17);
+  Ref *r = ref_new (-1);
+  GstHarness *h = new_harness ("threshold", thr, NULL);
+  gst_util_set_object_arg (G_OBJECT (h->element), "message-mode", "on-change");
+  GstBus *bus = attach_bus (h);
+  gst_harness_set_src_caps_str (h, TOKEN_CAPS ("1", "4/1"));
+  push_tokens (h, x, 0, n, 1, 0, 250 * MS, FALSE);
+
+  int prev = -1;
+  GstClockTime prev_start = GST_CLOCK_TIME_NONE, prev_end = GST_CLOCK_TIME_NONE;
+  guint changes = 0, skipped = 0, gaps = 0;
+  for (gsize t = 0; t < n; t++) {
+    double probs[C];
+    int top = ref_step (r, x + t * D, probs);
+    GstClockTime rt0 = t * 250 * MS, rt1 = rt0 + 250 * MS;
+    if (probs[top] < thr) {
+      skipped++;
+      continue;
+    }
+    if (top == prev) {
+      gaps += prev_end != rt0;
+      prev_end = rt1;
+      continue;
+    }
+    GstMessage *msg = gst_bus_pop_filtered (bus, GST_MESSAGE_ELEMENT);
+    g_assert_nonnull (msg);
+    const GstStructure *s = gst_message_get_structure (msg);
+    guint64 step, pstart, pend;
+    gfloat conf;
+    g_assert_true (gst_structure_get (s, "step", G_TYPE_UINT64, &step,
+            "confidence", G_TYPE_FLOAT, &conf,
+            "previous-segment-start", G_TYPE_UINT64, &pstart,
+            "previous-segment-end", G_TYPE_UINT64, &pend, NULL));
+    g_assert_cmpuint (step, ==, t);
+    g_assert_cmpfloat (conf, >=, thr);
+    g_assert_cmpuint (pstart, ==, prev_start);
+    g_assert_cmpuint (pend, ==, prev_end);
+    gst_message_unref (msg);
+    prev = top;
+    prev_start = rt0;
+    prev_end = rt1;
+    changes++;
+  }
+  g_assert_null (gst_bus_pop_filtered (bus, GST_MESSAGE_ELEMENT));
+  /* the data must cover the cases: skipped steps, changes, and a segment
+   * extended across a skipped step */
+  g_assert_cmpuint (skipped, >, 0);
+  g_assert_cmpuint (changes, >=, 2);
+  g_assert_cmpuint (gaps, >, 0);
+  detach_bus (h, bus);
+  gst_harness_teardown (h);
+  ref_free (r);
+  g_free (x);
+}
+
 /* The meta survives gst_buffer_copy, a region copy, make_writable and a
  * queue; the custom mirror too. */
 static void
@@ -916,6 +978,7 @@ main (int argc, char **argv)
   g_test_add_func ("/conytransformer/messages", test_messages);
   g_test_add_func ("/conytransformer/post-messages-threshold", test_post_messages_threshold);
   g_test_add_func ("/conytransformer/on-change", test_on_change);
+  g_test_add_func ("/conytransformer/on-change-threshold", test_on_change_threshold);
   g_test_add_func ("/conytransformer/meta-survives-copies", test_meta_survives_copies);
   g_test_add_func ("/conytransformer/meta-survives-audioconvert",
       test_meta_survives_audioconvert);
