@@ -16,8 +16,9 @@ classification with the delay of the bus (milliseconds) plus the model's own con
 (the label of a step is about the last `window` frames). Labels are also printed.
 
 When the textoverlay element is not installed (it is in gstreamer1.0-plugins-base's
-pango plugin, libgstpango.so), the video is shown without text and the labels are only
-printed; the script says so.
+pango plugin, libgstpango.so, which minimal installs lack), or with --bitmap-font, the
+label is drawn by `overlaycomposition` (plugins-base) from a small built-in 5x7 bitmap
+font (lower-case letters, digits, '-', '.', needs numpy) instead; the script says which.
 
 Needs python3-gi and gir1.2-gstreamer-1.0, and the plugin on GST_PLUGIN_PATH (default:
 build/gst of this checkout). Models: --cnn / --classifier, or $CONY_VIDEO_CNN /
@@ -37,6 +38,50 @@ import gi  # noqa: E402
 
 gi.require_version("Gst", "1.0")
 from gi.repository import GLib, Gst  # noqa: E402
+
+
+# A 5x7 bitmap font for the fallback drawing (overlaycomposition) when textoverlay is
+# missing: enough for labels and confidences.
+FONT = {
+    "a": ".....|.....|.###.|....#|.####|#...#|.####", "b": "#....|#....|####.|#...#|#...#|#...#|####.",
+    "c": ".....|.....|.####|#....|#....|#....|.####", "d": "....#|....#|.####|#...#|#...#|#...#|.####",
+    "e": ".....|.....|.###.|#...#|#####|#....|.###.", "f": "..##.|.#...|####.|.#...|.#...|.#...|.#...",
+    "g": ".....|.####|#...#|#...#|.####|....#|.###.", "h": "#....|#....|####.|#...#|#...#|#...#|#...#",
+    "i": "..#..|.....|.##..|..#..|..#..|..#..|.###.", "j": "...#.|.....|..##.|...#.|...#.|#..#.|.##..",
+    "k": "#....|#....|#..#.|#.#..|##...|#.#..|#..#.", "l": ".##..|..#..|..#..|..#..|..#..|..#..|.###.",
+    "m": ".....|.....|##.#.|#.#.#|#.#.#|#.#.#|#.#.#", "n": ".....|.....|####.|#...#|#...#|#...#|#...#",
+    "o": ".....|.....|.###.|#...#|#...#|#...#|.###.", "p": ".....|####.|#...#|#...#|####.|#....|#....",
+    "q": ".....|.####|#...#|#...#|.####|....#|....#", "r": ".....|.....|#.##.|##..#|#....|#....|#....",
+    "s": ".....|.....|.####|#....|.###.|....#|####.", "t": ".#...|.#...|####.|.#...|.#...|.#..#|..##.",
+    "u": ".....|.....|#...#|#...#|#...#|#...#|.####", "v": ".....|.....|#...#|#...#|#...#|.#.#.|..#..",
+    "w": ".....|.....|#...#|#.#.#|#.#.#|#.#.#|.#.#.", "x": ".....|.....|#...#|.#.#.|..#..|.#.#.|#...#",
+    "y": ".....|#...#|#...#|#...#|.####|....#|.###.", "z": ".....|.....|#####|...#.|..#..|.#...|#####",
+    "0": ".###.|#...#|#..##|#.#.#|##..#|#...#|.###.", "1": "..#..|.##..|..#..|..#..|..#..|..#..|.###.",
+    "2": ".###.|#...#|....#|...#.|..#..|.#...|#####", "3": "####.|....#|....#|.###.|....#|....#|####.",
+    "4": "...#.|..##.|.#.#.|#..#.|#####|...#.|...#.", "5": "#####|#....|####.|....#|....#|#...#|.###.",
+    "6": "..##.|.#...|#....|####.|#...#|#...#|.###.", "7": "#####|....#|...#.|..#..|.#...|.#...|.#...",
+    "8": ".###.|#...#|#...#|.###.|#...#|#...#|.###.", "9": ".###.|#...#|#...#|.####|....#|...#.|.##..",
+    "-": ".....|.....|.....|#####|.....|.....|.....", ".": ".....|.....|.....|.....|.....|.##..|.##..",
+    "_": ".....|.....|.....|.....|.....|.....|#####", " ": ".....|.....|.....|.....|.....|.....|.....",
+}
+
+
+def render_text(text, scale=3):
+    """BGRA pixels (h, w, 4) uint8 of @text in the 5x7 font, white on translucent black
+    (premultiplied alpha, as GstVideoOverlayRectangle takes it by default)."""
+    import numpy as np
+    text = text.lower()
+    cols = []
+    for ch in text:
+        rows = FONT.get(ch, FONT[" "]).split("|")
+        glyph = np.array([[c == "#" for c in r] for r in rows], dtype=bool)
+        cols += [glyph, np.zeros((7, 1), bool)]
+    mask = np.concatenate(cols, axis=1) if cols else np.zeros((7, 1), bool)
+    mask = np.pad(mask, 1).repeat(scale, 0).repeat(scale, 1)
+    img = np.zeros(mask.shape + (4,), np.uint8)
+    img[..., 3] = 160                      # background: black at 63 % opacity
+    img[mask] = (255, 255, 255, 255)
+    return np.ascontiguousarray(img)
 
 
 def source_desc(source, num_buffers):
@@ -67,26 +112,47 @@ def main(argv=None):
         "CONY_VIDEO_CNN", os.path.join(ROOT, "models", "video", "frame_cnn.safetensors")))
     ap.add_argument("--classifier", default=os.environ.get(
         "CONY_VIDEO_CLASSIFIER", os.path.join(ROOT, "models", "video", "classifier.safetensors")))
+    ap.add_argument("--size", default="640x480",
+                    help="picture size for camera/test sources (default 640x480)")
     ap.add_argument("--quiet", action="store_true", help="do not print the labels")
+    ap.add_argument("--bitmap-font", action="store_true",
+                    help="draw with overlaycomposition and the built-in font even when "
+                         "textoverlay is there")
     args = ap.parse_args(argv)
     Gst.init(None)
     for m in (args.cnn, args.classifier):
         if not os.path.isfile(m):
             raise SystemExit(f"overlay.py: model file {m} not found")
 
-    have_text = Gst.ElementFactory.find("textoverlay") is not None
+    have_text = Gst.ElementFactory.find("textoverlay") is not None and not args.bitmap_font
+    use_comp = not have_text and Gst.ElementFactory.find("overlaycomposition") is not None
     if not have_text:
-        print("overlay.py: textoverlay is not installed (gstreamer1.0-plugins-base's pango "
-              "plugin): showing the video without text, printing the labels", file=sys.stderr)
+        print("overlay.py: " + ("textoverlay is not installed (gstreamer1.0-plugins-base's "
+                                "pango plugin): " if not args.bitmap_font else "")
+              + ("drawing the labels with overlaycomposition and a built-in bitmap font"
+                 if use_comp else "showing the video without text, printing the labels"),
+              file=sys.stderr)
     live_file = args.output is None and args.source not in ("camera", "test")
     if args.output:
         out = args.output.replace('"', '\\"')
         sink = f'videoconvert ! jpegenc ! matroskamux ! filesink location="{out}"'
     else:
         sink = f"videoconvert ! autovideosink sync={'true' if live_file else 'false'}"
-    draw = ('textoverlay name=overlay valignment=top halignment=left font-desc="Sans 20" '
-            'shaded-background=true text="..." ! ' if have_text else "")
-    desc = (f"{source_desc(args.source, args.num_buffers)} ! videoconvert ! tee name=t "
+    if have_text:
+        draw = ('textoverlay name=overlay valignment=top halignment=left font-desc="Sans 20" '
+                'shaded-background=true text="..." ! ')
+    elif use_comp:
+        draw = "videoconvert ! overlaycomposition name=comp ! "
+    else:
+        draw = ""
+
+    # The tee gives both branches the same caps: without a size here, a camera or
+    # videotestsrc would settle for the CNN's tiny input size.
+    size = ""
+    if args.source in ("camera", "test"):
+        w, h = args.size.split("x")
+        size = f"videoscale ! video/x-raw,width={int(w)},height={int(h)} ! "
+    desc = (f"{source_desc(args.source, args.num_buffers)} ! videoconvert ! {size}tee name=t "
             f"t. ! queue ! videoconvert ! videoscale ! videorate ! video/x-raw,framerate={args.fps}/1 "
             f'! conyframeembed model="{args.cnn}" '
             f'! conytransformer name=classifier model="{args.classifier}" '
@@ -95,7 +161,28 @@ def main(argv=None):
     pipe = Gst.parse_launch(desc)
     overlay = pipe.get_by_name("overlay")
     loop = GLib.MainLoop()
-    status = {"rc": 0, "steps": 0}
+    status = {"rc": 0, "steps": 0, "text": "..."}
+    comp = pipe.get_by_name("comp")
+    if comp is not None:
+        gi.require_version("GstVideo", "1.0")
+        from gi.repository import GstVideo
+        cache = {}
+
+        def draw(element, sample):
+            text = status["text"]
+            if text not in cache:
+                img = render_text(text)
+                h, w = img.shape[:2]
+                buf = Gst.Buffer.new_wrapped(img.tobytes())
+                GstVideo.buffer_add_video_meta(buf, GstVideo.VideoFrameFlags.NONE,
+                                               GstVideo.VideoFormat.BGRA, w, h)
+                rect = GstVideo.VideoOverlayRectangle.new_raw(
+                    buf, 8, 8, w, h, GstVideo.VideoOverlayFormatFlags.PREMULTIPLIED_ALPHA)
+                cache.clear()
+                cache[text] = GstVideo.VideoOverlayComposition.new(rect)
+            return cache[text]
+
+        comp.connect("draw", draw)
 
     def on_message(bus, msg):
         if msg.type == Gst.MessageType.ELEMENT:
@@ -107,6 +194,7 @@ def main(argv=None):
                 text = f"{label} {conf:.2f}"
                 if overlay is not None:
                     overlay.set_property("text", text)
+                status["text"] = text
                 status["steps"] += 1
                 if not args.quiet:
                     print(f"{ts / 1e9:9.2f} s  {label:<24} {conf:.3f}", flush=True)
