@@ -595,14 +595,13 @@ cony_segment_push (ConyAttention *a)
 /* Subtracts the evicted key, adds the new one, for every landmark row but @skip.
  * The term added for a key is stored and later subtracted as is, so its exponential
  * only needs to be deterministic: the fast batch exp of linalg.c serves. */
+/* First half of a row update: the new key's score against each landmark of head @h,
+ * the row offsets moved if needed, and the exponent arguments written to @arg. */
 static G_ALWAYS_INLINE inline void
-cony_update_head (ConyAttention *a, int h, int w, int p, gboolean evict, int skip, const int hd)
+cony_score_head (ConyAttention *a, int h, int w, int p, float *arg, const int hd)
 {
-  int d = a->d, ml = a->ml;
-  const float *k_new = a->qkv + d + h * hd, *v_new = a->qkv + 2 * d + h * hd;
-  const float *v_old = a->v_old + h * hd;
-  float arg[ml];
-  for (int j = 0; j < ml; j++) {
+  const float *k_new = a->qkv + a->d + h * hd;
+  for (int j = 0; j < a->ml; j++) {
     RowSum r = row_at (a, h, j);
     double s = a->scale * cony_dot_d (a->lm_q + ((gsize) h * a->m + j) * hd, k_new, hd);
     double factor = rowsum_make_room (r, hd, s);
@@ -612,15 +611,23 @@ cony_update_head (ConyAttention *a, int h, int w, int p, gboolean evict, int ski
     a->sk[lm_index (a, p, h, j)] = s;
     arg[j] = (float) (s - *r.offset);
   }
-  cony_exp_batch (arg, ml);
-  for (int j = 0; j < ml; j++) {
+}
+
+/* Second half: each row loses the evicted token's stored term and gains the new one
+ * (@e), in one pass; a collapsed row is rebuilt. */
+static G_ALWAYS_INLINE inline void
+cony_apply_head (ConyAttention *a, int h, int w, int p, gboolean evict, int skip, const float *e,
+                 const int hd)
+{
+  const float *v_new = a->qkv + 2 * a->d + h * hd, *v_old = a->v_old + h * hd;
+  for (int j = 0; j < a->ml; j++) {
     if (j == skip)
       continue;
     RowSum r = row_at (a, h, j);
     gsize at = lm_index (a, p, h, j);
     gboolean collapsed = evict && rowsum_remove (r, hd, a->ek[at], v_old);
-    a->ek[at] = arg[j];
-    rowsum_add_term (r, hd, arg[j], v_new);
+    rowsum_add_term (r, hd, e[j], v_new);
+    a->ek[at] = e[j];
     if (collapsed)
       cony_landmark_row_rebuild (a, h, j, w);
   }
@@ -628,12 +635,20 @@ cony_update_head (ConyAttention *a, int h, int w, int p, gboolean evict, int ski
 
 /* Subtracts the evicted key, adds the new one, for every landmark row but @skip.
  * The term added for a key is stored and later subtracted as is, so its exponential
- * only needs to be deterministic: the fast batch exp of linalg.c serves. */
+ * only needs to be deterministic: the fast batch exp of linalg.c serves, run once
+ * over all heads. */
 static void
 cony_update_rows (ConyAttention *a, int w, int p, gboolean evict, int skip)
 {
-  WITH_CONST_HEAD_DIM (a->hd, for (int h = 0; h < a->heads; h++)
-                                cony_update_head (a, h, w, p, evict, skip, HD));
+  int ml = a->ml;
+  float *arg = a->scratch;
+  WITH_CONST_HEAD_DIM (a->hd, {
+    for (int h = 0; h < a->heads; h++)
+      cony_score_head (a, h, w, p, arg + h * ml, HD);
+    cony_exp_batch (arg, a->heads * ml);
+    for (int h = 0; h < a->heads; h++)
+      cony_apply_head (a, h, w, p, evict, skip, arg + h * ml, HD);
+  });
 }
 
 /* out = Σ_j r_j N_j for head @h (N: heads × m rows of hd). */
@@ -885,7 +900,7 @@ cony_attention_new (const ConyAttentionConfig *config, const ConyAttentionWeight
   a->queries = g_new0 (float, nd);
   /* float: n×n scores of the regular layer, landmark means; double: the Nyström
    * product (Γ⁺, ml×w kernel, ml×hd products), CoRe scores, N of every head. */
-  a->scratch_len = MAX ((gsize) n * n, (gsize) 2 * m * hd) + n;
+  a->scratch_len = MAX (MAX ((gsize) n * n, (gsize) 2 * m * hd), (gsize) H * m) + n;
   a->scratch = g_new0 (float, a->scratch_len);
   gsize dlen = (gsize) m * m + (gsize) m * n + 2 * (gsize) m * hd + m;
   a->scratch_d = g_new0 (double, MAX (MAX (dlen, (gsize) H * m * hd), (gsize) n) + 1);

@@ -21,24 +21,54 @@ cony_softmax (float *x, int n)
     x[i] *= inv;
 }
 
+/* Cephes' expf: k = round(v / ln 2) by the 1.5·2^23 trick, r = v − k·ln 2 in two
+ * parts, a degree-6 polynomial in r, times 2^k built in the exponent bits. */
+#define EXP_LO -87.0f
+#define EXP_HI 88.0f
+#define EXP_LOG2E 1.44269504088896341f
+#define EXP_ROUND 12582912.0f
+#define EXP_LN2_HI 0.693359375f
+#define EXP_LN2_LO -2.12194440e-4f
+static const float exp_poly[6] = { 1.9875691500e-4f, 1.3981999507e-3f, 8.3334519073e-3f,
+                                   4.1665795894e-2f, 1.6666665459e-1f, 5.0000001201e-1f };
+
+static inline float
+exp_one (float x)
+{
+  float v = x < EXP_LO ? EXP_LO : (x > EXP_HI ? EXP_HI : x);
+  float k = (v * EXP_LOG2E + EXP_ROUND) - EXP_ROUND;
+  float r = v - k * EXP_LN2_HI - k * EXP_LN2_LO;
+  float p = exp_poly[0];
+  for (int i = 1; i < 6; i++)
+    p = p * r + exp_poly[i];
+  p = p * r * r + r + 1.0f;
+  union { gint32 i; float f; } two_k = { .i = ((gint32) k + 127) << 23 };
+  return p * two_k.f;
+}
+
 void
 cony_exp_batch (float *x, int n)
 {
-  for (int i = 0; i < n; i++) {
-    float v = x[i] < -87.0f ? -87.0f : (x[i] > 88.0f ? 88.0f : x[i]);
-    /* k = round(v / ln 2) with the 1.5·2^23 trick; r = v − k·ln 2 in two parts. */
-    float k = (v * 1.44269504088896341f + 12582912.0f) - 12582912.0f;
-    float r = v - k * 0.693359375f + k * 2.12194440e-4f;
-    float p = 1.9875691500e-4f;
-    p = p * r + 1.3981999507e-3f;
-    p = p * r + 8.3334519073e-3f;
-    p = p * r + 4.1665795894e-2f;
-    p = p * r + 1.6666665459e-1f;
-    p = p * r + 5.0000001201e-1f;
-    p = p * r * r + r + 1.0f;
-    union { gint32 i; float f; } two_k = { .i = ((gint32) k + 127) << 23 };
-    x[i] = p * two_k.f;
+  int i = 0;
+#if defined(__SSE2__)
+  /* The same operations four at a time (IEEE single precision either way, so the
+   * results equal exp_one()'s bit for bit). */
+  for (; i + 4 <= n; i += 4) {
+    __m128 v = _mm_min_ps (_mm_max_ps (_mm_loadu_ps (x + i), _mm_set1_ps (EXP_LO)), _mm_set1_ps (EXP_HI));
+    __m128 k = _mm_sub_ps (_mm_add_ps (_mm_mul_ps (v, _mm_set1_ps (EXP_LOG2E)), _mm_set1_ps (EXP_ROUND)),
+                           _mm_set1_ps (EXP_ROUND));
+    __m128 r = _mm_sub_ps (_mm_sub_ps (v, _mm_mul_ps (k, _mm_set1_ps (EXP_LN2_HI))),
+                           _mm_mul_ps (k, _mm_set1_ps (EXP_LN2_LO)));
+    __m128 p = _mm_set1_ps (exp_poly[0]);
+    for (int j = 1; j < 6; j++)
+      p = _mm_add_ps (_mm_mul_ps (p, r), _mm_set1_ps (exp_poly[j]));
+    p = _mm_add_ps (_mm_add_ps (_mm_mul_ps (_mm_mul_ps (p, r), r), r), _mm_set1_ps (1.0f));
+    __m128i e = _mm_slli_epi32 (_mm_add_epi32 (_mm_cvttps_epi32 (k), _mm_set1_epi32 (127)), 23);
+    _mm_storeu_ps (x + i, _mm_mul_ps (p, _mm_castsi128_ps (e)));
   }
+#endif
+  for (; i < n; i++)
+    x[i] = exp_one (x[i]);
 }
 
 void

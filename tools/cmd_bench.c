@@ -7,14 +7,16 @@
 #include <cblas.h>
 #include <math.h>
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 #include <time.h>
 
+/* This thread's CPU time: what the step costs, whatever else holds the cores. */
 static double
-now_ns (void)
+cpu_ns (void)
 {
   struct timespec ts;
-  clock_gettime (CLOCK_MONOTONIC, &ts);
+  clock_gettime (CLOCK_THREAD_CPUTIME_ID, &ts);
   return ts.tv_sec * 1e9 + ts.tv_nsec;
 }
 
@@ -29,42 +31,56 @@ typedef struct {
   double core_us, step_us;
 } Timing;
 
-/* Median over @reps runs of the mean core time per step (projections excluded) and
- * of the mean whole step, after the window has filled. */
+static int
+cmp_double (const void *a, const void *b)
+{
+  double x = *(const double *) a, y = *(const double *) b;
+  return (x > y) - (x < y);
+}
+
+/* Median over 5 runs of the CPU time per step, after the window has filled: the core
+ * (tokens projected beforehand; the copy of each projection into the layer is timed
+ * alone and subtracted) and the whole step with projections. */
 static Timing
 time_layer (ConyAttention *a, const float *tokens, int n_tokens, double budget_s)
 {
-  int d = cony_attention_get_config (a)->d, n = cony_attention_get_config (a)->window;
+  const ConyAttentionConfig *c = cony_attention_get_config (a);
+  int d = c->d, n = c->window;
+  gsize qkv_len = 3 * (gsize) d;
   g_autofree float *out = g_new (float, (gsize) n * d);
+  g_autofree float *qkvs = g_new (float, (gsize) n_tokens * qkv_len);
+  for (int t = 0; t < n_tokens; t++) {
+    cony_attention_project (a, tokens + (gsize) t * d);
+    memcpy (qkvs + t * qkv_len, a->qkv, sizeof (float) * qkv_len);
+  }
   for (int t = 0; t < 2 * n; t++)
     cony_attention_step (a, tokens + (gsize) (t % n_tokens) * d, out);
-  /* Calibrate the number of steps to the time budget. */
-  double t0 = now_ns ();
+  /* Steps per run from a short probe, so that each run takes about budget_s / 5. */
+  double t0 = cpu_ns ();
   int probe = 0;
-  while (now_ns () - t0 < budget_s * 1e8)
+  while (cpu_ns () - t0 < budget_s * 1e8)
     cony_attention_step (a, tokens + (gsize) (probe++ % n_tokens) * d, out);
-  int steps = MAX (20, (int) (probe * 10.0 / 5));
+  int steps = MAX (20, probe * 2);
   enum { REPS = 5 };
   double core[REPS], whole[REPS];
   for (int r = 0; r < REPS; r++) {
-    double sum = 0.0;
+    double s0 = cpu_ns ();
     for (int i = 0; i < steps; i++) {
-      cony_attention_project (a, tokens + (gsize) (i % n_tokens) * d);
-      double s = now_ns ();
+      memcpy (a->qkv, qkvs + (i % n_tokens) * qkv_len, sizeof (float) * qkv_len);
       cony_attention_core_step (a);
-      sum += now_ns () - s;
     }
-    core[r] = sum / steps / 1e3;
-    double s = now_ns ();
+    double s1 = cpu_ns ();
+    for (int i = 0; i < steps; i++)
+      memcpy (a->heads_out, qkvs + (i % n_tokens) * qkv_len, sizeof (float) * qkv_len);
+    double s2 = cpu_ns ();
     for (int i = 0; i < steps; i++)
       cony_attention_step (a, tokens + (gsize) (i % n_tokens) * d, out);
-    whole[r] = (now_ns () - s) / steps / 1e3;
+    double s3 = cpu_ns ();
+    core[r] = ((s1 - s0) - (s2 - s1)) / steps / 1e3;
+    whole[r] = (s3 - s2) / steps / 1e3;
   }
-  for (int i = 0; i < REPS; i++) /* tiny sort for the median */
-    for (int j = i + 1; j < REPS; j++) {
-      if (core[j] < core[i]) { double x = core[i]; core[i] = core[j]; core[j] = x; }
-      if (whole[j] < whole[i]) { double x = whole[i]; whole[i] = whole[j]; whole[j] = x; }
-    }
+  qsort (core, REPS, sizeof (double), cmp_double);
+  qsort (whole, REPS, sizeof (double), cmp_double);
   return (Timing) { core[REPS / 2], whole[REPS / 2] };
 }
 
@@ -102,7 +118,8 @@ bench_attention (int argc, char **argv)
   g_rand_free (rng);
   ConyAttentionWeights w = { w_in, b_in, w_out, b_out, ql, kl };
 
-  printf ("# attention, one step per token: n=%d d=%d heads=%d m=%d, one thread\n", n, d, heads, m);
+  printf ("# attention, one step per token: n=%d d=%d heads=%d m=%d, one thread, CPU time per step\n",
+          n, d, heads, m);
   printf ("# core = scaled dot-product attention of all heads (projections excluded); step = with "
           "in/out projections\n");
   printf ("# FLOPs: multiply-add = 1 (the papers' convention); 'paper' = appendix A formula, d as one head\n");
