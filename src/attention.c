@@ -490,20 +490,26 @@ cony_landmark_row_rebuild (ConyAttention *a, int h, int j, int w)
                   a->ek + lm_index (a, 0, h, j), stride);
 }
 
-/* r = softmax(q·K̃ᵀ) · Γ⁺ for query @q of head @h. */
+/* First half of r = softmax(q·K̃ᵀ) · Γ⁺ for query @q of head @h: the softmax's
+ * exponent arguments, written to @e. */
 static G_ALWAYS_INLINE inline void
-cony_query_row_hd (const ConyAttention *a, int h, const float *q, double *r, const int hd)
+cony_query_args_hd (const ConyAttention *a, int h, const float *q, float *e, const int hd)
 {
-  int ml = a->ml;
-  double beta[ml], max = -INFINITY, sum = 0.0;
-  float e[ml];
-  for (int j = 0; j < ml; j++) {
+  double beta[a->ml], max = -INFINITY;
+  for (int j = 0; j < a->ml; j++) {
     beta[j] = a->scale * cony_dot_d (q, a->lm_k + ((gsize) h * a->m + j) * hd, hd);
     max = beta[j] > max ? beta[j] : max;
   }
-  for (int j = 0; j < ml; j++)
+  for (int j = 0; j < a->ml; j++)
     e[j] = (float) (beta[j] - max);
-  cony_exp_batch (e, ml);
+}
+
+/* Second half: r = softmax · Γ⁺ from the exponentials @e of the first. */
+static G_ALWAYS_INLINE inline void
+cony_query_finish (const ConyAttention *a, int h, const float *e, double *r)
+{
+  int ml = a->ml;
+  double beta[ml], sum = 0.0;
   for (int j = 0; j < ml; j++)
     sum += e[j];
   for (int j = 0; j < ml; j++)
@@ -517,10 +523,14 @@ cony_query_row_hd (const ConyAttention *a, int h, const float *q, double *r, con
   }
 }
 
+/* r = softmax(q·K̃ᵀ) · Γ⁺ for query @q of head @h. */
 static void
 cony_query_row (const ConyAttention *a, int h, const float *q, double *r)
 {
-  cony_query_row_hd (a, h, q, r, a->hd);
+  float e[a->ml];
+  cony_query_args_hd (a, h, q, e, a->hd);
+  cony_exp_batch (e, a->ml);
+  cony_query_finish (a, h, e, r);
 }
 
 static void
@@ -675,10 +685,10 @@ cony_combine (const ConyAttention *a, int h, const double *r, const double *N, f
 
 /* One single-output row of head @h: Σ_j r_j (ΔV)_j / φ(Δ)_j for query @q. */
 static G_ALWAYS_INLINE inline void
-cony_single_row_hd (const ConyAttention *a, int h, const float *q, float *out, const int hd)
+cony_single_row_hd (const ConyAttention *a, int h, const float *e, float *out, const int hd)
 {
   double r[a->m];
-  cony_query_row_hd (a, h, q, r, hd);
+  cony_query_finish (a, h, e, r);
   for (int j = 0; j < a->ml; j++)
     r[j] /= a->row_phi[h * a->n_rows + j];
   cony_combine_hd (a, h, r, a->row_acc, out, hd);
@@ -723,9 +733,14 @@ cony_emit (ConyAttention *a, const float *Q, int rows)
 {
   int d = a->d, hd = a->hd, w = window_fill (a);
   if (!a->cfg.retroactive) {
-    WITH_CONST_HEAD_DIM (hd, for (int i = 0; i < rows; i++) for (int h = 0; h < a->heads; h++)
-                               cony_single_row_hd (a, h, Q + (gsize) i * d + h * HD,
-                                                   a->heads_out + (gsize) i * d + h * HD, HD));
+    float *e = a->scratch; /* the softmax exponentials of every head, one batch */
+    WITH_CONST_HEAD_DIM (hd, for (int i = 0; i < rows; i++) {
+      for (int h = 0; h < a->heads; h++)
+        cony_query_args_hd (a, h, Q + (gsize) i * d + h * HD, e + h * a->ml, HD);
+      cony_exp_batch (e, a->heads * a->ml);
+      for (int h = 0; h < a->heads; h++)
+        cony_single_row_hd (a, h, e + h * a->ml, a->heads_out + (gsize) i * d + h * HD, HD);
+    });
     return;
   }
   double *N = a->scratch_d;
