@@ -157,6 +157,7 @@ static const Bench benches[] = {
   { "attention", "every attention variant: us/step, FLOPs, state bytes", bench_attention },
   { "frontend", "log-mel and full VGGish real-time factors, GFLOP/s vs sgemm peak", cony_bench_frontend },
   { "model", "encoder-classifier us/step, 1 and 2 blocks, every variant, vs PyTorch", cony_bench_model },
+  { "pipeline", "the whole audio chain with a model pair: real-time factor, CPU, every variant", cony_bench_pipeline },
 };
 
 int

@@ -18,6 +18,7 @@ int cony_bench_frontend (int argc, char **argv);
 int cony_cmd_classify (int argc, char **argv);
 int cony_cmd_info (int argc, char **argv);
 int cony_bench_model (int argc, char **argv);
+int cony_bench_pipeline (int argc, char **argv);
 
 /* Prints "cony: <message>" to stderr, frees @error, returns the exit status 1. */
 int cony_cmd_fail (GError *error);

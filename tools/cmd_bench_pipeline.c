@@ -1,0 +1,252 @@
+/* cony bench pipeline: the whole audio chain with a model pair, in one run:
+ * libcony streaming (mel -> CNN -> encoder, CPU time per stage), the encoder alone for
+ * every attention variant, and the real GStreamer pipeline run by gst-launch-1.0. */
+#include "commands.h"
+
+#include "cony/cnn.h"
+#include "cony/encoder.h"
+#include "cony/mel.h"
+#include "cony/model.h"
+
+#include <cblas.h>
+#include <math.h>
+#include <stdio.h>
+#include <string.h>
+#include <sys/resource.h>
+#include <sys/time.h>
+#include <time.h>
+
+#define SAMPLE_RATE 16000
+#define CHUNK 1024
+
+static double
+thread_cpu_s (void)
+{
+  struct timespec ts;
+  clock_gettime (CLOCK_THREAD_CPUTIME_ID, &ts);
+  return ts.tv_sec + ts.tv_nsec * 1e-9;
+}
+
+static double
+wall_s (void)
+{
+  struct timespec ts;
+  clock_gettime (CLOCK_MONOTONIC, &ts);
+  return ts.tv_sec + ts.tv_nsec * 1e-9;
+}
+
+/* Deterministic test audio: a slow chirp over pink-ish noise (the content does not
+ * change the cost). */
+static float *
+make_audio (gsize n)
+{
+  float *x = g_new (float, n);
+  GRand *rng = g_rand_new_with_seed (5);
+  double lp = 0.0;
+  for (gsize i = 0; i < n; i++) {
+    double t = (double) i / SAMPLE_RATE;
+    lp = 0.98 * lp + 0.02 * g_rand_double_range (rng, -1.0, 1.0);
+    x[i] = (float) (0.3 * sin (2 * G_PI * (200.0 + 40.0 * fmod (t, 10.0)) * t) + 2.0 * lp);
+  }
+  g_rand_free (rng);
+  return x;
+}
+
+typedef struct {
+  double mel_s, cnn_s, encoder_s;
+  guint64 frames, windows;
+} ChainTimes;
+
+/* Streams @x through mel -> 96-frame windows every @stride frames -> CNN -> encoder,
+ * as the three elements do; returns the CPU time of each stage. */
+static ChainTimes
+run_chain (ConyMel *mel, ConyCnn *cnn, ConyEncoder *enc, const float *x, gsize n, guint stride,
+           float **embeddings, guint64 *n_embeddings)
+{
+  ChainTimes t = { 0 };
+  guint win = cony_cnn_get_input_height (cnn), n_mels = cony_mel_get_n_mels (mel);
+  guint emb = cony_cnn_get_output_size (cnn);
+  g_autofree float *frames = g_new (float, (gsize) win * n_mels);
+  g_autofree float *frame = g_new (float, n_mels);
+  g_autofree float *embedding = g_new (float, emb);
+  g_autofree float *logits = g_new (float, 4096);
+  guint have = 0, since = 0;
+  GArray *all = g_array_new (FALSE, FALSE, sizeof (float));
+  cony_mel_reset (mel);
+  cony_encoder_reset (enc);
+  for (gsize pos = 0; pos < n; pos += CHUNK) {
+    double t0 = thread_cpu_s ();
+    cony_mel_push (mel, x + pos, MIN (CHUNK, n - pos));
+    t.mel_s += thread_cpu_s () - t0;
+    while (TRUE) {
+      double t1 = thread_cpu_s ();
+      gboolean got = cony_mel_pop_frame (mel, frame);
+      t.mel_s += thread_cpu_s () - t1;
+      if (!got)
+        break;
+      t.frames++;
+      /* the window of the last `win` frames, oldest first */
+      if (have == win)
+        memmove (frames, frames + n_mels, sizeof (float) * (win - 1) * n_mels);
+      else
+        have++;
+      memcpy (frames + (gsize) (have - 1) * n_mels, frame, sizeof (float) * n_mels);
+      if (have < win || (since++ % stride) != 0)
+        continue;
+      double t2 = thread_cpu_s ();
+      cony_cnn_forward (cnn, frames, embedding);
+      double t3 = thread_cpu_s ();
+      cony_encoder_step (enc, embedding, logits);
+      t.encoder_s += thread_cpu_s () - t3;
+      t.cnn_s += t3 - t2;
+      t.windows++;
+      g_array_append_vals (all, embedding, emb);
+    }
+  }
+  *n_embeddings = t.windows;
+  *embeddings = (float *) g_array_free (all, FALSE);
+  return t;
+}
+
+/* CPU µs per encoder step with @variant over @tokens (median of 3 passes). */
+static double
+encoder_us (const ConyModel *model, int variant, const float *tokens, guint64 n, GError **error)
+{
+  g_autoptr (ConyEncoder) enc = cony_encoder_new (model, variant, error);
+  if (!enc)
+    return -1.0;
+  float logits[4096];
+  double best[3];
+  for (int r = 0; r < 3; r++) {
+    cony_encoder_reset (enc);
+    double t0 = thread_cpu_s ();
+    for (guint64 i = 0; i < n; i++)
+      cony_encoder_step (enc, tokens + i * model->config.d_in, logits);
+    best[r] = (thread_cpu_s () - t0) / n * 1e6;
+  }
+  double a = MIN (best[0], best[1]), b = MAX (best[0], best[1]);
+  return best[2] < a ? a : (best[2] > b ? b : best[2]);
+}
+
+/* The plugin directory next to this executable's build directory (build/gst). */
+static char *
+plugin_dir (void)
+{
+  g_autofree char *exe = g_file_read_link ("/proc/self/exe", NULL);
+  g_autofree char *dir = exe ? g_path_get_dirname (exe) : g_strdup (".");
+  return g_build_filename (dir, "..", "gst", NULL);
+}
+
+/* Runs the GStreamer pipeline on @seconds of generated audio; wall and CPU seconds of
+ * the gst-launch-1.0 process. */
+static gboolean
+run_gst (const char *vggish, const char *transformer, double seconds, double *wall, double *cpu,
+         GError **error)
+{
+  guint buffers = (guint) ceil (seconds * SAMPLE_RATE / 1600.0);
+  g_autofree char *pipeline = g_strdup_printf (
+      "gst-launch-1.0 -q audiotestsrc num-buffers=%u samplesperbuffer=1600 wave=pink-noise "
+      "! audio/x-raw,rate=%d,channels=1,format=F32LE ! conymel ! conyvggish model=%s "
+      "! conytransformer model=%s post-messages=false ! fakesink sync=false",
+      buffers, SAMPLE_RATE, vggish, transformer);
+  g_autofree char *dir = plugin_dir ();
+  g_autofree char *cmd = g_strdup_printf ("env GST_PLUGIN_PATH=%s OPENBLAS_NUM_THREADS=1 %s", dir,
+                                          pipeline);
+  struct rusage before, after;
+  getrusage (RUSAGE_CHILDREN, &before);
+  double t0 = wall_s ();
+  int status = 0;
+  g_autofree char *err = NULL;
+  if (!g_spawn_command_line_sync (cmd, NULL, &err, &status, error))
+    return FALSE;
+  *wall = wall_s () - t0;
+  getrusage (RUSAGE_CHILDREN, &after);
+  *cpu = (after.ru_utime.tv_sec - before.ru_utime.tv_sec) + (after.ru_stime.tv_sec - before.ru_stime.tv_sec) +
+         1e-6 * ((after.ru_utime.tv_usec - before.ru_utime.tv_usec) +
+                 (after.ru_stime.tv_usec - before.ru_stime.tv_usec));
+  if (!g_spawn_check_wait_status (status, NULL)) {
+    g_set_error (error, G_SPAWN_ERROR, G_SPAWN_ERROR_FAILED, "gst-launch-1.0 failed: %s",
+                 err ? err : "");
+    return FALSE;
+  }
+  return TRUE;
+}
+
+int
+cony_bench_pipeline (int argc, char **argv)
+{
+  char *vggish = NULL, *transformer = NULL;
+  double seconds = 60.0;
+  int stride = 25;
+  gboolean no_gst = FALSE;
+  GOptionEntry entries[] = {
+    { "vggish", 0, 0, G_OPTION_ARG_FILENAME, &vggish, "front-end CNN (default "
+      "models/audio/vggish.safetensors)", "M" },
+    { "transformer", 0, 0, G_OPTION_ARG_FILENAME, &transformer, "classifier (default "
+      "models/audio/transformer.safetensors)", "M" },
+    { "seconds", 0, 0, G_OPTION_ARG_DOUBLE, &seconds, "seconds of audio (default 60)", "S" },
+    { "stride", 0, 0, G_OPTION_ARG_INT, &stride, "CNN window stride in frames (default 25)", "F" },
+    { "no-gst", 0, 0, G_OPTION_ARG_NONE, &no_gst, "skip the gst-launch-1.0 run", NULL },
+    { NULL },
+  };
+  g_autoptr (GOptionContext) ctx = g_option_context_new ("- the whole audio pipeline with a model pair");
+  g_option_context_add_main_entries (ctx, entries, NULL);
+  GError *error = NULL;
+  if (!g_option_context_parse (ctx, &argc, &argv, &error))
+    return cony_cmd_fail (error);
+  g_autofree char *vg = vggish ? vggish : g_strdup ("models/audio/vggish.safetensors");
+  g_autofree char *tr = transformer ? transformer : g_strdup ("models/audio/transformer.safetensors");
+  openblas_set_num_threads (1);
+
+  ConyMelConfig mc;
+  cony_mel_config_init_vggish (&mc);
+  g_autoptr (ConyMel) mel = cony_mel_new (&mc, &error);
+  g_autoptr (ConyCnn) cnn = mel ? cony_cnn_load (vg, &error) : NULL;
+  g_autoptr (ConyModel) model = cnn ? cony_model_load (tr, &error) : NULL;
+  g_autoptr (ConyEncoder) enc = model ? cony_encoder_new (model, -1, &error) : NULL;
+  if (!enc)
+    return cony_cmd_fail (error);
+  if ((int) cony_cnn_get_output_size (cnn) != model->config.d_in) {
+    fprintf (stderr, "cony: %s gives %u-d embeddings but %s takes d_in = %d\n", vg,
+             cony_cnn_get_output_size (cnn), tr, model->config.d_in);
+    return 1;
+  }
+
+  gsize n = (gsize) (seconds * SAMPLE_RATE);
+  g_autofree float *x = make_audio (n);
+  g_autofree float *tokens = NULL;
+  guint64 n_tokens = 0;
+  ChainTimes t = run_chain (mel, cnn, enc, x, n, (guint) stride, &tokens, &n_tokens);
+  double total = t.mel_s + t.cnn_s + t.encoder_s;
+
+  printf ("# audio pipeline, %.0f s of 16 kHz audio, one thread, CPU time; CNN %s (%" G_GUINT64_FORMAT
+          " params), classifier %s (%" G_GSIZE_FORMAT " params, trained %s)\n", seconds, vg,
+          cony_cnn_get_n_params (cnn), tr, model->n_parameters,
+          cony_attention_variant_name (model->config.attention[model->config.blocks - 1]));
+  printf ("%-34s %12s %14s\n", "stage (libcony, streaming)", "CPU s", "x real time");
+  printf ("%-34s %12.3f %14.0f\n", "log-mel", t.mel_s, seconds / t.mel_s);
+  printf ("%-34s %12.3f %14.0f\n", "CNN (one window per stride)", t.cnn_s, seconds / t.cnn_s);
+  printf ("%-34s %12.3f %14.0f\n", "encoder (one step per window)", t.encoder_s, seconds / t.encoder_s);
+  printf ("%-34s %12.3f %14.0f\n", "whole chain", total, seconds / total);
+
+  printf ("\n%-16s %14s %14s\n", "attention", "encoder us/step", "state bytes");
+  for (int v = 0; v < CONY_ATTENTION_N_VARIANTS; v++) {
+    g_autoptr (GError) e = NULL;
+    double us = encoder_us (model, v, tokens, n_tokens, &e);
+    g_autoptr (ConyEncoder) probe = us >= 0 ? cony_encoder_new (model, v, NULL) : NULL;
+    if (us < 0)
+      printf ("%-16s %14s   (%s)\n", cony_attention_variant_name (v), "-", "needs fixed landmarks");
+    else
+      printf ("%-16s %14.2f %14zu\n", cony_attention_variant_name (v), us, cony_encoder_state_bytes (probe));
+  }
+
+  if (!no_gst) {
+    double wall = 0, cpu = 0;
+    if (!run_gst (vg, tr, seconds, &wall, &cpu, &error))
+      return cony_cmd_fail (error);
+    printf ("\ngst-launch-1.0 audiotestsrc ! conymel ! conyvggish ! conytransformer ! fakesink sync=false\n");
+    printf ("  %.0f s of audio in %.2f s wall, %.2f s CPU: %.0fx real time; live, it would use %.1f%% of one core\n",
+            seconds, wall, cpu, seconds / wall, 100.0 * cpu / seconds);
+  }
+  return 0;
+}
