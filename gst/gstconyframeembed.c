@@ -66,6 +66,7 @@
 #endif
 
 #include "gstconyframeembed.h"
+#include "gstconyelement.h"
 
 #include <string.h>
 
@@ -442,24 +443,24 @@ stop (GstConyFrameEmbed *self)
   self->have_info = FALSE;
 }
 
+/* start() and stop() as GstConyStartFunc / GstConyStopFunc */
+static gboolean
+start_element (GstElement *element)
+{
+  return start (GST_CONY_FRAME_EMBED (element));
+}
+
+static void
+stop_element (GstElement *element)
+{
+  stop (GST_CONY_FRAME_EMBED (element));
+}
+
 static GstStateChangeReturn
 gst_cony_frame_embed_change_state (GstElement *element, GstStateChange transition)
 {
-  GstConyFrameEmbed *self = GST_CONY_FRAME_EMBED (element);
-  GstStateChangeReturn ret;
-
-  if (transition == GST_STATE_CHANGE_READY_TO_PAUSED && !start (self))
-    return GST_STATE_CHANGE_FAILURE;
-
-  ret = GST_ELEMENT_CLASS (parent_class)->change_state (element, transition);
-  if (ret == GST_STATE_CHANGE_FAILURE) {
-    if (transition == GST_STATE_CHANGE_READY_TO_PAUSED)
-      stop (self);
-    return ret;
-  }
-  if (transition == GST_STATE_CHANGE_PAUSED_TO_READY)
-    stop (self);
-  return ret;
+  return gst_cony_element_change_state (element, transition, GST_ELEMENT_CLASS (parent_class),
+      start_element, stop_element);
 }
 
 /* ------------------------------------------------------------------------ */

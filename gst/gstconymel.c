@@ -61,6 +61,7 @@
 
 #include "gstconymel.h"
 #include "gstconytokens.h"
+#include "gstconyelement.h"
 
 #include <math.h>
 #include <string.h>
@@ -497,23 +498,9 @@ gst_cony_mel_src_query (GstPad *pad, GstObject *parent, GstQuery *query)
   GstConyMel *self = GST_CONY_MEL (parent);
 
   switch (GST_QUERY_TYPE (query)) {
-    case GST_QUERY_LATENCY:{
-      gboolean live;
-      GstClockTime min, max, lat;
-
-      if (!gst_pad_peer_query (self->sinkpad, query))
-        return FALSE;
-      gst_query_parse_latency (query, &live, &min, &max);
-      lat = own_latency (self);
-      GST_DEBUG_OBJECT (self, "upstream latency %" GST_TIME_FORMAT "-%" GST_TIME_FORMAT
-          ", adding %" GST_TIME_FORMAT, GST_TIME_ARGS (min), GST_TIME_ARGS (max),
-          GST_TIME_ARGS (lat));
-      min += lat;
-      if (GST_CLOCK_TIME_IS_VALID (max))
-        max += lat;
-      gst_query_set_latency (query, live, min, max);
-      return TRUE;
-    }
+    case GST_QUERY_LATENCY:
+      return gst_cony_element_query_latency (GST_ELEMENT (self), self->sinkpad, query,
+          own_latency (self));
     case GST_QUERY_CAPS:{
       GstCaps *filter, *caps = gst_pad_get_current_caps (pad);
 
@@ -582,24 +569,24 @@ stop (GstConyMel *self)
   self->anchor = GST_CLOCK_TIME_NONE;
 }
 
+/* start() and stop() as GstConyStartFunc / GstConyStopFunc */
+static gboolean
+start_element (GstElement *element)
+{
+  return start (GST_CONY_MEL (element));
+}
+
+static void
+stop_element (GstElement *element)
+{
+  stop (GST_CONY_MEL (element));
+}
+
 static GstStateChangeReturn
 gst_cony_mel_change_state (GstElement *element, GstStateChange transition)
 {
-  GstConyMel *self = GST_CONY_MEL (element);
-  GstStateChangeReturn ret;
-
-  if (transition == GST_STATE_CHANGE_READY_TO_PAUSED && !start (self))
-    return GST_STATE_CHANGE_FAILURE;
-
-  ret = GST_ELEMENT_CLASS (parent_class)->change_state (element, transition);
-  if (ret == GST_STATE_CHANGE_FAILURE) {
-    if (transition == GST_STATE_CHANGE_READY_TO_PAUSED)
-      stop (self);
-    return ret;
-  }
-  if (transition == GST_STATE_CHANGE_PAUSED_TO_READY)
-    stop (self);
-  return ret;
+  return gst_cony_element_change_state (element, transition, GST_ELEMENT_CLASS (parent_class),
+      start_element, stop_element);
 }
 
 /* ------------------------------------------------------------------------ */

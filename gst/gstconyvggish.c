@@ -62,6 +62,7 @@
 #endif
 
 #include "gstconyvggish.h"
+#include "gstconyelement.h"
 
 #include <math.h>
 #include <string.h>
@@ -351,24 +352,10 @@ gst_cony_vggish_src_query (GstPad *pad, GstObject *parent, GstQuery *query)
   GstConyVggish *self = GST_CONY_VGGISH (parent);
 
   if (GST_QUERY_TYPE (query) == GST_QUERY_LATENCY) {
-    gboolean live;
-    GstClockTime min, max, lat;
-
-    if (!gst_pad_peer_query (self->sinkpad, query))
-      return FALSE;
-    if (!own_latency (self, &lat)) {
-      GST_DEBUG_OBJECT (self, "latency queried before the token rate is known");
-      return TRUE;
-    }
-    gst_query_parse_latency (query, &live, &min, &max);
-    GST_DEBUG_OBJECT (self, "upstream latency %" GST_TIME_FORMAT "-%" GST_TIME_FORMAT
-        ", adding %" GST_TIME_FORMAT, GST_TIME_ARGS (min), GST_TIME_ARGS (max),
-        GST_TIME_ARGS (lat));
-    min += lat;
-    if (GST_CLOCK_TIME_IS_VALID (max))
-      max += lat;
-    gst_query_set_latency (query, live, min, max);
-    return TRUE;
+    GstClockTime lat;
+    if (!own_latency (self, &lat))
+      lat = GST_CLOCK_TIME_NONE; /* the token rate is not known yet */
+    return gst_cony_element_query_latency (GST_ELEMENT (self), self->sinkpad, query, lat);
   }
   return gst_pad_query_default (pad, parent, query);
 }
@@ -445,24 +432,24 @@ stop (GstConyVggish *self)
   self->anchor = GST_CLOCK_TIME_NONE;
 }
 
+/* start() and stop() as GstConyStartFunc / GstConyStopFunc */
+static gboolean
+start_element (GstElement *element)
+{
+  return start (GST_CONY_VGGISH (element));
+}
+
+static void
+stop_element (GstElement *element)
+{
+  stop (GST_CONY_VGGISH (element));
+}
+
 static GstStateChangeReturn
 gst_cony_vggish_change_state (GstElement *element, GstStateChange transition)
 {
-  GstConyVggish *self = GST_CONY_VGGISH (element);
-  GstStateChangeReturn ret;
-
-  if (transition == GST_STATE_CHANGE_READY_TO_PAUSED && !start (self))
-    return GST_STATE_CHANGE_FAILURE;
-
-  ret = GST_ELEMENT_CLASS (parent_class)->change_state (element, transition);
-  if (ret == GST_STATE_CHANGE_FAILURE) {
-    if (transition == GST_STATE_CHANGE_READY_TO_PAUSED)
-      stop (self);
-    return ret;
-  }
-  if (transition == GST_STATE_CHANGE_PAUSED_TO_READY)
-    stop (self);
-  return ret;
+  return gst_cony_element_change_state (element, transition, GST_ELEMENT_CLASS (parent_class),
+      start_element, stop_element);
 }
 
 /* ------------------------------------------------------------------------ */
