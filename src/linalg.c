@@ -86,24 +86,27 @@ cony_softmax_d (double *x, int n)
 gboolean
 cony_pinv_exact (const double *a, int m, double *out)
 {
-  /* m is the number of landmarks: tiny, so plain arrays on the stack are fine. */
-  double A[m * m], U[m * m], VT[m * m], S[m], superb[m > 1 ? m - 1 : 1];
-  for (int i = 0; i < m * m; i++)
-    A[i] = a[i];
-  lapack_int info = LAPACKE_dgesvd (LAPACK_ROW_MAJOR, 'A', 'A', m, m, A, m, S, U, m, VT, m, superb);
+  /* m is the number of landmarks: tiny, so every array lives on the stack and the
+   * step path never allocates. The row-major @a read as column-major is B = Aᵀ; with
+   * B = U S Vᵀ, A⁺ = U S⁺ Vᵀ. The column-major _work call goes straight to LAPACK
+   * (the row-major one would allocate a transposed copy). */
+  int lwork = 8 * m + 64;
+  double B[m * m], U[m * m], VT[m * m], S[m], work[lwork];
+  memcpy (B, a, sizeof (double) * m * m);
+  lapack_int info = LAPACKE_dgesvd_work (LAPACK_COL_MAJOR, 'A', 'A', m, m, B, m, S, U, m, VT, m,
+                                         work, lwork);
   if (info != 0) {
     memset (out, 0, sizeof (double) * m * m);
     return FALSE;
   }
-  double cutoff = m * DBL_EPSILON * S[0];
-  /* pinv = V · diag(1/s) · Uᵀ */
+  double cutoff = CONY_PINV_RTOL * S[0];
   for (int i = 0; i < m; i++)
     for (int j = 0; j < m; j++) {
-      double s = 0.0;
+      double sum = 0.0;
       for (int k = 0; k < m; k++)
         if (S[k] > cutoff)
-          s += VT[k * m + i] * U[j * m + k] / S[k];
-      out[i * m + j] = s;
+          sum += U[k * m + i] / S[k] * VT[j * m + k];
+      out[i * m + j] = sum;
     }
   return TRUE;
 }

@@ -56,9 +56,15 @@ void cony_exp_batch (float *x, int n);
 /* In place, double precision: x[i] = exp(x[i] - max) / sum. */
 void cony_softmax_d (double *x, int n);
 
+/* Singular values below this fraction of the largest count as zero. The kernels come
+ * from float32 activations: a singular value near double epsilon relative to the
+ * largest is noise, and inverting it would multiply 1e-16 differences by 1e16. The
+ * Python reference (training/conyref/attention.py, PINV_RTOL) uses the same rule. */
+#define CONY_PINV_RTOL 1e-10
+
 /* Moore-Penrose pseudo-inverse of the m×m row-major matrix @a into @out, via SVD in
- * double precision; singular values below m·ε·σ_max count as zero. FALSE if the SVD
- * did not converge (out is then zeroed). */
+ * double precision (singular values below CONY_PINV_RTOL·σ_max count as zero). FALSE
+ * if the SVD did not converge (out is then zeroed). */
 gboolean cony_pinv_exact (const double *a, int m, double *out);
 
 /* The Nyströmformer iteration (Razavi et al.): V0 = Aᵀ / (max col sum · max row sum of

@@ -78,10 +78,16 @@ def softmax_kernel(a, b):
     return torch.softmax(a @ b.transpose(-1, -2) / math.sqrt(hd), dim=-1)
 
 
+# Singular values below PINV_RTOL * sigma_max count as zero. The kernel is built from
+# float32 activations; a singular value at double-precision eps relative to the largest
+# is noise, and inverting it would multiply 1e-16 differences by 1e16 (docs/attention.md).
+PINV_RTOL = 1e-10
+
+
 def pinv_exact(k):
-    """Moore-Penrose pseudo-inverse via SVD in float64; singular values below
-    max(rows, cols) * eps * sigma_max count as zero (torch.linalg.pinv's default)."""
-    return torch.linalg.pinv(k.to(torch.float64)).to(k.dtype)
+    """Moore-Penrose pseudo-inverse in float64, per matrix; singular values below
+    PINV_RTOL * sigma_max count as zero (libcony's cony_pinv_exact uses the same rule)."""
+    return torch.linalg.pinv(k.to(torch.float64), rtol=PINV_RTOL).to(k.dtype)
 
 
 def pinv_iterative(k, iterations=6):
