@@ -1030,8 +1030,12 @@ out_project (const ConyAttention *a, const float *heads, int first, int rows, fl
   float *o = out + (gsize) first * d;
   for (int i = 0; i < rows; i++)
     memcpy (o + (gsize) i * d, a->b_out, sizeof (float) * d);
-  cblas_sgemm (CblasRowMajor, CblasNoTrans, CblasTrans, rows, d, d, 1.0f, heads + (gsize) first * d, d,
-               a->w_out, d, 1.0f, o, d);
+  if (rows == 1) /* a one-row sgemm would spend most of its time packing W_out */
+    cblas_sgemv (CblasRowMajor, CblasNoTrans, d, d, 1.0f, a->w_out, d, heads + (gsize) first * d, 1,
+                 1.0f, o, 1);
+  else
+    cblas_sgemm (CblasRowMajor, CblasNoTrans, CblasTrans, rows, d, d, 1.0f, heads + (gsize) first * d,
+                 d, a->w_out, d, 1.0f, o, d);
 }
 
 void
