@@ -386,8 +386,9 @@ gst_cony_frame_embed_src_event (GstPad *pad, GstObject *parent, GstEvent *event)
 }
 
 static gboolean
-start (GstConyFrameEmbed *self)
+start (GstElement *element)
 {
+  GstConyFrameEmbed *self = GST_CONY_FRAME_EMBED (element);
   GError *error = NULL;
   gchar *model;
 
@@ -435,32 +436,20 @@ fail:
 }
 
 static void
-stop (GstConyFrameEmbed *self)
+stop (GstElement *element)
 {
+  GstConyFrameEmbed *self = GST_CONY_FRAME_EMBED (element);
   g_clear_pointer (&self->cnn, cony_cnn_free);
   g_clear_pointer (&self->in, g_free);
   g_clear_pointer (&self->out, g_free);
   self->have_info = FALSE;
 }
 
-/* start() and stop() as GstConyStartFunc / GstConyStopFunc */
-static gboolean
-start_element (GstElement *element)
-{
-  return start (GST_CONY_FRAME_EMBED (element));
-}
-
-static void
-stop_element (GstElement *element)
-{
-  stop (GST_CONY_FRAME_EMBED (element));
-}
-
 static GstStateChangeReturn
 gst_cony_frame_embed_change_state (GstElement *element, GstStateChange transition)
 {
   return gst_cony_element_change_state (element, transition, GST_ELEMENT_CLASS (parent_class),
-      start_element, stop_element);
+      start, stop);
 }
 
 /* ------------------------------------------------------------------------ */
@@ -519,7 +508,7 @@ gst_cony_frame_embed_finalize (GObject *object)
 {
   GstConyFrameEmbed *self = GST_CONY_FRAME_EMBED (object);
 
-  stop (self);
+  stop (GST_ELEMENT (self));
   g_free (self->model);
   G_OBJECT_CLASS (parent_class)->finalize (object);
 }

@@ -524,8 +524,9 @@ gst_cony_mel_src_query (GstPad *pad, GstObject *parent, GstQuery *query)
 }
 
 static gboolean
-start (GstConyMel *self)
+start (GstElement *element)
 {
+  GstConyMel *self = GST_CONY_MEL (element);
   GError *error = NULL;
 
   GST_OBJECT_LOCK (self);
@@ -559,8 +560,9 @@ start (GstConyMel *self)
 }
 
 static void
-stop (GstConyMel *self)
+stop (GstElement *element)
 {
+  GstConyMel *self = GST_CONY_MEL (element);
   g_clear_pointer (&self->mel, cony_mel_free);
   g_clear_pointer (&self->batch, g_free);
   g_clear_pointer (&self->align, gst_audio_stream_align_free);
@@ -569,24 +571,11 @@ stop (GstConyMel *self)
   self->anchor = GST_CLOCK_TIME_NONE;
 }
 
-/* start() and stop() as GstConyStartFunc / GstConyStopFunc */
-static gboolean
-start_element (GstElement *element)
-{
-  return start (GST_CONY_MEL (element));
-}
-
-static void
-stop_element (GstElement *element)
-{
-  stop (GST_CONY_MEL (element));
-}
-
 static GstStateChangeReturn
 gst_cony_mel_change_state (GstElement *element, GstStateChange transition)
 {
   return gst_cony_element_change_state (element, transition, GST_ELEMENT_CLASS (parent_class),
-      start_element, stop_element);
+      start, stop);
 }
 
 /* ------------------------------------------------------------------------ */
@@ -677,7 +666,7 @@ gst_cony_mel_get_property (GObject *object, guint prop_id, GValue *value, GParam
 static void
 gst_cony_mel_finalize (GObject *object)
 {
-  stop (GST_CONY_MEL (object));
+  stop (GST_ELEMENT (object));
   G_OBJECT_CLASS (parent_class)->finalize (object);
 }
 

@@ -361,8 +361,9 @@ gst_cony_vggish_src_query (GstPad *pad, GstObject *parent, GstQuery *query)
 }
 
 static gboolean
-start (GstConyVggish *self)
+start (GstElement *element)
 {
+  GstConyVggish *self = GST_CONY_VGGISH (element);
   GError *error = NULL;
   gchar *model, *pca;
 
@@ -422,8 +423,9 @@ fail:
 }
 
 static void
-stop (GstConyVggish *self)
+stop (GstElement *element)
 {
+  GstConyVggish *self = GST_CONY_VGGISH (element);
   g_clear_pointer (&self->cnn, cony_cnn_free);
   g_clear_pointer (&self->frames, g_free);
   g_clear_pointer (&self->out, g_free);
@@ -432,24 +434,11 @@ stop (GstConyVggish *self)
   self->anchor = GST_CLOCK_TIME_NONE;
 }
 
-/* start() and stop() as GstConyStartFunc / GstConyStopFunc */
-static gboolean
-start_element (GstElement *element)
-{
-  return start (GST_CONY_VGGISH (element));
-}
-
-static void
-stop_element (GstElement *element)
-{
-  stop (GST_CONY_VGGISH (element));
-}
-
 static GstStateChangeReturn
 gst_cony_vggish_change_state (GstElement *element, GstStateChange transition)
 {
   return gst_cony_element_change_state (element, transition, GST_ELEMENT_CLASS (parent_class),
-      start_element, stop_element);
+      start, stop);
 }
 
 /* ------------------------------------------------------------------------ */
@@ -521,7 +510,7 @@ gst_cony_vggish_finalize (GObject *object)
 {
   GstConyVggish *self = GST_CONY_VGGISH (object);
 
-  stop (self);
+  stop (GST_ELEMENT (self));
   g_free (self->model);
   g_free (self->pca_model);
   G_OBJECT_CLASS (parent_class)->finalize (object);
