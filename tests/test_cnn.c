@@ -4,6 +4,7 @@
 #include "cony/error.h"
 #include "cony/mel.h"
 #include "cony/npy.h"
+#include "testutil.h"
 #include "cony/safetensors.h"
 
 #include <glib/gstdio.h>
@@ -13,28 +14,10 @@
 
 static char *tmpdir;
 
-static char *
-golden_path (const char *file)
-{
-  const char *root = g_getenv ("CONY_SOURCE_ROOT");
-  g_assert_nonnull (root);
-  return g_build_filename (root, "tests", "golden", "cnn", file, NULL);
-}
-
-static ConyNpyArray *
-load_npy (const char *file)
-{
-  g_autofree char *path = golden_path (file);
-  GError *error = NULL;
-  ConyNpyArray *a = cony_npy_load (path, &error);
-  g_assert_no_error (error);
-  return a;
-}
-
 static ConyCnn *
 load_model (const char *file)
 {
-  g_autofree char *path = golden_path (file);
+  g_autofree char *path = cony_test_golden_path ("cnn", file);
   GError *error = NULL;
   ConyCnn *cnn = cony_cnn_load (path, &error);
   g_assert_no_error (error);
@@ -43,23 +26,12 @@ load_model (const char *file)
 }
 
 /* max |got - want| / max |want| */
-static double
-rel_err (const float *got, const float *want, gsize n)
-{
-  double num = 0, den = 0;
-  for (gsize i = 0; i < n; i++) {
-    num = MAX (num, fabs ((double) got[i] - want[i]));
-    den = MAX (den, fabs ((double) want[i]));
-  }
-  return den > 0 ? num / den : num;
-}
-
 static void
 test_small_forward (void)
 {
   g_autoptr (ConyCnn) cnn = load_model ("small.safetensors");
-  g_autoptr (ConyNpyArray) x = load_npy ("small_input.npy");
-  g_autoptr (ConyNpyArray) want = load_npy ("small_expected.npy");
+  g_autoptr (ConyNpyArray) x = cony_test_load_golden_npy ("cnn", "small_input.npy");
+  g_autoptr (ConyNpyArray) want = cony_test_load_golden_npy ("cnn", "small_expected.npy");
   g_assert_cmpuint (cony_cnn_get_input_height (cnn), ==, 96);
   g_assert_cmpuint (cony_cnn_get_input_width (cnn), ==, 64);
   g_assert_cmpuint (cony_cnn_get_input_channels (cnn), ==, 1);
@@ -86,7 +58,7 @@ test_small_forward (void)
     cony_cnn_set_conv_algorithm (cnn, algos[a]);
     for (gsize k = 0; k < n; k++) {
       cony_cnn_forward (cnn, x->data + k * 96 * 64, out);
-      double e = rel_err (out, want->data + k * 128, 128);
+      double e = cony_test_rel_err (out, want->data + k * 128, 128);
       g_test_message ("conv algorithm %d, example %" G_GSIZE_FORMAT ": relative error %.2e",
                       algos[a], k, e);
       g_assert_cmpfloat (e, <, 1e-4);
@@ -97,7 +69,7 @@ test_small_forward (void)
   /* Batched == one by one (within float rounding: sgemm vs sgemv). */
   g_autofree float *batch = g_new (float, n * 128);
   cony_cnn_forward_batch (cnn, x->data, n, batch);
-  g_assert_cmpfloat (rel_err (batch, want->data, n * 128), <, 1e-4);
+  g_assert_cmpfloat (cony_test_rel_err (batch, want->data, n * 128), <, 1e-4);
 
   /* final_relu on: the ReLU of the same values. */
   cony_cnn_set_final_relu (cnn, TRUE);
@@ -116,8 +88,8 @@ static void
 test_odd_layout (void)
 {
   g_autoptr (ConyCnn) cnn = load_model ("odd.safetensors");
-  g_autoptr (ConyNpyArray) x = load_npy ("odd_input.npy");
-  g_autoptr (ConyNpyArray) want = load_npy ("odd_expected.npy");
+  g_autoptr (ConyNpyArray) x = cony_test_load_golden_npy ("cnn", "odd_input.npy");
+  g_autoptr (ConyNpyArray) want = cony_test_load_golden_npy ("cnn", "odd_expected.npy");
   g_assert_cmpuint (cony_cnn_get_input_height (cnn), ==, 20);
   g_assert_cmpuint (cony_cnn_get_input_width (cnn), ==, 12);
   g_assert_cmpuint (cony_cnn_get_input_channels (cnn), ==, 2);
@@ -129,10 +101,10 @@ test_odd_layout (void)
   g_assert_nonnull (strstr (desc, "features.8 (max-pool)"));
   float out[3 * 10];
   cony_cnn_forward_batch (cnn, x->data, 3, out);
-  g_assert_cmpfloat (rel_err (out, want->data, 30), <, 1e-4);
+  g_assert_cmpfloat (cony_test_rel_err (out, want->data, 30), <, 1e-4);
   cony_cnn_set_conv_algorithm (cnn, CONY_CNN_CONV_WINOGRAD);   /* 2- and 4-channel layers too */
   cony_cnn_forward_batch (cnn, x->data, 3, out);
-  g_assert_cmpfloat (rel_err (out, want->data, 30), <, 1e-4);
+  g_assert_cmpfloat (cony_test_rel_err (out, want->data, 30), <, 1e-4);
 
   guint64 conv, fc;
   cony_cnn_get_flops (cnn, &conv, &fc);
@@ -155,7 +127,7 @@ test_conv_algorithms_odd_sizes (void)
   cony_cnn_forward (cnn, in, a);
   cony_cnn_set_conv_algorithm (cnn, CONY_CNN_CONV_WINOGRAD);
   cony_cnn_forward (cnn, in, b);
-  g_assert_cmpfloat (rel_err (b, a, 9), <, 1e-5);
+  g_assert_cmpfloat (cony_test_rel_err (b, a, 9), <, 1e-5);
   gboolean nonzero = FALSE;
   for (int i = 0; i < 9; i++)
     nonzero |= a[i] != 0.0f;
@@ -166,9 +138,9 @@ static void
 test_postprocess (void)
 {
   g_autoptr (ConyCnn) cnn = load_model ("small.safetensors");
-  g_autoptr (ConyNpyArray) emb = load_npy ("small_expected.npy");
-  g_autoptr (ConyNpyArray) tf = load_npy ("small_pp_tf.npy");
-  g_autoptr (ConyNpyArray) th = load_npy ("small_pp_torch.npy");
+  g_autoptr (ConyNpyArray) emb = cony_test_load_golden_npy ("cnn", "small_expected.npy");
+  g_autoptr (ConyNpyArray) tf = cony_test_load_golden_npy ("cnn", "small_pp_tf.npy");
+  g_autoptr (ConyNpyArray) th = cony_test_load_golden_npy ("cnn", "small_pp_torch.npy");
   gsize n = emb->shape[0] * 128;
   g_autofree float *out = g_new (float, n);
   GError *error = NULL;
@@ -229,7 +201,7 @@ set_free (TensorSet *s)
 static TensorSet
 read_set (const char *file)
 {
-  g_autofree char *path = golden_path (file);
+  g_autofree char *path = cony_test_golden_path ("cnn", file);
   GError *error = NULL;
   g_autoptr (ConySafetensors) st = cony_safetensors_open (path, &error);
   g_assert_no_error (error);
@@ -379,7 +351,7 @@ test_bad_models (void)
   }
   /* Truncated file. */
   {
-    g_autofree char *src = golden_path ("small.safetensors");
+    g_autofree char *src = cony_test_golden_path ("cnn", "small.safetensors");
     g_autofree char *contents = NULL;
     gsize len;
     g_assert_true (g_file_get_contents (src, &contents, &len, NULL));
@@ -420,8 +392,8 @@ test_separate_pca_and_random (void)
   g_clear_error (&error);
   g_assert_true (cony_cnn_load_pca (cnn, p, &error));
   g_assert_no_error (error);
-  g_autoptr (ConyNpyArray) emb = load_npy ("small_expected.npy");
-  g_autoptr (ConyNpyArray) tf = load_npy ("small_pp_tf.npy");
+  g_autoptr (ConyNpyArray) emb = cony_test_load_golden_npy ("cnn", "small_expected.npy");
+  g_autoptr (ConyNpyArray) tf = cony_test_load_golden_npy ("cnn", "small_pp_tf.npy");
   float out[4 * 128];
   g_assert_true (cony_cnn_postprocess (cnn, CONY_CNN_POSTPROCESS_TF, emb->data, 4, out, &error));
   g_assert_cmpmem (out, sizeof out, tf->data, sizeof out);

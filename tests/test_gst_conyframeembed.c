@@ -9,6 +9,9 @@
 
 #include <gst/gst.h>
 #include <gst/check/gstharness.h>
+
+#include "gsttestutil.h"
+#include "testutil.h"
 #include <gst/video/video.h>
 #include <math.h>
 #include <string.h>
@@ -19,20 +22,12 @@
 #define OUT 5
 #define CAPS_GAP "video/x-raw,format=RGB,width=22,height=20,framerate=25/1"
 
-static char *
-golden_path (const char *area, const char *file)
-{
-  const char *root = g_getenv ("CONY_SOURCE_ROOT");
-  g_assert_nonnull (root);
-  return g_build_filename (root, "tests", "golden", area, file, NULL);
-}
-
 static GstHarness *
 new_harness (const char *model_file, const gchar *first_prop, ...)
 {
   GstElement *el = gst_element_factory_make ("conyframeembed", NULL);
   g_assert_nonnull (el);
-  char *path = golden_path ("imagecnn", model_file);
+  char *path = cony_test_golden_path ("imagecnn", model_file);
   g_object_set (el, "model", path, NULL);
   g_free (path);
   if (first_prop) {
@@ -84,7 +79,7 @@ reference (ConyCnn *cnn, guint32 seed, float *out)
 static ConyCnn *
 load_gap (void)
 {
-  char *path = golden_path ("imagecnn", "gap.safetensors");
+  char *path = cony_test_golden_path ("imagecnn", "gap.safetensors");
   GError *error = NULL;
   ConyCnn *cnn = cony_cnn_load (path, &error);
   g_assert_no_error (error);
@@ -351,9 +346,9 @@ test_wrong_caps_refused (void)
 static void
 test_bad_models (void)
 {
-  char *npy = golden_path ("imagecnn", "gap_input.npy");
-  char *odd = golden_path ("cnn", "odd.safetensors");
-  char *good = golden_path ("imagecnn", "gap.safetensors");
+  char *npy = cony_test_golden_path ("imagecnn", "gap_input.npy");
+  char *odd = cony_test_golden_path ("cnn", "odd.safetensors");
+  char *good = cony_test_golden_path ("imagecnn", "gap.safetensors");
   struct {
     const char *model;
     const char *in_message;

@@ -11,6 +11,9 @@
 
 #include <gst/gst.h>
 #include <gst/check/gstharness.h>
+
+#include "gsttestutil.h"
+#include "testutil.h"
 #include <glib/gstdio.h>
 #include <math.h>
 #include <string.h>
@@ -26,17 +29,9 @@
 static const char *labels[C] = { "speech", "music", "noise", "silence" };
 
 static char *
-golden_path (const char *dir, const char *file)
-{
-  const char *root = g_getenv ("CONY_SOURCE_ROOT");
-  g_assert_nonnull (root);
-  return g_build_filename (root, "tests", "golden", dir, file, NULL);
-}
-
-static char *
 model_path (void)
 {
-  return golden_path ("transformer", "small.safetensors");
+  return cony_test_golden_path ("transformer", "small.safetensors");
 }
 
 /* The reference: libcony's encoder on the same file. */
@@ -133,21 +128,6 @@ detach_bus (GstHarness *h, GstBus *bus)
 
 /* Pushes tokens [from, from + n) of @x, @k per buffer; token i (counted from
  * @from) at base + i * tok_ns. */
-static void
-push_tokens (GstHarness *h, const float *x, gsize from, gsize n, guint k, GstClockTime base,
-    GstClockTime tok_ns, gboolean discont)
-{
-  for (gsize i = 0; i < n; i += k) {
-    gsize len = MIN (k, n - i);
-    GstBuffer *buf = gst_buffer_new_memdup (x + (from + i) * D, len * D * sizeof (float));
-    GST_BUFFER_PTS (buf) = base + i * tok_ns;
-    GST_BUFFER_DURATION (buf) = len * tok_ns;
-    if (discont && i == 0)
-      GST_BUFFER_FLAG_SET (buf, GST_BUFFER_FLAG_DISCONT);
-    g_assert_cmpint (gst_harness_push (h, buf), ==, GST_FLOW_OK);
-  }
-}
-
 static gint
 cmp_step (gconstpointer a, gconstpointer b)
 {
@@ -247,7 +227,7 @@ test_meta_matches_encoder (void)
     gst_harness_set_src_caps_str (h, c);
     g_free (c);
     GstClockTime base = 3 * GST_SECOND + 17;
-    push_tokens (h, x, 0, n, ks[i], base, 250 * MS, FALSE);
+    cony_test_push_tokens (h, x, D, 0, n, ks[i], base, 250 * MS, FALSE);
     g_assert_cmpuint (check_outputs (h, r, x, 0, base, 250 * MS), ==, n);
     gst_harness_teardown (h);
     ref_free (r);
@@ -296,7 +276,7 @@ test_attention_override (void)
     GstHarness *h = gst_harness_new_with_element (el, "sink", "src");
     gst_object_unref (el);
     gst_harness_set_src_caps_str (h, TOKEN_CAPS ("1", "4/1"));
-    push_tokens (h, x, 0, 12, 1, 0, 250 * MS, FALSE);
+    cony_test_push_tokens (h, x, D, 0, 12, 1, 0, 250 * MS, FALSE);
     g_assert_cmpuint (check_outputs (h, r, x, 0, 0, 250 * MS), ==, 12);
     gst_harness_teardown (h);
     ref_free (r);
@@ -322,7 +302,7 @@ test_messages (void)
   seg.time = 100 * GST_SECOND;
   seg.base = 2 * GST_SECOND;
   g_assert_true (gst_harness_push_event (h, gst_event_new_segment (&seg)));
-  push_tokens (h, x, 0, n, 1, 10 * GST_SECOND, 250 * MS, FALSE);
+  cony_test_push_tokens (h, x, D, 0, n, 1, 10 * GST_SECOND, 250 * MS, FALSE);
 
   for (gsize t = 0; t < n; t++) {
     GstMessage *msg = gst_bus_pop_filtered (bus, GST_MESSAGE_ELEMENT);
@@ -375,7 +355,7 @@ test_post_messages_threshold (void)
   GstHarness *h = new_harness ("post-messages", FALSE, NULL);
   GstBus *bus = attach_bus (h);
   gst_harness_set_src_caps_str (h, TOKEN_CAPS ("1", "4/1"));
-  push_tokens (h, x, 0, n, 1, 0, 250 * MS, FALSE);
+  cony_test_push_tokens (h, x, D, 0, n, 1, 0, 250 * MS, FALSE);
   g_assert_null (gst_bus_pop_filtered (bus, GST_MESSAGE_ELEMENT));
   g_assert_cmpuint (gst_harness_buffers_in_queue (h), ==, n);
   detach_bus (h, bus);
@@ -386,7 +366,7 @@ test_post_messages_threshold (void)
   h = new_harness ("threshold", 0.5, NULL);
   bus = attach_bus (h);
   gst_harness_set_src_caps_str (h, TOKEN_CAPS ("1", "4/1"));
-  push_tokens (h, x, 0, n, 1, 0, 250 * MS, FALSE);
+  cony_test_push_tokens (h, x, D, 0, n, 1, 0, 250 * MS, FALSE);
   guint want = 0, below = 0;
   for (gsize t = 0; t < n; t++) {
     double probs[C];
@@ -436,7 +416,7 @@ test_on_change (void)
   gst_segment_init (&seg, GST_FORMAT_TIME);
   seg.base = GST_SECOND;
   g_assert_true (gst_harness_push_event (h, gst_event_new_segment (&seg)));
-  push_tokens (h, x, 0, n, 2, 0, 250 * MS, FALSE);
+  cony_test_push_tokens (h, x, D, 0, n, 2, 0, 250 * MS, FALSE);
   g_assert_true (gst_harness_push_event (h, gst_event_new_eos ()));
 
   int prev = -1;
@@ -509,7 +489,7 @@ test_on_change_threshold (void)
   gst_util_set_object_arg (G_OBJECT (h->element), "message-mode", "on-change");
   GstBus *bus = attach_bus (h);
   gst_harness_set_src_caps_str (h, TOKEN_CAPS ("1", "4/1"));
-  push_tokens (h, x, 0, n, 1, 0, 250 * MS, FALSE);
+  cony_test_push_tokens (h, x, D, 0, n, 1, 0, 250 * MS, FALSE);
 
   int prev = -1;
   GstClockTime prev_start = GST_CLOCK_TIME_NONE, prev_end = GST_CLOCK_TIME_NONE;
@@ -570,7 +550,7 @@ test_meta_survives_copies (void)
   g_free (launch);
   g_free (path);
   gst_harness_set_src_caps_str (h, TOKEN_CAPS ("3", "4/3"));
-  push_tokens (h, x, 0, 3, 3, 0, 250 * MS, FALSE);
+  cony_test_push_tokens (h, x, D, 0, 3, 3, 0, 250 * MS, FALSE);
   GstBuffer *out = gst_harness_pull (h);
   g_assert_cmpuint (gst_buffer_get_n_cony_classification_metas (out), ==, 3);
   GstConyClassificationMeta *m = gst_buffer_get_cony_classification_meta (out);
@@ -645,7 +625,7 @@ test_flush_resets (void)
   Ref *r = ref_new (-1);
   GstHarness *h = new_harness (NULL);
   gst_harness_set_src_caps_str (h, TOKEN_CAPS ("1", "4/1"));
-  push_tokens (h, junk, 0, 13, 1, 0, 250 * MS, FALSE);
+  cony_test_push_tokens (h, junk, D, 0, 13, 1, 0, 250 * MS, FALSE);
   while (gst_harness_buffers_in_queue (h) > 0)
     gst_buffer_unref (gst_harness_pull (h));
 
@@ -654,7 +634,7 @@ test_flush_resets (void)
   GstSegment seg;
   gst_segment_init (&seg, GST_FORMAT_TIME);
   g_assert_true (gst_harness_push_event (h, gst_event_new_segment (&seg)));
-  push_tokens (h, x, 0, n, 1, 5 * GST_SECOND, 250 * MS, FALSE);
+  cony_test_push_tokens (h, x, D, 0, n, 1, 5 * GST_SECOND, 250 * MS, FALSE);
   g_assert_cmpuint (check_outputs (h, r, x, 0, 5 * GST_SECOND, 250 * MS), ==, n);
   gst_harness_teardown (h);
   ref_free (r);
@@ -671,11 +651,11 @@ test_discont_resets (void)
   Ref *r = ref_new (-1);
   GstHarness *h = new_harness (NULL);
   gst_harness_set_src_caps_str (h, TOKEN_CAPS ("1", "4/1"));
-  push_tokens (h, a, 0, 10, 1, 0, 250 * MS, TRUE);
+  cony_test_push_tokens (h, a, D, 0, 10, 1, 0, 250 * MS, TRUE);
   g_assert_cmpuint (check_outputs (h, r, a, 0, 0, 250 * MS), ==, 10);
   cony_encoder_reset (r->enc);
   GstClockTime t = 42 * GST_SECOND + 7;
-  push_tokens (h, b, 0, 15, 3, t, 250 * MS, TRUE);
+  cony_test_push_tokens (h, b, D, 0, 15, 3, t, 250 * MS, TRUE);
   g_assert_cmpuint (check_outputs (h, r, b, 0, t, 250 * MS), ==, 15);
   gst_harness_teardown (h);
   ref_free (r);
@@ -692,11 +672,11 @@ test_gap_resets (void)
   Ref *r = ref_new (-1);
   GstHarness *h = new_harness (NULL);
   gst_harness_set_src_caps_str (h, TOKEN_CAPS ("1", "4/1"));
-  push_tokens (h, a, 0, 5, 1, 0, 250 * MS, FALSE);
+  cony_test_push_tokens (h, a, D, 0, 5, 1, 0, 250 * MS, FALSE);
   g_assert_cmpuint (check_outputs (h, r, a, 0, 0, 250 * MS), ==, 5);
   g_assert_true (gst_harness_push_event (h, gst_event_new_gap (1250 * MS, GST_SECOND)));
   cony_encoder_reset (r->enc);
-  push_tokens (h, b, 0, 10, 2, 2250 * MS, 250 * MS, FALSE);
+  cony_test_push_tokens (h, b, D, 0, 10, 2, 2250 * MS, 250 * MS, FALSE);
   g_assert_cmpuint (check_outputs (h, r, b, 0, 2250 * MS, 250 * MS), ==, 10);
   GstEvent *ev;
   gboolean gap = FALSE;
@@ -719,18 +699,18 @@ test_caps_change (void)
   Ref *r = ref_new (-1);
   GstHarness *h = new_harness (NULL);
   gst_harness_set_src_caps_str (h, TOKEN_CAPS ("1", "4/1"));
-  push_tokens (h, x, 0, 4, 1, 0, 250 * MS, FALSE);
+  cony_test_push_tokens (h, x, D, 0, 4, 1, 0, 250 * MS, FALSE);
   GstCaps *caps = gst_caps_from_string (TOKEN_CAPS ("2", "2/1"));
   g_assert_true (gst_pad_push_event (h->srcpad, gst_event_new_caps (caps)));
   gst_caps_unref (caps);
-  push_tokens (h, x, 4, 4, 2, GST_SECOND, 250 * MS, FALSE);
+  cony_test_push_tokens (h, x, D, 4, 4, 2, GST_SECOND, 250 * MS, FALSE);
   g_assert_cmpuint (check_outputs (h, r, x, 0, 0, 250 * MS), ==, 8);
 
   caps = gst_caps_from_string (TOKEN_CAPS ("1", "10/1"));
   g_assert_true (gst_pad_push_event (h->srcpad, gst_event_new_caps (caps)));
   gst_caps_unref (caps);
   cony_encoder_reset (r->enc);
-  push_tokens (h, x, 0, 12, 1, 7 * GST_SECOND, 100 * MS, FALSE);
+  cony_test_push_tokens (h, x, D, 0, 12, 1, 7 * GST_SECOND, 100 * MS, FALSE);
   g_assert_cmpuint (check_outputs (h, r, x, 0, 7 * GST_SECOND, 100 * MS), ==, 12);
   gst_harness_teardown (h);
   ref_free (r);
@@ -751,7 +731,7 @@ test_nan_tokens (void)
   GstHarness *h = new_harness (NULL);
   GstBus *bus = attach_bus (h);
   gst_harness_set_src_caps_str (h, TOKEN_CAPS ("3", "4/3"));
-  push_tokens (h, x, 0, n, 3, 0, 250 * MS, FALSE);
+  cony_test_push_tokens (h, x, D, 0, n, 3, 0, 250 * MS, FALSE);
   /* one warning, and messages for the 10 good tokens only */
   GstMessage *msg;
   guint n_msgs = 0, n_warnings = 0;
@@ -889,9 +869,9 @@ expect_start_error (const char *model, const char *attention, const char *labels
 static void
 test_bad_models (void)
 {
-  char *cnn = golden_path ("cnn", "small.safetensors");
-  char *npy = golden_path ("cnn", "small_input.npy");
-  char *nolandmarks = golden_path ("model", "b1_regular.safetensors");
+  char *cnn = cony_test_golden_path ("cnn", "small.safetensors");
+  char *npy = cony_test_golden_path ("cnn", "small_input.npy");
+  char *nolandmarks = cony_test_golden_path ("model", "b1_regular.safetensors");
   char *dir = g_dir_make_tmp ("conytransformer-XXXXXX", NULL);
   char *trunc = g_build_filename (dir, "truncated.safetensors", NULL);
   gchar *data;
@@ -941,7 +921,7 @@ test_labels_file (void)
   GstHarness *h = new_harness ("labels-file", good, NULL);
   GstBus *bus = attach_bus (h);
   gst_harness_set_src_caps_str (h, TOKEN_CAPS ("1", "4/1"));
-  push_tokens (h, x, 0, 9, 1, 0, 250 * MS, FALSE);
+  cony_test_push_tokens (h, x, D, 0, 9, 1, 0, 250 * MS, FALSE);
   for (guint t = 0; t < 9; t++) {
     double probs[C];
     int top = ref_step (r, x + t * D, probs);

@@ -10,6 +10,9 @@
 
 #include <gst/gst.h>
 #include <gst/check/gstharness.h>
+
+#include "gsttestutil.h"
+#include "testutil.h"
 #include <math.h>
 #include <string.h>
 
@@ -20,34 +23,15 @@
   "other/tensors,format=static,num_tensors=1,types=float32,dimensions=(string)64:" k \
   ",framerate=" rate
 
-static char *
-golden_path (const char *file)
-{
-  const char *root = g_getenv ("CONY_SOURCE_ROOT");
-  g_assert_nonnull (root);
-  return g_build_filename (root, "tests", "golden", "cnn", file, NULL);
-}
-
 static ConyCnn *
 load_model (const char *file)
 {
-  char *path = golden_path (file);
+  char *path = cony_test_golden_path ("cnn", file);
   GError *error = NULL;
   ConyCnn *cnn = cony_cnn_load (path, &error);
   g_assert_no_error (error);
   g_free (path);
   return cnn;
-}
-
-static ConyNpyArray *
-load_npy (const char *file)
-{
-  char *path = golden_path (file);
-  GError *error = NULL;
-  ConyNpyArray *a = cony_npy_load (path, &error);
-  g_assert_no_error (error);
-  g_free (path);
-  return a;
 }
 
 /* Deterministic log-mel-like frames. */
@@ -67,7 +51,7 @@ new_harness (const char *model_file, const gchar *first_prop, ...)
 {
   GstElement *el = gst_element_factory_make ("conyvggish", NULL);
   g_assert_nonnull (el);
-  char *path = golden_path (model_file);
+  char *path = cony_test_golden_path ("cnn", model_file);
   g_object_set (el, "model", path, NULL);
   g_free (path);
   if (first_prop) {
@@ -83,21 +67,6 @@ new_harness (const char *model_file, const gchar *first_prop, ...)
 
 /* Pushes frames [from, from + n) of @x, @k per buffer, with PTS
  * base + index * frame_ns. */
-static void
-push_frames (GstHarness *h, const float *x, gsize from, gsize n, guint k, GstClockTime base,
-    GstClockTime frame_ns, gboolean discont)
-{
-  for (gsize i = 0; i < n; i += k) {
-    gsize len = MIN (k, n - i);
-    GstBuffer *buf = gst_buffer_new_memdup (x + (from + i) * D, len * D * sizeof (float));
-    GST_BUFFER_PTS (buf) = base + i * frame_ns;
-    GST_BUFFER_DURATION (buf) = len * frame_ns;
-    if (discont && i == 0)
-      GST_BUFFER_FLAG_SET (buf, GST_BUFFER_FLAG_DISCONT);
-    g_assert_cmpint (gst_harness_push (h, buf), ==, GST_FLOW_OK);
-  }
-}
-
 /* Pulls every queued output and checks window w against the engine run on
  * frames [w * stride, w * stride + 96) of @x, PTS base + w * stride_ns. */
 static guint
@@ -131,8 +100,8 @@ check_windows (GstHarness *h, ConyCnn *cnn, const float *x, guint stride, GstClo
 static void
 test_matches_torch_golden (void)
 {
-  ConyNpyArray *x = load_npy ("small_input.npy");
-  ConyNpyArray *want = load_npy ("small_expected.npy");
+  ConyNpyArray *x = cony_test_load_golden_npy ("cnn", "small_input.npy");
+  ConyNpyArray *want = cony_test_load_golden_npy ("cnn", "small_expected.npy");
   gsize n_patches = x->shape[0];
   g_assert_cmpuint (cony_npy_array_numel (x), ==, n_patches * 96 * D);
 
@@ -145,7 +114,7 @@ test_matches_torch_golden (void)
   gst_caps_unref (exp);
   gst_caps_unref (caps);
 
-  push_frames (h, x->data, 0, n_patches * 96, 1, 0, 10 * MS, FALSE);
+  cony_test_push_tokens (h, x->data, D, 0, n_patches * 96, 1, 0, 10 * MS, FALSE);
   g_assert_cmpuint (gst_harness_buffers_in_queue (h), ==, n_patches);
   for (gsize p = 0; p < n_patches; p++) {
     GstBuffer *buf = gst_harness_pull (h);
@@ -193,7 +162,7 @@ test_timestamps_odd_buffers (void)
     gst_caps_unref (caps);
 
     gsize full = n / ks[i] * ks[i];
-    push_frames (h, x, 0, full, ks[i], base, 10 * MS, FALSE);
+    cony_test_push_tokens (h, x, D, 0, full, ks[i], base, 10 * MS, FALSE);
     if (full < n) {
       gchar *c2 = g_strdup_printf (TOKEN_CAPS ("%u", "%u/%u"), (guint) (n - full), 100,
           (guint) (n - full));
@@ -201,7 +170,7 @@ test_timestamps_odd_buffers (void)
       g_free (c2);
       g_assert_true (gst_pad_push_event (h->srcpad, gst_event_new_caps (caps2)));
       gst_caps_unref (caps2);
-      push_frames (h, x, full, n - full, ks[i], base + full * 10 * MS, 10 * MS, FALSE);
+      cony_test_push_tokens (h, x, D, full, n - full, ks[i], base + full * 10 * MS, 10 * MS, FALSE);
     }
     guint got = check_windows (h, cnn, x, 25, base, 250 * MS);
     g_assert_cmpuint (got, ==, 1 + (200 - 96) / 25);
@@ -220,7 +189,7 @@ test_stride_above_window (void)
   ConyCnn *cnn = load_model ("small.safetensors");
   GstHarness *h = new_harness ("small.safetensors", "stride", 150, NULL);
   gst_harness_set_src_caps_str (h, TOKEN_CAPS ("1", "100/1"));
-  push_frames (h, x, 0, n, 1, 0, 10 * MS, FALSE);
+  cony_test_push_tokens (h, x, D, 0, n, 1, 0, 10 * MS, FALSE);
   /* windows at 0, 150, 300 (the last needs frames up to 395) */
   g_assert_cmpuint (check_windows (h, cnn, x, 150, 0, 1500 * MS), ==, 3);
   gst_harness_teardown (h);
@@ -266,8 +235,8 @@ test_flush_resets (void)
   GstHarness *h = new_harness ("small.safetensors", NULL);
   gst_harness_set_src_caps_str (h, TOKEN_CAPS ("1", "100/1"));
 
-  push_frames (h, x, 0, n, 3, 5 * GST_SECOND, 10 * MS, FALSE);
-  push_frames (h, junk, 0, 50, 7, 5 * GST_SECOND + n * 10 * MS, 10 * MS, FALSE);
+  cony_test_push_tokens (h, x, D, 0, n, 3, 5 * GST_SECOND, 10 * MS, FALSE);
+  cony_test_push_tokens (h, junk, D, 0, 50, 7, 5 * GST_SECOND + n * 10 * MS, 10 * MS, FALSE);
   /* windows 0..3 from x, then junk mixes in: count what we have, drop it */
   while (gst_harness_buffers_in_queue (h) > 0)
     gst_buffer_unref (gst_harness_pull (h));
@@ -278,7 +247,7 @@ test_flush_resets (void)
   gst_segment_init (&seg, GST_FORMAT_TIME);
   g_assert_true (gst_harness_push_event (h, gst_event_new_segment (&seg)));
 
-  push_frames (h, x, 0, n, 5, 5 * GST_SECOND, 10 * MS, FALSE);
+  cony_test_push_tokens (h, x, D, 0, n, 5, 5 * GST_SECOND, 10 * MS, FALSE);
   g_assert_cmpuint (check_windows (h, cnn, x, 25, 5 * GST_SECOND, 250 * MS), ==,
       1 + (160 - 96) / 25);
   gst_harness_teardown (h);
@@ -297,11 +266,11 @@ test_discont_reanchors (void)
   GstHarness *h = new_harness ("small.safetensors", NULL);
   gst_harness_set_src_caps_str (h, TOKEN_CAPS ("1", "100/1"));
 
-  push_frames (h, a, 0, 120, 4, 0, 10 * MS, FALSE);
+  cony_test_push_tokens (h, a, D, 0, 120, 4, 0, 10 * MS, FALSE);
   g_assert_cmpuint (check_windows (h, cnn, a, 25, 0, 250 * MS), ==, 1);
 
   GstClockTime t = 42 * GST_SECOND + 7;
-  push_frames (h, b, 0, 130, 9, t, 10 * MS, TRUE);
+  cony_test_push_tokens (h, b, D, 0, 130, 9, t, 10 * MS, TRUE);
   g_assert_cmpuint (check_windows (h, cnn, b, 25, t, 250 * MS), ==, 2);
   gst_harness_teardown (h);
   cony_cnn_free (cnn);
@@ -318,13 +287,13 @@ test_caps_change_resets (void)
   ConyCnn *cnn = load_model ("small.safetensors");
   GstHarness *h = new_harness ("small.safetensors", NULL);
   gst_harness_set_src_caps_str (h, TOKEN_CAPS ("1", "100/1"));
-  push_frames (h, a, 0, 110, 1, 0, 10 * MS, FALSE);
+  cony_test_push_tokens (h, a, D, 0, 110, 1, 0, 10 * MS, FALSE);
   g_assert_cmpuint (check_windows (h, cnn, a, 25, 0, 250 * MS), ==, 1);
 
   GstCaps *caps = gst_caps_from_string (TOKEN_CAPS ("1", "50/1"));
   g_assert_true (gst_pad_push_event (h->srcpad, gst_event_new_caps (caps)));
   gst_caps_unref (caps);
-  push_frames (h, b, 0, 96, 1, 1100 * MS, 20 * MS, FALSE);
+  cony_test_push_tokens (h, b, D, 0, 96, 1, 1100 * MS, 20 * MS, FALSE);
   /* One window, only of b, anchored at b's first PTS, lasting 25 x 20 ms. */
   g_assert_cmpuint (check_windows (h, cnn, b, 25, 1100 * MS, 500 * MS), ==, 1);
   gst_harness_teardown (h);
@@ -342,9 +311,9 @@ test_gap (void)
   ConyCnn *cnn = load_model ("small.safetensors");
   GstHarness *h = new_harness ("small.safetensors", NULL);
   gst_harness_set_src_caps_str (h, TOKEN_CAPS ("1", "100/1"));
-  push_frames (h, a, 0, 60, 1, 0, 10 * MS, FALSE);
+  cony_test_push_tokens (h, a, D, 0, 60, 1, 0, 10 * MS, FALSE);
   g_assert_true (gst_harness_push_event (h, gst_event_new_gap (600 * MS, 400 * MS)));
-  push_frames (h, b, 0, 96, 1, GST_SECOND, 10 * MS, FALSE);
+  cony_test_push_tokens (h, b, D, 0, 96, 1, GST_SECOND, 10 * MS, FALSE);
   g_assert_cmpuint (check_windows (h, cnn, b, 25, GST_SECOND, 250 * MS), ==, 1);
   GstEvent *ev;
   gboolean gap = FALSE;
@@ -367,7 +336,7 @@ test_eos (void)
   float *x = make_frames (130, D, 11);
   GstHarness *h = new_harness ("small.safetensors", NULL);
   gst_harness_set_src_caps_str (h, TOKEN_CAPS ("1", "100/1"));
-  push_frames (h, x, 0, 130, 1, 0, 10 * MS, FALSE);
+  cony_test_push_tokens (h, x, D, 0, 130, 1, 0, 10 * MS, FALSE);
   g_assert_cmpuint (gst_harness_buffers_in_queue (h), ==, 2);
   g_assert_true (gst_harness_push_event (h, gst_event_new_eos ()));
   g_assert_cmpuint (gst_harness_buffers_in_queue (h), ==, 2);
@@ -399,7 +368,7 @@ test_nan_tokens (void)
   GstBus *bus = gst_bus_new ();
   gst_element_set_bus (h->element, bus);
   gst_harness_set_src_caps_str (h, TOKEN_CAPS ("1", "100/1"));
-  push_frames (h, x, 0, n, 1, 0, 10 * MS, FALSE);
+  cony_test_push_tokens (h, x, D, 0, n, 1, 0, 10 * MS, FALSE);
   GstMessage *msg = gst_bus_pop_filtered (bus, GST_MESSAGE_WARNING);
   g_assert_nonnull (msg);
   gst_message_unref (msg);
@@ -447,9 +416,9 @@ test_wrong_caps_refused (void)
 static void
 test_bad_models (void)
 {
-  char *npy = golden_path ("small_input.npy");
-  char *small = golden_path ("small.safetensors");
-  char *odd = golden_path ("odd.safetensors");
+  char *npy = cony_test_golden_path ("cnn", "small_input.npy");
+  char *small = cony_test_golden_path ("cnn", "small.safetensors");
+  char *odd = cony_test_golden_path ("cnn", "odd.safetensors");
   struct {
     const char *model;
     guint window;
@@ -502,10 +471,10 @@ test_postprocess (void)
 {
   const char *names[] = { "tf", "torch" };
   const char *goldens[] = { "small_pp_tf.npy", "small_pp_torch.npy" };
-  ConyNpyArray *x = load_npy ("small_input.npy");
+  ConyNpyArray *x = cony_test_load_golden_npy ("cnn", "small_input.npy");
   gsize n_patches = x->shape[0];
   for (guint m = 0; m < 2; m++) {
-    ConyNpyArray *want = load_npy (goldens[m]);
+    ConyNpyArray *want = cony_test_load_golden_npy ("cnn", goldens[m]);
     GstHarness *h = new_harness ("small.safetensors", "stride", 96, "postprocess", (gint) m + 1,
         NULL);
     GEnumClass *ec = g_type_class_ref (g_type_from_name ("GstConyVggishPostprocess"));
@@ -514,7 +483,7 @@ test_postprocess (void)
     g_assert_cmpstr (g_enum_get_value (ec, pp)->value_nick, ==, names[m]);
     g_type_class_unref (ec);
     gst_harness_set_src_caps_str (h, TOKEN_CAPS ("1", "100/1"));
-    push_frames (h, x->data, 0, n_patches * 96, 12, 0, 10 * MS, FALSE);
+    cony_test_push_tokens (h, x->data, D, 0, n_patches * 96, 12, 0, 10 * MS, FALSE);
     for (gsize p = 0; p < n_patches; p++) {
       GstBuffer *buf = gst_harness_pull (h);
       GstMapInfo map;

@@ -5,6 +5,7 @@
 #include "cony/cnn.h"
 #include "cony/error.h"
 #include "cony/npy.h"
+#include "testutil.h"
 #include "cony/safetensors.h"
 
 #include <glib/gstdio.h>
@@ -13,44 +14,15 @@
 
 static char *tmpdir;
 
-static char *
-golden_path (const char *file)
-{
-  const char *root = g_getenv ("CONY_SOURCE_ROOT");
-  g_assert_nonnull (root);
-  return g_build_filename (root, "tests", "golden", "imagecnn", file, NULL);
-}
-
-static ConyNpyArray *
-load_npy (const char *file)
-{
-  g_autofree char *path = golden_path (file);
-  GError *error = NULL;
-  ConyNpyArray *a = cony_npy_load (path, &error);
-  g_assert_no_error (error);
-  return a;
-}
-
 static ConyCnn *
 load_model (const char *file)
 {
-  g_autofree char *path = golden_path (file);
+  g_autofree char *path = cony_test_golden_path ("imagecnn", file);
   GError *error = NULL;
   ConyCnn *cnn = cony_cnn_load (path, &error);
   g_assert_no_error (error);
   g_assert_nonnull (cnn);
   return cnn;
-}
-
-static double
-rel_err (const float *got, const float *want, gsize n)
-{
-  double num = 0, den = 0;
-  for (gsize i = 0; i < n; i++) {
-    num = MAX (num, fabs ((double) got[i] - want[i]));
-    den = MAX (den, fabs ((double) want[i]));
-  }
-  return den > 0 ? num / den : num;
 }
 
 /* Runs @name's input through the model with every conv algorithm, one example at a time
@@ -62,8 +34,8 @@ check_case (const char *name, guint h, guint w, guint d)
   g_autofree char *xf = g_strdup_printf ("%s_input.npy", name);
   g_autofree char *yf = g_strdup_printf ("%s_expected.npy", name);
   g_autoptr (ConyCnn) cnn = load_model (mf);
-  g_autoptr (ConyNpyArray) x = load_npy (xf);
-  g_autoptr (ConyNpyArray) want = load_npy (yf);
+  g_autoptr (ConyNpyArray) x = cony_test_load_golden_npy ("imagecnn", xf);
+  g_autoptr (ConyNpyArray) want = cony_test_load_golden_npy ("imagecnn", yf);
   g_autofree char *desc = cony_cnn_describe (cnn);
   g_test_message ("%s:\n%s", name, desc);
   g_assert_cmpuint (cony_cnn_get_input_height (cnn), ==, h);
@@ -84,10 +56,10 @@ check_case (const char *name, guint h, guint w, guint d)
     cony_cnn_set_conv_algorithm (cnn, algos[a]);
     for (gsize i = 0; i < n; i++)
       cony_cnn_forward (cnn, x->data + i * cony_cnn_get_input_size (cnn), out + i * d);
-    double e1 = rel_err (out, want->data, n * d);
+    double e1 = cony_test_rel_err (out, want->data, n * d);
     memset (out, 0, sizeof (float) * n * d);
     cony_cnn_forward_batch (cnn, x->data, n, out);
-    double e2 = rel_err (out, want->data, n * d);
+    double e2 = cony_test_rel_err (out, want->data, n * d);
     g_test_message ("%s algo %d: rel err single %.2e batch %.2e", name, (int) algos[a], e1, e2);
     g_assert_cmpfloat (e1, <, 1e-5);
     g_assert_cmpfloat (e2, <, 1e-5);
@@ -131,7 +103,7 @@ test_torchvision_keep2 (void)
 static void
 test_normalisation_identity (void)
 {
-  g_autofree char *path = golden_path ("gap.safetensors");
+  g_autofree char *path = cony_test_golden_path ("imagecnn", "gap.safetensors");
   GError *error = NULL;
   g_autoptr (ConySafetensors) st = cony_safetensors_open (path, &error);
   g_assert_no_error (error);
@@ -159,7 +131,7 @@ test_normalisation_identity (void)
   g_autoptr (ConyCnn) raw = cony_cnn_load (plain, &error);
   g_assert_no_error (error);
   g_assert_false (cony_cnn_get_normalization (raw, NULL, NULL));
-  g_autoptr (ConyNpyArray) x = load_npy ("gap_input.npy");
+  g_autoptr (ConyNpyArray) x = cony_test_load_golden_npy ("imagecnn", "gap_input.npy");
   gsize in = cony_cnn_get_input_size (norm);
   const float mean[3] = { 0.4f, 0.5f, 0.3f }, std[3] = { 0.25f, 0.2f, 0.3f };
   g_autofree float *xn = g_new (float, in);
@@ -168,7 +140,7 @@ test_normalisation_identity (void)
   float a[5], b[5];
   cony_cnn_forward (norm, x->data, a);
   cony_cnn_forward (raw, xn, b);
-  g_assert_cmpfloat (rel_err (a, b, 5), <, 1e-6);
+  g_assert_cmpfloat (cony_test_rel_err (a, b, 5), <, 1e-6);
 }
 
 /* A random network with a "G" layout entry: its FC input is the channel count, so
@@ -190,7 +162,7 @@ test_random_gap (void)
 static char *
 write_meta_variant (const char *file, const char *const *meta)
 {
-  g_autofree char *path = golden_path ("gap.safetensors");
+  g_autofree char *path = cony_test_golden_path ("imagecnn", "gap.safetensors");
   GError *error = NULL;
   g_autoptr (ConySafetensors) st = cony_safetensors_open (path, &error);
   g_assert_no_error (error);
