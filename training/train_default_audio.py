@@ -1,0 +1,427 @@
+#!/usr/bin/python3
+"""Trains the shipped default audio model (models/audio/): a reduced VGGish-shaped CNN
+that turns 0.96 s log-mel patches into small embeddings, and the CoNy encoder-classifier
+that classifies the stream of those embeddings continually.
+
+    /usr/bin/python3 training/train_default_audio.py --dataset out/audio-dataset-300 \\
+        --cony build-train/tools/cony --work out/train-audio --models models/audio
+
+Stages (all run by default; --stages picks some):
+
+  mel    `cony mel` (libcony's float32 log-mel, the front end the conymel element uses) on
+         every clip of the manifest -> WORK/mel/<clip>.npy (frames, 64). A few clips are
+         checked against training/mel_reference.py (float64).
+  cnn    the CNN, trained as a per-patch classifier (an extra linear head on the
+         embedding, dropped at export) on 96-frame patches taken at random frame offsets
+         of the train clips, with log-mel-domain augmentation (augment()); written to
+         MODELS/vggish.safetensors with the front-end parameters in its metadata.
+  embed  `cony embed` with that file on every clip (windows of 96 frames every 25
+         frames = 0.25 s, postprocess none): the token sequences the transformer sees
+         in the C pipeline, WORK/tokens/<clip>.npy (steps, E). A few are checked against
+         the torch CNN.
+  tf     the encoder-classifier (training/conyref), frozen CNN: first with continual
+         landmarks (`cony`, trained as windowed `nystrom`), then the CoNy paper's
+         fixed-landmark phase (k-means on the projected q / k per head, then fine-tuning
+         with the landmarks held fixed) -> `cony-fixed`. Training sequences are pairs of
+         train clips joined token-wise (same class or not, per-token labels), so the
+         model also learns to follow a change of class. Written to
+         MODELS/transformer.safetensors (+ labels.txt).
+
+Only train-split clips are used for training; nothing is selected on the test split.
+Deterministic: fixed seeds, single-process data, torch threads <= 2.
+"""
+
+import argparse
+import csv
+import json
+import os
+import subprocess
+import sys
+import time
+
+import numpy as np
+import torch
+import torch.nn as nn
+import torch.nn.functional as F
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+sys.path.insert(0, HERE)
+
+import mel_reference  # noqa: E402
+import safetensors_io  # noqa: E402
+from conyref.model import ConyEncoderClassifier, save_checkpoint  # noqa: E402
+from export import export_model  # noqa: E402
+from train import WindowSampler, fit_block_landmarks, train_epochs  # noqa: E402
+from vggish_model import VGGishLike  # noqa: E402
+
+PATCH = 96          # frames per CNN window (0.96 s)
+STRIDE = 25         # frames between windows (0.25 s): one token per stride
+N_MELS = 64
+FRONTEND = dict(kind="audio-logmel-vggish", sample_rate=16000, window_samples=400,
+                hop_samples=160, fft=512, n_mels=N_MELS, fmin=125.0, fmax=7500.0,
+                log_offset=0.01, patch_frames=PATCH, stride_frames=STRIDE,
+                token_seconds=STRIDE * 0.01, postprocess="none")
+
+
+def log(*a):
+    print(time.strftime("%H:%M:%S"), *a, flush=True)
+
+
+def read_manifest(dataset):
+    with open(os.path.join(dataset, "manifest.csv"), newline="") as f:
+        rows = list(csv.DictReader(f))
+    with open(os.path.join(dataset, "labels.txt")) as f:
+        labels = [line.strip() for line in f if line.strip()]
+    for r in rows:
+        if r["label"] not in labels:
+            raise ValueError(f"manifest: {r['path']}: label {r['label']} not in labels.txt")
+    return rows, labels
+
+
+def npy_path(work, kind, clip):
+    return os.path.join(work, kind, os.path.splitext(clip)[0] + ".npy")
+
+
+def run(cmd):
+    r = subprocess.run(cmd, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    if r.returncode != 0:
+        raise RuntimeError(f"{' '.join(cmd)} failed ({r.returncode}): {r.stderr.strip()}")
+
+
+def read_wav_mono16k(path):
+    import wave
+    with wave.open(path, "rb") as w:
+        assert w.getframerate() == 16000 and w.getnchannels() == 1 and w.getsampwidth() == 2, path
+        x = np.frombuffer(w.readframes(w.getnframes()), dtype="<i2")
+    return x.astype(np.float64) / 32768.0
+
+
+# ----------------------------------------------------------------------------- mel
+def stage_mel(args, rows):
+    t0 = time.time()
+    done = 0
+    for r in rows:
+        out = npy_path(args.work, "mel", r["path"])
+        wav = os.path.join(args.dataset, r["path"])
+        if os.path.exists(out) and os.path.getmtime(out) >= os.path.getmtime(wav):
+            continue        # computed from this very file before
+        os.makedirs(os.path.dirname(out), exist_ok=True)
+        run([args.cony, "mel", wav, "-o", out])
+        done += 1
+    # the C front end against the float64 reference on a few clips (one per class)
+    worst = 0.0
+    seen = set()
+    for r in rows:
+        if r["label"] in seen:
+            continue
+        seen.add(r["label"])
+        ref = mel_reference.log_mel(read_wav_mono16k(os.path.join(args.dataset, r["path"])),
+                                    **mel_reference.VGGISH)
+        c = np.load(npy_path(args.work, "mel", r["path"]))
+        if c.shape != ref.shape:
+            raise RuntimeError(f"cony mel {r['path']}: shape {c.shape}, reference {ref.shape}")
+        worst = max(worst, float(np.abs(c - ref).max()))
+    log(f"mel: {done} clips through cony mel ({time.time() - t0:.0f} s); cony mel vs "
+        f"mel_reference.py on {len(seen)} clips: max |diff| {worst:.2e}")
+    if worst > 1e-3:
+        raise RuntimeError(f"cony mel disagrees with mel_reference.py by {worst}")
+
+
+# ----------------------------------------------------------------------------- cnn
+def cnn_layout(args):
+    c = [int(v) for v in args.conv.split(",")]
+    if len(c) != 6:
+        raise ValueError("--conv: six widths (VGGish has six convolutions)")
+    conv = (c[0], "M", c[1], "M", c[2], c[3], "M", c[4], c[5], "M")
+    fc = tuple(int(v) for v in args.fc.split(",")) + (args.embed,)
+    return conv, fc
+
+
+class PatchClassifier(nn.Module):
+    def __init__(self, conv, fc, classes, dropout):
+        super().__init__()
+        self.cnn = VGGishLike(conv, fc, final_relu=False)
+        self.drop = nn.Dropout(dropout)
+        self.head = nn.Linear(fc[-1], classes)
+
+    def forward(self, x):
+        e = self.cnn(x)
+        return self.head(self.drop(F.relu(e)))
+
+
+LOG_OFFSET = FRONTEND["log_offset"]
+
+
+def augment(xb, yb, mels, y, silence, rng, quiet_frac=0.0, clip_db=None):
+    """Augmentation in the log-mel domain, exact where it can be: the mel energies
+    (exp(L) - offset) are linear in the waveform's amplitude, so a gain g is
+    L' = log(g (exp(L) - offset) + offset). Per patch: a gain of -6..+6 dB; with
+    probability 0.5 a patch of another non-silence clip added 12..30 dB down (mel
+    energies added: an approximation of mixing the waveforms); a shift of -2..2 mel
+    bands (p 0.3); one frequency mask of 1..8 bands and one time mask of 1..16 frames
+    (p 0.3 each, filled with the patch's floor). Silence patches get only gain (kept at
+    most -58 dBFS + 6 dB, still far below the quietest noise) and no mixing. A share
+    quiet_frac of the other patches is scaled down to a silence level (clip_db: the RMS
+    level in dBFS of each patch's clip) and relabelled silence."""
+    B = xb.shape[0]
+    yb = yb.copy()
+    e = np.maximum(np.exp(xb.astype(np.float64)) - LOG_OFFSET, 0.0)
+    for j in range(B):
+        if silence >= 0 and yb[j] != silence and rng.random() < quiet_frac:
+            # "the same sound, far away": scaled to a clip level of -90..-58 dBFS RMS,
+            # the silence class's range
+            e[j] *= 10 ** ((rng.uniform(-90, -58) - clip_db[j]) / 20.0)
+            yb[j] = silence
+            continue
+        e[j] *= 10 ** (rng.uniform(-6, 6) / 20.0)        # mel values are magnitudes
+        if yb[j] != silence and rng.random() < 0.5:
+            i = int(rng.integers(len(mels)))
+            while y[i] == silence:
+                i = int(rng.integers(len(mels)))
+            m = mels[i]
+            t = int(rng.integers(0, m.shape[0] - PATCH + 1))
+            other = np.maximum(np.exp(m[t:t + PATCH].astype(np.float64)) - LOG_OFFSET, 0.0)
+            # scale the other patch to sit 12..30 dB below this one (mean magnitude)
+            ratio = e[j].mean() / max(other.mean(), 1e-12)
+            e[j] += other * ratio * 10 ** (-rng.uniform(12, 30) / 20.0)
+    out = np.log(e + LOG_OFFSET)
+    for j in range(B):
+        if yb[j] == silence:
+            continue
+        if rng.random() < 0.3:
+            k = int(rng.integers(-2, 3))
+            if k:
+                out[j] = np.roll(out[j], k, axis=1)
+                if k > 0:
+                    out[j, :, :k] = out[j, :, k:k + 1]
+                else:
+                    out[j, :, k:] = out[j, :, k - 1:k]
+        floor = out[j].min()
+        if rng.random() < 0.3:
+            w = int(rng.integers(1, 9))
+            f0 = int(rng.integers(0, N_MELS - w + 1))
+            out[j, :, f0:f0 + w] = floor
+        if rng.random() < 0.3:
+            w = int(rng.integers(1, 17))
+            t0 = int(rng.integers(0, PATCH - w + 1))
+            out[j, t0:t0 + w, :] = floor
+    return out.astype(np.float32), yb
+
+
+def load_mels(args, rows):
+    return [np.load(npy_path(args.work, "mel", r["path"])).astype(np.float32) for r in rows]
+
+
+def stage_cnn(args, rows, labels):
+    torch.manual_seed(args.seed)
+    rng = np.random.default_rng(args.seed)
+    train = [r for r in rows if r["split"] == "train"]
+    mels = load_mels(args, train)
+    y = np.array([labels.index(r["label"]) for r in train])
+    silence = labels.index("silence") if "silence" in labels else -1
+    clip_db = np.array([20 * np.log10(np.sqrt(np.mean(read_wav_mono16k(
+        os.path.join(args.dataset, r["path"])) ** 2)) + 1e-12) for r in train])
+    conv, fc = cnn_layout(args)
+    model = PatchClassifier(conv, fc, len(labels), args.cnn_dropout)
+    nparams = sum(p.numel() for p in model.cnn.parameters())
+    log(f"cnn: conv {conv} fc {fc}: {nparams} parameters; {len(train)} train clips")
+    opt = torch.optim.AdamW(model.parameters(), lr=args.cnn_lr, weight_decay=1e-4)
+    steps_per_epoch = (len(train) * args.patches_per_clip) // args.cnn_batch
+    total = steps_per_epoch * args.cnn_epochs
+    sched = torch.optim.lr_scheduler.OneCycleLR(opt, args.cnn_lr, total_steps=total,
+                                                pct_start=0.15)
+    for epoch in range(args.cnn_epochs):
+        t0 = time.time()
+        # each epoch: patches_per_clip patches per clip at random frame offsets
+        ci = np.repeat(np.arange(len(train)), args.patches_per_clip)
+        rng.shuffle(ci)
+        model.train()
+        correct = seen = 0
+        loss_sum = 0.0
+        for s in range(steps_per_epoch):
+            idx = ci[s * args.cnn_batch:(s + 1) * args.cnn_batch]
+            xb = np.empty((len(idx), PATCH, N_MELS), np.float32)
+            for j, i in enumerate(idx):
+                m = mels[i]
+                t = int(rng.integers(0, m.shape[0] - PATCH + 1))
+                xb[j] = m[t:t + PATCH]
+            if args.augment:
+                xb, yb = augment(xb, y[idx], mels, y, silence, rng, args.quiet_frac,
+                                 clip_db[idx])
+            else:
+                yb = y[idx]
+            xb = torch.from_numpy(xb)
+            yb = torch.from_numpy(yb)
+            logits = model(xb)
+            loss = F.cross_entropy(logits, yb, label_smoothing=0.05)
+            opt.zero_grad()
+            loss.backward()
+            opt.step()
+            sched.step()
+            loss_sum += loss.item() * len(idx)
+            correct += (logits.argmax(1) == yb).sum().item()
+            seen += len(idx)
+        log(f"cnn epoch {epoch + 1}/{args.cnn_epochs}: loss {loss_sum / seen:.4f} "
+            f"train patch acc {correct / seen:.3f} ({time.time() - t0:.0f} s)")
+    model.eval()
+    torch.save({"state_dict": model.state_dict(), "conv": conv, "fc": fc},
+               os.path.join(args.work, "cnn.pt"))
+    export_cnn(model.cnn, os.path.join(args.models, "vggish.safetensors"))
+
+
+def export_cnn(cnn, path):
+    tensors = {k: v.detach().float().numpy() for k, v in cnn.state_dict().items()}
+    meta = {"architecture": "vggish", "input_height": str(PATCH), "input_width": str(N_MELS),
+            "input_channels": "1", "final_relu": "false",
+            "frontend": json.dumps(FRONTEND, separators=(",", ":"))}
+    os.makedirs(os.path.dirname(path), exist_ok=True)
+    safetensors_io.save(path, tensors, meta)
+    log(f"wrote {path} ({os.path.getsize(path)} bytes)")
+
+
+# ----------------------------------------------------------------------------- embed
+def stage_embed(args, rows):
+    t0 = time.time()
+    model_path = os.path.join(args.models, "vggish.safetensors")
+    for r in rows:
+        out = npy_path(args.work, "tokens", r["path"])
+        os.makedirs(os.path.dirname(out), exist_ok=True)
+        run([args.cony, "embed", "--model", model_path, "--stride", str(STRIDE),
+             os.path.join(args.dataset, r["path"]), "-o", out])
+    # the C embeddings against the torch CNN on a few clips
+    ck = torch.load(os.path.join(args.work, "cnn.pt"))
+    cnn = VGGishLike(ck["conv"], ck["fc"], final_relu=False)
+    cnn.load_state_dict({k[4:]: v for k, v in ck["state_dict"].items() if k.startswith("cnn.")})
+    cnn.eval()
+    worst = 0.0
+    for r in rows[::97]:
+        m = np.load(npy_path(args.work, "mel", r["path"]))
+        starts = range(0, m.shape[0] - PATCH + 1, STRIDE)
+        with torch.no_grad():
+            e = cnn(torch.from_numpy(np.stack([m[s:s + PATCH] for s in starts]))).numpy()
+        c = np.load(npy_path(args.work, "tokens", r["path"]))
+        if c.shape != e.shape:
+            raise RuntimeError(f"cony embed {r['path']}: shape {c.shape}, torch {e.shape}")
+        worst = max(worst, float(np.abs(c - e).max() / (np.abs(e).max() + 1e-9)))
+    log(f"embed: {len(rows)} clips through cony embed ({time.time() - t0:.0f} s); "
+        f"relative max |C - torch| {worst:.2e}")
+    if worst > 1e-3:
+        raise RuntimeError("cony embed disagrees with the torch CNN")
+
+
+# ----------------------------------------------------------------------------- transformer
+def pair_sequences(tokens, y, count, same_frac, rng):
+    """count sequences, each two clips' token sequences joined, with per-token labels.
+    same_frac of them join two clips of the same class."""
+    L = tokens[0].shape[0]
+    by_class = {c: np.flatnonzero(y == c) for c in np.unique(y)}
+    xs = np.empty((count, 2 * L, tokens[0].shape[1]), np.float32)
+    ys = np.empty((count, 2 * L), np.int64)
+    for i in range(count):
+        a = int(rng.integers(len(tokens)))
+        if rng.random() < same_frac:
+            b = int(rng.choice(by_class[y[a]]))
+        else:
+            b = int(rng.integers(len(tokens)))
+        xs[i] = np.concatenate([tokens[a], tokens[b]])
+        ys[i, :L] = y[a]
+        ys[i, L:] = y[b]
+    return xs, ys
+
+
+def stage_tf(args, rows, labels):
+    torch.manual_seed(args.seed)
+    rng = np.random.default_rng(args.seed + 1)
+    train = [r for r in rows if r["split"] == "train"]
+    tokens = [np.load(npy_path(args.work, "tokens", r["path"])) for r in train]
+    lens = {t.shape[0] for t in tokens}
+    if len(lens) != 1:
+        raise RuntimeError(f"clips give different token counts {sorted(lens)}")
+    y = np.array([labels.index(r["label"]) for r in train])
+    x, yy = pair_sequences(tokens, y, args.pairs, args.same_frac, rng)
+    E = x.shape[2]
+    model = ConyEncoderClassifier(E, args.d, args.heads, args.ff, 1, args.window,
+                                  args.landmarks, "cony", labels,
+                                  positional_encoding="learned", frontend=FRONTEND,
+                                  dropout=args.tf_dropout)
+    T = model.config["positional_rows"]
+    sampler = WindowSampler(x, yy, args.window, T, args.warmup_fraction, args.seed)
+    log(f"transformer: d {args.d} heads {args.heads} ff {args.ff} n {args.window} "
+        f"m {args.landmarks}; {len(x)} paired sequences of {x.shape[1]} tokens")
+    train_epochs(model, sampler, args.tf_epochs, args.tf_batches, args.tf_batch, args.tf_lr,
+                 1e-4, log=log)
+    os.makedirs(args.models, exist_ok=True)
+    model.eval()
+    save_checkpoint(model, os.path.join(args.work, "transformer_cony.pt"))
+    export_model(model, os.path.join(args.work, "transformer_cony.safetensors"))
+    fit_block_landmarks(model, sampler, 0, args.kmeans_windows, seed=args.seed)
+    log(f"fixed landmarks by k-means (m = {args.landmarks}, {args.heads} heads); fine-tuning "
+        f"as cony-fixed")
+    train_epochs(model, sampler, args.finetune_epochs, args.tf_batches, args.tf_batch,
+                 args.tf_lr * 0.3, 1e-4, log=log)
+    model.eval()
+    save_checkpoint(model, os.path.join(args.work, "transformer.pt"))
+    path = os.path.join(args.models, "transformer.safetensors")
+    export_model(model, path)
+    with open(os.path.join(args.models, "labels.txt"), "w") as f:
+        f.write("\n".join(labels) + "\n")
+    log(f"wrote {path} ({os.path.getsize(path)} bytes), labels.txt")
+
+
+def main():
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--dataset", default="out/audio-dataset-300")
+    ap.add_argument("--cony", default="build-train/tools/cony")
+    ap.add_argument("--work", default="out/train-audio")
+    ap.add_argument("--models", default="models/audio")
+    ap.add_argument("--stages", default="mel,cnn,embed,tf")
+    ap.add_argument("--seed", type=int, default=20261121)
+    ap.add_argument("--threads", type=int, default=2)
+    # CNN
+    ap.add_argument("--conv", default="16,32,48,48,64,64")
+    ap.add_argument("--fc", default="128,128")
+    ap.add_argument("--embed", type=int, default=32, help="embedding size E (token size)")
+    ap.add_argument("--cnn-epochs", type=int, default=20)
+    ap.add_argument("--patches-per-clip", type=int, default=5)
+    ap.add_argument("--cnn-batch", type=int, default=64)
+    ap.add_argument("--cnn-lr", type=float, default=3e-3)
+    ap.add_argument("--cnn-dropout", type=float, default=0.3)
+    ap.add_argument("--no-augment", dest="augment", action="store_false")
+    ap.add_argument("--quiet-frac", type=float, default=0.05,
+                    help="share of non-silence patches scaled to -90..-58 dBFS and labelled silence")
+    # transformer
+    ap.add_argument("--d", type=int, default=32)
+    ap.add_argument("--heads", type=int, default=2)
+    ap.add_argument("--ff", type=int, default=64)
+    ap.add_argument("--window", type=int, default=8)
+    ap.add_argument("--landmarks", type=int, default=4)
+    ap.add_argument("--pairs", type=int, default=4000)
+    ap.add_argument("--same-frac", type=float, default=0.5)
+    ap.add_argument("--warmup-fraction", type=float, default=0.25)
+    ap.add_argument("--tf-epochs", type=int, default=12)
+    ap.add_argument("--finetune-epochs", type=int, default=4)
+    ap.add_argument("--tf-batches", type=int, default=100)
+    ap.add_argument("--tf-batch", type=int, default=64)
+    ap.add_argument("--tf-lr", type=float, default=2e-3)
+    ap.add_argument("--tf-dropout", type=float, default=0.1)
+    ap.add_argument("--kmeans-windows", type=int, default=512)
+    args = ap.parse_args()
+
+    torch.set_num_threads(max(1, min(2, args.threads)))
+    rows, labels = read_manifest(args.dataset)
+    os.makedirs(args.work, exist_ok=True)
+    stages = args.stages.split(",")
+    t0 = time.time()
+    if "mel" in stages:
+        stage_mel(args, rows)
+    if "cnn" in stages:
+        stage_cnn(args, rows, labels)
+    if "embed" in stages:
+        stage_embed(args, rows)
+    if "tf" in stages:
+        stage_tf(args, rows, labels)
+    log(f"done in {time.time() - t0:.0f} s")
+
+
+if __name__ == "__main__":
+    main()

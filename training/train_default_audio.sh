@@ -1,0 +1,67 @@
+#!/usr/bin/env bash
+# Rebuilds the shipped default audio model (models/audio/) from a fresh checkout:
+#
+#   training/train_default_audio.sh [--rebuild-dataset] [--models DIR] [-- extra train args]
+#
+#   1. the labelled clip data set from Debian packages (training/data/build_audio_dataset.sh
+#      --per-class 300 -> out/audio-dataset-300; skipped when its manifest already exists, unless
+#      --rebuild-dataset; needs root for apt-get the first time),
+#   2. the `cony` tool (meson + ninja in build-train/, if not built yet),
+#   3. training/train_default_audio.py: log-mel with `cony mel`, the reduced VGGish CNN,
+#      its embeddings with `cony embed`, the CoNy encoder-classifier (cony, then k-means
+#      fixed landmarks and fine-tuning -> cony-fixed), export to models/audio/,
+#   4. training/eval_default_audio.py: held-out per-step accuracy through the C tools,
+#      written into models/audio/MODEL.md.
+# Work files go to out/train-audio/ (gitignored). About 20 minutes on 2 cores.
+set -euo pipefail
+
+REPO=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
+cd "$REPO"
+PY=/usr/bin/python3
+# 300 clips per class (the data set script's default is 120): more distinct segments of the
+# same recordings, which the CNN needs to generalise to unseen recordings.
+DATASET=out/audio-dataset-300
+PER_CLASS=300
+BUILD=${CONY_BUILD_DIR:-build-train}
+MODELS=models/audio
+REBUILD=0
+EXTRA=()
+while [ $# -gt 0 ]; do
+  case $1 in
+    --rebuild-dataset) REBUILD=1 ;;
+    --models) MODELS=$2; shift ;;
+    --) shift; EXTRA=("$@"); break ;;
+    *) echo "usage: $0 [--rebuild-dataset] [--models DIR] [-- train args]" >&2; exit 2 ;;
+  esac
+  shift
+done
+
+T0=$(date +%s)
+stamp() { echo "train_default_audio: [$(( $(date +%s) - T0 )) s] $*" >&2; }
+
+if [ "$REBUILD" = 1 ] || [ ! -f "$DATASET/manifest.csv" ]; then
+  stamp "building the data set"
+  bash training/data/build_audio_dataset.sh "$DATASET" --per-class "$PER_CLASS"
+fi
+
+if [ ! -x "$BUILD/tools/cony" ]; then
+  stamp "building cony in $BUILD"
+  [ -d "$BUILD" ] || meson setup "$BUILD" >/dev/null
+fi
+if ! ninja -C "$BUILD" -j2 tools/cony >/dev/null; then
+  [ -x "$BUILD/tools/cony" ] || { echo "train_default_audio: building cony failed" >&2; exit 1; }
+  echo "train_default_audio: warning: rebuilding cony failed; using the existing $BUILD/tools/cony" >&2
+fi
+
+stamp "training"
+"$PY" training/train_default_audio.py --dataset "$DATASET" --cony "$BUILD/tools/cony" \
+  --work out/train-audio --models "$MODELS" "${EXTRA[@]}"
+
+stamp "evaluating (C path)"
+"$BUILD/tools/cony" info "$MODELS/transformer.safetensors" >/dev/null
+UPDATE=(); [ -f "$MODELS/MODEL.md" ] && UPDATE=(--update-model-md)
+"$PY" training/eval_default_audio.py --dataset "$DATASET" --cony "$BUILD/tools/cony" \
+  --models "$MODELS" --json out/train-audio/eval.json "${UPDATE[@]}" > out/train-audio/eval.md
+cat out/train-audio/eval.md
+du -b "$MODELS"/* >&2
+stamp "done"
