@@ -12,6 +12,7 @@
 # apt-get if missing (needs root); the two data packages are only downloaded (`apt-get download`)
 # into out/.demo-cache and the two files unpacked from them, never installed. If the data set
 # build (training/data/build_audio_dataset.sh) already unpacked them, that copy is used.
+# The output is the same byte for byte from run to run (sox -R, no dither).
 # Licences: frozen-bubble-data GPL-2; sound-theme-freedesktop phone-* GPL-2+; espeak-ng GPL-3+.
 set -euo pipefail
 
@@ -69,11 +70,11 @@ espeak-ng -v en-us -s 160 -w "$tmp/speech_raw.wav" \
   "This is a short test of the continual transformer. It listens to the sound, a quarter of a \
 second at a time, and says what it hears. First, a voice; then, some music; and at the end, \
 an alarm that keeps ringing."
-sox "$tmp/speech_raw.wav" "${FMT[@]}" "$tmp/speech.wav" norm -20 pad 0 7 trim 0 7
-sox "$music" "${FMT[@]}" "$tmp/music.wav" trim 60 8 norm -18
-sox "$alarm" "${FMT[@]}" "$tmp/alarm1.wav"
-sox "$tmp/alarm1.wav" "$tmp/alarm1.wav" "$tmp/alarm1.wav" "$tmp/alarm1.wav" "$tmp/alarm1.wav" \
+sox -V1 -R -D "$tmp/speech_raw.wav" "${FMT[@]}" "$tmp/speech.wav" norm -20 pad 0 7 trim 0 7
+sox -R -D "$music" "${FMT[@]}" "$tmp/music.wav" trim 60 8 norm -18
+sox -R -D "$alarm" "${FMT[@]}" "$tmp/alarm1.wav"
+sox -R -D "$tmp/alarm1.wav" "$tmp/alarm1.wav" "$tmp/alarm1.wav" "$tmp/alarm1.wav" "$tmp/alarm1.wav" \
   "$tmp/alarm1.wav" "$tmp/alarm1.wav" "$tmp/alarm1.wav" "$tmp/alarm_rep.wav"
-sox "$tmp/alarm_rep.wav" "${FMT[@]}" "$tmp/alarm.wav" trim 0 5 norm -18
-sox "$tmp/speech.wav" "$tmp/music.wav" "$tmp/alarm.wav" "${FMT[@]}" "$OUT"
+sox -R -D "$tmp/alarm_rep.wav" "${FMT[@]}" "$tmp/alarm.wav" trim 0 5 norm -18
+sox -R -D "$tmp/speech.wav" "$tmp/music.wav" "$tmp/alarm.wav" "${FMT[@]}" "$OUT"
 echo "make_demo_clip: wrote $OUT ($(soxi -D "$OUT") s): speech 0-7 s, music 7-15 s, alarm 15-20 s" >&2
