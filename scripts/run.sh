@@ -1,8 +1,18 @@
 #!/usr/bin/env bash
-# The main job: sets up, builds, and runs the attention benchmark (every variant side
-# by side at the papers' setting n=120, d=192, 16 heads, m=4).
+# The main job: sets up, builds, and classifies an audio clip with the shipped default
+# model through GStreamer (conymel ! conyvggish ! conytransformer), printing one line
+# per step: time, label, confidence.
+#
+#   scripts/run.sh            # a generated demo clip (speech, then music, then an alarm)
+#   scripts/run.sh FILE|URI   # any media file GStreamer can decode
 set -euo pipefail
 cd "$(dirname "$0")/.."
 bash scripts/setup.sh
 bash scripts/build.sh
-exec build/tools/cony bench attention "$@"
+input=${1:-}
+if [ -z "$input" ]; then
+  bash scripts/make_demo_clip.sh out/demo.wav >&2
+  input=out/demo.wav
+  echo "# out/demo.wav: speech 0-7 s, music 7-15 s, alarm 15-20 s" >&2
+fi
+exec bash pipelines/file.sh "$input"
