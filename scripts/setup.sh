@@ -12,6 +12,7 @@ PACKAGES=(
   libavutil-dev libswresample-dev
   python3 python3-numpy python3-torch
   python3-gi gir1.2-gstreamer-1.0
+  espeak-ng sox libsox-fmt-base
 )
 
 missing=()
