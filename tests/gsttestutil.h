@@ -6,3 +6,8 @@
  * PTS base + i·step_ns, duration len·step_ns; the first buffer DISCONT when asked. */
 void cony_test_push_tokens (GstHarness *h, const float *x, guint dim, gsize from, gsize n, guint k,
                             GstClockTime base, GstClockTime step_ns, gboolean discont);
+
+/* Sends stream-start and caps @caps_string into the harnessed element and checks that
+ * they are refused: the element's sink pad has no caps and nothing comes out. The
+ * element's messages go to a private bus (an error is expected). Tears @h down. */
+void cony_test_assert_caps_refused (GstHarness *h, const char *caps_string);

@@ -394,20 +394,7 @@ test_wrong_caps_refused (void)
   };
   for (guint i = 0; i < G_N_ELEMENTS (bad); i++) {
     GstHarness *h = new_harness ("small.safetensors", NULL);
-    GstBus *bus = gst_bus_new ();
-    gst_element_set_bus (h->element, bus);
-    GstPad *sinkpad = gst_element_get_static_pad (h->element, "sink");
-    gst_pad_push_event (h->srcpad, gst_event_new_stream_start ("test"));
-    GstCaps *caps = gst_caps_from_string (bad[i]);
-    g_assert_nonnull (caps);
-    gst_pad_push_event (h->srcpad, gst_event_new_caps (caps));
-    gst_caps_unref (caps);
-    g_assert_false (gst_pad_has_current_caps (sinkpad));
-    g_assert_null (gst_harness_try_pull (h));
-    gst_object_unref (sinkpad);
-    gst_element_set_bus (h->element, NULL);
-    gst_object_unref (bus);
-    gst_harness_teardown (h);
+    cony_test_assert_caps_refused (h, bad[i]);
   }
 }
 
