@@ -9,20 +9,23 @@
 struct _ConyEncoder {
   const ConyModel *model;
   int d_in, d, ff, n, blocks, classes, T;
+  int k;          /* tokens per step */
   ConyAttention *attn[CONY_MODEL_MAX_BLOCKS];
   ConyAttentionVariant variant[CONY_MODEL_MAX_BLOCKS];
   guint64 steps;
+  guint64 tokens; /* tokens fed since the reset = steps · k */
   /* state: the last n block-1 inputs, token of stream index s in slot s mod n */
   float *ring;
   /* scratch, allocated once */
-  float *u;      /* (d) the newest block-1 input */
+  float *u;      /* (k, d) the step's block-1 inputs */
   float *att;    /* (n, d) attention output rows */
   float *y;      /* (n, d) after residual + LN1 */
   float *h;      /* (n, ff) feed-forward hidden */
   float *z;      /* (n, d) block output */
-  float *a2;     /* (d) block-2 attention output */
-  float *v2;     /* (d) block-2 vectors */
-  float *h2;     /* (ff) */
+  float *a2;     /* (d), or (n, d) when k > 1: block-2 attention output */
+  float *v2;     /* (2k, d) block-2 vectors */
+  float *h2;     /* (k, ff) */
+  float *pool;   /* (d) mean of the k rows after the final LN */
 };
 
 static void
@@ -105,6 +108,7 @@ cony_encoder_free (ConyEncoder *e)
   g_free (e->a2);
   g_free (e->v2);
   g_free (e->h2);
+  g_free (e->pool);
   g_free (e);
 }
 
@@ -126,6 +130,12 @@ cony_encoder_new (const ConyModel *model, int override_variant, GError **error)
   e->blocks = c->blocks;
   e->classes = c->n_classes;
   e->T = c->positional_rows;
+  e->k = MAX (c->tokens_per_step, 1);
+  if (e->k > e->n) {
+    g_set_error (error, CONY_ERROR, CONY_ERROR_INVALID, "%s: tokens_per_step = %d is larger than the "
+                 "window n = %d", model->path, e->k, e->n);
+    return NULL;
+  }
   for (int b = 0; b < c->blocks; b++) {
     ConyAttentionVariant v = override_variant >= 0 ? (ConyAttentionVariant) override_variant
                                                    : c->attention[b];
@@ -141,7 +151,10 @@ cony_encoder_new (const ConyModel *model, int override_variant, GError **error)
                    cony_attention_variant_name (c->attention[b]));
       return NULL;
     }
-    ConyAttentionConfig ac = cony_model_attention_config (model, b, v, c->blocks == 2 && b == 0);
+    /* Block 1 of 2 is retroactive; block 2 of 2 too when a step outputs k > 1 rows (its
+     * windowed pass then gives every row, of which the k newest are used). */
+    gboolean retro = c->blocks == 2 && (b == 0 || e->k > 1);
+    ConyAttentionConfig ac = cony_model_attention_config (model, b, v, retro);
     ConyAttentionWeights w = model->block[b].attn;
     if (!cony_attention_variant_uses_fixed_landmarks (v))
       w.q_landmarks = w.k_landmarks = NULL;
@@ -153,15 +166,16 @@ cony_encoder_new (const ConyModel *model, int override_variant, GError **error)
       return NULL;
     }
   }
-  gsize n = e->n, d = e->d, ff = e->ff;
-  e->u = g_new0 (float, d);
+  gsize n = e->n, d = e->d, ff = e->ff, k = e->k;
+  e->u = g_new0 (float, k * d);
   e->att = g_new0 (float, n * d);
   e->y = g_new0 (float, n * d);
   e->h = g_new0 (float, n * ff);
   e->z = g_new0 (float, n * d);
-  e->a2 = g_new0 (float, d);
-  e->v2 = g_new0 (float, 2 * d);
-  e->h2 = g_new0 (float, ff);
+  e->a2 = g_new0 (float, k > 1 ? n * d : d);
+  e->v2 = g_new0 (float, 2 * k * d);
+  e->h2 = g_new0 (float, k * ff);
+  e->pool = g_new0 (float, d);
   if (e->blocks == 2)
     e->ring = g_new0 (float, n * d);
   return g_steal_pointer (&e);
@@ -173,6 +187,7 @@ cony_encoder_reset (ConyEncoder *e)
   for (int b = 0; b < e->blocks; b++)
     cony_attention_reset (e->attn[b]);
   e->steps = 0;
+  e->tokens = 0;
   if (e->ring)
     memset (e->ring, 0, sizeof (float) * e->n * e->d);
 }
@@ -186,7 +201,13 @@ cony_encoder_steps (const ConyEncoder *e)
 int
 cony_encoder_window_fill (const ConyEncoder *e)
 {
-  return (int) MIN (e->steps, (guint64) e->n);
+  return (int) MIN (e->tokens, (guint64) e->n);
+}
+
+int
+cony_encoder_tokens_per_step (const ConyEncoder *e)
+{
+  return e->k;
 }
 
 ConyAttentionVariant
@@ -196,52 +217,88 @@ cony_encoder_block_variant (const ConyEncoder *e, int block)
 }
 
 void
-cony_encoder_step (ConyEncoder *e, const float *token, float *logits)
+cony_encoder_step (ConyEncoder *e, const float *tokens, float *logits)
 {
   const ConyModel *m = e->model;
-  int d = e->d, n = e->n;
-  guint64 t = e->steps;
+  int d = e->d, n = e->n, k = e->k;
+  guint64 t0 = e->tokens;           /* stream index of the step's first token */
+  guint64 last = t0 + (guint64) k - 1;
 
-  /* u = W_in x + b_in + P[t mod T] */
-  const float *pos = m->pos_embedding + (gsize) (t % (guint64) e->T) * d;
-  for (int i = 0; i < d; i++)
-    e->u[i] = m->input_proj_bias[i] + pos[i];
-  cblas_sgemv (CblasRowMajor, CblasNoTrans, d, e->d_in, 1.0f, m->input_proj_weight, e->d_in, token, 1,
-               1.0f, e->u, 1);
+  /* u_i = W_in x_i + b_in + P[(t0 + i) mod T] for the k tokens of the step */
+  for (int i = 0; i < k; i++) {
+    const float *pos = m->pos_embedding + (gsize) ((t0 + (guint64) i) % (guint64) e->T) * d;
+    float *ui = e->u + (gsize) i * d;
+    for (int j = 0; j < d; j++)
+      ui[j] = m->input_proj_bias[j] + pos[j];
+  }
+  if (k == 1)
+    cblas_sgemv (CblasRowMajor, CblasNoTrans, d, e->d_in, 1.0f, m->input_proj_weight, e->d_in, tokens,
+                 1, 1.0f, e->u, 1);
+  else
+    cblas_sgemm (CblasRowMajor, CblasNoTrans, CblasTrans, k, d, e->d_in, 1.0f, tokens, e->d_in,
+                 m->input_proj_weight, e->d_in, 1.0f, e->u, d);
 
-  const float *final;
+  const float *final;  /* k rows */
   if (e->blocks == 1) {
-    cony_attention_step (e->attn[0], e->u, e->att);
-    block_tail (e, &m->block[0], 1, e->u, e->att, e->y, e->h, e->z);
+    /* single output: one row per new query (the k newest tokens) */
+    if (k == 1)
+      cony_attention_step (e->attn[0], e->u, e->att);
+    else
+      cony_attention_step_tokens (e->attn[0], e->u, k, e->att);
+    block_tail (e, &m->block[0], k, e->u, e->att, e->y, e->h, e->z);
     final = e->z;
   } else {
     /* Block 1, retroactive: n rows, the last w of which belong to the window's tokens. */
-    memcpy (e->ring + (gsize) (t % (guint64) n) * d, e->u, sizeof (float) * d);
-    cony_attention_step (e->attn[0], e->u, e->att);
-    int w = (int) MIN (t + 1, (guint64) n);
+    for (int i = 0; i < k; i++)
+      memcpy (e->ring + (gsize) ((t0 + (guint64) i) % (guint64) n) * d, e->u + (gsize) i * d,
+              sizeof (float) * d);
+    if (k == 1)
+      cony_attention_step (e->attn[0], e->u, e->att);
+    else
+      cony_attention_step_tokens (e->attn[0], e->u, k, e->att);
+    int w = (int) MIN (last + 1, (guint64) n);
     /* Gather the window's block inputs oldest first into y (the residual source; the
      * tail adds the attention rows in place), then run the tail on the w real rows. */
     for (int i = 0; i < w; i++) {
-      guint64 s = t + 1 - (guint64) w + (guint64) i;
+      guint64 s = last + 1 - (guint64) w + (guint64) i;
       memcpy (e->y + (gsize) i * d, e->ring + (gsize) (s % (guint64) n) * d, sizeof (float) * d);
     }
     const float *att_rows = e->att + (gsize) (n - w) * d;
     block_tail (e, &m->block[0], w, e->y, att_rows, e->y, e->h, e->z);
-    /* Block 2: windowed single-output over the w rows of block 1. */
+    /* Block 2: windowed over the w rows of block 1; the rows of the k newest tokens
+     * (k <= w always: a step brings k tokens and k <= n). */
     cony_attention_forward_window (e->attn[1], e->z, w, e->a2);
-    const float *last = e->z + (gsize) (w - 1) * d;
-    block_tail (e, &m->block[1], 1, last, e->a2, e->v2, e->h2, e->v2 + d);
-    final = e->v2 + d;
+    const float *a2_rows = k == 1 ? e->a2 : e->a2 + (gsize) (n - k) * d;
+    const float *rows = e->z + (gsize) (w - k) * d;
+    float *v2 = e->v2, *z2 = e->v2 + (gsize) k * d;
+    block_tail (e, &m->block[1], k, rows, a2_rows, v2, e->h2, z2);
+    final = z2;
   }
 
-  /* LN + classifier; the LN runs on a copy so @final stays intact */
-  float *f = e->u; /* u is no longer needed this step */
-  memcpy (f, final, sizeof (float) * d);
-  layer_norm (f, d, m->norm_weight, m->norm_bias);
+  /* final LN per row (on a copy, so @final stays intact), mean over the k rows, then the
+   * classifier. k = 1: the row itself. */
+  float *f = e->pool;
+  if (k == 1) {
+    memcpy (f, final, sizeof (float) * d);
+    layer_norm (f, d, m->norm_weight, m->norm_bias);
+  } else {
+    float *row = e->u; /* u is no longer needed this step */
+    memset (f, 0, sizeof (float) * d);
+    for (int i = 0; i < k; i++) {
+      memcpy (row, final + (gsize) i * d, sizeof (float) * d);
+      layer_norm (row, d, m->norm_weight, m->norm_bias);
+      for (int j = 0; j < d; j++)
+        f[j] += row[j];
+    }
+    float inv = 1.0f / (float) k;
+    for (int j = 0; j < d; j++)
+      f[j] *= inv;
+  }
   memcpy (logits, m->classifier_bias, sizeof (float) * e->classes);
   cblas_sgemv (CblasRowMajor, CblasNoTrans, e->classes, d, 1.0f, m->classifier_weight, d, f, 1, 1.0f,
                logits, 1);
   e->steps++;
+  e->tokens += (guint64) k;
 }
 
 gsize
@@ -260,8 +317,8 @@ cony_encoder_state_bytes (const ConyEncoder *e)
 gsize
 cony_encoder_scratch_bytes (const ConyEncoder *e)
 {
-  gsize n = e->n, d = e->d, ff = e->ff;
-  return sizeof (float) * (d + 3 * n * d + n * ff + 3 * d + ff);
+  gsize n = e->n, d = e->d, ff = e->ff, k = e->k;
+  return sizeof (float) * (k * d + 3 * n * d + n * ff + (k > 1 ? n * d : d) + 2 * k * d + k * ff + d);
 }
 
 /* FLOPs of the SDA for the newest query against a window of n rows, all heads. */
@@ -295,24 +352,26 @@ double
 cony_encoder_flops_per_step (const ConyEncoder *e)
 {
   const ConyModelConfig *c = &e->model->config;
-  double d = c->d, ff = c->ff, n = c->window, din = c->d_in, cls = c->n_classes;
+  double d = c->d, ff = c->ff, n = c->window, din = c->d_in, cls = c->n_classes, k = e->k;
   double ln = 8 * d;                                  /* mean, var, normalise, affine */
   double tail_row = d + ln + (2 * d * ff + ff) + 8 * ff + (2 * ff * d + d) + d + ln;
-  double total = 2 * din * d + 2 * d;                 /* input projection, bias, position */
+  double total = k * (2 * din * d + 2 * d);           /* input projection, bias, position */
+  /* A k-token step: the attention layers' per-token counts k times (k new rows, k new
+   * queries; for the recomputing variants this overstates the shared window work). */
   if (e->blocks == 1) {
     ConyAttentionConfig ac = cony_model_attention_config (e->model, 0, e->variant[0], FALSE);
     ConyAttentionFlops af = cony_attention_flops (&ac);
-    total += af.sda + af.projections + tail_row;
+    total += k * (af.sda + af.projections + tail_row);
   } else {
     ConyAttentionConfig ac = cony_model_attention_config (e->model, 0, e->variant[0], TRUE);
     ConyAttentionFlops af = cony_attention_flops (&ac);
-    total += af.sda + af.projections + n * tail_row;
-    /* Block 2 recomputes over the window: k, v of n rows, q of the newest, out_proj, and
-     * the SDA of one query against the window (counted here: the layer's own count is
+    total += k * (af.sda + af.projections) + n * tail_row;
+    /* Block 2 recomputes over the window: k, v of n rows, q of the k newest, out_proj, and
+     * the SDA of k queries against the window (counted here: the layer's own count is
      * for a whole recomputed window). */
-    total += window_query_sda (e->variant[1], n, c->heads, d / c->heads, c->landmarks) +
-             (2 * n + 1) * (2 * d * d + d) + (2 * d * d + d) + tail_row;
+    total += k * window_query_sda (e->variant[1], n, c->heads, d / c->heads, c->landmarks) +
+             (2 * n + k) * (2 * d * d + d) + k * (2 * d * d + d) + k * tail_row;
   }
-  total += ln + 2 * d * cls + cls;
+  total += k * ln + (k > 1 ? k * d : 0) + 2 * d * cls + cls;
   return total;
 }

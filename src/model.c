@@ -116,9 +116,20 @@ cony_model_config_parse (const char *json, const char *origin, ConyModelConfig *
       !get_int (o, origin, "window", TRUE, 0, 1, MAX_WINDOW, &c->window, error) ||
       !get_int (o, origin, "landmarks", TRUE, 0, 1, MAX_WINDOW, &c->landmarks, error) ||
       !get_int (o, origin, "pinv_iterations", FALSE, 6, 1, 1000, &c->pinv_iterations, error) ||
-      !get_int (o, origin, "positional_rows", FALSE, 2 * c->window - 1, 1, 2 * MAX_WINDOW,
-                &c->positional_rows, error))
+      !get_int (o, origin, "tokens_per_step", FALSE, 1, 1, MAX_WINDOW, &c->tokens_per_step, error))
     goto fail;
+  if (c->tokens_per_step > c->window) {
+    g_set_error (error, CONY_ERROR, CONY_ERROR_INVALID, "%s: model config: 'tokens_per_step' = %d is "
+                 "larger than the window (%d tokens): a step's tokens must fit in the window", origin,
+                 c->tokens_per_step, c->window);
+    goto fail;
+  }
+  {
+    int k = c->tokens_per_step, rows = (2 * c->window - 1 + k - 1) / k * k;
+    if (!get_int (o, origin, "positional_rows", FALSE, rows, 1, 2 * MAX_WINDOW,
+                  &c->positional_rows, error))
+      goto fail;
+  }
   if (c->d % c->heads != 0) {
     g_set_error (error, CONY_ERROR, CONY_ERROR_INVALID, "%s: model config: d = %d is not a multiple "
                  "of heads = %d", origin, c->d, c->heads);

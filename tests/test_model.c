@@ -75,13 +75,17 @@ tmp_path (const char *name)
   return g_build_filename (tmpdir, name, NULL);
 }
 
-/* Steps every token of @tokens through a fresh encoder and returns the max abs
- * difference to @want over all steps and classes. */
+/* Steps every token of @tokens through a fresh encoder, k = tokens_per_step at a time,
+ * and returns the max abs difference to @want (one row per step) over all steps and
+ * classes. */
 static double
 run_against (ConyEncoder *enc, const ConyModel *m, const ConyNpyArray *tokens,
              const ConyNpyArray *want, int *worst_step)
 {
-  int L = (int) tokens->shape[0], C = m->config.n_classes;
+  int k = cony_encoder_tokens_per_step (enc), C = m->config.n_classes;
+  g_assert_cmpint (k, ==, m->config.tokens_per_step);
+  g_assert_cmpint (tokens->shape[0] % k, ==, 0);
+  int L = (int) tokens->shape[0] / k, n = m->config.window;
   g_assert_cmpint (tokens->shape[1], ==, m->config.d_in);
   g_assert_cmpint (want->shape[0], ==, L);
   g_assert_cmpint (want->shape[1], ==, C);
@@ -90,8 +94,9 @@ run_against (ConyEncoder *enc, const ConyModel *m, const ConyNpyArray *tokens,
   *worst_step = -1;
   cony_encoder_reset (enc);
   for (int t = 0; t < L; t++) {
-    cony_encoder_step (enc, tokens->data + (gsize) t * m->config.d_in, logits);
+    cony_encoder_step (enc, tokens->data + (gsize) t * k * m->config.d_in, logits);
     g_assert_cmpuint (cony_encoder_steps (enc), ==, (guint64) t + 1);
+    g_assert_cmpint (cony_encoder_window_fill (enc), ==, MIN ((t + 1) * k, n));
     for (int c = 0; c < C; c++) {
       double e = fabs ((double) logits[c] - want->data[(gsize) t * C + c]);
       if (!(e <= worst)) {
@@ -116,7 +121,7 @@ test_golden (void)
   GError *error = NULL;
   g_autoptr (GDir) dir = g_dir_open (golden_dir, 0, &error);
   g_assert_no_error (error);
-  int cases = 0, overrides = 0, failures = 0;
+  int cases = 0, overrides = 0, failures = 0, multi = 0;
   g_autoptr (GPtrArray) entries = g_ptr_array_new_with_free_func (g_free);
   const char *name;
   while ((name = g_dir_read_name (dir)))
@@ -148,10 +153,12 @@ test_golden (void)
     g_assert_no_error (error);
     int step;
     double worst = run_against (enc, m, tokens, want, &step);
-    g_test_message ("%s (%d block(s), %s%s%s, n=%d m=%d): max |C - torch| = %.3g (step %d)", entry,
-                    m->config.blocks, cony_attention_variant_name (m->config.attention[0]),
+    g_test_message ("%s (%d block(s), %s%s%s, n=%d m=%d k=%d): max |C - torch| = %.3g (step %d)",
+                    entry, m->config.blocks, cony_attention_variant_name (m->config.attention[0]),
                     at ? " run as " : "", at ? at + 1 : "", m->config.window, m->config.landmarks,
-                    worst, step);
+                    m->config.tokens_per_step, worst, step);
+    if (m->config.tokens_per_step > 1)
+      multi++;
     if (!(worst <= 1e-4)) {
       g_test_message ("FAIL %s: step %d differs from the PyTorch model by %g (> 1e-4)", entry, step,
                       worst);
@@ -169,6 +176,7 @@ test_golden (void)
   }
   g_assert_cmpint (failures, ==, 0);
   g_assert_cmpint (cases, >=, 15);
+  g_assert_cmpint (multi, >=, 14);   /* the kK_ cases of gen_model_golden.py */
   g_assert_cmpint (overrides, >=, 4);
 }
 
@@ -309,6 +317,38 @@ test_load_errors (void)
   g_autofree char *c6 = replace (t->config, "\"blocks\":1", "\"blocks\":3");
   tensors_write (t, path, c6);
   expect_load_error (path, CONY_ERROR_INVALID, "blocks", NULL);
+
+  /* tokens_per_step: absent = 1; 1 .. n (this model has n = 7); an integer */
+  g_assert_cmpint (ok->config.tokens_per_step, ==, 1);
+  g_assert_cmpint (ok->config.positional_rows, ==, 13);
+  {
+    static const char *bad[] = { "0", "-2", "8", "1000000", "\"2\"", "2.5", "true" };
+    static const int codes[] = { CONY_ERROR_INVALID, CONY_ERROR_INVALID, CONY_ERROR_INVALID,
+                                 CONY_ERROR_INVALID, CONY_ERROR_FORMAT, CONY_ERROR_FORMAT,
+                                 CONY_ERROR_FORMAT };
+    for (guint b = 0; b < G_N_ELEMENTS (bad); b++) {
+      g_autofree char *with = g_strdup_printf ("\"tokens_per_step\":%s,\"labels\"", bad[b]);
+      g_autofree char *ck = replace (t->config, "\"labels\"", with);
+      tensors_write (t, path, ck);
+      expect_load_error (path, codes[b], "tokens_per_step", NULL);
+    }
+    g_autofree char *ck = replace (t->config, "\"labels\"", "\"tokens_per_step\":7,\"labels\"");
+    tensors_write (t, path, ck);
+    g_autoptr (ConyModel) km = cony_model_load (path, &error);
+    g_assert_no_error (error);
+    g_assert_cmpint (km->config.tokens_per_step, ==, 7);
+    g_autoptr (ConyEncoder) ke = cony_encoder_new (km, -1, &error);
+    g_assert_no_error (error);
+    g_assert_cmpint (cony_encoder_tokens_per_step (ke), ==, 7);
+    /* without positional_rows: the smallest multiple of k >= 2n - 1 (13 -> 16 for k = 4) */
+    g_autofree char *np = replace (t->config, "\"positional_rows\":13,", "\"tokens_per_step\":4,");
+    ConyModelConfig cfg;
+    g_assert_true (cony_model_config_parse (np, "np", &cfg, &error));
+    g_assert_no_error (error);
+    g_assert_cmpint (cfg.tokens_per_step, ==, 4);
+    g_assert_cmpint (cfg.positional_rows, ==, 16);
+    cony_model_config_clear (&cfg);
+  }
 
   /* the front-end parameters pass through as JSON text; a non-object is refused */
   g_autofree char *c8 = replace (t->config, "\"labels\"", "\"frontend\":{\"sample_rate\":16000,"
@@ -582,7 +622,8 @@ test_step_does_not_allocate (void)
    * landmark updates, nystrom every step: the SVD works in stack buffers). */
   const char *cases[] = { "b1_conyfixed", "b2_conyfixed", "b2_regular", "b1_continual",
                           "b2_continual", "b1_nystromfixed", "b2_nystromfixed", "b1_cony_r",
-                          "b2_cony_r", "b1_nystrom_r" };
+                          "b2_cony_r", "b1_nystrom_r", "k4_b1_cony_r", "k2_b1_conyfixed",
+                          "k4_b2_conyfixed", "k4_b2_cony_r" };
   for (guint c = 0; c < G_N_ELEMENTS (cases); c++) {
     GError *error = NULL;
     g_autofree char *name = g_strconcat (cases[c], ".safetensors", NULL);
@@ -591,14 +632,14 @@ test_step_does_not_allocate (void)
     g_assert_no_error (error);
     g_autoptr (ConyEncoder) enc = cony_encoder_new (m, -1, &error);
     g_assert_no_error (error);
-    float tok[64] = { 0 }, logits[64];
-    g_assert_cmpint (m->config.d_in, <=, 64);
+    float tok[256] = { 0 }, logits[64];
+    g_assert_cmpint (m->config.d_in * m->config.tokens_per_step, <=, 256);
     /* one step first (BLAS initialises its buffers on first use), then count */
     cony_encoder_step (enc, tok, logits);
     allocations = 0;
     counting = 1;
     for (int t = 0; t < 4 * m->config.window; t++) {
-      tok[t % m->config.d_in] = (float) t / 7.0f;
+      tok[t % (m->config.d_in * m->config.tokens_per_step)] = (float) t / 7.0f;
       cony_encoder_step (enc, tok, logits);
     }
     counting = 0;

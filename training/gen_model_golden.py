@@ -7,6 +7,9 @@ the per-step logits of the windowed (non-continual) PyTorch model in float64.
 For every case NAME it writes NAME.safetensors (the model, F32), NAME.tokens.npy (L, d_in)
 float32 and NAME.logits.npy (L, classes) float64 = ConyEncoderClassifier.stream_logits();
 NAME@VARIANT.logits.npy are the logits with the attention overridden to VARIANT.
+
+Cases kK_... are multi-token models (tokens_per_step = K, paper IV-C): L is a multiple
+of K and the logits have one row per K-token step (L / K, classes).
 """
 
 import os
@@ -22,7 +25,7 @@ from conyref.attention import project  # noqa: E402
 from conyref.model import ConyEncoderClassifier  # noqa: E402
 from export import export_model  # noqa: E402
 
-# name, blocks, attention, n, m, positional encoding, overrides
+# name, blocks, attention, n, m, positional encoding, overrides[, tokens per step]
 CASES = [
     ("b1_regular", 1, "regular", 6, 2, "learned", []),
     ("b1_continual", 1, "continual", 7, 3, "cyclic", ["regular"]),
@@ -39,16 +42,32 @@ CASES = [
     ("b2_cony_r", 2, "cony", 7, 3, "cyclic", []),
     ("b2_conyfixed", 2, "cony-fixed", 6, 3, "learned", ["nystrom-fixed", "cony"]),
     ("b2_nystromfixed", 2, "nystrom-fixed", 7, 2, "learned", []),
+    # multi-token steps: n mod k = 0 and != 0, n mod m = 0 and != 0, segments shorter,
+    # equal to and longer than a step, k = n
+    ("k2_b1_regular", 1, "regular", 6, 2, "learned", ["continual"], 2),
+    ("k2_b1_cony", 1, "cony", 8, 4, "learned", [], 2),
+    ("k2_b1_cony_r", 1, "cony", 7, 3, "cyclic", [], 2),
+    ("k2_b1_conyfixed", 1, "cony-fixed", 7, 3, "learned", ["nystrom-fixed"], 2),
+    ("k4_b1_regular", 1, "regular", 6, 2, "learned", ["continual"], 4),
+    ("k4_b1_cony", 1, "cony", 8, 2, "learned", [], 4),
+    ("k4_b1_cony_r", 1, "cony", 10, 3, "learned", [], 4),
+    ("k4_b1_cony_s", 1, "cony", 9, 4, "learned", [], 4),
+    ("k4_b1_conyfixed", 1, "cony-fixed", 9, 3, "learned", ["nystrom-fixed"], 4),
+    ("k6_b1_cony_full", 1, "cony", 6, 3, "learned", [], 6),
+    ("k2_b2_regular", 2, "regular", 7, 2, "learned", ["continual"], 2),
+    ("k2_b2_cony", 2, "cony", 6, 2, "learned", [], 2),
+    ("k4_b2_conyfixed", 2, "cony-fixed", 8, 3, "cyclic", ["nystrom-fixed"], 4),
+    ("k4_b2_cony_r", 2, "cony", 9, 2, "learned", [], 4),
 ]
 
 D_IN, D, HEADS, FF, CLASSES = 6, 8, 2, 16, 3
 
 
-def make_model(blocks, attention, n, m, pe, seed, landmarks=True):
+def make_model(blocks, attention, n, m, pe, seed, landmarks=True, k=1):
     torch.manual_seed(seed)
     model = ConyEncoderClassifier(D_IN, D, HEADS, FF, blocks, n, m, attention,
                                   labels=[f"class{i}" for i in range(CLASSES)],
-                                  positional_encoding=pe)
+                                  positional_encoding=pe, tokens_per_step=k)
     with torch.no_grad():
         # make every part matter: non-trivial LN affines, biases and a visible position
         for name, p in model.named_parameters():
@@ -67,15 +86,28 @@ def make_model(blocks, attention, n, m, pe, seed, landmarks=True):
     return model
 
 
+def check_multitoken_rows(model, tokens, k):
+    """mha_window(queries=k) equals the last k rows of the retroactive window output."""
+    c = model.config
+    if c["attention"][0] == "cony":
+        return   # held landmarks: covered by the C tests of the core (test_attention)
+    n = c["window"]
+    u = model.embed(tokens[:n].unsqueeze(0), torch.zeros(1, dtype=torch.long))
+    a = model._mha(0, u, False, queries=k)
+    r = model._mha(0, u, True)
+    assert torch.allclose(a, r[:, -k:], atol=1e-12), "queries=k rows differ from retroactive rows"
+
+
 def main():
     out = sys.argv[1] if len(sys.argv) > 1 else os.path.join(HERE, "..", "tests", "golden", "model")
     os.makedirs(out, exist_ok=True)
     torch.set_num_threads(1)
-    for i, (name, blocks, attention, n, m, pe, overrides) in enumerate(CASES):
+    for i, (name, blocks, attention, n, m, pe, overrides, *rest) in enumerate(CASES):
+        k = rest[0] if rest else 1
         fixed = any(v.endswith("-fixed") for v in [attention] + overrides)
-        model = make_model(blocks, attention, n, m, pe, 1000 + i, fixed)
+        model = make_model(blocks, attention, n, m, pe, 1000 + i, fixed, k)
         model.eval()
-        L = 3 * n + 2
+        L = -(-(3 * n + 2) // k) * k
         g = torch.Generator().manual_seed(2000 + i)
         tokens = torch.randn(L, D_IN, generator=g).to(torch.float32)
         export_model(model, os.path.join(out, name + ".safetensors"))
@@ -86,7 +118,7 @@ def main():
         for v in overrides:
             lo = m64.stream_logits(tokens.double(), override=v).numpy()
             np.save(os.path.join(out, f"{name}@{v}.logits.npy"), lo)
-        if attention == "cony" and n % m == 0:
+        if attention == "cony" and n % m == 0 and k == 1:
             # self-check: where a segment completes (t >= n-1) the held landmarks tile the
             # window, so the stepped model equals the windowed Nystrom model
             ny = m64.stream_logits(tokens.double(), override="nystrom").numpy()
@@ -94,7 +126,12 @@ def main():
             err = np.abs(ny[aligned] - logits[aligned]).max()
             assert err < 1e-10, (name, err)
             assert np.abs(ny - logits).max() > 1e-6, name   # and differs elsewhere (stale)
-        print(f"{name}: {blocks} block(s) {attention} n={n} m={m} L={L} "
+        if k > 1 and not fixed:
+            # self-check of the multi-token reference against the one-token model: the
+            # k rows of a step are the rows the retroactive attention gives the k newest
+            # tokens (checked here for the first block's attention directly)
+            check_multitoken_rows(m64, tokens.double(), k)
+        print(f"{name}: {blocks} block(s) {attention} n={n} m={m} k={k} L={L} "
               f"logit range [{logits.min():.3f}, {logits.max():.3f}]")
 
 

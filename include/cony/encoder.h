@@ -1,8 +1,11 @@
-/* The continual encoder-classifier, stepped one token at a time.
+/* The continual encoder-classifier, stepped k tokens at a time (k = the model's
+ * tokens_per_step, 1 for most models; k > 1: e.g. the patches of one video frame, paper
+ * IV-C).
  *
- * input projection -> recycling positional encoding (token t gets row t mod T) ->
+ * input projection -> recycling positional encoding (token s gets row s mod T) ->
  * 1 or 2 post-LN encoder blocks -> LayerNorm -> linear classifier; the logits are those
- * of the newest token. With 1 block the block is single-output; with 2 blocks the first
+ * of the newest token (k > 1: of the mean over the k newest tokens' rows after the final
+ * LayerNorm). With 1 block the block is single-output; with 2 blocks the first
  * is retroactive (its residual, LayerNorms and feed-forward applied to every row of the
  * window) and the second is the windowed single-output counterpart over those rows.
  * What this computes, step by step, is written down in docs/model-format.md. */
@@ -22,13 +25,17 @@ typedef struct _ConyEncoder ConyEncoder;
 ConyEncoder *cony_encoder_new (const ConyModel *model, int override_variant, GError **error);
 void cony_encoder_free (ConyEncoder *encoder);
 
-/* Feeds one token (d_in floats) and writes n_classes logits. Does not allocate. */
-void cony_encoder_step (ConyEncoder *encoder, const float *token, float *logits);
+/* Feeds one step's k tokens (k × d_in floats, oldest first; k = tokens_per_step, usually
+ * 1) and writes n_classes logits. Does not allocate. */
+void cony_encoder_step (ConyEncoder *encoder, const float *tokens, float *logits);
+/* k, the tokens consumed by one step (the model's tokens_per_step). */
+int cony_encoder_tokens_per_step (const ConyEncoder *encoder);
 
 /* Forgets the stream: the next token is stream index 0 again. */
 void cony_encoder_reset (ConyEncoder *encoder);
+/* Steps since the reset (tokens fed = steps × k). */
 guint64 cony_encoder_steps (const ConyEncoder *encoder);
-/* Tokens in the current window (min(steps, n)). */
+/* Tokens in the current window (min(steps × k, n)). */
 int cony_encoder_window_fill (const ConyEncoder *encoder);
 /* The variant layer @block runs (after any override). */
 ConyAttentionVariant cony_encoder_block_variant (const ConyEncoder *encoder, int block);
@@ -39,7 +46,8 @@ gsize cony_encoder_state_bytes (const ConyEncoder *encoder);
 gsize cony_encoder_scratch_bytes (const ConyEncoder *encoder);
 
 /* Counted floating-point operations of one step with a full window (multiply and add
- * counted separately), all parts included. */
+ * counted separately), all parts included; a k-token step counts the per-token parts
+ * k times. */
 double cony_encoder_flops_per_step (const ConyEncoder *encoder);
 
 G_DEFINE_AUTOPTR_CLEANUP_FUNC (ConyEncoder, cony_encoder_free)

@@ -27,13 +27,16 @@ typedef struct {
   int heads;
   int ff;                   /* feed-forward hidden width */
   int blocks;               /* 1 or 2 */
-  int window;               /* n */
+  int window;               /* n, in tokens */
   int landmarks;            /* m */
+  int tokens_per_step;      /* k: tokens that enter the window together in one step (paper
+                               IV-C, e.g. the patches of one frame); 1 <= k <= n, default 1 */
   ConyAttentionVariant attention[CONY_MODEL_MAX_BLOCKS];  /* trained variant per block */
   ConyPinvMethod pinv;
   int pinv_iterations;
   ConyPositionalKind positional;
-  int positional_rows;      /* T: token at stream index s gets row s mod T */
+  int positional_rows;      /* T: token at stream index s gets row s mod T (default: the
+                               smallest multiple of k that is >= 2n - 1) */
   int n_classes;
   char **labels;            /* n_classes strings, NULL-terminated */
   char *frontend_json;      /* the "frontend" object of the config as JSON text, or NULL */

@@ -156,7 +156,8 @@ def segment_mean_matrix(sizes, dtype=torch.float64, device=None):
 # --------------------------------------------------------------------------- windows
 
 def mha_window(x, weights, variant, heads, landmarks=None, retroactive=False, pinv="exact",
-               pinv_iterations=6, q_landmarks=None, k_landmarks=None, kernel_landmarks=None):
+               pinv_iterations=6, q_landmarks=None, k_landmarks=None, kernel_landmarks=None,
+               queries=1):
     """Non-continual multi-head attention over whole windows.
 
     x: (B, w, d), oldest token first. variant: one of VARIANTS; continual variants are
@@ -176,7 +177,9 @@ def mha_window(x, weights, variant, heads, landmarks=None, retroactive=False, pi
     are expressed.
 
     Returns (B, d): the output row of the newest token, or with `retroactive` (B, w, d):
-    one row per token of the window, oldest first.
+    one row per token of the window, oldest first. queries > 1 (single output, a
+    multi-token step of docs/attention.md): (B, queries, d), the rows of the `queries`
+    newest tokens, oldest first, each against the whole window.
     """
     if variant not in WINDOWED:
         raise ValueError(f"unknown variant {variant!r}; expected one of {', '.join(VARIANTS)}")
@@ -185,7 +188,9 @@ def mha_window(x, weights, variant, heads, landmarks=None, retroactive=False, pi
         raise ValueError(f"x: expected (B, w, d), got {tuple(x.shape)}")
     qw, k, v = project(x, weights, heads)                # (B, H, w, hd)
     w = x.shape[1]
-    q = qw if retroactive else qw[..., -1:, :]           # the queries whose rows are output
+    if queries < 1 or queries > w:
+        raise ValueError(f"queries = {queries}: expected 1 .. w = {w}")
+    q = qw if retroactive else qw[..., -queries:, :]     # the queries whose rows are output
 
     if kind == "regular":
         o = softmax_attention(q, k, v)
@@ -214,7 +219,9 @@ def mha_window(x, weights, variant, heads, landmarks=None, retroactive=False, pi
         o = nystrom_attention(q, k, v, ql, kl, pinv, pinv_iterations)
 
     out = merge_heads(o, weights)                        # (B, Lq, d)
-    return out if retroactive else out[:, -1, :]
+    if retroactive or queries > 1:
+        return out
+    return out[:, -1, :]
 
 
 # --------------------------------------------------------------------------- streams

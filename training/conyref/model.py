@@ -12,6 +12,13 @@ stream) it returns the logits of the newest token x_t:
               a = MHA_2(Z)[newest]; y = LN1'(Z_t + a); z = LN2'(y + FF'(y))
     logits = classifier(LN(z))
 
+Multi-token steps (config tokens_per_step = k > 1, paper IV-C: e.g. the patches of one
+video frame): a step brings k tokens, the window ends with them and the newest k rows
+are output: the attention gives one row per new query (each against the whole window),
+every row goes through its block's residual/LN/FF (2 blocks: block 2's rows of the k
+newest tokens), then the final LN; the k rows are averaged and classified:
+logits = classifier(mean_i LN(z_i)). k = 1 is the single-row model above.
+
 MHA is conyref.attention.mha_window (windowed form of each variant: continual ->
 regular, cony -> nystrom, cony-fixed -> nystrom-fixed). The tensor names of
 state_dict() are exactly the names of the model file.
@@ -47,6 +54,13 @@ def cyclic_table(rows, d):
     table[:, 0::2] = np.sin(ang)[:, : (d + 1) // 2]
     table[:, 1::2] = np.cos(ang)[:, : d // 2]
     return table
+
+
+def default_positional_rows(window, k=1):
+    """T when the config gives none: the smallest multiple of k that is >= 2n - 1 (so a
+    token's place inside its step, s mod k, is the same for every step; libcony uses the
+    same default)."""
+    return -(-(2 * window - 1) // k) * k
 
 
 class Attention(nn.Module):
@@ -91,10 +105,13 @@ class Block(nn.Module):
 class ConyEncoderClassifier(nn.Module):
     def __init__(self, d_in, d, heads, ff, blocks, window, landmarks, attention, labels,
                  pinv="exact", pinv_iterations=6, positional_encoding="learned",
-                 positional_rows=None, frontend=None, dropout=0.0):
+                 positional_rows=None, frontend=None, dropout=0.0, tokens_per_step=1):
         super().__init__()
         if blocks not in (1, 2):
             raise ValueError("blocks must be 1 or 2")
+        k = int(tokens_per_step)
+        if k < 1 or k > window:
+            raise ValueError(f"tokens_per_step = {k}: expected 1 .. window = {window}")
         if isinstance(attention, str):
             attention = [attention] * blocks
         if len(attention) != blocks or any(a not in VARIANTS for a in attention):
@@ -104,8 +121,10 @@ class ConyEncoderClassifier(nn.Module):
                            attention=list(attention), pinv=pinv,
                            pinv_iterations=pinv_iterations,
                            positional_encoding=positional_encoding,
-                           positional_rows=positional_rows or 2 * window - 1,
+                           positional_rows=positional_rows or default_positional_rows(window, k),
                            labels=list(labels))
+        if k != 1:   # written only when it matters: k = 1 files stay as they were
+            self.config["tokens_per_step"] = k
         if frontend is not None:
             self.config["frontend"] = frontend
         self.dropout = dropout
@@ -135,7 +154,11 @@ class ConyEncoderClassifier(nn.Module):
     def variant(self, b, override=None):
         return override if override is not None else self.config["attention"][b]
 
-    def _mha(self, b, x, retroactive, override=None, kernel_landmarks=None):
+    @property
+    def tokens_per_step(self):
+        return self.config.get("tokens_per_step", 1)
+
+    def _mha(self, b, x, retroactive, override=None, kernel_landmarks=None, queries=1):
         c = self.config
         blk = self.blocks[b].attn
         v = self.variant(b, override)
@@ -145,7 +168,7 @@ class ConyEncoderClassifier(nn.Module):
                           retroactive=retroactive, pinv=c["pinv"],
                           pinv_iterations=c["pinv_iterations"],
                           q_landmarks=blk.q_landmarks, k_landmarks=blk.k_landmarks,
-                          kernel_landmarks=kernel_landmarks)
+                          kernel_landmarks=kernel_landmarks, queries=queries)
 
     def embed(self, x, offsets):
         """x (B, w, d_in), offsets (B,) stream index of x[:, 0] -> block-1 inputs (B, w, d)."""
@@ -165,37 +188,56 @@ class ConyEncoderClassifier(nn.Module):
     # ------------------------------------------------------------------ forward
     def forward(self, x, offsets=None, override=None, kernel_landmarks=None):
         """x (B, w, d_in) windows (1 <= w <= n), offsets (B,) their stream start indices
-        (long). Returns the newest token's logits (B, classes). kernel_landmarks: optional
-        held `cony` landmarks (q~, k~) (B, H, m', hd) for block 1 (the stepped schedule)."""
+        (long). Returns the newest token's logits (B, classes); with tokens_per_step k > 1
+        the window ends with a step's k tokens (k <= w) and the logits are those of the
+        mean of the k newest rows after the final LN. kernel_landmarks: optional held
+        `cony` landmarks (q~, k~) (B, H, m', hd) for block 1 (the stepped schedule)."""
         if offsets is None:
             offsets = torch.zeros(x.shape[0], dtype=torch.long, device=x.device)
+        k = self.tokens_per_step
         u = self.embed(x, offsets)
+        if k == 1:
+            if self.config["blocks"] == 1:
+                a = self._mha(0, u, False, override, kernel_landmarks)
+                z = self.blocks[0].tail(u[:, -1], a, self.dropout)
+            else:
+                a = self._mha(0, u, True, override, kernel_landmarks)
+                rows = self.blocks[0].tail(u, a, self.dropout)
+                a2 = self._mha(1, rows, False, override)
+                z = self.blocks[1].tail(rows[:, -1], a2, self.dropout)
+            return self.classifier(self.norm(z))
+        if x.shape[1] < k:
+            raise ValueError(f"window of {x.shape[1]} tokens: a step needs k = {k}")
         if self.config["blocks"] == 1:
-            a = self._mha(0, u, False, override, kernel_landmarks)
-            z = self.blocks[0].tail(u[:, -1], a, self.dropout)
+            a = self._mha(0, u, False, override, kernel_landmarks, queries=k)   # (B, k, d)
+            z = self.blocks[0].tail(u[:, -k:], a, self.dropout)
         else:
             a = self._mha(0, u, True, override, kernel_landmarks)
             rows = self.blocks[0].tail(u, a, self.dropout)
-            a2 = self._mha(1, rows, False, override)
-            z = self.blocks[1].tail(rows[:, -1], a2, self.dropout)
-        return self.classifier(self.norm(z))
+            a2 = self._mha(1, rows, False, override, queries=k)
+            z = self.blocks[1].tail(rows[:, -k:], a2, self.dropout)
+        return self.classifier(self.norm(z).mean(dim=1))
 
     @torch.no_grad()
     def stream_logits(self, tokens, override=None):
         """What the stepped (continual) model outputs at every step of a stream
-        tokens (L, d_in): (L, classes). At step t the window is tokens max(0,t-n+1)..t
-        with their stream positions. For `cony` in block 1 the landmarks are the
+        tokens (L, d_in): (L / k, classes) (k = tokens_per_step; L a multiple of k). The
+        step ending with token t (t = k-1, 2k-1, ...) sees the window of tokens
+        max(0,t-n+1)..t with their stream positions. For `cony` in block 1 the landmarks are the
         schedule's held segments (docs/attention.md), which may reach before the window;
         every other variant is a function of the window alone."""
         c = self.config
         n, m, H = c["window"], c["landmarks"], c["heads"]
         L = tokens.shape[0]
+        k = self.tokens_per_step
+        if L % k:
+            raise ValueError(f"{L} tokens is not a whole number of {k}-token steps")
         v0 = self.variant(0, override)
         if v0 == "cony":
             u_all = self.embed(tokens.unsqueeze(0), torch.zeros(1, dtype=torch.long))[0]
             qa, ka, _ = project(u_all, self.blocks[0].attn.weights(), H)   # (H, L, hd)
         out = []
-        for t in range(L):
+        for t in range(k - 1, L, k):
             lo = max(0, t - n + 1)
             kl = None
             if v0 == "cony":
