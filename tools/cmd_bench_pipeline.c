@@ -211,6 +211,11 @@ cony_bench_pipeline (int argc, char **argv)
              cony_cnn_get_output_size (cnn), tr, model->config.d_in);
     return 1;
   }
+  if (model->config.tokens_per_step != 1) { /* one embedding per audio window is one token */
+    fprintf (stderr, "cony: %s takes %d tokens per step; the audio pipeline makes one per window\n", tr,
+             model->config.tokens_per_step);
+    return 1;
+  }
 
   gsize n = (gsize) (seconds * SAMPLE_RATE);
   g_autofree float *x = make_audio (n);

@@ -17,12 +17,13 @@ cony_cmd_classify (int argc, char **argv)
     { "attention", 'a', 0, G_OPTION_ARG_STRING, &attention,
       "attention variant to run instead of the trained one (regular, continual, nystrom, "
       "nystrom-fixed, cony, cony-fixed)", "V" },
-    { "output", 'o', 0, G_OPTION_ARG_FILENAME, &output, "per-step logits, float32 (T, classes)", "OUT.npy" },
+    { "output", 'o', 0, G_OPTION_ARG_FILENAME, &output, "per-step logits, float32 (T / k, classes)", "OUT.npy" },
     { NULL }
   };
   g_autoptr (GOptionContext) ctx = g_option_context_new ("IN.npy - per-step logits of a token sequence");
-  g_option_context_set_summary (ctx, "IN.npy holds float32 tokens (T, d_in), stepped one at a time from "
-                                     "the stream start; OUT.npy gets the logits of every step.");
+  g_option_context_set_summary (ctx, "IN.npy holds float32 tokens (T, d_in), stepped from the stream start "
+                                     "k at a time (k = the model's tokens_per_step, usually 1; T must be a "
+                                     "multiple of k); OUT.npy gets the logits of every step (T / k, classes).");
   g_option_context_add_main_entries (ctx, entries, NULL);
   GError *error = NULL;
   if (!g_option_context_parse (ctx, &argc, &argv, &error))
@@ -56,11 +57,18 @@ cony_cmd_classify (int argc, char **argv)
   g_autoptr (ConyEncoder) enc = cony_encoder_new (model, override, &error);
   if (!enc)
     return cony_cmd_fail (error);
-  gsize T = in->shape[0], C = model->config.n_classes;
-  g_autofree float *out = g_new0 (float, MAX (T * C, 1));
-  for (gsize t = 0; t < T; t++)
-    cony_encoder_step (enc, in->data + t * model->config.d_in, out + t * C);
-  gsize shape[2] = { T, C };
+  gsize T = in->shape[0], C = model->config.n_classes, k = (gsize) cony_encoder_tokens_per_step (enc);
+  if (T % k != 0) {
+    g_set_error (&error, CONY_ERROR, CONY_ERROR_SHAPE, "%s: %" G_GSIZE_FORMAT " tokens are not a whole "
+                 "number of steps: model %s takes tokens_per_step = %" G_GSIZE_FORMAT " tokens per step",
+                 argv[1], T, model_path, k);
+    return cony_cmd_fail (error);
+  }
+  gsize steps = T / k;
+  g_autofree float *out = g_new0 (float, MAX (steps * C, 1));
+  for (gsize t = 0; t < steps; t++)
+    cony_encoder_step (enc, in->data + t * k * model->config.d_in, out + t * C);
+  gsize shape[2] = { steps, C };
   if (!cony_npy_save (output, out, 2, shape, &error))
     return cony_cmd_fail (error);
   return 0;

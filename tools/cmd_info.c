@@ -29,6 +29,8 @@ cony_cmd_info (int argc, char **argv)
           c->pinv == CONY_PINV_EXACT ? "exact" : "iterative");
   if (c->pinv == CONY_PINV_ITERATIVE)
     printf (" (%d iterations)", c->pinv_iterations);
+  if (c->tokens_per_step > 1)
+    printf (", %d tokens per step", c->tokens_per_step);
   printf ("\npositional:   %s, T %d\n", c->positional == CONY_POSITIONAL_LEARNED ? "learned" : "cyclic",
           c->positional_rows);
   g_autoptr (ConyEncoder) enc = cony_encoder_new (m, -1, &error);

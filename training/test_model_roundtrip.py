@@ -5,7 +5,7 @@
 
 With torch: trains tiny models on synthetic sequences with train.py (1 block: cony then
 the fixed-landmark k-means + fine-tune procedure; 2 blocks: cony with a cyclic
-positional table), exports them with export.py, runs `cony info` and `cony classify`
+positional table; 1 block with 2-token steps, tokens_per_step = 2), exports them with export.py, runs `cony info` and `cony classify`
 on a fresh token stream and checks the C logits against the PyTorch model's per-step
 logits (float64) to 1e-4, also with --attention overrides, and an F16 export against the
 half-rounded PyTorch model.
@@ -89,6 +89,10 @@ def with_torch(cony, tmp):
         ("b2", common + ["--blocks", "2", "--window", "7", "--landmarks", "3", "--attention",
                          "cony", "--positional", "cyclic"],
          [None, "regular", "nystrom"]),
+        ("k2", common + ["--blocks", "1", "--window", "8", "--landmarks", "2", "--attention",
+                         "cony", "--tokens-per-step", "2", "--fixed-landmarks",
+                         "--finetune-epochs", "1", "--kmeans-windows", "32"],
+         [None, "nystrom-fixed", "cony", "continual"]),
     ]
     for name, args, variants in models:
         ckpt = os.path.join(tmp, name + ".pt")
@@ -103,9 +107,13 @@ def with_torch(cony, tmp):
         n_params = sum(a.size for a in model.export_tensors().values())
         if f"parameters:   {n_params}\n" not in info:
             raise SystemExit(f"FAIL: `cony info` does not report {n_params} parameters")
+        k = model.config.get("tokens_per_step", 1)
+        if k > 1 and "tokens per step" not in info:
+            raise SystemExit("FAIL: `cony info` does not report the tokens per step")
+        steps = stream[: len(stream) // k * k]
         for v in variants:
-            want = model.stream_logits(torch.from_numpy(stream).double(), override=v).numpy()
-            got = classify(cony, path, stream, tmp, v)
+            want = model.stream_logits(torch.from_numpy(steps).double(), override=v).numpy()
+            got = classify(cony, path, steps, tmp, v)
             compare(f"{name} ({','.join(model.config['attention'])}"
                     f"{' run as ' + v if v else ''})", got, want)
     # F16 storage: the same model exported as half; C must compute the half-rounded model
@@ -129,6 +137,14 @@ def with_torch(cony, tmp):
                        stderr=subprocess.STDOUT, text=True)
     if r.returncode == 0 or "landmarks" not in r.stdout:
         raise SystemExit(f"FAIL: cony-fixed on a model without landmarks: {r.stdout!r}")
+    print("refused as expected: " + r.stdout.strip())
+    # a token count that is not a whole number of steps is refused
+    np.save(os.path.join(tmp, "odd.npy"), stream[:5])
+    r = subprocess.run([cony, "classify", "--model", os.path.join(tmp, "k2.safetensors"),
+                        os.path.join(tmp, "odd.npy"), "-o", os.path.join(tmp, "o.npy")],
+                       stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
+    if r.returncode == 0 or "tokens_per_step" not in r.stdout:
+        raise SystemExit(f"FAIL: 5 tokens for a 2-token-step model: {r.stdout!r}")
     print("refused as expected: " + r.stdout.strip())
 
 

@@ -40,7 +40,14 @@ from conyref.model import ConyEncoderClassifier, save_checkpoint  # noqa: E402
 # ----------------------------------------------------------------------------- data
 
 class WindowSampler:
-    def __init__(self, tokens, labels, window, positional_rows, warmup_fraction=0.1, seed=0):
+    """Training windows as the stepped model sees them. With tokens_per_step k > 1 a
+    sequence is a run of k-token steps (L a multiple of k, e.g. the patches of L / k
+    frames): a window always ends with a whole step, its stream offset s0 satisfies
+    (s0 + w) mod k = 0 (the window's tokens keep their place in their step), warm-up
+    windows hold whole steps, and the label is that of the window's last token."""
+
+    def __init__(self, tokens, labels, window, positional_rows, warmup_fraction=0.1, seed=0,
+                 tokens_per_step=1):
         tokens = np.asarray(tokens, dtype=np.float32)
         if tokens.ndim != 3:
             raise ValueError(f"tokens: expected (N, L, d_in), got {tokens.shape}")
@@ -52,12 +59,18 @@ class WindowSampler:
         self.n, self.T = window, positional_rows
         self.warm = warmup_fraction
         self.rng = np.random.default_rng(seed)
+        self.k = int(tokens_per_step)
+        if self.k > 1 and (tokens.shape[1] % self.k or tokens.shape[1] < window):
+            raise ValueError(f"tokens: sequences of {tokens.shape[1]} tokens are not whole "
+                             f"{self.k}-token steps covering a window of {window}")
 
     def label(self, i, t):
         return self.y[i] if self.y.ndim == 1 else self.y[i, t]
 
     def batch(self, size):
         """A batch of equal-length windows: (x (B, w, d_in), offsets (B,), y (B,))."""
+        if self.k > 1:
+            return self._batch_steps(size)
         N, L, _ = self.x.shape
         n = self.n
         warm = L < n or (n > 1 and self.rng.random() < self.warm)
@@ -74,6 +87,28 @@ class WindowSampler:
             else:
                 t0 = int(self.rng.integers(0, L - n + 1))
                 off = int(self.rng.integers(0, self.T))
+            xs.append(self.x[i, t0:t0 + w])
+            offs.append(off)
+            ys.append(self.label(i, t0 + w - 1))
+        return (torch.from_numpy(np.stack(xs)), torch.tensor(offs, dtype=torch.long),
+                torch.tensor(ys, dtype=torch.long))
+
+
+    def _batch_steps(self, size):
+        N, L, _ = self.x.shape
+        n, k = self.n, self.k
+        warm_steps = (n - 1) // k            # warm-up windows of 1 .. warm_steps whole steps
+        warm = warm_steps >= 1 and self.rng.random() < self.warm
+        w = k * int(self.rng.integers(1, warm_steps + 1)) if warm else n
+        idx = self.rng.integers(0, N, size)
+        xs, offs, ys = [], [], []
+        for i in idx:
+            if warm:
+                t0, off = 0, 0
+            else:   # the window ends with a whole step: end e in k, 2k, ... (e >= n)
+                e = k * int(self.rng.integers(-(-n // k), L // k + 1))
+                t0 = e - n
+                off = k * int(self.rng.integers(0, max(1, self.T // k))) + (-n) % k
             xs.append(self.x[i, t0:t0 + w])
             offs.append(off)
             ys.append(self.label(i, t0 + w - 1))
@@ -205,7 +240,11 @@ def main(argv=None):
     ap.add_argument("--pinv", default="exact", choices=("exact", "iterative"))
     ap.add_argument("--pinv-iterations", type=int, default=6)
     ap.add_argument("--positional", default="learned", choices=("learned", "cyclic"))
-    ap.add_argument("--positional-rows", type=int, help="T (default 2n-1)")
+    ap.add_argument("--positional-rows", type=int,
+                    help="T (default: the smallest multiple of k >= 2n-1)")
+    ap.add_argument("--tokens-per-step", type=int, default=1,
+                    help="k tokens enter the window per step (e.g. the patches of one frame); "
+                         "sequences are whole steps, one result per step")
     ap.add_argument("--epochs", type=int, default=20)
     ap.add_argument("--batches-per-epoch", type=int, default=0, help="default N / batch")
     ap.add_argument("--batch", type=int, default=32)
@@ -234,13 +273,15 @@ def main(argv=None):
                                   args.window, args.landmarks, args.attention, names,
                                   pinv=args.pinv, pinv_iterations=args.pinv_iterations,
                                   positional_encoding=args.positional,
-                                  positional_rows=args.positional_rows, dropout=args.dropout)
+                                  positional_rows=args.positional_rows, dropout=args.dropout,
+                                  tokens_per_step=args.tokens_per_step)
     T = model.config["positional_rows"]
-    sampler = WindowSampler(x, y, args.window, T, args.warmup_fraction, args.seed)
+    sampler = WindowSampler(x, y, args.window, T, args.warmup_fraction, args.seed,
+                            args.tokens_per_step)
     val = None
     if args.val_tokens:
         val = WindowSampler(np.load(args.val_tokens), np.load(args.val_labels), args.window, T,
-                            0.0, args.seed + 1)
+                            0.0, args.seed + 1, args.tokens_per_step)
     bpe = args.batches_per_epoch or max(1, math.ceil(len(x) / args.batch))
     train_epochs(model, sampler, args.epochs, bpe, args.batch, args.lr, args.weight_decay, val)
     if args.fixed_landmarks:
