@@ -34,6 +34,15 @@
  * PTS + i x duration / K (or i / token rate when the buffer has no
  * duration). Metas are attached whatever #GstConyTransformer:threshold is.
  *
+ * Models with `tokens_per_step` k > 1 (docs/model-format.md; e.g. the k
+ * patch tokens of one video frame from `conyframeembed patches-x/patches-y`)
+ * take k tokens per step: a buffer of K tokens is K / k steps, each over k
+ * consecutive tokens, with one result (meta, message) per step whose time is
+ * that of its k tokens together (PTS of the first, end of the last: with one
+ * frame per buffer, the frame's PTS and duration). Caps whose K is not a
+ * multiple of k are refused (a NEGOTIATION error naming both), and so is a
+ * buffer that does not hold a whole number of steps (a STREAM FORMAT error).
+ *
  * ## Messages
  *
  * With #GstConyTransformer:post-messages (default), the element posts element
@@ -252,6 +261,8 @@ gst_cony_transformer_start (GstBaseTransform *trans)
   self->n_classes = (guint) c->n_classes;
   self->d_in = (guint) c->d_in;
   self->window = (guint) c->window;
+  self->k = (guint) cony_encoder_tokens_per_step (self->encoder);
+  self->refused_k = 0;
   if (labels_file != NULL && *labels_file != '\0') {
     guint n = 0;
     self->labels = read_labels (labels_file, &n, &error);
@@ -276,8 +287,9 @@ gst_cony_transformer_start (GstBaseTransform *trans)
   self->have_info = FALSE;
   self->refused_dim = 0;
   reset_stream (self);
-  GST_INFO_OBJECT (self, "loaded %s: d_in %u, %u classes, window %u, %d block(s), "
-      "attention %s", path, self->d_in, self->n_classes, self->window, c->blocks,
+  GST_INFO_OBJECT (self, "loaded %s: d_in %u, %u classes, window %u, %u token(s) per step, "
+      "%d block(s), attention %s", path, self->d_in, self->n_classes, self->window, self->k,
+      c->blocks,
       cony_attention_variant_name (cony_encoder_block_variant (self->encoder, 0)));
   g_free (path);
   g_free (labels_file);
@@ -329,6 +341,16 @@ gst_cony_transformer_set_caps (GstBaseTransform *trans, GstCaps *incaps, GstCaps
     self->refused_dim = info.dim;
     return FALSE;
   }
+  if (info.tokens_per_buffer % self->k != 0) {
+    if (self->refused_k != info.tokens_per_buffer)
+      GST_ELEMENT_ERROR (self, CORE, NEGOTIATION,
+          ("Tokens per buffer are not a whole number of model steps"),
+          ("the input has %u tokens per buffer (dimensions %u:%u), the model takes "
+              "tokens_per_step = %u tokens per step", info.tokens_per_buffer, info.dim,
+              info.tokens_per_buffer, self->k));
+    self->refused_k = info.tokens_per_buffer;
+    return FALSE;
+  }
   if (self->have_info && !gst_cony_tokens_info_same_tokens (&info, &self->info)) {
     GST_DEBUG_OBJECT (self, "token caps changed: resetting the continual state");
     reset_stream (self);
@@ -336,6 +358,7 @@ gst_cony_transformer_set_caps (GstBaseTransform *trans, GstCaps *incaps, GstCaps
   self->info = info;
   self->have_info = TRUE;
   self->refused_dim = 0;
+  self->refused_k = 0;
   return TRUE;
 }
 
@@ -515,46 +538,61 @@ gst_cony_transformer_transform_ip (GstBaseTransform *trans, GstBuffer *buf)
     GST_ELEMENT_ERROR (self, RESOURCE, READ, (NULL), ("could not map the input buffer"));
     return GST_FLOW_ERROR;
   }
-  if (map.size % token_bytes != 0) {
-    GST_ELEMENT_ERROR (self, STREAM, FORMAT, (NULL),
-        ("buffer of %" G_GSIZE_FORMAT " bytes is not a whole number of %u-float tokens",
-            map.size, self->d_in));
+  gsize step_bytes = token_bytes * self->k;
+  if (map.size % step_bytes != 0) {
+    if (self->k == 1)
+      GST_ELEMENT_ERROR (self, STREAM, FORMAT, (NULL),
+          ("buffer of %" G_GSIZE_FORMAT " bytes is not a whole number of %u-float tokens",
+              map.size, self->d_in));
+    else
+      GST_ELEMENT_ERROR (self, STREAM, FORMAT, ("Buffer does not hold whole model steps"),
+          ("buffer of %" G_GSIZE_FORMAT " bytes is not a whole number of steps of %u "
+              "%u-float tokens (the model's tokens_per_step)", map.size, self->k, self->d_in));
     gst_buffer_unmap (buf, &map);
     return GST_FLOW_ERROR;
   }
-  gsize k = map.size / token_bytes;
+  gsize k = map.size / token_bytes, per = self->k;
   gfloat *tokens = g_memdup2 (map.data, map.size);
   gst_buffer_unmap (buf, &map);
 
   GstClockTime pts = GST_BUFFER_PTS (buf), dur = GST_BUFFER_DURATION (buf);
   GPtrArray *messages = NULL;
   guint bad = 0;
-  for (gsize i = 0; i < k; i++) {
+  /* One step per `per` consecutive tokens (per = 1 for most models). */
+  for (gsize i = 0; i < k; i += per) {
     const gfloat *token = tokens + i * self->d_in;
     GstClockTime t0 = GST_CLOCK_TIME_NONE, t1 = GST_CLOCK_TIME_NONE;
     if (GST_CLOCK_TIME_IS_VALID (pts)) {
       if (GST_CLOCK_TIME_IS_VALID (dur)) {
         t0 = pts + gst_util_uint64_scale (dur, i, k);
-        t1 = pts + gst_util_uint64_scale (dur, i + 1, k);
+        t1 = pts + gst_util_uint64_scale (dur, i + per, k);
       } else if (self->info.rate_n > 0) {
         t0 = gst_cony_tokens_time (pts, i, self->info.rate_n, self->info.rate_d);
-        t1 = gst_cony_tokens_time (pts, i + 1, self->info.rate_n, self->info.rate_d);
+        t1 = gst_cony_tokens_time (pts, i + per, self->info.rate_n, self->info.rate_d);
       } else {
         t0 = pts;
       }
     }
 
-    if (!all_finite (token, self->d_in)) {
-      bad++;
+    if (!all_finite (token, self->d_in * per)) {
+      bad += per;
       continue;
     }
 
     guint64 step = cony_encoder_steps (self->encoder);
-    self->starts[step % self->window] = t0;
+    guint64 first = step * per;   /* index of the step's first token since the reset */
+    for (gsize j = 0; j < per; j++) {
+      GstClockTime tj = t0;
+      if (j > 0 && GST_CLOCK_TIME_IS_VALID (pts) && GST_CLOCK_TIME_IS_VALID (dur))
+        tj = pts + gst_util_uint64_scale (dur, i + j, k);
+      else if (j > 0 && GST_CLOCK_TIME_IS_VALID (pts) && self->info.rate_n > 0)
+        tj = gst_cony_tokens_time (pts, i + j, self->info.rate_n, self->info.rate_d);
+      self->starts[(first + j) % self->window] = tj;
+    }
     cony_encoder_step (self->encoder, token, self->logits);
     guint fill = (guint) cony_encoder_window_fill (self->encoder);
     gint top = softmax_top (self);
-    GstClockTime wstart = self->starts[(step + 1 - fill) % self->window];
+    GstClockTime wstart = self->starts[(first + per - fill) % self->window];
 
     GstConyClassificationMeta *meta = gst_buffer_add_cony_classification_meta (buf, step,
         wstart, t1, top, self->labels[top], self->probs[top], self->probs, self->n_classes,

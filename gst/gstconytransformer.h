@@ -77,10 +77,12 @@ struct _GstConyTransformer {
   gchar **labels;            /* n_classes strings, NULL-terminated */
   guint n_classes;
   guint d_in;
-  guint window;              /* n */
+  guint window;              /* n, in tokens */
+  guint k;                   /* tokens per step (the model's tokens_per_step) */
+  guint refused_k;           /* tokens per buffer whose caps were refused (error posted once) */
   gfloat *logits;            /* n_classes */
   gfloat *probs;             /* n_classes */
-  GstClockTime *starts;      /* window ring: start time of the token at step s in [s % n] */
+  GstClockTime *starts;      /* window ring: start time of token i (since the reset) in [i % n] */
   GstConyTokenInfo info;
   gboolean have_info;
   guint refused_dim;         /* token size whose caps were refused (error posted once) */

@@ -828,6 +828,186 @@ test_wrong_dimension (void)
   gst_harness_teardown (h);
 }
 
+/* ------------------------------------------------------------------------ */
+/* Multi-token steps: a model with tokens_per_step = 4 (tests/golden/model/
+ * k4_b1_cony_r: d_in 6, n = 10, m = 3, 3 classes) fed one 4-token "frame"
+ * per buffer, then two frames per buffer. */
+
+#define KD 6
+#define KK 4
+#define KN 10
+#define KC 3
+
+static char *
+k4_model_path (void)
+{
+  return cony_test_golden_path ("model", "k4_b1_cony_r.safetensors");
+}
+
+static GstHarness *
+k4_harness (void)
+{
+  GstElement *el = gst_element_factory_make ("conytransformer", NULL);
+  g_assert_nonnull (el);
+  char *path = k4_model_path ();
+  g_object_set (el, "model", path, NULL);
+  g_free (path);
+  GstHarness *h = gst_harness_new_with_element (el, "sink", "src");
+  gst_object_unref (el);
+  return h;
+}
+
+static void
+test_multitoken_steps (void)
+{
+  const gsize frames = 9;
+  const GstClockTime base = 2 * GST_SECOND + 3, fdur = 100 * MS;
+  float *x = g_new (float, frames * KK * KD);
+  GRand *rnd = g_rand_new_with_seed (77);
+  for (gsize i = 0; i < frames * KK * KD; i++)
+    x[i] = (float) g_rand_double_range (rnd, -2.0, 2.0);
+  g_rand_free (rnd);
+
+  /* the reference: libcony's encoder, 4 tokens per step */
+  GError *error = NULL;
+  char *path = k4_model_path ();
+  ConyModel *model = cony_model_load (path, &error);
+  g_assert_no_error (error);
+  g_free (path);
+  g_assert_cmpint (model->config.tokens_per_step, ==, KK);
+  ConyEncoder *enc = cony_encoder_new (model, -1, &error);
+  g_assert_no_error (error);
+
+  GstHarness *h = k4_harness ();
+  GstBus *bus = attach_bus (h);
+  /* frames 0..4: one frame (4 tokens) per buffer, 10 frames/s */
+  gst_harness_set_src_caps_str (h, "other/tensors,format=static,num_tensors=1,types=float32,"
+      "dimensions=(string)6:4,framerate=10/1");
+  for (gsize f = 0; f < 5; f++) {
+    GstBuffer *buf = gst_buffer_new_memdup (x + f * KK * KD, KK * KD * sizeof (float));
+    GST_BUFFER_PTS (buf) = base + f * fdur;
+    GST_BUFFER_DURATION (buf) = fdur;
+    g_assert_cmpint (gst_harness_push (h, buf), ==, GST_FLOW_OK);
+  }
+  /* frames 5..8: two frames per buffer (the same token rate: the state is kept) */
+  gst_harness_set_src_caps_str (h, "other/tensors,format=static,num_tensors=1,types=float32,"
+      "dimensions=(string)6:8,framerate=5/1");
+  for (gsize f = 5; f + 1 < frames; f += 2) {
+    GstBuffer *buf = gst_buffer_new_memdup (x + f * KK * KD, 2 * KK * KD * sizeof (float));
+    GST_BUFFER_PTS (buf) = base + f * fdur;
+    GST_BUFFER_DURATION (buf) = 2 * fdur;
+    g_assert_cmpint (gst_harness_push (h, buf), ==, GST_FLOW_OK);
+  }
+
+  guint64 step = 0;
+  GstBuffer *buf;
+  while ((buf = gst_harness_try_pull (h)) != NULL) {
+    GPtrArray *metas = metas_of (buf);
+    gsize tokens = gst_buffer_get_size (buf) / (KD * sizeof (float));
+    g_assert_cmpuint (metas->len, ==, tokens / KK);   /* one result per 4 tokens */
+    for (guint i = 0; i < metas->len; i++, step++) {
+      const GstConyClassificationMeta *m = metas->pdata[i];
+      float logits[KC];
+      cony_encoder_step (enc, x + step * KK * KD, logits);
+      int top = 0;
+      for (int c = 1; c < KC; c++)
+        if (logits[c] > logits[top])
+          top = c;
+      g_assert_cmpuint (m->step, ==, step);
+      g_assert_cmpint (m->class_id, ==, top);
+      double sum = 0;
+      for (int c = 0; c < KC; c++)
+        sum += exp ((double) logits[c] - logits[top]);
+      for (int c = 0; c < KC; c++)
+        g_assert_cmpfloat_with_epsilon (m->scores[c], exp ((double) logits[c] - logits[top]) / sum,
+            1e-6);
+      /* the window: the last min(4 (step + 1), 10) tokens; token j of frame f starts at
+       * frame PTS + j x 25 ms */
+      guint64 fed = KK * (step + 1), fill = MIN (fed, KN), oldest = fed - fill;
+      g_assert_cmpfloat (m->context_fill, ==, (double) fill / KN);
+      g_assert_cmpuint (m->window_start, ==, base + (oldest / KK) * fdur + (oldest % KK) * fdur / KK);
+      g_assert_cmpuint (m->window_end, ==, base + (step + 1) * fdur);
+    }
+    g_ptr_array_free (metas, TRUE);
+    gst_buffer_unref (buf);
+  }
+  g_assert_cmpuint (step, ==, frames);   /* 9 frames, 9 steps */
+
+  /* one message per step, with the frame's time */
+  guint64 msgs = 0;
+  GstMessage *msg;
+  while ((msg = gst_bus_pop_filtered (bus, GST_MESSAGE_ELEMENT)) != NULL) {
+    const GstStructure *st = gst_message_get_structure (msg);
+    if (gst_structure_has_name (st, "conytransformer")) {
+      guint64 ts, dur, s;
+      g_assert_true (gst_structure_get_uint64 (st, "timestamp", &ts));
+      g_assert_true (gst_structure_get_uint64 (st, "duration", &dur));
+      g_assert_true (gst_structure_get_uint64 (st, "step", &s));
+      g_assert_cmpuint (s, ==, msgs);
+      g_assert_cmpuint (ts, ==, base + s * fdur);
+      g_assert_cmpuint (dur, ==, fdur);
+      msgs++;
+    }
+    gst_message_unref (msg);
+  }
+  g_assert_cmpuint (msgs, ==, frames);
+
+  /* a buffer that is not a whole number of steps: a stream error naming k */
+  GstBuffer *bad = gst_buffer_new_memdup (x, 6 * KD * sizeof (float));
+  GST_BUFFER_PTS (bad) = base + 20 * fdur;
+  g_assert_cmpint (gst_harness_push (h, bad), ==, GST_FLOW_ERROR);
+  msg = gst_bus_pop_filtered (bus, GST_MESSAGE_ERROR);
+  g_assert_nonnull (msg);
+  GError *err = NULL;
+  gchar *dbg = NULL;
+  gst_message_parse_error (msg, &err, &dbg);
+  g_assert_true (g_error_matches (err, GST_STREAM_ERROR, GST_STREAM_ERROR_FORMAT));
+  g_assert_nonnull (strstr (dbg, "tokens_per_step"));
+  g_free (dbg);
+  g_clear_error (&err);
+  gst_message_unref (msg);
+
+  detach_bus (h, bus);
+  gst_harness_teardown (h);
+  cony_encoder_free (enc);
+  cony_model_free (model);
+  g_free (x);
+}
+
+/* Caps whose tokens per buffer are not a multiple of the model's k are refused
+ * with an error naming both. */
+static void
+test_multitoken_caps_refused (void)
+{
+  const char *bad[] = { "6:1", "6:3", "6:6" };
+  for (guint i = 0; i < G_N_ELEMENTS (bad); i++) {
+    GstHarness *h = k4_harness ();
+    GstBus *bus = attach_bus (h);
+    GstPad *sinkpad = gst_element_get_static_pad (h->element, "sink");
+    gst_pad_push_event (h->srcpad, gst_event_new_stream_start ("test"));
+    gchar *cs = g_strdup_printf ("other/tensors,format=static,num_tensors=1,types=float32,"
+        "dimensions=(string)%s,framerate=10/1", bad[i]);
+    GstCaps *caps = gst_caps_from_string (cs);
+    g_free (cs);
+    gst_pad_push_event (h->srcpad, gst_event_new_caps (caps));
+    gst_caps_unref (caps);
+    g_assert_false (gst_pad_has_current_caps (sinkpad));
+    GstMessage *msg = gst_bus_pop_filtered (bus, GST_MESSAGE_ERROR);
+    g_assert_nonnull (msg);
+    GError *err = NULL;
+    gchar *dbg = NULL;
+    gst_message_parse_error (msg, &err, &dbg);
+    g_assert_true (g_error_matches (err, GST_CORE_ERROR, GST_CORE_ERROR_NEGOTIATION));
+    g_assert_nonnull (strstr (dbg, "tokens_per_step = 4"));
+    g_free (dbg);
+    g_clear_error (&err);
+    gst_message_unref (msg);
+    gst_object_unref (sinkpad);
+    detach_bus (h, bus);
+    gst_harness_teardown (h);
+  }
+}
+
 static void
 expect_start_error (const char *model, const char *attention, const char *labels_file,
     const char *in_message)
@@ -971,5 +1151,7 @@ main (int argc, char **argv)
   g_test_add_func ("/conytransformer/wrong-dimension", test_wrong_dimension);
   g_test_add_func ("/conytransformer/bad-models", test_bad_models);
   g_test_add_func ("/conytransformer/labels-file", test_labels_file);
+  g_test_add_func ("/conytransformer/multitoken/steps", test_multitoken_steps);
+  g_test_add_func ("/conytransformer/multitoken/caps-refused", test_multitoken_caps_refused);
   return g_test_run ();
 }
