@@ -25,6 +25,20 @@
  * ToTensor gives them. The model is loaded on READY->PAUSED; a missing or
  * invalid file is an error and the state change fails.
  *
+ * ## Patches
+ *
+ * With #GstConyFrameEmbed:patches-x and #GstConyFrameEmbed:patches-y (default 1)
+ * the frame is a grid of patches-x x patches-y tiles, each of the model's input
+ * size (so the frame is patches-x x input_width wide and patches-y x
+ * input_height high), and the CNN embeds every tile: a frame gives k =
+ * patches-x x patches-y tokens, in one buffer, row by row from the top-left
+ * tile, with caps `dimensions=D:k` and the framerate of the frames (buffers),
+ * so the token rate is k x that. This is the multi-token input of the CoNy
+ * paper (IV-C: the patches of one frame enter the attention window together):
+ * `conytransformer` with a model whose `tokens_per_step` is k makes one step
+ * per frame. The timestamps below are per frame (per buffer) as without
+ * patches.
+ *
  * ## Timestamps
  *
  * A token has its frame's PTS, and a duration of #every frame durations (the
@@ -76,6 +90,7 @@ GST_DEBUG_CATEGORY_STATIC (gst_cony_frame_embed_debug);
 #define DEFAULT_MODEL NULL
 #define DEFAULT_EVERY 1
 #define DEFAULT_QOS TRUE
+#define DEFAULT_PATCHES 1
 
 enum
 {
@@ -83,6 +98,8 @@ enum
   PROP_MODEL,
   PROP_EVERY,
   PROP_QOS,
+  PROP_PATCHES_X,
+  PROP_PATCHES_Y,
 };
 
 #define SINK_CAPS \
@@ -175,21 +192,28 @@ post_qos (GstConyFrameEmbed *self, GstBuffer *buf, GstClockTime running_time)
   gst_element_post_message (GST_ELEMENT_CAST (self), msg);
 }
 
+/* The frame's tiles, row by row from the top left, one model input (H x W x C,
+ * HWC) after the other; one tile when there are no patches. */
 static void
 frame_to_floats (GstConyFrameEmbed *self, GstVideoFrame *frame)
 {
-  guint W = GST_VIDEO_FRAME_WIDTH (frame), H = GST_VIDEO_FRAME_HEIGHT (frame);
+  guint W = cony_cnn_get_input_width (self->cnn), H = cony_cnn_get_input_height (self->cnn);
   guint C = cony_cnn_get_input_channels (self->cnn);
   const guint8 *data = GST_VIDEO_FRAME_PLANE_DATA (frame, 0);
   gint stride = GST_VIDEO_FRAME_PLANE_STRIDE (frame, 0);
   const gfloat scale = 1.0f / 255.0f;
+  gsize tile = (gsize) H * W * C;
 
-  for (guint y = 0; y < H; y++) {
-    const guint8 *row = data + (gsize) y * stride;
-    gfloat *dst = self->in + (gsize) y * W * C;
-    for (guint i = 0; i < W * C; i++)
-      dst[i] = row[i] * scale;
-  }
+  for (guint ty = 0; ty < self->py; ty++)
+    for (guint tx = 0; tx < self->px; tx++) {
+      gfloat *base = self->in + (gsize) (ty * self->px + tx) * tile;
+      for (guint y = 0; y < H; y++) {
+        const guint8 *row = data + (gsize) (ty * H + y) * stride + (gsize) tx * W * C;
+        gfloat *dst = base + (gsize) y * W * C;
+        for (guint i = 0; i < W * C; i++)
+          dst[i] = row[i] * scale;
+      }
+    }
 }
 
 static GstFlowReturn
@@ -233,10 +257,13 @@ gst_cony_frame_embed_chain (GstPad *pad, GstObject *parent, GstBuffer *buf)
   }
   frame_to_floats (self, &frame);
   gst_video_frame_unmap (&frame);
-  cony_cnn_forward (self->cnn, self->in, self->out);
+  if (self->n_patches == 1)
+    cony_cnn_forward (self->cnn, self->in, self->out);
+  else
+    cony_cnn_forward_batch (self->cnn, self->in, self->n_patches, self->out);
   self->processed++;
 
-  gsize bytes = (gsize) self->out_dim * sizeof (gfloat);
+  gsize bytes = (gsize) self->n_patches * self->out_dim * sizeof (gfloat);
   GstBuffer *out = gst_buffer_new_allocate (NULL, bytes, NULL);
   gst_buffer_fill (out, 0, self->out, bytes);
   GstClockTime fdur = frame_duration (self, buf);
@@ -244,8 +271,8 @@ gst_cony_frame_embed_chain (GstPad *pad, GstObject *parent, GstBuffer *buf)
   GST_BUFFER_DTS (out) = GST_CLOCK_TIME_NONE;
   GST_BUFFER_DURATION (out) = GST_CLOCK_TIME_IS_VALID (fdur) ? fdur * self->k : GST_CLOCK_TIME_NONE;
   GST_BUFFER_OFFSET (out) = self->tokens_out;
-  GST_BUFFER_OFFSET_END (out) = self->tokens_out + 1;
-  self->tokens_out++;
+  GST_BUFFER_OFFSET_END (out) = self->tokens_out + self->n_patches;
+  self->tokens_out += self->n_patches;
   if (self->next_discont) {
     GST_BUFFER_FLAG_SET (out, GST_BUFFER_FLAG_DISCONT);
     self->next_discont = FALSE;
@@ -260,7 +287,8 @@ static gboolean
 set_sink_caps (GstConyFrameEmbed *self, GstCaps *caps)
 {
   GstVideoInfo info;
-  guint W = cony_cnn_get_input_width (self->cnn), H = cony_cnn_get_input_height (self->cnn);
+  guint W = cony_cnn_get_input_width (self->cnn) * self->px;
+  guint H = cony_cnn_get_input_height (self->cnn) * self->py;
 
   if (!gst_video_info_from_caps (&info, caps)) {
     GST_WARNING_OBJECT (self, "refusing caps %" GST_PTR_FORMAT ": not raw video", caps);
@@ -270,8 +298,10 @@ set_sink_caps (GstConyFrameEmbed *self, GstCaps *caps)
       || strcmp (gst_video_format_to_string (GST_VIDEO_INFO_FORMAT (&info)),
           model_format (self)) != 0) {
     GST_ELEMENT_ERROR (self, CORE, NEGOTIATION, ("Video frames do not match the model"),
-        ("the model takes %ux%u %s frames, the input is %dx%d %s; put videoconvert ! "
-            "videoscale in front", W, H, model_format (self), GST_VIDEO_INFO_WIDTH (&info),
+        ("the model takes %ux%u %s frames (%ux%u patches of %ux%u), the input is %dx%d %s; "
+            "put videoconvert ! videoscale in front", W, H, model_format (self), self->px,
+            self->py, cony_cnn_get_input_width (self->cnn), cony_cnn_get_input_height (self->cnn),
+            GST_VIDEO_INFO_WIDTH (&info),
             GST_VIDEO_INFO_HEIGHT (&info),
             gst_video_format_to_string (GST_VIDEO_INFO_FORMAT (&info))));
     return FALSE;
@@ -288,9 +318,10 @@ set_sink_caps (GstConyFrameEmbed *self, GstCaps *caps)
   if (same_rate && gst_pad_has_current_caps (self->srcpad))
     return TRUE;
 
-  GstConyTokenInfo out = { self->out_dim, 1, 0, 1 };
-  if (info.fps_n > 0 && !gst_util_fraction_multiply (info.fps_n, info.fps_d, 1, (gint) self->k,
-          &out.rate_n, &out.rate_d))
+  /* rate_n/rate_d: tokens per second (k per frame); the caps carry frames per second */
+  GstConyTokenInfo out = { self->out_dim, self->n_patches, 0, 1 };
+  if (info.fps_n > 0 && !gst_util_fraction_multiply (info.fps_n, info.fps_d,
+          (gint) self->n_patches, (gint) self->k, &out.rate_n, &out.rate_d))
     return FALSE;
   GstCaps *src = gst_cony_tokens_caps_new (&out);
   gboolean ok = src != NULL && gst_pad_push_event (self->srcpad, gst_event_new_caps (src));
@@ -340,8 +371,9 @@ gst_cony_frame_embed_sink_query (GstPad *pad, GstObject *parent, GstQuery *query
     if (self->cnn != NULL) {
       caps = gst_caps_make_writable (caps);
       gst_caps_set_simple (caps, "format", G_TYPE_STRING, model_format (self),
-          "width", G_TYPE_INT, (gint) cony_cnn_get_input_width (self->cnn),
-          "height", G_TYPE_INT, (gint) cony_cnn_get_input_height (self->cnn), NULL);
+          "width", G_TYPE_INT, (gint) (cony_cnn_get_input_width (self->cnn) * self->px),
+          "height", G_TYPE_INT, (gint) (cony_cnn_get_input_height (self->cnn) * self->py),
+          NULL);
     }
     if (filter) {
       GstCaps *tmp = gst_caps_intersect_full (filter, caps, GST_CAPS_INTERSECT_FIRST);
@@ -395,6 +427,9 @@ start (GstElement *element)
   GST_OBJECT_LOCK (self);
   model = g_strdup (self->model);
   self->k = self->every;
+  self->px = self->patches_x;
+  self->py = self->patches_y;
+  self->n_patches = self->px * self->py;
   GST_OBJECT_UNLOCK (self);
 
   if (model == NULL || *model == '\0') {
@@ -415,16 +450,24 @@ start (GstElement *element)
     goto fail;
   }
   self->out_dim = cony_cnn_get_output_size (self->cnn);
-  self->in = g_new0 (gfloat, cony_cnn_get_input_size (self->cnn));
-  self->out = g_new0 (gfloat, self->out_dim);
+  if ((guint64) cony_cnn_get_input_width (self->cnn) * self->px > 65536
+      || (guint64) cony_cnn_get_input_height (self->cnn) * self->py > 65536) {
+    GST_ELEMENT_ERROR (self, LIBRARY, SETTINGS, ("Patch grid too large"),
+        ("%ux%u patches of %ux%u make frames above 65536 pixels a side", self->px, self->py,
+            cony_cnn_get_input_width (self->cnn), cony_cnn_get_input_height (self->cnn)));
+    goto fail;
+  }
+  self->in = g_new0 (gfloat, cony_cnn_get_input_size (self->cnn) * self->n_patches);
+  self->out = g_new0 (gfloat, (gsize) self->out_dim * self->n_patches);
   self->have_info = FALSE;
   self->processed = self->dropped = 0;
   gst_segment_init (&self->segment, GST_FORMAT_TIME);
   reset_stream (self);
   reset_qos (self);
-  GST_INFO_OBJECT (self, "loaded %s: %ux%ux%u -> %u, %" G_GUINT64_FORMAT " parameters", model,
-      cony_cnn_get_input_height (self->cnn), cony_cnn_get_input_width (self->cnn), C,
-      self->out_dim, cony_cnn_get_n_params (self->cnn));
+  GST_INFO_OBJECT (self, "loaded %s: %ux%ux%u -> %u, %" G_GUINT64_FORMAT " parameters, "
+      "%ux%u patches per frame", model, cony_cnn_get_input_height (self->cnn),
+      cony_cnn_get_input_width (self->cnn), C, self->out_dim, cony_cnn_get_n_params (self->cnn),
+      self->px, self->py);
   g_free (model);
   return TRUE;
 
@@ -472,6 +515,12 @@ gst_cony_frame_embed_set_property (GObject *object, guint prop_id, const GValue 
     case PROP_QOS:
       self->qos = g_value_get_boolean (value);
       break;
+    case PROP_PATCHES_X:
+      self->patches_x = g_value_get_uint (value);
+      break;
+    case PROP_PATCHES_Y:
+      self->patches_y = g_value_get_uint (value);
+      break;
     default:
       G_OBJECT_WARN_INVALID_PROPERTY_ID (object, prop_id, pspec);
       break;
@@ -495,6 +544,12 @@ gst_cony_frame_embed_get_property (GObject *object, guint prop_id, GValue *value
       break;
     case PROP_QOS:
       g_value_set_boolean (value, self->qos);
+      break;
+    case PROP_PATCHES_X:
+      g_value_set_uint (value, self->patches_x);
+      break;
+    case PROP_PATCHES_Y:
+      g_value_set_uint (value, self->patches_y);
       break;
     default:
       G_OBJECT_WARN_INVALID_PROPERTY_ID (object, prop_id, pspec);
@@ -559,6 +614,25 @@ gst_cony_frame_embed_class_init (GstConyFrameEmbedClass *klass)
           "Skip embedding frames that QoS events report as too late", DEFAULT_QOS,
           G_PARAM_READWRITE | G_PARAM_STATIC_STRINGS | GST_PARAM_MUTABLE_PLAYING));
 
+  /**
+   * GstConyFrameEmbed:patches-x:
+   *
+   * Columns of the patch grid: the frame is @patches-x model inputs wide and
+   * each tile is one token (a frame gives patches-x x patches-y tokens).
+   */
+  g_object_class_install_property (gobject_class, PROP_PATCHES_X,
+      g_param_spec_uint ("patches-x", "Patches across",
+          "Columns of model-sized tiles per frame, one token each", 1, 64, DEFAULT_PATCHES,
+          flags));
+  /**
+   * GstConyFrameEmbed:patches-y:
+   *
+   * Rows of the patch grid (see #GstConyFrameEmbed:patches-x).
+   */
+  g_object_class_install_property (gobject_class, PROP_PATCHES_Y,
+      g_param_spec_uint ("patches-y", "Patches down",
+          "Rows of model-sized tiles per frame, one token each", 1, 64, DEFAULT_PATCHES, flags));
+
   gst_element_class_add_static_pad_template (element_class, &sink_template);
   gst_element_class_add_static_pad_template (element_class, &src_template);
   gst_element_class_set_static_metadata (element_class, "Frame embeddings",
@@ -586,6 +660,7 @@ gst_cony_frame_embed_init (GstConyFrameEmbed *self)
   gst_element_add_pad (GST_ELEMENT (self), self->srcpad);
 
   self->every = DEFAULT_EVERY;
+  self->patches_x = self->patches_y = DEFAULT_PATCHES;
   self->qos = DEFAULT_QOS;
   self->earliest_time = GST_CLOCK_TIME_NONE;
   self->proportion = 1.0;

@@ -1,4 +1,4 @@
-/* conyframeembed: video frames -> one CNN embedding token per frame.
+/* conyframeembed: video frames -> one CNN embedding token per frame (or one per patch).
  *
  * SPDX-License-Identifier: LGPL-2.1-or-later
  */
@@ -25,6 +25,7 @@ struct _GstConyFrameEmbed {
    * READY->PAUSED; qos is read per frame. */
   gchar *model;
   guint every;
+  guint patches_x, patches_y;  /* patch grid: columns x rows of model-sized tiles */
   gboolean qos;
 
   /* QoS state (object lock): from the last QOS event on the source pad. */
@@ -34,6 +35,8 @@ struct _GstConyFrameEmbed {
   /* Stream state (streaming thread). */
   ConyCnn *cnn;
   guint k;                     /* every, fixed for the run */
+  guint px, py;                /* patches_x, patches_y, fixed for the run */
+  guint n_patches;             /* px x py tokens per frame */
   guint out_dim;
   GstVideoInfo vinfo;
   gboolean have_info;
@@ -42,8 +45,8 @@ struct _GstConyFrameEmbed {
   guint64 tokens_out;          /* tokens since the last discontinuity */
   guint64 processed, dropped;  /* for QoS messages */
   gboolean next_discont;
-  gfloat *in;                  /* H x W x C input of the CNN */
-  gfloat *out;                 /* out_dim */
+  gfloat *in;                  /* n_patches x H x W x C inputs of the CNN */
+  gfloat *out;                 /* n_patches x out_dim */
 };
 
 G_END_DECLS

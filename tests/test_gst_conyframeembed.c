@@ -314,6 +314,83 @@ test_caps_query (void)
   gst_harness_teardown (h);
 }
 
+/* Patch mode: patches-x=3 patches-y=2 with the 22x20 gap model takes 66x40 frames
+ * (stride 200 for 198 bytes of pixels) and gives 6 tokens per frame buffer, tile by
+ * tile from the top left, each the engine's output on that tile; caps D:6 at the
+ * frame rate; PTS, duration and OFFSET per frame. */
+static void
+test_patches (void)
+{
+  const guint PX = 3, PY = 2, K = PX * PY, FW = W * PX, FH = H * PY;
+  ConyCnn *cnn = load_gap ();
+  GstHarness *h = new_harness ("gap.safetensors", "patches-x", PX, "patches-y", PY, NULL);
+  gst_harness_play (h);
+  /* the caps query announces the grid's frame size */
+  GstPad *sinkpad = gst_element_get_static_pad (h->element, "sink");
+  GstCaps *qc = gst_pad_query_caps (sinkpad, NULL);
+  gint qw = 0, qh = 0;
+  g_assert_true (gst_structure_get_int (gst_caps_get_structure (qc, 0), "width", &qw));
+  g_assert_true (gst_structure_get_int (gst_caps_get_structure (qc, 0), "height", &qh));
+  g_assert_cmpint (qw, ==, FW);
+  g_assert_cmpint (qh, ==, FH);
+  gst_caps_unref (qc);
+  gst_object_unref (sinkpad);
+
+  gst_harness_set_src_caps_str (h, "video/x-raw,format=RGB,width=66,height=40,framerate=25/1");
+  check_src_caps (h, "5:6", 25, 1);
+  GstVideoInfo vi;
+  gst_video_info_set_format (&vi, GST_VIDEO_FORMAT_RGB, FW, FH);
+  gsize stride = GST_VIDEO_INFO_PLANE_STRIDE (&vi, 0);
+  g_assert_cmpuint (stride, ==, 200);
+  for (guint f = 0; f < 3; f++) {
+    guint8 *data = g_malloc (vi.size);
+    GRand *r = g_rand_new_with_seed (300 + f);
+    for (gsize i = 0; i < vi.size; i++)
+      data[i] = (guint8) g_rand_int_range (r, 0, 256);
+    g_rand_free (r);
+    GstBuffer *in = gst_buffer_new_wrapped (g_memdup2 (data, vi.size), vi.size);
+    GST_BUFFER_PTS (in) = 500 * MS + f * 40 * MS;
+    GST_BUFFER_DURATION (in) = 40 * MS;
+    g_assert_cmpint (gst_harness_push (h, in), ==, GST_FLOW_OK);
+
+    GstBuffer *out = gst_harness_try_pull (h);
+    g_assert_nonnull (out);
+    g_assert_cmpuint (GST_BUFFER_PTS (out), ==, 500 * MS + f * 40 * MS);
+    g_assert_cmpuint (GST_BUFFER_DURATION (out), ==, 40 * MS);
+    g_assert_cmpuint (GST_BUFFER_OFFSET (out), ==, (guint64) f * K);
+    g_assert_cmpuint (GST_BUFFER_OFFSET_END (out), ==, (guint64) (f + 1) * K);
+    g_assert_cmpint (GST_BUFFER_IS_DISCONT (out), ==, f == 0);
+    g_assert_cmpuint (gst_buffer_get_size (out), ==, K * OUT * sizeof (float));
+    GstMapInfo map;
+    gst_buffer_map (out, &map, GST_MAP_READ);
+    const float *got = (const float *) map.data;
+    for (guint ty = 0; ty < PY; ty++)
+      for (guint tx = 0; tx < PX; tx++) {
+        float tile[H * W * 3], want[OUT];
+        for (guint y = 0; y < H; y++)
+          for (guint i = 0; i < W * 3; i++)
+            tile[y * W * 3 + i] = data[(ty * H + y) * stride + tx * W * 3 + i] / 255.0f;
+        cony_cnn_forward (cnn, tile, want);
+        const float *tok = got + (ty * PX + tx) * OUT;
+        for (guint j = 0; j < OUT; j++)
+          g_assert_cmpfloat_with_epsilon (tok[j], want[j], 1e-5 * MAX (1.0, fabs (want[j])));
+      }
+    /* the tiles differ, so the tokens do: not one token repeated */
+    g_assert_cmpfloat (fabs (got[0] - got[OUT]), >, 1e-6);
+    gst_buffer_unmap (out, &map);
+    gst_buffer_unref (out);
+    g_free (data);
+  }
+  g_assert_null (gst_harness_try_pull (h));
+  gst_harness_teardown (h);
+
+  /* the single-tile size is refused in patch mode */
+  h = new_harness ("gap.safetensors", "patches-x", PX, "patches-y", PY, NULL);
+  gst_harness_play (h);
+  cony_test_assert_caps_refused (h, CAPS_GAP);
+  cony_cnn_free (cnn);
+}
+
 static void
 test_wrong_caps_refused (void)
 {
@@ -389,5 +466,6 @@ main (int argc, char **argv)
   g_test_add_func ("/conyframeembed/caps-query", test_caps_query);
   g_test_add_func ("/conyframeembed/wrong-caps", test_wrong_caps_refused);
   g_test_add_func ("/conyframeembed/bad-models", test_bad_models);
+  g_test_add_func ("/conyframeembed/patches", test_patches);
   return g_test_run ();
 }
