@@ -52,7 +52,7 @@ test_small_forward (void)
   g_assert_cmpuint (n, ==, 4);
   float out[128];
   static const ConyCnnConvAlgorithm algos[] = { CONY_CNN_CONV_AUTO, CONY_CNN_CONV_IM2COL,
-                                                CONY_CNN_CONV_WINOGRAD };
+                                                CONY_CNN_CONV_WINOGRAD, CONY_CNN_CONV_WINOGRAD4 };
   g_assert_cmpint (cony_cnn_get_conv_algorithm (cnn), ==, CONY_CNN_CONV_AUTO);
   for (guint a = 0; a < G_N_ELEMENTS (algos); a++) {
     cony_cnn_set_conv_algorithm (cnn, algos[a]);
@@ -105,33 +105,14 @@ test_odd_layout (void)
   cony_cnn_set_conv_algorithm (cnn, CONY_CNN_CONV_WINOGRAD);   /* 2- and 4-channel layers too */
   cony_cnn_forward_batch (cnn, x->data, 3, out);
   g_assert_cmpfloat (cony_test_rel_err (out, want->data, 30), <, 1e-4);
+  cony_cnn_set_conv_algorithm (cnn, CONY_CNN_CONV_WINOGRAD4);
+  cony_cnn_forward_batch (cnn, x->data, 3, out);
+  g_assert_cmpfloat (cony_test_rel_err (out, want->data, 30), <, 1e-4);
 
   guint64 conv, fc;
   cony_cnn_get_flops (cnn, &conv, &fc);
   g_assert_cmpuint (conv, ==, 2ull * (20 * 12 * 9 * 2 * 4 + 10 * 6 * 9 * 4 * 6 + 10 * 6 * 9 * 6 * 6));
   g_assert_cmpuint (fc, ==, 2ull * (12 * 16 + 16 * 10));
-}
-
-/* Winograd and im2col agree on maps with odd heights and widths (partial
- * 2x2 output tiles at the bottom and right edges). */
-static void
-test_conv_algorithms_odd_sizes (void)
-{
-  GError *error = NULL;
-  g_autoptr (ConyCnn) cnn = cony_cnn_new_random ("5 7 M 6 | 9", 11, 7, 3, 3, &error);
-  g_assert_no_error (error);
-  float in[11 * 7 * 3], a[9], b[9];
-  for (int i = 0; i < 11 * 7 * 3; i++)
-    in[i] = cosf (i * 1.3f) + 0.2f;
-  cony_cnn_set_conv_algorithm (cnn, CONY_CNN_CONV_IM2COL);
-  cony_cnn_forward (cnn, in, a);
-  cony_cnn_set_conv_algorithm (cnn, CONY_CNN_CONV_WINOGRAD);
-  cony_cnn_forward (cnn, in, b);
-  g_assert_cmpfloat (cony_test_rel_err (b, a, 9), <, 1e-5);
-  gboolean nonzero = FALSE;
-  for (int i = 0; i < 9; i++)
-    nonzero |= a[i] != 0.0f;
-  g_assert_true (nonzero);
 }
 
 static void
@@ -481,6 +462,155 @@ test_official_vggish (void)
   }
 }
 
+/* Winograd F(2x2) and F(4x4) (and the AUTO mix) agree with im2col on maps
+ * with odd heights and widths (partial output tiles at the bottom and right
+ * edges), odd channel counts, and maps smaller than one tile. */
+static void
+test_conv_algorithms_odd_sizes (void)
+{
+  static const guint geo[][3] = { { 11, 7, 3 }, { 6, 10, 2 }, { 2, 3, 5 }, { 17, 13, 1 },
+                                  { 9, 9, 17 } };
+  static const ConyCnnConvAlgorithm algos[] = { CONY_CNN_CONV_WINOGRAD, CONY_CNN_CONV_WINOGRAD4,
+                                                CONY_CNN_CONV_AUTO };
+  for (guint g = 0; g < G_N_ELEMENTS (geo); g++) {
+    GError *error = NULL;
+    guint h = geo[g][0], w = geo[g][1], c = geo[g][2];
+    g_autoptr (ConyCnn) cnn = cony_cnn_new_random ("5 19 M 6 | 9", h, w, c, 3 + g, &error);
+    g_assert_no_error (error);
+    gsize n = (gsize) h * w * c;
+    g_autofree float *in = g_new (float, n);
+    for (gsize i = 0; i < n; i++)
+      in[i] = cosf (i * 1.3f) + 0.2f;
+    float a[9], b[9];
+    cony_cnn_set_conv_algorithm (cnn, CONY_CNN_CONV_IM2COL);
+    cony_cnn_forward (cnn, in, a);
+    gboolean nonzero = FALSE;
+    for (int i = 0; i < 9; i++)
+      nonzero |= a[i] != 0.0f;
+    g_assert_true (nonzero);
+    for (guint k = 0; k < G_N_ELEMENTS (algos); k++) {
+      cony_cnn_set_conv_algorithm (cnn, algos[k]);
+      g_assert_cmpint (cony_cnn_get_conv_algorithm (cnn), ==, algos[k]);
+      cony_cnn_forward (cnn, in, b);
+      double e = cony_test_rel_err (b, a, 9);
+      g_test_message ("%ux%ux%u algorithm %d: %.2e relative to im2col", h, w, c, algos[k], e);
+      g_assert_cmpfloat (e, <, 1e-5);
+    }
+  }
+}
+
+/* F16 FC weights from a file: kept in F16, same function as torch on the
+ * F16-rounded weights, and the same as their exact F32 expansion. */
+static void
+fc_f16_golden (void)
+{
+  g_autoptr (ConyCnn) cnn = load_model ("small_f16.safetensors");
+  g_autoptr (ConyNpyArray) x = cony_test_load_golden_npy ("cnn", "small_input.npy");
+  g_autoptr (ConyNpyArray) want = cony_test_load_golden_npy ("cnn", "small_f16_expected.npy");
+  g_autoptr (ConyNpyArray) want32 = cony_test_load_golden_npy ("cnn", "small_expected.npy");
+  g_assert_true (cony_cnn_get_fc_f16 (cnn));
+  g_autofree char *desc = cony_cnn_describe (cnn);
+  g_assert_nonnull (strstr (desc, "fc 768 -> 32 + ReLU (F16 weights)"));
+  gsize n = x->shape[0];
+  g_autofree float *out = g_new (float, n * 128), *batch = g_new (float, n * 128);
+  g_autofree float *out32 = g_new (float, n * 128);
+  for (gsize k = 0; k < n; k++)
+    cony_cnn_forward (cnn, x->data + k * 96 * 64, out + k * 128);
+  double e16 = cony_test_rel_err (out, want->data, n * 128);
+  /* The F16 golden really is another function than the F32 one. */
+  double e_other = cony_test_rel_err (want->data, want32->data, n * 128);
+  g_test_message ("F16 weights: %.2e relative to torch; F16 vs F32 goldens differ by %.2e", e16,
+                  e_other);
+  g_assert_cmpfloat (e16, <, 1e-5);
+  g_assert_cmpfloat (e_other, >, 1e-5);
+  cony_cnn_forward_batch (cnn, x->data, n, batch);
+  g_assert_cmpfloat (cony_test_rel_err (batch, want->data, n * 128), <, 1e-5);
+
+  GError *error = NULL;
+  g_assert_true (cony_cnn_set_fc_f16 (cnn, FALSE, &error));
+  g_assert_no_error (error);
+  g_assert_false (cony_cnn_get_fc_f16 (cnn));
+  for (gsize k = 0; k < n; k++)
+    cony_cnn_forward (cnn, x->data + k * 96 * 64, out32 + k * 128);
+  g_assert_cmpfloat (cony_test_rel_err (out32, out, n * 128), <, 1e-6);
+}
+
+/* Random network with odd FC sizes (row counts not a multiple of 4, column
+ * counts with 16-, 8- and scalar tails). */
+static void
+fc_f16_random (void)
+{
+  GError *error = NULL;
+  g_autoptr (ConyCnn) cnn = cony_cnn_new_random ("5 M 7 | 37 13 7", 9, 7, 3, 11, &error);
+  g_assert_no_error (error);
+  const gsize in_size = 9 * 7 * 3, nb = 5;
+  float x[5 * 9 * 7 * 3];
+  for (gsize i = 0; i < nb * in_size; i++)
+    x[i] = sinf (i * 0.71f) + 0.3f;
+  float a[5 * 7], b[5 * 7], c[5 * 7], d[5 * 7], e[5 * 7];
+  cony_cnn_forward_batch (cnn, x, nb, a);
+  g_assert_false (cony_cnn_get_fc_f16 (cnn));
+  g_assert_true (cony_cnn_set_fc_f16 (cnn, TRUE, &error));
+  g_assert_no_error (error);
+  g_assert_true (cony_cnn_get_fc_f16 (cnn));
+  for (gsize k = 0; k < nb; k++)
+    cony_cnn_forward (cnn, x + k * in_size, b + k * 7);
+  cony_cnn_forward_batch (cnn, x, nb, c);
+  /* Rounding the weights changed the function a little. */
+  double er = cony_test_rel_err (b, a, nb * 7);
+  g_test_message ("F16-rounded FC weights: %.2e relative to F32", er);
+  g_assert_cmpfloat (er, >, 0.0);
+  g_assert_cmpfloat (er, <, 5e-3);
+  g_assert_cmpfloat (cony_test_rel_err (c, b, nb * 7), <, 1e-6);   /* batch == one by one */
+  /* Expanded to F32: the same function. */
+  g_assert_true (cony_cnn_set_fc_f16 (cnn, FALSE, &error));
+  g_assert_false (cony_cnn_get_fc_f16 (cnn));
+  cony_cnn_forward_batch (cnn, x, nb, d);
+  g_assert_cmpfloat (cony_test_rel_err (d, b, nb * 7), <, 1e-6);
+  /* F16 -> F32 -> F16 is exact: the same values as the first F16 run. */
+  g_assert_true (cony_cnn_set_fc_f16 (cnn, TRUE, &error));
+  for (gsize k = 0; k < nb; k++)
+    cony_cnn_forward (cnn, x + k * in_size, e + k * 7);
+  g_assert_cmpmem (e, sizeof e, b, sizeof b);
+}
+
+static void
+test_fc_f16 (void)
+{
+  fc_f16_golden ();
+  fc_f16_random ();
+
+  /* A weight outside the F16 range: refused, nothing changed. */
+  TensorSet s = read_set ("odd.safetensors");
+  ((float *) s.data->pdata[set_find (&s, "embeddings.0.weight")])[5] = 1e5f;
+  const char *meta[] = { "input_height", "20", "input_width", "12", "input_channels", "2", NULL };
+  g_autofree char *path = write_set (&s, "big.safetensors", meta);
+  set_free (&s);
+  GError *error = NULL;
+  g_autoptr (ConyCnn) cnn = cony_cnn_load (path, &error);
+  g_assert_no_error (error);
+  g_assert_false (cony_cnn_set_fc_f16 (cnn, TRUE, &error));
+  g_assert_error (error, CONY_ERROR, CONY_ERROR_INVALID);
+  g_assert_nonnull (strstr (error->message, "embeddings.0"));
+  g_clear_error (&error);
+  g_assert_false (cony_cnn_get_fc_f16 (cnn));
+}
+
+/* The same with the portable kernels (what CPUs without F16C run). */
+static void
+test_fc_f16_portable (void)
+{
+  if (g_test_subprocess ()) {
+    fc_f16_golden ();
+    fc_f16_random ();
+    return;
+  }
+  g_setenv ("CONY_CNN_PORTABLE", "1", TRUE);
+  g_test_trap_subprocess (NULL, 0, G_TEST_SUBPROCESS_INHERIT_STDERR);
+  g_unsetenv ("CONY_CNN_PORTABLE");
+  g_test_trap_assert_passed ();
+}
+
 int
 main (int argc, char **argv)
 {
@@ -493,6 +623,8 @@ main (int argc, char **argv)
   g_test_add_func ("/cnn/bad-models", test_bad_models);
   g_test_add_func ("/cnn/separate-pca-and-random", test_separate_pca_and_random);
   g_test_add_func ("/cnn/official-vggish", test_official_vggish);
+  g_test_add_func ("/cnn/fc-f16", test_fc_f16);
+  g_test_add_func ("/cnn/fc-f16-portable", test_fc_f16_portable);
   int ret = g_test_run ();
   g_autofree char *cmd = g_strdup_printf ("rm -rf '%s'", tmpdir);
   if (system (cmd) != 0)

@@ -50,7 +50,7 @@ check_case (const char *name, guint h, guint w, guint d)
   g_assert_cmpuint (want->shape[1], ==, d);
 
   const ConyCnnConvAlgorithm algos[] = { CONY_CNN_CONV_AUTO, CONY_CNN_CONV_IM2COL,
-                                         CONY_CNN_CONV_WINOGRAD };
+                                         CONY_CNN_CONV_WINOGRAD, CONY_CNN_CONV_WINOGRAD4 };
   g_autofree float *out = g_new (float, n * d);
   for (guint a = 0; a < G_N_ELEMENTS (algos); a++) {
     cony_cnn_set_conv_algorithm (cnn, algos[a]);

@@ -14,6 +14,8 @@
 
 #include <time.h>
 
+#define CHUNK 1024   /* samples per push, like a 64 ms audio buffer */
+
 static double
 now (void)
 {
@@ -70,7 +72,84 @@ test_signal (gsize n, guint rate)
   return x;
 }
 
-#define CHUNK 1024   /* samples per push, like a 64 ms audio buffer */
+
+typedef struct {
+  double wall, cpu;      /* seconds for the whole run */
+  ConyCnnProfile prof;
+  gsize windows;
+} Run;
+
+/* Mel + one forward per window as conymel ! conyvggish runs them. */
+static void
+stream_run (ConyMel *mel, ConyCnn *cnn, const float *x, gsize n, float *hist, int stride, Run *r)
+{
+  float emb[128];
+  cony_mel_reset (mel);
+  cony_cnn_set_profiling (cnn, TRUE);
+  gsize nf = 0, windows = 0;
+  double t0 = now (), c0 = cpu_now ();
+  for (gsize pos = 0; pos < n; pos += CHUNK) {
+    cony_mel_push (mel, x + pos, MIN ((gsize) CHUNK, n - pos));
+    while (cony_mel_pop_frame (mel, hist + nf * 64)) {
+      nf++;
+      if (nf >= 96 && (nf - 96) % (gsize) stride == 0) {
+        cony_cnn_forward (cnn, hist + (nf - 96) * 64, emb);
+        windows++;
+      }
+    }
+  }
+  r->wall = now () - t0;
+  r->cpu = cpu_now () - c0;
+  r->windows = windows;
+  cony_cnn_get_profile (cnn, &r->prof);
+}
+
+static void
+batch_run (ConyCnn *cnn, const float *patches, gsize windows, float *embs, Run *r)
+{
+  cony_cnn_set_profiling (cnn, TRUE);
+  double t0 = now (), c0 = cpu_now ();
+  cony_cnn_forward_batch (cnn, patches, windows, embs);
+  r->wall = now () - t0;
+  r->cpu = cpu_now () - c0;
+  r->windows = windows;
+  cony_cnn_get_profile (cnn, &r->prof);
+}
+
+static void
+print_stream (const char *what, const Run *r, double seconds, guint64 conv_flops,
+              guint64 fc_flops, double fc_mb, double peak)
+{
+  gsize w = r->windows;
+  double gcc = conv_flops * (double) w / r->prof.conv_cpu * 1e-9;
+  double gcw = conv_flops * (double) w / r->prof.conv_wall * 1e-9;
+  double gfc = fc_flops * (double) w / r->prof.fc_cpu * 1e-9;
+  double gfw = fc_flops * (double) w / r->prof.fc_wall * 1e-9;
+  printf ("mel + VGGish streaming (batch 1), %s: %" G_GSIZE_FORMAT " windows in %.1f s of audio\n"
+          "  wall %.1f ms/window = %.2fx real time; CPU %.1f ms/window = %.2fx real time\n",
+          what, w, seconds, r->wall / w * 1e3, seconds / r->wall, r->cpu / w * 1e3,
+          seconds / r->cpu);
+  printf ("  conv (default algorithm): CPU %.1f ms/window, %.1f effective GFLOP/s = %.0f%% of peak "
+          "(wall %.1f GFLOP/s)\n", r->prof.conv_cpu / w * 1e3, gcc, 100 * gcc / peak, gcw);
+  printf ("  FC: CPU %.1f ms/window, %.1f GFLOP/s = %.0f%% of peak (wall %.1f GFLOP/s); "
+          "%.0f MB of weights per window = %.1f GB/s\n", r->prof.fc_cpu / w * 1e3, gfc,
+          100 * gfc / peak, gfw, fc_mb, fc_mb * 1e-3 * w / r->prof.fc_cpu);
+}
+
+static void
+print_batch (const char *what, const Run *r, double seconds, double mel_cpu, double mel_wall,
+             guint64 conv_flops, guint64 fc_flops, double peak)
+{
+  gsize w = r->windows;
+  double gc = conv_flops * (double) w / r->prof.conv_cpu * 1e-9;
+  double gf = fc_flops * (double) w / r->prof.fc_cpu * 1e-9;
+  printf ("mel + VGGish offline (FC batched over %" G_GSIZE_FORMAT " windows), %s:\n"
+          "  wall %.1f ms/window = %.2fx real time; CPU %.1f ms/window = %.2fx real time\n"
+          "  conv CPU %.1f GFLOP/s = %.0f%% of peak; FC CPU %.1f ms/window, %.1f GFLOP/s = %.0f%% of peak\n",
+          w, what, r->wall / w * 1e3, seconds / (r->wall + mel_wall), r->cpu / w * 1e3,
+          seconds / (r->cpu + mel_cpu), gc, 100 * gc / peak, r->prof.fc_cpu / w * 1e3, gf,
+          100 * gf / peak);
+}
 
 int
 cony_bench_frontend (int argc, char **argv)
@@ -149,49 +228,27 @@ cony_bench_frontend (int argc, char **argv)
   g_autofree float *warm = g_new0 (float, in_size);
   cony_cnn_forward (cnn, warm, emb);   /* touch the weights once */
 
-  /* 3a. Streaming, as conymel ! conyvggish does it: one window every `stride` frames. */
+  /* 3a. Streaming, as conymel ! conyvggish does it: one window every `stride`
+   * frames; first with F32 FC weights, later with F16 ones. */
   gsize n2 = MIN ((gsize) (cnn_seconds * rate), n);
   cnn_seconds = (double) n2 / rate;
   gsize max_frames = cony_mel_frames_for_samples (&config, n2);
   g_autofree float *hist = g_new (float, (max_frames + 1) * 64);
-  cony_mel_reset (mel);
-  cony_cnn_set_profiling (cnn, TRUE);
-  gsize nf = 0, windows = 0;
-  double t0 = now (), c0 = cpu_now ();
-  for (gsize pos = 0; pos < n2; pos += CHUNK) {
-    cony_mel_push (mel, x + pos, MIN ((gsize) CHUNK, n2 - pos));
-    while (cony_mel_pop_frame (mel, hist + nf * 64)) {
-      nf++;
-      if (nf >= 96 && (nf - 96) % (gsize) stride == 0) {
-        cony_cnn_forward (cnn, hist + (nf - 96) * 64, emb);
-        windows++;
-      }
-    }
-  }
-  double s_wall = now () - t0, s_cpu = cpu_now () - c0;
-  ConyCnnProfile p1;
-  cony_cnn_get_profile (cnn, &p1);
+  Run s32;
+  stream_run (mel, cnn, x, n2, hist, stride, &s32);
+  gsize windows = s32.windows;
   if (windows == 0) {
     fprintf (stderr, "cony bench frontend: no window in %.1f s of audio\n", cnn_seconds);
     return 1;
   }
-  double gf_conv_w = conv_flops * (double) windows / p1.conv_wall * 1e-9;
-  double gf_conv_c = conv_flops * (double) windows / p1.conv_cpu * 1e-9;
-  double gf_fc_w = fc_flops * (double) windows / p1.fc_wall * 1e-9;
-  double gf_fc_c = fc_flops * (double) windows / p1.fc_cpu * 1e-9;
-  printf ("mel + VGGish streaming (stride %d frames, batch 1): %" G_GSIZE_FORMAT " windows in %.1f s "
-          "of audio\n  wall %.1f ms/window = %.2fx real time; CPU %.1f ms/window = %.2fx real time\n",
-          stride, windows, cnn_seconds, s_wall / windows * 1e3, cnn_seconds / s_wall,
-          s_cpu / windows * 1e3, cnn_seconds / s_cpu);
-  printf ("  conv (default algorithm): CPU %.1f ms/window, %.1f GFLOP/s = %.0f%% of peak (wall %.1f GFLOP/s)\n",
-          p1.conv_cpu / windows * 1e3, gf_conv_c, 100 * gf_conv_c / peak, gf_conv_w);
-  printf ("  FC (sgemv):            CPU %.1f ms/window, %.1f GFLOP/s = %.0f%% of peak (wall %.1f GFLOP/s)\n",
-          p1.fc_cpu / windows * 1e3, gf_fc_c, 100 * gf_fc_c / peak, gf_fc_w);
+  double fc_mb32 = fc_flops * 2e-6;   /* bytes of F32 FC weights, in MB */
+  print_stream ("F32 FC weights, OpenBLAS sgemv", &s32, cnn_seconds, conv_flops, fc_flops, fc_mb32, peak);
 
   /* 3a'. The conv stack alone with each algorithm, on the same windows. */
-  double conv_ms[2], conv_gf[2];
-  static const ConyCnnConvAlgorithm algos[2] = { CONY_CNN_CONV_IM2COL, CONY_CNN_CONV_AUTO };
-  for (int a = 0; a < 2; a++) {
+  double conv_ms[4], conv_gf[4];
+  static const ConyCnnConvAlgorithm algos[4] = { CONY_CNN_CONV_IM2COL, CONY_CNN_CONV_WINOGRAD,
+                                                 CONY_CNN_CONV_WINOGRAD4, CONY_CNN_CONV_AUTO };
+  for (int a = 0; a < 4; a++) {
     cony_cnn_set_conv_algorithm (cnn, algos[a]);
     cony_cnn_forward (cnn, hist, emb);
     cony_cnn_set_profiling (cnn, TRUE);
@@ -204,33 +261,43 @@ cony_bench_frontend (int argc, char **argv)
     conv_gf[a] = conv_flops * (double) reps / pa.conv_cpu * 1e-9;
   }
   cony_cnn_set_conv_algorithm (cnn, CONY_CNN_CONV_AUTO);
-  printf ("  conv stack alone: im2col %.1f ms/window (%.1f GFLOP/s = %.0f%% of peak); Winograd "
-          "F(2x2,3x3) (default) %.1f ms/window (%.1f effective GFLOP/s = %.0f%% of peak)\n",
-          conv_ms[0], conv_gf[0], 100 * conv_gf[0] / peak, conv_ms[1], conv_gf[1],
-          100 * conv_gf[1] / peak);
+  static const char *const algo_names[4] = { "im2col + sgemm", "Winograd F(2x2,3x3) everywhere",
+                                             "Winograd F(4x4,3x3) everywhere",
+                                             "default (F(4x4) on 48x32 and 24x16 maps, F(2x2) on 12x8)" };
+  printf ("  conv stack alone, CPU per window (effective GFLOP/s, %% of peak):\n");
+  for (int a = 0; a < 4; a++)
+    printf ("    %-58s %5.1f ms (%.1f GFLOP/s = %.0f%%)\n", algo_names[a], conv_ms[a], conv_gf[a],
+            100 * conv_gf[a] / peak);
 
   /* 3b. Offline: the same windows, FC layers batched (sgemm). */
   g_autofree float *patches = g_new (float, windows * in_size);
   for (gsize k = 0; k < windows; k++)
     memcpy (patches + k * in_size, hist + k * stride * 64, in_size * sizeof (float));
   g_autofree float *embs = g_new (float, windows * 128);
-  cony_cnn_set_profiling (cnn, TRUE);
-  t0 = now ();
-  c0 = cpu_now ();
-  cony_cnn_forward_batch (cnn, patches, windows, embs);
-  double b_wall = now () - t0, b_cpu = cpu_now () - c0;
-  ConyCnnProfile p2;
-  cony_cnn_get_profile (cnn, &p2);
   double mel_part_cpu = mel_cpu * cnn_seconds / mel_seconds;
   double mel_part_wall = mel_wall * cnn_seconds / mel_seconds;
-  double gf2_conv = conv_flops * (double) windows / p2.conv_cpu * 1e-9;
-  double gf2_fc = fc_flops * (double) windows / p2.fc_cpu * 1e-9;
-  printf ("mel + VGGish offline (FC batched over %" G_GSIZE_FORMAT " windows):\n"
-          "  wall %.1f ms/window = %.2fx real time; CPU %.1f ms/window = %.2fx real time\n"
-          "  conv CPU %.1f GFLOP/s = %.0f%% of peak; FC (sgemm) CPU %.1f GFLOP/s = %.0f%% of peak\n",
-          windows, b_wall / windows * 1e3, cnn_seconds / (b_wall + mel_part_wall),
-          b_cpu / windows * 1e3, cnn_seconds / (b_cpu + mel_part_cpu), gf2_conv,
-          100 * gf2_conv / peak, gf2_fc, 100 * gf2_fc / peak);
+  Run b32;
+  batch_run (cnn, patches, windows, embs, &b32);
+  print_batch ("F32 FC weights", &b32, cnn_seconds, mel_part_cpu, mel_part_wall, conv_flops, fc_flops, peak);
+
+  /* 3c. The same with the FC weights rounded to F16 (as a model file stored in
+   * F16 loads): streaming FC layers read half the bytes. */
+  g_autofree float *embs32 = g_memdup2 (embs, windows * 128 * sizeof (float));
+  if (!cony_cnn_set_fc_f16 (cnn, TRUE, &error))
+    return cony_cmd_fail (error);
+  cony_cnn_forward (cnn, warm, emb);
+  Run s16, b16;
+  stream_run (mel, cnn, x, n2, hist, stride, &s16);
+  print_stream ("F16 FC weights, F16C gemv", &s16, cnn_seconds, conv_flops, fc_flops, fc_mb32 / 2, peak);
+  batch_run (cnn, patches, windows, embs, &b16);
+  print_batch ("F16 FC weights", &b16, cnn_seconds, mel_part_cpu, mel_part_wall, conv_flops, fc_flops, peak);
+  double dmax = 0, ref = 0;
+  for (gsize i = 0; i < windows * 128; i++) {
+    dmax = MAX (dmax, fabs (embs[i] - embs32[i]));
+    ref = MAX (ref, fabs (embs32[i]));
+  }
+  printf ("  embeddings with F16-rounded FC weights vs F32: max difference %.2e relative "
+          "(a different function: the weights were rounded)\n", ref > 0 ? dmax / ref : dmax);
 
   if (markdown) {
     printf ("\n| measure (%d BLAS thread%s) | CPU time | wall time |\n|---|---|---|\n", threads,
@@ -240,24 +307,43 @@ cony_bench_frontend (int argc, char **argv)
     printf ("| log-mel alone, streaming (%d-sample pushes) | %.2f µs/frame, **%.0f× real time** | "
             "%.2f µs/frame, %.0f× |\n", CHUNK, mel_cpu / frames * 1e6, mel_seconds / mel_cpu,
             mel_wall / frames * 1e6, mel_seconds / mel_wall);
-    printf ("| mel + VGGish (%.1f M params) streaming, stride %d, batch 1 | %.1f ms/window, "
-            "**%.2f× real time** | %.1f ms/window, %.2f× |\n", cony_cnn_get_n_params (cnn) * 1e-6,
-            stride, s_cpu / windows * 1e3, cnn_seconds / s_cpu, s_wall / windows * 1e3,
-            cnn_seconds / s_wall);
-    printf ("| — conv layers, %.3f GFLOP/window, Winograd F(2×2,3×3) (default) | %.1f ms, %.1f *effective* GFLOP/s = %.0f%% of peak | %.1f GFLOP/s |\n",
-            conv_flops * 1e-9, p1.conv_cpu / windows * 1e3, gf_conv_c, 100 * gf_conv_c / peak, gf_conv_w);
-    printf ("| — conv layers with im2col + sgemm instead (same run, %s windows) | %.1f ms, %.1f GFLOP/s = %.0f%% of peak | |\n",
-            windows < 20 ? "all" : "20", conv_ms[0], conv_gf[0], 100 * conv_gf[0] / peak);
-    printf ("| — FC layers, %.3f GFLOP/window (sgemv: %.0f MB of weights read per window, %.1f GB/s) | %.1f ms, %.1f GFLOP/s = %.0f%% of peak | %.1f GFLOP/s |\n",
-            fc_flops * 1e-9, fc_flops * 2e-6, fc_flops * 2.0 * windows / p1.fc_cpu * 1e-9,
-            p1.fc_cpu / windows * 1e3, gf_fc_c, 100 * gf_fc_c / peak, gf_fc_w);
+    const Run *sr[2] = { &s32, &s16 };
+    const char *const wname[2] = { "F32", "F16" };
+    for (int k = 0; k < 2; k++) {
+      const Run *r = sr[k];
+      double gc = conv_flops * (double) windows / r->prof.conv_cpu * 1e-9;
+      double gf = fc_flops * (double) windows / r->prof.fc_cpu * 1e-9;
+      printf ("| mel + VGGish (%.1f M params) streaming, stride %d, batch 1, %s FC weights | "
+              "%.1f ms/window, **%.2f× real time** | %.1f ms/window, %.2f× |\n",
+              cony_cnn_get_n_params (cnn) * 1e-6, stride, wname[k], r->cpu / windows * 1e3,
+              cnn_seconds / r->cpu, r->wall / windows * 1e3, cnn_seconds / r->wall);
+      printf ("| — conv layers, %.3f GFLOP/window, default Winograd | %.1f ms, %.1f *effective* "
+              "GFLOP/s = %.0f%% of peak | |\n", conv_flops * 1e-9, r->prof.conv_cpu / windows * 1e3,
+              gc, 100 * gc / peak);
+      printf ("| — FC layers, %.3f GFLOP/window (%s: %.0f MB of weights per window, %.1f GB/s) | "
+              "%.1f ms, %.1f GFLOP/s = %.0f%% of peak | |\n", fc_flops * 1e-9,
+              k == 0 ? "OpenBLAS sgemv" : "F16C gemv", k == 0 ? fc_mb32 : fc_mb32 / 2,
+              (k == 0 ? fc_mb32 : fc_mb32 / 2) * 1e-3 * windows / r->prof.fc_cpu,
+              r->prof.fc_cpu / windows * 1e3, gf, 100 * gf / peak);
+    }
+    for (int a = 0; a < 4; a++)
+      printf ("| conv stack alone (%s windows): %s | %.1f ms, %.1f%s GFLOP/s = %.0f%% of peak | |\n",
+              windows < 20 ? "all" : "20", algo_names[a], conv_ms[a], conv_gf[a],
+              a == 0 ? "" : " *effective*", 100 * conv_gf[a] / peak);
     printf ("| direct-conv bound: %.2f GFLOP per second of audio at 100%% of peak | %.1f× real time | |\n",
             (conv_flops + fc_flops) * (100.0 / stride) * 1e-9,
             peak / ((conv_flops + fc_flops) * (100.0 / stride) * 1e-9));
-    printf ("| mel + VGGish offline, FC batched over %" G_GSIZE_FORMAT " windows | %.1f ms/window, "
-            "**%.2f× real time**; conv %.0f%%, FC %.0f%% of peak | %.1f ms/window, %.2f× |\n", windows,
-            b_cpu / windows * 1e3, cnn_seconds / (b_cpu + mel_part_cpu), 100 * gf2_conv / peak,
-            100 * gf2_fc / peak, b_wall / windows * 1e3, cnn_seconds / (b_wall + mel_part_wall));
+    const Run *br[2] = { &b32, &b16 };
+    for (int k = 0; k < 2; k++) {
+      const Run *r = br[k];
+      double gc = conv_flops * (double) windows / r->prof.conv_cpu * 1e-9;
+      double gf = fc_flops * (double) windows / r->prof.fc_cpu * 1e-9;
+      printf ("| mel + VGGish offline, FC batched over %" G_GSIZE_FORMAT " windows, %s FC weights | "
+              "%.1f ms/window, **%.2f× real time**; conv %.0f%%, FC %.0f%% of peak | %.1f ms/window, "
+              "%.2f× |\n", windows, wname[k], r->cpu / windows * 1e3,
+              cnn_seconds / (r->cpu + mel_part_cpu), 100 * gc / peak, 100 * gf / peak,
+              r->wall / windows * 1e3, cnn_seconds / (r->wall + mel_part_wall));
+    }
   }
   return 0;
 }

@@ -14,6 +14,11 @@ reads), only cast to float32.
 tensors or numpy arrays) or the official vggish_pca_params.npz; it is written as
 pca_eigen_vectors (D, D) and pca_means (D,).
 
+--dtype f16 stores the conv and FC weights as F16 (rounded to nearest: the network then
+differs from the F32 one by the rounding, about 1e-4 relative on the embeddings); biases
+and the PCA stay F32. libcony keeps F16 FC weights in F16 in memory and computes with
+them expanded to float32 (half the memory traffic of a streaming window).
+
 Metadata written: architecture=vggish, input_height/width/channels (96/64/1 unless
 given), final_relu. torchvggish applies a ReLU after the last Linear, so the default is
 final_relu=true, which makes libcony reproduce torchvggish's embeddings; pass
@@ -128,6 +133,10 @@ def main(argv=None):
     g.add_argument("--no-final-relu", dest="final_relu", action="store_false",
                    help="pre-activation embedding, as current TensorFlow VGGish")
     ap.add_argument("--input-size", default="96x64", help="HxW of the input patch (default 96x64)")
+    ap.add_argument("--dtype", choices=("f32", "f16"), default="f32",
+                    help="storage of the conv and FC weights (default f32); f16 halves the file, "
+                         "and libcony then keeps the FC weights in F16 in memory (biases and PCA "
+                         "stay F32)")
     args = ap.parse_args(argv)
     try:
         h, w = (int(v) for v in args.input_size.lower().split("x"))
@@ -135,9 +144,17 @@ def main(argv=None):
     except (ValueError, OSError, RuntimeError) as e:
         print(f"convert_vggish: {e}", file=sys.stderr)
         return 1
-    safetensors_io.save(args.output, tensors, meta)
+    dtypes = None
+    if args.dtype == "f16":
+        dtypes = {k: "F16" for k in tensors if k.endswith(".weight")}
+        big = [k for k in dtypes if np.abs(tensors[k]).max() >= 65520.0]
+        if big:
+            print(f"convert_vggish: {big[0]} has weights outside the F16 range", file=sys.stderr)
+            return 1
+        meta["weights_dtype"] = "F16"
+    safetensors_io.save(args.output, tensors, meta, dtypes=dtypes)
     n = sum(v.size for k, v in tensors.items() if not k.startswith("pca"))
-    print(f"{args.output}: {len(tensors)} tensors, {n} parameters"
+    print(f"{args.output}: {len(tensors)} tensors, {n} parameters, {args.dtype.upper()} weights"
           f"{', with PCA' if 'pca_means' in tensors else ''}, final_relu={meta['final_relu']}")
     return 0
 

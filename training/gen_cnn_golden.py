@@ -12,6 +12,9 @@ Writes into tests/golden/cnn/ (or the directory given):
   small_expected.npy     (4, 128) embeddings computed by torch in float64
   small_pp_tf.npy        postprocess of small_expected (as float32), TF form
   small_pp_torch.npy     the same, torchvggish form
+  small_f16.safetensors  the same network with every weight stored as F16 (biases
+                         F32, no PCA)
+  small_f16_expected.npy (4, 128) torch float64 on the F16-rounded weights
   odd.safetensors        another layout: input 20x12x2 from the metadata, convs
                          4 M 6 6 M M (two trailing pools), FC 16/10, final_relu=true
   odd_input.npy          (3, 20, 12, 2) float32, HWC like libcony takes it
@@ -91,6 +94,23 @@ def main():
     np.save(os.path.join(out, "small_expected.npy"), emb32)
     np.save(os.path.join(out, "small_pp_tf.npy"), pp_tf)
     np.save(os.path.join(out, "small_pp_torch.npy"), pp_torch)
+    # The same network with every weight stored as F16 (biases F32): libcony keeps
+    # the FC weights in F16 and computes with them expanded; torch in float64 on
+    # the F16-rounded weights is the reference.
+    f16 = {k: v for k, v in tensors.items() if not k.startswith("pca")}
+    f16_dtypes = {k: "F16" for k in f16 if k.endswith(".weight")}
+    r64 = VGGishLike(SMALL_CONV, SMALL_FC, final_relu=False).double()
+    r64.load_state_dict({k: torch.from_numpy(v.astype(np.float16 if k in f16_dtypes else np.float32)
+                                             .astype(np.float64)) for k, v in f16.items()})
+    with torch.no_grad():
+        emb16 = r64(torch.from_numpy(x.astype(np.float64))).numpy()
+    safetensors_io.save(os.path.join(out, "small_f16.safetensors"), f16,
+                        {"final_relu": "false", "architecture": "vggish",
+                         "note": "small.safetensors with F16 weights (gen_cnn_golden.py)"},
+                        dtypes=f16_dtypes)
+    np.save(os.path.join(out, "small_f16_expected.npy"), emb16.astype(np.float32))
+    print(f"small_f16: F16 weights change the embeddings by "
+          f"{np.abs(emb16 - emb).max() / np.abs(emb).max():.2e} relative")
     print(f"small: {sum(v.size for k, v in tensors.items() if not k.startswith('pca'))} params, "
           f"emb std {emb.std():.3f}, {differ} of {pp_tf.size} postprocessed values differ TF/torch")
 

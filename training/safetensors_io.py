@@ -3,7 +3,7 @@
 File layout: 8-byte little-endian header length N, N bytes of JSON mapping each tensor
 name to {"dtype", "shape", "data_offsets": [begin, end)} (offsets relative to the end
 of the header), optionally "__metadata__": {str: str}; then the raw little-endian data.
-Written tensors are float32 ("F32"); reading also accepts F16, F64, I64 and I32.
+Written tensors are float32 ("F32") or, when asked, F16; reading also accepts F16, F64, I64 and I32.
 """
 
 import json
@@ -20,15 +20,21 @@ _DTYPES = {
 }
 
 
-def save(path, tensors, metadata=None):
-    """Writes {name: array} as F32 tensors, in name order; metadata: {str: str} or None."""
+def save(path, tensors, metadata=None, dtypes=None):
+    """Writes {name: array} as F32 tensors, in name order; metadata: {str: str} or None;
+    dtypes: {name: "F16"} for tensors to store as F16 (rounded to nearest) instead."""
     header = {}
     blobs = []
     offset = 0
     for name in sorted(tensors):
-        arr = np.ascontiguousarray(np.asarray(tensors[name], dtype="<f4"))
+        dt = (dtypes or {}).get(name, "F32")
+        if dt not in ("F32", "F16"):
+            raise ValueError(f"tensor {name}: can only write F32 or F16, not {dt}")
+        arr = np.ascontiguousarray(np.asarray(tensors[name], dtype=_DTYPES[dt]))
+        if not np.isfinite(arr).all():
+            raise ValueError(f"tensor {name}: non-finite values (out of the {dt} range?)")
         data = arr.tobytes()
-        header[name] = {"dtype": "F32", "shape": list(arr.shape),
+        header[name] = {"dtype": dt, "shape": list(arr.shape),
                         "data_offsets": [offset, offset + len(data)]}
         blobs.append(data)
         offset += len(data)

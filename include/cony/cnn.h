@@ -7,8 +7,9 @@
  *   - a flatten in NHWC order (index = (h * W + w) * C + c, as TensorFlow and
  *     torchvggish do),
  *   - fully connected layers, ReLU after each but the last (see final_relu).
- * Convolutions run as Winograd F(2x2,3x3) or im2col, both on OpenBLAS
- * cblas_sgemm (see ConyCnnConvAlgorithm); FC layers as sgemm/sgemv.
+ * Convolutions run as Winograd F(4x4,3x3) or F(2x2,3x3) or im2col, all on
+ * OpenBLAS cblas_sgemm (see ConyCnnConvAlgorithm); FC layers as sgemm/sgemv,
+ * or on F16 weights (see cony_cnn_set_fc_f16()).
  *
  * Input: one example is a float32 array in HWC order, H rows x W columns x C
  * channels, C innermost. For VGGish H = 96 (time: frames), W = 64 (mel bands),
@@ -17,7 +18,8 @@
  *
  * ## Model file
  *
- * safetensors (F32, F16 or F64) with torchvggish's state_dict names and shapes,
+ * safetensors (F32, F16 or F64; F16 FC weights stay F16 in memory, see
+ * cony_cnn_set_fc_f16()) with torchvggish's state_dict names and shapes,
  * so the official torchvggish weights converted 1:1 by training/convert_vggish.py
  * load as they are:
  *
@@ -152,21 +154,44 @@ gboolean cony_cnn_load_pca (ConyCnn *cnn, const char *path, GError **error);
 gboolean cony_cnn_postprocess (const ConyCnn *cnn, ConyCnnPostprocess mode,
                                const float *emb, gsize n, float *out, GError **error);
 
-/* How 3x3 convolutions are computed. Both give the same function (to float
+/* How 3x3 convolutions are computed. All give the same function (to float
  * rounding; tests check each against torch):
- *   IM2COL:   im2col + one sgemm per layer (2*H*W*9*Cin*Cout FLOPs);
- *   WINOGRAD: Winograd F(2x2, 3x3): 4x4 input tiles transformed, 16 sgemms of
- *             (tiles x Cin) x (Cin x Cout), 2.25x fewer multiplications;
- *   AUTO:     (default) Winograd for layers with at least 16 input channels,
- *             im2col for the others (VGGish: im2col for the first layer only). */
+ *   IM2COL:    im2col + one sgemm per layer (2*H*W*9*Cin*Cout FLOPs);
+ *   WINOGRAD:  Winograd F(2x2, 3x3): 4x4 input tiles transformed, 16 sgemms of
+ *              (tiles x Cin) x (Cin x Cout), 2.25x fewer multiplications;
+ *   WINOGRAD4: Winograd F(4x4, 3x3) (points 0, +-1, +-1/2, infinity): 6x6 input
+ *              tiles, 36 sgemms, 4x fewer multiplications, transformed weights
+ *              4x the size of the 3x3 ones; float32 error ~2e-6 relative;
+ *   AUTO:      (default) per layer: im2col below 16 input channels; F(4x4)
+ *              where the map has at least 24 4x4 tiles; F(2x2) on smaller maps
+ *              (VGGish: im2col, F(4x4) for conv2 and conv3, F(2x2) for conv4). */
 typedef enum {
   CONY_CNN_CONV_AUTO = 0,
   CONY_CNN_CONV_IM2COL,
   CONY_CNN_CONV_WINOGRAD,
+  CONY_CNN_CONV_WINOGRAD4,
 } ConyCnnConvAlgorithm;
 
 void cony_cnn_set_conv_algorithm (ConyCnn *cnn, ConyCnnConvAlgorithm algorithm);
 ConyCnnConvAlgorithm cony_cnn_get_conv_algorithm (const ConyCnn *cnn);
+
+/* F16 weights in the FC layers. A model file whose embeddings.K.weight tensors
+ * are F16 keeps them in F16 in memory (half the bytes of F32; conv weights and
+ * all biases are always float32): the FC layers then compute with those values
+ * expanded to float32 in registers (F16C + FMA where the CPU has them, a
+ * portable loop otherwise), so the result is the float32 network with the
+ * stored weights, to float rounding, while a streaming (one-window) FC layer,
+ * bound by memory bandwidth, reads half the bytes. Batches expand blocks of
+ * rows and use sgemm.
+ * cony_cnn_get_fc_f16(): TRUE when every FC layer holds F16 weights.
+ * cony_cnn_set_fc_f16(TRUE): rounds F32 FC weights to F16 (nearest even): this
+ * changes the function (relative weight error up to 2^-11); fails, changing
+ * nothing, when a weight is outside the F16 range. cony_cnn_set_fc_f16(FALSE):
+ * expands F16 weights to F32 exactly (same function, twice the memory).
+ * CONY_CNN_PORTABLE=1 in the environment (read once) makes the F16 paths use the
+ * portable loops even where F16C is available (tests cover both). */
+gboolean cony_cnn_get_fc_f16 (const ConyCnn *cnn);
+gboolean cony_cnn_set_fc_f16 (ConyCnn *cnn, gboolean f16, GError **error);
 
 /* Profiling, for benchmarks: while enabled, forward calls add the time spent
  * in the conv/pool stack and in the FC layers, both as wall time and as CPU

@@ -142,6 +142,44 @@ class ConvertTest(unittest.TestCase):
         self.assertLessEqual(np.abs(pp - want_pp).max(), 1.0)
         self.assertLessEqual(int((pp != want_pp).sum()), 3)
 
+    def test_f16_weights(self):
+        self.assertEqual(convert_vggish.main([self.pth, "--pca", self.pca_pth, "--dtype", "f16",
+                                              "-o", self.out]), 0)
+        with open(self.out, "rb") as f:
+            raw = f.read()
+        import json
+        import struct
+        header = json.loads(raw[8:8 + struct.unpack("<Q", raw[:8])[0]])
+        for name, info in header.items():
+            if name == "__metadata__":
+                self.assertEqual(info["weights_dtype"], "F16")
+                continue
+            want = "F16" if name.endswith(".weight") else "F32"
+            self.assertEqual(info["dtype"], want, name)
+        tensors, _ = safetensors_io.load(self.out)
+        sd = self.model.state_dict()
+        for name, value in sd.items():
+            ref = value.numpy().astype(np.float16)
+            if name.endswith(".weight"):
+                np.testing.assert_array_equal(tensors[name], ref)
+        tool = find_tool()
+        if tool is None:
+            self.skipTest("no built cony tool (set CONY_TOOL)")
+        x = np.random.default_rng(3).standard_normal((3, 96, 64)).astype(np.float32)
+        inp = os.path.join(self.tmp.name, "patches.npy")
+        np.save(inp, x)
+        got_path = os.path.join(self.tmp.name, "emb.npy")
+        subprocess.run([tool, "embed", "--model", self.out, inp, "-o", got_path], check=True,
+                       capture_output=True)
+        # Reference: torch in float64 on the F16-rounded weights.
+        m64 = VGGishLike(CONV, FC, final_relu=True).double()
+        m64.load_state_dict({k: torch.from_numpy(np.asarray(tensors[k], dtype=np.float64))
+                             for k in sd})
+        with torch.no_grad():
+            want = m64(torch.from_numpy(x).double()).numpy()
+        got = np.load(got_path)
+        self.assertLess(np.abs(got - want).max() / np.abs(want).max(), 1e-4)
+
 
 if __name__ == "__main__":
     unittest.main()
