@@ -25,7 +25,7 @@ from conyref.attention import project  # noqa: E402
 from conyref.model import ConyEncoderClassifier  # noqa: E402
 from export import export_model  # noqa: E402
 
-# name, blocks, attention, n, m, positional encoding, overrides[, tokens per step]
+# name, blocks, attention, n, m, positional encoding, overrides[, tokens per step[, d_in]]
 CASES = [
     ("b1_regular", 1, "regular", 6, 2, "learned", []),
     ("b1_continual", 1, "continual", 7, 3, "cyclic", ["regular"]),
@@ -58,14 +58,17 @@ CASES = [
     ("k2_b2_cony", 2, "cony", 6, 2, "learned", [], 2),
     ("k4_b2_conyfixed", 2, "cony-fixed", 8, 3, "cyclic", ["nystrom-fixed"], 4),
     ("k4_b2_cony_r", 2, "cony", 9, 2, "learned", [], 4),
+    # d_in 5 = the tests/golden/imagecnn/gap CNN's tokens: the conyframeembed patches-x=2
+    # patches-y=2 ! conytransformer pipeline test (tests/test_video_patches_pipeline.sh)
+    ("k4_b1_cony_d5", 1, "cony", 8, 2, "learned", [], 4, 5),
 ]
 
 D_IN, D, HEADS, FF, CLASSES = 6, 8, 2, 16, 3
 
 
-def make_model(blocks, attention, n, m, pe, seed, landmarks=True, k=1):
+def make_model(blocks, attention, n, m, pe, seed, landmarks=True, k=1, d_in=D_IN):
     torch.manual_seed(seed)
-    model = ConyEncoderClassifier(D_IN, D, HEADS, FF, blocks, n, m, attention,
+    model = ConyEncoderClassifier(d_in, D, HEADS, FF, blocks, n, m, attention,
                                   labels=[f"class{i}" for i in range(CLASSES)],
                                   positional_encoding=pe, tokens_per_step=k)
     with torch.no_grad():
@@ -104,12 +107,13 @@ def main():
     torch.set_num_threads(1)
     for i, (name, blocks, attention, n, m, pe, overrides, *rest) in enumerate(CASES):
         k = rest[0] if rest else 1
+        d_in = rest[1] if len(rest) > 1 else D_IN
         fixed = any(v.endswith("-fixed") for v in [attention] + overrides)
-        model = make_model(blocks, attention, n, m, pe, 1000 + i, fixed, k)
+        model = make_model(blocks, attention, n, m, pe, 1000 + i, fixed, k, d_in)
         model.eval()
         L = -(-(3 * n + 2) // k) * k
         g = torch.Generator().manual_seed(2000 + i)
-        tokens = torch.randn(L, D_IN, generator=g).to(torch.float32)
+        tokens = torch.randn(L, d_in, generator=g).to(torch.float32)
         export_model(model, os.path.join(out, name + ".safetensors"))
         np.save(os.path.join(out, name + ".tokens.npy"), tokens.numpy())
         m64 = model.double()
