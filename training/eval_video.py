@@ -62,6 +62,15 @@ def main(argv=None):
         n = int.from_bytes(f.read(8), "little")
         config = json.loads(json.loads(f.read(n))["__metadata__"]["config"])
     labels, window = config["labels"], config["window"]
+    # patch models (train_default_video.py --patches G): G x G tiles per frame, k = G^2
+    # tokens per step, one message per frame; the window in frames is ceil(n / k)
+    fe = config.get("frontend") or {}
+    px, py = int(fe.get("patches_x", 1)), int(fe.get("patches_y", 1))
+    k = int(config.get("tokens_per_step", 1))
+    if px * py != k:
+        raise SystemExit(f"{clf}: frontend patches {px}x{py} but tokens_per_step = {k}")
+    window = -(-window // k)
+    patches = f" patches-x={px} patches-y={py}" if k > 1 else ""
     clips, y = video_clips.make_set(args.per_class, args.frames, args.seed)
     N, L = clips.shape[:2]
     span = L + 8   # frames of timeline per clip (a hole between clips)
@@ -70,7 +79,7 @@ def main(argv=None):
     pipe = Gst.parse_launch(
         "appsrc name=src format=time max-bytes=0 "
         "caps=video/x-raw,format=RGB,width=32,height=32,framerate=10/1 "
-        f"! conyframeembed model=\"{cnn}\" ! conytransformer model=\"{clf}\"{att} "
+        f"! conyframeembed model=\"{cnn}\"{patches} ! conytransformer model=\"{clf}\"{att} "
         "! fakesink sync=false")
     src = pipe.get_by_name("src")
     bus = pipe.get_bus()
@@ -118,7 +127,7 @@ def main(argv=None):
     full = float((pred[:, window - 1:] == y[:, None]).mean())
     every = float((pred == y[:, None]).mean())
     print(f"held-out clips: {N} ({args.per_class} per class, {L} frames, seed {args.seed}); "
-          f"window n = {window}")
+          f"window = {window} frames" + (f" ({px}x{py} patch tokens per frame)" if k > 1 else ""))
     print(f"accuracy, GStreamer continual path (conyframeembed ! conytransformer"
           f"{att}): last frame {last:.4f}, full-window steps {full:.4f}, all steps {every:.4f}")
     print("confusion at the last frame (rows true, columns predicted): " + ", ".join(labels))

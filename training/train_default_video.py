@@ -24,6 +24,14 @@ windows are
 n consecutive frames of a clip at a random stream offset, or (15 % of the batches) a
 warm-up window of the first w < n frames at offset 0; cross-entropy on the newest frame.
 
+--patches G (multi-token steps, the CoNy paper's IV-C: the patches of one frame): the
+32x32 frame is a G x G grid of (32/G)x(32/G) tiles, the CNN (the same layer widths) embeds
+each tile into a token, the k = G^2 tokens of a frame enter the window together
+(tokens_per_step = k, window = --window frames = k x --window tokens) and the model gives
+one result per frame (docs/model-format.md). The pipeline is then
+`conyframeembed patches-x=G patches-y=G` (eval_video.py reads G from the classifier's
+frontend config). G = 1 (default) is the model above, unchanged.
+
 The held-out figures printed at the end come from conyref's stream_logits, the Python
 statement of the continual (stepped) path; training/eval_video.py measures the same
 through GStreamer and libcony (conyframeembed + cony classify).
@@ -54,14 +62,15 @@ FPS = 10
 class FrameCnn(nn.Module):
     """torchvggish-style naming so libcony loads the state_dict as it is."""
 
-    def __init__(self, mean, std, widths=(8, 16, 32), fc=(64, 32)):
+    def __init__(self, mean, std, widths=(8, 16, 32), fc=(64, 32), size=SIZE):
         super().__init__()
+        self.size = size
         layers, c = [], 3
         for w in widths:
             layers += [nn.Conv2d(c, w, 3, padding=1), nn.ReLU(), nn.MaxPool2d(2)]
             c = w
         self.features = nn.Sequential(*layers)
-        side = SIZE // 2 ** len(widths)
+        side = size // 2 ** len(widths)
         emb, n = [], side * side * c
         for i, f in enumerate(fc):
             emb.append(nn.Linear(n, f))
@@ -83,7 +92,7 @@ class FrameCnn(nn.Module):
     def export(self, path):
         tensors = {k: v.detach().numpy() for k, v in self.state_dict().items()
                    if k.startswith(("features.", "embeddings."))}
-        meta = {"input_height": str(SIZE), "input_width": str(SIZE), "input_channels": "3",
+        meta = {"input_height": str(self.size), "input_width": str(self.size), "input_channels": "3",
                 "input_mean": ",".join(f"{v:.6f}" for v in self.mean.view(-1).tolist()),
                 "input_std": ",".join(f"{v:.6f}" for v in self.std.view(-1).tolist()),
                 "global_pool": "none", "final_relu": "false",
@@ -91,19 +100,35 @@ class FrameCnn(nn.Module):
         safetensors_io.save(path, tensors, meta)
 
 
+def tiles(frames, g):
+    """frames (N, H, W, 3) -> (N g^2, H/g, W/g, 3): each frame's g x g tiles row by row
+    from the top left (conyframeembed's patch order)."""
+    if g == 1:
+        return frames
+    N, H, W, C = frames.shape
+    t = frames.reshape(N, g, H // g, g, W // g, C).permute(0, 1, 3, 2, 4, 5)
+    return t.reshape(N * g * g, H // g, W // g, C)
+
+
 class VideoModel(nn.Module):
-    def __init__(self, cnn, enc):
+    def __init__(self, cnn, enc, patches=1):
         super().__init__()
-        self.cnn, self.enc = cnn, enc
+        self.cnn, self.enc, self.g = cnn, enc, patches
+
+    def tokens(self, frames):
+        """frames (N, H, W, 3) uint8 -> tokens (N g^2, D), a frame's patches together."""
+        return self.cnn(tiles(frames, self.g))
 
     def forward(self, clips, offsets):
         """clips (B, w, H, W, 3) uint8 -> logits of the newest frame (B, classes)."""
         B, w = clips.shape[:2]
-        tok = self.cnn(clips.reshape(B * w, *clips.shape[2:])).view(B, w, -1)
+        tok = self.tokens(clips.reshape(B * w, *clips.shape[2:])).view(B, w * self.g ** 2, -1)
         return self.enc(tok, offsets)
 
 
-def sample(clips, labels, n, T, batch, rng, warm):
+def sample(clips, labels, n, T, batch, rng, warm, k=1):
+    """n: window in frames; k tokens per frame: stream offsets (in tokens) are multiples of
+    k, so every patch keeps its positional residue."""
     idx = rng.integers(0, len(clips), batch)
     if warm:
         w = int(rng.integers(1, n))
@@ -112,7 +137,7 @@ def sample(clips, labels, n, T, batch, rng, warm):
     else:
         start = rng.integers(0, clips.shape[1] - n + 1, batch)
         x = np.stack([clips[i, s:s + n] for i, s in zip(idx, start)])
-        off = rng.integers(0, T, batch)
+        off = k * rng.integers(0, T // k, batch)
     return torch.from_numpy(x), torch.from_numpy(off), torch.from_numpy(labels[idx])
 
 
@@ -125,7 +150,7 @@ def stream_eval(model, clips, labels, n):
     conf = np.zeros((C, C), np.int64)
     full_ok = full_n = 0
     for clip, y in zip(clips, labels):
-        tok = model.cnn(torch.from_numpy(clip))
+        tok = model.tokens(torch.from_numpy(clip))
         pred = model.enc.stream_logits(tok).argmax(1).numpy()
         conf[y, pred[-1]] += 1
         full_ok += int((pred[n - 1:] == y).sum())
@@ -143,7 +168,9 @@ def main():
     ap.add_argument("--steps", type=int, default=4000)
     ap.add_argument("--batch", type=int, default=32)
     ap.add_argument("--lr", type=float, default=5e-4)
-    ap.add_argument("--window", type=int, default=8)
+    ap.add_argument("--window", type=int, default=8, help="frames")
+    ap.add_argument("--patches", type=int, default=1,
+                    help="G: G x G patch tokens per frame (tokens_per_step G^2)")
     ap.add_argument("--landmarks", type=int, default=4)
     ap.add_argument("--attention", default="cony")
     ap.add_argument("--positional", default="learned", choices=("learned", "cyclic"))
@@ -171,14 +198,20 @@ def main():
     mean, std = pix.mean(0), pix.std(0)
 
     n = args.window
-    cnn = FrameCnn(mean, std)
-    enc = ConyEncoderClassifier(32, 32, 4, 64, 1, n, args.landmarks, args.attention,
+    g = args.patches
+    if g < 1 or SIZE % (8 * g):
+        ap.error(f"--patches {g}: the {SIZE}-pixel frame must split into tiles that three "
+                 f"2x2 pools divide")
+    k = g * g
+    cnn = FrameCnn(mean, std, size=SIZE // g)
+    frontend = {"type": "video", "cnn": "frame_cnn.safetensors", "width": SIZE,
+                "height": SIZE, "channels": 3, "format": "RGB", "fps": FPS, "every": 1}
+    if g > 1:
+        frontend.update(patches_x=g, patches_y=g)
+    enc = ConyEncoderClassifier(32, 32, 4, 64, 1, n * k, args.landmarks, args.attention,
                                 video_clips.CLASSES, positional_encoding=args.positional, pinv=args.pinv,
-                                frontend={"type": "video", "cnn": "frame_cnn.safetensors",
-                                          "width": SIZE, "height": SIZE, "channels": 3,
-                                          "format": "RGB", "fps": FPS, "every": 1},
-                                dropout=0.0)
-    model = VideoModel(cnn, enc)
+                                frontend=frontend, dropout=0.0, tokens_per_step=k)
+    model = VideoModel(cnn, enc, g)
     T = enc.config["positional_rows"]
     opt = torch.optim.AdamW(model.parameters(), lr=args.lr, weight_decay=1e-4)
     sched = torch.optim.lr_scheduler.OneCycleLR(opt, max_lr=args.lr, total_steps=args.steps,
@@ -188,7 +221,7 @@ def main():
     t1 = time.time()
     for step in range(1, args.steps + 1):
         model.train()
-        x, off, y = sample(xtr, ytr, n, T, args.batch, rng, rng.uniform() < 0.15)
+        x, off, y = sample(xtr, ytr, n, T, args.batch, rng, rng.uniform() < 0.15, k)
         logits = model(x, off)
         loss = F.cross_entropy(logits, y)
         opt.zero_grad()
