@@ -30,6 +30,13 @@ typedef enum {
 #define GST_TYPE_CONY_VGGISH_POSTPROCESS (gst_cony_vggish_postprocess_get_type ())
 GType gst_cony_vggish_postprocess_get_type (void);
 
+/* A complete window's output timing, kept while it waits in a batch. */
+typedef struct {
+  GstClockTime pts, duration;
+  guint64 offset;
+  gboolean discont;
+} GstConyVggishWindow;
+
 #define GST_TYPE_CONY_VGGISH (gst_cony_vggish_get_type ())
 G_DECLARE_FINAL_TYPE (GstConyVggish, gst_cony_vggish, GST, CONY_VGGISH, GstElement)
 
@@ -45,6 +52,7 @@ struct _GstConyVggish {
   GstConyVggishPostprocess postprocess;
   guint window;
   guint stride;
+  guint batch;
 
   /* Stream state (streaming thread). */
   ConyCnn *cnn;
@@ -64,6 +72,12 @@ struct _GstConyVggish {
   gfloat *out;               /* out_dim */
   gboolean next_discont;
   gboolean in_nonfinite;
+  /* Batching (non-live upstream, batch > 1). */
+  guint bsize;               /* the batch property at start */
+  gboolean live_known, live; /* upstream liveness, asked once per caps */
+  gfloat *pending;           /* bsize x win x dim: complete windows waiting */
+  GstConyVggishWindow *pending_info;
+  guint n_pending;
 };
 
 G_END_DECLS

@@ -44,6 +44,8 @@ struct _ConyCnn {
 
   /* Scratch. */
   gsize max_act;         /* largest activation (floats) of one example */
+  gsize conv_batch;      /* examples a batch runs through the conv stack together */
+  gsize conv_cap;        /* examples the conv scratch (act, col, norm, Winograd) holds */
   gsize max_col;         /* largest im2col matrix (floats) */
   float *act_a, *act_b, *col;
   gsize fc_batch_cap;    /* examples the FC scratch holds */
@@ -66,6 +68,9 @@ struct _ConyCnn {
 };
 
 #define FC_CHUNK 128
+/* forward_batch runs up to this many examples through each conv layer at once
+ * (one sgemm over all their tiles: the weights are packed once per batch). */
+#define CONV_BATCH 8
 /* AUTO uses F(4x4,3x3) on layers whose map has at least this many 4x4 tiles. */
 #define WINO4_MIN_TILES 24
 /* Batched F16 FC layers expand at most this many weights (8 MB) at a time. */
@@ -108,6 +113,27 @@ cony_cnn_free (ConyCnn *cnn)
   g_free (cnn->in_std);
   g_free (cnn->norm);
   g_free (cnn);
+}
+
+/* Scratch of the conv stack for @nb examples at once. */
+static void
+ensure_conv_scratch (ConyCnn *cnn, gsize nb)
+{
+  if (cnn->conv_cap >= nb)
+    return;
+  g_free (cnn->act_a);
+  g_free (cnn->act_b);
+  g_free (cnn->col);
+  g_free (cnn->norm);
+  cnn->act_a = g_new (float, nb * cnn->max_act);
+  cnn->act_b = g_new (float, nb * cnn->max_act);
+  cnn->col = g_new (float, MAX (nb * cnn->max_col, 1));
+  cnn->norm = cnn->in_mean != NULL ? g_new (float, nb * cnn->in_h * cnn->in_w * cnn->in_c) : NULL;
+  /* Winograd buffers: reallocated at this size on first use. */
+  g_clear_pointer (&cnn->wv, g_free);
+  g_clear_pointer (&cnn->wm, g_free);
+  g_clear_pointer (&cnn->wt, g_free);
+  cnn->conv_cap = nb;
 }
 
 /* Fills in every layer's geometry from the input size; checks that the FC
@@ -200,11 +226,10 @@ finish_geometry (ConyCnn *cnn, GError **error)
                    cnn->layers[i].name);
       return FALSE;
     }
-  cnn->act_a = g_new (float, cnn->max_act);
-  cnn->act_b = g_new (float, cnn->max_act);
-  cnn->col = g_new (float, MAX (cnn->max_col, 1));
-  if (cnn->in_mean != NULL)
-    cnn->norm = g_new (float, (gsize) cnn->in_h * cnn->in_w * cnn->in_c);
+  /* Batched conv scratch stays under 256 MB per buffer. */
+  gsize biggest = MAX (MAX (cnn->max_act, cnn->max_col), MAX (cnn->max_wv, cnn->max_wm));
+  cnn->conv_batch = CLAMP (((gsize) 1 << 26) / MAX (biggest, 1), 1, CONV_BATCH);
+  ensure_conv_scratch (cnn, 1);
   return TRUE;
 }
 
@@ -1114,7 +1139,7 @@ lincomb (float *restrict d, gsize len, int nnz, const float *coef, const int *id
 
 /* Which tile size a layer uses (0: not Winograd). */
 static guint
-wino_tile (const ConyCnn *cnn, const Layer *l)
+wino_tile (const ConyCnn *cnn, const Layer *l, gsize nb)
 {
   switch (cnn->conv_algo) {
   case CONY_CNN_CONV_IM2COL:
@@ -1128,9 +1153,10 @@ wino_tile (const ConyCnn *cnn, const Layer *l)
   }
   if (l->in_c < 16)
     return 0;
-  /* F(4x4) when the map gives enough tiles for its 4x larger transformed
-   * weights to pay off (measured on VGGish: conv2 and conv3, not conv4). */
-  gsize tiles4 = (gsize) ((l->in_h + 3) / 4) * ((l->in_w + 3) / 4);
+  /* F(4x4) when the map (times the examples run together) gives enough tiles
+   * for its 4x larger transformed weights to pay off (measured on VGGish, one
+   * window: conv2 and conv3, not conv4). */
+  gsize tiles4 = (gsize) ((l->in_h + 3) / 4) * ((l->in_w + 3) / 4) * nb;
   return tiles4 >= WINO4_MIN_TILES ? 4 : 2;
 }
 
@@ -1158,19 +1184,20 @@ winograd_weights (Layer *l, guint m)
   l->wino[m == 4] = u;
 }
 
+/* @nb examples (HWC maps one after the other): their tiles share each sgemm. */
 static void
-conv_winograd (ConyCnn *cnn, Layer *l, guint m, const float *in, float *out)
+conv_winograd (ConyCnn *cnn, Layer *l, guint m, const float *in, float *out, gsize nb)
 {
   const WinoMats *wm = wino_mats (m);
   guint n = wm->n, nn = n * n;
   guint H = l->in_h, W = l->in_w, C = l->in_c, K = l->out_c;
   guint th = (H + m - 1) / m, tw = (W + m - 1) / m;
-  gsize T = (gsize) th * tw;
+  gsize T1 = (gsize) th * tw, T = T1 * nb, map_in = (gsize) H * W * C, map_out = (gsize) H * W * K;
   if (l->wino[m == 4] == NULL)
     winograd_weights (l, m);
   if (cnn->wv == NULL) {
-    cnn->wv = g_new (float, cnn->max_wv);
-    cnn->wm = g_new (float, cnn->max_wm);
+    cnn->wv = g_new (float, cnn->conv_cap * cnn->max_wv);
+    cnn->wm = g_new (float, cnn->conv_cap * cnn->max_wm);
     cnn->wt = g_new (float, 2 * WINO_MAX_N * WINO_MAX_N * cnn->max_ch);
   }
   float *V = cnn->wv, *M = cnn->wm;
@@ -1180,15 +1207,17 @@ conv_winograd (ConyCnn *cnn, Layer *l, guint m, const float *in, float *out)
   float *t = cnn->wt;
 
   /* Input transform: V[r*n+s][tile][c] = (B^T d B)[r][s], channels innermost. */
+  for (gsize e = 0; e < nb; e++)
   for (guint ty = 0; ty < th; ty++)
     for (guint tx = 0; tx < tw; tx++) {
-      gsize tile = (gsize) ty * tw + tx;
+      gsize tile = e * T1 + (gsize) ty * tw + tx;
+      const float *in_e = in + e * map_in;
       const float *px[WINO_MAX_N * WINO_MAX_N];   /* column-major: px[q * n + r] */
       for (guint r = 0; r < n; r++)
         for (guint q = 0; q < n; q++) {
           int y = (int) (m * ty + r) - 1, x = (int) (m * tx + q) - 1;
           px[q * n + r] = (y < 0 || y >= (int) H || x < 0 || x >= (int) W)
-                              ? zeros : in + ((gsize) y * W + x) * C;
+                              ? zeros : in_e + ((gsize) y * W + x) * C;
         }
       /* t[r][q] = sum_l B^T[r][l] d[l][q]  (t stored row-major: t + (r*n+q)*C). */
       const float *trow[WINO_MAX_N];
@@ -1216,9 +1245,11 @@ conv_winograd (ConyCnn *cnn, Layer *l, guint m, const float *in, float *out)
   /* Output transform, bias, ReLU; output channels innermost. */
   float *u = t, *yv = t + (gsize) WINO_MAX_N * WINO_MAX_N * K;
   const float *b = l->b;
+  for (gsize e = 0; e < nb; e++)
   for (guint ty = 0; ty < th; ty++)
     for (guint tx = 0; tx < tw; tx++) {
-      gsize tile = (gsize) ty * tw + tx;
+      gsize tile = e * T1 + (gsize) ty * tw + tx;
+      float *out_e = out + e * map_out;
       const float *mcol[WINO_MAX_N * WINO_MAX_N];   /* column-major: mcol[q * n + j] */
       for (guint j = 0; j < n; j++)
         for (guint q = 0; q < n; q++)
@@ -1236,7 +1267,7 @@ conv_winograd (ConyCnn *cnn, Layer *l, guint m, const float *in, float *out)
         for (guint p = 0; p < m && x0 + p < W; p++) {
           /* y[i][p] = sum_q u[i][q] A^T[p][q] + b, ReLU. */
           lincomb (yv, K, wm->at_nnz[p], wm->at_coef[p], wm->at_idx[p], urow);
-          float *o = out + ((gsize) (y0 + i) * W + x0 + p) * K;
+          float *o = out_e + ((gsize) (y0 + i) * W + x0 + p) * K;
           for (guint k = 0; k < K; k++) {
             float v = yv[k] + b[k];
             o[k] = v > 0.0f ? v : 0.0f;
@@ -1247,20 +1278,22 @@ conv_winograd (ConyCnn *cnn, Layer *l, guint m, const float *in, float *out)
 }
 
 static void
-conv_im2col (ConyCnn *cnn, const Layer *l, const float *in, float *out)
+conv_im2col (ConyCnn *cnn, const Layer *l, const float *in, float *out, gsize nb)
 {
-  gsize M = (gsize) l->in_h * l->in_w;
+  gsize HW = (gsize) l->in_h * l->in_w, M = HW * nb;
   guint K = 9 * l->in_c;
-  im2col3x3 (in, l->in_h, l->in_w, l->in_c, cnn->col);
+  for (gsize e = 0; e < nb; e++)
+    im2col3x3 (in + e * HW * l->in_c, l->in_h, l->in_w, l->in_c, cnn->col + e * HW * K);
   cblas_sgemm (CblasRowMajor, CblasNoTrans, CblasNoTrans, (int) M, (int) l->out_c, (int) K, 1.0f,
                cnn->col, (int) K, l->w, (int) l->out_c, 0.0f, out, (int) l->out_c);
   bias_act (out, M, l->out_c, l->b, TRUE);
 }
 
 static void
-pool_forward (const Layer *l, const float *in, float *out)
+pool_forward (const Layer *l, const float *in, float *out, gsize nb)
 {
   guint C = l->in_c, W = l->in_w;
+  for (gsize e = 0; e < nb; e++, in += (gsize) l->in_h * W * C, out += (gsize) l->out_h * l->out_w * C)
   for (guint y = 0; y < l->out_h; y++)
     for (guint x = 0; x < l->out_w; x++) {
       const float *a = in + ((gsize) (2 * y) * W + 2 * x) * C;
@@ -1276,29 +1309,31 @@ pool_forward (const Layer *l, const float *in, float *out)
     }
 }
 
-/* Runs the conv/pool stack on one example; returns the buffer holding the
- * flattened (NHWC) result. */
 static void
-gap_forward (const Layer *l, const float *in, float *out)
+gap_forward (const Layer *l, const float *in, float *out, gsize nb)
 {
   guint C = l->in_c;
   gsize n = (gsize) l->in_h * l->in_w;
   double *acc = g_alloca (sizeof (double) * C);
+  for (gsize e = 0; e < nb; e++, in += n * C, out += C) {
   memset (acc, 0, sizeof (double) * C);
   for (gsize p = 0; p < n; p++)
     for (guint k = 0; k < C; k++)
       acc[k] += in[p * C + k];
   for (guint k = 0; k < C; k++)
     out[k] = (float) (acc[k] / (double) n);
+  }
 }
 
+/* Runs the conv/pool stack on @nb examples (at most conv_cap); returns the
+ * buffer holding their flattened (NHWC) results one after the other. */
 static const float *
-features_forward (ConyCnn *cnn, const float *input)
+features_forward (ConyCnn *cnn, const float *input, gsize nb)
 {
   const float *cur = input;
   if (cnn->in_mean != NULL) {
     guint C = cnn->in_c;
-    gsize n = (gsize) cnn->in_h * cnn->in_w;
+    gsize n = (gsize) cnn->in_h * cnn->in_w * nb;
     float *inv = g_alloca (sizeof (float) * C);
     for (guint k = 0; k < C; k++)
       inv[k] = 1.0f / cnn->in_std[k];
@@ -1312,15 +1347,15 @@ features_forward (ConyCnn *cnn, const float *input)
   for (guint i = 0; i < cnn->first_fc; i++) {
     Layer *l = &cnn->layers[i];
     float *out = bufs[which];
-    guint tile = l->kind == LAYER_CONV ? wino_tile (cnn, l) : 0;
+    guint tile = l->kind == LAYER_CONV ? wino_tile (cnn, l, nb) : 0;
     if (tile != 0)
-      conv_winograd (cnn, l, tile, cur, out);
+      conv_winograd (cnn, l, tile, cur, out, nb);
     else if (l->kind == LAYER_CONV)
-      conv_im2col (cnn, l, cur, out);
+      conv_im2col (cnn, l, cur, out, nb);
     else if (l->kind == LAYER_GAP)
-      gap_forward (l, cur, out);
+      gap_forward (l, cur, out, nb);
     else
-      pool_forward (l, cur, out);
+      pool_forward (l, cur, out, nb);
     cur = out;
     which ^= 1;
   }
@@ -1603,15 +1638,19 @@ cony_cnn_forward_batch (ConyCnn *cnn, const float *input, gsize n, float *out)
   for (gsize start = 0; start < n; start += FC_CHUNK) {
     gsize m = MIN ((gsize) FC_CHUNK, n - start);
     ensure_fc_scratch (cnn, m);
-    /* The conv stack one example at a time (its sgemms are big enough); the
-     * flattened features gathered so the FC layers see the whole chunk. */
+    /* The conv stack conv_batch examples at a time (their tiles or im2col rows
+     * share each sgemm); the flattened features gathered so the FC layers see
+     * the whole chunk. */
     double w0 = 0, c0 = 0, w1 = 0, c1 = 0;
     if (cnn->profiling)
       clocks (&w0, &c0);
     float *gathered = cnn->fc_b;
-    for (gsize k = 0; k < m; k++) {
-      const float *f = features_forward (cnn, input + (start + k) * in_size);
-      memcpy (gathered + k * flat, f, sizeof (float) * flat);
+    gsize cb = MIN (cnn->conv_batch, m);
+    ensure_conv_scratch (cnn, cb);
+    for (gsize k = 0; k < m; k += cb) {
+      gsize nb = MIN (cb, m - k);
+      const float *f = features_forward (cnn, input + (start + k) * in_size, nb);
+      memcpy (gathered + k * flat, f, sizeof (float) * flat * nb);
     }
     if (cnn->profiling)
       clocks (&w1, &c1);

@@ -611,6 +611,34 @@ test_fc_f16_portable (void)
   g_test_trap_assert_passed ();
 }
 
+/* forward_batch runs up to 8 examples through each conv layer together (their
+ * tiles in one sgemm): 11 examples (8 + 3) equal 11 single calls with every
+ * algorithm. */
+static void
+test_batch_equals_single (void)
+{
+  GError *error = NULL;
+  g_autoptr (ConyCnn) cnn = cony_cnn_new_random ("6 M 20 21 | 9 5", 10, 8, 2, 17, &error);
+  g_assert_no_error (error);
+  const gsize in_size = 10 * 8 * 2, nb = 11;
+  g_autofree float *x = g_new (float, nb * in_size);
+  for (gsize i = 0; i < nb * in_size; i++)
+    x[i] = sinf (i * 0.37f) * 1.5f + 0.1f;
+  static const ConyCnnConvAlgorithm algos[] = { CONY_CNN_CONV_AUTO, CONY_CNN_CONV_IM2COL,
+                                                CONY_CNN_CONV_WINOGRAD, CONY_CNN_CONV_WINOGRAD4 };
+  float single[11 * 5], batch[11 * 5];
+  for (guint a = 0; a < G_N_ELEMENTS (algos); a++) {
+    cony_cnn_set_conv_algorithm (cnn, algos[a]);
+    for (gsize k = 0; k < nb; k++)
+      cony_cnn_forward (cnn, x + k * in_size, single + k * 5);
+    memset (batch, 0, sizeof batch);
+    cony_cnn_forward_batch (cnn, x, nb, batch);
+    double e = cony_test_rel_err (batch, single, nb * 5);
+    g_test_message ("algorithm %d: batch vs single %.2e", algos[a], e);
+    g_assert_cmpfloat (e, <, 1e-5);
+  }
+}
+
 int
 main (int argc, char **argv)
 {
@@ -623,6 +651,7 @@ main (int argc, char **argv)
   g_test_add_func ("/cnn/bad-models", test_bad_models);
   g_test_add_func ("/cnn/separate-pca-and-random", test_separate_pca_and_random);
   g_test_add_func ("/cnn/official-vggish", test_official_vggish);
+  g_test_add_func ("/cnn/batch-equals-single", test_batch_equals_single);
   g_test_add_func ("/cnn/fc-f16", test_fc_f16);
   g_test_add_func ("/cnn/fc-f16-portable", test_fc_f16_portable);
   int ret = g_test_run ();

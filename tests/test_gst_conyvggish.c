@@ -1,6 +1,7 @@
 /* conyvggish element tests (GstHarness): window/stride timestamps for odd
  * buffer sizes, latency, flush / discont / caps / GAP / EOS behaviour, NaN
- * tokens, wrong caps, missing or bad models, postprocess.
+ * tokens, wrong caps, missing or bad models, postprocess, batching (non-live
+ * appsrc pipeline; ignored behind the live harness).
  *
  * Models: the reduced VGGish of tests/golden/cnn/ (small: 96x64 -> 128 with
  * PCA; odd: 20x12x2 -> 10). Reference outputs come from libcony's engine
@@ -514,6 +515,104 @@ test_other_geometry (void)
   g_free (x);
 }
 
+static void
+on_handoff (GstElement *sink, GstBuffer *buf, GstPad *pad, gpointer data)
+{
+  g_ptr_array_add ((GPtrArray *) data, gst_buffer_ref (buf));
+}
+
+/* batch=4 behind a non-live source (appsrc): windows wait and run four at a
+ * time, the last partial batch goes out before EOS, and every output equals
+ * the one-window engine result with the same timestamps. */
+static void
+test_batch_non_live (void)
+{
+  gsize n = 300;   /* 1 + (300 - 96) / 25 = 9 windows: two batches of 4, then 1 at EOS */
+  float *x = make_frames (n, D, 21);
+  ConyCnn *cnn = load_model ("small.safetensors");
+  char *model = cony_test_golden_path ("cnn", "small.safetensors");
+  char *desc = g_strdup_printf ("appsrc name=src format=time caps=\"" TOKEN_CAPS ("1", "100/1")
+      "\" ! conyvggish name=v batch=4 model=\"%s\" ! fakesink name=sink signal-handoffs=true "
+      "sync=false", model);
+  GError *error = NULL;
+  GstElement *pipe = gst_parse_launch (desc, &error);
+  g_assert_no_error (error);
+  GstElement *src = gst_bin_get_by_name (GST_BIN (pipe), "src");
+  GstElement *sink = gst_bin_get_by_name (GST_BIN (pipe), "sink");
+  GstElement *v = gst_bin_get_by_name (GST_BIN (pipe), "v");
+  guint batch = 0;
+  g_object_get (v, "batch", &batch, NULL);
+  g_assert_cmpuint (batch, ==, 4);
+  GPtrArray *got = g_ptr_array_new_with_free_func ((GDestroyNotify) gst_buffer_unref);
+  g_signal_connect (sink, "handoff", G_CALLBACK (on_handoff), got);
+  g_assert_cmpint (gst_element_set_state (pipe, GST_STATE_PLAYING), !=, GST_STATE_CHANGE_FAILURE);
+  for (gsize i = 0; i < n; i += 7) {
+    gsize k = MIN ((gsize) 7, n - i);
+    GstBuffer *buf = gst_buffer_new_memdup (x + i * D, k * D * sizeof (float));
+    GST_BUFFER_PTS (buf) = 2 * GST_SECOND + i * 10 * MS;
+    GST_BUFFER_DURATION (buf) = k * 10 * MS;
+    GstFlowReturn fr;
+    g_signal_emit_by_name (src, "push-buffer", buf, &fr);
+    gst_buffer_unref (buf);
+    g_assert_cmpint (fr, ==, GST_FLOW_OK);
+  }
+  GstFlowReturn fr;
+  g_signal_emit_by_name (src, "end-of-stream", &fr);
+  GstBus *bus = gst_element_get_bus (pipe);
+  GstMessage *msg = gst_bus_timed_pop_filtered (bus, 60 * GST_SECOND,
+      GST_MESSAGE_EOS | GST_MESSAGE_ERROR);
+  g_assert_nonnull (msg);
+  g_assert_cmpint (GST_MESSAGE_TYPE (msg), ==, GST_MESSAGE_EOS);
+  gst_message_unref (msg);
+  gst_element_set_state (pipe, GST_STATE_NULL);
+
+  g_assert_cmpuint (got->len, ==, 9);
+  float want[OUT];
+  for (guint w = 0; w < got->len; w++) {
+    GstBuffer *buf = got->pdata[w];
+    g_assert_cmpuint (GST_BUFFER_PTS (buf), ==, 2 * GST_SECOND + w * 250 * MS);
+    g_assert_cmpuint (GST_BUFFER_DURATION (buf), ==, 250 * MS);
+    g_assert_cmpuint (GST_BUFFER_OFFSET (buf), ==, w);
+    g_assert_cmpint (GST_BUFFER_IS_DISCONT (buf), ==, w == 0);
+    GstMapInfo map;
+    g_assert_true (gst_buffer_map (buf, &map, GST_MAP_READ));
+    g_assert_cmpuint (map.size, ==, OUT * sizeof (float));
+    cony_cnn_forward (cnn, x + (gsize) w * 25 * D, want);
+    const float *o = (const float *) map.data;
+    for (guint j = 0; j < OUT; j++)
+      g_assert_cmpfloat_with_epsilon (o[j], want[j], 1e-5 * MAX (1.0, fabs (want[j])));
+    gst_buffer_unmap (buf, &map);
+  }
+  g_ptr_array_unref (got);
+  gst_object_unref (bus);
+  gst_object_unref (src);
+  gst_object_unref (sink);
+  gst_object_unref (v);
+  gst_object_unref (pipe);
+  cony_cnn_free (cnn);
+  g_free (desc);
+  g_free (model);
+  g_free (x);
+}
+
+/* A live upstream (the harness answers LATENCY with live=TRUE): batch is
+ * ignored, each window comes out as soon as it is complete. */
+static void
+test_batch_live_is_immediate (void)
+{
+  float *x = make_frames (121, D, 22);
+  ConyCnn *cnn = load_model ("small.safetensors");
+  GstHarness *h = new_harness ("small.safetensors", "batch", 8, NULL);
+  gst_harness_set_src_caps_str (h, TOKEN_CAPS ("1", "100/1"));
+  cony_test_push_tokens (h, x, D, 0, 96, 4, 0, 10 * MS, FALSE);
+  g_assert_cmpuint (gst_harness_buffers_in_queue (h), ==, 1);
+  cony_test_push_tokens (h, x, D, 96, 25, 5, 96 * 10 * MS, 10 * MS, FALSE);
+  g_assert_cmpuint (check_windows (h, cnn, x, 25, 0, 250 * MS), ==, 2);
+  gst_harness_teardown (h);
+  cony_cnn_free (cnn);
+  g_free (x);
+}
+
 int
 main (int argc, char **argv)
 {
@@ -533,5 +632,7 @@ main (int argc, char **argv)
   g_test_add_func ("/conyvggish/bad-models", test_bad_models);
   g_test_add_func ("/conyvggish/postprocess", test_postprocess);
   g_test_add_func ("/conyvggish/other-geometry", test_other_geometry);
+  g_test_add_func ("/conyvggish/batch-non-live", test_batch_non_live);
+  g_test_add_func ("/conyvggish/batch-live-is-immediate", test_batch_live_is_immediate);
   return g_test_run ();
 }
