@@ -1,6 +1,7 @@
 /* Internals of ConyAttention, shared by attention.c and the benchmarks. */
 #pragma once
 #include "cony/attention.h"
+#include "gemv-private.h"
 
 G_BEGIN_DECLS
 
@@ -11,6 +12,7 @@ struct _ConyAttention {
 
   float *w_in, *b_in;          /* (3d, d), (3d) */
   float *w_out, *b_out;        /* (d, d), (d) */
+  ConyGemvMatrix g_in, g_out;  /* w_in, w_out for one-vector products (gemv-private.h) */
 
   guint64 t;                   /* tokens stepped since reset */
   float *qkv;                  /* this step's projected q, k, v: 3 × d */

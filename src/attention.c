@@ -806,6 +806,8 @@ cony_attention_free (ConyAttention *a)
 {
   if (!a)
     return;
+  cony_gemv_matrix_clear (&a->g_in);
+  cony_gemv_matrix_clear (&a->g_out);
   void *buffers[] = { a->w_in, a->b_in, a->w_out, a->b_out, a->qkv, a->heads_out, a->ring_q,
                        a->ring_k, a->ring_v, a->k_old, a->v_old, a->win_q, a->win_k, a->win_v,
                        a->win_out, a->queries, a->scratch, a->scratch_d, a->row_offset, a->row_phi, a->row_acc,
@@ -908,6 +910,8 @@ cony_attention_new (const ConyAttentionConfig *config, const ConyAttentionWeight
   a->b_in = g_memdup2 (w->in_proj_bias, sizeof (float) * 3 * d);
   a->w_out = g_memdup2 (w->out_proj_weight, sizeof (float) * d * d);
   a->b_out = g_memdup2 (w->out_proj_bias, sizeof (float) * d);
+  cony_gemv_matrix_init (&a->g_in, a->w_in, 3 * d, d, cony_gemv_f16_enabled ());
+  cony_gemv_matrix_init (&a->g_out, a->w_out, d, d, cony_gemv_f16_enabled ());
 
   gsize nd = (gsize) n * d;
   a->qkv = g_new0 (float, 3 * d);
@@ -972,7 +976,7 @@ void
 cony_attention_project (ConyAttention *a, const float *x)
 {
   memcpy (a->qkv, a->b_in, sizeof (float) * 3 * a->d);
-  cblas_sgemv (CblasRowMajor, CblasNoTrans, 3 * a->d, a->d, 1.0f, a->w_in, a->d, x, 1, 1.0f, a->qkv, 1);
+  cony_gemv (&a->g_in, x, a->qkv);
 }
 
 /* Saves the token leaving slot t mod n, then writes the new one there. */
@@ -1040,8 +1044,7 @@ out_project (const ConyAttention *a, const float *heads, int first, int rows, fl
   for (int i = 0; i < rows; i++)
     memcpy (o + (gsize) i * d, a->b_out, sizeof (float) * d);
   if (rows == 1) /* a one-row sgemm would spend most of its time packing W_out */
-    cblas_sgemv (CblasRowMajor, CblasNoTrans, d, d, 1.0f, a->w_out, d, heads + (gsize) first * d, 1,
-                 1.0f, o, 1);
+    cony_gemv (&a->g_out, heads + (gsize) first * d, o);
   else
     cblas_sgemm (CblasRowMajor, CblasNoTrans, CblasTrans, rows, d, d, 1.0f, heads + (gsize) first * d,
                  d, a->w_out, d, 1.0f, o, d);

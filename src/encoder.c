@@ -1,6 +1,7 @@
 /* The continual encoder-classifier (include/cony/encoder.h, docs/model-format.md). */
 #include "cony/encoder.h"
 #include "cony/error.h"
+#include "gemv-private.h"
 
 #include <cblas.h>
 #include <math.h>
@@ -26,6 +27,8 @@ struct _ConyEncoder {
   float *v2;     /* (2k, d) block-2 vectors */
   float *h2;     /* (k, ff) */
   float *pool;   /* (d) mean of the k rows after the final LN */
+  /* one-vector products (gemv-private.h): input projection, FF per block, classifier */
+  ConyGemvMatrix g_in, g_ff1[CONY_MODEL_MAX_BLOCKS], g_ff2[CONY_MODEL_MAX_BLOCKS], g_cls;
 };
 
 static void
@@ -70,7 +73,7 @@ block_tail (ConyEncoder *e, const ConyModelBlock *k, int rows, const float *x, c
   for (int r = 0; r < rows; r++)
     memcpy (h + (gsize) r * ff, k->ff1_bias, sizeof (float) * ff);
   if (rows == 1)
-    cblas_sgemv (CblasRowMajor, CblasNoTrans, ff, d, 1.0f, k->ff1_weight, d, y, 1, 1.0f, h, 1);
+    cony_gemv (&e->g_ff1[k - e->model->block], y, h);
   else
     cblas_sgemm (CblasRowMajor, CblasNoTrans, CblasTrans, rows, ff, d, 1.0f, y, d, k->ff1_weight, d,
                  1.0f, h, ff);
@@ -84,7 +87,7 @@ block_tail (ConyEncoder *e, const ConyModelBlock *k, int rows, const float *x, c
       zr[i] = yr[i] + k->ff2_bias[i];
   }
   if (rows == 1)
-    cblas_sgemv (CblasRowMajor, CblasNoTrans, d, ff, 1.0f, k->ff2_weight, ff, h, 1, 1.0f, z, 1);
+    cony_gemv (&e->g_ff2[k - e->model->block], h, z);
   else
     cblas_sgemm (CblasRowMajor, CblasNoTrans, CblasTrans, rows, d, ff, 1.0f, h, ff, k->ff2_weight, ff,
                  1.0f, z, d);
@@ -109,6 +112,12 @@ cony_encoder_free (ConyEncoder *e)
   g_free (e->v2);
   g_free (e->h2);
   g_free (e->pool);
+  cony_gemv_matrix_clear (&e->g_in);
+  cony_gemv_matrix_clear (&e->g_cls);
+  for (int b = 0; b < CONY_MODEL_MAX_BLOCKS; b++) {
+    cony_gemv_matrix_clear (&e->g_ff1[b]);
+    cony_gemv_matrix_clear (&e->g_ff2[b]);
+  }
   g_free (e);
 }
 
@@ -176,6 +185,13 @@ cony_encoder_new (const ConyModel *model, int override_variant, GError **error)
   e->v2 = g_new0 (float, 2 * k * d);
   e->h2 = g_new0 (float, k * ff);
   e->pool = g_new0 (float, d);
+  gboolean f16 = cony_gemv_f16_enabled ();
+  cony_gemv_matrix_init (&e->g_in, model->input_proj_weight, e->d, e->d_in, f16);
+  cony_gemv_matrix_init (&e->g_cls, model->classifier_weight, e->classes, e->d, f16);
+  for (int b = 0; b < e->blocks; b++) {
+    cony_gemv_matrix_init (&e->g_ff1[b], model->block[b].ff1_weight, e->ff, e->d, f16);
+    cony_gemv_matrix_init (&e->g_ff2[b], model->block[b].ff2_weight, e->d, e->ff, f16);
+  }
   if (e->blocks == 2)
     e->ring = g_new0 (float, n * d);
   return g_steal_pointer (&e);
@@ -232,8 +248,7 @@ cony_encoder_step (ConyEncoder *e, const float *tokens, float *logits)
       ui[j] = m->input_proj_bias[j] + pos[j];
   }
   if (k == 1)
-    cblas_sgemv (CblasRowMajor, CblasNoTrans, d, e->d_in, 1.0f, m->input_proj_weight, e->d_in, tokens,
-                 1, 1.0f, e->u, 1);
+    cony_gemv (&e->g_in, tokens, e->u);
   else
     cblas_sgemm (CblasRowMajor, CblasNoTrans, CblasTrans, k, d, e->d_in, 1.0f, tokens, e->d_in,
                  m->input_proj_weight, e->d_in, 1.0f, e->u, d);
@@ -295,8 +310,7 @@ cony_encoder_step (ConyEncoder *e, const float *tokens, float *logits)
       f[j] *= inv;
   }
   memcpy (logits, m->classifier_bias, sizeof (float) * e->classes);
-  cblas_sgemv (CblasRowMajor, CblasNoTrans, e->classes, d, 1.0f, m->classifier_weight, d, f, 1, 1.0f,
-               logits, 1);
+  cony_gemv (&e->g_cls, f, logits);
   e->steps++;
   e->tokens += (guint64) k;
 }

@@ -2,6 +2,7 @@
  * window, at every step; exponentials do not overflow; running sums do not drift. */
 #include "cony/attention.h"
 #include "cony/error.h"
+#include "../src/gemv-private.h"
 
 #include <cblas.h>
 #include <math.h>
@@ -161,7 +162,12 @@ project_qk (const Setup *s, const float *x, float *q, float *k)
   int d = s->d;
   float qkv[3 * d];
   memcpy (qkv, s->b_in, sizeof (float) * 3 * d);
-  cblas_sgemv (CblasRowMajor, CblasNoTrans, 3 * d, d, 1.0f, s->w_in, d, x, 1, 1.0f, qkv, 1);
+  /* the layer's own projection kernel: the schedule's landmarks then match the layer's
+   * bit for bit (the landmark pseudo-inverse amplifies rounding differences) */
+  ConyGemvMatrix w;
+  cony_gemv_matrix_init (&w, s->w_in, 3 * d, d, cony_gemv_f16_enabled ());
+  cony_gemv (&w, x, qkv);
+  cony_gemv_matrix_clear (&w);
   memcpy (q, qkv, sizeof (float) * d);
   memcpy (k, qkv + d, sizeof (float) * d);
 }

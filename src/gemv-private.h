@@ -1,0 +1,45 @@
+/* One-vector matrix products y += W·x for the per-step hot path (src/gemv.c).
+ *
+ * A continual step multiplies each weight matrix by a single vector, so its time is the
+ * time to read the weights. These kernels read several rows at once with AVX2/FMA
+ * (chosen at run time; a portable C kernel runs elsewhere), and a matrix whose every
+ * weight is exactly a float16 value (a model stored as F16) is read from a float16 copy:
+ * half the bytes, converted to float in registers, so the result is bit for bit the one
+ * the float32 copy gives. */
+#pragma once
+#include <glib.h>
+
+G_BEGIN_DECLS
+
+typedef struct {
+  int rows, cols;        /* W is rows × cols, row-major, row stride cols */
+  const float *f32;      /* the caller's float weights (not owned) */
+  guint16 *f16;          /* owned float16 copy, or NULL (weights not all F16 values) */
+} ConyGemvMatrix;
+
+/* Sets up @m for @w; with @allow_f16 and every weight an exact float16 value, also makes
+ * the float16 copy. @w must outlive @m. */
+void cony_gemv_matrix_init (ConyGemvMatrix *m, const float *w, int rows, int cols,
+                            gboolean allow_f16);
+void cony_gemv_matrix_clear (ConyGemvMatrix *m);
+
+/* y[r] += Σ_c W[r, c] · x[c] for every row r. The float16 copy is used when there is one;
+ * both storages give identical results. */
+void cony_gemv (const ConyGemvMatrix *m, const float *x, float *y);
+/* The same with the portable C kernel (what CPUs without AVX2/FMA/F16C run); for tests. */
+void cony_gemv_portable (const ConyGemvMatrix *m, const float *x, float *y);
+/* TRUE when cony_gemv() runs the AVX2/FMA/F16C kernel on this CPU. */
+gboolean cony_gemv_accelerated (void);
+
+/* Whether the encoder and attention layers make float16 copies of F16-exact weights
+ * (default TRUE). Tests and `cony bench model` turn it off to time/compare the float32
+ * storage of the same model; read when a layer is created. */
+void cony_gemv_set_f16_enabled (gboolean enabled);
+gboolean cony_gemv_f16_enabled (void);
+
+/* @f as float16 bits in @h when it is exactly representable (zero, normal and subnormal
+ * float16 values); FALSE otherwise (rounding needed, out of range, Inf, NaN). */
+gboolean cony_float_to_half_exact (float f, guint16 *h);
+float cony_half_to_float (guint16 h);
+
+G_END_DECLS

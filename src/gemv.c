@@ -1,0 +1,268 @@
+/* One-vector matrix products for the per-step hot path (gemv-private.h).
+ *
+ * One kernel, instantiated for float32 and float16 storage: blocks of ROWS rows are
+ * read side by side (ROWS independent row streams, two 8-float accumulators per row),
+ * so the loads, not the FMA latency, set the pace. The float16 instance converts each
+ * 8 weights to float in a register (F16C, exact) and then does the very same FMAs in
+ * the same order as the float32 instance, so the two storages give identical sums. */
+#include "gemv-private.h"
+
+#include <string.h>
+
+#if (defined(__x86_64__) || defined(__i386__)) && defined(__GNUC__)
+#define CONY_GEMV_X86 1
+#include <immintrin.h>
+#endif
+
+#define ROWS 4
+
+/* ---- float16 <-> float32 ------------------------------------------------------------ */
+
+float
+cony_half_to_float (guint16 h)
+{
+  guint32 sign = (guint32) (h >> 15) << 31, e = (h >> 10) & 0x1f, mant = h & 0x3ff, bits;
+  if (e == 0x1f) {
+    bits = sign | 0x7f800000u | (mant << 13);
+  } else if (e != 0) {
+    bits = sign | ((e + 112) << 23) | (mant << 13);
+  } else if (mant == 0) {
+    bits = sign;
+  } else {
+    /* subnormal: mant · 2^-24, renormalised */
+    int shift = 0;
+    while (!(mant & 0x400)) {
+      mant <<= 1;
+      shift++;
+    }
+    bits = sign | ((guint32) (113 - shift) << 23) | ((mant & 0x3ff) << 13);
+  }
+  float f;
+  memcpy (&f, &bits, sizeof f);
+  return f;
+}
+
+gboolean
+cony_float_to_half_exact (float f, guint16 *h)
+{
+  guint32 bits;
+  memcpy (&bits, &f, sizeof bits);
+  guint16 sign = (guint16) ((bits >> 31) << 15);
+  int exp = (int) ((bits >> 23) & 0xff);
+  guint32 mant = bits & 0x7fffff;
+  if ((bits & 0x7fffffffu) == 0) {
+    *h = sign;
+    return TRUE;
+  }
+  if (exp == 0 || exp == 0xff) /* float subnormals are far below float16's range; Inf, NaN */
+    return FALSE;
+  int e = exp - 127;
+  if (e >= -14 && e <= 15) {
+    if (mant & 0x1fff)
+      return FALSE;
+    *h = sign | (guint16) ((e + 15) << 10) | (guint16) (mant >> 13);
+    return TRUE;
+  }
+  if (e < -14 && e >= -24) {
+    /* a float16 subnormal k · 2^-24: k = (1.mant) · 2^(e+24) must be a whole number */
+    guint32 full = mant | 0x800000u;
+    int shift = -(e + 1); /* 14 ... 23 */
+    if (full & ((1u << shift) - 1))
+      return FALSE;
+    *h = sign | (guint16) (full >> shift);
+    return TRUE;
+  }
+  return FALSE;
+}
+
+/* ---- matrices ------------------------------------------------------------------------ */
+
+static gint f16_enabled = 1;
+
+void
+cony_gemv_set_f16_enabled (gboolean enabled)
+{
+  g_atomic_int_set (&f16_enabled, enabled ? 1 : 0);
+}
+
+gboolean
+cony_gemv_f16_enabled (void)
+{
+  return g_atomic_int_get (&f16_enabled) != 0;
+}
+
+void
+cony_gemv_matrix_init (ConyGemvMatrix *m, const float *w, int rows, int cols, gboolean allow_f16)
+{
+  m->rows = rows;
+  m->cols = cols;
+  m->f32 = w;
+  m->f16 = NULL;
+  if (!allow_f16)
+    return;
+  gsize n = (gsize) rows * cols;
+  guint16 *h = g_new (guint16, n);
+  for (gsize i = 0; i < n; i++) {
+    if (!cony_float_to_half_exact (w[i], &h[i])) {
+      g_free (h);
+      return;
+    }
+  }
+  m->f16 = h;
+}
+
+void
+cony_gemv_matrix_clear (ConyGemvMatrix *m)
+{
+  g_clear_pointer (&m->f16, g_free);
+  m->f32 = NULL;
+}
+
+/* ---- portable kernel ----------------------------------------------------------------- */
+
+static inline float
+weight_at (const void *w, gsize i, gboolean f16)
+{
+  return f16 ? cony_half_to_float (((const guint16 *) w)[i]) : ((const float *) w)[i];
+}
+
+static inline void
+gemv_portable (const void *w, gboolean f16, int rows, int cols, const float *x, float *y)
+{
+  for (int r = 0; r < rows; r++) {
+    gsize base = (gsize) r * cols;
+    float lane[8] = { 0 };
+    int c = 0;
+    for (; c + 8 <= cols; c += 8)
+      for (int l = 0; l < 8; l++)
+        lane[l] += weight_at (w, base + c + l, f16) * x[c + l];
+    float s = ((lane[0] + lane[4]) + (lane[1] + lane[5])) + ((lane[2] + lane[6]) + (lane[3] + lane[7]));
+    for (; c < cols; c++)
+      s += weight_at (w, base + c, f16) * x[c];
+    y[r] += s;
+  }
+}
+
+void
+cony_gemv_portable (const ConyGemvMatrix *m, const float *x, float *y)
+{
+  if (m->f16)
+    gemv_portable (m->f16, TRUE, m->rows, m->cols, x, y);
+  else
+    gemv_portable (m->f32, FALSE, m->rows, m->cols, x, y);
+}
+
+/* ---- AVX2 / FMA / F16C kernel -------------------------------------------------------- */
+
+#ifdef CONY_GEMV_X86
+#define X86_V3 __attribute__ ((target ("avx2,fma,f16c")))
+#define X86_V3_INLINE static inline __attribute__ ((always_inline, target ("avx2,fma,f16c")))
+
+X86_V3_INLINE __m256
+load8 (const void *w, gsize i, gboolean f16)
+{
+  if (f16)
+    return _mm256_cvtph_ps (_mm_loadu_si128 ((const __m128i *) ((const guint16 *) w + i)));
+  return _mm256_loadu_ps ((const float *) w + i);
+}
+
+/* y[0..nr) += rows [0, nr) of @w (row stride @cols) · x, nr <= ROWS. */
+X86_V3_INLINE void
+block_avx2 (const void *w, gboolean f16, int nr, int cols, const float *x, float *y)
+{
+  __m256 a[ROWS][2];
+  for (int i = 0; i < ROWS; i++)
+    a[i][0] = a[i][1] = _mm256_setzero_ps ();
+  int c = 0;
+  for (; c + 16 <= cols; c += 16) {
+    __m256 x0 = _mm256_loadu_ps (x + c), x1 = _mm256_loadu_ps (x + c + 8);
+#pragma GCC unroll 4
+    for (int i = 0; i < nr; i++) {
+      a[i][0] = _mm256_fmadd_ps (load8 (w, (gsize) i * cols + c, f16), x0, a[i][0]);
+      a[i][1] = _mm256_fmadd_ps (load8 (w, (gsize) i * cols + c + 8, f16), x1, a[i][1]);
+    }
+  }
+  if (c + 8 <= cols) {
+    __m256 x0 = _mm256_loadu_ps (x + c);
+#pragma GCC unroll 4
+    for (int i = 0; i < nr; i++)
+      a[i][0] = _mm256_fmadd_ps (load8 (w, (gsize) i * cols + c, f16), x0, a[i][0]);
+    c += 8;
+  }
+  /* four rows' sums in one vector: lane i = Σ of row i's 16 lanes */
+  __m256 s01 = _mm256_hadd_ps (_mm256_add_ps (a[0][0], a[0][1]), _mm256_add_ps (a[1][0], a[1][1]));
+  __m256 s23 = _mm256_hadd_ps (_mm256_add_ps (a[2][0], a[2][1]), _mm256_add_ps (a[3][0], a[3][1]));
+  __m256 s = _mm256_hadd_ps (s01, s23);
+  float sum[4];
+  _mm_storeu_ps (sum, _mm_add_ps (_mm256_castps256_ps128 (s), _mm256_extractf128_ps (s, 1)));
+  for (int i = 0; i < nr; i++) {
+    float t = sum[i];
+    for (int k = c; k < cols; k++)
+      t += (f16 ? _cvtsh_ss (((const guint16 *) w)[(gsize) i * cols + k])
+                : ((const float *) w)[(gsize) i * cols + k]) * x[k];
+    y[i] += t;
+  }
+}
+
+X86_V3_INLINE void
+gemv_avx2 (const void *w, gboolean f16, int rows, int cols, const float *x, float *y)
+{
+  gsize esize = f16 ? 2 : 4;
+  int r = 0;
+  for (; r + ROWS <= rows; r += ROWS)
+    block_avx2 ((const char *) w + (gsize) r * cols * esize, f16, ROWS, cols, x, y + r);
+  for (; r < rows; r++)
+    block_avx2 ((const char *) w + (gsize) r * cols * esize, f16, 1, cols, x, y + r);
+}
+
+static X86_V3 void
+gemv_avx2_f32 (const float *w, int rows, int cols, const float *x, float *y)
+{
+  gemv_avx2 (w, FALSE, rows, cols, x, y);
+}
+
+static X86_V3 void
+gemv_avx2_f16 (const guint16 *w, int rows, int cols, const float *x, float *y)
+{
+  gemv_avx2 (w, TRUE, rows, cols, x, y);
+}
+
+static gboolean
+cpu_has_v3 (void)
+{
+  static gint have = -1;
+  int h = g_atomic_int_get (&have);
+  if (h < 0) {
+    __builtin_cpu_init ();
+    h = __builtin_cpu_supports ("avx2") && __builtin_cpu_supports ("fma") &&
+        __builtin_cpu_supports ("f16c");
+    g_atomic_int_set (&have, h);
+  }
+  return h != 0;
+}
+#endif
+
+gboolean
+cony_gemv_accelerated (void)
+{
+#ifdef CONY_GEMV_X86
+  return cpu_has_v3 ();
+#else
+  return FALSE;
+#endif
+}
+
+void
+cony_gemv (const ConyGemvMatrix *m, const float *x, float *y)
+{
+#ifdef CONY_GEMV_X86
+  if (cpu_has_v3 ()) {
+    if (m->f16)
+      gemv_avx2_f16 (m->f16, m->rows, m->cols, x, y);
+    else
+      gemv_avx2_f32 (m->f32, m->rows, m->cols, x, y);
+    return;
+  }
+#endif
+  cony_gemv_portable (m, x, y);
+}
