@@ -1,4 +1,5 @@
-"""The committed attention golden files are what gen_attention_golden.py writes now."""
+"""The committed attention and model golden files are what gen_attention_golden.py and
+gen_model_golden.py write now."""
 
 import filecmp
 import os
@@ -25,6 +26,18 @@ class GoldenFilesTest(unittest.TestCase):
                                                            os.path.join(GOLDEN, case), files,
                                                            shallow=False)
                 self.assertEqual(mismatch + errors, [], case)
+
+    def test_model_golden_up_to_date(self):
+        """tests/golden/model (the kK_ multi-token cases included) is reproducible."""
+        golden = os.path.join(ROOT, "tests", "golden", "model")
+        with tempfile.TemporaryDirectory() as tmp:
+            subprocess.run([sys.executable, os.path.join(ROOT, "training", "gen_model_golden.py"),
+                            tmp], check=True, stdout=subprocess.DEVNULL)
+            files = sorted(os.listdir(tmp))
+            self.assertEqual(files, sorted(os.listdir(golden)))
+            self.assertTrue(any(f.startswith("k4_") for f in files))
+            match, mismatch, errors = filecmp.cmpfiles(tmp, golden, files, shallow=False)
+            self.assertEqual(mismatch + errors, [])
 
 
 if __name__ == "__main__":
