@@ -28,6 +28,7 @@ typedef struct {
   float *b;
   guint16 *w16;          /* FC with F16 weights (w is then NULL), see fc_f16() */
   float *wino[2];        /* CONV, Winograd F(2x2) / F(4x4): n*n x in_c x out_c (made on first use) */
+  gboolean wino_packed[2];   /* wino[] in 16-column panels for the wino_gemm kernel */
 } Layer;
 
 struct _ConyCnn {
@@ -979,6 +980,244 @@ bias_act (float *x, gsize rows, guint cols, const float *b, gboolean relu)
   }
 }
 
+/* ---- FC layers with F16 weights ----
+ * When a model file stores an FC weight in F16 (or after cony_cnn_set_fc_f16()),
+ * the layer keeps the F16 values (half the bytes of F32) and computes with them
+ * expanded to float32 in registers: the result is the F32 network with those
+ * weights, to float rounding. One example: a matrix-vector product that reads
+ * each F16 weight once (F16C conversion + FMA where the CPU has them, a portable
+ * loop otherwise). A batch: blocks of rows expanded to F32 in scratch, then
+ * sgemm. */
+
+static inline float
+f16_to_f32 (guint16 h)
+{
+  guint32 sign = (guint32) (h & 0x8000u) << 16, e = (h >> 10) & 0x1fu, man = h & 0x3ffu, bits;
+  if (e == 0) {
+    float v = (float) man * (1.0f / 16777216.0f);   /* subnormal: man * 2^-24, exact */
+    return sign ? -v : v;
+  }
+  if (e == 31)
+    bits = sign | 0x7f800000u | (man << 13);
+  else
+    bits = sign | ((e + 112u) << 23) | (man << 13);
+  float v;
+  memcpy (&v, &bits, 4);
+  return v;
+}
+
+/* Round to nearest even; values beyond the F16 range become infinities. */
+static guint16
+f32_to_f16 (float f)
+{
+  guint32 x;
+  memcpy (&x, &f, 4);
+  guint16 sign = (guint16) ((x >> 16) & 0x8000u);
+  x &= 0x7fffffffu;
+  if (x >= 0x7f800000u)
+    return sign | 0x7c00u | (x > 0x7f800000u ? 0x200u : 0u);
+  if (x >= 0x477ff000u)   /* 65520 and above round to infinity */
+    return sign | 0x7c00u;
+  if (x < 0x38800000u)    /* below 2^-14: subnormal, man = round (|f| 2^24) */
+    return sign | (guint16) nearbyintf (fabsf (f) * 16777216.0f);
+  x -= 112u << 23;
+  x += 0x0fffu + ((x >> 13) & 1u);
+  return sign | (guint16) (x >> 13);
+}
+
+static void
+f16_expand_portable (const guint16 *h, gsize n, float *out)
+{
+  for (gsize i = 0; i < n; i++)
+    out[i] = f16_to_f32 (h[i]);
+}
+
+static void
+gemv_f16_portable (const guint16 *w, gsize rows, gsize cols, const float *x, float *y)
+{
+  for (gsize r = 0; r < rows; r++) {
+    const guint16 *row = w + r * cols;
+    float acc[8] = { 0 };
+    gsize i = 0;
+    for (; i + 8 <= cols; i += 8)
+      for (int k = 0; k < 8; k++)
+        acc[k] += f16_to_f32 (row[i + k]) * x[i + k];
+    float s = ((acc[0] + acc[4]) + (acc[1] + acc[5])) + ((acc[2] + acc[6]) + (acc[3] + acc[7]));
+    for (; i < cols; i++)
+      s += f16_to_f32 (row[i]) * x[i];
+    y[r] = s;
+  }
+}
+
+#if defined(__GNUC__) && (defined(__x86_64__) || defined(__i386__))
+#include <immintrin.h>
+#define CNN_HAVE_F16C_KERNELS 1
+
+__attribute__ ((target ("avx2,fma,f16c"))) static inline float
+hsum256 (__m256 v)
+{
+  __m128 s = _mm_add_ps (_mm256_castps256_ps128 (v), _mm256_extractf128_ps (v, 1));
+  s = _mm_add_ps (s, _mm_movehl_ps (s, s));
+  s = _mm_add_ss (s, _mm_movehdup_ps (s));
+  return _mm_cvtss_f32 (s);
+}
+
+__attribute__ ((target ("avx2,fma,f16c"))) static inline __m256
+load_f16x8 (const guint16 *p)
+{
+  return _mm256_cvtph_ps (_mm_loadu_si128 ((const __m128i *) p));
+}
+
+__attribute__ ((target ("avx2,fma,f16c"))) static void
+f16_expand_f16c (const guint16 *h, gsize n, float *out)
+{
+  gsize i = 0;
+  for (; i + 8 <= n; i += 8)
+    _mm256_storeu_ps (out + i, load_f16x8 (h + i));
+  for (; i < n; i++)
+    out[i] = _cvtsh_ss (h[i]);
+}
+
+/* Four rows at a time share each load of x; two accumulators per row. */
+__attribute__ ((target ("avx2,fma,f16c"))) static void
+gemv_f16_f16c (const guint16 *w, gsize rows, gsize cols, const float *x, float *y)
+{
+  gsize r = 0;
+  for (; r + 4 <= rows; r += 4) {
+    const guint16 *w0 = w + r * cols, *w1 = w0 + cols, *w2 = w1 + cols, *w3 = w2 + cols;
+    __m256 a0 = _mm256_setzero_ps (), a1 = a0, a2 = a0, a3 = a0;
+    __m256 b0 = a0, b1 = a0, b2 = a0, b3 = a0;
+    gsize i = 0;
+    for (; i + 16 <= cols; i += 16) {
+      __m256 x0 = _mm256_loadu_ps (x + i), x1 = _mm256_loadu_ps (x + i + 8);
+      a0 = _mm256_fmadd_ps (load_f16x8 (w0 + i), x0, a0);
+      b0 = _mm256_fmadd_ps (load_f16x8 (w0 + i + 8), x1, b0);
+      a1 = _mm256_fmadd_ps (load_f16x8 (w1 + i), x0, a1);
+      b1 = _mm256_fmadd_ps (load_f16x8 (w1 + i + 8), x1, b1);
+      a2 = _mm256_fmadd_ps (load_f16x8 (w2 + i), x0, a2);
+      b2 = _mm256_fmadd_ps (load_f16x8 (w2 + i + 8), x1, b2);
+      a3 = _mm256_fmadd_ps (load_f16x8 (w3 + i), x0, a3);
+      b3 = _mm256_fmadd_ps (load_f16x8 (w3 + i + 8), x1, b3);
+    }
+    for (; i + 8 <= cols; i += 8) {
+      __m256 x0 = _mm256_loadu_ps (x + i);
+      a0 = _mm256_fmadd_ps (load_f16x8 (w0 + i), x0, a0);
+      a1 = _mm256_fmadd_ps (load_f16x8 (w1 + i), x0, a1);
+      a2 = _mm256_fmadd_ps (load_f16x8 (w2 + i), x0, a2);
+      a3 = _mm256_fmadd_ps (load_f16x8 (w3 + i), x0, a3);
+    }
+    float s0 = hsum256 (_mm256_add_ps (a0, b0)), s1 = hsum256 (_mm256_add_ps (a1, b1));
+    float s2 = hsum256 (_mm256_add_ps (a2, b2)), s3 = hsum256 (_mm256_add_ps (a3, b3));
+    for (; i < cols; i++) {
+      s0 += _cvtsh_ss (w0[i]) * x[i];
+      s1 += _cvtsh_ss (w1[i]) * x[i];
+      s2 += _cvtsh_ss (w2[i]) * x[i];
+      s3 += _cvtsh_ss (w3[i]) * x[i];
+    }
+    y[r] = s0;
+    y[r + 1] = s1;
+    y[r + 2] = s2;
+    y[r + 3] = s3;
+  }
+  for (; r < rows; r++) {
+    const guint16 *w0 = w + r * cols;
+    __m256 a0 = _mm256_setzero_ps ();
+    gsize i = 0;
+    for (; i + 8 <= cols; i += 8)
+      a0 = _mm256_fmadd_ps (load_f16x8 (w0 + i), _mm256_loadu_ps (x + i), a0);
+    float s0 = hsum256 (a0);
+    for (; i < cols; i++)
+      s0 += _cvtsh_ss (w0[i]) * x[i];
+    y[r] = s0;
+  }
+}
+
+/* Winograd products out (T x K, row stride K) = v (T x cin, row stride cin) U,
+ * with U packed in panels of 16 columns: up[p * 16 * cin + c * 16 + j] =
+ * U[c][16 p + j] (K a multiple of 16). The packing is done once when the
+ * weights are transformed, where OpenBLAS would repack U on every call: with
+ * VGGish's few tiles per window (24 for conv4 in F(2x2)) that repacking costs
+ * as much as the product. Blocks of 6 rows x 16 columns: 12 accumulators, 2
+ * weight loads and 6 broadcasts per 12 FMAs. */
+#define WG_MR 6
+__attribute__ ((target ("avx2,fma"), always_inline)) static inline void
+wg_block (const int mr, const float *v, gsize cin, const float *up, float *out, gsize ldo)
+{
+  __m256 acc[WG_MR][2];
+  for (int i = 0; i < WG_MR; i++)
+    acc[i][0] = acc[i][1] = _mm256_setzero_ps ();
+  for (gsize c = 0; c < cin; c++) {
+    __m256 b0 = _mm256_loadu_ps (up + 16 * c), b1 = _mm256_loadu_ps (up + 16 * c + 8);
+    for (int i = 0; i < WG_MR; i++)
+      if (i < mr) {
+        __m256 a = _mm256_broadcast_ss (v + i * cin + c);
+        acc[i][0] = _mm256_fmadd_ps (a, b0, acc[i][0]);
+        acc[i][1] = _mm256_fmadd_ps (a, b1, acc[i][1]);
+      }
+  }
+  for (int i = 0; i < WG_MR; i++)
+    if (i < mr) {
+      _mm256_storeu_ps (out + i * ldo, acc[i][0]);
+      _mm256_storeu_ps (out + i * ldo + 8, acc[i][1]);
+    }
+}
+
+__attribute__ ((target ("avx2,fma"))) static void
+wino_gemm_avx2 (gsize T, gsize K, gsize cin, const float *v, const float *up, float *out)
+{
+  for (gsize p = 0; p < K / 16; p++) {
+    const float *panel = up + p * 16 * cin;
+    float *o = out + 16 * p;
+    gsize t = 0;
+    for (; t + WG_MR <= T; t += WG_MR)
+      wg_block (6, v + t * cin, cin, panel, o + t * K, K);
+    switch (T - t) {
+    case 5: wg_block (5, v + t * cin, cin, panel, o + t * K, K); break;
+    case 4: wg_block (4, v + t * cin, cin, panel, o + t * K, K); break;
+    case 3: wg_block (3, v + t * cin, cin, panel, o + t * K, K); break;
+    case 2: wg_block (2, v + t * cin, cin, panel, o + t * K, K); break;
+    case 1: wg_block (1, v + t * cin, cin, panel, o + t * K, K); break;
+    default: break;
+    }
+  }
+}
+#endif
+
+typedef struct {
+  void (*gemv) (const guint16 *w, gsize rows, gsize cols, const float *x, float *y);
+  void (*expand) (const guint16 *h, gsize n, float *out);
+  /* Winograd products on packed weights (NULL: OpenBLAS sgemm), see wino_gemm_avx2. */
+  void (*wino_gemm) (gsize T, gsize K, gsize cin, const float *v, const float *up, float *out);
+} F16Kernels;
+
+/* The kernels this CPU runs; CONY_CNN_PORTABLE=1 in the environment (read
+ * once) forces the portable ones (tests use it to cover that path): then the
+ * Winograd products use OpenBLAS. */
+static const F16Kernels *
+f16_kernels (void)
+{
+  static F16Kernels k;
+  static gsize done;
+  if (g_once_init_enter (&done)) {
+    k.gemv = gemv_f16_portable;
+    k.expand = f16_expand_portable;
+#ifdef CNN_HAVE_F16C_KERNELS
+    const char *env = g_getenv ("CONY_CNN_PORTABLE");
+    __builtin_cpu_init ();
+    if ((env == NULL || strcmp (env, "1") != 0) && __builtin_cpu_supports ("avx2") &&
+        __builtin_cpu_supports ("fma") && __builtin_cpu_supports ("f16c")) {
+      k.gemv = gemv_f16_f16c;
+      k.expand = f16_expand_f16c;
+    }
+    if ((env == NULL || strcmp (env, "1") != 0) && __builtin_cpu_supports ("avx2") &&
+        __builtin_cpu_supports ("fma"))
+      k.wino_gemm = wino_gemm_avx2;
+#endif
+    g_once_init_leave (&done, 1);
+  }
+  return &k;
+}
+
 /* ---- Winograd F(m x m, 3x3), m = 2 or 4 ----
  * One mechanism for both tile sizes: with n = m + 2 and the interpolation
  * points a_0..a_{n-2} plus infinity,
@@ -1181,11 +1420,31 @@ winograd_weights (Layer *l, guint m)
           u[(gsize) (r * n + c) * plane + (gsize) i * out + o] =
               (float) (gg[r][0] * wm->g[c][0] + gg[r][1] * wm->g[c][1] + gg[r][2] * wm->g[c][2]);
     }
+  /* Panels of 16 output channels for the packed-weight kernel. */
+  l->wino_packed[m == 4] = FALSE;
+  if (f16_kernels ()->wino_gemm != NULL && out % 16 == 0) {
+    float *pk = g_new (float, (gsize) n * n * plane);
+    for (guint k = 0; k < n * n; k++)
+      for (guint p = 0; p < out / 16; p++)
+        for (guint i = 0; i < in; i++)
+          memcpy (pk + (gsize) k * plane + ((gsize) p * in + i) * 16,
+                  u + (gsize) k * plane + (gsize) i * out + 16 * p, 16 * sizeof (float));
+    g_free (u);
+    u = pk;
+    l->wino_packed[m == 4] = TRUE;
+  }
   l->wino[m == 4] = u;
 }
 
-/* @nb examples (HWC maps one after the other): their tiles share each sgemm. */
-static void
+/* @nb examples (HWC maps one after the other): their tiles share each sgemm.
+ * The transforms are channel-vector loops: built for x86-64-v3 too (AVX2/FMA,
+ * 8 floats per instruction instead of SSE2's 4), chosen at load time. */
+#if defined(__GNUC__) && defined(__x86_64__) && !defined(__clang__)
+#define CNN_HOT __attribute__ ((target_clones ("arch=x86-64-v3", "default")))
+#else
+#define CNN_HOT
+#endif
+CNN_HOT static void
 conv_winograd (ConyCnn *cnn, Layer *l, guint m, const float *in, float *out, gsize nb)
 {
   const WinoMats *wm = wino_mats (m);
@@ -1238,9 +1497,16 @@ conv_winograd (ConyCnn *cnn, Layer *l, guint m, const float *in, float *out, gsi
   /* n*n products (T x C) (C x K). */
   gsize uplane = (gsize) C * K;
   const float *U = l->wino[m == 4];
-  for (guint k = 0; k < nn; k++)
-    cblas_sgemm (CblasRowMajor, CblasNoTrans, CblasNoTrans, (int) T, (int) K, (int) C, 1.0f,
-                 V + k * vplane, (int) C, U + k * uplane, (int) K, 0.0f, M + k * mplane, (int) K);
+  if (l->wino_packed[m == 4]) {
+    const F16Kernels *kern = f16_kernels ();
+    for (guint k = 0; k < nn; k++)
+      kern->wino_gemm (T, K, C, V + k * vplane, U + k * uplane, M + k * mplane);
+  } else {
+    for (guint k = 0; k < nn; k++)
+      cblas_sgemm (CblasRowMajor, CblasNoTrans, CblasNoTrans, (int) T, (int) K, (int) C, 1.0f,
+                   V + k * vplane, (int) C, U + k * uplane, (int) K, 0.0f, M + k * mplane,
+                   (int) K);
+  }
 
   /* Output transform, bias, ReLU; output channels innermost. */
   float *u = t, *yv = t + (gsize) WINO_MAX_N * WINO_MAX_N * K;
@@ -1360,188 +1626,6 @@ features_forward (ConyCnn *cnn, const float *input, gsize nb)
     which ^= 1;
   }
   return cur;
-}
-
-/* ---- FC layers with F16 weights ----
- * When a model file stores an FC weight in F16 (or after cony_cnn_set_fc_f16()),
- * the layer keeps the F16 values (half the bytes of F32) and computes with them
- * expanded to float32 in registers: the result is the F32 network with those
- * weights, to float rounding. One example: a matrix-vector product that reads
- * each F16 weight once (F16C conversion + FMA where the CPU has them, a portable
- * loop otherwise). A batch: blocks of rows expanded to F32 in scratch, then
- * sgemm. */
-
-static inline float
-f16_to_f32 (guint16 h)
-{
-  guint32 sign = (guint32) (h & 0x8000u) << 16, e = (h >> 10) & 0x1fu, man = h & 0x3ffu, bits;
-  if (e == 0) {
-    float v = (float) man * (1.0f / 16777216.0f);   /* subnormal: man * 2^-24, exact */
-    return sign ? -v : v;
-  }
-  if (e == 31)
-    bits = sign | 0x7f800000u | (man << 13);
-  else
-    bits = sign | ((e + 112u) << 23) | (man << 13);
-  float v;
-  memcpy (&v, &bits, 4);
-  return v;
-}
-
-/* Round to nearest even; values beyond the F16 range become infinities. */
-static guint16
-f32_to_f16 (float f)
-{
-  guint32 x;
-  memcpy (&x, &f, 4);
-  guint16 sign = (guint16) ((x >> 16) & 0x8000u);
-  x &= 0x7fffffffu;
-  if (x >= 0x7f800000u)
-    return sign | 0x7c00u | (x > 0x7f800000u ? 0x200u : 0u);
-  if (x >= 0x477ff000u)   /* 65520 and above round to infinity */
-    return sign | 0x7c00u;
-  if (x < 0x38800000u)    /* below 2^-14: subnormal, man = round (|f| 2^24) */
-    return sign | (guint16) nearbyintf (fabsf (f) * 16777216.0f);
-  x -= 112u << 23;
-  x += 0x0fffu + ((x >> 13) & 1u);
-  return sign | (guint16) (x >> 13);
-}
-
-static void
-f16_expand_portable (const guint16 *h, gsize n, float *out)
-{
-  for (gsize i = 0; i < n; i++)
-    out[i] = f16_to_f32 (h[i]);
-}
-
-static void
-gemv_f16_portable (const guint16 *w, gsize rows, gsize cols, const float *x, float *y)
-{
-  for (gsize r = 0; r < rows; r++) {
-    const guint16 *row = w + r * cols;
-    float acc[8] = { 0 };
-    gsize i = 0;
-    for (; i + 8 <= cols; i += 8)
-      for (int k = 0; k < 8; k++)
-        acc[k] += f16_to_f32 (row[i + k]) * x[i + k];
-    float s = ((acc[0] + acc[4]) + (acc[1] + acc[5])) + ((acc[2] + acc[6]) + (acc[3] + acc[7]));
-    for (; i < cols; i++)
-      s += f16_to_f32 (row[i]) * x[i];
-    y[r] = s;
-  }
-}
-
-#if defined(__GNUC__) && (defined(__x86_64__) || defined(__i386__))
-#include <immintrin.h>
-#define CNN_HAVE_F16C_KERNELS 1
-
-__attribute__ ((target ("avx2,fma,f16c"))) static inline float
-hsum256 (__m256 v)
-{
-  __m128 s = _mm_add_ps (_mm256_castps256_ps128 (v), _mm256_extractf128_ps (v, 1));
-  s = _mm_add_ps (s, _mm_movehl_ps (s, s));
-  s = _mm_add_ss (s, _mm_movehdup_ps (s));
-  return _mm_cvtss_f32 (s);
-}
-
-__attribute__ ((target ("avx2,fma,f16c"))) static inline __m256
-load_f16x8 (const guint16 *p)
-{
-  return _mm256_cvtph_ps (_mm_loadu_si128 ((const __m128i *) p));
-}
-
-__attribute__ ((target ("avx2,fma,f16c"))) static void
-f16_expand_f16c (const guint16 *h, gsize n, float *out)
-{
-  gsize i = 0;
-  for (; i + 8 <= n; i += 8)
-    _mm256_storeu_ps (out + i, load_f16x8 (h + i));
-  for (; i < n; i++)
-    out[i] = _cvtsh_ss (h[i]);
-}
-
-/* Four rows at a time share each load of x; two accumulators per row. */
-__attribute__ ((target ("avx2,fma,f16c"))) static void
-gemv_f16_f16c (const guint16 *w, gsize rows, gsize cols, const float *x, float *y)
-{
-  gsize r = 0;
-  for (; r + 4 <= rows; r += 4) {
-    const guint16 *w0 = w + r * cols, *w1 = w0 + cols, *w2 = w1 + cols, *w3 = w2 + cols;
-    __m256 a0 = _mm256_setzero_ps (), a1 = a0, a2 = a0, a3 = a0;
-    __m256 b0 = a0, b1 = a0, b2 = a0, b3 = a0;
-    gsize i = 0;
-    for (; i + 16 <= cols; i += 16) {
-      __m256 x0 = _mm256_loadu_ps (x + i), x1 = _mm256_loadu_ps (x + i + 8);
-      a0 = _mm256_fmadd_ps (load_f16x8 (w0 + i), x0, a0);
-      b0 = _mm256_fmadd_ps (load_f16x8 (w0 + i + 8), x1, b0);
-      a1 = _mm256_fmadd_ps (load_f16x8 (w1 + i), x0, a1);
-      b1 = _mm256_fmadd_ps (load_f16x8 (w1 + i + 8), x1, b1);
-      a2 = _mm256_fmadd_ps (load_f16x8 (w2 + i), x0, a2);
-      b2 = _mm256_fmadd_ps (load_f16x8 (w2 + i + 8), x1, b2);
-      a3 = _mm256_fmadd_ps (load_f16x8 (w3 + i), x0, a3);
-      b3 = _mm256_fmadd_ps (load_f16x8 (w3 + i + 8), x1, b3);
-    }
-    for (; i + 8 <= cols; i += 8) {
-      __m256 x0 = _mm256_loadu_ps (x + i);
-      a0 = _mm256_fmadd_ps (load_f16x8 (w0 + i), x0, a0);
-      a1 = _mm256_fmadd_ps (load_f16x8 (w1 + i), x0, a1);
-      a2 = _mm256_fmadd_ps (load_f16x8 (w2 + i), x0, a2);
-      a3 = _mm256_fmadd_ps (load_f16x8 (w3 + i), x0, a3);
-    }
-    float s0 = hsum256 (_mm256_add_ps (a0, b0)), s1 = hsum256 (_mm256_add_ps (a1, b1));
-    float s2 = hsum256 (_mm256_add_ps (a2, b2)), s3 = hsum256 (_mm256_add_ps (a3, b3));
-    for (; i < cols; i++) {
-      s0 += _cvtsh_ss (w0[i]) * x[i];
-      s1 += _cvtsh_ss (w1[i]) * x[i];
-      s2 += _cvtsh_ss (w2[i]) * x[i];
-      s3 += _cvtsh_ss (w3[i]) * x[i];
-    }
-    y[r] = s0;
-    y[r + 1] = s1;
-    y[r + 2] = s2;
-    y[r + 3] = s3;
-  }
-  for (; r < rows; r++) {
-    const guint16 *w0 = w + r * cols;
-    __m256 a0 = _mm256_setzero_ps ();
-    gsize i = 0;
-    for (; i + 8 <= cols; i += 8)
-      a0 = _mm256_fmadd_ps (load_f16x8 (w0 + i), _mm256_loadu_ps (x + i), a0);
-    float s0 = hsum256 (a0);
-    for (; i < cols; i++)
-      s0 += _cvtsh_ss (w0[i]) * x[i];
-    y[r] = s0;
-  }
-}
-#endif
-
-typedef struct {
-  void (*gemv) (const guint16 *w, gsize rows, gsize cols, const float *x, float *y);
-  void (*expand) (const guint16 *h, gsize n, float *out);
-} F16Kernels;
-
-/* The kernels this CPU runs; CONY_CNN_PORTABLE=1 in the environment (read
- * once) forces the portable ones (tests use it to cover that path). */
-static const F16Kernels *
-f16_kernels (void)
-{
-  static F16Kernels k;
-  static gsize done;
-  if (g_once_init_enter (&done)) {
-    k.gemv = gemv_f16_portable;
-    k.expand = f16_expand_portable;
-#ifdef CNN_HAVE_F16C_KERNELS
-    const char *env = g_getenv ("CONY_CNN_PORTABLE");
-    __builtin_cpu_init ();
-    if ((env == NULL || strcmp (env, "1") != 0) && __builtin_cpu_supports ("avx2") &&
-        __builtin_cpu_supports ("fma") && __builtin_cpu_supports ("f16c")) {
-      k.gemv = gemv_f16_f16c;
-      k.expand = f16_expand_f16c;
-    }
-#endif
-    g_once_init_leave (&done, 1);
-  }
-  return &k;
 }
 
 /* FC layer with F16 weights on n examples: dst (n x out) = src (n x in) W^T. */
