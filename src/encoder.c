@@ -49,12 +49,6 @@ layer_norm (float *x, int d, const float *w, const float *b)
     x[i] = (x[i] - mf) * inv * w[i] + b[i];
 }
 
-static inline float
-gelu (float x)
-{
-  return 0.5f * x * (1.0f + erff (x * (float) M_SQRT1_2));
-}
-
 /* rows × d input @x (row stride d): x <- LN1(x + att) -> y; z = LN2(y + FF(y)).
  * Works in place on @y/@z buffers of the encoder. */
 static void
@@ -77,8 +71,7 @@ block_tail (ConyEncoder *e, const ConyModelBlock *k, int rows, const float *x, c
   else
     cblas_sgemm (CblasRowMajor, CblasNoTrans, CblasTrans, rows, ff, d, 1.0f, y, d, k->ff1_weight, d,
                  1.0f, h, ff);
-  for (gsize i = 0; i < (gsize) rows * ff; i++)
-    h[i] = gelu (h[i]);
+  cony_gelu (h, rows * ff);
   /* z = y + h W2^T + b2 */
   for (int r = 0; r < rows; r++) {
     float *zr = z + (gsize) r * d;

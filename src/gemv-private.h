@@ -1,4 +1,5 @@
-/* One-vector matrix products y += W·x for the per-step hot path (src/gemv.c).
+/* Kernels of the per-step hot path (src/gemv.c): one-vector matrix products y += W·x,
+ * and the feed-forward GELU.
  *
  * A continual step multiplies each weight matrix by a single vector, so its time is the
  * time to read the weights. These kernels read several rows at once with AVX2/FMA
@@ -41,5 +42,10 @@ gboolean cony_gemv_f16_enabled (void);
  * float16 values); FALSE otherwise (rounding needed, out of range, Inf, NaN). */
 gboolean cony_float_to_half_exact (float f, guint16 *h);
 float cony_half_to_float (guint16 h);
+
+/* x <- GELU(x) = x/2 · (1 + erf(x/√2)) in place, the exact (erf) GELU to float rounding
+ * (erfc by a rational-exponential fit of relative error < 1.2e-7, vectorised; within
+ * a few float ulps of x/2·(1 + erff(x/√2)), max |error| < 2e-7·max(1, |x|)). */
+void cony_gelu (float *x, int n);
 
 G_END_DECLS

@@ -164,6 +164,36 @@ test_half_conversion (void)
   g_assert_cmpint (finite, ==, 63488);
 }
 
+/* GELU against the double erf formula, on a fine grid over [-12, 12], the tails and an
+ * odd length (the chunk remainder). */
+static void
+test_gelu (void)
+{
+  int n = 24001 + 7;
+  float *x = g_new (float, n), *g = g_new (float, n);
+  for (int i = 0; i < 24001; i++)
+    x[i] = -12.0f + i * 0.001f;
+  const float extra[7] = { 0.0f, -0.0f, 40.0f, -40.0f, 1e-30f, -1e-30f, 3.0e5f };
+  memcpy (x + 24001, extra, sizeof extra);
+  memcpy (g, x, sizeof (float) * n);
+  cony_gelu (g, n);
+  double worst = 0, worst_erff = 0;
+  for (int i = 0; i < n; i++) {
+    double want = 0.5 * x[i] * (1.0 + erf (x[i] * M_SQRT1_2));
+    double scale = fmax (1.0, fabs (x[i]));
+    float libm = 0.5f * x[i] * (1.0f + erff (x[i] * (float) M_SQRT1_2));
+    worst = fmax (worst, fabs (g[i] - want) / scale);
+    worst_erff = fmax (worst_erff, fabs (libm - want) / scale);
+    g_assert_true (isfinite (g[i]));
+  }
+  g_test_message ("GELU max |error| / max(1, |x|): %.3g (float erff formula: %.3g)", worst, worst_erff);
+  g_assert_cmpfloat (worst, <=, 2e-7);
+  g_assert_cmpfloat (g[24001], ==, 0.0f);
+  g_assert_cmpfloat (g[24003], ==, 40.0f);
+  g_assert_cmpfloat (fabsf (g[24004]), <=, 1e-30f);
+  g_free (x), g_free (g);
+}
+
 int
 main (int argc, char **argv)
 {
@@ -172,5 +202,6 @@ main (int argc, char **argv)
   g_test_add_func ("/gemv/f16-equals-f32", test_f16_equals_f32);
   g_test_add_func ("/gemv/not-f16", test_not_f16);
   g_test_add_func ("/gemv/half-conversion", test_half_conversion);
+  g_test_add_func ("/gemv/gelu", test_gelu);
   return g_test_run ();
 }

@@ -3,6 +3,7 @@
 #include "commands.h"
 
 #include "cony/encoder.h"
+#include "cony/error.h"
 #include "cony/model.h"
 
 #include <cblas.h>
@@ -27,6 +28,60 @@ rand_buf (GRand *r, gsize n, double scale, double offset)
   for (gsize i = 0; i < n; i++)
     p[i] = (float) (offset + scale * (g_rand_double (r) * 2 - 1));
   return p;
+}
+
+/* @x rounded to the nearest float16 value (ties to even), as an F16 model file stores it. */
+static float
+round_to_half (float x)
+{
+  if (fabsf (x) < 0x1p-14f) /* float16 subnormals: multiples of 2^-24 */
+    return (float) (nearbyint ((double) x * 0x1p24) * 0x1p-24);
+  guint32 bits;
+  memcpy (&bits, &x, sizeof bits);
+  bits += 0xfffu + ((bits >> 13) & 1u);
+  bits &= ~0x1fffu;
+  memcpy (&x, &bits, sizeof x);
+  return x;
+}
+
+static void
+round_weights_to_half (float *p, gsize n)
+{
+  for (gsize i = 0; i < n; i++)
+    p[i] = round_to_half (p[i]);
+}
+
+/* Every weight of @m rounded to float16: the model an F16 file holds (the library then
+ * keeps its matrices as float16; cony_model_load() expands the file to the same floats). */
+static void
+model_to_half (ConyModel *model)
+{
+  const ConyModelConfig *c = &model->config;
+  gsize d = c->d, din = c->d_in, ff = c->ff, lm = (gsize) c->landmarks * d;
+  round_weights_to_half (model->input_proj_weight, d * din);
+  round_weights_to_half (model->input_proj_bias, d);
+  round_weights_to_half (model->pos_embedding, (gsize) c->positional_rows * d);
+  for (int b = 0; b < c->blocks; b++) {
+    ConyModelBlock *k = &model->block[b];
+    round_weights_to_half ((float *) k->attn.in_proj_weight, 3 * d * d);
+    round_weights_to_half ((float *) k->attn.in_proj_bias, 3 * d);
+    round_weights_to_half ((float *) k->attn.out_proj_weight, d * d);
+    round_weights_to_half ((float *) k->attn.out_proj_bias, d);
+    round_weights_to_half ((float *) k->attn.q_landmarks, lm);
+    round_weights_to_half ((float *) k->attn.k_landmarks, lm);
+    round_weights_to_half (k->norm1_weight, d);
+    round_weights_to_half (k->norm1_bias, d);
+    round_weights_to_half (k->ff1_weight, ff * d);
+    round_weights_to_half (k->ff1_bias, ff);
+    round_weights_to_half (k->ff2_weight, d * ff);
+    round_weights_to_half (k->ff2_bias, d);
+    round_weights_to_half (k->norm2_weight, d);
+    round_weights_to_half (k->norm2_bias, d);
+  }
+  round_weights_to_half (model->norm_weight, d);
+  round_weights_to_half (model->norm_bias, d);
+  round_weights_to_half (model->classifier_weight, (gsize) c->n_classes * d);
+  round_weights_to_half (model->classifier_bias, c->n_classes);
 }
 
 static ConyModel *
@@ -155,7 +210,7 @@ cony_bench_model (int argc, char **argv)
   double seconds = 0.5;
   int torch_steps = 200;
   gboolean no_torch = FALSE, markdown = FALSE;
-  g_autofree char *only_blocks = NULL, *only_variants = NULL;
+  g_autofree char *only_blocks = NULL, *only_variants = NULL, *dtypes = NULL;
   g_autofree char *script = NULL;
   const char *argv0 = argv[0];
   GOptionEntry entries[] = {
@@ -163,6 +218,7 @@ cony_bench_model (int argc, char **argv)
     { "torch-steps", 0, 0, G_OPTION_ARG_INT, &torch_steps, "PyTorch steps per variant (default 200)", "N" },
     { "blocks", 0, 0, G_OPTION_ARG_STRING, &only_blocks, "only these block counts (e.g. 1)", "LIST" },
     { "variants", 0, 0, G_OPTION_ARG_STRING, &only_variants, "only these variants (comma-separated)", "LIST" },
+    { "dtype", 0, 0, G_OPTION_ARG_STRING, &dtypes, "weight storage(s): f32, f16 or f32,f16 (default both)", "LIST" },
     { "markdown", 0, 0, G_OPTION_ARG_NONE, &markdown, "print a markdown table", NULL },
     { "no-torch", 0, 0, G_OPTION_ARG_NONE, &no_torch, "skip the PyTorch column", NULL },
     { "torch-script", 0, 0, G_OPTION_ARG_FILENAME, &script, "path of training/bench_torch_step.py", "PATH" },
@@ -174,10 +230,19 @@ cony_bench_model (int argc, char **argv)
   if (!g_option_context_parse (ctx, &argc, &argv, &error))
     return cony_cmd_fail (error);
   openblas_set_num_threads (1);
+  if (!dtypes)
+    dtypes = g_strdup ("f32,f16");
+  g_auto (GStrv) dtype_list = g_strsplit (dtypes, ",", -1);
+  for (int i = 0; dtype_list[i]; i++)
+    if (strcmp (dtype_list[i], "f32") && strcmp (dtype_list[i], "f16"))
+      return cony_cmd_fail (g_error_new (CONY_ERROR, CONY_ERROR_INVALID, "--dtype: '%s' is not f32 "
+                                         "or f16", dtype_list[i]));
 
   g_autoptr (GHashTable) torch = NULL;
   g_autofree char *why = NULL;
-  if (!no_torch) {
+  if (no_torch)
+    why = g_strdup ("--no-torch");
+  else {
     g_autofree char *path = find_script (script, argv0);
     if (!path)
       why = g_strdup ("training/bench_torch_step.py not found (set CONY_SOURCE_ROOT or --torch-script)");
@@ -190,10 +255,10 @@ cony_bench_model (int argc, char **argv)
   printf ("C: continual step (cony_encoder_step). PyTorch: the windowed model over the last n tokens "
           "per step (float32, 1 thread)%s%s\n\n", torch ? "" : " -- not run: ", torch ? "" : why);
   if (markdown) {
-    printf ("| blocks | variant | C µs/step wall | C µs/step CPU | MFLOP/step | state KiB | PyTorch µs/step wall / CPU | speed-up (CPU) |\n");
-    printf ("|---|---|---|---|---|---|---|---|\n");
+    printf ("| blocks | weights | variant | C µs/step wall | C µs/step CPU | MFLOP/step | state KiB | PyTorch µs/step wall / CPU | speed-up (CPU) |\n");
+    printf ("|---|---|---|---|---|---|---|---|---|\n");
   } else {
-    printf ("%-7s %-14s %10s %10s %11s %10s %22s %9s\n", "blocks", "variant", "C µs wall", "C µs CPU",
+    printf ("%-7s %-8s %-14s %10s %10s %11s %10s %22s %9s\n", "blocks", "weights", "variant", "C µs wall", "C µs CPU",
             "MFLOP/step", "state KiB", "PyTorch µs wall / CPU", "speed-up");
   }
   float *tok = g_new (float, d_in), *logits = g_new (float, classes);
@@ -201,51 +266,56 @@ cony_bench_model (int argc, char **argv)
     g_autofree char *bname = g_strdup_printf ("%d", blocks);
     if (only_blocks && !list_has (only_blocks, bname))
       continue;
-    g_autoptr (ConyModel) model = random_model (d_in, d, heads, ff, blocks, n, m, classes);
-    for (int v = 0; v < CONY_ATTENTION_N_VARIANTS; v++) {
-      if (only_variants && !list_has (only_variants, cony_attention_variant_name (v)))
-        continue;
-      g_autoptr (ConyEncoder) enc = cony_encoder_new (model, v, &error);
-      if (!enc)
-        return cony_cmd_fail (error);
-      GRand *r = g_rand_new_with_seed (7);
-      /* fill the window (and one landmark period past it) before timing */
-      for (int t = 0; t < n + n / m + 1; t++) {
-        for (int i = 0; i < d_in; i++)
-          tok[i] = (float) g_rand_double_range (r, -1, 1);
-        cony_encoder_step (enc, tok, logits);
-      }
-      gint64 t0 = g_get_monotonic_time (), elapsed;
-      double c0 = thread_cpu_us ();
-      guint64 steps = 0;
-      do {
-        for (int k = 0; k < 16; k++) {
-          tok[k % d_in] = (float) g_rand_double_range (r, -1, 1);
+    for (int di = 0; dtype_list[di]; di++) {
+      const char *dtype = dtype_list[di];
+      g_autoptr (ConyModel) model = random_model (d_in, d, heads, ff, blocks, n, m, classes);
+      if (!strcmp (dtype, "f16"))
+        model_to_half (model);
+      for (int v = 0; v < CONY_ATTENTION_N_VARIANTS; v++) {
+        if (only_variants && !list_has (only_variants, cony_attention_variant_name (v)))
+          continue;
+        g_autoptr (ConyEncoder) enc = cony_encoder_new (model, v, &error);
+        if (!enc)
+          return cony_cmd_fail (error);
+        GRand *r = g_rand_new_with_seed (7);
+        /* fill the window (and one landmark period past it) before timing */
+        for (int t = 0; t < n + n / m + 1; t++) {
+          for (int i = 0; i < d_in; i++)
+            tok[i] = (float) g_rand_double_range (r, -1, 1);
           cony_encoder_step (enc, tok, logits);
         }
-        steps += 16;
-        elapsed = g_get_monotonic_time () - t0;
-      } while (elapsed < seconds * 1e6);
-      double cpu = (thread_cpu_us () - c0) / steps;
-      g_rand_free (r);
-      double us = (double) elapsed / steps;
-      const char *name = cony_attention_variant_name (v);
-      g_autofree char *key = g_strdup_printf ("%d/%s", blocks, name);
-      double *tus = torch ? g_hash_table_lookup (torch, key) : NULL;
-      char tcol[48] = "-", scol[32] = "-";
-      if (tus) {
-        g_snprintf (tcol, sizeof tcol, "%.1f / %.1f", tus[0], tus[1]);
-        g_snprintf (scol, sizeof scol, "%.1fx", tus[1] / cpu);
+        gint64 t0 = g_get_monotonic_time (), elapsed;
+        double c0 = thread_cpu_us ();
+        guint64 steps = 0;
+        do {
+          for (int k = 0; k < 16; k++) {
+            tok[k % d_in] = (float) g_rand_double_range (r, -1, 1);
+            cony_encoder_step (enc, tok, logits);
+          }
+          steps += 16;
+          elapsed = g_get_monotonic_time () - t0;
+        } while (elapsed < seconds * 1e6);
+        double cpu = (thread_cpu_us () - c0) / steps;
+        g_rand_free (r);
+        double us = (double) elapsed / steps;
+        const char *name = cony_attention_variant_name (v);
+        g_autofree char *key = g_strdup_printf ("%d/%s", blocks, name);
+        double *tus = torch ? g_hash_table_lookup (torch, key) : NULL;
+        char tcol[48] = "-", scol[32] = "-";
+        if (tus) {
+          g_snprintf (tcol, sizeof tcol, "%.1f / %.1f", tus[0], tus[1]);
+          g_snprintf (scol, sizeof scol, "%.1fx", tus[1] / cpu);
+        }
+        if (markdown)
+          printf ("| %d | %s | %s | %.2f | %.2f | %.3f | %.1f | %s | %s |\n", blocks, dtype, name, us, cpu,
+                  cony_encoder_flops_per_step (enc) / 1e6, cony_encoder_state_bytes (enc) / 1024.0, tcol,
+                  scol);
+        else
+          printf ("%-7d %-8s %-14s %10.2f %10.2f %11.3f %10.1f %22s %9s\n", blocks, dtype, name, us, cpu,
+                  cony_encoder_flops_per_step (enc) / 1e6, cony_encoder_state_bytes (enc) / 1024.0, tcol,
+                  scol);
+        fflush (stdout);
       }
-      if (markdown)
-        printf ("| %d | %s | %.2f | %.2f | %.3f | %.1f | %s | %s |\n", blocks, name, us, cpu,
-                cony_encoder_flops_per_step (enc) / 1e6, cony_encoder_state_bytes (enc) / 1024.0, tcol,
-                scol);
-      else
-        printf ("%-7d %-14s %10.2f %10.2f %11.3f %10.1f %22s %9s\n", blocks, name, us, cpu,
-                cony_encoder_flops_per_step (enc) / 1e6, cony_encoder_state_bytes (enc) / 1024.0, tcol,
-                scol);
-      fflush (stdout);
     }
   }
   g_free (tok);
