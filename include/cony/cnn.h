@@ -129,8 +129,10 @@ void cony_cnn_set_final_relu (ConyCnn *cnn, gboolean final_relu);
  * cony_cnn_get_output_size() floats. Non-finite inputs propagate to the output
  * (the caller checks its input). */
 void cony_cnn_forward (ConyCnn *cnn, const float *input, float *out);
-/* Runs @n examples stored one after the other; FC layers then use one sgemm
- * for the whole batch (faster for offline files than n single calls). */
+/* Runs @n examples stored one after the other: the conv layers take up to 8
+ * examples per sgemm (their tiles / im2col rows together), the FC layers one
+ * sgemm for up to 128 (faster for offline files than n single calls; the same
+ * values to float rounding). */
 void cony_cnn_forward_batch (ConyCnn *cnn, const float *input, gsize n, float *out);
 
 /* Input normalisation: TRUE when the model declares input_mean/input_std; then
@@ -163,8 +165,12 @@ gboolean cony_cnn_postprocess (const ConyCnn *cnn, ConyCnnPostprocess mode,
  *              tiles, 36 sgemms, 4x fewer multiplications, transformed weights
  *              4x the size of the 3x3 ones; float32 error ~2e-6 relative;
  *   AUTO:      (default) per layer: im2col below 16 input channels; F(4x4)
- *              where the map has at least 24 4x4 tiles; F(2x2) on smaller maps
- *              (VGGish: im2col, F(4x4) for conv2 and conv3, F(2x2) for conv4). */
+ *              where the map has at least 24 4x4 tiles (counting every example
+ *              of a batched call); F(2x2) on smaller maps (VGGish, one window:
+ *              im2col, F(4x4) for conv2 and conv3, F(2x2) for conv4).
+ * Where the CPU has AVX2/FMA and a layer's output channels are a multiple of
+ * 16, the Winograd products run on weights packed once into 16-column panels
+ * (own kernel); otherwise, and with CONY_CNN_PORTABLE=1, on OpenBLAS sgemm. */
 typedef enum {
   CONY_CNN_CONV_AUTO = 0,
   CONY_CNN_CONV_IM2COL,
