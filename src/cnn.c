@@ -47,7 +47,8 @@ struct _ConyCnn {
   gsize max_act;         /* largest activation (floats) of one example */
   gsize conv_batch;      /* examples a batch runs through the conv stack together */
   gsize conv_cap;        /* examples the conv scratch (act, col, norm, Winograd) holds */
-  gsize max_col;         /* largest im2col matrix (floats) */
+  gsize max_col;         /* largest im2col matrix (floats) of one example */
+  gsize col_cap;         /* floats allocated in col (made when an im2col layer runs) */
   float *act_a, *act_b, *col;
   gsize fc_batch_cap;    /* examples the FC scratch holds */
   float *fc_a, *fc_b;
@@ -124,11 +125,9 @@ ensure_conv_scratch (ConyCnn *cnn, gsize nb)
     return;
   g_free (cnn->act_a);
   g_free (cnn->act_b);
-  g_free (cnn->col);
   g_free (cnn->norm);
   cnn->act_a = g_new (float, nb * cnn->max_act);
   cnn->act_b = g_new (float, nb * cnn->max_act);
-  cnn->col = g_new (float, MAX (nb * cnn->max_col, 1));
   cnn->norm = cnn->in_mean != NULL ? g_new (float, nb * cnn->in_h * cnn->in_w * cnn->in_c) : NULL;
   /* Winograd buffers: reallocated at this size on first use. */
   g_clear_pointer (&cnn->wv, g_free);
@@ -1548,6 +1547,11 @@ conv_im2col (ConyCnn *cnn, const Layer *l, const float *in, float *out, gsize nb
 {
   gsize HW = (gsize) l->in_h * l->in_w, M = HW * nb;
   guint K = 9 * l->in_c;
+  if (cnn->col_cap < M * K) {
+    g_free (cnn->col);
+    cnn->col = g_new (float, M * K);
+    cnn->col_cap = M * K;
+  }
   for (gsize e = 0; e < nb; e++)
     im2col3x3 (in + e * HW * l->in_c, l->in_h, l->in_w, l->in_c, cnn->col + e * HW * K);
   cblas_sgemm (CblasRowMajor, CblasNoTrans, CblasNoTrans, (int) M, (int) l->out_c, (int) K, 1.0f,
