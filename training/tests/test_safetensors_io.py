@@ -36,6 +36,20 @@ class SafetensorsIoTest(unittest.TestCase):
             with self.assertRaises(ValueError):
                 safetensors_io.load(path)
 
+    def test_f16(self):
+        w = np.array([[0.1, -2.0, 65504.0], [1e-7, 3.14159, 0.0]])
+        with tempfile.TemporaryDirectory() as tmp:
+            path = os.path.join(tmp, "h.safetensors")
+            safetensors_io.save(path, {"w": w, "b": w[0]}, dtypes={"w": "F16"})
+            got, _ = safetensors_io.load(path)
+            self.assertEqual(got["w"].dtype, np.float16)
+            np.testing.assert_array_equal(got["w"], w.astype(np.float16))
+            self.assertEqual(got["b"].dtype, np.float32)
+            with self.assertRaisesRegex(ValueError, "non-finite"):
+                safetensors_io.save(path, {"w": np.array([1e5])}, dtypes={"w": "F16"})
+            with self.assertRaisesRegex(ValueError, "F32 or F16"):
+                safetensors_io.save(path, {"w": w}, dtypes={"w": "F64"})
+
 
 if __name__ == "__main__":
     unittest.main()
