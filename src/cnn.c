@@ -71,7 +71,7 @@ struct _ConyCnn {
 
 #define FC_CHUNK 128
 /* forward_batch runs up to this many examples through each conv layer at once
- * (one sgemm over all their tiles: the weights are packed once per batch). */
+ * (their tiles share each product, so the weights are read once per batch). */
 #define CONV_BATCH 8
 /* AUTO uses F(4x4,3x3) on layers whose map has at least this many 4x4 tiles. */
 #define WINO4_MIN_TILES 24
