@@ -31,22 +31,10 @@ struct _ConyEncoder {
   ConyGemvMatrix g_in, g_ff1[CONY_MODEL_MAX_BLOCKS], g_ff2[CONY_MODEL_MAX_BLOCKS], g_cls;
 };
 
-static void
+static inline void
 layer_norm (float *x, int d, const float *w, const float *b)
 {
-  double mean = 0, var = 0;
-  for (int i = 0; i < d; i++)
-    mean += x[i];
-  mean /= d;
-  for (int i = 0; i < d; i++) {
-    double c = x[i] - mean;
-    var += c * c;
-  }
-  var /= d;
-  float inv = (float) (1.0 / sqrt (var + (double) CONY_MODEL_LN_EPS));
-  float mf = (float) mean;
-  for (int i = 0; i < d; i++)
-    x[i] = (x[i] - mf) * inv * w[i] + b[i];
+  cony_layer_norm (x, d, w, b, CONY_MODEL_LN_EPS);
 }
 
 /* rows × d input @x (row stride d): x <- LN1(x + att) -> y; z = LN2(y + FF(y)).

@@ -1,5 +1,5 @@
 /* Kernels of the per-step hot path (src/gemv.c): one-vector matrix products y += W·x,
- * and the feed-forward GELU.
+ * and the feed-forward GELU and LayerNorm.
  *
  * A continual step multiplies each weight matrix by a single vector, so its time is the
  * time to read the weights. These kernels read several rows at once with AVX2/FMA
@@ -47,5 +47,9 @@ float cony_half_to_float (guint16 h);
  * (erfc by a rational-exponential fit of relative error < 1.2e-7, vectorised; within
  * a few float ulps of x/2·(1 + erff(x/√2)), max |error| < 2e-7·max(1, |x|)). */
 void cony_gelu (float *x, int n);
+
+/* x <- (x − mean) / √(var + eps) · w + b over the @d entries (mean and biased variance
+ * summed in double). */
+void cony_layer_norm (float *x, int d, const float *w, const float *b, float eps);
 
 G_END_DECLS

@@ -269,20 +269,54 @@ cony_gemv (const ConyGemvMatrix *m, const float *x, float *y)
   cony_gemv_portable (m, x, y);
 }
 
-/* ---- GELU ----------------------------------------------------------------------------- */
+/* ---- GELU, LayerNorm ------------------------------------------------------------------ */
 
-/* Elementwise loops in plain float arithmetic: the compiler vectorises them, and also
- * builds them for x86-64-v3 (chosen at load time); no contraction or reassociation
- * (ISO C mode), so every build gives the same results. */
+/* Plain C loops the compiler vectorises, also built for x86-64-v3 (chosen at load time).
+ * No contraction or reassociation (ISO C mode): every build gives the same results. */
 #if defined(__x86_64__) && defined(__GNUC__) && !defined(__clang__)
-#define GELU_CLONES __attribute__ ((target_clones ("arch=x86-64-v3", "default")))
+#define STEP_CLONES __attribute__ ((target_clones ("arch=x86-64-v3", "default")))
 #else
-#define GELU_CLONES
+#define STEP_CLONES
 #endif
+
+#define LN_LANES 8
+
+/* Σ x[i] (or Σ (x[i] − c)² with @square) in double, in LN_LANES independent partial
+ * sums so that the additions do not wait on each other. */
+static inline double
+sum_lanes (const float *x, int d, double c, gboolean square)
+{
+  double lane[LN_LANES] = { 0 };
+  int i = 0;
+  for (; i + LN_LANES <= d; i += LN_LANES)
+    for (int l = 0; l < LN_LANES; l++) {
+      double v = (double) x[i + l] - c;
+      lane[l] += square ? v * v : v;
+    }
+  double s = 0;
+  for (int l = 0; l < LN_LANES; l++)
+    s += lane[l];
+  for (; i < d; i++) {
+    double v = (double) x[i] - c;
+    s += square ? v * v : v;
+  }
+  return s;
+}
+
+void STEP_CLONES
+cony_layer_norm (float *x, int d, const float *w, const float *b, float eps)
+{
+  double mean = sum_lanes (x, d, 0.0, FALSE) / d;
+  double var = sum_lanes (x, d, mean, TRUE) / d;
+  float inv = (float) (1.0 / sqrt (var + (double) eps));
+  float mf = (float) mean;
+  for (int i = 0; i < d; i++)
+    x[i] = (x[i] - mf) * inv * w[i] + b[i];
+}
 
 #define GELU_CHUNK 64
 
-void GELU_CLONES
+void STEP_CLONES
 cony_gelu (float *x, int n)
 {
   /* erfc(z) = t·exp(−z² + P(t)), t = 1/(1 + z/2): the Chebyshev fit of Numerical
@@ -308,9 +342,18 @@ cony_gelu (float *x, int n)
     }
     cony_exp_batch (e, len);
     for (int i = 0; i < len; i++) {
-      float erfc = t[i] * e[i];                   /* erfc(|x|/√2) */
-      float one_plus_erf = v[i] < 0.0f ? erfc : 2.0f - erfc;
-      v[i] = 0.5f * v[i] * one_plus_erf;
+      /* 1 + erf(x/√2) = erfc(|x|/√2) for x < 0, else 2 − erfc(|x|/√2); the sign bit of
+       * x picks one in integer bit operations (an FP compare would keep the compiler from
+       * vectorising the loop under -ftrapping-math) */
+      float x = v[i], erfc = t[i] * e[i], two_minus = 2.0f - erfc, one_plus_erf;
+      guint32 xb, eb, tb, ob;
+      memcpy (&xb, &x, sizeof xb);
+      memcpy (&eb, &erfc, sizeof eb);
+      memcpy (&tb, &two_minus, sizeof tb);
+      guint32 neg = (guint32) ((gint32) xb >> 31);
+      ob = (eb & neg) | (tb & ~neg);
+      memcpy (&one_plus_erf, &ob, sizeof ob);
+      v[i] = 0.5f * x * one_plus_erf;
     }
   }
 }
