@@ -6,7 +6,6 @@
  * 8 weights to float in a register (F16C, exact) and then does the very same FMAs in
  * the same order as the float32 instance, so the two storages give identical sums. */
 #include "gemv-private.h"
-#include "linalg.h"
 
 #include <math.h>
 #include <string.h>
@@ -314,46 +313,56 @@ cony_layer_norm (float *x, int d, const float *w, const float *b, float eps)
     x[i] = (x[i] - mf) * inv * w[i] + b[i];
 }
 
-#define GELU_CHUNK 64
+/* Cephes' expf steps (as in linalg.c: k = round(v / ln 2), r = v − k·ln 2 in two parts,
+ * a degree-6 polynomial, 2^k in the exponent bits) for v in [-87, 0]. */
+#define EXP_LOG2E 1.44269504088896341f
+#define EXP_ROUND 12582912.0f
+#define EXP_LN2_HI 0.693359375f
+#define EXP_LN2_LO -2.12194440e-4f
 
 void STEP_CLONES
 cony_gelu (float *x, int n)
 {
   /* erfc(z) = t·exp(−z² + P(t)), t = 1/(1 + z/2): the Chebyshev fit of Numerical
-   * Recipes (§6.2), relative error < 1.2e-7 for every z >= 0. */
-  for (int i0 = 0; i0 < n; i0 += GELU_CHUNK) {
-    int len = MIN (GELU_CHUNK, n - i0);
-    float *v = x + i0, t[GELU_CHUNK], e[GELU_CHUNK];
-    for (int i = 0; i < len; i++) {
-      float z = fabsf (v[i]) * (float) M_SQRT1_2;
-      float u = 1.0f / (1.0f + 0.5f * z);
-      float p = 0.17087277f;
-      p = p * u - 0.82215223f;
-      p = p * u + 1.48851587f;
-      p = p * u - 1.13520398f;
-      p = p * u + 0.27886807f;
-      p = p * u - 0.18628806f;
-      p = p * u + 0.09678418f;
-      p = p * u + 0.37409196f;
-      p = p * u + 1.00002368f;
-      p = p * u - 1.26551223f;
-      t[i] = u;
-      e[i] = p - z * z;
-    }
-    cony_exp_batch (e, len);
-    for (int i = 0; i < len; i++) {
-      /* 1 + erf(x/√2) = erfc(|x|/√2) for x < 0, else 2 − erfc(|x|/√2); the sign bit of
-       * x picks one in integer bit operations (an FP compare would keep the compiler from
-       * vectorising the loop under -ftrapping-math) */
-      float x = v[i], erfc = t[i] * e[i], two_minus = 2.0f - erfc, one_plus_erf;
-      guint32 xb, eb, tb, ob;
-      memcpy (&xb, &x, sizeof xb);
-      memcpy (&eb, &erfc, sizeof eb);
-      memcpy (&tb, &two_minus, sizeof tb);
-      guint32 neg = (guint32) ((gint32) xb >> 31);
-      ob = (eb & neg) | (tb & ~neg);
-      memcpy (&one_plus_erf, &ob, sizeof ob);
-      v[i] = 0.5f * x * one_plus_erf;
-    }
+   * Recipes (§6.2), relative error < 1.2e-7 for every z >= 0. z is capped at 9
+   * (erfc(9) ≈ 4e-37: GELU is x, or 0 to 1e-35, beyond), which keeps exp's argument
+   * above -87. One loop of plain arithmetic and integer bit operations, so that the
+   * compiler vectorises it (an FP compare or fminf would stop it, -ftrapping-math). */
+  const float zmax = 9.0f;
+  guint32 zmax_bits;
+  memcpy (&zmax_bits, &zmax, sizeof zmax_bits);
+  for (int i = 0; i < n; i++) {
+    float v = x[i], z = fabsf (v) * (float) M_SQRT1_2;
+    guint32 vb, zb;
+    memcpy (&vb, &v, sizeof vb);
+    memcpy (&zb, &z, sizeof zb);
+    zb = zb < zmax_bits ? zb : zmax_bits; /* z >= 0: its bits order like its values */
+    memcpy (&z, &zb, sizeof z);
+    float u = 1.0f / (1.0f + 0.5f * z);
+    /* the polynomials in Estrin's form: short dependency chains, so that consecutive
+     * vectors overlap */
+    float u2 = u * u, u4 = u2 * u2, u8 = u4 * u4;
+    float p = ((-1.26551223f + 1.00002368f * u) + (0.37409196f + 0.09678418f * u) * u2) +
+              ((-0.18628806f + 0.27886807f * u) + (-1.13520398f + 1.48851587f * u) * u2) * u4 +
+              (-0.82215223f + 0.17087277f * u) * u8;
+    float a = p - z * z; /* in [-82.3, 0] */
+    float k = (a * EXP_LOG2E + EXP_ROUND) - EXP_ROUND;
+    float r = a - k * EXP_LN2_HI - k * EXP_LN2_LO;
+    float r2 = r * r, r4 = r2 * r2;
+    float q = (5.0000001201e-1f + 1.6666665459e-1f * r) + (4.1665795894e-2f + 8.3334519073e-3f * r) * r2 +
+              (1.3981999507e-3f + 1.9875691500e-4f * r) * r4;
+    q = q * r2 + r + 1.0f;
+    guint32 two_k_bits = (guint32) ((gint32) k + 127) << 23;
+    float two_k;
+    memcpy (&two_k, &two_k_bits, sizeof two_k);
+    float erfc = u * (q * two_k), two_minus = 2.0f - erfc, one_plus_erf;
+    /* 1 + erf(x/√2) = erfc(|x|/√2) for x < 0, else 2 − erfc(|x|/√2): picked by the
+     * sign bit of x */
+    guint32 eb, tb, ob, neg = (guint32) ((gint32) vb >> 31);
+    memcpy (&eb, &erfc, sizeof eb);
+    memcpy (&tb, &two_minus, sizeof tb);
+    ob = (eb & neg) | (tb & ~neg);
+    memcpy (&one_plus_erf, &ob, sizeof ob);
+    x[i] = 0.5f * v * one_plus_erf;
   }
 }
