@@ -6,6 +6,7 @@
 #include "cony/model.h"
 #include "cony/npy.h"
 #include "cony/safetensors.h"
+#include "../src/gemv-private.h"
 
 #include <glib/gstdio.h>
 #include <math.h>
@@ -517,6 +518,36 @@ test_dtype_and_f16 (void)
   g_test_message ("F16 copy of b1_regular: max diff %.3g", worst);
   g_assert_cmpfloat (worst, <, 0.05);
   g_assert_cmpfloat (worst, >, 0.0);
+
+  /* The F16 model's weights are float16 values, so the step reads its matrices from
+   * float16 copies (src/gemv.c); that computes exactly what the float32 expansion
+   * computes: the same logits, bit for bit, at every step, against an encoder made with
+   * the float16 copies switched off. */
+  ConyGemvMatrix probe;
+  cony_gemv_matrix_init (&probe, m->input_proj_weight, m->config.d, m->config.d_in, TRUE);
+  g_assert_nonnull (probe.f16);
+  cony_gemv_matrix_clear (&probe);
+  cony_gemv_matrix_init (&probe, m->block[0].attn.in_proj_weight, 3 * m->config.d, m->config.d, TRUE);
+  g_assert_nonnull (probe.f16);
+  cony_gemv_matrix_clear (&probe);
+  int C = m->config.n_classes;
+  g_autofree float *a = g_new (float, C), *b = g_new (float, C);
+  const int variants[] = { -1, CONY_ATTENTION_CONTINUAL };
+  for (guint v = 0; v < G_N_ELEMENTS (variants); v++) {
+    g_assert_true (cony_gemv_f16_enabled ());
+    g_autoptr (ConyEncoder) e16 = cony_encoder_new (m, variants[v], &error);
+    g_assert_no_error (error);
+    cony_gemv_set_f16_enabled (FALSE);
+    g_autoptr (ConyEncoder) e32 = cony_encoder_new (m, variants[v], &error);
+    cony_gemv_set_f16_enabled (TRUE);
+    g_assert_no_error (error);
+    for (gsize t = 0; t < tokens->shape[0]; t++) {
+      const float *x = tokens->data + t * (gsize) m->config.d_in;
+      cony_encoder_step (e16, x, a);
+      cony_encoder_step (e32, x, b);
+      g_assert_cmpmem (a, sizeof (float) * C, b, sizeof (float) * C);
+    }
+  }
 }
 
 static void
