@@ -16,6 +16,7 @@
 #endif
 
 #define ROWS 4
+#define PREFETCH_BYTES 3072 /* how far ahead each row stream prefetches */
 
 /* ---- float16 <-> float32 ------------------------------------------------------------ */
 
@@ -179,6 +180,11 @@ block_avx2 (const void *w, gboolean f16, int nr, int cols, const float *x, float
     __m256 x0 = _mm256_loadu_ps (x + c), x1 = _mm256_loadu_ps (x + c + 8);
 #pragma GCC unroll 4
     for (int i = 0; i < nr; i++) {
+      /* each row stream prefetches PREFETCH_BYTES ahead: with the hardware prefetcher
+       * alone the loads wait on L3 (the GTZAN step's matrices, Zen 3: float32 25 -> 20 us,
+       * float16 14.5 -> 13.4 us) */
+      _mm_prefetch ((const char *) w + ((gsize) i * cols + c) * (f16 ? 2 : 4) + PREFETCH_BYTES,
+                    _MM_HINT_T0);
       a[i][0] = _mm256_fmadd_ps (load8 (w, (gsize) i * cols + c, f16), x0, a[i][0]);
       a[i][1] = _mm256_fmadd_ps (load8 (w, (gsize) i * cols + c + 8, f16), x1, a[i][1]);
     }
