@@ -44,37 +44,35 @@ cony_half_to_float (guint16 h)
   return f;
 }
 
+guint16
+cony_float_to_half (float f)
+{
+  guint32 x;
+  memcpy (&x, &f, sizeof x);
+  guint16 sign = (guint16) ((x >> 16) & 0x8000u);
+  x &= 0x7fffffffu;
+  if (x >= 0x7f800000u) /* Inf, NaN (quiet) */
+    return sign | 0x7c00u | (x > 0x7f800000u ? 0x200u : 0u);
+  if (x >= 0x477ff000u) /* 65520 and above round to infinity */
+    return sign | 0x7c00u;
+  if (x < 0x38800000u)  /* below 2^-14: a subnormal k · 2^-24, k = round (|f| · 2^24) */
+    return sign | (guint16) nearbyintf (fabsf (f) * 16777216.0f);
+  x -= 112u << 23;                 /* rebias the exponent */
+  x += 0x0fffu + ((x >> 13) & 1u); /* round the 13 dropped bits to nearest even */
+  return sign | (guint16) (x >> 13);
+}
+
 gboolean
 cony_float_to_half_exact (float f, guint16 *h)
 {
-  guint32 bits;
-  memcpy (&bits, &f, sizeof bits);
-  guint16 sign = (guint16) ((bits >> 31) << 15);
-  int exp = (int) ((bits >> 23) & 0xff);
-  guint32 mant = bits & 0x7fffff;
-  if ((bits & 0x7fffffffu) == 0) {
-    *h = sign;
-    return TRUE;
-  }
-  if (exp == 0 || exp == 0xff) /* float subnormals are far below float16's range; Inf, NaN */
+  guint16 r = cony_float_to_half (f);
+  if ((r & 0x7c00u) == 0x7c00u) /* Inf, NaN, or rounded to Inf */
     return FALSE;
-  int e = exp - 127;
-  if (e >= -14 && e <= 15) {
-    if (mant & 0x1fff)
-      return FALSE;
-    *h = sign | (guint16) ((e + 15) << 10) | (guint16) (mant >> 13);
-    return TRUE;
-  }
-  if (e < -14 && e >= -24) {
-    /* a float16 subnormal k · 2^-24: k = (1.mant) · 2^(e+24) must be a whole number */
-    guint32 full = mant | 0x800000u;
-    int shift = -(e + 1); /* 14 ... 23 */
-    if (full & ((1u << shift) - 1))
-      return FALSE;
-    *h = sign | (guint16) (full >> shift);
-    return TRUE;
-  }
-  return FALSE;
+  float back = cony_half_to_float (r);
+  if (memcmp (&back, &f, sizeof f) != 0)
+    return FALSE;
+  *h = r;
+  return TRUE;
 }
 
 /* ---- matrices ------------------------------------------------------------------------ */
@@ -100,6 +98,7 @@ cony_gemv_matrix_init (ConyGemvMatrix *m, const float *w, int rows, int cols, gb
   m->cols = cols;
   m->f32 = w;
   m->f16 = NULL;
+  m->f16_owned = FALSE;
   if (!allow_f16)
     return;
   gsize n = (gsize) rows * cols;
@@ -111,12 +110,26 @@ cony_gemv_matrix_init (ConyGemvMatrix *m, const float *w, int rows, int cols, gb
     }
   }
   m->f16 = h;
+  m->f16_owned = TRUE;
+}
+
+void
+cony_gemv_matrix_init_f16 (ConyGemvMatrix *m, guint16 *h, int rows, int cols, gboolean take)
+{
+  m->rows = rows;
+  m->cols = cols;
+  m->f32 = NULL;
+  m->f16 = h;
+  m->f16_owned = take;
 }
 
 void
 cony_gemv_matrix_clear (ConyGemvMatrix *m)
 {
-  g_clear_pointer (&m->f16, g_free);
+  if (m->f16_owned)
+    g_free ((gpointer) m->f16);
+  m->f16 = NULL;
+  m->f16_owned = FALSE;
   m->f32 = NULL;
 }
 
@@ -234,6 +247,16 @@ gemv_avx2_f16 (const guint16 *w, int rows, int cols, const float *x, float *y)
   gemv_avx2 (w, TRUE, rows, cols, x, y);
 }
 
+static X86_V3 void
+half_expand_f16c (const guint16 *h, gsize n, float *out)
+{
+  gsize i = 0;
+  for (; i + 8 <= n; i += 8)
+    _mm256_storeu_ps (out + i, load8 (h, i, TRUE));
+  for (; i < n; i++)
+    out[i] = _cvtsh_ss (h[i]);
+}
+
 static gboolean
 cpu_has_v3 (void)
 {
@@ -272,6 +295,19 @@ cony_gemv (const ConyGemvMatrix *m, const float *x, float *y)
   }
 #endif
   cony_gemv_portable (m, x, y);
+}
+
+void
+cony_half_expand (const guint16 *h, gsize n, float *out)
+{
+#ifdef CONY_GEMV_X86
+  if (cpu_has_v3 ()) {
+    half_expand_f16c (h, n, out);
+    return;
+  }
+#endif
+  for (gsize i = 0; i < n; i++)
+    out[i] = cony_half_to_float (h[i]);
 }
 
 /* ---- GELU, LayerNorm ------------------------------------------------------------------ */

@@ -77,33 +77,52 @@ test_against_double (void)
   g_rand_free (r);
 }
 
+/* @p and @q give bit for bit the same y, in the dispatched and in the portable kernel. */
+static void
+assert_same_results (const ConyGemvMatrix *p, const ConyGemvMatrix *q, const float *x)
+{
+  int rows = p->rows;
+  float *a = g_new (float, rows), *b = g_new (float, rows);
+  for (int portable = 0; portable <= 1; portable++) {
+    memset (a, 0, sizeof (float) * rows);
+    memset (b, 0, sizeof (float) * rows);
+    (portable ? cony_gemv_portable : cony_gemv) (p, x, a);
+    (portable ? cony_gemv_portable : cony_gemv) (q, x, b);
+    g_assert_cmpmem (a, sizeof (float) * rows, b, sizeof (float) * rows);
+  }
+  g_free (a), g_free (b);
+}
+
 /* F16-exact weights: the float16 copy gives bit for bit the float32 copy's result, in
- * the dispatched and in the portable kernel. */
+ * the dispatched and in the portable kernel; so does a float16-only matrix (no float32
+ * weights, what the CNN's F16 FC layers keep) that owns its weights. */
 static void
 test_f16_equals_f32 (void)
 {
   GRand *r = g_rand_new_with_seed (11);
   for (guint s = 0; s < G_N_ELEMENTS (shapes); s++) {
     int rows = shapes[s][0], cols = shapes[s][1];
-    float *w = random_weights (r, (gsize) rows * cols, TRUE);
+    gsize n = (gsize) rows * cols;
+    float *w = random_weights (r, n, TRUE);
     float *x = random_weights (r, cols, FALSE);
-    ConyGemvMatrix m16, m32;
+    ConyGemvMatrix m16, m32, only;
     cony_gemv_matrix_init (&m16, w, rows, cols, TRUE);
     cony_gemv_matrix_init (&m32, w, rows, cols, FALSE);
     g_assert_nonnull (m16.f16);
     g_assert_null (m32.f16);
-    float *a = g_new0 (float, rows), *b = g_new0 (float, rows);
-    cony_gemv (&m16, x, a);
-    cony_gemv (&m32, x, b);
-    g_assert_cmpmem (a, sizeof (float) * rows, b, sizeof (float) * rows);
-    memset (a, 0, sizeof (float) * rows);
-    memset (b, 0, sizeof (float) * rows);
-    cony_gemv_portable (&m16, x, a);
-    cony_gemv_portable (&m32, x, b);
-    g_assert_cmpmem (a, sizeof (float) * rows, b, sizeof (float) * rows);
+    assert_same_results (&m16, &m32, x);
+    guint16 *h = g_new (guint16, n);
+    for (gsize i = 0; i < n; i++)
+      h[i] = cony_float_to_half (w[i]);
+    cony_gemv_matrix_init_f16 (&only, h, rows, cols, TRUE);
+    g_assert_null (only.f32);
+    g_assert_cmpmem (only.f16, n * 2, m16.f16, n * 2);
+    assert_same_results (&only, &m32, x);
+    cony_gemv_matrix_clear (&only); /* frees h */
+    g_assert_null (only.f16);
     cony_gemv_matrix_clear (&m16);
     cony_gemv_matrix_clear (&m32);
-    g_free (w), g_free (x), g_free (a), g_free (b);
+    g_free (w), g_free (x);
   }
   g_rand_free (r);
 }
@@ -164,6 +183,50 @@ test_half_conversion (void)
   g_assert_cmpint (finite, ==, 63488);
 }
 
+/* Rounding float -> float16 (to nearest even, Inf beyond the range) against the value
+ * nearest in double, at, between and just beside every pair of neighbouring float16
+ * values; the expansion of a buffer (F16C where there is one) equals cony_half_to_float. */
+static void
+test_half_rounding (void)
+{
+  for (guint32 h = 0; h < 0x7c00; h++) {
+    float f = cony_half_to_float ((guint16) h);
+    for (int neg = 0; neg <= 1; neg++) {
+      guint16 s = neg ? 0x8000 : 0;
+      g_assert_cmphex (cony_float_to_half (neg ? -f : f), ==, s | h);
+      /* above f: halfway to the next value (to the even one of the two), one float ulp
+       * below and above it */
+      double next = h < 0x7bff ? cony_half_to_float ((guint16) (h + 1)) : 65536.0;
+      float mid = (float) (((double) f + next) / 2);
+      guint16 even = (h & 1) ? (guint16) (h + 1) : (guint16) h;
+      float lo = nextafterf (mid, 0.0f), hi = nextafterf (mid, INFINITY);
+      g_assert_cmphex (cony_float_to_half (neg ? -mid : mid), ==, s | even);
+      g_assert_cmphex (cony_float_to_half (neg ? -lo : lo), ==, s | h);
+      g_assert_cmphex (cony_float_to_half (neg ? -hi : hi), ==, s | (h + 1));
+    }
+  }
+  g_assert_cmphex (cony_float_to_half (1e6f), ==, 0x7c00);
+  g_assert_cmphex (cony_float_to_half (-INFINITY), ==, 0xfc00);
+  g_assert_cmphex (cony_float_to_half (NAN) & 0x7fff, >, 0x7c00);
+  g_assert_cmphex (cony_float_to_half (0x1p-26f), ==, 0); /* below half the smallest subnormal */
+
+  /* expansion, with a start that is not 8-aligned and a tail */
+  guint16 *all = g_new (guint16, 0x10000);
+  float *out = g_new (float, 0x10000);
+  for (guint32 h = 0; h < 0x10000; h++)
+    all[h] = (guint16) h;
+  cony_half_expand (all + 3, 0x10000 - 3 - 5, out + 3);
+  for (guint32 h = 3; h < 0x10000 - 5; h++) {
+    float want = cony_half_to_float ((guint16) h);
+    if (isnan (want))
+      g_assert_true (isnan (out[h]));
+    else
+      g_assert_cmpmem (&out[h], sizeof (float), &want, sizeof (float));
+  }
+  g_free (all);
+  g_free (out);
+}
+
 /* GELU against the double erf formula, on a fine grid over [-12, 12], the tails and an
  * odd length (the chunk remainder). */
 static void
@@ -202,6 +265,7 @@ main (int argc, char **argv)
   g_test_add_func ("/gemv/f16-equals-f32", test_f16_equals_f32);
   g_test_add_func ("/gemv/not-f16", test_not_f16);
   g_test_add_func ("/gemv/half-conversion", test_half_conversion);
+  g_test_add_func ("/gemv/half-rounding", test_half_rounding);
   g_test_add_func ("/gemv/gelu", test_gelu);
   return g_test_run ();
 }
