@@ -2,6 +2,7 @@
 #include "cony/cnn.h"
 #include "cony/error.h"
 #include "cony/safetensors.h"
+#include "gemv-private.h"
 
 #include <cblas.h>
 #include <math.h>
@@ -26,7 +27,7 @@ typedef struct {
    * FC:   w is out x in row-major (torch layout). */
   float *w;
   float *b;
-  guint16 *w16;          /* FC with F16 weights (w is then NULL), see fc_f16() */
+  ConyGemvMatrix w16;    /* FC with F16 weights only: w16.f16 (w is then NULL), see fc_f16() */
   float *wino[2];        /* CONV, Winograd F(2x2) / F(4x4): n*n x in_c x out_c (made on first use) */
   gboolean wino_packed[2];   /* wino[] in 16-column panels for the wino_gemm kernel */
 } Layer;
@@ -86,7 +87,7 @@ layer_clear (Layer *l)
   g_free (l->name);
   g_free (l->w);
   g_free (l->b);
-  g_free (l->w16);
+  cony_gemv_matrix_clear (&l->w16);
   g_free (l->wino[0]);
   g_free (l->wino[1]);
 }
@@ -653,8 +654,8 @@ cony_cnn_load (const char *path, GError **error)
     g_autofree char *base = g_strdup_printf ("embeddings.%u", idx);
     g_autofree char *wname = g_strdup_printf ("%s.weight", base);
     const ConyTensorInfo *ti = cony_safetensors_find (st, wname);
-    if (ti->ndim != 2 || ti->shape[0] == 0 || ti->shape[1] == 0 || ti->shape[0] > G_MAXUINT ||
-        ti->shape[1] > G_MAXUINT) {
+    if (ti->ndim != 2 || ti->shape[0] == 0 || ti->shape[1] == 0 || ti->shape[0] > G_MAXINT ||
+        ti->shape[1] > G_MAXINT) {
       g_set_error (error, CONY_ERROR, CONY_ERROR_SHAPE, "%s: tensor %s must be 2-D (out, in)",
                    path, wname);
       ok = FALSE;
@@ -677,7 +678,9 @@ cony_cnn_load (const char *path, GError **error)
     gboolean last = i + 1 == embs->len;
     gboolean relu = last ? FALSE : g_array_index (embs, IndexEntry, i + 1).index >= idx + 2;
     Layer fc = { .kind = LAYER_FC, .name = g_steal_pointer (&base), .in_c = (guint) shape[1],
-                 .out_c = (guint) shape[0], .relu = relu, .w = w, .w16 = w16, .b = b };
+                 .out_c = (guint) shape[0], .relu = relu, .w = w, .b = b };
+    if (w16 != NULL)
+      cony_gemv_matrix_init_f16 (&fc.w16, w16, (int) shape[0], (int) shape[1], TRUE);
     g_array_append_val (layers, fc);
   }
 
@@ -887,7 +890,7 @@ cony_cnn_describe (const ConyCnn *cnn)
       break;
     case LAYER_FC:
       g_string_append_printf (s, "%-24s fc %u -> %u%s%s\n", l->name, l->in_c, l->out_c,
-                              relu ? " + ReLU" : "", l->w16 ? " (F16 weights)" : "");
+                              relu ? " + ReLU" : "", l->w16.f16 ? " (F16 weights)" : "");
       break;
     case LAYER_GAP:
       g_string_append_printf (s, "%-24s mean over %ux%u, out 1x1x%u\n", l->name, l->in_h,
@@ -979,157 +982,11 @@ bias_act (float *x, gsize rows, guint cols, const float *b, gboolean relu)
   }
 }
 
-/* ---- FC layers with F16 weights ----
- * When a model file stores an FC weight in F16 (or after cony_cnn_set_fc_f16()),
- * the layer keeps the F16 values (half the bytes of F32) and computes with them
- * expanded to float32 in registers: the result is the F32 network with those
- * weights, to float rounding. One example: a matrix-vector product that reads
- * each F16 weight once (F16C conversion + FMA where the CPU has them, a portable
- * loop otherwise). A batch: blocks of rows expanded to F32 in scratch, then
- * sgemm. */
-
-static inline float
-f16_to_f32 (guint16 h)
-{
-  guint32 sign = (guint32) (h & 0x8000u) << 16, e = (h >> 10) & 0x1fu, man = h & 0x3ffu, bits;
-  if (e == 0) {
-    float v = (float) man * (1.0f / 16777216.0f);   /* subnormal: man * 2^-24, exact */
-    return sign ? -v : v;
-  }
-  if (e == 31)
-    bits = sign | 0x7f800000u | (man << 13);
-  else
-    bits = sign | ((e + 112u) << 23) | (man << 13);
-  float v;
-  memcpy (&v, &bits, 4);
-  return v;
-}
-
-/* Round to nearest even; values beyond the F16 range become infinities. */
-static guint16
-f32_to_f16 (float f)
-{
-  guint32 x;
-  memcpy (&x, &f, 4);
-  guint16 sign = (guint16) ((x >> 16) & 0x8000u);
-  x &= 0x7fffffffu;
-  if (x >= 0x7f800000u)
-    return sign | 0x7c00u | (x > 0x7f800000u ? 0x200u : 0u);
-  if (x >= 0x477ff000u)   /* 65520 and above round to infinity */
-    return sign | 0x7c00u;
-  if (x < 0x38800000u)    /* below 2^-14: subnormal, man = round (|f| 2^24) */
-    return sign | (guint16) nearbyintf (fabsf (f) * 16777216.0f);
-  x -= 112u << 23;
-  x += 0x0fffu + ((x >> 13) & 1u);
-  return sign | (guint16) (x >> 13);
-}
-
-static void
-f16_expand_portable (const guint16 *h, gsize n, float *out)
-{
-  for (gsize i = 0; i < n; i++)
-    out[i] = f16_to_f32 (h[i]);
-}
-
-static void
-gemv_f16_portable (const guint16 *w, gsize rows, gsize cols, const float *x, float *y)
-{
-  for (gsize r = 0; r < rows; r++) {
-    const guint16 *row = w + r * cols;
-    float acc[8] = { 0 };
-    gsize i = 0;
-    for (; i + 8 <= cols; i += 8)
-      for (int k = 0; k < 8; k++)
-        acc[k] += f16_to_f32 (row[i + k]) * x[i + k];
-    float s = ((acc[0] + acc[4]) + (acc[1] + acc[5])) + ((acc[2] + acc[6]) + (acc[3] + acc[7]));
-    for (; i < cols; i++)
-      s += f16_to_f32 (row[i]) * x[i];
-    y[r] = s;
-  }
-}
+/* ---- Winograd product kernel (AVX2/FMA) ---- */
 
 #if defined(__GNUC__) && (defined(__x86_64__) || defined(__i386__))
 #include <immintrin.h>
-#define CNN_HAVE_F16C_KERNELS 1
-
-__attribute__ ((target ("avx2,fma,f16c"))) static inline float
-hsum256 (__m256 v)
-{
-  __m128 s = _mm_add_ps (_mm256_castps256_ps128 (v), _mm256_extractf128_ps (v, 1));
-  s = _mm_add_ps (s, _mm_movehl_ps (s, s));
-  s = _mm_add_ss (s, _mm_movehdup_ps (s));
-  return _mm_cvtss_f32 (s);
-}
-
-__attribute__ ((target ("avx2,fma,f16c"))) static inline __m256
-load_f16x8 (const guint16 *p)
-{
-  return _mm256_cvtph_ps (_mm_loadu_si128 ((const __m128i *) p));
-}
-
-__attribute__ ((target ("avx2,fma,f16c"))) static void
-f16_expand_f16c (const guint16 *h, gsize n, float *out)
-{
-  gsize i = 0;
-  for (; i + 8 <= n; i += 8)
-    _mm256_storeu_ps (out + i, load_f16x8 (h + i));
-  for (; i < n; i++)
-    out[i] = _cvtsh_ss (h[i]);
-}
-
-/* Four rows at a time share each load of x; two accumulators per row. */
-__attribute__ ((target ("avx2,fma,f16c"))) static void
-gemv_f16_f16c (const guint16 *w, gsize rows, gsize cols, const float *x, float *y)
-{
-  gsize r = 0;
-  for (; r + 4 <= rows; r += 4) {
-    const guint16 *w0 = w + r * cols, *w1 = w0 + cols, *w2 = w1 + cols, *w3 = w2 + cols;
-    __m256 a0 = _mm256_setzero_ps (), a1 = a0, a2 = a0, a3 = a0;
-    __m256 b0 = a0, b1 = a0, b2 = a0, b3 = a0;
-    gsize i = 0;
-    for (; i + 16 <= cols; i += 16) {
-      __m256 x0 = _mm256_loadu_ps (x + i), x1 = _mm256_loadu_ps (x + i + 8);
-      a0 = _mm256_fmadd_ps (load_f16x8 (w0 + i), x0, a0);
-      b0 = _mm256_fmadd_ps (load_f16x8 (w0 + i + 8), x1, b0);
-      a1 = _mm256_fmadd_ps (load_f16x8 (w1 + i), x0, a1);
-      b1 = _mm256_fmadd_ps (load_f16x8 (w1 + i + 8), x1, b1);
-      a2 = _mm256_fmadd_ps (load_f16x8 (w2 + i), x0, a2);
-      b2 = _mm256_fmadd_ps (load_f16x8 (w2 + i + 8), x1, b2);
-      a3 = _mm256_fmadd_ps (load_f16x8 (w3 + i), x0, a3);
-      b3 = _mm256_fmadd_ps (load_f16x8 (w3 + i + 8), x1, b3);
-    }
-    for (; i + 8 <= cols; i += 8) {
-      __m256 x0 = _mm256_loadu_ps (x + i);
-      a0 = _mm256_fmadd_ps (load_f16x8 (w0 + i), x0, a0);
-      a1 = _mm256_fmadd_ps (load_f16x8 (w1 + i), x0, a1);
-      a2 = _mm256_fmadd_ps (load_f16x8 (w2 + i), x0, a2);
-      a3 = _mm256_fmadd_ps (load_f16x8 (w3 + i), x0, a3);
-    }
-    float s0 = hsum256 (_mm256_add_ps (a0, b0)), s1 = hsum256 (_mm256_add_ps (a1, b1));
-    float s2 = hsum256 (_mm256_add_ps (a2, b2)), s3 = hsum256 (_mm256_add_ps (a3, b3));
-    for (; i < cols; i++) {
-      s0 += _cvtsh_ss (w0[i]) * x[i];
-      s1 += _cvtsh_ss (w1[i]) * x[i];
-      s2 += _cvtsh_ss (w2[i]) * x[i];
-      s3 += _cvtsh_ss (w3[i]) * x[i];
-    }
-    y[r] = s0;
-    y[r + 1] = s1;
-    y[r + 2] = s2;
-    y[r + 3] = s3;
-  }
-  for (; r < rows; r++) {
-    const guint16 *w0 = w + r * cols;
-    __m256 a0 = _mm256_setzero_ps ();
-    gsize i = 0;
-    for (; i + 8 <= cols; i += 8)
-      a0 = _mm256_fmadd_ps (load_f16x8 (w0 + i), _mm256_loadu_ps (x + i), a0);
-    float s0 = hsum256 (a0);
-    for (; i < cols; i++)
-      s0 += _cvtsh_ss (w0[i]) * x[i];
-    y[r] = s0;
-  }
-}
+#define CNN_HAVE_WINO_KERNEL 1
 
 /* Winograd products out (T x K, row stride K) = v (T x cin, row stride cin) U,
  * with U packed in panels of 16 columns: up[p * 16 * cin + c * 16 + j] =
@@ -1183,33 +1040,25 @@ wino_gemm_avx2 (gsize T, gsize K, gsize cin, const float *v, const float *up, fl
 #endif
 
 typedef struct {
-  void (*gemv) (const guint16 *w, gsize rows, gsize cols, const float *x, float *y);
-  void (*expand) (const guint16 *h, gsize n, float *out);
+  gboolean portable;   /* FC products with the portable gemv (cony_gemv_portable) */
   /* Winograd products on packed weights (NULL: OpenBLAS sgemm), see wino_gemm_avx2. */
   void (*wino_gemm) (gsize T, gsize K, gsize cin, const float *v, const float *up, float *out);
-} F16Kernels;
+} CnnKernels;
 
 /* The kernels this CPU runs; CONY_CNN_PORTABLE=1 in the environment (read
  * once) forces the portable ones (tests use it to cover that path): then the
- * Winograd products use OpenBLAS. */
-static const F16Kernels *
-f16_kernels (void)
+ * FC layers use the portable gemv and the Winograd products use OpenBLAS. */
+static const CnnKernels *
+cnn_kernels (void)
 {
-  static F16Kernels k;
+  static CnnKernels k;
   static gsize done;
   if (g_once_init_enter (&done)) {
-    k.gemv = gemv_f16_portable;
-    k.expand = f16_expand_portable;
-#ifdef CNN_HAVE_F16C_KERNELS
     const char *env = g_getenv ("CONY_CNN_PORTABLE");
+    k.portable = env != NULL && strcmp (env, "1") == 0;
+#ifdef CNN_HAVE_WINO_KERNEL
     __builtin_cpu_init ();
-    if ((env == NULL || strcmp (env, "1") != 0) && __builtin_cpu_supports ("avx2") &&
-        __builtin_cpu_supports ("fma") && __builtin_cpu_supports ("f16c")) {
-      k.gemv = gemv_f16_f16c;
-      k.expand = f16_expand_f16c;
-    }
-    if ((env == NULL || strcmp (env, "1") != 0) && __builtin_cpu_supports ("avx2") &&
-        __builtin_cpu_supports ("fma"))
+    if (!k.portable && __builtin_cpu_supports ("avx2") && __builtin_cpu_supports ("fma"))
       k.wino_gemm = wino_gemm_avx2;
 #endif
     g_once_init_leave (&done, 1);
@@ -1421,7 +1270,7 @@ winograd_weights (Layer *l, guint m)
     }
   /* Panels of 16 output channels for the packed-weight kernel. */
   l->wino_packed[m == 4] = FALSE;
-  if (f16_kernels ()->wino_gemm != NULL && out % 16 == 0) {
+  if (cnn_kernels ()->wino_gemm != NULL && out % 16 == 0) {
     float *pk = g_new (float, (gsize) n * n * plane);
     for (guint k = 0; k < n * n; k++)
       for (guint p = 0; p < out / 16; p++)
@@ -1497,7 +1346,7 @@ conv_winograd (ConyCnn *cnn, Layer *l, guint m, const float *in, float *out, gsi
   gsize uplane = (gsize) C * K;
   const float *U = l->wino[m == 4];
   if (l->wino_packed[m == 4]) {
-    const F16Kernels *kern = f16_kernels ();
+    const CnnKernels *kern = cnn_kernels ();
     for (guint k = 0; k < nn; k++)
       kern->wino_gemm (T, K, C, V + k * vplane, U + k * uplane, M + k * mplane);
   } else {
@@ -1632,14 +1481,26 @@ features_forward (ConyCnn *cnn, const float *input, gsize nb)
   return cur;
 }
 
+/* ---- FC layers with F16 weights ----
+ * When a model file stores an FC weight in F16 (or after cony_cnn_set_fc_f16()),
+ * the layer keeps the F16 values only (half the bytes of F32) and computes with
+ * them expanded to float32 in registers: the result is the F32 network with those
+ * weights, to float rounding. One example: the float16 matrix-vector product of
+ * src/gemv.c (F16C conversion + FMA where the CPU has them, a portable loop
+ * otherwise). A batch: blocks of rows expanded to F32 in scratch, then sgemm.
+ * See fc_f16(). */
+
 /* FC layer with F16 weights on n examples: dst (n x out) = src (n x in) W^T. */
 static void
 fc_f16 (ConyCnn *cnn, const Layer *l, const float *src, gsize n, float *dst)
 {
-  const F16Kernels *k = f16_kernels ();
   gsize in = l->in_c, out = l->out_c;
   if (n == 1) {
-    k->gemv (l->w16, out, in, src, dst);
+    memset (dst, 0, out * sizeof *dst);
+    if (cnn_kernels ()->portable)
+      cony_gemv_portable (&l->w16, src, dst);
+    else
+      cony_gemv (&l->w16, src, dst);
     return;
   }
   /* Rows expanded in blocks of at most FC_F16_BLOCK floats, each block used by
@@ -1653,7 +1514,7 @@ fc_f16 (ConyCnn *cnn, const Layer *l, const float *src, gsize n, float *dst)
   }
   for (gsize r0 = 0; r0 < out; r0 += rb) {
     gsize r = MIN (rb, out - r0);
-    k->expand (l->w16 + r0 * in, r * in, cnn->fc_w32);
+    cony_half_expand (l->w16.f16 + r0 * in, r * in, cnn->fc_w32);
     cblas_sgemm (CblasRowMajor, CblasNoTrans, CblasTrans, (int) n, (int) r, (int) in, 1.0f, src,
                  (int) in, cnn->fc_w32, (int) in, 0.0f, dst + r0, (int) out);
   }
@@ -1669,7 +1530,7 @@ fc_forward (ConyCnn *cnn, const float *in, gsize n, float *out)
     const Layer *l = &cnn->layers[i];
     gboolean last = i + 1 == cnn->n_layers;
     float *dst = last ? out : bufs[which];
-    if (l->w16 != NULL)
+    if (l->w16.f16 != NULL)
       fc_f16 (cnn, l, cur, n, dst);
     else if (n == 1)
       cblas_sgemv (CblasRowMajor, CblasNoTrans, (int) l->out_c, (int) l->in_c, 1.0f, l->w,
@@ -1762,7 +1623,7 @@ cony_cnn_get_fc_f16 (const ConyCnn *cnn)
 {
   g_return_val_if_fail (cnn != NULL, FALSE);
   for (guint i = cnn->first_fc; i < cnn->n_layers; i++)
-    if (cnn->layers[i].w16 == NULL)
+    if (cnn->layers[i].w16.f16 == NULL)
       return FALSE;
   return TRUE;
 }
@@ -1789,14 +1650,15 @@ cony_cnn_set_fc_f16 (ConyCnn *cnn, gboolean f16, GError **error)
     Layer *l = &cnn->layers[i];
     gsize n = (gsize) l->in_c * l->out_c;
     if (f16 && l->w != NULL) {
-      l->w16 = g_new (guint16, n);
+      guint16 *h = g_new (guint16, n);
       for (gsize j = 0; j < n; j++)
-        l->w16[j] = f32_to_f16 (l->w[j]);
+        h[j] = cony_float_to_half (l->w[j]);
+      cony_gemv_matrix_init_f16 (&l->w16, h, (int) l->out_c, (int) l->in_c, TRUE);
       g_clear_pointer (&l->w, g_free);
-    } else if (!f16 && l->w16 != NULL) {
+    } else if (!f16 && l->w16.f16 != NULL) {
       l->w = g_new (float, n);
-      f16_kernels ()->expand (l->w16, n, l->w);
-      g_clear_pointer (&l->w16, g_free);
+      cony_half_expand (l->w16.f16, n, l->w);
+      cony_gemv_matrix_clear (&l->w16);
     }
   }
   return TRUE;
