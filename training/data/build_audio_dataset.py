@@ -356,6 +356,51 @@ class LoopFiles:
                 for i in range(n)]
 
 
+class LoopGroups(LoopFiles):
+    """Like LoopFiles, but a group is a recording's stem: files that differ only in a
+    trailing take number (bird1_00.ogg, bird1_01.ogg; Water1.wav .. Water5.wav) are takes
+    or cuts of one recording, so they share a group and a split. Each clip loops one file
+    of its group."""
+
+    def _regroup(self):
+        self.members = defaultdict(list)
+        for f in self.files:
+            self.members[stem_group(self.cat, f)].append(f)
+        self.groups = sorted(self.members)
+
+    def __init__(self, *a, **k):
+        super().__init__(*a, **k)
+        self._regroup()
+
+    def prepare(self, pool):
+        super().prepare(pool)
+        self._regroup()
+
+    def plan(self, groups, n, rng, clip_s):
+        if n == 0:
+            return []
+        if not groups:
+            raise DataError("family %s has no group in this split" % self.name)
+        order = list(groups)
+        rng.shuffle(order)
+        specs = []
+        for i in range(n):
+            g = order[i % len(order)]
+            fs = self.members[g]
+            specs.append(Spec(kind="loop", file=fs[int(rng.integers(len(fs)))], group=g,
+                              gap=self.gap, crossfade=self.crossfade))
+        return specs
+
+
+def stem_group(cat, f):
+    """Group key of a take: package:/dir/name with a trailing take number removed."""
+    rel = cat.rel(f)
+    d, b = rel.rsplit("/", 1)
+    b = re.sub(r"\.(ogg|oga|wav|flac)$", "", b)
+    b = re.sub(r"[-_.]?[0-9]+$", "", b)
+    return "%s/%s" % (d, b)
+
+
 class Synth:
     """Synthesised clips; every clip is its own group."""
 
@@ -774,6 +819,76 @@ def build_families(cat):
     return fam
 
 
+# Recordings added in the second version of the data set (more real variety for the classes
+# the first model got wrong on unseen recordings: noise, alarm, animal, music). They are
+# planned after the first version's families, whose train/test split they leave unchanged
+# (see main()). Labels come from file and directory names only where the name makes the
+# class unambiguous.
+EXTRA_NOISE_LINCITY = r"/(TraficHigh|TraficLow|RailTrain|IndustryHigh|IndustryLight|Water|WindMill|WindMillHTech|Fire|CoalMine|OreMine|SportsCroud)[0-9]\.wav$"
+EXTRA_NOISE_WIDELANDS = r"/sound/(sawmill/sawmill_|mill/mill_turning_|mill/weaving|atlanteans/saw/|metal/furnace|barbarians/stonegrind|empire/(beer|wine)bubble_|smiths/sharpening)[^/]*\.ogg$"
+EXTRA_NOISE_MINETEST = r"/(env_sounds_water|env_sounds_lava|fire_fire|fire_large|fire_small|carts_cart_moving|default_furnace_active|tnt_gunpowder_burning)[.0-9]*\.ogg$"
+
+# Share of each class's clips (weights relative to the first version's families of that
+# class, which sum to 1.0). The first version's synthesised noise and alarm shares are
+# lowered to make room for the real recordings.
+EXTRA_REWEIGHT = {("noise", "synth_noise"): 0.40, ("alarm", "synth_alarm"): 0.50,
+                  ("animal", "tuxpaint_animals"): 0.55}
+
+
+def build_extra_families(cat):
+    P = cat.pkg
+    fam = defaultdict(list)
+    wl = P("widelands-data")
+    wn = P("wesnoth-1.16-data")
+    lc = P("lincity-ng-data")
+    mt = P("minetest-data")
+    etr = P("extremetuxracer-data")
+    hw = P("hedgewars-data")
+    ox = P("oxygen-sounds")
+
+    # ---- music: whole tracks of three more games
+    for name, pkg, root, sub, rx, minimum, w in [
+            ("widelands_music", "widelands-data", wl, "usr/share/games/widelands/data/music", r"\.ogg$", 25, 0.25),
+            ("hedgewars_music", "hedgewars-data", hw, "usr/share/games/hedgewars/Data/Music", r"\.ogg$", 20, 0.20),
+            ("etr_music", "extremetuxracer-data", etr, "usr/share/games/etr/music", r"\.ogg$", 8, 0.10)]:
+        fs = need(find(root, sub, rx), "%s music" % pkg, minimum)
+        fam["music"].append((LongFiles(name, pkg, "music", fs, cat), w))
+
+    # ---- noise: traffic, trains, industry, water, wind mills, fire, mines, crowd (lincity-ng);
+    # saw mills, mills, looms, furnaces, grinding, bubbling (widelands); water, lava, fire, carts
+    # (minetest); camp fire and ship ambiences (wesnoth); sliding on snow, ice, rock, mud,
+    # grass and leaves (extremetuxracer); plane, steam, blowtorch, pneumatic hammer (hedgewars)
+    noise = []
+    noise += need(find(lc, "usr/share/games/lincity-ng/sounds", EXTRA_NOISE_LINCITY), "lincity-ng noises", 30)
+    noise += need(find(wl, "usr/share/games/widelands/data/sound", EXTRA_NOISE_WIDELANDS), "widelands machine noises", 10)
+    noise += need(find(mt, "usr/share/games/minetest", EXTRA_NOISE_MINETEST), "minetest environment noises", 10)
+    noise += need(find(wn, "usr/share/games/wesnoth/1.16/data/core/sounds/ambient", r"/(campfire|ship)\.ogg$"), "wesnoth ambiences", 2)
+    noise += need(find(etr, "usr/share/games/etr/sounds", r"_slide\.wav$"), "extremetuxracer slides", 5)
+    noise += need(find(hw, "usr/share/games/hedgewars/Data/Sounds", r"/(plane|steam|blowtorch|pickhammer)\.ogg$"), "hedgewars noises", 4)
+    fam["noise"].append((LoopGroups("real_noise2", "lincity-ng-data+widelands-data+minetest-data+wesnoth-1.16-data+extremetuxracer-data+hedgewars-data",
+                                    "noise", sorted(noise), cat, crossfade=True), 0.60))
+
+    # ---- alarm: a phone ringing (oxygen), a bell (wesnoth), an alarm horn (widelands
+    # "under_attack"), a fire station's siren (lincity-ng FireStation3: a rising 2.0-2.4 kHz
+    # sweep; FireStation1/2 are mostly engine noise and are not used)
+    al = need(find(ox, "usr/share/sounds", r"/Oxygen-Im-Phone-Ring\.ogg$"), "oxygen phone ring", 1)
+    al += need(find(wn, "usr/share/games/wesnoth/1.16/sounds", r"/bell\.wav$"), "wesnoth bell", 1)
+    al += need(find(wl, "usr/share/games/widelands/data/sound/military", r"/under_attack\.ogg$"), "widelands alarm", 1)
+    al += need(find(lc, "usr/share/games/lincity-ng/sounds", r"/FireStation3\.wav$"), "lincity-ng siren", 1)
+    fam["alarm"].append((LoopGroups("real_alarm2", "oxygen-sounds+wesnoth-1.16-data+widelands-data+lincity-ng-data",
+                                    "alarm", sorted(al), cat, gap=(0.03, 0.3)), 0.20))
+
+    # ---- animal: birds, crickets, frog, boar, coyote, moose, stag, wolf, duck, donkey, horse,
+    # ox, sheep, farm animals (widelands); bird ambiences and wolf growls (wesnoth)
+    an = need(find(wl, "usr/share/games/widelands/data/sound/animals", r"\.ogg$"), "widelands animals", 20)
+    an += need(find(wl, "usr/share/games/widelands/data/sound/farm", r"/(donkey|farm_animal|horse|ox|sheep)[_0-9]*\.ogg$"), "widelands farm animals", 8)
+    an += need(find(wl, "usr/share/games/widelands/data/world/critters", r"/duck/duck_[0-9]+\.ogg$"), "widelands duck", 1)
+    an += need(find(wn, "usr/share/games/wesnoth/1.16/data/core/sounds", r"/(ambient/birds[0-9]|wolf-growl-[0-9])\.ogg$"), "wesnoth birds and wolves", 4)
+    fam["animal"].append((LoopGroups("real_animal2", "widelands-data+wesnoth-1.16-data", "animal", sorted(an), cat,
+                                     gap=(0.05, 0.4)), 0.45))
+    return fam
+
+
 def split_counts(total, weights):
     """Integer counts proportional to weights that sum to total (largest remainder)."""
     w = np.array(weights, dtype=float)
@@ -784,33 +899,18 @@ def split_counts(total, weights):
     return [int(v) for v in c]
 
 
-def main():
-    ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
-    ap.add_argument("--src", required=True, help="directory with one extracted tree per package")
-    ap.add_argument("--out", required=True)
-    ap.add_argument("--per-class", type=int, default=120, help="clips per class (train+test)")
-    ap.add_argument("--test-frac", type=float, default=0.25)
-    ap.add_argument("--clip-seconds", type=float, default=5.0)
-    ap.add_argument("--seed", type=int, default=20261121)
-    ap.add_argument("--jobs", type=int, default=2)
-    a = ap.parse_args()
-    t0 = time.time()
-    cat = Catalogue(a.src)
-    fams = build_families(cat)
-    rng = np.random.default_rng(a.seed)
+SPLIT_REFERENCE_PER_CLASS = 300
 
-    with ThreadPoolExecutor(a.jobs) as pool:
-        for c in CLASSES:
-            for f, _ in fams[c]:
-                f.prepare(pool)
 
-    # global group -> split (stratified per family, first family to see a group decides)
-    split_of = {}
+def plan_jobs(fams, rng, split_of, per_class, a):
+    """Plan per_class clips per class over fams (class -> [(family, weight)]). Groups not yet
+    in split_of are split here (stratified per family, about test_frac of each family's
+    groups in test; the first family to see a group decides); split_of is updated."""
     jobs = []
     for ci, c in enumerate(CLASSES):
         weights = [w for _, w in fams[c]]
-        n_test_c = int(round(a.per_class * a.test_frac))
-        counts = {"train": split_counts(a.per_class - n_test_c, weights),
+        n_test_c = int(round(per_class * a.test_frac))
+        counts = {"train": split_counts(per_class - n_test_c, weights),
                   "test": split_counts(n_test_c, weights)}
         for fi, (f, _) in enumerate(fams[c]):
             if f.groups is not None:
@@ -839,6 +939,39 @@ def main():
                     jobs.append(dict(label=c, family=f.name, package=f.package, split=split, spec=sp,
                                      group=group, path=rel, path_abs=os.path.join(a.out, rel),
                                      seed=[a.seed, ci, fi, 0 if split == "train" else 1, si]))
+    return jobs
+
+
+def main():
+    ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    ap.add_argument("--src", required=True, help="directory with one extracted tree per package")
+    ap.add_argument("--out", required=True)
+    ap.add_argument("--per-class", type=int, default=120, help="clips per class (train+test)")
+    ap.add_argument("--test-frac", type=float, default=0.25)
+    ap.add_argument("--clip-seconds", type=float, default=5.0)
+    ap.add_argument("--seed", type=int, default=20261121)
+    ap.add_argument("--jobs", type=int, default=2)
+    a = ap.parse_args()
+    t0 = time.time()
+    cat = Catalogue(a.src)
+    fams = build_families(cat)
+    extra = build_extra_families(cat)
+
+    with ThreadPoolExecutor(a.jobs) as pool:
+        for c in CLASSES:
+            for f, _ in fams[c] + extra[c]:
+                f.prepare(pool)
+
+    # The first version's families keep the train/test split they had: it is decided by
+    # planning them exactly as that version did (its own RNG sequence, SPLIT_REFERENCE_PER_CLASS
+    # clips a class); the plan itself is thrown away. The clips are then planned with every
+    # family; the added families' groups are split there (25 % test per family).
+    split_of = {}
+    plan_jobs(fams, np.random.default_rng(a.seed), split_of, SPLIT_REFERENCE_PER_CLASS, a)
+    combined = {}
+    for c in CLASSES:
+        combined[c] = [(f, EXTRA_REWEIGHT.get((c, f.name), w)) for f, w in fams[c]] + extra[c]
+    jobs = plan_jobs(combined, np.random.default_rng([a.seed, 2]), split_of, a.per_class, a)
     clips_dir = os.path.join(a.out, "clips")
     if os.path.isdir(clips_dir):
         shutil.rmtree(clips_dir)

@@ -28,7 +28,9 @@ log() { echo "build_audio_dataset: $*" >&2; }
 TOOLS=(sox libsox-fmt-base espeak-ng flite python3-numpy)
 DATA=(tuxpaint-stamps-default fillets-ng-data fillets-ng-data-nl wesnoth-1.16-music
       colobot-common-sounds fretsonfire-songs-muldjord frozen-bubble-data sonic-pi-samples
-      sound-theme-freedesktop lomiri-sounds)
+      sound-theme-freedesktop lomiri-sounds
+      widelands-data wesnoth-1.16-data lincity-ng-data minetest-data extremetuxracer-data
+      hedgewars-data oxygen-sounds)
 
 # sound files to unpack per data package (tar wildcards; '*' also matches '/')
 declare -A PATTERNS=(
@@ -42,6 +44,13 @@ declare -A PATTERNS=(
   [sonic-pi-samples]="*/loop_*.flac */vinyl_hiss.flac */ambi_sauna.flac */elec_beep.flac */elec_ping.flac */mehackit_phone?.flac */misc_crow.flac"
   [sound-theme-freedesktop]="*.oga"
   [lomiri-sounds]="*/notifications/*.ogg"
+  [widelands-data]="*/data/music/*.ogg */data/sound/animals/*.ogg */data/sound/farm/*.ogg */data/world/critters/duck/*.ogg */data/sound/sawmill/*.ogg */data/sound/mill/*.ogg */data/sound/atlanteans/saw/*.ogg */data/sound/metal/furnace.ogg */data/sound/barbarians/stonegrind.ogg */data/sound/empire/*bubble_*.ogg */data/sound/smiths/sharpening.ogg */data/sound/military/under_attack.ogg"
+  [wesnoth-1.16-data]="*/core/sounds/ambient/*.ogg */core/sounds/wolf-growl-*.ogg */1.16/sounds/bell.wav"
+  [lincity-ng-data]="*/lincity-ng/sounds/*.wav"
+  [minetest-data]="*/sounds/*.ogg"
+  [extremetuxracer-data]="*/etr/music/*.ogg */etr/sounds/*_slide.wav"
+  [hedgewars-data]="*/Data/Music/*.ogg */Data/Sounds/plane.ogg */Data/Sounds/steam.ogg */Data/Sounds/blowtorch.ogg */Data/Sounds/pickhammer.ogg"
+  [oxygen-sounds]="*/Oxygen-Im-Phone-Ring.ogg"
 )
 
 T0=$(date +%s)
