@@ -3,7 +3,7 @@
 that turns 0.96 s log-mel patches into small embeddings, and the CoNy encoder-classifier
 that classifies the stream of those embeddings continually.
 
-    /usr/bin/python3 training/train_default_audio.py --dataset out/audio-dataset-300 \\
+    /usr/bin/python3 training/train_default_audio.py --dataset out/audio-dataset-v2 \\
         --cony build-train/tools/cony --work out/train-audio --models models/audio
 
 Stages (all run by default; --stages picks some):
@@ -27,7 +27,12 @@ Stages (all run by default; --stages picks some):
          model also learns to follow a change of class. Written to
          MODELS/transformer.safetensors (+ labels.txt).
 
-Only train-split clips are used for training; nothing is selected on the test split.
+  val    the validation split: a share (--val-frac) of each family's train-split groups
+         (whole recordings, speakers, levels), held out from training by
+         carve_validation(); per-step accuracy through `cony classify` -> WORK/val.json.
+
+Only train-split clips (less the validation groups) are used for training; nothing is
+selected on the test split.
 Deterministic: fixed seeds, single-process data, torch threads <= 2.
 """
 
@@ -76,6 +81,30 @@ def read_manifest(dataset):
         if r["label"] not in labels:
             raise ValueError(f"manifest: {r['path']}: label {r['label']} not in labels.txt")
     return rows, labels
+
+
+def carve_validation(rows, frac, seed):
+    """Move a share frac of the train split's groups (per class and family: whole source
+    recordings, speakers or levels; every synthesised clip is its own group) to a
+    validation split "val", used for decisions and reported, never trained on. The test
+    split is untouched."""
+    rng = np.random.default_rng([seed, 7])
+    fam = {}
+    for r in rows:
+        if r["split"] == "train":
+            fam.setdefault((r["label"], r.get("family", "")), set()).add(r["group"])
+    val = set()
+    for key in sorted(fam):
+        gs = sorted(fam[key])
+        k = int(round(len(gs) * frac))
+        if len(gs) < 3:
+            k = 0                   # keep a family with one or two groups whole in train
+        for i in rng.permutation(len(gs))[:k]:
+            val.add(gs[i])
+    for r in rows:
+        if r["split"] == "train" and r["group"] in val:
+            r["split"] = "val"
+    return rows
 
 
 def npy_path(work, kind, clip):
@@ -221,6 +250,12 @@ def stage_cnn(args, rows, labels):
     silence = labels.index("silence") if "silence" in labels else -1
     clip_db = np.array([20 * np.log10(np.sqrt(np.mean(read_wav_mono16k(
         os.path.join(args.dataset, r["path"])) ** 2)) + 1e-12) for r in train])
+    groups = [r["group"] for r in train]
+    gcount = {g: groups.count(g) for g in set(groups)}
+    draw_p = np.array([1.0 / np.sqrt(gcount[g]) for g in groups])
+    for c in np.unique(y):
+        draw_p[y == c] /= draw_p[y == c].sum()
+    draw_p /= draw_p.sum()
     conv, fc = cnn_layout(args)
     model = PatchClassifier(conv, fc, len(labels), args.cnn_dropout)
     nparams = sum(p.numel() for p in model.cnn.parameters())
@@ -233,8 +268,13 @@ def stage_cnn(args, rows, labels):
     for epoch in range(args.cnn_epochs):
         t0 = time.time()
         # each epoch: patches_per_clip patches per clip at random frame offsets
-        ci = np.repeat(np.arange(len(train)), args.patches_per_clip)
-        rng.shuffle(ci)
+        if args.group_balance:
+            # clips drawn with probability ~ 1 / sqrt(clips of its group) within each class,
+            # classes equally likely: recordings with many clips count less, rare ones more
+            ci = rng.choice(len(train), size=len(train) * args.patches_per_clip, p=draw_p)
+        else:
+            ci = np.repeat(np.arange(len(train)), args.patches_per_clip)
+            rng.shuffle(ci)
         model.train()
         correct = seen = 0
         loss_sum = 0.0
@@ -368,25 +408,62 @@ def stage_tf(args, rows, labels):
     log(f"wrote {path} ({os.path.getsize(path)} bytes), labels.txt")
 
 
+# ----------------------------------------------------------------------------- validation
+def stage_val(args, rows, labels):
+    """Per-step accuracy on the validation split (train-split groups held out by
+    carve_validation) through the C path (`cony classify` on the `cony embed` tokens, the
+    trained variant), full-window steps, per class and origin -> WORK/val.json."""
+    val = [r for r in rows if r["split"] == "val"]
+    if not val:
+        log("val: no validation split (--val-frac 0)")
+        return
+    model = os.path.join(args.models, "transformer.safetensors")
+    n = args.window
+    stats = {}
+    tmp = os.path.join(args.work, "val-logits.npy")
+    for r in val:
+        run([args.cony, "classify", "--model", model, npy_path(args.work, "tokens", r["path"]),
+             "-o", tmp])
+        pred = np.load(tmp).argmax(1)[n - 1:]
+        ok = int((pred == labels.index(r["label"])).sum())
+        for key in ((r["origin"], r["label"]), (r["origin"], "all")):
+            a = stats.setdefault("%s/%s" % key, [0, 0])
+            a[0] += ok
+            a[1] += len(pred)
+    out = {k: {"correct": v[0], "steps": v[1], "accuracy": v[0] / v[1]} for k, v in sorted(stats.items())}
+    with open(os.path.join(args.work, "val.json"), "w") as f:
+        json.dump(out, f, indent=1)
+    for origin in ("real", "synth"):
+        parts = ["%s %.1f%%" % (c, 100 * out["%s/%s" % (origin, c)]["accuracy"])
+                 for c in labels if "%s/%s" % (origin, c) in out]
+        if "%s/all" % origin in out:
+            log(f"val ({origin}, full-window steps, {len([r for r in val if r['origin'] == origin])} "
+                f"clips): {100 * out[origin + '/all']['accuracy']:.1f} % | " + ", ".join(parts))
+
+
 def main():
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    ap.add_argument("--dataset", default="out/audio-dataset-300")
+    ap.add_argument("--dataset", default="out/audio-dataset-v2")
     ap.add_argument("--cony", default="build-train/tools/cony")
     ap.add_argument("--work", default="out/train-audio")
     ap.add_argument("--models", default="models/audio")
-    ap.add_argument("--stages", default="mel,cnn,embed,tf")
+    ap.add_argument("--stages", default="mel,cnn,embed,tf,val")
     ap.add_argument("--seed", type=int, default=20261121)
     ap.add_argument("--threads", type=int, default=2)
+    ap.add_argument("--val-frac", type=float, default=0.15,
+                    help="share of each family's train groups held out as the validation split")
     # CNN
-    ap.add_argument("--conv", default="16,32,48,48,64,64")
-    ap.add_argument("--fc", default="128,128")
-    ap.add_argument("--embed", type=int, default=32, help="embedding size E (token size)")
-    ap.add_argument("--cnn-epochs", type=int, default=20)
+    ap.add_argument("--conv", default="24,48,64,64,96,96")
+    ap.add_argument("--fc", default="160,128")
+    ap.add_argument("--embed", type=int, default=48, help="embedding size E (token size)")
+    ap.add_argument("--cnn-epochs", type=int, default=14)
     ap.add_argument("--patches-per-clip", type=int, default=5)
     ap.add_argument("--cnn-batch", type=int, default=64)
     ap.add_argument("--cnn-lr", type=float, default=3e-3)
     ap.add_argument("--cnn-dropout", type=float, default=0.3)
     ap.add_argument("--no-augment", dest="augment", action="store_false")
+    ap.add_argument("--group-balance", type=int, default=1,
+                    help="1: draw CNN patches balanced by class and source group (see stage_cnn)")
     ap.add_argument("--quiet-frac", type=float, default=0.05,
                     help="share of non-silence patches scaled to -90..-58 dBFS and labelled silence")
     # transformer
@@ -409,6 +486,7 @@ def main():
 
     torch.set_num_threads(max(1, min(2, args.threads)))
     rows, labels = read_manifest(args.dataset)
+    rows = carve_validation(rows, args.val_frac, args.seed)
     os.makedirs(args.work, exist_ok=True)
     stages = args.stages.split(",")
     t0 = time.time()
@@ -420,6 +498,8 @@ def main():
         stage_embed(args, rows)
     if "tf" in stages:
         stage_tf(args, rows, labels)
+    if "val" in stages:
+        stage_val(args, rows, labels)
     log(f"done in {time.time() - t0:.0f} s")
 
 

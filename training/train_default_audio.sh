@@ -4,7 +4,7 @@
 #   training/train_default_audio.sh [--rebuild-dataset] [--models DIR] [-- extra train args]
 #
 #   1. the labelled clip data set from Debian packages (training/data/build_audio_dataset.sh
-#      --per-class 300 -> out/audio-dataset-300; skipped when its manifest already exists, unless
+#      --per-class 400 -> out/audio-dataset-v2; skipped when its manifest already exists, unless
 #      --rebuild-dataset; needs root for apt-get the first time),
 #   2. the `cony` tool (meson + ninja in build-train/, if not built yet),
 #   3. training/train_default_audio.py: log-mel with `cony mel`, the reduced VGGish CNN,
@@ -18,10 +18,10 @@ set -euo pipefail
 REPO=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
 cd "$REPO"
 PY=/usr/bin/python3
-# 300 clips per class (the data set script's default is 120): more distinct segments of the
+# 400 clips per class (the data set script's default is 120): more distinct segments of the
 # same recordings, which the CNN needs to generalise to unseen recordings.
-DATASET=out/audio-dataset-300
-PER_CLASS=300
+DATASET=out/audio-dataset-v2
+PER_CLASS=400
 BUILD=${CONY_BUILD_DIR:-build-train}
 MODELS=models/audio
 REBUILD=0
