@@ -453,9 +453,9 @@ def main():
     ap.add_argument("--val-frac", type=float, default=0.15,
                     help="share of each family's train groups held out as the validation split")
     # CNN
-    ap.add_argument("--conv", default="24,48,64,64,96,96")
-    ap.add_argument("--fc", default="160,128")
-    ap.add_argument("--embed", type=int, default=48, help="embedding size E (token size)")
+    ap.add_argument("--conv", default="16,32,48,48,64,64")
+    ap.add_argument("--fc", default="128,128")
+    ap.add_argument("--embed", type=int, default=32, help="embedding size E (token size)")
     ap.add_argument("--cnn-epochs", type=int, default=14)
     ap.add_argument("--patches-per-clip", type=int, default=5)
     ap.add_argument("--cnn-batch", type=int, default=64)
