@@ -621,6 +621,252 @@ def synth_alarm(rng, n):
     return y, detail
 
 
+# ---- version 3 of the synthesised alarms (--alarm-synth v3): far more varied sounds, heard
+# through a room and a small loudspeaker, over real background noise. Real alarm recordings
+# are scarce in Debian's packages, so the synthesised ones must cover what real alarms sound
+# like: ringtones and chimes, bells, digital beeps of many timbres, sirens that drift.
+
+BELL_PARTIALS = [0.5, 1.0, 1.19, 1.5, 2.0, 2.5, 2.67, 3.0, 4.0]   # a bell's inharmonic partials
+
+
+def _adsr_decay(n, decay_s, attack_s=0.003):
+    t = np.arange(n) / SR
+    a = np.clip(t / max(attack_s, 1e-4), 0, 1)
+    return a * np.exp(-t / max(decay_s, 1e-3))
+
+
+def _note(rng, f, dur_n, timbre, decay_s):
+    """One note of dur_n samples at f Hz in a timbre: harmonic (decaying partials), bell
+    (inharmonic partials, slow decay), fm (a two-operator FM tone), pulse (square-ish),
+    marimba (fundamental plus a 4x partial, fast decay)."""
+    t = np.arange(dur_n) / SR
+    y = np.zeros(dur_n)
+    if timbre == "harmonic":
+        rolloff = float(rng.uniform(0.8, 2.0))
+        for k in range(1, 12):
+            if k * f > 7500:
+                break
+            y += np.sin(2 * np.pi * k * f * t + rng.uniform(0, 6.3)) / k ** rolloff * np.exp(-t * k * 0.5 / decay_s)
+    elif timbre == "bell":
+        for i, p in enumerate(BELL_PARTIALS):
+            fp = f * p * rng.uniform(0.995, 1.005)
+            if fp > 7500:
+                break
+            y += np.sin(2 * np.pi * fp * t) * rng.uniform(0.3, 1.0) * np.exp(-t * (1 + 0.4 * i) / decay_s)
+    elif timbre == "fm":
+        ratio = float(rng.choice([1.0, 2.0, 3.0, 1.41, 3.5]))
+        index = float(rng.uniform(0.5, 4.0))
+        y = np.sin(2 * np.pi * f * t + index * np.exp(-t / decay_s) * np.sin(2 * np.pi * f * ratio * t))
+    elif timbre == "pulse":
+        y = tone(f, t, "square") * 0.8 + np.sin(2 * np.pi * 2 * f * t) * 0.2
+    else:  # marimba
+        y = np.sin(2 * np.pi * f * t) + 0.4 * np.sin(2 * np.pi * 4 * f * t) * np.exp(-t * 6 / decay_s)
+    env = _adsr_decay(dur_n, decay_s)
+    r = min(dur_n // 2, int(0.004 * SR))
+    if r > 0:
+        env[-r:] *= np.linspace(1, 0, r)
+    return y * env
+
+
+def _place(y, x, pos):
+    if pos >= len(y):
+        return
+    m = min(len(x), len(y) - pos)
+    y[pos:pos + m] += x[:m]
+
+
+def _scale(rng):
+    base = 440.0 * 2 ** (float(rng.integers(-9, 16)) / 12.0)     # about 260 to 1100 Hz
+    steps = [[0, 2, 4, 7, 9], [0, 2, 4, 5, 7, 9, 11], [0, 3, 5, 7, 10], [0, 4, 7]][int(rng.integers(0, 4))]
+    return [base * 2 ** ((s + 12 * o) / 12.0) for o in (0, 1) for s in steps]
+
+
+def synth_alarm_v3(rng, n):
+    kind = str(rng.choice(["melody", "chime", "bell", "digital", "siren2", "wail", "yelp",
+                           "buzzer", "trill", "classic"],
+                          p=[0.18, 0.09, 0.1, 0.17, 0.1, 0.08, 0.07, 0.07, 0.07, 0.07]))
+    t = np.arange(n) / SR
+    y = np.zeros(n)
+    if kind == "melody":  # a ringtone: a random short tune, repeated
+        sc = _scale(rng)
+        k = int(rng.integers(3, 9))
+        notes = [sc[int(i)] for i in rng.integers(0, len(sc), k)]
+        durs = rng.choice([0.1, 0.15, 0.2, 0.3], k) * rng.uniform(0.8, 1.3)
+        timbre = str(rng.choice(["harmonic", "bell", "fm", "pulse", "marimba"]))
+        decay = float(rng.uniform(0.08, 0.6))
+        gap = float(rng.uniform(0.0, 0.6))
+        pos = int(rng.uniform(0, 0.3) * SR)
+        while pos < n:
+            for f, d in zip(notes, durs):
+                dn = int(d * SR)
+                _place(y, _note(rng, f, int(dn * rng.uniform(1.0, 2.5)), timbre, decay), pos)
+                pos += dn
+            pos += int(gap * SR)
+        detail = "melody %d notes %s decay %.2f s" % (k, timbre, decay)
+    elif kind == "chime":  # door chime / notification: two to four struck notes, long decay
+        sc = _scale(rng)
+        k = int(rng.integers(2, 5))
+        notes = [sc[int(i)] for i in rng.integers(0, len(sc), k)]
+        step = float(rng.uniform(0.2, 0.6))
+        timbre = str(rng.choice(["bell", "marimba", "harmonic", "fm"]))
+        decay = float(rng.uniform(0.3, 1.2))
+        period = k * step + float(rng.uniform(0.1, 0.6))
+        pos = int(rng.uniform(0, 0.5) * SR)
+        while pos < n:
+            for j, f in enumerate(notes):
+                _place(y, _note(rng, f, int(min(3 * decay, 2.5) * SR), timbre, decay), pos + int(j * step * SR))
+            pos += int(period * SR)
+        detail = "chime %d notes %s decay %.2f s" % (k, timbre, decay)
+    elif kind == "bell":  # a struck bell, an electric bell (fast repeated strikes), a desk bell
+        f = float(rng.uniform(300, 2500))
+        if rng.random() < 0.4:
+            rate = float(rng.uniform(12, 30))         # electric bell hammer
+            dn = int(SR / rate)
+            decay = float(rng.uniform(0.02, 0.08))
+            on = float(rng.uniform(0.8, 3.0))
+            off = float(rng.uniform(0.1, 0.6))
+            pos = 0
+            while pos < n:
+                end = pos + int(on * SR)
+                while pos < min(end, n):
+                    _place(y, _note(rng, f, dn * 3, "bell", decay), pos)
+                    pos += dn
+                pos = end + int(off * SR)
+            detail = "electric bell %.0f Hz %.0f/s" % (f, rate)
+        else:
+            decay = float(rng.uniform(0.2, 1.5))
+            period = float(rng.uniform(0.25, 0.9))
+            pos = int(rng.uniform(0, 0.3) * SR)
+            while pos < n:
+                _place(y, _note(rng, f * rng.uniform(0.99, 1.01), int(min(4 * decay, 3.0) * SR), "bell", decay), pos)
+                pos += int(period * rng.uniform(0.9, 1.1) * SR)
+            detail = "bell %.0f Hz decay %.2f every %.2f s" % (f, decay, period)
+    elif kind == "digital":  # digital alarm clock / appliance / watch beeps
+        f = float(rng.uniform(800, 4500))
+        wk = str(rng.choice(["sine", "square", "triangle"]))
+        nb = int(rng.integers(1, 6))
+        on = float(rng.uniform(0.03, 0.25))
+        inner = float(rng.uniform(0.03, 0.15))
+        outer = float(rng.uniform(0.1, 0.8))
+        pat = [(on, inner)] * (nb - 1) + [(on, outer)]
+        x = tone(f, t, wk)
+        if rng.random() < 0.3:  # two-frequency beeps (warble)
+            x = x * 0.6 + tone(f * rng.uniform(1.1, 1.6), t, wk) * 0.4
+        y = x * envelope_from_pattern(n, pat, ramp=float(rng.uniform(0.001, 0.01)))
+        detail = "digital %s %.0f Hz %dx%.2f s" % (wk, f, nb, on)
+    elif kind == "siren2":  # two-tone siren (European), pitch drifting like a passing vehicle
+        a = float(rng.uniform(350, 900))
+        b = a * float(rng.uniform(1.2, 1.5))
+        per = float(rng.uniform(0.8, 2.5))
+        f = np.where((t / per + rng.uniform(0, 1)) % 1.0 < 0.5, a, b)
+        f = f * (1 + 0.06 * (smooth_random(rng, n, 0.5) - 0.5))
+        y = _siren_voice(rng, f, t)
+        detail = "two-tone %.0f/%.0f Hz %.1f s" % (a, b, per)
+    elif kind in ("wail", "yelp"):
+        lo = float(rng.uniform(400, 900))
+        hi = lo * float(rng.uniform(1.6, 2.6))
+        per = float(rng.uniform(1.5, 6.0)) if kind == "wail" else float(rng.uniform(0.12, 0.45))
+        ph = t / per + rng.uniform(0, 1)
+        shape = 0.5 * (1 - np.cos(2 * np.pi * ph)) if rng.random() < 0.5 else np.abs(2 * (ph % 1.0) - 1)
+        f = (lo + (hi - lo) * shape) * (1 + 0.06 * (smooth_random(rng, n, 0.5) - 0.5))
+        y = _siren_voice(rng, f, t)
+        detail = "%s %.0f-%.0f Hz %.2f s" % (kind, lo, hi, per)
+    elif kind == "buzzer":  # door buzzer, game-show buzzer, reversing alarm
+        f = float(rng.uniform(80, 900))
+        x = tone(f, t, "square") + 0.5 * np.sign(np.sin(2 * np.pi * f * 1.007 * t)) * 0.3
+        x = x * (1 + 0.3 * np.sin(2 * np.pi * float(rng.uniform(20, 60)) * t))
+        if rng.random() < 0.6:
+            x = x * envelope_from_pattern(n, [(float(rng.uniform(0.15, 1.0)), float(rng.uniform(0.1, 0.6)))])
+        y = x
+        detail = "buzzer %.0f Hz" % f
+    elif kind == "trill":  # phone trill: two tones alternating fast, in bursts
+        a = float(rng.uniform(600, 2500))
+        b = a * float(rng.uniform(1.1, 1.4))
+        rate = float(rng.uniform(8, 25))
+        f = np.where((t * rate) % 1.0 < 0.5, a, b)
+        x = tone(f, t, str(rng.choice(["sine", "square", "triangle"])))
+        on = float(rng.uniform(0.4, 2.0))
+        y = x * envelope_from_pattern(n, [(on, float(rng.uniform(0.2, 0.8)))])
+        detail = "trill %.0f/%.0f Hz %.0f/s" % (a, b, rate)
+    else:  # the first version's generator
+        y, detail = synth_alarm(rng, n)
+    return y, detail
+
+
+def _siren_voice(rng, f, t):
+    """A siren's sound: a harmonic-rich tone (a horn) at the given pitch curve."""
+    wk = str(rng.choice(["sine", "square", "triangle", "horn"]))
+    if wk != "horn":
+        return tone(f, t, wk)
+    ph = 2 * np.pi * np.cumsum(f) / SR
+    y = np.zeros_like(ph)
+    for k in range(1, 10):
+        if k * np.max(f) > 7500:
+            break
+        y += np.sin(k * ph) / k ** 1.2
+    return y
+
+
+def reverb_ir(rng, rt60):
+    """A room impulse response: a direct path plus exponentially decaying noise (rt60 s),
+    darker as it decays."""
+    m = int(min(rt60, 1.2) * SR)
+    tt = np.arange(m) / SR
+    tail = rng.standard_normal(m) * np.exp(-6.9 * tt / rt60)
+    tail = np.convolve(tail, np.ones(4) / 4, mode="same")
+    ir = tail * float(rng.uniform(0.1, 0.4)) / np.sqrt(np.sum(tail ** 2) + 1e-12)
+    ir[0] += 1.0
+    return ir
+
+
+def speaker_eq(rng, x):
+    """A small loudspeaker (phone, laptop, clock radio): high-pass, low-pass, a resonance,
+    optionally driven into soft clipping."""
+    n = len(x)
+    spec = np.fft.rfft(x)
+    f = np.fft.rfftfreq(n, 1.0 / SR)
+    hp = float(rng.uniform(150, 900))
+    lp = float(rng.uniform(2500, 7500))
+    g = 1 / np.sqrt(1 + (hp / np.maximum(f, 1)) ** 4) / np.sqrt(1 + (f / lp) ** 4)
+    fr = float(rng.uniform(800, 4000))
+    g *= 1 + float(rng.uniform(0, 2)) * np.exp(-0.5 * (np.log(np.maximum(f, 1) / fr) / 0.15) ** 2)
+    y = np.fft.irfft(spec * g, n)
+    if rng.random() < 0.3:
+        drive = float(rng.uniform(1.5, 6))
+        y = np.tanh(drive * y / (np.max(np.abs(y)) + 1e-9))
+    return y
+
+
+def alarm_v3_channel(rng, x, bg_files):
+    """Speaker, room and real background noise for a synthesised v3 alarm clip."""
+    n = len(x)
+    det = []
+    if rng.random() < 0.7:
+        x = speaker_eq(rng, x)
+        det.append("speaker")
+    if rng.random() < 0.6:
+        rt = float(rng.uniform(0.15, 1.0))
+        x = fftconvolve_same(x, reverb_ir(rng, rt))
+        det.append("room rt60=%.2f" % rt)
+    if bg_files and rng.random() < 0.7:
+        bf = bg_files[int(rng.integers(0, len(bg_files)))]
+        with wave.open(bf, "rb") as w:
+            bg = np.frombuffer(w.readframes(w.getnframes()), dtype="<i2").astype(np.float64) / 32768.0
+        bg = np.resize(bg, n)
+        snr = float(rng.uniform(0, 20))
+        x = x / (rms(x) + 1e-12)
+        x = x + bg / (rms(bg) + 1e-12) * 10 ** (-snr / 20)
+        det.append("bg %s snr=%.0f dB" % (os.path.basename(bf), snr))
+    return x, det
+
+
+def fftconvolve_same(x, h):
+    m = len(x) + len(h) - 1
+    nf = 1 << (m - 1).bit_length()
+    y = np.fft.irfft(np.fft.rfft(x, nf) * np.fft.rfft(h, nf), nf)[:len(x)]
+    return y
+
+
 SENTENCES = None
 
 
@@ -689,6 +935,11 @@ def render(job, clip_s, tmpdir):
         x, used, detail = render_tts(spec, rng, clip_s, tmpdir)
     elif k == "noise":
         x, detail = synth_noise(rng, n)
+        used = []
+    elif k == "alarm" and job.get("alarm_synth") == "v3":
+        x, detail = synth_alarm_v3(rng, n)
+        x, det = alarm_v3_channel(rng, x, job.get("bg_files"))
+        detail = " ".join([detail] + det)
         used = []
     elif k == "alarm":
         x, detail = synth_alarm(rng, n)
@@ -942,6 +1193,25 @@ def plan_jobs(fams, rng, split_of, per_class, a):
     return jobs
 
 
+def validation_groups(jobs, frac, seed):
+    """The train groups that training/train_default_audio.py's carve_validation (same seed
+    and share) holds out as its validation split; the same computation on the same rows."""
+    rng = np.random.default_rng([seed, 7])
+    fam = {}
+    for j in jobs:
+        if j["split"] == "train":
+            fam.setdefault((j["label"], j["family"]), set()).add(j["group"])
+    val = set()
+    for key in sorted(fam):
+        gs = sorted(fam[key])
+        k = int(round(len(gs) * frac))
+        if len(gs) < 3:
+            k = 0
+        for i in rng.permutation(len(gs))[:k]:
+            val.add(gs[i])
+    return val
+
+
 def main():
     ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     ap.add_argument("--src", required=True, help="directory with one extracted tree per package")
@@ -951,6 +1221,13 @@ def main():
     ap.add_argument("--clip-seconds", type=float, default=5.0)
     ap.add_argument("--seed", type=int, default=20261121)
     ap.add_argument("--jobs", type=int, default=2)
+    ap.add_argument("--alarm-synth", choices=["v2", "v3"], default="v2",
+                    help="synthesised alarm generator: v2 (the data set version 2's) or v3 (ringtones, "
+                         "chimes, bells, many beep timbres, drifting sirens; speaker EQ, room reverb, "
+                         "real background noise of the same split at 0-20 dB SNR)")
+    ap.add_argument("--val-frac", type=float, default=0.15,
+                    help="v3 only: the training script's validation share; the noise recordings it "
+                         "will hold out are not used as alarm backgrounds")
     a = ap.parse_args()
     t0 = time.time()
     cat = Catalogue(a.src)
@@ -978,7 +1255,26 @@ def main():
     tmpdir = tempfile.mkdtemp(prefix="cony-data-")
     try:
         with ThreadPoolExecutor(a.jobs) as pool:
-            results = list(pool.map(lambda j: render(j, a.clip_seconds, tmpdir), jobs))
+            if a.alarm_synth == "v2":
+                results = list(pool.map(lambda j: render(j, a.clip_seconds, tmpdir), jobs))
+            else:
+                # everything else first; then the v3 alarms over the rendered real noise clips
+                # of their own split (train: minus the groups the training script holds out)
+                is_v3 = [j["label"] == "alarm" and j["spec"]["kind"] == "alarm" for j in jobs]
+                first = [j for j, v in zip(jobs, is_v3) if not v]
+                res1 = list(pool.map(lambda j: render(j, a.clip_seconds, tmpdir), first))
+                val = validation_groups(jobs, a.val_frac, a.seed)
+                bg = {"train": [], "test": []}
+                for j, (used, _, _) in zip(first, res1):
+                    if j["label"] == "noise" and used and j["group"] not in val:
+                        bg[j["split"]].append(j["path_abs"])
+                second = [j for j, v in zip(jobs, is_v3) if v]
+                for j in second:
+                    j["alarm_synth"] = "v3"
+                    j["bg_files"] = sorted(bg[j["split"]])
+                res2 = list(pool.map(lambda j: render(j, a.clip_seconds, tmpdir), second))
+                it1, it2 = iter(res1), iter(res2)
+                results = [next(it2) if v else next(it1) for v in is_v3]
     finally:
         shutil.rmtree(tmpdir, ignore_errors=True)
 
