@@ -1,5 +1,7 @@
 #include "gsttestutil.h"
 
+#include <string.h>
+
 void
 cony_test_push_tokens (GstHarness *h, const float *x, guint dim, gsize from, gsize n, guint k,
     GstClockTime base, GstClockTime step_ns, gboolean discont)
@@ -16,7 +18,23 @@ cony_test_push_tokens (GstHarness *h, const float *x, guint dim, gsize from, gsi
 }
 
 void
-cony_test_assert_caps_refused (GstHarness *h, const char *caps_string)
+cony_test_pop_negotiation_error (GstBus *bus, const char *const *needles)
+{
+  GstMessage *msg = gst_bus_pop_filtered (bus, GST_MESSAGE_ERROR);
+  g_assert_nonnull (msg);
+  GError *err = NULL;
+  gchar *dbg = NULL;
+  gst_message_parse_error (msg, &err, &dbg);
+  g_assert_true (g_error_matches (err, GST_CORE_ERROR, GST_CORE_ERROR_NEGOTIATION));
+  for (const char *const *n = needles; n != NULL && *n != NULL; n++)
+    g_assert_nonnull (strstr (dbg, *n));
+  g_free (dbg);
+  g_clear_error (&err);
+  gst_message_unref (msg);
+}
+
+void
+cony_test_assert_caps_refused (GstHarness *h, const char *caps_string, const char *const *needles)
 {
   GstBus *bus = gst_bus_new ();
   gst_element_set_bus (h->element, bus);
@@ -28,6 +46,8 @@ cony_test_assert_caps_refused (GstHarness *h, const char *caps_string)
   gst_caps_unref (caps);
   g_assert_false (gst_pad_has_current_caps (sinkpad));
   g_assert_null (gst_harness_try_pull (h));
+  if (needles != NULL)
+    cony_test_pop_negotiation_error (bus, needles);
   gst_object_unref (sinkpad);
   gst_element_set_bus (h->element, NULL);
   gst_object_unref (bus);

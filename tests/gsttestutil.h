@@ -7,7 +7,14 @@
 void cony_test_push_tokens (GstHarness *h, const float *x, guint dim, gsize from, gsize n, guint k,
                             GstClockTime base, GstClockTime step_ns, gboolean discont);
 
+/* Pops the ERROR message from @bus and checks that it is a core negotiation error whose
+ * debug text contains each string of the NULL-terminated @needles (NULL: none). */
+void cony_test_pop_negotiation_error (GstBus *bus, const char *const *needles);
+
 /* Sends stream-start and caps @caps_string into the harnessed element and checks that
  * they are refused: the element's sink pad has no caps and nothing comes out. The
- * element's messages go to a private bus (an error is expected). Tears @h down. */
-void cony_test_assert_caps_refused (GstHarness *h, const char *caps_string);
+ * element's messages go to a private bus; with @needles non-NULL the error posted there
+ * must be a negotiation error naming them (cony_test_pop_negotiation_error()). Tears @h
+ * down. */
+void cony_test_assert_caps_refused (GstHarness *h, const char *caps_string,
+                                    const char *const *needles);

@@ -387,7 +387,7 @@ test_patches (void)
   /* the single-tile size is refused in patch mode */
   h = new_harness ("gap.safetensors", "patches-x", PX, "patches-y", PY, NULL);
   gst_harness_play (h);
-  cony_test_assert_caps_refused (h, CAPS_GAP);
+  cony_test_assert_caps_refused (h, CAPS_GAP, NULL);
   cony_cnn_free (cnn);
 }
 
@@ -403,7 +403,7 @@ test_wrong_caps_refused (void)
   for (guint i = 0; i < G_N_ELEMENTS (bad); i++) {
     GstHarness *h = new_harness ("gap.safetensors", NULL);
     gst_harness_play (h);
-    cony_test_assert_caps_refused (h, bad[i]);
+    cony_test_assert_caps_refused (h, bad[i], NULL);
   }
 }
 

@@ -805,17 +805,7 @@ test_wrong_dimension (void)
   gst_pad_push_event (h->srcpad, gst_event_new_caps (caps));
   gst_caps_unref (caps);
   g_assert_false (gst_pad_has_current_caps (sinkpad));
-  GstMessage *msg = gst_bus_pop_filtered (bus, GST_MESSAGE_ERROR);
-  g_assert_nonnull (msg);
-  GError *err = NULL;
-  gchar *dbg = NULL;
-  gst_message_parse_error (msg, &err, &dbg);
-  g_assert_true (g_error_matches (err, GST_CORE_ERROR, GST_CORE_ERROR_NEGOTIATION));
-  g_assert_nonnull (strstr (dbg, "64"));
-  g_assert_nonnull (strstr (dbg, "128"));
-  g_free (dbg);
-  g_clear_error (&err);
-  gst_message_unref (msg);
+  cony_test_pop_negotiation_error (bus, (const char *[]) { "64", "128", NULL });
   GstSegment seg;
   gst_segment_init (&seg, GST_FORMAT_TIME);
   gst_pad_push_event (h->srcpad, gst_event_new_segment (&seg));
@@ -981,30 +971,11 @@ test_multitoken_caps_refused (void)
 {
   const char *bad[] = { "6:1", "6:3", "6:6" };
   for (guint i = 0; i < G_N_ELEMENTS (bad); i++) {
-    GstHarness *h = k4_harness ();
-    GstBus *bus = attach_bus (h);
-    GstPad *sinkpad = gst_element_get_static_pad (h->element, "sink");
-    gst_pad_push_event (h->srcpad, gst_event_new_stream_start ("test"));
     gchar *cs = g_strdup_printf ("other/tensors,format=static,num_tensors=1,types=float32,"
         "dimensions=(string)%s,framerate=10/1", bad[i]);
-    GstCaps *caps = gst_caps_from_string (cs);
+    cony_test_assert_caps_refused (k4_harness (), cs,
+        (const char *[]) { "tokens_per_step = 4", NULL });
     g_free (cs);
-    gst_pad_push_event (h->srcpad, gst_event_new_caps (caps));
-    gst_caps_unref (caps);
-    g_assert_false (gst_pad_has_current_caps (sinkpad));
-    GstMessage *msg = gst_bus_pop_filtered (bus, GST_MESSAGE_ERROR);
-    g_assert_nonnull (msg);
-    GError *err = NULL;
-    gchar *dbg = NULL;
-    gst_message_parse_error (msg, &err, &dbg);
-    g_assert_true (g_error_matches (err, GST_CORE_ERROR, GST_CORE_ERROR_NEGOTIATION));
-    g_assert_nonnull (strstr (dbg, "tokens_per_step = 4"));
-    g_free (dbg);
-    g_clear_error (&err);
-    gst_message_unref (msg);
-    gst_object_unref (sinkpad);
-    detach_bus (h, bus);
-    gst_harness_teardown (h);
   }
 }
 

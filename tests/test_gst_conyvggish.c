@@ -395,7 +395,7 @@ test_wrong_caps_refused (void)
   };
   for (guint i = 0; i < G_N_ELEMENTS (bad); i++) {
     GstHarness *h = new_harness ("small.safetensors", NULL);
-    cony_test_assert_caps_refused (h, bad[i]);
+    cony_test_assert_caps_refused (h, bad[i], NULL);
   }
 }
 
