@@ -112,31 +112,39 @@ class ConvertTest(unittest.TestCase):
             convert_vggish.convert(self.pth, self.pca_pth)
         self.assertEqual(convert_vggish.main([bad, "-o", self.out]), 1)
 
-    def test_cony_embed_matches_torch(self):
+    def embed_with_tool(self, seed, *options):
+        """(patches, embeddings): 3 random patches through `cony embed` on self.out."""
         tool = find_tool()
         if tool is None:
             self.skipTest("no built cony tool (set CONY_TOOL)")
         help_text = subprocess.run([tool, "embed", "--help"], capture_output=True, text=True)
         if help_text.returncode != 0:
             self.skipTest("this cony has no embed command")
-        self.assertEqual(convert_vggish.main([self.pth, "--pca", self.pca_pth, "-o", self.out]), 0)
-        x = np.random.default_rng(2).standard_normal((3, 96, 64)).astype(np.float32)
+        x = np.random.default_rng(seed).standard_normal((3, 96, 64)).astype(np.float32)
         inp = os.path.join(self.tmp.name, "patches.npy")
         np.save(inp, x)
         got_path = os.path.join(self.tmp.name, "emb.npy")
-        subprocess.run([tool, "embed", "--model", self.out, inp, "-o", got_path], check=True,
-                       capture_output=True)
+        subprocess.run([tool, "embed", "--model", self.out, *options, inp, "-o", got_path],
+                       check=True, capture_output=True)
+        return x, np.load(got_path)
+
+    @staticmethod
+    def torch64(weights, x):
+        """The reference: the torchvggish-layout network in float64 on @weights."""
         m64 = VGGishLike(CONV, FC, final_relu=True).double()
-        m64.load_state_dict({k: v.double() for k, v in self.model.state_dict().items()})
+        m64.load_state_dict({k: torch.as_tensor(np.asarray(v, dtype=np.float64))
+                             for k, v in weights.items()})
         with torch.no_grad():
-            want = m64(torch.from_numpy(x).double()).numpy()
-        got = np.load(got_path)
+            return m64(torch.from_numpy(x).double()).numpy()
+
+    def test_cony_embed_matches_torch(self):
+        self.assertEqual(convert_vggish.main([self.pth, "--pca", self.pca_pth, "-o", self.out]), 0)
+        x, got = self.embed_with_tool(2)
+        want = self.torch64({k: v.numpy() for k, v in self.model.state_dict().items()}, x)
         self.assertEqual(got.shape, (3, 128))
         self.assertLess(np.abs(got - want).max() / np.abs(want).max(), 1e-4)
         # With the torchvggish postprocess.
-        subprocess.run([tool, "embed", "--model", self.out, "--postprocess", "torch", inp,
-                        "-o", got_path], check=True, capture_output=True)
-        pp = np.load(got_path)
+        _, pp = self.embed_with_tool(2, "--postprocess", "torch")
         want_pp = postprocess_torch(want.astype(np.float32), self.pca["pca_eigen_vectors"],
                                     self.pca["pca_means"])
         self.assertLessEqual(np.abs(pp - want_pp).max(), 1.0)
@@ -145,41 +153,18 @@ class ConvertTest(unittest.TestCase):
     def test_f16_weights(self):
         self.assertEqual(convert_vggish.main([self.pth, "--pca", self.pca_pth, "--dtype", "f16",
                                               "-o", self.out]), 0)
-        with open(self.out, "rb") as f:
-            raw = f.read()
-        import json
-        import struct
-        header = json.loads(raw[8:8 + struct.unpack("<Q", raw[:8])[0]])
-        for name, info in header.items():
-            if name == "__metadata__":
-                self.assertEqual(info["weights_dtype"], "F16")
-                continue
-            want = "F16" if name.endswith(".weight") else "F32"
-            self.assertEqual(info["dtype"], want, name)
-        tensors, _ = safetensors_io.load(self.out)
+        tensors, metadata = safetensors_io.load(self.out)
+        self.assertEqual(metadata["weights_dtype"], "F16")
         sd = self.model.state_dict()
-        for name, value in sd.items():
-            ref = value.numpy().astype(np.float16)
-            if name.endswith(".weight"):
-                np.testing.assert_array_equal(tensors[name], ref)
-        tool = find_tool()
-        if tool is None:
-            self.skipTest("no built cony tool (set CONY_TOOL)")
-        x = np.random.default_rng(3).standard_normal((3, 96, 64)).astype(np.float32)
-        inp = os.path.join(self.tmp.name, "patches.npy")
-        np.save(inp, x)
-        got_path = os.path.join(self.tmp.name, "emb.npy")
-        subprocess.run([tool, "embed", "--model", self.out, inp, "-o", got_path], check=True,
-                       capture_output=True)
+        for name, value in tensors.items():
+            want = np.float16 if name.endswith(".weight") else np.float32
+            self.assertEqual(value.dtype, want, name)
+            if name in sd and name.endswith(".weight"):
+                np.testing.assert_array_equal(value, sd[name].numpy().astype(np.float16))
+        x, got = self.embed_with_tool(3)
         # Reference: torch in float64 on the F16-rounded weights.
-        m64 = VGGishLike(CONV, FC, final_relu=True).double()
-        m64.load_state_dict({k: torch.from_numpy(np.asarray(tensors[k], dtype=np.float64))
-                             for k in sd})
-        with torch.no_grad():
-            want = m64(torch.from_numpy(x).double()).numpy()
-        got = np.load(got_path)
+        want = self.torch64({k: tensors[k] for k in sd}, x)
         self.assertLess(np.abs(got - want).max() / np.abs(want).max(), 1e-4)
-
 
 if __name__ == "__main__":
     unittest.main()
