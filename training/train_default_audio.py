@@ -3,7 +3,7 @@
 that turns 0.96 s log-mel patches into small embeddings, and the CoNy encoder-classifier
 that classifies the stream of those embeddings continually.
 
-    /usr/bin/python3 training/train_default_audio.py --dataset out/audio-dataset-v2 \\
+    /usr/bin/python3 training/train_default_audio.py --dataset out/audio-dataset-v3 \\
         --cony build-train/tools/cony --work out/train-audio --models models/audio
 
 Stages (all run by default; --stages picks some):
@@ -15,6 +15,10 @@ Stages (all run by default; --stages picks some):
          embedding, dropped at export) on 96-frame patches taken at random frame offsets
          of the train clips, with log-mel-domain augmentation (augment()); written to
          MODELS/vggish.safetensors with the front-end parameters in its metadata.
+  pack   instead of cnn (--stages pack,embed,tf,val --pack WORK1,WORK2): the CNNs of
+         earlier runs (same data set and validation split, other --train-seed) packed side
+         by side into one VGGish-layout CNN whose token is their embeddings concatenated
+         (an ensemble in one file the C engine runs; vggish_model.pack_side_by_side).
   embed  `cony embed` with that file on every clip (windows of 96 frames every 25
          frames = 0.25 s, postprocess none): the token sequences the transformer sees
          in the C pipeline, WORK/tokens/<clip>.npy (steps, E). A few are checked against
@@ -33,7 +37,7 @@ Stages (all run by default; --stages picks some):
 
 Only train-split clips (less the validation groups) are used for training; nothing is
 selected on the test split.
-Deterministic: fixed seeds, single-process data, torch threads <= 2.
+Deterministic: fixed seeds, single-process data, torch threads as given (1 by default).
 """
 
 import argparse
@@ -57,7 +61,7 @@ import safetensors_io  # noqa: E402
 from conyref.model import ConyEncoderClassifier, save_checkpoint  # noqa: E402
 from export import export_model  # noqa: E402
 from train import WindowSampler, fit_block_landmarks, train_epochs  # noqa: E402
-from vggish_model import VGGishLike  # noqa: E402
+from vggish_model import VGGishLike, pack_side_by_side  # noqa: E402
 
 PATCH = 96          # frames per CNN window (0.96 s)
 STRIDE = 25         # frames between windows (0.25 s): one token per stride
@@ -91,7 +95,7 @@ def carve_validation(rows, frac, seed):
     rng = np.random.default_rng([seed, 7])
     fam = {}
     for r in rows:
-        if r["split"] == "train":
+        if r["split"] == "train" and r.get("set") != "extra":
             fam.setdefault((r["label"], r.get("family", "")), set()).add(r["group"])
     val = set()
     for key in sorted(fam):
@@ -103,7 +107,9 @@ def carve_validation(rows, frac, seed):
             val.add(gs[i])
     for r in rows:
         if r["split"] == "train" and r["group"] in val:
-            r["split"] = "val"
+            # the extra clips of a validation recording (data set --train-extra) are neither
+            # trained on nor counted, so the validation split is the same with or without them
+            r["split"] = "unused" if r.get("set") == "extra" else "val"
     return rows
 
 
@@ -181,7 +187,24 @@ class PatchClassifier(nn.Module):
 LOG_OFFSET = FRONTEND["log_offset"]
 
 
-def augment(xb, yb, mels, y, silence, rng, quiet_frac=0.0, clip_db=None):
+def random_eq_db(rng):
+    """A smooth random response over the mel bands in dB, the way a microphone, a small
+    loudspeaker or a room colours a recording: a tilt of -8..+8 dB from the lowest to the
+    highest band, one or two bumps or dips of up to +-8 dB a few bands wide, and with
+    probability 0.25 a low-pass roll-off (a cheap speaker or a phone line) of 1.5..6 dB a
+    band above a random band."""
+    b = np.arange(N_MELS, dtype=np.float64)
+    db = rng.uniform(-8, 8) * (b / (N_MELS - 1) - 0.5)
+    for _ in range(int(rng.integers(1, 3))):
+        c, w = rng.uniform(0, N_MELS), rng.uniform(2, 12)
+        db += rng.uniform(-8, 8) * np.exp(-0.5 * ((b - c) / w) ** 2)
+    if rng.random() < 0.25:
+        cut = rng.uniform(30, 60)
+        db -= rng.uniform(1.5, 6) * np.maximum(b - cut, 0.0)
+    return db
+
+
+def augment(xb, yb, mels, y, silence, rng, quiet_frac=0.0, clip_db=None, eq_p=0.0):
     """Augmentation in the log-mel domain, exact where it can be: the mel energies
     (exp(L) - offset) are linear in the waveform's amplitude, so a gain g is
     L' = log(g (exp(L) - offset) + offset). Per patch: a gain of -6..+6 dB; with
@@ -203,6 +226,8 @@ def augment(xb, yb, mels, y, silence, rng, quiet_frac=0.0, clip_db=None):
             yb[j] = silence
             continue
         e[j] *= 10 ** (rng.uniform(-6, 6) / 20.0)        # mel values are magnitudes
+        if yb[j] != silence and rng.random() < eq_p:
+            e[j] *= 10 ** (random_eq_db(rng) / 20.0)         # per band: a filter's gain
         if yb[j] != silence and rng.random() < 0.5:
             i = int(rng.integers(len(mels)))
             while y[i] == silence:
@@ -287,7 +312,7 @@ def stage_cnn(args, rows, labels):
                 xb[j] = m[t:t + PATCH]
             if args.augment:
                 xb, yb = augment(xb, y[idx], mels, y, silence, rng, args.quiet_frac,
-                                 clip_db[idx])
+                                 clip_db[idx], args.eq_p)
             else:
                 yb = y[idx]
             xb = torch.from_numpy(xb)
@@ -306,17 +331,51 @@ def stage_cnn(args, rows, labels):
     model.eval()
     torch.save({"state_dict": model.state_dict(), "conv": conv, "fc": fc},
                os.path.join(args.work, "cnn.pt"))
-    export_cnn(model.cnn, os.path.join(args.models, "vggish.safetensors"))
+    export_cnn(model.cnn, os.path.join(args.models, "vggish.safetensors"), args.cnn_f16)
 
 
-def export_cnn(cnn, path):
+def export_cnn(cnn, path, f16=False):
+    """The CNN as a safetensors file libcony loads; f16: every tensor stored as F16, after
+    rounding the torch weights to F16 in place, so that torch and the file compute the same
+    function (half the bytes; libcony keeps the FC weights in F16)."""
+    if f16:
+        with torch.no_grad():
+            for v in cnn.parameters():
+                v.copy_(v.half().float())
     tensors = {k: v.detach().float().numpy() for k, v in cnn.state_dict().items()}
     meta = {"architecture": "vggish", "input_height": str(PATCH), "input_width": str(N_MELS),
             "input_channels": "1", "final_relu": "false",
             "frontend": json.dumps(FRONTEND, separators=(",", ":"))}
     os.makedirs(os.path.dirname(path), exist_ok=True)
-    safetensors_io.save(path, tensors, meta)
+    safetensors_io.save(path, tensors, meta, dtypes={k: "F16" for k in tensors} if f16 else None)
     log(f"wrote {path} ({os.path.getsize(path)} bytes)")
+
+
+def load_cnn(work):
+    ck = torch.load(os.path.join(work, "cnn.pt"))
+    cnn = VGGishLike(ck["conv"], ck["fc"], final_relu=False)
+    cnn.load_state_dict({k[4:]: v for k, v in ck["state_dict"].items() if k.startswith("cnn.")})
+    return cnn.eval()
+
+
+def stage_pack(args):
+    """An ensemble of CNNs trained by earlier runs (--pack WORK1,WORK2,...: their work
+    directories, same layout, same validation split) packed side by side into one
+    VGGish-layout CNN (vggish_model.pack_side_by_side): the token is their embeddings
+    concatenated. Written like stage_cnn's output (WORK/cnn.pt, MODELS/vggish.safetensors)."""
+    works = args.pack.split(",")
+    packed = pack_side_by_side([load_cnn(w) for w in works])
+    conv = tuple(c if c == "M" else int(c) for c in
+                 [m.out_channels if isinstance(m, nn.Conv2d) else "M" for m in packed.features
+                  if isinstance(m, (nn.Conv2d, nn.MaxPool2d))])
+    fc = tuple(m.out_features for m in packed.embeddings if isinstance(m, nn.Linear))
+    export_cnn(packed, os.path.join(args.models, "vggish.safetensors"), args.cnn_f16)
+    torch.save({"state_dict": {"cnn." + k: v for k, v in packed.state_dict().items()},
+                "conv": conv, "fc": fc, "packed_from": works},
+               os.path.join(args.work, "cnn.pt"))
+    n = sum(p.numel() for p in packed.parameters())
+    log(f"pack: {len(works)} CNNs ({', '.join(works)}) side by side: conv {conv} fc {fc}, "
+        f"{n} parameters")
 
 
 # ----------------------------------------------------------------------------- embed
@@ -329,10 +388,7 @@ def stage_embed(args, rows):
         run([args.cony, "embed", "--model", model_path, "--stride", str(STRIDE),
              os.path.join(args.dataset, r["path"]), "-o", out])
     # the C embeddings against the torch CNN on a few clips
-    ck = torch.load(os.path.join(args.work, "cnn.pt"))
-    cnn = VGGishLike(ck["conv"], ck["fc"], final_relu=False)
-    cnn.load_state_dict({k[4:]: v for k, v in ck["state_dict"].items() if k.startswith("cnn.")})
-    cnn.eval()
+    cnn = load_cnn(args.work)
     worst = 0.0
     for r in rows[::97]:
         m = np.load(npy_path(args.work, "mel", r["path"]))
@@ -443,13 +499,17 @@ def stage_val(args, rows, labels):
 
 def main():
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    ap.add_argument("--dataset", default="out/audio-dataset-v2")
+    ap.add_argument("--dataset", default="out/audio-dataset-v3")
     ap.add_argument("--cony", default="build-train/tools/cony")
     ap.add_argument("--work", default="out/train-audio")
     ap.add_argument("--models", default="models/audio")
     ap.add_argument("--stages", default="mel,cnn,embed,tf,val")
     ap.add_argument("--seed", type=int, default=20261121)
-    ap.add_argument("--threads", type=int, default=2)
+    ap.add_argument("--train-seed", type=int, default=None,
+                    help="seed of the CNN and transformer training only (default: --seed, which "
+                         "also fixes the validation split)")
+    ap.add_argument("--threads", type=int, default=1,
+                    help="torch threads (1 or 2; the shipped model was trained with 1)")
     ap.add_argument("--val-frac", type=float, default=0.15,
                     help="share of each family's train groups held out as the validation split")
     # CNN
@@ -457,7 +517,7 @@ def main():
     ap.add_argument("--fc", default="128,128")
     ap.add_argument("--embed", type=int, default=32, help="embedding size E (token size)")
     ap.add_argument("--cnn-epochs", type=int, default=14)
-    ap.add_argument("--patches-per-clip", type=int, default=5)
+    ap.add_argument("--patches-per-clip", type=int, default=3)
     ap.add_argument("--cnn-batch", type=int, default=64)
     ap.add_argument("--cnn-lr", type=float, default=3e-3)
     ap.add_argument("--cnn-dropout", type=float, default=0.3)
@@ -466,6 +526,13 @@ def main():
                     help="1: draw CNN patches balanced by class and source group (see stage_cnn)")
     ap.add_argument("--quiet-frac", type=float, default=0.05,
                     help="share of non-silence patches scaled to -90..-58 dBFS and labelled silence")
+    ap.add_argument("--cnn-f16", type=int, default=0,
+                    help="1: store the CNN's weights as F16 (rounded; see export_cnn)")
+    ap.add_argument("--pack", default="",
+                    help="stage pack: comma-separated work directories of earlier runs whose "
+                         "CNNs are packed side by side into this run's CNN (stage_pack)")
+    ap.add_argument("--eq-p", type=float, default=0.0,
+                    help="probability of a random smooth EQ on a non-silence patch (random_eq_db)")
     # transformer
     ap.add_argument("--d", type=int, default=32)
     ap.add_argument("--heads", type=int, default=2)
@@ -487,6 +554,8 @@ def main():
     torch.set_num_threads(max(1, min(2, args.threads)))
     rows, labels = read_manifest(args.dataset)
     rows = carve_validation(rows, args.val_frac, args.seed)
+    if args.train_seed is not None:
+        args.seed = args.train_seed       # the validation split is fixed; training varies
     os.makedirs(args.work, exist_ok=True)
     stages = args.stages.split(",")
     t0 = time.time()
@@ -494,6 +563,8 @@ def main():
         stage_mel(args, rows)
     if "cnn" in stages:
         stage_cnn(args, rows, labels)
+    if "pack" in stages:
+        stage_pack(args)
     if "embed" in stages:
         stage_embed(args, rows)
     if "tf" in stages:

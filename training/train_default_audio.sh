@@ -4,24 +4,27 @@
 #   training/train_default_audio.sh [--rebuild-dataset] [--models DIR] [-- extra train args]
 #
 #   1. the labelled clip data set from Debian packages (training/data/build_audio_dataset.sh
-#      --per-class 400 -> out/audio-dataset-v2; skipped when its manifest already exists, unless
-#      --rebuild-dataset; needs root for apt-get the first time),
+#      --per-class 400 --train-extra 600 -> out/audio-dataset-v3; skipped when its manifest
+#      already exists, unless --rebuild-dataset; needs root for apt-get the first time),
 #   2. the `cony` tool (meson + ninja in build-train/, if not built yet),
 #   3. training/train_default_audio.py: log-mel with `cony mel`, the reduced VGGish CNN,
 #      its embeddings with `cony embed`, the CoNy encoder-classifier (cony, then k-means
 #      fixed landmarks and fine-tuning -> cony-fixed), export to models/audio/,
 #   4. training/eval_default_audio.py: held-out per-step accuracy through the C tools,
 #      written into models/audio/MODEL.md.
-# Work files go to out/train-audio/ (gitignored). About 20 minutes on 2 cores.
+# Work files go to out/train-audio/ (gitignored). About 35 minutes on 2 cores.
 set -euo pipefail
 
 REPO=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
 cd "$REPO"
 PY=/usr/bin/python3
-# 400 clips per class (the data set script's default is 120): more distinct segments of the
-# same recordings, which the CNN needs to generalise to unseen recordings.
-DATASET=out/audio-dataset-v2
+# 400 clips per class (the data set script's default is 120), test split included, plus 600
+# training clips per class from the same train recordings and eight train-only packages
+# (data set version 3): more distinct segments and recordings, which the CNN needs to
+# generalise to unseen recordings.
+DATASET=out/audio-dataset-v3
 PER_CLASS=400
+TRAIN_EXTRA=600
 BUILD=${CONY_BUILD_DIR:-build-train}
 MODELS=models/audio
 REBUILD=0
@@ -41,7 +44,7 @@ stamp() { echo "train_default_audio: [$(( $(date +%s) - T0 )) s] $*" >&2; }
 
 if [ "$REBUILD" = 1 ] || [ ! -f "$DATASET/manifest.csv" ]; then
   stamp "building the data set"
-  bash training/data/build_audio_dataset.sh "$DATASET" --per-class "$PER_CLASS"
+  bash training/data/build_audio_dataset.sh "$DATASET" --per-class "$PER_CLASS" --train-extra "$TRAIN_EXTRA"
 fi
 
 if [ ! -x "$BUILD/tools/cony" ]; then

@@ -77,3 +77,55 @@ def postprocess_torch(emb, eigen, means):
     p = torch.mm(E, e.t() - mu).t()
     q = torch.round((torch.clamp(p, -2.0, 2.0) + 2.0) * (255.0 / 4.0))
     return np.ascontiguousarray(q.numpy())
+
+
+def pack_side_by_side(members):
+    """One VGGishLike that computes K independently trained VGGishLike networks of the
+    same layout at once: its embedding is the concatenation of theirs, in order.
+
+    libcony's engine runs the dense VGGish layout only (no grouped convolutions), so the
+    members are packed with block-diagonal weights: every layer is K times as wide, member
+    k owns the k-th slice of channels (the first convolution, which reads the one input
+    channel, is simply stacked), and the zero blocks keep the members apart. The cost is
+    K^2 times one member's multiply-adds in the convolutions after the first and in the
+    fully connected layers; this is how an ensemble of small CNNs ships as one file."""
+    K = len(members)
+    ref = members[0]
+    conv, fc = [], []
+    for m in ref.features:
+        if isinstance(m, nn.MaxPool2d):
+            conv.append("M")
+        elif isinstance(m, nn.Conv2d):
+            conv.append(m.out_channels * K)
+    for m in ref.embeddings:
+        if isinstance(m, nn.Linear):
+            fc.append(m.out_features * K)
+    packed = VGGishLike(tuple(conv), tuple(fc), ref.input_hw, ref.in_channels, ref.final_relu)
+    convs = [[m for m in net.features if isinstance(m, nn.Conv2d)] for net in members]
+    lins = [[m for m in net.embeddings if isinstance(m, nn.Linear)] for net in members]
+    pconv = [m for m in packed.features if isinstance(m, nn.Conv2d)]
+    plin = [m for m in packed.embeddings if isinstance(m, nn.Linear)]
+    with torch.no_grad():
+        for i, p in enumerate(pconv):
+            p.weight.zero_()
+            for k in range(K):
+                w = convs[k][i].weight
+                o, c = w.shape[0], w.shape[1]
+                ci = slice(0, c) if i == 0 else slice(k * c, (k + 1) * c)
+                p.weight[k * o:(k + 1) * o, ci] = w
+                p.bias[k * o:(k + 1) * o] = convs[k][i].bias
+        c_last = convs[0][-1].weight.shape[0]         # one member's channels at the flatten
+        for i, p in enumerate(plin):
+            p.weight.zero_()
+            for k in range(K):
+                w = lins[k][i].weight
+                o = w.shape[0]
+                if i == 0:
+                    # NHWC flatten: the packed input has K * c_last channels per position
+                    pw = p.weight.view(p.weight.shape[0], -1, K * c_last)
+                    pw[k * o:(k + 1) * o, :, k * c_last:(k + 1) * c_last] = w.view(o, -1, c_last)
+                else:
+                    n = w.shape[1]
+                    p.weight[k * o:(k + 1) * o, k * n:(k + 1) * n] = w
+                p.bias[k * o:(k + 1) * o] = lins[k][i].bias
+    return packed

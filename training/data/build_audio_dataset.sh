@@ -30,7 +30,9 @@ DATA=(tuxpaint-stamps-default fillets-ng-data fillets-ng-data-nl wesnoth-1.16-mu
       colobot-common-sounds fretsonfire-songs-muldjord frozen-bubble-data sonic-pi-samples
       sound-theme-freedesktop lomiri-sounds
       widelands-data wesnoth-1.16-data lincity-ng-data minetest-data extremetuxracer-data
-      hedgewars-data oxygen-sounds)
+      hedgewars-data oxygen-sounds
+      scorched3d-data gnome-shell-pomodoro-data linphone-common lugaru-data tuxmath-data
+      tuxtype-data twinkle-common megaglest-data)
 
 # sound files to unpack per data package (tar wildcards; '*' also matches '/')
 declare -A PATTERNS=(
@@ -51,6 +53,15 @@ declare -A PATTERNS=(
   [extremetuxracer-data]="*/etr/music/*.ogg */etr/sounds/*_slide.wav"
   [hedgewars-data]="*/Data/Music/*.ogg */Data/Sounds/plane.ogg */Data/Sounds/steam.ogg */Data/Sounds/blowtorch.ogg */Data/Sounds/pickhammer.ogg"
   [oxygen-sounds]="*/Oxygen-Im-Phone-Ring.ogg"
+  # version 3: for training only (build_audio_dataset.py --train-extra)
+  [scorched3d-data]="*/data/wav/misc/*.wav */data/wav/movement/*.wav"
+  [gnome-shell-pomodoro-data]="*/gnome-pomodoro/sounds/*.ogg"
+  [linphone-common]="*/sounds/linphone/*.wav"
+  [lugaru-data]="*/lugaru/Sounds/*.ogg"
+  [tuxmath-data]="*/tuxmath/sounds/towerclock.wav"
+  [tuxtype-data]="*/tuxtype/sounds/*.wav"
+  [twinkle-common]="*/twinkle/*.wav"
+  [megaglest-data]="*/tilesets/*/sounds/* */commondata/sounds/* */units/*/sounds/*"
 )
 
 T0=$(date +%s)
