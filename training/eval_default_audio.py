@@ -78,7 +78,7 @@ def evaluate(args):
                     cmd[2:2] = ["--attention", v]
                 run(cmd)
                 pred = np.load(lg).argmax(1)
-                results[v].append((labels.index(r["label"]), r["origin"], pred))
+                results[v].append((labels.index(r["label"]), r["origin"], pred, r["group"]))
     seconds = time.time() - t0
     return rows, labels, n, trained, variants, results, seconds
 
@@ -89,7 +89,7 @@ def summarise(labels, n, results_v, origin):
     warm_ok = warm_all = full_ok = full_all = 0
     per_class = np.zeros((C, 2), np.int64)   # full-window correct, total
     clip_ok = clips = 0
-    for y, o, pred in results_v:
+    for y, o, pred, _ in results_v:
         if origin != "all" and o != origin:
             continue
         clips += 1
@@ -107,6 +107,32 @@ def summarise(labels, n, results_v, origin):
     return dict(clips=clips, full=(full_ok, full_all), warm=(warm_ok, warm_all),
                 all=(full_ok + warm_ok, full_all + warm_all), per_class=per_class.tolist(),
                 confusion=conf.tolist(), clip_majority=(clip_ok, clips))
+
+
+def by_recording(results_v, n):
+    """Full-window steps (correct, total) per source group of the real clips."""
+    g = {}
+    for y, o, pred, group in results_v:
+        if o != "real":
+            continue
+        full = pred[n - 1:]
+        a = g.setdefault(group, [0, 0])
+        a[0] += int((full == y).sum())
+        a[1] += len(full)
+    return np.array(list(g.values()), dtype=np.float64).reshape(-1, 2)
+
+
+def recording_spread(results_v, n, draws=2000, seed=5):
+    """How much the headline depends on which recordings are in the test split: the
+    2.5 and 97.5 percentiles of the full-window accuracy over bootstrap resamples of the
+    test recordings (groups, drawn with replacement), and the mean of the per-recording
+    accuracies (every recording counted once, however many clips it gave)."""
+    g = by_recording(results_v, n)
+    rng = np.random.default_rng(seed)
+    idx = rng.integers(0, len(g), size=(draws, len(g)))
+    acc = g[idx, 0].sum(1) / g[idx, 1].sum(1)
+    lo, hi = np.percentile(acc, [2.5, 97.5])
+    return len(g), 100 * lo, 100 * hi, 100 * float(np.mean(g[:, 0] / g[:, 1]))
 
 
 def pct(p):
@@ -129,6 +155,12 @@ def report(labels, n, trained, variants, results, seconds, steps_per_clip):
                f"steps correct on {h['clips']} held-out real clips**; "
                f"warm-up steps {pct(h['warm'])}; all steps {pct(h['all'])}.")
     out.append("")
+    ng, lo, hi, mean_rec = recording_spread(results[trained], n)
+    out.append(f"The clips come from {ng} test recordings (source groups), and the errors "
+               f"follow recordings: resampling the recordings (bootstrap, 2000 draws) puts the "
+               f"headline between {lo:.1f} and {hi:.1f} % (95 %); counting every recording once, "
+               f"the mean per-recording accuracy is {mean_rec:.1f} %.")
+    out.append("")
     out.append("Per-step accuracy by attention variant (`cony classify --attention V` on the "
                "same file; the fixed-landmark pair and the continual/regular pair compute the "
                "same function, the others are variants the weights were not trained for):")
@@ -149,7 +181,7 @@ def report(labels, n, trained, variants, results, seconds, steps_per_clip):
         out.append("| class | clips | accuracy |")
         out.append("|---|---|---|")
         counts = {}
-        for y, org, _ in results[trained]:
+        for y, org, _, _ in results[trained]:
             if org == o:
                 counts[y] = counts.get(y, 0) + 1
         for c, name in enumerate(labels):
