@@ -1276,7 +1276,7 @@ def validation_groups(jobs, frac, seed):
     rng = np.random.default_rng([seed, 7])
     fam = {}
     for j in jobs:
-        if j["split"] == "train":
+        if j["split"] == "train" and j.get("set") != "extra":
             fam.setdefault((j["label"], j["family"]), set()).add(j["group"])
     val = set()
     for key in sorted(fam):
