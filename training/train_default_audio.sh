@@ -4,7 +4,7 @@
 #   training/train_default_audio.sh [--rebuild-dataset] [--models DIR] [-- extra train args]
 #
 #   1. the labelled clip data set from Debian packages (training/data/build_audio_dataset.sh
-#      --per-class 400 --train-extra 600 -> out/audio-dataset-v3; skipped when its manifest
+#      --per-class 400 --train-extra 600 --alarm-synth v3 -> out/audio-dataset-v3a; skipped when its manifest
 #      already exists, unless --rebuild-dataset; needs root for apt-get the first time),
 #   2. the `cony` tool (meson + ninja in build-train/, if not built yet),
 #   3. training/train_default_audio.py: log-mel with `cony mel`, the reduced VGGish CNN,
@@ -21,8 +21,9 @@ PY=/usr/bin/python3
 # 400 clips per class (the data set script's default is 120), test split included, plus 600
 # training clips per class from the same train recordings and eight train-only packages
 # (data set version 3): more distinct segments and recordings, which the CNN needs to
-# generalise to unseen recordings.
-DATASET=out/audio-dataset-v3
+# generalise to unseen recordings. The synthesised alarms are generator v3's (ringtones,
+# bells, sirens, beeps through loudspeakers and rooms, over real noise).
+DATASET=out/audio-dataset-v3a
 PER_CLASS=400
 TRAIN_EXTRA=600
 BUILD=${CONY_BUILD_DIR:-build-train}
@@ -44,7 +45,8 @@ stamp() { echo "train_default_audio: [$(( $(date +%s) - T0 )) s] $*" >&2; }
 
 if [ "$REBUILD" = 1 ] || [ ! -f "$DATASET/manifest.csv" ]; then
   stamp "building the data set"
-  bash training/data/build_audio_dataset.sh "$DATASET" --per-class "$PER_CLASS" --train-extra "$TRAIN_EXTRA"
+  bash training/data/build_audio_dataset.sh "$DATASET" --per-class "$PER_CLASS" --train-extra "$TRAIN_EXTRA" \
+    --alarm-synth v3
 fi
 
 if [ ! -x "$BUILD/tools/cony" ]; then
