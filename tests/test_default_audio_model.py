@@ -8,7 +8,11 @@ Checks:
     size equals the CNN's embedding size;
   * for each generated clip, `cony mel` -> `cony embed --model vggish.safetensors` ->
     `cony classify --model transformer.safetensors` gives one step per 0.25 s and the
-    expected label is the most frequent per-step arg-max, on at least 60 % of the steps.
+    expected label is the most frequent per-step arg-max, on at least 60 % of the steps;
+  * the same clip through GStreamer (gst-launch-1.0 -m filesrc ! decodebin ! audioconvert !
+    audioresample ! conymel ! conyvggish ! conytransformer ! fakesink, the README's main
+    pipeline) posts one conytransformer message per step whose labels are exactly those
+    of the `cony` tools (skipped when gst-launch-1.0 or the plugin is not there).
 Clips (made here, nothing downloaded): speech spoken by espeak-ng (skipped when espeak-ng
 is not installed), a beeping alarm (2 kHz sine beeps, 0.25 s on / 0.25 s off), a quiet room
 (white noise at -75 dBFS) and engine-like noise (low harmonic rumble plus noise at
@@ -18,6 +22,7 @@ rendered with their own fixed seeds.
 
 import json
 import os
+import re
 import shutil
 import subprocess
 import sys
@@ -67,6 +72,22 @@ def clips(tmp):
     return paths
 
 
+def pipeline_labels(wav, cnn, tf):
+    """The per-step labels of the conytransformer bus messages for wav, or None when
+    GStreamer or the plugin is missing."""
+    launch = shutil.which("gst-launch-1.0")
+    if not launch or not os.environ.get("GST_PLUGIN_PATH"):
+        return None
+    r = subprocess.run([launch, "-m", "filesrc", f"location={wav}", "!", "decodebin", "!",
+                        "audioconvert", "!", "audioresample", "!", "conymel", "!",
+                        "conyvggish", f"model={cnn}", "!", "conytransformer", f"model={tf}",
+                        "!", "fakesink"], stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
+                       text=True, timeout=120)
+    if r.returncode != 0:
+        raise RuntimeError(f"gst-launch-1.0 failed ({r.returncode}): {r.stdout[-2000:]}")
+    return re.findall(r"\(element\): conytransformer, .*?label=\(string\)([^,]*),", r.stdout)
+
+
 def main():
     cony, models = sys.argv[1], sys.argv[2]
     tf = os.path.join(models, "transformer.safetensors")
@@ -109,6 +130,18 @@ def main():
                   f"{top} ({100 * share:.0f} %): {summary}")
             if not ok:
                 failures.append(want)
+            i += 1
+            got = pipeline_labels(wav, cnn, tf)
+            if got is None:
+                print(f"ok {i} {want} through gst-launch-1.0 # SKIP no gst-launch-1.0 or plugin path")
+            else:
+                same = got == [labels[p] for p in pred]
+                print(f"{'ok' if same else 'not ok'} {i} {want} through gst-launch-1.0: "
+                      f"{len(got)} step messages, {'the same' if same else 'NOT the same'} "
+                      f"labels as cony classify")
+                if not same:
+                    print(f"# pipeline: {got}\n# cony:     {[labels[p] for p in pred]}")
+                    failures.append(want + " (pipeline)")
             i += 1
     print(f"1..{i - 1}")
     for f in failures:
