@@ -61,7 +61,7 @@ import safetensors_io  # noqa: E402
 from conyref.model import ConyEncoderClassifier, save_checkpoint  # noqa: E402
 from export import export_model  # noqa: E402
 from train import WindowSampler, fit_block_landmarks, train_epochs  # noqa: E402
-from vggish_model import VGGishLike, pack_side_by_side  # noqa: E402
+from vggish_model import VGGishLike, layout, pack_side_by_side  # noqa: E402
 
 PATCH = 96          # frames per CNN window (0.96 s)
 STRIDE = 25         # frames between windows (0.25 s): one token per stride
@@ -365,10 +365,7 @@ def stage_pack(args):
     concatenated. Written like stage_cnn's output (WORK/cnn.pt, MODELS/vggish.safetensors)."""
     works = args.pack.split(",")
     packed = pack_side_by_side([load_cnn(w) for w in works])
-    conv = tuple(c if c == "M" else int(c) for c in
-                 [m.out_channels if isinstance(m, nn.Conv2d) else "M" for m in packed.features
-                  if isinstance(m, (nn.Conv2d, nn.MaxPool2d))])
-    fc = tuple(m.out_features for m in packed.embeddings if isinstance(m, nn.Linear))
+    conv, fc = layout(packed)
     export_cnn(packed, os.path.join(args.models, "vggish.safetensors"), args.cnn_f16)
     torch.save({"state_dict": {"cnn." + k: v for k, v in packed.state_dict().items()},
                 "conv": conv, "fc": fc, "packed_from": works},

@@ -79,6 +79,14 @@ def postprocess_torch(emb, eigen, means):
     return np.ascontiguousarray(q.numpy())
 
 
+def layout(net):
+    """(conv, fc) of a VGGishLike, as its constructor takes them."""
+    conv = tuple("M" if isinstance(m, nn.MaxPool2d) else m.out_channels
+                 for m in net.features if isinstance(m, (nn.Conv2d, nn.MaxPool2d)))
+    fc = tuple(m.out_features for m in net.embeddings if isinstance(m, nn.Linear))
+    return conv, fc
+
+
 def pack_side_by_side(members):
     """One VGGishLike that computes K independently trained VGGishLike networks of the
     same layout at once: its embedding is the concatenation of theirs, in order.
@@ -91,16 +99,9 @@ def pack_side_by_side(members):
     fully connected layers; this is how an ensemble of small CNNs ships as one file."""
     K = len(members)
     ref = members[0]
-    conv, fc = [], []
-    for m in ref.features:
-        if isinstance(m, nn.MaxPool2d):
-            conv.append("M")
-        elif isinstance(m, nn.Conv2d):
-            conv.append(m.out_channels * K)
-    for m in ref.embeddings:
-        if isinstance(m, nn.Linear):
-            fc.append(m.out_features * K)
-    packed = VGGishLike(tuple(conv), tuple(fc), ref.input_hw, ref.in_channels, ref.final_relu)
+    conv, fc = layout(ref)
+    packed = VGGishLike(tuple(c if c == "M" else c * K for c in conv), tuple(w * K for w in fc),
+                        ref.input_hw, ref.in_channels, ref.final_relu)
     convs = [[m for m in net.features if isinstance(m, nn.Conv2d)] for net in members]
     lins = [[m for m in net.embeddings if isinstance(m, nn.Linear)] for net in members]
     pconv = [m for m in packed.features if isinstance(m, nn.Conv2d)]

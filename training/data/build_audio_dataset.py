@@ -1202,6 +1202,18 @@ def split_counts(total, weights):
 SPLIT_REFERENCE_PER_CLASS = 300
 
 
+def clip_job(a, ci, c, fi, f, split, si, sp, seed_tag, name_tag="", group=None, **extra):
+    """One clip to render: spec sp of family f (the fi-th of class c, the ci-th class), the
+    si-th of its plan; seed_tag tells the plans apart in the clip's seed and name_tag in
+    its file name."""
+    if sp["kind"] == "loop" and f.name == "quiet_real":
+        sp["kind"] = "quiet_real"
+    rel = os.path.join("clips", split, c, "%s_%s_%s%04d.wav" % (c, f.name, name_tag, si))
+    return dict(label=c, family=f.name, package=f.package, split=split, spec=sp,
+                group=group or sp["group"], path=rel, path_abs=os.path.join(a.out, rel),
+                seed=[a.seed, ci, fi, seed_tag, si], **extra)
+
+
 def plan_jobs(fams, rng, split_of, per_class, a):
     """Plan per_class clips per class over fams (class -> [(family, weight)]). Groups not yet
     in split_of are split here (stratified per family, about test_frac of each family's
@@ -1232,13 +1244,9 @@ def plan_jobs(fams, rng, split_of, per_class, a):
                     gs = [g for g in f.groups if split_of[g] == split]
                 specs = f.plan(gs, n, rng, a.clip_seconds)
                 for si, sp in enumerate(specs):
-                    if sp["kind"] == "loop" and f.name == "quiet_real":
-                        sp["kind"] = "quiet_real"
                     group = sp.get("group") or "synth:%s:%s:%s%04d" % (c, f.name, split, si)
-                    rel = os.path.join("clips", split, c, "%s_%s_%04d.wav" % (c, f.name, si))
-                    jobs.append(dict(label=c, family=f.name, package=f.package, split=split, spec=sp,
-                                     group=group, path=rel, path_abs=os.path.join(a.out, rel),
-                                     seed=[a.seed, ci, fi, 0 if split == "train" else 1, si]))
+                    jobs.append(clip_job(a, ci, c, fi, f, split, si, sp,
+                                         0 if split == "train" else 1, group=group))
     return jobs
 
 
@@ -1246,8 +1254,8 @@ def plan_extra_train(fams, rng, split_of, per_class, a):
     """per_class more training clips per class, cut from the real families' train groups
     only (fams: class -> [(family, weight)], synthesised families left out), planned with
     an RNG of their own so that the clips planned before them, and so the test split, do
-    not change. A family whose groups are not in split_of yet (a train-only family) has
-    them all put in train. Rows from here are marked set=extra."""
+    not change. Every group must be in split_of already. Rows from here are marked
+    set=extra."""
     jobs = []
     for ci, c in enumerate(CLASSES):
         real = [(f, w) for f, w in fams[c] if f.groups is not None]
@@ -1255,18 +1263,11 @@ def plan_extra_train(fams, rng, split_of, per_class, a):
             continue
         counts = split_counts(per_class, [w for _, w in real])
         for fi, ((f, _), n) in enumerate(zip(real, counts)):
-            for g in f.groups:
-                split_of.setdefault(g, "train")
             gs = [g for g in f.groups if split_of[g] == "train"]
             if not gs or n == 0:
                 continue
             for si, sp in enumerate(f.plan(gs, n, rng, a.clip_seconds)):
-                if sp["kind"] == "loop" and f.name == "quiet_real":
-                    sp["kind"] = "quiet_real"
-                rel = os.path.join("clips", "train", c, "%s_%s_x%04d.wav" % (c, f.name, si))
-                jobs.append(dict(label=c, family=f.name, package=f.package, split="train", spec=sp,
-                                 group=sp["group"], path=rel, path_abs=os.path.join(a.out, rel),
-                                 seed=[a.seed, ci, fi, 2, si], set="extra"))
+                jobs.append(clip_job(a, ci, c, fi, f, "train", si, sp, 2, "x", set="extra"))
     return jobs
 
 
