@@ -32,7 +32,9 @@ DATA=(tuxpaint-stamps-default fillets-ng-data fillets-ng-data-nl wesnoth-1.16-mu
       widelands-data wesnoth-1.16-data lincity-ng-data minetest-data extremetuxracer-data
       hedgewars-data oxygen-sounds
       scorched3d-data gnome-shell-pomodoro-data linphone-common lugaru-data tuxmath-data
-      tuxtype-data twinkle-common megaglest-data)
+      tuxtype-data twinkle-common megaglest-data
+      supertux-data warmux-data openclonk-data freedink-data xmoto-data asterisk-moh-opsound-wav
+      asterisk-core-sounds-en-wav heroes-sound-effects sound-icons openttd-opensfx gcompris-qt-data)
 
 # sound files to unpack per data package (tar wildcards; '*' also matches '/')
 declare -A PATTERNS=(
@@ -58,10 +60,23 @@ declare -A PATTERNS=(
   [gnome-shell-pomodoro-data]="*/gnome-pomodoro/sounds/*.ogg"
   [linphone-common]="*/sounds/linphone/*.wav"
   [lugaru-data]="*/lugaru/Sounds/*.ogg"
-  [tuxmath-data]="*/tuxmath/sounds/towerclock.wav"
-  [tuxtype-data]="*/tuxtype/sounds/*.wav"
+  [tuxmath-data]="*/tuxmath/sounds/towerclock.wav */tuxmath/sounds/0?_*.ogg"
+  [tuxtype-data]="*/tuxtype/sounds/*.wav */tuxtype/sounds/*.ogg"
   [twinkle-common]="*/twinkle/*.wav"
-  [megaglest-data]="*/tilesets/*/sounds/* */commondata/sounds/* */units/*/sounds/*"
+  [megaglest-data]="*/tilesets/*/sounds/* */commondata/sounds/* */units/*/sounds/* */music/*.ogg"
+  # version 4: for training only (build_audio_dataset.py --train-only-version 4)
+  [supertux-data]="*/supertux2/music/*.ogg */supertux2/sounds/*.wav"
+  [warmux-data]="*/warmux/music/*.ogg */sound/default/weapons/*.ogg */sound/default/misc/frog_music.ogg"
+  [openclonk-data]="*/Music.ocg/*.ogg"
+  [freedink-data]="*/dink/Sound/*.ogg */dink/Sound/fire.wav"
+  [xmoto-data]="*/Textures/Musics/*.ogg"
+  [asterisk-moh-opsound-wav]="*/asterisk/moh/*.wav"
+  [asterisk-core-sounds-en-wav]="*/en_US_f_Allison/*.wav"
+  [heroes-sound-effects]="*/heroes/sfx/*.wav"
+  [sound-icons]="*/sound-icons/canary-long.wav"
+  # sounds inside archives, unpacked by unpack_archives.py into <archive>.d/
+  [openttd-opensfx]="*/opensfx/opensfx.cat"
+  [gcompris-qt-data]="*/rcc/memory-sound.rcc */rcc/explore_farm_animals.rcc */rcc/canal_lock.rcc */rcc/explore_world_music.rcc */rcc/instruments.rcc"
 )
 
 T0=$(date +%s)
@@ -115,10 +130,13 @@ for p in "${DATA[@]}"; do
   log "unpacking $p"
   read -r -a pats <<< "${PATTERNS[$p]}"
   set +o pipefail
-  dpkg-deb --fsys-tarfile "$deb" | tar -x -C "$SRC/$p" --wildcards "${pats[@]}" 2>"$SRC/$p.tar.log"
+  # (tar stops dpkg-deb with a broken pipe once it has what it needs: only tar's status counts)
+  dpkg-deb --fsys-tarfile "$deb" | tar -x -C "$SRC/$p" --wildcards "${pats[@]}" 2>"$SRC/$p.tar.log" \
+    || die "unpacking $p failed: $(grep -v 'Exiting with failure' "$SRC/$p.tar.log" | head -3)"
   set -o pipefail
   n=$(find "$SRC/$p" -type f | wc -l)
   [ "$n" -gt 0 ] || die "no sound files unpacked from $deb (patterns: ${PATTERNS[$p]}; see $SRC/$p.tar.log)"
+  $PY "$HERE/unpack_archives.py" "$SRC/$p" || die "could not unpack the sound archives of $p"
   touch "$stamp"
 done
 T1=$(date +%s)

@@ -1,0 +1,114 @@
+"""training/data/unpack_archives.py: OpenTTD .cat and Qt .rcc archives written here byte by
+byte (the layouts its docstring describes) unpack to the same bytes; placeholders and
+non-sound members are skipped; malformed archives raise an error that names the file."""
+
+import os
+import struct
+import sys
+import tempfile
+import unittest
+import zlib
+
+sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "data"))
+
+import unpack_archives as ua  # noqa: E402
+
+
+def wav_bytes(n):
+    data = bytes(range(n % 256)) * 2
+    return b"RIFF" + struct.pack("<I", 36 + len(data)) + b"WAVEfmt " + bytes(20) + b"data" + \
+        struct.pack("<I", len(data)) + data
+
+
+def write_cat(path, entries):
+    """entries: (name, body); body b"" is a placeholder."""
+    table = 8 * len(entries)
+    blobs, off = [], table
+    head = b""
+    for name, body in entries:
+        nb = name.encode("latin-1") + b"\0"
+        blob = bytes([len(nb)]) + nb + body
+        head += struct.pack("<II", off, len(blob))
+        blobs.append(blob)
+        off += len(blob)
+    with open(path, "wb") as f:
+        f.write(head + b"".join(blobs))
+
+
+def write_rcc(path, files):
+    """A version-2 Qt resource: one directory 'res' holding files (name, bytes, compress)."""
+    names = b""
+    name_off = {}
+    for n in ["res"] + [n for n, _, _ in files]:
+        name_off[n] = len(names)
+        u = n.encode("utf-16-be")
+        names += struct.pack(">HI", len(n), 0) + u
+    data = b""
+    data_off = []
+    for _, body, compress in files:
+        data_off.append(len(data))
+        payload = struct.pack(">I", len(body)) + zlib.compress(body) if compress else body
+        data += struct.pack(">I", len(payload)) + payload
+    nodes = struct.pack(">IHII", 0, 2, 1, 1) + bytes(8)                 # root: 1 child at 1
+    nodes += struct.pack(">IHII", name_off["res"], 2, len(files), 2) + bytes(8)
+    for (n, _, compress), doff in zip(files, data_off):
+        nodes += struct.pack(">IHHHI", name_off[n], 1 if compress else 0, 0, 0, doff) + bytes(8)
+    header_len = 20
+    tree = header_len
+    dat = tree + len(nodes)
+    nam = dat + len(data)
+    with open(path, "wb") as f:
+        f.write(b"qres" + struct.pack(">IIII", 2, tree, dat, nam) + nodes + data + names)
+
+
+class UnpackArchives(unittest.TestCase):
+    def setUp(self):
+        self.tmp = tempfile.TemporaryDirectory()
+        self.dir = self.tmp.name
+
+    def tearDown(self):
+        self.tmp.cleanup()
+
+    def test_cat(self):
+        p = os.path.join(self.dir, "s.cat")
+        a, b = wav_bytes(40), wav_bytes(77)
+        write_cat(p, [("Ship horn (Original x.wav by Someone)", a), ("Empty", b""),
+                      ("Level crossing", b)])
+        self.assertEqual(ua.unpack(p), 2)
+        d = p + ".d"
+        self.assertEqual(sorted(os.listdir(d)), ["00_Ship_horn.wav", "02_Level_crossing.wav"])
+        self.assertEqual(open(os.path.join(d, "00_Ship_horn.wav"), "rb").read(), a)
+        self.assertEqual(open(os.path.join(d, "02_Level_crossing.wav"), "rb").read(), b)
+
+    def test_rcc_plain_and_compressed(self):
+        p = os.path.join(self.dir, "r.rcc")
+        one, two = b"OggS" + bytes(range(200)), b"RIFF" + bytes(300)
+        write_rcc(p, [("one.ogg", one, False), ("two.wav", two, True), ("notes.txt", b"hi", False)])
+        self.assertEqual(ua.unpack(p), 2)
+        self.assertEqual(open(os.path.join(p + ".d", "res", "one.ogg"), "rb").read(), one)
+        self.assertEqual(open(os.path.join(p + ".d", "res", "two.wav"), "rb").read(), two)
+        self.assertFalse(os.path.exists(os.path.join(p + ".d", "res", "notes.txt")))
+
+    def test_malformed(self):
+        bad_magic = os.path.join(self.dir, "bad.rcc")
+        open(bad_magic, "wb").write(b"nope" + bytes(40))
+        with self.assertRaisesRegex(ua.ArchiveError, "bad.rcc: no 'qres' magic"):
+            ua.unpack(bad_magic)
+        cut = os.path.join(self.dir, "cut.cat")
+        write_cat(cut, [("A", wav_bytes(50))])
+        data = open(cut, "rb").read()
+        open(cut, "wb").write(data[:-10])
+        with self.assertRaisesRegex(ua.ArchiveError, "cut.cat: entry 0 .* outside the file"):
+            ua.unpack(cut)
+        notwav = os.path.join(self.dir, "notwav.cat")
+        write_cat(notwav, [("A", b"MThd" + bytes(20))])
+        with self.assertRaisesRegex(ua.ArchiveError, "notwav.cat: entry 0 .* not a RIFF WAVE"):
+            ua.unpack(notwav)
+        empty = os.path.join(self.dir, "empty.cat")
+        open(empty, "wb").write(b"\x01")
+        with self.assertRaisesRegex(ua.ArchiveError, "empty.cat: first entry offset"):
+            ua.unpack(empty)
+
+
+if __name__ == "__main__":
+    unittest.main()
