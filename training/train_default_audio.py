@@ -262,6 +262,34 @@ def augment(xb, yb, mels, y, silence, rng, quiet_frac=0.0, clip_db=None, eq_p=0.
     return out.astype(np.float32), yb
 
 
+def mixup(xb, yb, classes, silence, rng, p):
+    """Mixup in the mel-energy domain: with probability p a patch is mixed with another
+    patch of the batch, both scaled to the same mean energy, in proportions lam : 1 - lam
+    (lam ~ Beta(0.4, 0.4)), and its target becomes the same mixture of the two one-hot
+    labels. Silence patches are neither mixed nor mixed in (silence is a level: any sound
+    added to it is no longer silence). Returns the patches and (B, classes) soft targets."""
+    B = xb.shape[0]
+    target = np.zeros((B, classes), np.float32)
+    target[np.arange(B), yb] = 1.0
+    loud = np.flatnonzero(yb != silence)
+    if p <= 0 or len(loud) < 2:
+        return xb, target
+    e = np.maximum(np.exp(xb.astype(np.float64)) - LOG_OFFSET, 0.0)
+    out = xb.copy()
+    for j in loud:
+        if rng.random() >= p:
+            continue
+        k = int(loud[rng.integers(len(loud))])
+        if k == j:
+            continue
+        lam = float(np.clip(rng.beta(0.4, 0.4), 0.0, 1.0))
+        other = e[k] * (e[j].mean() / max(e[k].mean(), 1e-12))
+        out[j] = np.log(lam * e[j] + (1.0 - lam) * other + LOG_OFFSET)
+        target[j] = lam * target[j]
+        target[j, yb[k]] += 1.0 - lam
+    return out.astype(np.float32), target
+
+
 def load_mels(args, rows):
     return [np.load(npy_path(args.work, "mel", r["path"])).astype(np.float32) for r in rows]
 
@@ -315,10 +343,12 @@ def stage_cnn(args, rows, labels):
                                  clip_db[idx], args.eq_p)
             else:
                 yb = y[idx]
+            xb, target = mixup(xb, yb, len(labels), silence, rng, args.mixup_p)
             xb = torch.from_numpy(xb)
             yb = torch.from_numpy(yb)
+            target = torch.from_numpy(target) * 0.95 + 0.05 / len(labels)  # label smoothing
             logits = model(xb)
-            loss = F.cross_entropy(logits, yb, label_smoothing=0.05)
+            loss = -(target * F.log_softmax(logits, 1)).sum(1).mean()
             opt.zero_grad()
             loss.backward()
             opt.step()
@@ -422,6 +452,29 @@ def pair_sequences(tokens, y, count, same_frac, rng):
     return xs, ys
 
 
+class CorruptedWindows:
+    """Wraps a WindowSampler: in every training window each token is, with probability p,
+    replaced by a token drawn from any train clip (any class), and the window keeps its
+    label. The CNN gets its own train clips nearly all right, so clean train tokens teach
+    the encoder to trust the newest token; on unseen recordings single tokens are often
+    wrong, and the window has to outvote them."""
+
+    def __init__(self, sampler, pool, p, seed):
+        self.sampler, self.pool, self.p = sampler, pool, p
+        self.rng = np.random.default_rng([seed, 5])
+
+    def batch(self, size):
+        x, off, y = self.sampler.batch(size)
+        if self.p > 0:
+            hit = self.rng.random(x.shape[:2]) < self.p
+            k = int(hit.sum())
+            if k:
+                x = x.clone()
+                x[torch.from_numpy(hit)] = torch.from_numpy(
+                    self.pool[self.rng.integers(0, len(self.pool), k)])
+        return x, off, y
+
+
 def stage_tf(args, rows, labels):
     torch.manual_seed(args.seed)
     rng = np.random.default_rng(args.seed + 1)
@@ -439,6 +492,8 @@ def stage_tf(args, rows, labels):
                                   dropout=args.tf_dropout)
     T = model.config["positional_rows"]
     sampler = WindowSampler(x, yy, args.window, T, args.warmup_fraction, args.seed)
+    if args.token_swap > 0:
+        sampler = CorruptedWindows(sampler, np.concatenate(tokens), args.token_swap, args.seed)
     log(f"transformer: d {args.d} heads {args.heads} ff {args.ff} n {args.window} "
         f"m {args.landmarks}; {len(x)} paired sequences of {x.shape[1]} tokens")
     train_epochs(model, sampler, args.tf_epochs, args.tf_batches, args.tf_batch, args.tf_lr,
@@ -528,6 +583,9 @@ def main():
     ap.add_argument("--pack", default="",
                     help="stage pack: comma-separated work directories of earlier runs whose "
                          "CNNs are packed side by side into this run's CNN (stage_pack)")
+    ap.add_argument("--mixup-p", type=float, default=0.0,
+                    help="share of (non-silence) CNN training patches mixed with another "
+                         "patch of the batch, soft targets (mixup(); 0 = off)")
     ap.add_argument("--eq-p", type=float, default=0.0,
                     help="probability of a random smooth EQ on a non-silence patch (random_eq_db)")
     # transformer
@@ -545,6 +603,9 @@ def main():
     ap.add_argument("--tf-batch", type=int, default=64)
     ap.add_argument("--tf-lr", type=float, default=2e-3)
     ap.add_argument("--tf-dropout", type=float, default=0.1)
+    ap.add_argument("--token-swap", type=float, default=0.0,
+                    help="share of the tokens of each transformer training window replaced by "
+                         "a random train token (CorruptedWindows; 0 = off)")
     ap.add_argument("--kmeans-windows", type=int, default=512)
     args = ap.parse_args()
 
