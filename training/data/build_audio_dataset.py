@@ -1166,6 +1166,42 @@ TRAIN_ONLY4_SPEECH = ("asterisk-core-sounds-en-wav", "usr/share/asterisk/sounds/
                       r"/en_US_f_Allison/((digits|letters|phonetic|dictate|followme)/)?[a-z0-9-]+\.wav$", 300)
 
 
+# Version 5 adds 0 A.D. (animal calls, water and weather ambiences, music; unpacked from its
+# public.zip) and Warzone 2100's soundtrack (Opus, decoded to wav), again for training only.
+OAD = "usr/share/games/0ad/mods/public/public.zip.d/audio"
+TRAIN_ONLY5 = {
+    "animal": [("0ad-data", OAD, r"/(actor/fauna/animal/[^/]+|actor/fauna/death/(goat_[0-9]+|death_horse_1[01]"
+                                  r"|death_camel_10)|voice/global/civ_dog_bark)\.ogg$", 50)],
+    "noise": [("0ad-data", OAD, r"/ambient/(water/[^/]+|weather/(wind_11|windstorm_11|snowstorm_11|rain_1[12]"
+                                 r"|windgust_11|windleaves_1[01]))\.ogg$", 14)],
+    "music": [("0ad-data", OAD, r"/music/[^/]+\.ogg$", 50),
+              ("warzone2100-music", "usr/share/games/warzone2100/music", r"\.opus\.wav$", 25)],
+}
+
+
+# Version 6 adds twenty-five more packages (FlightGear warning horns and beeps, telephone
+# tones, bells, whistles; engines, weather, crowds; animals; music; spoken callouts), for
+# training only, listed file by file in train_only_v6.tsv.
+TRAIN_ONLY6_LIST = os.path.join(os.path.dirname(os.path.abspath(__file__)), "train_only_v6.tsv")
+
+
+def train_only_v6(cat):
+    """class -> [files] of train_only_v6.tsv; a listed file that is missing is an error."""
+    out = defaultdict(list)
+    with open(TRAIN_ONLY6_LIST, newline="") as f:
+        rows = csv.DictReader((line for line in f if not line.startswith("#")), delimiter="\t")
+        for r in rows:
+            path = os.path.join(cat.pkg(r["package"]), r["path"])
+            if not os.path.isfile(path):
+                raise DataError("%s: %s of package %s is not extracted (%s)"
+                                % (os.path.basename(TRAIN_ONLY6_LIST), r["path"], r["package"], path))
+            if r["class"] not in CLASSES:
+                raise DataError("%s: unknown class %r for %s" % (os.path.basename(TRAIN_ONLY6_LIST),
+                                                                  r["class"], r["path"]))
+            out[r["class"]].append(path)
+    return out
+
+
 def find_table(cat, table, label):
     files, pkgs = [], []
     for pkg, sub, rx, minimum in table:
@@ -1174,28 +1210,44 @@ def find_table(cat, table, label):
     return sorted(files), "+".join(sorted(set(pkgs)))
 
 
+def with_v6(cat, files, pkg, extra):
+    """files and the package list, with version 6's files of the class added."""
+    if not extra:
+        return files, pkg
+    pkgs = set(pkg.split("+")) | {cat.rel(f).split(":")[0] for f in extra}
+    return sorted(files + extra), "+".join(sorted(pkgs))
+
+
 def build_train_only_families(cat, version=3):
     """Recordings used for training only (--train-extra): their groups never enter the test
     split, so the held-out test split stays version 2's. Labels come from file names that
-    make the class unambiguous. version 4 adds TRAIN_ONLY4_* (and music and speech)."""
+    make the class unambiguous. version 4 adds TRAIN_ONLY4_* (and music and speech),
+    version 5 TRAIN_ONLY5, version 6 train_only_v6.tsv."""
     fam = defaultdict(list)
+    v6 = train_only_v6(cat) if version >= 6 else defaultdict(list)
     for label, table, table4, gap, crossfade in [
             ("alarm", TRAIN_ONLY_ALARM, TRAIN_ONLY4_ALARM, (0.03, 0.3), False),
             ("animal", TRAIN_ONLY_ANIMAL, TRAIN_ONLY4_ANIMAL, (0.05, 0.4), False),
             ("noise", TRAIN_ONLY_NOISE, TRAIN_ONLY4_NOISE, (0.05, 0.35), True)]:
-        files, pkg = find_table(cat, table + (table4 if version >= 4 else []), label)
+        files, pkg = find_table(cat, table + (table4 if version >= 4 else [])
+                                + (TRAIN_ONLY5[label] if version >= 5 and label in TRAIN_ONLY5 else []), label)
+        files, pkg = with_v6(cat, files, pkg, v6[label])
         # as much weight as every other real family of the class together
         fam[label].append((LoopGroups("train_only_%s%d" % (label, version), pkg, label, files, cat,
                                       gap=gap, crossfade=crossfade), 1.0))
     if version >= 4:
-        files, pkg = find_table(cat, TRAIN_ONLY4_MUSIC, "music")
-        fam["music"].append((LongFiles("train_only_music4", pkg, "music", files, cat), 1.0))
+        files, pkg = find_table(cat, TRAIN_ONLY4_MUSIC + (TRAIN_ONLY5["music"] if version >= 5 else []), "music")
+        files, pkg = with_v6(cat, files, pkg, v6["music"])
+        fam["music"].append((LongFiles("train_only_music%d" % version, pkg, "music", files, cat), 1.0))
         pkg, sub, rx, minimum = TRAIN_ONLY4_SPEECH
         by_set = defaultdict(list)
         for f in need(find(cat.pkg(pkg), sub, rx), "%s speech" % pkg, minimum):
             d = os.path.basename(os.path.dirname(f))
             by_set["%s:%s" % (pkg, "prompts" if d == "en_US_f_Allison" else d)].append(f)
-        fam["speech"].append((ShortConcat("train_only_speech4", pkg, "speech", dict(by_set), cat, 3), 0.5))
+        for f in v6["speech"]:                      # one group per package
+            by_set[cat.rel(f).split(":")[0]].append(f)
+        pkg = "+".join(sorted({g.split(":")[0] for g in by_set}))
+        fam["speech"].append((ShortConcat("train_only_speech%d" % version, pkg, "speech", dict(by_set), cat, 3), 0.5))
     return fam
 
 
@@ -1372,9 +1424,10 @@ def main():
                          "from the real train recordings and the train-only recordings "
                          "(build_train_only_families); the other clips, the test split among them, "
                          "stay the same")
-    ap.add_argument("--train-only-version", type=int, choices=[3, 4], default=3,
-                    help="which train-only recordings --train-extra draws on: 3 (eight packages) or "
-                         "4 (nineteen, with train-only music and speech)")
+    ap.add_argument("--train-only-version", type=int, choices=[3, 4, 5, 6], default=3,
+                    help="which train-only recordings --train-extra draws on: 3 (eight packages), "
+                         "4 (nineteen, with train-only music and speech), 5 (twenty-one) or 6 "
+                         "(forty-six: train_only_v6.tsv)")
     ap.add_argument("--val-frac", type=float, default=0.15,
                     help="v3 only: the training script's validation share; the noise recordings it "
                          "will hold out are not used as alarm backgrounds")

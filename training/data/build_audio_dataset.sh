@@ -25,7 +25,7 @@ PY=/usr/bin/python3
 die() { echo "build_audio_dataset: error: $*" >&2; exit 1; }
 log() { echo "build_audio_dataset: $*" >&2; }
 
-TOOLS=(sox libsox-fmt-base espeak-ng flite python3-numpy)
+TOOLS=(sox libsox-fmt-base espeak-ng flite python3-numpy gstreamer1.0-tools gstreamer1.0-plugins-base)
 DATA=(tuxpaint-stamps-default fillets-ng-data fillets-ng-data-nl wesnoth-1.16-music
       colobot-common-sounds fretsonfire-songs-muldjord frozen-bubble-data sonic-pi-samples
       sound-theme-freedesktop lomiri-sounds
@@ -34,7 +34,8 @@ DATA=(tuxpaint-stamps-default fillets-ng-data fillets-ng-data-nl wesnoth-1.16-mu
       scorched3d-data gnome-shell-pomodoro-data linphone-common lugaru-data tuxmath-data
       tuxtype-data twinkle-common megaglest-data
       supertux-data warmux-data openclonk-data freedink-data xmoto-data asterisk-moh-opsound-wav
-      asterisk-core-sounds-en-wav heroes-sound-effects sound-icons openttd-opensfx gcompris-qt-data)
+      asterisk-core-sounds-en-wav heroes-sound-effects sound-icons openttd-opensfx gcompris-qt-data
+      0ad-data warzone2100-music)
 
 # sound files to unpack per data package (tar wildcards; '*' also matches '/')
 declare -A PATTERNS=(
@@ -77,7 +78,16 @@ declare -A PATTERNS=(
   # sounds inside archives, unpacked by unpack_archives.py into <archive>.d/
   [openttd-opensfx]="*/opensfx/opensfx.cat"
   [gcompris-qt-data]="*/rcc/memory-sound.rcc */rcc/explore_farm_animals.rcc */rcc/canal_lock.rcc */rcc/explore_world_music.rcc */rcc/instruments.rcc"
+  # version 5: 0 A.D.'s animals, ambiences and music (in a zip); Warzone 2100's music (Opus)
+  [0ad-data]="*/mods/public/public.zip"
+  [warzone2100-music]="*/warzone2100/music/*.opus"
 )
+
+# version 6: for training only; which files of which package, listed one a line
+V6_LIST="$HERE/train_only_v6.tsv"
+mapfile -t V6 < <(grep -v '^#' "$V6_LIST" | tail -n +2 | cut -f1 | sort -u)
+DATA+=("${V6[@]}")
+for p in "${V6[@]}"; do PATTERNS[$p]="(files listed in train_only_v6.tsv)"; done
 
 T0=$(date +%s)
 command -v apt-get >/dev/null || die "apt-get not found: this script needs a Debian (bookworm) system"
@@ -99,7 +109,7 @@ if [ ${#missing[@]} -gt 0 ]; then
   DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends "${missing[@]}" >/dev/null \
     || die "apt-get install failed for: ${missing[*]}"
 fi
-for c in sox soxi espeak-ng flite; do command -v $c >/dev/null || die "'$c' not found after installing ${TOOLS[*]}"; done
+for c in sox soxi espeak-ng flite gst-launch-1.0; do command -v $c >/dev/null || die "'$c' not found after installing ${TOOLS[*]}"; done
 $PY -c 'import numpy' 2>/dev/null || die "$PY cannot import numpy (package python3-numpy)"
 
 # ---- 2. data packages: download (cached) and unpack the sound files
@@ -124,14 +134,24 @@ if [ ${#todo[@]} -gt 0 ]; then
 fi
 for p in "${DATA[@]}"; do
   deb=$(ls "$DEBS/${p}_"*.deb | sort | tail -1)
-  stamp="$SRC/$p/.unpacked-$(basename "$deb")-$(echo "${PATTERNS[$p]}" | md5sum | cut -c1-8)"
+  members=()
+  if [[ " ${V6[*]} " == *" $p "* ]]; then
+    # the exact members, from the version-6 list (paths may hold spaces)
+    grep -v '^#' "$V6_LIST" | awk -F'\t' -v p="$p" '$1 == p { print "./" $3 }' > "$SRC/$p.members"
+    members=(--verbatim-files-from -T "$SRC/$p.members")
+    key=$(md5sum < "$SRC/$p.members" | cut -c1-8)
+  else
+    read -r -a pats <<< "${PATTERNS[$p]}"
+    members=(--wildcards "${pats[@]}")
+    key=$(echo "${PATTERNS[$p]}" | md5sum | cut -c1-8)
+  fi
+  stamp="$SRC/$p/.unpacked-$(basename "$deb")-$key"
   [ -e "$stamp" ] && continue
   rm -rf "${SRC:?}/$p"; mkdir -p "$SRC/$p"
   log "unpacking $p"
-  read -r -a pats <<< "${PATTERNS[$p]}"
   set +o pipefail
   # (tar stops dpkg-deb with a broken pipe once it has what it needs: only tar's status counts)
-  dpkg-deb --fsys-tarfile "$deb" | tar -x -C "$SRC/$p" --wildcards "${pats[@]}" 2>"$SRC/$p.tar.log" \
+  dpkg-deb --fsys-tarfile "$deb" | tar -x -C "$SRC/$p" "${members[@]}" 2>"$SRC/$p.tar.log" \
     || die "unpacking $p failed: $(grep -v 'Exiting with failure' "$SRC/$p.tar.log" | head -3)"
   set -o pipefail
   n=$(find "$SRC/$p" -type f | wc -l)

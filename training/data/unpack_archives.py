@@ -1,6 +1,6 @@
 #!/usr/bin/python3
-"""Unpacks the sound files that two data packages keep inside archive files, so that the
-data set builder can read them like any other file:
+"""Unpacks the sound files that some data packages keep inside archive files, or in a
+format sox cannot read, so that the data set builder can read them like any other file:
 
   *.cat  OpenTTD sound sets (openttd-opensfx's opensfx.cat): a table of (offset, size)
          pairs, little-endian uint32, the first offset giving the table's length; each entry
@@ -10,8 +10,13 @@ data set builder can read them like any other file:
          of nodes, a name table (UTF-16BE) and a data table (uint32 big-endian length, then
          the bytes; zlib-compressed when the node's flag 1 is set, after a 4-byte size).
          -> <archive>.d/<path inside the resource>, sound files only
+  *.zip  0 A.D.'s public.zip (0ad-data): only the members under ZIP_KEEP (animals,
+         ambiences, music), then the zip itself is deleted (3.3 GB, of which they are a
+         small part).  -> <archive>.d/<member path>
+  *.opus Ogg Opus (warzone2100-music), which sox cannot read: decoded by GStreamer
+         (gst-launch-1.0, decodebin: Ogg demuxer and opusdec) to 16 kHz mono.  -> <file>.wav
 
-    unpack_archives.py DIR     every *.cat and *.rcc under DIR
+    unpack_archives.py DIR     every such file under DIR
 
 A malformed archive is an error that names the file and what was wrong.
 """
@@ -19,10 +24,13 @@ A malformed archive is an error that names the file and what was wrong.
 import os
 import re
 import struct
+import subprocess
 import sys
+import zipfile
 import zlib
 
 SOUND = (".wav", ".ogg", ".oga", ".flac")
+ZIP_KEEP = ("audio/actor/fauna/", "audio/ambient/", "audio/music/", "audio/voice/global/")
 
 
 class ArchiveError(Exception):
@@ -37,7 +45,8 @@ def _u32(fmt, data, off, path, what):
 
 def cat_entries(path):
     """(index, name, wav bytes) of an OpenTTD .cat sound archive."""
-    data = open(path, "rb").read()
+    with open(path, "rb") as f:
+        data = f.read()
     first = _u32("<I", data, 0, path, "first entry offset") & 0x7FFFFFFF
     if first % 8 or first == 0:
         raise ArchiveError("%s: table length %d is not a positive multiple of 8" % (path, first))
@@ -60,7 +69,8 @@ def cat_entries(path):
 
 def rcc_entries(path):
     """(path inside the resource, bytes) of every file in a Qt .rcc resource."""
-    data = open(path, "rb").read()
+    with open(path, "rb") as f:
+        data = f.read()
     if data[:4] != b"qres":
         raise ArchiveError("%s: no 'qres' magic: not a Qt resource file" % path)
     version = _u32(">I", data, 4, path, "version")
@@ -109,12 +119,49 @@ def slug(name):
     return re.sub(r"[^A-Za-z0-9]+", "_", title).strip("_")[:40] or "sound"
 
 
+def zip_entries(path):
+    """(member path, bytes) of the sound members under ZIP_KEEP of a zip file, one at a
+    time (a generator: the members are not all held in memory)."""
+    try:
+        with zipfile.ZipFile(path) as z:
+            for m in z.namelist():
+                if m.startswith(ZIP_KEEP) and m.lower().endswith(SOUND):
+                    yield m, z.read(m)
+    except (zipfile.BadZipFile, zlib.error) as e:
+        raise ArchiveError("%s: not a readable zip file: %s" % (path, e))
+
+
+def decode_opus(path):
+    """path.wav: the Ogg Opus file decoded to 16 kHz mono 16-bit PCM."""
+    with open(path, "rb") as f:
+        head = f.read(512)
+    if not head.startswith(b"OggS") or b"OpusHead" not in head:
+        raise ArchiveError("%s: not an Ogg Opus file (no OpusHead in its first page)" % path)
+    out = path + ".wav"
+    cmd = ["gst-launch-1.0", "-q", "filesrc", "location=" + path, "!", "decodebin",
+           "!", "audioconvert", "!", "audioresample", "!", "audio/x-raw,format=S16LE,channels=1,rate=16000",
+           "!", "wavenc", "!", "filesink", "location=" + out]
+    try:
+        r = subprocess.run(cmd, capture_output=True, text=True, timeout=300)
+    except (OSError, subprocess.TimeoutExpired) as e:
+        raise ArchiveError("%s: gst-launch-1.0 could not decode it: %s" % (path, e))
+    if r.returncode != 0 or not os.path.exists(out) or os.path.getsize(out) <= 44:
+        raise ArchiveError("%s: gst-launch-1.0 could not decode it (exit %d): %s"
+                           % (path, r.returncode, r.stderr.strip()[-300:]))
+    return 1
+
+
 def unpack(archive):
-    """Writes the archive's sound files under <archive>.d/; returns how many."""
+    """Writes the archive's sound files under <archive>.d/ (or decodes an .opus file to
+    <file>.wav); returns how many files it wrote."""
+    if archive.endswith(".opus"):
+        return decode_opus(archive)
     dest = archive + ".d"
     n = 0
     if archive.endswith(".cat"):
         items = [("%02d_%s.wav" % (i, slug(name)), body) for i, name, body in cat_entries(archive)]
+    elif archive.endswith(".zip"):
+        items = zip_entries(archive)
     else:
         items = [(p, b) for p, b in rcc_entries(archive) if p.lower().endswith(SOUND)]
     for rel, body in items:
@@ -125,6 +172,8 @@ def unpack(archive):
         with open(target, "wb") as f:
             f.write(body)
         n += 1
+    if archive.endswith(".zip"):
+        os.remove(archive)
     return n
 
 
@@ -133,7 +182,7 @@ def main():
         sys.exit("usage: unpack_archives.py DIR")
     for d, _, files in os.walk(sys.argv[1]):
         for f in sorted(files):
-            if f.endswith((".cat", ".rcc")):
+            if f.endswith((".cat", ".rcc", ".zip", ".opus")):
                 p = os.path.join(d, f)
                 try:
                     n = unpack(p)

@@ -1,12 +1,16 @@
 """training/data/unpack_archives.py: OpenTTD .cat and Qt .rcc archives written here byte by
-byte (the layouts its docstring describes) unpack to the same bytes; placeholders and
-non-sound members are skipped; malformed archives raise an error that names the file."""
+byte (the layouts its docstring describes) and zip files unpack to the same bytes;
+placeholders and non-sound members are skipped; malformed archives and undecodable Opus
+files raise an error that names the file."""
 
 import os
 import struct
+import subprocess
 import sys
 import tempfile
 import unittest
+import wave
+import zipfile
 import zlib
 
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "data"))
@@ -89,6 +93,40 @@ class UnpackArchives(unittest.TestCase):
         self.assertEqual(open(os.path.join(p + ".d", "res", "two.wav"), "rb").read(), two)
         self.assertFalse(os.path.exists(os.path.join(p + ".d", "res", "notes.txt")))
 
+    def test_zip_keeps_only_sound_under_zip_keep_and_removes_the_zip(self):
+        p = os.path.join(self.dir, "public.zip")
+        with zipfile.ZipFile(p, "w") as z:
+            z.writestr("audio/ambient/water/river_1.ogg", b"OggS-river")
+            z.writestr("audio/music/theme.ogg", b"OggS-theme")
+            z.writestr("audio/ambient/readme.txt", b"not a sound")
+            z.writestr("audio/interface/click.ogg", b"OggS-click")
+        self.assertEqual(ua.unpack(p), 2)
+        self.assertFalse(os.path.exists(p))
+        d = p + ".d"
+        self.assertEqual(open(os.path.join(d, "audio/ambient/water/river_1.ogg"), "rb").read(),
+                         b"OggS-river")
+        self.assertEqual(open(os.path.join(d, "audio/music/theme.ogg"), "rb").read(), b"OggS-theme")
+        self.assertFalse(os.path.exists(os.path.join(d, "audio/interface")))
+
+    def test_opus_decodes_to_16k_mono_wav(self):
+        p = os.path.join(self.dir, "tone.opus")
+        r = subprocess.run(["gst-launch-1.0", "-q", "audiotestsrc", "num-buffers=25", "freq=1000", "!",
+                            "audio/x-raw,rate=48000,channels=2", "!", "opusenc", "!", "oggmux", "!",
+                            "filesink", "location=" + p], capture_output=True)
+        if r.returncode != 0:
+            self.skipTest("gst-launch-1.0 with opusenc is not available")
+        self.assertEqual(ua.unpack(p), 1)
+        with wave.open(p + ".wav") as w:
+            self.assertEqual((w.getframerate(), w.getnchannels(), w.getsampwidth()), (16000, 1, 2))
+            # 25 buffers of 1024 samples at 48 kHz = 0.53 s, give or take the codec's edges
+            self.assertAlmostEqual(w.getnframes() / 16000.0, 25 * 1024 / 48000.0, delta=0.05)
+
+    def test_bad_opus_is_named(self):
+        p = os.path.join(self.dir, "track.opus")
+        open(p, "wb").write(b"OggS" + bytes(100))
+        with self.assertRaisesRegex(ua.ArchiveError, "track.opus: not an Ogg Opus file"):
+            ua.unpack(p)
+
     def test_malformed(self):
         bad_magic = os.path.join(self.dir, "bad.rcc")
         open(bad_magic, "wb").write(b"nope" + bytes(40))
@@ -108,6 +146,10 @@ class UnpackArchives(unittest.TestCase):
         open(empty, "wb").write(b"\x01")
         with self.assertRaisesRegex(ua.ArchiveError, "empty.cat: first entry offset"):
             ua.unpack(empty)
+        notzip = os.path.join(self.dir, "bad.zip")
+        open(notzip, "wb").write(b"PK" + bytes(30))
+        with self.assertRaisesRegex(ua.ArchiveError, "bad.zip: not a readable zip file"):
+            ua.unpack(notzip)
 
 
 if __name__ == "__main__":
