@@ -1,0 +1,76 @@
+"""train_default_audio.CorruptedWindows (--token-swap) and mixup (--mixup-p): swapped tokens
+come from the pool and nothing else changes; labels are kept; p = 0 changes nothing; mixup's
+soft targets are mixtures of the two labels and leave silence alone."""
+
+import os
+import sys
+import unittest
+
+import numpy as np
+import torch
+
+sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), ".."))
+
+import train_default_audio as tda  # noqa: E402
+
+torch.set_num_threads(1)
+
+
+class FixedSampler:
+    def __init__(self, x, y):
+        self.x, self.y = x, y
+
+    def batch(self, size):
+        return self.x.clone(), torch.zeros(size, dtype=torch.long), self.y.clone()
+
+
+class TokenSwap(unittest.TestCase):
+    def setUp(self):
+        self.x = torch.arange(4 * 8 * 3, dtype=torch.float32).reshape(4, 8, 3) + 1000.0
+        self.y = torch.tensor([0, 1, 2, 3])
+        self.pool = -np.arange(50 * 3, dtype=np.float32).reshape(50, 3) - 1.0
+
+    def test_off_changes_nothing(self):
+        x, _, y = tda.CorruptedWindows(FixedSampler(self.x, self.y), self.pool, 0.0, 1).batch(4)
+        self.assertTrue(torch.equal(x, self.x))
+        self.assertTrue(torch.equal(y, self.y))
+
+    def test_swapped_tokens_come_from_the_pool_and_labels_stay(self):
+        w = tda.CorruptedWindows(FixedSampler(self.x, self.y), self.pool, 0.3, 1)
+        pool_rows = {tuple(r) for r in self.pool}
+        swapped = kept = 0
+        for _ in range(50):
+            x, _, y = w.batch(4)
+            self.assertTrue(torch.equal(y, self.y))
+            same = (x == self.x).all(-1)
+            for b, t in zip(*np.nonzero(~same.numpy())):
+                self.assertIn(tuple(x[b, t].tolist()), pool_rows)
+            swapped += int((~same).sum())
+            kept += int(same.sum())
+        share = swapped / (swapped + kept)
+        self.assertAlmostEqual(share, 0.3, delta=0.05)
+
+    def test_all_swapped(self):
+        x, _, _ = tda.CorruptedWindows(FixedSampler(self.x, self.y), self.pool, 1.0, 2).batch(4)
+        self.assertTrue(bool((x < 0).all()))
+
+
+class Mixup(unittest.TestCase):
+    def test_soft_targets(self):
+        rng = np.random.default_rng(3)
+        xb = rng.normal(-2.0, 1.0, (16, tda.PATCH, tda.N_MELS)).astype(np.float32)
+        yb = np.array([0, 1, 2, 3, 4, 5] * 2 + [0, 1, 5, 5])
+        out, target = tda.mixup(xb, yb, 6, 5, rng, 1.0)
+        np.testing.assert_allclose(target.sum(1), 1.0, rtol=1e-6)
+        for j in np.flatnonzero(yb == 5):              # silence: untouched, one-hot
+            np.testing.assert_array_equal(out[j], xb[j])
+            self.assertEqual(target[j, 5], 1.0)
+        self.assertEqual(float(target[yb != 5][:, 5].max()), 0.0)   # never mixed with silence
+        self.assertTrue((target[yb != 5].max(1) < 1.0).any())        # some really mixed
+        out0, t0 = tda.mixup(xb, yb, 6, 5, rng, 0.0)
+        np.testing.assert_array_equal(out0, xb)
+        np.testing.assert_array_equal(t0, np.eye(6, dtype=np.float32)[yb])
+
+
+if __name__ == "__main__":
+    unittest.main()
