@@ -3,7 +3,7 @@
 that turns 0.96 s log-mel patches into small embeddings, and the CoNy encoder-classifier
 that classifies the stream of those embeddings continually.
 
-    /usr/bin/python3 training/train_default_audio.py --dataset out/audio-dataset-v3a \\
+    /usr/bin/python3 training/train_default_audio.py --dataset out/audio-dataset-v5 \\
         --cony build-train/tools/cony --work out/train-audio --models models/audio
 
 Stages (all run by default; --stages picks some):
@@ -551,7 +551,7 @@ def stage_val(args, rows, labels):
 
 def main():
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    ap.add_argument("--dataset", default="out/audio-dataset-v3a")
+    ap.add_argument("--dataset", default="out/audio-dataset-v5")
     ap.add_argument("--cony", default="build-train/tools/cony")
     ap.add_argument("--work", default="out/train-audio")
     ap.add_argument("--models", default="models/audio")
@@ -603,9 +603,10 @@ def main():
     ap.add_argument("--tf-batch", type=int, default=64)
     ap.add_argument("--tf-lr", type=float, default=2e-3)
     ap.add_argument("--tf-dropout", type=float, default=0.1)
-    ap.add_argument("--token-swap", type=float, default=0.0,
+    ap.add_argument("--token-swap", type=float, default=0.25,
                     help="share of the tokens of each transformer training window replaced by "
-                         "a random train token (CorruptedWindows; 0 = off)")
+                         "a random train token (CorruptedWindows; 0 = off, the models before "
+                         "data set version 5)")
     ap.add_argument("--kmeans-windows", type=int, default=512)
     args = ap.parse_args()
 

@@ -4,7 +4,8 @@
 #   training/train_default_audio.sh [--rebuild-dataset] [--models DIR] [-- extra train args]
 #
 #   1. the labelled clip data set from Debian packages (training/data/build_audio_dataset.sh
-#      --per-class 400 --train-extra 600 --alarm-synth v3 -> out/audio-dataset-v3a; skipped when its manifest
+#      --per-class 400 --train-extra 800 --alarm-synth v3 --train-only-version 5
+#      -> out/audio-dataset-v5; skipped when its manifest
 #      already exists, unless --rebuild-dataset; needs root for apt-get the first time),
 #   2. the `cony` tool (meson + ninja in build-train/, if not built yet),
 #   3. training/train_default_audio.py: log-mel with `cony mel`, the reduced VGGish CNN,
@@ -12,20 +13,22 @@
 #      fixed landmarks and fine-tuning -> cony-fixed), export to models/audio/,
 #   4. training/eval_default_audio.py: held-out per-step accuracy through the C tools,
 #      written into models/audio/MODEL.md.
-# Work files go to out/train-audio/ (gitignored). About 35 minutes on 2 cores.
+# Work files go to out/train-audio/ (gitignored). About 45 minutes on 2 cores, plus the
+# data set's downloads (about 7.5 GB) the first time.
 set -euo pipefail
 
 REPO=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
 cd "$REPO"
 PY=/usr/bin/python3
-# 400 clips per class (the data set script's default is 120), test split included, plus 600
-# training clips per class from the same train recordings and eight train-only packages
-# (data set version 3): more distinct segments and recordings, which the CNN needs to
-# generalise to unseen recordings. The synthesised alarms are generator v3's (ringtones,
-# bells, sirens, beeps through loudspeakers and rooms, over real noise).
-DATASET=out/audio-dataset-v3a
+# 400 clips per class (the data set script's default is 120), test split included, plus 800
+# training clips per class from the same train recordings and twenty-one train-only packages
+# (data set version 5): more distinct recordings, which the CNN needs to generalise to
+# unseen recordings. The synthesised alarms are generator v3's (ringtones, bells, sirens,
+# beeps through loudspeakers and rooms, over real noise).
+DATASET=out/audio-dataset-v5
 PER_CLASS=400
-TRAIN_EXTRA=600
+TRAIN_EXTRA=800
+TRAIN_ONLY=5
 BUILD=${CONY_BUILD_DIR:-build-train}
 MODELS=models/audio
 REBUILD=0
@@ -46,7 +49,7 @@ stamp() { echo "train_default_audio: [$(( $(date +%s) - T0 )) s] $*" >&2; }
 if [ "$REBUILD" = 1 ] || [ ! -f "$DATASET/manifest.csv" ]; then
   stamp "building the data set"
   bash training/data/build_audio_dataset.sh "$DATASET" --per-class "$PER_CLASS" --train-extra "$TRAIN_EXTRA" \
-    --alarm-synth v3
+    --alarm-synth v3 --train-only-version "$TRAIN_ONLY"
 fi
 
 if [ ! -x "$BUILD/tools/cony" ]; then
