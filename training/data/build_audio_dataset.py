@@ -1202,20 +1202,35 @@ def train_only_v6(cat):
     return out
 
 
-def find_table(cat, table, label):
-    files, pkgs = [], []
-    for pkg, sub, rx, minimum in table:
-        files += need(find(cat.pkg(pkg), sub, rx), "%s %s recordings" % (pkg, label), minimum)
-        pkgs.append(pkg)
-    return sorted(files), "+".join(sorted(set(pkgs)))
+# version -> class -> [(package, directory, regex, minimum files)]; a version's train-only
+# recordings are those of every table up to it (version 6 adds train_only_v6.tsv)
+TRAIN_ONLY = {
+    3: {"alarm": TRAIN_ONLY_ALARM, "animal": TRAIN_ONLY_ANIMAL, "noise": TRAIN_ONLY_NOISE},
+    4: {"alarm": TRAIN_ONLY4_ALARM, "animal": TRAIN_ONLY4_ANIMAL, "noise": TRAIN_ONLY4_NOISE,
+        "music": TRAIN_ONLY4_MUSIC, "speech": [TRAIN_ONLY4_SPEECH]},
+    5: TRAIN_ONLY5,
+}
 
 
-def with_v6(cat, files, pkg, extra):
-    """files and the package list, with version 6's files of the class added."""
-    if not extra:
-        return files, pkg
-    pkgs = set(pkg.split("+")) | {cat.rel(f).split(":")[0] for f in extra}
-    return sorted(files + extra), "+".join(sorted(pkgs))
+def train_only_files(cat, version, label, v6):
+    """Sorted train-only files of class label up to version (v6: train_only_v6()'s
+    classes, used from version 6 on), and their packages joined by '+'."""
+    files = []
+    for v in sorted(TRAIN_ONLY):
+        for pkg, sub, rx, minimum in TRAIN_ONLY[v].get(label, []) if v <= version else []:
+            files += need(find(cat.pkg(pkg), sub, rx), "%s %s recordings" % (pkg, label), minimum)
+    if version >= 6:
+        files += v6[label]
+    return sorted(files), "+".join(sorted({cat.rel(f).split(":")[0] for f in files}))
+
+
+def speech_group(cat, f):
+    """Train-only speech groups: asterisk's prompt sets (one speaker), else a package."""
+    pkg, rel = cat.rel(f).split(":", 1)
+    if pkg != TRAIN_ONLY4_SPEECH[0]:
+        return pkg
+    d = os.path.basename(os.path.dirname(rel))
+    return "%s:%s" % (pkg, "prompts" if d == "en_US_f_Allison" else d)
 
 
 def build_train_only_families(cat, version=3):
@@ -1224,30 +1239,22 @@ def build_train_only_families(cat, version=3):
     make the class unambiguous. version 4 adds TRAIN_ONLY4_* (and music and speech),
     version 5 TRAIN_ONLY5, version 6 train_only_v6.tsv."""
     fam = defaultdict(list)
-    v6 = train_only_v6(cat) if version >= 6 else defaultdict(list)
-    for label, table, table4, gap, crossfade in [
-            ("alarm", TRAIN_ONLY_ALARM, TRAIN_ONLY4_ALARM, (0.03, 0.3), False),
-            ("animal", TRAIN_ONLY_ANIMAL, TRAIN_ONLY4_ANIMAL, (0.05, 0.4), False),
-            ("noise", TRAIN_ONLY_NOISE, TRAIN_ONLY4_NOISE, (0.05, 0.35), True)]:
-        files, pkg = find_table(cat, table + (table4 if version >= 4 else [])
-                                + (TRAIN_ONLY5[label] if version >= 5 and label in TRAIN_ONLY5 else []), label)
-        files, pkg = with_v6(cat, files, pkg, v6[label])
+    v6 = train_only_v6(cat) if version >= 6 else None
+    for label, gap, crossfade in [("alarm", (0.03, 0.3), False), ("animal", (0.05, 0.4), False),
+                                  ("noise", (0.05, 0.35), True)]:
+        files, pkg = train_only_files(cat, version, label, v6)
         # as much weight as every other real family of the class together
         fam[label].append((LoopGroups("train_only_%s%d" % (label, version), pkg, label, files, cat,
                                       gap=gap, crossfade=crossfade), 1.0))
     if version >= 4:
-        files, pkg = find_table(cat, TRAIN_ONLY4_MUSIC + (TRAIN_ONLY5["music"] if version >= 5 else []), "music")
-        files, pkg = with_v6(cat, files, pkg, v6["music"])
+        files, pkg = train_only_files(cat, version, "music", v6)
         fam["music"].append((LongFiles("train_only_music%d" % version, pkg, "music", files, cat), 1.0))
-        pkg, sub, rx, minimum = TRAIN_ONLY4_SPEECH
-        by_set = defaultdict(list)
-        for f in need(find(cat.pkg(pkg), sub, rx), "%s speech" % pkg, minimum):
-            d = os.path.basename(os.path.dirname(f))
-            by_set["%s:%s" % (pkg, "prompts" if d == "en_US_f_Allison" else d)].append(f)
-        for f in v6["speech"]:                      # one group per package
-            by_set[cat.rel(f).split(":")[0]].append(f)
-        pkg = "+".join(sorted({g.split(":")[0] for g in by_set}))
-        fam["speech"].append((ShortConcat("train_only_speech%d" % version, pkg, "speech", dict(by_set), cat, 3), 0.5))
+        files, pkg = train_only_files(cat, version, "speech", v6)
+        by_group = defaultdict(list)
+        for f in files:
+            by_group[speech_group(cat, f)].append(f)
+        fam["speech"].append((ShortConcat("train_only_speech%d" % version, pkg, "speech", dict(by_group),
+                                          cat, 3), 0.5))
     return fam
 
 
