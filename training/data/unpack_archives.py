@@ -151,20 +151,23 @@ def decode_opus(path):
     return 1
 
 
+# archive extension -> its sound members as (path under <archive>.d/, bytes)
+MEMBERS = {
+    ".cat": lambda a: (("%02d_%s.wav" % (i, slug(name)), body) for i, name, body in cat_entries(a)),
+    ".rcc": lambda a: ((p, b) for p, b in rcc_entries(a) if p.lower().endswith(SOUND)),
+    ".zip": zip_entries,
+}
+
+
 def unpack(archive):
     """Writes the archive's sound files under <archive>.d/ (or decodes an .opus file to
     <file>.wav); returns how many files it wrote."""
-    if archive.endswith(".opus"):
+    ext = os.path.splitext(archive)[1]
+    if ext == ".opus":
         return decode_opus(archive)
     dest = archive + ".d"
     n = 0
-    if archive.endswith(".cat"):
-        items = [("%02d_%s.wav" % (i, slug(name)), body) for i, name, body in cat_entries(archive)]
-    elif archive.endswith(".zip"):
-        items = zip_entries(archive)
-    else:
-        items = [(p, b) for p, b in rcc_entries(archive) if p.lower().endswith(SOUND)]
-    for rel, body in items:
+    for rel, body in MEMBERS[ext](archive):
         target = os.path.normpath(os.path.join(dest, rel))
         if not target.startswith(dest + os.sep):
             raise ArchiveError("%s: member %r points outside the archive" % (archive, rel))
@@ -172,7 +175,7 @@ def unpack(archive):
         with open(target, "wb") as f:
             f.write(body)
         n += 1
-    if archive.endswith(".zip"):
+    if ext == ".zip":
         os.remove(archive)
     return n
 
@@ -182,7 +185,7 @@ def main():
         sys.exit("usage: unpack_archives.py DIR")
     for d, _, files in os.walk(sys.argv[1]):
         for f in sorted(files):
-            if f.endswith((".cat", ".rcc", ".zip", ".opus")):
+            if os.path.splitext(f)[1] in (*MEMBERS, ".opus"):
                 p = os.path.join(d, f)
                 try:
                     n = unpack(p)
