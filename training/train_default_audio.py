@@ -313,6 +313,10 @@ def stage_cnn(args, rows, labels):
     model = PatchClassifier(conv, fc, len(labels), args.cnn_dropout)
     nparams = sum(p.numel() for p in model.cnn.parameters())
     log(f"cnn: conv {conv} fc {fc}: {nparams} parameters; {len(train)} train clips")
+    teachers = [load_patch_classifier(w, len(labels)) for w in args.distill.split(",") if w]
+    if teachers:
+        log(f"cnn: distilled from {args.distill} (weight {args.distill_weight}, "
+            f"temperature {args.distill_temp})")
     opt = torch.optim.AdamW(model.parameters(), lr=args.cnn_lr, weight_decay=1e-4)
     steps_per_epoch = (len(train) * args.patches_per_clip) // args.cnn_batch
     total = steps_per_epoch * args.cnn_epochs
@@ -349,6 +353,9 @@ def stage_cnn(args, rows, labels):
             target = torch.from_numpy(target) * 0.95 + 0.05 / len(labels)  # label smoothing
             logits = model(xb)
             loss = -(target * F.log_softmax(logits, 1)).sum(1).mean()
+            if teachers:
+                loss = ((1.0 - args.distill_weight) * loss + args.distill_weight *
+                        distillation_loss(logits, xb, teachers, args.distill_temp))
             opt.zero_grad()
             loss.backward()
             opt.step()
@@ -362,6 +369,27 @@ def stage_cnn(args, rows, labels):
     torch.save({"state_dict": model.state_dict(), "conv": conv, "fc": fc},
                os.path.join(args.work, "cnn.pt"))
     export_cnn(model.cnn, os.path.join(args.models, "vggish.safetensors"), args.cnn_f16)
+
+
+def load_patch_classifier(work, classes):
+    """The per-patch classifier (CNN and its training head) an earlier run left in
+    WORK/cnn.pt, in eval mode, for use as a teacher."""
+    ck = torch.load(os.path.join(work, "cnn.pt"))
+    if "head.weight" not in ck["state_dict"]:
+        raise ValueError(f"{work}/cnn.pt has no classifier head (a packed CNN?): not a teacher")
+    m = PatchClassifier(ck["conv"], ck["fc"], classes, 0.0)
+    m.load_state_dict(ck["state_dict"])
+    return m.eval()
+
+
+def distillation_loss(logits, xb, teachers, temp):
+    """Knowledge distillation from an ensemble (Hinton et al. 2015): the teachers see the
+    same augmented patches; the target is the mean of their softened distributions
+    (softmax at temperature temp), the loss the cross-entropy against the student's
+    softened distribution, times temp^2 so its gradient keeps the hard loss's scale."""
+    with torch.no_grad():
+        target = torch.stack([F.softmax(t(xb) / temp, 1) for t in teachers]).mean(0)
+    return -(target * F.log_softmax(logits / temp, 1)).sum(1).mean() * temp * temp
 
 
 def export_cnn(cnn, path, f16=False):
@@ -586,6 +614,14 @@ def main():
     ap.add_argument("--mixup-p", type=float, default=0.0,
                     help="share of (non-silence) CNN training patches mixed with another "
                          "patch of the batch, soft targets (mixup(); 0 = off)")
+    ap.add_argument("--distill", default="",
+                    help="comma-separated work directories of earlier runs whose per-patch "
+                         "classifiers (WORK/cnn.pt) teach this run's CNN (distillation_loss; "
+                         "empty = off)")
+    ap.add_argument("--distill-weight", type=float, default=0.7,
+                    help="weight of the distillation loss (the hard-label loss gets 1 - it)")
+    ap.add_argument("--distill-temp", type=float, default=2.0,
+                    help="softmax temperature of the distillation loss")
     ap.add_argument("--eq-p", type=float, default=0.0,
                     help="probability of a random smooth EQ on a non-silence patch (random_eq_db)")
     # transformer
