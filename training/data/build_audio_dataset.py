@@ -29,6 +29,14 @@ import numpy as np
 SR = 16000
 CLASSES = ["speech", "music", "noise", "alarm", "animal", "silence"]
 
+# Families whose clips are not what their class says, dropped from the data set after
+# rendering (so that every other clip stays byte-identical) unless --keep-mislabelled.
+# fillets_en: fillets-ng-data's sound/<level>/en/ directories hold the game's sound effects
+# (keyboards, motors, clicks, a red alert, phones, an alarm clock, a washing machine, snoring,
+# a piano) and a few character voices; the English dialogue is not voiced. Data set versions
+# 2-6 labelled those clips speech; version 7 is version 5 without them.
+MISLABELLED_FAMILIES = ("fillets_en",)
+
 # RMS level range (dBFS) each class is normalised to (the "gain" augmentation).
 LEVELS = {
     "speech": (-32.0, -14.0),
@@ -1413,6 +1421,19 @@ def validation_groups(jobs, frac, seed):
     return val
 
 
+def drop_families(rows, families, out):
+    """rows less those of the named families, whose clip files are deleted."""
+    keep = []
+    for r in rows:
+        if r["family"] in families:
+            os.remove(os.path.join(out, r["path"]))
+        else:
+            keep.append(r)
+    print("dropped %d clips of the families %s (MISLABELLED_FAMILIES)" %
+          (len(rows) - len(keep), ", ".join(families)))
+    return keep
+
+
 def main():
     ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     ap.add_argument("--src", required=True, help="directory with one extracted tree per package")
@@ -1435,6 +1456,9 @@ def main():
                     help="which train-only recordings --train-extra draws on: 3 (eight packages), "
                          "4 (nineteen, with train-only music and speech), 5 (twenty-one) or 6 "
                          "(forty-six: train_only_v6.tsv)")
+    ap.add_argument("--keep-mislabelled", action="store_true",
+                    help="keep the families of MISLABELLED_FAMILIES (fillets-ng's English sound "
+                         "effects labelled speech), as data set versions 2-6 did")
     ap.add_argument("--val-frac", type=float, default=0.15,
                     help="v3 only: the training script's validation share; the noise recordings it "
                          "will hold out are not used as alarm backgrounds")
@@ -1510,6 +1534,9 @@ def main():
                          duration="%.3f" % dur, origin="real" if used else "synth",
                          package="+".join(sorted({cat.rel(u).split(":")[0] for u in used})) or j["package"], group=j["group"], family=j["family"], detail=detail,
                          set=j.get("set", "base")))
+
+    if not a.keep_mislabelled:
+        rows = drop_families(rows, MISLABELLED_FAMILIES, a.out)
 
     # leakage check: every source file and group in exactly one split
     where = defaultdict(set)
