@@ -1,7 +1,7 @@
 #!/usr/bin/python3
 """Held-out accuracy of the default audio model in the continual C path.
 
-    /usr/bin/python3 training/eval_default_audio.py [--dataset out/audio-dataset-v5] \\
+    /usr/bin/python3 training/eval_default_audio.py [--dataset out/audio-dataset-v7] \\
         [--cony build-train/tools/cony] [--models models/audio] [--update-model-md]
 
 Every test-split clip of the data set (training/data/build_audio_dataset.sh) is run as
@@ -203,7 +203,7 @@ def main():
     here = os.path.dirname(os.path.abspath(__file__))
     repo = os.path.dirname(here)
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    ap.add_argument("--dataset", default=os.path.join(repo, "out", "audio-dataset-v5"))
+    ap.add_argument("--dataset", default=os.path.join(repo, "out", "audio-dataset-v7"))
     ap.add_argument("--cony", default=os.path.join(repo, "build-train", "tools", "cony"))
     ap.add_argument("--models", default=os.path.join(repo, "models", "audio"))
     ap.add_argument("--json", help="also write the numbers as JSON here")

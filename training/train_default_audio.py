@@ -3,8 +3,13 @@
 that turns 0.96 s log-mel patches into small embeddings, and the CoNy encoder-classifier
 that classifies the stream of those embeddings continually.
 
-    /usr/bin/python3 training/train_default_audio.py --dataset out/audio-dataset-v5 \\
-        --cony build-train/tools/cony --work out/train-audio --models models/audio
+    /usr/bin/python3 training/train_default_audio.py --dataset out/audio-dataset-v7 \\
+        --cony build-train/tools/cony --work out/train-audio --models models/audio \\
+        --distill out/train-teacher-v7,out/train-teacher-v5,out/train-teacher-v6
+
+The shipped CNN is distilled from three teacher CNNs, each trained by this script without
+--distill (--stages mel,cnn) on data set versions 7, 5 and 6; training/train_default_audio.sh
+builds the data sets and trains the teachers and the model in that order.
 
 Stages (all run by default; --stages picks some):
 
@@ -579,7 +584,7 @@ def stage_val(args, rows, labels):
 
 def main():
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    ap.add_argument("--dataset", default="out/audio-dataset-v5")
+    ap.add_argument("--dataset", default="out/audio-dataset-v7")
     ap.add_argument("--cony", default="build-train/tools/cony")
     ap.add_argument("--work", default="out/train-audio")
     ap.add_argument("--models", default="models/audio")
