@@ -10,17 +10,18 @@
  * conyvggish runs a VGG-style CNN (libcony's engine: 3x3 convolutions,
  * max-pools, fully connected layers; VGGish and reduced relatives) on sliding
  * windows of the log-mel token stream that #GstConyMel produces, and outputs
- * one embedding token per window. By default a window is 96 frames (0.96 s)
- * and a new window starts every 25 frames (0.25 s), the setup of the CoNy
- * papers; the output is then
+ * one embedding token per window. By default a window is as many frames as
+ * the model takes (96, 0.96 s, for VGGish and the shipped models) and a new
+ * window starts every 25 frames (0.25 s), the setup of the CoNy papers; the
+ * output is then
  * `other/tensors,format=static,num_tensors=1,types=float32,dimensions=128:1,framerate=4/1`.
  *
  * The #GstConyVggish:model property names a safetensors file with
  * torchvggish's state_dict names (features.K.*, embeddings.K.*; see
  * include/cony/cnn.h and training/convert_vggish.py). It is loaded on
  * READY->PAUSED; a missing or invalid file is an error and the state change
- * fails. #GstConyVggish:window must equal the model's input height, and the
- * input tokens must have the model's input width (64 mel bands).
+ * fails. #GstConyVggish:window, if set, must equal the model's input height,
+ * and the input tokens must have the model's input width (64 mel bands).
  *
  * ## Timestamps and latency
  *
@@ -95,7 +96,7 @@ GST_DEBUG_CATEGORY_STATIC (gst_cony_vggish_debug);
 #define DEFAULT_MODEL NULL
 #define DEFAULT_PCA_MODEL NULL
 #define DEFAULT_POSTPROCESS GST_CONY_VGGISH_POSTPROCESS_NONE
-#define DEFAULT_WINDOW 96
+#define DEFAULT_WINDOW 0        /* the model's input height */
 #define DEFAULT_STRIDE 25
 #define DEFAULT_BATCH 1
 
@@ -501,6 +502,8 @@ start (GstElement *element)
         ("%s has no pca_eigen_vectors/pca_means; set pca-model or postprocess=none", model));
     goto fail;
   }
+  if (self->win == 0)
+    self->win = cony_cnn_get_input_height (self->cnn);
   if (cony_cnn_get_input_height (self->cnn) != self->win) {
     GST_ELEMENT_ERROR (self, LIBRARY, SETTINGS, ("window does not match the model"),
         ("window=%u frames but %s takes %u frames per example", self->win, model,
@@ -680,13 +683,14 @@ gst_cony_vggish_class_init (GstConyVggishClass *klass)
   /**
    * GstConyVggish:window:
    *
-   * Input frames per window; must equal the model's input height (96 for
-   * VGGish, 0.96 s of 10 ms frames).
+   * Input frames per window: 0 (the default) takes the model's input height
+   * (96 for VGGish, 0.96 s of 10 ms frames); any other value must equal it,
+   * or the element fails to start with an error naming both.
    */
   g_object_class_install_property (gobject_class, PROP_WINDOW,
       g_param_spec_uint ("window", "Window",
-          "Input frames per window (must equal the model's input height)",
-          1, 1 << 20, DEFAULT_WINDOW, flags));
+          "Input frames per window (0 = the model's input height; else must equal it)",
+          0, 1 << 20, DEFAULT_WINDOW, flags));
   /**
    * GstConyVggish:stride:
    *
