@@ -29,8 +29,9 @@ import numpy as np
 SR = 16000
 CLASSES = ["speech", "music", "noise", "alarm", "animal", "silence"]
 
-# Families whose clips are not what their class says, dropped from the data set after
-# rendering (so that every other clip stays byte-identical) unless --keep-mislabelled.
+# Families whose clips are not what their class says, dropped from the planned clips before
+# rendering unless --keep-mislabelled. Every clip is planned with the family and rendered
+# from its own seed, so every other clip stays byte-identical.
 # fillets_en: fillets-ng-data's sound/<level>/en/ directories hold the game's sound effects
 # (keyboards, motors, clicks, a red alert, phones, an alarm clock, a washing machine, snoring,
 # a piano) and a few character voices; the English dialogue is not voiced. Data set versions
@@ -1421,16 +1422,11 @@ def validation_groups(jobs, frac, seed):
     return val
 
 
-def drop_families(rows, families, out):
-    """rows less those of the named families, whose clip files are deleted."""
-    keep = []
-    for r in rows:
-        if r["family"] in families:
-            os.remove(os.path.join(out, r["path"]))
-        else:
-            keep.append(r)
-    print("dropped %d clips of the families %s (MISLABELLED_FAMILIES)" %
-          (len(rows) - len(keep), ", ".join(families)))
+def drop_families(jobs, families):
+    """The planned clips less those of the named families (never rendered)."""
+    keep = [j for j in jobs if j["family"] not in families]
+    print("dropped %d planned clips of the families %s (MISLABELLED_FAMILIES)" %
+          (len(jobs) - len(keep), ", ".join(families)))
     return keep
 
 
@@ -1498,6 +1494,8 @@ def main():
                     split_of[g] = "train"
         more = {c: combined[c] + train_only[c] for c in CLASSES}
         jobs += plan_extra_train(more, np.random.default_rng([a.seed, 3]), split_of, a.train_extra, a)
+    if not a.keep_mislabelled:
+        jobs = drop_families(jobs, MISLABELLED_FAMILIES)
     clips_dir = os.path.join(a.out, "clips")
     if os.path.isdir(clips_dir):
         shutil.rmtree(clips_dir)
@@ -1534,9 +1532,6 @@ def main():
                          duration="%.3f" % dur, origin="real" if used else "synth",
                          package="+".join(sorted({cat.rel(u).split(":")[0] for u in used})) or j["package"], group=j["group"], family=j["family"], detail=detail,
                          set=j.get("set", "base")))
-
-    if not a.keep_mislabelled:
-        rows = drop_families(rows, MISLABELLED_FAMILIES, a.out)
 
     # leakage check: every source file and group in exactly one split
     where = defaultdict(set)
