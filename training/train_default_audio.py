@@ -319,9 +319,13 @@ def stage_cnn(args, rows, labels):
     nparams = sum(p.numel() for p in model.cnn.parameters())
     log(f"cnn: conv {conv} fc {fc}: {nparams} parameters; {len(train)} train clips")
     teachers = [load_patch_classifier(w, len(labels)) for w in args.distill.split(",") if w]
+    # the clips of families the teachers never heard the like of learn from their labels only
+    skip = set(f for f in args.distill_skip_families.split(",") if f)
+    taught = np.array([r.get("family", "") not in skip for r in train], np.float32)
     if teachers:
         log(f"cnn: distilled from {args.distill} (weight {args.distill_weight}, "
-            f"temperature {args.distill_temp})")
+            f"temperature {args.distill_temp}; labels only for {int(len(taught) - taught.sum())} "
+            f"clips of {sorted(skip)})")
     opt = torch.optim.AdamW(model.parameters(), lr=args.cnn_lr, weight_decay=1e-4)
     steps_per_epoch = (len(train) * args.patches_per_clip) // args.cnn_batch
     total = steps_per_epoch * args.cnn_epochs
@@ -357,10 +361,12 @@ def stage_cnn(args, rows, labels):
             yb = torch.from_numpy(yb)
             target = torch.from_numpy(target) * 0.95 + 0.05 / len(labels)  # label smoothing
             logits = model(xb)
-            loss = -(target * F.log_softmax(logits, 1)).sum(1).mean()
+            loss = -(target * F.log_softmax(logits, 1)).sum(1)
             if teachers:
-                loss = ((1.0 - args.distill_weight) * loss + args.distill_weight *
-                        distillation_loss(logits, xb, teachers, args.distill_temp))
+                w = args.distill_weight * torch.from_numpy(taught[idx])
+                loss = (1.0 - w) * loss + w * distillation_loss(logits, xb, teachers,
+                                                                 args.distill_temp, reduce=False)
+            loss = loss.mean()
             opt.zero_grad()
             loss.backward()
             opt.step()
@@ -387,14 +393,16 @@ def load_patch_classifier(work, classes):
     return m.eval()
 
 
-def distillation_loss(logits, xb, teachers, temp):
+def distillation_loss(logits, xb, teachers, temp, reduce=True):
     """Knowledge distillation from an ensemble (Hinton et al. 2015): the teachers see the
     same augmented patches; the target is the mean of their softened distributions
     (softmax at temperature temp), the loss the cross-entropy against the student's
-    softened distribution, times temp^2 so its gradient keeps the hard loss's scale."""
+    softened distribution, times temp^2 so its gradient keeps the hard loss's scale.
+    reduce=False: one loss per patch."""
     with torch.no_grad():
         target = torch.stack([F.softmax(t(xb) / temp, 1) for t in teachers]).mean(0)
-    return -(target * F.log_softmax(logits / temp, 1)).sum(1).mean() * temp * temp
+    per_patch = -(target * F.log_softmax(logits / temp, 1)).sum(1) * temp * temp
+    return per_patch.mean() if reduce else per_patch
 
 
 def export_cnn(cnn, path, f16=False):
@@ -627,6 +635,9 @@ def main():
                     help="weight of the distillation loss (the hard-label loss gets 1 - it)")
     ap.add_argument("--distill-temp", type=float, default=2.0,
                     help="softmax temperature of the distillation loss")
+    ap.add_argument("--distill-skip-families", default="synth_music",
+                    help="comma-separated manifest families whose clips learn from their labels "
+                         "only (the teachers never heard such clips)")
     ap.add_argument("--eq-p", type=float, default=0.0,
                     help="probability of a random smooth EQ on a non-silence patch (random_eq_db)")
     # transformer

@@ -26,6 +26,8 @@ from concurrent.futures import ThreadPoolExecutor
 
 import numpy as np
 
+import synth_music
+
 SR = 16000
 CLASSES = ["speech", "music", "noise", "alarm", "animal", "silence"]
 
@@ -956,6 +958,9 @@ def render(job, clip_s, tmpdir):
     elif k == "silence":
         x, detail = synth_silence(rng, n)
         used = []
+    elif k == "midi_music":
+        x, detail = synth_music.render_synth_music(rng, clip_s, tmpdir, sox_decode)
+        used = []
     elif k == "quiet_real":  # a real noise recording far down in level: "quiet room"
         x, used, detail = render_loop(spec, rng, clip_s)
         detail = "quiet " + detail
@@ -1403,6 +1408,18 @@ def plan_extra_train(fams, rng, split_of, per_class, a):
     return jobs
 
 
+def plan_synth_music(n, a):
+    """n training clips of synthesised music (synth_music.py: FluidSynth playing pieces
+    composed at random), each its own group, marked set=extra like the other training-only
+    clips (so the validation split is the same with or without them). Appended after every
+    other clip with a seed tag of their own: the clips planned before them do not change."""
+    ci = CLASSES.index("music")
+    fam = Synth("synth_music", "music", "midi_music", "fluidsynth+fluid-soundfont-gm")
+    return [clip_job(a, ci, "music", 0, fam, "train", si, Spec(kind="midi_music"), 4, "x",
+                     group="synth:music:synth_music:train%04d" % si, set="extra")
+            for si in range(n)]
+
+
 def validation_groups(jobs, frac, seed):
     """The train groups that training/train_default_audio.py's carve_validation (same seed
     and share) holds out as its validation split; the same computation on the same rows."""
@@ -1455,6 +1472,10 @@ def main():
     ap.add_argument("--keep-mislabelled", action="store_true",
                     help="keep the families of MISLABELLED_FAMILIES (fillets-ng's English sound "
                          "effects labelled speech), as data set versions 2-6 did")
+    ap.add_argument("--synth-music", type=int, default=0,
+                    help="this many more training clips of synthesised music (synth_music.py: "
+                         "random pieces in ten styles played by fluidsynth, some overdriven or "
+                         "band-limited); set=extra, the other clips stay the same")
     ap.add_argument("--val-frac", type=float, default=0.15,
                     help="v3 only: the training script's validation share; the noise recordings it "
                          "will hold out are not used as alarm backgrounds")
@@ -1496,6 +1517,11 @@ def main():
         jobs += plan_extra_train(more, np.random.default_rng([a.seed, 3]), split_of, a.train_extra, a)
     if not a.keep_mislabelled:
         jobs = drop_families(jobs, MISLABELLED_FAMILIES)
+    if a.synth_music:
+        if not os.path.isfile(synth_music.SOUNDFONT):
+            raise DataError("--synth-music needs the General MIDI sound font %s (Debian package "
+                            "fluid-soundfont-gm)" % synth_music.SOUNDFONT)
+        jobs += plan_synth_music(a.synth_music, a)
     clips_dir = os.path.join(a.out, "clips")
     if os.path.isdir(clips_dir):
         shutil.rmtree(clips_dir)

@@ -6,7 +6,8 @@
 # OUTDIR defaults to out/audio-dataset (gitignored). Needs root (or apt-get permissions) on a
 # Debian bookworm machine that reaches the Debian archive; nothing else from the network.
 #  1. installs the tools it needs with apt-get (sox, libsox-fmt-base, espeak-ng, flite,
-#     python3-numpy), only those not yet installed;
+#     python3-numpy; fluidsynth and the General MIDI sound font fluid-soundfont-gm for
+#     --synth-music), only those not yet installed;
 #  2. downloads the data packages with `apt-get download` into OUTDIR/.cache/debs (kept; a
 #     second run reuses them) and unpacks only the sound files into OUTDIR/.cache/src/<pkg>
 #     (the data packages are never installed);
@@ -25,7 +26,8 @@ PY=/usr/bin/python3
 die() { echo "build_audio_dataset: error: $*" >&2; exit 1; }
 log() { echo "build_audio_dataset: $*" >&2; }
 
-TOOLS=(sox libsox-fmt-base espeak-ng flite python3-numpy gstreamer1.0-tools gstreamer1.0-plugins-base)
+TOOLS=(sox libsox-fmt-base espeak-ng flite python3-numpy gstreamer1.0-tools gstreamer1.0-plugins-base
+       fluidsynth fluid-soundfont-gm)
 DATA=(tuxpaint-stamps-default fillets-ng-data fillets-ng-data-nl wesnoth-1.16-music
       colobot-common-sounds fretsonfire-songs-muldjord frozen-bubble-data sonic-pi-samples
       sound-theme-freedesktop lomiri-sounds
@@ -109,7 +111,7 @@ if [ ${#missing[@]} -gt 0 ]; then
   DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends "${missing[@]}" >/dev/null \
     || die "apt-get install failed for: ${missing[*]}"
 fi
-for c in sox soxi espeak-ng flite gst-launch-1.0; do command -v $c >/dev/null || die "'$c' not found after installing ${TOOLS[*]}"; done
+for c in sox soxi espeak-ng flite gst-launch-1.0 fluidsynth; do command -v $c >/dev/null || die "'$c' not found after installing ${TOOLS[*]}"; done
 $PY -c 'import numpy' 2>/dev/null || die "$PY cannot import numpy (package python3-numpy)"
 
 # ---- 2. data packages: download (cached) and unpack the sound files

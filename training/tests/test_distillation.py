@@ -45,6 +45,15 @@ class Distillation(unittest.TestCase):
         got = tda.distillation_loss(logits, self.xb, [FixedTeacher(a), FixedTeacher(b)], temp)
         self.assertAlmostEqual(got.item(), want.item(), places=5)
 
+    def test_per_patch_losses_average_to_the_loss(self):
+        # --distill-skip-families weighs the teachers' term per patch
+        a = torch.tensor([[2.0, 0.0, -1.0]])
+        logits = torch.randn(5, 3)
+        per = tda.distillation_loss(logits, self.xb, [FixedTeacher(a)], 2.0, reduce=False)
+        self.assertEqual(tuple(per.shape), (5,))
+        self.assertAlmostEqual(per.mean().item(),
+                               tda.distillation_loss(logits, self.xb, [FixedTeacher(a)], 2.0).item(), places=5)
+
     def test_matching_student_gets_no_gradient(self):
         teacher = torch.tensor([[1.5, -0.5, 0.25, 0.0]])
         logits = teacher.expand(5, -1).clone().requires_grad_(True)
