@@ -67,6 +67,9 @@ struct _ConyCnn {
   /* Input normalisation (x - mean[c]) / std[c], from input_mean / input_std; NULL when
    * the file declares none. norm is the normalised copy of one example. */
   float *in_mean, *in_std, *norm;
+  /* center_height: each input column (one width position and channel: a mel band)
+   * has its mean over the input's height (the patch's frames) removed first. */
+  gboolean center_height;
   gboolean global_pool;
 };
 
@@ -129,7 +132,8 @@ ensure_conv_scratch (ConyCnn *cnn, gsize nb)
   g_free (cnn->norm);
   cnn->act_a = g_new (float, nb * cnn->max_act);
   cnn->act_b = g_new (float, nb * cnn->max_act);
-  cnn->norm = cnn->in_mean != NULL ? g_new (float, nb * cnn->in_h * cnn->in_w * cnn->in_c) : NULL;
+  cnn->norm = cnn->in_mean != NULL || cnn->center_height
+                  ? g_new (float, nb * cnn->in_h * cnn->in_w * cnn->in_c) : NULL;
   /* Winograd buffers: reallocated at this size on first use. */
   g_clear_pointer (&cnn->wv, g_free);
   g_clear_pointer (&cnn->wm, g_free);
@@ -467,7 +471,8 @@ cony_cnn_load (const char *path, GError **error)
   if (!meta_uint (st, "input_height", 96, &cnn->in_h, error) ||
       !meta_uint (st, "input_width", 64, &cnn->in_w, error) ||
       !meta_uint (st, "input_channels", 1, &cnn->in_c, error) ||
-      !meta_bool (st, "final_relu", FALSE, &cnn->final_relu, error))
+      !meta_bool (st, "final_relu", FALSE, &cnn->final_relu, error) ||
+      !meta_bool (st, "center_height", FALSE, &cnn->center_height, error))
     return NULL;
   if (!meta_channels (st, "input_mean", cnn->in_c, FALSE, &cnn->in_mean, error) ||
       !meta_channels (st, "input_std", cnn->in_c, TRUE, &cnn->in_std, error))
@@ -870,6 +875,8 @@ cony_cnn_describe (const ConyCnn *cnn)
   g_return_val_if_fail (cnn != NULL, NULL);
   GString *s = g_string_new (NULL);
   g_string_append_printf (s, "input %ux%ux%u (HWC)\n", cnn->in_h, cnn->in_w, cnn->in_c);
+  if (cnn->center_height)
+    g_string_append (s, "center: each column's mean over the height removed\n");
   if (cnn->in_mean != NULL) {
     g_string_append (s, "normalise (x - mean) / std per channel:");
     for (guint c = 0; c < cnn->in_c && c < 8; c++)
@@ -926,6 +933,13 @@ cony_cnn_get_normalization (const ConyCnn *cnn, const float **mean, const float 
   if (std)
     *std = cnn->in_std;
   return cnn->in_mean != NULL;
+}
+
+gboolean
+cony_cnn_get_center_height (const ConyCnn *cnn)
+{
+  g_return_val_if_fail (cnn != NULL, FALSE);
+  return cnn->center_height;
 }
 
 gboolean
@@ -1446,19 +1460,46 @@ gap_forward (const Layer *l, const float *in, float *out, gsize nb)
 
 /* Runs the conv/pool stack on @nb examples (at most conv_cap); returns the
  * buffer holding their flattened (NHWC) results one after the other. */
+/* cnn->norm = the @nb examples of @input centred (center_height) and normalised
+ * (input_mean / input_std), in that order. */
+static void
+prepare_input (ConyCnn *cnn, const float *input, gsize nb)
+{
+  guint C = cnn->in_c;
+  gsize cols = (gsize) cnn->in_w * C, plane = cols * cnn->in_h;
+  memcpy (cnn->norm, input, sizeof (float) * plane * nb);
+  if (cnn->center_height) {
+    double *sum = g_new (double, cols);
+    for (gsize e = 0; e < nb; e++) {
+      float *x = cnn->norm + e * plane;
+      memset (sum, 0, sizeof (double) * cols);
+      for (guint h = 0; h < cnn->in_h; h++)
+        for (gsize j = 0; j < cols; j++)
+          sum[j] += x[h * cols + j];
+      for (gsize j = 0; j < cols; j++)
+        sum[j] /= cnn->in_h;
+      for (guint h = 0; h < cnn->in_h; h++)
+        for (gsize j = 0; j < cols; j++)
+          x[h * cols + j] -= (float) sum[j];
+    }
+    g_free (sum);
+  }
+  if (cnn->in_mean != NULL) {
+    float *inv = g_alloca (sizeof (float) * C);
+    for (guint k = 0; k < C; k++)
+      inv[k] = 1.0f / cnn->in_std[k];
+    for (gsize p = 0; p < plane / C * nb; p++)
+      for (guint k = 0; k < C; k++)
+        cnn->norm[p * C + k] = (cnn->norm[p * C + k] - cnn->in_mean[k]) * inv[k];
+  }
+}
+
 static const float *
 features_forward (ConyCnn *cnn, const float *input, gsize nb)
 {
   const float *cur = input;
-  if (cnn->in_mean != NULL) {
-    guint C = cnn->in_c;
-    gsize n = (gsize) cnn->in_h * cnn->in_w * nb;
-    float *inv = g_alloca (sizeof (float) * C);
-    for (guint k = 0; k < C; k++)
-      inv[k] = 1.0f / cnn->in_std[k];
-    for (gsize p = 0; p < n; p++)
-      for (guint k = 0; k < C; k++)
-        cnn->norm[p * C + k] = (input[p * C + k] - cnn->in_mean[k]) * inv[k];
+  if (cnn->in_mean != NULL || cnn->center_height) {
+    prepare_input (cnn, input, nb);
     cur = cnn->norm;
   }
   float *bufs[2] = { cnn->act_a, cnn->act_b };

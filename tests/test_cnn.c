@@ -641,6 +641,61 @@ test_batch_equals_single (void)
   }
 }
 
+/* center_height = "true": each column (width position and channel) minus its
+ * mean over the height before the network; equal to the plain model on inputs
+ * centred here, blind to a constant added per column, batched as single, and
+ * a value other than true/false is refused by name. */
+static void
+test_center_height (void)
+{
+  TensorSet s = read_set ("odd.safetensors");
+  static const char *const meta[] = { "input_height", "20", "input_width", "12",
+                                      "input_channels", "2", "final_relu", "true",
+                                      "center_height", "true", NULL };
+  g_autofree char *path = write_set (&s, "centered.safetensors", meta);
+  GError *error = NULL;
+  g_autoptr (ConyCnn) centred = cony_cnn_load (path, &error);
+  g_assert_no_error (error);
+  g_autoptr (ConyCnn) plain = load_model ("odd.safetensors");
+  g_assert_true (cony_cnn_get_center_height (centred));
+  g_assert_false (cony_cnn_get_center_height (plain));
+  g_autofree char *desc = cony_cnn_describe (centred);
+  g_assert_nonnull (strstr (desc, "center"));
+
+  g_autoptr (ConyNpyArray) x = cony_test_load_golden_npy ("cnn", "odd_input.npy");
+  const gsize H = 20, cols = 12 * 2, plane = H * cols, n = 3;
+  g_autofree float *xc = g_new (float, n * plane);
+  g_autofree float *shifted = g_new (float, n * plane);
+  for (gsize e = 0; e < n; e++)
+    for (gsize j = 0; j < cols; j++) {
+      double m = 0;
+      for (gsize h = 0; h < H; h++)
+        m += x->data[e * plane + h * cols + j];
+      m /= H;
+      for (gsize h = 0; h < H; h++) {
+        gsize i = e * plane + h * cols + j;
+        xc[i] = (float) (x->data[i] - m);
+        shifted[i] = x->data[i] + 3.0f * sinf (j * 1.7f + e);   /* a level per column */
+      }
+    }
+  float want[3 * 10], got[3 * 10], batch[3 * 10];
+  cony_cnn_forward_batch (plain, xc, n, want);
+  for (gsize e = 0; e < n; e++)
+    cony_cnn_forward (centred, x->data + e * plane, got + e * 10);
+  g_assert_cmpfloat (cony_test_rel_err (got, want, 30), <, 1e-5);
+  cony_cnn_forward_batch (centred, shifted, n, batch);
+  g_assert_cmpfloat (cony_test_rel_err (batch, want, 30), <, 1e-4);
+  /* the plain model does see the offsets */
+  cony_cnn_forward_batch (plain, shifted, n, batch);
+  g_assert_cmpfloat (cony_test_rel_err (batch, want, 30), >, 1e-2);
+
+  static const char *const bad[] = { "input_height", "20", "input_width", "12",
+                                     "input_channels", "2", "center_height", "maybe", NULL };
+  g_autofree char *bad_path = write_set (&s, "center-bad.safetensors", bad);
+  expect_refused (bad_path, CONY_ERROR_INVALID, "center_height", "maybe");
+  set_free (&s);
+}
+
 int
 main (int argc, char **argv)
 {
@@ -656,6 +711,7 @@ main (int argc, char **argv)
   g_test_add_func ("/cnn/batch-equals-single", test_batch_equals_single);
   g_test_add_func ("/cnn/fc-f16", test_fc_f16);
   g_test_add_func ("/cnn/fc-f16-portable", test_fc_f16_portable);
+  g_test_add_func ("/cnn/center-height", test_center_height);
   int ret = g_test_run ();
   g_autofree char *cmd = g_strdup_printf ("rm -rf '%s'", tmpdir);
   if (system (cmd) != 0)

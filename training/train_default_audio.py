@@ -178,9 +178,9 @@ def cnn_layout(args):
 
 
 class PatchClassifier(nn.Module):
-    def __init__(self, conv, fc, classes, dropout):
+    def __init__(self, conv, fc, classes, dropout, center_height=False):
         super().__init__()
-        self.cnn = VGGishLike(conv, fc, final_relu=False)
+        self.cnn = VGGishLike(conv, fc, final_relu=False, center_height=center_height)
         self.drop = nn.Dropout(dropout)
         self.head = nn.Linear(fc[-1], classes)
 
@@ -315,7 +315,7 @@ def stage_cnn(args, rows, labels):
         draw_p[y == c] /= draw_p[y == c].sum()
     draw_p /= draw_p.sum()
     conv, fc = cnn_layout(args)
-    model = PatchClassifier(conv, fc, len(labels), args.cnn_dropout)
+    model = PatchClassifier(conv, fc, len(labels), args.cnn_dropout, bool(args.center_bands))
     nparams = sum(p.numel() for p in model.cnn.parameters())
     log(f"cnn: conv {conv} fc {fc}: {nparams} parameters; {len(train)} train clips")
     teachers = [load_patch_classifier(w, len(labels)) for w in args.distill.split(",") if w]
@@ -377,7 +377,8 @@ def stage_cnn(args, rows, labels):
         log(f"cnn epoch {epoch + 1}/{args.cnn_epochs}: loss {loss_sum / seen:.4f} "
             f"train patch acc {correct / seen:.3f} ({time.time() - t0:.0f} s)")
     model.eval()
-    torch.save({"state_dict": model.state_dict(), "conv": conv, "fc": fc},
+    torch.save({"state_dict": model.state_dict(), "conv": conv, "fc": fc,
+                "center_height": bool(args.center_bands)},
                os.path.join(args.work, "cnn.pt"))
     export_cnn(model.cnn, os.path.join(args.models, "vggish.safetensors"), args.cnn_f16)
 
@@ -388,7 +389,7 @@ def load_patch_classifier(work, classes):
     ck = torch.load(os.path.join(work, "cnn.pt"))
     if "head.weight" not in ck["state_dict"]:
         raise ValueError(f"{work}/cnn.pt has no classifier head (a packed CNN?): not a teacher")
-    m = PatchClassifier(ck["conv"], ck["fc"], classes, 0.0)
+    m = PatchClassifier(ck["conv"], ck["fc"], classes, 0.0, ck.get("center_height", False))
     m.load_state_dict(ck["state_dict"])
     return m.eval()
 
@@ -416,6 +417,7 @@ def export_cnn(cnn, path, f16=False):
     tensors = {k: v.detach().float().numpy() for k, v in cnn.state_dict().items()}
     meta = {"architecture": "vggish", "input_height": str(PATCH), "input_width": str(N_MELS),
             "input_channels": "1", "final_relu": "false",
+            "center_height": "true" if getattr(cnn, "center_height", False) else "false",
             "frontend": json.dumps(FRONTEND, separators=(",", ":"))}
     os.makedirs(os.path.dirname(path), exist_ok=True)
     safetensors_io.save(path, tensors, meta, dtypes={k: "F16" for k in tensors} if f16 else None)
@@ -424,7 +426,8 @@ def export_cnn(cnn, path, f16=False):
 
 def load_cnn(work):
     ck = torch.load(os.path.join(work, "cnn.pt"))
-    cnn = VGGishLike(ck["conv"], ck["fc"], final_relu=False)
+    cnn = VGGishLike(ck["conv"], ck["fc"], final_relu=False,
+                     center_height=ck.get("center_height", False))
     cnn.load_state_dict({k[4:]: v for k, v in ck["state_dict"].items() if k.startswith("cnn.")})
     return cnn.eval()
 
@@ -635,6 +638,10 @@ def main():
                     help="weight of the distillation loss (the hard-label loss gets 1 - it)")
     ap.add_argument("--distill-temp", type=float, default=2.0,
                     help="softmax temperature of the distillation loss")
+    ap.add_argument("--center-bands", type=int, default=0,
+                    help="1: the CNN sees each mel band minus its mean over the patch (center_height "
+                         "in the exported file), so a recording's colouration and level per band "
+                         "does not reach it")
     ap.add_argument("--distill-skip-families", default="synth_music",
                     help="comma-separated manifest families whose clips learn from their labels "
                          "only (the teachers never heard such clips)")

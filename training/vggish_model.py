@@ -23,7 +23,7 @@ VGGISH_FC = (4096, 4096, 128)
 
 class VGGishLike(nn.Module):
     def __init__(self, conv=VGGISH_CONV, fc=VGGISH_FC, input_hw=(96, 64), in_channels=1,
-                 final_relu=True):
+                 final_relu=True, center_height=False):
         super().__init__()
         layers = []
         c = in_channels
@@ -48,11 +48,16 @@ class VGGishLike(nn.Module):
         self.input_hw = tuple(input_hw)
         self.in_channels = in_channels
         self.final_relu = final_relu
+        # center_height: each column (mel band) minus its mean over the height (frames),
+        # as libcony does for a file with center_height = "true"
+        self.center_height = center_height
 
     def forward(self, x):
         """x: (N, C, H, W) or (N, H, W) for one channel; returns (N, fc[-1])."""
         if x.dim() == 3:
             x = x.unsqueeze(1)
+        if self.center_height:
+            x = x - x.mean(2, keepdim=True)
         x = self.features(x)
         x = x.permute(0, 2, 3, 1).contiguous()    # NCHW -> NHWC before flattening
         return self.embeddings(x.reshape(x.shape[0], -1))

@@ -49,6 +49,11 @@
  *                Default none (0 / 1). Image models take pixel values in 0..1
  *                (conyframeembed divides 8-bit values by 255), so torchvision's
  *                ImageNet constants apply as they are.
+ *   center_height  "true"/"false" (default): each input column (a width position
+ *                and channel: for log-mel patches, a mel band) has its mean over
+ *                the input's height (the patch's frames) subtracted before the
+ *                normalisation below, so a constant offset per band (a
+ *                recording's colouration, its level) does not reach the network.
  *   global_pool  "avg": the map after the last conv (and trailing pools) is
  *                averaged over height and width, so the FC input is its channel
  *                count whatever the input size; "none" (default): flattened.
@@ -139,6 +144,8 @@ void cony_cnn_forward_batch (ConyCnn *cnn, const float *input, gsize n, float *o
  * *@mean and *@std (either may be NULL) point at input_channels floats owned by
  * the network. */
 gboolean cony_cnn_get_normalization (const ConyCnn *cnn, const float **mean, const float **std);
+/* TRUE when the model centres each input column over the height (center_height). */
+gboolean cony_cnn_get_center_height (const ConyCnn *cnn);
 /* TRUE when the conv stack ends with a global average pool (global_pool=avg, or
  * "G" in a random layout). */
 gboolean cony_cnn_get_global_pool (const ConyCnn *cnn);
