@@ -68,8 +68,10 @@ struct _ConyCnn {
    * the file declares none. norm is the normalised copy of one example. */
   float *in_mean, *in_std, *norm;
   /* center_height: each input column (one width position and channel: a mel band)
-   * has its mean over the input's height (the patch's frames) removed first. */
+   * has its mean over the input's height (the patch's frames) removed first;
+   * col_sum (in_w * in_c) is its scratch, made with norm. */
   gboolean center_height;
+  double *col_sum;
   gboolean global_pool;
 };
 
@@ -118,6 +120,7 @@ cony_cnn_free (ConyCnn *cnn)
   g_free (cnn->in_mean);
   g_free (cnn->in_std);
   g_free (cnn->norm);
+  g_free (cnn->col_sum);
   g_free (cnn);
 }
 
@@ -134,6 +137,8 @@ ensure_conv_scratch (ConyCnn *cnn, gsize nb)
   cnn->act_b = g_new (float, nb * cnn->max_act);
   cnn->norm = cnn->in_mean != NULL || cnn->center_height
                   ? g_new (float, nb * cnn->in_h * cnn->in_w * cnn->in_c) : NULL;
+  if (cnn->center_height && cnn->col_sum == NULL)
+    cnn->col_sum = g_new (double, (gsize) cnn->in_w * cnn->in_c);
   /* Winograd buffers: reallocated at this size on first use. */
   g_clear_pointer (&cnn->wv, g_free);
   g_clear_pointer (&cnn->wm, g_free);
@@ -1458,8 +1463,6 @@ gap_forward (const Layer *l, const float *in, float *out, gsize nb)
   }
 }
 
-/* Runs the conv/pool stack on @nb examples (at most conv_cap); returns the
- * buffer holding their flattened (NHWC) results one after the other. */
 /* cnn->norm = the @nb examples of @input centred (center_height) and normalised
  * (input_mean / input_std), in that order. */
 static void
@@ -1469,7 +1472,7 @@ prepare_input (ConyCnn *cnn, const float *input, gsize nb)
   gsize cols = (gsize) cnn->in_w * C, plane = cols * cnn->in_h;
   memcpy (cnn->norm, input, sizeof (float) * plane * nb);
   if (cnn->center_height) {
-    double *sum = g_new (double, cols);
+    double *sum = cnn->col_sum;
     for (gsize e = 0; e < nb; e++) {
       float *x = cnn->norm + e * plane;
       memset (sum, 0, sizeof (double) * cols);
@@ -1482,7 +1485,6 @@ prepare_input (ConyCnn *cnn, const float *input, gsize nb)
         for (gsize j = 0; j < cols; j++)
           x[h * cols + j] -= (float) sum[j];
     }
-    g_free (sum);
   }
   if (cnn->in_mean != NULL) {
     float *inv = g_alloca (sizeof (float) * C);
@@ -1494,6 +1496,8 @@ prepare_input (ConyCnn *cnn, const float *input, gsize nb)
   }
 }
 
+/* Runs the conv/pool stack on @nb examples (at most conv_cap); returns the
+ * buffer holding their flattened (NHWC) results one after the other. */
 static const float *
 features_forward (ConyCnn *cnn, const float *input, gsize nb)
 {

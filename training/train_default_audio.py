@@ -5,11 +5,11 @@ that classifies the stream of those embeddings continually.
 
     /usr/bin/python3 training/train_default_audio.py --dataset out/audio-dataset-v7 \\
         --cony build-train/tools/cony --work out/train-audio --models models/audio \\
-        --distill out/train-teacher-v7,out/train-teacher-v5,out/train-teacher-v6
+        --center-bands 1
 
-The shipped CNN is distilled from three teacher CNNs, each trained by this script without
---distill (--stages mel,cnn) on data set versions 7, 5 and 6; training/train_default_audio.sh
-builds the data sets and trains the teachers and the model in that order.
+The shipped CNN sees each mel band centred over its patch (--center-bands 1);
+training/train_default_audio.sh builds data set version 7 and runs this. --distill WORK,...
+(teacher CNNs of earlier runs) trained the model before it (models/audio/MODEL.md).
 
 Stages (all run by default; --stages picks some):
 
@@ -417,7 +417,7 @@ def export_cnn(cnn, path, f16=False):
     tensors = {k: v.detach().float().numpy() for k, v in cnn.state_dict().items()}
     meta = {"architecture": "vggish", "input_height": str(PATCH), "input_width": str(N_MELS),
             "input_channels": "1", "final_relu": "false",
-            "center_height": "true" if getattr(cnn, "center_height", False) else "false",
+            "center_height": "true" if cnn.center_height else "false",
             "frontend": json.dumps(FRONTEND, separators=(",", ":"))}
     os.makedirs(os.path.dirname(path), exist_ok=True)
     safetensors_io.save(path, tensors, meta, dtypes={k: "F16" for k in tensors} if f16 else None)

@@ -104,9 +104,11 @@ def pack_side_by_side(members):
     fully connected layers; this is how an ensemble of small CNNs ships as one file."""
     K = len(members)
     ref = members[0]
+    if any(m.center_height != ref.center_height for m in members):
+        raise ValueError("pack_side_by_side: members differ in center_height")
     conv, fc = layout(ref)
     packed = VGGishLike(tuple(c if c == "M" else c * K for c in conv), tuple(w * K for w in fc),
-                        ref.input_hw, ref.in_channels, ref.final_relu)
+                        ref.input_hw, ref.in_channels, ref.final_relu, ref.center_height)
     convs = [[m for m in net.features if isinstance(m, nn.Conv2d)] for net in members]
     lins = [[m for m in net.embeddings if isinstance(m, nn.Linear)] for net in members]
     pconv = [m for m in packed.features if isinstance(m, nn.Conv2d)]

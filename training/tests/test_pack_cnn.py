@@ -15,11 +15,12 @@ torch.set_num_threads(1)
 
 
 class PackSideBySide(unittest.TestCase):
-    def check(self, k, conv, fc, hw, final_relu):
+    def check(self, k, conv, fc, hw, final_relu, center_height=False):
         members = []
         for i in range(k):
             torch.manual_seed(100 + i)
-            members.append(VGGishLike(conv, fc, hw, final_relu=final_relu).eval())
+            members.append(VGGishLike(conv, fc, hw, final_relu=final_relu,
+                                      center_height=center_height).eval())
         packed = pack_side_by_side(members).eval()
         x = torch.randn(5, *hw, generator=torch.Generator().manual_seed(7))
         with torch.no_grad():
@@ -44,6 +45,12 @@ class PackSideBySide(unittest.TestCase):
 
     def test_three_members_odd_sizes(self):
         self.check(3, (3, "M", 5, 5, "M"), (7, 9, 4), (12, 20), False)
+
+    def test_centred_members_pack_centred_and_mixed_ones_are_refused(self):
+        self.check(2, (4, "M", 6, "M"), (10, 3), (8, 12), False, center_height=True)
+        mixed = [VGGishLike((4, "M"), (3,), (8, 12), center_height=c) for c in (True, False)]
+        with self.assertRaisesRegex(ValueError, "center_height"):
+            pack_side_by_side(mixed)
 
 
 if __name__ == "__main__":
