@@ -12,7 +12,11 @@
 #include <math.h>
 #include <stdio.h>
 #include <string.h>
+#include <glib/gstdio.h>
+#include <stdlib.h>
 #include <sys/resource.h>
+#include <sys/wait.h>
+#include <unistd.h>
 #include <sys/time.h>
 #include <time.h>
 
@@ -137,33 +141,68 @@ plugin_dir (void)
   return g_build_filename (dir, "..", "gst", NULL);
 }
 
-/* Runs the GStreamer pipeline on @seconds of generated audio; wall and CPU seconds of
- * the gst-launch-1.0 process. */
+/* The peak resident memory (VmHWM) in KiB of process @pid, or -1 when it cannot be read
+ * (the process is gone). exec starts a new address space, so this is the process's own
+ * peak since its last exec, unlike getrusage's ru_maxrss, which also counts the copy of
+ * this (large) process that fork made before the exec. */
+static long
+read_peak_rss_kib (GPid pid)
+{
+  char path[64];
+  g_snprintf (path, sizeof path, "/proc/%d/status", (int) pid);
+  g_autofree char *text = NULL;
+  if (!g_file_get_contents (path, &text, NULL, NULL))
+    return -1;
+  const char *line = strstr (text, "VmHWM:");
+  return line ? strtol (line + strlen ("VmHWM:"), NULL, 10) : -1;
+}
+
+/* Runs the GStreamer pipeline on @seconds of generated audio: wall and CPU seconds of
+ * the gst-launch-1.0 process and its peak resident memory in KiB (polled from /proc
+ * every 5 ms while it runs; the peak only grows, and teardown frees memory). */
 static gboolean
 run_gst (const char *vggish, const char *transformer, double seconds, double *wall, double *cpu,
-         GError **error)
+         long *peak_kib, GError **error)
 {
   guint buffers = (guint) ceil (seconds * SAMPLE_RATE / 1600.0);
-  g_autofree char *pipeline = g_strdup_printf (
-      "gst-launch-1.0 -q audiotestsrc num-buffers=%u samplesperbuffer=1600 wave=pink-noise "
-      "! audio/x-raw,rate=%d,channels=1,format=F32LE ! conymel ! conyvggish model=%s "
-      "! conytransformer model=%s post-messages=false ! fakesink sync=false",
-      buffers, SAMPLE_RATE, vggish, transformer);
   g_autofree char *dir = plugin_dir ();
-  g_autofree char *cmd = g_strdup_printf ("env GST_PLUGIN_PATH=%s OPENBLAS_NUM_THREADS=1 %s", dir,
-                                          pipeline);
-  struct rusage before, after;
-  getrusage (RUSAGE_CHILDREN, &before);
-  double t0 = wall_s ();
-  int status = 0;
-  g_autofree char *err = NULL;
-  if (!g_spawn_command_line_sync (cmd, NULL, &err, &status, error))
+  g_autofree char *q_dir = g_shell_quote (dir), *q_vggish = g_shell_quote (vggish);
+  g_autofree char *q_transformer = g_shell_quote (transformer);
+  g_autofree char *err_path = NULL;
+  int err_fd = g_file_open_tmp ("cony-bench-XXXXXX.stderr", &err_path, error);
+  if (err_fd < 0)
     return FALSE;
+  close (err_fd);
+  g_autofree char *q_err = g_shell_quote (err_path);
+  /* exec keeps the process id: what is polled is gst-launch-1.0 itself */
+  g_autofree char *cmd = g_strdup_printf (
+      "exec env GST_PLUGIN_PATH=%s OPENBLAS_NUM_THREADS=1 gst-launch-1.0 -q audiotestsrc "
+      "num-buffers=%u samplesperbuffer=1600 wave=pink-noise "
+      "! audio/x-raw,rate=%d,channels=1,format=F32LE ! conymel ! conyvggish model=%s "
+      "! conytransformer model=%s post-messages=false ! fakesink sync=false 2>%s",
+      q_dir, buffers, SAMPLE_RATE, q_vggish, q_transformer, q_err);
+  const char *argv[] = { "/bin/sh", "-c", cmd, NULL };
+  GPid pid;
+  double t0 = wall_s ();
+  if (!g_spawn_async (NULL, (char **) argv, NULL, G_SPAWN_DO_NOT_REAP_CHILD, NULL, NULL, &pid,
+                      error)) {
+    g_unlink (err_path);
+    return FALSE;
+  }
+  int status = 0;
+  struct rusage usage;
+  *peak_kib = 0;
+  while (wait4 (pid, &status, WNOHANG, &usage) == 0) {
+    *peak_kib = MAX (*peak_kib, read_peak_rss_kib (pid));
+    g_usleep (5000);
+  }
   *wall = wall_s () - t0;
-  getrusage (RUSAGE_CHILDREN, &after);
-  *cpu = (after.ru_utime.tv_sec - before.ru_utime.tv_sec) + (after.ru_stime.tv_sec - before.ru_stime.tv_sec) +
-         1e-6 * ((after.ru_utime.tv_usec - before.ru_utime.tv_usec) +
-                 (after.ru_stime.tv_usec - before.ru_stime.tv_usec));
+  *cpu = usage.ru_utime.tv_sec + usage.ru_stime.tv_sec +
+         1e-6 * (usage.ru_utime.tv_usec + usage.ru_stime.tv_usec);
+  g_spawn_close_pid (pid);
+  g_autofree char *err = NULL;
+  g_file_get_contents (err_path, &err, NULL, NULL);
+  g_unlink (err_path);
   if (!g_spawn_check_wait_status (status, NULL)) {
     g_set_error (error, G_SPAWN_ERROR, G_SPAWN_ERROR_FAILED, "gst-launch-1.0 failed: %s",
                  err ? err : "");
@@ -247,11 +286,13 @@ cony_bench_pipeline (int argc, char **argv)
 
   if (!no_gst) {
     double wall = 0, cpu = 0;
-    if (!run_gst (vg, tr, seconds, &wall, &cpu, &error))
+    long peak_kib = 0;
+    if (!run_gst (vg, tr, seconds, &wall, &cpu, &peak_kib, &error))
       return cony_cmd_fail (error);
     printf ("\ngst-launch-1.0 audiotestsrc ! conymel ! conyvggish ! conytransformer ! fakesink sync=false\n");
     printf ("  %.0f s of audio in %.2f s wall, %.2f s CPU: %.0fx real time; live, it would use %.1f%% of one core\n",
             seconds, wall, cpu, seconds / wall, 100.0 * cpu / seconds);
+    printf ("  peak resident memory of the gst-launch-1.0 process: %.1f MiB\n", peak_kib / 1024.0);
   }
   return 0;
 }

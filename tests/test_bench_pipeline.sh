@@ -1,0 +1,36 @@
+#!/usr/bin/env bash
+# Smoke test of `cony bench pipeline` with the shipped default audio model: it runs on a
+# few seconds of audio and reports every stage, every attention variant, the gst-launch-1.0
+# pipeline's real-time factor and its peak memory; a missing model is refused by name.
+# (Speed itself is measured in bench/RESULTS.md, never asserted here.)
+#   test_bench_pipeline.sh CONY MODEL_DIR
+set -uo pipefail
+cony=${1:?usage: test_bench_pipeline.sh CONY MODEL_DIR}
+models=${2:?}
+fail=0
+check() {  # check NAME REGEX: the bench output has a line matching REGEX
+  if ! grep -Eq "$2" <<<"$out"; then echo "FAIL $1: no line matching /$2/"; fail=1; else echo "ok $1"; fi
+}
+
+if ! out=$("$cony" bench pipeline --seconds 3 --vggish "$models/vggish.safetensors" \
+    --transformer "$models/transformer.safetensors" 2>&1); then
+  echo "FAIL bench pipeline exited non-zero:"; echo "$out"; exit 1
+fi
+echo "$out"
+for stage in "log-mel" "CNN \(one window per stride\)" "encoder \(one step per window\)" "whole chain"; do
+  check "stage $stage" "^$stage +[0-9.]+ +[0-9]+$"
+done
+for v in regular continual nystrom nystrom-fixed cony cony-fixed; do
+  check "variant $v" "^$v +[0-9]+\.[0-9]+ +[0-9]+$"
+done
+check "gst real-time factor" "s of audio in [0-9.]+ s wall, [0-9.]+ s CPU: [0-9]+x real time"
+check "gst peak memory" "peak resident memory of the gst-launch-1.0 process: [0-9.]+ MiB"
+
+if out=$("$cony" bench pipeline --seconds 1 --no-gst --vggish /nonexistent/vggish.safetensors 2>&1); then
+  echo "FAIL missing model: exit 0"; fail=1
+elif ! grep -q "/nonexistent/vggish.safetensors" <<<"$out"; then
+  echo "FAIL missing model: the error does not name the file: $out"; fail=1
+else
+  echo "ok missing model refused: $out"
+fi
+exit $fail
