@@ -37,7 +37,8 @@ DATA=(tuxpaint-stamps-default fillets-ng-data fillets-ng-data-nl wesnoth-1.16-mu
       tuxtype-data twinkle-common megaglest-data
       supertux-data warmux-data openclonk-data freedink-data xmoto-data asterisk-moh-opsound-wav
       asterisk-core-sounds-en-wav heroes-sound-effects sound-icons openttd-opensfx gcompris-qt-data
-      0ad-data warzone2100-music)
+      0ad-data warzone2100-music
+      qabcs-data micropolis-data minetest-mod-homedecor)
 
 # sound files to unpack per data package (tar wildcards; '*' also matches '/')
 declare -A PATTERNS=(
@@ -83,6 +84,11 @@ declare -A PATTERNS=(
   # version 5: 0 A.D.'s animals, ambiences and music (in a zip); Warzone 2100's music (Opus)
   [0ad-data]="*/mods/public/public.zip"
   [warzone2100-music]="*/warzone2100/music/*.opus"
+  # version 7: qABCs' animal and machine recordings, Micropolis' sirens, horns and traffic,
+  # the Minetest homedecor mod's bathroom and kitchen sounds
+  [qabcs-data]="*/qabcs/abcs/all/noises/*.ogg"
+  [micropolis-data]="*/micropolis/res/sounds/*.wav"
+  [minetest-mod-homedecor]="*/homedecor/*/sounds/*.ogg"
 )
 
 # version 6: for training only; which files of which package, listed one a line

@@ -1,0 +1,85 @@
+"""build_audio_dataset.TRAIN_ONLY7 (data set version 9): the regexes pick the recordings by
+name, each into its class, and leave out the ones whose class is not plain (instruments,
+toys, silent animals, a second copy of a car horn)."""
+
+import os
+import sys
+import tempfile
+import unittest
+
+sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "data"))
+
+import build_audio_dataset as bad  # noqa: E402
+
+QABCS_TAKEN = {
+    "animal": ["owl", "eagle-owl", "squirrel", "moth", "ladybug", "grasshopper", "wolf", "cat"],
+    "noise": ["airplane", "fire", "train", "zipper", "helicopter"],
+    "alarm": ["whistle"],
+}
+QABCS_LEFT_OUT = ["firebird", "snail", "spider", "fish", "piano", "crane", "cheburashka",
+                  "catapult", "bicycle", "clock", "owl_desc"]
+
+
+class TrainOnlyV7(unittest.TestCase):
+    def make_tree(self, src):
+        def touch(pkg, sub, name):
+            p = os.path.join(src, pkg, sub, name)
+            os.makedirs(os.path.dirname(p), exist_ok=True)
+            open(p, "wb").close()
+        # every name the tables expect, so that need() is satisfied, then the decoys
+        for label, rows in bad.TRAIN_ONLY7.items():
+            for pkg, sub, rx, minimum in rows:
+                for i in range(minimum):
+                    touch(pkg, sub, "filler_%s_%d.x" % (label, i))
+        for names in QABCS_TAKEN.values():
+            for n in names:
+                touch("qabcs-data", bad.QABCS, n + ".ogg")
+        for n in QABCS_LEFT_OUT:
+            touch("qabcs-data", bad.QABCS, n + ".ogg")
+        for n in ["siren.wav", "police.wav", "honkhonk-hi.wav", "honkhonk-high.wav",
+                  "honkhonk-med.wav", "honkhonk-low.wav", "quack.wav", "quackquack.wav",
+                  "heavytraffic.wav", "fire.wav", "ignition.wav", "explosion-low.wav", "beep.wav"]:
+            touch("micropolis-data", bad.MICROPOLIS, n)
+        for n in ["homedecor_bathroom/sounds/homedecor_toilet_flush.ogg",
+                  "homedecor_bathroom/sounds/homedecor_shower.ogg",
+                  "homedecor_common/sounds/homedecor_faucet.ogg",
+                  "fake_fire/sounds/fire_small.ogg", "fake_fire/sounds/fire_extinguish.ogg",
+                  "homedecor_electrical/sounds/homedecor_doorbell.ogg",
+                  "homedecor_gastronomy/sounds/toaster.ogg"]:
+            touch("minetest-mod-homedecor", bad.HOMEDECOR, n)
+
+    def picked(self, src, label):
+        rows = bad.TRAIN_ONLY7[label]
+        return {os.path.relpath(f, src) for pkg, sub, rx, _ in rows
+                for f in bad.find(os.path.join(src, pkg), sub, rx)}
+
+    def test_classes_by_name(self):
+        with tempfile.TemporaryDirectory() as src:
+            self.make_tree(src)
+            got = {c: self.picked(src, c) for c in ("alarm", "animal", "noise")}
+            for label, names in QABCS_TAKEN.items():
+                for n in names:
+                    self.assertIn(os.path.join("qabcs-data", bad.QABCS, n + ".ogg"), got[label], n)
+            everything = set().union(*got.values())
+            for n in QABCS_LEFT_OUT:
+                self.assertNotIn(os.path.join("qabcs-data", bad.QABCS, n + ".ogg"), everything, n)
+            names = {c: {os.path.basename(p) for p in got[c] if not os.path.basename(p).startswith("filler")}
+                     for c in got}
+            self.assertEqual(names["alarm"] - {n + ".ogg" for n in QABCS_TAKEN["alarm"]},
+                             {"siren.wav", "police.wav", "honkhonk-hi.wav", "honkhonk-med.wav",
+                              "honkhonk-low.wav", "homedecor_doorbell.ogg"})
+            self.assertTrue({"homedecor_toilet_flush.ogg", "homedecor_shower.ogg", "homedecor_faucet.ogg",
+                             "fire_small.ogg", "heavytraffic.wav", "fire.wav", "ignition.wav"} <= names["noise"])
+            for n in ("fire_extinguish.ogg", "toaster.ogg", "explosion-low.wav", "beep.wav", "honkhonk-high.wav"):
+                self.assertNotIn(n, set().union(*names.values()), n)
+            self.assertTrue({"quack.wav", "quackquack.wav"} <= names["animal"])
+            # no recording in two classes
+            self.assertEqual(len(everything), sum(len(v) for v in got.values()))
+
+    def test_version_7_includes_the_earlier_tables(self):
+        self.assertEqual(sorted(bad.TRAIN_ONLY), [3, 4, 5, 7])
+        self.assertIs(bad.TRAIN_ONLY[7], bad.TRAIN_ONLY7)
+
+
+if __name__ == "__main__":
+    unittest.main()
