@@ -17,5 +17,7 @@ case $input in
   *) [ -f "$input" ] || { echo "file.sh: $input not found" >&2; exit 2; }
      uri="file://$(cd "$(dirname "$input")" && pwd)/$(basename "$input")" ;;
 esac
+# A file is not live, so conyvggish runs its CNN on 64 windows at a time (about twice as
+# fast; the same results).
 # shellcheck disable=SC2046
-gst-launch-1.0 -m uridecodebin uri="$uri" ! $(cony_chain) ! fakesink sync=false | cony_format
+gst-launch-1.0 -m uridecodebin uri="$uri" ! $(cony_chain batch=64) ! fakesink sync=false | cony_format

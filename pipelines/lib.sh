@@ -23,8 +23,9 @@ cony_check_models () {
 }
 
 # The classifier part of every audio pipeline (word-split on purpose: CONY_OPTS).
+# Arguments are extra conyvggish properties (file.sh: batch=64).
 cony_chain () {
-  echo "audioconvert ! audioresample ! conymel ! conyvggish model=$CONY_VGGISH" \
+  echo "audioconvert ! audioresample ! conymel ! conyvggish model=$CONY_VGGISH $*" \
        "! conytransformer name=classifier model=$CONY_TRANSFORMER $CONY_OPTS"
 }
 

@@ -12,7 +12,9 @@ Checks:
   * the same clip through GStreamer (gst-launch-1.0 -m filesrc ! decodebin ! audioconvert !
     audioresample ! conymel ! conyvggish ! conytransformer ! fakesink, the README's main
     pipeline) posts one conytransformer message per step whose labels are exactly those
-    of the `cony` tools (skipped when gst-launch-1.0 or the plugin is not there).
+    of the `cony` tools (skipped when gst-launch-1.0 or the plugin is not there);
+  * the same clip through pipelines/file.sh (what the README's main command runs: uridecodebin,
+    conyvggish batch=64) prints one line per step, at 0.25 s steps, with those labels.
 Clips (made here, nothing downloaded): speech spoken by espeak-ng (skipped when espeak-ng
 is not installed), a beeping alarm (2 kHz sine beeps, 0.25 s on / 0.25 s off), a quiet room
 (white noise at -75 dBFS) and engine-like noise (low harmonic rumble plus noise at
@@ -88,6 +90,27 @@ def pipeline_labels(wav, cnn, tf):
     return re.findall(r"\(element\): conytransformer, .*?label=\(string\)([^,]*),", r.stdout)
 
 
+FILE_SH = os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "pipelines", "file.sh")
+
+
+def file_sh_lines(wav, cnn, tf):
+    """(time, label, confidence) of each line pipelines/file.sh prints for wav, or None when
+    GStreamer or the plugin is missing."""
+    if not shutil.which("gst-launch-1.0") or not os.environ.get("GST_PLUGIN_PATH"):
+        return None
+    r = subprocess.run(["bash", FILE_SH, wav, cnn, tf], stdout=subprocess.PIPE,
+                       stderr=subprocess.PIPE, text=True, timeout=120)
+    if r.returncode != 0:
+        raise RuntimeError(f"file.sh failed ({r.returncode}): {r.stderr[-2000:]}")
+    lines = []
+    for line in r.stdout.splitlines():
+        m = re.fullmatch(r"\s*([0-9.]+) s  (\S+)\s+([0-9.]+)", line)
+        if not m:
+            raise RuntimeError(f"file.sh printed an unexpected line: {line!r}")
+        lines.append((float(m.group(1)), m.group(2), float(m.group(3))))
+    return lines
+
+
 def main():
     cony, models = sys.argv[1], sys.argv[2]
     tf = os.path.join(models, "transformer.safetensors")
@@ -142,6 +165,19 @@ def main():
                 if not same:
                     print(f"# pipeline: {got}\n# cony:     {[labels[p] for p in pred]}")
                     failures.append(want + " (pipeline)")
+            i += 1
+            lines = file_sh_lines(wav, cnn, tf)
+            if lines is None:
+                print(f"ok {i} {want} through pipelines/file.sh # SKIP no gst-launch-1.0 or plugin path")
+            else:
+                same = ([l for _, l, _ in lines] == [labels[p] for p in pred]
+                        and all(abs(t - 0.25 * k) < 1e-6 for k, (t, _, _) in enumerate(lines))
+                        and all(0 < c <= 1 for _, _, c in lines))
+                print(f"{'ok' if same else 'not ok'} {i} {want} through pipelines/file.sh: "
+                      f"{len(lines)} lines, {'the same' if same else 'NOT the same'} steps as cony classify")
+                if not same:
+                    print(f"# file.sh: {lines}")
+                    failures.append(want + " (file.sh)")
             i += 1
     print(f"1..{i - 1}")
     for f in failures:
