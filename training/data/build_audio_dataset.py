@@ -1259,12 +1259,12 @@ TRAIN_ONLY = {
 
 def train_only_files(cat, version, label, v6):
     """Sorted train-only files of class label up to version (v6: train_only_v6()'s
-    classes, used from version 6 on), and their packages joined by '+'."""
+    classes, or None to leave that list out), and their packages joined by '+'."""
     files = []
     for v in sorted(TRAIN_ONLY):
         for pkg, sub, rx, minimum in TRAIN_ONLY[v].get(label, []) if v <= version else []:
             files += need(find(cat.pkg(pkg), sub, rx), "%s %s recordings" % (pkg, label), minimum)
-    if version >= 6:
+    if v6 is not None:
         files += v6[label]
     return sorted(files), "+".join(sorted({cat.rel(f).split(":")[0] for f in files}))
 
@@ -1278,13 +1278,14 @@ def speech_group(cat, f):
     return "%s:%s" % (pkg, "prompts" if d == "en_US_f_Allison" else d)
 
 
-def build_train_only_families(cat, version=3):
+def build_train_only_families(cat, version=3, use_v6_list=True):
     """Recordings used for training only (--train-extra): their groups never enter the test
     split, so the held-out test split stays version 2's. Labels come from file names that
     make the class unambiguous. version 4 adds TRAIN_ONLY4_* (and music and speech),
-    version 5 TRAIN_ONLY5, version 6 train_only_v6.tsv, version 7 TRAIN_ONLY7."""
+    version 5 TRAIN_ONLY5, version 6 train_only_v6.tsv, version 7 TRAIN_ONLY7;
+    use_v6_list=False leaves train_only_v6.tsv out of versions 6 and 7."""
     fam = defaultdict(list)
-    v6 = train_only_v6(cat) if version >= 6 else None
+    v6 = train_only_v6(cat) if version >= 6 and use_v6_list else None
     for label, gap, crossfade in [("alarm", (0.03, 0.3), False), ("animal", (0.05, 0.4), False),
                                   ("noise", (0.05, 0.35), True)]:
         files, pkg = train_only_files(cat, version, label, v6)
@@ -1501,6 +1502,9 @@ def main():
                          "4 (nineteen, with train-only music and speech), 5 (twenty-one), 6 "
                          "(forty-six: train_only_v6.tsv) or 7 (forty-nine: qabcs-data, "
                          "micropolis-data, minetest-mod-homedecor)")
+    ap.add_argument("--without-v6-list", action="store_true",
+                    help="with --train-only-version 6 or 7: leave out the recordings of "
+                         "train_only_v6.tsv (data set version 10: version 5's tables and version 7's)")
     ap.add_argument("--keep-mislabelled", action="store_true",
                     help="keep the families of MISLABELLED_FAMILIES (fillets-ng's English sound "
                          "effects labelled speech), as data set versions 2-6 did")
@@ -1534,7 +1538,8 @@ def main():
     jobs = plan_jobs(combined, np.random.default_rng([a.seed, 2]), split_of, a.per_class, a)
     if a.train_extra:
         # more training clips of the same recordings, plus train-only recordings
-        train_only = build_train_only_families(cat, a.train_only_version)
+        train_only = build_train_only_families(cat, a.train_only_version,
+                                               use_v6_list=not a.without_v6_list)
         with ThreadPoolExecutor(a.jobs) as pool:
             for c in CLASSES:
                 for f, _ in train_only[c]:

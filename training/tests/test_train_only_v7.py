@@ -1,6 +1,7 @@
 """build_audio_dataset.TRAIN_ONLY7 (data set version 9): the regexes pick the recordings by
 name, each into its class, and leave out the ones whose class is not plain (instruments,
-toys, silent animals, a second copy of a car horn)."""
+toys, silent animals, a second copy of a car horn); --without-v6-list leaves out only
+train_only_v6.tsv."""
 
 import os
 import sys
@@ -75,6 +76,24 @@ class TrainOnlyV7(unittest.TestCase):
             self.assertTrue({"quack.wav", "quackquack.wav"} <= names["animal"])
             # no recording in two classes
             self.assertEqual(len(everything), sum(len(v) for v in got.values()))
+
+    def test_v6_list_in_or_out(self):
+        # --without-v6-list (data set version 10) passes v6=None: only the tables count
+        with tempfile.TemporaryDirectory() as src:
+            self.make_tree(src)
+            cat = bad.Catalogue(src)
+            saved = bad.TRAIN_ONLY
+            bad.TRAIN_ONLY = {7: bad.TRAIN_ONLY7}
+            try:
+                listed = os.path.join(src, "flightgear-data-base", "horn.wav")
+                with_list, pkgs = bad.train_only_files(cat, 7, "alarm", {"alarm": [listed]})
+                without, pkgs_without = bad.train_only_files(cat, 7, "alarm", None)
+            finally:
+                bad.TRAIN_ONLY = saved
+            self.assertEqual(sorted(without + [listed]), with_list)
+            self.assertIn("flightgear-data-base", pkgs)
+            self.assertNotIn("flightgear-data-base", pkgs_without)
+            self.assertIn("micropolis-data", pkgs_without)
 
     def test_version_7_includes_the_earlier_tables(self):
         self.assertEqual(sorted(bad.TRAIN_ONLY), [3, 4, 5, 7])
