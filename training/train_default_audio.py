@@ -125,6 +125,22 @@ def carve_validation(rows, frac, seed, scope="base"):
     return rows
 
 
+def validation_groups_of(dataset, frac, seed, scope):
+    """The groups carve_validation() holds out of another data set (--val-from)."""
+    rows, _ = read_manifest(dataset)
+    return {r["group"] for r in carve_validation(rows, frac, seed, scope) if r["split"] == "val"}
+
+
+def carve_validation_groups(rows, groups):
+    """Move every train clip of the given groups (base or extra) to "val": the validation
+    recordings of another data set, so that runs on two data sets that share them are
+    never trained on the same validation recordings and can be measured on the same clips."""
+    for r in rows:
+        if r["split"] == "train" and r["group"] in groups:
+            r["split"] = "val"
+    return rows
+
+
 def npy_path(work, kind, clip):
     return os.path.join(work, kind, os.path.splitext(clip)[0] + ".npy")
 
@@ -626,6 +642,10 @@ def main():
                     help="which families the validation split is carved from: the first "
                          "families only (base: the shipped model's split) or also those used "
                          "for training only (all: more noise and alarm recordings)")
+    ap.add_argument("--val-from", default="",
+                    help="DATASET: hold out the validation recordings that --val-scope carves "
+                         "from that data set (same seed and share) instead of carving this one: "
+                         "every clip of them here is a validation clip")
     # CNN
     ap.add_argument("--conv", default="16,32,48,48,64,64")
     ap.add_argument("--fc", default="128,128")
@@ -689,7 +709,11 @@ def main():
 
     torch.set_num_threads(max(1, min(2, args.threads)))
     rows, labels = read_manifest(args.dataset)
-    rows = carve_validation(rows, args.val_frac, args.seed, args.val_scope)
+    if args.val_from:
+        rows = carve_validation_groups(
+            rows, validation_groups_of(args.val_from, args.val_frac, args.seed, args.val_scope))
+    else:
+        rows = carve_validation(rows, args.val_frac, args.seed, args.val_scope)
     if args.train_seed is not None:
         args.seed = args.train_seed       # the validation split is fixed; training varies
     os.makedirs(args.work, exist_ok=True)

@@ -1,6 +1,7 @@
 """train_default_audio.carve_validation: whole groups move from train to val, the test
 split is untouched; scope "base" carves the first families only (their extra clips become
-"unused"), scope "all" also carves the families used for training only."""
+"unused"), scope "all" also carves the families used for training only; carve_validation_groups
+(--val-from) holds out another data set's validation groups, every clip of them."""
 
 import copy
 import os
@@ -9,7 +10,7 @@ import unittest
 
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), ".."))
 
-from train_default_audio import carve_validation  # noqa: E402
+from train_default_audio import carve_validation, carve_validation_groups  # noqa: E402
 
 
 def manifest():
@@ -75,6 +76,22 @@ class ValidationSplit(unittest.TestCase):
         c = carve_validation(manifest(), 0.2, 6, scope="all")
         d = carve_validation(manifest(), 0.2, 6, scope="all")
         self.assertEqual([r["split"] for r in c], [r["split"] for r in d])
+
+    def test_validation_groups_of_another_data_set(self):
+        # the other data set has the same recordings plus a train-only family of its own;
+        # its validation groups are held out here whole, nothing else moves
+        other = carve_validation(manifest(), 0.2, 5, scope="all")
+        held = groups(other, "val")
+        before = manifest()
+        for g in range(5):
+            before.append(dict(path=f"noise/n{g}.wav", label="noise", family="noise_new",
+                               group=f"noise:n{g}", split="train", set="extra"))
+        after = carve_validation_groups(copy.deepcopy(before), held)
+        self.check_common(before, after)
+        self.assertEqual(groups(after, "val"), held)
+        for b, a in zip(before, after):
+            self.assertEqual(a["split"], "val" if b["split"] == "train" and b["group"] in held
+                             else b["split"])
 
     def test_unknown_scope_is_refused_by_name(self):
         with self.assertRaisesRegex(ValueError, "everything"):
