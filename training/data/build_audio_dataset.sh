@@ -27,6 +27,7 @@ die() { echo "build_audio_dataset: error: $*" >&2; exit 1; }
 log() { echo "build_audio_dataset: $*" >&2; }
 
 TOOLS=(sox libsox-fmt-base espeak-ng flite python3-numpy gstreamer1.0-tools gstreamer1.0-plugins-base
+       gstreamer1.0-plugins-good
        fluidsynth fluid-soundfont-gm)
 DATA=(tuxpaint-stamps-default fillets-ng-data fillets-ng-data-nl wesnoth-1.16-music
       colobot-common-sounds fretsonfire-songs-muldjord frozen-bubble-data sonic-pi-samples
