@@ -66,7 +66,7 @@ import safetensors_io  # noqa: E402
 from conyref.model import ConyEncoderClassifier, save_checkpoint  # noqa: E402
 from export import export_model  # noqa: E402
 from train import WindowSampler, fit_block_landmarks, train_epochs  # noqa: E402
-from vggish_model import VGGishLike, layout, pack_side_by_side  # noqa: E402
+from vggish_model import VGGishLike, fold_batch_norm, layout, pack_side_by_side  # noqa: E402
 
 PATCH = 96          # frames per CNN window (0.96 s)
 STRIDE = 25         # frames between windows (0.25 s): one token per stride
@@ -201,9 +201,10 @@ def cnn_layout(args):
 
 
 class PatchClassifier(nn.Module):
-    def __init__(self, conv, fc, classes, dropout, center_height=False):
+    def __init__(self, conv, fc, classes, dropout, center_height=False, batch_norm=False):
         super().__init__()
-        self.cnn = VGGishLike(conv, fc, final_relu=False, center_height=center_height)
+        self.cnn = VGGishLike(conv, fc, final_relu=False, center_height=center_height,
+                              batch_norm=batch_norm)
         self.drop = nn.Dropout(dropout)
         self.head = nn.Linear(fc[-1], classes)
 
@@ -338,7 +339,8 @@ def stage_cnn(args, rows, labels):
         draw_p[y == c] /= draw_p[y == c].sum()
     draw_p /= draw_p.sum()
     conv, fc = cnn_layout(args)
-    model = PatchClassifier(conv, fc, len(labels), args.cnn_dropout, bool(args.center_bands))
+    model = PatchClassifier(conv, fc, len(labels), args.cnn_dropout, bool(args.center_bands),
+                            bool(args.batch_norm))
     nparams = sum(p.numel() for p in model.cnn.parameters())
     log(f"cnn: conv {conv} fc {fc}: {nparams} parameters; {len(train)} train clips")
     teachers = [load_patch_classifier(w, len(labels)) for w in args.distill.split(",") if w]
@@ -400,6 +402,8 @@ def stage_cnn(args, rows, labels):
         log(f"cnn epoch {epoch + 1}/{args.cnn_epochs}: loss {loss_sum / seen:.4f} "
             f"train patch acc {correct / seen:.3f} ({time.time() - t0:.0f} s)")
     model.eval()
+    if args.batch_norm:
+        model.cnn = fold_batch_norm(model.cnn)     # the plain layout: cnn.pt and the file agree
     torch.save({"state_dict": model.state_dict(), "conv": conv, "fc": fc,
                 "center_height": bool(args.center_bands)},
                os.path.join(args.work, "cnn.pt"))
@@ -680,6 +684,9 @@ def main():
                     help="1: the CNN sees each mel band minus its mean over the patch (center_height "
                          "in the exported file), so a recording's colouration and level per band "
                          "does not reach it")
+    ap.add_argument("--batch-norm", type=int, default=0,
+                    help="1: batch normalisation after every convolution while training, folded "
+                         "into the convolutions at export (the file has the plain layout)")
     ap.add_argument("--distill-skip-families", default="synth_music",
                     help="comma-separated manifest families whose clips learn from their labels "
                          "only (the teachers never heard such clips)")

@@ -23,7 +23,7 @@ VGGISH_FC = (4096, 4096, 128)
 
 class VGGishLike(nn.Module):
     def __init__(self, conv=VGGISH_CONV, fc=VGGISH_FC, input_hw=(96, 64), in_channels=1,
-                 final_relu=True, center_height=False):
+                 final_relu=True, center_height=False, batch_norm=False):
         super().__init__()
         layers = []
         c = in_channels
@@ -34,6 +34,9 @@ class VGGishLike(nn.Module):
                 h, w = h // 2, w // 2
             else:
                 layers.append(nn.Conv2d(c, int(item), kernel_size=3, padding=1))
+                if batch_norm:
+                    # for training only: fold_batch_norm() merges it into the convolution
+                    layers.append(nn.BatchNorm2d(int(item)))
                 layers.append(nn.ReLU(inplace=True))
                 c = int(item)
         self.features = nn.Sequential(*layers)
@@ -90,6 +93,31 @@ def layout(net):
                  for m in net.features if isinstance(m, (nn.Conv2d, nn.MaxPool2d)))
     fc = tuple(m.out_features for m in net.embeddings if isinstance(m, nn.Linear))
     return conv, fc
+
+
+def fold_batch_norm(net):
+    """The VGGishLike without batch normalisation that computes what net (built with
+    batch_norm=True) computes in eval mode: each BatchNorm2d's running statistics and affine
+    parameters merged into the convolution before it, w' = w * g / sqrt(var + eps),
+    b' = (b - mean) * g / sqrt(var + eps) + beta. This is the layout libcony loads, so
+    batch normalisation costs nothing at inference."""
+    conv, fc = layout(net)
+    plain = VGGishLike(conv, fc, net.input_hw, net.in_channels, net.final_relu, net.center_height)
+    src = list(net.features)
+    dst = [m for m in plain.features if isinstance(m, nn.Conv2d)]
+    convs = [(m, src[i + 1] if i + 1 < len(src) and isinstance(src[i + 1], nn.BatchNorm2d) else None)
+             for i, m in enumerate(src) if isinstance(m, nn.Conv2d)]
+    with torch.no_grad():
+        for (c, bn), p in zip(convs, dst):
+            w, b = c.weight.double(), c.bias.double()
+            if bn is not None:
+                scale = bn.weight.double() / torch.sqrt(bn.running_var.double() + bn.eps)
+                w = w * scale.view(-1, 1, 1, 1)
+                b = (b - bn.running_mean.double()) * scale + bn.bias.double()
+            p.weight.copy_(w.float())
+            p.bias.copy_(b.float())
+        plain.embeddings.load_state_dict(net.embeddings.state_dict())
+    return plain.eval()
 
 
 def pack_side_by_side(members):
