@@ -28,6 +28,7 @@ import argparse
 import csv
 import json
 import os
+import re
 import subprocess
 import sys
 import tempfile
@@ -109,17 +110,49 @@ def summarise(labels, n, results_v, origin):
                 confusion=conf.tolist(), clip_majority=(clip_ok, clips))
 
 
-def by_recording(results_v, n):
-    """Full-window steps (correct, total) per source group of the real clips."""
+def recording_steps(results_v, n):
+    """Per source group of the real clips: [true class, correct full-window steps, all
+    full-window steps, wrong predictions counted by class]."""
     g = {}
     for y, o, pred, group in results_v:
         if o != "real":
             continue
         full = pred[n - 1:]
-        a = g.setdefault(group, [0, 0])
-        a[0] += int((full == y).sum())
-        a[1] += len(full)
-    return np.array(list(g.values()), dtype=np.float64).reshape(-1, 2)
+        a = g.setdefault(group, [y, 0, 0, np.zeros(0, np.int64)])
+        a[1] += int((full == y).sum())
+        a[2] += len(full)
+        a[3] = np.concatenate([a[3], full[full != y]])
+    return g
+
+
+def by_recording(results_v, n):
+    """Full-window steps (correct, total) per source group of the real clips."""
+    g = recording_steps(results_v, n)
+    return np.array([(a[1], a[2]) for a in g.values()], dtype=np.float64).reshape(-1, 2)
+
+
+def worst_recordings(labels, results_v, n, count=12):
+    """Markdown lines: the count recordings with the most wrong full-window steps, and
+    what they were heard as."""
+    g = recording_steps(results_v, n)
+    rows = sorted(g.items(), key=lambda kv: kv[1][1] - kv[1][2])[:count]
+    out = ["| recording (source group) | class | wrong / steps | heard as |", "|---|---|---|---|"]
+    for group, (y, ok, total, wrong) in rows:
+        if ok == total:
+            break
+        heard = ", ".join(f"{labels[c]} {k}" for c, k in
+                          sorted(zip(*np.unique(wrong, return_counts=True)), key=lambda t: -t[1]))
+        out.append(f"| `{group}` | {labels[y]} | {total - ok} / {total} | {heard} |")
+    return out
+
+
+def accuracy_without(results_v, n, pattern):
+    """Full-window accuracy (correct, total, recordings left out) on the real clips whose
+    source group does not match the regular expression pattern."""
+    rx = re.compile(pattern)
+    g = recording_steps(results_v, n)
+    kept = [a for k, a in g.items() if not rx.search(k)]
+    return sum(a[1] for a in kept), sum(a[2] for a in kept), len(g) - len(kept)
 
 
 def recording_spread(results_v, n, draws=2000, seed=5):
@@ -140,7 +173,7 @@ def pct(p):
     return f"{100.0 * a / b:.1f} % ({a}/{b})" if b else "n/a"
 
 
-def report(labels, n, trained, variants, results, seconds, steps_per_clip):
+def report(labels, n, trained, variants, results, seconds, steps_per_clip, without=None):
     out = []
     S = {v: {o: summarise(labels, n, results[v], o) for o in ("real", "synth", "all")}
          for v in variants}
@@ -195,6 +228,15 @@ def report(labels, n, trained, variants, results, seconds, steps_per_clip):
         for c, name in enumerate(labels):
             out.append(f"| {name} | " + " | ".join(str(v) for v in r["confusion"][c]) + " |")
         out.append("")
+    if without:
+        ok, total, left = accuracy_without(results[trained], n, without)
+        out.append(f"Without the {left} test recordings whose source group matches `{without}` "
+                   f"(`--also-without`): {pct((ok, total))} of full-window steps.")
+        out.append("")
+    out.append(f"The recordings with the most wrong full-window steps (`{trained}`):")
+    out.append("")
+    out += worst_recordings(labels, results[trained], n)
+    out.append("")
     out.append(f"(Evaluation wall time {seconds:.0f} s.)")
     return "\n".join(out), S
 
@@ -208,10 +250,15 @@ def main():
     ap.add_argument("--models", default=os.path.join(repo, "models", "audio"))
     ap.add_argument("--json", help="also write the numbers as JSON here")
     ap.add_argument("--update-model-md", action="store_true")
+    ap.add_argument("--also-without", metavar="REGEX",
+                    help="also report the headline without the test recordings whose source "
+                         "group matches REGEX (e.g. those a data set version was aimed at)")
     args = ap.parse_args()
+    if args.also_without:
+        re.compile(args.also_without)
     rows, labels, n, trained, variants, results, seconds = evaluate(args)
     steps = len(results[trained][0][2])
-    text, S = report(labels, n, trained, variants, results, seconds, steps)
+    text, S = report(labels, n, trained, variants, results, seconds, steps, args.also_without)
     print(text)
     if args.json:
         with open(args.json, "w") as f:
