@@ -472,7 +472,8 @@ def stage_pack(args):
     conv, fc = layout(packed)
     export_cnn(packed, os.path.join(args.models, "vggish.safetensors"), args.cnn_f16)
     torch.save({"state_dict": {"cnn." + k: v for k, v in packed.state_dict().items()},
-                "conv": conv, "fc": fc, "packed_from": works},
+                "conv": conv, "fc": fc, "packed_from": works,
+                "center_height": packed.center_height},
                os.path.join(args.work, "cnn.pt"))
     n = sum(p.numel() for p in packed.parameters())
     log(f"pack: {len(works)} CNNs ({', '.join(works)}) side by side: conv {conv} fc {fc}, "
