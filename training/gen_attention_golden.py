@@ -21,22 +21,24 @@ and no output may exceed 1e3 in size: a
 draw too ill-conditioned for a float32 comparison at 1e-4 is replaced by the next
 seed (the attempt number is in the note).
 
+verify() checks committed files against this script (training/tests/test_golden_files.py).
+
 Usage: /usr/bin/python3 training/gen_attention_golden.py [OUTDIR]
 """
 
 import json
 import math
 import os
+import re
 import shutil
 import sys
 import zlib
 
-import numpy as np
 import torch
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 
-import safetensors_io  # noqa: E402
+import golden_check  # noqa: E402
 from conyref import attention as ref  # noqa: E402
 
 torch.set_num_threads(1)
@@ -191,7 +193,8 @@ def rel(a, b):
     return ((a - b).abs().amax(dim=1) / scale).max().item()
 
 
-def write_case(outdir, c):
+def pick_draw(c):
+    """(attempt, w, x, err32) of the case's first draw that float32 can be compared on."""
     # Draws whose float32 run strays from float64 (an almost singular Nyström kernel
     # somewhere in the stream) cannot be compared at 1e-4, nor can outputs that such a
     # kernel blew up: draw again.
@@ -204,25 +207,71 @@ def write_case(outdir, c):
         err32 = max(rel(steps32, steps64), *(rel(a, b) for a, b in zip(win32, win64)))
         size = max(steps64.abs().max().item(), *(o.abs().max().item() for o in win64))
         if err32 <= MAX_FLOAT32_ERROR and size <= MAX_OUTPUT:
-            break
-    else:
-        raise RuntimeError(f"{c['name']}: no draw with a float32 error below {MAX_FLOAT32_ERROR} "
-                           f"and outputs below {MAX_OUTPUT}")
+            return attempt, w, x, err32
+    raise RuntimeError(f"{c['name']}: no draw with a float32 error below {MAX_FLOAT32_ERROR} "
+                       f"and outputs below {MAX_OUTPUT}")
+
+
+def reference_files(c, w, x):
+    """The expected*.npy files of a case (float64 reference, stored float32) and the
+    largest |output|."""
+    steps64, win64 = run_reference(x, w, c, torch.float64)
+    size = max(steps64.abs().max().item(), *(o.abs().max().item() for o in win64))
+    files = {"expected.npy": steps64, "expected_window.npy": win64[0],
+             "expected_window_short.npy": win64[1]}
+    return {k: v.numpy().astype("<f4") for k, v in files.items()}, size
+
+
+def case_note(c, attempt, w, x, size, err32):
+    return (f"{c['steps']} steps; draw {attempt}; "
+            f"max |q.k|/sqrt(hd) = {max_abs_score(x, w, c):.1f}; max |output| = {size:.3g}; "
+            f"float32 reference differs by {err32:.1e} (relative, worst step)")
+
+
+def input_files(c, w, x, note):
     config = {k: c[k] for k in ("variant", "d", "heads", "window", "landmarks", "retroactive",
                                 "pinv", "pinv_iterations")}
-    note = (f"{c['steps']} steps; draw {attempt}; max |q.k|/sqrt(hd) = {max_abs_score(x, w, c):.1f}; "
-            f"max |output| = {size:.3g}; float32 reference differs by {err32:.1e} (relative, "
-            "worst step)")
-    path = os.path.join(outdir, c["name"])
-    os.makedirs(path, exist_ok=True)
-    safetensors_io.save(os.path.join(path, "weights.safetensors"),
-                        {k: v.numpy() for k, v in w.items()},
-                        {"config": json.dumps(config), "note": note})
-    np.save(os.path.join(path, "input.npy"), x.numpy().astype("<f4"))
-    np.save(os.path.join(path, "expected.npy"), steps64.numpy().astype("<f4"))
-    np.save(os.path.join(path, "expected_window.npy"), win64[0].numpy().astype("<f4"))
-    np.save(os.path.join(path, "expected_window_short.npy"), win64[1].numpy().astype("<f4"))
+    return {"weights.safetensors": ({k: v.numpy() for k, v in w.items()},
+                                    {"config": json.dumps(config), "note": note}),
+            "input.npy": x.numpy().astype("<f4")}
+
+
+def write_case(outdir, c):
+    attempt, w, x, err32 = pick_draw(c)
+    outputs, size = reference_files(c, w, x)
+    note = case_note(c, attempt, w, x, size, err32)
+    golden_check.write(os.path.join(outdir, c["name"]), {**input_files(c, w, x, note), **outputs})
     return note
+
+
+NOTE_DRAW = re.compile(r"draw (\d+);.* differs by (\S+) \(")
+
+
+def verify(golden=DEFAULT_OUT):
+    """Messages for every way the golden files under `golden` are not what this script
+    writes ([] when they are): the case directories are CASES', weights, config and
+    input are the draw the note records, the expected files are the float64 reference
+    on the committed weights and input. Which draw float32 accepts depends on the CPU,
+    so the float32 run is not redone: the note's draw and error are taken as recorded."""
+    problems, files = [], {}
+    for c in CASES:
+        tensors, meta = golden_check.committed(golden, f"{c['name']}/weights.safetensors", ({}, {}))
+        found = NOTE_DRAW.search(meta.get("note", ""))
+        if not found:
+            problems.append(f"{c['name']}: the note records no draw")
+            continue
+        attempt, err32 = int(found[1]), float(found[2])
+        if err32 > MAX_FLOAT32_ERROR:
+            problems.append(f"{c['name']}: recorded float32 error {err32} > {MAX_FLOAT32_ERROR}")
+        w, x = make_case_tensors(c, attempt)
+        # the reference runs on what is committed (where it has the right tensors)
+        cw = {k: torch.from_numpy(v) for k, v in tensors.items()} if set(tensors) == set(w) else w
+        cx = torch.from_numpy(golden_check.committed(golden, f"{c['name']}/input.npy", x.numpy()))
+        outputs, size = reference_files(c, cw, cx)
+        note = case_note(c, attempt, w, x, size, err32)
+        files.update({f"{c['name']}/{k}": v
+                      for k, v in {**input_files(c, w, x, note), **outputs}.items()})
+    return problems + golden_check.compare(golden, files)
 
 
 def main():

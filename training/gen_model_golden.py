@@ -10,10 +10,14 @@ NAME@VARIANT.logits.npy are the logits with the attention overridden to VARIANT.
 
 Cases kK_... are multi-token models (tokens_per_step = K, paper IV-C): L is a multiple
 of K and the logits have one row per K-token step (L / K, classes).
+
+verify() checks committed files against this script (training/tests/test_golden_files.py).
 """
 
+import json
 import os
 import sys
+import tempfile
 
 import numpy as np
 import torch
@@ -21,6 +25,8 @@ import torch
 HERE = os.path.dirname(os.path.abspath(__file__))
 sys.path.insert(0, HERE)
 
+import golden_check  # noqa: E402
+import safetensors_io  # noqa: E402
 from conyref.attention import project  # noqa: E402
 from conyref.model import ConyEncoderClassifier  # noqa: E402
 from export import export_model  # noqa: E402
@@ -64,6 +70,7 @@ CASES = [
 ]
 
 D_IN, D, HEADS, FF, CLASSES = 6, 8, 2, 16, 3
+DEFAULT_OUT = os.path.join(HERE, "..", "tests", "golden", "model")
 
 
 def make_model(blocks, attention, n, m, pe, seed, landmarks=True, k=1, d_in=D_IN):
@@ -101,27 +108,84 @@ def check_multitoken_rows(model, tokens, k):
     assert torch.allclose(a, r[:, -k:], atol=1e-12), "queries=k rows differ from retroactive rows"
 
 
+def case_model(i):
+    """(model in eval mode, float32 tokens (L, d_in)) of CASES[i], from its seeds."""
+    name, blocks, attention, n, m, pe, overrides, *rest = CASES[i]
+    k = rest[0] if rest else 1
+    d_in = rest[1] if len(rest) > 1 else D_IN
+    fixed = any(v.endswith("-fixed") for v in [attention] + overrides)
+    model = make_model(blocks, attention, n, m, pe, 1000 + i, fixed, k, d_in)
+    model.eval()
+    L = -(-(3 * n + 2) // k) * k
+    g = torch.Generator().manual_seed(2000 + i)
+    return model, torch.randn(L, d_in, generator=g).to(torch.float32)
+
+
+def logit_files(i, model, tokens):
+    """{file name: float64 logits} of CASES[i]: its own attention, then each override.
+    Turns `model` into float64."""
+    name, overrides = CASES[i][0], CASES[i][6]
+    m64 = model.double()
+    files = {name + ".logits.npy": m64.stream_logits(tokens.double()).numpy()}
+    for v in overrides:
+        files[f"{name}@{v}.logits.npy"] = m64.stream_logits(tokens.double(), override=v).numpy()
+    return files
+
+
+def load_model(path):
+    """The ConyEncoderClassifier of an exported (F32) model file."""
+    tensors, meta = safetensors_io.load(path)
+    model = ConyEncoderClassifier.from_config(json.loads(meta["config"]))
+    state = {k: torch.from_numpy(v) for k, v in tensors.items()}
+    for b, block in enumerate(model.blocks):
+        if f"blocks.{b}.attn.q_landmarks" in state:   # buffers that are None until set
+            block.attn.set_landmarks(state[f"blocks.{b}.attn.q_landmarks"],
+                                     state[f"blocks.{b}.attn.k_landmarks"])
+    model.load_state_dict(state)
+    return model.eval()
+
+
+def exported(model):
+    """(tensors, metadata) of the file export_model writes for `model`."""
+    with tempfile.TemporaryDirectory() as tmp:
+        export_model(model, os.path.join(tmp, "m.safetensors"))
+        return safetensors_io.load(os.path.join(tmp, "m.safetensors"))
+
+
+def verify(golden=DEFAULT_OUT):
+    """Messages for every way the golden files under `golden` are not what main() writes
+    ([] when they are): the files are CASES', model files and tokens are the seeded
+    draws, the logits are the float64 model of the committed file on the committed
+    tokens."""
+    torch.set_num_threads(1)
+    files = {}
+    for i, case in enumerate(CASES):
+        name = case[0]
+        model, tokens = case_model(i)
+        files[name + ".safetensors"] = exported(model)
+        files[name + ".tokens.npy"] = tokens.numpy()
+        if os.path.isfile(os.path.join(golden, name + ".safetensors")):
+            model = load_model(os.path.join(golden, name + ".safetensors"))
+        tokens = torch.from_numpy(golden_check.committed(golden, name + ".tokens.npy",
+                                                         tokens.numpy()))
+        files.update(logit_files(i, model, tokens))
+    return golden_check.compare(golden, files)
+
+
 def main():
-    out = sys.argv[1] if len(sys.argv) > 1 else os.path.join(HERE, "..", "tests", "golden", "model")
+    out = sys.argv[1] if len(sys.argv) > 1 else DEFAULT_OUT
     os.makedirs(out, exist_ok=True)
     torch.set_num_threads(1)
     for i, (name, blocks, attention, n, m, pe, overrides, *rest) in enumerate(CASES):
         k = rest[0] if rest else 1
-        d_in = rest[1] if len(rest) > 1 else D_IN
         fixed = any(v.endswith("-fixed") for v in [attention] + overrides)
-        model = make_model(blocks, attention, n, m, pe, 1000 + i, fixed, k, d_in)
-        model.eval()
-        L = -(-(3 * n + 2) // k) * k
-        g = torch.Generator().manual_seed(2000 + i)
-        tokens = torch.randn(L, d_in, generator=g).to(torch.float32)
+        model, tokens = case_model(i)
+        L = len(tokens)
         export_model(model, os.path.join(out, name + ".safetensors"))
         np.save(os.path.join(out, name + ".tokens.npy"), tokens.numpy())
-        m64 = model.double()
-        logits = m64.stream_logits(tokens.double()).numpy()
-        np.save(os.path.join(out, name + ".logits.npy"), logits)
-        for v in overrides:
-            lo = m64.stream_logits(tokens.double(), override=v).numpy()
-            np.save(os.path.join(out, f"{name}@{v}.logits.npy"), lo)
+        files = logit_files(i, model, tokens)
+        golden_check.write(out, files)
+        m64, logits = model, files[name + ".logits.npy"]
         if attention == "cony" and n % m == 0 and k == 1:
             # self-check: where a segment completes (t >= n-1) the held landmarks tile the
             # window, so the stepped model equals the windowed Nystrom model

@@ -15,12 +15,15 @@ vggish_input.py), not copied:
 Usage:  /usr/bin/python3 training/mel_reference.py [--out tests/golden/mel]
 Writes <name>_wave.npy (float32 samples) and <name>_logmel.npy (float32 frames x
 n_mels) for each test signal, plus mel_matrix.npy ((fft/2+1) x n_mels).
+verify() checks committed files against this script (training/tests/test_frontend_golden.py).
 """
 
 import argparse
 import os
 
 import numpy as np
+
+import golden_check
 
 VGGISH = dict(sample_rate=16000, window=400, hop=160, fft=512, n_mels=64,
               fmin=125.0, fmax=7500.0, log_offset=0.01, periodic=True)
@@ -105,6 +108,38 @@ CUSTOM = dict(sample_rate=8000, window=256, hop=100, fft=256, n_mels=40,
               fmin=0.0, fmax=4000.0, log_offset=0.001, periodic=False)
 
 
+def golden_waves():
+    """name -> float32 waveform of every golden: test_signals() and "custom" (CUSTOM)."""
+    waves = test_signals()
+    rng = np.random.default_rng(7)
+    x = (rng.standard_normal(2000) * 0.1 + 0.3 * np.sin(2 * np.pi * 700 * np.arange(2000) / 8000))
+    waves["custom"] = x.astype(np.float32)
+    return waves
+
+
+def golden_files(waves):
+    """{file name: array as written}: the VGGish mel matrix, and each wave with its
+    float64 log-mel stored float32."""
+    files = {"mel_matrix.npy": mel_matrix(16000, 512, 64, 125.0, 7500.0).astype(np.float32)}
+    for name, x in waves.items():
+        config = CUSTOM if name == "custom" else VGGISH
+        y = log_mel(x.astype(np.float64), **config)
+        files[f"{name}_wave.npy"] = x
+        files[f"{name}_logmel.npy"] = y.astype(np.float32).reshape(-1, config["n_mels"])
+    return files
+
+
+def verify(golden):
+    """Messages for every way the golden files under `golden` are not what main() writes
+    ([] when they are): the waves are golden_waves(), the log-mels are the reference on
+    the committed waves."""
+    waves = golden_waves()
+    files = golden_files({name: golden_check.committed(golden, f"{name}_wave.npy", x)
+                          for name, x in waves.items()})
+    files.update({f"{name}_wave.npy": x for name, x in waves.items()})
+    return golden_check.compare(golden, files)
+
+
 def main():
     here = os.path.dirname(os.path.abspath(__file__))
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
@@ -120,22 +155,18 @@ def main():
     used = np.nonzero(w.any(axis=1))[0]
     assert used[0] == 5 and used[-1] == 239, (used[0], used[-1])
     assert np.allclose(log_mel(np.zeros(1000)), np.log(0.01))
-    np.save(os.path.join(args.out, "mel_matrix.npy"), w.astype(np.float32))
 
-    for name, x in test_signals().items():
-        y = log_mel(x.astype(np.float64), **VGGISH)
-        np.save(os.path.join(args.out, f"{name}_wave.npy"), x)
-        np.save(os.path.join(args.out, f"{name}_logmel.npy"), y.astype(np.float32).reshape(-1, 64))
+    waves = golden_waves()
+    files = golden_files(waves)
+    golden_check.write(args.out, files)
+    for name, x in waves.items():
+        y = files[f"{name}_logmel.npy"]
+        if name == "custom":
+            print(f"custom       {len(x):6d} samples -> {y.shape[0]:3d} frames "
+                  "(8 kHz, 40 mels, symmetric)")
+            continue
         print(f"{name:12s} {len(x):6d} samples -> {y.shape[0]:3d} frames, "
               f"range [{y.min() if y.size else 0:.3f}, {y.max() if y.size else 0:.3f}]")
-
-    rng = np.random.default_rng(7)
-    x = (rng.standard_normal(2000) * 0.1 + 0.3 * np.sin(2 * np.pi * 700 * np.arange(2000) / 8000))
-    x = x.astype(np.float32)
-    y = log_mel(x.astype(np.float64), **CUSTOM)
-    np.save(os.path.join(args.out, "custom_wave.npy"), x)
-    np.save(os.path.join(args.out, "custom_logmel.npy"), y.astype(np.float32))
-    print(f"custom       {len(x):6d} samples -> {y.shape[0]:3d} frames (8 kHz, 40 mels, symmetric)")
 
 
 if __name__ == "__main__":

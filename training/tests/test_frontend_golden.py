@@ -1,6 +1,7 @@
-"""The committed mel and CNN golden files are what mel_reference.py and
-gen_cnn_golden.py write now; `cony mel` (when a built tool is found) matches the
-float64 reference on WAV files."""
+"""The committed mel golden files are what mel_reference.py computes (checked
+numerically: golden_check.py says why not byte-for-byte) and an edited one is caught;
+the CNN golden files are what gen_cnn_golden.py writes now; `cony mel` (when a built
+tool is found) matches the float64 reference on WAV files."""
 
 import filecmp
 import glob
@@ -15,24 +16,33 @@ import numpy as np
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 ROOT = os.path.dirname(os.path.dirname(HERE))
+sys.path.insert(0, os.path.join(ROOT, "training"))
+
+import mel_reference  # noqa: E402
+from golden_check import bumped, edited_copy  # noqa: E402
+
+MEL = os.path.join(ROOT, "tests", "golden", "mel")
 
 
 class FrontendGoldenTest(unittest.TestCase):
-    def check(self, script, args, area):
-        golden = os.path.join(ROOT, "tests", "golden", area)
+    def test_mel_golden_up_to_date(self):
+        self.assertEqual(mel_reference.verify(MEL), [])
+
+    def test_mel_edits_are_caught(self):
+        for rel in ("expsweep_logmel.npy", "custom_logmel.npy", "mel_matrix.npy",
+                    "quiet_tone_wave.npy", "noise_wave.npy"):
+            with self.subTest(rel=rel), tempfile.TemporaryDirectory() as tmp:
+                self.assertTrue(mel_reference.verify(edited_copy(MEL, rel, tmp + "/g", bumped)))
+
+    def test_cnn_golden_up_to_date(self):
+        golden = os.path.join(ROOT, "tests", "golden", "cnn")
         with tempfile.TemporaryDirectory() as tmp:
-            subprocess.run([sys.executable, os.path.join(ROOT, "training", script)] + args(tmp),
-                           check=True, stdout=subprocess.DEVNULL)
+            subprocess.run([sys.executable, os.path.join(ROOT, "training", "gen_cnn_golden.py"),
+                            tmp], check=True, stdout=subprocess.DEVNULL)
             files = sorted(os.listdir(tmp))
             self.assertEqual(files, sorted(os.listdir(golden)))
             _, mismatch, errors = filecmp.cmpfiles(tmp, golden, files, shallow=False)
             self.assertEqual(mismatch + errors, [])
-
-    def test_mel_golden_up_to_date(self):
-        self.check("mel_reference.py", lambda d: ["--out", d], "mel")
-
-    def test_cnn_golden_up_to_date(self):
-        self.check("gen_cnn_golden.py", lambda d: [d], "cnn")
 
 
 def find_tool():
@@ -61,14 +71,12 @@ class CliTest(unittest.TestCase):
         self.tool = find_tool()
         if self.tool is None:
             self.skipTest("no built cony tool (set CONY_TOOL)")
-        sys.path.insert(0, os.path.join(ROOT, "training"))
         self.tmp = tempfile.TemporaryDirectory()
 
     def tearDown(self):
         self.tmp.cleanup()
 
     def test_cony_mel_matches_reference(self):
-        import mel_reference
         rng = np.random.default_rng(3)
         t = np.arange(12345) / 16000.0
         x = (0.4 * np.sin(2 * np.pi * 523.0 * t) + 0.05 * rng.standard_normal(len(t)))

@@ -1,43 +1,73 @@
 """The committed attention and model golden files are what gen_attention_golden.py and
-gen_model_golden.py write now."""
+gen_model_golden.py compute, checked numerically (golden_check.py says why not
+byte-for-byte), and an edited golden file is caught."""
 
-import filecmp
+import json
 import os
-import subprocess
 import sys
 import tempfile
 import unittest
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 ROOT = os.path.dirname(os.path.dirname(HERE))
-GOLDEN = os.path.join(ROOT, "tests", "golden", "attention")
+sys.path.insert(0, os.path.join(ROOT, "training"))
+
+import gen_attention_golden  # noqa: E402
+import gen_model_golden  # noqa: E402
+from golden_check import bumped, edited_copy  # noqa: E402
+
+ATTENTION = os.path.join(ROOT, "tests", "golden", "attention")
+MODEL = os.path.join(ROOT, "tests", "golden", "model")
+CASE = "nystrom-single-d8h2n6m3"   # one whose draw is not the first
+
+
+def tensor_edit(name, edit):
+    return lambda st: ({**st[0], name: edit(st[0][name])}, st[1])
+
+
+def metadata_edit(key, edit):
+    return lambda st: (st[0], {**st[1], key: edit(st[1][key])})
 
 
 class GoldenFilesTest(unittest.TestCase):
     def test_attention_golden_up_to_date(self):
-        with tempfile.TemporaryDirectory() as tmp:
-            subprocess.run([sys.executable, os.path.join(ROOT, "training", "gen_attention_golden.py"),
-                            tmp], check=True, stdout=subprocess.DEVNULL)
-            cases = sorted(os.listdir(tmp))
-            self.assertEqual(cases, sorted(os.listdir(GOLDEN)))
-            for case in cases:
-                files = sorted(os.listdir(os.path.join(tmp, case)))
-                match, mismatch, errors = filecmp.cmpfiles(os.path.join(tmp, case),
-                                                           os.path.join(GOLDEN, case), files,
-                                                           shallow=False)
-                self.assertEqual(mismatch + errors, [], case)
+        self.assertEqual(gen_attention_golden.verify(ATTENTION), [])
 
     def test_model_golden_up_to_date(self):
-        """tests/golden/model (the kK_ multi-token cases included) is reproducible."""
-        golden = os.path.join(ROOT, "tests", "golden", "model")
+        """tests/golden/model (the kK_ multi-token cases included) is what the script writes."""
+        self.assertTrue(any(f.startswith("k4_") for f in os.listdir(MODEL)))
+        self.assertEqual(gen_model_golden.verify(MODEL), [])
+
+    def assert_caught(self, verify, golden, rel, edit):
         with tempfile.TemporaryDirectory() as tmp:
-            subprocess.run([sys.executable, os.path.join(ROOT, "training", "gen_model_golden.py"),
-                            tmp], check=True, stdout=subprocess.DEVNULL)
-            files = sorted(os.listdir(tmp))
-            self.assertEqual(files, sorted(os.listdir(golden)))
-            self.assertTrue(any(f.startswith("k4_") for f in files))
-            match, mismatch, errors = filecmp.cmpfiles(tmp, golden, files, shallow=False)
-            self.assertEqual(mismatch + errors, [])
+            problems = verify(edited_copy(golden, rel, os.path.join(tmp, "g"), edit))
+        self.assertTrue(problems, f"an edit of {rel} went unnoticed")
+
+    def test_attention_edits_are_caught(self):
+        def window(config):
+            return json.dumps({**json.loads(config), "window": 7})
+        for rel, edit in [
+                (f"{CASE}/expected.npy", bumped),
+                (f"{CASE}/expected_window_short.npy", bumped),
+                (f"{CASE}/input.npy", bumped),
+                (f"{CASE}/weights.safetensors", tensor_edit("in_proj_bias", bumped)),
+                (f"{CASE}/weights.safetensors", metadata_edit("config", window)),
+                (f"{CASE}/weights.safetensors",
+                 metadata_edit("note", lambda n: n.replace("draw 7;", "draw 6;"))),
+                (f"{CASE}-extra/input.npy", lambda _: bumped(
+                    gen_attention_golden.make_case_tensors(gen_attention_golden.CASES[0])[1]
+                    .numpy()))]:
+            with self.subTest(rel=rel):
+                self.assert_caught(gen_attention_golden.verify, ATTENTION, rel, edit)
+
+    def test_model_edits_are_caught(self):
+        for rel, edit in [("b2_cony.logits.npy", bumped),
+                          ("b1_nystromfixed@cony-fixed.logits.npy", bumped),
+                          ("k4_b1_cony.tokens.npy", bumped),
+                          ("b1_conyfixed.safetensors",
+                           tensor_edit("blocks.0.attn.q_landmarks", bumped))]:
+            with self.subTest(rel=rel):
+                self.assert_caught(gen_model_golden.verify, MODEL, rel, edit)
 
 
 if __name__ == "__main__":
