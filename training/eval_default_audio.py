@@ -111,33 +111,44 @@ def summarise(labels, n, results_v, origin):
 
 
 def recording_steps(results_v, n):
-    """Per source group of the real clips: [true class, correct full-window steps, all
-    full-window steps, wrong predictions counted by class]."""
+    """Per source group and class of the real clips (a recording can give clips of two
+    classes: its quiet copies are silence): {(group, class): [correct full-window steps,
+    all full-window steps, the wrong predictions]}."""
     g = {}
     for y, o, pred, group in results_v:
         if o != "real":
             continue
         full = pred[n - 1:]
-        a = g.setdefault(group, [y, 0, 0, np.zeros(0, np.int64)])
-        a[1] += int((full == y).sum())
-        a[2] += len(full)
-        a[3] = np.concatenate([a[3], full[full != y]])
+        a = g.setdefault((group, y), [0, 0, np.zeros(0, np.int64)])
+        a[0] += int((full == y).sum())
+        a[1] += len(full)
+        a[2] = np.concatenate([a[2], full[full != y]])
+    return g
+
+
+def by_recording_names(results_v, n):
+    """{source group: [correct, all]} full-window steps of the real clips."""
+    g = {}
+    for (group, _), (ok, total, _) in recording_steps(results_v, n).items():
+        a = g.setdefault(group, [0, 0])
+        a[0] += ok
+        a[1] += total
     return g
 
 
 def by_recording(results_v, n):
     """Full-window steps (correct, total) per source group of the real clips."""
-    g = recording_steps(results_v, n)
-    return np.array([(a[1], a[2]) for a in g.values()], dtype=np.float64).reshape(-1, 2)
+    g = by_recording_names(results_v, n)
+    return np.array(list(g.values()), dtype=np.float64).reshape(-1, 2)
 
 
 def worst_recordings(labels, results_v, n, count=12):
     """Markdown lines: the count recordings with the most wrong full-window steps, and
     what they were heard as."""
     g = recording_steps(results_v, n)
-    rows = sorted(g.items(), key=lambda kv: kv[1][1] - kv[1][2])[:count]
+    rows = sorted(g.items(), key=lambda kv: kv[1][0] - kv[1][1])[:count]
     out = ["| recording (source group) | class | wrong / steps | heard as |", "|---|---|---|---|"]
-    for group, (y, ok, total, wrong) in rows:
+    for (group, y), (ok, total, wrong) in rows:
         if ok == total:
             break
         heard = ", ".join(f"{labels[c]} {k}" for c, k in
@@ -150,9 +161,9 @@ def accuracy_without(results_v, n, pattern):
     """Full-window accuracy (correct, total, recordings left out) on the real clips whose
     source group does not match the regular expression pattern."""
     rx = re.compile(pattern)
-    g = recording_steps(results_v, n)
+    g = by_recording_names(results_v, n)
     kept = [a for k, a in g.items() if not rx.search(k)]
-    return sum(a[1] for a in kept), sum(a[2] for a in kept), len(g) - len(kept)
+    return sum(a[0] for a in kept), sum(a[1] for a in kept), len(g) - len(kept)
 
 
 def recording_spread(results_v, n, draws=2000, seed=5):
