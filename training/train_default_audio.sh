@@ -3,32 +3,41 @@
 #
 #   training/train_default_audio.sh [--rebuild-dataset] [--models DIR] [-- extra train args]
 #
-#   1. the labelled clip data set from Debian packages (training/data/build_audio_dataset.sh
-#      --per-class 400 --train-extra 800 --alarm-synth v3 --train-only-version 5): version 7
-#      -> out/audio-dataset-v7; skipped when its manifest already exists, unless
-#      --rebuild-dataset; needs root for apt-get the first time,
+#   1. the labelled clip data sets from Debian packages (training/data/build_audio_dataset.sh):
+#      version 9 (--per-class 400 --train-extra 800 --alarm-synth v3 --train-only-version 7)
+#      -> out/audio-dataset-v9, the one trained on, and version 7 (the same with
+#      --train-only-version 5) -> out/audio-dataset-v7, whose validation recordings
+#      (--val-scope all) are held out of version 9 (--val-from); each is skipped when its
+#      manifest already exists, unless --rebuild-dataset; needs root for apt-get the first
+#      time; version 7 reuses version 9's package cache,
 #   2. the `cony` tool (meson + ninja in build-train/, if not built yet),
-#   3. training/train_default_audio.py --center-bands 1: log-mel with `cony mel`, the reduced
-#      VGGish CNN (each mel band centred over the patch), its embeddings with `cony embed`,
-#      the CoNy encoder-classifier (cony, then k-means fixed landmarks and fine-tuning ->
-#      cony-fixed), export to models/audio/,
+#   3. training/train_default_audio.py --center-bands 1 --batch-norm 1 --conv … --fc …:
+#      log-mel with `cony mel`, the reduced VGGish CNN (widths 24/48/64/64/96/96, FC
+#      160/128/32; each mel band centred over the patch; batch normalisation while
+#      training, folded into the convolutions at export), its embeddings with
+#      `cony embed`, the CoNy encoder-classifier (cony, then k-means fixed landmarks and
+#      fine-tuning -> cony-fixed), export to models/audio/,
 #   4. training/eval_default_audio.py: held-out per-step accuracy through the C tools,
 #      written into models/audio/MODEL.md.
-# Work files go to out/train-audio/ (gitignored). About 50 min on 2 cores (data set 16 min,
-# CNN 22 min, embeddings 5 min), plus the packages' downloads (about 3.5 GB) the first time.
+# Work files go to out/train-audio/ (gitignored). About 50 min on 2 cores (data sets 8 min,
+# CNN 30 min, embeddings 5 min), plus the packages' downloads (about 7.5 GB) the first time.
 set -euo pipefail
 
 REPO=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
 cd "$REPO"
 PY=/usr/bin/python3
 # 400 clips per class (the data set script's default is 120), test split included, plus 800
-# training clips per class from the same train recordings and twenty-one train-only packages:
+# training clips per class from the same train recordings and forty-nine train-only packages:
 # more distinct recordings, which the CNN needs to generalise to unseen recordings. The
 # synthesised alarms are generator v3's (ringtones, bells, sirens, beeps through loudspeakers
-# and rooms, over real noise). Version 7 is version 5 without fillets-ng's English sound
-# effects, which versions 2-6 labelled speech (training/data/README.md).
-DATASET=out/audio-dataset-v7
-DATA_ARGS=(--per-class 400 --train-extra 800 --alarm-synth v3 --train-only-version 5)
+# and rooms, over real noise). Version 9 = version 7 (without fillets-ng's English sound
+# effects, which versions 2-6 labelled speech) with the train-only recordings of versions 3
+# to 6 and of three more packages (training/data/README.md); its test split is version 7's.
+DATASET=out/audio-dataset-v9
+DATA_ARGS=(--per-class 400 --train-extra 800 --alarm-synth v3 --train-only-version 7)
+# The validation recordings: version 7's, carved from every family (--val-scope all).
+VAL_DATASET=out/audio-dataset-v7
+VAL_DATA_ARGS=(--per-class 400 --train-extra 800 --alarm-synth v3 --train-only-version 5)
 BUILD=${CONY_BUILD_DIR:-build-train}
 MODELS=models/audio
 REBUILD=0
@@ -50,6 +59,12 @@ if [ "$REBUILD" = 1 ] || [ ! -f "$DATASET/manifest.csv" ]; then
   stamp "building the data set $DATASET"
   bash training/data/build_audio_dataset.sh "$DATASET" "${DATA_ARGS[@]}"
 fi
+if [ "$REBUILD" = 1 ] || [ ! -f "$VAL_DATASET/manifest.csv" ]; then
+  stamp "building the data set $VAL_DATASET (its validation recordings)"
+  mkdir -p "$VAL_DATASET"
+  [ -e "$VAL_DATASET/.cache" ] || ln -s "$(cd "$DATASET" && pwd)/.cache" "$VAL_DATASET/.cache"
+  bash training/data/build_audio_dataset.sh "$VAL_DATASET" "${VAL_DATA_ARGS[@]}"
+fi
 
 if [ ! -x "$BUILD/tools/cony" ]; then
   stamp "building cony in $BUILD"
@@ -63,7 +78,9 @@ fi
 stamp "training"
 mkdir -p out
 "$PY" training/train_default_audio.py --dataset "$DATASET" --cony "$BUILD/tools/cony" \
-  --center-bands 1 --work out/train-audio --models "$MODELS" "${EXTRA[@]}"
+  --center-bands 1 --batch-norm 1 --conv 24,48,64,64,96,96 --fc 160,128 \
+  --val-from "$VAL_DATASET" --val-scope all \
+  --work out/train-audio --models "$MODELS" "${EXTRA[@]}"
 
 stamp "evaluating (C path)"
 "$BUILD/tools/cony" info "$MODELS/transformer.safetensors" >/dev/null
