@@ -411,10 +411,12 @@ def stage_cnn(args, rows, labels):
     model.eval()
     if args.batch_norm:
         model.cnn = fold_batch_norm(model.cnn)     # the plain layout: cnn.pt and the file agree
+    # export first: with --cnn-f16 it rounds the weights in place, and cnn.pt must hold
+    # the function the file computes (the embed stage checks one against the other)
+    export_cnn(model.cnn, os.path.join(args.models, "vggish.safetensors"), args.cnn_f16)
     torch.save({"state_dict": model.state_dict(), "conv": conv, "fc": fc,
                 "center_height": bool(args.center_bands)},
                os.path.join(args.work, "cnn.pt"))
-    export_cnn(model.cnn, os.path.join(args.models, "vggish.safetensors"), args.cnn_f16)
 
 
 def load_patch_classifier(work, classes):
