@@ -363,6 +363,25 @@ def stage_cnn(args, rows, labels):
     total = steps_per_epoch * args.cnn_epochs
     sched = torch.optim.lr_scheduler.OneCycleLR(opt, args.cnn_lr, total_steps=total,
                                                 pct_start=0.15)
+    ema = WeightAverage(model, args.cnn_ema) if args.cnn_ema > 0 else None
+
+    def draw_batch(idx):
+        """One training batch of the clips idx: a patch of each at a random frame offset,
+        augmented; the patches, their labels and the smoothed soft targets, as tensors."""
+        xb = np.empty((len(idx), PATCH, N_MELS), np.float32)
+        for j, i in enumerate(idx):
+            m = mels[i]
+            t = int(rng.integers(0, m.shape[0] - PATCH + 1))
+            xb[j] = m[t:t + PATCH]
+        if args.augment:
+            xb, yb = augment(xb, y[idx], mels, y, silence, rng, args.quiet_frac,
+                             clip_db[idx], args.eq_p)
+        else:
+            yb = y[idx]
+        xb, target = mixup(xb, yb, len(labels), silence, rng, args.mixup_p)
+        target = torch.from_numpy(target) * 0.95 + 0.05 / len(labels)  # label smoothing
+        return torch.from_numpy(xb), torch.from_numpy(yb), target
+
     for epoch in range(args.cnn_epochs):
         t0 = time.time()
         # each epoch: patches_per_clip patches per clip at random frame offsets
@@ -378,20 +397,7 @@ def stage_cnn(args, rows, labels):
         loss_sum = 0.0
         for s in range(steps_per_epoch):
             idx = ci[s * args.cnn_batch:(s + 1) * args.cnn_batch]
-            xb = np.empty((len(idx), PATCH, N_MELS), np.float32)
-            for j, i in enumerate(idx):
-                m = mels[i]
-                t = int(rng.integers(0, m.shape[0] - PATCH + 1))
-                xb[j] = m[t:t + PATCH]
-            if args.augment:
-                xb, yb = augment(xb, y[idx], mels, y, silence, rng, args.quiet_frac,
-                                 clip_db[idx], args.eq_p)
-            else:
-                yb = y[idx]
-            xb, target = mixup(xb, yb, len(labels), silence, rng, args.mixup_p)
-            xb = torch.from_numpy(xb)
-            yb = torch.from_numpy(yb)
-            target = torch.from_numpy(target) * 0.95 + 0.05 / len(labels)  # label smoothing
+            xb, yb, target = draw_batch(idx)
             logits = model(xb)
             loss = -(target * F.log_softmax(logits, 1)).sum(1)
             if teachers:
@@ -403,11 +409,20 @@ def stage_cnn(args, rows, labels):
             loss.backward()
             opt.step()
             sched.step()
+            if ema:
+                ema.update(model)
             loss_sum += loss.item() * len(idx)
             correct += (logits.argmax(1) == yb).sum().item()
             seen += len(idx)
         log(f"cnn epoch {epoch + 1}/{args.cnn_epochs}: loss {loss_sum / seen:.4f} "
             f"train patch acc {correct / seen:.3f} ({time.time() - t0:.0f} s)")
+    if ema:
+        ema.copy_to(model)
+        if args.batch_norm:
+            n = reestimate_batch_norm(model, lambda: draw_batch(
+                rng.choice(len(train), size=args.cnn_batch, p=draw_p))[0])
+            log(f"cnn: weights averaged (decay {args.cnn_ema}); batch-norm statistics "
+                f"re-estimated on {n} patches")
     model.eval()
     if args.batch_norm:
         model.cnn = fold_batch_norm(model.cnn)     # the plain layout: cnn.pt and the file agree
@@ -417,6 +432,47 @@ def stage_cnn(args, rows, labels):
     torch.save({"state_dict": model.state_dict(), "conv": conv, "fc": fc,
                 "center_height": bool(args.center_bands)},
                os.path.join(args.work, "cnn.pt"))
+
+
+class WeightAverage:
+    """An exponential moving average of a model's parameters over the training steps
+    (Polyak averaging): the average sits nearer the middle of the flat region the last
+    steps wander in than the last step does, which tends to generalise better and to
+    vary less from seed to seed. Batch-norm statistics are not averaged: they belong to
+    the weights that produced them (reestimate_batch_norm)."""
+
+    def __init__(self, model, decay):
+        self.decay = decay
+        self.params = {k: v.detach().clone() for k, v in model.named_parameters()}
+
+    @torch.no_grad()
+    def update(self, model):
+        for k, v in model.named_parameters():
+            self.params[k].mul_(self.decay).add_(v.detach(), alpha=1.0 - self.decay)
+
+    @torch.no_grad()
+    def copy_to(self, model):
+        for k, v in model.named_parameters():
+            v.copy_(self.params[k])
+
+
+@torch.no_grad()
+def reestimate_batch_norm(model, next_batch, batches=100):
+    """Recomputes every BatchNorm's running mean and variance as the plain average over
+    `batches` training batches (next_batch() -> input tensor) seen by the current
+    weights; returns the number of patches used."""
+    bns = [m for m in model.modules() if isinstance(m, nn.BatchNorm2d)]
+    for m in bns:
+        m.reset_running_stats()
+        m.momentum = None               # cumulative average, not an exponential one
+    model.train()
+    seen = 0
+    for _ in range(batches):
+        xb = next_batch()
+        model(xb)
+        seen += len(xb)
+    model.eval()
+    return seen
 
 
 def load_patch_classifier(work, classes):
@@ -669,6 +725,10 @@ def main():
     ap.add_argument("--cnn-batch", type=int, default=64)
     ap.add_argument("--cnn-lr", type=float, default=3e-3)
     ap.add_argument("--cnn-dropout", type=float, default=0.3)
+    ap.add_argument("--cnn-ema", type=float, default=0.0,
+                    help="keep an exponential moving average of the CNN's weights with this "
+                         "decay per step (e.g. 0.998) and export it, batch-norm statistics "
+                         "re-estimated for it; 0: off (the last step's weights)")
     ap.add_argument("--no-augment", dest="augment", action="store_false")
     ap.add_argument("--group-balance", type=int, default=1,
                     help="1: draw CNN patches balanced by class and source group (see stage_cnn)")
