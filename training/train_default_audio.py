@@ -6,14 +6,17 @@ that classifies the stream of those embeddings continually.
     /usr/bin/python3 training/train_default_audio.py --dataset out/audio-dataset-v9 \\
         --cony build-train/tools/cony --work out/train-audio --models models/audio \\
         --center-bands 1 --batch-norm 1 --conv 24,48,64,64,96,96 --fc 160,128 \\
-        --val-from out/audio-dataset-v7 --val-scope all
+        --val-from out/audio-dataset-v7 --val-scope all --threads 2 \
+        --distill T1,T2,T3,T4
 
 The shipped CNN sees each mel band centred over its patch (--center-bands 1), was trained
 with batch normalisation (--batch-norm 1, folded away at export) and is wider than the
 defaults of --conv and --fc; its validation recordings are data set version 7's, carved
-from every family (--val-from, --val-scope all). training/train_default_audio.sh builds
-data sets 9 and 7 and runs this (models/audio/MODEL.md). --distill WORK,... (teacher CNNs
-of earlier runs) trained an earlier model.
+from every family (--val-from, --val-scope all). It learned from the labels and from four
+teacher CNNs (--distill: the WORK directories of earlier runs of the same options without
+--distill, --stages mel,cnn, two widths, training seeds 11 and 7).
+training/train_default_audio.sh builds data sets 9 and 7, trains the teachers and runs
+this (models/audio/MODEL.md).
 
 Stages (all run by default; --stages picks some):
 
