@@ -6,7 +6,7 @@ that classifies the stream of those embeddings continually.
     /usr/bin/python3 training/train_default_audio.py --dataset out/audio-dataset-v9 \\
         --cony build-train/tools/cony --work out/train-audio --models models/audio \\
         --center-bands 1 --batch-norm 1 --conv 24,48,64,64,96,96 --fc 160,128 \\
-        --val-from out/audio-dataset-v7 --val-scope all --threads 2 \
+        --val-from out/audio-dataset-v7 --val-scope all --threads 2 \\
         --distill T1,T2,T3,T4
 
 The shipped CNN sees each mel band centred over its patch (--center-bands 1), was trained
