@@ -32,23 +32,27 @@ import torch
 HERE = os.path.dirname(os.path.abspath(__file__))
 sys.path.insert(0, HERE)
 
-import safetensors_io  # noqa: E402
+import golden_check  # noqa: E402
 from vggish_model import VGGishLike, postprocess_tf, postprocess_torch  # noqa: E402
 
 SMALL_CONV = (8, "M", 16, "M", 16, 16, "M", 32, 32, "M")
 SMALL_FC = (32, 32, 128)
+DEFAULT_OUT = os.path.join(HERE, "..", "tests", "golden", "cnn")
 
 
 def state_arrays(model):
     return {k: v.detach().to(torch.float32).numpy() for k, v in model.state_dict().items()}
 
 
-def main():
-    out = sys.argv[1] if len(sys.argv) > 1 else os.path.join(HERE, "..", "tests", "golden", "cnn")
-    os.makedirs(out, exist_ok=True)
+def golden_files(committed_dir=None, say=lambda text: None):
+    """{relative path: contents} of the golden directory (golden_check's form). With
+    `committed_dir`, the postprocessed files are computed from that directory's committed
+    embeddings and PCA tensors (where present): they are quantised to 256 levels, so an
+    input that moved by one float32 ulp on another CPU must not move them."""
     torch.set_num_threads(1)
     torch.manual_seed(4)
     rng = np.random.default_rng(44)
+    files = {}
 
     # Reduced VGGish, pre-activation output (final_relu false).
     model = VGGishLike(SMALL_CONV, SMALL_FC, final_relu=False)
@@ -64,11 +68,7 @@ def main():
         f"embeddings.{i}.{s}" for i in (0, 2, 4) for s in ("weight", "bias"))
 
     x = (rng.standard_normal((4, 96, 64)) * 2.0 - 1.0).astype(np.float32)
-    # The weights as stored (float32) are what libcony uses: run torch in float64 on them.
-    m64 = VGGishLike(SMALL_CONV, SMALL_FC, final_relu=False).double()
-    m64.load_state_dict({k: torch.from_numpy(v.astype(np.float64)) for k, v in tensors.items()})
-    with torch.no_grad():
-        emb = m64(torch.from_numpy(x.astype(np.float64))).numpy()
+    emb = float64_outputs(SMALL_CONV, SMALL_FC, tensors, x, final_relu=False)
     assert emb.shape == (4, 128)
     assert (emb < 0).any() and (emb > 0).any(), "pre-activation output should have both signs"
 
@@ -77,47 +77,48 @@ def main():
     q, _ = np.linalg.qr(rng.standard_normal((128, 128)))
     means = emb.mean(axis=0) + rng.standard_normal(128) * emb.std() * 0.1
     spread = ((emb - means) @ q.T).std()
-    eigen = (q * (1.2 / spread)).astype(np.float32)
-    means = means.astype(np.float32)
-    tensors["pca_eigen_vectors"] = eigen
-    tensors["pca_means"] = means
-    emb32 = emb.astype(np.float32)
+    tensors["pca_eigen_vectors"] = (q * (1.2 / spread)).astype(np.float32)
+    tensors["pca_means"] = means.astype(np.float32)
+    files["small.safetensors"] = (tensors, {
+        "final_relu": "false", "architecture": "vggish",
+        "note": "reduced random VGGish for tests (gen_cnn_golden.py)"})
+    files["small_input.npy"] = x
+    files["small_expected.npy"] = emb.astype(np.float32)
+
+    emb32 = files["small_expected.npy"]
+    eigen, means = tensors["pca_eigen_vectors"], tensors["pca_means"]
+    if committed_dir is not None:
+        emb32 = golden_check.committed(committed_dir, "small_expected.npy", emb32)
+        stored = golden_check.committed(committed_dir, "small.safetensors", (tensors, None))[0]
+        eigen = stored.get("pca_eigen_vectors", eigen)
+        means = stored.get("pca_means", means)
     pp_tf = postprocess_tf(emb32, eigen, means)
     pp_torch = postprocess_torch(emb32, eigen, means)
     differ = int((pp_tf != pp_torch).sum())
     assert 0 < differ and (pp_tf == 0).any() and (pp_tf == 255).any(), differ
+    files["small_pp_tf.npy"] = pp_tf
+    files["small_pp_torch.npy"] = pp_torch
 
-    safetensors_io.save(os.path.join(out, "small.safetensors"), tensors,
-                        {"final_relu": "false", "architecture": "vggish",
-                         "note": "reduced random VGGish for tests (gen_cnn_golden.py)"})
-    np.save(os.path.join(out, "small_input.npy"), x)
-    np.save(os.path.join(out, "small_expected.npy"), emb32)
-    np.save(os.path.join(out, "small_pp_tf.npy"), pp_tf)
-    np.save(os.path.join(out, "small_pp_torch.npy"), pp_torch)
     # The same network with every weight stored as F16 (biases F32): libcony keeps
     # the FC weights in F16 and computes with them expanded; torch in float64 on
     # the F16-rounded weights is the reference.
-    f16 = {k: v for k, v in tensors.items() if not k.startswith("pca")}
-    f16_dtypes = {k: "F16" for k in f16 if k.endswith(".weight")}
-    r64 = VGGishLike(SMALL_CONV, SMALL_FC, final_relu=False).double()
-    r64.load_state_dict({k: torch.from_numpy(v.astype(np.float16 if k in f16_dtypes else np.float32)
-                                             .astype(np.float64)) for k, v in f16.items()})
-    with torch.no_grad():
-        emb16 = r64(torch.from_numpy(x.astype(np.float64))).numpy()
-    safetensors_io.save(os.path.join(out, "small_f16.safetensors"), f16,
-                        {"final_relu": "false", "architecture": "vggish",
-                         "note": "small.safetensors with F16 weights (gen_cnn_golden.py)"},
-                        dtypes=f16_dtypes)
-    np.save(os.path.join(out, "small_f16_expected.npy"), emb16.astype(np.float32))
-    print(f"small_f16: F16 weights change the embeddings by "
+    f16 = {k: v.astype(np.float16) if k.endswith(".weight") else v
+           for k, v in tensors.items() if not k.startswith("pca")}
+    emb16 = float64_outputs(SMALL_CONV, SMALL_FC, f16, x, final_relu=False)
+    files["small_f16.safetensors"] = (f16, {
+        "final_relu": "false", "architecture": "vggish",
+        "note": "small.safetensors with F16 weights (gen_cnn_golden.py)"})
+    files["small_f16_expected.npy"] = emb16.astype(np.float32)
+    say(f"small_f16: F16 weights change the embeddings by "
           f"{np.abs(emb16 - emb).max() / np.abs(emb).max():.2e} relative")
-    print(f"small: {sum(v.size for k, v in tensors.items() if not k.startswith('pca'))} params, "
+    say(f"small: {sum(v.size for k, v in tensors.items() if not k.startswith('pca'))} params, "
           f"emb std {emb.std():.3f}, {differ} of {pp_tf.size} postprocessed values differ TF/torch")
 
     # A different layout: 2-channel 20x12 input, two trailing pools, final ReLU.
     torch.manual_seed(5)
     odd_conv, odd_fc = (4, "M", 6, 6, "M", "M"), (16, 10)
-    odd = VGGishLike(odd_conv, odd_fc, input_hw=(20, 12), in_channels=2, final_relu=True)
+    odd_shape = dict(input_hw=(20, 12), in_channels=2, final_relu=True)
+    odd = VGGishLike(odd_conv, odd_fc, **odd_shape)
     with torch.no_grad():
         for name, p in odd.named_parameters():
             if name.endswith("bias"):
@@ -125,18 +126,37 @@ def main():
     otensors = state_arrays(odd)
     assert sorted({k.rsplit(".", 1)[0] for k in otensors}) == [
         "embeddings.0", "embeddings.2", "features.0", "features.3", "features.5"]
-    o64 = VGGishLike(odd_conv, odd_fc, input_hw=(20, 12), in_channels=2, final_relu=True).double()
-    o64.load_state_dict({k: torch.from_numpy(v.astype(np.float64)) for k, v in otensors.items()})
     xo = rng.standard_normal((3, 20, 12, 2)).astype(np.float32)      # HWC
-    with torch.no_grad():
-        eo = o64(torch.from_numpy(xo.astype(np.float64)).permute(0, 3, 1, 2)).numpy()
+    eo = float64_outputs(odd_conv, odd_fc, otensors, xo.transpose(0, 3, 1, 2), **odd_shape)
     assert (eo == 0).any() and (eo > 0).any()
-    safetensors_io.save(os.path.join(out, "odd.safetensors"), otensors,
-                        {"input_height": "20", "input_width": "12", "input_channels": "2",
-                         "final_relu": "true"})
-    np.save(os.path.join(out, "odd_input.npy"), xo)
-    np.save(os.path.join(out, "odd_expected.npy"), eo.astype(np.float32))
-    print(f"odd: {sum(v.size for v in otensors.values())} params, output {eo.shape}")
+    files["odd.safetensors"] = (otensors, {"input_height": "20", "input_width": "12",
+                                           "input_channels": "2", "final_relu": "true"})
+    files["odd_input.npy"] = xo
+    files["odd_expected.npy"] = eo.astype(np.float32)
+    say(f"odd: {sum(v.size for v in otensors.values())} params, output {eo.shape}")
+    return files
+
+
+def float64_outputs(conv, fc, tensors, x, **shape):
+    """The network's outputs computed by torch in float64 on the weights as stored (what
+    libcony uses); x: (N, C, H, W) or (N, H, W)."""
+    m64 = VGGishLike(conv, fc, **shape).double()
+    m64.load_state_dict({k: torch.from_numpy(np.asarray(v, dtype=np.float64))
+                         for k, v in tensors.items() if not k.startswith("pca")})
+    with torch.no_grad():
+        return m64(torch.from_numpy(np.ascontiguousarray(x, dtype=np.float64))).numpy()
+
+
+def verify(golden=DEFAULT_OUT):
+    """Messages for every way the golden files under `golden` are not what main() writes
+    ([] when they are), checked numerically (golden_check)."""
+    return golden_check.compare(golden, golden_files(golden))
+
+
+def main():
+    out = sys.argv[1] if len(sys.argv) > 1 else DEFAULT_OUT
+    os.makedirs(out, exist_ok=True)
+    golden_check.write(out, golden_files(say=print))
 
 
 if __name__ == "__main__":

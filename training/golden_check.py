@@ -1,7 +1,8 @@
 """Writing golden files, and checking committed ones against what a generator computes.
 
 A generator describes a golden directory as {relative path: contents}: an array for a
-.npy file, ({name: array}, metadata) for a .safetensors file. write() stores that;
+.npy file, ({name: array}, metadata) for a .safetensors file (float16 arrays are
+stored as F16). write() stores that;
 compare() checks that a directory holds exactly those files with those values.
 
 The check is numerical, not byte equality: torch and numpy round differently on
@@ -34,7 +35,10 @@ def write(directory, files):
         path = os.path.join(directory, rel)
         os.makedirs(os.path.dirname(path), exist_ok=True)
         if rel.endswith(".safetensors"):
-            safetensors_io.save(path, *contents)
+            tensors, metadata = contents
+            # float16 arrays are stored as F16, as safetensors_io.load returns them
+            f16 = {k: "F16" for k, v in tensors.items() if np.asarray(v).dtype == np.float16}
+            safetensors_io.save(path, tensors, metadata, dtypes=f16)
         else:
             np.save(path, contents)
 
