@@ -22,4 +22,4 @@ ASAN_OPTIONS=detect_leaks=1:fast_unwind_on_malloc=0 meson test -C build-asan --n
   gst_conymel gst_conyvggish gst_conyframeembed gst_conytransformer "$@"
 LD_PRELOAD=$(cc -print-file-name=libasan.so) ASAN_OPTIONS=detect_leaks=0:verify_asan_link_order=0 \
   meson test -C build-asan --num-processes 1 gst_pipeline gst_pipeline_transformer \
-  video_pipeline video_patches_pipeline video_heldout "$@"
+  video_pipeline video_patches_pipeline video_heldout default-audio-model "$@"

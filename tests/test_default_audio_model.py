@@ -49,6 +49,13 @@ def rms_to(x, dbfs):
     return x * (10 ** (dbfs / 20.0) / max(np.sqrt(np.mean(x ** 2)), 1e-12))
 
 
+def without_preload():
+    """The environment without LD_PRELOAD: scripts/sanitize.sh preloads the sanitizer
+    runtime for the pipelines, and espeak-ng, a tool that only makes a clip, hangs under
+    it."""
+    return {k: v for k, v in os.environ.items() if k != "LD_PRELOAD"}
+
+
 def clips(tmp):
     rng = np.random.default_rng(5)
     t = np.arange(int(6 * SR)) / SR
@@ -67,7 +74,8 @@ def clips(tmp):
         raw = os.path.join(tmp, "speech_raw.wav")
         subprocess.run([espeak, "-v", "en-us", "-s", "150", "-w", raw,
                         "The weather today is mild, with a light wind from the west. "
-                        "Tomorrow brings some rain in the afternoon."], check=True)
+                        "Tomorrow brings some rain in the afternoon."], check=True,
+                       env=without_preload())
         paths["speech"] = raw      # 22.05 kHz: cony mel resamples
     else:
         print("# espeak-ng not installed: the speech clip is skipped")
