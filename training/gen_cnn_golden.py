@@ -110,9 +110,9 @@ def golden_files(committed_dir=None, say=lambda text: None):
         "note": "small.safetensors with F16 weights (gen_cnn_golden.py)"})
     files["small_f16_expected.npy"] = emb16.astype(np.float32)
     say(f"small_f16: F16 weights change the embeddings by "
-          f"{np.abs(emb16 - emb).max() / np.abs(emb).max():.2e} relative")
+        f"{np.abs(emb16 - emb).max() / np.abs(emb).max():.2e} relative")
     say(f"small: {sum(v.size for k, v in tensors.items() if not k.startswith('pca'))} params, "
-          f"emb std {emb.std():.3f}, {differ} of {pp_tf.size} postprocessed values differ TF/torch")
+        f"emb std {emb.std():.3f}, {differ} of {pp_tf.size} postprocessed values differ TF/torch")
 
     # A different layout: 2-channel 20x12 input, two trailing pools, final ReLU.
     torch.manual_seed(5)
