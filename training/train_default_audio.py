@@ -151,6 +151,17 @@ def carve_validation_groups(rows, groups):
     return rows
 
 
+def refit_on_validation(rows):
+    """Move the validation clips into the train split, marked "refit": the final model of a
+    recipe already chosen on them learns from every training recording (--train-on-val).
+    The test split is untouched."""
+    for r in rows:
+        if r["split"] == "val":
+            r["split"] = "train"
+            r["refit"] = True
+    return rows
+
+
 def npy_path(work, kind, clip):
     return os.path.join(work, kind, os.path.splitext(clip)[0] + ".npy")
 
@@ -354,13 +365,12 @@ def stage_cnn(args, rows, labels):
     nparams = sum(p.numel() for p in model.cnn.parameters())
     log(f"cnn: conv {conv} fc {fc}: {nparams} parameters; {len(train)} train clips")
     teachers = [load_patch_classifier(w, len(labels)) for w in args.distill.split(",") if w]
-    # the clips of families the teachers never heard the like of learn from their labels only
     skip = set(f for f in args.distill_skip_families.split(",") if f)
-    taught = np.array([r.get("family", "") not in skip for r in train], np.float32)
+    taught = distillation_mask(train, skip)
     if teachers:
         log(f"cnn: distilled from {args.distill} (weight {args.distill_weight}, "
             f"temperature {args.distill_temp}; labels only for {int(len(taught) - taught.sum())} "
-            f"clips of {sorted(skip)})")
+            f"clips of {sorted(skip)} and of the validation recordings)")
     opt = torch.optim.AdamW(model.parameters(), lr=args.cnn_lr, weight_decay=1e-4)
     steps_per_epoch = (len(train) * args.patches_per_clip) // args.cnn_batch
     total = steps_per_epoch * args.cnn_epochs
@@ -487,6 +497,14 @@ def load_patch_classifier(work, classes):
     m = PatchClassifier(ck["conv"], ck["fc"], classes, 0.0, ck.get("center_height", False))
     m.load_state_dict(ck["state_dict"])
     return m.eval()
+
+
+def distillation_mask(train, skip_families):
+    """Per train clip, 1 if it learns from the teachers too, 0 if from its label only: the
+    clips of families the teachers never heard the like of (skip_families), and the refit
+    clips of the recordings they were trained without (refit_on_validation)."""
+    return np.array([r.get("family", "") not in skip_families and not r.get("refit")
+                     for r in train], np.float32)
 
 
 def distillation_loss(logits, xb, teachers, temp, reduce=True):
@@ -663,7 +681,7 @@ def stage_val(args, rows, labels):
     trained variant), full-window steps, per class and origin -> WORK/val.json."""
     val = [r for r in rows if r["split"] == "val"]
     if not val:
-        log("val: no validation split (--val-frac 0)")
+        log("val: no validation split (--val-frac 0, or --train-on-val)")
         return
     model = os.path.join(args.models, "transformer.safetensors")
     n = args.window
@@ -719,6 +737,11 @@ def main():
                     help="DATASET: hold out the validation recordings that --val-scope carves "
                          "from that data set (same seed and share) instead of carving this one: "
                          "every clip of them here is a validation clip")
+    ap.add_argument("--train-on-val", action="store_true",
+                    help="refit: train on the validation recordings too, once the recipe has "
+                         "been chosen on them (refit_on_validation; nothing is left to validate "
+                         "on); with --distill their clips learn from their labels only, since "
+                         "the teachers were trained without them")
     # CNN
     ap.add_argument("--conv", default="16,32,48,48,64,64")
     ap.add_argument("--fc", default="128,128")
@@ -794,6 +817,8 @@ def main():
             rows, validation_groups_of(args.val_from, args.val_frac, args.seed, args.val_scope))
     else:
         rows = carve_validation(rows, args.val_frac, args.seed, args.val_scope)
+    if args.train_on_val:
+        rows = refit_on_validation(rows)
     if args.train_seed is not None:
         args.seed = args.train_seed       # the validation split is fixed; training varies
     os.makedirs(args.work, exist_ok=True)

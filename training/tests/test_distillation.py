@@ -1,6 +1,8 @@
 """train_default_audio.distillation_loss and load_patch_classifier (--distill): the target
 is the mean of the teachers' softened distributions, a student that already matches it
-gets no gradient, and a checkpoint without a classifier head is refused by name."""
+gets no gradient, and a checkpoint without a classifier head is refused by name;
+distillation_mask leaves the teachers out for skipped families and for the validation
+recordings a refit (--train-on-val, refit_on_validation) trains on."""
 
 import os
 import sys
@@ -79,3 +81,16 @@ class Distillation(unittest.TestCase):
 
 if __name__ == "__main__":
     unittest.main()
+
+
+class DistillationMask(unittest.TestCase):
+    def test_skipped_families_and_refit_recordings_learn_from_labels_only(self):
+        rows = [dict(path="a.wav", family="real_noise", group="g1", split="train"),
+                dict(path="b.wav", family="synth_music", group="g2", split="train"),
+                dict(path="c.wav", family="real_noise", group="g3", split="val"),
+                dict(path="d.wav", family="real_noise", group="g4", split="test")]
+        rows = tda.refit_on_validation(rows)
+        self.assertEqual([r["split"] for r in rows], ["train", "train", "train", "test"])
+        train = [r for r in rows if r["split"] == "train"]
+        self.assertEqual(tda.distillation_mask(train, {"synth_music"}).tolist(), [1.0, 0.0, 0.0])
+        self.assertEqual(tda.distillation_mask(train, set()).tolist(), [1.0, 1.0, 0.0])
