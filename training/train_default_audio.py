@@ -48,7 +48,9 @@ Stages (all run by default; --stages picks some):
          carve_validation(); per-step accuracy through `cony classify` -> WORK/val.json.
 
 Only train-split clips (less the validation groups) are used for training; nothing is
-selected on the test split.
+selected on the test split. Once a recipe has been chosen on the validation split, its
+final model is refit with the validation recordings in the train split (--train-on-val),
+as the shipped one was.
 Deterministic: fixed seeds, single-process data, torch threads as given (1 by default).
 """
 
