@@ -370,9 +370,10 @@ def stage_cnn(args, rows, labels):
     skip = set(f for f in args.distill_skip_families.split(",") if f)
     taught = distillation_mask(train, skip)
     if teachers:
+        refit = " and of the validation recordings" if args.train_on_val else ""
         log(f"cnn: distilled from {args.distill} (weight {args.distill_weight}, "
             f"temperature {args.distill_temp}; labels only for {int(len(taught) - taught.sum())} "
-            f"clips of {sorted(skip)} and of the validation recordings)")
+            f"clips of {sorted(skip)}{refit})")
     opt = torch.optim.AdamW(model.parameters(), lr=args.cnn_lr, weight_decay=1e-4)
     steps_per_epoch = (len(train) * args.patches_per_clip) // args.cnn_batch
     total = steps_per_epoch * args.cnn_epochs

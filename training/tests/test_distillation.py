@@ -79,10 +79,6 @@ class Distillation(unittest.TestCase):
                 tda.load_patch_classifier(work, 6)
 
 
-if __name__ == "__main__":
-    unittest.main()
-
-
 class DistillationMask(unittest.TestCase):
     def test_skipped_families_and_refit_recordings_learn_from_labels_only(self):
         rows = [dict(path="a.wav", family="real_noise", group="g1", split="train"),
@@ -94,3 +90,7 @@ class DistillationMask(unittest.TestCase):
         train = [r for r in rows if r["split"] == "train"]
         self.assertEqual(tda.distillation_mask(train, {"synth_music"}).tolist(), [1.0, 0.0, 0.0])
         self.assertEqual(tda.distillation_mask(train, set()).tolist(), [1.0, 1.0, 0.0])
+
+
+if __name__ == "__main__":
+    unittest.main()
