@@ -39,7 +39,8 @@ DATA=(tuxpaint-stamps-default fillets-ng-data fillets-ng-data-nl wesnoth-1.16-mu
       supertux-data warmux-data openclonk-data freedink-data xmoto-data asterisk-moh-opsound-wav
       asterisk-core-sounds-en-wav heroes-sound-effects sound-icons openttd-opensfx gcompris-qt-data
       0ad-data warzone2100-music
-      qabcs-data micropolis-data minetest-mod-homedecor)
+      qabcs-data micropolis-data minetest-mod-homedecor
+      hyperrogue-music naev-data ardentryst etw-data)
 
 # sound files to unpack per data package (tar wildcards; '*' also matches '/')
 declare -A PATTERNS=(
@@ -90,6 +91,11 @@ declare -A PATTERNS=(
   [qabcs-data]="*/qabcs/abcs/all/noises/*.ogg"
   [micropolis-data]="*/micropolis/res/sounds/*.wav"
   [minetest-mod-homedecor]="*/homedecor/*/sounds/*.ogg"
+  # data set version 11 (--added-music): music of four more games, for training only
+  [hyperrogue-music]="*/hyperrogue/music/*.ogg"
+  [naev-data]="*/naev/dat/snd/music/*.ogg"
+  [ardentryst]="*/ardentryst/Music/*.ogg"
+  [etw-data]="*/etw/music/*.wav"
 )
 
 # version 6: for training only; which files of which package, listed one a line
