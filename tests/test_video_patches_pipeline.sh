@@ -75,11 +75,18 @@ if (p.argmax(1) != got[:, 0]).any() or err > 1e-5:
 print(f"ok: {len(p)} steps equal to cony classify on the dumped tokens (max |dp| = {err:.2g})")
 EOF
 
-# 3 tokens per frame for a 4-token-step model: refused, naming the field
+# 3 tokens per frame for a 4-token-step model: refused, naming the field. gst-launch-1.0
+# itself sometimes does not exit after a not-negotiated error during preroll (about 1 run in
+# 10 here, with or without the element's own error message: the sink has prerolled on the
+# source's EOS and gst-launch's main loop waits on), so the run is bounded; the error must
+# have been printed either way.
 # shellcheck disable=SC2086
-if out=$("$launch" -q $src ! conyframeembed model="$cnn" patches-x=3 patches-y=1 ! conytransformer model="$clf" ! fakesink 2>&1); then
+out=$(timeout 20 "$launch" -q $src ! conyframeembed model="$cnn" patches-x=3 patches-y=1 ! conytransformer model="$clf" ! fakesink 2>&1)
+rc=$?
+if [ "$rc" = 0 ]; then
   echo "FAIL: a 3-patch grid with a 4-token-step model ran"; exit 1
 fi
+[ "$rc" = 124 ] && echo "note: gst-launch-1.0 did not exit after the error; stopped after 20 s"
 if ! grep -q "tokens_per_step = 4" <<< "$out"; then
   echo "FAIL: the refusal does not name tokens_per_step:"; echo "$out" | tail -5; exit 1
 fi
