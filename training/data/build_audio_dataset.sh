@@ -39,8 +39,11 @@ DATA=(tuxpaint-stamps-default fillets-ng-data fillets-ng-data-nl wesnoth-1.16-mu
       supertux-data warmux-data openclonk-data freedink-data xmoto-data asterisk-moh-opsound-wav
       asterisk-core-sounds-en-wav heroes-sound-effects sound-icons openttd-opensfx gcompris-qt-data
       0ad-data warzone2100-music
-      qabcs-data micropolis-data minetest-mod-homedecor
-      hyperrogue-music naev-data ardentryst etw-data)
+      qabcs-data micropolis-data minetest-mod-homedecor)
+# data set version 11's four (443 MB) only when asked for: the shipped recipe does not use them
+if [[ " ${PYARGS[*]} " == *" --added-music"* ]]; then
+  DATA+=(hyperrogue-music naev-data ardentryst etw-data)
+fi
 
 # sound files to unpack per data package (tar wildcards; '*' also matches '/')
 declare -A PATTERNS=(
