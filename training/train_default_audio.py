@@ -314,6 +314,27 @@ def augment(xb, yb, mels, y, silence, rng, quiet_frac=0.0, clip_db=None, eq_p=0.
     return out.astype(np.float32), yb
 
 
+def draw_patch(m, rng, stretch_p=0.0, stretch_range=(0.7, 1.4)):
+    """A patch of PATCH frames of the log-mel m at a random frame offset. With probability
+    stretch_p it is time-stretched: round(PATCH * r) frames, r log-uniform in stretch_range,
+    resampled to PATCH frames by linear interpolation along time. That plays the sound
+    faster (r > 1) or slower with its spectrum unchanged: a siren's sweep, a call's length,
+    a chatter's rate vary between recordings of one kind, and the CNN should not learn each
+    training recording's own rate."""
+    n = m.shape[0]
+    if stretch_p > 0 and rng.random() < stretch_p:
+        lo, hi = np.log(stretch_range[0]), np.log(stretch_range[1])
+        length = min(n, max(2, int(round(PATCH * np.exp(rng.uniform(lo, hi))))))
+        t = int(rng.integers(0, n - length + 1))
+        src = m[t:t + length]
+        pos = np.linspace(0.0, length - 1, PATCH)
+        i0 = np.minimum(pos.astype(np.int64), length - 2)
+        frac = (pos - i0)[:, None]
+        return ((1.0 - frac) * src[i0] + frac * src[i0 + 1]).astype(m.dtype)
+    t = int(rng.integers(0, n - PATCH + 1))
+    return m[t:t + PATCH]
+
+
 def mixup(xb, yb, classes, silence, rng, p):
     """Mixup in the mel-energy domain: with probability p a patch is mixed with another
     patch of the batch, both scaled to the same mean energy, in proportions lam : 1 - lam
@@ -386,9 +407,7 @@ def stage_cnn(args, rows, labels):
         augmented; the patches, their labels and the smoothed soft targets, as tensors."""
         xb = np.empty((len(idx), PATCH, N_MELS), np.float32)
         for j, i in enumerate(idx):
-            m = mels[i]
-            t = int(rng.integers(0, m.shape[0] - PATCH + 1))
-            xb[j] = m[t:t + PATCH]
+            xb[j] = draw_patch(mels[i], rng, args.time_stretch_p)
         if args.augment:
             xb, yb = augment(xb, y[idx], mels, y, silence, rng, args.quiet_frac,
                              clip_db[idx], args.eq_p)
@@ -789,6 +808,9 @@ def main():
     ap.add_argument("--distill-skip-families", default="synth_music",
                     help="comma-separated manifest families whose clips learn from their labels "
                          "only (the teachers never heard such clips)")
+    ap.add_argument("--time-stretch-p", type=float, default=0.0,
+                    help="CNN augmentation: share of patches time-stretched by 0.7-1.4 "
+                         "(draw_patch; default 0, off)")
     ap.add_argument("--eq-p", type=float, default=0.0,
                     help="probability of a random smooth EQ on a non-silence patch (random_eq_db)")
     # transformer
