@@ -76,10 +76,10 @@ print(f"ok: {len(p)} steps equal to cony classify on the dumped tokens (max |dp|
 EOF
 
 # 3 tokens per frame for a 4-token-step model: refused, naming the field. gst-launch-1.0
-# itself sometimes does not exit after a not-negotiated error during preroll (about 1 run in
-# 10 here, with or without the element's own error message: the sink has prerolled on the
-# source's EOS and gst-launch's main loop waits on), so the run is bounded; the error must
-# have been printed either way.
+# (1.22) sometimes does not exit after it printed the error (1 run in 10-15 here): it calls
+# g_main_loop_quit() from its synchronous bus handler, and an error posted between
+# "Pipeline is PREROLLING" and g_main_loop_run() quits a loop not yet running, which
+# g_main_loop_run() then ignores. So the run is bounded; the error must have been printed.
 # shellcheck disable=SC2086
 out=$(timeout 20 "$launch" -q $src ! conyframeembed model="$cnn" patches-x=3 patches-y=1 ! conytransformer model="$clf" ! fakesink 2>&1)
 rc=$?
