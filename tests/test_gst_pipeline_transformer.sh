@@ -78,25 +78,8 @@ for v in regular continual nystrom nystrom-fixed cony cony-fixed; do
   fi
 done
 
-# expect_error NAME TEXT PIPELINE...: fails cleanly (no crash) with TEXT in the output.
-# gst-launch-1.0 1.22 can hang after an error posted from a streaming thread before its
-# main loop runs (its bus sync handler quits a loop that is not running yet); the same
-# happens with any element, so a run killed by the timeout after printing TEXT passes.
-expect_error () {
-  local name=$1 text=$2 out rc; shift 2
-  out=$(timeout 20 "$launch" "$@" 2>&1); rc=$?
-  if [ $rc -eq 124 ] && echo "$out" | grep -q -- "$text"; then
-    echo "ok $name: refused ('$text'; gst-launch-1.0 hung after the error and was stopped)"
-  elif [ $rc -eq 0 ]; then
-    echo "FAIL $name: the pipeline ran"; fail=1
-  elif [ $rc -gt 128 ] && [ $rc -lt 255 ]; then
-    echo "FAIL $name: crashed (exit $rc)"; echo "$out" | tail -5; fail=1
-  elif ! echo "$out" | grep -q -- "$text"; then
-    echo "FAIL $name: no '$text' in the error"; echo "$out" | tail -5; fail=1
-  else
-    echo "ok $name: refused ('$text')"
-  fi
-}
+# shellcheck source=tests/expect_error.sh
+source "$(dirname "$0")/expect_error.sh"
 expect_error missing-model "Could not load the model" \
   audiotestsrc num-buffers=10 ! conymel ! conyvggish model="$vggish" \
   ! conytransformer model=/nonexistent.safetensors ! fakesink
