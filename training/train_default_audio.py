@@ -256,7 +256,26 @@ def random_eq_db(rng):
     return db
 
 
-def augment(xb, yb, mels, y, silence, rng, quiet_frac=0.0, clip_db=None, eq_p=0.0):
+def random_patch_energy(mels, y, rng, accept):
+    """The mel energies of a PATCH-frame patch at a random offset of a random clip whose
+    class passes accept."""
+    i = int(rng.integers(len(mels)))
+    while not accept(y[i]):
+        i = int(rng.integers(len(mels)))
+    m = mels[i]
+    t = int(rng.integers(0, m.shape[0] - PATCH + 1))
+    return np.maximum(np.exp(m[t:t + PATCH].astype(np.float64)) - LOG_OFFSET, 0.0)
+
+
+def add_below(e, other, db):
+    """The mel energies e with other added, scaled so that its mean magnitude sits db dB
+    below e's (mel energies added: an approximation of mixing the waveforms)."""
+    ratio = e.mean() / max(other.mean(), 1e-12)
+    return e + other * ratio * 10 ** (-db / 20.0)
+
+
+def augment(xb, yb, mels, y, silence, rng, quiet_frac=0.0, clip_db=None, eq_p=0.0,
+            noise=-1, bg_p=0.0, bg_db=(3.0, 15.0)):
     """Augmentation in the log-mel domain, exact where it can be: the mel energies
     (exp(L) - offset) are linear in the waveform's amplitude, so a gain g is
     L' = log(g (exp(L) - offset) + offset). Per patch: a gain of -6..+6 dB; with
@@ -266,7 +285,10 @@ def augment(xb, yb, mels, y, silence, rng, quiet_frac=0.0, clip_db=None, eq_p=0.
     (p 0.3 each, filled with the patch's floor). Silence patches get only gain (kept at
     most -58 dBFS + 6 dB, still far below the quietest noise) and no mixing. A share
     quiet_frac of the other patches is scaled down to a silence level (clip_db: the RMS
-    level in dBFS of each patch's clip) and relabelled silence."""
+    level in dBFS of each patch's clip) and relabelled silence. With probability bg_p
+    (default 0: off, no random numbers drawn) a non-silence patch also gets a patch of a
+    noise-class clip (class id noise) bg_db dB down, 3..15 by default: a sound heard over the
+    ambience of where it was recorded keeps its label."""
     B = xb.shape[0]
     yb = yb.copy()
     e = np.maximum(np.exp(xb.astype(np.float64)) - LOG_OFFSET, 0.0)
@@ -281,15 +303,11 @@ def augment(xb, yb, mels, y, silence, rng, quiet_frac=0.0, clip_db=None, eq_p=0.
         if yb[j] != silence and rng.random() < eq_p:
             e[j] *= 10 ** (random_eq_db(rng) / 20.0)         # per band: a filter's gain
         if yb[j] != silence and rng.random() < 0.5:
-            i = int(rng.integers(len(mels)))
-            while y[i] == silence:
-                i = int(rng.integers(len(mels)))
-            m = mels[i]
-            t = int(rng.integers(0, m.shape[0] - PATCH + 1))
-            other = np.maximum(np.exp(m[t:t + PATCH].astype(np.float64)) - LOG_OFFSET, 0.0)
-            # scale the other patch to sit 12..30 dB below this one (mean magnitude)
-            ratio = e[j].mean() / max(other.mean(), 1e-12)
-            e[j] += other * ratio * 10 ** (-rng.uniform(12, 30) / 20.0)
+            other = random_patch_energy(mels, y, rng, lambda c: c != silence)
+            e[j] = add_below(e[j], other, rng.uniform(12, 30))
+        if bg_p > 0 and yb[j] != silence and rng.random() < bg_p:
+            other = random_patch_energy(mels, y, rng, lambda c: c == noise)
+            e[j] = add_below(e[j], other, rng.uniform(*bg_db))
     out = np.log(e + LOG_OFFSET)
     for j in range(B):
         if yb[j] == silence:
@@ -374,6 +392,9 @@ def stage_cnn(args, rows, labels):
     mels = load_mels(args, train)
     y = np.array([labels.index(r["label"]) for r in train])
     silence = labels.index("silence") if "silence" in labels else -1
+    noise = labels.index("noise") if "noise" in labels else -1
+    if args.bg_noise_p > 0 and noise < 0:
+        raise ValueError("--bg-noise-p needs a class named noise")
     clip_db = np.array([20 * np.log10(np.sqrt(np.mean(read_wav_mono16k(
         os.path.join(args.dataset, r["path"])) ** 2)) + 1e-12) for r in train])
     groups = [r["group"] for r in train]
@@ -410,7 +431,7 @@ def stage_cnn(args, rows, labels):
             xb[j] = draw_patch(mels[i], rng, args.time_stretch_p)
         if args.augment:
             xb, yb = augment(xb, y[idx], mels, y, silence, rng, args.quiet_frac,
-                             clip_db[idx], args.eq_p)
+                             clip_db[idx], args.eq_p, noise, args.bg_noise_p)
         else:
             yb = y[idx]
         xb, target = mixup(xb, yb, len(labels), silence, rng, args.mixup_p)
@@ -811,6 +832,9 @@ def main():
     ap.add_argument("--time-stretch-p", type=float, default=0.0,
                     help="CNN augmentation: share of patches time-stretched by 0.7-1.4 "
                          "(draw_patch; default 0, off)")
+    ap.add_argument("--bg-noise-p", type=float, default=0.0,
+                    help="CNN augmentation: share of non-silence patches that get a noise-class "
+                         "patch 3-15 dB down (augment; default 0, off)")
     ap.add_argument("--eq-p", type=float, default=0.0,
                     help="probability of a random smooth EQ on a non-silence patch (random_eq_db)")
     # transformer
