@@ -20,4 +20,4 @@ esac
 # A file is not live, so conyvggish runs its CNN on 64 windows at a time (about twice as
 # fast; the same results).
 # shellcheck disable=SC2046
-gst-launch-1.0 -m uridecodebin uri="$uri" ! $(cony_chain batch=64) ! fakesink sync=false | cony_format
+cony_launch -m uridecodebin uri="$uri" ! $(cony_chain batch=64) ! fakesink sync=false | cony_format

@@ -3,8 +3,12 @@
 
     pipelines/print_results.py [SOURCE] [--json] [--from-meta] [options]
 
-SOURCE is a media file path or URI (decoded with uridecodebin), `mic` (autoaudiosrc)
-or `test` (a 5 s audiotestsrc tone; the default). Results come from the element's
+SOURCE is a media file path or URI (decoded with uridecodebin), `mic` (the default
+microphone of GStreamer's device monitor; none: an error, not a fake source), `test`
+(a 5 s audiotestsrc tone; the default) or any GStreamer source description, e.g.
+"audiotestsrc is-live=true". Each result is printed (and flushed) as soon as the
+element posts it; when the reader goes away (`| head -1`) the script stops quietly
+with status 0. Results come from the element's
 `conytransformer` bus messages, or with --from-meta from the
 GstConyClassificationCustomMeta on each buffer (read in a pad probe through GObject
 introspection: what an application that handles the buffers itself would do).
@@ -18,7 +22,6 @@ models/audio/vggish.safetensors and models/audio/transformer.safetensors.
 import argparse
 import json
 import os
-import signal
 import sys
 import warnings
 
@@ -51,27 +54,52 @@ def seconds(value):
 
 
 def source_description(source):
+    """gst-launch text of the source: `test`, `mic` (the device monitor's default
+    microphone; none: SystemExit), a file path or URI, or any other text is taken as a
+    GStreamer source description (e.g. "audiotestsrc is-live=true")."""
     if source == "test":
         return "audiotestsrc num-buffers=80 samplesperbuffer=1000 wave=sine freq=440"
     if source == "mic":
-        return "autoaudiosrc"
-    uri = source if Gst.uri_is_valid(source) else Gst.filename_to_uri(os.path.abspath(source))
-    return f'uridecodebin uri="{uri}"'
+        import devices  # pipelines/devices.py
+        found = devices.capture_devices("audio")
+        if not found:
+            sys.exit("print_results.py: no microphone found (GStreamer's device monitor lists "
+                     "no Audio/Source device); give a file or a GStreamer source description")
+        return devices.launch_description(found[0])
+    if Gst.uri_is_valid(source):
+        return f'uridecodebin uri="{source}"'
+    if os.path.exists(source) or not any(c in source for c in " =!"):
+        return f'uridecodebin uri="{Gst.filename_to_uri(os.path.abspath(source))}"'
+    return source
 
 
 class Printer:
+    """Prints records as they come (flushed at once). When the reader goes away (e.g.
+    `| head -1`), `closed` is set and nothing more is written: no BrokenPipeError
+    tracebacks from the bus callback."""
+
     def __init__(self, as_json):
         self.as_json = as_json
+        self.closed = False
 
     def emit(self, record):
+        if self.closed:
+            return
+        try:
+            print(self.format(record), flush=True)
+        except BrokenPipeError:
+            self.closed = True
+            # Python flushes stdout again at exit: point it at /dev/null first.
+            os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
+
+    def format(self, record):
         if self.as_json:
-            print(json.dumps(record), flush=True)
-        else:
-            extra = ""
-            if "segment_start" in record:
-                extra = f"  (since {seconds(record['segment_start'])} s)"
-            print(f"{seconds(record['time']):>8} s  {record['label']:<20} "
-                  f"{record['confidence']:.3f}{extra}", flush=True)
+            return json.dumps(record)
+        extra = ""
+        if "segment_start" in record:
+            extra = f"  (since {seconds(record['segment_start'])} s)"
+        return (f"{seconds(record['time']):>8} s  {record['label']:<20} "
+                f"{record['confidence']:.3f}{extra}")
 
 
 def record_from_message(s):
@@ -120,7 +148,8 @@ def records_from_buffer(buf):
 def main():
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("source", nargs="?", default="test",
-                    help="media file or URI, 'mic' or 'test' (default)")
+                    help="media file or URI, 'mic', 'test' (default) or a GStreamer "
+                         "source description, e.g. 'audiotestsrc is-live=true'")
     ap.add_argument("--vggish", default=os.environ.get(
         "CONY_VGGISH", os.path.join(ROOT, "models", "audio", "vggish.safetensors")))
     ap.add_argument("--transformer", default=os.environ.get(
@@ -133,7 +162,6 @@ def main():
     ap.add_argument("--from-meta", action="store_true",
                     help="read the results from the buffers' custom meta instead of the bus")
     args = ap.parse_args()
-    signal.signal(signal.SIGPIPE, signal.SIG_DFL)   # quiet when piped into head
 
     if "GST_PLUGIN_PATH" not in os.environ and os.path.isdir(os.path.join(ROOT, "build", "gst")):
         os.environ["GST_PLUGIN_PATH"] = os.path.join(ROOT, "build", "gst")
@@ -149,8 +177,9 @@ def main():
         props += f" attention={args.attention}"
     if args.from_meta:
         props += " post-messages=false"
-    live = args.source == "mic"
-    desc = (f"{source_description(args.source)} ! audioconvert ! audioresample ! conymel "
+    source = source_description(args.source)
+    live = args.source == "mic" or "is-live=true" in source
+    desc = (f"{source} ! audioconvert ! audioresample ! conymel "
             f'! conyvggish model="{args.vggish}" ! conytransformer name=classifier {props} '
             f"! fakesink sync={'true' if live else 'false'}")
     try:
@@ -163,6 +192,8 @@ def main():
         def probe(pad, info):
             for rec in records_from_buffer(info.get_buffer()):
                 printer.emit(rec)
+            if printer.closed:
+                loop.quit()   # thread-safe: the reader has gone
             return Gst.PadProbeReturn.OK
         pad = pipeline.get_by_name("classifier").get_static_pad("src")
         pad.add_probe(Gst.PadProbeType.BUFFER, probe)
@@ -176,6 +207,8 @@ def main():
             s = msg.get_structure()
             if s is not None and s.get_name() == "conytransformer":
                 printer.emit(record_from_message(s))
+                if printer.closed:
+                    loop.quit()
         elif t == Gst.MessageType.ERROR:
             err, dbg = msg.parse_error()
             print(f"print_results.py: error from {msg.src.get_name()}: {err.message}\n{dbg}",
