@@ -145,8 +145,8 @@ def records_from_buffer(buf):
     }]
 
 
-def main():
-    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+def add_pipeline_arguments(ap):
+    """The source, model and conytransformer options (shared with mqtt_publish.py)."""
     ap.add_argument("source", nargs="?", default="test",
                     help="media file or URI, 'mic', 'test' (default) or a GStreamer "
                          "source description, e.g. 'audiotestsrc is-live=true'")
@@ -158,36 +158,47 @@ def main():
     ap.add_argument("--attention", help="override the model's attention variant")
     ap.add_argument("--message-mode", choices=["every-step", "on-change"], default="every-step")
     ap.add_argument("--threshold", type=float, default=0.0)
-    ap.add_argument("--json", action="store_true", help="print JSON lines")
-    ap.add_argument("--from-meta", action="store_true",
-                    help="read the results from the buffers' custom meta instead of the bus")
-    args = ap.parse_args()
 
+
+def build_pipeline(args, prog, extra_props=""):
+    """SOURCE ! audioconvert ! audioresample ! conymel ! conyvggish ! conytransformer
+    name=classifier ! fakesink from add_pipeline_arguments' options; exits with a message
+    naming what is wrong."""
     if "GST_PLUGIN_PATH" not in os.environ and os.path.isdir(os.path.join(ROOT, "build", "gst")):
         os.environ["GST_PLUGIN_PATH"] = os.path.join(ROOT, "build", "gst")
     Gst.init(None)
     for path in (args.vggish, args.transformer):
         if not os.path.exists(path):
-            sys.exit(f"print_results.py: model file {path} not found "
-                     "(see --vggish / --transformer)")
+            sys.exit(f"{prog}: model file {path} not found (see --vggish / --transformer)")
     props = f'model="{args.transformer}" message-mode={args.message_mode} threshold={args.threshold}'
     if args.labels_file:
         props += f' labels-file="{args.labels_file}"'
     if args.attention:
         props += f" attention={args.attention}"
-    if args.from_meta:
-        props += " post-messages=false"
+    props += extra_props
     source = source_description(args.source)
     live = args.source == "mic" or "is-live=true" in source
     desc = (f"{source} ! audioconvert ! audioresample ! conymel "
             f'! conyvggish model="{args.vggish}" ! conytransformer name=classifier {props} '
             f"! fakesink sync={'true' if live else 'false'}")
     try:
-        pipeline = Gst.parse_launch(desc)
+        return Gst.parse_launch(desc)
     except GLib.Error as e:
-        sys.exit(f"print_results.py: {e.message}")
+        sys.exit(f"{prog}: {e.message}")
 
+
+def main():
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    add_pipeline_arguments(ap)
+    ap.add_argument("--json", action="store_true", help="print JSON lines")
+    ap.add_argument("--from-meta", action="store_true",
+                    help="read the results from the buffers' custom meta instead of the bus")
+    args = ap.parse_args()
+
+    pipeline = build_pipeline(args, "print_results.py",
+                              " post-messages=false" if args.from_meta else "")
     printer = Printer(args.json)
+    loop = GLib.MainLoop()
     if args.from_meta:
         def probe(pad, info):
             for rec in records_from_buffer(info.get_buffer()):
@@ -198,7 +209,17 @@ def main():
         pad = pipeline.get_by_name("classifier").get_static_pad("src")
         pad.add_probe(Gst.PadProbeType.BUFFER, probe)
 
-    loop = GLib.MainLoop()
+    def on_result(record):
+        printer.emit(record)
+        return not printer.closed
+
+    sys.exit(run(pipeline, loop, "print_results.py", on_result))
+
+
+def run(pipeline, loop, prog, on_result):
+    """Plays @pipeline until EOS, an error, Ctrl-C or @on_result(record) returning False;
+    @on_result gets each conytransformer bus message as a record_from_message() dict.
+    Returns the exit status: 0, or 1 after an error (printed on stderr)."""
     status = {"rc": 0}
 
     def on_message(bus, msg):
@@ -206,19 +227,17 @@ def main():
         if t == Gst.MessageType.ELEMENT:
             s = msg.get_structure()
             if s is not None and s.get_name() == "conytransformer":
-                printer.emit(record_from_message(s))
-                if printer.closed:
+                if not on_result(record_from_message(s)):
                     loop.quit()
         elif t == Gst.MessageType.ERROR:
             err, dbg = msg.parse_error()
-            print(f"print_results.py: error from {msg.src.get_name()}: {err.message}\n{dbg}",
+            print(f"{prog}: error from {msg.src.get_name()}: {err.message}\n{dbg}",
                   file=sys.stderr)
             status["rc"] = 1
             loop.quit()
         elif t == Gst.MessageType.WARNING:
             err, dbg = msg.parse_warning()
-            print(f"print_results.py: warning from {msg.src.get_name()}: {err.message}",
-                  file=sys.stderr)
+            print(f"{prog}: warning from {msg.src.get_name()}: {err.message}", file=sys.stderr)
         elif t == Gst.MessageType.EOS:
             loop.quit()
 
@@ -230,16 +249,16 @@ def main():
         msg = bus.timed_pop_filtered(Gst.SECOND, Gst.MessageType.ERROR)
         if msg:
             err, dbg = msg.parse_error()
-            print(f"print_results.py: {err.message}\n{dbg}", file=sys.stderr)
+            print(f"{prog}: {err.message}\n{dbg}", file=sys.stderr)
         pipeline.set_state(Gst.State.NULL)
-        sys.exit(1)
+        return 1
     try:
         loop.run()
     except KeyboardInterrupt:
         pass
     pipeline.set_state(Gst.State.NULL)
     bus.remove_signal_watch()
-    sys.exit(status["rc"])
+    return status["rc"]
 
 
 if __name__ == "__main__":
