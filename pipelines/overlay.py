@@ -15,8 +15,9 @@ textoverlay's text to "label confidence" from the main loop, so the text follows
 classification with the delay of the bus (milliseconds) plus the model's own context
 (the label of a step is about the last `window` frames). Labels are also printed.
 
-When the textoverlay element is not installed (it is in gstreamer1.0-plugins-base's
-pango plugin, libgstpango.so, which minimal installs lack), or with --bitmap-font, the
+When the textoverlay element is not installed (it is in the pango plugin of
+gst-plugins-base, libgstpango.so, which Debian ships in the gstreamer1.0-x package,
+absent from minimal installs), or with --bitmap-font, the
 label is drawn by `overlaycomposition` (plugins-base) from a small built-in 5x7 bitmap
 font (lower-case letters, digits, '-', '.', needs numpy) instead; the script says which.
 
@@ -127,8 +128,8 @@ def main(argv=None):
     have_text = Gst.ElementFactory.find("textoverlay") is not None and not args.bitmap_font
     use_comp = not have_text and Gst.ElementFactory.find("overlaycomposition") is not None
     if not have_text:
-        print("overlay.py: " + ("textoverlay is not installed (gstreamer1.0-plugins-base's "
-                                "pango plugin): " if not args.bitmap_font else "")
+        print("overlay.py: " + ("textoverlay is not installed (the pango plugin; on Debian: "
+                                "apt-get install gstreamer1.0-x): " if not args.bitmap_font else "")
               + ("drawing the labels with overlaycomposition and a built-in bitmap font"
                  if use_comp else "showing the video without text, printing the labels"),
               file=sys.stderr)
