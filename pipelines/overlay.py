@@ -3,8 +3,8 @@
 
     pipelines/overlay.py [SOURCE] [--output OUT.mkv] [--num-buffers N] [--cnn F] [--classifier F]
 
-SOURCE: `camera` (v4l2src; videotestsrc's ball when there is no /dev/video*, the
-default), `test` (videotestsrc pattern=ball) or a media file path. The video is split
+SOURCE: `camera` (the default: the camera GStreamer's device monitor finds; none: an
+error naming `test` instead of a silent stand-in), `test` (videotestsrc pattern=ball) or a media file path. The video is split
 with a tee: one branch goes through
 
     videoconvert ! videoscale ! videorate ! conyframeembed ! conytransformer ! fakesink
@@ -27,7 +27,6 @@ $CONY_VIDEO_CLASSIFIER, default models/video/.
 """
 
 import argparse
-import glob
 import os
 import signal
 import sys
@@ -88,12 +87,12 @@ def render_text(text, scale=3):
 def source_desc(source, num_buffers):
     nb = f" num-buffers={num_buffers}"
     if source == "camera":
-        cams = sorted(glob.glob("/dev/video*"))
-        if cams:
-            return f"v4l2src device={cams[0]}{nb}"
-        print("overlay.py: no camera (/dev/video*): using videotestsrc pattern=ball",
-              file=sys.stderr)
-        return f"videotestsrc is-live=true pattern=ball{nb}"
+        import devices  # pipelines/devices.py: the device monitor's cameras
+        cams = devices.capture_devices("video")
+        if not cams:
+            raise SystemExit("overlay.py: no camera found (GStreamer's device monitor lists "
+                             "no Video/Source device); use 'test' for videotestsrc's ball")
+        return devices.launch_description(cams[0]) + nb
     if source == "test":
         return f"videotestsrc pattern=ball{nb}"
     if not os.path.exists(source):
@@ -198,7 +197,11 @@ def main(argv=None):
                 status["text"] = text
                 status["steps"] += 1
                 if not args.quiet:
-                    print(f"{ts / 1e9:9.2f} s  {label:<24} {conf:.3f}", flush=True)
+                    try:
+                        print(f"{ts / 1e9:9.2f} s  {label:<24} {conf:.3f}", flush=True)
+                    except BrokenPipeError:   # the reader went away (| head): stop printing
+                        args.quiet = True
+                        os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
         elif msg.type == Gst.MessageType.ERROR:
             err, dbg = msg.parse_error()
             print(f"overlay.py: error: {err.message} ({dbg})", file=sys.stderr)
