@@ -62,7 +62,8 @@ cony_print_steps () {
 
 # "--device NAME" or "--source DESCRIPTION" at the front of a script's arguments:
 # sets cony_source (empty when neither is given) and cony_nargs, how many arguments
-# were used.
+# were used. The description is split at spaces when launched: no quoted values with
+# spaces in them (for files, use file.sh).
 cony_parse_source () {
   cony_source=""
   cony_device=""
