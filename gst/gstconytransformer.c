@@ -796,7 +796,7 @@ gst_cony_transformer_class_init (GstConyTransformerClass *klass)
   gst_element_class_add_static_pad_template (element_class, &sink_template);
   gst_element_class_add_static_pad_template (element_class, &src_template);
   gst_element_class_set_static_metadata (element_class, "Continual transformer classifier",
-      "Filter/Analyzer/Audio",
+      "Filter/Analyzer",
       "Classifies every token with a continual (Nystrom) transformer and attaches the result "
       "as metadata and bus messages", "gst-cony authors");
 

@@ -82,7 +82,7 @@ cony_cmd_attention (int argc, char **argv)
       "cony or cony-fixed", "V" },
     { "heads", 0, 0, G_OPTION_ARG_INT, &heads, "attention heads (default 1)", "H" },
     { "window", 0, 0, G_OPTION_ARG_INT, &window, "tokens in the attention window", "N" },
-    { "landmarks", 0, 0, G_OPTION_ARG_INT, &landmarks, "Nyström landmarks", "M" },
+    { "landmarks", 0, 0, G_OPTION_ARG_INT, &landmarks, "Nystrom landmarks (the attention's rank)", "M" },
     { "retroactive", 0, 0, G_OPTION_ARG_NONE, &retroactive, "output all N window rows per step", NULL },
     { "pinv", 0, 0, G_OPTION_ARG_STRING, &pinv, "pseudo-inverse: exact (default) or iterative", "P" },
     { "pinv-iterations", 0, 0, G_OPTION_ARG_INT, &pinv_iterations, "iterations of the iterative "

@@ -224,7 +224,7 @@ cony_bench_model (int argc, char **argv)
     { "torch-script", 0, 0, G_OPTION_ARG_FILENAME, &script, "path of training/bench_torch_step.py", "PATH" },
     { NULL }
   };
-  g_autoptr (GOptionContext) ctx = g_option_context_new ("- µs/step of the encoder-classifier (GTZAN setting)");
+  g_autoptr (GOptionContext) ctx = g_option_context_new ("- microseconds per step of the encoder-classifier (GTZAN setting)");
   g_option_context_add_main_entries (ctx, entries, NULL);
   GError *error = NULL;
   if (!g_option_context_parse (ctx, &argc, &argv, &error))
