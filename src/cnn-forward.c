@@ -11,19 +11,21 @@
 
 /* ---------------------------------------------------------------- compute */
 
-/* im2col for a 3x3 SAME conv on an HWC map: row (y * W + x), column
+/* im2col for a 3x3 conv on an HWC map, SAME padding with @pad_top / @pad_left
+ * zeros before the map: row (y * OW + x) of the OH x OW output, column
  * (ky * 3 + kx) * C + c, zero outside the map. */
 static void
-im2col3x3 (const float *in, guint H, guint W, guint C, float *col)
+im2col3x3 (const float *in, const Layer *l, float *col)
 {
+  guint H = l->in_h, W = l->in_w, C = l->in_c, s = l->stride;
   gsize rowlen = (gsize) 9 * C;
-  for (guint y = 0; y < H; y++)
-    for (guint x = 0; x < W; x++) {
-      float *dst = col + ((gsize) y * W + x) * rowlen;
+  for (guint y = 0; y < l->out_h; y++)
+    for (guint x = 0; x < l->out_w; x++) {
+      float *dst = col + ((gsize) y * l->out_w + x) * rowlen;
       for (int ky = 0; ky < 3; ky++) {
-        int yy = (int) y + ky - 1;
+        int yy = (int) (y * s) + ky - (int) l->pad_top;
         for (int kx = 0; kx < 3; kx++, dst += C) {
-          int xx = (int) x + kx - 1;
+          int xx = (int) (x * s) + kx - (int) l->pad_left;
           if (yy < 0 || yy >= (int) H || xx < 0 || xx >= (int) W)
             memset (dst, 0, sizeof (float) * C);
           else
@@ -33,15 +35,17 @@ im2col3x3 (const float *in, guint H, guint W, guint C, float *col)
     }
 }
 
-static void
-bias_act (float *x, gsize rows, guint cols, const float *b, gboolean relu)
+/* x += b per row, then ReLU clamped at @hi (INFINITY: plain ReLU) when @relu. */
+CNN_HOT static void
+bias_act (float *x, gsize rows, guint cols, const float *b, gboolean relu, float hi)
 {
   for (gsize r = 0; r < rows; r++) {
     float *row = x + r * cols;
     if (relu)
       for (guint c = 0; c < cols; c++) {
         float v = row[c] + b[c];
-        row[c] = v > 0.0f ? v : 0.0f;
+        v = v > 0.0f ? v : 0.0f;
+        row[c] = v < hi ? v : hi;
       }
     else
       for (guint c = 0; c < cols; c++)
@@ -52,7 +56,7 @@ bias_act (float *x, gsize rows, guint cols, const float *b, gboolean relu)
 static void
 conv_im2col (ConyCnn *cnn, const Layer *l, const float *in, float *out, gsize nb)
 {
-  gsize HW = (gsize) l->in_h * l->in_w, M = HW * nb;
+  gsize HW = (gsize) l->out_h * l->out_w, M = HW * nb, in_map = (gsize) l->in_h * l->in_w * l->in_c;
   guint K = 9 * l->in_c;
   if (cnn->col_cap < M * K) {
     g_free (cnn->col);
@@ -60,10 +64,55 @@ conv_im2col (ConyCnn *cnn, const Layer *l, const float *in, float *out, gsize nb
     cnn->col_cap = M * K;
   }
   for (gsize e = 0; e < nb; e++)
-    im2col3x3 (in + e * HW * l->in_c, l->in_h, l->in_w, l->in_c, cnn->col + e * HW * K);
+    im2col3x3 (in + e * in_map, l, cnn->col + e * HW * K);
   cblas_sgemm (CblasRowMajor, CblasNoTrans, CblasNoTrans, (int) M, (int) l->out_c, (int) K, 1.0f,
                cnn->col, (int) K, l->w, (int) l->out_c, 0.0f, out, (int) l->out_c);
-  bias_act (out, M, l->out_c, l->b, TRUE);
+  bias_act (out, M, l->out_c, l->b, TRUE, l->relu_max);
+}
+
+/* 3x3 depthwise conv, SAME padding, stride 1 or 2: each output pixel's channel
+ * vector starts at the bias and adds the in-map taps, channels innermost (the
+ * loop the compiler vectorises). */
+CNN_HOT static void
+dw_forward (const Layer *l, const float *in, float *out, gsize nb)
+{
+  guint H = l->in_h, W = l->in_w, C = l->out_c, s = l->stride;
+  gsize in_map = (gsize) H * W * C, out_map = (gsize) l->out_h * l->out_w * C;
+  float hi = l->relu_max;
+  for (gsize e = 0; e < nb; e++, in += in_map, out += out_map)
+    for (guint y = 0; y < l->out_h; y++)
+      for (guint x = 0; x < l->out_w; x++) {
+        float *restrict o = out + ((gsize) y * l->out_w + x) * C;
+        memcpy (o, l->b, sizeof (float) * C);
+        for (int ky = 0; ky < 3; ky++) {
+          int yy = (int) (y * s) + ky - (int) l->pad_top;
+          if (yy < 0 || yy >= (int) H)
+            continue;
+          for (int kx = 0; kx < 3; kx++) {
+            int xx = (int) (x * s) + kx - (int) l->pad_left;
+            if (xx < 0 || xx >= (int) W)
+              continue;
+            const float *restrict src = in + ((gsize) yy * W + xx) * C;
+            const float *restrict wk = l->w + (gsize) (ky * 3 + kx) * C;
+            for (guint c = 0; c < C; c++)
+              o[c] += src[c] * wk[c];
+          }
+        }
+        for (guint c = 0; c < C; c++) {
+          float v = o[c] > 0.0f ? o[c] : 0.0f;
+          o[c] = v < hi ? v : hi;
+        }
+      }
+}
+
+/* 1x1 conv: one sgemm over every pixel of the @nb maps, (pixels x in) (in x out). */
+static void
+pw_forward (const Layer *l, const float *in, float *out, gsize nb)
+{
+  gsize M = (gsize) l->in_h * l->in_w * nb;
+  cblas_sgemm (CblasRowMajor, CblasNoTrans, CblasNoTrans, (int) M, (int) l->out_c, (int) l->in_c,
+               1.0f, in, (int) l->in_c, l->w, (int) l->out_c, 0.0f, out, (int) l->out_c);
+  bias_act (out, M, l->out_c, l->b, TRUE, l->relu_max);
 }
 
 static void
@@ -157,6 +206,10 @@ features_forward (ConyCnn *cnn, const float *input, gsize nb)
       conv_im2col (cnn, l, cur, out, nb);
     else if (l->kind == LAYER_GAP)
       gap_forward (l, cur, out, nb);
+    else if (l->kind == LAYER_DW)
+      dw_forward (l, cur, out, nb);
+    else if (l->kind == LAYER_PW)
+      pw_forward (l, cur, out, nb);
     else
       pool_forward (l, cur, out, nb);
     cur = out;
@@ -214,6 +267,13 @@ fc_forward (ConyCnn *cnn, const float *in, gsize n, float *out)
     const Layer *l = &cnn->layers[i];
     gboolean last = i + 1 == cnn->n_layers;
     float *dst = last ? out : bufs[which];
+    if (l->kind == LAYER_SIGMOID) {
+      for (gsize j = 0; j < n * l->out_c; j++)
+        dst[j] = 1.0f / (1.0f + expf (-cur[j]));
+      cur = dst;
+      which ^= 1;
+      continue;
+    }
     if (l->w16.f16 != NULL)
       fc_f16 (cnn, l, cur, n, dst);
     else if (n == 1)
@@ -223,7 +283,7 @@ fc_forward (ConyCnn *cnn, const float *in, gsize n, float *out)
       cblas_sgemm (CblasRowMajor, CblasNoTrans, CblasTrans, (int) n, (int) l->out_c,
                    (int) l->in_c, 1.0f, cur, (int) l->in_c, l->w, (int) l->in_c, 0.0f, dst,
                    (int) l->out_c);
-    bias_act (dst, n, l->out_c, l->b, l->relu || (last && cnn->final_relu));
+    bias_act (dst, n, l->out_c, l->b, l->relu || (last && cnn->final_relu), INFINITY);
     cur = dst;
     which ^= 1;
   }
@@ -266,8 +326,11 @@ cony_cnn_forward_batch (ConyCnn *cnn, const float *input, gsize n, float *out)
   g_return_if_fail (cnn != NULL);
   g_return_if_fail (n == 0 || (input != NULL && out != NULL));
   gsize in_size = cony_cnn_get_input_size (cnn);
-  const Layer *fc0 = &cnn->layers[cnn->first_fc];
-  gsize flat = fc0->in_c;
+  gsize flat = cnn->feat_dim;
+  /* Without the head (embedding output, or no FC layers) the conv stack's output is
+   * the result. */
+  gboolean head = cnn->first_fc < cnn->n_layers && cnn->output != CONY_CNN_OUTPUT_EMBEDDING;
+  gsize od = cony_cnn_get_output_size (cnn);
   for (gsize start = 0; start < n; start += FC_CHUNK) {
     gsize m = MIN ((gsize) FC_CHUNK, n - start);
     ensure_fc_scratch (cnn, m);
@@ -277,7 +340,7 @@ cony_cnn_forward_batch (ConyCnn *cnn, const float *input, gsize n, float *out)
     double w0 = 0, c0 = 0, w1 = 0, c1 = 0;
     if (cnn->profiling)
       clocks (&w0, &c0);
-    float *gathered = cnn->fc_b;
+    float *gathered = head ? cnn->fc_b : out + start * od;
     gsize cb = MIN (cnn->conv_batch, m);
     cnn_ensure_conv_scratch (cnn, cb);
     for (gsize k = 0; k < m; k += cb) {
@@ -289,7 +352,8 @@ cony_cnn_forward_batch (ConyCnn *cnn, const float *input, gsize n, float *out)
       clocks (&w1, &c1);
     /* fc_forward alternates fc_a/fc_b starting with fc_a: the input in fc_b
      * is read by the first layer, which writes fc_a. */
-    fc_forward (cnn, gathered, m, out + start * cnn->out_dim);
+    if (head)
+      fc_forward (cnn, gathered, m, out + start * od);
     if (cnn->profiling) {
       double w2, c2;
       clocks (&w2, &c2);

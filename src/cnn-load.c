@@ -7,6 +7,7 @@
 #include <math.h>
 #include <stdlib.h>
 #include <string.h>
+#include <json-glib/json-glib.h>
 
 /* Torch conv weight (out, in, 3, 3) -> our (9 * in) x out im2col layout. */
 static float *
@@ -228,6 +229,330 @@ read_f16 (const char *path, const ConyTensorInfo *ti, GError **error)
   return h;
 }
 
+/* ---------------------------------------------------------------- random numbers */
+
+static guint64
+splitmix (guint64 *s)
+{
+  guint64 z = (*s += 0x9E3779B97F4A7C15ull);
+  z = (z ^ (z >> 30)) * 0xBF58476D1CE4E5B9ull;
+  z = (z ^ (z >> 27)) * 0x94D049BB133111EBull;
+  return z ^ (z >> 31);
+}
+
+static void
+fill_uniform (float *x, gsize n, float a, guint64 *s)
+{
+  for (gsize i = 0; i < n; i++)
+    x[i] = a * ((float) (splitmix (s) >> 40) * (2.0f / 16777216.0f) - 1.0f);
+}
+
+/* ---------------------------------------------------------------- MobileNet-v1 */
+
+static const struct {
+  const char *word;
+  LayerKind kind;
+  guint stride;
+} mobilenet_words[] = {
+  { "conv3x3s1", LAYER_CONV, 1 }, { "conv3x3s2", LAYER_CONV, 2 },
+  { "dw3x3s1", LAYER_DW, 1 },     { "dw3x3s2", LAYER_DW, 2 },
+  { "conv1x1", LAYER_PW, 1 },     { "gap", LAYER_GAP, 1 },
+  { "fc", LAYER_FC, 1 },          { "sigmoid", LAYER_SIGMOID, 1 },
+};
+
+static char *
+shape_str (int ndim, const gsize *shape)
+{
+  GString *s = g_string_new ("(");
+  for (int d = 0; d < ndim; d++)
+    g_string_append_printf (s, "%s%" G_GSIZE_FORMAT, d ? ", " : "", shape[d]);
+  g_string_append_c (s, ')');
+  return g_string_free (s, FALSE);
+}
+
+static const char *
+dtype_str (ConyDType d)
+{
+  static const char *names[] = { "F32", "F16", "F64", "I64", "I8" };
+  return d < G_N_ELEMENTS (names) ? names[d] : "unsupported";
+}
+
+/* @base.weight as float32 in its file layout, checked against @shape (ndim
+ * entries; shape[0] == 0 takes the file's count of output channels and
+ * returns it there). F32/F16/F64 as they are; I8 times @base.weight_scale, one
+ * F32 scale > 0 per output channel (dim 0), which I8 requires and the float
+ * dtypes refuse. Non-finite values are refused. */
+static float *
+read_weight (const ConySafetensors *st, const char *base, int ndim, gsize *shape, GError **error)
+{
+  const char *path = cony_safetensors_path (st);
+  g_autofree char *wname = g_strdup_printf ("%s.weight", base);
+  g_autofree char *sname = g_strdup_printf ("%s.weight_scale", base);
+  const ConyTensorInfo *ti = cony_safetensors_find (st, wname);
+  const ConyTensorInfo *si = cony_safetensors_find (st, sname);
+  if (ti != NULL && shape[0] == 0 && ti->ndim == ndim)
+    shape[0] = ti->shape[0];
+  if (ti == NULL || ti->ndim != ndim || memcmp (ti->shape, shape, ndim * sizeof (gsize)) != 0 ||
+      shape[0] == 0) {
+    g_autofree char *want = shape_str (ndim, shape);
+    g_autofree char *got = ti ? shape_str (ti->ndim, ti->shape) : NULL;
+    if (shape[0] == 0)
+      want[1] = 'N';   /* "(N, ...": any positive count */
+    g_set_error (error, CONY_ERROR, ti ? CONY_ERROR_SHAPE : CONY_ERROR_MISSING,
+                 "%s: tensor %s %s%s, expected shape %s", path, wname,
+                 ti ? "has shape " : "is missing", ti ? got : "", want);
+    return NULL;
+  }
+  if (ti->dtype != CONY_DTYPE_I8) {
+    if (si != NULL) {
+      g_set_error (error, CONY_ERROR, CONY_ERROR_INVALID,
+                   "%s: tensor %s goes with I8 weights only, but %s is %s", path, sname, wname,
+                   dtype_str (ti->dtype));
+      return NULL;
+    }
+    if (ti->dtype != CONY_DTYPE_F32 && ti->dtype != CONY_DTYPE_F16 && ti->dtype != CONY_DTYPE_F64) {
+      g_set_error (error, CONY_ERROR, CONY_ERROR_INVALID,
+                   "%s: tensor %s has dtype %s, expected F32, F16 or I8", path, wname,
+                   dtype_str (ti->dtype));
+      return NULL;
+    }
+    return cony_safetensors_get_f32 (st, wname, ndim, shape, error);
+  }
+  if (si == NULL) {
+    g_set_error (error, CONY_ERROR, CONY_ERROR_MISSING,
+                 "%s: tensor %s is I8 but its scales %s (F32, shape (%" G_GSIZE_FORMAT
+                 "), one per output channel) are missing", path, wname, sname, shape[0]);
+    return NULL;
+  }
+  g_autofree float *scale = cony_safetensors_get_f32 (st, sname, 1, shape, error);
+  if (scale == NULL)
+    return NULL;
+  for (gsize o = 0; o < shape[0]; o++)
+    if (!(scale[o] > 0.0f)) {
+      g_set_error (error, CONY_ERROR, CONY_ERROR_INVALID,
+                   "%s: tensor %s holds %g at index %" G_GSIZE_FORMAT ", scales must be > 0",
+                   path, sname, scale[o], o);
+      return NULL;
+    }
+  gsize per = ti->numel / shape[0];
+  float *w = g_new (float, MAX (ti->numel, 1));
+  for (gsize i = 0; i < ti->numel; i++)
+    w[i] = (float) (gint8) ti->data[i] * scale[i / per];
+  return w;
+}
+
+/* Where a MobileNet's weights come from: a file, or (st NULL) random numbers. */
+typedef struct {
+  const ConySafetensors *st;
+  guint64 rng;
+} WeightSource;
+
+/* Torch-layout weights (@ndim, @shape, shape[0] = 0: the file's count) and the
+ * bias of layer @base. Random weights are He-scaled uniform, biases small. */
+static gboolean
+layer_tensors (WeightSource *src, const char *base, int ndim, gsize *shape, float **w, float **b,
+               GError **error)
+{
+  if (src->st != NULL) {
+    *w = read_weight (src->st, base, ndim, shape, error);
+    *b = *w ? read_bias (src->st, base, (guint) shape[0], error) : NULL;
+    if (*b == NULL)
+      g_clear_pointer (w, g_free);
+    return *b != NULL;
+  }
+  gsize n = 1;
+  for (int d = 0; d < ndim; d++)
+    n *= shape[d];
+  *w = g_new (float, n);
+  *b = g_new (float, shape[0]);
+  fill_uniform (*w, n, sqrtf (6.0f / (n / shape[0])), &src->rng);
+  fill_uniform (*b, shape[0], 0.05f, &src->rng);
+  return TRUE;
+}
+
+/* Builds the layers of a MobileNet from its layer words (the `layers` metadata;
+ * for random networks each conv3x3/conv1x1/fc word carries its width, "conv1x1:64").
+ * Tensors of a file that no layer reads are refused. */
+static gboolean
+mobilenet_layers (ConyCnn *cnn, WeightSource *src, const char *words, float relu_max,
+                  GError **error)
+{
+  g_auto (GStrv) tokens = g_strsplit_set (words, " \t\r\n", -1);
+  g_autoptr (GHashTable) used = g_hash_table_new_full (g_str_hash, g_str_equal, g_free, NULL);
+  GArray *layers = g_array_new (FALSE, TRUE, sizeof (Layer));
+  guint c = cnn->in_c, h = cnn->in_h, w = cnn->in_w, index = 0, pad;
+  gboolean ok = TRUE;
+  for (char **t = tokens; ok && *t; t++) {
+    if (**t == '\0')
+      continue;
+    g_autofree char *word = g_strdup (*t);
+    guint64 width = 0;
+    char *colon = strchr (word, ':');
+    if (colon != NULL && src->st == NULL) {
+      *colon = '\0';
+      char *end = NULL;
+      width = g_ascii_strtoull (colon + 1, &end, 10);
+      if (*end != '\0' || width == 0 || width > 65536)
+        width = G_MAXUINT64;
+    }
+    guint k = 0;
+    while (k < G_N_ELEMENTS (mobilenet_words) && strcmp (word, mobilenet_words[k].word) != 0)
+      k++;
+    LayerKind kind = k < G_N_ELEMENTS (mobilenet_words) ? mobilenet_words[k].kind : LAYER_POOL;
+    gboolean wants_width = kind == LAYER_CONV || kind == LAYER_PW || kind == LAYER_FC;
+    if (kind == LAYER_POOL || width == G_MAXUINT64 ||
+        (src->st == NULL && wants_width != (width > 0))) {
+      g_set_error (error, CONY_ERROR, CONY_ERROR_INVALID,
+                   "%s: layer word %u \"%s\" is not a MobileNet layer (expected conv3x3s1, "
+                   "conv3x3s2, dw3x3s1, dw3x3s2, conv1x1, gap, fc, sigmoid%s)", cnn->source,
+                   index, *t, src->st ? "" : "; conv and fc words with \":WIDTH\"");
+      ok = FALSE;
+      break;
+    }
+    Layer l = { .kind = kind, .name = g_strdup_printf ("layers.%u", index), .in_c = c,
+                .out_c = c, .stride = mobilenet_words[k].stride, .relu = kind != LAYER_FC,
+                .relu_max = relu_max };
+    gsize shape[4] = { width, c, 3, 3 };
+    float *tw = NULL;
+    switch (kind) {
+    case LAYER_CONV:
+      ok = layer_tensors (src, l.name, 4, shape, &tw, &l.b, error);
+      if (ok)
+        l.w = conv_weight_from_torch (tw, (guint) shape[0], c);
+      h = cnn_same_out (h, l.stride, &pad);
+      w = cnn_same_out (w, l.stride, &pad);
+      break;
+    case LAYER_DW:
+      shape[0] = c;
+      shape[1] = 1;
+      ok = layer_tensors (src, l.name, 4, shape, &tw, &l.b, error);
+      if (ok) {
+        /* (C, 1, 3, 3) -> 9 x C */
+        l.w = g_new (float, (gsize) 9 * c);
+        for (guint ch = 0; ch < c; ch++)
+          for (guint q = 0; q < 9; q++)
+            l.w[(gsize) q * c + ch] = tw[(gsize) ch * 9 + q];
+      }
+      h = cnn_same_out (h, l.stride, &pad);
+      w = cnn_same_out (w, l.stride, &pad);
+      break;
+    case LAYER_PW:
+      shape[2] = shape[3] = 1;
+      ok = layer_tensors (src, l.name, 4, shape, &tw, &l.b, error);
+      if (ok) {
+        /* (out, in, 1, 1) -> in x out */
+        guint out = (guint) shape[0];
+        l.w = g_new (float, (gsize) c * out);
+        for (guint o = 0; o < out; o++)
+          for (guint i = 0; i < c; i++)
+            l.w[(gsize) i * out + o] = tw[(gsize) o * c + i];
+      }
+      break;
+    case LAYER_FC:
+      shape[1] = (gsize) h * w * c;
+      ok = shape[1] <= G_MAXINT && layer_tensors (src, l.name, 2, shape, &l.w, &l.b, error);
+      l.in_c = (guint) shape[1];
+      h = w = 1;
+      break;
+    case LAYER_GAP:
+      h = w = 1;
+      break;
+    default:
+      break;
+    }
+    g_free (tw);
+    if (ok && (kind == LAYER_CONV || kind == LAYER_PW || kind == LAYER_FC))
+      c = l.out_c = (guint) shape[0];
+    for (guint s = 0; s < 3; s++)
+      g_hash_table_add (used, g_strdup_printf ("%s.%s", l.name,
+                                               (const char *[]) { "weight", "bias", "weight_scale" }[s]));
+    g_array_append_val (layers, l);
+    index++;
+  }
+  cnn->n_layers = layers->len;
+  cnn->layers = (Layer *) g_array_free (layers, FALSE);
+  if (ok && cnn->n_layers == 0) {
+    g_set_error (error, CONY_ERROR, CONY_ERROR_MISSING, "%s: metadata layers lists no layer",
+                 cnn->source);
+    ok = FALSE;
+  }
+  for (guint i = 0; ok && src->st != NULL && i < cony_safetensors_n_tensors (src->st); i++) {
+    const char *name = cony_safetensors_tensor (src->st, i)->name;
+    if (!g_hash_table_contains (used, name)) {
+      g_set_error (error, CONY_ERROR, CONY_ERROR_INVALID,
+                   "%s: unexpected tensor %s (a MobileNet file holds layers.I.weight, .bias "
+                   "and .weight_scale of the layers its `layers` metadata lists)",
+                   cnn->source, name);
+      ok = FALSE;
+    }
+  }
+  cnn->mobilenet = TRUE;
+  return ok;
+}
+
+static gboolean
+load_mobilenet (ConyCnn *cnn, const ConySafetensors *st, GError **error)
+{
+  const char *act = cony_safetensors_metadata (st, "activation");
+  const char *words = cony_safetensors_metadata (st, "layers");
+  float relu_max = 6.0f;
+  if (act != NULL && strcmp (act, "relu") == 0)
+    relu_max = INFINITY;
+  else if (act != NULL && strcmp (act, "relu6") != 0) {
+    g_set_error (error, CONY_ERROR, CONY_ERROR_INVALID,
+                 "%s: metadata activation = \"%s\", expected \"relu6\" or \"relu\"", cnn->source,
+                 act);
+    return FALSE;
+  }
+  if (words == NULL) {
+    g_set_error (error, CONY_ERROR, CONY_ERROR_MISSING,
+                 "%s: a network = mobilenet_v1 file needs the metadata `layers` (its layer list)",
+                 cnn->source);
+    return FALSE;
+  }
+  WeightSource src = { .st = st };
+  return mobilenet_layers (cnn, &src, words, relu_max, error);
+}
+
+/* Keeps the file's metadata and parses `labels` (a JSON list of strings, one per
+ * score). */
+static gboolean
+read_labels_and_metadata (ConyCnn *cnn, const ConySafetensors *st, GError **error)
+{
+  guint n;
+  g_autofree const char **keys = cony_safetensors_metadata_keys (st, &n);
+  cnn->metadata = g_hash_table_new_full (g_str_hash, g_str_equal, g_free, g_free);
+  for (guint i = 0; i < n; i++)
+    g_hash_table_insert (cnn->metadata, g_strdup (keys[i]),
+                         g_strdup (cony_safetensors_metadata (st, keys[i])));
+  const char *text = cony_safetensors_metadata (st, "labels");
+  if (text == NULL)
+    return TRUE;
+  g_autoptr (JsonParser) parser = json_parser_new ();
+  JsonNode *root = json_parser_load_from_data (parser, text, -1, NULL)
+                       ? json_parser_get_root (parser) : NULL;
+  JsonArray *arr = root && JSON_NODE_HOLDS_ARRAY (root) ? json_node_get_array (root) : NULL;
+  guint len = arr ? json_array_get_length (arr) : 0;
+  GPtrArray *labels = g_ptr_array_new_with_free_func (g_free);
+  for (guint i = 0; i < len; i++) {
+    JsonNode *e = json_array_get_element (arr, i);
+    if (!JSON_NODE_HOLDS_VALUE (e) || json_node_get_value_type (e) != G_TYPE_STRING)
+      break;
+    g_ptr_array_add (labels, g_strdup (json_node_get_string (e)));
+  }
+  if (arr == NULL || labels->len != len || len != cnn->out_dim) {
+    g_set_error (error, CONY_ERROR, CONY_ERROR_INVALID,
+                 "%s: metadata labels must be a JSON list of %u strings (one per output); "
+                 "it has %s%u", cnn->source, cnn->out_dim, arr ? "" : "no list, ",
+                 arr ? len : 0);
+    g_ptr_array_free (labels, TRUE);
+    return FALSE;
+  }
+  g_ptr_array_add (labels, NULL);
+  cnn->labels = (char **) g_ptr_array_free (labels, FALSE);
+  return TRUE;
+}
+
 ConyCnn *
 cony_cnn_load (const char *path, GError **error)
 {
@@ -256,6 +581,19 @@ cony_cnn_load (const char *path, GError **error)
       for (guint i = 0; i < cnn->in_c; i++)
         cnn->in_std[i] = 1.0f;
     }
+  }
+  const char *net = cony_safetensors_metadata (st, "network");
+  if (net != NULL) {
+    if (strcmp (net, "mobilenet_v1") != 0) {
+      g_set_error (error, CONY_ERROR, CONY_ERROR_INVALID,
+                   "%s: metadata network = \"%s\", expected \"mobilenet_v1\" (or none for a "
+                   "VGG-style network)", path, net);
+      return NULL;
+    }
+    if (!load_mobilenet (cnn, st, error) || !cnn_finish_geometry (cnn, error) ||
+        !read_labels_and_metadata (cnn, st, error))
+      return NULL;
+    return g_steal_pointer (&cnn);
   }
   const char *gp = cony_safetensors_metadata (st, "global_pool");
   if (gp != NULL && strcmp (gp, "avg") == 0)
@@ -463,7 +801,7 @@ cony_cnn_load (const char *path, GError **error)
   cnn->layers = (Layer *) g_array_free (layers, FALSE);
   if (!ok || !cnn_finish_geometry (cnn, error))
     return NULL;
-  if (!read_pca (cnn, st, FALSE, error))
+  if (!read_pca (cnn, st, FALSE, error) || !read_labels_and_metadata (cnn, st, error))
     return NULL;
   return g_steal_pointer (&cnn);
 }
@@ -479,22 +817,6 @@ cony_cnn_load_pca (ConyCnn *cnn, const char *path, GError **error)
 }
 
 /* ---------------------------------------------------------------- random */
-
-static guint64
-splitmix (guint64 *s)
-{
-  guint64 z = (*s += 0x9E3779B97F4A7C15ull);
-  z = (z ^ (z >> 30)) * 0xBF58476D1CE4E5B9ull;
-  z = (z ^ (z >> 27)) * 0x94D049BB133111EBull;
-  return z ^ (z >> 31);
-}
-
-static void
-fill_uniform (float *x, gsize n, float a, guint64 *s)
-{
-  for (gsize i = 0; i < n; i++)
-    x[i] = a * ((float) (splitmix (s) >> 40) * (2.0f / 16777216.0f) - 1.0f);
-}
 
 ConyCnn *
 cony_cnn_new_random (const char *layout, guint input_height, guint input_width,
@@ -512,6 +834,18 @@ cony_cnn_new_random (const char *layout, guint input_height, guint input_width,
   cnn->in_w = input_width;
   cnn->in_c = input_channels;
   guint64 s = seed;
+
+  /* MobileNet words (CONY_CNN_YAMNET_LAYOUT) instead of VGG widths. */
+  const char *first = layout;
+  while (g_ascii_isspace (*first))
+    first++;
+  for (guint k = 0; k < G_N_ELEMENTS (mobilenet_words); k++)
+    if (g_str_has_prefix (first, mobilenet_words[k].word)) {
+      WeightSource src = { .st = NULL, .rng = seed };
+      if (!mobilenet_layers (cnn, &src, layout, 6.0f, error) || !cnn_finish_geometry (cnn, error))
+        return NULL;
+      return g_steal_pointer (&cnn);
+    }
 
   g_auto (GStrv) tokens = g_strsplit_set (layout, " \t,", -1);
   GArray *layers = g_array_new (FALSE, TRUE, sizeof (Layer));

@@ -8,10 +8,13 @@
 #include "gemv-private.h"
 
 typedef enum {
-  LAYER_CONV,   /* 3x3 SAME conv + ReLU */
+  LAYER_CONV,   /* 3x3 SAME conv (stride 1 or 2) + ReLU / ReLU6 */
   LAYER_POOL,   /* 2x2 max-pool, stride 2 */
   LAYER_FC,     /* fully connected (+ ReLU when relu) */
   LAYER_GAP,    /* global average pool: H x W x C -> 1 x 1 x C */
+  LAYER_DW,     /* MobileNet: 3x3 depthwise SAME conv (stride 1 or 2) + ReLU / ReLU6 */
+  LAYER_PW,     /* MobileNet: 1x1 pointwise conv + ReLU / ReLU6 */
+  LAYER_SIGMOID,   /* MobileNet head: logistic of the previous (FC) output */
 } LayerKind;
 
 typedef struct {
@@ -20,7 +23,12 @@ typedef struct {
   guint in_h, in_w, in_c;
   guint out_h, out_w, out_c;   /* for FC: out_h = out_w = 1, out_c = width */
   gboolean relu;
+  float relu_max;        /* CONV/DW/PW: 6 for ReLU6, INFINITY for ReLU (0 is read as INFINITY) */
+  guint stride;          /* CONV/DW: 1 or 2 (0 is read as 1) */
+  guint pad_top, pad_left;   /* CONV/DW: TensorFlow SAME padding before the map */
   /* CONV: w is (9 * in_c) x out_c row-major, row = (ky * 3 + kx) * in_c + ci.
+   * DW:   w is 9 x C row-major, row = ky * 3 + kx.
+   * PW:   w is in_c x out_c row-major.
    * FC:   w is out x in row-major (torch layout). */
   float *w;
   float *b;
@@ -32,7 +40,13 @@ typedef struct {
 struct _ConyCnn {
   char *source;          /* file name or "random" (for messages) */
   guint in_h, in_w, in_c;
-  guint out_dim;
+  guint out_dim;         /* floats of the last layer's output (the scores) */
+  guint feat_dim;        /* floats per example at the end of the conv stack (first_fc) */
+  guint emb_dim;         /* floats of the embedding (the gap output before the head); 0: none */
+  ConyCnnOutput output;
+  gboolean mobilenet;    /* network = mobilenet_v1 */
+  GHashTable *metadata;  /* the file's __metadata__ (key -> value), NULL for random networks */
+  char **labels;         /* the `labels` metadata, out_dim strings, or NULL */
   gboolean final_relu;
   Layer *layers;
   guint n_layers;
@@ -99,6 +113,10 @@ typedef struct {
 /* cnn.c */
 void cnn_ensure_conv_scratch (ConyCnn *cnn, gsize nb);
 gboolean cnn_finish_geometry (ConyCnn *cnn, GError **error);
+
+/* Output height/width of a 3x3 SAME conv with @stride on @in rows, and the
+ * TensorFlow padding before the map (the odd extra pad goes after). */
+guint cnn_same_out (guint in, guint stride, guint *pad_before);
 
 /* cnn-winograd.c */
 const CnnKernels *cnn_kernels (void);

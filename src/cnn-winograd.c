@@ -249,6 +249,9 @@ lincomb (float *restrict d, gsize len, int nnz, const float *coef, const int *id
 guint
 cnn_wino_tile (const ConyCnn *cnn, const Layer *l, gsize nb)
 {
+  /* The transforms here compute stride-1 convs with a ReLU (the VGG layers). */
+  if (l->stride > 1 || isfinite (l->relu_max))
+    return 0;
   switch (cnn->conv_algo) {
   case CONY_CNN_CONV_IM2COL:
     return 0;

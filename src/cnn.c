@@ -46,6 +46,8 @@ cony_cnn_free (ConyCnn *cnn)
   g_free (cnn->in_std);
   g_free (cnn->norm);
   g_free (cnn->col_sum);
+  g_clear_pointer (&cnn->metadata, g_hash_table_unref);
+  g_strfreev (cnn->labels);
   g_free (cnn);
 }
 
@@ -71,8 +73,26 @@ cnn_ensure_conv_scratch (ConyCnn *cnn, gsize nb)
   cnn->conv_cap = nb;
 }
 
-/* Fills in every layer's geometry from the input size; checks that the FC
- * input matches the flattened conv output. */
+guint
+cnn_same_out (guint in, guint stride, guint *pad_before)
+{
+  guint out = (in + stride - 1) / stride;
+  gint64 total = (gint64) (out - 1) * stride + 3 - in;
+  *pad_before = total > 0 ? (guint) (total / 2) : 0;
+  return out;
+}
+
+static gboolean
+chain_error (ConyCnn *cnn, const Layer *l, const char *what, gsize got, gsize want, GError **error)
+{
+  g_set_error (error, CONY_ERROR, CONY_ERROR_SHAPE,
+               "%s: tensor %s.weight has %" G_GSIZE_FORMAT " %s, expected %" G_GSIZE_FORMAT
+               " (the previous layer's output)", cnn->source, l->name, got, what, want);
+  return FALSE;
+}
+
+/* Fills in every layer's geometry from the input size; checks that each layer's
+ * input matches the previous layer's output (the FC input the flattened map). */
 gboolean
 cnn_finish_geometry (ConyCnn *cnn, GError **error)
 {
@@ -81,18 +101,29 @@ cnn_finish_geometry (ConyCnn *cnn, GError **error)
   cnn->max_act = (gsize) h * w * c;
   cnn->max_col = 0;
   cnn->first_fc = cnn->n_layers;
+  cnn->emb_dim = 0;
   for (guint i = 0; i < cnn->n_layers; i++) {
     Layer *l = &cnn->layers[i];
     l->in_h = h;
     l->in_w = w;
+    if (l->stride == 0)
+      l->stride = 1;
+    if (l->relu_max == 0.0f)
+      l->relu_max = INFINITY;
+    if (flat && l->kind != LAYER_FC && l->kind != LAYER_SIGMOID) {
+      g_set_error (error, CONY_ERROR, CONY_ERROR_INVALID,
+                   "%s: %s is a conv or pool layer after a fully connected one", cnn->source,
+                   l->name);
+      return FALSE;
+    }
     if (l->kind == LAYER_CONV) {
-      if (l->in_c != c) {
-        g_set_error (error, CONY_ERROR, CONY_ERROR_SHAPE,
-                     "%s: tensor %s.weight has %u input channels, expected %u", cnn->source,
-                     l->name, l->in_c, c);
-        return FALSE;
-      }
-      cnn->max_col = MAX (cnn->max_col, (gsize) h * w * 9 * c);
+      if (l->in_c != c)
+        return chain_error (cnn, l, "input channels", l->in_c, c, error);
+      guint pad_top, pad_left;
+      guint oh = cnn_same_out (h, l->stride, &pad_top), ow = cnn_same_out (w, l->stride, &pad_left);
+      l->pad_top = pad_top;
+      l->pad_left = pad_left;
+      cnn->max_col = MAX (cnn->max_col, (gsize) oh * ow * 9 * c);
       /* Winograd scratch for either tile size. */
       gsize tiles2 = (gsize) ((h + 1) / 2) * ((w + 1) / 2);
       gsize tiles4 = (gsize) ((h + 3) / 4) * ((w + 3) / 4);
@@ -100,6 +131,20 @@ cnn_finish_geometry (ConyCnn *cnn, GError **error)
       cnn->max_wv = MAX (cnn->max_wv, planes * c);
       cnn->max_wm = MAX (cnn->max_wm, planes * l->out_c);
       cnn->max_ch = MAX (cnn->max_ch, (gsize) MAX (c, l->out_c));
+      h = oh;
+      w = ow;
+      c = l->out_c;
+    } else if (l->kind == LAYER_DW) {
+      if (l->in_c != c)
+        return chain_error (cnn, l, "channels", l->in_c, c, error);
+      guint pad_top, pad_left;
+      h = cnn_same_out (h, l->stride, &pad_top);
+      w = cnn_same_out (w, l->stride, &pad_left);
+      l->pad_top = pad_top;
+      l->pad_left = pad_left;
+    } else if (l->kind == LAYER_PW) {
+      if (l->in_c != c)
+        return chain_error (cnn, l, "input channels", l->in_c, c, error);
       c = l->out_c;
     } else if (l->kind == LAYER_POOL) {
       l->in_c = c;
@@ -116,6 +161,14 @@ cnn_finish_geometry (ConyCnn *cnn, GError **error)
       l->in_c = c;
       l->out_c = c;
       h = w = 1;
+    } else if (l->kind == LAYER_SIGMOID) {
+      if (i == 0 || cnn->layers[i - 1].kind != LAYER_FC) {
+        g_set_error (error, CONY_ERROR, CONY_ERROR_INVALID,
+                     "%s: %s (sigmoid) must follow a fully connected layer", cnn->source,
+                     l->name);
+        return FALSE;
+      }
+      l->in_c = l->out_c = c;
     } else {
       if (!flat) {
         cnn->first_fc = i;
@@ -131,20 +184,30 @@ cnn_finish_geometry (ConyCnn *cnn, GError **error)
       h = w = 1;
       c = l->out_c;
     }
-    if (l->kind != LAYER_FC) {
+    if (l->kind == LAYER_DW)
+      l->out_c = c;
+    if (l->kind != LAYER_FC && l->kind != LAYER_SIGMOID) {
       l->out_h = h;
       l->out_w = w;
+      cnn->feat_dim = h * w * c;
     } else {
       l->out_h = l->out_w = 1;
     }
     cnn->max_act = MAX (cnn->max_act, (gsize) h * w * c);
   }
-  if (!flat) {
+  if (!flat && !cnn->mobilenet) {
     g_set_error (error, CONY_ERROR, CONY_ERROR_MISSING,
                  "%s: no fully connected layer (tensor embeddings.K.weight) found", cnn->source);
     return FALSE;
   }
-  cnn->out_dim = c;
+  if (cnn->n_layers == 0) {
+    g_set_error (error, CONY_ERROR, CONY_ERROR_MISSING, "%s: the network has no layers",
+                 cnn->source);
+    return FALSE;
+  }
+  if (cnn->first_fc > 0 && cnn->layers[cnn->first_fc - 1].kind == LAYER_GAP)
+    cnn->emb_dim = cnn->layers[cnn->first_fc - 1].out_c;
+  cnn->out_dim = flat ? c : cnn->feat_dim;
   /* Scratch sizes come from the file (input size metadata, channel widths): refuse
    * absurd ones instead of failing an allocation. */
   gsize limit = (gsize) 1 << 28;   /* floats = 1 GiB per buffer */
@@ -154,13 +217,6 @@ cnn_finish_geometry (ConyCnn *cnn, GError **error)
                  cnn->source, cnn->in_h, cnn->in_w, cnn->in_c);
     return FALSE;
   }
-  for (guint i = 0; i + 1 < cnn->n_layers; i++)
-    if (cnn->layers[i].kind == LAYER_FC && cnn->layers[i + 1].kind != LAYER_FC) {
-      g_set_error (error, CONY_ERROR, CONY_ERROR_INVALID,
-                   "%s: %s is followed by a conv or pool layer", cnn->source,
-                   cnn->layers[i].name);
-      return FALSE;
-    }
   /* Batched conv scratch stays under 256 MB per buffer. */
   gsize biggest = MAX (MAX (cnn->max_act, cnn->max_col), MAX (cnn->max_wv, cnn->max_wm));
   cnn->conv_batch = CLAMP (((gsize) 1 << 26) / MAX (biggest, 1), 1, CONV_BATCH);
@@ -173,7 +229,51 @@ cnn_finish_geometry (ConyCnn *cnn, GError **error)
 guint cony_cnn_get_input_height (const ConyCnn *cnn) { g_return_val_if_fail (cnn, 0); return cnn->in_h; }
 guint cony_cnn_get_input_width (const ConyCnn *cnn) { g_return_val_if_fail (cnn, 0); return cnn->in_w; }
 guint cony_cnn_get_input_channels (const ConyCnn *cnn) { g_return_val_if_fail (cnn, 0); return cnn->in_c; }
-guint cony_cnn_get_output_size (const ConyCnn *cnn) { g_return_val_if_fail (cnn, 0); return cnn->out_dim; }
+guint cony_cnn_get_embedding_size (const ConyCnn *cnn) { g_return_val_if_fail (cnn, 0); return cnn->emb_dim; }
+gboolean cony_cnn_is_mobilenet (const ConyCnn *cnn) { g_return_val_if_fail (cnn, FALSE); return cnn->mobilenet; }
+ConyCnnOutput cony_cnn_get_output (const ConyCnn *cnn) { g_return_val_if_fail (cnn, 0); return cnn->output; }
+
+guint
+cony_cnn_get_output_size (const ConyCnn *cnn)
+{
+  g_return_val_if_fail (cnn != NULL, 0);
+  return cnn->output == CONY_CNN_OUTPUT_EMBEDDING ? cnn->emb_dim : cnn->out_dim;
+}
+
+gboolean
+cony_cnn_set_output (ConyCnn *cnn, ConyCnnOutput output, GError **error)
+{
+  g_return_val_if_fail (cnn != NULL, FALSE);
+  if (output != CONY_CNN_OUTPUT_SCORES && output != CONY_CNN_OUTPUT_EMBEDDING) {
+    g_set_error (error, CONY_ERROR, CONY_ERROR_INVALID, "%s: unknown output %d", cnn->source,
+                 (int) output);
+    return FALSE;
+  }
+  if (output == CONY_CNN_OUTPUT_EMBEDDING && cnn->emb_dim == 0) {
+    g_set_error (error, CONY_ERROR, CONY_ERROR_INVALID,
+                 "%s: the network has no embedding output (no global average pool before "
+                 "its fully connected layers)", cnn->source);
+    return FALSE;
+  }
+  cnn->output = output;
+  return TRUE;
+}
+
+const char *
+cony_cnn_get_metadata (const ConyCnn *cnn, const char *key)
+{
+  g_return_val_if_fail (cnn != NULL && key != NULL, NULL);
+  return cnn->metadata ? g_hash_table_lookup (cnn->metadata, key) : NULL;
+}
+
+const char *const *
+cony_cnn_get_labels (const ConyCnn *cnn, guint *n)
+{
+  g_return_val_if_fail (cnn != NULL, NULL);
+  if (n)
+    *n = cnn->labels ? g_strv_length (cnn->labels) : 0;
+  return (const char *const *) cnn->labels;
+}
 
 gsize
 cony_cnn_get_input_size (const ConyCnn *cnn)
@@ -191,7 +291,9 @@ cony_cnn_get_n_params (const ConyCnn *cnn)
     const Layer *l = &cnn->layers[i];
     if (l->kind == LAYER_CONV)
       n += (guint64) 9 * l->in_c * l->out_c + l->out_c;
-    else if (l->kind == LAYER_FC)
+    else if (l->kind == LAYER_DW)
+      n += (guint64) 10 * l->out_c;
+    else if (l->kind == LAYER_FC || l->kind == LAYER_PW)
       n += (guint64) l->in_c * l->out_c + l->out_c;
   }
   return n;
@@ -204,8 +306,13 @@ cony_cnn_get_flops (const ConyCnn *cnn, guint64 *conv_flops, guint64 *fc_flops)
   guint64 cf = 0, ff = 0;
   for (guint i = 0; i < cnn->n_layers; i++) {
     const Layer *l = &cnn->layers[i];
+    guint64 pos = (guint64) l->out_h * l->out_w;
     if (l->kind == LAYER_CONV)
-      cf += (guint64) 2 * l->in_h * l->in_w * 9 * l->in_c * l->out_c;
+      cf += 2 * pos * 9 * l->in_c * l->out_c;
+    else if (l->kind == LAYER_DW)
+      cf += 2 * pos * 9 * l->out_c;
+    else if (l->kind == LAYER_PW)
+      cf += 2 * pos * l->in_c * l->out_c;
     else if (l->kind == LAYER_FC)
       ff += (guint64) 2 * l->in_c * l->out_c;
   }
@@ -232,10 +339,24 @@ cony_cnn_describe (const ConyCnn *cnn)
   for (guint i = 0; i < cnn->n_layers; i++) {
     const Layer *l = &cnn->layers[i];
     gboolean relu = l->relu || (l->kind == LAYER_FC && i + 1 == cnn->n_layers && cnn->final_relu);
+    const char *act = isfinite (l->relu_max) ? "ReLU6" : "ReLU";
     switch (l->kind) {
     case LAYER_CONV:
-      g_string_append_printf (s, "%-24s conv3x3 %u -> %u, out %ux%ux%u + ReLU\n", l->name,
-                              l->in_c, l->out_c, l->out_h, l->out_w, l->out_c);
+      g_string_append_printf (s, "%-24s conv3x3%s %u -> %u, out %ux%ux%u + %s\n", l->name,
+                              l->stride > 1 ? " stride 2" : "", l->in_c, l->out_c, l->out_h,
+                              l->out_w, l->out_c, act);
+      break;
+    case LAYER_DW:
+      g_string_append_printf (s, "%-24s depthwise3x3%s %u, out %ux%ux%u + %s\n", l->name,
+                              l->stride > 1 ? " stride 2" : "", l->out_c, l->out_h, l->out_w,
+                              l->out_c, act);
+      break;
+    case LAYER_PW:
+      g_string_append_printf (s, "%-24s conv1x1 %u -> %u, out %ux%ux%u + %s\n", l->name,
+                              l->in_c, l->out_c, l->out_h, l->out_w, l->out_c, act);
+      break;
+    case LAYER_SIGMOID:
+      g_string_append_printf (s, "%-24s sigmoid, out %u\n", l->name, l->out_c);
       break;
     case LAYER_POOL:
       g_string_append_printf (s, "%-24s maxpool2x2, out %ux%ux%u\n", l->name, l->out_h,
@@ -251,8 +372,18 @@ cony_cnn_describe (const ConyCnn *cnn)
       break;
     }
   }
-  g_string_append_printf (s, "%" G_GUINT64_FORMAT " parameters%s\n", cony_cnn_get_n_params (cnn),
+  guint64 cf, ff;
+  cony_cnn_get_flops (cnn, &cf, &ff);
+  g_string_append_printf (s, "%" G_GUINT64_FORMAT " parameters, %.1f MFLOP per example%s\n",
+                          cony_cnn_get_n_params (cnn), (cf + ff) * 1e-6,
                           cnn->pca_e ? ", PCA postprocess available" : "");
+  g_string_append_printf (s, "output: %s, %u values", cnn->output == CONY_CNN_OUTPUT_EMBEDDING
+                          ? "embedding" : "scores", cony_cnn_get_output_size (cnn));
+  if (cnn->emb_dim > 0)
+    g_string_append_printf (s, " (embedding %u, scores %u)", cnn->emb_dim, cnn->out_dim);
+  if (cnn->labels != NULL)
+    g_string_append_printf (s, ", %u labels", g_strv_length (cnn->labels));
+  g_string_append_c (s, '\n');
   return g_string_free (s, FALSE);
 }
 
