@@ -463,7 +463,7 @@ mobilenet_layers (ConyCnn *cnn, WeightSource *src, const char *words, float relu
     g_free (tw);
     if (ok && (kind == LAYER_CONV || kind == LAYER_PW || kind == LAYER_FC))
       c = l.out_c = (guint) shape[0];
-    for (guint s = 0; s < 3; s++)
+    for (guint s = 0; s < 3 && l.kind != LAYER_GAP && l.kind != LAYER_SIGMOID; s++)
       g_hash_table_add (used, g_strdup_printf ("%s.%s", l.name,
                                                (const char *[]) { "weight", "bias", "weight_scale" }[s]));
     g_array_append_val (layers, l);
