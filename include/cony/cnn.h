@@ -1,4 +1,21 @@
-/* VGG-style CNN engine (VGGish and relatives).
+/* CNN engine: VGG-style networks (VGGish and relatives) and MobileNet-v1
+ * (YAMNet).
+ *
+ * ## MobileNet-v1 (network = "mobilenet_v1" in the file's metadata)
+ *
+ * The `layers` metadata lists the layers (conv3x3s1/s2, dw3x3s1/s2, conv1x1,
+ * gap, fc, sigmoid), layer i's tensors are layers.{i}.weight/.bias (torch
+ * layouts; I8 weights with layers.{i}.weight_scale per output channel),
+ * TensorFlow SAME padding, ReLU6 (or activation=relu) after every conv; see
+ * docs/model-format.md, "CNN files". The output is the last layer (scores) or,
+ * with cony_cnn_set_output(), the gap output (embedding). Pointwise convs run
+ * as one sgemm per layer over the HWC map, depthwise ones as a direct
+ * vectorised loop, 3x3 convs as (strided) im2col + sgemm.
+ * cony_cnn_new_random() takes MobileNet layouts too (CONY_CNN_YAMNET_LAYOUT).
+ * Everything below about pools, Winograd, PCA and F16 FC weights concerns the
+ * VGG-style networks.
+ *
+ * ## VGG-style networks
  *
  * The network is a stack of
  *   - 3x3 convolutions, stride 1, SAME (zero) padding, each followed by ReLU,
@@ -64,7 +81,11 @@
  * (features.K / classifier.K, BatchNorm folded, the adaptive average pool
  * folded into the first linear layer for the chosen input size).
  *
+ * Optional for every CNN file: labels (a JSON list of strings, one per output
+ * of the last layer), frontend (the log-mel it was trained with, JSON), source.
+ *
  * Errors (CONY_ERROR_*) name the file, the tensor and the expected shape.
+ * Non-finite weights are refused.
  *
  * ## PCA + 8-bit postprocess (the official release's)
  *
