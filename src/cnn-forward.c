@@ -105,14 +105,31 @@ dw_forward (const Layer *l, const float *in, float *out, gsize nb)
       }
 }
 
-/* 1x1 conv: one sgemm over every pixel of the @nb maps, (pixels x in) (in x out). */
+/* 1x1 conv: one product over every pixel of the @nb maps, (pixels x in) (in x out).
+ * Where the packed-weight kernel runs (AVX2/FMA, out a multiple of 16), the
+ * weights are packed into its 16-column panels once: OpenBLAS would repack
+ * them on every call, which costs as much as the product itself on YAMNet's
+ * small late maps (6 to 24 pixels, up to 1024 x 1024 weights). */
 static void
-pw_forward (const Layer *l, const float *in, float *out, gsize nb)
+pw_forward (Layer *l, const float *in, float *out, gsize nb)
 {
   gsize M = (gsize) l->in_h * l->in_w * nb;
-  cblas_sgemm (CblasRowMajor, CblasNoTrans, CblasNoTrans, (int) M, (int) l->out_c, (int) l->in_c,
-               1.0f, in, (int) l->in_c, l->w, (int) l->out_c, 0.0f, out, (int) l->out_c);
-  bias_act (out, M, l->out_c, l->b, TRUE, l->relu_max);
+  guint K = l->in_c, N = l->out_c;
+  const CnnKernels *kern = cnn_kernels ();
+  if (kern->wino_gemm != NULL && N % 16 == 0) {
+    if (l->wino[0] == NULL) {
+      float *pk = g_new (float, (gsize) K * N);
+      for (guint p = 0; p < N / 16; p++)
+        for (guint i = 0; i < K; i++)
+          memcpy (pk + ((gsize) p * K + i) * 16, l->w + (gsize) i * N + 16 * p, 16 * sizeof (float));
+      l->wino[0] = pk;
+    }
+    kern->wino_gemm (M, N, K, in, l->wino[0], out);
+  } else {
+    cblas_sgemm (CblasRowMajor, CblasNoTrans, CblasNoTrans, (int) M, (int) N, (int) K, 1.0f, in,
+                 (int) K, l->w, (int) N, 0.0f, out, (int) N);
+  }
+  bias_act (out, M, N, l->b, TRUE, l->relu_max);
 }
 
 static void

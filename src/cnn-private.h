@@ -33,7 +33,8 @@ typedef struct {
   float *w;
   float *b;
   ConyGemvMatrix w16;    /* FC with F16 weights only: w16.f16 (w is then NULL), see fc_f16() */
-  float *wino[2];        /* CONV, Winograd F(2x2) / F(4x4): n*n x in_c x out_c (made on first use) */
+  float *wino[2];        /* CONV, Winograd F(2x2) / F(4x4): n*n x in_c x out_c (made on first use);
+                          * PW: wino[0] = w in 16-column panels for the wino_gemm kernel */
   gboolean wino_packed[2];   /* wino[] in 16-column panels for the wino_gemm kernel */
 } Layer;
 

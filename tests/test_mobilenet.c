@@ -87,6 +87,22 @@ check_variant (gconstpointer data)
   g_assert_cmpfloat (cony_test_rel_err (out, scores->data, 10), <=, 1e-4);
 }
 
+/* The same goldens with CONY_CNN_PORTABLE=1: pointwise layers on OpenBLAS sgemm
+ * instead of the packed-weight kernel (which the layer of 16 outputs uses otherwise). */
+static void
+test_portable (void)
+{
+  if (g_test_subprocess ()) {
+    check_variant ("f32");
+    check_variant ("i8");
+    return;
+  }
+  g_setenv ("CONY_CNN_PORTABLE", "1", TRUE);
+  g_test_trap_subprocess (NULL, 0, G_TEST_SUBPROCESS_INHERIT_STDERR);
+  g_unsetenv ("CONY_CNN_PORTABLE");
+  g_test_trap_assert_passed ();
+}
+
 static void
 test_labels_metadata (void)
 {
@@ -375,6 +391,7 @@ main (int argc, char **argv)
   g_test_add_data_func ("/mobilenet/golden/f32", "f32", check_variant);
   g_test_add_data_func ("/mobilenet/golden/f16", "f16", check_variant);
   g_test_add_data_func ("/mobilenet/golden/i8", "i8", check_variant);
+  g_test_add_func ("/mobilenet/portable", test_portable);
   g_test_add_func ("/mobilenet/labels-metadata", test_labels_metadata);
   g_test_add_func ("/mobilenet/random-yamnet", test_random_yamnet);
   g_test_add_func ("/mobilenet/vgg-no-embedding", test_vgg_has_no_embedding);
