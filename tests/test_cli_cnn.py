@@ -121,11 +121,13 @@ class CliCnnTest(unittest.TestCase):
 
     def test_bench_frontend_yamnet_row(self):
         # a smoke run: the row is printed (speeds are recorded in bench/RESULTS.md, not asserted)
-        r = cony("bench", "frontend", "--no-vggish", "--mel-seconds", "2", "--vggish-seconds", "2")
+        r = cony("bench", "frontend", "--no-vggish", "--no-torch", "--mel-seconds", "2",
+                 "--vggish-seconds", "2")
         self.assertEqual(r.returncode, 0, r.stderr)
         self.assertIn("mel + YAMNet (random weights, 3729481 parameters, 138.3 MFLOP per patch)",
                       r.stdout)
         self.assertRegex(r.stdout, r"CNN CPU [0-9.]+ ms/patch .* of the sgemm peak")
+        self.assertIn("PyTorch column not run: --no-torch", r.stdout)
 
 
 if __name__ == "__main__":

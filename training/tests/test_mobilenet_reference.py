@@ -15,6 +15,7 @@ HERE = os.path.dirname(os.path.abspath(__file__))
 ROOT = os.path.dirname(os.path.dirname(HERE))
 sys.path.insert(0, os.path.join(ROOT, "training"))
 
+import bench_yamnet_torch  # noqa: E402
 import gen_mobilenet_golden  # noqa: E402
 from conyref import mobilenet  # noqa: E402
 from golden_check import bumped, edited_copy  # noqa: E402
@@ -59,6 +60,17 @@ class MobileNetReferenceTest(unittest.TestCase):
                 e_t, s_t = torch_forward(net, patch)
                 np.testing.assert_allclose(e_ref, e_t, rtol=0, atol=1e-12)
                 np.testing.assert_allclose(s_ref, s_t, rtol=0, atol=1e-12)
+
+    def test_bench_network_is_the_reference(self):
+        # the PyTorch network `cony bench frontend` times computes the same function
+        layers, (h, w, c) = bench_yamnet_torch.file_net(os.path.join(GOLDEN, "f32.safetensors"))
+        x = np.load(os.path.join(GOLDEN, "input.npy"))
+        want = np.load(os.path.join(GOLDEN, "f32_scores.npy"))
+        with torch.no_grad():
+            got = bench_yamnet_torch.forward(
+                layers, torch.from_numpy(x.reshape(-1, h, w, c)).permute(0, 3, 1, 2)).numpy()
+        self.assertLess(np.abs(got - want).max(), 1e-5)
+        self.assertEqual(len(bench_yamnet_torch.random_net()), 30)
 
     def test_same_padding(self):
         # stride 2 on an even size: nothing before, one after; odd: one each side
