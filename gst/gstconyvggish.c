@@ -5,20 +5,25 @@
 /**
  * SECTION:element-conyvggish
  * @title: conyvggish
- * @short_description: VGGish-style CNN embeddings of log-mel windows
+ * @short_description: CNN embeddings or scores of log-mel windows
  *
- * conyvggish runs a VGG-style CNN (libcony's engine: 3x3 convolutions,
- * max-pools, fully connected layers; VGGish and reduced relatives) on sliding
- * windows of the log-mel token stream that #GstConyMel produces, and outputs
- * one embedding token per window. By default a window is as many frames as
+ * conyvggish runs any network of libcony's CNN engine on sliding windows of
+ * the log-mel token stream that #GstConyMel produces, and outputs one token
+ * per window: VGG-style networks (3x3 convolutions, max-pools, fully
+ * connected layers; VGGish and reduced relatives) and MobileNet-v1 networks
+ * (YAMNet: depthwise/pointwise convolutions, a 521-class sigmoid head). The
+ * name stays for compatibility. #GstConyVggish:output picks the network's
+ * last layer (`scores`, default: VGGish's embedding, YAMNet's 521 scores) or
+ * the pooled embedding before its head (`embedding`: YAMNet's 1024-d vector). By default a window is as many frames as
  * the model takes (96, 0.96 s, for VGGish and the shipped models) and a new
  * window starts every 25 frames (0.25 s), the setup of the CoNy papers; the
  * output is then
  * `other/tensors,format=static,num_tensors=1,types=float32,dimensions=128:1,framerate=4/1`.
  *
- * The #GstConyVggish:model property names a safetensors file with
- * torchvggish's state_dict names (features.K.*, embeddings.K.*; see
- * include/cony/cnn.h and training/convert_vggish.py). It is loaded on
+ * The #GstConyVggish:model property names a CNN safetensors file
+ * (docs/model-format.md): torchvggish's state_dict names (features.K.*,
+ * embeddings.K.*; training/convert_vggish.py) or a network=mobilenet_v1 file
+ * (layers.I.*, e.g. models/yamnet/yamnet.safetensors). It is loaded on
  * READY->PAUSED; a missing or invalid file is an error and the state change
  * fails. #GstConyVggish:window, if set, must equal the model's input height,
  * and the input tokens must have the model's input width (64 mel bands).
@@ -101,6 +106,7 @@ GST_DEBUG_CATEGORY_STATIC (gst_cony_vggish_debug);
 #define DEFAULT_WINDOW 0        /* the model's input height */
 #define DEFAULT_STRIDE 25
 #define DEFAULT_BATCH 1
+#define DEFAULT_OUTPUT GST_CONY_VGGISH_OUTPUT_SCORES
 
 enum
 {
@@ -111,6 +117,7 @@ enum
   PROP_WINDOW,
   PROP_STRIDE,
   PROP_BATCH,
+  PROP_OUTPUT,
 };
 
 static GstStaticPadTemplate sink_template = GST_STATIC_PAD_TEMPLATE ("sink",
@@ -132,6 +139,24 @@ gst_cony_vggish_postprocess_get_type (void)
   };
   if (g_once_init_enter (&type)) {
     GType t = g_enum_register_static ("GstConyVggishPostprocess", values);
+    g_once_init_leave (&type, t);
+  }
+  return type;
+}
+
+GType
+gst_cony_vggish_output_get_type (void)
+{
+  static GType type = 0;
+  static const GEnumValue values[] = {
+    {GST_CONY_VGGISH_OUTPUT_SCORES,
+        "The network's last layer (VGGish: its embedding; YAMNet: 521 scores)", "scores"},
+    {GST_CONY_VGGISH_OUTPUT_EMBEDDING,
+        "The global average pool before the FC head (YAMNet: 1024-d)", "embedding"},
+    {0, NULL, NULL},
+  };
+  if (g_once_init_enter (&type)) {
+    GType t = g_enum_register_static ("GstConyVggishOutput", values);
     g_once_init_leave (&type, t);
   }
   return type;
@@ -558,6 +583,7 @@ start (GstElement *element)
   self->win = self->window;
   self->hop = self->stride;
   self->bsize = self->batch;
+  GstConyVggishOutput output = self->output;
   GST_OBJECT_UNLOCK (self);
 
   if (model == NULL || *model == '\0') {
@@ -569,6 +595,16 @@ start (GstElement *element)
   if (self->cnn == NULL) {
     GST_ELEMENT_ERROR (self, RESOURCE, OPEN_READ, ("Could not load the model: %s",
             error->message), ("model=%s", model));
+    goto fail;
+  }
+  if (!cony_cnn_set_output (self->cnn, (ConyCnnOutput) output, &error)) {
+    GST_ELEMENT_ERROR (self, LIBRARY, SETTINGS, ("output=embedding: %s", error->message),
+        ("model=%s", model));
+    goto fail;
+  }
+  if (output == GST_CONY_VGGISH_OUTPUT_EMBEDDING && self->pp != GST_CONY_VGGISH_POSTPROCESS_NONE) {
+    GST_ELEMENT_ERROR (self, LIBRARY, SETTINGS, ("postprocess needs output=scores"),
+        ("the PCA postprocess applies to the network's last layer, not to the embedding"));
     goto fail;
   }
   if (pca != NULL && *pca != '\0' && !cony_cnn_load_pca (self->cnn, pca, &error)) {
@@ -667,6 +703,9 @@ gst_cony_vggish_set_property (GObject *object, guint prop_id, const GValue *valu
     case PROP_BATCH:
       self->batch = g_value_get_uint (value);
       break;
+    case PROP_OUTPUT:
+      self->output = g_value_get_enum (value);
+      break;
     default:
       G_OBJECT_WARN_INVALID_PROPERTY_ID (object, prop_id, pspec);
       break;
@@ -699,6 +738,9 @@ gst_cony_vggish_get_property (GObject *object, guint prop_id, GValue *value,
       break;
     case PROP_BATCH:
       g_value_set_uint (value, self->batch);
+      break;
+    case PROP_OUTPUT:
+      g_value_set_enum (value, self->output);
       break;
     default:
       G_OBJECT_WARN_INVALID_PROPERTY_ID (object, prop_id, pspec);
@@ -738,7 +780,7 @@ gst_cony_vggish_class_init (GstConyVggishClass *klass)
    */
   g_object_class_install_property (gobject_class, PROP_MODEL,
       g_param_spec_string ("model", "Model",
-          "Path of the VGGish-style safetensors model file (torchvggish tensor names)",
+          "Path of the CNN safetensors model file (VGG-style or MobileNet-v1)",
           DEFAULT_MODEL, flags));
   /**
    * GstConyVggish:pca-model:
@@ -799,15 +841,30 @@ gst_cony_vggish_class_init (GstConyVggishClass *klass)
           "Windows per CNN call in non-live pipelines (live ones always use 1)",
           1, 128, DEFAULT_BATCH, flags));
 
+  /**
+   * GstConyVggish:output:
+   *
+   * What each window gives: `scores` (default), the network's last layer
+   * (VGGish and the shipped models: their embedding; YAMNet: its 521 sigmoid
+   * scores), or `embedding`, the global average pool that feeds the FC head
+   * (YAMNet: 1024-d); a network without one fails to start with an error.
+   * The output token's dimension follows (src caps dimensions=N:1).
+   */
+  g_object_class_install_property (gobject_class, PROP_OUTPUT,
+      g_param_spec_enum ("output", "Output",
+          "Per window: the network's last layer (scores) or the pooled embedding before its head",
+          GST_TYPE_CONY_VGGISH_OUTPUT, DEFAULT_OUTPUT, flags));
+
   gst_element_class_add_static_pad_template (element_class, &sink_template);
   gst_element_class_add_static_pad_template (element_class, &src_template);
   gst_element_class_set_static_metadata (element_class, "VGGish embeddings",
       "Filter/Analyzer/Audio",
-      "Runs a VGG-style CNN on sliding windows of log-mel tokens and outputs one embedding per window",
+      "Runs a CNN (VGG-style or MobileNet-v1) on sliding windows of log-mel tokens and outputs one embedding or score vector per window",
       "gst-cony authors");
 
   element_class->change_state = GST_DEBUG_FUNCPTR (gst_cony_vggish_change_state);
   gst_type_mark_as_plugin_api (GST_TYPE_CONY_VGGISH_POSTPROCESS, 0);
+  gst_type_mark_as_plugin_api (GST_TYPE_CONY_VGGISH_OUTPUT, 0);
 }
 
 static void
@@ -827,5 +884,6 @@ gst_cony_vggish_init (GstConyVggish *self)
   self->window = DEFAULT_WINDOW;
   self->stride = DEFAULT_STRIDE;
   self->batch = DEFAULT_BATCH;
+  self->output = DEFAULT_OUTPUT;
   self->anchor = GST_CLOCK_TIME_NONE;
 }

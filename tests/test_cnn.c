@@ -322,6 +322,18 @@ test_bad_models (void)
     g_clear_error (&error);
     set_free (&s);
   }
+  /* Inf weights (issue #30: the loader must refuse them like NaN), in a conv
+   * layer, an FC layer and the PCA. */
+  {
+    static const char *const where[] = { "features.3.weight", "embeddings.0.bias", "pca_means" };
+    for (guint k = 0; k < G_N_ELEMENTS (where); k++) {
+      TensorSet s = read_set ("small.safetensors");
+      ((float *) s.data->pdata[set_find (&s, where[k])])[1] = k == 1 ? -INFINITY : INFINITY;
+      g_autofree char *p = write_set (&s, "inf.safetensors", NULL);
+      expect_refused (p, CONY_ERROR_INVALID, where[k], "non-finite");
+      set_free (&s);
+    }
+  }
   /* PCA of the wrong size. */
   {
     TensorSet s = read_set ("small.safetensors");
