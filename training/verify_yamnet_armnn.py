@@ -14,9 +14,11 @@ that tests/ check the converted file and libcony against:
   patches.npy       (N, 96, 64) float32 input patches
   armnn_scores.npy  (N, 521) float32 ArmNN's scores
   patches.json      {"names": [sound of each patch], "expected": {sound: label}}
+  music.wav         the fluidsynth music as 16 kHz 16-bit WAV (the pipeline test plays it:
+                    CI does not install fluidsynth and its 140 MB sound font)
 
-It then prints, per patch, ArmNN's top-1 and the float64 reference's (compare()) and the
-largest |score difference|. ArmNN takes about a second per patch; the CI test
+It then prints, per patch, ArmNN's top-1 and that of the float64 numpy reference of the
+converted file (conyref/mobilenet.py; compare()) and the largest |score difference|. ArmNN takes about a second per patch; the CI test
 (training/tests/test_yamnet_golden.py) only reads the committed golden.
 """
 
@@ -27,6 +29,7 @@ import shutil
 import subprocess
 import sys
 import tempfile
+import wave
 
 import numpy as np
 
@@ -35,7 +38,7 @@ ROOT = os.path.dirname(HERE)
 sys.path.insert(0, HERE)
 
 import mel_reference  # noqa: E402
-import safetensors_io  # noqa: E402
+from conyref import mobilenet  # noqa: E402
 
 SR = 16000
 PATCH_FRAMES, PATCH_HOP = 96, 48         # 0.96 s patches every 0.48 s, as upstream YAMNet
@@ -124,8 +127,9 @@ def patches_of(x):
 
 
 def make_patches(spectra_path):
-    """(patches (N, 96, 64), names [sound of each patch], skipped {sound: why})."""
-    patches, names, skipped = [], [], {}
+    """(patches (N, 96, 64), names [sound of each patch], skipped {sound: why},
+    waves {sound: samples})."""
+    patches, names, skipped, waves = [], [], {}, {}
     if spectra_path:
         patches.append(np.fromfile(spectra_path, "<f4").reshape(PATCH_FRAMES, 64))
         names.append("test_spectra")
@@ -136,10 +140,20 @@ def make_patches(spectra_path):
             except (RuntimeError, OSError, subprocess.CalledProcessError) as e:
                 skipped[name] = str(e)
                 continue
+            waves[name] = x
             for p in patches_of(x):
                 patches.append(p)
                 names.append(name)
-    return np.stack(patches).astype(np.float32), names, skipped
+    return np.stack(patches).astype(np.float32), names, skipped, waves
+
+
+def write_wav(path, x):
+    pcm = np.clip(np.round(np.asarray(x) * 32767.0), -32768, 32767).astype("<i2")
+    with wave.open(path, "wb") as w:
+        w.setnchannels(1)
+        w.setsampwidth(2)
+        w.setframerate(SR)
+        w.writeframes(pcm.tobytes())
 
 
 def armnn_scores(tflite, patches):
@@ -164,64 +178,10 @@ def armnn_scores(tflite, patches):
     return np.stack(rows).astype(np.float32)
 
 
-# --- float64 evaluation of the converted file ------------------------------------------
-# A minimal evaluation of docs/model-format.md's MobileNet-v1 layers, until the numpy
-# reference training/conyref/mobilenet.py (branch yamnet-c) lands.
-
-def _same_pad(size, stride, k):
-    out = -(-size // stride)
-    total = max((out - 1) * stride + k - size, 0)
-    return out, total // 2, total - total // 2
-
-
-def _windows(x, k, stride):
-    """x (H, W, C) zero padded TensorFlow-SAME: the k*k shifted views, each (OH, OW, C)."""
-    oh, th, bh = _same_pad(x.shape[0], stride, k)
-    ow, tw, bw = _same_pad(x.shape[1], stride, k)
-    xp = np.pad(x, ((th, bh), (tw, bw), (0, 0)))
-    return [xp[i:i + stride * oh:stride, j:j + stride * ow:stride] for i in range(k) for j in range(k)]
-
-
-def float_forward(tensors, meta, patch):
-    """(embedding, scores) of one (96, 64) patch, float64."""
-    x = np.asarray(patch, np.float64).reshape(int(meta["input_height"]), int(meta["input_width"]),
-                                               int(meta["input_channels"]))
-    act = (lambda v: np.clip(v, 0, 6)) if meta.get("activation", "relu6") == "relu6" else \
-        (lambda v: np.maximum(v, 0))
-    embedding = None
-    for i, word in enumerate(meta["layers"].split()):
-        w = tensors.get(f"layers.{i}.weight")
-        if w is not None:
-            w = w.astype(np.float64)
-            scale = tensors.get(f"layers.{i}.weight_scale")
-            if scale is not None:
-                w = w * scale.astype(np.float64).reshape((-1,) + (1,) * (w.ndim - 1))
-            b = tensors[f"layers.{i}.bias"].astype(np.float64)
-        if word.startswith("conv") or word.startswith("dw"):
-            k = w.shape[2]
-            stride = 2 if word.endswith("s2") else 1
-            views = _windows(x, k, stride)
-            if word.startswith("dw"):
-                y = sum(v * w[:, 0, n // k, n % k] for n, v in enumerate(views))
-            else:
-                cols = np.stack(views, axis=2)                         # (OH, OW, k*k, C)
-                wm = w.transpose(2, 3, 1, 0).reshape(k * k * w.shape[1], w.shape[0])
-                y = cols.reshape(cols.shape[0], cols.shape[1], -1) @ wm
-            x = act(y + b)
-        elif word == "gap":
-            x = embedding = x.mean(axis=(0, 1))
-        elif word == "fc":
-            x = w @ x + b
-        elif word == "sigmoid":
-            x = 1.0 / (1.0 + np.exp(-x))
-        else:
-            raise ValueError(f"layer {i}: unknown word {word}")
-    return embedding, x
-
-
 def reference_scores(model_path, patches):
-    tensors, meta = safetensors_io.load(model_path)
-    return np.stack([float_forward(tensors, meta, p)[1] for p in patches]), meta
+    """Scores of the converted file by the float64 numpy reference (conyref.mobilenet)."""
+    net = mobilenet.load(model_path)
+    return np.stack([mobilenet.forward(net, p)[1] for p in patches]), net
 
 
 def compare(model_path=MODEL, golden=GOLDEN):
@@ -231,8 +191,8 @@ def compare(model_path=MODEL, golden=GOLDEN):
     want = np.load(os.path.join(golden, "armnn_scores.npy")).astype(np.float64)
     with open(os.path.join(golden, "patches.json")) as f:
         names = json.load(f)["names"]
-    got, meta = reference_scores(model_path, patches)
-    labels = json.loads(meta["labels"])
+    got, net = reference_scores(model_path, patches)
+    labels = net["labels"]
     rows = []
     for name, g, w in zip(names, got, want):
         rows.append(dict(name=name, armnn_top=labels[int(w.argmax())], ref_top=labels[int(g.argmax())],
@@ -248,13 +208,15 @@ def main(argv=None):
     ap.add_argument("--model", default=MODEL, help="the converted .safetensors to compare")
     ap.add_argument("--out", default=GOLDEN, help="golden directory to write")
     args = ap.parse_args(argv)
-    patches, names, skipped = make_patches(args.spectra)
+    patches, names, skipped, waves = make_patches(args.spectra)
     for name, why in skipped.items():
         print(f"skipped {name}: {why}")
     scores = armnn_scores(args.tflite, patches)
     os.makedirs(args.out, exist_ok=True)
     np.save(os.path.join(args.out, "patches.npy"), patches)
     np.save(os.path.join(args.out, "armnn_scores.npy"), scores)
+    if "music" in waves:
+        write_wav(os.path.join(args.out, "music.wav"), waves["music"])
     with open(os.path.join(args.out, "patches.json"), "w") as f:
         json.dump({"names": names, "expected": {n: EXPECTED[n] for n in dict.fromkeys(names)},
                    "skipped": skipped, "log_offset": LOG_OFFSET, "patch_hop": PATCH_HOP}, f, indent=1)

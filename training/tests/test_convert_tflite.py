@@ -1,6 +1,7 @@
 """training/convert_tflite.py: small TFLite flatbuffers built here (python3-flatbuffers'
 Builder, an implementation independent of the converter's reader) are converted and
-evaluated against a direct NHWC/OHWI evaluation of the TFLite graph; every refusal path
+evaluated by the numpy reference (conyref/mobilenet.py) against a direct NHWC/OHWI
+evaluation of the TFLite graph; every refusal path
 (unknown and custom operators, bad quantisation, unsupported options, truncated files,
 offsets out of range, random corruption) must give a TFLiteError naming the problem.
 If the original YAMNet .tflite is present (env YAMNET_TFLITE, default
@@ -24,7 +25,7 @@ sys.path.insert(0, os.path.join(ROOT, "training"))
 import convert_tflite  # noqa: E402
 import safetensors_io  # noqa: E402
 from convert_tflite import TFLiteError  # noqa: E402
-from verify_yamnet_armnn import float_forward  # noqa: E402
+from conyref import mobilenet  # noqa: E402
 
 try:
     import flatbuffers
@@ -298,12 +299,12 @@ class ConvertTest(unittest.TestCase):
         tensors, meta, dtypes = self.convert(dtype=dtype)
         path = os.path.join(self.tmp.name, "m.safetensors")
         safetensors_io.save(path, tensors, meta, dtypes=dtypes)
-        tensors, meta = safetensors_io.load(path)
+        net = mobilenet.load(path)
         rng = np.random.default_rng(3)
         for _ in range(3):
             patch = rng.uniform(-6.9, 3.0, (H, W))
             want = direct_forward(self.params, patch)
-            emb, got = float_forward(tensors, meta, patch)
+            emb, got = mobilenet.forward(net, patch)
             self.assertEqual(emb.shape, (8,))
             np.testing.assert_allclose(got, want, rtol=rtol, atol=atol)
 
