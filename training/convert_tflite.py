@@ -356,7 +356,7 @@ class Converter:
             raise TFLiteError(f"{op.label()}: missing its data input")
         return op.inputs[idx]
 
-    def _tensor(self, op, k, what):
+    def _tensor(self, op, k):
         if len(op.inputs) <= k or op.inputs[k] < 0:
             return None
         return self.m.tensors[op.inputs[k]]
@@ -386,7 +386,7 @@ class Converter:
 
     def _op_mean(self, op):
         self._need_map(op)
-        axes = self._tensor(op, 1, "axes")
+        axes = self._tensor(op, 1)
         vals = None if axes is None else axes.constant()
         if vals is None or sorted(int(v) for v in vals.reshape(-1)) != [1, 2]:
             raise TFLiteError(f"{op.label()}: only a mean over H and W (axes 1, 2) is supported")
@@ -394,8 +394,9 @@ class Converter:
         self.shape = (self.shape[2],)
 
     def _op_logistic(self, op):
-        if self.shape is None:
-            raise TFLiteError(f"{op.label()}: a logistic before any layer is not supported")
+        if not self.words or self.words[-1] != "fc":
+            raise TFLiteError(f"{op.label()}: a logistic is supported only right after the "
+                              "fully connected layer")
         self.words.append("sigmoid")
 
     def _op_conv_2d(self, op):
@@ -471,7 +472,7 @@ class Converter:
         self._stride = sw
 
     def _weight_tensor(self, op, ndim):
-        t = self._tensor(op, 1, "weight")
+        t = self._tensor(op, 1)
         if t is None or len(t.shape) != ndim or min(t.shape) < 1:
             raise TFLiteError(f"{op.label()}: weight must be a non-empty {ndim}-d constant tensor")
         return t
@@ -507,7 +508,7 @@ class Converter:
         return np.broadcast_to(s, (channels,)).astype(np.float64)
 
     def _bias(self, op, out):
-        t = self._tensor(op, 2, "bias")
+        t = self._tensor(op, 2)
         if t is None:
             return np.zeros(out)
         values = t.constant()

@@ -103,7 +103,7 @@ def serialise(g):
         b.StartObject(5)
         b.PrependUOffsetTRelativeSlot(0, shape, 0)
         b.PrependInt8Slot(1, t["type"], 0)
-        b.PrependUint32Slot(2, buf, 0)
+        b.PrependUint32Slot(2, t.get("buffer", buf), 0)
         b.PrependUOffsetTRelativeSlot(3, name, 0)
         if quant is not None:
             b.PrependUOffsetTRelativeSlot(4, quant, 0)
@@ -378,6 +378,14 @@ class ConvertTest(unittest.TestCase):
         g.ops[self.op_index(g, DEQUANTIZE)]["inputs"] = [g.ops[self.op_index(g, MEAN)]["outputs"][0]]
         self.refuses(g, r"operator 11 \(DEQUANTIZE\): reads tensor \d+, not the previous operator")
 
+    def test_logistic_not_after_fc(self):
+        g = self.edited()
+        g.ops.insert(self.op_index(g, MEAN), dict(g.ops[self.op_index(g, LOGISTIC)]))
+        mean = self.op_index(g, MEAN)
+        g.ops[mean - 1]["inputs"] = list(g.ops[mean - 2]["outputs"])
+        g.ops[mean - 1]["outputs"] = list(g.ops[mean - 2]["outputs"])
+        self.refuses(g, r"operator 8 \(LOGISTIC\): a logistic is supported only right after")
+
     def test_depth_multiplier(self):
         g = self.edited()
         i = self.op_index(g, DEPTHWISE_CONV_2D)
@@ -475,9 +483,12 @@ class ConvertTest(unittest.TestCase):
             convert_tflite.convert(bytes(raw))
         # a tensor whose buffer index does not exist
         g = self.edited()
-        raw = serialise(g)
-        model = convert_tflite.Model(raw)
-        self.assertEqual(len(model.tensors), len(g.tensors))
+        g.tensors[5]["buffer"] = 999
+        self.refuses(g, r"tensor 5 \(t5\): buffer 999 does not exist")
+        # an operator whose tensor index does not exist
+        g = self.edited()
+        g.ops[3]["inputs"][1] = 4000
+        self.refuses(g, r"operator 3 \(CONV_2D\): tensor index 4000 out of range")
 
     def test_random_corruption_never_crashes(self):
         raw = serialise(self.graph)
