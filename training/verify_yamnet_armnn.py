@@ -73,7 +73,9 @@ def speech(tmp):
     wav = os.path.join(tmp, "speech.wav")
     text = ("The weather today is cloudy with a chance of rain in the afternoon, "
             "so please remember to take an umbrella when you leave the house.")
-    subprocess.run(["espeak-ng", "-v", "en", "-s", "160", "-w", wav, text], check=True)
+    # without LD_PRELOAD: espeak-ng hangs under scripts/sanitize.sh's sanitizer runtime
+    env = {k: v for k, v in os.environ.items() if k != "LD_PRELOAD"}
+    subprocess.run(["espeak-ng", "-v", "en", "-s", "160", "-w", wav, text], check=True, env=env)
     return _fit(_sox_raw([wav], tmp))
 
 
