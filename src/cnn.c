@@ -520,8 +520,14 @@ cony_cnn_postprocess (const ConyCnn *cnn, ConyCnnPostprocess mode, const float *
   guint d = cnn->out_dim;
   if (mode == CONY_CNN_POSTPROCESS_NONE) {
     if (out != emb && n > 0)
-      memmove (out, emb, sizeof (float) * n * d);
+      memmove (out, emb, sizeof (float) * n * cony_cnn_get_output_size (cnn));
     return TRUE;
+  }
+  if (cnn->output == CONY_CNN_OUTPUT_EMBEDDING) {
+    g_set_error (error, CONY_ERROR, CONY_ERROR_INVALID,
+                 "%s: the PCA postprocess applies to the last layer's output, not to the "
+                 "embedding output", cnn->source);
+    return FALSE;
   }
   if (mode != CONY_CNN_POSTPROCESS_TF && mode != CONY_CNN_POSTPROCESS_TORCH) {
     g_set_error (error, CONY_ERROR, CONY_ERROR_INVALID, "%s: unknown postprocess mode %d",

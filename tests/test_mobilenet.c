@@ -167,6 +167,23 @@ test_vgg_has_no_embedding (void)
   g_assert_nonnull (strstr (error->message, "no embedding"));
   g_clear_error (&error);
   g_assert_cmpuint (cony_cnn_get_output_size (cnn), ==, 128);
+
+  /* A VGG-style network with a global average pool has one (its FC input); the PCA
+   * postprocess is refused on it, mode NONE copies it. */
+  g_autoptr (ConyCnn) g = cony_cnn_new_random ("6 M 7 G | 5", 8, 6, 1, 3, &error);
+  g_assert_no_error (error);
+  g_assert_cmpuint (cony_cnn_get_embedding_size (g), ==, 7);
+  g_assert_true (cony_cnn_set_output (g, CONY_CNN_OUTPUT_EMBEDDING, &error));
+  g_assert_cmpuint (cony_cnn_get_output_size (g), ==, 7);
+  float x[48], e[7], copy[7];
+  for (int i = 0; i < 48; i++)
+    x[i] = cosf (i * 0.3f);
+  cony_cnn_forward (g, x, e);
+  g_assert_true (cony_cnn_postprocess (g, CONY_CNN_POSTPROCESS_NONE, e, 1, copy, &error));
+  g_assert_cmpmem (copy, sizeof copy, e, sizeof e);
+  g_assert_false (cony_cnn_postprocess (g, CONY_CNN_POSTPROCESS_TF, e, 1, copy, &error));
+  g_assert_error (error, CONY_ERROR, CONY_ERROR_INVALID);
+  g_clear_error (&error);
 }
 
 /* ---- refusals: a tiny network "conv3x3s2 gap fc" written with chosen dtypes ---- */
