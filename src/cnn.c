@@ -20,6 +20,8 @@ layer_clear (Layer *l)
   cony_gemv_matrix_clear (&l->w16);
   g_free (l->wino[0]);
   g_free (l->wino[1]);
+  g_free (l->q);
+  g_free (l->qscale);
 }
 
 void
@@ -46,6 +48,7 @@ cony_cnn_free (ConyCnn *cnn)
   g_free (cnn->in_std);
   g_free (cnn->norm);
   g_free (cnn->col_sum);
+  g_free (cnn->panel);
   g_clear_pointer (&cnn->metadata, g_hash_table_unref);
   g_strfreev (cnn->labels);
   g_free (cnn);
