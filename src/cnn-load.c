@@ -370,6 +370,23 @@ layer_tensors (WeightSource *src, const char *base, int ndim, gsize *shape, floa
   return TRUE;
 }
 
+/* A pointwise layer whose file weights are I8 also keeps them as int8 (out x in)
+ * with their scales: the packed-weight kernel then reads a quarter of the bytes
+ * (see pw_forward()). Both were checked by read_weight(). */
+static gboolean
+keep_int8 (const WeightSource *src, Layer *l, GError **error)
+{
+  g_autofree char *wname = g_strdup_printf ("%s.weight", l->name);
+  g_autofree char *sname = g_strdup_printf ("%s.weight_scale", l->name);
+  const ConyTensorInfo *ti = src->st ? cony_safetensors_find (src->st, wname) : NULL;
+  if (ti == NULL || ti->dtype != CONY_DTYPE_I8)
+    return TRUE;
+  gsize shape[1] = { ti->shape[0] };
+  l->qscale = cony_safetensors_get_f32 (src->st, sname, 1, shape, error);
+  l->q = (gint8 *) g_memdup2 (ti->data, ti->numel);
+  return l->qscale != NULL;
+}
+
 /* Builds the layers of a MobileNet from its layer words (the `layers` metadata;
  * for random networks each conv3x3/conv1x1/fc word carries its width, "conv1x1:64").
  * Tensors of a file that no layer reads are refused. */
@@ -446,6 +463,7 @@ mobilenet_layers (ConyCnn *cnn, WeightSource *src, const char *words, float relu
         for (guint o = 0; o < out; o++)
           for (guint i = 0; i < c; i++)
             l.w[(gsize) i * out + o] = tw[(gsize) o * c + i];
+        ok = keep_int8 (src, &l, error);
       }
       break;
     case LAYER_FC:

@@ -33,6 +33,10 @@ typedef struct {
   float *w;
   float *b;
   ConyGemvMatrix w16;    /* FC with F16 weights only: w16.f16 (w is then NULL), see fc_f16() */
+  gint8 *q;              /* PW from I8 file weights: the int8 values, out x in, then (once
+                          * packed, q_packed) in the 16-column panels of wino[0] */
+  float *qscale;         /* their scales, out */
+  gboolean q_packed;
   float *wino[2];        /* CONV, Winograd F(2x2) / F(4x4): n*n x in_c x out_c (made on first use);
                           * PW: wino[0] = w in 16-column panels for the wino_gemm kernel */
   gboolean wino_packed[2];   /* wino[] in 16-column panels for the wino_gemm kernel */
@@ -75,6 +79,8 @@ struct _ConyCnn {
   gsize max_wv, max_wm;  /* Winograd scratch: n*n x tiles x Cin, n*n x tiles x Cout */
   gsize max_ch;          /* widest conv layer (channels) */
   float *wv, *wm, *wt;
+  float *panel;          /* one expanded int8 panel of a pointwise layer (16 x widest input) */
+  gsize panel_cap;
 
   /* Input normalisation (x - mean[c]) / std[c], from input_mean / input_std; NULL when
    * the file declares none. norm is the normalised copy of one example. */
@@ -109,6 +115,8 @@ typedef struct {
   gboolean portable;   /* FC products with the portable gemv (cony_gemv_portable) */
   /* Winograd products on packed weights (NULL: OpenBLAS sgemm), see wino_gemm_avx2. */
   void (*wino_gemm) (gsize T, gsize K, gsize cin, const float *v, const float *up, float *out);
+  /* One 16-column panel of it: out (T x 16, row stride ldo) = v (T x cin) panel. */
+  void (*gemm_panel) (gsize T, gsize ldo, gsize cin, const float *v, const float *panel, float *out);
 } CnnKernels;
 
 /* cnn.c */

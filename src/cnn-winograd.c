@@ -44,24 +44,28 @@ wg_block (const int mr, const float *v, gsize cin, const float *up, float *out, 
     }
 }
 
+/* One panel: out (T x 16, row stride ldo) = v (T x cin) panel (cin x 16). */
+__attribute__ ((target ("avx2,fma"))) static void
+wino_gemm_panel_avx2 (gsize T, gsize ldo, gsize cin, const float *v, const float *panel, float *o)
+{
+  gsize t = 0;
+  for (; t + WG_MR <= T; t += WG_MR)
+    wg_block (6, v + t * cin, cin, panel, o + t * ldo, ldo);
+  switch (T - t) {
+  case 5: wg_block (5, v + t * cin, cin, panel, o + t * ldo, ldo); break;
+  case 4: wg_block (4, v + t * cin, cin, panel, o + t * ldo, ldo); break;
+  case 3: wg_block (3, v + t * cin, cin, panel, o + t * ldo, ldo); break;
+  case 2: wg_block (2, v + t * cin, cin, panel, o + t * ldo, ldo); break;
+  case 1: wg_block (1, v + t * cin, cin, panel, o + t * ldo, ldo); break;
+  default: break;
+  }
+}
+
 __attribute__ ((target ("avx2,fma"))) static void
 wino_gemm_avx2 (gsize T, gsize K, gsize cin, const float *v, const float *up, float *out)
 {
-  for (gsize p = 0; p < K / 16; p++) {
-    const float *panel = up + p * 16 * cin;
-    float *o = out + 16 * p;
-    gsize t = 0;
-    for (; t + WG_MR <= T; t += WG_MR)
-      wg_block (6, v + t * cin, cin, panel, o + t * K, K);
-    switch (T - t) {
-    case 5: wg_block (5, v + t * cin, cin, panel, o + t * K, K); break;
-    case 4: wg_block (4, v + t * cin, cin, panel, o + t * K, K); break;
-    case 3: wg_block (3, v + t * cin, cin, panel, o + t * K, K); break;
-    case 2: wg_block (2, v + t * cin, cin, panel, o + t * K, K); break;
-    case 1: wg_block (1, v + t * cin, cin, panel, o + t * K, K); break;
-    default: break;
-    }
-  }
+  for (gsize p = 0; p < K / 16; p++)
+    wino_gemm_panel_avx2 (T, K, cin, v, up + p * 16 * cin, out + 16 * p);
 }
 #endif
 
@@ -79,8 +83,10 @@ cnn_kernels (void)
     k.portable = env != NULL && strcmp (env, "1") == 0;
 #ifdef CNN_HAVE_WINO_KERNEL
     __builtin_cpu_init ();
-    if (!k.portable && __builtin_cpu_supports ("avx2") && __builtin_cpu_supports ("fma"))
+    if (!k.portable && __builtin_cpu_supports ("avx2") && __builtin_cpu_supports ("fma")) {
       k.wino_gemm = wino_gemm_avx2;
+      k.gemm_panel = wino_gemm_panel_avx2;
+    }
 #endif
     g_once_init_leave (&done, 1);
   }

@@ -20,6 +20,8 @@ layer_clear (Layer *l)
   cony_gemv_matrix_clear (&l->w16);
   g_free (l->wino[0]);
   g_free (l->wino[1]);
+  g_free (l->q);
+  g_free (l->qscale);
 }
 
 void
@@ -46,6 +48,7 @@ cony_cnn_free (ConyCnn *cnn)
   g_free (cnn->in_std);
   g_free (cnn->norm);
   g_free (cnn->col_sum);
+  g_free (cnn->panel);
   g_clear_pointer (&cnn->metadata, g_hash_table_unref);
   g_strfreev (cnn->labels);
   g_free (cnn);
@@ -520,8 +523,14 @@ cony_cnn_postprocess (const ConyCnn *cnn, ConyCnnPostprocess mode, const float *
   guint d = cnn->out_dim;
   if (mode == CONY_CNN_POSTPROCESS_NONE) {
     if (out != emb && n > 0)
-      memmove (out, emb, sizeof (float) * n * d);
+      memmove (out, emb, sizeof (float) * n * cony_cnn_get_output_size (cnn));
     return TRUE;
+  }
+  if (cnn->output == CONY_CNN_OUTPUT_EMBEDDING) {
+    g_set_error (error, CONY_ERROR, CONY_ERROR_INVALID,
+                 "%s: the PCA postprocess applies to the last layer's output, not to the "
+                 "embedding output", cnn->source);
+    return FALSE;
   }
   if (mode != CONY_CNN_POSTPROCESS_TF && mode != CONY_CNN_POSTPROCESS_TORCH) {
     g_set_error (error, CONY_ERROR, CONY_ERROR_INVALID, "%s: unknown postprocess mode %d",

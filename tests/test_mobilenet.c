@@ -87,14 +87,18 @@ check_variant (gconstpointer data)
   g_assert_cmpfloat (cony_test_rel_err (out, scores->data, 10), <=, 1e-4);
 }
 
+static void test_int8_pointwise (void);
+
 /* The same goldens with CONY_CNN_PORTABLE=1: pointwise layers on OpenBLAS sgemm
- * instead of the packed-weight kernel (which the layer of 16 outputs uses otherwise). */
+ * instead of the packed-weight kernel (which the layer of 16 outputs uses otherwise),
+ * and an I8 pointwise layer (dequantised weights, sgemm). */
 static void
 test_portable (void)
 {
   if (g_test_subprocess ()) {
     check_variant ("f32");
     check_variant ("i8");
+    test_int8_pointwise ();
     return;
   }
   g_setenv ("CONY_CNN_PORTABLE", "1", TRUE);
@@ -167,6 +171,23 @@ test_vgg_has_no_embedding (void)
   g_assert_nonnull (strstr (error->message, "no embedding"));
   g_clear_error (&error);
   g_assert_cmpuint (cony_cnn_get_output_size (cnn), ==, 128);
+
+  /* A VGG-style network with a global average pool has one (its FC input); the PCA
+   * postprocess is refused on it, mode NONE copies it. */
+  g_autoptr (ConyCnn) g = cony_cnn_new_random ("6 M 7 G | 5", 8, 6, 1, 3, &error);
+  g_assert_no_error (error);
+  g_assert_cmpuint (cony_cnn_get_embedding_size (g), ==, 7);
+  g_assert_true (cony_cnn_set_output (g, CONY_CNN_OUTPUT_EMBEDDING, &error));
+  g_assert_cmpuint (cony_cnn_get_output_size (g), ==, 7);
+  float x[48], e[7], copy[7];
+  for (int i = 0; i < 48; i++)
+    x[i] = cosf (i * 0.3f);
+  cony_cnn_forward (g, x, e);
+  g_assert_true (cony_cnn_postprocess (g, CONY_CNN_POSTPROCESS_NONE, e, 1, copy, &error));
+  g_assert_cmpmem (copy, sizeof copy, e, sizeof e);
+  g_assert_false (cony_cnn_postprocess (g, CONY_CNN_POSTPROCESS_TF, e, 1, copy, &error));
+  g_assert_error (error, CONY_ERROR, CONY_ERROR_INVALID);
+  g_clear_error (&error);
 }
 
 /* ---- refusals: a tiny network "conv3x3s2 gap fc" written with chosen dtypes ---- */
@@ -383,6 +404,65 @@ test_refusals (void)
   }
 }
 
+/* A pointwise layer stored I8 keeps int8 panels expanded before each product: the
+ * same function, bit for bit, as the file with the dequantised F32 weights. */
+static void
+test_int8_pointwise (void)
+{
+  float cw[36], cb[4] = { 0.1f, -0.2f, 0.3f, 0.0f }, pb[32], fw[96], fb[3] = { 0.1f, 0, -0.1f };
+  float scale[32], deq[128];
+  gint8 q[128];
+  for (int i = 0; i < 36; i++)
+    cw[i] = sinf (i * 1.3f) * 0.5f;
+  for (int o = 0; o < 32; o++) {
+    scale[o] = 0.003f * (o + 1);
+    pb[o] = cosf (o * 0.7f) * 0.1f;
+  }
+  for (int i = 0; i < 128; i++) {
+    q[i] = (gint8) ((i * 53) % 255 - 127);
+    deq[i] = (float) q[i] * scale[i / 4];
+  }
+  for (int i = 0; i < 96; i++)
+    fw[i] = cosf (i * 0.9f) * 0.3f;
+  const char *meta[] = { "network", "mobilenet_v1", "input_height", "5", "input_width", "4",
+                         "layers", "conv3x3s1 conv1x1 gap fc", NULL };
+  Raw common[] = {
+    { "layers.0.weight", "F32", 4, { 4, 1, 3, 3 }, cw, sizeof cw },
+    { "layers.0.bias", "F32", 1, { 4 }, cb, sizeof cb },
+    { "layers.1.bias", "F32", 1, { 32 }, pb, sizeof pb },
+    { "layers.3.weight", "F32", 2, { 3, 32 }, fw, sizeof fw },
+    { "layers.3.bias", "F32", 1, { 3 }, fb, sizeof fb },
+  };
+  Raw t8[7], t32[6];
+  memcpy (t8, common, sizeof common);
+  memcpy (t32, common, sizeof common);
+  t8[5] = (Raw) { "layers.1.weight", "I8", 4, { 32, 4, 1, 1 }, q, sizeof q };
+  t8[6] = (Raw) { "layers.1.weight_scale", "F32", 1, { 32 }, scale, sizeof scale };
+  t32[5] = (Raw) { "layers.1.weight", "F32", 4, { 32, 4, 1, 1 }, deq, sizeof deq };
+  g_autofree char *p8 = write_raw ("pw_i8.safetensors", t8, 7, meta);
+  g_autofree char *p32 = write_raw ("pw_f32.safetensors", t32, 6, meta);
+  GError *error = NULL;
+  g_autoptr (ConyCnn) a = cony_cnn_load (p8, &error);
+  g_assert_no_error (error);
+  g_autoptr (ConyCnn) b = cony_cnn_load (p32, &error);
+  g_assert_no_error (error);
+  float x[3 * 20], sa[3 * 32], sb[3 * 32];
+  for (int i = 0; i < 60; i++)
+    x[i] = sinf (i * 0.77f) * 3.0f;
+  for (int o = 0; o < 2; o++) {
+    g_assert_true (cony_cnn_set_output (a, o, NULL) && cony_cnn_set_output (b, o, NULL));
+    guint d = cony_cnn_get_output_size (a);
+    g_assert_cmpuint (d, ==, o ? 32 : 3);
+    cony_cnn_forward_batch (a, x, 3, sa);
+    cony_cnn_forward_batch (b, x, 3, sb);
+    g_assert_cmpmem (sa, 3 * d * sizeof (float), sb, 3 * d * sizeof (float));
+    gboolean some = FALSE;
+    for (guint i = 0; i < 3 * d; i++)
+      some |= sa[i] != 0.0f;
+    g_assert_true (some);
+  }
+}
+
 int
 main (int argc, char **argv)
 {
@@ -396,6 +476,7 @@ main (int argc, char **argv)
   g_test_add_func ("/mobilenet/random-yamnet", test_random_yamnet);
   g_test_add_func ("/mobilenet/vgg-no-embedding", test_vgg_has_no_embedding);
   g_test_add_func ("/mobilenet/refusals", test_refusals);
+  g_test_add_func ("/mobilenet/int8-pointwise", test_int8_pointwise);
   int ret = g_test_run ();
   g_autofree char *cmd = g_strdup_printf ("rm -rf '%s'", tmpdir);
   if (system (cmd) != 0)

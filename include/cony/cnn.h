@@ -214,8 +214,9 @@ gboolean cony_cnn_has_pca (const ConyCnn *cnn);
 gboolean cony_cnn_load_pca (ConyCnn *cnn, const char *path, GError **error);
 
 /* Postprocesses @n embeddings (@emb, n x D) into @out (n x D, may equal @emb).
- * Fails with CONY_ERROR_MISSING when the model has no PCA parameters (and
- * mode is not NONE, which just copies). */
+ * Fails with CONY_ERROR_MISSING when the model has no PCA parameters, and with
+ * CONY_ERROR_INVALID while the output is CONY_CNN_OUTPUT_EMBEDDING (mode NONE
+ * just copies n x the output size). */
 gboolean cony_cnn_postprocess (const ConyCnn *cnn, ConyCnnPostprocess mode,
                                const float *emb, gsize n, float *out, GError **error);
 
