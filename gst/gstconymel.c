@@ -10,13 +10,20 @@
  * conymel turns mono audio into log-mel frames, VGGish-exact by default:
  * 16 kHz, 400-sample (25 ms) periodic Hann windows every 160 samples (10 ms),
  * 512-point real FFT, magnitude, 64 HTK mel bands between 125 and 7500 Hz,
- * natural log(mel + 0.01). Every parameter is a property.
+ * natural log(mel + 0.01). Every parameter is a property;
+ * #GstConyMel:preset=yamnet selects YAMNet's front end (the same with
+ * log(mel + 0.001)).
  *
  * The output is an NNStreamer-compatible token stream
  * (`other/tensors,format=static,num_tensors=1,types=float32,dimensions=64:1,framerate=100/1`),
  * one frame per buffer; #GstConyMel:frames-per-buffer puts K frames in each
  * buffer, announced as `dimensions=64:K` and `framerate=100/K` (buffers per
  * second, as NNStreamer's tensor_converter does with frames-per-tensor).
+ *
+ * The caps also carry the settings, so that a CNN downstream can check them
+ * against the front end its model was trained with (conyvggish does):
+ * `mel-sample-rate`, `mel-window-length`, `mel-hop-length`, `mel-fft-length`,
+ * `mel-n-mels` (int) and `mel-fmin`, `mel-fmax`, `mel-log-offset` (double).
  *
  * The sink pad accepts F32LE or S16LE mono audio at #GstConyMel:sample-rate
  * only; put audioconvert and audioresample in front for anything else.
@@ -78,6 +85,8 @@ GST_DEBUG_CATEGORY_STATIC (gst_cony_mel_debug);
 #define DEFAULT_FMAX 7500.0
 #define DEFAULT_LOG_OFFSET 0.01
 #define DEFAULT_FRAMES_PER_BUFFER 1
+#define DEFAULT_PRESET GST_CONY_MEL_PRESET_VGGISH
+#define YAMNET_LOG_OFFSET 0.001
 
 /* Silence from a GAP is framed in chunks of this many samples. */
 #define GAP_CHUNK 16384
@@ -94,7 +103,24 @@ enum
   PROP_FMAX,
   PROP_LOG_OFFSET,
   PROP_FRAMES_PER_BUFFER,
+  PROP_PRESET,
 };
+
+GType
+gst_cony_mel_preset_get_type (void)
+{
+  static GType type = 0;
+  static const GEnumValue values[] = {
+    { GST_CONY_MEL_PRESET_VGGISH, "VGGish: log(mel + 0.01)", "vggish" },
+    { GST_CONY_MEL_PRESET_YAMNET, "YAMNet: log(mel + 0.001)", "yamnet" },
+    { 0, NULL, NULL },
+  };
+  if (g_once_init_enter (&type)) {
+    GType t = g_enum_register_static ("GstConyMelPreset", values);
+    g_once_init_leave (&type, t);
+  }
+  return type;
+}
 
 static GstStaticPadTemplate sink_template = GST_STATIC_PAD_TEMPLATE ("sink",
     GST_PAD_SINK, GST_PAD_ALWAYS,
@@ -155,7 +181,18 @@ make_src_caps (GstConyMel *self, guint k)
   if (!gst_util_fraction_multiply ((gint) config.sample_rate, 1, 1,
           (gint) config.hop_length, &info.rate_n, &info.rate_d))
     return NULL;
-  return gst_cony_tokens_caps_new (&info);
+  GstCaps *caps = gst_cony_tokens_caps_new (&info);
+  if (caps != NULL)
+    gst_caps_set_simple (caps,
+        "mel-sample-rate", G_TYPE_INT, (gint) config.sample_rate,
+        "mel-window-length", G_TYPE_INT, (gint) config.window_length,
+        "mel-hop-length", G_TYPE_INT, (gint) config.hop_length,
+        "mel-fft-length", G_TYPE_INT, (gint) config.fft_length,
+        "mel-n-mels", G_TYPE_INT, (gint) config.n_mels,
+        "mel-fmin", G_TYPE_DOUBLE, config.fmin,
+        "mel-fmax", G_TYPE_DOUBLE, config.fmax,
+        "mel-log-offset", G_TYPE_DOUBLE, config.log_offset, NULL);
+  return caps;
 }
 
 static GstFlowReturn
@@ -580,6 +617,22 @@ gst_cony_mel_change_state (GstElement *element, GstStateChange transition)
 
 /* ------------------------------------------------------------------------ */
 
+/* Sets every log-mel property to @preset's value (object lock held). The
+ * presets differ only in the log offset; the rest is VGGish's front end. */
+static void
+apply_preset (GstConyMel *self, GstConyMelPreset preset)
+{
+  self->preset = preset;
+  self->sample_rate = DEFAULT_SAMPLE_RATE;
+  self->window_length = DEFAULT_WINDOW_LENGTH;
+  self->hop_length = DEFAULT_HOP_LENGTH;
+  self->fft_length = DEFAULT_FFT_LENGTH;
+  self->n_mels = DEFAULT_N_MELS;
+  self->fmin = DEFAULT_FMIN;
+  self->fmax = DEFAULT_FMAX;
+  self->log_offset = preset == GST_CONY_MEL_PRESET_YAMNET ? YAMNET_LOG_OFFSET : DEFAULT_LOG_OFFSET;
+}
+
 static void
 gst_cony_mel_set_property (GObject *object, guint prop_id, const GValue *value,
     GParamSpec *pspec)
@@ -614,6 +667,9 @@ gst_cony_mel_set_property (GObject *object, guint prop_id, const GValue *value,
       break;
     case PROP_FRAMES_PER_BUFFER:
       self->frames_per_buffer = g_value_get_uint (value);
+      break;
+    case PROP_PRESET:
+      apply_preset (self, g_value_get_enum (value));
       break;
     default:
       G_OBJECT_WARN_INVALID_PROPERTY_ID (object, prop_id, pspec);
@@ -655,6 +711,9 @@ gst_cony_mel_get_property (GObject *object, guint prop_id, GValue *value, GParam
       break;
     case PROP_FRAMES_PER_BUFFER:
       g_value_set_uint (value, self->frames_per_buffer);
+      break;
+    case PROP_PRESET:
+      g_value_set_enum (value, self->preset);
       break;
     default:
       G_OBJECT_WARN_INVALID_PROPERTY_ID (object, prop_id, pspec);
@@ -771,7 +830,21 @@ gst_cony_mel_class_init (GstConyMelClass *klass)
       g_param_spec_uint ("frames-per-buffer", "Frames per buffer",
           "Frames (tokens) per output buffer",
           1, 65536, DEFAULT_FRAMES_PER_BUFFER, flags));
+  /**
+   * GstConyMel:preset:
+   *
+   * A named front end: setting it sets sample-rate, window-length,
+   * hop-length, fft-length, n-mels, fmin, fmax and log-offset to the preset's
+   * values (vggish: the defaults; yamnet: the same with log-offset 0.001).
+   * Properties set after it override single values; reading it gives the
+   * preset set last.
+   */
+  g_object_class_install_property (gobject_class, PROP_PRESET,
+      g_param_spec_enum ("preset", "Preset",
+          "Named front end; sets every log-mel property (later properties override)",
+          GST_TYPE_CONY_MEL_PRESET, DEFAULT_PRESET, flags));
 
+  gst_type_mark_as_plugin_api (GST_TYPE_CONY_MEL_PRESET, 0);
   gst_element_class_add_static_pad_template (element_class, &sink_template);
   gst_element_class_add_static_pad_template (element_class, &src_template);
   gst_element_class_set_static_metadata (element_class, "Log-mel spectrogram",
@@ -796,14 +869,7 @@ gst_cony_mel_init (GstConyMel *self)
   gst_pad_use_fixed_caps (self->srcpad);
   gst_element_add_pad (GST_ELEMENT (self), self->srcpad);
 
-  self->sample_rate = DEFAULT_SAMPLE_RATE;
-  self->window_length = DEFAULT_WINDOW_LENGTH;
-  self->hop_length = DEFAULT_HOP_LENGTH;
-  self->fft_length = DEFAULT_FFT_LENGTH;
-  self->n_mels = DEFAULT_N_MELS;
-  self->fmin = DEFAULT_FMIN;
-  self->fmax = DEFAULT_FMAX;
-  self->log_offset = DEFAULT_LOG_OFFSET;
+  apply_preset (self, DEFAULT_PRESET);
   self->frames_per_buffer = DEFAULT_FRAMES_PER_BUFFER;
   self->anchor = GST_CLOCK_TIME_NONE;
 }

@@ -14,6 +14,15 @@ G_BEGIN_DECLS
 #define GST_TYPE_CONY_MEL (gst_cony_mel_get_type ())
 G_DECLARE_FINAL_TYPE (GstConyMel, gst_cony_mel, GST, CONY_MEL, GstElement)
 
+/* Named front ends: setting #GstConyMel:preset sets every log-mel property. */
+typedef enum {
+  GST_CONY_MEL_PRESET_VGGISH,   /* log(mel + 0.01) */
+  GST_CONY_MEL_PRESET_YAMNET,   /* log(mel + 0.001), otherwise VGGish's settings */
+} GstConyMelPreset;
+
+#define GST_TYPE_CONY_MEL_PRESET (gst_cony_mel_preset_get_type ())
+GType gst_cony_mel_preset_get_type (void);
+
 struct _GstConyMel {
   GstElement parent;
 
@@ -30,6 +39,7 @@ struct _GstConyMel {
   gdouble fmax;
   gdouble log_offset;
   guint frames_per_buffer;
+  GstConyMelPreset preset;   /* the preset set last */
 
   /* Stream state (streaming thread; created in READY->PAUSED). */
   ConyMel *mel;

@@ -5,20 +5,25 @@
 /**
  * SECTION:element-conyvggish
  * @title: conyvggish
- * @short_description: VGGish-style CNN embeddings of log-mel windows
+ * @short_description: CNN embeddings or scores of log-mel windows
  *
- * conyvggish runs a VGG-style CNN (libcony's engine: 3x3 convolutions,
- * max-pools, fully connected layers; VGGish and reduced relatives) on sliding
- * windows of the log-mel token stream that #GstConyMel produces, and outputs
- * one embedding token per window. By default a window is as many frames as
+ * conyvggish runs any network of libcony's CNN engine on sliding windows of
+ * the log-mel token stream that #GstConyMel produces, and outputs one token
+ * per window: VGG-style networks (3x3 convolutions, max-pools, fully
+ * connected layers; VGGish and reduced relatives) and MobileNet-v1 networks
+ * (YAMNet: depthwise/pointwise convolutions, a 521-class sigmoid head). The
+ * name stays for compatibility. #GstConyVggish:output picks the network's
+ * last layer (`scores`, default: VGGish's embedding, YAMNet's 521 scores) or
+ * the pooled embedding before its head (`embedding`: YAMNet's 1024-d vector). By default a window is as many frames as
  * the model takes (96, 0.96 s, for VGGish and the shipped models) and a new
  * window starts every 25 frames (0.25 s), the setup of the CoNy papers; the
  * output is then
  * `other/tensors,format=static,num_tensors=1,types=float32,dimensions=128:1,framerate=4/1`.
  *
- * The #GstConyVggish:model property names a safetensors file with
- * torchvggish's state_dict names (features.K.*, embeddings.K.*; see
- * include/cony/cnn.h and training/convert_vggish.py). It is loaded on
+ * The #GstConyVggish:model property names a CNN safetensors file
+ * (docs/model-format.md): torchvggish's state_dict names (features.K.*,
+ * embeddings.K.*; training/convert_vggish.py) or a network=mobilenet_v1 file
+ * (layers.I.*, e.g. models/yamnet/yamnet.safetensors). It is loaded on
  * READY->PAUSED; a missing or invalid file is an error and the state change
  * fails. #GstConyVggish:window, if set, must equal the model's input height,
  * and the input tokens must have the model's input width (64 mel bands).
@@ -86,7 +91,9 @@
 
 #include "gstconyvggish.h"
 #include "gstconyelement.h"
+#include "cony/safetensors.h"
 
+#include <json-glib/json-glib.h>
 #include <math.h>
 #include <string.h>
 
@@ -99,6 +106,7 @@ GST_DEBUG_CATEGORY_STATIC (gst_cony_vggish_debug);
 #define DEFAULT_WINDOW 0        /* the model's input height */
 #define DEFAULT_STRIDE 25
 #define DEFAULT_BATCH 1
+#define DEFAULT_OUTPUT GST_CONY_VGGISH_OUTPUT_SCORES
 
 enum
 {
@@ -109,6 +117,7 @@ enum
   PROP_WINDOW,
   PROP_STRIDE,
   PROP_BATCH,
+  PROP_OUTPUT,
 };
 
 static GstStaticPadTemplate sink_template = GST_STATIC_PAD_TEMPLATE ("sink",
@@ -130,6 +139,24 @@ gst_cony_vggish_postprocess_get_type (void)
   };
   if (g_once_init_enter (&type)) {
     GType t = g_enum_register_static ("GstConyVggishPostprocess", values);
+    g_once_init_leave (&type, t);
+  }
+  return type;
+}
+
+GType
+gst_cony_vggish_output_get_type (void)
+{
+  static GType type = 0;
+  static const GEnumValue values[] = {
+    {GST_CONY_VGGISH_OUTPUT_SCORES,
+        "The network's last layer (VGGish: its embedding; YAMNet: 521 scores)", "scores"},
+    {GST_CONY_VGGISH_OUTPUT_EMBEDDING,
+        "The global average pool before the FC head (YAMNet: 1024-d)", "embedding"},
+    {0, NULL, NULL},
+  };
+  if (g_once_init_enter (&type)) {
+    GType t = g_enum_register_static ("GstConyVggishOutput", values);
     g_once_init_leave (&type, t);
   }
   return type;
@@ -350,6 +377,81 @@ gst_cony_vggish_chain (GstPad *pad, GstObject *parent, GstBuffer *buf)
   return ret;
 }
 
+/* The model's log-mel front end (its "frontend" metadata, a JSON object keyed
+ * by conymel's property names or, in older files, sample_rate, window_samples,
+ * ...; VGGish's when absent) against the settings conymel wrote into @caps
+ * (mel-* fields; tokens without them are not checked). A difference is a
+ * negotiation error naming the setting: the scores would be silently wrong. */
+static gboolean
+frontend_matches (GstConyVggish *self, const GstCaps *caps)
+{
+  static const struct {
+    const char *name, *legacy;
+    gdouble vggish;
+  } settings[] = {
+    { "sample-rate", "sample_rate", 16000 }, { "window-length", "window_samples", 400 },
+    { "hop-length", "hop_samples", 160 }, { "fft-length", "fft", 512 },
+    { "n-mels", "n_mels", 64 }, { "fmin", "fmin", 125.0 }, { "fmax", "fmax", 7500.0 },
+    { "log-offset", "log_offset", 0.01 },
+  };
+  const GstStructure *s = gst_caps_get_structure (caps, 0);
+  GError *error = NULL;
+  JsonParser *parser = NULL;
+  JsonObject *fe = NULL;
+  gboolean ok = TRUE;
+  gchar *path;
+
+  GST_OBJECT_LOCK (self);
+  path = g_strdup (self->model);
+  GST_OBJECT_UNLOCK (self);
+  ConySafetensors *st = cony_safetensors_open (path, &error);
+  const char *json = st ? cony_safetensors_metadata (st, "frontend") : NULL;
+  if (json != NULL) {
+    parser = json_parser_new ();
+    if (json_parser_load_from_data (parser, json, -1, &error)
+        && JSON_NODE_HOLDS_OBJECT (json_parser_get_root (parser)))
+      fe = json_node_get_object (json_parser_get_root (parser));
+    else if (error == NULL)
+      g_set_error (&error, JSON_PARSER_ERROR, JSON_PARSER_ERROR_PARSE, "not a JSON object");
+  }
+  if (error != NULL) {
+    GST_ELEMENT_ERROR (self, CORE, NEGOTIATION, ("Cannot read the model's front end"),
+        ("%s: %s", path, error->message));
+    ok = FALSE;
+  }
+  const char *fe_name = fe && json_object_has_member (fe, "name")
+      ? json_object_get_string_member (fe, "name") : "vggish";
+  for (guint i = 0; ok && i < G_N_ELEMENTS (settings); i++) {
+    gchar *field = g_strconcat ("mel-", settings[i].name, NULL);
+    const GValue *v = gst_structure_get_value (s, field);
+    gdouble have = 0, want = settings[i].vggish;
+    JsonNode *node = NULL;
+    if (fe)
+      node = json_object_get_member (fe, settings[i].name);
+    if (fe && node == NULL)
+      node = json_object_get_member (fe, settings[i].legacy);
+    if (node != NULL && JSON_NODE_HOLDS_VALUE (node))
+      want = json_node_get_value_type (node) == G_TYPE_INT64
+          ? (gdouble) json_node_get_int (node) : json_node_get_double (node);
+    if (v != NULL)
+      have = G_VALUE_HOLDS_INT (v) ? g_value_get_int (v)
+          : G_VALUE_HOLDS_DOUBLE (v) ? g_value_get_double (v) : NAN;
+    if (v != NULL && !(fabs (have - want) <= 1e-9 * MAX (1.0, fabs (want)))) {
+      GST_ELEMENT_ERROR (self, CORE, NEGOTIATION, ("Front end does not match the model"),
+          ("%s: the input has %s=%g but %s was trained with %s=%g (the %s front end: "
+              "set conymel preset=%s or conymel %s=%g)", settings[i].name, field, have, path,
+              settings[i].name, want, fe_name, fe_name, settings[i].name, want));
+      ok = FALSE;
+    }
+    g_free (field);
+  }
+  g_clear_object (&parser);
+  g_clear_pointer (&st, cony_safetensors_close);
+  g_clear_error (&error);
+  g_free (path);
+  return ok;
+}
+
 static gboolean
 set_sink_caps (GstConyVggish *self, GstCaps *caps)
 {
@@ -361,6 +463,8 @@ set_sink_caps (GstConyVggish *self, GstCaps *caps)
     g_free (why);
     return FALSE;
   }
+  if (!frontend_matches (self, caps))
+    return FALSE;
   if (info.dim != self->dim) {
     /* A definite misconfiguration (e.g. conymel n-mels): say so on the bus. */
     GST_ELEMENT_ERROR (self, CORE, NEGOTIATION, ("Token size does not match the model"),
@@ -479,6 +583,7 @@ start (GstElement *element)
   self->win = self->window;
   self->hop = self->stride;
   self->bsize = self->batch;
+  GstConyVggishOutput output = self->output;
   GST_OBJECT_UNLOCK (self);
 
   if (model == NULL || *model == '\0') {
@@ -490,6 +595,16 @@ start (GstElement *element)
   if (self->cnn == NULL) {
     GST_ELEMENT_ERROR (self, RESOURCE, OPEN_READ, ("Could not load the model: %s",
             error->message), ("model=%s", model));
+    goto fail;
+  }
+  if (!cony_cnn_set_output (self->cnn, (ConyCnnOutput) output, &error)) {
+    GST_ELEMENT_ERROR (self, LIBRARY, SETTINGS, ("output=embedding: %s", error->message),
+        ("model=%s", model));
+    goto fail;
+  }
+  if (output == GST_CONY_VGGISH_OUTPUT_EMBEDDING && self->pp != GST_CONY_VGGISH_POSTPROCESS_NONE) {
+    GST_ELEMENT_ERROR (self, LIBRARY, SETTINGS, ("postprocess needs output=scores"),
+        ("the PCA postprocess applies to the network's last layer, not to the embedding"));
     goto fail;
   }
   if (pca != NULL && *pca != '\0' && !cony_cnn_load_pca (self->cnn, pca, &error)) {
@@ -588,6 +703,9 @@ gst_cony_vggish_set_property (GObject *object, guint prop_id, const GValue *valu
     case PROP_BATCH:
       self->batch = g_value_get_uint (value);
       break;
+    case PROP_OUTPUT:
+      self->output = g_value_get_enum (value);
+      break;
     default:
       G_OBJECT_WARN_INVALID_PROPERTY_ID (object, prop_id, pspec);
       break;
@@ -620,6 +738,9 @@ gst_cony_vggish_get_property (GObject *object, guint prop_id, GValue *value,
       break;
     case PROP_BATCH:
       g_value_set_uint (value, self->batch);
+      break;
+    case PROP_OUTPUT:
+      g_value_set_enum (value, self->output);
       break;
     default:
       G_OBJECT_WARN_INVALID_PROPERTY_ID (object, prop_id, pspec);
@@ -659,7 +780,7 @@ gst_cony_vggish_class_init (GstConyVggishClass *klass)
    */
   g_object_class_install_property (gobject_class, PROP_MODEL,
       g_param_spec_string ("model", "Model",
-          "Path of the VGGish-style safetensors model file (torchvggish tensor names)",
+          "Path of the CNN safetensors model file (VGG-style or MobileNet-v1)",
           DEFAULT_MODEL, flags));
   /**
    * GstConyVggish:pca-model:
@@ -720,15 +841,30 @@ gst_cony_vggish_class_init (GstConyVggishClass *klass)
           "Windows per CNN call in non-live pipelines (live ones always use 1)",
           1, 128, DEFAULT_BATCH, flags));
 
+  /**
+   * GstConyVggish:output:
+   *
+   * What each window gives: `scores` (default), the network's last layer
+   * (VGGish and the shipped models: their embedding; YAMNet: its 521 sigmoid
+   * scores), or `embedding`, the global average pool that feeds the FC head
+   * (YAMNet: 1024-d); a network without one fails to start with an error.
+   * The output token's dimension follows (src caps dimensions=N:1).
+   */
+  g_object_class_install_property (gobject_class, PROP_OUTPUT,
+      g_param_spec_enum ("output", "Output",
+          "Per window: the network's last layer (scores) or the pooled embedding before its head",
+          GST_TYPE_CONY_VGGISH_OUTPUT, DEFAULT_OUTPUT, flags));
+
   gst_element_class_add_static_pad_template (element_class, &sink_template);
   gst_element_class_add_static_pad_template (element_class, &src_template);
   gst_element_class_set_static_metadata (element_class, "VGGish embeddings",
       "Filter/Analyzer/Audio",
-      "Runs a VGG-style CNN on sliding windows of log-mel tokens and outputs one embedding per window",
+      "Runs a CNN (VGG-style or MobileNet-v1) on sliding windows of log-mel tokens and outputs one embedding or score vector per window",
       "gst-cony authors");
 
   element_class->change_state = GST_DEBUG_FUNCPTR (gst_cony_vggish_change_state);
   gst_type_mark_as_plugin_api (GST_TYPE_CONY_VGGISH_POSTPROCESS, 0);
+  gst_type_mark_as_plugin_api (GST_TYPE_CONY_VGGISH_OUTPUT, 0);
 }
 
 static void
@@ -748,5 +884,6 @@ gst_cony_vggish_init (GstConyVggish *self)
   self->window = DEFAULT_WINDOW;
   self->stride = DEFAULT_STRIDE;
   self->batch = DEFAULT_BATCH;
+  self->output = DEFAULT_OUTPUT;
   self->anchor = GST_CLOCK_TIME_NONE;
 }

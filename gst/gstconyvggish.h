@@ -30,6 +30,23 @@ typedef enum {
 #define GST_TYPE_CONY_VGGISH_POSTPROCESS (gst_cony_vggish_postprocess_get_type ())
 GType gst_cony_vggish_postprocess_get_type (void);
 
+/**
+ * GstConyVggishOutput:
+ * @GST_CONY_VGGISH_OUTPUT_SCORES: the network's last layer (VGGish: its
+ *   128-d embedding; YAMNet: 521 sigmoid scores)
+ * @GST_CONY_VGGISH_OUTPUT_EMBEDDING: the global average pool that feeds the
+ *   FC head (YAMNet: 1024-d); only for networks that have one
+ *
+ * What conyvggish outputs per window.
+ */
+typedef enum {
+  GST_CONY_VGGISH_OUTPUT_SCORES = CONY_CNN_OUTPUT_SCORES,
+  GST_CONY_VGGISH_OUTPUT_EMBEDDING = CONY_CNN_OUTPUT_EMBEDDING,
+} GstConyVggishOutput;
+
+#define GST_TYPE_CONY_VGGISH_OUTPUT (gst_cony_vggish_output_get_type ())
+GType gst_cony_vggish_output_get_type (void);
+
 /* A complete window's output timing, kept while it waits in a batch. */
 typedef struct {
   GstClockTime pts, duration;
@@ -53,6 +70,7 @@ struct _GstConyVggish {
   guint window;
   guint stride;
   guint batch;
+  GstConyVggishOutput output;
 
   /* Stream state (streaming thread). */
   ConyCnn *cnn;

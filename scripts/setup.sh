@@ -17,6 +17,7 @@ RUNTIME=(
   libavutil-dev libswresample-dev
   python3 python3-gi gir1.2-gstreamer-1.0
   espeak-ng sox libsox-fmt-base
+  python3-flatbuffers
 )
 # Tests and training/: the reference and training stack (torch), numpy (overlay.py's
 # bitmap font too), and the MQTT broker and client of pipelines/mqtt_publish.py's test.

@@ -322,6 +322,38 @@ test_bad_models (void)
     g_clear_error (&error);
     set_free (&s);
   }
+  /* Inf weights (issue #30: the loader must refuse them like NaN), in a conv
+   * layer, an FC layer and the PCA. */
+  {
+    static const char *const where[] = { "features.3.weight", "embeddings.0.bias", "pca_means" };
+    for (guint k = 0; k < G_N_ELEMENTS (where); k++) {
+      TensorSet s = read_set ("small.safetensors");
+      ((float *) s.data->pdata[set_find (&s, where[k])])[1] = k == 1 ? -INFINITY : INFINITY;
+      g_autofree char *p = write_set (&s, "inf.safetensors", NULL);
+      expect_refused (p, CONY_ERROR_INVALID, where[k], "non-finite");
+      set_free (&s);
+    }
+  }
+  /* An F16 FC weight that is +Inf (the FC layers keep F16 weights as they are). */
+  {
+    g_autofree char *src = cony_test_golden_path ("cnn", "small_f16.safetensors");
+    g_autofree char *bytes = NULL;
+    gsize len = 0;
+    g_assert_true (g_file_get_contents (src, &bytes, &len, NULL));
+    GError *error = NULL;
+    g_autoptr (ConySafetensors) st = cony_safetensors_open (src, &error);
+    g_assert_no_error (error);
+    const ConyTensorInfo *ti = cony_safetensors_find (st, "embeddings.2.weight");
+    g_assert_true (ti != NULL && ti->dtype == CONY_DTYPE_F16);
+    /* The tensor's bytes in the file: the mapping holds the file as it is. */
+    const char *at = memmem (bytes, len, ti->data, ti->nbytes);
+    g_assert_nonnull (at);
+    guint16 inf = GUINT16_TO_LE (0x7c00);
+    memcpy (bytes + (at - bytes) + 2 * 5, &inf, 2);
+    g_autofree char *p = g_build_filename (tmpdir, "inf16.safetensors", NULL);
+    g_assert_true (g_file_set_contents (p, bytes, len, NULL));
+    expect_refused (p, CONY_ERROR_INVALID, "embeddings.2.weight", "non-finite");
+  }
   /* PCA of the wrong size. */
   {
     TensorSet s = read_set ("small.safetensors");

@@ -14,6 +14,9 @@
 #define N_MELS 64
 #define F32_CAPS "audio/x-raw,format=F32LE,rate=16000,channels=1,layout=interleaved"
 #define MS (GST_MSECOND)
+/* The settings conymel writes into its src caps, VGGish's by default. */
+#define MEL_FIELDS(log_offset) ",mel-sample-rate=16000,mel-window-length=400,mel-hop-length=160," \
+  "mel-fft-length=512,mel-n-mels=64,mel-fmin=125.0,mel-fmax=7500.0,mel-log-offset=" log_offset
 
 /* Deterministic test signal: a chirp plus noise. */
 static float *
@@ -128,7 +131,7 @@ test_caps_negotiated (void)
   GstCaps *caps = gst_pad_get_current_caps (h->sinkpad);
   g_assert_nonnull (caps);
   GstCaps *want = gst_caps_from_string ("other/tensors,format=static,num_tensors=1,"
-      "types=float32,dimensions=(string)64:1,framerate=100/1");
+      "types=float32,dimensions=(string)64:1,framerate=100/1" MEL_FIELDS ("0.01"));
   g_assert_true (gst_caps_is_equal (caps, want));
   gst_caps_unref (want);
   gst_caps_unref (caps);
@@ -296,7 +299,7 @@ test_frames_per_buffer_and_eos (void)
   gst_harness_set_src_caps_str (h, F32_CAPS);
   GstCaps *caps = gst_pad_get_current_caps (h->sinkpad);
   GstCaps *want = gst_caps_from_string ("other/tensors,format=static,num_tensors=1,"
-      "types=float32,dimensions=(string)64:10,framerate=10/1");
+      "types=float32,dimensions=(string)64:10,framerate=10/1" MEL_FIELDS ("0.01"));
   g_assert_true (gst_caps_is_equal (caps, want));
   gst_caps_unref (want);
   gst_caps_unref (caps);
@@ -566,6 +569,51 @@ test_nan_samples (void)
   g_free (x);
 }
 
+/* preset=yamnet: log(mel + 0.001) (caps say so, frames match libcony with that
+ * offset), every other setting VGGish's; a property set after the preset
+ * overrides it, and preset=vggish restores every default. */
+static void
+test_preset_yamnet (void)
+{
+  gsize n = 8000, n_ref;
+  float *x = make_signal (n, 9);
+  ConyMelConfig config;
+  cony_mel_config_init_vggish (&config);
+  config.log_offset = 0.001;
+  float *ref = reference_frames (&config, x, n, &n_ref);
+  GstHarness *h = new_harness ("preset", 1, NULL);
+  gst_harness_set_src_caps_str (h, F32_CAPS);
+  GstCaps *caps = gst_pad_get_current_caps (h->sinkpad);
+  GstCaps *want = gst_caps_from_string ("other/tensors,format=static,num_tensors=1,"
+      "types=float32,dimensions=(string)64:1,framerate=100/1" MEL_FIELDS ("0.001"));
+  g_assert_true (gst_caps_is_equal (caps, want));
+  gst_caps_unref (want);
+  gst_caps_unref (caps);
+  const gsize sizes[] = { 777 };
+  push_pieces (h, x, n, sizes, 1, 0);
+  g_assert_cmpuint (check_frames (h, ref, n_ref, 0, 0, 10 * MS, 1), ==, n_ref);
+  gst_harness_teardown (h);
+
+  GstElement *el = gst_element_factory_make ("conymel", NULL);
+  gdouble offset;
+  gint preset;
+  g_object_set (el, "n-mels", 40, "preset", 1, "hop-length", 100, NULL);
+  g_object_get (el, "log-offset", &offset, "preset", &preset, NULL);
+  guint mels, hop;
+  g_object_get (el, "n-mels", &mels, "hop-length", &hop, NULL);
+  g_assert_cmpfloat (offset, ==, 0.001);
+  g_assert_cmpint (preset, ==, 1);
+  g_assert_cmpuint (mels, ==, 64);       /* set before the preset: reset by it */
+  g_assert_cmpuint (hop, ==, 100);       /* set after: kept */
+  gst_util_set_object_arg (G_OBJECT (el), "preset", "vggish");
+  g_object_get (el, "log-offset", &offset, "hop-length", &hop, NULL);
+  g_assert_cmpfloat (offset, ==, 0.01);
+  g_assert_cmpuint (hop, ==, 160);
+  gst_object_unref (el);
+  g_free (ref);
+  g_free (x);
+}
+
 /* Invalid settings fail the state change with an error, not a crash. */
 static void
 test_bad_settings (void)
@@ -603,5 +651,6 @@ main (int argc, char **argv)
   g_test_add_func ("/conymel/gap", test_gap_is_silence);
   g_test_add_func ("/conymel/nan", test_nan_samples);
   g_test_add_func ("/conymel/bad-settings", test_bad_settings);
+  g_test_add_func ("/conymel/preset-yamnet", test_preset_yamnet);
   return g_test_run ();
 }

@@ -182,27 +182,6 @@ list_has (const char *list, const char *item)
   return g_strv_contains ((const char *const *) parts, item);
 }
 
-static char *
-find_script (const char *given, const char *argv0)
-{
-  if (given)
-    return g_strdup (given);
-  const char *root = g_getenv ("CONY_SOURCE_ROOT");
-  g_autofree char *exe_dir = g_path_get_dirname (argv0);
-  char *cands[] = {
-    root ? g_build_filename (root, "training", "bench_torch_step.py", NULL) : NULL,
-    g_build_filename ("training", "bench_torch_step.py", NULL),
-    g_build_filename (exe_dir, "..", "..", "training", "bench_torch_step.py", NULL),
-  };
-  char *found = NULL;
-  for (guint i = 0; i < G_N_ELEMENTS (cands); i++) {
-    if (!found && cands[i] && g_file_test (cands[i], G_FILE_TEST_EXISTS))
-      found = g_strdup (cands[i]);
-    g_free (cands[i]);
-  }
-  return found;
-}
-
 int
 cony_bench_model (int argc, char **argv)
 {
@@ -243,7 +222,7 @@ cony_bench_model (int argc, char **argv)
   if (no_torch)
     why = g_strdup ("--no-torch");
   else {
-    g_autofree char *path = find_script (script, argv0);
+    g_autofree char *path = cony_find_training_script ("bench_torch_step.py", script, argv0);
     if (!path)
       why = g_strdup ("training/bench_torch_step.py not found (set CONY_SOURCE_ROOT or --torch-script)");
     else
