@@ -152,6 +152,9 @@ make_src_caps (GstConyMel *self, guint k)
   }
   info.dim = config.n_mels;
   info.tokens_per_buffer = k ? k : fpb;
+  /* A frame reads window samples from its PTS but lasts one hop. */
+  info.lookahead_n = (gint) config.window_length - (gint) config.hop_length;
+  info.lookahead_d = (gint) config.sample_rate;
   if (!gst_util_fraction_multiply ((gint) config.sample_rate, 1, 1,
           (gint) config.hop_length, &info.rate_n, &info.rate_d))
     return NULL;

@@ -119,6 +119,8 @@ GST_DEBUG_CATEGORY_STATIC (gst_cony_transformer_debug);
 #define DEFAULT_POST_MESSAGES TRUE
 #define DEFAULT_MESSAGE_MODE GST_CONY_TRANSFORMER_MESSAGE_EVERY_STEP
 #define DEFAULT_THRESHOLD 0.0
+#define DEFAULT_TOP_K 1
+#define MAX_TOP_K 1024
 
 #define MESSAGE_NAME "conytransformer"
 
@@ -131,6 +133,8 @@ enum
   PROP_POST_MESSAGES,
   PROP_MESSAGE_MODE,
   PROP_THRESHOLD,
+  PROP_TOP_K,
+  PROP_LABELS,
 };
 
 static GstStaticPadTemplate sink_template = GST_STATIC_PAD_TEMPLATE ("sink",
@@ -194,13 +198,43 @@ reset_stream (GstConyTransformer *self)
     cony_encoder_reset (self->encoder);
   self->seg_class = -1;
   self->seg_start = self->seg_end = GST_CLOCK_TIME_NONE;
+  for (guint c = 0; self->active && c < self->n_classes; c++) {
+    self->active[c] = FALSE;
+    self->on_start[c] = self->on_end[c] = GST_CLOCK_TIME_NONE;
+  }
   self->have_last = FALSE;
   self->in_nonfinite = FALSE;
 }
 
-/* Reads one label per line; a final empty line is ignored. */
+/* Parses "label<TAB>threshold" lines in place: cuts the label at the tab and
+ * stores the threshold (NAN when the line has none). */
+static gboolean
+split_thresholds (const gchar *path, gchar **lines, guint n, gdouble *thresholds,
+    GError **error)
+{
+  for (guint i = 0; i < n; i++) {
+    gchar *tab = strchr (lines[i], '\t');
+    thresholds[i] = NAN;
+    if (tab == NULL)
+      continue;
+    *tab = '\0';
+    gchar *end = NULL;
+    gdouble t = g_ascii_strtod (tab + 1, &end);
+    if (end == tab + 1 || *end != '\0' || !(t >= 0.0 && t <= 1.0)) {
+      g_set_error (error, G_FILE_ERROR, G_FILE_ERROR_INVAL, "%s, line %u (%s): the threshold "
+          "after the tab is '%s', expected a number from 0 to 1", path, i + 1, lines[i], tab + 1);
+      return FALSE;
+    }
+    thresholds[i] = t;
+  }
+  return TRUE;
+}
+
+/* Reads one label per line, optionally followed by a tab and its threshold
+ * (as DL Streamer's model-proc gives per label); a final empty line is
+ * ignored. *thresholds: one per label, NAN where the line has none. */
 static gchar **
-read_labels (const gchar *path, guint *n, GError **error)
+read_labels (const gchar *path, guint *n, gdouble **thresholds, GError **error)
 {
   gchar *text = NULL;
   if (!g_file_get_contents (path, &text, NULL, error))
@@ -216,6 +250,12 @@ read_labels (const gchar *path, guint *n, GError **error)
     gsize len = strlen (lines[i]);
     if (len > 0 && lines[i][len - 1] == '\r')
       lines[i][len - 1] = '\0';
+  }
+  *thresholds = g_new (gdouble, MAX (count, 1));
+  if (!split_thresholds (path, lines, count, *thresholds, error)) {
+    g_clear_pointer (thresholds, g_free);
+    g_strfreev (lines);
+    return NULL;
   }
   *n = count;
   return lines;
@@ -263,10 +303,11 @@ gst_cony_transformer_start (GstBaseTransform *trans)
   self->window = (guint) c->window;
   self->k = (guint) cony_encoder_tokens_per_step (self->encoder);
   self->refused_k = 0;
+  gchar **labels = NULL;
   if (labels_file != NULL && *labels_file != '\0') {
     guint n = 0;
-    self->labels = read_labels (labels_file, &n, &error);
-    if (self->labels == NULL) {
+    labels = read_labels (labels_file, &n, &self->thresholds, &error);
+    if (labels == NULL) {
       GST_ELEMENT_ERROR (self, RESOURCE, OPEN_READ, ("Could not read the labels file: %s",
               error->message), ("labels-file=%s", labels_file));
       goto fail;
@@ -275,11 +316,22 @@ gst_cony_transformer_start (GstBaseTransform *trans)
       GST_ELEMENT_ERROR (self, LIBRARY, SETTINGS,
           ("The labels file has %u labels but the model has %u classes", n, self->n_classes),
           ("labels-file=%s (one label per line), model=%s", labels_file, path));
+      g_strfreev (labels);
       goto fail;
     }
   } else {
-    self->labels = g_strdupv (c->labels);
+    labels = g_strdupv (c->labels);
   }
+  GST_OBJECT_LOCK (self);
+  self->labels = labels;
+  GST_OBJECT_UNLOCK (self);
+  g_object_notify (G_OBJECT (self), "labels");
+  self->multi_label = c->output == CONY_OUTPUT_SIGMOID;
+  self->top_ids = g_new (gint, self->n_classes);
+  self->top_labels = g_new (const gchar *, self->n_classes);
+  self->active = g_new0 (gboolean, self->n_classes);
+  self->on_start = g_new (GstClockTime, self->n_classes);
+  self->on_end = g_new (GstClockTime, self->n_classes);
 
   self->logits = g_new0 (gfloat, self->n_classes);
   self->probs = g_new0 (gfloat, self->n_classes);
@@ -310,7 +362,15 @@ gst_cony_transformer_stop (GstBaseTransform *trans)
 
   g_clear_pointer (&self->encoder, cony_encoder_free);
   g_clear_pointer (&self->model, cony_model_free);
+  GST_OBJECT_LOCK (self);
   g_clear_pointer (&self->labels, g_strfreev);
+  GST_OBJECT_UNLOCK (self);
+  g_clear_pointer (&self->thresholds, g_free);
+  g_clear_pointer (&self->top_ids, g_free);
+  g_clear_pointer (&self->top_labels, g_free);
+  g_clear_pointer (&self->active, g_free);
+  g_clear_pointer (&self->on_start, g_free);
+  g_clear_pointer (&self->on_end, g_free);
   g_clear_pointer (&self->logits, g_free);
   g_clear_pointer (&self->probs, g_free);
   g_clear_pointer (&self->starts, g_free);
@@ -362,8 +422,7 @@ gst_cony_transformer_set_caps (GstBaseTransform *trans, GstCaps *incaps, GstCaps
   return TRUE;
 }
 
-static GstStructure *new_step_structure (GstConyTransformer *self, GstClockTime pts,
-    GstClockTime duration, guint64 step, gint top);
+static void close_segments_at_eos (GstConyTransformer *self);
 
 static gboolean
 gst_cony_transformer_sink_event (GstBaseTransform *trans, GstEvent *event)
@@ -380,28 +439,9 @@ gst_cony_transformer_sink_event (GstBaseTransform *trans, GstEvent *event)
       GST_DEBUG_OBJECT (self, "gap: resetting the continual state");
       reset_stream (self);
       break;
-    case GST_EVENT_EOS:{
-      gboolean post;
-      GstConyTransformerMessageMode mode;
-      GST_OBJECT_LOCK (self);
-      post = self->post_messages;
-      mode = self->message_mode;
-      GST_OBJECT_UNLOCK (self);
-      if (post && mode == GST_CONY_TRANSFORMER_MESSAGE_ON_CHANGE && self->seg_class >= 0
-          && self->have_last) {
-        GstStructure *s = new_step_structure (self, self->last_pts, self->last_duration,
-            self->last_step, self->seg_class);
-        gst_structure_set (s, "segment-start", G_TYPE_UINT64, self->seg_start,
-            "previous-label", G_TYPE_STRING, self->labels[self->seg_class],
-            "previous-segment-start", G_TYPE_UINT64, self->seg_start,
-            "previous-segment-end", G_TYPE_UINT64, self->seg_end,
-            "eos", G_TYPE_BOOLEAN, TRUE, NULL);
-        gst_element_post_message (GST_ELEMENT (self),
-            gst_message_new_element (GST_OBJECT (self), s));
-        self->seg_class = -1;
-      }
+    case GST_EVENT_EOS:
+      close_segments_at_eos (self);
       break;
-    }
     default:
       break;
   }
@@ -419,14 +459,21 @@ all_finite (const gfloat *x, guint n)
   return TRUE;
 }
 
-/* Softmax of the logits into self->probs; returns the top class. */
+/* Scores of the logits into self->probs, in double: softmax (with the
+ * maximum subtracted), or one sigmoid per class for multi-label models.
+ * Returns the top class. */
 static gint
-softmax_top (GstConyTransformer *self)
+compute_scores (GstConyTransformer *self)
 {
   gint top = 0;
   for (guint i = 1; i < self->n_classes; i++)
     if (self->logits[i] > self->logits[top])
       top = (gint) i;
+  if (self->multi_label) {
+    for (guint i = 0; i < self->n_classes; i++)
+      self->probs[i] = (gfloat) (1.0 / (1.0 + exp (-(double) self->logits[i])));
+    return top;
+  }
   double max = self->logits[top], sum = 0.0;
   for (guint i = 0; i < self->n_classes; i++)
     sum += exp ((double) self->logits[i] - max);
@@ -435,26 +482,79 @@ softmax_top (GstConyTransformer *self)
   return top;
 }
 
-static GstStructure *
-new_step_structure (GstConyTransformer *self, GstClockTime pts, GstClockTime duration,
-    guint64 step, gint top)
+/* TRUE when class a ranks before class b: higher score, then lower index. */
+static inline gboolean
+ranks_before (const gfloat *p, gint a, gint b)
+{
+  return p[a] > p[b] || (p[a] == p[b] && a < b);
+}
+
+/* The @k best classes into self->top_ids / top_labels, best first; returns
+ * how many (k, at most the number of classes). O(k x classes). */
+static guint
+select_top (GstConyTransformer *self, guint k)
+{
+  k = MIN (k, self->n_classes);
+  for (guint j = 0; j < k; j++) {
+    gint best = -1;
+    for (guint i = 0; i < self->n_classes; i++) {
+      if (j > 0 && !ranks_before (self->probs, self->top_ids[j - 1], (gint) i))
+        continue;
+      if (best < 0 || ranks_before (self->probs, (gint) i, best))
+        best = (gint) i;
+    }
+    self->top_ids[j] = best;
+    self->top_labels[j] = self->labels[best];
+  }
+  return k;
+}
+
+/* The threshold of class @c: the labels file's, else the property's; for
+ * multi-label models an unset threshold (0) is 0.5, a binary classifier's
+ * decision boundary. */
+static gdouble
+class_threshold (GstConyTransformer *self, guint c, gdouble threshold)
+{
+  if (self->thresholds && !isnan (self->thresholds[c]))
+    return self->thresholds[c];
+  if (self->multi_label && threshold <= 0.0)
+    return 0.5;
+  return threshold;
+}
+
+/* @t (buffer time) as running time (or stream time) in the current segment. */
+static GstClockTime
+segment_time (GstConyTransformer *self, GstClockTime t, gboolean running)
 {
   GstSegment *seg = &GST_BASE_TRANSFORM (self)->segment;
-  GstClockTime st = GST_CLOCK_TIME_NONE, rt = GST_CLOCK_TIME_NONE;
+  if (!GST_CLOCK_TIME_IS_VALID (t) || seg->format != GST_FORMAT_TIME)
+    return GST_CLOCK_TIME_NONE;
+  return running ? gst_segment_to_running_time (seg, GST_FORMAT_TIME, t)
+      : gst_segment_to_stream_time (seg, GST_FORMAT_TIME, t);
+}
 
-  if (GST_CLOCK_TIME_IS_VALID (pts) && seg->format == GST_FORMAT_TIME) {
-    st = gst_segment_to_stream_time (seg, GST_FORMAT_TIME, pts);
-    rt = gst_segment_to_running_time (seg, GST_FORMAT_TIME, pts);
-  }
+/* The message structure of step @st, naming class @cls (the top class, or
+ * the label of a segment event) and the step's @n_top best classes. */
+static GstStructure *
+new_step_structure (GstConyTransformer *self, const GstConyTransformerStep *st, gint cls,
+    guint n_top)
+{
+  GstClockTime duration = GST_CLOCK_TIME_IS_VALID (st->start)
+      && GST_CLOCK_TIME_IS_VALID (st->end) ? st->end - st->start : GST_CLOCK_TIME_NONE;
   GstStructure *s = gst_structure_new (MESSAGE_NAME,
-      "timestamp", G_TYPE_UINT64, pts,
-      "stream-time", G_TYPE_UINT64, st,
-      "running-time", G_TYPE_UINT64, rt,
+      "timestamp", G_TYPE_UINT64, st->start,
+      "stream-time", G_TYPE_UINT64, segment_time (self, st->start, FALSE),
+      "running-time", G_TYPE_UINT64, segment_time (self, st->start, TRUE),
       "duration", G_TYPE_UINT64, duration,
-      "step", G_TYPE_UINT64, step,
-      "class-id", G_TYPE_INT, top,
-      "label", G_TYPE_STRING, self->labels[top],
-      "confidence", G_TYPE_FLOAT, self->probs[top], NULL);
+      "stream-time-end", G_TYPE_UINT64, segment_time (self, st->end, FALSE),
+      "running-time-end", G_TYPE_UINT64, segment_time (self, st->end, TRUE),
+      "pts", G_TYPE_UINT64, st->pts,
+      "step", G_TYPE_UINT64, st->step,
+      "class-id", G_TYPE_INT, cls,
+      "label", G_TYPE_STRING, self->labels[cls],
+      "confidence", G_TYPE_FLOAT, self->probs[cls],
+      "context-fill", G_TYPE_DOUBLE, st->fill,
+      "output", G_TYPE_STRING, self->multi_label ? "sigmoid" : "softmax", NULL);
   GValue arr = G_VALUE_INIT, v = G_VALUE_INIT;
   g_value_init (&arr, GST_TYPE_ARRAY);
   g_value_init (&v, G_TYPE_FLOAT);
@@ -464,39 +564,46 @@ new_step_structure (GstConyTransformer *self, GstClockTime pts, GstClockTime dur
   }
   gst_structure_take_value (s, "scores", &arr);
   g_value_unset (&v);
+  gst_cony_classification_set_top (s, n_top, self->top_ids, self->top_labels, self->probs);
   return s;
 }
 
-static GstClockTime
-running_time (GstConyTransformer *self, GstClockTime t)
+static void
+add_message (GstConyTransformer *self, GPtrArray **messages, GstStructure *s)
 {
-  GstSegment *seg = &GST_BASE_TRANSFORM (self)->segment;
-  if (!GST_CLOCK_TIME_IS_VALID (t) || seg->format != GST_FORMAT_TIME)
-    return GST_CLOCK_TIME_NONE;
-  return gst_segment_to_running_time (seg, GST_FORMAT_TIME, t);
+  if (*messages == NULL)
+    *messages = g_ptr_array_new ();
+  g_ptr_array_add (*messages, gst_message_new_element (GST_OBJECT (self), s));
 }
 
-/* The message for this step, or NULL (not posted yet: outside the lock). */
-static GstMessage *
-step_message (GstConyTransformer *self, GstClockTime pts, GstClockTime end, guint64 step,
-    gint top, GstConyTransformerMessageMode mode, gdouble threshold)
+/* every-step: is the step posted? Softmax: its top class reaches its
+ * threshold; multi-label: any class reaches its own. */
+static gboolean
+step_passes (GstConyTransformer *self, gint top, gdouble threshold)
 {
-  GstClockTime duration = GST_CLOCK_TIME_IS_VALID (pts) && GST_CLOCK_TIME_IS_VALID (end)
-      ? end - pts : GST_CLOCK_TIME_NONE;
+  if (!self->multi_label)
+    return self->probs[top] >= class_threshold (self, (guint) top, threshold);
+  for (guint c = 0; c < self->n_classes; c++)
+    if (self->probs[c] >= class_threshold (self, c, threshold))
+      return TRUE;
+  return FALSE;
+}
 
-  if (self->probs[top] < threshold)
-    return NULL;
-  if (mode == GST_CONY_TRANSFORMER_MESSAGE_EVERY_STEP) {
-    GstStructure *s = new_step_structure (self, pts, duration, step, top);
-    return gst_message_new_element (GST_OBJECT (self), s);
-  }
-
-  GstClockTime rt_start = running_time (self, pts), rt_end = running_time (self, end);
+/* on-change, softmax: a message when the top label changes. Segments are in
+ * token time ([PTS, end of the step's tokens)), so consecutive ones tile. */
+static void
+top_change_message (GstConyTransformer *self, const GstConyTransformerStep *st, gint top,
+    guint n_top, gdouble threshold, GPtrArray **messages)
+{
+  if (self->probs[top] < class_threshold (self, (guint) top, threshold))
+    return;
+  GstClockTime rt_start = segment_time (self, st->pts, TRUE);
+  GstClockTime rt_end = segment_time (self, st->tile_end, TRUE);
   if (top == self->seg_class) {
     self->seg_end = rt_end;
-    return NULL;
+    return;
   }
-  GstStructure *s = new_step_structure (self, pts, duration, step, top);
+  GstStructure *s = new_step_structure (self, st, top, n_top);
   gst_structure_set (s, "segment-start", G_TYPE_UINT64, rt_start,
       "previous-label", G_TYPE_STRING, self->seg_class >= 0 ? self->labels[self->seg_class] : "",
       "previous-segment-start", G_TYPE_UINT64, self->seg_start,
@@ -504,7 +611,137 @@ step_message (GstConyTransformer *self, GstClockTime pts, GstClockTime end, guin
   self->seg_class = top;
   self->seg_start = rt_start;
   self->seg_end = rt_end;
-  return gst_message_new_element (GST_OBJECT (self), s);
+  add_message (self, messages, s);
+}
+
+/* The offset message of label @c's open segment. */
+static GstStructure *
+offset_structure (GstConyTransformer *self, const GstConyTransformerStep *st, guint c,
+    guint n_top)
+{
+  GstStructure *s = new_step_structure (self, st, (gint) c, n_top);
+  gst_structure_set (s, "event", G_TYPE_STRING, "offset",
+      "segment-start", G_TYPE_UINT64, self->on_start[c],
+      "segment-end", G_TYPE_UINT64, self->on_end[c], NULL);
+  self->active[c] = FALSE;
+  return s;
+}
+
+/* on-change, multi-label: a segment per label, open while its score is at
+ * least its threshold. Offsets of the step first, then onsets, each in
+ * class order. */
+static void
+label_segment_messages (GstConyTransformer *self, const GstConyTransformerStep *st,
+    guint n_top, gdouble threshold, GPtrArray **messages)
+{
+  GstClockTime rt_start = segment_time (self, st->pts, TRUE);
+  GstClockTime rt_end = segment_time (self, st->tile_end, TRUE);
+  for (guint c = 0; c < self->n_classes; c++) {
+    gboolean on = self->probs[c] >= class_threshold (self, c, threshold);
+    if (on && self->active[c])
+      self->on_end[c] = rt_end;
+    else if (!on && self->active[c])
+      add_message (self, messages, offset_structure (self, st, c, n_top));
+  }
+  for (guint c = 0; c < self->n_classes; c++) {
+    if (self->active[c] || self->probs[c] < class_threshold (self, c, threshold))
+      continue;
+    self->active[c] = TRUE;
+    self->on_start[c] = rt_start;
+    self->on_end[c] = rt_end;
+    GstStructure *s = new_step_structure (self, st, (gint) c, n_top);
+    gst_structure_set (s, "event", G_TYPE_STRING, "onset",
+        "segment-start", G_TYPE_UINT64, rt_start, NULL);
+    add_message (self, messages, s);
+  }
+}
+
+static void
+step_messages (GstConyTransformer *self, const GstConyTransformerStep *st, gint top,
+    guint n_top, GstConyTransformerMessageMode mode, gdouble threshold, GPtrArray **messages)
+{
+  if (mode == GST_CONY_TRANSFORMER_MESSAGE_EVERY_STEP) {
+    if (step_passes (self, top, threshold))
+      add_message (self, messages, new_step_structure (self, st, top, n_top));
+  } else if (self->multi_label) {
+    label_segment_messages (self, st, n_top, threshold, messages);
+  } else {
+    top_change_message (self, st, top, n_top, threshold, messages);
+  }
+}
+
+/* EOS in on-change mode: messages closing the open segment(s), with the
+ * fields of the last step and eos = TRUE. */
+static void
+close_segments_at_eos (GstConyTransformer *self)
+{
+  gboolean post;
+  GstConyTransformerMessageMode mode;
+  guint top_k;
+  GPtrArray *messages = NULL;
+
+  GST_OBJECT_LOCK (self);
+  post = self->post_messages;
+  mode = self->message_mode;
+  top_k = self->top_k;
+  GST_OBJECT_UNLOCK (self);
+  if (!post || mode != GST_CONY_TRANSFORMER_MESSAGE_ON_CHANGE || !self->have_last)
+    return;
+  guint n_top = select_top (self, top_k);
+  if (self->multi_label) {
+    for (guint c = 0; c < self->n_classes; c++)
+      if (self->active[c]) {
+        GstStructure *s = offset_structure (self, &self->last, c, n_top);
+        gst_structure_set (s, "eos", G_TYPE_BOOLEAN, TRUE, NULL);
+        add_message (self, &messages, s);
+      }
+  } else if (self->seg_class >= 0) {
+    GstStructure *s = new_step_structure (self, &self->last, self->seg_class, n_top);
+    gst_structure_set (s, "segment-start", G_TYPE_UINT64, self->seg_start,
+        "previous-label", G_TYPE_STRING, self->labels[self->seg_class],
+        "previous-segment-start", G_TYPE_UINT64, self->seg_start,
+        "previous-segment-end", G_TYPE_UINT64, self->seg_end,
+        "eos", G_TYPE_BOOLEAN, TRUE, NULL);
+    add_message (self, &messages, s);
+    self->seg_class = -1;
+  }
+  for (guint i = 0; messages && i < messages->len; i++)
+    gst_element_post_message (GST_ELEMENT (self), messages->pdata[i]);
+  if (messages)
+    g_ptr_array_free (messages, TRUE);
+}
+
+/* The end of the input behind a step whose tokens end at @tile_end: the
+ * tokens' lookahead further (gstconytokens.h), never before @pts. */
+static GstClockTime
+input_end (GstClockTime pts, GstClockTime tile_end, gint64 lookahead)
+{
+  if (!GST_CLOCK_TIME_IS_VALID (tile_end))
+    return GST_CLOCK_TIME_NONE;
+  if (lookahead < 0 && (guint64) -lookahead > tile_end - pts)
+    return pts;
+  return tile_end + lookahead;
+}
+
+/* Attaches step @st's result to @buf: the meta and its custom mirror. */
+static void
+attach_result (GstConyTransformer *self, GstBuffer *buf, const GstConyTransformerStep *st,
+    gint top, guint n_top)
+{
+  GstConyClassificationMeta v = {
+    .step = st->step, .window_start = st->start, .window_end = st->end,
+    .class_id = top, .label = self->labels[top], .score = self->probs[top],
+    .n_scores = self->n_classes, .scores = self->probs, .context_fill = st->fill,
+    .pts = st->pts,
+    .running_start = segment_time (self, st->start, TRUE),
+    .running_end = segment_time (self, st->end, TRUE),
+    .stream_start = segment_time (self, st->start, FALSE),
+    .stream_end = segment_time (self, st->end, FALSE),
+    .multi_label = self->multi_label, .n_top = n_top, .top_ids = self->top_ids,
+    .top_labels = self->top_labels,
+  };
+  GstConyClassificationMeta *meta = gst_buffer_add_cony_classification_meta_full (buf, &v);
+  gst_buffer_add_cony_classification_custom_meta (buf, meta);
 }
 
 static GstFlowReturn
@@ -516,6 +753,7 @@ gst_cony_transformer_transform_ip (GstBaseTransform *trans, GstBuffer *buf)
   gboolean post;
   GstConyTransformerMessageMode mode;
   gdouble threshold;
+  guint top_k;
 
   if (!self->have_info) {
     GST_ELEMENT_ERROR (self, CORE, NEGOTIATION, (NULL), ("no caps before the first buffer"));
@@ -525,6 +763,7 @@ gst_cony_transformer_transform_ip (GstBaseTransform *trans, GstBuffer *buf)
   post = self->post_messages;
   mode = self->message_mode;
   threshold = self->threshold;
+  top_k = self->top_k;
   GST_OBJECT_UNLOCK (self);
 
   if (GST_BUFFER_IS_DISCONT (buf) && cony_encoder_steps (self->encoder) > 0) {
@@ -556,6 +795,7 @@ gst_cony_transformer_transform_ip (GstBaseTransform *trans, GstBuffer *buf)
   gst_buffer_unmap (buf, &map);
 
   GstClockTime pts = GST_BUFFER_PTS (buf), dur = GST_BUFFER_DURATION (buf);
+  gint64 lookahead = gst_cony_tokens_lookahead_ns (&self->info);
   GPtrArray *messages = NULL;
   guint bad = 0;
   /* One step per `per` consecutive tokens (per = 1 for most models). */
@@ -591,30 +831,21 @@ gst_cony_transformer_transform_ip (GstBaseTransform *trans, GstBuffer *buf)
     }
     cony_encoder_step (self->encoder, token, self->logits);
     guint fill = (guint) cony_encoder_window_fill (self->encoder);
-    gint top = softmax_top (self);
-    GstClockTime wstart = self->starts[(first + per - fill) % self->window];
-
-    GstConyClassificationMeta *meta = gst_buffer_add_cony_classification_meta (buf, step,
-        wstart, t1, top, self->labels[top], self->probs[top], self->probs, self->n_classes,
-        (gdouble) fill / self->window);
-    gst_buffer_add_cony_classification_custom_meta (buf, meta);
+    gint top = compute_scores (self);
+    guint n_top = select_top (self, top_k);
+    GstConyTransformerStep st = {
+      .step = step, .pts = t0, .tile_end = t1,
+      .start = self->starts[(first + per - fill) % self->window],
+      .end = input_end (t0, t1, lookahead), .fill = (gdouble) fill / self->window,
+    };
+    attach_result (self, buf, &st, top, n_top);
     GST_LOG_OBJECT (self, "step %" G_GUINT64_FORMAT " at %" GST_TIME_FORMAT ": %s (%.3f)",
         step, GST_TIME_ARGS (t0), self->labels[top], self->probs[top]);
 
     self->have_last = TRUE;
-    self->last_pts = t0;
-    self->last_duration = GST_CLOCK_TIME_IS_VALID (t0) && GST_CLOCK_TIME_IS_VALID (t1)
-        ? t1 - t0 : GST_CLOCK_TIME_NONE;
-    self->last_step = step;
-
-    if (post) {
-      GstMessage *m = step_message (self, t0, t1, step, top, mode, threshold);
-      if (m) {
-        if (!messages)
-          messages = g_ptr_array_new ();
-        g_ptr_array_add (messages, m);
-      }
-    }
+    self->last = st;
+    if (post)
+      step_messages (self, &st, top, n_top, mode, threshold, &messages);
   }
   g_free (tokens);
 
@@ -662,6 +893,9 @@ gst_cony_transformer_set_property (GObject *object, guint prop_id, const GValue 
     case PROP_THRESHOLD:
       self->threshold = g_value_get_double (value);
       break;
+    case PROP_TOP_K:
+      self->top_k = g_value_get_uint (value);
+      break;
     default:
       G_OBJECT_WARN_INVALID_PROPERTY_ID (object, prop_id, pspec);
       break;
@@ -694,6 +928,12 @@ gst_cony_transformer_get_property (GObject *object, guint prop_id, GValue *value
       break;
     case PROP_THRESHOLD:
       g_value_set_double (value, self->threshold);
+      break;
+    case PROP_TOP_K:
+      g_value_set_uint (value, self->top_k);
+      break;
+    case PROP_LABELS:
+      g_value_set_boxed (value, self->labels);
       break;
     default:
       G_OBJECT_WARN_INVALID_PROPERTY_ID (object, prop_id, pspec);
@@ -792,6 +1032,28 @@ gst_cony_transformer_class_init (GstConyTransformerClass *klass)
       g_param_spec_double ("threshold", "Threshold",
           "Minimum confidence of the top class for a step to be posted or counted",
           0.0, 1.0, DEFAULT_THRESHOLD, playing));
+  /**
+   * GstConyTransformer:top-k:
+   *
+   * How many of the best classes, with their labels and scores, every meta
+   * and message carries (fields top_ids/top_labels, top-ids/top-labels/
+   * top-scores); at most the number of classes.
+   */
+  g_object_class_install_property (gobject_class, PROP_TOP_K,
+      g_param_spec_uint ("top-k", "Top k",
+          "Number of best classes (labels and scores) in every meta and message",
+          1, MAX_TOP_K, DEFAULT_TOP_K, playing));
+  /**
+   * GstConyTransformer:labels:
+   *
+   * The class labels in class order (the model's, or those of
+   * #GstConyTransformer:labels-file), once the model is loaded (PAUSED or
+   * later); NULL before.
+   */
+  g_object_class_install_property (gobject_class, PROP_LABELS,
+      g_param_spec_boxed ("labels", "Labels",
+          "Class labels in class order (NULL until the model is loaded, in PAUSED)",
+          G_TYPE_STRV, G_PARAM_READABLE | G_PARAM_STATIC_STRINGS));
 
   gst_element_class_add_static_pad_template (element_class, &sink_template);
   gst_element_class_add_static_pad_template (element_class, &src_template);
@@ -822,6 +1084,7 @@ gst_cony_transformer_init (GstConyTransformer *self)
   self->post_messages = DEFAULT_POST_MESSAGES;
   self->message_mode = DEFAULT_MESSAGE_MODE;
   self->threshold = DEFAULT_THRESHOLD;
+  self->top_k = DEFAULT_TOP_K;
   self->seg_class = -1;
   gst_base_transform_set_in_place (GST_BASE_TRANSFORM (self), TRUE);
   gst_base_transform_set_passthrough (GST_BASE_TRANSFORM (self), FALSE);
