@@ -50,6 +50,8 @@ meta_init (GstMeta *meta, gpointer params, GstBuffer *buffer)
   m->n_top = 0;
   m->top_ids = NULL;
   m->top_labels = NULL;
+  m->n_events = 0;
+  m->events = NULL;
   return TRUE;
 }
 
@@ -63,6 +65,8 @@ meta_free (GstMeta *meta, GstBuffer *buffer)
   g_clear_pointer (&m->top_ids, g_free);
   g_clear_pointer (&m->top_labels, g_free);
   m->n_top = 0;
+  g_clear_pointer (&m->events, g_free);
+  m->n_events = 0;
 }
 
 static gboolean
@@ -106,6 +110,7 @@ gst_buffer_add_cony_classification_meta_full (GstBuffer *buffer,
   g_return_val_if_fail (v != NULL, NULL);
   g_return_val_if_fail (v->n_scores == 0 || v->scores != NULL, NULL);
   g_return_val_if_fail (v->n_top == 0 || (v->top_ids != NULL && v->top_labels != NULL), NULL);
+  g_return_val_if_fail (v->n_events == 0 || v->events != NULL, NULL);
 
   m = (GstConyClassificationMeta *) gst_buffer_add_meta (buffer,
       GST_CONY_CLASSIFICATION_META_INFO, NULL);
@@ -132,6 +137,12 @@ gst_buffer_add_cony_classification_meta_full (GstBuffer *buffer,
     m->top_labels = g_new (const gchar *, v->n_top);
     for (guint i = 0; i < v->n_top; i++)
       m->top_labels[i] = g_intern_string (v->top_labels[i] ? v->top_labels[i] : "");
+  }
+  m->n_events = v->n_events;
+  if (v->n_events > 0) {
+    m->events = g_memdup2 (v->events, v->n_events * sizeof (GstConyClassificationEvent));
+    for (guint i = 0; i < v->n_events; i++)
+      m->events[i].label = g_intern_string (v->events[i].label ? v->events[i].label : "");
   }
   return m;
 }
@@ -239,6 +250,20 @@ gst_buffer_add_cony_classification_custom_meta (GstBuffer *buffer,
   g_value_unset (&v);
   gst_cony_classification_set_top (s, meta->n_top, meta->top_ids, meta->top_labels,
       meta->scores);
+  GValue ea = G_VALUE_INIT;
+  g_value_init (&ea, GST_TYPE_ARRAY);
+  for (guint i = 0; i < meta->n_events; i++) {
+    const GstConyClassificationEvent *e = &meta->events[i];
+    GValue ev = G_VALUE_INIT;
+    g_value_init (&ev, GST_TYPE_STRUCTURE);
+    g_value_take_boxed (&ev, gst_structure_new ("event",
+            "event", G_TYPE_STRING, e->onset ? "onset" : "offset",
+            "class-id", G_TYPE_INT, e->class_id, "label", G_TYPE_STRING, e->label,
+            "segment-start", G_TYPE_UINT64, (guint64) e->start,
+            "segment-end", G_TYPE_UINT64, (guint64) e->end, NULL));
+    gst_value_array_append_and_take_value (&ea, &ev);
+  }
+  gst_structure_take_value (s, "events", &ea);
   return cm;
 }
 

@@ -9,6 +9,28 @@
 G_BEGIN_DECLS
 
 /**
+ * GstConyClassificationEvent:
+ * @onset: TRUE when a label's segment opens at this step, FALSE when one
+ *   closed (its last step was the previous one)
+ * @class_id: the label's class
+ * @label: its label (interned)
+ * @start: running time at which the segment started (the PTS of its first
+ *   step)
+ * @end: for a closed segment, running time of the end of its last step's
+ *   tokens; #GST_CLOCK_TIME_NONE for an onset
+ *
+ * A segment event of conytransformer (see docs/elements.md, "Segments"):
+ * softmax models have one segment at a time (the top label's), sigmoid
+ * models one per label.
+ */
+typedef struct {
+  gboolean onset;
+  gint class_id;
+  const gchar *label;
+  GstClockTime start, end;
+} GstConyClassificationEvent;
+
+/**
  * GstConyClassificationMeta:
  * @meta: parent #GstMeta
  * @step: index of the step since the last reset of the continual state
@@ -40,6 +62,9 @@ G_BEGIN_DECLS
  * @top_ids: the @n_top best classes, best first (owned by the meta); their
  *   scores are @scores[@top_ids[i]]
  * @top_labels: their labels (interned strings; the array is owned by the
+ *   meta)
+ * @n_events: number of @events
+ * @events: the segment events of this step, offsets first (owned by the
  *   meta)
  *
  * Time span: the result is computed from the input in
@@ -81,6 +106,8 @@ typedef struct {
   guint n_top;
   gint *top_ids;
   const gchar **top_labels;
+  guint n_events;
+  GstConyClassificationEvent *events;
 } GstConyClassificationMeta;
 
 GType gst_cony_classification_meta_api_get_type (void);
@@ -115,8 +142,10 @@ guint gst_buffer_get_n_cony_classification_metas (GstBuffer *buffer);
  * label (string), score (gfloat), context-fill (gdouble) and scores
  * (#GST_TYPE_ARRAY of gfloat), pts, running-start, running-end,
  * stream-start, stream-end (guint64, ns), output (string: "softmax" or
- * "sigmoid"), top-ids (#GST_TYPE_ARRAY of gint), top-labels (of strings)
- * and top-scores (of gfloat). From Python:
+ * "sigmoid"), top-ids (#GST_TYPE_ARRAY of gint), top-labels (of strings),
+ * top-scores (of gfloat) and events (#GST_TYPE_ARRAY of structures named
+ * "event" with event ("onset"/"offset"), class-id, label, segment-start,
+ * segment-end). From Python:
  * `buf.get_custom_meta("GstConyClassificationCustomMeta").get_structure()`.
  */
 #define GST_CONY_CLASSIFICATION_CUSTOM_META_NAME "GstConyClassificationCustomMeta"

@@ -332,6 +332,7 @@ gst_cony_transformer_start (GstBaseTransform *trans)
   self->active = g_new0 (gboolean, self->n_classes);
   self->on_start = g_new (GstClockTime, self->n_classes);
   self->on_end = g_new (GstClockTime, self->n_classes);
+  self->events = g_new (GstConyClassificationEvent, self->n_classes + 2);
 
   self->logits = g_new0 (gfloat, self->n_classes);
   self->probs = g_new0 (gfloat, self->n_classes);
@@ -371,6 +372,7 @@ gst_cony_transformer_stop (GstBaseTransform *trans)
   g_clear_pointer (&self->active, g_free);
   g_clear_pointer (&self->on_start, g_free);
   g_clear_pointer (&self->on_end, g_free);
+  g_clear_pointer (&self->events, g_free);
   g_clear_pointer (&self->logits, g_free);
   g_clear_pointer (&self->probs, g_free);
   g_clear_pointer (&self->starts, g_free);
@@ -589,84 +591,103 @@ step_passes (GstConyTransformer *self, gint top, gdouble threshold)
   return FALSE;
 }
 
-/* on-change, softmax: a message when the top label changes. Segments are in
- * token time ([PTS, end of the step's tokens)), so consecutive ones tile. */
-static void
-top_change_message (GstConyTransformer *self, const GstConyTransformerStep *st, gint top,
-    guint n_top, gdouble threshold, GPtrArray **messages)
+/* Segment bookkeeping of a step (whatever the message mode), into
+ * self->events; returns how many. Softmax: one segment at a time, the top
+ * label's, changed by a step whose top label differs and reaches its
+ * threshold (steps below do not count). Sigmoid: a segment per label, open
+ * while its score reaches its threshold. Segments are in token time (from
+ * the PTS of their first step to the end of their last step's tokens), so
+ * consecutive ones tile. Offsets come first, then onsets, in class order. */
+static guint
+update_segments (GstConyTransformer *self, const GstConyTransformerStep *st, gint top,
+    gdouble threshold)
 {
-  if (self->probs[top] < class_threshold (self, (guint) top, threshold))
-    return;
   GstClockTime rt_start = segment_time (self, st->pts, TRUE);
   GstClockTime rt_end = segment_time (self, st->tile_end, TRUE);
-  if (top == self->seg_class) {
+  GstConyClassificationEvent *ev = self->events;
+  guint n = 0;
+
+  if (!self->multi_label) {
+    if (self->probs[top] < class_threshold (self, (guint) top, threshold))
+      return 0;
+    if (top == self->seg_class) {
+      self->seg_end = rt_end;
+      return 0;
+    }
+    if (self->seg_class >= 0)
+      ev[n++] = (GstConyClassificationEvent) { FALSE, self->seg_class,
+          self->labels[self->seg_class], self->seg_start, self->seg_end };
+    ev[n++] = (GstConyClassificationEvent) { TRUE, top, self->labels[top], rt_start,
+        GST_CLOCK_TIME_NONE };
+    self->seg_class = top;
+    self->seg_start = rt_start;
     self->seg_end = rt_end;
-    return;
+    return n;
   }
-  GstStructure *s = new_step_structure (self, st, top, n_top);
-  gst_structure_set (s, "segment-start", G_TYPE_UINT64, rt_start,
-      "previous-label", G_TYPE_STRING, self->seg_class >= 0 ? self->labels[self->seg_class] : "",
-      "previous-segment-start", G_TYPE_UINT64, self->seg_start,
-      "previous-segment-end", G_TYPE_UINT64, self->seg_end, NULL);
-  self->seg_class = top;
-  self->seg_start = rt_start;
-  self->seg_end = rt_end;
-  add_message (self, messages, s);
-}
-
-/* The offset message of label @c's open segment. */
-static GstStructure *
-offset_structure (GstConyTransformer *self, const GstConyTransformerStep *st, guint c,
-    guint n_top)
-{
-  GstStructure *s = new_step_structure (self, st, (gint) c, n_top);
-  gst_structure_set (s, "event", G_TYPE_STRING, "offset",
-      "segment-start", G_TYPE_UINT64, self->on_start[c],
-      "segment-end", G_TYPE_UINT64, self->on_end[c], NULL);
-  self->active[c] = FALSE;
-  return s;
-}
-
-/* on-change, multi-label: a segment per label, open while its score is at
- * least its threshold. Offsets of the step first, then onsets, each in
- * class order. */
-static void
-label_segment_messages (GstConyTransformer *self, const GstConyTransformerStep *st,
-    guint n_top, gdouble threshold, GPtrArray **messages)
-{
-  GstClockTime rt_start = segment_time (self, st->pts, TRUE);
-  GstClockTime rt_end = segment_time (self, st->tile_end, TRUE);
   for (guint c = 0; c < self->n_classes; c++) {
     gboolean on = self->probs[c] >= class_threshold (self, c, threshold);
-    if (on && self->active[c])
+    if (on && self->active[c]) {
       self->on_end[c] = rt_end;
-    else if (!on && self->active[c])
-      add_message (self, messages, offset_structure (self, st, c, n_top));
+    } else if (!on && self->active[c]) {
+      ev[n++] = (GstConyClassificationEvent) { FALSE, (gint) c, self->labels[c],
+          self->on_start[c], self->on_end[c] };
+      self->active[c] = FALSE;
+    }
   }
   for (guint c = 0; c < self->n_classes; c++) {
     if (self->active[c] || self->probs[c] < class_threshold (self, c, threshold))
       continue;
+    ev[n++] = (GstConyClassificationEvent) { TRUE, (gint) c, self->labels[c], rt_start,
+        GST_CLOCK_TIME_NONE };
     self->active[c] = TRUE;
     self->on_start[c] = rt_start;
     self->on_end[c] = rt_end;
-    GstStructure *s = new_step_structure (self, st, (gint) c, n_top);
-    gst_structure_set (s, "event", G_TYPE_STRING, "onset",
-        "segment-start", G_TYPE_UINT64, rt_start, NULL);
-    add_message (self, messages, s);
   }
+  return n;
+}
+
+/* The on-change message of a softmax step whose top label took over
+ * (@on; @off: the segment that ended, or NULL). */
+static GstStructure *
+change_structure (GstConyTransformer *self, const GstConyTransformerStep *st, guint n_top,
+    const GstConyClassificationEvent *on, const GstConyClassificationEvent *off)
+{
+  GstStructure *s = new_step_structure (self, st, on->class_id, n_top);
+  gst_structure_set (s, "segment-start", G_TYPE_UINT64, on->start,
+      "previous-label", G_TYPE_STRING, off ? off->label : "",
+      "previous-segment-start", G_TYPE_UINT64, off ? off->start : GST_CLOCK_TIME_NONE,
+      "previous-segment-end", G_TYPE_UINT64, off ? off->end : GST_CLOCK_TIME_NONE, NULL);
+  return s;
+}
+
+/* The on-change message of one label's segment event (sigmoid models). */
+static GstStructure *
+label_event_structure (GstConyTransformer *self, const GstConyTransformerStep *st,
+    guint n_top, const GstConyClassificationEvent *e)
+{
+  GstStructure *s = new_step_structure (self, st, e->class_id, n_top);
+  gst_structure_set (s, "event", G_TYPE_STRING, e->onset ? "onset" : "offset",
+      "segment-start", G_TYPE_UINT64, e->start, NULL);
+  if (!e->onset)
+    gst_structure_set (s, "segment-end", G_TYPE_UINT64, e->end, NULL);
+  return s;
 }
 
 static void
 step_messages (GstConyTransformer *self, const GstConyTransformerStep *st, gint top,
-    guint n_top, GstConyTransformerMessageMode mode, gdouble threshold, GPtrArray **messages)
+    guint n_top, guint n_events, GstConyTransformerMessageMode mode, gdouble threshold,
+    GPtrArray **messages)
 {
   if (mode == GST_CONY_TRANSFORMER_MESSAGE_EVERY_STEP) {
     if (step_passes (self, top, threshold))
       add_message (self, messages, new_step_structure (self, st, top, n_top));
   } else if (self->multi_label) {
-    label_segment_messages (self, st, n_top, threshold, messages);
-  } else {
-    top_change_message (self, st, top, n_top, threshold, messages);
+    for (guint i = 0; i < n_events; i++)
+      add_message (self, messages, label_event_structure (self, st, n_top, &self->events[i]));
+  } else if (n_events > 0) {
+    const GstConyClassificationEvent *on = &self->events[n_events - 1];
+    add_message (self, messages, change_structure (self, st, n_top, on,
+            n_events > 1 ? &self->events[0] : NULL));
   }
 }
 
@@ -691,9 +712,12 @@ close_segments_at_eos (GstConyTransformer *self)
   if (self->multi_label) {
     for (guint c = 0; c < self->n_classes; c++)
       if (self->active[c]) {
-        GstStructure *s = offset_structure (self, &self->last, c, n_top);
+        GstConyClassificationEvent e = { FALSE, (gint) c, self->labels[c], self->on_start[c],
+          self->on_end[c] };
+        GstStructure *s = label_event_structure (self, &self->last, n_top, &e);
         gst_structure_set (s, "eos", G_TYPE_BOOLEAN, TRUE, NULL);
         add_message (self, &messages, s);
+        self->active[c] = FALSE;
       }
   } else if (self->seg_class >= 0) {
     GstStructure *s = new_step_structure (self, &self->last, self->seg_class, n_top);
@@ -726,7 +750,7 @@ input_end (GstClockTime pts, GstClockTime tile_end, gint64 lookahead)
 /* Attaches step @st's result to @buf: the meta and its custom mirror. */
 static void
 attach_result (GstConyTransformer *self, GstBuffer *buf, const GstConyTransformerStep *st,
-    gint top, guint n_top)
+    gint top, guint n_top, guint n_events)
 {
   GstConyClassificationMeta v = {
     .step = st->step, .window_start = st->start, .window_end = st->end,
@@ -738,7 +762,7 @@ attach_result (GstConyTransformer *self, GstBuffer *buf, const GstConyTransforme
     .stream_start = segment_time (self, st->start, FALSE),
     .stream_end = segment_time (self, st->end, FALSE),
     .multi_label = self->multi_label, .n_top = n_top, .top_ids = self->top_ids,
-    .top_labels = self->top_labels,
+    .top_labels = self->top_labels, .n_events = n_events, .events = self->events,
   };
   GstConyClassificationMeta *meta = gst_buffer_add_cony_classification_meta_full (buf, &v);
   gst_buffer_add_cony_classification_custom_meta (buf, meta);
@@ -838,14 +862,15 @@ gst_cony_transformer_transform_ip (GstBaseTransform *trans, GstBuffer *buf)
       .start = self->starts[(first + per - fill) % self->window],
       .end = input_end (t0, t1, lookahead), .fill = (gdouble) fill / self->window,
     };
-    attach_result (self, buf, &st, top, n_top);
+    guint n_events = update_segments (self, &st, top, threshold);
+    attach_result (self, buf, &st, top, n_top, n_events);
     GST_LOG_OBJECT (self, "step %" G_GUINT64_FORMAT " at %" GST_TIME_FORMAT ": %s (%.3f)",
         step, GST_TIME_ARGS (t0), self->labels[top], self->probs[top]);
 
     self->have_last = TRUE;
     self->last = st;
     if (post)
-      step_messages (self, &st, top, n_top, mode, threshold, &messages);
+      step_messages (self, &st, top, n_top, n_events, mode, threshold, &messages);
   }
   g_free (tokens);
 

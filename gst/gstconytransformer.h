@@ -107,6 +107,7 @@ struct _GstConyTransformer {
   /* multi-label on-change: a segment per label (running times) */
   gboolean *active;          /* n_classes */
   GstClockTime *on_start, *on_end;
+  GstConyClassificationEvent *events;  /* n_classes + 2: this step's segment events */
   /* the last step, for the closing message at EOS */
   gboolean have_last;
   GstConyTransformerStep last;

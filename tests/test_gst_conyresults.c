@@ -563,7 +563,8 @@ test_sigmoid_segments (void)
   gst_harness_set_src_caps_str (h, TOKEN_CAPS);
   push_segment (h, base, 0, rbase);
   cony_test_push_tokens (h, x, D, 0, n, 1, base, 250 * MS, FALSE);
-  /* the meta: sigmoid scores, multi_label */
+  /* the meta: sigmoid scores, multi_label, this step's segment events */
+  guint w = 0;
   for (gsize t = 0; t < n; t++) {
     GstBuffer *buf = gst_harness_pull (h);
     GstConyClassificationMeta *m = gst_buffer_get_cony_classification_meta (buf);
@@ -573,8 +574,19 @@ test_sigmoid_segments (void)
           1.0 / (1.0 + exp (-(double) logits[t * C + c])), 1e-6);
     g_assert_cmpuint (m->n_top, ==, 2);
     g_assert_cmpfloat (m->scores[m->top_ids[0]], >=, m->scores[m->top_ids[1]]);
+    for (guint i = 0; i < m->n_events; i++, w++) {
+      const Event *e = &g_array_index (want, Event, w);
+      g_assert_cmpuint (e->step, ==, t);
+      g_assert_cmpint (m->events[i].onset, ==, e->onset);
+      g_assert_cmpstr (m->events[i].label, ==, labels[e->cls]);
+      g_assert_cmpuint (m->events[i].start, ==, e->start);
+      g_assert_cmpuint (m->events[i].end, ==, e->onset ? GST_CLOCK_TIME_NONE : e->end);
+    }
     gst_buffer_unref (buf);
   }
+  /* every event but the EOS offsets was on a meta */
+  while (w < want->len)
+    g_assert_true (g_array_index (want, Event, w++).eos);
   g_assert_true (gst_harness_push_event (h, gst_event_new_eos ()));
 
   guint i = 0;
