@@ -1,7 +1,8 @@
 /* How results leave conytransformer (GstHarness): the exact input span of each
  * result through the real audio chain and with a negative lookahead, top-k,
  * the labels property, per-label thresholds from the labels file, and sigmoid
- * (multi-label) models with per-label onset/offset segments.
+ * (multi-label) models with per-label onset/offset segments; conyjson's
+ * records.
  *
  * Models: tests/golden/cnn/small.safetensors (a VGGish-layout CNN, 96x64 ->
  * 128) and tests/golden/transformer/small.safetensors (d_in 128, window 8, 4
@@ -13,6 +14,7 @@
 
 #include <gst/gst.h>
 #include <gst/check/gstharness.h>
+#include <json-glib/json-glib.h>
 
 #include "gsttestutil.h"
 #include "testutil.h"
@@ -624,6 +626,139 @@ test_sigmoid_segments (void)
   g_free (x);
 }
 
+/* conyjson: one JSON object per result, newline-terminated, with the
+ * stream's caps, the span, the top-k, the segment events and the scores;
+ * labels escaped; buffers without a meta give nothing. */
+static void
+test_json_records (void)
+{
+  const gsize n = 10;
+  float *x = make_tokens (n, 19);
+  float *logits = reference_logits (x, n);
+  char *dir = g_dir_make_tmp ("conyresults-XXXXXX", NULL);
+  /* labels that need escaping */
+  char *file = write_labels (dir, "sp\"eech\nmu\\sic\nno ise\nsilence\n");
+  const char *names[C] = { "sp\"eech", "mu\\sic", "no ise", "silence" };
+  char *path = model_path ();
+  gchar *launch = g_strdup_printf ("conytransformer model=\"%s\" labels-file=\"%s\" top-k=2 "
+      "message-mode=on-change ! conyjson source=unit-test scores=true", path, file);
+  GstHarness *h = gst_harness_new_parse (launch);
+  g_free (launch);
+  gst_harness_set_src_caps_str (h, TOKEN_CAPS ",lookahead=(fraction)29/40");
+  GstCaps *out_caps = gst_pad_get_current_caps (h->sinkpad);
+  g_assert_true (gst_structure_has_name (gst_caps_get_structure (out_caps, 0),
+          "application/x-json"));
+  gst_caps_unref (out_caps);
+  const GstClockTime base = 3 * GST_SECOND;
+  push_segment (h, base, 50 * GST_SECOND, GST_SECOND);
+  cony_test_push_tokens (h, x, D, 0, n, 1, base, 250 * MS, FALSE);
+
+  int prev_top = -1;
+  for (gsize t = 0; t < n; t++) {
+    GstBuffer *buf = gst_harness_pull (h);
+    GstMapInfo map;
+    g_assert_true (gst_buffer_map (buf, &map, GST_MAP_READ));
+    g_assert_cmpuint (map.size, >, 1);
+    g_assert_cmpint (map.data[map.size - 1], ==, '\n');
+    g_assert_null (memchr (map.data, '\n', map.size - 1));   /* one line */
+    JsonParser *parser = json_parser_new ();
+    GError *error = NULL;
+    g_assert_true (json_parser_load_from_data (parser, (const gchar *) map.data,
+            (gssize) map.size, &error));
+    g_assert_no_error (error);
+    JsonObject *o = json_node_get_object (json_parser_get_root (parser));
+    double p[C];
+    softmax (logits + t * C, p);
+    int top = 0, second = -1;
+    for (int i = 1; i < C; i++)
+      if (p[i] > p[top])
+        top = i;
+    for (int i = 0; i < C; i++)
+      if (i != top && (second < 0 || p[i] > p[second]))
+        second = i;
+    guint64 oldest = t + 1 - MIN (t + 1, N);
+    GstClockTime pts = base + t * 250 * MS, start = base + oldest * 250 * MS;
+    GstClockTime end = pts + 975 * MS;
+    g_assert_cmpuint (GST_BUFFER_PTS (buf), ==, pts);
+    g_assert_cmpstr (json_object_get_string_member (o, "source"), ==, "unit-test");
+    JsonObject *st = json_object_get_object_member (o, "stream");
+    g_assert_cmpstr (json_object_get_string_member (st, "media"), ==, "other/tensors");
+    g_assert_cmpstr (json_object_get_string_member (st, "dimensions"), ==, "128:1");
+    g_assert_cmpstr (json_object_get_string_member (st, "framerate"), ==, "4/1");
+    g_assert_cmpstr (json_object_get_string_member (st, "lookahead"), ==, "29/40");
+    g_assert_cmpint (json_object_get_int_member (st, "num_tensors"), ==, 1);
+    g_assert_cmpint (json_object_get_int_member (o, "step"), ==, t);
+    g_assert_cmpint (json_object_get_int_member (o, "pts"), ==, pts);
+    g_assert_cmpint (json_object_get_int_member (o, "start"), ==, start);
+    g_assert_cmpint (json_object_get_int_member (o, "end"), ==, end);
+    g_assert_cmpint (json_object_get_int_member (o, "duration"), ==, end - start);
+    g_assert_cmpint (json_object_get_int_member (o, "running_start"), ==,
+        start - base + GST_SECOND);
+    g_assert_cmpint (json_object_get_int_member (o, "running_end"), ==, end - base + GST_SECOND);
+    g_assert_cmpint (json_object_get_int_member (o, "stream_start"), ==,
+        start - base + 50 * GST_SECOND);
+    g_assert_cmpint (json_object_get_int_member (o, "stream_end"), ==,
+        end - base + 50 * GST_SECOND);
+    g_assert_cmpstr (json_object_get_string_member (o, "output"), ==, "softmax");
+    g_assert_cmpint (json_object_get_int_member (o, "class_id"), ==, top);
+    g_assert_cmpstr (json_object_get_string_member (o, "label"), ==, names[top]);
+    g_assert_cmpfloat_with_epsilon (json_object_get_double_member (o, "score"), p[top], 1e-6);
+    g_assert_cmpfloat (json_object_get_double_member (o, "context_fill"), ==,
+        (double) MIN (t + 1, N) / N);
+    JsonArray *tk = json_object_get_array_member (o, "top");
+    g_assert_cmpuint (json_array_get_length (tk), ==, 2);
+    JsonObject *t1 = json_array_get_object_element (tk, 1);
+    g_assert_cmpint (json_object_get_int_member (t1, "class_id"), ==, second);
+    g_assert_cmpstr (json_object_get_string_member (t1, "label"), ==, names[second]);
+    g_assert_cmpfloat_with_epsilon (json_object_get_double_member (t1, "score"), p[second], 1e-6);
+    JsonArray *sc = json_object_get_array_member (o, "scores");
+    g_assert_cmpuint (json_array_get_length (sc), ==, C);
+    for (int i = 0; i < C; i++)
+      g_assert_cmpfloat_with_epsilon (json_array_get_double_element (sc, i), p[i], 1e-6);
+    /* on-change segments: an onset when the top label changes, after the
+     * offset of the previous one */
+    JsonArray *ev = json_object_get_array_member (o, "events");
+    guint want_events = top == prev_top ? 0 : prev_top < 0 ? 1 : 2;
+    g_assert_cmpuint (json_array_get_length (ev), ==, want_events);
+    if (want_events > 0) {
+      JsonObject *on = json_array_get_object_element (ev, want_events - 1);
+      g_assert_cmpstr (json_object_get_string_member (on, "event"), ==, "onset");
+      g_assert_cmpstr (json_object_get_string_member (on, "label"), ==, names[top]);
+      g_assert_cmpint (json_object_get_int_member (on, "segment_start"), ==,
+          pts - base + GST_SECOND);
+      g_assert_true (json_object_get_null_member (on, "segment_end"));
+    }
+    if (want_events == 2) {
+      JsonObject *off = json_array_get_object_element (ev, 0);
+      g_assert_cmpstr (json_object_get_string_member (off, "event"), ==, "offset");
+      g_assert_cmpstr (json_object_get_string_member (off, "label"), ==, names[prev_top]);
+      g_assert_cmpint (json_object_get_int_member (off, "segment_end"), ==,
+          pts - base + GST_SECOND);
+    }
+    prev_top = top;
+    g_object_unref (parser);
+    gst_buffer_unmap (buf, &map);
+    gst_buffer_unref (buf);
+  }
+  g_assert_cmpuint (gst_harness_buffers_in_queue (h), ==, 0);
+  gst_harness_teardown (h);
+
+  /* a buffer without a classification meta: no output */
+  h = gst_harness_new ("conyjson");
+  gst_harness_set_src_caps_str (h, TOKEN_CAPS);
+  cony_test_push_tokens (h, x, D, 0, 3, 1, 0, 250 * MS, FALSE);
+  g_assert_cmpuint (gst_harness_buffers_in_queue (h), ==, 0);
+  gst_harness_teardown (h);
+
+  g_unlink (file);
+  g_rmdir (dir);
+  g_free (file);
+  g_free (dir);
+  g_free (path);
+  g_free (logits);
+  g_free (x);
+}
+
 int
 main (int argc, char **argv)
 {
@@ -635,5 +770,6 @@ main (int argc, char **argv)
   g_test_add_func ("/results/labels-property", test_labels_property);
   g_test_add_func ("/results/thresholds-file", test_thresholds_file);
   g_test_add_func ("/results/sigmoid-segments", test_sigmoid_segments);
+  g_test_add_func ("/results/json-records", test_json_records);
   return g_test_run ();
 }
