@@ -46,7 +46,10 @@
  * the tokens tile the timeline. Frames are counted from the last discontinuity
  * (DISCONT buffer, FLUSH, caps change): frame i is embedded when i is a
  * multiple of #every. The first token after a discontinuity carries DISCONT;
- * OFFSET counts tokens. Frames without a PTS give tokens without one.
+ * OFFSET counts tokens. Frames without a PTS give tokens without one. With
+ * every > 1 and a fixed frame rate, the caps field `lookahead` =
+ * -(every - 1) / framerate says that a token's input (one frame) ends
+ * before the token does (gstconytokens.h).
  *
  * ## QoS
  *

@@ -28,7 +28,9 @@
  * with integer scaling from a sample counter anchored at the PTS of the first
  * buffer after the last discontinuity (DISCONT flag, flush, start, or a
  * timestamp jump beyond 40 ms detected by #GstAudioStreamAlign). The duration
- * is one hop, so frames tile the timeline. A frame is complete when its last
+ * is one hop, so frames tile the timeline; the caps field `lookahead`
+ * (window - hop samples, 3/200 s by default; gstconytokens.h) says that a
+ * frame's samples run on past its end. A frame is complete when its last
  * sample arrives, so the element adds (window + (K-1) * hop) / rate to the
  * LATENCY query (25 ms by default).
  *

@@ -22,17 +22,25 @@
  *
  * ## Steps and metadata
  *
- * Every token is one step of the continual encoder; the classification of a
- * step is the softmax of the newest token's logits. A buffer with K tokens
- * gets K metas, one per step (field `step` orders them;
- * gst_buffer_get_cony_classification_meta() returns the newest). Meta
- * fields: `step` (index since the last reset), `window_start` (PTS of the
- * oldest token in the attention window), `window_end` (PTS + duration of
- * this token), `class_id`, `label`, `score` (softmax probability of the top
- * class), `scores` (all n_scores probabilities), `context_fill` (tokens in
- * the window / window size). The time of token i of a buffer is the buffer
- * PTS + i x duration / K (or i / token rate when the buffer has no
- * duration). Metas are attached whatever #GstConyTransformer:threshold is.
+ * Every token is one step of the continual encoder; the scores of a step
+ * come from the newest token's logits: softmax, or one sigmoid per class for
+ * models whose config says `output` = sigmoid (multi-label). A buffer with K
+ * tokens gets K metas, one per step (field `step` orders them;
+ * gst_buffer_get_cony_classification_meta() returns the newest). Each
+ * carries the top class (`class_id`, `label`, `score`), all `scores`, the
+ * #GstConyTransformer:top-k best classes (`top_ids`, `top_labels`), the
+ * step's segment events (`events`), `context_fill` and the times:
+ *
+ * - `pts`: the step's PTS (token i of a buffer: PTS + i x duration / K, or
+ *   i / token rate when the buffer has no duration);
+ * - `window_start`, `window_end`: the input the result covers, from the
+ *   start of the oldest token in the attention window to the end of the
+ *   newest token's input (its end + the caps' `lookahead`, gstconytokens.h:
+ *   the newest 0.975 s VGGish window for the audio chain), in buffer time;
+ *   `running_start`/`running_end` and `stream_start`/`stream_end` the same
+ *   in running and stream time.
+ *
+ * Metas are attached whatever #GstConyTransformer:threshold is.
  *
  * Models with `tokens_per_step` k > 1 (docs/model-format.md; e.g. the k
  * patch tokens of one video frame from `conyframeembed patches-x/patches-y`)
@@ -47,37 +55,49 @@
  *
  * With #GstConyTransformer:post-messages (default), the element posts element
  * messages whose structure is named `conytransformer`, as `level` and
- * `spectrum` do. In `message-mode=every-step` one message per step whose
- * confidence is at least #GstConyTransformer:threshold, with the fields:
+ * `spectrum` do. In `message-mode=every-step` one message per step that
+ * reaches its threshold (softmax: the top class its own; sigmoid: any class
+ * its own), following level's contract:
  *
- * - `timestamp` (#guint64): PTS of the token (ns)
- * - `stream-time` (#guint64): the PTS as stream time in the current segment
- * - `running-time` (#guint64): the PTS as running time in the current segment
- * - `duration` (#guint64): the token's duration (ns), NONE if unknown
- * - `step` (#guint64): step index since the last reset
- * - `class-id` (#gint): index of the top class
- * - `label` (#gchararray): its label
- * - `confidence` (#gfloat): its softmax probability
- * - `scores` (#GST_TYPE_ARRAY of #gfloat): the probabilities of every class
+ * - `timestamp` (#guint64): start of the input the result covers (buffer
+ *   time), `stream-time`, `running-time` (#guint64): the same in stream and
+ *   running time
+ * - `duration` (#guint64): end - start of that input, so timestamp +
+ *   duration is its end; `stream-time-end`, `running-time-end` (#guint64)
+ * - `pts` (#guint64): the step's PTS
+ * - `step` (#guint64), `class-id` (#gint), `label` (#gchararray),
+ *   `confidence` (#gfloat): the top class and its score
+ * - `scores` (#GST_TYPE_ARRAY of #gfloat): the scores of every class
+ * - `output` (#gchararray): "softmax" or "sigmoid"
+ * - `top-ids`, `top-labels`, `top-scores` (#GST_TYPE_ARRAY): the top-k
+ * - `context-fill` (#gdouble)
  *
- * In `message-mode=on-change` a message is posted only when the top label
- * changes (steps below the threshold do not count: they neither change nor
- * extend a label). It has the fields above for the step where the new label
- * took over, and:
+ * Thresholds: the labels file may give one per label (`label<TAB>0.7`);
+ * others use #GstConyTransformer:threshold (0, the default, means 0.5 for
+ * sigmoid models).
  *
- * - `segment-start` (#guint64): running time at which the new label starts
- *   (the start of that step's token)
- * - `previous-label` (#gchararray): the label of the segment that ended, ""
- *   for the first message of a stream
- * - `previous-segment-start`, `previous-segment-end` (#guint64): running
- *   times of the start of the ended segment and of the end of its last
- *   counted token (NONE for the first message)
+ * ## Segments
  *
- * At EOS, a last message closes the open segment: the fields of the last
- * step, `segment-start` of the open segment, its label again as
- * `previous-label` with `previous-segment-start`/`previous-segment-end`, and
+ * Segments are kept in every mode (their events go on the metas); in
+ * `message-mode=on-change` they are the messages. Softmax models have one
+ * segment at a time, the top label's: a message when the top label changes
+ * (steps below their threshold do not count: they neither change nor
+ * extend a label), with the fields above for the step where the new label
+ * took over, and `segment-start` (running time of its PTS),
+ * `previous-label` ("" for the first), `previous-segment-start`,
+ * `previous-segment-end` (running times; NONE for the first). Sigmoid
+ * models have a segment per label, open while its score reaches its
+ * threshold: an `event` = "onset" message when it rises to it and "offset"
+ * when it falls below, with `segment-start` and (offsets) `segment-end`;
+ * `label`, `class-id` and `confidence` are then that label's. Segment
+ * times run from the PTS of the first step to the end of the last step's
+ * tokens, so consecutive segments tile.
+ *
+ * At EOS, messages close the open segments (softmax: the fields of the last
+ * step, `segment-start`, the open label as `previous-label` with its
+ * `previous-segment-start`/`-end`; sigmoid: an offset per open label), with
  * `eos` (#gboolean) = TRUE. A reset (FLUSH_STOP, DISCONT, caps change)
- * forgets the open segment without a message.
+ * forgets the open segments without a message.
  *
  * ## Stream behaviour
  *

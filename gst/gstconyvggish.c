@@ -29,7 +29,10 @@
  * last discontinuity. Its PTS is the time of its first frame,
  * anchor + w*stride/token_rate, computed with integer scaling from the frame
  * counter anchored at the PTS of the first buffer after the discontinuity; the
- * duration is one stride. The window is complete when its last frame
+ * duration is one stride. The output caps' `lookahead` (gstconytokens.h) is
+ * (window - stride) frames plus the input's lookahead, 29/40 s by default: an
+ * embedding covers [PTS, PTS + 0.975 s) of audio, the 15600 samples of its
+ * window. The window is complete when its last frame
  * arrives, and that frame's own delay is already in upstream's latency, so
  * the element adds (window - 1) frames to the LATENCY query: 950 ms by
  * default (with conymel's 25 ms, 975 ms = the 15600 samples one window
