@@ -126,6 +126,7 @@
 #endif
 
 #include "gstconytransformer.h"
+#include "cony/safetensors.h"
 
 #include <math.h>
 #include <string.h>
@@ -279,6 +280,34 @@ read_labels (const gchar *path, guint *n, gdouble **thresholds, GError **error)
   }
   *n = count;
   return lines;
+}
+
+/* The labels before the model is loaded (the labels property in NULL/READY):
+ * the labels file's, else those of the model file's config; NULL when
+ * neither can be read (the state change will say why). */
+static gchar **
+peek_labels (const gchar *model_path, const gchar *labels_file)
+{
+  gchar **labels = NULL;
+  if (labels_file != NULL && *labels_file != '\0') {
+    guint n = 0;
+    gdouble *thresholds = NULL;
+    labels = read_labels (labels_file, &n, &thresholds, NULL);
+    g_free (thresholds);
+    return labels;
+  }
+  if (model_path == NULL || *model_path == '\0')
+    return NULL;
+  ConySafetensors *st = cony_safetensors_open (model_path, NULL);
+  const char *json = st ? cony_safetensors_metadata (st, "config") : NULL;
+  ConyModelConfig config;
+  if (json && cony_model_config_parse (json, model_path, &config, NULL)) {
+    labels = g_strdupv (config.labels);
+    cony_model_config_clear (&config);
+  }
+  if (st)
+    cony_safetensors_close (st);
+  return labels;
 }
 
 static gboolean gst_cony_transformer_stop (GstBaseTransform *trans);
@@ -978,6 +1007,15 @@ gst_cony_transformer_get_property (GObject *object, guint prop_id, GValue *value
       g_value_set_uint (value, self->top_k);
       break;
     case PROP_LABELS:
+      if (self->labels == NULL) {
+        /* not loaded yet: read them from the files, outside the lock */
+        gchar *model = g_strdup (self->model_path), *file = g_strdup (self->labels_file);
+        GST_OBJECT_UNLOCK (self);
+        g_value_take_boxed (value, peek_labels (model, file));
+        g_free (model);
+        g_free (file);
+        return;
+      }
       g_value_set_boxed (value, self->labels);
       break;
     default:
@@ -1092,12 +1130,13 @@ gst_cony_transformer_class_init (GstConyTransformerClass *klass)
    * GstConyTransformer:labels:
    *
    * The class labels in class order (the model's, or those of
-   * #GstConyTransformer:labels-file), once the model is loaded (PAUSED or
-   * later); NULL before.
+   * #GstConyTransformer:labels-file, without their thresholds). Before the
+   * model is loaded they are read from the files as set; NULL when neither
+   * can be read.
    */
   g_object_class_install_property (gobject_class, PROP_LABELS,
       g_param_spec_boxed ("labels", "Labels",
-          "Class labels in class order (NULL until the model is loaded, in PAUSED)",
+          "Class labels in class order (from the model, or the labels file)",
           G_TYPE_STRV, G_PARAM_READABLE | G_PARAM_STATIC_STRINGS));
 
   gst_element_class_add_static_pad_template (element_class, &sink_template);

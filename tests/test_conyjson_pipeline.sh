@@ -84,9 +84,11 @@ gi.require_version("Gst", "1.0")
 from gi.repository import Gst
 Gst.init(None)
 el = Gst.ElementFactory.make("conytransformer", None)
+assert not el.get_property("labels")   # no model: NULL (None or [] by PyGObject version)
 el.set_property("model", sys.argv[1])
-assert not el.get_property("labels")   # NULL (None or [] by PyGObject version)
+before = el.get_property("labels")     # read from the model file
 assert el.set_state(Gst.State.PAUSED) != Gst.StateChangeReturn.FAILURE
+assert list(before) == list(el.get_property("labels")), before
 print(",".join(el.get_property("labels")))
 el.set_state(Gst.State.NULL)
 PYEOF

@@ -354,17 +354,25 @@ test_top_k (void)
   g_free (x);
 }
 
-/* The labels property: NULL until the model is loaded, then the model's
- * labels, or the labels file's (without the thresholds). */
+/* The labels property: the model's labels, or the labels file's (without
+ * the thresholds), before (read from the files) and after the model is
+ * loaded; NULL without a readable model. */
 static void
 test_labels_property (void)
 {
   char *path = model_path ();
   GstElement *el = gst_element_factory_make ("conytransformer", NULL);
-  g_object_set (el, "model", path, NULL);
   gchar **got = NULL;
   g_object_get (el, "labels", &got, NULL);
   g_assert_null (got);
+  g_object_set (el, "model", "/nonexistent.safetensors", NULL);
+  g_object_get (el, "labels", &got, NULL);
+  g_assert_null (got);
+  g_object_set (el, "model", path, NULL);
+  g_object_get (el, "labels", &got, NULL);
+  g_assert_cmpuint (g_strv_length (got), ==, C);
+  g_assert_cmpstr (got[3], ==, labels[3]);
+  g_strfreev (got);
   g_assert_cmpint (gst_element_set_state (el, GST_STATE_PAUSED), !=, GST_STATE_CHANGE_FAILURE);
   g_object_get (el, "labels", &got, NULL);
   g_assert_cmpuint (g_strv_length (got), ==, C);
@@ -377,9 +385,12 @@ test_labels_property (void)
   char *file = g_build_filename (dir, "labels.txt", NULL);
   g_assert_true (g_file_set_contents (file, "a\t0.5\nb b\nc\t1\nd\t0\n", -1, NULL));
   g_object_set (el, "labels-file", file, NULL);
+  const char *want[] = { "a", "b b", "c", "d", NULL };
+  g_object_get (el, "labels", &got, NULL);
+  g_assert_cmpstrv (got, want);
+  g_strfreev (got);
   g_assert_cmpint (gst_element_set_state (el, GST_STATE_PAUSED), !=, GST_STATE_CHANGE_FAILURE);
   g_object_get (el, "labels", &got, NULL);
-  const char *want[] = { "a", "b b", "c", "d", NULL };
   g_assert_cmpstrv (got, want);
   g_strfreev (got);
   gst_element_set_state (el, GST_STATE_NULL);
