@@ -194,7 +194,8 @@ gst_cony_transformer_message_mode_get_type (void)
   static GType type = 0;
   static const GEnumValue values[] = {
     {GST_CONY_TRANSFORMER_MESSAGE_EVERY_STEP, "A message for every step", "every-step"},
-    {GST_CONY_TRANSFORMER_MESSAGE_ON_CHANGE, "A message when the top label changes",
+    {GST_CONY_TRANSFORMER_MESSAGE_ON_CHANGE,
+        "A message per segment event: the top label changes (sigmoid: a label's onset/offset)",
         "on-change"},
     {0, NULL, NULL},
   };
@@ -1079,11 +1080,14 @@ gst_cony_transformer_class_init (GstConyTransformerClass *klass)
    *
    * Text file with one label per line (a final empty line is ignored),
    * replacing the labels stored in the model. The number of labels must
-   * equal the model's number of classes, or the state change fails.
+   * equal the model's number of classes, or the state change fails. A line
+   * may give its label's threshold after a tab (`dog<TAB>0.7`), as DL
+   * Streamer's model-proc does per label; see #GstConyTransformer:threshold.
    */
   g_object_class_install_property (gobject_class, PROP_LABELS_FILE,
       g_param_spec_string ("labels-file", "Labels file",
-          "Text file with one label per line (default: the labels in the model)",
+          "Text file with one label per line, optionally label<TAB>threshold (default: the "
+          "labels in the model)",
           DEFAULT_LABELS_FILE, ready));
   /**
    * GstConyTransformer:post-messages:
@@ -1097,23 +1101,27 @@ gst_cony_transformer_class_init (GstConyTransformerClass *klass)
   /**
    * GstConyTransformer:message-mode:
    *
-   * `every-step` (default): a message per step; `on-change`: a message when
-   * the top label changes, with segment running times.
+   * `every-step` (default): a message per step; `on-change`: a message per
+   * segment event (softmax: the top label changes; sigmoid: a label's onset
+   * or offset), with segment running times.
    */
   g_object_class_install_property (gobject_class, PROP_MESSAGE_MODE,
       g_param_spec_enum ("message-mode", "Message mode",
-          "When to post messages: every step, or when the top label changes",
+          "When to post messages: every step, or at segment events (label changes, onsets, "
+          "offsets)",
           GST_TYPE_CONY_TRANSFORMER_MESSAGE_MODE, DEFAULT_MESSAGE_MODE, playing));
   /**
    * GstConyTransformer:threshold:
    *
-   * Minimum confidence (softmax probability of the top class, 0..1) for a
-   * step to be posted (every-step) or to count for a label (on-change).
+   * The threshold (0..1) of every label the labels file gives none: a step
+   * is posted (every-step) when its top class reaches its threshold (sigmoid
+   * models: when any class reaches its own), and a label's segment counts
+   * the steps at or above it. 0 (the default) means 0.5 for sigmoid models.
    * Metas are attached to every step regardless.
    */
   g_object_class_install_property (gobject_class, PROP_THRESHOLD,
       g_param_spec_double ("threshold", "Threshold",
-          "Minimum confidence of the top class for a step to be posted or counted",
+          "Threshold of labels without one in the labels file (0: 0.5 for sigmoid models)",
           0.0, 1.0, DEFAULT_THRESHOLD, playing));
   /**
    * GstConyTransformer:top-k:
