@@ -46,7 +46,10 @@
  * the tokens tile the timeline. Frames are counted from the last discontinuity
  * (DISCONT buffer, FLUSH, caps change): frame i is embedded when i is a
  * multiple of #every. The first token after a discontinuity carries DISCONT;
- * OFFSET counts tokens. Frames without a PTS give tokens without one.
+ * OFFSET counts tokens. Frames without a PTS give tokens without one. With
+ * every > 1 and a fixed frame rate, the caps field `lookahead` =
+ * -(every - 1) / framerate says that a token's input (one frame) ends
+ * before the token does (gstconytokens.h).
  *
  * ## QoS
  *
@@ -319,9 +322,14 @@ set_sink_caps (GstConyFrameEmbed *self, GstCaps *caps)
     return TRUE;
 
   /* rate_n/rate_d: tokens per second (k per frame); the caps carry frames per second */
-  GstConyTokenInfo out = { self->out_dim, self->n_patches, 0, 1 };
+  GstConyTokenInfo out = { self->out_dim, self->n_patches, 0, 1, 0, 1 };
   if (info.fps_n > 0 && !gst_util_fraction_multiply (info.fps_n, info.fps_d,
           (gint) self->n_patches, (gint) self->k, &out.rate_n, &out.rate_d))
+    return FALSE;
+  /* A token lasts `every` frames but embeds only the first: its input ends
+   * every - 1 frames before its end (gstconytokens.h). */
+  if (info.fps_n > 0 && self->k > 1 && !gst_util_fraction_multiply (1 - (gint) self->k, 1,
+          info.fps_d, info.fps_n, &out.lookahead_n, &out.lookahead_d))
     return FALSE;
   GstCaps *src = gst_cony_tokens_caps_new (&out);
   gboolean ok = src != NULL && gst_pad_push_event (self->srcpad, gst_event_new_caps (src));

@@ -35,7 +35,9 @@
  * with integer scaling from a sample counter anchored at the PTS of the first
  * buffer after the last discontinuity (DISCONT flag, flush, start, or a
  * timestamp jump beyond 40 ms detected by #GstAudioStreamAlign). The duration
- * is one hop, so frames tile the timeline. A frame is complete when its last
+ * is one hop, so frames tile the timeline; the caps field `lookahead`
+ * (window - hop samples, 3/200 s by default; gstconytokens.h) says that a
+ * frame's samples run on past its end. A frame is complete when its last
  * sample arrives, so the element adds (window + (K-1) * hop) / rate to the
  * LATENCY query (25 ms by default).
  *
@@ -178,6 +180,9 @@ make_src_caps (GstConyMel *self, guint k)
   }
   info.dim = config.n_mels;
   info.tokens_per_buffer = k ? k : fpb;
+  /* A frame reads window samples from its PTS but lasts one hop. */
+  info.lookahead_n = (gint) config.window_length - (gint) config.hop_length;
+  info.lookahead_d = (gint) config.sample_rate;
   if (!gst_util_fraction_multiply ((gint) config.sample_rate, 1, 1,
           (gint) config.hop_length, &info.rate_n, &info.rate_d))
     return NULL;

@@ -25,6 +25,9 @@ gst_cony_tokens_caps_new (const GstConyTokenInfo *info)
       "types", G_TYPE_STRING, "float32",
       "dimensions", G_TYPE_STRING, dims,
       "framerate", GST_TYPE_FRACTION, fps_n, fps_d, NULL);
+  if (info->lookahead_n != 0 && info->lookahead_d > 0)
+    gst_caps_set_simple (caps, "lookahead", GST_TYPE_FRACTION, info->lookahead_n,
+        info->lookahead_d, NULL);
   g_free (dims);
   return caps;
 }
@@ -96,8 +99,16 @@ gst_cony_tokens_info_from_caps (GstConyTokenInfo *info, const GstCaps *caps, gch
     *why = g_strdup ("framerate is not a fraction");
     return FALSE;
   }
+  gint la_n = 0, la_d = 1;
+  if (gst_structure_has_field (s, "lookahead")
+      && (!gst_structure_get_fraction (s, "lookahead", &la_n, &la_d) || la_d <= 0)) {
+    *why = g_strdup ("lookahead is not a fraction of seconds");
+    return FALSE;
+  }
   info->dim = dim;
   info->tokens_per_buffer = k;
+  info->lookahead_n = la_n;
+  info->lookahead_d = la_d;
   info->rate_n = 0;
   info->rate_d = 1;
   if (fps_n > 0 && fps_d > 0
@@ -121,4 +132,14 @@ gst_cony_tokens_time (GstClockTime anchor, guint64 index, gint rate_n, gint rate
   g_return_val_if_fail (GST_CLOCK_TIME_IS_VALID (anchor) && rate_n > 0 && rate_d > 0,
       GST_CLOCK_TIME_NONE);
   return anchor + gst_util_uint64_scale (index, GST_SECOND * (guint64) rate_d, (guint64) rate_n);
+}
+
+gint64
+gst_cony_tokens_lookahead_ns (const GstConyTokenInfo *info)
+{
+  if (info->lookahead_n == 0 || info->lookahead_d <= 0)
+    return 0;
+  gint64 ns = (gint64) gst_util_uint64_scale (GST_SECOND, ABS ((gint64) info->lookahead_n),
+      (guint64) info->lookahead_d);
+  return info->lookahead_n < 0 ? -ns : ns;
 }

@@ -34,7 +34,10 @@
  * last discontinuity. Its PTS is the time of its first frame,
  * anchor + w*stride/token_rate, computed with integer scaling from the frame
  * counter anchored at the PTS of the first buffer after the discontinuity; the
- * duration is one stride. The window is complete when its last frame
+ * duration is one stride. The output caps' `lookahead` (gstconytokens.h) is
+ * (window - stride) frames plus the input's lookahead, 29/40 s by default: an
+ * embedding covers [PTS, PTS + 0.975 s) of audio, the 15600 samples of its
+ * window. The window is complete when its last frame
  * arrives, and that frame's own delay is already in upstream's latency, so
  * the element adds (window - 1) frames to the LATENCY query: 950 ms by
  * default (with conymel's 25 ms, 975 ms = the 15600 samples one window
@@ -478,7 +481,9 @@ set_sink_caps (GstConyVggish *self, GstCaps *caps)
     return FALSE;
   }
 
-  gboolean same = self->have_info && gst_cony_tokens_info_same_tokens (&info, &self->in_info);
+  gboolean same = self->have_info && gst_cony_tokens_info_same_tokens (&info, &self->in_info)
+      && info.lookahead_n == self->in_info.lookahead_n
+      && info.lookahead_d == self->in_info.lookahead_d;
   if (self->have_info && !same) {
     GST_DEBUG_OBJECT (self, "token caps changed: restarting the window");
     reset_window (self);
@@ -488,9 +493,17 @@ set_sink_caps (GstConyVggish *self, GstCaps *caps)
   if (same && gst_pad_has_current_caps (self->srcpad))
     return TRUE;
 
-  GstConyTokenInfo out = { self->out_dim, 1, 0, 1 };
+  GstConyTokenInfo out = { self->out_dim, 1, 0, 1, 0, 1 };
   if (!gst_util_fraction_multiply (info.rate_n, info.rate_d, 1, (gint) self->hop,
           &out.rate_n, &out.rate_d))
+    return FALSE;
+  /* An embedding lasts hop frames but reads window frames, the last of which
+   * reads its own lookahead further (gstconytokens.h). */
+  gint la_n, la_d;
+  if (!gst_util_fraction_multiply ((gint) self->win - (gint) self->hop, 1, info.rate_d,
+          info.rate_n, &la_n, &la_d)
+      || !gst_util_fraction_add (la_n, la_d, info.lookahead_n, info.lookahead_d,
+          &out.lookahead_n, &out.lookahead_d))
     return FALSE;
   GstCaps *src = gst_cony_tokens_caps_new (&out);
   gboolean ok = src != NULL && gst_pad_push_event (self->srcpad, gst_event_new_caps (src));

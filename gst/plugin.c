@@ -25,6 +25,7 @@ plugin_init (GstPlugin *plugin)
   ret |= GST_ELEMENT_REGISTER (conyvggish, plugin);
   ret |= GST_ELEMENT_REGISTER (conytransformer, plugin);
   ret |= GST_ELEMENT_REGISTER (conyframeembed, plugin);
+  ret |= GST_ELEMENT_REGISTER (conyjson, plugin);
 
   return ret;
 }

@@ -36,14 +36,17 @@ cony_launch () {
 }
 
 # Turns gst-launch-1.0 -m output into one line per step: time (s), label, confidence
-# (on-change mode: one line per change; the closing EOS message is skipped).
+# (on-change mode: one line per change; the closing EOS message is skipped). The time is
+# the message's stream-time-end: the end of the input the result covers (for the audio
+# chain: the last sample of the newest 0.975 s VGGish window), i.e. how far into the
+# stream the result has heard (docs/elements.md, "Time spans").
 # Error and warning lines go to stderr. Every stage passes each line on at once (sed -u;
 # the formatting is bash's own printf, not awk: Debian's mawk buffers its input).
 cony_format () {
   sed -u -nE '
     /eos=\(boolean\)true/d
     /\(element\): conytransformer, /{
-      s/.*timestamp=\(guint64\)([0-9]+).*label=\(string\)("[^"]*"|[^,]*),.*confidence=\(float\)([-0-9.e]+).*/\1 \3 \2/
+      s/.*stream-time-end=\(guint64\)([0-9]+).*label=\(string\)("[^"]*"|[^,]*),.*confidence=\(float\)([-0-9.e]+).*/\1 \3 \2/
       p; d
     }
     /ERROR|WARNING|error|Execution ended/w /dev/stderr

@@ -190,7 +190,7 @@ def main(argv=None):
             if s is not None and s.get_name() == "conytransformer" and s.has_field("label"):
                 label = s.get_string("label")
                 conf = s.get_value("confidence")
-                _, ts = s.get_uint64("timestamp")
+                _, ts = s.get_uint64("stream-time-end")   # the end of the input covered
                 text = f"{label} {conf:.2f}"
                 if overlay is not None:
                     overlay.set_property("text", text)

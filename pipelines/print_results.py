@@ -103,9 +103,14 @@ class Printer:
 
 
 def record_from_message(s):
+    """time: the end of the input the result covers, in stream time (the printed column:
+    how far into the stream the result has heard); start + duration: the whole span
+    (buffer time), pts: the step's own."""
     rec = {
         "source": "message",
-        "time": ns(s.get_value("timestamp")),
+        "time": ns(s.get_value("stream-time-end")),
+        "start": ns(s.get_value("timestamp")),
+        "pts": ns(s.get_value("pts")),
         "running_time": ns(s.get_value("running-time")),
         "duration": ns(s.get_value("duration")),
         "step": int(s.get_value("step")),
@@ -113,7 +118,11 @@ def record_from_message(s):
         "label": s.get_string("label"),
         "confidence": round(float(s.get_value("confidence")), 6),
         "scores": [round(x, 6) for x in float_array(s, "scores")],
+        "top": list(zip(float_array(s, "top-labels"),   # (any GST_TYPE_ARRAY)
+                        [round(x, 6) for x in float_array(s, "top-scores")])),
     }
+    if s.has_field("event"):
+        rec["event"] = s.get_string("event")
     if s.has_field("segment-start"):
         rec["segment_start"] = ns(s.get_value("segment-start"))
         rec["previous_label"] = s.get_string("previous-label")
@@ -133,7 +142,8 @@ def records_from_buffer(buf):
     s = meta.get_structure()
     return [{
         "source": "meta",
-        "time": ns(buf.pts),
+        "time": ns(s.get_value("stream-end")),
+        "pts": ns(s.get_value("pts")),
         "window_start": ns(s.get_value("window-start")),
         "window_end": ns(s.get_value("window-end")),
         "step": int(s.get_value("step")),

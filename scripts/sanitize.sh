@@ -19,7 +19,7 @@ rm -f build-asan/tests/registry-*.bin   # a registry written by a forked scan li
 export LSAN_OPTIONS=suppressions=$PWD/tests/lsan.supp:print_suppressions=0
 ASAN_OPTIONS=detect_leaks=1 meson test -C build-asan --num-processes 1 --suite libcony "$@"
 ASAN_OPTIONS=detect_leaks=1:fast_unwind_on_malloc=0 meson test -C build-asan --num-processes 1 \
-  gst_conymel gst_conyvggish gst_conyframeembed gst_conytransformer "$@"
+  gst_conymel gst_conyvggish gst_conyframeembed gst_conytransformer gst_conyresults "$@"
 LD_PRELOAD=$(cc -print-file-name=libasan.so) ASAN_OPTIONS=detect_leaks=0:verify_asan_link_order=0 \
   meson test -C build-asan --num-processes 1 gst_pipeline gst_pipeline_transformer \
-  video_pipeline video_patches_pipeline video_heldout default-audio-model "$@"
+  video_pipeline video_patches_pipeline video_heldout default-audio-model conyjson_pipeline "$@"

@@ -190,6 +190,19 @@ cony_model_config_parse (const char *json, const char *origin, ConyModelConfig *
     goto fail;
   }
 
+  const char *output = get_string (o, origin, "output", FALSE, "softmax", error);
+  if (!output)
+    goto fail;
+  if (strcmp (output, "softmax") == 0) {
+    c->output = CONY_OUTPUT_SOFTMAX;
+  } else if (strcmp (output, "sigmoid") == 0) {
+    c->output = CONY_OUTPUT_SIGMOID;
+  } else {
+    g_set_error (error, CONY_ERROR, CONY_ERROR_INVALID, "%s: model config: output is '%s' "
+                 "(expected 'softmax' or 'sigmoid')", origin, output);
+    goto fail;
+  }
+
   JsonNode *labels = json_object_get_member (o, "labels");
   if (!labels || !JSON_NODE_HOLDS_ARRAY (labels)) {
     g_set_error (error, CONY_ERROR, labels ? CONY_ERROR_FORMAT : CONY_ERROR_MISSING,

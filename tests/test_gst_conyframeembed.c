@@ -261,6 +261,14 @@ test_qos_every (void)
   GstBus *bus = gst_bus_new ();
   gst_element_set_bus (h->element, bus);
   gst_harness_set_src_caps_str (h, CAPS_GAP);
+  /* a token lasts 2 frames but embeds one: its input ends a frame (1/25 s) early */
+  GstCaps *caps = gst_pad_get_current_caps (h->sinkpad);
+  gint ln = 0, ld = 0;
+  g_assert_true (gst_structure_get_fraction (gst_caps_get_structure (caps, 0), "lookahead",
+          &ln, &ld));
+  g_assert_cmpint (ln, ==, -1);
+  g_assert_cmpint (ld, ==, 25);
+  gst_caps_unref (caps);
   gst_harness_push (h, make_frame (0, 0, 40 * MS));
   gst_harness_push_upstream_event (h,
       gst_event_new_qos (GST_QOS_TYPE_UNDERFLOW, 1.2, 50 * MS, 100 * MS));   /* to 200 ms */

@@ -131,7 +131,8 @@ test_caps_negotiated (void)
   GstCaps *caps = gst_pad_get_current_caps (h->sinkpad);
   g_assert_nonnull (caps);
   GstCaps *want = gst_caps_from_string ("other/tensors,format=static,num_tensors=1,"
-      "types=float32,dimensions=(string)64:1,framerate=100/1" MEL_FIELDS ("0.01"));
+      "types=float32,dimensions=(string)64:1,framerate=100/1,lookahead=3/200" MEL_FIELDS ("0.01"));
+  /* lookahead: a frame reads 400 samples (25 ms) but lasts one 160-sample hop */
   g_assert_true (gst_caps_is_equal (caps, want));
   gst_caps_unref (want);
   gst_caps_unref (caps);
@@ -299,7 +300,7 @@ test_frames_per_buffer_and_eos (void)
   gst_harness_set_src_caps_str (h, F32_CAPS);
   GstCaps *caps = gst_pad_get_current_caps (h->sinkpad);
   GstCaps *want = gst_caps_from_string ("other/tensors,format=static,num_tensors=1,"
-      "types=float32,dimensions=(string)64:10,framerate=10/1" MEL_FIELDS ("0.01"));
+      "types=float32,dimensions=(string)64:10,framerate=10/1,lookahead=3/200" MEL_FIELDS ("0.01"));
   g_assert_true (gst_caps_is_equal (caps, want));
   gst_caps_unref (want);
   gst_caps_unref (caps);

@@ -169,6 +169,11 @@ check_meta (const GstConyClassificationMeta *m, Ref *r, const float *x, guint64 
     g_assert_cmpfloat_with_epsilon (m->scores[i], probs[i], 1e-6);
   g_assert_cmpfloat (m->score, ==, m->scores[top]);
   g_assert_cmpfloat (m->context_fill, ==, (double) fill / N);
+  g_assert_cmpuint (m->pts, ==, base + step * tok_ns);
+  g_assert_false (m->multi_label);
+  g_assert_cmpuint (m->n_top, ==, 1);
+  g_assert_cmpint (m->top_ids[0], ==, top);
+  g_assert_cmpstr (m->top_labels[0], ==, labels[top]);
 }
 
 /* Pulls every queued buffer; checks the data is unchanged and the metas
@@ -317,10 +322,19 @@ test_messages (void)
             "stream-time", G_TYPE_UINT64, &st, "running-time", G_TYPE_UINT64, &rt,
             "duration", G_TYPE_UINT64, &dur, "step", G_TYPE_UINT64, &step,
             "class-id", G_TYPE_INT, &cls, "confidence", G_TYPE_FLOAT, &conf, NULL));
-    g_assert_cmpuint (ts, ==, 10 * GST_SECOND + t * 250 * MS);
-    g_assert_cmpuint (st, ==, 100 * GST_SECOND + t * 250 * MS);
-    g_assert_cmpuint (rt, ==, 2 * GST_SECOND + t * 250 * MS);
-    g_assert_cmpuint (dur, ==, 250 * MS);
+    /* The span: from the oldest token in the window to the end of this one
+     * (no lookahead in these caps); pts: this token's. */
+    guint64 first = t + 1 - MIN (t + 1, N), pts, st_end, rt_end;
+    g_assert_cmpuint (ts, ==, 10 * GST_SECOND + first * 250 * MS);
+    g_assert_cmpuint (st, ==, 100 * GST_SECOND + first * 250 * MS);
+    g_assert_cmpuint (rt, ==, 2 * GST_SECOND + first * 250 * MS);
+    g_assert_cmpuint (dur, ==, (t + 1 - first) * 250 * MS);
+    g_assert_true (gst_structure_get (s, "pts", G_TYPE_UINT64, &pts,
+            "stream-time-end", G_TYPE_UINT64, &st_end,
+            "running-time-end", G_TYPE_UINT64, &rt_end, NULL));
+    g_assert_cmpuint (pts, ==, 10 * GST_SECOND + t * 250 * MS);
+    g_assert_cmpuint (st_end, ==, 100 * GST_SECOND + (t + 1) * 250 * MS);
+    g_assert_cmpuint (rt_end, ==, 2 * GST_SECOND + (t + 1) * 250 * MS);
     g_assert_cmpuint (step, ==, t);
     double probs[C];
     int top = ref_step (r, x + t * D, probs);
@@ -923,19 +937,23 @@ test_multitoken_steps (void)
   }
   g_assert_cmpuint (step, ==, frames);   /* 9 frames, 9 steps */
 
-  /* one message per step, with the frame's time */
+  /* one message per step: pts the frame's; timestamp + duration the window's
+   * span, to the end of the frame */
   guint64 msgs = 0;
   GstMessage *msg;
   while ((msg = gst_bus_pop_filtered (bus, GST_MESSAGE_ELEMENT)) != NULL) {
     const GstStructure *st = gst_message_get_structure (msg);
     if (gst_structure_has_name (st, "conytransformer")) {
-      guint64 ts, dur, s;
+      guint64 ts, dur, s, pts;
       g_assert_true (gst_structure_get_uint64 (st, "timestamp", &ts));
       g_assert_true (gst_structure_get_uint64 (st, "duration", &dur));
       g_assert_true (gst_structure_get_uint64 (st, "step", &s));
+      g_assert_true (gst_structure_get_uint64 (st, "pts", &pts));
       g_assert_cmpuint (s, ==, msgs);
-      g_assert_cmpuint (ts, ==, base + s * fdur);
-      g_assert_cmpuint (dur, ==, fdur);
+      guint64 fed = KK * (s + 1), oldest = fed - MIN (fed, KN);
+      g_assert_cmpuint (pts, ==, base + s * fdur);
+      g_assert_cmpuint (ts, ==, base + (oldest / KK) * fdur + (oldest % KK) * fdur / KK);
+      g_assert_cmpuint (ts + dur, ==, base + (s + 1) * fdur);
       msgs++;
     }
     gst_message_unref (msg);

@@ -351,6 +351,27 @@ test_load_errors (void)
     cony_model_config_clear (&cfg);
   }
 
+  /* output: softmax when absent, sigmoid for multi-label models, nothing else */
+  g_assert_cmpint (ok->config.output, ==, CONY_OUTPUT_SOFTMAX);
+  {
+    static const char *outs[] = { "\"softmax\"", "\"sigmoid\"" };
+    for (guint i = 0; i < G_N_ELEMENTS (outs); i++) {
+      g_autofree char *with = g_strdup_printf ("\"output\":%s,\"labels\"", outs[i]);
+      g_autofree char *co = replace (t->config, "\"labels\"", with);
+      ConyModelConfig cfg;
+      g_assert_true (cony_model_config_parse (co, "out", &cfg, &error));
+      g_assert_no_error (error);
+      g_assert_cmpint (cfg.output, ==, i == 0 ? CONY_OUTPUT_SOFTMAX : CONY_OUTPUT_SIGMOID);
+      cony_model_config_clear (&cfg);
+    }
+    g_autofree char *cb = replace (t->config, "\"labels\"", "\"output\":\"relu\",\"labels\"");
+    tensors_write (t, path, cb);
+    expect_load_error (path, CONY_ERROR_INVALID, "output", "relu");
+    g_autofree char *cn = replace (t->config, "\"labels\"", "\"output\":1,\"labels\"");
+    tensors_write (t, path, cn);
+    expect_load_error (path, CONY_ERROR_FORMAT, "'output'", NULL);
+  }
+
   /* the front-end parameters pass through as JSON text; a non-object is refused */
   g_autofree char *c8 = replace (t->config, "\"labels\"", "\"frontend\":{\"sample_rate\":16000,"
                                  "\"patch\":[96,64]},\"labels\"");

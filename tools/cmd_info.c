@@ -90,7 +90,9 @@ cony_cmd_info (int argc, char **argv)
   printf ("\nlabels:      ");
   for (int i = 0; i < c->n_classes; i++)
     printf ("%s%s", i ? ", " : " ", c->labels[i]);
-  printf ("\nfrontend:     %s\n", c->frontend_json ? c->frontend_json : "(none)");
+  printf ("\noutput:       %s\n", c->output == CONY_OUTPUT_SIGMOID
+          ? "sigmoid (multi-label)" : "softmax");
+  printf ("frontend:     %s\n", c->frontend_json ? c->frontend_json : "(none)");
   printf ("parameters:   %" G_GSIZE_FORMAT "\n", m->n_parameters);
   printf ("state:        %" G_GSIZE_FORMAT " bytes carried between steps (+ %" G_GSIZE_FORMAT
           " bytes scratch)\n", cony_encoder_state_bytes (enc), cony_encoder_scratch_bytes (enc));
