@@ -586,7 +586,7 @@ test_preset_yamnet (void)
   gst_harness_set_src_caps_str (h, F32_CAPS);
   GstCaps *caps = gst_pad_get_current_caps (h->sinkpad);
   GstCaps *want = gst_caps_from_string ("other/tensors,format=static,num_tensors=1,"
-      "types=float32,dimensions=(string)64:1,framerate=100/1" MEL_FIELDS ("0.001"));
+      "types=float32,dimensions=(string)64:1,framerate=100/1,lookahead=3/200" MEL_FIELDS ("0.001"));
   g_assert_true (gst_caps_is_equal (caps, want));
   gst_caps_unref (want);
   gst_caps_unref (caps);

@@ -62,8 +62,18 @@ check_live () {
   else
     ok "$name: one line per step as it is posted"
   fi
-  startup=$(startup_seconds bash "$p/$name" --source "$quick" "$@")
-  echo "# $name: start-up $startup s"
+  # A machine busy with other work can delay one run; buffering delays every run. So a
+  # late first line is measured again (up to 3 runs), and the best run counts.
+  local try
+  for try in 1 2 3; do
+    startup=$(startup_seconds bash "$p/$name" --source "$quick" "$@")
+    echo "# $name: start-up $startup s, first line after $first s (run $try)"
+    [ "$(echo "$first <= $startup + 1.5" | bc -l)" = 1 ] && break
+    [ "$try" = 3 ] && break
+    timed_lines bash "$p/$name" --source "$live" "$@" >"$tmp/lines"
+    first=$(head -1 "$tmp/lines" | cut -d' ' -f1)
+    [ -n "$first" ] || first=999
+  done
   if [ "$(echo "$first <= $startup + 1.5" | bc -l)" != 1 ]; then
     not_ok "$name: first line after $first s (start-up $startup s + 1.5 s allowed)"
   else
