@@ -137,7 +137,11 @@ meta_channels (const ConySafetensors *st, const char *key, guint n, gboolean pos
       continue;
     char *end = NULL;
     double x = g_ascii_strtod (*p, &end);
-    if (end == *p || *end != '\0' || !isfinite (x) || (positive && !(x > 0.0)) || k >= n) {
+    /* Checked as the float the network uses: 1e39 is finite as a double but Inf as a
+     * float, and a std whose reciprocal overflows would scale the input to Inf. */
+    float xf = (float) x;
+    if (end == *p || *end != '\0' || !isfinite (xf) ||
+        (positive && !(xf > 0.0f && isfinite (1.0f / xf))) || k >= n) {
       g_set_error (error, CONY_ERROR, CONY_ERROR_INVALID,
                    "%s: metadata %s = \"%s\", expected 1 or %u comma-separated finite numbers%s",
                    cony_safetensors_path (st), key, v, n, positive ? " > 0" : "");
