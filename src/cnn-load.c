@@ -175,6 +175,14 @@ read_pca (ConyCnn *cnn, const ConySafetensors *st, gboolean required, GError **e
 {
   const char *path = cony_safetensors_path (st);
   const char *en = "pca_eigen_vectors", *mn = "pca_means";
+  /* Both spellings: one set would go unread (and unchecked). */
+  if ((cony_safetensors_find (st, en) || cony_safetensors_find (st, mn)) &&
+      (cony_safetensors_find (st, "pproc.pca_eigen_vectors") ||
+       cony_safetensors_find (st, "pproc.pca_means"))) {
+    g_set_error (error, CONY_ERROR, CONY_ERROR_INVALID,
+                 "%s: holds both pca_* and pproc.pca_* tensors; keep one set", path);
+    return FALSE;
+  }
   if (cony_safetensors_find (st, en) == NULL && cony_safetensors_find (st, "pproc.pca_eigen_vectors")) {
     en = "pproc.pca_eigen_vectors";
     mn = "pproc.pca_means";

@@ -341,6 +341,18 @@ test_bad_models (void)
       set_free (&s);
     }
   }
+  /* Both PCA spellings: the second set would go unread. */
+  {
+    TensorSet s = read_set ("small.safetensors");
+    int i = set_find (&s, "pca_means");
+    g_ptr_array_add (s.names, g_strdup ("pproc.pca_means"));
+    g_ptr_array_add (s.data, g_memdup2 (s.data->pdata[i], 128 * sizeof (float)));
+    g_array_append_val (s.ndims, g_array_index (s.ndims, int, i));
+    g_ptr_array_add (s.shapes, g_memdup2 (s.shapes->pdata[i], 8 * sizeof (gsize)));
+    g_autofree char *p = write_set (&s, "pca2.safetensors", NULL);
+    expect_refused (p, CONY_ERROR_INVALID, "pproc.pca_", NULL);
+    set_free (&s);
+  }
   /* An F16 FC weight that is +Inf (the FC layers keep F16 weights as they are). */
   {
     g_autofree char *src = cony_test_golden_path ("cnn", "small_f16.safetensors");
