@@ -137,7 +137,11 @@ meta_channels (const ConySafetensors *st, const char *key, guint n, gboolean pos
       continue;
     char *end = NULL;
     double x = g_ascii_strtod (*p, &end);
-    if (end == *p || *end != '\0' || !isfinite (x) || (positive && !(x > 0.0)) || k >= n) {
+    /* Checked as the float the network uses: 1e39 is finite as a double but Inf as a
+     * float, and a std whose reciprocal overflows would scale the input to Inf. */
+    float xf = (float) x;
+    if (end == *p || *end != '\0' || !isfinite (xf) ||
+        (positive && !(xf > 0.0f && isfinite (1.0f / xf))) || k >= n) {
       g_set_error (error, CONY_ERROR, CONY_ERROR_INVALID,
                    "%s: metadata %s = \"%s\", expected 1 or %u comma-separated finite numbers%s",
                    cony_safetensors_path (st), key, v, n, positive ? " > 0" : "");
@@ -171,6 +175,14 @@ read_pca (ConyCnn *cnn, const ConySafetensors *st, gboolean required, GError **e
 {
   const char *path = cony_safetensors_path (st);
   const char *en = "pca_eigen_vectors", *mn = "pca_means";
+  /* Both spellings: one set would go unread (and unchecked). */
+  if ((cony_safetensors_find (st, en) || cony_safetensors_find (st, mn)) &&
+      (cony_safetensors_find (st, "pproc.pca_eigen_vectors") ||
+       cony_safetensors_find (st, "pproc.pca_means"))) {
+    g_set_error (error, CONY_ERROR, CONY_ERROR_INVALID,
+                 "%s: holds both pca_* and pproc.pca_* tensors; keep one set", path);
+    return FALSE;
+  }
   if (cony_safetensors_find (st, en) == NULL && cony_safetensors_find (st, "pproc.pca_eigen_vectors")) {
     en = "pproc.pca_eigen_vectors";
     mn = "pproc.pca_means";

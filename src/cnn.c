@@ -440,10 +440,15 @@ gboolean
 cony_cnn_get_fc_f16 (const ConyCnn *cnn)
 {
   g_return_val_if_fail (cnn != NULL, FALSE);
-  for (guint i = cnn->first_fc; i < cnn->n_layers; i++)
+  gboolean any = FALSE;
+  for (guint i = cnn->first_fc; i < cnn->n_layers; i++) {
+    if (cnn->layers[i].kind != LAYER_FC)
+      continue;   /* a sigmoid */
     if (cnn->layers[i].w16.f16 == NULL)
       return FALSE;
-  return TRUE;
+    any = TRUE;
+  }
+  return any;
 }
 
 gboolean

@@ -305,6 +305,13 @@ test_bad_models (void)
     const char *m3[] = { "input_width", "-3", NULL };
     g_autofree char *p3 = write_set (&s, "meta3.safetensors", m3);
     expect_refused (p3, CONY_ERROR_INVALID, "input_width", NULL);
+    /* Finite as a double, not as the float the network uses (issue #30). */
+    const char *m5[] = { "input_mean", "1e39", NULL };
+    g_autofree char *p5 = write_set (&s, "meta5.safetensors", m5);
+    expect_refused (p5, CONY_ERROR_INVALID, "input_mean", NULL);
+    const char *m6[] = { "input_std", "1e-45", NULL };   /* 1 / std overflows */
+    g_autofree char *p6 = write_set (&s, "meta6.safetensors", m6);
+    expect_refused (p6, CONY_ERROR_INVALID, "input_std", NULL);
     const char *m4[] = { "global_pool", "max", NULL };   /* only avg / none exist */
     g_autofree char *p4 = write_set (&s, "meta4.safetensors", m4);
     expect_refused (p4, CONY_ERROR_INVALID, "global_pool", NULL);
@@ -333,6 +340,18 @@ test_bad_models (void)
       expect_refused (p, CONY_ERROR_INVALID, where[k], "non-finite");
       set_free (&s);
     }
+  }
+  /* Both PCA spellings: the second set would go unread. */
+  {
+    TensorSet s = read_set ("small.safetensors");
+    int i = set_find (&s, "pca_means");
+    g_ptr_array_add (s.names, g_strdup ("pproc.pca_means"));
+    g_ptr_array_add (s.data, g_memdup2 (s.data->pdata[i], 128 * sizeof (float)));
+    g_array_append_val (s.ndims, g_array_index (s.ndims, int, i));
+    g_ptr_array_add (s.shapes, g_memdup2 (s.shapes->pdata[i], 8 * sizeof (gsize)));
+    g_autofree char *p = write_set (&s, "pca2.safetensors", NULL);
+    expect_refused (p, CONY_ERROR_INVALID, "pproc.pca_", NULL);
+    set_free (&s);
   }
   /* An F16 FC weight that is +Inf (the FC layers keep F16 weights as they are). */
   {

@@ -85,6 +85,14 @@ check_variant (gconstpointer data)
   g_assert_true (cony_cnn_set_output (cnn, CONY_CNN_OUTPUT_SCORES, NULL));
   cony_cnn_forward (cnn, x->data, out);
   g_assert_cmpfloat (cony_test_rel_err (out, scores->data, 10), <=, 1e-4);
+
+  /* F16 FC weights work on the head (the sigmoid is no FC layer): rounding the fc's
+   * weights moves the scores by about 2^-11 relative at most. */
+  g_assert_false (cony_cnn_get_fc_f16 (cnn));
+  g_assert_true (cony_cnn_set_fc_f16 (cnn, TRUE, NULL));
+  g_assert_true (cony_cnn_get_fc_f16 (cnn));
+  cony_cnn_forward (cnn, x->data, out);
+  g_assert_cmpfloat (cony_test_rel_err (out, scores->data, 10), <=, 2e-3);
 }
 
 static void test_int8_pointwise (void);
