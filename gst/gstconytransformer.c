@@ -92,6 +92,11 @@
  * - A token with NaN or infinite values is not fed to the model (the state
  *   stays as it was), gets no meta and no message; a warning is posted once
  *   per run of affected buffers. The buffer itself passes unchanged.
+ * - A step whose logits are not finite (finite tokens so large that the
+ *   model overflows float, e.g. values near FLT_MAX) gets no meta and no
+ *   message; the continual state is reset (the next step is step 0) and a
+ *   STREAM FAILED warning naming the step is posted once per run of affected
+ *   buffers. A NaN is never published as a result.
  *
  * ## Example launch lines
  * |[
@@ -196,6 +201,16 @@ reset_stream (GstConyTransformer *self)
   self->seg_start = self->seg_end = GST_CLOCK_TIME_NONE;
   self->have_last = FALSE;
   self->in_nonfinite = FALSE;
+}
+
+/* A step whose logits are not finite: nothing is published for it, and the stream
+ * starts again (the encoder has already reset itself). */
+static void
+reset_after_overflow (GstConyTransformer *self)
+{
+  gboolean in_nonfinite = self->in_nonfinite;
+  reset_stream (self);
+  self->in_nonfinite = in_nonfinite;
 }
 
 /* Reads one label per line; a final empty line is ignored. */
@@ -557,7 +572,9 @@ gst_cony_transformer_transform_ip (GstBaseTransform *trans, GstBuffer *buf)
 
   GstClockTime pts = GST_BUFFER_PTS (buf), dur = GST_BUFFER_DURATION (buf);
   GPtrArray *messages = NULL;
-  guint bad = 0;
+  guint bad = 0, overflow = 0;
+  guint64 overflow_step = 0;
+  GstClockTime overflow_pts = GST_CLOCK_TIME_NONE;
   /* One step per `per` consecutive tokens (per = 1 for most models). */
   for (gsize i = 0; i < k; i += per) {
     const gfloat *token = tokens + i * self->d_in;
@@ -589,7 +606,14 @@ gst_cony_transformer_transform_ip (GstBaseTransform *trans, GstBuffer *buf)
         tj = gst_cony_tokens_time (pts, i + j, self->info.rate_n, self->info.rate_d);
       self->starts[(first + j) % self->window] = tj;
     }
-    cony_encoder_step (self->encoder, token, self->logits);
+    if (!cony_encoder_step (self->encoder, token, self->logits)) {
+      if (overflow++ == 0) {
+        overflow_step = step;
+        overflow_pts = t0;
+      }
+      reset_after_overflow (self);
+      continue;
+    }
     guint fill = (guint) cony_encoder_window_fill (self->encoder);
     gint top = softmax_top (self);
     GstClockTime wstart = self->starts[(first + per - fill) % self->window];
@@ -623,6 +647,14 @@ gst_cony_transformer_transform_ip (GstBaseTransform *trans, GstBuffer *buf)
         ("%u of %" G_GSIZE_FORMAT " tokens in the buffer at %" GST_TIME_FORMAT
             " were not classified (the model state is kept)", bad, k, GST_TIME_ARGS (pts)));
   self->in_nonfinite = bad > 0;
+  if (overflow > 0 && !self->in_overflow)
+    GST_ELEMENT_WARNING (self, STREAM, FAILED,
+        ("Step %" G_GUINT64_FORMAT " gave non-finite logits: no result for it, the continual "
+            "state was reset", overflow_step),
+        ("%u step(s) of the buffer at %" GST_TIME_FORMAT " (first at %" GST_TIME_FORMAT ") "
+            "overflowed float (tokens too large for the model) and were not published",
+            overflow, GST_TIME_ARGS (pts), GST_TIME_ARGS (overflow_pts)));
+  self->in_overflow = overflow > 0;
 
   if (messages) {
     for (guint i = 0; i < messages->len; i++)
