@@ -594,6 +594,9 @@ gst_cony_mel_set_property (GObject *object, guint prop_id, const GValue *value,
 {
   GstConyMel *self = GST_CONY_MEL (object);
 
+  if (!gst_cony_element_property_settable (object, pspec))
+    return;
+
   GST_OBJECT_LOCK (self);
   switch (prop_id) {
     case PROP_SAMPLE_RATE:

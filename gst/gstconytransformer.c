@@ -111,6 +111,7 @@
 #endif
 
 #include "gstconytransformer.h"
+#include "gstconyelement.h"
 
 #include <math.h>
 #include <string.h>
@@ -671,6 +672,9 @@ gst_cony_transformer_set_property (GObject *object, guint prop_id, const GValue 
     GParamSpec *pspec)
 {
   GstConyTransformer *self = GST_CONY_TRANSFORMER (object);
+
+  if (!gst_cony_element_property_settable (object, pspec))
+    return;
 
   GST_OBJECT_LOCK (self);
   switch (prop_id) {

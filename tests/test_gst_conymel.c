@@ -7,6 +7,8 @@
 
 #include <gst/gst.h>
 #include <gst/check/gstharness.h>
+
+#include "gsttestutil.h"
 #include <math.h>
 #include <string.h>
 
@@ -626,6 +628,22 @@ test_partial_samples (void)
   }
 }
 
+
+/* The framing geometry is read on READY->PAUSED: set while PLAYING it is refused and
+ * the old value reads back; in READY it takes (#31.5). */
+static void
+test_ready_only_properties (void)
+{
+  const char *props[][2] = { { "hop-length", "320" }, { "n-mels", "40" }, { "fmax", "6000" },
+                             { "sample-rate", "8000" } };
+  for (guint i = 0; i < G_N_ELEMENTS (props); i++) {
+    GstHarness *h = new_harness (NULL);
+    gst_harness_set_src_caps_str (h, F32_CAPS);
+    cony_test_assert_ready_only (h, props[i][0], props[i][1]);
+    gst_harness_teardown (h);
+  }
+}
+
 int
 main (int argc, char **argv)
 {
@@ -646,5 +664,6 @@ main (int argc, char **argv)
   g_test_add_func ("/conymel/nan", test_nan_samples);
   g_test_add_func ("/conymel/bad-settings", test_bad_settings);
   g_test_add_func ("/conymel/partial-samples", test_partial_samples);
+  g_test_add_func ("/conymel/ready-only-properties", test_ready_only_properties);
   return g_test_run ();
 }

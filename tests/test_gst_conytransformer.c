@@ -865,6 +865,22 @@ test_extreme_tokens (void)
   g_free (x);
 }
 
+
+/* model, attention and labels-file are read on READY->PAUSED: set while PLAYING they
+ * are refused (the old value reads back: what runs), in READY they take (#31.5). */
+static void
+test_ready_only_properties (void)
+{
+  const char *props[][2] = { { "model", "/tmp/other.safetensors" }, { "attention", "regular" },
+                             { "labels-file", "/tmp/labels.txt" } };
+  for (guint i = 0; i < G_N_ELEMENTS (props); i++) {
+    GstHarness *h = new_harness (NULL);
+    gst_harness_set_src_caps_str (h, TOKEN_CAPS ("1", "4/1"));
+    cony_test_assert_ready_only (h, props[i][0], props[i][1]);
+    gst_harness_teardown (h);
+  }
+}
+
 /* The element adds nothing to upstream's latency. */
 static void
 test_latency (void)
@@ -1206,6 +1222,7 @@ main (int argc, char **argv)
   g_test_add_func ("/conytransformer/caps-change", test_caps_change);
   g_test_add_func ("/conytransformer/nan", test_nan_tokens);
   g_test_add_func ("/conytransformer/extreme-tokens", test_extreme_tokens);
+  g_test_add_func ("/conytransformer/ready-only-properties", test_ready_only_properties);
   g_test_add_func ("/conytransformer/latency", test_latency);
   g_test_add_func ("/conytransformer/wrong-dimension", test_wrong_dimension);
   g_test_add_func ("/conytransformer/bad-models", test_bad_models);
