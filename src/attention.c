@@ -1005,6 +1005,12 @@ layer_buffers (ConyAttention *a, Buffer *b)
 gsize
 cony_attention_config_bytes (const ConyAttentionConfig *config)
 {
+  const ConyAttentionConfig *c = config;
+  /* sizes the layer refuses anyway: no figure (and no division by zero heads) */
+  if (c->d < 1 || c->heads < 1 || c->d % c->heads != 0 || c->window < 1 ||
+      c->d > CONY_ATTENTION_MAX_DIM || c->window > CONY_ATTENTION_MAX_WINDOW ||
+      (uses_landmarks (c->variant) && (c->landmarks < 1 || c->landmarks > CONY_ATTENTION_MAX_LANDMARKS)))
+    return G_MAXSIZE;
   ConyAttention a = { 0 };
   Buffer b[MAX_BUFFERS];
   set_sizes (&a, config);

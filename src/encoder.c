@@ -148,9 +148,9 @@ cony_encoder_new (const ConyModel *model, int override_variant, GError **error)
      * windowed pass then gives every row, of which the k newest are used). */
     gboolean retro = c->blocks == 2 && (b == 0 || e->k > 1);
     ac[b] = cony_model_attention_config (model, b, v, retro);
-    if (ac[b].window <= CONY_ATTENTION_MAX_WINDOW && ac[b].d <= CONY_ATTENTION_MAX_DIM &&
-        ac[b].landmarks <= CONY_ATTENTION_MAX_LANDMARKS) /* else the layer names the limit */
-      bytes += cony_attention_config_bytes (&ac[b]);
+    gsize layer = cony_attention_config_bytes (&ac[b]);
+    if (layer != G_MAXSIZE) /* else cony_attention_new() names the bad size */
+      bytes += layer;
   }
   /* The whole encoder within the budget before anything is allocated: the window, d and
    * ff of a small file decide these sizes. */

@@ -69,8 +69,8 @@ ConyAttentionVariant cony_attention_variant_windowed (ConyAttentionVariant varia
  * host's memory by its say-so. */
 #define CONY_MEMORY_BUDGET ((gsize) 1 << 30)
 
-/* Bytes cony_attention_new() allocates for a valid @config (weights' copies, state,
- * scratch). */
+/* Bytes cony_attention_new() allocates for @config (weights' copies, state, scratch);
+ * G_MAXSIZE for sizes beyond the limits above or otherwise invalid. */
 gsize cony_attention_config_bytes (const ConyAttentionConfig *config);
 
 /* Checks sizes (d % heads, window >= 1, 1 <= landmarks, the limits above, the memory
