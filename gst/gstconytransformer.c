@@ -770,7 +770,10 @@ gst_cony_transformer_class_init (GstConyTransformerClass *klass)
    * GstConyTransformer:model:
    *
    * Path of the safetensors model file (required; docs/model-format.md).
-   * Loaded on READY->PAUSED.
+   * Loaded on READY->PAUSED. Like #GstConyTransformer:attention and
+   * #GstConyTransformer:labels-file, it can only be changed in NULL or READY:
+   * a change in PAUSED or PLAYING is refused (a GST_WARNING in the debug log)
+   * and the value in use stays.
    */
   g_object_class_install_property (gobject_class, PROP_MODEL,
       g_param_spec_string ("model", "Model",
