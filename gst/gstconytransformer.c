@@ -202,16 +202,19 @@ reset_stream (GstConyTransformer *self)
   self->seg_start = self->seg_end = GST_CLOCK_TIME_NONE;
   self->have_last = FALSE;
   self->in_nonfinite = FALSE;
+  self->in_overflow = FALSE;
 }
 
 /* A step whose logits are not finite: nothing is published for it, and the stream
- * starts again (the encoder has already reset itself). */
+ * starts again (the encoder has already reset itself); the runs of bad buffers, which
+ * rate-limit the warnings, go on. */
 static void
 reset_after_overflow (GstConyTransformer *self)
 {
-  gboolean in_nonfinite = self->in_nonfinite;
+  gboolean in_nonfinite = self->in_nonfinite, in_overflow = self->in_overflow;
   reset_stream (self);
   self->in_nonfinite = in_nonfinite;
+  self->in_overflow = in_overflow;
 }
 
 /* Reads one label per line; a final empty line is ignored. */

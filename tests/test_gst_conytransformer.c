@@ -866,6 +866,48 @@ test_extreme_tokens (void)
 }
 
 
+
+/* Overflowing steps: one warning per run of affected buffers (two FLT_MAX buffers in a
+ * row: one), a new run warns again; each names its step, none gets a meta. */
+static void
+test_overflow_warnings (void)
+{
+  const gboolean huge[] = { FALSE, TRUE, TRUE, FALSE, TRUE };
+  const guint64 want_step[] = { 0, G_MAXUINT64, G_MAXUINT64, 0, G_MAXUINT64 };
+  gsize n = G_N_ELEMENTS (huge);
+  float *x = make_tokens (n, 43);
+  for (gsize t = 0; t < n; t++)
+    for (int i = 0; huge[t] && i < D; i++)
+      x[t * D + i] = FLT_MAX;
+  GstHarness *h = new_harness (NULL);
+  GstBus *bus = attach_bus (h);
+  gst_harness_set_src_caps_str (h, TOKEN_CAPS ("1", "4/1"));
+  cony_test_push_tokens (h, x, D, 0, n, 1, 0, 250 * MS, FALSE);
+  GstMessage *msg;
+  guint n_warnings = 0;
+  while ((msg = gst_bus_pop_filtered (bus, GST_MESSAGE_WARNING)) != NULL) {
+    GError *err = NULL;
+    gst_message_parse_warning (msg, &err, NULL);
+    g_assert_nonnull (strstr (err->message, "Step 1 gave non-finite logits"));
+    g_error_free (err);
+    gst_message_unref (msg);
+    n_warnings++;
+  }
+  g_assert_cmpuint (n_warnings, ==, 2);
+  for (gsize t = 0; t < n; t++) {
+    GstBuffer *buf = gst_harness_pull (h);
+    GPtrArray *metas = metas_of (buf);
+    g_assert_cmpuint (metas->len, ==, huge[t] ? 0 : 1);
+    if (!huge[t])
+      g_assert_cmpuint (((GstConyClassificationMeta *) metas->pdata[0])->step, ==, want_step[t]);
+    g_ptr_array_free (metas, TRUE);
+    gst_buffer_unref (buf);
+  }
+  detach_bus (h, bus);
+  gst_harness_teardown (h);
+  g_free (x);
+}
+
 /* model, attention and labels-file are read on READY->PAUSED: set while PLAYING they
  * are refused (the old value reads back: what runs), in READY they take (#31.5). */
 static void
@@ -1222,6 +1264,7 @@ main (int argc, char **argv)
   g_test_add_func ("/conytransformer/caps-change", test_caps_change);
   g_test_add_func ("/conytransformer/nan", test_nan_tokens);
   g_test_add_func ("/conytransformer/extreme-tokens", test_extreme_tokens);
+  g_test_add_func ("/conytransformer/overflow-warnings", test_overflow_warnings);
   g_test_add_func ("/conytransformer/ready-only-properties", test_ready_only_properties);
   g_test_add_func ("/conytransformer/latency", test_latency);
   g_test_add_func ("/conytransformer/wrong-dimension", test_wrong_dimension);
