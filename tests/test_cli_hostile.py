@@ -6,6 +6,7 @@ usage: test_cli_hostile.py CONY_TOOL MODEL.safetensors (a golden model with d_in
 - `cony classify` on tokens whose step overflows the model (FLT_MAX) exits 1 with a
   message naming the step, and writes no output file; the same tokens without that
   row classify (exit 0).
+- `cony attention` likewise for a layer's non-finite output.
 - `cony mel` on a 1 Hz WAV exits 1 naming the rate (it once asked for n x 16000 samples).
 Only the standard library: the .npy and .wav files are written by hand."""
 import os
@@ -55,6 +56,19 @@ def main():
             failures.append("classify did not name step 3 and the non-finite logits: %r" % r.stderr)
         if os.path.exists(out):
             failures.append("classify wrote %s despite the non-finite step" % out)
+
+        # cony attention: the same rule for a layer's outputs
+        weights = os.path.join(os.path.dirname(model), "..", "attention", "regular-single-d8h2n6",
+                               "weights.safetensors")
+        write_npy(tokens, [[1.0] * 8, [FLT_MAX] * 8, [0.5] * 8])
+        r = run([cony, "attention", "--weights", weights, "--variant", "regular", "--heads", "2",
+                 "--window", "6", tokens, "-o", out])
+        if r.returncode != 1 or "step 1" not in r.stderr or os.path.exists(out):
+            failures.append("cony attention on a FLT_MAX token: exit %d, %r" % (r.returncode, r.stderr))
+        write_npy(tokens, [[1.0] * 8, [0.5] * 8])
+        if run([cony, "attention", "--weights", weights, "--variant", "regular", "--heads", "2",
+                "--window", "6", tokens, "-o", out]).returncode != 0:
+            failures.append("cony attention on plain tokens failed")
 
         wav = os.path.join(tmp, "1hz.wav")
         with wave.open(wav, "wb") as w:
