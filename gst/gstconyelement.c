@@ -41,3 +41,23 @@ gst_cony_element_query_latency (GstElement *element, GstPad *sinkpad, GstQuery *
   gst_query_set_latency (query, live, min, max);
   return TRUE;
 }
+
+gboolean
+gst_cony_element_property_settable (GObject *object, GParamSpec *pspec)
+{
+  GstElement *element = GST_ELEMENT (object);
+  GstState state, pending;
+
+  if (!(pspec->flags & GST_PARAM_MUTABLE_READY))
+    return TRUE;
+  GST_OBJECT_LOCK (element);
+  state = GST_STATE (element);
+  pending = GST_STATE_PENDING (element);
+  GST_OBJECT_UNLOCK (element);
+  if (state <= GST_STATE_READY && pending <= GST_STATE_READY)
+    return TRUE;
+  GST_WARNING_OBJECT (element, "property '%s' can only be changed in the NULL or READY state "
+      "(the element is %s): the change is ignored, the old value stays in use",
+      pspec->name, gst_element_state_get_name (MAX (state, pending)));
+  return FALSE;
+}

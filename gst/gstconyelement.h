@@ -20,4 +20,11 @@ GstStateChangeReturn gst_cony_element_change_state (GstElement *element, GstStat
 gboolean gst_cony_element_query_latency (GstElement *element, GstPad *sinkpad, GstQuery *query,
                                          GstClockTime own);
 
+/* For set_property: TRUE when @pspec may be set now. A property flagged
+ * GST_PARAM_MUTABLE_READY (a model path, an attention variant, a geometry) is read on
+ * READY→PAUSED only, so outside NULL/READY (or on the way out of them) it is refused:
+ * a GST_WARNING_OBJECT names it and the state, and the caller keeps the old value, so
+ * that reading it back tells what runs. Takes the object lock: call without it. */
+gboolean gst_cony_element_property_settable (GObject *object, GParamSpec *pspec);
+
 G_END_DECLS

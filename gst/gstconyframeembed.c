@@ -511,6 +511,9 @@ gst_cony_frame_embed_set_property (GObject *object, guint prop_id, const GValue 
 {
   GstConyFrameEmbed *self = GST_CONY_FRAME_EMBED (object);
 
+  if (!gst_cony_element_property_settable (object, pspec))
+    return;
+
   GST_OBJECT_LOCK (self);
   switch (prop_id) {
     case PROP_MODEL:

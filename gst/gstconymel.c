@@ -52,6 +52,8 @@
  * - NaN and ±Inf samples are replaced by 0 (silence) before framing, and a
  *   warning is posted once per run of affected buffers; later frames are
  *   unaffected.
+ * - A buffer that is not a whole number of samples (e.g. 3 bytes of S16LE) is
+ *   a STREAM FORMAT error, as in the other cony elements.
  * - EOS: samples that do not fill a whole window are dropped (as VGGish does);
  *   a partial batch of complete frames is pushed, with caps announcing the
  *   smaller K, before EOS is forwarded.
@@ -355,9 +357,15 @@ gst_cony_mel_chain (GstPad *pad, GstObject *parent, GstBuffer *buf)
 
   gint bpf = GST_AUDIO_INFO_BPF (&self->info);
   gsize n = map.size / bpf;
-  if (map.size % bpf != 0)
-    GST_WARNING_OBJECT (self, "buffer of %" G_GSIZE_FORMAT " bytes is not whole samples",
-        map.size);
+  if (map.size % bpf != 0) {
+    /* A partial sample would shift every later one: an error, as the other elements. */
+    GST_ELEMENT_ERROR (self, STREAM, FORMAT, (NULL),
+        ("buffer of %" G_GSIZE_FORMAT " bytes is not a whole number of %d-byte %s samples",
+            map.size, bpf, gst_audio_format_to_string (GST_AUDIO_INFO_FORMAT (&self->info))));
+    gst_buffer_unmap (buf, &map);
+    gst_buffer_unref (buf);
+    return GST_FLOW_ERROR;
+  }
 
   ret = align_samples (self, GST_BUFFER_IS_DISCONT (buf), GST_BUFFER_PTS (buf), n);
   if (ret == GST_FLOW_OK && n > 0) {
@@ -643,6 +651,9 @@ gst_cony_mel_set_property (GObject *object, guint prop_id, const GValue *value,
     GParamSpec *pspec)
 {
   GstConyMel *self = GST_CONY_MEL (object);
+
+  if (!gst_cony_element_property_settable (object, pspec))
+    return;
 
   GST_OBJECT_LOCK (self);
   switch (prop_id) {

@@ -112,6 +112,11 @@
  * - A token with NaN or infinite values is not fed to the model (the state
  *   stays as it was), gets no meta and no message; a warning is posted once
  *   per run of affected buffers. The buffer itself passes unchanged.
+ * - A step whose logits are not finite (finite tokens so large that the
+ *   model overflows float, e.g. values near FLT_MAX) gets no meta and no
+ *   message; the continual state is reset (the next step is step 0) and a
+ *   STREAM FAILED warning naming the step is posted once per run of affected
+ *   buffers. A NaN is never published as a result.
  *
  * ## Example launch lines
  * |[
@@ -127,6 +132,7 @@
 
 #include "gstconytransformer.h"
 #include "cony/safetensors.h"
+#include "gstconyelement.h"
 
 #include <math.h>
 #include <string.h>
@@ -226,6 +232,19 @@ reset_stream (GstConyTransformer *self)
   }
   self->have_last = FALSE;
   self->in_nonfinite = FALSE;
+  self->in_overflow = FALSE;
+}
+
+/* A step whose logits are not finite: nothing is published for it, and the stream
+ * starts again (the encoder has already reset itself); the runs of bad buffers, which
+ * rate-limit the warnings, go on. */
+static void
+reset_after_overflow (GstConyTransformer *self)
+{
+  gboolean in_nonfinite = self->in_nonfinite, in_overflow = self->in_overflow;
+  reset_stream (self);
+  self->in_nonfinite = in_nonfinite;
+  self->in_overflow = in_overflow;
 }
 
 /* Parses "label<TAB>threshold" lines in place: cuts the label at the tab and
@@ -871,7 +890,9 @@ gst_cony_transformer_transform_ip (GstBaseTransform *trans, GstBuffer *buf)
   GstClockTime pts = GST_BUFFER_PTS (buf), dur = GST_BUFFER_DURATION (buf);
   gint64 lookahead = gst_cony_tokens_lookahead_ns (&self->info);
   GPtrArray *messages = NULL;
-  guint bad = 0;
+  guint bad = 0, overflow = 0;
+  guint64 overflow_step = 0;
+  GstClockTime overflow_pts = GST_CLOCK_TIME_NONE;
   /* One step per `per` consecutive tokens (per = 1 for most models). */
   for (gsize i = 0; i < k; i += per) {
     const gfloat *token = tokens + i * self->d_in;
@@ -903,7 +924,14 @@ gst_cony_transformer_transform_ip (GstBaseTransform *trans, GstBuffer *buf)
         tj = gst_cony_tokens_time (pts, i + j, self->info.rate_n, self->info.rate_d);
       self->starts[(first + j) % self->window] = tj;
     }
-    cony_encoder_step (self->encoder, token, self->logits);
+    if (!cony_encoder_step (self->encoder, token, self->logits)) {
+      if (overflow++ == 0) {
+        overflow_step = step;
+        overflow_pts = t0;
+      }
+      reset_after_overflow (self);
+      continue;
+    }
     guint fill = (guint) cony_encoder_window_fill (self->encoder);
     gint top = compute_scores (self);
     guint n_top = select_top (self, top_k);
@@ -929,6 +957,14 @@ gst_cony_transformer_transform_ip (GstBaseTransform *trans, GstBuffer *buf)
         ("%u of %" G_GSIZE_FORMAT " tokens in the buffer at %" GST_TIME_FORMAT
             " were not classified (the model state is kept)", bad, k, GST_TIME_ARGS (pts)));
   self->in_nonfinite = bad > 0;
+  if (overflow > 0 && !self->in_overflow)
+    GST_ELEMENT_WARNING (self, STREAM, FAILED,
+        ("Step %" G_GUINT64_FORMAT " gave non-finite logits: no result for it, the continual "
+            "state was reset", overflow_step),
+        ("%u step(s) of the buffer at %" GST_TIME_FORMAT " (first at %" GST_TIME_FORMAT ") "
+            "overflowed float (tokens too large for the model) and were not published",
+            overflow, GST_TIME_ARGS (pts), GST_TIME_ARGS (overflow_pts)));
+  self->in_overflow = overflow > 0;
 
   if (messages) {
     for (guint i = 0; i < messages->len; i++)
@@ -945,6 +981,9 @@ gst_cony_transformer_set_property (GObject *object, guint prop_id, const GValue 
     GParamSpec *pspec)
 {
   GstConyTransformer *self = GST_CONY_TRANSFORMER (object);
+
+  if (!gst_cony_element_property_settable (object, pspec))
+    return;
 
   GST_OBJECT_LOCK (self);
   switch (prop_id) {
@@ -1058,7 +1097,10 @@ gst_cony_transformer_class_init (GstConyTransformerClass *klass)
    * GstConyTransformer:model:
    *
    * Path of the safetensors model file (required; docs/model-format.md).
-   * Loaded on READY->PAUSED.
+   * Loaded on READY->PAUSED. Like #GstConyTransformer:attention and
+   * #GstConyTransformer:labels-file, it can only be changed in NULL or READY:
+   * a change in PAUSED or PLAYING is refused (a GST_WARNING in the debug log)
+   * and the value in use stays.
    */
   g_object_class_install_property (gobject_class, PROP_MODEL,
       g_param_spec_string ("model", "Model",

@@ -100,6 +100,7 @@ struct _GstConyTransformer {
   gboolean have_info;
   guint refused_dim;         /* token size whose caps were refused (error posted once) */
   gboolean in_nonfinite;
+  gboolean in_overflow;         /* the last buffer had steps with non-finite logits */
 
   /* on-change segments (running times) */
   gint seg_class;            /* -1: no open segment */

@@ -694,6 +694,9 @@ gst_cony_vggish_set_property (GObject *object, guint prop_id, const GValue *valu
 {
   GstConyVggish *self = GST_CONY_VGGISH (object);
 
+  if (!gst_cony_element_property_settable (object, pspec))
+    return;
+
   GST_OBJECT_LOCK (self);
   switch (prop_id) {
     case PROP_MODEL:

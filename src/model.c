@@ -7,8 +7,8 @@
 #include <json-glib/json-glib.h>
 
 /* Generous limits that keep a lying config from asking for absurd allocations. */
-#define MAX_DIM 16384
-#define MAX_WINDOW 100000
+#define MAX_DIM CONY_ATTENTION_MAX_DIM
+#define MAX_WINDOW CONY_ATTENTION_MAX_WINDOW   /* what every variant serves (attention.h) */
 #define MAX_CLASSES 100000
 
 static gboolean
@@ -114,7 +114,7 @@ cony_model_config_parse (const char *json, const char *origin, ConyModelConfig *
       !get_int (o, origin, "ff", TRUE, 0, 1, 4 * MAX_DIM, &c->ff, error) ||
       !get_int (o, origin, "blocks", TRUE, 0, 1, CONY_MODEL_MAX_BLOCKS, &c->blocks, error) ||
       !get_int (o, origin, "window", TRUE, 0, 1, MAX_WINDOW, &c->window, error) ||
-      !get_int (o, origin, "landmarks", TRUE, 0, 1, MAX_WINDOW, &c->landmarks, error) ||
+      !get_int (o, origin, "landmarks", TRUE, 0, 1, CONY_ATTENTION_MAX_LANDMARKS, &c->landmarks, error) ||
       !get_int (o, origin, "pinv_iterations", FALSE, 6, 1, 1000, &c->pinv_iterations, error) ||
       !get_int (o, origin, "tokens_per_step", FALSE, 1, 1, MAX_WINDOW, &c->tokens_per_step, error))
     goto fail;

@@ -461,6 +461,22 @@ test_bad_models (void)
   g_free (good);
 }
 
+
+/* model, every and the patch grid are read on READY->PAUSED: set while PLAYING they are
+ * refused and the old value reads back; in READY they take (#31.5). */
+static void
+test_ready_only_properties (void)
+{
+  const char *props[][2] = { { "model", "/tmp/other.safetensors" }, { "every", "5" },
+                             { "patches-x", "2" } };
+  for (guint i = 0; i < G_N_ELEMENTS (props); i++) {
+    GstHarness *h = new_harness ("gap.safetensors", NULL);
+    gst_harness_set_src_caps_str (h, CAPS_GAP);
+    cony_test_assert_ready_only (h, props[i][0], props[i][1]);
+    gst_harness_teardown (h);
+  }
+}
+
 int
 main (int argc, char **argv)
 {
@@ -475,5 +491,6 @@ main (int argc, char **argv)
   g_test_add_func ("/conyframeembed/wrong-caps", test_wrong_caps_refused);
   g_test_add_func ("/conyframeembed/bad-models", test_bad_models);
   g_test_add_func ("/conyframeembed/patches", test_patches);
+  g_test_add_func ("/conyframeembed/ready-only-properties", test_ready_only_properties);
   return g_test_run ();
 }

@@ -7,6 +7,8 @@
 
 #include <gst/gst.h>
 #include <gst/check/gstharness.h>
+
+#include "gsttestutil.h"
 #include <math.h>
 #include <string.h>
 
@@ -633,6 +635,64 @@ test_bad_settings (void)
   gst_object_unref (el);
 }
 
+
+/* Buffers that are not a whole number of samples (#31.4: S16 in 3-byte buffers, F32 in
+ * 5-byte ones once gave no frames and only a debug line): a STREAM FORMAT error naming
+ * the size, the flow fails, nothing is pushed. */
+static void
+test_partial_samples (void)
+{
+  const struct { const char *format; gsize bytes; } cases[] = { { "S16LE", 3 }, { "F32LE", 5 },
+                                                                { "F32LE", 4002 } };
+  for (guint i = 0; i < G_N_ELEMENTS (cases); i++) {
+    GstHarness *h = new_harness (NULL);
+    GstBus *bus = gst_bus_new ();
+    gst_element_set_bus (h->element, bus);
+    gchar *caps = g_strdup_printf ("audio/x-raw,format=%s,rate=16000,channels=1,"
+        "layout=interleaved", cases[i].format);
+    gst_harness_set_src_caps_str (h, caps);
+    g_free (caps);
+    GstBuffer *buf = gst_buffer_new_allocate (NULL, cases[i].bytes, NULL);
+    gst_buffer_memset (buf, 0, 0, cases[i].bytes);
+    GST_BUFFER_PTS (buf) = 0;
+    g_assert_cmpint (gst_harness_push (h, buf), ==, GST_FLOW_ERROR);
+    GstMessage *msg = gst_bus_pop_filtered (bus, GST_MESSAGE_ERROR);
+    g_assert_nonnull (msg);
+    GError *err = NULL;
+    gchar *debug = NULL;
+    gst_message_parse_error (msg, &err, &debug);
+    g_assert_true (g_error_matches (err, GST_STREAM_ERROR, GST_STREAM_ERROR_FORMAT));
+    gchar *want = g_strdup_printf ("buffer of %" G_GSIZE_FORMAT " bytes is not a whole number",
+        cases[i].bytes);
+    g_assert_nonnull (strstr (debug, want));
+    g_assert_nonnull (strstr (debug, cases[i].format));
+    g_free (want);
+    g_free (debug);
+    g_error_free (err);
+    gst_message_unref (msg);
+    g_assert_null (gst_harness_try_pull (h));
+    gst_element_set_bus (h->element, NULL);
+    gst_object_unref (bus);
+    gst_harness_teardown (h);
+  }
+}
+
+
+/* The framing geometry is read on READY->PAUSED: set while PLAYING it is refused and
+ * the old value reads back; in READY it takes (#31.5). */
+static void
+test_ready_only_properties (void)
+{
+  const char *props[][2] = { { "hop-length", "320" }, { "n-mels", "40" }, { "fmax", "6000" },
+                             { "sample-rate", "8000" } };
+  for (guint i = 0; i < G_N_ELEMENTS (props); i++) {
+    GstHarness *h = new_harness (NULL);
+    gst_harness_set_src_caps_str (h, F32_CAPS);
+    cony_test_assert_ready_only (h, props[i][0], props[i][1]);
+    gst_harness_teardown (h);
+  }
+}
+
 int
 main (int argc, char **argv)
 {
@@ -653,5 +713,7 @@ main (int argc, char **argv)
   g_test_add_func ("/conymel/nan", test_nan_samples);
   g_test_add_func ("/conymel/bad-settings", test_bad_settings);
   g_test_add_func ("/conymel/preset-yamnet", test_preset_yamnet);
+  g_test_add_func ("/conymel/partial-samples", test_partial_samples);
+  g_test_add_func ("/conymel/ready-only-properties", test_ready_only_properties);
   return g_test_run ();
 }

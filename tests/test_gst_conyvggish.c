@@ -664,6 +664,18 @@ test_batch_live_is_immediate (void)
   g_free (x);
 }
 
+
+/* model is read on READY->PAUSED: set while PLAYING it is refused and the old value
+ * reads back; in READY it takes (#31.5). */
+static void
+test_ready_only_properties (void)
+{
+  GstHarness *h = new_harness ("small.safetensors", NULL);
+  gst_harness_set_src_caps_str (h, TOKEN_CAPS ("1", "100/1"));
+  cony_test_assert_ready_only (h, "model", "/tmp/other.safetensors");
+  gst_harness_teardown (h);
+}
+
 int
 main (int argc, char **argv)
 {
@@ -686,5 +698,6 @@ main (int argc, char **argv)
   g_test_add_func ("/conyvggish/mobilenet-outputs", test_mobilenet_outputs);
   g_test_add_func ("/conyvggish/batch-non-live", test_batch_non_live);
   g_test_add_func ("/conyvggish/batch-live-is-immediate", test_batch_live_is_immediate);
+  g_test_add_func ("/conyvggish/ready-only-properties", test_ready_only_properties);
   return g_test_run ();
 }

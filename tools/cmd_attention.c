@@ -130,8 +130,17 @@ cony_cmd_attention (int argc, char **argv)
 
   gsize T = x->shape[0], rows = cony_attention_output_rows (layer);
   g_autofree float *y = g_new (float, MAX (T * rows * c.d, 1));
-  for (gsize t = 0; t < T; t++)
-    cony_attention_step (layer, x->data + t * c.d, y + t * rows * c.d);
+  for (gsize t = 0; t < T; t++) {
+    float *out = y + t * rows * c.d;
+    cony_attention_step (layer, x->data + t * c.d, out);
+    for (gsize i = 0; i < rows * c.d; i++)
+      if (!isfinite (out[i])) { /* as cony classify: no NaN written as a result */
+        g_set_error (&error, CONY_ERROR, CONY_ERROR_NUMERIC, "%s: step %" G_GSIZE_FORMAT ": non-finite "
+                     "attention output (NaN/Inf tokens, or tokens so large that float overflows); %s "
+                     "not written", argv[1], t, output);
+        return cony_cmd_fail (error);
+      }
+  }
   gsize shape[3] = { T, rows, c.d };
   if (!retroactive)
     shape[1] = c.d;

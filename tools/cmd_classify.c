@@ -67,7 +67,14 @@ cony_cmd_classify (int argc, char **argv)
   gsize steps = T / k;
   g_autofree float *out = g_new0 (float, MAX (steps * C, 1));
   for (gsize t = 0; t < steps; t++)
-    cony_encoder_step (enc, in->data + t * k * model->config.d_in, out + t * C);
+    if (!cony_encoder_step (enc, in->data + t * k * model->config.d_in, out + t * C)) {
+      /* Never write NaN logits as a result: the step and why, and no output file. */
+      g_set_error (&error, CONY_ERROR, CONY_ERROR_NUMERIC, "%s: step %" G_GSIZE_FORMAT " (tokens %"
+                   G_GSIZE_FORMAT "-%" G_GSIZE_FORMAT "): non-finite logits (NaN/Inf tokens, or "
+                   "tokens so large that the model overflows float); %s not written", argv[1], t,
+                   t * k, t * k + k - 1, output);
+      return cony_cmd_fail (error);
+    }
   gsize shape[2] = { steps, C };
   if (!cony_npy_save (output, out, 2, shape, &error))
     return cony_cmd_fail (error);

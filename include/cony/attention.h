@@ -59,8 +59,24 @@ gboolean cony_attention_variant_uses_fixed_landmarks (ConyAttentionVariant varia
  * (continual -> regular, cony -> nystrom, cony-fixed -> nystrom-fixed). */
 ConyAttentionVariant cony_attention_variant_windowed (ConyAttentionVariant variant);
 
-/* Checks sizes (d % heads, window >= 1, 1 <= landmarks, ...) and returns a layer in
- * its start state, or NULL with @error set naming the bad parameter. */
+/* The most a layer serves: the window's n×n scores (regular) and n·heads·m sums (cony)
+ * grow with the window, the m×m pseudo-inverse works on the stack. */
+#define CONY_ATTENTION_MAX_DIM 16384
+#define CONY_ATTENTION_MAX_WINDOW 4096
+#define CONY_ATTENTION_MAX_LANDMARKS 128
+/* Bytes one layer, and one encoder with all its layers, may allocate. A config asking
+ * for more is refused before anything is allocated, so that no model can exhaust the
+ * host's memory by its say-so. */
+#define CONY_MEMORY_BUDGET ((gsize) 1 << 30)
+
+/* Bytes cony_attention_new() allocates for @config (weights' copies, state, scratch);
+ * G_MAXSIZE for sizes beyond the limits above or otherwise invalid. */
+gsize cony_attention_config_bytes (const ConyAttentionConfig *config);
+
+/* Checks sizes (d % heads, window >= 1, 1 <= landmarks, the limits above, the memory
+ * budget, ...) and returns a layer in its start state, or NULL with @error set naming
+ * the bad parameter (and, over budget, the bytes). Fixed landmarks whose kernel has no
+ * finite pseudo-inverse are refused (CONY_ERROR_NUMERIC). */
 ConyAttention *cony_attention_new (const ConyAttentionConfig *config,
                                    const ConyAttentionWeights *weights, GError **error);
 void cony_attention_free (ConyAttention *attention);
