@@ -192,7 +192,7 @@ segment_eval (const ConyAttention *a, const VccWindow *win, int j)
   double max = -INFINITY;
   for (int h = 0; h < H; h++) {
     s[h] = a->scale * dot_diff (v->q + h * hd, k0 + h * hd, k1 + h * hd, hd) * inv + loglen;
-    max = fmax (max, s[h]);
+    max = s[h] > max ? s[h] : max; /* not fmax: a libm call in the hot loop */
   }
   /* eq. 53 with one VIP token, summed over heads: log Σ_h exp(score_h) */
   float *e = v->args;
@@ -290,8 +290,10 @@ combine (const ConyAttention *a, const VccWindow *win, int count, float *out)
   double max[H], sum[H];
   for (int h = 0; h < H; h++) {
     max[h] = -INFINITY;
-    for (int j = 0; j < count; j++)
-      max[h] = fmax (max[h], v->score[(gsize) j * H + h]);
+    for (int j = 0; j < count; j++) {
+      double x = v->score[(gsize) j * H + h];
+      max[h] = x > max[h] ? x : max[h];
+    }
     for (int j = 0; j < count; j++)
       e[(gsize) h * count + j] = (float) (v->score[(gsize) j * H + h] - max[h]);
   }
