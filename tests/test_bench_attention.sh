@@ -46,4 +46,9 @@ if out=$("$cony" bench attention --variants continual,softmax 2>&1); then
 else
   check "bad --variants named" "unknown variant 'softmax'"
 fi
+if out=$("$cony" bench attention --windows 16 --tokens /nonexistent/tokens.npy 2>&1); then
+  echo "FAIL missing --tokens: exit 0"; fail=1
+else
+  check "missing --tokens named" "/nonexistent/tokens.npy"
+fi
 exit $fail

@@ -5,6 +5,7 @@
 
 #include "../src/attention-private.h"
 #include "cony/attention.h"
+#include "cony/npy.h"
 
 #include <cblas.h>
 #include <malloc.h>
@@ -190,7 +191,40 @@ typedef struct {
   ConyAttentionWeights w;
   double budget_s, limit_s;
   FILE *csv;
+  const float *real;  /* --tokens, as d-wide tokens (NULL: none) */
+  int real_len;
 } Bench;
+
+/* Real tokens (T, D) as a d-wide stream: through a fixed random D×d map when D ≠ d,
+ * then every column standardised, so that only their structure over time differs from
+ * the synthetic streams. */
+static float *
+real_stream (const ConyNpyArray *x, int d, int *T)
+{
+  int D = (int) x->shape[1];
+  *T = (int) x->shape[0];
+  float *out = g_new (float, (gsize) *T * d);
+  GRand *rng = g_rand_new_with_seed (99);
+  g_autofree float *map = g_new (float, (gsize) D * d);
+  fill_random (rng, map, (gsize) D * d, 1.0);
+  g_rand_free (rng);
+  for (int t = 0; t < *T; t++)
+    for (int c = 0; c < d; c++) {
+      double v = 0.0;
+      for (int i = 0; i < D; i++)
+        v += (double) x->data[(gsize) t * D + i] * (D == d ? (i == c) : map[(gsize) i * d + c]);
+      out[(gsize) t * d + c] = (float) v;
+    }
+  for (int c = 0; c < d; c++) {
+    double sum = 0.0, sq = 0.0;
+    for (int t = 0; t < *T; t++)
+      sum += out[(gsize) t * d + c], sq += (double) out[(gsize) t * d + c] * out[(gsize) t * d + c];
+    double mean = sum / *T, sd = sqrt (MAX (sq / *T - mean * mean, 1e-12));
+    for (int t = 0; t < *T; t++)
+      out[(gsize) t * d + c] = (float) ((out[(gsize) t * d + c] - mean) / sd);
+  }
+  return out;
+}
 
 static ConyAttentionConfig
 entry_config (const Bench *b, const Entry *e, int n, gboolean retro)
@@ -324,22 +358,29 @@ run_timings (const Bench *b, const GArray *entries, const GArray *windows, gbool
 
 /* Relative RMS error of every approximating entry against exact attention (the
  * continual layer), over @steps steps after the window has filled, on random and on
- * smooth token streams. */
+ * smooth token streams, and on --tokens where it is long enough. */
 static int
 run_errors (const Bench *b, const GArray *entries, const GArray *windows, int steps)
 {
   printf ("\n| n | stream | variant | relative RMS error vs exact |\n|---|---|---|---|\n");
   GError *error = NULL;
-  const char *streams[] = { "random", "smooth" };
+  const char *streams[] = { "random", "smooth", "cnn" };
   for (guint wi = 0; wi < windows->len; wi++) {
     int n = g_array_index (windows, int, wi), d = b->d, T = n + steps;
     for (guint si = 0; si < G_N_ELEMENTS (streams); si++) {
+      if (si == 2 && (!b->real || b->real_len < T)) {
+        if (b->real)
+          printf ("| %d | cnn | (the --tokens stream has %d tokens, %d needed) | |\n", n, b->real_len, T);
+        continue;
+      }
       GRand *rng = g_rand_new_with_seed (7 + n + si);
       g_autofree float *x = g_new (float, (gsize) T * d);
       if (si == 0)
         fill_random (rng, x, (gsize) T * d, 1.0);
-      else
+      else if (si == 1)
         fill_smooth (rng, x, T, d);
+      else
+        memcpy (x, b->real, sizeof (float) * T * d);
       g_rand_free (rng);
       Entry exact = { CONY_ATTENTION_CONTINUAL, 0, "continual" };
       ConyAttentionConfig ce = entry_config (b, &exact, n, FALSE);
@@ -396,7 +437,7 @@ cony_bench_attention (int argc, char **argv)
   int n = 120, d = 192, heads = 16, m = 4, error_steps = 64;
   double budget = 0.3, limit = 60.0;
   g_autofree char *variants = NULL, *windows_s = NULL, *budgets_s = NULL, *error_windows_s = NULL;
-  g_autofree char *csv_path = NULL;
+  g_autofree char *csv_path = NULL, *tokens_path = NULL;
   gboolean single_only = FALSE;
   GOptionEntry options[] = {
     { "window", 0, 0, G_OPTION_ARG_INT, &n, "window n (default 120)", "N" },
@@ -415,6 +456,8 @@ cony_bench_attention (int argc, char **argv)
       "error against exact attention at these windows", "LIST" },
     { "error-steps", 0, 0, G_OPTION_ARG_INT, &error_steps, "steps after the window fills that the "
       "error is measured over (default 64)", "K" },
+    { "tokens", 0, 0, G_OPTION_ARG_FILENAME, &tokens_path, "real tokens (T, D) .npy for the error "
+      "table, e.g. from bench/cnn_token_stream.py (mapped to d and standardised)", "FILE" },
     { "csv", 0, 0, G_OPTION_ARG_FILENAME, &csv_path, "also write the results as CSV (for bench/plot_attention.py)", "FILE" },
     { NULL },
   };
@@ -461,7 +504,18 @@ cony_bench_attention (int argc, char **argv)
   fill_random (rng, ql, heads * m * hd, 1.0);
   fill_random (rng, kl, heads * m * hd, 1.0);
   g_rand_free (rng);
-  Bench b = { d, heads, m, { w_in, b_in, w_out, b_out, ql, kl }, budget, limit, NULL };
+  Bench b = { d, heads, m, { w_in, b_in, w_out, b_out, ql, kl }, budget, limit, NULL, NULL, 0 };
+  g_autofree float *real = NULL;
+  if (tokens_path) {
+    g_autoptr (ConyNpyArray) x = cony_npy_load (tokens_path, &error);
+    if (!x)
+      return cony_cmd_fail (error);
+    if (x->ndim != 2 || x->shape[0] < 1 || x->shape[1] < 1) {
+      fprintf (stderr, "cony: --tokens %s: expected float32 tokens of shape (T, D)\n", tokens_path);
+      return 2;
+    }
+    b.real = real = real_stream (x, d, &b.real_len);
+  }
   if (csv_path && !(b.csv = fopen (csv_path, "w"))) {
     fprintf (stderr, "cony: cannot write %s\n", csv_path);
     return 1;
