@@ -64,13 +64,14 @@ def main():
     ax = axes[1][1]
     for (stream, label), rows in sorted(errors.items()):
         rows = sorted(rows)
-        ax.plot([r[0] for r in rows], [r[1] for r in rows], "o-" if stream == "random" else "s--",
-                label=f"{label}, {stream}", color=colors[label])
+        style = {"random": "o-", "smooth": "s--"}.get(stream, "^:")
+        ax.plot([r[0] for r in rows], [r[1] for r in rows], style, label=f"{label}, {stream}",
+                color=colors[label])
     ax.set_xscale("log")
     ax.set_yscale("log")
     ax.set_xlabel("window n (tokens)")
     ax.set_ylabel("relative RMS error vs exact attention")
-    ax.set_title("approximation error (random and smooth token streams)")
+    ax.set_title("approximation error: random (o), smooth (s), CNN (^) tokens")
     ax.grid(True, which="both", alpha=0.3)
     ax.legend(fontsize=7)
     fig.tight_layout()
