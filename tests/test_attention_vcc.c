@@ -2,8 +2,10 @@
  * on windows that are constant on its segments at any budget, bounded error on smooth
  * streams, no drift over 10⁶ steps, multi-token steps, refusals, state and cost. */
 #include "cony/attention.h"
+#include "cony/encoder.h"
 #include "cony/error.h"
 #include "../src/attention-private.h"
+#include "testutil.h"
 
 #include <math.h>
 #include <string.h>
@@ -382,6 +384,75 @@ test_state_and_cost (void)
   g_assert_cmpfloat (large * 10, <, cont);
 }
 
+/* Model config keys: defaults, values, the tail/budget rule. */
+static void
+test_model_config (void)
+{
+  const char *base = "{\"architecture\":\"cony-encoder-classifier\",\"d_in\":4,\"d\":8,\"heads\":2,"
+                     "\"ff\":8,\"blocks\":1,\"window\":16,\"landmarks\":2,\"attention\":\"vcc\","
+                     "\"positional_encoding\":\"learned\",%s\"labels\":[\"a\",\"b\"]}";
+  GError *error = NULL;
+  ConyModelConfig c;
+  g_autofree char *plain = g_strdup_printf (base, "");
+  g_assert_true (cony_model_config_parse (plain, "plain", &c, &error));
+  g_assert_no_error (error);
+  g_assert_cmpint (c.attention[0], ==, CONY_ATTENTION_VCC);
+  g_assert_cmpint (c.vcc_budget, ==, 64);
+  g_assert_cmpint (c.vcc_block, ==, 1);
+  g_assert_cmpint (c.vcc_exact_tail, ==, 0);
+  cony_model_config_clear (&c);
+  g_autofree char *set = g_strdup_printf (base, "\"vcc_budget\":12,\"vcc_block\":4,\"vcc_exact_tail\":3,");
+  g_assert_true (cony_model_config_parse (set, "set", &c, &error));
+  g_assert_cmpint (c.vcc_budget, ==, 12);
+  g_assert_cmpint (c.vcc_block, ==, 4);
+  g_assert_cmpint (c.vcc_exact_tail, ==, 3);
+  cony_model_config_clear (&c);
+  g_autofree char *bad = g_strdup_printf (base, "\"vcc_budget\":3,\"vcc_exact_tail\":3,");
+  g_assert_false (cony_model_config_parse (bad, "bad", &c, &error));
+  g_assert_error (error, CONY_ERROR, CONY_ERROR_INVALID);
+  g_assert_nonnull (strstr (error->message, "vcc_exact_tail"));
+  g_clear_error (&error);
+  g_autofree char *zero = g_strdup_printf (base, "\"vcc_budget\":0,");
+  g_assert_false (cony_model_config_parse (zero, "zero", &c, &error));
+  g_assert_nonnull (strstr (error->message, "vcc_budget"));
+  g_clear_error (&error);
+}
+
+/* The encoder with `vcc` instead of the trained variant: a 1-block model (window 6 <
+ * the default budget 64) gives the logits of exact attention; a 2-block model, whose
+ * first block is retroactive, is refused by name. */
+static void
+test_encoder_override (void)
+{
+  GError *error = NULL;
+  g_autofree char *b1 = cony_test_golden_path ("model", "b1_continual.safetensors");
+  g_autoptr (ConyModel) m = cony_model_load (b1, &error);
+  g_assert_no_error (error);
+  g_autoptr (ConyNpyArray) tokens = cony_test_load_golden_npy ("model", "b1_continual.tokens.npy");
+  g_autoptr (ConyEncoder) vcc = cony_encoder_new (m, CONY_ATTENTION_VCC, &error);
+  g_assert_no_error (error);
+  g_autoptr (ConyEncoder) exact = cony_encoder_new (m, CONY_ATTENTION_CONTINUAL, &error);
+  g_assert_no_error (error);
+  int C = m->config.n_classes, d_in = m->config.d_in;
+  float a[C], b[C];
+  double worst = 0.0;
+  for (gsize t = 0; t < tokens->shape[0]; t++) {
+    cony_encoder_step (vcc, tokens->data + t * d_in, a);
+    cony_encoder_step (exact, tokens->data + t * d_in, b);
+    worst = fmax (worst, rel_err (a, b, C));
+  }
+  g_test_message ("b1 model, vcc against continual: %.3g", worst);
+  g_assert_cmpfloat (worst, <=, 1e-5);
+
+  g_autofree char *b2 = cony_test_golden_path ("model", "b2_continual.safetensors");
+  g_autoptr (ConyModel) m2 = cony_model_load (b2, &error);
+  g_assert_no_error (error);
+  g_assert_null (cony_encoder_new (m2, CONY_ATTENTION_VCC, &error));
+  g_assert_error (error, CONY_ERROR, CONY_ERROR_INVALID);
+  g_assert_nonnull (strstr (error->message, "retroactive"));
+  g_clear_error (&error);
+}
+
 static const Case exact_cases[] = {
   { 8, 2, 7, 7, 1, 0 },
   { 8, 2, 7, 20, 1, 0 },
@@ -408,5 +479,7 @@ main (int argc, char **argv)
   g_test_add_func ("/attention-vcc/step-tokens", test_step_tokens);
   g_test_add_func ("/attention-vcc/bad-config", test_bad_config);
   g_test_add_func ("/attention-vcc/state-and-cost", test_state_and_cost);
+  g_test_add_func ("/attention-vcc/model-config", test_model_config);
+  g_test_add_func ("/attention-vcc/encoder-override", test_encoder_override);
   return g_test_run ();
 }
