@@ -82,6 +82,8 @@ void cony_vcc_emit (ConyAttention *a, const float *Q, int rows);
  * against the whole window; head outputs to @out (stride d). */
 void cony_vcc_windowed (ConyAttention *a, int w, int r0, float *out);
 gsize cony_vcc_state_bytes (const ConyAttention *a);
+/* Every byte cony_vcc_new() allocates for a layer of config @c (for memory budgets). */
+gsize cony_vcc_config_bytes (const ConyAttentionConfig *c);
 /* Counted FLOPs of one step, all heads (SDA only). */
 double cony_vcc_flops (const ConyAttentionConfig *c);
 /* Largest |entry| of the stored prefix sums: bounded by the periodic rebase (tests). */

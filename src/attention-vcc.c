@@ -114,6 +114,17 @@ cony_vcc_reset (ConyAttention *a)
 }
 
 gsize
+cony_vcc_config_bytes (const ConyAttentionConfig *c)
+{
+  gsize n = c->window, d = c->d, H = c->heads;
+  gsize segments = MIN ((gsize) (c->vcc_budget ? c->vcc_budget : VCC_DEFAULT_BUDGET), n);
+  return sizeof (ConyVcc) + 2 * (n + 1) * d * sizeof (double)          /* prefix sums */
+         + segments * (3 * sizeof (int) + (H + 1) * sizeof (double))   /* lo, hi, heap, scores, key */
+         + 2 * d * sizeof (double) + (n + 1) * sizeof (double)         /* acc, q, log table */
+         + (segments * H + H) * sizeof (float);                        /* exponent arguments */
+}
+
+gsize
 cony_vcc_state_bytes (const ConyAttention *a)
 {
   return 2 * sizeof (double) * (gsize) a->vcc->cap * a->d;

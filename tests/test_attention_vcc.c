@@ -367,6 +367,10 @@ test_state_and_cost (void)
     cony_attention_step (a, x + t * 16, out);
   g_assert_cmpuint (cony_attention_state_bytes (a), ==, 2 * 13 * 16 * 8);
   g_assert_cmpint (cony_attention_get_config (a)->vcc_budget, ==, 5);
+  /* the allocation figure covers the state and the per-query scratch (r = 5 segments) */
+  gsize all = cony_vcc_config_bytes (cony_attention_get_config (a));
+  g_assert_cmpuint (all, >, cony_attention_state_bytes (a) + 5 * 2 * 8);
+  g_assert_cmpuint (all, <, cony_attention_state_bytes (a) + 4096);
   cony_attention_free (a);
   g_free (x);
   setup_free (s);
