@@ -185,6 +185,7 @@ gst_cony_transformer_attention_get_type (void)
     {GST_CONY_TRANSFORMER_ATTENTION_CONY, "Continual Nystrom, continual landmarks", "cony"},
     {GST_CONY_TRANSFORMER_ATTENTION_CONY_FIXED, "Continual Nystrom, fixed landmarks",
         "cony-fixed"},
+    {GST_CONY_TRANSFORMER_ATTENTION_VCC, "VIP-token centric compression (single output)", "vcc"},
     {0, NULL, NULL},
   };
   if (g_once_init_enter (&type)) {

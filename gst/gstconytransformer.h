@@ -23,6 +23,7 @@ G_BEGIN_DECLS
  * @GST_CONY_TRANSFORMER_ATTENTION_NYSTROM_FIXED: Nyström with the model's fixed landmarks, recomputed
  * @GST_CONY_TRANSFORMER_ATTENTION_CONY: continual Nyström, continual landmarks
  * @GST_CONY_TRANSFORMER_ATTENTION_CONY_FIXED: continual Nyström, fixed landmarks
+ * @GST_CONY_TRANSFORMER_ATTENTION_VCC: VIP-token centric compression of the window
  *
  * Attention variant run in every block (docs/attention.md). The fixed-landmark
  * variants need a model that carries landmarks.
@@ -35,6 +36,7 @@ typedef enum {
   GST_CONY_TRANSFORMER_ATTENTION_NYSTROM_FIXED = CONY_ATTENTION_NYSTROM_FIXED,
   GST_CONY_TRANSFORMER_ATTENTION_CONY = CONY_ATTENTION_CONY,
   GST_CONY_TRANSFORMER_ATTENTION_CONY_FIXED = CONY_ATTENTION_CONY_FIXED,
+  GST_CONY_TRANSFORMER_ATTENTION_VCC = CONY_ATTENTION_VCC,
 } GstConyTransformerAttention;
 
 #define GST_TYPE_CONY_TRANSFORMER_ATTENTION (gst_cony_transformer_attention_get_type ())

@@ -22,15 +22,6 @@
 /* Default steps between exact rebuilds of rows that live for the whole stream. */
 #define DEFAULT_RESYNC_WINDOWS 64
 
-/* The hot per-step functions are also built for x86-64-v3 (AVX2: four doubles a
- * vector), chosen at load time on CPUs that have it. Without -ffast-math the compiler
- * neither contracts nor reassociates, so both builds give the same results. */
-#if defined(__x86_64__) && defined(__GNUC__) && !defined(__clang__)
-#define CONY_HOT __attribute__ ((target_clones ("arch=x86-64-v3", "default")))
-#else
-#define CONY_HOT
-#endif
-
 /* Runs EXPR with HD a compile-time constant for the common head sizes, so that the
  * short per-head loops of the hot path unroll; other sizes take the general path. */
 #define WITH_CONST_HEAD_DIM(hd, EXPR)                    \
@@ -46,7 +37,7 @@
   } while (0)
 
 static const char *const variant_names[CONY_ATTENTION_N_VARIANTS] = {
-  "regular", "continual", "nystrom", "nystrom-fixed", "cony", "cony-fixed",
+  "regular", "continual", "nystrom", "nystrom-fixed", "cony", "cony-fixed", "vcc",
 };
 
 const char *
@@ -69,7 +60,8 @@ cony_attention_variant_from_name (const char *name, ConyAttentionVariant *varian
 gboolean
 cony_attention_variant_is_continual (ConyAttentionVariant v)
 {
-  return v == CONY_ATTENTION_CONTINUAL || v == CONY_ATTENTION_CONY || v == CONY_ATTENTION_CONY_FIXED;
+  return v == CONY_ATTENTION_CONTINUAL || v == CONY_ATTENTION_CONY || v == CONY_ATTENTION_CONY_FIXED ||
+         v == CONY_ATTENTION_VCC;
 }
 
 gboolean
@@ -355,6 +347,10 @@ static void
 windowed_forward (ConyAttention *a, ConyAttentionVariant v, int w, int r0, float *out)
 {
   int d = a->d, hd = a->hd, m = a->m;
+  if (v == CONY_ATTENTION_VCC) {
+    cony_vcc_windowed (a, w, r0, out);
+    return;
+  }
   for (int h = 0; h < a->heads; h++) {
     const float *Q = a->win_q + h * hd, *K = a->win_k + h * hd, *V = a->win_v + h * hd;
     float *o = out + h * hd;
@@ -819,7 +815,14 @@ keeps_q (const ConyAttentionConfig *c)
 static gboolean
 keeps_k (const ConyAttentionConfig *c)
 {
-  return c->variant != CONY_ATTENTION_CONY_FIXED;
+  return c->variant != CONY_ATTENTION_CONY_FIXED && c->variant != CONY_ATTENTION_VCC;
+}
+
+/* vcc keeps prefix sums instead of a value window. */
+static gboolean
+keeps_v (const ConyAttentionConfig *c)
+{
+  return c->variant != CONY_ATTENTION_VCC;
 }
 
 int
@@ -853,6 +856,7 @@ cony_attention_free (ConyAttention *a)
                        a->lm_q, a->lm_k, a->pinv, a->sk, a->ek, a->rcache, a->seg_q, a->seg_k };
   for (guint i = 0; i < G_N_ELEMENTS (buffers); i++)
     g_free (buffers[i]);
+  cony_vcc_free (a->vcc);
   g_free (a);
 }
 
@@ -875,6 +879,8 @@ cony_attention_reset (ConyAttention *a)
     a->seg_index = 0;
     a->ml = 0;
   }
+  if (a->vcc)
+    cony_vcc_reset (a);
 }
 
 static gboolean
@@ -909,6 +915,8 @@ validate (const ConyAttentionConfig *c, const ConyAttentionWeights *w, GError **
   else if (c->d > CONY_ATTENTION_MAX_DIM || c->window > CONY_ATTENTION_MAX_WINDOW ||
            (uses_landmarks (c->variant) && c->landmarks > CONY_ATTENTION_MAX_LANDMARKS))
     why = "d, window or landmarks above the most a layer serves (d 16384, window 4096, landmarks 128)";
+  else if (c->variant == CONY_ATTENTION_VCC && cony_vcc_invalid (c))
+    why = cony_vcc_invalid (c);
   if (!why && cony_attention_config_bytes (c) <= CONY_MEMORY_BUDGET) {
     if (!w || !w->in_proj_weight || !w->in_proj_bias || !w->out_proj_weight || !w->out_proj_bias)
       why = "in_proj_weight, in_proj_bias, out_proj.weight and out_proj.bias are required";
@@ -947,6 +955,7 @@ set_sizes (ConyAttention *a, const ConyAttentionConfig *c)
   a->cfg = *c;
   if (a->cfg.pinv_iterations == 0)
     a->cfg.pinv_iterations = 6;
+  cony_vcc_resolve_config (&a->cfg);
   a->d = c->d;
   a->heads = c->heads;
   a->hd = c->d / c->heads;
@@ -984,7 +993,7 @@ layer_buffers (ConyAttention *a, Buffer *b)
     { (void **) &a->w_out, F, d * d }, { (void **) &a->b_out, F, d },
     { (void **) &a->qkv, F, 3 * d }, { (void **) &a->heads_out, F, nd },
     { (void **) &a->ring_q, F, keeps_q (c) ? nd : 0 }, { (void **) &a->ring_k, F, keeps_k (c) ? nd : 0 },
-    { (void **) &a->ring_v, F, nd }, { (void **) &a->k_old, F, d }, { (void **) &a->v_old, F, d },
+    { (void **) &a->ring_v, F, keeps_v (c) ? nd : 0 }, { (void **) &a->k_old, F, d }, { (void **) &a->v_old, F, d },
     { (void **) &a->win_q, F, nd }, { (void **) &a->win_k, F, nd }, { (void **) &a->win_v, F, nd },
     { (void **) &a->win_out, F, nd }, { (void **) &a->queries, F, nd },
     { (void **) &a->scratch, F, a->scratch_len },
@@ -1018,6 +1027,8 @@ cony_attention_config_bytes (const ConyAttentionConfig *config)
   gsize bytes = sizeof (ConyAttention);
   for (int i = 0; i < count; i++)
     bytes += b[i].elem * b[i].count;
+  if (c->variant == CONY_ATTENTION_VCC)
+    bytes += cony_vcc_config_bytes (&a.cfg);
   return bytes;
 }
 
@@ -1057,6 +1068,8 @@ cony_attention_new (const ConyAttentionConfig *config, const ConyAttentionWeight
   cony_gemv_matrix_init (&a->g_in, a->w_in, 3 * d, d, cony_gemv_f16_enabled ());
   cony_gemv_matrix_init (&a->g_out, a->w_out, d, d, cony_gemv_f16_enabled ());
   a->ml = m;
+  if (c->variant == CONY_ATTENTION_VCC)
+    a->vcc = cony_vcc_new (a); /* its bytes are in the budget checked by validate() */
   if (cony_attention_variant_uses_fixed_landmarks (c->variant)) {
     gsize lm = (gsize) H * m * hd;
     memcpy (a->lm_q, w->q_landmarks, sizeof (float) * lm);
@@ -1102,6 +1115,11 @@ push_token (ConyAttention *a)
 static void
 advance (ConyAttention *a)
 {
+  if (a->vcc) {
+    cony_vcc_advance (a);
+    a->t++;
+    return;
+  }
   push_token (a);
   if (a->cfg.variant == CONY_ATTENTION_CONTINUAL && a->cfg.retroactive)
     continual_retroactive_advance (a);
@@ -1125,6 +1143,9 @@ emit (ConyAttention *a, const float *Q, int rows)
     case CONY_ATTENTION_CONY:
     case CONY_ATTENTION_CONY_FIXED:
       cony_emit (a, Q, rows);
+      break;
+    case CONY_ATTENTION_VCC:
+      cony_vcc_emit (a, Q, rows);
       break;
     default:
       windowed_emit (a, rows);
@@ -1222,6 +1243,8 @@ cony_attention_state_bytes (const ConyAttention *a)
     bytes += 2 * per_slot * dbl;
   if (a->rcache)
     bytes += per_slot * dbl;
+  if (a->vcc)
+    bytes += cony_vcc_state_bytes (a);
   if (a->cfg.variant == CONY_ATTENTION_CONY) /* landmarks, Γ⁺ and segment sums move */
     bytes += (gsize) 2 * a->heads * a->m * a->hd * f + (gsize) a->heads * a->m * a->m * dbl +
              2 * (gsize) a->d * dbl;
@@ -1292,7 +1315,8 @@ cony_attention_flops (const ConyAttentionConfig *c)
   double n = c->window, d = c->d, H = c->heads, m = c->landmarks, e = d / H;
   double rows = c->retroactive ? n : 1;
   return (ConyAttentionFlops) {
-    .sda = H * sda_flops_per_head (c->variant, c->retroactive, n, e, m),
+    .sda = c->variant == CONY_ATTENTION_VCC ? cony_vcc_flops (c)
+                                            : H * sda_flops_per_head (c->variant, c->retroactive, n, e, m),
     .projections = 3 * d * d + 3 * d + rows * (d * d + d),
     .paper = paper_flops (c->variant, c->retroactive, n, d, m),
   };

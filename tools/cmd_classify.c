@@ -16,7 +16,7 @@ cony_cmd_classify (int argc, char **argv)
     { "model", 'm', 0, G_OPTION_ARG_FILENAME, &model_path, "model file (safetensors)", "M.safetensors" },
     { "attention", 'a', 0, G_OPTION_ARG_STRING, &attention,
       "attention variant to run instead of the trained one (regular, continual, nystrom, "
-      "nystrom-fixed, cony, cony-fixed)", "V" },
+      "nystrom-fixed, cony, cony-fixed, vcc)", "V" },
     { "output", 'o', 0, G_OPTION_ARG_FILENAME, &output, "per-step logits, float32 (T / k, classes)", "OUT.npy" },
     { NULL }
   };
@@ -37,7 +37,7 @@ cony_cmd_classify (int argc, char **argv)
     ConyAttentionVariant v;
     if (!cony_attention_variant_from_name (attention, &v)) {
       g_set_error (&error, CONY_ERROR, CONY_ERROR_INVALID, "--attention: unknown variant '%s' (expected "
-                   "regular, continual, nystrom, nystrom-fixed, cony or cony-fixed)", attention);
+                   "regular, continual, nystrom, nystrom-fixed, cony, cony-fixed or vcc)", attention);
       return cony_cmd_fail (error);
     }
     override = (int) v;

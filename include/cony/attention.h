@@ -16,6 +16,8 @@ typedef enum {
   CONY_ATTENTION_NYSTROM_FIXED,  /* Nyström with fixed landmarks, recomputed */
   CONY_ATTENTION_CONY,           /* Continual Nyström, continual landmarks (paper IV-A) */
   CONY_ATTENTION_CONY_FIXED,     /* Continual Nyström, fixed landmarks (paper IV-B) */
+  CONY_ATTENTION_VCC,            /* VIP-token centric compression of the window, the newest
+                                    query as the VIP token (VCC paper §6.5 (2)) */
   CONY_ATTENTION_N_VARIANTS
 } ConyAttentionVariant;
 
@@ -35,6 +37,9 @@ typedef struct {
   int pinv_iterations;    /* for CONY_PINV_ITERATIVE; 0 means 6 */
   int resync_interval;    /* steps between exact resynchronisations of long-lived
                              running sums; 0 means the default (see attention.c) */
+  int vcc_budget;         /* vcc: r, segments per query, exact tail included; 0 means 64 */
+  int vcc_block;          /* vcc: smallest coarse block (tokens); 0 means 1 */
+  int vcc_exact_tail;     /* vcc: L, newest tokens always kept exact (< vcc_budget) */
 } ConyAttentionConfig;
 
 /* Weights are copied by cony_attention_new(); the caller keeps ownership. */
@@ -50,13 +55,14 @@ typedef struct {
 typedef struct _ConyAttention ConyAttention;
 
 /* Names as used on the command line and in model files: "regular", "continual",
- * "nystrom", "nystrom-fixed", "cony", "cony-fixed". */
+ * "nystrom", "nystrom-fixed", "cony", "cony-fixed", "vcc". */
 const char *cony_attention_variant_name (ConyAttentionVariant variant);
 gboolean cony_attention_variant_from_name (const char *name, ConyAttentionVariant *variant);
 gboolean cony_attention_variant_is_continual (ConyAttentionVariant variant);
 gboolean cony_attention_variant_uses_fixed_landmarks (ConyAttentionVariant variant);
 /* The variant a model trained with @variant is computed with over a whole window
- * (continual -> regular, cony -> nystrom, cony-fixed -> nystrom-fixed). */
+ * (continual -> regular, cony -> nystrom, cony-fixed -> nystrom-fixed; vcc is its own
+ * windowed form: its output depends on the window's tokens only). */
 ConyAttentionVariant cony_attention_variant_windowed (ConyAttentionVariant variant);
 
 /* The most a layer serves: the window's n×n scores (regular) and n·heads·m sums (cony)
