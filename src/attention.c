@@ -230,17 +230,24 @@ softmax_scores (const float *q, const float *K, int ld, int w, int hd, float sca
     s[i] = (float) sd[i];
 }
 
+/* Query rows of the regular layer scored per sgemm: the score scratch holds this many rows
+ * of the window, so it grows as n, not n² (a retroactive window at n = 16384 would need
+ * 1 GiB of scores at once). */
+#define REGULAR_ROW_CHUNK 64
+
 static void
 regular_head (const float *Q, const float *K, const float *V, int ld, int w, int r0, int hd,
               float scale, float *out, int ldo, float *S, double *Sd)
 {
-  int rows = w - r0;
-  cblas_sgemm (CblasRowMajor, CblasNoTrans, CblasTrans, rows, w, hd, scale, Q + (gsize) r0 * ld, ld,
-               K, ld, 0.0f, S, w);
-  for (int i = 0; i < rows; i++)
-    softmax_scores (Q + (gsize) (r0 + i) * ld, K, ld, w, hd, scale, S + (gsize) i * w, Sd);
-  cblas_sgemm (CblasRowMajor, CblasNoTrans, CblasNoTrans, rows, hd, w, 1.0f, S, w, V, ld, 0.0f, out,
-               ldo);
+  for (int c0 = r0; c0 < w; c0 += REGULAR_ROW_CHUNK) {
+    int rows = MIN (REGULAR_ROW_CHUNK, w - c0);
+    cblas_sgemm (CblasRowMajor, CblasNoTrans, CblasTrans, rows, w, hd, scale, Q + (gsize) c0 * ld,
+                 ld, K, ld, 0.0f, S, w);
+    for (int i = 0; i < rows; i++)
+      softmax_scores (Q + (gsize) (c0 + i) * ld, K, ld, w, hd, scale, S + (gsize) i * w, Sd);
+    cblas_sgemm (CblasRowMajor, CblasNoTrans, CblasNoTrans, rows, hd, w, 1.0f, S, w, V, ld, 0.0f,
+                 out + (gsize) (c0 - r0) * ldo, ldo);
+  }
 }
 
 static gboolean
@@ -914,7 +921,7 @@ validate (const ConyAttentionConfig *c, const ConyAttentionWeights *w, GError **
     why = "pinv iterations and resync interval must not be negative";
   else if (c->d > CONY_ATTENTION_MAX_DIM || c->window > CONY_ATTENTION_MAX_WINDOW ||
            (uses_landmarks (c->variant) && c->landmarks > CONY_ATTENTION_MAX_LANDMARKS))
-    why = "d, window or landmarks above the most a layer serves (d 16384, window 4096, landmarks 128)";
+    why = "d, window or landmarks above the most a layer serves (d 16384, window 16384, landmarks 128)";
   else if (c->variant == CONY_ATTENTION_VCC && cony_vcc_invalid (c))
     why = cony_vcc_invalid (c);
   if (!why && cony_attention_config_bytes (c) <= CONY_MEMORY_BUDGET) {
@@ -983,9 +990,10 @@ layer_buffers (ConyAttention *a, Buffer *b)
   gsize d = a->d, n = a->n, H = a->heads, m = a->m, hd = a->hd, nd = n * d, F = sizeof (float),
         D = sizeof (double);
   gboolean cony = is_cony (a);
-  /* float: n×n scores of the regular layer, landmark means; double: the Nyström
-   * product (Γ⁺, ml×w kernel, ml×hd products), CoRe scores, N of every head. */
-  a->scratch_len = MAX (MAX (n * n, 2 * m * hd), H * m) + n;
+  /* float: REGULAR_ROW_CHUNK rows of n scores of the regular layer, landmark means;
+   * double: the Nyström product (Γ⁺, ml×w kernel, ml×hd products), CoRe scores, N of
+   * every head. */
+  a->scratch_len = MAX (MAX (n * MIN (n, (gsize) REGULAR_ROW_CHUNK), 2 * m * hd), H * m) + n;
   gsize dlen = m * m + m * n + 2 * m * hd + m;
   gsize rows = H * a->n_rows, per_slot = cony ? n * H * m : 0, lm = m ? H * m * hd : 0;
   Buffer list[] = {

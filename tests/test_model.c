@@ -722,7 +722,7 @@ tensors_zero (Tensors *t, const char *name, gsize rows, gsize cols)
 
 /* A model's say-so must not exhaust memory (#31.1). The reproducer (a tiny file): window =
  * 100000 with a 1-row positional table, once a 40 GB n² allocation and an abort, is
- * refused by the loader naming the window; a window the loader takes (4096) with a
+ * refused by the loader naming the window; a window the loader takes (16384) with a
  * feed-forward width that makes the encoder's scratch n·ff floats pass the 1 GiB budget
  * (a 4 MB file) is refused by cony_encoder_new() naming the window and the bytes. */
 static void
@@ -738,10 +738,10 @@ test_memory_budget (void)
   GStatBuf st;
   g_assert_cmpint (g_stat (path, &st), ==, 0);
   g_assert_cmpint (st.st_size, <, 5000); /* a few KB of weights and config */
-  expect_load_error (path, CONY_ERROR_INVALID, "'window' = 100000", "expected [1, 4096]");
+  expect_load_error (path, CONY_ERROR_INVALID, "'window' = 100000", "expected [1, 16384]");
 
   /* the largest window loads and runs with this small model ... */
-  g_autofree char *c3 = replace (t->config, "\"window\":6", "\"window\":4096");
+  g_autofree char *c3 = replace (t->config, "\"window\":6", "\"window\":16384");
   g_autofree char *c4 = replace (c3, "\"positional_rows\":11", "\"positional_rows\":1");
   tensors_write (t, path, c4);
   GError *error = NULL;
@@ -763,7 +763,7 @@ test_memory_budget (void)
   g_assert_null (cony_encoder_new (big, -1, &error));
   g_assert_error (error, CONY_ERROR, CONY_ERROR_INVALID);
   g_test_message ("%s", error->message);
-  g_assert_nonnull (strstr (error->message, "window = 4096"));
+  g_assert_nonnull (strstr (error->message, "window = 16384"));
   g_assert_nonnull (strstr (error->message, "bytes"));
   g_assert_nonnull (strstr (error->message, path));
   g_clear_error (&error);

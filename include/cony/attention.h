@@ -65,10 +65,11 @@ gboolean cony_attention_variant_uses_fixed_landmarks (ConyAttentionVariant varia
  * windowed form: its output depends on the window's tokens only). */
 ConyAttentionVariant cony_attention_variant_windowed (ConyAttentionVariant variant);
 
-/* The most a layer serves: the window's n×n scores (regular) and n·heads·m sums (cony)
- * grow with the window, the m×m pseudo-inverse works on the stack. */
+/* The most a layer serves: the state grows with the window (n·d floats per kept ring,
+ * n·heads·m sums for cony), the m×m pseudo-inverse works on the stack; within these the
+ * memory budget (CONY_MEMORY_BUDGET) decides. 16384 is the longest window benchmarked. */
 #define CONY_ATTENTION_MAX_DIM 16384
-#define CONY_ATTENTION_MAX_WINDOW 4096
+#define CONY_ATTENTION_MAX_WINDOW 16384
 #define CONY_ATTENTION_MAX_LANDMARKS 128
 /* Bytes one layer, and one encoder with all its layers, may allocate. A config asking
  * for more is refused before anything is allocated, so that no model can exhaust the
