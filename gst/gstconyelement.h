@@ -27,4 +27,37 @@ gboolean gst_cony_element_query_latency (GstElement *element, GstPad *sinkpad, G
  * that reading it back tells what runs. Takes the object lock: call without it. */
 gboolean gst_cony_element_property_settable (GObject *object, GParamSpec *pspec);
 
+/* For start: TRUE when @path names a file; otherwise posts "No model file given" with
+ * "set the 'model' property to @what" and returns FALSE. */
+gboolean gst_cony_element_check_model (GstElement *element, const gchar *path,
+                                       const gchar *what);
+
+/* For chain: TRUE when the input caps arrived (@have_caps); otherwise posts the
+ * "no caps before the first buffer" NEGOTIATION error and returns FALSE (the caller
+ * returns GST_FLOW_NOT_NEGOTIATED). */
+gboolean gst_cony_element_check_caps_seen (GstElement *element, gboolean have_caps);
+
+/* Maps @buf for reading and checks that it holds whole units of @unit bytes
+ * (described by @unit_name, e.g. "64-float tokens"). On failure posts the error
+ * (could not map / STREAM FORMAT naming the sizes, with @text as its message or
+ * GStreamer's when NULL), leaves @buf unmapped and returns FALSE (the caller returns
+ * GST_FLOW_ERROR). */
+gboolean gst_cony_element_map_units (GstElement *element, GstBuffer *buf, GstMapInfo *map,
+                                     gsize unit, const gchar *unit_name, const gchar *text);
+
+/* Pushes @caps (transfer full, may be NULL: a failure) as a CAPS event on @srcpad. */
+gboolean gst_cony_element_push_caps (GstPad *srcpad, GstCaps *caps);
+
+/* Answers a CAPS query with @caps (transfer full) intersected with the query's filter. */
+gboolean gst_cony_element_answer_caps (GstQuery *query, GstCaps *caps);
+
+/* Stamps an output buffer of @n tokens: PTS, no DTS, DURATION, OFFSET = @offset and
+ * OFFSET_END = @offset + @n; DISCONT when *@discont, which is then cleared. */
+void gst_cony_element_stamp (GstBuffer *out, GstClockTime pts, GstClockTime duration,
+                             guint64 offset, guint64 n, gboolean *discont);
+
+/* Warn-once for runs of bad buffers: TRUE when @bad starts a run (the caller posts its
+ * warning); *@in_run follows @bad, so the next good buffer ends the run. */
+gboolean gst_cony_element_run_starts (gboolean *in_run, gboolean bad);
+
 G_END_DECLS

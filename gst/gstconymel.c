@@ -142,7 +142,7 @@ GST_ELEMENT_REGISTER_DEFINE (conymel, "conymel", GST_RANK_NONE, GST_TYPE_CONY_ME
 
 /* Fills @config from the properties (object lock held). */
 static void
-config_from_properties (GstConyMel *self, ConyMelConfig *config)
+gst_cony_mel_config_from_properties (GstConyMel *self, ConyMelConfig *config)
 {
   cony_mel_config_init_vggish (config);
   config->sample_rate = self->sample_rate;
@@ -165,7 +165,7 @@ config_from_properties (GstConyMel *self, ConyMelConfig *config)
 /* Token caps for the configuration (from the stream state when running, else
  * from the properties), with @k tokens per buffer (0: frames-per-buffer). */
 static GstCaps *
-make_src_caps (GstConyMel *self, guint k)
+gst_cony_mel_make_src_caps (GstConyMel *self, guint k)
 {
   GstConyTokenInfo info;
   ConyMelConfig config;
@@ -176,7 +176,7 @@ make_src_caps (GstConyMel *self, guint k)
     fpb = self->fpb;
   } else {
     GST_OBJECT_LOCK (self);
-    config_from_properties (self, &config);
+    gst_cony_mel_config_from_properties (self, &config);
     fpb = self->frames_per_buffer;
     GST_OBJECT_UNLOCK (self);
   }
@@ -202,8 +202,30 @@ make_src_caps (GstConyMel *self, guint k)
   return caps;
 }
 
+/* Maps a fresh output buffer for the next batch (FALSE when allocation fails). */
+static gboolean
+gst_cony_mel_new_batch (GstConyMel *self)
+{
+  self->batch = gst_buffer_new_allocate (NULL,
+      (gsize) self->fpb * self->config.n_mels * sizeof (gfloat), NULL);
+  if (self->batch != NULL && gst_buffer_map (self->batch, &self->batch_map, GST_MAP_WRITE))
+    return TRUE;
+  g_clear_pointer (&self->batch, gst_buffer_unref);
+  GST_ELEMENT_ERROR (self, RESOURCE, NO_SPACE_LEFT, (NULL), ("could not allocate a batch buffer"));
+  return FALSE;
+}
+
+static void
+gst_cony_mel_free_batch (GstConyMel *self)
+{
+  if (self->batch == NULL)
+    return;
+  gst_buffer_unmap (self->batch, &self->batch_map);
+  g_clear_pointer (&self->batch, gst_buffer_unref);
+}
+
 static GstFlowReturn
-push_batch (GstConyMel *self)
+gst_cony_mel_push_batch (GstConyMel *self)
 {
   guint n = self->batch_len;
   guint d = self->config.n_mels;
@@ -213,11 +235,7 @@ push_batch (GstConyMel *self)
   self->batch_len = 0;
 
   if (self->src_k != n) {
-    GstCaps *caps = make_src_caps (self, n);
-    gboolean ok = caps != NULL && gst_pad_push_event (self->srcpad, gst_event_new_caps (caps));
-    if (caps)
-      gst_caps_unref (caps);
-    if (!ok) {
+    if (!gst_cony_element_push_caps (self->srcpad, gst_cony_mel_make_src_caps (self, n))) {
       GST_ELEMENT_ERROR (self, CORE, NEGOTIATION, (NULL),
           ("downstream refused the token caps (%u x %u floats)", n, d));
       return GST_FLOW_NOT_NEGOTIATED;
@@ -225,19 +243,15 @@ push_batch (GstConyMel *self)
     self->src_k = n;
   }
 
-  GstBuffer *out = gst_buffer_new_allocate (NULL, (gsize) n * d * sizeof (gfloat), NULL);
-  gst_buffer_fill (out, 0, self->batch, (gsize) n * d * sizeof (gfloat));
+  /* The frames are already in the buffer: unmap it, trim a partial batch, send it. */
+  GstBuffer *out = self->batch;
+  gst_buffer_unmap (out, &self->batch_map);
+  self->batch = NULL;
+  if (n < self->fpb)
+    gst_buffer_set_size (out, (gssize) n * d * sizeof (gfloat));
   GstClockTime t0 = gst_cony_tokens_time (self->anchor, self->batch_first, self->rate_n, self->rate_d);
   GstClockTime t1 = gst_cony_tokens_time (self->anchor, self->batch_first + n, self->rate_n, self->rate_d);
-  GST_BUFFER_PTS (out) = t0;
-  GST_BUFFER_DTS (out) = GST_CLOCK_TIME_NONE;
-  GST_BUFFER_DURATION (out) = t1 - t0;
-  GST_BUFFER_OFFSET (out) = self->batch_first;
-  GST_BUFFER_OFFSET_END (out) = self->batch_first + n;
-  if (self->next_discont) {
-    GST_BUFFER_FLAG_SET (out, GST_BUFFER_FLAG_DISCONT);
-    self->next_discont = FALSE;
-  }
+  gst_cony_element_stamp (out, t0, t1 - t0, self->batch_first, n, &self->next_discont);
   GST_LOG_OBJECT (self, "pushing %u frame(s) from %" G_GUINT64_FORMAT " at %" GST_TIME_FORMAT,
       n, self->batch_first, GST_TIME_ARGS (t0));
   return gst_pad_push (self->srcpad, out);
@@ -245,26 +259,29 @@ push_batch (GstConyMel *self)
 
 /* Pops every complete frame, pushing full batches. */
 static GstFlowReturn
-emit_frames (GstConyMel *self)
+gst_cony_mel_emit_frames (GstConyMel *self)
 {
   GstFlowReturn ret = GST_FLOW_OK;
   guint d = self->config.n_mels;
 
   while (ret == GST_FLOW_OK && cony_mel_frames_available (self->mel) > 0) {
+    if (self->batch == NULL && !gst_cony_mel_new_batch (self))
+      return GST_FLOW_ERROR;
     if (self->batch_len == 0)
       self->batch_first = cony_mel_get_next_frame_index (self->mel);
-    if (!cony_mel_pop_frame (self->mel, self->batch + (gsize) self->batch_len * d))
+    gfloat *batch = (gfloat *) self->batch_map.data;
+    if (!cony_mel_pop_frame (self->mel, batch + (gsize) self->batch_len * d))
       break;
     self->batch_len++;
     if (self->batch_len == self->fpb)
-      ret = push_batch (self);
+      ret = gst_cony_mel_push_batch (self);
   }
   return ret;
 }
 
 /* Forgets the samples and the anchor (flush, caps change, stop). */
 static void
-reset_stream (GstConyMel *self)
+gst_cony_mel_reset_stream (GstConyMel *self)
 {
   if (self->mel)
     cony_mel_reset (self->mel);
@@ -278,7 +295,7 @@ reset_stream (GstConyMel *self)
 
 /* Handles a discontinuity at @anchor: pushes complete frames, restarts framing. */
 static GstFlowReturn
-restart_at (GstConyMel *self, GstClockTime anchor)
+gst_cony_mel_restart_at (GstConyMel *self, GstClockTime anchor)
 {
   GstFlowReturn ret = GST_FLOW_OK;
 
@@ -286,7 +303,7 @@ restart_at (GstConyMel *self, GstClockTime anchor)
     GST_DEBUG_OBJECT (self, "discontinuity: restarting framing at %" GST_TIME_FORMAT
         " (%" G_GUINT64_FORMAT " samples since the previous anchor)",
         GST_TIME_ARGS (anchor), cony_mel_get_samples_pushed (self->mel));
-    ret = push_batch (self);
+    ret = gst_cony_mel_push_batch (self);
     cony_mel_reset (self->mel);
     self->next_discont = TRUE;
   }
@@ -297,7 +314,7 @@ restart_at (GstConyMel *self, GstClockTime anchor)
 /* Time-stamps the next @n samples (starting at @pts, which may be NONE) and
  * restarts framing on a discontinuity. */
 static GstFlowReturn
-align_samples (GstConyMel *self, gboolean discont, GstClockTime pts, guint64 n)
+gst_cony_mel_align_samples (GstConyMel *self, gboolean discont, GstClockTime pts, guint64 n)
 {
   GstClockTime out_ts, out_dur;
   guint64 pos;
@@ -315,26 +332,20 @@ align_samples (GstConyMel *self, gboolean discont, GstClockTime pts, guint64 n)
     discont = TRUE;
   if (gst_audio_stream_align_process (self->align, discont, pts, (guint) MIN (n, G_MAXUINT),
           &out_ts, &out_dur, &pos))
-    return restart_at (self, gst_audio_stream_align_get_timestamp_at_discont (self->align));
+    return gst_cony_mel_restart_at (self, gst_audio_stream_align_get_timestamp_at_discont (self->align));
   return GST_FLOW_OK;
 }
 
 /* NaN/Inf samples were replaced by zeros: warn once per run of such buffers. */
 static void
-note_nonfinite (GstConyMel *self, gsize replaced, GstClockTime pts)
+gst_cony_mel_note_nonfinite (GstConyMel *self, gsize replaced, GstClockTime pts)
 {
-  if (replaced == 0) {
-    self->in_nonfinite = FALSE;
-    return;
-  }
   self->n_nonfinite += replaced;
-  if (!self->in_nonfinite) {
+  if (gst_cony_element_run_starts (&self->in_nonfinite, replaced > 0))
     GST_ELEMENT_WARNING (self, STREAM, FORMAT,
         ("Input audio contains NaN or infinite samples"),
         ("%" G_GSIZE_FORMAT " non-finite samples in the buffer at %" GST_TIME_FORMAT
             " were replaced by 0 (silence)", replaced, GST_TIME_ARGS (pts)));
-  }
-  self->in_nonfinite = TRUE;
 }
 
 static GstFlowReturn
@@ -344,38 +355,30 @@ gst_cony_mel_chain (GstPad *pad, GstObject *parent, GstBuffer *buf)
   GstFlowReturn ret;
   GstMapInfo map;
 
-  if (!self->have_info) {
-    GST_ELEMENT_ERROR (self, CORE, NEGOTIATION, (NULL), ("no caps before the first buffer"));
+  if (!gst_cony_element_check_caps_seen (GST_ELEMENT (self), self->have_info)) {
     gst_buffer_unref (buf);
     return GST_FLOW_NOT_NEGOTIATED;
   }
-  if (!gst_buffer_map (buf, &map, GST_MAP_READ)) {
-    GST_ELEMENT_ERROR (self, RESOURCE, READ, (NULL), ("could not map the input buffer"));
-    gst_buffer_unref (buf);
-    return GST_FLOW_ERROR;
-  }
-
   gint bpf = GST_AUDIO_INFO_BPF (&self->info);
-  gsize n = map.size / bpf;
-  if (map.size % bpf != 0) {
-    /* A partial sample would shift every later one: an error, as the other elements. */
-    GST_ELEMENT_ERROR (self, STREAM, FORMAT, (NULL),
-        ("buffer of %" G_GSIZE_FORMAT " bytes is not a whole number of %d-byte %s samples",
-            map.size, bpf, gst_audio_format_to_string (GST_AUDIO_INFO_FORMAT (&self->info))));
-    gst_buffer_unmap (buf, &map);
+  gchar *unit = g_strdup_printf ("%d-byte %s samples", bpf,
+      gst_audio_format_to_string (GST_AUDIO_INFO_FORMAT (&self->info)));
+  gboolean mapped = gst_cony_element_map_units (GST_ELEMENT (self), buf, &map, bpf, unit, NULL);
+  g_free (unit);
+  if (!mapped) {
     gst_buffer_unref (buf);
     return GST_FLOW_ERROR;
   }
+  gsize n = map.size / bpf;
 
-  ret = align_samples (self, GST_BUFFER_IS_DISCONT (buf), GST_BUFFER_PTS (buf), n);
+  ret = gst_cony_mel_align_samples (self, GST_BUFFER_IS_DISCONT (buf), GST_BUFFER_PTS (buf), n);
   if (ret == GST_FLOW_OK && n > 0) {
     if (GST_AUDIO_INFO_FORMAT (&self->info) == GST_AUDIO_FORMAT_S16LE) {
       cony_mel_push_s16 (self->mel, (const gint16 *) map.data, n);
     } else {
       gsize replaced = cony_mel_push (self->mel, (const float *) map.data, n);
-      note_nonfinite (self, replaced, GST_BUFFER_PTS (buf));
+      gst_cony_mel_note_nonfinite (self, replaced, GST_BUFFER_PTS (buf));
     }
-    ret = emit_frames (self);
+    ret = gst_cony_mel_emit_frames (self);
   }
 
   gst_buffer_unmap (buf, &map);
@@ -385,7 +388,7 @@ gst_cony_mel_chain (GstPad *pad, GstObject *parent, GstBuffer *buf)
 
 /* A GAP is silence: frame zeros up to its end so the frame clock stays exact. */
 static GstFlowReturn
-handle_gap (GstConyMel *self, GstEvent *event)
+gst_cony_mel_handle_gap (GstConyMel *self, GstEvent *event)
 {
   GstClockTime ts, dur;
   GstFlowReturn ret;
@@ -396,7 +399,7 @@ handle_gap (GstConyMel *self, GstEvent *event)
     return GST_FLOW_OK;
 
   guint64 n = gst_util_uint64_scale_round (dur, rate, GST_SECOND);
-  ret = align_samples (self, FALSE, ts, n);
+  ret = gst_cony_mel_align_samples (self, FALSE, ts, n);
   if (ret != GST_FLOW_OK)
     return ret;
   /* Count to the gap's end on the anchored sample clock when it is close to
@@ -415,13 +418,23 @@ handle_gap (GstConyMel *self, GstEvent *event)
     guint64 chunk = MIN (n, GAP_CHUNK);
     cony_mel_push_silence (self->mel, chunk);
     n -= chunk;
-    ret = emit_frames (self);
+    ret = gst_cony_mel_emit_frames (self);
   }
   return ret;
 }
 
+/* Pushes the waiting frames before @what; the event goes on whatever the flow. */
+static void
+gst_cony_mel_drain (GstConyMel *self, const gchar *what)
+{
+  GstFlowReturn ret = gst_cony_mel_push_batch (self);
+  if (ret != GST_FLOW_OK)
+    GST_DEBUG_OBJECT (self, "pushing the last frames before %s: %s", what,
+        gst_flow_get_name (ret));
+}
+
 static gboolean
-set_sink_caps (GstConyMel *self, GstCaps *caps)
+gst_cony_mel_set_sink_caps (GstConyMel *self, GstCaps *caps)
 {
   GstAudioInfo info;
 
@@ -440,16 +453,13 @@ set_sink_caps (GstConyMel *self, GstCaps *caps)
 
   if (self->have_info && !gst_audio_info_is_equal (&info, &self->info)) {
     GST_DEBUG_OBJECT (self, "input caps changed: draining and restarting");
-    push_batch (self);
-    reset_stream (self);
+    gst_cony_mel_drain (self, "a caps change");
+    gst_cony_mel_reset_stream (self);
   }
   self->info = info;
   self->have_info = TRUE;
 
-  GstCaps *src = make_src_caps (self, 0);
-  gboolean ok = src != NULL && gst_pad_push_event (self->srcpad, gst_event_new_caps (src));
-  if (src)
-    gst_caps_unref (src);
+  gboolean ok = gst_cony_element_push_caps (self->srcpad, gst_cony_mel_make_src_caps (self, 0));
   if (ok)
     self->src_k = self->fpb;
   return ok;
@@ -466,21 +476,21 @@ gst_cony_mel_sink_event (GstPad *pad, GstObject *parent, GstEvent *event)
     case GST_EVENT_CAPS:{
       GstCaps *caps;
       gst_event_parse_caps (event, &caps);
-      gboolean ok = set_sink_caps (self, caps);
+      gboolean ok = gst_cony_mel_set_sink_caps (self, caps);
       gst_event_unref (event);
       return ok;
     }
     case GST_EVENT_FLUSH_STOP:
-      reset_stream (self);
+      gst_cony_mel_reset_stream (self);
       break;
     case GST_EVENT_EOS:
       if (self->mel != NULL)
-        push_batch (self);
+        gst_cony_mel_drain (self, "EOS");
       break;
     case GST_EVENT_GAP:
       if (!self->have_info)
         break;                  /* nothing to frame yet: let downstream see it */
-      ret = handle_gap (self, event);
+      ret = gst_cony_mel_handle_gap (self, event);
       gst_event_unref (event);
       return ret == GST_FLOW_OK || ret == GST_FLOW_FLUSHING;
     default:
@@ -495,10 +505,9 @@ gst_cony_mel_sink_query (GstPad *pad, GstObject *parent, GstQuery *query)
   GstConyMel *self = GST_CONY_MEL (parent);
 
   if (GST_QUERY_TYPE (query) == GST_QUERY_CAPS) {
-    GstCaps *filter, *caps;
+    GstCaps *caps;
     guint rate;
 
-    gst_query_parse_caps (query, &filter);
     if (self->mel != NULL) {
       rate = self->config.sample_rate;
     } else {
@@ -506,17 +515,9 @@ gst_cony_mel_sink_query (GstPad *pad, GstObject *parent, GstQuery *query)
       rate = self->sample_rate;
       GST_OBJECT_UNLOCK (self);
     }
-    caps = gst_pad_get_pad_template_caps (pad);
-    caps = gst_caps_make_writable (caps);
+    caps = gst_caps_make_writable (gst_pad_get_pad_template_caps (pad));
     gst_caps_set_simple (caps, "rate", G_TYPE_INT, (gint) rate, NULL);
-    if (filter) {
-      GstCaps *tmp = gst_caps_intersect_full (filter, caps, GST_CAPS_INTERSECT_FIRST);
-      gst_caps_unref (caps);
-      caps = tmp;
-    }
-    gst_query_set_caps_result (query, caps);
-    gst_caps_unref (caps);
-    return TRUE;
+    return gst_cony_element_answer_caps (query, caps);
   }
   return gst_pad_query_default (pad, parent, query);
 }
@@ -524,7 +525,7 @@ gst_cony_mel_sink_query (GstPad *pad, GstObject *parent, GstQuery *query)
 /* Own latency: a batch is complete when the last sample of its last frame
  * has arrived, (window + (K - 1) * hop) samples after its PTS. */
 static GstClockTime
-own_latency (GstConyMel *self)
+gst_cony_mel_own_latency (GstConyMel *self)
 {
   ConyMelConfig config;
   guint fpb;
@@ -534,7 +535,7 @@ own_latency (GstConyMel *self)
     fpb = self->fpb;
   } else {
     GST_OBJECT_LOCK (self);
-    config_from_properties (self, &config);
+    gst_cony_mel_config_from_properties (self, &config);
     fpb = self->frames_per_buffer;
     GST_OBJECT_UNLOCK (self);
   }
@@ -550,23 +551,14 @@ gst_cony_mel_src_query (GstPad *pad, GstObject *parent, GstQuery *query)
   switch (GST_QUERY_TYPE (query)) {
     case GST_QUERY_LATENCY:
       return gst_cony_element_query_latency (GST_ELEMENT (self), self->sinkpad, query,
-          own_latency (self));
+          gst_cony_mel_own_latency (self));
     case GST_QUERY_CAPS:{
-      GstCaps *filter, *caps = gst_pad_get_current_caps (pad);
-
-      gst_query_parse_caps (query, &filter);
+      GstCaps *caps = gst_pad_get_current_caps (pad);
       if (caps == NULL)
-        caps = make_src_caps (self, 0);
+        caps = gst_cony_mel_make_src_caps (self, 0);
       if (caps == NULL)
         caps = gst_pad_get_pad_template_caps (pad);
-      if (filter) {
-        GstCaps *tmp = gst_caps_intersect_full (filter, caps, GST_CAPS_INTERSECT_FIRST);
-        gst_caps_unref (caps);
-        caps = tmp;
-      }
-      gst_query_set_caps_result (query, caps);
-      gst_caps_unref (caps);
-      return TRUE;
+      return gst_cony_element_answer_caps (query, caps);
     }
     default:
       return gst_pad_query_default (pad, parent, query);
@@ -574,13 +566,13 @@ gst_cony_mel_src_query (GstPad *pad, GstObject *parent, GstQuery *query)
 }
 
 static gboolean
-start (GstElement *element)
+gst_cony_mel_start (GstElement *element)
 {
   GstConyMel *self = GST_CONY_MEL (element);
   GError *error = NULL;
 
   GST_OBJECT_LOCK (self);
-  config_from_properties (self, &self->config);
+  gst_cony_mel_config_from_properties (self, &self->config);
   self->fpb = self->frames_per_buffer;
   GST_OBJECT_UNLOCK (self);
 
@@ -599,22 +591,21 @@ start (GstElement *element)
     self->mel = NULL;
     return FALSE;
   }
-  self->batch = g_new0 (gfloat, (gsize) self->fpb * self->config.n_mels);
   self->align = gst_audio_stream_align_new ((gint) self->config.sample_rate,
       40 * GST_MSECOND, GST_SECOND);
   self->have_info = FALSE;
   self->src_k = 0;
   self->n_nonfinite = 0;
-  reset_stream (self);
+  gst_cony_mel_reset_stream (self);
   return TRUE;
 }
 
 static void
-stop (GstElement *element)
+gst_cony_mel_stop (GstElement *element)
 {
   GstConyMel *self = GST_CONY_MEL (element);
   g_clear_pointer (&self->mel, cony_mel_free);
-  g_clear_pointer (&self->batch, g_free);
+  gst_cony_mel_free_batch (self);
   g_clear_pointer (&self->align, gst_audio_stream_align_free);
   self->have_info = FALSE;
   self->batch_len = 0;
@@ -625,7 +616,7 @@ static GstStateChangeReturn
 gst_cony_mel_change_state (GstElement *element, GstStateChange transition)
 {
   return gst_cony_element_change_state (element, transition, GST_ELEMENT_CLASS (parent_class),
-      start, stop);
+      gst_cony_mel_start, gst_cony_mel_stop);
 }
 
 /* ------------------------------------------------------------------------ */
@@ -633,7 +624,7 @@ gst_cony_mel_change_state (GstElement *element, GstStateChange transition)
 /* Sets every log-mel property to @preset's value (object lock held). The
  * presets differ only in the log offset; the rest is VGGish's front end. */
 static void
-apply_preset (GstConyMel *self, GstConyMelPreset preset)
+gst_cony_mel_apply_preset (GstConyMel *self, GstConyMelPreset preset)
 {
   self->preset = preset;
   self->sample_rate = DEFAULT_SAMPLE_RATE;
@@ -685,7 +676,7 @@ gst_cony_mel_set_property (GObject *object, guint prop_id, const GValue *value,
       self->frames_per_buffer = g_value_get_uint (value);
       break;
     case PROP_PRESET:
-      apply_preset (self, g_value_get_enum (value));
+      gst_cony_mel_apply_preset (self, g_value_get_enum (value));
       break;
     default:
       G_OBJECT_WARN_INVALID_PROPERTY_ID (object, prop_id, pspec);
@@ -741,7 +732,7 @@ gst_cony_mel_get_property (GObject *object, guint prop_id, GValue *value, GParam
 static void
 gst_cony_mel_finalize (GObject *object)
 {
-  stop (GST_ELEMENT (object));
+  gst_cony_mel_stop (GST_ELEMENT (object));
   G_OBJECT_CLASS (parent_class)->finalize (object);
 }
 
@@ -885,7 +876,7 @@ gst_cony_mel_init (GstConyMel *self)
   gst_pad_use_fixed_caps (self->srcpad);
   gst_element_add_pad (GST_ELEMENT (self), self->srcpad);
 
-  apply_preset (self, DEFAULT_PRESET);
+  gst_cony_mel_apply_preset (self, DEFAULT_PRESET);
   self->frames_per_buffer = DEFAULT_FRAMES_PER_BUFFER;
   self->anchor = GST_CLOCK_TIME_NONE;
 }

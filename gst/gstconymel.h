@@ -50,7 +50,8 @@ struct _GstConyMel {
   gboolean have_info;
   GstAudioStreamAlign *align;
   GstClockTime anchor;       /* time of sample 0 of the mel counter; NONE: not anchored */
-  gfloat *batch;             /* fpb x n_mels */
+  GstBuffer *batch;          /* the next output buffer (fpb x n_mels floats), mapped */
+  GstMapInfo batch_map;      /* frames are popped straight into batch_map.data */
   guint batch_len;           /* frames in batch */
   guint64 batch_first;       /* frame index (since anchor) of batch[0] */
   guint src_k;               /* tokens per buffer in the caps last pushed (0: none) */

@@ -30,7 +30,7 @@ gst_cony_classification_meta_api_get_type (void)
 }
 
 static gboolean
-meta_init (GstMeta *meta, gpointer params, GstBuffer *buffer)
+gst_cony_classification_meta_init (GstMeta *meta, gpointer params, GstBuffer *buffer)
 {
   GstConyClassificationMeta *m = (GstConyClassificationMeta *) meta;
 
@@ -56,7 +56,7 @@ meta_init (GstMeta *meta, gpointer params, GstBuffer *buffer)
 }
 
 static void
-meta_free (GstMeta *meta, GstBuffer *buffer)
+gst_cony_classification_meta_free (GstMeta *meta, GstBuffer *buffer)
 {
   GstConyClassificationMeta *m = (GstConyClassificationMeta *) meta;
 
@@ -70,7 +70,7 @@ meta_free (GstMeta *meta, GstBuffer *buffer)
 }
 
 static gboolean
-meta_transform (GstBuffer *dest, GstMeta *meta, GstBuffer *buffer, GQuark type,
+gst_cony_classification_meta_transform (GstBuffer *dest, GstMeta *meta, GstBuffer *buffer, GQuark type,
     gpointer data)
 {
   GstConyClassificationMeta *m = (GstConyClassificationMeta *) meta;
@@ -92,8 +92,8 @@ gst_cony_classification_meta_get_info (void)
     const GstMetaInfo *mi = gst_meta_get_info ("GstConyClassificationMeta");
     if (mi == NULL)
       mi = gst_meta_register (GST_CONY_CLASSIFICATION_META_API_TYPE,
-          "GstConyClassificationMeta", sizeof (GstConyClassificationMeta), meta_init,
-          meta_free, meta_transform);
+          "GstConyClassificationMeta", sizeof (GstConyClassificationMeta), gst_cony_classification_meta_init,
+          gst_cony_classification_meta_free, gst_cony_classification_meta_transform);
     g_once_init_leave ((GstMetaInfo **) & info, (GstMetaInfo *) mi);
   }
   return info;
@@ -216,7 +216,6 @@ gst_buffer_add_cony_classification_custom_meta (GstBuffer *buffer,
 {
   GstCustomMeta *cm;
   GstStructure *s;
-  GValue arr = G_VALUE_INIT, v = G_VALUE_INIT;
 
   g_return_val_if_fail (GST_IS_BUFFER (buffer), NULL);
   g_return_val_if_fail (meta != NULL, NULL);
@@ -240,14 +239,7 @@ gst_buffer_add_cony_classification_custom_meta (GstBuffer *buffer,
       "stream-start", G_TYPE_UINT64, (guint64) meta->stream_start,
       "stream-end", G_TYPE_UINT64, (guint64) meta->stream_end,
       "output", G_TYPE_STRING, meta->multi_label ? "sigmoid" : "softmax", NULL);
-  g_value_init (&arr, GST_TYPE_ARRAY);
-  g_value_init (&v, G_TYPE_FLOAT);
-  for (guint i = 0; i < meta->n_scores; i++) {
-    g_value_set_float (&v, meta->scores[i]);
-    gst_value_array_append_value (&arr, &v);
-  }
-  gst_structure_take_value (s, "scores", &arr);
-  g_value_unset (&v);
+  gst_cony_classification_set_floats (s, "scores", meta->scores, meta->n_scores);
   gst_cony_classification_set_top (s, meta->n_top, meta->top_ids, meta->top_labels,
       meta->scores);
   GValue ea = G_VALUE_INIT;
@@ -265,6 +257,22 @@ gst_buffer_add_cony_classification_custom_meta (GstBuffer *buffer,
   }
   gst_structure_take_value (s, "events", &ea);
   return cm;
+}
+
+void
+gst_cony_classification_set_floats (GstStructure *s, const gchar *field, const gfloat *values,
+    guint n)
+{
+  GValue arr = G_VALUE_INIT, v = G_VALUE_INIT;
+
+  g_value_init (&arr, GST_TYPE_ARRAY);
+  g_value_init (&v, G_TYPE_FLOAT);
+  for (guint i = 0; i < n; i++) {
+    g_value_set_float (&v, values[i]);
+    gst_value_array_append_value (&arr, &v);
+  }
+  gst_structure_take_value (s, field, &arr);
+  g_value_unset (&v);
 }
 
 void

@@ -163,4 +163,9 @@ GstCustomMeta *gst_buffer_add_cony_classification_custom_meta (GstBuffer *buffer
 void gst_cony_classification_set_top (GstStructure *s, guint n_top, const gint *ids,
     const gchar *const *labels, const gfloat *scores);
 
+/* Sets @field of @s to a #GST_TYPE_ARRAY of the @n gfloat @values (the "scores" of
+ * the custom meta and of conytransformer's messages). */
+void gst_cony_classification_set_floats (GstStructure *s, const gchar *field,
+    const gfloat *values, guint n);
+
 G_END_DECLS

@@ -34,7 +34,7 @@ gst_cony_tokens_caps_new (const GstConyTokenInfo *info)
 
 /* Parses "D[:K[:1...]]" (innermost first). */
 static gboolean
-parse_dimensions (const gchar *s, guint *dim, guint *k)
+gst_cony_tokens_parse_dimensions (const gchar *s, guint *dim, guint *k)
 {
   gchar **parts = g_strsplit (s, ":", -1);
   guint n = g_strv_length (parts);
@@ -88,7 +88,7 @@ gst_cony_tokens_info_from_caps (GstConyTokenInfo *info, const GstCaps *caps, gch
   }
   const gchar *dims = gst_structure_get_string (s, "dimensions");
   guint dim = 0, k = 0;
-  if (dims == NULL || !parse_dimensions (dims, &dim, &k)) {
+  if (dims == NULL || !gst_cony_tokens_parse_dimensions (dims, &dim, &k)) {
     *why = g_strdup_printf ("expected dimensions=D:K (innermost first, positive), got %s",
         dims ? dims : "(none)");
     return FALSE;

@@ -85,8 +85,9 @@ struct _GstConyVggish {
   GstClockTime anchor;       /* time of input frame 0; NONE: re-anchor on the next buffer */
   guint64 frames_in;         /* input frames since the anchor */
   guint64 next_start;        /* input frame index where the next window starts */
-  gfloat *frames;            /* win x dim: the frames of the next window received so far */
-  guint n_frames;
+  gfloat *frames;            /* FRAMES_CAPACITY x win frames of dim floats */
+  guint head;                /* frame (in frames) where the next window starts */
+  guint n_frames;            /* frames of the next window received so far */
   gfloat *out;               /* out_dim */
   gboolean next_discont;
   gboolean in_nonfinite;
