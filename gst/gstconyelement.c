@@ -73,6 +73,16 @@ gst_cony_element_check_model (GstElement *element, const gchar *path, const gcha
 }
 
 gboolean
+gst_cony_element_check_loaded (GstElement *element, gboolean loaded, const gchar *path,
+    const GError *error)
+{
+  if (!loaded)
+    GST_ELEMENT_ERROR (element, RESOURCE, OPEN_READ, ("Could not load the model: %s",
+            error ? error->message : "unknown error"), ("model=%s", path));
+  return loaded;
+}
+
+gboolean
 gst_cony_element_check_caps_seen (GstElement *element, gboolean have_caps)
 {
   if (!have_caps)

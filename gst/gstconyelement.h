@@ -32,6 +32,11 @@ gboolean gst_cony_element_property_settable (GObject *object, GParamSpec *pspec)
 gboolean gst_cony_element_check_model (GstElement *element, const gchar *path,
                                        const gchar *what);
 
+/* For start, after loading @path: TRUE when @loaded; otherwise posts "Could not load
+ * the model" with @error's message and the path, and returns FALSE. */
+gboolean gst_cony_element_check_loaded (GstElement *element, gboolean loaded, const gchar *path,
+                                        const GError *error);
+
 /* For chain: TRUE when the input caps arrived (@have_caps); otherwise posts the
  * "no caps before the first buffer" NEGOTIATION error and returns FALSE (the caller
  * returns GST_FLOW_NOT_NEGOTIATED). */

@@ -492,11 +492,8 @@ gst_cony_frame_embed_start (GstBaseTransform *trans)
           "an image CNN safetensors file"))
     goto fail;
   self->cnn = cony_cnn_load (model, &error);
-  if (self->cnn == NULL) {
-    GST_ELEMENT_ERROR (self, RESOURCE, OPEN_READ, ("Could not load the model: %s",
-            error->message), ("model=%s", model));
+  if (!gst_cony_element_check_loaded (GST_ELEMENT (self), self->cnn != NULL, model, error))
     goto fail;
-  }
   guint C = cony_cnn_get_input_channels (self->cnn);
   if (C != 3 && C != 1) {
     GST_ELEMENT_ERROR (self, LIBRARY, SETTINGS, ("The model does not take video frames"),

@@ -162,8 +162,24 @@ gst_cony_mel_config_from_properties (GstConyMel *self, ConyMelConfig *config)
   config->log_offset = self->log_offset;
 }
 
-/* Token caps for the configuration (from the stream state when running, else
- * from the properties), with @k tokens per buffer (0: frames-per-buffer). */
+/* The configuration and frames per buffer: the stream state's when running, else
+ * the properties'. */
+static void
+gst_cony_mel_current_config (GstConyMel *self, ConyMelConfig *config, guint *fpb)
+{
+  if (self->mel != NULL) {
+    *config = self->config;
+    *fpb = self->fpb;
+  } else {
+    GST_OBJECT_LOCK (self);
+    gst_cony_mel_config_from_properties (self, config);
+    *fpb = self->frames_per_buffer;
+    GST_OBJECT_UNLOCK (self);
+  }
+}
+
+/* Token caps for the current configuration (gst_cony_mel_current_config), with @k
+ * tokens per buffer (0: frames-per-buffer). */
 static GstCaps *
 gst_cony_mel_make_src_caps (GstConyMel *self, guint k)
 {
@@ -171,15 +187,7 @@ gst_cony_mel_make_src_caps (GstConyMel *self, guint k)
   ConyMelConfig config;
   guint fpb;
 
-  if (self->mel != NULL) {
-    config = self->config;
-    fpb = self->fpb;
-  } else {
-    GST_OBJECT_LOCK (self);
-    gst_cony_mel_config_from_properties (self, &config);
-    fpb = self->frames_per_buffer;
-    GST_OBJECT_UNLOCK (self);
-  }
+  gst_cony_mel_current_config (self, &config, &fpb);
   info.dim = config.n_mels;
   info.tokens_per_buffer = k ? k : fpb;
   /* A frame reads window samples from its PTS but lasts one hop. */
@@ -530,15 +538,7 @@ gst_cony_mel_own_latency (GstConyMel *self)
   ConyMelConfig config;
   guint fpb;
 
-  if (self->mel != NULL) {
-    config = self->config;
-    fpb = self->fpb;
-  } else {
-    GST_OBJECT_LOCK (self);
-    gst_cony_mel_config_from_properties (self, &config);
-    fpb = self->frames_per_buffer;
-    GST_OBJECT_UNLOCK (self);
-  }
+  gst_cony_mel_current_config (self, &config, &fpb);
   guint64 samples = config.window_length + (guint64) (fpb - 1) * config.hop_length;
   return gst_util_uint64_scale_ceil (samples, GST_SECOND, config.sample_rate);
 }

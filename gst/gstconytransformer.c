@@ -350,11 +350,8 @@ gst_cony_transformer_start (GstBaseTransform *trans)
           "a cony-encoder-classifier safetensors file"))
     goto fail;
   self->model = cony_model_load (path, &error);
-  if (self->model == NULL) {
-    GST_ELEMENT_ERROR (self, RESOURCE, OPEN_READ, ("Could not load the model: %s",
-            error->message), ("model=%s", path));
+  if (!gst_cony_element_check_loaded (GST_ELEMENT (self), self->model != NULL, path, error))
     goto fail;
-  }
   self->encoder = cony_encoder_new (self->model, (int) attention, &error);
   if (self->encoder == NULL) {
     GEnumValue *ev = g_enum_get_value (g_type_class_peek (GST_TYPE_CONY_TRANSFORMER_ATTENTION),

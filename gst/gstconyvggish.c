@@ -601,11 +601,8 @@ gst_cony_vggish_start (GstElement *element)
   if (!gst_cony_element_check_model (element, model, "a VGGish-style safetensors file"))
     goto fail;
   self->cnn = cony_cnn_load (model, &error);
-  if (self->cnn == NULL) {
-    GST_ELEMENT_ERROR (self, RESOURCE, OPEN_READ, ("Could not load the model: %s",
-            error->message), ("model=%s", model));
+  if (!gst_cony_element_check_loaded (GST_ELEMENT (self), self->cnn != NULL, model, error))
     goto fail;
-  }
   if (!cony_cnn_set_output (self->cnn, (ConyCnnOutput) output, &error)) {
     GST_ELEMENT_ERROR (self, LIBRARY, SETTINGS, ("output=embedding: %s", error->message),
         ("model=%s", model));
