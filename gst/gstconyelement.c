@@ -33,8 +33,9 @@ gst_cony_element_query_latency (GstElement *element, GstPad *sinkpad, GstQuery *
     return TRUE;
   }
   gst_query_parse_latency (query, &live, &min, &max);
-  GST_DEBUG_OBJECT (element, "upstream latency %" GST_TIME_FORMAT "-%" GST_TIME_FORMAT
-      ", adding %" GST_TIME_FORMAT, GST_TIME_ARGS (min), GST_TIME_ARGS (max), GST_TIME_ARGS (own));
+  GST_DEBUG_OBJECT (element,
+      "upstream latency %" GST_TIME_FORMAT "-%" GST_TIME_FORMAT ", adding %" GST_TIME_FORMAT,
+      GST_TIME_ARGS (min), GST_TIME_ARGS (max), GST_TIME_ARGS (own));
   min += own;
   if (GST_CLOCK_TIME_IS_VALID (max))
     max += own;
@@ -56,7 +57,8 @@ gst_cony_element_property_settable (GObject *object, GParamSpec *pspec)
   GST_OBJECT_UNLOCK (element);
   if (state <= GST_STATE_READY && pending <= GST_STATE_READY)
     return TRUE;
-  GST_WARNING_OBJECT (element, "property '%s' can only be changed in the NULL or READY state "
+  GST_WARNING_OBJECT (element,
+      "property '%s' can only be changed in the NULL or READY state "
       "(the element is %s): the change is ignored, the old value stays in use",
       pspec->name, gst_element_state_get_name (MAX (state, pending)));
   return FALSE;
@@ -77,8 +79,9 @@ gst_cony_element_check_loaded (GstElement *element, gboolean loaded, const gchar
     const GError *error)
 {
   if (!loaded)
-    GST_ELEMENT_ERROR (element, RESOURCE, OPEN_READ, ("Could not load the model: %s",
-            error ? error->message : "unknown error"), ("model=%s", path));
+    GST_ELEMENT_ERROR (element, RESOURCE, OPEN_READ,
+        ("Could not load the model: %s", error ? error->message : "unknown error"),
+        ("model=%s", path));
   return loaded;
 }
 

@@ -111,11 +111,11 @@ enum
   "video/x-raw, format = (string) { RGB, GRAY8 }, width = (int) [ 1, 65536 ], " \
   "height = (int) [ 1, 65536 ], framerate = (fraction) [ 0/1, 2147483647/1 ]"
 
-static GstStaticPadTemplate sink_template = GST_STATIC_PAD_TEMPLATE ("sink",
-    GST_PAD_SINK, GST_PAD_ALWAYS, GST_STATIC_CAPS (SINK_CAPS));
+static GstStaticPadTemplate sink_template = GST_STATIC_PAD_TEMPLATE ("sink", GST_PAD_SINK,
+    GST_PAD_ALWAYS, GST_STATIC_CAPS (SINK_CAPS));
 
-static GstStaticPadTemplate src_template = GST_STATIC_PAD_TEMPLATE ("src",
-    GST_PAD_SRC, GST_PAD_ALWAYS, GST_STATIC_CAPS (GST_CONY_TOKENS_CAPS_STRING));
+static GstStaticPadTemplate src_template = GST_STATIC_PAD_TEMPLATE ("src", GST_PAD_SRC,
+    GST_PAD_ALWAYS, GST_STATIC_CAPS (GST_CONY_TOKENS_CAPS_STRING));
 
 #define gst_cony_frame_embed_parent_class parent_class
 G_DEFINE_TYPE (GstConyFrameEmbed, gst_cony_frame_embed, GST_TYPE_BASE_TRANSFORM);
@@ -162,13 +162,15 @@ gst_cony_frame_embed_token_caps (GstConyFrameEmbed *self, gint fps_n, gint fps_d
 {
   /* rate_n/rate_d: tokens per second (k per frame); the caps carry frames per second */
   GstConyTokenInfo out = { self->out_dim, self->n_patches, 0, 1, 0, 1 };
-  if (fps_n > 0 && !gst_util_fraction_multiply (fps_n, fps_d, (gint) self->n_patches,
-          (gint) self->k, &out.rate_n, &out.rate_d))
+  if (fps_n > 0
+      && !gst_util_fraction_multiply (fps_n, fps_d, (gint) self->n_patches, (gint) self->k,
+          &out.rate_n, &out.rate_d))
     return NULL;
   /* A token lasts `every` frames but embeds only the first: its input ends
    * every - 1 frames before its end (gstconytokens.h). */
-  if (fps_n > 0 && self->k > 1 && !gst_util_fraction_multiply (1 - (gint) self->k, 1, fps_d,
-          fps_n, &out.lookahead_n, &out.lookahead_d))
+  if (fps_n > 0 && self->k > 1
+      && !gst_util_fraction_multiply (1 - (gint) self->k, 1, fps_d, fps_n, &out.lookahead_n,
+          &out.lookahead_d))
     return NULL;
   return gst_cony_tokens_caps_new (&out);
 }
@@ -177,8 +179,8 @@ gst_cony_frame_embed_token_caps (GstConyFrameEmbed *self, gint fps_n, gint fps_d
 static GstCaps *
 gst_cony_frame_embed_video_caps (GstConyFrameEmbed *self)
 {
-  GstCaps *caps = gst_caps_make_writable (gst_pad_get_pad_template_caps
-      (GST_BASE_TRANSFORM_SINK_PAD (self)));
+  GstCaps *caps = gst_caps_make_writable (
+      gst_pad_get_pad_template_caps (GST_BASE_TRANSFORM_SINK_PAD (self)));
   guint w, h;
 
   gst_cony_frame_embed_frame_size (self, &w, &h);
@@ -199,8 +201,8 @@ gst_cony_frame_embed_transform_caps (GstBaseTransform *trans, GstPadDirection di
   GstCaps *res;
 
   if (self->cnn == NULL) {
-    res = gst_pad_get_pad_template_caps (direction == GST_PAD_SINK ? trans->srcpad
-        : trans->sinkpad);
+    res = gst_pad_get_pad_template_caps (
+        direction == GST_PAD_SINK ? trans->srcpad : trans->sinkpad);
   } else if (direction == GST_PAD_SRC) {
     res = gst_cony_frame_embed_video_caps (self);
   } else {
@@ -258,11 +260,12 @@ gst_cony_frame_embed_set_caps (GstBaseTransform *trans, GstCaps *incaps, GstCaps
   }
   if ((guint) GST_VIDEO_INFO_WIDTH (&info) != W || (guint) GST_VIDEO_INFO_HEIGHT (&info) != H
       || strcmp (gst_video_format_to_string (GST_VIDEO_INFO_FORMAT (&info)),
-          gst_cony_frame_embed_model_format (self)) != 0) {
+             gst_cony_frame_embed_model_format (self))
+          != 0) {
     GST_ELEMENT_ERROR (self, CORE, NEGOTIATION, ("Video frames do not match the model"),
         ("the model takes %ux%u %s frames (%ux%u patches of %ux%u), the input is %dx%d %s; "
-            "put videoconvert ! videoscale in front", W, H,
-            gst_cony_frame_embed_model_format (self), self->px, self->py,
+         "put videoconvert ! videoscale in front",
+            W, H, gst_cony_frame_embed_model_format (self), self->px, self->py,
             cony_cnn_get_input_width (self->cnn), cony_cnn_get_input_height (self->cnn),
             GST_VIDEO_INFO_WIDTH (&info), GST_VIDEO_INFO_HEIGHT (&info),
             gst_video_format_to_string (GST_VIDEO_INFO_FORMAT (&info))));
@@ -302,10 +305,8 @@ gst_cony_frame_embed_is_late (GstConyFrameEmbed *self, GstBuffer *buf)
 
   self->dropped++;
   GstMessage *msg = gst_message_new_qos (GST_OBJECT_CAST (self), FALSE, running_time,
-      gst_segment_to_stream_time (segment, GST_FORMAT_TIME, pts), pts,
-      GST_BUFFER_DURATION (buf));
-  gst_message_set_qos_values (msg, (gint64) earliest - (gint64) running_time, proportion,
-      1000000);
+      gst_segment_to_stream_time (segment, GST_FORMAT_TIME, pts), pts, GST_BUFFER_DURATION (buf));
+  gst_message_set_qos_values (msg, (gint64) earliest - (gint64) running_time, proportion, 1000000);
   gst_message_set_qos_stats (msg, GST_FORMAT_BUFFERS, self->processed, self->dropped);
   gst_element_post_message (GST_ELEMENT_CAST (self), msg);
   return TRUE;
@@ -334,8 +335,9 @@ gst_cony_frame_embed_submit_input_buffer (GstBaseTransform *trans, gboolean is_d
     return GST_FLOW_OK;
   }
   if (gst_cony_frame_embed_is_late (self, buf)) {
-    GST_DEBUG_OBJECT (self, "frame %" G_GUINT64_FORMAT " at %" GST_TIME_FORMAT
-        " is late (QoS): not embedded", index, GST_TIME_ARGS (GST_BUFFER_PTS (buf)));
+    GST_DEBUG_OBJECT (self,
+        "frame %" G_GUINT64_FORMAT " at %" GST_TIME_FORMAT " is late (QoS): not embedded", index,
+        GST_TIME_ARGS (GST_BUFFER_PTS (buf)));
     gst_buffer_unref (buf);
     return GST_FLOW_OK;
   }
@@ -378,8 +380,7 @@ gst_cony_frame_embed_frame_duration (GstConyFrameEmbed *self, GstBuffer *buf)
 
 /* The output carries no metadata of the frame: transform stamps it. */
 static gboolean
-gst_cony_frame_embed_copy_metadata (GstBaseTransform *trans, GstBuffer *input,
-    GstBuffer *outbuf)
+gst_cony_frame_embed_copy_metadata (GstBaseTransform *trans, GstBuffer *input, GstBuffer *outbuf)
 {
   return TRUE;
 }
@@ -466,8 +467,8 @@ gst_cony_frame_embed_src_event (GstBaseTransform *trans, GstEvent *event)
   else
     self->earliest_time = (GstClockTimeDiff) timestamp + diff > 0 ? timestamp + diff : 0;
   GST_OBJECT_UNLOCK (self);
-  GST_DEBUG_OBJECT (self, "QoS: proportion %g, diff %" G_GINT64_FORMAT " at %"
-      GST_TIME_FORMAT, proportion, diff, GST_TIME_ARGS (timestamp));
+  GST_DEBUG_OBJECT (self, "QoS: proportion %g, diff %" G_GINT64_FORMAT " at %" GST_TIME_FORMAT,
+      proportion, diff, GST_TIME_ARGS (timestamp));
   return gst_pad_push_event (trans->sinkpad, event);
 }
 
@@ -488,8 +489,7 @@ gst_cony_frame_embed_start (GstBaseTransform *trans)
   self->n_patches = self->px * self->py;
   GST_OBJECT_UNLOCK (self);
 
-  if (!gst_cony_element_check_model (GST_ELEMENT (self), model,
-          "an image CNN safetensors file"))
+  if (!gst_cony_element_check_model (GST_ELEMENT (self), model, "an image CNN safetensors file"))
     goto fail;
   self->cnn = cony_cnn_load (model, &error);
   if (!gst_cony_element_check_loaded (GST_ELEMENT (self), self->cnn != NULL, model, error))
@@ -513,10 +513,11 @@ gst_cony_frame_embed_start (GstBaseTransform *trans)
   self->processed = self->dropped = 0;
   gst_cony_frame_embed_reset_stream (self);
   gst_cony_frame_embed_reset_qos (self);
-  GST_INFO_OBJECT (self, "loaded %s: %ux%ux%u -> %u, %" G_GUINT64_FORMAT " parameters, "
-      "%ux%u patches per frame", model, cony_cnn_get_input_height (self->cnn),
-      cony_cnn_get_input_width (self->cnn), C, self->out_dim, cony_cnn_get_n_params (self->cnn),
-      self->px, self->py);
+  GST_INFO_OBJECT (self,
+      "loaded %s: %ux%ux%u -> %u, %" G_GUINT64_FORMAT " parameters, "
+      "%ux%u patches per frame",
+      model, cony_cnn_get_input_height (self->cnn), cony_cnn_get_input_width (self->cnn), C,
+      self->out_dim, cony_cnn_get_n_params (self->cnn), self->px, self->py);
   g_free (model);
   return TRUE;
 
@@ -571,8 +572,7 @@ gst_cony_frame_embed_set_property (GObject *object, guint prop_id, const GValue 
 }
 
 static void
-gst_cony_frame_embed_get_property (GObject *object, guint prop_id, GValue *value,
-    GParamSpec *pspec)
+gst_cony_frame_embed_get_property (GObject *object, guint prop_id, GValue *value, GParamSpec *pspec)
 {
   GstConyFrameEmbed *self = GST_CONY_FRAME_EMBED (object);
 
@@ -640,9 +640,8 @@ gst_cony_frame_embed_class_init (GstConyFrameEmbedClass *klass)
    * @every frames.
    */
   g_object_class_install_property (gobject_class, PROP_EVERY,
-      g_param_spec_uint ("every", "Every",
-          "Embed every k-th frame (token rate = frame rate / k)", 1, 1 << 20, DEFAULT_EVERY,
-          flags));
+      g_param_spec_uint ("every", "Every", "Embed every k-th frame (token rate = frame rate / k)",
+          1, 1 << 20, DEFAULT_EVERY, flags));
   /**
    * GstConyFrameEmbed:patches-x:
    *
@@ -651,8 +650,7 @@ gst_cony_frame_embed_class_init (GstConyFrameEmbedClass *klass)
    */
   g_object_class_install_property (gobject_class, PROP_PATCHES_X,
       g_param_spec_uint ("patches-x", "Patches across",
-          "Columns of model-sized tiles per frame, one token each", 1, 64, DEFAULT_PATCHES,
-          flags));
+          "Columns of model-sized tiles per frame, one token each", 1, 64, DEFAULT_PATCHES, flags));
   /**
    * GstConyFrameEmbed:patches-y:
    *
@@ -664,8 +662,7 @@ gst_cony_frame_embed_class_init (GstConyFrameEmbedClass *klass)
 
   gst_element_class_add_static_pad_template (element_class, &sink_template);
   gst_element_class_add_static_pad_template (element_class, &src_template);
-  gst_element_class_set_static_metadata (element_class, "Frame embeddings",
-      "Filter/Analyzer/Video",
+  gst_element_class_set_static_metadata (element_class, "Frame embeddings", "Filter/Analyzer/Video",
       "Runs a VGG-style CNN on video frames and outputs one embedding token per frame",
       "gst-cony authors");
 
@@ -674,8 +671,7 @@ gst_cony_frame_embed_class_init (GstConyFrameEmbedClass *klass)
   trans_class->transform_caps = GST_DEBUG_FUNCPTR (gst_cony_frame_embed_transform_caps);
   trans_class->transform_size = GST_DEBUG_FUNCPTR (gst_cony_frame_embed_transform_size);
   trans_class->set_caps = GST_DEBUG_FUNCPTR (gst_cony_frame_embed_set_caps);
-  trans_class->submit_input_buffer =
-      GST_DEBUG_FUNCPTR (gst_cony_frame_embed_submit_input_buffer);
+  trans_class->submit_input_buffer = GST_DEBUG_FUNCPTR (gst_cony_frame_embed_submit_input_buffer);
   trans_class->copy_metadata = GST_DEBUG_FUNCPTR (gst_cony_frame_embed_copy_metadata);
   trans_class->transform = GST_DEBUG_FUNCPTR (gst_cony_frame_embed_transform);
   trans_class->sink_event = GST_DEBUG_FUNCPTR (gst_cony_frame_embed_sink_event);

@@ -24,25 +24,25 @@ struct _GstConyFrameEmbed {
    * property is GstBaseTransform's. */
   gchar *model;
   guint every;
-  guint patches_x, patches_y;  /* patch grid: columns x rows of model-sized tiles */
+  guint patches_x, patches_y; /* patch grid: columns x rows of model-sized tiles */
 
   /* QoS state (object lock): from the last QOS event on the source pad. */
-  GstClockTime earliest_time;  /* running time before which frames are late */
+  GstClockTime earliest_time; /* running time before which frames are late */
   gdouble proportion;
 
   /* Stream state (streaming thread). */
   ConyCnn *cnn;
-  guint k;                     /* every, fixed for the run */
-  guint px, py;                /* patches_x, patches_y, fixed for the run */
-  guint n_patches;             /* px x py tokens per frame */
+  guint k;         /* every, fixed for the run */
+  guint px, py;    /* patches_x, patches_y, fixed for the run */
+  guint n_patches; /* px x py tokens per frame */
   guint out_dim;
   GstVideoInfo vinfo;
   gboolean have_info;
-  guint64 frame_index;         /* frames since the last discontinuity */
-  guint64 tokens_out;          /* tokens since the last discontinuity */
-  guint64 processed, dropped;  /* for QoS messages */
+  guint64 frame_index;        /* frames since the last discontinuity */
+  guint64 tokens_out;         /* tokens since the last discontinuity */
+  guint64 processed, dropped; /* for QoS messages */
   gboolean next_discont;
-  gfloat *in;                  /* n_patches x H x W x C inputs of the CNN */
+  gfloat *in; /* n_patches x H x W x C inputs of the CNN */
 };
 
 G_END_DECLS

@@ -57,11 +57,11 @@ enum
   PROP_SCORES,
 };
 
-static GstStaticPadTemplate sink_template = GST_STATIC_PAD_TEMPLATE ("sink",
-    GST_PAD_SINK, GST_PAD_ALWAYS, GST_STATIC_CAPS_ANY);
+static GstStaticPadTemplate sink_template = GST_STATIC_PAD_TEMPLATE ("sink", GST_PAD_SINK,
+    GST_PAD_ALWAYS, GST_STATIC_CAPS_ANY);
 
-static GstStaticPadTemplate src_template = GST_STATIC_PAD_TEMPLATE ("src",
-    GST_PAD_SRC, GST_PAD_ALWAYS, GST_STATIC_CAPS ("application/x-json"));
+static GstStaticPadTemplate src_template = GST_STATIC_PAD_TEMPLATE ("src", GST_PAD_SRC,
+    GST_PAD_ALWAYS, GST_STATIC_CAPS ("application/x-json"));
 
 #define gst_cony_json_parent_class parent_class
 G_DEFINE_TYPE (GstConyJson, gst_cony_json, GST_TYPE_ELEMENT);
@@ -205,9 +205,10 @@ gst_cony_json_write_record (GstConyJson *self, GString *o, const GstConyClassifi
   gst_cony_json_json_time (o, "pts", m->pts);
   gst_cony_json_json_time (o, "start", m->window_start);
   gst_cony_json_json_time (o, "end", m->window_end);
-  gst_cony_json_json_time (o, "duration", GST_CLOCK_TIME_IS_VALID (m->window_start)
-      && GST_CLOCK_TIME_IS_VALID (m->window_end) ? m->window_end - m->window_start
-      : GST_CLOCK_TIME_NONE);
+  gst_cony_json_json_time (o, "duration",
+      GST_CLOCK_TIME_IS_VALID (m->window_start) && GST_CLOCK_TIME_IS_VALID (m->window_end)
+          ? m->window_end - m->window_start
+          : GST_CLOCK_TIME_NONE);
   gst_cony_json_json_time (o, "running_start", m->running_start);
   gst_cony_json_json_time (o, "running_end", m->running_end);
   gst_cony_json_json_time (o, "stream_start", m->stream_start);
@@ -222,7 +223,8 @@ gst_cony_json_write_record (GstConyJson *self, GString *o, const GstConyClassifi
       g_string_append_c (o, ',');
     g_string_append_c (o, '{');
     gint c = m->top_ids[i];
-    gst_cony_json_json_class (o, c, m->top_labels[i], c >= 0 && (guint) c < m->n_scores ? m->scores[c] : NAN);
+    gst_cony_json_json_class (o, c, m->top_labels[i],
+        c >= 0 && (guint) c < m->n_scores ? m->scores[c] : NAN);
     g_string_append_c (o, '}');
   }
   g_string_append_c (o, ']');
@@ -264,8 +266,8 @@ gst_cony_json_write_record (GstConyJson *self, GString *o, const GstConyClassifi
 static gint
 gst_cony_json_cmp_step (gconstpointer a, gconstpointer b)
 {
-  const GstConyClassificationMeta *x = *(GstConyClassificationMeta * const *) a;
-  const GstConyClassificationMeta *y = *(GstConyClassificationMeta * const *) b;
+  const GstConyClassificationMeta *x = *(GstConyClassificationMeta *const *) a;
+  const GstConyClassificationMeta *y = *(GstConyClassificationMeta *const *) b;
   return x->step < y->step ? -1 : x->step > y->step;
 }
 
@@ -280,8 +282,9 @@ gst_cony_json_chain (GstPad *pad, GstObject *parent, GstBuffer *buf)
   gboolean scores;
   GstFlowReturn ret = GST_FLOW_OK;
 
-  while ((meta = gst_buffer_iterate_meta_filtered (buf, &state,
-              GST_CONY_CLASSIFICATION_META_API_TYPE)) != NULL)
+  while (
+      (meta = gst_buffer_iterate_meta_filtered (buf, &state, GST_CONY_CLASSIFICATION_META_API_TYPE))
+      != NULL)
     g_ptr_array_add (metas, meta);
   if (metas->len == 0) {
     GST_LOG_OBJECT (self, "no classification meta on %" GST_PTR_FORMAT, buf);
@@ -338,8 +341,7 @@ static GstStateChangeReturn
 gst_cony_json_change_state (GstElement *element, GstStateChange transition)
 {
   GstConyJson *self = GST_CONY_JSON (element);
-  GstStateChangeReturn ret = GST_ELEMENT_CLASS (parent_class)->change_state (element,
-      transition);
+  GstStateChangeReturn ret = GST_ELEMENT_CLASS (parent_class)->change_state (element, transition);
   if (transition == GST_STATE_CHANGE_PAUSED_TO_READY)
     g_clear_pointer (&self->stream_json, g_free);
   return ret;
@@ -348,8 +350,7 @@ gst_cony_json_change_state (GstElement *element, GstStateChange transition)
 /* ------------------------------------------------------------------------ */
 
 static void
-gst_cony_json_set_property (GObject *object, guint prop_id, const GValue *value,
-    GParamSpec *pspec)
+gst_cony_json_set_property (GObject *object, guint prop_id, const GValue *value, GParamSpec *pspec)
 {
   GstConyJson *self = GST_CONY_JSON (object);
 
@@ -432,8 +433,8 @@ gst_cony_json_class_init (GstConyJsonClass *klass)
    * of conytransformer's top-k property is always written).
    */
   g_object_class_install_property (gobject_class, PROP_SCORES,
-      g_param_spec_boolean ("scores", "Scores",
-          "Also write the score of every class", DEFAULT_SCORES, playing));
+      g_param_spec_boolean ("scores", "Scores", "Also write the score of every class",
+          DEFAULT_SCORES, playing));
 
   gst_element_class_add_static_pad_template (element_class, &sink_template);
   gst_element_class_add_static_pad_template (element_class, &src_template);

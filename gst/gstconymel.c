@@ -126,13 +126,13 @@ gst_cony_mel_preset_get_type (void)
   return type;
 }
 
-static GstStaticPadTemplate sink_template = GST_STATIC_PAD_TEMPLATE ("sink",
-    GST_PAD_SINK, GST_PAD_ALWAYS,
+static GstStaticPadTemplate sink_template = GST_STATIC_PAD_TEMPLATE ("sink", GST_PAD_SINK,
+    GST_PAD_ALWAYS,
     GST_STATIC_CAPS ("audio/x-raw, format = (string) { F32LE, S16LE }, "
-        "rate = (int) [ 1, MAX ], channels = (int) 1, layout = (string) interleaved"));
+                     "rate = (int) [ 1, MAX ], channels = (int) 1, layout = (string) interleaved"));
 
-static GstStaticPadTemplate src_template = GST_STATIC_PAD_TEMPLATE ("src",
-    GST_PAD_SRC, GST_PAD_ALWAYS, GST_STATIC_CAPS (GST_CONY_TOKENS_CAPS_STRING));
+static GstStaticPadTemplate src_template = GST_STATIC_PAD_TEMPLATE ("src", GST_PAD_SRC,
+    GST_PAD_ALWAYS, GST_STATIC_CAPS (GST_CONY_TOKENS_CAPS_STRING));
 
 #define gst_cony_mel_parent_class parent_class
 G_DEFINE_TYPE (GstConyMel, gst_cony_mel, GST_TYPE_ELEMENT);
@@ -193,11 +193,12 @@ gst_cony_mel_make_src_caps (GstConyMel *self, guint k)
   /* A frame reads window samples from its PTS but lasts one hop. */
   info.lookahead_n = (gint) config.window_length - (gint) config.hop_length;
   info.lookahead_d = (gint) config.sample_rate;
-  if (!gst_util_fraction_multiply ((gint) config.sample_rate, 1, 1,
-          (gint) config.hop_length, &info.rate_n, &info.rate_d))
+  if (!gst_util_fraction_multiply ((gint) config.sample_rate, 1, 1, (gint) config.hop_length,
+          &info.rate_n, &info.rate_d))
     return NULL;
   GstCaps *caps = gst_cony_tokens_caps_new (&info);
   if (caps != NULL)
+    /* clang-format off */
     gst_caps_set_simple (caps,
         "mel-sample-rate", G_TYPE_INT, (gint) config.sample_rate,
         "mel-window-length", G_TYPE_INT, (gint) config.window_length,
@@ -207,6 +208,7 @@ gst_cony_mel_make_src_caps (GstConyMel *self, guint k)
         "mel-fmin", G_TYPE_DOUBLE, config.fmin,
         "mel-fmax", G_TYPE_DOUBLE, config.fmax,
         "mel-log-offset", G_TYPE_DOUBLE, config.log_offset, NULL);
+  /* clang-format on */
   return caps;
 }
 
@@ -257,11 +259,13 @@ gst_cony_mel_push_batch (GstConyMel *self)
   self->batch = NULL;
   if (n < self->fpb)
     gst_buffer_set_size (out, (gssize) n * d * sizeof (gfloat));
-  GstClockTime t0 = gst_cony_tokens_time (self->anchor, self->batch_first, self->rate_n, self->rate_d);
-  GstClockTime t1 = gst_cony_tokens_time (self->anchor, self->batch_first + n, self->rate_n, self->rate_d);
+  GstClockTime t0 = gst_cony_tokens_time (self->anchor, self->batch_first, self->rate_n,
+      self->rate_d);
+  GstClockTime t1 = gst_cony_tokens_time (self->anchor, self->batch_first + n, self->rate_n,
+      self->rate_d);
   gst_cony_element_stamp (out, t0, t1 - t0, self->batch_first, n, &self->next_discont);
-  GST_LOG_OBJECT (self, "pushing %u frame(s) from %" G_GUINT64_FORMAT " at %" GST_TIME_FORMAT,
-      n, self->batch_first, GST_TIME_ARGS (t0));
+  GST_LOG_OBJECT (self, "pushing %u frame(s) from %" G_GUINT64_FORMAT " at %" GST_TIME_FORMAT, n,
+      self->batch_first, GST_TIME_ARGS (t0));
   return gst_pad_push (self->srcpad, out);
 }
 
@@ -308,8 +312,9 @@ gst_cony_mel_restart_at (GstConyMel *self, GstClockTime anchor)
   GstFlowReturn ret = GST_FLOW_OK;
 
   if (GST_CLOCK_TIME_IS_VALID (self->anchor)) {
-    GST_DEBUG_OBJECT (self, "discontinuity: restarting framing at %" GST_TIME_FORMAT
-        " (%" G_GUINT64_FORMAT " samples since the previous anchor)",
+    GST_DEBUG_OBJECT (self,
+        "discontinuity: restarting framing at %" GST_TIME_FORMAT " (%" G_GUINT64_FORMAT
+        " samples since the previous anchor)",
         GST_TIME_ARGS (anchor), cony_mel_get_samples_pushed (self->mel));
     ret = gst_cony_mel_push_batch (self);
     cony_mel_reset (self->mel);
@@ -331,8 +336,9 @@ gst_cony_mel_align_samples (GstConyMel *self, gboolean discont, GstClockTime pts
     /* No timestamp: assume the samples follow on. A stream without any
      * timestamps is stamped from 0. */
     if (GST_CLOCK_TIME_IS_VALID (self->anchor))
-      pts = self->anchor + gst_util_uint64_scale (cony_mel_get_samples_pushed (self->mel),
-          GST_SECOND, self->config.sample_rate);
+      pts = self->anchor
+          + gst_util_uint64_scale (cony_mel_get_samples_pushed (self->mel), GST_SECOND,
+              self->config.sample_rate);
     else
       pts = 0;
   }
@@ -340,7 +346,8 @@ gst_cony_mel_align_samples (GstConyMel *self, gboolean discont, GstClockTime pts
     discont = TRUE;
   if (gst_audio_stream_align_process (self->align, discont, pts, (guint) MIN (n, G_MAXUINT),
           &out_ts, &out_dur, &pos))
-    return gst_cony_mel_restart_at (self, gst_audio_stream_align_get_timestamp_at_discont (self->align));
+    return gst_cony_mel_restart_at (self,
+        gst_audio_stream_align_get_timestamp_at_discont (self->align));
   return GST_FLOW_OK;
 }
 
@@ -350,10 +357,10 @@ gst_cony_mel_note_nonfinite (GstConyMel *self, gsize replaced, GstClockTime pts)
 {
   self->n_nonfinite += replaced;
   if (gst_cony_element_run_starts (&self->in_nonfinite, replaced > 0))
-    GST_ELEMENT_WARNING (self, STREAM, FORMAT,
-        ("Input audio contains NaN or infinite samples"),
+    GST_ELEMENT_WARNING (self, STREAM, FORMAT, ("Input audio contains NaN or infinite samples"),
         ("%" G_GSIZE_FORMAT " non-finite samples in the buffer at %" GST_TIME_FORMAT
-            " were replaced by 0 (silence)", replaced, GST_TIME_ARGS (pts)));
+         " were replaced by 0 (silence)",
+            replaced, GST_TIME_ARGS (pts)));
 }
 
 static GstFlowReturn
@@ -418,8 +425,10 @@ gst_cony_mel_handle_gap (GstConyMel *self, GstEvent *event)
     if (end > pushed && end - pushed <= n + 1 && end - pushed + 1 >= n)
       n = end - pushed;
   }
-  GST_DEBUG_OBJECT (self, "GAP at %" GST_TIME_FORMAT " for %" GST_TIME_FORMAT
-      ": framing %" G_GUINT64_FORMAT " zero samples", GST_TIME_ARGS (ts), GST_TIME_ARGS (dur), n);
+  GST_DEBUG_OBJECT (self,
+      "GAP at %" GST_TIME_FORMAT " for %" GST_TIME_FORMAT ": framing %" G_GUINT64_FORMAT
+      " zero samples",
+      GST_TIME_ARGS (ts), GST_TIME_ARGS (dur), n);
   self->in_nonfinite = FALSE;
   ret = GST_FLOW_OK;
   while (n > 0 && ret == GST_FLOW_OK) {
@@ -437,8 +446,7 @@ gst_cony_mel_drain (GstConyMel *self, const gchar *what)
 {
   GstFlowReturn ret = gst_cony_mel_push_batch (self);
   if (ret != GST_FLOW_OK)
-    GST_DEBUG_OBJECT (self, "pushing the last frames before %s: %s", what,
-        gst_flow_get_name (ret));
+    GST_DEBUG_OBJECT (self, "pushing the last frames before %s: %s", what, gst_flow_get_name (ret));
 }
 
 static gboolean
@@ -447,15 +455,18 @@ gst_cony_mel_set_sink_caps (GstConyMel *self, GstCaps *caps)
   GstAudioInfo info;
 
   if (!gst_audio_info_from_caps (&info, caps)) {
-    GST_ELEMENT_ERROR (self, CORE, NEGOTIATION, (NULL), ("invalid audio caps %" GST_PTR_FORMAT, caps));
+    GST_ELEMENT_ERROR (self, CORE, NEGOTIATION, (NULL),
+        ("invalid audio caps %" GST_PTR_FORMAT, caps));
     return FALSE;
   }
   if ((GST_AUDIO_INFO_FORMAT (&info) != GST_AUDIO_FORMAT_F32LE
           && GST_AUDIO_INFO_FORMAT (&info) != GST_AUDIO_FORMAT_S16LE)
       || GST_AUDIO_INFO_CHANNELS (&info) != 1
       || GST_AUDIO_INFO_RATE (&info) != (gint) self->config.sample_rate) {
-    GST_WARNING_OBJECT (self, "refusing caps %" GST_PTR_FORMAT ": need F32LE or S16LE mono "
-        "at %u Hz (use audioconvert ! audioresample)", caps, self->config.sample_rate);
+    GST_WARNING_OBJECT (self,
+        "refusing caps %" GST_PTR_FORMAT ": need F32LE or S16LE mono "
+        "at %u Hz (use audioconvert ! audioresample)",
+        caps, self->config.sample_rate);
     return FALSE;
   }
 
@@ -481,7 +492,7 @@ gst_cony_mel_sink_event (GstPad *pad, GstObject *parent, GstEvent *event)
 
   GST_LOG_OBJECT (self, "event %" GST_PTR_FORMAT, event);
   switch (GST_EVENT_TYPE (event)) {
-    case GST_EVENT_CAPS:{
+    case GST_EVENT_CAPS: {
       GstCaps *caps;
       gst_event_parse_caps (event, &caps);
       gboolean ok = gst_cony_mel_set_sink_caps (self, caps);
@@ -497,7 +508,7 @@ gst_cony_mel_sink_event (GstPad *pad, GstObject *parent, GstEvent *event)
       break;
     case GST_EVENT_GAP:
       if (!self->have_info)
-        break;                  /* nothing to frame yet: let downstream see it */
+        break; /* nothing to frame yet: let downstream see it */
       ret = gst_cony_mel_handle_gap (self, event);
       gst_event_unref (event);
       return ret == GST_FLOW_OK || ret == GST_FLOW_FLUSHING;
@@ -552,7 +563,7 @@ gst_cony_mel_src_query (GstPad *pad, GstObject *parent, GstQuery *query)
     case GST_QUERY_LATENCY:
       return gst_cony_element_query_latency (GST_ELEMENT (self), self->sinkpad, query,
           gst_cony_mel_own_latency (self));
-    case GST_QUERY_CAPS:{
+    case GST_QUERY_CAPS: {
       GstCaps *caps = gst_pad_get_current_caps (pad);
       if (caps == NULL)
         caps = gst_cony_mel_make_src_caps (self, 0);
@@ -591,8 +602,8 @@ gst_cony_mel_start (GstElement *element)
     self->mel = NULL;
     return FALSE;
   }
-  self->align = gst_audio_stream_align_new ((gint) self->config.sample_rate,
-      40 * GST_MSECOND, GST_SECOND);
+  self->align = gst_audio_stream_align_new ((gint) self->config.sample_rate, 40 * GST_MSECOND,
+      GST_SECOND);
   self->have_info = FALSE;
   self->src_k = 0;
   self->n_nonfinite = 0;
@@ -638,8 +649,7 @@ gst_cony_mel_apply_preset (GstConyMel *self, GstConyMelPreset preset)
 }
 
 static void
-gst_cony_mel_set_property (GObject *object, guint prop_id, const GValue *value,
-    GParamSpec *pspec)
+gst_cony_mel_set_property (GObject *object, guint prop_id, const GValue *value, GParamSpec *pspec)
 {
   GstConyMel *self = GST_CONY_MEL (object);
 
@@ -757,8 +767,8 @@ gst_cony_mel_class_init (GstConyMelClass *klass)
    */
   g_object_class_install_property (gobject_class, PROP_SAMPLE_RATE,
       g_param_spec_uint ("sample-rate", "Sample rate",
-          "Input sample rate in Hz (the sink pad accepts only this rate)",
-          1, G_MAXINT, DEFAULT_SAMPLE_RATE, flags));
+          "Input sample rate in Hz (the sink pad accepts only this rate)", 1, G_MAXINT,
+          DEFAULT_SAMPLE_RATE, flags));
   /**
    * GstConyMel:window-length:
    *
@@ -767,8 +777,8 @@ gst_cony_mel_class_init (GstConyMelClass *klass)
    */
   g_object_class_install_property (gobject_class, PROP_WINDOW_LENGTH,
       g_param_spec_uint ("window-length", "Window length",
-          "Samples per analysis frame (periodic Hann window)",
-          1, 1 << 20, DEFAULT_WINDOW_LENGTH, flags));
+          "Samples per analysis frame (periodic Hann window)", 1, 1 << 20, DEFAULT_WINDOW_LENGTH,
+          flags));
   /**
    * GstConyMel:hop-length:
    *
@@ -776,8 +786,8 @@ gst_cony_mel_class_init (GstConyMelClass *klass)
    */
   g_object_class_install_property (gobject_class, PROP_HOP_LENGTH,
       g_param_spec_uint ("hop-length", "Hop length",
-          "Samples between the starts of consecutive frames",
-          1, 1 << 20, DEFAULT_HOP_LENGTH, flags));
+          "Samples between the starts of consecutive frames", 1, 1 << 20, DEFAULT_HOP_LENGTH,
+          flags));
   /**
    * GstConyMel:fft-length:
    *
@@ -787,25 +797,23 @@ gst_cony_mel_class_init (GstConyMelClass *klass)
    */
   g_object_class_install_property (gobject_class, PROP_FFT_LENGTH,
       g_param_spec_uint ("fft-length", "FFT length",
-          "FFT size, a power of two >= window-length (0 = smallest such power of two)",
-          0, 1 << 22, DEFAULT_FFT_LENGTH, flags));
+          "FFT size, a power of two >= window-length (0 = smallest such power of two)", 0, 1 << 22,
+          DEFAULT_FFT_LENGTH, flags));
   /**
    * GstConyMel:n-mels:
    *
    * Number of mel bands, which is the token dimension D of the output.
    */
   g_object_class_install_property (gobject_class, PROP_N_MELS,
-      g_param_spec_uint ("n-mels", "Mel bands",
-          "Number of mel bands (floats per output token)",
-          1, 4096, DEFAULT_N_MELS, flags));
+      g_param_spec_uint ("n-mels", "Mel bands", "Number of mel bands (floats per output token)", 1,
+          4096, DEFAULT_N_MELS, flags));
   /**
    * GstConyMel:fmin:
    *
    * Lower edge of the lowest mel band, in Hz.
    */
   g_object_class_install_property (gobject_class, PROP_FMIN,
-      g_param_spec_double ("fmin", "Lowest frequency",
-          "Lower edge of the lowest mel band in Hz",
+      g_param_spec_double ("fmin", "Lowest frequency", "Lower edge of the lowest mel band in Hz",
           0.0, G_MAXDOUBLE, DEFAULT_FMIN, flags));
   /**
    * GstConyMel:fmax:
@@ -814,8 +822,8 @@ gst_cony_mel_class_init (GstConyMelClass *klass)
    */
   g_object_class_install_property (gobject_class, PROP_FMAX,
       g_param_spec_double ("fmax", "Highest frequency",
-          "Upper edge of the highest mel band in Hz (at most sample-rate / 2)",
-          0.0, G_MAXDOUBLE, DEFAULT_FMAX, flags));
+          "Upper edge of the highest mel band in Hz (at most sample-rate / 2)", 0.0, G_MAXDOUBLE,
+          DEFAULT_FMAX, flags));
   /**
    * GstConyMel:log-offset:
    *
@@ -824,8 +832,8 @@ gst_cony_mel_class_init (GstConyMelClass *klass)
    */
   g_object_class_install_property (gobject_class, PROP_LOG_OFFSET,
       g_param_spec_double ("log-offset", "Log offset",
-          "Added to the mel energies before the natural logarithm",
-          G_MINDOUBLE, G_MAXDOUBLE, DEFAULT_LOG_OFFSET, flags));
+          "Added to the mel energies before the natural logarithm", G_MINDOUBLE, G_MAXDOUBLE,
+          DEFAULT_LOG_OFFSET, flags));
   /**
    * GstConyMel:frames-per-buffer:
    *
@@ -835,8 +843,7 @@ gst_cony_mel_class_init (GstConyMelClass *klass)
    */
   g_object_class_install_property (gobject_class, PROP_FRAMES_PER_BUFFER,
       g_param_spec_uint ("frames-per-buffer", "Frames per buffer",
-          "Frames (tokens) per output buffer",
-          1, 65536, DEFAULT_FRAMES_PER_BUFFER, flags));
+          "Frames (tokens) per output buffer", 1, 65536, DEFAULT_FRAMES_PER_BUFFER, flags));
   /**
    * GstConyMel:preset:
    *

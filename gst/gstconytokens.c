@@ -14,20 +14,22 @@ gst_cony_tokens_caps_new (const GstConyTokenInfo *info)
   g_return_val_if_fail (info->dim > 0 && info->tokens_per_buffer > 0, NULL);
 
   if (info->rate_n > 0 && info->rate_d > 0) {
-    if (!gst_util_fraction_multiply (info->rate_n, info->rate_d, 1,
-            (gint) info->tokens_per_buffer, &fps_n, &fps_d))
+    if (!gst_util_fraction_multiply (info->rate_n, info->rate_d, 1, (gint) info->tokens_per_buffer,
+            &fps_n, &fps_d))
       return NULL;
   }
   gchar *dims = g_strdup_printf ("%u:%u", info->dim, info->tokens_per_buffer);
+  /* clang-format off */
   GstCaps *caps = gst_caps_new_simple ("other/tensors",
       "format", G_TYPE_STRING, "static",
       "num_tensors", G_TYPE_INT, 1,
       "types", G_TYPE_STRING, "float32",
       "dimensions", G_TYPE_STRING, dims,
       "framerate", GST_TYPE_FRACTION, fps_n, fps_d, NULL);
+  /* clang-format on */
   if (info->lookahead_n != 0 && info->lookahead_d > 0)
-    gst_caps_set_simple (caps, "lookahead", GST_TYPE_FRACTION, info->lookahead_n,
-        info->lookahead_d, NULL);
+    gst_caps_set_simple (caps, "lookahead", GST_TYPE_FRACTION, info->lookahead_n, info->lookahead_d,
+        NULL);
   g_free (dims);
   return caps;
 }
@@ -122,8 +124,7 @@ gst_cony_tokens_info_from_caps (GstConyTokenInfo *info, const GstCaps *caps, gch
 gboolean
 gst_cony_tokens_info_same_tokens (const GstConyTokenInfo *a, const GstConyTokenInfo *b)
 {
-  return a->dim == b->dim
-      && (gint64) a->rate_n * b->rate_d == (gint64) b->rate_n * a->rate_d;
+  return a->dim == b->dim && (gint64) a->rate_n * b->rate_d == (gint64) b->rate_n * a->rate_d;
 }
 
 GstClockTime

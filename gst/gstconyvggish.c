@@ -106,7 +106,7 @@ GST_DEBUG_CATEGORY_STATIC (gst_cony_vggish_debug);
 #define DEFAULT_MODEL NULL
 #define DEFAULT_PCA_MODEL NULL
 #define DEFAULT_POSTPROCESS GST_CONY_VGGISH_POSTPROCESS_NONE
-#define DEFAULT_WINDOW 0        /* the model's input height */
+#define DEFAULT_WINDOW 0 /* the model's input height */
 #define DEFAULT_STRIDE 25
 #define DEFAULT_BATCH 1
 #define DEFAULT_OUTPUT GST_CONY_VGGISH_OUTPUT_SCORES
@@ -127,22 +127,22 @@ enum
   PROP_OUTPUT,
 };
 
-static GstStaticPadTemplate sink_template = GST_STATIC_PAD_TEMPLATE ("sink",
-    GST_PAD_SINK, GST_PAD_ALWAYS, GST_STATIC_CAPS (GST_CONY_TOKENS_CAPS_STRING));
+static GstStaticPadTemplate sink_template = GST_STATIC_PAD_TEMPLATE ("sink", GST_PAD_SINK,
+    GST_PAD_ALWAYS, GST_STATIC_CAPS (GST_CONY_TOKENS_CAPS_STRING));
 
-static GstStaticPadTemplate src_template = GST_STATIC_PAD_TEMPLATE ("src",
-    GST_PAD_SRC, GST_PAD_ALWAYS, GST_STATIC_CAPS (GST_CONY_TOKENS_CAPS_STRING));
+static GstStaticPadTemplate src_template = GST_STATIC_PAD_TEMPLATE ("src", GST_PAD_SRC,
+    GST_PAD_ALWAYS, GST_STATIC_CAPS (GST_CONY_TOKENS_CAPS_STRING));
 
 GType
 gst_cony_vggish_postprocess_get_type (void)
 {
   static GType type = 0;
   static const GEnumValue values[] = {
-    {GST_CONY_VGGISH_POSTPROCESS_NONE, "Raw embeddings", "none"},
-    {GST_CONY_VGGISH_POSTPROCESS_TF,
-        "PCA + 8-bit, truncated (TensorFlow vggish_postprocess.py)", "tf"},
-    {GST_CONY_VGGISH_POSTPROCESS_TORCH, "PCA + 8-bit, rounded (torchvggish)", "torch"},
-    {0, NULL, NULL},
+    { GST_CONY_VGGISH_POSTPROCESS_NONE, "Raw embeddings", "none" },
+    { GST_CONY_VGGISH_POSTPROCESS_TF, "PCA + 8-bit, truncated (TensorFlow vggish_postprocess.py)",
+        "tf" },
+    { GST_CONY_VGGISH_POSTPROCESS_TORCH, "PCA + 8-bit, rounded (torchvggish)", "torch" },
+    { 0, NULL, NULL },
   };
   if (g_once_init_enter (&type)) {
     GType t = g_enum_register_static ("GstConyVggishPostprocess", values);
@@ -156,11 +156,11 @@ gst_cony_vggish_output_get_type (void)
 {
   static GType type = 0;
   static const GEnumValue values[] = {
-    {GST_CONY_VGGISH_OUTPUT_SCORES,
-        "The network's last layer (VGGish: its embedding; YAMNet: 521 scores)", "scores"},
-    {GST_CONY_VGGISH_OUTPUT_EMBEDDING,
-        "The global average pool before the FC head (YAMNet: 1024-d)", "embedding"},
-    {0, NULL, NULL},
+    { GST_CONY_VGGISH_OUTPUT_SCORES,
+        "The network's last layer (VGGish: its embedding; YAMNet: 521 scores)", "scores" },
+    { GST_CONY_VGGISH_OUTPUT_EMBEDDING,
+        "The global average pool before the FC head (YAMNet: 1024-d)", "embedding" },
+    { 0, NULL, NULL },
   };
   if (g_once_init_enter (&type)) {
     GType t = g_enum_register_static ("GstConyVggishOutput", values);
@@ -193,8 +193,8 @@ gst_cony_vggish_postprocess (GstConyVggish *self, gsize n)
 {
   GError *error = NULL;
   if (self->pp != GST_CONY_VGGISH_POSTPROCESS_NONE
-      && !cony_cnn_postprocess (self->cnn, (ConyCnnPostprocess) self->pp, self->out, n,
-          self->out, &error)) {
+      && !cony_cnn_postprocess (self->cnn, (ConyCnnPostprocess) self->pp, self->out, n, self->out,
+          &error)) {
     GST_ELEMENT_ERROR (self, LIBRARY, FAILED, ("Postprocessing failed: %s", error->message),
         (NULL));
     g_clear_error (&error);
@@ -204,7 +204,8 @@ gst_cony_vggish_postprocess (GstConyVggish *self, gsize n)
 }
 
 static GstFlowReturn
-gst_cony_vggish_push_embedding (GstConyVggish *self, const gfloat *emb, const GstConyVggishWindow *w)
+gst_cony_vggish_push_embedding (GstConyVggish *self, const gfloat *emb,
+    const GstConyVggishWindow *w)
 {
   GstBuffer *out = gst_buffer_new_memdup (emb, (gsize) self->out_dim * sizeof (gfloat));
   gboolean discont = w->discont;
@@ -227,7 +228,8 @@ gst_cony_vggish_flush_batch (GstConyVggish *self)
   if (!gst_cony_vggish_postprocess (self, n))
     return GST_FLOW_ERROR;
   for (guint i = 0; i < n && ret == GST_FLOW_OK; i++)
-    ret = gst_cony_vggish_push_embedding (self, self->out + (gsize) i * self->out_dim, &self->pending_info[i]);
+    ret = gst_cony_vggish_push_embedding (self, self->out + (gsize) i * self->out_dim,
+        &self->pending_info[i]);
   return ret;
 }
 
@@ -273,7 +275,9 @@ gst_cony_vggish_run_window (GstConyVggish *self)
   guint batch = gst_cony_vggish_batch_size (self);
   if (batch <= 1 && self->n_pending == 0) {
     cony_cnn_forward (self->cnn, window, self->out);
-    ret = gst_cony_vggish_postprocess (self, 1) ? gst_cony_vggish_push_embedding (self, self->out, &w) : GST_FLOW_ERROR;
+    ret = gst_cony_vggish_postprocess (self, 1)
+        ? gst_cony_vggish_push_embedding (self, self->out, &w)
+        : GST_FLOW_ERROR;
   } else {
     gsize wsize = (gsize) self->win * self->dim;
     memcpy (self->pending + self->n_pending * wsize, window, wsize * sizeof (gfloat));
@@ -312,7 +316,8 @@ gst_cony_vggish_note_nonfinite (GstConyVggish *self, gsize bad, GstClockTime pts
   if (gst_cony_element_run_starts (&self->in_nonfinite, bad > 0))
     GST_ELEMENT_WARNING (self, STREAM, FORMAT, ("Input tokens contain NaN or infinite values"),
         ("%" G_GSIZE_FORMAT " non-finite values in the buffer at %" GST_TIME_FORMAT
-            " were replaced by 0", bad, GST_TIME_ARGS (pts)));
+         " were replaced by 0",
+            bad, GST_TIME_ARGS (pts)));
 }
 
 /* The store slot for the next frame of the window; frames move back to the start of
@@ -341,7 +346,8 @@ gst_cony_vggish_chain (GstPad *pad, GstObject *parent, GstBuffer *buf)
     return GST_FLOW_NOT_NEGOTIATED;
   }
   gchar *unit = g_strdup_printf ("%u-float tokens", self->dim);
-  gboolean mapped = gst_cony_element_map_units (GST_ELEMENT (self), buf, &map, token_bytes, unit, NULL);
+  gboolean mapped = gst_cony_element_map_units (GST_ELEMENT (self), buf, &map, token_bytes, unit,
+      NULL);
   g_free (unit);
   if (!mapped) {
     gst_buffer_unref (buf);
@@ -353,9 +359,9 @@ gst_cony_vggish_chain (GstPad *pad, GstObject *parent, GstBuffer *buf)
     GstClockTime anchor = pts;
     if (!GST_CLOCK_TIME_IS_VALID (anchor)) {
       /* No timestamp: continue the previous timeline, or start at 0. */
-      anchor = GST_CLOCK_TIME_IS_VALID (self->anchor)
-          ? gst_cony_tokens_time (self->anchor, self->frames_in, self->in_info.rate_n,
-          self->in_info.rate_d) : 0;
+      anchor = GST_CLOCK_TIME_IS_VALID (self->anchor) ? gst_cony_tokens_time (self->anchor,
+                   self->frames_in, self->in_info.rate_n, self->in_info.rate_d)
+                                                      : 0;
     }
     if (self->frames_in > 0)
       GST_DEBUG_OBJECT (self, "discontinuity: restarting the window at %" GST_TIME_FORMAT,
@@ -368,7 +374,7 @@ gst_cony_vggish_chain (GstPad *pad, GstObject *parent, GstBuffer *buf)
   for (gsize i = 0; i < n && ret == GST_FLOW_OK; i++) {
     guint64 f = self->frames_in++;
     if (f < self->next_start)
-      continue;                 /* stride > window: frames between windows */
+      continue; /* stride > window: frames between windows */
     gfloat *dst = gst_cony_vggish_next_frame_slot (self);
     memcpy (dst, map.data + i * token_bytes, token_bytes);
     bad += gst_cony_vggish_sanitize (dst, self->dim);
@@ -395,9 +401,13 @@ gst_cony_vggish_frontend_matches (GstConyVggish *self, const GstCaps *caps)
     const char *name, *legacy;
     gdouble vggish;
   } settings[] = {
-    { "sample-rate", "sample_rate", 16000 }, { "window-length", "window_samples", 400 },
-    { "hop-length", "hop_samples", 160 }, { "fft-length", "fft", 512 },
-    { "n-mels", "n_mels", 64 }, { "fmin", "fmin", 125.0 }, { "fmax", "fmax", 7500.0 },
+    { "sample-rate", "sample_rate", 16000 },
+    { "window-length", "window_samples", 400 },
+    { "hop-length", "hop_samples", 160 },
+    { "fft-length", "fft", 512 },
+    { "n-mels", "n_mels", 64 },
+    { "fmin", "fmin", 125.0 },
+    { "fmax", "fmax", 7500.0 },
     { "log-offset", "log_offset", 0.01 },
   };
   const GstStructure *s = gst_caps_get_structure (caps, 0);
@@ -426,7 +436,8 @@ gst_cony_vggish_frontend_matches (GstConyVggish *self, const GstCaps *caps)
     ok = FALSE;
   }
   const char *fe_name = fe && json_object_has_member (fe, "name")
-      ? json_object_get_string_member (fe, "name") : "vggish";
+      ? json_object_get_string_member (fe, "name")
+      : "vggish";
   for (guint i = 0; ok && i < G_N_ELEMENTS (settings); i++) {
     gchar *field = g_strconcat ("mel-", settings[i].name, NULL);
     const GValue *v = gst_structure_get_value (s, field);
@@ -437,16 +448,18 @@ gst_cony_vggish_frontend_matches (GstConyVggish *self, const GstCaps *caps)
     if (fe && node == NULL)
       node = json_object_get_member (fe, settings[i].legacy);
     if (node != NULL && JSON_NODE_HOLDS_VALUE (node))
-      want = json_node_get_value_type (node) == G_TYPE_INT64
-          ? (gdouble) json_node_get_int (node) : json_node_get_double (node);
+      want = json_node_get_value_type (node) == G_TYPE_INT64 ? (gdouble) json_node_get_int (node)
+                                                             : json_node_get_double (node);
     if (v != NULL)
-      have = G_VALUE_HOLDS_INT (v) ? g_value_get_int (v)
-          : G_VALUE_HOLDS_DOUBLE (v) ? g_value_get_double (v) : NAN;
+      have = G_VALUE_HOLDS_INT (v)   ? g_value_get_int (v)
+          : G_VALUE_HOLDS_DOUBLE (v) ? g_value_get_double (v)
+                                     : NAN;
     if (v != NULL && !(fabs (have - want) <= 1e-9 * MAX (1.0, fabs (want)))) {
       GST_ELEMENT_ERROR (self, CORE, NEGOTIATION, ("Front end does not match the model"),
           ("%s: the input has %s=%g but %s was trained with %s=%g (the %s front end: "
-              "set conymel preset=%s or conymel %s=%g)", settings[i].name, field, have, path,
-              settings[i].name, want, fe_name, fe_name, settings[i].name, want));
+           "set conymel preset=%s or conymel %s=%g)",
+              settings[i].name, field, have, path, settings[i].name, want, fe_name, fe_name,
+              settings[i].name, want));
       ok = FALSE;
     }
     g_free (field);
@@ -479,8 +492,10 @@ gst_cony_vggish_set_sink_caps (GstConyVggish *self, GstCaps *caps)
     return FALSE;
   }
   if (info.rate_n <= 0) {
-    GST_WARNING_OBJECT (self, "refusing caps %" GST_PTR_FORMAT ": a fixed token rate "
-        "(framerate > 0) is needed to time-stamp the windows", caps);
+    GST_WARNING_OBJECT (self,
+        "refusing caps %" GST_PTR_FORMAT ": a fixed token rate "
+        "(framerate > 0) is needed to time-stamp the windows",
+        caps);
     return FALSE;
   }
 
@@ -497,16 +512,16 @@ gst_cony_vggish_set_sink_caps (GstConyVggish *self, GstCaps *caps)
     return TRUE;
 
   GstConyTokenInfo out = { self->out_dim, 1, 0, 1, 0, 1 };
-  if (!gst_util_fraction_multiply (info.rate_n, info.rate_d, 1, (gint) self->hop,
-          &out.rate_n, &out.rate_d))
+  if (!gst_util_fraction_multiply (info.rate_n, info.rate_d, 1, (gint) self->hop, &out.rate_n,
+          &out.rate_d))
     return FALSE;
   /* An embedding lasts hop frames but reads window frames, the last of which
    * reads its own lookahead further (gstconytokens.h). */
   gint la_n, la_d;
-  if (!gst_util_fraction_multiply ((gint) self->win - (gint) self->hop, 1, info.rate_d,
-          info.rate_n, &la_n, &la_d)
-      || !gst_util_fraction_add (la_n, la_d, info.lookahead_n, info.lookahead_d,
-          &out.lookahead_n, &out.lookahead_d))
+  if (!gst_util_fraction_multiply ((gint) self->win - (gint) self->hop, 1, info.rate_d, info.rate_n,
+          &la_n, &la_d)
+      || !gst_util_fraction_add (la_n, la_d, info.lookahead_n, info.lookahead_d, &out.lookahead_n,
+          &out.lookahead_d))
     return FALSE;
   return gst_cony_element_push_caps (self->srcpad, gst_cony_tokens_caps_new (&out));
 }
@@ -528,7 +543,7 @@ gst_cony_vggish_sink_event (GstPad *pad, GstObject *parent, GstEvent *event)
           gst_flow_get_name (fr));
   }
   switch (GST_EVENT_TYPE (event)) {
-    case GST_EVENT_CAPS:{
+    case GST_EVENT_CAPS: {
       GstCaps *caps;
       gst_event_parse_caps (event, &caps);
       self->live_known = FALSE;
@@ -546,8 +561,7 @@ gst_cony_vggish_sink_event (GstPad *pad, GstObject *parent, GstEvent *event)
     case GST_EVENT_EOS:
       /* Nothing pending: complete windows are output as soon as they fill
        * (or, batched, were pushed above). */
-      GST_DEBUG_OBJECT (self, "EOS with %u frames of an incomplete window dropped",
-          self->n_frames);
+      GST_DEBUG_OBJECT (self, "EOS with %u frames of an incomplete window dropped", self->n_frames);
       break;
     default:
       break;
@@ -614,8 +628,8 @@ gst_cony_vggish_start (GstElement *element)
     goto fail;
   }
   if (pca != NULL && *pca != '\0' && !cony_cnn_load_pca (self->cnn, pca, &error)) {
-    GST_ELEMENT_ERROR (self, RESOURCE, OPEN_READ, ("Could not load the PCA parameters: %s",
-            error->message), ("pca-model=%s", pca));
+    GST_ELEMENT_ERROR (self, RESOURCE, OPEN_READ,
+        ("Could not load the PCA parameters: %s", error->message), ("pca-model=%s", pca));
     goto fail;
   }
   if (self->pp != GST_CONY_VGGISH_POSTPROCESS_NONE && !cony_cnn_has_pca (self->cnn)) {
@@ -723,8 +737,7 @@ gst_cony_vggish_set_property (GObject *object, guint prop_id, const GValue *valu
 }
 
 static void
-gst_cony_vggish_get_property (GObject *object, guint prop_id, GValue *value,
-    GParamSpec *pspec)
+gst_cony_vggish_get_property (GObject *object, guint prop_id, GValue *value, GParamSpec *pspec)
 {
   GstConyVggish *self = GST_CONY_VGGISH (object);
 
@@ -789,8 +802,8 @@ gst_cony_vggish_class_init (GstConyVggishClass *klass)
    */
   g_object_class_install_property (gobject_class, PROP_MODEL,
       g_param_spec_string ("model", "Model",
-          "Path of the CNN safetensors model file (VGG-style or MobileNet-v1)",
-          DEFAULT_MODEL, flags));
+          "Path of the CNN safetensors model file (VGG-style or MobileNet-v1)", DEFAULT_MODEL,
+          flags));
   /**
    * GstConyVggish:pca-model:
    *
@@ -799,8 +812,8 @@ gst_cony_vggish_class_init (GstConyVggishClass *klass)
    */
   g_object_class_install_property (gobject_class, PROP_PCA_MODEL,
       g_param_spec_string ("pca-model", "PCA model",
-          "Optional safetensors file with pca_eigen_vectors and pca_means",
-          DEFAULT_PCA_MODEL, flags));
+          "Optional safetensors file with pca_eigen_vectors and pca_means", DEFAULT_PCA_MODEL,
+          flags));
   /**
    * GstConyVggish:postprocess:
    *
@@ -819,8 +832,8 @@ gst_cony_vggish_class_init (GstConyVggishClass *klass)
    */
   g_object_class_install_property (gobject_class, PROP_WINDOW,
       g_param_spec_uint ("window", "Window",
-          "Input frames per window (0 = the model's input height; else must equal it)",
-          0, 1 << 20, DEFAULT_WINDOW, flags));
+          "Input frames per window (0 = the model's input height; else must equal it)", 0, 1 << 20,
+          DEFAULT_WINDOW, flags));
   /**
    * GstConyVggish:stride:
    *
@@ -830,8 +843,8 @@ gst_cony_vggish_class_init (GstConyVggishClass *klass)
    */
   g_object_class_install_property (gobject_class, PROP_STRIDE,
       g_param_spec_uint ("stride", "Stride",
-          "Input frames between the starts of consecutive windows",
-          1, 1 << 20, DEFAULT_STRIDE, flags));
+          "Input frames between the starts of consecutive windows", 1, 1 << 20, DEFAULT_STRIDE,
+          flags));
 
   /**
    * GstConyVggish:batch:
@@ -847,8 +860,8 @@ gst_cony_vggish_class_init (GstConyVggishClass *klass)
    */
   g_object_class_install_property (gobject_class, PROP_BATCH,
       g_param_spec_uint ("batch", "Batch",
-          "Windows per CNN call in non-live pipelines (live ones always use 1)",
-          1, 128, DEFAULT_BATCH, flags));
+          "Windows per CNN call in non-live pipelines (live ones always use 1)", 1, 128,
+          DEFAULT_BATCH, flags));
 
   /**
    * GstConyVggish:output:
