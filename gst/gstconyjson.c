@@ -39,6 +39,7 @@
 
 #include "gstconyjson.h"
 #include "gstconymeta.h"
+#include "gstconyelement.h"
 
 #include <math.h>
 #include <string.h>
@@ -56,11 +57,11 @@ enum
   PROP_SCORES,
 };
 
-static GstStaticPadTemplate sink_template = GST_STATIC_PAD_TEMPLATE ("sink",
-    GST_PAD_SINK, GST_PAD_ALWAYS, GST_STATIC_CAPS_ANY);
+static GstStaticPadTemplate sink_template = GST_STATIC_PAD_TEMPLATE ("sink", GST_PAD_SINK,
+    GST_PAD_ALWAYS, GST_STATIC_CAPS_ANY);
 
-static GstStaticPadTemplate src_template = GST_STATIC_PAD_TEMPLATE ("src",
-    GST_PAD_SRC, GST_PAD_ALWAYS, GST_STATIC_CAPS ("application/x-json"));
+static GstStaticPadTemplate src_template = GST_STATIC_PAD_TEMPLATE ("src", GST_PAD_SRC,
+    GST_PAD_ALWAYS, GST_STATIC_CAPS ("application/x-json"));
 
 #define gst_cony_json_parent_class parent_class
 G_DEFINE_TYPE (GstConyJson, gst_cony_json, GST_TYPE_ELEMENT);
@@ -70,7 +71,7 @@ GST_ELEMENT_REGISTER_DEFINE (conyjson, "conyjson", GST_RANK_NONE, GST_TYPE_CONY_
 /* JSON text */
 
 static void
-json_string (GString *o, const gchar *s)
+gst_cony_json_json_string (GString *o, const gchar *s)
 {
   g_string_append_c (o, '"');
   for (const guchar *p = (const guchar *) (s ? s : ""); *p; p++) {
@@ -102,18 +103,18 @@ json_string (GString *o, const gchar *s)
 
 /* "key": */
 static void
-json_key (GString *o, const gchar *key)
+gst_cony_json_json_key (GString *o, const gchar *key)
 {
   if (o->len > 0 && o->str[o->len - 1] != '{' && o->str[o->len - 1] != '[')
     g_string_append_c (o, ',');
-  json_string (o, key);
+  gst_cony_json_json_string (o, key);
   g_string_append_c (o, ':');
 }
 
 static void
-json_time (GString *o, const gchar *key, GstClockTime t)
+gst_cony_json_json_time (GString *o, const gchar *key, GstClockTime t)
 {
-  json_key (o, key);
+  gst_cony_json_json_key (o, key);
   if (GST_CLOCK_TIME_IS_VALID (t))
     g_string_append_printf (o, "%" G_GUINT64_FORMAT, (guint64) t);
   else
@@ -122,7 +123,7 @@ json_time (GString *o, const gchar *key, GstClockTime t)
 
 /* Scores in float precision (7 significant digits); non-finite: null. */
 static void
-json_number (GString *o, gdouble v)
+gst_cony_json_json_number (GString *o, gdouble v)
 {
   gchar buf[G_ASCII_DTOSTR_BUF_SIZE];
   if (isfinite (v))
@@ -132,23 +133,23 @@ json_number (GString *o, gdouble v)
 }
 
 static void
-json_class (GString *o, gint class_id, const gchar *label, gdouble score)
+gst_cony_json_json_class (GString *o, gint class_id, const gchar *label, gdouble score)
 {
-  json_key (o, "class_id");
+  gst_cony_json_json_key (o, "class_id");
   g_string_append_printf (o, "%d", class_id);
-  json_key (o, "label");
-  json_string (o, label);
-  json_key (o, "score");
-  json_number (o, score);
+  gst_cony_json_json_key (o, "label");
+  gst_cony_json_json_string (o, label);
+  gst_cony_json_json_key (o, "score");
+  gst_cony_json_json_number (o, score);
 }
 
 static gboolean
-caps_field (GQuark field, const GValue *value, gpointer user_data)
+gst_cony_json_caps_field (GQuark field, const GValue *value, gpointer user_data)
 {
   GString *o = user_data;
   GType t = G_VALUE_TYPE (value);
 
-  json_key (o, g_quark_to_string (field));
+  gst_cony_json_json_key (o, g_quark_to_string (field));
   if (t == G_TYPE_INT)
     g_string_append_printf (o, "%d", g_value_get_int (value));
   else if (t == G_TYPE_UINT)
@@ -158,15 +159,15 @@ caps_field (GQuark field, const GValue *value, gpointer user_data)
   else if (t == G_TYPE_UINT64)
     g_string_append_printf (o, "%" G_GUINT64_FORMAT, g_value_get_uint64 (value));
   else if (t == G_TYPE_DOUBLE)
-    json_number (o, g_value_get_double (value));
+    gst_cony_json_json_number (o, g_value_get_double (value));
   else if (t == G_TYPE_BOOLEAN)
     g_string_append (o, g_value_get_boolean (value) ? "true" : "false");
   else if (t == G_TYPE_STRING)
-    json_string (o, g_value_get_string (value));
+    gst_cony_json_json_string (o, g_value_get_string (value));
   else {
     /* fractions ("4/1"), lists, ...: GStreamer's own text */
     gchar *text = gst_value_serialize (value);
-    json_string (o, text);
+    gst_cony_json_json_string (o, text);
     g_free (text);
   }
   return TRUE;
@@ -174,14 +175,14 @@ caps_field (GQuark field, const GValue *value, gpointer user_data)
 
 /* The "stream" object of @caps: the media type and every field. */
 static gchar *
-stream_json (const GstCaps *caps)
+gst_cony_json_stream_json (const GstCaps *caps)
 {
   GString *o = g_string_new ("{");
   if (gst_caps_get_size (caps) > 0) {
     const GstStructure *s = gst_caps_get_structure (caps, 0);
-    json_key (o, "media");
-    json_string (o, gst_structure_get_name (s));
-    gst_structure_foreach (s, caps_field, o);
+    gst_cony_json_json_key (o, "media");
+    gst_cony_json_json_string (o, gst_structure_get_name (s));
+    gst_structure_foreach (s, gst_cony_json_caps_field, o);
   }
   g_string_append_c (o, '}');
   return g_string_free (o, FALSE);
@@ -189,69 +190,71 @@ stream_json (const GstCaps *caps)
 
 /* One record, without the trailing newline. */
 static void
-write_record (GstConyJson *self, GString *o, const GstConyClassificationMeta *m,
+gst_cony_json_write_record (GstConyJson *self, GString *o, const GstConyClassificationMeta *m,
     const gchar *source, gboolean scores)
 {
   g_string_append_c (o, '{');
   if (source) {
-    json_key (o, "source");
-    json_string (o, source);
+    gst_cony_json_json_key (o, "source");
+    gst_cony_json_json_string (o, source);
   }
-  json_key (o, "stream");
+  gst_cony_json_json_key (o, "stream");
   g_string_append (o, self->stream_json ? self->stream_json : "null");
-  json_key (o, "step");
+  gst_cony_json_json_key (o, "step");
   g_string_append_printf (o, "%" G_GUINT64_FORMAT, m->step);
-  json_time (o, "pts", m->pts);
-  json_time (o, "start", m->window_start);
-  json_time (o, "end", m->window_end);
-  json_time (o, "duration", GST_CLOCK_TIME_IS_VALID (m->window_start)
-      && GST_CLOCK_TIME_IS_VALID (m->window_end) ? m->window_end - m->window_start
-      : GST_CLOCK_TIME_NONE);
-  json_time (o, "running_start", m->running_start);
-  json_time (o, "running_end", m->running_end);
-  json_time (o, "stream_start", m->stream_start);
-  json_time (o, "stream_end", m->stream_end);
-  json_key (o, "output");
-  json_string (o, m->multi_label ? "sigmoid" : "softmax");
-  json_class (o, m->class_id, m->label, m->score);
-  json_key (o, "top");
+  gst_cony_json_json_time (o, "pts", m->pts);
+  gst_cony_json_json_time (o, "start", m->window_start);
+  gst_cony_json_json_time (o, "end", m->window_end);
+  gst_cony_json_json_time (o, "duration",
+      GST_CLOCK_TIME_IS_VALID (m->window_start) && GST_CLOCK_TIME_IS_VALID (m->window_end)
+          ? m->window_end - m->window_start
+          : GST_CLOCK_TIME_NONE);
+  gst_cony_json_json_time (o, "running_start", m->running_start);
+  gst_cony_json_json_time (o, "running_end", m->running_end);
+  gst_cony_json_json_time (o, "stream_start", m->stream_start);
+  gst_cony_json_json_time (o, "stream_end", m->stream_end);
+  gst_cony_json_json_key (o, "output");
+  gst_cony_json_json_string (o, m->multi_label ? "sigmoid" : "softmax");
+  gst_cony_json_json_class (o, m->class_id, m->label, m->score);
+  gst_cony_json_json_key (o, "top");
   g_string_append_c (o, '[');
   for (guint i = 0; i < m->n_top; i++) {
     if (i > 0)
       g_string_append_c (o, ',');
     g_string_append_c (o, '{');
     gint c = m->top_ids[i];
-    json_class (o, c, m->top_labels[i], c >= 0 && (guint) c < m->n_scores ? m->scores[c] : NAN);
+    gst_cony_json_json_class (o, c, m->top_labels[i],
+        c >= 0 && (guint) c < m->n_scores ? m->scores[c] : NAN);
     g_string_append_c (o, '}');
   }
   g_string_append_c (o, ']');
-  json_key (o, "context_fill");
-  json_number (o, m->context_fill);
-  json_key (o, "events");
+  gst_cony_json_json_key (o, "context_fill");
+  gst_cony_json_json_number (o, m->context_fill);
+  gst_cony_json_json_key (o, "events");
   g_string_append_c (o, '[');
   for (guint i = 0; i < m->n_events; i++) {
     const GstConyClassificationEvent *e = &m->events[i];
     if (i > 0)
       g_string_append_c (o, ',');
     g_string_append_c (o, '{');
-    json_key (o, "event");
-    json_string (o, e->onset ? "onset" : "offset");
-    json_key (o, "class_id");
+    gst_cony_json_json_key (o, "event");
+    gst_cony_json_json_string (o, e->onset ? "onset" : "offset");
+    gst_cony_json_json_key (o, "class_id");
     g_string_append_printf (o, "%d", e->class_id);
-    json_key (o, "label");
-    json_string (o, e->label);
-    json_time (o, "segment_start", e->start);
-    json_time (o, "segment_end", e->end);
+    gst_cony_json_json_key (o, "label");
+    gst_cony_json_json_string (o, e->label);
+    gst_cony_json_json_time (o, "segment_start", e->start);
+    gst_cony_json_json_time (o, "segment_end", e->end);
     g_string_append_c (o, '}');
   }
   g_string_append_c (o, ']');
   if (scores) {
-    json_key (o, "scores");
+    gst_cony_json_json_key (o, "scores");
     g_string_append_c (o, '[');
     for (guint i = 0; i < m->n_scores; i++) {
       if (i > 0)
         g_string_append_c (o, ',');
-      json_number (o, m->scores[i]);
+      gst_cony_json_json_number (o, m->scores[i]);
     }
     g_string_append_c (o, ']');
   }
@@ -261,10 +264,10 @@ write_record (GstConyJson *self, GString *o, const GstConyClassificationMeta *m,
 /* ------------------------------------------------------------------------ */
 
 static gint
-cmp_step (gconstpointer a, gconstpointer b)
+gst_cony_json_cmp_step (gconstpointer a, gconstpointer b)
 {
-  const GstConyClassificationMeta *x = *(GstConyClassificationMeta * const *) a;
-  const GstConyClassificationMeta *y = *(GstConyClassificationMeta * const *) b;
+  const GstConyClassificationMeta *x = *(GstConyClassificationMeta *const *) a;
+  const GstConyClassificationMeta *y = *(GstConyClassificationMeta *const *) b;
   return x->step < y->step ? -1 : x->step > y->step;
 }
 
@@ -279,14 +282,15 @@ gst_cony_json_chain (GstPad *pad, GstObject *parent, GstBuffer *buf)
   gboolean scores;
   GstFlowReturn ret = GST_FLOW_OK;
 
-  while ((meta = gst_buffer_iterate_meta_filtered (buf, &state,
-              GST_CONY_CLASSIFICATION_META_API_TYPE)) != NULL)
+  while (
+      (meta = gst_buffer_iterate_meta_filtered (buf, &state, GST_CONY_CLASSIFICATION_META_API_TYPE))
+      != NULL)
     g_ptr_array_add (metas, meta);
   if (metas->len == 0) {
     GST_LOG_OBJECT (self, "no classification meta on %" GST_PTR_FORMAT, buf);
     goto done;
   }
-  g_ptr_array_sort (metas, cmp_step);
+  g_ptr_array_sort (metas, gst_cony_json_cmp_step);
 
   GST_OBJECT_LOCK (self);
   source = g_strdup (self->source);
@@ -296,7 +300,7 @@ gst_cony_json_chain (GstPad *pad, GstObject *parent, GstBuffer *buf)
   for (guint i = 0; i < metas->len && ret == GST_FLOW_OK; i++) {
     const GstConyClassificationMeta *m = metas->pdata[i];
     GString *line = g_string_new (NULL);
-    write_record (self, line, m, source, scores);
+    gst_cony_json_write_record (self, line, m, source, scores);
     g_string_append_c (line, '\n');
     gsize len = line->len;
     GstBuffer *out = gst_buffer_new_wrapped (g_string_free (line, FALSE), len);
@@ -322,15 +326,13 @@ gst_cony_json_sink_event (GstPad *pad, GstObject *parent, GstEvent *event)
     GstCaps *caps;
     gst_event_parse_caps (event, &caps);
     g_free (self->stream_json);
-    self->stream_json = stream_json (caps);
+    self->stream_json = gst_cony_json_stream_json (caps);
     GST_DEBUG_OBJECT (self, "stream: %s", self->stream_json);
     gst_event_unref (event);
     if (gst_pad_has_current_caps (self->srcpad))
       return TRUE;
-    GstCaps *out = gst_static_pad_template_get_caps (&src_template);
-    gboolean ok = gst_pad_push_event (self->srcpad, gst_event_new_caps (out));
-    gst_caps_unref (out);
-    return ok;
+    return gst_cony_element_push_caps (self->srcpad,
+        gst_static_pad_template_get_caps (&src_template));
   }
   return gst_pad_event_default (pad, parent, event);
 }
@@ -339,8 +341,7 @@ static GstStateChangeReturn
 gst_cony_json_change_state (GstElement *element, GstStateChange transition)
 {
   GstConyJson *self = GST_CONY_JSON (element);
-  GstStateChangeReturn ret = GST_ELEMENT_CLASS (parent_class)->change_state (element,
-      transition);
+  GstStateChangeReturn ret = GST_ELEMENT_CLASS (parent_class)->change_state (element, transition);
   if (transition == GST_STATE_CHANGE_PAUSED_TO_READY)
     g_clear_pointer (&self->stream_json, g_free);
   return ret;
@@ -349,8 +350,7 @@ gst_cony_json_change_state (GstElement *element, GstStateChange transition)
 /* ------------------------------------------------------------------------ */
 
 static void
-gst_cony_json_set_property (GObject *object, guint prop_id, const GValue *value,
-    GParamSpec *pspec)
+gst_cony_json_set_property (GObject *object, guint prop_id, const GValue *value, GParamSpec *pspec)
 {
   GstConyJson *self = GST_CONY_JSON (object);
 
@@ -433,8 +433,8 @@ gst_cony_json_class_init (GstConyJsonClass *klass)
    * of conytransformer's top-k property is always written).
    */
   g_object_class_install_property (gobject_class, PROP_SCORES,
-      g_param_spec_boolean ("scores", "Scores",
-          "Also write the score of every class", DEFAULT_SCORES, playing));
+      g_param_spec_boolean ("scores", "Scores", "Also write the score of every class",
+          DEFAULT_SCORES, playing));
 
   gst_element_class_add_static_pad_template (element_class, &sink_template);
   gst_element_class_add_static_pad_template (element_class, &src_template);

@@ -30,7 +30,7 @@ gst_cony_classification_meta_api_get_type (void)
 }
 
 static gboolean
-meta_init (GstMeta *meta, gpointer params, GstBuffer *buffer)
+gst_cony_classification_meta_init (GstMeta *meta, gpointer params, GstBuffer *buffer)
 {
   GstConyClassificationMeta *m = (GstConyClassificationMeta *) meta;
 
@@ -56,7 +56,7 @@ meta_init (GstMeta *meta, gpointer params, GstBuffer *buffer)
 }
 
 static void
-meta_free (GstMeta *meta, GstBuffer *buffer)
+gst_cony_classification_meta_free (GstMeta *meta, GstBuffer *buffer)
 {
   GstConyClassificationMeta *m = (GstConyClassificationMeta *) meta;
 
@@ -70,8 +70,8 @@ meta_free (GstMeta *meta, GstBuffer *buffer)
 }
 
 static gboolean
-meta_transform (GstBuffer *dest, GstMeta *meta, GstBuffer *buffer, GQuark type,
-    gpointer data)
+gst_cony_classification_meta_transform (GstBuffer *dest, GstMeta *meta, GstBuffer *buffer,
+    GQuark type, gpointer data)
 {
   GstConyClassificationMeta *m = (GstConyClassificationMeta *) meta;
 
@@ -88,20 +88,19 @@ gst_cony_classification_meta_get_info (void)
 {
   static const GstMetaInfo *info = NULL;
 
-  if (g_once_init_enter ((GstMetaInfo **) & info)) {
+  if (g_once_init_enter ((GstMetaInfo **) &info)) {
     const GstMetaInfo *mi = gst_meta_get_info ("GstConyClassificationMeta");
     if (mi == NULL)
-      mi = gst_meta_register (GST_CONY_CLASSIFICATION_META_API_TYPE,
-          "GstConyClassificationMeta", sizeof (GstConyClassificationMeta), meta_init,
-          meta_free, meta_transform);
-    g_once_init_leave ((GstMetaInfo **) & info, (GstMetaInfo *) mi);
+      mi = gst_meta_register (GST_CONY_CLASSIFICATION_META_API_TYPE, "GstConyClassificationMeta",
+          sizeof (GstConyClassificationMeta), gst_cony_classification_meta_init,
+          gst_cony_classification_meta_free, gst_cony_classification_meta_transform);
+    g_once_init_leave ((GstMetaInfo **) &info, (GstMetaInfo *) mi);
   }
   return info;
 }
 
 GstConyClassificationMeta *
-gst_buffer_add_cony_classification_meta_full (GstBuffer *buffer,
-    const GstConyClassificationMeta *v)
+gst_buffer_add_cony_classification_meta_full (GstBuffer *buffer, const GstConyClassificationMeta *v)
 {
   GstConyClassificationMeta *m;
 
@@ -112,8 +111,8 @@ gst_buffer_add_cony_classification_meta_full (GstBuffer *buffer,
   g_return_val_if_fail (v->n_top == 0 || (v->top_ids != NULL && v->top_labels != NULL), NULL);
   g_return_val_if_fail (v->n_events == 0 || v->events != NULL, NULL);
 
-  m = (GstConyClassificationMeta *) gst_buffer_add_meta (buffer,
-      GST_CONY_CLASSIFICATION_META_INFO, NULL);
+  m = (GstConyClassificationMeta *) gst_buffer_add_meta (buffer, GST_CONY_CLASSIFICATION_META_INFO,
+      NULL);
   if (m == NULL)
     return NULL;
   m->step = v->step;
@@ -148,16 +147,25 @@ gst_buffer_add_cony_classification_meta_full (GstBuffer *buffer,
 }
 
 GstConyClassificationMeta *
-gst_buffer_add_cony_classification_meta (GstBuffer *buffer, guint64 step,
-    GstClockTime window_start, GstClockTime window_end, gint class_id, const gchar *label,
-    gfloat score, const gfloat *scores, guint n_scores, gdouble context_fill)
+gst_buffer_add_cony_classification_meta (GstBuffer *buffer, guint64 step, GstClockTime window_start,
+    GstClockTime window_end, gint class_id, const gchar *label, gfloat score, const gfloat *scores,
+    guint n_scores, gdouble context_fill)
 {
   GstConyClassificationMeta v = {
-    .step = step, .window_start = window_start, .window_end = window_end,
-    .class_id = class_id, .label = label, .score = score, .n_scores = n_scores,
-    .scores = (gfloat *) scores, .context_fill = context_fill, .pts = GST_CLOCK_TIME_NONE,
-    .running_start = GST_CLOCK_TIME_NONE, .running_end = GST_CLOCK_TIME_NONE,
-    .stream_start = GST_CLOCK_TIME_NONE, .stream_end = GST_CLOCK_TIME_NONE,
+    .step = step,
+    .window_start = window_start,
+    .window_end = window_end,
+    .class_id = class_id,
+    .label = label,
+    .score = score,
+    .n_scores = n_scores,
+    .scores = (gfloat *) scores,
+    .context_fill = context_fill,
+    .pts = GST_CLOCK_TIME_NONE,
+    .running_start = GST_CLOCK_TIME_NONE,
+    .running_end = GST_CLOCK_TIME_NONE,
+    .stream_start = GST_CLOCK_TIME_NONE,
+    .stream_end = GST_CLOCK_TIME_NONE,
   };
   return gst_buffer_add_cony_classification_meta_full (buffer, &v);
 }
@@ -171,7 +179,8 @@ gst_buffer_get_cony_classification_meta (GstBuffer *buffer)
 
   g_return_val_if_fail (GST_IS_BUFFER (buffer), NULL);
   while ((meta = gst_buffer_iterate_meta_filtered (buffer, &state,
-              GST_CONY_CLASSIFICATION_META_API_TYPE)) != NULL) {
+              GST_CONY_CLASSIFICATION_META_API_TYPE))
+      != NULL) {
     GstConyClassificationMeta *m = (GstConyClassificationMeta *) meta;
     if (best == NULL || m->step > best->step)
       best = m;
@@ -186,8 +195,8 @@ gst_buffer_get_n_cony_classification_metas (GstBuffer *buffer)
   guint n = 0;
 
   g_return_val_if_fail (GST_IS_BUFFER (buffer), 0);
-  while (gst_buffer_iterate_meta_filtered (buffer, &state,
-          GST_CONY_CLASSIFICATION_META_API_TYPE) != NULL)
+  while (gst_buffer_iterate_meta_filtered (buffer, &state, GST_CONY_CLASSIFICATION_META_API_TYPE)
+      != NULL)
     n++;
   return n;
 }
@@ -204,8 +213,7 @@ gst_cony_classification_custom_meta_register (void)
     /* No transform function: GStreamer copies the structure on copy
      * transforms, which is what a result needs. */
     if (gst_meta_get_info (GST_CONY_CLASSIFICATION_CUSTOM_META_NAME) == NULL)
-      gst_meta_register_custom (GST_CONY_CLASSIFICATION_CUSTOM_META_NAME, tags, NULL, NULL,
-          NULL);
+      gst_meta_register_custom (GST_CONY_CLASSIFICATION_CUSTOM_META_NAME, tags, NULL, NULL, NULL);
     g_once_init_leave (&done, 1);
   }
 }
@@ -216,7 +224,6 @@ gst_buffer_add_cony_classification_custom_meta (GstBuffer *buffer,
 {
   GstCustomMeta *cm;
   GstStructure *s;
-  GValue arr = G_VALUE_INIT, v = G_VALUE_INIT;
 
   g_return_val_if_fail (GST_IS_BUFFER (buffer), NULL);
   g_return_val_if_fail (meta != NULL, NULL);
@@ -226,6 +233,7 @@ gst_buffer_add_cony_classification_custom_meta (GstBuffer *buffer,
   if (cm == NULL)
     return NULL;
   s = gst_custom_meta_get_structure (cm);
+  /* clang-format off */
   gst_structure_set (s,
       "step", G_TYPE_UINT64, meta->step,
       "window-start", G_TYPE_UINT64, (guint64) meta->window_start,
@@ -240,31 +248,42 @@ gst_buffer_add_cony_classification_custom_meta (GstBuffer *buffer,
       "stream-start", G_TYPE_UINT64, (guint64) meta->stream_start,
       "stream-end", G_TYPE_UINT64, (guint64) meta->stream_end,
       "output", G_TYPE_STRING, meta->multi_label ? "sigmoid" : "softmax", NULL);
-  g_value_init (&arr, GST_TYPE_ARRAY);
-  g_value_init (&v, G_TYPE_FLOAT);
-  for (guint i = 0; i < meta->n_scores; i++) {
-    g_value_set_float (&v, meta->scores[i]);
-    gst_value_array_append_value (&arr, &v);
-  }
-  gst_structure_take_value (s, "scores", &arr);
-  g_value_unset (&v);
-  gst_cony_classification_set_top (s, meta->n_top, meta->top_ids, meta->top_labels,
-      meta->scores);
+  /* clang-format on */
+  gst_cony_classification_set_floats (s, "scores", meta->scores, meta->n_scores);
+  gst_cony_classification_set_top (s, meta->n_top, meta->top_ids, meta->top_labels, meta->scores);
   GValue ea = G_VALUE_INIT;
   g_value_init (&ea, GST_TYPE_ARRAY);
   for (guint i = 0; i < meta->n_events; i++) {
     const GstConyClassificationEvent *e = &meta->events[i];
     GValue ev = G_VALUE_INIT;
     g_value_init (&ev, GST_TYPE_STRUCTURE);
+    /* clang-format off */
     g_value_take_boxed (&ev, gst_structure_new ("event",
             "event", G_TYPE_STRING, e->onset ? "onset" : "offset",
             "class-id", G_TYPE_INT, e->class_id, "label", G_TYPE_STRING, e->label,
             "segment-start", G_TYPE_UINT64, (guint64) e->start,
             "segment-end", G_TYPE_UINT64, (guint64) e->end, NULL));
+    /* clang-format on */
     gst_value_array_append_and_take_value (&ea, &ev);
   }
   gst_structure_take_value (s, "events", &ea);
   return cm;
+}
+
+void
+gst_cony_classification_set_floats (GstStructure *s, const gchar *field, const gfloat *values,
+    guint n)
+{
+  GValue arr = G_VALUE_INIT, v = G_VALUE_INIT;
+
+  g_value_init (&arr, GST_TYPE_ARRAY);
+  g_value_init (&v, G_TYPE_FLOAT);
+  for (guint i = 0; i < n; i++) {
+    g_value_set_float (&v, values[i]);
+    gst_value_array_append_value (&arr, &v);
+  }
+  gst_structure_take_value (s, field, &arr);
+  g_value_unset (&v);
 }
 
 void

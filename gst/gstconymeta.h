@@ -118,10 +118,9 @@ const GstMetaInfo *gst_cony_classification_meta_get_info (void);
 
 /* Adds a meta with the given values; @scores (@n_scores floats) and @label
  * are copied. */
-GstConyClassificationMeta *gst_buffer_add_cony_classification_meta (GstBuffer *buffer,
-    guint64 step, GstClockTime window_start, GstClockTime window_end, gint class_id,
-    const gchar *label, gfloat score, const gfloat *scores, guint n_scores,
-    gdouble context_fill);
+GstConyClassificationMeta *gst_buffer_add_cony_classification_meta (GstBuffer *buffer, guint64 step,
+    GstClockTime window_start, GstClockTime window_end, gint class_id, const gchar *label,
+    gfloat score, const gfloat *scores, guint n_scores, gdouble context_fill);
 
 /* Adds a meta with every field of @values (the GstMeta part is ignored);
  * labels are interned, @scores, @top_ids and @top_labels copied. */
@@ -162,5 +161,10 @@ GstCustomMeta *gst_buffer_add_cony_classification_custom_meta (GstBuffer *buffer
  * conytransformer's messages' top-k. */
 void gst_cony_classification_set_top (GstStructure *s, guint n_top, const gint *ids,
     const gchar *const *labels, const gfloat *scores);
+
+/* Sets @field of @s to a #GST_TYPE_ARRAY of the @n gfloat @values (the "scores" of
+ * the custom meta and of conytransformer's messages). */
+void gst_cony_classification_set_floats (GstStructure *s, const gchar *field, const gfloat *values,
+    guint n);
 
 G_END_DECLS

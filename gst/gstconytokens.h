@@ -1,4 +1,4 @@
-/* Token caps shared by the cony elements (DESIGN.md §1).
+/* Token caps shared by the cony elements.
  *
  * SPDX-License-Identifier: LGPL-2.1-or-later
  *
@@ -45,23 +45,21 @@ G_BEGIN_DECLS
   "types = (string) float32, framerate = (fraction) [ 0/1, 2147483647/1 ]"
 
 typedef struct {
-  guint dim;                 /* floats per token (innermost dimension) */
-  guint tokens_per_buffer;   /* second dimension */
-  gint rate_n, rate_d;       /* tokens per second; 0/1 when unknown */
-  gint lookahead_n, lookahead_d;  /* input past a token's end, seconds (caps `lookahead`); 0/1 */
+  guint dim;                     /* floats per token (innermost dimension) */
+  guint tokens_per_buffer;       /* second dimension */
+  gint rate_n, rate_d;           /* tokens per second; 0/1 when unknown */
+  gint lookahead_n, lookahead_d; /* input past a token's end, seconds (caps `lookahead`); 0/1 */
 } GstConyTokenInfo;
 
 /* Fixed caps for @info. NULL when the buffer rate overflows a fraction. */
 GstCaps *gst_cony_tokens_caps_new (const GstConyTokenInfo *info);
 
 /* Parses fixed token caps. On failure returns FALSE and sets *@why (g_free). */
-gboolean gst_cony_tokens_info_from_caps (GstConyTokenInfo *info, const GstCaps *caps,
-                                         gchar **why);
+gboolean gst_cony_tokens_info_from_caps (GstConyTokenInfo *info, const GstCaps *caps, gchar **why);
 
 /* TRUE when both describe the same tokens (dimension and token rate), whatever
  * the number of tokens per buffer. */
-gboolean gst_cony_tokens_info_same_tokens (const GstConyTokenInfo *a,
-                                           const GstConyTokenInfo *b);
+gboolean gst_cony_tokens_info_same_tokens (const GstConyTokenInfo *a, const GstConyTokenInfo *b);
 
 /* The lookahead in nanoseconds, signed (0 when the caps had none). */
 gint64 gst_cony_tokens_lookahead_ns (const GstConyTokenInfo *info);

@@ -221,7 +221,7 @@ GST_ELEMENT_REGISTER_DEFINE (conytransformer, "conytransformer", GST_RANK_NONE,
 /* ------------------------------------------------------------------------ */
 
 static void
-reset_stream (GstConyTransformer *self)
+gst_cony_transformer_reset_stream (GstConyTransformer *self)
 {
   if (self->encoder)
     cony_encoder_reset (self->encoder);
@@ -240,10 +240,10 @@ reset_stream (GstConyTransformer *self)
  * starts again (the encoder has already reset itself); the runs of bad buffers, which
  * rate-limit the warnings, go on. */
 static void
-reset_after_overflow (GstConyTransformer *self)
+gst_cony_transformer_reset_after_overflow (GstConyTransformer *self)
 {
   gboolean in_nonfinite = self->in_nonfinite, in_overflow = self->in_overflow;
-  reset_stream (self);
+  gst_cony_transformer_reset_stream (self);
   self->in_nonfinite = in_nonfinite;
   self->in_overflow = in_overflow;
 }
@@ -251,7 +251,7 @@ reset_after_overflow (GstConyTransformer *self)
 /* Parses "label<TAB>threshold" lines in place: cuts the label at the tab and
  * stores the threshold (NAN when the line has none). */
 static gboolean
-split_thresholds (const gchar *path, gchar **lines, guint n, gdouble *thresholds,
+gst_cony_transformer_split_thresholds (const gchar *path, gchar **lines, guint n, gdouble *thresholds,
     GError **error)
 {
   for (guint i = 0; i < n; i++) {
@@ -276,7 +276,7 @@ split_thresholds (const gchar *path, gchar **lines, guint n, gdouble *thresholds
  * (as DL Streamer's model-proc gives per label); a final empty line is
  * ignored. *thresholds: one per label, NAN where the line has none. */
 static gchar **
-read_labels (const gchar *path, guint *n, gdouble **thresholds, GError **error)
+gst_cony_transformer_read_labels (const gchar *path, guint *n, gdouble **thresholds, GError **error)
 {
   gchar *text = NULL;
   if (!g_file_get_contents (path, &text, NULL, error))
@@ -294,7 +294,7 @@ read_labels (const gchar *path, guint *n, gdouble **thresholds, GError **error)
       lines[i][len - 1] = '\0';
   }
   *thresholds = g_new (gdouble, MAX (count, 1));
-  if (!split_thresholds (path, lines, count, *thresholds, error)) {
+  if (!gst_cony_transformer_split_thresholds (path, lines, count, *thresholds, error)) {
     g_clear_pointer (thresholds, g_free);
     g_strfreev (lines);
     return NULL;
@@ -307,13 +307,13 @@ read_labels (const gchar *path, guint *n, gdouble **thresholds, GError **error)
  * the labels file's, else those of the model file's config; NULL when
  * neither can be read (the state change will say why). */
 static gchar **
-peek_labels (const gchar *model_path, const gchar *labels_file)
+gst_cony_transformer_peek_labels (const gchar *model_path, const gchar *labels_file)
 {
   gchar **labels = NULL;
   if (labels_file != NULL && *labels_file != '\0') {
     guint n = 0;
     gdouble *thresholds = NULL;
-    labels = read_labels (labels_file, &n, &thresholds, NULL);
+    labels = gst_cony_transformer_read_labels (labels_file, &n, &thresholds, NULL);
     g_free (thresholds);
     return labels;
   }
@@ -347,17 +347,12 @@ gst_cony_transformer_start (GstBaseTransform *trans)
   attention = self->attention;
   GST_OBJECT_UNLOCK (self);
 
-  if (path == NULL || *path == '\0') {
-    GST_ELEMENT_ERROR (self, RESOURCE, NOT_FOUND, ("No model file given"),
-        ("set the 'model' property to a cony-encoder-classifier safetensors file"));
+  if (!gst_cony_element_check_model (GST_ELEMENT (self), path,
+          "a cony-encoder-classifier safetensors file"))
     goto fail;
-  }
   self->model = cony_model_load (path, &error);
-  if (self->model == NULL) {
-    GST_ELEMENT_ERROR (self, RESOURCE, OPEN_READ, ("Could not load the model: %s",
-            error->message), ("model=%s", path));
+  if (!gst_cony_element_check_loaded (GST_ELEMENT (self), self->model != NULL, path, error))
     goto fail;
-  }
   self->encoder = cony_encoder_new (self->model, (int) attention, &error);
   if (self->encoder == NULL) {
     GEnumValue *ev = g_enum_get_value (g_type_class_peek (GST_TYPE_CONY_TRANSFORMER_ATTENTION),
@@ -376,7 +371,7 @@ gst_cony_transformer_start (GstBaseTransform *trans)
   gchar **labels = NULL;
   if (labels_file != NULL && *labels_file != '\0') {
     guint n = 0;
-    labels = read_labels (labels_file, &n, &self->thresholds, &error);
+    labels = gst_cony_transformer_read_labels (labels_file, &n, &self->thresholds, &error);
     if (labels == NULL) {
       GST_ELEMENT_ERROR (self, RESOURCE, OPEN_READ, ("Could not read the labels file: %s",
               error->message), ("labels-file=%s", labels_file));
@@ -409,7 +404,7 @@ gst_cony_transformer_start (GstBaseTransform *trans)
   self->starts = g_new (GstClockTime, self->window);
   self->have_info = FALSE;
   self->refused_dim = 0;
-  reset_stream (self);
+  gst_cony_transformer_reset_stream (self);
   GST_INFO_OBJECT (self, "loaded %s: d_in %u, %u classes, window %u, %u token(s) per step, "
       "%d block(s), attention %s", path, self->d_in, self->n_classes, self->window, self->k,
       c->blocks,
@@ -485,7 +480,7 @@ gst_cony_transformer_set_caps (GstBaseTransform *trans, GstCaps *incaps, GstCaps
   }
   if (self->have_info && !gst_cony_tokens_info_same_tokens (&info, &self->info)) {
     GST_DEBUG_OBJECT (self, "token caps changed: resetting the continual state");
-    reset_stream (self);
+    gst_cony_transformer_reset_stream (self);
   }
   self->info = info;
   self->have_info = TRUE;
@@ -494,7 +489,7 @@ gst_cony_transformer_set_caps (GstBaseTransform *trans, GstCaps *incaps, GstCaps
   return TRUE;
 }
 
-static void close_segments_at_eos (GstConyTransformer *self);
+static void gst_cony_transformer_close_segments_at_eos (GstConyTransformer *self);
 
 static gboolean
 gst_cony_transformer_sink_event (GstBaseTransform *trans, GstEvent *event)
@@ -504,15 +499,15 @@ gst_cony_transformer_sink_event (GstBaseTransform *trans, GstEvent *event)
   switch (GST_EVENT_TYPE (event)) {
     case GST_EVENT_FLUSH_STOP:
       GST_DEBUG_OBJECT (self, "flush: resetting the continual state");
-      reset_stream (self);
+      gst_cony_transformer_reset_stream (self);
       break;
     case GST_EVENT_GAP:
       /* No tokens for a while: the tokens after it do not follow the window. */
       GST_DEBUG_OBJECT (self, "gap: resetting the continual state");
-      reset_stream (self);
+      gst_cony_transformer_reset_stream (self);
       break;
     case GST_EVENT_EOS:
-      close_segments_at_eos (self);
+      gst_cony_transformer_close_segments_at_eos (self);
       break;
     default:
       break;
@@ -523,7 +518,7 @@ gst_cony_transformer_sink_event (GstBaseTransform *trans, GstEvent *event)
 /* ------------------------------------------------------------------------ */
 
 static gboolean
-all_finite (const gfloat *x, guint n)
+gst_cony_transformer_all_finite (const gfloat *x, guint n)
 {
   for (guint i = 0; i < n; i++)
     if (!isfinite (x[i]))
@@ -535,7 +530,7 @@ all_finite (const gfloat *x, guint n)
  * maximum subtracted), or one sigmoid per class for multi-label models.
  * Returns the top class. */
 static gint
-compute_scores (GstConyTransformer *self)
+gst_cony_transformer_compute_scores (GstConyTransformer *self)
 {
   gint top = 0;
   for (guint i = 1; i < self->n_classes; i++)
@@ -556,7 +551,7 @@ compute_scores (GstConyTransformer *self)
 
 /* TRUE when class a ranks before class b: higher score, then lower index. */
 static inline gboolean
-ranks_before (const gfloat *p, gint a, gint b)
+gst_cony_transformer_ranks_before (const gfloat *p, gint a, gint b)
 {
   return p[a] > p[b] || (p[a] == p[b] && a < b);
 }
@@ -564,15 +559,15 @@ ranks_before (const gfloat *p, gint a, gint b)
 /* The @k best classes into self->top_ids / top_labels, best first; returns
  * how many (k, at most the number of classes). O(k x classes). */
 static guint
-select_top (GstConyTransformer *self, guint k)
+gst_cony_transformer_select_top (GstConyTransformer *self, guint k)
 {
   k = MIN (k, self->n_classes);
   for (guint j = 0; j < k; j++) {
     gint best = -1;
     for (guint i = 0; i < self->n_classes; i++) {
-      if (j > 0 && !ranks_before (self->probs, self->top_ids[j - 1], (gint) i))
+      if (j > 0 && !gst_cony_transformer_ranks_before (self->probs, self->top_ids[j - 1], (gint) i))
         continue;
-      if (best < 0 || ranks_before (self->probs, (gint) i, best))
+      if (best < 0 || gst_cony_transformer_ranks_before (self->probs, (gint) i, best))
         best = (gint) i;
     }
     self->top_ids[j] = best;
@@ -585,7 +580,7 @@ select_top (GstConyTransformer *self, guint k)
  * multi-label models an unset threshold (0) is 0.5, a binary classifier's
  * decision boundary. */
 static gdouble
-class_threshold (GstConyTransformer *self, guint c, gdouble threshold)
+gst_cony_transformer_class_threshold (GstConyTransformer *self, guint c, gdouble threshold)
 {
   if (self->thresholds && !isnan (self->thresholds[c]))
     return self->thresholds[c];
@@ -596,7 +591,7 @@ class_threshold (GstConyTransformer *self, guint c, gdouble threshold)
 
 /* @t (buffer time) as running time (or stream time) in the current segment. */
 static GstClockTime
-segment_time (GstConyTransformer *self, GstClockTime t, gboolean running)
+gst_cony_transformer_segment_time (GstConyTransformer *self, GstClockTime t, gboolean running)
 {
   GstSegment *seg = &GST_BASE_TRANSFORM (self)->segment;
   if (!GST_CLOCK_TIME_IS_VALID (t) || seg->format != GST_FORMAT_TIME)
@@ -608,18 +603,18 @@ segment_time (GstConyTransformer *self, GstClockTime t, gboolean running)
 /* The message structure of step @st, naming class @cls (the top class, or
  * the label of a segment event) and the step's @n_top best classes. */
 static GstStructure *
-new_step_structure (GstConyTransformer *self, const GstConyTransformerStep *st, gint cls,
+gst_cony_transformer_new_step_structure (GstConyTransformer *self, const GstConyTransformerStep *st, gint cls,
     guint n_top)
 {
   GstClockTime duration = GST_CLOCK_TIME_IS_VALID (st->start)
       && GST_CLOCK_TIME_IS_VALID (st->end) ? st->end - st->start : GST_CLOCK_TIME_NONE;
   GstStructure *s = gst_structure_new (MESSAGE_NAME,
       "timestamp", G_TYPE_UINT64, st->start,
-      "stream-time", G_TYPE_UINT64, segment_time (self, st->start, FALSE),
-      "running-time", G_TYPE_UINT64, segment_time (self, st->start, TRUE),
+      "stream-time", G_TYPE_UINT64, gst_cony_transformer_segment_time (self, st->start, FALSE),
+      "running-time", G_TYPE_UINT64, gst_cony_transformer_segment_time (self, st->start, TRUE),
       "duration", G_TYPE_UINT64, duration,
-      "stream-time-end", G_TYPE_UINT64, segment_time (self, st->end, FALSE),
-      "running-time-end", G_TYPE_UINT64, segment_time (self, st->end, TRUE),
+      "stream-time-end", G_TYPE_UINT64, gst_cony_transformer_segment_time (self, st->end, FALSE),
+      "running-time-end", G_TYPE_UINT64, gst_cony_transformer_segment_time (self, st->end, TRUE),
       "pts", G_TYPE_UINT64, st->pts,
       "step", G_TYPE_UINT64, st->step,
       "class-id", G_TYPE_INT, cls,
@@ -627,21 +622,13 @@ new_step_structure (GstConyTransformer *self, const GstConyTransformerStep *st, 
       "confidence", G_TYPE_FLOAT, self->probs[cls],
       "context-fill", G_TYPE_DOUBLE, st->fill,
       "output", G_TYPE_STRING, self->multi_label ? "sigmoid" : "softmax", NULL);
-  GValue arr = G_VALUE_INIT, v = G_VALUE_INIT;
-  g_value_init (&arr, GST_TYPE_ARRAY);
-  g_value_init (&v, G_TYPE_FLOAT);
-  for (guint i = 0; i < self->n_classes; i++) {
-    g_value_set_float (&v, self->probs[i]);
-    gst_value_array_append_value (&arr, &v);
-  }
-  gst_structure_take_value (s, "scores", &arr);
-  g_value_unset (&v);
+  gst_cony_classification_set_floats (s, "scores", self->probs, self->n_classes);
   gst_cony_classification_set_top (s, n_top, self->top_ids, self->top_labels, self->probs);
   return s;
 }
 
 static void
-add_message (GstConyTransformer *self, GPtrArray **messages, GstStructure *s)
+gst_cony_transformer_add_message (GstConyTransformer *self, GPtrArray **messages, GstStructure *s)
 {
   if (*messages == NULL)
     *messages = g_ptr_array_new ();
@@ -651,12 +638,12 @@ add_message (GstConyTransformer *self, GPtrArray **messages, GstStructure *s)
 /* every-step: is the step posted? Softmax: its top class reaches its
  * threshold; multi-label: any class reaches its own. */
 static gboolean
-step_passes (GstConyTransformer *self, gint top, gdouble threshold)
+gst_cony_transformer_step_passes (GstConyTransformer *self, gint top, gdouble threshold)
 {
   if (!self->multi_label)
-    return self->probs[top] >= class_threshold (self, (guint) top, threshold);
+    return self->probs[top] >= gst_cony_transformer_class_threshold (self, (guint) top, threshold);
   for (guint c = 0; c < self->n_classes; c++)
-    if (self->probs[c] >= class_threshold (self, c, threshold))
+    if (self->probs[c] >= gst_cony_transformer_class_threshold (self, c, threshold))
       return TRUE;
   return FALSE;
 }
@@ -669,16 +656,16 @@ step_passes (GstConyTransformer *self, gint top, gdouble threshold)
  * the PTS of their first step to the end of their last step's tokens), so
  * consecutive ones tile. Offsets come first, then onsets, in class order. */
 static guint
-update_segments (GstConyTransformer *self, const GstConyTransformerStep *st, gint top,
+gst_cony_transformer_update_segments (GstConyTransformer *self, const GstConyTransformerStep *st, gint top,
     gdouble threshold)
 {
-  GstClockTime rt_start = segment_time (self, st->pts, TRUE);
-  GstClockTime rt_end = segment_time (self, st->tile_end, TRUE);
+  GstClockTime rt_start = gst_cony_transformer_segment_time (self, st->pts, TRUE);
+  GstClockTime rt_end = gst_cony_transformer_segment_time (self, st->tile_end, TRUE);
   GstConyClassificationEvent *ev = self->events;
   guint n = 0;
 
   if (!self->multi_label) {
-    if (self->probs[top] < class_threshold (self, (guint) top, threshold))
+    if (self->probs[top] < gst_cony_transformer_class_threshold (self, (guint) top, threshold))
       return 0;
     if (top == self->seg_class) {
       self->seg_end = rt_end;
@@ -695,7 +682,7 @@ update_segments (GstConyTransformer *self, const GstConyTransformerStep *st, gin
     return n;
   }
   for (guint c = 0; c < self->n_classes; c++) {
-    gboolean on = self->probs[c] >= class_threshold (self, c, threshold);
+    gboolean on = self->probs[c] >= gst_cony_transformer_class_threshold (self, c, threshold);
     if (on && self->active[c]) {
       self->on_end[c] = rt_end;
     } else if (!on && self->active[c]) {
@@ -705,7 +692,7 @@ update_segments (GstConyTransformer *self, const GstConyTransformerStep *st, gin
     }
   }
   for (guint c = 0; c < self->n_classes; c++) {
-    if (self->active[c] || self->probs[c] < class_threshold (self, c, threshold))
+    if (self->active[c] || self->probs[c] < gst_cony_transformer_class_threshold (self, c, threshold))
       continue;
     ev[n++] = (GstConyClassificationEvent) { TRUE, (gint) c, self->labels[c], rt_start,
         GST_CLOCK_TIME_NONE };
@@ -719,10 +706,10 @@ update_segments (GstConyTransformer *self, const GstConyTransformerStep *st, gin
 /* The on-change message of a softmax step whose top label took over
  * (@on; @off: the segment that ended, or NULL). */
 static GstStructure *
-change_structure (GstConyTransformer *self, const GstConyTransformerStep *st, guint n_top,
+gst_cony_transformer_change_structure (GstConyTransformer *self, const GstConyTransformerStep *st, guint n_top,
     const GstConyClassificationEvent *on, const GstConyClassificationEvent *off)
 {
-  GstStructure *s = new_step_structure (self, st, on->class_id, n_top);
+  GstStructure *s = gst_cony_transformer_new_step_structure (self, st, on->class_id, n_top);
   gst_structure_set (s, "segment-start", G_TYPE_UINT64, on->start,
       "previous-label", G_TYPE_STRING, off ? off->label : "",
       "previous-segment-start", G_TYPE_UINT64, off ? off->start : GST_CLOCK_TIME_NONE,
@@ -732,10 +719,10 @@ change_structure (GstConyTransformer *self, const GstConyTransformerStep *st, gu
 
 /* The on-change message of one label's segment event (sigmoid models). */
 static GstStructure *
-label_event_structure (GstConyTransformer *self, const GstConyTransformerStep *st,
+gst_cony_transformer_label_event_structure (GstConyTransformer *self, const GstConyTransformerStep *st,
     guint n_top, const GstConyClassificationEvent *e)
 {
-  GstStructure *s = new_step_structure (self, st, e->class_id, n_top);
+  GstStructure *s = gst_cony_transformer_new_step_structure (self, st, e->class_id, n_top);
   gst_structure_set (s, "event", G_TYPE_STRING, e->onset ? "onset" : "offset",
       "segment-start", G_TYPE_UINT64, e->start, NULL);
   if (!e->onset)
@@ -744,19 +731,19 @@ label_event_structure (GstConyTransformer *self, const GstConyTransformerStep *s
 }
 
 static void
-step_messages (GstConyTransformer *self, const GstConyTransformerStep *st, gint top,
+gst_cony_transformer_step_messages (GstConyTransformer *self, const GstConyTransformerStep *st, gint top,
     guint n_top, guint n_events, GstConyTransformerMessageMode mode, gdouble threshold,
     GPtrArray **messages)
 {
   if (mode == GST_CONY_TRANSFORMER_MESSAGE_EVERY_STEP) {
-    if (step_passes (self, top, threshold))
-      add_message (self, messages, new_step_structure (self, st, top, n_top));
+    if (gst_cony_transformer_step_passes (self, top, threshold))
+      gst_cony_transformer_add_message (self, messages, gst_cony_transformer_new_step_structure (self, st, top, n_top));
   } else if (self->multi_label) {
     for (guint i = 0; i < n_events; i++)
-      add_message (self, messages, label_event_structure (self, st, n_top, &self->events[i]));
+      gst_cony_transformer_add_message (self, messages, gst_cony_transformer_label_event_structure (self, st, n_top, &self->events[i]));
   } else if (n_events > 0) {
     const GstConyClassificationEvent *on = &self->events[n_events - 1];
-    add_message (self, messages, change_structure (self, st, n_top, on,
+    gst_cony_transformer_add_message (self, messages, gst_cony_transformer_change_structure (self, st, n_top, on,
             n_events > 1 ? &self->events[0] : NULL));
   }
 }
@@ -764,7 +751,7 @@ step_messages (GstConyTransformer *self, const GstConyTransformerStep *st, gint 
 /* EOS in on-change mode: messages closing the open segment(s), with the
  * fields of the last step and eos = TRUE. */
 static void
-close_segments_at_eos (GstConyTransformer *self)
+gst_cony_transformer_close_segments_at_eos (GstConyTransformer *self)
 {
   gboolean post;
   GstConyTransformerMessageMode mode;
@@ -778,25 +765,25 @@ close_segments_at_eos (GstConyTransformer *self)
   GST_OBJECT_UNLOCK (self);
   if (!post || mode != GST_CONY_TRANSFORMER_MESSAGE_ON_CHANGE || !self->have_last)
     return;
-  guint n_top = select_top (self, top_k);
+  guint n_top = gst_cony_transformer_select_top (self, top_k);
   if (self->multi_label) {
     for (guint c = 0; c < self->n_classes; c++)
       if (self->active[c]) {
         GstConyClassificationEvent e = { FALSE, (gint) c, self->labels[c], self->on_start[c],
           self->on_end[c] };
-        GstStructure *s = label_event_structure (self, &self->last, n_top, &e);
+        GstStructure *s = gst_cony_transformer_label_event_structure (self, &self->last, n_top, &e);
         gst_structure_set (s, "eos", G_TYPE_BOOLEAN, TRUE, NULL);
-        add_message (self, &messages, s);
+        gst_cony_transformer_add_message (self, &messages, s);
         self->active[c] = FALSE;
       }
   } else if (self->seg_class >= 0) {
-    GstStructure *s = new_step_structure (self, &self->last, self->seg_class, n_top);
+    GstStructure *s = gst_cony_transformer_new_step_structure (self, &self->last, self->seg_class, n_top);
     gst_structure_set (s, "segment-start", G_TYPE_UINT64, self->seg_start,
         "previous-label", G_TYPE_STRING, self->labels[self->seg_class],
         "previous-segment-start", G_TYPE_UINT64, self->seg_start,
         "previous-segment-end", G_TYPE_UINT64, self->seg_end,
         "eos", G_TYPE_BOOLEAN, TRUE, NULL);
-    add_message (self, &messages, s);
+    gst_cony_transformer_add_message (self, &messages, s);
     self->seg_class = -1;
   }
   for (guint i = 0; messages && i < messages->len; i++)
@@ -808,7 +795,7 @@ close_segments_at_eos (GstConyTransformer *self)
 /* The end of the input behind a step whose tokens end at @tile_end: the
  * tokens' lookahead further (gstconytokens.h), never before @pts. */
 static GstClockTime
-input_end (GstClockTime pts, GstClockTime tile_end, gint64 lookahead)
+gst_cony_transformer_input_end (GstClockTime pts, GstClockTime tile_end, gint64 lookahead)
 {
   if (!GST_CLOCK_TIME_IS_VALID (tile_end))
     return GST_CLOCK_TIME_NONE;
@@ -819,7 +806,7 @@ input_end (GstClockTime pts, GstClockTime tile_end, gint64 lookahead)
 
 /* Attaches step @st's result to @buf: the meta and its custom mirror. */
 static void
-attach_result (GstConyTransformer *self, GstBuffer *buf, const GstConyTransformerStep *st,
+gst_cony_transformer_attach_result (GstConyTransformer *self, GstBuffer *buf, const GstConyTransformerStep *st,
     gint top, guint n_top, guint n_events)
 {
   GstConyClassificationMeta v = {
@@ -827,15 +814,29 @@ attach_result (GstConyTransformer *self, GstBuffer *buf, const GstConyTransforme
     .class_id = top, .label = self->labels[top], .score = self->probs[top],
     .n_scores = self->n_classes, .scores = self->probs, .context_fill = st->fill,
     .pts = st->pts,
-    .running_start = segment_time (self, st->start, TRUE),
-    .running_end = segment_time (self, st->end, TRUE),
-    .stream_start = segment_time (self, st->start, FALSE),
-    .stream_end = segment_time (self, st->end, FALSE),
+    .running_start = gst_cony_transformer_segment_time (self, st->start, TRUE),
+    .running_end = gst_cony_transformer_segment_time (self, st->end, TRUE),
+    .stream_start = gst_cony_transformer_segment_time (self, st->start, FALSE),
+    .stream_end = gst_cony_transformer_segment_time (self, st->end, FALSE),
     .multi_label = self->multi_label, .n_top = n_top, .top_ids = self->top_ids,
     .top_labels = self->top_labels, .n_events = n_events, .events = self->events,
   };
   GstConyClassificationMeta *meta = gst_buffer_add_cony_classification_meta_full (buf, &v);
   gst_buffer_add_cony_classification_custom_meta (buf, meta);
+}
+
+/* Time of token @i of the @k in a buffer at @pts: interpolated over the buffer's
+ * duration, else from the token rate; NONE when neither is known (or no PTS). */
+static GstClockTime
+gst_cony_transformer_token_time (GstConyTransformer *self, GstClockTime pts, GstClockTime dur, guint64 i, guint64 k)
+{
+  if (!GST_CLOCK_TIME_IS_VALID (pts))
+    return GST_CLOCK_TIME_NONE;
+  if (GST_CLOCK_TIME_IS_VALID (dur))
+    return pts + gst_util_uint64_scale (dur, i, k);
+  if (self->info.rate_n > 0)
+    return gst_cony_tokens_time (pts, i, self->info.rate_n, self->info.rate_d);
+  return GST_CLOCK_TIME_NONE;
 }
 
 static GstFlowReturn
@@ -849,10 +850,8 @@ gst_cony_transformer_transform_ip (GstBaseTransform *trans, GstBuffer *buf)
   gdouble threshold;
   guint top_k;
 
-  if (!self->have_info) {
-    GST_ELEMENT_ERROR (self, CORE, NEGOTIATION, (NULL), ("no caps before the first buffer"));
+  if (!gst_cony_element_check_caps_seen (GST_ELEMENT (self), self->have_info))
     return GST_FLOW_NOT_NEGOTIATED;
-  }
   GST_OBJECT_LOCK (self);
   post = self->post_messages;
   mode = self->message_mode;
@@ -863,30 +862,22 @@ gst_cony_transformer_transform_ip (GstBaseTransform *trans, GstBuffer *buf)
   if (GST_BUFFER_IS_DISCONT (buf) && cony_encoder_steps (self->encoder) > 0) {
     GST_DEBUG_OBJECT (self, "discontinuity at %" GST_TIME_FORMAT ": resetting the state",
         GST_TIME_ARGS (GST_BUFFER_PTS (buf)));
-    reset_stream (self);
+    gst_cony_transformer_reset_stream (self);
   }
 
-  /* Copy the tokens out: the metas are added to the buffer we read. */
-  if (!gst_buffer_map (buf, &map, GST_MAP_READ)) {
-    GST_ELEMENT_ERROR (self, RESOURCE, READ, (NULL), ("could not map the input buffer"));
-    return GST_FLOW_ERROR;
-  }
+  /* Read the tokens in place: a mapped buffer still takes metas (transform_ip has it
+   * writable), so each step's meta is added while the data stays mapped. */
   gsize step_bytes = token_bytes * self->k;
-  if (map.size % step_bytes != 0) {
-    if (self->k == 1)
-      GST_ELEMENT_ERROR (self, STREAM, FORMAT, (NULL),
-          ("buffer of %" G_GSIZE_FORMAT " bytes is not a whole number of %u-float tokens",
-              map.size, self->d_in));
-    else
-      GST_ELEMENT_ERROR (self, STREAM, FORMAT, ("Buffer does not hold whole model steps"),
-          ("buffer of %" G_GSIZE_FORMAT " bytes is not a whole number of steps of %u "
-              "%u-float tokens (the model's tokens_per_step)", map.size, self->k, self->d_in));
-    gst_buffer_unmap (buf, &map);
+  gchar *unit = self->k == 1 ? g_strdup_printf ("%u-float tokens", self->d_in)
+      : g_strdup_printf ("steps of %u %u-float tokens (the model's tokens_per_step)", self->k,
+      self->d_in);
+  gboolean mapped = gst_cony_element_map_units (GST_ELEMENT (self), buf, &map, step_bytes, unit,
+      self->k == 1 ? NULL : "Buffer does not hold whole model steps");
+  g_free (unit);
+  if (!mapped)
     return GST_FLOW_ERROR;
-  }
   gsize k = map.size / token_bytes, per = self->k;
-  gfloat *tokens = g_memdup2 (map.data, map.size);
-  gst_buffer_unmap (buf, &map);
+  const gfloat *tokens = (const gfloat *) map.data;
 
   GstClockTime pts = GST_BUFFER_PTS (buf), dur = GST_BUFFER_DURATION (buf);
   gint64 lookahead = gst_cony_tokens_lookahead_ns (&self->info);
@@ -897,20 +888,13 @@ gst_cony_transformer_transform_ip (GstBaseTransform *trans, GstBuffer *buf)
   /* One step per `per` consecutive tokens (per = 1 for most models). */
   for (gsize i = 0; i < k; i += per) {
     const gfloat *token = tokens + i * self->d_in;
-    GstClockTime t0 = GST_CLOCK_TIME_NONE, t1 = GST_CLOCK_TIME_NONE;
-    if (GST_CLOCK_TIME_IS_VALID (pts)) {
-      if (GST_CLOCK_TIME_IS_VALID (dur)) {
-        t0 = pts + gst_util_uint64_scale (dur, i, k);
-        t1 = pts + gst_util_uint64_scale (dur, i + per, k);
-      } else if (self->info.rate_n > 0) {
-        t0 = gst_cony_tokens_time (pts, i, self->info.rate_n, self->info.rate_d);
-        t1 = gst_cony_tokens_time (pts, i + per, self->info.rate_n, self->info.rate_d);
-      } else {
-        t0 = pts;
-      }
-    }
+    /* Without a duration or a rate, the tokens all get the buffer's PTS. */
+    GstClockTime t0 = gst_cony_transformer_token_time (self, pts, dur, i, k);
+    GstClockTime t1 = gst_cony_transformer_token_time (self, pts, dur, i + per, k);
+    if (!GST_CLOCK_TIME_IS_VALID (t0))
+      t0 = pts;
 
-    if (!all_finite (token, self->d_in * per)) {
+    if (!gst_cony_transformer_all_finite (token, self->d_in * per)) {
       bad += per;
       continue;
     }
@@ -918,54 +902,48 @@ gst_cony_transformer_transform_ip (GstBaseTransform *trans, GstBuffer *buf)
     guint64 step = cony_encoder_steps (self->encoder);
     guint64 first = step * per;   /* index of the step's first token since the reset */
     for (gsize j = 0; j < per; j++) {
-      GstClockTime tj = t0;
-      if (j > 0 && GST_CLOCK_TIME_IS_VALID (pts) && GST_CLOCK_TIME_IS_VALID (dur))
-        tj = pts + gst_util_uint64_scale (dur, i + j, k);
-      else if (j > 0 && GST_CLOCK_TIME_IS_VALID (pts) && self->info.rate_n > 0)
-        tj = gst_cony_tokens_time (pts, i + j, self->info.rate_n, self->info.rate_d);
-      self->starts[(first + j) % self->window] = tj;
+      GstClockTime tj = j > 0 ? gst_cony_transformer_token_time (self, pts, dur, i + j, k) : t0;
+      self->starts[(first + j) % self->window] = GST_CLOCK_TIME_IS_VALID (tj) ? tj : t0;
     }
     if (!cony_encoder_step (self->encoder, token, self->logits)) {
       if (overflow++ == 0) {
         overflow_step = step;
         overflow_pts = t0;
       }
-      reset_after_overflow (self);
+      gst_cony_transformer_reset_after_overflow (self);
       continue;
     }
     guint fill = (guint) cony_encoder_window_fill (self->encoder);
-    gint top = compute_scores (self);
-    guint n_top = select_top (self, top_k);
+    gint top = gst_cony_transformer_compute_scores (self);
+    guint n_top = gst_cony_transformer_select_top (self, top_k);
     GstConyTransformerStep st = {
       .step = step, .pts = t0, .tile_end = t1,
       .start = self->starts[(first + per - fill) % self->window],
-      .end = input_end (t0, t1, lookahead), .fill = (gdouble) fill / self->window,
+      .end = gst_cony_transformer_input_end (t0, t1, lookahead), .fill = (gdouble) fill / self->window,
     };
-    guint n_events = update_segments (self, &st, top, threshold);
-    attach_result (self, buf, &st, top, n_top, n_events);
+    guint n_events = gst_cony_transformer_update_segments (self, &st, top, threshold);
+    gst_cony_transformer_attach_result (self, buf, &st, top, n_top, n_events);
     GST_LOG_OBJECT (self, "step %" G_GUINT64_FORMAT " at %" GST_TIME_FORMAT ": %s (%.3f)",
         step, GST_TIME_ARGS (t0), self->labels[top], self->probs[top]);
 
     self->have_last = TRUE;
     self->last = st;
     if (post)
-      step_messages (self, &st, top, n_top, n_events, mode, threshold, &messages);
+      gst_cony_transformer_step_messages (self, &st, top, n_top, n_events, mode, threshold, &messages);
   }
-  g_free (tokens);
+  gst_buffer_unmap (buf, &map);
 
-  if (bad > 0 && !self->in_nonfinite)
+  if (gst_cony_element_run_starts (&self->in_nonfinite, bad > 0))
     GST_ELEMENT_WARNING (self, STREAM, FORMAT, ("Input tokens contain NaN or infinite values"),
         ("%u of %" G_GSIZE_FORMAT " tokens in the buffer at %" GST_TIME_FORMAT
             " were not classified (the model state is kept)", bad, k, GST_TIME_ARGS (pts)));
-  self->in_nonfinite = bad > 0;
-  if (overflow > 0 && !self->in_overflow)
+  if (gst_cony_element_run_starts (&self->in_overflow, overflow > 0))
     GST_ELEMENT_WARNING (self, STREAM, FAILED,
         ("Step %" G_GUINT64_FORMAT " gave non-finite logits: no result for it, the continual "
             "state was reset", overflow_step),
         ("%u step(s) of the buffer at %" GST_TIME_FORMAT " (first at %" GST_TIME_FORMAT ") "
             "overflowed float (tokens too large for the model) and were not published",
             overflow, GST_TIME_ARGS (pts), GST_TIME_ARGS (overflow_pts)));
-  self->in_overflow = overflow > 0;
 
   if (messages) {
     for (guint i = 0; i < messages->len; i++)
@@ -1052,7 +1030,7 @@ gst_cony_transformer_get_property (GObject *object, guint prop_id, GValue *value
         /* not loaded yet: read them from the files, outside the lock */
         gchar *model = g_strdup (self->model_path), *file = g_strdup (self->labels_file);
         GST_OBJECT_UNLOCK (self);
-        g_value_take_boxed (value, peek_labels (model, file));
+        g_value_take_boxed (value, gst_cony_transformer_peek_labels (model, file));
         g_free (model);
         g_free (file);
         return;

@@ -653,9 +653,6 @@ cony_segment_push (ConyAttention *a)
   return complete;
 }
 
-/* Subtracts the evicted key, adds the new one, for every landmark row but @skip.
- * The term added for a key is stored and later subtracted as is, so its exponential
- * only needs to be deterministic: the fast batch exp of linalg.c serves. */
 /* First half of a row update: the new key's score against each landmark of head @h,
  * the row offsets moved if needed, and the exponent arguments written to @arg. */
 static G_ALWAYS_INLINE inline void
@@ -811,7 +808,8 @@ cony_emit (ConyAttention *a, const float *Q, int rows)
 /* ------------------------------------------------------------------------ */
 /* The layer. */
 
-/* Which windows a variant must keep between steps (the real state, DESIGN.md §3). */
+/* Which windows a variant must keep between steps: its real state (docs/attention.md,
+ * Variants). */
 static gboolean
 keeps_q (const ConyAttentionConfig *c)
 {

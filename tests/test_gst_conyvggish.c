@@ -181,6 +181,24 @@ test_timestamps_odd_buffers (void)
   g_free (x);
 }
 
+/* A long stream (1000 frames, 37 windows): the window slides through the frame store
+ * and is moved back to its start several times; every window still equals the engine
+ * run on its own 96 frames. */
+static void
+test_long_stream (void)
+{
+  gsize n = 1000;
+  float *x = make_frames (n, D, 3);
+  ConyCnn *cnn = load_model ("small.safetensors");
+  GstHarness *h = new_harness ("small.safetensors", NULL);
+  gst_harness_set_src_caps_str (h, TOKEN_CAPS ("1", "100/1"));
+  cony_test_push_tokens (h, x, D, 0, n, 1, 0, 10 * MS, FALSE);
+  g_assert_cmpuint (check_windows (h, cnn, x, 25, 0, 250 * MS), ==, 1 + (1000 - 96) / 25);
+  gst_harness_teardown (h);
+  cony_cnn_free (cnn);
+  g_free (x);
+}
+
 /* Stride larger than the window: the frames in between are skipped. */
 static void
 test_stride_above_window (void)
@@ -684,6 +702,7 @@ main (int argc, char **argv)
   g_test_add_func ("/conyvggish/matches-torch-golden", test_matches_torch_golden);
   g_test_add_func ("/conyvggish/timestamps-odd-buffers", test_timestamps_odd_buffers);
   g_test_add_func ("/conyvggish/stride-above-window", test_stride_above_window);
+  g_test_add_func ("/conyvggish/long-stream", test_long_stream);
   g_test_add_func ("/conyvggish/latency", test_latency);
   g_test_add_func ("/conyvggish/flush", test_flush_resets);
   g_test_add_func ("/conyvggish/discont", test_discont_reanchors);
