@@ -1,6 +1,6 @@
 /* Internals of ConyAttention, shared by attention.c and the benchmarks. */
 #pragma once
-#include "cony/attention.h"
+#include "cony/attention-internal.h"
 #include "gemv-private.h"
 
 G_BEGIN_DECLS
@@ -60,11 +60,7 @@ struct _ConyAttention {
   ConyVcc *vcc;                /* the vcc variant's state (attention-vcc.c), else NULL */
 };
 
-/* The attention core for the token already projected into a->qkv (no projections):
- * writes cony_attention_output_rows() × d head outputs to a->heads_out. */
-void cony_attention_core_step (ConyAttention *a);
-/* Projects @x into a->qkv. */
-void cony_attention_project (ConyAttention *a, const float *x);
+/* cony_attention_project(), cony_attention_core_step(): cony/attention-internal.h */
 
 /* The vcc variant (attention-vcc.c), behind the hooks of attention.c. */
 /* Why @c is not a valid vcc layer, or NULL. */
