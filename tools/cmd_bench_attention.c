@@ -1,10 +1,10 @@
 /* cony bench attention: attention variants stepped one token at a time, side by side
  * in one run, at one or several window sizes: CPU µs per step, counted FLOPs, state
  * bytes, peak bytes, and the approximation error against exact attention. */
+#include "bench.h"
 #include "commands.h"
 
-#include "../src/attention-private.h"
-#include "cony/attention.h"
+#include "cony/attention-internal.h"
 #include "cony/npy.h"
 
 #include <cblas.h>
@@ -13,22 +13,12 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <time.h>
 
-/* This thread's CPU time: what the step costs, whatever else holds the cores. */
-static double
-cpu_ns (void)
-{
-  struct timespec ts;
-  clock_gettime (CLOCK_THREAD_CPUTIME_ID, &ts);
-  return ts.tv_sec * 1e9 + ts.tv_nsec;
-}
-
+/* Uniform values with standard deviation @sd. */
 static void
 fill_random (GRand *rng, float *x, gsize n, double sd)
 {
-  for (gsize i = 0; i < n; i++)
-    x[i] = (float) (g_rand_double_range (rng, -1.0, 1.0) * sd * sqrt (3.0));
+  cony_bench_fill_random (rng, x, n, 0.0, sd * sqrt (3.0));
 }
 
 /* Per column, three sinusoids with periods of 64 to 1024 tokens and random phases,
@@ -49,13 +39,6 @@ fill_smooth (GRand *rng, float *x, int T, int d)
       x[(gsize) t * d + c] = (float) (v / sqrt (1.5));
     }
   }
-}
-
-static int
-cmp_double (const void *a, const void *b)
-{
-  double x = *(const double *) a, y = *(const double *) b;
-  return (x > y) - (x < y);
 }
 
 /* One column of the sweep: a variant, with its vcc budget. */
@@ -147,42 +130,41 @@ time_layer (ConyAttention *a, const float *tokens, const float *qkvs, int n_toke
   int d = c->d, n = c->window, m = MAX (c->landmarks, 1);
   gsize qkv_len = 3 * (gsize) d;
   Timing tm = { 0 };
-  double w0 = cpu_ns ();
+  double w0 = cony_bench_cpu_s ();
   for (int t = 0; t < n + 2 * ((n + m - 1) / m); t++) {
     cony_attention_step (a, tokens + (gsize) (t % n_tokens) * d, out);
-    if ((tm.warm_s = (cpu_ns () - w0) / 1e9) > limit_s) {
+    if ((tm.warm_s = cony_bench_cpu_s () - w0) > limit_s) {
       tm.skipped = TRUE;
       return tm;
     }
   }
   /* Steps per run from a short probe, so that each run takes about budget_s / 5. */
-  double t0 = cpu_ns ();
+  double t0 = cony_bench_cpu_s ();
   int probe = 0;
-  while (cpu_ns () - t0 < budget_s * 1e8)
+  while (cony_bench_cpu_s () - t0 < budget_s / 10)
     cony_attention_step (a, tokens + (gsize) (probe++ % n_tokens) * d, out);
   int steps = MAX (5, probe * 2);
   enum { REPS = 5 };
   double core[REPS], whole[REPS];
+  float *qkv = cony_attention_qkv_buffer (a), *heads = cony_attention_heads_buffer (a);
   for (int r = 0; r < REPS; r++) {
-    double s0 = cpu_ns ();
+    double s0 = cony_bench_cpu_s ();
     for (int i = 0; i < steps; i++) {
-      memcpy (a->qkv, qkvs + (i % n_tokens) * qkv_len, sizeof (float) * qkv_len);
+      memcpy (qkv, qkvs + (i % n_tokens) * qkv_len, sizeof (float) * qkv_len);
       cony_attention_core_step (a);
     }
-    double s1 = cpu_ns ();
+    double s1 = cony_bench_cpu_s ();
     for (int i = 0; i < steps; i++)
-      memcpy (a->heads_out, qkvs + (i % n_tokens) * qkv_len, sizeof (float) * qkv_len);
-    double s2 = cpu_ns ();
+      memcpy (heads, qkvs + (i % n_tokens) * qkv_len, sizeof (float) * qkv_len);
+    double s2 = cony_bench_cpu_s ();
     for (int i = 0; i < steps; i++)
       cony_attention_step (a, tokens + (gsize) (i % n_tokens) * d, out);
-    double s3 = cpu_ns ();
-    core[r] = ((s1 - s0) - (s2 - s1)) / steps / 1e3;
-    whole[r] = (s3 - s2) / steps / 1e3;
+    double s3 = cony_bench_cpu_s ();
+    core[r] = ((s1 - s0) - (s2 - s1)) / steps * 1e6;
+    whole[r] = (s3 - s2) / steps * 1e6;
   }
-  qsort (core, REPS, sizeof (double), cmp_double);
-  qsort (whole, REPS, sizeof (double), cmp_double);
-  tm.core_us = core[REPS / 2];
-  tm.step_us = whole[REPS / 2];
+  tm.core_us = cony_bench_summarise (core, REPS).median;
+  tm.step_us = cony_bench_summarise (whole, REPS).median;
   return tm;
 }
 
@@ -291,7 +273,7 @@ run_timings (const Bench *b, const GArray *entries, const GArray *windows, gbool
         return cony_cmd_fail (error);
       for (int t = 0; t < n_tokens; t++) {
         cony_attention_project (p, tokens + (gsize) t * d);
-        memcpy (qkvs + (gsize) t * 3 * d, p->qkv, sizeof (float) * 3 * d);
+        memcpy (qkvs + (gsize) t * 3 * d, cony_attention_qkv_buffer (p), sizeof (float) * 3 * d);
       }
       cony_attention_free (p);
     }
@@ -432,7 +414,7 @@ run_errors (const Bench *b, const GArray *entries, const GArray *windows, int st
 }
 
 int
-cony_bench_attention (int argc, char **argv)
+cony_cmd_bench_attention (int argc, char **argv)
 {
   int n = 120, d = 192, heads = 16, m = 4, error_steps = 64;
   double budget = 0.3, limit = 60.0;

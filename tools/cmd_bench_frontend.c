@@ -3,6 +3,7 @@
  * log-mel + YAMNet (MobileNet-v1, 3.7 M parameters: random weights, or a file
  * with --yamnet) at a 0.25 s stride, on one core, with the GFLOP/s reached next
  * to OpenBLAS sgemm's peak measured in the same run. */
+#include "bench.h"
 #include "commands.h"
 
 #include "cony/cnn.h"
@@ -13,25 +14,7 @@
 #include <stdio.h>
 #include <string.h>
 
-#include <time.h>
-
 #define CHUNK 1024   /* samples per push, like a 64 ms audio buffer */
-
-static double
-now (void)
-{
-  return g_get_monotonic_time () * 1e-6;
-}
-
-/* CPU time of this thread: with one BLAS thread, the compute time free of the
- * other processes sharing the machine. */
-static double
-cpu_now (void)
-{
-  struct timespec ts;
-  clock_gettime (CLOCK_THREAD_CPUTIME_ID, &ts);
-  return ts.tv_sec + ts.tv_nsec * 1e-9;
-}
 
 /* Best GFLOP/s (by CPU time when single-threaded, else wall) of C = A B over a
  * time budget. */
@@ -44,16 +27,16 @@ sgemm_peak (int m, int n, int k, double budget)
     a[i] = (float) ((i * 7 % 13) - 6) * 0.01f;
   for (gsize i = 0; i < (gsize) k * n; i++)
     b[i] = (float) ((i * 5 % 11) - 5) * 0.01f;
-  double best = 0, start = now ();
+  double best = 0, start = cony_bench_wall_s ();
   int reps = 0;
   gboolean cpu = openblas_get_num_threads () == 1;
   do {
-    double t0 = cpu ? cpu_now () : now ();
+    double t0 = cpu ? cony_bench_cpu_s () : cony_bench_wall_s ();
     cblas_sgemm (CblasRowMajor, CblasNoTrans, CblasNoTrans, m, n, k, 1.0f, a, k, b, n, 0.0f, c, n);
-    double t = (cpu ? cpu_now () : now ()) - t0;
+    double t = (cpu ? cony_bench_cpu_s () : cony_bench_wall_s ()) - t0;
     best = MAX (best, 2.0 * m * n * k / t * 1e-9);
     reps++;
-  } while (now () - start < budget || reps < 3);
+  } while (cony_bench_wall_s () - start < budget || reps < 3);
   g_free (a);
   g_free (b);
   g_free (c);
@@ -88,7 +71,7 @@ stream_run (ConyMel *mel, ConyCnn *cnn, const float *x, gsize n, float *hist, in
   cony_mel_reset (mel);
   cony_cnn_set_profiling (cnn, TRUE);
   gsize nf = 0, windows = 0;
-  double t0 = now (), c0 = cpu_now ();
+  double t0 = cony_bench_wall_s (), c0 = cony_bench_cpu_s ();
   for (gsize pos = 0; pos < n; pos += CHUNK) {
     cony_mel_push (mel, x + pos, MIN ((gsize) CHUNK, n - pos));
     while (cony_mel_pop_frame (mel, hist + nf * 64)) {
@@ -99,8 +82,8 @@ stream_run (ConyMel *mel, ConyCnn *cnn, const float *x, gsize n, float *hist, in
       }
     }
   }
-  r->wall = now () - t0;
-  r->cpu = cpu_now () - c0;
+  r->wall = cony_bench_wall_s () - t0;
+  r->cpu = cony_bench_cpu_s () - c0;
   r->windows = windows;
   cony_cnn_get_profile (cnn, &r->prof);
 }
@@ -109,10 +92,10 @@ static void
 batch_run (ConyCnn *cnn, const float *patches, gsize windows, float *embs, Run *r)
 {
   cony_cnn_set_profiling (cnn, TRUE);
-  double t0 = now (), c0 = cpu_now ();
+  double t0 = cony_bench_wall_s (), c0 = cony_bench_cpu_s ();
   cony_cnn_forward_batch (cnn, patches, windows, embs);
-  r->wall = now () - t0;
-  r->cpu = cpu_now () - c0;
+  r->wall = cony_bench_wall_s () - t0;
+  r->cpu = cony_bench_cpu_s () - c0;
   r->windows = windows;
   cony_cnn_get_profile (cnn, &r->prof);
 }
@@ -159,19 +142,13 @@ torch_ms (const char *script, const char *model, char **why)
 {
   const char *argv[] = { "/usr/bin/python3", script, "--patches", "40", model ? "--model" : NULL,
                          model, NULL };
-  g_autofree char *out = NULL, *err = NULL;
-  int status = 0;
-  GError *error = NULL;
-  if (!g_spawn_sync (NULL, (char **) argv, NULL, G_SPAWN_DEFAULT, NULL, NULL, &out, &err, &status,
-                     &error)) {
-    *why = g_strdup (error->message);
-    g_error_free (error);
+  g_autofree char *out = cony_bench_run_script (argv, why);
+  if (!out)
     return -1;
-  }
   const char *key = "\"cpu_ms_per_patch\": ";
-  const char *at = out ? strstr (out, key) : NULL;
-  if (!g_spawn_check_wait_status (status, NULL) || at == NULL) {
-    *why = g_strdup_printf ("%s failed: %s", script, err ? err : "");
+  const char *at = strstr (out, key);
+  if (at == NULL) {
+    *why = g_strdup_printf ("%s printed no cpu_ms_per_patch", script);
     return -1;
   }
   return g_ascii_strtod (at + strlen (key), NULL);
@@ -241,7 +218,7 @@ yamnet_row (ConyMel *mel, const float *x, gsize n, guint rate, double seconds, i
 }
 
 int
-cony_bench_frontend (int argc, char **argv)
+cony_cmd_bench_frontend (int argc, char **argv)
 {
   double mel_seconds = 120, cnn_seconds = 10;
   int stride = 25, threads = 1;
@@ -288,20 +265,21 @@ cony_bench_frontend (int argc, char **argv)
   if (mel == NULL)
     return cony_cmd_fail (error);
   float frame[64];
-  double mel_wall = 1e30, mel_cpu = 1e30;
+  double walls[3], cpus[3];
   gsize frames = 0;
   for (int rep = 0; rep < 3; rep++) {
     cony_mel_reset (mel);
     frames = 0;
-    double t0 = now (), c0 = cpu_now ();
+    double t0 = cony_bench_wall_s (), c0 = cony_bench_cpu_s ();
     for (gsize pos = 0; pos < n; pos += CHUNK) {
       cony_mel_push (mel, x + pos, MIN ((gsize) CHUNK, n - pos));
       while (cony_mel_pop_frame (mel, frame))
         frames++;
     }
-    mel_wall = MIN (mel_wall, now () - t0);
-    mel_cpu = MIN (mel_cpu, cpu_now () - c0);
+    walls[rep] = cony_bench_wall_s () - t0;
+    cpus[rep] = cony_bench_cpu_s () - c0;
   }
+  double mel_wall = cony_bench_summarise (walls, 3).min, mel_cpu = cony_bench_summarise (cpus, 3).min;
   printf ("log-mel (streaming, %d-sample pushes): %" G_GSIZE_FORMAT " frames; wall %.2f us/frame = "
           "%.0fx real time; CPU %.2f us/frame = %.0fx real time\n", CHUNK, frames,
           mel_wall / frames * 1e6, mel_seconds / mel_wall, mel_cpu / frames * 1e6,
@@ -317,11 +295,11 @@ cony_bench_frontend (int argc, char **argv)
     return 0;
 
   /* 3. Full-size VGGish with random weights. */
-  double t_build = now ();
+  double t_build = cony_bench_wall_s ();
   g_autoptr (ConyCnn) cnn = cony_cnn_new_random (CONY_CNN_VGGISH_LAYOUT, 96, 64, 1, 1, &error);
   if (cnn == NULL)
     return cony_cmd_fail (error);
-  t_build = now () - t_build;
+  t_build = cony_bench_wall_s () - t_build;
   guint64 conv_flops, fc_flops;
   cony_cnn_get_flops (cnn, &conv_flops, &fc_flops);
   printf ("VGGish (random weights, built in %.1f s): %" G_GUINT64_FORMAT " parameters, "
