@@ -1172,12 +1172,6 @@ cony_attention_qkv_buffer (ConyAttention *a)
   return a->qkv;
 }
 
-float *
-cony_attention_heads_buffer (ConyAttention *a)
-{
-  return a->heads_out;
-}
-
 /* out = heads · W_outᵀ + b for @rows rows starting at @first; rows before it are 0. */
 static void
 out_project (const ConyAttention *a, const float *heads, int first, int rows, float *out)

@@ -146,7 +146,7 @@ time_layer (ConyAttention *a, const float *tokens, const float *qkvs, int n_toke
   int steps = MAX (5, probe * 2);
   enum { REPS = 5 };
   double core[REPS], whole[REPS];
-  float *qkv = cony_attention_qkv_buffer (a), *heads = cony_attention_heads_buffer (a);
+  float *qkv = cony_attention_qkv_buffer (a);
   for (int r = 0; r < REPS; r++) {
     double s0 = cony_bench_cpu_s ();
     for (int i = 0; i < steps; i++) {
@@ -155,7 +155,7 @@ time_layer (ConyAttention *a, const float *tokens, const float *qkvs, int n_toke
     }
     double s1 = cony_bench_cpu_s ();
     for (int i = 0; i < steps; i++)
-      memcpy (heads, qkvs + (i % n_tokens) * qkv_len, sizeof (float) * qkv_len);
+      memcpy (qkv, qkvs + (i % n_tokens) * qkv_len, sizeof (float) * qkv_len);
     double s2 = cony_bench_cpu_s ();
     for (int i = 0; i < steps; i++)
       cony_attention_step (a, tokens + (gsize) (i % n_tokens) * d, out);

@@ -14,7 +14,5 @@ void cony_attention_project (ConyAttention *a, const float *x);
 void cony_attention_core_step (ConyAttention *a);
 /* The layer's q, k, v buffer of the current token: 3·d floats, fixed for its lifetime. */
 float *cony_attention_qkv_buffer (ConyAttention *a);
-/* The layer's head-output buffer: window n × d floats, fixed for its lifetime. */
-float *cony_attention_heads_buffer (ConyAttention *a);
 
 G_END_DECLS
