@@ -36,6 +36,15 @@ else
   echo "ok csv"
 fi
 
+# windows shorter than the 3 rows of q, k, v (a buffer of n·d once overflowed)
+if ! out=$("$cony" bench attention --windows 1,2 --variants continual,regular --dim 16 --heads 2 \
+    --landmarks 2 --budget 0.01 --single-only 2>&1); then
+  echo "FAIL bench attention --windows 1,2 exited non-zero:"; echo "$out"; fail=1
+else
+  check "n=1 continual" "^\| 1 \| \`continual\` \| single \| $num \| "
+  check "n=2 regular" "^\| 2 \| \`regular\` \| single \| $num \| "
+fi
+
 if out=$("$cony" bench attention --windows 16,x 2>&1); then
   echo "FAIL bad --windows: exit 0"; fail=1
 else
