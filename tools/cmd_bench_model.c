@@ -242,8 +242,7 @@ cony_cmd_bench_model (int argc, char **argv)
         GRand *r = g_rand_new_with_seed (7);
         /* fill the window (and one landmark period past it) before timing */
         for (int t = 0; t < n + n / m + 1; t++) {
-          for (int i = 0; i < d_in; i++)
-            tok[i] = (float) g_rand_double_range (r, -1, 1);
+          cony_bench_fill_random (r, tok, d_in, 0.0, 1.0);
           cony_encoder_step (enc, tok, logits);
         }
         gint64 t0 = g_get_monotonic_time (), elapsed;
