@@ -55,7 +55,7 @@ from conyref.model import ConyEncoderClassifier, save_checkpoint  # noqa: E402
 from conyref.mobilenet import dequantised  # noqa: E402
 from export import export_model  # noqa: E402
 from train import fit_block_landmarks  # noqa: E402
-from train_your_own import cnn_frontend  # noqa: E402
+from train_your_own import cnn_frontend, sha256  # noqa: E402
 
 STRIDE = 25          # frames between YAMNet windows: one token every 0.25 s
 TOKEN_S = 0.25
@@ -130,7 +130,27 @@ def yamnet_fc(cnn):
             tensors[f"layers.{i}.bias"].astype(np.float32))
 
 
+def check_cache(args, cache, write):
+    """CACHE/yamnet.json names the CNN the cached tokens come from (train_yamnet_audio.py's
+    record); tokens of another CNN are refused."""
+    info = os.path.join(cache, "yamnet.json")
+    mine = {"cnn": os.path.relpath(args.cnn, REPO), "cnn_sha256": sha256(args.cnn),
+            "stride_frames": STRIDE, "tokens": "pooled embedding (cony embed -e)",
+            "scores": "<clip>.scores.npy: sigmoid(fc(embedding)), float16"}
+    if os.path.exists(info):
+        with open(info) as f:
+            have = json.load(f).get("cnn_sha256")
+        if have != mine["cnn_sha256"]:
+            raise RuntimeError(f"{info}: the cache holds tokens of another CNN ({have})")
+    elif write:
+        os.makedirs(cache, exist_ok=True)
+        with open(info, "w") as f:
+            json.dump(mine, f, indent=1)
+
+
 def stage_embed(args, rows):
+    for cache in sorted({args.cache_of(r) for r in rows}):
+        check_cache(args, cache, not (cache == args.cache and args.read_only_cache))
     todo = [r for r in rows if not os.path.exists(token_path(args.cache_of(r), r, ".scores"))]
     if not todo:
         log(f"embed: all {len(rows)} clips cached")
