@@ -320,8 +320,8 @@ def stage_eval(args, rows, labels, model_path):
     tmp = os.path.join(args.work, "eval-tmp")
     os.makedirs(tmp, exist_ok=True)
     n = json.loads(safetensors_io.load(model_path)[1]["config"])["window"]
-    P, Y, M = [], [], []                        # model, YAMNet, YAMNet's window mean
-    for k, rs in enumerate(by_rec.values()):
+    P, Y, M, C = [], [], [], []                 # model, YAMNet, YAMNet's window mean, class
+    for rs in by_rec.values():
         x = np.concatenate([np.load(token_path(args.cache_of(r), r)) for r in rs])
         y = np.concatenate([np.load(token_path(args.cache_of(r), r, ".scores"))
                             for r in rs]).astype(np.float32)
@@ -331,6 +331,8 @@ def stage_eval(args, rows, labels, model_path):
         P.append(1.0 / (1.0 + np.exp(-np.load(out).astype(np.float64))))
         Y.append(y)
         M.append(window_mean(y, n))
+        C.append(np.concatenate([[r.get("label", "?")] * len(np.load(
+            token_path(args.cache_of(r), r, ".scores"), mmap_mode="r")) for r in rs]))
     res = {"recordings": len(P), "steps": int(sum(len(p) for p in P)),
            "minutes": sum(len(p) for p in P) * TOKEN_S / 60}
     yall = np.concatenate(Y)
@@ -345,6 +347,8 @@ def stage_eval(args, rows, labels, model_path):
         res[name] = {"top1_agreement": float(agree.mean()),
                      "top1_agreement_recording_mean": float(np.mean(per_rec)),
                      "mAP": float(np.mean(list(aps.values()))),
+                     "mAP_10": float(np.mean([aps[labels[c]] for c in scored
+                                              if pos[:, c].sum() >= 10])),
                      "AP": aps,
                      "top3_contains_yamnet_top1": float(np.mean(np.concatenate(
                          [(np.argsort(-s, 1)[:, :3] == y.argmax(1)[:, None]).any(1)
@@ -353,21 +357,38 @@ def stage_eval(args, rows, labels, model_path):
     res["yamnet"] = {"flips_per_minute": flips([y.argmax(1) for y in Y]) / res["minutes"]}
     res["mAP_labels"] = len(scored)
     res["positives"] = int(pos.sum())
+    res["positives_per_label"] = {labels[c]: int(pos[:, c].sum()) for c in scored}
+    # top-1 agreement per class of the data set (the clips' own labels)
+    cls = np.concatenate(C)
+    yt, pt = yall.argmax(1), np.concatenate(P).argmax(1)
+    res["top1_agreement_by_class"] = {c: float(np.mean(pt[cls == c] == yt[cls == c]))
+                                      for c in sorted(set(cls))}
+    miss = {}
+    for a, b in zip(yt[pt != yt], pt[pt != yt]):
+        miss[(labels[a], labels[b])] = miss.get((labels[a], labels[b]), 0) + 1
+    res["disagreements"] = [{"yamnet": a, "tagger": b, "steps": k} for (a, b), k in
+                            sorted(miss.items(), key=lambda kv: -kv[1])[:12]]
     with open(os.path.join(args.work, "eval.json"), "w") as f:
         json.dump(res, f, indent=1)
     t, m = res["tagger"], res["yamnet-window-mean"]
     print(f"test split: {res['recordings']} recordings, {res['steps']} steps "
           f"({res['minutes']:.1f} min); mAP over the {len(scored)} labels YAMNet scores >= 0.5 "
-          f"somewhere ({res['positives']} positives)\n")
+          f"somewhere ({res['positives']} positives); mAP10: the "
+          f"{int((pos.sum(0) >= 10).sum())} labels with at least 10 positive steps\n")
     print("| | top-1 = YAMNet's (steps) | per-recording mean | YAMNet's top-1 in top 3 "
-          "| mAP | top-1 flips / min |")
-    print("|---|---|---|---|---|---|")
+          "| mAP | mAP10 | top-1 flips / min |")
+    print("|---|---|---|---|---|---|---|")
     for name, r in (("tagger (C, cony-fixed)", t), ("YAMNet's window mean", m)):
         print(f"| {name} | {100 * r['top1_agreement']:.1f} % | "
               f"{100 * r['top1_agreement_recording_mean']:.1f} % | "
               f"{100 * r['top3_contains_yamnet_top1']:.1f} % | {r['mAP']:.3f} | "
+              f"{r['mAP_10']:.3f} | "
               f"{r['flips_per_minute']:.1f} |")
-    print(f"| YAMNet per patch | — | — | — | — | {res['yamnet']['flips_per_minute']:.1f} |")
+    print(f"| YAMNet per patch | — | — | — | — | — | {res['yamnet']['flips_per_minute']:.1f} |")
+    print("\ntop-1 agreement by the data set's class: " + ", ".join(
+        f"{c} {100 * v:.1f} %" for c, v in res["top1_agreement_by_class"].items()))
+    print("most frequent disagreements (YAMNet -> tagger, steps): " + "; ".join(
+        f"{d['yamnet']} -> {d['tagger']} {d['steps']}" for d in res["disagreements"][:8]))
     return res
 
 
