@@ -20,7 +20,8 @@ training/train_audioset_tagger.sh runs it. Stages (all by default; --stages pick
          another clip of the same recording with --p-recording, else a random clip), windows
          of n tokens ending anywhere in a stream at a random stream offset (--warmup-fraction
          of them warm-up windows, the first w < n tokens), the target YAMNet's 521 scores of
-         the window's newest token, loss binary cross-entropy against them (soft targets).
+         the window's newest token (with --target-mean K their mean over the newest K
+         tokens), loss binary cross-entropy against them (soft targets).
          Phase 1 as `cony`, then k-means landmarks (train.fit_block_landmarks) and fine-tuning
          as `cony-fixed`. Exported with config "output": "sigmoid" and YAMNet's display names
          as labels -> MODELS/tagger.safetensors.
@@ -223,7 +224,10 @@ class JoinedStreams:
             x = self.x[seq[first:last + 1]].reshape(-1, E)
             xs.append(x[t0 - first * L:t0 - first * L + w])
             offs.append(0 if warm else int(rng.integers(0, self.T)))
-            ys.append(self.s[seq[last], (t0 + w - 1) % L])
+            # the mean of YAMNet's scores over the newest --target-mean tokens of the stream
+            lo = max(0, t0 + w - self.a.target_mean)
+            s = self.s[seq[lo // L:last + 1]].reshape(-1, self.s.shape[2])
+            ys.append(s[lo - lo // L * L:t0 + w - lo // L * L].astype(np.float32).mean(0))
         return (torch.from_numpy(np.stack(xs).astype(np.float32)),
                 torch.tensor(offs, dtype=torch.long),
                 torch.from_numpy(np.stack(ys).astype(np.float32)))
@@ -426,6 +430,9 @@ def main():
     ap.add_argument("--clips-per-stream", type=int, default=9)
     ap.add_argument("--p-recording", type=float, default=0.6)
     ap.add_argument("--warmup-fraction", type=float, default=0.25)
+    ap.add_argument("--target-mean", type=int, default=1,
+                    help="target: YAMNet's scores averaged over this many newest tokens "
+                         "(1: the newest patch's own)")
     ap.add_argument("--epochs", type=int, default=30)
     ap.add_argument("--finetune-epochs", type=int, default=8)
     ap.add_argument("--batches", type=int, default=100, help="batches per epoch")
