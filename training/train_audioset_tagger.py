@@ -430,7 +430,7 @@ def main():
     ap.add_argument("--clips-per-stream", type=int, default=9)
     ap.add_argument("--p-recording", type=float, default=0.6)
     ap.add_argument("--warmup-fraction", type=float, default=0.25)
-    ap.add_argument("--target-mean", type=int, default=1,
+    ap.add_argument("--target-mean", type=int, default=4,
                     help="target: YAMNet's scores averaged over this many newest tokens "
                          "(1: the newest patch's own)")
     ap.add_argument("--epochs", type=int, default=30)
