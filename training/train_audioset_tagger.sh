@@ -1,0 +1,45 @@
+#!/usr/bin/env bash
+# Rebuilds the continual AudioSet tagger (models/audioset/tagger.safetensors):
+#
+#   training/train_audioset_tagger.sh [--cache DIR] [--read-only-cache] [-- train args]
+#
+#   1. the labelled clip data set version 9 (training/train_default_audio.sh's recipe;
+#      skipped when out/audio-dataset-v9/manifest.csv exists) and the `cony` tool
+#      (build-train/),
+#   2. training/train_audioset_tagger.py: generated sines, YAMNet's tokens and per-patch
+#      scores of every clip not yet cached (out/yamnet-cache/, the layout
+#      training/train_yamnet_audio.py shares), the encoder distilled from YAMNet's scores,
+#      exported to models/audioset/, and its held-out figures (out/train-audioset/eval.json).
+# About 15 min on one core with the cache filled; the embeddings of the 7076 clips take
+# another 30-40 min on 2 cores the first time.
+set -euo pipefail
+
+REPO=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
+cd "$REPO"
+PY=/usr/bin/python3
+DATASET=out/audio-dataset-v9
+BUILD=${CONY_BUILD_DIR:-build-train}
+CACHE=out/yamnet-cache
+ARGS=()
+while [ $# -gt 0 ]; do
+  case $1 in
+    --cache) CACHE=$2; shift ;;
+    --read-only-cache) ARGS+=(--read-only-cache) ;;
+    --) shift; ARGS+=("$@"); break ;;
+    *) echo "usage: $0 [--cache DIR] [--read-only-cache] [-- train args]" >&2; exit 2 ;;
+  esac
+  shift
+done
+
+if [ ! -f "$DATASET/manifest.csv" ]; then
+  # the data set exactly as the default audio model's recipe builds it
+  bash training/data/build_audio_dataset.sh "$DATASET" --per-class 400 --train-extra 800 \
+    --alarm-synth v3 --train-only-version 7
+fi
+if [ ! -x "$BUILD/tools/cony" ]; then
+  [ -d "$BUILD" ] || meson setup "$BUILD" >/dev/null
+fi
+ninja -C "$BUILD" -j2 tools/cony >/dev/null
+
+"$PY" training/train_audioset_tagger.py --dataset "$DATASET" --cony "$BUILD/tools/cony" \
+  --cache "$CACHE" --work out/train-audioset --models models/audioset "${ARGS[@]}"
