@@ -111,7 +111,7 @@ class YamnetModelTest(unittest.TestCase):
             self.assertEqual(len(row), 5, out)           # index, time, 3 labels
             self.assertTrue(row[2].startswith("Speech "), out)
 
-    def pipeline(self, wav, mel="preset=yamnet"):
+    def pipeline(self, wav, mel="preset=yamnet", timeout=120):
         """(returncode, output text, scores (windows, 521)) of the YAMNet pipeline on wav."""
         launch = shutil.which("gst-launch-1.0")
         if launch is None or not os.environ.get("GST_PLUGIN_PATH"):
@@ -119,12 +119,20 @@ class YamnetModelTest(unittest.TestCase):
         out = os.path.join(self.tmp.name, "scores.f32")
         if os.path.exists(out):
             os.unlink(out)
-        r = subprocess.run([launch, "filesrc", f"location={wav}", "!", "wavparse", "!",
-                            "audioconvert", "!", "audioresample", "!", "conymel"] + mel.split()
-                           + ["!", "conyvggish", f"model={MODEL}", "!", "filesink",
-                              f"location={out}"], capture_output=True, text=True, timeout=120)
+        cmd = ([launch, "filesrc", f"location={wav}", "!", "wavparse", "!", "audioconvert", "!",
+                "audioresample", "!", "conymel"] + mel.split()
+               + ["!", "conyvggish", f"model={MODEL}", "!", "filesink", f"location={out}"])
+        try:
+            r = subprocess.run(cmd, capture_output=True, text=True, timeout=timeout)
+            rc, text = r.returncode, r.stdout + r.stderr
+        except subprocess.TimeoutExpired as e:
+            # gst-launch-1.0 1.22 can hang after an error posted before its main loop runs
+            # (tests/expect_error.sh): a stopped run still counts as refused if it said why.
+            rc = 124
+            text = "".join(x.decode() if isinstance(x, bytes) else (x or "")
+                           for x in (e.stdout, e.stderr))
         scores = np.fromfile(out, "<f4").reshape(-1, 521) if os.path.exists(out) else None
-        return r.returncode, r.stdout + r.stderr, scores
+        return rc, text, scores
 
     def top(self, wav, k):
         rc, text, scores = self.pipeline(wav)
@@ -153,7 +161,7 @@ class YamnetModelTest(unittest.TestCase):
         self.assertEqual(top, ["Music"])
 
     def test_pipeline_without_preset_is_refused(self):
-        rc, text, scores = self.pipeline(os.path.join(GOLDEN, "music.wav"), mel="")
+        rc, text, scores = self.pipeline(os.path.join(GOLDEN, "music.wav"), mel="", timeout=20)
         self.assertNotEqual(rc, 0)
         self.assertIn("log-offset", text)
         self.assertIn("preset=yamnet", text)
