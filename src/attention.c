@@ -6,6 +6,7 @@
  * scale·(q·k) with scale = 1/√hd; q, k and landmarks are kept as projected, so fixed
  * landmarks are used exactly as given. */
 #include "attention-private.h"
+#include "cpu-private.h"
 #include "cony/error.h"
 #include "linalg.h"
 
@@ -23,13 +24,7 @@
 #define DEFAULT_RESYNC_WINDOWS 64
 
 /* The hot per-step functions are also built for x86-64-v3 (AVX2: four doubles a
- * vector), chosen at load time on CPUs that have it. Without -ffast-math the compiler
- * neither contracts nor reassociates, so both builds give the same results. */
-#if defined(__x86_64__) && defined(__GNUC__) && !defined(__clang__)
-#define CONY_HOT __attribute__ ((target_clones ("arch=x86-64-v3", "default")))
-#else
-#define CONY_HOT
-#endif
+ * vector), cpu-private.h's CONY_CLONES. */
 
 /* Runs EXPR with HD a compile-time constant for the common head sizes, so that the
  * short per-head loops of the hot path unroll; other sizes take the general path. */
@@ -656,7 +651,7 @@ cony_apply_head (ConyAttention *a, int h, int w, int p, gboolean evict, int skip
  * The term added for a key is stored and later subtracted as is, so its exponential
  * only needs to be deterministic: the fast batch exp of linalg.c serves, run once
  * over all heads. */
-static CONY_HOT void
+static CONY_CLONES void
 cony_update_rows (ConyAttention *a, int w, int p, gboolean evict, int skip)
 {
   int ml = a->ml;
@@ -737,7 +732,7 @@ cony_advance (ConyAttention *a)
 
 /* Single output: for each query of @Q (rows × d), Σ_j r_j (ΔV)_j / φ(Δ)_j; retroactive:
  * the n rows r·N with N_j = (ΔV)_j / φ(Δ)_j. */
-static CONY_HOT void
+static CONY_CLONES void
 cony_emit (ConyAttention *a, const float *Q, int rows)
 {
   int d = a->d, hd = a->hd, w = window_fill (a);

@@ -2,6 +2,7 @@
 #include "cony/cnn.h"
 #include "cony/error.h"
 #include "cony/safetensors.h"
+#include "cpu-private.h"
 #include "gemv-private.h"
 
 #include <cblas.h>
@@ -1003,7 +1004,7 @@ bias_act (float *x, gsize rows, guint cols, const float *b, gboolean relu)
 
 /* ---- Winograd product kernel (AVX2/FMA) ---- */
 
-#if defined(__GNUC__) && (defined(__x86_64__) || defined(__i386__))
+#ifdef CONY_CPU_X86
 #include <immintrin.h>
 #define CNN_HAVE_WINO_KERNEL 1
 
@@ -1015,7 +1016,7 @@ bias_act (float *x, gsize rows, guint cols, const float *b, gboolean relu)
  * as much as the product. Blocks of 6 rows x 16 columns: 12 accumulators, 2
  * weight loads and 6 broadcasts per 12 FMAs. */
 #define WG_MR 6
-__attribute__ ((target ("avx2,fma"), always_inline)) static inline void
+__attribute__ ((always_inline)) CONY_TARGET_V3 static inline void
 wg_block (const int mr, const float *v, gsize cin, const float *up, float *out, gsize ldo)
 {
   __m256 acc[WG_MR][2];
@@ -1037,7 +1038,7 @@ wg_block (const int mr, const float *v, gsize cin, const float *up, float *out, 
     }
 }
 
-__attribute__ ((target ("avx2,fma"))) static void
+CONY_TARGET_V3 static void
 wino_gemm_avx2 (gsize T, gsize K, gsize cin, const float *v, const float *up, float *out)
 {
   for (gsize p = 0; p < K / 16; p++) {
@@ -1064,20 +1065,18 @@ typedef struct {
   void (*wino_gemm) (gsize T, gsize K, gsize cin, const float *v, const float *up, float *out);
 } CnnKernels;
 
-/* The kernels this CPU runs; CONY_CNN_PORTABLE=1 in the environment (read
- * once) forces the portable ones (tests use it to cover that path): then the
- * FC layers use the portable gemv and the Winograd products use OpenBLAS. */
+/* The kernels this CPU runs; CONY_CNN_PORTABLE=1 (cony_cpu_force_portable) forces
+ * the portable ones (tests use it to cover that path): then the FC layers use the
+ * portable gemv and the Winograd products use OpenBLAS. */
 static const CnnKernels *
 cnn_kernels (void)
 {
   static CnnKernels k;
   static gsize done;
   if (g_once_init_enter (&done)) {
-    const char *env = g_getenv ("CONY_CNN_PORTABLE");
-    k.portable = env != NULL && strcmp (env, "1") == 0;
+    k.portable = cony_cpu_force_portable ();
 #ifdef CNN_HAVE_WINO_KERNEL
-    __builtin_cpu_init ();
-    if (!k.portable && __builtin_cpu_supports ("avx2") && __builtin_cpu_supports ("fma"))
+    if (!k.portable && cony_cpu_has_v3 ())
       k.wino_gemm = wino_gemm_avx2;
 #endif
     g_once_init_leave (&done, 1);
@@ -1306,12 +1305,7 @@ winograd_weights (Layer *l, guint m)
 /* @nb examples (HWC maps one after the other): their tiles share each sgemm.
  * The transforms are channel-vector loops: built for x86-64-v3 too (AVX2/FMA,
  * 8 floats per instruction instead of SSE2's 4), chosen at load time. */
-#if defined(__GNUC__) && defined(__x86_64__) && !defined(__clang__)
-#define CNN_HOT __attribute__ ((target_clones ("arch=x86-64-v3", "default")))
-#else
-#define CNN_HOT
-#endif
-CNN_HOT static void
+CONY_CLONES static void
 conv_winograd (ConyCnn *cnn, Layer *l, guint m, const float *in, float *out, gsize nb)
 {
   const WinoMats *wm = wino_mats (m);
