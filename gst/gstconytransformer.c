@@ -106,6 +106,7 @@
 #endif
 
 #include "gstconytransformer.h"
+#include "cony/labels.h"
 
 #include <math.h>
 #include <string.h>
@@ -198,29 +199,6 @@ reset_stream (GstConyTransformer *self)
   self->in_nonfinite = FALSE;
 }
 
-/* Reads one label per line; a final empty line is ignored. */
-static gchar **
-read_labels (const gchar *path, guint *n, GError **error)
-{
-  gchar *text = NULL;
-  if (!g_file_get_contents (path, &text, NULL, error))
-    return NULL;
-  gchar **lines = g_strsplit (text, "\n", -1);
-  g_free (text);
-  guint count = g_strv_length (lines);
-  if (count > 0 && lines[count - 1][0] == '\0') {
-    g_free (lines[count - 1]);
-    lines[--count] = NULL;
-  }
-  for (guint i = 0; i < count; i++) {
-    gsize len = strlen (lines[i]);
-    if (len > 0 && lines[i][len - 1] == '\r')
-      lines[i][len - 1] = '\0';
-  }
-  *n = count;
-  return lines;
-}
-
 static gboolean gst_cony_transformer_stop (GstBaseTransform *trans);
 
 static gboolean
@@ -265,7 +243,7 @@ gst_cony_transformer_start (GstBaseTransform *trans)
   self->refused_k = 0;
   if (labels_file != NULL && *labels_file != '\0') {
     guint n = 0;
-    self->labels = read_labels (labels_file, &n, &error);
+    self->labels = cony_labels_load (labels_file, &n, &error);
     if (self->labels == NULL) {
       GST_ELEMENT_ERROR (self, RESOURCE, OPEN_READ, ("Could not read the labels file: %s",
               error->message), ("labels-file=%s", labels_file));
