@@ -13,6 +13,7 @@ PACKAGES=(
   python3 python3-numpy python3-torch
   python3-gi gir1.2-gstreamer-1.0
   espeak-ng sox libsox-fmt-base
+  clang libclang-rt-14-dev
 )
 
 missing=()

@@ -51,3 +51,11 @@ fuzz_use (double v)
   volatile double sink = v;
   (void) sink;
 }
+
+/* GLib criticals and warnings (a failed g_return_if_fail in json-glib, say) are
+ * findings too: make them abort, as G_DEBUG=fatal-criticals does in the test suite. */
+__attribute__ ((constructor)) static void
+fuzz_fatal_criticals (void)
+{
+  g_log_set_always_fatal (G_LOG_FATAL_MASK | G_LOG_LEVEL_CRITICAL | G_LOG_LEVEL_WARNING);
+}

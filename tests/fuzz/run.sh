@@ -17,7 +17,8 @@ if [ ! -f build-fuzz/build.ninja ]; then
     --buildtype=debugoptimized \
     "-Dc_args=['-fsanitize=fuzzer-no-link','-fno-sanitize-recover=all']" >/dev/null
 fi
-ninja -C build-fuzz $(printf 'tests/fuzz/fuzz_%s ' "${names[@]}") >/dev/null
+targets=$(printf "tests/fuzz/fuzz_%s " "${names[@]}")
+ninja -C build-fuzz $targets >/dev/null || ninja -C build-fuzz -j 1 $targets
 export CONY_FUZZ_SECONDS=$secs
 export UBSAN_OPTIONS=print_stacktrace=1:halt_on_error=1
 export ASAN_OPTIONS=detect_leaks=1
