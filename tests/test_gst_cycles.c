@@ -16,8 +16,20 @@
 #define SEEKS 40
 #define RATE 16000
 #define SECONDS 3
-/* RSS growth allowed from cycle 20 to cycle 200 (allocator noise, GStreamer caches). */
+/* RSS growth allowed from cycle 20 to cycle 200 (allocator noise, GStreamer caches).
+ * Not under AddressSanitizer: its quarantine keeps freed memory resident (tens of MiB
+ * here), and its leak checker does the job instead (scripts/sanitize.sh). */
 #define MAX_GROWTH_KIB 8192
+#if defined(__SANITIZE_ADDRESS__)
+#define CHECK_RSS 0
+#elif defined(__has_feature)
+#if __has_feature(address_sanitizer)
+#define CHECK_RSS 0
+#endif
+#endif
+#ifndef CHECK_RSS
+#define CHECK_RSS 1
+#endif
 
 static gchar *wav_path;
 static guint n_results;
@@ -149,7 +161,8 @@ test_null_playing_cycles (void)
   glong growth = rss_kib () - rss_warm;
   g_test_message ("%u cycles: %u results per full run, RSS growth %ld KiB after cycle 20",
                   CYCLES, full_runs_results, growth);
-  g_assert_cmpint (growth, <, MAX_GROWTH_KIB);
+  if (CHECK_RSS)
+    g_assert_cmpint (growth, <, MAX_GROWTH_KIB);
   gst_object_unref (bus);
   gst_object_unref (p);
 }

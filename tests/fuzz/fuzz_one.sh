@@ -43,10 +43,13 @@ dict=()
 [ -f "$src/tests/fuzz/$name.dict" ] && dict=(-dict="$src/tests/fuzz/$name.dict")
 rm -f "$work"/artifacts/*
 log=$work/last-run.log
+dirs=("$work/corpus" "$work/project-seeds")
+for d in "$src/tests/fuzz/seeds/$name" "$src/tests/fuzz/regressions/$name"; do
+  [ -d "$d" ] && dirs+=("$d")
+done
 nice -n 5 "$harness" -max_total_time="$secs" -timeout=20 -rss_limit_mb=2560 -malloc_limit_mb=2048 \
   -max_len=65536 -print_final_stats=1 -artifact_prefix="$work/artifacts/" "${dict[@]}" \
-  "$work/corpus" "$work/project-seeds" "$src/tests/fuzz/seeds/$name" \
-  "$src/tests/fuzz/regressions/$name" >"$log" 2>&1
+  "${dirs[@]}" >"$log" 2>&1
 rc=$?
 grep -E '^#[0-9]+[[:space:]]+DONE|^stat::number_of_executed_units|^stat::peak_rss_mb' "$log"
 echo "fuzz $name: $(ls "$work/corpus" | wc -l) corpus inputs"
