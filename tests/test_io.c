@@ -285,6 +285,35 @@ test_safetensors_nan_refused (void)
   g_clear_error (&error);
 }
 
+/* data_offsets entries that are not integers are refused by name: an array there made
+ * json-glib fail an assertion (a GLib critical, fatal in tests), the fuzzer's first
+ * safetensors finding (tests/fuzz/regressions/safetensors/). */
+static void
+test_safetensors_offsets_not_integers (void)
+{
+  g_autofree char *path = tmp_path ("offsets.safetensors");
+  const char *offsets[] = { "[[0], 4]", "[0, {\"a\": 1}]", "[0.5, 4.9]", "[0, null]", "[0]",
+                            "[\"0\", \"4\"]" };
+  for (guint i = 0; i < G_N_ELEMENTS (offsets); i++) {
+    g_autofree char *header =
+        g_strdup_printf ("{\"w\": {\"dtype\": \"F32\", \"shape\": [1], \"data_offsets\": %s}}",
+                         offsets[i]);
+    guint64 hlen = GUINT64_TO_LE (strlen (header));
+    GByteArray *b = g_byte_array_new ();
+    g_byte_array_append (b, (const guint8 *) &hlen, 8);
+    g_byte_array_append (b, (const guint8 *) header, strlen (header));
+    g_byte_array_append (b, (const guint8 *) "\0\0\0\0", 4);
+    write_bytes (path, b->data, b->len);
+    g_byte_array_unref (b);
+    GError *error = NULL;
+    g_assert_null (cony_safetensors_open (path, &error));
+    g_assert_error (error, CONY_ERROR, CONY_ERROR_FORMAT);
+    g_assert_nonnull (strstr (error->message, path));
+    g_assert_nonnull (strstr (error->message, "tensor 'w': data_offsets must be 2 integers"));
+    g_clear_error (&error);
+  }
+}
+
 int
 main (int argc, char **argv)
 {
@@ -297,6 +326,7 @@ main (int argc, char **argv)
   g_test_add_func ("/io/safetensors/round-trip", test_safetensors_round_trip);
   g_test_add_func ("/io/safetensors/corruption", test_safetensors_corruption);
   g_test_add_func ("/io/safetensors/nan-refused", test_safetensors_nan_refused);
+  g_test_add_func ("/io/safetensors/offsets-not-integers", test_safetensors_offsets_not_integers);
   int rc = g_test_run ();
   g_autofree char *cmd = g_strdup_printf ("rm -rf '%s'", tmpdir);
   (void) !system (cmd);
