@@ -6,8 +6,8 @@
 #    conymel ! conyvggish ! conytransformer (the shipped models, models/audio/);
 # 2. PIPELINES such chains in one process, SECONDS_EACH of audio each, concurrently.
 # Prints, per phase: audio seconds, wall seconds, errors/warnings, results counted, RSS at
-# start/peak/end, and the RSS slope (least squares over the second half of the samples) in
-# MiB per hour of wall time. Exits non-zero on an error or a failed pipeline.
+# start/peak/end, and the RSS slope (least squares over the middle 80 % of the run, between
+# start-up and teardown) in MiB per hour of wall time. Exits non-zero on an error or a failed pipeline.
 set -uo pipefail
 cd "$(dirname "$0")/.."
 audio=${1:-3600} n=${2:-20} each=${3:-600}
@@ -51,7 +51,9 @@ phase () {
 import sys
 path, name, secs, wall, rc, errors, results = sys.argv[1:]
 s = [tuple(map(float, l.split())) for l in open(path) if len(l.split()) == 2]
-half = s[len(s) // 2:]
+# steady state: the middle 80 % of the run (not the start-up, not the teardown)
+t0, t1 = s[0][0], s[-1][0]
+half = [(t, r) for t, r in s if t0 + 0.1 * (t1 - t0) <= t <= t0 + 0.9 * (t1 - t0)]
 slope = 0.0
 if len(half) >= 2:
     mt = sum(t for t, _ in half) / len(half)
@@ -61,7 +63,8 @@ if len(half) >= 2:
 mib = lambda k: k / 1024
 print(f"soak {name}: {secs} s of audio in {wall} s wall, exit {rc}, {errors} error/warning lines, "
       f"{results} results; RSS start {mib(s[0][1]):.1f} MiB, peak {mib(max(r for _, r in s)):.1f}, "
-      f"end {mib(s[-1][1]):.1f}; slope (second half) {slope * 3600 / 1024:+.2f} MiB/h wall, "
+      f"end {mib(s[-1][1]):.1f}; steady-state slope {slope * 3600 / 1024:+.2f} MiB/h wall "
+      f"(RSS {mib(min(r for _, r in half)):.1f}-{mib(max(r for _, r in half)):.1f} MiB), "
       f"{len(s)} samples")
 PY
   grep -E 'ERROR|WARNING' "$log" | head -5
