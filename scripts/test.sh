@@ -40,6 +40,7 @@ if [ $# -eq 0 ] && [ "${CONY_HARDENING:-1}" != 0 ]; then
     [ "$rc" = 0 ]
   }
   hardening "clang build" build-clang/clang-build.json clang_build
+  rm -f build-asan/meson-logs/sanitize-gst.json
   hardening "sanitizers: libcony" build-asan/meson-logs/sanitize-libcony.json \
     bash scripts/sanitize.sh --ci
   [ -f build-asan/meson-logs/sanitize-gst.json ] && logs+=(build-asan/meson-logs/sanitize-gst.json)
