@@ -33,11 +33,128 @@ gst_cony_element_query_latency (GstElement *element, GstPad *sinkpad, GstQuery *
     return TRUE;
   }
   gst_query_parse_latency (query, &live, &min, &max);
-  GST_DEBUG_OBJECT (element, "upstream latency %" GST_TIME_FORMAT "-%" GST_TIME_FORMAT
-      ", adding %" GST_TIME_FORMAT, GST_TIME_ARGS (min), GST_TIME_ARGS (max), GST_TIME_ARGS (own));
+  GST_DEBUG_OBJECT (element,
+      "upstream latency %" GST_TIME_FORMAT "-%" GST_TIME_FORMAT ", adding %" GST_TIME_FORMAT,
+      GST_TIME_ARGS (min), GST_TIME_ARGS (max), GST_TIME_ARGS (own));
   min += own;
   if (GST_CLOCK_TIME_IS_VALID (max))
     max += own;
   gst_query_set_latency (query, live, min, max);
   return TRUE;
+}
+
+gboolean
+gst_cony_element_property_settable (GObject *object, GParamSpec *pspec)
+{
+  GstElement *element = GST_ELEMENT (object);
+  GstState state, pending;
+
+  if (!(pspec->flags & GST_PARAM_MUTABLE_READY))
+    return TRUE;
+  GST_OBJECT_LOCK (element);
+  state = GST_STATE (element);
+  pending = GST_STATE_PENDING (element);
+  GST_OBJECT_UNLOCK (element);
+  if (state <= GST_STATE_READY && pending <= GST_STATE_READY)
+    return TRUE;
+  GST_WARNING_OBJECT (element,
+      "property '%s' can only be changed in the NULL or READY state "
+      "(the element is %s): the change is ignored, the old value stays in use",
+      pspec->name, gst_element_state_get_name (MAX (state, pending)));
+  return FALSE;
+}
+
+gboolean
+gst_cony_element_check_model (GstElement *element, const gchar *path, const gchar *what)
+{
+  if (path != NULL && *path != '\0')
+    return TRUE;
+  GST_ELEMENT_ERROR (element, RESOURCE, NOT_FOUND, ("No model file given"),
+      ("set the 'model' property to %s", what));
+  return FALSE;
+}
+
+gboolean
+gst_cony_element_check_loaded (GstElement *element, gboolean loaded, const gchar *path,
+    const GError *error)
+{
+  if (!loaded)
+    GST_ELEMENT_ERROR (element, RESOURCE, OPEN_READ,
+        ("Could not load the model: %s", error ? error->message : "unknown error"),
+        ("model=%s", path));
+  return loaded;
+}
+
+gboolean
+gst_cony_element_check_caps_seen (GstElement *element, gboolean have_caps)
+{
+  if (!have_caps)
+    GST_ELEMENT_ERROR (element, CORE, NEGOTIATION, (NULL), ("no caps before the first buffer"));
+  return have_caps;
+}
+
+gboolean
+gst_cony_element_map_units (GstElement *element, GstBuffer *buf, GstMapInfo *map, gsize unit,
+    const gchar *unit_name, const gchar *text)
+{
+  if (!gst_buffer_map (buf, map, GST_MAP_READ)) {
+    GST_ELEMENT_ERROR (element, RESOURCE, READ, (NULL), ("could not map the input buffer"));
+    return FALSE;
+  }
+  if (map->size % unit == 0)
+    return TRUE;
+  /* A partial unit would shift every later one. */
+  GST_ELEMENT_ERROR (element, STREAM, FORMAT, ("%s", text ? text : ""),
+      ("buffer of %" G_GSIZE_FORMAT " bytes is not a whole number of %s", map->size, unit_name));
+  gst_buffer_unmap (buf, map);
+  return FALSE;
+}
+
+gboolean
+gst_cony_element_push_caps (GstPad *srcpad, GstCaps *caps)
+{
+  if (caps == NULL)
+    return FALSE;
+  gboolean ok = gst_pad_push_event (srcpad, gst_event_new_caps (caps));
+  gst_caps_unref (caps);
+  return ok;
+}
+
+gboolean
+gst_cony_element_answer_caps (GstQuery *query, GstCaps *caps)
+{
+  GstCaps *filter;
+
+  gst_query_parse_caps (query, &filter);
+  if (filter) {
+    GstCaps *tmp = gst_caps_intersect_full (filter, caps, GST_CAPS_INTERSECT_FIRST);
+    gst_caps_unref (caps);
+    caps = tmp;
+  }
+  gst_query_set_caps_result (query, caps);
+  gst_caps_unref (caps);
+  return TRUE;
+}
+
+void
+gst_cony_element_stamp (GstBuffer *out, GstClockTime pts, GstClockTime duration, guint64 offset,
+    guint64 n, gboolean *discont)
+{
+  GST_BUFFER_PTS (out) = pts;
+  GST_BUFFER_DTS (out) = GST_CLOCK_TIME_NONE;
+  GST_BUFFER_DURATION (out) = duration;
+  GST_BUFFER_OFFSET (out) = offset;
+  GST_BUFFER_OFFSET_END (out) = offset + n;
+  if (*discont) {
+    GST_BUFFER_FLAG_SET (out, GST_BUFFER_FLAG_DISCONT);
+    *discont = FALSE;
+  }
+}
+
+gboolean
+gst_cony_element_run_starts (gboolean *in_run, gboolean bad)
+{
+  gboolean starts = bad && !*in_run;
+  *in_run = bad;
+  return starts;
 }

@@ -11,13 +11,56 @@ typedef void (*GstConyStopFunc) (GstElement *element);
  * posts its own error and returns FALSE to fail the change) and free them on
  * PAUSED→READY, or when the parent class fails the change after a successful start. */
 GstStateChangeReturn gst_cony_element_change_state (GstElement *element, GstStateChange transition,
-                                                    GstElementClass *parent_class,
-                                                    GstConyStartFunc start, GstConyStopFunc stop);
+    GstElementClass *parent_class, GstConyStartFunc start, GstConyStopFunc stop);
 
 /* Answers a LATENCY query on the source pad: upstream's latency (asked through
  * @sinkpad) plus @own, the element's own delay; GST_CLOCK_TIME_NONE adds nothing (the
  * delay is not known yet). FALSE when upstream does not answer. */
 gboolean gst_cony_element_query_latency (GstElement *element, GstPad *sinkpad, GstQuery *query,
-                                         GstClockTime own);
+    GstClockTime own);
+
+/* For set_property: TRUE when @pspec may be set now. A property flagged
+ * GST_PARAM_MUTABLE_READY (a model path, an attention variant, a geometry) is read on
+ * READY→PAUSED only, so outside NULL/READY (or on the way out of them) it is refused:
+ * a GST_WARNING_OBJECT names it and the state, and the caller keeps the old value, so
+ * that reading it back tells what runs. Takes the object lock: call without it. */
+gboolean gst_cony_element_property_settable (GObject *object, GParamSpec *pspec);
+
+/* For start: TRUE when @path names a file; otherwise posts "No model file given" with
+ * "set the 'model' property to @what" and returns FALSE. */
+gboolean gst_cony_element_check_model (GstElement *element, const gchar *path, const gchar *what);
+
+/* For start, after loading @path: TRUE when @loaded; otherwise posts "Could not load
+ * the model" with @error's message and the path, and returns FALSE. */
+gboolean gst_cony_element_check_loaded (GstElement *element, gboolean loaded, const gchar *path,
+    const GError *error);
+
+/* For chain: TRUE when the input caps arrived (@have_caps); otherwise posts the
+ * "no caps before the first buffer" NEGOTIATION error and returns FALSE (the caller
+ * returns GST_FLOW_NOT_NEGOTIATED). */
+gboolean gst_cony_element_check_caps_seen (GstElement *element, gboolean have_caps);
+
+/* Maps @buf for reading and checks that it holds whole units of @unit bytes
+ * (described by @unit_name, e.g. "64-float tokens"). On failure posts the error
+ * (could not map / STREAM FORMAT naming the sizes, with @text as its message or
+ * GStreamer's when NULL), leaves @buf unmapped and returns FALSE (the caller returns
+ * GST_FLOW_ERROR). */
+gboolean gst_cony_element_map_units (GstElement *element, GstBuffer *buf, GstMapInfo *map,
+    gsize unit, const gchar *unit_name, const gchar *text);
+
+/* Pushes @caps (transfer full, may be NULL: a failure) as a CAPS event on @srcpad. */
+gboolean gst_cony_element_push_caps (GstPad *srcpad, GstCaps *caps);
+
+/* Answers a CAPS query with @caps (transfer full) intersected with the query's filter. */
+gboolean gst_cony_element_answer_caps (GstQuery *query, GstCaps *caps);
+
+/* Stamps an output buffer of @n tokens: PTS, no DTS, DURATION, OFFSET = @offset and
+ * OFFSET_END = @offset + @n; DISCONT when *@discont, which is then cleared. */
+void gst_cony_element_stamp (GstBuffer *out, GstClockTime pts, GstClockTime duration,
+    guint64 offset, guint64 n, gboolean *discont);
+
+/* Warn-once for runs of bad buffers: TRUE when @bad starts a run (the caller posts its
+ * warning); *@in_run follows @bad, so the next good buffer ends the run. */
+gboolean gst_cony_element_run_starts (gboolean *in_run, gboolean bad);
 
 G_END_DECLS

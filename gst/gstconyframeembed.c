@@ -46,19 +46,25 @@
  * the tokens tile the timeline. Frames are counted from the last discontinuity
  * (DISCONT buffer, FLUSH, caps change): frame i is embedded when i is a
  * multiple of #every. The first token after a discontinuity carries DISCONT;
- * OFFSET counts tokens. Frames without a PTS give tokens without one.
+ * OFFSET counts tokens. Frames without a PTS give tokens without one. With
+ * every > 1 and a fixed frame rate, the caps field `lookahead` =
+ * -(every - 1) / framerate says that a token's input (one frame) ends
+ * before the token does (gstconytokens.h).
  *
  * ## QoS
  *
- * With #GstConyFrameEmbed:qos (default TRUE) the element follows the QOS
- * events from downstream as #GstBaseTransform does: after an event reporting
- * lateness diff at running time t, a frame that is due for embedding but whose
- * running time is not after t + 2 diff (t + diff when early) is not embedded;
- * a QoS message (format BUFFERS, processed/dropped counts) is posted for each
- * one. No token and no GAP event replace it: the skip is visible downstream as
- * a hole in the token timestamps (the next token's PTS is later than the
- * previous PTS + duration), and the frame counter, hence the every-k phase,
- * moves on as if the frame had been embedded.
+ * conyframeembed is a #GstBaseTransform, and #GstBaseTransform:qos (on by default
+ * here) switches its QoS handling. After a QOS event reporting lateness diff at
+ * running time t, a frame that is due for embedding but whose running time is
+ * not after t + 2 diff (t + diff when early; the base class itself would use
+ * t + diff) is not embedded, and a QoS message (format BUFFERS, processed/dropped
+ * counts) is posted for each one. Two things differ from the base class on
+ * purpose: frames that are not due (every > 1) are never counted as late, and no
+ * token and no DISCONT flag replace a skipped frame (the base class would mark the
+ * next buffer DISCONT, which would restart conytransformer's continual state):
+ * the skip is visible downstream as a hole in the token timestamps (the next
+ * token's PTS is later than the previous PTS + duration), and the frame counter,
+ * hence the every-k phase, moves on as if the frame had been embedded.
  *
  * ## Latency
  *
@@ -97,7 +103,6 @@ enum
   PROP_0,
   PROP_MODEL,
   PROP_EVERY,
-  PROP_QOS,
   PROP_PATCHES_X,
   PROP_PATCHES_Y,
 };
@@ -106,21 +111,21 @@ enum
   "video/x-raw, format = (string) { RGB, GRAY8 }, width = (int) [ 1, 65536 ], " \
   "height = (int) [ 1, 65536 ], framerate = (fraction) [ 0/1, 2147483647/1 ]"
 
-static GstStaticPadTemplate sink_template = GST_STATIC_PAD_TEMPLATE ("sink",
-    GST_PAD_SINK, GST_PAD_ALWAYS, GST_STATIC_CAPS (SINK_CAPS));
+static GstStaticPadTemplate sink_template = GST_STATIC_PAD_TEMPLATE ("sink", GST_PAD_SINK,
+    GST_PAD_ALWAYS, GST_STATIC_CAPS (SINK_CAPS));
 
-static GstStaticPadTemplate src_template = GST_STATIC_PAD_TEMPLATE ("src",
-    GST_PAD_SRC, GST_PAD_ALWAYS, GST_STATIC_CAPS (GST_CONY_TOKENS_CAPS_STRING));
+static GstStaticPadTemplate src_template = GST_STATIC_PAD_TEMPLATE ("src", GST_PAD_SRC,
+    GST_PAD_ALWAYS, GST_STATIC_CAPS (GST_CONY_TOKENS_CAPS_STRING));
 
 #define gst_cony_frame_embed_parent_class parent_class
-G_DEFINE_TYPE (GstConyFrameEmbed, gst_cony_frame_embed, GST_TYPE_ELEMENT);
+G_DEFINE_TYPE (GstConyFrameEmbed, gst_cony_frame_embed, GST_TYPE_BASE_TRANSFORM);
 GST_ELEMENT_REGISTER_DEFINE (conyframeembed, "conyframeembed", GST_RANK_NONE,
     GST_TYPE_CONY_FRAME_EMBED);
 
 /* ------------------------------------------------------------------------ */
 
 static void
-reset_qos (GstConyFrameEmbed *self)
+gst_cony_frame_embed_reset_qos (GstConyFrameEmbed *self)
 {
   GST_OBJECT_LOCK (self);
   self->earliest_time = GST_CLOCK_TIME_NONE;
@@ -129,7 +134,7 @@ reset_qos (GstConyFrameEmbed *self)
 }
 
 static void
-reset_stream (GstConyFrameEmbed *self)
+gst_cony_frame_embed_reset_stream (GstConyFrameEmbed *self)
 {
   self->frame_index = 0;
   self->tokens_out = 0;
@@ -138,64 +143,211 @@ reset_stream (GstConyFrameEmbed *self)
 
 /* The model's frame format. */
 static const gchar *
-model_format (GstConyFrameEmbed *self)
+gst_cony_frame_embed_model_format (GstConyFrameEmbed *self)
 {
   return cony_cnn_get_input_channels (self->cnn) == 3 ? "RGB" : "GRAY8";
 }
 
-static GstClockTime
-frame_duration (GstConyFrameEmbed *self, GstBuffer *buf)
-{
-  if (GST_BUFFER_DURATION_IS_VALID (buf))
-    return GST_BUFFER_DURATION (buf);
-  if (self->vinfo.fps_n > 0)
-    return gst_util_uint64_scale_int (GST_SECOND, self->vinfo.fps_d, self->vinfo.fps_n);
-  return GST_CLOCK_TIME_NONE;
-}
-
-/* TRUE when QoS says the frame is too late to be worth embedding. */
-static gboolean
-is_late (GstConyFrameEmbed *self, GstBuffer *buf, GstClockTime *running_time)
-{
-  GstClockTime pts = GST_BUFFER_PTS (buf), earliest;
-  gboolean qos;
-
-  *running_time = GST_CLOCK_TIME_NONE;
-  if (!GST_CLOCK_TIME_IS_VALID (pts) || self->segment.format != GST_FORMAT_TIME)
-    return FALSE;
-  *running_time = gst_segment_to_running_time (&self->segment, GST_FORMAT_TIME, pts);
-  GST_OBJECT_LOCK (self);
-  qos = self->qos;
-  earliest = self->earliest_time;
-  GST_OBJECT_UNLOCK (self);
-  return qos && GST_CLOCK_TIME_IS_VALID (earliest)
-      && GST_CLOCK_TIME_IS_VALID (*running_time) && *running_time <= earliest;
-}
-
+/* The frame size the model takes: the tile size times the patch grid. */
 static void
-post_qos (GstConyFrameEmbed *self, GstBuffer *buf, GstClockTime running_time)
+gst_cony_frame_embed_frame_size (GstConyFrameEmbed *self, guint *width, guint *height)
 {
-  GstClockTime pts = GST_BUFFER_PTS (buf), earliest;
-  gdouble proportion;
-  GstMessage *msg;
+  *width = cony_cnn_get_input_width (self->cnn) * self->px;
+  *height = cony_cnn_get_input_height (self->cnn) * self->py;
+}
 
+/* Token caps for frames at @fps_n/@fps_d (0/1: variable rate). NULL on overflow. */
+static GstCaps *
+gst_cony_frame_embed_token_caps (GstConyFrameEmbed *self, gint fps_n, gint fps_d)
+{
+  /* rate_n/rate_d: tokens per second (k per frame); the caps carry frames per second */
+  GstConyTokenInfo out = { self->out_dim, self->n_patches, 0, 1, 0, 1 };
+  if (fps_n > 0
+      && !gst_util_fraction_multiply (fps_n, fps_d, (gint) self->n_patches, (gint) self->k,
+          &out.rate_n, &out.rate_d))
+    return NULL;
+  /* A token lasts `every` frames but embeds only the first: its input ends
+   * every - 1 frames before its end (gstconytokens.h). */
+  if (fps_n > 0 && self->k > 1
+      && !gst_util_fraction_multiply (1 - (gint) self->k, 1, fps_d, fps_n, &out.lookahead_n,
+          &out.lookahead_d))
+    return NULL;
+  return gst_cony_tokens_caps_new (&out);
+}
+
+/* The frames the model takes: its size and format, at any rate. */
+static GstCaps *
+gst_cony_frame_embed_video_caps (GstConyFrameEmbed *self)
+{
+  GstCaps *caps = gst_caps_make_writable (
+      gst_pad_get_pad_template_caps (GST_BASE_TRANSFORM_SINK_PAD (self)));
+  guint w, h;
+
+  gst_cony_frame_embed_frame_size (self, &w, &h);
+  gst_caps_set_simple (caps, "format", G_TYPE_STRING, gst_cony_frame_embed_model_format (self),
+      "width", G_TYPE_INT, (gint) w, "height", G_TYPE_INT, (gint) h, NULL);
+  return caps;
+}
+
+/* Tokens -> video: the model's frames (the caps query announces them, so videoscale
+ * produces them). Video -> tokens: the frames the model takes give one token
+ * structure per fixed frame rate (any rate otherwise); other frames give nothing.
+ * Before the model is loaded: the other pad's template. */
+static GstCaps *
+gst_cony_frame_embed_transform_caps (GstBaseTransform *trans, GstPadDirection direction,
+    GstCaps *caps, GstCaps *filter)
+{
+  GstConyFrameEmbed *self = GST_CONY_FRAME_EMBED (trans);
+  GstCaps *res;
+
+  if (self->cnn == NULL) {
+    res = gst_pad_get_pad_template_caps (
+        direction == GST_PAD_SINK ? trans->srcpad : trans->sinkpad);
+  } else if (direction == GST_PAD_SRC) {
+    res = gst_cony_frame_embed_video_caps (self);
+  } else {
+    GstCaps *model = gst_cony_frame_embed_video_caps (self);
+    GstCaps *video = gst_caps_intersect (caps, model);
+    gst_caps_unref (model);
+    res = gst_caps_new_empty ();
+    for (guint i = 0; i < gst_caps_get_size (video); i++) {
+      gint n, d;
+      GstCaps *t = NULL;
+      if (gst_structure_get_fraction (gst_caps_get_structure (video, i), "framerate", &n, &d))
+        t = gst_cony_frame_embed_token_caps (self, n, d);
+      if (t == NULL) {
+        /* not a fixed rate: the tokens' rate is not known yet */
+        t = gst_cony_frame_embed_token_caps (self, 0, 1);
+        gst_caps_set_simple (t, "framerate", GST_TYPE_FRACTION_RANGE, 0, 1, G_MAXINT, 1, NULL);
+      }
+      res = gst_caps_merge (res, t);
+    }
+    gst_caps_unref (video);
+  }
+  if (filter) {
+    GstCaps *tmp = gst_caps_intersect_full (filter, res, GST_CAPS_INTERSECT_FIRST);
+    gst_caps_unref (res);
+    res = tmp;
+  }
+  return res;
+}
+
+static gboolean
+gst_cony_frame_embed_transform_size (GstBaseTransform *trans, GstPadDirection direction,
+    GstCaps *caps, gsize size, GstCaps *othercaps, gsize *othersize)
+{
+  GstConyFrameEmbed *self = GST_CONY_FRAME_EMBED (trans);
+
+  if (direction != GST_PAD_SINK || self->cnn == NULL)
+    return FALSE;
+  *othersize = (gsize) self->n_patches * self->out_dim * sizeof (gfloat);
+  return TRUE;
+}
+
+static gboolean
+gst_cony_frame_embed_set_caps (GstBaseTransform *trans, GstCaps *incaps, GstCaps *outcaps)
+{
+  GstConyFrameEmbed *self = GST_CONY_FRAME_EMBED (trans);
+  GstVideoInfo info;
+  guint W, H;
+
+  if (self->cnn == NULL)
+    return FALSE;
+  gst_cony_frame_embed_frame_size (self, &W, &H);
+  if (!gst_video_info_from_caps (&info, incaps)) {
+    GST_WARNING_OBJECT (self, "refusing caps %" GST_PTR_FORMAT ": not raw video", incaps);
+    return FALSE;
+  }
+  if ((guint) GST_VIDEO_INFO_WIDTH (&info) != W || (guint) GST_VIDEO_INFO_HEIGHT (&info) != H
+      || strcmp (gst_video_format_to_string (GST_VIDEO_INFO_FORMAT (&info)),
+             gst_cony_frame_embed_model_format (self))
+          != 0) {
+    GST_ELEMENT_ERROR (self, CORE, NEGOTIATION, ("Video frames do not match the model"),
+        ("the model takes %ux%u %s frames (%ux%u patches of %ux%u), the input is %dx%d %s; "
+         "put videoconvert ! videoscale in front",
+            W, H, gst_cony_frame_embed_model_format (self), self->px, self->py,
+            cony_cnn_get_input_width (self->cnn), cony_cnn_get_input_height (self->cnn),
+            GST_VIDEO_INFO_WIDTH (&info), GST_VIDEO_INFO_HEIGHT (&info),
+            gst_video_format_to_string (GST_VIDEO_INFO_FORMAT (&info))));
+    return FALSE;
+  }
+  if (self->have_info && (info.fps_n != self->vinfo.fps_n || info.fps_d != self->vinfo.fps_d)) {
+    GST_DEBUG_OBJECT (self, "frame rate changed: restarting the frame count");
+    gst_cony_frame_embed_reset_stream (self);
+  }
+  self->vinfo = info;
+  self->have_info = TRUE;
+  return TRUE;
+}
+
+/* TRUE when QoS says the frame is too late to be worth embedding; then posts the QoS
+ * message. The base class's own check would mark the next token DISCONT (which resets
+ * conytransformer) and would run before the every-k phase, so it stays idle: the QOS
+ * events are kept here (gst_cony_frame_embed_src_event). */
+static gboolean
+gst_cony_frame_embed_is_late (GstConyFrameEmbed *self, GstBuffer *buf)
+{
+  GstSegment *segment = &GST_BASE_TRANSFORM (self)->segment;
+  GstClockTime pts = GST_BUFFER_PTS (buf), running_time, earliest;
+  gdouble proportion;
+
+  if (!GST_CLOCK_TIME_IS_VALID (pts) || segment->format != GST_FORMAT_TIME
+      || !gst_base_transform_is_qos_enabled (GST_BASE_TRANSFORM (self)))
+    return FALSE;
+  running_time = gst_segment_to_running_time (segment, GST_FORMAT_TIME, pts);
   GST_OBJECT_LOCK (self);
   earliest = self->earliest_time;
   proportion = self->proportion;
   GST_OBJECT_UNLOCK (self);
-  msg = gst_message_new_qos (GST_OBJECT_CAST (self), FALSE, running_time,
-      gst_segment_to_stream_time (&self->segment, GST_FORMAT_TIME, pts), pts,
-      GST_BUFFER_DURATION (buf));
-  gst_message_set_qos_values (msg, (gint64) earliest - (gint64) running_time, proportion,
-      1000000);
+  if (!GST_CLOCK_TIME_IS_VALID (earliest) || !GST_CLOCK_TIME_IS_VALID (running_time)
+      || running_time > earliest)
+    return FALSE;
+
+  self->dropped++;
+  GstMessage *msg = gst_message_new_qos (GST_OBJECT_CAST (self), FALSE, running_time,
+      gst_segment_to_stream_time (segment, GST_FORMAT_TIME, pts), pts, GST_BUFFER_DURATION (buf));
+  gst_message_set_qos_values (msg, (gint64) earliest - (gint64) running_time, proportion, 1000000);
   gst_message_set_qos_stats (msg, GST_FORMAT_BUFFERS, self->processed, self->dropped);
   gst_element_post_message (GST_ELEMENT_CAST (self), msg);
+  return TRUE;
+}
+
+/* Counts the frame; hands it to the base class (and so to transform) only when it is
+ * due (every k-th since the last discontinuity) and not late. A skipped frame gives no
+ * output and no DISCONT: the tokens tile the timeline, or leave a hole for QoS. */
+static GstFlowReturn
+gst_cony_frame_embed_submit_input_buffer (GstBaseTransform *trans, gboolean is_discont,
+    GstBuffer *buf)
+{
+  GstConyFrameEmbed *self = GST_CONY_FRAME_EMBED (trans);
+
+  if (!gst_cony_element_check_caps_seen (GST_ELEMENT (self), self->have_info)) {
+    gst_buffer_unref (buf);
+    return GST_FLOW_NOT_NEGOTIATED;
+  }
+  if (GST_BUFFER_IS_DISCONT (buf) && self->frame_index > 0) {
+    GST_DEBUG_OBJECT (self, "discontinuity: restarting the frame count");
+    gst_cony_frame_embed_reset_stream (self);
+  }
+  guint64 index = self->frame_index++;
+  if (index % self->k != 0) {
+    gst_buffer_unref (buf);
+    return GST_FLOW_OK;
+  }
+  if (gst_cony_frame_embed_is_late (self, buf)) {
+    GST_DEBUG_OBJECT (self,
+        "frame %" G_GUINT64_FORMAT " at %" GST_TIME_FORMAT " is late (QoS): not embedded", index,
+        GST_TIME_ARGS (GST_BUFFER_PTS (buf)));
+    gst_buffer_unref (buf);
+    return GST_FLOW_OK;
+  }
+  return GST_BASE_TRANSFORM_CLASS (parent_class)->submit_input_buffer (trans, is_discont, buf);
 }
 
 /* The frame's tiles, row by row from the top left, one model input (H x W x C,
  * HWC) after the other; one tile when there are no patches. */
 static void
-frame_to_floats (GstConyFrameEmbed *self, GstVideoFrame *frame)
+gst_cony_frame_embed_frame_to_floats (GstConyFrameEmbed *self, GstVideoFrame *frame)
 {
   guint W = cony_cnn_get_input_width (self->cnn), H = cony_cnn_get_input_height (self->cnn);
   guint C = cony_cnn_get_input_channels (self->cnn);
@@ -216,211 +368,116 @@ frame_to_floats (GstConyFrameEmbed *self, GstVideoFrame *frame)
     }
 }
 
-static GstFlowReturn
-gst_cony_frame_embed_chain (GstPad *pad, GstObject *parent, GstBuffer *buf)
+static GstClockTime
+gst_cony_frame_embed_frame_duration (GstConyFrameEmbed *self, GstBuffer *buf)
 {
-  GstConyFrameEmbed *self = GST_CONY_FRAME_EMBED (parent);
-  GstClockTime running_time;
+  if (GST_BUFFER_DURATION_IS_VALID (buf))
+    return GST_BUFFER_DURATION (buf);
+  if (self->vinfo.fps_n > 0)
+    return gst_util_uint64_scale_int (GST_SECOND, self->vinfo.fps_d, self->vinfo.fps_n);
+  return GST_CLOCK_TIME_NONE;
+}
+
+/* The output carries no metadata of the frame: transform stamps it. */
+static gboolean
+gst_cony_frame_embed_copy_metadata (GstBaseTransform *trans, GstBuffer *input, GstBuffer *outbuf)
+{
+  return TRUE;
+}
+
+/* Embeds a due frame straight into the output buffer. */
+static GstFlowReturn
+gst_cony_frame_embed_transform (GstBaseTransform *trans, GstBuffer *buf, GstBuffer *out)
+{
+  GstConyFrameEmbed *self = GST_CONY_FRAME_EMBED (trans);
   GstVideoFrame frame;
-
-  if (!self->have_info) {
-    GST_ELEMENT_ERROR (self, CORE, NEGOTIATION, (NULL), ("no caps before the first buffer"));
-    gst_buffer_unref (buf);
-    return GST_FLOW_NOT_NEGOTIATED;
-  }
-  if (GST_BUFFER_IS_DISCONT (buf) && self->frame_index > 0) {
-    GST_DEBUG_OBJECT (self, "discontinuity: restarting the frame count");
-    reset_stream (self);
-  }
-
-  guint64 index = self->frame_index++;
-  if (index % self->k != 0) {
-    gst_buffer_unref (buf);
-    return GST_FLOW_OK;
-  }
-  if (is_late (self, buf, &running_time)) {
-    self->dropped++;
-    GST_DEBUG_OBJECT (self, "frame %" G_GUINT64_FORMAT " at %" GST_TIME_FORMAT
-        " is late (QoS): not embedded", index, GST_TIME_ARGS (GST_BUFFER_PTS (buf)));
-    post_qos (self, buf, running_time);
-    gst_buffer_unref (buf);
-    return GST_FLOW_OK;
-  }
+  GstMapInfo map;
 
   if (!gst_video_frame_map (&frame, &self->vinfo, buf, GST_MAP_READ)) {
     GST_ELEMENT_ERROR (self, STREAM, FORMAT, (NULL),
         ("could not map a %" G_GSIZE_FORMAT "-byte buffer as a %ux%u %s frame",
             gst_buffer_get_size (buf), GST_VIDEO_INFO_WIDTH (&self->vinfo),
-            GST_VIDEO_INFO_HEIGHT (&self->vinfo), model_format (self)));
-    gst_buffer_unref (buf);
+            GST_VIDEO_INFO_HEIGHT (&self->vinfo), gst_cony_frame_embed_model_format (self)));
     return GST_FLOW_ERROR;
   }
-  frame_to_floats (self, &frame);
+  gst_cony_frame_embed_frame_to_floats (self, &frame);
   gst_video_frame_unmap (&frame);
+  if (!gst_buffer_map (out, &map, GST_MAP_WRITE)) {
+    GST_ELEMENT_ERROR (self, RESOURCE, WRITE, (NULL), ("could not map the output buffer"));
+    return GST_FLOW_ERROR;
+  }
   if (self->n_patches == 1)
-    cony_cnn_forward (self->cnn, self->in, self->out);
+    cony_cnn_forward (self->cnn, self->in, (gfloat *) map.data);
   else
-    cony_cnn_forward_batch (self->cnn, self->in, self->n_patches, self->out);
+    cony_cnn_forward_batch (self->cnn, self->in, self->n_patches, (gfloat *) map.data);
+  gst_buffer_unmap (out, &map);
   self->processed++;
 
-  gsize bytes = (gsize) self->n_patches * self->out_dim * sizeof (gfloat);
-  GstBuffer *out = gst_buffer_new_allocate (NULL, bytes, NULL);
-  gst_buffer_fill (out, 0, self->out, bytes);
-  GstClockTime fdur = frame_duration (self, buf);
-  GST_BUFFER_PTS (out) = GST_BUFFER_PTS (buf);
-  GST_BUFFER_DTS (out) = GST_CLOCK_TIME_NONE;
-  GST_BUFFER_DURATION (out) = GST_CLOCK_TIME_IS_VALID (fdur) ? fdur * self->k : GST_CLOCK_TIME_NONE;
-  GST_BUFFER_OFFSET (out) = self->tokens_out;
-  GST_BUFFER_OFFSET_END (out) = self->tokens_out + self->n_patches;
+  GstClockTime fdur = gst_cony_frame_embed_frame_duration (self, buf);
+  gst_cony_element_stamp (out, GST_BUFFER_PTS (buf),
+      GST_CLOCK_TIME_IS_VALID (fdur) ? fdur * self->k : GST_CLOCK_TIME_NONE, self->tokens_out,
+      self->n_patches, &self->next_discont);
   self->tokens_out += self->n_patches;
-  if (self->next_discont) {
-    GST_BUFFER_FLAG_SET (out, GST_BUFFER_FLAG_DISCONT);
-    self->next_discont = FALSE;
-  }
-  GST_LOG_OBJECT (self, "frame %" G_GUINT64_FORMAT " at %" GST_TIME_FORMAT " embedded", index,
-      GST_TIME_ARGS (GST_BUFFER_PTS (out)));
-  gst_buffer_unref (buf);
-  return gst_pad_push (self->srcpad, out);
+  GST_LOG_OBJECT (self, "frame %" G_GUINT64_FORMAT " at %" GST_TIME_FORMAT " embedded",
+      self->frame_index - 1, GST_TIME_ARGS (GST_BUFFER_PTS (out)));
+  return GST_FLOW_OK;
 }
 
 static gboolean
-set_sink_caps (GstConyFrameEmbed *self, GstCaps *caps)
+gst_cony_frame_embed_sink_event (GstBaseTransform *trans, GstEvent *event)
 {
-  GstVideoInfo info;
-  guint W = cony_cnn_get_input_width (self->cnn) * self->px;
-  guint H = cony_cnn_get_input_height (self->cnn) * self->py;
+  GstConyFrameEmbed *self = GST_CONY_FRAME_EMBED (trans);
 
-  if (!gst_video_info_from_caps (&info, caps)) {
-    GST_WARNING_OBJECT (self, "refusing caps %" GST_PTR_FORMAT ": not raw video", caps);
-    return FALSE;
-  }
-  if ((guint) GST_VIDEO_INFO_WIDTH (&info) != W || (guint) GST_VIDEO_INFO_HEIGHT (&info) != H
-      || strcmp (gst_video_format_to_string (GST_VIDEO_INFO_FORMAT (&info)),
-          model_format (self)) != 0) {
-    GST_ELEMENT_ERROR (self, CORE, NEGOTIATION, ("Video frames do not match the model"),
-        ("the model takes %ux%u %s frames (%ux%u patches of %ux%u), the input is %dx%d %s; "
-            "put videoconvert ! videoscale in front", W, H, model_format (self), self->px,
-            self->py, cony_cnn_get_input_width (self->cnn), cony_cnn_get_input_height (self->cnn),
-            GST_VIDEO_INFO_WIDTH (&info),
-            GST_VIDEO_INFO_HEIGHT (&info),
-            gst_video_format_to_string (GST_VIDEO_INFO_FORMAT (&info))));
-    return FALSE;
-  }
-
-  gboolean same_rate = self->have_info && info.fps_n == self->vinfo.fps_n
-      && info.fps_d == self->vinfo.fps_d;
-  if (self->have_info && !same_rate) {
-    GST_DEBUG_OBJECT (self, "frame rate changed: restarting the frame count");
-    reset_stream (self);
-  }
-  self->vinfo = info;
-  self->have_info = TRUE;
-  if (same_rate && gst_pad_has_current_caps (self->srcpad))
-    return TRUE;
-
-  /* rate_n/rate_d: tokens per second (k per frame); the caps carry frames per second */
-  GstConyTokenInfo out = { self->out_dim, self->n_patches, 0, 1 };
-  if (info.fps_n > 0 && !gst_util_fraction_multiply (info.fps_n, info.fps_d,
-          (gint) self->n_patches, (gint) self->k, &out.rate_n, &out.rate_d))
-    return FALSE;
-  GstCaps *src = gst_cony_tokens_caps_new (&out);
-  gboolean ok = src != NULL && gst_pad_push_event (self->srcpad, gst_event_new_caps (src));
-  if (src)
-    gst_caps_unref (src);
-  return ok;
-}
-
-static gboolean
-gst_cony_frame_embed_sink_event (GstPad *pad, GstObject *parent, GstEvent *event)
-{
-  GstConyFrameEmbed *self = GST_CONY_FRAME_EMBED (parent);
-
-  GST_LOG_OBJECT (self, "event %" GST_PTR_FORMAT, event);
   switch (GST_EVENT_TYPE (event)) {
-    case GST_EVENT_CAPS:{
-      GstCaps *caps;
-      gst_event_parse_caps (event, &caps);
-      gboolean ok = self->cnn != NULL && set_sink_caps (self, caps);
-      gst_event_unref (event);
-      return ok;
-    }
     case GST_EVENT_SEGMENT:
-      gst_event_copy_segment (event, &self->segment);
-      reset_qos (self);
+      gst_cony_frame_embed_reset_qos (self);
       break;
     case GST_EVENT_FLUSH_STOP:
-      gst_segment_init (&self->segment, GST_FORMAT_TIME);
-      reset_stream (self);
-      reset_qos (self);
+      gst_cony_frame_embed_reset_stream (self);
+      gst_cony_frame_embed_reset_qos (self);
       break;
     default:
       break;
   }
-  return gst_pad_event_default (pad, parent, event);
+  return GST_BASE_TRANSFORM_CLASS (parent_class)->sink_event (trans, event);
 }
 
-/* The caps query announces the model's frame size so videoscale can produce it. */
+/* QOS events: after lateness diff at running time t, frames up to t + 2 diff (t + diff
+ * when early) are late, as video decoders judge it. Forwarded upstream as the base
+ * class does, without its own bookkeeping (see gst_cony_frame_embed_is_late). */
 static gboolean
-gst_cony_frame_embed_sink_query (GstPad *pad, GstObject *parent, GstQuery *query)
+gst_cony_frame_embed_src_event (GstBaseTransform *trans, GstEvent *event)
 {
-  GstConyFrameEmbed *self = GST_CONY_FRAME_EMBED (parent);
+  GstConyFrameEmbed *self = GST_CONY_FRAME_EMBED (trans);
 
-  if (GST_QUERY_TYPE (query) == GST_QUERY_CAPS) {
-    GstCaps *filter, *caps = gst_pad_get_pad_template_caps (pad);
-    gst_query_parse_caps (query, &filter);
-    if (self->cnn != NULL) {
-      caps = gst_caps_make_writable (caps);
-      gst_caps_set_simple (caps, "format", G_TYPE_STRING, model_format (self),
-          "width", G_TYPE_INT, (gint) (cony_cnn_get_input_width (self->cnn) * self->px),
-          "height", G_TYPE_INT, (gint) (cony_cnn_get_input_height (self->cnn) * self->py),
-          NULL);
-    }
-    if (filter) {
-      GstCaps *tmp = gst_caps_intersect_full (filter, caps, GST_CAPS_INTERSECT_FIRST);
-      gst_caps_unref (caps);
-      caps = tmp;
-    }
-    gst_query_set_caps_result (query, caps);
-    gst_caps_unref (caps);
-    return TRUE;
-  }
-  return gst_pad_query_default (pad, parent, query);
+  if (GST_EVENT_TYPE (event) != GST_EVENT_QOS)
+    return GST_BASE_TRANSFORM_CLASS (parent_class)->src_event (trans, event);
+
+  GstQOSType type;
+  gdouble proportion;
+  GstClockTimeDiff diff;
+  GstClockTime timestamp;
+  gst_event_parse_qos (event, &type, &proportion, &diff, &timestamp);
+  GST_OBJECT_LOCK (self);
+  self->proportion = proportion;
+  if (!GST_CLOCK_TIME_IS_VALID (timestamp))
+    self->earliest_time = GST_CLOCK_TIME_NONE;
+  else if (diff >= 0)
+    self->earliest_time = timestamp + 2 * diff;
+  else
+    self->earliest_time = (GstClockTimeDiff) timestamp + diff > 0 ? timestamp + diff : 0;
+  GST_OBJECT_UNLOCK (self);
+  GST_DEBUG_OBJECT (self, "QoS: proportion %g, diff %" G_GINT64_FORMAT " at %" GST_TIME_FORMAT,
+      proportion, diff, GST_TIME_ARGS (timestamp));
+  return gst_pad_push_event (trans->sinkpad, event);
 }
 
-static gboolean
-gst_cony_frame_embed_src_event (GstPad *pad, GstObject *parent, GstEvent *event)
-{
-  GstConyFrameEmbed *self = GST_CONY_FRAME_EMBED (parent);
-
-  if (GST_EVENT_TYPE (event) == GST_EVENT_QOS) {
-    GstQOSType type;
-    gdouble proportion;
-    GstClockTimeDiff diff;
-    GstClockTime timestamp;
-
-    gst_event_parse_qos (event, &type, &proportion, &diff, &timestamp);
-    GST_OBJECT_LOCK (self);
-    self->proportion = proportion;
-    if (GST_CLOCK_TIME_IS_VALID (timestamp)) {
-      /* Late (diff > 0): the next frame worth showing is about 2 diff ahead. */
-      if (diff >= 0)
-        self->earliest_time = timestamp + 2 * diff;
-      else
-        self->earliest_time = (GstClockTimeDiff) timestamp + diff > 0 ? timestamp + diff : 0;
-    } else {
-      self->earliest_time = GST_CLOCK_TIME_NONE;
-    }
-    GST_OBJECT_UNLOCK (self);
-    GST_DEBUG_OBJECT (self, "QoS: proportion %g, diff %" G_GINT64_FORMAT " at %"
-        GST_TIME_FORMAT, proportion, diff, GST_TIME_ARGS (timestamp));
-  }
-  return gst_pad_event_default (pad, parent, event);
-}
+static gboolean gst_cony_frame_embed_stop (GstBaseTransform *trans);
 
 static gboolean
-start (GstElement *element)
+gst_cony_frame_embed_start (GstBaseTransform *trans)
 {
-  GstConyFrameEmbed *self = GST_CONY_FRAME_EMBED (element);
+  GstConyFrameEmbed *self = GST_CONY_FRAME_EMBED (trans);
   GError *error = NULL;
   gchar *model;
 
@@ -432,17 +489,11 @@ start (GstElement *element)
   self->n_patches = self->px * self->py;
   GST_OBJECT_UNLOCK (self);
 
-  if (model == NULL || *model == '\0') {
-    GST_ELEMENT_ERROR (self, RESOURCE, NOT_FOUND, ("No model file given"),
-        ("set the 'model' property to an image CNN safetensors file"));
+  if (!gst_cony_element_check_model (GST_ELEMENT (self), model, "an image CNN safetensors file"))
     goto fail;
-  }
   self->cnn = cony_cnn_load (model, &error);
-  if (self->cnn == NULL) {
-    GST_ELEMENT_ERROR (self, RESOURCE, OPEN_READ, ("Could not load the model: %s",
-            error->message), ("model=%s", model));
+  if (!gst_cony_element_check_loaded (GST_ELEMENT (self), self->cnn != NULL, model, error))
     goto fail;
-  }
   guint C = cony_cnn_get_input_channels (self->cnn);
   if (C != 3 && C != 1) {
     GST_ELEMENT_ERROR (self, LIBRARY, SETTINGS, ("The model does not take video frames"),
@@ -458,41 +509,33 @@ start (GstElement *element)
     goto fail;
   }
   self->in = g_new0 (gfloat, cony_cnn_get_input_size (self->cnn) * self->n_patches);
-  self->out = g_new0 (gfloat, (gsize) self->out_dim * self->n_patches);
   self->have_info = FALSE;
   self->processed = self->dropped = 0;
-  gst_segment_init (&self->segment, GST_FORMAT_TIME);
-  reset_stream (self);
-  reset_qos (self);
-  GST_INFO_OBJECT (self, "loaded %s: %ux%ux%u -> %u, %" G_GUINT64_FORMAT " parameters, "
-      "%ux%u patches per frame", model, cony_cnn_get_input_height (self->cnn),
-      cony_cnn_get_input_width (self->cnn), C, self->out_dim, cony_cnn_get_n_params (self->cnn),
-      self->px, self->py);
+  gst_cony_frame_embed_reset_stream (self);
+  gst_cony_frame_embed_reset_qos (self);
+  GST_INFO_OBJECT (self,
+      "loaded %s: %ux%ux%u -> %u, %" G_GUINT64_FORMAT " parameters, "
+      "%ux%u patches per frame",
+      model, cony_cnn_get_input_height (self->cnn), cony_cnn_get_input_width (self->cnn), C,
+      self->out_dim, cony_cnn_get_n_params (self->cnn), self->px, self->py);
   g_free (model);
   return TRUE;
 
 fail:
   g_clear_error (&error);
-  g_clear_pointer (&self->cnn, cony_cnn_free);
+  gst_cony_frame_embed_stop (trans);
   g_free (model);
   return FALSE;
 }
 
-static void
-stop (GstElement *element)
+static gboolean
+gst_cony_frame_embed_stop (GstBaseTransform *trans)
 {
-  GstConyFrameEmbed *self = GST_CONY_FRAME_EMBED (element);
+  GstConyFrameEmbed *self = GST_CONY_FRAME_EMBED (trans);
   g_clear_pointer (&self->cnn, cony_cnn_free);
   g_clear_pointer (&self->in, g_free);
-  g_clear_pointer (&self->out, g_free);
   self->have_info = FALSE;
-}
-
-static GstStateChangeReturn
-gst_cony_frame_embed_change_state (GstElement *element, GstStateChange transition)
-{
-  return gst_cony_element_change_state (element, transition, GST_ELEMENT_CLASS (parent_class),
-      start, stop);
+  return TRUE;
 }
 
 /* ------------------------------------------------------------------------ */
@@ -503,6 +546,9 @@ gst_cony_frame_embed_set_property (GObject *object, guint prop_id, const GValue 
 {
   GstConyFrameEmbed *self = GST_CONY_FRAME_EMBED (object);
 
+  if (!gst_cony_element_property_settable (object, pspec))
+    return;
+
   GST_OBJECT_LOCK (self);
   switch (prop_id) {
     case PROP_MODEL:
@@ -511,9 +557,6 @@ gst_cony_frame_embed_set_property (GObject *object, guint prop_id, const GValue 
       break;
     case PROP_EVERY:
       self->every = g_value_get_uint (value);
-      break;
-    case PROP_QOS:
-      self->qos = g_value_get_boolean (value);
       break;
     case PROP_PATCHES_X:
       self->patches_x = g_value_get_uint (value);
@@ -529,8 +572,7 @@ gst_cony_frame_embed_set_property (GObject *object, guint prop_id, const GValue 
 }
 
 static void
-gst_cony_frame_embed_get_property (GObject *object, guint prop_id, GValue *value,
-    GParamSpec *pspec)
+gst_cony_frame_embed_get_property (GObject *object, guint prop_id, GValue *value, GParamSpec *pspec)
 {
   GstConyFrameEmbed *self = GST_CONY_FRAME_EMBED (object);
 
@@ -541,9 +583,6 @@ gst_cony_frame_embed_get_property (GObject *object, guint prop_id, GValue *value
       break;
     case PROP_EVERY:
       g_value_set_uint (value, self->every);
-      break;
-    case PROP_QOS:
-      g_value_set_boolean (value, self->qos);
       break;
     case PROP_PATCHES_X:
       g_value_set_uint (value, self->patches_x);
@@ -563,7 +602,7 @@ gst_cony_frame_embed_finalize (GObject *object)
 {
   GstConyFrameEmbed *self = GST_CONY_FRAME_EMBED (object);
 
-  stop (GST_ELEMENT (self));
+  gst_cony_frame_embed_stop (GST_BASE_TRANSFORM (self));
   g_free (self->model);
   G_OBJECT_CLASS (parent_class)->finalize (object);
 }
@@ -573,6 +612,7 @@ gst_cony_frame_embed_class_init (GstConyFrameEmbedClass *klass)
 {
   GObjectClass *gobject_class = G_OBJECT_CLASS (klass);
   GstElementClass *element_class = GST_ELEMENT_CLASS (klass);
+  GstBaseTransformClass *trans_class = GST_BASE_TRANSFORM_CLASS (klass);
   const GParamFlags flags = G_PARAM_READWRITE | G_PARAM_STATIC_STRINGS | GST_PARAM_MUTABLE_READY;
 
   GST_DEBUG_CATEGORY_INIT (gst_cony_frame_embed_debug, "conyframeembed", 0,
@@ -600,20 +640,8 @@ gst_cony_frame_embed_class_init (GstConyFrameEmbedClass *klass)
    * @every frames.
    */
   g_object_class_install_property (gobject_class, PROP_EVERY,
-      g_param_spec_uint ("every", "Every",
-          "Embed every k-th frame (token rate = frame rate / k)", 1, 1 << 20, DEFAULT_EVERY,
-          flags));
-  /**
-   * GstConyFrameEmbed:qos:
-   *
-   * Follow QOS events: frames downstream would get too late are not embedded
-   * (a hole in the token timestamps).
-   */
-  g_object_class_install_property (gobject_class, PROP_QOS,
-      g_param_spec_boolean ("qos", "QoS",
-          "Skip embedding frames that QoS events report as too late", DEFAULT_QOS,
-          G_PARAM_READWRITE | G_PARAM_STATIC_STRINGS | GST_PARAM_MUTABLE_PLAYING));
-
+      g_param_spec_uint ("every", "Every", "Embed every k-th frame (token rate = frame rate / k)",
+          1, 1 << 20, DEFAULT_EVERY, flags));
   /**
    * GstConyFrameEmbed:patches-x:
    *
@@ -622,8 +650,7 @@ gst_cony_frame_embed_class_init (GstConyFrameEmbedClass *klass)
    */
   g_object_class_install_property (gobject_class, PROP_PATCHES_X,
       g_param_spec_uint ("patches-x", "Patches across",
-          "Columns of model-sized tiles per frame, one token each", 1, 64, DEFAULT_PATCHES,
-          flags));
+          "Columns of model-sized tiles per frame, one token each", 1, 64, DEFAULT_PATCHES, flags));
   /**
    * GstConyFrameEmbed:patches-y:
    *
@@ -635,34 +662,29 @@ gst_cony_frame_embed_class_init (GstConyFrameEmbedClass *klass)
 
   gst_element_class_add_static_pad_template (element_class, &sink_template);
   gst_element_class_add_static_pad_template (element_class, &src_template);
-  gst_element_class_set_static_metadata (element_class, "Frame embeddings",
-      "Filter/Analyzer/Video",
+  gst_element_class_set_static_metadata (element_class, "Frame embeddings", "Filter/Analyzer/Video",
       "Runs a VGG-style CNN on video frames and outputs one embedding token per frame",
       "gst-cony authors");
 
-  element_class->change_state = GST_DEBUG_FUNCPTR (gst_cony_frame_embed_change_state);
+  trans_class->start = GST_DEBUG_FUNCPTR (gst_cony_frame_embed_start);
+  trans_class->stop = GST_DEBUG_FUNCPTR (gst_cony_frame_embed_stop);
+  trans_class->transform_caps = GST_DEBUG_FUNCPTR (gst_cony_frame_embed_transform_caps);
+  trans_class->transform_size = GST_DEBUG_FUNCPTR (gst_cony_frame_embed_transform_size);
+  trans_class->set_caps = GST_DEBUG_FUNCPTR (gst_cony_frame_embed_set_caps);
+  trans_class->submit_input_buffer = GST_DEBUG_FUNCPTR (gst_cony_frame_embed_submit_input_buffer);
+  trans_class->copy_metadata = GST_DEBUG_FUNCPTR (gst_cony_frame_embed_copy_metadata);
+  trans_class->transform = GST_DEBUG_FUNCPTR (gst_cony_frame_embed_transform);
+  trans_class->sink_event = GST_DEBUG_FUNCPTR (gst_cony_frame_embed_sink_event);
+  trans_class->src_event = GST_DEBUG_FUNCPTR (gst_cony_frame_embed_src_event);
 }
 
 static void
 gst_cony_frame_embed_init (GstConyFrameEmbed *self)
 {
-  self->sinkpad = gst_pad_new_from_static_template (&sink_template, "sink");
-  gst_pad_set_chain_function (self->sinkpad, GST_DEBUG_FUNCPTR (gst_cony_frame_embed_chain));
-  gst_pad_set_event_function (self->sinkpad,
-      GST_DEBUG_FUNCPTR (gst_cony_frame_embed_sink_event));
-  gst_pad_set_query_function (self->sinkpad,
-      GST_DEBUG_FUNCPTR (gst_cony_frame_embed_sink_query));
-  gst_element_add_pad (GST_ELEMENT (self), self->sinkpad);
-
-  self->srcpad = gst_pad_new_from_static_template (&src_template, "src");
-  gst_pad_set_event_function (self->srcpad, GST_DEBUG_FUNCPTR (gst_cony_frame_embed_src_event));
-  gst_pad_use_fixed_caps (self->srcpad);
-  gst_element_add_pad (GST_ELEMENT (self), self->srcpad);
-
   self->every = DEFAULT_EVERY;
   self->patches_x = self->patches_y = DEFAULT_PATCHES;
-  self->qos = DEFAULT_QOS;
   self->earliest_time = GST_CLOCK_TIME_NONE;
   self->proportion = 1.0;
-  gst_segment_init (&self->segment, GST_FORMAT_TIME);
+  /* GstBaseTransform's qos property, on by default here. */
+  gst_base_transform_set_qos_enabled (GST_BASE_TRANSFORM (self), DEFAULT_QOS);
 }

@@ -4,6 +4,7 @@
  */
 #pragma once
 #include <gst/gst.h>
+#include <gst/base/gstbasetransform.h>
 #include <gst/video/video.h>
 
 #include "cony/cnn.h"
@@ -13,40 +14,35 @@
 G_BEGIN_DECLS
 
 #define GST_TYPE_CONY_FRAME_EMBED (gst_cony_frame_embed_get_type ())
-G_DECLARE_FINAL_TYPE (GstConyFrameEmbed, gst_cony_frame_embed, GST, CONY_FRAME_EMBED, GstElement)
+G_DECLARE_FINAL_TYPE (GstConyFrameEmbed, gst_cony_frame_embed, GST, CONY_FRAME_EMBED,
+    GstBaseTransform)
 
 struct _GstConyFrameEmbed {
-  GstElement parent;
+  GstBaseTransform parent;
 
-  GstPad *sinkpad;
-  GstPad *srcpad;
-
-  /* Properties (object lock). model and every are copied into the stream state on
-   * READY->PAUSED; qos is read per frame. */
+  /* Properties (object lock), copied into the stream state on READY->PAUSED; the qos
+   * property is GstBaseTransform's. */
   gchar *model;
   guint every;
-  guint patches_x, patches_y;  /* patch grid: columns x rows of model-sized tiles */
-  gboolean qos;
+  guint patches_x, patches_y; /* patch grid: columns x rows of model-sized tiles */
 
   /* QoS state (object lock): from the last QOS event on the source pad. */
-  GstClockTime earliest_time;  /* running time before which frames are late */
+  GstClockTime earliest_time; /* running time before which frames are late */
   gdouble proportion;
 
   /* Stream state (streaming thread). */
   ConyCnn *cnn;
-  guint k;                     /* every, fixed for the run */
-  guint px, py;                /* patches_x, patches_y, fixed for the run */
-  guint n_patches;             /* px x py tokens per frame */
+  guint k;         /* every, fixed for the run */
+  guint px, py;    /* patches_x, patches_y, fixed for the run */
+  guint n_patches; /* px x py tokens per frame */
   guint out_dim;
   GstVideoInfo vinfo;
   gboolean have_info;
-  GstSegment segment;
-  guint64 frame_index;         /* frames since the last discontinuity */
-  guint64 tokens_out;          /* tokens since the last discontinuity */
-  guint64 processed, dropped;  /* for QoS messages */
+  guint64 frame_index;        /* frames since the last discontinuity */
+  guint64 tokens_out;         /* tokens since the last discontinuity */
+  guint64 processed, dropped; /* for QoS messages */
   gboolean next_discont;
-  gfloat *in;                  /* n_patches x H x W x C inputs of the CNN */
-  gfloat *out;                 /* n_patches x out_dim */
+  gfloat *in; /* n_patches x H x W x C inputs of the CNN */
 };
 
 G_END_DECLS

@@ -10,13 +10,20 @@
  * conymel turns mono audio into log-mel frames, VGGish-exact by default:
  * 16 kHz, 400-sample (25 ms) periodic Hann windows every 160 samples (10 ms),
  * 512-point real FFT, magnitude, 64 HTK mel bands between 125 and 7500 Hz,
- * natural log(mel + 0.01). Every parameter is a property.
+ * natural log(mel + 0.01). Every parameter is a property;
+ * #GstConyMel:preset=yamnet selects YAMNet's front end (the same with
+ * log(mel + 0.001)).
  *
  * The output is an NNStreamer-compatible token stream
  * (`other/tensors,format=static,num_tensors=1,types=float32,dimensions=64:1,framerate=100/1`),
  * one frame per buffer; #GstConyMel:frames-per-buffer puts K frames in each
  * buffer, announced as `dimensions=64:K` and `framerate=100/K` (buffers per
  * second, as NNStreamer's tensor_converter does with frames-per-tensor).
+ *
+ * The caps also carry the settings, so that a CNN downstream can check them
+ * against the front end its model was trained with (conyvggish does):
+ * `mel-sample-rate`, `mel-window-length`, `mel-hop-length`, `mel-fft-length`,
+ * `mel-n-mels` (int) and `mel-fmin`, `mel-fmax`, `mel-log-offset` (double).
  *
  * The sink pad accepts F32LE or S16LE mono audio at #GstConyMel:sample-rate
  * only; put audioconvert and audioresample in front for anything else.
@@ -28,7 +35,9 @@
  * with integer scaling from a sample counter anchored at the PTS of the first
  * buffer after the last discontinuity (DISCONT flag, flush, start, or a
  * timestamp jump beyond 40 ms detected by #GstAudioStreamAlign). The duration
- * is one hop, so frames tile the timeline. A frame is complete when its last
+ * is one hop, so frames tile the timeline; the caps field `lookahead`
+ * (window - hop samples, 3/200 s by default; gstconytokens.h) says that a
+ * frame's samples run on past its end. A frame is complete when its last
  * sample arrives, so the element adds (window + (K-1) * hop) / rate to the
  * LATENCY query (25 ms by default).
  *
@@ -43,6 +52,8 @@
  * - NaN and ±Inf samples are replaced by 0 (silence) before framing, and a
  *   warning is posted once per run of affected buffers; later frames are
  *   unaffected.
+ * - A buffer that is not a whole number of samples (e.g. 3 bytes of S16LE) is
+ *   a STREAM FORMAT error, as in the other cony elements.
  * - EOS: samples that do not fill a whole window are dropped (as VGGish does);
  *   a partial batch of complete frames is pushed, with caps announcing the
  *   smaller K, before EOS is forwarded.
@@ -78,6 +89,8 @@ GST_DEBUG_CATEGORY_STATIC (gst_cony_mel_debug);
 #define DEFAULT_FMAX 7500.0
 #define DEFAULT_LOG_OFFSET 0.01
 #define DEFAULT_FRAMES_PER_BUFFER 1
+#define DEFAULT_PRESET GST_CONY_MEL_PRESET_VGGISH
+#define YAMNET_LOG_OFFSET 0.001
 
 /* Silence from a GAP is framed in chunks of this many samples. */
 #define GAP_CHUNK 16384
@@ -94,15 +107,32 @@ enum
   PROP_FMAX,
   PROP_LOG_OFFSET,
   PROP_FRAMES_PER_BUFFER,
+  PROP_PRESET,
 };
 
-static GstStaticPadTemplate sink_template = GST_STATIC_PAD_TEMPLATE ("sink",
-    GST_PAD_SINK, GST_PAD_ALWAYS,
-    GST_STATIC_CAPS ("audio/x-raw, format = (string) { F32LE, S16LE }, "
-        "rate = (int) [ 1, MAX ], channels = (int) 1, layout = (string) interleaved"));
+GType
+gst_cony_mel_preset_get_type (void)
+{
+  static GType type = 0;
+  static const GEnumValue values[] = {
+    { GST_CONY_MEL_PRESET_VGGISH, "VGGish: log(mel + 0.01)", "vggish" },
+    { GST_CONY_MEL_PRESET_YAMNET, "YAMNet: log(mel + 0.001)", "yamnet" },
+    { 0, NULL, NULL },
+  };
+  if (g_once_init_enter (&type)) {
+    GType t = g_enum_register_static ("GstConyMelPreset", values);
+    g_once_init_leave (&type, t);
+  }
+  return type;
+}
 
-static GstStaticPadTemplate src_template = GST_STATIC_PAD_TEMPLATE ("src",
-    GST_PAD_SRC, GST_PAD_ALWAYS, GST_STATIC_CAPS (GST_CONY_TOKENS_CAPS_STRING));
+static GstStaticPadTemplate sink_template = GST_STATIC_PAD_TEMPLATE ("sink", GST_PAD_SINK,
+    GST_PAD_ALWAYS,
+    GST_STATIC_CAPS ("audio/x-raw, format = (string) { F32LE, S16LE }, "
+                     "rate = (int) [ 1, MAX ], channels = (int) 1, layout = (string) interleaved"));
+
+static GstStaticPadTemplate src_template = GST_STATIC_PAD_TEMPLATE ("src", GST_PAD_SRC,
+    GST_PAD_ALWAYS, GST_STATIC_CAPS (GST_CONY_TOKENS_CAPS_STRING));
 
 #define gst_cony_mel_parent_class parent_class
 G_DEFINE_TYPE (GstConyMel, gst_cony_mel, GST_TYPE_ELEMENT);
@@ -112,7 +142,7 @@ GST_ELEMENT_REGISTER_DEFINE (conymel, "conymel", GST_RANK_NONE, GST_TYPE_CONY_ME
 
 /* Fills @config from the properties (object lock held). */
 static void
-config_from_properties (GstConyMel *self, ConyMelConfig *config)
+gst_cony_mel_config_from_properties (GstConyMel *self, ConyMelConfig *config)
 {
   cony_mel_config_init_vggish (config);
   config->sample_rate = self->sample_rate;
@@ -132,34 +162,80 @@ config_from_properties (GstConyMel *self, ConyMelConfig *config)
   config->log_offset = self->log_offset;
 }
 
-/* Token caps for the configuration (from the stream state when running, else
- * from the properties), with @k tokens per buffer (0: frames-per-buffer). */
+/* The configuration and frames per buffer: the stream state's when running, else
+ * the properties'. */
+static void
+gst_cony_mel_current_config (GstConyMel *self, ConyMelConfig *config, guint *fpb)
+{
+  if (self->mel != NULL) {
+    *config = self->config;
+    *fpb = self->fpb;
+  } else {
+    GST_OBJECT_LOCK (self);
+    gst_cony_mel_config_from_properties (self, config);
+    *fpb = self->frames_per_buffer;
+    GST_OBJECT_UNLOCK (self);
+  }
+}
+
+/* Token caps for the current configuration (gst_cony_mel_current_config), with @k
+ * tokens per buffer (0: frames-per-buffer). */
 static GstCaps *
-make_src_caps (GstConyMel *self, guint k)
+gst_cony_mel_make_src_caps (GstConyMel *self, guint k)
 {
   GstConyTokenInfo info;
   ConyMelConfig config;
   guint fpb;
 
-  if (self->mel != NULL) {
-    config = self->config;
-    fpb = self->fpb;
-  } else {
-    GST_OBJECT_LOCK (self);
-    config_from_properties (self, &config);
-    fpb = self->frames_per_buffer;
-    GST_OBJECT_UNLOCK (self);
-  }
+  gst_cony_mel_current_config (self, &config, &fpb);
   info.dim = config.n_mels;
   info.tokens_per_buffer = k ? k : fpb;
-  if (!gst_util_fraction_multiply ((gint) config.sample_rate, 1, 1,
-          (gint) config.hop_length, &info.rate_n, &info.rate_d))
+  /* A frame reads window samples from its PTS but lasts one hop. */
+  info.lookahead_n = (gint) config.window_length - (gint) config.hop_length;
+  info.lookahead_d = (gint) config.sample_rate;
+  if (!gst_util_fraction_multiply ((gint) config.sample_rate, 1, 1, (gint) config.hop_length,
+          &info.rate_n, &info.rate_d))
     return NULL;
-  return gst_cony_tokens_caps_new (&info);
+  GstCaps *caps = gst_cony_tokens_caps_new (&info);
+  if (caps != NULL)
+    /* clang-format off */
+    gst_caps_set_simple (caps,
+        "mel-sample-rate", G_TYPE_INT, (gint) config.sample_rate,
+        "mel-window-length", G_TYPE_INT, (gint) config.window_length,
+        "mel-hop-length", G_TYPE_INT, (gint) config.hop_length,
+        "mel-fft-length", G_TYPE_INT, (gint) config.fft_length,
+        "mel-n-mels", G_TYPE_INT, (gint) config.n_mels,
+        "mel-fmin", G_TYPE_DOUBLE, config.fmin,
+        "mel-fmax", G_TYPE_DOUBLE, config.fmax,
+        "mel-log-offset", G_TYPE_DOUBLE, config.log_offset, NULL);
+  /* clang-format on */
+  return caps;
+}
+
+/* Maps a fresh output buffer for the next batch (FALSE when allocation fails). */
+static gboolean
+gst_cony_mel_new_batch (GstConyMel *self)
+{
+  self->batch = gst_buffer_new_allocate (NULL,
+      (gsize) self->fpb * self->config.n_mels * sizeof (gfloat), NULL);
+  if (self->batch != NULL && gst_buffer_map (self->batch, &self->batch_map, GST_MAP_WRITE))
+    return TRUE;
+  g_clear_pointer (&self->batch, gst_buffer_unref);
+  GST_ELEMENT_ERROR (self, RESOURCE, NO_SPACE_LEFT, (NULL), ("could not allocate a batch buffer"));
+  return FALSE;
+}
+
+static void
+gst_cony_mel_free_batch (GstConyMel *self)
+{
+  if (self->batch == NULL)
+    return;
+  gst_buffer_unmap (self->batch, &self->batch_map);
+  g_clear_pointer (&self->batch, gst_buffer_unref);
 }
 
 static GstFlowReturn
-push_batch (GstConyMel *self)
+gst_cony_mel_push_batch (GstConyMel *self)
 {
   guint n = self->batch_len;
   guint d = self->config.n_mels;
@@ -169,11 +245,7 @@ push_batch (GstConyMel *self)
   self->batch_len = 0;
 
   if (self->src_k != n) {
-    GstCaps *caps = make_src_caps (self, n);
-    gboolean ok = caps != NULL && gst_pad_push_event (self->srcpad, gst_event_new_caps (caps));
-    if (caps)
-      gst_caps_unref (caps);
-    if (!ok) {
+    if (!gst_cony_element_push_caps (self->srcpad, gst_cony_mel_make_src_caps (self, n))) {
       GST_ELEMENT_ERROR (self, CORE, NEGOTIATION, (NULL),
           ("downstream refused the token caps (%u x %u floats)", n, d));
       return GST_FLOW_NOT_NEGOTIATED;
@@ -181,46 +253,47 @@ push_batch (GstConyMel *self)
     self->src_k = n;
   }
 
-  GstBuffer *out = gst_buffer_new_allocate (NULL, (gsize) n * d * sizeof (gfloat), NULL);
-  gst_buffer_fill (out, 0, self->batch, (gsize) n * d * sizeof (gfloat));
-  GstClockTime t0 = gst_cony_tokens_time (self->anchor, self->batch_first, self->rate_n, self->rate_d);
-  GstClockTime t1 = gst_cony_tokens_time (self->anchor, self->batch_first + n, self->rate_n, self->rate_d);
-  GST_BUFFER_PTS (out) = t0;
-  GST_BUFFER_DTS (out) = GST_CLOCK_TIME_NONE;
-  GST_BUFFER_DURATION (out) = t1 - t0;
-  GST_BUFFER_OFFSET (out) = self->batch_first;
-  GST_BUFFER_OFFSET_END (out) = self->batch_first + n;
-  if (self->next_discont) {
-    GST_BUFFER_FLAG_SET (out, GST_BUFFER_FLAG_DISCONT);
-    self->next_discont = FALSE;
-  }
-  GST_LOG_OBJECT (self, "pushing %u frame(s) from %" G_GUINT64_FORMAT " at %" GST_TIME_FORMAT,
-      n, self->batch_first, GST_TIME_ARGS (t0));
+  /* The frames are already in the buffer: unmap it, trim a partial batch, send it. */
+  GstBuffer *out = self->batch;
+  gst_buffer_unmap (out, &self->batch_map);
+  self->batch = NULL;
+  if (n < self->fpb)
+    gst_buffer_set_size (out, (gssize) n * d * sizeof (gfloat));
+  GstClockTime t0 = gst_cony_tokens_time (self->anchor, self->batch_first, self->rate_n,
+      self->rate_d);
+  GstClockTime t1 = gst_cony_tokens_time (self->anchor, self->batch_first + n, self->rate_n,
+      self->rate_d);
+  gst_cony_element_stamp (out, t0, t1 - t0, self->batch_first, n, &self->next_discont);
+  GST_LOG_OBJECT (self, "pushing %u frame(s) from %" G_GUINT64_FORMAT " at %" GST_TIME_FORMAT, n,
+      self->batch_first, GST_TIME_ARGS (t0));
   return gst_pad_push (self->srcpad, out);
 }
 
 /* Pops every complete frame, pushing full batches. */
 static GstFlowReturn
-emit_frames (GstConyMel *self)
+gst_cony_mel_emit_frames (GstConyMel *self)
 {
   GstFlowReturn ret = GST_FLOW_OK;
   guint d = self->config.n_mels;
 
   while (ret == GST_FLOW_OK && cony_mel_frames_available (self->mel) > 0) {
+    if (self->batch == NULL && !gst_cony_mel_new_batch (self))
+      return GST_FLOW_ERROR;
     if (self->batch_len == 0)
       self->batch_first = cony_mel_get_next_frame_index (self->mel);
-    if (!cony_mel_pop_frame (self->mel, self->batch + (gsize) self->batch_len * d))
+    gfloat *batch = (gfloat *) self->batch_map.data;
+    if (!cony_mel_pop_frame (self->mel, batch + (gsize) self->batch_len * d))
       break;
     self->batch_len++;
     if (self->batch_len == self->fpb)
-      ret = push_batch (self);
+      ret = gst_cony_mel_push_batch (self);
   }
   return ret;
 }
 
 /* Forgets the samples and the anchor (flush, caps change, stop). */
 static void
-reset_stream (GstConyMel *self)
+gst_cony_mel_reset_stream (GstConyMel *self)
 {
   if (self->mel)
     cony_mel_reset (self->mel);
@@ -234,15 +307,16 @@ reset_stream (GstConyMel *self)
 
 /* Handles a discontinuity at @anchor: pushes complete frames, restarts framing. */
 static GstFlowReturn
-restart_at (GstConyMel *self, GstClockTime anchor)
+gst_cony_mel_restart_at (GstConyMel *self, GstClockTime anchor)
 {
   GstFlowReturn ret = GST_FLOW_OK;
 
   if (GST_CLOCK_TIME_IS_VALID (self->anchor)) {
-    GST_DEBUG_OBJECT (self, "discontinuity: restarting framing at %" GST_TIME_FORMAT
-        " (%" G_GUINT64_FORMAT " samples since the previous anchor)",
+    GST_DEBUG_OBJECT (self,
+        "discontinuity: restarting framing at %" GST_TIME_FORMAT " (%" G_GUINT64_FORMAT
+        " samples since the previous anchor)",
         GST_TIME_ARGS (anchor), cony_mel_get_samples_pushed (self->mel));
-    ret = push_batch (self);
+    ret = gst_cony_mel_push_batch (self);
     cony_mel_reset (self->mel);
     self->next_discont = TRUE;
   }
@@ -253,7 +327,7 @@ restart_at (GstConyMel *self, GstClockTime anchor)
 /* Time-stamps the next @n samples (starting at @pts, which may be NONE) and
  * restarts framing on a discontinuity. */
 static GstFlowReturn
-align_samples (GstConyMel *self, gboolean discont, GstClockTime pts, guint64 n)
+gst_cony_mel_align_samples (GstConyMel *self, gboolean discont, GstClockTime pts, guint64 n)
 {
   GstClockTime out_ts, out_dur;
   guint64 pos;
@@ -262,8 +336,9 @@ align_samples (GstConyMel *self, gboolean discont, GstClockTime pts, guint64 n)
     /* No timestamp: assume the samples follow on. A stream without any
      * timestamps is stamped from 0. */
     if (GST_CLOCK_TIME_IS_VALID (self->anchor))
-      pts = self->anchor + gst_util_uint64_scale (cony_mel_get_samples_pushed (self->mel),
-          GST_SECOND, self->config.sample_rate);
+      pts = self->anchor
+          + gst_util_uint64_scale (cony_mel_get_samples_pushed (self->mel), GST_SECOND,
+              self->config.sample_rate);
     else
       pts = 0;
   }
@@ -271,26 +346,21 @@ align_samples (GstConyMel *self, gboolean discont, GstClockTime pts, guint64 n)
     discont = TRUE;
   if (gst_audio_stream_align_process (self->align, discont, pts, (guint) MIN (n, G_MAXUINT),
           &out_ts, &out_dur, &pos))
-    return restart_at (self, gst_audio_stream_align_get_timestamp_at_discont (self->align));
+    return gst_cony_mel_restart_at (self,
+        gst_audio_stream_align_get_timestamp_at_discont (self->align));
   return GST_FLOW_OK;
 }
 
 /* NaN/Inf samples were replaced by zeros: warn once per run of such buffers. */
 static void
-note_nonfinite (GstConyMel *self, gsize replaced, GstClockTime pts)
+gst_cony_mel_note_nonfinite (GstConyMel *self, gsize replaced, GstClockTime pts)
 {
-  if (replaced == 0) {
-    self->in_nonfinite = FALSE;
-    return;
-  }
   self->n_nonfinite += replaced;
-  if (!self->in_nonfinite) {
-    GST_ELEMENT_WARNING (self, STREAM, FORMAT,
-        ("Input audio contains NaN or infinite samples"),
+  if (gst_cony_element_run_starts (&self->in_nonfinite, replaced > 0))
+    GST_ELEMENT_WARNING (self, STREAM, FORMAT, ("Input audio contains NaN or infinite samples"),
         ("%" G_GSIZE_FORMAT " non-finite samples in the buffer at %" GST_TIME_FORMAT
-            " were replaced by 0 (silence)", replaced, GST_TIME_ARGS (pts)));
-  }
-  self->in_nonfinite = TRUE;
+         " were replaced by 0 (silence)",
+            replaced, GST_TIME_ARGS (pts)));
 }
 
 static GstFlowReturn
@@ -300,32 +370,30 @@ gst_cony_mel_chain (GstPad *pad, GstObject *parent, GstBuffer *buf)
   GstFlowReturn ret;
   GstMapInfo map;
 
-  if (!self->have_info) {
-    GST_ELEMENT_ERROR (self, CORE, NEGOTIATION, (NULL), ("no caps before the first buffer"));
+  if (!gst_cony_element_check_caps_seen (GST_ELEMENT (self), self->have_info)) {
     gst_buffer_unref (buf);
     return GST_FLOW_NOT_NEGOTIATED;
   }
-  if (!gst_buffer_map (buf, &map, GST_MAP_READ)) {
-    GST_ELEMENT_ERROR (self, RESOURCE, READ, (NULL), ("could not map the input buffer"));
+  gint bpf = GST_AUDIO_INFO_BPF (&self->info);
+  gchar *unit = g_strdup_printf ("%d-byte %s samples", bpf,
+      gst_audio_format_to_string (GST_AUDIO_INFO_FORMAT (&self->info)));
+  gboolean mapped = gst_cony_element_map_units (GST_ELEMENT (self), buf, &map, bpf, unit, NULL);
+  g_free (unit);
+  if (!mapped) {
     gst_buffer_unref (buf);
     return GST_FLOW_ERROR;
   }
-
-  gint bpf = GST_AUDIO_INFO_BPF (&self->info);
   gsize n = map.size / bpf;
-  if (map.size % bpf != 0)
-    GST_WARNING_OBJECT (self, "buffer of %" G_GSIZE_FORMAT " bytes is not whole samples",
-        map.size);
 
-  ret = align_samples (self, GST_BUFFER_IS_DISCONT (buf), GST_BUFFER_PTS (buf), n);
+  ret = gst_cony_mel_align_samples (self, GST_BUFFER_IS_DISCONT (buf), GST_BUFFER_PTS (buf), n);
   if (ret == GST_FLOW_OK && n > 0) {
     if (GST_AUDIO_INFO_FORMAT (&self->info) == GST_AUDIO_FORMAT_S16LE) {
       cony_mel_push_s16 (self->mel, (const gint16 *) map.data, n);
     } else {
       gsize replaced = cony_mel_push (self->mel, (const float *) map.data, n);
-      note_nonfinite (self, replaced, GST_BUFFER_PTS (buf));
+      gst_cony_mel_note_nonfinite (self, replaced, GST_BUFFER_PTS (buf));
     }
-    ret = emit_frames (self);
+    ret = gst_cony_mel_emit_frames (self);
   }
 
   gst_buffer_unmap (buf, &map);
@@ -335,7 +403,7 @@ gst_cony_mel_chain (GstPad *pad, GstObject *parent, GstBuffer *buf)
 
 /* A GAP is silence: frame zeros up to its end so the frame clock stays exact. */
 static GstFlowReturn
-handle_gap (GstConyMel *self, GstEvent *event)
+gst_cony_mel_handle_gap (GstConyMel *self, GstEvent *event)
 {
   GstClockTime ts, dur;
   GstFlowReturn ret;
@@ -346,7 +414,7 @@ handle_gap (GstConyMel *self, GstEvent *event)
     return GST_FLOW_OK;
 
   guint64 n = gst_util_uint64_scale_round (dur, rate, GST_SECOND);
-  ret = align_samples (self, FALSE, ts, n);
+  ret = gst_cony_mel_align_samples (self, FALSE, ts, n);
   if (ret != GST_FLOW_OK)
     return ret;
   /* Count to the gap's end on the anchored sample clock when it is close to
@@ -357,49 +425,60 @@ handle_gap (GstConyMel *self, GstEvent *event)
     if (end > pushed && end - pushed <= n + 1 && end - pushed + 1 >= n)
       n = end - pushed;
   }
-  GST_DEBUG_OBJECT (self, "GAP at %" GST_TIME_FORMAT " for %" GST_TIME_FORMAT
-      ": framing %" G_GUINT64_FORMAT " zero samples", GST_TIME_ARGS (ts), GST_TIME_ARGS (dur), n);
+  GST_DEBUG_OBJECT (self,
+      "GAP at %" GST_TIME_FORMAT " for %" GST_TIME_FORMAT ": framing %" G_GUINT64_FORMAT
+      " zero samples",
+      GST_TIME_ARGS (ts), GST_TIME_ARGS (dur), n);
   self->in_nonfinite = FALSE;
   ret = GST_FLOW_OK;
   while (n > 0 && ret == GST_FLOW_OK) {
     guint64 chunk = MIN (n, GAP_CHUNK);
     cony_mel_push_silence (self->mel, chunk);
     n -= chunk;
-    ret = emit_frames (self);
+    ret = gst_cony_mel_emit_frames (self);
   }
   return ret;
 }
 
+/* Pushes the waiting frames before @what; the event goes on whatever the flow. */
+static void
+gst_cony_mel_drain (GstConyMel *self, const gchar *what)
+{
+  GstFlowReturn ret = gst_cony_mel_push_batch (self);
+  if (ret != GST_FLOW_OK)
+    GST_DEBUG_OBJECT (self, "pushing the last frames before %s: %s", what, gst_flow_get_name (ret));
+}
+
 static gboolean
-set_sink_caps (GstConyMel *self, GstCaps *caps)
+gst_cony_mel_set_sink_caps (GstConyMel *self, GstCaps *caps)
 {
   GstAudioInfo info;
 
   if (!gst_audio_info_from_caps (&info, caps)) {
-    GST_ELEMENT_ERROR (self, CORE, NEGOTIATION, (NULL), ("invalid audio caps %" GST_PTR_FORMAT, caps));
+    GST_ELEMENT_ERROR (self, CORE, NEGOTIATION, (NULL),
+        ("invalid audio caps %" GST_PTR_FORMAT, caps));
     return FALSE;
   }
   if ((GST_AUDIO_INFO_FORMAT (&info) != GST_AUDIO_FORMAT_F32LE
           && GST_AUDIO_INFO_FORMAT (&info) != GST_AUDIO_FORMAT_S16LE)
       || GST_AUDIO_INFO_CHANNELS (&info) != 1
       || GST_AUDIO_INFO_RATE (&info) != (gint) self->config.sample_rate) {
-    GST_WARNING_OBJECT (self, "refusing caps %" GST_PTR_FORMAT ": need F32LE or S16LE mono "
-        "at %u Hz (use audioconvert ! audioresample)", caps, self->config.sample_rate);
+    GST_WARNING_OBJECT (self,
+        "refusing caps %" GST_PTR_FORMAT ": need F32LE or S16LE mono "
+        "at %u Hz (use audioconvert ! audioresample)",
+        caps, self->config.sample_rate);
     return FALSE;
   }
 
   if (self->have_info && !gst_audio_info_is_equal (&info, &self->info)) {
     GST_DEBUG_OBJECT (self, "input caps changed: draining and restarting");
-    push_batch (self);
-    reset_stream (self);
+    gst_cony_mel_drain (self, "a caps change");
+    gst_cony_mel_reset_stream (self);
   }
   self->info = info;
   self->have_info = TRUE;
 
-  GstCaps *src = make_src_caps (self, 0);
-  gboolean ok = src != NULL && gst_pad_push_event (self->srcpad, gst_event_new_caps (src));
-  if (src)
-    gst_caps_unref (src);
+  gboolean ok = gst_cony_element_push_caps (self->srcpad, gst_cony_mel_make_src_caps (self, 0));
   if (ok)
     self->src_k = self->fpb;
   return ok;
@@ -413,24 +492,24 @@ gst_cony_mel_sink_event (GstPad *pad, GstObject *parent, GstEvent *event)
 
   GST_LOG_OBJECT (self, "event %" GST_PTR_FORMAT, event);
   switch (GST_EVENT_TYPE (event)) {
-    case GST_EVENT_CAPS:{
+    case GST_EVENT_CAPS: {
       GstCaps *caps;
       gst_event_parse_caps (event, &caps);
-      gboolean ok = set_sink_caps (self, caps);
+      gboolean ok = gst_cony_mel_set_sink_caps (self, caps);
       gst_event_unref (event);
       return ok;
     }
     case GST_EVENT_FLUSH_STOP:
-      reset_stream (self);
+      gst_cony_mel_reset_stream (self);
       break;
     case GST_EVENT_EOS:
       if (self->mel != NULL)
-        push_batch (self);
+        gst_cony_mel_drain (self, "EOS");
       break;
     case GST_EVENT_GAP:
       if (!self->have_info)
-        break;                  /* nothing to frame yet: let downstream see it */
-      ret = handle_gap (self, event);
+        break; /* nothing to frame yet: let downstream see it */
+      ret = gst_cony_mel_handle_gap (self, event);
       gst_event_unref (event);
       return ret == GST_FLOW_OK || ret == GST_FLOW_FLUSHING;
     default:
@@ -445,10 +524,9 @@ gst_cony_mel_sink_query (GstPad *pad, GstObject *parent, GstQuery *query)
   GstConyMel *self = GST_CONY_MEL (parent);
 
   if (GST_QUERY_TYPE (query) == GST_QUERY_CAPS) {
-    GstCaps *filter, *caps;
+    GstCaps *caps;
     guint rate;
 
-    gst_query_parse_caps (query, &filter);
     if (self->mel != NULL) {
       rate = self->config.sample_rate;
     } else {
@@ -456,17 +534,9 @@ gst_cony_mel_sink_query (GstPad *pad, GstObject *parent, GstQuery *query)
       rate = self->sample_rate;
       GST_OBJECT_UNLOCK (self);
     }
-    caps = gst_pad_get_pad_template_caps (pad);
-    caps = gst_caps_make_writable (caps);
+    caps = gst_caps_make_writable (gst_pad_get_pad_template_caps (pad));
     gst_caps_set_simple (caps, "rate", G_TYPE_INT, (gint) rate, NULL);
-    if (filter) {
-      GstCaps *tmp = gst_caps_intersect_full (filter, caps, GST_CAPS_INTERSECT_FIRST);
-      gst_caps_unref (caps);
-      caps = tmp;
-    }
-    gst_query_set_caps_result (query, caps);
-    gst_caps_unref (caps);
-    return TRUE;
+    return gst_cony_element_answer_caps (query, caps);
   }
   return gst_pad_query_default (pad, parent, query);
 }
@@ -474,20 +544,12 @@ gst_cony_mel_sink_query (GstPad *pad, GstObject *parent, GstQuery *query)
 /* Own latency: a batch is complete when the last sample of its last frame
  * has arrived, (window + (K - 1) * hop) samples after its PTS. */
 static GstClockTime
-own_latency (GstConyMel *self)
+gst_cony_mel_own_latency (GstConyMel *self)
 {
   ConyMelConfig config;
   guint fpb;
 
-  if (self->mel != NULL) {
-    config = self->config;
-    fpb = self->fpb;
-  } else {
-    GST_OBJECT_LOCK (self);
-    config_from_properties (self, &config);
-    fpb = self->frames_per_buffer;
-    GST_OBJECT_UNLOCK (self);
-  }
+  gst_cony_mel_current_config (self, &config, &fpb);
   guint64 samples = config.window_length + (guint64) (fpb - 1) * config.hop_length;
   return gst_util_uint64_scale_ceil (samples, GST_SECOND, config.sample_rate);
 }
@@ -500,23 +562,14 @@ gst_cony_mel_src_query (GstPad *pad, GstObject *parent, GstQuery *query)
   switch (GST_QUERY_TYPE (query)) {
     case GST_QUERY_LATENCY:
       return gst_cony_element_query_latency (GST_ELEMENT (self), self->sinkpad, query,
-          own_latency (self));
-    case GST_QUERY_CAPS:{
-      GstCaps *filter, *caps = gst_pad_get_current_caps (pad);
-
-      gst_query_parse_caps (query, &filter);
+          gst_cony_mel_own_latency (self));
+    case GST_QUERY_CAPS: {
+      GstCaps *caps = gst_pad_get_current_caps (pad);
       if (caps == NULL)
-        caps = make_src_caps (self, 0);
+        caps = gst_cony_mel_make_src_caps (self, 0);
       if (caps == NULL)
         caps = gst_pad_get_pad_template_caps (pad);
-      if (filter) {
-        GstCaps *tmp = gst_caps_intersect_full (filter, caps, GST_CAPS_INTERSECT_FIRST);
-        gst_caps_unref (caps);
-        caps = tmp;
-      }
-      gst_query_set_caps_result (query, caps);
-      gst_caps_unref (caps);
-      return TRUE;
+      return gst_cony_element_answer_caps (query, caps);
     }
     default:
       return gst_pad_query_default (pad, parent, query);
@@ -524,13 +577,13 @@ gst_cony_mel_src_query (GstPad *pad, GstObject *parent, GstQuery *query)
 }
 
 static gboolean
-start (GstElement *element)
+gst_cony_mel_start (GstElement *element)
 {
   GstConyMel *self = GST_CONY_MEL (element);
   GError *error = NULL;
 
   GST_OBJECT_LOCK (self);
-  config_from_properties (self, &self->config);
+  gst_cony_mel_config_from_properties (self, &self->config);
   self->fpb = self->frames_per_buffer;
   GST_OBJECT_UNLOCK (self);
 
@@ -549,22 +602,21 @@ start (GstElement *element)
     self->mel = NULL;
     return FALSE;
   }
-  self->batch = g_new0 (gfloat, (gsize) self->fpb * self->config.n_mels);
-  self->align = gst_audio_stream_align_new ((gint) self->config.sample_rate,
-      40 * GST_MSECOND, GST_SECOND);
+  self->align = gst_audio_stream_align_new ((gint) self->config.sample_rate, 40 * GST_MSECOND,
+      GST_SECOND);
   self->have_info = FALSE;
   self->src_k = 0;
   self->n_nonfinite = 0;
-  reset_stream (self);
+  gst_cony_mel_reset_stream (self);
   return TRUE;
 }
 
 static void
-stop (GstElement *element)
+gst_cony_mel_stop (GstElement *element)
 {
   GstConyMel *self = GST_CONY_MEL (element);
   g_clear_pointer (&self->mel, cony_mel_free);
-  g_clear_pointer (&self->batch, g_free);
+  gst_cony_mel_free_batch (self);
   g_clear_pointer (&self->align, gst_audio_stream_align_free);
   self->have_info = FALSE;
   self->batch_len = 0;
@@ -575,16 +627,34 @@ static GstStateChangeReturn
 gst_cony_mel_change_state (GstElement *element, GstStateChange transition)
 {
   return gst_cony_element_change_state (element, transition, GST_ELEMENT_CLASS (parent_class),
-      start, stop);
+      gst_cony_mel_start, gst_cony_mel_stop);
 }
 
 /* ------------------------------------------------------------------------ */
 
+/* Sets every log-mel property to @preset's value (object lock held). The
+ * presets differ only in the log offset; the rest is VGGish's front end. */
 static void
-gst_cony_mel_set_property (GObject *object, guint prop_id, const GValue *value,
-    GParamSpec *pspec)
+gst_cony_mel_apply_preset (GstConyMel *self, GstConyMelPreset preset)
+{
+  self->preset = preset;
+  self->sample_rate = DEFAULT_SAMPLE_RATE;
+  self->window_length = DEFAULT_WINDOW_LENGTH;
+  self->hop_length = DEFAULT_HOP_LENGTH;
+  self->fft_length = DEFAULT_FFT_LENGTH;
+  self->n_mels = DEFAULT_N_MELS;
+  self->fmin = DEFAULT_FMIN;
+  self->fmax = DEFAULT_FMAX;
+  self->log_offset = preset == GST_CONY_MEL_PRESET_YAMNET ? YAMNET_LOG_OFFSET : DEFAULT_LOG_OFFSET;
+}
+
+static void
+gst_cony_mel_set_property (GObject *object, guint prop_id, const GValue *value, GParamSpec *pspec)
 {
   GstConyMel *self = GST_CONY_MEL (object);
+
+  if (!gst_cony_element_property_settable (object, pspec))
+    return;
 
   GST_OBJECT_LOCK (self);
   switch (prop_id) {
@@ -614,6 +684,9 @@ gst_cony_mel_set_property (GObject *object, guint prop_id, const GValue *value,
       break;
     case PROP_FRAMES_PER_BUFFER:
       self->frames_per_buffer = g_value_get_uint (value);
+      break;
+    case PROP_PRESET:
+      gst_cony_mel_apply_preset (self, g_value_get_enum (value));
       break;
     default:
       G_OBJECT_WARN_INVALID_PROPERTY_ID (object, prop_id, pspec);
@@ -656,6 +729,9 @@ gst_cony_mel_get_property (GObject *object, guint prop_id, GValue *value, GParam
     case PROP_FRAMES_PER_BUFFER:
       g_value_set_uint (value, self->frames_per_buffer);
       break;
+    case PROP_PRESET:
+      g_value_set_enum (value, self->preset);
+      break;
     default:
       G_OBJECT_WARN_INVALID_PROPERTY_ID (object, prop_id, pspec);
       break;
@@ -666,7 +742,7 @@ gst_cony_mel_get_property (GObject *object, guint prop_id, GValue *value, GParam
 static void
 gst_cony_mel_finalize (GObject *object)
 {
-  stop (GST_ELEMENT (object));
+  gst_cony_mel_stop (GST_ELEMENT (object));
   G_OBJECT_CLASS (parent_class)->finalize (object);
 }
 
@@ -691,8 +767,8 @@ gst_cony_mel_class_init (GstConyMelClass *klass)
    */
   g_object_class_install_property (gobject_class, PROP_SAMPLE_RATE,
       g_param_spec_uint ("sample-rate", "Sample rate",
-          "Input sample rate in Hz (the sink pad accepts only this rate)",
-          1, G_MAXINT, DEFAULT_SAMPLE_RATE, flags));
+          "Input sample rate in Hz (the sink pad accepts only this rate)", 1, G_MAXINT,
+          DEFAULT_SAMPLE_RATE, flags));
   /**
    * GstConyMel:window-length:
    *
@@ -701,8 +777,8 @@ gst_cony_mel_class_init (GstConyMelClass *klass)
    */
   g_object_class_install_property (gobject_class, PROP_WINDOW_LENGTH,
       g_param_spec_uint ("window-length", "Window length",
-          "Samples per analysis frame (periodic Hann window)",
-          1, 1 << 20, DEFAULT_WINDOW_LENGTH, flags));
+          "Samples per analysis frame (periodic Hann window)", 1, 1 << 20, DEFAULT_WINDOW_LENGTH,
+          flags));
   /**
    * GstConyMel:hop-length:
    *
@@ -710,8 +786,8 @@ gst_cony_mel_class_init (GstConyMelClass *klass)
    */
   g_object_class_install_property (gobject_class, PROP_HOP_LENGTH,
       g_param_spec_uint ("hop-length", "Hop length",
-          "Samples between the starts of consecutive frames",
-          1, 1 << 20, DEFAULT_HOP_LENGTH, flags));
+          "Samples between the starts of consecutive frames", 1, 1 << 20, DEFAULT_HOP_LENGTH,
+          flags));
   /**
    * GstConyMel:fft-length:
    *
@@ -721,25 +797,23 @@ gst_cony_mel_class_init (GstConyMelClass *klass)
    */
   g_object_class_install_property (gobject_class, PROP_FFT_LENGTH,
       g_param_spec_uint ("fft-length", "FFT length",
-          "FFT size, a power of two >= window-length (0 = smallest such power of two)",
-          0, 1 << 22, DEFAULT_FFT_LENGTH, flags));
+          "FFT size, a power of two >= window-length (0 = smallest such power of two)", 0, 1 << 22,
+          DEFAULT_FFT_LENGTH, flags));
   /**
    * GstConyMel:n-mels:
    *
    * Number of mel bands, which is the token dimension D of the output.
    */
   g_object_class_install_property (gobject_class, PROP_N_MELS,
-      g_param_spec_uint ("n-mels", "Mel bands",
-          "Number of mel bands (floats per output token)",
-          1, 4096, DEFAULT_N_MELS, flags));
+      g_param_spec_uint ("n-mels", "Mel bands", "Number of mel bands (floats per output token)", 1,
+          4096, DEFAULT_N_MELS, flags));
   /**
    * GstConyMel:fmin:
    *
    * Lower edge of the lowest mel band, in Hz.
    */
   g_object_class_install_property (gobject_class, PROP_FMIN,
-      g_param_spec_double ("fmin", "Lowest frequency",
-          "Lower edge of the lowest mel band in Hz",
+      g_param_spec_double ("fmin", "Lowest frequency", "Lower edge of the lowest mel band in Hz",
           0.0, G_MAXDOUBLE, DEFAULT_FMIN, flags));
   /**
    * GstConyMel:fmax:
@@ -748,8 +822,8 @@ gst_cony_mel_class_init (GstConyMelClass *klass)
    */
   g_object_class_install_property (gobject_class, PROP_FMAX,
       g_param_spec_double ("fmax", "Highest frequency",
-          "Upper edge of the highest mel band in Hz (at most sample-rate / 2)",
-          0.0, G_MAXDOUBLE, DEFAULT_FMAX, flags));
+          "Upper edge of the highest mel band in Hz (at most sample-rate / 2)", 0.0, G_MAXDOUBLE,
+          DEFAULT_FMAX, flags));
   /**
    * GstConyMel:log-offset:
    *
@@ -758,8 +832,8 @@ gst_cony_mel_class_init (GstConyMelClass *klass)
    */
   g_object_class_install_property (gobject_class, PROP_LOG_OFFSET,
       g_param_spec_double ("log-offset", "Log offset",
-          "Added to the mel energies before the natural logarithm",
-          G_MINDOUBLE, G_MAXDOUBLE, DEFAULT_LOG_OFFSET, flags));
+          "Added to the mel energies before the natural logarithm", G_MINDOUBLE, G_MAXDOUBLE,
+          DEFAULT_LOG_OFFSET, flags));
   /**
    * GstConyMel:frames-per-buffer:
    *
@@ -769,9 +843,22 @@ gst_cony_mel_class_init (GstConyMelClass *klass)
    */
   g_object_class_install_property (gobject_class, PROP_FRAMES_PER_BUFFER,
       g_param_spec_uint ("frames-per-buffer", "Frames per buffer",
-          "Frames (tokens) per output buffer",
-          1, 65536, DEFAULT_FRAMES_PER_BUFFER, flags));
+          "Frames (tokens) per output buffer", 1, 65536, DEFAULT_FRAMES_PER_BUFFER, flags));
+  /**
+   * GstConyMel:preset:
+   *
+   * A named front end: setting it sets sample-rate, window-length,
+   * hop-length, fft-length, n-mels, fmin, fmax and log-offset to the preset's
+   * values (vggish: the defaults; yamnet: the same with log-offset 0.001).
+   * Properties set after it override single values; reading it gives the
+   * preset set last.
+   */
+  g_object_class_install_property (gobject_class, PROP_PRESET,
+      g_param_spec_enum ("preset", "Preset",
+          "Named front end; sets every log-mel property (later properties override)",
+          GST_TYPE_CONY_MEL_PRESET, DEFAULT_PRESET, flags));
 
+  gst_type_mark_as_plugin_api (GST_TYPE_CONY_MEL_PRESET, 0);
   gst_element_class_add_static_pad_template (element_class, &sink_template);
   gst_element_class_add_static_pad_template (element_class, &src_template);
   gst_element_class_set_static_metadata (element_class, "Log-mel spectrogram",
@@ -796,14 +883,7 @@ gst_cony_mel_init (GstConyMel *self)
   gst_pad_use_fixed_caps (self->srcpad);
   gst_element_add_pad (GST_ELEMENT (self), self->srcpad);
 
-  self->sample_rate = DEFAULT_SAMPLE_RATE;
-  self->window_length = DEFAULT_WINDOW_LENGTH;
-  self->hop_length = DEFAULT_HOP_LENGTH;
-  self->fft_length = DEFAULT_FFT_LENGTH;
-  self->n_mels = DEFAULT_N_MELS;
-  self->fmin = DEFAULT_FMIN;
-  self->fmax = DEFAULT_FMAX;
-  self->log_offset = DEFAULT_LOG_OFFSET;
+  gst_cony_mel_apply_preset (self, DEFAULT_PRESET);
   self->frames_per_buffer = DEFAULT_FRAMES_PER_BUFFER;
   self->anchor = GST_CLOCK_TIME_NONE;
 }

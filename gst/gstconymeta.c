@@ -30,7 +30,7 @@ gst_cony_classification_meta_api_get_type (void)
 }
 
 static gboolean
-meta_init (GstMeta *meta, gpointer params, GstBuffer *buffer)
+gst_cony_classification_meta_init (GstMeta *meta, gpointer params, GstBuffer *buffer)
 {
   GstConyClassificationMeta *m = (GstConyClassificationMeta *) meta;
 
@@ -43,21 +43,35 @@ meta_init (GstMeta *meta, gpointer params, GstBuffer *buffer)
   m->n_scores = 0;
   m->scores = NULL;
   m->context_fill = 0.0;
+  m->pts = GST_CLOCK_TIME_NONE;
+  m->running_start = m->running_end = GST_CLOCK_TIME_NONE;
+  m->stream_start = m->stream_end = GST_CLOCK_TIME_NONE;
+  m->multi_label = FALSE;
+  m->n_top = 0;
+  m->top_ids = NULL;
+  m->top_labels = NULL;
+  m->n_events = 0;
+  m->events = NULL;
   return TRUE;
 }
 
 static void
-meta_free (GstMeta *meta, GstBuffer *buffer)
+gst_cony_classification_meta_free (GstMeta *meta, GstBuffer *buffer)
 {
   GstConyClassificationMeta *m = (GstConyClassificationMeta *) meta;
 
   g_clear_pointer (&m->scores, g_free);
   m->n_scores = 0;
+  g_clear_pointer (&m->top_ids, g_free);
+  g_clear_pointer (&m->top_labels, g_free);
+  m->n_top = 0;
+  g_clear_pointer (&m->events, g_free);
+  m->n_events = 0;
 }
 
 static gboolean
-meta_transform (GstBuffer *dest, GstMeta *meta, GstBuffer *buffer, GQuark type,
-    gpointer data)
+gst_cony_classification_meta_transform (GstBuffer *dest, GstMeta *meta, GstBuffer *buffer,
+    GQuark type, gpointer data)
 {
   GstConyClassificationMeta *m = (GstConyClassificationMeta *) meta;
 
@@ -66,9 +80,7 @@ meta_transform (GstBuffer *dest, GstMeta *meta, GstBuffer *buffer, GQuark type,
    * media converters. */
   if (!GST_META_TRANSFORM_IS_COPY (type))
     return FALSE;
-  return gst_buffer_add_cony_classification_meta (dest, m->step, m->window_start,
-      m->window_end, m->class_id, m->label, m->score, m->scores, m->n_scores,
-      m->context_fill) != NULL;
+  return gst_buffer_add_cony_classification_meta_full (dest, m) != NULL;
 }
 
 const GstMetaInfo *
@@ -76,42 +88,86 @@ gst_cony_classification_meta_get_info (void)
 {
   static const GstMetaInfo *info = NULL;
 
-  if (g_once_init_enter ((GstMetaInfo **) & info)) {
+  if (g_once_init_enter ((GstMetaInfo **) &info)) {
     const GstMetaInfo *mi = gst_meta_get_info ("GstConyClassificationMeta");
     if (mi == NULL)
-      mi = gst_meta_register (GST_CONY_CLASSIFICATION_META_API_TYPE,
-          "GstConyClassificationMeta", sizeof (GstConyClassificationMeta), meta_init,
-          meta_free, meta_transform);
-    g_once_init_leave ((GstMetaInfo **) & info, (GstMetaInfo *) mi);
+      mi = gst_meta_register (GST_CONY_CLASSIFICATION_META_API_TYPE, "GstConyClassificationMeta",
+          sizeof (GstConyClassificationMeta), gst_cony_classification_meta_init,
+          gst_cony_classification_meta_free, gst_cony_classification_meta_transform);
+    g_once_init_leave ((GstMetaInfo **) &info, (GstMetaInfo *) mi);
   }
   return info;
 }
 
 GstConyClassificationMeta *
-gst_buffer_add_cony_classification_meta (GstBuffer *buffer, guint64 step,
-    GstClockTime window_start, GstClockTime window_end, gint class_id, const gchar *label,
-    gfloat score, const gfloat *scores, guint n_scores, gdouble context_fill)
+gst_buffer_add_cony_classification_meta_full (GstBuffer *buffer, const GstConyClassificationMeta *v)
 {
   GstConyClassificationMeta *m;
 
   g_return_val_if_fail (GST_IS_BUFFER (buffer), NULL);
   g_return_val_if_fail (gst_buffer_is_writable (buffer), NULL);
-  g_return_val_if_fail (n_scores == 0 || scores != NULL, NULL);
+  g_return_val_if_fail (v != NULL, NULL);
+  g_return_val_if_fail (v->n_scores == 0 || v->scores != NULL, NULL);
+  g_return_val_if_fail (v->n_top == 0 || (v->top_ids != NULL && v->top_labels != NULL), NULL);
+  g_return_val_if_fail (v->n_events == 0 || v->events != NULL, NULL);
 
-  m = (GstConyClassificationMeta *) gst_buffer_add_meta (buffer,
-      GST_CONY_CLASSIFICATION_META_INFO, NULL);
+  m = (GstConyClassificationMeta *) gst_buffer_add_meta (buffer, GST_CONY_CLASSIFICATION_META_INFO,
+      NULL);
   if (m == NULL)
     return NULL;
-  m->step = step;
-  m->window_start = window_start;
-  m->window_end = window_end;
-  m->class_id = class_id;
-  m->label = g_intern_string (label ? label : "");
-  m->score = score;
-  m->n_scores = n_scores;
-  m->scores = n_scores ? g_memdup2 (scores, n_scores * sizeof (gfloat)) : NULL;
-  m->context_fill = context_fill;
+  m->step = v->step;
+  m->window_start = v->window_start;
+  m->window_end = v->window_end;
+  m->class_id = v->class_id;
+  m->label = g_intern_string (v->label ? v->label : "");
+  m->score = v->score;
+  m->n_scores = v->n_scores;
+  m->scores = v->n_scores ? g_memdup2 (v->scores, v->n_scores * sizeof (gfloat)) : NULL;
+  m->context_fill = v->context_fill;
+  m->pts = v->pts;
+  m->running_start = v->running_start;
+  m->running_end = v->running_end;
+  m->stream_start = v->stream_start;
+  m->stream_end = v->stream_end;
+  m->multi_label = v->multi_label;
+  m->n_top = v->n_top;
+  if (v->n_top > 0) {
+    m->top_ids = g_memdup2 (v->top_ids, v->n_top * sizeof (gint));
+    m->top_labels = g_new (const gchar *, v->n_top);
+    for (guint i = 0; i < v->n_top; i++)
+      m->top_labels[i] = g_intern_string (v->top_labels[i] ? v->top_labels[i] : "");
+  }
+  m->n_events = v->n_events;
+  if (v->n_events > 0) {
+    m->events = g_memdup2 (v->events, v->n_events * sizeof (GstConyClassificationEvent));
+    for (guint i = 0; i < v->n_events; i++)
+      m->events[i].label = g_intern_string (v->events[i].label ? v->events[i].label : "");
+  }
   return m;
+}
+
+GstConyClassificationMeta *
+gst_buffer_add_cony_classification_meta (GstBuffer *buffer, guint64 step, GstClockTime window_start,
+    GstClockTime window_end, gint class_id, const gchar *label, gfloat score, const gfloat *scores,
+    guint n_scores, gdouble context_fill)
+{
+  GstConyClassificationMeta v = {
+    .step = step,
+    .window_start = window_start,
+    .window_end = window_end,
+    .class_id = class_id,
+    .label = label,
+    .score = score,
+    .n_scores = n_scores,
+    .scores = (gfloat *) scores,
+    .context_fill = context_fill,
+    .pts = GST_CLOCK_TIME_NONE,
+    .running_start = GST_CLOCK_TIME_NONE,
+    .running_end = GST_CLOCK_TIME_NONE,
+    .stream_start = GST_CLOCK_TIME_NONE,
+    .stream_end = GST_CLOCK_TIME_NONE,
+  };
+  return gst_buffer_add_cony_classification_meta_full (buffer, &v);
 }
 
 GstConyClassificationMeta *
@@ -123,7 +179,8 @@ gst_buffer_get_cony_classification_meta (GstBuffer *buffer)
 
   g_return_val_if_fail (GST_IS_BUFFER (buffer), NULL);
   while ((meta = gst_buffer_iterate_meta_filtered (buffer, &state,
-              GST_CONY_CLASSIFICATION_META_API_TYPE)) != NULL) {
+              GST_CONY_CLASSIFICATION_META_API_TYPE))
+      != NULL) {
     GstConyClassificationMeta *m = (GstConyClassificationMeta *) meta;
     if (best == NULL || m->step > best->step)
       best = m;
@@ -138,8 +195,8 @@ gst_buffer_get_n_cony_classification_metas (GstBuffer *buffer)
   guint n = 0;
 
   g_return_val_if_fail (GST_IS_BUFFER (buffer), 0);
-  while (gst_buffer_iterate_meta_filtered (buffer, &state,
-          GST_CONY_CLASSIFICATION_META_API_TYPE) != NULL)
+  while (gst_buffer_iterate_meta_filtered (buffer, &state, GST_CONY_CLASSIFICATION_META_API_TYPE)
+      != NULL)
     n++;
   return n;
 }
@@ -156,8 +213,7 @@ gst_cony_classification_custom_meta_register (void)
     /* No transform function: GStreamer copies the structure on copy
      * transforms, which is what a result needs. */
     if (gst_meta_get_info (GST_CONY_CLASSIFICATION_CUSTOM_META_NAME) == NULL)
-      gst_meta_register_custom (GST_CONY_CLASSIFICATION_CUSTOM_META_NAME, tags, NULL, NULL,
-          NULL);
+      gst_meta_register_custom (GST_CONY_CLASSIFICATION_CUSTOM_META_NAME, tags, NULL, NULL, NULL);
     g_once_init_leave (&done, 1);
   }
 }
@@ -168,7 +224,6 @@ gst_buffer_add_cony_classification_custom_meta (GstBuffer *buffer,
 {
   GstCustomMeta *cm;
   GstStructure *s;
-  GValue arr = G_VALUE_INIT, v = G_VALUE_INIT;
 
   g_return_val_if_fail (GST_IS_BUFFER (buffer), NULL);
   g_return_val_if_fail (meta != NULL, NULL);
@@ -178,6 +233,7 @@ gst_buffer_add_cony_classification_custom_meta (GstBuffer *buffer,
   if (cm == NULL)
     return NULL;
   s = gst_custom_meta_get_structure (cm);
+  /* clang-format off */
   gst_structure_set (s,
       "step", G_TYPE_UINT64, meta->step,
       "window-start", G_TYPE_UINT64, (guint64) meta->window_start,
@@ -185,14 +241,75 @@ gst_buffer_add_cony_classification_custom_meta (GstBuffer *buffer,
       "class-id", G_TYPE_INT, meta->class_id,
       "label", G_TYPE_STRING, meta->label,
       "score", G_TYPE_FLOAT, meta->score,
-      "context-fill", G_TYPE_DOUBLE, meta->context_fill, NULL);
+      "context-fill", G_TYPE_DOUBLE, meta->context_fill,
+      "pts", G_TYPE_UINT64, (guint64) meta->pts,
+      "running-start", G_TYPE_UINT64, (guint64) meta->running_start,
+      "running-end", G_TYPE_UINT64, (guint64) meta->running_end,
+      "stream-start", G_TYPE_UINT64, (guint64) meta->stream_start,
+      "stream-end", G_TYPE_UINT64, (guint64) meta->stream_end,
+      "output", G_TYPE_STRING, meta->multi_label ? "sigmoid" : "softmax", NULL);
+  /* clang-format on */
+  gst_cony_classification_set_floats (s, "scores", meta->scores, meta->n_scores);
+  gst_cony_classification_set_top (s, meta->n_top, meta->top_ids, meta->top_labels, meta->scores);
+  GValue ea = G_VALUE_INIT;
+  g_value_init (&ea, GST_TYPE_ARRAY);
+  for (guint i = 0; i < meta->n_events; i++) {
+    const GstConyClassificationEvent *e = &meta->events[i];
+    GValue ev = G_VALUE_INIT;
+    g_value_init (&ev, GST_TYPE_STRUCTURE);
+    /* clang-format off */
+    g_value_take_boxed (&ev, gst_structure_new ("event",
+            "event", G_TYPE_STRING, e->onset ? "onset" : "offset",
+            "class-id", G_TYPE_INT, e->class_id, "label", G_TYPE_STRING, e->label,
+            "segment-start", G_TYPE_UINT64, (guint64) e->start,
+            "segment-end", G_TYPE_UINT64, (guint64) e->end, NULL));
+    /* clang-format on */
+    gst_value_array_append_and_take_value (&ea, &ev);
+  }
+  gst_structure_take_value (s, "events", &ea);
+  return cm;
+}
+
+void
+gst_cony_classification_set_floats (GstStructure *s, const gchar *field, const gfloat *values,
+    guint n)
+{
+  GValue arr = G_VALUE_INIT, v = G_VALUE_INIT;
+
   g_value_init (&arr, GST_TYPE_ARRAY);
   g_value_init (&v, G_TYPE_FLOAT);
-  for (guint i = 0; i < meta->n_scores; i++) {
-    g_value_set_float (&v, meta->scores[i]);
+  for (guint i = 0; i < n; i++) {
+    g_value_set_float (&v, values[i]);
     gst_value_array_append_value (&arr, &v);
   }
-  gst_structure_take_value (s, "scores", &arr);
+  gst_structure_take_value (s, field, &arr);
   g_value_unset (&v);
-  return cm;
+}
+
+void
+gst_cony_classification_set_top (GstStructure *s, guint n_top, const gint *ids,
+    const gchar *const *labels, const gfloat *scores)
+{
+  GValue ia = G_VALUE_INIT, la = G_VALUE_INIT, sa = G_VALUE_INIT, v = G_VALUE_INIT;
+
+  g_value_init (&ia, GST_TYPE_ARRAY);
+  g_value_init (&la, GST_TYPE_ARRAY);
+  g_value_init (&sa, GST_TYPE_ARRAY);
+  for (guint i = 0; i < n_top; i++) {
+    g_value_init (&v, G_TYPE_INT);
+    g_value_set_int (&v, ids[i]);
+    gst_value_array_append_value (&ia, &v);
+    g_value_unset (&v);
+    g_value_init (&v, G_TYPE_STRING);
+    g_value_set_string (&v, labels[i]);
+    gst_value_array_append_value (&la, &v);
+    g_value_unset (&v);
+    g_value_init (&v, G_TYPE_FLOAT);
+    g_value_set_float (&v, scores[ids[i]]);
+    gst_value_array_append_value (&sa, &v);
+    g_value_unset (&v);
+  }
+  gst_structure_take_value (s, "top-ids", &ia);
+  gst_structure_take_value (s, "top-labels", &la);
+  gst_structure_take_value (s, "top-scores", &sa);
 }

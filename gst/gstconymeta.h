@@ -9,6 +9,28 @@
 G_BEGIN_DECLS
 
 /**
+ * GstConyClassificationEvent:
+ * @onset: TRUE when a label's segment opens at this step, FALSE when one
+ *   closed (its last step was the previous one)
+ * @class_id: the label's class
+ * @label: its label (interned)
+ * @start: running time at which the segment started (the PTS of its first
+ *   step)
+ * @end: for a closed segment, running time of the end of its last step's
+ *   tokens; #GST_CLOCK_TIME_NONE for an onset
+ *
+ * A segment event of conytransformer (see docs/elements.md, "Segments"):
+ * softmax models have one segment at a time (the top label's), sigmoid
+ * models one per label.
+ */
+typedef struct {
+  gboolean onset;
+  gint class_id;
+  const gchar *label;
+  GstClockTime start, end;
+} GstConyClassificationEvent;
+
+/**
  * GstConyClassificationMeta:
  * @meta: parent #GstMeta
  * @step: index of the step since the last reset of the continual state
@@ -25,6 +47,31 @@ G_BEGIN_DECLS
  *   the meta)
  * @context_fill: tokens in the window / window size n (0 < fill <= 1; 1 once
  *   the window is full)
+ * @pts: PTS of the step (of its first token): the buffer time the step is
+ *   filed under
+ * @running_start: @window_start as running time in the segment
+ *   (#GST_CLOCK_TIME_NONE when not TIME or before the segment)
+ * @running_end: @window_end as running time
+ * @stream_start: @window_start as stream time
+ * @stream_end: @window_end as stream time
+ * @multi_label: TRUE when @scores are independent sigmoid scores (a
+ *   multi-label model, config `output` = sigmoid), FALSE for softmax
+ *   probabilities that sum to 1
+ * @n_top: number of classes in @top_ids (conytransformer's top-k, at most
+ *   @n_scores)
+ * @top_ids: the @n_top best classes, best first (owned by the meta); their
+ *   scores are @scores[@top_ids[i]]
+ * @top_labels: their labels (interned strings; the array is owned by the
+ *   meta)
+ * @n_events: number of @events
+ * @events: the segment events of this step, offsets first (owned by the
+ *   meta)
+ *
+ * Time span: the result is computed from the input in
+ * [@window_start, @window_end): from the start of the oldest token in the
+ * attention window to the end of the input of the newest one (its PTS +
+ * duration + the caps' `lookahead`, see gstconytokens.h): for VGGish tokens,
+ * the newest token's whole 0.975 s of audio.
  *
  * One classification step. The API is tagless and the meta has a copy
  * transform, so it survives queues, gst_buffer_copy(), make-writable copies
@@ -51,6 +98,16 @@ typedef struct {
   guint n_scores;
   gfloat *scores;
   gdouble context_fill;
+
+  GstClockTime pts;
+  GstClockTime running_start, running_end;
+  GstClockTime stream_start, stream_end;
+  gboolean multi_label;
+  guint n_top;
+  gint *top_ids;
+  const gchar **top_labels;
+  guint n_events;
+  GstConyClassificationEvent *events;
 } GstConyClassificationMeta;
 
 GType gst_cony_classification_meta_api_get_type (void);
@@ -61,10 +118,14 @@ const GstMetaInfo *gst_cony_classification_meta_get_info (void);
 
 /* Adds a meta with the given values; @scores (@n_scores floats) and @label
  * are copied. */
-GstConyClassificationMeta *gst_buffer_add_cony_classification_meta (GstBuffer *buffer,
-    guint64 step, GstClockTime window_start, GstClockTime window_end, gint class_id,
-    const gchar *label, gfloat score, const gfloat *scores, guint n_scores,
-    gdouble context_fill);
+GstConyClassificationMeta *gst_buffer_add_cony_classification_meta (GstBuffer *buffer, guint64 step,
+    GstClockTime window_start, GstClockTime window_end, gint class_id, const gchar *label,
+    gfloat score, const gfloat *scores, guint n_scores, gdouble context_fill);
+
+/* Adds a meta with every field of @values (the GstMeta part is ignored);
+ * labels are interned, @scores, @top_ids and @top_labels copied. */
+GstConyClassificationMeta *gst_buffer_add_cony_classification_meta_full (GstBuffer *buffer,
+    const GstConyClassificationMeta *values);
 
 /* The meta of the newest step on @buffer (highest @step), or NULL. */
 GstConyClassificationMeta *gst_buffer_get_cony_classification_meta (GstBuffer *buffer);
@@ -78,7 +139,12 @@ guint gst_buffer_get_n_cony_classification_metas (GstBuffer *buffer);
  * Name of the #GstCustomMeta mirror. Its structure holds the fields
  * step (guint64), window-start, window-end (guint64, ns), class-id (gint),
  * label (string), score (gfloat), context-fill (gdouble) and scores
- * (#GST_TYPE_ARRAY of gfloat). From Python:
+ * (#GST_TYPE_ARRAY of gfloat), pts, running-start, running-end,
+ * stream-start, stream-end (guint64, ns), output (string: "softmax" or
+ * "sigmoid"), top-ids (#GST_TYPE_ARRAY of gint), top-labels (of strings),
+ * top-scores (of gfloat) and events (#GST_TYPE_ARRAY of structures named
+ * "event" with event ("onset"/"offset"), class-id, label, segment-start,
+ * segment-end). From Python:
  * `buf.get_custom_meta("GstConyClassificationCustomMeta").get_structure()`.
  */
 #define GST_CONY_CLASSIFICATION_CUSTOM_META_NAME "GstConyClassificationCustomMeta"
@@ -89,5 +155,16 @@ void gst_cony_classification_custom_meta_register (void);
 /* Adds the custom mirror of @meta to @buffer. */
 GstCustomMeta *gst_buffer_add_cony_classification_custom_meta (GstBuffer *buffer,
     const GstConyClassificationMeta *meta);
+
+/* Sets the fields top-ids (#GST_TYPE_ARRAY of gint), top-labels (of strings)
+ * and top-scores (of gfloat, @scores[@ids[i]]) of @s: the custom meta's and
+ * conytransformer's messages' top-k. */
+void gst_cony_classification_set_top (GstStructure *s, guint n_top, const gint *ids,
+    const gchar *const *labels, const gfloat *scores);
+
+/* Sets @field of @s to a #GST_TYPE_ARRAY of the @n gfloat @values (the "scores" of
+ * the custom meta and of conytransformer's messages). */
+void gst_cony_classification_set_floats (GstStructure *s, const gchar *field, const gfloat *values,
+    guint n);
 
 G_END_DECLS

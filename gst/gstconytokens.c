@@ -14,24 +14,29 @@ gst_cony_tokens_caps_new (const GstConyTokenInfo *info)
   g_return_val_if_fail (info->dim > 0 && info->tokens_per_buffer > 0, NULL);
 
   if (info->rate_n > 0 && info->rate_d > 0) {
-    if (!gst_util_fraction_multiply (info->rate_n, info->rate_d, 1,
-            (gint) info->tokens_per_buffer, &fps_n, &fps_d))
+    if (!gst_util_fraction_multiply (info->rate_n, info->rate_d, 1, (gint) info->tokens_per_buffer,
+            &fps_n, &fps_d))
       return NULL;
   }
   gchar *dims = g_strdup_printf ("%u:%u", info->dim, info->tokens_per_buffer);
+  /* clang-format off */
   GstCaps *caps = gst_caps_new_simple ("other/tensors",
       "format", G_TYPE_STRING, "static",
       "num_tensors", G_TYPE_INT, 1,
       "types", G_TYPE_STRING, "float32",
       "dimensions", G_TYPE_STRING, dims,
       "framerate", GST_TYPE_FRACTION, fps_n, fps_d, NULL);
+  /* clang-format on */
+  if (info->lookahead_n != 0 && info->lookahead_d > 0)
+    gst_caps_set_simple (caps, "lookahead", GST_TYPE_FRACTION, info->lookahead_n, info->lookahead_d,
+        NULL);
   g_free (dims);
   return caps;
 }
 
 /* Parses "D[:K[:1...]]" (innermost first). */
 static gboolean
-parse_dimensions (const gchar *s, guint *dim, guint *k)
+gst_cony_tokens_parse_dimensions (const gchar *s, guint *dim, guint *k)
 {
   gchar **parts = g_strsplit (s, ":", -1);
   guint n = g_strv_length (parts);
@@ -85,7 +90,7 @@ gst_cony_tokens_info_from_caps (GstConyTokenInfo *info, const GstCaps *caps, gch
   }
   const gchar *dims = gst_structure_get_string (s, "dimensions");
   guint dim = 0, k = 0;
-  if (dims == NULL || !parse_dimensions (dims, &dim, &k)) {
+  if (dims == NULL || !gst_cony_tokens_parse_dimensions (dims, &dim, &k)) {
     *why = g_strdup_printf ("expected dimensions=D:K (innermost first, positive), got %s",
         dims ? dims : "(none)");
     return FALSE;
@@ -96,8 +101,16 @@ gst_cony_tokens_info_from_caps (GstConyTokenInfo *info, const GstCaps *caps, gch
     *why = g_strdup ("framerate is not a fraction");
     return FALSE;
   }
+  gint la_n = 0, la_d = 1;
+  if (gst_structure_has_field (s, "lookahead")
+      && (!gst_structure_get_fraction (s, "lookahead", &la_n, &la_d) || la_d <= 0)) {
+    *why = g_strdup ("lookahead is not a fraction of seconds");
+    return FALSE;
+  }
   info->dim = dim;
   info->tokens_per_buffer = k;
+  info->lookahead_n = la_n;
+  info->lookahead_d = la_d;
   info->rate_n = 0;
   info->rate_d = 1;
   if (fps_n > 0 && fps_d > 0
@@ -111,8 +124,7 @@ gst_cony_tokens_info_from_caps (GstConyTokenInfo *info, const GstCaps *caps, gch
 gboolean
 gst_cony_tokens_info_same_tokens (const GstConyTokenInfo *a, const GstConyTokenInfo *b)
 {
-  return a->dim == b->dim
-      && (gint64) a->rate_n * b->rate_d == (gint64) b->rate_n * a->rate_d;
+  return a->dim == b->dim && (gint64) a->rate_n * b->rate_d == (gint64) b->rate_n * a->rate_d;
 }
 
 GstClockTime
@@ -121,4 +133,14 @@ gst_cony_tokens_time (GstClockTime anchor, guint64 index, gint rate_n, gint rate
   g_return_val_if_fail (GST_CLOCK_TIME_IS_VALID (anchor) && rate_n > 0 && rate_d > 0,
       GST_CLOCK_TIME_NONE);
   return anchor + gst_util_uint64_scale (index, GST_SECOND * (guint64) rate_d, (guint64) rate_n);
+}
+
+gint64
+gst_cony_tokens_lookahead_ns (const GstConyTokenInfo *info)
+{
+  if (info->lookahead_n == 0 || info->lookahead_d <= 0)
+    return 0;
+  gint64 ns = (gint64) gst_util_uint64_scale (GST_SECOND, ABS ((gint64) info->lookahead_n),
+      (guint64) info->lookahead_d);
+  return info->lookahead_n < 0 ? -ns : ns;
 }

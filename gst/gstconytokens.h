@@ -1,4 +1,4 @@
-/* Token caps shared by the cony elements (DESIGN.md §1).
+/* Token caps shared by the cony elements.
  *
  * SPDX-License-Identifier: LGPL-2.1-or-later
  *
@@ -21,6 +21,19 @@
  *   PTS = anchor + i / token_rate   (gst_cony_tokens_time(), integer scaling)
  * and duration = PTS(i + 1) - PTS(i), so tokens tile the timeline exactly and
  * nothing is ever accumulated in floating point.
+ *
+ * Input span: a token is computed from input (audio samples, a video frame)
+ * that starts at its PTS but need not end at PTS + duration: a VGGish
+ * embedding, one every 0.25 s, looks at 0.975 s of audio. The optional caps
+ * field `lookahead` (fraction, seconds, may be negative) says by how much a
+ * token's input outlasts its duration: token i covers exactly
+ *   [PTS(i), PTS(i) + duration(i) + lookahead)
+ * conymel: window - hop samples (15 ms); conyvggish: its own (window - stride)
+ * frames plus its input's lookahead (710 + 15 = 725 ms); conyframeembed:
+ * -(every - 1) frames (a token lasts `every` frames but embeds the first).
+ * Absent (NNStreamer sources): 0, the token covers its own duration.
+ * A step of k tokens covers [PTS of its first, end of its last + lookahead),
+ * which also holds for the k patch tokens of one frame.
  */
 #pragma once
 #include <gst/gst.h>
@@ -32,22 +45,24 @@ G_BEGIN_DECLS
   "types = (string) float32, framerate = (fraction) [ 0/1, 2147483647/1 ]"
 
 typedef struct {
-  guint dim;                 /* floats per token (innermost dimension) */
-  guint tokens_per_buffer;   /* second dimension */
-  gint rate_n, rate_d;       /* tokens per second; 0/1 when unknown */
+  guint dim;                     /* floats per token (innermost dimension) */
+  guint tokens_per_buffer;       /* second dimension */
+  gint rate_n, rate_d;           /* tokens per second; 0/1 when unknown */
+  gint lookahead_n, lookahead_d; /* input past a token's end, seconds (caps `lookahead`); 0/1 */
 } GstConyTokenInfo;
 
 /* Fixed caps for @info. NULL when the buffer rate overflows a fraction. */
 GstCaps *gst_cony_tokens_caps_new (const GstConyTokenInfo *info);
 
 /* Parses fixed token caps. On failure returns FALSE and sets *@why (g_free). */
-gboolean gst_cony_tokens_info_from_caps (GstConyTokenInfo *info, const GstCaps *caps,
-                                         gchar **why);
+gboolean gst_cony_tokens_info_from_caps (GstConyTokenInfo *info, const GstCaps *caps, gchar **why);
 
 /* TRUE when both describe the same tokens (dimension and token rate), whatever
  * the number of tokens per buffer. */
-gboolean gst_cony_tokens_info_same_tokens (const GstConyTokenInfo *a,
-                                           const GstConyTokenInfo *b);
+gboolean gst_cony_tokens_info_same_tokens (const GstConyTokenInfo *a, const GstConyTokenInfo *b);
+
+/* The lookahead in nanoseconds, signed (0 when the caps had none). */
+gint64 gst_cony_tokens_lookahead_ns (const GstConyTokenInfo *info);
 
 /* anchor + index * rate_d / rate_n seconds, in integer nanoseconds (rounded
  * down). @anchor must be valid and @rate_n > 0. */

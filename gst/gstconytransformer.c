@@ -22,17 +22,25 @@
  *
  * ## Steps and metadata
  *
- * Every token is one step of the continual encoder; the classification of a
- * step is the softmax of the newest token's logits. A buffer with K tokens
- * gets K metas, one per step (field `step` orders them;
- * gst_buffer_get_cony_classification_meta() returns the newest). Meta
- * fields: `step` (index since the last reset), `window_start` (PTS of the
- * oldest token in the attention window), `window_end` (PTS + duration of
- * this token), `class_id`, `label`, `score` (softmax probability of the top
- * class), `scores` (all n_scores probabilities), `context_fill` (tokens in
- * the window / window size). The time of token i of a buffer is the buffer
- * PTS + i x duration / K (or i / token rate when the buffer has no
- * duration). Metas are attached whatever #GstConyTransformer:threshold is.
+ * Every token is one step of the continual encoder; the scores of a step
+ * come from the newest token's logits: softmax, or one sigmoid per class for
+ * models whose config says `output` = sigmoid (multi-label). A buffer with K
+ * tokens gets K metas, one per step (field `step` orders them;
+ * gst_buffer_get_cony_classification_meta() returns the newest). Each
+ * carries the top class (`class_id`, `label`, `score`), all `scores`, the
+ * #GstConyTransformer:top-k best classes (`top_ids`, `top_labels`), the
+ * step's segment events (`events`), `context_fill` and the times:
+ *
+ * - `pts`: the step's PTS (token i of a buffer: PTS + i x duration / K, or
+ *   i / token rate when the buffer has no duration);
+ * - `window_start`, `window_end`: the input the result covers, from the
+ *   start of the oldest token in the attention window to the end of the
+ *   newest token's input (its end + the caps' `lookahead`, gstconytokens.h:
+ *   the newest 0.975 s VGGish window for the audio chain), in buffer time;
+ *   `running_start`/`running_end` and `stream_start`/`stream_end` the same
+ *   in running and stream time.
+ *
+ * Metas are attached whatever #GstConyTransformer:threshold is.
  *
  * Models with `tokens_per_step` k > 1 (docs/model-format.md; e.g. the k
  * patch tokens of one video frame from `conyframeembed patches-x/patches-y`)
@@ -47,37 +55,49 @@
  *
  * With #GstConyTransformer:post-messages (default), the element posts element
  * messages whose structure is named `conytransformer`, as `level` and
- * `spectrum` do. In `message-mode=every-step` one message per step whose
- * confidence is at least #GstConyTransformer:threshold, with the fields:
+ * `spectrum` do. In `message-mode=every-step` one message per step that
+ * reaches its threshold (softmax: the top class its own; sigmoid: any class
+ * its own), following level's contract:
  *
- * - `timestamp` (#guint64): PTS of the token (ns)
- * - `stream-time` (#guint64): the PTS as stream time in the current segment
- * - `running-time` (#guint64): the PTS as running time in the current segment
- * - `duration` (#guint64): the token's duration (ns), NONE if unknown
- * - `step` (#guint64): step index since the last reset
- * - `class-id` (#gint): index of the top class
- * - `label` (#gchararray): its label
- * - `confidence` (#gfloat): its softmax probability
- * - `scores` (#GST_TYPE_ARRAY of #gfloat): the probabilities of every class
+ * - `timestamp` (#guint64): start of the input the result covers (buffer
+ *   time), `stream-time`, `running-time` (#guint64): the same in stream and
+ *   running time
+ * - `duration` (#guint64): end - start of that input, so timestamp +
+ *   duration is its end; `stream-time-end`, `running-time-end` (#guint64)
+ * - `pts` (#guint64): the step's PTS
+ * - `step` (#guint64), `class-id` (#gint), `label` (#gchararray),
+ *   `confidence` (#gfloat): the top class and its score
+ * - `scores` (#GST_TYPE_ARRAY of #gfloat): the scores of every class
+ * - `output` (#gchararray): "softmax" or "sigmoid"
+ * - `top-ids`, `top-labels`, `top-scores` (#GST_TYPE_ARRAY): the top-k
+ * - `context-fill` (#gdouble)
  *
- * In `message-mode=on-change` a message is posted only when the top label
- * changes (steps below the threshold do not count: they neither change nor
- * extend a label). It has the fields above for the step where the new label
- * took over, and:
+ * Thresholds: the labels file may give one per label (`label<TAB>0.7`);
+ * others use #GstConyTransformer:threshold (0, the default, means 0.5 for
+ * sigmoid models).
  *
- * - `segment-start` (#guint64): running time at which the new label starts
- *   (the start of that step's token)
- * - `previous-label` (#gchararray): the label of the segment that ended, ""
- *   for the first message of a stream
- * - `previous-segment-start`, `previous-segment-end` (#guint64): running
- *   times of the start of the ended segment and of the end of its last
- *   counted token (NONE for the first message)
+ * ## Segments
  *
- * At EOS, a last message closes the open segment: the fields of the last
- * step, `segment-start` of the open segment, its label again as
- * `previous-label` with `previous-segment-start`/`previous-segment-end`, and
+ * Segments are kept in every mode (their events go on the metas); in
+ * `message-mode=on-change` they are the messages. Softmax models have one
+ * segment at a time, the top label's: a message when the top label changes
+ * (steps below their threshold do not count: they neither change nor
+ * extend a label), with the fields above for the step where the new label
+ * took over, and `segment-start` (running time of its PTS),
+ * `previous-label` ("" for the first), `previous-segment-start`,
+ * `previous-segment-end` (running times; NONE for the first). Sigmoid
+ * models have a segment per label, open while its score reaches its
+ * threshold: an `event` = "onset" message when it rises to it and "offset"
+ * when it falls below, with `segment-start` and (offsets) `segment-end`;
+ * `label`, `class-id` and `confidence` are then that label's. Segment
+ * times run from the PTS of the first step to the end of the last step's
+ * tokens, so consecutive segments tile.
+ *
+ * At EOS, messages close the open segments (softmax: the fields of the last
+ * step, `segment-start`, the open label as `previous-label` with its
+ * `previous-segment-start`/`-end`; sigmoid: an offset per open label), with
  * `eos` (#gboolean) = TRUE. A reset (FLUSH_STOP, DISCONT, caps change)
- * forgets the open segment without a message.
+ * forgets the open segments without a message.
  *
  * ## Stream behaviour
  *
@@ -92,6 +112,11 @@
  * - A token with NaN or infinite values is not fed to the model (the state
  *   stays as it was), gets no meta and no message; a warning is posted once
  *   per run of affected buffers. The buffer itself passes unchanged.
+ * - A step whose logits are not finite (finite tokens so large that the
+ *   model overflows float, e.g. values near FLT_MAX) gets no meta and no
+ *   message; the continual state is reset (the next step is step 0) and a
+ *   STREAM FAILED warning naming the step is posted once per run of affected
+ *   buffers. A NaN is never published as a result.
  *
  * ## Example launch lines
  * |[
@@ -107,6 +132,8 @@
 
 #include "gstconytransformer.h"
 #include "cony/labels.h"
+#include "cony/safetensors.h"
+#include "gstconyelement.h"
 
 #include <math.h>
 #include <string.h>
@@ -120,6 +147,8 @@ GST_DEBUG_CATEGORY_STATIC (gst_cony_transformer_debug);
 #define DEFAULT_POST_MESSAGES TRUE
 #define DEFAULT_MESSAGE_MODE GST_CONY_TRANSFORMER_MESSAGE_EVERY_STEP
 #define DEFAULT_THRESHOLD 0.0
+#define DEFAULT_TOP_K 1
+#define MAX_TOP_K 1024
 
 #define MESSAGE_NAME "conytransformer"
 
@@ -132,6 +161,8 @@ enum
   PROP_POST_MESSAGES,
   PROP_MESSAGE_MODE,
   PROP_THRESHOLD,
+  PROP_TOP_K,
+  PROP_LABELS,
 };
 
 static GstStaticPadTemplate sink_template = GST_STATIC_PAD_TEMPLATE ("sink",
@@ -155,6 +186,7 @@ gst_cony_transformer_attention_get_type (void)
     {GST_CONY_TRANSFORMER_ATTENTION_CONY, "Continual Nystrom, continual landmarks", "cony"},
     {GST_CONY_TRANSFORMER_ATTENTION_CONY_FIXED, "Continual Nystrom, fixed landmarks",
         "cony-fixed"},
+    {GST_CONY_TRANSFORMER_ATTENTION_VCC, "VIP-token centric compression (single output)", "vcc"},
     {0, NULL, NULL},
   };
   if (g_once_init_enter (&type)) {
@@ -170,7 +202,8 @@ gst_cony_transformer_message_mode_get_type (void)
   static GType type = 0;
   static const GEnumValue values[] = {
     {GST_CONY_TRANSFORMER_MESSAGE_EVERY_STEP, "A message for every step", "every-step"},
-    {GST_CONY_TRANSFORMER_MESSAGE_ON_CHANGE, "A message when the top label changes",
+    {GST_CONY_TRANSFORMER_MESSAGE_ON_CHANGE,
+        "A message per segment event: the top label changes (sigmoid: a label's onset/offset)",
         "on-change"},
     {0, NULL, NULL},
   };
@@ -189,14 +222,56 @@ GST_ELEMENT_REGISTER_DEFINE (conytransformer, "conytransformer", GST_RANK_NONE,
 /* ------------------------------------------------------------------------ */
 
 static void
-reset_stream (GstConyTransformer *self)
+gst_cony_transformer_reset_stream (GstConyTransformer *self)
 {
   if (self->encoder)
     cony_encoder_reset (self->encoder);
   self->seg_class = -1;
   self->seg_start = self->seg_end = GST_CLOCK_TIME_NONE;
+  for (guint c = 0; self->active && c < self->n_classes; c++) {
+    self->active[c] = FALSE;
+    self->on_start[c] = self->on_end[c] = GST_CLOCK_TIME_NONE;
+  }
   self->have_last = FALSE;
   self->in_nonfinite = FALSE;
+  self->in_overflow = FALSE;
+}
+
+/* A step whose logits are not finite: nothing is published for it, and the stream
+ * starts again (the encoder has already reset itself); the runs of bad buffers, which
+ * rate-limit the warnings, go on. */
+static void
+gst_cony_transformer_reset_after_overflow (GstConyTransformer *self)
+{
+  gboolean in_nonfinite = self->in_nonfinite, in_overflow = self->in_overflow;
+  gst_cony_transformer_reset_stream (self);
+  self->in_nonfinite = in_nonfinite;
+  self->in_overflow = in_overflow;
+}
+
+/* The labels before the model is loaded (the labels property in NULL/READY):
+ * the labels file's, else those of the model file's config; NULL when
+ * neither can be read (the state change will say why). */
+static gchar **
+gst_cony_transformer_peek_labels (const gchar *model_path, const gchar *labels_file)
+{
+  gchar **labels = NULL;
+  if (labels_file != NULL && *labels_file != '\0') {
+    guint n = 0;
+    return cony_labels_load (labels_file, &n, NULL, NULL);
+  }
+  if (model_path == NULL || *model_path == '\0')
+    return NULL;
+  ConySafetensors *st = cony_safetensors_open (model_path, NULL);
+  const char *json = st ? cony_safetensors_metadata (st, "config") : NULL;
+  ConyModelConfig config;
+  if (json && cony_model_config_parse (json, model_path, &config, NULL)) {
+    labels = g_strdupv (config.labels);
+    cony_model_config_clear (&config);
+  }
+  if (st)
+    cony_safetensors_close (st);
+  return labels;
 }
 
 static gboolean gst_cony_transformer_stop (GstBaseTransform *trans);
@@ -215,17 +290,12 @@ gst_cony_transformer_start (GstBaseTransform *trans)
   attention = self->attention;
   GST_OBJECT_UNLOCK (self);
 
-  if (path == NULL || *path == '\0') {
-    GST_ELEMENT_ERROR (self, RESOURCE, NOT_FOUND, ("No model file given"),
-        ("set the 'model' property to a cony-encoder-classifier safetensors file"));
+  if (!gst_cony_element_check_model (GST_ELEMENT (self), path,
+          "a cony-encoder-classifier safetensors file"))
     goto fail;
-  }
   self->model = cony_model_load (path, &error);
-  if (self->model == NULL) {
-    GST_ELEMENT_ERROR (self, RESOURCE, OPEN_READ, ("Could not load the model: %s",
-            error->message), ("model=%s", path));
+  if (!gst_cony_element_check_loaded (GST_ELEMENT (self), self->model != NULL, path, error))
     goto fail;
-  }
   self->encoder = cony_encoder_new (self->model, (int) attention, &error);
   if (self->encoder == NULL) {
     GEnumValue *ev = g_enum_get_value (g_type_class_peek (GST_TYPE_CONY_TRANSFORMER_ATTENTION),
@@ -241,10 +311,11 @@ gst_cony_transformer_start (GstBaseTransform *trans)
   self->window = (guint) c->window;
   self->k = (guint) cony_encoder_tokens_per_step (self->encoder);
   self->refused_k = 0;
+  gchar **labels = NULL;
   if (labels_file != NULL && *labels_file != '\0') {
     guint n = 0;
-    self->labels = cony_labels_load (labels_file, &n, &error);
-    if (self->labels == NULL) {
+    labels = cony_labels_load (labels_file, &n, &self->thresholds, &error);
+    if (labels == NULL) {
       GST_ELEMENT_ERROR (self, RESOURCE, OPEN_READ, ("Could not read the labels file: %s",
               error->message), ("labels-file=%s", labels_file));
       goto fail;
@@ -253,18 +324,30 @@ gst_cony_transformer_start (GstBaseTransform *trans)
       GST_ELEMENT_ERROR (self, LIBRARY, SETTINGS,
           ("The labels file has %u labels but the model has %u classes", n, self->n_classes),
           ("labels-file=%s (one label per line), model=%s", labels_file, path));
+      g_strfreev (labels);
       goto fail;
     }
   } else {
-    self->labels = g_strdupv (c->labels);
+    labels = g_strdupv (c->labels);
   }
+  GST_OBJECT_LOCK (self);
+  self->labels = labels;
+  GST_OBJECT_UNLOCK (self);
+  g_object_notify (G_OBJECT (self), "labels");
+  self->multi_label = c->output == CONY_OUTPUT_SIGMOID;
+  self->top_ids = g_new (gint, self->n_classes);
+  self->top_labels = g_new (const gchar *, self->n_classes);
+  self->active = g_new0 (gboolean, self->n_classes);
+  self->on_start = g_new (GstClockTime, self->n_classes);
+  self->on_end = g_new (GstClockTime, self->n_classes);
+  self->events = g_new (GstConyClassificationEvent, self->n_classes + 2);
 
   self->logits = g_new0 (gfloat, self->n_classes);
   self->probs = g_new0 (gfloat, self->n_classes);
   self->starts = g_new (GstClockTime, self->window);
   self->have_info = FALSE;
   self->refused_dim = 0;
-  reset_stream (self);
+  gst_cony_transformer_reset_stream (self);
   GST_INFO_OBJECT (self, "loaded %s: d_in %u, %u classes, window %u, %u token(s) per step, "
       "%d block(s), attention %s", path, self->d_in, self->n_classes, self->window, self->k,
       c->blocks,
@@ -288,7 +371,16 @@ gst_cony_transformer_stop (GstBaseTransform *trans)
 
   g_clear_pointer (&self->encoder, cony_encoder_free);
   g_clear_pointer (&self->model, cony_model_free);
+  GST_OBJECT_LOCK (self);
   g_clear_pointer (&self->labels, g_strfreev);
+  GST_OBJECT_UNLOCK (self);
+  g_clear_pointer (&self->thresholds, g_free);
+  g_clear_pointer (&self->top_ids, g_free);
+  g_clear_pointer (&self->top_labels, g_free);
+  g_clear_pointer (&self->active, g_free);
+  g_clear_pointer (&self->on_start, g_free);
+  g_clear_pointer (&self->on_end, g_free);
+  g_clear_pointer (&self->events, g_free);
   g_clear_pointer (&self->logits, g_free);
   g_clear_pointer (&self->probs, g_free);
   g_clear_pointer (&self->starts, g_free);
@@ -331,7 +423,7 @@ gst_cony_transformer_set_caps (GstBaseTransform *trans, GstCaps *incaps, GstCaps
   }
   if (self->have_info && !gst_cony_tokens_info_same_tokens (&info, &self->info)) {
     GST_DEBUG_OBJECT (self, "token caps changed: resetting the continual state");
-    reset_stream (self);
+    gst_cony_transformer_reset_stream (self);
   }
   self->info = info;
   self->have_info = TRUE;
@@ -340,8 +432,7 @@ gst_cony_transformer_set_caps (GstBaseTransform *trans, GstCaps *incaps, GstCaps
   return TRUE;
 }
 
-static GstStructure *new_step_structure (GstConyTransformer *self, GstClockTime pts,
-    GstClockTime duration, guint64 step, gint top);
+static void gst_cony_transformer_close_segments_at_eos (GstConyTransformer *self);
 
 static gboolean
 gst_cony_transformer_sink_event (GstBaseTransform *trans, GstEvent *event)
@@ -351,35 +442,16 @@ gst_cony_transformer_sink_event (GstBaseTransform *trans, GstEvent *event)
   switch (GST_EVENT_TYPE (event)) {
     case GST_EVENT_FLUSH_STOP:
       GST_DEBUG_OBJECT (self, "flush: resetting the continual state");
-      reset_stream (self);
+      gst_cony_transformer_reset_stream (self);
       break;
     case GST_EVENT_GAP:
       /* No tokens for a while: the tokens after it do not follow the window. */
       GST_DEBUG_OBJECT (self, "gap: resetting the continual state");
-      reset_stream (self);
+      gst_cony_transformer_reset_stream (self);
       break;
-    case GST_EVENT_EOS:{
-      gboolean post;
-      GstConyTransformerMessageMode mode;
-      GST_OBJECT_LOCK (self);
-      post = self->post_messages;
-      mode = self->message_mode;
-      GST_OBJECT_UNLOCK (self);
-      if (post && mode == GST_CONY_TRANSFORMER_MESSAGE_ON_CHANGE && self->seg_class >= 0
-          && self->have_last) {
-        GstStructure *s = new_step_structure (self, self->last_pts, self->last_duration,
-            self->last_step, self->seg_class);
-        gst_structure_set (s, "segment-start", G_TYPE_UINT64, self->seg_start,
-            "previous-label", G_TYPE_STRING, self->labels[self->seg_class],
-            "previous-segment-start", G_TYPE_UINT64, self->seg_start,
-            "previous-segment-end", G_TYPE_UINT64, self->seg_end,
-            "eos", G_TYPE_BOOLEAN, TRUE, NULL);
-        gst_element_post_message (GST_ELEMENT (self),
-            gst_message_new_element (GST_OBJECT (self), s));
-        self->seg_class = -1;
-      }
+    case GST_EVENT_EOS:
+      gst_cony_transformer_close_segments_at_eos (self);
       break;
-    }
     default:
       break;
   }
@@ -389,7 +461,7 @@ gst_cony_transformer_sink_event (GstBaseTransform *trans, GstEvent *event)
 /* ------------------------------------------------------------------------ */
 
 static gboolean
-all_finite (const gfloat *x, guint n)
+gst_cony_transformer_all_finite (const gfloat *x, guint n)
 {
   for (guint i = 0; i < n; i++)
     if (!isfinite (x[i]))
@@ -397,14 +469,21 @@ all_finite (const gfloat *x, guint n)
   return TRUE;
 }
 
-/* Softmax of the logits into self->probs; returns the top class. */
+/* Scores of the logits into self->probs, in double: softmax (with the
+ * maximum subtracted), or one sigmoid per class for multi-label models.
+ * Returns the top class. */
 static gint
-softmax_top (GstConyTransformer *self)
+gst_cony_transformer_compute_scores (GstConyTransformer *self)
 {
   gint top = 0;
   for (guint i = 1; i < self->n_classes; i++)
     if (self->logits[i] > self->logits[top])
       top = (gint) i;
+  if (self->multi_label) {
+    for (guint i = 0; i < self->n_classes; i++)
+      self->probs[i] = (gfloat) (1.0 / (1.0 + exp (-(double) self->logits[i])));
+    return top;
+  }
   double max = self->logits[top], sum = 0.0;
   for (guint i = 0; i < self->n_classes; i++)
     sum += exp ((double) self->logits[i] - max);
@@ -413,76 +492,294 @@ softmax_top (GstConyTransformer *self)
   return top;
 }
 
-static GstStructure *
-new_step_structure (GstConyTransformer *self, GstClockTime pts, GstClockTime duration,
-    guint64 step, gint top)
+/* TRUE when class a ranks before class b: higher score, then lower index. */
+static inline gboolean
+gst_cony_transformer_ranks_before (const gfloat *p, gint a, gint b)
 {
-  GstSegment *seg = &GST_BASE_TRANSFORM (self)->segment;
-  GstClockTime st = GST_CLOCK_TIME_NONE, rt = GST_CLOCK_TIME_NONE;
-
-  if (GST_CLOCK_TIME_IS_VALID (pts) && seg->format == GST_FORMAT_TIME) {
-    st = gst_segment_to_stream_time (seg, GST_FORMAT_TIME, pts);
-    rt = gst_segment_to_running_time (seg, GST_FORMAT_TIME, pts);
-  }
-  GstStructure *s = gst_structure_new (MESSAGE_NAME,
-      "timestamp", G_TYPE_UINT64, pts,
-      "stream-time", G_TYPE_UINT64, st,
-      "running-time", G_TYPE_UINT64, rt,
-      "duration", G_TYPE_UINT64, duration,
-      "step", G_TYPE_UINT64, step,
-      "class-id", G_TYPE_INT, top,
-      "label", G_TYPE_STRING, self->labels[top],
-      "confidence", G_TYPE_FLOAT, self->probs[top], NULL);
-  GValue arr = G_VALUE_INIT, v = G_VALUE_INIT;
-  g_value_init (&arr, GST_TYPE_ARRAY);
-  g_value_init (&v, G_TYPE_FLOAT);
-  for (guint i = 0; i < self->n_classes; i++) {
-    g_value_set_float (&v, self->probs[i]);
-    gst_value_array_append_value (&arr, &v);
-  }
-  gst_structure_take_value (s, "scores", &arr);
-  g_value_unset (&v);
-  return s;
+  return p[a] > p[b] || (p[a] == p[b] && a < b);
 }
 
+/* The @k best classes into self->top_ids / top_labels, best first; returns
+ * how many (k, at most the number of classes). O(k x classes). */
+static guint
+gst_cony_transformer_select_top (GstConyTransformer *self, guint k)
+{
+  k = MIN (k, self->n_classes);
+  for (guint j = 0; j < k; j++) {
+    gint best = -1;
+    for (guint i = 0; i < self->n_classes; i++) {
+      if (j > 0 && !gst_cony_transformer_ranks_before (self->probs, self->top_ids[j - 1], (gint) i))
+        continue;
+      if (best < 0 || gst_cony_transformer_ranks_before (self->probs, (gint) i, best))
+        best = (gint) i;
+    }
+    self->top_ids[j] = best;
+    self->top_labels[j] = self->labels[best];
+  }
+  return k;
+}
+
+/* The threshold of class @c: the labels file's, else the property's; for
+ * multi-label models an unset threshold (0) is 0.5, a binary classifier's
+ * decision boundary. */
+static gdouble
+gst_cony_transformer_class_threshold (GstConyTransformer *self, guint c, gdouble threshold)
+{
+  if (self->thresholds && !isnan (self->thresholds[c]))
+    return self->thresholds[c];
+  if (self->multi_label && threshold <= 0.0)
+    return 0.5;
+  return threshold;
+}
+
+/* @t (buffer time) as running time (or stream time) in the current segment. */
 static GstClockTime
-running_time (GstConyTransformer *self, GstClockTime t)
+gst_cony_transformer_segment_time (GstConyTransformer *self, GstClockTime t, gboolean running)
 {
   GstSegment *seg = &GST_BASE_TRANSFORM (self)->segment;
   if (!GST_CLOCK_TIME_IS_VALID (t) || seg->format != GST_FORMAT_TIME)
     return GST_CLOCK_TIME_NONE;
-  return gst_segment_to_running_time (seg, GST_FORMAT_TIME, t);
+  return running ? gst_segment_to_running_time (seg, GST_FORMAT_TIME, t)
+      : gst_segment_to_stream_time (seg, GST_FORMAT_TIME, t);
 }
 
-/* The message for this step, or NULL (not posted yet: outside the lock). */
-static GstMessage *
-step_message (GstConyTransformer *self, GstClockTime pts, GstClockTime end, guint64 step,
-    gint top, GstConyTransformerMessageMode mode, gdouble threshold)
+/* The message structure of step @st, naming class @cls (the top class, or
+ * the label of a segment event) and the step's @n_top best classes. */
+static GstStructure *
+gst_cony_transformer_new_step_structure (GstConyTransformer *self, const GstConyTransformerStep *st, gint cls,
+    guint n_top)
 {
-  GstClockTime duration = GST_CLOCK_TIME_IS_VALID (pts) && GST_CLOCK_TIME_IS_VALID (end)
-      ? end - pts : GST_CLOCK_TIME_NONE;
+  GstClockTime duration = GST_CLOCK_TIME_IS_VALID (st->start)
+      && GST_CLOCK_TIME_IS_VALID (st->end) ? st->end - st->start : GST_CLOCK_TIME_NONE;
+  GstStructure *s = gst_structure_new (MESSAGE_NAME,
+      "timestamp", G_TYPE_UINT64, st->start,
+      "stream-time", G_TYPE_UINT64, gst_cony_transformer_segment_time (self, st->start, FALSE),
+      "running-time", G_TYPE_UINT64, gst_cony_transformer_segment_time (self, st->start, TRUE),
+      "duration", G_TYPE_UINT64, duration,
+      "stream-time-end", G_TYPE_UINT64, gst_cony_transformer_segment_time (self, st->end, FALSE),
+      "running-time-end", G_TYPE_UINT64, gst_cony_transformer_segment_time (self, st->end, TRUE),
+      "pts", G_TYPE_UINT64, st->pts,
+      "step", G_TYPE_UINT64, st->step,
+      "class-id", G_TYPE_INT, cls,
+      "label", G_TYPE_STRING, self->labels[cls],
+      "confidence", G_TYPE_FLOAT, self->probs[cls],
+      "context-fill", G_TYPE_DOUBLE, st->fill,
+      "output", G_TYPE_STRING, self->multi_label ? "sigmoid" : "softmax", NULL);
+  gst_cony_classification_set_floats (s, "scores", self->probs, self->n_classes);
+  gst_cony_classification_set_top (s, n_top, self->top_ids, self->top_labels, self->probs);
+  return s;
+}
 
-  if (self->probs[top] < threshold)
-    return NULL;
-  if (mode == GST_CONY_TRANSFORMER_MESSAGE_EVERY_STEP) {
-    GstStructure *s = new_step_structure (self, pts, duration, step, top);
-    return gst_message_new_element (GST_OBJECT (self), s);
-  }
+static void
+gst_cony_transformer_add_message (GstConyTransformer *self, GPtrArray **messages, GstStructure *s)
+{
+  if (*messages == NULL)
+    *messages = g_ptr_array_new ();
+  g_ptr_array_add (*messages, gst_message_new_element (GST_OBJECT (self), s));
+}
 
-  GstClockTime rt_start = running_time (self, pts), rt_end = running_time (self, end);
-  if (top == self->seg_class) {
+/* every-step: is the step posted? Softmax: its top class reaches its
+ * threshold; multi-label: any class reaches its own. */
+static gboolean
+gst_cony_transformer_step_passes (GstConyTransformer *self, gint top, gdouble threshold)
+{
+  if (!self->multi_label)
+    return self->probs[top] >= gst_cony_transformer_class_threshold (self, (guint) top, threshold);
+  for (guint c = 0; c < self->n_classes; c++)
+    if (self->probs[c] >= gst_cony_transformer_class_threshold (self, c, threshold))
+      return TRUE;
+  return FALSE;
+}
+
+/* Segment bookkeeping of a step (whatever the message mode), into
+ * self->events; returns how many. Softmax: one segment at a time, the top
+ * label's, changed by a step whose top label differs and reaches its
+ * threshold (steps below do not count). Sigmoid: a segment per label, open
+ * while its score reaches its threshold. Segments are in token time (from
+ * the PTS of their first step to the end of their last step's tokens), so
+ * consecutive ones tile. Offsets come first, then onsets, in class order. */
+static guint
+gst_cony_transformer_update_segments (GstConyTransformer *self, const GstConyTransformerStep *st, gint top,
+    gdouble threshold)
+{
+  GstClockTime rt_start = gst_cony_transformer_segment_time (self, st->pts, TRUE);
+  GstClockTime rt_end = gst_cony_transformer_segment_time (self, st->tile_end, TRUE);
+  GstConyClassificationEvent *ev = self->events;
+  guint n = 0;
+
+  if (!self->multi_label) {
+    if (self->probs[top] < gst_cony_transformer_class_threshold (self, (guint) top, threshold))
+      return 0;
+    if (top == self->seg_class) {
+      self->seg_end = rt_end;
+      return 0;
+    }
+    if (self->seg_class >= 0)
+      ev[n++] = (GstConyClassificationEvent) { FALSE, self->seg_class,
+          self->labels[self->seg_class], self->seg_start, self->seg_end };
+    ev[n++] = (GstConyClassificationEvent) { TRUE, top, self->labels[top], rt_start,
+        GST_CLOCK_TIME_NONE };
+    self->seg_class = top;
+    self->seg_start = rt_start;
     self->seg_end = rt_end;
-    return NULL;
+    return n;
   }
-  GstStructure *s = new_step_structure (self, pts, duration, step, top);
-  gst_structure_set (s, "segment-start", G_TYPE_UINT64, rt_start,
-      "previous-label", G_TYPE_STRING, self->seg_class >= 0 ? self->labels[self->seg_class] : "",
-      "previous-segment-start", G_TYPE_UINT64, self->seg_start,
-      "previous-segment-end", G_TYPE_UINT64, self->seg_end, NULL);
-  self->seg_class = top;
-  self->seg_start = rt_start;
-  self->seg_end = rt_end;
-  return gst_message_new_element (GST_OBJECT (self), s);
+  for (guint c = 0; c < self->n_classes; c++) {
+    gboolean on = self->probs[c] >= gst_cony_transformer_class_threshold (self, c, threshold);
+    if (on && self->active[c]) {
+      self->on_end[c] = rt_end;
+    } else if (!on && self->active[c]) {
+      ev[n++] = (GstConyClassificationEvent) { FALSE, (gint) c, self->labels[c],
+          self->on_start[c], self->on_end[c] };
+      self->active[c] = FALSE;
+    }
+  }
+  for (guint c = 0; c < self->n_classes; c++) {
+    if (self->active[c] || self->probs[c] < gst_cony_transformer_class_threshold (self, c, threshold))
+      continue;
+    ev[n++] = (GstConyClassificationEvent) { TRUE, (gint) c, self->labels[c], rt_start,
+        GST_CLOCK_TIME_NONE };
+    self->active[c] = TRUE;
+    self->on_start[c] = rt_start;
+    self->on_end[c] = rt_end;
+  }
+  return n;
+}
+
+/* The on-change message of a softmax step whose top label took over
+ * (@on; @off: the segment that ended, or NULL). */
+static GstStructure *
+gst_cony_transformer_change_structure (GstConyTransformer *self, const GstConyTransformerStep *st, guint n_top,
+    const GstConyClassificationEvent *on, const GstConyClassificationEvent *off)
+{
+  GstStructure *s = gst_cony_transformer_new_step_structure (self, st, on->class_id, n_top);
+  gst_structure_set (s, "segment-start", G_TYPE_UINT64, on->start,
+      "previous-label", G_TYPE_STRING, off ? off->label : "",
+      "previous-segment-start", G_TYPE_UINT64, off ? off->start : GST_CLOCK_TIME_NONE,
+      "previous-segment-end", G_TYPE_UINT64, off ? off->end : GST_CLOCK_TIME_NONE, NULL);
+  return s;
+}
+
+/* The on-change message of one label's segment event (sigmoid models). */
+static GstStructure *
+gst_cony_transformer_label_event_structure (GstConyTransformer *self, const GstConyTransformerStep *st,
+    guint n_top, const GstConyClassificationEvent *e)
+{
+  GstStructure *s = gst_cony_transformer_new_step_structure (self, st, e->class_id, n_top);
+  gst_structure_set (s, "event", G_TYPE_STRING, e->onset ? "onset" : "offset",
+      "segment-start", G_TYPE_UINT64, e->start, NULL);
+  if (!e->onset)
+    gst_structure_set (s, "segment-end", G_TYPE_UINT64, e->end, NULL);
+  return s;
+}
+
+static void
+gst_cony_transformer_step_messages (GstConyTransformer *self, const GstConyTransformerStep *st, gint top,
+    guint n_top, guint n_events, GstConyTransformerMessageMode mode, gdouble threshold,
+    GPtrArray **messages)
+{
+  if (mode == GST_CONY_TRANSFORMER_MESSAGE_EVERY_STEP) {
+    if (gst_cony_transformer_step_passes (self, top, threshold))
+      gst_cony_transformer_add_message (self, messages, gst_cony_transformer_new_step_structure (self, st, top, n_top));
+  } else if (self->multi_label) {
+    for (guint i = 0; i < n_events; i++)
+      gst_cony_transformer_add_message (self, messages, gst_cony_transformer_label_event_structure (self, st, n_top, &self->events[i]));
+  } else if (n_events > 0) {
+    const GstConyClassificationEvent *on = &self->events[n_events - 1];
+    gst_cony_transformer_add_message (self, messages, gst_cony_transformer_change_structure (self, st, n_top, on,
+            n_events > 1 ? &self->events[0] : NULL));
+  }
+}
+
+/* EOS in on-change mode: messages closing the open segment(s), with the
+ * fields of the last step and eos = TRUE. */
+static void
+gst_cony_transformer_close_segments_at_eos (GstConyTransformer *self)
+{
+  gboolean post;
+  GstConyTransformerMessageMode mode;
+  guint top_k;
+  GPtrArray *messages = NULL;
+
+  GST_OBJECT_LOCK (self);
+  post = self->post_messages;
+  mode = self->message_mode;
+  top_k = self->top_k;
+  GST_OBJECT_UNLOCK (self);
+  if (!post || mode != GST_CONY_TRANSFORMER_MESSAGE_ON_CHANGE || !self->have_last)
+    return;
+  guint n_top = gst_cony_transformer_select_top (self, top_k);
+  if (self->multi_label) {
+    for (guint c = 0; c < self->n_classes; c++)
+      if (self->active[c]) {
+        GstConyClassificationEvent e = { FALSE, (gint) c, self->labels[c], self->on_start[c],
+          self->on_end[c] };
+        GstStructure *s = gst_cony_transformer_label_event_structure (self, &self->last, n_top, &e);
+        gst_structure_set (s, "eos", G_TYPE_BOOLEAN, TRUE, NULL);
+        gst_cony_transformer_add_message (self, &messages, s);
+        self->active[c] = FALSE;
+      }
+  } else if (self->seg_class >= 0) {
+    GstStructure *s = gst_cony_transformer_new_step_structure (self, &self->last, self->seg_class, n_top);
+    gst_structure_set (s, "segment-start", G_TYPE_UINT64, self->seg_start,
+        "previous-label", G_TYPE_STRING, self->labels[self->seg_class],
+        "previous-segment-start", G_TYPE_UINT64, self->seg_start,
+        "previous-segment-end", G_TYPE_UINT64, self->seg_end,
+        "eos", G_TYPE_BOOLEAN, TRUE, NULL);
+    gst_cony_transformer_add_message (self, &messages, s);
+    self->seg_class = -1;
+  }
+  for (guint i = 0; messages && i < messages->len; i++)
+    gst_element_post_message (GST_ELEMENT (self), messages->pdata[i]);
+  if (messages)
+    g_ptr_array_free (messages, TRUE);
+}
+
+/* The end of the input behind a step whose tokens end at @tile_end: the
+ * tokens' lookahead further (gstconytokens.h), never before @pts. */
+static GstClockTime
+gst_cony_transformer_input_end (GstClockTime pts, GstClockTime tile_end, gint64 lookahead)
+{
+  if (!GST_CLOCK_TIME_IS_VALID (tile_end))
+    return GST_CLOCK_TIME_NONE;
+  if (lookahead < 0 && (guint64) -lookahead > tile_end - pts)
+    return pts;
+  return tile_end + lookahead;
+}
+
+/* Attaches step @st's result to @buf: the meta and its custom mirror. */
+static void
+gst_cony_transformer_attach_result (GstConyTransformer *self, GstBuffer *buf, const GstConyTransformerStep *st,
+    gint top, guint n_top, guint n_events)
+{
+  GstConyClassificationMeta v = {
+    .step = st->step, .window_start = st->start, .window_end = st->end,
+    .class_id = top, .label = self->labels[top], .score = self->probs[top],
+    .n_scores = self->n_classes, .scores = self->probs, .context_fill = st->fill,
+    .pts = st->pts,
+    .running_start = gst_cony_transformer_segment_time (self, st->start, TRUE),
+    .running_end = gst_cony_transformer_segment_time (self, st->end, TRUE),
+    .stream_start = gst_cony_transformer_segment_time (self, st->start, FALSE),
+    .stream_end = gst_cony_transformer_segment_time (self, st->end, FALSE),
+    .multi_label = self->multi_label, .n_top = n_top, .top_ids = self->top_ids,
+    .top_labels = self->top_labels, .n_events = n_events, .events = self->events,
+  };
+  GstConyClassificationMeta *meta = gst_buffer_add_cony_classification_meta_full (buf, &v);
+  gst_buffer_add_cony_classification_custom_meta (buf, meta);
+}
+
+/* Time of token @i of the @k in a buffer at @pts: interpolated over the buffer's
+ * duration, else from the token rate; NONE when neither is known (or no PTS). */
+static GstClockTime
+gst_cony_transformer_token_time (GstConyTransformer *self, GstClockTime pts, GstClockTime dur, guint64 i, guint64 k)
+{
+  if (!GST_CLOCK_TIME_IS_VALID (pts))
+    return GST_CLOCK_TIME_NONE;
+  if (GST_CLOCK_TIME_IS_VALID (dur))
+    return pts + gst_util_uint64_scale (dur, i, k);
+  if (self->info.rate_n > 0)
+    return gst_cony_tokens_time (pts, i, self->info.rate_n, self->info.rate_d);
+  return GST_CLOCK_TIME_NONE;
 }
 
 static GstFlowReturn
@@ -494,65 +791,53 @@ gst_cony_transformer_transform_ip (GstBaseTransform *trans, GstBuffer *buf)
   gboolean post;
   GstConyTransformerMessageMode mode;
   gdouble threshold;
+  guint top_k;
 
-  if (!self->have_info) {
-    GST_ELEMENT_ERROR (self, CORE, NEGOTIATION, (NULL), ("no caps before the first buffer"));
+  if (!gst_cony_element_check_caps_seen (GST_ELEMENT (self), self->have_info))
     return GST_FLOW_NOT_NEGOTIATED;
-  }
   GST_OBJECT_LOCK (self);
   post = self->post_messages;
   mode = self->message_mode;
   threshold = self->threshold;
+  top_k = self->top_k;
   GST_OBJECT_UNLOCK (self);
 
   if (GST_BUFFER_IS_DISCONT (buf) && cony_encoder_steps (self->encoder) > 0) {
     GST_DEBUG_OBJECT (self, "discontinuity at %" GST_TIME_FORMAT ": resetting the state",
         GST_TIME_ARGS (GST_BUFFER_PTS (buf)));
-    reset_stream (self);
+    gst_cony_transformer_reset_stream (self);
   }
 
-  /* Copy the tokens out: the metas are added to the buffer we read. */
-  if (!gst_buffer_map (buf, &map, GST_MAP_READ)) {
-    GST_ELEMENT_ERROR (self, RESOURCE, READ, (NULL), ("could not map the input buffer"));
-    return GST_FLOW_ERROR;
-  }
+  /* Read the tokens in place: a mapped buffer still takes metas (transform_ip has it
+   * writable), so each step's meta is added while the data stays mapped. */
   gsize step_bytes = token_bytes * self->k;
-  if (map.size % step_bytes != 0) {
-    if (self->k == 1)
-      GST_ELEMENT_ERROR (self, STREAM, FORMAT, (NULL),
-          ("buffer of %" G_GSIZE_FORMAT " bytes is not a whole number of %u-float tokens",
-              map.size, self->d_in));
-    else
-      GST_ELEMENT_ERROR (self, STREAM, FORMAT, ("Buffer does not hold whole model steps"),
-          ("buffer of %" G_GSIZE_FORMAT " bytes is not a whole number of steps of %u "
-              "%u-float tokens (the model's tokens_per_step)", map.size, self->k, self->d_in));
-    gst_buffer_unmap (buf, &map);
+  gchar *unit = self->k == 1 ? g_strdup_printf ("%u-float tokens", self->d_in)
+      : g_strdup_printf ("steps of %u %u-float tokens (the model's tokens_per_step)", self->k,
+      self->d_in);
+  gboolean mapped = gst_cony_element_map_units (GST_ELEMENT (self), buf, &map, step_bytes, unit,
+      self->k == 1 ? NULL : "Buffer does not hold whole model steps");
+  g_free (unit);
+  if (!mapped)
     return GST_FLOW_ERROR;
-  }
   gsize k = map.size / token_bytes, per = self->k;
-  gfloat *tokens = g_memdup2 (map.data, map.size);
-  gst_buffer_unmap (buf, &map);
+  const gfloat *tokens = (const gfloat *) map.data;
 
   GstClockTime pts = GST_BUFFER_PTS (buf), dur = GST_BUFFER_DURATION (buf);
+  gint64 lookahead = gst_cony_tokens_lookahead_ns (&self->info);
   GPtrArray *messages = NULL;
-  guint bad = 0;
+  guint bad = 0, overflow = 0;
+  guint64 overflow_step = 0;
+  GstClockTime overflow_pts = GST_CLOCK_TIME_NONE;
   /* One step per `per` consecutive tokens (per = 1 for most models). */
   for (gsize i = 0; i < k; i += per) {
     const gfloat *token = tokens + i * self->d_in;
-    GstClockTime t0 = GST_CLOCK_TIME_NONE, t1 = GST_CLOCK_TIME_NONE;
-    if (GST_CLOCK_TIME_IS_VALID (pts)) {
-      if (GST_CLOCK_TIME_IS_VALID (dur)) {
-        t0 = pts + gst_util_uint64_scale (dur, i, k);
-        t1 = pts + gst_util_uint64_scale (dur, i + per, k);
-      } else if (self->info.rate_n > 0) {
-        t0 = gst_cony_tokens_time (pts, i, self->info.rate_n, self->info.rate_d);
-        t1 = gst_cony_tokens_time (pts, i + per, self->info.rate_n, self->info.rate_d);
-      } else {
-        t0 = pts;
-      }
-    }
+    /* Without a duration or a rate, the tokens all get the buffer's PTS. */
+    GstClockTime t0 = gst_cony_transformer_token_time (self, pts, dur, i, k);
+    GstClockTime t1 = gst_cony_transformer_token_time (self, pts, dur, i + per, k);
+    if (!GST_CLOCK_TIME_IS_VALID (t0))
+      t0 = pts;
 
-    if (!all_finite (token, self->d_in * per)) {
+    if (!gst_cony_transformer_all_finite (token, self->d_in * per)) {
       bad += per;
       continue;
     }
@@ -560,47 +845,48 @@ gst_cony_transformer_transform_ip (GstBaseTransform *trans, GstBuffer *buf)
     guint64 step = cony_encoder_steps (self->encoder);
     guint64 first = step * per;   /* index of the step's first token since the reset */
     for (gsize j = 0; j < per; j++) {
-      GstClockTime tj = t0;
-      if (j > 0 && GST_CLOCK_TIME_IS_VALID (pts) && GST_CLOCK_TIME_IS_VALID (dur))
-        tj = pts + gst_util_uint64_scale (dur, i + j, k);
-      else if (j > 0 && GST_CLOCK_TIME_IS_VALID (pts) && self->info.rate_n > 0)
-        tj = gst_cony_tokens_time (pts, i + j, self->info.rate_n, self->info.rate_d);
-      self->starts[(first + j) % self->window] = tj;
+      GstClockTime tj = j > 0 ? gst_cony_transformer_token_time (self, pts, dur, i + j, k) : t0;
+      self->starts[(first + j) % self->window] = GST_CLOCK_TIME_IS_VALID (tj) ? tj : t0;
     }
-    cony_encoder_step (self->encoder, token, self->logits);
+    if (!cony_encoder_step (self->encoder, token, self->logits)) {
+      if (overflow++ == 0) {
+        overflow_step = step;
+        overflow_pts = t0;
+      }
+      gst_cony_transformer_reset_after_overflow (self);
+      continue;
+    }
     guint fill = (guint) cony_encoder_window_fill (self->encoder);
-    gint top = softmax_top (self);
-    GstClockTime wstart = self->starts[(first + per - fill) % self->window];
-
-    GstConyClassificationMeta *meta = gst_buffer_add_cony_classification_meta (buf, step,
-        wstart, t1, top, self->labels[top], self->probs[top], self->probs, self->n_classes,
-        (gdouble) fill / self->window);
-    gst_buffer_add_cony_classification_custom_meta (buf, meta);
+    gint top = gst_cony_transformer_compute_scores (self);
+    guint n_top = gst_cony_transformer_select_top (self, top_k);
+    GstConyTransformerStep st = {
+      .step = step, .pts = t0, .tile_end = t1,
+      .start = self->starts[(first + per - fill) % self->window],
+      .end = gst_cony_transformer_input_end (t0, t1, lookahead), .fill = (gdouble) fill / self->window,
+    };
+    guint n_events = gst_cony_transformer_update_segments (self, &st, top, threshold);
+    gst_cony_transformer_attach_result (self, buf, &st, top, n_top, n_events);
     GST_LOG_OBJECT (self, "step %" G_GUINT64_FORMAT " at %" GST_TIME_FORMAT ": %s (%.3f)",
         step, GST_TIME_ARGS (t0), self->labels[top], self->probs[top]);
 
     self->have_last = TRUE;
-    self->last_pts = t0;
-    self->last_duration = GST_CLOCK_TIME_IS_VALID (t0) && GST_CLOCK_TIME_IS_VALID (t1)
-        ? t1 - t0 : GST_CLOCK_TIME_NONE;
-    self->last_step = step;
-
-    if (post) {
-      GstMessage *m = step_message (self, t0, t1, step, top, mode, threshold);
-      if (m) {
-        if (!messages)
-          messages = g_ptr_array_new ();
-        g_ptr_array_add (messages, m);
-      }
-    }
+    self->last = st;
+    if (post)
+      gst_cony_transformer_step_messages (self, &st, top, n_top, n_events, mode, threshold, &messages);
   }
-  g_free (tokens);
+  gst_buffer_unmap (buf, &map);
 
-  if (bad > 0 && !self->in_nonfinite)
+  if (gst_cony_element_run_starts (&self->in_nonfinite, bad > 0))
     GST_ELEMENT_WARNING (self, STREAM, FORMAT, ("Input tokens contain NaN or infinite values"),
         ("%u of %" G_GSIZE_FORMAT " tokens in the buffer at %" GST_TIME_FORMAT
             " were not classified (the model state is kept)", bad, k, GST_TIME_ARGS (pts)));
-  self->in_nonfinite = bad > 0;
+  if (gst_cony_element_run_starts (&self->in_overflow, overflow > 0))
+    GST_ELEMENT_WARNING (self, STREAM, FAILED,
+        ("Step %" G_GUINT64_FORMAT " gave non-finite logits: no result for it, the continual "
+            "state was reset", overflow_step),
+        ("%u step(s) of the buffer at %" GST_TIME_FORMAT " (first at %" GST_TIME_FORMAT ") "
+            "overflowed float (tokens too large for the model) and were not published",
+            overflow, GST_TIME_ARGS (pts), GST_TIME_ARGS (overflow_pts)));
 
   if (messages) {
     for (guint i = 0; i < messages->len; i++)
@@ -617,6 +903,9 @@ gst_cony_transformer_set_property (GObject *object, guint prop_id, const GValue 
     GParamSpec *pspec)
 {
   GstConyTransformer *self = GST_CONY_TRANSFORMER (object);
+
+  if (!gst_cony_element_property_settable (object, pspec))
+    return;
 
   GST_OBJECT_LOCK (self);
   switch (prop_id) {
@@ -639,6 +928,9 @@ gst_cony_transformer_set_property (GObject *object, guint prop_id, const GValue 
       break;
     case PROP_THRESHOLD:
       self->threshold = g_value_get_double (value);
+      break;
+    case PROP_TOP_K:
+      self->top_k = g_value_get_uint (value);
       break;
     default:
       G_OBJECT_WARN_INVALID_PROPERTY_ID (object, prop_id, pspec);
@@ -672,6 +964,21 @@ gst_cony_transformer_get_property (GObject *object, guint prop_id, GValue *value
       break;
     case PROP_THRESHOLD:
       g_value_set_double (value, self->threshold);
+      break;
+    case PROP_TOP_K:
+      g_value_set_uint (value, self->top_k);
+      break;
+    case PROP_LABELS:
+      if (self->labels == NULL) {
+        /* not loaded yet: read them from the files, outside the lock */
+        gchar *model = g_strdup (self->model_path), *file = g_strdup (self->labels_file);
+        GST_OBJECT_UNLOCK (self);
+        g_value_take_boxed (value, gst_cony_transformer_peek_labels (model, file));
+        g_free (model);
+        g_free (file);
+        return;
+      }
+      g_value_set_boxed (value, self->labels);
       break;
     default:
       G_OBJECT_WARN_INVALID_PROPERTY_ID (object, prop_id, pspec);
@@ -712,7 +1019,10 @@ gst_cony_transformer_class_init (GstConyTransformerClass *klass)
    * GstConyTransformer:model:
    *
    * Path of the safetensors model file (required; docs/model-format.md).
-   * Loaded on READY->PAUSED.
+   * Loaded on READY->PAUSED. Like #GstConyTransformer:attention and
+   * #GstConyTransformer:labels-file, it can only be changed in NULL or READY:
+   * a change in PAUSED or PLAYING is refused (a GST_WARNING in the debug log)
+   * and the value in use stays.
    */
   g_object_class_install_property (gobject_class, PROP_MODEL,
       g_param_spec_string ("model", "Model",
@@ -734,11 +1044,14 @@ gst_cony_transformer_class_init (GstConyTransformerClass *klass)
    *
    * Text file with one label per line (a final empty line is ignored),
    * replacing the labels stored in the model. The number of labels must
-   * equal the model's number of classes, or the state change fails.
+   * equal the model's number of classes, or the state change fails. A line
+   * may give its label's threshold after a tab (`dog<TAB>0.7`), as DL
+   * Streamer's model-proc does per label; see #GstConyTransformer:threshold.
    */
   g_object_class_install_property (gobject_class, PROP_LABELS_FILE,
       g_param_spec_string ("labels-file", "Labels file",
-          "Text file with one label per line (default: the labels in the model)",
+          "Text file with one label per line, optionally label<TAB>threshold (default: the "
+          "labels in the model)",
           DEFAULT_LABELS_FILE, ready));
   /**
    * GstConyTransformer:post-messages:
@@ -752,29 +1065,56 @@ gst_cony_transformer_class_init (GstConyTransformerClass *klass)
   /**
    * GstConyTransformer:message-mode:
    *
-   * `every-step` (default): a message per step; `on-change`: a message when
-   * the top label changes, with segment running times.
+   * `every-step` (default): a message per step; `on-change`: a message per
+   * segment event (softmax: the top label changes; sigmoid: a label's onset
+   * or offset), with segment running times.
    */
   g_object_class_install_property (gobject_class, PROP_MESSAGE_MODE,
       g_param_spec_enum ("message-mode", "Message mode",
-          "When to post messages: every step, or when the top label changes",
+          "When to post messages: every step, or at segment events (label changes, onsets, "
+          "offsets)",
           GST_TYPE_CONY_TRANSFORMER_MESSAGE_MODE, DEFAULT_MESSAGE_MODE, playing));
   /**
    * GstConyTransformer:threshold:
    *
-   * Minimum confidence (softmax probability of the top class, 0..1) for a
-   * step to be posted (every-step) or to count for a label (on-change).
+   * The threshold (0..1) of every label the labels file gives none: a step
+   * is posted (every-step) when its top class reaches its threshold (sigmoid
+   * models: when any class reaches its own), and a label's segment counts
+   * the steps at or above it. 0 (the default) means 0.5 for sigmoid models.
    * Metas are attached to every step regardless.
    */
   g_object_class_install_property (gobject_class, PROP_THRESHOLD,
       g_param_spec_double ("threshold", "Threshold",
-          "Minimum confidence of the top class for a step to be posted or counted",
+          "Threshold of labels without one in the labels file (0: 0.5 for sigmoid models)",
           0.0, 1.0, DEFAULT_THRESHOLD, playing));
+  /**
+   * GstConyTransformer:top-k:
+   *
+   * How many of the best classes, with their labels and scores, every meta
+   * and message carries (fields top_ids/top_labels, top-ids/top-labels/
+   * top-scores); at most the number of classes.
+   */
+  g_object_class_install_property (gobject_class, PROP_TOP_K,
+      g_param_spec_uint ("top-k", "Top k",
+          "Number of best classes (labels and scores) in every meta and message",
+          1, MAX_TOP_K, DEFAULT_TOP_K, playing));
+  /**
+   * GstConyTransformer:labels:
+   *
+   * The class labels in class order (the model's, or those of
+   * #GstConyTransformer:labels-file, without their thresholds). Before the
+   * model is loaded they are read from the files as set; NULL when neither
+   * can be read.
+   */
+  g_object_class_install_property (gobject_class, PROP_LABELS,
+      g_param_spec_boxed ("labels", "Labels",
+          "Class labels in class order (from the model, or the labels file)",
+          G_TYPE_STRV, G_PARAM_READABLE | G_PARAM_STATIC_STRINGS));
 
   gst_element_class_add_static_pad_template (element_class, &sink_template);
   gst_element_class_add_static_pad_template (element_class, &src_template);
   gst_element_class_set_static_metadata (element_class, "Continual transformer classifier",
-      "Filter/Analyzer/Audio",
+      "Filter/Analyzer",
       "Classifies every token with a continual (Nystrom) transformer and attaches the result "
       "as metadata and bus messages", "gst-cony authors");
 
@@ -800,6 +1140,7 @@ gst_cony_transformer_init (GstConyTransformer *self)
   self->post_messages = DEFAULT_POST_MESSAGES;
   self->message_mode = DEFAULT_MESSAGE_MODE;
   self->threshold = DEFAULT_THRESHOLD;
+  self->top_k = DEFAULT_TOP_K;
   self->seg_class = -1;
   gst_base_transform_set_in_place (GST_BASE_TRANSFORM (self), TRUE);
   gst_base_transform_set_passthrough (GST_BASE_TRANSFORM (self), FALSE);

@@ -23,6 +23,7 @@ G_BEGIN_DECLS
  * @GST_CONY_TRANSFORMER_ATTENTION_NYSTROM_FIXED: Nyström with the model's fixed landmarks, recomputed
  * @GST_CONY_TRANSFORMER_ATTENTION_CONY: continual Nyström, continual landmarks
  * @GST_CONY_TRANSFORMER_ATTENTION_CONY_FIXED: continual Nyström, fixed landmarks
+ * @GST_CONY_TRANSFORMER_ATTENTION_VCC: VIP-token centric compression of the window
  *
  * Attention variant run in every block (docs/attention.md). The fixed-landmark
  * variants need a model that carries landmarks.
@@ -35,6 +36,7 @@ typedef enum {
   GST_CONY_TRANSFORMER_ATTENTION_NYSTROM_FIXED = CONY_ATTENTION_NYSTROM_FIXED,
   GST_CONY_TRANSFORMER_ATTENTION_CONY = CONY_ATTENTION_CONY,
   GST_CONY_TRANSFORMER_ATTENTION_CONY_FIXED = CONY_ATTENTION_CONY_FIXED,
+  GST_CONY_TRANSFORMER_ATTENTION_VCC = CONY_ATTENTION_VCC,
 } GstConyTransformerAttention;
 
 #define GST_TYPE_CONY_TRANSFORMER_ATTENTION (gst_cony_transformer_attention_get_type ())
@@ -55,6 +57,14 @@ typedef enum {
 #define GST_TYPE_CONY_TRANSFORMER_MESSAGE_MODE (gst_cony_transformer_message_mode_get_type ())
 GType gst_cony_transformer_message_mode_get_type (void);
 
+/* The times of one step (buffer time, ns). */
+typedef struct {
+  guint64 step;
+  GstClockTime pts, tile_end;   /* the step's own tokens: [PTS of the first, end of the last) */
+  GstClockTime start, end;      /* the input the result covers (gstconytokens.h: lookahead) */
+  gdouble fill;                 /* context_fill */
+} GstConyTransformerStep;
+
 #define GST_TYPE_CONY_TRANSFORMER (gst_cony_transformer_get_type ())
 G_DECLARE_FINAL_TYPE (GstConyTransformer, gst_cony_transformer, GST, CONY_TRANSFORMER,
     GstBaseTransform)
@@ -70,11 +80,16 @@ struct _GstConyTransformer {
   gboolean post_messages;
   GstConyTransformerMessageMode message_mode;
   gdouble threshold;
+  guint top_k;
 
   /* Stream state (streaming thread). */
   ConyModel *model;
   ConyEncoder *encoder;
-  gchar **labels;            /* n_classes strings, NULL-terminated */
+  gchar **labels;            /* n_classes strings, NULL-terminated (object lock: property) */
+  gdouble *thresholds;       /* n_classes, from the labels file; NAN: the threshold property */
+  gboolean multi_label;      /* sigmoid scores (model config output) */
+  gint *top_ids;             /* n_classes: the classes of this step, best first */
+  const gchar **top_labels;  /* n_classes: their labels */
   guint n_classes;
   guint d_in;
   guint window;              /* n, in tokens */
@@ -87,14 +102,19 @@ struct _GstConyTransformer {
   gboolean have_info;
   guint refused_dim;         /* token size whose caps were refused (error posted once) */
   gboolean in_nonfinite;
+  gboolean in_overflow;         /* the last buffer had steps with non-finite logits */
 
   /* on-change segments (running times) */
   gint seg_class;            /* -1: no open segment */
   GstClockTime seg_start, seg_end;
+  /* multi-label on-change: a segment per label (running times) */
+  gboolean *active;          /* n_classes */
+  GstClockTime *on_start, *on_end;
+  GstConyClassificationEvent *events;  /* n_classes + 2: this step's segment events */
   /* the last step, for the closing message at EOS */
   gboolean have_last;
-  GstClockTime last_pts, last_duration;
-  guint64 last_step;
+  GstConyTransformerStep last;
+  guint last_top;
 };
 
 G_END_DECLS

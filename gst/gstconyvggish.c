@@ -5,20 +5,25 @@
 /**
  * SECTION:element-conyvggish
  * @title: conyvggish
- * @short_description: VGGish-style CNN embeddings of log-mel windows
+ * @short_description: CNN embeddings or scores of log-mel windows
  *
- * conyvggish runs a VGG-style CNN (libcony's engine: 3x3 convolutions,
- * max-pools, fully connected layers; VGGish and reduced relatives) on sliding
- * windows of the log-mel token stream that #GstConyMel produces, and outputs
- * one embedding token per window. By default a window is as many frames as
+ * conyvggish runs any network of libcony's CNN engine on sliding windows of
+ * the log-mel token stream that #GstConyMel produces, and outputs one token
+ * per window: VGG-style networks (3x3 convolutions, max-pools, fully
+ * connected layers; VGGish and reduced relatives) and MobileNet-v1 networks
+ * (YAMNet: depthwise/pointwise convolutions, a 521-class sigmoid head). The
+ * name stays for compatibility. #GstConyVggish:output picks the network's
+ * last layer (`scores`, default: VGGish's embedding, YAMNet's 521 scores) or
+ * the pooled embedding before its head (`embedding`: YAMNet's 1024-d vector). By default a window is as many frames as
  * the model takes (96, 0.96 s, for VGGish and the shipped models) and a new
  * window starts every 25 frames (0.25 s), the setup of the CoNy papers; the
  * output is then
  * `other/tensors,format=static,num_tensors=1,types=float32,dimensions=128:1,framerate=4/1`.
  *
- * The #GstConyVggish:model property names a safetensors file with
- * torchvggish's state_dict names (features.K.*, embeddings.K.*; see
- * include/cony/cnn.h and training/convert_vggish.py). It is loaded on
+ * The #GstConyVggish:model property names a CNN safetensors file
+ * (docs/model-format.md): torchvggish's state_dict names (features.K.*,
+ * embeddings.K.*; training/convert_vggish.py) or a network=mobilenet_v1 file
+ * (layers.I.*, e.g. models/yamnet/yamnet.safetensors). It is loaded on
  * READY->PAUSED; a missing or invalid file is an error and the state change
  * fails. #GstConyVggish:window, if set, must equal the model's input height,
  * and the input tokens must have the model's input width (64 mel bands).
@@ -29,7 +34,10 @@
  * last discontinuity. Its PTS is the time of its first frame,
  * anchor + w*stride/token_rate, computed with integer scaling from the frame
  * counter anchored at the PTS of the first buffer after the discontinuity; the
- * duration is one stride. The window is complete when its last frame
+ * duration is one stride. The output caps' `lookahead` (gstconytokens.h) is
+ * (window - stride) frames plus the input's lookahead, 29/40 s by default: an
+ * embedding covers [PTS, PTS + 0.975 s) of audio, the 15600 samples of its
+ * window. The window is complete when its last frame
  * arrives, and that frame's own delay is already in upstream's latency, so
  * the element adds (window - 1) frames to the LATENCY query: 950 ms by
  * default (with conymel's 25 ms, 975 ms = the 15600 samples one window
@@ -86,7 +94,9 @@
 
 #include "gstconyvggish.h"
 #include "gstconyelement.h"
+#include "cony/safetensors.h"
 
+#include <json-glib/json-glib.h>
 #include <math.h>
 #include <string.h>
 
@@ -96,9 +106,14 @@ GST_DEBUG_CATEGORY_STATIC (gst_cony_vggish_debug);
 #define DEFAULT_MODEL NULL
 #define DEFAULT_PCA_MODEL NULL
 #define DEFAULT_POSTPROCESS GST_CONY_VGGISH_POSTPROCESS_NONE
-#define DEFAULT_WINDOW 0        /* the model's input height */
+#define DEFAULT_WINDOW 0 /* the model's input height */
 #define DEFAULT_STRIDE 25
 #define DEFAULT_BATCH 1
+#define DEFAULT_OUTPUT GST_CONY_VGGISH_OUTPUT_SCORES
+
+/* The frame store holds this many windows: a window slides by moving `head`, and the
+ * frames are moved back to the start only when the store is full. */
+#define FRAMES_CAPACITY 4
 
 enum
 {
@@ -109,27 +124,46 @@ enum
   PROP_WINDOW,
   PROP_STRIDE,
   PROP_BATCH,
+  PROP_OUTPUT,
 };
 
-static GstStaticPadTemplate sink_template = GST_STATIC_PAD_TEMPLATE ("sink",
-    GST_PAD_SINK, GST_PAD_ALWAYS, GST_STATIC_CAPS (GST_CONY_TOKENS_CAPS_STRING));
+static GstStaticPadTemplate sink_template = GST_STATIC_PAD_TEMPLATE ("sink", GST_PAD_SINK,
+    GST_PAD_ALWAYS, GST_STATIC_CAPS (GST_CONY_TOKENS_CAPS_STRING));
 
-static GstStaticPadTemplate src_template = GST_STATIC_PAD_TEMPLATE ("src",
-    GST_PAD_SRC, GST_PAD_ALWAYS, GST_STATIC_CAPS (GST_CONY_TOKENS_CAPS_STRING));
+static GstStaticPadTemplate src_template = GST_STATIC_PAD_TEMPLATE ("src", GST_PAD_SRC,
+    GST_PAD_ALWAYS, GST_STATIC_CAPS (GST_CONY_TOKENS_CAPS_STRING));
 
 GType
 gst_cony_vggish_postprocess_get_type (void)
 {
   static GType type = 0;
   static const GEnumValue values[] = {
-    {GST_CONY_VGGISH_POSTPROCESS_NONE, "Raw embeddings", "none"},
-    {GST_CONY_VGGISH_POSTPROCESS_TF,
-        "PCA + 8-bit, truncated (TensorFlow vggish_postprocess.py)", "tf"},
-    {GST_CONY_VGGISH_POSTPROCESS_TORCH, "PCA + 8-bit, rounded (torchvggish)", "torch"},
-    {0, NULL, NULL},
+    { GST_CONY_VGGISH_POSTPROCESS_NONE, "Raw embeddings", "none" },
+    { GST_CONY_VGGISH_POSTPROCESS_TF, "PCA + 8-bit, truncated (TensorFlow vggish_postprocess.py)",
+        "tf" },
+    { GST_CONY_VGGISH_POSTPROCESS_TORCH, "PCA + 8-bit, rounded (torchvggish)", "torch" },
+    { 0, NULL, NULL },
   };
   if (g_once_init_enter (&type)) {
     GType t = g_enum_register_static ("GstConyVggishPostprocess", values);
+    g_once_init_leave (&type, t);
+  }
+  return type;
+}
+
+GType
+gst_cony_vggish_output_get_type (void)
+{
+  static GType type = 0;
+  static const GEnumValue values[] = {
+    { GST_CONY_VGGISH_OUTPUT_SCORES,
+        "The network's last layer (VGGish: its embedding; YAMNet: 521 scores)", "scores" },
+    { GST_CONY_VGGISH_OUTPUT_EMBEDDING,
+        "The global average pool before the FC head (YAMNet: 1024-d)", "embedding" },
+    { 0, NULL, NULL },
+  };
+  if (g_once_init_enter (&type)) {
+    GType t = g_enum_register_static ("GstConyVggishOutput", values);
     g_once_init_leave (&type, t);
   }
   return type;
@@ -142,11 +176,12 @@ GST_ELEMENT_REGISTER_DEFINE (conyvggish, "conyvggish", GST_RANK_NONE, GST_TYPE_C
 /* ------------------------------------------------------------------------ */
 
 static void
-reset_window (GstConyVggish *self)
+gst_cony_vggish_reset_window (GstConyVggish *self)
 {
   self->anchor = GST_CLOCK_TIME_NONE;
   self->frames_in = 0;
   self->next_start = 0;
+  self->head = 0;
   self->n_frames = 0;
   self->next_discont = TRUE;
   self->in_nonfinite = FALSE;
@@ -154,12 +189,12 @@ reset_window (GstConyVggish *self)
 
 /* Postprocesses @n embeddings in self->out (in place) when asked to. */
 static gboolean
-postprocess (GstConyVggish *self, gsize n)
+gst_cony_vggish_postprocess (GstConyVggish *self, gsize n)
 {
   GError *error = NULL;
   if (self->pp != GST_CONY_VGGISH_POSTPROCESS_NONE
-      && !cony_cnn_postprocess (self->cnn, (ConyCnnPostprocess) self->pp, self->out, n,
-          self->out, &error)) {
+      && !cony_cnn_postprocess (self->cnn, (ConyCnnPostprocess) self->pp, self->out, n, self->out,
+          &error)) {
     GST_ELEMENT_ERROR (self, LIBRARY, FAILED, ("Postprocessing failed: %s", error->message),
         (NULL));
     g_clear_error (&error);
@@ -169,25 +204,19 @@ postprocess (GstConyVggish *self, gsize n)
 }
 
 static GstFlowReturn
-push_embedding (GstConyVggish *self, const gfloat *emb, const GstConyVggishWindow *w)
+gst_cony_vggish_push_embedding (GstConyVggish *self, const gfloat *emb,
+    const GstConyVggishWindow *w)
 {
-  gsize bytes = (gsize) self->out_dim * sizeof (gfloat);
-  GstBuffer *out = gst_buffer_new_allocate (NULL, bytes, NULL);
-  gst_buffer_fill (out, 0, emb, bytes);
-  GST_BUFFER_PTS (out) = w->pts;
-  GST_BUFFER_DTS (out) = GST_CLOCK_TIME_NONE;
-  GST_BUFFER_DURATION (out) = w->duration;
-  GST_BUFFER_OFFSET (out) = w->offset;
-  GST_BUFFER_OFFSET_END (out) = w->offset + 1;
-  if (w->discont)
-    GST_BUFFER_FLAG_SET (out, GST_BUFFER_FLAG_DISCONT);
+  GstBuffer *out = gst_buffer_new_memdup (emb, (gsize) self->out_dim * sizeof (gfloat));
+  gboolean discont = w->discont;
+  gst_cony_element_stamp (out, w->pts, w->duration, w->offset, 1, &discont);
   return gst_pad_push (self->srcpad, out);
 }
 
 /* Runs the CNN on the windows waiting in the batch (one call) and pushes
  * their embeddings in order. */
 static GstFlowReturn
-flush_batch (GstConyVggish *self)
+gst_cony_vggish_flush_batch (GstConyVggish *self)
 {
   guint n = self->n_pending;
   GstFlowReturn ret = GST_FLOW_OK;
@@ -196,17 +225,18 @@ flush_batch (GstConyVggish *self)
   self->n_pending = 0;
   GST_LOG_OBJECT (self, "running a batch of %u windows", n);
   cony_cnn_forward_batch (self->cnn, self->pending, n, self->out);
-  if (!postprocess (self, n))
+  if (!gst_cony_vggish_postprocess (self, n))
     return GST_FLOW_ERROR;
   for (guint i = 0; i < n && ret == GST_FLOW_OK; i++)
-    ret = push_embedding (self, self->out + (gsize) i * self->out_dim, &self->pending_info[i]);
+    ret = gst_cony_vggish_push_embedding (self, self->out + (gsize) i * self->out_dim,
+        &self->pending_info[i]);
   return ret;
 }
 
 /* Windows per CNN call: the batch property in non-live pipelines (asked
  * upstream once per caps), 1 in live ones. */
 static guint
-batch_size (GstConyVggish *self)
+gst_cony_vggish_batch_size (GstConyVggish *self)
 {
   if (self->bsize <= 1)
     return 1;
@@ -225,7 +255,7 @@ batch_size (GstConyVggish *self)
 }
 
 static GstFlowReturn
-run_window (GstConyVggish *self)
+gst_cony_vggish_run_window (GstConyVggish *self)
 {
   gint rn = self->in_info.rate_n, rd = self->in_info.rate_d;
   GstConyVggishWindow w;
@@ -241,22 +271,24 @@ run_window (GstConyVggish *self)
   GST_LOG_OBJECT (self, "window at frame %" G_GUINT64_FORMAT ": %" GST_TIME_FORMAT,
       self->next_start, GST_TIME_ARGS (t0));
 
-  guint batch = batch_size (self);
+  const gfloat *window = self->frames + (gsize) self->head * self->dim;
+  guint batch = gst_cony_vggish_batch_size (self);
   if (batch <= 1 && self->n_pending == 0) {
-    cony_cnn_forward (self->cnn, self->frames, self->out);
-    ret = postprocess (self, 1) ? push_embedding (self, self->out, &w) : GST_FLOW_ERROR;
+    cony_cnn_forward (self->cnn, window, self->out);
+    ret = gst_cony_vggish_postprocess (self, 1)
+        ? gst_cony_vggish_push_embedding (self, self->out, &w)
+        : GST_FLOW_ERROR;
   } else {
     gsize wsize = (gsize) self->win * self->dim;
-    memcpy (self->pending + self->n_pending * wsize, self->frames, wsize * sizeof (gfloat));
+    memcpy (self->pending + self->n_pending * wsize, window, wsize * sizeof (gfloat));
     self->pending_info[self->n_pending++] = w;
     if (self->n_pending >= batch)
-      ret = flush_batch (self);
+      ret = gst_cony_vggish_flush_batch (self);
   }
 
-  /* Slide: keep the frames the next window shares with this one. */
+  /* Slide: the next window starts hop frames on and shares the rest with this one. */
   guint drop = MIN (self->hop, self->win);
-  memmove (self->frames, self->frames + (gsize) drop * self->dim,
-      (gsize) (self->n_frames - drop) * self->dim * sizeof (gfloat));
+  self->head += drop;
   self->n_frames -= drop;
   self->next_start += self->hop;
 
@@ -265,7 +297,7 @@ run_window (GstConyVggish *self)
 
 /* Replaces non-finite values by 0 and returns how many there were. */
 static gsize
-sanitize (gfloat *data, gsize n)
+gst_cony_vggish_sanitize (gfloat *data, gsize n)
 {
   gsize bad = 0;
   for (gsize i = 0; i < n; i++) {
@@ -279,13 +311,26 @@ sanitize (gfloat *data, gsize n)
 
 /* Warns once per run of buffers with non-finite values. */
 static void
-note_nonfinite (GstConyVggish *self, gsize bad, GstClockTime pts)
+gst_cony_vggish_note_nonfinite (GstConyVggish *self, gsize bad, GstClockTime pts)
 {
-  if (bad > 0 && !self->in_nonfinite)
+  if (gst_cony_element_run_starts (&self->in_nonfinite, bad > 0))
     GST_ELEMENT_WARNING (self, STREAM, FORMAT, ("Input tokens contain NaN or infinite values"),
         ("%" G_GSIZE_FORMAT " non-finite values in the buffer at %" GST_TIME_FORMAT
-            " were replaced by 0", bad, GST_TIME_ARGS (pts)));
-  self->in_nonfinite = bad > 0;
+         " were replaced by 0",
+            bad, GST_TIME_ARGS (pts)));
+}
+
+/* The store slot for the next frame of the window; frames move back to the start of
+ * the store only when it is full (once per FRAMES_CAPACITY - 1 windows' worth). */
+static gfloat *
+gst_cony_vggish_next_frame_slot (GstConyVggish *self)
+{
+  if (self->head + self->n_frames == FRAMES_CAPACITY * self->win) {
+    memmove (self->frames, self->frames + (gsize) self->head * self->dim,
+        (gsize) self->n_frames * self->dim * sizeof (gfloat));
+    self->head = 0;
+  }
+  return self->frames + (gsize) (self->head + self->n_frames) * self->dim;
 }
 
 static GstFlowReturn
@@ -296,21 +341,15 @@ gst_cony_vggish_chain (GstPad *pad, GstObject *parent, GstBuffer *buf)
   GstMapInfo map;
   gsize token_bytes = (gsize) self->dim * sizeof (gfloat);
 
-  if (!self->have_info) {
-    GST_ELEMENT_ERROR (self, CORE, NEGOTIATION, (NULL), ("no caps before the first buffer"));
+  if (!gst_cony_element_check_caps_seen (GST_ELEMENT (self), self->have_info)) {
     gst_buffer_unref (buf);
     return GST_FLOW_NOT_NEGOTIATED;
   }
-  if (!gst_buffer_map (buf, &map, GST_MAP_READ)) {
-    GST_ELEMENT_ERROR (self, RESOURCE, READ, (NULL), ("could not map the input buffer"));
-    gst_buffer_unref (buf);
-    return GST_FLOW_ERROR;
-  }
-  if (map.size % token_bytes != 0) {
-    GST_ELEMENT_ERROR (self, STREAM, FORMAT, (NULL),
-        ("buffer of %" G_GSIZE_FORMAT " bytes is not a whole number of %u-float tokens",
-            map.size, self->dim));
-    gst_buffer_unmap (buf, &map);
+  gchar *unit = g_strdup_printf ("%u-float tokens", self->dim);
+  gboolean mapped = gst_cony_element_map_units (GST_ELEMENT (self), buf, &map, token_bytes, unit,
+      NULL);
+  g_free (unit);
+  if (!mapped) {
     gst_buffer_unref (buf);
     return GST_FLOW_ERROR;
   }
@@ -320,14 +359,14 @@ gst_cony_vggish_chain (GstPad *pad, GstObject *parent, GstBuffer *buf)
     GstClockTime anchor = pts;
     if (!GST_CLOCK_TIME_IS_VALID (anchor)) {
       /* No timestamp: continue the previous timeline, or start at 0. */
-      anchor = GST_CLOCK_TIME_IS_VALID (self->anchor)
-          ? gst_cony_tokens_time (self->anchor, self->frames_in, self->in_info.rate_n,
-          self->in_info.rate_d) : 0;
+      anchor = GST_CLOCK_TIME_IS_VALID (self->anchor) ? gst_cony_tokens_time (self->anchor,
+                   self->frames_in, self->in_info.rate_n, self->in_info.rate_d)
+                                                      : 0;
     }
     if (self->frames_in > 0)
       GST_DEBUG_OBJECT (self, "discontinuity: restarting the window at %" GST_TIME_FORMAT,
           GST_TIME_ARGS (anchor));
-    reset_window (self);
+    gst_cony_vggish_reset_window (self);
     self->anchor = anchor;
   }
 
@@ -335,23 +374,105 @@ gst_cony_vggish_chain (GstPad *pad, GstObject *parent, GstBuffer *buf)
   for (gsize i = 0; i < n && ret == GST_FLOW_OK; i++) {
     guint64 f = self->frames_in++;
     if (f < self->next_start)
-      continue;                 /* stride > window: frames between windows */
-    gfloat *dst = self->frames + (gsize) self->n_frames * self->dim;
+      continue; /* stride > window: frames between windows */
+    gfloat *dst = gst_cony_vggish_next_frame_slot (self);
     memcpy (dst, map.data + i * token_bytes, token_bytes);
-    bad += sanitize (dst, self->dim);
+    bad += gst_cony_vggish_sanitize (dst, self->dim);
     self->n_frames++;
     if (self->n_frames == self->win)
-      ret = run_window (self);
+      ret = gst_cony_vggish_run_window (self);
   }
-  note_nonfinite (self, bad, pts);
+  gst_cony_vggish_note_nonfinite (self, bad, pts);
 
   gst_buffer_unmap (buf, &map);
   gst_buffer_unref (buf);
   return ret;
 }
 
+/* The model's log-mel front end (its "frontend" metadata, a JSON object keyed
+ * by conymel's property names or, in older files, sample_rate, window_samples,
+ * ...; VGGish's when absent) against the settings conymel wrote into @caps
+ * (mel-* fields; tokens without them are not checked). A difference is a
+ * negotiation error naming the setting: the scores would be silently wrong. */
 static gboolean
-set_sink_caps (GstConyVggish *self, GstCaps *caps)
+gst_cony_vggish_frontend_matches (GstConyVggish *self, const GstCaps *caps)
+{
+  static const struct {
+    const char *name, *legacy;
+    gdouble vggish;
+  } settings[] = {
+    { "sample-rate", "sample_rate", 16000 },
+    { "window-length", "window_samples", 400 },
+    { "hop-length", "hop_samples", 160 },
+    { "fft-length", "fft", 512 },
+    { "n-mels", "n_mels", 64 },
+    { "fmin", "fmin", 125.0 },
+    { "fmax", "fmax", 7500.0 },
+    { "log-offset", "log_offset", 0.01 },
+  };
+  const GstStructure *s = gst_caps_get_structure (caps, 0);
+  GError *error = NULL;
+  JsonParser *parser = NULL;
+  JsonObject *fe = NULL;
+  gboolean ok = TRUE;
+  gchar *path;
+
+  GST_OBJECT_LOCK (self);
+  path = g_strdup (self->model);
+  GST_OBJECT_UNLOCK (self);
+  ConySafetensors *st = cony_safetensors_open (path, &error);
+  const char *json = st ? cony_safetensors_metadata (st, "frontend") : NULL;
+  if (json != NULL) {
+    parser = json_parser_new ();
+    if (json_parser_load_from_data (parser, json, -1, &error)
+        && JSON_NODE_HOLDS_OBJECT (json_parser_get_root (parser)))
+      fe = json_node_get_object (json_parser_get_root (parser));
+    else if (error == NULL)
+      g_set_error (&error, JSON_PARSER_ERROR, JSON_PARSER_ERROR_PARSE, "not a JSON object");
+  }
+  if (error != NULL) {
+    GST_ELEMENT_ERROR (self, CORE, NEGOTIATION, ("Cannot read the model's front end"),
+        ("%s: %s", path, error->message));
+    ok = FALSE;
+  }
+  const char *fe_name = fe && json_object_has_member (fe, "name")
+      ? json_object_get_string_member (fe, "name")
+      : "vggish";
+  for (guint i = 0; ok && i < G_N_ELEMENTS (settings); i++) {
+    gchar *field = g_strconcat ("mel-", settings[i].name, NULL);
+    const GValue *v = gst_structure_get_value (s, field);
+    gdouble have = 0, want = settings[i].vggish;
+    JsonNode *node = NULL;
+    if (fe)
+      node = json_object_get_member (fe, settings[i].name);
+    if (fe && node == NULL)
+      node = json_object_get_member (fe, settings[i].legacy);
+    if (node != NULL && JSON_NODE_HOLDS_VALUE (node))
+      want = json_node_get_value_type (node) == G_TYPE_INT64 ? (gdouble) json_node_get_int (node)
+                                                             : json_node_get_double (node);
+    if (v != NULL)
+      have = G_VALUE_HOLDS_INT (v)   ? g_value_get_int (v)
+          : G_VALUE_HOLDS_DOUBLE (v) ? g_value_get_double (v)
+                                     : NAN;
+    if (v != NULL && !(fabs (have - want) <= 1e-9 * MAX (1.0, fabs (want)))) {
+      GST_ELEMENT_ERROR (self, CORE, NEGOTIATION, ("Front end does not match the model"),
+          ("%s: the input has %s=%g but %s was trained with %s=%g (the %s front end: "
+           "set conymel preset=%s or conymel %s=%g)",
+              settings[i].name, field, have, path, settings[i].name, want, fe_name, fe_name,
+              settings[i].name, want));
+      ok = FALSE;
+    }
+    g_free (field);
+  }
+  g_clear_object (&parser);
+  g_clear_pointer (&st, cony_safetensors_close);
+  g_clear_error (&error);
+  g_free (path);
+  return ok;
+}
+
+static gboolean
+gst_cony_vggish_set_sink_caps (GstConyVggish *self, GstCaps *caps)
 {
   GstConyTokenInfo info;
   gchar *why = NULL;
@@ -361,6 +482,8 @@ set_sink_caps (GstConyVggish *self, GstCaps *caps)
     g_free (why);
     return FALSE;
   }
+  if (!gst_cony_vggish_frontend_matches (self, caps))
+    return FALSE;
   if (info.dim != self->dim) {
     /* A definite misconfiguration (e.g. conymel n-mels): say so on the bus. */
     GST_ELEMENT_ERROR (self, CORE, NEGOTIATION, ("Token size does not match the model"),
@@ -369,30 +492,38 @@ set_sink_caps (GstConyVggish *self, GstCaps *caps)
     return FALSE;
   }
   if (info.rate_n <= 0) {
-    GST_WARNING_OBJECT (self, "refusing caps %" GST_PTR_FORMAT ": a fixed token rate "
-        "(framerate > 0) is needed to time-stamp the windows", caps);
+    GST_WARNING_OBJECT (self,
+        "refusing caps %" GST_PTR_FORMAT ": a fixed token rate "
+        "(framerate > 0) is needed to time-stamp the windows",
+        caps);
     return FALSE;
   }
 
-  gboolean same = self->have_info && gst_cony_tokens_info_same_tokens (&info, &self->in_info);
+  gboolean same = self->have_info && gst_cony_tokens_info_same_tokens (&info, &self->in_info)
+      && info.lookahead_n == self->in_info.lookahead_n
+      && info.lookahead_d == self->in_info.lookahead_d;
   if (self->have_info && !same) {
     GST_DEBUG_OBJECT (self, "token caps changed: restarting the window");
-    reset_window (self);
+    gst_cony_vggish_reset_window (self);
   }
   self->in_info = info;
   self->have_info = TRUE;
   if (same && gst_pad_has_current_caps (self->srcpad))
     return TRUE;
 
-  GstConyTokenInfo out = { self->out_dim, 1, 0, 1 };
-  if (!gst_util_fraction_multiply (info.rate_n, info.rate_d, 1, (gint) self->hop,
-          &out.rate_n, &out.rate_d))
+  GstConyTokenInfo out = { self->out_dim, 1, 0, 1, 0, 1 };
+  if (!gst_util_fraction_multiply (info.rate_n, info.rate_d, 1, (gint) self->hop, &out.rate_n,
+          &out.rate_d))
     return FALSE;
-  GstCaps *src = gst_cony_tokens_caps_new (&out);
-  gboolean ok = src != NULL && gst_pad_push_event (self->srcpad, gst_event_new_caps (src));
-  if (src)
-    gst_caps_unref (src);
-  return ok;
+  /* An embedding lasts hop frames but reads window frames, the last of which
+   * reads its own lookahead further (gstconytokens.h). */
+  gint la_n, la_d;
+  if (!gst_util_fraction_multiply ((gint) self->win - (gint) self->hop, 1, info.rate_d, info.rate_n,
+          &la_n, &la_d)
+      || !gst_util_fraction_add (la_n, la_d, info.lookahead_n, info.lookahead_d, &out.lookahead_n,
+          &out.lookahead_d))
+    return FALSE;
+  return gst_cony_element_push_caps (self->srcpad, gst_cony_tokens_caps_new (&out));
 }
 
 static gboolean
@@ -406,32 +537,31 @@ gst_cony_vggish_sink_event (GstPad *pad, GstObject *parent, GstEvent *event)
   if (GST_EVENT_TYPE (event) == GST_EVENT_FLUSH_STOP)
     self->n_pending = 0;
   else if (GST_EVENT_IS_SERIALIZED (event) && self->n_pending > 0) {
-    GstFlowReturn fr = flush_batch (self);
+    GstFlowReturn fr = gst_cony_vggish_flush_batch (self);
     if (fr != GST_FLOW_OK)
       GST_DEBUG_OBJECT (self, "pushing the batch before %s: %s", GST_EVENT_TYPE_NAME (event),
           gst_flow_get_name (fr));
   }
   switch (GST_EVENT_TYPE (event)) {
-    case GST_EVENT_CAPS:{
+    case GST_EVENT_CAPS: {
       GstCaps *caps;
       gst_event_parse_caps (event, &caps);
       self->live_known = FALSE;
-      gboolean ok = self->cnn != NULL && set_sink_caps (self, caps);
+      gboolean ok = self->cnn != NULL && gst_cony_vggish_set_sink_caps (self, caps);
       gst_event_unref (event);
       return ok;
     }
     case GST_EVENT_FLUSH_STOP:
-      reset_window (self);
+      gst_cony_vggish_reset_window (self);
       break;
     case GST_EVENT_GAP:
       /* No tokens for a while: the next window starts after the gap. */
-      reset_window (self);
+      gst_cony_vggish_reset_window (self);
       break;
     case GST_EVENT_EOS:
       /* Nothing pending: complete windows are output as soon as they fill
        * (or, batched, were pushed above). */
-      GST_DEBUG_OBJECT (self, "EOS with %u frames of an incomplete window dropped",
-          self->n_frames);
+      GST_DEBUG_OBJECT (self, "EOS with %u frames of an incomplete window dropped", self->n_frames);
       break;
     default:
       break;
@@ -442,7 +572,7 @@ gst_cony_vggish_sink_event (GstPad *pad, GstObject *parent, GstEvent *event)
 /* Own latency: the last frame of a window arrives (window - 1) frames after
  * the window's first frame, whose time is the output PTS. */
 static gboolean
-own_latency (GstConyVggish *self, GstClockTime *lat)
+gst_cony_vggish_own_latency (GstConyVggish *self, GstClockTime *lat)
 {
   if (!self->have_info || self->win == 0)
     return FALSE;
@@ -458,7 +588,7 @@ gst_cony_vggish_src_query (GstPad *pad, GstObject *parent, GstQuery *query)
 
   if (GST_QUERY_TYPE (query) == GST_QUERY_LATENCY) {
     GstClockTime lat;
-    if (!own_latency (self, &lat))
+    if (!gst_cony_vggish_own_latency (self, &lat))
       lat = GST_CLOCK_TIME_NONE; /* the token rate is not known yet */
     return gst_cony_element_query_latency (GST_ELEMENT (self), self->sinkpad, query, lat);
   }
@@ -466,7 +596,7 @@ gst_cony_vggish_src_query (GstPad *pad, GstObject *parent, GstQuery *query)
 }
 
 static gboolean
-start (GstElement *element)
+gst_cony_vggish_start (GstElement *element)
 {
   GstConyVggish *self = GST_CONY_VGGISH (element);
   GError *error = NULL;
@@ -479,22 +609,27 @@ start (GstElement *element)
   self->win = self->window;
   self->hop = self->stride;
   self->bsize = self->batch;
+  GstConyVggishOutput output = self->output;
   GST_OBJECT_UNLOCK (self);
 
-  if (model == NULL || *model == '\0') {
-    GST_ELEMENT_ERROR (self, RESOURCE, NOT_FOUND, ("No model file given"),
-        ("set the 'model' property to a VGGish-style safetensors file"));
+  if (!gst_cony_element_check_model (element, model, "a VGGish-style safetensors file"))
+    goto fail;
+  self->cnn = cony_cnn_load (model, &error);
+  if (!gst_cony_element_check_loaded (GST_ELEMENT (self), self->cnn != NULL, model, error))
+    goto fail;
+  if (!cony_cnn_set_output (self->cnn, (ConyCnnOutput) output, &error)) {
+    GST_ELEMENT_ERROR (self, LIBRARY, SETTINGS, ("output=embedding: %s", error->message),
+        ("model=%s", model));
     goto fail;
   }
-  self->cnn = cony_cnn_load (model, &error);
-  if (self->cnn == NULL) {
-    GST_ELEMENT_ERROR (self, RESOURCE, OPEN_READ, ("Could not load the model: %s",
-            error->message), ("model=%s", model));
+  if (output == GST_CONY_VGGISH_OUTPUT_EMBEDDING && self->pp != GST_CONY_VGGISH_POSTPROCESS_NONE) {
+    GST_ELEMENT_ERROR (self, LIBRARY, SETTINGS, ("postprocess needs output=scores"),
+        ("the PCA postprocess applies to the network's last layer, not to the embedding"));
     goto fail;
   }
   if (pca != NULL && *pca != '\0' && !cony_cnn_load_pca (self->cnn, pca, &error)) {
-    GST_ELEMENT_ERROR (self, RESOURCE, OPEN_READ, ("Could not load the PCA parameters: %s",
-            error->message), ("pca-model=%s", pca));
+    GST_ELEMENT_ERROR (self, RESOURCE, OPEN_READ,
+        ("Could not load the PCA parameters: %s", error->message), ("pca-model=%s", pca));
     goto fail;
   }
   if (self->pp != GST_CONY_VGGISH_POSTPROCESS_NONE && !cony_cnn_has_pca (self->cnn)) {
@@ -512,7 +647,7 @@ start (GstElement *element)
   }
   self->dim = cony_cnn_get_input_width (self->cnn) * cony_cnn_get_input_channels (self->cnn);
   self->out_dim = cony_cnn_get_output_size (self->cnn);
-  self->frames = g_new0 (gfloat, (gsize) self->win * self->dim);
+  self->frames = g_new0 (gfloat, (gsize) FRAMES_CAPACITY * self->win * self->dim);
   self->out = g_new0 (gfloat, (gsize) self->out_dim * MAX (self->bsize, 1));
   if (self->bsize > 1) {
     self->pending = g_new (gfloat, (gsize) self->bsize * self->win * self->dim);
@@ -521,7 +656,7 @@ start (GstElement *element)
   self->n_pending = 0;
   self->live_known = FALSE;
   self->have_info = FALSE;
-  reset_window (self);
+  gst_cony_vggish_reset_window (self);
   GST_INFO_OBJECT (self, "loaded %s: %ux%u -> %u, %" G_GUINT64_FORMAT " parameters", model,
       self->win, self->dim, self->out_dim, cony_cnn_get_n_params (self->cnn));
   g_free (model);
@@ -537,7 +672,7 @@ fail:
 }
 
 static void
-stop (GstElement *element)
+gst_cony_vggish_stop (GstElement *element)
 {
   GstConyVggish *self = GST_CONY_VGGISH (element);
   g_clear_pointer (&self->cnn, cony_cnn_free);
@@ -555,7 +690,7 @@ static GstStateChangeReturn
 gst_cony_vggish_change_state (GstElement *element, GstStateChange transition)
 {
   return gst_cony_element_change_state (element, transition, GST_ELEMENT_CLASS (parent_class),
-      start, stop);
+      gst_cony_vggish_start, gst_cony_vggish_stop);
 }
 
 /* ------------------------------------------------------------------------ */
@@ -565,6 +700,9 @@ gst_cony_vggish_set_property (GObject *object, guint prop_id, const GValue *valu
     GParamSpec *pspec)
 {
   GstConyVggish *self = GST_CONY_VGGISH (object);
+
+  if (!gst_cony_element_property_settable (object, pspec))
+    return;
 
   GST_OBJECT_LOCK (self);
   switch (prop_id) {
@@ -588,6 +726,9 @@ gst_cony_vggish_set_property (GObject *object, guint prop_id, const GValue *valu
     case PROP_BATCH:
       self->batch = g_value_get_uint (value);
       break;
+    case PROP_OUTPUT:
+      self->output = g_value_get_enum (value);
+      break;
     default:
       G_OBJECT_WARN_INVALID_PROPERTY_ID (object, prop_id, pspec);
       break;
@@ -596,8 +737,7 @@ gst_cony_vggish_set_property (GObject *object, guint prop_id, const GValue *valu
 }
 
 static void
-gst_cony_vggish_get_property (GObject *object, guint prop_id, GValue *value,
-    GParamSpec *pspec)
+gst_cony_vggish_get_property (GObject *object, guint prop_id, GValue *value, GParamSpec *pspec)
 {
   GstConyVggish *self = GST_CONY_VGGISH (object);
 
@@ -621,6 +761,9 @@ gst_cony_vggish_get_property (GObject *object, guint prop_id, GValue *value,
     case PROP_BATCH:
       g_value_set_uint (value, self->batch);
       break;
+    case PROP_OUTPUT:
+      g_value_set_enum (value, self->output);
+      break;
     default:
       G_OBJECT_WARN_INVALID_PROPERTY_ID (object, prop_id, pspec);
       break;
@@ -633,7 +776,7 @@ gst_cony_vggish_finalize (GObject *object)
 {
   GstConyVggish *self = GST_CONY_VGGISH (object);
 
-  stop (GST_ELEMENT (self));
+  gst_cony_vggish_stop (GST_ELEMENT (self));
   g_free (self->model);
   g_free (self->pca_model);
   G_OBJECT_CLASS (parent_class)->finalize (object);
@@ -659,8 +802,8 @@ gst_cony_vggish_class_init (GstConyVggishClass *klass)
    */
   g_object_class_install_property (gobject_class, PROP_MODEL,
       g_param_spec_string ("model", "Model",
-          "Path of the VGGish-style safetensors model file (torchvggish tensor names)",
-          DEFAULT_MODEL, flags));
+          "Path of the CNN safetensors model file (VGG-style or MobileNet-v1)", DEFAULT_MODEL,
+          flags));
   /**
    * GstConyVggish:pca-model:
    *
@@ -669,8 +812,8 @@ gst_cony_vggish_class_init (GstConyVggishClass *klass)
    */
   g_object_class_install_property (gobject_class, PROP_PCA_MODEL,
       g_param_spec_string ("pca-model", "PCA model",
-          "Optional safetensors file with pca_eigen_vectors and pca_means",
-          DEFAULT_PCA_MODEL, flags));
+          "Optional safetensors file with pca_eigen_vectors and pca_means", DEFAULT_PCA_MODEL,
+          flags));
   /**
    * GstConyVggish:postprocess:
    *
@@ -689,8 +832,8 @@ gst_cony_vggish_class_init (GstConyVggishClass *klass)
    */
   g_object_class_install_property (gobject_class, PROP_WINDOW,
       g_param_spec_uint ("window", "Window",
-          "Input frames per window (0 = the model's input height; else must equal it)",
-          0, 1 << 20, DEFAULT_WINDOW, flags));
+          "Input frames per window (0 = the model's input height; else must equal it)", 0, 1 << 20,
+          DEFAULT_WINDOW, flags));
   /**
    * GstConyVggish:stride:
    *
@@ -700,8 +843,8 @@ gst_cony_vggish_class_init (GstConyVggishClass *klass)
    */
   g_object_class_install_property (gobject_class, PROP_STRIDE,
       g_param_spec_uint ("stride", "Stride",
-          "Input frames between the starts of consecutive windows",
-          1, 1 << 20, DEFAULT_STRIDE, flags));
+          "Input frames between the starts of consecutive windows", 1, 1 << 20, DEFAULT_STRIDE,
+          flags));
 
   /**
    * GstConyVggish:batch:
@@ -717,18 +860,33 @@ gst_cony_vggish_class_init (GstConyVggishClass *klass)
    */
   g_object_class_install_property (gobject_class, PROP_BATCH,
       g_param_spec_uint ("batch", "Batch",
-          "Windows per CNN call in non-live pipelines (live ones always use 1)",
-          1, 128, DEFAULT_BATCH, flags));
+          "Windows per CNN call in non-live pipelines (live ones always use 1)", 1, 128,
+          DEFAULT_BATCH, flags));
+
+  /**
+   * GstConyVggish:output:
+   *
+   * What each window gives: `scores` (default), the network's last layer
+   * (VGGish and the shipped models: their embedding; YAMNet: its 521 sigmoid
+   * scores), or `embedding`, the global average pool that feeds the FC head
+   * (YAMNet: 1024-d); a network without one fails to start with an error.
+   * The output token's dimension follows (src caps dimensions=N:1).
+   */
+  g_object_class_install_property (gobject_class, PROP_OUTPUT,
+      g_param_spec_enum ("output", "Output",
+          "Per window: the network's last layer (scores) or the pooled embedding before its head",
+          GST_TYPE_CONY_VGGISH_OUTPUT, DEFAULT_OUTPUT, flags));
 
   gst_element_class_add_static_pad_template (element_class, &sink_template);
   gst_element_class_add_static_pad_template (element_class, &src_template);
   gst_element_class_set_static_metadata (element_class, "VGGish embeddings",
       "Filter/Analyzer/Audio",
-      "Runs a VGG-style CNN on sliding windows of log-mel tokens and outputs one embedding per window",
+      "Runs a CNN (VGG-style or MobileNet-v1) on sliding windows of log-mel tokens and outputs one embedding or score vector per window",
       "gst-cony authors");
 
   element_class->change_state = GST_DEBUG_FUNCPTR (gst_cony_vggish_change_state);
   gst_type_mark_as_plugin_api (GST_TYPE_CONY_VGGISH_POSTPROCESS, 0);
+  gst_type_mark_as_plugin_api (GST_TYPE_CONY_VGGISH_OUTPUT, 0);
 }
 
 static void
@@ -748,5 +906,6 @@ gst_cony_vggish_init (GstConyVggish *self)
   self->window = DEFAULT_WINDOW;
   self->stride = DEFAULT_STRIDE;
   self->batch = DEFAULT_BATCH;
+  self->output = DEFAULT_OUTPUT;
   self->anchor = GST_CLOCK_TIME_NONE;
 }

@@ -21,7 +21,8 @@ G_BEGIN_DECLS
  *
  * The official release's PCA + 8-bit postprocess. Values stay float32 (0..255).
  */
-typedef enum {
+typedef enum
+{
   GST_CONY_VGGISH_POSTPROCESS_NONE = CONY_CNN_POSTPROCESS_NONE,
   GST_CONY_VGGISH_POSTPROCESS_TF = CONY_CNN_POSTPROCESS_TF,
   GST_CONY_VGGISH_POSTPROCESS_TORCH = CONY_CNN_POSTPROCESS_TORCH,
@@ -29,6 +30,24 @@ typedef enum {
 
 #define GST_TYPE_CONY_VGGISH_POSTPROCESS (gst_cony_vggish_postprocess_get_type ())
 GType gst_cony_vggish_postprocess_get_type (void);
+
+/**
+ * GstConyVggishOutput:
+ * @GST_CONY_VGGISH_OUTPUT_SCORES: the network's last layer (VGGish: its
+ *   128-d embedding; YAMNet: 521 sigmoid scores)
+ * @GST_CONY_VGGISH_OUTPUT_EMBEDDING: the global average pool that feeds the
+ *   FC head (YAMNet: 1024-d); only for networks that have one
+ *
+ * What conyvggish outputs per window.
+ */
+typedef enum
+{
+  GST_CONY_VGGISH_OUTPUT_SCORES = CONY_CNN_OUTPUT_SCORES,
+  GST_CONY_VGGISH_OUTPUT_EMBEDDING = CONY_CNN_OUTPUT_EMBEDDING,
+} GstConyVggishOutput;
+
+#define GST_TYPE_CONY_VGGISH_OUTPUT (gst_cony_vggish_output_get_type ())
+GType gst_cony_vggish_output_get_type (void);
 
 /* A complete window's output timing, kept while it waits in a batch. */
 typedef struct {
@@ -53,23 +72,25 @@ struct _GstConyVggish {
   guint window;
   guint stride;
   guint batch;
+  GstConyVggishOutput output;
 
   /* Stream state (streaming thread). */
   ConyCnn *cnn;
   GstConyVggishPostprocess pp;
-  guint win;                 /* frames per window (= the model's input height) */
-  guint hop;                 /* frames between window starts */
-  guint dim;                 /* floats per input token (model width x channels) */
-  guint out_dim;             /* floats per output token */
+  guint win;     /* frames per window (= the model's input height) */
+  guint hop;     /* frames between window starts */
+  guint dim;     /* floats per input token (model width x channels) */
+  guint out_dim; /* floats per output token */
   GstConyTokenInfo in_info;
   gboolean have_info;
   gint out_rate_n, out_rate_d;
-  GstClockTime anchor;       /* time of input frame 0; NONE: re-anchor on the next buffer */
-  guint64 frames_in;         /* input frames since the anchor */
-  guint64 next_start;        /* input frame index where the next window starts */
-  gfloat *frames;            /* win x dim: the frames of the next window received so far */
-  guint n_frames;
-  gfloat *out;               /* out_dim */
+  GstClockTime anchor; /* time of input frame 0; NONE: re-anchor on the next buffer */
+  guint64 frames_in;   /* input frames since the anchor */
+  guint64 next_start;  /* input frame index where the next window starts */
+  gfloat *frames;      /* FRAMES_CAPACITY x win frames of dim floats */
+  guint head;          /* frame (in frames) where the next window starts */
+  guint n_frames;      /* frames of the next window received so far */
+  gfloat *out;         /* out_dim */
   gboolean next_discont;
   gboolean in_nonfinite;
   /* Batching (non-live upstream, batch > 1). */

@@ -25,10 +25,11 @@ plugin_init (GstPlugin *plugin)
   ret |= GST_ELEMENT_REGISTER (conyvggish, plugin);
   ret |= GST_ELEMENT_REGISTER (conytransformer, plugin);
   ret |= GST_ELEMENT_REGISTER (conyframeembed, plugin);
+  ret |= GST_ELEMENT_REGISTER (conyjson, plugin);
 
   return ret;
 }
 
 GST_PLUGIN_DEFINE (GST_VERSION_MAJOR, GST_VERSION_MINOR, cony,
-    "Continual (Nyström) transformer classification of audio and video",
+    "Continual (Nystrom) transformer classification of audio and video",
     plugin_init, VERSION, "LGPL", GST_PACKAGE_NAME, GST_PACKAGE_ORIGIN)

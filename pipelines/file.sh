@@ -18,6 +18,18 @@ case $input in
      uri="file://$(cd "$(dirname "$input")" && pwd)/$(basename "$input")" ;;
 esac
 # A file is not live, so conyvggish runs its CNN on 64 windows at a time (about twice as
-# fast; the same results).
+# fast; the same results). Messages go to a log first: a file without audio makes
+# uridecodebin fail to link (not-linked, delayed linking) and gets one clear line instead.
+errlog=$(mktemp)
+trap 'rm -f "$errlog"' EXIT
+status=0
 # shellcheck disable=SC2046
-gst-launch-1.0 -m uridecodebin uri="$uri" ! $(cony_chain batch=64) ! fakesink sync=false | cony_format
+cony_launch -m uridecodebin uri="$uri" ! $(cony_chain batch=64) ! fakesink sync=false \
+  2>"$errlog" | cony_format 2>>"$errlog" || status=$?
+# (Which of the two messages comes first varies from run to run.)
+if [ "$status" != 0 ] && grep -q "Delayed linking failed\|reason not-linked" "$errlog"; then
+  echo "file.sh: $input: no audio track (uridecodebin found no stream to link to audioconvert)" >&2
+  exit 4
+fi
+cat "$errlog" >&2
+exit "$status"

@@ -29,17 +29,70 @@ cony_chain () {
        "! conytransformer name=classifier model=$CONY_TRANSFORMER $CONY_OPTS"
 }
 
+# gst-launch-1.0 with its stdout line-buffered: into a pipe, stdio would otherwise hold
+# the messages back in 4 KiB blocks (the first result of a live source after ~30 s).
+cony_launch () {
+  stdbuf -oL gst-launch-1.0 "$@"
+}
+
 # Turns gst-launch-1.0 -m output into one line per step: time (s), label, confidence
-# (on-change mode: one line per change; the closing EOS message is skipped).
-# Error and warning lines go to stderr.
+# (on-change mode: one line per change; the closing EOS message is skipped). The time is
+# the message's stream-time-end: the end of the input the result covers (for the audio
+# chain: the last sample of the newest 0.975 s VGGish window), i.e. how far into the
+# stream the result has heard (docs/elements.md, "Time spans").
+# Error and warning lines go to stderr. Every stage passes each line on at once (sed -u;
+# the formatting is bash's own printf, not awk: Debian's mawk buffers its input).
 cony_format () {
-  sed -nE '
+  sed -u -nE '
     /eos=\(boolean\)true/d
     /\(element\): conytransformer, /{
-      s/.*timestamp=\(guint64\)([0-9]+).*label=\(string\)("[^"]*"|[^,]*),.*confidence=\(float\)([-0-9.e]+).*/\1 \2 \3/
+      s/.*stream-time-end=\(guint64\)([0-9]+).*label=\(string\)("[^"]*"|[^,]*),.*confidence=\(float\)([-0-9.e]+).*/\1 \3 \2/
       p; d
     }
     /ERROR|WARNING|error|Execution ended/w /dev/stderr
-  ' | awk '{ label = $2; for (i = 3; i < NF; i++) label = label " " $i; gsub(/["\\]/, "", label);
-             printf "%9.2f s  %-24s %.3f\n", $1 / 1e9, label, $NF; fflush() }'
+  ' | cony_print_steps
+}
+
+# "NANOSECONDS CONFIDENCE LABEL" lines -> "    1.25 s  label                    0.873".
+cony_print_steps () {
+  local ns conf label t
+  while read -r ns conf label; do
+    label=${label//[\"\\]/}
+    printf -v t '%d.%09d' $((ns / 1000000000)) $((ns % 1000000000))
+    LC_ALL=C printf '%9.2f s  %-24s %.3f\n' "$t" "$label" "$conf" || return 0
+  done
+}
+
+# "--device NAME" or "--source DESCRIPTION" at the front of a script's arguments:
+# sets cony_source (empty when neither is given) and cony_nargs, how many arguments
+# were used. The description is split at spaces when launched: no quoted values with
+# spaces in them (for files, use file.sh).
+cony_parse_source () {
+  cony_source=""
+  cony_device=""
+  cony_nargs=0
+  case ${1:-} in
+    --source) cony_source=${2:?--source needs a GStreamer source description}; cony_nargs=2 ;;
+    --source=*) cony_source=${1#--source=}; cony_nargs=1 ;;
+    --device) cony_device=${2:?--device needs a device name}; cony_nargs=2 ;;
+    --device=*) cony_device=${1#--device=}; cony_nargs=1 ;;
+  esac
+}
+
+# The capture source of @kind (audio|video): --source as given, --device with @element
+# (the kind's usual capture element), otherwise the default device the device monitor
+# finds; none found: says so and exits 3 instead of classifying a fake source.
+cony_capture_source () {
+  local kind=$1 element=$2
+  if [ -n "$cony_source" ]; then
+    echo "$cony_source"
+  elif [ -n "$cony_device" ]; then
+    echo "$element device=$cony_device"
+  elif ! /usr/bin/python3 "$CONY_ROOT/pipelines/devices.py" "$kind"; then
+    local example="audiotestsrc is-live=true"
+    [ "$kind" = video ] && example="videotestsrc is-live=true pattern=ball"
+    echo "$(basename "$0"): give one with --device NAME or --source 'GStreamer source'" \
+         "(e.g. --source '$example')" >&2
+    exit 3
+  fi
 }

@@ -3,8 +3,8 @@
 
     pipelines/overlay.py [SOURCE] [--output OUT.mkv] [--num-buffers N] [--cnn F] [--classifier F]
 
-SOURCE: `camera` (v4l2src; videotestsrc's ball when there is no /dev/video*, the
-default), `test` (videotestsrc pattern=ball) or a media file path. The video is split
+SOURCE: `camera` (the default: the camera GStreamer's device monitor finds; none: an
+error naming `test` instead of a silent stand-in), `test` (videotestsrc pattern=ball) or a media file path. The video is split
 with a tee: one branch goes through
 
     videoconvert ! videoscale ! videorate ! conyframeembed ! conytransformer ! fakesink
@@ -15,8 +15,9 @@ textoverlay's text to "label confidence" from the main loop, so the text follows
 classification with the delay of the bus (milliseconds) plus the model's own context
 (the label of a step is about the last `window` frames). Labels are also printed.
 
-When the textoverlay element is not installed (it is in gstreamer1.0-plugins-base's
-pango plugin, libgstpango.so, which minimal installs lack), or with --bitmap-font, the
+When the textoverlay element is not installed (it is in the pango plugin of
+gst-plugins-base, libgstpango.so, which Debian ships in the gstreamer1.0-x package,
+absent from minimal installs), or with --bitmap-font, the
 label is drawn by `overlaycomposition` (plugins-base) from a small built-in 5x7 bitmap
 font (lower-case letters, digits, '-', '.', needs numpy) instead; the script says which.
 
@@ -26,7 +27,6 @@ $CONY_VIDEO_CLASSIFIER, default models/video/.
 """
 
 import argparse
-import glob
 import os
 import signal
 import sys
@@ -87,12 +87,12 @@ def render_text(text, scale=3):
 def source_desc(source, num_buffers):
     nb = f" num-buffers={num_buffers}"
     if source == "camera":
-        cams = sorted(glob.glob("/dev/video*"))
-        if cams:
-            return f"v4l2src device={cams[0]}{nb}"
-        print("overlay.py: no camera (/dev/video*): using videotestsrc pattern=ball",
-              file=sys.stderr)
-        return f"videotestsrc is-live=true pattern=ball{nb}"
+        import devices  # pipelines/devices.py: the device monitor's cameras
+        cams = devices.capture_devices("video")
+        if not cams:
+            raise SystemExit("overlay.py: no camera found (GStreamer's device monitor lists "
+                             "no Video/Source device); use 'test' for videotestsrc's ball")
+        return devices.launch_description(cams[0]) + nb
     if source == "test":
         return f"videotestsrc pattern=ball{nb}"
     if not os.path.exists(source):
@@ -127,8 +127,8 @@ def main(argv=None):
     have_text = Gst.ElementFactory.find("textoverlay") is not None and not args.bitmap_font
     use_comp = not have_text and Gst.ElementFactory.find("overlaycomposition") is not None
     if not have_text:
-        print("overlay.py: " + ("textoverlay is not installed (gstreamer1.0-plugins-base's "
-                                "pango plugin): " if not args.bitmap_font else "")
+        print("overlay.py: " + ("textoverlay is not installed (the pango plugin; on Debian: "
+                                "apt-get install gstreamer1.0-x): " if not args.bitmap_font else "")
               + ("drawing the labels with overlaycomposition and a built-in bitmap font"
                  if use_comp else "showing the video without text, printing the labels"),
               file=sys.stderr)
@@ -190,14 +190,18 @@ def main(argv=None):
             if s is not None and s.get_name() == "conytransformer" and s.has_field("label"):
                 label = s.get_string("label")
                 conf = s.get_value("confidence")
-                _, ts = s.get_uint64("timestamp")
+                _, ts = s.get_uint64("stream-time-end")   # the end of the input covered
                 text = f"{label} {conf:.2f}"
                 if overlay is not None:
                     overlay.set_property("text", text)
                 status["text"] = text
                 status["steps"] += 1
                 if not args.quiet:
-                    print(f"{ts / 1e9:9.2f} s  {label:<24} {conf:.3f}", flush=True)
+                    try:
+                        print(f"{ts / 1e9:9.2f} s  {label:<24} {conf:.3f}", flush=True)
+                    except BrokenPipeError:   # the reader went away (| head): stop printing
+                        args.quiet = True
+                        os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
         elif msg.type == Gst.MessageType.ERROR:
             err, dbg = msg.parse_error()
             print(f"overlay.py: error: {err.message} ({dbg})", file=sys.stderr)

@@ -3,8 +3,12 @@
 
     pipelines/print_results.py [SOURCE] [--json] [--from-meta] [options]
 
-SOURCE is a media file path or URI (decoded with uridecodebin), `mic` (autoaudiosrc)
-or `test` (a 5 s audiotestsrc tone; the default). Results come from the element's
+SOURCE is a media file path or URI (decoded with uridecodebin), `mic` (the default
+microphone of GStreamer's device monitor; none: an error, not a fake source), `test`
+(a 5 s audiotestsrc tone; the default) or any GStreamer source description, e.g.
+"audiotestsrc is-live=true". Each result is printed (and flushed) as soon as the
+element posts it; when the reader goes away (`| head -1`) the script stops quietly
+with status 0. Results come from the element's
 `conytransformer` bus messages, or with --from-meta from the
 GstConyClassificationCustomMeta on each buffer (read in a pad probe through GObject
 introspection: what an application that handles the buffers itself would do).
@@ -18,7 +22,6 @@ models/audio/vggish.safetensors and models/audio/transformer.safetensors.
 import argparse
 import json
 import os
-import signal
 import sys
 import warnings
 
@@ -51,33 +54,63 @@ def seconds(value):
 
 
 def source_description(source):
+    """gst-launch text of the source: `test`, `mic` (the device monitor's default
+    microphone; none: SystemExit), a file path or URI, or any other text is taken as a
+    GStreamer source description (e.g. "audiotestsrc is-live=true")."""
     if source == "test":
         return "audiotestsrc num-buffers=80 samplesperbuffer=1000 wave=sine freq=440"
     if source == "mic":
-        return "autoaudiosrc"
-    uri = source if Gst.uri_is_valid(source) else Gst.filename_to_uri(os.path.abspath(source))
-    return f'uridecodebin uri="{uri}"'
+        import devices  # pipelines/devices.py
+        found = devices.capture_devices("audio")
+        if not found:
+            sys.exit("print_results.py: no microphone found (GStreamer's device monitor lists "
+                     "no Audio/Source device); give a file or a GStreamer source description")
+        return devices.launch_description(found[0])
+    if Gst.uri_is_valid(source):
+        return f'uridecodebin uri="{source}"'
+    if os.path.exists(source) or not any(c in source for c in " =!"):
+        return f'uridecodebin uri="{Gst.filename_to_uri(os.path.abspath(source))}"'
+    return source
 
 
 class Printer:
+    """Prints records as they come (flushed at once). When the reader goes away (e.g.
+    `| head -1`), `closed` is set and nothing more is written: no BrokenPipeError
+    tracebacks from the bus callback."""
+
     def __init__(self, as_json):
         self.as_json = as_json
+        self.closed = False
 
     def emit(self, record):
+        if self.closed:
+            return
+        try:
+            print(self.format(record), flush=True)
+        except BrokenPipeError:
+            self.closed = True
+            # Python flushes stdout again at exit: point it at /dev/null first.
+            os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
+
+    def format(self, record):
         if self.as_json:
-            print(json.dumps(record), flush=True)
-        else:
-            extra = ""
-            if "segment_start" in record:
-                extra = f"  (since {seconds(record['segment_start'])} s)"
-            print(f"{seconds(record['time']):>8} s  {record['label']:<20} "
-                  f"{record['confidence']:.3f}{extra}", flush=True)
+            return json.dumps(record)
+        extra = ""
+        if "segment_start" in record:
+            extra = f"  (since {seconds(record['segment_start'])} s)"
+        return (f"{seconds(record['time']):>8} s  {record['label']:<20} "
+                f"{record['confidence']:.3f}{extra}")
 
 
 def record_from_message(s):
+    """time: the end of the input the result covers, in stream time (the printed column:
+    how far into the stream the result has heard); start + duration: the whole span
+    (buffer time), pts: the step's own."""
     rec = {
         "source": "message",
-        "time": ns(s.get_value("timestamp")),
+        "time": ns(s.get_value("stream-time-end")),
+        "start": ns(s.get_value("timestamp")),
+        "pts": ns(s.get_value("pts")),
         "running_time": ns(s.get_value("running-time")),
         "duration": ns(s.get_value("duration")),
         "step": int(s.get_value("step")),
@@ -85,7 +118,11 @@ def record_from_message(s):
         "label": s.get_string("label"),
         "confidence": round(float(s.get_value("confidence")), 6),
         "scores": [round(x, 6) for x in float_array(s, "scores")],
+        "top": list(zip(float_array(s, "top-labels"),   # (any GST_TYPE_ARRAY)
+                        [round(x, 6) for x in float_array(s, "top-scores")])),
     }
+    if s.has_field("event"):
+        rec["event"] = s.get_string("event")
     if s.has_field("segment-start"):
         rec["segment_start"] = ns(s.get_value("segment-start"))
         rec["previous_label"] = s.get_string("previous-label")
@@ -105,7 +142,8 @@ def records_from_buffer(buf):
     s = meta.get_structure()
     return [{
         "source": "meta",
-        "time": ns(buf.pts),
+        "time": ns(s.get_value("stream-end")),
+        "pts": ns(s.get_value("pts")),
         "window_start": ns(s.get_value("window-start")),
         "window_end": ns(s.get_value("window-end")),
         "step": int(s.get_value("step")),
@@ -117,10 +155,11 @@ def records_from_buffer(buf):
     }]
 
 
-def main():
-    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+def add_pipeline_arguments(ap):
+    """The source, model and conytransformer options (shared with mqtt_publish.py)."""
     ap.add_argument("source", nargs="?", default="test",
-                    help="media file or URI, 'mic' or 'test' (default)")
+                    help="media file or URI, 'mic', 'test' (default) or a GStreamer "
+                         "source description, e.g. 'audiotestsrc is-live=true'")
     ap.add_argument("--vggish", default=os.environ.get(
         "CONY_VGGISH", os.path.join(ROOT, "models", "audio", "vggish.safetensors")))
     ap.add_argument("--transformer", default=os.environ.get(
@@ -129,45 +168,68 @@ def main():
     ap.add_argument("--attention", help="override the model's attention variant")
     ap.add_argument("--message-mode", choices=["every-step", "on-change"], default="every-step")
     ap.add_argument("--threshold", type=float, default=0.0)
-    ap.add_argument("--json", action="store_true", help="print JSON lines")
-    ap.add_argument("--from-meta", action="store_true",
-                    help="read the results from the buffers' custom meta instead of the bus")
-    args = ap.parse_args()
-    signal.signal(signal.SIGPIPE, signal.SIG_DFL)   # quiet when piped into head
 
+
+def build_pipeline(args, prog, extra_props=""):
+    """SOURCE ! audioconvert ! audioresample ! conymel ! conyvggish ! conytransformer
+    name=classifier ! fakesink from add_pipeline_arguments' options; exits with a message
+    naming what is wrong."""
     if "GST_PLUGIN_PATH" not in os.environ and os.path.isdir(os.path.join(ROOT, "build", "gst")):
         os.environ["GST_PLUGIN_PATH"] = os.path.join(ROOT, "build", "gst")
     Gst.init(None)
     for path in (args.vggish, args.transformer):
         if not os.path.exists(path):
-            sys.exit(f"print_results.py: model file {path} not found "
-                     "(see --vggish / --transformer)")
+            sys.exit(f"{prog}: model file {path} not found (see --vggish / --transformer)")
     props = f'model="{args.transformer}" message-mode={args.message_mode} threshold={args.threshold}'
     if args.labels_file:
         props += f' labels-file="{args.labels_file}"'
     if args.attention:
         props += f" attention={args.attention}"
-    if args.from_meta:
-        props += " post-messages=false"
-    live = args.source == "mic"
-    desc = (f"{source_description(args.source)} ! audioconvert ! audioresample ! conymel "
+    props += extra_props
+    source = source_description(args.source)
+    live = args.source == "mic" or "is-live=true" in source
+    desc = (f"{source} ! audioconvert ! audioresample ! conymel "
             f'! conyvggish model="{args.vggish}" ! conytransformer name=classifier {props} '
             f"! fakesink sync={'true' if live else 'false'}")
     try:
-        pipeline = Gst.parse_launch(desc)
+        return Gst.parse_launch(desc)
     except GLib.Error as e:
-        sys.exit(f"print_results.py: {e.message}")
+        sys.exit(f"{prog}: {e.message}")
 
+
+def main():
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    add_pipeline_arguments(ap)
+    ap.add_argument("--json", action="store_true", help="print JSON lines")
+    ap.add_argument("--from-meta", action="store_true",
+                    help="read the results from the buffers' custom meta instead of the bus")
+    args = ap.parse_args()
+
+    pipeline = build_pipeline(args, "print_results.py",
+                              " post-messages=false" if args.from_meta else "")
     printer = Printer(args.json)
+    loop = GLib.MainLoop()
     if args.from_meta:
         def probe(pad, info):
             for rec in records_from_buffer(info.get_buffer()):
                 printer.emit(rec)
+            if printer.closed:
+                loop.quit()   # thread-safe: the reader has gone
             return Gst.PadProbeReturn.OK
         pad = pipeline.get_by_name("classifier").get_static_pad("src")
         pad.add_probe(Gst.PadProbeType.BUFFER, probe)
 
-    loop = GLib.MainLoop()
+    def on_result(record):
+        printer.emit(record)
+        return not printer.closed
+
+    sys.exit(run(pipeline, loop, "print_results.py", on_result))
+
+
+def run(pipeline, loop, prog, on_result):
+    """Plays @pipeline until EOS, an error, Ctrl-C or @on_result(record) returning False;
+    @on_result gets each conytransformer bus message as a record_from_message() dict.
+    Returns the exit status: 0, or 1 after an error (printed on stderr)."""
     status = {"rc": 0}
 
     def on_message(bus, msg):
@@ -175,17 +237,17 @@ def main():
         if t == Gst.MessageType.ELEMENT:
             s = msg.get_structure()
             if s is not None and s.get_name() == "conytransformer":
-                printer.emit(record_from_message(s))
+                if not on_result(record_from_message(s)):
+                    loop.quit()
         elif t == Gst.MessageType.ERROR:
             err, dbg = msg.parse_error()
-            print(f"print_results.py: error from {msg.src.get_name()}: {err.message}\n{dbg}",
+            print(f"{prog}: error from {msg.src.get_name()}: {err.message}\n{dbg}",
                   file=sys.stderr)
             status["rc"] = 1
             loop.quit()
         elif t == Gst.MessageType.WARNING:
             err, dbg = msg.parse_warning()
-            print(f"print_results.py: warning from {msg.src.get_name()}: {err.message}",
-                  file=sys.stderr)
+            print(f"{prog}: warning from {msg.src.get_name()}: {err.message}", file=sys.stderr)
         elif t == Gst.MessageType.EOS:
             loop.quit()
 
@@ -197,16 +259,16 @@ def main():
         msg = bus.timed_pop_filtered(Gst.SECOND, Gst.MessageType.ERROR)
         if msg:
             err, dbg = msg.parse_error()
-            print(f"print_results.py: {err.message}\n{dbg}", file=sys.stderr)
+            print(f"{prog}: {err.message}\n{dbg}", file=sys.stderr)
         pipeline.set_state(Gst.State.NULL)
-        sys.exit(1)
+        return 1
     try:
         loop.run()
     except KeyboardInterrupt:
         pass
     pipeline.set_state(Gst.State.NULL)
     bus.remove_signal_watch()
-    sys.exit(status["rc"])
+    return status["rc"]
 
 
 if __name__ == "__main__":

@@ -16,5 +16,5 @@ cony_video_check_models
 [ -f "$file" ] || { echo "video_file.sh: $file not found" >&2; exit 2; }
 # decodebin's audio pads (if any) stay unlinked; the video pad goes to the chain.
 # shellcheck disable=SC2046
-gst-launch-1.0 -m filesrc location="$file" ! decodebin ! $(cony_video_chain) \
+cony_launch -m filesrc location="$file" ! decodebin ! $(cony_video_chain) \
   ! fakesink sync=false | cony_format

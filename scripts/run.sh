@@ -7,7 +7,7 @@
 #   scripts/run.sh FILE|URI   # any media file GStreamer can decode
 set -euo pipefail
 cd "$(dirname "$0")/.."
-bash scripts/setup.sh
+bash scripts/setup.sh --runtime
 bash scripts/build.sh
 input=${1:-}
 if [ -z "$input" ]; then

@@ -1,20 +1,39 @@
 #!/usr/bin/env bash
 # Installs everything gst-cony needs on Debian bookworm. Idempotent: packages
 # already present are skipped, so a second run costs only a dpkg query.
+#
+#   scripts/setup.sh             # everything: build, run, tests and training/ (torch)
+#   scripts/setup.sh --runtime   # only building and running the elements and pipelines/
+#                                # (what scripts/run.sh needs: no torch, no test services)
 set -euo pipefail
 
-PACKAGES=(
+# Build and run: the elements, the CLI, pipelines/ (python3-gi) and the demo clip's tools.
+RUNTIME=(
   build-essential meson ninja-build pkg-config
   libglib2.0-dev libjson-glib-dev
   libgstreamer1.0-dev libgstreamer-plugins-base1.0-dev
   gstreamer1.0-tools gstreamer1.0-plugins-base gstreamer1.0-plugins-good
   libopenblas-dev liblapacke-dev
   libavutil-dev libswresample-dev
-  python3 python3-numpy python3-torch
-  python3-gi gir1.2-gstreamer-1.0
+  python3 python3-gi gir1.2-gstreamer-1.0
   espeak-ng sox libsox-fmt-base
+  python3-flatbuffers
+)
+# Tests and training/: the reference and training stack (torch), numpy (overlay.py's
+# bitmap font too), the MQTT broker and client of pipelines/mqtt_publish.py's test, and
+# clang with its sanitizer runtime (test.sh's clang build and libFuzzer smoke run).
+FULL=(
+  python3-numpy python3-torch
+  mosquitto python3-paho-mqtt
   clang libclang-rt-14-dev
 )
+
+PACKAGES=("${RUNTIME[@]}")
+case ${1:-} in
+  --runtime) ;;
+  "") PACKAGES+=("${FULL[@]}") ;;
+  *) echo "usage: setup.sh [--runtime]" >&2; exit 2 ;;
+esac
 
 missing=()
 for p in "${PACKAGES[@]}"; do

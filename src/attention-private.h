@@ -1,9 +1,15 @@
 /* Internals of ConyAttention, shared by attention.c and the benchmarks. */
 #pragma once
-#include "cony/attention.h"
+#include "cony/attention-internal.h"
+#include "cpu-private.h"
 #include "gemv-private.h"
 
 G_BEGIN_DECLS
+
+/* The hot per-step functions are also built for x86-64-v3 (AVX2: four doubles a
+ * vector), cpu-private.h's CONY_CLONES. */
+
+typedef struct _ConyVcc ConyVcc;
 
 struct _ConyAttention {
   ConyAttentionConfig cfg;
@@ -45,12 +51,33 @@ struct _ConyAttention {
   double *seg_q, *seg_k;       /* (d): sums of the current segment (cony) */
   int seg_count;
   guint64 seg_index;           /* segments completed since the stream start */
+
+  ConyVcc *vcc;                /* the vcc variant's state (attention-vcc.c), else NULL */
 };
 
-/* The attention core for the token already projected into a->qkv (no projections):
- * writes cony_attention_output_rows() × d head outputs to a->heads_out. */
-void cony_attention_core_step (ConyAttention *a);
-/* Projects @x into a->qkv. */
-void cony_attention_project (ConyAttention *a, const float *x);
+/* cony_attention_project(), cony_attention_core_step(): cony/attention-internal.h */
+
+/* The vcc variant (attention-vcc.c), behind the hooks of attention.c. */
+/* Why @c is not a valid vcc layer, or NULL. */
+const char *cony_vcc_invalid (const ConyAttentionConfig *c);
+/* Fills in the defaults of the vcc fields of @c. */
+void cony_vcc_resolve_config (ConyAttentionConfig *c);
+ConyVcc *cony_vcc_new (const ConyAttention *a);
+void cony_vcc_free (ConyVcc *v);
+void cony_vcc_reset (ConyAttention *a);
+/* Appends the token in a->qkv (stream position a->t) to the prefix sums. */
+void cony_vcc_advance (ConyAttention *a);
+/* Head outputs of the @rows queries @Q (rows × d) against the current window. */
+void cony_vcc_emit (ConyAttention *a, const float *Q, int rows);
+/* Rows [r0, w) of vcc attention over a->win_q/k/v (w rows, oldest first), each query
+ * against the whole window; head outputs to @out (stride d). */
+void cony_vcc_windowed (ConyAttention *a, int w, int r0, float *out);
+gsize cony_vcc_state_bytes (const ConyAttention *a);
+/* Every byte cony_vcc_new() allocates for a layer of config @c (for memory budgets). */
+gsize cony_vcc_config_bytes (const ConyAttentionConfig *c);
+/* Counted FLOPs of one step, all heads (SDA only). */
+double cony_vcc_flops (const ConyAttentionConfig *c);
+/* Largest |entry| of the stored prefix sums: bounded by the periodic rebase (tests). */
+double cony_vcc_prefix_magnitude (const ConyAttention *a);
 
 G_END_DECLS

@@ -6,7 +6,6 @@
  * scale·(q·k) with scale = 1/√hd; q, k and landmarks are kept as projected, so fixed
  * landmarks are used exactly as given. */
 #include "attention-private.h"
-#include "cpu-private.h"
 #include "cony/error.h"
 #include "linalg.h"
 
@@ -23,9 +22,6 @@
 /* Default steps between exact rebuilds of rows that live for the whole stream. */
 #define DEFAULT_RESYNC_WINDOWS 64
 
-/* The hot per-step functions are also built for x86-64-v3 (AVX2: four doubles a
- * vector), cpu-private.h's CONY_CLONES. */
-
 /* Runs EXPR with HD a compile-time constant for the common head sizes, so that the
  * short per-head loops of the hot path unroll; other sizes take the general path. */
 #define WITH_CONST_HEAD_DIM(hd, EXPR)                    \
@@ -41,7 +37,7 @@
   } while (0)
 
 static const char *const variant_names[CONY_ATTENTION_N_VARIANTS] = {
-  "regular", "continual", "nystrom", "nystrom-fixed", "cony", "cony-fixed",
+  "regular", "continual", "nystrom", "nystrom-fixed", "cony", "cony-fixed", "vcc",
 };
 
 const char *
@@ -64,7 +60,8 @@ cony_attention_variant_from_name (const char *name, ConyAttentionVariant *varian
 gboolean
 cony_attention_variant_is_continual (ConyAttentionVariant v)
 {
-  return v == CONY_ATTENTION_CONTINUAL || v == CONY_ATTENTION_CONY || v == CONY_ATTENTION_CONY_FIXED;
+  return v == CONY_ATTENTION_CONTINUAL || v == CONY_ATTENTION_CONY || v == CONY_ATTENTION_CONY_FIXED ||
+         v == CONY_ATTENTION_VCC;
 }
 
 gboolean
@@ -214,22 +211,60 @@ rowsum_normalised (RowSum r, int hd, double *out)
 /* Windowed (non-continual) attention over a contiguous window, per head.
  * Q, K, V: w rows with row stride ld; rows [r0, w) of the result go to out. */
 
+/* Softmax of the w float scores @s of query @q against the keys @K (row stride ld).
+ * Float scores overflow once |q|·|k| passes ~1e38 (tokens of ~1e19): such a row is
+ * recomputed in double (@sd, w doubles), where the product of any two floats is
+ * finite. Non-finite q or k still give NaN, which the encoder reports. */
+static void
+softmax_scores (const float *q, const float *K, int ld, int w, int hd, float scale, float *s,
+                double *sd)
+{
+  if (G_LIKELY (cony_all_finite (s, w))) {
+    cony_softmax (s, w);
+    return;
+  }
+  for (int i = 0; i < w; i++)
+    sd[i] = scale * cony_dot_d (q, K + (gsize) i * ld, hd);
+  cony_softmax_d (sd, w);
+  for (int i = 0; i < w; i++)
+    s[i] = (float) sd[i];
+}
+
+/* Query rows of the regular layer scored per sgemm: the score scratch holds this many rows
+ * of the window, so it grows as n, not n² (a retroactive window at n = 16384 would need
+ * 1 GiB of scores at once). */
+#define REGULAR_ROW_CHUNK 64
+
 static void
 regular_head (const float *Q, const float *K, const float *V, int ld, int w, int r0, int hd,
-              float scale, float *out, int ldo, float *S)
+              float scale, float *out, int ldo, float *S, double *Sd)
 {
-  int rows = w - r0;
-  cblas_sgemm (CblasRowMajor, CblasNoTrans, CblasTrans, rows, w, hd, scale, Q + (gsize) r0 * ld, ld,
-               K, ld, 0.0f, S, w);
-  for (int i = 0; i < rows; i++)
-    cony_softmax (S + (gsize) i * w, w);
-  cblas_sgemm (CblasRowMajor, CblasNoTrans, CblasNoTrans, rows, hd, w, 1.0f, S, w, V, ld, 0.0f, out,
-               ldo);
+  for (int c0 = r0; c0 < w; c0 += REGULAR_ROW_CHUNK) {
+    int rows = MIN (REGULAR_ROW_CHUNK, w - c0);
+    cblas_sgemm (CblasRowMajor, CblasNoTrans, CblasTrans, rows, w, hd, scale, Q + (gsize) c0 * ld,
+                 ld, K, ld, 0.0f, S, w);
+    for (int i = 0; i < rows; i++)
+      softmax_scores (Q + (gsize) (c0 + i) * ld, K, ld, w, hd, scale, S + (gsize) i * w, Sd);
+    cblas_sgemm (CblasRowMajor, CblasNoTrans, CblasNoTrans, rows, hd, w, 1.0f, S, w, V, ld, 0.0f,
+                 out + (gsize) (c0 - r0) * ldo, ldo);
+  }
+}
+
+static gboolean
+all_finite_d (const double *x, gsize n)
+{
+  for (gsize i = 0; i < n; i++)
+    if (!isfinite (x[i]))
+      return FALSE;
+  return TRUE;
 }
 
 /* Row-softmax kernel of Ql (ml × hd) against Kl, then its pseudo-inverse. The kernel
- * is m×m and often ill-conditioned, so it is formed in double. */
-static void
+ * is m×m and often ill-conditioned, so it is formed in double. FALSE, with @pinv all
+ * NaN (so that every output using it is NaN and reported, never silently wrong), when
+ * the landmarks are not finite, the SVD does not converge or the result is not finite;
+ * a non-finite kernel never reaches LAPACK. */
+static gboolean
 landmark_pinv (const ConyAttention *a, const float *Ql, const float *Kl, int ml, double *pinv)
 {
   double G[ml * ml];
@@ -238,10 +273,17 @@ landmark_pinv (const ConyAttention *a, const float *Ql, const float *Kl, int ml,
       G[i * ml + j] = a->scale * cony_dot_d (Ql + (gsize) i * a->hd, Kl + (gsize) j * a->hd, a->hd);
     cony_softmax_d (G + i * ml, ml);
   }
-  if (a->cfg.pinv == CONY_PINV_ITERATIVE)
+  gsize mm = (gsize) ml * ml;
+  gboolean ok = all_finite_d (G, mm);
+  if (ok && a->cfg.pinv == CONY_PINV_ITERATIVE)
     cony_pinv_iterative (G, ml, a->cfg.pinv_iterations, pinv);
-  else if (!cony_pinv_exact (G, ml, pinv))
-    g_warning ("cony: SVD of the %dx%d landmark kernel did not converge", ml, ml);
+  else if (ok)
+    ok = cony_pinv_exact (G, ml, pinv);
+  if (ok && all_finite_d (pinv, mm))
+    return TRUE;
+  for (gsize i = 0; i < mm; i++)
+    pinv[i] = NAN;
+  return FALSE;
 }
 
 /* Nyström product for rows [r0, w): softmax(Q Klᵀ) · pinv · (softmax(Ql Kᵀ) V).
@@ -312,11 +354,15 @@ static void
 windowed_forward (ConyAttention *a, ConyAttentionVariant v, int w, int r0, float *out)
 {
   int d = a->d, hd = a->hd, m = a->m;
+  if (v == CONY_ATTENTION_VCC) {
+    cony_vcc_windowed (a, w, r0, out);
+    return;
+  }
   for (int h = 0; h < a->heads; h++) {
     const float *Q = a->win_q + h * hd, *K = a->win_k + h * hd, *V = a->win_v + h * hd;
     float *o = out + h * hd;
     if (v == CONY_ATTENTION_REGULAR || (v == CONY_ATTENTION_NYSTROM && w <= m)) {
-      regular_head (Q, K, V, d, w, r0, hd, a->scale, o, d, a->scratch);
+      regular_head (Q, K, V, d, w, r0, hd, a->scale, o, d, a->scratch, a->scratch_d);
     } else if (v == CONY_ATTENTION_NYSTROM) {
       float *Ql = a->scratch, *Kl = Ql + m * hd;
       double *P = a->scratch_d;
@@ -397,9 +443,10 @@ continual_single_emit (ConyAttention *a, const float *Q, int rows)
   for (int r = 0; r < rows; r++)
     for (int h = 0; h < a->heads; h++) {
       /* Window slots 0..w−1 are exactly the window; their order does not matter. */
-      cblas_sgemv (CblasRowMajor, CblasNoTrans, w, hd, a->scale, a->ring_k + h * hd, d,
-                   Q + (gsize) r * d + h * hd, 1, 0.0f, s, 1);
-      cony_softmax (s, w);
+      const float *q = Q + (gsize) r * d + h * hd;
+      cblas_sgemv (CblasRowMajor, CblasNoTrans, w, hd, a->scale, a->ring_k + h * hd, d, q, 1,
+                   0.0f, s, 1);
+      softmax_scores (q, a->ring_k + h * hd, d, w, hd, a->scale, s, a->scratch_d);
       cblas_sgemv (CblasRowMajor, CblasTrans, w, hd, 1.0f, a->ring_v + h * hd, d, s, 1, 0.0f,
                    a->heads_out + (gsize) r * d + h * hd, 1);
     }
@@ -606,9 +653,6 @@ cony_segment_push (ConyAttention *a)
   return complete;
 }
 
-/* Subtracts the evicted key, adds the new one, for every landmark row but @skip.
- * The term added for a key is stored and later subtracted as is, so its exponential
- * only needs to be deterministic: the fast batch exp of linalg.c serves. */
 /* First half of a row update: the new key's score against each landmark of head @h,
  * the row offsets moved if needed, and the exponent arguments written to @arg. */
 static G_ALWAYS_INLINE inline void
@@ -764,7 +808,8 @@ cony_emit (ConyAttention *a, const float *Q, int rows)
 /* ------------------------------------------------------------------------ */
 /* The layer. */
 
-/* Which windows a variant must keep between steps (the real state, DESIGN.md §3). */
+/* Which windows a variant must keep between steps: its real state (docs/attention.md,
+ * Variants). */
 static gboolean
 keeps_q (const ConyAttentionConfig *c)
 {
@@ -775,7 +820,14 @@ keeps_q (const ConyAttentionConfig *c)
 static gboolean
 keeps_k (const ConyAttentionConfig *c)
 {
-  return c->variant != CONY_ATTENTION_CONY_FIXED;
+  return c->variant != CONY_ATTENTION_CONY_FIXED && c->variant != CONY_ATTENTION_VCC;
+}
+
+/* vcc keeps prefix sums instead of a value window. */
+static gboolean
+keeps_v (const ConyAttentionConfig *c)
+{
+  return c->variant != CONY_ATTENTION_VCC;
 }
 
 int
@@ -809,6 +861,7 @@ cony_attention_free (ConyAttention *a)
                        a->lm_q, a->lm_k, a->pinv, a->sk, a->ek, a->rcache, a->seg_q, a->seg_k };
   for (guint i = 0; i < G_N_ELEMENTS (buffers); i++)
     g_free (buffers[i]);
+  cony_vcc_free (a->vcc);
   g_free (a);
 }
 
@@ -831,6 +884,8 @@ cony_attention_reset (ConyAttention *a)
     a->seg_index = 0;
     a->ml = 0;
   }
+  if (a->vcc)
+    cony_vcc_reset (a);
 }
 
 static gboolean
@@ -862,14 +917,30 @@ validate (const ConyAttentionConfig *c, const ConyAttentionWeights *w, GError **
     why = "unknown pseudo-inverse method";
   else if (c->pinv_iterations < 0 || c->resync_interval < 0)
     why = "pinv iterations and resync interval must not be negative";
-  else if (!w || !w->in_proj_weight || !w->in_proj_bias || !w->out_proj_weight || !w->out_proj_bias)
-    why = "in_proj_weight, in_proj_bias, out_proj.weight and out_proj.bias are required";
-  else if (cony_attention_variant_uses_fixed_landmarks (c->variant) && (!w->q_landmarks || !w->k_landmarks))
-    why = "fixed-landmark variants need q_landmarks and k_landmarks (heads, m, head_dim)";
+  else if (c->d > CONY_ATTENTION_MAX_DIM || c->window > CONY_ATTENTION_MAX_WINDOW ||
+           (uses_landmarks (c->variant) && c->landmarks > CONY_ATTENTION_MAX_LANDMARKS))
+    why = "d, window or landmarks above the most a layer serves (d 16384, window 16384, landmarks 128)";
+  else if (c->variant == CONY_ATTENTION_VCC && cony_vcc_invalid (c))
+    why = cony_vcc_invalid (c);
+  if (!why && cony_attention_config_bytes (c) <= CONY_MEMORY_BUDGET) {
+    if (!w || !w->in_proj_weight || !w->in_proj_bias || !w->out_proj_weight || !w->out_proj_bias)
+      why = "in_proj_weight, in_proj_bias, out_proj.weight and out_proj.bias are required";
+    else if (cony_attention_variant_uses_fixed_landmarks (c->variant) && (!w->q_landmarks || !w->k_landmarks))
+      why = "fixed-landmark variants need q_landmarks and k_landmarks (heads, m, head_dim)";
+  }
   if (why) {
     g_set_error (error, CONY_ERROR, CONY_ERROR_INVALID,
                  "attention (%s, d=%d, heads=%d, window=%d, landmarks=%d): %s",
                  cony_attention_variant_name (c->variant), c->d, c->heads, c->window, c->landmarks, why);
+    return FALSE;
+  }
+  gsize bytes = cony_attention_config_bytes (c);
+  if (bytes > CONY_MEMORY_BUDGET) {
+    g_set_error (error, CONY_ERROR, CONY_ERROR_INVALID,
+                 "attention (%s, d=%d, heads=%d, window=%d, landmarks=%d): would need %" G_GSIZE_FORMAT
+                 " bytes (%.1f MiB) of state and scratch, more than the budget of %" G_GSIZE_FORMAT
+                 " bytes: use a smaller window", cony_attention_variant_name (c->variant), c->d, c->heads,
+                 c->window, c->landmarks, bytes, bytes / 1048576.0, (gsize) CONY_MEMORY_BUDGET);
     return FALSE;
   }
   gsize d = c->d;
@@ -882,89 +953,147 @@ validate (const ConyAttentionConfig *c, const ConyAttentionWeights *w, GError **
                   check_finite (w->k_landmarks, lm, "k_landmarks", error)));
 }
 
+/* Sets the sizes of a layer from its (validated) config. */
+static void
+set_sizes (ConyAttention *a, const ConyAttentionConfig *c)
+{
+  a->cfg = *c;
+  if (a->cfg.pinv_iterations == 0)
+    a->cfg.pinv_iterations = 6;
+  cony_vcc_resolve_config (&a->cfg);
+  a->d = c->d;
+  a->heads = c->heads;
+  a->hd = c->d / c->heads;
+  a->n = c->window;
+  a->m = uses_landmarks (c->variant) ? c->landmarks : 0;
+  a->scale = 1.0f / sqrtf ((float) a->hd);
+  a->n_rows = is_cony (a) ? a->m
+                          : (c->variant == CONY_ATTENTION_CONTINUAL && c->retroactive ? a->n : 0);
+}
+
+/* One buffer of a layer: where it goes, the size of an element, how many (0: none). */
+typedef struct {
+  void **dest;
+  gsize elem, count;
+} Buffer;
+
+#define MAX_BUFFERS 32
+
+/* Every buffer of a layer sized by set_sizes(): cony_attention_new() allocates exactly
+ * these, and the memory budget is checked on their sum first. Returns the count. */
+static int
+layer_buffers (ConyAttention *a, Buffer *b)
+{
+  const ConyAttentionConfig *c = &a->cfg;
+  gsize d = a->d, n = a->n, H = a->heads, m = a->m, hd = a->hd, nd = n * d, F = sizeof (float),
+        D = sizeof (double);
+  gboolean cony = is_cony (a);
+  /* float: REGULAR_ROW_CHUNK rows of n scores of the regular layer, landmark means;
+   * double: the Nyström product (Γ⁺, ml×w kernel, ml×hd products), CoRe scores, N of
+   * every head. */
+  a->scratch_len = MAX (MAX (n * MIN (n, (gsize) REGULAR_ROW_CHUNK), 2 * m * hd), H * m) + n;
+  gsize dlen = m * m + m * n + 2 * m * hd + m;
+  gsize rows = H * a->n_rows, per_slot = cony ? n * H * m : 0, lm = m ? H * m * hd : 0;
+  Buffer list[] = {
+    { (void **) &a->w_in, F, 3 * d * d }, { (void **) &a->b_in, F, 3 * d },
+    { (void **) &a->w_out, F, d * d }, { (void **) &a->b_out, F, d },
+    { (void **) &a->qkv, F, 3 * d }, { (void **) &a->heads_out, F, nd },
+    { (void **) &a->ring_q, F, keeps_q (c) ? nd : 0 }, { (void **) &a->ring_k, F, keeps_k (c) ? nd : 0 },
+    { (void **) &a->ring_v, F, keeps_v (c) ? nd : 0 }, { (void **) &a->k_old, F, d }, { (void **) &a->v_old, F, d },
+    { (void **) &a->win_q, F, nd }, { (void **) &a->win_k, F, nd }, { (void **) &a->win_v, F, nd },
+    { (void **) &a->win_out, F, nd }, { (void **) &a->queries, F, nd },
+    { (void **) &a->scratch, F, a->scratch_len },
+    { (void **) &a->scratch_d, D, MAX (MAX (dlen, H * m * hd), n) + 1 },
+    { (void **) &a->row_offset, D, rows }, { (void **) &a->row_phi, D, rows },
+    { (void **) &a->row_acc, D, rows * hd },
+    { (void **) &a->lm_q, F, lm }, { (void **) &a->lm_k, F, lm }, { (void **) &a->pinv, D, H * m * m },
+    { (void **) &a->sk, D, per_slot }, { (void **) &a->ek, D, per_slot },
+    { (void **) &a->rcache, D, c->retroactive ? per_slot : 0 },
+    { (void **) &a->seg_q, D, c->variant == CONY_ATTENTION_CONY ? d : 0 },
+    { (void **) &a->seg_k, D, c->variant == CONY_ATTENTION_CONY ? d : 0 },
+  };
+  G_STATIC_ASSERT (G_N_ELEMENTS (list) <= MAX_BUFFERS);
+  memcpy (b, list, sizeof list);
+  return G_N_ELEMENTS (list);
+}
+
+gsize
+cony_attention_config_bytes (const ConyAttentionConfig *config)
+{
+  const ConyAttentionConfig *c = config;
+  /* sizes the layer refuses anyway: no figure (and no division by zero heads) */
+  if (c->d < 1 || c->heads < 1 || c->d % c->heads != 0 || c->window < 1 ||
+      c->d > CONY_ATTENTION_MAX_DIM || c->window > CONY_ATTENTION_MAX_WINDOW ||
+      (uses_landmarks (c->variant) && (c->landmarks < 1 || c->landmarks > CONY_ATTENTION_MAX_LANDMARKS)))
+    return G_MAXSIZE;
+  ConyAttention a = { 0 };
+  Buffer b[MAX_BUFFERS];
+  set_sizes (&a, config);
+  int count = layer_buffers (&a, b);
+  gsize bytes = sizeof (ConyAttention);
+  for (int i = 0; i < count; i++)
+    bytes += b[i].elem * b[i].count;
+  if (c->variant == CONY_ATTENTION_VCC)
+    bytes += cony_vcc_config_bytes (&a.cfg);
+  return bytes;
+}
+
+/* Allocates every buffer of layer_buffers() zeroed, with g_try_malloc0: FALSE when one
+ * does not fit in memory (the budget was checked, the machine may still be short). */
+static gboolean
+allocate_buffers (ConyAttention *a)
+{
+  Buffer b[MAX_BUFFERS];
+  int count = layer_buffers (a, b);
+  for (int i = 0; i < count; i++)
+    if (b[i].count && !(*b[i].dest = g_try_malloc0 (b[i].elem * b[i].count)))
+      return FALSE;
+  return TRUE;
+}
+
 ConyAttention *
 cony_attention_new (const ConyAttentionConfig *config, const ConyAttentionWeights *w, GError **error)
 {
   if (!validate (config, w, error))
     return NULL;
-  ConyAttention *a = g_new0 (ConyAttention, 1);
-  a->cfg = *config;
-  if (a->cfg.pinv_iterations == 0)
-    a->cfg.pinv_iterations = 6;
+  g_autoptr (ConyAttention) a = g_new0 (ConyAttention, 1);
+  set_sizes (a, config);
   const ConyAttentionConfig *c = &a->cfg;
-  int d = c->d, n = c->window, H = c->heads;
-  a->d = d;
-  a->heads = H;
-  a->hd = d / H;
-  a->n = n;
-  a->m = uses_landmarks (c->variant) ? c->landmarks : 0;
-  a->scale = 1.0f / sqrtf ((float) a->hd);
-  int m = a->m, hd = a->hd;
-
-  a->w_in = g_memdup2 (w->in_proj_weight, sizeof (float) * 3 * d * d);
-  a->b_in = g_memdup2 (w->in_proj_bias, sizeof (float) * 3 * d);
-  a->w_out = g_memdup2 (w->out_proj_weight, sizeof (float) * d * d);
-  a->b_out = g_memdup2 (w->out_proj_bias, sizeof (float) * d);
+  int d = a->d, H = a->heads, m = a->m, hd = a->hd;
+  if (!allocate_buffers (a)) {
+    g_set_error (error, CONY_ERROR, CONY_ERROR_INVALID,
+                 "attention (%s, d=%d, heads=%d, window=%d, landmarks=%d): out of memory for %"
+                 G_GSIZE_FORMAT " bytes of state and scratch", cony_attention_variant_name (c->variant),
+                 d, H, c->window, c->landmarks, cony_attention_config_bytes (c));
+    return NULL;
+  }
+  memcpy (a->w_in, w->in_proj_weight, sizeof (float) * 3 * d * d);
+  memcpy (a->b_in, w->in_proj_bias, sizeof (float) * 3 * d);
+  memcpy (a->w_out, w->out_proj_weight, sizeof (float) * d * d);
+  memcpy (a->b_out, w->out_proj_bias, sizeof (float) * d);
   cony_gemv_matrix_init (&a->g_in, a->w_in, 3 * d, d, cony_gemv_f16_enabled ());
   cony_gemv_matrix_init (&a->g_out, a->w_out, d, d, cony_gemv_f16_enabled ());
-
-  gsize nd = (gsize) n * d;
-  a->qkv = g_new0 (float, 3 * d);
-  a->heads_out = g_new0 (float, nd);
-  a->ring_q = keeps_q (c) ? g_new0 (float, nd) : NULL;
-  a->ring_k = keeps_k (c) ? g_new0 (float, nd) : NULL;
-  a->ring_v = g_new0 (float, nd);
-  a->k_old = g_new0 (float, d);
-  a->v_old = g_new0 (float, d);
-  a->win_q = g_new0 (float, nd);
-  a->win_k = g_new0 (float, nd);
-  a->win_v = g_new0 (float, nd);
-  a->win_out = g_new0 (float, nd);
-  a->queries = g_new0 (float, nd);
-  /* float: n×n scores of the regular layer, landmark means; double: the Nyström
-   * product (Γ⁺, ml×w kernel, ml×hd products), CoRe scores, N of every head. */
-  a->scratch_len = MAX (MAX ((gsize) n * n, (gsize) 2 * m * hd), (gsize) H * m) + n;
-  a->scratch = g_new0 (float, a->scratch_len);
-  gsize dlen = (gsize) m * m + (gsize) m * n + 2 * (gsize) m * hd + m;
-  a->scratch_d = g_new0 (double, MAX (MAX (dlen, (gsize) H * m * hd), (gsize) n) + 1);
-
-  gboolean cony = is_cony (a);
-  a->n_rows = cony ? m : (c->variant == CONY_ATTENTION_CONTINUAL && c->retroactive ? n : 0);
-  if (a->n_rows) {
-    gsize rows = (gsize) H * a->n_rows;
-    a->row_offset = g_new (double, rows);
-    a->row_phi = g_new0 (double, rows);
-    a->row_acc = g_new0 (double, rows * hd);
-  }
-  if (m) {
-    gsize lm = (gsize) H * m * hd;
-    a->lm_q = g_new0 (float, lm);
-    a->lm_k = g_new0 (float, lm);
-    a->pinv = g_new0 (double, (gsize) H * m * m);
-    a->ml = m;
-  }
-  if (cony) {
-    gsize per_slot = (gsize) n * H * m;
-    a->sk = g_new0 (double, per_slot);
-    a->ek = g_new0 (double, per_slot);
-    a->rcache = c->retroactive ? g_new0 (double, per_slot) : NULL;
-  }
-  if (c->variant == CONY_ATTENTION_CONY) {
-    a->seg_q = g_new0 (double, d);
-    a->seg_k = g_new0 (double, d);
-  }
+  a->ml = m;
+  if (c->variant == CONY_ATTENTION_VCC)
+    a->vcc = cony_vcc_new (a); /* its bytes are in the budget checked by validate() */
   if (cony_attention_variant_uses_fixed_landmarks (c->variant)) {
     gsize lm = (gsize) H * m * hd;
-    for (gsize i = 0; i < lm; i++) {
-      a->lm_q[i] = w->q_landmarks[i];
-      a->lm_k[i] = w->k_landmarks[i];
-    }
+    memcpy (a->lm_q, w->q_landmarks, sizeof (float) * lm);
+    memcpy (a->lm_k, w->k_landmarks, sizeof (float) * lm);
+    /* Computed once for the whole stream: extreme (finite) landmarks that give no
+     * finite pseudo-inverse are refused here rather than spoiling every step. */
     for (int h = 0; h < H; h++)
-      landmark_pinv (a, a->lm_q + (gsize) h * m * hd, a->lm_k + (gsize) h * m * hd, m,
-                     a->pinv + (gsize) h * m * m);
+      if (!landmark_pinv (a, a->lm_q + (gsize) h * m * hd, a->lm_k + (gsize) h * m * hd, m,
+                          a->pinv + (gsize) h * m * m)) {
+        g_set_error (error, CONY_ERROR, CONY_ERROR_NUMERIC,
+                     "attention (%s, d=%d, heads=%d, window=%d, landmarks=%d): the fixed landmarks of "
+                     "head %d give no finite pseudo-inverse of their %dx%d kernel",
+                     cony_attention_variant_name (c->variant), d, H, c->window, m, h, m, m);
+        return NULL;
+      }
   }
   cony_attention_reset (a);
-  return a;
+  return g_steal_pointer (&a);
 }
 
 void
@@ -992,6 +1121,11 @@ push_token (ConyAttention *a)
 static void
 advance (ConyAttention *a)
 {
+  if (a->vcc) {
+    cony_vcc_advance (a);
+    a->t++;
+    return;
+  }
   push_token (a);
   if (a->cfg.variant == CONY_ATTENTION_CONTINUAL && a->cfg.retroactive)
     continual_retroactive_advance (a);
@@ -1016,6 +1150,9 @@ emit (ConyAttention *a, const float *Q, int rows)
     case CONY_ATTENTION_CONY_FIXED:
       cony_emit (a, Q, rows);
       break;
+    case CONY_ATTENTION_VCC:
+      cony_vcc_emit (a, Q, rows);
+      break;
     default:
       windowed_emit (a, rows);
       break;
@@ -1027,6 +1164,12 @@ cony_attention_core_step (ConyAttention *a)
 {
   advance (a);
   emit (a, a->qkv, 1);
+}
+
+float *
+cony_attention_qkv_buffer (ConyAttention *a)
+{
+  return a->qkv;
 }
 
 /* out = heads · W_outᵀ + b for @rows rows starting at @first; rows before it are 0. */
@@ -1112,6 +1255,8 @@ cony_attention_state_bytes (const ConyAttention *a)
     bytes += 2 * per_slot * dbl;
   if (a->rcache)
     bytes += per_slot * dbl;
+  if (a->vcc)
+    bytes += cony_vcc_state_bytes (a);
   if (a->cfg.variant == CONY_ATTENTION_CONY) /* landmarks, Γ⁺ and segment sums move */
     bytes += (gsize) 2 * a->heads * a->m * a->hd * f + (gsize) a->heads * a->m * a->m * dbl +
              2 * (gsize) a->d * dbl;
@@ -1182,7 +1327,8 @@ cony_attention_flops (const ConyAttentionConfig *c)
   double n = c->window, d = c->d, H = c->heads, m = c->landmarks, e = d / H;
   double rows = c->retroactive ? n : 1;
   return (ConyAttentionFlops) {
-    .sda = H * sda_flops_per_head (c->variant, c->retroactive, n, e, m),
+    .sda = c->variant == CONY_ATTENTION_VCC ? cony_vcc_flops (c)
+                                            : H * sda_flops_per_head (c->variant, c->retroactive, n, e, m),
     .projections = 3 * d * d + 3 * d + rows * (d * d + d),
     .paper = paper_flops (c->variant, c->retroactive, n, d, m),
   };

@@ -2,6 +2,7 @@
 #include "cony/encoder.h"
 #include "cony/error.h"
 #include "gemv-private.h"
+#include "linalg.h"
 
 #include <cblas.h>
 #include <math.h>
@@ -126,6 +127,8 @@ cony_encoder_new (const ConyModel *model, int override_variant, GError **error)
                  "window n = %d", model->path, e->k, e->n);
     return NULL;
   }
+  ConyAttentionConfig ac[CONY_MODEL_MAX_BLOCKS];
+  gsize bytes = cony_encoder_scratch_bytes (e) + (c->blocks == 2 ? sizeof (float) * (gsize) e->n * e->d : 0);
   for (int b = 0; b < c->blocks; b++) {
     ConyAttentionVariant v = override_variant >= 0 ? (ConyAttentionVariant) override_variant
                                                    : c->attention[b];
@@ -144,12 +147,32 @@ cony_encoder_new (const ConyModel *model, int override_variant, GError **error)
     /* Block 1 of 2 is retroactive; block 2 of 2 too when a step outputs k > 1 rows (its
      * windowed pass then gives every row, of which the k newest are used). */
     gboolean retro = c->blocks == 2 && (b == 0 || e->k > 1);
-    ConyAttentionConfig ac = cony_model_attention_config (model, b, v, retro);
+    if (v == CONY_ATTENTION_VCC && retro) {
+      g_set_error (error, CONY_ERROR, CONY_ERROR_INVALID, "%s: attention 'vcc' gives single outputs "
+                   "only, but block %d of this 2-block model needs every window row (retroactive): "
+                   "run vcc with 1-block models", model->path, b);
+      return NULL;
+    }
+    ac[b] = cony_model_attention_config (model, b, v, retro);
+    gsize layer = cony_attention_config_bytes (&ac[b]);
+    if (layer != G_MAXSIZE) /* else cony_attention_new() names the bad size */
+      bytes += layer;
+  }
+  /* The whole encoder within the budget before anything is allocated: the window, d and
+   * ff of a small file decide these sizes. */
+  if (bytes > CONY_MEMORY_BUDGET) {
+    g_set_error (error, CONY_ERROR, CONY_ERROR_INVALID, "%s: window = %d (d = %d, ff = %d, %d block(s)) "
+                 "would need %" G_GSIZE_FORMAT " bytes (%.1f MiB) of state and scratch, more than the "
+                 "budget of %" G_GSIZE_FORMAT " bytes", model->path, e->n, e->d, e->ff, e->blocks, bytes,
+                 bytes / 1048576.0, (gsize) CONY_MEMORY_BUDGET);
+    return NULL;
+  }
+  for (int b = 0; b < c->blocks; b++) {
     ConyAttentionWeights w = model->block[b].attn;
-    if (!cony_attention_variant_uses_fixed_landmarks (v))
+    if (!cony_attention_variant_uses_fixed_landmarks (e->variant[b]))
       w.q_landmarks = w.k_landmarks = NULL;
     GError *local = NULL;
-    e->attn[b] = cony_attention_new (&ac, &w, &local);
+    e->attn[b] = cony_attention_new (&ac[b], &w, &local);
     if (!e->attn[b]) {
       g_set_error (error, CONY_ERROR, local->code, "%s: block %d: %s", model->path, b, local->message);
       g_error_free (local);
@@ -157,15 +180,15 @@ cony_encoder_new (const ConyModel *model, int override_variant, GError **error)
     }
   }
   gsize n = e->n, d = e->d, ff = e->ff, k = e->k;
-  e->u = g_new0 (float, k * d);
-  e->att = g_new0 (float, n * d);
-  e->y = g_new0 (float, n * d);
-  e->h = g_new0 (float, n * ff);
-  e->z = g_new0 (float, n * d);
-  e->a2 = g_new0 (float, k > 1 ? n * d : d);
-  e->v2 = g_new0 (float, 2 * k * d);
-  e->h2 = g_new0 (float, k * ff);
-  e->pool = g_new0 (float, d);
+  float **scratch[] = { &e->u, &e->att, &e->y, &e->h, &e->z, &e->a2, &e->v2, &e->h2, &e->pool, &e->ring };
+  gsize counts[] = { k * d, n * d, n * d, n * ff, n * d, k > 1 ? n * d : d, 2 * k * d, k * ff, d,
+                     e->blocks == 2 ? n * d : 0 };
+  for (guint i = 0; i < G_N_ELEMENTS (scratch); i++)
+    if (counts[i] && !(*scratch[i] = g_try_new0 (float, counts[i]))) {
+      g_set_error (error, CONY_ERROR, CONY_ERROR_INVALID, "%s: out of memory for the encoder's "
+                   "%" G_GSIZE_FORMAT " bytes of scratch (window = %d)", model->path, bytes, e->n);
+      return NULL;
+    }
   gboolean f16 = cony_gemv_f16_enabled ();
   cony_gemv_matrix_init (&e->g_in, model->input_proj_weight, e->d, e->d_in, f16);
   cony_gemv_matrix_init (&e->g_cls, model->classifier_weight, e->classes, e->d, f16);
@@ -173,8 +196,6 @@ cony_encoder_new (const ConyModel *model, int override_variant, GError **error)
     cony_gemv_matrix_init (&e->g_ff1[b], model->block[b].ff1_weight, e->ff, e->d, f16);
     cony_gemv_matrix_init (&e->g_ff2[b], model->block[b].ff2_weight, e->d, e->ff, f16);
   }
-  if (e->blocks == 2)
-    e->ring = g_new0 (float, n * d);
   return g_steal_pointer (&e);
 }
 
@@ -213,7 +234,7 @@ cony_encoder_block_variant (const ConyEncoder *e, int block)
   return e->variant[CLAMP (block, 0, e->blocks - 1)];
 }
 
-void
+gboolean
 cony_encoder_step (ConyEncoder *e, const float *tokens, float *logits)
 {
   const ConyModel *m = e->model;
@@ -294,6 +315,13 @@ cony_encoder_step (ConyEncoder *e, const float *tokens, float *logits)
   cony_gemv (&e->g_cls, f, logits);
   e->steps++;
   e->tokens += (guint64) k;
+  /* Anything non-finite on the way (an overflowing projection, a NaN in a running sum)
+   * reaches the logits: every output row depends on the whole state. Nothing of it may
+   * stay in the state. */
+  if (G_LIKELY (cony_all_finite (logits, e->classes)))
+    return TRUE;
+  cony_encoder_reset (e);
+  return FALSE;
 }
 
 gsize

@@ -338,8 +338,15 @@ void CONY_CLONES
 cony_layer_norm (float *x, int d, const float *w, const float *b, float eps)
 {
   double mean = sum_lanes (x, d, 0.0, FALSE) / d;
-  double var = sum_lanes (x, d, mean, TRUE) / d;
-  float inv = (float) (1.0 / sqrt (var + (double) eps));
+  double var = sum_lanes (x, d, mean, TRUE) / d, sd = sqrt (var + (double) eps);
+  if (G_UNLIKELY (!(sd < 1e15))) {
+    /* Rows of ~1e15 and more (huge tokens): x − mean could overflow float and 1/sd be
+     * denormal, so normalise in double (a non-finite row stays non-finite). */
+    for (int i = 0; i < d; i++)
+      x[i] = (float) (((double) x[i] - mean) / sd) * w[i] + b[i];
+    return;
+  }
+  float inv = (float) (1.0 / sd);
   float mf = (float) mean;
   for (int i = 0; i < d; i++)
     x[i] = (x[i] - mf) * inv * w[i] + b[i];

@@ -32,18 +32,23 @@ cony_softmax (float *x, int n)
 static const float exp_poly[6] = { 1.9875691500e-4f, 1.3981999507e-3f, 8.3334519073e-3f,
                                    4.1665795894e-2f, 1.6666665459e-1f, 5.0000001201e-1f };
 
+/* The clamp is written as SSE's max/min behave: a NaN becomes EXP_LO, so k is always a
+ * small integer (converting NaN or a huge k to int would be undefined behaviour); the
+ * NaN itself is handed back at the end. */
 static inline float
 exp_one (float x)
 {
-  float v = x < EXP_LO ? EXP_LO : (x > EXP_HI ? EXP_HI : x);
+  float v = x > EXP_LO ? x : EXP_LO;
+  v = v < EXP_HI ? v : EXP_HI;
   float k = (v * EXP_LOG2E + EXP_ROUND) - EXP_ROUND;
   float r = v - k * EXP_LN2_HI - k * EXP_LN2_LO;
   float p = exp_poly[0];
   for (int i = 1; i < 6; i++)
     p = p * r + exp_poly[i];
   p = p * r * r + r + 1.0f;
-  union { gint32 i; float f; } two_k = { .i = ((gint32) k + 127) << 23 };
-  return p * two_k.f;
+  /* k is in [-126, 127]: the biased exponent is positive, the shift well defined */
+  union { guint32 i; float f; } two_k = { .i = (guint32) ((gint32) k + 127) << 23 };
+  return isnan (x) ? x : p * two_k.f;
 }
 
 void
@@ -54,7 +59,8 @@ cony_exp_batch (float *x, int n)
   /* The same operations four at a time (IEEE single precision either way, so the
    * results equal exp_one()'s bit for bit). */
   for (; i + 4 <= n; i += 4) {
-    __m128 v = _mm_min_ps (_mm_max_ps (_mm_loadu_ps (x + i), _mm_set1_ps (EXP_LO)), _mm_set1_ps (EXP_HI));
+    __m128 in = _mm_loadu_ps (x + i);
+    __m128 v = _mm_min_ps (_mm_max_ps (in, _mm_set1_ps (EXP_LO)), _mm_set1_ps (EXP_HI));
     __m128 k = _mm_sub_ps (_mm_add_ps (_mm_mul_ps (v, _mm_set1_ps (EXP_LOG2E)), _mm_set1_ps (EXP_ROUND)),
                            _mm_set1_ps (EXP_ROUND));
     __m128 r = _mm_sub_ps (_mm_sub_ps (v, _mm_mul_ps (k, _mm_set1_ps (EXP_LN2_HI))),
@@ -64,7 +70,9 @@ cony_exp_batch (float *x, int n)
       p = _mm_add_ps (_mm_mul_ps (p, r), _mm_set1_ps (exp_poly[j]));
     p = _mm_add_ps (_mm_add_ps (_mm_mul_ps (_mm_mul_ps (p, r), r), r), _mm_set1_ps (1.0f));
     __m128i e = _mm_slli_epi32 (_mm_add_epi32 (_mm_cvttps_epi32 (k), _mm_set1_epi32 (127)), 23);
-    _mm_storeu_ps (x + i, _mm_mul_ps (p, _mm_castsi128_ps (e)));
+    __m128 nan = _mm_cmpunord_ps (in, in); /* NaN in, NaN out, as exp_one() */
+    __m128 y = _mm_mul_ps (p, _mm_castsi128_ps (e));
+    _mm_storeu_ps (x + i, _mm_or_ps (_mm_and_ps (nan, in), _mm_andnot_ps (nan, y)));
   }
 #endif
   for (; i < n; i++)

@@ -1,6 +1,7 @@
 /* Small dense linear-algebra helpers shared by libcony (not public API). */
 #pragma once
 #include <glib.h>
+#include <math.h>
 #if defined(__SSE2__)
 #include <emmintrin.h>
 #endif
@@ -9,6 +10,16 @@ G_BEGIN_DECLS
 
 /* In place: x[i] = exp(x[i] - max) / sum, stable for any finite input. */
 void cony_softmax (float *x, int n);
+
+/* TRUE when none of the @n values is NaN or infinite. */
+static inline gboolean
+cony_all_finite (const float *x, gsize n)
+{
+  for (gsize i = 0; i < n; i++)
+    if (!isfinite (x[i]))
+      return FALSE;
+  return TRUE;
+}
 
 /* Dot product of two float vectors. */
 static inline float
@@ -49,8 +60,9 @@ cony_dot_d (const float *restrict a, const float *restrict b, int n)
 }
 
 /* In place x[i] = exp(x[i]) for x[i] <= 88, to about 1e-7 relative (range reduction
- * by ln 2 and a degree-6 polynomial, Cephes' coefficients); arguments below -87 give
- * ~1e-38. Plain float arithmetic, so loops over it vectorise. */
+ * by ln 2 and a degree-6 polynomial, Cephes' coefficients); arguments below -87
+ * (-inf included) give ~1e-38, above 88 (+inf included) exp(88); NaN stays NaN. Plain
+ * float arithmetic, so loops over it vectorise. */
 void cony_exp_batch (float *x, int n);
 
 /* In place, double precision: x[i] = exp(x[i] - max) / sum. */

@@ -7,8 +7,8 @@
 #include <json-glib/json-glib.h>
 
 /* Generous limits that keep a lying config from asking for absurd allocations. */
-#define MAX_DIM 16384
-#define MAX_WINDOW 100000
+#define MAX_DIM CONY_ATTENTION_MAX_DIM
+#define MAX_WINDOW CONY_ATTENTION_MAX_WINDOW   /* what every variant serves (attention.h) */
 #define MAX_CLASSES 100000
 
 static gboolean
@@ -67,7 +67,7 @@ parse_variant (const char *name, const char *origin, int block, ConyAttentionVar
     return TRUE;
   g_set_error (error, CONY_ERROR, CONY_ERROR_INVALID,
                "%s: model config: attention of block %d is '%s' (expected regular, continual, "
-               "nystrom, nystrom-fixed, cony or cony-fixed)", origin, block, name ? name : "(not a string)");
+               "nystrom, nystrom-fixed, cony, cony-fixed or vcc)", origin, block, name ? name : "(not a string)");
   return FALSE;
 }
 
@@ -114,10 +114,18 @@ cony_model_config_parse (const char *json, const char *origin, ConyModelConfig *
       !get_int (o, origin, "ff", TRUE, 0, 1, 4 * MAX_DIM, &c->ff, error) ||
       !get_int (o, origin, "blocks", TRUE, 0, 1, CONY_MODEL_MAX_BLOCKS, &c->blocks, error) ||
       !get_int (o, origin, "window", TRUE, 0, 1, MAX_WINDOW, &c->window, error) ||
-      !get_int (o, origin, "landmarks", TRUE, 0, 1, MAX_WINDOW, &c->landmarks, error) ||
+      !get_int (o, origin, "landmarks", TRUE, 0, 1, CONY_ATTENTION_MAX_LANDMARKS, &c->landmarks, error) ||
       !get_int (o, origin, "pinv_iterations", FALSE, 6, 1, 1000, &c->pinv_iterations, error) ||
+      !get_int (o, origin, "vcc_budget", FALSE, 64, 1, MAX_WINDOW, &c->vcc_budget, error) ||
+      !get_int (o, origin, "vcc_block", FALSE, 1, 1, MAX_WINDOW, &c->vcc_block, error) ||
+      !get_int (o, origin, "vcc_exact_tail", FALSE, 0, 0, MAX_WINDOW, &c->vcc_exact_tail, error) ||
       !get_int (o, origin, "tokens_per_step", FALSE, 1, 1, MAX_WINDOW, &c->tokens_per_step, error))
     goto fail;
+  if (c->vcc_exact_tail >= c->vcc_budget) {
+    g_set_error (error, CONY_ERROR, CONY_ERROR_INVALID, "%s: model config: 'vcc_exact_tail' = %d must be "
+                 "smaller than 'vcc_budget' = %d", origin, c->vcc_exact_tail, c->vcc_budget);
+    goto fail;
+  }
   if (c->tokens_per_step > c->window) {
     g_set_error (error, CONY_ERROR, CONY_ERROR_INVALID, "%s: model config: 'tokens_per_step' = %d is "
                  "larger than the window (%d tokens): a step's tokens must fit in the window", origin,
@@ -187,6 +195,19 @@ cony_model_config_parse (const char *json, const char *origin, ConyModelConfig *
   } else {
     g_set_error (error, CONY_ERROR, CONY_ERROR_INVALID, "%s: model config: positional_encoding is "
                  "'%s' (expected 'learned' or 'cyclic')", origin, pe);
+    goto fail;
+  }
+
+  const char *output = get_string (o, origin, "output", FALSE, "softmax", error);
+  if (!output)
+    goto fail;
+  if (strcmp (output, "softmax") == 0) {
+    c->output = CONY_OUTPUT_SOFTMAX;
+  } else if (strcmp (output, "sigmoid") == 0) {
+    c->output = CONY_OUTPUT_SIGMOID;
+  } else {
+    g_set_error (error, CONY_ERROR, CONY_ERROR_INVALID, "%s: model config: output is '%s' "
+                 "(expected 'softmax' or 'sigmoid')", origin, output);
     goto fail;
   }
 
@@ -408,5 +429,8 @@ cony_model_attention_config (const ConyModel *model, int block_index, ConyAttent
   ac.pinv = c->pinv;
   ac.pinv_iterations = c->pinv_iterations;
   ac.resync_interval = 0;
+  ac.vcc_budget = c->vcc_budget;
+  ac.vcc_block = c->vcc_block;
+  ac.vcc_exact_tail = c->vcc_exact_tail;
   return ac;
 }

@@ -27,6 +27,7 @@ parse_dtype (const char *s, gsize *elem_size)
   static const struct { const char *name; ConyDType dtype; gsize size; } table[] = {
     { "F32", CONY_DTYPE_F32, 4 }, { "F16", CONY_DTYPE_F16, 2 },
     { "F64", CONY_DTYPE_F64, 8 }, { "I64", CONY_DTYPE_I64, 8 },
+    { "I8", CONY_DTYPE_I8, 1 },
   };
   for (guint i = 0; i < G_N_ELEMENTS (table); i++)
     if (g_strcmp0 (s, table[i].name) == 0) {
@@ -45,6 +46,7 @@ dtype_name (ConyDType d)
     case CONY_DTYPE_F16: return "F16";
     case CONY_DTYPE_F64: return "F64";
     case CONY_DTYPE_I64: return "I64";
+    case CONY_DTYPE_I8: return "I8";
     default: return "unsupported";
   }
 }
@@ -246,6 +248,12 @@ const char *
 cony_safetensors_metadata (const ConySafetensors *st, const char *key)
 {
   return g_hash_table_lookup (st->metadata, key);
+}
+
+const char **
+cony_safetensors_metadata_keys (const ConySafetensors *st, guint *n)
+{
+  return (const char **) g_hash_table_get_keys_as_array (st->metadata, n);
 }
 
 const ConyTensorInfo *

@@ -97,8 +97,9 @@ cony_wav_load (const char *path, GError **error)
     BAD ("%s: no data chunk", path);
   if (channels == 0)
     BAD ("%s: 0 channels", path);
-  if (rate == 0 || rate > 10000000)
-    BAD ("%s: sample rate %u out of range", path, rate);
+  if (rate < CONY_WAV_MIN_RATE || rate > CONY_WAV_MAX_RATE)
+    BAD ("%s: sample rate %u Hz out of range (%u to %u Hz)", path, rate, CONY_WAV_MIN_RATE,
+         CONY_WAV_MAX_RATE);
   gboolean is_float;
   if (format == WAVE_PCM && (bits == 8 || bits == 16 || bits == 24 || bits == 32))
     is_float = FALSE;
@@ -177,9 +178,19 @@ cony_resample (const float *samples, gsize n, guint in_rate, guint out_rate, gsi
   g_return_val_if_fail (n_out != NULL, NULL);
   g_return_val_if_fail (samples != NULL || n == 0, NULL);
   *n_out = 0;
-  if (in_rate == 0 || out_rate == 0) {
-    g_set_error (error, CONY_ERROR, CONY_ERROR_INVALID, "resample: rates %u -> %u", in_rate,
-                 out_rate);
+  if (in_rate < CONY_WAV_MIN_RATE || in_rate > CONY_WAV_MAX_RATE || out_rate < CONY_WAV_MIN_RATE ||
+      out_rate > CONY_WAV_MAX_RATE) {
+    g_set_error (error, CONY_ERROR, CONY_ERROR_INVALID, "resample %u -> %u Hz: rates must be %u to "
+                 "%u Hz", in_rate, out_rate, CONY_WAV_MIN_RATE, CONY_WAV_MAX_RATE);
+    return NULL;
+  }
+  /* The output is sized before anything is allocated: a short input at a low rate must
+   * not ask for gigabytes. */
+  double want = (double) n * out_rate / in_rate;
+  if (want > CONY_RESAMPLE_MAX_SAMPLES) {
+    g_set_error (error, CONY_ERROR, CONY_ERROR_INVALID, "resample %u -> %u Hz: %" G_GSIZE_FORMAT
+                 " samples would give %.0f, more than the cap of %u samples", in_rate, out_rate, n,
+                 want, CONY_RESAMPLE_MAX_SAMPLES);
     return NULL;
   }
   if (in_rate == out_rate) {
@@ -205,8 +216,14 @@ cony_resample (const float *samples, gsize n, guint in_rate, guint out_rate, gsi
     swr_free (&swr);
     return NULL;
   }
-  gsize cap = (gsize) ((double) n * out_rate / in_rate) + 1024;
-  float *out = g_new (float, cap);
+  gsize cap = (gsize) want + 1024;
+  float *out = g_try_new (float, cap);
+  if (!out) {
+    g_set_error (error, CONY_ERROR, CONY_ERROR_INVALID, "resample %u -> %u Hz: out of memory for %"
+                 G_GSIZE_FORMAT " samples", in_rate, out_rate, cap);
+    swr_free (&swr);
+    return NULL;
+  }
   const guint8 *in_planes[1] = { (const guint8 *) samples };
   guint8 *out_planes[1] = { (guint8 *) out };
   int got = swr_convert (swr, out_planes, (int) cap, in_planes, (int) n);

@@ -53,3 +53,28 @@ cony_test_assert_caps_refused (GstHarness *h, const char *caps_string, const cha
   gst_object_unref (bus);
   gst_harness_teardown (h);
 }
+
+void
+cony_test_assert_ready_only (GstHarness *h, const char *prop, const char *value)
+{
+  GObject *el = G_OBJECT (h->element);
+  GParamSpec *ps = g_object_class_find_property (G_OBJECT_GET_CLASS (el), prop);
+  g_assert_nonnull (ps);
+  g_assert_true (ps->flags & GST_PARAM_MUTABLE_READY);
+  g_assert_cmpint (GST_STATE (h->element), ==, GST_STATE_PLAYING);
+  GValue before = G_VALUE_INIT, now = G_VALUE_INIT;
+  g_value_init (&before, ps->value_type);
+  g_value_init (&now, ps->value_type);
+  g_object_get_property (el, prop, &before);
+  gst_util_set_object_arg (el, prop, value);
+  g_object_get_property (el, prop, &now);
+  g_assert_cmpint (gst_value_compare (&before, &now), ==, GST_VALUE_EQUAL);
+  g_assert_cmpint (gst_element_set_state (h->element, GST_STATE_READY), ==,
+      GST_STATE_CHANGE_SUCCESS);
+  gst_util_set_object_arg (el, prop, value);
+  g_value_reset (&now);
+  g_object_get_property (el, prop, &now);
+  g_assert_cmpint (gst_value_compare (&before, &now), !=, GST_VALUE_EQUAL);
+  g_value_unset (&before);
+  g_value_unset (&now);
+}

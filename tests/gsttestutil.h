@@ -18,3 +18,8 @@ void cony_test_pop_negotiation_error (GstBus *bus, const char *const *needles);
  * down. */
 void cony_test_assert_caps_refused (GstHarness *h, const char *caps_string,
                                     const char *const *needles);
+
+/* A GST_PARAM_MUTABLE_READY property (#31.5): with the harnessed element PLAYING,
+ * setting @prop to @value (a string as for gst-launch) is refused and the old value
+ * reads back; after going to READY the same change takes. Leaves the element in READY. */
+void cony_test_assert_ready_only (GstHarness *h, const char *prop, const char *value);

@@ -3,8 +3,10 @@
 #include "cony/attention.h"
 #include "cony/error.h"
 #include "../src/gemv-private.h"
+#include "../src/linalg.h"
 
 #include <cblas.h>
+#include <float.h>
 #include <math.h>
 #include <string.h>
 
@@ -68,6 +70,15 @@ static ConyAttention *
 make_layer (const Setup *s, ConyAttentionVariant v, gboolean retro)
 {
   return make_layer_with (s, v, retro, s->m, s->ql, s->kl);
+}
+
+static gboolean
+cony_all_finite_test (const float *x, gsize n)
+{
+  for (gsize i = 0; i < n; i++)
+    if (!isfinite (x[i]))
+      return FALSE;
+  return TRUE;
 }
 
 /* max |a − b| / max(max |b|, 1e-3) */
@@ -422,6 +433,155 @@ test_bad_config (void)
   setup_free (s);
 }
 
+
+/* Limits and the memory budget (#31.1): a window beyond what the variants serve, too
+ * many landmarks, and a config whose buffers pass CONY_MEMORY_BUDGET are refused with
+ * an error naming the window (and, over budget, the bytes), before any allocation:
+ * this config would need ~2.5 GB, and no weights are even given. */
+static void
+test_budget (void)
+{
+  struct { ConyAttentionConfig c; const char *expect[2]; } cases[] = {
+    { { .variant = CONY_ATTENTION_REGULAR, .d = 8, .heads = 2, .window = 100000 }, { "window=100000", "most a layer serves" } },
+    { { .variant = CONY_ATTENTION_CONY, .d = 8, .heads = 2, .window = 4096, .landmarks = 129 }, { "landmarks=129", "most a layer serves" } },
+    { { .variant = CONY_ATTENTION_REGULAR, .d = 16384, .heads = 1, .window = 4096 }, { "window=4096", "bytes" } },
+    { { .variant = CONY_ATTENTION_CONY, .d = 128, .heads = 128, .window = 4096, .landmarks = 128, .retroactive = TRUE },
+      { "window=4096", "bytes" } },
+  };
+  for (guint i = 0; i < G_N_ELEMENTS (cases); i++) {
+    GError *error = NULL;
+    g_assert_null (cony_attention_new (&cases[i].c, NULL, &error));
+    g_assert_error (error, CONY_ERROR, CONY_ERROR_INVALID);
+    g_test_message ("%s", error->message);
+    for (int k = 0; k < 2; k++)
+      g_assert_nonnull (strstr (error->message, cases[i].expect[k]));
+    g_clear_error (&error);
+  }
+  /* the largest window is served by a small layer, and the figure is what it allocates
+   * beyond its state */
+  Setup *s = setup_new (8, 2, CONY_ATTENTION_MAX_WINDOW, 4, 3);
+  ConyAttention *a = make_layer (s, CONY_ATTENTION_CONY_FIXED, FALSE);
+  ConyAttentionConfig c = *cony_attention_get_config (a);
+  c.pinv_iterations = 0;
+  g_assert_cmpuint (cony_attention_config_bytes (&c), >, cony_attention_state_bytes (a));
+  g_assert_cmpuint (cony_attention_config_bytes (&c), <=, CONY_MEMORY_BUDGET);
+  cony_attention_free (a);
+  setup_free (s);
+}
+
+/* Tokens of 1e19, 1e30, ±FLT_MAX and denormals through every variant, single and
+ * retroactive (#30.4): each output is finite or the step's output holds NaN/Inf, and
+ * after a reset plain tokens give exactly a fresh layer's outputs. 1e19 tokens (scores
+ * ~1e38, past float) and denormals stay finite. */
+static void
+test_extreme_tokens (void)
+{
+  const float values[] = { 1e19f, 1e30f, FLT_MAX, -FLT_MAX, 1e-40f };
+  int d = 8, n = 6, T = 2 * n + 1;
+  Setup *s = setup_new (d, 2, n, 3, 5);
+  float *x = random_tokens (T, d, 17, 1.0);
+  float *want = g_new (float, (gsize) T * n * d), *got = g_new (float, (gsize) n * d);
+  float tok[8];
+  for (int v = 0; v < CONY_ATTENTION_N_VARIANTS; v++)
+    for (int retro = 0; retro < 2; retro++) {
+      if (v == CONY_ATTENTION_VCC && retro)
+        continue; /* single output only */
+      ConyAttention *fresh = make_layer (s, v, retro);
+      gsize rows = cony_attention_output_rows (fresh) * d;
+      for (int t = 0; t < T; t++)
+        cony_attention_step (fresh, x + (gsize) t * d, want + t * rows);
+      for (guint e = 0; e < G_N_ELEMENTS (values); e++) {
+        ConyAttention *a = make_layer (s, v, retro);
+        for (int t = 0; t < 4; t++)
+          cony_attention_step (a, x + (gsize) t * d, got);
+        int nonfinite = 0;
+        for (int t = 0; t < 3; t++) {
+          for (int c = 0; c < d; c++)
+            tok[c] = c % 2 && t == 1 ? -values[e] : values[e];
+          cony_attention_step (a, tok, got);
+          nonfinite += !cony_all_finite_test (got, rows);
+        }
+        if (fabsf (values[e]) <= 1e19f)
+          g_assert_cmpint (nonfinite, ==, 0);
+        cony_attention_reset (a);
+        for (int t = 0; t < T; t++) {
+          cony_attention_step (a, x + (gsize) t * d, got);
+          g_assert_cmpint (memcmp (got, want + t * rows, sizeof (float) * rows), ==, 0);
+        }
+        cony_attention_free (a);
+      }
+      cony_attention_free (fresh);
+    }
+  g_free (x), g_free (want), g_free (got);
+  setup_free (s);
+}
+
+/* Extreme but finite fixed landmarks (the fuzzer's NaN pseudo-inverse, #30): the layer
+ * is either refused with CONY_ERROR_NUMERIC or computes finite outputs; never NaN. */
+static void
+test_extreme_landmarks (void)
+{
+  const float scales[] = { 1e19f, 1e30f, FLT_MAX, 1e-38f };
+  int d = 8, n = 6, m = 3;
+  Setup *s = setup_new (d, 2, n, m, 9);
+  float *x = random_tokens (2 * n, d, 23, 1.0);
+  float *ql = g_new (float, m * d), *kl = g_new (float, m * d), out[8];
+  for (guint e = 0; e < G_N_ELEMENTS (scales); e++)
+    for (int it = 0; it < 2; it++) {
+      for (int i = 0; i < m * d; i++) {
+        ql[i] = s->ql[i] > 0 ? scales[e] : -scales[e];
+        kl[i] = s->kl[i] * (scales[e] / 4);
+      }
+      ConyAttentionConfig c = { .variant = CONY_ATTENTION_CONY_FIXED, .d = d, .heads = 2, .window = n,
+                                .landmarks = m, .pinv = it ? CONY_PINV_ITERATIVE : CONY_PINV_EXACT,
+                                .pinv_iterations = it ? 1000 : 0 };
+      ConyAttentionWeights w = { s->w_in, s->b_in, s->w_out, s->b_out, ql, kl };
+      GError *error = NULL;
+      ConyAttention *a = cony_attention_new (&c, &w, &error);
+      if (!a) {
+        g_assert_error (error, CONY_ERROR, CONY_ERROR_NUMERIC);
+        g_assert_nonnull (strstr (error->message, "pseudo-inverse"));
+        g_test_message ("scale %g, pinv %d: %s", scales[e], it, error->message);
+        g_clear_error (&error);
+        continue;
+      }
+      for (int t = 0; t < 2 * n; t++) {
+        cony_attention_step (a, x + (gsize) t * d, out);
+        g_assert_true (cony_all_finite_test (out, d));
+      }
+      cony_attention_free (a);
+    }
+  g_free (ql), g_free (kl), g_free (x);
+  setup_free (s);
+}
+
+
+/* The fast exponential on NaN, ±Inf and huge arguments (#30: UBSan saw NaN converted to
+ * int and a negative left shift): NaN stays NaN, everything else is finite and >= 0,
+ * and the vector path (first four) equals the scalar one (fifth) bit for bit. */
+static void
+test_exp_specials (void)
+{
+  const float values[] = { NAN, -NAN, INFINITY, -INFINITY, 1e30f, -1e30f, FLT_MAX, -FLT_MAX, 88.5f,
+                           -87.5f, 0.0f, 1e-40f };
+  for (guint i = 0; i < G_N_ELEMENTS (values); i++) {
+    float x[5];
+    for (int k = 0; k < 5; k++)
+      x[k] = values[i];
+    cony_exp_batch (x, 5);
+    for (int k = 0; k < 5; k++) {
+      if (isnan (values[i]))
+        g_assert_true (isnan (x[k]));
+      else
+        g_assert_true (isfinite (x[k]) && x[k] >= 0.0f);
+      g_assert_cmpint (memcmp (&x[k], &x[4], sizeof (float)), ==, 0);
+    }
+  }
+  float one = 0.0f;
+  cony_exp_batch (&one, 1);
+  g_assert_cmpfloat (one, ==, 1.0f);
+}
+
 static void
 test_variant_names (void)
 {
@@ -505,6 +665,10 @@ main (int argc, char **argv)
   }
   g_test_add_func ("/attention/drift", test_drift);
   g_test_add_func ("/attention/bad-config", test_bad_config);
+  g_test_add_func ("/attention/budget", test_budget);
+  g_test_add_func ("/attention/exp-specials", test_exp_specials);
+  g_test_add_func ("/attention/extreme-tokens", test_extreme_tokens);
+  g_test_add_func ("/attention/extreme-landmarks", test_extreme_landmarks);
   g_test_add_func ("/attention/variant-names", test_variant_names);
   g_test_add_func ("/attention/state-bytes", test_state_bytes);
   return g_test_run ();

@@ -94,6 +94,10 @@ load_layer (const char *dir, GoldenLayer *layer)
     return FALSE;
   }
   c->retroactive = json_object_get_boolean_member_with_default (obj, "retroactive", FALSE);
+  /* vcc cases only; 0 elsewhere (the defaults) */
+  c->vcc_budget = (int) json_object_get_int_member_with_default (obj, "vcc_budget", 0);
+  c->vcc_block = (int) json_object_get_int_member_with_default (obj, "vcc_block", 0);
+  c->vcc_exact_tail = (int) json_object_get_int_member_with_default (obj, "vcc_exact_tail", 0);
   g_assert_true (c->heads > 0 && c->d % c->heads == 0);
 
   gsize d = c->d, hd = c->d / c->heads;

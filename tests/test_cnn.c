@@ -305,6 +305,13 @@ test_bad_models (void)
     const char *m3[] = { "input_width", "-3", NULL };
     g_autofree char *p3 = write_set (&s, "meta3.safetensors", m3);
     expect_refused (p3, CONY_ERROR_INVALID, "input_width", NULL);
+    /* Finite as a double, not as the float the network uses (issue #30). */
+    const char *m5[] = { "input_mean", "1e39", NULL };
+    g_autofree char *p5 = write_set (&s, "meta5.safetensors", m5);
+    expect_refused (p5, CONY_ERROR_INVALID, "input_mean", NULL);
+    const char *m6[] = { "input_std", "1e-45", NULL };   /* 1 / std overflows */
+    g_autofree char *p6 = write_set (&s, "meta6.safetensors", m6);
+    expect_refused (p6, CONY_ERROR_INVALID, "input_std", NULL);
     const char *m4[] = { "global_pool", "max", NULL };   /* only avg / none exist */
     g_autofree char *p4 = write_set (&s, "meta4.safetensors", m4);
     expect_refused (p4, CONY_ERROR_INVALID, "global_pool", NULL);
@@ -321,6 +328,50 @@ test_bad_models (void)
     g_assert_nonnull (strstr (error->message, "embeddings.4.weight"));
     g_clear_error (&error);
     set_free (&s);
+  }
+  /* Inf weights (issue #30: the loader must refuse them like NaN), in a conv
+   * layer, an FC layer and the PCA. */
+  {
+    static const char *const where[] = { "features.3.weight", "embeddings.0.bias", "pca_means" };
+    for (guint k = 0; k < G_N_ELEMENTS (where); k++) {
+      TensorSet s = read_set ("small.safetensors");
+      ((float *) s.data->pdata[set_find (&s, where[k])])[1] = k == 1 ? -INFINITY : INFINITY;
+      g_autofree char *p = write_set (&s, "inf.safetensors", NULL);
+      expect_refused (p, CONY_ERROR_INVALID, where[k], "non-finite");
+      set_free (&s);
+    }
+  }
+  /* Both PCA spellings: the second set would go unread. */
+  {
+    TensorSet s = read_set ("small.safetensors");
+    int i = set_find (&s, "pca_means");
+    g_ptr_array_add (s.names, g_strdup ("pproc.pca_means"));
+    g_ptr_array_add (s.data, g_memdup2 (s.data->pdata[i], 128 * sizeof (float)));
+    g_array_append_val (s.ndims, g_array_index (s.ndims, int, i));
+    g_ptr_array_add (s.shapes, g_memdup2 (s.shapes->pdata[i], 8 * sizeof (gsize)));
+    g_autofree char *p = write_set (&s, "pca2.safetensors", NULL);
+    expect_refused (p, CONY_ERROR_INVALID, "pproc.pca_", NULL);
+    set_free (&s);
+  }
+  /* An F16 FC weight that is +Inf (the FC layers keep F16 weights as they are). */
+  {
+    g_autofree char *src = cony_test_golden_path ("cnn", "small_f16.safetensors");
+    g_autofree char *bytes = NULL;
+    gsize len = 0;
+    g_assert_true (g_file_get_contents (src, &bytes, &len, NULL));
+    GError *error = NULL;
+    g_autoptr (ConySafetensors) st = cony_safetensors_open (src, &error);
+    g_assert_no_error (error);
+    const ConyTensorInfo *ti = cony_safetensors_find (st, "embeddings.2.weight");
+    g_assert_true (ti != NULL && ti->dtype == CONY_DTYPE_F16);
+    /* The tensor's bytes in the file: the mapping holds the file as it is. */
+    const char *at = memmem (bytes, len, ti->data, ti->nbytes);
+    g_assert_nonnull (at);
+    guint16 inf = GUINT16_TO_LE (0x7c00);
+    memcpy (bytes + (at - bytes) + 2 * 5, &inf, 2);
+    g_autofree char *p = g_build_filename (tmpdir, "inf16.safetensors", NULL);
+    g_assert_true (g_file_set_contents (p, bytes, len, NULL));
+    expect_refused (p, CONY_ERROR_INVALID, "embeddings.2.weight", "non-finite");
   }
   /* PCA of the wrong size. */
   {

@@ -261,6 +261,14 @@ test_qos_every (void)
   GstBus *bus = gst_bus_new ();
   gst_element_set_bus (h->element, bus);
   gst_harness_set_src_caps_str (h, CAPS_GAP);
+  /* a token lasts 2 frames but embeds one: its input ends a frame (1/25 s) early */
+  GstCaps *caps = gst_pad_get_current_caps (h->sinkpad);
+  gint ln = 0, ld = 0;
+  g_assert_true (gst_structure_get_fraction (gst_caps_get_structure (caps, 0), "lookahead",
+          &ln, &ld));
+  g_assert_cmpint (ln, ==, -1);
+  g_assert_cmpint (ld, ==, 25);
+  gst_caps_unref (caps);
   gst_harness_push (h, make_frame (0, 0, 40 * MS));
   gst_harness_push_upstream_event (h,
       gst_event_new_qos (GST_QOS_TYPE_UNDERFLOW, 1.2, 50 * MS, 100 * MS));   /* to 200 ms */
@@ -453,6 +461,22 @@ test_bad_models (void)
   g_free (good);
 }
 
+
+/* model, every and the patch grid are read on READY->PAUSED: set while PLAYING they are
+ * refused and the old value reads back; in READY they take (#31.5). */
+static void
+test_ready_only_properties (void)
+{
+  const char *props[][2] = { { "model", "/tmp/other.safetensors" }, { "every", "5" },
+                             { "patches-x", "2" } };
+  for (guint i = 0; i < G_N_ELEMENTS (props); i++) {
+    GstHarness *h = new_harness ("gap.safetensors", NULL);
+    gst_harness_set_src_caps_str (h, CAPS_GAP);
+    cony_test_assert_ready_only (h, props[i][0], props[i][1]);
+    gst_harness_teardown (h);
+  }
+}
+
 int
 main (int argc, char **argv)
 {
@@ -467,5 +491,6 @@ main (int argc, char **argv)
   g_test_add_func ("/conyframeembed/wrong-caps", test_wrong_caps_refused);
   g_test_add_func ("/conyframeembed/bad-models", test_bad_models);
   g_test_add_func ("/conyframeembed/patches", test_patches);
+  g_test_add_func ("/conyframeembed/ready-only-properties", test_ready_only_properties);
   return g_test_run ();
 }

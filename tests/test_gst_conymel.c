@@ -7,6 +7,8 @@
 
 #include <gst/gst.h>
 #include <gst/check/gstharness.h>
+
+#include "gsttestutil.h"
 #include <math.h>
 #include <string.h>
 
@@ -14,6 +16,9 @@
 #define N_MELS 64
 #define F32_CAPS "audio/x-raw,format=F32LE,rate=16000,channels=1,layout=interleaved"
 #define MS (GST_MSECOND)
+/* The settings conymel writes into its src caps, VGGish's by default. */
+#define MEL_FIELDS(log_offset) ",mel-sample-rate=16000,mel-window-length=400,mel-hop-length=160," \
+  "mel-fft-length=512,mel-n-mels=64,mel-fmin=125.0,mel-fmax=7500.0,mel-log-offset=" log_offset
 
 /* Deterministic test signal: a chirp plus noise. */
 static float *
@@ -128,7 +133,8 @@ test_caps_negotiated (void)
   GstCaps *caps = gst_pad_get_current_caps (h->sinkpad);
   g_assert_nonnull (caps);
   GstCaps *want = gst_caps_from_string ("other/tensors,format=static,num_tensors=1,"
-      "types=float32,dimensions=(string)64:1,framerate=100/1");
+      "types=float32,dimensions=(string)64:1,framerate=100/1,lookahead=3/200" MEL_FIELDS ("0.01"));
+  /* lookahead: a frame reads 400 samples (25 ms) but lasts one 160-sample hop */
   g_assert_true (gst_caps_is_equal (caps, want));
   gst_caps_unref (want);
   gst_caps_unref (caps);
@@ -296,7 +302,7 @@ test_frames_per_buffer_and_eos (void)
   gst_harness_set_src_caps_str (h, F32_CAPS);
   GstCaps *caps = gst_pad_get_current_caps (h->sinkpad);
   GstCaps *want = gst_caps_from_string ("other/tensors,format=static,num_tensors=1,"
-      "types=float32,dimensions=(string)64:10,framerate=10/1");
+      "types=float32,dimensions=(string)64:10,framerate=10/1,lookahead=3/200" MEL_FIELDS ("0.01"));
   g_assert_true (gst_caps_is_equal (caps, want));
   gst_caps_unref (want);
   gst_caps_unref (caps);
@@ -566,6 +572,51 @@ test_nan_samples (void)
   g_free (x);
 }
 
+/* preset=yamnet: log(mel + 0.001) (caps say so, frames match libcony with that
+ * offset), every other setting VGGish's; a property set after the preset
+ * overrides it, and preset=vggish restores every default. */
+static void
+test_preset_yamnet (void)
+{
+  gsize n = 8000, n_ref;
+  float *x = make_signal (n, 9);
+  ConyMelConfig config;
+  cony_mel_config_init_vggish (&config);
+  config.log_offset = 0.001;
+  float *ref = reference_frames (&config, x, n, &n_ref);
+  GstHarness *h = new_harness ("preset", 1, NULL);
+  gst_harness_set_src_caps_str (h, F32_CAPS);
+  GstCaps *caps = gst_pad_get_current_caps (h->sinkpad);
+  GstCaps *want = gst_caps_from_string ("other/tensors,format=static,num_tensors=1,"
+      "types=float32,dimensions=(string)64:1,framerate=100/1,lookahead=3/200" MEL_FIELDS ("0.001"));
+  g_assert_true (gst_caps_is_equal (caps, want));
+  gst_caps_unref (want);
+  gst_caps_unref (caps);
+  const gsize sizes[] = { 777 };
+  push_pieces (h, x, n, sizes, 1, 0);
+  g_assert_cmpuint (check_frames (h, ref, n_ref, 0, 0, 10 * MS, 1), ==, n_ref);
+  gst_harness_teardown (h);
+
+  GstElement *el = gst_element_factory_make ("conymel", NULL);
+  gdouble offset;
+  gint preset;
+  g_object_set (el, "n-mels", 40, "preset", 1, "hop-length", 100, NULL);
+  g_object_get (el, "log-offset", &offset, "preset", &preset, NULL);
+  guint mels, hop;
+  g_object_get (el, "n-mels", &mels, "hop-length", &hop, NULL);
+  g_assert_cmpfloat (offset, ==, 0.001);
+  g_assert_cmpint (preset, ==, 1);
+  g_assert_cmpuint (mels, ==, 64);       /* set before the preset: reset by it */
+  g_assert_cmpuint (hop, ==, 100);       /* set after: kept */
+  gst_util_set_object_arg (G_OBJECT (el), "preset", "vggish");
+  g_object_get (el, "log-offset", &offset, "hop-length", &hop, NULL);
+  g_assert_cmpfloat (offset, ==, 0.01);
+  g_assert_cmpuint (hop, ==, 160);
+  gst_object_unref (el);
+  g_free (ref);
+  g_free (x);
+}
+
 /* Invalid settings fail the state change with an error, not a crash. */
 static void
 test_bad_settings (void)
@@ -582,6 +633,64 @@ test_bad_settings (void)
   gst_element_set_bus (el, NULL);
   gst_object_unref (bus);
   gst_object_unref (el);
+}
+
+
+/* Buffers that are not a whole number of samples (#31.4: S16 in 3-byte buffers, F32 in
+ * 5-byte ones once gave no frames and only a debug line): a STREAM FORMAT error naming
+ * the size, the flow fails, nothing is pushed. */
+static void
+test_partial_samples (void)
+{
+  const struct { const char *format; gsize bytes; } cases[] = { { "S16LE", 3 }, { "F32LE", 5 },
+                                                                { "F32LE", 4002 } };
+  for (guint i = 0; i < G_N_ELEMENTS (cases); i++) {
+    GstHarness *h = new_harness (NULL);
+    GstBus *bus = gst_bus_new ();
+    gst_element_set_bus (h->element, bus);
+    gchar *caps = g_strdup_printf ("audio/x-raw,format=%s,rate=16000,channels=1,"
+        "layout=interleaved", cases[i].format);
+    gst_harness_set_src_caps_str (h, caps);
+    g_free (caps);
+    GstBuffer *buf = gst_buffer_new_allocate (NULL, cases[i].bytes, NULL);
+    gst_buffer_memset (buf, 0, 0, cases[i].bytes);
+    GST_BUFFER_PTS (buf) = 0;
+    g_assert_cmpint (gst_harness_push (h, buf), ==, GST_FLOW_ERROR);
+    GstMessage *msg = gst_bus_pop_filtered (bus, GST_MESSAGE_ERROR);
+    g_assert_nonnull (msg);
+    GError *err = NULL;
+    gchar *debug = NULL;
+    gst_message_parse_error (msg, &err, &debug);
+    g_assert_true (g_error_matches (err, GST_STREAM_ERROR, GST_STREAM_ERROR_FORMAT));
+    gchar *want = g_strdup_printf ("buffer of %" G_GSIZE_FORMAT " bytes is not a whole number",
+        cases[i].bytes);
+    g_assert_nonnull (strstr (debug, want));
+    g_assert_nonnull (strstr (debug, cases[i].format));
+    g_free (want);
+    g_free (debug);
+    g_error_free (err);
+    gst_message_unref (msg);
+    g_assert_null (gst_harness_try_pull (h));
+    gst_element_set_bus (h->element, NULL);
+    gst_object_unref (bus);
+    gst_harness_teardown (h);
+  }
+}
+
+
+/* The framing geometry is read on READY->PAUSED: set while PLAYING it is refused and
+ * the old value reads back; in READY it takes (#31.5). */
+static void
+test_ready_only_properties (void)
+{
+  const char *props[][2] = { { "hop-length", "320" }, { "n-mels", "40" }, { "fmax", "6000" },
+                             { "sample-rate", "8000" } };
+  for (guint i = 0; i < G_N_ELEMENTS (props); i++) {
+    GstHarness *h = new_harness (NULL);
+    gst_harness_set_src_caps_str (h, F32_CAPS);
+    cony_test_assert_ready_only (h, props[i][0], props[i][1]);
+    gst_harness_teardown (h);
+  }
 }
 
 int
@@ -603,5 +712,8 @@ main (int argc, char **argv)
   g_test_add_func ("/conymel/gap", test_gap_is_silence);
   g_test_add_func ("/conymel/nan", test_nan_samples);
   g_test_add_func ("/conymel/bad-settings", test_bad_settings);
+  g_test_add_func ("/conymel/preset-yamnet", test_preset_yamnet);
+  g_test_add_func ("/conymel/partial-samples", test_partial_samples);
+  g_test_add_func ("/conymel/ready-only-properties", test_ready_only_properties);
   return g_test_run ();
 }

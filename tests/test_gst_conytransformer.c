@@ -15,6 +15,7 @@
 #include "gsttestutil.h"
 #include "testutil.h"
 #include <glib/gstdio.h>
+#include <float.h>
 #include <math.h>
 #include <string.h>
 
@@ -169,6 +170,11 @@ check_meta (const GstConyClassificationMeta *m, Ref *r, const float *x, guint64 
     g_assert_cmpfloat_with_epsilon (m->scores[i], probs[i], 1e-6);
   g_assert_cmpfloat (m->score, ==, m->scores[top]);
   g_assert_cmpfloat (m->context_fill, ==, (double) fill / N);
+  g_assert_cmpuint (m->pts, ==, base + step * tok_ns);
+  g_assert_false (m->multi_label);
+  g_assert_cmpuint (m->n_top, ==, 1);
+  g_assert_cmpint (m->top_ids[0], ==, top);
+  g_assert_cmpstr (m->top_labels[0], ==, labels[top]);
 }
 
 /* Pulls every queued buffer; checks the data is unchanged and the metas
@@ -317,10 +323,19 @@ test_messages (void)
             "stream-time", G_TYPE_UINT64, &st, "running-time", G_TYPE_UINT64, &rt,
             "duration", G_TYPE_UINT64, &dur, "step", G_TYPE_UINT64, &step,
             "class-id", G_TYPE_INT, &cls, "confidence", G_TYPE_FLOAT, &conf, NULL));
-    g_assert_cmpuint (ts, ==, 10 * GST_SECOND + t * 250 * MS);
-    g_assert_cmpuint (st, ==, 100 * GST_SECOND + t * 250 * MS);
-    g_assert_cmpuint (rt, ==, 2 * GST_SECOND + t * 250 * MS);
-    g_assert_cmpuint (dur, ==, 250 * MS);
+    /* The span: from the oldest token in the window to the end of this one
+     * (no lookahead in these caps); pts: this token's. */
+    guint64 first = t + 1 - MIN (t + 1, N), pts, st_end, rt_end;
+    g_assert_cmpuint (ts, ==, 10 * GST_SECOND + first * 250 * MS);
+    g_assert_cmpuint (st, ==, 100 * GST_SECOND + first * 250 * MS);
+    g_assert_cmpuint (rt, ==, 2 * GST_SECOND + first * 250 * MS);
+    g_assert_cmpuint (dur, ==, (t + 1 - first) * 250 * MS);
+    g_assert_true (gst_structure_get (s, "pts", G_TYPE_UINT64, &pts,
+            "stream-time-end", G_TYPE_UINT64, &st_end,
+            "running-time-end", G_TYPE_UINT64, &rt_end, NULL));
+    g_assert_cmpuint (pts, ==, 10 * GST_SECOND + t * 250 * MS);
+    g_assert_cmpuint (st_end, ==, 100 * GST_SECOND + (t + 1) * 250 * MS);
+    g_assert_cmpuint (rt_end, ==, 2 * GST_SECOND + (t + 1) * 250 * MS);
     g_assert_cmpuint (step, ==, t);
     double probs[C];
     int top = ref_step (r, x + t * D, probs);
@@ -778,6 +793,150 @@ test_nan_tokens (void)
   g_free (x);
 }
 
+
+/* Tokens of FLT_MAX, 1e19, 1e30 and denormals, every attention variant (#31.2, #30.4):
+ * the FLT_MAX token overflows the model (its logits are not finite): one STREAM FAILED
+ * warning naming the step, no meta and no message for it, and the stream starts again
+ * (step 0); every published score is finite, and from there on the metas equal a fresh
+ * encoder's on the tokens after the overflow (1e19, 1e30 and denormal tokens stay finite). */
+static void
+test_extreme_tokens (void)
+{
+  const struct { const char *nick; int variant; } cases[] = {
+    { "regular", CONY_ATTENTION_REGULAR }, { "continual", CONY_ATTENTION_CONTINUAL },
+    { "nystrom", CONY_ATTENTION_NYSTROM }, { "nystrom-fixed", CONY_ATTENTION_NYSTROM_FIXED },
+    { "cony", CONY_ATTENTION_CONY }, { "cony-fixed", CONY_ATTENTION_CONY_FIXED },
+  };
+  const gsize n = 20, bad = 5;
+  float *x = make_tokens (n, 41);
+  for (int i = 0; i < D; i++) {
+    x[bad * D + i] = FLT_MAX;
+    x[(bad + 2) * D + i] = i % 2 ? -1e19f : 1e19f;
+    x[(bad + 4) * D + i] = 1e30f;
+    x[(bad + 6) * D + i] = 1e-40f;
+  }
+  for (guint v = 0; v < G_N_ELEMENTS (cases); v++) {
+    Ref *r = ref_new (cases[v].variant);
+    GstElement *el = gst_element_factory_make ("conytransformer", NULL);
+    char *path = model_path ();
+    gst_util_set_object_arg (G_OBJECT (el), "attention", cases[v].nick);
+    g_object_set (el, "model", path, NULL);
+    g_free (path);
+    GstHarness *h = gst_harness_new_with_element (el, "sink", "src");
+    gst_object_unref (el);
+    GstBus *bus = attach_bus (h);
+    gst_harness_set_src_caps_str (h, TOKEN_CAPS ("1", "4/1"));
+    cony_test_push_tokens (h, x, D, 0, n, 1, 0, 250 * MS, FALSE);
+
+    GstMessage *msg;
+    guint n_msgs = 0, n_warnings = 0;
+    while ((msg = gst_bus_pop (bus)) != NULL) {
+      if (GST_MESSAGE_TYPE (msg) == GST_MESSAGE_WARNING) {
+        GError *err = NULL;
+        gst_message_parse_warning (msg, &err, NULL);
+        g_assert_true (g_error_matches (err, GST_STREAM_ERROR, GST_STREAM_ERROR_FAILED));
+        g_assert_nonnull (strstr (err->message, "Step 5 "));
+        g_error_free (err);
+        n_warnings++;
+      } else if (GST_MESSAGE_TYPE (msg) == GST_MESSAGE_ELEMENT) {
+        const GValue *conf = gst_structure_get_value (gst_message_get_structure (msg), "confidence");
+        g_assert_nonnull (conf);
+        g_assert_true (isfinite (g_value_get_float (conf)));
+        n_msgs++;
+      }
+      gst_message_unref (msg);
+    }
+    g_assert_cmpuint (n_warnings, ==, 1);
+    g_assert_cmpuint (n_msgs, ==, n - 1);
+
+    for (gsize t = 0; t < n; t++) {
+      GstBuffer *buf = gst_harness_pull (h);
+      GPtrArray *metas = metas_of (buf);
+      if (t < bad) {
+        g_assert_cmpuint (metas->len, ==, 1);
+      } else if (t == bad) {
+        g_assert_cmpuint (metas->len, ==, 0);
+      } else {
+        /* a fresh stream from the token after the overflow */
+        g_assert_cmpuint (metas->len, ==, 1);
+        GstConyClassificationMeta *m = metas->pdata[0];
+        double probs[C];
+        int top = ref_step (r, x + t * D, probs);
+        g_assert_cmpuint (m->step, ==, t - bad - 1);
+        g_assert_cmpint (m->class_id, ==, top);
+        for (int c = 0; c < C; c++) {
+          g_assert_true (isfinite (m->scores[c]));
+          g_assert_cmpfloat_with_epsilon (m->scores[c], probs[c], 1e-6);
+        }
+      }
+      g_ptr_array_free (metas, TRUE);
+      gst_buffer_unref (buf);
+    }
+    detach_bus (h, bus);
+    gst_harness_teardown (h);
+    ref_free (r);
+  }
+  g_free (x);
+}
+
+
+
+/* Overflowing steps: one warning per run of affected buffers (two FLT_MAX buffers in a
+ * row: one), a new run warns again; each names its step, none gets a meta. */
+static void
+test_overflow_warnings (void)
+{
+  const gboolean huge[] = { FALSE, TRUE, TRUE, FALSE, TRUE };
+  const guint64 want_step[] = { 0, G_MAXUINT64, G_MAXUINT64, 0, G_MAXUINT64 };
+  gsize n = G_N_ELEMENTS (huge);
+  float *x = make_tokens (n, 43);
+  for (gsize t = 0; t < n; t++)
+    for (int i = 0; huge[t] && i < D; i++)
+      x[t * D + i] = FLT_MAX;
+  GstHarness *h = new_harness (NULL);
+  GstBus *bus = attach_bus (h);
+  gst_harness_set_src_caps_str (h, TOKEN_CAPS ("1", "4/1"));
+  cony_test_push_tokens (h, x, D, 0, n, 1, 0, 250 * MS, FALSE);
+  GstMessage *msg;
+  guint n_warnings = 0;
+  while ((msg = gst_bus_pop_filtered (bus, GST_MESSAGE_WARNING)) != NULL) {
+    GError *err = NULL;
+    gst_message_parse_warning (msg, &err, NULL);
+    g_assert_nonnull (strstr (err->message, "Step 1 gave non-finite logits"));
+    g_error_free (err);
+    gst_message_unref (msg);
+    n_warnings++;
+  }
+  g_assert_cmpuint (n_warnings, ==, 2);
+  for (gsize t = 0; t < n; t++) {
+    GstBuffer *buf = gst_harness_pull (h);
+    GPtrArray *metas = metas_of (buf);
+    g_assert_cmpuint (metas->len, ==, huge[t] ? 0 : 1);
+    if (!huge[t])
+      g_assert_cmpuint (((GstConyClassificationMeta *) metas->pdata[0])->step, ==, want_step[t]);
+    g_ptr_array_free (metas, TRUE);
+    gst_buffer_unref (buf);
+  }
+  detach_bus (h, bus);
+  gst_harness_teardown (h);
+  g_free (x);
+}
+
+/* model, attention and labels-file are read on READY->PAUSED: set while PLAYING they
+ * are refused (the old value reads back: what runs), in READY they take (#31.5). */
+static void
+test_ready_only_properties (void)
+{
+  const char *props[][2] = { { "model", "/tmp/other.safetensors" }, { "attention", "regular" },
+                             { "labels-file", "/tmp/labels.txt" } };
+  for (guint i = 0; i < G_N_ELEMENTS (props); i++) {
+    GstHarness *h = new_harness (NULL);
+    gst_harness_set_src_caps_str (h, TOKEN_CAPS ("1", "4/1"));
+    cony_test_assert_ready_only (h, props[i][0], props[i][1]);
+    gst_harness_teardown (h);
+  }
+}
+
 /* The element adds nothing to upstream's latency. */
 static void
 test_latency (void)
@@ -923,19 +1082,23 @@ test_multitoken_steps (void)
   }
   g_assert_cmpuint (step, ==, frames);   /* 9 frames, 9 steps */
 
-  /* one message per step, with the frame's time */
+  /* one message per step: pts the frame's; timestamp + duration the window's
+   * span, to the end of the frame */
   guint64 msgs = 0;
   GstMessage *msg;
   while ((msg = gst_bus_pop_filtered (bus, GST_MESSAGE_ELEMENT)) != NULL) {
     const GstStructure *st = gst_message_get_structure (msg);
     if (gst_structure_has_name (st, "conytransformer")) {
-      guint64 ts, dur, s;
+      guint64 ts, dur, s, pts;
       g_assert_true (gst_structure_get_uint64 (st, "timestamp", &ts));
       g_assert_true (gst_structure_get_uint64 (st, "duration", &dur));
       g_assert_true (gst_structure_get_uint64 (st, "step", &s));
+      g_assert_true (gst_structure_get_uint64 (st, "pts", &pts));
       g_assert_cmpuint (s, ==, msgs);
-      g_assert_cmpuint (ts, ==, base + s * fdur);
-      g_assert_cmpuint (dur, ==, fdur);
+      guint64 fed = KK * (s + 1), oldest = fed - MIN (fed, KN);
+      g_assert_cmpuint (pts, ==, base + s * fdur);
+      g_assert_cmpuint (ts, ==, base + (oldest / KK) * fdur + (oldest % KK) * fdur / KK);
+      g_assert_cmpuint (ts + dur, ==, base + (s + 1) * fdur);
       msgs++;
     }
     gst_message_unref (msg);
@@ -1118,6 +1281,9 @@ main (int argc, char **argv)
   g_test_add_func ("/conytransformer/gap", test_gap_resets);
   g_test_add_func ("/conytransformer/caps-change", test_caps_change);
   g_test_add_func ("/conytransformer/nan", test_nan_tokens);
+  g_test_add_func ("/conytransformer/extreme-tokens", test_extreme_tokens);
+  g_test_add_func ("/conytransformer/overflow-warnings", test_overflow_warnings);
+  g_test_add_func ("/conytransformer/ready-only-properties", test_ready_only_properties);
   g_test_add_func ("/conytransformer/latency", test_latency);
   g_test_add_func ("/conytransformer/wrong-dimension", test_wrong_dimension);
   g_test_add_func ("/conytransformer/bad-models", test_bad_models);

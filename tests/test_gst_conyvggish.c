@@ -181,6 +181,24 @@ test_timestamps_odd_buffers (void)
   g_free (x);
 }
 
+/* A long stream (1000 frames, 37 windows): the window slides through the frame store
+ * and is moved back to its start several times; every window still equals the engine
+ * run on its own 96 frames. */
+static void
+test_long_stream (void)
+{
+  gsize n = 1000;
+  float *x = make_frames (n, D, 3);
+  ConyCnn *cnn = load_model ("small.safetensors");
+  GstHarness *h = new_harness ("small.safetensors", NULL);
+  gst_harness_set_src_caps_str (h, TOKEN_CAPS ("1", "100/1"));
+  cony_test_push_tokens (h, x, D, 0, n, 1, 0, 10 * MS, FALSE);
+  g_assert_cmpuint (check_windows (h, cnn, x, 25, 0, 250 * MS), ==, 1 + (1000 - 96) / 25);
+  gst_harness_teardown (h);
+  cony_cnn_free (cnn);
+  g_free (x);
+}
+
 /* Stride larger than the window: the frames in between are skipped. */
 static void
 test_stride_above_window (void)
@@ -412,19 +430,21 @@ test_bad_models (void)
     guint window;
     gint postprocess;
     const char *in_message;
+    gint output;
   } cases[] = {
-    { NULL, 96, 0, "No model" },
-    { "/nonexistent/vggish.safetensors", 96, 0, "/nonexistent/vggish.safetensors" },
-    { npy, 96, 0, "small_input.npy" },
-    { small, 50, 0, "window" },
-    { odd, 96, 1, "PCA" },
+    { NULL, 96, 0, "No model", 0 },
+    { "/nonexistent/vggish.safetensors", 96, 0, "/nonexistent/vggish.safetensors", 0 },
+    { npy, 96, 0, "small_input.npy", 0 },
+    { small, 50, 0, "window", 0 },
+    { odd, 96, 1, "PCA", 0 },
+    { small, 96, 0, "no embedding output", CONY_CNN_OUTPUT_EMBEDDING },
   };
   for (guint i = 0; i < G_N_ELEMENTS (cases); i++) {
     GstElement *el = gst_element_factory_make ("conyvggish", NULL);
     GstBus *bus = gst_bus_new ();
     gst_element_set_bus (el, bus);
     g_object_set (el, "model", cases[i].model, "window", cases[i].window,
-        "postprocess", cases[i].postprocess, NULL);
+        "postprocess", cases[i].postprocess, "output", cases[i].output, NULL);
     g_assert_cmpint (gst_element_set_state (el, GST_STATE_PAUSED), ==, GST_STATE_CHANGE_FAILURE);
     GstMessage *msg = gst_bus_pop_filtered (bus, GST_MESSAGE_ERROR);
     g_assert_nonnull (msg);
@@ -440,7 +460,7 @@ test_bad_models (void)
     gst_message_unref (msg);
     /* The element is reusable once the model is fixed. */
     gst_element_set_state (el, GST_STATE_NULL);
-    g_object_set (el, "model", small, "window", 96, "postprocess", 0, NULL);
+    g_object_set (el, "model", small, "window", 96, "postprocess", 0, "output", 0, NULL);
     g_assert_cmpint (gst_element_set_state (el, GST_STATE_PAUSED), ==, GST_STATE_CHANGE_SUCCESS);
     gst_element_set_state (el, GST_STATE_NULL);
     gst_element_set_bus (el, NULL);
@@ -514,6 +534,54 @@ test_other_geometry (void)
   gst_buffer_unref (buf);
   gst_harness_teardown (h);
   g_free (x);
+}
+
+/* A MobileNet file (tests/golden/mobilenet: 21 frames of 16 bands, 10 scores, a
+ * 24-d embedding): non-overlapping windows of the golden patches give the float64
+ * reference's scores or embedding, per the output property; the caps follow. */
+static void
+test_mobilenet_outputs (void)
+{
+  ConyNpyArray *x = cony_test_load_golden_npy ("mobilenet", "input.npy");
+  const char *nicks[] = { "scores", "embedding" };
+  const guint dims[] = { 10, 24 };
+  for (guint o = 0; o < 2; o++) {
+    g_autofree char *file = g_strdup_printf ("f32_%s.npy", nicks[o]);
+    ConyNpyArray *want = cony_test_load_golden_npy ("mobilenet", file);
+    GstElement *el = gst_element_factory_make ("conyvggish", NULL);
+    g_autofree char *path = cony_test_golden_path ("mobilenet", "f32.safetensors");
+    guint stride = 0;
+    g_object_get (el, "stride", &stride, NULL);
+    g_assert_cmpuint (stride, ==, 25);   /* 0.25 s of 10 ms frames */
+    gst_util_set_object_arg (G_OBJECT (el), "output", nicks[o]);
+    g_object_set (el, "model", path, "stride", 21, NULL);
+    GstHarness *h = gst_harness_new_with_element (el, "sink", "src");
+    gst_object_unref (el);
+    gst_harness_set_src_caps_str (h, "other/tensors,format=static,num_tensors=1,"
+        "types=float32,dimensions=(string)16:1,framerate=100/1");
+    GstCaps *caps = gst_pad_get_current_caps (h->sinkpad);
+    g_autofree char *dim = g_strdup_printf ("%u:1", dims[o]);
+    g_assert_cmpstr (gst_structure_get_string (gst_caps_get_structure (caps, 0), "dimensions"),
+        ==, dim);
+    gst_caps_unref (caps);
+    gsize n = x->shape[0];
+    cony_test_push_tokens (h, x->data, 16, 0, n * 21, 5, 0, 10 * MS, FALSE);
+    g_assert_cmpuint (gst_harness_buffers_in_queue (h), ==, n);
+    for (gsize p = 0; p < n; p++) {
+      GstBuffer *buf = gst_harness_pull (h);
+      g_assert_cmpuint (GST_BUFFER_PTS (buf), ==, p * 210 * MS);
+      GstMapInfo map;
+      g_assert_true (gst_buffer_map (buf, &map, GST_MAP_READ));
+      g_assert_cmpuint (map.size, ==, dims[o] * sizeof (float));
+      double e = cony_test_rel_err ((const float *) map.data, want->data + p * dims[o], dims[o]);
+      g_assert_cmpfloat (e, <=, 1e-4);
+      gst_buffer_unmap (buf, &map);
+      gst_buffer_unref (buf);
+    }
+    gst_harness_teardown (h);
+    cony_npy_array_free (want);
+  }
+  cony_npy_array_free (x);
 }
 
 static void
@@ -614,6 +682,18 @@ test_batch_live_is_immediate (void)
   g_free (x);
 }
 
+
+/* model is read on READY->PAUSED: set while PLAYING it is refused and the old value
+ * reads back; in READY it takes (#31.5). */
+static void
+test_ready_only_properties (void)
+{
+  GstHarness *h = new_harness ("small.safetensors", NULL);
+  gst_harness_set_src_caps_str (h, TOKEN_CAPS ("1", "100/1"));
+  cony_test_assert_ready_only (h, "model", "/tmp/other.safetensors");
+  gst_harness_teardown (h);
+}
+
 int
 main (int argc, char **argv)
 {
@@ -622,6 +702,7 @@ main (int argc, char **argv)
   g_test_add_func ("/conyvggish/matches-torch-golden", test_matches_torch_golden);
   g_test_add_func ("/conyvggish/timestamps-odd-buffers", test_timestamps_odd_buffers);
   g_test_add_func ("/conyvggish/stride-above-window", test_stride_above_window);
+  g_test_add_func ("/conyvggish/long-stream", test_long_stream);
   g_test_add_func ("/conyvggish/latency", test_latency);
   g_test_add_func ("/conyvggish/flush", test_flush_resets);
   g_test_add_func ("/conyvggish/discont", test_discont_reanchors);
@@ -633,7 +714,9 @@ main (int argc, char **argv)
   g_test_add_func ("/conyvggish/bad-models", test_bad_models);
   g_test_add_func ("/conyvggish/postprocess", test_postprocess);
   g_test_add_func ("/conyvggish/other-geometry", test_other_geometry);
+  g_test_add_func ("/conyvggish/mobilenet-outputs", test_mobilenet_outputs);
   g_test_add_func ("/conyvggish/batch-non-live", test_batch_non_live);
   g_test_add_func ("/conyvggish/batch-live-is-immediate", test_batch_live_is_immediate);
+  g_test_add_func ("/conyvggish/ready-only-properties", test_ready_only_properties);
   return g_test_run ();
 }

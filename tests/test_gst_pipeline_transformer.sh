@@ -29,20 +29,31 @@ else
   msgs=$(echo "$out" | grep '(element): conytransformer, ')
   n=$(echo -n "$msgs" | grep -c 'conytransformer' || true)
   steps=$(echo "$msgs" | sed -nE 's/.*step=\(guint64\)([0-9]+).*/\1/p' | tr '\n' ' ')
-  times=$(echo "$msgs" | sed -nE 's/.*timestamp=\(guint64\)([0-9]+).*/\1/p' | tr '\n' ' ')
+  times=$(echo "$msgs" | sed -nE 's/.*pts=\(guint64\)([0-9]+).*/\1/p' | tr '\n' ' ')
+  # the span: timestamp = first sample of the oldest window in the attention window (8),
+  # timestamp + duration = last sample of the newest (its PTS + 0.975 s)
+  starts=$(echo "$msgs" | sed -nE 's/.*timestamp=\(guint64\)([0-9]+).*/\1/p' | tr '\n' ' ')
+  ends=$(echo "$msgs" | sed -nE 's/.*timestamp=\(guint64\)([0-9]+).*duration=\(guint64\)([0-9]+).*/\1 \2/p' \
+    | while read -r a b; do echo -n "$((a + b)) "; done)
   bufs=$(echo "$out" | grep 'fakesink0: last-message = chain' | grep -c '(512 bytes' || true)
-  want_times=""
-  for i in 0 1 2 3 4 5 6 7 8; do want_times+="$((i * 250000000)) "; done
+  want_times="" want_starts="" want_ends=""
+  for i in 0 1 2 3 4 5 6 7 8; do
+    want_times+="$((i * 250000000)) "
+    want_starts+="$(( (i > 7 ? i - 7 : 0) * 250000000 )) "
+    want_ends+="$((i * 250000000 + 975000000)) "
+  done
   if [ "$n" != 9 ] || [ "$steps" != "0 1 2 3 4 5 6 7 8 " ]; then
     echo "FAIL every-step: $n messages, steps '$steps'"; fail=1
   elif [ "$times" != "$want_times" ]; then
-    echo "FAIL every-step: timestamps '$times'"; fail=1
+    echo "FAIL every-step: pts '$times'"; fail=1
+  elif [ "$starts" != "$want_starts" ] || [ "$ends" != "$want_ends" ]; then
+    echo "FAIL every-step: spans start '$starts' end '$ends'"; fail=1
   elif [ "$bufs" != 9 ]; then
     echo "FAIL every-step: $bufs token buffers reached the sink, expected 9"; fail=1
   elif echo "$msgs" | grep -vq 'scores=(float)<.*,.*,.*,.*>'; then
     echo "FAIL every-step: a message lacks the 4 scores"; fail=1
   else
-    echo "ok every-step: 9 messages, steps 0..8, 0.25 s apart"
+    echo "ok every-step: 9 messages, steps 0..8, 0.25 s apart, spans to PTS + 0.975 s"
   fi
   every_labels=$(echo "$msgs" | sed -nE 's/.*, label=\(string\)([^,]*),.*/\1/p' | tr '\n' ' ')
 fi
@@ -112,7 +123,8 @@ for b, m in zip(bus, meta):
     assert b["step"] == m["step"] and b["label"] == m["label"], (b, m)
     assert abs(b["confidence"] - m["confidence"]) < 1e-5
     assert len(b["scores"]) == 4 and abs(sum(b["scores"]) - 1) < 1e-4
-    assert m["window_end"] == b["time"] + b["duration"]
+    assert m["window_end"] == b["start"] + b["duration"] == b["pts"] + 975000000
+    assert m["time"] == b["time"] == m["window_end"], (m, b)   # stream time = buffer time here
     assert abs(m["context_fill"] - min(m["step"] + 1, 8) / 8) < 1e-9
 print("same")
 PYEOF

@@ -148,28 +148,28 @@ test_labels (void)
 {
   guint n = 0;
   GError *error = NULL;
-  g_auto (GStrv) l = cony_labels_parse ("speech\r\nmusic\nnoise\n", 20, "x.txt", &n, &error);
+  g_auto (GStrv) l = cony_labels_parse ("speech\r\nmusic\nnoise\n", 20, "x.txt", &n, NULL, &error);
   g_assert_no_error (error);
   g_assert_cmpuint (n, ==, 3);
   g_assert_cmpstr (l[0], ==, "speech");
   g_assert_cmpstr (l[1], ==, "music");
   g_assert_cmpstr (l[2], ==, "noise");
   g_assert_null (l[3]);
-  g_auto (GStrv) one = cony_labels_parse ("a", 1, "x.txt", &n, &error);
+  g_auto (GStrv) one = cony_labels_parse ("a", 1, "x.txt", &n, NULL, &error);
   g_assert_cmpuint (n, ==, 1);
 
   /* Not text: a NUL byte (labels used to be cut there) or invalid UTF-8, by line. */
-  g_assert_null (cony_labels_parse ("speech\nmu\0sic\n", 13, "x.txt", &n, &error));
+  g_assert_null (cony_labels_parse ("speech\nmu\0sic\n", 13, "x.txt", &n, NULL, &error));
   g_assert_error (error, CONY_ERROR, CONY_ERROR_FORMAT);
   g_assert_nonnull (strstr (error->message, "x.txt: line 2"));
   g_clear_error (&error);
-  g_assert_null (cony_labels_parse ("a\nb\n\xc3x\n", 7, "x.txt", &n, &error));
+  g_assert_null (cony_labels_parse ("a\nb\n\xc3x\n", 7, "x.txt", &n, NULL, &error));
   g_assert_error (error, CONY_ERROR, CONY_ERROR_FORMAT);
   g_assert_nonnull (strstr (error->message, "line 3"));
   g_assert_nonnull (strstr (error->message, "UTF-8"));
   g_clear_error (&error);
 
-  g_assert_null (cony_labels_load ("/nonexistent/labels.txt", &n, &error));
+  g_assert_null (cony_labels_load ("/nonexistent/labels.txt", &n, NULL, &error));
   g_assert_error (error, CONY_ERROR, CONY_ERROR_IO);
   g_assert_nonnull (strstr (error->message, "/nonexistent/labels.txt"));
   g_clear_error (&error);

@@ -8,6 +8,7 @@
 #include "cony/safetensors.h"
 #include "../src/gemv-private.h"
 
+#include <float.h>
 #include <glib/gstdio.h>
 #include <math.h>
 #include <stdio.h>
@@ -351,6 +352,27 @@ test_load_errors (void)
     cony_model_config_clear (&cfg);
   }
 
+  /* output: softmax when absent, sigmoid for multi-label models, nothing else */
+  g_assert_cmpint (ok->config.output, ==, CONY_OUTPUT_SOFTMAX);
+  {
+    static const char *outs[] = { "\"softmax\"", "\"sigmoid\"" };
+    for (guint i = 0; i < G_N_ELEMENTS (outs); i++) {
+      g_autofree char *with = g_strdup_printf ("\"output\":%s,\"labels\"", outs[i]);
+      g_autofree char *co = replace (t->config, "\"labels\"", with);
+      ConyModelConfig cfg;
+      g_assert_true (cony_model_config_parse (co, "out", &cfg, &error));
+      g_assert_no_error (error);
+      g_assert_cmpint (cfg.output, ==, i == 0 ? CONY_OUTPUT_SOFTMAX : CONY_OUTPUT_SIGMOID);
+      cony_model_config_clear (&cfg);
+    }
+    g_autofree char *cb = replace (t->config, "\"labels\"", "\"output\":\"relu\",\"labels\"");
+    tensors_write (t, path, cb);
+    expect_load_error (path, CONY_ERROR_INVALID, "output", "relu");
+    g_autofree char *cn = replace (t->config, "\"labels\"", "\"output\":1,\"labels\"");
+    tensors_write (t, path, cn);
+    expect_load_error (path, CONY_ERROR_FORMAT, "'output'", NULL);
+  }
+
   /* the front-end parameters pass through as JSON text; a non-object is refused */
   g_autofree char *c8 = replace (t->config, "\"labels\"", "\"frontend\":{\"sample_rate\":16000,"
                                  "\"patch\":[96,64]},\"labels\"");
@@ -683,6 +705,154 @@ test_step_does_not_allocate (void)
 #endif
 }
 
+
+
+/* Replaces tensor @name of @t by zeros of shape (rows, cols) (cols 0: 1-D). */
+static void
+tensors_zero (Tensors *t, const char *name, gsize rows, gsize cols)
+{
+  int i = tensors_index (t, name);
+  gsize *shape = t->shapes->pdata[i];
+  shape[0] = rows;
+  if (cols)
+    shape[1] = cols;
+  g_free (t->data->pdata[i]);
+  t->data->pdata[i] = g_new0 (float, rows * MAX (cols, 1));
+}
+
+/* A model's say-so must not exhaust memory (#31.1). The reproducer (a tiny file): window =
+ * 100000 with a 1-row positional table, once a 40 GB n² allocation and an abort, is
+ * refused by the loader naming the window; a window the loader takes (16384) with a
+ * feed-forward width that makes the encoder's scratch n·ff floats pass the 1 GiB budget
+ * (a 4 MB file) is refused by cony_encoder_new() naming the window and the bytes. */
+static void
+test_memory_budget (void)
+{
+  g_autofree char *src = golden ("b1_regular.safetensors");
+  g_autofree char *path = tmp_path ("budget.safetensors");
+  Tensors *t = tensors_from (src);
+  tensors_zero (t, "pos_embedding", 1, 8);
+  g_autofree char *c1 = replace (t->config, "\"window\":6", "\"window\":100000");
+  g_autofree char *c2 = replace (c1, "\"positional_rows\":11", "\"positional_rows\":1");
+  tensors_write (t, path, c2);
+  GStatBuf st;
+  g_assert_cmpint (g_stat (path, &st), ==, 0);
+  g_assert_cmpint (st.st_size, <, 5000); /* a few KB of weights and config */
+  expect_load_error (path, CONY_ERROR_INVALID, "'window' = 100000", "expected [1, 16384]");
+
+  /* the largest window loads and runs with this small model ... */
+  g_autofree char *c3 = replace (t->config, "\"window\":6", "\"window\":16384");
+  g_autofree char *c4 = replace (c3, "\"positional_rows\":11", "\"positional_rows\":1");
+  tensors_write (t, path, c4);
+  GError *error = NULL;
+  g_autoptr (ConyModel) ok = cony_model_load (path, &error);
+  g_assert_no_error (error);
+  g_autoptr (ConyEncoder) enc = cony_encoder_new (ok, -1, &error);
+  g_assert_no_error (error);
+  float tok[6] = { 1, 2, 3, 4, 5, 6 }, logits[3];
+  g_assert_true (cony_encoder_step (enc, tok, logits));
+
+  /* ... but not with ff = 65536 */
+  tensors_zero (t, "blocks.0.ff.0.weight", 65536, 8);
+  tensors_zero (t, "blocks.0.ff.0.bias", 65536, 0);
+  tensors_zero (t, "blocks.0.ff.2.weight", 8, 65536);
+  g_autofree char *c5 = replace (c4, "\"ff\":16", "\"ff\":65536");
+  tensors_write (t, path, c5);
+  g_autoptr (ConyModel) big = cony_model_load (path, &error);
+  g_assert_no_error (error);
+  g_assert_null (cony_encoder_new (big, -1, &error));
+  g_assert_error (error, CONY_ERROR, CONY_ERROR_INVALID);
+  g_test_message ("%s", error->message);
+  g_assert_nonnull (strstr (error->message, "window = 16384"));
+  g_assert_nonnull (strstr (error->message, "bytes"));
+  g_assert_nonnull (strstr (error->message, path));
+  g_clear_error (&error);
+  tensors_free (t);
+}
+
+/* ------------------------------------------------------------------ extreme tokens */
+
+/* Token t of a plain stream (values of order 1). */
+static void
+plain_token (const ConyModel *m, int t, float *tok)
+{
+  for (int k = 0; k < m->config.d_in; k++)
+    tok[k] = (float) sin (t * 1.3 + k * 0.7);
+}
+
+/* Steps @enc over plain tokens [0, steps) into @logits (steps × classes). */
+static void
+step_plain (ConyEncoder *enc, const ConyModel *m, int steps, float *logits)
+{
+  g_autofree float *tok = g_new (float, m->config.d_in);
+  for (int t = 0; t < steps; t++) {
+    plain_token (m, t, tok);
+    g_assert_true (cony_encoder_step (enc, tok, logits + (gsize) t * m->config.n_classes));
+  }
+}
+
+/* Every variant, 1 and 2 blocks, on streams with tokens of 1e19, 1e30, ±FLT_MAX and
+ * denormals (issues #30.4, #31.2): a step either gives finite logits or says FALSE
+ * (never NaN published); 1e19, 1e30 and denormals stay finite (the float scores that
+ * overflow are recomputed in double, LayerNorm of huge rows in double); FLT_MAX
+ * overflows the input projection of these models and is reported; afterwards, by the
+ * encoder's own reset or an explicit one, plain tokens give exactly a fresh encoder's
+ * logits (nothing of the extreme tokens stays in the state). */
+static void
+test_extreme_tokens (void)
+{
+  const char *files[] = { "b1_conyfixed.safetensors", "b2_conyfixed.safetensors" };
+  const float values[] = { 1e19f, -1e19f, 1e30f, FLT_MAX, -FLT_MAX, 1e-40f, FLT_MIN / 4 };
+  for (guint f = 0; f < G_N_ELEMENTS (files); f++) {
+    GError *error = NULL;
+    g_autofree char *path = golden (files[f]);
+    g_autoptr (ConyModel) m = cony_model_load (path, &error);
+    g_assert_no_error (error);
+    int C = m->config.n_classes, din = m->config.d_in, after = 2 * m->config.window + 3;
+    g_autofree float *tok = g_new (float, din);
+    g_autofree float *logits = g_new (float, C);
+    g_autofree float *want = g_new (float, (gsize) after * C);
+    g_autofree float *got = g_new (float, (gsize) after * C);
+    for (int v = 0; v < CONY_ATTENTION_N_VARIANTS; v++) {
+      if (v == CONY_ATTENTION_VCC && m->config.blocks == 2)
+        continue; /* vcc is single output: refused for 2-block models */
+      g_autoptr (ConyEncoder) fresh = cony_encoder_new (m, v, &error);
+      g_assert_no_error (error);
+      step_plain (fresh, m, after, want);
+      for (guint x = 0; x < G_N_ELEMENTS (values); x++) {
+        g_autoptr (ConyEncoder) enc = cony_encoder_new (m, v, &error);
+        g_assert_no_error (error);
+        step_plain (enc, m, 5, got);
+        int reported = 0;
+        gboolean ok = TRUE;
+        /* three extreme tokens: all entries the value, then alternating signs, then one
+         * entry among plain ones */
+        for (int e = 0; e < 3; e++) {
+          plain_token (m, 5 + e, tok);
+          for (int k = 0; k < din; k++)
+            if (e < 2 || k == 1)
+              tok[k] = e == 1 && k % 2 ? -values[x] : values[x];
+          ok = cony_encoder_step (enc, tok, logits);
+          reported += !ok;
+          for (int c = 0; ok && c < C; c++)
+            g_assert_true (isfinite (logits[c]));
+        }
+        g_test_message ("%s as %s, tokens %g: %d of 3 steps reported", files[f],
+                        cony_attention_variant_name (v), values[x], reported);
+        if (fabsf (values[x]) < 1e31f)
+          g_assert_cmpint (reported, ==, 0);
+        else
+          g_assert_cmpint (reported, >, 0);
+        if (ok)
+          cony_encoder_reset (enc);
+        g_assert_cmpuint (cony_encoder_steps (enc), ==, 0);
+        step_plain (enc, m, after, got);
+        g_assert_cmpint (memcmp (got, want, sizeof (float) * after * C), ==, 0);
+      }
+    }
+  }
+}
+
 int
 main (int argc, char **argv)
 {
@@ -698,6 +868,8 @@ main (int argc, char **argv)
   g_test_add_func ("/model/override-needs-landmarks", test_override_needs_landmarks);
   g_test_add_func ("/model/step-does-not-allocate", test_step_does_not_allocate);
   g_test_add_func ("/model/fuzz", test_fuzz);
+  g_test_add_func ("/model/extreme-tokens", test_extreme_tokens);
+  g_test_add_func ("/model/memory-budget", test_memory_budget);
   int rc = g_test_run ();
   g_autoptr (GDir) d = g_dir_open (tmpdir, 0, NULL);
   const char *e;

@@ -45,8 +45,11 @@ for line in open(f"{tmp}/msgs.txt"):
         continue
     g = lambda k, t: re.search(rf"{k}=\({t}\)([^,;]+)", line).group(1)
     scores = [float(v) for v in re.search(r"scores=\(float\)< ([^>]*) >", line).group(1).split(",")]
-    steps.append((int(g("step", "guint64")), int(g("timestamp", "guint64")),
-                  int(g("duration", "guint64")), int(g("class-id", "int")), scores))
+    # pts: the frame's; timestamp + duration: the end of the input covered = the frame's end
+    pts = int(g("pts", "guint64"))
+    steps.append((int(g("step", "guint64")), pts,
+                  int(g("timestamp", "guint64")) + int(g("duration", "guint64")) - pts,
+                  int(g("class-id", "int")), scores))
 if len(steps) != frames:
     sys.exit(f"FAIL: {len(steps)} messages for {frames} frames (expected one per frame)")
 for i, (step, ts, dur, cls, _) in enumerate(steps):

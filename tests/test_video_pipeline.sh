@@ -27,9 +27,9 @@ check () {
   if ! out=$("$launch" -m "$@" 2>&1); then
     echo "FAIL $name: gst-launch-1.0 failed"; echo "$out" | tail -20; fail=1; return
   fi
-  # one "ts label" line per step
+  # one "pts label" line per step
   local steps
-  steps=$(echo "$out" | sed -nE 's/.*\(element\): conytransformer, .*timestamp=\(guint64\)([0-9]+).*label=\(string\)([^,]*),.*/\1 \2/p')
+  steps=$(echo "$out" | sed -nE 's/.*\(element\): conytransformer, .*pts=\(guint64\)([0-9]+).*label=\(string\)([^,]*),.*/\1 \2/p')
   local n last major
   n=$(echo -n "$steps" | grep -c . || true)
   last=$(echo "$steps" | tail -1 | cut -d' ' -f1)

@@ -234,6 +234,47 @@ test_resample (void)
   g_assert_cmpfloat (y[100], ==, (float) sine_44k (100, 0));
 }
 
+
+/* Absurd rates (#31.3): a 1 Hz WAV once asked for n × 16000 output samples (a 100 KB
+ * file, 6.4 GB). The file is refused naming its rate; cony_resample() refuses rates out
+ * of 1 kHz..384 kHz and an output above its cap, before allocating. */
+static void
+test_absurd_rates (void)
+{
+  GByteArray *b = make_wav (1, 16, 1, 1, 50000, FALSE, ramp);
+  g_autofree char *path = write_tmp ("1hz.wav", b->data, b->len);
+  expect_bad ("1hz.wav", b->data, b->len, "sample rate 1 Hz out of range");
+  g_byte_array_unref (b);
+  GError *error = NULL;
+  gsize n = 7;
+  g_assert_null (cony_wav_load_mono (path, 16000, &n, &error));
+  g_assert_error (error, CONY_ERROR, CONY_ERROR_FORMAT);
+  g_clear_error (&error);
+  b = make_wav (1, 16, 1, 400000, 10, FALSE, ramp);
+  expect_bad ("400k.wav", b->data, b->len, "sample rate 400000 Hz out of range");
+  g_byte_array_unref (b);
+
+  g_autofree float *x = g_new0 (float, 1 << 20);
+  const guint rates[][2] = { { 1, 16000 }, { 16000, 1 }, { 999, 16000 }, { 16000, 384001 } };
+  for (guint i = 0; i < G_N_ELEMENTS (rates); i++) {
+    g_assert_null (cony_resample (x, 50000, rates[i][0], rates[i][1], &n, &error));
+    g_assert_error (error, CONY_ERROR, CONY_ERROR_INVALID);
+    g_assert_nonnull (strstr (error->message, "rates must be 1000 to 384000 Hz"));
+    g_assert_cmpuint (n, ==, 0);
+    g_clear_error (&error);
+  }
+  /* 2^20 samples from 1 kHz to 384 kHz: 4e8 samples, over the 2^28 cap */
+  g_assert_null (cony_resample (x, 1 << 20, 1000, 384000, &n, &error));
+  g_assert_error (error, CONY_ERROR, CONY_ERROR_INVALID);
+  g_test_message ("%s", error->message);
+  g_assert_nonnull (strstr (error->message, "more than the cap"));
+  g_clear_error (&error);
+  /* the edges of the range are served */
+  g_autofree float *y = cony_resample (x, 1000, 1000, 384000, &n, &error);
+  g_assert_no_error (error);
+  g_assert_cmpint (labs ((long) n - 384000), <=, 2);
+}
+
 int
 main (int argc, char **argv)
 {
@@ -242,6 +283,7 @@ main (int argc, char **argv)
   g_test_add_func ("/wav/encodings", test_encodings);
   g_test_add_func ("/wav/bad-files", test_bad_files);
   g_test_add_func ("/wav/resample", test_resample);
+  g_test_add_func ("/wav/absurd-rates", test_absurd_rates);
   int ret = g_test_run ();
   g_autofree char *cmd = g_strdup_printf ("rm -rf '%s'", tmpdir);
   if (system (cmd) != 0)

@@ -74,19 +74,24 @@ cony_cmd_attention (int argc, char **argv)
 {
   char *weights = NULL, *output = NULL, *variant = NULL, *pinv = NULL;
   int heads = 1, window = 0, landmarks = 0, pinv_iterations = 6;
+  int vcc_budget = 0, vcc_block = 0, vcc_exact_tail = 0;
   gboolean retroactive = FALSE;
   GOptionEntry entries[] = {
     { "weights", 'w', 0, G_OPTION_ARG_FILENAME, &weights, "safetensors with in_proj_weight (3d, d), "
       "in_proj_bias, out_proj.weight, out_proj.bias [, q_landmarks, k_landmarks (H, m, d/H)]", "W" },
     { "variant", 0, 0, G_OPTION_ARG_STRING, &variant, "regular, continual, nystrom, nystrom-fixed, "
-      "cony or cony-fixed", "V" },
+      "cony, cony-fixed or vcc", "V" },
     { "heads", 0, 0, G_OPTION_ARG_INT, &heads, "attention heads (default 1)", "H" },
     { "window", 0, 0, G_OPTION_ARG_INT, &window, "tokens in the attention window", "N" },
-    { "landmarks", 0, 0, G_OPTION_ARG_INT, &landmarks, "Nyström landmarks", "M" },
+    { "landmarks", 0, 0, G_OPTION_ARG_INT, &landmarks, "Nystrom landmarks (the attention's rank)", "M" },
     { "retroactive", 0, 0, G_OPTION_ARG_NONE, &retroactive, "output all N window rows per step", NULL },
     { "pinv", 0, 0, G_OPTION_ARG_STRING, &pinv, "pseudo-inverse: exact (default) or iterative", "P" },
     { "pinv-iterations", 0, 0, G_OPTION_ARG_INT, &pinv_iterations, "iterations of the iterative "
       "pseudo-inverse (default 6)", "K" },
+    { "vcc-budget", 0, 0, G_OPTION_ARG_INT, &vcc_budget, "vcc: segments per query r (default 64)", "R" },
+    { "vcc-block", 0, 0, G_OPTION_ARG_INT, &vcc_block, "vcc: smallest coarse block (default 1)", "B" },
+    { "vcc-exact-tail", 0, 0, G_OPTION_ARG_INT, &vcc_exact_tail, "vcc: newest tokens kept exact "
+      "(default 0)", "L" },
     { "output", 'o', 0, G_OPTION_ARG_FILENAME, &output, "output .npy", "OUT.npy" },
     { NULL },
   };
@@ -101,15 +106,17 @@ cony_cmd_attention (int argc, char **argv)
   g_autofree char *w_path = weights, *out_path = output, *v_name = variant, *p_name = pinv;
   if (argc != 2 || !weights || !output || !variant || window < 1) {
     fprintf (stderr, "usage: cony attention --weights W.safetensors --variant V --heads H --window N "
-             "[--landmarks M] [--retroactive] [--pinv exact|iterative] [--pinv-iterations K] IN.npy "
-             "-o OUT.npy\n");
+             "[--landmarks M] [--retroactive] [--pinv exact|iterative] [--pinv-iterations K] "
+             "[--vcc-budget R] [--vcc-block B] [--vcc-exact-tail L] IN.npy -o OUT.npy\n");
     return 2;
   }
   ConyAttentionConfig c = { .heads = heads, .window = window, .landmarks = landmarks,
-                            .retroactive = retroactive, .pinv_iterations = pinv_iterations };
+                            .retroactive = retroactive, .pinv_iterations = pinv_iterations,
+                            .vcc_budget = vcc_budget, .vcc_block = vcc_block,
+                            .vcc_exact_tail = vcc_exact_tail };
   if (!cony_attention_variant_from_name (variant, &c.variant)) {
     fprintf (stderr, "cony: unknown --variant '%s' (regular, continual, nystrom, nystrom-fixed, cony, "
-             "cony-fixed)\n", variant);
+             "cony-fixed, vcc)\n", variant);
     return 2;
   }
   if (pinv && !g_str_equal (pinv, "exact") && !g_str_equal (pinv, "iterative")) {
@@ -130,8 +137,17 @@ cony_cmd_attention (int argc, char **argv)
 
   gsize T = x->shape[0], rows = cony_attention_output_rows (layer);
   g_autofree float *y = g_new (float, MAX (T * rows * c.d, 1));
-  for (gsize t = 0; t < T; t++)
-    cony_attention_step (layer, x->data + t * c.d, y + t * rows * c.d);
+  for (gsize t = 0; t < T; t++) {
+    float *out = y + t * rows * c.d;
+    cony_attention_step (layer, x->data + t * c.d, out);
+    for (gsize i = 0; i < rows * c.d; i++)
+      if (!isfinite (out[i])) { /* as cony classify: no NaN written as a result */
+        g_set_error (&error, CONY_ERROR, CONY_ERROR_NUMERIC, "%s: step %" G_GSIZE_FORMAT ": non-finite "
+                     "attention output (NaN/Inf tokens, or tokens so large that float overflows); %s "
+                     "not written", argv[1], t, output);
+        return cony_cmd_fail (error);
+      }
+  }
   gsize shape[3] = { T, rows, c.d };
   if (!retroactive)
     shape[1] = c.d;

@@ -1,7 +1,9 @@
-/* cony bench frontend: real-time factor of the log-mel front end alone, and of
- * log-mel + the full-size VGGish (72.1 M parameters, random weights) at a 0.25 s
- * stride, on one core, with the GFLOP/s reached next to OpenBLAS sgemm's peak
- * measured in the same run. */
+/* cony bench frontend: real-time factor of the log-mel front end alone, of
+ * log-mel + the full-size VGGish (72.1 M parameters, random weights) and of
+ * log-mel + YAMNet (MobileNet-v1, 3.7 M parameters: random weights, or a file
+ * with --yamnet) at a 0.25 s stride, on one core, with the GFLOP/s reached next
+ * to OpenBLAS sgemm's peak measured in the same run. */
+#include "bench.h"
 #include "commands.h"
 
 #include "cony/cnn.h"
@@ -12,25 +14,7 @@
 #include <stdio.h>
 #include <string.h>
 
-#include <time.h>
-
 #define CHUNK 1024   /* samples per push, like a 64 ms audio buffer */
-
-static double
-now (void)
-{
-  return g_get_monotonic_time () * 1e-6;
-}
-
-/* CPU time of this thread: with one BLAS thread, the compute time free of the
- * other processes sharing the machine. */
-static double
-cpu_now (void)
-{
-  struct timespec ts;
-  clock_gettime (CLOCK_THREAD_CPUTIME_ID, &ts);
-  return ts.tv_sec + ts.tv_nsec * 1e-9;
-}
 
 /* Best GFLOP/s (by CPU time when single-threaded, else wall) of C = A B over a
  * time budget. */
@@ -43,16 +27,16 @@ sgemm_peak (int m, int n, int k, double budget)
     a[i] = (float) ((i * 7 % 13) - 6) * 0.01f;
   for (gsize i = 0; i < (gsize) k * n; i++)
     b[i] = (float) ((i * 5 % 11) - 5) * 0.01f;
-  double best = 0, start = now ();
+  double best = 0, start = cony_bench_wall_s ();
   int reps = 0;
   gboolean cpu = openblas_get_num_threads () == 1;
   do {
-    double t0 = cpu ? cpu_now () : now ();
+    double t0 = cpu ? cony_bench_cpu_s () : cony_bench_wall_s ();
     cblas_sgemm (CblasRowMajor, CblasNoTrans, CblasNoTrans, m, n, k, 1.0f, a, k, b, n, 0.0f, c, n);
-    double t = (cpu ? cpu_now () : now ()) - t0;
+    double t = (cpu ? cony_bench_cpu_s () : cony_bench_wall_s ()) - t0;
     best = MAX (best, 2.0 * m * n * k / t * 1e-9);
     reps++;
-  } while (now () - start < budget || reps < 3);
+  } while (cony_bench_wall_s () - start < budget || reps < 3);
   g_free (a);
   g_free (b);
   g_free (c);
@@ -83,11 +67,11 @@ typedef struct {
 static void
 stream_run (ConyMel *mel, ConyCnn *cnn, const float *x, gsize n, float *hist, int stride, Run *r)
 {
-  float emb[128];
+  g_autofree float *emb = g_new (float, cony_cnn_get_output_size (cnn));
   cony_mel_reset (mel);
   cony_cnn_set_profiling (cnn, TRUE);
   gsize nf = 0, windows = 0;
-  double t0 = now (), c0 = cpu_now ();
+  double t0 = cony_bench_wall_s (), c0 = cony_bench_cpu_s ();
   for (gsize pos = 0; pos < n; pos += CHUNK) {
     cony_mel_push (mel, x + pos, MIN ((gsize) CHUNK, n - pos));
     while (cony_mel_pop_frame (mel, hist + nf * 64)) {
@@ -98,8 +82,8 @@ stream_run (ConyMel *mel, ConyCnn *cnn, const float *x, gsize n, float *hist, in
       }
     }
   }
-  r->wall = now () - t0;
-  r->cpu = cpu_now () - c0;
+  r->wall = cony_bench_wall_s () - t0;
+  r->cpu = cony_bench_cpu_s () - c0;
   r->windows = windows;
   cony_cnn_get_profile (cnn, &r->prof);
 }
@@ -108,10 +92,10 @@ static void
 batch_run (ConyCnn *cnn, const float *patches, gsize windows, float *embs, Run *r)
 {
   cony_cnn_set_profiling (cnn, TRUE);
-  double t0 = now (), c0 = cpu_now ();
+  double t0 = cony_bench_wall_s (), c0 = cony_bench_cpu_s ();
   cony_cnn_forward_batch (cnn, patches, windows, embs);
-  r->wall = now () - t0;
-  r->cpu = cpu_now () - c0;
+  r->wall = cony_bench_wall_s () - t0;
+  r->cpu = cony_bench_cpu_s () - c0;
   r->windows = windows;
   cony_cnn_get_profile (cnn, &r->prof);
 }
@@ -151,18 +135,106 @@ print_batch (const char *what, const Run *r, double seconds, double mel_cpu, dou
           100 * gf / peak);
 }
 
+/* PyTorch's CPU ms per patch of the same network (training/bench_yamnet_torch.py),
+ * or a negative value with *@why set. */
+static double
+torch_ms (const char *script, const char *model, char **why)
+{
+  const char *argv[] = { "/usr/bin/python3", script, "--patches", "40", model ? "--model" : NULL,
+                         model, NULL };
+  g_autofree char *out = cony_bench_run_script (argv, why);
+  if (!out)
+    return -1;
+  const char *key = "\"cpu_ms_per_patch\": ";
+  const char *at = strstr (out, key);
+  if (at == NULL) {
+    *why = g_strdup_printf ("%s printed no cpu_ms_per_patch", script);
+    return -1;
+  }
+  return g_ascii_strtod (at + strlen (key), NULL);
+}
+
+/* Log-mel + YAMNet streaming, one patch per @stride frames as conymel !
+ * conyvggish runs it; @mel_cpu_per_s: the mel's CPU seconds per second of audio. */
+static gboolean
+yamnet_row (ConyMel *mel, const float *x, gsize n, guint rate, double seconds, int stride,
+            double peak, double mel_cpu_per_s, const char *path, const char *torch_script,
+            gboolean markdown, GError **error)
+{
+  g_autoptr (ConyCnn) cnn = path ? cony_cnn_load (path, error)
+                                 : cony_cnn_new_random (CONY_CNN_YAMNET_LAYOUT, 96, 64, 1, 1, error);
+  if (cnn == NULL)
+    return FALSE;
+  if (cony_cnn_get_input_height (cnn) != 96 || cony_cnn_get_input_width (cnn) != 64 ||
+      cony_cnn_get_input_channels (cnn) != 1) {
+    g_set_error (error, G_FILE_ERROR, G_FILE_ERROR_INVAL, "%s: not a 96x64x1 network", path);
+    return FALSE;
+  }
+  guint64 cf, ff;
+  cony_cnn_get_flops (cnn, &cf, &ff);
+  ConyMelConfig config = *cony_mel_get_config (mel);
+  gsize n2 = MIN ((gsize) (seconds * rate), n);
+  seconds = (double) n2 / rate;
+  g_autofree float *hist = g_new (float, (cony_mel_frames_for_samples (&config, n2) + 1) * 64);
+  g_autofree float *warm = g_new0 (float, 96 * 64), *out = g_new (float, 1024);
+  cony_cnn_forward (cnn, warm, out);
+  Run r;
+  stream_run (mel, cnn, x, n2, hist, stride, &r);
+  gsize w = r.windows;
+  if (w == 0) {
+    g_set_error (error, G_FILE_ERROR, G_FILE_ERROR_INVAL, "no YAMNet window in %.1f s", seconds);
+    return FALSE;
+  }
+  double ms = (r.prof.conv_cpu + r.prof.fc_cpu) / w * 1e3;
+  double gf = (cf + ff) * (double) w / (r.prof.conv_cpu + r.prof.fc_cpu) * 1e-9;
+  double chain = seconds / r.cpu;
+  printf ("mel + YAMNet (%s, %" G_GUINT64_FORMAT " parameters, %.1f MFLOP per patch) streaming, "
+          "stride %d: %" G_GSIZE_FORMAT " patches\n"
+          "  CNN CPU %.2f ms/patch (conv %.2f, head %.2f), %.1f GFLOP/s = %.0f%% of the sgemm peak; "
+          "chain CPU %.2f ms/patch = %.0fx real time (wall %.0fx)\n",
+          path ? path : "random weights", cony_cnn_get_n_params (cnn), (cf + ff) * 1e-6, stride, w,
+          ms, r.prof.conv_cpu / w * 1e3, r.prof.fc_cpu / w * 1e3, gf, 100 * gf / peak,
+          r.cpu / w * 1e3, chain, seconds / r.wall);
+  g_autofree char *why = torch_script ? NULL
+      : g_strdup ("--no-torch, or training/bench_yamnet_torch.py not found (set CONY_SOURCE_ROOT)");
+  double tms = torch_script ? torch_ms (torch_script, path, &why) : -1;
+  if (tms > 0)
+    printf ("  PyTorch (float32, 1 thread, same layers): CPU %.2f ms/patch; libcony %.2fx faster\n",
+            tms, tms / ms);
+  else
+    printf ("  PyTorch column not run: %s\n", why);
+  if (markdown)
+    printf ("\n| measure | CPU time |\n|---|---|\n"
+            "| YAMNet CNN per patch (%s, %.1f MFLOP) | %.2f ms, %.1f GFLOP/s = %.0f%% of sgemm peak |\n"
+            "| mel + YAMNet streaming, stride %d | **%.0f× real time** (mel %.2f ms per s of audio) |\n",
+            path ? "file" : "random weights", (cf + ff) * 1e-6, ms, gf, 100 * gf / peak, stride,
+            chain, mel_cpu_per_s * 1e3);
+  if (markdown && tms > 0)
+    printf ("| YAMNet in PyTorch (float32, 1 thread, same layers) | %.2f ms per patch: libcony "
+            "**%.2f×** faster |\n", tms, tms / ms);
+  if (markdown)
+    printf ("\n");
+  return TRUE;
+}
+
 int
-cony_bench_frontend (int argc, char **argv)
+cony_cmd_bench_frontend (int argc, char **argv)
 {
   double mel_seconds = 120, cnn_seconds = 10;
   int stride = 25, threads = 1;
-  gboolean markdown = FALSE;
+  gboolean markdown = FALSE, no_vggish = FALSE, no_torch = FALSE;
+  const char *argv0 = argv[0];
+  char *yamnet_path = NULL;
   GOptionEntry entries[] = {
     { "mel-seconds", 0, 0, G_OPTION_ARG_DOUBLE, &mel_seconds, "audio for the mel-only run (default 120)", "S" },
     { "vggish-seconds", 0, 0, G_OPTION_ARG_DOUBLE, &cnn_seconds, "audio for the mel + VGGish runs (default 10)", "S" },
     { "stride", 0, 0, G_OPTION_ARG_INT, &stride, "frames between windows (default 25 = 0.25 s)", "N" },
     { "threads", 0, 0, G_OPTION_ARG_INT, &threads, "OpenBLAS threads (default 1: one core)", "N" },
     { "markdown", 0, 0, G_OPTION_ARG_NONE, &markdown, "print the results as a markdown table too", NULL },
+    { "yamnet", 0, 0, G_OPTION_ARG_FILENAME, &yamnet_path,
+      "YAMNet file for the MobileNet run (default: random weights, same layers)", "FILE" },
+    { "no-vggish", 0, 0, G_OPTION_ARG_NONE, &no_vggish, "skip the VGGish runs", NULL },
+    { "no-torch", 0, 0, G_OPTION_ARG_NONE, &no_torch, "skip YAMNet in PyTorch", NULL },
     { NULL },
   };
   g_autoptr (GOptionContext) ctx = g_option_context_new ("- log-mel and VGGish real-time factors");
@@ -193,31 +265,41 @@ cony_bench_frontend (int argc, char **argv)
   if (mel == NULL)
     return cony_cmd_fail (error);
   float frame[64];
-  double mel_wall = 1e30, mel_cpu = 1e30;
+  double walls[3], cpus[3];
   gsize frames = 0;
   for (int rep = 0; rep < 3; rep++) {
     cony_mel_reset (mel);
     frames = 0;
-    double t0 = now (), c0 = cpu_now ();
+    double t0 = cony_bench_wall_s (), c0 = cony_bench_cpu_s ();
     for (gsize pos = 0; pos < n; pos += CHUNK) {
       cony_mel_push (mel, x + pos, MIN ((gsize) CHUNK, n - pos));
       while (cony_mel_pop_frame (mel, frame))
         frames++;
     }
-    mel_wall = MIN (mel_wall, now () - t0);
-    mel_cpu = MIN (mel_cpu, cpu_now () - c0);
+    walls[rep] = cony_bench_wall_s () - t0;
+    cpus[rep] = cony_bench_cpu_s () - c0;
   }
+  double mel_wall = cony_bench_summarise (walls, 3).min, mel_cpu = cony_bench_summarise (cpus, 3).min;
   printf ("log-mel (streaming, %d-sample pushes): %" G_GSIZE_FORMAT " frames; wall %.2f us/frame = "
           "%.0fx real time; CPU %.2f us/frame = %.0fx real time\n", CHUNK, frames,
           mel_wall / frames * 1e6, mel_seconds / mel_wall, mel_cpu / frames * 1e6,
           mel_seconds / mel_cpu);
 
+  g_autofree char *y_path = yamnet_path;
+  g_autofree char *torch_script = no_torch ? NULL
+      : cony_find_training_script ("bench_yamnet_torch.py", NULL, argv0);
+  if (!yamnet_row (mel, x, n, rate, cnn_seconds, stride, peak, mel_cpu / mel_seconds, y_path,
+                   torch_script, markdown, &error))
+    return cony_cmd_fail (error);
+  if (no_vggish)
+    return 0;
+
   /* 3. Full-size VGGish with random weights. */
-  double t_build = now ();
+  double t_build = cony_bench_wall_s ();
   g_autoptr (ConyCnn) cnn = cony_cnn_new_random (CONY_CNN_VGGISH_LAYOUT, 96, 64, 1, 1, &error);
   if (cnn == NULL)
     return cony_cmd_fail (error);
-  t_build = now () - t_build;
+  t_build = cony_bench_wall_s () - t_build;
   guint64 conv_flops, fc_flops;
   cony_cnn_get_flops (cnn, &conv_flops, &fc_flops);
   printf ("VGGish (random weights, built in %.1f s): %" G_GUINT64_FORMAT " parameters, "

@@ -1,5 +1,6 @@
 /* cony bench model: µs per step of the encoder-classifier, every variant, 1 and 2
  * blocks, next to the same model stepped in PyTorch (training/bench_torch_step.py). */
+#include "bench.h"
 #include "commands.h"
 
 #include "cony/encoder.h"
@@ -11,22 +12,12 @@
 #include <math.h>
 #include <stdio.h>
 #include <string.h>
-#include <time.h>
-
-static double
-thread_cpu_us (void)
-{
-  struct timespec ts;
-  clock_gettime (CLOCK_THREAD_CPUTIME_ID, &ts);
-  return ts.tv_sec * 1e6 + ts.tv_nsec / 1e3;
-}
 
 static float *
 rand_buf (GRand *r, gsize n, double scale, double offset)
 {
   float *p = g_new (float, n);
-  for (gsize i = 0; i < n; i++)
-    p[i] = (float) (offset + scale * (g_rand_double (r) * 2 - 1));
+  cony_bench_fill_random (r, p, n, offset, scale);
   return p;
 }
 
@@ -144,19 +135,9 @@ torch_timings (const char *script, int steps, char **why)
 {
   g_autofree char *steps_s = g_strdup_printf ("%d", steps);
   const char *argv[] = { "/usr/bin/python3", script, "--steps", steps_s, NULL };
-  g_autofree char *out = NULL, *err = NULL;
-  int status = 0;
-  GError *error = NULL;
-  if (!g_spawn_sync (NULL, (char **) argv, NULL, G_SPAWN_DEFAULT, NULL, NULL, &out, &err, &status,
-                     &error)) {
-    *why = g_strdup (error->message);
-    g_error_free (error);
+  g_autofree char *out = cony_bench_run_script (argv, why);
+  if (!out)
     return NULL;
-  }
-  if (!g_spawn_check_wait_status (status, NULL)) {
-    *why = g_strdup_printf ("%s failed: %s", script, err ? err : "");
-    return NULL;
-  }
   GHashTable *t = g_hash_table_new_full (g_str_hash, g_str_equal, g_free, g_free);
   g_auto (GStrv) lines = g_strsplit (out, "\n", -1);
   for (int i = 0; lines[i]; i++) {
@@ -182,29 +163,8 @@ list_has (const char *list, const char *item)
   return g_strv_contains ((const char *const *) parts, item);
 }
 
-static char *
-find_script (const char *given, const char *argv0)
-{
-  if (given)
-    return g_strdup (given);
-  const char *root = g_getenv ("CONY_SOURCE_ROOT");
-  g_autofree char *exe_dir = g_path_get_dirname (argv0);
-  char *cands[] = {
-    root ? g_build_filename (root, "training", "bench_torch_step.py", NULL) : NULL,
-    g_build_filename ("training", "bench_torch_step.py", NULL),
-    g_build_filename (exe_dir, "..", "..", "training", "bench_torch_step.py", NULL),
-  };
-  char *found = NULL;
-  for (guint i = 0; i < G_N_ELEMENTS (cands); i++) {
-    if (!found && cands[i] && g_file_test (cands[i], G_FILE_TEST_EXISTS))
-      found = g_strdup (cands[i]);
-    g_free (cands[i]);
-  }
-  return found;
-}
-
 int
-cony_bench_model (int argc, char **argv)
+cony_cmd_bench_model (int argc, char **argv)
 {
   int d_in = 128, d = 192, heads = 16, ff = 384, n = 120, m = 4, classes = 10;
   double seconds = 0.5;
@@ -224,7 +184,7 @@ cony_bench_model (int argc, char **argv)
     { "torch-script", 0, 0, G_OPTION_ARG_FILENAME, &script, "path of training/bench_torch_step.py", "PATH" },
     { NULL }
   };
-  g_autoptr (GOptionContext) ctx = g_option_context_new ("- µs/step of the encoder-classifier (GTZAN setting)");
+  g_autoptr (GOptionContext) ctx = g_option_context_new ("- microseconds per step of the encoder-classifier (GTZAN setting)");
   g_option_context_add_main_entries (ctx, entries, NULL);
   GError *error = NULL;
   if (!g_option_context_parse (ctx, &argc, &argv, &error))
@@ -243,7 +203,7 @@ cony_bench_model (int argc, char **argv)
   if (no_torch)
     why = g_strdup ("--no-torch");
   else {
-    g_autofree char *path = find_script (script, argv0);
+    g_autofree char *path = cony_find_training_script ("bench_torch_step.py", script, argv0);
     if (!path)
       why = g_strdup ("training/bench_torch_step.py not found (set CONY_SOURCE_ROOT or --torch-script)");
     else
@@ -274,18 +234,19 @@ cony_bench_model (int argc, char **argv)
       for (int v = 0; v < CONY_ATTENTION_N_VARIANTS; v++) {
         if (only_variants && !list_has (only_variants, cony_attention_variant_name (v)))
           continue;
+        if (v == CONY_ATTENTION_VCC && blocks == 2)
+          continue; /* single output only: a 2-block model's first block is retroactive */
         g_autoptr (ConyEncoder) enc = cony_encoder_new (model, v, &error);
         if (!enc)
           return cony_cmd_fail (error);
         GRand *r = g_rand_new_with_seed (7);
         /* fill the window (and one landmark period past it) before timing */
         for (int t = 0; t < n + n / m + 1; t++) {
-          for (int i = 0; i < d_in; i++)
-            tok[i] = (float) g_rand_double_range (r, -1, 1);
+          cony_bench_fill_random (r, tok, d_in, 0.0, 1.0);
           cony_encoder_step (enc, tok, logits);
         }
         gint64 t0 = g_get_monotonic_time (), elapsed;
-        double c0 = thread_cpu_us ();
+        double c0 = cony_bench_cpu_s ();
         guint64 steps = 0;
         do {
           for (int k = 0; k < 16; k++) {
@@ -295,7 +256,7 @@ cony_bench_model (int argc, char **argv)
           steps += 16;
           elapsed = g_get_monotonic_time () - t0;
         } while (elapsed < seconds * 1e6);
-        double cpu = (thread_cpu_us () - c0) / steps;
+        double cpu = (cony_bench_cpu_s () - c0) * 1e6 / steps;
         g_rand_free (r);
         double us = (double) elapsed / steps;
         const char *name = cony_attention_variant_name (v);

@@ -1,6 +1,7 @@
 /* cony bench pipeline: the whole audio chain with a model pair, in one run:
  * libcony streaming (mel -> CNN -> encoder, CPU time per stage), the encoder alone for
  * every attention variant, and the real GStreamer pipeline run by gst-launch-1.0. */
+#include "bench.h"
 #include "commands.h"
 
 #include "cony/cnn.h"
@@ -18,26 +19,9 @@
 #include <sys/wait.h>
 #include <unistd.h>
 #include <sys/time.h>
-#include <time.h>
 
 #define SAMPLE_RATE 16000
 #define CHUNK 1024
-
-static double
-thread_cpu_s (void)
-{
-  struct timespec ts;
-  clock_gettime (CLOCK_THREAD_CPUTIME_ID, &ts);
-  return ts.tv_sec + ts.tv_nsec * 1e-9;
-}
-
-static double
-wall_s (void)
-{
-  struct timespec ts;
-  clock_gettime (CLOCK_MONOTONIC, &ts);
-  return ts.tv_sec + ts.tv_nsec * 1e-9;
-}
 
 /* Deterministic test audio: a slow chirp over pink-ish noise (the content does not
  * change the cost). */
@@ -79,13 +63,13 @@ run_chain (ConyMel *mel, ConyCnn *cnn, ConyEncoder *enc, const float *x, gsize n
   cony_mel_reset (mel);
   cony_encoder_reset (enc);
   for (gsize pos = 0; pos < n; pos += CHUNK) {
-    double t0 = thread_cpu_s ();
+    double t0 = cony_bench_cpu_s ();
     cony_mel_push (mel, x + pos, MIN (CHUNK, n - pos));
-    t.mel_s += thread_cpu_s () - t0;
+    t.mel_s += cony_bench_cpu_s () - t0;
     while (TRUE) {
-      double t1 = thread_cpu_s ();
+      double t1 = cony_bench_cpu_s ();
       gboolean got = cony_mel_pop_frame (mel, frame);
-      t.mel_s += thread_cpu_s () - t1;
+      t.mel_s += cony_bench_cpu_s () - t1;
       if (!got)
         break;
       t.frames++;
@@ -97,11 +81,11 @@ run_chain (ConyMel *mel, ConyCnn *cnn, ConyEncoder *enc, const float *x, gsize n
       memcpy (frames + (gsize) (have - 1) * n_mels, frame, sizeof (float) * n_mels);
       if (have < win || (since++ % stride) != 0)
         continue;
-      double t2 = thread_cpu_s ();
+      double t2 = cony_bench_cpu_s ();
       cony_cnn_forward (cnn, frames, embedding);
-      double t3 = thread_cpu_s ();
+      double t3 = cony_bench_cpu_s ();
       cony_encoder_step (enc, embedding, logits);
-      t.encoder_s += thread_cpu_s () - t3;
+      t.encoder_s += cony_bench_cpu_s () - t3;
       t.cnn_s += t3 - t2;
       t.windows++;
       g_array_append_vals (all, embedding, emb);
@@ -120,16 +104,15 @@ encoder_us (const ConyModel *model, int variant, const float *tokens, guint64 n,
   if (!enc)
     return -1.0;
   float logits[4096];
-  double best[3];
+  double runs[3];
   for (int r = 0; r < 3; r++) {
     cony_encoder_reset (enc);
-    double t0 = thread_cpu_s ();
+    double t0 = cony_bench_cpu_s ();
     for (guint64 i = 0; i < n; i++)
       cony_encoder_step (enc, tokens + i * model->config.d_in, logits);
-    best[r] = (thread_cpu_s () - t0) / n * 1e6;
+    runs[r] = (cony_bench_cpu_s () - t0) / n * 1e6;
   }
-  double a = MIN (best[0], best[1]), b = MAX (best[0], best[1]);
-  return best[2] < a ? a : (best[2] > b ? b : best[2]);
+  return cony_bench_summarise (runs, 3).median;
 }
 
 /* The plugin directory next to this executable's build directory (build/gst). */
@@ -183,7 +166,7 @@ run_gst (const char *vggish, const char *transformer, double seconds, double *wa
       q_dir, buffers, SAMPLE_RATE, q_vggish, q_transformer, q_err);
   const char *argv[] = { "/bin/sh", "-c", cmd, NULL };
   GPid pid;
-  double t0 = wall_s ();
+  double t0 = cony_bench_wall_s ();
   if (!g_spawn_async (NULL, (char **) argv, NULL, G_SPAWN_DO_NOT_REAP_CHILD, NULL, NULL, &pid,
                       error)) {
     g_unlink (err_path);
@@ -196,7 +179,7 @@ run_gst (const char *vggish, const char *transformer, double seconds, double *wa
     *peak_kib = MAX (*peak_kib, read_peak_rss_kib (pid));
     g_usleep (5000);
   }
-  *wall = wall_s () - t0;
+  *wall = cony_bench_wall_s () - t0;
   *cpu = usage.ru_utime.tv_sec + usage.ru_stime.tv_sec +
          1e-6 * (usage.ru_utime.tv_usec + usage.ru_stime.tv_usec);
   g_spawn_close_pid (pid);
@@ -212,7 +195,7 @@ run_gst (const char *vggish, const char *transformer, double seconds, double *wa
 }
 
 int
-cony_bench_pipeline (int argc, char **argv)
+cony_cmd_bench_pipeline (int argc, char **argv)
 {
   char *vggish = NULL, *transformer = NULL;
   double seconds = 60.0;

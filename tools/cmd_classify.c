@@ -16,7 +16,7 @@ cony_cmd_classify (int argc, char **argv)
     { "model", 'm', 0, G_OPTION_ARG_FILENAME, &model_path, "model file (safetensors)", "M.safetensors" },
     { "attention", 'a', 0, G_OPTION_ARG_STRING, &attention,
       "attention variant to run instead of the trained one (regular, continual, nystrom, "
-      "nystrom-fixed, cony, cony-fixed)", "V" },
+      "nystrom-fixed, cony, cony-fixed, vcc)", "V" },
     { "output", 'o', 0, G_OPTION_ARG_FILENAME, &output, "per-step logits, float32 (T / k, classes)", "OUT.npy" },
     { NULL }
   };
@@ -37,7 +37,7 @@ cony_cmd_classify (int argc, char **argv)
     ConyAttentionVariant v;
     if (!cony_attention_variant_from_name (attention, &v)) {
       g_set_error (&error, CONY_ERROR, CONY_ERROR_INVALID, "--attention: unknown variant '%s' (expected "
-                   "regular, continual, nystrom, nystrom-fixed, cony or cony-fixed)", attention);
+                   "regular, continual, nystrom, nystrom-fixed, cony, cony-fixed or vcc)", attention);
       return cony_cmd_fail (error);
     }
     override = (int) v;
@@ -67,7 +67,14 @@ cony_cmd_classify (int argc, char **argv)
   gsize steps = T / k;
   g_autofree float *out = g_new0 (float, MAX (steps * C, 1));
   for (gsize t = 0; t < steps; t++)
-    cony_encoder_step (enc, in->data + t * k * model->config.d_in, out + t * C);
+    if (!cony_encoder_step (enc, in->data + t * k * model->config.d_in, out + t * C)) {
+      /* Never write NaN logits as a result: the step and why, and no output file. */
+      g_set_error (&error, CONY_ERROR, CONY_ERROR_NUMERIC, "%s: step %" G_GSIZE_FORMAT " (tokens %"
+                   G_GSIZE_FORMAT "-%" G_GSIZE_FORMAT "): non-finite logits (NaN/Inf tokens, or "
+                   "tokens so large that the model overflows float); %s not written", argv[1], t,
+                   t * k, t * k + k - 1, output);
+      return cony_cmd_fail (error);
+    }
   gsize shape[2] = { steps, C };
   if (!cony_npy_save (output, out, 2, shape, &error))
     return cony_cmd_fail (error);

@@ -1,15 +1,42 @@
 /* cony info: what a model file holds and what it costs per step. */
 #include "commands.h"
 
+#include "cony/cnn.h"
 #include "cony/encoder.h"
 #include "cony/model.h"
 
 #include <stdio.h>
 
+/* A CNN file (VGG-style or MobileNet): its layers, size, cost, output and metadata. */
+static int
+info_cnn (ConyCnn *cnn, const char *path)
+{
+  guint64 cf, ff;
+  cony_cnn_get_flops (cnn, &cf, &ff);
+  printf ("model:        %s\n", path);
+  printf ("architecture: CNN, %s\n", cony_cnn_is_mobilenet (cnn) ? "MobileNet-v1" : "VGG-style");
+  g_autofree char *desc = cony_cnn_describe (cnn);
+  printf ("%s", desc);
+  printf ("FLOPs/patch:  %" G_GUINT64_FORMAT " (conv %" G_GUINT64_FORMAT ", fc %" G_GUINT64_FORMAT
+          ")\n", cf + ff, cf, ff);
+  guint n = 0;
+  const char *const *labels = cony_cnn_get_labels (cnn, &n);
+  printf ("labels:       %u", n);
+  for (guint i = 0; i < n && i < 5; i++)
+    printf ("%s%s", i ? ", " : " (", labels[i]);
+  printf ("%s\n", n > 5 ? ", ...)" : n > 0 ? ")" : "");
+  const char *fe = cony_cnn_get_metadata (cnn, "frontend");
+  printf ("frontend:     %s\n", fe ? fe : "(none: VGGish log-mel)");
+  const char *src = cony_cnn_get_metadata (cnn, "source");
+  if (src)
+    printf ("source:       %s\n", src);
+  return 0;
+}
+
 int
 cony_cmd_info (int argc, char **argv)
 {
-  g_autoptr (GOptionContext) ctx = g_option_context_new ("M.safetensors - describe a model file");
+  g_autoptr (GOptionContext) ctx = g_option_context_new ("M.safetensors - describe a model file (classifier or CNN)");
   GError *error = NULL;
   if (!g_option_context_parse (ctx, &argc, &argv, &error))
     return cony_cmd_fail (error);
@@ -18,8 +45,22 @@ cony_cmd_info (int argc, char **argv)
     return 2;
   }
   g_autoptr (ConyModel) m = cony_model_load (argv[1], &error);
-  if (!m)
-    return cony_cmd_fail (error);
+  if (!m) {
+    /* Not a classifier model: a CNN file? Otherwise both errors say why. */
+    GError *cnn_error = NULL;
+    g_autoptr (ConyCnn) cnn = cony_cnn_load (argv[1], &cnn_error);
+    if (cnn) {
+      g_clear_error (&error);
+      return info_cnn (cnn, argv[1]);
+    }
+    g_prefix_error (&error, "not a classifier model (");
+    g_prefix_error (&cnn_error, ") nor a CNN file (");
+    GError *both = g_error_new (error->domain, error->code, "%s%s)", error->message,
+                                cnn_error->message);
+    g_clear_error (&error);
+    g_clear_error (&cnn_error);
+    return cony_cmd_fail (both);
+  }
   const ConyModelConfig *c = &m->config;
   printf ("model:        %s\n", m->path);
   printf ("architecture: %s, %d block(s)\n", CONY_MODEL_ARCHITECTURE, c->blocks);
@@ -49,7 +90,9 @@ cony_cmd_info (int argc, char **argv)
   printf ("\nlabels:      ");
   for (int i = 0; i < c->n_classes; i++)
     printf ("%s%s", i ? ", " : " ", c->labels[i]);
-  printf ("\nfrontend:     %s\n", c->frontend_json ? c->frontend_json : "(none)");
+  printf ("\noutput:       %s\n", c->output == CONY_OUTPUT_SIGMOID
+          ? "sigmoid (multi-label)" : "softmax");
+  printf ("frontend:     %s\n", c->frontend_json ? c->frontend_json : "(none)");
   printf ("parameters:   %" G_GSIZE_FORMAT "\n", m->n_parameters);
   printf ("state:        %" G_GSIZE_FORMAT " bytes carried between steps (+ %" G_GSIZE_FORMAT
           " bytes scratch)\n", cony_encoder_state_bytes (enc), cony_encoder_scratch_bytes (enc));

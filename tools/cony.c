@@ -8,9 +8,10 @@ static const ConyCommand commands[] = {
   { "attention", "run one attention layer over a token sequence", cony_cmd_attention },
   { "bench", "benchmarks (attention, ...)", cony_cmd_bench },
   { "mel", "VGGish log-mel frames of a WAV file (.npy out)", cony_cmd_mel },
-  { "embed", "VGGish-style CNN embeddings of a WAV or log-mel .npy", cony_cmd_embed },
+  { "embed", "CNN embeddings or scores (VGGish, YAMNet) of a WAV or log-mel .npy", cony_cmd_embed },
+  { "tag", "top-k labels per window of a WAV or log-mel .npy (YAMNet)", cony_cmd_tag },
   { "classify", "per-step logits of a token sequence with a model file", cony_cmd_classify },
-  { "info", "describe a model file: config, parameters, state, FLOPs", cony_cmd_info },
+  { "info", "describe a model or CNN file: config, parameters, state, FLOPs", cony_cmd_info },
 };
 
 int
@@ -19,6 +20,27 @@ cony_cmd_fail (GError *error)
   fprintf (stderr, "cony: %s\n", error ? error->message : "failed");
   g_clear_error (&error);
   return 1;
+}
+
+char *
+cony_find_training_script (const char *name, const char *given, const char *argv0)
+{
+  if (given)
+    return g_strdup (given);
+  const char *root = g_getenv ("CONY_SOURCE_ROOT");
+  g_autofree char *exe_dir = g_path_get_dirname (argv0);
+  char *cands[] = {
+    root ? g_build_filename (root, "training", name, NULL) : NULL,
+    g_build_filename ("training", name, NULL),
+    g_build_filename (exe_dir, "..", "..", "training", name, NULL),
+  };
+  char *found = NULL;
+  for (guint i = 0; i < G_N_ELEMENTS (cands); i++) {
+    if (!found && cands[i] && g_file_test (cands[i], G_FILE_TEST_EXISTS))
+      found = g_strdup (cands[i]);
+    g_free (cands[i]);
+  }
+  return found;
 }
 
 static void

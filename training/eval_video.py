@@ -110,7 +110,7 @@ def main(argv=None):
         s = msg.get_structure()
         if s is None or s.get_name() != "conytransformer":
             continue
-        ok, ts = s.get_uint64("timestamp")
+        ok, ts = s.get_uint64("pts")   # the step's frame (timestamp: its window's start)
         frame = ts // FRAME_NS
         c, t = divmod(frame, span)
         pred[c, t] = s.get_value("class-id")

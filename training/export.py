@@ -3,9 +3,14 @@
 loads (docs/model-format.md).
 
     /usr/bin/python3 training/export.py CHECKPOINT.pt -o MODEL.safetensors [--dtype f16]
+        [--output-scores softmax|sigmoid]
 
 --dtype f16 stores every tensor as IEEE half (half the file size); libcony converts to
 float32 on load, so the model then computes with the half-rounded weights.
+
+--output-scores records how the elements turn logits into scores (config key "output"):
+softmax (one class per step, the default, written only when asked) or sigmoid (multi-label:
+each class on its own, for models trained with a per-class binary loss).
 """
 
 import argparse
@@ -71,11 +76,15 @@ def main():
     ap.add_argument("--dtype", default="f32", choices=("f32", "f16"))
     ap.add_argument("--attention", choices=VARIANTS,
                     help="record this variant as the trained one in every block")
+    ap.add_argument("--output-scores", choices=("softmax", "sigmoid"),
+                    help="record the score function (config key 'output'; absent = softmax)")
     args = ap.parse_args()
     torch.set_num_threads(1)
     model = load_checkpoint(args.checkpoint)
     if args.attention:
         model.config["attention"] = [args.attention] * model.config["blocks"]
+    if args.output_scores:
+        model.config["output"] = args.output_scores
     export_model(model, args.output, args.dtype)
     print(f"wrote {args.output}: {sum(a.size for a in model.export_tensors().values())} parameters")
 

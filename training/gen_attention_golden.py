@@ -5,7 +5,8 @@ Every case directory holds
   weights.safetensors   in_proj_weight, in_proj_bias, out_proj.weight, out_proj.bias
                         (+ q_landmarks, k_landmarks (H, m, hd) for the fixed variants);
                         __metadata__ "config" = JSON {variant, d, heads, window, landmarks,
-                        retroactive, pinv, pinv_iterations}, "note" = a description
+                        retroactive, pinv, pinv_iterations [, vcc_budget, vcc_block,
+                        vcc_exact_tail]}, "note" = a description
   input.npy             (T, d) float32 token stream
   expected.npy          (T, d) or (T, n, d) float32: the stepped layer's output at every
                         step (training/conyref attention_steps, float64, then cast)
@@ -50,18 +51,23 @@ FIXED = ("nystrom-fixed", "cony-fixed")
 USES_LANDMARKS = ("nystrom", "nystrom-fixed", "cony", "cony-fixed")
 
 
-def case(variant, d, heads, n, m=0, retro=False, pinv="exact", iters=6, large=0.0, steps=None):
-    """large: scale the input so that the largest |q.k|/sqrt(hd) is about this value."""
+def case(variant, d, heads, n, m=0, retro=False, pinv="exact", iters=6, large=0.0, steps=None,
+         vcc=None):
+    """large: scale the input so that the largest |q.k|/sqrt(hd) is about this value.
+    vcc: (budget r, block, exact tail L) of the vcc variant."""
     name = f"{variant}-{'retro' if retro else 'single'}-d{d}h{heads}n{n}"
     if variant in USES_LANDMARKS:
         name += f"m{m}"
+    if vcc:
+        name += "r{}b{}l{}".format(*vcc)
     if pinv == "iterative":
         name += f"-iter{iters}"
     if large:
         name += f"-score{int(large)}"
     return dict(name=name, variant=variant, d=d, heads=heads, window=n,
                 landmarks=m if variant in USES_LANDMARKS else 0, retroactive=retro,
-                pinv=pinv, pinv_iterations=iters, large=large, steps=steps or 3 * n)
+                pinv=pinv, pinv_iterations=iters, large=large, steps=steps or 3 * n,
+                vcc=vcc)
 
 
 CASES = [
@@ -108,6 +114,14 @@ CASES = [
     # overflow (88.7) and still gives comparable draws.
     case("cony", 8, 2, 6, 3, large=120),
     case("cony", 8, 1, 7, 3, retro=True, large=120),
+    # vcc: budget below the window (compressing), at the window (exact), coarse blocks,
+    # exact tails, several heads
+    case("vcc", 8, 2, 12, vcc=(5, 1, 0)),
+    case("vcc", 8, 2, 12, vcc=(12, 1, 0)),
+    case("vcc", 8, 1, 10, vcc=(4, 1, 1)),
+    case("vcc", 12, 3, 16, vcc=(6, 2, 2)),
+    case("vcc", 16, 4, 24, vcc=(8, 4, 0)),
+    case("vcc", 8, 2, 12, vcc=(5, 1, 1), large=300),
 ]
 
 MAX_FLOAT32_ERROR = 5e-6
@@ -174,6 +188,8 @@ def run_reference(x, w, c, dtype):
     kw = dict(landmarks=c["landmarks"] or None, retroactive=c["retroactive"], pinv=c["pinv"],
               pinv_iterations=c["pinv_iterations"], q_landmarks=wt.get("q_landmarks"),
               k_landmarks=wt.get("k_landmarks"))
+    if c["vcc"]:
+        kw.update(zip(("vcc_budget", "vcc_block", "vcc_exact_tail"), c["vcc"]))
     steps = ref.attention_steps(x.to(dtype), wt, c["variant"], c["heads"], c["window"], **kw)
     n = c["window"]
     windows = []
@@ -231,6 +247,8 @@ def case_note(c, attempt, w, x, size, err32):
 def input_files(c, w, x, note):
     config = {k: c[k] for k in ("variant", "d", "heads", "window", "landmarks", "retroactive",
                                 "pinv", "pinv_iterations")}
+    if c["vcc"]:
+        config.update(zip(("vcc_budget", "vcc_block", "vcc_exact_tail"), c["vcc"]))
     return {"weights.safetensors": ({k: v.numpy() for k, v in w.items()},
                                     {"config": json.dumps(config), "note": note}),
             "input.npy": x.numpy().astype("<f4")}

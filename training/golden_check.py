@@ -2,7 +2,7 @@
 
 A generator describes a golden directory as {relative path: contents}: an array for a
 .npy file, ({name: array}, metadata) for a .safetensors file (float16 arrays are
-stored as F16). write() stores that;
+stored as F16, int8 arrays as I8). write() stores that;
 compare() checks that a directory holds exactly those files with those values.
 
 The check is numerical, not byte equality: torch and numpy round differently on
@@ -37,8 +37,10 @@ def write(directory, files):
         if rel.endswith(".safetensors"):
             tensors, metadata = contents
             # float16 arrays are stored as F16, as safetensors_io.load returns them
-            f16 = {k: "F16" for k, v in tensors.items() if np.asarray(v).dtype == np.float16}
-            safetensors_io.save(path, tensors, metadata, dtypes=f16)
+            stored = {np.dtype(np.float16): "F16", np.dtype(np.int8): "I8"}
+            dtypes = {k: stored[np.asarray(v).dtype] for k, v in tensors.items()
+                      if np.asarray(v).dtype in stored}
+            safetensors_io.save(path, tensors, metadata, dtypes=dtypes)
         else:
             np.save(path, contents)
 

@@ -3,7 +3,8 @@
 File layout: 8-byte little-endian header length N, N bytes of JSON mapping each tensor
 name to {"dtype", "shape", "data_offsets": [begin, end)} (offsets relative to the end
 of the header), optionally "__metadata__": {str: str}; then the raw little-endian data.
-Written tensors are float32 ("F32") or, when asked, F16; reading also accepts F16, F64, I64 and I32.
+Written tensors are float32 ("F32") or, when asked, F16 or I8 (int8 arrays as they are);
+reading also accepts F16, F64, I64, I32 and I8.
 """
 
 import json
@@ -17,19 +18,23 @@ _DTYPES = {
     "F64": np.dtype("<f8"),
     "I64": np.dtype("<i8"),
     "I32": np.dtype("<i4"),
+    "I8": np.dtype("i1"),
 }
 
 
 def save(path, tensors, metadata=None, dtypes=None):
     """Writes {name: array} as F32 tensors, in name order; metadata: {str: str} or None;
-    dtypes: {name: "F16"} for tensors to store as F16 (rounded to nearest) instead."""
+    dtypes: {name: "F16"} for tensors to store as F16 (rounded to nearest) instead, or
+    {name: "I8"} for int8 arrays stored as they are."""
     header = {}
     blobs = []
     offset = 0
     for name in sorted(tensors):
         dt = (dtypes or {}).get(name, "F32")
-        if dt not in ("F32", "F16"):
-            raise ValueError(f"tensor {name}: can only write F32 or F16, not {dt}")
+        if dt not in ("F32", "F16", "I8"):
+            raise ValueError(f"tensor {name}: can only write F32 or F16 (or I8), not {dt}")
+        if dt == "I8" and np.asarray(tensors[name]).dtype != np.int8:
+            raise ValueError(f"tensor {name}: I8 takes an int8 array, not {np.asarray(tensors[name]).dtype}")
         arr = np.ascontiguousarray(np.asarray(tensors[name], dtype=_DTYPES[dt]))
         if not np.isfinite(arr).all():
             raise ValueError(f"tensor {name}: non-finite values (out of the {dt} range?)")

@@ -130,6 +130,18 @@ def with_torch(cony, tmp):
     want = model.stream_logits(torch.from_numpy(stream).double()).numpy()
     compare("b1 stored F16", classify(cony, f16, stream, tmp), want)
 
+    # --output-scores sigmoid: recorded in the config (cony info says so), weights unchanged
+    sig = os.path.join(tmp, "b1_sigmoid.safetensors")
+    run([sys.executable, os.path.join(HERE, "export.py"), os.path.join(tmp, "b1.pt"), "-o", sig,
+         "--output-scores", "sigmoid"])
+    if "output:       sigmoid" not in run([cony, "info", sig]):
+        raise SystemExit("FAIL: `cony info` does not report the sigmoid output")
+    if "output:       softmax" not in run([cony, "info", os.path.join(tmp, "b1.safetensors")]):
+        raise SystemExit("FAIL: `cony info` does not report the default softmax output")
+    b1 = load_checkpoint(os.path.join(tmp, "b1.pt")).double().eval()
+    compare("b1 exported with sigmoid output", classify(cony, sig, stream, tmp),
+            b1.stream_logits(torch.from_numpy(stream).double()).numpy())
+
     # an override that needs landmarks the file lacks is refused with a clear message
     r = subprocess.run([cony, "classify", "--model", os.path.join(tmp, "b2.safetensors"),
                         "--attention", "cony-fixed", os.path.join(tmp, "in.npy"), "-o",

@@ -16,6 +16,8 @@ typedef enum {
   CONY_ATTENTION_NYSTROM_FIXED,  /* Nyström with fixed landmarks, recomputed */
   CONY_ATTENTION_CONY,           /* Continual Nyström, continual landmarks (paper IV-A) */
   CONY_ATTENTION_CONY_FIXED,     /* Continual Nyström, fixed landmarks (paper IV-B) */
+  CONY_ATTENTION_VCC,            /* VIP-token centric compression of the window, the newest
+                                    query as the VIP token (VCC paper §6.5 (2)) */
   CONY_ATTENTION_N_VARIANTS
 } ConyAttentionVariant;
 
@@ -35,6 +37,9 @@ typedef struct {
   int pinv_iterations;    /* for CONY_PINV_ITERATIVE; 0 means 6 */
   int resync_interval;    /* steps between exact resynchronisations of long-lived
                              running sums; 0 means the default (see attention.c) */
+  int vcc_budget;         /* vcc: r, segments per query, exact tail included; 0 means 64 */
+  int vcc_block;          /* vcc: smallest coarse block (tokens); 0 means 1 */
+  int vcc_exact_tail;     /* vcc: L, newest tokens always kept exact (< vcc_budget) */
 } ConyAttentionConfig;
 
 /* Weights are copied by cony_attention_new(); the caller keeps ownership. */
@@ -50,17 +55,35 @@ typedef struct {
 typedef struct _ConyAttention ConyAttention;
 
 /* Names as used on the command line and in model files: "regular", "continual",
- * "nystrom", "nystrom-fixed", "cony", "cony-fixed". */
+ * "nystrom", "nystrom-fixed", "cony", "cony-fixed", "vcc". */
 const char *cony_attention_variant_name (ConyAttentionVariant variant);
 gboolean cony_attention_variant_from_name (const char *name, ConyAttentionVariant *variant);
 gboolean cony_attention_variant_is_continual (ConyAttentionVariant variant);
 gboolean cony_attention_variant_uses_fixed_landmarks (ConyAttentionVariant variant);
 /* The variant a model trained with @variant is computed with over a whole window
- * (continual -> regular, cony -> nystrom, cony-fixed -> nystrom-fixed). */
+ * (continual -> regular, cony -> nystrom, cony-fixed -> nystrom-fixed; vcc is its own
+ * windowed form: its output depends on the window's tokens only). */
 ConyAttentionVariant cony_attention_variant_windowed (ConyAttentionVariant variant);
 
-/* Checks sizes (d % heads, window >= 1, 1 <= landmarks, ...) and returns a layer in
- * its start state, or NULL with @error set naming the bad parameter. */
+/* The most a layer serves: the state grows with the window (n·d floats per kept ring,
+ * n·heads·m sums for cony), the m×m pseudo-inverse works on the stack; within these the
+ * memory budget (CONY_MEMORY_BUDGET) decides. 16384 is the longest window benchmarked. */
+#define CONY_ATTENTION_MAX_DIM 16384
+#define CONY_ATTENTION_MAX_WINDOW 16384
+#define CONY_ATTENTION_MAX_LANDMARKS 128
+/* Bytes one layer, and one encoder with all its layers, may allocate. A config asking
+ * for more is refused before anything is allocated, so that no model can exhaust the
+ * host's memory by its say-so. */
+#define CONY_MEMORY_BUDGET ((gsize) 1 << 30)
+
+/* Bytes cony_attention_new() allocates for @config (weights' copies, state, scratch);
+ * G_MAXSIZE for sizes beyond the limits above or otherwise invalid. */
+gsize cony_attention_config_bytes (const ConyAttentionConfig *config);
+
+/* Checks sizes (d % heads, window >= 1, 1 <= landmarks, the limits above, the memory
+ * budget, ...) and returns a layer in its start state, or NULL with @error set naming
+ * the bad parameter (and, over budget, the bytes). Fixed landmarks whose kernel has no
+ * finite pseudo-inverse are refused (CONY_ERROR_NUMERIC). */
 ConyAttention *cony_attention_new (const ConyAttentionConfig *config,
                                    const ConyAttentionWeights *weights, GError **error);
 void cony_attention_free (ConyAttention *attention);

@@ -1,4 +1,21 @@
-/* VGG-style CNN engine (VGGish and relatives).
+/* CNN engine: VGG-style networks (VGGish and relatives) and MobileNet-v1
+ * (YAMNet).
+ *
+ * ## MobileNet-v1 (network = "mobilenet_v1" in the file's metadata)
+ *
+ * The `layers` metadata lists the layers (conv3x3s1/s2, dw3x3s1/s2, conv1x1,
+ * gap, fc, sigmoid), layer i's tensors are layers.{i}.weight/.bias (torch
+ * layouts; I8 weights with layers.{i}.weight_scale per output channel),
+ * TensorFlow SAME padding, ReLU6 (or activation=relu) after every conv; see
+ * docs/model-format.md, "CNN files". The output is the last layer (scores) or,
+ * with cony_cnn_set_output(), the gap output (embedding). Pointwise convs run
+ * as one sgemm per layer over the HWC map, depthwise ones as a direct
+ * vectorised loop, 3x3 convs as (strided) im2col + sgemm.
+ * cony_cnn_new_random() takes MobileNet layouts too (CONY_CNN_YAMNET_LAYOUT).
+ * Everything below about pools, Winograd, PCA and F16 FC weights concerns the
+ * VGG-style networks.
+ *
+ * ## VGG-style networks
  *
  * The network is a stack of
  *   - 3x3 convolutions, stride 1, SAME (zero) padding, each followed by ReLU,
@@ -64,7 +81,11 @@
  * (features.K / classifier.K, BatchNorm folded, the adaptive average pool
  * folded into the first linear layer for the chosen input size).
  *
+ * Optional for every CNN file: labels (a JSON list of strings, one per output
+ * of the last layer), frontend (the log-mel it was trained with, JSON), source.
+ *
  * Errors (CONY_ERROR_*) name the file, the tensor and the expected shape.
+ * Non-finite weights are refused.
  *
  * ## PCA + 8-bit postprocess (the official release's)
  *
@@ -93,9 +114,28 @@ typedef enum {
   CONY_CNN_POSTPROCESS_TORCH,   /* float maths, round half to even (torchvggish) */
 } ConyCnnPostprocess;
 
+/* What cony_cnn_forward() returns: the last layer's output (SCORES: for
+ * YAMNet 521 sigmoid scores; for VGGish the 128-d embedding) or the output of
+ * the global average pool that feeds the FC head (EMBEDDING: YAMNet's 1024-d
+ * vector; only for networks whose FC layers follow a global average pool). */
+typedef enum {
+  CONY_CNN_OUTPUT_SCORES = 0,
+  CONY_CNN_OUTPUT_EMBEDDING,
+} ConyCnnOutput;
+
 /* The full-size VGGish layout for cony_cnn_new_random(): conv widths, "M" for a
  * max-pool, "|" then the FC widths. 72,141,184 parameters with a 96x64x1 input. */
 #define CONY_CNN_VGGISH_LAYOUT "64 M 128 M 256 256 M 512 512 M | 4096 4096 128"
+
+/* YAMNet's MobileNet-v1 for cony_cnn_new_random() (96x64x1 input): 3,729,481
+ * parameters, 521 sigmoid scores, a 1024-d embedding. MobileNet layouts are
+ * the `layers` words of the file format, each conv3x3/conv1x1/fc with
+ * ":WIDTH"; ReLU6. */
+#define CONY_CNN_YAMNET_LAYOUT                                                        \
+  "conv3x3s2:32 dw3x3s1 conv1x1:64 dw3x3s2 conv1x1:128 dw3x3s1 conv1x1:128 "          \
+  "dw3x3s2 conv1x1:256 dw3x3s1 conv1x1:256 dw3x3s2 conv1x1:512 dw3x3s1 conv1x1:512 " \
+  "dw3x3s1 conv1x1:512 dw3x3s1 conv1x1:512 dw3x3s1 conv1x1:512 dw3x3s1 conv1x1:512 " \
+  "dw3x3s2 conv1x1:1024 dw3x3s1 conv1x1:1024 gap fc:521 sigmoid"
 
 /* Loads a model file (see above). NULL with @error set on any problem. */
 ConyCnn *cony_cnn_load (const char *path, GError **error);
@@ -115,8 +155,24 @@ guint cony_cnn_get_input_width (const ConyCnn *cnn);
 guint cony_cnn_get_input_channels (const ConyCnn *cnn);
 /* H * W * C floats per example. */
 gsize cony_cnn_get_input_size (const ConyCnn *cnn);
-/* Floats per output embedding (the last FC layer's width). */
+/* Floats per output: the last layer's width, or the embedding's size while
+ * the output is CONY_CNN_OUTPUT_EMBEDDING. */
 guint cony_cnn_get_output_size (const ConyCnn *cnn);
+
+/* Output selection (default SCORES). Selecting EMBEDDING fails with
+ * CONY_ERROR_INVALID, changing nothing, when the network has none. */
+gboolean cony_cnn_set_output (ConyCnn *cnn, ConyCnnOutput output, GError **error);
+ConyCnnOutput cony_cnn_get_output (const ConyCnn *cnn);
+/* Size of the embedding (the global average pool before the FC head); 0 when
+ * the network has none. */
+guint cony_cnn_get_embedding_size (const ConyCnn *cnn);
+/* TRUE for a network = mobilenet_v1 file (or a random MobileNet layout). */
+gboolean cony_cnn_is_mobilenet (const ConyCnn *cnn);
+/* A string of the file's __metadata__ (e.g. "frontend", "source"), or NULL. */
+const char *cony_cnn_get_metadata (const ConyCnn *cnn, const char *key);
+/* The `labels` metadata: one label per score (NULL-terminated, owned by the
+ * network), or NULL when the file has none. *@n (may be NULL) gets the count. */
+const char *const *cony_cnn_get_labels (const ConyCnn *cnn, guint *n);
 
 /* Number of parameters (weights + biases, PCA excluded). */
 guint64 cony_cnn_get_n_params (const ConyCnn *cnn);
@@ -158,8 +214,9 @@ gboolean cony_cnn_has_pca (const ConyCnn *cnn);
 gboolean cony_cnn_load_pca (ConyCnn *cnn, const char *path, GError **error);
 
 /* Postprocesses @n embeddings (@emb, n x D) into @out (n x D, may equal @emb).
- * Fails with CONY_ERROR_MISSING when the model has no PCA parameters (and
- * mode is not NONE, which just copies). */
+ * Fails with CONY_ERROR_MISSING when the model has no PCA parameters, and with
+ * CONY_ERROR_INVALID while the output is CONY_CNN_OUTPUT_EMBEDDING (mode NONE
+ * just copies n x the output size). */
 gboolean cony_cnn_postprocess (const ConyCnn *cnn, ConyCnnPostprocess mode,
                                const float *emb, gsize n, float *out, GError **error);
 

@@ -18,7 +18,9 @@ G_BEGIN_DECLS
 
 typedef struct _ConyEncoder ConyEncoder;
 
-/* @model must outlive the encoder. @override_variant: -1 for the variants the model
+/* @model must outlive the encoder. Refuses (CONY_ERROR_INVALID, naming the window and
+ * the bytes) an encoder whose layers and scratch would need more than
+ * CONY_MEMORY_BUDGET bytes. @override_variant: -1 for the variants the model
  * was trained with, otherwise a ConyAttentionVariant used in every block (the last block
  * of a 2-block model runs its windowed counterpart). Fails, naming the file, when a
  * fixed-landmark variant is asked of a model without landmarks. */
@@ -26,8 +28,11 @@ ConyEncoder *cony_encoder_new (const ConyModel *model, int override_variant, GEr
 void cony_encoder_free (ConyEncoder *encoder);
 
 /* Feeds one step's k tokens (k × d_in floats, oldest first; k = tokens_per_step, usually
- * 1) and writes n_classes logits. Does not allocate. */
-void cony_encoder_step (ConyEncoder *encoder, const float *tokens, float *logits);
+ * 1) and writes n_classes logits. Does not allocate. FALSE when the logits are not all
+ * finite (NaN/Inf tokens, or tokens so large that a projection overflows float): the
+ * caller must not use them; the encoder has then been reset (cony_encoder_reset()), so
+ * no non-finite value stays in its state and the next step is stream index 0. */
+gboolean cony_encoder_step (ConyEncoder *encoder, const float *tokens, float *logits);
 /* k, the tokens consumed by one step (the model's tokens_per_step). */
 int cony_encoder_tokens_per_step (const ConyEncoder *encoder);
 

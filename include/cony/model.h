@@ -21,6 +21,12 @@ typedef enum {
   CONY_POSITIONAL_CYCLIC,   /* the fixed cyclic encoding, precomputed into the table at export */
 } ConyPositionalKind;
 
+/* How scores come from the logits (config key "output"). */
+typedef enum {
+  CONY_OUTPUT_SOFTMAX,      /* one class per step: probabilities that sum to 1 (default) */
+  CONY_OUTPUT_SIGMOID,      /* multi-label: each class scored on its own, 0..1 */
+} ConyOutputKind;
+
 typedef struct {
   int d_in;                 /* input token size */
   int d;                    /* embedding size */
@@ -34,10 +40,14 @@ typedef struct {
   ConyAttentionVariant attention[CONY_MODEL_MAX_BLOCKS];  /* trained variant per block */
   ConyPinvMethod pinv;
   int pinv_iterations;
+  int vcc_budget;           /* vcc variant: r segments per query (default 64) */
+  int vcc_block;            /* vcc variant: smallest coarse block (default 1) */
+  int vcc_exact_tail;       /* vcc variant: newest tokens kept exact (default 0) */
   ConyPositionalKind positional;
   int positional_rows;      /* T: token at stream index s gets row s mod T (default: the
                                smallest multiple of k that is >= 2n - 1) */
   int n_classes;
+  ConyOutputKind output;    /* softmax (default) or sigmoid */
   char **labels;            /* n_classes strings, NULL-terminated */
   char *frontend_json;      /* the "frontend" object of the config as JSON text, or NULL */
   char *config_json;        /* the whole config string as found in the file */

@@ -14,6 +14,7 @@ typedef enum {
   CONY_DTYPE_F16,
   CONY_DTYPE_F64,
   CONY_DTYPE_I64,
+  CONY_DTYPE_I8,      /* quantised weights (read with the tensor's own scale) */
   CONY_DTYPE_OTHER,
 } ConyDType;
 
@@ -34,6 +35,8 @@ void cony_safetensors_close (ConySafetensors *st);
 const char *cony_safetensors_path (const ConySafetensors *st);
 /* The "__metadata__" object's string values, or NULL when absent. */
 const char *cony_safetensors_metadata (const ConySafetensors *st, const char *key);
+/* The "__metadata__" keys (NULL-terminated; g_free() the array, not the keys). */
+const char **cony_safetensors_metadata_keys (const ConySafetensors *st, guint *n);
 const ConyTensorInfo *cony_safetensors_find (const ConySafetensors *st, const char *name);
 guint cony_safetensors_n_tensors (const ConySafetensors *st);
 const ConyTensorInfo *cony_safetensors_tensor (const ConySafetensors *st, guint index);

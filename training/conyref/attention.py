@@ -15,10 +15,13 @@ Layout follows ``torch.nn.MultiheadAttention``: ``in_proj_weight`` (3d, d) =
 Scores are a.b / sqrt(hd).
 """
 
+import heapq
 import math
 
 import torch
 
+# The variants a model can be trained with. "vcc" (inference only, single output) is
+# defined below too: vcc_attention, mha_window(..., "vcc") and attention_steps.
 VARIANTS = ("regular", "continual", "nystrom", "nystrom-fixed", "cony", "cony-fixed")
 
 # The non-continual function each variant computes (docs/attention.md).
@@ -29,6 +32,7 @@ WINDOWED = {
     "nystrom-fixed": "nystrom-fixed",
     "cony": "nystrom",
     "cony-fixed": "nystrom-fixed",
+    "vcc": "vcc",
 }
 
 WEIGHT_NAMES = ("in_proj_weight", "in_proj_bias", "out_proj.weight", "out_proj.bias")
@@ -153,11 +157,87 @@ def segment_mean_matrix(sizes, dtype=torch.float64, device=None):
     return p
 
 
+# --------------------------------------------------------------------------- vcc
+
+def vcc_coarse_block(block, u, rc):
+    """Smallest block * 2**k whose ceil(u / size) blocks number at most max(1, rc // 2)."""
+    b, target = max(block, 1), max(1, rc // 2)
+    while -(-u // b) > target:
+        b *= 2
+    return b
+
+
+def vcc_partition(q, k, budget, block=1, tail=0):
+    """The segments [lo, hi) (window positions, 0 = oldest) vcc uses for query q.
+
+    q: (H, hd) the query; k: (H, w, hd) the window's keys. The newest `tail` tokens are
+    one segment each; the other u tokens are cut, from the newest end, into coarse
+    blocks of vcc_coarse_block(block, u, rc) tokens (rc = min(budget - tail, u)), the
+    oldest block possibly shorter; then, while the compressed region has fewer than rc
+    segments, the segment of highest priority log(size * sum_h exp(q_h . mean k_h /
+    sqrt(hd))) (eq. 53 of the VCC paper with the segment's size; ties: the newer one)
+    is split into [lo, hi - size // 2) and [hi - size // 2, hi).
+    """
+    w = k.shape[-2]
+    hd = k.shape[-1]
+    tail = min(tail, w)
+    u = w - tail
+    segs = [(i, i + 1) for i in range(u, w)]
+    if u == 0:
+        return segs
+
+    def priority(lo, hi):
+        s = (q * k[:, lo:hi].mean(dim=-2)).sum(dim=-1) / math.sqrt(hd)
+        return torch.logsumexp(s, dim=0).item() + math.log(hi - lo)
+
+    rc = min(budget - tail, u)
+    b = vcc_coarse_block(block, u, rc)
+    blocks, hi = [], u
+    while hi > 0:
+        blocks.append((max(0, hi - b), hi))
+        hi -= b
+    done, heap = [], []
+
+    def add(lo, hi):
+        if hi - lo > 1:
+            heapq.heappush(heap, (-priority(lo, hi), -hi, lo))
+        else:
+            done.append((lo, hi))
+
+    for lo, hi in blocks:
+        add(lo, hi)
+    count = len(blocks)
+    while count < rc and heap:
+        _, neg_hi, lo = heapq.heappop(heap)
+        mid = -neg_hi - (-neg_hi - lo) // 2
+        add(lo, mid)
+        add(mid, -neg_hi)
+        count += 1
+    return segs + done + [(lo, -neg_hi) for _, neg_hi, lo in heap]
+
+
+def vcc_attention(q, k, v, budget, block=1, tail=0):
+    """vcc for each query row of q (H, Lq, hd) against the window k, v (H, w, hd):
+    softmax over the partition's segments of q . mean k / sqrt(hd) + log(size),
+    weighting the segments' mean values. Returns (H, Lq, hd)."""
+    hd = q.shape[-1]
+    rows = []
+    for i in range(q.shape[-2]):
+        qi = q[:, i]
+        segs = vcc_partition(qi, k, budget, block, tail)
+        km = torch.stack([k[:, lo:hi].mean(dim=-2) for lo, hi in segs], dim=1)   # (H, S, hd)
+        vm = torch.stack([v[:, lo:hi].mean(dim=-2) for lo, hi in segs], dim=1)
+        size = torch.tensor([hi - lo for lo, hi in segs], dtype=q.dtype, device=q.device)
+        scores = (km @ qi[..., None])[..., 0] / math.sqrt(hd) + size.log()
+        rows.append((torch.softmax(scores, dim=-1)[:, None] @ vm)[:, 0])
+    return torch.stack(rows, dim=1)
+
+
 # --------------------------------------------------------------------------- windows
 
 def mha_window(x, weights, variant, heads, landmarks=None, retroactive=False, pinv="exact",
                pinv_iterations=6, q_landmarks=None, k_landmarks=None, kernel_landmarks=None,
-               queries=1):
+               queries=1, vcc_budget=64, vcc_block=1, vcc_exact_tail=0):
     """Non-continual multi-head attention over whole windows.
 
     x: (B, w, d), oldest token first. variant: one of VARIANTS; continual variants are
@@ -192,7 +272,12 @@ def mha_window(x, weights, variant, heads, landmarks=None, retroactive=False, pi
         raise ValueError(f"queries = {queries}: expected 1 .. w = {w}")
     q = qw if retroactive else qw[..., -queries:, :]     # the queries whose rows are output
 
-    if kind == "regular":
+    if kind == "vcc":
+        if retroactive:
+            raise ValueError("vcc gives single outputs only (no retroactive form)")
+        o = torch.stack([vcc_attention(q[b], k[b], v[b], vcc_budget, vcc_block, vcc_exact_tail)
+                         for b in range(q.shape[0])])
+    elif kind == "regular":
         o = softmax_attention(q, k, v)
     elif kind == "nystrom" and kernel_landmarks is not None:
         ql, kl = kernel_landmarks
@@ -262,7 +347,8 @@ def cony_held_segments(t, n, m):
 
 
 def attention_steps(x, weights, variant, heads, window, landmarks=None, retroactive=False,
-                    pinv="exact", pinv_iterations=6, q_landmarks=None, k_landmarks=None):
+                    pinv="exact", pinv_iterations=6, q_landmarks=None, k_landmarks=None,
+                    vcc_budget=64, vcc_block=1, vcc_exact_tail=0):
     """What a stepped layer outputs at every step of the stream x (T, d).
 
     Computed from the windowed definitions alone, recomputing everything each step:
@@ -282,7 +368,8 @@ def attention_steps(x, weights, variant, heads, window, landmarks=None, retroact
         win = x[lo:t + 1].unsqueeze(0)                   # (1, w, d)
         kw = dict(landmarks=landmarks, retroactive=retroactive, pinv=pinv,
                   pinv_iterations=pinv_iterations, q_landmarks=q_landmarks,
-                  k_landmarks=k_landmarks)
+                  k_landmarks=k_landmarks, vcc_budget=vcc_budget, vcc_block=vcc_block,
+                  vcc_exact_tail=vcc_exact_tail)
         if variant == "cony":
             held = cony_held_segments(t, n, landmarks)
             ql = torch.stack([qa[:, s:s + z].mean(dim=1) for s, z in held], dim=1)

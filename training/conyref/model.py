@@ -146,7 +146,11 @@ class ConyEncoderClassifier(nn.Module):
     def from_config(cls, config, dropout=0.0):
         c = dict(config)
         c.pop("architecture", None)
-        return cls(dropout=dropout, **c)
+        output = c.pop("output", None)   # how the elements score the logits; no weights
+        model = cls(dropout=dropout, **c)
+        if output is not None:
+            model.config["output"] = output
+        return model
 
     def config_json(self):
         return json.dumps(self.config, separators=(",", ":"))

@@ -97,6 +97,32 @@ class ReferenceTest(unittest.TestCase):
         b = ref.mha_window(x, wts, "regular", heads)
         self.assertGreater(rel_err(a, b), 1e-4)
 
+    def test_vcc(self):
+        d, heads, w = 8, 2, 13
+        wts = make_weights(d, self.gen, scale=2.0)
+        x = self.randx(1, w, d)
+        exact = ref.mha_window(x, wts, "regular", heads)
+        q, k, _ = ref.project(x, wts, heads)
+        for budget, block, tail in ((13, 1, 0), (20, 4, 3), (4, 1, 0), (6, 2, 2), (1, 1, 0)):
+            segs = sorted(ref.vcc_partition(q[0, :, -1], k[0], budget, block, tail))
+            # a partition of the window into at most r segments, the tail exact
+            self.assertEqual([lo for lo, _ in segs[1:]], [hi for _, hi in segs[:-1]])
+            self.assertEqual((segs[0][0], segs[-1][1]), (0, w))
+            self.assertLessEqual(len(segs), budget)
+            self.assertTrue(all(hi - lo == 1 for lo, hi in segs[len(segs) - tail:]))
+            got = ref.mha_window(x, wts, "vcc", heads, vcc_budget=budget, vcc_block=block,
+                                 vcc_exact_tail=tail)
+            if budget >= w:
+                self.assertLess(rel_err(got, exact), 1e-12)
+            else:
+                self.assertGreater(rel_err(got, exact), 1e-4)
+        # constant windows are exact at any budget
+        xc = self.randx(1, 1, d).expand(1, w, d)
+        self.assertLess(rel_err(ref.mha_window(xc, wts, "vcc", heads, vcc_budget=1),
+                                ref.mha_window(xc, wts, "regular", heads)), 1e-12)
+        with self.assertRaises(ValueError):
+            ref.mha_window(x, wts, "vcc", heads, retroactive=True)
+
     def test_segments(self):
         self.assertEqual(ref.segment_sizes(10, 4), [3, 3, 2, 2])
         self.assertEqual(ref.segment_sizes(7, 3), [3, 2, 2])

@@ -50,6 +50,17 @@ class SafetensorsIoTest(unittest.TestCase):
             with self.assertRaisesRegex(ValueError, "F32 or F16"):
                 safetensors_io.save(path, {"w": w}, dtypes={"w": "F64"})
 
+    def test_i8(self):
+        q = np.array([[-128, -1, 0], [1, 77, 127]], dtype=np.int8)
+        with tempfile.TemporaryDirectory() as tmp:
+            path = os.path.join(tmp, "q.safetensors")
+            safetensors_io.save(path, {"q": q}, dtypes={"q": "I8"})
+            got, _ = safetensors_io.load(path)
+            self.assertEqual(got["q"].dtype, np.int8)
+            np.testing.assert_array_equal(got["q"], q)
+            with self.assertRaisesRegex(ValueError, "int8 array"):
+                safetensors_io.save(path, {"q": q.astype(np.float32)}, dtypes={"q": "I8"})
+
 
 if __name__ == "__main__":
     unittest.main()

@@ -1,0 +1,48 @@
+#!/usr/bin/python3
+"""CPU used by a live audio pipeline, measured (bench/RESULTS.md, "live CPU").
+
+usage: GST_PLUGIN_PATH=build/gst bench/live_cpu.py [SECONDS]   (default 60)
+
+Runs, one after the other, for SECONDS of live audio each (audiotestsrc is-live=true,
+pink noise, 16 kHz mono F32, 0.1 s buffers, stopped by num-buffers):
+  chain:  src ! audioconvert ! audioresample ! conymel ! conyvggish ! conytransformer
+          post-messages=false ! fakesink   (the shipped models/audio pair)
+  source: src ! fakesink                    (the live source alone)
+and prints each gst-launch-1.0 process's wall time and CPU time (user + system, from
+wait4's rusage, so start-up and model loading are included), the share of one core,
+and the peak resident memory. OPENBLAS_NUM_THREADS=1, as in `cony bench pipeline`."""
+import os
+import subprocess
+import sys
+import time
+
+
+def run(name, pipeline):
+    env = dict(os.environ, OPENBLAS_NUM_THREADS="1")
+    t0 = time.monotonic()
+    proc = subprocess.Popen(["gst-launch-1.0", "-q"] + pipeline.split(), env=env)
+    _, status, ru = os.wait4(proc.pid, 0)
+    wall = time.monotonic() - t0
+    cpu = ru.ru_utime + ru.ru_stime
+    print("%-6s exit %d, wall %.2f s, CPU %.3f s (user %.3f, sys %.3f) = %.2f %% of one core, "
+          "peak RSS %.1f MiB" % (name, os.waitstatus_to_exitcode(status), wall, cpu, ru.ru_utime,
+                                 ru.ru_stime, 100 * cpu / wall, ru.ru_maxrss / 1024))
+    return os.waitstatus_to_exitcode(status)
+
+
+def main():
+    seconds = float(sys.argv[1]) if len(sys.argv) > 1 else 60.0
+    root = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+    models = os.path.join(root, "models", "audio")
+    src = ("audiotestsrc is-live=true wave=pink-noise samplesperbuffer=1600 num-buffers=%d "
+           "! audio/x-raw,format=F32LE,rate=16000,channels=1" % round(seconds * 10))
+    chain = (src + " ! audioconvert ! audioresample ! conymel ! conyvggish model=%s "
+             "! conytransformer model=%s post-messages=false ! fakesink"
+             % (os.path.join(models, "vggish.safetensors"), os.path.join(models, "transformer.safetensors")))
+    rc = run("chain", chain)
+    rc |= run("source", src + " ! fakesink")
+    return rc
+
+
+if __name__ == "__main__":
+    sys.exit(main())

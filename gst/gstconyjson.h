@@ -1,0 +1,29 @@
+/* conyjson: classification metas -> JSON lines.
+ *
+ * SPDX-License-Identifier: LGPL-2.1-or-later
+ */
+#pragma once
+#include <gst/gst.h>
+
+#include "gstconyelements.h"
+
+G_BEGIN_DECLS
+
+#define GST_TYPE_CONY_JSON (gst_cony_json_get_type ())
+G_DECLARE_FINAL_TYPE (GstConyJson, gst_cony_json, GST, CONY_JSON, GstElement)
+
+struct _GstConyJson {
+  GstElement parent;
+
+  GstPad *sinkpad;
+  GstPad *srcpad;
+
+  /* Properties (object lock), read per buffer. */
+  gchar *source;
+  gboolean scores;
+
+  /* Streaming thread. */
+  gchar *stream_json;        /* the "stream" object of the input caps, or NULL */
+};
+
+G_END_DECLS

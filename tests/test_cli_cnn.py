@@ -1,0 +1,134 @@
+"""`cony info`, `cony embed` and `cony tag` on CNN files (tests/golden/mobilenet, the
+MobileNet golden of training/gen_mobilenet_golden.py, and the VGG-style golden of
+tests/golden/cnn): the output is checked against the float64 reference's goldens.
+Run by meson with CONY_TOOL (the built `cony`) and CONY_SOURCE_ROOT."""
+
+import os
+import subprocess
+import tempfile
+import unittest
+import wave
+
+import numpy as np
+
+ROOT = os.environ.get("CONY_SOURCE_ROOT", os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+TOOL = os.environ.get("CONY_TOOL", os.path.join(ROOT, "build", "tools", "cony"))
+MOBILENET = os.path.join(ROOT, "tests", "golden", "mobilenet")
+VGG = os.path.join(ROOT, "tests", "golden", "cnn", "small.safetensors")
+
+
+def cony(*args):
+    return subprocess.run([TOOL, *args], capture_output=True, text=True, timeout=120)
+
+
+def rel_err(got, want):
+    return float(np.abs(got - want).max() / np.abs(want).max())
+
+
+class CliCnnTest(unittest.TestCase):
+    def setUp(self):
+        self.tmp = tempfile.TemporaryDirectory()
+        self.x = np.load(os.path.join(MOBILENET, "input.npy"))          # (4, 21, 16)
+        self.scores = np.load(os.path.join(MOBILENET, "f32_scores.npy"))
+        self.emb = np.load(os.path.join(MOBILENET, "f32_embedding.npy"))
+
+    def tearDown(self):
+        self.tmp.cleanup()
+
+    def path(self, name):
+        return os.path.join(self.tmp.name, name)
+
+    def test_info_mobilenet(self):
+        r = cony("info", os.path.join(MOBILENET, "f32.safetensors"))
+        self.assertEqual(r.returncode, 0, r.stderr)
+        for text in ("architecture: CNN, MobileNet-v1", "input 21x16x1",
+                     "depthwise3x3 stride 2 16, out 3x2x16 + ReLU6", "conv1x1 16 -> 24",
+                     "sigmoid, out 10", "3734 parameters", "FLOPs/patch:  174048",
+                     "embedding 24, scores 10", "labels:       10 (class 0, class 1",
+                     '"sample-rate": 16000', "source:       gen_mobilenet_golden.py"):
+            self.assertIn(text, r.stdout)
+
+    def test_info_vgg_and_refusal(self):
+        r = cony("info", VGG)
+        self.assertEqual(r.returncode, 0, r.stderr)
+        self.assertIn("architecture: CNN, VGG-style", r.stdout)
+        self.assertIn("features.10 (max-pool)", r.stdout)
+        r = cony("info", os.path.join(MOBILENET, "input.npy"))
+        self.assertEqual(r.returncode, 1)
+        self.assertIn("not a classifier model", r.stderr)
+        self.assertIn("nor a CNN file", r.stderr)
+
+    def test_embed_patches_and_frames(self):
+        model = os.path.join(MOBILENET, "f32.safetensors")
+        np.save(self.path("patches.npy"), self.x)
+        np.save(self.path("frames.npy"), self.x.reshape(-1, 16))
+        for inp, extra in (("patches.npy", []), ("frames.npy", ["--stride", "21"])):
+            for flag, want in (([], self.scores), (["--embedding"], self.emb)):
+                r = cony("embed", "-m", model, self.path(inp), "-o", self.path("out.npy"),
+                         *extra, *flag)
+                self.assertEqual(r.returncode, 0, r.stderr)
+                got = np.load(self.path("out.npy"))
+                self.assertEqual(got.shape, want.shape)
+                self.assertLessEqual(rel_err(got, want), 1e-4)
+        r = cony("embed", "-m", VGG, self.path("patches.npy"), "-o", self.path("v.npy"),
+                 "--embedding")
+        self.assertEqual(r.returncode, 1)
+        self.assertIn("no embedding output", r.stderr)
+
+    def test_tag(self):
+        np.save(self.path("frames.npy"), self.x.reshape(-1, 16))
+        r = cony("tag", "--model", os.path.join(MOBILENET, "f32.safetensors"),
+                 self.path("frames.npy"), "--top-k", "3", "--stride", "21")
+        self.assertEqual(r.returncode, 0, r.stderr)
+        lines = r.stdout.strip().split("\n")
+        self.assertEqual(len(lines), 4)
+        for w, line in enumerate(lines):
+            fields = line.split("\t")
+            self.assertEqual(fields[0], str(w))
+            self.assertEqual(fields[1], f"{w * 0.21:.2f} s")
+            order = np.argsort(-self.scores[w])[:3]
+            self.assertEqual(len(fields), 5)
+            for field, k in zip(fields[2:], order):
+                self.assertEqual(field, f"class {k} {self.scores[w, k]:.3f}")
+        # no labels in the file: indices; ready patches: no time column
+        np.save(self.path("patches.npy"), self.x)
+        r = cony("tag", "-m", os.path.join(MOBILENET, "i8.safetensors"), self.path("patches.npy"),
+                 "-k", "1")
+        self.assertEqual(r.returncode, 0, r.stderr)
+        want = np.load(os.path.join(MOBILENET, "i8_scores.npy"))
+        self.assertEqual([line.split("\t")[1].split()[0] for line in r.stdout.strip().split("\n")],
+                         [f"#{k}" for k in want.argmax(axis=1)])
+
+    def test_tag_wav_uses_the_model_frontend(self):
+        # the golden's frontend declares 16 mel bands at 16 kHz: a WAV works with it
+        t = np.arange(16000) / 16000.0
+        pcm = (np.sin(2 * np.pi * 440 * t) * 12000).astype("<i2")
+        with wave.open(self.path("a.wav"), "wb") as f:
+            f.setnchannels(1)
+            f.setsampwidth(2)
+            f.setframerate(16000)
+            f.writeframes(pcm.tobytes())
+        r = cony("tag", "-m", os.path.join(MOBILENET, "f32.safetensors"), self.path("a.wav"))
+        self.assertEqual(r.returncode, 0, r.stderr)
+        lines = r.stdout.strip().split("\n")
+        self.assertEqual(len(lines), 2)     # 98 frames, window 21, stride 48
+        self.assertTrue(lines[1].startswith("1\t0.48 s\tclass "))
+        self.assertEqual(len(lines[1].split("\t")), 7)
+        # a model without a frontend takes VGGish's 64 bands: the 16-band MobileNet refuses
+        r = cony("tag", "-m", os.path.join(MOBILENET, "i8.safetensors"), self.path("a.wav"))
+        self.assertEqual(r.returncode, 1)
+        self.assertIn("16-wide patches but its log-mel has 64 bands", r.stderr)
+
+    def test_bench_frontend_yamnet_row(self):
+        # a smoke run: the row is printed (speeds are recorded in bench/RESULTS.md, not asserted)
+        r = cony("bench", "frontend", "--no-vggish", "--no-torch", "--mel-seconds", "2",
+                 "--vggish-seconds", "2")
+        self.assertEqual(r.returncode, 0, r.stderr)
+        self.assertIn("mel + YAMNet (random weights, 3729481 parameters, 138.3 MFLOP per patch)",
+                      r.stdout)
+        self.assertRegex(r.stdout, r"CNN CPU [0-9.]+ ms/patch .* of the sgemm peak")
+        self.assertIn("PyTorch column not run: --no-torch", r.stdout)
+
+
+if __name__ == "__main__":
+    unittest.main()

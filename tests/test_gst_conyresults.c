@@ -1,0 +1,786 @@
+/* How results leave conytransformer (GstHarness): the exact input span of each
+ * result through the real audio chain and with a negative lookahead, top-k,
+ * the labels property, per-label thresholds from the labels file, and sigmoid
+ * (multi-label) models with per-label onset/offset segments; conyjson's
+ * records.
+ *
+ * Models: tests/golden/cnn/small.safetensors (a VGGish-layout CNN, 96x64 ->
+ * 128) and tests/golden/transformer/small.safetensors (d_in 128, window 8, 4
+ * labels); the sigmoid model is that file with "output":"sigmoid" written into
+ * its config. */
+#include "cony/encoder.h"
+#include "cony/model.h"
+#include "../gst/gstconymeta.h"
+
+#include <gst/gst.h>
+#include <gst/check/gstharness.h>
+#include <json-glib/json-glib.h>
+
+#include "gsttestutil.h"
+#include "testutil.h"
+#include <glib/gstdio.h>
+#include <math.h>
+#include <string.h>
+
+#define D 128
+#define C 4
+#define N 8
+#define MS (GST_MSECOND)
+#define TOKEN_CAPS "other/tensors,format=static,num_tensors=1,types=float32," \
+  "dimensions=(string)128:1,framerate=4/1"
+
+static const char *labels[C] = { "speech", "music", "noise", "silence" };
+
+static char *
+model_path (void)
+{
+  return cony_test_golden_path ("transformer", "small.safetensors");
+}
+
+/* A copy of the small model whose config says "output":"sigmoid" (the
+ * safetensors header grows; the tensor offsets are relative to its end). */
+static char *
+sigmoid_model_path (const char *dir)
+{
+  char *src = model_path (), *data = NULL;
+  gsize len = 0;
+  g_assert_true (g_file_get_contents (src, &data, &len, NULL));
+  g_free (src);
+  guint64 hlen = GUINT64_FROM_LE (*(guint64 *) data);
+  char *header = g_strndup (data + 8, hlen);
+  const char *from = "\\\"labels\\\":";
+  char *at = strstr (header, from);
+  g_assert_nonnull (at);
+  GString *h = g_string_new_len (header, at - header);
+  g_string_append (h, "\\\"output\\\":\\\"sigmoid\\\",");
+  g_string_append (h, at);
+  g_strchomp (h->str);
+  h->len = strlen (h->str);
+  while (h->len % 8 != 0)
+    g_string_append_c (h, ' ');
+  guint64 le = GUINT64_TO_LE ((guint64) h->len);
+  GByteArray *out = g_byte_array_new ();
+  g_byte_array_append (out, (guint8 *) &le, 8);
+  g_byte_array_append (out, (guint8 *) h->str, h->len);
+  g_byte_array_append (out, (guint8 *) data + 8 + hlen, len - 8 - hlen);
+  char *path = g_build_filename (dir, "sigmoid.safetensors", NULL);
+  g_assert_true (g_file_set_contents (path, (char *) out->data, out->len, NULL));
+  g_byte_array_free (out, TRUE);
+  g_string_free (h, TRUE);
+  g_free (header);
+  g_free (data);
+  return path;
+}
+
+/* Logits of libcony's encoder on @n tokens (@n x C). */
+static float *
+reference_logits (const float *x, gsize n)
+{
+  char *path = model_path ();
+  GError *error = NULL;
+  ConyModel *model = cony_model_load (path, &error);
+  g_assert_no_error (error);
+  ConyEncoder *enc = cony_encoder_new (model, -1, &error);
+  g_assert_no_error (error);
+  float *logits = g_new (float, n * C);
+  for (gsize i = 0; i < n; i++)
+    cony_encoder_step (enc, x + i * D, logits + i * C);
+  cony_encoder_free (enc);
+  cony_model_free (model);
+  g_free (path);
+  return logits;
+}
+
+static void
+softmax (const float *logits, double *p)
+{
+  int top = 0;
+  for (int i = 1; i < C; i++)
+    if (logits[i] > logits[top])
+      top = i;
+  double sum = 0;
+  for (int i = 0; i < C; i++)
+    sum += exp ((double) logits[i] - logits[top]);
+  for (int i = 0; i < C; i++)
+    p[i] = exp ((double) logits[i] - logits[top]) / sum;
+}
+
+static float *
+make_tokens (gsize n, guint32 seed)
+{
+  float *x = g_new (float, n * D);
+  GRand *r = g_rand_new_with_seed (seed);
+  for (gsize i = 0; i < n * D; i++)
+    x[i] = (float) g_rand_double_range (r, -2.0, 2.0);
+  g_rand_free (r);
+  return x;
+}
+
+static GstHarness *
+new_harness (const char *model, const gchar *first_prop, ...)
+{
+  GstElement *el = gst_element_factory_make ("conytransformer", NULL);
+  g_assert_nonnull (el);
+  g_object_set (el, "model", model, NULL);
+  if (first_prop) {
+    va_list ap;
+    va_start (ap, first_prop);
+    g_object_set_valist (G_OBJECT (el), first_prop, ap);
+    va_end (ap);
+  }
+  GstHarness *h = gst_harness_new_with_element (el, "sink", "src");
+  gst_object_unref (el);
+  return h;
+}
+
+static GstBus *
+attach_bus (GstHarness *h)
+{
+  GstBus *bus = gst_bus_new ();
+  gst_element_set_bus (h->element, bus);
+  return bus;
+}
+
+static void
+detach_bus (GstHarness *h, GstBus *bus)
+{
+  gst_element_set_bus (h->element, NULL);
+  gst_object_unref (bus);
+}
+
+/* A TIME segment [start, ...) with base and time, pushed into @h. */
+static void
+push_segment (GstHarness *h, GstClockTime start, GstClockTime time, GstClockTime base)
+{
+  GstSegment seg;
+  gst_segment_init (&seg, GST_FORMAT_TIME);
+  seg.start = start;
+  seg.time = time;
+  seg.base = base;
+  g_assert_true (gst_harness_push_event (h, gst_event_new_segment (&seg)));
+}
+
+static guint64
+get_u64 (const GstStructure *s, const char *field)
+{
+  guint64 v = 0;
+  g_assert_true (gst_structure_get_uint64 (s, field, &v));
+  return v;
+}
+
+/* ------------------------------------------------------------------------ */
+
+/* The audio chain conymel ! conyvggish ! conytransformer: a result covers
+ * from the first sample of the oldest VGGish window in the attention window
+ * to the last sample of the newest window (96 frames of 25 ms, 10 ms apart:
+ * 975 ms after its PTS), exactly, in buffer, running and stream time. */
+static void
+test_span_audio_chain (void)
+{
+  char *cnn = cony_test_golden_path ("cnn", "small.safetensors");
+  char *tr = model_path ();
+  gchar *launch = g_strdup_printf ("conymel ! conyvggish model=\"%s\" ! "
+      "conytransformer name=t model=\"%s\"", cnn, tr);
+  GstHarness *h = gst_harness_new_parse (launch);
+  g_free (launch);
+  GstBus *bus = gst_bus_new ();
+  gst_element_set_bus (h->element, bus);
+  gst_harness_set_src_caps_str (h, "audio/x-raw,format=F32LE,rate=16000,channels=1,"
+      "layout=interleaved");
+  /* segment: starts at 7 s, stream time 100 s, base (running time) 2 s */
+  const GstClockTime base = 7 * GST_SECOND;
+  push_segment (h, base, 100 * GST_SECOND, 2 * GST_SECOND);
+  /* 4 s of noise in 100 ms buffers */
+  GRand *r = g_rand_new_with_seed (5);
+  for (guint b = 0; b < 40; b++) {
+    float x[1600];
+    for (guint i = 0; i < 1600; i++)
+      x[i] = (float) g_rand_double_range (r, -0.5, 0.5);
+    GstBuffer *buf = gst_buffer_new_memdup (x, sizeof x);
+    GST_BUFFER_PTS (buf) = base + b * 100 * MS;
+    GST_BUFFER_DURATION (buf) = 100 * MS;
+    if (b == 0)
+      GST_BUFFER_FLAG_SET (buf, GST_BUFFER_FLAG_DISCONT);
+    g_assert_cmpint (gst_harness_push (h, buf), ==, GST_FLOW_OK);
+  }
+  g_rand_free (r);
+
+  /* windows start every 250 ms; the last one that fits 4 s of audio
+   * (15600 samples from its start) is number (64000 - 15600) / 4000 = 12 */
+  guint64 step = 0;
+  GstBuffer *buf;
+  while ((buf = gst_harness_try_pull (h)) != NULL) {
+    GstConyClassificationMeta *m = gst_buffer_get_cony_classification_meta (buf);
+    g_assert_nonnull (m);
+    g_assert_cmpuint (m->step, ==, step);
+    guint64 oldest = step + 1 - MIN (step + 1, N);
+    GstClockTime pts = base + step * 250 * MS, start = base + oldest * 250 * MS;
+    GstClockTime end = pts + 975 * MS;
+    g_assert_cmpuint (GST_BUFFER_PTS (buf), ==, pts);
+    g_assert_cmpuint (m->pts, ==, pts);
+    g_assert_cmpuint (m->window_start, ==, start);
+    g_assert_cmpuint (m->window_end, ==, end);
+    g_assert_cmpuint (m->running_start, ==, start - base + 2 * GST_SECOND);
+    g_assert_cmpuint (m->running_end, ==, end - base + 2 * GST_SECOND);
+    g_assert_cmpuint (m->stream_start, ==, start - base + 100 * GST_SECOND);
+    g_assert_cmpuint (m->stream_end, ==, end - base + 100 * GST_SECOND);
+    gst_buffer_unref (buf);
+    step++;
+  }
+  g_assert_cmpuint (step, ==, 13);
+
+  /* the messages: level's contract, timestamp + duration = the span */
+  GstMessage *msg;
+  guint64 n = 0;
+  while ((msg = gst_bus_pop_filtered (bus, GST_MESSAGE_ELEMENT)) != NULL) {
+    const GstStructure *s = gst_message_get_structure (msg);
+    if (gst_structure_has_name (s, "conytransformer")) {
+      guint64 oldest = n + 1 - MIN (n + 1, N);
+      GstClockTime pts = base + n * 250 * MS, start = base + oldest * 250 * MS;
+      g_assert_cmpuint (get_u64 (s, "step"), ==, n);
+      g_assert_cmpuint (get_u64 (s, "pts"), ==, pts);
+      g_assert_cmpuint (get_u64 (s, "timestamp"), ==, start);
+      g_assert_cmpuint (get_u64 (s, "duration"), ==, pts + 975 * MS - start);
+      g_assert_cmpuint (get_u64 (s, "running-time"), ==, start - base + 2 * GST_SECOND);
+      g_assert_cmpuint (get_u64 (s, "running-time-end"), ==, pts + 975 * MS - base
+          + 2 * GST_SECOND);
+      g_assert_cmpuint (get_u64 (s, "stream-time"), ==, start - base + 100 * GST_SECOND);
+      g_assert_cmpuint (get_u64 (s, "stream-time-end"), ==, pts + 975 * MS - base
+          + 100 * GST_SECOND);
+      n++;
+    }
+    gst_message_unref (msg);
+  }
+  g_assert_cmpuint (n, ==, 13);
+  gst_element_set_bus (h->element, NULL);
+  gst_object_unref (bus);
+  gst_harness_teardown (h);
+  g_free (cnn);
+  g_free (tr);
+}
+
+/* A negative lookahead (conyframeembed every=2: a token lasts two frames
+ * but embeds the first): the span ends with the embedded frame. */
+static void
+test_span_negative_lookahead (void)
+{
+  char *path = model_path ();
+  GstHarness *h = new_harness (path, NULL);
+  g_free (path);
+  gst_harness_set_src_caps_str (h, "other/tensors,format=static,num_tensors=1,"
+      "types=float32,dimensions=(string)128:1,framerate=5/1,lookahead=(fraction)-1/10");
+  float *x = make_tokens (3, 9);
+  cony_test_push_tokens (h, x, D, 0, 3, 1, 40 * MS, 200 * MS, FALSE);
+  for (guint i = 0; i < 3; i++) {
+    GstBuffer *buf = gst_harness_pull (h);
+    GstConyClassificationMeta *m = gst_buffer_get_cony_classification_meta (buf);
+    g_assert_cmpuint (m->pts, ==, 40 * MS + i * 200 * MS);
+    g_assert_cmpuint (m->window_start, ==, 40 * MS);
+    g_assert_cmpuint (m->window_end, ==, 40 * MS + i * 200 * MS + 100 * MS);
+    gst_buffer_unref (buf);
+  }
+  gst_harness_teardown (h);
+  g_free (x);
+}
+
+/* top-k: the k best classes, best first, with labels and scores, in the
+ * meta, the custom meta and the messages. */
+static void
+test_top_k (void)
+{
+  const gsize n = 10;
+  float *x = make_tokens (n, 11);
+  float *logits = reference_logits (x, n);
+  char *path = model_path ();
+  GstHarness *h = new_harness (path, "top-k", 3, NULL);
+  g_free (path);
+  GstBus *bus = attach_bus (h);
+  gst_harness_set_src_caps_str (h, TOKEN_CAPS);
+  cony_test_push_tokens (h, x, D, 0, n, 1, 0, 250 * MS, FALSE);
+  for (gsize t = 0; t < n; t++) {
+    double p[C];
+    softmax (logits + t * C, p);
+    /* the expected order: by score, descending */
+    int order[C] = { 0, 1, 2, 3 };
+    for (int i = 0; i < C; i++)
+      for (int j = i + 1; j < C; j++)
+        if (p[order[j]] > p[order[i]]) {
+          int tmp = order[i];
+          order[i] = order[j];
+          order[j] = tmp;
+        }
+    GstBuffer *buf = gst_harness_pull (h);
+    GstConyClassificationMeta *m = gst_buffer_get_cony_classification_meta (buf);
+    g_assert_cmpuint (m->n_top, ==, 3);
+    g_assert_cmpint (m->class_id, ==, order[0]);
+    for (int i = 0; i < 3; i++) {
+      g_assert_cmpint (m->top_ids[i], ==, order[i]);
+      g_assert_cmpstr (m->top_labels[i], ==, labels[order[i]]);
+    }
+    GstCustomMeta *cm = gst_buffer_get_custom_meta (buf, GST_CONY_CLASSIFICATION_CUSTOM_META_NAME);
+    const GstStructure *cs = gst_custom_meta_get_structure (cm);
+    const GValue *cl = gst_structure_get_value (cs, "top-labels");
+    g_assert_cmpuint (gst_value_array_get_size (cl), ==, 3);
+    g_assert_cmpstr (g_value_get_string (gst_value_array_get_value (cl, 2)), ==,
+        labels[order[2]]);
+    g_assert_cmpstr (gst_structure_get_string (cs, "output"), ==, "softmax");
+    gst_buffer_unref (buf);
+
+    GstMessage *msg = gst_bus_pop_filtered (bus, GST_MESSAGE_ELEMENT);
+    const GstStructure *s = gst_message_get_structure (msg);
+    const GValue *ids = gst_structure_get_value (s, "top-ids");
+    const GValue *ls = gst_structure_get_value (s, "top-labels");
+    const GValue *sc = gst_structure_get_value (s, "top-scores");
+    g_assert_cmpuint (gst_value_array_get_size (ids), ==, 3);
+    g_assert_cmpuint (gst_value_array_get_size (sc), ==, 3);
+    for (int i = 0; i < 3; i++) {
+      g_assert_cmpint (g_value_get_int (gst_value_array_get_value (ids, i)), ==, order[i]);
+      g_assert_cmpstr (g_value_get_string (gst_value_array_get_value (ls, i)), ==,
+          labels[order[i]]);
+      g_assert_cmpfloat_with_epsilon (g_value_get_float (gst_value_array_get_value (sc, i)),
+          p[order[i]], 1e-6);
+    }
+    gst_message_unref (msg);
+  }
+  /* more than the classes: all of them */
+  g_object_set (h->element, "top-k", 10, NULL);
+  cony_test_push_tokens (h, x, D, 0, 1, 1, 10 * 250 * MS, 250 * MS, FALSE);
+  GstBuffer *buf = gst_harness_pull (h);
+  g_assert_cmpuint (gst_buffer_get_cony_classification_meta (buf)->n_top, ==, C);
+  gst_buffer_unref (buf);
+  detach_bus (h, bus);
+  gst_harness_teardown (h);
+  g_free (logits);
+  g_free (x);
+}
+
+/* The labels property: the model's labels, or the labels file's (without
+ * the thresholds), before (read from the files) and after the model is
+ * loaded; NULL without a readable model. */
+static void
+test_labels_property (void)
+{
+  char *path = model_path ();
+  GstElement *el = gst_element_factory_make ("conytransformer", NULL);
+  gchar **got = NULL;
+  g_object_get (el, "labels", &got, NULL);
+  g_assert_null (got);
+  g_object_set (el, "model", "/nonexistent.safetensors", NULL);
+  g_object_get (el, "labels", &got, NULL);
+  g_assert_null (got);
+  g_object_set (el, "model", path, NULL);
+  g_object_get (el, "labels", &got, NULL);
+  g_assert_cmpuint (g_strv_length (got), ==, C);
+  g_assert_cmpstr (got[3], ==, labels[3]);
+  g_strfreev (got);
+  g_assert_cmpint (gst_element_set_state (el, GST_STATE_PAUSED), !=, GST_STATE_CHANGE_FAILURE);
+  g_object_get (el, "labels", &got, NULL);
+  g_assert_cmpuint (g_strv_length (got), ==, C);
+  for (int i = 0; i < C; i++)
+    g_assert_cmpstr (got[i], ==, labels[i]);
+  g_strfreev (got);
+  gst_element_set_state (el, GST_STATE_NULL);
+
+  char *dir = g_dir_make_tmp ("conyresults-XXXXXX", NULL);
+  char *file = g_build_filename (dir, "labels.txt", NULL);
+  g_assert_true (g_file_set_contents (file, "a\t0.5\nb b\nc\t1\nd\t0\n", -1, NULL));
+  g_object_set (el, "labels-file", file, NULL);
+  const char *want[] = { "a", "b b", "c", "d", NULL };
+  g_object_get (el, "labels", &got, NULL);
+  g_assert_cmpstrv (got, want);
+  g_strfreev (got);
+  g_assert_cmpint (gst_element_set_state (el, GST_STATE_PAUSED), !=, GST_STATE_CHANGE_FAILURE);
+  g_object_get (el, "labels", &got, NULL);
+  g_assert_cmpstrv (got, want);
+  g_strfreev (got);
+  gst_element_set_state (el, GST_STATE_NULL);
+  gst_object_unref (el);
+  g_unlink (file);
+  g_rmdir (dir);
+  g_free (file);
+  g_free (dir);
+  g_free (path);
+}
+
+/* Writes @text as labels.txt in @dir. */
+static char *
+write_labels (const char *dir, const char *text)
+{
+  char *file = g_build_filename (dir, "labels.txt", NULL);
+  g_assert_true (g_file_set_contents (file, text, -1, NULL));
+  return file;
+}
+
+/* Thresholds per label (label<TAB>threshold): in every-step mode a step is
+ * posted when its top class reaches its own threshold, the threshold
+ * property standing in for labels without one; a bad threshold fails the
+ * state change naming the line. */
+static void
+test_thresholds_file (void)
+{
+  const gsize n = 40;
+  float *x = make_tokens (n, 13);
+  float *logits = reference_logits (x, n);
+  char *dir = g_dir_make_tmp ("conyresults-XXXXXX", NULL);
+  /* speech and noise with their own; music and silence get the property's 0.45 */
+  char *file = write_labels (dir, "speech\t0.6\nmusic\nnoise\t0.3\nsilence\n");
+  const double thr[C] = { 0.6, 0.45, 0.3, 0.45 };
+  char *path = model_path ();
+  GstHarness *h = new_harness (path, "labels-file", file, "threshold", 0.45, NULL);
+  GstBus *bus = attach_bus (h);
+  gst_harness_set_src_caps_str (h, TOKEN_CAPS);
+  cony_test_push_tokens (h, x, D, 0, n, 1, 0, 250 * MS, FALSE);
+  guint posted = 0, skipped = 0;
+  GstMessage *msg = gst_bus_pop_filtered (bus, GST_MESSAGE_ELEMENT);
+  for (gsize t = 0; t < n; t++) {
+    double p[C];
+    softmax (logits + t * C, p);
+    int top = 0;
+    for (int i = 1; i < C; i++)
+      if (p[i] > p[top])
+        top = i;
+    if (p[top] < thr[top]) {
+      skipped++;
+      continue;
+    }
+    g_assert_nonnull (msg);
+    const GstStructure *s = gst_message_get_structure (msg);
+    g_assert_cmpuint (get_u64 (s, "step"), ==, t);
+    g_assert_cmpstr (gst_structure_get_string (s, "label"), ==, labels[top]);
+    gst_message_unref (msg);
+    msg = gst_bus_pop_filtered (bus, GST_MESSAGE_ELEMENT);
+    posted++;
+  }
+  g_assert_null (msg);
+  g_test_message ("%u steps posted, %u below their label's threshold", posted, skipped);
+  g_assert_cmpuint (posted, >, 0);
+  g_assert_cmpuint (skipped, >, 0);
+  detach_bus (h, bus);
+  gst_harness_teardown (h);
+  g_free (file);
+
+  /* a threshold that is not a number from 0 to 1 */
+  const char *bad[] = { "speech\t1.5\nmusic\nnoise\nsilence\n", "speech\nmusic\tx\nnoise\nsilence\n" };
+  const char *line[] = { "line 1 (speech)", "line 2 (music)" };
+  for (guint b = 0; b < G_N_ELEMENTS (bad); b++) {
+    file = write_labels (dir, bad[b]);
+    GstElement *el = gst_element_factory_make ("conytransformer", NULL);
+    bus = gst_bus_new ();
+    gst_element_set_bus (el, bus);
+    g_object_set (el, "model", path, "labels-file", file, NULL);
+    g_assert_cmpint (gst_element_set_state (el, GST_STATE_PAUSED), ==, GST_STATE_CHANGE_FAILURE);
+    msg = gst_bus_pop_filtered (bus, GST_MESSAGE_ERROR);
+    g_assert_nonnull (msg);
+    GError *err = NULL;
+    gst_message_parse_error (msg, &err, NULL);
+    g_test_message ("%s", err->message);
+    g_assert_nonnull (strstr (err->message, line[b]));
+    g_assert_nonnull (strstr (err->message, "threshold"));
+    g_clear_error (&err);
+    gst_message_unref (msg);
+    gst_element_set_state (el, GST_STATE_NULL);
+    gst_element_set_bus (el, NULL);
+    gst_object_unref (bus);
+    gst_object_unref (el);
+    g_unlink (file);
+    g_free (file);
+  }
+  g_rmdir (dir);
+  g_free (dir);
+  g_free (path);
+  g_free (logits);
+  g_free (x);
+}
+
+typedef struct {
+  gboolean onset;
+  int cls;
+  guint64 step;
+  GstClockTime start, end;   /* running time; end for offsets only */
+  gboolean eos;
+} Event;
+
+/* Sigmoid models: scores are per-class sigmoids; in on-change mode each
+ * label opens a segment when its score reaches its threshold and closes it
+ * when it falls below: onset/offset messages with exact running times
+ * (segment-start = running time of the first step's PTS, segment-end = the
+ * end of the last step's token), offsets closed at EOS. */
+static void
+test_sigmoid_segments (void)
+{
+  const gsize n = 40;
+  float *x = make_tokens (n, 17);
+  float *logits = reference_logits (x, n);
+  char *dir = g_dir_make_tmp ("conyresults-XXXXXX", NULL);
+  char *sig = sigmoid_model_path (dir);
+
+  /* per-class thresholds at each class's median score, so labels toggle */
+  double thr[C];
+  for (int c = 0; c < C; c++) {
+    double v[40];
+    for (gsize t = 0; t < n; t++)
+      v[t] = 1.0 / (1.0 + exp (-(double) logits[t * C + c]));
+    for (gsize i = 0; i < n; i++)
+      for (gsize j = i + 1; j < n; j++)
+        if (v[j] < v[i]) {
+          double tmp = v[i];
+          v[i] = v[j];
+          v[j] = tmp;
+        }
+    /* between two scores, rounded so the text round-trips */
+    thr[c] = floor ((v[n / 2 - 1] + v[n / 2]) / 2 * 1e6) / 1e6;
+  }
+  GString *text = g_string_new (NULL);
+  for (int c = 0; c < C; c++)
+    g_string_append_printf (text, "%s\t%.6f\n", labels[c], thr[c]);
+  char *file = write_labels (dir, text->str);
+  g_string_free (text, TRUE);
+
+  /* the expected events */
+  const GstClockTime base = 5 * GST_SECOND, rbase = GST_SECOND;
+  GArray *want = g_array_new (FALSE, FALSE, sizeof (Event));
+  gboolean on[C] = { FALSE };
+  GstClockTime on_start[C], on_end[C];
+  for (gsize t = 0; t < n; t++) {
+    GstClockTime r0 = rbase + t * 250 * MS, r1 = r0 + 250 * MS;
+    for (int c = 0; c < C; c++) {
+      double p = 1.0 / (1.0 + exp (-(double) logits[t * C + c]));
+      if (p >= thr[c] && on[c]) {
+        on_end[c] = r1;
+      } else if (p < thr[c] && on[c]) {
+        Event e = { FALSE, c, t, on_start[c], on_end[c], FALSE };
+        g_array_append_val (want, e);
+        on[c] = FALSE;
+      }
+    }
+    for (int c = 0; c < C; c++) {
+      double p = 1.0 / (1.0 + exp (-(double) logits[t * C + c]));
+      if (p >= thr[c] && !on[c]) {
+        Event e = { TRUE, c, t, r0, GST_CLOCK_TIME_NONE, FALSE };
+        g_array_append_val (want, e);
+        on[c] = TRUE;
+        on_start[c] = r0;
+        on_end[c] = r1;
+      }
+    }
+  }
+  for (int c = 0; c < C; c++)
+    if (on[c]) {
+      Event e = { FALSE, c, n - 1, on_start[c], on_end[c], TRUE };
+      g_array_append_val (want, e);
+    }
+  g_assert_cmpuint (want->len, >, 2 * C);
+
+  GstHarness *h = new_harness (sig, "labels-file", file, "message-mode", 1, "top-k", 2, NULL);
+  GstBus *bus = attach_bus (h);
+  gst_harness_set_src_caps_str (h, TOKEN_CAPS);
+  push_segment (h, base, 0, rbase);
+  cony_test_push_tokens (h, x, D, 0, n, 1, base, 250 * MS, FALSE);
+  /* the meta: sigmoid scores, multi_label, this step's segment events */
+  guint w = 0;
+  for (gsize t = 0; t < n; t++) {
+    GstBuffer *buf = gst_harness_pull (h);
+    GstConyClassificationMeta *m = gst_buffer_get_cony_classification_meta (buf);
+    g_assert_true (m->multi_label);
+    for (int c = 0; c < C; c++)
+      g_assert_cmpfloat_with_epsilon (m->scores[c],
+          1.0 / (1.0 + exp (-(double) logits[t * C + c])), 1e-6);
+    g_assert_cmpuint (m->n_top, ==, 2);
+    g_assert_cmpfloat (m->scores[m->top_ids[0]], >=, m->scores[m->top_ids[1]]);
+    for (guint i = 0; i < m->n_events; i++, w++) {
+      const Event *e = &g_array_index (want, Event, w);
+      g_assert_cmpuint (e->step, ==, t);
+      g_assert_cmpint (m->events[i].onset, ==, e->onset);
+      g_assert_cmpstr (m->events[i].label, ==, labels[e->cls]);
+      g_assert_cmpuint (m->events[i].start, ==, e->start);
+      g_assert_cmpuint (m->events[i].end, ==, e->onset ? GST_CLOCK_TIME_NONE : e->end);
+    }
+    gst_buffer_unref (buf);
+  }
+  /* every event but the EOS offsets was on a meta */
+  while (w < want->len)
+    g_assert_true (g_array_index (want, Event, w++).eos);
+  g_assert_true (gst_harness_push_event (h, gst_event_new_eos ()));
+
+  guint i = 0;
+  GstMessage *msg;
+  while ((msg = gst_bus_pop_filtered (bus, GST_MESSAGE_ELEMENT)) != NULL) {
+    const GstStructure *s = gst_message_get_structure (msg);
+    g_assert_cmpuint (i, <, want->len);
+    const Event *e = &g_array_index (want, Event, i);
+    const char *ev = gst_structure_get_string (s, "event");
+    g_assert_cmpstr (ev, ==, e->onset ? "onset" : "offset");
+    g_assert_cmpstr (gst_structure_get_string (s, "label"), ==, labels[e->cls]);
+    g_assert_cmpuint (get_u64 (s, "step"), ==, e->step);
+    g_assert_cmpuint (get_u64 (s, "segment-start"), ==, e->start);
+    if (!e->onset)
+      g_assert_cmpuint (get_u64 (s, "segment-end"), ==, e->end);
+    gboolean eos = FALSE;
+    gst_structure_get_boolean (s, "eos", &eos);
+    g_assert_cmpint (eos, ==, e->eos);
+    g_assert_cmpstr (gst_structure_get_string (s, "output"), ==, "sigmoid");
+    gst_message_unref (msg);
+    i++;
+  }
+  g_assert_cmpuint (i, ==, want->len);
+  g_test_message ("%u onset/offset events", i);
+  detach_bus (h, bus);
+  gst_harness_teardown (h);
+  g_array_free (want, TRUE);
+  g_unlink (file);
+  g_unlink (sig);
+  g_rmdir (dir);
+  g_free (file);
+  g_free (sig);
+  g_free (dir);
+  g_free (logits);
+  g_free (x);
+}
+
+/* conyjson: one JSON object per result, newline-terminated, with the
+ * stream's caps, the span, the top-k, the segment events and the scores;
+ * labels escaped; buffers without a meta give nothing. */
+static void
+test_json_records (void)
+{
+  const gsize n = 10;
+  float *x = make_tokens (n, 19);
+  float *logits = reference_logits (x, n);
+  char *dir = g_dir_make_tmp ("conyresults-XXXXXX", NULL);
+  /* labels that need escaping */
+  char *file = write_labels (dir, "sp\"eech\nmu\\sic\nno ise\nsilence\n");
+  const char *names[C] = { "sp\"eech", "mu\\sic", "no ise", "silence" };
+  char *path = model_path ();
+  gchar *launch = g_strdup_printf ("conytransformer model=\"%s\" labels-file=\"%s\" top-k=2 "
+      "message-mode=on-change ! conyjson source=unit-test scores=true", path, file);
+  GstHarness *h = gst_harness_new_parse (launch);
+  g_free (launch);
+  gst_harness_set_src_caps_str (h, TOKEN_CAPS ",lookahead=(fraction)29/40");
+  GstCaps *out_caps = gst_pad_get_current_caps (h->sinkpad);
+  g_assert_true (gst_structure_has_name (gst_caps_get_structure (out_caps, 0),
+          "application/x-json"));
+  gst_caps_unref (out_caps);
+  const GstClockTime base = 3 * GST_SECOND;
+  push_segment (h, base, 50 * GST_SECOND, GST_SECOND);
+  cony_test_push_tokens (h, x, D, 0, n, 1, base, 250 * MS, FALSE);
+
+  int prev_top = -1;
+  for (gsize t = 0; t < n; t++) {
+    GstBuffer *buf = gst_harness_pull (h);
+    GstMapInfo map;
+    g_assert_true (gst_buffer_map (buf, &map, GST_MAP_READ));
+    g_assert_cmpuint (map.size, >, 1);
+    g_assert_cmpint (map.data[map.size - 1], ==, '\n');
+    g_assert_null (memchr (map.data, '\n', map.size - 1));   /* one line */
+    JsonParser *parser = json_parser_new ();
+    GError *error = NULL;
+    g_assert_true (json_parser_load_from_data (parser, (const gchar *) map.data,
+            (gssize) map.size, &error));
+    g_assert_no_error (error);
+    JsonObject *o = json_node_get_object (json_parser_get_root (parser));
+    double p[C];
+    softmax (logits + t * C, p);
+    int top = 0, second = -1;
+    for (int i = 1; i < C; i++)
+      if (p[i] > p[top])
+        top = i;
+    for (int i = 0; i < C; i++)
+      if (i != top && (second < 0 || p[i] > p[second]))
+        second = i;
+    guint64 oldest = t + 1 - MIN (t + 1, N);
+    GstClockTime pts = base + t * 250 * MS, start = base + oldest * 250 * MS;
+    GstClockTime end = pts + 975 * MS;
+    g_assert_cmpuint (GST_BUFFER_PTS (buf), ==, pts);
+    g_assert_cmpstr (json_object_get_string_member (o, "source"), ==, "unit-test");
+    JsonObject *st = json_object_get_object_member (o, "stream");
+    g_assert_cmpstr (json_object_get_string_member (st, "media"), ==, "other/tensors");
+    g_assert_cmpstr (json_object_get_string_member (st, "dimensions"), ==, "128:1");
+    g_assert_cmpstr (json_object_get_string_member (st, "framerate"), ==, "4/1");
+    g_assert_cmpstr (json_object_get_string_member (st, "lookahead"), ==, "29/40");
+    g_assert_cmpint (json_object_get_int_member (st, "num_tensors"), ==, 1);
+    g_assert_cmpint (json_object_get_int_member (o, "step"), ==, t);
+    g_assert_cmpint (json_object_get_int_member (o, "pts"), ==, pts);
+    g_assert_cmpint (json_object_get_int_member (o, "start"), ==, start);
+    g_assert_cmpint (json_object_get_int_member (o, "end"), ==, end);
+    g_assert_cmpint (json_object_get_int_member (o, "duration"), ==, end - start);
+    g_assert_cmpint (json_object_get_int_member (o, "running_start"), ==,
+        start - base + GST_SECOND);
+    g_assert_cmpint (json_object_get_int_member (o, "running_end"), ==, end - base + GST_SECOND);
+    g_assert_cmpint (json_object_get_int_member (o, "stream_start"), ==,
+        start - base + 50 * GST_SECOND);
+    g_assert_cmpint (json_object_get_int_member (o, "stream_end"), ==,
+        end - base + 50 * GST_SECOND);
+    g_assert_cmpstr (json_object_get_string_member (o, "output"), ==, "softmax");
+    g_assert_cmpint (json_object_get_int_member (o, "class_id"), ==, top);
+    g_assert_cmpstr (json_object_get_string_member (o, "label"), ==, names[top]);
+    g_assert_cmpfloat_with_epsilon (json_object_get_double_member (o, "score"), p[top], 1e-6);
+    g_assert_cmpfloat (json_object_get_double_member (o, "context_fill"), ==,
+        (double) MIN (t + 1, N) / N);
+    JsonArray *tk = json_object_get_array_member (o, "top");
+    g_assert_cmpuint (json_array_get_length (tk), ==, 2);
+    JsonObject *t1 = json_array_get_object_element (tk, 1);
+    g_assert_cmpint (json_object_get_int_member (t1, "class_id"), ==, second);
+    g_assert_cmpstr (json_object_get_string_member (t1, "label"), ==, names[second]);
+    g_assert_cmpfloat_with_epsilon (json_object_get_double_member (t1, "score"), p[second], 1e-6);
+    JsonArray *sc = json_object_get_array_member (o, "scores");
+    g_assert_cmpuint (json_array_get_length (sc), ==, C);
+    for (int i = 0; i < C; i++)
+      g_assert_cmpfloat_with_epsilon (json_array_get_double_element (sc, i), p[i], 1e-6);
+    /* on-change segments: an onset when the top label changes, after the
+     * offset of the previous one */
+    JsonArray *ev = json_object_get_array_member (o, "events");
+    guint want_events = top == prev_top ? 0 : prev_top < 0 ? 1 : 2;
+    g_assert_cmpuint (json_array_get_length (ev), ==, want_events);
+    if (want_events > 0) {
+      JsonObject *on = json_array_get_object_element (ev, want_events - 1);
+      g_assert_cmpstr (json_object_get_string_member (on, "event"), ==, "onset");
+      g_assert_cmpstr (json_object_get_string_member (on, "label"), ==, names[top]);
+      g_assert_cmpint (json_object_get_int_member (on, "segment_start"), ==,
+          pts - base + GST_SECOND);
+      g_assert_true (json_object_get_null_member (on, "segment_end"));
+    }
+    if (want_events == 2) {
+      JsonObject *off = json_array_get_object_element (ev, 0);
+      g_assert_cmpstr (json_object_get_string_member (off, "event"), ==, "offset");
+      g_assert_cmpstr (json_object_get_string_member (off, "label"), ==, names[prev_top]);
+      g_assert_cmpint (json_object_get_int_member (off, "segment_end"), ==,
+          pts - base + GST_SECOND);
+    }
+    prev_top = top;
+    g_object_unref (parser);
+    gst_buffer_unmap (buf, &map);
+    gst_buffer_unref (buf);
+  }
+  g_assert_cmpuint (gst_harness_buffers_in_queue (h), ==, 0);
+  gst_harness_teardown (h);
+
+  /* a buffer without a classification meta: no output */
+  h = gst_harness_new ("conyjson");
+  gst_harness_set_src_caps_str (h, TOKEN_CAPS);
+  cony_test_push_tokens (h, x, D, 0, 3, 1, 0, 250 * MS, FALSE);
+  g_assert_cmpuint (gst_harness_buffers_in_queue (h), ==, 0);
+  gst_harness_teardown (h);
+
+  g_unlink (file);
+  g_rmdir (dir);
+  g_free (file);
+  g_free (dir);
+  g_free (path);
+  g_free (logits);
+  g_free (x);
+}
+
+int
+main (int argc, char **argv)
+{
+  gst_init (&argc, &argv);
+  g_test_init (&argc, &argv, NULL);
+  g_test_add_func ("/results/span-audio-chain", test_span_audio_chain);
+  g_test_add_func ("/results/span-negative-lookahead", test_span_negative_lookahead);
+  g_test_add_func ("/results/top-k", test_top_k);
+  g_test_add_func ("/results/labels-property", test_labels_property);
+  g_test_add_func ("/results/thresholds-file", test_thresholds_file);
+  g_test_add_func ("/results/sigmoid-segments", test_sigmoid_segments);
+  g_test_add_func ("/results/json-records", test_json_records);
+  return g_test_run ();
+}

@@ -1,0 +1,81 @@
+#!/usr/bin/env bash
+# training/train_your_own.py on a tiny generated set: three classes (a sine tone, white
+# noise, a square-wave buzz; four WAV files each, 2.3-3.5 s, generated here with
+# audiotestsrc):
+#  - it writes a model that `cony info` loads, with the folder names as labels and its
+#    CNN's SHA-256 in the config, and prints a validation accuracy well above chance;
+#  - a file shorter than --window is named in a warning;
+#  - a window longer than every file is refused.
+# Skipped without python3-torch. Needs GST_PLUGIN_PATH (the build tree's gst/).
+#   test_train_your_own.sh SOURCE_ROOT CONY_TOOL
+set -uo pipefail
+root=${1:?usage: test_train_your_own.sh SOURCE_ROOT CONY_TOOL}
+cony=${2:?}
+/usr/bin/python3 -c 'import torch, gi' 2>/dev/null || { echo "1..0 # SKIP needs python3-torch and python3-gi"; exit 77; }
+tmp=$(mktemp -d)
+trap 'rm -rf "$tmp"' EXIT
+n=0
+fail=0
+ok () { n=$((n + 1)); echo "ok $n $*"; }
+not_ok () { n=$((n + 1)); echo "not ok $n $*"; fail=1; }
+cnn=$root/models/audio/vggish.safetensors
+train=("/usr/bin/python3" "$root/training/train_your_own.py" --cony "$cony" --cnn "$cnn" --epochs 20)
+
+# clip CLASS NAME BUFFERS(0.1 s each) audiotestsrc-properties...
+clip () {
+  local dir=$tmp/data/$1 name=$2 buffers=$3
+  shift 3
+  mkdir -p "$dir"
+  gst-launch-1.0 -q audiotestsrc num-buffers="$buffers" samplesperbuffer=1600 "$@" \
+    ! audio/x-raw,rate=16000,channels=1 ! wavenc ! filesink location="$dir/$name.wav"
+}
+for i in 1 2 3 4; do
+  clip tone "t$i" $((20 + i * 3)) wave=sine freq=$((400 + i * 60))
+  clip noise "n$i" $((20 + i * 3)) wave=white-noise volume=0.$((2 + i))
+  clip buzz "b$i" $((20 + i * 3)) wave=square freq=$((100 + i * 20)) volume=0.3
+done
+
+if ! "${train[@]}" "$tmp/data" -o "$tmp/model.safetensors" >"$tmp/out" 2>"$tmp/err"; then
+  not_ok "train_your_own.py failed"; tail -10 "$tmp/err" | sed 's/^/# /'
+else
+  sed 's/^/# /' "$tmp/out"
+  acc=$(sed -nE 's/^validation accuracy .*: ([0-9.]+) % of [0-9]+ steps.*/\1/p' "$tmp/out")
+  if [ -n "$acc" ] && [ "$(echo "$acc >= 60" | bc -l)" = 1 ]; then
+    ok "trained: validation accuracy $acc % of steps (chance: 33 %)"
+  else
+    not_ok "validation accuracy '${acc:-not printed}'"
+  fi
+  info=$("$cony" info "$tmp/model.safetensors" 2>&1)
+  want_sha=$(sha256sum "$cnn" | cut -d' ' -f1)
+  got_sha=$(/usr/bin/python3 -c "
+import json, sys; sys.path.insert(0, '$root/training'); import safetensors_io
+print(json.loads(safetensors_io.load('$tmp/model.safetensors')[1]['config'])['frontend']['cnn_sha256'])")
+  if echo "$info" | grep -q "buzz" && echo "$info" | grep -q "noise" && echo "$info" | grep -q "tone" \
+     && [ "$got_sha" = "$want_sha" ]; then
+    ok "cony info loads it: labels buzz, noise, tone; records the CNN's SHA-256"
+  else
+    not_ok "model file: labels or CNN record wrong (sha '$got_sha')"; echo "$info" | sed 's/^/# /'
+  fi
+fi
+
+# A 1.2 s file gives 2 tokens: shorter than a window of 6.
+clip buzz short 12 wave=square freq=150 volume=0.3
+if "${train[@]}" "$tmp/data" -o "$tmp/m2.safetensors" --window 6 --epochs 2 >"$tmp/out" 2>"$tmp/err" \
+   && grep -q "shorter than the window of 6 tokens.*short.wav" "$tmp/err"; then
+  ok "a file shorter than the window is named: $(grep -o "warning: [0-9]* of [0-9]* files are shorter" "$tmp/err")"
+else
+  not_ok "no warning for a file shorter than the window"; sed 's/^/# /' "$tmp/err" | tail -5
+fi
+
+# A window longer than every file: refused with a reason.
+"${train[@]}" "$tmp/data" -o "$tmp/m3.safetensors" --window 40 >"$tmp/out" 2>"$tmp/err"
+rc=$?
+if [ "$rc" != 0 ] && grep -q "no training file is as long as the window of 40 tokens" "$tmp/err" \
+   && [ ! -e "$tmp/m3.safetensors" ]; then
+  ok "a window longer than every file is refused (exit $rc)"
+else
+  not_ok "--window 40: exit $rc"; sed 's/^/# /' "$tmp/err" | tail -5
+fi
+
+echo "1..$n"
+exit $fail

@@ -1,0 +1,66 @@
+/* Helpers shared by the `cony bench` subcommands (bench.h). */
+#include "bench.h"
+
+#include <stdlib.h>
+#include <time.h>
+
+static double
+clock_s (clockid_t id)
+{
+  struct timespec ts;
+  clock_gettime (id, &ts);
+  return ts.tv_sec + ts.tv_nsec * 1e-9;
+}
+
+double
+cony_bench_cpu_s (void)
+{
+  return clock_s (CLOCK_THREAD_CPUTIME_ID);
+}
+
+double
+cony_bench_wall_s (void)
+{
+  return clock_s (CLOCK_MONOTONIC);
+}
+
+void
+cony_bench_fill_random (GRand *rng, float *x, gsize n, double centre, double half_width)
+{
+  for (gsize i = 0; i < n; i++)
+    x[i] = (float) (centre + half_width * g_rand_double_range (rng, -1.0, 1.0));
+}
+
+static int
+cmp_double (const void *a, const void *b)
+{
+  double x = *(const double *) a, y = *(const double *) b;
+  return (x > y) - (x < y);
+}
+
+ConyBenchSummary
+cony_bench_summarise (const double *samples, int n)
+{
+  g_autofree double *sorted = g_memdup2 (samples, sizeof (double) * n);
+  qsort (sorted, n, sizeof (double), cmp_double);
+  return (ConyBenchSummary) { .min = sorted[0], .median = sorted[n / 2] };
+}
+
+char *
+cony_bench_run_script (const char *const *argv, char **why)
+{
+  g_autofree char *out = NULL, *err = NULL;
+  int status = 0;
+  GError *error = NULL;
+  if (!g_spawn_sync (NULL, (char **) argv, NULL, G_SPAWN_DEFAULT, NULL, NULL, &out, &err, &status,
+                     &error)) {
+    *why = g_strdup (error->message);
+    g_error_free (error);
+    return NULL;
+  }
+  if (!g_spawn_check_wait_status (status, NULL)) {
+    *why = g_strdup_printf ("%s failed: %s", argv[1], err ? err : "");
+    return NULL;
+  }
+  return g_steal_pointer (&out);
+}

@@ -1,0 +1,27 @@
+/* What every `cony bench` subcommand measures with: one clock per kind of time, one
+ * random fill, one summary of repeated measurements, one way to run a training/
+ * script for a comparison column. */
+#pragma once
+#include <glib.h>
+
+/* CPU seconds of the calling thread: with one BLAS thread, the compute time free of
+ * whatever else holds the cores. */
+double cony_bench_cpu_s (void);
+/* Monotonic wall-clock seconds. */
+double cony_bench_wall_s (void);
+
+/* @n floats drawn uniformly from [@centre − @half_width, @centre + @half_width). */
+void cony_bench_fill_random (GRand *rng, float *x, gsize n, double centre, double half_width);
+
+/* Repeated measurements of one quantity, summarised. */
+typedef struct {
+  double min, median;
+} ConyBenchSummary;
+
+/* @n ≥ 1 samples (left unchanged); the median of an even count is the upper middle. */
+ConyBenchSummary cony_bench_summarise (const double *samples, int n);
+
+/* Runs @argv (e.g. /usr/bin/python3 SCRIPT ...) and returns its standard output, or
+ * NULL with *@why set: it did not start, or exited non-zero (then with its stderr).
+ * g_free() both. */
+char *cony_bench_run_script (const char *const *argv, char **why);

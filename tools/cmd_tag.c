@@ -1,0 +1,87 @@
+/* cony tag: the top-k labels of a CNN with a scoring head (YAMNet) per window. */
+#include "commands.h"
+#include "cnn_input.h"
+
+#include <stdio.h>
+#include <string.h>
+
+/* Indices of the @k largest of @x (n values), largest first. */
+static void
+top_k (const float *x, guint n, guint k, guint *idx)
+{
+  for (guint j = 0; j < k; j++) {
+    guint best = G_MAXUINT;
+    for (guint i = 0; i < n; i++) {
+      gboolean taken = FALSE;
+      for (guint t = 0; t < j && !taken; t++)
+        taken = idx[t] == i;
+      if (!taken && (best == G_MAXUINT || x[i] > x[best]))
+        best = i;
+    }
+    idx[j] = best;
+  }
+}
+
+int
+cony_cmd_tag (int argc, char **argv)
+{
+  char *model_path = NULL;
+  int stride = 48, k = 5;
+  GOptionEntry entries[] = {
+    { "model", 'm', 0, G_OPTION_ARG_FILENAME, &model_path, "CNN model with a scoring head and labels", "M" },
+    { "top-k", 'k', 0, G_OPTION_ARG_INT, &k, "labels per window (default 5)", "K" },
+    { "stride", 's', 0, G_OPTION_ARG_INT, &stride, "frames between window starts (default 48 = 0.48 s)", "N" },
+    { NULL },
+  };
+  g_autoptr (GOptionContext) ctx = g_option_context_new ("IN.wav|IN.npy - top-k labels per window");
+  g_option_context_set_description (ctx,
+      "Prints one line per window: its index, start time (WAV and log-mel frames) and the\n"
+      "k highest scores of the model's last layer with their labels (the model file's\n"
+      "`labels` metadata; #INDEX where it has none). Input as for 'cony embed'.\n");
+  g_option_context_add_main_entries (ctx, entries, NULL);
+  GError *error = NULL;
+  if (!g_option_context_parse (ctx, &argc, &argv, &error))
+    return cony_cmd_fail (error);
+  g_autofree char *m_path = model_path;
+  if (argc != 2 || model_path == NULL) {
+    fprintf (stderr, "usage: cony tag --model M.safetensors IN.wav|IN.npy [--top-k K] [--stride N]\n");
+    return 2;
+  }
+  if (stride < 1 || k < 1) {
+    fprintf (stderr, "cony tag: --stride and --top-k must be at least 1\n");
+    return 2;
+  }
+  g_autoptr (ConyCnn) cnn = cony_cnn_load (m_path, &error);
+  if (cnn == NULL)
+    return cony_cmd_fail (error);
+  guint D = cony_cnn_get_output_size (cnn), n_labels = 0;
+  const char *const *labels = cony_cnn_get_labels (cnn, &n_labels);
+  guint kk = MIN ((guint) k, D);
+  ConyCnnInput in;
+  if (!cony_cnn_input_read (&in, cnn, argv[1], (guint) stride, &error)) {
+    g_prefix_error (&error, "%s: ", m_path);
+    return cony_cmd_fail (error);
+  }
+  if (in.n_windows == 0)
+    fprintf (stderr, "cony tag: %s: %" G_GSIZE_FORMAT " frames is less than one %u-frame window\n",
+             argv[1], in.n_frames, cony_cnn_get_input_height (cnn));
+  g_autofree float *out = g_new (float, MAX (in.n_windows, 1) * D);
+  cony_cnn_input_run (&in, cnn, out);
+  g_autofree guint *idx = g_new (guint, kk);
+  for (gsize w = 0; w < in.n_windows; w++) {
+    const float *s = out + w * D;
+    top_k (s, D, kk, idx);
+    printf ("%" G_GSIZE_FORMAT, w);
+    if (in.frame_seconds > 0 || in.frames != NULL)
+      printf ("\t%.2f s", w * (double) in.stride * (in.frame_seconds > 0 ? in.frame_seconds : 0.01));
+    for (guint j = 0; j < kk; j++) {
+      if (labels)
+        printf ("\t%s %.3f", labels[idx[j]], s[idx[j]]);
+      else
+        printf ("\t#%u %.3f", idx[j], s[idx[j]]);
+    }
+    printf ("\n");
+  }
+  cony_cnn_input_clear (&in);
+  return 0;
+}

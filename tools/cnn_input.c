@@ -1,0 +1,140 @@
+/* Input windows for the CNN commands (see cnn_input.h). */
+#include "cnn_input.h"
+
+#include "cony/error.h"
+#include "cony/mel.h"
+#include "cony/wav.h"
+
+#include <json-glib/json-glib.h>
+#include <string.h>
+
+#define BATCH 32
+
+/* The model's `frontend` JSON applied over VGGish's log-mel settings. */
+static gboolean
+mel_config_for (ConyCnn *cnn, ConyMelConfig *config, GError **error)
+{
+  cony_mel_config_init_vggish (config);
+  const char *text = cony_cnn_get_metadata (cnn, "frontend");
+  if (text == NULL)
+    return TRUE;
+  g_autoptr (JsonParser) parser = json_parser_new ();
+  JsonNode *root = json_parser_load_from_data (parser, text, -1, NULL)
+                       ? json_parser_get_root (parser) : NULL;
+  if (root == NULL || !JSON_NODE_HOLDS_OBJECT (root)) {
+    g_set_error (error, CONY_ERROR, CONY_ERROR_INVALID,
+                 "the model's frontend metadata is not a JSON object: %s", text);
+    return FALSE;
+  }
+  JsonObject *o = json_node_get_object (root);
+  static const struct { const char *key; gsize off; gboolean is_uint; } keys[] = {
+    { "sample-rate", G_STRUCT_OFFSET (ConyMelConfig, sample_rate), TRUE },
+    { "window-length", G_STRUCT_OFFSET (ConyMelConfig, window_length), TRUE },
+    { "hop-length", G_STRUCT_OFFSET (ConyMelConfig, hop_length), TRUE },
+    { "fft-length", G_STRUCT_OFFSET (ConyMelConfig, fft_length), TRUE },
+    { "n-mels", G_STRUCT_OFFSET (ConyMelConfig, n_mels), TRUE },
+    { "fmin", G_STRUCT_OFFSET (ConyMelConfig, fmin), FALSE },
+    { "fmax", G_STRUCT_OFFSET (ConyMelConfig, fmax), FALSE },
+    { "log-offset", G_STRUCT_OFFSET (ConyMelConfig, log_offset), FALSE },
+  };
+  for (guint i = 0; i < G_N_ELEMENTS (keys); i++) {
+    if (!json_object_has_member (o, keys[i].key))
+      continue;
+    double v = json_object_get_double_member (o, keys[i].key);
+    if (keys[i].is_uint)
+      G_STRUCT_MEMBER (guint, config, keys[i].off) = v > 0 && v < 1e9 ? (guint) v : 0;
+    else
+      G_STRUCT_MEMBER (double, config, keys[i].off) = v;
+  }
+  return cony_mel_config_validate (config, error);
+}
+
+gboolean
+cony_cnn_input_read (ConyCnnInput *in, ConyCnn *cnn, const char *path, guint stride,
+                     GError **error)
+{
+  memset (in, 0, sizeof *in);
+  in->stride = stride;
+  guint H = cony_cnn_get_input_height (cnn), W = cony_cnn_get_input_width (cnn);
+  guint C = cony_cnn_get_input_channels (cnn);
+  if (g_str_has_suffix (path, ".npy") || g_str_has_suffix (path, ".NPY")) {
+    g_autoptr (ConyNpyArray) arr = cony_npy_load (path, error);
+    if (arr == NULL)
+      return FALSE;
+    if (arr->ndim == 2 && C == 1 && arr->shape[1] == W) {
+      in->n_frames = arr->shape[0];
+      in->frames = g_steal_pointer (&arr->data);
+    } else if ((arr->ndim == 3 && C == 1 && arr->shape[1] == H && arr->shape[2] == W) ||
+               (arr->ndim == 4 && arr->shape[1] == C && arr->shape[2] == H && arr->shape[3] == W &&
+                C == 1)) {
+      in->n_windows = arr->shape[0];
+      in->patches = g_steal_pointer (&arr);
+      return TRUE;
+    } else {
+      g_autoptr (GString) got = g_string_new ("(");
+      for (int d = 0; d < arr->ndim; d++)
+        g_string_append_printf (got, "%s%" G_GSIZE_FORMAT, d ? ", " : "", arr->shape[d]);
+      g_string_append_c (got, ')');
+      g_set_error (error, CONY_ERROR, CONY_ERROR_SHAPE,
+                   "%s has shape %s, expected log-mel frames (T, %u) or patches (N, %u, %u) / "
+                   "(N, 1, %u, %u)%s", path, got->str, W, H, W, H, W,
+                   C != 1 ? " (and a 1-channel model)" : "");
+      return FALSE;
+    }
+  } else {
+    ConyMelConfig config;
+    if (C != 1) {
+      g_set_error (error, CONY_ERROR, CONY_ERROR_INVALID,
+                   "the model takes %u-channel input; WAV input needs a 1-channel log-mel model",
+                   C);
+      return FALSE;
+    }
+    if (!mel_config_for (cnn, &config, error))
+      return FALSE;
+    if (W != config.n_mels) {
+      g_set_error (error, CONY_ERROR, CONY_ERROR_SHAPE,
+                   "the model takes %u-wide patches but its log-mel has %u bands", W,
+                   config.n_mels);
+      return FALSE;
+    }
+    gsize n = 0;
+    g_autofree float *x = cony_wav_load_mono (path, config.sample_rate, &n, error);
+    if (x == NULL)
+      return FALSE;
+    g_autoptr (ConyMel) mel = cony_mel_new (&config, error);
+    if (mel == NULL)
+      return FALSE;
+    in->frames = cony_mel_compute (mel, x, n, &in->n_frames);
+    in->frame_seconds = (double) config.hop_length / config.sample_rate;
+  }
+  in->n_windows = in->n_frames >= H ? 1 + (in->n_frames - H) / stride : 0;
+  return TRUE;
+}
+
+void
+cony_cnn_input_run (const ConyCnnInput *in, ConyCnn *cnn, float *out)
+{
+  gsize in_size = cony_cnn_get_input_size (cnn), D = cony_cnn_get_output_size (cnn);
+  guint W = cony_cnn_get_input_width (cnn);
+  g_autofree float *batch = in->patches ? NULL : g_new (float, BATCH * in_size);
+  for (gsize start = 0; start < in->n_windows; start += BATCH) {
+    gsize m = MIN ((gsize) BATCH, in->n_windows - start);
+    const float *src;
+    if (in->patches) {
+      src = in->patches->data + start * in_size;
+    } else {
+      for (gsize k = 0; k < m; k++)
+        memcpy (batch + k * in_size, in->frames + (start + k) * (gsize) in->stride * W,
+                in_size * sizeof (float));
+      src = batch;
+    }
+    cony_cnn_forward_batch (cnn, src, m, out + start * D);
+  }
+}
+
+void
+cony_cnn_input_clear (ConyCnnInput *in)
+{
+  g_clear_pointer (&in->frames, g_free);
+  g_clear_pointer (&in->patches, cony_npy_array_free);
+}

@@ -1,0 +1,23 @@
+/* Input windows for the CNN commands (cony embed, cony tag): a WAV file's log-mel
+ * frames, log-mel frames from a .npy, or ready patches from a .npy. */
+#pragma once
+#include "cony/cnn.h"
+#include "cony/npy.h"
+
+typedef struct {
+  float *frames;         /* (T, W) log-mel frames to window, or NULL */
+  gsize n_frames;
+  ConyNpyArray *patches; /* ready examples (N, H, W) / (N, 1, H, W), or NULL */
+  gsize n_windows;
+  guint stride;          /* frames between window starts (frames only) */
+  double frame_seconds;  /* seconds per frame (0: unknown, ready patches) */
+} ConyCnnInput;
+
+/* Reads @path for @cnn. WAV: the log-mel of the model's `frontend` metadata
+ * (conymel's property names; VGGish's front end when absent). Errors name the
+ * file and what was expected. */
+gboolean cony_cnn_input_read (ConyCnnInput *in, ConyCnn *cnn, const char *path, guint stride,
+                              GError **error);
+/* Runs every window through @cnn into @out (n_windows x output size). */
+void cony_cnn_input_run (const ConyCnnInput *in, ConyCnn *cnn, float *out);
+void cony_cnn_input_clear (ConyCnnInput *in);

@@ -1,0 +1,120 @@
+"""Float64 numpy reference of libcony's MobileNet-v1 CNN files (docs/model-format.md,
+metadata network = "mobilenet_v1"); tests/test_mobilenet.c checks src/cnn*.c against it.
+
+    net = load("model.safetensors")          # or from_tensors(tensors, metadata)
+    embedding, scores = forward(net, patch)  # patch: (H, W) or (H, W, C), HWC
+
+Layers (the `layers` metadata words, layer i's tensors `layers.{i}.*`, torch layouts):
+conv3x3s1/s2 (out, in, 3, 3), dw3x3s1/s2 (C, 1, 3, 3), conv1x1 (out, in, 1, 1), each
+followed by the file's activation (ReLU6 by default, or ReLU); gap (mean over H and W);
+fc (out, in), no activation; sigmoid. Padding is TensorFlow SAME: out = ceil(in / s),
+pad_total = max((out - 1) s + 3 - in, 0), pad_total // 2 before, the rest after.
+I8 weights are dequantised with `layers.{i}.weight_scale` (one scale per dim-0 index).
+The embedding is the gap output (None without a gap before the head); the scores are the
+last layer's output.
+"""
+
+import json
+import os
+import sys
+
+import numpy as np
+
+sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+import safetensors_io  # noqa: E402
+
+WORDS = ("conv3x3s1", "conv3x3s2", "dw3x3s1", "dw3x3s2", "conv1x1", "gap", "fc", "sigmoid")
+WITH_TENSORS = ("conv3x3s1", "conv3x3s2", "dw3x3s1", "dw3x3s2", "conv1x1", "fc")
+
+
+def load(path):
+    tensors, metadata = safetensors_io.load(path)
+    return from_tensors(tensors, metadata)
+
+
+def dequantised(tensors, base):
+    """layers.{i}.weight in float64 (int8 times its per-output-channel scale)."""
+    w = tensors[base + ".weight"]
+    if w.dtype == np.int8:
+        scale = tensors[base + ".weight_scale"].astype(np.float64)
+        return w.astype(np.float64) * scale.reshape((-1,) + (1,) * (w.ndim - 1))
+    if base + ".weight_scale" in tensors:
+        raise ValueError(f"{base}.weight_scale on a {w.dtype} weight")
+    return w.astype(np.float64)
+
+
+def from_tensors(tensors, metadata):
+    if metadata.get("network") != "mobilenet_v1":
+        raise ValueError("not a network = mobilenet_v1 file")
+    words = metadata["layers"].split()
+    layers = []
+    for i, word in enumerate(words):
+        if word not in WORDS:
+            raise ValueError(f"layer word {i} {word!r} is unknown")
+        base = f"layers.{i}"
+        if word in WITH_TENSORS:
+            layers.append((word, dequantised(tensors, base),
+                           tensors[base + ".bias"].astype(np.float64)))
+        else:
+            layers.append((word, None, None))
+    act = metadata.get("activation", "relu6")
+    if act not in ("relu6", "relu"):
+        raise ValueError(f"activation {act!r}")
+    labels = json.loads(metadata["labels"]) if "labels" in metadata else None
+    return {
+        "input": tuple(int(metadata.get(k, d)) for k, d in
+                       (("input_height", 96), ("input_width", 64), ("input_channels", 1))),
+        "relu_max": 6.0 if act == "relu6" else np.inf,
+        "layers": layers,
+        "labels": labels,
+    }
+
+
+def same_padding(n, stride):
+    """(output size, pad before, pad after) of a 3x3 SAME conv on n positions."""
+    out = -(-n // stride)
+    total = max((out - 1) * stride + 3 - n, 0)
+    return out, total // 2, total - total // 2
+
+
+def taps(x, stride):
+    """The nine shifted views of the zero-padded HWC map x: [(ky, kx, (OH, OW, C))]."""
+    h, w, _ = x.shape
+    oh, top, bottom = same_padding(h, stride)
+    ow, left, right = same_padding(w, stride)
+    xp = np.pad(x, ((top, bottom), (left, right), (0, 0)))
+    return [(ky, kx, xp[ky:ky + stride * (oh - 1) + 1:stride,
+                        kx:kx + stride * (ow - 1) + 1:stride, :])
+            for ky in range(3) for kx in range(3)]
+
+
+def conv3x3(x, w, b, stride):
+    out = sum(np.einsum("yxi,oi->yxo", v, w[:, :, ky, kx]) for ky, kx, v in taps(x, stride))
+    return out + b
+
+
+def depthwise3x3(x, w, b, stride):
+    return sum(v * w[:, 0, ky, kx] for ky, kx, v in taps(x, stride)) + b
+
+
+def forward(net, patch):
+    """(embedding or None, scores) of one patch, float64."""
+    h, w, c = net["input"]
+    x = np.asarray(patch, dtype=np.float64).reshape(h, w, c)
+    embedding = None
+    act = lambda v: np.clip(v, 0.0, net["relu_max"])  # noqa: E731
+    for word, wt, b in net["layers"]:
+        if word.startswith("conv3x3"):
+            x = act(conv3x3(x, wt, b, int(word[-1])))
+        elif word.startswith("dw3x3"):
+            x = act(depthwise3x3(x, wt, b, int(word[-1])))
+        elif word == "conv1x1":
+            x = act(np.einsum("yxi,oi->yxo", x, wt[:, :, 0, 0]) + b)
+        elif word == "gap":
+            x = x.mean(axis=(0, 1))
+            embedding = x
+        elif word == "fc":
+            x = wt @ x.reshape(-1) + b
+        else:
+            x = 1.0 / (1.0 + np.exp(-x))
+    return embedding, x.reshape(-1)
