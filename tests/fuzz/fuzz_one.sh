@@ -19,7 +19,7 @@ seed_files () {
     npy) find "$src/tests/golden" -name '*.npy' -size -8k ;;
     safetensors) find "$src/tests/golden" -name '*.safetensors' -size -16k ;;
     model) find "$src/tests/golden/model" -name '*.safetensors' -size -16k ;;
-    cnn) find "$src/tests/golden/cnn" "$src/tests/golden/imagecnn" -name '*.safetensors' -size -64k ;;
+    cnn) find "$src/tests/golden/cnn" "$src/tests/golden/imagecnn" "$src/tests/golden/mobilenet" -name '*.safetensors' -size -64k ;;
     labels) find "$src/models" -name 'labels*.txt' ;;
   esac
 }
