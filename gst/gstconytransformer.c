@@ -131,6 +131,7 @@
 #endif
 
 #include "gstconytransformer.h"
+#include "cony/labels.h"
 #include "cony/safetensors.h"
 #include "gstconyelement.h"
 
@@ -248,61 +249,6 @@ gst_cony_transformer_reset_after_overflow (GstConyTransformer *self)
   self->in_overflow = in_overflow;
 }
 
-/* Parses "label<TAB>threshold" lines in place: cuts the label at the tab and
- * stores the threshold (NAN when the line has none). */
-static gboolean
-gst_cony_transformer_split_thresholds (const gchar *path, gchar **lines, guint n, gdouble *thresholds,
-    GError **error)
-{
-  for (guint i = 0; i < n; i++) {
-    gchar *tab = strchr (lines[i], '\t');
-    thresholds[i] = NAN;
-    if (tab == NULL)
-      continue;
-    *tab = '\0';
-    gchar *end = NULL;
-    gdouble t = g_ascii_strtod (tab + 1, &end);
-    if (end == tab + 1 || *end != '\0' || !(t >= 0.0 && t <= 1.0)) {
-      g_set_error (error, G_FILE_ERROR, G_FILE_ERROR_INVAL, "%s, line %u (%s): the threshold "
-          "after the tab is '%s', expected a number from 0 to 1", path, i + 1, lines[i], tab + 1);
-      return FALSE;
-    }
-    thresholds[i] = t;
-  }
-  return TRUE;
-}
-
-/* Reads one label per line, optionally followed by a tab and its threshold
- * (as DL Streamer's model-proc gives per label); a final empty line is
- * ignored. *thresholds: one per label, NAN where the line has none. */
-static gchar **
-gst_cony_transformer_read_labels (const gchar *path, guint *n, gdouble **thresholds, GError **error)
-{
-  gchar *text = NULL;
-  if (!g_file_get_contents (path, &text, NULL, error))
-    return NULL;
-  gchar **lines = g_strsplit (text, "\n", -1);
-  g_free (text);
-  guint count = g_strv_length (lines);
-  if (count > 0 && lines[count - 1][0] == '\0') {
-    g_free (lines[count - 1]);
-    lines[--count] = NULL;
-  }
-  for (guint i = 0; i < count; i++) {
-    gsize len = strlen (lines[i]);
-    if (len > 0 && lines[i][len - 1] == '\r')
-      lines[i][len - 1] = '\0';
-  }
-  *thresholds = g_new (gdouble, MAX (count, 1));
-  if (!gst_cony_transformer_split_thresholds (path, lines, count, *thresholds, error)) {
-    g_clear_pointer (thresholds, g_free);
-    g_strfreev (lines);
-    return NULL;
-  }
-  *n = count;
-  return lines;
-}
-
 /* The labels before the model is loaded (the labels property in NULL/READY):
  * the labels file's, else those of the model file's config; NULL when
  * neither can be read (the state change will say why). */
@@ -312,10 +258,7 @@ gst_cony_transformer_peek_labels (const gchar *model_path, const gchar *labels_f
   gchar **labels = NULL;
   if (labels_file != NULL && *labels_file != '\0') {
     guint n = 0;
-    gdouble *thresholds = NULL;
-    labels = gst_cony_transformer_read_labels (labels_file, &n, &thresholds, NULL);
-    g_free (thresholds);
-    return labels;
+    return cony_labels_load (labels_file, &n, NULL, NULL);
   }
   if (model_path == NULL || *model_path == '\0')
     return NULL;
@@ -371,7 +314,7 @@ gst_cony_transformer_start (GstBaseTransform *trans)
   gchar **labels = NULL;
   if (labels_file != NULL && *labels_file != '\0') {
     guint n = 0;
-    labels = gst_cony_transformer_read_labels (labels_file, &n, &self->thresholds, &error);
+    labels = cony_labels_load (labels_file, &n, &self->thresholds, &error);
     if (labels == NULL) {
       GST_ELEMENT_ERROR (self, RESOURCE, OPEN_READ, ("Could not read the labels file: %s",
               error->message), ("labels-file=%s", labels_file));

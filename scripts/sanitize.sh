@@ -2,13 +2,20 @@
 # Builds build-asan (AddressSanitizer + UndefinedBehaviorSanitizer) and runs the libcony
 # and gst suites in it: the gtest programs and the GstHarness tests with leak detection,
 # then the gst-launch-1.0 / Python pipeline tests with the sanitizer runtime preloaded
-# (those programs are not instrumented; the plugin they load is). Not part of CI: run it
-# now and then, and before a release. Extra arguments go to `meson test`.
+# (those programs are not instrumented; the plugin they load is). With --ci (what
+# scripts/test.sh runs) only the first two parts, the libcony and GstHarness tests, with
+# their results in build-asan/meson-logs/sanitize-*.json for test.sh's count. Extra
+# arguments go to `meson test`.
 set -euo pipefail
 cd "$(dirname "$0")/.."
+ci=0
+if [ "${1:-}" = --ci ]; then
+  ci=1
+  shift
+fi
 [ -f build-asan/build.ninja ] ||
   meson setup build-asan -Db_sanitize=address,undefined -Db_lundef=false --buildtype=debugoptimized
-ninja -C build-asan
+ninja -C build-asan -j 2 >/dev/null || ninja -C build-asan -j 1
 export UBSAN_OPTIONS=print_stacktrace=1:halt_on_error=1
 # gst-plugin-scanner is not instrumented and cannot load the instrumented plugin: load it
 # in the test process instead
@@ -17,9 +24,14 @@ rm -f build-asan/tests/registry-*.bin   # a registry written by a forked scan li
 # libcony's programs, then the GstHarness programs; these need the slow unwinder so that
 # the suppression of GLib's own allocation (tests/lsan.supp) sees the whole stack
 export LSAN_OPTIONS=suppressions=$PWD/tests/lsan.supp:print_suppressions=0
-ASAN_OPTIONS=detect_leaks=1 meson test -C build-asan --num-processes 1 --suite libcony "$@"
-ASAN_OPTIONS=detect_leaks=1:fast_unwind_on_malloc=0 meson test -C build-asan --num-processes 1 \
-  gst_conymel gst_conyvggish gst_conyframeembed gst_conytransformer gst_conyresults "$@"
+status=0
+ASAN_OPTIONS=detect_leaks=1 meson test -C build-asan --num-processes 2 --print-errorlogs \
+  --logbase sanitize-libcony --suite libcony "$@" || status=1
+ASAN_OPTIONS=detect_leaks=1:fast_unwind_on_malloc=0 meson test -C build-asan --num-processes 2 \
+  --print-errorlogs --logbase sanitize-gst \
+  gst_conymel gst_conyvggish gst_conyframeembed gst_conytransformer gst_conyresults gst_cycles "$@" || status=1
+[ $ci = 1 ] && exit $status
 LD_PRELOAD=$(cc -print-file-name=libasan.so) ASAN_OPTIONS=detect_leaks=0:verify_asan_link_order=0 \
   meson test -C build-asan --num-processes 1 gst_pipeline gst_pipeline_transformer \
-  video_pipeline video_patches_pipeline video_heldout default-audio-model conyjson_pipeline "$@"
+  video_pipeline video_patches_pipeline video_heldout default-audio-model conyjson_pipeline "$@" || status=1
+exit $status

@@ -20,10 +20,12 @@ RUNTIME=(
   python3-flatbuffers
 )
 # Tests and training/: the reference and training stack (torch), numpy (overlay.py's
-# bitmap font too), and the MQTT broker and client of pipelines/mqtt_publish.py's test.
+# bitmap font too), the MQTT broker and client of pipelines/mqtt_publish.py's test, and
+# clang with its sanitizer runtime (test.sh's clang build and libFuzzer smoke run).
 FULL=(
   python3-numpy python3-torch
   mosquitto python3-paho-mqtt
+  clang libclang-rt-14-dev
 )
 
 PACKAGES=("${RUNTIME[@]}")

@@ -1,5 +1,10 @@
 #!/usr/bin/env bash
 # Sets up, builds and runs every test; the last line is "N passed, N failed".
+# Without arguments it also runs the hardening checks, counted in the same line: the
+# clang build (build-clang/), the libcony and GstHarness tests under ASan + UBSan + LSan
+# (scripts/sanitize.sh --ci, build-asan/) and each fuzz harness for 60 s
+# (tests/fuzz/run.sh, build-fuzz/; CONY_FUZZ_SECONDS changes it). CONY_HARDENING=0 skips
+# them; arguments go to `meson test` for the normal suite only.
 set -uo pipefail
 cd "$(dirname "$0")/.."
 
@@ -8,13 +13,49 @@ bash scripts/build.sh || { echo "0 passed, 1 failed"; exit 1; }
 
 meson test -C build --num-processes 2 --print-errorlogs "$@"
 status=$?
+logs=(build/meson-logs/testlog.json)
+extra_failed=0
+
+# hardening STEP COMMAND...: runs one hardening step; a failure counts once more when
+# the step left no test log to count (it failed before running its tests)
+hardening () {
+  local step=$1 log=$2
+  shift 2
+  rm -f "$log"
+  echo "== $step"
+  if ! "$@"; then
+    status=1
+    [ -f "$log" ] || { echo "FAIL $step (no test results)"; extra_failed=$((extra_failed + 1)); }
+  fi
+  [ -f "$log" ] && logs+=("$log")
+}
+
+if [ $# -eq 0 ] && [ "${CONY_HARDENING:-1}" != 0 ]; then
+  clang_build () {
+    [ -f build-clang/build.ninja ] || CC=clang meson setup build-clang >/dev/null || return 1
+    ninja -C build-clang -j 2 >/dev/null || ninja -C build-clang -j 1 | tail -20
+    local rc=${PIPESTATUS[0]}
+    echo "{\"name\": \"clang-build\", \"result\": \"$([ "$rc" = 0 ] && echo OK || echo FAIL)\"}" \
+      >build-clang/clang-build.json
+    [ "$rc" = 0 ]
+  }
+  hardening "clang build" build-clang/clang-build.json clang_build
+  rm -f build-asan/meson-logs/sanitize-gst.json
+  hardening "sanitizers: libcony" build-asan/meson-logs/sanitize-libcony.json \
+    bash scripts/sanitize.sh --ci
+  [ -f build-asan/meson-logs/sanitize-gst.json ] && logs+=(build-asan/meson-logs/sanitize-gst.json)
+  hardening "fuzz smoke" build-fuzz/meson-logs/fuzz.json \
+    env CONY_FUZZ_JOBS=2 bash tests/fuzz/run.sh "${CONY_FUZZ_SECONDS:-60}"
+fi
 
 # Count individual test cases (TAP subtests where a test speaks TAP).
-/usr/bin/python3 - build/meson-logs/testlog.json <<'PY'
+/usr/bin/python3 - "$extra_failed" "${logs[@]}" <<'PY'
 import json, re, sys
-passed = failed = skipped = 0
+passed = skipped = 0
+failed = int(sys.argv[1])
 tap = re.compile(r"^(not ok|ok) \d+(.*)$", re.M)
-for line in open(sys.argv[1]):
+lines = [l for path in sys.argv[2:] for l in open(path)]
+for line in lines:
     if not line.strip():
         continue
     t = json.loads(line)

@@ -1,18 +1,13 @@
 /* Internals of ConyAttention, shared by attention.c and the benchmarks. */
 #pragma once
 #include "cony/attention-internal.h"
+#include "cpu-private.h"
 #include "gemv-private.h"
 
 G_BEGIN_DECLS
 
 /* The hot per-step functions are also built for x86-64-v3 (AVX2: four doubles a
- * vector), chosen at load time on CPUs that have it. Without -ffast-math the compiler
- * neither contracts nor reassociates, so both builds give the same results. */
-#if defined(__x86_64__) && defined(__GNUC__) && !defined(__clang__)
-#define CONY_HOT __attribute__ ((target_clones ("arch=x86-64-v3", "default")))
-#else
-#define CONY_HOT
-#endif
+ * vector), cpu-private.h's CONY_CLONES. */
 
 typedef struct _ConyVcc ConyVcc;
 

@@ -193,7 +193,7 @@ dot_diff (const double *restrict q, const double *restrict a, const double *rest
 
 /* Scores of segment @j (scale·q·k̄ + log size, per head) and its priority key; the
  * query is in v->q. */
-static CONY_HOT void
+static CONY_CLONES void
 segment_eval (const ConyAttention *a, const VccWindow *win, int j)
 {
   ConyVcc *v = a->vcc;
@@ -292,7 +292,7 @@ build_partition (const ConyAttention *a, const VccWindow *win, int w, const floa
 }
 
 /* Softmax over the segments' scores, per head, weighting the mean values. */
-static CONY_HOT void
+static CONY_CLONES void
 combine (const ConyAttention *a, const VccWindow *win, int count, float *out)
 {
   ConyVcc *v = a->vcc;

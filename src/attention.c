@@ -695,7 +695,7 @@ cony_apply_head (ConyAttention *a, int h, int w, int p, gboolean evict, int skip
  * The term added for a key is stored and later subtracted as is, so its exponential
  * only needs to be deterministic: the fast batch exp of linalg.c serves, run once
  * over all heads. */
-static CONY_HOT void
+static CONY_CLONES void
 cony_update_rows (ConyAttention *a, int w, int p, gboolean evict, int skip)
 {
   int ml = a->ml;
@@ -776,7 +776,7 @@ cony_advance (ConyAttention *a)
 
 /* Single output: for each query of @Q (rows × d), Σ_j r_j (ΔV)_j / φ(Δ)_j; retroactive:
  * the n rows r·N with N_j = (ΔV)_j / φ(Δ)_j. */
-static CONY_HOT void
+static CONY_CLONES void
 cony_emit (ConyAttention *a, const float *Q, int rows)
 {
   int d = a->d, hd = a->hd, w = window_fill (a);

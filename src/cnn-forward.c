@@ -36,7 +36,7 @@ im2col3x3 (const float *in, const Layer *l, float *col)
 }
 
 /* x += b per row, then ReLU clamped at @hi (INFINITY: plain ReLU) when @relu. */
-CNN_HOT static void
+CONY_CLONES static void
 bias_act (float *x, gsize rows, guint cols, const float *b, gboolean relu, float hi)
 {
   for (gsize r = 0; r < rows; r++) {
@@ -73,7 +73,7 @@ conv_im2col (ConyCnn *cnn, const Layer *l, const float *in, float *out, gsize nb
 /* 3x3 depthwise conv, SAME padding, stride 1 or 2: each output pixel's channel
  * vector starts at the bias and adds the in-map taps, channels innermost (the
  * loop the compiler vectorises). */
-CNN_HOT static void
+CONY_CLONES static void
 dw_forward (const Layer *l, const float *in, float *out, gsize nb)
 {
   guint H = l->in_h, W = l->in_w, C = l->out_c, s = l->stride;
@@ -106,7 +106,7 @@ dw_forward (const Layer *l, const float *in, float *out, gsize nb)
 }
 
 /* panel[i * 16 + j] = q[i * 16 + j] * scale[j], i < rows: one int8 panel as floats. */
-CNN_HOT static void
+CONY_CLONES static void
 expand_panel (const gint8 *restrict q, const float *restrict scale, gsize rows,
               float *restrict panel)
 {

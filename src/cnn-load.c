@@ -43,7 +43,9 @@ parse_indexed (const char *name, const char *prefix, guint *index, gboolean *is_
   if (strncmp (name, prefix, pl) != 0 || name[pl] != '.')
     return FALSE;
   const char *p = name + pl + 1;
-  if (!g_ascii_isdigit (*p))
+  /* canonical decimal only: "features.00.weight" would later be looked up as
+   * "features.0.weight", which may not exist (a NULL dereference, found by fuzzing) */
+  if (!g_ascii_isdigit (*p) || (p[0] == '0' && g_ascii_isdigit (p[1])))
     return FALSE;
   char *end = NULL;
   guint64 v = g_ascii_strtoull (p, &end, 10);

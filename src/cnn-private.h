@@ -5,6 +5,7 @@
  * cnn-forward.c   the forward pass (im2col, pools, FC layers, batching). */
 #pragma once
 #include "cony/cnn.h"
+#include "cpu-private.h"
 #include "gemv-private.h"
 
 typedef enum {
@@ -104,12 +105,7 @@ struct _ConyCnn {
 
 
 /* Hot loops are built for x86-64-v3 too (AVX2/FMA, 8 floats per instruction
- * instead of SSE2's 4), chosen at load time. */
-#if defined(__GNUC__) && defined(__x86_64__) && !defined(__clang__)
-#define CNN_HOT __attribute__ ((target_clones ("arch=x86-64-v3", "default")))
-#else
-#define CNN_HOT
-#endif
+ * instead of SSE2's 4), chosen at load time: cpu-private.h's CONY_CLONES. */
 
 typedef struct {
   gboolean portable;   /* FC products with the portable gemv (cony_gemv_portable) */

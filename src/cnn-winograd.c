@@ -10,7 +10,7 @@
 
 /* ---- Winograd product kernel (AVX2/FMA) ---- */
 
-#if defined(__GNUC__) && (defined(__x86_64__) || defined(__i386__))
+#ifdef CONY_CPU_X86
 #include <immintrin.h>
 #define CNN_HAVE_WINO_KERNEL 1
 
@@ -22,7 +22,7 @@
  * as much as the product. Blocks of 6 rows x 16 columns: 12 accumulators, 2
  * weight loads and 6 broadcasts per 12 FMAs. */
 #define WG_MR 6
-__attribute__ ((target ("avx2,fma"), always_inline)) static inline void
+__attribute__ ((always_inline)) CONY_TARGET_V3 static inline void
 wg_block (const int mr, const float *v, gsize cin, const float *up, float *out, gsize ldo)
 {
   __m256 acc[WG_MR][2];
@@ -45,7 +45,7 @@ wg_block (const int mr, const float *v, gsize cin, const float *up, float *out, 
 }
 
 /* One panel: out (T x 16, row stride ldo) = v (T x cin) panel (cin x 16). */
-__attribute__ ((target ("avx2,fma"))) static void
+CONY_TARGET_V3 static void
 wino_gemm_panel_avx2 (gsize T, gsize ldo, gsize cin, const float *v, const float *panel, float *o)
 {
   gsize t = 0;
@@ -61,7 +61,7 @@ wino_gemm_panel_avx2 (gsize T, gsize ldo, gsize cin, const float *v, const float
   }
 }
 
-__attribute__ ((target ("avx2,fma"))) static void
+CONY_TARGET_V3 static void
 wino_gemm_avx2 (gsize T, gsize K, gsize cin, const float *v, const float *up, float *out)
 {
   for (gsize p = 0; p < K / 16; p++)
@@ -70,20 +70,18 @@ wino_gemm_avx2 (gsize T, gsize K, gsize cin, const float *v, const float *up, fl
 #endif
 
 
-/* The kernels this CPU runs; CONY_CNN_PORTABLE=1 in the environment (read
- * once) forces the portable ones (tests use it to cover that path): then the
- * FC layers use the portable gemv and the Winograd products use OpenBLAS. */
+/* The kernels this CPU runs; CONY_CNN_PORTABLE=1 (cony_cpu_force_portable) forces
+ * the portable ones (tests use it to cover that path): then the FC layers use the
+ * portable gemv and the Winograd products use OpenBLAS. */
 const CnnKernels *
 cnn_kernels (void)
 {
   static CnnKernels k;
   static gsize done;
   if (g_once_init_enter (&done)) {
-    const char *env = g_getenv ("CONY_CNN_PORTABLE");
-    k.portable = env != NULL && strcmp (env, "1") == 0;
+    k.portable = cony_cpu_force_portable ();
 #ifdef CNN_HAVE_WINO_KERNEL
-    __builtin_cpu_init ();
-    if (!k.portable && __builtin_cpu_supports ("avx2") && __builtin_cpu_supports ("fma")) {
+    if (!k.portable && cony_cpu_has_v3 ()) {
       k.wino_gemm = wino_gemm_avx2;
       k.gemm_panel = wino_gemm_panel_avx2;
     }
@@ -317,7 +315,7 @@ winograd_weights (Layer *l, guint m)
 /* @nb examples (HWC maps one after the other): their tiles share each sgemm.
  * The transforms are channel-vector loops: built for x86-64-v3 too (AVX2/FMA,
  * 8 floats per instruction instead of SSE2's 4), chosen at load time. */
-CNN_HOT void
+CONY_CLONES void
 cnn_conv_winograd (ConyCnn *cnn, Layer *l, guint m, const float *in, float *out, gsize nb)
 {
   const WinoMats *wm = wino_mats (m);

@@ -6,12 +6,12 @@
  * 8 weights to float in a register (F16C, exact) and then does the very same FMAs in
  * the same order as the float32 instance, so the two storages give identical sums. */
 #include "gemv-private.h"
+#include "cpu-private.h"
 
 #include <math.h>
 #include <string.h>
 
-#if (defined(__x86_64__) || defined(__i386__)) && defined(__GNUC__)
-#define CONY_GEMV_X86 1
+#ifdef CONY_CPU_X86
 #include <immintrin.h>
 #endif
 
@@ -175,9 +175,9 @@ cony_gemv_portable (const ConyGemvMatrix *m, const float *x, float *y)
 
 /* ---- AVX2 / FMA / F16C kernel -------------------------------------------------------- */
 
-#ifdef CONY_GEMV_X86
-#define X86_V3 __attribute__ ((target ("avx2,fma,f16c")))
-#define X86_V3_INLINE static inline __attribute__ ((always_inline, target ("avx2,fma,f16c")))
+#ifdef CONY_CPU_X86
+#define X86_V3 CONY_TARGET_V3
+#define X86_V3_INLINE static inline __attribute__ ((always_inline)) CONY_TARGET_V3
 
 X86_V3_INLINE __m256
 load8 (const void *w, gsize i, gboolean f16)
@@ -269,37 +269,19 @@ half_expand_f16c (const guint16 *h, gsize n, float *out)
   for (; i < n; i++)
     out[i] = _cvtsh_ss (h[i]);
 }
-
-static gboolean
-cpu_has_v3 (void)
-{
-  static gint have = -1;
-  int h = g_atomic_int_get (&have);
-  if (h < 0) {
-    __builtin_cpu_init ();
-    h = __builtin_cpu_supports ("avx2") && __builtin_cpu_supports ("fma") &&
-        __builtin_cpu_supports ("f16c");
-    g_atomic_int_set (&have, h);
-  }
-  return h != 0;
-}
 #endif
 
 gboolean
 cony_gemv_accelerated (void)
 {
-#ifdef CONY_GEMV_X86
-  return cpu_has_v3 ();
-#else
-  return FALSE;
-#endif
+  return cony_cpu_has_v3 ();
 }
 
 void
 cony_gemv (const ConyGemvMatrix *m, const float *x, float *y)
 {
-#ifdef CONY_GEMV_X86
-  if (cpu_has_v3 ()) {
+#ifdef CONY_CPU_X86
+  if (cony_cpu_has_v3 ()) {
     gboolean f16 = m->f16 != NULL;
     gsize bytes = (gsize) m->rows * m->cols * (f16 ? 2 : 4);
     gemv_avx2_kernels[f16][bytes <= PREFETCH_MAX_BYTES] (f16 ? (const void *) m->f16
@@ -314,8 +296,8 @@ cony_gemv (const ConyGemvMatrix *m, const float *x, float *y)
 void
 cony_half_expand (const guint16 *h, gsize n, float *out)
 {
-#ifdef CONY_GEMV_X86
-  if (cpu_has_v3 ()) {
+#ifdef CONY_CPU_X86
+  if (cony_cpu_has_v3 ()) {
     half_expand_f16c (h, n, out);
     return;
   }
@@ -326,13 +308,7 @@ cony_half_expand (const guint16 *h, gsize n, float *out)
 
 /* ---- GELU, LayerNorm ------------------------------------------------------------------ */
 
-/* Plain C loops the compiler vectorises, also built for x86-64-v3 (chosen at load time).
- * No contraction or reassociation (ISO C mode): every build gives the same results. */
-#if defined(__x86_64__) && defined(__GNUC__) && !defined(__clang__)
-#define STEP_CLONES __attribute__ ((target_clones ("arch=x86-64-v3", "default")))
-#else
-#define STEP_CLONES
-#endif
+/* Plain C loops the compiler vectorises, also built for x86-64-v3 (CONY_CLONES). */
 
 #define LN_LANES 8
 
@@ -358,7 +334,7 @@ sum_lanes (const float *x, int d, double c, gboolean square)
   return s;
 }
 
-void STEP_CLONES
+void CONY_CLONES
 cony_layer_norm (float *x, int d, const float *w, const float *b, float eps)
 {
   double mean = sum_lanes (x, d, 0.0, FALSE) / d;
@@ -383,7 +359,7 @@ cony_layer_norm (float *x, int d, const float *w, const float *b, float eps)
 #define EXP_LN2_HI 0.693359375f
 #define EXP_LN2_LO -2.12194440e-4f
 
-void STEP_CLONES
+void CONY_CLONES
 cony_gelu (float *x, int n)
 {
   /* erfc(z) = t·exp(−z² + P(t)), t = 1/(1 + z/2): the Chebyshev fit of Numerical

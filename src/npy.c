@@ -40,8 +40,11 @@ header_value (const char *header, const char *key)
   return p;
 }
 
+/* Parses the shape tuple into @a: non-negative decimal integers, at most
+ * CONY_NPY_MAX_DIMS of them, whose product (the element count) fits in a gsize of
+ * bytes at @elem bytes each. */
 static gboolean
-parse_shape (const char *p, ConyNpyArray *a, const char *path, GError **error)
+parse_shape (const char *p, ConyNpyArray *a, gsize elem, const char *path, GError **error)
 {
   if (*p != '(') {
     g_set_error (error, CONY_ERROR, CONY_ERROR_FORMAT, "%s: npy header has no shape tuple", path);
@@ -49,19 +52,32 @@ parse_shape (const char *p, ConyNpyArray *a, const char *path, GError **error)
   }
   p++;
   a->ndim = 0;
+  gsize numel = 1;
   while (*p && *p != ')') {
     while (*p == ' ' || *p == ',')
       p++;
     if (*p == ')')
       break;
-    char *end;
-    guint64 v = g_ascii_strtoull (p, &end, 10);
-    if (end == p || a->ndim == CONY_NPY_MAX_DIMS) {
+    char *end = (char *) p;
+    guint64 v = 0;
+    /* g_ascii_strtoull would take "-1" as 2^64 - 1 and saturate silently */
+    if (g_ascii_isdigit (*p)) {
+      errno = 0;
+      v = g_ascii_strtoull (p, &end, 10);
+    }
+    if (end == p || errno == ERANGE || a->ndim == CONY_NPY_MAX_DIMS) {
       g_set_error (error, CONY_ERROR, CONY_ERROR_FORMAT,
-                   "%s: npy shape is malformed or has more than %d dimensions", path,
-                   CONY_NPY_MAX_DIMS);
+                   "%s: npy field 'shape': dimension %d is not a non-negative integer, or there "
+                   "are more than %d dimensions", path, a->ndim, CONY_NPY_MAX_DIMS);
       return FALSE;
     }
+    if (v != 0 && numel > G_MAXSIZE / elem / v) {
+      g_set_error (error, CONY_ERROR, CONY_ERROR_FORMAT,
+                   "%s: npy field 'shape': dimension %d (%" G_GUINT64_FORMAT ") makes the array "
+                   "larger than memory can address", path, a->ndim, v);
+      return FALSE;
+    }
+    numel *= v;
     a->shape[a->ndim++] = v;
     p = end;
   }
@@ -128,11 +144,11 @@ cony_npy_load (const char *path, GError **error)
   }
 
   g_autoptr (ConyNpyArray) a = g_new0 (ConyNpyArray, 1);
-  if (!parse_shape (shape, a, path, error))
+  if (!parse_shape (shape, a, elem, path, error))
     return NULL;
-  gsize numel = cony_npy_array_numel (a);
+  gsize numel = cony_npy_array_numel (a); /* numel * elem cannot overflow (parse_shape) */
   gsize data_start = header_start + header_len;
-  if (numel > (G_MAXSIZE / elem) || len - data_start < numel * elem) {
+  if (len - data_start < numel * elem) {
     g_set_error (error, CONY_ERROR, CONY_ERROR_FORMAT,
                  "%s: .npy data is truncated: expected %" G_GSIZE_FORMAT " values, file holds %"
                  G_GSIZE_FORMAT " bytes of data", path, numel, len - data_start);

@@ -146,13 +146,18 @@ parse_tensor (ConySafetensors *st, const char *name, JsonNode *node, GError **er
   }
 
   JsonArray *offsets = json_node_get_array (off);
-  if (json_array_get_length (offsets) != 2) {
-    g_set_error (error, CONY_ERROR, CONY_ERROR_FORMAT, "%s: tensor '%s': data_offsets must have 2 entries",
-                 st->path, name);
-    return FALSE;
+  gint64 offset[2];
+  for (guint i = 0; i < 2; i++) {
+    /* an array or object here made json-glib complain (a critical), a float was truncated */
+    JsonNode *e = json_array_get_length (offsets) == 2 ? json_array_get_element (offsets, i) : NULL;
+    if (!e || !JSON_NODE_HOLDS_VALUE (e) || json_node_get_value_type (e) != G_TYPE_INT64) {
+      g_set_error (error, CONY_ERROR, CONY_ERROR_FORMAT,
+                   "%s: tensor '%s': data_offsets must be 2 integers", st->path, name);
+      return FALSE;
+    }
+    offset[i] = json_node_get_int (e);
   }
-  gint64 begin = json_array_get_int_element (offsets, 0);
-  gint64 end = json_array_get_int_element (offsets, 1);
+  gint64 begin = offset[0], end = offset[1];
   if (begin < 0 || end < begin || (guint64) end > st->data_len) {
     g_set_error (error, CONY_ERROR, CONY_ERROR_FORMAT,
                  "%s: tensor '%s': data_offsets [%" G_GINT64_FORMAT ", %" G_GINT64_FORMAT

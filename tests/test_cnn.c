@@ -747,6 +747,21 @@ test_center_height (void)
   set_free (&s);
 }
 
+/* "features.00.weight" was taken for layer 0 and then looked up as "features.0.weight":
+ * a NULL dereference, found by the CNN fuzzer (tests/fuzz/regressions/cnn/). Only the
+ * canonical index is a layer tensor; this one is a stranger. */
+static void
+test_index_leading_zero (void)
+{
+  TensorSet s = read_set ("odd.safetensors");
+  int i = set_find (&s, "features.0.weight");
+  g_free (s.names->pdata[i]);
+  s.names->pdata[i] = g_strdup ("features.00.weight");
+  g_autofree char *p = write_set (&s, "leading-zero.safetensors", NULL);
+  expect_refused (p, CONY_ERROR_INVALID, "unexpected tensor features.00.weight", NULL);
+  set_free (&s);
+}
+
 int
 main (int argc, char **argv)
 {
@@ -757,6 +772,7 @@ main (int argc, char **argv)
   g_test_add_func ("/cnn/conv-algorithms-odd-sizes", test_conv_algorithms_odd_sizes);
   g_test_add_func ("/cnn/postprocess", test_postprocess);
   g_test_add_func ("/cnn/bad-models", test_bad_models);
+  g_test_add_func ("/cnn/index-leading-zero", test_index_leading_zero);
   g_test_add_func ("/cnn/separate-pca-and-random", test_separate_pca_and_random);
   g_test_add_func ("/cnn/official-vggish", test_official_vggish);
   g_test_add_func ("/cnn/batch-equals-single", test_batch_equals_single);

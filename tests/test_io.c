@@ -1,5 +1,6 @@
 /* npy and safetensors: round trips and the errors bad files must give. */
 #include "cony/error.h"
+#include "cony/labels.h"
 #include "cony/npy.h"
 #include "cony/safetensors.h"
 
@@ -87,6 +88,90 @@ test_npy_errors (void)
   g_assert_null (cony_npy_load (path, &error));
   g_assert_error (error, CONY_ERROR, CONY_ERROR_SHAPE);
   g_assert_nonnull (strstr (error->message, "float32"));
+  g_clear_error (&error);
+}
+
+/* Writes a float32 .npy file with header shape @shape (its text) and @n_values zeros. */
+static void
+write_npy_shape (const char *path, const char *shape, gsize n_values)
+{
+  g_autofree char *hdr =
+      g_strdup_printf ("{'descr': '<f4', 'fortran_order': False, 'shape': %s, }\n", shape);
+  GString *s = g_string_new_len ("\x93NUMPY\x01\x00", 8);
+  g_string_append_c (s, (char) (strlen (hdr) & 0xff));
+  g_string_append_c (s, (char) (strlen (hdr) >> 8));
+  g_string_append (s, hdr);
+  for (gsize i = 0; i < 4 * n_values; i++)
+    g_string_append_c (s, 0);
+  write_bytes (path, s->str, s->len);
+  g_string_free (s, TRUE);
+}
+
+/* Shapes that do not describe the data are refused, naming the file and the field:
+ * the fuzzer's reproducers (tests/fuzz/regressions/npy/) read past the buffer before. */
+static void
+test_npy_hostile_shapes (void)
+{
+  g_autofree char *path = tmp_path ("shape.npy");
+  struct {
+    const char *shape;
+    gsize n_values;
+  } cases[] = {
+    { "(-1, -1)", 1 },                      /* strtoull took -1 as 2^64 - 1; product 1 */
+    { "(4611686018427387905, 4)", 4 },      /* element product wraps to 4 */
+    { "(99999999999999999999999,)", 1 },    /* beyond 64 bits */
+    { "(4294967296, 4294967296, 2)", 0 },   /* 2^65 elements */
+    { "(+3,)", 3 },                         /* not a plain non-negative integer */
+  };
+  for (guint i = 0; i < G_N_ELEMENTS (cases); i++) {
+    write_npy_shape (path, cases[i].shape, cases[i].n_values);
+    GError *error = NULL;
+    g_assert_null (cony_npy_load (path, &error));
+    g_assert_error (error, CONY_ERROR, CONY_ERROR_FORMAT);
+    g_assert_nonnull (strstr (error->message, path));
+    g_assert_nonnull (strstr (error->message, "'shape'"));
+    g_clear_error (&error);
+  }
+  /* An empty array and a plain one still load. */
+  write_npy_shape (path, "(0, 6)", 0);
+  g_autoptr (ConyNpyArray) e = cony_npy_load (path, NULL);
+  g_assert_nonnull (e);
+  g_assert_cmpuint (cony_npy_array_numel (e), ==, 0);
+  write_npy_shape (path, "(2, 3)", 6);
+  g_autoptr (ConyNpyArray) a = cony_npy_load (path, NULL);
+  g_assert_nonnull (a);
+  g_assert_cmpuint (cony_npy_array_numel (a), ==, 6);
+}
+
+static void
+test_labels (void)
+{
+  guint n = 0;
+  GError *error = NULL;
+  g_auto (GStrv) l = cony_labels_parse ("speech\r\nmusic\nnoise\n", 20, "x.txt", &n, NULL, &error);
+  g_assert_no_error (error);
+  g_assert_cmpuint (n, ==, 3);
+  g_assert_cmpstr (l[0], ==, "speech");
+  g_assert_cmpstr (l[1], ==, "music");
+  g_assert_cmpstr (l[2], ==, "noise");
+  g_assert_null (l[3]);
+  g_auto (GStrv) one = cony_labels_parse ("a", 1, "x.txt", &n, NULL, &error);
+  g_assert_cmpuint (n, ==, 1);
+
+  /* Not text: a NUL byte (labels used to be cut there) or invalid UTF-8, by line. */
+  g_assert_null (cony_labels_parse ("speech\nmu\0sic\n", 13, "x.txt", &n, NULL, &error));
+  g_assert_error (error, CONY_ERROR, CONY_ERROR_FORMAT);
+  g_assert_nonnull (strstr (error->message, "x.txt: line 2"));
+  g_clear_error (&error);
+  g_assert_null (cony_labels_parse ("a\nb\n\xc3x\n", 7, "x.txt", &n, NULL, &error));
+  g_assert_error (error, CONY_ERROR, CONY_ERROR_FORMAT);
+  g_assert_nonnull (strstr (error->message, "line 3"));
+  g_assert_nonnull (strstr (error->message, "UTF-8"));
+  g_clear_error (&error);
+
+  g_assert_null (cony_labels_load ("/nonexistent/labels.txt", &n, NULL, &error));
+  g_assert_error (error, CONY_ERROR, CONY_ERROR_IO);
+  g_assert_nonnull (strstr (error->message, "/nonexistent/labels.txt"));
   g_clear_error (&error);
 }
 
@@ -200,6 +285,35 @@ test_safetensors_nan_refused (void)
   g_clear_error (&error);
 }
 
+/* data_offsets entries that are not integers are refused by name: an array there made
+ * json-glib fail an assertion (a GLib critical, fatal in tests), the fuzzer's first
+ * safetensors finding (tests/fuzz/regressions/safetensors/). */
+static void
+test_safetensors_offsets_not_integers (void)
+{
+  g_autofree char *path = tmp_path ("offsets.safetensors");
+  const char *offsets[] = { "[[0], 4]", "[0, {\"a\": 1}]", "[0.5, 4.9]", "[0, null]", "[0]",
+                            "[\"0\", \"4\"]" };
+  for (guint i = 0; i < G_N_ELEMENTS (offsets); i++) {
+    g_autofree char *header =
+        g_strdup_printf ("{\"w\": {\"dtype\": \"F32\", \"shape\": [1], \"data_offsets\": %s}}",
+                         offsets[i]);
+    guint64 hlen = GUINT64_TO_LE (strlen (header));
+    GByteArray *b = g_byte_array_new ();
+    g_byte_array_append (b, (const guint8 *) &hlen, 8);
+    g_byte_array_append (b, (const guint8 *) header, strlen (header));
+    g_byte_array_append (b, (const guint8 *) "\0\0\0\0", 4);
+    write_bytes (path, b->data, b->len);
+    g_byte_array_unref (b);
+    GError *error = NULL;
+    g_assert_null (cony_safetensors_open (path, &error));
+    g_assert_error (error, CONY_ERROR, CONY_ERROR_FORMAT);
+    g_assert_nonnull (strstr (error->message, path));
+    g_assert_nonnull (strstr (error->message, "tensor 'w': data_offsets must be 2 integers"));
+    g_clear_error (&error);
+  }
+}
+
 int
 main (int argc, char **argv)
 {
@@ -207,9 +321,12 @@ main (int argc, char **argv)
   tmpdir = g_dir_make_tmp ("cony-io-XXXXXX", NULL);
   g_test_add_func ("/io/npy/round-trip", test_npy_round_trip);
   g_test_add_func ("/io/npy/errors", test_npy_errors);
+  g_test_add_func ("/io/npy/hostile-shapes", test_npy_hostile_shapes);
+  g_test_add_func ("/io/labels", test_labels);
   g_test_add_func ("/io/safetensors/round-trip", test_safetensors_round_trip);
   g_test_add_func ("/io/safetensors/corruption", test_safetensors_corruption);
   g_test_add_func ("/io/safetensors/nan-refused", test_safetensors_nan_refused);
+  g_test_add_func ("/io/safetensors/offsets-not-integers", test_safetensors_offsets_not_integers);
   int rc = g_test_run ();
   g_autofree char *cmd = g_strdup_printf ("rm -rf '%s'", tmpdir);
   (void) !system (cmd);

@@ -1,0 +1,35 @@
+/* safetensors container: open, then copy every tensor out at the shape it declares. */
+#include "fuzz.h"
+#include "cony/safetensors.h"
+
+int
+LLVMFuzzerTestOneInput (const uint8_t *data, size_t size)
+{
+  FuzzFile f;
+  fuzz_file_open (&f, data, size);
+  GError *error = NULL;
+  ConySafetensors *st = cony_safetensors_open (f.path, &error);
+  fuzz_file_close (&f);
+  if (st == NULL) {
+    fuzz_check_error (error);
+    return 0;
+  }
+  fuzz_use (cony_safetensors_metadata (st, "config") != NULL);
+  for (guint i = 0; i < cony_safetensors_n_tensors (st); i++) {
+    const ConyTensorInfo *t = cony_safetensors_tensor (st, i);
+    g_assert (cony_safetensors_find (st, t->name) != NULL);
+    float *v = cony_safetensors_get_f32 (st, t->name, t->ndim, t->shape, &error);
+    if (v == NULL) {
+      fuzz_check_error (error);
+      error = NULL;
+      continue;
+    }
+    double sum = 0;
+    for (gsize k = 0; k < t->numel; k++)
+      sum += v[k];
+    fuzz_use (sum);
+    g_free (v);
+  }
+  cony_safetensors_close (st);
+  return 0;
+}
