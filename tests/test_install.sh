@@ -49,13 +49,15 @@ else not_ok "not installed:$missing"; fi
 # The installed plugin alone (a registry of its own, nothing from the build tree).
 out=$(GST_PLUGIN_PATH=$dest$libdir/gstreamer-1.0 GST_REGISTRY=$dest/registry.bin \
       gst-inspect-1.0 conymel 2>&1)
-if echo "$out" | grep -q "Filename *$plugin" && echo "$out" | grep -q "Log-mel spectrogram" \
-   && echo "$out" | grep -q "Binary package *gst-cony"; then
+if grep -q "Filename *$plugin" <<<"$out" && grep -q "Log-mel spectrogram" <<<"$out" \
+   && grep -q "Binary package *gst-cony" <<<"$out"; then
   ok "gst-inspect-1.0 conymel: the installed plugin ($(echo "$out" | grep 'Origin URL' | xargs))"
 else
   not_ok "gst-inspect-1.0 conymel"; echo "$out" | head -20 | sed 's/^/# /'
 fi
-if ldd "$plugin" | grep -q "libgstcony-1.0.so.0 => $dest$libdir/"; then
+# (grep reads a here-string: with pipefail, `ldd | grep -q` fails whenever grep exits
+# before ldd has written its last line and ldd dies of SIGPIPE)
+if grep -q "libgstcony-1.0.so.0 => $dest$libdir/" <<<"$(ldd "$plugin")"; then
   ok "the plugin links the installed libgstcony-1.0"
 else
   not_ok "the plugin's libgstcony-1.0"; ldd "$plugin" | sed 's/^/# /'
@@ -82,7 +84,7 @@ fi
 
 # cony from bindir on the installed default model.
 if out=$("$dest$bindir/cony" info "$dest$datadir/gst-cony/models/audio/transformer.safetensors" 2>&1) \
-   && echo "$out" | grep -qi "label"; then
+   && grep -qi "label" <<<"$out"; then
   ok "cony info on the installed audio model"
 else
   not_ok "cony info on the installed model"; echo "$out" | tail -5 | sed 's/^/# /'
