@@ -32,18 +32,8 @@ set -euo pipefail
 REPO=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
 cd "$REPO"
 PY=/usr/bin/python3
-# 400 clips per class (the data set script's default is 120), test split included, plus 800
-# training clips per class from the same train recordings and forty-nine train-only packages:
-# more distinct recordings, which the CNN needs to generalise to unseen recordings. The
-# synthesised alarms are generator v3's (ringtones, bells, sirens, beeps through loudspeakers
-# and rooms, over real noise). Version 9 = version 7 (without fillets-ng's English sound
-# effects, which versions 2-6 labelled speech) with the train-only recordings of versions 3
-# to 6 and of three more packages (training/data/README.md); its test split is version 7's.
-DATASET=out/audio-dataset-v9
-DATA_ARGS=(--per-class 400 --train-extra 800 --alarm-synth v3 --train-only-version 7)
-# The validation recordings: version 7's, carved from every family (--val-scope all).
-VAL_DATASET=out/audio-dataset-v7
-VAL_DATA_ARGS=(--per-class 400 --train-extra 800 --alarm-synth v3 --train-only-version 5)
+# the data sets (version 9, and version 7 for its validation recordings) and cony
+source training/audio_prereqs.sh
 BUILD=${CONY_BUILD_DIR:-build-train}
 MODELS=models/audio
 REBUILD=0
@@ -61,25 +51,8 @@ done
 T0=$(date +%s)
 stamp() { echo "train_default_audio: [$(( $(date +%s) - T0 )) s] $*" >&2; }
 
-if [ "$REBUILD" = 1 ] || [ ! -f "$DATASET/manifest.csv" ]; then
-  stamp "building the data set $DATASET"
-  bash training/data/build_audio_dataset.sh "$DATASET" "${DATA_ARGS[@]}"
-fi
-if [ "$REBUILD" = 1 ] || [ ! -f "$VAL_DATASET/manifest.csv" ]; then
-  stamp "building the data set $VAL_DATASET (its validation recordings)"
-  mkdir -p "$VAL_DATASET"
-  [ -e "$VAL_DATASET/.cache" ] || ln -s "$(cd "$DATASET" && pwd)/.cache" "$VAL_DATASET/.cache"
-  bash training/data/build_audio_dataset.sh "$VAL_DATASET" "${VAL_DATA_ARGS[@]}"
-fi
-
-if [ ! -x "$BUILD/tools/cony" ]; then
-  stamp "building cony in $BUILD"
-  [ -d "$BUILD" ] || meson setup "$BUILD" >/dev/null
-fi
-if ! ninja -C "$BUILD" -j2 tools/cony >/dev/null; then
-  [ -x "$BUILD/tools/cony" ] || { echo "train_default_audio: building cony failed" >&2; exit 1; }
-  echo "train_default_audio: warning: rebuilding cony failed; using the existing $BUILD/tools/cony" >&2
-fi
+ensure_datasets "$REBUILD"
+ensure_cony "$BUILD"
 
 mkdir -p out/train-audio/mel
 # every run trains on version 9, bands centred, batch normalisation, and holds out version 7's
