@@ -324,6 +324,8 @@ set_sink_caps (GstConyFrameEmbed *self, GstCaps *caps)
           (gint) self->n_patches, (gint) self->k, &out.rate_n, &out.rate_d))
     return FALSE;
   GstCaps *src = gst_cony_tokens_caps_new (&out);
+  if (src)
+    gst_cony_tokens_caps_set_source (src, &self->source);
   gboolean ok = src != NULL && gst_pad_push_event (self->srcpad, gst_event_new_caps (src));
   if (src)
     gst_caps_unref (src);
@@ -443,6 +445,11 @@ start (GstElement *element)
             error->message), ("model=%s", model));
     goto fail;
   }
+  if (!gst_cony_token_source_init (&self->source, model, "scores", &error)) {
+    GST_ELEMENT_ERROR (self, RESOURCE, OPEN_READ, ("Could not read the model: %s",
+            error->message), ("model=%s", model));
+    goto fail;
+  }
   guint C = cony_cnn_get_input_channels (self->cnn);
   if (C != 3 && C != 1) {
     GST_ELEMENT_ERROR (self, LIBRARY, SETTINGS, ("The model does not take video frames"),
@@ -474,6 +481,7 @@ start (GstElement *element)
 fail:
   g_clear_error (&error);
   g_clear_pointer (&self->cnn, cony_cnn_free);
+  gst_cony_token_source_clear (&self->source);
   g_free (model);
   return FALSE;
 }
@@ -483,6 +491,7 @@ stop (GstElement *element)
 {
   GstConyFrameEmbed *self = GST_CONY_FRAME_EMBED (element);
   g_clear_pointer (&self->cnn, cony_cnn_free);
+  gst_cony_token_source_clear (&self->source);
   g_clear_pointer (&self->in, g_free);
   g_clear_pointer (&self->out, g_free);
   self->have_info = FALSE;

@@ -493,6 +493,8 @@ set_sink_caps (GstConyVggish *self, GstCaps *caps)
           &out.rate_n, &out.rate_d))
     return FALSE;
   GstCaps *src = gst_cony_tokens_caps_new (&out);
+  if (src)
+    gst_cony_tokens_caps_set_source (src, &self->source);
   gboolean ok = src != NULL && gst_pad_push_event (self->srcpad, gst_event_new_caps (src));
   if (src)
     gst_caps_unref (src);
@@ -602,6 +604,12 @@ start (GstElement *element)
         ("model=%s", model));
     goto fail;
   }
+  if (!gst_cony_token_source_init (&self->source, model,
+          output == GST_CONY_VGGISH_OUTPUT_EMBEDDING ? "embedding" : "scores", &error)) {
+    GST_ELEMENT_ERROR (self, RESOURCE, OPEN_READ, ("Could not read the model: %s",
+            error->message), ("model=%s", model));
+    goto fail;
+  }
   if (output == GST_CONY_VGGISH_OUTPUT_EMBEDDING && self->pp != GST_CONY_VGGISH_POSTPROCESS_NONE) {
     GST_ELEMENT_ERROR (self, LIBRARY, SETTINGS, ("postprocess needs output=scores"),
         ("the PCA postprocess applies to the network's last layer, not to the embedding"));
@@ -646,6 +654,7 @@ start (GstElement *element)
 fail:
   g_clear_error (&error);
   g_clear_pointer (&self->cnn, cony_cnn_free);
+  gst_cony_token_source_clear (&self->source);
   g_free (model);
   g_free (pca);
   return FALSE;
@@ -656,6 +665,7 @@ stop (GstElement *element)
 {
   GstConyVggish *self = GST_CONY_VGGISH (element);
   g_clear_pointer (&self->cnn, cony_cnn_free);
+  gst_cony_token_source_clear (&self->source);
   g_clear_pointer (&self->frames, g_free);
   g_clear_pointer (&self->out, g_free);
   g_clear_pointer (&self->pending, g_free);
