@@ -1,5 +1,7 @@
 #!/usr/bin/env bash
-# Rebuilds the shipped default audio model (models/audio/) from a fresh checkout:
+# Rebuilds the VGGish-CNN default audio model shipped in models/audio/ up to run E16
+# (2026-11-25; replaced by the YAMNet-token model of training/train_yamnet_audio.sh, see
+# models/audio/EXPERIMENTS.md) from a fresh checkout, into out/train-audio/models/:
 #
 #   training/train_default_audio.sh [--rebuild-dataset] [--models DIR] [-- extra train args]
 #
@@ -21,9 +23,9 @@
 #      mean prediction, its embeddings with `cony embed`, the CoNy encoder-classifier (cony,
 #      then k-means fixed landmarks and fine-tuning -> cony-fixed): first without the
 #      validation recordings, measured on them (out/train-audio-val/), then refit with them
-#      (--train-on-val) and exported to models/audio/,
+#      (--train-on-val) and exported to --models (out/train-audio/models/),
 #   5. training/eval_default_audio.py: held-out per-step accuracy through the C tools,
-#      written into models/audio/MODEL.md.
+#      written into MODELS/MODEL.md if there is one.
 # Work files go to out/train-audio/ (gitignored). About 4 h on 2 cores (data sets 8 min,
 # teachers 80 min, the distilled CNN 35 min and its refit 60-80 min, embeddings 10 min), plus
 # the packages' downloads (about 7.5 GB) the first time.
@@ -35,7 +37,7 @@ PY=/usr/bin/python3
 # the data sets (version 9, and version 7 for its validation recordings) and cony
 source training/audio_prereqs.sh
 BUILD=${CONY_BUILD_DIR:-build-train}
-MODELS=models/audio
+MODELS=out/train-audio/models
 REBUILD=0
 EXTRA=()
 while [ $# -gt 0 ]; do
@@ -98,7 +100,8 @@ UPDATE=(); [ -f "$MODELS/MODEL.md" ] && UPDATE=(--update-model-md)
 # the eight test recordings version 9's train-only packages were chosen for (MODEL.md, Data)
 TARGETED='(household/toilet|household/Washing-machine|emergency/firetruck|birds/owl|rodents/squirrel|insects/bee|Sounds/plane|fire/sounds/fire)'
 "$PY" training/eval_default_audio.py --dataset "$DATASET" --cony "$BUILD/tools/cony" \
-  --models "$MODELS" --also-without "$TARGETED" --json out/train-audio/eval.json "${UPDATE[@]}" \
+  --models "$MODELS" --cnn "$MODELS/vggish.safetensors" --also-without "$TARGETED" \
+  --json out/train-audio/eval.json "${UPDATE[@]}" \
   > out/train-audio/eval.md
 cat out/train-audio/eval.md
 du -b "$MODELS"/* >&2

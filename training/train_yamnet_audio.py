@@ -70,12 +70,13 @@ def token_path(cache, r, kind=""):
     return os.path.join(cache, r["set"], os.path.splitext(r["path"])[0] + kind + ".npy")
 
 
-def load_rows(args):
-    """The data set's clips (validation recordings of --val-from held out) and the tone
-    clips (15 % of them held out), each with its root and cache set name."""
+def load_rows(args, carve=True):
+    """The data set's clips (with carve: validation recordings of --val-from held out) and
+    the tone clips (15 % of them held out), each with its root and cache set name."""
     rows, labels = read_manifest(args.dataset)
-    rows = carve_validation_groups(
-        rows, validation_groups_of(args.val_from, args.val_frac, args.seed, args.val_scope))
+    if carve:
+        rows = carve_validation_groups(
+            rows, validation_groups_of(args.val_from, args.val_frac, args.seed, args.val_scope))
     tones, tone_labels = read_manifest(os.path.join(args.work, "tones"))
     if tone_labels != labels:
         raise RuntimeError(f"tones: labels {tone_labels} differ from the data set's {labels}")
@@ -220,8 +221,9 @@ def frontend(args):
     frontend metadata), the CNN file's name and SHA-256 (train_your_own.cnn_frontend's
     convention), and which of its outputs the tokens are."""
     fe = cnn_frontend(args.cnn)
-    fe.update(cnn_output="embedding", patch_frames=96, stride_frames=STRIDE,
-              token_seconds=STRIDE * 0.01)
+    if fe.get("cnn_output") != "embedding":
+        raise RuntimeError(f"{args.cnn}: not a MobileNet whose pooled embedding is the token")
+    fe.update(patch_frames=96, stride_frames=STRIDE, token_seconds=STRIDE * 0.01)
     return fe
 
 
@@ -244,12 +246,14 @@ def fit_encoder(args, rows, labels, models, tag):
     if args.token_swap > 0:
         sampler = CorruptedWindows(sampler, tokens.reshape(-1, E), args.token_swap,
                                    args.train_seed)
+    decay = 0.01 if args.lr_decay else None      # cosine to 1 % of each phase's rate
     train_epochs(model, sampler, args.tf_epochs, args.tf_batches, args.tf_batch, args.tf_lr,
-                 args.weight_decay, log=log)
+                 args.weight_decay, log=log, lr_final=decay and args.tf_lr * decay)
     fit_block_landmarks(model, sampler, 0, args.kmeans_windows, seed=args.train_seed)
     log(f"fixed landmarks by k-means (m = {args.landmarks}); fine-tuning as cony-fixed")
     train_epochs(model, sampler, args.finetune_epochs, args.tf_batches, args.tf_batch,
-                 args.tf_lr * 0.3, args.weight_decay, log=log)
+                 args.tf_lr * 0.3, args.weight_decay, log=log,
+                 lr_final=decay and args.tf_lr * 0.3 * decay)
     model.eval()
     os.makedirs(models, exist_ok=True)
     save_checkpoint(model, os.path.join(args.work, tag + ".pt"))
@@ -330,6 +334,8 @@ def main():
     ap.add_argument("--tf-batches", type=int, default=100)
     ap.add_argument("--tf-batch", type=int, default=64)
     ap.add_argument("--tf-lr", type=float, default=2e-3)
+    ap.add_argument("--lr-decay", type=int, default=0,
+                    help="1: each phase's learning rate falls along a half cosine to 1 %% of it")
     ap.add_argument("--weight-decay", type=float, default=1e-2)
     ap.add_argument("--tf-dropout", type=float, default=0.1)
     ap.add_argument("--token-swap", type=float, default=0.0,
@@ -345,9 +351,9 @@ def main():
     t0 = time.time()
     if "tones" in stages:
         stage_tones(args)
+    if "embed" in stages:         # every clip: needs no validation split
+        stage_embed(args, load_rows(args, carve=False)[0])
     rows, labels = load_rows(args)
-    if "embed" in stages:
-        stage_embed(args, rows)
     if "val" in stages:
         work = os.path.join(args.work, "val")
         model = fit_encoder(args, rows, labels, work, "val")
