@@ -307,7 +307,8 @@ def report(labels, n, trained, variants, results, changing, seconds, steps_per_c
     h = S[trained]["real"]
     out.append(f"Held-out test split through the C path (`cony embed -e --model {cnn}` -> "
                f"`cony classify`), produced by `training/eval_default_audio.py`. Window n = {n} "
-               f"tokens, longer than a {steps_per_clip}-step clip, so each clip is scored after "
+               f"tokens ({'longer' if n > steps_per_clip else 'not longer'} than a "
+               f"{steps_per_clip}-step clip); each clip is scored after "
                f"{n - 1} or more tokens of context from its own recording (its other test clips "
                f"before it, cycled; the clip itself when it is its recording's only one): all "
                f"{steps_per_clip} steps are full-window steps. Warm-up steps: each clip alone "
