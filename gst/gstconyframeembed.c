@@ -172,7 +172,10 @@ gst_cony_frame_embed_token_caps (GstConyFrameEmbed *self, gint fps_n, gint fps_d
       && !gst_util_fraction_multiply (1 - (gint) self->k, 1, fps_d, fps_n, &out.lookahead_n,
           &out.lookahead_d))
     return NULL;
-  return gst_cony_tokens_caps_new (&out);
+  GstCaps *caps = gst_cony_tokens_caps_new (&out);
+  if (caps)
+    gst_cony_tokens_caps_set_source (caps, &self->source);
+  return caps;
 }
 
 /* The frames the model takes: its size and format, at any rate. */
@@ -494,6 +497,11 @@ gst_cony_frame_embed_start (GstBaseTransform *trans)
   self->cnn = cony_cnn_load (model, &error);
   if (!gst_cony_element_check_loaded (GST_ELEMENT (self), self->cnn != NULL, model, error))
     goto fail;
+  if (!gst_cony_token_source_init (&self->source, model, "scores", &error)) {
+    GST_ELEMENT_ERROR (self, RESOURCE, OPEN_READ, ("Could not read the model: %s",
+            error->message), ("model=%s", model));
+    goto fail;
+  }
   guint C = cony_cnn_get_input_channels (self->cnn);
   if (C != 3 && C != 1) {
     GST_ELEMENT_ERROR (self, LIBRARY, SETTINGS, ("The model does not take video frames"),
@@ -533,6 +541,7 @@ gst_cony_frame_embed_stop (GstBaseTransform *trans)
 {
   GstConyFrameEmbed *self = GST_CONY_FRAME_EMBED (trans);
   g_clear_pointer (&self->cnn, cony_cnn_free);
+  gst_cony_token_source_clear (&self->source);
   g_clear_pointer (&self->in, g_free);
   self->have_info = FALSE;
   return TRUE;

@@ -32,9 +32,10 @@ struct _GstConyFrameEmbed {
 
   /* Stream state (streaming thread). */
   ConyCnn *cnn;
-  guint k;         /* every, fixed for the run */
-  guint px, py;    /* patches_x, patches_y, fixed for the run */
-  guint n_patches; /* px x py tokens per frame */
+  GstConyTokenSource source; /* the CNN file, for the token caps */
+  guint k;                     /* every, fixed for the run */
+  guint px, py;                /* patches_x, patches_y, fixed for the run */
+  guint n_patches;             /* px x py tokens per frame */
   guint out_dim;
   GstVideoInfo vinfo;
   gboolean have_info;

@@ -388,6 +388,30 @@ gst_cony_transformer_stop (GstBaseTransform *trans)
   return TRUE;
 }
 
+/* A classifier that records the CNN it was trained on (frontend.cnn, cnn_sha256,
+ * cnn_output; issue 26) refuses tokens whose caps name another CNN file, by content, or
+ * another of its outputs. Caps without those fields (appsrc, NNStreamer) pass. */
+static gboolean
+gst_cony_transformer_token_source_matches (GstConyTransformer *self, const GstCaps *caps)
+{
+  const ConyModelConfig *c = &self->model->config;
+  const GstStructure *s = gst_caps_get_structure (caps, 0);
+  const gchar *name = gst_structure_get_string (s, "cnn");
+  const gchar *sha = gst_structure_get_string (s, "cnn-sha256");
+  const gchar *output = gst_structure_get_string (s, "cnn-output");
+  const gchar *want = c->cnn_output ? c->cnn_output : "scores";
+  if (c->cnn_sha256 == NULL || ((sha == NULL || g_ascii_strcasecmp (sha, c->cnn_sha256) == 0)
+          && (output == NULL || strcmp (output, want) == 0)))
+    return TRUE;
+  GST_ELEMENT_ERROR (self, CORE, NEGOTIATION,
+      ("The tokens do not come from the CNN the model was trained on"),
+      ("the tokens come from %s (SHA-256 %.16s..., output=%s); %s was trained on the tokens "
+          "of %s (SHA-256 %.16s..., output=%s)", name ? name : "(unnamed CNN)",
+          sha ? sha : "(not given)", output ? output : "(not given)", self->model->path,
+          c->cnn_name ? c->cnn_name : "(unnamed CNN)", c->cnn_sha256, want));
+  return FALSE;
+}
+
 static gboolean
 gst_cony_transformer_set_caps (GstBaseTransform *trans, GstCaps *incaps, GstCaps *outcaps)
 {
@@ -402,6 +426,8 @@ gst_cony_transformer_set_caps (GstBaseTransform *trans, GstCaps *incaps, GstCaps
     g_free (why);
     return FALSE;
   }
+  if (!gst_cony_transformer_token_source_matches (self, incaps))
+    return FALSE;
   if (info.dim != self->d_in) {
     /* Upstream retries the sticky caps with every buffer: say it once per size. */
     if (self->refused_dim != info.dim)

@@ -523,7 +523,10 @@ gst_cony_vggish_set_sink_caps (GstConyVggish *self, GstCaps *caps)
       || !gst_util_fraction_add (la_n, la_d, info.lookahead_n, info.lookahead_d, &out.lookahead_n,
           &out.lookahead_d))
     return FALSE;
-  return gst_cony_element_push_caps (self->srcpad, gst_cony_tokens_caps_new (&out));
+  GstCaps *src = gst_cony_tokens_caps_new (&out);
+  if (src)
+    gst_cony_tokens_caps_set_source (src, &self->source);
+  return gst_cony_element_push_caps (self->srcpad, src);
 }
 
 static gboolean
@@ -622,6 +625,12 @@ gst_cony_vggish_start (GstElement *element)
         ("model=%s", model));
     goto fail;
   }
+  if (!gst_cony_token_source_init (&self->source, model,
+          output == GST_CONY_VGGISH_OUTPUT_EMBEDDING ? "embedding" : "scores", &error)) {
+    GST_ELEMENT_ERROR (self, RESOURCE, OPEN_READ, ("Could not read the model: %s",
+            error->message), ("model=%s", model));
+    goto fail;
+  }
   if (output == GST_CONY_VGGISH_OUTPUT_EMBEDDING && self->pp != GST_CONY_VGGISH_POSTPROCESS_NONE) {
     GST_ELEMENT_ERROR (self, LIBRARY, SETTINGS, ("postprocess needs output=scores"),
         ("the PCA postprocess applies to the network's last layer, not to the embedding"));
@@ -666,6 +675,7 @@ gst_cony_vggish_start (GstElement *element)
 fail:
   g_clear_error (&error);
   g_clear_pointer (&self->cnn, cony_cnn_free);
+  gst_cony_token_source_clear (&self->source);
   g_free (model);
   g_free (pca);
   return FALSE;
@@ -676,6 +686,7 @@ gst_cony_vggish_stop (GstElement *element)
 {
   GstConyVggish *self = GST_CONY_VGGISH (element);
   g_clear_pointer (&self->cnn, cony_cnn_free);
+  gst_cony_token_source_clear (&self->source);
   g_clear_pointer (&self->frames, g_free);
   g_clear_pointer (&self->out, g_free);
   g_clear_pointer (&self->pending, g_free);

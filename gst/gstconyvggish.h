@@ -76,6 +76,7 @@ struct _GstConyVggish {
 
   /* Stream state (streaming thread). */
   ConyCnn *cnn;
+  GstConyTokenSource source; /* the CNN file, for the token caps */
   GstConyVggishPostprocess pp;
   guint win;     /* frames per window (= the model's input height) */
   guint hop;     /* frames between window starts */

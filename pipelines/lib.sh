@@ -1,7 +1,8 @@
 # Shared by the pipelines/*.sh scripts (sourced, not run).
 #
 # Environment:
-#   CONY_VGGISH       front-end model (default models/audio/vggish.safetensors)
+#   CONY_VGGISH       front-end CNN (default models/audio/vggish.safetensors; any CNN
+#                     conyvggish loads, e.g. models/yamnet/yamnet.safetensors)
 #   CONY_TRANSFORMER  classifier model (default models/audio/transformer.safetensors)
 #   CONY_OPTS         extra conytransformer properties, e.g.
 #                     "message-mode=on-change threshold=0.6 attention=cony-fixed"
@@ -22,10 +23,24 @@ cony_check_models () {
   done
 }
 
+# The conymel and conyvggish properties the classifier's tokens were made with, from the
+# frontend of its config (train_your_own.py and train_yamnet_audio.py record it): YAMNet's
+# log-mel preset, and the CNN's pooled embedding as the token. Sets cony_mel_props and
+# cony_cnn_props (empty for a VGGish-style front end).
+cony_token_props () {
+  local head
+  head=$(head -c 65536 "$CONY_TRANSFORMER" | tr -d '\0\\')
+  cony_mel_props="" cony_cnn_props=""
+  case $head in *'"frontend":{"name":"yamnet"'*) cony_mel_props=preset=yamnet ;; esac
+  case $head in *'"cnn_output":"embedding"'*) cony_cnn_props=output=embedding ;; esac
+}
+
 # The classifier part of every audio pipeline (word-split on purpose: CONY_OPTS).
 # Arguments are extra conyvggish properties (file.sh: batch=64).
 cony_chain () {
-  echo "audioconvert ! audioresample ! conymel ! conyvggish model=$CONY_VGGISH $*" \
+  cony_token_props
+  echo "audioconvert ! audioresample ! conymel $cony_mel_props" \
+       "! conyvggish model=$CONY_VGGISH $cony_cnn_props $*" \
        "! conytransformer name=classifier model=$CONY_TRANSFORMER $CONY_OPTS"
 }
 

@@ -16,7 +16,9 @@ introspection: what an application that handles the buffers itself would do).
 Needs python3-gi and gir1.2-gstreamer-1.0 (Debian), and the plugin on GST_PLUGIN_PATH
 (the scripts in pipelines/ set it to build/gst when it is not set).
 Models: --vggish / --transformer, or $CONY_VGGISH / $CONY_TRANSFORMER, default
-models/audio/vggish.safetensors and models/audio/transformer.safetensors.
+models/audio/vggish.safetensors and models/audio/transformer.safetensors; conymel and
+conyvggish get the settings the classifier's config records (token_props: YAMNet's
+preset and pooled embedding for a classifier trained on them).
 """
 
 import argparse
@@ -170,6 +172,18 @@ def add_pipeline_arguments(ap):
     ap.add_argument("--threshold", type=float, default=0.0)
 
 
+def token_props(transformer):
+    """(conymel, conyvggish) properties the classifier's tokens were made with, from its
+    config's frontend (as pipelines/lib.sh's cony_token_props): YAMNet's log-mel preset,
+    the CNN's pooled embedding as the token."""
+    with open(transformer, "rb") as f:
+        n = int.from_bytes(f.read(8), "little")
+        meta = json.loads(f.read(n)).get("__metadata__", {})
+    fe = json.loads(meta.get("config", "{}")).get("frontend") or {}
+    return ("preset=yamnet" if fe.get("name") == "yamnet" else "",
+            "output=embedding" if fe.get("cnn_output") == "embedding" else "")
+
+
 def build_pipeline(args, prog, extra_props=""):
     """SOURCE ! audioconvert ! audioresample ! conymel ! conyvggish ! conytransformer
     name=classifier ! fakesink from add_pipeline_arguments' options; exits with a message
@@ -188,8 +202,9 @@ def build_pipeline(args, prog, extra_props=""):
     props += extra_props
     source = source_description(args.source)
     live = args.source == "mic" or "is-live=true" in source
-    desc = (f"{source} ! audioconvert ! audioresample ! conymel "
-            f'! conyvggish model="{args.vggish}" ! conytransformer name=classifier {props} '
+    mel, cnn = token_props(args.transformer)
+    desc = (f"{source} ! audioconvert ! audioresample ! conymel {mel} "
+            f'! conyvggish model="{args.vggish}" {cnn} ! conytransformer name=classifier {props} '
             f"! fakesink sync={'true' if live else 'false'}")
     try:
         return Gst.parse_launch(desc)

@@ -111,7 +111,7 @@ test_matches_torch_golden (void)
   GstCaps *caps = gst_pad_get_current_caps (h->sinkpad);
   GstCaps *exp = gst_caps_from_string ("other/tensors,format=static,num_tensors=1,"
       "types=float32,dimensions=(string)128:1,framerate=25/24");
-  g_assert_true (gst_caps_is_equal (caps, exp));
+  g_assert_true (gst_caps_is_subset (caps, exp));   /* + the cnn fields (test_gst_pairing) */
   gst_caps_unref (exp);
   gst_caps_unref (caps);
 

@@ -18,7 +18,7 @@ n=0
 fail=0
 ok () { n=$((n + 1)); echo "ok $n $*"; }
 not_ok () { n=$((n + 1)); echo "not ok $n $*"; fail=1; }
-cnn=$root/models/audio/vggish.safetensors
+cnn=$root/models/yamnet/yamnet.safetensors
 train=("/usr/bin/python3" "$root/training/train_your_own.py" --cony "$cony" --cnn "$cnn" --epochs 20)
 
 # clip CLASS NAME BUFFERS(0.1 s each) audiotestsrc-properties...

@@ -3,6 +3,7 @@
  * every attention variant, and the real GStreamer pipeline run by gst-launch-1.0. */
 #include "bench.h"
 #include "commands.h"
+#include "cnn_input.h"
 
 #include "cony/cnn.h"
 #include "cony/encoder.h"
@@ -144,8 +145,9 @@ read_peak_rss_kib (GPid pid)
  * the gst-launch-1.0 process and its peak resident memory in KiB (polled from /proc
  * every 5 ms while it runs; the peak only grows, and teardown frees memory). */
 static gboolean
-run_gst (const char *vggish, const char *transformer, double seconds, double *wall, double *cpu,
-         long *peak_kib, GError **error)
+run_gst (const char *vggish, const char *transformer, const char *mel_props,
+         const char *cnn_props, double seconds, double *wall, double *cpu, long *peak_kib,
+         GError **error)
 {
   guint buffers = (guint) ceil (seconds * SAMPLE_RATE / 1600.0);
   g_autofree char *dir = plugin_dir ();
@@ -161,9 +163,9 @@ run_gst (const char *vggish, const char *transformer, double seconds, double *wa
   g_autofree char *cmd = g_strdup_printf (
       "exec env GST_PLUGIN_PATH=%s OPENBLAS_NUM_THREADS=1 gst-launch-1.0 -q audiotestsrc "
       "num-buffers=%u samplesperbuffer=1600 wave=pink-noise "
-      "! audio/x-raw,rate=%d,channels=1,format=F32LE ! conymel ! conyvggish model=%s "
+      "! audio/x-raw,rate=%d,channels=1,format=F32LE ! conymel %s ! conyvggish model=%s %s "
       "! conytransformer model=%s post-messages=false ! fakesink sync=false 2>%s",
-      q_dir, buffers, SAMPLE_RATE, q_vggish, q_transformer, q_err);
+      q_dir, buffers, SAMPLE_RATE, mel_props, q_vggish, cnn_props, q_transformer, q_err);
   const char *argv[] = { "/bin/sh", "-c", cmd, NULL };
   GPid pid;
   double t0 = cony_bench_wall_s ();
@@ -220,11 +222,16 @@ cony_cmd_bench_pipeline (int argc, char **argv)
   g_autofree char *tr = transformer ? transformer : g_strdup ("models/audio/transformer.safetensors");
   openblas_set_num_threads (1);
 
+  /* the CNN's own log-mel settings, and its pooled embedding where the classifier's
+   * tokens are that (as conymel and conyvggish negotiate them in the pipeline) */
   ConyMelConfig mc;
-  cony_mel_config_init_vggish (&mc);
-  g_autoptr (ConyMel) mel = cony_mel_new (&mc, &error);
-  g_autoptr (ConyCnn) cnn = mel ? cony_cnn_load (vg, &error) : NULL;
-  g_autoptr (ConyModel) model = cnn ? cony_model_load (tr, &error) : NULL;
+  g_autoptr (ConyCnn) cnn = cony_cnn_load (vg, &error);
+  g_autoptr (ConyMel) mel = cnn && cony_cnn_mel_config (cnn, &mc, &error)
+                                ? cony_mel_new (&mc, &error) : NULL;
+  g_autoptr (ConyModel) model = mel ? cony_model_load (tr, &error) : NULL;
+  gboolean pooled = model && g_strcmp0 (model->config.cnn_output, "embedding") == 0;
+  if (model && pooled && !cony_cnn_set_output (cnn, CONY_CNN_OUTPUT_EMBEDDING, &error))
+    g_clear_pointer (&model, cony_model_free);
   g_autoptr (ConyEncoder) enc = model ? cony_encoder_new (model, -1, &error) : NULL;
   if (!enc)
     return cony_cmd_fail (error);
@@ -270,9 +277,16 @@ cony_cmd_bench_pipeline (int argc, char **argv)
   if (!no_gst) {
     double wall = 0, cpu = 0;
     long peak_kib = 0;
-    if (!run_gst (vg, tr, seconds, &wall, &cpu, &peak_kib, &error))
+    /* conymel's properties are the CNN's log-mel settings written out */
+    g_autofree char *mel_props = g_strdup_printf (
+        "sample-rate=%u window-length=%u hop-length=%u fft-length=%u n-mels=%u fmin=%g "
+        "fmax=%g log-offset=%g", mc.sample_rate, mc.window_length, mc.hop_length,
+        mc.fft_length, mc.n_mels, mc.fmin, mc.fmax, mc.log_offset);
+    const char *cnn_props = pooled ? "output=embedding" : "";
+    if (!run_gst (vg, tr, mel_props, cnn_props, seconds, &wall, &cpu, &peak_kib, &error))
       return cony_cmd_fail (error);
-    printf ("\ngst-launch-1.0 audiotestsrc ! conymel ! conyvggish ! conytransformer ! fakesink sync=false\n");
+    printf ("\ngst-launch-1.0 audiotestsrc ! conymel ! conyvggish %s ! conytransformer ! fakesink sync=false\n",
+            cnn_props);
     printf ("  %.0f s of audio in %.2f s wall, %.2f s CPU: %.0fx real time; live, it would use %.1f%% of one core\n",
             seconds, wall, cpu, seconds / wall, 100.0 * cpu / seconds);
     printf ("  peak resident memory of the gst-launch-1.0 process: %.1f MiB\n", peak_kib / 1024.0);

@@ -93,6 +93,13 @@ cony_cmd_info (int argc, char **argv)
   printf ("\noutput:       %s\n", c->output == CONY_OUTPUT_SIGMOID
           ? "sigmoid (multi-label)" : "softmax");
   printf ("frontend:     %s\n", c->frontend_json ? c->frontend_json : "(none)");
+  /* the pairing conytransformer checks against the token caps */
+  if (c->cnn_sha256)
+    printf ("trained on:   the %s of %s (SHA-256 %s): %d-float tokens\n",
+            g_strcmp0 (c->cnn_output, "embedding") == 0 ? "pooled embedding" : "last layer",
+            c->cnn_name ? c->cnn_name : "(unnamed CNN)", c->cnn_sha256, c->d_in);
+  else
+    printf ("trained on:   %d-float tokens of an unrecorded CNN (no frontend.cnn_sha256)\n", c->d_in);
   printf ("parameters:   %" G_GSIZE_FORMAT "\n", m->n_parameters);
   printf ("state:        %" G_GSIZE_FORMAT " bytes carried between steps (+ %" G_GSIZE_FORMAT
           " bytes scratch)\n", cony_encoder_state_bytes (enc), cony_encoder_scratch_bytes (enc));

@@ -10,9 +10,8 @@
 
 #define BATCH 32
 
-/* The model's `frontend` JSON applied over VGGish's log-mel settings. */
-static gboolean
-mel_config_for (ConyCnn *cnn, ConyMelConfig *config, GError **error)
+gboolean
+cony_cnn_mel_config (ConyCnn *cnn, ConyMelConfig *config, GError **error)
 {
   cony_mel_config_init_vggish (config);
   const char *text = cony_cnn_get_metadata (cnn, "frontend");
@@ -89,7 +88,7 @@ cony_cnn_input_read (ConyCnnInput *in, ConyCnn *cnn, const char *path, guint str
                    C);
       return FALSE;
     }
-    if (!mel_config_for (cnn, &config, error))
+    if (!cony_cnn_mel_config (cnn, &config, error))
       return FALSE;
     if (W != config.n_mels) {
       g_set_error (error, CONY_ERROR, CONY_ERROR_SHAPE,

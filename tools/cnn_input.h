@@ -2,6 +2,7 @@
  * frames, log-mel frames from a .npy, or ready patches from a .npy. */
 #pragma once
 #include "cony/cnn.h"
+#include "cony/mel.h"
 #include "cony/npy.h"
 
 typedef struct {
@@ -13,6 +14,9 @@ typedef struct {
   double frame_seconds;  /* seconds per frame (0: unknown, ready patches) */
 } ConyCnnInput;
 
+/* The log-mel settings @cnn was trained on: its `frontend` metadata (conymel's property
+ * names) applied over VGGish's front end. */
+gboolean cony_cnn_mel_config (ConyCnn *cnn, ConyMelConfig *config, GError **error);
 /* Reads @path for @cnn. WAV: the log-mel of the model's `frontend` metadata
  * (conymel's property names; VGGish's front end when absent). Errors name the
  * file and what was expected. */

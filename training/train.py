@@ -187,14 +187,21 @@ def fit_block_landmarks(model, sampler, block, windows=256, max_points=20000, se
 # ----------------------------------------------------------------------------- training
 
 def train_epochs(model, sampler, epochs, batches_per_epoch, batch_size, lr, weight_decay,
-                 val=None, log=print):
+                 val=None, log=print, lr_final=None):
+    """AdamW at lr; with lr_final, the rate falls from lr to lr_final along a half cosine
+    over the batches of all epochs."""
     opt = torch.optim.AdamW([p for p in model.parameters() if p.requires_grad], lr=lr,
                             weight_decay=weight_decay)
+    steps, step = epochs * batches_per_epoch, 0
     for epoch in range(epochs):
         model.train()
         t0 = time.time()
         total, correct, loss_sum = 0, 0, 0.0
         for _ in range(batches_per_epoch):
+            if lr_final is not None:
+                for g in opt.param_groups:
+                    g["lr"] = lr_final + 0.5 * (lr - lr_final) * (1 + math.cos(math.pi * step / steps))
+                step += 1
             x, off, y = sampler.batch(batch_size)
             logits = model(x, off)
             loss = F.cross_entropy(logits, y)

@@ -1,5 +1,7 @@
 #!/usr/bin/env bash
-# Rebuilds the shipped default audio model (models/audio/) from a fresh checkout:
+# Rebuilds the VGGish-CNN default audio model shipped in models/audio/ up to run E16
+# (2026-11-25; replaced by the YAMNet-token model of training/train_yamnet_audio.sh, see
+# models/audio/EXPERIMENTS.md) from a fresh checkout, into out/train-audio/models/:
 #
 #   training/train_default_audio.sh [--rebuild-dataset] [--models DIR] [-- extra train args]
 #
@@ -21,9 +23,9 @@
 #      mean prediction, its embeddings with `cony embed`, the CoNy encoder-classifier (cony,
 #      then k-means fixed landmarks and fine-tuning -> cony-fixed): first without the
 #      validation recordings, measured on them (out/train-audio-val/), then refit with them
-#      (--train-on-val) and exported to models/audio/,
+#      (--train-on-val) and exported to --models (out/train-audio/models/),
 #   5. training/eval_default_audio.py: held-out per-step accuracy through the C tools,
-#      written into models/audio/MODEL.md.
+#      written into MODELS/MODEL.md if there is one.
 # Work files go to out/train-audio/ (gitignored). About 4 h on 2 cores (data sets 8 min,
 # teachers 80 min, the distilled CNN 35 min and its refit 60-80 min, embeddings 10 min), plus
 # the packages' downloads (about 7.5 GB) the first time.
@@ -32,20 +34,10 @@ set -euo pipefail
 REPO=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
 cd "$REPO"
 PY=/usr/bin/python3
-# 400 clips per class (the data set script's default is 120), test split included, plus 800
-# training clips per class from the same train recordings and forty-nine train-only packages:
-# more distinct recordings, which the CNN needs to generalise to unseen recordings. The
-# synthesised alarms are generator v3's (ringtones, bells, sirens, beeps through loudspeakers
-# and rooms, over real noise). Version 9 = version 7 (without fillets-ng's English sound
-# effects, which versions 2-6 labelled speech) with the train-only recordings of versions 3
-# to 6 and of three more packages (training/data/README.md); its test split is version 7's.
-DATASET=out/audio-dataset-v9
-DATA_ARGS=(--per-class 400 --train-extra 800 --alarm-synth v3 --train-only-version 7)
-# The validation recordings: version 7's, carved from every family (--val-scope all).
-VAL_DATASET=out/audio-dataset-v7
-VAL_DATA_ARGS=(--per-class 400 --train-extra 800 --alarm-synth v3 --train-only-version 5)
+# the data sets (version 9, and version 7 for its validation recordings) and cony
+source training/audio_prereqs.sh
 BUILD=${CONY_BUILD_DIR:-build-train}
-MODELS=models/audio
+MODELS=out/train-audio/models
 REBUILD=0
 EXTRA=()
 while [ $# -gt 0 ]; do
@@ -61,25 +53,8 @@ done
 T0=$(date +%s)
 stamp() { echo "train_default_audio: [$(( $(date +%s) - T0 )) s] $*" >&2; }
 
-if [ "$REBUILD" = 1 ] || [ ! -f "$DATASET/manifest.csv" ]; then
-  stamp "building the data set $DATASET"
-  bash training/data/build_audio_dataset.sh "$DATASET" "${DATA_ARGS[@]}"
-fi
-if [ "$REBUILD" = 1 ] || [ ! -f "$VAL_DATASET/manifest.csv" ]; then
-  stamp "building the data set $VAL_DATASET (its validation recordings)"
-  mkdir -p "$VAL_DATASET"
-  [ -e "$VAL_DATASET/.cache" ] || ln -s "$(cd "$DATASET" && pwd)/.cache" "$VAL_DATASET/.cache"
-  bash training/data/build_audio_dataset.sh "$VAL_DATASET" "${VAL_DATA_ARGS[@]}"
-fi
-
-if [ ! -x "$BUILD/tools/cony" ]; then
-  stamp "building cony in $BUILD"
-  [ -d "$BUILD" ] || meson setup "$BUILD" >/dev/null
-fi
-if ! ninja -C "$BUILD" -j2 tools/cony >/dev/null; then
-  [ -x "$BUILD/tools/cony" ] || { echo "train_default_audio: building cony failed" >&2; exit 1; }
-  echo "train_default_audio: warning: rebuilding cony failed; using the existing $BUILD/tools/cony" >&2
-fi
+ensure_datasets "$REBUILD"
+ensure_cony "$BUILD"
 
 mkdir -p out/train-audio/mel
 # every run trains on version 9, bands centred, batch normalisation, and holds out version 7's
@@ -125,7 +100,8 @@ UPDATE=(); [ -f "$MODELS/MODEL.md" ] && UPDATE=(--update-model-md)
 # the eight test recordings version 9's train-only packages were chosen for (MODEL.md, Data)
 TARGETED='(household/toilet|household/Washing-machine|emergency/firetruck|birds/owl|rodents/squirrel|insects/bee|Sounds/plane|fire/sounds/fire)'
 "$PY" training/eval_default_audio.py --dataset "$DATASET" --cony "$BUILD/tools/cony" \
-  --models "$MODELS" --also-without "$TARGETED" --json out/train-audio/eval.json "${UPDATE[@]}" \
+  --models "$MODELS" --cnn "$MODELS/vggish.safetensors" --also-without "$TARGETED" \
+  --json out/train-audio/eval.json "${UPDATE[@]}" \
   > out/train-audio/eval.md
 cat out/train-audio/eval.md
 du -b "$MODELS"/* >&2

@@ -8,8 +8,9 @@ format GStreamer decodes (WAV, Ogg, MP3, video files' audio ...). Steps:
 
   1. embeddings: every file goes through the inference front end itself,
      `uridecodebin ! audioconvert ! audioresample ! conymel ! conyvggish model=CNN`
-     (the shipped CNN, models/audio/vggish.safetensors, unless --cnn): one token per
-     0.25 s, the first after 0.96 s of audio. Files GStreamer cannot decode, or without
+     (YAMNet, models/yamnet/yamnet.safetensors, unless --cnn; a MobileNet such as YAMNet
+     gives its pooled embedding, conymel preset=yamnet for YAMNet's front end): one token
+     per 0.25 s, the first after 0.96 s of audio. Files GStreamer cannot decode, or without
      audio, are reported and skipped.
   2. split by file: --val-fraction of each class's files (at least one when the class
      has two or more) are held out for validation, so no clip is in both sets.
@@ -23,8 +24,9 @@ format GStreamer decodes (WAV, Ogg, MP3, video files' audio ...). Steps:
      conytransformer element uses) on every validation file from its first token;
      printed per step (steps with a full window) and per file (majority of its steps).
 
-The model records its labels, its CNN (file name and SHA-256) and the front end (mel and
-window parameters) in its config's `frontend`. Use it as
+The model records its labels, its CNN (file name, SHA-256 and, for a pooled embedding,
+cnn_output) and the front end (mel and window parameters) in its config's `frontend`;
+conytransformer refuses tokens of another CNN. Use it as
 `conyvggish model=CNN ! conytransformer model=MODEL.safetensors`, e.g.
 `pipelines/file.sh clip.wav CNN MODEL.safetensors`.
 
@@ -82,6 +84,7 @@ class Embedder:
     """The inference front end (conymel ! conyvggish) on whole files, through GStreamer."""
 
     def __init__(self, cnn):
+        self.mel_props, self.cnn_props = token_props(cnn)
         if "GST_PLUGIN_PATH" not in os.environ:
             os.environ["GST_PLUGIN_PATH"] = os.path.join(ROOT, "build", "gst")
         import gi
@@ -96,8 +99,9 @@ class Embedder:
         Gst = self.Gst
         uri = Gst.filename_to_uri(os.path.abspath(path))
         pipe = Gst.parse_launch(
-            f'uridecodebin uri="{uri}" ! audioconvert ! audioresample ! conymel '
-            f'! conyvggish model="{self.cnn}" batch=64 ! appsink name=sink sync=false')
+            f'uridecodebin uri="{uri}" ! audioconvert ! audioresample ! conymel {self.mel_props} '
+            f'! conyvggish model="{self.cnn}" {self.cnn_props} batch=64 '
+            f'! appsink name=sink sync=false')
         sink = pipe.get_by_name("sink")
         bus = pipe.get_bus()
         pipe.set_state(Gst.State.PLAYING)
@@ -162,11 +166,30 @@ def sha256(path):
     return h.hexdigest()
 
 
-def cnn_frontend(cnn):
+def cnn_metadata(cnn):
     import safetensors_io
-    _, meta = safetensors_io.load(cnn)
+    return safetensors_io.load(cnn)[1]
+
+
+def token_props(cnn):
+    """(conymel, conyvggish) properties for the tokens of @cnn: YAMNet's log-mel preset
+    where its front end is YAMNet's, the pooled embedding of a MobileNet (its last layer
+    is the 521 AudioSet scores), a VGGish-style CNN's own output otherwise."""
+    meta = cnn_metadata(cnn)
+    fe = json.loads(meta.get("frontend", "{}"))
+    return ("preset=yamnet" if fe.get("name") == "yamnet" else "",
+            "output=embedding" if meta.get("network") == "mobilenet_v1" else "")
+
+
+def cnn_frontend(cnn):
+    """The classifier's frontend: the CNN's log-mel settings, the CNN file's name and
+    SHA-256, and cnn_output "embedding" where the tokens are its pooled embedding (what
+    conytransformer checks against the token caps)."""
+    meta = cnn_metadata(cnn)
     fe = json.loads(meta["frontend"]) if "frontend" in meta else {"kind": "audio-logmel-vggish"}
     fe.update(cnn=os.path.basename(cnn), cnn_sha256=sha256(cnn))
+    if token_props(cnn)[1]:
+        fe["cnn_output"] = "embedding"
     return fe
 
 
@@ -194,8 +217,8 @@ def main(argv=None):
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("data", help="folder with one sub-folder of media files per class")
     ap.add_argument("-o", "--output", required=True, help="model file (.safetensors)")
-    ap.add_argument("--cnn", default=os.path.join(ROOT, "models", "audio", "vggish.safetensors"),
-                    help="front-end CNN (default: the shipped models/audio/vggish.safetensors)")
+    ap.add_argument("--cnn", default=os.path.join(ROOT, "models", "yamnet", "yamnet.safetensors"),
+                    help="front-end CNN (default: YAMNet, models/yamnet/yamnet.safetensors)")
     ap.add_argument("--cony", default=os.path.join(ROOT, "build", "tools", "cony"),
                     help="the cony tool, for the accuracy of the exported file")
     ap.add_argument("--window", type=int, default=0,

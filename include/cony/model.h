@@ -50,6 +50,11 @@ typedef struct {
   ConyOutputKind output;    /* softmax (default) or sigmoid */
   char **labels;            /* n_classes strings, NULL-terminated */
   char *frontend_json;      /* the "frontend" object of the config as JSON text, or NULL */
+  /* The CNN whose tokens the classifier was trained on, from the frontend's "cnn",
+   * "cnn_sha256" and "cnn_output" strings (NULL when not recorded): the file's name,
+   * the SHA-256 of its bytes, and "embedding" when the tokens are its pooled embedding
+   * (conyvggish output=embedding) rather than its last layer. */
+  char *cnn_name, *cnn_sha256, *cnn_output;
   char *config_json;        /* the whole config string as found in the file */
 } ConyModelConfig;
 

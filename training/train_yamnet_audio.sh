@@ -1,0 +1,60 @@
+#!/usr/bin/env bash
+# Rebuilds the shipped default audio model (models/audio/) on YAMNet embeddings:
+#
+#   training/train_yamnet_audio.sh [--rebuild-dataset] [--models DIR] [--cache DIR] [-- train args]
+#
+#   1. the labelled clip data sets 9 and 7 (training/audio_prereqs.sh, as for the models
+#      before; skipped when their manifests exist), and the `cony` tool (build-train/),
+#   2. training/train_yamnet_audio.py: steady tones and mains hum (noise) beside the data
+#      set, YAMNet's tokens once for every clip (`cony embed -e`, cached with YAMNet's
+#      per-patch scores in out/yamnet-cache/), the encoder trained without the validation
+#      recordings and measured on them (out/train-yamnet/val/val.json), then refit with
+#      them -> models/audio/transformer.safetensors, labels.txt,
+#   3. training/eval_default_audio.py: held-out per-step accuracy through the C tools,
+#      written into models/audio/MODEL.md.
+# Work files go to out/train-yamnet/ (gitignored). About 35-60 min on 2 cores, nearly all of
+# it the embeddings (7536 clips); about 5 min with the cache filled.
+set -euo pipefail
+
+REPO=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
+cd "$REPO"
+PY=/usr/bin/python3
+source training/audio_prereqs.sh
+BUILD=${CONY_BUILD_DIR:-build-train}
+MODELS=models/audio
+CACHE=out/yamnet-cache
+WORK=out/train-yamnet
+REBUILD=0
+EXTRA=()
+while [ $# -gt 0 ]; do
+  case $1 in
+    --rebuild-dataset) REBUILD=1 ;;
+    --models) MODELS=$2; shift ;;
+    --cache) CACHE=$2; shift ;;
+    --) shift; EXTRA=("$@"); break ;;
+    *) echo "usage: $0 [--rebuild-dataset] [--models DIR] [--cache DIR] [-- train args]" >&2; exit 2 ;;
+  esac
+  shift
+done
+
+T0=$(date +%s)
+stamp() { echo "train_yamnet_audio: [$(( $(date +%s) - T0 )) s] $*" >&2; }
+
+ensure_datasets "$REBUILD"
+ensure_cony "$BUILD"
+
+stamp "tones, YAMNet tokens, the validation run and the refit"
+"$PY" training/train_yamnet_audio.py --dataset "$DATASET" --val-from "$VAL_DATASET" \
+  --cony "$BUILD/tools/cony" --work "$WORK" --cache "$CACHE" --models "$MODELS" "${EXTRA[@]}"
+
+stamp "evaluating (C path)"
+"$BUILD/tools/cony" info "$MODELS/transformer.safetensors" >/dev/null
+UPDATE=(); [ -f "$MODELS/MODEL.md" ] && UPDATE=(--update-model-md)
+# the eight test recordings version 9's train-only packages were chosen for (MODEL.md, Data)
+TARGETED='(household/toilet|household/Washing-machine|emergency/firetruck|birds/owl|rodents/squirrel|insects/bee|Sounds/plane|fire/sounds/fire)'
+"$PY" training/eval_default_audio.py --dataset "$DATASET" --extra-dataset "$WORK/tones" \
+  --cony "$BUILD/tools/cony" --models "$MODELS" --also-without "$TARGETED" \
+  --json "$WORK/eval.json" "${UPDATE[@]}" > "$WORK/eval.md"
+cat "$WORK/eval.md"
+du -b "$MODELS"/* >&2
+stamp "done"
