@@ -53,12 +53,11 @@ sys.path.insert(0, HERE)
 
 import safetensors_io  # noqa: E402
 from conyref.model import ConyEncoderClassifier, save_checkpoint  # noqa: E402
-from conyref.mobilenet import dequantised  # noqa: E402
 from export import export_model  # noqa: E402
 from train import fit_block_landmarks  # noqa: E402
 from train_your_own import cnn_frontend, sha256  # noqa: E402
+from train_yamnet_audio import STRIDE, cut_window, scores_of, token_path, yamnet_fc  # noqa: E402
 
-STRIDE = 25          # frames between YAMNet windows: one token every 0.25 s
 TOKEN_S = 0.25
 T0 = time.time()
 
@@ -86,10 +85,6 @@ def read_rows(root):
     for r in rows:
         r["root"], r["set"] = root, name
     return rows
-
-
-def token_path(cache, r, kind=""):
-    return os.path.join(cache, r["set"], os.path.splitext(r["path"])[0] + kind + ".npy")
 
 
 def stage_sines(args):
@@ -123,14 +118,6 @@ def stage_sines(args):
     log(f"sines: {len(rows)} clips in {out}")
 
 
-def yamnet_fc(cnn):
-    """(W, b) float32 of the CNN file's fc layer: the scores from the pooled embedding."""
-    tensors, meta = safetensors_io.load(cnn)
-    i = meta["layers"].split().index("fc")
-    return (dequantised(tensors, f"layers.{i}").astype(np.float32),
-            tensors[f"layers.{i}.bias"].astype(np.float32))
-
-
 def check_cache(args, cache, write):
     """CACHE/yamnet.json names the CNN the cached tokens come from (train_yamnet_audio.py's
     record); tokens of another CNN are refused."""
@@ -160,7 +147,7 @@ def stage_embed(args, rows):
     if shared and args.read_only_cache:
         raise RuntimeError(f"{args.cache}: {len(shared)} clips not cached (e.g. "
                            f"{token_path(args.cache, shared[0])}) and --read-only-cache")
-    W, b = yamnet_fc(args.cnn)
+    fc = yamnet_fc(args.cnn)
     t0 = time.time()
 
     def one(r):
@@ -168,8 +155,8 @@ def stage_embed(args, rows):
         os.makedirs(os.path.dirname(out), exist_ok=True)
         run([args.cony, "embed", "-e", "--model", args.cnn, "--stride", str(STRIDE),
              os.path.join(r["root"], r["path"]), "-o", out])
-        s = 1.0 / (1.0 + np.exp(-(np.load(out) @ W.T + b)))
-        np.save(token_path(args.cache_of(r), r, ".scores"), s.astype(np.float16))  # marks done
+        np.save(token_path(args.cache_of(r), r, ".scores"),  # written last: marks done
+                scores_of(np.load(out), fc).astype(np.float16))
 
     with ThreadPoolExecutor(max(1, args.jobs)) as pool:
         for k, _ in enumerate(pool.map(one, todo)):
@@ -220,9 +207,8 @@ class JoinedStreams:
         for _ in range(size):
             seq = self.stream()
             t0 = 0 if warm else int(rng.integers(0, self.k * L - n + 1))
-            first, last = t0 // L, (t0 + w - 1) // L
-            x = self.x[seq[first:last + 1]].reshape(-1, E)
-            xs.append(x[t0 - first * L:t0 - first * L + w])
+            last = (t0 + w - 1) // L
+            xs.append(cut_window(self.x, seq, t0, w))
             offs.append(0 if warm else int(rng.integers(0, self.T)))
             # the mean of YAMNet's scores over the newest --target-mean tokens of the stream
             lo = max(0, t0 + w - self.a.target_mean)

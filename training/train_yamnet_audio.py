@@ -165,6 +165,15 @@ def stage_embed(args, rows):
 
 
 # ----------------------------------------------------------------------------- encoder
+def cut_window(clips, seq, t0, w):
+    """Tokens t0 .. t0 + w - 1 of the stream that joins clips[seq[0]], clips[seq[1]], ...
+    (clips: (N, L, E), every clip L tokens): a (w, E) array."""
+    L = clips.shape[1]
+    first, last = t0 // L, (t0 + w - 1) // L
+    x = clips[seq[first:last + 1]].reshape(-1, clips.shape[2])
+    return x[t0 - first * L:t0 - first * L + w]
+
+
 class JoinedWindows:
     """Training windows over streams of joined clips (module docstring), the interface of
     train.WindowSampler: batch(size) -> (x (B, w, E), offsets (B,), y (B,))."""
@@ -207,11 +216,9 @@ class JoinedWindows:
         for _ in range(size):
             seq = self.stream()
             t0 = 0 if warm else int(rng.integers(0, self.k * L - n + 1))
-            first, last = t0 // L, (t0 + w - 1) // L
-            x = self.x[seq[first:last + 1]].reshape(-1, E)
-            xs.append(x[t0 - first * L:t0 - first * L + w])
+            xs.append(cut_window(self.x, seq, t0, w))
             offs.append(0 if warm else int(rng.integers(0, self.T)))
-            ys.append(self.y[seq[last]])
+            ys.append(self.y[seq[(t0 + w - 1) // L]])
         return (torch.from_numpy(np.stack(xs)), torch.tensor(offs, dtype=torch.long),
                 torch.tensor(ys, dtype=torch.long))
 
