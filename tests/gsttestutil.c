@@ -78,3 +78,18 @@ cony_test_assert_ready_only (GstHarness *h, const char *prop, const char *value)
   g_value_unset (&before);
   g_value_unset (&now);
 }
+
+GstBus *
+cony_test_attach_bus (GstHarness *h)
+{
+  GstBus *bus = gst_bus_new ();
+  gst_element_set_bus (h->element, bus);
+  return bus;
+}
+
+void
+cony_test_detach_bus (GstHarness *h, GstBus *bus)
+{
+  gst_element_set_bus (h->element, NULL);
+  gst_object_unref (bus);
+}

@@ -23,3 +23,8 @@ void cony_test_assert_caps_refused (GstHarness *h, const char *caps_string,
  * setting @prop to @value (a string as for gst-launch) is refused and the old value
  * reads back; after going to READY the same change takes. Leaves the element in READY. */
 void cony_test_assert_ready_only (GstHarness *h, const char *prop, const char *value);
+
+/* A bus of its own on the harnessed element, to read its messages (the harness has none);
+ * cony_test_detach_bus() takes it off and drops it. */
+GstBus *cony_test_attach_bus (GstHarness *h);
+void cony_test_detach_bus (GstHarness *h, GstBus *bus);

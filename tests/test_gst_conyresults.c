@@ -133,21 +133,6 @@ new_harness (const char *model, const gchar *first_prop, ...)
   return h;
 }
 
-static GstBus *
-attach_bus (GstHarness *h)
-{
-  GstBus *bus = gst_bus_new ();
-  gst_element_set_bus (h->element, bus);
-  return bus;
-}
-
-static void
-detach_bus (GstHarness *h, GstBus *bus)
-{
-  gst_element_set_bus (h->element, NULL);
-  gst_object_unref (bus);
-}
-
 /* A TIME segment [start, ...) with base and time, pushed into @h. */
 static void
 push_segment (GstHarness *h, GstClockTime start, GstClockTime time, GstClockTime base)
@@ -294,7 +279,7 @@ test_top_k (void)
   char *path = model_path ();
   GstHarness *h = new_harness (path, "top-k", 3, NULL);
   g_free (path);
-  GstBus *bus = attach_bus (h);
+  GstBus *bus = cony_test_attach_bus (h);
   gst_harness_set_src_caps_str (h, TOKEN_CAPS);
   cony_test_push_tokens (h, x, D, 0, n, 1, 0, 250 * MS, FALSE);
   for (gsize t = 0; t < n; t++) {
@@ -348,7 +333,7 @@ test_top_k (void)
   GstBuffer *buf = gst_harness_pull (h);
   g_assert_cmpuint (gst_buffer_get_cony_classification_meta (buf)->n_top, ==, C);
   gst_buffer_unref (buf);
-  detach_bus (h, bus);
+  cony_test_detach_bus (h, bus);
   gst_harness_teardown (h);
   g_free (logits);
   g_free (x);
@@ -427,7 +412,7 @@ test_thresholds_file (void)
   const double thr[C] = { 0.6, 0.45, 0.3, 0.45 };
   char *path = model_path ();
   GstHarness *h = new_harness (path, "labels-file", file, "threshold", 0.45, NULL);
-  GstBus *bus = attach_bus (h);
+  GstBus *bus = cony_test_attach_bus (h);
   gst_harness_set_src_caps_str (h, TOKEN_CAPS);
   cony_test_push_tokens (h, x, D, 0, n, 1, 0, 250 * MS, FALSE);
   guint posted = 0, skipped = 0;
@@ -455,7 +440,7 @@ test_thresholds_file (void)
   g_test_message ("%u steps posted, %u below their label's threshold", posted, skipped);
   g_assert_cmpuint (posted, >, 0);
   g_assert_cmpuint (skipped, >, 0);
-  detach_bus (h, bus);
+  cony_test_detach_bus (h, bus);
   gst_harness_teardown (h);
   g_free (file);
 
@@ -572,7 +557,7 @@ test_sigmoid_segments (void)
   g_assert_cmpuint (want->len, >, 2 * C);
 
   GstHarness *h = new_harness (sig, "labels-file", file, "message-mode", 1, "top-k", 2, NULL);
-  GstBus *bus = attach_bus (h);
+  GstBus *bus = cony_test_attach_bus (h);
   gst_harness_set_src_caps_str (h, TOKEN_CAPS);
   push_segment (h, base, 0, rbase);
   cony_test_push_tokens (h, x, D, 0, n, 1, base, 250 * MS, FALSE);
@@ -624,7 +609,7 @@ test_sigmoid_segments (void)
   }
   g_assert_cmpuint (i, ==, want->len);
   g_test_message ("%u onset/offset events", i);
-  detach_bus (h, bus);
+  cony_test_detach_bus (h, bus);
   gst_harness_teardown (h);
   g_array_free (want, TRUE);
   g_unlink (file);

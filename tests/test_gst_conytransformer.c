@@ -112,21 +112,6 @@ new_harness (const gchar *first_prop, ...)
   return h;
 }
 
-static GstBus *
-attach_bus (GstHarness *h)
-{
-  GstBus *bus = gst_bus_new ();
-  gst_element_set_bus (h->element, bus);
-  return bus;
-}
-
-static void
-detach_bus (GstHarness *h, GstBus *bus)
-{
-  gst_element_set_bus (h->element, NULL);
-  gst_object_unref (bus);
-}
-
 /* Pushes tokens [from, from + n) of @x, @k per buffer; token i (counted from
  * @from) at base + i * tok_ns. */
 static gint
@@ -299,7 +284,7 @@ test_messages (void)
   float *x = make_tokens (n, 4);
   Ref *r = ref_new (-1);
   GstHarness *h = new_harness (NULL);
-  GstBus *bus = attach_bus (h);
+  GstBus *bus = cony_test_attach_bus (h);
   gst_harness_set_src_caps_str (h, TOKEN_CAPS ("1", "4/1"));
   /* A segment starting at 10 s, base 2 s, stream time 100 s. */
   GstSegment seg;
@@ -354,7 +339,7 @@ test_messages (void)
     gst_message_unref (msg);
   }
   g_assert_null (gst_bus_pop_filtered (bus, GST_MESSAGE_ELEMENT));
-  detach_bus (h, bus);
+  cony_test_detach_bus (h, bus);
   gst_harness_teardown (h);
   ref_free (r);
   g_free (x);
@@ -368,18 +353,18 @@ test_post_messages_threshold (void)
   float *x = make_tokens (n, 5);
   /* post-messages=false */
   GstHarness *h = new_harness ("post-messages", FALSE, NULL);
-  GstBus *bus = attach_bus (h);
+  GstBus *bus = cony_test_attach_bus (h);
   gst_harness_set_src_caps_str (h, TOKEN_CAPS ("1", "4/1"));
   cony_test_push_tokens (h, x, D, 0, n, 1, 0, 250 * MS, FALSE);
   g_assert_null (gst_bus_pop_filtered (bus, GST_MESSAGE_ELEMENT));
   g_assert_cmpuint (gst_harness_buffers_in_queue (h), ==, n);
-  detach_bus (h, bus);
+  cony_test_detach_bus (h, bus);
   gst_harness_teardown (h);
 
   /* threshold 0.5: messages exactly for the steps whose confidence >= 0.5 */
   Ref *r = ref_new (-1);
   h = new_harness ("threshold", 0.5, NULL);
-  bus = attach_bus (h);
+  bus = cony_test_attach_bus (h);
   gst_harness_set_src_caps_str (h, TOKEN_CAPS ("1", "4/1"));
   cony_test_push_tokens (h, x, D, 0, n, 1, 0, 250 * MS, FALSE);
   guint want = 0, below = 0;
@@ -409,7 +394,7 @@ test_post_messages_threshold (void)
     g_assert_nonnull (gst_buffer_get_cony_classification_meta (buf));
     gst_buffer_unref (buf);
   }
-  detach_bus (h, bus);
+  cony_test_detach_bus (h, bus);
   gst_harness_teardown (h);
   ref_free (r);
   g_free (x);
@@ -425,7 +410,7 @@ test_on_change (void)
   Ref *r = ref_new (-1);
   GstHarness *h = new_harness (NULL);
   gst_util_set_object_arg (G_OBJECT (h->element), "message-mode", "on-change");
-  GstBus *bus = attach_bus (h);
+  GstBus *bus = cony_test_attach_bus (h);
   gst_harness_set_src_caps_str (h, TOKEN_CAPS ("1", "4/1"));
   GstSegment seg;
   gst_segment_init (&seg, GST_FORMAT_TIME);
@@ -485,7 +470,7 @@ test_on_change (void)
   /* the data must have a few changes and fewer messages than steps */
   g_assert_cmpuint (changes, >=, 3);
   g_assert_cmpuint (changes, <, n);
-  detach_bus (h, bus);
+  cony_test_detach_bus (h, bus);
   gst_harness_teardown (h);
   ref_free (r);
   g_free (x);
@@ -502,7 +487,7 @@ test_on_change_threshold (void)
   Ref *r = ref_new (-1);
   GstHarness *h = new_harness ("threshold", thr, NULL);
   gst_util_set_object_arg (G_OBJECT (h->element), "message-mode", "on-change");
-  GstBus *bus = attach_bus (h);
+  GstBus *bus = cony_test_attach_bus (h);
   gst_harness_set_src_caps_str (h, TOKEN_CAPS ("1", "4/1"));
   cony_test_push_tokens (h, x, D, 0, n, 1, 0, 250 * MS, FALSE);
 
@@ -547,7 +532,7 @@ test_on_change_threshold (void)
   g_assert_cmpuint (skipped, >, 0);
   g_assert_cmpuint (changes, >=, 2);
   g_assert_cmpuint (gaps, >, 0);
-  detach_bus (h, bus);
+  cony_test_detach_bus (h, bus);
   gst_harness_teardown (h);
   ref_free (r);
   g_free (x);
@@ -744,7 +729,7 @@ test_nan_tokens (void)
   x[5 * D] = INFINITY;
   Ref *r = ref_new (-1);
   GstHarness *h = new_harness (NULL);
-  GstBus *bus = attach_bus (h);
+  GstBus *bus = cony_test_attach_bus (h);
   gst_harness_set_src_caps_str (h, TOKEN_CAPS ("3", "4/3"));
   cony_test_push_tokens (h, x, D, 0, n, 3, 0, 250 * MS, FALSE);
   /* one warning, and messages for the 10 good tokens only */
@@ -787,7 +772,7 @@ test_nan_tokens (void)
     gst_buffer_unref (buf);
   }
   g_assert_cmpuint (step, ==, n - 2);
-  detach_bus (h, bus);
+  cony_test_detach_bus (h, bus);
   gst_harness_teardown (h);
   ref_free (r);
   g_free (x);
@@ -824,7 +809,7 @@ test_extreme_tokens (void)
     g_free (path);
     GstHarness *h = gst_harness_new_with_element (el, "sink", "src");
     gst_object_unref (el);
-    GstBus *bus = attach_bus (h);
+    GstBus *bus = cony_test_attach_bus (h);
     gst_harness_set_src_caps_str (h, TOKEN_CAPS ("1", "4/1"));
     cony_test_push_tokens (h, x, D, 0, n, 1, 0, 250 * MS, FALSE);
 
@@ -872,7 +857,7 @@ test_extreme_tokens (void)
       g_ptr_array_free (metas, TRUE);
       gst_buffer_unref (buf);
     }
-    detach_bus (h, bus);
+    cony_test_detach_bus (h, bus);
     gst_harness_teardown (h);
     ref_free (r);
   }
@@ -894,7 +879,7 @@ test_overflow_warnings (void)
     for (int i = 0; huge[t] && i < D; i++)
       x[t * D + i] = FLT_MAX;
   GstHarness *h = new_harness (NULL);
-  GstBus *bus = attach_bus (h);
+  GstBus *bus = cony_test_attach_bus (h);
   gst_harness_set_src_caps_str (h, TOKEN_CAPS ("1", "4/1"));
   cony_test_push_tokens (h, x, D, 0, n, 1, 0, 250 * MS, FALSE);
   GstMessage *msg;
@@ -917,7 +902,7 @@ test_overflow_warnings (void)
     g_ptr_array_free (metas, TRUE);
     gst_buffer_unref (buf);
   }
-  detach_bus (h, bus);
+  cony_test_detach_bus (h, bus);
   gst_harness_teardown (h);
   g_free (x);
 }
@@ -956,7 +941,7 @@ static void
 test_wrong_dimension (void)
 {
   GstHarness *h = new_harness (NULL);
-  GstBus *bus = attach_bus (h);
+  GstBus *bus = cony_test_attach_bus (h);
   GstPad *sinkpad = gst_element_get_static_pad (h->element, "sink");
   gst_pad_push_event (h->srcpad, gst_event_new_stream_start ("test"));
   GstCaps *caps = gst_caps_from_string ("other/tensors,format=static,num_tensors=1,"
@@ -973,7 +958,7 @@ test_wrong_dimension (void)
   /* the push retried the caps: refused again, but the error is not repeated */
   g_assert_null (gst_bus_pop_filtered (bus, GST_MESSAGE_ERROR));
   gst_object_unref (sinkpad);
-  detach_bus (h, bus);
+  cony_test_detach_bus (h, bus);
   gst_harness_teardown (h);
 }
 
@@ -1028,7 +1013,7 @@ test_multitoken_steps (void)
   g_assert_no_error (error);
 
   GstHarness *h = k4_harness ();
-  GstBus *bus = attach_bus (h);
+  GstBus *bus = cony_test_attach_bus (h);
   /* frames 0..4: one frame (4 tokens) per buffer, 10 frames/s */
   gst_harness_set_src_caps_str (h, "other/tensors,format=static,num_tensors=1,types=float32,"
       "dimensions=(string)6:4,framerate=10/1");
@@ -1120,7 +1105,7 @@ test_multitoken_steps (void)
   g_clear_error (&err);
   gst_message_unref (msg);
 
-  detach_bus (h, bus);
+  cony_test_detach_bus (h, bus);
   gst_harness_teardown (h);
   cony_encoder_free (enc);
   cony_model_free (model);
@@ -1233,7 +1218,7 @@ test_labels_file (void)
   float *x = make_tokens (9, 14);
   Ref *r = ref_new (-1);
   GstHarness *h = new_harness ("labels-file", good, NULL);
-  GstBus *bus = attach_bus (h);
+  GstBus *bus = cony_test_attach_bus (h);
   gst_harness_set_src_caps_str (h, TOKEN_CAPS ("1", "4/1"));
   cony_test_push_tokens (h, x, D, 0, 9, 1, 0, 250 * MS, FALSE);
   for (guint t = 0; t < 9; t++) {
@@ -1247,7 +1232,7 @@ test_labels_file (void)
         mine[top]);
     gst_message_unref (msg);
   }
-  detach_bus (h, bus);
+  cony_test_detach_bus (h, bus);
   gst_harness_teardown (h);
   ref_free (r);
   g_free (x);
