@@ -15,18 +15,20 @@ CONY_TRANSFORMER=${CONY_TRANSFORMER:-$CONY_ROOT/models/audio/transformer.safeten
 CONY_OPTS=${CONY_OPTS:-}
 export GST_PLUGIN_PATH=${GST_PLUGIN_PATH:-$CONY_ROOT/build/gst}
 
-# The CNN the classifier was trained on: its config's frontend "cnn" (a file name) in one
-# of models/*/ (conytransformer refuses another CNN's tokens anyway, naming both).
+# The CNN the classifier was trained on: its config's frontend "cnn" (a file name) beside
+# it or in one of models/*/ (conytransformer refuses another CNN's tokens anyway, naming
+# both); vggish.safetensors beside it for a classifier that names none.
 cony_default_cnn () {
   local n name f
   # the safetensors header: 8 bytes of length, then the JSON (config escaped inside it)
   n=$(od -An -tu8 -N8 "$CONY_TRANSFORMER" 2>/dev/null | tr -d ' ')
   name=$(head -c $((8 + ${n:-0})) "$CONY_TRANSFORMER" 2>/dev/null | tail -c +9 | tr -d '\\' \
          | grep -ao '"cnn":"[^"]*"' | head -n1 | cut -d'"' -f4)
-  for f in "$CONY_ROOT"/models/*/"${name:-vggish.safetensors}"; do
+  name=${name:-vggish.safetensors}
+  for f in "$(dirname "$CONY_TRANSFORMER")/$name" "$CONY_ROOT"/models/*/"$name"; do
     [ -f "$f" ] && { echo "$f"; return; }
   done
-  echo "$CONY_ROOT/models/audio/${name:-vggish.safetensors}"
+  echo "$(dirname "$CONY_TRANSFORMER")/$name"
 }
 
 cony_check_models () {

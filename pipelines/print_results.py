@@ -181,14 +181,15 @@ def frontend_of(transformer):
 
 
 def default_cnn(transformer):
-    """The CNN the classifier names (frontend.cnn) in one of models/*/ (as
+    """The CNN the classifier names (frontend.cnn) beside it or in one of models/*/ (as
     pipelines/lib.sh's cony_default_cnn); vggish.safetensors when it names none."""
     name = frontend_of(transformer).get("cnn", "vggish.safetensors")
     models = os.path.join(ROOT, "models")
-    for d in sorted(os.listdir(models)):
-        if os.path.isfile(os.path.join(models, d, name)):
-            return os.path.join(models, d, name)
-    return os.path.join(models, "audio", name)
+    for d in [os.path.dirname(os.path.abspath(transformer))] + [
+            os.path.join(models, d) for d in sorted(os.listdir(models))]:
+        if os.path.isfile(os.path.join(d, name)):
+            return os.path.join(d, name)
+    return os.path.join(os.path.dirname(transformer), name)
 
 
 def token_props(transformer):
