@@ -2,9 +2,9 @@
 #
 # Environment:
 #   CONY_VGGISH       front-end CNN (default: the CNN the classifier's config names,
-#                     frontend.cnn, looked up in models/*/ -- models/yamnet/yamnet.safetensors
-#                     for the shipped model; models/audio/vggish.safetensors for a
-#                     classifier that names none; any CNN conyvggish loads)
+#                     frontend.cnn, beside it or in models/*/ -- models/yamnet/
+#                     yamnet.safetensors for the shipped model; vggish.safetensors beside
+#                     a classifier that names none; any CNN conyvggish loads)
 #   CONY_TRANSFORMER  classifier model (default models/audio/transformer.safetensors)
 #   CONY_OPTS         extra conytransformer properties, e.g.
 #                     "message-mode=on-change threshold=0.6 attention=cony-fixed"
