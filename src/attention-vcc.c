@@ -4,15 +4,16 @@
  * priority, eq. 53), and the query attends to the segments' mean keys and values with
  * a log(segment size) correction. docs/attention.md has the exact rule.
  *
- * State: the keys and values as block-local float running sums, one float per token
- * and column, as much as `continual`'s two float windows. The stream is cut into
- * aligned blocks of B tokens; the newest, unfinished block holds prefix sums (from its
- * first token), every finished block suffix sums (to its last token). Each query
- * first adds up the finished blocks' totals in double (one row per B tokens), which
- * gives the sum of the window's keys and values before any position with one more
- * row: a segment's sums are then a subtraction of two such boundary rows. Entries never
- * sum more than B tokens, so nothing grows with the stream, and one token's value is
- * a difference of two floats of at most B tokens' size. */
+ * State: one float per token and column of keys and values, as much as `continual`'s
+ * two float windows. The stream is cut into aligned blocks of B tokens; the newest,
+ * unfinished block holds its tokens as they are, every finished block the suffix sums
+ * of its tokens (to its last one, summed in double and rounded once). Each query first
+ * adds up, in double, the finished blocks' totals (one row per B tokens) and the
+ * unfinished block's tokens: that gives the sum of the window's keys and values before
+ * any position from one more row, and a segment's sums are a subtraction of two such
+ * boundary rows. No entry sums more than B tokens, so nothing grows with the stream,
+ * and a token of a finished block is the difference of two floats of at most B tokens'
+ * size: with B ≈ √n, rounding stays close to that of float prefix-free attention. */
 #include "attention-private.h"
 #include "linalg.h"
 
@@ -21,16 +22,15 @@
 
 #define VCC_DEFAULT_BUDGET 64
 #define VCC_DEFAULT_BLOCK 1
-/* Tokens per offset block: rounding of one token ≈ B float roundings, and each query
- * adds up 2d per B window tokens. */
-#define VCC_OFFSET_BLOCK 32
 
 struct _ConyVcc {
-  int blk;              /* offset block B: min (VCC_OFFSET_BLOCK, n) */
-  float *ok, *ov;       /* (n, d) ring, token p in slot p mod n: its block-local sum */
+  int blk;              /* tokens per block B (offset_block) */
+  float *ok, *ov;       /* (n, d) ring, token p in slot p mod n: itself or its block's
+                           suffix sum from it */
   int max_segments;     /* min (r, n) */
   /* per-query scratch */
-  double *ek, *ev;      /* (n/B + 1, d): window sums through each finished block's end */
+  double *ek, *ev;      /* (n/B + 1 + B, d): window sums through each finished block's
+                           end, then before each position of the unfinished block */
   double *bk, *bv;      /* (max_segments + 1, d): window sums before each boundary */
   int n_bound;
   int *lo, *hi;         /* segments [lo, hi), window-relative (0 = oldest token) */
@@ -78,18 +78,23 @@ cony_vcc_resolve_config (ConyAttentionConfig *c)
     c->vcc_block = VCC_DEFAULT_BLOCK;
 }
 
+/* Tokens per block: the smallest power of two ≥ √n (at least 16), so that a query adds
+ * about 2d·(n/B + B/2) ≈ 3d√n: the finished blocks and half a block on average. */
 static int
 offset_block (int n)
 {
-  return MIN (VCC_OFFSET_BLOCK, n);
+  int b = 16;
+  while ((gint64) b * b < n)
+    b *= 2;
+  return MIN (b, n);
 }
-
-/* Finished blocks a window can meet: ⌈n/B⌉ + 1. */
+/* Rows of ek, ev: the finished blocks a window can meet, ⌈n/B⌉ + 1, and B for the
+ * positions of the unfinished block. */
 static int
-max_finished (int n)
+block_rows (int n)
 {
   int b = offset_block (n);
-  return (n + b - 1) / b + 1;
+  return (n + b - 1) / b + 1 + b;
 }
 
 ConyVcc *
@@ -101,8 +106,8 @@ cony_vcc_new (const ConyAttention *a)
   v->ok = g_new0 (float, (gsize) n * d);
   v->ov = g_new0 (float, (gsize) n * d);
   v->max_segments = MIN (a->cfg.vcc_budget, n);
-  v->ek = g_new (double, (gsize) max_finished (n) * d);
-  v->ev = g_new (double, (gsize) max_finished (n) * d);
+  v->ek = g_new (double, (gsize) block_rows (n) * d);
+  v->ev = g_new (double, (gsize) block_rows (n) * d);
   v->bk = g_new (double, (gsize) (v->max_segments + 1) * d);
   v->bv = g_new (double, (gsize) (v->max_segments + 1) * d);
   v->lo = g_new (int, v->max_segments);
@@ -146,7 +151,7 @@ cony_vcc_config_bytes (const ConyAttentionConfig *c)
   gsize n = c->window, d = c->d, H = c->heads;
   gsize segments = MIN ((gsize) (c->vcc_budget ? c->vcc_budget : VCC_DEFAULT_BUDGET), n);
   return sizeof (ConyVcc) + 2 * n * d * sizeof (float)                 /* block-local sums */
-         + 2 * ((gsize) max_finished ((int) n) + segments + 1) * d * sizeof (double) /* ek, ev, bk, bv */
+         + 2 * ((gsize) block_rows ((int) n) + segments + 1) * d * sizeof (double) /* ek, ev, bk, bv */
          + segments * (5 * sizeof (int) + (H + 1) * sizeof (double))   /* lo, hi, blo, bhi, heap, scores, key */
          + 2 * d * sizeof (double) + (n + 1) * sizeof (double)         /* acc, q, log table */
          + (segments * H + H) * sizeof (float);                        /* exponent arguments */
@@ -169,55 +174,58 @@ cony_vcc_advance (ConyAttention *a)
 {
   ConyVcc *v = a->vcc;
   int d = a->d, B = v->blk;
-  guint64 p = a->t, first = p - p % (guint64) B;
+  guint64 p = a->t;
   const float *x[2] = { a->qkv + d, a->qkv + 2 * d };
   float *ring[2] = { v->ok, v->ov };
   for (int t = 0; t < 2; t++) {
-    float *row = ring_row (a, ring[t], p);
-    const float *prev = p > first ? ring_row (a, ring[t], p - 1) : NULL;
-    for (int c = 0; c < d; c++) /* one rounding per entry: a token is a difference of two */
-      row[c] = (float) ((prev ? (double) prev[c] : 0.0) + x[t][c]);
-    if (p + 1 - first < (guint64) B)
+    memcpy (ring_row (a, ring[t], p), x[t], sizeof (float) * d);
+    if ((p + 1) % (guint64) B)
       continue;
-    /* The block is finished: its prefix sums become suffix sums, s_i = total − prefix_{i−1},
-     * so that a window starting inside it needs none of its older tokens. */
-    double total[d], before[d];
-    for (int c = 0; c < d; c++)
-      total[c] = row[c], before[c] = 0.0;
-    for (guint64 i = first; i <= p; i++) {
+    /* The block is finished: its tokens become suffix sums, so that a window starting
+     * inside it needs none of its older tokens. */
+    double sum[d];
+    memset (sum, 0, sizeof sum);
+    for (guint64 i = p + 1; i-- > p + 1 - (guint64) B;) {
       float *r = ring_row (a, ring[t], i);
-      for (int c = 0; c < d; c++) {
-        double prefix = r[c];
-        r[c] = (float) (total[c] - before[c]);
-        before[c] = prefix;
-      }
+      for (int c = 0; c < d; c++)
+        r[c] = (float) (sum[c] += r[c]);
     }
   }
 }
 
-/* Sums the finished blocks of the window [start, start + w) into v->ek, v->ev: row b
- * is the sum of the window's tokens up to the end of its b-th finished block. */
+/* The window [start, end)'s sums into v->ek, v->ev: row b is the sum of its tokens up to
+ * the end of its b-th finished block; the rows after those (one per position of the
+ * unfinished block, from its start to @end) the sum of its tokens before that
+ * position. Returns the number of finished blocks. */
 static int
-sum_finished_blocks (const ConyAttention *a, guint64 start, int w)
+sum_blocks (const ConyAttention *a, guint64 start, guint64 end)
 {
   ConyVcc *v = a->vcc;
-  int d = a->d, B = v->blk;
-  guint64 end = start + (guint64) w, unfinished = end - end % (guint64) B;
-  if (unfinished <= start)
-    return 0;
-  int count = 0;
+  int d = a->d, B = v->blk, count = 0;
+  guint64 unfinished = MAX (start, end - end % (guint64) B);
   double *e[2] = { v->ek, v->ev };
-  const float *ring[2] = { v->ok, v->ov };
-  /* the oldest block from the window start, then whole blocks: their suffix sums at
-   * the block's first token (or the window start) */
+  float *ring[2] = { v->ok, v->ov };
+  /* the finished blocks' suffix sums from the window start or their first token, then
+   * the unfinished block's tokens from the sum before it */
   for (guint64 p = start; p < unfinished; p = p - p % (guint64) B + (guint64) B, count++)
     for (int t = 0; t < 2; t++) {
-      const float *s = ring[t] + (p % (guint64) a->n) * d;
+      const float *s = ring_row (a, ring[t], p);
       double *row = e[t] + (gsize) count * d;
-      const double *prev = count ? row - d : NULL;
       for (int c = 0; c < d; c++)
-        row[c] = (prev ? prev[c] : 0.0) + s[c];
+        row[c] = (count ? row[c - d] : 0.0) + s[c];
     }
+  for (int t = 0; t < 2; t++) {
+    double *row = e[t] + (gsize) count * d;
+    if (count)
+      memcpy (row, row - d, sizeof (double) * d);
+    else
+      memset (row, 0, sizeof (double) * d);
+    for (guint64 p = unfinished; p < end; p++, row += d) {
+      const float *s = ring_row (a, ring[t], p);
+      for (int c = 0; c < d; c++)
+        row[c + d] = row[c] + s[c];
+    }
+  }
   return count;
 }
 
@@ -237,20 +245,17 @@ add_boundary (const ConyAttention *a, const VccWindow *win, int i)
   const double *e[2] = { v->ek, v->ev };
   float *ring[2] = { v->ok, v->ov };
   guint64 p = win->start + (guint64) i, end = win->start + (guint64) win->w;
-  guint64 unfinished = end - end % (guint64) B, b0 = win->start / (guint64) B;
+  guint64 unfinished = MAX (win->start, end - end % (guint64) B);
   for (int t = 0; t < 2; t++) {
-    double *o = out[t];
-    if (p < unfinished) { /* finished block: its end's sum less the suffix from p */
-      const double *base = e[t] + (p / (guint64) B - b0) * (gsize) d;
-      const float *s = ring_row (a, ring[t], p);
-      for (int c = 0; c < d; c++)
-        o[c] = base[c] - s[c];
-    } else { /* the unfinished block: the finished ones' sum plus the prefix to p − 1 */
-      const double *base = win->finished ? e[t] + (gsize) (win->finished - 1) * d : NULL;
-      const float *s = p > unfinished ? ring_row (a, ring[t], p - 1) : NULL;
-      for (int c = 0; c < d; c++)
-        o[c] = (base ? base[c] : 0.0) + (s ? s[c] : 0.0f);
+    if (p >= unfinished) { /* a row of its own */
+      memcpy (out[t], e[t] + (win->finished + (p - unfinished)) * (gsize) d, sizeof (double) * d);
+      continue;
     }
+    /* a finished block: the sum to its end less the suffix from p */
+    const double *base = e[t] + (p / (guint64) B - win->start / (guint64) B) * (gsize) d;
+    const float *s = ring_row (a, ring[t], p);
+    for (int c = 0; c < d; c++)
+      out[t][c] = base[c] - s[c];
   }
   return row;
 }
@@ -441,7 +446,7 @@ cony_vcc_emit (ConyAttention *a, const float *Q, int rows)
 {
   int w = (int) MIN (a->t, (guint64) a->n);
   VccWindow win = { NULL, NULL, a->t - (guint64) w, w, 0 };
-  win.finished = sum_finished_blocks (a, win.start, w);
+  win.finished = sum_blocks (a, win.start, a->t);
   for (int r = 0; r < rows; r++)
     query (a, &win, Q + (gsize) r * a->d, a->heads_out + (gsize) r * a->d);
 }
@@ -491,6 +496,8 @@ cony_vcc_flops (const ConyAttentionConfig *c)
     scored += blocks + 2 * splits;
   }
   double score = 2 * d + 2 * H + 2, out = 2 * d + 3 * H;
-  double finished = n / offset_block (n), sums = 2 * d * (finished + segments + 1);
+  /* the finished blocks, on average (B − 1)/2 unfinished tokens, the boundaries */
+  int B = offset_block (n);
+  double sums = 2 * d * (n / B + (B - 1) / 2.0 + segments + 1);
   return sums + scored * score + segments * out + d;
 }

@@ -357,7 +357,7 @@ test_bad_config (void)
 
 /* State: two float windows (the block-local sums of keys and values), as much as
  * `continual` keeps, whatever the stream length; counted FLOPs per step grow with the
- * window only by the sum over its finished blocks (2d per 32 tokens). */
+ * window only by the sums over its blocks of √n tokens (at most 4d√n). */
 static void
 test_state_and_cost (void)
 {
@@ -369,10 +369,12 @@ test_state_and_cost (void)
     cony_attention_step (a, x + t * 16, out);
   g_assert_cmpuint (cony_attention_state_bytes (a), ==, 2 * 12 * 16 * 4);
   g_assert_cmpint (cony_attention_get_config (a)->vcc_budget, ==, 5);
-  /* the allocation figure covers the state and the per-query scratch (r = 5 segments) */
-  gsize all = cony_vcc_config_bytes (cony_attention_get_config (a));
+  /* the allocation figure covers the state and the per-query scratch: r = 5 segments,
+   * and rows of key and value sums in double, at most n + 2 for the blocks and the
+   * unfinished block's positions and r + 1 for the boundaries */
+  gsize all = cony_vcc_config_bytes (cony_attention_get_config (a)), rows = 2 * (12 + 2 + 5 + 1) * 16 * 8;
   g_assert_cmpuint (all, >, cony_attention_state_bytes (a) + 5 * 2 * 8);
-  g_assert_cmpuint (all, <, cony_attention_state_bytes (a) + 4096);
+  g_assert_cmpuint (all, <, cony_attention_state_bytes (a) + rows + 1024);
   ConyAttention *exact = make_layer (s, CONY_ATTENTION_CONTINUAL, 0, 0, 0);
   g_assert_cmpuint (cony_attention_state_bytes (a), ==, cony_attention_state_bytes (exact));
   cony_attention_free (exact);
@@ -389,7 +391,8 @@ test_state_and_cost (void)
   double cont = cony_attention_flops (&c).sda;
   g_test_message ("vcc r=256 FLOPs/step: n=1024 %.0f, n=16384 %.0f; continual n=16384 %.0f", small,
                   large, cont);
-  g_assert_cmpfloat (large - small, ==, 2.0 * 192 * (16384 - 1024) / 32);
+  g_assert_cmpfloat (large, >, small);
+  g_assert_cmpfloat (large - small, <=, 2.0 * 192 * 2 * 128); /* 4d√n */
   g_assert_cmpfloat (large * 10, <, cont);
 }
 
