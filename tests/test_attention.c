@@ -4,6 +4,7 @@
 #include "cony/error.h"
 #include "../src/gemv-private.h"
 #include "../src/linalg.h"
+#include "testutil.h"
 
 #include <cblas.h>
 #include <float.h>
@@ -81,19 +82,6 @@ cony_all_finite_test (const float *x, gsize n)
   return TRUE;
 }
 
-/* max |a − b| / max(max |b|, 1e-3) */
-static double
-rel_err (const float *a, const float *b, gsize count)
-{
-  double diff = 0.0, scale = 1e-3;
-  for (gsize i = 0; i < count; i++) {
-    g_assert_true (isfinite (a[i]));
-    diff = fmax (diff, fabs ((double) a[i] - b[i]));
-    scale = fmax (scale, fabs ((double) b[i]));
-  }
-  return diff / scale;
-}
-
 static float *
 random_tokens (int T, int d, guint32 seed, double sd)
 {
@@ -117,7 +105,7 @@ compare_with_window (ConyAttention *cont, ConyAttention *win, const float *x, in
     cony_attention_step (cont, x + (gsize) t * d, a);
     int w = MIN (t + 1, n);
     cony_attention_forward_window (win, x + (gsize) (t + 1 - w) * d, w, b);
-    worst = fmax (worst, rel_err (a, b, (gsize) rows * d));
+    worst = fmax (worst, cony_test_rel_err_floor (a, b, (gsize) rows * d));
   }
   g_free (a), g_free (b);
   return worst;
@@ -261,14 +249,14 @@ test_cony_schedule (gconstpointer data)
       int ml = schedule_landmarks (s, x, t, ql, kl);
       ConyAttention *ref = make_layer_with (s, CONY_ATTENTION_NYSTROM_FIXED, retro, ml, ql, kl);
       cony_attention_forward_window (ref, win, w, b);
-      double e = rel_err (a, b, (gsize) rows * d);
+      double e = cony_test_rel_err_floor (a, b, (gsize) rows * d);
       if (g_getenv ("CONY_TEST_TRACE"))
         g_printerr ("t=%d ml=%d update=%d err=%.3g\n", t, ml, is_update_step (s, t), e);
       worst = fmax (worst, e);
       cony_attention_free (ref);
       if (t >= p->n - 1 && is_update_step (s, t) && p->n % p->m == 0) {
         cony_attention_forward_window (plain, win, w, b);
-        worst_update = fmax (worst_update, rel_err (a, b, (gsize) rows * d));
+        worst_update = fmax (worst_update, cony_test_rel_err_floor (a, b, (gsize) rows * d));
         updates++;
       }
     }
@@ -321,7 +309,7 @@ test_step_tokens (gconstpointer data)
         cony_attention_forward_window (win, window, w, b);
       }
       int rows = MIN (count, w);
-      worst = fmax (worst, rel_err (a + (gsize) (count - rows) * d, b + (gsize) (n - rows) * d,
+      worst = fmax (worst, cony_test_rel_err_floor (a + (gsize) (count - rows) * d, b + (gsize) (n - rows) * d,
                                     (gsize) rows * d));
     }
     g_test_message ("%s count=%d: max rel err %.3g", cony_attention_variant_name (p->continual), count, worst);
@@ -385,7 +373,7 @@ run_drift (ConyAttentionVariant v, gboolean retro, guint64 steps)
   for (int i = 0; i < n; i++)
     memcpy (win_x + (gsize) i * d, hist + ((steps + i) % n) * d, sizeof (float) * d);
   cony_attention_forward_window (win, win_x, n, b);
-  double err = rel_err (a, b, (gsize) rows * d);
+  double err = cony_test_rel_err_floor (a, b, (gsize) rows * d);
   g_test_message ("%s retro=%d after %" G_GUINT64_FORMAT " steps: rel err %.3g",
                   cony_attention_variant_name (v), retro, steps, err);
   g_assert_cmpfloat (err, <=, 1e-4);

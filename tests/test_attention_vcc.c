@@ -62,19 +62,6 @@ make_layer (const Setup *s, ConyAttentionVariant v, int budget, int block, int t
   return a;
 }
 
-/* max |a − b| / max(max |b|, 1e-3) */
-static double
-rel_err (const float *a, const float *b, gsize count)
-{
-  double diff = 0.0, scale = 1e-3;
-  for (gsize i = 0; i < count; i++) {
-    g_assert_true (isfinite (a[i]));
-    diff = fmax (diff, fabs ((double) a[i] - b[i]));
-    scale = fmax (scale, fabs ((double) b[i]));
-  }
-  return diff / scale;
-}
-
 static float *
 random_tokens (int T, int d, guint32 seed)
 {
@@ -126,7 +113,7 @@ vcc_vs_exact (const Setup *s, int budget, int block, int tail, const float *x, i
     cony_attention_step (vcc, x + (gsize) t * d, a);
     cony_attention_step (ref, x + (gsize) t * d, b);
     if (!check_step || check_step (t, data)) {
-      worst = fmax (worst, rel_err (a, b, d));
+      worst = fmax (worst, cony_test_rel_err_floor (a, b, d));
       checked++;
     }
   }
@@ -276,14 +263,14 @@ test_drift (void)
     cony_attention_step (comp, x, c);
     cony_attention_step (ref, x, b);
     if (t % 1000 == 0 || t + 1 == steps)
-      worst = fmax (worst, rel_err (a, b, d));
+      worst = fmax (worst, cony_test_rel_err_floor (a, b, d));
     for (int i = 0; i < d; i++)
       max_in = fmax (max_in, fabs (x[i]));
   }
   for (int i = 0; i < n; i++)
     memcpy (win + i * d, hist + ((steps + i) % n) * d, sizeof (float) * d);
   cony_attention_forward_window (fresh, win, n, b);
-  double comp_err = rel_err (c, b, d);
+  double comp_err = cony_test_rel_err_floor (c, b, d);
   double magnitude = MAX (cony_vcc_state_magnitude (exact), cony_vcc_state_magnitude (comp));
   g_test_message ("%" G_GUINT64_FORMAT " steps: r = n max rel err %.3g; r = 3 against a fresh "
                   "window %.3g; largest stored entry %.3g", steps, worst, comp_err, magnitude);
@@ -319,8 +306,8 @@ test_step_tokens (void)
         cony_attention_step (single, x + (gsize) (t + i) * d, b);
       cony_attention_step_tokens (exact, x + (gsize) t * d, count, e);
       cony_attention_step_tokens (ref, x + (gsize) t * d, count, r);
-      worst_last = fmax (worst_last, rel_err (a + (count - 1) * d, b, d));
-      worst_exact = fmax (worst_exact, rel_err (e, r, (gsize) count * d));
+      worst_last = fmax (worst_last, cony_test_rel_err_floor (a + (count - 1) * d, b, d));
+      worst_exact = fmax (worst_exact, cony_test_rel_err_floor (e, r, (gsize) count * d));
     }
     g_test_message ("count=%d: newest row vs single steps %.3g, r >= w vs continual %.3g", count,
                     worst_last, worst_exact);
@@ -451,7 +438,7 @@ test_encoder_override (void)
   for (gsize t = 0; t < tokens->shape[0]; t++) {
     cony_encoder_step (vcc, tokens->data + t * d_in, a);
     cony_encoder_step (exact, tokens->data + t * d_in, b);
-    worst = fmax (worst, rel_err (a, b, C));
+    worst = fmax (worst, cony_test_rel_err_floor (a, b, C));
   }
   g_test_message ("b1 model, vcc against continual: %.3g", worst);
   g_assert_cmpfloat (worst, <=, 1e-5);

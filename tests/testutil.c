@@ -116,3 +116,15 @@ cony_test_trap_portable_cnn (void)
   g_unsetenv ("CONY_CNN_PORTABLE");
   g_test_trap_assert_passed ();
 }
+
+double
+cony_test_rel_err_floor (const float *got, const float *want, gsize n)
+{
+  double diff = 0.0, scale = 1e-3;
+  for (gsize i = 0; i < n; i++) {
+    g_assert_true (isfinite (got[i]));
+    diff = fmax (diff, fabs ((double) got[i] - want[i]));
+    scale = fmax (scale, fabs ((double) want[i]));
+  }
+  return diff / scale;
+}
