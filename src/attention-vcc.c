@@ -78,16 +78,17 @@ cony_vcc_resolve_config (ConyAttentionConfig *c)
     c->vcc_block = VCC_DEFAULT_BLOCK;
 }
 
-/* Tokens per block: the smallest power of two ≥ √n (at least 16), so that a query adds
+/* Tokens per block: the smallest power of two ≥ √n (≤ n), so that a query adds
  * about 2d·(n/B + B/2) ≈ 3d√n: the finished blocks and half a block on average. */
 static int
 offset_block (int n)
 {
-  int b = 16;
+  int b = 1;
   while ((gint64) b * b < n)
     b *= 2;
-  return MIN (b, n);
+  return b;
 }
+
 /* Rows of ek, ev: the finished blocks a window can meet, ⌈n/B⌉ + 1, and B for the
  * positions of the unfinished block. */
 static int
