@@ -65,7 +65,7 @@ void cony_vcc_resolve_config (ConyAttentionConfig *c);
 ConyVcc *cony_vcc_new (const ConyAttention *a);
 void cony_vcc_free (ConyVcc *v);
 void cony_vcc_reset (ConyAttention *a);
-/* Appends the token in a->qkv (stream position a->t) to the prefix sums. */
+/* Appends the token in a->qkv (stream position a->t) to the block-local sums. */
 void cony_vcc_advance (ConyAttention *a);
 /* Head outputs of the @rows queries @Q (rows × d) against the current window. */
 void cony_vcc_emit (ConyAttention *a, const float *Q, int rows);
@@ -77,7 +77,8 @@ gsize cony_vcc_state_bytes (const ConyAttention *a);
 gsize cony_vcc_config_bytes (const ConyAttentionConfig *c);
 /* Counted FLOPs of one step, all heads (SDA only). */
 double cony_vcc_flops (const ConyAttentionConfig *c);
-/* Largest |entry| of the stored prefix sums: bounded by the periodic rebase (tests). */
-double cony_vcc_prefix_magnitude (const ConyAttention *a);
+/* Largest |entry| of the stored block-local sums: no entry sums more than one block
+ * of tokens, however long the stream (tests). */
+double cony_vcc_state_magnitude (const ConyAttention *a);
 
 G_END_DECLS

@@ -4,10 +4,16 @@
  * priority, eq. 53), and the query attends to the segments' mean keys and values with
  * a log(segment size) correction. docs/attention.md has the exact rule.
  *
- * State: prefix sums of the keys and values over the stream (double), n + 1 entries in
- * a ring, so that any segment's sums are one subtraction: per-step cost depends on r,
- * not on n. The sums are rebased every n steps (the window start's entry subtracted
- * from all), so their size, and with it the rounding of a difference, stays bounded. */
+ * State: one float per token and column of keys and values, as much as `continual`'s
+ * two float windows. The stream is cut into aligned blocks of B tokens; the newest,
+ * unfinished block holds its tokens as they are, every finished block the suffix sums
+ * of its tokens (to its last one, summed in double and rounded once). Each query first
+ * adds up, in double, the finished blocks' totals (one row per B tokens) and the
+ * unfinished block's tokens: that gives the sum of the window's keys and values before
+ * any position from one more row, and a segment's sums are a subtraction of two such
+ * boundary rows. No entry sums more than B tokens, so nothing grows with the stream,
+ * and a token of a finished block is the difference of two floats of at most B tokens'
+ * size: with B ≈ √n, rounding stays close to that of float prefix-free attention. */
 #include "attention-private.h"
 #include "linalg.h"
 
@@ -18,12 +24,17 @@
 #define VCC_DEFAULT_BLOCK 1
 
 struct _ConyVcc {
-  int cap;              /* prefix entries kept: n + 1 (window start .. newest end) */
-  double *pk, *pv;      /* (cap, d): sums of k and v over the stream positions before p,
-                           entry p in slot p mod cap */
+  int blk;              /* tokens per block B (offset_block) */
+  float *ok, *ov;       /* (n, d) ring, token p in slot p mod n: itself or its block's
+                           suffix sum from it */
   int max_segments;     /* min (r, n) */
   /* per-query scratch */
+  double *ek, *ev;      /* (n/B + 1 + B, d): window sums through each finished block's
+                           end, then before each position of the unfinished block */
+  double *bk, *bv;      /* (max_segments + 1, d): window sums before each boundary */
+  int n_bound;
   int *lo, *hi;         /* segments [lo, hi), window-relative (0 = oldest token) */
+  int *blo, *bhi;       /* their boundary rows in bk, bv */
   double *score;        /* (max_segments, heads): scale·q·k̄ + log size */
   double *key;          /* (max_segments): log Σ_h exp(score) = log(size · μ) (eq. 53) */
   int *heap;            /* splittable segments, max-heap on (key, hi) */
@@ -33,19 +44,15 @@ struct _ConyVcc {
   float *args;          /* (heads · max_segments) exponent arguments */
 };
 
-/* A window's prefix sums: entry i (0 <= i <= w) is the sum over the window's first i
- * tokens plus a common offset, at row (start + i) mod cap. */
+/* Where a query's boundary sums come from: exact double prefix sums of a window laid
+ * out oldest first (pk, pv: w + 1 rows), or the layer's ring (pk NULL) for the window
+ * [start, start + w) of the stream, whose finished blocks v->ek, v->ev have summed. */
 typedef struct {
   const double *pk, *pv;
   guint64 start;
-  int cap, d;
+  int w;
+  int finished;         /* finished blocks in the window (ring only) */
 } VccWindow;
-
-static const double *
-prefix_row (const VccWindow *win, const double *p, int i)
-{
-  return p + ((win->start + (guint64) i) % (guint64) win->cap) * (gsize) win->d;
-}
 
 const char *
 cony_vcc_invalid (const ConyAttentionConfig *c)
@@ -71,17 +78,43 @@ cony_vcc_resolve_config (ConyAttentionConfig *c)
     c->vcc_block = VCC_DEFAULT_BLOCK;
 }
 
+/* Tokens per block: the smallest power of two ≥ √n (≤ n), so that a query adds
+ * about 2d·(n/B + B/2) ≈ 3d√n: the finished blocks and half a block on average. */
+static int
+offset_block (int n)
+{
+  int b = 1;
+  while ((gint64) b * b < n)
+    b *= 2;
+  return b;
+}
+
+/* Rows of ek, ev: the finished blocks a window can meet, ⌈n/B⌉ + 1, and B for the
+ * positions of the unfinished block. */
+static int
+block_rows (int n)
+{
+  int b = offset_block (n);
+  return (n + b - 1) / b + 1 + b;
+}
+
 ConyVcc *
 cony_vcc_new (const ConyAttention *a)
 {
   ConyVcc *v = g_new0 (ConyVcc, 1);
   int d = a->d, n = a->n;
-  v->cap = n + 1;
-  v->pk = g_new0 (double, (gsize) v->cap * d);
-  v->pv = g_new0 (double, (gsize) v->cap * d);
+  v->blk = offset_block (n);
+  v->ok = g_new0 (float, (gsize) n * d);
+  v->ov = g_new0 (float, (gsize) n * d);
   v->max_segments = MIN (a->cfg.vcc_budget, n);
+  v->ek = g_new (double, (gsize) block_rows (n) * d);
+  v->ev = g_new (double, (gsize) block_rows (n) * d);
+  v->bk = g_new (double, (gsize) (v->max_segments + 1) * d);
+  v->bv = g_new (double, (gsize) (v->max_segments + 1) * d);
   v->lo = g_new (int, v->max_segments);
   v->hi = g_new (int, v->max_segments);
+  v->blo = g_new (int, v->max_segments);
+  v->bhi = g_new (int, v->max_segments);
   v->score = g_new (double, (gsize) v->max_segments * a->heads);
   v->key = g_new (double, v->max_segments);
   v->heap = g_new (int, v->max_segments);
@@ -99,8 +132,8 @@ cony_vcc_free (ConyVcc *v)
 {
   if (!v)
     return;
-  void *buffers[] = { v->pk, v->pv, v->lo, v->hi, v->score, v->key, v->heap, v->acc, v->q,
-                       v->log_len, v->args };
+  void *buffers[] = { v->ok, v->ov, v->ek, v->ev, v->bk, v->bv, v->lo, v->hi, v->blo, v->bhi,
+                      v->score, v->key, v->heap, v->acc, v->q, v->log_len, v->args };
   for (guint i = 0; i < G_N_ELEMENTS (buffers); i++)
     g_free (buffers[i]);
   g_free (v);
@@ -109,8 +142,8 @@ cony_vcc_free (ConyVcc *v)
 void
 cony_vcc_reset (ConyAttention *a)
 {
-  memset (a->vcc->pk, 0, sizeof (double) * a->vcc->cap * a->d);
-  memset (a->vcc->pv, 0, sizeof (double) * a->vcc->cap * a->d);
+  memset (a->vcc->ok, 0, sizeof (float) * a->n * a->d);
+  memset (a->vcc->ov, 0, sizeof (float) * a->n * a->d);
 }
 
 gsize
@@ -118,8 +151,9 @@ cony_vcc_config_bytes (const ConyAttentionConfig *c)
 {
   gsize n = c->window, d = c->d, H = c->heads;
   gsize segments = MIN ((gsize) (c->vcc_budget ? c->vcc_budget : VCC_DEFAULT_BUDGET), n);
-  return sizeof (ConyVcc) + 2 * (n + 1) * d * sizeof (double)          /* prefix sums */
-         + segments * (3 * sizeof (int) + (H + 1) * sizeof (double))   /* lo, hi, heap, scores, key */
+  return sizeof (ConyVcc) + 2 * n * d * sizeof (float)                 /* block-local sums */
+         + 2 * ((gsize) block_rows ((int) n) + segments + 1) * d * sizeof (double) /* ek, ev, bk, bv */
+         + segments * (5 * sizeof (int) + (H + 1) * sizeof (double))   /* lo, hi, blo, bhi, heap, scores, key */
          + 2 * d * sizeof (double) + (n + 1) * sizeof (double)         /* acc, q, log table */
          + (segments * H + H) * sizeof (float);                        /* exponent arguments */
 }
@@ -127,41 +161,104 @@ cony_vcc_config_bytes (const ConyAttentionConfig *c)
 gsize
 cony_vcc_state_bytes (const ConyAttention *a)
 {
-  return 2 * sizeof (double) * (gsize) a->vcc->cap * a->d;
+  return 2 * sizeof (float) * (gsize) a->n * a->d;
 }
 
-/* Subtracts the entry of @base from every stored entry: differences stay what they
- * were, and entries stay as small as the sums over one or two windows. */
-static void
-rebase (ConyAttention *a, guint64 base)
+static float *
+ring_row (const ConyAttention *a, float *ring, guint64 p)
 {
-  ConyVcc *v = a->vcc;
-  int d = a->d;
-  double *tables[2] = { v->pk, v->pv };
-  for (int t = 0; t < 2; t++) {
-    double *p = tables[t], origin[d];
-    memcpy (origin, p + (base % (guint64) v->cap) * d, sizeof origin);
-    for (int slot = 0; slot < v->cap; slot++)
-      for (int c = 0; c < d; c++)
-        p[(gsize) slot * d + c] -= origin[c];
-  }
+  return ring + (p % (guint64) a->n) * a->d;
 }
 
 void
 cony_vcc_advance (ConyAttention *a)
 {
   ConyVcc *v = a->vcc;
-  int d = a->d, n = a->n;
+  int d = a->d, B = v->blk;
   guint64 p = a->t;
-  const float *k = a->qkv + d, *val = a->qkv + 2 * d;
-  gsize from = (p % (guint64) v->cap) * d, to = ((p + 1) % (guint64) v->cap) * d;
-  for (int c = 0; c < d; c++) {
-    v->pk[to + c] = v->pk[from + c] + k[c];
-    v->pv[to + c] = v->pv[from + c] + val[c];
+  const float *x[2] = { a->qkv + d, a->qkv + 2 * d };
+  float *ring[2] = { v->ok, v->ov };
+  for (int t = 0; t < 2; t++) {
+    memcpy (ring_row (a, ring[t], p), x[t], sizeof (float) * d);
+    if ((p + 1) % (guint64) B)
+      continue;
+    /* The block is finished: its tokens become suffix sums, so that a window starting
+     * inside it needs none of its older tokens. */
+    double sum[d];
+    memset (sum, 0, sizeof sum);
+    for (guint64 i = p + 1; i-- > p + 1 - (guint64) B;) {
+      float *r = ring_row (a, ring[t], i);
+      for (int c = 0; c < d; c++)
+        r[c] = (float) (sum[c] += r[c]);
+    }
   }
-  /* Once a window: rebase on the start of the window that ends with this token. */
-  if ((p + 1) % (guint64) n == 0)
-    rebase (a, p + 1 - (guint64) n);
+}
+
+/* The window [start, end)'s sums into v->ek, v->ev: row b is the sum of its tokens up to
+ * the end of its b-th finished block; the rows after those (one per position of the
+ * unfinished block, from its start to @end) the sum of its tokens before that
+ * position. Returns the number of finished blocks. */
+static int
+sum_blocks (const ConyAttention *a, guint64 start, guint64 end)
+{
+  ConyVcc *v = a->vcc;
+  int d = a->d, B = v->blk, count = 0;
+  guint64 unfinished = MAX (start, end - end % (guint64) B);
+  double *e[2] = { v->ek, v->ev };
+  float *ring[2] = { v->ok, v->ov };
+  /* the finished blocks' suffix sums from the window start or their first token, then
+   * the unfinished block's tokens from the sum before it */
+  for (guint64 p = start; p < unfinished; p = p - p % (guint64) B + (guint64) B, count++)
+    for (int t = 0; t < 2; t++) {
+      const float *s = ring_row (a, ring[t], p);
+      double *row = e[t] + (gsize) count * d;
+      for (int c = 0; c < d; c++)
+        row[c] = (count ? row[c - d] : 0.0) + s[c];
+    }
+  for (int t = 0; t < 2; t++) {
+    double *row = e[t] + (gsize) count * d;
+    if (count)
+      memcpy (row, row - d, sizeof (double) * d);
+    else
+      memset (row, 0, sizeof (double) * d);
+    for (guint64 p = unfinished; p < end; p++, row += d) {
+      const float *s = ring_row (a, ring[t], p);
+      for (int c = 0; c < d; c++)
+        row[c + d] = row[c] + s[c];
+    }
+  }
+  return count;
+}
+
+/* The sums of the window's tokens before window position @i, into boundary row n_bound;
+ * returns the row. */
+static int
+add_boundary (const ConyAttention *a, const VccWindow *win, int i)
+{
+  ConyVcc *v = a->vcc;
+  int d = a->d, B = v->blk, row = v->n_bound++;
+  double *out[2] = { v->bk + (gsize) row * d, v->bv + (gsize) row * d };
+  if (win->pk) {
+    memcpy (out[0], win->pk + (gsize) i * d, sizeof (double) * d);
+    memcpy (out[1], win->pv + (gsize) i * d, sizeof (double) * d);
+    return row;
+  }
+  const double *e[2] = { v->ek, v->ev };
+  float *ring[2] = { v->ok, v->ov };
+  guint64 p = win->start + (guint64) i, end = win->start + (guint64) win->w;
+  guint64 unfinished = MAX (win->start, end - end % (guint64) B);
+  for (int t = 0; t < 2; t++) {
+    if (p >= unfinished) { /* a row of its own */
+      memcpy (out[t], e[t] + (win->finished + (p - unfinished)) * (gsize) d, sizeof (double) * d);
+      continue;
+    }
+    /* a finished block: the sum to its end less the suffix from p */
+    const double *base = e[t] + (p / (guint64) B - win->start / (guint64) B) * (gsize) d;
+    const float *s = ring_row (a, ring[t], p);
+    for (int c = 0; c < d; c++)
+      out[t][c] = base[c] - s[c];
+  }
+  return row;
 }
 
 /* Coarse block size for u compressed tokens and rc segments: the smallest block·2^k
@@ -194,11 +291,11 @@ dot_diff (const double *restrict q, const double *restrict a, const double *rest
 /* Scores of segment @j (scale·q·k̄ + log size, per head) and its priority key; the
  * query is in v->q. */
 static CONY_CLONES void
-segment_eval (const ConyAttention *a, const VccWindow *win, int j)
+segment_eval (const ConyAttention *a, int j)
 {
   ConyVcc *v = a->vcc;
   int hd = a->hd, H = a->heads, len = v->hi[j] - v->lo[j];
-  const double *k0 = prefix_row (win, win->pk, v->lo[j]), *k1 = prefix_row (win, win->pk, v->hi[j]);
+  const double *k0 = v->bk + (gsize) v->blo[j] * a->d, *k1 = v->bk + (gsize) v->bhi[j] * a->d;
   double *s = v->score + (gsize) j * H, loglen = v->log_len[len], inv = 1.0 / len;
   double max = -INFINITY;
   for (int h = 0; h < H; h++) {
@@ -253,47 +350,58 @@ heap_pop (ConyVcc *v, int *len)
   return top;
 }
 
-/* Adds segment [lo, hi) as number @j, scored; splittable ones enter the heap. */
+/* Adds segment [lo, hi) with boundary rows @blo, @bhi as number @j, scored; splittable
+ * ones enter the heap. */
 static void
-add_segment (const ConyAttention *a, const VccWindow *win, int j, int lo, int hi, int *heap_len)
+add_segment (const ConyAttention *a, int j, int lo, int hi, int blo, int bhi, int *heap_len)
 {
   ConyVcc *v = a->vcc;
-  v->lo[j] = lo;
-  v->hi[j] = hi;
-  segment_eval (a, win, j);
+  v->lo[j] = lo, v->hi[j] = hi;
+  v->blo[j] = blo, v->bhi[j] = bhi;
+  segment_eval (a, j);
   if (hi - lo > 1)
     heap_push (v, heap_len, j);
 }
 
-/* The partition for query @q of a window of @w tokens; returns the segment count. */
+/* The partition for query @q of the window; returns the segment count. Each boundary
+ * between segments gets its row of window sums once. */
 static int
-build_partition (const ConyAttention *a, const VccWindow *win, int w, const float *q)
+build_partition (const ConyAttention *a, const VccWindow *win, const float *q)
 {
   ConyVcc *v = a->vcc;
-  int tail = MIN (a->cfg.vcc_exact_tail, w), u = w - tail, count = 0, heap_len = 0;
+  int w = win->w, tail = MIN (a->cfg.vcc_exact_tail, w), u = w - tail, count = 0, heap_len = 0;
   for (int c = 0; c < a->d; c++)
     v->q[c] = q[c];
-  for (int i = u; i < w; i++)
-    add_segment (a, win, count++, i, i + 1, &heap_len);
+  v->n_bound = 0;
+  int row_u = add_boundary (a, win, u), prev = row_u;
+  for (int i = u; i < w; i++) {
+    int next = add_boundary (a, win, i + 1);
+    add_segment (a, count++, i, i + 1, prev, next, &heap_len);
+    prev = next;
+  }
   if (u == 0)
     return count;
   int rc = MIN (a->cfg.vcc_budget - tail, u), b = coarse_block (a->cfg.vcc_block, u, rc);
-  int first = count;
-  for (int hi = u; hi > 0; hi -= b)
-    add_segment (a, win, count++, MAX (0, hi - b), hi, &heap_len);
+  int first = count, row_hi = row_u;
+  for (int hi = u; hi > 0; hi -= b) {
+    int lo = MAX (0, hi - b), row_lo = add_boundary (a, win, lo);
+    add_segment (a, count++, lo, hi, row_lo, row_hi, &heap_len);
+    row_hi = row_lo;
+  }
   /* Top-down refinement: split the segment of highest priority into halves (the
    * older one takes the odd token) until the budget is spent. */
   while (count - first < rc && heap_len > 0) {
     int j = heap_pop (v, &heap_len), lo = v->lo[j], hi = v->hi[j], mid = hi - (hi - lo) / 2;
-    add_segment (a, win, j, lo, mid, &heap_len);
-    add_segment (a, win, count++, mid, hi, &heap_len);
+    int blo = v->blo[j], bhi = v->bhi[j], bmid = add_boundary (a, win, mid);
+    add_segment (a, j, lo, mid, blo, bmid, &heap_len);
+    add_segment (a, count++, mid, hi, bmid, bhi, &heap_len);
   }
   return count;
 }
 
 /* Softmax over the segments' scores, per head, weighting the mean values. */
 static CONY_CLONES void
-combine (const ConyAttention *a, const VccWindow *win, int count, float *out)
+combine (const ConyAttention *a, int count, float *out)
 {
   ConyVcc *v = a->vcc;
   int H = a->heads, hd = a->hd, d = a->d;
@@ -313,7 +421,7 @@ combine (const ConyAttention *a, const VccWindow *win, int count, float *out)
   for (int h = 0; h < H; h++)
     sum[h] = 0.0;
   for (int j = 0; j < count; j++) {
-    const double *v0 = prefix_row (win, win->pv, v->lo[j]), *v1 = prefix_row (win, win->pv, v->hi[j]);
+    const double *v0 = v->bv + (gsize) v->blo[j] * d, *v1 = v->bv + (gsize) v->bhi[j] * d;
     double inv = 1.0 / (v->hi[j] - v->lo[j]);
     for (int h = 0; h < H; h++) {
       double wgt = e[(gsize) h * count + j];
@@ -329,19 +437,19 @@ combine (const ConyAttention *a, const VccWindow *win, int count, float *out)
 }
 
 static void
-query (const ConyAttention *a, const VccWindow *win, int w, const float *q, float *out)
+query (const ConyAttention *a, const VccWindow *win, const float *q, float *out)
 {
-  combine (a, win, build_partition (a, win, w, q), out);
+  combine (a, build_partition (a, win, q), out);
 }
 
 void
 cony_vcc_emit (ConyAttention *a, const float *Q, int rows)
 {
-  ConyVcc *v = a->vcc;
   int w = (int) MIN (a->t, (guint64) a->n);
-  VccWindow win = { v->pk, v->pv, a->t - (guint64) w, v->cap, a->d };
+  VccWindow win = { NULL, NULL, a->t - (guint64) w, w, 0 };
+  win.finished = sum_blocks (a, win.start, a->t);
   for (int r = 0; r < rows; r++)
-    query (a, &win, w, Q + (gsize) r * a->d, a->heads_out + (gsize) r * a->d);
+    query (a, &win, Q + (gsize) r * a->d, a->heads_out + (gsize) r * a->d);
 }
 
 void
@@ -355,23 +463,25 @@ cony_vcc_windowed (ConyAttention *a, int w, int r0, float *out)
       pk[(gsize) (i + 1) * d + c] = pk[(gsize) i * d + c] + a->win_k[(gsize) i * d + c];
       pv[(gsize) (i + 1) * d + c] = pv[(gsize) i * d + c] + a->win_v[(gsize) i * d + c];
     }
-  VccWindow win = { pk, pv, 0, w + 1, d };
+  VccWindow win = { pk, pv, 0, w, 0 };
   for (int r = r0; r < w; r++)
-    query (a, &win, w, a->win_q + (gsize) r * d, out + (gsize) (r - r0) * d);
+    query (a, &win, a->win_q + (gsize) r * d, out + (gsize) (r - r0) * d);
 }
 
 double
-cony_vcc_prefix_magnitude (const ConyAttention *a)
+cony_vcc_state_magnitude (const ConyAttention *a)
 {
   double m = 0.0;
-  for (gsize i = 0; i < (gsize) a->vcc->cap * a->d; i++)
-    m = fmax (m, fmax (fabs (a->vcc->pk[i]), fabs (a->vcc->pv[i])));
+  for (gsize i = 0; i < (gsize) a->n * a->d; i++)
+    m = fmax (m, fmax (fabs (a->vcc->ok[i]), fabs (a->vcc->ov[i])));
   return m;
 }
 
-/* Per step once the window is full: the tail's and the coarse blocks' scores, two per
- * split, then the softmax and the weighted value sums. A segment's score costs d
- * subtractions and d multiply-adds plus, per head, an exp and a log-sum term. */
+/* Per step once the window is full: one add per column of keys and values for each
+ * finished block in the window (n/B rows) and for each segment boundary, the tail's
+ * and the coarse blocks' scores, two per split, then the softmax and the weighted
+ * value sums. A segment's score costs d subtractions and d multiply-adds plus, per
+ * head, an exp and a log-sum term. */
 double
 cony_vcc_flops (const ConyAttentionConfig *c)
 {
@@ -387,5 +497,8 @@ cony_vcc_flops (const ConyAttentionConfig *c)
     scored += blocks + 2 * splits;
   }
   double score = 2 * d + 2 * H + 2, out = 2 * d + 3 * H;
-  return scored * score + segments * out + d;
+  /* the finished blocks, on average (B − 1)/2 unfinished tokens, the boundaries */
+  int B = offset_block (n);
+  double sums = 2 * d * (n / B + (B - 1) / 2.0 + segments + 1);
+  return sums + scored * score + segments * out + d;
 }

@@ -823,7 +823,7 @@ keeps_k (const ConyAttentionConfig *c)
   return c->variant != CONY_ATTENTION_CONY_FIXED && c->variant != CONY_ATTENTION_VCC;
 }
 
-/* vcc keeps prefix sums instead of a value window. */
+/* vcc keeps its keys and values as block sums (attention-vcc.c) instead of these windows. */
 static gboolean
 keeps_v (const ConyAttentionConfig *c)
 {

@@ -4,6 +4,7 @@
 #include "cony/error.h"
 #include "../src/gemv-private.h"
 #include "../src/linalg.h"
+#include "testutil.h"
 
 #include <cblas.h>
 #include <float.h>
@@ -81,19 +82,6 @@ cony_all_finite_test (const float *x, gsize n)
   return TRUE;
 }
 
-/* max |a − b| / max(max |b|, 1e-3) */
-static double
-rel_err (const float *a, const float *b, gsize count)
-{
-  double diff = 0.0, scale = 1e-3;
-  for (gsize i = 0; i < count; i++) {
-    g_assert_true (isfinite (a[i]));
-    diff = fmax (diff, fabs ((double) a[i] - b[i]));
-    scale = fmax (scale, fabs ((double) b[i]));
-  }
-  return diff / scale;
-}
-
 static float *
 random_tokens (int T, int d, guint32 seed, double sd)
 {
@@ -117,7 +105,7 @@ compare_with_window (ConyAttention *cont, ConyAttention *win, const float *x, in
     cony_attention_step (cont, x + (gsize) t * d, a);
     int w = MIN (t + 1, n);
     cony_attention_forward_window (win, x + (gsize) (t + 1 - w) * d, w, b);
-    worst = fmax (worst, rel_err (a, b, (gsize) rows * d));
+    worst = fmax (worst, cony_test_rel_err_floor (a, b, (gsize) rows * d));
   }
   g_free (a), g_free (b);
   return worst;
@@ -261,14 +249,14 @@ test_cony_schedule (gconstpointer data)
       int ml = schedule_landmarks (s, x, t, ql, kl);
       ConyAttention *ref = make_layer_with (s, CONY_ATTENTION_NYSTROM_FIXED, retro, ml, ql, kl);
       cony_attention_forward_window (ref, win, w, b);
-      double e = rel_err (a, b, (gsize) rows * d);
+      double e = cony_test_rel_err_floor (a, b, (gsize) rows * d);
       if (g_getenv ("CONY_TEST_TRACE"))
         g_printerr ("t=%d ml=%d update=%d err=%.3g\n", t, ml, is_update_step (s, t), e);
       worst = fmax (worst, e);
       cony_attention_free (ref);
       if (t >= p->n - 1 && is_update_step (s, t) && p->n % p->m == 0) {
         cony_attention_forward_window (plain, win, w, b);
-        worst_update = fmax (worst_update, rel_err (a, b, (gsize) rows * d));
+        worst_update = fmax (worst_update, cony_test_rel_err_floor (a, b, (gsize) rows * d));
         updates++;
       }
     }
@@ -321,7 +309,7 @@ test_step_tokens (gconstpointer data)
         cony_attention_forward_window (win, window, w, b);
       }
       int rows = MIN (count, w);
-      worst = fmax (worst, rel_err (a + (gsize) (count - rows) * d, b + (gsize) (n - rows) * d,
+      worst = fmax (worst, cony_test_rel_err_floor (a + (gsize) (count - rows) * d, b + (gsize) (n - rows) * d,
                                     (gsize) rows * d));
     }
     g_test_message ("%s count=%d: max rel err %.3g", cony_attention_variant_name (p->continual), count, worst);
@@ -385,7 +373,7 @@ run_drift (ConyAttentionVariant v, gboolean retro, guint64 steps)
   for (int i = 0; i < n; i++)
     memcpy (win_x + (gsize) i * d, hist + ((steps + i) % n) * d, sizeof (float) * d);
   cony_attention_forward_window (win, win_x, n, b);
-  double err = rel_err (a, b, (gsize) rows * d);
+  double err = cony_test_rel_err_floor (a, b, (gsize) rows * d);
   g_test_message ("%s retro=%d after %" G_GUINT64_FORMAT " steps: rel err %.3g",
                   cony_attention_variant_name (v), retro, steps, err);
   g_assert_cmpfloat (err, <=, 1e-4);
@@ -411,10 +399,10 @@ test_bad_config (void)
   Setup *s = setup_new (8, 2, 6, 2, 1);
   ConyAttentionWeights w = { s->w_in, s->b_in, s->w_out, s->b_out, NULL, NULL };
   struct { ConyAttentionConfig c; const char *expect; } cases[] = {
-    { { CONY_ATTENTION_REGULAR, 8, 3, 6, 0, FALSE }, "multiple of heads" },
-    { { CONY_ATTENTION_REGULAR, 8, 2, 0, 0, FALSE }, "window" },
-    { { CONY_ATTENTION_CONY, 8, 2, 6, 7, FALSE }, "landmarks" },
-    { { CONY_ATTENTION_NYSTROM_FIXED, 8, 2, 6, 2, FALSE }, "q_landmarks" },
+    { { .variant = CONY_ATTENTION_REGULAR, .d = 8, .heads = 3, .window = 6 }, "multiple of heads" },
+    { { .variant = CONY_ATTENTION_REGULAR, .d = 8, .heads = 2, .window = 0 }, "window" },
+    { { .variant = CONY_ATTENTION_CONY, .d = 8, .heads = 2, .window = 6, .landmarks = 7 }, "landmarks" },
+    { { .variant = CONY_ATTENTION_NYSTROM_FIXED, .d = 8, .heads = 2, .window = 6, .landmarks = 2 }, "q_landmarks" },
   };
   for (guint i = 0; i < G_N_ELEMENTS (cases); i++) {
     GError *error = NULL;
@@ -425,7 +413,7 @@ test_bad_config (void)
   }
   /* NaN weights are refused by name. */
   s->w_out[5] = NAN;
-  ConyAttentionConfig c = { CONY_ATTENTION_REGULAR, 8, 2, 6, 0, FALSE };
+  ConyAttentionConfig c = { .variant = CONY_ATTENTION_REGULAR, .d = 8, .heads = 2, .window = 6 };
   GError *error = NULL;
   g_assert_null (cony_attention_new (&c, &w, &error));
   g_assert_nonnull (strstr (error->message, "out_proj.weight"));
@@ -613,19 +601,19 @@ test_state_bytes (void)
 }
 
 static const Pair pairs[] = {
-  { CONY_ATTENTION_CONTINUAL, CONY_ATTENTION_REGULAR, 8, 1, 6, 2 },
-  { CONY_ATTENTION_CONTINUAL, CONY_ATTENTION_REGULAR, 16, 4, 10, 3 },
-  { CONY_ATTENTION_CONY_FIXED, CONY_ATTENTION_NYSTROM_FIXED, 8, 1, 6, 2 },
-  { CONY_ATTENTION_CONY_FIXED, CONY_ATTENTION_NYSTROM_FIXED, 16, 4, 10, 3 },
-  { CONY_ATTENTION_CONY_FIXED, CONY_ATTENTION_NYSTROM_FIXED, 12, 2, 7, 4 },
+  { .continual = CONY_ATTENTION_CONTINUAL, .windowed = CONY_ATTENTION_REGULAR, .d = 8, .heads = 1, .n = 6, .m = 2 },
+  { .continual = CONY_ATTENTION_CONTINUAL, .windowed = CONY_ATTENTION_REGULAR, .d = 16, .heads = 4, .n = 10, .m = 3 },
+  { .continual = CONY_ATTENTION_CONY_FIXED, .windowed = CONY_ATTENTION_NYSTROM_FIXED, .d = 8, .heads = 1, .n = 6, .m = 2 },
+  { .continual = CONY_ATTENTION_CONY_FIXED, .windowed = CONY_ATTENTION_NYSTROM_FIXED, .d = 16, .heads = 4, .n = 10, .m = 3 },
+  { .continual = CONY_ATTENTION_CONY_FIXED, .windowed = CONY_ATTENTION_NYSTROM_FIXED, .d = 12, .heads = 2, .n = 7, .m = 4 },
 };
 
 static const Pair schedules[] = {
-  { 0, 0, 8, 1, 8, 2 },    /* n mod m = 0 */
-  { 0, 0, 16, 4, 12, 4 },  /* n mod m = 0, several heads */
-  { 0, 0, 8, 1, 10, 4 },   /* n mod m = 2 */
-  { 0, 0, 12, 3, 7, 3 },   /* n mod m = 1, several heads */
-  { 0, 0, 8, 2, 5, 5 },    /* m = n: every segment one token */
+  { .d = 8, .heads = 1, .n = 8, .m = 2 },    /* n mod m = 0 */
+  { .d = 16, .heads = 4, .n = 12, .m = 4 },  /* n mod m = 0, several heads */
+  { .d = 8, .heads = 1, .n = 10, .m = 4 },   /* n mod m = 2 */
+  { .d = 12, .heads = 3, .n = 7, .m = 3 },   /* n mod m = 1, several heads */
+  { .d = 8, .heads = 2, .n = 5, .m = 5 },    /* m = n: every segment one token */
 };
 
 int
@@ -644,11 +632,11 @@ main (int argc, char **argv)
     g_test_add_data_func (path, &schedules[i], test_cony_schedule);
   }
   static const Pair multi[] = {
-    { CONY_ATTENTION_CONTINUAL, CONY_ATTENTION_REGULAR, 8, 2, 7, 3 },
-    { CONY_ATTENTION_CONY_FIXED, CONY_ATTENTION_NYSTROM_FIXED, 8, 2, 7, 3 },
-    { CONY_ATTENTION_CONY, CONY_ATTENTION_NYSTROM, 8, 2, 8, 4 },
-    { CONY_ATTENTION_CONY, CONY_ATTENTION_NYSTROM, 12, 3, 7, 3 },
-    { CONY_ATTENTION_NYSTROM, CONY_ATTENTION_NYSTROM, 8, 2, 9, 3 },
+    { .continual = CONY_ATTENTION_CONTINUAL, .windowed = CONY_ATTENTION_REGULAR, .d = 8, .heads = 2, .n = 7, .m = 3 },
+    { .continual = CONY_ATTENTION_CONY_FIXED, .windowed = CONY_ATTENTION_NYSTROM_FIXED, .d = 8, .heads = 2, .n = 7, .m = 3 },
+    { .continual = CONY_ATTENTION_CONY, .windowed = CONY_ATTENTION_NYSTROM, .d = 8, .heads = 2, .n = 8, .m = 4 },
+    { .continual = CONY_ATTENTION_CONY, .windowed = CONY_ATTENTION_NYSTROM, .d = 12, .heads = 3, .n = 7, .m = 3 },
+    { .continual = CONY_ATTENTION_NYSTROM, .windowed = CONY_ATTENTION_NYSTROM, .d = 8, .heads = 2, .n = 9, .m = 3 },
   };
   for (guint i = 0; i < G_N_ELEMENTS (multi); i++) {
     g_autofree char *path = g_strdup_printf ("/attention/step-tokens/%s/n%d-m%d",

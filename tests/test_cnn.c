@@ -17,12 +17,7 @@ static char *tmpdir;
 static ConyCnn *
 load_model (const char *file)
 {
-  g_autofree char *path = cony_test_golden_path ("cnn", file);
-  GError *error = NULL;
-  ConyCnn *cnn = cony_cnn_load (path, &error);
-  g_assert_no_error (error);
-  g_assert_nonnull (cnn);
-  return cnn;
+  return cony_test_load_golden_cnn ("cnn", file);
 }
 
 /* max |got - want| / max |want| */
@@ -222,25 +217,9 @@ write_set (TensorSet *s, const char *file, const char *const *meta)
 }
 
 static void
-expect_refused (const char *path, int code, const char *needle1, const char *needle2)
-{
-  GError *error = NULL;
-  ConyCnn *cnn = cony_cnn_load (path, &error);
-  g_assert_null (cnn);
-  g_assert_error (error, CONY_ERROR, code);
-  g_test_message ("refused: %s", error->message);
-  g_assert_nonnull (strstr (error->message, path));
-  if (needle1)
-    g_assert_nonnull (strstr (error->message, needle1));
-  if (needle2)
-    g_assert_nonnull (strstr (error->message, needle2));
-  g_clear_error (&error);
-}
-
-static void
 test_bad_models (void)
 {
-  expect_refused ("/nonexistent/model.safetensors", CONY_ERROR_IO, NULL, NULL);
+  cony_test_expect_cnn_refused ("/nonexistent/model.safetensors", CONY_ERROR_IO, NULL, NULL);
 
   /* Missing bias. */
   {
@@ -251,7 +230,7 @@ test_bad_models (void)
     g_array_remove_index (s.ndims, i);
     g_ptr_array_remove_index (s.shapes, i);
     g_autofree char *p = write_set (&s, "nobias.safetensors", NULL);
-    expect_refused (p, CONY_ERROR_MISSING, "features.6.bias", NULL);
+    cony_test_expect_cnn_refused (p, CONY_ERROR_MISSING, "features.6.bias", NULL);
     set_free (&s);
   }
   /* Conv with the wrong number of input channels (shape lie, same bytes). */
@@ -261,7 +240,7 @@ test_bad_models (void)
     sh[0] = 32;   /* (16, 8, 3, 3) -> (32, 4, 3, 3) */
     sh[1] = 4;
     g_autofree char *p = write_set (&s, "badconv.safetensors", NULL);
-    expect_refused (p, CONY_ERROR_SHAPE, "features.3.weight", "(out, 8, 3, 3)");
+    cony_test_expect_cnn_refused (p, CONY_ERROR_SHAPE, "features.3.weight", "(out, 8, 3, 3)");
     set_free (&s);
   }
   /* FC input that no number of pools explains. */
@@ -271,7 +250,7 @@ test_bad_models (void)
     sh[0] = 48;    /* (32, 768) -> (48, 512) */
     sh[1] = 512;
     g_autofree char *p = write_set (&s, "badfc.safetensors", NULL);
-    expect_refused (p, CONY_ERROR_SHAPE, "embeddings.0.weight", "768 (6x4x32, 1 trailing pools)");
+    cony_test_expect_cnn_refused (p, CONY_ERROR_SHAPE, "embeddings.0.weight", "768 (6x4x32, 1 trailing pools)");
     set_free (&s);
   }
   /* Bias of the wrong length. */
@@ -280,7 +259,7 @@ test_bad_models (void)
     int i = set_find (&s, "embeddings.2.bias");
     ((gsize *) s.shapes->pdata[i])[0] = 16;
     g_autofree char *p = write_set (&s, "badbias.safetensors", NULL);
-    expect_refused (p, CONY_ERROR_SHAPE, "embeddings.2.bias", "32");
+    cony_test_expect_cnn_refused (p, CONY_ERROR_SHAPE, "embeddings.2.bias", "32");
     set_free (&s);
   }
   /* A stranger tensor (torchaudio's prefix). */
@@ -290,7 +269,7 @@ test_bad_models (void)
     g_free (s.names->pdata[i]);
     s.names->pdata[i] = g_strdup ("features_network.0.weight");
     g_autofree char *p = write_set (&s, "stranger.safetensors", NULL);
-    expect_refused (p, CONY_ERROR_INVALID, "features_network.0.weight", NULL);
+    cony_test_expect_cnn_refused (p, CONY_ERROR_INVALID, "features_network.0.weight", NULL);
     set_free (&s);
   }
   /* Metadata: wrong input size for the weights, bad values. */
@@ -298,23 +277,23 @@ test_bad_models (void)
     TensorSet s = read_set ("small.safetensors");
     const char *m1[] = { "input_height", "64", NULL };
     g_autofree char *p1 = write_set (&s, "meta1.safetensors", m1);
-    expect_refused (p1, CONY_ERROR_SHAPE, "embeddings.0.weight", "for a 64x64x1 input");
+    cony_test_expect_cnn_refused (p1, CONY_ERROR_SHAPE, "embeddings.0.weight", "for a 64x64x1 input");
     const char *m2[] = { "final_relu", "maybe", NULL };
     g_autofree char *p2 = write_set (&s, "meta2.safetensors", m2);
-    expect_refused (p2, CONY_ERROR_INVALID, "final_relu", NULL);
+    cony_test_expect_cnn_refused (p2, CONY_ERROR_INVALID, "final_relu", NULL);
     const char *m3[] = { "input_width", "-3", NULL };
     g_autofree char *p3 = write_set (&s, "meta3.safetensors", m3);
-    expect_refused (p3, CONY_ERROR_INVALID, "input_width", NULL);
+    cony_test_expect_cnn_refused (p3, CONY_ERROR_INVALID, "input_width", NULL);
     /* Finite as a double, not as the float the network uses (issue #30). */
     const char *m5[] = { "input_mean", "1e39", NULL };
     g_autofree char *p5 = write_set (&s, "meta5.safetensors", m5);
-    expect_refused (p5, CONY_ERROR_INVALID, "input_mean", NULL);
+    cony_test_expect_cnn_refused (p5, CONY_ERROR_INVALID, "input_mean", NULL);
     const char *m6[] = { "input_std", "1e-45", NULL };   /* 1 / std overflows */
     g_autofree char *p6 = write_set (&s, "meta6.safetensors", m6);
-    expect_refused (p6, CONY_ERROR_INVALID, "input_std", NULL);
+    cony_test_expect_cnn_refused (p6, CONY_ERROR_INVALID, "input_std", NULL);
     const char *m4[] = { "global_pool", "max", NULL };   /* only avg / none exist */
     g_autofree char *p4 = write_set (&s, "meta4.safetensors", m4);
-    expect_refused (p4, CONY_ERROR_INVALID, "global_pool", NULL);
+    cony_test_expect_cnn_refused (p4, CONY_ERROR_INVALID, "global_pool", NULL);
     set_free (&s);
   }
   /* A NaN weight. */
@@ -337,7 +316,7 @@ test_bad_models (void)
       TensorSet s = read_set ("small.safetensors");
       ((float *) s.data->pdata[set_find (&s, where[k])])[1] = k == 1 ? -INFINITY : INFINITY;
       g_autofree char *p = write_set (&s, "inf.safetensors", NULL);
-      expect_refused (p, CONY_ERROR_INVALID, where[k], "non-finite");
+      cony_test_expect_cnn_refused (p, CONY_ERROR_INVALID, where[k], "non-finite");
       set_free (&s);
     }
   }
@@ -350,7 +329,7 @@ test_bad_models (void)
     g_array_append_val (s.ndims, g_array_index (s.ndims, int, i));
     g_ptr_array_add (s.shapes, g_memdup2 (s.shapes->pdata[i], 8 * sizeof (gsize)));
     g_autofree char *p = write_set (&s, "pca2.safetensors", NULL);
-    expect_refused (p, CONY_ERROR_INVALID, "pproc.pca_", NULL);
+    cony_test_expect_cnn_refused (p, CONY_ERROR_INVALID, "pproc.pca_", NULL);
     set_free (&s);
   }
   /* An F16 FC weight that is +Inf (the FC layers keep F16 weights as they are). */
@@ -371,14 +350,14 @@ test_bad_models (void)
     memcpy (bytes + (at - bytes) + 2 * 5, &inf, 2);
     g_autofree char *p = g_build_filename (tmpdir, "inf16.safetensors", NULL);
     g_assert_true (g_file_set_contents (p, bytes, len, NULL));
-    expect_refused (p, CONY_ERROR_INVALID, "embeddings.2.weight", "non-finite");
+    cony_test_expect_cnn_refused (p, CONY_ERROR_INVALID, "embeddings.2.weight", "non-finite");
   }
   /* PCA of the wrong size. */
   {
     TensorSet s = read_set ("small.safetensors");
     ((gsize *) s.shapes->pdata[set_find (&s, "pca_means")])[0] = 64;
     g_autofree char *p = write_set (&s, "badpca.safetensors", NULL);
-    expect_refused (p, CONY_ERROR_SHAPE, "pca_means", NULL);
+    cony_test_expect_cnn_refused (p, CONY_ERROR_SHAPE, "pca_means", NULL);
     set_free (&s);
   }
   /* Truncated file. */
@@ -658,10 +637,7 @@ test_fc_f16_portable (void)
     fc_f16_random ();
     return;
   }
-  g_setenv ("CONY_CNN_PORTABLE", "1", TRUE);
-  g_test_trap_subprocess (NULL, 0, G_TEST_SUBPROCESS_INHERIT_STDERR);
-  g_unsetenv ("CONY_CNN_PORTABLE");
-  g_test_trap_assert_passed ();
+  cony_test_trap_portable_cnn ();
 }
 
 /* forward_batch runs up to 8 examples through each conv layer together (their
@@ -743,7 +719,7 @@ test_center_height (void)
   static const char *const bad[] = { "input_height", "20", "input_width", "12",
                                      "input_channels", "2", "center_height", "maybe", NULL };
   g_autofree char *bad_path = write_set (&s, "center-bad.safetensors", bad);
-  expect_refused (bad_path, CONY_ERROR_INVALID, "center_height", "maybe");
+  cony_test_expect_cnn_refused (bad_path, CONY_ERROR_INVALID, "center_height", "maybe");
   set_free (&s);
 }
 
@@ -758,7 +734,7 @@ test_index_leading_zero (void)
   g_free (s.names->pdata[i]);
   s.names->pdata[i] = g_strdup ("features.00.weight");
   g_autofree char *p = write_set (&s, "leading-zero.safetensors", NULL);
-  expect_refused (p, CONY_ERROR_INVALID, "unexpected tensor features.00.weight", NULL);
+  cony_test_expect_cnn_refused (p, CONY_ERROR_INVALID, "unexpected tensor features.00.weight", NULL);
   set_free (&s);
 }
 
@@ -780,8 +756,8 @@ main (int argc, char **argv)
   g_test_add_func ("/cnn/fc-f16-portable", test_fc_f16_portable);
   g_test_add_func ("/cnn/center-height", test_center_height);
   int ret = g_test_run ();
-  g_autofree char *cmd = g_strdup_printf ("rm -rf '%s'", tmpdir);
-  if (system (cmd) != 0)
+  if (!cony_test_remove_tmpdir (tmpdir))
     ret = ret ? ret : 1;
+  g_free (tmpdir);
   return ret;
 }

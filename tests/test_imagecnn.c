@@ -17,12 +17,7 @@ static char *tmpdir;
 static ConyCnn *
 load_model (const char *file)
 {
-  g_autofree char *path = cony_test_golden_path ("imagecnn", file);
-  GError *error = NULL;
-  ConyCnn *cnn = cony_cnn_load (path, &error);
-  g_assert_no_error (error);
-  g_assert_nonnull (cnn);
-  return cnn;
+  return cony_test_load_golden_cnn ("imagecnn", file);
 }
 
 /* Runs @name's input through the model with every conv algorithm, one example at a time
@@ -192,41 +187,28 @@ write_meta_variant (const char *file, const char *const *meta)
 }
 
 static void
-expect_refused (const char *path, int code, const char *needle)
-{
-  GError *error = NULL;
-  ConyCnn *cnn = cony_cnn_load (path, &error);
-  g_assert_null (cnn);
-  g_assert_error (error, CONY_ERROR, code);
-  g_test_message ("refused: %s", error->message);
-  g_assert_nonnull (strstr (error->message, path));
-  g_assert_nonnull (strstr (error->message, needle));
-  g_clear_error (&error);
-}
-
-static void
 test_bad_metadata (void)
 {
 #define BASE "input_height", "20", "input_width", "22", "input_channels", "3"
   const char *m1[] = { BASE, "global_pool", "avg", "input_mean", "0.1,0.2", NULL };
   g_autofree char *p1 = write_meta_variant ("m1.safetensors", m1);
-  expect_refused (p1, CONY_ERROR_INVALID, "input_mean");
+  cony_test_expect_cnn_refused (p1, CONY_ERROR_INVALID, "input_mean", NULL);
   const char *m2[] = { BASE, "global_pool", "avg", "input_std", "0.1,0,0.2", NULL };
   g_autofree char *p2 = write_meta_variant ("m2.safetensors", m2);
-  expect_refused (p2, CONY_ERROR_INVALID, "input_std");
+  cony_test_expect_cnn_refused (p2, CONY_ERROR_INVALID, "input_std", NULL);
   const char *m3[] = { BASE, "global_pool", "avg", "input_mean", "a,b,c", NULL };
   g_autofree char *p3 = write_meta_variant ("m3.safetensors", m3);
-  expect_refused (p3, CONY_ERROR_INVALID, "input_mean");
+  cony_test_expect_cnn_refused (p3, CONY_ERROR_INVALID, "input_mean", NULL);
   const char *m4[] = { BASE, "global_pool", "mean", NULL };
   g_autofree char *p4 = write_meta_variant ("m4.safetensors", m4);
-  expect_refused (p4, CONY_ERROR_INVALID, "global_pool");
+  cony_test_expect_cnn_refused (p4, CONY_ERROR_INVALID, "global_pool", NULL);
   const char *m5[] = { BASE, "global_pool", "avg", "trailing_pools", "x", NULL };
   g_autofree char *p5 = write_meta_variant ("m5.safetensors", m5);
-  expect_refused (p5, CONY_ERROR_INVALID, "trailing_pools");
+  cony_test_expect_cnn_refused (p5, CONY_ERROR_INVALID, "trailing_pools", NULL);
   /* Without the global pool, one trailing pool leaves a 5x5x12 map, not 12 values. */
   const char *m6[] = { BASE, "trailing_pools", "1", NULL };
   g_autofree char *p6 = write_meta_variant ("m6.safetensors", m6);
-  expect_refused (p6, CONY_ERROR_SHAPE, "embeddings.0.weight");
+  cony_test_expect_cnn_refused (p6, CONY_ERROR_SHAPE, "embeddings.0.weight", NULL);
   /* Too many trailing pools for a 20x22 input. */
   const char *m7[] = { BASE, "global_pool", "avg", "trailing_pools", "5", NULL };
   g_autofree char *p7 = write_meta_variant ("m7.safetensors", m7);
@@ -260,13 +242,8 @@ main (int argc, char **argv)
   g_test_add_func ("/imagecnn/random-gap", test_random_gap);
   g_test_add_func ("/imagecnn/bad-metadata", test_bad_metadata);
   int ret = g_test_run ();
-  g_autoptr (GDir) d = g_dir_open (tmpdir, 0, NULL);
-  const char *f;
-  while (d && (f = g_dir_read_name (d))) {
-    g_autofree char *p = g_build_filename (tmpdir, f, NULL);
-    g_unlink (p);
-  }
-  g_rmdir (tmpdir);
+  if (!cony_test_remove_tmpdir (tmpdir))
+    ret = ret ? ret : 1;
   g_free (tmpdir);
   return ret;
 }

@@ -157,6 +157,8 @@ test_labels (void)
   g_assert_null (l[3]);
   g_auto (GStrv) one = cony_labels_parse ("a", 1, "x.txt", &n, NULL, &error);
   g_assert_cmpuint (n, ==, 1);
+  g_assert_cmpstr (one[0], ==, "a"); /* no final newline: the last label still counts */
+  g_assert_null (one[1]);
 
   /* Not text: a NUL byte (labels used to be cut there) or invalid UTF-8, by line. */
   g_assert_null (cony_labels_parse ("speech\nmu\0sic\n", 13, "x.txt", &n, NULL, &error));

@@ -17,12 +17,7 @@ static char *tmpdir;
 static ConyCnn *
 load_golden (const char *file)
 {
-  g_autofree char *path = cony_test_golden_path ("mobilenet", file);
-  GError *error = NULL;
-  ConyCnn *cnn = cony_cnn_load (path, &error);
-  g_assert_no_error (error);
-  g_assert_nonnull (cnn);
-  return cnn;
+  return cony_test_load_golden_cnn ("mobilenet", file);
 }
 
 static void
@@ -109,10 +104,7 @@ test_portable (void)
     test_int8_pointwise ();
     return;
   }
-  g_setenv ("CONY_CNN_PORTABLE", "1", TRUE);
-  g_test_trap_subprocess (NULL, 0, G_TEST_SUBPROCESS_INHERIT_STDERR);
-  g_unsetenv ("CONY_CNN_PORTABLE");
-  g_test_trap_assert_passed ();
+  cony_test_trap_portable_cnn ();
 }
 
 static void
@@ -258,22 +250,6 @@ write_raw (const char *file, const Raw *t, guint n, const char *const *meta)
 }
 
 static void
-expect_refused (const char *path, int code, const char *needle1, const char *needle2)
-{
-  GError *error = NULL;
-  ConyCnn *cnn = cony_cnn_load (path, &error);
-  g_assert_null (cnn);
-  g_assert_error (error, CONY_ERROR, code);
-  g_test_message ("refused: %s", error->message);
-  g_assert_nonnull (strstr (error->message, path));
-  if (needle1)
-    g_assert_nonnull (strstr (error->message, needle1));
-  if (needle2)
-    g_assert_nonnull (strstr (error->message, needle2));
-  g_clear_error (&error);
-}
-
-static void
 test_refusals (void)
 {
   float cw[36], cb[4] = { 0.1f, -0.1f, 0.2f, 0 }, fw[12], fb[3] = { 0 }, scale[4] = { 0.01f, 0.02f, 0.03f, 0.04f };
@@ -336,7 +312,7 @@ test_refusals (void)
   {
     Raw t[] = { conv_i8, conv_b, fc_w, fc_b };
     g_autofree char *p = write_raw ("noscale.safetensors", t, 4, meta);
-    expect_refused (p, CONY_ERROR_MISSING, "layers.0.weight_scale", "I8");
+    cony_test_expect_cnn_refused (p, CONY_ERROR_MISSING, "layers.0.weight_scale", "I8");
   }
   /* A zero scale, a scale with a float weight. */
   {
@@ -345,10 +321,10 @@ test_refusals (void)
     s.data = bad;
     Raw t[] = { conv_i8, conv_b, s, fc_w, fc_b };
     g_autofree char *p = write_raw ("zeroscale.safetensors", t, 5, meta);
-    expect_refused (p, CONY_ERROR_INVALID, "layers.0.weight_scale", "> 0");
+    cony_test_expect_cnn_refused (p, CONY_ERROR_INVALID, "layers.0.weight_scale", "> 0");
     Raw t2[] = { conv_f32, conv_b, conv_s, fc_w, fc_b };
     g_autofree char *p2 = write_raw ("floatscale.safetensors", t2, 5, meta);
-    expect_refused (p2, CONY_ERROR_INVALID, "layers.0.weight_scale", "I8 weights only");
+    cony_test_expect_cnn_refused (p2, CONY_ERROR_INVALID, "layers.0.weight_scale", "I8 weights only");
   }
   /* Shapes that do not chain: the FC takes 5 inputs after a 4-channel gap. */
   {
@@ -356,7 +332,7 @@ test_refusals (void)
     Raw f = { "layers.2.weight", "F32", 2, { 3, 5 }, fw5, sizeof fw5 };
     Raw t[] = { conv_f32, conv_b, f, fc_b };
     g_autofree char *p = write_raw ("chain.safetensors", t, 4, meta);
-    expect_refused (p, CONY_ERROR_SHAPE, "layers.2.weight", "expected shape (3, 4)");
+    cony_test_expect_cnn_refused (p, CONY_ERROR_SHAPE, "layers.2.weight", "expected shape (3, 4)");
   }
   /* Non-finite weights: F32 Inf, F16 Inf. */
   {
@@ -367,13 +343,13 @@ test_refusals (void)
     c.data = inf_w;
     Raw t[] = { c, conv_b, fc_w, fc_b };
     g_autofree char *p = write_raw ("inf.safetensors", t, 4, meta);
-    expect_refused (p, CONY_ERROR_INVALID, "layers.0.weight", "non-finite");
+    cony_test_expect_cnn_refused (p, CONY_ERROR_INVALID, "layers.0.weight", "non-finite");
     guint16 h[12] = { 0 };
     h[5] = 0x7c00;   /* +Inf */
     Raw f = { "layers.2.weight", "F16", 2, { 3, 4 }, h, sizeof h };
     Raw t2[] = { conv_f32, conv_b, f, fc_b };
     g_autofree char *p2 = write_raw ("inf16.safetensors", t2, 4, meta);
-    expect_refused (p2, CONY_ERROR_INVALID, "layers.2.weight", "non-finite");
+    cony_test_expect_cnn_refused (p2, CONY_ERROR_INVALID, "layers.2.weight", "non-finite");
   }
   /* Unknown layer word; a tensor for a layer without tensors; unknown network;
    * sigmoid not after an FC; unknown activation; labels of the wrong count. */
@@ -382,14 +358,14 @@ test_refusals (void)
     const char *m1[] = { "network", "mobilenet_v1", "input_height", "7", "input_width", "6",
                          "layers", "conv3x3s2 maxpool fc", NULL };
     g_autofree char *p1 = write_raw ("word.safetensors", t, 4, m1);
-    expect_refused (p1, CONY_ERROR_INVALID, "\"maxpool\"", "dw3x3s2");
+    cony_test_expect_cnn_refused (p1, CONY_ERROR_INVALID, "\"maxpool\"", "dw3x3s2");
     Raw stray = { "layers.1.weight", "F32", 1, { 4 }, cb, sizeof cb };
     Raw t2[] = { conv_f32, conv_b, stray, fc_w, fc_b };
     g_autofree char *p2 = write_raw ("stray.safetensors", t2, 5, meta);
-    expect_refused (p2, CONY_ERROR_INVALID, "unexpected tensor layers.1.weight", NULL);
+    cony_test_expect_cnn_refused (p2, CONY_ERROR_INVALID, "unexpected tensor layers.1.weight", NULL);
     const char *m3[] = { "network", "resnet50", "layers", words, NULL };
     g_autofree char *p3 = write_raw ("net.safetensors", t, 4, m3);
-    expect_refused (p3, CONY_ERROR_INVALID, "resnet50", "mobilenet_v1");
+    cony_test_expect_cnn_refused (p3, CONY_ERROR_INVALID, "resnet50", "mobilenet_v1");
     const char *m4[] = { "network", "mobilenet_v1", "input_height", "7", "input_width", "6",
                          "layers", "conv3x3s2 sigmoid fc", NULL };
     Raw t4[] = { conv_f32, conv_b, { "layers.2.weight", "F32", 2, { 3, 48 }, NULL, 0 }, fc_b };
@@ -397,18 +373,18 @@ test_refusals (void)
     t4[2].data = big;
     t4[2].nbytes = sizeof big;
     g_autofree char *p4 = write_raw ("sigmoid.safetensors", t4, 4, m4);
-    expect_refused (p4, CONY_ERROR_INVALID, "layers.1", "sigmoid");
+    cony_test_expect_cnn_refused (p4, CONY_ERROR_INVALID, "layers.1", "sigmoid");
     const char *m5[] = { "network", "mobilenet_v1", "input_height", "7", "input_width", "6",
                          "layers", words, "activation", "gelu", NULL };
     g_autofree char *p5 = write_raw ("act.safetensors", t, 4, m5);
-    expect_refused (p5, CONY_ERROR_INVALID, "activation", "gelu");
+    cony_test_expect_cnn_refused (p5, CONY_ERROR_INVALID, "activation", "gelu");
     const char *m6[] = { "network", "mobilenet_v1", "input_height", "7", "input_width", "6",
                          "layers", words, "labels", "[\"a\", \"b\"]", NULL };
     g_autofree char *p6 = write_raw ("labels.safetensors", t, 4, m6);
-    expect_refused (p6, CONY_ERROR_INVALID, "labels", "3 strings");
+    cony_test_expect_cnn_refused (p6, CONY_ERROR_INVALID, "labels", "3 strings");
     const char *m7[] = { "network", "mobilenet_v1", NULL };
     g_autofree char *p7 = write_raw ("nolayers.safetensors", t, 4, m7);
-    expect_refused (p7, CONY_ERROR_MISSING, "layers", NULL);
+    cony_test_expect_cnn_refused (p7, CONY_ERROR_MISSING, "layers", NULL);
   }
 }
 
@@ -486,8 +462,7 @@ main (int argc, char **argv)
   g_test_add_func ("/mobilenet/refusals", test_refusals);
   g_test_add_func ("/mobilenet/int8-pointwise", test_int8_pointwise);
   int ret = g_test_run ();
-  g_autofree char *cmd = g_strdup_printf ("rm -rf '%s'", tmpdir);
-  if (system (cmd) != 0)
+  if (!cony_test_remove_tmpdir (tmpdir))
     ret = ret ? ret : 1;
   g_free (tmpdir);
   return ret;

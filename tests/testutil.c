@@ -1,7 +1,10 @@
 #include "testutil.h"
+#include "cony/error.h"
 #include "cony/safetensors.h"
 
+#include <glib/gstdio.h>
 #include <math.h>
+#include <string.h>
 #include <unistd.h>
 
 char *
@@ -64,4 +67,64 @@ cony_test_copy_safetensors (const char *src, const char *const *meta)
   g_free (shapes);
   cony_safetensors_close (st);
   return path;
+}
+
+ConyCnn *
+cony_test_load_golden_cnn (const char *area, const char *file)
+{
+  g_autofree char *path = cony_test_golden_path (area, file);
+  GError *error = NULL;
+  ConyCnn *cnn = cony_cnn_load (path, &error);
+  g_assert_no_error (error);
+  g_assert_nonnull (cnn);
+  return cnn;
+}
+
+void
+cony_test_expect_cnn_refused (const char *path, int code, const char *needle1, const char *needle2)
+{
+  GError *error = NULL;
+  ConyCnn *cnn = cony_cnn_load (path, &error);
+  g_assert_null (cnn);
+  g_assert_error (error, CONY_ERROR, code);
+  g_test_message ("refused: %s", error->message);
+  g_assert_nonnull (strstr (error->message, path));
+  if (needle1)
+    g_assert_nonnull (strstr (error->message, needle1));
+  if (needle2)
+    g_assert_nonnull (strstr (error->message, needle2));
+  g_clear_error (&error);
+}
+
+gboolean
+cony_test_remove_tmpdir (const char *dir)
+{
+  g_autoptr (GDir) d = g_dir_open (dir, 0, NULL);
+  const char *f;
+  while (d && (f = g_dir_read_name (d))) {
+    g_autofree char *p = g_build_filename (dir, f, NULL);
+    g_unlink (p);
+  }
+  return g_rmdir (dir) == 0;
+}
+
+void
+cony_test_trap_portable_cnn (void)
+{
+  g_setenv ("CONY_CNN_PORTABLE", "1", TRUE);
+  g_test_trap_subprocess (NULL, 0, G_TEST_SUBPROCESS_INHERIT_STDERR);
+  g_unsetenv ("CONY_CNN_PORTABLE");
+  g_test_trap_assert_passed ();
+}
+
+double
+cony_test_rel_err_floor (const float *got, const float *want, gsize n)
+{
+  double diff = 0.0, scale = 1e-3;
+  for (gsize i = 0; i < n; i++) {
+    g_assert_true (isfinite (got[i]));
+    diff = fmax (diff, fabs ((double) got[i] - want[i]));
+    scale = fmax (scale, fabs ((double) want[i]));
+  }
+  return diff / scale;
 }

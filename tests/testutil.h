@@ -1,5 +1,6 @@
 /* Helpers shared by the test programs. */
 #pragma once
+#include "cony/cnn.h"
 #include "cony/npy.h"
 
 #include <glib.h>
@@ -13,3 +14,18 @@ double cony_test_rel_err (const float *got, const float *want, gsize n);
 /* A copy of the F32 safetensors file @src in a temporary file, its metadata replaced by
  * @meta (key, value, ..., NULL). Returns its path (g_free; the caller unlinks it). */
 char *cony_test_copy_safetensors (const char *src, const char *const *meta);
+/* Loads the golden CNN model file @area/@file, failing the test when it cannot. */
+ConyCnn *cony_test_load_golden_cnn (const char *area, const char *file);
+/* Asserts that loading the CNN model @path fails with CONY_ERROR @code and a message
+ * naming @path and containing @needle1 and @needle2 (either may be NULL). */
+void cony_test_expect_cnn_refused (const char *path, int code, const char *needle1, const char *needle2);
+/* Removes the flat temporary directory @dir and the files in it; FALSE if anything
+ * stayed. */
+gboolean cony_test_remove_tmpdir (const char *dir);
+/* Runs the current test again in a subprocess with CONY_CNN_PORTABLE=1 (the kernels
+ * of CPUs without AVX2/F16C) and asserts that it passed; the test does its checks
+ * when g_test_subprocess() is TRUE. */
+void cony_test_trap_portable_cnn (void);
+/* max |got − want| / max(max |want|, 1e-3), failing the test on a got that is not
+ * finite: relative where the output is of ordinary size, absolute where it is tiny. */
+double cony_test_rel_err_floor (const float *got, const float *want, gsize n);

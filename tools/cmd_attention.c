@@ -72,7 +72,7 @@ check_input (const ConyNpyArray *x, const char *path, int d, GError **error)
 int
 cony_cmd_attention (int argc, char **argv)
 {
-  char *weights = NULL, *output = NULL, *variant = NULL, *pinv = NULL;
+  g_autofree char *weights = NULL, *output = NULL, *variant = NULL, *pinv = NULL;
   int heads = 1, window = 0, landmarks = 0, pinv_iterations = 6;
   int vcc_budget = 0, vcc_block = 0, vcc_exact_tail = 0;
   gboolean retroactive = FALSE;
@@ -93,7 +93,7 @@ cony_cmd_attention (int argc, char **argv)
     { "vcc-exact-tail", 0, 0, G_OPTION_ARG_INT, &vcc_exact_tail, "vcc: newest tokens kept exact "
       "(default 0)", "L" },
     { "output", 'o', 0, G_OPTION_ARG_FILENAME, &output, "output .npy", "OUT.npy" },
-    { NULL },
+    G_OPTION_ENTRY_NULL,
   };
   g_autoptr (GOptionContext) ctx = g_option_context_new ("IN.npy - step an attention layer over tokens");
   g_option_context_set_description (ctx,
@@ -103,7 +103,6 @@ cony_cmd_attention (int argc, char **argv)
   GError *error = NULL;
   if (!g_option_context_parse (ctx, &argc, &argv, &error))
     return cony_cmd_fail (error);
-  g_autofree char *w_path = weights, *out_path = output, *v_name = variant, *p_name = pinv;
   if (argc != 2 || !weights || !output || !variant || window < 1) {
     fprintf (stderr, "usage: cony attention --weights W.safetensors --variant V --heads H --window N "
              "[--landmarks M] [--retroactive] [--pinv exact|iterative] [--pinv-iterations K] "

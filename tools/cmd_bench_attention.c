@@ -441,7 +441,7 @@ cony_cmd_bench_attention (int argc, char **argv)
     { "tokens", 0, 0, G_OPTION_ARG_FILENAME, &tokens_path, "real tokens (T, D) .npy for the error "
       "table, e.g. from bench/cnn_token_stream.py (mapped to d and standardised)", "FILE" },
     { "csv", 0, 0, G_OPTION_ARG_FILENAME, &csv_path, "also write the results as CSV (for bench/plot_attention.py)", "FILE" },
-    { NULL },
+    G_OPTION_ENTRY_NULL,
   };
   g_autoptr (GOptionContext) ctx = g_option_context_new ("- attention variants side by side");
   g_option_context_add_main_entries (ctx, options, NULL);

@@ -235,7 +235,7 @@ cony_cmd_bench_frontend (int argc, char **argv)
       "YAMNet file for the MobileNet run (default: random weights, same layers)", "FILE" },
     { "no-vggish", 0, 0, G_OPTION_ARG_NONE, &no_vggish, "skip the VGGish runs", NULL },
     { "no-torch", 0, 0, G_OPTION_ARG_NONE, &no_torch, "skip YAMNet in PyTorch", NULL },
-    { NULL },
+    G_OPTION_ENTRY_NULL,
   };
   g_autoptr (GOptionContext) ctx = g_option_context_new ("- log-mel and VGGish real-time factors");
   g_option_context_add_main_entries (ctx, entries, NULL);

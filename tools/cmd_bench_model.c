@@ -182,7 +182,7 @@ cony_cmd_bench_model (int argc, char **argv)
     { "markdown", 0, 0, G_OPTION_ARG_NONE, &markdown, "print a markdown table", NULL },
     { "no-torch", 0, 0, G_OPTION_ARG_NONE, &no_torch, "skip the PyTorch column", NULL },
     { "torch-script", 0, 0, G_OPTION_ARG_FILENAME, &script, "path of training/bench_torch_step.py", "PATH" },
-    { NULL }
+    G_OPTION_ENTRY_NULL
   };
   g_autoptr (GOptionContext) ctx = g_option_context_new ("- microseconds per step of the encoder-classifier (GTZAN setting)");
   g_option_context_add_main_entries (ctx, entries, NULL);

@@ -236,7 +236,7 @@ cony_cmd_bench_pipeline (int argc, char **argv)
     { "seconds", 0, 0, G_OPTION_ARG_DOUBLE, &seconds, "seconds of audio (default 60)", "S" },
     { "stride", 0, 0, G_OPTION_ARG_INT, &stride, "CNN window stride in frames (default 25)", "F" },
     { "no-gst", 0, 0, G_OPTION_ARG_NONE, &no_gst, "skip the gst-launch-1.0 run", NULL },
-    { NULL },
+    G_OPTION_ENTRY_NULL,
   };
   g_autoptr (GOptionContext) ctx = g_option_context_new ("- the whole audio pipeline with a model pair");
   g_option_context_add_main_entries (ctx, entries, NULL);

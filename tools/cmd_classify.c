@@ -18,7 +18,7 @@ cony_cmd_classify (int argc, char **argv)
       "attention variant to run instead of the trained one (regular, continual, nystrom, "
       "nystrom-fixed, cony, cony-fixed, vcc)", "V" },
     { "output", 'o', 0, G_OPTION_ARG_FILENAME, &output, "per-step logits, float32 (T / k, classes)", "OUT.npy" },
-    { NULL }
+    G_OPTION_ENTRY_NULL
   };
   g_autoptr (GOptionContext) ctx = g_option_context_new ("IN.npy - per-step logits of a token sequence");
   g_option_context_set_summary (ctx, "IN.npy holds float32 tokens (T, d_in), stepped from the stream start "

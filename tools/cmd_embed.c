@@ -25,7 +25,7 @@ cony_cmd_embed (int argc, char **argv)
     { "embedding", 'e', 0, G_OPTION_ARG_NONE, &embedding,
       "the pooled embedding before the network's FC head (MobileNet/YAMNet: 1024-d) instead of "
       "its last layer (VGGish: the embedding; YAMNet: 521 scores)", NULL },
-    { NULL },
+    G_OPTION_ENTRY_NULL,
   };
   g_autoptr (GOptionContext) ctx = g_option_context_new ("IN.wav|IN.npy - CNN embeddings of 0.96 s windows");
   g_option_context_set_description (ctx,

@@ -13,7 +13,7 @@ cony_cmd_mel (int argc, char **argv)
   char *output = NULL;
   GOptionEntry entries[] = {
     { "output", 'o', 0, G_OPTION_ARG_FILENAME, &output, "output .npy: float32 (frames, 64)", "OUT.npy" },
-    { NULL },
+    G_OPTION_ENTRY_NULL,
   };
   g_autoptr (GOptionContext) ctx = g_option_context_new (
       "IN.wav - VGGish log-mel frames (16 kHz, 25 ms window, 10 ms hop, 64 bands)");

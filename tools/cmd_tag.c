@@ -31,7 +31,7 @@ cony_cmd_tag (int argc, char **argv)
     { "model", 'm', 0, G_OPTION_ARG_FILENAME, &model_path, "CNN model with a scoring head and labels", "M" },
     { "top-k", 'k', 0, G_OPTION_ARG_INT, &k, "labels per window (default 5)", "K" },
     { "stride", 's', 0, G_OPTION_ARG_INT, &stride, "frames between window starts (default 48 = 0.48 s)", "N" },
-    { NULL },
+    G_OPTION_ENTRY_NULL,
   };
   g_autoptr (GOptionContext) ctx = g_option_context_new ("IN.wav|IN.npy - top-k labels per window");
   g_option_context_set_description (ctx,
