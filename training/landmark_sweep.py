@@ -159,13 +159,14 @@ def table(data):
         if not any(k.startswith(split + ":") for x in runs for k in x["eval"]):
             continue
         out += [f"Split **{split}**:", "",
-                "| m | seed | " + " | ".join(f"{f} → {v}" for f, v in PAIRS) + " | tones: cony-fixed noise-free % |",
+                "| m | seed | " + " | ".join(f"{f} → {v}" for f, v in PAIRS) +
+                " | synthesised clips: cony-fixed → cony-fixed, per-step % |",
                 "|---|---|" + "---|" * (len(PAIRS) + 1)]
         for x in runs:
-            tones = x["eval"].get(f"{split}:cony-fixed:cony-fixed", {}).get("synth/all")
+            synth = x["eval"].get(f"{split}:cony-fixed:cony-fixed", {}).get("synth/all")
             out.append(f"| {x['m']} | {x['seed']} | " +
                        " | ".join(cell(x["eval"], f"{split}:{f}:{v}") for f, v in PAIRS) +
-                       " | %s |" % ("%.1f" % (100 * tones["accuracy"]) if tones else "–"))
+                       " | %s |" % ("%.1f" % (100 * synth["accuracy"]) if synth else "–"))
         out.append("")
     cost = data.get("bench", {})
     if cost:

@@ -24,10 +24,10 @@ BENCH = """# attention, one step per token: d=64 heads=4 m=8, one thread, CPU ti
 """
 
 
-def measured(class_mean, steps, tones=None):
+def measured(class_mean, steps, synth=None):
     e = {"real/all": {"accuracy": steps}, "real/class-mean": {"accuracy": class_mean}}
-    if tones is not None:
-        e["synth/all"] = {"accuracy": tones}
+    if synth is not None:
+        e["synth/all"] = {"accuracy": synth}
     return e
 
 
@@ -75,7 +75,7 @@ class Tables(unittest.TestCase):
         runs = {}
         for m, cm in ((16, 0.90), (2, 0.948)):
             ev = {"val:cony:cony": measured(cm, 0.95),
-                  "val:cony-fixed:cony-fixed": measured(cm - 0.01, 0.93, tones=0.977)}
+                  "val:cony-fixed:cony-fixed": measured(cm - 0.01, 0.93, synth=0.977)}
             runs[f"m{m}-s11"] = {"m": m, "seed": 11, "eval": ev}
         data = {"runs": runs, "bench": {"2": ls.parse_bench(BENCH)}}
         with tempfile.TemporaryDirectory() as d:
