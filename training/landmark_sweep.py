@@ -14,8 +14,9 @@ tokens of its own recording, full-window steps (train_yamnet_audio.measure). The
 bench attention` at the recipe's sizes gives the µs per step of each variant at each m.
 
 Results accumulate in OUT/sweep.json (a measurement already there is not made again, and
-files already trained are kept, so a second call with other --seeds or --splits adds to it); OUT/sweep.md is the table of all of them. --table-only
-rewrites the table from the JSON without running anything.
+files already trained are kept, so a second call with other --seeds or --splits adds to
+it); OUT/sweep.md is the table of all of them. --table-only rewrites the table from the
+JSON without running anything.
 """
 
 import argparse
@@ -172,7 +173,8 @@ def table(data):
     if cost:
         out += ["Attention µs per step (`cony bench attention`, n 32, d 64, 4 heads, single "
                 "output, one thread, CPU time): core / with projections:", "",
-                "| m | " + " | ".join(BENCH_VARIANTS) + " |", "|---|" + "---|" * len(BENCH_VARIANTS)]
+                "| m | " + " | ".join(BENCH_VARIANTS) + " |",
+                "|---|" + "---|" * len(BENCH_VARIANTS)]
         for m in sorted(cost, key=int):
             out.append(f"| {m} | " + " | ".join(
                 "%.2f / %.2f" % (cost[m][v]["core_us"], cost[m][v]["step_us"])
