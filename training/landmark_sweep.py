@@ -15,16 +15,20 @@ bench attention` at the recipe's sizes gives the µs per step of each variant at
 
 Results accumulate in OUT/sweep.json (a measurement already there is not made again, and
 files already trained are kept, so a second call with other --seeds or --splits adds to
-it); OUT/sweep.md is the table of all of them. --table-only rewrites the table from the
+it; --bench-only measures the cost alone, `cony classify`'s whole-model µs per step
+included); OUT/sweep.md is the table of all of them. --table-only rewrites the table from the
 JSON without running anything.
 """
 
 import argparse
 import json
 import os
+import resource
 import subprocess
 import sys
 import time
+
+import numpy as np
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 sys.path.insert(0, HERE)
@@ -62,6 +66,8 @@ def parse_args(argv):
     ap.add_argument("--out", default="out/landmark-sweep")
     ap.add_argument("--bench-budget", type=float, default=0.3,
                     help="seconds per `cony bench attention` measurement (0: no bench)")
+    ap.add_argument("--bench-only", action="store_true",
+                    help="only the cost measurements, of the files of the first --seeds run")
     ap.add_argument("--table-only", action="store_true",
                     help="only rewrite OUT/sweep.md from OUT/sweep.json")
     args = ap.parse_args(argv)
@@ -132,6 +138,42 @@ def bench(cony, window, d, heads, m, budget):
     return parse_bench(out)
 
 
+def encoder_us(cony, model, stream, variant, tmp, repeats=3):
+    """CPU µs per step of the whole model (input projection, block, classifier) through
+    `cony classify` with one BLAS thread: the time of len(stream) steps less that of 64
+    (the tool's start and the file's load), the least of repeats."""
+    env = dict(os.environ, OPENBLAS_NUM_THREADS="1", OMP_NUM_THREADS="1")
+    src, dst = os.path.join(tmp, "bench.npy"), os.path.join(tmp, "bench-logits.npy")
+    best = float("inf")
+    for _ in range(repeats):
+        cpu = []
+        for T in (64, len(stream)):
+            np.save(src, stream[:T])
+            before = resource.getrusage(resource.RUSAGE_CHILDREN)
+            subprocess.run([cony, "classify", "--model", model, "--attention", variant, src,
+                            "-o", dst], check=True, env=env, capture_output=True)
+            after = resource.getrusage(resource.RUSAGE_CHILDREN)
+            cpu.append(after.ru_utime + after.ru_stime - before.ru_utime - before.ru_stime)
+        best = min(best, (cpu[1] - cpu[0]) / (len(stream) - 64) * 1e6)
+    return round(best, 2)
+
+
+def bench_encoders(r, rows, m, seed, out, steps=2048):
+    """encoder_us of each file of run (m, seed) with each of its PAIRS' variants, on a
+    stream of the first validation clips' tokens."""
+    import train_yamnet_audio as ty
+    work = os.path.join(out, f"m{m}-s{seed}")
+    stream, n = [], 0
+    for x in rows:
+        if x["split"] == "val" and n < steps + 64:
+            stream.append(np.load(ty.token_path(r.cache, x)))
+            n += len(stream[-1])
+    stream = np.ascontiguousarray(np.concatenate(stream)[:steps + 64], dtype=np.float32)
+    return {f"{f}:{v}": encoder_us(r.cony, os.path.join(work, f, "transformer.safetensors"),
+                                   stream, v, work)
+            for f, v in PAIRS}
+
+
 def parse_bench(text):
     """{variant: {"core_us", "step_us"}} from `cony bench attention`'s markdown rows."""
     res = {}
@@ -168,6 +210,17 @@ def table(data):
             out.append(f"| {x['m']} | {x['seed']} | " +
                        " | ".join(cell(x["eval"], f"{split}:{f}:{v}") for f, v in PAIRS) +
                        " | %s |" % ("%.1f" % (100 * synth["accuracy"]) if synth else "–"))
+        out.append("")
+    enc = data.get("encoder", {})
+    if enc:
+        out += ["Whole model µs per step (`cony classify`, CPU time, one BLAS thread, "
+                "2048 steps of validation tokens, less the tool's start): file → variant:", "",
+                "| m | " + " | ".join(f"{f} → {v}" for f, v in PAIRS) + " |",
+                "|---|" + "---|" * len(PAIRS)]
+        for m in sorted(enc, key=int):
+            out.append(f"| {m} | " + " | ".join(
+                "%.1f" % enc[m][f"{f}:{v}"] if f"{f}:{v}" in enc[m] else "–"
+                for f, v in PAIRS) + " |")
         out.append("")
     cost = data.get("bench", {})
     if cost:
@@ -213,13 +266,15 @@ def main(argv=None):
                          "(train_yamnet_audio.py --stages tones, or a link to them)")
     rows, labels = ty.load_rows(r)          # the tones from WORK/tones, WORK = OUT here
     for m in args.m:
-        for seed in args.seeds:
+        for seed in ([] if args.bench_only else args.seeds):
             name = f"m{m}-s{seed}"
             data["runs"][name] = run_one(r, rows, labels, m, seed, args.splits, args.out,
                                          data["runs"].get(name))
             save(data, args.out)
         if args.bench_budget > 0:
             data["bench"][str(m)] = bench(r.cony, r.window, r.d, r.heads, m, args.bench_budget)
+            data.setdefault("encoder", {})[str(m)] = bench_encoders(r, rows, m, args.seeds[0],
+                                                                   args.out)
             save(data, args.out)
     print(table(data))
     return data

@@ -77,7 +77,8 @@ class Tables(unittest.TestCase):
             ev = {"val:cony:cony": measured(cm, 0.95),
                   "val:cony-fixed:cony-fixed": measured(cm - 0.01, 0.93, synth=0.977)}
             runs[f"m{m}-s11"] = {"m": m, "seed": 11, "eval": ev}
-        data = {"runs": runs, "bench": {"2": ls.parse_bench(BENCH)}}
+        data = {"runs": runs, "bench": {"2": ls.parse_bench(BENCH)},
+                "encoder": {"16": {"cony:cony": 21.14, "cony-fixed:cony-fixed": 11.7}}}
         with tempfile.TemporaryDirectory() as d:
             with open(os.path.join(d, "sweep.json"), "w") as f:
                 json.dump(data, f)
@@ -92,6 +93,7 @@ class Tables(unittest.TestCase):
         self.assertTrue(rows[1].startswith("| 16 | 11 | 90.0 (95.0) |"), rows[1])
         self.assertNotIn("Split **test**", md)          # no test measurements given
         self.assertIn("| 2 | 1.26 / 2.30 | 11.31 / 12.17 | – | – |", md)
+        self.assertIn("| 16 | 21.1 | – | – | 11.7 | – | – | – |", md)
 
 
 if __name__ == "__main__":
