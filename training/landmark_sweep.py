@@ -81,11 +81,21 @@ def parse_args(argv):
     return args
 
 
+def recipe():
+    """The recipe's module: train_yamnet_audio here, conytrain.audio.yamnet once training/
+    is a package (the thin script then holds none of the functions used here)."""
+    try:
+        from conytrain.audio import yamnet
+        return yamnet
+    except ImportError:
+        import train_yamnet_audio
+        return train_yamnet_audio
+
+
 def recipe_args(argv, out):
     """The recipe's options (train_yamnet_audio.build_parser) with the sweep's work files
     under OUT; m and the seed are set per run."""
-    import train_yamnet_audio
-    r = train_yamnet_audio.build_parser().parse_args(argv)
+    r = recipe().build_parser().parse_args(argv)
     for k in ("landmarks", "train_seed", "phase1_models"):
         if f"--{k.replace('_', '-')}" in " ".join(argv):
             raise SystemExit(f"landmark_sweep: --{k.replace('_', '-')} is set by the sweep")
@@ -108,7 +118,7 @@ def check_m(ms, window):
 def run_one(r, rows, labels, m, seed, splits, out, res=None):
     """One training run (both files; kept from an earlier call when both exist) and the
     measurements res (a JSON-able dict) does not hold yet."""
-    import train_yamnet_audio as ty
+    ty = recipe()
     work = os.path.join(out, f"m{m}-s{seed}")
     r.landmarks, r.train_seed, r.work = m, seed, work
     r.phase1_models = os.path.join(work, "cony")
@@ -161,7 +171,7 @@ def encoder_us(cony, model, stream, variant, tmp, repeats=3):
 def bench_encoders(r, rows, m, seed, out, steps=2048):
     """encoder_us of each file of run (m, seed) with each of its PAIRS' variants, on a
     stream of the first validation clips' tokens."""
-    import train_yamnet_audio as ty
+    ty = recipe()
     work = os.path.join(out, f"m{m}-s{seed}")
     stream, n = [], 0
     for x in rows:
@@ -257,7 +267,7 @@ def main(argv=None):
     if args.table_only:
         save(data, args.out)
         return data
-    import train_yamnet_audio as ty
+    ty = recipe()
     r = recipe_args(args.recipe_argv, args.out)
     check_m(args.m, r.window)
     data["recipe"] = vars(r).copy()
