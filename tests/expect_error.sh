@@ -8,13 +8,13 @@
 expect_error () {
   local name=$1 text=$2 out rc; shift 2
   out=$(timeout 20 "$launch" "$@" 2>&1); rc=$?
-  if [ $rc -eq 124 ] && echo "$out" | grep -q -- "$text"; then
+  if [ $rc -eq 124 ] && grep -q -- "$text" <<<"$out"; then
     echo "ok $name: refused ('$text'; gst-launch-1.0 hung after the error and was stopped)"
   elif [ $rc -eq 0 ]; then
     echo "FAIL $name: the pipeline ran"; fail=1
   elif [ $rc -gt 128 ] && [ $rc -lt 255 ]; then
     echo "FAIL $name: crashed (exit $rc)"; echo "$out" | tail -5; fail=1
-  elif ! echo "$out" | grep -q -- "$text"; then
+  elif ! grep -q -- "$text" <<<"$out"; then
     echo "FAIL $name: no '$text' in the error"; echo "$out" | tail -5; fail=1
   else
     echo "ok $name: refused ('$text')"

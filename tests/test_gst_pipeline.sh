@@ -48,7 +48,7 @@ run native 22 "0:00:05.250000000 0:00:00.250000000" \
 # A missing model fails cleanly (an error, no crash).
 if out=$("$launch" audiotestsrc num-buffers=10 ! conymel ! conyvggish model=/nonexistent.safetensors ! fakesink 2>&1); then
   echo "FAIL missing-model: the pipeline ran"; fail=1
-elif ! echo "$out" | grep -q "Could not load the model"; then
+elif ! grep -q "Could not load the model" <<<"$out"; then
   echo "FAIL missing-model: no clear error"; echo "$out" | tail -5; fail=1
 else
   echo "ok missing-model: refused with a clear error"
