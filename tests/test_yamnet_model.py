@@ -27,12 +27,10 @@ import unittest
 
 import numpy as np
 
-HERE = os.path.dirname(os.path.abspath(__file__))
-ROOT = os.path.dirname(HERE)
-sys.path.insert(0, os.path.join(ROOT, "training"))
+from conytrain.audio import yamnet_armnn as verify
+from conytrain.ref import mobilenet
 
-import verify_yamnet_armnn as verify  # noqa: E402
-from conyref import mobilenet  # noqa: E402
+HERE = os.path.dirname(os.path.abspath(__file__))
 
 GOLDEN = os.path.join(HERE, "golden", "yamnet")
 SIRENS = {"Siren", "Police car (siren)", "Ambulance (siren)", "Civil defense siren",

@@ -15,18 +15,14 @@ each class on its own, for models trained with a per-class binary loss).
 
 import argparse
 import json
-import os
 import struct
-import sys
 
 import numpy as np
 import torch
 
-sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-
-import safetensors_io  # noqa: E402
-from conyref.attention import VARIANTS  # noqa: E402
-from conyref.model import load_checkpoint  # noqa: E402
+from conytrain import safetensors_io
+from conytrain.ref.attention import VARIANTS
+from conytrain.ref.model import load_checkpoint
 
 
 def save_f16(path, tensors, metadata):

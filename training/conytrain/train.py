@@ -23,18 +23,14 @@ held fixed (buffers, not parameters) for --finetune-epochs.
 
 import argparse
 import math
-import os
-import sys
 import time
 
 import numpy as np
 import torch
 import torch.nn.functional as F
 
-sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-
-from conyref.attention import VARIANTS, project  # noqa: E402
-from conyref.model import ConyEncoderClassifier, save_checkpoint  # noqa: E402
+from conytrain.ref.attention import VARIANTS, project
+from conytrain.ref.model import ConyEncoderClassifier, save_checkpoint
 
 
 # ----------------------------------------------------------------------------- data

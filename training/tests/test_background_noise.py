@@ -2,15 +2,11 @@
 clip added a few dB under the sound, label kept; off, it draws no random numbers, so the
 runs made before the option existed are reproduced draw for draw."""
 
-import os
-import sys
 import unittest
 
 import numpy as np
 
-sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), ".."))
-
-import train_default_audio as tda  # noqa: E402
+from conytrain.audio import train_default as tda
 
 P = tda.PATCH
 ANIMAL, NOISE, SILENCE = 0, 1, 2

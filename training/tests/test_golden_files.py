@@ -4,17 +4,15 @@ byte-for-byte), and an edited golden file is caught."""
 
 import json
 import os
-import sys
 import tempfile
 import unittest
 
+from conytrain.golden import attention as gen_attention_golden
+from conytrain.golden import model as gen_model_golden
+from conytrain.golden.check import bumped, edited_copy
+
 HERE = os.path.dirname(os.path.abspath(__file__))
 ROOT = os.path.dirname(os.path.dirname(HERE))
-sys.path.insert(0, os.path.join(ROOT, "training"))
-
-import gen_attention_golden  # noqa: E402
-import gen_model_golden  # noqa: E402
-from golden_check import bumped, edited_copy  # noqa: E402
 
 ATTENTION = os.path.join(ROOT, "tests", "golden", "attention")
 MODEL = os.path.join(ROOT, "tests", "golden", "model")

@@ -2,15 +2,12 @@
 
 import os
 import struct
-import sys
 import tempfile
 import unittest
 
 import numpy as np
 
-sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), ".."))
-
-import safetensors_io  # noqa: E402
+from conytrain import safetensors_io
 
 
 class SafetensorsIoTest(unittest.TestCase):

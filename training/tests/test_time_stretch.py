@@ -3,15 +3,11 @@ patch, drawing the same random numbers as before the option existed; a stretch b
 patch r times as fast (a ramp in time keeps its values but gets slope r) and leaves each
 frame's spectrum a mix of two neighbouring frames; short clips are handled."""
 
-import os
-import sys
 import unittest
 
 import numpy as np
 
-sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), ".."))
-
-import train_default_audio as tda  # noqa: E402
+from conytrain.audio import train_default as tda
 
 P = tda.PATCH
 

@@ -2,16 +2,12 @@
 come from the pool and nothing else changes; labels are kept; p = 0 changes nothing; mixup's
 soft targets are mixtures of the two labels and leave silence alone."""
 
-import os
-import sys
 import unittest
 
 import numpy as np
 import torch
 
-sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), ".."))
-
-import train_default_audio as tda  # noqa: E402
+from conytrain.audio import train_default as tda
 
 torch.set_num_threads(1)
 

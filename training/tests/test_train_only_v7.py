@@ -4,13 +4,10 @@ toys, silent animals, a second copy of a car horn); --without-v6-list leaves out
 train_only_v6.tsv."""
 
 import os
-import sys
 import tempfile
 import unittest
 
-sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "data"))
-
-import build_audio_dataset as bad  # noqa: E402
+from conytrain.data import build as bad
 
 QABCS_TAKEN = {
     "animal": ["owl", "eagle-owl", "squirrel", "moth", "ladybug", "grasshopper", "wolf", "cat"],

@@ -6,16 +6,13 @@ files raise an error that names the file."""
 import os
 import struct
 import subprocess
-import sys
 import tempfile
 import unittest
 import wave
 import zipfile
 import zlib
 
-sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "data"))
-
-import unpack_archives as ua  # noqa: E402
+from conytrain.data import unpack_archives as ua
 
 
 def wav_bytes(n):

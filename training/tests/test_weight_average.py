@@ -4,16 +4,12 @@ alone until copied; the re-estimated batch-norm statistics are the plain mean an
 (unbiased) variance of what each BatchNorm saw over all batches, not an exponential
 average dominated by the last one."""
 
-import os
-import sys
 import unittest
 
 import torch
 from torch import nn
 
-sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), ".."))
-
-import train_default_audio as tda  # noqa: E402
+from conytrain.audio import train_default as tda
 
 torch.set_num_threads(1)
 

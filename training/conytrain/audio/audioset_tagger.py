@@ -47,16 +47,12 @@ import numpy as np
 import torch
 import torch.nn.functional as F
 
-HERE = os.path.dirname(os.path.abspath(__file__))
-REPO = os.path.dirname(HERE)
-sys.path.insert(0, HERE)
-
-import safetensors_io  # noqa: E402
-from conyref.model import ConyEncoderClassifier, save_checkpoint  # noqa: E402
-from export import export_model  # noqa: E402
-from train import fit_block_landmarks  # noqa: E402
-from train_your_own import cnn_frontend, sha256  # noqa: E402
-from train_yamnet_audio import STRIDE, cut_window, scores_of, token_path, yamnet_fc  # noqa: E402
+from conytrain import REPO, safetensors_io
+from conytrain.audio.own import cnn_frontend, sha256
+from conytrain.audio.yamnet import STRIDE, cut_window, scores_of, token_path, yamnet_fc
+from conytrain.export import export_model
+from conytrain.ref.model import ConyEncoderClassifier, save_checkpoint
+from conytrain.train import fit_block_landmarks
 
 TOKEN_S = 0.25
 T0 = time.time()

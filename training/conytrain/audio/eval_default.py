@@ -52,11 +52,11 @@ import time
 
 import numpy as np
 
+from conytrain import REPO
+
 VARIANTS = ("cony-fixed", "nystrom-fixed", "cony", "nystrom", "continual", "regular")
 
 
-REPO = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
-sys.path.insert(0, os.path.join(REPO, "training"))
 
 
 def run(cmd):
@@ -89,7 +89,7 @@ def read_test_rows(dataset, extra=None):
 def classifier_cnn(cfg, cnn=None):
     """(path, pooled embedding?) of the CNN the classifier's tokens come from: the file its
     config names (frontend.cnn) in models/*/, or cnn; its SHA-256 must be the recorded one."""
-    from train_your_own import sha256
+    from conytrain.audio.own import sha256
     fe = cfg.get("frontend") or {}
     if cnn is None:
         name = fe.get("cnn")
@@ -379,8 +379,7 @@ def report(labels, n, trained, variants, results, changing, seconds, steps_per_c
 
 
 def main():
-    here = os.path.dirname(os.path.abspath(__file__))
-    repo = os.path.dirname(here)
+    repo = REPO
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--dataset", default=os.path.join(repo, "out", "audio-dataset-v9"))
     ap.add_argument("--extra-dataset", help="also the test clips of this clip set (e.g. "

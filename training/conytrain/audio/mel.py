@@ -23,7 +23,8 @@ import os
 
 import numpy as np
 
-import golden_check
+from conytrain import REPO
+from conytrain.golden import check as golden_check
 
 VGGISH = dict(sample_rate=16000, window=400, hop=160, fft=512, n_mels=64,
               fmin=125.0, fmax=7500.0, log_offset=0.01, periodic=True)
@@ -141,9 +142,8 @@ def verify(golden):
 
 
 def main():
-    here = os.path.dirname(os.path.abspath(__file__))
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    ap.add_argument("--out", default=os.path.join(here, "..", "tests", "golden", "mel"))
+    ap.add_argument("--out", default=os.path.join(REPO, "tests", "golden", "mel"))
     args = ap.parse_args()
     os.makedirs(args.out, exist_ok=True)
 

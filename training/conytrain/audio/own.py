@@ -45,9 +45,9 @@ import tempfile
 
 import numpy as np
 
-HERE = os.path.dirname(os.path.abspath(__file__))
-ROOT = os.path.dirname(HERE)
-sys.path.insert(0, HERE)
+from conytrain import REPO
+
+ROOT = REPO
 
 TOKEN_SECONDS = 0.25     # conyvggish's default stride: 25 mel frames of 10 ms
 FIRST_TOKEN_SECONDS = 0.96
@@ -167,7 +167,7 @@ def sha256(path):
 
 
 def cnn_metadata(cnn):
-    import safetensors_io
+    from conytrain import safetensors_io
     return safetensors_io.load(cnn)[1]
 
 
@@ -241,9 +241,9 @@ def main(argv=None):
                  "(scripts/build.sh) or give --cony")
 
     import torch
-    from conyref.model import ConyEncoderClassifier
-    from export import export_model
-    from train import WindowSampler, train_epochs
+    from conytrain.ref.model import ConyEncoderClassifier
+    from conytrain.export import export_model
+    from conytrain.train import WindowSampler, train_epochs
     torch.set_num_threads(args.threads)
     torch.manual_seed(args.seed)
     rng = np.random.default_rng(args.seed)

@@ -59,7 +59,6 @@ import csv
 import json
 import os
 import subprocess
-import sys
 import time
 
 import numpy as np
@@ -67,15 +66,12 @@ import torch
 import torch.nn as nn
 import torch.nn.functional as F
 
-HERE = os.path.dirname(os.path.abspath(__file__))
-sys.path.insert(0, HERE)
-
-import mel_reference  # noqa: E402
-import safetensors_io  # noqa: E402
-from conyref.model import ConyEncoderClassifier, save_checkpoint  # noqa: E402
-from export import export_model  # noqa: E402
-from train import WindowSampler, fit_block_landmarks, train_epochs  # noqa: E402
-from vggish_model import VGGishLike, fold_batch_norm, layout, pack_side_by_side  # noqa: E402
+from conytrain import safetensors_io
+from conytrain.audio import mel as mel_reference
+from conytrain.cnn.vggish import VGGishLike, fold_batch_norm, layout, pack_side_by_side
+from conytrain.export import export_model
+from conytrain.ref.model import ConyEncoderClassifier, save_checkpoint
+from conytrain.train import WindowSampler, fit_block_landmarks, train_epochs
 
 PATCH = 96          # frames per CNN window (0.96 s)
 STRIDE = 25         # frames between windows (0.25 s): one token per stride

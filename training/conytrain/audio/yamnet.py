@@ -48,20 +48,16 @@ from concurrent.futures import ThreadPoolExecutor
 import numpy as np
 import torch
 
-HERE = os.path.dirname(os.path.abspath(__file__))
-REPO = os.path.dirname(HERE)
-sys.path.insert(0, HERE)
-
-import eval_default_audio  # noqa: E402
-import safetensors_io  # noqa: E402
-from conyref.model import ConyEncoderClassifier, save_checkpoint  # noqa: E402
-from conyref.mobilenet import dequantised  # noqa: E402
-from export import export_model  # noqa: E402
-from train import fit_block_landmarks, train_epochs  # noqa: E402
-from train_default_audio import (CorruptedWindows, carve_validation,  # noqa: E402
-                                 carve_validation_groups, log, read_manifest,
-                                 refit_on_validation, run, validation_groups_of)
-from train_your_own import cnn_frontend, sha256  # noqa: E402
+from conytrain import REPO, TRAINING, safetensors_io
+from conytrain.audio import eval_default as eval_default_audio
+from conytrain.audio.own import cnn_frontend, sha256
+from conytrain.audio.train_default import (CorruptedWindows, carve_validation,
+                                           carve_validation_groups, log, read_manifest,
+                                           refit_on_validation, run, validation_groups_of)
+from conytrain.export import export_model
+from conytrain.ref.mobilenet import dequantised
+from conytrain.ref.model import ConyEncoderClassifier, save_checkpoint
+from conytrain.train import fit_block_landmarks, train_epochs
 
 STRIDE = 25          # frames between YAMNet windows: one token every 0.25 s
 
@@ -93,7 +89,7 @@ def stage_tones(args):
     out = os.path.join(args.work, "tones")
     if os.path.exists(os.path.join(out, "manifest.csv")):
         return
-    run([sys.executable, os.path.join(HERE, "data", "synth_tones.py"), out,
+    run([sys.executable, os.path.join(TRAINING, "synth_tones.py"), out,
          "--train", str(args.tones_train), "--test", str(args.tones_test)])
     log(f"tones: {args.tones_train} train, {args.tones_test} test clips in {out}")
 

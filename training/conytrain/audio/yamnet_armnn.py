@@ -36,12 +36,11 @@ import wave
 
 import numpy as np
 
-HERE = os.path.dirname(os.path.abspath(__file__))
-ROOT = os.path.dirname(HERE)
-sys.path.insert(0, HERE)
+from conytrain import REPO
+from conytrain.audio import mel as mel_reference
+from conytrain.ref import mobilenet
 
-import mel_reference  # noqa: E402
-from conyref import mobilenet  # noqa: E402
+ROOT = REPO
 
 SR = 16000
 PATCH_FRAMES, PATCH_HOP = 96, 48         # 0.96 s patches every 0.48 s, as upstream YAMNet
@@ -106,8 +105,7 @@ def siren(tmp):
 
 def music(tmp):
     """A piece composed by training/data/synth_music.py (fixed seed), played by fluidsynth."""
-    sys.path.insert(0, os.path.join(HERE, "data"))
-    import synth_music
+    from conytrain.data import synth_music
     if shutil.which("fluidsynth") is None or not os.path.exists(synth_music.SOUNDFONT):
         raise RuntimeError("fluidsynth or " + synth_music.SOUNDFONT + " is not installed")
     rng = np.random.default_rng(25)

@@ -16,16 +16,12 @@ Prints one JSON object per line: {"blocks", "variant", "us_per_step" (wall),
 
 import argparse
 import json
-import os
-import sys
 import time
 
 import torch
 
-sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-
-from conyref.attention import VARIANTS  # noqa: E402
-from conyref.model import ConyEncoderClassifier  # noqa: E402
+from conytrain.ref.attention import VARIANTS
+from conytrain.ref.model import ConyEncoderClassifier
 
 
 def main():

@@ -19,20 +19,16 @@ import os
 import resource
 import shutil
 import subprocess
-import sys
 import tempfile
 import time
 
 import numpy as np
 import torch
 
-HERE = os.path.dirname(os.path.abspath(__file__))
-sys.path.insert(0, HERE)
-
-import safetensors_io  # noqa: E402
-import video_clips  # noqa: E402
-from conyref.model import ConyEncoderClassifier  # noqa: E402
-from train_default_video import FrameCnn  # noqa: E402
+from conytrain import REPO, safetensors_io
+from conytrain.ref.model import ConyEncoderClassifier
+from conytrain.video import clips as video_clips
+from conytrain.video.train_default import FrameCnn
 
 
 def gst_seconds(desc, repeat):
@@ -53,7 +49,7 @@ def gst_seconds(desc, repeat):
 
 def main():
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    ap.add_argument("--model-dir", default=os.path.join(os.path.dirname(HERE), "models", "video"))
+    ap.add_argument("--model-dir", default=os.path.join(REPO, "models", "video"))
     ap.add_argument("--frames", type=int, default=3000)
     ap.add_argument("--repeat", type=int, default=3)
     ap.add_argument("--json")

@@ -14,16 +14,13 @@ time), "patches"}.
 
 import argparse
 import json
-import os
-import sys
 import time
 
 import numpy as np
 import torch
 import torch.nn.functional as F
 
-sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-from conyref import mobilenet  # noqa: E402
+from conytrain.ref import mobilenet
 
 # CONY_CNN_YAMNET_LAYOUT (include/cony/cnn.h): word, output channels
 YAMNET = ([("conv3x3s2", 32)] +

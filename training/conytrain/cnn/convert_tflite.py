@@ -45,10 +45,7 @@ import sys
 
 import numpy as np
 
-HERE = os.path.dirname(os.path.abspath(__file__))
-sys.path.insert(0, HERE)
-
-import safetensors_io  # noqa: E402
+from conytrain import safetensors_io
 
 
 class TFLiteError(ValueError):

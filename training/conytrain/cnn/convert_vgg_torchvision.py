@@ -30,14 +30,10 @@ trailing_pools.
 
 import argparse
 import math
-import os
-import sys
 
 import numpy as np
 
-sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-
-import safetensors_io  # noqa: E402
+from conytrain import safetensors_io
 
 IMAGENET_MEAN = "0.485,0.456,0.406"
 IMAGENET_STD = "0.229,0.224,0.225"

@@ -32,10 +32,7 @@ import sys
 
 import numpy as np
 
-HERE = os.path.dirname(os.path.abspath(__file__))
-sys.path.insert(0, HERE)
-
-import safetensors_io  # noqa: E402
+from conytrain import safetensors_io
 
 _NAME = re.compile(r"^(features|embeddings)\.(\d+)\.(weight|bias)$")
 

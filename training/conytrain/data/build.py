@@ -26,7 +26,7 @@ from concurrent.futures import ThreadPoolExecutor
 
 import numpy as np
 
-import synth_music
+from conytrain.data import synth_music
 
 SR = 16000
 CLASSES = ["speech", "music", "noise", "alarm", "animal", "silence"]
@@ -1196,7 +1196,7 @@ TRAIN_ONLY5 = {
 # Version 6 adds twenty-five more packages (FlightGear warning horns and beeps, telephone
 # tones, bells, whistles; engines, weather, crowds; animals; music; spoken callouts), for
 # training only, listed file by file in train_only_v6.tsv.
-TRAIN_ONLY6_LIST = os.path.join(os.path.dirname(os.path.abspath(__file__)), "train_only_v6.tsv")
+TRAIN_ONLY6_LIST = os.path.join(os.path.dirname(os.path.abspath(__file__)), "versions", "train_only_v6.tsv")
 
 
 def train_only_v6(cat):
@@ -1670,9 +1670,14 @@ def main():
     print("manifest: %s" % man)
 
 
-if __name__ == "__main__":
+def cli():
+    """main(), a DataError reported in one line with exit status 1."""
     try:
         main()
     except DataError as e:
         print("build_audio_dataset: error: %s" % e, file=sys.stderr)
         sys.exit(1)
+
+
+if __name__ == "__main__":
+    cli()

@@ -24,13 +24,11 @@ OUT/manifest.csv and OUT/labels.txt.
 import argparse
 import csv
 import os
-import sys
 import wave
 
 import numpy as np
 
-sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-from build_audio_dataset import CLASSES, SR, colored_noise, rms  # noqa: E402
+from conytrain.data.build import CLASSES, SR, colored_noise, rms
 
 FIELDS = ["path", "label", "source_file", "split", "duration", "origin", "package", "group",
           "family", "detail", "set"]

@@ -37,14 +37,13 @@ import zlib
 
 import torch
 
-sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-
-import golden_check  # noqa: E402
-from conyref import attention as ref  # noqa: E402
+from conytrain import REPO
+from conytrain.golden import check as golden_check
+from conytrain.ref import attention as ref
 
 torch.set_num_threads(1)
 
-ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+ROOT = REPO
 DEFAULT_OUT = os.path.join(ROOT, "tests", "golden", "attention")
 
 FIXED = ("nystrom-fixed", "cony-fixed")

@@ -29,15 +29,13 @@ import sys
 import numpy as np
 import torch
 
-HERE = os.path.dirname(os.path.abspath(__file__))
-sys.path.insert(0, HERE)
-
-import golden_check  # noqa: E402
-from vggish_model import VGGishLike, postprocess_tf, postprocess_torch  # noqa: E402
+from conytrain import REPO
+from conytrain.cnn.vggish import VGGishLike, postprocess_tf, postprocess_torch
+from conytrain.golden import check as golden_check
 
 SMALL_CONV = (8, "M", 16, "M", 16, 16, "M", 32, 32, "M")
 SMALL_FC = (32, 32, 128)
-DEFAULT_OUT = os.path.join(HERE, "..", "tests", "golden", "cnn")
+DEFAULT_OUT = os.path.join(REPO, "tests", "golden", "cnn")
 
 
 def state_arrays(model):

@@ -18,18 +18,15 @@ pixel values in 0..1, NAME_expected.npy (N, D) float32 torch output (computed in
 
 import argparse
 import os
-import sys
 
 import numpy as np
 import torch
 import torch.nn as nn
 
-sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+from conytrain import REPO, safetensors_io
+from conytrain.cnn import convert_vgg_torchvision as cvt
 
-import convert_vgg_torchvision as cvt  # noqa: E402
-import safetensors_io  # noqa: E402
-
-ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+ROOT = REPO
 
 
 class OwnGap(nn.Module):

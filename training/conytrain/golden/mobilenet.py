@@ -24,13 +24,11 @@ import sys
 
 import numpy as np
 
-HERE = os.path.dirname(os.path.abspath(__file__))
-sys.path.insert(0, HERE)
+from conytrain import REPO
+from conytrain.golden import check as golden_check
+from conytrain.ref import mobilenet
 
-import golden_check  # noqa: E402
-from conyref import mobilenet  # noqa: E402
-
-DEFAULT_OUT = os.path.join(HERE, "..", "tests", "golden", "mobilenet")
+DEFAULT_OUT = os.path.join(REPO, "tests", "golden", "mobilenet")
 # (word, output channels or None)
 LAYERS = (("conv3x3s2", 8), ("dw3x3s1", None), ("conv1x1", 12), ("dw3x3s2", None),
           ("conv1x1", 16), ("conv3x3s1", 16), ("dw3x3s2", None), ("conv1x1", 24),

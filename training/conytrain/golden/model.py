@@ -22,14 +22,11 @@ import tempfile
 import numpy as np
 import torch
 
-HERE = os.path.dirname(os.path.abspath(__file__))
-sys.path.insert(0, HERE)
-
-import golden_check  # noqa: E402
-import safetensors_io  # noqa: E402
-from conyref.attention import project  # noqa: E402
-from conyref.model import ConyEncoderClassifier  # noqa: E402
-from export import export_model  # noqa: E402
+from conytrain import REPO, safetensors_io
+from conytrain.export import export_model
+from conytrain.golden import check as golden_check
+from conytrain.ref.attention import project
+from conytrain.ref.model import ConyEncoderClassifier
 
 # name, blocks, attention, n, m, positional encoding, overrides[, tokens per step[, d_in]]
 CASES = [
@@ -70,7 +67,7 @@ CASES = [
 ]
 
 D_IN, D, HEADS, FF, CLASSES = 6, 8, 2, 16, 3
-DEFAULT_OUT = os.path.join(HERE, "..", "tests", "golden", "model")
+DEFAULT_OUT = os.path.join(REPO, "tests", "golden", "model")
 
 
 def make_model(blocks, attention, n, m, pe, seed, landmarks=True, k=1, d_in=D_IN):

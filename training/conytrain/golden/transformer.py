@@ -15,17 +15,15 @@ import sys
 
 import torch
 
-HERE = os.path.dirname(os.path.abspath(__file__))
-sys.path.insert(0, HERE)
-
-from conyref.model import ConyEncoderClassifier  # noqa: E402
-from export import export_model  # noqa: E402
+from conytrain import REPO
+from conytrain.export import export_model
+from conytrain.ref.model import ConyEncoderClassifier
 
 LABELS = ["speech", "music", "noise", "silence"]
 
 
 def main():
-    out = sys.argv[1] if len(sys.argv) > 1 else os.path.join(HERE, "..", "tests", "golden",
+    out = sys.argv[1] if len(sys.argv) > 1 else os.path.join(REPO, "tests", "golden",
                                                              "transformer")
     os.makedirs(out, exist_ok=True)
     torch.set_num_threads(1)

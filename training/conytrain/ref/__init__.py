@@ -1,4 +1,4 @@
-"""conyref: float64 reference of the attention variants in docs/attention.md."""
+"""conytrain.ref (formerly conyref): float64 reference of the attention variants in docs/attention.md."""
 
 from .attention import (  # noqa: F401
     VARIANTS,

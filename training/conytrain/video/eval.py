@@ -27,17 +27,15 @@ import time
 
 import numpy as np
 
-HERE = os.path.dirname(os.path.abspath(__file__))
-sys.path.insert(0, HERE)
-
-import video_clips  # noqa: E402
+from conytrain import REPO
+from conytrain.video import clips as video_clips
 
 FRAME_NS = 100_000_000   # 10 fps
 
 
 def main(argv=None):
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    ap.add_argument("--model-dir", default=os.path.join(os.path.dirname(HERE), "models", "video"))
+    ap.add_argument("--model-dir", default=os.path.join(REPO, "models", "video"))
     ap.add_argument("--per-class", type=int, default=40)
     ap.add_argument("--frames", type=int, default=32)
     ap.add_argument("--seed", type=int, default=1001)

@@ -40,7 +40,6 @@ through GStreamer and libcony (conyframeembed + cony classify).
 import argparse
 import json
 import os
-import sys
 import time
 
 import numpy as np
@@ -48,12 +47,10 @@ import torch
 import torch.nn as nn
 import torch.nn.functional as F
 
-sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-
-import safetensors_io  # noqa: E402
-import video_clips  # noqa: E402
-from conyref.model import ConyEncoderClassifier  # noqa: E402
-from export import export_model  # noqa: E402
+from conytrain import safetensors_io
+from conytrain.export import export_model
+from conytrain.ref.model import ConyEncoderClassifier
+from conytrain.video import clips as video_clips
 
 SIZE = 32
 FPS = 10
