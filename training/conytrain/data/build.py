@@ -1100,103 +1100,43 @@ EXTRA_REWEIGHT = {("noise", "synth_noise"): 0.40, ("alarm", "synth_alarm"): 0.50
                   ("animal", "tuxpaint_animals"): 0.55}
 
 
-# Recordings of eight more packages, for training only (version 3, --train-extra). The
-# classes the second model got most wrong on unseen recordings were alarms (sirens heard as
-# noise or music), bird calls (heard as alarms) and animal calls in general.
-TRAIN_ONLY_ALARM = [
-    ("scorched3d-data", "usr/share/games/scorched3d/data/globalmods", r"/(policecar|firetruck|beep2?|carhorn[0-9])\.wav$", 8),
-    ("gnome-shell-pomodoro-data", "usr/share/gnome-pomodoro/sounds", r"/loud-bell\.ogg$", 1),
-    ("linphone-common", "usr/share/sounds/linphone", r"/(toy-mono|oldphone-mono)\.wav$", 2),
-    ("lugaru-data", "usr/share/games/lugaru/Sounds", r"/Alarm\.ogg$", 1),
-    ("tuxmath-data", "usr/share/tuxmath/sounds", r"/towerclock\.wav$", 1),
-    ("tuxtype-data", "usr/share/tuxtype/sounds", r"/(alarm|buzz)\.wav$", 2),
-    ("twinkle-common", "usr/share/twinkle", r"/(ringtone|ringback)\.wav$", 2),
-]
-TRAIN_ONLY_ANIMAL = [
-    ("scorched3d-data", "usr/share/games/scorched3d/data/globalmods",
-     r"/(birds[12]|birdchirp[0-9]|gull[0-9]|frogs|wolf|bats[0-9]|dog[0-9]|rooster|sheep|cows|moo)\.wav$", 15),
-    ("gnome-shell-pomodoro-data", "usr/share/gnome-pomodoro/sounds", r"/birds\.ogg$", 1),
-    ("lugaru-data", "usr/share/games/lugaru/Sounds", r"/(Growl2?|Hawk|Bark[0-9]?)\.ogg$", 3),
-    ("megaglest-data", "usr/share/games/megaglest",
-     r"/(tilesets/[^/]+/sounds/(wolf|hawk|rooster|owl|chicken|mudchute_cow_[0-9])"
-     r"|commondata/sounds/(cow|pig)_[a-z]+[0-9]|units/(wild_sow|chicken|bull|thunderbird|beehive|elephant|sheep)/sounds/[^/]+)\.(wav|ogg)$", 40),
-]
-TRAIN_ONLY_NOISE = [
-    ("scorched3d-data", "usr/share/games/scorched3d/data/globalmods",
-     r"/(tankmove|elevate|turn|f16_[12]|f18_[12]|t38|jet|apache_1|rain|oceanwaves|factoryloop1|cheeringloop|citysounds|helicopter|cessna)\.wav$", 12),
-    ("megaglest-data", "usr/share/games/megaglest/tilesets", r"/sounds/(wind|rain)\.(wav|ogg)$", 4),
-    ("lugaru-data", "usr/share/games/lugaru/Sounds", r"/(Wind|DesertAmbient|Fire)\.ogg$", 3),
-    ("tuxtype-data", "usr/share/tuxtype/sounds", r"/cheer\.wav$", 1),
-]
+# The data set versions' tables (versions/*.tsv): tab-separated, a header line, '#' lines are
+# comments.
+VERSIONS = os.path.join(os.path.dirname(os.path.abspath(__file__)), "versions")
 
 
-# Version 4 adds the recordings of eleven more packages, again for training only, and
-# train-only music and speech (a third of the music errors were tracks heard as noise).
-# Two packages keep their sounds in archives that unpack_archives.py opens first.
-OPENSFX = ("usr/share/games/openttd/baseset/opensfx", r"/opensfx\.cat\.d/(%s)_[^/]+\.wav$")
-GCOMPRIS = "usr/share/gcompris-qt/rcc"
-TRAIN_ONLY4_ALARM = [
-    ("supertux-data", "usr/share/games/supertux2/sounds", r"/(phone|savebell2|savebell_low)\.wav$", 3),
-    ("heroes-sound-effects", "usr/share/games/heroes/sfx", r"/claxon\.wav$", 1),
-    ("warmux-data", "usr/share/games/warmux/sound/default/weapons", r"/mine_beep\.ogg$", 1),
-    # factory whistle, steam-train, ship and ferry horns, level-crossing bells, morse, car horn
-    ("openttd-opensfx", OPENSFX[0], OPENSFX[1] % "03|04|06|07|14|22|35", 7),
-    ("gcompris-qt-data", GCOMPRIS, r"/LRRing_01_LA\.ogg$", 1),
-]
-TRAIN_ONLY4_ANIMAL = [
-    ("sound-icons", "usr/share/sounds/sound-icons", r"/canary-long\.wav$", 1),
-    # sheep, cow, horse, tropical birds, lion, monkeys
-    ("openttd-opensfx", OPENSFX[0], OPENSFX[1] % "36|37|38|66|67|68|72", 7),
-    ("gcompris-qt-data", GCOMPRIS,
-     r"(/animals/[a-z]+\.ogg|/LRBark_[13]_LA_cut\.ogg|/LRFrogsInPondDuringStormLACut\.ogg)$", 10),
-]
-TRAIN_ONLY4_NOISE = [
-    ("supertux-data", "usr/share/games/supertux2/sounds", r"/(rain|waterfall)\.wav$", 2),
-    ("heroes-sound-effects", "usr/share/games/heroes/sfx", r"/foule[12]\.wav$", 2),
-    ("warmux-data", "usr/share/games/warmux/sound/default/weapons", r"/aircraft_flying\.ogg$", 1),
-    ("freedink-data", "usr/share/games/dink/dink/Sound", r"/fire\.wav$", 1),
-    # planes, jets, helicopter, buses, trucks, trains, mining machinery, steam, jackhammer,
-    # sawmill, chainsaw, wind, applause
-    ("openttd-opensfx", OPENSFX[0], OPENSFX[1] % "08|09|11|13|24|25|27|28|29|33|40|52|56|57|59|61|71", 17),
-    ("gcompris-qt-data", GCOMPRIS,
-     r"/(LRFactory_noise_0[1245]_LA|LRRain_in_garden_01_LA_cut|LRStartAndStopCarEngine1LACut"
-     r"|LRTrain_slowing_down_01_LA_cut|LRApplauses_1_LA_cut|water_fill)\.(ogg|wav)$", 9),
-]
-TRAIN_ONLY4_MUSIC = [
-    ("supertux-data", "usr/share/games/supertux2/music", r"\.ogg$", 40),
-    ("warmux-data", "usr/share/games/warmux", r"(/music/(ingame|menu)/[^/]+|/frog_music)\.ogg$", 12),
-    ("openclonk-data", "usr/share/games/openclonk/Music.ocg", r"\.ogg$", 8),
-    ("freedink-data", "usr/share/games/dink/dink/Sound", r"/(lovin|denube|1|5|106)\.ogg$", 5),
-    ("xmoto-data", "usr/share/games/xmoto/Textures/Musics", r"\.ogg$", 5),
-    ("asterisk-moh-opsound-wav", "usr/share/asterisk/moh", r"\.wav$", 5),
-    ("megaglest-data", "usr/share/games/megaglest", r"/music/[^/]+\.ogg$", 8),
-    ("lugaru-data", "usr/share/games/lugaru/Sounds", r"/Music[^/]*\.ogg$", 5),
-    ("tuxmath-data", "usr/share/tuxmath/sounds", r"/0[123]_[^/]+\.ogg$", 3),
-    ("tuxtype-data", "usr/share/tuxtype/sounds", r"/(tuxi|amidst_the_raindrops|chiptune2)\.ogg$", 3),
-    ("gcompris-qt-data", GCOMPRIS, r"/(music/[a-z]+|instruments/resource/[a-z_]+)\.ogg$", 20),
-]
-# American English telephone prompts (8 kHz), one speaker; a group per prompt set
-TRAIN_ONLY4_SPEECH = ("asterisk-core-sounds-en-wav", "usr/share/asterisk/sounds/en_US_f_Allison",
-                      r"/en_US_f_Allison/((digits|letters|phonetic|dictate|followme)/)?[a-z0-9-]+\.wav$", 300)
+def read_table(name):
+    """The rows of versions/NAME as dicts."""
+    with open(os.path.join(VERSIONS, name), newline="") as f:
+        return list(csv.DictReader((line for line in f if not line.startswith("#")),
+                                   delimiter="\t", quoting=csv.QUOTE_NONE))
 
 
-# Version 5 adds 0 A.D. (animal calls, water and weather ambiences, music; unpacked from its
-# public.zip) and Warzone 2100's soundtrack (Opus, decoded to wav), again for training only.
-OAD = "usr/share/games/0ad/mods/public/public.zip.d/audio"
-TRAIN_ONLY5 = {
-    "animal": [("0ad-data", OAD, r"/(actor/fauna/animal/[^/]+|actor/fauna/death/(goat_[0-9]+|death_horse_1[01]"
-                                  r"|death_camel_10)|voice/global/civ_dog_bark)\.ogg$", 50)],
-    "noise": [("0ad-data", OAD, r"/ambient/(water/[^/]+|weather/(wind_11|windstorm_11|snowstorm_11|rain_1[12]"
-                                 r"|windgust_11|windleaves_1[01]))\.ogg$", 14)],
-    "music": [("0ad-data", OAD, r"/music/[^/]+\.ogg$", 50),
-              ("warzone2100-music", "usr/share/games/warzone2100/music", r"\.opus\.wav$", 25)],
-}
+def pattern_row(r):
+    """(package, directory, regex, minimum files) of a table row."""
+    return (r["package"], r["directory"], r["regex"], int(r["minimum"]))
+
+
+def train_only_table():
+    """version -> class -> [(package, directory, regex, minimum files)] of
+    versions/train_only.tsv (versions 3, 4, 5 and 7; version 6 is train_only_v6.tsv)."""
+    out = {}
+    for r in read_table("train_only.tsv"):
+        out.setdefault(int(r["version"]), {}).setdefault(r["class"], []).append(pattern_row(r))
+    return out
+
+
+# version -> class -> [(package, directory, regex, minimum files)]; a version's train-only
+# recordings are those of every table up to it (version 6 adds train_only_v6.tsv)
+TRAIN_ONLY = train_only_table()
+# version 4's train-only speech: one speaker's telephone prompts, a group per prompt set
+TRAIN_ONLY4_SPEECH = TRAIN_ONLY[4]["speech"][0]
 
 
 # Version 6 adds twenty-five more packages (FlightGear warning horns and beeps, telephone
 # tones, bells, whistles; engines, weather, crowds; animals; music; spoken callouts), for
 # training only, listed file by file in train_only_v6.tsv.
-TRAIN_ONLY6_LIST = os.path.join(os.path.dirname(os.path.abspath(__file__)), "versions", "train_only_v6.tsv")
+TRAIN_ONLY6_LIST = os.path.join(VERSIONS, "train_only_v6.tsv")
 
 
 def train_only_v6(cat):
@@ -1214,47 +1154,6 @@ def train_only_v6(cat):
                                                                   r["class"], r["path"]))
             out[r["class"]].append(path)
     return out
-
-
-# Version 7 (data set version 9) adds three packages no earlier version used, again for
-# training only, aimed at what every model so far got wrong on held-out recordings (a toilet
-# flush, sirens, an owl, a squirrel, insects): qABCs' short recordings of animals and machines
-# (its alphabet's "noises"; only names whose class is plain: no silent animals, no toys),
-# Micropolis' siren, police siren, car horns and traffic, and the Minetest homedecor mod's
-# toilet flush, shower, tap, fire and doorbell.
-QABCS = "usr/share/qabcs/abcs/all/noises"
-MICROPOLIS = "usr/share/games/micropolis/res/sounds"
-HOMEDECOR = "usr/share/games/minetest/mods/homedecor"
-TRAIN_ONLY7 = {
-    "alarm": [("micropolis-data", MICROPOLIS, r"/(siren|police|honkhonk-(hi|med|low))\.wav$", 5),
-              ("minetest-mod-homedecor", HOMEDECOR, r"/homedecor_doorbell\.ogg$", 1),
-              ("qabcs-data", QABCS, r"/whistle\.ogg$", 1)],
-    "animal": [("qabcs-data", QABCS,
-                r"/(albatross|bear|bird|booby|calf|cat|chimpanzee|chinchilla|cow|crow|deer|dog|dolphin"
-                r"|duck|eagle-owl|elephant|emu|ferret|flamingo|foal|frog|giant_panda|giraffe|goose"
-                r"|grasshopper|guinea_fowl|hamster|hedgehog|heron|horse|hyena|iora|jaguar|jerboa|koala"
-                r"|ladybug|lion|little_monkey|lynx|moose|moth|mouse|otter|owl|pelican|pheasant|pig"
-                r"|porcupine|quail|quetzal|raccoon|rhinoceros|rooster|sheep|sparrow|squirrel|stork|tiger"
-                r"|vulture|wallaby|whale|wolf|wood_grouse|yak|zebra)\.ogg$", 65),
-               ("micropolis-data", MICROPOLIS, r"/quack(quack)?\.wav$", 2)],
-    "noise": [("qabcs-data", QABCS,
-               r"/(airplane|excavator|fire|helicopter|quadrocopter|rocket|tractor|train|skateboard"
-               r"|chalkboard|newspaper|ice_skate|zipper)\.ogg$", 13),
-              ("micropolis-data", MICROPOLIS, r"/(heavytraffic|fire|ignition)\.wav$", 3),
-              ("minetest-mod-homedecor", HOMEDECOR,
-               r"/(homedecor_(shower|toilet_flush|faucet)|fire_small)\.ogg$", 4)],
-}
-
-
-# version -> class -> [(package, directory, regex, minimum files)]; a version's train-only
-# recordings are those of every table up to it (version 6 adds train_only_v6.tsv)
-TRAIN_ONLY = {
-    3: {"alarm": TRAIN_ONLY_ALARM, "animal": TRAIN_ONLY_ANIMAL, "noise": TRAIN_ONLY_NOISE},
-    4: {"alarm": TRAIN_ONLY4_ALARM, "animal": TRAIN_ONLY4_ANIMAL, "noise": TRAIN_ONLY4_NOISE,
-        "music": TRAIN_ONLY4_MUSIC, "speech": [TRAIN_ONLY4_SPEECH]},
-    5: TRAIN_ONLY5,
-    7: TRAIN_ONLY7,
-}
 
 
 def train_only_files(cat, version, label, v6):
@@ -1281,8 +1180,8 @@ def speech_group(cat, f):
 def build_train_only_families(cat, version=3, use_v6_list=True):
     """Recordings used for training only (--train-extra): their groups never enter the test
     split, so the held-out test split stays version 2's. Labels come from file names that
-    make the class unambiguous. version 4 adds TRAIN_ONLY4_* (and music and speech),
-    version 5 TRAIN_ONLY5, version 6 train_only_v6.tsv, version 7 TRAIN_ONLY7;
+    make the class unambiguous. version 4 adds its rows of versions/train_only.tsv (and
+    music and speech), version 5 its rows, version 6 train_only_v6.tsv, version 7 its rows;
     use_v6_list=False leaves train_only_v6.tsv out of versions 6 and 7."""
     fam = defaultdict(list)
     v6 = train_only_v6(cat) if version >= 6 and use_v6_list else None
@@ -1453,13 +1352,8 @@ def plan_synth_music(n, a):
 
 
 # Data set version 11 (--added-music N): real music of four packages no earlier version used,
-# for training only. Music is the weakest real class on validation in every run of the
-# shipped recipe (training/train_default_audio.py); these were chosen for that class, not for
-# any test recording.
-ADDED_MUSIC = [("hyperrogue-music", "usr/share/hyperrogue/music", r"\.ogg$", 17),
-               ("naev-data", "usr/share/naev/dat/snd/music", r"\.ogg$", 50),
-               ("ardentryst", "usr/share/games/ardentryst/Music", r"\.ogg$", 14),
-               ("etw-data", "usr/share/games/etw/music", r"\.wav$", 15)]
+# for training only (versions/added_music.tsv).
+ADDED_MUSIC = [pattern_row(r) for r in read_table("added_music.tsv")]
 ADDED_MUSIC_FAMILY = "train_only_music11"
 
 
