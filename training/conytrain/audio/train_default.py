@@ -235,23 +235,6 @@ class PatchClassifier(nn.Module):
 LOG_OFFSET = FRONTEND["log_offset"]
 
 
-def random_eq_db(rng):
-    """A smooth random response over the mel bands in dB, the way a microphone, a small
-    loudspeaker or a room colours a recording: a tilt of -8..+8 dB from the lowest to the
-    highest band, one or two bumps or dips of up to +-8 dB a few bands wide, and with
-    probability 0.25 a low-pass roll-off (a cheap speaker or a phone line) of 1.5..6 dB a
-    band above a random band."""
-    b = np.arange(N_MELS, dtype=np.float64)
-    db = rng.uniform(-8, 8) * (b / (N_MELS - 1) - 0.5)
-    for _ in range(int(rng.integers(1, 3))):
-        c, w = rng.uniform(0, N_MELS), rng.uniform(2, 12)
-        db += rng.uniform(-8, 8) * np.exp(-0.5 * ((b - c) / w) ** 2)
-    if rng.random() < 0.25:
-        cut = rng.uniform(30, 60)
-        db -= rng.uniform(1.5, 6) * np.maximum(b - cut, 0.0)
-    return db
-
-
 def random_patch_energy(mels, y, rng, accept):
     """The mel energies of a PATCH-frame patch at a random offset of a random clip whose
     class passes accept."""
@@ -270,8 +253,7 @@ def add_below(e, other, db):
     return e + other * ratio * 10 ** (-db / 20.0)
 
 
-def augment(xb, yb, mels, y, silence, rng, quiet_frac=0.0, clip_db=None, eq_p=0.0,
-            noise=-1, bg_p=0.0, bg_db=(3.0, 15.0)):
+def augment(xb, yb, mels, y, silence, rng, quiet_frac=0.0, clip_db=None):
     """Augmentation in the log-mel domain, exact where it can be: the mel energies
     (exp(L) - offset) are linear in the waveform's amplitude, so a gain g is
     L' = log(g (exp(L) - offset) + offset). Per patch: a gain of -6..+6 dB; with
@@ -281,10 +263,7 @@ def augment(xb, yb, mels, y, silence, rng, quiet_frac=0.0, clip_db=None, eq_p=0.
     (p 0.3 each, filled with the patch's floor). Silence patches get only gain (kept at
     most -58 dBFS + 6 dB, still far below the quietest noise) and no mixing. A share
     quiet_frac of the other patches is scaled down to a silence level (clip_db: the RMS
-    level in dBFS of each patch's clip) and relabelled silence. With probability bg_p
-    (default 0: off, no random numbers drawn) a non-silence patch also gets a patch of a
-    noise-class clip (class id noise) bg_db dB down, 3..15 by default: a sound heard over the
-    ambience of where it was recorded keeps its label."""
+    level in dBFS of each patch's clip) and relabelled silence."""
     B = xb.shape[0]
     yb = yb.copy()
     e = np.maximum(np.exp(xb.astype(np.float64)) - LOG_OFFSET, 0.0)
@@ -296,14 +275,14 @@ def augment(xb, yb, mels, y, silence, rng, quiet_frac=0.0, clip_db=None, eq_p=0.
             yb[j] = silence
             continue
         e[j] *= 10 ** (rng.uniform(-6, 6) / 20.0)        # mel values are magnitudes
-        if yb[j] != silence and rng.random() < eq_p:
-            e[j] *= 10 ** (random_eq_db(rng) / 20.0)         # per band: a filter's gain
+        if yb[j] != silence:
+            # the draw of the random EQ that was tried and dropped (models/audio/
+            # EXPERIMENTS.md): kept so that every recipe's random stream, and so its
+            # models, stay the same
+            rng.random()
         if yb[j] != silence and rng.random() < 0.5:
             other = random_patch_energy(mels, y, rng, lambda c: c != silence)
             e[j] = add_below(e[j], other, rng.uniform(12, 30))
-        if bg_p > 0 and yb[j] != silence and rng.random() < bg_p:
-            other = random_patch_energy(mels, y, rng, lambda c: c == noise)
-            e[j] = add_below(e[j], other, rng.uniform(*bg_db))
     out = np.log(e + LOG_OFFSET)
     for j in range(B):
         if yb[j] == silence:
@@ -328,53 +307,11 @@ def augment(xb, yb, mels, y, silence, rng, quiet_frac=0.0, clip_db=None, eq_p=0.
     return out.astype(np.float32), yb
 
 
-def draw_patch(m, rng, stretch_p=0.0, stretch_range=(0.7, 1.4)):
-    """A patch of PATCH frames of the log-mel m at a random frame offset. With probability
-    stretch_p it is time-stretched: round(PATCH * r) frames, r log-uniform in stretch_range,
-    resampled to PATCH frames by linear interpolation along time. That plays the sound
-    faster (r > 1) or slower with its spectrum unchanged: a siren's sweep, a call's length,
-    a chatter's rate vary between recordings of one kind, and the CNN should not learn each
-    training recording's own rate."""
+def draw_patch(m, rng):
+    """A patch of PATCH frames of the log-mel m at a random frame offset."""
     n = m.shape[0]
-    if stretch_p > 0 and rng.random() < stretch_p:
-        lo, hi = np.log(stretch_range[0]), np.log(stretch_range[1])
-        length = min(n, max(2, int(round(PATCH * np.exp(rng.uniform(lo, hi))))))
-        t = int(rng.integers(0, n - length + 1))
-        src = m[t:t + length]
-        pos = np.linspace(0.0, length - 1, PATCH)
-        i0 = np.minimum(pos.astype(np.int64), length - 2)
-        frac = (pos - i0)[:, None]
-        return ((1.0 - frac) * src[i0] + frac * src[i0 + 1]).astype(m.dtype)
     t = int(rng.integers(0, n - PATCH + 1))
     return m[t:t + PATCH]
-
-
-def mixup(xb, yb, classes, silence, rng, p):
-    """Mixup in the mel-energy domain: with probability p a patch is mixed with another
-    patch of the batch, both scaled to the same mean energy, in proportions lam : 1 - lam
-    (lam ~ Beta(0.4, 0.4)), and its target becomes the same mixture of the two one-hot
-    labels. Silence patches are neither mixed nor mixed in (silence is a level: any sound
-    added to it is no longer silence). Returns the patches and (B, classes) soft targets."""
-    B = xb.shape[0]
-    target = np.zeros((B, classes), np.float32)
-    target[np.arange(B), yb] = 1.0
-    loud = np.flatnonzero(yb != silence)
-    if p <= 0 or len(loud) < 2:
-        return xb, target
-    e = np.maximum(np.exp(xb.astype(np.float64)) - LOG_OFFSET, 0.0)
-    out = xb.copy()
-    for j in loud:
-        if rng.random() >= p:
-            continue
-        k = int(loud[rng.integers(len(loud))])
-        if k == j:
-            continue
-        lam = float(np.clip(rng.beta(0.4, 0.4), 0.0, 1.0))
-        other = e[k] * (e[j].mean() / max(e[k].mean(), 1e-12))
-        out[j] = np.log(lam * e[j] + (1.0 - lam) * other + LOG_OFFSET)
-        target[j] = lam * target[j]
-        target[j, yb[k]] += 1.0 - lam
-    return out.astype(np.float32), target
 
 
 def load_mels(args, rows):
@@ -388,9 +325,6 @@ def stage_cnn(args, rows, labels):
     mels = load_mels(args, train)
     y = np.array([labels.index(r["label"]) for r in train])
     silence = labels.index("silence") if "silence" in labels else -1
-    noise = labels.index("noise") if "noise" in labels else -1
-    if args.bg_noise_p > 0 and noise < 0:
-        raise ValueError("--bg-noise-p needs a class named noise")
     clip_db = np.array([20 * np.log10(np.sqrt(np.mean(read_wav_mono16k(
         os.path.join(args.dataset, r["path"])) ** 2)) + 1e-12) for r in train])
     groups = [r["group"] for r in train]
@@ -417,20 +351,18 @@ def stage_cnn(args, rows, labels):
     total = steps_per_epoch * args.cnn_epochs
     sched = torch.optim.lr_scheduler.OneCycleLR(opt, args.cnn_lr, total_steps=total,
                                                 pct_start=0.15)
-    ema = WeightAverage(model, args.cnn_ema) if args.cnn_ema > 0 else None
 
     def draw_batch(idx):
         """One training batch of the clips idx: a patch of each at a random frame offset,
         augmented; the patches, their labels and the smoothed soft targets, as tensors."""
         xb = np.empty((len(idx), PATCH, N_MELS), np.float32)
         for j, i in enumerate(idx):
-            xb[j] = draw_patch(mels[i], rng, args.time_stretch_p)
+            xb[j] = draw_patch(mels[i], rng)
         if args.augment:
-            xb, yb = augment(xb, y[idx], mels, y, silence, rng, args.quiet_frac,
-                             clip_db[idx], args.eq_p, noise, args.bg_noise_p)
+            xb, yb = augment(xb, y[idx], mels, y, silence, rng, args.quiet_frac, clip_db[idx])
         else:
             yb = y[idx]
-        xb, target = mixup(xb, yb, len(labels), silence, rng, args.mixup_p)
+        target = np.eye(len(labels), dtype=np.float32)[yb]
         target = torch.from_numpy(target) * 0.95 + 0.05 / len(labels)  # label smoothing
         return torch.from_numpy(xb), torch.from_numpy(yb), target
 
@@ -461,20 +393,11 @@ def stage_cnn(args, rows, labels):
             loss.backward()
             opt.step()
             sched.step()
-            if ema:
-                ema.update(model)
             loss_sum += loss.item() * len(idx)
             correct += (logits.argmax(1) == yb).sum().item()
             seen += len(idx)
         log(f"cnn epoch {epoch + 1}/{args.cnn_epochs}: loss {loss_sum / seen:.4f} "
             f"train patch acc {correct / seen:.3f} ({time.time() - t0:.0f} s)")
-    if ema:
-        ema.copy_to(model)
-        if args.batch_norm:
-            n = reestimate_batch_norm(model, lambda: draw_batch(
-                rng.choice(len(train), size=args.cnn_batch, p=draw_p))[0])
-            log(f"cnn: weights averaged (decay {args.cnn_ema}); batch-norm statistics "
-                f"re-estimated on {n} patches")
     model.eval()
     if args.batch_norm:
         model.cnn = fold_batch_norm(model.cnn)     # the plain layout: cnn.pt and the file agree
@@ -484,47 +407,6 @@ def stage_cnn(args, rows, labels):
     torch.save({"state_dict": model.state_dict(), "conv": conv, "fc": fc,
                 "center_height": bool(args.center_bands)},
                os.path.join(args.work, "cnn.pt"))
-
-
-class WeightAverage:
-    """An exponential moving average of a model's parameters over the training steps
-    (Polyak averaging): the average sits nearer the middle of the flat region the last
-    steps wander in than the last step does, which tends to generalise better and to
-    vary less from seed to seed. Batch-norm statistics are not averaged: they belong to
-    the weights that produced them (reestimate_batch_norm)."""
-
-    def __init__(self, model, decay):
-        self.decay = decay
-        self.params = {k: v.detach().clone() for k, v in model.named_parameters()}
-
-    @torch.no_grad()
-    def update(self, model):
-        for k, v in model.named_parameters():
-            self.params[k].mul_(self.decay).add_(v.detach(), alpha=1.0 - self.decay)
-
-    @torch.no_grad()
-    def copy_to(self, model):
-        for k, v in model.named_parameters():
-            v.copy_(self.params[k])
-
-
-@torch.no_grad()
-def reestimate_batch_norm(model, next_batch, batches=100):
-    """Recomputes every BatchNorm's running mean and variance as the plain average over
-    `batches` training batches (next_batch() -> input tensor) seen by the current
-    weights; returns the number of patches used."""
-    bns = [m for m in model.modules() if isinstance(m, nn.BatchNorm2d)]
-    for m in bns:
-        m.reset_running_stats()
-        m.momentum = None               # cumulative average, not an exponential one
-    model.train()
-    seen = 0
-    for _ in range(batches):
-        xb = next_batch()
-        model(xb)
-        seen += len(xb)
-    model.eval()
-    return seen
 
 
 def load_patch_classifier(work, classes):
@@ -790,10 +672,6 @@ def main():
     ap.add_argument("--cnn-batch", type=int, default=64)
     ap.add_argument("--cnn-lr", type=float, default=3e-3)
     ap.add_argument("--cnn-dropout", type=float, default=0.3)
-    ap.add_argument("--cnn-ema", type=float, default=0.0,
-                    help="keep an exponential moving average of the CNN's weights with this "
-                         "decay per step (e.g. 0.998) and export it, batch-norm statistics "
-                         "re-estimated for it; 0: off (the last step's weights)")
     ap.add_argument("--no-augment", dest="augment", action="store_false")
     ap.add_argument("--group-balance", type=int, default=1,
                     help="1: draw CNN patches balanced by class and source group (see stage_cnn)")
@@ -804,9 +682,6 @@ def main():
     ap.add_argument("--pack", default="",
                     help="stage pack: comma-separated work directories of earlier runs whose "
                          "CNNs are packed side by side into this run's CNN (stage_pack)")
-    ap.add_argument("--mixup-p", type=float, default=0.0,
-                    help="share of (non-silence) CNN training patches mixed with another "
-                         "patch of the batch, soft targets (mixup(); 0 = off)")
     ap.add_argument("--distill", default="",
                     help="comma-separated work directories of earlier runs whose per-patch "
                          "classifiers (WORK/cnn.pt) teach this run's CNN (distillation_loss; "
@@ -825,14 +700,6 @@ def main():
     ap.add_argument("--distill-skip-families", default="synth_music",
                     help="comma-separated manifest families whose clips learn from their labels "
                          "only (the teachers never heard such clips)")
-    ap.add_argument("--time-stretch-p", type=float, default=0.0,
-                    help="CNN augmentation: share of patches time-stretched by 0.7-1.4 "
-                         "(draw_patch; default 0, off)")
-    ap.add_argument("--bg-noise-p", type=float, default=0.0,
-                    help="CNN augmentation: share of non-silence patches that get a noise-class "
-                         "patch 3-15 dB down (augment; default 0, off)")
-    ap.add_argument("--eq-p", type=float, default=0.0,
-                    help="probability of a random smooth EQ on a non-silence patch (random_eq_db)")
     # transformer
     ap.add_argument("--d", type=int, default=32)
     ap.add_argument("--heads", type=int, default=2)
