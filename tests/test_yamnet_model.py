@@ -8,7 +8,7 @@ float64 numpy reference, and GStreamer pipelines on generated sounds.
   training/verify_yamnet_armnn.py) gives ArmNN's top-1 on every patch, and no score more
   than 0.1 from ArmNN's (ArmNN ran the original int8 .tflite);
 * `cony embed` (scores, and the 1024-d embedding with --embedding) against
-  training/conyref/mobilenet.py on those patches and on generated ones: max |difference|
+  training/conytrain/ref/mobilenet.py on those patches and on generated ones: max |difference|
   at most 1e-4 of max |reference| per patch;
 * `cony tag` on a spoken clip (espeak-ng) lists Speech first;
 * filesrc ! wavparse ! audioconvert ! audioresample ! conymel preset=yamnet !

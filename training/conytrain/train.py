@@ -1,5 +1,5 @@
 #!/usr/bin/python3
-"""Trains the encoder-classifier (conyref/model.py) on token sequences.
+"""Trains the encoder-classifier (conytrain/ref/model.py) on token sequences.
 
     /usr/bin/python3 training/train.py --tokens X.npy --labels Y.npy -o model.pt \\
         [--val-tokens XV.npy --val-labels YV.npy] [--blocks 1] [--attention cony] \\

@@ -1,6 +1,6 @@
 """training/convert_tflite.py: small TFLite flatbuffers built here (python3-flatbuffers'
 Builder, an implementation independent of the converter's reader) are converted and
-evaluated by the numpy reference (conyref/mobilenet.py) against a direct NHWC/OHWI
+evaluated by the numpy reference (conytrain/ref/mobilenet.py) against a direct NHWC/OHWI
 evaluation of the TFLite graph; every refusal path
 (unknown and custom operators, bad quantisation, unsupported options, truncated files,
 offsets out of range, random corruption) must give a TFLiteError naming the problem.

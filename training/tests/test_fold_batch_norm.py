@@ -1,4 +1,4 @@
-"""fold_batch_norm (training/vggish_model.py): a VGGishLike trained with batch
+"""fold_batch_norm (training/conytrain/cnn/vggish.py): a VGGishLike trained with batch
 normalisation, folded into the plain layout libcony loads, computes the same embedding in
 eval mode, whatever the running statistics and affine parameters."""
 

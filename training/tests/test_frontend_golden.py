@@ -1,5 +1,5 @@
 """The committed mel golden files are what mel_reference.py computes (checked
-numerically: golden_check.py says why not byte-for-byte) and an edited one is caught;
+numerically: golden/check.py says why not byte-for-byte) and an edited one is caught;
 the CNN golden files are what gen_cnn_golden.py computes (numerically too) and an edit
 is caught; `cony mel` (when a built tool is found) matches the float64 reference on WAV
 files."""

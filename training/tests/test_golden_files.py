@@ -1,5 +1,5 @@
 """The committed attention and model golden files are what gen_attention_golden.py and
-gen_model_golden.py compute, checked numerically (golden_check.py says why not
+gen_model_golden.py compute, checked numerically (golden/check.py says why not
 byte-for-byte), and an edited golden file is caught."""
 
 import json

@@ -1,4 +1,4 @@
-"""conyref/mobilenet.py against torch (float64 conv2d, grouped for the depthwise layers,
+"""conytrain/ref/mobilenet.py against torch (float64 conv2d, grouped for the depthwise layers,
 TensorFlow SAME padding written out), and the committed tests/golden/mobilenet files are
 what gen_mobilenet_golden.py computes (an edit is caught)."""
 

@@ -1,4 +1,4 @@
-"""pack_side_by_side (training/vggish_model.py): the packed network's embedding is the
+"""pack_side_by_side (training/conytrain/cnn/vggish.py): the packed network's embedding is the
 members' embeddings side by side, for one and several members and odd sizes."""
 
 import unittest

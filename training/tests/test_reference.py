@@ -1,4 +1,4 @@
-"""Self-checks of the float64 reference (training/conyref).
+"""Self-checks of the float64 reference (training/conytrain/ref).
 
 Run from the repository root:  /usr/bin/python3 -m unittest discover -s training/tests
 or directly:                   /usr/bin/python3 training/tests/test_reference.py

@@ -1,4 +1,4 @@
-"""Round trip of training/safetensors_io.py."""
+"""Round trip of training/conytrain/safetensors_io.py."""
 
 import os
 import struct

@@ -1,4 +1,4 @@
-"""training/data/synth_music.py and build_audio_dataset's --synth-music plan: the MIDI files
+"""training/conytrain/data/synth_music.py and build_audio_dataset's --synth-music plan: the MIDI files
 are well formed (header, tracks, every note ended) in every style, a clip is a function of
 its seed, the colouring does what it says, and the planned clips are training-only extras
 that leave the other clips' seeds alone."""

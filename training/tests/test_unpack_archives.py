@@ -1,4 +1,4 @@
-"""training/data/unpack_archives.py: OpenTTD .cat and Qt .rcc archives written here byte by
+"""training/conytrain/data/unpack_archives.py: OpenTTD .cat and Qt .rcc archives written here byte by
 byte (the layouts its docstring describes) and zip files unpack to the same bytes;
 placeholders and non-sound members are skipped; malformed archives and undecodable Opus
 files raise an error that names the file."""

@@ -18,7 +18,7 @@ format GStreamer decodes (WAV, Ogg, MP3, video files' audio ...). Steps:
      files' token counts, clamped to 2 .. 16 (0.5 .. 4 s); files shorter than the window
      are listed with a warning (they cannot give a full window and are left out:
      training on them alone would teach only warm-up steps); none long enough: refused.
-  4. training: the CoNy encoder-classifier (training/conyref; d 32, 2 heads, continual
+  4. training: the CoNy encoder-classifier (training/conytrain/ref; d 32, 2 heads, continual
      Nystrom landmarks) on windows of n tokens cut from the training files.
   5. accuracy: the exported file is run by libcony (`cony classify`, the engine the
      conytransformer element uses) on every validation file from its first token;

@@ -30,12 +30,12 @@ Stages (all run by default; --stages picks some):
   pack   instead of cnn (--stages pack,embed,tf,val --pack WORK1,WORK2): the CNNs of
          earlier runs (same data set and validation split, other --train-seed) packed side
          by side into one VGGish-layout CNN whose token is their embeddings concatenated
-         (an ensemble in one file the C engine runs; vggish_model.pack_side_by_side).
+         (an ensemble in one file the C engine runs; cnn.vggish.pack_side_by_side).
   embed  `cony embed` with that file on every clip (windows of 96 frames every 25
          frames = 0.25 s, postprocess none): the token sequences the transformer sees
          in the C pipeline, WORK/tokens/<clip>.npy (steps, E). A few are checked against
          the torch CNN.
-  tf     the encoder-classifier (training/conyref), frozen CNN: first with continual
+  tf     the encoder-classifier (training/conytrain/ref), frozen CNN: first with continual
          landmarks (`cony`, trained as windowed `nystrom`), then the CoNy paper's
          fixed-landmark phase (k-means on the projected q / k per head, then fine-tuning
          with the landmarks held fixed) -> `cony-fixed`. Training sequences are pairs of
@@ -469,7 +469,7 @@ def load_cnn(work):
 def stage_pack(args):
     """An ensemble of CNNs trained by earlier runs (--pack WORK1,WORK2,...: their work
     directories, same layout, same validation split) packed side by side into one
-    VGGish-layout CNN (vggish_model.pack_side_by_side): the token is their embeddings
+    VGGish-layout CNN (cnn.vggish.pack_side_by_side): the token is their embeddings
     concatenated. Written like stage_cnn's output (WORK/cnn.pt, MODELS/vggish.safetensors)."""
     works = args.pack.split(",")
     packed = pack_side_by_side([load_cnn(w) for w in works])

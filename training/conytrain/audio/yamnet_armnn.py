@@ -18,7 +18,7 @@ that tests/ check the converted file and libcony against:
                     CI does not install fluidsynth and its 140 MB sound font)
 
 It then prints, per patch, ArmNN's top-1 and that of the float64 numpy reference of the
-converted file (conyref/mobilenet.py; compare()) and the largest |score difference|. ArmNN takes about a second per patch; the CI tests
+converted file (conytrain/ref/mobilenet.py; compare()) and the largest |score difference|. ArmNN takes about a second per patch; the CI tests
 (training/tests/test_yamnet_golden.py, tests/test_yamnet_model.py) only read the committed
 golden. Needs, beyond scripts/setup.sh: apt-get install python3-pyarmnn
 libarmnn-cpuref-backend22 libarmnntfliteparser22 (and fluidsynth fluid-soundfont-gm for
@@ -104,7 +104,7 @@ def siren(tmp):
 
 
 def music(tmp):
-    """A piece composed by training/data/synth_music.py (fixed seed), played by fluidsynth."""
+    """A piece composed by training/conytrain/data/synth_music.py (fixed seed), played by fluidsynth."""
     from conytrain.data import synth_music
     if shutil.which("fluidsynth") is None or not os.path.exists(synth_music.SOUNDFONT):
         raise RuntimeError("fluidsynth or " + synth_music.SOUNDFONT + " is not installed")
@@ -182,7 +182,7 @@ def armnn_scores(tflite, patches):
 
 
 def reference_scores(model_path, patches):
-    """Scores of the converted file by the float64 numpy reference (conyref.mobilenet)."""
+    """Scores of the converted file by the float64 numpy reference (conytrain.ref.mobilenet)."""
     net = mobilenet.load(model_path)
     return np.stack([mobilenet.forward(net, p)[1] for p in patches]), net
 

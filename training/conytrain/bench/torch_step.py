@@ -2,7 +2,7 @@
 """Per-step time of the encoder-classifier in PyTorch, for `cony bench model`.
 
 PyTorch has no continual form of this model: a PyTorch deployment computes each step's
-logits by running the windowed model (conyref/model.py, what the papers train) over the
+logits by running the windowed model (conytrain/ref/model.py, what the papers train) over the
 last n tokens. That is what is timed here, float32, no autograd, one thread, random
 weights, each variant in its windowed form (continual -> regular, cony -> nystrom,
 cony-fixed -> nystrom-fixed).

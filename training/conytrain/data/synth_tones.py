@@ -2,7 +2,7 @@
 """Steady tones and mains hum at audible levels, labelled `noise`: a small clip set beside
 the main data set (same manifest columns, training/data/README.md).
 
-    /usr/bin/python3 training/data/synth_tones.py OUT [--train 400] [--test 60] [--seed 26]
+    /usr/bin/python3 training/synth_tones.py OUT [--train 400] [--test 60] [--seed 26]
 
 Why: "silence" is a level (below about -58 dBFS RMS), but a steady sine or a hum has no
 onsets and little texture, and the models before YAMNet called both silence. The data sets

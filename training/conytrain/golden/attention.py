@@ -9,7 +9,7 @@ Every case directory holds
                         vcc_exact_tail]}, "note" = a description
   input.npy             (T, d) float32 token stream
   expected.npy          (T, d) or (T, n, d) float32: the stepped layer's output at every
-                        step (training/conyref attention_steps, float64, then cast)
+                        step (training/conytrain/ref attention_steps, float64, then cast)
   expected_window.npy   forward over the last n tokens with the windowed counterpart
                         of the variant: (d) or (n, d)
   expected_window_short.npy  the same over the last n - 2 tokens (zero-padded at the

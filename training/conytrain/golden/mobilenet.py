@@ -11,7 +11,7 @@ maps 21x16 -> 11x8 -> 6x4 -> 3x2, 24-d embedding, 10 scores) stored three ways:
   i8.safetensors    int8 weights with per-output-channel F32 weight_scale, ReLU6
   input.npy                 (4, 21, 16) float32 patches (HWC, C = 1)
   {f32,f16,i8}_embedding.npy (4, 24) and {f32,f16,i8}_scores.npy (4, 10): the float64
-                    reference (conyref/mobilenet.py) on the weights as stored
+                    reference (conytrain/ref/mobilenet.py) on the weights as stored
 
 Weights and inputs are scaled so that ReLU6 clamps at both ends on every layer.
 

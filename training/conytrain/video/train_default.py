@@ -32,7 +32,7 @@ one result per frame (docs/model-format.md). The pipeline is then
 `conyframeembed patches-x=G patches-y=G` (eval_video.py reads G from the classifier's
 frontend config). G = 1 (default) is the model above, unchanged.
 
-The held-out figures printed at the end come from conyref's stream_logits, the Python
+The held-out figures printed at the end come from conytrain.ref's stream_logits, the Python
 statement of the continual (stepped) path; training/eval_video.py measures the same
 through GStreamer and libcony (conyframeembed + cony classify).
 """
