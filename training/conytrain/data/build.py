@@ -1084,15 +1084,6 @@ def build_families(cat):
     return fam
 
 
-# Recordings added in the second version of the data set (more real variety for the classes
-# the first model got wrong on unseen recordings: noise, alarm, animal, music). They are
-# planned after the first version's families, whose train/test split they leave unchanged
-# (see main()). Labels come from file and directory names only where the name makes the
-# class unambiguous.
-EXTRA_NOISE_LINCITY = r"/(TraficHigh|TraficLow|RailTrain|IndustryHigh|IndustryLight|Water|WindMill|WindMillHTech|Fire|CoalMine|OreMine|SportsCroud)[0-9]\.wav$"
-EXTRA_NOISE_WIDELANDS = r"/sound/(sawmill/sawmill_|mill/mill_turning_|mill/weaving|atlanteans/saw/|metal/furnace|barbarians/stonegrind|empire/(beer|wine)bubble_|smiths/sharpening)[^/]*\.ogg$"
-EXTRA_NOISE_MINETEST = r"/(env_sounds_water|env_sounds_lava|fire_fire|fire_large|fire_small|carts_cart_moving|default_furnace_active|tnt_gunpowder_burning)[.0-9]*\.ogg$"
-
 # Share of each class's clips (weights relative to the first version's families of that
 # class, which sum to 1.0). The first version's synthesised noise and alarm shares are
 # lowered to make room for the real recordings.
@@ -1204,56 +1195,25 @@ def build_train_only_families(cat, version=3, use_v6_list=True):
 
 
 def build_extra_families(cat):
-    P = cat.pkg
+    """Class -> list of (family, weight) of the families data set version 2 added
+    (versions/v2_families.tsv, their recordings in versions/v2_recordings.tsv). They are
+    planned after the first version's families, whose train/test split they leave unchanged
+    (see main()). Fails loudly if any package content is missing."""
+    files = defaultdict(list)
+    for r in read_table("v2_recordings.tsv"):
+        files[r["family"]] += need(find(cat.pkg(r["package"]), r["directory"], r["regex"]),
+                                   r["what"], int(r["minimum"]))
     fam = defaultdict(list)
-    wl = P("widelands-data")
-    wn = P("wesnoth-1.16-data")
-    lc = P("lincity-ng-data")
-    mt = P("minetest-data")
-    etr = P("extremetuxracer-data")
-    hw = P("hedgewars-data")
-    ox = P("oxygen-sounds")
-
-    # ---- music: whole tracks of three more games
-    for name, pkg, root, sub, rx, minimum, w in [
-            ("widelands_music", "widelands-data", wl, "usr/share/games/widelands/data/music", r"\.ogg$", 25, 0.25),
-            ("hedgewars_music", "hedgewars-data", hw, "usr/share/games/hedgewars/Data/Music", r"\.ogg$", 20, 0.20),
-            ("etr_music", "extremetuxracer-data", etr, "usr/share/games/etr/music", r"\.ogg$", 8, 0.10)]:
-        fs = need(find(root, sub, rx), "%s music" % pkg, minimum)
-        fam["music"].append((LongFiles(name, pkg, "music", fs, cat), w))
-
-    # ---- noise: traffic, trains, industry, water, wind mills, fire, mines, crowd (lincity-ng);
-    # saw mills, mills, looms, furnaces, grinding, bubbling (widelands); water, lava, fire, carts
-    # (minetest); camp fire and ship ambiences (wesnoth); sliding on snow, ice, rock, mud,
-    # grass and leaves (extremetuxracer); plane, steam, blowtorch, pneumatic hammer (hedgewars)
-    noise = []
-    noise += need(find(lc, "usr/share/games/lincity-ng/sounds", EXTRA_NOISE_LINCITY), "lincity-ng noises", 30)
-    noise += need(find(wl, "usr/share/games/widelands/data/sound", EXTRA_NOISE_WIDELANDS), "widelands machine noises", 10)
-    noise += need(find(mt, "usr/share/games/minetest", EXTRA_NOISE_MINETEST), "minetest environment noises", 10)
-    noise += need(find(wn, "usr/share/games/wesnoth/1.16/data/core/sounds/ambient", r"/(campfire|ship)\.ogg$"), "wesnoth ambiences", 2)
-    noise += need(find(etr, "usr/share/games/etr/sounds", r"_slide\.wav$"), "extremetuxracer slides", 5)
-    noise += need(find(hw, "usr/share/games/hedgewars/Data/Sounds", r"/(plane|steam|blowtorch|pickhammer)\.ogg$"), "hedgewars noises", 4)
-    fam["noise"].append((LoopGroups("real_noise2", "lincity-ng-data+widelands-data+minetest-data+wesnoth-1.16-data+extremetuxracer-data+hedgewars-data",
-                                    "noise", sorted(noise), cat, crossfade=True), 0.60))
-
-    # ---- alarm: a phone ringing (oxygen), a bell (wesnoth), an alarm horn (widelands
-    # "under_attack"), a fire station's siren (lincity-ng FireStation3: a rising 2.0-2.4 kHz
-    # sweep; FireStation1/2 are mostly engine noise and are not used)
-    al = need(find(ox, "usr/share/sounds", r"/Oxygen-Im-Phone-Ring\.ogg$"), "oxygen phone ring", 1)
-    al += need(find(wn, "usr/share/games/wesnoth/1.16/sounds", r"/bell\.wav$"), "wesnoth bell", 1)
-    al += need(find(wl, "usr/share/games/widelands/data/sound/military", r"/under_attack\.ogg$"), "widelands alarm", 1)
-    al += need(find(lc, "usr/share/games/lincity-ng/sounds", r"/FireStation3\.wav$"), "lincity-ng siren", 1)
-    fam["alarm"].append((LoopGroups("real_alarm2", "oxygen-sounds+wesnoth-1.16-data+widelands-data+lincity-ng-data",
-                                    "alarm", sorted(al), cat, gap=(0.03, 0.3)), 0.20))
-
-    # ---- animal: birds, crickets, frog, boar, coyote, moose, stag, wolf, duck, donkey, horse,
-    # ox, sheep, farm animals (widelands); bird ambiences and wolf growls (wesnoth)
-    an = need(find(wl, "usr/share/games/widelands/data/sound/animals", r"\.ogg$"), "widelands animals", 20)
-    an += need(find(wl, "usr/share/games/widelands/data/sound/farm", r"/(donkey|farm_animal|horse|ox|sheep)[_0-9]*\.ogg$"), "widelands farm animals", 8)
-    an += need(find(wl, "usr/share/games/widelands/data/world/critters", r"/duck/duck_[0-9]+\.ogg$"), "widelands duck", 1)
-    an += need(find(wn, "usr/share/games/wesnoth/1.16/data/core/sounds", r"/(ambient/birds[0-9]|wolf-growl-[0-9])\.ogg$"), "wesnoth birds and wolves", 4)
-    fam["animal"].append((LoopGroups("real_animal2", "widelands-data+wesnoth-1.16-data", "animal", sorted(an), cat,
-                                     gap=(0.05, 0.4)), 0.45))
+    for r in read_table("v2_families.tsv"):
+        if r["kind"] == "long":
+            f = LongFiles(r["family"], r["package"], r["class"], files[r["family"]], cat)
+        elif r["kind"] == "loop":
+            f = LoopGroups(r["family"], r["package"], r["class"], sorted(files[r["family"]]), cat,
+                           gap=(float(r["gap_min"]), float(r["gap_max"])),
+                           crossfade=r["crossfade"] == "1")
+        else:
+            raise DataError("v2_families.tsv: family %s: unknown kind %r" % (r["family"], r["kind"]))
+        fam[r["class"]].append((f, float(r["weight"])))
     return fam
 
 
