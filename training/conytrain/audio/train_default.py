@@ -52,6 +52,9 @@ selected on the test split. Once a recipe has been chosen on the validation spli
 final model is refit with the validation recordings in the train split (--train-on-val),
 as the shipped one was.
 Deterministic: fixed seeds, single-process data, torch threads as given (1 by default).
+The CNN augmentations models/audio/EXPERIMENTS.md tried and rejected (time stretch,
+background noise, mixup, random EQ) and the weight average (--cnn-ema) are no longer here;
+git history has their code (git log -S time_stretch_p).
 """
 
 import argparse
