@@ -1,20 +1,29 @@
 #!/usr/bin/python3
 """CPU used by a live audio pipeline, measured (bench/RESULTS.md, "live CPU").
 
-usage: GST_PLUGIN_PATH=build/gst bench/live_cpu.py [SECONDS]   (default 60)
+usage: GST_PLUGIN_PATH=build/gst bench/live_cpu.py [SECONDS [TRANSFORMER [STREAMS]]]
+       (default 60 s, models/audio/transformer.safetensors, 1 stream)
 
 Runs, one after the other, for SECONDS of live audio each (audiotestsrc is-live=true,
 pink noise, 16 kHz mono F32, 0.1 s buffers, stopped by num-buffers):
   chain:  src ! audioconvert ! audioresample ! conymel ! conyvggish ! conytransformer
-          post-messages=false ! fakesink   (the shipped models/audio pair)
+          post-messages=false ! fakesink   (the shipped models/audio classifier, or
+          TRANSFORMER, with the CNN and settings its config names, as pipelines/ do)
   source: src ! fakesink                    (the live source alone)
 and prints each gst-launch-1.0 process's wall time and CPU time (user + system, from
 wait4's rusage, so start-up and model loading are included), the share of one core,
-and the peak resident memory. OPENBLAS_NUM_THREADS=1, as in `cony bench pipeline`."""
+and the peak resident memory. OPENBLAS_NUM_THREADS=1, as in `cony bench pipeline`.
+With STREAMS > 1 the chain run holds that many independent live chains (each its own
+source and models) in one gst-launch-1.0 process: the CPU a core spends per live stream,
+start-up included; run it again with a short SECONDS and subtract to leave start-up out."""
 import os
 import subprocess
 import sys
 import time
+
+sys.path.insert(0, os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file__))),
+                                "pipelines"))
+from print_results import default_cnn, token_props  # noqa: E402
 
 
 def run(name, pipeline):
@@ -33,13 +42,16 @@ def run(name, pipeline):
 def main():
     seconds = float(sys.argv[1]) if len(sys.argv) > 1 else 60.0
     root = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
-    models = os.path.join(root, "models", "audio")
+    tf = sys.argv[2] if len(sys.argv) > 2 else os.path.join(root, "models", "audio",
+                                                            "transformer.safetensors")
+    streams = int(sys.argv[3]) if len(sys.argv) > 3 else 1
+    mel, cnn = token_props(tf)
     src = ("audiotestsrc is-live=true wave=pink-noise samplesperbuffer=1600 num-buffers=%d "
            "! audio/x-raw,format=F32LE,rate=16000,channels=1" % round(seconds * 10))
-    chain = (src + " ! audioconvert ! audioresample ! conymel ! conyvggish model=%s "
+    chain = (src + " ! audioconvert ! audioresample ! conymel %s ! conyvggish model=%s %s "
              "! conytransformer model=%s post-messages=false ! fakesink"
-             % (os.path.join(models, "vggish.safetensors"), os.path.join(models, "transformer.safetensors")))
-    rc = run("chain", chain)
+             % (mel, default_cnn(tf), cnn, tf))
+    rc = run("chain" if streams == 1 else "chain×%d" % streams, " ".join([chain] * streams))
     rc |= run("source", src + " ! fakesink")
     return rc
 

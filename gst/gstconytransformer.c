@@ -120,8 +120,9 @@
  *
  * ## Example launch lines
  * |[
- * gst-launch-1.0 autoaudiosrc ! audioconvert ! audioresample ! conymel ! conyvggish model=models/audio/vggish.safetensors ! conytransformer model=models/audio/transformer.safetensors ! fakesink -m
- * ]| classifies the microphone four times a second and prints the messages.
+ * gst-launch-1.0 autoaudiosrc ! audioconvert ! audioresample ! conymel preset=yamnet ! conyvggish model=models/yamnet/yamnet.safetensors output=embedding ! conytransformer model=models/audio/transformer.safetensors ! fakesink -m
+ * ]| classifies the microphone four times a second with the shipped model (YAMNet
+ * embeddings) and prints the messages.
  * |[
  * gst-launch-1.0 uridecodebin uri=file:///tmp/a.ogg ! audioconvert ! audioresample ! conymel ! conyvggish model=vggish.safetensors ! conytransformer model=transformer.safetensors message-mode=on-change threshold=0.6 ! fakesink -m
  * ]| prints a message each time the label of a file changes.

@@ -1,20 +1,39 @@
 # Shared by the pipelines/*.sh scripts (sourced, not run).
 #
 # Environment:
-#   CONY_VGGISH       front-end CNN (default models/audio/vggish.safetensors; any CNN
-#                     conyvggish loads, e.g. models/yamnet/yamnet.safetensors)
+#   CONY_VGGISH       front-end CNN (default: the CNN the classifier's config names,
+#                     frontend.cnn, beside it or in models/*/ -- models/yamnet/
+#                     yamnet.safetensors for the shipped model; vggish.safetensors beside
+#                     a classifier that names none; any CNN conyvggish loads)
 #   CONY_TRANSFORMER  classifier model (default models/audio/transformer.safetensors)
 #   CONY_OPTS         extra conytransformer properties, e.g.
 #                     "message-mode=on-change threshold=0.6 attention=cony-fixed"
 #   GST_PLUGIN_PATH   where libgstcony.so is (default: build/gst of this checkout)
 CONY_ROOT=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
-CONY_VGGISH=${CONY_VGGISH:-$CONY_ROOT/models/audio/vggish.safetensors}
+CONY_VGGISH=${CONY_VGGISH:-}
 CONY_TRANSFORMER=${CONY_TRANSFORMER:-$CONY_ROOT/models/audio/transformer.safetensors}
 CONY_OPTS=${CONY_OPTS:-}
 export GST_PLUGIN_PATH=${GST_PLUGIN_PATH:-$CONY_ROOT/build/gst}
 
+# The CNN the classifier was trained on: its config's frontend "cnn" (a file name) beside
+# it or in one of models/*/ (conytransformer refuses another CNN's tokens anyway, naming
+# both); vggish.safetensors beside it for a classifier that names none.
+cony_default_cnn () {
+  local n name f
+  # the safetensors header: 8 bytes of length, then the JSON (config escaped inside it)
+  n=$(od -An -tu8 -N8 "$CONY_TRANSFORMER" 2>/dev/null | tr -d ' ')
+  name=$(head -c $((8 + ${n:-0})) "$CONY_TRANSFORMER" 2>/dev/null | tail -c +9 | tr -d '\\' \
+         | grep -ao '"cnn":"[^"]*"' | head -n1 | cut -d'"' -f4)
+  name=${name:-vggish.safetensors}
+  for f in "$(dirname "$CONY_TRANSFORMER")/$name" "$CONY_ROOT"/models/*/"$name"; do
+    [ -f "$f" ] && { echo "$f"; return; }
+  done
+  echo "$(dirname "$CONY_TRANSFORMER")/$name"
+}
+
 cony_check_models () {
   local m
+  [ -n "$CONY_VGGISH" ] || CONY_VGGISH=$(cony_default_cnn)
   for m in "$CONY_VGGISH" "$CONY_TRANSFORMER"; do
     if [ ! -f "$m" ]; then
       echo "$(basename "$0"): model file $m not found (arguments or CONY_VGGISH / CONY_TRANSFORMER)" >&2

@@ -16,7 +16,8 @@ introspection: what an application that handles the buffers itself would do).
 Needs python3-gi and gir1.2-gstreamer-1.0 (Debian), and the plugin on GST_PLUGIN_PATH
 (the scripts in pipelines/ set it to build/gst when it is not set).
 Models: --vggish / --transformer, or $CONY_VGGISH / $CONY_TRANSFORMER, default
-models/audio/vggish.safetensors and models/audio/transformer.safetensors; conymel and
+models/audio/transformer.safetensors and the CNN its config names (frontend.cnn, found in
+models/*/: models/yamnet/yamnet.safetensors for it), as pipelines/lib.sh; conymel and
 conyvggish get the settings the classifier's config records (token_props: YAMNet's
 preset and pooled embedding for a classifier trained on them).
 """
@@ -162,8 +163,8 @@ def add_pipeline_arguments(ap):
     ap.add_argument("source", nargs="?", default="test",
                     help="media file or URI, 'mic', 'test' (default) or a GStreamer "
                          "source description, e.g. 'audiotestsrc is-live=true'")
-    ap.add_argument("--vggish", default=os.environ.get(
-        "CONY_VGGISH", os.path.join(ROOT, "models", "audio", "vggish.safetensors")))
+    ap.add_argument("--vggish", default=os.environ.get("CONY_VGGISH"),
+                    help="front-end CNN (default: the one the classifier's config names)")
     ap.add_argument("--transformer", default=os.environ.get(
         "CONY_TRANSFORMER", os.path.join(ROOT, "models", "audio", "transformer.safetensors")))
     ap.add_argument("--labels-file", help="one label per line (default: the model's labels)")
@@ -172,14 +173,30 @@ def add_pipeline_arguments(ap):
     ap.add_argument("--threshold", type=float, default=0.0)
 
 
+def frontend_of(transformer):
+    with open(transformer, "rb") as f:
+        n = int.from_bytes(f.read(8), "little")
+        meta = json.loads(f.read(n)).get("__metadata__", {})
+    return json.loads(meta.get("config", "{}")).get("frontend") or {}
+
+
+def default_cnn(transformer):
+    """The CNN the classifier names (frontend.cnn) beside it or in one of models/*/ (as
+    pipelines/lib.sh's cony_default_cnn); vggish.safetensors when it names none."""
+    name = frontend_of(transformer).get("cnn", "vggish.safetensors")
+    models = os.path.join(ROOT, "models")
+    for d in [os.path.dirname(os.path.abspath(transformer))] + [
+            os.path.join(models, d) for d in sorted(os.listdir(models))]:
+        if os.path.isfile(os.path.join(d, name)):
+            return os.path.join(d, name)
+    return os.path.join(os.path.dirname(transformer), name)
+
+
 def token_props(transformer):
     """(conymel, conyvggish) properties the classifier's tokens were made with, from its
     config's frontend (as pipelines/lib.sh's cony_token_props): YAMNet's log-mel preset,
     the CNN's pooled embedding as the token."""
-    with open(transformer, "rb") as f:
-        n = int.from_bytes(f.read(8), "little")
-        meta = json.loads(f.read(n)).get("__metadata__", {})
-    fe = json.loads(meta.get("config", "{}")).get("frontend") or {}
+    fe = frontend_of(transformer)
     return ("preset=yamnet" if fe.get("name") == "yamnet" else "",
             "output=embedding" if fe.get("cnn_output") == "embedding" else "")
 
@@ -191,7 +208,9 @@ def build_pipeline(args, prog, extra_props=""):
     if "GST_PLUGIN_PATH" not in os.environ and os.path.isdir(os.path.join(ROOT, "build", "gst")):
         os.environ["GST_PLUGIN_PATH"] = os.path.join(ROOT, "build", "gst")
     Gst.init(None)
-    for path in (args.vggish, args.transformer):
+    if not args.vggish and os.path.exists(args.transformer):
+        args.vggish = default_cnn(args.transformer)
+    for path in (args.transformer, args.vggish):
         if not os.path.exists(path):
             sys.exit(f"{prog}: model file {path} not found (see --vggish / --transformer)")
     props = f'model="{args.transformer}" message-mode={args.message_mode} threshold={args.threshold}'

@@ -3,7 +3,8 @@
 # process's resident memory sampled twice a second.
 #   scripts/soak.sh [SECONDS_OF_AUDIO=3600] [PIPELINES=20] [SECONDS_EACH=600]
 # 1. one pipeline, SECONDS_OF_AUDIO of audio (pink noise with tones, 16 kHz mono) through
-#    conymel ! conyvggish ! conytransformer (the shipped models, models/audio/);
+#    conymel ! conyvggish ! conytransformer (the shipped classifier, models/audio/, with the
+#    CNN and front end its config names: pipelines/lib.sh);
 # 2. PIPELINES such chains in one process, SECONDS_EACH of audio each, concurrently.
 # Prints, per phase: audio seconds, wall seconds, errors/warnings, results counted, RSS at
 # start/peak/end, and the RSS slope (least squares over the middle 80 % of the run, between
@@ -13,7 +14,10 @@ cd "$(dirname "$0")/.."
 audio=${1:-3600} n=${2:-20} each=${3:-600}
 bash scripts/build.sh
 export GST_PLUGIN_PATH=$PWD/build/gst
-vggish=models/audio/vggish.safetensors transformer=models/audio/transformer.safetensors
+source pipelines/lib.sh
+cony_check_models
+cony_token_props
+vggish=$CONY_VGGISH transformer=$CONY_TRANSFORMER
 out=$(mktemp -d /tmp/cony-soak-XXXXXX)
 status=0
 
@@ -22,7 +26,7 @@ chain () {
   local buffers=$(( $1 * 10 ))  # 1600 samples = 0.1 s a buffer
   echo "audiotestsrc num-buffers=$buffers samplesperbuffer=1600 wave=pink-noise volume=0.3 \
     ! audio/x-raw,format=S16LE,rate=16000,channels=1 ! audiomixer name=mix$2 \
-    ! audioconvert ! audioresample ! conymel ! conyvggish model=$vggish batch=64 \
+    ! audioconvert ! audioresample ! conymel $cony_mel_props ! conyvggish model=$vggish $cony_cnn_props batch=64 \
     ! conytransformer model=$transformer ! fakesink sync=false \
     audiotestsrc num-buffers=$buffers samplesperbuffer=1600 wave=sine freq=$((300 + 97 * $2)) volume=0.2 \
     ! audio/x-raw,format=S16LE,rate=16000,channels=1 ! mix$2."

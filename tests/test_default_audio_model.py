@@ -6,20 +6,29 @@
 Checks:
   * `cony info` loads transformer.safetensors; its labels equal labels.txt, its token
     size equals the CNN's embedding size;
-  * for each generated clip, `cony mel` -> `cony embed --model vggish.safetensors` ->
-    `cony classify --model transformer.safetensors` gives one step per 0.25 s and the
+  * the CNN is the one the classifier's config names (frontend.cnn: yamnet.safetensors in
+    models/yamnet/, or vggish.safetensors beside the classifier), its tokens its pooled
+    embedding when frontend.cnn_output says so;
+  * for each generated clip, `cony embed --model CNN [-e]` -> `cony classify --model
+    transformer.safetensors` gives one step per 0.25 s (the frames of `cony mel`) and the
     expected label is the most frequent per-step arg-max, on at least 60 % of the steps;
+    the steady tone and the hum (labelled noise) get no step labelled silence;
   * the same clip through GStreamer (gst-launch-1.0 -m filesrc ! decodebin ! audioconvert !
-    audioresample ! conymel ! conyvggish ! conytransformer ! fakesink, the README's main
-    pipeline) posts one conytransformer message per step whose labels are exactly those
-    of the `cony` tools (skipped when gst-launch-1.0 or the plugin is not there);
+    audioresample ! conymel [preset=yamnet] ! conyvggish [output=embedding] !
+    conytransformer ! fakesink, the README's main pipeline) posts one conytransformer
+    message per step whose labels are exactly those of the `cony` tools (skipped when
+    gst-launch-1.0 or the plugin is not there);
   * the same clip through pipelines/file.sh (what the README's main command runs: uridecodebin,
     conyvggish batch=64) prints one line per step, at 0.25 s steps, with those labels.
 Clips (made here, nothing downloaded): speech spoken by espeak-ng (skipped when espeak-ng
 is not installed), a beeping alarm (2 kHz sine beeps, 0.25 s on / 0.25 s off), a quiet room
 (white noise at -75 dBFS) and engine-like noise (low harmonic rumble plus noise at
--25 dBFS). The last three are synthetic clips of the kinds the data set synthesises,
-rendered with their own fixed seeds.
+-25 dBFS), synthetic clips of the kinds the data set synthesises; music (a pop-like bar
+of drums, bass, chords and melody), an animal (bird-like trills of 3-5 kHz up-chirps), a
+steady 440 Hz sine at -20 dBFS and 50 Hz mains hum with harmonics at -25 dBFS, each
+rendered with a fixed seed. A model whose CNN sees a steady sound as flat (the VGGish
+model before, models/audio/EXPERIMENTS.md) calls the last two silence: this test is the
+guard that it does not.
 """
 
 import json
@@ -56,6 +65,56 @@ def without_preload():
     return {k: v for k, v in os.environ.items() if k != "LD_PRELOAD"}
 
 
+def note(f, seconds, decay, partials):
+    """A decaying harmonic note: partial k (from 1) of amplitude partials[k - 1]."""
+    t = np.arange(int(seconds * SR)) / SR
+    return np.exp(-decay * t) * sum(a * np.sin(2 * np.pi * f * k * t)
+                                    for k, a in enumerate(partials, 1))
+
+
+def add_at(x, seconds, y):
+    s = int(seconds * SR)
+    n = min(len(y), len(x) - s)
+    x[s:s + n] += y[:n]
+
+
+def music(n, rng):
+    """Three 2 s bars at 120 bpm: kick, snare and hi-hat, bass, chords, a melody."""
+    x = np.zeros(n)
+    hz = lambda midi: 440.0 * 2 ** ((midi - 69) / 12)     # noqa: E731
+    burst = lambda s, decay: rng.standard_normal(int(s * SR)) * np.exp(  # noqa: E731
+        -decay * np.arange(int(s * SR)) / SR)
+    for bar, chord in enumerate(((57, 60, 64), (53, 57, 60), (48, 52, 55))):
+        for beat in range(4):
+            at = 2.0 * bar + 0.5 * beat
+            add_at(x, at, note(55, 0.25, 18, [1.5]) if beat % 2 == 0 else 0.5 * burst(0.15, 30))
+            for half in (0.0, 0.25):
+                add_at(x, at + half, 0.15 * burst(0.04, 100))
+            add_at(x, at, 0.6 * note(hz(chord[0] - 24), 0.5, 3, [1, 0.5, 0.3]))
+            for m in chord:
+                add_at(x, at, 0.25 * note(hz(m), 0.5, 2, [1, 0.4, 0.2, 0.1]))
+            melody = (chord[2], chord[1], chord[0], chord[1])[beat] + 12
+            add_at(x, at, 0.4 * note(hz(melody), 0.5, 4, [1, 0.6, 0.3, 0.2, 0.1]))
+    return x
+
+
+def birdsong(n, rng):
+    """Trills of 4 to 8 up-chirps (60 ms, 2.5-3.5 kHz rising by 1-2 kHz), 0.3-0.7 s apart."""
+    x = np.zeros(n)
+    d = 0.06
+    t = np.arange(int(d * SR)) / SR
+    at = 0.1
+    while at < n / SR - 1.0:
+        for _ in range(int(rng.integers(4, 9))):
+            f0 = rng.uniform(2500, 3500)
+            f1 = f0 + rng.uniform(1000, 2000)
+            add_at(x, at, np.sin(2 * np.pi * (f0 * t + (f1 - f0) * t ** 2 / (2 * d)))
+                   * np.sin(np.pi * t / d) ** 2)
+            at += 0.09
+        at += rng.uniform(0.3, 0.7)
+    return x + 0.003 * rng.standard_normal(n)
+
+
 def clips(tmp):
     rng = np.random.default_rng(5)
     t = np.arange(int(6 * SR)) / SR
@@ -65,6 +124,11 @@ def clips(tmp):
     out["silence"] = rms_to(rng.standard_normal(len(t)), -75)
     rumble = sum(np.sin(2 * np.pi * 55 * k * t + k) / k for k in range(1, 8))
     out["noise"] = rms_to(rumble + 0.8 * rng.standard_normal(len(t)), -25)
+    out["music"] = rms_to(music(len(t), np.random.default_rng(7)), -20)
+    out["animal"] = rms_to(birdsong(len(t), np.random.default_rng(5)), -22)
+    out["noise-tone440"] = rms_to(np.sin(2 * np.pi * 440 * t), -20)
+    out["noise-hum50"] = rms_to(sum(np.sin(2 * np.pi * 50 * k * t + k) / k
+                                    for k in range(1, 6)), -25)
     paths = {}
     for name, x in out.items():
         paths[name] = os.path.join(tmp, name + ".wav")
@@ -82,16 +146,30 @@ def clips(tmp):
     return paths
 
 
-def pipeline_labels(wav, cnn, tf):
+def front_end(models, cfg):
+    """(CNN path, its tokens are the pooled embedding) as the classifier's config records
+    them: frontend.cnn beside the classifier or in a sibling folder of models/ (YAMNet's
+    models/yamnet/); a config without one was trained on vggish.safetensors beside it."""
+    fe = cfg.get("frontend") or {}
+    name = fe.get("cnn", "vggish.safetensors")
+    for d in [models] + sorted(os.path.join(models, "..", s) for s in os.listdir(os.path.join(models, ".."))):
+        if os.path.isfile(os.path.join(d, name)):
+            return os.path.normpath(os.path.join(d, name)), fe.get("cnn_output") == "embedding"
+    raise FileNotFoundError(f"the classifier's CNN {name} is neither in {models} nor beside it")
+
+
+def pipeline_labels(wav, cnn, tf, yamnet):
     """The per-step labels of the conytransformer bus messages for wav, or None when
     GStreamer or the plugin is missing."""
     launch = shutil.which("gst-launch-1.0")
     if not launch or not os.environ.get("GST_PLUGIN_PATH"):
         return None
+    mel = ["conymel"] + (["preset=yamnet"] if yamnet else [])
+    cnn_el = ["conyvggish", f"model={cnn}"] + (["output=embedding"] if yamnet else [])
     r = subprocess.run([launch, "-m", "filesrc", f"location={wav}", "!", "decodebin", "!",
-                        "audioconvert", "!", "audioresample", "!", "conymel", "!",
-                        "conyvggish", f"model={cnn}", "!", "conytransformer", f"model={tf}",
-                        "!", "fakesink"], stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
+                        "audioconvert", "!", "audioresample", "!"] + mel + ["!"] + cnn_el
+                       + ["!", "conytransformer", f"model={tf}", "!", "fakesink"],
+                       stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
                        text=True, timeout=120)
     if r.returncode != 0:
         raise RuntimeError(f"gst-launch-1.0 failed ({r.returncode}): {r.stdout[-2000:]}")
@@ -122,7 +200,6 @@ def file_sh_lines(wav, cnn, tf):
 def main():
     cony, models = sys.argv[1], sys.argv[2]
     tf = os.path.join(models, "transformer.safetensors")
-    cnn = os.path.join(models, "vggish.safetensors")
     with open(os.path.join(models, "labels.txt")) as f:
         labels = [line.strip() for line in f if line.strip()]
     failures = []
@@ -138,12 +215,17 @@ def main():
         cfg = json.loads(json.loads(f.read(n))["__metadata__"]["config"])
     if cfg["labels"] != labels:
         failures.append(f"labels.txt {labels} != model labels {cfg['labels']}")
+    cnn, embedding = front_end(models, cfg)
+    print(f"# CNN {cnn}{' (pooled embedding)' if embedding else ''}")
     i = 2
     with tempfile.TemporaryDirectory(prefix="cony-model-test-") as tmp:
-        for want, wav in sorted(clips(tmp).items()):
-            mel, tok, lg = (os.path.join(tmp, want + s) for s in ("_mel.npy", "_tok.npy", "_lg.npy"))
+        for name, wav in sorted(clips(tmp).items()):
+            want = name.split("-")[0]           # noise-tone440: a noise clip
+            mel, tok, lg = (os.path.join(tmp, name + s) for s in ("_mel.npy", "_tok.npy", "_lg.npy"))
+            # cony embed makes the log-mel of the CNN's own front end (YAMNet's log offset)
             for cmd in ([cony, "mel", wav, "-o", mel],
-                        [cony, "embed", "--model", cnn, mel, "-o", tok],
+                        [cony, "embed", "--model", cnn] + (["-e"] if embedding else [])
+                        + [wav, "-o", tok],
                         [cony, "classify", "--model", tf, tok, "-o", lg]):
                 subprocess.run(cmd, check=True)
             frames = np.load(mel).shape[0]
@@ -156,27 +238,29 @@ def main():
             top = labels[int(counts.argmax())]
             share = counts.max() / len(pred)
             ok = ok and top == want and share >= 0.6
+            if name != want:                    # a steady sound: never silence
+                ok = ok and counts[labels.index("silence")] == 0
             summary = ", ".join(f"{labels[c]} {counts[c]}" for c in np.flatnonzero(counts))
-            print(f"{'ok' if ok else 'not ok'} {i} {want}: {len(pred)} steps, dominant "
+            print(f"{'ok' if ok else 'not ok'} {i} {name}: {len(pred)} steps, dominant "
                   f"{top} ({100 * share:.0f} %): {summary}")
             if not ok:
-                failures.append(want)
+                failures.append(name)
             i += 1
-            got = pipeline_labels(wav, cnn, tf)
+            got = pipeline_labels(wav, cnn, tf, embedding)
             if got is None:
-                print(f"ok {i} {want} through gst-launch-1.0 # SKIP no gst-launch-1.0 or plugin path")
+                print(f"ok {i} {name} through gst-launch-1.0 # SKIP no gst-launch-1.0 or plugin path")
             else:
                 same = got == [labels[p] for p in pred]
-                print(f"{'ok' if same else 'not ok'} {i} {want} through gst-launch-1.0: "
+                print(f"{'ok' if same else 'not ok'} {i} {name} through gst-launch-1.0: "
                       f"{len(got)} step messages, {'the same' if same else 'NOT the same'} "
                       f"labels as cony classify")
                 if not same:
                     print(f"# pipeline: {got}\n# cony:     {[labels[p] for p in pred]}")
-                    failures.append(want + " (pipeline)")
+                    failures.append(name + " (pipeline)")
             i += 1
             lines = file_sh_lines(wav, cnn, tf)
             if lines is None:
-                print(f"ok {i} {want} through pipelines/file.sh # SKIP no gst-launch-1.0 or plugin path")
+                print(f"ok {i} {name} through pipelines/file.sh # SKIP no gst-launch-1.0 or plugin path")
             else:
                 same = ([l for _, l, _ in lines] == [labels[p] for p in pred]
                         # the time column: the end of the input covered, the last sample
@@ -184,11 +268,11 @@ def main():
                         and all(abs(t - (0.975 + 0.25 * k)) < 0.0051
                                 for k, (t, _, _) in enumerate(lines))
                         and all(0 < c <= 1 for _, _, c in lines))
-                print(f"{'ok' if same else 'not ok'} {i} {want} through pipelines/file.sh: "
+                print(f"{'ok' if same else 'not ok'} {i} {name} through pipelines/file.sh: "
                       f"{len(lines)} lines, {'the same' if same else 'NOT the same'} steps as cony classify")
                 if not same:
                     print(f"# file.sh: {lines}")
-                    failures.append(want + " (file.sh)")
+                    failures.append(name + " (file.sh)")
             i += 1
     print(f"1..{i - 1}")
     for f in failures:

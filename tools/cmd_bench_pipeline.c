@@ -196,6 +196,31 @@ run_gst (const char *vggish, const char *transformer, const char *mel_props,
   return TRUE;
 }
 
+/* The CNN the classifier was trained on, by the name its config records (frontend.cnn),
+ * beside it or in a sibling folder (models/audio/transformer.safetensors names
+ * yamnet.safetensors, in models/yamnet/); a classifier that names none (or whose file
+ * does not load) was trained on vggish.safetensors beside it. */
+static char *
+default_cnn (const char *transformer)
+{
+  g_autoptr (ConyModel) model = cony_model_load (transformer, NULL);
+  const char *name = model && model->config.cnn_name ? model->config.cnn_name : "vggish.safetensors";
+  g_autofree char *dir = g_path_get_dirname (transformer);
+  g_autofree char *parent = g_path_get_dirname (dir);
+  char *path = g_build_filename (dir, name, NULL);
+  g_autoptr (GDir) siblings = g_dir_open (parent, 0, NULL);
+  const char *sib;
+  while (!g_file_test (path, G_FILE_TEST_IS_REGULAR) && siblings && (sib = g_dir_read_name (siblings))) {
+    g_free (path);
+    path = g_build_filename (parent, sib, name, NULL);
+  }
+  if (!g_file_test (path, G_FILE_TEST_IS_REGULAR)) { /* not found: name it where expected */
+    g_free (path);
+    path = g_build_filename (dir, name, NULL);
+  }
+  return path;
+}
+
 int
 cony_cmd_bench_pipeline (int argc, char **argv)
 {
@@ -204,8 +229,8 @@ cony_cmd_bench_pipeline (int argc, char **argv)
   int stride = 25;
   gboolean no_gst = FALSE;
   GOptionEntry entries[] = {
-    { "vggish", 0, 0, G_OPTION_ARG_FILENAME, &vggish, "front-end CNN (default "
-      "models/audio/vggish.safetensors)", "M" },
+    { "vggish", 0, 0, G_OPTION_ARG_FILENAME, &vggish, "front-end CNN (default: the one "
+      "the classifier's config names, beside it or in a sibling folder)", "M" },
     { "transformer", 0, 0, G_OPTION_ARG_FILENAME, &transformer, "classifier (default "
       "models/audio/transformer.safetensors)", "M" },
     { "seconds", 0, 0, G_OPTION_ARG_DOUBLE, &seconds, "seconds of audio (default 60)", "S" },
@@ -218,8 +243,8 @@ cony_cmd_bench_pipeline (int argc, char **argv)
   GError *error = NULL;
   if (!g_option_context_parse (ctx, &argc, &argv, &error))
     return cony_cmd_fail (error);
-  g_autofree char *vg = vggish ? vggish : g_strdup ("models/audio/vggish.safetensors");
   g_autofree char *tr = transformer ? transformer : g_strdup ("models/audio/transformer.safetensors");
+  g_autofree char *vg = vggish ? vggish : default_cnn (tr);
   openblas_set_num_threads (1);
 
   /* the CNN's own log-mel settings, and its pooled embedding where the classifier's

@@ -43,9 +43,14 @@ stamp() { echo "train_yamnet_audio: [$(( $(date +%s) - T0 )) s] $*" >&2; }
 ensure_datasets "$REBUILD"
 ensure_cony "$BUILD"
 
+# The shipped model's options (runs E51/E53, rule 17 in models/audio/EXPERIMENTS.md): each
+# phase's rate decayed along a half cosine, token swap, and strong regularisation.
+# Arguments after -- come later and override them.
+RECIPE=(--lr-decay 1 --token-swap 0.15 --tf-dropout 0.3 --weight-decay 0.05 --label-smoothing 0.1)
 stamp "tones, YAMNet tokens, the validation run and the refit"
 "$PY" training/train_yamnet_audio.py --dataset "$DATASET" --val-from "$VAL_DATASET" \
-  --cony "$BUILD/tools/cony" --work "$WORK" --cache "$CACHE" --models "$MODELS" "${EXTRA[@]}"
+  --cony "$BUILD/tools/cony" --work "$WORK" --cache "$CACHE" --models "$MODELS" \
+  "${RECIPE[@]}" "${EXTRA[@]}"
 
 stamp "evaluating (C path)"
 "$BUILD/tools/cony" info "$MODELS/transformer.safetensors" >/dev/null

@@ -183,9 +183,9 @@ def fit_block_landmarks(model, sampler, block, windows=256, max_points=20000, se
 # ----------------------------------------------------------------------------- training
 
 def train_epochs(model, sampler, epochs, batches_per_epoch, batch_size, lr, weight_decay,
-                 val=None, log=print, lr_final=None):
+                 val=None, log=print, lr_final=None, label_smoothing=0.0):
     """AdamW at lr; with lr_final, the rate falls from lr to lr_final along a half cosine
-    over the batches of all epochs."""
+    over the batches of all epochs; label_smoothing as F.cross_entropy's."""
     opt = torch.optim.AdamW([p for p in model.parameters() if p.requires_grad], lr=lr,
                             weight_decay=weight_decay)
     steps, step = epochs * batches_per_epoch, 0
@@ -200,7 +200,7 @@ def train_epochs(model, sampler, epochs, batches_per_epoch, batch_size, lr, weig
                 step += 1
             x, off, y = sampler.batch(batch_size)
             logits = model(x, off)
-            loss = F.cross_entropy(logits, y)
+            loss = F.cross_entropy(logits, y, label_smoothing=label_smoothing)
             opt.zero_grad()
             loss.backward()
             opt.step()

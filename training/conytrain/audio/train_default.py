@@ -1,10 +1,11 @@
 #!/usr/bin/python3
-"""Trains the shipped default audio model (models/audio/): a reduced VGGish-shaped CNN
+"""Trains the VGGish default audio model (shipped in models/audio/ up to run E16; since
+E53 that is train_yamnet_audio.py's): a reduced VGGish-shaped CNN
 that turns 0.96 s log-mel patches into small embeddings, and the CoNy encoder-classifier
 that classifies the stream of those embeddings continually.
 
     /usr/bin/python3 training/train_default_audio.py --dataset out/audio-dataset-v9 \\
-        --cony build-train/tools/cony --work out/train-audio --models models/audio \\
+        --cony build-train/tools/cony --work out/train-audio --models out/train-audio/models \\
         --center-bands 1 --batch-norm 1 --conv 24,48,64,64,96,96 --fc 160,128 \\
         --val-from out/audio-dataset-v7 --val-scope all --threads 2 \\
         --distill T1,T2,T3,T4
@@ -643,7 +644,8 @@ def main():
     ap.add_argument("--dataset", default="out/audio-dataset-v7")
     ap.add_argument("--cony", default="build-train/tools/cony")
     ap.add_argument("--work", default="out/train-audio")
-    ap.add_argument("--models", default="models/audio")
+    ap.add_argument("--models", default="out/train-audio/models",
+                    help="where the pair goes (models/audio/ holds E53 now: not by default)")
     ap.add_argument("--stages", default="mel,cnn,embed,tf,val")
     ap.add_argument("--seed", type=int, default=20261121)
     ap.add_argument("--train-seed", type=int, default=11,

@@ -230,6 +230,32 @@ def frontend(args):
     return fe
 
 
+class HeadProjection(torch.nn.Module):
+    """The input projection through YAMNet's classifier head (--input-head): token e ->
+    its 521 logits, standardised over the train tokens, z = (W e + b - mu) / sigma (all
+    frozen) -> a learned 521 -> d. Linear, so fold() makes it one plain d_in -> d layer
+    and the exported file is an ordinary classifier."""
+
+    def __init__(self, fc, tokens, d):
+        super().__init__()
+        W, b = fc
+        logits = tokens @ W.T + b
+        mu, sigma = logits.mean(0), logits.std(0) + 1e-3
+        self.register_buffer("W", torch.from_numpy(W / sigma[:, None]).float())
+        self.register_buffer("b", torch.from_numpy((b - mu) / sigma).float())
+        self.proj = torch.nn.Linear(W.shape[0], d)
+
+    def forward(self, x):
+        return self.proj(x @ self.W.T + self.b)
+
+    @torch.no_grad()
+    def fold(self):
+        lin = torch.nn.Linear(self.W.shape[1], self.proj.out_features)
+        lin.weight.copy_(self.proj.weight @ self.W)
+        lin.bias.copy_(self.proj.weight @ self.b + self.proj.bias)
+        return lin
+
+
 def fit_encoder(args, rows, labels, models, tag):
     """Trains on the rows of split "train" and exports MODELS/transformer.safetensors
     (checkpoint WORK/TAG.pt)."""
@@ -242,6 +268,9 @@ def fit_encoder(args, rows, labels, models, tag):
                                   args.landmarks, "cony", labels,
                                   positional_encoding="learned", frontend=frontend(args),
                                   dropout=args.tf_dropout)
+    if args.input_head:
+        model.input_proj = HeadProjection(yamnet_fc(args.cnn), tokens.reshape(-1, E),
+                                          args.d)
     sampler = JoinedWindows(tokens, y, [r["group"] for r in train], args.window,
                             model.config["positional_rows"], args, args.train_seed)
     log(f"encoder: d {args.d} heads {args.heads} ff {args.ff} n {args.window} "
@@ -251,12 +280,16 @@ def fit_encoder(args, rows, labels, models, tag):
                                    args.train_seed)
     decay = 0.01 if args.lr_decay else None      # cosine to 1 % of each phase's rate
     train_epochs(model, sampler, args.tf_epochs, args.tf_batches, args.tf_batch, args.tf_lr,
-                 args.weight_decay, log=log, lr_final=decay and args.tf_lr * decay)
+                 args.weight_decay, log=log, lr_final=decay and args.tf_lr * decay,
+                 label_smoothing=args.label_smoothing)
     fit_block_landmarks(model, sampler, 0, args.kmeans_windows, seed=args.train_seed)
     log(f"fixed landmarks by k-means (m = {args.landmarks}); fine-tuning as cony-fixed")
     train_epochs(model, sampler, args.finetune_epochs, args.tf_batches, args.tf_batch,
                  args.tf_lr * 0.3, args.weight_decay, log=log,
-                 lr_final=decay and args.tf_lr * 0.3 * decay)
+                 lr_final=decay and args.tf_lr * 0.3 * decay,
+                 label_smoothing=args.label_smoothing)
+    if args.input_head:
+        model.input_proj = model.input_proj.fold()
     model.eval()
     os.makedirs(models, exist_ok=True)
     save_checkpoint(model, os.path.join(args.work, tag + ".pt"))
@@ -344,6 +377,10 @@ def main():
     ap.add_argument("--token-swap", type=float, default=0.0,
                     help="share of each window's tokens replaced by random train tokens")
     ap.add_argument("--kmeans-windows", type=int, default=512)
+    ap.add_argument("--input-head", type=int, default=0,
+                    help="1: the input projection goes through YAMNet's classifier head "
+                         "(HeadProjection), folded into one layer for the export")
+    ap.add_argument("--label-smoothing", type=float, default=0.0)
     args = ap.parse_args()
     if not args.val_from:
         ap.error("--val-from: the data set whose validation recordings are held out")
