@@ -282,6 +282,9 @@ def fit_encoder(args, rows, labels, models, tag):
     train_epochs(model, sampler, args.tf_epochs, args.tf_batches, args.tf_batch, args.tf_lr,
                  args.weight_decay, log=log, lr_final=decay and args.tf_lr * decay,
                  label_smoothing=args.label_smoothing)
+    if getattr(args, "phase1_models", None):     # the model as trained with `cony` landmarks
+        model.eval()
+        write_model(model, args.phase1_models, labels)
     fit_block_landmarks(model, sampler, 0, args.kmeans_windows, seed=args.train_seed)
     log(f"fixed landmarks by k-means (m = {args.landmarks}); fine-tuning as cony-fixed")
     train_epochs(model, sampler, args.finetune_epochs, args.tf_batches, args.tf_batch,
@@ -293,6 +296,12 @@ def fit_encoder(args, rows, labels, models, tag):
     model.eval()
     os.makedirs(models, exist_ok=True)
     save_checkpoint(model, os.path.join(args.work, tag + ".pt"))
+    return write_model(model, models, labels)
+
+
+def write_model(model, models, labels):
+    """MODELS/transformer.safetensors and labels.txt of model; returns the model's path."""
+    os.makedirs(models, exist_ok=True)
     path = os.path.join(models, "transformer.safetensors")
     export_model(model, path)
     with open(os.path.join(models, "labels.txt"), "w") as f:
@@ -301,18 +310,19 @@ def fit_encoder(args, rows, labels, models, tag):
     return path
 
 
-def measure(args, rows, labels, model, out):
-    """Full-window accuracy of the exported model on the validation clips through
-    `cony classify`, each clip after n - 1 tokens of its own recording (the test
-    protocol of eval_default_audio.py) -> out (JSON); per origin and class."""
-    val = [r for r in rows if r["split"] == "val"]
+def measure(args, rows, labels, model, out, split="val", variant=None):
+    """Full-window accuracy of the exported model on the validation clips (or those of
+    another split, from the cache) through `cony classify` (--attention variant, if given),
+    each clip after n - 1 tokens of its own recording (the test protocol of
+    eval_default_audio.py) -> out (JSON); per origin and class."""
+    val = [r for r in rows if r["split"] == split]
     tokens = [np.load(token_path(args.cache, r)) for r in val]
     stats = {}
     tmp_dir = os.path.join(args.work, "val-tmp")
     os.makedirs(tmp_dir, exist_ok=True)
     for i, stream, c in eval_default_audio.recording_streams(val, tokens, args.window):
         r = val[i]
-        pred = eval_default_audio.classify(args.cony, model, stream, tmp_dir)[c:]
+        pred = eval_default_audio.classify(args.cony, model, stream, tmp_dir, variant)[c:]
         ok = int((pred == labels.index(r["label"])).sum())
         for key in ((r["origin"], r["label"]), (r["origin"], "all")):
             a = stats.setdefault("%s/%s" % key, [0, 0])
@@ -330,12 +340,12 @@ def measure(args, rows, labels, model, out):
         if f"{origin}/all" in res:
             parts = ", ".join("%s %.1f%%" % (c, 100 * res[f"{origin}/{c}"]["accuracy"])
                               for c in labels if f"{origin}/{c}" in res)
-            log(f"val ({origin}, full-window steps): {100 * res[origin + '/all']['accuracy']:.1f} %, "
+            log(f"{split} ({origin}, full-window steps): {100 * res[origin + '/all']['accuracy']:.1f} %, "
                 f"class mean {100 * res[origin + '/class-mean']['accuracy']:.1f} % | {parts}")
     return res
 
 
-def main():
+def build_parser():
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--dataset", default="out/audio-dataset-v9")
     ap.add_argument("--val-from", default="out/audio-dataset-v7",
@@ -381,6 +391,13 @@ def main():
                     help="1: the input projection goes through YAMNet's classifier head "
                          "(HeadProjection), folded into one layer for the export")
     ap.add_argument("--label-smoothing", type=float, default=0.0)
+    ap.add_argument("--phase1-models", default=None,
+                    help="also export the model after phase 1 (trained as cony) to this folder")
+    return ap
+
+
+def main():
+    ap = build_parser()
     args = ap.parse_args()
     if not args.val_from:
         ap.error("--val-from: the data set whose validation recordings are held out")
