@@ -6,7 +6,7 @@
         [--models models/audio] [--update-model-md]
 
 Every test-split clip of the data set (training/data/build_audio_dataset.sh; with
---extra-dataset also that set's test clips, e.g. training/data/synth_tones.py's) goes
+--extra-dataset also that set's test clips, e.g. training/synth_tones.py's) goes
 through the C tools exactly as the GStreamer pipeline computes it:
 
     cony embed -e --model yamnet.safetensors CLIP.wav  (conymel preset=yamnet ! conyvggish
@@ -383,7 +383,7 @@ def main():
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--dataset", default=os.path.join(repo, "out", "audio-dataset-v9"))
     ap.add_argument("--extra-dataset", help="also the test clips of this clip set (e.g. "
-                    "training/data/synth_tones.py's), as synthesised clips")
+                    "training/synth_tones.py's), as synthesised clips")
     ap.add_argument("--cnn", help="the CNN file (default: the one the classifier's config "
                     "names, found in models/*/)")
     ap.add_argument("--cony", default=os.path.join(repo, "build-train", "tools", "cony"))

@@ -30,9 +30,6 @@ import time
 
 import numpy as np
 
-HERE = os.path.dirname(os.path.abspath(__file__))
-sys.path.insert(0, HERE)
-
 # (file, variant): the phase-1 file runs the variants without fixed landmarks; the trained
 # variant first. `regular` and `nystrom-fixed` compute the same functions as `continual`
 # and `cony-fixed`, so they are left out.
@@ -82,14 +79,10 @@ def parse_args(argv):
 
 
 def recipe():
-    """The recipe's module: train_yamnet_audio here, conytrain.audio.yamnet once training/
-    is a package (the thin script then holds none of the functions used here)."""
-    try:
-        from conytrain.audio import yamnet
-        return yamnet
-    except ImportError:
-        import train_yamnet_audio
-        return train_yamnet_audio
+    """The recipe's module, conytrain.audio.yamnet (training/train_yamnet_audio.py's);
+    imported when needed, so that --table-only does without torch."""
+    from conytrain.audio import yamnet
+    return yamnet
 
 
 def recipe_args(argv, out):

@@ -9,7 +9,7 @@ YAMNet embeddings (models/yamnet/, 1024-d, one token every 0.25 s).
 training/train_yamnet_audio.sh runs it with the data sets and the evaluation. Stages (all
 run by default; --stages picks some):
 
-  tones  training/data/synth_tones.py -> WORK/tones: steady sines and mains hum at audible
+  tones  training/synth_tones.py -> WORK/tones: steady sines and mains hum at audible
          levels, labelled noise (silence is a level, not the absence of change)
   embed  `cony embed -e` with YAMNet on every clip of the data set and of WORK/tones, once:
          CACHE/<set>/<clip>.npy, (17, 1024) float32, exactly the tokens `conymel
