@@ -39,6 +39,7 @@ Deterministic: fixed seeds, torch threads as given.
 """
 
 import argparse
+import copy
 import json
 import os
 import sys
@@ -284,7 +285,11 @@ def fit_encoder(args, rows, labels, models, tag):
                  label_smoothing=args.label_smoothing)
     if getattr(args, "phase1_models", None):     # the model as trained with `cony` landmarks
         model.eval()
-        write_model(model, args.phase1_models, labels)
+        phase1 = model
+        if args.input_head:                       # export folds the head, training goes on
+            phase1 = copy.deepcopy(model)
+            phase1.input_proj = phase1.input_proj.fold()
+        write_model(phase1, args.phase1_models, labels)
     fit_block_landmarks(model, sampler, 0, args.kmeans_windows, seed=args.train_seed)
     log(f"fixed landmarks by k-means (m = {args.landmarks}); fine-tuning as cony-fixed")
     train_epochs(model, sampler, args.finetune_epochs, args.tf_batches, args.tf_batch,
