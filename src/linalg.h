@@ -71,7 +71,7 @@ void cony_softmax_d (double *x, int n);
 /* Singular values below this fraction of the largest count as zero. The kernels come
  * from float32 activations: a singular value near double epsilon relative to the
  * largest is noise, and inverting it would multiply 1e-16 differences by 1e16. The
- * Python reference (training/conyref/attention.py, PINV_RTOL) uses the same rule. */
+ * Python reference (training/conytrain/ref/attention.py, PINV_RTOL) uses the same rule. */
 #define CONY_PINV_RTOL 1e-10
 
 /* Moore-Penrose pseudo-inverse of the m×m row-major matrix @a into @out, via SVD in

@@ -1,4 +1,4 @@
-/* Attention layers against the float64 reference (training/conyref).
+/* Attention layers against the float64 reference (training/conytrain/ref).
  *
  * One test per directory under tests/golden/attention/ (written by
  * training/gen_attention_golden.py): the layer described by the "config" metadata of

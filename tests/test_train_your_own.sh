@@ -47,8 +47,8 @@ else
   fi
   info=$("$cony" info "$tmp/model.safetensors" 2>&1)
   want_sha=$(sha256sum "$cnn" | cut -d' ' -f1)
-  got_sha=$(/usr/bin/python3 -c "
-import json, sys; sys.path.insert(0, '$root/training'); import safetensors_io
+  got_sha=$(PYTHONPATH="$root/training" /usr/bin/python3 -c "
+import json; from conytrain import safetensors_io
 print(json.loads(safetensors_io.load('$tmp/model.safetensors')[1]['config'])['frontend']['cnn_sha256'])")
   if echo "$info" | grep -q "buzz" && echo "$info" | grep -q "noise" && echo "$info" | grep -q "tone" \
      && [ "$got_sha" = "$want_sha" ]; then

@@ -8,7 +8,7 @@ float64 numpy reference, and GStreamer pipelines on generated sounds.
   training/verify_yamnet_armnn.py) gives ArmNN's top-1 on every patch, and no score more
   than 0.1 from ArmNN's (ArmNN ran the original int8 .tflite);
 * `cony embed` (scores, and the 1024-d embedding with --embedding) against
-  training/conyref/mobilenet.py on those patches and on generated ones: max |difference|
+  training/conytrain/ref/mobilenet.py on those patches and on generated ones: max |difference|
   at most 1e-4 of max |reference| per patch;
 * `cony tag` on a spoken clip (espeak-ng) lists Speech first;
 * filesrc ! wavparse ! audioconvert ! audioresample ! conymel preset=yamnet !
@@ -27,12 +27,10 @@ import unittest
 
 import numpy as np
 
-HERE = os.path.dirname(os.path.abspath(__file__))
-ROOT = os.path.dirname(HERE)
-sys.path.insert(0, os.path.join(ROOT, "training"))
+from conytrain.audio import yamnet_armnn as verify
+from conytrain.ref import mobilenet
 
-import verify_yamnet_armnn as verify  # noqa: E402
-from conyref import mobilenet  # noqa: E402
+HERE = os.path.dirname(os.path.abspath(__file__))
 
 GOLDEN = os.path.join(HERE, "golden", "yamnet")
 SIRENS = {"Siren", "Police car (siren)", "Ambulance (siren)", "Civil defense siren",

@@ -68,8 +68,7 @@ def synthetic(rng, N, L, d_in, classes):
 
 def with_torch(cony, tmp):
     import torch
-    sys.path.insert(0, HERE)
-    from conyref.model import load_checkpoint
+    from conytrain.ref.model import load_checkpoint
 
     torch.set_num_threads(1)
     rng = np.random.default_rng(7)

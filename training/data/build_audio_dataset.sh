@@ -102,7 +102,7 @@ declare -A PATTERNS=(
 )
 
 # version 6: for training only; which files of which package, listed one a line
-V6_LIST="$HERE/train_only_v6.tsv"
+V6_LIST="$REPO/training/conytrain/data/versions/train_only_v6.tsv"
 mapfile -t V6 < <(grep -v '^#' "$V6_LIST" | tail -n +2 | cut -f1 | sort -u)
 DATA+=("${V6[@]}")
 for p in "${V6[@]}"; do PATTERNS[$p]="(files listed in train_only_v6.tsv)"; done
@@ -174,13 +174,13 @@ for p in "${DATA[@]}"; do
   set -o pipefail
   n=$(find "$SRC/$p" -type f | wc -l)
   [ "$n" -gt 0 ] || die "no sound files unpacked from $deb (patterns: ${PATTERNS[$p]}; see $SRC/$p.tar.log)"
-  $PY "$HERE/unpack_archives.py" "$SRC/$p" || die "could not unpack the sound archives of $p"
+  $PY "$REPO/training/unpack_archives.py" "$SRC/$p" || die "could not unpack the sound archives of $p"
   touch "$stamp"
 done
 T1=$(date +%s)
 log "tools and data ready in $((T1 - T0)) s"
 
 # ---- 3. cut, synthesise, write manifest and report
-$PY "$HERE/build_audio_dataset.py" --src "$SRC" --out "$OUT" "${PYARGS[@]}"
+$PY "$REPO/training/build_audio_dataset.py" --src "$SRC" --out "$OUT" "${PYARGS[@]}"
 T2=$(date +%s)
 log "done in $((T2 - T0)) s (packages $((T1 - T0)) s, clips $((T2 - T1)) s); output $OUT ($(du -sh --exclude=.cache "$OUT" | cut -f1) without the .cache of $(du -sh "$CACHE" | cut -f1))"

@@ -6,14 +6,11 @@ plan uses, and the plan is a function of the seed."""
 import argparse
 import os
 import subprocess
-import sys
 import tempfile
 import unittest
 from unittest import mock
 
-sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "data"))
-
-import build_audio_dataset as bad  # noqa: E402
+from conytrain.data import build as bad
 
 
 def tone(path, seconds, hz):

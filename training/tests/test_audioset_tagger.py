@@ -1,16 +1,12 @@
 """train_audioset_tagger.py: the training windows' targets over joined clips, and the
 held-out measures (average precision, top-1 flips, the window mean)."""
 
-import os
-import sys
 import types
 import unittest
 
 import numpy as np
 
-sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), ".."))
-
-import train_audioset_tagger as tagger  # noqa: E402
+from conytrain.audio import audioset_tagger as tagger
 
 
 class JoinedStreamsTest(unittest.TestCase):

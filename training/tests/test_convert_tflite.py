@@ -1,6 +1,6 @@
 """training/convert_tflite.py: small TFLite flatbuffers built here (python3-flatbuffers'
 Builder, an implementation independent of the converter's reader) are converted and
-evaluated by the numpy reference (conyref/mobilenet.py) against a direct NHWC/OHWI
+evaluated by the numpy reference (conytrain/ref/mobilenet.py) against a direct NHWC/OHWI
 evaluation of the TFLite graph; every refusal path
 (unknown and custom operators, bad quantisation, unsupported options, truncated files,
 offsets out of range, random corruption) must give a TFLiteError naming the problem.
@@ -18,14 +18,13 @@ import unittest
 
 import numpy as np
 
+from conytrain import safetensors_io
+from conytrain.cnn import convert_tflite
+from conytrain.cnn.convert_tflite import TFLiteError
+from conytrain.ref import mobilenet
+
 HERE = os.path.dirname(os.path.abspath(__file__))
 ROOT = os.path.dirname(os.path.dirname(HERE))
-sys.path.insert(0, os.path.join(ROOT, "training"))
-
-import convert_tflite  # noqa: E402
-import safetensors_io  # noqa: E402
-from convert_tflite import TFLiteError  # noqa: E402
-from conyref import mobilenet  # noqa: E402
 
 try:
     import flatbuffers

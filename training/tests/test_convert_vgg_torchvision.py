@@ -5,7 +5,6 @@ between linears 2+ indices apart); outputs must agree for several input sizes, i
 maps smaller and larger than 7x7 (the folded adaptive pool)."""
 
 import os
-import sys
 import tempfile
 import unittest
 
@@ -13,12 +12,9 @@ import numpy as np
 import torch
 import torch.nn.functional as F
 
-HERE = os.path.dirname(os.path.abspath(__file__))
-sys.path.insert(0, os.path.dirname(HERE))
-
-import convert_vgg_torchvision as cvt  # noqa: E402
-import safetensors_io  # noqa: E402
-from gen_imagecnn_golden import TvVgg, randomise_bn  # noqa: E402
+from conytrain import safetensors_io
+from conytrain.cnn import convert_vgg_torchvision as cvt
+from conytrain.golden.imagecnn import TvVgg, randomise_bn
 
 
 def libcony_forward(tensors, meta, x_nhwc):

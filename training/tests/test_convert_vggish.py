@@ -5,20 +5,18 @@ embeddings of the converted file are compared with torch's."""
 import glob
 import os
 import subprocess
-import sys
 import tempfile
 import unittest
 
 import numpy as np
 import torch
 
+from conytrain import safetensors_io
+from conytrain.cnn import convert_vggish
+from conytrain.cnn.vggish import VGGishLike, postprocess_torch
+
 HERE = os.path.dirname(os.path.abspath(__file__))
 ROOT = os.path.dirname(os.path.dirname(HERE))
-sys.path.insert(0, os.path.join(ROOT, "training"))
-
-import convert_vggish  # noqa: E402
-import safetensors_io  # noqa: E402
-from vggish_model import VGGishLike, postprocess_torch  # noqa: E402
 
 CONV = (8, "M", 16, "M", 16, 16, "M", 32, 32, "M")
 FC = (32, 32, 128)

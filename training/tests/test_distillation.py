@@ -5,16 +5,13 @@ distillation_mask leaves the teachers out for skipped families and for the valid
 recordings a refit (--train-on-val, refit_on_validation) trains on."""
 
 import os
-import sys
 import tempfile
 import unittest
 
 import torch
 import torch.nn.functional as F
 
-sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), ".."))
-
-import train_default_audio as tda  # noqa: E402
+from conytrain.audio import train_default as tda
 
 torch.set_num_threads(1)
 

@@ -1,13 +1,9 @@
 """build_audio_dataset.drop_families (data set version 7): the planned clips of the
 mislabelled families are removed before rendering, every other clip stays, in order."""
 
-import os
-import sys
 import unittest
 
-sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "data"))
-
-import build_audio_dataset as bad  # noqa: E402
+from conytrain.data import build as bad
 
 
 class DropMislabelled(unittest.TestCase):

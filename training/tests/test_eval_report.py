@@ -4,16 +4,12 @@ pattern names, and the bootstrap's per-recording counts, on hand-made results; a
 recording protocol's streams (context_stream): a clip after n - 1 tokens of its own
 recording's clips before it, cycled, itself when it is alone."""
 
-import os
-import sys
 import unittest
 
 import numpy as np
 
-sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), ".."))
-
-from eval_default_audio import (accuracy_without, by_recording, context_stream,  # noqa: E402
-                                worst_recordings)
+from conytrain.audio.eval_default import (accuracy_without, by_recording, context_stream,
+                                         worst_recordings)
 
 LABELS = ["speech", "music", "noise", "alarm", "animal", "silence"]
 N = 3          # window: steps 0 and 1 are warm-up and never counted

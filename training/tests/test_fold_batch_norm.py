@@ -1,17 +1,13 @@
-"""fold_batch_norm (training/vggish_model.py): a VGGishLike trained with batch
+"""fold_batch_norm (training/conytrain/cnn/vggish.py): a VGGishLike trained with batch
 normalisation, folded into the plain layout libcony loads, computes the same embedding in
 eval mode, whatever the running statistics and affine parameters."""
 
-import os
-import sys
 import unittest
 
 import torch
 from torch import nn
 
-sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), ".."))
-
-from vggish_model import VGGishLike, fold_batch_norm, layout  # noqa: E402
+from conytrain.cnn.vggish import VGGishLike, fold_batch_norm, layout
 
 torch.set_num_threads(1)
 

@@ -1,5 +1,5 @@
 """The committed mel golden files are what mel_reference.py computes (checked
-numerically: golden_check.py says why not byte-for-byte) and an edited one is caught;
+numerically: golden/check.py says why not byte-for-byte) and an edited one is caught;
 the CNN golden files are what gen_cnn_golden.py computes (numerically too) and an edit
 is caught; `cony mel` (when a built tool is found) matches the float64 reference on WAV
 files."""
@@ -7,20 +7,18 @@ files."""
 import glob
 import os
 import subprocess
-import sys
 import tempfile
 import unittest
 import wave
 
 import numpy as np
 
+from conytrain.audio import mel as mel_reference
+from conytrain.golden import cnn as gen_cnn_golden
+from conytrain.golden.check import bumped, edited_copy
+
 HERE = os.path.dirname(os.path.abspath(__file__))
 ROOT = os.path.dirname(os.path.dirname(HERE))
-sys.path.insert(0, os.path.join(ROOT, "training"))
-
-import gen_cnn_golden  # noqa: E402
-import mel_reference  # noqa: E402
-from golden_check import bumped, edited_copy  # noqa: E402
 
 MEL = os.path.join(ROOT, "tests", "golden", "mel")
 CNN = os.path.join(ROOT, "tests", "golden", "cnn")

@@ -1,20 +1,18 @@
 """The committed attention and model golden files are what gen_attention_golden.py and
-gen_model_golden.py compute, checked numerically (golden_check.py says why not
+gen_model_golden.py compute, checked numerically (golden/check.py says why not
 byte-for-byte), and an edited golden file is caught."""
 
 import json
 import os
-import sys
 import tempfile
 import unittest
 
+from conytrain.golden import attention as gen_attention_golden
+from conytrain.golden import model as gen_model_golden
+from conytrain.golden.check import bumped, edited_copy
+
 HERE = os.path.dirname(os.path.abspath(__file__))
 ROOT = os.path.dirname(os.path.dirname(HERE))
-sys.path.insert(0, os.path.join(ROOT, "training"))
-
-import gen_attention_golden  # noqa: E402
-import gen_model_golden  # noqa: E402
-from golden_check import bumped, edited_copy  # noqa: E402
 
 ATTENTION = os.path.join(ROOT, "tests", "golden", "attention")
 MODEL = os.path.join(ROOT, "tests", "golden", "model")

@@ -5,14 +5,10 @@ import contextlib
 import io
 import json
 import os
-import sys
 import tempfile
 import unittest
 
-HERE = os.path.dirname(os.path.abspath(__file__))
-sys.path.insert(0, os.path.join(HERE, ".."))
-
-import landmark_sweep as ls  # noqa: E402
+from conytrain.audio import landmark_sweep as ls
 
 BENCH = """# attention, one step per token: d=64 heads=4 m=8, one thread, CPU time per step
 | n | variant | form | core µs | step µs | core vs continual | core vs regular |

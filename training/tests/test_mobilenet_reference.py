@@ -1,9 +1,8 @@
-"""conyref/mobilenet.py against torch (float64 conv2d, grouped for the depthwise layers,
+"""conytrain/ref/mobilenet.py against torch (float64 conv2d, grouped for the depthwise layers,
 TensorFlow SAME padding written out), and the committed tests/golden/mobilenet files are
 what gen_mobilenet_golden.py computes (an edit is caught)."""
 
 import os
-import sys
 import tempfile
 import unittest
 
@@ -11,14 +10,13 @@ import numpy as np
 import torch
 import torch.nn.functional as F
 
+from conytrain.bench import yamnet_torch as bench_yamnet_torch
+from conytrain.golden import mobilenet as gen_mobilenet_golden
+from conytrain.golden.check import bumped, edited_copy
+from conytrain.ref import mobilenet
+
 HERE = os.path.dirname(os.path.abspath(__file__))
 ROOT = os.path.dirname(os.path.dirname(HERE))
-sys.path.insert(0, os.path.join(ROOT, "training"))
-
-import bench_yamnet_torch  # noqa: E402
-import gen_mobilenet_golden  # noqa: E402
-from conyref import mobilenet  # noqa: E402
-from golden_check import bumped, edited_copy  # noqa: E402
 
 GOLDEN = os.path.join(ROOT, "tests", "golden", "mobilenet")
 

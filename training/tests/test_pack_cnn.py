@@ -1,15 +1,11 @@
-"""pack_side_by_side (training/vggish_model.py): the packed network's embedding is the
+"""pack_side_by_side (training/conytrain/cnn/vggish.py): the packed network's embedding is the
 members' embeddings side by side, for one and several members and odd sizes."""
 
-import os
-import sys
 import unittest
 
 import torch
 
-sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), ".."))
-
-from vggish_model import VGGishLike, pack_side_by_side  # noqa: E402
+from conytrain.cnn.vggish import VGGishLike, pack_side_by_side
 
 torch.set_num_threads(1)
 

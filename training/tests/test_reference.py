@@ -1,18 +1,14 @@
-"""Self-checks of the float64 reference (training/conyref).
+"""Self-checks of the float64 reference (training/conytrain/ref).
 
 Run from the repository root:  /usr/bin/python3 -m unittest discover -s training/tests
 or directly:                   /usr/bin/python3 training/tests/test_reference.py
 """
 
-import os
-import sys
 import unittest
 
 import torch
 
-sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), ".."))
-
-from conyref import attention as ref  # noqa: E402
+from conytrain.ref import attention as ref
 
 torch.set_num_threads(1)
 F64 = torch.float64

@@ -1,16 +1,13 @@
-"""Round trip of training/safetensors_io.py."""
+"""Round trip of training/conytrain/safetensors_io.py."""
 
 import os
 import struct
-import sys
 import tempfile
 import unittest
 
 import numpy as np
 
-sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), ".."))
-
-import safetensors_io  # noqa: E402
+from conytrain import safetensors_io
 
 
 class SafetensorsIoTest(unittest.TestCase):

@@ -1,4 +1,4 @@
-"""training/data/synth_music.py and build_audio_dataset's --synth-music plan: the MIDI files
+"""training/conytrain/data/synth_music.py and build_audio_dataset's --synth-music plan: the MIDI files
 are well formed (header, tracks, every note ended) in every style, a clip is a function of
 its seed, the colouring does what it says, and the planned clips are training-only extras
 that leave the other clips' seeds alone."""
@@ -6,16 +6,13 @@ that leave the other clips' seeds alone."""
 import argparse
 import os
 import struct
-import sys
 import tempfile
 import unittest
 
 import numpy as np
 
-sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "data"))
-
-import build_audio_dataset as bad  # noqa: E402
-import synth_music as sm  # noqa: E402
+from conytrain.data import build as bad
+from conytrain.data import synth_music as sm
 
 
 def read_vlq(data, i):

@@ -1,17 +1,12 @@
-"""train_default_audio.CorruptedWindows (--token-swap) and mixup (--mixup-p): swapped tokens
-come from the pool and nothing else changes; labels are kept; p = 0 changes nothing; mixup's
-soft targets are mixtures of the two labels and leave silence alone."""
+"""train_default_audio.CorruptedWindows (--token-swap): swapped tokens come from the pool and
+nothing else changes; labels are kept; p = 0 changes nothing."""
 
-import os
-import sys
 import unittest
 
 import numpy as np
 import torch
 
-sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), ".."))
-
-import train_default_audio as tda  # noqa: E402
+from conytrain.audio import train_default as tda
 
 torch.set_num_threads(1)
 
@@ -53,23 +48,6 @@ class TokenSwap(unittest.TestCase):
     def test_all_swapped(self):
         x, _, _ = tda.CorruptedWindows(FixedSampler(self.x, self.y), self.pool, 1.0, 2).batch(4)
         self.assertTrue(bool((x < 0).all()))
-
-
-class Mixup(unittest.TestCase):
-    def test_soft_targets(self):
-        rng = np.random.default_rng(3)
-        xb = rng.normal(-2.0, 1.0, (16, tda.PATCH, tda.N_MELS)).astype(np.float32)
-        yb = np.array([0, 1, 2, 3, 4, 5] * 2 + [0, 1, 5, 5])
-        out, target = tda.mixup(xb, yb, 6, 5, rng, 1.0)
-        np.testing.assert_allclose(target.sum(1), 1.0, rtol=1e-6)
-        for j in np.flatnonzero(yb == 5):              # silence: untouched, one-hot
-            np.testing.assert_array_equal(out[j], xb[j])
-            self.assertEqual(target[j, 5], 1.0)
-        self.assertEqual(float(target[yb != 5][:, 5].max()), 0.0)   # never mixed with silence
-        self.assertTrue((target[yb != 5].max(1) < 1.0).any())        # some really mixed
-        out0, t0 = tda.mixup(xb, yb, 6, 5, rng, 0.0)
-        np.testing.assert_array_equal(out0, xb)
-        np.testing.assert_array_equal(t0, np.eye(6, dtype=np.float32)[yb])
 
 
 if __name__ == "__main__":

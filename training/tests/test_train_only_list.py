@@ -5,13 +5,10 @@ loader finds every listed file of an extracted tree, by class, and names a missi
 import csv
 import os
 import re
-import sys
 import tempfile
 import unittest
 
-sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "data"))
-
-import build_audio_dataset as bad  # noqa: E402
+from conytrain.data import build as bad
 
 
 def rows():

@@ -1,4 +1,4 @@
-"""training/data/unpack_archives.py: OpenTTD .cat and Qt .rcc archives written here byte by
+"""training/conytrain/data/unpack_archives.py: OpenTTD .cat and Qt .rcc archives written here byte by
 byte (the layouts its docstring describes) and zip files unpack to the same bytes;
 placeholders and non-sound members are skipped; malformed archives and undecodable Opus
 files raise an error that names the file."""
@@ -6,16 +6,13 @@ files raise an error that names the file."""
 import os
 import struct
 import subprocess
-import sys
 import tempfile
 import unittest
 import wave
 import zipfile
 import zlib
 
-sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "data"))
-
-import unpack_archives as ua  # noqa: E402
+from conytrain.data import unpack_archives as ua
 
 
 def wav_bytes(n):

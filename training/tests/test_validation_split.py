@@ -4,13 +4,9 @@ split is untouched; scope "base" carves the first families only (their extra cli
 (--val-from) holds out another data set's validation groups, every clip of them."""
 
 import copy
-import os
-import sys
 import unittest
 
-sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), ".."))
-
-from train_default_audio import carve_validation, carve_validation_groups  # noqa: E402
+from conytrain.audio.train_default import carve_validation, carve_validation_groups
 
 
 def manifest():

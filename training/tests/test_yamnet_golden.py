@@ -7,16 +7,14 @@ external program (sine, silence) are what the front end computes today."""
 
 import json
 import os
-import sys
 import unittest
 
 import numpy as np
 
+from conytrain.audio import yamnet_armnn as verify
+
 HERE = os.path.dirname(os.path.abspath(__file__))
 ROOT = os.path.dirname(os.path.dirname(HERE))
-sys.path.insert(0, os.path.join(ROOT, "training"))
-
-import verify_yamnet_armnn as verify  # noqa: E402
 
 GOLDEN = os.path.join(ROOT, "tests", "golden", "yamnet")
 

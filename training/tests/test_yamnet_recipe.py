@@ -4,18 +4,12 @@ label of the window's newest token, streams that continue a recording or a class
 asked to, warm-up windows from a stream's start."""
 
 import argparse
-import os
-import sys
 import unittest
 
 import numpy as np
 
-HERE = os.path.dirname(os.path.abspath(__file__))
-sys.path.insert(0, os.path.join(HERE, ".."))
-sys.path.insert(0, os.path.join(HERE, "..", "data"))
-
-import synth_tones  # noqa: E402
-from train_yamnet_audio import JoinedWindows  # noqa: E402
+from conytrain.audio.yamnet import JoinedWindows
+from conytrain.data import synth_tones
 
 L = 17          # tokens a clip
 

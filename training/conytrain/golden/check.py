@@ -16,7 +16,7 @@ import shutil
 
 import numpy as np
 
-import safetensors_io
+from conytrain import safetensors_io
 
 # Allowed max |got - want|, relative to max |want|, by stored dtype.
 # float32: float64 results rounded to float32 land one float32 ulp (at most 1.2e-7 of

@@ -2,7 +2,7 @@
 """Steady tones and mains hum at audible levels, labelled `noise`: a small clip set beside
 the main data set (same manifest columns, training/data/README.md).
 
-    /usr/bin/python3 training/data/synth_tones.py OUT [--train 400] [--test 60] [--seed 26]
+    /usr/bin/python3 training/synth_tones.py OUT [--train 400] [--test 60] [--seed 26]
 
 Why: "silence" is a level (below about -58 dBFS RMS), but a steady sine or a hum has no
 onsets and little texture, and the models before YAMNet called both silence. The data sets
@@ -24,13 +24,11 @@ OUT/manifest.csv and OUT/labels.txt.
 import argparse
 import csv
 import os
-import sys
 import wave
 
 import numpy as np
 
-sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-from build_audio_dataset import CLASSES, SR, colored_noise, rms  # noqa: E402
+from conytrain.data.build import CLASSES, SR, colored_noise, rms
 
 FIELDS = ["path", "label", "source_file", "split", "duration", "origin", "package", "group",
           "family", "detail", "set"]

@@ -15,13 +15,10 @@ last layer's output.
 """
 
 import json
-import os
-import sys
 
 import numpy as np
 
-sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
-import safetensors_io  # noqa: E402
+from conytrain import safetensors_io
 
 WORDS = ("conv3x3s1", "conv3x3s2", "dw3x3s1", "dw3x3s2", "conv1x1", "gap", "fc", "sigmoid")
 WITH_TENSORS = ("conv3x3s1", "conv3x3s2", "dw3x3s1", "dw3x3s2", "conv1x1", "fc")

@@ -1,4 +1,5 @@
-"""conyref: float64 reference of the attention variants in docs/attention.md."""
+"""conytrain.ref (conyref before the package): float64 reference of the attention variants in
+docs/attention.md."""
 
 from .attention import (  # noqa: F401
     VARIANTS,

@@ -19,7 +19,7 @@ every row goes through its block's residual/LN/FF (2 blocks: block 2's rows of t
 newest tokens), then the final LN; the k rows are averaged and classified:
 logits = classifier(mean_i LN(z_i)). k = 1 is the single-row model above.
 
-MHA is conyref.attention.mha_window (windowed form of each variant: continual ->
+MHA is ref.attention.mha_window (windowed form of each variant: continual ->
 regular, cony -> nystrom, cony-fixed -> nystrom-fixed). The tensor names of
 state_dict() are exactly the names of the model file.
 """

@@ -26,7 +26,7 @@ from concurrent.futures import ThreadPoolExecutor
 
 import numpy as np
 
-import synth_music
+from conytrain.data import synth_music
 
 SR = 16000
 CLASSES = ["speech", "music", "noise", "alarm", "animal", "silence"]
@@ -1084,15 +1084,6 @@ def build_families(cat):
     return fam
 
 
-# Recordings added in the second version of the data set (more real variety for the classes
-# the first model got wrong on unseen recordings: noise, alarm, animal, music). They are
-# planned after the first version's families, whose train/test split they leave unchanged
-# (see main()). Labels come from file and directory names only where the name makes the
-# class unambiguous.
-EXTRA_NOISE_LINCITY = r"/(TraficHigh|TraficLow|RailTrain|IndustryHigh|IndustryLight|Water|WindMill|WindMillHTech|Fire|CoalMine|OreMine|SportsCroud)[0-9]\.wav$"
-EXTRA_NOISE_WIDELANDS = r"/sound/(sawmill/sawmill_|mill/mill_turning_|mill/weaving|atlanteans/saw/|metal/furnace|barbarians/stonegrind|empire/(beer|wine)bubble_|smiths/sharpening)[^/]*\.ogg$"
-EXTRA_NOISE_MINETEST = r"/(env_sounds_water|env_sounds_lava|fire_fire|fire_large|fire_small|carts_cart_moving|default_furnace_active|tnt_gunpowder_burning)[.0-9]*\.ogg$"
-
 # Share of each class's clips (weights relative to the first version's families of that
 # class, which sum to 1.0). The first version's synthesised noise and alarm shares are
 # lowered to make room for the real recordings.
@@ -1100,103 +1091,43 @@ EXTRA_REWEIGHT = {("noise", "synth_noise"): 0.40, ("alarm", "synth_alarm"): 0.50
                   ("animal", "tuxpaint_animals"): 0.55}
 
 
-# Recordings of eight more packages, for training only (version 3, --train-extra). The
-# classes the second model got most wrong on unseen recordings were alarms (sirens heard as
-# noise or music), bird calls (heard as alarms) and animal calls in general.
-TRAIN_ONLY_ALARM = [
-    ("scorched3d-data", "usr/share/games/scorched3d/data/globalmods", r"/(policecar|firetruck|beep2?|carhorn[0-9])\.wav$", 8),
-    ("gnome-shell-pomodoro-data", "usr/share/gnome-pomodoro/sounds", r"/loud-bell\.ogg$", 1),
-    ("linphone-common", "usr/share/sounds/linphone", r"/(toy-mono|oldphone-mono)\.wav$", 2),
-    ("lugaru-data", "usr/share/games/lugaru/Sounds", r"/Alarm\.ogg$", 1),
-    ("tuxmath-data", "usr/share/tuxmath/sounds", r"/towerclock\.wav$", 1),
-    ("tuxtype-data", "usr/share/tuxtype/sounds", r"/(alarm|buzz)\.wav$", 2),
-    ("twinkle-common", "usr/share/twinkle", r"/(ringtone|ringback)\.wav$", 2),
-]
-TRAIN_ONLY_ANIMAL = [
-    ("scorched3d-data", "usr/share/games/scorched3d/data/globalmods",
-     r"/(birds[12]|birdchirp[0-9]|gull[0-9]|frogs|wolf|bats[0-9]|dog[0-9]|rooster|sheep|cows|moo)\.wav$", 15),
-    ("gnome-shell-pomodoro-data", "usr/share/gnome-pomodoro/sounds", r"/birds\.ogg$", 1),
-    ("lugaru-data", "usr/share/games/lugaru/Sounds", r"/(Growl2?|Hawk|Bark[0-9]?)\.ogg$", 3),
-    ("megaglest-data", "usr/share/games/megaglest",
-     r"/(tilesets/[^/]+/sounds/(wolf|hawk|rooster|owl|chicken|mudchute_cow_[0-9])"
-     r"|commondata/sounds/(cow|pig)_[a-z]+[0-9]|units/(wild_sow|chicken|bull|thunderbird|beehive|elephant|sheep)/sounds/[^/]+)\.(wav|ogg)$", 40),
-]
-TRAIN_ONLY_NOISE = [
-    ("scorched3d-data", "usr/share/games/scorched3d/data/globalmods",
-     r"/(tankmove|elevate|turn|f16_[12]|f18_[12]|t38|jet|apache_1|rain|oceanwaves|factoryloop1|cheeringloop|citysounds|helicopter|cessna)\.wav$", 12),
-    ("megaglest-data", "usr/share/games/megaglest/tilesets", r"/sounds/(wind|rain)\.(wav|ogg)$", 4),
-    ("lugaru-data", "usr/share/games/lugaru/Sounds", r"/(Wind|DesertAmbient|Fire)\.ogg$", 3),
-    ("tuxtype-data", "usr/share/tuxtype/sounds", r"/cheer\.wav$", 1),
-]
+# The data set versions' tables (versions/*.tsv): tab-separated, a header line, '#' lines are
+# comments.
+VERSIONS = os.path.join(os.path.dirname(os.path.abspath(__file__)), "versions")
 
 
-# Version 4 adds the recordings of eleven more packages, again for training only, and
-# train-only music and speech (a third of the music errors were tracks heard as noise).
-# Two packages keep their sounds in archives that unpack_archives.py opens first.
-OPENSFX = ("usr/share/games/openttd/baseset/opensfx", r"/opensfx\.cat\.d/(%s)_[^/]+\.wav$")
-GCOMPRIS = "usr/share/gcompris-qt/rcc"
-TRAIN_ONLY4_ALARM = [
-    ("supertux-data", "usr/share/games/supertux2/sounds", r"/(phone|savebell2|savebell_low)\.wav$", 3),
-    ("heroes-sound-effects", "usr/share/games/heroes/sfx", r"/claxon\.wav$", 1),
-    ("warmux-data", "usr/share/games/warmux/sound/default/weapons", r"/mine_beep\.ogg$", 1),
-    # factory whistle, steam-train, ship and ferry horns, level-crossing bells, morse, car horn
-    ("openttd-opensfx", OPENSFX[0], OPENSFX[1] % "03|04|06|07|14|22|35", 7),
-    ("gcompris-qt-data", GCOMPRIS, r"/LRRing_01_LA\.ogg$", 1),
-]
-TRAIN_ONLY4_ANIMAL = [
-    ("sound-icons", "usr/share/sounds/sound-icons", r"/canary-long\.wav$", 1),
-    # sheep, cow, horse, tropical birds, lion, monkeys
-    ("openttd-opensfx", OPENSFX[0], OPENSFX[1] % "36|37|38|66|67|68|72", 7),
-    ("gcompris-qt-data", GCOMPRIS,
-     r"(/animals/[a-z]+\.ogg|/LRBark_[13]_LA_cut\.ogg|/LRFrogsInPondDuringStormLACut\.ogg)$", 10),
-]
-TRAIN_ONLY4_NOISE = [
-    ("supertux-data", "usr/share/games/supertux2/sounds", r"/(rain|waterfall)\.wav$", 2),
-    ("heroes-sound-effects", "usr/share/games/heroes/sfx", r"/foule[12]\.wav$", 2),
-    ("warmux-data", "usr/share/games/warmux/sound/default/weapons", r"/aircraft_flying\.ogg$", 1),
-    ("freedink-data", "usr/share/games/dink/dink/Sound", r"/fire\.wav$", 1),
-    # planes, jets, helicopter, buses, trucks, trains, mining machinery, steam, jackhammer,
-    # sawmill, chainsaw, wind, applause
-    ("openttd-opensfx", OPENSFX[0], OPENSFX[1] % "08|09|11|13|24|25|27|28|29|33|40|52|56|57|59|61|71", 17),
-    ("gcompris-qt-data", GCOMPRIS,
-     r"/(LRFactory_noise_0[1245]_LA|LRRain_in_garden_01_LA_cut|LRStartAndStopCarEngine1LACut"
-     r"|LRTrain_slowing_down_01_LA_cut|LRApplauses_1_LA_cut|water_fill)\.(ogg|wav)$", 9),
-]
-TRAIN_ONLY4_MUSIC = [
-    ("supertux-data", "usr/share/games/supertux2/music", r"\.ogg$", 40),
-    ("warmux-data", "usr/share/games/warmux", r"(/music/(ingame|menu)/[^/]+|/frog_music)\.ogg$", 12),
-    ("openclonk-data", "usr/share/games/openclonk/Music.ocg", r"\.ogg$", 8),
-    ("freedink-data", "usr/share/games/dink/dink/Sound", r"/(lovin|denube|1|5|106)\.ogg$", 5),
-    ("xmoto-data", "usr/share/games/xmoto/Textures/Musics", r"\.ogg$", 5),
-    ("asterisk-moh-opsound-wav", "usr/share/asterisk/moh", r"\.wav$", 5),
-    ("megaglest-data", "usr/share/games/megaglest", r"/music/[^/]+\.ogg$", 8),
-    ("lugaru-data", "usr/share/games/lugaru/Sounds", r"/Music[^/]*\.ogg$", 5),
-    ("tuxmath-data", "usr/share/tuxmath/sounds", r"/0[123]_[^/]+\.ogg$", 3),
-    ("tuxtype-data", "usr/share/tuxtype/sounds", r"/(tuxi|amidst_the_raindrops|chiptune2)\.ogg$", 3),
-    ("gcompris-qt-data", GCOMPRIS, r"/(music/[a-z]+|instruments/resource/[a-z_]+)\.ogg$", 20),
-]
-# American English telephone prompts (8 kHz), one speaker; a group per prompt set
-TRAIN_ONLY4_SPEECH = ("asterisk-core-sounds-en-wav", "usr/share/asterisk/sounds/en_US_f_Allison",
-                      r"/en_US_f_Allison/((digits|letters|phonetic|dictate|followme)/)?[a-z0-9-]+\.wav$", 300)
+def read_table(name):
+    """The rows of versions/NAME as dicts."""
+    with open(os.path.join(VERSIONS, name), newline="") as f:
+        return list(csv.DictReader((line for line in f if not line.startswith("#")),
+                                   delimiter="\t", quoting=csv.QUOTE_NONE))
 
 
-# Version 5 adds 0 A.D. (animal calls, water and weather ambiences, music; unpacked from its
-# public.zip) and Warzone 2100's soundtrack (Opus, decoded to wav), again for training only.
-OAD = "usr/share/games/0ad/mods/public/public.zip.d/audio"
-TRAIN_ONLY5 = {
-    "animal": [("0ad-data", OAD, r"/(actor/fauna/animal/[^/]+|actor/fauna/death/(goat_[0-9]+|death_horse_1[01]"
-                                  r"|death_camel_10)|voice/global/civ_dog_bark)\.ogg$", 50)],
-    "noise": [("0ad-data", OAD, r"/ambient/(water/[^/]+|weather/(wind_11|windstorm_11|snowstorm_11|rain_1[12]"
-                                 r"|windgust_11|windleaves_1[01]))\.ogg$", 14)],
-    "music": [("0ad-data", OAD, r"/music/[^/]+\.ogg$", 50),
-              ("warzone2100-music", "usr/share/games/warzone2100/music", r"\.opus\.wav$", 25)],
-}
+def pattern_row(r):
+    """(package, directory, regex, minimum files) of a table row."""
+    return (r["package"], r["directory"], r["regex"], int(r["minimum"]))
+
+
+def train_only_table():
+    """version -> class -> [(package, directory, regex, minimum files)] of
+    versions/train_only.tsv (versions 3, 4, 5 and 7; version 6 is train_only_v6.tsv)."""
+    out = {}
+    for r in read_table("train_only.tsv"):
+        out.setdefault(int(r["version"]), {}).setdefault(r["class"], []).append(pattern_row(r))
+    return out
+
+
+# version -> class -> [(package, directory, regex, minimum files)]; a version's train-only
+# recordings are those of every table up to it (version 6 adds train_only_v6.tsv)
+TRAIN_ONLY = train_only_table()
+# version 4's train-only speech: one speaker's telephone prompts, a group per prompt set
+TRAIN_ONLY4_SPEECH = TRAIN_ONLY[4]["speech"][0]
 
 
 # Version 6 adds twenty-five more packages (FlightGear warning horns and beeps, telephone
 # tones, bells, whistles; engines, weather, crowds; animals; music; spoken callouts), for
 # training only, listed file by file in train_only_v6.tsv.
-TRAIN_ONLY6_LIST = os.path.join(os.path.dirname(os.path.abspath(__file__)), "train_only_v6.tsv")
+TRAIN_ONLY6_LIST = os.path.join(VERSIONS, "train_only_v6.tsv")
 
 
 def train_only_v6(cat):
@@ -1214,47 +1145,6 @@ def train_only_v6(cat):
                                                                   r["class"], r["path"]))
             out[r["class"]].append(path)
     return out
-
-
-# Version 7 (data set version 9) adds three packages no earlier version used, again for
-# training only, aimed at what every model so far got wrong on held-out recordings (a toilet
-# flush, sirens, an owl, a squirrel, insects): qABCs' short recordings of animals and machines
-# (its alphabet's "noises"; only names whose class is plain: no silent animals, no toys),
-# Micropolis' siren, police siren, car horns and traffic, and the Minetest homedecor mod's
-# toilet flush, shower, tap, fire and doorbell.
-QABCS = "usr/share/qabcs/abcs/all/noises"
-MICROPOLIS = "usr/share/games/micropolis/res/sounds"
-HOMEDECOR = "usr/share/games/minetest/mods/homedecor"
-TRAIN_ONLY7 = {
-    "alarm": [("micropolis-data", MICROPOLIS, r"/(siren|police|honkhonk-(hi|med|low))\.wav$", 5),
-              ("minetest-mod-homedecor", HOMEDECOR, r"/homedecor_doorbell\.ogg$", 1),
-              ("qabcs-data", QABCS, r"/whistle\.ogg$", 1)],
-    "animal": [("qabcs-data", QABCS,
-                r"/(albatross|bear|bird|booby|calf|cat|chimpanzee|chinchilla|cow|crow|deer|dog|dolphin"
-                r"|duck|eagle-owl|elephant|emu|ferret|flamingo|foal|frog|giant_panda|giraffe|goose"
-                r"|grasshopper|guinea_fowl|hamster|hedgehog|heron|horse|hyena|iora|jaguar|jerboa|koala"
-                r"|ladybug|lion|little_monkey|lynx|moose|moth|mouse|otter|owl|pelican|pheasant|pig"
-                r"|porcupine|quail|quetzal|raccoon|rhinoceros|rooster|sheep|sparrow|squirrel|stork|tiger"
-                r"|vulture|wallaby|whale|wolf|wood_grouse|yak|zebra)\.ogg$", 65),
-               ("micropolis-data", MICROPOLIS, r"/quack(quack)?\.wav$", 2)],
-    "noise": [("qabcs-data", QABCS,
-               r"/(airplane|excavator|fire|helicopter|quadrocopter|rocket|tractor|train|skateboard"
-               r"|chalkboard|newspaper|ice_skate|zipper)\.ogg$", 13),
-              ("micropolis-data", MICROPOLIS, r"/(heavytraffic|fire|ignition)\.wav$", 3),
-              ("minetest-mod-homedecor", HOMEDECOR,
-               r"/(homedecor_(shower|toilet_flush|faucet)|fire_small)\.ogg$", 4)],
-}
-
-
-# version -> class -> [(package, directory, regex, minimum files)]; a version's train-only
-# recordings are those of every table up to it (version 6 adds train_only_v6.tsv)
-TRAIN_ONLY = {
-    3: {"alarm": TRAIN_ONLY_ALARM, "animal": TRAIN_ONLY_ANIMAL, "noise": TRAIN_ONLY_NOISE},
-    4: {"alarm": TRAIN_ONLY4_ALARM, "animal": TRAIN_ONLY4_ANIMAL, "noise": TRAIN_ONLY4_NOISE,
-        "music": TRAIN_ONLY4_MUSIC, "speech": [TRAIN_ONLY4_SPEECH]},
-    5: TRAIN_ONLY5,
-    7: TRAIN_ONLY7,
-}
 
 
 def train_only_files(cat, version, label, v6):
@@ -1281,8 +1171,8 @@ def speech_group(cat, f):
 def build_train_only_families(cat, version=3, use_v6_list=True):
     """Recordings used for training only (--train-extra): their groups never enter the test
     split, so the held-out test split stays version 2's. Labels come from file names that
-    make the class unambiguous. version 4 adds TRAIN_ONLY4_* (and music and speech),
-    version 5 TRAIN_ONLY5, version 6 train_only_v6.tsv, version 7 TRAIN_ONLY7;
+    make the class unambiguous. version 4 adds its rows of versions/train_only.tsv (and
+    music and speech), version 5 its rows, version 6 train_only_v6.tsv, version 7 its rows;
     use_v6_list=False leaves train_only_v6.tsv out of versions 6 and 7."""
     fam = defaultdict(list)
     v6 = train_only_v6(cat) if version >= 6 and use_v6_list else None
@@ -1305,56 +1195,25 @@ def build_train_only_families(cat, version=3, use_v6_list=True):
 
 
 def build_extra_families(cat):
-    P = cat.pkg
+    """Class -> list of (family, weight) of the families data set version 2 added
+    (versions/v2_families.tsv, their recordings in versions/v2_recordings.tsv). They are
+    planned after the first version's families, whose train/test split they leave unchanged
+    (see main()). Fails loudly if any package content is missing."""
+    files = defaultdict(list)
+    for r in read_table("v2_recordings.tsv"):
+        files[r["family"]] += need(find(cat.pkg(r["package"]), r["directory"], r["regex"]),
+                                   r["what"], int(r["minimum"]))
     fam = defaultdict(list)
-    wl = P("widelands-data")
-    wn = P("wesnoth-1.16-data")
-    lc = P("lincity-ng-data")
-    mt = P("minetest-data")
-    etr = P("extremetuxracer-data")
-    hw = P("hedgewars-data")
-    ox = P("oxygen-sounds")
-
-    # ---- music: whole tracks of three more games
-    for name, pkg, root, sub, rx, minimum, w in [
-            ("widelands_music", "widelands-data", wl, "usr/share/games/widelands/data/music", r"\.ogg$", 25, 0.25),
-            ("hedgewars_music", "hedgewars-data", hw, "usr/share/games/hedgewars/Data/Music", r"\.ogg$", 20, 0.20),
-            ("etr_music", "extremetuxracer-data", etr, "usr/share/games/etr/music", r"\.ogg$", 8, 0.10)]:
-        fs = need(find(root, sub, rx), "%s music" % pkg, minimum)
-        fam["music"].append((LongFiles(name, pkg, "music", fs, cat), w))
-
-    # ---- noise: traffic, trains, industry, water, wind mills, fire, mines, crowd (lincity-ng);
-    # saw mills, mills, looms, furnaces, grinding, bubbling (widelands); water, lava, fire, carts
-    # (minetest); camp fire and ship ambiences (wesnoth); sliding on snow, ice, rock, mud,
-    # grass and leaves (extremetuxracer); plane, steam, blowtorch, pneumatic hammer (hedgewars)
-    noise = []
-    noise += need(find(lc, "usr/share/games/lincity-ng/sounds", EXTRA_NOISE_LINCITY), "lincity-ng noises", 30)
-    noise += need(find(wl, "usr/share/games/widelands/data/sound", EXTRA_NOISE_WIDELANDS), "widelands machine noises", 10)
-    noise += need(find(mt, "usr/share/games/minetest", EXTRA_NOISE_MINETEST), "minetest environment noises", 10)
-    noise += need(find(wn, "usr/share/games/wesnoth/1.16/data/core/sounds/ambient", r"/(campfire|ship)\.ogg$"), "wesnoth ambiences", 2)
-    noise += need(find(etr, "usr/share/games/etr/sounds", r"_slide\.wav$"), "extremetuxracer slides", 5)
-    noise += need(find(hw, "usr/share/games/hedgewars/Data/Sounds", r"/(plane|steam|blowtorch|pickhammer)\.ogg$"), "hedgewars noises", 4)
-    fam["noise"].append((LoopGroups("real_noise2", "lincity-ng-data+widelands-data+minetest-data+wesnoth-1.16-data+extremetuxracer-data+hedgewars-data",
-                                    "noise", sorted(noise), cat, crossfade=True), 0.60))
-
-    # ---- alarm: a phone ringing (oxygen), a bell (wesnoth), an alarm horn (widelands
-    # "under_attack"), a fire station's siren (lincity-ng FireStation3: a rising 2.0-2.4 kHz
-    # sweep; FireStation1/2 are mostly engine noise and are not used)
-    al = need(find(ox, "usr/share/sounds", r"/Oxygen-Im-Phone-Ring\.ogg$"), "oxygen phone ring", 1)
-    al += need(find(wn, "usr/share/games/wesnoth/1.16/sounds", r"/bell\.wav$"), "wesnoth bell", 1)
-    al += need(find(wl, "usr/share/games/widelands/data/sound/military", r"/under_attack\.ogg$"), "widelands alarm", 1)
-    al += need(find(lc, "usr/share/games/lincity-ng/sounds", r"/FireStation3\.wav$"), "lincity-ng siren", 1)
-    fam["alarm"].append((LoopGroups("real_alarm2", "oxygen-sounds+wesnoth-1.16-data+widelands-data+lincity-ng-data",
-                                    "alarm", sorted(al), cat, gap=(0.03, 0.3)), 0.20))
-
-    # ---- animal: birds, crickets, frog, boar, coyote, moose, stag, wolf, duck, donkey, horse,
-    # ox, sheep, farm animals (widelands); bird ambiences and wolf growls (wesnoth)
-    an = need(find(wl, "usr/share/games/widelands/data/sound/animals", r"\.ogg$"), "widelands animals", 20)
-    an += need(find(wl, "usr/share/games/widelands/data/sound/farm", r"/(donkey|farm_animal|horse|ox|sheep)[_0-9]*\.ogg$"), "widelands farm animals", 8)
-    an += need(find(wl, "usr/share/games/widelands/data/world/critters", r"/duck/duck_[0-9]+\.ogg$"), "widelands duck", 1)
-    an += need(find(wn, "usr/share/games/wesnoth/1.16/data/core/sounds", r"/(ambient/birds[0-9]|wolf-growl-[0-9])\.ogg$"), "wesnoth birds and wolves", 4)
-    fam["animal"].append((LoopGroups("real_animal2", "widelands-data+wesnoth-1.16-data", "animal", sorted(an), cat,
-                                     gap=(0.05, 0.4)), 0.45))
+    for r in read_table("v2_families.tsv"):
+        if r["kind"] == "long":
+            f = LongFiles(r["family"], r["package"], r["class"], files[r["family"]], cat)
+        elif r["kind"] == "loop":
+            f = LoopGroups(r["family"], r["package"], r["class"], sorted(files[r["family"]]), cat,
+                           gap=(float(r["gap_min"]), float(r["gap_max"])),
+                           crossfade=r["crossfade"] == "1")
+        else:
+            raise DataError("v2_families.tsv: family %s: unknown kind %r" % (r["family"], r["kind"]))
+        fam[r["class"]].append((f, float(r["weight"])))
     return fam
 
 
@@ -1453,13 +1312,8 @@ def plan_synth_music(n, a):
 
 
 # Data set version 11 (--added-music N): real music of four packages no earlier version used,
-# for training only. Music is the weakest real class on validation in every run of the
-# shipped recipe (training/train_default_audio.py); these were chosen for that class, not for
-# any test recording.
-ADDED_MUSIC = [("hyperrogue-music", "usr/share/hyperrogue/music", r"\.ogg$", 17),
-               ("naev-data", "usr/share/naev/dat/snd/music", r"\.ogg$", 50),
-               ("ardentryst", "usr/share/games/ardentryst/Music", r"\.ogg$", 14),
-               ("etw-data", "usr/share/games/etw/music", r"\.wav$", 15)]
+# for training only (versions/added_music.tsv).
+ADDED_MUSIC = [pattern_row(r) for r in read_table("added_music.tsv")]
 ADDED_MUSIC_FAMILY = "train_only_music11"
 
 
@@ -1670,9 +1524,14 @@ def main():
     print("manifest: %s" % man)
 
 
-if __name__ == "__main__":
+def cli():
+    """main(), a DataError reported in one line with exit status 1."""
     try:
         main()
     except DataError as e:
         print("build_audio_dataset: error: %s" % e, file=sys.stderr)
         sys.exit(1)
+
+
+if __name__ == "__main__":
+    cli()

@@ -1,16 +1,13 @@
-"""train_default_audio.augment's background noise (--bg-noise-p): a patch of a noise-class
-clip added a few dB under the sound, label kept; off, it draws no random numbers, so the
-runs made before the option existed are reproduced draw for draw."""
+"""train_default_audio's CNN patches: draw_patch is the plain random slice; augment mixes
+another clip's patch in at the asked level, never into silence, and draws the same random
+numbers as the code of commit e584712 (random EQ, background noise, time stretch and mixup,
+all off there, have since been removed: the shipped recipes' random streams are unchanged)."""
 
-import os
-import sys
 import unittest
 
 import numpy as np
 
-sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), ".."))
-
-import train_default_audio as tda  # noqa: E402
+from conytrain.audio import train_default as tda
 
 P = tda.PATCH
 ANIMAL, NOISE, SILENCE = 0, 1, 2
@@ -36,17 +33,17 @@ def noise_to_call_db(patch):
     return 20 * np.log10(noise / call) if noise > 0 else -np.inf
 
 
-class BackgroundNoise(unittest.TestCase):
+class Augment(unittest.TestCase):
     def setUp(self):
         self.mels = [one_band_clip(CALL_BAND), one_band_clip(CALL_BAND),
                      one_band_clip(NOISE_BAND), one_band_clip(0) - 30.0]
         self.y = np.array([ANIMAL, ANIMAL, NOISE, SILENCE])
         self.calls = np.stack([self.mels[0][:P]] * 200)
 
-    def run_augment(self, bg_p, seed=1):
+    def run_augment(self, seed=1):
         rng = np.random.default_rng(seed)
         out, labels = tda.augment(self.calls, np.full(200, ANIMAL), self.mels, self.y, SILENCE,
-                                  rng, 0.0, np.full(200, -20.0), 0.0, NOISE, bg_p)
+                                  rng, 0.0, np.full(200, -20.0))
         return out, labels, rng
 
     def test_add_below_sets_the_mean_magnitude_ratio(self):
@@ -62,40 +59,40 @@ class BackgroundNoise(unittest.TestCase):
             self.assertEqual(e.shape, (P, tda.N_MELS))
             self.assertEqual(int(e.mean(0).argmax()), NOISE_BAND)
 
-    def test_every_patch_gets_noise_3_to_15_db_down_and_keeps_its_label(self):
-        out, labels, _ = self.run_augment(1.0)
+    def test_mix_is_12_to_30_db_down_and_draws_the_same_numbers(self):
+        out, labels, rng = self.run_augment()
         self.assertTrue(np.all(labels == ANIMAL))
         db = np.array([noise_to_call_db(p) for p in out])
-        # a frequency mask (p 0.3, up to 8 bands) can hide a band in a few patches
-        audible = np.isfinite(db)
-        self.assertGreater(audible.mean(), 0.85)
-        # the 12..30 dB mix adds at most -12 dB of the noise band on top of the 3..15 dB
-        self.assertTrue(np.all(db[audible] <= -3.0 + 2.6), db[audible].max())
-        self.assertTrue(np.all(db[audible] >= -15.0 - 0.1), db[audible].min())
-        self.assertGreater((db[audible] > -11).mean(), 0.5)
-
-    def test_off_adds_no_loud_noise_and_draws_the_same_numbers(self):
-        out, _, rng = self.run_augment(0.0)
-        db = np.array([noise_to_call_db(p) for p in out])
-        # only the old mix (12..30 dB down) can bring the noise band in
+        # only the mix of another clip (12..30 dB down) can bring the noise band in
         db = db[~np.isnan(db)]
         self.assertGreater(len(db), 150)
         self.assertTrue(np.all(db <= -12.0 + 0.1), db.max())
-        # what augment gave for these patches and seed before the option existed (the code
-        # of commit e584712): off, the option changes no draw
+        # what augment gave for these patches and seed with the code of commit e584712
         self.assertAlmostEqual(float(out.astype(np.float64).sum()), -5566950.069579136, delta=1e-3)
         self.assertAlmostEqual(float((out.astype(np.float64) ** 2).sum()), 25630771.53184701,
                                delta=1e-2)
         self.assertEqual(rng.random(), 0.4650183949765281)
 
-    def test_silence_patches_get_no_background(self):
+    def test_silence_patches_get_nothing_mixed_in(self):
         quiet = np.stack([self.mels[3][:P]] * 20)
         rng = np.random.default_rng(2)
         out, labels = tda.augment(quiet, np.full(20, SILENCE), self.mels, self.y, SILENCE, rng,
-                                  0.0, np.full(20, -100.0), 0.0, NOISE, 1.0)
+                                  0.0, np.full(20, -100.0))
         self.assertTrue(np.all(labels == SILENCE))
         e = np.maximum(np.exp(out.astype(np.float64)) - tda.LOG_OFFSET, 0.0)
         self.assertLess(e[:, :, NOISE_BAND - 2:NOISE_BAND + 3].max(), 1e-6)
+
+
+class DrawPatch(unittest.TestCase):
+    def test_plain_slice_and_the_same_numbers(self):
+        # frame t holds t in every band: the patch is a slice at the offset drawn
+        m = np.repeat(np.arange(300, dtype=np.float32)[:, None], tda.N_MELS, 1)
+        a, b = np.random.default_rng(5), np.random.default_rng(5)
+        for _ in range(20):
+            patch = tda.draw_patch(m, a)
+            t = int(b.integers(0, m.shape[0] - P + 1))
+            self.assertTrue(np.array_equal(patch, m[t:t + P]))
+        self.assertEqual(a.random(), b.random())
 
 
 if __name__ == "__main__":

@@ -1,0 +1,429 @@
+#!/usr/bin/python3
+"""Trains the default audio model (models/audio/): a CoNy continual encoder-classifier over
+YAMNet embeddings (models/yamnet/, 1024-d, one token every 0.25 s).
+
+    /usr/bin/python3 training/train_yamnet_audio.py --dataset out/audio-dataset-v9 \\
+        --val-from out/audio-dataset-v7 --cony build-train/tools/cony \\
+        --work out/train-yamnet --cache out/yamnet-cache --models models/audio
+
+training/train_yamnet_audio.sh runs it with the data sets and the evaluation. Stages (all
+run by default; --stages picks some):
+
+  tones  training/synth_tones.py -> WORK/tones: steady sines and mains hum at audible
+         levels, labelled noise (silence is a level, not the absence of change)
+  embed  `cony embed -e` with YAMNet on every clip of the data set and of WORK/tones, once:
+         CACHE/<set>/<clip>.npy, (17, 1024) float32, exactly the tokens `conymel
+         preset=yamnet ! conyvggish output=embedding` gives; beside each, YAMNet's 521
+         per-patch scores (<clip>.scores.npy, float16) from the embedding and the file's fc
+         layer, checked against `cony embed` (scores) on a few clips, for a later tagger.
+         CACHE/yamnet.json records the CNN's SHA-256; a cache of another CNN is refused.
+  val    the encoder trained without the validation recordings (version 7's scope-all
+         recordings held out of version 9, as for the models before, and 15 % of the tone
+         clips) -> WORK/val/, measured on them through `cony classify` as
+         eval_default_audio.py measures the test split (each clip after n - 1 tokens of its
+         own recording; full-window steps) -> WORK/val/val.json: the figure the decision
+         rule reads (models/audio/EXPERIMENTS.md)
+  refit  the same with the validation recordings in the train split -> MODELS/
+         transformer.safetensors and labels.txt (the shipped model)
+
+Training (fit_encoder): streams of --clips-per-stream train clips joined token-wise, each
+next clip another clip of the same recording (--p-recording; the clip itself when the
+recording has one), of the same class (--p-class) or of a random class, with per-token
+labels, so that windows of n tokens (longer than a clip) are filled and the model learns
+both a steady scene and a change of class. The first clip's class is drawn uniformly.
+Windows of n tokens end anywhere in a stream, at random stream offsets; 25 % are warm-up
+windows (the first w < n tokens of a stream). Phase 1 as `cony`, then k-means landmarks
+(train.fit_block_landmarks) and fine-tuning as `cony-fixed` (CoNy paper IV-B). The
+classifier's config records the CNN (frontend.cnn, cnn_sha256, cnn_output).
+Deterministic: fixed seeds, torch threads as given.
+"""
+
+import argparse
+import copy
+import json
+import os
+import sys
+import time
+from concurrent.futures import ThreadPoolExecutor
+
+import numpy as np
+import torch
+
+from conytrain import REPO, TRAINING, safetensors_io
+from conytrain.audio import eval_default as eval_default_audio
+from conytrain.audio.own import cnn_frontend, sha256
+from conytrain.audio.train_default import (CorruptedWindows, carve_validation,
+                                           carve_validation_groups, log, read_manifest,
+                                           refit_on_validation, run, validation_groups_of)
+from conytrain.export import export_model
+from conytrain.ref.mobilenet import dequantised
+from conytrain.ref.model import ConyEncoderClassifier, save_checkpoint
+from conytrain.train import fit_block_landmarks, train_epochs
+
+STRIDE = 25          # frames between YAMNet windows: one token every 0.25 s
+
+
+def token_path(cache, r, kind=""):
+    return os.path.join(cache, r["set"], os.path.splitext(r["path"])[0] + kind + ".npy")
+
+
+def load_rows(args, carve=True):
+    """The data set's clips (with carve: validation recordings of --val-from held out) and
+    the tone clips (15 % of them held out), each with its root and cache set name."""
+    rows, labels = read_manifest(args.dataset)
+    if carve:
+        rows = carve_validation_groups(
+            rows, validation_groups_of(args.val_from, args.val_frac, args.seed, args.val_scope))
+    tones, tone_labels = read_manifest(os.path.join(args.work, "tones"))
+    if tone_labels != labels:
+        raise RuntimeError(f"tones: labels {tone_labels} differ from the data set's {labels}")
+    tones = carve_validation(tones, args.val_frac, args.seed, "all")
+    for root, name, rs in ((args.dataset, os.path.basename(os.path.normpath(args.dataset)), rows),
+                           (os.path.join(args.work, "tones"), "tones", tones)):
+        for r in rs:
+            r["root"], r["set"] = root, name
+    return rows + tones, labels
+
+
+# ----------------------------------------------------------------------------- tones
+def stage_tones(args):
+    out = os.path.join(args.work, "tones")
+    if os.path.exists(os.path.join(out, "manifest.csv")):
+        return
+    run([sys.executable, os.path.join(TRAINING, "synth_tones.py"), out,
+         "--train", str(args.tones_train), "--test", str(args.tones_test)])
+    log(f"tones: {args.tones_train} train, {args.tones_test} test clips in {out}")
+
+
+# ----------------------------------------------------------------------------- embed
+def yamnet_fc(cnn):
+    """(W, b) of the file's fc layer (float32), the scores' layer after the pooled
+    embedding."""
+    tensors, meta = safetensors_io.load(cnn)
+    i = meta["layers"].split().index("fc")
+    return (dequantised(tensors, f"layers.{i}").astype(np.float32),
+            tensors[f"layers.{i}.bias"].astype(np.float32))
+
+
+def scores_of(emb, fc):
+    W, b = fc
+    return 1.0 / (1.0 + np.exp(-(emb @ W.T + b)))
+
+
+def check_cache(args):
+    """CACHE/yamnet.json names the CNN the cached tokens come from; refuse another one."""
+    os.makedirs(args.cache, exist_ok=True)
+    info = os.path.join(args.cache, "yamnet.json")
+    mine = {"cnn": os.path.relpath(args.cnn, REPO), "cnn_sha256": sha256(args.cnn),
+            "stride_frames": STRIDE, "tokens": "pooled embedding (cony embed -e)",
+            "scores": "<clip>.scores.npy: sigmoid(fc(embedding)), float16"}
+    if os.path.exists(info):
+        with open(info) as f:
+            have = json.load(f)
+        if have.get("cnn_sha256") != mine["cnn_sha256"]:
+            raise RuntimeError(f"{info}: the cache holds tokens of another CNN "
+                               f"({have.get('cnn')}); use another --cache")
+    else:
+        with open(info, "w") as f:
+            json.dump(mine, f, indent=1)
+
+
+def stage_embed(args, rows):
+    check_cache(args)
+    t0 = time.time()
+    todo = [r for r in rows if not os.path.exists(token_path(args.cache, r, ".scores"))]
+    fc = yamnet_fc(args.cnn)
+
+    def one(r):
+        out = token_path(args.cache, r)
+        os.makedirs(os.path.dirname(out), exist_ok=True)
+        run([args.cony, "embed", "-e", "--model", args.cnn, "--stride", str(STRIDE),
+             os.path.join(r["root"], r["path"]), "-o", out])
+        # written last: its presence marks a finished clip
+        np.save(token_path(args.cache, r, ".scores"),
+                scores_of(np.load(out), fc).astype(np.float16))
+
+    with ThreadPoolExecutor(max(1, args.jobs)) as pool:
+        for k, _ in enumerate(pool.map(one, todo)):
+            if k % 1000 == 999:
+                log(f"embed: {k + 1}/{len(todo)} clips ({time.time() - t0:.0f} s)")
+    # the scores from the cached embedding against `cony embed`'s own scores
+    worst = 0.0
+    tmp = os.path.join(args.work, "scores-check.npy")
+    for r in rows[::997]:
+        run([args.cony, "embed", "--model", args.cnn, "--stride", str(STRIDE),
+             os.path.join(r["root"], r["path"]), "-o", tmp])
+        worst = max(worst, float(np.abs(np.load(tmp) - np.load(token_path(
+            args.cache, r, ".scores")).astype(np.float32)).max()))
+    log(f"embed: {len(todo)} clips through cony embed ({time.time() - t0:.0f} s, "
+        f"{len(rows) - len(todo)} cached); scores vs cony embed: max |diff| {worst:.1e}")
+    if worst > 2e-3:        # float16 storage: 1e-3 at most near 1
+        raise RuntimeError("the cached scores disagree with cony embed's")
+
+
+# ----------------------------------------------------------------------------- encoder
+def cut_window(clips, seq, t0, w):
+    """Tokens t0 .. t0 + w - 1 of the stream that joins clips[seq[0]], clips[seq[1]], ...
+    (clips: (N, L, E), every clip L tokens): a (w, E) array."""
+    L = clips.shape[1]
+    first, last = t0 // L, (t0 + w - 1) // L
+    x = clips[seq[first:last + 1]].reshape(-1, clips.shape[2])
+    return x[t0 - first * L:t0 - first * L + w]
+
+
+class JoinedWindows:
+    """Training windows over streams of joined clips (module docstring), the interface of
+    train.WindowSampler: batch(size) -> (x (B, w, E), offsets (B,), y (B,))."""
+
+    def __init__(self, tokens, y, groups, window, positional_rows, args, seed):
+        self.x, self.y = tokens, y                    # (N, L, E), (N,)
+        self.n, self.T, self.a = window, positional_rows, args
+        self.rng = np.random.default_rng([seed, 3])
+        self.by_class = [np.flatnonzero(y == c) for c in range(int(y.max()) + 1)]
+        by_group = {}
+        for i, g in enumerate(groups):
+            by_group.setdefault(g, []).append(i)
+        self.same_group = [np.array(by_group[g]) for g in groups]
+        L = tokens.shape[1]
+        self.k = max(args.clips_per_stream, -(-window // L) + 1)
+
+    def stream(self):
+        rng, a = self.rng, self.a
+        c = int(rng.integers(len(self.by_class)))
+        seq = [int(rng.choice(self.by_class[c]))]
+        while len(seq) < self.k:
+            u, prev = rng.random(), seq[-1]
+            if u < a.p_recording:
+                g = self.same_group[prev]
+                others = g[g != prev]
+                seq.append(int(rng.choice(others)) if len(others) else prev)
+            elif u < a.p_recording + a.p_class:
+                seq.append(int(rng.choice(self.by_class[self.y[prev]])))
+            else:
+                c = int(rng.integers(len(self.by_class)))
+                seq.append(int(rng.choice(self.by_class[c])))
+        return seq
+
+    def batch(self, size):
+        N, L, E = self.x.shape
+        n, rng = self.n, self.rng
+        warm = rng.random() < self.a.warmup_fraction
+        w = int(rng.integers(1, n)) if warm else n
+        xs, offs, ys = [], [], []
+        for _ in range(size):
+            seq = self.stream()
+            t0 = 0 if warm else int(rng.integers(0, self.k * L - n + 1))
+            xs.append(cut_window(self.x, seq, t0, w))
+            offs.append(0 if warm else int(rng.integers(0, self.T)))
+            ys.append(self.y[seq[(t0 + w - 1) // L]])
+        return (torch.from_numpy(np.stack(xs)), torch.tensor(offs, dtype=torch.long),
+                torch.tensor(ys, dtype=torch.long))
+
+
+def frontend(args):
+    """The token front end recorded in the classifier: YAMNet's log-mel (its file's
+    frontend metadata), the CNN file's name and SHA-256 (train_your_own.cnn_frontend's
+    convention), and which of its outputs the tokens are."""
+    fe = cnn_frontend(args.cnn)
+    if fe.get("cnn_output") != "embedding":
+        raise RuntimeError(f"{args.cnn}: not a MobileNet whose pooled embedding is the token")
+    fe.update(patch_frames=96, stride_frames=STRIDE, token_seconds=STRIDE * 0.01)
+    return fe
+
+
+class HeadProjection(torch.nn.Module):
+    """The input projection through YAMNet's classifier head (--input-head): token e ->
+    its 521 logits, standardised over the train tokens, z = (W e + b - mu) / sigma (all
+    frozen) -> a learned 521 -> d. Linear, so fold() makes it one plain d_in -> d layer
+    and the exported file is an ordinary classifier."""
+
+    def __init__(self, fc, tokens, d):
+        super().__init__()
+        W, b = fc
+        logits = tokens @ W.T + b
+        mu, sigma = logits.mean(0), logits.std(0) + 1e-3
+        self.register_buffer("W", torch.from_numpy(W / sigma[:, None]).float())
+        self.register_buffer("b", torch.from_numpy((b - mu) / sigma).float())
+        self.proj = torch.nn.Linear(W.shape[0], d)
+
+    def forward(self, x):
+        return self.proj(x @ self.W.T + self.b)
+
+    @torch.no_grad()
+    def fold(self):
+        lin = torch.nn.Linear(self.W.shape[1], self.proj.out_features)
+        lin.weight.copy_(self.proj.weight @ self.W)
+        lin.bias.copy_(self.proj.weight @ self.b + self.proj.bias)
+        return lin
+
+
+def fit_encoder(args, rows, labels, models, tag):
+    """Trains on the rows of split "train" and exports MODELS/transformer.safetensors
+    (checkpoint WORK/TAG.pt)."""
+    torch.manual_seed(args.train_seed)
+    train = [r for r in rows if r["split"] == "train"]
+    tokens = np.stack([np.load(token_path(args.cache, r)) for r in train])
+    y = np.array([labels.index(r["label"]) for r in train])
+    E = tokens.shape[2]
+    model = ConyEncoderClassifier(E, args.d, args.heads, args.ff, 1, args.window,
+                                  args.landmarks, "cony", labels,
+                                  positional_encoding="learned", frontend=frontend(args),
+                                  dropout=args.tf_dropout)
+    if args.input_head:
+        model.input_proj = HeadProjection(yamnet_fc(args.cnn), tokens.reshape(-1, E),
+                                          args.d)
+    sampler = JoinedWindows(tokens, y, [r["group"] for r in train], args.window,
+                            model.config["positional_rows"], args, args.train_seed)
+    log(f"encoder: d {args.d} heads {args.heads} ff {args.ff} n {args.window} "
+        f"m {args.landmarks}; {len(train)} train clips, streams of {sampler.k} clips")
+    if args.token_swap > 0:
+        sampler = CorruptedWindows(sampler, tokens.reshape(-1, E), args.token_swap,
+                                   args.train_seed)
+    decay = 0.01 if args.lr_decay else None      # cosine to 1 % of each phase's rate
+    train_epochs(model, sampler, args.tf_epochs, args.tf_batches, args.tf_batch, args.tf_lr,
+                 args.weight_decay, log=log, lr_final=decay and args.tf_lr * decay,
+                 label_smoothing=args.label_smoothing)
+    if getattr(args, "phase1_models", None):     # the model as trained with `cony` landmarks
+        model.eval()
+        phase1 = model
+        if args.input_head:                       # export folds the head, training goes on
+            phase1 = copy.deepcopy(model)
+            phase1.input_proj = phase1.input_proj.fold()
+        write_model(phase1, args.phase1_models, labels)
+    fit_block_landmarks(model, sampler, 0, args.kmeans_windows, seed=args.train_seed)
+    log(f"fixed landmarks by k-means (m = {args.landmarks}); fine-tuning as cony-fixed")
+    train_epochs(model, sampler, args.finetune_epochs, args.tf_batches, args.tf_batch,
+                 args.tf_lr * 0.3, args.weight_decay, log=log,
+                 lr_final=decay and args.tf_lr * 0.3 * decay,
+                 label_smoothing=args.label_smoothing)
+    if args.input_head:
+        model.input_proj = model.input_proj.fold()
+    model.eval()
+    os.makedirs(models, exist_ok=True)
+    save_checkpoint(model, os.path.join(args.work, tag + ".pt"))
+    return write_model(model, models, labels)
+
+
+def write_model(model, models, labels):
+    """MODELS/transformer.safetensors and labels.txt of model; returns the model's path."""
+    os.makedirs(models, exist_ok=True)
+    path = os.path.join(models, "transformer.safetensors")
+    export_model(model, path)
+    with open(os.path.join(models, "labels.txt"), "w") as f:
+        f.write("\n".join(labels) + "\n")
+    log(f"wrote {path} ({os.path.getsize(path)} bytes), labels.txt")
+    return path
+
+
+def measure(args, rows, labels, model, out, split="val", variant=None):
+    """Full-window accuracy of the exported model on the validation clips (or those of
+    another split, from the cache) through `cony classify` (--attention variant, if given),
+    each clip after n - 1 tokens of its own recording (the test protocol of
+    eval_default_audio.py) -> out (JSON); per origin and class."""
+    val = [r for r in rows if r["split"] == split]
+    tokens = [np.load(token_path(args.cache, r)) for r in val]
+    stats = {}
+    tmp_dir = os.path.join(args.work, "val-tmp")
+    os.makedirs(tmp_dir, exist_ok=True)
+    for i, stream, c in eval_default_audio.recording_streams(val, tokens, args.window):
+        r = val[i]
+        pred = eval_default_audio.classify(args.cony, model, stream, tmp_dir, variant)[c:]
+        ok = int((pred == labels.index(r["label"])).sum())
+        for key in ((r["origin"], r["label"]), (r["origin"], "all")):
+            a = stats.setdefault("%s/%s" % key, [0, 0])
+            a[0] += ok
+            a[1] += len(pred)
+    res = {k: {"correct": v[0], "steps": v[1], "accuracy": v[0] / v[1]}
+           for k, v in sorted(stats.items())}
+    for origin in ("real", "synth"):
+        per = [res[f"{origin}/{c}"]["accuracy"] for c in labels if f"{origin}/{c}" in res]
+        if per:
+            res[f"{origin}/class-mean"] = {"accuracy": float(np.mean(per)), "classes": len(per)}
+    with open(out, "w") as f:
+        json.dump(res, f, indent=1)
+    for origin in ("real", "synth"):
+        if f"{origin}/all" in res:
+            parts = ", ".join("%s %.1f%%" % (c, 100 * res[f"{origin}/{c}"]["accuracy"])
+                              for c in labels if f"{origin}/{c}" in res)
+            log(f"{split} ({origin}, full-window steps): {100 * res[origin + '/all']['accuracy']:.1f} %, "
+                f"class mean {100 * res[origin + '/class-mean']['accuracy']:.1f} % | {parts}")
+    return res
+
+
+def build_parser():
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--dataset", default="out/audio-dataset-v9")
+    ap.add_argument("--val-from", default="out/audio-dataset-v7",
+                    help="the data set whose --val-scope validation recordings are held out")
+    ap.add_argument("--val-scope", choices=("base", "all"), default="all")
+    ap.add_argument("--val-frac", type=float, default=0.15)
+    ap.add_argument("--cony", default="build-train/tools/cony")
+    ap.add_argument("--cnn", default=os.path.join(REPO, "models", "yamnet", "yamnet.safetensors"))
+    ap.add_argument("--work", default="out/train-yamnet")
+    ap.add_argument("--cache", default="out/yamnet-cache",
+                    help="YAMNet tokens and scores per clip (reused by later runs and taggers)")
+    ap.add_argument("--models", default="models/audio")
+    ap.add_argument("--stages", default="tones,embed,val,refit")
+    ap.add_argument("--jobs", type=int, default=2, help="cony embed processes at once")
+    ap.add_argument("--seed", type=int, default=20261121, help="the validation split's seed")
+    ap.add_argument("--train-seed", type=int, default=11)
+    ap.add_argument("--threads", type=int, default=1, help="torch threads")
+    ap.add_argument("--tones-train", type=int, default=400)
+    ap.add_argument("--tones-test", type=int, default=60)
+    # encoder
+    ap.add_argument("--d", type=int, default=64)
+    ap.add_argument("--heads", type=int, default=4)
+    ap.add_argument("--ff", type=int, default=128)
+    ap.add_argument("--window", type=int, default=32)
+    ap.add_argument("--landmarks", type=int, default=8)
+    ap.add_argument("--clips-per-stream", type=int, default=4)
+    ap.add_argument("--p-recording", type=float, default=0.5)
+    ap.add_argument("--p-class", type=float, default=0.1)
+    ap.add_argument("--warmup-fraction", type=float, default=0.25)
+    ap.add_argument("--tf-epochs", type=int, default=16)
+    ap.add_argument("--finetune-epochs", type=int, default=4)
+    ap.add_argument("--tf-batches", type=int, default=100)
+    ap.add_argument("--tf-batch", type=int, default=64)
+    ap.add_argument("--tf-lr", type=float, default=2e-3)
+    ap.add_argument("--lr-decay", type=int, default=0,
+                    help="1: each phase's learning rate falls along a half cosine to 1 %% of it")
+    ap.add_argument("--weight-decay", type=float, default=1e-2)
+    ap.add_argument("--tf-dropout", type=float, default=0.1)
+    ap.add_argument("--token-swap", type=float, default=0.0,
+                    help="share of each window's tokens replaced by random train tokens")
+    ap.add_argument("--kmeans-windows", type=int, default=512)
+    ap.add_argument("--input-head", type=int, default=0,
+                    help="1: the input projection goes through YAMNet's classifier head "
+                         "(HeadProjection), folded into one layer for the export")
+    ap.add_argument("--label-smoothing", type=float, default=0.0)
+    ap.add_argument("--phase1-models", default=None,
+                    help="also export the model after phase 1 (trained as cony) to this folder")
+    return ap
+
+
+def main():
+    ap = build_parser()
+    args = ap.parse_args()
+    if not args.val_from:
+        ap.error("--val-from: the data set whose validation recordings are held out")
+
+    torch.set_num_threads(max(1, min(2, args.threads)))
+    os.makedirs(args.work, exist_ok=True)
+    stages = args.stages.split(",")
+    t0 = time.time()
+    if "tones" in stages:
+        stage_tones(args)
+    if "embed" in stages:         # every clip: needs no validation split
+        stage_embed(args, load_rows(args, carve=False)[0])
+    rows, labels = load_rows(args)
+    if "val" in stages:
+        work = os.path.join(args.work, "val")
+        model = fit_encoder(args, rows, labels, work, "val")
+        measure(args, rows, labels, model, os.path.join(work, "val.json"))
+    if "refit" in stages:
+        fit_encoder(args, refit_on_validation(rows), labels, args.models, "refit")
+    log(f"done in {time.time() - t0:.0f} s")
+
+
+if __name__ == "__main__":
+    main()

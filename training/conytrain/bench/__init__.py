@@ -1,0 +1,1 @@
+"""PyTorch timings that the `cony bench` commands compare libcony with."""

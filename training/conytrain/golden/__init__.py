@@ -1,0 +1,1 @@
+"""Golden files for the C tests: their generators and the reproducibility check."""

@@ -1,0 +1,140 @@
+#!/usr/bin/python3
+"""Golden files for libcony's MobileNet-v1 networks (tests/test_mobilenet.c).
+
+Writes into tests/golden/mobilenet/ (or the directory given) one small random MobileNet
+(input 21x16x1, odd and even map sizes, both strides, every layer kind:
+conv3x3s2 dw3x3s1 conv1x1 dw3x3s2 conv1x1 conv3x3s1 dw3x3s2 conv1x1 gap fc sigmoid;
+maps 21x16 -> 11x8 -> 6x4 -> 3x2, 24-d embedding, 10 scores) stored three ways:
+
+  f32.safetensors   F32 weights, ReLU6, with `labels` (10 names) and `frontend` metadata
+  f16.safetensors   the weights rounded to F16, activation "relu"
+  i8.safetensors    int8 weights with per-output-channel F32 weight_scale, ReLU6
+  input.npy                 (4, 21, 16) float32 patches (HWC, C = 1)
+  {f32,f16,i8}_embedding.npy (4, 24) and {f32,f16,i8}_scores.npy (4, 10): the float64
+                    reference (conytrain/ref/mobilenet.py) on the weights as stored
+
+Weights and inputs are scaled so that ReLU6 clamps at both ends on every layer.
+
+Usage: /usr/bin/python3 training/gen_mobilenet_golden.py [OUTDIR]
+"""
+
+import json
+import os
+import sys
+
+import numpy as np
+
+from conytrain import REPO
+from conytrain.golden import check as golden_check
+from conytrain.ref import mobilenet
+
+DEFAULT_OUT = os.path.join(REPO, "tests", "golden", "mobilenet")
+# (word, output channels or None)
+LAYERS = (("conv3x3s2", 8), ("dw3x3s1", None), ("conv1x1", 12), ("dw3x3s2", None),
+          ("conv1x1", 16), ("conv3x3s1", 16), ("dw3x3s2", None), ("conv1x1", 24),
+          ("gap", None), ("fc", 10), ("sigmoid", None))
+INPUT = (21, 16, 1)
+LABELS = [f"class {k}" for k in range(10)]
+FRONTEND = {"name": "test", "sample-rate": 16000, "n-mels": 16}
+
+
+def random_tensors(rng):
+    tensors = {}
+    h, w, c = INPUT
+    for i, (word, out) in enumerate(LAYERS):
+        base = f"layers.{i}"
+        if word.startswith("conv3x3"):
+            shape, fan_in = (out, c, 3, 3), 9 * c
+        elif word.startswith("dw3x3"):
+            out, shape, fan_in = c, (c, 1, 3, 3), 9
+        elif word == "conv1x1":
+            shape, fan_in = (out, c, 1, 1), c
+        elif word == "fc":
+            shape, fan_in = (out, c), c
+        else:
+            continue
+        gain = 0.25 if word == "fc" else 1.6
+        tensors[base + ".weight"] = (rng.uniform(-1, 1, shape) * gain * np.sqrt(3.0 / fan_in)
+                                     ).astype(np.float32)
+        tensors[base + ".bias"] = rng.uniform(-0.5, 0.5, out).astype(np.float32)
+        c = out
+    return tensors
+
+
+def quantised(tensors):
+    """int8 weights with one scale per output channel (max |w| / 127), biases as they are."""
+    out = {}
+    for name, v in tensors.items():
+        if not name.endswith(".weight"):
+            out[name] = v
+            continue
+        flat = v.reshape(v.shape[0], -1).astype(np.float64)
+        scale = (np.abs(flat).max(axis=1) / 127.0).astype(np.float32)
+        q = np.rint(flat / scale[:, None].astype(np.float64)).clip(-127, 127).astype(np.int8)
+        out[name] = q.reshape(v.shape)
+        out[name + "_scale"] = scale
+    return out
+
+
+def golden_files(say=lambda text: None):
+    rng = np.random.default_rng(2025)
+    tensors = random_tensors(rng)
+    base_meta = {"network": "mobilenet_v1", "input_height": str(INPUT[0]),
+                 "input_width": str(INPUT[1]), "input_channels": str(INPUT[2]),
+                 "layers": " ".join(word for word, _ in LAYERS)}
+    variants = {
+        "f32": (tensors, dict(base_meta, labels=json.dumps(LABELS),
+                              frontend=json.dumps(FRONTEND), source="gen_mobilenet_golden.py")),
+        "f16": ({k: v.astype(np.float16) if k.endswith(".weight") else v
+                 for k, v in tensors.items()}, dict(base_meta, activation="relu")),
+        "i8": (quantised(tensors), dict(base_meta, activation="relu6")),
+    }
+    x = (rng.standard_normal((4,) + INPUT[:2]) * 3.0).astype(np.float32)
+    files = {"input.npy": x}
+    for name, (t, meta) in variants.items():
+        net = mobilenet.from_tensors(t, meta)
+        outs = [mobilenet.forward(net, patch) for patch in x]
+        emb = np.stack([e for e, _ in outs])
+        scores = np.stack([s for _, s in outs])
+        assert emb.shape == (4, 24) and scores.shape == (4, 10)
+        assert 0.02 < scores.min() and scores.max() < 0.98, "scores should not saturate"
+        files[f"{name}.safetensors"] = (t, meta)
+        files[f"{name}_embedding.npy"] = emb.astype(np.float32)
+        files[f"{name}_scores.npy"] = scores.astype(np.float32)
+        say(f"{name}: embedding range {emb.min():.3f}..{emb.max():.3f}, "
+            f"scores {scores.min():.3f}..{scores.max():.3f}")
+    return files
+
+
+def clamp_fractions(net, x):
+    """Per conv/dw layer: (fraction of outputs clamped at 0, fraction clamped at the top)."""
+    h, w, c = net["input"]
+    fractions = []
+    v = np.asarray(x, dtype=np.float64).reshape(h, w, c)
+    for word, wt, b in net["layers"]:
+        if word.startswith("conv3x3"):
+            v = mobilenet.conv3x3(v, wt, b, int(word[-1]))
+        elif word.startswith("dw3x3"):
+            v = mobilenet.depthwise3x3(v, wt, b, int(word[-1]))
+        elif word == "conv1x1":
+            v = np.einsum("yxi,oi->yxo", v, wt[:, :, 0, 0]) + b
+        else:
+            break
+        fractions.append(((v <= 0).mean(), (v >= net["relu_max"]).mean()))
+        v = np.clip(v, 0, net["relu_max"])
+    return fractions
+
+
+def verify(golden=DEFAULT_OUT):
+    """Messages for every way the files under `golden` differ from what main() writes."""
+    return golden_check.compare(golden, golden_files())
+
+
+def main():
+    out = sys.argv[1] if len(sys.argv) > 1 else DEFAULT_OUT
+    os.makedirs(out, exist_ok=True)
+    golden_check.write(out, golden_files(say=print))
+
+
+if __name__ == "__main__":
+    main()

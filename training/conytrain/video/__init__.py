@@ -1,0 +1,1 @@
+"""The default video model: generated clips, training, evaluation through GStreamer."""

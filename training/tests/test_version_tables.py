@@ -1,0 +1,53 @@
+"""The data set builder's version tables (conytrain/data/versions/*.tsv) are well formed:
+known classes, kinds and versions, regexes that compile, positive minimums, every family's
+recordings listed, and the row counts of the tables the shipped data sets were built from."""
+
+import re
+import unittest
+
+from conytrain.data import build as bad
+
+
+class VersionTables(unittest.TestCase):
+    def check_pattern(self, pkg, sub, rx, minimum):
+        re.compile(rx)
+        self.assertGreaterEqual(minimum, 1, pkg)
+        self.assertFalse(sub.startswith("/") or sub.endswith("/"), sub)
+
+    def test_train_only(self):
+        # versions 3, 4, 5 and 7 (6 is train_only_v6.tsv); version 4's speech is the prompt set
+        self.assertEqual(sorted(bad.TRAIN_ONLY), [3, 4, 5, 7])
+        rows = [r for v in bad.TRAIN_ONLY.values() for rs in v.values() for r in rs]
+        self.assertEqual(len(rows), 53)
+        self.assertTrue(set().union(*bad.TRAIN_ONLY.values()) <= set(bad.CLASSES))
+        for row in rows + bad.ADDED_MUSIC:
+            self.check_pattern(*row)
+        self.assertEqual(bad.TRAIN_ONLY4_SPEECH[0], "asterisk-core-sounds-en-wav")
+        self.assertEqual([r[0] for r in bad.ADDED_MUSIC],
+                         ["hyperrogue-music", "naev-data", "ardentryst", "etw-data"])
+
+    def test_version_2(self):
+        fams = bad.read_table("v2_families.tsv")
+        recs = bad.read_table("v2_recordings.tsv")
+        self.assertEqual(len(fams), 6)
+        self.assertEqual(len(recs), 17)
+        names = [f["family"] for f in fams]
+        self.assertEqual(len(set(names)), len(names))
+        self.assertEqual({r["family"] for r in recs}, set(names))
+        for f in fams:
+            self.assertIn(f["class"], bad.CLASSES)
+            self.assertIn(f["kind"], ("long", "loop"))
+            self.assertGreater(float(f["weight"]), 0.0)
+            # the manifest's package column names every package the family's files come from
+            pkgs = {r["package"] for r in recs if r["family"] == f["family"]}
+            self.assertEqual(set(f["package"].split("+")), pkgs, f["family"])
+            if f["kind"] == "loop":
+                self.assertLessEqual(float(f["gap_min"]), float(f["gap_max"]))
+                self.assertIn(f["crossfade"], ("0", "1"))
+        for r in recs:
+            self.check_pattern(r["package"], r["directory"], r["regex"], int(r["minimum"]))
+            self.assertTrue(r["what"])
+
+
+if __name__ == "__main__":
+    unittest.main()
