@@ -50,7 +50,7 @@ else
   got_sha=$(PYTHONPATH="$root/training" /usr/bin/python3 -c "
 import json; from conytrain import safetensors_io
 print(json.loads(safetensors_io.load('$tmp/model.safetensors')[1]['config'])['frontend']['cnn_sha256'])")
-  if echo "$info" | grep -q "buzz" && echo "$info" | grep -q "noise" && echo "$info" | grep -q "tone" \
+  if grep -q "buzz" <<<"$info" && grep -q "noise" <<<"$info" && grep -q "tone" <<<"$info" \
      && [ "$got_sha" = "$want_sha" ]; then
     ok "cony info loads it: labels buzz, noise, tone; records the CNN's SHA-256"
   else
