@@ -24,6 +24,7 @@
 
 /* Runs EXPR with HD a compile-time constant for the common head sizes, so that the
  * short per-head loops of the hot path unroll; other sizes take the general path. */
+/* clang-format off */
 #define WITH_CONST_HEAD_DIM(hd, EXPR)                    \
   do {                                                   \
     switch (hd) {                                        \
@@ -35,9 +36,16 @@
       default: { const int HD = (hd); EXPR; } break;     \
     }                                                    \
   } while (0)
+/* clang-format on */
 
 static const char *const variant_names[CONY_ATTENTION_N_VARIANTS] = {
-  "regular", "continual", "nystrom", "nystrom-fixed", "cony", "cony-fixed", "vcc",
+  "regular",
+  "continual",
+  "nystrom",
+  "nystrom-fixed",
+  "cony",
+  "cony-fixed",
+  "vcc",
 };
 
 const char *
@@ -60,8 +68,8 @@ cony_attention_variant_from_name (const char *name, ConyAttentionVariant *varian
 gboolean
 cony_attention_variant_is_continual (ConyAttentionVariant v)
 {
-  return v == CONY_ATTENTION_CONTINUAL || v == CONY_ATTENTION_CONY || v == CONY_ATTENTION_CONY_FIXED ||
-         v == CONY_ATTENTION_VCC;
+  return v == CONY_ATTENTION_CONTINUAL || v == CONY_ATTENTION_CONY || v == CONY_ATTENTION_CONY_FIXED
+      || v == CONY_ATTENTION_VCC;
 }
 
 gboolean
@@ -84,8 +92,8 @@ cony_attention_variant_windowed (ConyAttentionVariant v)
 static gboolean
 uses_landmarks (ConyAttentionVariant v)
 {
-  return v == CONY_ATTENTION_NYSTROM || v == CONY_ATTENTION_NYSTROM_FIXED ||
-         v == CONY_ATTENTION_CONY || v == CONY_ATTENTION_CONY_FIXED;
+  return v == CONY_ATTENTION_NYSTROM || v == CONY_ATTENTION_NYSTROM_FIXED
+      || v == CONY_ATTENTION_CONY || v == CONY_ATTENTION_CONY_FIXED;
 }
 
 static gboolean
@@ -112,13 +120,17 @@ static RowSum
 row_at (ConyAttention *a, int head, int row)
 {
   int i = head * a->n_rows + row;
-  return (RowSum) { a->row_offset + i, a->row_phi + i, a->row_acc + (gsize) i * a->hd };
+  return (RowSum){ a->row_offset + i, a->row_phi + i, a->row_acc + (gsize) i * a->hd };
 }
 
 /* How a row's terms are computed; a row must use one kind for its whole life. CoRe
  * recomputes a removed term from its score, so it needs the exact double exp; CoNy
  * subtracts the stored term, so the fast float exp serves. */
-typedef enum { TERMS_EXACT, TERMS_STORED } TermKind;
+typedef enum
+{
+  TERMS_EXACT,
+  TERMS_STORED
+} TermKind;
 
 static double
 term_exp (TermKind kind, double arg)
@@ -179,7 +191,7 @@ rowsum_remove (RowSum r, int hd, double e, const float *restrict v)
  * writes each term to @e (stride @es) when @e is not NULL. */
 static void
 rowsum_rebuild (RowSum r, int hd, TermKind kind, const double *s, int ss, const float *v, int vs,
-                int count, double *e, int es)
+    int count, double *e, int es)
 {
   double max = -INFINITY;
   for (int i = 0; i < count; i++)
@@ -217,7 +229,7 @@ rowsum_normalised (RowSum r, int hd, double *out)
  * finite. Non-finite q or k still give NaN, which the encoder reports. */
 static void
 softmax_scores (const float *q, const float *K, int ld, int w, int hd, float scale, float *s,
-                double *sd)
+    double *sd)
 {
   if (G_LIKELY (cony_all_finite (s, w))) {
     cony_softmax (s, w);
@@ -237,16 +249,16 @@ softmax_scores (const float *q, const float *K, int ld, int w, int hd, float sca
 
 static void
 regular_head (const float *Q, const float *K, const float *V, int ld, int w, int r0, int hd,
-              float scale, float *out, int ldo, float *S, double *Sd)
+    float scale, float *out, int ldo, float *S, double *Sd)
 {
   for (int c0 = r0; c0 < w; c0 += REGULAR_ROW_CHUNK) {
     int rows = MIN (REGULAR_ROW_CHUNK, w - c0);
     cblas_sgemm (CblasRowMajor, CblasNoTrans, CblasTrans, rows, w, hd, scale, Q + (gsize) c0 * ld,
-                 ld, K, ld, 0.0f, S, w);
+        ld, K, ld, 0.0f, S, w);
     for (int i = 0; i < rows; i++)
       softmax_scores (Q + (gsize) (c0 + i) * ld, K, ld, w, hd, scale, S + (gsize) i * w, Sd);
     cblas_sgemm (CblasRowMajor, CblasNoTrans, CblasNoTrans, rows, hd, w, 1.0f, S, w, V, ld, 0.0f,
-                 out + (gsize) (c0 - r0) * ldo, ldo);
+        out + (gsize) (c0 - r0) * ldo, ldo);
   }
 }
 
@@ -290,15 +302,15 @@ landmark_pinv (const ConyAttention *a, const float *Ql, const float *Kl, int ml,
  * In double: pinv of an ill-conditioned kernel magnifies every rounding error, and all
  * of it is O(n·m·hd) anyway. @S holds (ml·w + 2·ml·hd + ml) doubles. */
 static void
-nystrom_head (const ConyAttention *a, const float *Q, const float *K, const float *V, int ld,
-              int w, int r0, const float *Ql, const float *Kl, int ml, const double *pinv,
-              float *out, int ldo, double *S)
+nystrom_head (const ConyAttention *a, const float *Q, const float *K, const float *V, int ld, int w,
+    int r0, const float *Ql, const float *Kl, int ml, const double *pinv, float *out, int ldo,
+    double *S)
 {
   int hd = a->hd;
-  double *S3 = S;                      /* ml × w */
-  double *K3V = S3 + (gsize) ml * w;   /* ml × hd */
-  double *M = K3V + (gsize) ml * hd;   /* ml × hd */
-  double *beta = M + (gsize) ml * hd;  /* ml */
+  double *S3 = S;                     /* ml × w */
+  double *K3V = S3 + (gsize) ml * w;  /* ml × hd */
+  double *M = K3V + (gsize) ml * hd;  /* ml × hd */
+  double *beta = M + (gsize) ml * hd; /* ml */
   for (int j = 0; j < ml; j++) {
     double *row = S3 + (gsize) j * w, *kv = K3V + (gsize) j * hd;
     for (int i = 0; i < w; i++)
@@ -373,7 +385,7 @@ windowed_forward (ConyAttention *a, ConyAttentionVariant v, int w, int r0, float
     } else { /* fixed landmarks, kernel pseudo-inverse computed once at creation */
       gsize off = (gsize) h * m * hd;
       nystrom_head (a, Q, K, V, d, w, r0, a->lm_q + off, a->lm_k + off, m,
-                    a->pinv + (gsize) h * m * m, o, d, a->scratch_d);
+          a->pinv + (gsize) h * m * m, o, d, a->scratch_d);
     }
   }
 }
@@ -444,11 +456,11 @@ continual_single_emit (ConyAttention *a, const float *Q, int rows)
     for (int h = 0; h < a->heads; h++) {
       /* Window slots 0..w−1 are exactly the window; their order does not matter. */
       const float *q = Q + (gsize) r * d + h * hd;
-      cblas_sgemv (CblasRowMajor, CblasNoTrans, w, hd, a->scale, a->ring_k + h * hd, d, q, 1,
-                   0.0f, s, 1);
+      cblas_sgemv (CblasRowMajor, CblasNoTrans, w, hd, a->scale, a->ring_k + h * hd, d, q, 1, 0.0f,
+          s, 1);
       softmax_scores (q, a->ring_k + h * hd, d, w, hd, a->scale, s, a->scratch_d);
       cblas_sgemv (CblasRowMajor, CblasTrans, w, hd, 1.0f, a->ring_v + h * hd, d, s, 1, 0.0f,
-                   a->heads_out + (gsize) r * d + h * hd, 1);
+          a->heads_out + (gsize) r * d + h * hd, 1);
     }
 }
 
@@ -481,7 +493,8 @@ continual_retroactive_advance (ConyAttention *a)
   int w = (int) MIN (a->t + 1, (guint64) n), p = (int) (a->t % n);
   gboolean evict = a->t >= (guint64) n;
   for (int h = 0; h < a->heads; h++) {
-    const float *k_new = a->ring_k + (gsize) p * d + h * hd, *v_new = a->ring_v + (gsize) p * d + h * hd;
+    const float *k_new = a->ring_k + (gsize) p * d + h * hd,
+                *v_new = a->ring_v + (gsize) p * d + h * hd;
     const float *k_old = a->k_old + h * hd, *v_old = a->v_old + h * hd;
     for (int slot = 0; slot < w; slot++) {
       if (slot == p)
@@ -490,7 +503,8 @@ continual_retroactive_advance (ConyAttention *a)
       const float *q = a->ring_q + (gsize) slot * d + h * hd;
       gboolean collapsed = FALSE;
       if (evict)
-        collapsed = rowsum_remove (r, hd, term_exp (TERMS_EXACT, core_score (a, q, k_old) - *r.offset), v_old);
+        collapsed = rowsum_remove (r, hd,
+            term_exp (TERMS_EXACT, core_score (a, q, k_old) - *r.offset), v_old);
       rowsum_add (r, hd, core_score (a, q, k_new), v_new);
       if (collapsed)
         core_row_rebuild (a, h, slot, w);
@@ -536,9 +550,10 @@ cony_landmark_row_rebuild (ConyAttention *a, int h, int j, int w)
   /* Fixed landmarks keep no key window: their stored scores never go stale. */
   if (a->ring_k)
     for (int slot = 0; slot < w; slot++)
-      sk[(gsize) slot * stride] = a->scale * cony_dot_d (ql, a->ring_k + (gsize) slot * d + h * hd, hd);
+      sk[(gsize) slot * stride] = a->scale
+          * cony_dot_d (ql, a->ring_k + (gsize) slot * d + h * hd, hd);
   rowsum_rebuild (row_at (a, h, j), hd, TERMS_STORED, sk, stride, a->ring_v + h * hd, d, w,
-                  a->ek + lm_index (a, 0, h, j), stride);
+      a->ek + lm_index (a, 0, h, j), stride);
 }
 
 /* First half of r = softmax(q·K̃ᵀ) · Γ⁺ for query @q of head @h: the softmax's
@@ -590,7 +605,7 @@ cony_refresh_query_rows (ConyAttention *a, int w)
   for (int slot = 0; slot < w; slot++)
     for (int h = 0; h < a->heads; h++)
       cony_query_row (a, h, a->ring_q + (gsize) slot * a->d + h * a->hd,
-                      a->rcache + lm_index (a, slot, h, 0));
+          a->rcache + lm_index (a, slot, h, 0));
 }
 
 /* Everything from the window and the current landmarks: the start of a stream,
@@ -675,7 +690,7 @@ cony_score_head (ConyAttention *a, int h, int w, int p, float *arg, const int hd
  * (@e), in one pass; a collapsed row is rebuilt. */
 static G_ALWAYS_INLINE inline void
 cony_apply_head (ConyAttention *a, int h, int w, int p, gboolean evict, int skip, const float *e,
-                 const int hd)
+    const int hd)
 {
   const float *v_new = a->qkv + 2 * a->d + h * hd, *v_old = a->v_old + h * hd;
   for (int j = 0; j < a->ml; j++) {
@@ -712,7 +727,7 @@ cony_update_rows (ConyAttention *a, int w, int p, gboolean evict, int skip)
 /* out = Σ_j r_j N_j for head @h (N: heads × m rows of hd). */
 static G_ALWAYS_INLINE inline void
 cony_combine_hd (const ConyAttention *a, int h, const double *r, const double *N, float *out,
-                 const int hd)
+    const int hd)
 {
   const double *Nh = N + (gsize) h * a->m * hd;
   double acc[hd];
@@ -782,13 +797,14 @@ cony_emit (ConyAttention *a, const float *Q, int rows)
   int d = a->d, hd = a->hd, w = window_fill (a);
   if (!a->cfg.retroactive) {
     float *e = a->scratch; /* the softmax exponentials of every head, one batch */
-    WITH_CONST_HEAD_DIM (hd, for (int i = 0; i < rows; i++) {
-      for (int h = 0; h < a->heads; h++)
-        cony_query_args_hd (a, h, Q + (gsize) i * d + h * HD, e + h * a->ml, HD);
-      cony_exp_batch (e, a->heads * a->ml);
-      for (int h = 0; h < a->heads; h++)
-        cony_single_row_hd (a, h, e + h * a->ml, a->heads_out + (gsize) i * d + h * HD, HD);
-    });
+    WITH_CONST_HEAD_DIM (
+        hd, for (int i = 0; i < rows; i++) {
+          for (int h = 0; h < a->heads; h++)
+            cony_query_args_hd (a, h, Q + (gsize) i * d + h * HD, e + h * a->ml, HD);
+          cony_exp_batch (e, a->heads * a->ml);
+          for (int h = 0; h < a->heads; h++)
+            cony_single_row_hd (a, h, e + h * a->ml, a->heads_out + (gsize) i * d + h * HD, HD);
+        });
     return;
   }
   double *N = a->scratch_d;
@@ -801,7 +817,7 @@ cony_emit (ConyAttention *a, const float *Q, int rows)
     int slot = window_slot (a, w, i);
     for (int h = 0; h < a->heads; h++)
       cony_combine (a, h, a->rcache + lm_index (a, slot, h, 0), N,
-                    a->heads_out + (gsize) (first + i) * d + h * hd);
+          a->heads_out + (gsize) (first + i) * d + h * hd);
   }
 }
 
@@ -813,8 +829,8 @@ cony_emit (ConyAttention *a, const float *Q, int rows)
 static gboolean
 keeps_q (const ConyAttentionConfig *c)
 {
-  return !cony_attention_variant_is_continual (c->variant) ||
-         (c->retroactive && c->variant != CONY_ATTENTION_CONY_FIXED);
+  return !cony_attention_variant_is_continual (c->variant)
+      || (c->retroactive && c->variant != CONY_ATTENTION_CONY_FIXED);
 }
 
 static gboolean
@@ -856,9 +872,9 @@ cony_attention_free (ConyAttention *a)
   cony_gemv_matrix_clear (&a->g_in);
   cony_gemv_matrix_clear (&a->g_out);
   void *buffers[] = { a->w_in, a->b_in, a->w_out, a->b_out, a->qkv, a->heads_out, a->ring_q,
-                       a->ring_k, a->ring_v, a->k_old, a->v_old, a->win_q, a->win_k, a->win_v,
-                       a->win_out, a->queries, a->scratch, a->scratch_d, a->row_offset, a->row_phi, a->row_acc,
-                       a->lm_q, a->lm_k, a->pinv, a->sk, a->ek, a->rcache, a->seg_q, a->seg_k };
+    a->ring_k, a->ring_v, a->k_old, a->v_old, a->win_q, a->win_k, a->win_v, a->win_out, a->queries,
+    a->scratch, a->scratch_d, a->row_offset, a->row_phi, a->row_acc, a->lm_q, a->lm_k, a->pinv,
+    a->sk, a->ek, a->rcache, a->seg_q, a->seg_k };
   for (guint i = 0; i < G_N_ELEMENTS (buffers); i++)
     g_free (buffers[i]);
   cony_vcc_free (a->vcc);
@@ -894,8 +910,7 @@ check_finite (const float *x, gsize count, const char *what, GError **error)
   for (gsize i = 0; i < count; i++)
     if (!isfinite (x[i])) {
       g_set_error (error, CONY_ERROR, CONY_ERROR_INVALID,
-                   "attention weights: %s holds a non-finite value at flat index %" G_GSIZE_FORMAT,
-                   what, i);
+          "attention weights: %s holds a non-finite value at flat index %" G_GSIZE_FORMAT, what, i);
       return FALSE;
     }
   return TRUE;
@@ -917,40 +932,45 @@ validate (const ConyAttentionConfig *c, const ConyAttentionWeights *w, GError **
     why = "unknown pseudo-inverse method";
   else if (c->pinv_iterations < 0 || c->resync_interval < 0)
     why = "pinv iterations and resync interval must not be negative";
-  else if (c->d > CONY_ATTENTION_MAX_DIM || c->window > CONY_ATTENTION_MAX_WINDOW ||
-           (uses_landmarks (c->variant) && c->landmarks > CONY_ATTENTION_MAX_LANDMARKS))
-    why = "d, window or landmarks above the most a layer serves (d 16384, window 16384, landmarks 128)";
+  else if (c->d > CONY_ATTENTION_MAX_DIM || c->window > CONY_ATTENTION_MAX_WINDOW
+      || (uses_landmarks (c->variant) && c->landmarks > CONY_ATTENTION_MAX_LANDMARKS))
+    why =
+        "d, window or landmarks above the most a layer serves (d 16384, window 16384, landmarks 128)";
   else if (c->variant == CONY_ATTENTION_VCC && cony_vcc_invalid (c))
     why = cony_vcc_invalid (c);
   if (!why && cony_attention_config_bytes (c) <= CONY_MEMORY_BUDGET) {
     if (!w || !w->in_proj_weight || !w->in_proj_bias || !w->out_proj_weight || !w->out_proj_bias)
       why = "in_proj_weight, in_proj_bias, out_proj.weight and out_proj.bias are required";
-    else if (cony_attention_variant_uses_fixed_landmarks (c->variant) && (!w->q_landmarks || !w->k_landmarks))
+    else if (cony_attention_variant_uses_fixed_landmarks (c->variant)
+        && (!w->q_landmarks || !w->k_landmarks))
       why = "fixed-landmark variants need q_landmarks and k_landmarks (heads, m, head_dim)";
   }
   if (why) {
     g_set_error (error, CONY_ERROR, CONY_ERROR_INVALID,
-                 "attention (%s, d=%d, heads=%d, window=%d, landmarks=%d): %s",
-                 cony_attention_variant_name (c->variant), c->d, c->heads, c->window, c->landmarks, why);
+        "attention (%s, d=%d, heads=%d, window=%d, landmarks=%d): %s",
+        cony_attention_variant_name (c->variant), c->d, c->heads, c->window, c->landmarks, why);
     return FALSE;
   }
   gsize bytes = cony_attention_config_bytes (c);
   if (bytes > CONY_MEMORY_BUDGET) {
     g_set_error (error, CONY_ERROR, CONY_ERROR_INVALID,
-                 "attention (%s, d=%d, heads=%d, window=%d, landmarks=%d): would need %" G_GSIZE_FORMAT
-                 " bytes (%.1f MiB) of state and scratch, more than the budget of %" G_GSIZE_FORMAT
-                 " bytes: use a smaller window", cony_attention_variant_name (c->variant), c->d, c->heads,
-                 c->window, c->landmarks, bytes, bytes / 1048576.0, (gsize) CONY_MEMORY_BUDGET);
+        "attention (%s, d=%d, heads=%d, window=%d, landmarks=%d): would need %" G_GSIZE_FORMAT
+        " bytes (%.1f MiB) of state and scratch, more than the budget of %" G_GSIZE_FORMAT
+        " bytes: use a smaller window",
+        cony_attention_variant_name (c->variant), c->d, c->heads, c->window, c->landmarks, bytes,
+        bytes / 1048576.0, (gsize) CONY_MEMORY_BUDGET);
     return FALSE;
   }
   gsize d = c->d;
-  gsize lm = cony_attention_variant_uses_fixed_landmarks (c->variant) ? (gsize) c->landmarks * d : 0;
-  return check_finite (w->in_proj_weight, 3 * d * d, "in_proj_weight", error) &&
-         check_finite (w->in_proj_bias, 3 * d, "in_proj_bias", error) &&
-         check_finite (w->out_proj_weight, d * d, "out_proj.weight", error) &&
-         check_finite (w->out_proj_bias, d, "out_proj.bias", error) &&
-         (!lm || (check_finite (w->q_landmarks, lm, "q_landmarks", error) &&
-                  check_finite (w->k_landmarks, lm, "k_landmarks", error)));
+  gsize lm = cony_attention_variant_uses_fixed_landmarks (c->variant) ? (gsize) c->landmarks * d
+                                                                      : 0;
+  return check_finite (w->in_proj_weight, 3 * d * d, "in_proj_weight", error)
+      && check_finite (w->in_proj_bias, 3 * d, "in_proj_bias", error)
+      && check_finite (w->out_proj_weight, d * d, "out_proj.weight", error)
+      && check_finite (w->out_proj_bias, d, "out_proj.bias", error)
+      && (!lm
+          || (check_finite (w->q_landmarks, lm, "q_landmarks", error)
+              && check_finite (w->k_landmarks, lm, "k_landmarks", error)));
 }
 
 /* Sets the sizes of a layer from its (validated) config. */
@@ -995,19 +1015,32 @@ layer_buffers (ConyAttention *a, Buffer *b)
   gsize dlen = m * m + m * n + 2 * m * hd + m;
   gsize rows = H * a->n_rows, per_slot = cony ? n * H * m : 0, lm = m ? H * m * hd : 0;
   Buffer list[] = {
-    { (void **) &a->w_in, F, 3 * d * d }, { (void **) &a->b_in, F, 3 * d },
-    { (void **) &a->w_out, F, d * d }, { (void **) &a->b_out, F, d },
-    { (void **) &a->qkv, F, 3 * d }, { (void **) &a->heads_out, F, nd },
-    { (void **) &a->ring_q, F, keeps_q (c) ? nd : 0 }, { (void **) &a->ring_k, F, keeps_k (c) ? nd : 0 },
-    { (void **) &a->ring_v, F, keeps_v (c) ? nd : 0 }, { (void **) &a->k_old, F, d }, { (void **) &a->v_old, F, d },
-    { (void **) &a->win_q, F, nd }, { (void **) &a->win_k, F, nd }, { (void **) &a->win_v, F, nd },
-    { (void **) &a->win_out, F, nd }, { (void **) &a->queries, F, nd },
+    { (void **) &a->w_in, F, 3 * d * d },
+    { (void **) &a->b_in, F, 3 * d },
+    { (void **) &a->w_out, F, d * d },
+    { (void **) &a->b_out, F, d },
+    { (void **) &a->qkv, F, 3 * d },
+    { (void **) &a->heads_out, F, nd },
+    { (void **) &a->ring_q, F, keeps_q (c) ? nd : 0 },
+    { (void **) &a->ring_k, F, keeps_k (c) ? nd : 0 },
+    { (void **) &a->ring_v, F, keeps_v (c) ? nd : 0 },
+    { (void **) &a->k_old, F, d },
+    { (void **) &a->v_old, F, d },
+    { (void **) &a->win_q, F, nd },
+    { (void **) &a->win_k, F, nd },
+    { (void **) &a->win_v, F, nd },
+    { (void **) &a->win_out, F, nd },
+    { (void **) &a->queries, F, nd },
     { (void **) &a->scratch, F, a->scratch_len },
     { (void **) &a->scratch_d, D, MAX (MAX (dlen, H * m * hd), n) + 1 },
-    { (void **) &a->row_offset, D, rows }, { (void **) &a->row_phi, D, rows },
+    { (void **) &a->row_offset, D, rows },
+    { (void **) &a->row_phi, D, rows },
     { (void **) &a->row_acc, D, rows * hd },
-    { (void **) &a->lm_q, F, lm }, { (void **) &a->lm_k, F, lm }, { (void **) &a->pinv, D, H * m * m },
-    { (void **) &a->sk, D, per_slot }, { (void **) &a->ek, D, per_slot },
+    { (void **) &a->lm_q, F, lm },
+    { (void **) &a->lm_k, F, lm },
+    { (void **) &a->pinv, D, H * m * m },
+    { (void **) &a->sk, D, per_slot },
+    { (void **) &a->ek, D, per_slot },
     { (void **) &a->rcache, D, c->retroactive ? per_slot : 0 },
     { (void **) &a->seg_q, D, c->variant == CONY_ATTENTION_CONY ? d : 0 },
     { (void **) &a->seg_k, D, c->variant == CONY_ATTENTION_CONY ? d : 0 },
@@ -1022,9 +1055,10 @@ cony_attention_config_bytes (const ConyAttentionConfig *config)
 {
   const ConyAttentionConfig *c = config;
   /* sizes the layer refuses anyway: no figure (and no division by zero heads) */
-  if (c->d < 1 || c->heads < 1 || c->d % c->heads != 0 || c->window < 1 ||
-      c->d > CONY_ATTENTION_MAX_DIM || c->window > CONY_ATTENTION_MAX_WINDOW ||
-      (uses_landmarks (c->variant) && (c->landmarks < 1 || c->landmarks > CONY_ATTENTION_MAX_LANDMARKS)))
+  if (c->d < 1 || c->heads < 1 || c->d % c->heads != 0 || c->window < 1
+      || c->d > CONY_ATTENTION_MAX_DIM || c->window > CONY_ATTENTION_MAX_WINDOW
+      || (uses_landmarks (c->variant)
+          && (c->landmarks < 1 || c->landmarks > CONY_ATTENTION_MAX_LANDMARKS)))
     return G_MAXSIZE;
   ConyAttention a = { 0 };
   Buffer b[MAX_BUFFERS];
@@ -1052,7 +1086,8 @@ allocate_buffers (ConyAttention *a)
 }
 
 ConyAttention *
-cony_attention_new (const ConyAttentionConfig *config, const ConyAttentionWeights *w, GError **error)
+cony_attention_new (const ConyAttentionConfig *config, const ConyAttentionWeights *w,
+    GError **error)
 {
   if (!validate (config, w, error))
     return NULL;
@@ -1062,9 +1097,10 @@ cony_attention_new (const ConyAttentionConfig *config, const ConyAttentionWeight
   int d = a->d, H = a->heads, m = a->m, hd = a->hd;
   if (!allocate_buffers (a)) {
     g_set_error (error, CONY_ERROR, CONY_ERROR_INVALID,
-                 "attention (%s, d=%d, heads=%d, window=%d, landmarks=%d): out of memory for %"
-                 G_GSIZE_FORMAT " bytes of state and scratch", cony_attention_variant_name (c->variant),
-                 d, H, c->window, c->landmarks, cony_attention_config_bytes (c));
+        "attention (%s, d=%d, heads=%d, window=%d, landmarks=%d): out of memory for %" G_GSIZE_FORMAT
+        " bytes of state and scratch",
+        cony_attention_variant_name (c->variant), d, H, c->window, c->landmarks,
+        cony_attention_config_bytes (c));
     return NULL;
   }
   memcpy (a->w_in, w->in_proj_weight, sizeof (float) * 3 * d * d);
@@ -1084,11 +1120,11 @@ cony_attention_new (const ConyAttentionConfig *config, const ConyAttentionWeight
      * finite pseudo-inverse are refused here rather than spoiling every step. */
     for (int h = 0; h < H; h++)
       if (!landmark_pinv (a, a->lm_q + (gsize) h * m * hd, a->lm_k + (gsize) h * m * hd, m,
-                          a->pinv + (gsize) h * m * m)) {
+              a->pinv + (gsize) h * m * m)) {
         g_set_error (error, CONY_ERROR, CONY_ERROR_NUMERIC,
-                     "attention (%s, d=%d, heads=%d, window=%d, landmarks=%d): the fixed landmarks of "
-                     "head %d give no finite pseudo-inverse of their %dx%d kernel",
-                     cony_attention_variant_name (c->variant), d, H, c->window, m, h, m, m);
+            "attention (%s, d=%d, heads=%d, window=%d, landmarks=%d): the fixed landmarks of "
+            "head %d give no finite pseudo-inverse of their %dx%d kernel",
+            cony_attention_variant_name (c->variant), d, H, c->window, m, h, m, m);
         return NULL;
       }
   }
@@ -1147,15 +1183,9 @@ emit (ConyAttention *a, const float *Q, int rows)
         continual_single_emit (a, Q, rows);
       break;
     case CONY_ATTENTION_CONY:
-    case CONY_ATTENTION_CONY_FIXED:
-      cony_emit (a, Q, rows);
-      break;
-    case CONY_ATTENTION_VCC:
-      cony_vcc_emit (a, Q, rows);
-      break;
-    default:
-      windowed_emit (a, rows);
-      break;
+    case CONY_ATTENTION_CONY_FIXED: cony_emit (a, Q, rows); break;
+    case CONY_ATTENTION_VCC: cony_vcc_emit (a, Q, rows); break;
+    default: windowed_emit (a, rows); break;
   }
 }
 
@@ -1184,8 +1214,8 @@ out_project (const ConyAttention *a, const float *heads, int first, int rows, fl
   if (rows == 1) /* a one-row sgemm would spend most of its time packing W_out */
     cony_gemv (&a->g_out, heads + (gsize) first * d, o);
   else
-    cblas_sgemm (CblasRowMajor, CblasNoTrans, CblasTrans, rows, d, d, 1.0f, heads + (gsize) first * d,
-                 d, a->w_out, d, 1.0f, o, d);
+    cblas_sgemm (CblasRowMajor, CblasNoTrans, CblasTrans, rows, d, d, 1.0f,
+        heads + (gsize) first * d, d, a->w_out, d, 1.0f, o, d);
 }
 
 void
@@ -1258,8 +1288,8 @@ cony_attention_state_bytes (const ConyAttention *a)
   if (a->vcc)
     bytes += cony_vcc_state_bytes (a);
   if (a->cfg.variant == CONY_ATTENTION_CONY) /* landmarks, Γ⁺ and segment sums move */
-    bytes += (gsize) 2 * a->heads * a->m * a->hd * f + (gsize) a->heads * a->m * a->m * dbl +
-             2 * (gsize) a->d * dbl;
+    bytes += (gsize) 2 * a->heads * a->m * a->hd * f + (gsize) a->heads * a->m * a->m * dbl
+        + 2 * (gsize) a->d * dbl;
   return bytes;
 }
 
@@ -1269,27 +1299,23 @@ static double
 sda_flops_per_head (ConyAttentionVariant v, gboolean retro, double n, double e, double m)
 {
   double pinv = 24 * m * m * m, landmark_kernel = m * m * e + 3 * m * m;
-  double fixed_rows = m * e + 2 * m * (e + 2);       /* new key's scores, remove + add */
-  double fixed_query = m * e + 3 * m + m * m;        /* β, softmax, β·Γ⁺ */
+  double fixed_rows = m * e + 2 * m * (e + 2);            /* new key's scores, remove + add */
+  double fixed_query = m * e + 3 * m + m * m;             /* β, softmax, β·Γ⁺ */
   double fixed_out = m * e + (retro ? n * m * e : m * e); /* N = ΔV/φ, then r·N */
   switch (v) {
-    case CONY_ATTENTION_REGULAR:
-      return 2 * n * n * e + 3 * n * n;
+    case CONY_ATTENTION_REGULAR: return 2 * n * n * e + 3 * n * n;
     case CONY_ATTENTION_CONTINUAL:
       return retro ? (n - 1) * (4 * e + 4) + 3 * n * e + 3 * n : 2 * n * e + 3 * n;
     case CONY_ATTENTION_NYSTROM:
       return 2 * n * e + landmark_kernel + pinv + 4 * n * m * e + 6 * n * m + m * m * e;
-    case CONY_ATTENTION_NYSTROM_FIXED:
-      return 4 * n * m * e + 6 * n * m + m * m * e;
-    case CONY_ATTENTION_CONY_FIXED:
-      return fixed_rows + fixed_query + fixed_out;
+    case CONY_ATTENTION_NYSTROM_FIXED: return 4 * n * m * e + 6 * n * m + m * m * e;
+    case CONY_ATTENTION_CONY_FIXED: return fixed_rows + fixed_query + fixed_out;
     case CONY_ATTENTION_CONY: {
-      double update = 2 * e + 2 * n * e + 2 * n + landmark_kernel + pinv +
-                      (retro ? n * (m * e + 3 * m + m * m) : 0);
+      double update = 2 * e + 2 * n * e + 2 * n + landmark_kernel + pinv
+          + (retro ? n * (m * e + 3 * m + m * m) : 0);
       return fixed_rows + fixed_query + fixed_out + update * m / n;
     }
-    default:
-      return 0;
+    default: return 0;
   }
 }
 
@@ -1299,25 +1325,21 @@ paper_flops (ConyAttentionVariant v, gboolean retro, double n, double d, double 
 {
   double fix_si = 7 * d * m + m * m + 6 * m, fix_re = n * d * m + 6 * d * m + m * m + 6 * m;
   switch (v) {
-    case CONY_ATTENTION_REGULAR:
-      return 2 * n * n * d + n * n + n * d + n;
-    case CONY_ATTENTION_CONTINUAL:
-      return retro ? 7 * n * d + 4 * n - 2 * d - 2 : 3 * n * d + 2 * n;
+    case CONY_ATTENTION_REGULAR: return 2 * n * n * d + n * n + n * d + n;
+    case CONY_ATTENTION_CONTINUAL: return retro ? 7 * n * d + 4 * n - 2 * d - 2 : 3 * n * d + 2 * n;
     case CONY_ATTENTION_NYSTROM:
-      return 4 * n * d * m + 2 * n * d + n + n * m * m + 2 * n * m + d * m * m + 24 * m * m * m +
-             22 * m * m + 2 * m;
-    case CONY_ATTENTION_NYSTROM_FIXED:
-      return 4 * n * d * m + n * m * m + 2 * n * m + n + m;
-    case CONY_ATTENTION_CONY_FIXED:
-      return retro ? fix_re : fix_si;
+      return 4 * n * d * m + 2 * n * d + n + n * m * m + 2 * n * m + d * m * m + 24 * m * m * m
+          + 22 * m * m + 2 * m;
+    case CONY_ATTENTION_NYSTROM_FIXED: return 4 * n * d * m + n * m * m + 2 * n * m + n + m;
+    case CONY_ATTENTION_CONY_FIXED: return retro ? fix_re : fix_si;
     case CONY_ATTENTION_CONY: {
-      double up = retro ? n * d * m + 8 * n * d + n * m * m + n * m + 11 * n + 15 * d * m + 2 * d +
-                          24 * m * m * m + 22 * m * m + 22 * m
-                        : n * d * m + 3 * n * d + n + 9 * d * m + 2 * d + 24 * m * m * m + 22 * m * m + 13 * m;
+      double up = retro
+          ? n * d * m + 8 * n * d + n * m * m + n * m + 11 * n + 15 * d * m + 2 * d + 24 * m * m * m
+              + 22 * m * m + 22 * m
+          : n * d * m + 3 * n * d + n + 9 * d * m + 2 * d + 24 * m * m * m + 22 * m * m + 13 * m;
       return m / n * up + (1 - m / n) * (retro ? fix_re : fix_si);
     }
-    default:
-      return 0;
+    default: return 0;
   }
 }
 
@@ -1326,9 +1348,10 @@ cony_attention_flops (const ConyAttentionConfig *c)
 {
   double n = c->window, d = c->d, H = c->heads, m = c->landmarks, e = d / H;
   double rows = c->retroactive ? n : 1;
-  return (ConyAttentionFlops) {
-    .sda = c->variant == CONY_ATTENTION_VCC ? cony_vcc_flops (c)
-                                            : H * sda_flops_per_head (c->variant, c->retroactive, n, e, m),
+  return (ConyAttentionFlops){
+    .sda = c->variant == CONY_ATTENTION_VCC
+        ? cony_vcc_flops (c)
+        : H * sda_flops_per_head (c->variant, c->retroactive, n, e, m),
     .projections = 3 * d * d + 3 * d + rows * (d * d + d),
     .paper = paper_flops (c->variant, c->retroactive, n, d, m),
   };
