@@ -432,15 +432,12 @@ gst_cony_frame_embed_sink_event (GstBaseTransform *trans, GstEvent *event)
   GstConyFrameEmbed *self = GST_CONY_FRAME_EMBED (trans);
 
   switch (GST_EVENT_TYPE (event)) {
-    case GST_EVENT_SEGMENT:
-      gst_cony_frame_embed_reset_qos (self);
-      break;
+    case GST_EVENT_SEGMENT: gst_cony_frame_embed_reset_qos (self); break;
     case GST_EVENT_FLUSH_STOP:
       gst_cony_frame_embed_reset_stream (self);
       gst_cony_frame_embed_reset_qos (self);
       break;
-    default:
-      break;
+    default: break;
   }
   return GST_BASE_TRANSFORM_CLASS (parent_class)->sink_event (trans, event);
 }
@@ -498,8 +495,8 @@ gst_cony_frame_embed_start (GstBaseTransform *trans)
   if (!gst_cony_element_check_loaded (GST_ELEMENT (self), self->cnn != NULL, model, error))
     goto fail;
   if (!gst_cony_token_source_init (&self->source, model, "scores", &error)) {
-    GST_ELEMENT_ERROR (self, RESOURCE, OPEN_READ, ("Could not read the model: %s",
-            error->message), ("model=%s", model));
+    GST_ELEMENT_ERROR (self, RESOURCE, OPEN_READ, ("Could not read the model: %s", error->message),
+        ("model=%s", model));
     goto fail;
   }
   guint C = cony_cnn_get_input_channels (self->cnn);
@@ -564,18 +561,10 @@ gst_cony_frame_embed_set_property (GObject *object, guint prop_id, const GValue 
       g_free (self->model);
       self->model = g_value_dup_string (value);
       break;
-    case PROP_EVERY:
-      self->every = g_value_get_uint (value);
-      break;
-    case PROP_PATCHES_X:
-      self->patches_x = g_value_get_uint (value);
-      break;
-    case PROP_PATCHES_Y:
-      self->patches_y = g_value_get_uint (value);
-      break;
-    default:
-      G_OBJECT_WARN_INVALID_PROPERTY_ID (object, prop_id, pspec);
-      break;
+    case PROP_EVERY: self->every = g_value_get_uint (value); break;
+    case PROP_PATCHES_X: self->patches_x = g_value_get_uint (value); break;
+    case PROP_PATCHES_Y: self->patches_y = g_value_get_uint (value); break;
+    default: G_OBJECT_WARN_INVALID_PROPERTY_ID (object, prop_id, pspec); break;
   }
   GST_OBJECT_UNLOCK (self);
 }
@@ -587,21 +576,11 @@ gst_cony_frame_embed_get_property (GObject *object, guint prop_id, GValue *value
 
   GST_OBJECT_LOCK (self);
   switch (prop_id) {
-    case PROP_MODEL:
-      g_value_set_string (value, self->model);
-      break;
-    case PROP_EVERY:
-      g_value_set_uint (value, self->every);
-      break;
-    case PROP_PATCHES_X:
-      g_value_set_uint (value, self->patches_x);
-      break;
-    case PROP_PATCHES_Y:
-      g_value_set_uint (value, self->patches_y);
-      break;
-    default:
-      G_OBJECT_WARN_INVALID_PROPERTY_ID (object, prop_id, pspec);
-      break;
+    case PROP_MODEL: g_value_set_string (value, self->model); break;
+    case PROP_EVERY: g_value_set_uint (value, self->every); break;
+    case PROP_PATCHES_X: g_value_set_uint (value, self->patches_x); break;
+    case PROP_PATCHES_Y: g_value_set_uint (value, self->patches_y); break;
+    default: G_OBJECT_WARN_INVALID_PROPERTY_ID (object, prop_id, pspec); break;
   }
   GST_OBJECT_UNLOCK (self);
 }

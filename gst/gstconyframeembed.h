@@ -33,9 +33,9 @@ struct _GstConyFrameEmbed {
   /* Stream state (streaming thread). */
   ConyCnn *cnn;
   GstConyTokenSource source; /* the CNN file, for the token caps */
-  guint k;                     /* every, fixed for the run */
-  guint px, py;                /* patches_x, patches_y, fixed for the run */
-  guint n_patches;             /* px x py tokens per frame */
+  guint k;                   /* every, fixed for the run */
+  guint px, py;              /* patches_x, patches_y, fixed for the run */
+  guint n_patches;           /* px x py tokens per frame */
   guint out_dim;
   GstVideoInfo vinfo;
   gboolean have_info;

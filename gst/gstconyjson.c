@@ -76,21 +76,11 @@ gst_cony_json_json_string (GString *o, const gchar *s)
   g_string_append_c (o, '"');
   for (const guchar *p = (const guchar *) (s ? s : ""); *p; p++) {
     switch (*p) {
-      case '"':
-        g_string_append (o, "\\\"");
-        break;
-      case '\\':
-        g_string_append (o, "\\\\");
-        break;
-      case '\n':
-        g_string_append (o, "\\n");
-        break;
-      case '\r':
-        g_string_append (o, "\\r");
-        break;
-      case '\t':
-        g_string_append (o, "\\t");
-        break;
+      case '"': g_string_append (o, "\\\""); break;
+      case '\\': g_string_append (o, "\\\\"); break;
+      case '\n': g_string_append (o, "\\n"); break;
+      case '\r': g_string_append (o, "\\r"); break;
+      case '\t': g_string_append (o, "\\t"); break;
       default:
         if (*p < 0x20)
           g_string_append_printf (o, "\\u%04x", *p);
@@ -360,12 +350,8 @@ gst_cony_json_set_property (GObject *object, guint prop_id, const GValue *value,
       g_free (self->source);
       self->source = g_value_dup_string (value);
       break;
-    case PROP_SCORES:
-      self->scores = g_value_get_boolean (value);
-      break;
-    default:
-      G_OBJECT_WARN_INVALID_PROPERTY_ID (object, prop_id, pspec);
-      break;
+    case PROP_SCORES: self->scores = g_value_get_boolean (value); break;
+    default: G_OBJECT_WARN_INVALID_PROPERTY_ID (object, prop_id, pspec); break;
   }
   GST_OBJECT_UNLOCK (self);
 }
@@ -377,15 +363,9 @@ gst_cony_json_get_property (GObject *object, guint prop_id, GValue *value, GPara
 
   GST_OBJECT_LOCK (self);
   switch (prop_id) {
-    case PROP_SOURCE:
-      g_value_set_string (value, self->source);
-      break;
-    case PROP_SCORES:
-      g_value_set_boolean (value, self->scores);
-      break;
-    default:
-      G_OBJECT_WARN_INVALID_PROPERTY_ID (object, prop_id, pspec);
-      break;
+    case PROP_SOURCE: g_value_set_string (value, self->source); break;
+    case PROP_SCORES: g_value_set_boolean (value, self->scores); break;
+    default: G_OBJECT_WARN_INVALID_PROPERTY_ID (object, prop_id, pspec); break;
   }
   GST_OBJECT_UNLOCK (self);
 }

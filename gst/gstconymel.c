@@ -499,9 +499,7 @@ gst_cony_mel_sink_event (GstPad *pad, GstObject *parent, GstEvent *event)
       gst_event_unref (event);
       return ok;
     }
-    case GST_EVENT_FLUSH_STOP:
-      gst_cony_mel_reset_stream (self);
-      break;
+    case GST_EVENT_FLUSH_STOP: gst_cony_mel_reset_stream (self); break;
     case GST_EVENT_EOS:
       if (self->mel != NULL)
         gst_cony_mel_drain (self, "EOS");
@@ -512,8 +510,7 @@ gst_cony_mel_sink_event (GstPad *pad, GstObject *parent, GstEvent *event)
       ret = gst_cony_mel_handle_gap (self, event);
       gst_event_unref (event);
       return ret == GST_FLOW_OK || ret == GST_FLOW_FLUSHING;
-    default:
-      break;
+    default: break;
   }
   return gst_pad_event_default (pad, parent, event);
 }
@@ -571,8 +568,7 @@ gst_cony_mel_src_query (GstPad *pad, GstObject *parent, GstQuery *query)
         caps = gst_pad_get_pad_template_caps (pad);
       return gst_cony_element_answer_caps (query, caps);
     }
-    default:
-      return gst_pad_query_default (pad, parent, query);
+    default: return gst_pad_query_default (pad, parent, query);
   }
 }
 
@@ -658,39 +654,17 @@ gst_cony_mel_set_property (GObject *object, guint prop_id, const GValue *value, 
 
   GST_OBJECT_LOCK (self);
   switch (prop_id) {
-    case PROP_SAMPLE_RATE:
-      self->sample_rate = g_value_get_uint (value);
-      break;
-    case PROP_WINDOW_LENGTH:
-      self->window_length = g_value_get_uint (value);
-      break;
-    case PROP_HOP_LENGTH:
-      self->hop_length = g_value_get_uint (value);
-      break;
-    case PROP_FFT_LENGTH:
-      self->fft_length = g_value_get_uint (value);
-      break;
-    case PROP_N_MELS:
-      self->n_mels = g_value_get_uint (value);
-      break;
-    case PROP_FMIN:
-      self->fmin = g_value_get_double (value);
-      break;
-    case PROP_FMAX:
-      self->fmax = g_value_get_double (value);
-      break;
-    case PROP_LOG_OFFSET:
-      self->log_offset = g_value_get_double (value);
-      break;
-    case PROP_FRAMES_PER_BUFFER:
-      self->frames_per_buffer = g_value_get_uint (value);
-      break;
-    case PROP_PRESET:
-      gst_cony_mel_apply_preset (self, g_value_get_enum (value));
-      break;
-    default:
-      G_OBJECT_WARN_INVALID_PROPERTY_ID (object, prop_id, pspec);
-      break;
+    case PROP_SAMPLE_RATE: self->sample_rate = g_value_get_uint (value); break;
+    case PROP_WINDOW_LENGTH: self->window_length = g_value_get_uint (value); break;
+    case PROP_HOP_LENGTH: self->hop_length = g_value_get_uint (value); break;
+    case PROP_FFT_LENGTH: self->fft_length = g_value_get_uint (value); break;
+    case PROP_N_MELS: self->n_mels = g_value_get_uint (value); break;
+    case PROP_FMIN: self->fmin = g_value_get_double (value); break;
+    case PROP_FMAX: self->fmax = g_value_get_double (value); break;
+    case PROP_LOG_OFFSET: self->log_offset = g_value_get_double (value); break;
+    case PROP_FRAMES_PER_BUFFER: self->frames_per_buffer = g_value_get_uint (value); break;
+    case PROP_PRESET: gst_cony_mel_apply_preset (self, g_value_get_enum (value)); break;
+    default: G_OBJECT_WARN_INVALID_PROPERTY_ID (object, prop_id, pspec); break;
   }
   GST_OBJECT_UNLOCK (self);
 }
@@ -702,39 +676,17 @@ gst_cony_mel_get_property (GObject *object, guint prop_id, GValue *value, GParam
 
   GST_OBJECT_LOCK (self);
   switch (prop_id) {
-    case PROP_SAMPLE_RATE:
-      g_value_set_uint (value, self->sample_rate);
-      break;
-    case PROP_WINDOW_LENGTH:
-      g_value_set_uint (value, self->window_length);
-      break;
-    case PROP_HOP_LENGTH:
-      g_value_set_uint (value, self->hop_length);
-      break;
-    case PROP_FFT_LENGTH:
-      g_value_set_uint (value, self->fft_length);
-      break;
-    case PROP_N_MELS:
-      g_value_set_uint (value, self->n_mels);
-      break;
-    case PROP_FMIN:
-      g_value_set_double (value, self->fmin);
-      break;
-    case PROP_FMAX:
-      g_value_set_double (value, self->fmax);
-      break;
-    case PROP_LOG_OFFSET:
-      g_value_set_double (value, self->log_offset);
-      break;
-    case PROP_FRAMES_PER_BUFFER:
-      g_value_set_uint (value, self->frames_per_buffer);
-      break;
-    case PROP_PRESET:
-      g_value_set_enum (value, self->preset);
-      break;
-    default:
-      G_OBJECT_WARN_INVALID_PROPERTY_ID (object, prop_id, pspec);
-      break;
+    case PROP_SAMPLE_RATE: g_value_set_uint (value, self->sample_rate); break;
+    case PROP_WINDOW_LENGTH: g_value_set_uint (value, self->window_length); break;
+    case PROP_HOP_LENGTH: g_value_set_uint (value, self->hop_length); break;
+    case PROP_FFT_LENGTH: g_value_set_uint (value, self->fft_length); break;
+    case PROP_N_MELS: g_value_set_uint (value, self->n_mels); break;
+    case PROP_FMIN: g_value_set_double (value, self->fmin); break;
+    case PROP_FMAX: g_value_set_double (value, self->fmax); break;
+    case PROP_LOG_OFFSET: g_value_set_double (value, self->log_offset); break;
+    case PROP_FRAMES_PER_BUFFER: g_value_set_uint (value, self->frames_per_buffer); break;
+    case PROP_PRESET: g_value_set_enum (value, self->preset); break;
+    default: G_OBJECT_WARN_INVALID_PROPERTY_ID (object, prop_id, pspec); break;
   }
   GST_OBJECT_UNLOCK (self);
 }

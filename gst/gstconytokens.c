@@ -174,7 +174,9 @@ void
 gst_cony_tokens_caps_set_source (GstCaps *caps, const GstConyTokenSource *src)
 {
   const gchar *fields[][2] = {
-    { "cnn", src->name }, { "cnn-sha256", src->sha256 }, { "cnn-output", src->output },
+    { "cnn", src->name },
+    { "cnn-sha256", src->sha256 },
+    { "cnn-output", src->output },
   };
   for (guint i = 0; i < G_N_ELEMENTS (fields); i++)
     if (fields[i][1] != NULL)

@@ -81,7 +81,7 @@ typedef struct {
 /* Fills @src for the CNN file @path whose @output ("embedding" or "scores") the tokens
  * are. FALSE with @error when the file cannot be read. */
 gboolean gst_cony_token_source_init (GstConyTokenSource *src, const gchar *path,
-                                     const gchar *output, GError **error);
+    const gchar *output, GError **error);
 void gst_cony_token_source_clear (GstConyTokenSource *src);
 /* Writes @src into @caps (each field only when set). */
 void gst_cony_tokens_caps_set_source (GstCaps *caps, const GstConyTokenSource *src);

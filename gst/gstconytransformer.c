@@ -166,29 +166,28 @@ enum
   PROP_LABELS,
 };
 
-static GstStaticPadTemplate sink_template = GST_STATIC_PAD_TEMPLATE ("sink",
-    GST_PAD_SINK, GST_PAD_ALWAYS, GST_STATIC_CAPS (GST_CONY_TOKENS_CAPS_STRING));
+static GstStaticPadTemplate sink_template = GST_STATIC_PAD_TEMPLATE ("sink", GST_PAD_SINK,
+    GST_PAD_ALWAYS, GST_STATIC_CAPS (GST_CONY_TOKENS_CAPS_STRING));
 
-static GstStaticPadTemplate src_template = GST_STATIC_PAD_TEMPLATE ("src",
-    GST_PAD_SRC, GST_PAD_ALWAYS, GST_STATIC_CAPS (GST_CONY_TOKENS_CAPS_STRING));
+static GstStaticPadTemplate src_template = GST_STATIC_PAD_TEMPLATE ("src", GST_PAD_SRC,
+    GST_PAD_ALWAYS, GST_STATIC_CAPS (GST_CONY_TOKENS_CAPS_STRING));
 
 GType
 gst_cony_transformer_attention_get_type (void)
 {
   static GType type = 0;
   static const GEnumValue values[] = {
-    {GST_CONY_TRANSFORMER_ATTENTION_MODEL, "The variants the model was trained with", "model"},
-    {GST_CONY_TRANSFORMER_ATTENTION_REGULAR, "Regular softmax attention over the window",
-        "regular"},
-    {GST_CONY_TRANSFORMER_ATTENTION_CONTINUAL, "Continual (CoSi/CoRe) attention", "continual"},
-    {GST_CONY_TRANSFORMER_ATTENTION_NYSTROM, "Nystrom, segment-means landmarks", "nystrom"},
-    {GST_CONY_TRANSFORMER_ATTENTION_NYSTROM_FIXED, "Nystrom, fixed landmarks",
-        "nystrom-fixed"},
-    {GST_CONY_TRANSFORMER_ATTENTION_CONY, "Continual Nystrom, continual landmarks", "cony"},
-    {GST_CONY_TRANSFORMER_ATTENTION_CONY_FIXED, "Continual Nystrom, fixed landmarks",
-        "cony-fixed"},
-    {GST_CONY_TRANSFORMER_ATTENTION_VCC, "VIP-token centric compression (single output)", "vcc"},
-    {0, NULL, NULL},
+    { GST_CONY_TRANSFORMER_ATTENTION_MODEL, "The variants the model was trained with", "model" },
+    { GST_CONY_TRANSFORMER_ATTENTION_REGULAR, "Regular softmax attention over the window",
+        "regular" },
+    { GST_CONY_TRANSFORMER_ATTENTION_CONTINUAL, "Continual (CoSi/CoRe) attention", "continual" },
+    { GST_CONY_TRANSFORMER_ATTENTION_NYSTROM, "Nystrom, segment-means landmarks", "nystrom" },
+    { GST_CONY_TRANSFORMER_ATTENTION_NYSTROM_FIXED, "Nystrom, fixed landmarks", "nystrom-fixed" },
+    { GST_CONY_TRANSFORMER_ATTENTION_CONY, "Continual Nystrom, continual landmarks", "cony" },
+    { GST_CONY_TRANSFORMER_ATTENTION_CONY_FIXED, "Continual Nystrom, fixed landmarks",
+        "cony-fixed" },
+    { GST_CONY_TRANSFORMER_ATTENTION_VCC, "VIP-token centric compression (single output)", "vcc" },
+    { 0, NULL, NULL },
   };
   if (g_once_init_enter (&type)) {
     GType t = g_enum_register_static ("GstConyTransformerAttention", values);
@@ -202,11 +201,11 @@ gst_cony_transformer_message_mode_get_type (void)
 {
   static GType type = 0;
   static const GEnumValue values[] = {
-    {GST_CONY_TRANSFORMER_MESSAGE_EVERY_STEP, "A message for every step", "every-step"},
-    {GST_CONY_TRANSFORMER_MESSAGE_ON_CHANGE,
+    { GST_CONY_TRANSFORMER_MESSAGE_EVERY_STEP, "A message for every step", "every-step" },
+    { GST_CONY_TRANSFORMER_MESSAGE_ON_CHANGE,
         "A message per segment event: the top label changes (sigmoid: a label's onset/offset)",
-        "on-change"},
-    {0, NULL, NULL},
+        "on-change" },
+    { 0, NULL, NULL },
   };
   if (g_once_init_enter (&type)) {
     GType t = g_enum_register_static ("GstConyTransformerMessageMode", values);
@@ -301,8 +300,9 @@ gst_cony_transformer_start (GstBaseTransform *trans)
   if (self->encoder == NULL) {
     GEnumValue *ev = g_enum_get_value (g_type_class_peek (GST_TYPE_CONY_TRANSFORMER_ATTENTION),
         attention);
-    GST_ELEMENT_ERROR (self, LIBRARY, SETTINGS, ("Could not set up the encoder: %s",
-            error->message), ("model=%s attention=%s", path, ev ? ev->value_nick : "?"));
+    GST_ELEMENT_ERROR (self, LIBRARY, SETTINGS,
+        ("Could not set up the encoder: %s", error->message),
+        ("model=%s attention=%s", path, ev ? ev->value_nick : "?"));
     goto fail;
   }
 
@@ -317,8 +317,8 @@ gst_cony_transformer_start (GstBaseTransform *trans)
     guint n = 0;
     labels = cony_labels_load (labels_file, &n, &self->thresholds, &error);
     if (labels == NULL) {
-      GST_ELEMENT_ERROR (self, RESOURCE, OPEN_READ, ("Could not read the labels file: %s",
-              error->message), ("labels-file=%s", labels_file));
+      GST_ELEMENT_ERROR (self, RESOURCE, OPEN_READ,
+          ("Could not read the labels file: %s", error->message), ("labels-file=%s", labels_file));
       goto fail;
     }
     if (n != self->n_classes) {
@@ -349,9 +349,10 @@ gst_cony_transformer_start (GstBaseTransform *trans)
   self->have_info = FALSE;
   self->refused_dim = 0;
   gst_cony_transformer_reset_stream (self);
-  GST_INFO_OBJECT (self, "loaded %s: d_in %u, %u classes, window %u, %u token(s) per step, "
-      "%d block(s), attention %s", path, self->d_in, self->n_classes, self->window, self->k,
-      c->blocks,
+  GST_INFO_OBJECT (self,
+      "loaded %s: d_in %u, %u classes, window %u, %u token(s) per step, "
+      "%d block(s), attention %s",
+      path, self->d_in, self->n_classes, self->window, self->k, c->blocks,
       cony_attention_variant_name (cony_encoder_block_variant (self->encoder, 0)));
   g_free (path);
   g_free (labels_file);
@@ -401,15 +402,16 @@ gst_cony_transformer_token_source_matches (GstConyTransformer *self, const GstCa
   const gchar *sha = gst_structure_get_string (s, "cnn-sha256");
   const gchar *output = gst_structure_get_string (s, "cnn-output");
   const gchar *want = c->cnn_output ? c->cnn_output : "scores";
-  if (c->cnn_sha256 == NULL || ((sha == NULL || g_ascii_strcasecmp (sha, c->cnn_sha256) == 0)
+  if (c->cnn_sha256 == NULL
+      || ((sha == NULL || g_ascii_strcasecmp (sha, c->cnn_sha256) == 0)
           && (output == NULL || strcmp (output, want) == 0)))
     return TRUE;
   GST_ELEMENT_ERROR (self, CORE, NEGOTIATION,
       ("The tokens do not come from the CNN the model was trained on"),
       ("the tokens come from %s (SHA-256 %.16s..., output=%s); %s was trained on the tokens "
-          "of %s (SHA-256 %.16s..., output=%s)", name ? name : "(unnamed CNN)",
-          sha ? sha : "(not given)", output ? output : "(not given)", self->model->path,
-          c->cnn_name ? c->cnn_name : "(unnamed CNN)", c->cnn_sha256, want));
+       "of %s (SHA-256 %.16s..., output=%s)",
+          name ? name : "(unnamed CNN)", sha ? sha : "(not given)", output ? output : "(not given)",
+          self->model->path, c->cnn_name ? c->cnn_name : "(unnamed CNN)", c->cnn_sha256, want));
   return FALSE;
 }
 
@@ -433,8 +435,7 @@ gst_cony_transformer_set_caps (GstBaseTransform *trans, GstCaps *incaps, GstCaps
     /* Upstream retries the sticky caps with every buffer: say it once per size. */
     if (self->refused_dim != info.dim)
       GST_ELEMENT_ERROR (self, CORE, NEGOTIATION, ("Token size does not match the model"),
-          ("the input has %u floats per token, the model takes d_in = %u", info.dim,
-              self->d_in));
+          ("the input has %u floats per token, the model takes d_in = %u", info.dim, self->d_in));
     self->refused_dim = info.dim;
     return FALSE;
   }
@@ -443,8 +444,8 @@ gst_cony_transformer_set_caps (GstBaseTransform *trans, GstCaps *incaps, GstCaps
       GST_ELEMENT_ERROR (self, CORE, NEGOTIATION,
           ("Tokens per buffer are not a whole number of model steps"),
           ("the input has %u tokens per buffer (dimensions %u:%u), the model takes "
-              "tokens_per_step = %u tokens per step", info.tokens_per_buffer, info.dim,
-              info.tokens_per_buffer, self->k));
+           "tokens_per_step = %u tokens per step",
+              info.tokens_per_buffer, info.dim, info.tokens_per_buffer, self->k));
     self->refused_k = info.tokens_per_buffer;
     return FALSE;
   }
@@ -476,11 +477,8 @@ gst_cony_transformer_sink_event (GstBaseTransform *trans, GstEvent *event)
       GST_DEBUG_OBJECT (self, "gap: resetting the continual state");
       gst_cony_transformer_reset_stream (self);
       break;
-    case GST_EVENT_EOS:
-      gst_cony_transformer_close_segments_at_eos (self);
-      break;
-    default:
-      break;
+    case GST_EVENT_EOS: gst_cony_transformer_close_segments_at_eos (self); break;
+    default: break;
   }
   return GST_BASE_TRANSFORM_CLASS (parent_class)->sink_event (trans, event);
 }
@@ -567,31 +565,28 @@ gst_cony_transformer_segment_time (GstConyTransformer *self, GstClockTime t, gbo
   if (!GST_CLOCK_TIME_IS_VALID (t) || seg->format != GST_FORMAT_TIME)
     return GST_CLOCK_TIME_NONE;
   return running ? gst_segment_to_running_time (seg, GST_FORMAT_TIME, t)
-      : gst_segment_to_stream_time (seg, GST_FORMAT_TIME, t);
+                 : gst_segment_to_stream_time (seg, GST_FORMAT_TIME, t);
 }
 
 /* The message structure of step @st, naming class @cls (the top class, or
  * the label of a segment event) and the step's @n_top best classes. */
 static GstStructure *
-gst_cony_transformer_new_step_structure (GstConyTransformer *self, const GstConyTransformerStep *st, gint cls,
-    guint n_top)
+gst_cony_transformer_new_step_structure (GstConyTransformer *self, const GstConyTransformerStep *st,
+    gint cls, guint n_top)
 {
-  GstClockTime duration = GST_CLOCK_TIME_IS_VALID (st->start)
-      && GST_CLOCK_TIME_IS_VALID (st->end) ? st->end - st->start : GST_CLOCK_TIME_NONE;
-  GstStructure *s = gst_structure_new (MESSAGE_NAME,
-      "timestamp", G_TYPE_UINT64, st->start,
+  GstClockTime duration = GST_CLOCK_TIME_IS_VALID (st->start) && GST_CLOCK_TIME_IS_VALID (st->end)
+      ? st->end - st->start
+      : GST_CLOCK_TIME_NONE;
+  GstStructure *s = gst_structure_new (MESSAGE_NAME, "timestamp", G_TYPE_UINT64, st->start,
       "stream-time", G_TYPE_UINT64, gst_cony_transformer_segment_time (self, st->start, FALSE),
       "running-time", G_TYPE_UINT64, gst_cony_transformer_segment_time (self, st->start, TRUE),
-      "duration", G_TYPE_UINT64, duration,
-      "stream-time-end", G_TYPE_UINT64, gst_cony_transformer_segment_time (self, st->end, FALSE),
-      "running-time-end", G_TYPE_UINT64, gst_cony_transformer_segment_time (self, st->end, TRUE),
-      "pts", G_TYPE_UINT64, st->pts,
-      "step", G_TYPE_UINT64, st->step,
-      "class-id", G_TYPE_INT, cls,
-      "label", G_TYPE_STRING, self->labels[cls],
-      "confidence", G_TYPE_FLOAT, self->probs[cls],
-      "context-fill", G_TYPE_DOUBLE, st->fill,
-      "output", G_TYPE_STRING, self->multi_label ? "sigmoid" : "softmax", NULL);
+      "duration", G_TYPE_UINT64, duration, "stream-time-end", G_TYPE_UINT64,
+      gst_cony_transformer_segment_time (self, st->end, FALSE), "running-time-end", G_TYPE_UINT64,
+      gst_cony_transformer_segment_time (self, st->end, TRUE), "pts", G_TYPE_UINT64, st->pts,
+      "step", G_TYPE_UINT64, st->step, "class-id", G_TYPE_INT, cls, "label", G_TYPE_STRING,
+      self->labels[cls], "confidence", G_TYPE_FLOAT, self->probs[cls], "context-fill",
+      G_TYPE_DOUBLE, st->fill, "output", G_TYPE_STRING, self->multi_label ? "sigmoid" : "softmax",
+      NULL);
   gst_cony_classification_set_floats (s, "scores", self->probs, self->n_classes);
   gst_cony_classification_set_top (s, n_top, self->top_ids, self->top_labels, self->probs);
   return s;
@@ -626,8 +621,8 @@ gst_cony_transformer_step_passes (GstConyTransformer *self, gint top, gdouble th
  * the PTS of their first step to the end of their last step's tokens), so
  * consecutive ones tile. Offsets come first, then onsets, in class order. */
 static guint
-gst_cony_transformer_update_segments (GstConyTransformer *self, const GstConyTransformerStep *st, gint top,
-    gdouble threshold)
+gst_cony_transformer_update_segments (GstConyTransformer *self, const GstConyTransformerStep *st,
+    gint top, gdouble threshold)
 {
   GstClockTime rt_start = gst_cony_transformer_segment_time (self, st->pts, TRUE);
   GstClockTime rt_end = gst_cony_transformer_segment_time (self, st->tile_end, TRUE);
@@ -642,10 +637,10 @@ gst_cony_transformer_update_segments (GstConyTransformer *self, const GstConyTra
       return 0;
     }
     if (self->seg_class >= 0)
-      ev[n++] = (GstConyClassificationEvent) { FALSE, self->seg_class,
-          self->labels[self->seg_class], self->seg_start, self->seg_end };
-    ev[n++] = (GstConyClassificationEvent) { TRUE, top, self->labels[top], rt_start,
-        GST_CLOCK_TIME_NONE };
+      ev[n++] = (GstConyClassificationEvent){ FALSE, self->seg_class, self->labels[self->seg_class],
+        self->seg_start, self->seg_end };
+    ev[n++] = (GstConyClassificationEvent){ TRUE, top, self->labels[top], rt_start,
+      GST_CLOCK_TIME_NONE };
     self->seg_class = top;
     self->seg_start = rt_start;
     self->seg_end = rt_end;
@@ -656,16 +651,17 @@ gst_cony_transformer_update_segments (GstConyTransformer *self, const GstConyTra
     if (on && self->active[c]) {
       self->on_end[c] = rt_end;
     } else if (!on && self->active[c]) {
-      ev[n++] = (GstConyClassificationEvent) { FALSE, (gint) c, self->labels[c],
-          self->on_start[c], self->on_end[c] };
+      ev[n++] = (GstConyClassificationEvent){ FALSE, (gint) c, self->labels[c], self->on_start[c],
+        self->on_end[c] };
       self->active[c] = FALSE;
     }
   }
   for (guint c = 0; c < self->n_classes; c++) {
-    if (self->active[c] || self->probs[c] < gst_cony_transformer_class_threshold (self, c, threshold))
+    if (self->active[c]
+        || self->probs[c] < gst_cony_transformer_class_threshold (self, c, threshold))
       continue;
-    ev[n++] = (GstConyClassificationEvent) { TRUE, (gint) c, self->labels[c], rt_start,
-        GST_CLOCK_TIME_NONE };
+    ev[n++] = (GstConyClassificationEvent){ TRUE, (gint) c, self->labels[c], rt_start,
+      GST_CLOCK_TIME_NONE };
     self->active[c] = TRUE;
     self->on_start[c] = rt_start;
     self->on_end[c] = rt_end;
@@ -676,44 +672,47 @@ gst_cony_transformer_update_segments (GstConyTransformer *self, const GstConyTra
 /* The on-change message of a softmax step whose top label took over
  * (@on; @off: the segment that ended, or NULL). */
 static GstStructure *
-gst_cony_transformer_change_structure (GstConyTransformer *self, const GstConyTransformerStep *st, guint n_top,
-    const GstConyClassificationEvent *on, const GstConyClassificationEvent *off)
+gst_cony_transformer_change_structure (GstConyTransformer *self, const GstConyTransformerStep *st,
+    guint n_top, const GstConyClassificationEvent *on, const GstConyClassificationEvent *off)
 {
   GstStructure *s = gst_cony_transformer_new_step_structure (self, st, on->class_id, n_top);
-  gst_structure_set (s, "segment-start", G_TYPE_UINT64, on->start,
-      "previous-label", G_TYPE_STRING, off ? off->label : "",
-      "previous-segment-start", G_TYPE_UINT64, off ? off->start : GST_CLOCK_TIME_NONE,
-      "previous-segment-end", G_TYPE_UINT64, off ? off->end : GST_CLOCK_TIME_NONE, NULL);
+  gst_structure_set (s, "segment-start", G_TYPE_UINT64, on->start, "previous-label", G_TYPE_STRING,
+      off ? off->label : "", "previous-segment-start", G_TYPE_UINT64,
+      off ? off->start : GST_CLOCK_TIME_NONE, "previous-segment-end", G_TYPE_UINT64,
+      off ? off->end : GST_CLOCK_TIME_NONE, NULL);
   return s;
 }
 
 /* The on-change message of one label's segment event (sigmoid models). */
 static GstStructure *
-gst_cony_transformer_label_event_structure (GstConyTransformer *self, const GstConyTransformerStep *st,
-    guint n_top, const GstConyClassificationEvent *e)
+gst_cony_transformer_label_event_structure (GstConyTransformer *self,
+    const GstConyTransformerStep *st, guint n_top, const GstConyClassificationEvent *e)
 {
   GstStructure *s = gst_cony_transformer_new_step_structure (self, st, e->class_id, n_top);
-  gst_structure_set (s, "event", G_TYPE_STRING, e->onset ? "onset" : "offset",
-      "segment-start", G_TYPE_UINT64, e->start, NULL);
+  gst_structure_set (s, "event", G_TYPE_STRING, e->onset ? "onset" : "offset", "segment-start",
+      G_TYPE_UINT64, e->start, NULL);
   if (!e->onset)
     gst_structure_set (s, "segment-end", G_TYPE_UINT64, e->end, NULL);
   return s;
 }
 
 static void
-gst_cony_transformer_step_messages (GstConyTransformer *self, const GstConyTransformerStep *st, gint top,
-    guint n_top, guint n_events, GstConyTransformerMessageMode mode, gdouble threshold,
+gst_cony_transformer_step_messages (GstConyTransformer *self, const GstConyTransformerStep *st,
+    gint top, guint n_top, guint n_events, GstConyTransformerMessageMode mode, gdouble threshold,
     GPtrArray **messages)
 {
   if (mode == GST_CONY_TRANSFORMER_MESSAGE_EVERY_STEP) {
     if (gst_cony_transformer_step_passes (self, top, threshold))
-      gst_cony_transformer_add_message (self, messages, gst_cony_transformer_new_step_structure (self, st, top, n_top));
+      gst_cony_transformer_add_message (self, messages,
+          gst_cony_transformer_new_step_structure (self, st, top, n_top));
   } else if (self->multi_label) {
     for (guint i = 0; i < n_events; i++)
-      gst_cony_transformer_add_message (self, messages, gst_cony_transformer_label_event_structure (self, st, n_top, &self->events[i]));
+      gst_cony_transformer_add_message (self, messages,
+          gst_cony_transformer_label_event_structure (self, st, n_top, &self->events[i]));
   } else if (n_events > 0) {
     const GstConyClassificationEvent *on = &self->events[n_events - 1];
-    gst_cony_transformer_add_message (self, messages, gst_cony_transformer_change_structure (self, st, n_top, on,
+    gst_cony_transformer_add_message (self, messages,
+        gst_cony_transformer_change_structure (self, st, n_top, on,
             n_events > 1 ? &self->events[0] : NULL));
   }
 }
@@ -747,12 +746,12 @@ gst_cony_transformer_close_segments_at_eos (GstConyTransformer *self)
         self->active[c] = FALSE;
       }
   } else if (self->seg_class >= 0) {
-    GstStructure *s = gst_cony_transformer_new_step_structure (self, &self->last, self->seg_class, n_top);
-    gst_structure_set (s, "segment-start", G_TYPE_UINT64, self->seg_start,
-        "previous-label", G_TYPE_STRING, self->labels[self->seg_class],
-        "previous-segment-start", G_TYPE_UINT64, self->seg_start,
-        "previous-segment-end", G_TYPE_UINT64, self->seg_end,
-        "eos", G_TYPE_BOOLEAN, TRUE, NULL);
+    GstStructure *s = gst_cony_transformer_new_step_structure (self, &self->last, self->seg_class,
+        n_top);
+    gst_structure_set (s, "segment-start", G_TYPE_UINT64, self->seg_start, "previous-label",
+        G_TYPE_STRING, self->labels[self->seg_class], "previous-segment-start", G_TYPE_UINT64,
+        self->seg_start, "previous-segment-end", G_TYPE_UINT64, self->seg_end, "eos",
+        G_TYPE_BOOLEAN, TRUE, NULL);
     gst_cony_transformer_add_message (self, &messages, s);
     self->seg_class = -1;
   }
@@ -776,20 +775,30 @@ gst_cony_transformer_input_end (GstClockTime pts, GstClockTime tile_end, gint64 
 
 /* Attaches step @st's result to @buf: the meta and its custom mirror. */
 static void
-gst_cony_transformer_attach_result (GstConyTransformer *self, GstBuffer *buf, const GstConyTransformerStep *st,
-    gint top, guint n_top, guint n_events)
+gst_cony_transformer_attach_result (GstConyTransformer *self, GstBuffer *buf,
+    const GstConyTransformerStep *st, gint top, guint n_top, guint n_events)
 {
   GstConyClassificationMeta v = {
-    .step = st->step, .window_start = st->start, .window_end = st->end,
-    .class_id = top, .label = self->labels[top], .score = self->probs[top],
-    .n_scores = self->n_classes, .scores = self->probs, .context_fill = st->fill,
+    .step = st->step,
+    .window_start = st->start,
+    .window_end = st->end,
+    .class_id = top,
+    .label = self->labels[top],
+    .score = self->probs[top],
+    .n_scores = self->n_classes,
+    .scores = self->probs,
+    .context_fill = st->fill,
     .pts = st->pts,
     .running_start = gst_cony_transformer_segment_time (self, st->start, TRUE),
     .running_end = gst_cony_transformer_segment_time (self, st->end, TRUE),
     .stream_start = gst_cony_transformer_segment_time (self, st->start, FALSE),
     .stream_end = gst_cony_transformer_segment_time (self, st->end, FALSE),
-    .multi_label = self->multi_label, .n_top = n_top, .top_ids = self->top_ids,
-    .top_labels = self->top_labels, .n_events = n_events, .events = self->events,
+    .multi_label = self->multi_label,
+    .n_top = n_top,
+    .top_ids = self->top_ids,
+    .top_labels = self->top_labels,
+    .n_events = n_events,
+    .events = self->events,
   };
   GstConyClassificationMeta *meta = gst_buffer_add_cony_classification_meta_full (buf, &v);
   gst_buffer_add_cony_classification_custom_meta (buf, meta);
@@ -798,7 +807,8 @@ gst_cony_transformer_attach_result (GstConyTransformer *self, GstBuffer *buf, co
 /* Time of token @i of the @k in a buffer at @pts: interpolated over the buffer's
  * duration, else from the token rate; NONE when neither is known (or no PTS). */
 static GstClockTime
-gst_cony_transformer_token_time (GstConyTransformer *self, GstClockTime pts, GstClockTime dur, guint64 i, guint64 k)
+gst_cony_transformer_token_time (GstConyTransformer *self, GstClockTime pts, GstClockTime dur,
+    guint64 i, guint64 k)
 {
   if (!GST_CLOCK_TIME_IS_VALID (pts))
     return GST_CLOCK_TIME_NONE;
@@ -838,9 +848,10 @@ gst_cony_transformer_transform_ip (GstBaseTransform *trans, GstBuffer *buf)
   /* Read the tokens in place: a mapped buffer still takes metas (transform_ip has it
    * writable), so each step's meta is added while the data stays mapped. */
   gsize step_bytes = token_bytes * self->k;
-  gchar *unit = self->k == 1 ? g_strdup_printf ("%u-float tokens", self->d_in)
+  gchar *unit = self->k == 1
+      ? g_strdup_printf ("%u-float tokens", self->d_in)
       : g_strdup_printf ("steps of %u %u-float tokens (the model's tokens_per_step)", self->k,
-      self->d_in);
+          self->d_in);
   gboolean mapped = gst_cony_element_map_units (GST_ELEMENT (self), buf, &map, step_bytes, unit,
       self->k == 1 ? NULL : "Buffer does not hold whole model steps");
   g_free (unit);
@@ -870,7 +881,7 @@ gst_cony_transformer_transform_ip (GstBaseTransform *trans, GstBuffer *buf)
     }
 
     guint64 step = cony_encoder_steps (self->encoder);
-    guint64 first = step * per;   /* index of the step's first token since the reset */
+    guint64 first = step * per; /* index of the step's first token since the reset */
     for (gsize j = 0; j < per; j++) {
       GstClockTime tj = j > 0 ? gst_cony_transformer_token_time (self, pts, dur, i + j, k) : t0;
       self->starts[(first + j) % self->window] = GST_CLOCK_TIME_IS_VALID (tj) ? tj : t0;
@@ -887,32 +898,38 @@ gst_cony_transformer_transform_ip (GstBaseTransform *trans, GstBuffer *buf)
     gint top = gst_cony_transformer_compute_scores (self);
     guint n_top = gst_cony_transformer_select_top (self, top_k);
     GstConyTransformerStep st = {
-      .step = step, .pts = t0, .tile_end = t1,
+      .step = step,
+      .pts = t0,
+      .tile_end = t1,
       .start = self->starts[(first + per - fill) % self->window],
-      .end = gst_cony_transformer_input_end (t0, t1, lookahead), .fill = (gdouble) fill / self->window,
+      .end = gst_cony_transformer_input_end (t0, t1, lookahead),
+      .fill = (gdouble) fill / self->window,
     };
     guint n_events = gst_cony_transformer_update_segments (self, &st, top, threshold);
     gst_cony_transformer_attach_result (self, buf, &st, top, n_top, n_events);
-    GST_LOG_OBJECT (self, "step %" G_GUINT64_FORMAT " at %" GST_TIME_FORMAT ": %s (%.3f)",
-        step, GST_TIME_ARGS (t0), self->labels[top], self->probs[top]);
+    GST_LOG_OBJECT (self, "step %" G_GUINT64_FORMAT " at %" GST_TIME_FORMAT ": %s (%.3f)", step,
+        GST_TIME_ARGS (t0), self->labels[top], self->probs[top]);
 
     self->have_last = TRUE;
     self->last = st;
     if (post)
-      gst_cony_transformer_step_messages (self, &st, top, n_top, n_events, mode, threshold, &messages);
+      gst_cony_transformer_step_messages (self, &st, top, n_top, n_events, mode, threshold,
+          &messages);
   }
   gst_buffer_unmap (buf, &map);
 
   if (gst_cony_element_run_starts (&self->in_nonfinite, bad > 0))
     GST_ELEMENT_WARNING (self, STREAM, FORMAT, ("Input tokens contain NaN or infinite values"),
         ("%u of %" G_GSIZE_FORMAT " tokens in the buffer at %" GST_TIME_FORMAT
-            " were not classified (the model state is kept)", bad, k, GST_TIME_ARGS (pts)));
+         " were not classified (the model state is kept)",
+            bad, k, GST_TIME_ARGS (pts)));
   if (gst_cony_element_run_starts (&self->in_overflow, overflow > 0))
     GST_ELEMENT_WARNING (self, STREAM, FAILED,
         ("Step %" G_GUINT64_FORMAT " gave non-finite logits: no result for it, the continual "
-            "state was reset", overflow_step),
+         "state was reset",
+            overflow_step),
         ("%u step(s) of the buffer at %" GST_TIME_FORMAT " (first at %" GST_TIME_FORMAT ") "
-            "overflowed float (tokens too large for the model) and were not published",
+         "overflowed float (tokens too large for the model) and were not published",
             overflow, GST_TIME_ARGS (pts), GST_TIME_ARGS (overflow_pts)));
 
   if (messages) {
@@ -940,61 +957,34 @@ gst_cony_transformer_set_property (GObject *object, guint prop_id, const GValue 
       g_free (self->model_path);
       self->model_path = g_value_dup_string (value);
       break;
-    case PROP_ATTENTION:
-      self->attention = g_value_get_enum (value);
-      break;
+    case PROP_ATTENTION: self->attention = g_value_get_enum (value); break;
     case PROP_LABELS_FILE:
       g_free (self->labels_file);
       self->labels_file = g_value_dup_string (value);
       break;
-    case PROP_POST_MESSAGES:
-      self->post_messages = g_value_get_boolean (value);
-      break;
-    case PROP_MESSAGE_MODE:
-      self->message_mode = g_value_get_enum (value);
-      break;
-    case PROP_THRESHOLD:
-      self->threshold = g_value_get_double (value);
-      break;
-    case PROP_TOP_K:
-      self->top_k = g_value_get_uint (value);
-      break;
-    default:
-      G_OBJECT_WARN_INVALID_PROPERTY_ID (object, prop_id, pspec);
-      break;
+    case PROP_POST_MESSAGES: self->post_messages = g_value_get_boolean (value); break;
+    case PROP_MESSAGE_MODE: self->message_mode = g_value_get_enum (value); break;
+    case PROP_THRESHOLD: self->threshold = g_value_get_double (value); break;
+    case PROP_TOP_K: self->top_k = g_value_get_uint (value); break;
+    default: G_OBJECT_WARN_INVALID_PROPERTY_ID (object, prop_id, pspec); break;
   }
   GST_OBJECT_UNLOCK (self);
 }
 
 static void
-gst_cony_transformer_get_property (GObject *object, guint prop_id, GValue *value,
-    GParamSpec *pspec)
+gst_cony_transformer_get_property (GObject *object, guint prop_id, GValue *value, GParamSpec *pspec)
 {
   GstConyTransformer *self = GST_CONY_TRANSFORMER (object);
 
   GST_OBJECT_LOCK (self);
   switch (prop_id) {
-    case PROP_MODEL:
-      g_value_set_string (value, self->model_path);
-      break;
-    case PROP_ATTENTION:
-      g_value_set_enum (value, self->attention);
-      break;
-    case PROP_LABELS_FILE:
-      g_value_set_string (value, self->labels_file);
-      break;
-    case PROP_POST_MESSAGES:
-      g_value_set_boolean (value, self->post_messages);
-      break;
-    case PROP_MESSAGE_MODE:
-      g_value_set_enum (value, self->message_mode);
-      break;
-    case PROP_THRESHOLD:
-      g_value_set_double (value, self->threshold);
-      break;
-    case PROP_TOP_K:
-      g_value_set_uint (value, self->top_k);
-      break;
+    case PROP_MODEL: g_value_set_string (value, self->model_path); break;
+    case PROP_ATTENTION: g_value_set_enum (value, self->attention); break;
+    case PROP_LABELS_FILE: g_value_set_string (value, self->labels_file); break;
+    case PROP_POST_MESSAGES: g_value_set_boolean (value, self->post_messages); break;
+    case PROP_MESSAGE_MODE: g_value_set_enum (value, self->message_mode); break;
+    case PROP_THRESHOLD: g_value_set_double (value, self->threshold); break;
+    case PROP_TOP_K: g_value_set_uint (value, self->top_k); break;
     case PROP_LABELS:
       if (self->labels == NULL) {
         /* not loaded yet: read them from the files, outside the lock */
@@ -1007,9 +997,7 @@ gst_cony_transformer_get_property (GObject *object, guint prop_id, GValue *value
       }
       g_value_set_boxed (value, self->labels);
       break;
-    default:
-      G_OBJECT_WARN_INVALID_PROPERTY_ID (object, prop_id, pspec);
-      break;
+    default: G_OBJECT_WARN_INVALID_PROPERTY_ID (object, prop_id, pspec); break;
   }
   GST_OBJECT_UNLOCK (self);
 }
@@ -1112,8 +1100,8 @@ gst_cony_transformer_class_init (GstConyTransformerClass *klass)
    */
   g_object_class_install_property (gobject_class, PROP_THRESHOLD,
       g_param_spec_double ("threshold", "Threshold",
-          "Threshold of labels without one in the labels file (0: 0.5 for sigmoid models)",
-          0.0, 1.0, DEFAULT_THRESHOLD, playing));
+          "Threshold of labels without one in the labels file (0: 0.5 for sigmoid models)", 0.0,
+          1.0, DEFAULT_THRESHOLD, playing));
   /**
    * GstConyTransformer:top-k:
    *
@@ -1123,8 +1111,8 @@ gst_cony_transformer_class_init (GstConyTransformerClass *klass)
    */
   g_object_class_install_property (gobject_class, PROP_TOP_K,
       g_param_spec_uint ("top-k", "Top k",
-          "Number of best classes (labels and scores) in every meta and message",
-          1, MAX_TOP_K, DEFAULT_TOP_K, playing));
+          "Number of best classes (labels and scores) in every meta and message", 1, MAX_TOP_K,
+          DEFAULT_TOP_K, playing));
   /**
    * GstConyTransformer:labels:
    *
@@ -1135,15 +1123,16 @@ gst_cony_transformer_class_init (GstConyTransformerClass *klass)
    */
   g_object_class_install_property (gobject_class, PROP_LABELS,
       g_param_spec_boxed ("labels", "Labels",
-          "Class labels in class order (from the model, or the labels file)",
-          G_TYPE_STRV, G_PARAM_READABLE | G_PARAM_STATIC_STRINGS));
+          "Class labels in class order (from the model, or the labels file)", G_TYPE_STRV,
+          G_PARAM_READABLE | G_PARAM_STATIC_STRINGS));
 
   gst_element_class_add_static_pad_template (element_class, &sink_template);
   gst_element_class_add_static_pad_template (element_class, &src_template);
   gst_element_class_set_static_metadata (element_class, "Continual transformer classifier",
       "Filter/Analyzer",
       "Classifies every token with a continual (Nystrom) transformer and attaches the result "
-      "as metadata and bus messages", "gst-cony authors");
+      "as metadata and bus messages",
+      "gst-cony authors");
 
   trans_class->start = GST_DEBUG_FUNCPTR (gst_cony_transformer_start);
   trans_class->stop = GST_DEBUG_FUNCPTR (gst_cony_transformer_stop);

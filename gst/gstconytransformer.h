@@ -28,7 +28,8 @@ G_BEGIN_DECLS
  * Attention variant run in every block (docs/attention.md). The fixed-landmark
  * variants need a model that carries landmarks.
  */
-typedef enum {
+typedef enum
+{
   GST_CONY_TRANSFORMER_ATTENTION_MODEL = -1,
   GST_CONY_TRANSFORMER_ATTENTION_REGULAR = CONY_ATTENTION_REGULAR,
   GST_CONY_TRANSFORMER_ATTENTION_CONTINUAL = CONY_ATTENTION_CONTINUAL,
@@ -49,7 +50,8 @@ GType gst_cony_transformer_attention_get_type (void);
  * @GST_CONY_TRANSFORMER_MESSAGE_ON_CHANGE: a message only when the top label
  *   changes, with the running times of the segments
  */
-typedef enum {
+typedef enum
+{
   GST_CONY_TRANSFORMER_MESSAGE_EVERY_STEP,
   GST_CONY_TRANSFORMER_MESSAGE_ON_CHANGE,
 } GstConyTransformerMessageMode;
@@ -60,9 +62,9 @@ GType gst_cony_transformer_message_mode_get_type (void);
 /* The times of one step (buffer time, ns). */
 typedef struct {
   guint64 step;
-  GstClockTime pts, tile_end;   /* the step's own tokens: [PTS of the first, end of the last) */
-  GstClockTime start, end;      /* the input the result covers (gstconytokens.h: lookahead) */
-  gdouble fill;                 /* context_fill */
+  GstClockTime pts, tile_end; /* the step's own tokens: [PTS of the first, end of the last) */
+  GstClockTime start, end;    /* the input the result covers (gstconytokens.h: lookahead) */
+  gdouble fill;               /* context_fill */
 } GstConyTransformerStep;
 
 #define GST_TYPE_CONY_TRANSFORMER (gst_cony_transformer_get_type ())
@@ -85,32 +87,32 @@ struct _GstConyTransformer {
   /* Stream state (streaming thread). */
   ConyModel *model;
   ConyEncoder *encoder;
-  gchar **labels;            /* n_classes strings, NULL-terminated (object lock: property) */
-  gdouble *thresholds;       /* n_classes, from the labels file; NAN: the threshold property */
-  gboolean multi_label;      /* sigmoid scores (model config output) */
-  gint *top_ids;             /* n_classes: the classes of this step, best first */
-  const gchar **top_labels;  /* n_classes: their labels */
+  gchar **labels;           /* n_classes strings, NULL-terminated (object lock: property) */
+  gdouble *thresholds;      /* n_classes, from the labels file; NAN: the threshold property */
+  gboolean multi_label;     /* sigmoid scores (model config output) */
+  gint *top_ids;            /* n_classes: the classes of this step, best first */
+  const gchar **top_labels; /* n_classes: their labels */
   guint n_classes;
   guint d_in;
-  guint window;              /* n, in tokens */
-  guint k;                   /* tokens per step (the model's tokens_per_step) */
-  guint refused_k;           /* tokens per buffer whose caps were refused (error posted once) */
-  gfloat *logits;            /* n_classes */
-  gfloat *probs;             /* n_classes */
-  GstClockTime *starts;      /* window ring: start time of token i (since the reset) in [i % n] */
+  guint window;         /* n, in tokens */
+  guint k;              /* tokens per step (the model's tokens_per_step) */
+  guint refused_k;      /* tokens per buffer whose caps were refused (error posted once) */
+  gfloat *logits;       /* n_classes */
+  gfloat *probs;        /* n_classes */
+  GstClockTime *starts; /* window ring: start time of token i (since the reset) in [i % n] */
   GstConyTokenInfo info;
   gboolean have_info;
-  guint refused_dim;         /* token size whose caps were refused (error posted once) */
+  guint refused_dim; /* token size whose caps were refused (error posted once) */
   gboolean in_nonfinite;
-  gboolean in_overflow;         /* the last buffer had steps with non-finite logits */
+  gboolean in_overflow; /* the last buffer had steps with non-finite logits */
 
   /* on-change segments (running times) */
-  gint seg_class;            /* -1: no open segment */
+  gint seg_class; /* -1: no open segment */
   GstClockTime seg_start, seg_end;
   /* multi-label on-change: a segment per label (running times) */
-  gboolean *active;          /* n_classes */
+  gboolean *active; /* n_classes */
   GstClockTime *on_start, *on_end;
-  GstConyClassificationEvent *events;  /* n_classes + 2: this step's segment events */
+  GstConyClassificationEvent *events; /* n_classes + 2: this step's segment events */
   /* the last step, for the closing message at EOS */
   gboolean have_last;
   GstConyTransformerStep last;

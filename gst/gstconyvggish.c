@@ -554,9 +554,7 @@ gst_cony_vggish_sink_event (GstPad *pad, GstObject *parent, GstEvent *event)
       gst_event_unref (event);
       return ok;
     }
-    case GST_EVENT_FLUSH_STOP:
-      gst_cony_vggish_reset_window (self);
-      break;
+    case GST_EVENT_FLUSH_STOP: gst_cony_vggish_reset_window (self); break;
     case GST_EVENT_GAP:
       /* No tokens for a while: the next window starts after the gap. */
       gst_cony_vggish_reset_window (self);
@@ -566,8 +564,7 @@ gst_cony_vggish_sink_event (GstPad *pad, GstObject *parent, GstEvent *event)
        * (or, batched, were pushed above). */
       GST_DEBUG_OBJECT (self, "EOS with %u frames of an incomplete window dropped", self->n_frames);
       break;
-    default:
-      break;
+    default: break;
   }
   return gst_pad_event_default (pad, parent, event);
 }
@@ -627,8 +624,8 @@ gst_cony_vggish_start (GstElement *element)
   }
   if (!gst_cony_token_source_init (&self->source, model,
           output == GST_CONY_VGGISH_OUTPUT_EMBEDDING ? "embedding" : "scores", &error)) {
-    GST_ELEMENT_ERROR (self, RESOURCE, OPEN_READ, ("Could not read the model: %s",
-            error->message), ("model=%s", model));
+    GST_ELEMENT_ERROR (self, RESOURCE, OPEN_READ, ("Could not read the model: %s", error->message),
+        ("model=%s", model));
     goto fail;
   }
   if (output == GST_CONY_VGGISH_OUTPUT_EMBEDDING && self->pp != GST_CONY_VGGISH_POSTPROCESS_NONE) {
@@ -725,24 +722,12 @@ gst_cony_vggish_set_property (GObject *object, guint prop_id, const GValue *valu
       g_free (self->pca_model);
       self->pca_model = g_value_dup_string (value);
       break;
-    case PROP_POSTPROCESS:
-      self->postprocess = g_value_get_enum (value);
-      break;
-    case PROP_WINDOW:
-      self->window = g_value_get_uint (value);
-      break;
-    case PROP_STRIDE:
-      self->stride = g_value_get_uint (value);
-      break;
-    case PROP_BATCH:
-      self->batch = g_value_get_uint (value);
-      break;
-    case PROP_OUTPUT:
-      self->output = g_value_get_enum (value);
-      break;
-    default:
-      G_OBJECT_WARN_INVALID_PROPERTY_ID (object, prop_id, pspec);
-      break;
+    case PROP_POSTPROCESS: self->postprocess = g_value_get_enum (value); break;
+    case PROP_WINDOW: self->window = g_value_get_uint (value); break;
+    case PROP_STRIDE: self->stride = g_value_get_uint (value); break;
+    case PROP_BATCH: self->batch = g_value_get_uint (value); break;
+    case PROP_OUTPUT: self->output = g_value_get_enum (value); break;
+    default: G_OBJECT_WARN_INVALID_PROPERTY_ID (object, prop_id, pspec); break;
   }
   GST_OBJECT_UNLOCK (self);
 }
@@ -754,30 +739,14 @@ gst_cony_vggish_get_property (GObject *object, guint prop_id, GValue *value, GPa
 
   GST_OBJECT_LOCK (self);
   switch (prop_id) {
-    case PROP_MODEL:
-      g_value_set_string (value, self->model);
-      break;
-    case PROP_PCA_MODEL:
-      g_value_set_string (value, self->pca_model);
-      break;
-    case PROP_POSTPROCESS:
-      g_value_set_enum (value, self->postprocess);
-      break;
-    case PROP_WINDOW:
-      g_value_set_uint (value, self->window);
-      break;
-    case PROP_STRIDE:
-      g_value_set_uint (value, self->stride);
-      break;
-    case PROP_BATCH:
-      g_value_set_uint (value, self->batch);
-      break;
-    case PROP_OUTPUT:
-      g_value_set_enum (value, self->output);
-      break;
-    default:
-      G_OBJECT_WARN_INVALID_PROPERTY_ID (object, prop_id, pspec);
-      break;
+    case PROP_MODEL: g_value_set_string (value, self->model); break;
+    case PROP_PCA_MODEL: g_value_set_string (value, self->pca_model); break;
+    case PROP_POSTPROCESS: g_value_set_enum (value, self->postprocess); break;
+    case PROP_WINDOW: g_value_set_uint (value, self->window); break;
+    case PROP_STRIDE: g_value_set_uint (value, self->stride); break;
+    case PROP_BATCH: g_value_set_uint (value, self->batch); break;
+    case PROP_OUTPUT: g_value_set_enum (value, self->output); break;
+    default: G_OBJECT_WARN_INVALID_PROPERTY_ID (object, prop_id, pspec); break;
   }
   GST_OBJECT_UNLOCK (self);
 }

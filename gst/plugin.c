@@ -31,5 +31,5 @@ plugin_init (GstPlugin *plugin)
 }
 
 GST_PLUGIN_DEFINE (GST_VERSION_MAJOR, GST_VERSION_MINOR, cony,
-    "Continual (Nystrom) transformer classification of audio and video",
-    plugin_init, VERSION, "LGPL", GST_PACKAGE_NAME, GST_PACKAGE_ORIGIN)
+    "Continual (Nystrom) transformer classification of audio and video", plugin_init, VERSION,
+    "LGPL", GST_PACKAGE_NAME, GST_PACKAGE_ORIGIN)

@@ -24,24 +24,24 @@
 #define VCC_DEFAULT_BLOCK 1
 
 struct _ConyVcc {
-  int blk;              /* tokens per block B (offset_block) */
-  float *ok, *ov;       /* (n, d) ring, token p in slot p mod n: itself or its block's
+  int blk;          /* tokens per block B (offset_block) */
+  float *ok, *ov;   /* (n, d) ring, token p in slot p mod n: itself or its block's
                            suffix sum from it */
-  int max_segments;     /* min (r, n) */
+  int max_segments; /* min (r, n) */
   /* per-query scratch */
-  double *ek, *ev;      /* (n/B + 1 + B, d): window sums through each finished block's
+  double *ek, *ev; /* (n/B + 1 + B, d): window sums through each finished block's
                            end, then before each position of the unfinished block */
-  double *bk, *bv;      /* (max_segments + 1, d): window sums before each boundary */
+  double *bk, *bv; /* (max_segments + 1, d): window sums before each boundary */
   int n_bound;
-  int *lo, *hi;         /* segments [lo, hi), window-relative (0 = oldest token) */
-  int *blo, *bhi;       /* their boundary rows in bk, bv */
-  double *score;        /* (max_segments, heads): scale·q·k̄ + log size */
-  double *key;          /* (max_segments): log Σ_h exp(score) = log(size · μ) (eq. 53) */
-  int *heap;            /* splittable segments, max-heap on (key, hi) */
-  double *acc;          /* (d) */
-  double *q;            /* (d) the query in double */
-  double *log_len;      /* (n + 1): log of each segment size */
-  float *args;          /* (heads · max_segments) exponent arguments */
+  int *lo, *hi;    /* segments [lo, hi), window-relative (0 = oldest token) */
+  int *blo, *bhi;  /* their boundary rows in bk, bv */
+  double *score;   /* (max_segments, heads): scale·q·k̄ + log size */
+  double *key;     /* (max_segments): log Σ_h exp(score) = log(size · μ) (eq. 53) */
+  int *heap;       /* splittable segments, max-heap on (key, hi) */
+  double *acc;     /* (d) */
+  double *q;       /* (d) the query in double */
+  double *log_len; /* (n + 1): log of each segment size */
+  float *args;     /* (heads · max_segments) exponent arguments */
 };
 
 /* Where a query's boundary sums come from: exact double prefix sums of a window laid
@@ -51,7 +51,7 @@ typedef struct {
   const double *pk, *pv;
   guint64 start;
   int w;
-  int finished;         /* finished blocks in the window (ring only) */
+  int finished; /* finished blocks in the window (ring only) */
 } VccWindow;
 
 const char *
@@ -104,8 +104,8 @@ cony_vcc_new (const ConyAttention *a)
   ConyVcc *v = g_new0 (ConyVcc, 1);
   int d = a->d, n = a->n;
   v->blk = offset_block (n);
-  v->ok = g_new0 (float, (gsize) n * d);
-  v->ov = g_new0 (float, (gsize) n * d);
+  v->ok = g_new0 (float, (gsize) n *d);
+  v->ov = g_new0 (float, (gsize) n *d);
   v->max_segments = MIN (a->cfg.vcc_budget, n);
   v->ek = g_new (double, (gsize) block_rows (n) * d);
   v->ev = g_new (double, (gsize) block_rows (n) * d);
@@ -133,7 +133,7 @@ cony_vcc_free (ConyVcc *v)
   if (!v)
     return;
   void *buffers[] = { v->ok, v->ov, v->ek, v->ev, v->bk, v->bv, v->lo, v->hi, v->blo, v->bhi,
-                      v->score, v->key, v->heap, v->acc, v->q, v->log_len, v->args };
+    v->score, v->key, v->heap, v->acc, v->q, v->log_len, v->args };
   for (guint i = 0; i < G_N_ELEMENTS (buffers); i++)
     g_free (buffers[i]);
   g_free (v);
@@ -151,11 +151,12 @@ cony_vcc_config_bytes (const ConyAttentionConfig *c)
 {
   gsize n = c->window, d = c->d, H = c->heads;
   gsize segments = MIN ((gsize) (c->vcc_budget ? c->vcc_budget : VCC_DEFAULT_BUDGET), n);
-  return sizeof (ConyVcc) + 2 * n * d * sizeof (float)                 /* block-local sums */
-         + 2 * ((gsize) block_rows ((int) n) + segments + 1) * d * sizeof (double) /* ek, ev, bk, bv */
-         + segments * (5 * sizeof (int) + (H + 1) * sizeof (double))   /* lo, hi, blo, bhi, heap, scores, key */
-         + 2 * d * sizeof (double) + (n + 1) * sizeof (double)         /* acc, q, log table */
-         + (segments * H + H) * sizeof (float);                        /* exponent arguments */
+  return sizeof (ConyVcc) + 2 * n * d * sizeof (float) /* block-local sums */
+      + 2 * ((gsize) block_rows ((int) n) + segments + 1) * d * sizeof (double) /* ek, ev, bk, bv */
+      + segments
+      * (5 * sizeof (int) + (H + 1) * sizeof (double)) /* lo, hi, blo, bhi, heap, scores, key */
+      + 2 * d * sizeof (double) + (n + 1) * sizeof (double) /* acc, q, log table */
+      + (segments * H + H) * sizeof (float);                /* exponent arguments */
 }
 
 gsize

@@ -60,13 +60,13 @@ conv_im2col (ConyCnn *cnn, const Layer *l, const float *in, float *out, gsize nb
   guint K = 9 * l->in_c;
   if (cnn->col_cap < M * K) {
     g_free (cnn->col);
-    cnn->col = g_new (float, M * K);
+    cnn->col = g_new (float, M *K);
     cnn->col_cap = M * K;
   }
   for (gsize e = 0; e < nb; e++)
     im2col3x3 (in + e * in_map, l, cnn->col + e * HW * K);
   cblas_sgemm (CblasRowMajor, CblasNoTrans, CblasNoTrans, (int) M, (int) l->out_c, (int) K, 1.0f,
-               cnn->col, (int) K, l->w, (int) l->out_c, 0.0f, out, (int) l->out_c);
+      cnn->col, (int) K, l->w, (int) l->out_c, 0.0f, out, (int) l->out_c);
   bias_act (out, M, l->out_c, l->b, TRUE, l->relu_max);
 }
 
@@ -108,7 +108,7 @@ dw_forward (const Layer *l, const float *in, float *out, gsize nb)
 /* panel[i * 16 + j] = q[i * 16 + j] * scale[j], i < rows: one int8 panel as floats. */
 CONY_CLONES static void
 expand_panel (const gint8 *restrict q, const float *restrict scale, gsize rows,
-              float *restrict panel)
+    float *restrict panel)
 {
   for (gsize i = 0; i < rows; i++)
     for (int j = 0; j < 16; j++)
@@ -152,16 +152,17 @@ pw_forward (ConyCnn *cnn, Layer *l, const float *in, float *out, gsize nb)
     }
   } else if (kern->wino_gemm != NULL && N % 16 == 0) {
     if (l->wino[0] == NULL) {
-      float *pk = g_new (float, (gsize) K * N);
+      float *pk = g_new (float, (gsize) K *N);
       for (guint p = 0; p < N / 16; p++)
         for (guint i = 0; i < K; i++)
-          memcpy (pk + ((gsize) p * K + i) * 16, l->w + (gsize) i * N + 16 * p, 16 * sizeof (float));
+          memcpy (pk + ((gsize) p * K + i) * 16, l->w + (gsize) i * N + 16 * p,
+              16 * sizeof (float));
       l->wino[0] = pk;
     }
     kern->wino_gemm (M, N, K, in, l->wino[0], out);
   } else {
     cblas_sgemm (CblasRowMajor, CblasNoTrans, CblasNoTrans, (int) M, (int) N, (int) K, 1.0f, in,
-                 (int) K, l->w, (int) N, 0.0f, out, (int) N);
+        (int) K, l->w, (int) N, 0.0f, out, (int) N);
   }
   bias_act (out, M, N, l->b, TRUE, l->relu_max);
 }
@@ -170,20 +171,21 @@ static void
 pool_forward (const Layer *l, const float *in, float *out, gsize nb)
 {
   guint C = l->in_c, W = l->in_w;
-  for (gsize e = 0; e < nb; e++, in += (gsize) l->in_h * W * C, out += (gsize) l->out_h * l->out_w * C)
-  for (guint y = 0; y < l->out_h; y++)
-    for (guint x = 0; x < l->out_w; x++) {
-      const float *a = in + ((gsize) (2 * y) * W + 2 * x) * C;
-      const float *b = a + C;
-      const float *c = a + (gsize) W * C;
-      const float *d = c + C;
-      float *o = out + ((gsize) y * l->out_w + x) * C;
-      for (guint k = 0; k < C; k++) {
-        float m = MAX (a[k], b[k]);
-        m = MAX (m, c[k]);
-        o[k] = MAX (m, d[k]);
+  for (gsize e = 0; e < nb;
+       e++, in += (gsize) l->in_h * W * C, out += (gsize) l->out_h * l->out_w * C)
+    for (guint y = 0; y < l->out_h; y++)
+      for (guint x = 0; x < l->out_w; x++) {
+        const float *a = in + ((gsize) (2 * y) * W + 2 * x) * C;
+        const float *b = a + C;
+        const float *c = a + (gsize) W * C;
+        const float *d = c + C;
+        float *o = out + ((gsize) y * l->out_w + x) * C;
+        for (guint k = 0; k < C; k++) {
+          float m = MAX (a[k], b[k]);
+          m = MAX (m, c[k]);
+          o[k] = MAX (m, d[k]);
+        }
       }
-    }
 }
 
 static void
@@ -193,12 +195,12 @@ gap_forward (const Layer *l, const float *in, float *out, gsize nb)
   gsize n = (gsize) l->in_h * l->in_w;
   double *acc = g_alloca (sizeof (double) * C);
   for (gsize e = 0; e < nb; e++, in += n * C, out += C) {
-  memset (acc, 0, sizeof (double) * C);
-  for (gsize p = 0; p < n; p++)
+    memset (acc, 0, sizeof (double) * C);
+    for (gsize p = 0; p < n; p++)
+      for (guint k = 0; k < C; k++)
+        acc[k] += in[p * C + k];
     for (guint k = 0; k < C; k++)
-      acc[k] += in[p * C + k];
-  for (guint k = 0; k < C; k++)
-    out[k] = (float) (acc[k] / (double) n);
+      out[k] = (float) (acc[k] / (double) n);
   }
 }
 
@@ -297,14 +299,14 @@ fc_f16 (ConyCnn *cnn, const Layer *l, const float *src, gsize n, float *dst)
   rb = MIN (rb, out);
   if (cnn->fc_w32 == NULL || cnn->fc_w32_cap < rb * in) {
     g_free (cnn->fc_w32);
-    cnn->fc_w32 = g_new (float, rb * in);
+    cnn->fc_w32 = g_new (float, rb *in);
     cnn->fc_w32_cap = rb * in;
   }
   for (gsize r0 = 0; r0 < out; r0 += rb) {
     gsize r = MIN (rb, out - r0);
     cony_half_expand (l->w16.f16 + r0 * in, r * in, cnn->fc_w32);
     cblas_sgemm (CblasRowMajor, CblasNoTrans, CblasTrans, (int) n, (int) r, (int) in, 1.0f, src,
-                 (int) in, cnn->fc_w32, (int) in, 0.0f, dst + r0, (int) out);
+        (int) in, cnn->fc_w32, (int) in, 0.0f, dst + r0, (int) out);
   }
 }
 
@@ -329,11 +331,10 @@ fc_forward (ConyCnn *cnn, const float *in, gsize n, float *out)
       fc_f16 (cnn, l, cur, n, dst);
     else if (n == 1)
       cblas_sgemv (CblasRowMajor, CblasNoTrans, (int) l->out_c, (int) l->in_c, 1.0f, l->w,
-                   (int) l->in_c, cur, 1, 0.0f, dst, 1);
+          (int) l->in_c, cur, 1, 0.0f, dst, 1);
     else
-      cblas_sgemm (CblasRowMajor, CblasNoTrans, CblasTrans, (int) n, (int) l->out_c,
-                   (int) l->in_c, 1.0f, cur, (int) l->in_c, l->w, (int) l->in_c, 0.0f, dst,
-                   (int) l->out_c);
+      cblas_sgemm (CblasRowMajor, CblasNoTrans, CblasTrans, (int) n, (int) l->out_c, (int) l->in_c,
+          1.0f, cur, (int) l->in_c, l->w, (int) l->in_c, 0.0f, dst, (int) l->out_c);
     bias_act (dst, n, l->out_c, l->b, l->relu || (last && cnn->final_relu), INFINITY);
     cur = dst;
     which ^= 1;
@@ -350,8 +351,8 @@ ensure_fc_scratch (ConyCnn *cnn, gsize n)
     width = MAX (width, MAX ((gsize) cnn->layers[i].in_c, (gsize) cnn->layers[i].out_c));
   g_free (cnn->fc_a);
   g_free (cnn->fc_b);
-  cnn->fc_a = g_new (float, width * n);
-  cnn->fc_b = g_new (float, width * n);
+  cnn->fc_a = g_new (float, width *n);
+  cnn->fc_b = g_new (float, width *n);
   cnn->fc_batch_cap = n;
 }
 
@@ -416,4 +417,3 @@ cony_cnn_forward_batch (ConyCnn *cnn, const float *input, gsize n, float *out)
     }
   }
 }
-

@@ -90,8 +90,8 @@ meta_uint (const ConySafetensors *st, const char *key, guint def, guint *out, GE
   guint64 x = g_ascii_strtoull (v, &end, 10);
   if (end == v || *end != '\0' || x == 0 || x > 65536) {
     g_set_error (error, CONY_ERROR, CONY_ERROR_INVALID,
-                 "%s: metadata %s = \"%s\" is not a positive integer <= 65536",
-                 cony_safetensors_path (st), key, v);
+        "%s: metadata %s = \"%s\" is not a positive integer <= 65536", cony_safetensors_path (st),
+        key, v);
     return FALSE;
   }
   *out = (guint) x;
@@ -99,8 +99,7 @@ meta_uint (const ConySafetensors *st, const char *key, guint def, guint *out, GE
 }
 
 static gboolean
-meta_bool (const ConySafetensors *st, const char *key, gboolean def, gboolean *out,
-           GError **error)
+meta_bool (const ConySafetensors *st, const char *key, gboolean def, gboolean *out, GError **error)
 {
   const char *v = cony_safetensors_metadata (st, key);
   if (v == NULL) {
@@ -116,16 +115,16 @@ meta_bool (const ConySafetensors *st, const char *key, gboolean def, gboolean *o
     return TRUE;
   }
   g_set_error (error, CONY_ERROR, CONY_ERROR_INVALID,
-               "%s: metadata %s = \"%s\", expected \"true\" or \"false\"",
-               cony_safetensors_path (st), key, v);
+      "%s: metadata %s = \"%s\", expected \"true\" or \"false\"", cony_safetensors_path (st), key,
+      v);
   return FALSE;
 }
 
 /* A per-channel list "a,b,c" (or one value for every channel) of @n floats; NULL in
  * *out when the key is absent. Standard deviations (@positive) must be > 0. */
 static gboolean
-meta_channels (const ConySafetensors *st, const char *key, guint n, gboolean positive,
-               float **out, GError **error)
+meta_channels (const ConySafetensors *st, const char *key, guint n, gboolean positive, float **out,
+    GError **error)
 {
   *out = NULL;
   const char *v = cony_safetensors_metadata (st, key);
@@ -142,19 +141,19 @@ meta_channels (const ConySafetensors *st, const char *key, guint n, gboolean pos
     /* Checked as the float the network uses: 1e39 is finite as a double but Inf as a
      * float, and a std whose reciprocal overflows would scale the input to Inf. */
     float xf = (float) x;
-    if (end == *p || *end != '\0' || !isfinite (xf) ||
-        (positive && !(xf > 0.0f && isfinite (1.0f / xf))) || k >= n) {
+    if (end == *p || *end != '\0' || !isfinite (xf)
+        || (positive && !(xf > 0.0f && isfinite (1.0f / xf))) || k >= n) {
       g_set_error (error, CONY_ERROR, CONY_ERROR_INVALID,
-                   "%s: metadata %s = \"%s\", expected 1 or %u comma-separated finite numbers%s",
-                   cony_safetensors_path (st), key, v, n, positive ? " > 0" : "");
+          "%s: metadata %s = \"%s\", expected 1 or %u comma-separated finite numbers%s",
+          cony_safetensors_path (st), key, v, n, positive ? " > 0" : "");
       return FALSE;
     }
     vals[k++] = (float) x;
   }
   if (k != 1 && k != n) {
     g_set_error (error, CONY_ERROR, CONY_ERROR_INVALID,
-                 "%s: metadata %s = \"%s\" has %u values, expected 1 or %u (one per input channel)",
-                 cony_safetensors_path (st), key, v, k, n);
+        "%s: metadata %s = \"%s\" has %u values, expected 1 or %u (one per input channel)",
+        cony_safetensors_path (st), key, v, k, n);
     return FALSE;
   }
   for (guint i = k; i < n; i++)
@@ -178,14 +177,15 @@ read_pca (ConyCnn *cnn, const ConySafetensors *st, gboolean required, GError **e
   const char *path = cony_safetensors_path (st);
   const char *en = "pca_eigen_vectors", *mn = "pca_means";
   /* Both spellings: one set would go unread (and unchecked). */
-  if ((cony_safetensors_find (st, en) || cony_safetensors_find (st, mn)) &&
-      (cony_safetensors_find (st, "pproc.pca_eigen_vectors") ||
-       cony_safetensors_find (st, "pproc.pca_means"))) {
+  if ((cony_safetensors_find (st, en) || cony_safetensors_find (st, mn))
+      && (cony_safetensors_find (st, "pproc.pca_eigen_vectors")
+          || cony_safetensors_find (st, "pproc.pca_means"))) {
     g_set_error (error, CONY_ERROR, CONY_ERROR_INVALID,
-                 "%s: holds both pca_* and pproc.pca_* tensors; keep one set", path);
+        "%s: holds both pca_* and pproc.pca_* tensors; keep one set", path);
     return FALSE;
   }
-  if (cony_safetensors_find (st, en) == NULL && cony_safetensors_find (st, "pproc.pca_eigen_vectors")) {
+  if (cony_safetensors_find (st, en) == NULL
+      && cony_safetensors_find (st, "pproc.pca_eigen_vectors")) {
     en = "pproc.pca_eigen_vectors";
     mn = "pproc.pca_means";
   }
@@ -194,13 +194,14 @@ read_pca (ConyCnn *cnn, const ConySafetensors *st, gboolean required, GError **e
   if (ei == NULL && mi == NULL) {
     if (required)
       g_set_error (error, CONY_ERROR, CONY_ERROR_MISSING,
-                   "%s: no tensor pca_eigen_vectors (%u, %u) / pca_means (%u)", path,
-                   cnn->out_dim, cnn->out_dim, cnn->out_dim);
+          "%s: no tensor pca_eigen_vectors (%u, %u) / pca_means (%u)", path, cnn->out_dim,
+          cnn->out_dim, cnn->out_dim);
     return !required;
   }
   if (ei == NULL || mi == NULL) {
-    g_set_error (error, CONY_ERROR, CONY_ERROR_MISSING, "%s: tensor %s is missing (the PCA needs both %s and %s)",
-                 path, ei == NULL ? en : mn, en, mn);
+    g_set_error (error, CONY_ERROR, CONY_ERROR_MISSING,
+        "%s: tensor %s is missing (the PCA needs both %s and %s)", path, ei == NULL ? en : mn, en,
+        mn);
     return FALSE;
   }
   guint d = cnn->out_dim;
@@ -233,8 +234,8 @@ read_f16 (const char *path, const ConyTensorInfo *ti, GError **error)
     v = GUINT16_FROM_LE (v);
     if ((v & 0x7c00u) == 0x7c00u) {
       g_set_error (error, CONY_ERROR, CONY_ERROR_INVALID,
-                   "%s: tensor '%s' holds a non-finite value at flat index %" G_GSIZE_FORMAT,
-                   path, ti->name, i);
+          "%s: tensor '%s' holds a non-finite value at flat index %" G_GSIZE_FORMAT, path, ti->name,
+          i);
       g_free (h);
       return NULL;
     }
@@ -268,10 +269,14 @@ static const struct {
   LayerKind kind;
   guint stride;
 } mobilenet_words[] = {
-  { "conv3x3s1", LAYER_CONV, 1 }, { "conv3x3s2", LAYER_CONV, 2 },
-  { "dw3x3s1", LAYER_DW, 1 },     { "dw3x3s2", LAYER_DW, 2 },
-  { "conv1x1", LAYER_PW, 1 },     { "gap", LAYER_GAP, 1 },
-  { "fc", LAYER_FC, 1 },          { "sigmoid", LAYER_SIGMOID, 1 },
+  { "conv3x3s1", LAYER_CONV, 1 },
+  { "conv3x3s2", LAYER_CONV, 2 },
+  { "dw3x3s1", LAYER_DW, 1 },
+  { "dw3x3s2", LAYER_DW, 2 },
+  { "conv1x1", LAYER_PW, 1 },
+  { "gap", LAYER_GAP, 1 },
+  { "fc", LAYER_FC, 1 },
+  { "sigmoid", LAYER_SIGMOID, 1 },
 };
 
 static char *
@@ -306,36 +311,37 @@ read_weight (const ConySafetensors *st, const char *base, int ndim, gsize *shape
   const ConyTensorInfo *si = cony_safetensors_find (st, sname);
   if (ti != NULL && shape[0] == 0 && ti->ndim == ndim)
     shape[0] = ti->shape[0];
-  if (ti == NULL || ti->ndim != ndim || memcmp (ti->shape, shape, ndim * sizeof (gsize)) != 0 ||
-      shape[0] == 0) {
+  if (ti == NULL || ti->ndim != ndim || memcmp (ti->shape, shape, ndim * sizeof (gsize)) != 0
+      || shape[0] == 0) {
     g_autofree char *want = shape_str (ndim, shape);
     g_autofree char *got = ti ? shape_str (ti->ndim, ti->shape) : NULL;
     if (shape[0] == 0)
-      want[1] = 'N';   /* "(N, ...": any positive count */
+      want[1] = 'N'; /* "(N, ...": any positive count */
     g_set_error (error, CONY_ERROR, ti ? CONY_ERROR_SHAPE : CONY_ERROR_MISSING,
-                 "%s: tensor %s %s%s, expected shape %s", path, wname,
-                 ti ? "has shape " : "is missing", ti ? got : "", want);
+        "%s: tensor %s %s%s, expected shape %s", path, wname, ti ? "has shape " : "is missing",
+        ti ? got : "", want);
     return NULL;
   }
   if (ti->dtype != CONY_DTYPE_I8) {
     if (si != NULL) {
       g_set_error (error, CONY_ERROR, CONY_ERROR_INVALID,
-                   "%s: tensor %s goes with I8 weights only, but %s is %s", path, sname, wname,
-                   dtype_str (ti->dtype));
+          "%s: tensor %s goes with I8 weights only, but %s is %s", path, sname, wname,
+          dtype_str (ti->dtype));
       return NULL;
     }
     if (ti->dtype != CONY_DTYPE_F32 && ti->dtype != CONY_DTYPE_F16 && ti->dtype != CONY_DTYPE_F64) {
       g_set_error (error, CONY_ERROR, CONY_ERROR_INVALID,
-                   "%s: tensor %s has dtype %s, expected F32, F16 or I8", path, wname,
-                   dtype_str (ti->dtype));
+          "%s: tensor %s has dtype %s, expected F32, F16 or I8", path, wname,
+          dtype_str (ti->dtype));
       return NULL;
     }
     return cony_safetensors_get_f32 (st, wname, ndim, shape, error);
   }
   if (si == NULL) {
     g_set_error (error, CONY_ERROR, CONY_ERROR_MISSING,
-                 "%s: tensor %s is I8 but its scales %s (F32, shape (%" G_GSIZE_FORMAT
-                 "), one per output channel) are missing", path, wname, sname, shape[0]);
+        "%s: tensor %s is I8 but its scales %s (F32, shape (%" G_GSIZE_FORMAT
+        "), one per output channel) are missing",
+        path, wname, sname, shape[0]);
     return NULL;
   }
   g_autofree float *scale = cony_safetensors_get_f32 (st, sname, 1, shape, error);
@@ -344,8 +350,8 @@ read_weight (const ConySafetensors *st, const char *base, int ndim, gsize *shape
   for (gsize o = 0; o < shape[0]; o++)
     if (!(scale[o] > 0.0f)) {
       g_set_error (error, CONY_ERROR, CONY_ERROR_INVALID,
-                   "%s: tensor %s holds %g at index %" G_GSIZE_FORMAT ", scales must be > 0",
-                   path, sname, scale[o], o);
+          "%s: tensor %s holds %g at index %" G_GSIZE_FORMAT ", scales must be > 0", path, sname,
+          scale[o], o);
       return NULL;
     }
   gsize per = ti->numel / shape[0];
@@ -365,7 +371,7 @@ typedef struct {
  * bias of layer @base. Random weights are He-scaled uniform, biases small. */
 static gboolean
 layer_tensors (WeightSource *src, const char *base, int ndim, gsize *shape, float **w, float **b,
-               GError **error)
+    GError **error)
 {
   if (src->st != NULL) {
     *w = read_weight (src->st, base, ndim, shape, error);
@@ -406,7 +412,7 @@ keep_int8 (const WeightSource *src, Layer *l, GError **error)
  * Tensors of a file that no layer reads are refused. */
 static gboolean
 mobilenet_layers (ConyCnn *cnn, WeightSource *src, const char *words, float relu_max,
-                  GError **error)
+    GError **error)
 {
   g_auto (GStrv) tokens = g_strsplit_set (words, " \t\r\n", -1);
   g_autoptr (GHashTable) used = g_hash_table_new_full (g_str_hash, g_str_equal, g_free, NULL);
@@ -431,73 +437,75 @@ mobilenet_layers (ConyCnn *cnn, WeightSource *src, const char *words, float relu
       k++;
     LayerKind kind = k < G_N_ELEMENTS (mobilenet_words) ? mobilenet_words[k].kind : LAYER_POOL;
     gboolean wants_width = kind == LAYER_CONV || kind == LAYER_PW || kind == LAYER_FC;
-    if (kind == LAYER_POOL || width == G_MAXUINT64 ||
-        (src->st == NULL && wants_width != (width > 0))) {
+    if (kind == LAYER_POOL || width == G_MAXUINT64
+        || (src->st == NULL && wants_width != (width > 0))) {
       g_set_error (error, CONY_ERROR, CONY_ERROR_INVALID,
-                   "%s: layer word %u \"%s\" is not a MobileNet layer (expected conv3x3s1, "
-                   "conv3x3s2, dw3x3s1, dw3x3s2, conv1x1, gap, fc, sigmoid%s)", cnn->source,
-                   index, *t, src->st ? "" : "; conv and fc words with \":WIDTH\"");
+          "%s: layer word %u \"%s\" is not a MobileNet layer (expected conv3x3s1, "
+          "conv3x3s2, dw3x3s1, dw3x3s2, conv1x1, gap, fc, sigmoid%s)",
+          cnn->source, index, *t, src->st ? "" : "; conv and fc words with \":WIDTH\"");
       ok = FALSE;
       break;
     }
-    Layer l = { .kind = kind, .name = g_strdup_printf ("layers.%u", index), .in_c = c,
-                .out_c = c, .stride = mobilenet_words[k].stride, .relu = kind != LAYER_FC,
-                .relu_max = relu_max };
+    Layer l = { .kind = kind,
+      .name = g_strdup_printf ("layers.%u", index),
+      .in_c = c,
+      .out_c = c,
+      .stride = mobilenet_words[k].stride,
+      .relu = kind != LAYER_FC,
+      .relu_max = relu_max };
     gsize shape[4] = { width, c, 3, 3 };
     float *tw = NULL;
     switch (kind) {
-    case LAYER_CONV:
-      ok = layer_tensors (src, l.name, 4, shape, &tw, &l.b, error);
-      if (ok)
-        l.w = conv_weight_from_torch (tw, (guint) shape[0], c);
-      h = cnn_same_out (h, l.stride, &pad);
-      w = cnn_same_out (w, l.stride, &pad);
-      break;
-    case LAYER_DW:
-      shape[0] = c;
-      shape[1] = 1;
-      ok = layer_tensors (src, l.name, 4, shape, &tw, &l.b, error);
-      if (ok) {
-        /* (C, 1, 3, 3) -> 9 x C */
-        l.w = g_new (float, (gsize) 9 * c);
-        for (guint ch = 0; ch < c; ch++)
-          for (guint q = 0; q < 9; q++)
-            l.w[(gsize) q * c + ch] = tw[(gsize) ch * 9 + q];
-      }
-      h = cnn_same_out (h, l.stride, &pad);
-      w = cnn_same_out (w, l.stride, &pad);
-      break;
-    case LAYER_PW:
-      shape[2] = shape[3] = 1;
-      ok = layer_tensors (src, l.name, 4, shape, &tw, &l.b, error);
-      if (ok) {
-        /* (out, in, 1, 1) -> in x out */
-        guint out = (guint) shape[0];
-        l.w = g_new (float, (gsize) c * out);
-        for (guint o = 0; o < out; o++)
-          for (guint i = 0; i < c; i++)
-            l.w[(gsize) i * out + o] = tw[(gsize) o * c + i];
-        ok = keep_int8 (src, &l, error);
-      }
-      break;
-    case LAYER_FC:
-      shape[1] = (gsize) h * w * c;
-      ok = shape[1] <= G_MAXINT && layer_tensors (src, l.name, 2, shape, &l.w, &l.b, error);
-      l.in_c = (guint) shape[1];
-      h = w = 1;
-      break;
-    case LAYER_GAP:
-      h = w = 1;
-      break;
-    default:
-      break;
+      case LAYER_CONV:
+        ok = layer_tensors (src, l.name, 4, shape, &tw, &l.b, error);
+        if (ok)
+          l.w = conv_weight_from_torch (tw, (guint) shape[0], c);
+        h = cnn_same_out (h, l.stride, &pad);
+        w = cnn_same_out (w, l.stride, &pad);
+        break;
+      case LAYER_DW:
+        shape[0] = c;
+        shape[1] = 1;
+        ok = layer_tensors (src, l.name, 4, shape, &tw, &l.b, error);
+        if (ok) {
+          /* (C, 1, 3, 3) -> 9 x C */
+          l.w = g_new (float, (gsize) 9 * c);
+          for (guint ch = 0; ch < c; ch++)
+            for (guint q = 0; q < 9; q++)
+              l.w[(gsize) q * c + ch] = tw[(gsize) ch * 9 + q];
+        }
+        h = cnn_same_out (h, l.stride, &pad);
+        w = cnn_same_out (w, l.stride, &pad);
+        break;
+      case LAYER_PW:
+        shape[2] = shape[3] = 1;
+        ok = layer_tensors (src, l.name, 4, shape, &tw, &l.b, error);
+        if (ok) {
+          /* (out, in, 1, 1) -> in x out */
+          guint out = (guint) shape[0];
+          l.w = g_new (float, (gsize) c *out);
+          for (guint o = 0; o < out; o++)
+            for (guint i = 0; i < c; i++)
+              l.w[(gsize) i * out + o] = tw[(gsize) o * c + i];
+          ok = keep_int8 (src, &l, error);
+        }
+        break;
+      case LAYER_FC:
+        shape[1] = (gsize) h * w * c;
+        ok = shape[1] <= G_MAXINT && layer_tensors (src, l.name, 2, shape, &l.w, &l.b, error);
+        l.in_c = (guint) shape[1];
+        h = w = 1;
+        break;
+      case LAYER_GAP: h = w = 1; break;
+      default: break;
     }
     g_free (tw);
     if (ok && (kind == LAYER_CONV || kind == LAYER_PW || kind == LAYER_FC))
       c = l.out_c = (guint) shape[0];
     for (guint s = 0; s < 3 && l.kind != LAYER_GAP && l.kind != LAYER_SIGMOID; s++)
-      g_hash_table_add (used, g_strdup_printf ("%s.%s", l.name,
-                                               (const char *[]) { "weight", "bias", "weight_scale" }[s]));
+      g_hash_table_add (used,
+          g_strdup_printf ("%s.%s", l.name,
+              (const char *[]){ "weight", "bias", "weight_scale" }[s]));
     g_array_append_val (layers, l);
     index++;
   }
@@ -505,16 +513,16 @@ mobilenet_layers (ConyCnn *cnn, WeightSource *src, const char *words, float relu
   cnn->layers = (Layer *) g_array_free (layers, FALSE);
   if (ok && cnn->n_layers == 0) {
     g_set_error (error, CONY_ERROR, CONY_ERROR_MISSING, "%s: metadata layers lists no layer",
-                 cnn->source);
+        cnn->source);
     ok = FALSE;
   }
   for (guint i = 0; ok && src->st != NULL && i < cony_safetensors_n_tensors (src->st); i++) {
     const char *name = cony_safetensors_tensor (src->st, i)->name;
     if (!g_hash_table_contains (used, name)) {
       g_set_error (error, CONY_ERROR, CONY_ERROR_INVALID,
-                   "%s: unexpected tensor %s (a MobileNet file holds layers.I.weight, .bias "
-                   "and .weight_scale of the layers its `layers` metadata lists)",
-                   cnn->source, name);
+          "%s: unexpected tensor %s (a MobileNet file holds layers.I.weight, .bias "
+          "and .weight_scale of the layers its `layers` metadata lists)",
+          cnn->source, name);
       ok = FALSE;
     }
   }
@@ -532,14 +540,13 @@ load_mobilenet (ConyCnn *cnn, const ConySafetensors *st, GError **error)
     relu_max = INFINITY;
   else if (act != NULL && strcmp (act, "relu6") != 0) {
     g_set_error (error, CONY_ERROR, CONY_ERROR_INVALID,
-                 "%s: metadata activation = \"%s\", expected \"relu6\" or \"relu\"", cnn->source,
-                 act);
+        "%s: metadata activation = \"%s\", expected \"relu6\" or \"relu\"", cnn->source, act);
     return FALSE;
   }
   if (words == NULL) {
     g_set_error (error, CONY_ERROR, CONY_ERROR_MISSING,
-                 "%s: a network = mobilenet_v1 file needs the metadata `layers` (its layer list)",
-                 cnn->source);
+        "%s: a network = mobilenet_v1 file needs the metadata `layers` (its layer list)",
+        cnn->source);
     return FALSE;
   }
   WeightSource src = { .st = st };
@@ -556,13 +563,14 @@ read_labels_and_metadata (ConyCnn *cnn, const ConySafetensors *st, GError **erro
   cnn->metadata = g_hash_table_new_full (g_str_hash, g_str_equal, g_free, g_free);
   for (guint i = 0; i < n; i++)
     g_hash_table_insert (cnn->metadata, g_strdup (keys[i]),
-                         g_strdup (cony_safetensors_metadata (st, keys[i])));
+        g_strdup (cony_safetensors_metadata (st, keys[i])));
   const char *text = cony_safetensors_metadata (st, "labels");
   if (text == NULL)
     return TRUE;
   g_autoptr (JsonParser) parser = json_parser_new ();
   JsonNode *root = json_parser_load_from_data (parser, text, -1, NULL)
-                       ? json_parser_get_root (parser) : NULL;
+      ? json_parser_get_root (parser)
+      : NULL;
   JsonArray *arr = root && JSON_NODE_HOLDS_ARRAY (root) ? json_node_get_array (root) : NULL;
   guint len = arr ? json_array_get_length (arr) : 0;
   GPtrArray *labels = g_ptr_array_new_with_free_func (g_free);
@@ -574,9 +582,9 @@ read_labels_and_metadata (ConyCnn *cnn, const ConySafetensors *st, GError **erro
   }
   if (arr == NULL || labels->len != len || len != cnn->out_dim) {
     g_set_error (error, CONY_ERROR, CONY_ERROR_INVALID,
-                 "%s: metadata labels must be a JSON list of %u strings (one per output); "
-                 "it has %s%u", cnn->source, cnn->out_dim, arr ? "" : "no list, ",
-                 arr ? len : 0);
+        "%s: metadata labels must be a JSON list of %u strings (one per output); "
+        "it has %s%u",
+        cnn->source, cnn->out_dim, arr ? "" : "no list, ", arr ? len : 0);
     g_ptr_array_free (labels, TRUE);
     return FALSE;
   }
@@ -595,14 +603,14 @@ cony_cnn_load (const char *path, GError **error)
 
   g_autoptr (ConyCnn) cnn = g_new0 (ConyCnn, 1);
   cnn->source = g_strdup (path);
-  if (!meta_uint (st, "input_height", 96, &cnn->in_h, error) ||
-      !meta_uint (st, "input_width", 64, &cnn->in_w, error) ||
-      !meta_uint (st, "input_channels", 1, &cnn->in_c, error) ||
-      !meta_bool (st, "final_relu", FALSE, &cnn->final_relu, error) ||
-      !meta_bool (st, "center_height", FALSE, &cnn->center_height, error))
+  if (!meta_uint (st, "input_height", 96, &cnn->in_h, error)
+      || !meta_uint (st, "input_width", 64, &cnn->in_w, error)
+      || !meta_uint (st, "input_channels", 1, &cnn->in_c, error)
+      || !meta_bool (st, "final_relu", FALSE, &cnn->final_relu, error)
+      || !meta_bool (st, "center_height", FALSE, &cnn->center_height, error))
     return NULL;
-  if (!meta_channels (st, "input_mean", cnn->in_c, FALSE, &cnn->in_mean, error) ||
-      !meta_channels (st, "input_std", cnn->in_c, TRUE, &cnn->in_std, error))
+  if (!meta_channels (st, "input_mean", cnn->in_c, FALSE, &cnn->in_mean, error)
+      || !meta_channels (st, "input_std", cnn->in_c, TRUE, &cnn->in_std, error))
     return NULL;
   if (cnn->in_mean != NULL || cnn->in_std != NULL) {
     /* One declared, the other defaults to 0 / 1. */
@@ -618,12 +626,13 @@ cony_cnn_load (const char *path, GError **error)
   if (net != NULL) {
     if (strcmp (net, "mobilenet_v1") != 0) {
       g_set_error (error, CONY_ERROR, CONY_ERROR_INVALID,
-                   "%s: metadata network = \"%s\", expected \"mobilenet_v1\" (or none for a "
-                   "VGG-style network)", path, net);
+          "%s: metadata network = \"%s\", expected \"mobilenet_v1\" (or none for a "
+          "VGG-style network)",
+          path, net);
       return NULL;
     }
-    if (!load_mobilenet (cnn, st, error) || !cnn_finish_geometry (cnn, error) ||
-        !read_labels_and_metadata (cnn, st, error))
+    if (!load_mobilenet (cnn, st, error) || !cnn_finish_geometry (cnn, error)
+        || !read_labels_and_metadata (cnn, st, error))
       return NULL;
     return g_steal_pointer (&cnn);
   }
@@ -632,7 +641,7 @@ cony_cnn_load (const char *path, GError **error)
     cnn->global_pool = TRUE;
   else if (gp != NULL && strcmp (gp, "none") != 0) {
     g_set_error (error, CONY_ERROR, CONY_ERROR_INVALID,
-                 "%s: metadata global_pool = \"%s\", expected \"avg\" or \"none\"", path, gp);
+        "%s: metadata global_pool = \"%s\", expected \"avg\" or \"none\"", path, gp);
     return NULL;
   }
   /* trailing_pools: max-pools after the last conv (they leave no tensor). */
@@ -643,7 +652,7 @@ cony_cnn_load (const char *path, GError **error)
     guint64 x = g_ascii_strtoull (tp, &end, 10);
     if (end == tp || *end != '\0' || x > 16) {
       g_set_error (error, CONY_ERROR, CONY_ERROR_INVALID,
-                   "%s: metadata trailing_pools = \"%s\", expected an integer 0..16", path, tp);
+          "%s: metadata trailing_pools = \"%s\", expected an integer 0..16", path, tp);
       return NULL;
     }
     trailing_meta = (guint) x;
@@ -660,13 +669,14 @@ cony_cnn_load (const char *path, GError **error)
       add_index (feats, idx, is_w);
     else if (parse_indexed (name, "embeddings", &idx, &is_w))
       add_index (embs, idx, is_w);
-    else if (strcmp (name, "pca_eigen_vectors") == 0 || strcmp (name, "pca_means") == 0 ||
-             strcmp (name, "pproc.pca_eigen_vectors") == 0 || strcmp (name, "pproc.pca_means") == 0)
+    else if (strcmp (name, "pca_eigen_vectors") == 0 || strcmp (name, "pca_means") == 0
+        || strcmp (name, "pproc.pca_eigen_vectors") == 0 || strcmp (name, "pproc.pca_means") == 0)
       continue;
     else {
       g_set_error (error, CONY_ERROR, CONY_ERROR_INVALID,
-                   "%s: unexpected tensor %s (expected torchvggish names features.K.weight/bias, "
-                   "embeddings.K.weight/bias, pca_eigen_vectors, pca_means)", path, name);
+          "%s: unexpected tensor %s (expected torchvggish names features.K.weight/bias, "
+          "embeddings.K.weight/bias, pca_eigen_vectors, pca_means)",
+          path, name);
       return NULL;
     }
   }
@@ -679,27 +689,28 @@ cony_cnn_load (const char *path, GError **error)
       IndexEntry *e = &g_array_index (both[s], IndexEntry, i);
       if (!e->has_w || !e->has_b) {
         g_set_error (error, CONY_ERROR, CONY_ERROR_MISSING, "%s: tensor %s.%u.%s is missing", path,
-                     prefix[s], e->index, e->has_w ? "bias" : "weight");
+            prefix[s], e->index, e->has_w ? "bias" : "weight");
         return NULL;
       }
     }
   if (embs->len == 0) {
     g_set_error (error, CONY_ERROR, CONY_ERROR_MISSING,
-                 "%s: no fully connected layer (tensor embeddings.0.weight) found", path);
+        "%s: no fully connected layer (tensor embeddings.0.weight) found", path);
     return NULL;
   }
 
   /* Conv/pool list from the features indices. */
   GArray *layers = g_array_new (FALSE, TRUE, sizeof (Layer));
   guint expect_in = cnn->in_c;
-  guint next = 0;   /* the first index not yet accounted for */
+  guint next = 0; /* the first index not yet accounted for */
   gboolean ok = TRUE;
   for (guint i = 0; ok && i < feats->len; i++) {
     guint idx = g_array_index (feats, IndexEntry, i).index;
     if (i > 0 && idx < next) {
       g_set_error (error, CONY_ERROR, CONY_ERROR_INVALID,
-                   "%s: features.%u directly follows the conv features.%u: torchvggish's layout "
-                   "puts a ReLU at index %u", path, idx, idx - 1, idx);
+          "%s: features.%u directly follows the conv features.%u: torchvggish's layout "
+          "puts a ReLU at index %u",
+          path, idx, idx - 1, idx);
       ok = FALSE;
       break;
     }
@@ -710,15 +721,14 @@ cony_cnn_load (const char *path, GError **error)
     g_autofree char *base = g_strdup_printf ("features.%u", idx);
     g_autofree char *wname = g_strdup_printf ("%s.weight", base);
     const ConyTensorInfo *ti = cony_safetensors_find (st, wname);
-    if (ti->ndim != 4 || ti->shape[2] != 3 || ti->shape[3] != 3 || ti->shape[1] != expect_in ||
-        ti->shape[0] == 0) {
+    if (ti->ndim != 4 || ti->shape[2] != 3 || ti->shape[3] != 3 || ti->shape[1] != expect_in
+        || ti->shape[0] == 0) {
       g_autoptr (GString) got = g_string_new ("(");
       for (int d = 0; d < ti->ndim; d++)
         g_string_append_printf (got, "%s%" G_GSIZE_FORMAT, d ? ", " : "", ti->shape[d]);
       g_string_append_c (got, ')');
       g_set_error (error, CONY_ERROR, CONY_ERROR_SHAPE,
-                   "%s: tensor %s has shape %s, expected (out, %u, 3, 3)", path, wname, got->str,
-                   expect_in);
+          "%s: tensor %s has shape %s, expected (out, %u, 3, 3)", path, wname, got->str, expect_in);
       ok = FALSE;
       break;
     }
@@ -730,9 +740,13 @@ cony_cnn_load (const char *path, GError **error)
       ok = FALSE;
       break;
     }
-    Layer conv = { .kind = LAYER_CONV, .name = g_steal_pointer (&base), .in_c = expect_in,
-                   .out_c = out, .relu = TRUE, .w = conv_weight_from_torch (tw, out, expect_in),
-                   .b = b };
+    Layer conv = { .kind = LAYER_CONV,
+      .name = g_steal_pointer (&base),
+      .in_c = expect_in,
+      .out_c = out,
+      .relu = TRUE,
+      .w = conv_weight_from_torch (tw, out, expect_in),
+      .b = b };
     g_array_append_val (layers, conv);
     expect_in = out;
     next = idx + 2;
@@ -744,8 +758,8 @@ cony_cnn_load (const char *path, GError **error)
     g_autofree char *wname = g_strdup_printf ("embeddings.%u.weight", e0);
     const ConyTensorInfo *ti = cony_safetensors_find (st, wname);
     if (ti->ndim != 2 || ti->shape[0] == 0) {
-      g_set_error (error, CONY_ERROR, CONY_ERROR_SHAPE, "%s: tensor %s must be 2-D (out, in)",
-                   path, wname);
+      g_set_error (error, CONY_ERROR, CONY_ERROR_SHAPE, "%s: tensor %s must be 2-D (out, in)", path,
+          wname);
       ok = FALSE;
     } else {
       guint h = cnn->in_h, w = cnn->in_w;
@@ -766,24 +780,24 @@ cony_cnn_load (const char *path, GError **error)
       for (guint p = p_first; h > 0 && w > 0 && p <= p_last; p++, h /= 2, w /= 2) {
         gsize flat = cnn->global_pool ? expect_in : (gsize) h * w * expect_in;
         g_string_append_printf (tried, "%s%" G_GSIZE_FORMAT " (%ux%ux%u, %u trailing pools)",
-                                tried->len ? ", " : "", flat, h, w, expect_in, p);
+            tried->len ? ", " : "", flat, h, w, expect_in, p);
         if (flat == ti->shape[1]) {
           trailing = p;
           break;
         }
       }
       if (trailing == G_MAXUINT && tried->len == 0)
-        g_string_append_printf (tried, "nothing (trailing_pools = %u pools the map away)",
-                                p_first);
+        g_string_append_printf (tried, "nothing (trailing_pools = %u pools the map away)", p_first);
       if (trailing == G_MAXUINT) {
         g_set_error (error, CONY_ERROR, CONY_ERROR_SHAPE,
-                     "%s: tensor %s has %" G_GSIZE_FORMAT " inputs, expected one of %s for a "
-                     "%ux%ux%u input", path, wname, ti->shape[1], tried->str, cnn->in_h,
-                     cnn->in_w, cnn->in_c);
+            "%s: tensor %s has %" G_GSIZE_FORMAT " inputs, expected one of %s for a "
+            "%ux%ux%u input",
+            path, wname, ti->shape[1], tried->str, cnn->in_h, cnn->in_w, cnn->in_c);
         ok = FALSE;
       }
       for (guint p = 0; ok && p < trailing; p++) {
-        Layer pool = { .kind = LAYER_POOL, .name = g_strdup_printf ("features.%u (max-pool)", next + p) };
+        Layer pool = { .kind = LAYER_POOL,
+          .name = g_strdup_printf ("features.%u (max-pool)", next + p) };
         g_array_append_val (layers, pool);
       }
       if (ok && cnn->global_pool) {
@@ -799,10 +813,10 @@ cony_cnn_load (const char *path, GError **error)
     g_autofree char *base = g_strdup_printf ("embeddings.%u", idx);
     g_autofree char *wname = g_strdup_printf ("%s.weight", base);
     const ConyTensorInfo *ti = cony_safetensors_find (st, wname);
-    if (ti->ndim != 2 || ti->shape[0] == 0 || ti->shape[1] == 0 || ti->shape[0] > G_MAXINT ||
-        ti->shape[1] > G_MAXINT) {
-      g_set_error (error, CONY_ERROR, CONY_ERROR_SHAPE, "%s: tensor %s must be 2-D (out, in)",
-                   path, wname);
+    if (ti->ndim != 2 || ti->shape[0] == 0 || ti->shape[1] == 0 || ti->shape[0] > G_MAXINT
+        || ti->shape[1] > G_MAXINT) {
+      g_set_error (error, CONY_ERROR, CONY_ERROR_SHAPE, "%s: tensor %s must be 2-D (out, in)", path,
+          wname);
       ok = FALSE;
       break;
     }
@@ -810,7 +824,7 @@ cony_cnn_load (const char *path, GError **error)
     float *w = NULL;
     guint16 *w16 = NULL;
     if (ti->dtype == CONY_DTYPE_F16)
-      w16 = read_f16 (path, ti, error);   /* kept in F16: see fc_f16() */
+      w16 = read_f16 (path, ti, error); /* kept in F16: see fc_f16() */
     else
       w = cony_safetensors_get_f32 (st, wname, 2, shape, error);
     float *b = w || w16 ? read_bias (st, base, (guint) shape[0], error) : NULL;
@@ -822,8 +836,13 @@ cony_cnn_load (const char *path, GError **error)
     }
     gboolean last = i + 1 == embs->len;
     gboolean relu = last ? FALSE : g_array_index (embs, IndexEntry, i + 1).index >= idx + 2;
-    Layer fc = { .kind = LAYER_FC, .name = g_steal_pointer (&base), .in_c = (guint) shape[1],
-                 .out_c = (guint) shape[0], .relu = relu, .w = w, .b = b };
+    Layer fc = { .kind = LAYER_FC,
+      .name = g_steal_pointer (&base),
+      .in_c = (guint) shape[1],
+      .out_c = (guint) shape[0],
+      .relu = relu,
+      .w = w,
+      .b = b };
     if (w16 != NULL)
       cony_gemv_matrix_init_f16 (&fc.w16, w16, (int) shape[0], (int) shape[1], TRUE);
     g_array_append_val (layers, fc);
@@ -852,12 +871,12 @@ cony_cnn_load_pca (ConyCnn *cnn, const char *path, GError **error)
 
 ConyCnn *
 cony_cnn_new_random (const char *layout, guint input_height, guint input_width,
-                     guint input_channels, guint32 seed, GError **error)
+    guint input_channels, guint32 seed, GError **error)
 {
   g_return_val_if_fail (layout != NULL, NULL);
   if (input_height == 0 || input_width == 0 || input_channels == 0) {
     g_set_error (error, CONY_ERROR, CONY_ERROR_INVALID, "random CNN: input size %ux%ux%u is empty",
-                 input_height, input_width, input_channels);
+        input_height, input_width, input_channels);
     return NULL;
   }
   g_autoptr (ConyCnn) cnn = g_new0 (ConyCnn, 1);
@@ -902,7 +921,8 @@ cony_cnn_new_random (const char *layout, guint input_height, guint input_width,
       continue;
     }
     if (!fc && strcmp (*t, "M") == 0) {
-      Layer pool = { .kind = LAYER_POOL, .name = g_strdup_printf ("features.%u (max-pool)", index) };
+      Layer pool = { .kind = LAYER_POOL,
+        .name = g_strdup_printf ("features.%u (max-pool)", index) };
       g_array_append_val (layers, pool);
       index++;
       h /= 2;
@@ -917,9 +937,13 @@ cony_cnn_new_random (const char *layout, guint input_height, guint input_width,
     }
     if (!fc) {
       float a = sqrtf (6.0f / (9.0f * c));
-      Layer conv = { .kind = LAYER_CONV, .name = g_strdup_printf ("features.%u", index),
-                     .in_c = c, .out_c = (guint) width, .relu = TRUE,
-                     .w = g_new (float, (gsize) 9 * c * width), .b = g_new (float, width) };
+      Layer conv = { .kind = LAYER_CONV,
+        .name = g_strdup_printf ("features.%u", index),
+        .in_c = c,
+        .out_c = (guint) width,
+        .relu = TRUE,
+        .w = g_new (float, (gsize) 9 * c * width),
+        .b = g_new (float, width) };
       fill_uniform (conv.w, (gsize) 9 * c * width, a, &s);
       fill_uniform (conv.b, width, 0.01f, &s);
       g_array_append_val (layers, conv);
@@ -932,9 +956,13 @@ cony_cnn_new_random (const char *layout, guint input_height, guint input_width,
         break;
       }
       float a = sqrtf (6.0f / in);
-      Layer l = { .kind = LAYER_FC, .name = g_strdup_printf ("embeddings.%u", fc_index),
-                  .in_c = (guint) in, .out_c = (guint) width, .relu = TRUE,
-                  .w = g_new (float, in * width), .b = g_new (float, width) };
+      Layer l = { .kind = LAYER_FC,
+        .name = g_strdup_printf ("embeddings.%u", fc_index),
+        .in_c = (guint) in,
+        .out_c = (guint) width,
+        .relu = TRUE,
+        .w = g_new (float, in *width),
+        .b = g_new (float, width) };
       fill_uniform (l.w, in * width, a, &s);
       fill_uniform (l.b, width, 0.01f, &s);
       g_array_append_val (layers, l);
@@ -948,13 +976,12 @@ cony_cnn_new_random (const char *layout, guint input_height, guint input_width,
   cnn->layers = (Layer *) g_array_free (layers, FALSE);
   if (!ok) {
     g_set_error (error, CONY_ERROR, CONY_ERROR_INVALID,
-                 "random CNN: bad layout \"%s\" (conv widths and M, then |, then FC widths; "
-                 "FC layers under 2^28 weights)",
-                 layout);
+        "random CNN: bad layout \"%s\" (conv widths and M, then |, then FC widths; "
+        "FC layers under 2^28 weights)",
+        layout);
     return NULL;
   }
   if (!cnn_finish_geometry (cnn, error))
     return NULL;
   return g_steal_pointer (&cnn);
 }
-

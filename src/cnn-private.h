@@ -8,79 +8,80 @@
 #include "cpu-private.h"
 #include "gemv-private.h"
 
-typedef enum {
-  LAYER_CONV,   /* 3x3 SAME conv (stride 1 or 2) + ReLU / ReLU6 */
-  LAYER_POOL,   /* 2x2 max-pool, stride 2 */
-  LAYER_FC,     /* fully connected (+ ReLU when relu) */
-  LAYER_GAP,    /* global average pool: H x W x C -> 1 x 1 x C */
-  LAYER_DW,     /* MobileNet: 3x3 depthwise SAME conv (stride 1 or 2) + ReLU / ReLU6 */
-  LAYER_PW,     /* MobileNet: 1x1 pointwise conv + ReLU / ReLU6 */
-  LAYER_SIGMOID,   /* MobileNet head: logistic of the previous (FC) output */
+typedef enum
+{
+  LAYER_CONV,    /* 3x3 SAME conv (stride 1 or 2) + ReLU / ReLU6 */
+  LAYER_POOL,    /* 2x2 max-pool, stride 2 */
+  LAYER_FC,      /* fully connected (+ ReLU when relu) */
+  LAYER_GAP,     /* global average pool: H x W x C -> 1 x 1 x C */
+  LAYER_DW,      /* MobileNet: 3x3 depthwise SAME conv (stride 1 or 2) + ReLU / ReLU6 */
+  LAYER_PW,      /* MobileNet: 1x1 pointwise conv + ReLU / ReLU6 */
+  LAYER_SIGMOID, /* MobileNet head: logistic of the previous (FC) output */
 } LayerKind;
 
 typedef struct {
   LayerKind kind;
-  char *name;            /* "features.3", "embeddings.0", "pool" */
+  char *name; /* "features.3", "embeddings.0", "pool" */
   guint in_h, in_w, in_c;
-  guint out_h, out_w, out_c;   /* for FC: out_h = out_w = 1, out_c = width */
+  guint out_h, out_w, out_c; /* for FC: out_h = out_w = 1, out_c = width */
   gboolean relu;
-  float relu_max;        /* CONV/DW/PW: 6 for ReLU6, INFINITY for ReLU (0 is read as INFINITY) */
-  guint stride;          /* CONV/DW: 1 or 2 (0 is read as 1) */
-  guint pad_top, pad_left;   /* CONV/DW: TensorFlow SAME padding before the map */
+  float relu_max;          /* CONV/DW/PW: 6 for ReLU6, INFINITY for ReLU (0 is read as INFINITY) */
+  guint stride;            /* CONV/DW: 1 or 2 (0 is read as 1) */
+  guint pad_top, pad_left; /* CONV/DW: TensorFlow SAME padding before the map */
   /* CONV: w is (9 * in_c) x out_c row-major, row = (ky * 3 + kx) * in_c + ci.
    * DW:   w is 9 x C row-major, row = ky * 3 + kx.
    * PW:   w is in_c x out_c row-major.
    * FC:   w is out x in row-major (torch layout). */
   float *w;
   float *b;
-  ConyGemvMatrix w16;    /* FC with F16 weights only: w16.f16 (w is then NULL), see fc_f16() */
-  gint8 *q;              /* PW from I8 file weights: the int8 values, out x in, then (once
+  ConyGemvMatrix w16; /* FC with F16 weights only: w16.f16 (w is then NULL), see fc_f16() */
+  gint8 *q;           /* PW from I8 file weights: the int8 values, out x in, then (once
                           * packed, q_packed) in the 16-column panels of wino[0] */
-  float *qscale;         /* their scales, out */
+  float *qscale;      /* their scales, out */
   gboolean q_packed;
-  float *wino[2];        /* CONV, Winograd F(2x2) / F(4x4): n*n x in_c x out_c (made on first use);
+  float *wino[2]; /* CONV, Winograd F(2x2) / F(4x4): n*n x in_c x out_c (made on first use);
                           * PW: wino[0] = w in 16-column panels for the wino_gemm kernel */
-  gboolean wino_packed[2];   /* wino[] in 16-column panels for the wino_gemm kernel */
+  gboolean wino_packed[2]; /* wino[] in 16-column panels for the wino_gemm kernel */
 } Layer;
 
 struct _ConyCnn {
-  char *source;          /* file name or "random" (for messages) */
+  char *source; /* file name or "random" (for messages) */
   guint in_h, in_w, in_c;
-  guint out_dim;         /* floats of the last layer's output (the scores) */
-  guint feat_dim;        /* floats per example at the end of the conv stack (first_fc) */
-  guint emb_dim;         /* floats of the embedding (the gap output before the head); 0: none */
+  guint out_dim;  /* floats of the last layer's output (the scores) */
+  guint feat_dim; /* floats per example at the end of the conv stack (first_fc) */
+  guint emb_dim;  /* floats of the embedding (the gap output before the head); 0: none */
   ConyCnnOutput output;
-  gboolean mobilenet;    /* network = mobilenet_v1 */
-  GHashTable *metadata;  /* the file's __metadata__ (key -> value), NULL for random networks */
-  char **labels;         /* the `labels` metadata, out_dim strings, or NULL */
+  gboolean mobilenet;   /* network = mobilenet_v1 */
+  GHashTable *metadata; /* the file's __metadata__ (key -> value), NULL for random networks */
+  char **labels;        /* the `labels` metadata, out_dim strings, or NULL */
   gboolean final_relu;
   Layer *layers;
   guint n_layers;
-  guint first_fc;        /* index of the first FC layer */
+  guint first_fc; /* index of the first FC layer */
 
-  float *pca_e;          /* D x D [out, in] */
-  float *pca_mu;         /* D */
+  float *pca_e;  /* D x D [out, in] */
+  float *pca_mu; /* D */
 
   /* Scratch. */
-  gsize max_act;         /* largest activation (floats) of one example */
-  gsize conv_batch;      /* examples a batch runs through the conv stack together */
-  gsize conv_cap;        /* examples the conv scratch (act, col, norm, Winograd) holds */
-  gsize max_col;         /* largest im2col matrix (floats) of one example */
-  gsize col_cap;         /* floats allocated in col (made when an im2col layer runs) */
+  gsize max_act;    /* largest activation (floats) of one example */
+  gsize conv_batch; /* examples a batch runs through the conv stack together */
+  gsize conv_cap;   /* examples the conv scratch (act, col, norm, Winograd) holds */
+  gsize max_col;    /* largest im2col matrix (floats) of one example */
+  gsize col_cap;    /* floats allocated in col (made when an im2col layer runs) */
   float *act_a, *act_b, *col;
-  gsize fc_batch_cap;    /* examples the FC scratch holds */
+  gsize fc_batch_cap; /* examples the FC scratch holds */
   float *fc_a, *fc_b;
-  float *fc_w32;         /* F16 FC weights expanded for a batch, fc_w32_cap floats */
+  float *fc_w32; /* F16 FC weights expanded for a batch, fc_w32_cap floats */
   gsize fc_w32_cap;
 
   gboolean profiling;
   ConyCnnProfile prof;
 
   ConyCnnConvAlgorithm conv_algo;
-  gsize max_wv, max_wm;  /* Winograd scratch: n*n x tiles x Cin, n*n x tiles x Cout */
-  gsize max_ch;          /* widest conv layer (channels) */
+  gsize max_wv, max_wm; /* Winograd scratch: n*n x tiles x Cin, n*n x tiles x Cout */
+  gsize max_ch;         /* widest conv layer (channels) */
   float *wv, *wm, *wt;
-  float *panel;          /* one expanded int8 panel of a pointwise layer (16 x widest input) */
+  float *panel; /* one expanded int8 panel of a pointwise layer (16 x widest input) */
   gsize panel_cap;
 
   /* Input normalisation (x - mean[c]) / std[c], from input_mean / input_std; NULL when
@@ -103,16 +104,16 @@ struct _ConyCnn {
 /* Batched F16 FC layers expand at most this many weights (8 MB) at a time. */
 #define FC_F16_BLOCK ((gsize) 1 << 21)
 
-
 /* Hot loops are built for x86-64-v3 too (AVX2/FMA, 8 floats per instruction
  * instead of SSE2's 4), chosen at load time: cpu-private.h's CONY_CLONES. */
 
 typedef struct {
-  gboolean portable;   /* FC products with the portable gemv (cony_gemv_portable) */
+  gboolean portable; /* FC products with the portable gemv (cony_gemv_portable) */
   /* Winograd products on packed weights (NULL: OpenBLAS sgemm), see wino_gemm_avx2. */
   void (*wino_gemm) (gsize T, gsize K, gsize cin, const float *v, const float *up, float *out);
   /* One 16-column panel of it: out (T x 16, row stride ldo) = v (T x cin) panel. */
-  void (*gemm_panel) (gsize T, gsize ldo, gsize cin, const float *v, const float *panel, float *out);
+  void (
+      *gemm_panel) (gsize T, gsize ldo, gsize cin, const float *v, const float *panel, float *out);
 } CnnKernels;
 
 /* cnn.c */

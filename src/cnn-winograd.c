@@ -52,12 +52,12 @@ wino_gemm_panel_avx2 (gsize T, gsize ldo, gsize cin, const float *v, const float
   for (; t + WG_MR <= T; t += WG_MR)
     wg_block (6, v + t * cin, cin, panel, o + t * ldo, ldo);
   switch (T - t) {
-  case 5: wg_block (5, v + t * cin, cin, panel, o + t * ldo, ldo); break;
-  case 4: wg_block (4, v + t * cin, cin, panel, o + t * ldo, ldo); break;
-  case 3: wg_block (3, v + t * cin, cin, panel, o + t * ldo, ldo); break;
-  case 2: wg_block (2, v + t * cin, cin, panel, o + t * ldo, ldo); break;
-  case 1: wg_block (1, v + t * cin, cin, panel, o + t * ldo, ldo); break;
-  default: break;
+    case 5: wg_block (5, v + t * cin, cin, panel, o + t * ldo, ldo); break;
+    case 4: wg_block (4, v + t * cin, cin, panel, o + t * ldo, ldo); break;
+    case 3: wg_block (3, v + t * cin, cin, panel, o + t * ldo, ldo); break;
+    case 2: wg_block (2, v + t * cin, cin, panel, o + t * ldo, ldo); break;
+    case 1: wg_block (1, v + t * cin, cin, panel, o + t * ldo, ldo); break;
+    default: break;
   }
 }
 
@@ -68,7 +68,6 @@ wino_gemm_avx2 (gsize T, gsize K, gsize cin, const float *v, const float *up, fl
     wino_gemm_panel_avx2 (T, K, cin, v, up + p * 16 * cin, out + 16 * p);
 }
 #endif
-
 
 /* The kernels this CPU runs; CONY_CNN_PORTABLE=1 (cony_cpu_force_portable) forces
  * the portable ones (tests use it to cover that path): then the FC layers use the
@@ -125,7 +124,7 @@ wino_mats_compute (guint m, WinoMats *w)
 {
   static const double pts2[] = { 0, 1, -1 }, pts4[] = { 0, 1, -1, 0.5, -0.5 };
   const double *a = m == 2 ? pts2 : pts4;
-  guint n = m + 2, p = n - 1;   /* p finite points */
+  guint n = m + 2, p = n - 1; /* p finite points */
   double at[WINO_MAX_N][WINO_MAX_N] = { { 0 } }, bt[WINO_MAX_N][WINO_MAX_N] = { { 0 } };
   double f[WINO_MAX_N], v[WINO_MAX_N][2 * WINO_MAX_N];
   memset (w, 0, sizeof *w);
@@ -186,7 +185,7 @@ wino_mats_compute (guint m, WinoMats *w)
   }
   for (guint r = 0; r < n; r++) {
     for (guint c = 0; c < n; c++) {
-      double x = nearbyint (bt[r][c] * 64.0) / 64.0;   /* exact dyadic values */
+      double x = nearbyint (bt[r][c] * 64.0) / 64.0; /* exact dyadic values */
       if (x != 0.0) {
         w->bt_idx[r][w->bt_nnz[r]] = (int) c;
         w->bt_coef[r][w->bt_nnz[r]++] = (float) x;
@@ -217,7 +216,7 @@ wino_mats (guint m)
 /* d[c] = sum_t coef[t] * s[idx[t]][c], vectorised over c. */
 static inline void
 lincomb (float *restrict d, gsize len, int nnz, const float *coef, const int *idx,
-         const float *const *s)
+    const float *const *s)
 {
   const float *s0 = s[idx[0]], *s1 = nnz > 1 ? s[idx[1]] : NULL;
   const float *s2 = nnz > 2 ? s[idx[2]] : NULL, *s3 = nnz > 3 ? s[idx[3]] : NULL;
@@ -225,27 +224,27 @@ lincomb (float *restrict d, gsize len, int nnz, const float *coef, const int *id
   float c3 = nnz > 3 ? coef[3] : 0;
 
   switch (nnz) {
-  case 1:
-    for (gsize c = 0; c < len; c++)
-      d[c] = c0 * s0[c];
-    return;
-  case 2:
-    for (gsize c = 0; c < len; c++)
-      d[c] = c0 * s0[c] + c1 * s1[c];
-    return;
-  case 3:
-    for (gsize c = 0; c < len; c++)
-      d[c] = c0 * s0[c] + c1 * s1[c] + c2 * s2[c];
-    return;
-  default:
-    for (gsize c = 0; c < len; c++)
-      d[c] = c0 * s0[c] + c1 * s1[c] + c2 * s2[c] + c3 * s3[c];
-    for (int t = 4; t < nnz; t++) {
-      const float *st = s[idx[t]];
-      float ct = coef[t];
+    case 1:
       for (gsize c = 0; c < len; c++)
-        d[c] += ct * st[c];
-    }
+        d[c] = c0 * s0[c];
+      return;
+    case 2:
+      for (gsize c = 0; c < len; c++)
+        d[c] = c0 * s0[c] + c1 * s1[c];
+      return;
+    case 3:
+      for (gsize c = 0; c < len; c++)
+        d[c] = c0 * s0[c] + c1 * s1[c] + c2 * s2[c];
+      return;
+    default:
+      for (gsize c = 0; c < len; c++)
+        d[c] = c0 * s0[c] + c1 * s1[c] + c2 * s2[c] + c3 * s3[c];
+      for (int t = 4; t < nnz; t++) {
+        const float *st = s[idx[t]];
+        float ct = coef[t];
+        for (gsize c = 0; c < len; c++)
+          d[c] += ct * st[c];
+      }
   }
 }
 
@@ -257,14 +256,10 @@ cnn_wino_tile (const ConyCnn *cnn, const Layer *l, gsize nb)
   if (l->stride > 1 || isfinite (l->relu_max))
     return 0;
   switch (cnn->conv_algo) {
-  case CONY_CNN_CONV_IM2COL:
-    return 0;
-  case CONY_CNN_CONV_WINOGRAD:
-    return 2;
-  case CONY_CNN_CONV_WINOGRAD4:
-    return 4;
-  default:
-    break;
+    case CONY_CNN_CONV_IM2COL: return 0;
+    case CONY_CNN_CONV_WINOGRAD: return 2;
+    case CONY_CNN_CONV_WINOGRAD4: return 4;
+    default: break;
   }
   if (l->in_c < 16)
     return 0;
@@ -281,7 +276,7 @@ winograd_weights (Layer *l, guint m)
   const WinoMats *wm = wino_mats (m);
   guint n = wm->n, in = l->in_c, out = l->out_c;
   gsize plane = (gsize) in * out;
-  float *u = g_new (float, (gsize) n * n * plane);
+  float *u = g_new (float, (gsize) n *n *plane);
   for (guint i = 0; i < in; i++)
     for (guint o = 0; o < out; o++) {
       double g[3][3], gg[WINO_MAX_N][3];
@@ -293,18 +288,18 @@ winograd_weights (Layer *l, guint m)
           gg[r][c] = wm->g[r][0] * g[0][c] + wm->g[r][1] * g[1][c] + wm->g[r][2] * g[2][c];
       for (guint r = 0; r < n; r++)
         for (guint c = 0; c < n; c++)
-          u[(gsize) (r * n + c) * plane + (gsize) i * out + o] =
-              (float) (gg[r][0] * wm->g[c][0] + gg[r][1] * wm->g[c][1] + gg[r][2] * wm->g[c][2]);
+          u[(gsize) (r * n + c) * plane + (gsize) i * out + o] = (float) (gg[r][0] * wm->g[c][0]
+              + gg[r][1] * wm->g[c][1] + gg[r][2] * wm->g[c][2]);
     }
   /* Panels of 16 output channels for the packed-weight kernel. */
   l->wino_packed[m == 4] = FALSE;
   if (cnn_kernels ()->wino_gemm != NULL && out % 16 == 0) {
-    float *pk = g_new (float, (gsize) n * n * plane);
+    float *pk = g_new (float, (gsize) n *n *plane);
     for (guint k = 0; k < n * n; k++)
       for (guint p = 0; p < out / 16; p++)
         for (guint i = 0; i < in; i++)
           memcpy (pk + (gsize) k * plane + ((gsize) p * in + i) * 16,
-                  u + (gsize) k * plane + (gsize) i * out + 16 * p, 16 * sizeof (float));
+              u + (gsize) k * plane + (gsize) i * out + 16 * p, 16 * sizeof (float));
     g_free (u);
     u = pk;
     l->wino_packed[m == 4] = TRUE;
@@ -338,32 +333,33 @@ cnn_conv_winograd (ConyCnn *cnn, Layer *l, guint m, const float *in, float *out,
 
   /* Input transform: V[r*n+s][tile][c] = (B^T d B)[r][s], channels innermost. */
   for (gsize e = 0; e < nb; e++)
-  for (guint ty = 0; ty < th; ty++)
-    for (guint tx = 0; tx < tw; tx++) {
-      gsize tile = e * T1 + (gsize) ty * tw + tx;
-      const float *in_e = in + e * map_in;
-      const float *px[WINO_MAX_N * WINO_MAX_N];   /* column-major: px[q * n + r] */
-      for (guint r = 0; r < n; r++)
-        for (guint q = 0; q < n; q++) {
-          int y = (int) (m * ty + r) - 1, x = (int) (m * tx + q) - 1;
-          px[q * n + r] = (y < 0 || y >= (int) H || x < 0 || x >= (int) W)
-                              ? zeros : in_e + ((gsize) y * W + x) * C;
+    for (guint ty = 0; ty < th; ty++)
+      for (guint tx = 0; tx < tw; tx++) {
+        gsize tile = e * T1 + (gsize) ty * tw + tx;
+        const float *in_e = in + e * map_in;
+        const float *px[WINO_MAX_N * WINO_MAX_N]; /* column-major: px[q * n + r] */
+        for (guint r = 0; r < n; r++)
+          for (guint q = 0; q < n; q++) {
+            int y = (int) (m * ty + r) - 1, x = (int) (m * tx + q) - 1;
+            px[q * n + r] = (y < 0 || y >= (int) H || x < 0 || x >= (int) W)
+                ? zeros
+                : in_e + ((gsize) y * W + x) * C;
+          }
+        /* t[r][q] = sum_l B^T[r][l] d[l][q]  (t stored row-major: t + (r*n+q)*C). */
+        const float *trow[WINO_MAX_N];
+        for (guint r = 0; r < n; r++)
+          for (guint q = 0; q < n; q++)
+            lincomb (t + (gsize) (r * n + q) * C, C, wm->bt_nnz[r], wm->bt_coef[r], wm->bt_idx[r],
+                px + q * n);
+        /* V[r][s] = sum_q t[r][q] B^T[s][q]. */
+        for (guint r = 0; r < n; r++) {
+          for (guint q = 0; q < n; q++)
+            trow[q] = t + (gsize) (r * n + q) * C;
+          for (guint s = 0; s < n; s++)
+            lincomb (V + (gsize) (r * n + s) * vplane + tile * C, C, wm->bt_nnz[s], wm->bt_coef[s],
+                wm->bt_idx[s], trow);
         }
-      /* t[r][q] = sum_l B^T[r][l] d[l][q]  (t stored row-major: t + (r*n+q)*C). */
-      const float *trow[WINO_MAX_N];
-      for (guint r = 0; r < n; r++)
-        for (guint q = 0; q < n; q++)
-          lincomb (t + (gsize) (r * n + q) * C, C, wm->bt_nnz[r], wm->bt_coef[r], wm->bt_idx[r],
-                   px + q * n);
-      /* V[r][s] = sum_q t[r][q] B^T[s][q]. */
-      for (guint r = 0; r < n; r++) {
-        for (guint q = 0; q < n; q++)
-          trow[q] = t + (gsize) (r * n + q) * C;
-        for (guint s = 0; s < n; s++)
-          lincomb (V + (gsize) (r * n + s) * vplane + tile * C, C, wm->bt_nnz[s], wm->bt_coef[s],
-                   wm->bt_idx[s], trow);
       }
-    }
 
   /* n*n products (T x C) (C x K). */
   gsize uplane = (gsize) C * K;
@@ -375,42 +371,40 @@ cnn_conv_winograd (ConyCnn *cnn, Layer *l, guint m, const float *in, float *out,
   } else {
     for (guint k = 0; k < nn; k++)
       cblas_sgemm (CblasRowMajor, CblasNoTrans, CblasNoTrans, (int) T, (int) K, (int) C, 1.0f,
-                   V + k * vplane, (int) C, U + k * uplane, (int) K, 0.0f, M + k * mplane,
-                   (int) K);
+          V + k * vplane, (int) C, U + k * uplane, (int) K, 0.0f, M + k * mplane, (int) K);
   }
 
   /* Output transform, bias, ReLU; output channels innermost. */
   float *u = t, *yv = t + (gsize) WINO_MAX_N * WINO_MAX_N * K;
   const float *b = l->b;
   for (gsize e = 0; e < nb; e++)
-  for (guint ty = 0; ty < th; ty++)
-    for (guint tx = 0; tx < tw; tx++) {
-      gsize tile = e * T1 + (gsize) ty * tw + tx;
-      float *out_e = out + e * map_out;
-      const float *mcol[WINO_MAX_N * WINO_MAX_N];   /* column-major: mcol[q * n + j] */
-      for (guint j = 0; j < n; j++)
-        for (guint q = 0; q < n; q++)
-          mcol[q * n + j] = M + (gsize) (j * n + q) * mplane + tile * K;
-      /* u[i][q] = sum_j A^T[i][j] M[j][q]. */
-      for (guint i = 0; i < m; i++)
-        for (guint q = 0; q < n; q++)
-          lincomb (u + (gsize) (i * n + q) * K, K, wm->at_nnz[i], wm->at_coef[i], wm->at_idx[i],
-                   mcol + q * n);
-      guint y0 = m * ty, x0 = m * tx;
-      for (guint i = 0; i < m && y0 + i < H; i++) {
-        const float *urow[WINO_MAX_N];
-        for (guint q = 0; q < n; q++)
-          urow[q] = u + (gsize) (i * n + q) * K;
-        for (guint p = 0; p < m && x0 + p < W; p++) {
-          /* y[i][p] = sum_q u[i][q] A^T[p][q] + b, ReLU. */
-          lincomb (yv, K, wm->at_nnz[p], wm->at_coef[p], wm->at_idx[p], urow);
-          float *o = out_e + ((gsize) (y0 + i) * W + x0 + p) * K;
-          for (guint k = 0; k < K; k++) {
-            float v = yv[k] + b[k];
-            o[k] = v > 0.0f ? v : 0.0f;
+    for (guint ty = 0; ty < th; ty++)
+      for (guint tx = 0; tx < tw; tx++) {
+        gsize tile = e * T1 + (gsize) ty * tw + tx;
+        float *out_e = out + e * map_out;
+        const float *mcol[WINO_MAX_N * WINO_MAX_N]; /* column-major: mcol[q * n + j] */
+        for (guint j = 0; j < n; j++)
+          for (guint q = 0; q < n; q++)
+            mcol[q * n + j] = M + (gsize) (j * n + q) * mplane + tile * K;
+        /* u[i][q] = sum_j A^T[i][j] M[j][q]. */
+        for (guint i = 0; i < m; i++)
+          for (guint q = 0; q < n; q++)
+            lincomb (u + (gsize) (i * n + q) * K, K, wm->at_nnz[i], wm->at_coef[i], wm->at_idx[i],
+                mcol + q * n);
+        guint y0 = m * ty, x0 = m * tx;
+        for (guint i = 0; i < m && y0 + i < H; i++) {
+          const float *urow[WINO_MAX_N];
+          for (guint q = 0; q < n; q++)
+            urow[q] = u + (gsize) (i * n + q) * K;
+          for (guint p = 0; p < m && x0 + p < W; p++) {
+            /* y[i][p] = sum_q u[i][q] A^T[p][q] + b, ReLU. */
+            lincomb (yv, K, wm->at_nnz[p], wm->at_coef[p], wm->at_idx[p], urow);
+            float *o = out_e + ((gsize) (y0 + i) * W + x0 + p) * K;
+            for (guint k = 0; k < K; k++) {
+              float v = yv[k] + b[k];
+              o[k] = v > 0.0f ? v : 0.0f;
+            }
           }
         }
       }
-    }
 }
-

@@ -66,7 +66,8 @@ cnn_ensure_conv_scratch (ConyCnn *cnn, gsize nb)
   cnn->act_a = g_new (float, nb * cnn->max_act);
   cnn->act_b = g_new (float, nb * cnn->max_act);
   cnn->norm = cnn->in_mean != NULL || cnn->center_height
-                  ? g_new (float, nb * cnn->in_h * cnn->in_w * cnn->in_c) : NULL;
+      ? g_new (float, nb * cnn->in_h * cnn->in_w * cnn->in_c)
+      : NULL;
   if (cnn->center_height && cnn->col_sum == NULL)
     cnn->col_sum = g_new (double, (gsize) cnn->in_w * cnn->in_c);
   /* Winograd buffers: reallocated at this size on first use. */
@@ -89,8 +90,9 @@ static gboolean
 chain_error (ConyCnn *cnn, const Layer *l, const char *what, gsize got, gsize want, GError **error)
 {
   g_set_error (error, CONY_ERROR, CONY_ERROR_SHAPE,
-               "%s: tensor %s.weight has %" G_GSIZE_FORMAT " %s, expected %" G_GSIZE_FORMAT
-               " (the previous layer's output)", cnn->source, l->name, got, what, want);
+      "%s: tensor %s.weight has %" G_GSIZE_FORMAT " %s, expected %" G_GSIZE_FORMAT
+      " (the previous layer's output)",
+      cnn->source, l->name, got, what, want);
   return FALSE;
 }
 
@@ -115,8 +117,7 @@ cnn_finish_geometry (ConyCnn *cnn, GError **error)
       l->relu_max = INFINITY;
     if (flat && l->kind != LAYER_FC && l->kind != LAYER_SIGMOID) {
       g_set_error (error, CONY_ERROR, CONY_ERROR_INVALID,
-                   "%s: %s is a conv or pool layer after a fully connected one", cnn->source,
-                   l->name);
+          "%s: %s is a conv or pool layer after a fully connected one", cnn->source, l->name);
       return FALSE;
     }
     if (l->kind == LAYER_CONV) {
@@ -154,8 +155,8 @@ cnn_finish_geometry (ConyCnn *cnn, GError **error)
       l->out_c = c;
       if (h < 2 || w < 2) {
         g_set_error (error, CONY_ERROR, CONY_ERROR_SHAPE,
-                     "%s: max-pool at %s gets a %ux%u map, too small to pool (input %ux%u)",
-                     cnn->source, l->name, h, w, cnn->in_h, cnn->in_w);
+            "%s: max-pool at %s gets a %ux%u map, too small to pool (input %ux%u)", cnn->source,
+            l->name, h, w, cnn->in_h, cnn->in_w);
         return FALSE;
       }
       h /= 2;
@@ -167,8 +168,7 @@ cnn_finish_geometry (ConyCnn *cnn, GError **error)
     } else if (l->kind == LAYER_SIGMOID) {
       if (i == 0 || cnn->layers[i - 1].kind != LAYER_FC) {
         g_set_error (error, CONY_ERROR, CONY_ERROR_INVALID,
-                     "%s: %s (sigmoid) must follow a fully connected layer", cnn->source,
-                     l->name);
+            "%s: %s (sigmoid) must follow a fully connected layer", cnn->source, l->name);
         return FALSE;
       }
       l->in_c = l->out_c = c;
@@ -180,8 +180,8 @@ cnn_finish_geometry (ConyCnn *cnn, GError **error)
       gsize in = (gsize) h * w * c;
       if (l->in_c != in) {
         g_set_error (error, CONY_ERROR, CONY_ERROR_SHAPE,
-                     "%s: tensor %s.weight has %u inputs, expected %" G_GSIZE_FORMAT
-                     " (%ux%ux%u)", cnn->source, l->name, l->in_c, in, h, w, c);
+            "%s: tensor %s.weight has %u inputs, expected %" G_GSIZE_FORMAT " (%ux%ux%u)",
+            cnn->source, l->name, l->in_c, in, h, w, c);
         return FALSE;
       }
       h = w = 1;
@@ -200,12 +200,12 @@ cnn_finish_geometry (ConyCnn *cnn, GError **error)
   }
   if (!flat && !cnn->mobilenet) {
     g_set_error (error, CONY_ERROR, CONY_ERROR_MISSING,
-                 "%s: no fully connected layer (tensor embeddings.K.weight) found", cnn->source);
+        "%s: no fully connected layer (tensor embeddings.K.weight) found", cnn->source);
     return FALSE;
   }
   if (cnn->n_layers == 0) {
     g_set_error (error, CONY_ERROR, CONY_ERROR_MISSING, "%s: the network has no layers",
-                 cnn->source);
+        cnn->source);
     return FALSE;
   }
   if (cnn->first_fc > 0 && cnn->layers[cnn->first_fc - 1].kind == LAYER_GAP)
@@ -213,11 +213,11 @@ cnn_finish_geometry (ConyCnn *cnn, GError **error)
   cnn->out_dim = flat ? c : cnn->feat_dim;
   /* Scratch sizes come from the file (input size metadata, channel widths): refuse
    * absurd ones instead of failing an allocation. */
-  gsize limit = (gsize) 1 << 28;   /* floats = 1 GiB per buffer */
+  gsize limit = (gsize) 1 << 28; /* floats = 1 GiB per buffer */
   if (cnn->max_act > limit || cnn->max_col > limit || cnn->max_wv > limit || cnn->max_wm > limit) {
     g_set_error (error, CONY_ERROR, CONY_ERROR_INVALID,
-                 "%s: a %ux%ux%u input needs scratch buffers over 1 GiB; refusing the model",
-                 cnn->source, cnn->in_h, cnn->in_w, cnn->in_c);
+        "%s: a %ux%ux%u input needs scratch buffers over 1 GiB; refusing the model", cnn->source,
+        cnn->in_h, cnn->in_w, cnn->in_c);
     return FALSE;
   }
   /* Batched conv scratch stays under 256 MB per buffer. */
@@ -229,12 +229,42 @@ cnn_finish_geometry (ConyCnn *cnn, GError **error)
 
 /* ---------------------------------------------------------------- getters */
 
-guint cony_cnn_get_input_height (const ConyCnn *cnn) { g_return_val_if_fail (cnn, 0); return cnn->in_h; }
-guint cony_cnn_get_input_width (const ConyCnn *cnn) { g_return_val_if_fail (cnn, 0); return cnn->in_w; }
-guint cony_cnn_get_input_channels (const ConyCnn *cnn) { g_return_val_if_fail (cnn, 0); return cnn->in_c; }
-guint cony_cnn_get_embedding_size (const ConyCnn *cnn) { g_return_val_if_fail (cnn, 0); return cnn->emb_dim; }
-gboolean cony_cnn_is_mobilenet (const ConyCnn *cnn) { g_return_val_if_fail (cnn, FALSE); return cnn->mobilenet; }
-ConyCnnOutput cony_cnn_get_output (const ConyCnn *cnn) { g_return_val_if_fail (cnn, 0); return cnn->output; }
+guint
+cony_cnn_get_input_height (const ConyCnn *cnn)
+{
+  g_return_val_if_fail (cnn, 0);
+  return cnn->in_h;
+}
+guint
+cony_cnn_get_input_width (const ConyCnn *cnn)
+{
+  g_return_val_if_fail (cnn, 0);
+  return cnn->in_w;
+}
+guint
+cony_cnn_get_input_channels (const ConyCnn *cnn)
+{
+  g_return_val_if_fail (cnn, 0);
+  return cnn->in_c;
+}
+guint
+cony_cnn_get_embedding_size (const ConyCnn *cnn)
+{
+  g_return_val_if_fail (cnn, 0);
+  return cnn->emb_dim;
+}
+gboolean
+cony_cnn_is_mobilenet (const ConyCnn *cnn)
+{
+  g_return_val_if_fail (cnn, FALSE);
+  return cnn->mobilenet;
+}
+ConyCnnOutput
+cony_cnn_get_output (const ConyCnn *cnn)
+{
+  g_return_val_if_fail (cnn, 0);
+  return cnn->output;
+}
 
 guint
 cony_cnn_get_output_size (const ConyCnn *cnn)
@@ -249,13 +279,14 @@ cony_cnn_set_output (ConyCnn *cnn, ConyCnnOutput output, GError **error)
   g_return_val_if_fail (cnn != NULL, FALSE);
   if (output != CONY_CNN_OUTPUT_SCORES && output != CONY_CNN_OUTPUT_EMBEDDING) {
     g_set_error (error, CONY_ERROR, CONY_ERROR_INVALID, "%s: unknown output %d", cnn->source,
-                 (int) output);
+        (int) output);
     return FALSE;
   }
   if (output == CONY_CNN_OUTPUT_EMBEDDING && cnn->emb_dim == 0) {
     g_set_error (error, CONY_ERROR, CONY_ERROR_INVALID,
-                 "%s: the network has no embedding output (no global average pool before "
-                 "its fully connected layers)", cnn->source);
+        "%s: the network has no embedding output (no global average pool before "
+        "its fully connected layers)",
+        cnn->source);
     return FALSE;
   }
   cnn->output = output;
@@ -344,44 +375,43 @@ cony_cnn_describe (const ConyCnn *cnn)
     gboolean relu = l->relu || (l->kind == LAYER_FC && i + 1 == cnn->n_layers && cnn->final_relu);
     const char *act = isfinite (l->relu_max) ? "ReLU6" : "ReLU";
     switch (l->kind) {
-    case LAYER_CONV:
-      g_string_append_printf (s, "%-24s conv3x3%s %u -> %u, out %ux%ux%u + %s\n", l->name,
-                              l->stride > 1 ? " stride 2" : "", l->in_c, l->out_c, l->out_h,
-                              l->out_w, l->out_c, act);
-      break;
-    case LAYER_DW:
-      g_string_append_printf (s, "%-24s depthwise3x3%s %u, out %ux%ux%u + %s\n", l->name,
-                              l->stride > 1 ? " stride 2" : "", l->out_c, l->out_h, l->out_w,
-                              l->out_c, act);
-      break;
-    case LAYER_PW:
-      g_string_append_printf (s, "%-24s conv1x1 %u -> %u, out %ux%ux%u + %s\n", l->name,
-                              l->in_c, l->out_c, l->out_h, l->out_w, l->out_c, act);
-      break;
-    case LAYER_SIGMOID:
-      g_string_append_printf (s, "%-24s sigmoid, out %u\n", l->name, l->out_c);
-      break;
-    case LAYER_POOL:
-      g_string_append_printf (s, "%-24s maxpool2x2, out %ux%ux%u\n", l->name, l->out_h,
-                              l->out_w, l->out_c);
-      break;
-    case LAYER_FC:
-      g_string_append_printf (s, "%-24s fc %u -> %u%s%s\n", l->name, l->in_c, l->out_c,
-                              relu ? " + ReLU" : "", l->w16.f16 ? " (F16 weights)" : "");
-      break;
-    case LAYER_GAP:
-      g_string_append_printf (s, "%-24s mean over %ux%u, out 1x1x%u\n", l->name, l->in_h,
-                              l->in_w, l->out_c);
-      break;
+      case LAYER_CONV:
+        g_string_append_printf (s, "%-24s conv3x3%s %u -> %u, out %ux%ux%u + %s\n", l->name,
+            l->stride > 1 ? " stride 2" : "", l->in_c, l->out_c, l->out_h, l->out_w, l->out_c, act);
+        break;
+      case LAYER_DW:
+        g_string_append_printf (s, "%-24s depthwise3x3%s %u, out %ux%ux%u + %s\n", l->name,
+            l->stride > 1 ? " stride 2" : "", l->out_c, l->out_h, l->out_w, l->out_c, act);
+        break;
+      case LAYER_PW:
+        g_string_append_printf (s, "%-24s conv1x1 %u -> %u, out %ux%ux%u + %s\n", l->name, l->in_c,
+            l->out_c, l->out_h, l->out_w, l->out_c, act);
+        break;
+      case LAYER_SIGMOID:
+        g_string_append_printf (s, "%-24s sigmoid, out %u\n", l->name, l->out_c);
+        break;
+      case LAYER_POOL:
+        g_string_append_printf (s, "%-24s maxpool2x2, out %ux%ux%u\n", l->name, l->out_h, l->out_w,
+            l->out_c);
+        break;
+      case LAYER_FC:
+        g_string_append_printf (s, "%-24s fc %u -> %u%s%s\n", l->name, l->in_c, l->out_c,
+            relu ? " + ReLU" : "", l->w16.f16 ? " (F16 weights)" : "");
+        break;
+      case LAYER_GAP:
+        g_string_append_printf (s, "%-24s mean over %ux%u, out 1x1x%u\n", l->name, l->in_h, l->in_w,
+            l->out_c);
+        break;
     }
   }
   guint64 cf, ff;
   cony_cnn_get_flops (cnn, &cf, &ff);
   g_string_append_printf (s, "%" G_GUINT64_FORMAT " parameters, %.1f MFLOP per example%s\n",
-                          cony_cnn_get_n_params (cnn), (cf + ff) * 1e-6,
-                          cnn->pca_e ? ", PCA postprocess available" : "");
-  g_string_append_printf (s, "output: %s, %u values", cnn->output == CONY_CNN_OUTPUT_EMBEDDING
-                          ? "embedding" : "scores", cony_cnn_get_output_size (cnn));
+      cony_cnn_get_n_params (cnn), (cf + ff) * 1e-6,
+      cnn->pca_e ? ", PCA postprocess available" : "");
+  g_string_append_printf (s, "output: %s, %u values",
+      cnn->output == CONY_CNN_OUTPUT_EMBEDDING ? "embedding" : "scores",
+      cony_cnn_get_output_size (cnn));
   if (cnn->emb_dim > 0)
     g_string_append_printf (s, " (embedding %u, scores %u)", cnn->emb_dim, cnn->out_dim);
   if (cnn->labels != NULL)
@@ -443,7 +473,7 @@ cony_cnn_get_fc_f16 (const ConyCnn *cnn)
   gboolean any = FALSE;
   for (guint i = cnn->first_fc; i < cnn->n_layers; i++) {
     if (cnn->layers[i].kind != LAYER_FC)
-      continue;   /* a sigmoid */
+      continue; /* a sigmoid */
     if (cnn->layers[i].w16.f16 == NULL)
       return FALSE;
     any = TRUE;
@@ -463,8 +493,9 @@ cony_cnn_set_fc_f16 (ConyCnn *cnn, gboolean f16, GError **error)
       for (gsize j = 0; l->w != NULL && j < n; j++)
         if (!(fabsf (l->w[j]) < 65520.0f)) {
           g_set_error (error, CONY_ERROR, CONY_ERROR_INVALID,
-                       "%s: tensor %s.weight holds %g at flat index %" G_GSIZE_FORMAT
-                       ", outside the F16 range", cnn->source, l->name, l->w[j], j);
+              "%s: tensor %s.weight holds %g at flat index %" G_GSIZE_FORMAT
+              ", outside the F16 range",
+              cnn->source, l->name, l->w[j], j);
           return FALSE;
         }
     }
@@ -521,7 +552,7 @@ cony_cnn_get_profile (const ConyCnn *cnn, ConyCnnProfile *profile)
 
 gboolean
 cony_cnn_postprocess (const ConyCnn *cnn, ConyCnnPostprocess mode, const float *emb, gsize n,
-                      float *out, GError **error)
+    float *out, GError **error)
 {
   g_return_val_if_fail (cnn != NULL, FALSE);
   g_return_val_if_fail (n == 0 || (emb != NULL && out != NULL), FALSE);
@@ -533,19 +564,21 @@ cony_cnn_postprocess (const ConyCnn *cnn, ConyCnnPostprocess mode, const float *
   }
   if (cnn->output == CONY_CNN_OUTPUT_EMBEDDING) {
     g_set_error (error, CONY_ERROR, CONY_ERROR_INVALID,
-                 "%s: the PCA postprocess applies to the last layer's output, not to the "
-                 "embedding output", cnn->source);
+        "%s: the PCA postprocess applies to the last layer's output, not to the "
+        "embedding output",
+        cnn->source);
     return FALSE;
   }
   if (mode != CONY_CNN_POSTPROCESS_TF && mode != CONY_CNN_POSTPROCESS_TORCH) {
     g_set_error (error, CONY_ERROR, CONY_ERROR_INVALID, "%s: unknown postprocess mode %d",
-                 cnn->source, (int) mode);
+        cnn->source, (int) mode);
     return FALSE;
   }
   if (cnn->pca_e == NULL) {
     g_set_error (error, CONY_ERROR, CONY_ERROR_MISSING,
-                 "%s: the PCA postprocess needs tensors pca_eigen_vectors (%u, %u) and "
-                 "pca_means (%u), which the model does not have", cnn->source, d, d, d);
+        "%s: the PCA postprocess needs tensors pca_eigen_vectors (%u, %u) and "
+        "pca_means (%u), which the model does not have",
+        cnn->source, d, d, d);
     return FALSE;
   }
   double *centred = g_new (double, d);
@@ -583,4 +616,3 @@ cony_cnn_postprocess (const ConyCnn *cnn, ConyCnnPostprocess mode, const float *
   g_free (centred_f);
   return TRUE;
 }
-

@@ -11,7 +11,7 @@
 struct _ConyEncoder {
   const ConyModel *model;
   int d_in, d, ff, n, blocks, classes, T;
-  int k;          /* tokens per step */
+  int k; /* tokens per step */
   ConyAttention *attn[CONY_MODEL_MAX_BLOCKS];
   ConyAttentionVariant variant[CONY_MODEL_MAX_BLOCKS];
   guint64 steps;
@@ -19,15 +19,15 @@ struct _ConyEncoder {
   /* state: the last n block-1 inputs, token of stream index s in slot s mod n */
   float *ring;
   /* scratch, allocated once */
-  float *u;      /* (k, d) the step's block-1 inputs */
-  float *att;    /* (n, d) attention output rows */
-  float *y;      /* (n, d) after residual + LN1 */
-  float *h;      /* (n, ff) feed-forward hidden */
-  float *z;      /* (n, d) block output */
-  float *a2;     /* (d), or (n, d) when k > 1: block-2 attention output */
-  float *v2;     /* (2k, d) block-2 vectors */
-  float *h2;     /* (k, ff) */
-  float *pool;   /* (d) mean of the k rows after the final LN */
+  float *u;    /* (k, d) the step's block-1 inputs */
+  float *att;  /* (n, d) attention output rows */
+  float *y;    /* (n, d) after residual + LN1 */
+  float *h;    /* (n, ff) feed-forward hidden */
+  float *z;    /* (n, d) block output */
+  float *a2;   /* (d), or (n, d) when k > 1: block-2 attention output */
+  float *v2;   /* (2k, d) block-2 vectors */
+  float *h2;   /* (k, ff) */
+  float *pool; /* (d) mean of the k rows after the final LN */
   /* one-vector products (gemv-private.h): input projection, FF per block, classifier */
   ConyGemvMatrix g_in, g_ff1[CONY_MODEL_MAX_BLOCKS], g_ff2[CONY_MODEL_MAX_BLOCKS], g_cls;
 };
@@ -42,7 +42,7 @@ layer_norm (float *x, int d, const float *w, const float *b)
  * Works in place on @y/@z buffers of the encoder. */
 static void
 block_tail (ConyEncoder *e, const ConyModelBlock *k, int rows, const float *x, const float *att,
-            float *y, float *h, float *z)
+    float *y, float *h, float *z)
 {
   int d = e->d, ff = e->ff;
   for (int r = 0; r < rows; r++) {
@@ -59,7 +59,7 @@ block_tail (ConyEncoder *e, const ConyModelBlock *k, int rows, const float *x, c
     cony_gemv (&e->g_ff1[k - e->model->block], y, h);
   else
     cblas_sgemm (CblasRowMajor, CblasNoTrans, CblasTrans, rows, ff, d, 1.0f, y, d, k->ff1_weight, d,
-                 1.0f, h, ff);
+        1.0f, h, ff);
   cony_gelu (h, rows * ff);
   /* z = y + h W2^T + b2 */
   for (int r = 0; r < rows; r++) {
@@ -71,8 +71,8 @@ block_tail (ConyEncoder *e, const ConyModelBlock *k, int rows, const float *x, c
   if (rows == 1)
     cony_gemv (&e->g_ff2[k - e->model->block], h, z);
   else
-    cblas_sgemm (CblasRowMajor, CblasNoTrans, CblasTrans, rows, d, ff, 1.0f, h, ff, k->ff2_weight, ff,
-                 1.0f, z, d);
+    cblas_sgemm (CblasRowMajor, CblasNoTrans, CblasTrans, rows, d, ff, 1.0f, h, ff, k->ff2_weight,
+        ff, 1.0f, z, d);
   for (int r = 0; r < rows; r++)
     layer_norm (z + (gsize) r * d, d, k->norm2_weight, k->norm2_bias);
 }
@@ -109,7 +109,7 @@ cony_encoder_new (const ConyModel *model, int override_variant, GError **error)
   const ConyModelConfig *c = &model->config;
   if (override_variant >= CONY_ATTENTION_N_VARIANTS || override_variant < -1) {
     g_set_error (error, CONY_ERROR, CONY_ERROR_INVALID, "%s: attention variant %d does not exist",
-                 model->path, override_variant);
+        model->path, override_variant);
     return NULL;
   }
   g_autoptr (ConyEncoder) e = g_new0 (ConyEncoder, 1);
@@ -123,12 +123,15 @@ cony_encoder_new (const ConyModel *model, int override_variant, GError **error)
   e->T = c->positional_rows;
   e->k = MAX (c->tokens_per_step, 1);
   if (e->k > e->n) {
-    g_set_error (error, CONY_ERROR, CONY_ERROR_INVALID, "%s: tokens_per_step = %d is larger than the "
-                 "window n = %d", model->path, e->k, e->n);
+    g_set_error (error, CONY_ERROR, CONY_ERROR_INVALID,
+        "%s: tokens_per_step = %d is larger than the "
+        "window n = %d",
+        model->path, e->k, e->n);
     return NULL;
   }
   ConyAttentionConfig ac[CONY_MODEL_MAX_BLOCKS];
-  gsize bytes = cony_encoder_scratch_bytes (e) + (c->blocks == 2 ? sizeof (float) * (gsize) e->n * e->d : 0);
+  gsize bytes = cony_encoder_scratch_bytes (e)
+      + (c->blocks == 2 ? sizeof (float) * (gsize) e->n * e->d : 0);
   for (int b = 0; b < c->blocks; b++) {
     ConyAttentionVariant v = override_variant >= 0 ? (ConyAttentionVariant) override_variant
                                                    : c->attention[b];
@@ -138,19 +141,21 @@ cony_encoder_new (const ConyModel *model, int override_variant, GError **error)
     e->variant[b] = v;
     if (cony_attention_variant_uses_fixed_landmarks (v) && !model->block[b].has_landmarks) {
       g_set_error (error, CONY_ERROR, CONY_ERROR_MISSING,
-                   "%s: attention '%s' in block %d needs fixed landmarks, but the file has no "
-                   "'blocks.%d.attn.q_landmarks'/'k_landmarks' (the model was trained with '%s')",
-                   model->path, cony_attention_variant_name (v), b, b,
-                   cony_attention_variant_name (c->attention[b]));
+          "%s: attention '%s' in block %d needs fixed landmarks, but the file has no "
+          "'blocks.%d.attn.q_landmarks'/'k_landmarks' (the model was trained with '%s')",
+          model->path, cony_attention_variant_name (v), b, b,
+          cony_attention_variant_name (c->attention[b]));
       return NULL;
     }
     /* Block 1 of 2 is retroactive; block 2 of 2 too when a step outputs k > 1 rows (its
      * windowed pass then gives every row, of which the k newest are used). */
     gboolean retro = c->blocks == 2 && (b == 0 || e->k > 1);
     if (v == CONY_ATTENTION_VCC && retro) {
-      g_set_error (error, CONY_ERROR, CONY_ERROR_INVALID, "%s: attention 'vcc' gives single outputs "
-                   "only, but block %d of this 2-block model needs every window row (retroactive): "
-                   "run vcc with 1-block models", model->path, b);
+      g_set_error (error, CONY_ERROR, CONY_ERROR_INVALID,
+          "%s: attention 'vcc' gives single outputs "
+          "only, but block %d of this 2-block model needs every window row (retroactive): "
+          "run vcc with 1-block models",
+          model->path, b);
       return NULL;
     }
     ac[b] = cony_model_attention_config (model, b, v, retro);
@@ -161,10 +166,12 @@ cony_encoder_new (const ConyModel *model, int override_variant, GError **error)
   /* The whole encoder within the budget before anything is allocated: the window, d and
    * ff of a small file decide these sizes. */
   if (bytes > CONY_MEMORY_BUDGET) {
-    g_set_error (error, CONY_ERROR, CONY_ERROR_INVALID, "%s: window = %d (d = %d, ff = %d, %d block(s)) "
-                 "would need %" G_GSIZE_FORMAT " bytes (%.1f MiB) of state and scratch, more than the "
-                 "budget of %" G_GSIZE_FORMAT " bytes", model->path, e->n, e->d, e->ff, e->blocks, bytes,
-                 bytes / 1048576.0, (gsize) CONY_MEMORY_BUDGET);
+    g_set_error (error, CONY_ERROR, CONY_ERROR_INVALID,
+        "%s: window = %d (d = %d, ff = %d, %d block(s)) "
+        "would need %" G_GSIZE_FORMAT " bytes (%.1f MiB) of state and scratch, more than the "
+        "budget of %" G_GSIZE_FORMAT " bytes",
+        model->path, e->n, e->d, e->ff, e->blocks, bytes, bytes / 1048576.0,
+        (gsize) CONY_MEMORY_BUDGET);
     return NULL;
   }
   for (int b = 0; b < c->blocks; b++) {
@@ -174,19 +181,23 @@ cony_encoder_new (const ConyModel *model, int override_variant, GError **error)
     GError *local = NULL;
     e->attn[b] = cony_attention_new (&ac[b], &w, &local);
     if (!e->attn[b]) {
-      g_set_error (error, CONY_ERROR, local->code, "%s: block %d: %s", model->path, b, local->message);
+      g_set_error (error, CONY_ERROR, local->code, "%s: block %d: %s", model->path, b,
+          local->message);
       g_error_free (local);
       return NULL;
     }
   }
   gsize n = e->n, d = e->d, ff = e->ff, k = e->k;
-  float **scratch[] = { &e->u, &e->att, &e->y, &e->h, &e->z, &e->a2, &e->v2, &e->h2, &e->pool, &e->ring };
+  float **scratch[] = { &e->u, &e->att, &e->y, &e->h, &e->z, &e->a2, &e->v2, &e->h2, &e->pool,
+    &e->ring };
   gsize counts[] = { k * d, n * d, n * d, n * ff, n * d, k > 1 ? n * d : d, 2 * k * d, k * ff, d,
-                     e->blocks == 2 ? n * d : 0 };
+    e->blocks == 2 ? n * d : 0 };
   for (guint i = 0; i < G_N_ELEMENTS (scratch); i++)
     if (counts[i] && !(*scratch[i] = g_try_new0 (float, counts[i]))) {
-      g_set_error (error, CONY_ERROR, CONY_ERROR_INVALID, "%s: out of memory for the encoder's "
-                   "%" G_GSIZE_FORMAT " bytes of scratch (window = %d)", model->path, bytes, e->n);
+      g_set_error (error, CONY_ERROR, CONY_ERROR_INVALID,
+          "%s: out of memory for the encoder's "
+          "%" G_GSIZE_FORMAT " bytes of scratch (window = %d)",
+          model->path, bytes, e->n);
       return NULL;
     }
   gboolean f16 = cony_gemv_f16_enabled ();
@@ -239,7 +250,7 @@ cony_encoder_step (ConyEncoder *e, const float *tokens, float *logits)
 {
   const ConyModel *m = e->model;
   int d = e->d, n = e->n, k = e->k;
-  guint64 t0 = e->tokens;           /* stream index of the step's first token */
+  guint64 t0 = e->tokens; /* stream index of the step's first token */
   guint64 last = t0 + (guint64) k - 1;
 
   /* u_i = W_in x_i + b_in + P[(t0 + i) mod T] for the k tokens of the step */
@@ -253,9 +264,9 @@ cony_encoder_step (ConyEncoder *e, const float *tokens, float *logits)
     cony_gemv (&e->g_in, tokens, e->u);
   else
     cblas_sgemm (CblasRowMajor, CblasNoTrans, CblasTrans, k, d, e->d_in, 1.0f, tokens, e->d_in,
-                 m->input_proj_weight, e->d_in, 1.0f, e->u, d);
+        m->input_proj_weight, e->d_in, 1.0f, e->u, d);
 
-  const float *final;  /* k rows */
+  const float *final; /* k rows */
   if (e->blocks == 1) {
     /* single output: one row per new query (the k newest tokens) */
     if (k == 1)
@@ -268,7 +279,7 @@ cony_encoder_step (ConyEncoder *e, const float *tokens, float *logits)
     /* Block 1, retroactive: n rows, the last w of which belong to the window's tokens. */
     for (int i = 0; i < k; i++)
       memcpy (e->ring + (gsize) ((t0 + (guint64) i) % (guint64) n) * d, e->u + (gsize) i * d,
-              sizeof (float) * d);
+          sizeof (float) * d);
     if (k == 1)
       cony_attention_step (e->attn[0], e->u, e->att);
     else
@@ -341,14 +352,15 @@ gsize
 cony_encoder_scratch_bytes (const ConyEncoder *e)
 {
   gsize n = e->n, d = e->d, ff = e->ff, k = e->k;
-  return sizeof (float) * (k * d + 3 * n * d + n * ff + (k > 1 ? n * d : d) + 2 * k * d + k * ff + d);
+  return sizeof (float)
+      * (k * d + 3 * n * d + n * ff + (k > 1 ? n * d : d) + 2 * k * d + k * ff + d);
 }
 
 /* FLOPs of the SDA for the newest query against a window of n rows, all heads. */
 static double
 window_query_sda (ConyAttentionVariant v, double n, double H, double hd, double m)
 {
-  double sm = 3;  /* exp, sum, divide per softmax entry */
+  double sm = 3; /* exp, sum, divide per softmax entry */
   double per_head;
   switch (v) {
     case CONY_ATTENTION_NYSTROM:
@@ -357,16 +369,14 @@ window_query_sda (ConyAttentionVariant v, double n, double H, double hd, double 
         per_head = 4 * n * hd + sm * n;
         break;
       }
-      per_head = 2 * m * n * hd + sm * m * n   /* softmax(Q~ K^T) */
-                 + 2 * m * n * hd               /* ... V */
-                 + 2 * m * hd + sm * m          /* softmax(q K~^T) */
-                 + 2 * m * m + 2 * m * hd;      /* · pinv · (ΔV) */
-      if (v == CONY_ATTENTION_NYSTROM)          /* segment means, Γ and its pseudo-inverse */
+      per_head = 2 * m * n * hd + sm * m * n /* softmax(Q~ K^T) */
+          + 2 * m * n * hd                   /* ... V */
+          + 2 * m * hd + sm * m              /* softmax(q K~^T) */
+          + 2 * m * m + 2 * m * hd;          /* · pinv · (ΔV) */
+      if (v == CONY_ATTENTION_NYSTROM)       /* segment means, Γ and its pseudo-inverse */
         per_head += 2 * n * hd + 2 * m * m * hd + sm * m * m + 24 * m * m * m;
       break;
-    default:                                    /* regular: one softmax row */
-      per_head = 4 * n * hd + sm * n;
-      break;
+    default: /* regular: one softmax row */ per_head = 4 * n * hd + sm * n; break;
   }
   return H * per_head;
 }
@@ -376,9 +386,9 @@ cony_encoder_flops_per_step (const ConyEncoder *e)
 {
   const ConyModelConfig *c = &e->model->config;
   double d = c->d, ff = c->ff, n = c->window, din = c->d_in, cls = c->n_classes, k = e->k;
-  double ln = 8 * d;                                  /* mean, var, normalise, affine */
+  double ln = 8 * d; /* mean, var, normalise, affine */
   double tail_row = d + ln + (2 * d * ff + ff) + 8 * ff + (2 * ff * d + d) + d + ln;
-  double total = k * (2 * din * d + 2 * d);           /* input projection, bias, position */
+  double total = k * (2 * din * d + 2 * d); /* input projection, bias, position */
   /* A k-token step: the attention layers' per-token counts k times (k new rows, k new
    * queries; for the recomputing variants this overstates the shared window work). */
   if (e->blocks == 1) {
@@ -392,8 +402,8 @@ cony_encoder_flops_per_step (const ConyEncoder *e)
     /* Block 2 recomputes over the window: k, v of n rows, q of the k newest, out_proj, and
      * the SDA of k queries against the window (counted here: the layer's own count is
      * for a whole recomputed window). */
-    total += k * window_query_sda (e->variant[1], n, c->heads, d / c->heads, c->landmarks) +
-             (2 * n + k) * (2 * d * d + d) + k * (2 * d * d + d) + k * tail_row;
+    total += k * window_query_sda (e->variant[1], n, c->heads, d / c->heads, c->landmarks)
+        + (2 * n + k) * (2 * d * d + d) + k * (2 * d * d + d) + k * tail_row;
   }
   total += k * ln + (k > 1 ? k * d : 0) + 2 * d * cls + cls;
   return total;

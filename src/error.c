@@ -1,3 +1,3 @@
 #include "cony/error.h"
 
-G_DEFINE_QUARK (cony-error-quark, cony_error)
+G_DEFINE_QUARK (cony - error - quark, cony_error)

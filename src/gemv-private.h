@@ -14,21 +14,20 @@
 G_BEGIN_DECLS
 
 typedef struct {
-  int rows, cols;        /* W is rows × cols, row-major, row stride cols */
-  const float *f32;      /* the caller's float weights (not owned), or NULL: float16 only */
-  const guint16 *f16;    /* float16 weights, or NULL (weights not all F16 values) */
-  gboolean f16_owned;    /* f16 is freed by cony_gemv_matrix_clear() */
+  int rows, cols;     /* W is rows × cols, row-major, row stride cols */
+  const float *f32;   /* the caller's float weights (not owned), or NULL: float16 only */
+  const guint16 *f16; /* float16 weights, or NULL (weights not all F16 values) */
+  gboolean f16_owned; /* f16 is freed by cony_gemv_matrix_clear() */
 } ConyGemvMatrix;
 
 /* Sets up @m for @w; with @allow_f16 and every weight an exact float16 value, also makes
  * the (owned) float16 copy. @w must outlive @m. */
 void cony_gemv_matrix_init (ConyGemvMatrix *m, const float *w, int rows, int cols,
-                            gboolean allow_f16);
+    gboolean allow_f16);
 /* Sets up @m as a float16-only matrix (f32 == NULL) on @h, rows × cols float16 bits;
  * with @take, @m owns @h (g_free'd by cony_gemv_matrix_clear()), else @h must outlive @m.
  * The CNN's F16 FC layers keep only these (half the memory of float32). */
-void cony_gemv_matrix_init_f16 (ConyGemvMatrix *m, guint16 *h, int rows, int cols,
-                                gboolean take);
+void cony_gemv_matrix_init_f16 (ConyGemvMatrix *m, guint16 *h, int rows, int cols, gboolean take);
 void cony_gemv_matrix_clear (ConyGemvMatrix *m);
 
 /* y[r] += Σ_c W[r, c] · x[c] for every row r. The float16 weights are used when there are

@@ -61,7 +61,7 @@ cony_float_to_half (float f)
     return sign | 0x7c00u | (x > 0x7f800000u ? 0x200u : 0u);
   if (x >= 0x477ff000u) /* 65520 and above round to infinity */
     return sign | 0x7c00u;
-  if (x < 0x38800000u)  /* below 2^-14: a subnormal k · 2^-24, k = round (|f| · 2^24) */
+  if (x < 0x38800000u) /* below 2^-14: a subnormal k · 2^-24, k = round (|f| · 2^24) */
     return sign | (guint16) nearbyintf (fabsf (f) * 16777216.0f);
   x -= 112u << 23;                 /* rebias the exponent */
   x += 0x0fffu + ((x >> 13) & 1u); /* round the 13 dropped bits to nearest even */
@@ -157,7 +157,8 @@ gemv_portable (const void *w, gboolean f16, int rows, int cols, const float *x, 
     for (; c + 8 <= cols; c += 8)
       for (int l = 0; l < 8; l++)
         lane[l] += weight_at (w, base + c + l, f16) * x[c + l];
-    float s = ((lane[0] + lane[4]) + (lane[1] + lane[5])) + ((lane[2] + lane[6]) + (lane[3] + lane[7]));
+    float s = ((lane[0] + lane[4]) + (lane[1] + lane[5]))
+        + ((lane[2] + lane[6]) + (lane[3] + lane[7]));
     for (; c < cols; c++)
       s += weight_at (w, base + c, f16) * x[c];
     y[r] += s;
@@ -190,7 +191,7 @@ load8 (const void *w, gsize i, gboolean f16)
 /* y[0..nr) += rows [0, nr) of @w (row stride @cols) · x, nr <= ROWS. */
 X86_V3_INLINE void
 block_avx2 (const void *w, gboolean f16, gboolean prefetch, int nr, int cols, const float *x,
-            float *y)
+    float *y)
 {
   __m256 a[ROWS][2];
   for (int i = 0; i < ROWS; i++)
@@ -205,7 +206,7 @@ block_avx2 (const void *w, gboolean f16, gboolean prefetch, int nr, int cols, co
        * float16 14.5 -> 13.4 us) */
       if (prefetch)
         _mm_prefetch ((const char *) w + ((gsize) i * cols + c) * (f16 ? 2 : 4) + PREFETCH_BYTES,
-                      _MM_HINT_T0);
+            _MM_HINT_T0);
       a[i][0] = _mm256_fmadd_ps (load8 (w, (gsize) i * cols + c, f16), x0, a[i][0]);
       a[i][1] = _mm256_fmadd_ps (load8 (w, (gsize) i * cols + c + 8, f16), x1, a[i][1]);
     }
@@ -227,14 +228,15 @@ block_avx2 (const void *w, gboolean f16, gboolean prefetch, int nr, int cols, co
     float t = sum[i];
     for (int k = c; k < cols; k++)
       t += (f16 ? _cvtsh_ss (((const guint16 *) w)[(gsize) i * cols + k])
-                : ((const float *) w)[(gsize) i * cols + k]) * x[k];
+                : ((const float *) w)[(gsize) i * cols + k])
+          * x[k];
     y[i] += t;
   }
 }
 
 X86_V3_INLINE void
 gemv_avx2 (const void *w, gboolean f16, gboolean prefetch, int rows, int cols, const float *x,
-           float *y)
+    float *y)
 {
   gsize esize = f16 ? 2 : 4;
   int r = 0;
@@ -246,10 +248,10 @@ gemv_avx2 (const void *w, gboolean f16, gboolean prefetch, int rows, int cols, c
 
 /* The kernel's instances: storage (float32, float16) x software prefetching (no, yes). */
 typedef void (*GemvKernel) (const void *w, int rows, int cols, const float *x, float *y);
-#define GEMV_AVX2_INSTANCE(name, f16, prefetch)                                         \
+#define GEMV_AVX2_INSTANCE(name, f16, prefetch) \
   static X86_V3 void name (const void *w, int rows, int cols, const float *x, float *y) \
-  {                                                                                     \
-    gemv_avx2 (w, f16, prefetch, rows, cols, x, y);                                     \
+  { \
+    gemv_avx2 (w, f16, prefetch, rows, cols, x, y); \
   }
 GEMV_AVX2_INSTANCE (gemv_avx2_f32_stream, FALSE, FALSE)
 GEMV_AVX2_INSTANCE (gemv_avx2_f32, FALSE, TRUE)
@@ -284,9 +286,9 @@ cony_gemv (const ConyGemvMatrix *m, const float *x, float *y)
   if (cony_cpu_has_v3 ()) {
     gboolean f16 = m->f16 != NULL;
     gsize bytes = (gsize) m->rows * m->cols * (f16 ? 2 : 4);
-    gemv_avx2_kernels[f16][bytes <= PREFETCH_MAX_BYTES] (f16 ? (const void *) m->f16
-                                                               : (const void *) m->f32,
-                                                         m->rows, m->cols, x, y);
+    gemv_avx2_kernels[f16][bytes <= PREFETCH_MAX_BYTES](f16 ? (const void *) m->f16
+                                                            : (const void *) m->f32,
+        m->rows, m->cols, x, y);
     return;
   }
 #endif
@@ -381,15 +383,16 @@ cony_gelu (float *x, int n)
     /* the polynomials in Estrin's form: short dependency chains, so that consecutive
      * vectors overlap */
     float u2 = u * u, u4 = u2 * u2, u8 = u4 * u4;
-    float p = ((-1.26551223f + 1.00002368f * u) + (0.37409196f + 0.09678418f * u) * u2) +
-              ((-0.18628806f + 0.27886807f * u) + (-1.13520398f + 1.48851587f * u) * u2) * u4 +
-              (-0.82215223f + 0.17087277f * u) * u8;
+    float p = ((-1.26551223f + 1.00002368f * u) + (0.37409196f + 0.09678418f * u) * u2)
+        + ((-0.18628806f + 0.27886807f * u) + (-1.13520398f + 1.48851587f * u) * u2) * u4
+        + (-0.82215223f + 0.17087277f * u) * u8;
     float a = p - z * z; /* in [-82.3, 0] */
     float k = (a * EXP_LOG2E + EXP_ROUND) - EXP_ROUND;
     float r = a - k * EXP_LN2_HI - k * EXP_LN2_LO;
     float r2 = r * r, r4 = r2 * r2;
-    float q = (5.0000001201e-1f + 1.6666665459e-1f * r) + (4.1665795894e-2f + 8.3334519073e-3f * r) * r2 +
-              (1.3981999507e-3f + 1.9875691500e-4f * r) * r4;
+    float q = (5.0000001201e-1f + 1.6666665459e-1f * r)
+        + (4.1665795894e-2f + 8.3334519073e-3f * r) * r2
+        + (1.3981999507e-3f + 1.9875691500e-4f * r) * r4;
     q = q * r2 + r + 1.0f;
     guint32 two_k_bits = (guint32) ((gint32) k + 127) << 23;
     float two_k;

@@ -19,9 +19,10 @@ split_thresholds (char **lines, guint n, const char *origin, double *thr, GError
     char *end = NULL;
     double t = g_ascii_strtod (tab + 1, &end);
     if (end == tab + 1 || *end != '\0' || !(t >= 0.0 && t <= 1.0)) {
-      g_set_error (error, CONY_ERROR, CONY_ERROR_FORMAT, "%s, line %u (%s): the threshold "
-                   "after the tab is '%s', expected a number from 0 to 1", origin, i + 1,
-                   lines[i], tab + 1);
+      g_set_error (error, CONY_ERROR, CONY_ERROR_FORMAT,
+          "%s, line %u (%s): the threshold "
+          "after the tab is '%s', expected a number from 0 to 1",
+          origin, i + 1, lines[i], tab + 1);
       return FALSE;
     }
     thr[i] = t;
@@ -31,7 +32,7 @@ split_thresholds (char **lines, guint n, const char *origin, double *thr, GError
 
 char **
 cony_labels_parse (const char *text, gsize len, const char *origin, guint *n_labels,
-                   double **thresholds, GError **error)
+    double **thresholds, GError **error)
 {
   /* Labels end up in GstStructure strings and JSON: only text is accepted. */
   const char *nul = memchr (text, '\0', len);
@@ -41,8 +42,8 @@ cony_labels_parse (const char *text, gsize len, const char *origin, guint *n_lab
     guint line = 1;
     for (const char *p = text; p < at; p++)
       line += *p == '\n';
-    g_set_error (error, CONY_ERROR, CONY_ERROR_FORMAT, "%s: line %u is not text (%s)", origin,
-                 line, nul != NULL ? "a NUL byte" : "not UTF-8");
+    g_set_error (error, CONY_ERROR, CONY_ERROR_FORMAT, "%s: line %u is not text (%s)", origin, line,
+        nul != NULL ? "a NUL byte" : "not UTF-8");
     return NULL;
   }
   g_autofree char *copy = g_strndup (text, len);

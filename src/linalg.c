@@ -30,7 +30,7 @@ cony_softmax (float *x, int n)
 #define EXP_LN2_HI 0.693359375f
 #define EXP_LN2_LO -2.12194440e-4f
 static const float exp_poly[6] = { 1.9875691500e-4f, 1.3981999507e-3f, 8.3334519073e-3f,
-                                   4.1665795894e-2f, 1.6666665459e-1f, 5.0000001201e-1f };
+  4.1665795894e-2f, 1.6666665459e-1f, 5.0000001201e-1f };
 
 /* The clamp is written as SSE's max/min behave: a NaN becomes EXP_LO, so k is always a
  * small integer (converting NaN or a huge k to int would be undefined behaviour); the
@@ -47,7 +47,10 @@ exp_one (float x)
     p = p * r + exp_poly[i];
   p = p * r * r + r + 1.0f;
   /* k is in [-126, 127]: the biased exponent is positive, the shift well defined */
-  union { guint32 i; float f; } two_k = { .i = (guint32) ((gint32) k + 127) << 23 };
+  union {
+    guint32 i;
+    float f;
+  } two_k = { .i = (guint32) ((gint32) k + 127) << 23 };
   return isnan (x) ? x : p * two_k.f;
 }
 
@@ -61,10 +64,11 @@ cony_exp_batch (float *x, int n)
   for (; i + 4 <= n; i += 4) {
     __m128 in = _mm_loadu_ps (x + i);
     __m128 v = _mm_min_ps (_mm_max_ps (in, _mm_set1_ps (EXP_LO)), _mm_set1_ps (EXP_HI));
-    __m128 k = _mm_sub_ps (_mm_add_ps (_mm_mul_ps (v, _mm_set1_ps (EXP_LOG2E)), _mm_set1_ps (EXP_ROUND)),
-                           _mm_set1_ps (EXP_ROUND));
+    __m128 k = _mm_sub_ps (_mm_add_ps (_mm_mul_ps (v, _mm_set1_ps (EXP_LOG2E)),
+                               _mm_set1_ps (EXP_ROUND)),
+        _mm_set1_ps (EXP_ROUND));
     __m128 r = _mm_sub_ps (_mm_sub_ps (v, _mm_mul_ps (k, _mm_set1_ps (EXP_LN2_HI))),
-                           _mm_mul_ps (k, _mm_set1_ps (EXP_LN2_LO)));
+        _mm_mul_ps (k, _mm_set1_ps (EXP_LN2_LO)));
     __m128 p = _mm_set1_ps (exp_poly[0]);
     for (int j = 1; j < 6; j++)
       p = _mm_add_ps (_mm_mul_ps (p, r), _mm_set1_ps (exp_poly[j]));
@@ -102,7 +106,7 @@ cony_pinv_exact (const double *a, int m, double *out)
   double B[m * m], U[m * m], VT[m * m], S[m], work[lwork];
   memcpy (B, a, sizeof (double) * m * m);
   lapack_int info = LAPACKE_dgesvd_work (LAPACK_COL_MAJOR, 'A', 'A', m, m, B, m, S, U, m, VT, m,
-                                         work, lwork);
+      work, lwork);
   if (info != 0) {
     memset (out, 0, sizeof (double) * m * m);
     return FALSE;
@@ -163,11 +167,11 @@ cony_pinv_iterative (const double *a, int m, int iterations, double *out)
     }
   for (int it = 0; it < iterations; it++) {
     matmul_d (A, V, m, AV);
-    shifted_identity_minus (AV, 7.0, m, T1);   /* 7I − AV */
-    matmul_d (AV, T1, m, T2);                  /* AV(7I − AV) */
-    shifted_identity_minus (T2, 15.0, m, T1);  /* 15I − AV(7I − AV) */
-    matmul_d (AV, T1, m, T2);                  /* AV(15I − ...) */
-    shifted_identity_minus (T2, 13.0, m, T1);  /* 13I − ... */
+    shifted_identity_minus (AV, 7.0, m, T1);  /* 7I − AV */
+    matmul_d (AV, T1, m, T2);                 /* AV(7I − AV) */
+    shifted_identity_minus (T2, 15.0, m, T1); /* 15I − AV(7I − AV) */
+    matmul_d (AV, T1, m, T2);                 /* AV(15I − ...) */
+    shifted_identity_minus (T2, 13.0, m, T1); /* 13I − ... */
     matmul_d (V, T1, m, T2);
     for (int i = 0; i < m * m; i++)
       V[i] = 0.25 * T2[i];

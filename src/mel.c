@@ -10,27 +10,27 @@
 
 struct _ConyMel {
   ConyMelConfig config;
-  guint n_bins;            /* fft_length / 2 + 1 */
+  guint n_bins; /* fft_length / 2 + 1 */
 
-  double *window;          /* window_length */
-  float *matrix;           /* n_bins x n_mels, row-major (the public view) */
+  double *window; /* window_length */
+  float *matrix;  /* n_bins x n_mels, row-major (the public view) */
   /* Per band: the non-zero bins [band_lo, band_hi) and their weights, packed. */
   guint *band_lo, *band_hi, *band_off;
   double *band_weights;
 
   AVTXContext *tx;
   av_tx_fn tx_fn;
-  double *fft_in;          /* fft_length doubles, av_malloc'ed (aligned) */
+  double *fft_in;           /* fft_length doubles, av_malloc'ed (aligned) */
   AVComplexDouble *fft_out; /* n_bins (+ slack) */
-  double *mag;             /* n_bins */
+  double *mag;              /* n_bins */
 
   /* Streaming state: buf[buf_off .. buf_off + buf_len) holds the samples with
    * absolute indices [buf_start, buf_start + buf_len). */
   float *buf;
   gsize buf_cap, buf_off, buf_len;
   guint64 buf_start;
-  guint64 total;           /* samples pushed */
-  guint64 next_frame;      /* index of the next frame to pop */
+  guint64 total;      /* samples pushed */
+  guint64 next_frame; /* index of the next frame to pop */
 };
 
 void
@@ -49,10 +49,12 @@ cony_mel_config_init_vggish (ConyMelConfig *config)
 }
 
 #define INVALID(...) \
-  G_STMT_START { \
+  G_STMT_START \
+  { \
     g_set_error (error, CONY_ERROR, CONY_ERROR_INVALID, "mel config: " __VA_ARGS__); \
     return FALSE; \
-  } G_STMT_END
+  } \
+  G_STMT_END
 
 gboolean
 cony_mel_config_validate (const ConyMelConfig *c, GError **error)
@@ -108,11 +110,11 @@ build_matrix (ConyMel *mel)
   for (guint i = 0; i < nm + 2; i++)
     edges[i] = mlo + (mhi - mlo) * i / (double) (nm + 1);
 
-  double *weights = g_new0 (double, (gsize) nb * nm);
-  mel->matrix = g_new0 (float, (gsize) nb * nm);
+  double *weights = g_new0 (double, (gsize) nb *nm);
+  mel->matrix = g_new0 (float, (gsize) nb *nm);
   for (guint i = 0; i < nm; i++) {
     double lo = edges[i], ce = edges[i + 1], hi = edges[i + 2];
-    for (guint k = 1; k < nb; k++) {  /* k = 0 (DC) stays zero */
+    for (guint k = 1; k < nb; k++) { /* k = 0 (DC) stays zero */
       double up = (bin_mel[k] - lo) / (ce - lo);
       double down = (hi - bin_mel[k]) / (hi - ce);
       double w = MAX (0.0, MIN (up, down));
@@ -162,11 +164,11 @@ cony_mel_new (const ConyMelConfig *config, GError **error)
 
   double scale = 1.0;
   int ret = av_tx_init (&mel->tx, &mel->tx_fn, AV_TX_DOUBLE_RDFT, 0, (int) config->fft_length,
-                        &scale, 0);
+      &scale, 0);
   if (ret < 0 || mel->tx == NULL) {
     g_set_error (error, CONY_ERROR, CONY_ERROR_INVALID,
-                 "mel: FFmpeg av_tx_init failed for a %u-point real FFT (error %d)",
-                 config->fft_length, ret);
+        "mel: FFmpeg av_tx_init failed for a %u-point real FFT (error %d)", config->fft_length,
+        ret);
     g_free (mel);
     return NULL;
   }

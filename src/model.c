@@ -8,18 +8,20 @@
 
 /* Generous limits that keep a lying config from asking for absurd allocations. */
 #define MAX_DIM CONY_ATTENTION_MAX_DIM
-#define MAX_WINDOW CONY_ATTENTION_MAX_WINDOW   /* what every variant serves (attention.h) */
+#define MAX_WINDOW CONY_ATTENTION_MAX_WINDOW /* what every variant serves (attention.h) */
 #define MAX_CLASSES 100000
 
 static gboolean
-get_int (JsonObject *obj, const char *origin, const char *key, gboolean required, int def,
-         int lo, int hi, int *out, GError **error)
+get_int (JsonObject *obj, const char *origin, const char *key, gboolean required, int def, int lo,
+    int hi, int *out, GError **error)
 {
   JsonNode *n = json_object_get_member (obj, key);
   if (!n) {
     if (required) {
-      g_set_error (error, CONY_ERROR, CONY_ERROR_MISSING, "%s: model config: key '%s' is missing "
-                   "(expected an integer in [%d, %d])", origin, key, lo, hi);
+      g_set_error (error, CONY_ERROR, CONY_ERROR_MISSING,
+          "%s: model config: key '%s' is missing "
+          "(expected an integer in [%d, %d])",
+          origin, key, lo, hi);
       return FALSE;
     }
     *out = def;
@@ -27,13 +29,14 @@ get_int (JsonObject *obj, const char *origin, const char *key, gboolean required
   }
   if (!JSON_NODE_HOLDS_VALUE (n) || json_node_get_value_type (n) != G_TYPE_INT64) {
     g_set_error (error, CONY_ERROR, CONY_ERROR_FORMAT, "%s: model config: '%s' must be an integer",
-                 origin, key);
+        origin, key);
     return FALSE;
   }
   gint64 v = json_node_get_int (n);
   if (v < lo || v > hi) {
-    g_set_error (error, CONY_ERROR, CONY_ERROR_INVALID, "%s: model config: '%s' = %" G_GINT64_FORMAT
-                 " is out of range (expected [%d, %d])", origin, key, v, lo, hi);
+    g_set_error (error, CONY_ERROR, CONY_ERROR_INVALID,
+        "%s: model config: '%s' = %" G_GINT64_FORMAT " is out of range (expected [%d, %d])", origin,
+        key, v, lo, hi);
     return FALSE;
   }
   *out = (int) v;
@@ -42,18 +45,18 @@ get_int (JsonObject *obj, const char *origin, const char *key, gboolean required
 
 static const char *
 get_string (JsonObject *obj, const char *origin, const char *key, gboolean required,
-            const char *def, GError **error)
+    const char *def, GError **error)
 {
   JsonNode *n = json_object_get_member (obj, key);
   if (!n) {
     if (required)
       g_set_error (error, CONY_ERROR, CONY_ERROR_MISSING, "%s: model config: key '%s' is missing",
-                   origin, key);
+          origin, key);
     return required ? NULL : def;
   }
   if (!JSON_NODE_HOLDS_VALUE (n) || json_node_get_value_type (n) != G_TYPE_STRING) {
     g_set_error (error, CONY_ERROR, CONY_ERROR_FORMAT, "%s: model config: '%s' must be a string",
-                 origin, key);
+        origin, key);
     return NULL;
   }
   return json_node_get_string (n);
@@ -61,13 +64,14 @@ get_string (JsonObject *obj, const char *origin, const char *key, gboolean requi
 
 static gboolean
 parse_variant (const char *name, const char *origin, int block, ConyAttentionVariant *v,
-               GError **error)
+    GError **error)
 {
   if (name && cony_attention_variant_from_name (name, v))
     return TRUE;
   g_set_error (error, CONY_ERROR, CONY_ERROR_INVALID,
-               "%s: model config: attention of block %d is '%s' (expected regular, continual, "
-               "nystrom, nystrom-fixed, cony, cony-fixed or vcc)", origin, block, name ? name : "(not a string)");
+      "%s: model config: attention of block %d is '%s' (expected regular, continual, "
+      "nystrom, nystrom-fixed, cony, cony-fixed or vcc)",
+      origin, block, name ? name : "(not a string)");
   return FALSE;
 }
 
@@ -91,13 +95,14 @@ cony_model_config_parse (const char *json, const char *origin, ConyModelConfig *
   GError *local = NULL;
   if (!json_parser_load_from_data (parser, json, -1, &local)) {
     g_set_error (error, CONY_ERROR, CONY_ERROR_FORMAT, "%s: model config is not valid JSON: %s",
-                 origin, local->message);
+        origin, local->message);
     g_error_free (local);
     return FALSE;
   }
   JsonNode *root = json_parser_get_root (parser);
   if (!root || !JSON_NODE_HOLDS_OBJECT (root)) {
-    g_set_error (error, CONY_ERROR, CONY_ERROR_FORMAT, "%s: model config is not a JSON object", origin);
+    g_set_error (error, CONY_ERROR, CONY_ERROR_FORMAT, "%s: model config is not a JSON object",
+        origin);
     return FALSE;
   }
   JsonObject *o = json_node_get_object (root);
@@ -107,69 +112,85 @@ cony_model_config_parse (const char *json, const char *origin, ConyModelConfig *
   if (!arch)
     goto fail;
   if (strcmp (arch, CONY_MODEL_ARCHITECTURE) != 0) {
-    g_set_error (error, CONY_ERROR, CONY_ERROR_INVALID, "%s: model config: architecture is '%s', "
-                 "expected '%s'", origin, arch, CONY_MODEL_ARCHITECTURE);
+    g_set_error (error, CONY_ERROR, CONY_ERROR_INVALID,
+        "%s: model config: architecture is '%s', "
+        "expected '%s'",
+        origin, arch, CONY_MODEL_ARCHITECTURE);
     goto fail;
   }
-  if (!get_int (o, origin, "d_in", TRUE, 0, 1, MAX_DIM, &c->d_in, error) ||
-      !get_int (o, origin, "d", TRUE, 0, 1, MAX_DIM, &c->d, error) ||
-      !get_int (o, origin, "heads", TRUE, 0, 1, MAX_DIM, &c->heads, error) ||
-      !get_int (o, origin, "ff", TRUE, 0, 1, 4 * MAX_DIM, &c->ff, error) ||
-      !get_int (o, origin, "blocks", TRUE, 0, 1, CONY_MODEL_MAX_BLOCKS, &c->blocks, error) ||
-      !get_int (o, origin, "window", TRUE, 0, 1, MAX_WINDOW, &c->window, error) ||
-      !get_int (o, origin, "landmarks", TRUE, 0, 1, CONY_ATTENTION_MAX_LANDMARKS, &c->landmarks, error) ||
-      !get_int (o, origin, "pinv_iterations", FALSE, 6, 1, 1000, &c->pinv_iterations, error) ||
-      !get_int (o, origin, "vcc_budget", FALSE, 64, 1, MAX_WINDOW, &c->vcc_budget, error) ||
-      !get_int (o, origin, "vcc_block", FALSE, 1, 1, MAX_WINDOW, &c->vcc_block, error) ||
-      !get_int (o, origin, "vcc_exact_tail", FALSE, 0, 0, MAX_WINDOW, &c->vcc_exact_tail, error) ||
-      !get_int (o, origin, "tokens_per_step", FALSE, 1, 1, MAX_WINDOW, &c->tokens_per_step, error))
+  if (!get_int (o, origin, "d_in", TRUE, 0, 1, MAX_DIM, &c->d_in, error)
+      || !get_int (o, origin, "d", TRUE, 0, 1, MAX_DIM, &c->d, error)
+      || !get_int (o, origin, "heads", TRUE, 0, 1, MAX_DIM, &c->heads, error)
+      || !get_int (o, origin, "ff", TRUE, 0, 1, 4 * MAX_DIM, &c->ff, error)
+      || !get_int (o, origin, "blocks", TRUE, 0, 1, CONY_MODEL_MAX_BLOCKS, &c->blocks, error)
+      || !get_int (o, origin, "window", TRUE, 0, 1, MAX_WINDOW, &c->window, error)
+      || !get_int (o, origin, "landmarks", TRUE, 0, 1, CONY_ATTENTION_MAX_LANDMARKS, &c->landmarks,
+          error)
+      || !get_int (o, origin, "pinv_iterations", FALSE, 6, 1, 1000, &c->pinv_iterations, error)
+      || !get_int (o, origin, "vcc_budget", FALSE, 64, 1, MAX_WINDOW, &c->vcc_budget, error)
+      || !get_int (o, origin, "vcc_block", FALSE, 1, 1, MAX_WINDOW, &c->vcc_block, error)
+      || !get_int (o, origin, "vcc_exact_tail", FALSE, 0, 0, MAX_WINDOW, &c->vcc_exact_tail, error)
+      || !get_int (o, origin, "tokens_per_step", FALSE, 1, 1, MAX_WINDOW, &c->tokens_per_step,
+          error))
     goto fail;
   if (c->vcc_exact_tail >= c->vcc_budget) {
-    g_set_error (error, CONY_ERROR, CONY_ERROR_INVALID, "%s: model config: 'vcc_exact_tail' = %d must be "
-                 "smaller than 'vcc_budget' = %d", origin, c->vcc_exact_tail, c->vcc_budget);
+    g_set_error (error, CONY_ERROR, CONY_ERROR_INVALID,
+        "%s: model config: 'vcc_exact_tail' = %d must be "
+        "smaller than 'vcc_budget' = %d",
+        origin, c->vcc_exact_tail, c->vcc_budget);
     goto fail;
   }
   if (c->tokens_per_step > c->window) {
-    g_set_error (error, CONY_ERROR, CONY_ERROR_INVALID, "%s: model config: 'tokens_per_step' = %d is "
-                 "larger than the window (%d tokens): a step's tokens must fit in the window", origin,
-                 c->tokens_per_step, c->window);
+    g_set_error (error, CONY_ERROR, CONY_ERROR_INVALID,
+        "%s: model config: 'tokens_per_step' = %d is "
+        "larger than the window (%d tokens): a step's tokens must fit in the window",
+        origin, c->tokens_per_step, c->window);
     goto fail;
   }
   {
     int k = c->tokens_per_step, rows = (2 * c->window - 1 + k - 1) / k * k;
-    if (!get_int (o, origin, "positional_rows", FALSE, rows, 1, 2 * MAX_WINDOW,
-                  &c->positional_rows, error))
+    if (!get_int (o, origin, "positional_rows", FALSE, rows, 1, 2 * MAX_WINDOW, &c->positional_rows,
+            error))
       goto fail;
   }
   if (c->d % c->heads != 0) {
-    g_set_error (error, CONY_ERROR, CONY_ERROR_INVALID, "%s: model config: d = %d is not a multiple "
-                 "of heads = %d", origin, c->d, c->heads);
+    g_set_error (error, CONY_ERROR, CONY_ERROR_INVALID,
+        "%s: model config: d = %d is not a multiple "
+        "of heads = %d",
+        origin, c->d, c->heads);
     goto fail;
   }
 
   JsonNode *att = json_object_get_member (o, "attention");
   if (!att) {
-    g_set_error (error, CONY_ERROR, CONY_ERROR_MISSING, "%s: model config: key 'attention' is missing "
-                 "(a variant name, or one per block)", origin);
+    g_set_error (error, CONY_ERROR, CONY_ERROR_MISSING,
+        "%s: model config: key 'attention' is missing "
+        "(a variant name, or one per block)",
+        origin);
     goto fail;
   }
   if (JSON_NODE_HOLDS_ARRAY (att)) {
     JsonArray *a = json_node_get_array (att);
     if ((int) json_array_get_length (a) != c->blocks) {
-      g_set_error (error, CONY_ERROR, CONY_ERROR_INVALID, "%s: model config: 'attention' lists %u "
-                   "variants for %d blocks", origin, json_array_get_length (a), c->blocks);
+      g_set_error (error, CONY_ERROR, CONY_ERROR_INVALID,
+          "%s: model config: 'attention' lists %u "
+          "variants for %d blocks",
+          origin, json_array_get_length (a), c->blocks);
       goto fail;
     }
     for (int b = 0; b < c->blocks; b++) {
       JsonNode *e = json_array_get_element (a, b);
       const char *name = JSON_NODE_HOLDS_VALUE (e) && json_node_get_value_type (e) == G_TYPE_STRING
-                             ? json_node_get_string (e) : NULL;
+          ? json_node_get_string (e)
+          : NULL;
       if (!parse_variant (name, origin, b, &c->attention[b], error))
         goto fail;
     }
   } else {
-    const char *name = JSON_NODE_HOLDS_VALUE (att) && json_node_get_value_type (att) == G_TYPE_STRING
-                           ? json_node_get_string (att) : NULL;
+    const char *name = JSON_NODE_HOLDS_VALUE (att)
+            && json_node_get_value_type (att) == G_TYPE_STRING
+        ? json_node_get_string (att)
+        : NULL;
     for (int b = 0; b < c->blocks; b++)
       if (!parse_variant (name, origin, b, &c->attention[b], error))
         goto fail;
@@ -183,8 +204,10 @@ cony_model_config_parse (const char *json, const char *origin, ConyModelConfig *
   } else if (strcmp (pinv, "iterative") == 0) {
     c->pinv = CONY_PINV_ITERATIVE;
   } else {
-    g_set_error (error, CONY_ERROR, CONY_ERROR_INVALID, "%s: model config: pinv is '%s' (expected "
-                 "'exact' or 'iterative')", origin, pinv);
+    g_set_error (error, CONY_ERROR, CONY_ERROR_INVALID,
+        "%s: model config: pinv is '%s' (expected "
+        "'exact' or 'iterative')",
+        origin, pinv);
     goto fail;
   }
 
@@ -196,8 +219,10 @@ cony_model_config_parse (const char *json, const char *origin, ConyModelConfig *
   } else if (strcmp (pe, "cyclic") == 0) {
     c->positional = CONY_POSITIONAL_CYCLIC;
   } else {
-    g_set_error (error, CONY_ERROR, CONY_ERROR_INVALID, "%s: model config: positional_encoding is "
-                 "'%s' (expected 'learned' or 'cyclic')", origin, pe);
+    g_set_error (error, CONY_ERROR, CONY_ERROR_INVALID,
+        "%s: model config: positional_encoding is "
+        "'%s' (expected 'learned' or 'cyclic')",
+        origin, pe);
     goto fail;
   }
 
@@ -209,22 +234,26 @@ cony_model_config_parse (const char *json, const char *origin, ConyModelConfig *
   } else if (strcmp (output, "sigmoid") == 0) {
     c->output = CONY_OUTPUT_SIGMOID;
   } else {
-    g_set_error (error, CONY_ERROR, CONY_ERROR_INVALID, "%s: model config: output is '%s' "
-                 "(expected 'softmax' or 'sigmoid')", origin, output);
+    g_set_error (error, CONY_ERROR, CONY_ERROR_INVALID,
+        "%s: model config: output is '%s' "
+        "(expected 'softmax' or 'sigmoid')",
+        origin, output);
     goto fail;
   }
 
   JsonNode *labels = json_object_get_member (o, "labels");
   if (!labels || !JSON_NODE_HOLDS_ARRAY (labels)) {
     g_set_error (error, CONY_ERROR, labels ? CONY_ERROR_FORMAT : CONY_ERROR_MISSING,
-                 "%s: model config: 'labels' must be a list of class names", origin);
+        "%s: model config: 'labels' must be a list of class names", origin);
     goto fail;
   }
   JsonArray *la = json_node_get_array (labels);
   guint nl = json_array_get_length (la);
   if (nl < 1 || nl > MAX_CLASSES) {
-    g_set_error (error, CONY_ERROR, CONY_ERROR_INVALID, "%s: model config: 'labels' has %u entries "
-                 "(expected 1 to %d)", origin, nl, MAX_CLASSES);
+    g_set_error (error, CONY_ERROR, CONY_ERROR_INVALID,
+        "%s: model config: 'labels' has %u entries "
+        "(expected 1 to %d)",
+        origin, nl, MAX_CLASSES);
     goto fail;
   }
   c->n_classes = (int) nl;
@@ -232,8 +261,8 @@ cony_model_config_parse (const char *json, const char *origin, ConyModelConfig *
   for (guint i = 0; i < nl; i++) {
     JsonNode *e = json_array_get_element (la, i);
     if (!JSON_NODE_HOLDS_VALUE (e) || json_node_get_value_type (e) != G_TYPE_STRING) {
-      g_set_error (error, CONY_ERROR, CONY_ERROR_FORMAT, "%s: model config: labels[%u] is not a string",
-                   origin, i);
+      g_set_error (error, CONY_ERROR, CONY_ERROR_FORMAT,
+          "%s: model config: labels[%u] is not a string", origin, i);
       goto fail;
     }
     c->labels[i] = g_strdup (json_node_get_string (e));
@@ -242,22 +271,29 @@ cony_model_config_parse (const char *json, const char *origin, ConyModelConfig *
   JsonNode *fe = json_object_get_member (o, "frontend");
   if (fe && !JSON_NODE_HOLDS_NULL (fe)) {
     if (!JSON_NODE_HOLDS_OBJECT (fe)) {
-      g_set_error (error, CONY_ERROR, CONY_ERROR_FORMAT, "%s: model config: 'frontend' must be an object",
-                   origin);
+      g_set_error (error, CONY_ERROR, CONY_ERROR_FORMAT,
+          "%s: model config: 'frontend' must be an object", origin);
       goto fail;
     }
     c->frontend_json = json_to_string (fe, FALSE);
     JsonObject *f = json_node_get_object (fe);
-    struct { const char *key; char **to; } cnn[] = {
-      { "cnn", &c->cnn_name }, { "cnn_sha256", &c->cnn_sha256 }, { "cnn_output", &c->cnn_output },
+    struct {
+      const char *key;
+      char **to;
+    } cnn[] = {
+      { "cnn", &c->cnn_name },
+      { "cnn_sha256", &c->cnn_sha256 },
+      { "cnn_output", &c->cnn_output },
     };
     for (guint i = 0; i < G_N_ELEMENTS (cnn); i++) {
       JsonNode *v = json_object_get_member (f, cnn[i].key);
       if (v == NULL)
         continue;
       if (!JSON_NODE_HOLDS_VALUE (v) || json_node_get_value_type (v) != G_TYPE_STRING) {
-        g_set_error (error, CONY_ERROR, CONY_ERROR_FORMAT, "%s: model config: frontend.%s is not "
-                     "a string", origin, cnn[i].key);
+        g_set_error (error, CONY_ERROR, CONY_ERROR_FORMAT,
+            "%s: model config: frontend.%s is not "
+            "a string",
+            origin, cnn[i].key);
         goto fail;
       }
       *cnn[i].to = g_strdup (json_node_get_string (v));
@@ -279,13 +315,12 @@ typedef struct {
   gboolean optional;
 } Expect;
 
-static void
-expect_add (GPtrArray *list, float **dest, int ndim, gsize s0, gsize s1, gsize s2, gboolean optional,
-            const char *fmt, ...) G_GNUC_PRINTF (8, 9);
+static void expect_add (GPtrArray *list, float **dest, int ndim, gsize s0, gsize s1, gsize s2,
+    gboolean optional, const char *fmt, ...) G_GNUC_PRINTF (8, 9);
 
 static void
-expect_add (GPtrArray *list, float **dest, int ndim, gsize s0, gsize s1, gsize s2, gboolean optional,
-            const char *fmt, ...)
+expect_add (GPtrArray *list, float **dest, int ndim, gsize s0, gsize s1, gsize s2,
+    gboolean optional, const char *fmt, ...)
 {
   Expect *e = g_new0 (Expect, 1);
   va_list ap;
@@ -351,8 +386,10 @@ cony_model_load (const char *path, GError **error)
     return NULL;
   const char *cfg = cony_safetensors_metadata (st, "config");
   if (!cfg) {
-    g_set_error (error, CONY_ERROR, CONY_ERROR_MISSING, "%s: no model config: __metadata__ needs a "
-                 "\"config\" entry holding the JSON config (see docs/model-format.md)", path);
+    g_set_error (error, CONY_ERROR, CONY_ERROR_MISSING,
+        "%s: no model config: __metadata__ needs a "
+        "\"config\" entry holding the JSON config (see docs/model-format.md)",
+        path);
     return NULL;
   }
   g_autoptr (ConyModel) m = g_new0 (ConyModel, 1);
@@ -369,14 +406,18 @@ cony_model_load (const char *path, GError **error)
   for (int b = 0; b < c->blocks; b++) {
     ConyModelBlock *k = &m->block[b];
     gboolean fixed = cony_attention_variant_uses_fixed_landmarks (c->attention[b]);
-    expect_add (ex, (float **) &k->attn.in_proj_weight, 2, 3 * d, d, 0, FALSE, "blocks.%d.attn.in_proj_weight", b);
-    expect_add (ex, (float **) &k->attn.in_proj_bias, 1, 3 * d, 0, 0, FALSE, "blocks.%d.attn.in_proj_bias", b);
-    expect_add (ex, (float **) &k->attn.out_proj_weight, 2, d, d, 0, FALSE, "blocks.%d.attn.out_proj.weight", b);
-    expect_add (ex, (float **) &k->attn.out_proj_bias, 1, d, 0, 0, FALSE, "blocks.%d.attn.out_proj.bias", b);
+    expect_add (ex, (float **) &k->attn.in_proj_weight, 2, 3 * d, d, 0, FALSE,
+        "blocks.%d.attn.in_proj_weight", b);
+    expect_add (ex, (float **) &k->attn.in_proj_bias, 1, 3 * d, 0, 0, FALSE,
+        "blocks.%d.attn.in_proj_bias", b);
+    expect_add (ex, (float **) &k->attn.out_proj_weight, 2, d, d, 0, FALSE,
+        "blocks.%d.attn.out_proj.weight", b);
+    expect_add (ex, (float **) &k->attn.out_proj_bias, 1, d, 0, 0, FALSE,
+        "blocks.%d.attn.out_proj.bias", b);
     expect_add (ex, (float **) &k->attn.q_landmarks, 3, c->heads, c->landmarks, hd, !fixed,
-                "blocks.%d.attn.q_landmarks", b);
+        "blocks.%d.attn.q_landmarks", b);
     expect_add (ex, (float **) &k->attn.k_landmarks, 3, c->heads, c->landmarks, hd, !fixed,
-                "blocks.%d.attn.k_landmarks", b);
+        "blocks.%d.attn.k_landmarks", b);
     expect_add (ex, &k->norm1_weight, 1, d, 0, 0, FALSE, "blocks.%d.norm1.weight", b);
     expect_add (ex, &k->norm1_bias, 1, d, 0, 0, FALSE, "blocks.%d.norm1.bias", b);
     expect_add (ex, &k->ff1_weight, 2, ff, d, 0, FALSE, "blocks.%d.ff.0.weight", b);
@@ -399,9 +440,10 @@ cony_model_load (const char *path, GError **error)
   for (guint i = 0; i < cony_safetensors_n_tensors (st); i++) {
     const ConyTensorInfo *t = cony_safetensors_tensor (st, i);
     if (!g_hash_table_contains (known, t->name)) {
-      g_set_error (error, CONY_ERROR, CONY_ERROR_FORMAT, "%s: unexpected tensor '%s' (not part of a "
-                   "%d-block %s model; see docs/model-format.md)", path, t->name, c->blocks,
-                   CONY_MODEL_ARCHITECTURE);
+      g_set_error (error, CONY_ERROR, CONY_ERROR_FORMAT,
+          "%s: unexpected tensor '%s' (not part of a "
+          "%d-block %s model; see docs/model-format.md)",
+          path, t->name, c->blocks, CONY_MODEL_ARCHITECTURE);
       return NULL;
     }
   }
@@ -421,9 +463,10 @@ cony_model_load (const char *path, GError **error)
   for (int b = 0; b < c->blocks; b++) {
     ConyModelBlock *k = &m->block[b];
     if ((k->attn.q_landmarks != NULL) != (k->attn.k_landmarks != NULL)) {
-      g_set_error (error, CONY_ERROR, CONY_ERROR_MISSING, "%s: tensor 'blocks.%d.attn.%s_landmarks' is "
-                   "missing (the file has the other landmark tensor of the pair)", path, b,
-                   k->attn.q_landmarks ? "k" : "q");
+      g_set_error (error, CONY_ERROR, CONY_ERROR_MISSING,
+          "%s: tensor 'blocks.%d.attn.%s_landmarks' is "
+          "missing (the file has the other landmark tensor of the pair)",
+          path, b, k->attn.q_landmarks ? "k" : "q");
       return NULL;
     }
     k->has_landmarks = k->attn.q_landmarks != NULL;
@@ -433,7 +476,7 @@ cony_model_load (const char *path, GError **error)
 
 ConyAttentionConfig
 cony_model_attention_config (const ConyModel *model, int block_index, ConyAttentionVariant variant,
-                             gboolean retroactive)
+    gboolean retroactive)
 {
   const ConyModelConfig *c = &model->config;
   ConyAttentionConfig ac = { 0 };

@@ -67,14 +67,16 @@ parse_shape (const char *p, ConyNpyArray *a, gsize elem, const char *path, GErro
     }
     if (end == p || errno == ERANGE || a->ndim == CONY_NPY_MAX_DIMS) {
       g_set_error (error, CONY_ERROR, CONY_ERROR_FORMAT,
-                   "%s: npy field 'shape': dimension %d is not a non-negative integer, or there "
-                   "are more than %d dimensions", path, a->ndim, CONY_NPY_MAX_DIMS);
+          "%s: npy field 'shape': dimension %d is not a non-negative integer, or there "
+          "are more than %d dimensions",
+          path, a->ndim, CONY_NPY_MAX_DIMS);
       return FALSE;
     }
     if (v != 0 && numel > G_MAXSIZE / elem / v) {
       g_set_error (error, CONY_ERROR, CONY_ERROR_FORMAT,
-                   "%s: npy field 'shape': dimension %d (%" G_GUINT64_FORMAT ") makes the array "
-                   "larger than memory can address", path, a->ndim, v);
+          "%s: npy field 'shape': dimension %d (%" G_GUINT64_FORMAT ") makes the array "
+          "larger than memory can address",
+          path, a->ndim, v);
       return FALSE;
     }
     numel *= v;
@@ -106,11 +108,12 @@ cony_npy_load (const char *path, GError **error)
     header_len = (guint8) contents[8] | ((gsize) (guint8) contents[9] << 8);
     header_start = 10;
   } else if ((major == 2 || major == 3) && len >= 12) {
-    header_len = (guint8) contents[8] | ((gsize) (guint8) contents[9] << 8) |
-                 ((gsize) (guint8) contents[10] << 16) | ((gsize) (guint8) contents[11] << 24);
+    header_len = (guint8) contents[8] | ((gsize) (guint8) contents[9] << 8)
+        | ((gsize) (guint8) contents[10] << 16) | ((gsize) (guint8) contents[11] << 24);
     header_start = 12;
   } else {
-    g_set_error (error, CONY_ERROR, CONY_ERROR_FORMAT, "%s: unsupported .npy version %u", path, major);
+    g_set_error (error, CONY_ERROR, CONY_ERROR_FORMAT, "%s: unsupported .npy version %u", path,
+        major);
     return NULL;
   }
   if (header_start + header_len > len) {
@@ -124,7 +127,7 @@ cony_npy_load (const char *path, GError **error)
   const char *shape = header_value (header, "'shape'");
   if (!descr || !order || !shape) {
     g_set_error (error, CONY_ERROR, CONY_ERROR_FORMAT,
-                 "%s: .npy header lacks descr, fortran_order or shape", path);
+        "%s: .npy header lacks descr, fortran_order or shape", path);
     return NULL;
   }
   gsize elem;
@@ -134,12 +137,12 @@ cony_npy_load (const char *path, GError **error)
     elem = 8;
   else {
     g_set_error (error, CONY_ERROR, CONY_ERROR_SHAPE,
-                 "%s: expected dtype float32 ('<f4') or float64 ('<f8'), got %.8s", path, descr);
+        "%s: expected dtype float32 ('<f4') or float64 ('<f8'), got %.8s", path, descr);
     return NULL;
   }
   if (!g_str_has_prefix (order, "False")) {
     g_set_error (error, CONY_ERROR, CONY_ERROR_SHAPE,
-                 "%s: Fortran-ordered arrays are not supported; save with C order", path);
+        "%s: Fortran-ordered arrays are not supported; save with C order", path);
     return NULL;
   }
 
@@ -150,8 +153,9 @@ cony_npy_load (const char *path, GError **error)
   gsize data_start = header_start + header_len;
   if (len - data_start < numel * elem) {
     g_set_error (error, CONY_ERROR, CONY_ERROR_FORMAT,
-                 "%s: .npy data is truncated: expected %" G_GSIZE_FORMAT " values, file holds %"
-                 G_GSIZE_FORMAT " bytes of data", path, numel, len - data_start);
+        "%s: .npy data is truncated: expected %" G_GSIZE_FORMAT
+        " values, file holds %" G_GSIZE_FORMAT " bytes of data",
+        path, numel, len - data_start);
     return NULL;
   }
   a->data = g_new (float, MAX (numel, 1));
@@ -174,7 +178,8 @@ cony_npy_save (const char *path, const float *data, int ndim, const gsize *shape
   GString *h = g_string_new ("{'descr': '<f4', 'fortran_order': False, 'shape': (");
   gsize numel = 1;
   for (int i = 0; i < ndim; i++) {
-    g_string_append_printf (h, "%" G_GSIZE_FORMAT "%s", shape[i], (ndim == 1 || i + 1 < ndim) ? ", " : "");
+    g_string_append_printf (h, "%" G_GSIZE_FORMAT "%s", shape[i],
+        (ndim == 1 || i + 1 < ndim) ? ", " : "");
     numel *= shape[i];
   }
   if (ndim == 1)
@@ -189,13 +194,15 @@ cony_npy_save (const char *path, const float *data, int ndim, const gsize *shape
 
   FILE *f = fopen (path, "wb");
   if (!f) {
-    g_set_error (error, CONY_ERROR, CONY_ERROR_IO, "%s: cannot write: %s", path, g_strerror (errno));
+    g_set_error (error, CONY_ERROR, CONY_ERROR_IO, "%s: cannot write: %s", path,
+        g_strerror (errno));
     g_string_free (h, TRUE);
     return FALSE;
   }
-  guint8 pre[10] = { 0x93, 'N', 'U', 'M', 'P', 'Y', 1, 0, (guint8) (h->len & 0xff), (guint8) (h->len >> 8) };
-  gboolean ok = fwrite (pre, 1, 10, f) == 10 && fwrite (h->str, 1, h->len, f) == h->len &&
-                fwrite (data, sizeof (float), numel, f) == numel;
+  guint8 pre[10] = { 0x93, 'N', 'U', 'M', 'P', 'Y', 1, 0, (guint8) (h->len & 0xff),
+    (guint8) (h->len >> 8) };
+  gboolean ok = fwrite (pre, 1, 10, f) == 10 && fwrite (h->str, 1, h->len, f) == h->len
+      && fwrite (data, sizeof (float), numel, f) == numel;
   ok = (fclose (f) == 0) && ok;
   g_string_free (h, TRUE);
   if (!ok)

@@ -13,20 +13,26 @@
 struct _ConySafetensors {
   char *path;
   GMappedFile *mapping;
-  const guint8 *data;     /* start of the data section */
+  const guint8 *data; /* start of the data section */
   gsize data_len;
-  GPtrArray *tensors;     /* ConyTensorInfo*, names owned in @names */
-  GHashTable *by_name;    /* name -> ConyTensorInfo* */
-  GHashTable *metadata;   /* key -> value (strings) */
+  GPtrArray *tensors;   /* ConyTensorInfo*, names owned in @names */
+  GHashTable *by_name;  /* name -> ConyTensorInfo* */
+  GHashTable *metadata; /* key -> value (strings) */
   GPtrArray *names;
 };
 
 static ConyDType
 parse_dtype (const char *s, gsize *elem_size)
 {
-  static const struct { const char *name; ConyDType dtype; gsize size; } table[] = {
-    { "F32", CONY_DTYPE_F32, 4 }, { "F16", CONY_DTYPE_F16, 2 },
-    { "F64", CONY_DTYPE_F64, 8 }, { "I64", CONY_DTYPE_I64, 8 },
+  static const struct {
+    const char *name;
+    ConyDType dtype;
+    gsize size;
+  } table[] = {
+    { "F32", CONY_DTYPE_F32, 4 },
+    { "F16", CONY_DTYPE_F16, 2 },
+    { "F64", CONY_DTYPE_F64, 8 },
+    { "I64", CONY_DTYPE_I64, 8 },
     { "I8", CONY_DTYPE_I8, 1 },
   };
   for (guint i = 0; i < G_N_ELEMENTS (table); i++)
@@ -74,7 +80,8 @@ static gboolean
 parse_metadata (ConySafetensors *st, JsonNode *node, GError **error)
 {
   if (!JSON_NODE_HOLDS_OBJECT (node)) {
-    g_set_error (error, CONY_ERROR, CONY_ERROR_FORMAT, "%s: __metadata__ is not an object", st->path);
+    g_set_error (error, CONY_ERROR, CONY_ERROR_FORMAT, "%s: __metadata__ is not an object",
+        st->path);
     return FALSE;
   }
   JsonObject *obj = json_node_get_object (node);
@@ -83,7 +90,7 @@ parse_metadata (ConySafetensors *st, JsonNode *node, GError **error)
     JsonNode *v = json_object_get_member (obj, l->data);
     if (!JSON_NODE_HOLDS_VALUE (v) || json_node_get_value_type (v) != G_TYPE_STRING) {
       g_set_error (error, CONY_ERROR, CONY_ERROR_FORMAT,
-                   "%s: __metadata__ value '%s' is not a string", st->path, (char *) l->data);
+          "%s: __metadata__ value '%s' is not a string", st->path, (char *) l->data);
       return FALSE;
     }
     g_hash_table_insert (st->metadata, g_strdup (l->data), g_strdup (json_node_get_string (v)));
@@ -95,20 +102,20 @@ static gboolean
 parse_tensor (ConySafetensors *st, const char *name, JsonNode *node, GError **error)
 {
   if (!JSON_NODE_HOLDS_OBJECT (node)) {
-    g_set_error (error, CONY_ERROR, CONY_ERROR_FORMAT, "%s: tensor '%s': header entry is not an object",
-                 st->path, name);
+    g_set_error (error, CONY_ERROR, CONY_ERROR_FORMAT,
+        "%s: tensor '%s': header entry is not an object", st->path, name);
     return FALSE;
   }
   JsonObject *obj = json_node_get_object (node);
   JsonNode *dt = json_object_get_member (obj, "dtype");
   JsonNode *sh = json_object_get_member (obj, "shape");
   JsonNode *off = json_object_get_member (obj, "data_offsets");
-  if (!dt || !sh || !off || !JSON_NODE_HOLDS_VALUE (dt) ||
-      json_node_get_value_type (dt) != G_TYPE_STRING || !JSON_NODE_HOLDS_ARRAY (sh) ||
-      !JSON_NODE_HOLDS_ARRAY (off)) {
+  if (!dt || !sh || !off || !JSON_NODE_HOLDS_VALUE (dt)
+      || json_node_get_value_type (dt) != G_TYPE_STRING || !JSON_NODE_HOLDS_ARRAY (sh)
+      || !JSON_NODE_HOLDS_ARRAY (off)) {
     g_set_error (error, CONY_ERROR, CONY_ERROR_FORMAT,
-                 "%s: tensor '%s': header entry needs dtype (string), shape and data_offsets (arrays)",
-                 st->path, name);
+        "%s: tensor '%s': header entry needs dtype (string), shape and data_offsets (arrays)",
+        st->path, name);
     return FALSE;
   }
   ConyTensorInfo *t = g_new0 (ConyTensorInfo, 1);
@@ -123,23 +130,25 @@ parse_tensor (ConySafetensors *st, const char *name, JsonNode *node, GError **er
   guint nd = json_array_get_length (shape);
   if (nd > 8) {
     g_set_error (error, CONY_ERROR, CONY_ERROR_FORMAT, "%s: tensor '%s' has %u dimensions (max 8)",
-                 st->path, name, nd);
+        st->path, name, nd);
     return FALSE;
   }
   t->ndim = nd;
   t->numel = 1;
   for (guint i = 0; i < nd; i++) {
     JsonNode *e = json_array_get_element (shape, i);
-    if (!JSON_NODE_HOLDS_VALUE (e) || json_node_get_value_type (e) != G_TYPE_INT64 ||
-        json_node_get_int (e) < 0) {
-      g_set_error (error, CONY_ERROR, CONY_ERROR_FORMAT, "%s: tensor '%s': shape entry %u is not a "
-                   "non-negative integer", st->path, name, i);
+    if (!JSON_NODE_HOLDS_VALUE (e) || json_node_get_value_type (e) != G_TYPE_INT64
+        || json_node_get_int (e) < 0) {
+      g_set_error (error, CONY_ERROR, CONY_ERROR_FORMAT,
+          "%s: tensor '%s': shape entry %u is not a "
+          "non-negative integer",
+          st->path, name, i);
       return FALSE;
     }
     t->shape[i] = json_node_get_int (e);
     if (t->shape[i] != 0 && t->numel > G_MAXSIZE / 16 / t->shape[i]) {
       g_set_error (error, CONY_ERROR, CONY_ERROR_FORMAT, "%s: tensor '%s': shape is absurdly large",
-                   st->path, name);
+          st->path, name);
       return FALSE;
     }
     t->numel *= t->shape[i];
@@ -152,7 +161,7 @@ parse_tensor (ConySafetensors *st, const char *name, JsonNode *node, GError **er
     JsonNode *e = json_array_get_length (offsets) == 2 ? json_array_get_element (offsets, i) : NULL;
     if (!e || !JSON_NODE_HOLDS_VALUE (e) || json_node_get_value_type (e) != G_TYPE_INT64) {
       g_set_error (error, CONY_ERROR, CONY_ERROR_FORMAT,
-                   "%s: tensor '%s': data_offsets must be 2 integers", st->path, name);
+          "%s: tensor '%s': data_offsets must be 2 integers", st->path, name);
       return FALSE;
     }
     offset[i] = json_node_get_int (e);
@@ -160,15 +169,16 @@ parse_tensor (ConySafetensors *st, const char *name, JsonNode *node, GError **er
   gint64 begin = offset[0], end = offset[1];
   if (begin < 0 || end < begin || (guint64) end > st->data_len) {
     g_set_error (error, CONY_ERROR, CONY_ERROR_FORMAT,
-                 "%s: tensor '%s': data_offsets [%" G_GINT64_FORMAT ", %" G_GINT64_FORMAT
-                 ") lie outside the %" G_GSIZE_FORMAT "-byte data section (file truncated?)",
-                 st->path, name, begin, end, st->data_len);
+        "%s: tensor '%s': data_offsets [%" G_GINT64_FORMAT ", %" G_GINT64_FORMAT
+        ") lie outside the %" G_GSIZE_FORMAT "-byte data section (file truncated?)",
+        st->path, name, begin, end, st->data_len);
     return FALSE;
   }
   if (elem && (gsize) (end - begin) != t->numel * elem) {
     g_set_error (error, CONY_ERROR, CONY_ERROR_FORMAT,
-                 "%s: tensor '%s': %s shape needs %" G_GSIZE_FORMAT " bytes but data_offsets span %"
-                 G_GINT64_FORMAT, st->path, name, dtype_name (t->dtype), t->numel * elem, end - begin);
+        "%s: tensor '%s': %s shape needs %" G_GSIZE_FORMAT
+        " bytes but data_offsets span %" G_GINT64_FORMAT,
+        st->path, name, dtype_name (t->dtype), t->numel * elem, end - begin);
     return FALSE;
   }
   t->data = st->data + begin;
@@ -198,7 +208,7 @@ cony_safetensors_open (const char *path, GError **error)
   const guint8 *bytes = (const guint8 *) g_mapped_file_get_contents (st->mapping);
   if (len < 8) {
     g_set_error (error, CONY_ERROR, CONY_ERROR_FORMAT,
-                 "%s: not a safetensors file (%" G_GSIZE_FORMAT " bytes, need at least 8)", path, len);
+        "%s: not a safetensors file (%" G_GSIZE_FORMAT " bytes, need at least 8)", path, len);
     return NULL;
   }
   guint64 hlen = 0;
@@ -206,8 +216,10 @@ cony_safetensors_open (const char *path, GError **error)
     hlen = (hlen << 8) | bytes[i];
   if (hlen > MAX_HEADER_BYTES || hlen > len - 8) {
     g_set_error (error, CONY_ERROR, CONY_ERROR_FORMAT,
-                 "%s: safetensors header claims %" G_GUINT64_FORMAT " bytes but the file has %"
-                 G_GSIZE_FORMAT " after the length field (truncated or not safetensors)", path, hlen, len - 8);
+        "%s: safetensors header claims %" G_GUINT64_FORMAT
+        " bytes but the file has %" G_GSIZE_FORMAT
+        " after the length field (truncated or not safetensors)",
+        path, hlen, len - 8);
     return NULL;
   }
   st->data = bytes + 8 + hlen;
@@ -215,14 +227,15 @@ cony_safetensors_open (const char *path, GError **error)
 
   g_autoptr (JsonParser) parser = json_parser_new ();
   if (!json_parser_load_from_data (parser, (const char *) bytes + 8, (gssize) hlen, &local)) {
-    g_set_error (error, CONY_ERROR, CONY_ERROR_FORMAT, "%s: safetensors header is not valid JSON: %s",
-                 path, local->message);
+    g_set_error (error, CONY_ERROR, CONY_ERROR_FORMAT,
+        "%s: safetensors header is not valid JSON: %s", path, local->message);
     g_error_free (local);
     return NULL;
   }
   JsonNode *root = json_parser_get_root (parser);
   if (!root || !JSON_NODE_HOLDS_OBJECT (root)) {
-    g_set_error (error, CONY_ERROR, CONY_ERROR_FORMAT, "%s: safetensors header is not a JSON object", path);
+    g_set_error (error, CONY_ERROR, CONY_ERROR_FORMAT,
+        "%s: safetensors header is not a JSON object", path);
     return NULL;
   }
   JsonObject *obj = json_node_get_object (root);
@@ -283,7 +296,10 @@ half_to_float (guint16 h)
       bits = sign;
     } else { /* subnormal: renormalise */
       int e = -1;
-      do { e++; mant <<= 1; } while (!(mant & 0x400));
+      do {
+        e++;
+        mant <<= 1;
+      } while (!(mant & 0x400));
       bits = sign | ((guint32) (127 - 15 - e) << 23) | ((mant & 0x3ff) << 13);
     }
   } else if (exp == 31) {
@@ -308,13 +324,13 @@ shape_to_string (int ndim, const gsize *shape)
 
 float *
 cony_safetensors_get_f32 (const ConySafetensors *st, const char *name, int ndim, const gsize *shape,
-                          GError **error)
+    GError **error)
 {
   const ConyTensorInfo *t = cony_safetensors_find (st, name);
   g_autofree char *want = shape_to_string (ndim, shape);
   if (!t) {
-    g_set_error (error, CONY_ERROR, CONY_ERROR_MISSING, "%s: tensor '%s' is missing (expected shape %s)",
-                 st->path, name, want);
+    g_set_error (error, CONY_ERROR, CONY_ERROR_MISSING,
+        "%s: tensor '%s' is missing (expected shape %s)", st->path, name, want);
     return NULL;
   }
   gboolean same = t->ndim == ndim;
@@ -323,12 +339,13 @@ cony_safetensors_get_f32 (const ConySafetensors *st, const char *name, int ndim,
   if (!same) {
     g_autofree char *got = shape_to_string (t->ndim, t->shape);
     g_set_error (error, CONY_ERROR, CONY_ERROR_SHAPE, "%s: tensor '%s' has shape %s, expected %s",
-                 st->path, name, got, want);
+        st->path, name, got, want);
     return NULL;
   }
   if (t->dtype != CONY_DTYPE_F32 && t->dtype != CONY_DTYPE_F16 && t->dtype != CONY_DTYPE_F64) {
-    g_set_error (error, CONY_ERROR, CONY_ERROR_SHAPE, "%s: tensor '%s' has dtype %s, expected F32 (or F16/F64)",
-                 st->path, name, dtype_name (t->dtype));
+    g_set_error (error, CONY_ERROR, CONY_ERROR_SHAPE,
+        "%s: tensor '%s' has dtype %s, expected F32 (or F16/F64)", st->path, name,
+        dtype_name (t->dtype));
     return NULL;
   }
   float *out = g_new (float, MAX (t->numel, 1));
@@ -347,8 +364,8 @@ cony_safetensors_get_f32 (const ConySafetensors *st, const char *name, int ndim,
     }
     if (!isfinite (v)) {
       g_set_error (error, CONY_ERROR, CONY_ERROR_INVALID,
-                   "%s: tensor '%s' holds a non-finite value (%g) at flat index %" G_GSIZE_FORMAT,
-                   st->path, name, v, i);
+          "%s: tensor '%s' holds a non-finite value (%g) at flat index %" G_GSIZE_FORMAT, st->path,
+          name, v, i);
       g_free (out);
       return NULL;
     }
@@ -359,8 +376,8 @@ cony_safetensors_get_f32 (const ConySafetensors *st, const char *name, int ndim,
 
 gboolean
 cony_safetensors_write (const char *path, guint n_tensors, const char *const *names,
-                        const float *const *data, const int *ndims, const gsize *const *shapes,
-                        const char *const *metadata, GError **error)
+    const float *const *data, const int *ndims, const gsize *const *shapes,
+    const char *const *metadata, GError **error)
 {
   g_autoptr (JsonBuilder) b = json_builder_new ();
   json_builder_begin_object (b);
@@ -405,7 +422,8 @@ cony_safetensors_write (const char *path, guint n_tensors, const char *const *na
 
   FILE *f = fopen (path, "wb");
   if (!f) {
-    g_set_error (error, CONY_ERROR, CONY_ERROR_IO, "%s: cannot write: %s", path, g_strerror (errno));
+    g_set_error (error, CONY_ERROR, CONY_ERROR_IO, "%s: cannot write: %s", path,
+        g_strerror (errno));
     return FALSE;
   }
   guint8 lenbytes[8];

@@ -25,10 +25,12 @@ rd32 (const guint8 *p)
 }
 
 #define BAD(...) \
-  G_STMT_START { \
+  G_STMT_START \
+  { \
     g_set_error (error, CONY_ERROR, CONY_ERROR_FORMAT, __VA_ARGS__); \
     return NULL; \
-  } G_STMT_END
+  } \
+  G_STMT_END
 
 ConyWav *
 cony_wav_load (const char *path, GError **error)
@@ -59,7 +61,8 @@ cony_wav_load (const char *path, GError **error)
     gsize body = pos + 8;
     if (memcmp (ck, "fmt ", 4) == 0) {
       if (size < 16 || body + size > len)
-        BAD ("%s: fmt chunk of %u bytes is %s", path, size, size < 16 ? "too short (need 16)" : "truncated");
+        BAD ("%s: fmt chunk of %u bytes is %s", path, size,
+            size < 16 ? "too short (need 16)" : "truncated");
       format = rd16 (d + body);
       channels = rd16 (d + body + 2);
       rate = rd32 (d + body + 4);
@@ -79,8 +82,8 @@ cony_wav_load (const char *path, GError **error)
       if (size == 0 || size == 0xFFFFFFFFu)
         data_len = avail;
       else if (size > avail)
-        BAD ("%s: truncated: the data chunk promises %u bytes, the file has %" G_GSIZE_FORMAT,
-             path, size, avail);
+        BAD ("%s: truncated: the data chunk promises %u bytes, the file has %" G_GSIZE_FORMAT, path,
+            size, avail);
       else
         data_len = size;
       data = d + body;
@@ -88,7 +91,7 @@ cony_wav_load (const char *path, GError **error)
     }
     if (size > len - body)
       BAD ("%s: chunk '%.4s' of %u bytes runs past the end of the file", path, (const char *) ck,
-           size);
+          size);
     pos = body + size + (size & 1);
   }
   if (!have_fmt)
@@ -99,7 +102,7 @@ cony_wav_load (const char *path, GError **error)
     BAD ("%s: 0 channels", path);
   if (rate < CONY_WAV_MIN_RATE || rate > CONY_WAV_MAX_RATE)
     BAD ("%s: sample rate %u Hz out of range (%u to %u Hz)", path, rate, CONY_WAV_MIN_RATE,
-         CONY_WAV_MAX_RATE);
+        CONY_WAV_MAX_RATE);
   gboolean is_float;
   if (format == WAVE_PCM && (bits == 8 || bits == 16 || bits == 24 || bits == 32))
     is_float = FALSE;
@@ -107,11 +110,12 @@ cony_wav_load (const char *path, GError **error)
     is_float = TRUE;
   else
     BAD ("%s: unsupported encoding (format tag 0x%04x, %u bits); supported: PCM 8/16/24/32-bit, "
-         "IEEE float 32/64-bit", path, format, bits);
+         "IEEE float 32/64-bit",
+        path, format, bits);
   guint bps = bits / 8;
   if (block_align != bps * channels)
     BAD ("%s: block align %u does not match %u channels of %u bits", path, block_align, channels,
-         bits);
+        bits);
 
   ConyWav *wav = g_new0 (ConyWav, 1);
   wav->sample_rate = rate;
@@ -173,24 +177,27 @@ cony_wav_mono (const ConyWav *wav)
 
 float *
 cony_resample (const float *samples, gsize n, guint in_rate, guint out_rate, gsize *n_out,
-               GError **error)
+    GError **error)
 {
   g_return_val_if_fail (n_out != NULL, NULL);
   g_return_val_if_fail (samples != NULL || n == 0, NULL);
   *n_out = 0;
-  if (in_rate < CONY_WAV_MIN_RATE || in_rate > CONY_WAV_MAX_RATE || out_rate < CONY_WAV_MIN_RATE ||
-      out_rate > CONY_WAV_MAX_RATE) {
-    g_set_error (error, CONY_ERROR, CONY_ERROR_INVALID, "resample %u -> %u Hz: rates must be %u to "
-                 "%u Hz", in_rate, out_rate, CONY_WAV_MIN_RATE, CONY_WAV_MAX_RATE);
+  if (in_rate < CONY_WAV_MIN_RATE || in_rate > CONY_WAV_MAX_RATE || out_rate < CONY_WAV_MIN_RATE
+      || out_rate > CONY_WAV_MAX_RATE) {
+    g_set_error (error, CONY_ERROR, CONY_ERROR_INVALID,
+        "resample %u -> %u Hz: rates must be %u to "
+        "%u Hz",
+        in_rate, out_rate, CONY_WAV_MIN_RATE, CONY_WAV_MAX_RATE);
     return NULL;
   }
   /* The output is sized before anything is allocated: a short input at a low rate must
    * not ask for gigabytes. */
   double want = (double) n * out_rate / in_rate;
   if (want > CONY_RESAMPLE_MAX_SAMPLES) {
-    g_set_error (error, CONY_ERROR, CONY_ERROR_INVALID, "resample %u -> %u Hz: %" G_GSIZE_FORMAT
-                 " samples would give %.0f, more than the cap of %u samples", in_rate, out_rate, n,
-                 want, CONY_RESAMPLE_MAX_SAMPLES);
+    g_set_error (error, CONY_ERROR, CONY_ERROR_INVALID,
+        "resample %u -> %u Hz: %" G_GSIZE_FORMAT
+        " samples would give %.0f, more than the cap of %u samples",
+        in_rate, out_rate, n, want, CONY_RESAMPLE_MAX_SAMPLES);
     return NULL;
   }
   if (in_rate == out_rate) {
@@ -198,29 +205,30 @@ cony_resample (const float *samples, gsize n, guint in_rate, guint out_rate, gsi
     return g_memdup2 (samples, MAX (n, 1) * sizeof (float));
   }
   if (n > G_MAXINT / 2) {
-    g_set_error (error, CONY_ERROR, CONY_ERROR_INVALID, "resample: %" G_GSIZE_FORMAT
-                 " samples is too long", n);
+    g_set_error (error, CONY_ERROR, CONY_ERROR_INVALID,
+        "resample: %" G_GSIZE_FORMAT " samples is too long", n);
     return NULL;
   }
   SwrContext *swr = NULL;
   AVChannelLayout mono = AV_CHANNEL_LAYOUT_MONO;
   int ret = swr_alloc_set_opts2 (&swr, &mono, AV_SAMPLE_FMT_FLT, (int) out_rate, &mono,
-                                 AV_SAMPLE_FMT_FLT, (int) in_rate, 0, NULL);
+      AV_SAMPLE_FMT_FLT, (int) in_rate, 0, NULL);
   if (ret >= 0)
     ret = swr_init (swr);
   if (ret < 0) {
     char msg[128];
     av_strerror (ret, msg, sizeof msg);
     g_set_error (error, CONY_ERROR, CONY_ERROR_INVALID, "resample %u -> %u Hz: libswresample: %s",
-                 in_rate, out_rate, msg);
+        in_rate, out_rate, msg);
     swr_free (&swr);
     return NULL;
   }
   gsize cap = (gsize) want + 1024;
   float *out = g_try_new (float, cap);
   if (!out) {
-    g_set_error (error, CONY_ERROR, CONY_ERROR_INVALID, "resample %u -> %u Hz: out of memory for %"
-                 G_GSIZE_FORMAT " samples", in_rate, out_rate, cap);
+    g_set_error (error, CONY_ERROR, CONY_ERROR_INVALID,
+        "resample %u -> %u Hz: out of memory for %" G_GSIZE_FORMAT " samples", in_rate, out_rate,
+        cap);
     swr_free (&swr);
     return NULL;
   }
@@ -230,7 +238,7 @@ cony_resample (const float *samples, gsize n, guint in_rate, guint out_rate, gsi
   gsize total = got > 0 ? (gsize) got : 0;
   while (got >= 0) {
     out_planes[0] = (guint8 *) (out + total);
-    got = swr_convert (swr, out_planes, (int) (cap - total), NULL, 0);   /* flush */
+    got = swr_convert (swr, out_planes, (int) (cap - total), NULL, 0); /* flush */
     if (got <= 0)
       break;
     total += (gsize) got;
@@ -238,7 +246,7 @@ cony_resample (const float *samples, gsize n, guint in_rate, guint out_rate, gsi
   swr_free (&swr);
   if (got < 0) {
     g_set_error (error, CONY_ERROR, CONY_ERROR_INVALID, "resample %u -> %u Hz failed", in_rate,
-                 out_rate);
+        out_rate);
     g_free (out);
     return NULL;
   }

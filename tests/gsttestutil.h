@@ -5,7 +5,7 @@
 /* Pushes tokens @from … @from+@n−1 of @x (@dim floats each) in buffers of @k tokens,
  * PTS base + i·step_ns, duration len·step_ns; the first buffer DISCONT when asked. */
 void cony_test_push_tokens (GstHarness *h, const float *x, guint dim, gsize from, gsize n, guint k,
-                            GstClockTime base, GstClockTime step_ns, gboolean discont);
+    GstClockTime base, GstClockTime step_ns, gboolean discont);
 
 /* Pops the ERROR message from @bus and checks that it is a core negotiation error whose
  * debug text contains each string of the NULL-terminated @needles (NULL: none). */
@@ -17,7 +17,7 @@ void cony_test_pop_negotiation_error (GstBus *bus, const char *const *needles);
  * must be a negotiation error naming them (cony_test_pop_negotiation_error()). Tears @h
  * down. */
 void cony_test_assert_caps_refused (GstHarness *h, const char *caps_string,
-                                    const char *const *needles);
+    const char *const *needles);
 
 /* A GST_PARAM_MUTABLE_READY property (#31.5): with the harnessed element PLAYING,
  * setting @prop to @value (a string as for gst-launch) is refused and the old value

@@ -20,8 +20,9 @@ static void
 fill_normal (GRand *rng, float *x, gsize count, double sd)
 {
   for (gsize i = 0; i < count; i++)
-    x[i] = (float) (g_rand_double_range (rng, -1.0, 1.0) + g_rand_double_range (rng, -1.0, 1.0) +
-                    g_rand_double_range (rng, -1.0, 1.0)) * (float) sd;
+    x[i] = (float) (g_rand_double_range (rng, -1.0, 1.0) + g_rand_double_range (rng, -1.0, 1.0)
+               + g_rand_double_range (rng, -1.0, 1.0))
+        * (float) sd;
 }
 
 static Setup *
@@ -32,10 +33,10 @@ setup_new (int d, int heads, int n, int m, guint32 seed)
   s->d = d, s->heads = heads, s->n = n, s->m = m;
   s->w_in = g_new (float, 3 * d * d);
   s->b_in = g_new (float, 3 * d);
-  s->w_out = g_new (float, d * d);
+  s->w_out = g_new (float, d *d);
   s->b_out = g_new (float, d);
-  s->ql = g_new (float, m * d);
-  s->kl = g_new (float, m * d);
+  s->ql = g_new (float, m *d);
+  s->kl = g_new (float, m *d);
   fill_normal (rng, s->w_in, 3 * d * d, 1.0 / sqrt (d));
   fill_normal (rng, s->b_in, 3 * d, 0.1);
   fill_normal (rng, s->w_out, d * d, 1.0 / sqrt (d));
@@ -56,10 +57,14 @@ setup_free (Setup *s)
 
 static ConyAttention *
 make_layer_with (const Setup *s, ConyAttentionVariant v, gboolean retro, int m, const float *ql,
-                 const float *kl)
+    const float *kl)
 {
-  ConyAttentionConfig c = { .variant = v, .d = s->d, .heads = s->heads, .window = s->n,
-                            .landmarks = m, .retroactive = retro };
+  ConyAttentionConfig c = { .variant = v,
+    .d = s->d,
+    .heads = s->heads,
+    .window = s->n,
+    .landmarks = m,
+    .retroactive = retro };
   ConyAttentionWeights w = { s->w_in, s->b_in, s->w_out, s->b_out, ql, kl };
   GError *error = NULL;
   ConyAttention *a = cony_attention_new (&c, &w, &error);
@@ -86,7 +91,7 @@ static float *
 random_tokens (int T, int d, guint32 seed, double sd)
 {
   GRand *rng = g_rand_new_with_seed (seed);
-  float *x = g_new (float, (gsize) T * d);
+  float *x = g_new (float, (gsize) T *d);
   fill_normal (rng, x, (gsize) T * d, sd);
   g_rand_free (rng);
   return x;
@@ -99,7 +104,7 @@ compare_with_window (ConyAttention *cont, ConyAttention *win, const float *x, in
 {
   const ConyAttentionConfig *c = cony_attention_get_config (cont);
   int rows = cony_attention_output_rows (cont), d = c->d, n = c->window;
-  float *a = g_new (float, (gsize) rows * d), *b = g_new (float, (gsize) rows * d);
+  float *a = g_new (float, (gsize) rows *d), *b = g_new (float, (gsize) rows *d);
   double worst = 0.0;
   for (int t = 0; t < T; t++) {
     cony_attention_step (cont, x + (gsize) t * d, a);
@@ -141,8 +146,8 @@ test_pair (gconstpointer data)
     float *x = random_tokens (4 * p->n + 3, p->d, 99, 1.0);
     double err = compare_with_window (cont, win, x, 4 * p->n + 3);
     g_test_message ("%s vs %s retro=%d n=%d m=%d heads=%d: max rel err %.3g",
-                    cony_attention_variant_name (p->continual), cony_attention_variant_name (p->windowed),
-                    retro, p->n, p->m, p->heads, err);
+        cony_attention_variant_name (p->continual), cony_attention_variant_name (p->windowed),
+        retro, p->n, p->m, p->heads, err);
     g_assert_cmpfloat (err, <=, 1e-5);
     /* After a reset the layer is a fresh stream again. */
     cony_attention_reset (cont);
@@ -238,8 +243,8 @@ test_cony_schedule (gconstpointer data)
     ConyAttention *plain = make_layer (s, CONY_ATTENTION_NYSTROM, retro);
     int T = 4 * p->n + 5, d = p->d, rows = cony_attention_output_rows (cony);
     float *x = random_tokens (T, d, 5, 1.0);
-    float *a = g_new (float, (gsize) rows * d), *b = g_new (float, (gsize) rows * d);
-    float *ql = g_new (float, (gsize) p->m * d), *kl = g_new (float, (gsize) p->m * d);
+    float *a = g_new (float, (gsize) rows *d), *b = g_new (float, (gsize) rows *d);
+    float *ql = g_new (float, (gsize) p->m *d), *kl = g_new (float, (gsize) p->m *d);
     double worst = 0.0, worst_update = 0.0;
     int updates = 0;
     for (int t = 0; t < T; t++) {
@@ -261,7 +266,8 @@ test_cony_schedule (gconstpointer data)
       }
     }
     g_test_message ("cony retro=%d n=%d m=%d heads=%d: vs schedule Nyström %.3g, vs nystrom at %d "
-                    "update steps %.3g", retro, p->n, p->m, p->heads, worst, updates, worst_update);
+                    "update steps %.3g",
+        retro, p->n, p->m, p->heads, worst, updates, worst_update);
     g_assert_cmpfloat (worst, <=, 1e-5);
     g_assert_cmpfloat (worst_update, <=, 1e-5);
     if (p->n % p->m == 0)
@@ -290,8 +296,8 @@ test_step_tokens (gconstpointer data)
   int d = p->d, n = p->n, T = 5 * n;
   Setup *s = setup_new (d, p->heads, n, p->m, 31 + n);
   float *x = random_tokens (T, d, 8, 1.0);
-  float *a = g_new (float, (gsize) n * d), *b = g_new (float, (gsize) n * d);
-  float *ql = g_new (float, (gsize) p->m * d), *kl = g_new (float, (gsize) p->m * d);
+  float *a = g_new (float, (gsize) n *d), *b = g_new (float, (gsize) n *d);
+  float *ql = g_new (float, (gsize) p->m *d), *kl = g_new (float, (gsize) p->m *d);
   for (int count = 1; count <= 3; count++) {
     ConyAttention *cont = make_layer (s, p->continual, FALSE);
     ConyAttention *win = make_layer (s, p->windowed, TRUE);
@@ -309,10 +315,12 @@ test_step_tokens (gconstpointer data)
         cony_attention_forward_window (win, window, w, b);
       }
       int rows = MIN (count, w);
-      worst = fmax (worst, cony_test_rel_err_floor (a + (gsize) (count - rows) * d, b + (gsize) (n - rows) * d,
-                                    (gsize) rows * d));
+      worst = fmax (worst,
+          cony_test_rel_err_floor (a + (gsize) (count - rows) * d, b + (gsize) (n - rows) * d,
+              (gsize) rows * d));
     }
-    g_test_message ("%s count=%d: max rel err %.3g", cony_attention_variant_name (p->continual), count, worst);
+    g_test_message ("%s count=%d: max rel err %.3g", cony_attention_variant_name (p->continual),
+        count, worst);
     g_assert_cmpfloat (worst, <=, 1e-5);
     cony_attention_free (cont), cony_attention_free (win);
   }
@@ -357,8 +365,8 @@ run_drift (ConyAttentionVariant v, gboolean retro, guint64 steps)
   ConyAttention *cont = make_layer (s, v, retro);
   ConyAttention *win = make_layer (s, cony_attention_variant_windowed (v), retro);
   int d = 16, n = 12, rows = cony_attention_output_rows (cont);
-  float *hist = g_new0 (float, (gsize) n * d), *a = g_new (float, (gsize) rows * d),
-        *b = g_new (float, (gsize) rows * d), *x = g_new (float, d);
+  float *hist = g_new0 (float, (gsize) n *d), *a = g_new (float, (gsize) rows *d),
+        *b = g_new (float, (gsize) rows *d), *x = g_new (float, d);
   GRand *rng = g_rand_new_with_seed (1234);
   for (guint64 t = 0; t < steps; t++) {
     double scale = 1.0 + 0.9 * sin ((double) t * 1e-3);
@@ -369,13 +377,13 @@ run_drift (ConyAttentionVariant v, gboolean retro, guint64 steps)
     cony_attention_step (cont, x, a);
   }
   /* The window, oldest first. */
-  float *win_x = g_new (float, (gsize) n * d);
+  float *win_x = g_new (float, (gsize) n *d);
   for (int i = 0; i < n; i++)
     memcpy (win_x + (gsize) i * d, hist + ((steps + i) % n) * d, sizeof (float) * d);
   cony_attention_forward_window (win, win_x, n, b);
   double err = cony_test_rel_err_floor (a, b, (gsize) rows * d);
   g_test_message ("%s retro=%d after %" G_GUINT64_FORMAT " steps: rel err %.3g",
-                  cony_attention_variant_name (v), retro, steps, err);
+      cony_attention_variant_name (v), retro, steps, err);
   g_assert_cmpfloat (err, <=, 1e-4);
   g_rand_free (rng);
   g_free (hist), g_free (a), g_free (b), g_free (x), g_free (win_x);
@@ -398,11 +406,16 @@ test_bad_config (void)
 {
   Setup *s = setup_new (8, 2, 6, 2, 1);
   ConyAttentionWeights w = { s->w_in, s->b_in, s->w_out, s->b_out, NULL, NULL };
-  struct { ConyAttentionConfig c; const char *expect; } cases[] = {
+  struct {
+    ConyAttentionConfig c;
+    const char *expect;
+  } cases[] = {
     { { .variant = CONY_ATTENTION_REGULAR, .d = 8, .heads = 3, .window = 6 }, "multiple of heads" },
     { { .variant = CONY_ATTENTION_REGULAR, .d = 8, .heads = 2, .window = 0 }, "window" },
-    { { .variant = CONY_ATTENTION_CONY, .d = 8, .heads = 2, .window = 6, .landmarks = 7 }, "landmarks" },
-    { { .variant = CONY_ATTENTION_NYSTROM_FIXED, .d = 8, .heads = 2, .window = 6, .landmarks = 2 }, "q_landmarks" },
+    { { .variant = CONY_ATTENTION_CONY, .d = 8, .heads = 2, .window = 6, .landmarks = 7 },
+        "landmarks" },
+    { { .variant = CONY_ATTENTION_NYSTROM_FIXED, .d = 8, .heads = 2, .window = 6, .landmarks = 2 },
+        "q_landmarks" },
   };
   for (guint i = 0; i < G_N_ELEMENTS (cases); i++) {
     GError *error = NULL;
@@ -421,7 +434,6 @@ test_bad_config (void)
   setup_free (s);
 }
 
-
 /* Limits and the memory budget (#31.1): a window beyond what the variants serve, too
  * many landmarks, and a config whose buffers pass CONY_MEMORY_BUDGET are refused with
  * an error naming the window (and, over budget, the bytes), before any allocation:
@@ -429,12 +441,23 @@ test_bad_config (void)
 static void
 test_budget (void)
 {
-  struct { ConyAttentionConfig c; const char *expect[2]; } cases[] = {
-    { { .variant = CONY_ATTENTION_REGULAR, .d = 8, .heads = 2, .window = 100000 }, { "window=100000", "most a layer serves" } },
-    { { .variant = CONY_ATTENTION_CONY, .d = 8, .heads = 2, .window = 4096, .landmarks = 129 }, { "landmarks=129", "most a layer serves" } },
-    { { .variant = CONY_ATTENTION_REGULAR, .d = 16384, .heads = 1, .window = 4096 }, { "window=4096", "bytes" } },
-    { { .variant = CONY_ATTENTION_CONY, .d = 128, .heads = 128, .window = 4096, .landmarks = 128, .retroactive = TRUE },
-      { "window=4096", "bytes" } },
+  struct {
+    ConyAttentionConfig c;
+    const char *expect[2];
+  } cases[] = {
+    { { .variant = CONY_ATTENTION_REGULAR, .d = 8, .heads = 2, .window = 100000 },
+        { "window=100000", "most a layer serves" } },
+    { { .variant = CONY_ATTENTION_CONY, .d = 8, .heads = 2, .window = 4096, .landmarks = 129 },
+        { "landmarks=129", "most a layer serves" } },
+    { { .variant = CONY_ATTENTION_REGULAR, .d = 16384, .heads = 1, .window = 4096 },
+        { "window=4096", "bytes" } },
+    { { .variant = CONY_ATTENTION_CONY,
+          .d = 128,
+          .heads = 128,
+          .window = 4096,
+          .landmarks = 128,
+          .retroactive = TRUE },
+        { "window=4096", "bytes" } },
   };
   for (guint i = 0; i < G_N_ELEMENTS (cases); i++) {
     GError *error = NULL;
@@ -468,7 +491,7 @@ test_extreme_tokens (void)
   int d = 8, n = 6, T = 2 * n + 1;
   Setup *s = setup_new (d, 2, n, 3, 5);
   float *x = random_tokens (T, d, 17, 1.0);
-  float *want = g_new (float, (gsize) T * n * d), *got = g_new (float, (gsize) n * d);
+  float *want = g_new (float, (gsize) T *n *d), *got = g_new (float, (gsize) n *d);
   float tok[8];
   for (int v = 0; v < CONY_ATTENTION_N_VARIANTS; v++)
     for (int retro = 0; retro < 2; retro++) {
@@ -513,16 +536,20 @@ test_extreme_landmarks (void)
   int d = 8, n = 6, m = 3;
   Setup *s = setup_new (d, 2, n, m, 9);
   float *x = random_tokens (2 * n, d, 23, 1.0);
-  float *ql = g_new (float, m * d), *kl = g_new (float, m * d), out[8];
+  float *ql = g_new (float, m *d), *kl = g_new (float, m *d), out[8];
   for (guint e = 0; e < G_N_ELEMENTS (scales); e++)
     for (int it = 0; it < 2; it++) {
       for (int i = 0; i < m * d; i++) {
         ql[i] = s->ql[i] > 0 ? scales[e] : -scales[e];
         kl[i] = s->kl[i] * (scales[e] / 4);
       }
-      ConyAttentionConfig c = { .variant = CONY_ATTENTION_CONY_FIXED, .d = d, .heads = 2, .window = n,
-                                .landmarks = m, .pinv = it ? CONY_PINV_ITERATIVE : CONY_PINV_EXACT,
-                                .pinv_iterations = it ? 1000 : 0 };
+      ConyAttentionConfig c = { .variant = CONY_ATTENTION_CONY_FIXED,
+        .d = d,
+        .heads = 2,
+        .window = n,
+        .landmarks = m,
+        .pinv = it ? CONY_PINV_ITERATIVE : CONY_PINV_EXACT,
+        .pinv_iterations = it ? 1000 : 0 };
       ConyAttentionWeights w = { s->w_in, s->b_in, s->w_out, s->b_out, ql, kl };
       GError *error = NULL;
       ConyAttention *a = cony_attention_new (&c, &w, &error);
@@ -543,7 +570,6 @@ test_extreme_landmarks (void)
   setup_free (s);
 }
 
-
 /* The fast exponential on NaN, ±Inf and huge arguments (#30: UBSan saw NaN converted to
  * int and a negative left shift): NaN stays NaN, everything else is finite and >= 0,
  * and the vector path (first four) equals the scalar one (fifth) bit for bit. */
@@ -551,7 +577,7 @@ static void
 test_exp_specials (void)
 {
   const float values[] = { NAN, -NAN, INFINITY, -INFINITY, 1e30f, -1e30f, FLT_MAX, -FLT_MAX, 88.5f,
-                           -87.5f, 0.0f, 1e-40f };
+    -87.5f, 0.0f, 1e-40f };
   for (guint i = 0; i < G_N_ELEMENTS (values); i++) {
     float x[5];
     for (int k = 0; k < 5; k++)
@@ -595,25 +621,50 @@ test_state_bytes (void)
    * (double). */
   g_assert_cmpuint (cony_attention_state_bytes (reg), ==, 3 * 12 * 16 * 4);
   g_assert_cmpuint (cony_attention_state_bytes (fix), ==,
-                    12 * 16 * 4 + 2 * 12 * 2 * 3 * 8 + 2 * 3 * 8 * (2 + 8));
+      12 * 16 * 4 + 2 * 12 * 2 * 3 * 8 + 2 * 3 * 8 * (2 + 8));
   cony_attention_free (reg), cony_attention_free (fix);
   setup_free (s);
 }
 
 static const Pair pairs[] = {
-  { .continual = CONY_ATTENTION_CONTINUAL, .windowed = CONY_ATTENTION_REGULAR, .d = 8, .heads = 1, .n = 6, .m = 2 },
-  { .continual = CONY_ATTENTION_CONTINUAL, .windowed = CONY_ATTENTION_REGULAR, .d = 16, .heads = 4, .n = 10, .m = 3 },
-  { .continual = CONY_ATTENTION_CONY_FIXED, .windowed = CONY_ATTENTION_NYSTROM_FIXED, .d = 8, .heads = 1, .n = 6, .m = 2 },
-  { .continual = CONY_ATTENTION_CONY_FIXED, .windowed = CONY_ATTENTION_NYSTROM_FIXED, .d = 16, .heads = 4, .n = 10, .m = 3 },
-  { .continual = CONY_ATTENTION_CONY_FIXED, .windowed = CONY_ATTENTION_NYSTROM_FIXED, .d = 12, .heads = 2, .n = 7, .m = 4 },
+  { .continual = CONY_ATTENTION_CONTINUAL,
+      .windowed = CONY_ATTENTION_REGULAR,
+      .d = 8,
+      .heads = 1,
+      .n = 6,
+      .m = 2 },
+  { .continual = CONY_ATTENTION_CONTINUAL,
+      .windowed = CONY_ATTENTION_REGULAR,
+      .d = 16,
+      .heads = 4,
+      .n = 10,
+      .m = 3 },
+  { .continual = CONY_ATTENTION_CONY_FIXED,
+      .windowed = CONY_ATTENTION_NYSTROM_FIXED,
+      .d = 8,
+      .heads = 1,
+      .n = 6,
+      .m = 2 },
+  { .continual = CONY_ATTENTION_CONY_FIXED,
+      .windowed = CONY_ATTENTION_NYSTROM_FIXED,
+      .d = 16,
+      .heads = 4,
+      .n = 10,
+      .m = 3 },
+  { .continual = CONY_ATTENTION_CONY_FIXED,
+      .windowed = CONY_ATTENTION_NYSTROM_FIXED,
+      .d = 12,
+      .heads = 2,
+      .n = 7,
+      .m = 4 },
 };
 
 static const Pair schedules[] = {
-  { .d = 8, .heads = 1, .n = 8, .m = 2 },    /* n mod m = 0 */
-  { .d = 16, .heads = 4, .n = 12, .m = 4 },  /* n mod m = 0, several heads */
-  { .d = 8, .heads = 1, .n = 10, .m = 4 },   /* n mod m = 2 */
-  { .d = 12, .heads = 3, .n = 7, .m = 3 },   /* n mod m = 1, several heads */
-  { .d = 8, .heads = 2, .n = 5, .m = 5 },    /* m = n: every segment one token */
+  { .d = 8, .heads = 1, .n = 8, .m = 2 },   /* n mod m = 0 */
+  { .d = 16, .heads = 4, .n = 12, .m = 4 }, /* n mod m = 0, several heads */
+  { .d = 8, .heads = 1, .n = 10, .m = 4 },  /* n mod m = 2 */
+  { .d = 12, .heads = 3, .n = 7, .m = 3 },  /* n mod m = 1, several heads */
+  { .d = 8, .heads = 2, .n = 5, .m = 5 },   /* m = n: every segment one token */
 };
 
 int
@@ -622,34 +673,57 @@ main (int argc, char **argv)
   g_test_init (&argc, &argv, NULL);
   for (guint i = 0; i < G_N_ELEMENTS (pairs); i++) {
     g_autofree char *path = g_strdup_printf ("/attention/equivalence/%s/n%d-m%d-h%d",
-                                             cony_attention_variant_name (pairs[i].continual),
-                                             pairs[i].n, pairs[i].m, pairs[i].heads);
+        cony_attention_variant_name (pairs[i].continual), pairs[i].n, pairs[i].m, pairs[i].heads);
     g_test_add_data_func (path, &pairs[i], test_pair);
   }
   for (guint i = 0; i < G_N_ELEMENTS (schedules); i++) {
     g_autofree char *path = g_strdup_printf ("/attention/equivalence/cony/n%d-m%d-h%d",
-                                             schedules[i].n, schedules[i].m, schedules[i].heads);
+        schedules[i].n, schedules[i].m, schedules[i].heads);
     g_test_add_data_func (path, &schedules[i], test_cony_schedule);
   }
   static const Pair multi[] = {
-    { .continual = CONY_ATTENTION_CONTINUAL, .windowed = CONY_ATTENTION_REGULAR, .d = 8, .heads = 2, .n = 7, .m = 3 },
-    { .continual = CONY_ATTENTION_CONY_FIXED, .windowed = CONY_ATTENTION_NYSTROM_FIXED, .d = 8, .heads = 2, .n = 7, .m = 3 },
-    { .continual = CONY_ATTENTION_CONY, .windowed = CONY_ATTENTION_NYSTROM, .d = 8, .heads = 2, .n = 8, .m = 4 },
-    { .continual = CONY_ATTENTION_CONY, .windowed = CONY_ATTENTION_NYSTROM, .d = 12, .heads = 3, .n = 7, .m = 3 },
-    { .continual = CONY_ATTENTION_NYSTROM, .windowed = CONY_ATTENTION_NYSTROM, .d = 8, .heads = 2, .n = 9, .m = 3 },
+    { .continual = CONY_ATTENTION_CONTINUAL,
+        .windowed = CONY_ATTENTION_REGULAR,
+        .d = 8,
+        .heads = 2,
+        .n = 7,
+        .m = 3 },
+    { .continual = CONY_ATTENTION_CONY_FIXED,
+        .windowed = CONY_ATTENTION_NYSTROM_FIXED,
+        .d = 8,
+        .heads = 2,
+        .n = 7,
+        .m = 3 },
+    { .continual = CONY_ATTENTION_CONY,
+        .windowed = CONY_ATTENTION_NYSTROM,
+        .d = 8,
+        .heads = 2,
+        .n = 8,
+        .m = 4 },
+    { .continual = CONY_ATTENTION_CONY,
+        .windowed = CONY_ATTENTION_NYSTROM,
+        .d = 12,
+        .heads = 3,
+        .n = 7,
+        .m = 3 },
+    { .continual = CONY_ATTENTION_NYSTROM,
+        .windowed = CONY_ATTENTION_NYSTROM,
+        .d = 8,
+        .heads = 2,
+        .n = 9,
+        .m = 3 },
   };
   for (guint i = 0; i < G_N_ELEMENTS (multi); i++) {
     g_autofree char *path = g_strdup_printf ("/attention/step-tokens/%s/n%d-m%d",
-                                             cony_attention_variant_name (multi[i].continual),
-                                             multi[i].n, multi[i].m);
+        cony_attention_variant_name (multi[i].continual), multi[i].n, multi[i].m);
     g_test_add_data_func (path, &multi[i], test_step_tokens);
   }
   g_test_add_func ("/attention/overflow/scores-are-large", test_overflow_scores_are_large);
   for (guint i = 0; i < G_N_ELEMENTS (large_pairs); i++) {
     g_autofree char *path = g_strdup_printf ("/attention/overflow/%s",
-                                             cony_attention_variant_name (large_pairs[i].continual));
+        cony_attention_variant_name (large_pairs[i].continual));
     g_test_add_data_func (path, &large_pairs[i],
-                          large_pairs[i].continual == CONY_ATTENTION_CONY ? test_cony_schedule : test_pair);
+        large_pairs[i].continual == CONY_ATTENTION_CONY ? test_cony_schedule : test_pair);
   }
   g_test_add_func ("/attention/drift", test_drift);
   g_test_add_func ("/attention/bad-config", test_bad_config);

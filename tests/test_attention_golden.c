@@ -19,7 +19,8 @@
 
 typedef struct {
   ConyAttentionConfig config;
-  float *w[6]; /* in_proj_weight, in_proj_bias, out_proj.weight, out_proj.bias, q_landmarks, k_landmarks */
+  float *w
+      [6]; /* in_proj_weight, in_proj_bias, out_proj.weight, out_proj.bias, q_landmarks, k_landmarks */
 } GoldenLayer;
 
 static void
@@ -76,9 +77,10 @@ load_layer (const char *dir, GoldenLayer *layer)
   memset (c, 0, sizeof *c);
   const char *variant = json_string (obj, "variant", path);
   const char *pinv = json_string (obj, "pinv", path);
-  if (!variant || !pinv || !json_int (obj, "d", &c->d, path) || !json_int (obj, "heads", &c->heads, path) ||
-      !json_int (obj, "window", &c->window, path) || !json_int (obj, "landmarks", &c->landmarks, path) ||
-      !json_int (obj, "pinv_iterations", &c->pinv_iterations, path))
+  if (!variant || !pinv || !json_int (obj, "d", &c->d, path)
+      || !json_int (obj, "heads", &c->heads, path) || !json_int (obj, "window", &c->window, path)
+      || !json_int (obj, "landmarks", &c->landmarks, path)
+      || !json_int (obj, "pinv_iterations", &c->pinv_iterations, path))
     return FALSE;
   if (!cony_attention_variant_from_name (variant, &c->variant)) {
     g_test_fail_printf ("%s: unknown variant '%s'", path, variant);
@@ -102,9 +104,9 @@ load_layer (const char *dir, GoldenLayer *layer)
 
   gsize d = c->d, hd = c->d / c->heads;
   const char *names[6] = { "in_proj_weight", "in_proj_bias", "out_proj.weight", "out_proj.bias",
-                           "q_landmarks", "k_landmarks" };
-  const gsize shapes[6][3] = { { 3 * d, d }, { 3 * d }, { d, d }, { d }, { c->heads, c->landmarks, hd },
-                               { c->heads, c->landmarks, hd } };
+    "q_landmarks", "k_landmarks" };
+  const gsize shapes[6][3] = { { 3 * d, d }, { 3 * d }, { d, d }, { d },
+    { c->heads, c->landmarks, hd }, { c->heads, c->landmarks, hd } };
   const int ndims[6] = { 2, 1, 2, 1, 3, 3 };
   guint n_needed = cony_attention_variant_uses_fixed_landmarks (c->variant) ? 6 : 4;
   for (guint i = 0; i < n_needed; i++) {
@@ -163,14 +165,16 @@ check (const char *what, const char *name, const Comparison *cmp, int d)
 {
   double err = cmp->finite ? cmp->worst_err : INFINITY;
   gsize row = cmp->worst_index / d, col = cmp->worst_index % d;
-  g_test_message ("%s %s: relative error %.3g (worst at step %" G_GSIZE_FORMAT " row %" G_GSIZE_FORMAT
-                  " col %" G_GSIZE_FORMAT ": got %.7g, expected %.7g; max |expected| of the step %.3g)",
-                  name, what, err, cmp->worst_step, row, col, cmp->worst_c, cmp->worst_e, cmp->worst_ref);
+  g_test_message ("%s %s: relative error %.3g (worst at step %" G_GSIZE_FORMAT
+                  " row %" G_GSIZE_FORMAT " col %" G_GSIZE_FORMAT
+                  ": got %.7g, expected %.7g; max |expected| of the step %.3g)",
+      name, what, err, cmp->worst_step, row, col, cmp->worst_c, cmp->worst_e, cmp->worst_ref);
   if (!(err <= TOLERANCE))
-    g_test_fail_printf ("%s %s: relative error %.3g > %g at step %" G_GSIZE_FORMAT " row %" G_GSIZE_FORMAT
-                        " col %" G_GSIZE_FORMAT " (got %.7g, expected %.7g)%s",
-                        name, what, err, TOLERANCE, cmp->worst_step, row, col, cmp->worst_c, cmp->worst_e,
-                        cmp->finite ? "" : "; non-finite output");
+    g_test_fail_printf ("%s %s: relative error %.3g > %g at step %" G_GSIZE_FORMAT
+                        " row %" G_GSIZE_FORMAT " col %" G_GSIZE_FORMAT
+                        " (got %.7g, expected %.7g)%s",
+        name, what, err, TOLERANCE, cmp->worst_step, row, col, cmp->worst_c, cmp->worst_e,
+        cmp->finite ? "" : "; non-finite output");
 }
 
 static void
@@ -200,8 +204,12 @@ test_golden_case (gconstpointer data)
   g_assert_cmpuint (cony_npy_array_numel (expected_short), ==, (gsize) rows * d);
 
   ConyAttentionWeights weights = {
-    .in_proj_weight = layer.w[0], .in_proj_bias = layer.w[1], .out_proj_weight = layer.w[2],
-    .out_proj_bias = layer.w[3], .q_landmarks = layer.w[4], .k_landmarks = layer.w[5],
+    .in_proj_weight = layer.w[0],
+    .in_proj_bias = layer.w[1],
+    .out_proj_weight = layer.w[2],
+    .out_proj_bias = layer.w[3],
+    .q_landmarks = layer.w[4],
+    .k_landmarks = layer.w[5],
   };
   GError *error = NULL;
   g_autoptr (ConyAttention) att = cony_attention_new (c, &weights, &error);
@@ -210,7 +218,7 @@ test_golden_case (gconstpointer data)
   g_assert_cmpint (cony_attention_output_rows (att), ==, rows);
 
   /* The stream, then the same stream again after a reset. */
-  g_autofree float *out = g_new0 (float, (gsize) rows * d);
+  g_autofree float *out = g_new0 (float, (gsize) rows *d);
   for (int pass = 0; pass < 2; pass++) {
     Comparison cmp = { .finite = TRUE };
     g_assert_cmpuint (cony_attention_steps (att), ==, 0);
@@ -256,7 +264,8 @@ main (int argc, char **argv)
 {
   g_test_init (&argc, &argv, NULL);
   const char *root = g_getenv ("CONY_SOURCE_ROOT");
-  g_autofree char *golden = g_build_filename (root ? root : ".", "tests", "golden", "attention", NULL);
+  g_autofree char *golden = g_build_filename (root ? root : ".", "tests", "golden", "attention",
+      NULL);
   GPtrArray *dirs = g_ptr_array_new_with_free_func (g_free);
   GDir *gdir = g_dir_open (golden, 0, NULL);
   if (gdir) {
@@ -272,7 +281,8 @@ main (int argc, char **argv)
     g_dir_close (gdir);
   }
   g_ptr_array_sort (dirs, compare_paths);
-  g_test_add_data_func ("/attention-golden/cases-present", GUINT_TO_POINTER (dirs->len), test_golden_present);
+  g_test_add_data_func ("/attention-golden/cases-present", GUINT_TO_POINTER (dirs->len),
+      test_golden_present);
   for (guint i = 0; i < dirs->len; i++) {
     g_autofree char *base = g_path_get_basename (dirs->pdata[i]);
     g_autofree char *test_path = g_strconcat ("/attention-golden/", base, NULL);

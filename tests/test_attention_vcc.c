@@ -19,8 +19,9 @@ static void
 fill_normal (GRand *rng, float *x, gsize count, double sd)
 {
   for (gsize i = 0; i < count; i++)
-    x[i] = (float) (g_rand_double_range (rng, -1.0, 1.0) + g_rand_double_range (rng, -1.0, 1.0) +
-                    g_rand_double_range (rng, -1.0, 1.0)) * (float) sd;
+    x[i] = (float) (g_rand_double_range (rng, -1.0, 1.0) + g_rand_double_range (rng, -1.0, 1.0)
+               + g_rand_double_range (rng, -1.0, 1.0))
+        * (float) sd;
 }
 
 static Setup *
@@ -31,7 +32,7 @@ setup_new (int d, int heads, int n, guint32 seed)
   s->d = d, s->heads = heads, s->n = n;
   s->w_in = g_new (float, 3 * d * d);
   s->b_in = g_new (float, 3 * d);
-  s->w_out = g_new (float, d * d);
+  s->w_out = g_new (float, d *d);
   s->b_out = g_new (float, d);
   /* q and k twice as large as v: scores of a few units, attention far from uniform */
   fill_normal (rng, s->w_in, 2 * d * d, 2.0 / sqrt (d));
@@ -53,8 +54,13 @@ setup_free (Setup *s)
 static ConyAttention *
 make_layer (const Setup *s, ConyAttentionVariant v, int budget, int block, int tail)
 {
-  ConyAttentionConfig c = { .variant = v, .d = s->d, .heads = s->heads, .window = s->n,
-                            .vcc_budget = budget, .vcc_block = block, .vcc_exact_tail = tail };
+  ConyAttentionConfig c = { .variant = v,
+    .d = s->d,
+    .heads = s->heads,
+    .window = s->n,
+    .vcc_budget = budget,
+    .vcc_block = block,
+    .vcc_exact_tail = tail };
   ConyAttentionWeights w = { s->w_in, s->b_in, s->w_out, s->b_out, NULL, NULL };
   GError *error = NULL;
   ConyAttention *a = cony_attention_new (&c, &w, &error);
@@ -66,7 +72,7 @@ static float *
 random_tokens (int T, int d, guint32 seed)
 {
   GRand *rng = g_rand_new_with_seed (seed);
-  float *x = g_new (float, (gsize) T * d);
+  float *x = g_new (float, (gsize) T *d);
   fill_normal (rng, x, (gsize) T * d, 1.0);
   g_rand_free (rng);
   return x;
@@ -78,7 +84,7 @@ static float *
 smooth_tokens (int T, int d, guint32 seed)
 {
   GRand *rng = g_rand_new_with_seed (seed);
-  float *x = g_new (float, (gsize) T * d);
+  float *x = g_new (float, (gsize) T *d);
   for (int c = 0; c < d; c++) {
     double period[3], phase[3];
     for (int i = 0; i < 3; i++) {
@@ -102,7 +108,7 @@ typedef gboolean (*StepFilter) (int t, gpointer data);
 
 static double
 vcc_vs_exact (const Setup *s, int budget, int block, int tail, const float *x, int T,
-              StepFilter check_step, gpointer data)
+    StepFilter check_step, gpointer data)
 {
   ConyAttention *vcc = make_layer (s, CONY_ATTENTION_VCC, budget, block, tail);
   ConyAttention *ref = make_layer (s, CONY_ATTENTION_CONTINUAL, 0, 0, 0);
@@ -135,7 +141,8 @@ test_exact_budget (gconstpointer data)
   int T = 4 * c->n + 3;
   float *x = random_tokens (T, c->d, 17);
   double err = vcc_vs_exact (s, c->budget, c->block, c->tail, x, T, NULL, NULL);
-  g_test_message ("n=%d r=%d block=%d tail=%d: max rel err %.3g", c->n, c->budget, c->block, c->tail, err);
+  g_test_message ("n=%d r=%d block=%d tail=%d: max rel err %.3g", c->n, c->budget, c->block,
+      c->tail, err);
   g_assert_cmpfloat (err, <=, 1e-6);
   g_free (x);
   setup_free (s);
@@ -157,7 +164,7 @@ test_constant_window (void)
 {
   Setup *s = setup_new (8, 2, 24, 3);
   int T = 60, d = 8;
-  float *x = g_new (float, (gsize) T * d), *one = random_tokens (1, d, 4);
+  float *x = g_new (float, (gsize) T *d), *one = random_tokens (1, d, 4);
   for (int t = 0; t < T; t++)
     memcpy (x + (gsize) t * d, one, sizeof (float) * d);
   for (int r = 1; r <= 26; r++) {
@@ -191,7 +198,7 @@ test_piecewise_constant (void)
   int d = 8, n = 32, T = 3 * n;
   Setup *s = setup_new (d, 2, n, 9);
   float *values = random_tokens (T, d, 11);
-  float *x = g_new (float, (gsize) T * d);
+  float *x = g_new (float, (gsize) T *d);
   for (int tail = 0; tail <= 3; tail += 3)
     for (int r = tail + 1; r <= n + 2; r++) {
       int piece = expected_coarse_block (1, n - tail, MIN (r - tail, n - tail));
@@ -201,8 +208,8 @@ test_piecewise_constant (void)
       double err = vcc_vs_exact (s, r, 1, tail, x, T, aligned_step, &al);
       /* any step: segments straddle pieces unless the budget resolves every token */
       double any = vcc_vs_exact (s, r, 1, tail, x, T, NULL, NULL);
-      g_test_message ("r=%d tail=%d piece=%d: max rel err %.3g at aligned steps, %.3g at all", r, tail,
-                      piece, err, any);
+      g_test_message ("r=%d tail=%d piece=%d: max rel err %.3g at aligned steps, %.3g at all", r,
+          tail, piece, err, any);
       g_assert_cmpfloat (err, <=, 4e-6); /* float rounding of the continual layer */
       if (r - tail < n - tail)
         g_assert_cmpfloat (any, >, 1e-3);
@@ -273,7 +280,8 @@ test_drift (void)
   double comp_err = cony_test_rel_err_floor (c, b, d);
   double magnitude = MAX (cony_vcc_state_magnitude (exact), cony_vcc_state_magnitude (comp));
   g_test_message ("%" G_GUINT64_FORMAT " steps: r = n max rel err %.3g; r = 3 against a fresh "
-                  "window %.3g; largest stored entry %.3g", steps, worst, comp_err, magnitude);
+                  "window %.3g; largest stored entry %.3g",
+      steps, worst, comp_err, magnitude);
   g_assert_cmpfloat (worst, <=, 1e-6);
   g_assert_cmpfloat (comp_err, <=, 1e-6);
   /* running sums over the stream would grow to ~1e6 × 5 × |W|; a block is at most n
@@ -310,7 +318,7 @@ test_step_tokens (void)
       worst_exact = fmax (worst_exact, cony_test_rel_err_floor (e, r, (gsize) count * d));
     }
     g_test_message ("count=%d: newest row vs single steps %.3g, r >= w vs continual %.3g", count,
-                    worst_last, worst_exact);
+        worst_last, worst_exact);
     g_assert_cmpfloat (worst_last, <=, 1e-6);
     g_assert_cmpfloat (worst_exact, <=, 1e-6);
     cony_attention_free (multi), cony_attention_free (single);
@@ -325,11 +333,21 @@ test_bad_config (void)
 {
   Setup *s = setup_new (8, 2, 6, 1);
   ConyAttentionWeights w = { s->w_in, s->b_in, s->w_out, s->b_out, NULL, NULL };
-  struct { ConyAttentionConfig c; const char *expect; } cases[] = {
-    { { .variant = CONY_ATTENTION_VCC, .d = 8, .heads = 2, .window = 6, .retroactive = TRUE }, "retroactive" },
-    { { .variant = CONY_ATTENTION_VCC, .d = 8, .heads = 2, .window = 6, .vcc_budget = 4,
-        .vcc_exact_tail = 4 }, "vcc_exact_tail" },
-    { { .variant = CONY_ATTENTION_VCC, .d = 8, .heads = 2, .window = 6, .vcc_block = -2 }, "negative" },
+  struct {
+    ConyAttentionConfig c;
+    const char *expect;
+  } cases[] = {
+    { { .variant = CONY_ATTENTION_VCC, .d = 8, .heads = 2, .window = 6, .retroactive = TRUE },
+        "retroactive" },
+    { { .variant = CONY_ATTENTION_VCC,
+          .d = 8,
+          .heads = 2,
+          .window = 6,
+          .vcc_budget = 4,
+          .vcc_exact_tail = 4 },
+        "vcc_exact_tail" },
+    { { .variant = CONY_ATTENTION_VCC, .d = 8, .heads = 2, .window = 6, .vcc_block = -2 },
+        "negative" },
   };
   for (guint i = 0; i < G_N_ELEMENTS (cases); i++) {
     GError *error = NULL;
@@ -359,7 +377,8 @@ test_state_and_cost (void)
   /* the allocation figure covers the state and the per-query scratch: r = 5 segments,
    * and rows of key and value sums in double, at most n + 2 for the blocks and the
    * unfinished block's positions and r + 1 for the boundaries */
-  gsize all = cony_vcc_config_bytes (cony_attention_get_config (a)), rows = 2 * (12 + 2 + 5 + 1) * 16 * 8;
+  gsize all = cony_vcc_config_bytes (cony_attention_get_config (a)),
+        rows = 2 * (12 + 2 + 5 + 1) * 16 * 8;
   g_assert_cmpuint (all, >, cony_attention_state_bytes (a) + 5 * 2 * 8);
   g_assert_cmpuint (all, <, cony_attention_state_bytes (a) + rows + 1024);
   ConyAttention *exact = make_layer (s, CONY_ATTENTION_CONTINUAL, 0, 0, 0);
@@ -369,15 +388,18 @@ test_state_and_cost (void)
   g_free (x);
   setup_free (s);
 
-  ConyAttentionConfig c = { .variant = CONY_ATTENTION_VCC, .d = 192, .heads = 16, .window = 1024,
-                            .vcc_budget = 256 };
+  ConyAttentionConfig c = { .variant = CONY_ATTENTION_VCC,
+    .d = 192,
+    .heads = 16,
+    .window = 1024,
+    .vcc_budget = 256 };
   double small = cony_attention_flops (&c).sda;
   c.window = 16384;
   double large = cony_attention_flops (&c).sda;
   c.variant = CONY_ATTENTION_CONTINUAL;
   double cont = cony_attention_flops (&c).sda;
   g_test_message ("vcc r=256 FLOPs/step: n=1024 %.0f, n=16384 %.0f; continual n=16384 %.0f", small,
-                  large, cont);
+      large, cont);
   g_assert_cmpfloat (large, >, small);
   g_assert_cmpfloat (large - small, <=, 2.0 * 192 * 2 * 128); /* 4d√n */
   g_assert_cmpfloat (large * 10, <, cont);
@@ -400,7 +422,8 @@ test_model_config (void)
   g_assert_cmpint (c.vcc_block, ==, 1);
   g_assert_cmpint (c.vcc_exact_tail, ==, 0);
   cony_model_config_clear (&c);
-  g_autofree char *set = g_strdup_printf (base, "\"vcc_budget\":12,\"vcc_block\":4,\"vcc_exact_tail\":3,");
+  g_autofree char *set = g_strdup_printf (base,
+      "\"vcc_budget\":12,\"vcc_block\":4,\"vcc_exact_tail\":3,");
   g_assert_true (cony_model_config_parse (set, "set", &c, &error));
   g_assert_cmpint (c.vcc_budget, ==, 12);
   g_assert_cmpint (c.vcc_block, ==, 4);
@@ -468,7 +491,7 @@ main (int argc, char **argv)
   for (guint i = 0; i < G_N_ELEMENTS (exact_cases); i++) {
     const Case *c = &exact_cases[i];
     g_autofree char *path = g_strdup_printf ("/attention-vcc/exact/n%d-r%d-b%d-l%d-h%d", c->n,
-                                             c->budget, c->block, c->tail, c->heads);
+        c->budget, c->block, c->tail, c->heads);
     g_test_add_data_func (path, c, test_exact_budget);
   }
   g_test_add_func ("/attention-vcc/constant-window", test_constant_window);

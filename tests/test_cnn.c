@@ -47,7 +47,7 @@ test_small_forward (void)
   g_assert_cmpuint (n, ==, 4);
   float out[128];
   static const ConyCnnConvAlgorithm algos[] = { CONY_CNN_CONV_AUTO, CONY_CNN_CONV_IM2COL,
-                                                CONY_CNN_CONV_WINOGRAD, CONY_CNN_CONV_WINOGRAD4 };
+    CONY_CNN_CONV_WINOGRAD, CONY_CNN_CONV_WINOGRAD4 };
   g_assert_cmpint (cony_cnn_get_conv_algorithm (cnn), ==, CONY_CNN_CONV_AUTO);
   for (guint a = 0; a < G_N_ELEMENTS (algos); a++) {
     cony_cnn_set_conv_algorithm (cnn, algos[a]);
@@ -55,7 +55,7 @@ test_small_forward (void)
       cony_cnn_forward (cnn, x->data + k * 96 * 64, out);
       double e = cony_test_rel_err (out, want->data + k * 128, 128);
       g_test_message ("conv algorithm %d, example %" G_GSIZE_FORMAT ": relative error %.2e",
-                      algos[a], k, e);
+          algos[a], k, e);
       g_assert_cmpfloat (e, <, 1e-4);
     }
   }
@@ -97,7 +97,7 @@ test_odd_layout (void)
   float out[3 * 10];
   cony_cnn_forward_batch (cnn, x->data, 3, out);
   g_assert_cmpfloat (cony_test_rel_err (out, want->data, 30), <, 1e-4);
-  cony_cnn_set_conv_algorithm (cnn, CONY_CNN_CONV_WINOGRAD);   /* 2- and 4-channel layers too */
+  cony_cnn_set_conv_algorithm (cnn, CONY_CNN_CONV_WINOGRAD); /* 2- and 4-channel layers too */
   cony_cnn_forward_batch (cnn, x->data, 3, out);
   g_assert_cmpfloat (cony_test_rel_err (out, want->data, 30), <, 1e-4);
   cony_cnn_set_conv_algorithm (cnn, CONY_CNN_CONV_WINOGRAD4);
@@ -106,7 +106,8 @@ test_odd_layout (void)
 
   guint64 conv, fc;
   cony_cnn_get_flops (cnn, &conv, &fc);
-  g_assert_cmpuint (conv, ==, 2ull * (20 * 12 * 9 * 2 * 4 + 10 * 6 * 9 * 4 * 6 + 10 * 6 * 9 * 6 * 6));
+  g_assert_cmpuint (conv, ==,
+      2ull * (20 * 12 * 9 * 2 * 4 + 10 * 6 * 9 * 4 * 6 + 10 * 6 * 9 * 6 * 6));
   g_assert_cmpuint (fc, ==, 2ull * (12 * 16 + 16 * 10));
 }
 
@@ -138,7 +139,7 @@ test_postprocess (void)
     g_assert_cmpfloat (out[i], ==, rintf (out[i]));
   }
   g_assert_cmpuint (flips, <=, 1);
-  g_assert_cmpuint (differ_tf, >, 50);   /* the two forms really differ */
+  g_assert_cmpuint (differ_tf, >, 50); /* the two forms really differ */
 
   /* In place, and NONE copies. */
   g_autofree float *copy = g_memdup2 (emb->data, n * sizeof (float));
@@ -160,9 +161,9 @@ test_postprocess (void)
 
 typedef struct {
   GPtrArray *names;
-  GPtrArray *data;     /* float* (owned) */
+  GPtrArray *data; /* float* (owned) */
   GArray *ndims;
-  GPtrArray *shapes;   /* gsize[8] (owned) */
+  GPtrArray *shapes; /* gsize[8] (owned) */
 } TensorSet;
 
 static void
@@ -182,7 +183,7 @@ read_set (const char *file)
   g_autoptr (ConySafetensors) st = cony_safetensors_open (path, &error);
   g_assert_no_error (error);
   TensorSet s = { g_ptr_array_new_with_free_func (g_free), g_ptr_array_new_with_free_func (g_free),
-                  g_array_new (FALSE, FALSE, sizeof (int)), g_ptr_array_new_with_free_func (g_free) };
+    g_array_new (FALSE, FALSE, sizeof (int)), g_ptr_array_new_with_free_func (g_free) };
   for (guint i = 0; i < cony_safetensors_n_tensors (st); i++) {
     const ConyTensorInfo *t = cony_safetensors_tensor (st, i);
     float *d = cony_safetensors_get_f32 (st, t->name, t->ndim, t->shape, &error);
@@ -210,8 +211,8 @@ write_set (TensorSet *s, const char *file, const char *const *meta)
   char *path = g_build_filename (tmpdir, file, NULL);
   GError *error = NULL;
   g_assert_true (cony_safetensors_write (path, s->names->len, (const char *const *) s->names->pdata,
-                                         (const float *const *) s->data->pdata, (int *) s->ndims->data,
-                                         (const gsize *const *) s->shapes->pdata, meta, &error));
+      (const float *const *) s->data->pdata, (int *) s->ndims->data,
+      (const gsize *const *) s->shapes->pdata, meta, &error));
   g_assert_no_error (error);
   return path;
 }
@@ -237,7 +238,7 @@ test_bad_models (void)
   {
     TensorSet s = read_set ("small.safetensors");
     gsize *sh = s.shapes->pdata[set_find (&s, "features.3.weight")];
-    sh[0] = 32;   /* (16, 8, 3, 3) -> (32, 4, 3, 3) */
+    sh[0] = 32; /* (16, 8, 3, 3) -> (32, 4, 3, 3) */
     sh[1] = 4;
     g_autofree char *p = write_set (&s, "badconv.safetensors", NULL);
     cony_test_expect_cnn_refused (p, CONY_ERROR_SHAPE, "features.3.weight", "(out, 8, 3, 3)");
@@ -247,10 +248,11 @@ test_bad_models (void)
   {
     TensorSet s = read_set ("small.safetensors");
     gsize *sh = s.shapes->pdata[set_find (&s, "embeddings.0.weight")];
-    sh[0] = 48;    /* (32, 768) -> (48, 512) */
+    sh[0] = 48; /* (32, 768) -> (48, 512) */
     sh[1] = 512;
     g_autofree char *p = write_set (&s, "badfc.safetensors", NULL);
-    cony_test_expect_cnn_refused (p, CONY_ERROR_SHAPE, "embeddings.0.weight", "768 (6x4x32, 1 trailing pools)");
+    cony_test_expect_cnn_refused (p, CONY_ERROR_SHAPE, "embeddings.0.weight",
+        "768 (6x4x32, 1 trailing pools)");
     set_free (&s);
   }
   /* Bias of the wrong length. */
@@ -277,7 +279,8 @@ test_bad_models (void)
     TensorSet s = read_set ("small.safetensors");
     const char *m1[] = { "input_height", "64", NULL };
     g_autofree char *p1 = write_set (&s, "meta1.safetensors", m1);
-    cony_test_expect_cnn_refused (p1, CONY_ERROR_SHAPE, "embeddings.0.weight", "for a 64x64x1 input");
+    cony_test_expect_cnn_refused (p1, CONY_ERROR_SHAPE, "embeddings.0.weight",
+        "for a 64x64x1 input");
     const char *m2[] = { "final_relu", "maybe", NULL };
     g_autofree char *p2 = write_set (&s, "meta2.safetensors", m2);
     cony_test_expect_cnn_refused (p2, CONY_ERROR_INVALID, "final_relu", NULL);
@@ -288,10 +291,10 @@ test_bad_models (void)
     const char *m5[] = { "input_mean", "1e39", NULL };
     g_autofree char *p5 = write_set (&s, "meta5.safetensors", m5);
     cony_test_expect_cnn_refused (p5, CONY_ERROR_INVALID, "input_mean", NULL);
-    const char *m6[] = { "input_std", "1e-45", NULL };   /* 1 / std overflows */
+    const char *m6[] = { "input_std", "1e-45", NULL }; /* 1 / std overflows */
     g_autofree char *p6 = write_set (&s, "meta6.safetensors", m6);
     cony_test_expect_cnn_refused (p6, CONY_ERROR_INVALID, "input_std", NULL);
-    const char *m4[] = { "global_pool", "max", NULL };   /* only avg / none exist */
+    const char *m4[] = { "global_pool", "max", NULL }; /* only avg / none exist */
     g_autofree char *p4 = write_set (&s, "meta4.safetensors", m4);
     cony_test_expect_cnn_refused (p4, CONY_ERROR_INVALID, "global_pool", NULL);
     set_free (&s);
@@ -381,8 +384,9 @@ test_separate_pca_and_random (void)
   /* The PCA from another file. */
   g_autoptr (ConyCnn) cnn = load_model ("small.safetensors");
   TensorSet s = read_set ("small.safetensors");
-  TensorSet pca = { g_ptr_array_new_with_free_func (g_free), g_ptr_array_new_with_free_func (g_free),
-                    g_array_new (FALSE, FALSE, sizeof (int)), g_ptr_array_new_with_free_func (g_free) };
+  TensorSet pca = { g_ptr_array_new_with_free_func (g_free),
+    g_ptr_array_new_with_free_func (g_free), g_array_new (FALSE, FALSE, sizeof (int)),
+    g_ptr_array_new_with_free_func (g_free) };
   const char *names[] = { "pca_eigen_vectors", "pca_means" };
   for (int k = 0; k < 2; k++) {
     int i = set_find (&s, names[k]);
@@ -392,13 +396,13 @@ test_separate_pca_and_random (void)
     g_array_append_val (pca.ndims, nd);
     gsize *sh = g_new0 (gsize, 8);
     sh[0] = 128;
-    sh[1] = k == 0 ? 128 : 1;   /* pproc.pca_means is (128, 1) in torchvggish */
+    sh[1] = k == 0 ? 128 : 1; /* pproc.pca_means is (128, 1) in torchvggish */
     g_ptr_array_add (pca.shapes, sh);
   }
   g_autofree char *p = write_set (&pca, "pca.safetensors", NULL);
   g_autoptr (ConyCnn) odd = load_model ("odd.safetensors");
   GError *error = NULL;
-  g_assert_false (cony_cnn_load_pca (odd, p, &error));   /* 10-d model, 128-d PCA */
+  g_assert_false (cony_cnn_load_pca (odd, p, &error)); /* 10-d model, 128-d PCA */
   g_assert_error (error, CONY_ERROR, CONY_ERROR_SHAPE);
   g_clear_error (&error);
   g_assert_true (cony_cnn_load_pca (cnn, p, &error));
@@ -415,7 +419,8 @@ test_separate_pca_and_random (void)
   g_autoptr (ConyCnn) r = cony_cnn_new_random ("4 M 8 M | 16 8", 16, 8, 1, 1, &error);
   g_assert_no_error (error);
   g_assert_cmpuint (cony_cnn_get_output_size (r), ==, 8);
-  g_assert_cmpuint (cony_cnn_get_n_params (r), ==, 4 * 9 + 4 + 8 * 4 * 9 + 8 + 4 * 2 * 8 * 16 + 16 + 16 * 8 + 8);
+  g_assert_cmpuint (cony_cnn_get_n_params (r), ==,
+      4 * 9 + 4 + 8 * 4 * 9 + 8 + 4 * 2 * 8 * 16 + 16 + 16 * 8 + 8);
   float in[16 * 8], o8[8];
   for (int i = 0; i < 16 * 8; i++)
     in[i] = sinf (i * 0.37f);
@@ -429,7 +434,8 @@ test_separate_pca_and_random (void)
   g_assert_null (cony_cnn_new_random ("4 | 3", 40000, 40000, 1, 1, &error));
   g_assert_error (error, CONY_ERROR, CONY_ERROR_INVALID);
   g_clear_error (&error);
-  g_assert_null (cony_cnn_new_random ("64 M M M M M M M M M M M M | 3", 30000, 30000, 1, 1, &error));
+  g_assert_null (
+      cony_cnn_new_random ("64 M M M M M M M M M M M M | 3", 30000, 30000, 1, 1, &error));
   g_assert_error (error, CONY_ERROR, CONY_ERROR_INVALID);
   g_assert_nonnull (strstr (error->message, "1 GiB"));
   g_clear_error (&error);
@@ -443,11 +449,12 @@ static void
 test_official_vggish (void)
 {
   const char *env = g_getenv ("CONY_VGGISH_MODEL");
-  g_autofree char *path = env ? g_strdup (env)
-                              : g_build_filename (g_getenv ("CONY_SOURCE_ROOT"), "models",
-                                                  "vggish.safetensors", NULL);
+  g_autofree char *path = env
+      ? g_strdup (env)
+      : g_build_filename (g_getenv ("CONY_SOURCE_ROOT"), "models", "vggish.safetensors", NULL);
   if (!g_file_test (path, G_FILE_TEST_EXISTS)) {
-    g_test_skip ("no converted official VGGish (set CONY_VGGISH_MODEL or add models/vggish.safetensors)");
+    g_test_skip (
+        "no converted official VGGish (set CONY_VGGISH_MODEL or add models/vggish.safetensors)");
     return;
   }
   GError *error = NULL;
@@ -474,8 +481,8 @@ test_official_vggish (void)
     var += (emb[i] - mean) * (emb[i] - mean) / 384.0;
   gboolean relu = cony_cnn_get_final_relu (cnn);
   double want_mean = relu ? 0.131 : 0.000657, want_std = relu ? 0.238 : 0.343;
-  g_test_message ("embedding mean %.6f std %.4f (expected %.6f %.4f)", mean, sqrt (var),
-                  want_mean, want_std);
+  g_test_message ("embedding mean %.6f std %.4f (expected %.6f %.4f)", mean, sqrt (var), want_mean,
+      want_std);
   g_assert_cmpfloat (fabs (mean - want_mean), <=, 0.1 * fabs (want_mean));
   g_assert_cmpfloat (fabs (sqrt (var) - want_std), <=, 0.1 * want_std);
   if (cony_cnn_has_pca (cnn)) {
@@ -501,9 +508,9 @@ static void
 test_conv_algorithms_odd_sizes (void)
 {
   static const guint geo[][3] = { { 11, 7, 3 }, { 6, 10, 2 }, { 2, 3, 5 }, { 17, 13, 1 },
-                                  { 9, 9, 17 } };
+    { 9, 9, 17 } };
   static const ConyCnnConvAlgorithm algos[] = { CONY_CNN_CONV_WINOGRAD, CONY_CNN_CONV_WINOGRAD4,
-                                                CONY_CNN_CONV_AUTO };
+    CONY_CNN_CONV_AUTO };
   for (guint g = 0; g < G_N_ELEMENTS (geo); g++) {
     GError *error = NULL;
     guint h = geo[g][0], w = geo[g][1], c = geo[g][2];
@@ -552,7 +559,7 @@ fc_f16_golden (void)
   /* The F16 golden really is another function than the F32 one. */
   double e_other = cony_test_rel_err (want->data, want32->data, n * 128);
   g_test_message ("F16 weights: %.2e relative to torch; F16 vs F32 goldens differ by %.2e", e16,
-                  e_other);
+      e_other);
   g_assert_cmpfloat (e16, <, 1e-5);
   g_assert_cmpfloat (e_other, >, 1e-5);
   cony_cnn_forward_batch (cnn, x->data, n, batch);
@@ -593,7 +600,7 @@ fc_f16_random (void)
   g_test_message ("F16-rounded FC weights: %.2e relative to F32", er);
   g_assert_cmpfloat (er, >, 0.0);
   g_assert_cmpfloat (er, <, 5e-3);
-  g_assert_cmpfloat (cony_test_rel_err (c, b, nb * 7), <, 1e-6);   /* batch == one by one */
+  g_assert_cmpfloat (cony_test_rel_err (c, b, nb * 7), <, 1e-6); /* batch == one by one */
   /* Expanded to F32: the same function. */
   g_assert_true (cony_cnn_set_fc_f16 (cnn, FALSE, &error));
   g_assert_false (cony_cnn_get_fc_f16 (cnn));
@@ -650,11 +657,11 @@ test_batch_equals_single (void)
   g_autoptr (ConyCnn) cnn = cony_cnn_new_random ("6 M 20 21 | 9 5", 10, 8, 2, 17, &error);
   g_assert_no_error (error);
   const gsize in_size = 10 * 8 * 2, nb = 11;
-  g_autofree float *x = g_new (float, nb * in_size);
+  g_autofree float *x = g_new (float, nb *in_size);
   for (gsize i = 0; i < nb * in_size; i++)
     x[i] = sinf (i * 0.37f) * 1.5f + 0.1f;
   static const ConyCnnConvAlgorithm algos[] = { CONY_CNN_CONV_AUTO, CONY_CNN_CONV_IM2COL,
-                                                CONY_CNN_CONV_WINOGRAD, CONY_CNN_CONV_WINOGRAD4 };
+    CONY_CNN_CONV_WINOGRAD, CONY_CNN_CONV_WINOGRAD4 };
   float single[11 * 5], batch[11 * 5];
   for (guint a = 0; a < G_N_ELEMENTS (algos); a++) {
     cony_cnn_set_conv_algorithm (cnn, algos[a]);
@@ -676,9 +683,8 @@ static void
 test_center_height (void)
 {
   TensorSet s = read_set ("odd.safetensors");
-  static const char *const meta[] = { "input_height", "20", "input_width", "12",
-                                      "input_channels", "2", "final_relu", "true",
-                                      "center_height", "true", NULL };
+  static const char *const meta[] = { "input_height", "20", "input_width", "12", "input_channels",
+    "2", "final_relu", "true", "center_height", "true", NULL };
   g_autofree char *path = write_set (&s, "centered.safetensors", meta);
   GError *error = NULL;
   g_autoptr (ConyCnn) centred = cony_cnn_load (path, &error);
@@ -691,8 +697,8 @@ test_center_height (void)
 
   g_autoptr (ConyNpyArray) x = cony_test_load_golden_npy ("cnn", "odd_input.npy");
   const gsize H = 20, cols = 12 * 2, plane = H * cols, n = 3;
-  g_autofree float *xc = g_new (float, n * plane);
-  g_autofree float *shifted = g_new (float, n * plane);
+  g_autofree float *xc = g_new (float, n *plane);
+  g_autofree float *shifted = g_new (float, n *plane);
   for (gsize e = 0; e < n; e++)
     for (gsize j = 0; j < cols; j++) {
       double m = 0;
@@ -702,7 +708,7 @@ test_center_height (void)
       for (gsize h = 0; h < H; h++) {
         gsize i = e * plane + h * cols + j;
         xc[i] = (float) (x->data[i] - m);
-        shifted[i] = x->data[i] + 3.0f * sinf (j * 1.7f + e);   /* a level per column */
+        shifted[i] = x->data[i] + 3.0f * sinf (j * 1.7f + e); /* a level per column */
       }
     }
   float want[3 * 10], got[3 * 10], batch[3 * 10];
@@ -716,8 +722,8 @@ test_center_height (void)
   cony_cnn_forward_batch (plain, shifted, n, batch);
   g_assert_cmpfloat (cony_test_rel_err (batch, want, 30), >, 1e-2);
 
-  static const char *const bad[] = { "input_height", "20", "input_width", "12",
-                                     "input_channels", "2", "center_height", "maybe", NULL };
+  static const char *const bad[] = { "input_height", "20", "input_width", "12", "input_channels",
+    "2", "center_height", "maybe", NULL };
   g_autofree char *bad_path = write_set (&s, "center-bad.safetensors", bad);
   cony_test_expect_cnn_refused (bad_path, CONY_ERROR_INVALID, "center_height", "maybe");
   set_free (&s);
@@ -734,7 +740,8 @@ test_index_leading_zero (void)
   g_free (s.names->pdata[i]);
   s.names->pdata[i] = g_strdup ("features.00.weight");
   g_autofree char *p = write_set (&s, "leading-zero.safetensors", NULL);
-  cony_test_expect_cnn_refused (p, CONY_ERROR_INVALID, "unexpected tensor features.00.weight", NULL);
+  cony_test_expect_cnn_refused (p, CONY_ERROR_INVALID, "unexpected tensor features.00.weight",
+      NULL);
   set_free (&s);
 }
 

@@ -255,7 +255,8 @@ test_gelu (void)
     worst_erff = fmax (worst_erff, fabs (libm - want) / scale);
     g_assert_true (isfinite (g[i]));
   }
-  g_test_message ("GELU max |error| / max(1, |x|): %.3g (float erff formula: %.3g)", worst, worst_erff);
+  g_test_message ("GELU max |error| / max(1, |x|): %.3g (float erff formula: %.3g)", worst,
+      worst_erff);
   g_assert_cmpfloat (worst, <=, 2e-7);
   g_assert_cmpfloat (g[24001], ==, 0.0f);
   g_assert_cmpfloat (g[24003], ==, 40.0f);

@@ -164,7 +164,7 @@ test_every (void)
   check_src_caps (h, "5:1", 25, 3);
   for (guint i = 0; i < 10; i++)
     gst_harness_push (h, make_frame (i, i * 40 * MS, 40 * MS));
-  g_assert_cmpuint (gst_harness_buffers_in_queue (h), ==, 4);   /* frames 0, 3, 6, 9 */
+  g_assert_cmpuint (gst_harness_buffers_in_queue (h), ==, 4); /* frames 0, 3, 6, 9 */
   for (guint t = 0; t < 4; t++)
     check_token (h, cnn, 3 * t, 3 * t * 40 * MS, 120 * MS, t == 0, t);
   /* Frame 10 is not due; a DISCONT frame restarts the count and is embedded. */
@@ -214,15 +214,15 @@ test_qos (void)
   /* Downstream reports the frame at 120 ms 60 ms late: frames up to 120 + 2 x 60 = 240 ms
    * are not embedded. */
   g_assert_true (gst_harness_push_upstream_event (h,
-          gst_event_new_qos (GST_QOS_TYPE_UNDERFLOW, 1.5, 60 * MS, 120 * MS)));
+      gst_event_new_qos (GST_QOS_TYPE_UNDERFLOW, 1.5, 60 * MS, 120 * MS)));
   for (guint i = 3; i < 9; i++)
     gst_harness_push (h, make_frame (i, i * 40 * MS, 40 * MS));
   GstClockTime want[] = { 0, 40 * MS, 80 * MS, 280 * MS, 320 * MS };
   g_assert_cmpuint (gst_harness_buffers_in_queue (h), ==, G_N_ELEMENTS (want));
   for (guint t = 0; t < G_N_ELEMENTS (want); t++)
-    check_token (h, NULL, 0, want[t], 40 * MS, t == 0, t);   /* 80 + 40 < 280: a hole */
+    check_token (h, NULL, 0, want[t], 40 * MS, t == 0, t); /* 80 + 40 < 280: a hole */
   guint64 dropped = 0, processed = 0;
-  g_assert_cmpuint (pop_qos (bus, &dropped, &processed), ==, 4);   /* 120, 160, 200, 240 */
+  g_assert_cmpuint (pop_qos (bus, &dropped, &processed), ==, 4); /* 120, 160, 200, 240 */
   g_assert_cmpuint (dropped, ==, 4);
   g_assert_cmpuint (processed, ==, 3);
 
@@ -264,14 +264,14 @@ test_qos_every (void)
   /* a token lasts 2 frames but embeds one: its input ends a frame (1/25 s) early */
   GstCaps *caps = gst_pad_get_current_caps (h->sinkpad);
   gint ln = 0, ld = 0;
-  g_assert_true (gst_structure_get_fraction (gst_caps_get_structure (caps, 0), "lookahead",
-          &ln, &ld));
+  g_assert_true (
+      gst_structure_get_fraction (gst_caps_get_structure (caps, 0), "lookahead", &ln, &ld));
   g_assert_cmpint (ln, ==, -1);
   g_assert_cmpint (ld, ==, 25);
   gst_caps_unref (caps);
   gst_harness_push (h, make_frame (0, 0, 40 * MS));
   gst_harness_push_upstream_event (h,
-      gst_event_new_qos (GST_QOS_TYPE_UNDERFLOW, 1.2, 50 * MS, 100 * MS));   /* to 200 ms */
+      gst_event_new_qos (GST_QOS_TYPE_UNDERFLOW, 1.2, 50 * MS, 100 * MS)); /* to 200 ms */
   for (guint i = 1; i < 8; i++)
     gst_harness_push (h, make_frame (i, i * 40 * MS, 40 * MS));
   /* due: 0, 80, 160, 240 ms; 80 and 160 are late; 240 is output, 80 ms long */
@@ -315,7 +315,8 @@ test_caps_query (void)
   g_assert_cmpint (hh, ==, 32);
   g_assert_cmpstr (gst_structure_get_string (s, "format"), ==, "RGB");
   gst_caps_unref (caps);
-  GstCaps *wrong = gst_caps_from_string ("video/x-raw,format=RGB,width=64,height=48,framerate=30/1");
+  GstCaps *wrong = gst_caps_from_string (
+      "video/x-raw,format=RGB,width=64,height=48,framerate=30/1");
   g_assert_false (gst_pad_query_accept_caps (sinkpad, wrong));
   gst_caps_unref (wrong);
   gst_object_unref (sinkpad);
@@ -403,9 +404,9 @@ static void
 test_wrong_caps_refused (void)
 {
   const gchar *bad[] = {
-    "video/x-raw,format=RGB,width=32,height=20,framerate=25/1",    /* wrong size */
-    "video/x-raw,format=GRAY8,width=22,height=20,framerate=25/1",  /* 1 channel for an RGB model */
-    "video/x-raw,format=BGRx,width=22,height=20,framerate=25/1",   /* not in the template */
+    "video/x-raw,format=RGB,width=32,height=20,framerate=25/1",   /* wrong size */
+    "video/x-raw,format=GRAY8,width=22,height=20,framerate=25/1", /* 1 channel for an RGB model */
+    "video/x-raw,format=BGRx,width=22,height=20,framerate=25/1",  /* not in the template */
     "other/tensors,format=static,num_tensors=1,types=float32,dimensions=(string)66:20,framerate=25/1",
   };
   for (guint i = 0; i < G_N_ELEMENTS (bad); i++) {
@@ -461,14 +462,13 @@ test_bad_models (void)
   g_free (good);
 }
 
-
 /* model, every and the patch grid are read on READY->PAUSED: set while PLAYING they are
  * refused and the old value reads back; in READY they take (#31.5). */
 static void
 test_ready_only_properties (void)
 {
   const char *props[][2] = { { "model", "/tmp/other.safetensors" }, { "every", "5" },
-                             { "patches-x", "2" } };
+    { "patches-x", "2" } };
   for (guint i = 0; i < G_N_ELEMENTS (props); i++) {
     GstHarness *h = new_harness ("gap.safetensors", NULL);
     gst_harness_set_src_caps_str (h, CAPS_GAP);

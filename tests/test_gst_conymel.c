@@ -17,7 +17,8 @@
 #define F32_CAPS "audio/x-raw,format=F32LE,rate=16000,channels=1,layout=interleaved"
 #define MS (GST_MSECOND)
 /* The settings conymel writes into its src caps, VGGish's by default. */
-#define MEL_FIELDS(log_offset) ",mel-sample-rate=16000,mel-window-length=400,mel-hop-length=160," \
+#define MEL_FIELDS(log_offset) \
+  ",mel-sample-rate=16000,mel-window-length=400,mel-hop-length=160," \
   "mel-fft-length=512,mel-n-mels=64,mel-fmin=125.0,mel-fmax=7500.0,mel-log-offset=" log_offset
 
 /* Deterministic test signal: a chirp plus noise. */
@@ -86,7 +87,8 @@ push_pieces (GstHarness *h, const float *x, gsize n, const gsize *sizes, guint n
   gsize off = 0;
   for (guint i = 0; off < n; i++) {
     gsize len = MIN (sizes[i % n_sizes], n - off);
-    GstBuffer *buf = f32_buffer (x + off, len, base + gst_util_uint64_scale (off, GST_SECOND, RATE));
+    GstBuffer *buf = f32_buffer (x + off, len,
+        base + gst_util_uint64_scale (off, GST_SECOND, RATE));
     g_assert_cmpint (gst_harness_push (h, buf), ==, GST_FLOW_OK);
     off += len;
   }
@@ -132,7 +134,8 @@ test_caps_negotiated (void)
   gst_harness_set_src_caps_str (h, F32_CAPS);
   GstCaps *caps = gst_pad_get_current_caps (h->sinkpad);
   g_assert_nonnull (caps);
-  GstCaps *want = gst_caps_from_string ("other/tensors,format=static,num_tensors=1,"
+  GstCaps *want = gst_caps_from_string (
+      "other/tensors,format=static,num_tensors=1,"
       "types=float32,dimensions=(string)64:1,framerate=100/1,lookahead=3/200" MEL_FIELDS ("0.01"));
   /* lookahead: a frame reads 400 samples (25 ms) but lasts one 160-sample hop */
   g_assert_true (gst_caps_is_equal (caps, want));
@@ -171,8 +174,7 @@ test_wrong_caps_refused (void)
     GstSegment seg;
     gst_segment_init (&seg, GST_FORMAT_TIME);
     gst_pad_push_event (h->srcpad, gst_event_new_segment (&seg));
-    g_assert_cmpint (gst_pad_push (h->srcpad, f32_buffer (x, 500, 0)), ==,
-        GST_FLOW_NOT_NEGOTIATED);
+    g_assert_cmpint (gst_pad_push (h->srcpad, f32_buffer (x, 500, 0)), ==, GST_FLOW_NOT_NEGOTIATED);
     g_assert_null (gst_harness_try_pull (h));
     gst_object_unref (sinkpad);
     gst_harness_teardown (h);
@@ -185,8 +187,9 @@ test_wrong_caps_refused (void)
   gst_element_set_bus (h->element, bus);
   GstPad *sinkpad = gst_element_get_static_pad (h->element, "sink");
   /* Called directly: the pad itself would already refuse data before a segment. */
-  g_assert_cmpint (GST_PAD_CHAINFUNC (sinkpad) (sinkpad, GST_OBJECT (h->element),
-          f32_buffer (x, 500, 0)), ==, GST_FLOW_NOT_NEGOTIATED);
+  g_assert_cmpint (GST_PAD_CHAINFUNC (
+                       sinkpad) (sinkpad, GST_OBJECT (h->element), f32_buffer (x, 500, 0)),
+      ==, GST_FLOW_NOT_NEGOTIATED);
   gst_object_unref (sinkpad);
   GstMessage *msg = gst_bus_pop_filtered (bus, GST_MESSAGE_ERROR);
   g_assert_nonnull (msg);
@@ -251,8 +254,8 @@ test_fractional_rate (void)
   gst_harness_set_src_caps_str (h, F32_CAPS);
   GstCaps *caps = gst_pad_get_current_caps (h->sinkpad);
   gint fn = 0, fd = 0;
-  g_assert_true (gst_structure_get_fraction (gst_caps_get_structure (caps, 0), "framerate",
-          &fn, &fd));
+  g_assert_true (
+      gst_structure_get_fraction (gst_caps_get_structure (caps, 0), "framerate", &fn, &fd));
   g_assert_cmpint (fn, ==, 125);
   g_assert_cmpint (fd, ==, 2);
   gst_caps_unref (caps);
@@ -301,7 +304,8 @@ test_frames_per_buffer_and_eos (void)
   GstHarness *h = new_harness ("frames-per-buffer", 10, NULL);
   gst_harness_set_src_caps_str (h, F32_CAPS);
   GstCaps *caps = gst_pad_get_current_caps (h->sinkpad);
-  GstCaps *want = gst_caps_from_string ("other/tensors,format=static,num_tensors=1,"
+  GstCaps *want = gst_caps_from_string (
+      "other/tensors,format=static,num_tensors=1,"
       "types=float32,dimensions=(string)64:10,framerate=10/1,lookahead=3/200" MEL_FIELDS ("0.01"));
   g_assert_true (gst_caps_is_equal (caps, want));
   gst_caps_unref (want);
@@ -364,9 +368,9 @@ test_latency (void)
     GstClockTime want;
   } cases[] = {
     { F32_CAPS, 16000, 400, 1, 25 * MS },
-    { F32_CAPS, 16000, 400, 10, 115 * MS },          /* 400 + 9 * 160 samples */
-    { "audio/x-raw,format=F32LE,rate=44100,channels=1,layout=interleaved",
-      44100, 400, 1, 9070295 },                        /* ceil (400 / 44100 s) */
+    { F32_CAPS, 16000, 400, 10, 115 * MS }, /* 400 + 9 * 160 samples */
+    { "audio/x-raw,format=F32LE,rate=44100,channels=1,layout=interleaved", 44100, 400, 1,
+        9070295 }, /* ceil (400 / 44100 s) */
   };
   for (guint i = 0; i < G_N_ELEMENTS (cases); i++) {
     GstHarness *h = new_harness ("sample-rate", cases[i].rate, "window-length", cases[i].window,
@@ -394,8 +398,8 @@ test_flush_resets (void)
   gst_harness_set_src_caps_str (h, F32_CAPS);
 
   push_pieces (h, x, n, sizes, 3, GST_SECOND);
-  gst_harness_push (h, f32_buffer (junk, 100, GST_SECOND + gst_util_uint64_scale (n,
-              GST_SECOND, RATE)));
+  gst_harness_push (h,
+      f32_buffer (junk, 100, GST_SECOND + gst_util_uint64_scale (n, GST_SECOND, RATE)));
   /* 17 frames in 5 full buffers; the 18th frame and the junk are pending. */
   check_frames (h, ref, 15, 0, GST_SECOND, 10 * MS, 3);
 
@@ -438,8 +442,8 @@ test_discont_reanchors (void)
   GstBuffer *buf = f32_buffer (b, 137, t);
   GST_BUFFER_FLAG_SET (buf, GST_BUFFER_FLAG_DISCONT);
   gst_harness_push (h, buf);
-  gst_harness_push (h, f32_buffer (b + 137, n - 137, t + gst_util_uint64_scale (137, GST_SECOND,
-              RATE)));
+  gst_harness_push (h,
+      f32_buffer (b + 137, n - 137, t + gst_util_uint64_scale (137, GST_SECOND, RATE)));
   GstBuffer *first = gst_harness_try_pull (h);
   g_assert_nonnull (first);
   g_assert_true (GST_BUFFER_IS_DISCONT (first));
@@ -475,8 +479,8 @@ test_caps_change_resets (void)
   /* 4 frames: one full buffer of 3 now */
   g_assert_cmpuint (gst_harness_buffers_in_queue (h), ==, 1);
 
-  GstCaps *caps = gst_caps_from_string
-      ("audio/x-raw,format=S16LE,rate=16000,channels=1,layout=interleaved");
+  GstCaps *caps = gst_caps_from_string (
+      "audio/x-raw,format=S16LE,rate=16000,channels=1,layout=interleaved");
   g_assert_true (gst_pad_push_event (h->srcpad, gst_event_new_caps (caps)));
   gst_caps_unref (caps);
   /* the 4th frame was drained by the caps change */
@@ -519,8 +523,7 @@ test_gap_is_silence (void)
   GstHarness *h = new_harness (NULL);
   gst_harness_set_src_caps_str (h, F32_CAPS);
   gst_harness_push (h, f32_buffer (a, n, 0));
-  g_assert_true (gst_harness_push_event (h, gst_event_new_gap (62500 * GST_USECOND,
-              100 * MS)));
+  g_assert_true (gst_harness_push_event (h, gst_event_new_gap (62500 * GST_USECOND, 100 * MS)));
   gst_harness_push (h, f32_buffer (b, n, 162500 * GST_USECOND));
   check_frames (h, ref, n_ref, 0, 0, 10 * MS, 1);
   /* Frames entirely inside the gap are digital silence: log(0.01). */
@@ -587,7 +590,8 @@ test_preset_yamnet (void)
   GstHarness *h = new_harness ("preset", 1, NULL);
   gst_harness_set_src_caps_str (h, F32_CAPS);
   GstCaps *caps = gst_pad_get_current_caps (h->sinkpad);
-  GstCaps *want = gst_caps_from_string ("other/tensors,format=static,num_tensors=1,"
+  GstCaps *want = gst_caps_from_string (
+      "other/tensors,format=static,num_tensors=1,"
       "types=float32,dimensions=(string)64:1,framerate=100/1,lookahead=3/200" MEL_FIELDS ("0.001"));
   g_assert_true (gst_caps_is_equal (caps, want));
   gst_caps_unref (want);
@@ -606,8 +610,8 @@ test_preset_yamnet (void)
   g_object_get (el, "n-mels", &mels, "hop-length", &hop, NULL);
   g_assert_cmpfloat (offset, ==, 0.001);
   g_assert_cmpint (preset, ==, 1);
-  g_assert_cmpuint (mels, ==, 64);       /* set before the preset: reset by it */
-  g_assert_cmpuint (hop, ==, 100);       /* set after: kept */
+  g_assert_cmpuint (mels, ==, 64); /* set before the preset: reset by it */
+  g_assert_cmpuint (hop, ==, 100); /* set after: kept */
   gst_util_set_object_arg (G_OBJECT (el), "preset", "vggish");
   g_object_get (el, "log-offset", &offset, "hop-length", &hop, NULL);
   g_assert_cmpfloat (offset, ==, 0.01);
@@ -624,7 +628,7 @@ test_bad_settings (void)
   GstElement *el = gst_element_factory_make ("conymel", NULL);
   GstBus *bus = gst_bus_new ();
   gst_element_set_bus (el, bus);
-  g_object_set (el, "fmax", 9000.0, NULL);     /* above 16000 / 2 */
+  g_object_set (el, "fmax", 9000.0, NULL); /* above 16000 / 2 */
   g_assert_cmpint (gst_element_set_state (el, GST_STATE_PAUSED), ==, GST_STATE_CHANGE_FAILURE);
   GstMessage *msg = gst_bus_pop_filtered (bus, GST_MESSAGE_ERROR);
   g_assert_nonnull (msg);
@@ -635,21 +639,23 @@ test_bad_settings (void)
   gst_object_unref (el);
 }
 
-
 /* Buffers that are not a whole number of samples (#31.4: S16 in 3-byte buffers, F32 in
  * 5-byte ones once gave no frames and only a debug line): a STREAM FORMAT error naming
  * the size, the flow fails, nothing is pushed. */
 static void
 test_partial_samples (void)
 {
-  const struct { const char *format; gsize bytes; } cases[] = { { "S16LE", 3 }, { "F32LE", 5 },
-                                                                { "F32LE", 4002 } };
+  const struct {
+    const char *format;
+    gsize bytes;
+  } cases[] = { { "S16LE", 3 }, { "F32LE", 5 }, { "F32LE", 4002 } };
   for (guint i = 0; i < G_N_ELEMENTS (cases); i++) {
     GstHarness *h = new_harness (NULL);
     GstBus *bus = gst_bus_new ();
     gst_element_set_bus (h->element, bus);
     gchar *caps = g_strdup_printf ("audio/x-raw,format=%s,rate=16000,channels=1,"
-        "layout=interleaved", cases[i].format);
+                                   "layout=interleaved",
+        cases[i].format);
     gst_harness_set_src_caps_str (h, caps);
     g_free (caps);
     GstBuffer *buf = gst_buffer_new_allocate (NULL, cases[i].bytes, NULL);
@@ -677,14 +683,13 @@ test_partial_samples (void)
   }
 }
 
-
 /* The framing geometry is read on READY->PAUSED: set while PLAYING it is refused and
  * the old value reads back; in READY it takes (#31.5). */
 static void
 test_ready_only_properties (void)
 {
   const char *props[][2] = { { "hop-length", "320" }, { "n-mels", "40" }, { "fmax", "6000" },
-                             { "sample-rate", "8000" } };
+    { "sample-rate", "8000" } };
   for (guint i = 0; i < G_N_ELEMENTS (props); i++) {
     GstHarness *h = new_harness (NULL);
     gst_harness_set_src_caps_str (h, F32_CAPS);

@@ -26,7 +26,8 @@
 #define C 4
 #define N 8
 #define MS (GST_MSECOND)
-#define TOKEN_CAPS "other/tensors,format=static,num_tensors=1,types=float32," \
+#define TOKEN_CAPS \
+  "other/tensors,format=static,num_tensors=1,types=float32," \
   "dimensions=(string)128:1,framerate=4/1"
 
 static const char *labels[C] = { "speech", "music", "noise", "silence" };
@@ -82,7 +83,7 @@ reference_logits (const float *x, gsize n)
   g_assert_no_error (error);
   ConyEncoder *enc = cony_encoder_new (model, -1, &error);
   g_assert_no_error (error);
-  float *logits = g_new (float, n * C);
+  float *logits = g_new (float, n *C);
   for (gsize i = 0; i < n; i++)
     cony_encoder_step (enc, x + i * D, logits + i * C);
   cony_encoder_free (enc);
@@ -108,7 +109,7 @@ softmax (const float *logits, double *p)
 static float *
 make_tokens (gsize n, guint32 seed)
 {
-  float *x = g_new (float, n * D);
+  float *x = g_new (float, n *D);
   GRand *r = g_rand_new_with_seed (seed);
   for (gsize i = 0; i < n * D; i++)
     x[i] = (float) g_rand_double_range (r, -2.0, 2.0);
@@ -165,12 +166,14 @@ test_span_audio_chain (void)
   char *cnn = cony_test_golden_path ("cnn", "small.safetensors");
   char *tr = model_path ();
   gchar *launch = g_strdup_printf ("conymel ! conyvggish model=\"%s\" ! "
-      "conytransformer name=t model=\"%s\"", cnn, tr);
+                                   "conytransformer name=t model=\"%s\"",
+      cnn, tr);
   GstHarness *h = gst_harness_new_parse (launch);
   g_free (launch);
   GstBus *bus = gst_bus_new ();
   gst_element_set_bus (h->element, bus);
-  gst_harness_set_src_caps_str (h, "audio/x-raw,format=F32LE,rate=16000,channels=1,"
+  gst_harness_set_src_caps_str (h,
+      "audio/x-raw,format=F32LE,rate=16000,channels=1,"
       "layout=interleaved");
   /* segment: starts at 7 s, stream time 100 s, base (running time) 2 s */
   const GstClockTime base = 7 * GST_SECOND;
@@ -227,11 +230,11 @@ test_span_audio_chain (void)
       g_assert_cmpuint (get_u64 (s, "timestamp"), ==, start);
       g_assert_cmpuint (get_u64 (s, "duration"), ==, pts + 975 * MS - start);
       g_assert_cmpuint (get_u64 (s, "running-time"), ==, start - base + 2 * GST_SECOND);
-      g_assert_cmpuint (get_u64 (s, "running-time-end"), ==, pts + 975 * MS - base
-          + 2 * GST_SECOND);
+      g_assert_cmpuint (get_u64 (s, "running-time-end"), ==,
+          pts + 975 * MS - base + 2 * GST_SECOND);
       g_assert_cmpuint (get_u64 (s, "stream-time"), ==, start - base + 100 * GST_SECOND);
-      g_assert_cmpuint (get_u64 (s, "stream-time-end"), ==, pts + 975 * MS - base
-          + 100 * GST_SECOND);
+      g_assert_cmpuint (get_u64 (s, "stream-time-end"), ==,
+          pts + 975 * MS - base + 100 * GST_SECOND);
       n++;
     }
     gst_message_unref (msg);
@@ -252,7 +255,8 @@ test_span_negative_lookahead (void)
   char *path = model_path ();
   GstHarness *h = new_harness (path, NULL);
   g_free (path);
-  gst_harness_set_src_caps_str (h, "other/tensors,format=static,num_tensors=1,"
+  gst_harness_set_src_caps_str (h,
+      "other/tensors,format=static,num_tensors=1,"
       "types=float32,dimensions=(string)128:1,framerate=5/1,lookahead=(fraction)-1/10");
   float *x = make_tokens (3, 9);
   cony_test_push_tokens (h, x, D, 0, 3, 1, 40 * MS, 200 * MS, FALSE);
@@ -306,8 +310,7 @@ test_top_k (void)
     const GstStructure *cs = gst_custom_meta_get_structure (cm);
     const GValue *cl = gst_structure_get_value (cs, "top-labels");
     g_assert_cmpuint (gst_value_array_get_size (cl), ==, 3);
-    g_assert_cmpstr (g_value_get_string (gst_value_array_get_value (cl, 2)), ==,
-        labels[order[2]]);
+    g_assert_cmpstr (g_value_get_string (gst_value_array_get_value (cl, 2)), ==, labels[order[2]]);
     g_assert_cmpstr (gst_structure_get_string (cs, "output"), ==, "softmax");
     gst_buffer_unref (buf);
 
@@ -445,7 +448,8 @@ test_thresholds_file (void)
   g_free (file);
 
   /* a threshold that is not a number from 0 to 1 */
-  const char *bad[] = { "speech\t1.5\nmusic\nnoise\nsilence\n", "speech\nmusic\tx\nnoise\nsilence\n" };
+  const char *bad[] = { "speech\t1.5\nmusic\nnoise\nsilence\n",
+    "speech\nmusic\tx\nnoise\nsilence\n" };
   const char *line[] = { "line 1 (speech)", "line 2 (music)" };
   for (guint b = 0; b < G_N_ELEMENTS (bad); b++) {
     file = write_labels (dir, bad[b]);
@@ -481,7 +485,7 @@ typedef struct {
   gboolean onset;
   int cls;
   guint64 step;
-  GstClockTime start, end;   /* running time; end for offsets only */
+  GstClockTime start, end; /* running time; end for offsets only */
   gboolean eos;
 } Event;
 
@@ -568,8 +572,8 @@ test_sigmoid_segments (void)
     GstConyClassificationMeta *m = gst_buffer_get_cony_classification_meta (buf);
     g_assert_true (m->multi_label);
     for (int c = 0; c < C; c++)
-      g_assert_cmpfloat_with_epsilon (m->scores[c],
-          1.0 / (1.0 + exp (-(double) logits[t * C + c])), 1e-6);
+      g_assert_cmpfloat_with_epsilon (m->scores[c], 1.0 / (1.0 + exp (-(double) logits[t * C + c])),
+          1e-6);
     g_assert_cmpuint (m->n_top, ==, 2);
     g_assert_cmpfloat (m->scores[m->top_ids[0]], >=, m->scores[m->top_ids[1]]);
     for (guint i = 0; i < m->n_events; i++, w++) {
@@ -637,13 +641,14 @@ test_json_records (void)
   const char *names[C] = { "sp\"eech", "mu\\sic", "no ise", "silence" };
   char *path = model_path ();
   gchar *launch = g_strdup_printf ("conytransformer model=\"%s\" labels-file=\"%s\" top-k=2 "
-      "message-mode=on-change ! conyjson source=unit-test scores=true", path, file);
+                                   "message-mode=on-change ! conyjson source=unit-test scores=true",
+      path, file);
   GstHarness *h = gst_harness_new_parse (launch);
   g_free (launch);
   gst_harness_set_src_caps_str (h, TOKEN_CAPS ",lookahead=(fraction)29/40");
   GstCaps *out_caps = gst_pad_get_current_caps (h->sinkpad);
-  g_assert_true (gst_structure_has_name (gst_caps_get_structure (out_caps, 0),
-          "application/x-json"));
+  g_assert_true (
+      gst_structure_has_name (gst_caps_get_structure (out_caps, 0), "application/x-json"));
   gst_caps_unref (out_caps);
   const GstClockTime base = 3 * GST_SECOND;
   push_segment (h, base, 50 * GST_SECOND, GST_SECOND);
@@ -656,11 +661,11 @@ test_json_records (void)
     g_assert_true (gst_buffer_map (buf, &map, GST_MAP_READ));
     g_assert_cmpuint (map.size, >, 1);
     g_assert_cmpint (map.data[map.size - 1], ==, '\n');
-    g_assert_null (memchr (map.data, '\n', map.size - 1));   /* one line */
+    g_assert_null (memchr (map.data, '\n', map.size - 1)); /* one line */
     JsonParser *parser = json_parser_new ();
     GError *error = NULL;
-    g_assert_true (json_parser_load_from_data (parser, (const gchar *) map.data,
-            (gssize) map.size, &error));
+    g_assert_true (
+        json_parser_load_from_data (parser, (const gchar *) map.data, (gssize) map.size, &error));
     g_assert_no_error (error);
     JsonObject *o = json_node_get_object (json_parser_get_root (parser));
     double p[C];

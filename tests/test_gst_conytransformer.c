@@ -85,7 +85,7 @@ ref_step (Ref *r, const float *token, double *probs)
 static float *
 make_tokens (gsize n, guint32 seed)
 {
-  float *x = g_new (float, n * D);
+  float *x = g_new (float, n *D);
   GRand *r = g_rand_new_with_seed (seed);
   for (gsize i = 0; i < n * D; i++)
     x[i] = (float) g_rand_double_range (r, -2.0, 2.0);
@@ -117,8 +117,8 @@ new_harness (const gchar *first_prop, ...)
 static gint
 cmp_step (gconstpointer a, gconstpointer b)
 {
-  const GstConyClassificationMeta *x = *(GstConyClassificationMeta * const *) a;
-  const GstConyClassificationMeta *y = *(GstConyClassificationMeta * const *) b;
+  const GstConyClassificationMeta *x = *(GstConyClassificationMeta *const *) a;
+  const GstConyClassificationMeta *y = *(GstConyClassificationMeta *const *) b;
   return x->step < y->step ? -1 : x->step > y->step;
 }
 
@@ -129,8 +129,8 @@ metas_of (GstBuffer *buf)
   GPtrArray *a = g_ptr_array_new ();
   gpointer state = NULL;
   GstMeta *m;
-  while ((m = gst_buffer_iterate_meta_filtered (buf, &state,
-              GST_CONY_CLASSIFICATION_META_API_TYPE)) != NULL)
+  while ((m = gst_buffer_iterate_meta_filtered (buf, &state, GST_CONY_CLASSIFICATION_META_API_TYPE))
+      != NULL)
     g_ptr_array_add (a, m);
   g_ptr_array_sort (a, cmp_step);
   return a;
@@ -249,7 +249,10 @@ test_times_from_rate (void)
 static void
 test_attention_override (void)
 {
-  const struct { const char *nick; int variant; } cases[] = {
+  const struct {
+    const char *nick;
+    int variant;
+  } cases[] = {
     { "regular", CONY_ATTENTION_REGULAR },
     { "continual", CONY_ATTENTION_CONTINUAL },
     { "nystrom", CONY_ATTENTION_NYSTROM },
@@ -304,10 +307,10 @@ test_messages (void)
     guint64 ts, st, rt, dur, step;
     gint cls;
     gfloat conf;
-    g_assert_true (gst_structure_get (s, "timestamp", G_TYPE_UINT64, &ts,
-            "stream-time", G_TYPE_UINT64, &st, "running-time", G_TYPE_UINT64, &rt,
-            "duration", G_TYPE_UINT64, &dur, "step", G_TYPE_UINT64, &step,
-            "class-id", G_TYPE_INT, &cls, "confidence", G_TYPE_FLOAT, &conf, NULL));
+    g_assert_true (gst_structure_get (s, "timestamp", G_TYPE_UINT64, &ts, "stream-time",
+        G_TYPE_UINT64, &st, "running-time", G_TYPE_UINT64, &rt, "duration", G_TYPE_UINT64, &dur,
+        "step", G_TYPE_UINT64, &step, "class-id", G_TYPE_INT, &cls, "confidence", G_TYPE_FLOAT,
+        &conf, NULL));
     /* The span: from the oldest token in the window to the end of this one
      * (no lookahead in these caps); pts: this token's. */
     guint64 first = t + 1 - MIN (t + 1, N), pts, st_end, rt_end;
@@ -315,9 +318,8 @@ test_messages (void)
     g_assert_cmpuint (st, ==, 100 * GST_SECOND + first * 250 * MS);
     g_assert_cmpuint (rt, ==, 2 * GST_SECOND + first * 250 * MS);
     g_assert_cmpuint (dur, ==, (t + 1 - first) * 250 * MS);
-    g_assert_true (gst_structure_get (s, "pts", G_TYPE_UINT64, &pts,
-            "stream-time-end", G_TYPE_UINT64, &st_end,
-            "running-time-end", G_TYPE_UINT64, &rt_end, NULL));
+    g_assert_true (gst_structure_get (s, "pts", G_TYPE_UINT64, &pts, "stream-time-end",
+        G_TYPE_UINT64, &st_end, "running-time-end", G_TYPE_UINT64, &rt_end, NULL));
     g_assert_cmpuint (pts, ==, 10 * GST_SECOND + t * 250 * MS);
     g_assert_cmpuint (st_end, ==, 100 * GST_SECOND + (t + 1) * 250 * MS);
     g_assert_cmpuint (rt_end, ==, 2 * GST_SECOND + (t + 1) * 250 * MS);
@@ -434,10 +436,9 @@ test_on_change (void)
     g_assert_nonnull (msg);
     const GstStructure *s = gst_message_get_structure (msg);
     guint64 step, seg_start, pstart, pend;
-    g_assert_true (gst_structure_get (s, "step", G_TYPE_UINT64, &step,
-            "segment-start", G_TYPE_UINT64, &seg_start,
-            "previous-segment-start", G_TYPE_UINT64, &pstart,
-            "previous-segment-end", G_TYPE_UINT64, &pend, NULL));
+    g_assert_true (gst_structure_get (s, "step", G_TYPE_UINT64, &step, "segment-start",
+        G_TYPE_UINT64, &seg_start, "previous-segment-start", G_TYPE_UINT64, &pstart,
+        "previous-segment-end", G_TYPE_UINT64, &pend, NULL));
     g_assert_cmpuint (step, ==, t);
     g_assert_cmpstr (gst_structure_get_string (s, "label"), ==, labels[top]);
     g_assert_cmpuint (seg_start, ==, rt0);
@@ -458,9 +459,8 @@ test_on_change (void)
   const GstStructure *s = gst_message_get_structure (msg);
   gboolean eos = FALSE;
   guint64 pstart, pend;
-  g_assert_true (gst_structure_get (s, "eos", G_TYPE_BOOLEAN, &eos,
-          "previous-segment-start", G_TYPE_UINT64, &pstart,
-          "previous-segment-end", G_TYPE_UINT64, &pend, NULL));
+  g_assert_true (gst_structure_get (s, "eos", G_TYPE_BOOLEAN, &eos, "previous-segment-start",
+      G_TYPE_UINT64, &pstart, "previous-segment-end", G_TYPE_UINT64, &pend, NULL));
   g_assert_true (eos);
   g_assert_cmpstr (gst_structure_get_string (s, "previous-label"), ==, labels[prev]);
   g_assert_cmpuint (pstart, ==, prev_start);
@@ -512,10 +512,9 @@ test_on_change_threshold (void)
     const GstStructure *s = gst_message_get_structure (msg);
     guint64 step, pstart, pend;
     gfloat conf;
-    g_assert_true (gst_structure_get (s, "step", G_TYPE_UINT64, &step,
-            "confidence", G_TYPE_FLOAT, &conf,
-            "previous-segment-start", G_TYPE_UINT64, &pstart,
-            "previous-segment-end", G_TYPE_UINT64, &pend, NULL));
+    g_assert_true (gst_structure_get (s, "step", G_TYPE_UINT64, &step, "confidence", G_TYPE_FLOAT,
+        &conf, "previous-segment-start", G_TYPE_UINT64, &pstart, "previous-segment-end",
+        G_TYPE_UINT64, &pend, NULL));
     g_assert_cmpuint (step, ==, t);
     g_assert_cmpfloat (conf, >=, thr);
     g_assert_cmpuint (pstart, ==, prev_start);
@@ -561,7 +560,7 @@ test_meta_survives_copies (void)
   copies[0] = gst_buffer_copy (out);
   copies[1] = gst_buffer_copy_region (out, GST_BUFFER_COPY_ALL, 0, D * sizeof (float));
   gst_buffer_ref (out);
-  copies[2] = gst_buffer_make_writable (out);   /* a copy: @out is shared */
+  copies[2] = gst_buffer_make_writable (out); /* a copy: @out is shared */
   g_assert_true (copies[2] != out);
   for (guint i = 0; i < 3; i++) {
     g_assert_cmpuint (gst_buffer_get_n_cony_classification_metas (copies[i]), ==, 3);
@@ -600,8 +599,8 @@ test_meta_survives_audioconvert (void)
   GstBuffer *buf = gst_buffer_new_allocate (NULL, 160 * sizeof (float), NULL);
   gst_buffer_memset (buf, 0, 0, 160 * sizeof (float));
   float scores[C] = { 0.1f, 0.2f, 0.3f, 0.4f };
-  GstConyClassificationMeta *m = gst_buffer_add_cony_classification_meta (buf, 7, 0,
-      GST_SECOND, 3, "silence", 0.4f, scores, C, 0.5);
+  GstConyClassificationMeta *m = gst_buffer_add_cony_classification_meta (buf, 7, 0, GST_SECOND, 3,
+      "silence", 0.4f, scores, C, 0.5);
   gst_buffer_add_cony_classification_custom_meta (buf, m);
   GstBuffer *out = gst_harness_push_and_pull (h, buf);
   g_assert_cmpuint (gst_buffer_get_size (out), ==, 160 * 2);
@@ -778,7 +777,6 @@ test_nan_tokens (void)
   g_free (x);
 }
 
-
 /* Tokens of FLT_MAX, 1e19, 1e30 and denormals, every attention variant (#31.2, #30.4):
  * the FLT_MAX token overflows the model (its logits are not finite): one STREAM FAILED
  * warning naming the step, no meta and no message for it, and the stream starts again
@@ -787,10 +785,16 @@ test_nan_tokens (void)
 static void
 test_extreme_tokens (void)
 {
-  const struct { const char *nick; int variant; } cases[] = {
-    { "regular", CONY_ATTENTION_REGULAR }, { "continual", CONY_ATTENTION_CONTINUAL },
-    { "nystrom", CONY_ATTENTION_NYSTROM }, { "nystrom-fixed", CONY_ATTENTION_NYSTROM_FIXED },
-    { "cony", CONY_ATTENTION_CONY }, { "cony-fixed", CONY_ATTENTION_CONY_FIXED },
+  const struct {
+    const char *nick;
+    int variant;
+  } cases[] = {
+    { "regular", CONY_ATTENTION_REGULAR },
+    { "continual", CONY_ATTENTION_CONTINUAL },
+    { "nystrom", CONY_ATTENTION_NYSTROM },
+    { "nystrom-fixed", CONY_ATTENTION_NYSTROM_FIXED },
+    { "cony", CONY_ATTENTION_CONY },
+    { "cony-fixed", CONY_ATTENTION_CONY_FIXED },
   };
   const gsize n = 20, bad = 5;
   float *x = make_tokens (n, 41);
@@ -824,7 +828,8 @@ test_extreme_tokens (void)
         g_error_free (err);
         n_warnings++;
       } else if (GST_MESSAGE_TYPE (msg) == GST_MESSAGE_ELEMENT) {
-        const GValue *conf = gst_structure_get_value (gst_message_get_structure (msg), "confidence");
+        const GValue *conf = gst_structure_get_value (gst_message_get_structure (msg),
+            "confidence");
         g_assert_nonnull (conf);
         g_assert_true (isfinite (g_value_get_float (conf)));
         n_msgs++;
@@ -863,8 +868,6 @@ test_extreme_tokens (void)
   }
   g_free (x);
 }
-
-
 
 /* Overflowing steps: one warning per run of affected buffers (two FLT_MAX buffers in a
  * row: one), a new run warns again; each names its step, none gets a meta. */
@@ -913,7 +916,7 @@ static void
 test_ready_only_properties (void)
 {
   const char *props[][2] = { { "model", "/tmp/other.safetensors" }, { "attention", "regular" },
-                             { "labels-file", "/tmp/labels.txt" } };
+    { "labels-file", "/tmp/labels.txt" } };
   for (guint i = 0; i < G_N_ELEMENTS (props); i++) {
     GstHarness *h = new_harness (NULL);
     gst_harness_set_src_caps_str (h, TOKEN_CAPS ("1", "4/1"));
@@ -945,11 +948,11 @@ test_wrong_dimension (void)
   GstPad *sinkpad = gst_element_get_static_pad (h->element, "sink");
   gst_pad_push_event (h->srcpad, gst_event_new_stream_start ("test"));
   GstCaps *caps = gst_caps_from_string ("other/tensors,format=static,num_tensors=1,"
-      "types=float32,dimensions=(string)64:1,framerate=100/1");
+                                        "types=float32,dimensions=(string)64:1,framerate=100/1");
   gst_pad_push_event (h->srcpad, gst_event_new_caps (caps));
   gst_caps_unref (caps);
   g_assert_false (gst_pad_has_current_caps (sinkpad));
-  cony_test_pop_negotiation_error (bus, (const char *[]) { "64", "128", NULL });
+  cony_test_pop_negotiation_error (bus, (const char *[]){ "64", "128", NULL });
   GstSegment seg;
   gst_segment_init (&seg, GST_FORMAT_TIME);
   gst_pad_push_event (h->srcpad, gst_event_new_segment (&seg));
@@ -996,7 +999,7 @@ test_multitoken_steps (void)
 {
   const gsize frames = 9;
   const GstClockTime base = 2 * GST_SECOND + 3, fdur = 100 * MS;
-  float *x = g_new (float, frames * KK * KD);
+  float *x = g_new (float, frames *KK *KD);
   GRand *rnd = g_rand_new_with_seed (77);
   for (gsize i = 0; i < frames * KK * KD; i++)
     x[i] = (float) g_rand_double_range (rnd, -2.0, 2.0);
@@ -1015,7 +1018,8 @@ test_multitoken_steps (void)
   GstHarness *h = k4_harness ();
   GstBus *bus = cony_test_attach_bus (h);
   /* frames 0..4: one frame (4 tokens) per buffer, 10 frames/s */
-  gst_harness_set_src_caps_str (h, "other/tensors,format=static,num_tensors=1,types=float32,"
+  gst_harness_set_src_caps_str (h,
+      "other/tensors,format=static,num_tensors=1,types=float32,"
       "dimensions=(string)6:4,framerate=10/1");
   for (gsize f = 0; f < 5; f++) {
     GstBuffer *buf = gst_buffer_new_memdup (x + f * KK * KD, KK * KD * sizeof (float));
@@ -1024,7 +1028,8 @@ test_multitoken_steps (void)
     g_assert_cmpint (gst_harness_push (h, buf), ==, GST_FLOW_OK);
   }
   /* frames 5..8: two frames per buffer (the same token rate: the state is kept) */
-  gst_harness_set_src_caps_str (h, "other/tensors,format=static,num_tensors=1,types=float32,"
+  gst_harness_set_src_caps_str (h,
+      "other/tensors,format=static,num_tensors=1,types=float32,"
       "dimensions=(string)6:8,framerate=5/1");
   for (gsize f = 5; f + 1 < frames; f += 2) {
     GstBuffer *buf = gst_buffer_new_memdup (x + f * KK * KD, 2 * KK * KD * sizeof (float));
@@ -1038,7 +1043,7 @@ test_multitoken_steps (void)
   while ((buf = gst_harness_try_pull (h)) != NULL) {
     GPtrArray *metas = metas_of (buf);
     gsize tokens = gst_buffer_get_size (buf) / (KD * sizeof (float));
-    g_assert_cmpuint (metas->len, ==, tokens / KK);   /* one result per 4 tokens */
+    g_assert_cmpuint (metas->len, ==, tokens / KK); /* one result per 4 tokens */
     for (guint i = 0; i < metas->len; i++, step++) {
       const GstConyClassificationMeta *m = metas->pdata[i];
       float logits[KC];
@@ -1059,13 +1064,14 @@ test_multitoken_steps (void)
        * frame PTS + j x 25 ms */
       guint64 fed = KK * (step + 1), fill = MIN (fed, KN), oldest = fed - fill;
       g_assert_cmpfloat (m->context_fill, ==, (double) fill / KN);
-      g_assert_cmpuint (m->window_start, ==, base + (oldest / KK) * fdur + (oldest % KK) * fdur / KK);
+      g_assert_cmpuint (m->window_start, ==,
+          base + (oldest / KK) * fdur + (oldest % KK) * fdur / KK);
       g_assert_cmpuint (m->window_end, ==, base + (step + 1) * fdur);
     }
     g_ptr_array_free (metas, TRUE);
     gst_buffer_unref (buf);
   }
-  g_assert_cmpuint (step, ==, frames);   /* 9 frames, 9 steps */
+  g_assert_cmpuint (step, ==, frames); /* 9 frames, 9 steps */
 
   /* one message per step: pts the frame's; timestamp + duration the window's
    * span, to the end of the frame */
@@ -1120,9 +1126,10 @@ test_multitoken_caps_refused (void)
   const char *bad[] = { "6:1", "6:3", "6:6" };
   for (guint i = 0; i < G_N_ELEMENTS (bad); i++) {
     gchar *cs = g_strdup_printf ("other/tensors,format=static,num_tensors=1,types=float32,"
-        "dimensions=(string)%s,framerate=10/1", bad[i]);
+                                 "dimensions=(string)%s,framerate=10/1",
+        bad[i]);
     cony_test_assert_caps_refused (k4_harness (), cs,
-        (const char *[]) { "tokens_per_step = 4", NULL });
+        (const char *[]){ "tokens_per_step = 4", NULL });
     g_free (cs);
   }
 }
@@ -1259,8 +1266,7 @@ main (int argc, char **argv)
   g_test_add_func ("/conytransformer/on-change", test_on_change);
   g_test_add_func ("/conytransformer/on-change-threshold", test_on_change_threshold);
   g_test_add_func ("/conytransformer/meta-survives-copies", test_meta_survives_copies);
-  g_test_add_func ("/conytransformer/meta-survives-audioconvert",
-      test_meta_survives_audioconvert);
+  g_test_add_func ("/conytransformer/meta-survives-audioconvert", test_meta_survives_audioconvert);
   g_test_add_func ("/conytransformer/flush", test_flush_resets);
   g_test_add_func ("/conytransformer/discont", test_discont_resets);
   g_test_add_func ("/conytransformer/gap", test_gap_resets);

@@ -39,7 +39,7 @@ load_model (const char *file)
 static float *
 make_frames (gsize n, guint d, guint32 seed)
 {
-  float *x = g_new (float, n * d);
+  float *x = g_new (float, n *d);
   GRand *r = g_rand_new_with_seed (seed);
   for (gsize i = 0; i < n * d; i++)
     x[i] = (float) g_rand_double_range (r, -6.0, 2.0);
@@ -110,8 +110,8 @@ test_matches_torch_golden (void)
   gst_harness_set_src_caps_str (h, TOKEN_CAPS ("1", "100/1"));
   GstCaps *caps = gst_pad_get_current_caps (h->sinkpad);
   GstCaps *exp = gst_caps_from_string ("other/tensors,format=static,num_tensors=1,"
-      "types=float32,dimensions=(string)128:1,framerate=25/24");
-  g_assert_true (gst_caps_is_subset (caps, exp));   /* + the cnn fields (test_gst_pairing) */
+                                       "types=float32,dimensions=(string)128:1,framerate=25/24");
+  g_assert_true (gst_caps_is_subset (caps, exp)); /* + the cnn fields (test_gst_pairing) */
   gst_caps_unref (exp);
   gst_caps_unref (caps);
 
@@ -224,15 +224,14 @@ test_latency (void)
     guint window_model_stride;
     GstClockTime want;
   } cases[] = {
-    { TOKEN_CAPS ("1", "100/1"), 25, 950 * MS },       /* 95 frames of 10 ms */
-    { TOKEN_CAPS ("1", "100/1"), 96, 950 * MS },       /* the stride does not matter */
-    { TOKEN_CAPS ("10", "10/1"), 25, 950 * MS },       /* nor the tokens per buffer */
-    { TOKEN_CAPS ("1", "125/2"), 25, 1520 * MS },      /* 95 frames of 16 ms */
-    { TOKEN_CAPS ("1", "300/1"), 25, 316666667 },      /* ceil (95 / 300 s) */
+    { TOKEN_CAPS ("1", "100/1"), 25, 950 * MS },  /* 95 frames of 10 ms */
+    { TOKEN_CAPS ("1", "100/1"), 96, 950 * MS },  /* the stride does not matter */
+    { TOKEN_CAPS ("10", "10/1"), 25, 950 * MS },  /* nor the tokens per buffer */
+    { TOKEN_CAPS ("1", "125/2"), 25, 1520 * MS }, /* 95 frames of 16 ms */
+    { TOKEN_CAPS ("1", "300/1"), 25, 316666667 }, /* ceil (95 / 300 s) */
   };
   for (guint i = 0; i < G_N_ELEMENTS (cases); i++) {
-    GstHarness *h = new_harness ("small.safetensors", "stride", cases[i].window_model_stride,
-        NULL);
+    GstHarness *h = new_harness ("small.safetensors", "stride", cases[i].window_model_stride, NULL);
     gst_harness_set_src_caps_str (h, cases[i].caps);
     gst_harness_set_upstream_latency (h, 0);
     g_assert_cmpuint (gst_harness_query_latency (h), ==, cases[i].want);
@@ -405,7 +404,7 @@ static void
 test_wrong_caps_refused (void)
 {
   const gchar *bad[] = {
-    TOKEN_CAPS ("1", "0/1"),      /* no token rate */
+    TOKEN_CAPS ("1", "0/1"), /* no token rate */
     "other/tensors,format=static,num_tensors=1,types=float32,dimensions=(string)32:1,framerate=100/1",
     "other/tensors,format=static,num_tensors=1,types=uint8,dimensions=(string)64:1,framerate=100/1",
     "other/tensors,format=static,num_tensors=1,types=float32,dimensions=(string)64:1:3,framerate=100/1",
@@ -443,8 +442,8 @@ test_bad_models (void)
     GstElement *el = gst_element_factory_make ("conyvggish", NULL);
     GstBus *bus = gst_bus_new ();
     gst_element_set_bus (el, bus);
-    g_object_set (el, "model", cases[i].model, "window", cases[i].window,
-        "postprocess", cases[i].postprocess, "output", cases[i].output, NULL);
+    g_object_set (el, "model", cases[i].model, "window", cases[i].window, "postprocess",
+        cases[i].postprocess, "output", cases[i].output, NULL);
     g_assert_cmpint (gst_element_set_state (el, GST_STATE_PAUSED), ==, GST_STATE_CHANGE_FAILURE);
     GstMessage *msg = gst_bus_pop_filtered (bus, GST_MESSAGE_ERROR);
     g_assert_nonnull (msg);
@@ -518,11 +517,12 @@ static void
 test_other_geometry (void)
 {
   GstHarness *h = new_harness ("odd.safetensors", "stride", 5, NULL);
-  gst_harness_set_src_caps_str (h, "other/tensors,format=static,num_tensors=1,types=float32,"
+  gst_harness_set_src_caps_str (h,
+      "other/tensors,format=static,num_tensors=1,types=float32,"
       "dimensions=(string)24:1,framerate=100/1");
   GstCaps *caps = gst_pad_get_current_caps (h->sinkpad);
-  g_assert_cmpstr (gst_structure_get_string (gst_caps_get_structure (caps, 0), "dimensions"),
-      ==, "10:1");
+  g_assert_cmpstr (gst_structure_get_string (gst_caps_get_structure (caps, 0), "dimensions"), ==,
+      "10:1");
   gst_caps_unref (caps);
   float *x = make_frames (30, 24, 13);
   GstBuffer *buf = gst_buffer_new_memdup (x, 30 * 24 * sizeof (float));
@@ -552,17 +552,18 @@ test_mobilenet_outputs (void)
     g_autofree char *path = cony_test_golden_path ("mobilenet", "f32.safetensors");
     guint stride = 0;
     g_object_get (el, "stride", &stride, NULL);
-    g_assert_cmpuint (stride, ==, 25);   /* 0.25 s of 10 ms frames */
+    g_assert_cmpuint (stride, ==, 25); /* 0.25 s of 10 ms frames */
     gst_util_set_object_arg (G_OBJECT (el), "output", nicks[o]);
     g_object_set (el, "model", path, "stride", 21, NULL);
     GstHarness *h = gst_harness_new_with_element (el, "sink", "src");
     gst_object_unref (el);
-    gst_harness_set_src_caps_str (h, "other/tensors,format=static,num_tensors=1,"
+    gst_harness_set_src_caps_str (h,
+        "other/tensors,format=static,num_tensors=1,"
         "types=float32,dimensions=(string)16:1,framerate=100/1");
     GstCaps *caps = gst_pad_get_current_caps (h->sinkpad);
     g_autofree char *dim = g_strdup_printf ("%u:1", dims[o]);
-    g_assert_cmpstr (gst_structure_get_string (gst_caps_get_structure (caps, 0), "dimensions"),
-        ==, dim);
+    g_assert_cmpstr (gst_structure_get_string (gst_caps_get_structure (caps, 0), "dimensions"), ==,
+        dim);
     gst_caps_unref (caps);
     gsize n = x->shape[0];
     cony_test_push_tokens (h, x->data, 16, 0, n * 21, 5, 0, 10 * MS, FALSE);
@@ -596,13 +597,15 @@ on_handoff (GstElement *sink, GstBuffer *buf, GstPad *pad, gpointer data)
 static void
 test_batch_non_live (void)
 {
-  gsize n = 300;   /* 1 + (300 - 96) / 25 = 9 windows: two batches of 4, then 1 at EOS */
+  gsize n = 300; /* 1 + (300 - 96) / 25 = 9 windows: two batches of 4, then 1 at EOS */
   float *x = make_frames (n, D, 21);
   ConyCnn *cnn = load_model ("small.safetensors");
   char *model = cony_test_golden_path ("cnn", "small.safetensors");
-  char *desc = g_strdup_printf ("appsrc name=src format=time caps=\"" TOKEN_CAPS ("1", "100/1")
-      "\" ! conyvggish name=v batch=4 model=\"%s\" ! fakesink name=sink signal-handoffs=true "
-      "sync=false", model);
+  char *desc =
+      g_strdup_printf ("appsrc name=src format=time caps=\"" TOKEN_CAPS ("1",
+                           "100/1") "\" ! conyvggish name=v batch=4 model=\"%s\" ! fakesink name=sink signal-handoffs=true "
+                                    "sync=false",
+          model);
   GError *error = NULL;
   GstElement *pipe = gst_parse_launch (desc, &error);
   g_assert_no_error (error);
@@ -681,7 +684,6 @@ test_batch_live_is_immediate (void)
   cony_cnn_free (cnn);
   g_free (x);
 }
-
 
 /* model is read on READY->PAUSED: set while PLAYING it is refused and the old value
  * reads back; in READY it takes (#31.5). */

@@ -39,7 +39,8 @@ write_wav (const char *path)
 {
   guint n = RATE * SECONDS;
   GByteArray *b = g_byte_array_new ();
-  guint32 data_len = n * 2, riff_len = 36 + data_len, fmt_len = 16, rate = RATE, byte_rate = RATE * 2;
+  guint32 data_len = n * 2, riff_len = 36 + data_len, fmt_len = 16, rate = RATE,
+          byte_rate = RATE * 2;
   guint16 pcm = 1, ch = 1, align = 2, bits = 16;
   g_byte_array_append (b, (const guint8 *) "RIFF", 4);
   g_byte_array_append (b, (const guint8 *) &riff_len, 4);
@@ -84,12 +85,12 @@ make_pipeline (void)
 {
   const char *root = g_getenv ("CONY_SOURCE_ROOT");
   g_assert_nonnull (root);
-  g_autofree char *desc = g_strdup_printf (
-      "filesrc location=%s ! wavparse ! audioconvert ! audioresample ! conymel "
-      "! conyvggish model=%s/tests/golden/cnn/small.safetensors "
-      "! conytransformer model=%s/tests/golden/transformer/small.safetensors "
-      "! fakesink name=sink signal-handoffs=true sync=false",
-      wav_path, root, root);
+  g_autofree char *desc =
+      g_strdup_printf ("filesrc location=%s ! wavparse ! audioconvert ! audioresample ! conymel "
+                       "! conyvggish model=%s/tests/golden/cnn/small.safetensors "
+                       "! conytransformer model=%s/tests/golden/transformer/small.safetensors "
+                       "! fakesink name=sink signal-handoffs=true sync=false",
+          wav_path, root, root);
   GError *error = NULL;
   GstElement *p = gst_parse_launch (desc, &error);
   g_assert_no_error (error);
@@ -105,8 +106,10 @@ drain_bus (GstBus *bus, GstClockTime timeout)
 {
   GstMessage *m;
   gboolean eos = FALSE;
-  while (!eos && (m = gst_bus_timed_pop_filtered (bus, timeout, GST_MESSAGE_ERROR |
-              GST_MESSAGE_WARNING | GST_MESSAGE_EOS)) != NULL) {
+  while (!eos
+      && (m = gst_bus_timed_pop_filtered (bus, timeout,
+              GST_MESSAGE_ERROR | GST_MESSAGE_WARNING | GST_MESSAGE_EOS))
+          != NULL) {
     if (GST_MESSAGE_TYPE (m) != GST_MESSAGE_EOS) {
       GError *err = NULL;
       gchar *dbg = NULL;
@@ -115,7 +118,7 @@ drain_bus (GstBus *bus, GstClockTime timeout)
       else
         gst_message_parse_warning (m, &err, &dbg);
       g_error ("%s from %s: %s (%s)", GST_MESSAGE_TYPE_NAME (m), GST_OBJECT_NAME (m->src),
-               err->message, dbg);
+          err->message, dbg);
     }
     eos = TRUE;
     gst_message_unref (m);
@@ -151,7 +154,7 @@ test_null_playing_cycles (void)
         full_runs_results = got;
       g_assert_cmpuint (got, ==, full_runs_results);
     } else {
-      drain_bus (bus, 0);   /* torn down mid-stream (or wherever it got to) */
+      drain_bus (bus, 0); /* torn down mid-stream (or wherever it got to) */
     }
     set_state (p, GST_STATE_NULL);
     drain_bus (bus, 0);
@@ -159,8 +162,8 @@ test_null_playing_cycles (void)
       rss_warm = rss_kib ();
   }
   glong growth = rss_kib () - rss_warm;
-  g_test_message ("%u cycles: %u results per full run, RSS growth %ld KiB after cycle 20",
-                  CYCLES, full_runs_results, growth);
+  g_test_message ("%u cycles: %u results per full run, RSS growth %ld KiB after cycle 20", CYCLES,
+      full_runs_results, growth);
   if (CHECK_RSS)
     g_assert_cmpint (growth, <, MAX_GROWTH_KIB);
   gst_object_unref (bus);

@@ -20,13 +20,16 @@
 
 #define RATE 16000
 #define TOKENS "other/tensors,format=static,num_tensors=1,types=float32,framerate=100/1"
-#define VGGISH_FIELDS "mel-sample-rate=16000,mel-window-length=400,mel-hop-length=160," \
+#define VGGISH_FIELDS \
+  "mel-sample-rate=16000,mel-window-length=400,mel-hop-length=160," \
   "mel-fft-length=512,mel-fmin=125.0,mel-fmax=7500.0"
 #define AUDIO_CAPS "audio/x-raw,format=F32LE,rate=16000,channels=1,layout=interleaved"
-#define LEGACY_FRONTEND "{\"kind\":\"audio-logmel-vggish\",\"sample_rate\":16000," \
+#define LEGACY_FRONTEND \
+  "{\"kind\":\"audio-logmel-vggish\",\"sample_rate\":16000," \
   "\"window_samples\":400,\"hop_samples\":160,\"fft\":512,\"n_mels\":64,\"fmin\":125.0," \
   "\"fmax\":7500.0,\"log_offset\":0.01,\"patch_frames\":96,\"stride_frames\":25}"
-#define YAMNET_FRONTEND "{\"name\": \"yamnet\", \"sample-rate\": 16000, \"window-length\": 400, " \
+#define YAMNET_FRONTEND \
+  "{\"name\": \"yamnet\", \"sample-rate\": 16000, \"window-length\": 400, " \
   "\"hop-length\": 160, \"fft-length\": 512, \"n-mels\": 64, \"fmin\": 125.0, " \
   "\"fmax\": 7500.0, \"log-offset\": 0.001}"
 
@@ -36,7 +39,8 @@ static char *
 small_model_with_frontend (const char *frontend)
 {
   char *src = cony_test_golden_path ("cnn", "small.safetensors");
-  const char *meta[] = { "architecture", "vggish", "final_relu", "false", "frontend", frontend, NULL };
+  const char *meta[] = { "architecture", "vggish", "final_relu", "false", "frontend", frontend,
+    NULL };
   char *path = cony_test_copy_safetensors (src, meta);
   g_free (src);
   return path;
@@ -75,8 +79,8 @@ test_no_frontend_is_vggish (void)
       TOKENS ",dimensions=(string)64:1," VGGISH_FIELDS ",mel-n-mels=64,mel-log-offset=0.01");
   assert_caps_accepted (vggish_harness (small), TOKENS ",dimensions=(string)64:1");
 
-  const char *offset[] = { "log-offset", "mel-log-offset=0.001", "log-offset=0.01",
-    "preset=vggish", NULL };
+  const char *offset[] = { "log-offset", "mel-log-offset=0.001", "log-offset=0.01", "preset=vggish",
+    NULL };
   cony_test_assert_caps_refused (vggish_harness (small),
       TOKENS ",dimensions=(string)64:1," VGGISH_FIELDS ",mel-n-mels=64,mel-log-offset=0.001",
       offset);

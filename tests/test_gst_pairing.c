@@ -17,9 +17,11 @@
 #include "gsttestutil.h"
 #include "testutil.h"
 
-#define TOKENS "other/tensors,format=static,num_tensors=1,types=float32,framerate=4/1," \
+#define TOKENS \
+  "other/tensors,format=static,num_tensors=1,types=float32,framerate=4/1," \
   "dimensions=(string)128:1"
-#define MEL_TOKENS "other/tensors,format=static,num_tensors=1,types=float32," \
+#define MEL_TOKENS \
+  "other/tensors,format=static,num_tensors=1,types=float32," \
   "framerate=100/1,dimensions=(string)64:1"
 
 static char *
@@ -43,8 +45,8 @@ transformer_trained_on (const char *sha256, const char *output)
   ConySafetensors *st = cony_safetensors_open (src, &error);
   g_assert_no_error (error);
   JsonParser *parser = json_parser_new ();
-  g_assert_true (json_parser_load_from_data (parser,
-          cony_safetensors_metadata (st, "config"), -1, NULL));
+  g_assert_true (
+      json_parser_load_from_data (parser, cony_safetensors_metadata (st, "config"), -1, NULL));
   JsonObject *config = json_node_get_object (json_parser_get_root (parser));
   JsonObject *fe = json_object_new ();
   json_object_set_string_member (fe, "cnn", "small.safetensors");
@@ -116,7 +118,7 @@ test_pairing (void)
   char *model = transformer_trained_on (sha, "scores");
   char *same = g_strdup_printf (",cnn=small.safetensors,cnn-sha256=%s,cnn-output=scores", sha);
   assert_accepted (model, same);
-  assert_accepted (model, "");            /* tokens that do not say where they come from */
+  assert_accepted (model, ""); /* tokens that do not say where they come from */
 
   /* another CNN file (by content), whatever its name */
   const char *other = "00112233445566778899aabbccddeeff00112233445566778899aabbccddeeff";
@@ -156,16 +158,16 @@ static void
 test_chain_refused (void)
 {
   char *cnn = cony_test_golden_path ("cnn", "small.safetensors");
-  char *model = transformer_trained_on (
-      "ffeeddccbbaa99887766554433221100ffeeddccbbaa99887766554433221100", "scores");
+  char *model =
+      transformer_trained_on ("ffeeddccbbaa99887766554433221100ffeeddccbbaa99887766554433221100",
+          "scores");
   char *desc = g_strdup_printf ("conyvggish model=\"%s\" ! conytransformer model=\"%s\"", cnn,
       model);
   GstHarness *h = gst_harness_new_parse (desc);
   GstBus *bus = gst_bus_new ();
   gst_element_set_bus (h->element, bus);
-  gst_harness_set_src_caps_str (h, MEL_TOKENS);     /* conyvggish's token caps follow */
-  const char *needles[] = { "the tokens come from small.safetensors", "ffeeddccbbaa9988",
-    NULL };
+  gst_harness_set_src_caps_str (h, MEL_TOKENS); /* conyvggish's token caps follow */
+  const char *needles[] = { "the tokens come from small.safetensors", "ffeeddccbbaa9988", NULL };
   cony_test_pop_negotiation_error (bus, needles);
   gst_element_set_bus (h->element, NULL);
   gst_object_unref (bus);

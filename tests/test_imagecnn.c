@@ -45,8 +45,8 @@ check_case (const char *name, guint h, guint w, guint d)
   g_assert_cmpuint (want->shape[1], ==, d);
 
   const ConyCnnConvAlgorithm algos[] = { CONY_CNN_CONV_AUTO, CONY_CNN_CONV_IM2COL,
-                                         CONY_CNN_CONV_WINOGRAD, CONY_CNN_CONV_WINOGRAD4 };
-  g_autofree float *out = g_new (float, n * d);
+    CONY_CNN_CONV_WINOGRAD, CONY_CNN_CONV_WINOGRAD4 };
+  g_autofree float *out = g_new (float, n *d);
   for (guint a = 0; a < G_N_ELEMENTS (algos); a++) {
     cony_cnn_set_conv_algorithm (cnn, algos[a]);
     for (gsize i = 0; i < n; i++)
@@ -73,7 +73,7 @@ test_gap (void)
   g_assert_cmpfloat_with_epsilon (std[2], 0.3f, 1e-7);
   g_autofree char *desc = cony_cnn_describe (cnn);
   g_assert_nonnull (strstr (desc, "global average pool"));
-  g_assert_nonnull (strstr (desc, "features.7 (max-pool)"));   /* declared trailing pool */
+  g_assert_nonnull (strstr (desc, "features.7 (max-pool)")); /* declared trailing pool */
 }
 
 static void
@@ -116,11 +116,11 @@ test_normalisation_identity (void)
     g_ptr_array_add (shapes, (gpointer) t->shape);
   }
   const char *meta[] = { "input_height", "20", "input_width", "22", "input_channels", "3",
-                         "global_pool", "avg", "trailing_pools", "1", NULL };
+    "global_pool", "avg", "trailing_pools", "1", NULL };
   g_autofree char *plain = g_build_filename (tmpdir, "plain.safetensors", NULL);
   g_assert_true (cony_safetensors_write (plain, nt, (const char *const *) names->pdata,
-                                         (const float *const *) data->pdata, (int *) ndims->data,
-                                         (const gsize *const *) shapes->pdata, meta, &error));
+      (const float *const *) data->pdata, (int *) ndims->data, (const gsize *const *) shapes->pdata,
+      meta, &error));
   g_assert_no_error (error);
   g_autoptr (ConyCnn) norm = load_model ("gap.safetensors");
   g_autoptr (ConyCnn) raw = cony_cnn_load (plain, &error);
@@ -174,8 +174,8 @@ write_meta_variant (const char *file, const char *const *meta)
     shapes[i] = t->shape;
   }
   char *out = g_build_filename (tmpdir, file, NULL);
-  g_assert_true (cony_safetensors_write (out, nt, names, (const float *const *) data, ndims,
-                                         shapes, meta, &error));
+  g_assert_true (cony_safetensors_write (out, nt, names, (const float *const *) data, ndims, shapes,
+      meta, &error));
   g_assert_no_error (error);
   for (guint i = 0; i < nt; i++)
     g_free (data[i]);
@@ -219,7 +219,7 @@ test_bad_metadata (void)
   g_clear_error (&error);
   /* One value for all channels is fine. */
   const char *m8[] = { BASE, "global_pool", "avg", "trailing_pools", "1", "input_mean", "0.5",
-                       "input_std", "2", NULL };
+    "input_std", "2", NULL };
   g_autofree char *p8 = write_meta_variant ("m8.safetensors", m8);
   g_autoptr (ConyCnn) ok = cony_cnn_load (p8, &error);
   g_assert_no_error (error);

@@ -95,8 +95,8 @@ test_npy_errors (void)
 static void
 write_npy_shape (const char *path, const char *shape, gsize n_values)
 {
-  g_autofree char *hdr =
-      g_strdup_printf ("{'descr': '<f4', 'fortran_order': False, 'shape': %s, }\n", shape);
+  g_autofree char
+      *hdr = g_strdup_printf ("{'descr': '<f4', 'fortran_order': False, 'shape': %s, }\n", shape);
   GString *s = g_string_new_len ("\x93NUMPY\x01\x00", 8);
   g_string_append_c (s, (char) (strlen (hdr) & 0xff));
   g_string_append_c (s, (char) (strlen (hdr) >> 8));
@@ -117,11 +117,11 @@ test_npy_hostile_shapes (void)
     const char *shape;
     gsize n_values;
   } cases[] = {
-    { "(-1, -1)", 1 },                      /* strtoull took -1 as 2^64 - 1; product 1 */
-    { "(4611686018427387905, 4)", 4 },      /* element product wraps to 4 */
-    { "(99999999999999999999999,)", 1 },    /* beyond 64 bits */
-    { "(4294967296, 4294967296, 2)", 0 },   /* 2^65 elements */
-    { "(+3,)", 3 },                         /* not a plain non-negative integer */
+    { "(-1, -1)", 1 },                    /* strtoull took -1 as 2^64 - 1; product 1 */
+    { "(4611686018427387905, 4)", 4 },    /* element product wraps to 4 */
+    { "(99999999999999999999999,)", 1 },  /* beyond 64 bits */
+    { "(4294967296, 4294967296, 2)", 0 }, /* 2^65 elements */
+    { "(+3,)", 3 },                       /* not a plain non-negative integer */
   };
   for (guint i = 0; i < G_N_ELEMENTS (cases); i++) {
     write_npy_shape (path, cases[i].shape, cases[i].n_values);
@@ -295,11 +295,11 @@ test_safetensors_offsets_not_integers (void)
 {
   g_autofree char *path = tmp_path ("offsets.safetensors");
   const char *offsets[] = { "[[0], 4]", "[0, {\"a\": 1}]", "[0.5, 4.9]", "[0, null]", "[0]",
-                            "[\"0\", \"4\"]" };
+    "[\"0\", \"4\"]" };
   for (guint i = 0; i < G_N_ELEMENTS (offsets); i++) {
     g_autofree char *header =
         g_strdup_printf ("{\"w\": {\"dtype\": \"F32\", \"shape\": [1], \"data_offsets\": %s}}",
-                         offsets[i]);
+            offsets[i]);
     guint64 hlen = GUINT64_TO_LE (strlen (header));
     GByteArray *b = g_byte_array_new ();
     g_byte_array_append (b, (const guint8 *) &hlen, 8);

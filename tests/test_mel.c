@@ -8,8 +8,16 @@
 #include <string.h>
 
 static const char *signal_names[] = {
-  "sweep", "expsweep", "tone1k", "tones", "quiet_tone", "noise",
-  "loud_noise", "clicks", "silence", "one_frame",
+  "sweep",
+  "expsweep",
+  "tone1k",
+  "tones",
+  "quiet_tone",
+  "noise",
+  "loud_noise",
+  "clicks",
+  "silence",
+  "one_frame",
 };
 
 static ConyNpyArray *
@@ -78,7 +86,8 @@ test_golden_signals (void)
     g_assert_cmpuint (frames, ==, want->shape[0]);
     g_assert_cmpuint (want->shape[1], ==, 64);
     float err = max_abs_diff (got, want->data, frames * 64);
-    g_test_message ("%-12s %3" G_GSIZE_FORMAT " frames, max |err| %.2e", signal_names[s], frames, err);
+    g_test_message ("%-12s %3" G_GSIZE_FORMAT " frames, max |err| %.2e", signal_names[s], frames,
+        err);
     g_assert_cmpfloat (err, <, 1e-3);
   }
 }
@@ -97,8 +106,15 @@ static void
 test_custom_config (void)
 {
   ConyMelConfig c = {
-    .sample_rate = 8000, .window_length = 256, .hop_length = 100, .fft_length = 256,
-    .n_mels = 40, .fmin = 0.0, .fmax = 4000.0, .log_offset = 0.001, .periodic_window = FALSE,
+    .sample_rate = 8000,
+    .window_length = 256,
+    .hop_length = 100,
+    .fft_length = 256,
+    .n_mels = 40,
+    .fmin = 0.0,
+    .fmax = 4000.0,
+    .log_offset = 0.001,
+    .periodic_window = FALSE,
   };
   GError *error = NULL;
   g_autoptr (ConyMel) mel = cony_mel_new (&c, &error);
@@ -134,7 +150,7 @@ check_streaming (ConyMel *mel, const float *wave, gsize n, const gsize *sizes, g
     pos += len;
     g_assert_cmpuint (cony_mel_get_samples_pushed (mel), ==, pos);
     g_assert_cmpuint (cony_mel_frames_available (mel), ==,
-                      cony_mel_frames_for_samples (c, pos) - popped);
+        cony_mel_frames_for_samples (c, pos) - popped);
     while (TRUE) {
       g_assert_cmpuint (cony_mel_get_next_frame_index (mel), ==, popped);
       if (!cony_mel_pop_frame (mel, got + popped * c->n_mels))
@@ -145,7 +161,8 @@ check_streaming (ConyMel *mel, const float *wave, gsize n, const gsize *sizes, g
   }
   g_assert_cmpuint (popped, ==, frames);
   if (frames > 0)
-    g_assert_cmpmem (got, frames * c->n_mels * sizeof (float), whole, frames * c->n_mels * sizeof (float));
+    g_assert_cmpmem (got, frames * c->n_mels * sizeof (float), whole,
+        frames * c->n_mels * sizeof (float));
 }
 
 static void
@@ -285,19 +302,22 @@ test_config_errors (void)
 {
   ConyMelConfig c;
   GError *error = NULL;
-  const char *expect[] = { "fft_length", "fft_length", "fmax", "fmin", "log_offset",
-                           "n_mels", "hop_length", "sample_rate" };
+  const char *expect[] = { "fft_length", "fft_length", "fmax", "fmin", "log_offset", "n_mels",
+    "hop_length", "sample_rate" };
   for (guint k = 0; k < G_N_ELEMENTS (expect); k++) {
     cony_mel_config_init_vggish (&c);
     switch (k) {
-    case 0: c.fft_length = 500; break;
-    case 1: c.fft_length = 256; break;   /* < window 400 */
-    case 2: c.fmax = 9000; break;        /* > Nyquist */
-    case 3: c.fmin = 8000; c.fmax = 7000; break;
-    case 4: c.log_offset = 0; break;
-    case 5: c.n_mels = 0; break;
-    case 6: c.hop_length = 0; break;
-    case 7: c.sample_rate = 0; break;
+      case 0: c.fft_length = 500; break;
+      case 1: c.fft_length = 256; break; /* < window 400 */
+      case 2: c.fmax = 9000; break;      /* > Nyquist */
+      case 3:
+        c.fmin = 8000;
+        c.fmax = 7000;
+        break;
+      case 4: c.log_offset = 0; break;
+      case 5: c.n_mels = 0; break;
+      case 6: c.hop_length = 0; break;
+      case 7: c.sample_rate = 0; break;
     }
     g_assert_null (cony_mel_new (&c, &error));
     g_assert_error (error, CONY_ERROR, CONY_ERROR_INVALID);

@@ -252,7 +252,8 @@ write_raw (const char *file, const Raw *t, guint n, const char *const *meta)
 static void
 test_refusals (void)
 {
-  float cw[36], cb[4] = { 0.1f, -0.1f, 0.2f, 0 }, fw[12], fb[3] = { 0 }, scale[4] = { 0.01f, 0.02f, 0.03f, 0.04f };
+  float cw[36], cb[4] = { 0.1f, -0.1f, 0.2f, 0 }, fw[12], fb[3] = { 0 },
+                scale[4] = { 0.01f, 0.02f, 0.03f, 0.04f };
   gint8 cq[36];
   for (int i = 0; i < 36; i++) {
     cw[i] = (i % 7 - 3) * 0.1f;
@@ -262,7 +263,7 @@ test_refusals (void)
     fw[i] = (i % 5 - 2) * 0.2f;
   const char *words = "conv3x3s2 gap fc";
   const char *meta[] = { "network", "mobilenet_v1", "input_height", "7", "input_width", "6",
-                         "layers", words, NULL };
+    "layers", words, NULL };
   Raw conv_f32 = { "layers.0.weight", "F32", 4, { 4, 1, 3, 3 }, cw, sizeof cw };
   Raw conv_i8 = { "layers.0.weight", "I8", 4, { 4, 1, 3, 3 }, cq, sizeof cq };
   Raw conv_b = { "layers.0.bias", "F32", 1, { 4 }, cb, sizeof cb };
@@ -324,7 +325,8 @@ test_refusals (void)
     cony_test_expect_cnn_refused (p, CONY_ERROR_INVALID, "layers.0.weight_scale", "> 0");
     Raw t2[] = { conv_f32, conv_b, conv_s, fc_w, fc_b };
     g_autofree char *p2 = write_raw ("floatscale.safetensors", t2, 5, meta);
-    cony_test_expect_cnn_refused (p2, CONY_ERROR_INVALID, "layers.0.weight_scale", "I8 weights only");
+    cony_test_expect_cnn_refused (p2, CONY_ERROR_INVALID, "layers.0.weight_scale",
+        "I8 weights only");
   }
   /* Shapes that do not chain: the FC takes 5 inputs after a 4-channel gap. */
   {
@@ -345,7 +347,7 @@ test_refusals (void)
     g_autofree char *p = write_raw ("inf.safetensors", t, 4, meta);
     cony_test_expect_cnn_refused (p, CONY_ERROR_INVALID, "layers.0.weight", "non-finite");
     guint16 h[12] = { 0 };
-    h[5] = 0x7c00;   /* +Inf */
+    h[5] = 0x7c00; /* +Inf */
     Raw f = { "layers.2.weight", "F16", 2, { 3, 4 }, h, sizeof h };
     Raw t2[] = { conv_f32, conv_b, f, fc_b };
     g_autofree char *p2 = write_raw ("inf16.safetensors", t2, 4, meta);
@@ -356,18 +358,19 @@ test_refusals (void)
   {
     Raw t[] = { conv_f32, conv_b, fc_w, fc_b };
     const char *m1[] = { "network", "mobilenet_v1", "input_height", "7", "input_width", "6",
-                         "layers", "conv3x3s2 maxpool fc", NULL };
+      "layers", "conv3x3s2 maxpool fc", NULL };
     g_autofree char *p1 = write_raw ("word.safetensors", t, 4, m1);
     cony_test_expect_cnn_refused (p1, CONY_ERROR_INVALID, "\"maxpool\"", "dw3x3s2");
     Raw stray = { "layers.1.weight", "F32", 1, { 4 }, cb, sizeof cb };
     Raw t2[] = { conv_f32, conv_b, stray, fc_w, fc_b };
     g_autofree char *p2 = write_raw ("stray.safetensors", t2, 5, meta);
-    cony_test_expect_cnn_refused (p2, CONY_ERROR_INVALID, "unexpected tensor layers.1.weight", NULL);
+    cony_test_expect_cnn_refused (p2, CONY_ERROR_INVALID, "unexpected tensor layers.1.weight",
+        NULL);
     const char *m3[] = { "network", "resnet50", "layers", words, NULL };
     g_autofree char *p3 = write_raw ("net.safetensors", t, 4, m3);
     cony_test_expect_cnn_refused (p3, CONY_ERROR_INVALID, "resnet50", "mobilenet_v1");
     const char *m4[] = { "network", "mobilenet_v1", "input_height", "7", "input_width", "6",
-                         "layers", "conv3x3s2 sigmoid fc", NULL };
+      "layers", "conv3x3s2 sigmoid fc", NULL };
     Raw t4[] = { conv_f32, conv_b, { "layers.2.weight", "F32", 2, { 3, 48 }, NULL, 0 }, fc_b };
     float big[3 * 48] = { 0 };
     t4[2].data = big;
@@ -375,11 +378,11 @@ test_refusals (void)
     g_autofree char *p4 = write_raw ("sigmoid.safetensors", t4, 4, m4);
     cony_test_expect_cnn_refused (p4, CONY_ERROR_INVALID, "layers.1", "sigmoid");
     const char *m5[] = { "network", "mobilenet_v1", "input_height", "7", "input_width", "6",
-                         "layers", words, "activation", "gelu", NULL };
+      "layers", words, "activation", "gelu", NULL };
     g_autofree char *p5 = write_raw ("act.safetensors", t, 4, m5);
     cony_test_expect_cnn_refused (p5, CONY_ERROR_INVALID, "activation", "gelu");
     const char *m6[] = { "network", "mobilenet_v1", "input_height", "7", "input_width", "6",
-                         "layers", words, "labels", "[\"a\", \"b\"]", NULL };
+      "layers", words, "labels", "[\"a\", \"b\"]", NULL };
     g_autofree char *p6 = write_raw ("labels.safetensors", t, 4, m6);
     cony_test_expect_cnn_refused (p6, CONY_ERROR_INVALID, "labels", "3 strings");
     const char *m7[] = { "network", "mobilenet_v1", NULL };
@@ -409,7 +412,7 @@ test_int8_pointwise (void)
   for (int i = 0; i < 96; i++)
     fw[i] = cosf (i * 0.9f) * 0.3f;
   const char *meta[] = { "network", "mobilenet_v1", "input_height", "5", "input_width", "4",
-                         "layers", "conv3x3s1 conv1x1 gap fc", NULL };
+    "layers", "conv3x3s1 conv1x1 gap fc", NULL };
   Raw common[] = {
     { "layers.0.weight", "F32", 4, { 4, 1, 3, 3 }, cw, sizeof cw },
     { "layers.0.bias", "F32", 1, { 4 }, cb, sizeof cb },
@@ -420,9 +423,9 @@ test_int8_pointwise (void)
   Raw t8[7], t32[6];
   memcpy (t8, common, sizeof common);
   memcpy (t32, common, sizeof common);
-  t8[5] = (Raw) { "layers.1.weight", "I8", 4, { 32, 4, 1, 1 }, q, sizeof q };
-  t8[6] = (Raw) { "layers.1.weight_scale", "F32", 1, { 32 }, scale, sizeof scale };
-  t32[5] = (Raw) { "layers.1.weight", "F32", 4, { 32, 4, 1, 1 }, deq, sizeof deq };
+  t8[5] = (Raw){ "layers.1.weight", "I8", 4, { 32, 4, 1, 1 }, q, sizeof q };
+  t8[6] = (Raw){ "layers.1.weight_scale", "F32", 1, { 32 }, scale, sizeof scale };
+  t32[5] = (Raw){ "layers.1.weight", "F32", 4, { 32, 4, 1, 1 }, deq, sizeof deq };
   g_autofree char *p8 = write_raw ("pw_i8.safetensors", t8, 7, meta);
   g_autofree char *p32 = write_raw ("pw_f32.safetensors", t32, 6, meta);
   GError *error = NULL;

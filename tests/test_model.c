@@ -82,7 +82,7 @@ tmp_path (const char *name)
  * classes. */
 static double
 run_against (ConyEncoder *enc, const ConyModel *m, const ConyNpyArray *tokens,
-             const ConyNpyArray *want, int *worst_step)
+    const ConyNpyArray *want, int *worst_step)
 {
   int k = cony_encoder_tokens_per_step (enc), C = m->config.n_classes;
   g_assert_cmpint (k, ==, m->config.tokens_per_step);
@@ -156,14 +156,14 @@ test_golden (void)
     int step;
     double worst = run_against (enc, m, tokens, want, &step);
     g_test_message ("%s (%d block(s), %s%s%s, n=%d m=%d k=%d): max |C - torch| = %.3g (step %d)",
-                    entry, m->config.blocks, cony_attention_variant_name (m->config.attention[0]),
-                    at ? " run as " : "", at ? at + 1 : "", m->config.window, m->config.landmarks,
-                    m->config.tokens_per_step, worst, step);
+        entry, m->config.blocks, cony_attention_variant_name (m->config.attention[0]),
+        at ? " run as " : "", at ? at + 1 : "", m->config.window, m->config.landmarks,
+        m->config.tokens_per_step, worst, step);
     if (m->config.tokens_per_step > 1)
       multi++;
     if (!(worst <= 1e-4)) {
       g_test_message ("FAIL %s: step %d differs from the PyTorch model by %g (> 1e-4)", entry, step,
-                      worst);
+          worst);
       failures++;
       continue;
     }
@@ -178,7 +178,7 @@ test_golden (void)
   }
   g_assert_cmpint (failures, ==, 0);
   g_assert_cmpint (cases, >=, 15);
-  g_assert_cmpint (multi, >=, 14);   /* the kK_ cases of gen_model_golden.py */
+  g_assert_cmpint (multi, >=, 14); /* the kK_ cases of gen_model_golden.py */
   g_assert_cmpint (overrides, >=, 4);
 }
 
@@ -186,10 +186,10 @@ test_golden (void)
 
 /* A writable copy of a golden model's tensors, to break one thing at a time. */
 typedef struct {
-  GPtrArray *names;   /* char* */
-  GPtrArray *data;    /* float* */
-  GArray *ndims;      /* int */
-  GPtrArray *shapes;  /* gsize* */
+  GPtrArray *names;  /* char* */
+  GPtrArray *data;   /* float* */
+  GArray *ndims;     /* int */
+  GPtrArray *shapes; /* gsize* */
   char *config;
 } Tensors;
 
@@ -208,7 +208,8 @@ tensors_from (const char *path)
   for (guint i = 0; i < cony_safetensors_n_tensors (st); i++) {
     const ConyTensorInfo *info = cony_safetensors_tensor (st, i);
     g_ptr_array_add (t->names, g_strdup (info->name));
-    g_ptr_array_add (t->data, cony_safetensors_get_f32 (st, info->name, info->ndim, info->shape, &error));
+    g_ptr_array_add (t->data,
+        cony_safetensors_get_f32 (st, info->name, info->ndim, info->shape, &error));
     g_assert_no_error (error);
     g_ptr_array_add (t->shapes, g_memdup2 (info->shape, sizeof info->shape));
     g_array_append_val (t->ndims, info->ndim);
@@ -243,8 +244,8 @@ tensors_write (Tensors *t, const char *path, const char *config)
   const char *meta[] = { "config", config, NULL };
   GError *error = NULL;
   g_assert_true (cony_safetensors_write (path, t->names->len, (const char *const *) t->names->pdata,
-                                         (const float *const *) t->data->pdata, (const int *) t->ndims->data,
-                                         (const gsize *const *) t->shapes->pdata, config ? meta : NULL, &error));
+      (const float *const *) t->data->pdata, (const int *) t->ndims->data,
+      (const gsize *const *) t->shapes->pdata, config ? meta : NULL, &error));
   g_assert_no_error (error);
 }
 
@@ -326,8 +327,7 @@ test_load_errors (void)
   {
     static const char *bad[] = { "0", "-2", "8", "1000000", "\"2\"", "2.5", "true" };
     static const int codes[] = { CONY_ERROR_INVALID, CONY_ERROR_INVALID, CONY_ERROR_INVALID,
-                                 CONY_ERROR_INVALID, CONY_ERROR_FORMAT, CONY_ERROR_FORMAT,
-                                 CONY_ERROR_FORMAT };
+      CONY_ERROR_INVALID, CONY_ERROR_FORMAT, CONY_ERROR_FORMAT, CONY_ERROR_FORMAT };
     for (guint b = 0; b < G_N_ELEMENTS (bad); b++) {
       g_autofree char *with = g_strdup_printf ("\"tokens_per_step\":%s,\"labels\"", bad[b]);
       g_autofree char *ck = replace (t->config, "\"labels\"", with);
@@ -374,8 +374,9 @@ test_load_errors (void)
   }
 
   /* the front-end parameters pass through as JSON text; a non-object is refused */
-  g_autofree char *c8 = replace (t->config, "\"labels\"", "\"frontend\":{\"sample_rate\":16000,"
-                                 "\"patch\":[96,64]},\"labels\"");
+  g_autofree char *c8 = replace (t->config, "\"labels\"",
+      "\"frontend\":{\"sample_rate\":16000,"
+      "\"patch\":[96,64]},\"labels\"");
   tensors_write (t, path, c8);
   {
     g_autoptr (ConyModel) fm = cony_model_load (path, &error);
@@ -405,7 +406,7 @@ test_load_errors (void)
   t->names->pdata[i] = g_strdup (saved);
   i = tensors_index (t, "blocks.0.attn.q_landmarks");
   g_free (t->names->pdata[i]);
-  t->names->pdata[i] = g_strdup ("blocks.0.attn.k_landmarks");  /* duplicate key: JSON keeps one */
+  t->names->pdata[i] = g_strdup ("blocks.0.attn.k_landmarks"); /* duplicate key: JSON keeps one */
   tensors_write (t, path, t->config);
   expect_load_error (path, CONY_ERROR_MISSING, "blocks.0.attn.q_landmarks", "missing");
   g_free (t->names->pdata[i]);
@@ -437,7 +438,7 @@ test_load_errors (void)
   g_assert_nonnull (p);
   p = strstr (p, "\"data_offsets\":[");
   g_assert_nonnull (p);
-  p = strchr (p, ',') + 1;          /* the end offset digits: bump the first one */
+  p = strchr (p, ',') + 1; /* the end offset digits: bump the first one */
   g_assert_true (g_ascii_isdigit (*p));
   *p = *p == '9' ? '1' : *p + 1;
   memcpy (bytes + 8, header, hlen);
@@ -490,7 +491,7 @@ test_dtype_and_f16 (void)
     for (int k = 0; k < ti->ndim; k++)
       g_string_append_printf (h, "%s%" G_GSIZE_FORMAT, k ? "," : "", ti->shape[k]);
     g_string_append_printf (h, "],\"data_offsets\":[%u,%" G_GSIZE_FORMAT "]}", data->len,
-                            data->len + 2 * ti->numel);
+        data->len + 2 * ti->numel);
     for (gsize k = 0; k < ti->numel; k++) {
       /* round-to-nearest float -> half for normal-range values */
       guint32 bits;
@@ -500,7 +501,7 @@ test_dtype_and_f16 (void)
       guint32 mant = bits & 0x7fffff;
       guint16 half;
       if (exp <= 0) {
-        half = (guint16) sign;  /* tiny values flush to zero */
+        half = (guint16) sign; /* tiny values flush to zero */
       } else {
         guint32 r = (guint32) (exp << 10) | (mant >> 13);
         if (mant & 0x1000)
@@ -549,7 +550,8 @@ test_dtype_and_f16 (void)
   cony_gemv_matrix_init (&probe, m->input_proj_weight, m->config.d, m->config.d_in, TRUE);
   g_assert_nonnull (probe.f16);
   cony_gemv_matrix_clear (&probe);
-  cony_gemv_matrix_init (&probe, m->block[0].attn.in_proj_weight, 3 * m->config.d, m->config.d, TRUE);
+  cony_gemv_matrix_init (&probe, m->block[0].attn.in_proj_weight, 3 * m->config.d, m->config.d,
+      TRUE);
   g_assert_nonnull (probe.f16);
   cony_gemv_matrix_clear (&probe);
   int C = m->config.n_classes;
@@ -672,9 +674,10 @@ test_fuzz (void)
     }
     write_file (path, bytes, len - 1);
     g_assert_cmpint (try_load_and_step (path), ==, 0);
-    g_test_message ("%s: %" G_GSIZE_FORMAT " bytes (header %" G_GUINT64_FORMAT "), %d mutated loads "
-                    "succeeded (%d in the data), %d refused", cases[c], len, header_len, loaded,
-                    data_loaded, refused);
+    g_test_message ("%s: %" G_GSIZE_FORMAT " bytes (header %" G_GUINT64_FORMAT
+                    "), %d mutated loads "
+                    "succeeded (%d in the data), %d refused",
+        cases[c], len, header_len, loaded, data_loaded, refused);
     g_assert_cmpint (data_loaded, >, 0); /* flips inside weights still load */
     g_assert_cmpint (refused, >, (int) (8 + header_len));
   }
@@ -687,9 +690,8 @@ test_step_does_not_allocate (void)
   /* Every variant, including those that take a pseudo-inverse during steps (cony on
    * landmark updates, nystrom every step: the SVD works in stack buffers). */
   const char *cases[] = { "b1_conyfixed", "b2_conyfixed", "b2_regular", "b1_continual",
-                          "b2_continual", "b1_nystromfixed", "b2_nystromfixed", "b1_cony_r",
-                          "b2_cony_r", "b1_nystrom_r", "k4_b1_cony_r", "k2_b1_conyfixed",
-                          "k4_b2_conyfixed", "k4_b2_cony_r" };
+    "b2_continual", "b1_nystromfixed", "b2_nystromfixed", "b1_cony_r", "b2_cony_r", "b1_nystrom_r",
+    "k4_b1_cony_r", "k2_b1_conyfixed", "k4_b2_conyfixed", "k4_b2_cony_r" };
   for (guint c = 0; c < G_N_ELEMENTS (cases); c++) {
     GError *error = NULL;
     g_autofree char *name = g_strconcat (cases[c], ".safetensors", NULL);
@@ -710,15 +712,13 @@ test_step_does_not_allocate (void)
     }
     counting = 0;
     g_test_message ("%s: %" G_GUINT64_FORMAT " allocations in %d steps", cases[c], allocations,
-                    4 * m->config.window);
+        4 * m->config.window);
     g_assert_cmpuint (allocations, ==, 0);
   }
 #else
   g_test_skip ("allocation counting is not available under AddressSanitizer");
 #endif
 }
-
-
 
 /* Replaces tensor @name of @t by zeros of shape (rows, cols) (cols 0: 1-D). */
 static void
@@ -730,7 +730,7 @@ tensors_zero (Tensors *t, const char *name, gsize rows, gsize cols)
   if (cols)
     shape[1] = cols;
   g_free (t->data->pdata[i]);
-  t->data->pdata[i] = g_new0 (float, rows * MAX (cols, 1));
+  t->data->pdata[i] = g_new0 (float, rows *MAX (cols, 1));
 }
 
 /* A model's say-so must not exhaust memory (#31.1). The reproducer (a tiny file): window =
@@ -824,8 +824,8 @@ test_extreme_tokens (void)
     int C = m->config.n_classes, din = m->config.d_in, after = 2 * m->config.window + 3;
     g_autofree float *tok = g_new (float, din);
     g_autofree float *logits = g_new (float, C);
-    g_autofree float *want = g_new (float, (gsize) after * C);
-    g_autofree float *got = g_new (float, (gsize) after * C);
+    g_autofree float *want = g_new (float, (gsize) after *C);
+    g_autofree float *got = g_new (float, (gsize) after *C);
     for (int v = 0; v < CONY_ATTENTION_N_VARIANTS; v++) {
       if (v == CONY_ATTENTION_VCC && m->config.blocks == 2)
         continue; /* vcc is single output: refused for 2-block models */
@@ -851,7 +851,7 @@ test_extreme_tokens (void)
             g_assert_true (isfinite (logits[c]));
         }
         g_test_message ("%s as %s, tokens %g: %d of 3 steps reported", files[f],
-                        cony_attention_variant_name (v), values[x], reported);
+            cony_attention_variant_name (v), values[x], reported);
         if (fabsf (values[x]) < 1e31f)
           g_assert_cmpint (reported, ==, 0);
         else

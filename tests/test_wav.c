@@ -26,7 +26,7 @@ put32 (GByteArray *b, guint32 v)
  * value(i, c) encoded with @format/@bits. */
 static GByteArray *
 make_wav (guint format, guint bits, guint channels, guint rate, guint n_frames, gboolean extensible,
-          double (*value) (guint, guint))
+    double (*value) (guint, guint))
 {
   GByteArray *data = g_byte_array_new ();
   for (guint i = 0; i < n_frames; i++)
@@ -73,8 +73,8 @@ make_wav (guint format, guint bits, guint channels, guint rate, guint n_frames, 
     put16 (b, bits);
     put32 (b, channels == 1 ? 4 : 3);
     put16 (b, format);
-    static const guint8 guid_tail[14] = { 0x00, 0x00, 0x00, 0x00, 0x10, 0x00, 0x80, 0x00,
-                                          0x00, 0xAA, 0x00, 0x38, 0x9B, 0x71 };
+    static const guint8 guid_tail[14] = { 0x00, 0x00, 0x00, 0x00, 0x10, 0x00, 0x80, 0x00, 0x00,
+      0xAA, 0x00, 0x38, 0x9B, 0x71 };
     g_byte_array_append (b, guid_tail, 14);
   }
   /* An odd-sized LIST chunk before the data, padded to even. */
@@ -91,7 +91,7 @@ make_wav (guint format, guint bits, guint channels, guint rate, guint n_frames, 
 static double
 ramp (guint i, guint c)
 {
-  return ((int) ((i * 37 + c * 11) % 200) - 100) / 128.0;   /* in [-0.78, 0.77] */
+  return ((int) ((i * 37 + c * 11) % 200) - 100) / 128.0; /* in [-0.78, 0.77] */
 }
 
 static char *
@@ -105,15 +105,24 @@ write_tmp (const char *name, const void *bytes, gsize len)
 static void
 test_encodings (void)
 {
-  struct { guint format, bits, channels; gboolean ext; double tol; } cases[] = {
-    { 1, 16, 1, FALSE, 1.0 / 32768 }, { 1, 16, 2, FALSE, 1.0 / 32768 },
-    { 1, 24, 2, FALSE, 1.0 / 8388608 }, { 1, 32, 1, FALSE, 1e-7 }, { 1, 8, 1, FALSE, 1.0 / 128 },
-    { 3, 32, 2, FALSE, 1e-7 }, { 3, 64, 1, FALSE, 1e-7 }, { 1, 16, 3, TRUE, 1.0 / 32768 },
+  struct {
+    guint format, bits, channels;
+    gboolean ext;
+    double tol;
+  } cases[] = {
+    { 1, 16, 1, FALSE, 1.0 / 32768 },
+    { 1, 16, 2, FALSE, 1.0 / 32768 },
+    { 1, 24, 2, FALSE, 1.0 / 8388608 },
+    { 1, 32, 1, FALSE, 1e-7 },
+    { 1, 8, 1, FALSE, 1.0 / 128 },
+    { 3, 32, 2, FALSE, 1e-7 },
+    { 3, 64, 1, FALSE, 1e-7 },
+    { 1, 16, 3, TRUE, 1.0 / 32768 },
     { 3, 32, 1, TRUE, 1e-7 },
   };
   for (guint k = 0; k < G_N_ELEMENTS (cases); k++) {
     GByteArray *b = make_wav (cases[k].format, cases[k].bits, cases[k].channels, 22050, 777,
-                              cases[k].ext, ramp);
+        cases[k].ext, ramp);
     g_autofree char *path = write_tmp ("enc.wav", b->data, b->len);
     g_byte_array_unref (b);
     GError *error = NULL;
@@ -127,7 +136,7 @@ test_encodings (void)
     for (guint i = 0; i < 777; i++)
       for (guint c = 0; c < cases[k].channels; c++)
         g_assert_cmpfloat (fabs (wav->samples[i * cases[k].channels + c] - ramp (i, c)), <=,
-                           cases[k].tol);
+            cases[k].tol);
     g_autofree float *mono = cony_wav_mono (wav);
     for (guint i = 0; i < 777; i++) {
       double want = 0;
@@ -175,19 +184,19 @@ test_bad_files (void)
   expect_bad ("nodata.wav", b->data, 12 + 8 + 16, "no data chunk");
   GByteArray *c = g_byte_array_new ();
   g_byte_array_append (c, b->data, b->len);
-  c->data[20] = 0x55;   /* format tag */
+  c->data[20] = 0x55; /* format tag */
   expect_bad ("alaw.wav", c->data, c->len, "unsupported encoding");
   memcpy (c->data, b->data, b->len);
-  c->data[22] = 0;      /* channels */
+  c->data[22] = 0; /* channels */
   expect_bad ("nochan.wav", c->data, c->len, "0 channels");
   memcpy (c->data, b->data, b->len);
-  c->data[24] = c->data[25] = c->data[26] = c->data[27] = 0;   /* rate */
+  c->data[24] = c->data[25] = c->data[26] = c->data[27] = 0; /* rate */
   expect_bad ("norate.wav", c->data, c->len, "sample rate");
   memcpy (c->data, b->data, b->len);
-  c->data[34] = 12;     /* 12 bits per sample */
+  c->data[34] = 12; /* 12 bits per sample */
   expect_bad ("bits.wav", c->data, c->len, "12 bits");
   memcpy (c->data, b->data, b->len);
-  c->data[16] = 0xff;   /* fmt chunk runs past the end */
+  c->data[16] = 0xff; /* fmt chunk runs past the end */
   c->data[17] = 0xff;
   expect_bad ("bigfmt.wav", c->data, c->len, "fmt chunk");
 
@@ -233,7 +242,6 @@ test_resample (void)
   g_assert_cmpuint (m, ==, 44100);
   g_assert_cmpfloat (y[100], ==, (float) sine_44k (100, 0));
 }
-
 
 /* Absurd rates (#31.3): a 1 Hz WAV once asked for n × 16000 output samples (a 100 KB
  * file, 6.4 GB). The file is refused naming its rate; cony_resample() refuses rates out

@@ -18,7 +18,8 @@ char *cony_test_copy_safetensors (const char *src, const char *const *meta);
 ConyCnn *cony_test_load_golden_cnn (const char *area, const char *file);
 /* Asserts that loading the CNN model @path fails with CONY_ERROR @code and a message
  * naming @path and containing @needle1 and @needle2 (either may be NULL). */
-void cony_test_expect_cnn_refused (const char *path, int code, const char *needle1, const char *needle2);
+void cony_test_expect_cnn_refused (const char *path, int code, const char *needle1,
+    const char *needle2);
 /* Removes the flat temporary directory @dir and the files in it; FALSE if anything
  * stayed. */
 gboolean cony_test_remove_tmpdir (const char *dir);

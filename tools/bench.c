@@ -43,7 +43,7 @@ cony_bench_summarise (const double *samples, int n)
 {
   g_autofree double *sorted = g_memdup2 (samples, sizeof (double) * n);
   qsort (sorted, n, sizeof (double), cmp_double);
-  return (ConyBenchSummary) { .min = sorted[0], .median = sorted[n / 2] };
+  return (ConyBenchSummary){ .min = sorted[0], .median = sorted[n / 2] };
 }
 
 char *
@@ -53,7 +53,7 @@ cony_bench_run_script (const char *const *argv, char **why)
   int status = 0;
   GError *error = NULL;
   if (!g_spawn_sync (NULL, (char **) argv, NULL, G_SPAWN_DEFAULT, NULL, NULL, &out, &err, &status,
-                     &error)) {
+          &error)) {
     *why = g_strdup (error->message);
     g_error_free (error);
     return NULL;

@@ -17,29 +17,33 @@ load_layer (ConySafetensors *st, ConyAttentionConfig *c, GError **error)
   const ConyTensorInfo *t = cony_safetensors_find (st, "in_proj_weight");
   if (!t || t->ndim != 2 || t->shape[0] != 3 * t->shape[1]) {
     g_set_error (error, CONY_ERROR, t ? CONY_ERROR_SHAPE : CONY_ERROR_MISSING,
-                 "%s: tensor 'in_proj_weight' must exist with shape (3d, d)", cony_safetensors_path (st));
+        "%s: tensor 'in_proj_weight' must exist with shape (3d, d)", cony_safetensors_path (st));
     return NULL;
   }
   gsize d = t->shape[1];
   c->d = (int) d;
   if (c->heads < 1 || d % c->heads) {
-    g_set_error (error, CONY_ERROR, CONY_ERROR_INVALID, "--heads %d does not divide d = %" G_GSIZE_FORMAT
-                 " of %s", c->heads, d, cony_safetensors_path (st));
+    g_set_error (error, CONY_ERROR, CONY_ERROR_INVALID,
+        "--heads %d does not divide d = %" G_GSIZE_FORMAT " of %s", c->heads, d,
+        cony_safetensors_path (st));
     return NULL;
   }
   gsize s3d2[2] = { 3 * d, d }, s3d[1] = { 3 * d }, sdd[2] = { d, d }, sd[1] = { d };
   gsize slm[3] = { c->heads, c->landmarks, d / c->heads };
   g_autofree float *w_in = cony_safetensors_get_f32 (st, "in_proj_weight", 2, s3d2, error);
-  g_autofree float *b_in = w_in ? cony_safetensors_get_f32 (st, "in_proj_bias", 1, s3d, error) : NULL;
-  g_autofree float *w_out = b_in ? cony_safetensors_get_f32 (st, "out_proj.weight", 2, sdd, error) : NULL;
-  g_autofree float *b_out = w_out ? cony_safetensors_get_f32 (st, "out_proj.bias", 1, sd, error) : NULL;
+  g_autofree float *b_in = w_in ? cony_safetensors_get_f32 (st, "in_proj_bias", 1, s3d, error)
+                                : NULL;
+  g_autofree float *w_out = b_in ? cony_safetensors_get_f32 (st, "out_proj.weight", 2, sdd, error)
+                                 : NULL;
+  g_autofree float *b_out = w_out ? cony_safetensors_get_f32 (st, "out_proj.bias", 1, sd, error)
+                                  : NULL;
   if (!b_out)
     return NULL;
   g_autofree float *ql = NULL, *kl = NULL;
   if (cony_attention_variant_uses_fixed_landmarks (c->variant)) {
     if (c->landmarks < 1) {
       g_set_error (error, CONY_ERROR, CONY_ERROR_INVALID, "--variant %s needs --landmarks M",
-                   cony_attention_variant_name (c->variant));
+          cony_attention_variant_name (c->variant));
       return NULL;
     }
     ql = cony_safetensors_get_f32 (st, "q_landmarks", 3, slm, error);
@@ -55,15 +59,19 @@ static gboolean
 check_input (const ConyNpyArray *x, const char *path, int d, GError **error)
 {
   if (x->ndim != 2 || x->shape[1] != (gsize) d) {
-    g_set_error (error, CONY_ERROR, CONY_ERROR_SHAPE, "%s: expected float32 tokens of shape (T, %d), "
-                 "got %d dimensions%s", path, d, x->ndim, x->ndim == 2 ? " with another width" : "");
+    g_set_error (error, CONY_ERROR, CONY_ERROR_SHAPE,
+        "%s: expected float32 tokens of shape (T, %d), "
+        "got %d dimensions%s",
+        path, d, x->ndim, x->ndim == 2 ? " with another width" : "");
     return FALSE;
   }
   gsize numel = cony_npy_array_numel (x);
   for (gsize i = 0; i < numel; i++)
     if (!isfinite (x->data[i])) {
-      g_set_error (error, CONY_ERROR, CONY_ERROR_INVALID, "%s: token %" G_GSIZE_FORMAT " holds a "
-                   "non-finite value (column %" G_GSIZE_FORMAT ")", path, i / d, i % d);
+      g_set_error (error, CONY_ERROR, CONY_ERROR_INVALID,
+          "%s: token %" G_GSIZE_FORMAT " holds a "
+          "non-finite value (column %" G_GSIZE_FORMAT ")",
+          path, i / d, i % d);
       return FALSE;
     }
   return TRUE;
@@ -77,25 +85,39 @@ cony_cmd_attention (int argc, char **argv)
   int vcc_budget = 0, vcc_block = 0, vcc_exact_tail = 0;
   gboolean retroactive = FALSE;
   GOptionEntry entries[] = {
-    { "weights", 'w', 0, G_OPTION_ARG_FILENAME, &weights, "safetensors with in_proj_weight (3d, d), "
-      "in_proj_bias, out_proj.weight, out_proj.bias [, q_landmarks, k_landmarks (H, m, d/H)]", "W" },
-    { "variant", 0, 0, G_OPTION_ARG_STRING, &variant, "regular, continual, nystrom, nystrom-fixed, "
-      "cony, cony-fixed or vcc", "V" },
+    { "weights", 'w', 0, G_OPTION_ARG_FILENAME, &weights,
+        "safetensors with in_proj_weight (3d, d), "
+        "in_proj_bias, out_proj.weight, out_proj.bias [, q_landmarks, k_landmarks (H, m, d/H)]",
+        "W" },
+    { "variant", 0, 0, G_OPTION_ARG_STRING, &variant,
+        "regular, continual, nystrom, nystrom-fixed, "
+        "cony, cony-fixed or vcc",
+        "V" },
     { "heads", 0, 0, G_OPTION_ARG_INT, &heads, "attention heads (default 1)", "H" },
     { "window", 0, 0, G_OPTION_ARG_INT, &window, "tokens in the attention window", "N" },
-    { "landmarks", 0, 0, G_OPTION_ARG_INT, &landmarks, "Nystrom landmarks (the attention's rank)", "M" },
-    { "retroactive", 0, 0, G_OPTION_ARG_NONE, &retroactive, "output all N window rows per step", NULL },
-    { "pinv", 0, 0, G_OPTION_ARG_STRING, &pinv, "pseudo-inverse: exact (default) or iterative", "P" },
-    { "pinv-iterations", 0, 0, G_OPTION_ARG_INT, &pinv_iterations, "iterations of the iterative "
-      "pseudo-inverse (default 6)", "K" },
-    { "vcc-budget", 0, 0, G_OPTION_ARG_INT, &vcc_budget, "vcc: segments per query r (default 64)", "R" },
-    { "vcc-block", 0, 0, G_OPTION_ARG_INT, &vcc_block, "vcc: smallest coarse block (default 1)", "B" },
-    { "vcc-exact-tail", 0, 0, G_OPTION_ARG_INT, &vcc_exact_tail, "vcc: newest tokens kept exact "
-      "(default 0)", "L" },
+    { "landmarks", 0, 0, G_OPTION_ARG_INT, &landmarks, "Nystrom landmarks (the attention's rank)",
+        "M" },
+    { "retroactive", 0, 0, G_OPTION_ARG_NONE, &retroactive, "output all N window rows per step",
+        NULL },
+    { "pinv", 0, 0, G_OPTION_ARG_STRING, &pinv, "pseudo-inverse: exact (default) or iterative",
+        "P" },
+    { "pinv-iterations", 0, 0, G_OPTION_ARG_INT, &pinv_iterations,
+        "iterations of the iterative "
+        "pseudo-inverse (default 6)",
+        "K" },
+    { "vcc-budget", 0, 0, G_OPTION_ARG_INT, &vcc_budget, "vcc: segments per query r (default 64)",
+        "R" },
+    { "vcc-block", 0, 0, G_OPTION_ARG_INT, &vcc_block, "vcc: smallest coarse block (default 1)",
+        "B" },
+    { "vcc-exact-tail", 0, 0, G_OPTION_ARG_INT, &vcc_exact_tail,
+        "vcc: newest tokens kept exact "
+        "(default 0)",
+        "L" },
     { "output", 'o', 0, G_OPTION_ARG_FILENAME, &output, "output .npy", "OUT.npy" },
     G_OPTION_ENTRY_NULL,
   };
-  g_autoptr (GOptionContext) ctx = g_option_context_new ("IN.npy - step an attention layer over tokens");
+  g_autoptr (GOptionContext)
+      ctx = g_option_context_new ("IN.npy - step an attention layer over tokens");
   g_option_context_set_description (ctx,
       "IN is float32 (T, d). OUT is float32 (T, d), or (T, N, d) with --retroactive (rows oldest\n"
       "first, rows before the stream start zero). Semantics: docs/attention.md.\n");
@@ -104,18 +126,25 @@ cony_cmd_attention (int argc, char **argv)
   if (!g_option_context_parse (ctx, &argc, &argv, &error))
     return cony_cmd_fail (error);
   if (argc != 2 || !weights || !output || !variant || window < 1) {
-    fprintf (stderr, "usage: cony attention --weights W.safetensors --variant V --heads H --window N "
-             "[--landmarks M] [--retroactive] [--pinv exact|iterative] [--pinv-iterations K] "
-             "[--vcc-budget R] [--vcc-block B] [--vcc-exact-tail L] IN.npy -o OUT.npy\n");
+    fprintf (stderr,
+        "usage: cony attention --weights W.safetensors --variant V --heads H --window N "
+        "[--landmarks M] [--retroactive] [--pinv exact|iterative] [--pinv-iterations K] "
+        "[--vcc-budget R] [--vcc-block B] [--vcc-exact-tail L] IN.npy -o OUT.npy\n");
     return 2;
   }
-  ConyAttentionConfig c = { .heads = heads, .window = window, .landmarks = landmarks,
-                            .retroactive = retroactive, .pinv_iterations = pinv_iterations,
-                            .vcc_budget = vcc_budget, .vcc_block = vcc_block,
-                            .vcc_exact_tail = vcc_exact_tail };
+  ConyAttentionConfig c = { .heads = heads,
+    .window = window,
+    .landmarks = landmarks,
+    .retroactive = retroactive,
+    .pinv_iterations = pinv_iterations,
+    .vcc_budget = vcc_budget,
+    .vcc_block = vcc_block,
+    .vcc_exact_tail = vcc_exact_tail };
   if (!cony_attention_variant_from_name (variant, &c.variant)) {
-    fprintf (stderr, "cony: unknown --variant '%s' (regular, continual, nystrom, nystrom-fixed, cony, "
-             "cony-fixed, vcc)\n", variant);
+    fprintf (stderr,
+        "cony: unknown --variant '%s' (regular, continual, nystrom, nystrom-fixed, cony, "
+        "cony-fixed, vcc)\n",
+        variant);
     return 2;
   }
   if (pinv && !g_str_equal (pinv, "exact") && !g_str_equal (pinv, "iterative")) {
@@ -141,9 +170,11 @@ cony_cmd_attention (int argc, char **argv)
     cony_attention_step (layer, x->data + t * c.d, out);
     for (gsize i = 0; i < rows * c.d; i++)
       if (!isfinite (out[i])) { /* as cony classify: no NaN written as a result */
-        g_set_error (&error, CONY_ERROR, CONY_ERROR_NUMERIC, "%s: step %" G_GSIZE_FORMAT ": non-finite "
-                     "attention output (NaN/Inf tokens, or tokens so large that float overflows); %s "
-                     "not written", argv[1], t, output);
+        g_set_error (&error, CONY_ERROR, CONY_ERROR_NUMERIC,
+            "%s: step %" G_GSIZE_FORMAT ": non-finite "
+            "attention output (NaN/Inf tokens, or tokens so large that float overflows); %s "
+            "not written",
+            argv[1], t, output);
         return cony_cmd_fail (error);
       }
   }

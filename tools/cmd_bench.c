@@ -4,11 +4,16 @@
 #include <stdio.h>
 
 static const ConyCommand benches[] = {
-  { "attention", "attention variants at one or more windows: us/step, FLOPs, state and peak bytes, "
-    "error", cony_cmd_bench_attention },
-  { "frontend", "log-mel and full VGGish real-time factors, GFLOP/s vs sgemm peak", cony_cmd_bench_frontend },
-  { "model", "encoder-classifier us/step, 1 and 2 blocks, every variant, vs PyTorch", cony_cmd_bench_model },
-  { "pipeline", "the whole audio chain with a model pair: real-time factor, CPU, every variant", cony_cmd_bench_pipeline },
+  { "attention",
+      "attention variants at one or more windows: us/step, FLOPs, state and peak bytes, "
+      "error",
+      cony_cmd_bench_attention },
+  { "frontend", "log-mel and full VGGish real-time factors, GFLOP/s vs sgemm peak",
+      cony_cmd_bench_frontend },
+  { "model", "encoder-classifier us/step, 1 and 2 blocks, every variant, vs PyTorch",
+      cony_cmd_bench_model },
+  { "pipeline", "the whole audio chain with a model pair: real-time factor, CPU, every variant",
+      cony_cmd_bench_pipeline },
 };
 
 int

@@ -56,8 +56,10 @@ parse_ints (const char *list, const char *what, GArray *out, GError **error)
     char *end;
     long v = strtol (parts[i], &end, 10);
     if (!*parts[i] || *end || v < 1 || v > 1000000) {
-      g_set_error (error, G_OPTION_ERROR, G_OPTION_ERROR_BAD_VALUE, "%s: '%s' is not a positive "
-                   "integer (comma-separated list expected)", what, parts[i]);
+      g_set_error (error, G_OPTION_ERROR, G_OPTION_ERROR_BAD_VALUE,
+          "%s: '%s' is not a positive "
+          "integer (comma-separated list expected)",
+          what, parts[i]);
       return FALSE;
     }
     int iv = (int) v;
@@ -74,8 +76,8 @@ parse_entries (const char *list, const GArray *budgets, GArray *out, GError **er
   for (int i = 0; parts[i]; i++) {
     Entry e = { 0 };
     if (!cony_attention_variant_from_name (parts[i], &e.variant)) {
-      g_set_error (error, G_OPTION_ERROR, G_OPTION_ERROR_BAD_VALUE, "--variants: unknown variant '%s'",
-                   parts[i]);
+      g_set_error (error, G_OPTION_ERROR, G_OPTION_ERROR_BAD_VALUE,
+          "--variants: unknown variant '%s'", parts[i]);
       return FALSE;
     }
     if (e.variant != CONY_ATTENTION_VCC) {
@@ -124,7 +126,7 @@ typedef struct {
  * step with projections. Gives up (skipped) once the warm-up passes @limit_s. */
 static Timing
 time_layer (ConyAttention *a, const float *tokens, const float *qkvs, int n_tokens, float *out,
-            double budget_s, double limit_s)
+    double budget_s, double limit_s)
 {
   const ConyAttentionConfig *c = cony_attention_get_config (a);
   int d = c->d, n = c->window, m = MAX (c->landmarks, 1);
@@ -144,7 +146,10 @@ time_layer (ConyAttention *a, const float *tokens, const float *qkvs, int n_toke
   while (cony_bench_cpu_s () - t0 < budget_s / 10)
     cony_attention_step (a, tokens + (gsize) (probe++ % n_tokens) * d, out);
   int steps = MAX (5, probe * 2);
-  enum { REPS = 5 };
+  enum
+  {
+    REPS = 5
+  };
   double core[REPS], whole[REPS];
   float *qkv = cony_attention_qkv_buffer (a);
   for (int r = 0; r < REPS; r++) {
@@ -173,7 +178,7 @@ typedef struct {
   ConyAttentionWeights w;
   double budget_s, limit_s;
   FILE *csv;
-  const float *real;  /* --tokens, as d-wide tokens (NULL: none) */
+  const float *real; /* --tokens, as d-wide tokens (NULL: none) */
   int real_len;
 } Bench;
 
@@ -185,9 +190,9 @@ real_stream (const ConyNpyArray *x, int d, int *T)
 {
   int D = (int) x->shape[1];
   *T = (int) x->shape[0];
-  float *out = g_new (float, (gsize) *T * d);
+  float *out = g_new (float, (gsize) *T *d);
   GRand *rng = g_rand_new_with_seed (99);
-  g_autofree float *map = g_new (float, (gsize) D * d);
+  g_autofree float *map = g_new (float, (gsize) D *d);
   fill_random (rng, map, (gsize) D * d, 1.0);
   g_rand_free (rng);
   for (int t = 0; t < *T; t++)
@@ -211,9 +216,13 @@ real_stream (const ConyNpyArray *x, int d, int *T)
 static ConyAttentionConfig
 entry_config (const Bench *b, const Entry *e, int n, gboolean retro)
 {
-  return (ConyAttentionConfig) { .variant = e->variant, .d = b->d, .heads = b->heads, .window = n,
-                                 .landmarks = MIN (b->m, n), .retroactive = retro,
-                                 .vcc_budget = e->vcc_budget };
+  return (ConyAttentionConfig){ .variant = e->variant,
+    .d = b->d,
+    .heads = b->heads,
+    .window = n,
+    .landmarks = MIN (b->m, n),
+    .retroactive = retro,
+    .vcc_budget = e->vcc_budget };
 }
 
 /* What the last measured window predicts for this one, in CPU seconds: recomputing
@@ -250,8 +259,9 @@ run_timings (const Bench *b, const GArray *entries, const GArray *windows, gbool
     cony_attention_free (a);
   }
   printf ("# peak = the growth of the peak resident memory while the layer is made and stepped, "
-          "less %" G_GINT64_FORMAT " KiB for the weights and fixed buffers (a 1-token continual layer)%s\n",
-          base_kib, peaks ? "" : " [unavailable: /proc/self/clear_refs not writable]");
+          "less %" G_GINT64_FORMAT
+          " KiB for the weights and fixed buffers (a 1-token continual layer)%s\n",
+      base_kib, peaks ? "" : " [unavailable: /proc/self/clear_refs not writable]");
   printf ("| n | variant | form | core µs | step µs | core vs continual | core vs regular | FLOPs "
           "(counted) | FLOPs (paper) | state bytes | state / raw window | peak KiB |\n");
   printf ("|---|---|---|---|---|---|---|---|---|---|---|---|\n");
@@ -259,12 +269,12 @@ run_timings (const Bench *b, const GArray *entries, const GArray *windows, gbool
   for (guint wi = 0; wi < windows->len; wi++) {
     int n = g_array_index (windows, int, wi), d = b->d, n_tokens = 4 * n;
     GRand *rng = g_rand_new_with_seed (42 + n);
-    g_autofree float *tokens = g_new (float, (gsize) n_tokens * d);
+    g_autofree float *tokens = g_new (float, (gsize) n_tokens *d);
     fill_random (rng, tokens, (gsize) n_tokens * d, 1.0);
     g_rand_free (rng);
     /* projections are the same for every variant: computed once, outside the peaks */
     g_autofree float *qkvs = g_new (float, (gsize) n_tokens * 3 * d);
-    g_autofree float *out = g_new (float, (gsize) n * d);
+    g_autofree float *out = g_new (float, (gsize) n *d);
     {
       Entry cont = { CONY_ATTENTION_CONTINUAL, 0, "continual" };
       ConyAttentionConfig c = entry_config (b, &cont, 1, FALSE);
@@ -285,12 +295,14 @@ run_timings (const Bench *b, const GArray *entries, const GArray *windows, gbool
         if (retro && e->variant == CONY_ATTENTION_VCC)
           continue; /* single output only */
         gboolean cont = cony_attention_variant_is_continual (e->variant);
-        double projected = prev_n[ei] ? projected_s (cont, prev_us[ei], prev_warm[ei], prev_n[ei], n) : 0;
+        double projected = prev_n[ei]
+            ? projected_s (cont, prev_us[ei], prev_warm[ei], prev_n[ei], n)
+            : 0;
         if (projected > b->limit_s) {
           printf ("| %d | `%s` | %s | skipped: at n = %d %s %.3g s, so this window would take ~%.3g s "
-                  "of CPU (limit %.3g s) ||||||||\n", n, e->label, form, prev_n[ei],
-                  cont ? "filling the window took" : "a step took", cont ? prev_warm[ei] : prev_us[ei] * 1e-6,
-                  projected, b->limit_s);
+                  "of CPU (limit %.3g s) ||||||||\n",
+              n, e->label, form, prev_n[ei], cont ? "filling the window took" : "a step took",
+              cont ? prev_warm[ei] : prev_us[ei] * 1e-6, projected, b->limit_s);
           /* what this window would have cost, for the next one's projection */
           double r2 = ((double) n / prev_n[ei]) * ((double) n / prev_n[ei]);
           prev_us[ei] *= r2, prev_warm[ei] *= r2, prev_n[ei] = n;
@@ -308,7 +320,7 @@ run_timings (const Bench *b, const GArray *entries, const GArray *windows, gbool
         cony_attention_free (a);
         if (tm.skipped) {
           printf ("| %d | `%s` | %s | skipped: filling the window passed %.3g s of CPU (limit) ||||||||\n",
-                  n, e->label, form, b->limit_s);
+              n, e->label, form, b->limit_s);
           fflush (stdout);
           continue;
         }
@@ -325,12 +337,14 @@ run_timings (const Bench *b, const GArray *entries, const GArray *windows, gbool
         if (reg_us > 0)
           g_snprintf (vs_reg, sizeof vs_reg, "%.0fx", reg_us / tm.core_us);
         double raw = (double) n * d * sizeof (float);
-        printf ("| %d | `%s` | %s | %.2f | %.2f | %s | %s | %.0f | %.0f | %zu | %.2f | %" G_GINT64_FORMAT " |\n",
-                n, e->label, form, tm.core_us, tm.step_us, vs_cont, vs_reg, f.sda, f.paper, state,
-                state / raw, peaks ? MAX (peak, (gint64) 0) : (gint64) -1);
+        printf ("| %d | `%s` | %s | %.2f | %.2f | %s | %s | %.0f | %.0f | %zu | %.2f | %" G_GINT64_FORMAT
+                " |\n",
+            n, e->label, form, tm.core_us, tm.step_us, vs_cont, vs_reg, f.sda, f.paper, state,
+            state / raw, peaks ? MAX (peak, (gint64) 0) : (gint64) -1);
         if (b->csv)
-          fprintf (b->csv, "time,%d,%s,%s,%.4f,%.4f,%.0f,%zu,%" G_GINT64_FORMAT "\n", n, e->label, form,
-                   tm.core_us, tm.step_us, f.sda, state, peaks ? MAX (peak, (gint64) 0) * 1024 : -1);
+          fprintf (b->csv, "time,%d,%s,%s,%.4f,%.4f,%.0f,%zu,%" G_GINT64_FORMAT "\n", n, e->label,
+              form, tm.core_us, tm.step_us, f.sda, state,
+              peaks ? MAX (peak, (gint64) 0) * 1024 : -1);
         fflush (stdout);
       }
     }
@@ -352,11 +366,12 @@ run_errors (const Bench *b, const GArray *entries, const GArray *windows, int st
     for (guint si = 0; si < G_N_ELEMENTS (streams); si++) {
       if (si == 2 && (!b->real || b->real_len < T)) {
         if (b->real)
-          printf ("| %d | cnn | (the --tokens stream has %d tokens, %d needed) | |\n", n, b->real_len, T);
+          printf ("| %d | cnn | (the --tokens stream has %d tokens, %d needed) | |\n", n,
+              b->real_len, T);
         continue;
       }
       GRand *rng = g_rand_new_with_seed (7 + n + si);
-      g_autofree float *x = g_new (float, (gsize) T * d);
+      g_autofree float *x = g_new (float, (gsize) T *d);
       if (si == 0)
         fill_random (rng, x, (gsize) T * d, 1.0);
       else if (si == 1)
@@ -373,8 +388,8 @@ run_errors (const Bench *b, const GArray *entries, const GArray *windows, int st
       GArray *which = g_array_new (FALSE, FALSE, sizeof (guint));
       for (guint ei = 0; ei < entries->len; ei++) {
         const Entry *e = &g_array_index (entries, Entry, ei);
-        if (e->variant == CONY_ATTENTION_CONTINUAL || e->variant == CONY_ATTENTION_REGULAR ||
-            !cony_attention_variant_is_continual (e->variant))
+        if (e->variant == CONY_ATTENTION_CONTINUAL || e->variant == CONY_ATTENTION_REGULAR
+            || !cony_attention_variant_is_continual (e->variant))
           continue; /* exact, or too slow to step over long windows */
         ConyAttentionConfig c = entry_config (b, e, n, FALSE);
         ConyAttention *a = cony_attention_new (&c, &b->w, &error);
@@ -423,24 +438,36 @@ cony_cmd_bench_attention (int argc, char **argv)
   gboolean single_only = FALSE;
   GOptionEntry options[] = {
     { "window", 0, 0, G_OPTION_ARG_INT, &n, "window n (default 120)", "N" },
-    { "windows", 0, 0, G_OPTION_ARG_STRING, &windows_s, "several windows, e.g. 120,1024,4096,16384", "LIST" },
-    { "variants", 0, 0, G_OPTION_ARG_STRING, &variants, "variants to run (default: all); 'vcc' runs "
-      "once per --vcc-budgets value", "LIST" },
+    { "windows", 0, 0, G_OPTION_ARG_STRING, &windows_s, "several windows, e.g. 120,1024,4096,16384",
+        "LIST" },
+    { "variants", 0, 0, G_OPTION_ARG_STRING, &variants,
+        "variants to run (default: all); 'vcc' runs "
+        "once per --vcc-budgets value",
+        "LIST" },
     { "vcc-budgets", 0, 0, G_OPTION_ARG_STRING, &budgets_s, "vcc budgets r (default 256)", "LIST" },
     { "dim", 0, 0, G_OPTION_ARG_INT, &d, "embedding d (default 192)", "D" },
     { "heads", 0, 0, G_OPTION_ARG_INT, &heads, "heads (default 16)", "H" },
     { "landmarks", 0, 0, G_OPTION_ARG_INT, &m, "landmarks m (default 4)", "M" },
     { "budget", 0, 0, G_OPTION_ARG_DOUBLE, &budget, "seconds per measurement (default 0.3)", "S" },
-    { "limit", 0, 0, G_OPTION_ARG_DOUBLE, &limit, "CPU seconds a variant may take to fill one "
-      "window before it is skipped (default 60)", "S" },
+    { "limit", 0, 0, G_OPTION_ARG_DOUBLE, &limit,
+        "CPU seconds a variant may take to fill one "
+        "window before it is skipped (default 60)",
+        "S" },
     { "single-only", 0, 0, G_OPTION_ARG_NONE, &single_only, "single-output forms only", NULL },
-    { "error-windows", 0, 0, G_OPTION_ARG_STRING, &error_windows_s, "also measure the approximation "
-      "error against exact attention at these windows", "LIST" },
-    { "error-steps", 0, 0, G_OPTION_ARG_INT, &error_steps, "steps after the window fills that the "
-      "error is measured over (default 64)", "K" },
-    { "tokens", 0, 0, G_OPTION_ARG_FILENAME, &tokens_path, "real tokens (T, D) .npy for the error "
-      "table, e.g. from bench/cnn_token_stream.py (mapped to d and standardised)", "FILE" },
-    { "csv", 0, 0, G_OPTION_ARG_FILENAME, &csv_path, "also write the results as CSV (for bench/plot_attention.py)", "FILE" },
+    { "error-windows", 0, 0, G_OPTION_ARG_STRING, &error_windows_s,
+        "also measure the approximation "
+        "error against exact attention at these windows",
+        "LIST" },
+    { "error-steps", 0, 0, G_OPTION_ARG_INT, &error_steps,
+        "steps after the window fills that the "
+        "error is measured over (default 64)",
+        "K" },
+    { "tokens", 0, 0, G_OPTION_ARG_FILENAME, &tokens_path,
+        "real tokens (T, D) .npy for the error "
+        "table, e.g. from bench/cnn_token_stream.py (mapped to d and standardised)",
+        "FILE" },
+    { "csv", 0, 0, G_OPTION_ARG_FILENAME, &csv_path,
+        "also write the results as CSV (for bench/plot_attention.py)", "FILE" },
     G_OPTION_ENTRY_NULL,
   };
   g_autoptr (GOptionContext) ctx = g_option_context_new ("- attention variants side by side");
@@ -460,14 +487,16 @@ cony_cmd_bench_attention (int argc, char **argv)
     all = g_string_free (s, FALSE);
   }
   g_autofree char *one_window = g_strdup_printf ("%d", n);
-  if (!parse_ints (windows_s ? windows_s : one_window, "--windows", windows, &error) ||
-      !parse_ints (budgets_s ? budgets_s : "256", "--vcc-budgets", budgets, &error) ||
-      (error_windows_s && !parse_ints (error_windows_s, "--error-windows", error_windows, &error)) ||
-      !parse_entries (variants ? variants : all, budgets, entries, &error))
+  if (!parse_ints (windows_s ? windows_s : one_window, "--windows", windows, &error)
+      || !parse_ints (budgets_s ? budgets_s : "256", "--vcc-budgets", budgets, &error)
+      || (error_windows_s
+          && !parse_ints (error_windows_s, "--error-windows", error_windows, &error))
+      || !parse_entries (variants ? variants : all, budgets, entries, &error))
     return cony_cmd_fail (error);
   if (d < 1 || heads < 1 || d % heads || m < 1 || error_steps < 1) {
-    fprintf (stderr, "cony: --dim must be a positive multiple of --heads; --landmarks and "
-             "--error-steps at least 1\n");
+    fprintf (stderr,
+        "cony: --dim must be a positive multiple of --heads; --landmarks and "
+        "--error-steps at least 1\n");
     return 2;
   }
   openblas_set_num_threads (1);
@@ -479,8 +508,8 @@ cony_cmd_bench_attention (int argc, char **argv)
   GRand *rng = g_rand_new_with_seed (42);
   int hd = d / heads;
   g_autofree float *w_in = g_new (float, 3 * d * d), *b_in = g_new0 (float, 3 * d);
-  g_autofree float *w_out = g_new (float, d * d), *b_out = g_new0 (float, d);
-  g_autofree float *ql = g_new (float, heads * m * hd), *kl = g_new (float, heads * m * hd);
+  g_autofree float *w_out = g_new (float, d *d), *b_out = g_new0 (float, d);
+  g_autofree float *ql = g_new (float, heads *m *hd), *kl = g_new (float, heads *m *hd);
   fill_random (rng, w_in, 3 * d * d, 1.0 / sqrt (d));
   fill_random (rng, w_out, d * d, 1.0 / sqrt (d));
   fill_random (rng, ql, heads * m * hd, 1.0);
@@ -503,12 +532,13 @@ cony_cmd_bench_attention (int argc, char **argv)
     return 1;
   }
 
-  printf ("# attention, one step per token: d=%d heads=%d m=%d, one thread, CPU time per step\n",
-          d, heads, m);
+  printf ("# attention, one step per token: d=%d heads=%d m=%d, one thread, CPU time per step\n", d,
+      heads, m);
   printf ("# core = scaled dot-product attention of all heads (projections excluded); step = with "
           "in/out projections\n");
-  printf ("# FLOPs: multiply-add = 1 (the papers' convention); 'paper' = appendix A formula, d as one "
-          "head; state / raw window = state bytes over n·d floats\n");
+  printf (
+      "# FLOPs: multiply-add = 1 (the papers' convention); 'paper' = appendix A formula, d as one "
+      "head; state / raw window = state bytes over n·d floats\n");
   int rc = run_timings (&b, entries, windows, !single_only);
   if (rc == 0 && error_windows->len)
     rc = run_errors (&b, entries, error_windows, error_steps);

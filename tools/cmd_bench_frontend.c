@@ -14,15 +14,15 @@
 #include <stdio.h>
 #include <string.h>
 
-#define CHUNK 1024   /* samples per push, like a 64 ms audio buffer */
+#define CHUNK 1024 /* samples per push, like a 64 ms audio buffer */
 
 /* Best GFLOP/s (by CPU time when single-threaded, else wall) of C = A B over a
  * time budget. */
 static double
 sgemm_peak (int m, int n, int k, double budget)
 {
-  float *a = g_new (float, (gsize) m * k), *b = g_new (float, (gsize) k * n);
-  float *c = g_new0 (float, (gsize) m * n);
+  float *a = g_new (float, (gsize) m *k), *b = g_new (float, (gsize) k *n);
+  float *c = g_new0 (float, (gsize) m *n);
   for (gsize i = 0; i < (gsize) m * k; i++)
     a[i] = (float) ((i * 7 % 13) - 6) * 0.01f;
   for (gsize i = 0; i < (gsize) k * n; i++)
@@ -56,9 +56,8 @@ test_signal (gsize n, guint rate)
   return x;
 }
 
-
 typedef struct {
-  double wall, cpu;      /* seconds for the whole run */
+  double wall, cpu; /* seconds for the whole run */
   ConyCnnProfile prof;
   gsize windows;
 } Run;
@@ -101,8 +100,8 @@ batch_run (ConyCnn *cnn, const float *patches, gsize windows, float *embs, Run *
 }
 
 static void
-print_stream (const char *what, const Run *r, double seconds, guint64 conv_flops,
-              guint64 fc_flops, double fc_mb, double peak)
+print_stream (const char *what, const Run *r, double seconds, guint64 conv_flops, guint64 fc_flops,
+    double fc_mb, double peak)
 {
   gsize w = r->windows;
   double gcc = conv_flops * (double) w / r->prof.conv_cpu * 1e-9;
@@ -111,18 +110,19 @@ print_stream (const char *what, const Run *r, double seconds, guint64 conv_flops
   double gfw = fc_flops * (double) w / r->prof.fc_wall * 1e-9;
   printf ("mel + VGGish streaming (batch 1), %s: %" G_GSIZE_FORMAT " windows in %.1f s of audio\n"
           "  wall %.1f ms/window = %.2fx real time; CPU %.1f ms/window = %.2fx real time\n",
-          what, w, seconds, r->wall / w * 1e3, seconds / r->wall, r->cpu / w * 1e3,
-          seconds / r->cpu);
+      what, w, seconds, r->wall / w * 1e3, seconds / r->wall, r->cpu / w * 1e3, seconds / r->cpu);
   printf ("  conv (default algorithm): CPU %.1f ms/window, %.1f effective GFLOP/s = %.0f%% of peak "
-          "(wall %.1f GFLOP/s)\n", r->prof.conv_cpu / w * 1e3, gcc, 100 * gcc / peak, gcw);
+          "(wall %.1f GFLOP/s)\n",
+      r->prof.conv_cpu / w * 1e3, gcc, 100 * gcc / peak, gcw);
   printf ("  FC: CPU %.1f ms/window, %.1f GFLOP/s = %.0f%% of peak (wall %.1f GFLOP/s); "
-          "%.0f MB of weights per window = %.1f GB/s\n", r->prof.fc_cpu / w * 1e3, gfc,
-          100 * gfc / peak, gfw, fc_mb, fc_mb * 1e-3 * w / r->prof.fc_cpu);
+          "%.0f MB of weights per window = %.1f GB/s\n",
+      r->prof.fc_cpu / w * 1e3, gfc, 100 * gfc / peak, gfw, fc_mb,
+      fc_mb * 1e-3 * w / r->prof.fc_cpu);
 }
 
 static void
 print_batch (const char *what, const Run *r, double seconds, double mel_cpu, double mel_wall,
-             guint64 conv_flops, guint64 fc_flops, double peak)
+    guint64 conv_flops, guint64 fc_flops, double peak)
 {
   gsize w = r->windows;
   double gc = conv_flops * (double) w / r->prof.conv_cpu * 1e-9;
@@ -130,9 +130,9 @@ print_batch (const char *what, const Run *r, double seconds, double mel_cpu, dou
   printf ("mel + VGGish offline (FC batched over %" G_GSIZE_FORMAT " windows), %s:\n"
           "  wall %.1f ms/window = %.2fx real time; CPU %.1f ms/window = %.2fx real time\n"
           "  conv CPU %.1f GFLOP/s = %.0f%% of peak; FC CPU %.1f ms/window, %.1f GFLOP/s = %.0f%% of peak\n",
-          w, what, r->wall / w * 1e3, seconds / (r->wall + mel_wall), r->cpu / w * 1e3,
-          seconds / (r->cpu + mel_cpu), gc, 100 * gc / peak, r->prof.fc_cpu / w * 1e3, gf,
-          100 * gf / peak);
+      w, what, r->wall / w * 1e3, seconds / (r->wall + mel_wall), r->cpu / w * 1e3,
+      seconds / (r->cpu + mel_cpu), gc, 100 * gc / peak, r->prof.fc_cpu / w * 1e3, gf,
+      100 * gf / peak);
 }
 
 /* PyTorch's CPU ms per patch of the same network (training/bench_yamnet_torch.py),
@@ -141,7 +141,7 @@ static double
 torch_ms (const char *script, const char *model, char **why)
 {
   const char *argv[] = { "/usr/bin/python3", script, "--patches", "40", model ? "--model" : NULL,
-                         model, NULL };
+    model, NULL };
   g_autofree char *out = cony_bench_run_script (argv, why);
   if (!out)
     return -1;
@@ -158,15 +158,16 @@ torch_ms (const char *script, const char *model, char **why)
  * conyvggish runs it; @mel_cpu_per_s: the mel's CPU seconds per second of audio. */
 static gboolean
 yamnet_row (ConyMel *mel, const float *x, gsize n, guint rate, double seconds, int stride,
-            double peak, double mel_cpu_per_s, const char *path, const char *torch_script,
-            gboolean markdown, GError **error)
+    double peak, double mel_cpu_per_s, const char *path, const char *torch_script,
+    gboolean markdown, GError **error)
 {
-  g_autoptr (ConyCnn) cnn = path ? cony_cnn_load (path, error)
-                                 : cony_cnn_new_random (CONY_CNN_YAMNET_LAYOUT, 96, 64, 1, 1, error);
+  g_autoptr (ConyCnn) cnn = path
+      ? cony_cnn_load (path, error)
+      : cony_cnn_new_random (CONY_CNN_YAMNET_LAYOUT, 96, 64, 1, 1, error);
   if (cnn == NULL)
     return FALSE;
-  if (cony_cnn_get_input_height (cnn) != 96 || cony_cnn_get_input_width (cnn) != 64 ||
-      cony_cnn_get_input_channels (cnn) != 1) {
+  if (cony_cnn_get_input_height (cnn) != 96 || cony_cnn_get_input_width (cnn) != 64
+      || cony_cnn_get_input_channels (cnn) != 1) {
     g_set_error (error, G_FILE_ERROR, G_FILE_ERROR_INVAL, "%s: not a 96x64x1 network", path);
     return FALSE;
   }
@@ -192,26 +193,28 @@ yamnet_row (ConyMel *mel, const float *x, gsize n, guint rate, double seconds, i
           "stride %d: %" G_GSIZE_FORMAT " patches\n"
           "  CNN CPU %.2f ms/patch (conv %.2f, head %.2f), %.1f GFLOP/s = %.0f%% of the sgemm peak; "
           "chain CPU %.2f ms/patch = %.0fx real time (wall %.0fx)\n",
-          path ? path : "random weights", cony_cnn_get_n_params (cnn), (cf + ff) * 1e-6, stride, w,
-          ms, r.prof.conv_cpu / w * 1e3, r.prof.fc_cpu / w * 1e3, gf, 100 * gf / peak,
-          r.cpu / w * 1e3, chain, seconds / r.wall);
-  g_autofree char *why = torch_script ? NULL
+      path ? path : "random weights", cony_cnn_get_n_params (cnn), (cf + ff) * 1e-6, stride, w, ms,
+      r.prof.conv_cpu / w * 1e3, r.prof.fc_cpu / w * 1e3, gf, 100 * gf / peak, r.cpu / w * 1e3,
+      chain, seconds / r.wall);
+  g_autofree char *why = torch_script
+      ? NULL
       : g_strdup ("--no-torch, or training/bench_yamnet_torch.py not found (set CONY_SOURCE_ROOT)");
   double tms = torch_script ? torch_ms (torch_script, path, &why) : -1;
   if (tms > 0)
     printf ("  PyTorch (float32, 1 thread, same layers): CPU %.2f ms/patch; libcony %.2fx faster\n",
-            tms, tms / ms);
+        tms, tms / ms);
   else
     printf ("  PyTorch column not run: %s\n", why);
   if (markdown)
     printf ("\n| measure | CPU time |\n|---|---|\n"
             "| YAMNet CNN per patch (%s, %.1f MFLOP) | %.2f ms, %.1f GFLOP/s = %.0f%% of sgemm peak |\n"
             "| mel + YAMNet streaming, stride %d | **%.0f× real time** (mel %.2f ms per s of audio) |\n",
-            path ? "file" : "random weights", (cf + ff) * 1e-6, ms, gf, 100 * gf / peak, stride,
-            chain, mel_cpu_per_s * 1e3);
+        path ? "file" : "random weights", (cf + ff) * 1e-6, ms, gf, 100 * gf / peak, stride, chain,
+        mel_cpu_per_s * 1e3);
   if (markdown && tms > 0)
     printf ("| YAMNet in PyTorch (float32, 1 thread, same layers) | %.2f ms per patch: libcony "
-            "**%.2f×** faster |\n", tms, tms / ms);
+            "**%.2f×** faster |\n",
+        tms, tms / ms);
   if (markdown)
     printf ("\n");
   return TRUE;
@@ -226,13 +229,17 @@ cony_cmd_bench_frontend (int argc, char **argv)
   const char *argv0 = argv[0];
   char *yamnet_path = NULL;
   GOptionEntry entries[] = {
-    { "mel-seconds", 0, 0, G_OPTION_ARG_DOUBLE, &mel_seconds, "audio for the mel-only run (default 120)", "S" },
-    { "vggish-seconds", 0, 0, G_OPTION_ARG_DOUBLE, &cnn_seconds, "audio for the mel + VGGish runs (default 10)", "S" },
-    { "stride", 0, 0, G_OPTION_ARG_INT, &stride, "frames between windows (default 25 = 0.25 s)", "N" },
+    { "mel-seconds", 0, 0, G_OPTION_ARG_DOUBLE, &mel_seconds,
+        "audio for the mel-only run (default 120)", "S" },
+    { "vggish-seconds", 0, 0, G_OPTION_ARG_DOUBLE, &cnn_seconds,
+        "audio for the mel + VGGish runs (default 10)", "S" },
+    { "stride", 0, 0, G_OPTION_ARG_INT, &stride, "frames between windows (default 25 = 0.25 s)",
+        "N" },
     { "threads", 0, 0, G_OPTION_ARG_INT, &threads, "OpenBLAS threads (default 1: one core)", "N" },
-    { "markdown", 0, 0, G_OPTION_ARG_NONE, &markdown, "print the results as a markdown table too", NULL },
+    { "markdown", 0, 0, G_OPTION_ARG_NONE, &markdown, "print the results as a markdown table too",
+        NULL },
     { "yamnet", 0, 0, G_OPTION_ARG_FILENAME, &yamnet_path,
-      "YAMNet file for the MobileNet run (default: random weights, same layers)", "FILE" },
+        "YAMNet file for the MobileNet run (default: random weights, same layers)", "FILE" },
     { "no-vggish", 0, 0, G_OPTION_ARG_NONE, &no_vggish, "skip the VGGish runs", NULL },
     { "no-torch", 0, 0, G_OPTION_ARG_NONE, &no_torch, "skip YAMNet in PyTorch", NULL },
     G_OPTION_ENTRY_NULL,
@@ -254,9 +261,9 @@ cony_cmd_bench_frontend (int argc, char **argv)
 
   /* 1. sgemm peak. */
   double peak = sgemm_peak (1024, 1024, 1024, 0.6);
-  double peak_conv = sgemm_peak (384, 256, 2304, 0.3);   /* conv3_2's shape */
+  double peak_conv = sgemm_peak (384, 256, 2304, 0.3); /* conv3_2's shape */
   printf ("OpenBLAS sgemm, %d thread(s): %.1f GFLOP/s (1024^3), %.1f GFLOP/s (384x256x2304, conv3/conv3_2)\n",
-          threads, peak, peak_conv);
+      threads, peak, peak_conv);
 
   /* 2. Mel alone, streaming. */
   gsize n = (gsize) (mel_seconds * rate);
@@ -279,17 +286,19 @@ cony_cmd_bench_frontend (int argc, char **argv)
     walls[rep] = cony_bench_wall_s () - t0;
     cpus[rep] = cony_bench_cpu_s () - c0;
   }
-  double mel_wall = cony_bench_summarise (walls, 3).min, mel_cpu = cony_bench_summarise (cpus, 3).min;
+  double mel_wall = cony_bench_summarise (walls, 3).min,
+         mel_cpu = cony_bench_summarise (cpus, 3).min;
   printf ("log-mel (streaming, %d-sample pushes): %" G_GSIZE_FORMAT " frames; wall %.2f us/frame = "
-          "%.0fx real time; CPU %.2f us/frame = %.0fx real time\n", CHUNK, frames,
-          mel_wall / frames * 1e6, mel_seconds / mel_wall, mel_cpu / frames * 1e6,
-          mel_seconds / mel_cpu);
+          "%.0fx real time; CPU %.2f us/frame = %.0fx real time\n",
+      CHUNK, frames, mel_wall / frames * 1e6, mel_seconds / mel_wall, mel_cpu / frames * 1e6,
+      mel_seconds / mel_cpu);
 
   g_autofree char *y_path = yamnet_path;
-  g_autofree char *torch_script = no_torch ? NULL
+  g_autofree char *torch_script = no_torch
+      ? NULL
       : cony_find_training_script ("bench_yamnet_torch.py", NULL, argv0);
   if (!yamnet_row (mel, x, n, rate, cnn_seconds, stride, peak, mel_cpu / mel_seconds, y_path,
-                   torch_script, markdown, &error))
+          torch_script, markdown, &error))
     return cony_cmd_fail (error);
   if (no_vggish)
     return 0;
@@ -303,12 +312,12 @@ cony_cmd_bench_frontend (int argc, char **argv)
   guint64 conv_flops, fc_flops;
   cony_cnn_get_flops (cnn, &conv_flops, &fc_flops);
   printf ("VGGish (random weights, built in %.1f s): %" G_GUINT64_FORMAT " parameters, "
-          "%.3f GFLOP conv + %.3f GFLOP FC per window\n", t_build, cony_cnn_get_n_params (cnn),
-          conv_flops * 1e-9, fc_flops * 1e-9);
+          "%.3f GFLOP conv + %.3f GFLOP FC per window\n",
+      t_build, cony_cnn_get_n_params (cnn), conv_flops * 1e-9, fc_flops * 1e-9);
   gsize in_size = cony_cnn_get_input_size (cnn);
   float emb[128];
   g_autofree float *warm = g_new0 (float, in_size);
-  cony_cnn_forward (cnn, warm, emb);   /* touch the weights once */
+  cony_cnn_forward (cnn, warm, emb); /* touch the weights once */
 
   /* 3a. Streaming, as conymel ! conyvggish does it: one window every `stride`
    * frames; first with F32 FC weights, later with F16 ones. */
@@ -323,13 +332,14 @@ cony_cmd_bench_frontend (int argc, char **argv)
     fprintf (stderr, "cony bench frontend: no window in %.1f s of audio\n", cnn_seconds);
     return 1;
   }
-  double fc_mb32 = fc_flops * 2e-6;   /* bytes of F32 FC weights, in MB */
-  print_stream ("F32 FC weights, OpenBLAS sgemv", &s32, cnn_seconds, conv_flops, fc_flops, fc_mb32, peak);
+  double fc_mb32 = fc_flops * 2e-6; /* bytes of F32 FC weights, in MB */
+  print_stream ("F32 FC weights, OpenBLAS sgemv", &s32, cnn_seconds, conv_flops, fc_flops, fc_mb32,
+      peak);
 
   /* 3a'. The conv stack alone with each algorithm, on the same windows. */
   double conv_ms[4], conv_gf[4];
   static const ConyCnnConvAlgorithm algos[4] = { CONY_CNN_CONV_IM2COL, CONY_CNN_CONV_WINOGRAD,
-                                                 CONY_CNN_CONV_WINOGRAD4, CONY_CNN_CONV_AUTO };
+    CONY_CNN_CONV_WINOGRAD4, CONY_CNN_CONV_AUTO };
   for (int a = 0; a < 4; a++) {
     cony_cnn_set_conv_algorithm (cnn, algos[a]);
     cony_cnn_forward (cnn, hist, emb);
@@ -344,15 +354,14 @@ cony_cmd_bench_frontend (int argc, char **argv)
   }
   cony_cnn_set_conv_algorithm (cnn, CONY_CNN_CONV_AUTO);
   static const char *const algo_names[4] = { "im2col + sgemm", "Winograd F(2x2,3x3) everywhere",
-                                             "Winograd F(4x4,3x3) everywhere",
-                                             "default (F(4x4) on 48x32 and 24x16 maps, F(2x2) on 12x8)" };
+    "Winograd F(4x4,3x3) everywhere", "default (F(4x4) on 48x32 and 24x16 maps, F(2x2) on 12x8)" };
   printf ("  conv stack alone, CPU per window (effective GFLOP/s, %% of peak):\n");
   for (int a = 0; a < 4; a++)
     printf ("    %-58s %5.1f ms (%.1f GFLOP/s = %.0f%%)\n", algo_names[a], conv_ms[a], conv_gf[a],
-            100 * conv_gf[a] / peak);
+        100 * conv_gf[a] / peak);
 
   /* 3b. Offline: the same windows, FC layers batched (sgemm). */
-  g_autofree float *patches = g_new (float, windows * in_size);
+  g_autofree float *patches = g_new (float, windows *in_size);
   for (gsize k = 0; k < windows; k++)
     memcpy (patches + k * in_size, hist + k * stride * 64, in_size * sizeof (float));
   g_autofree float *embs = g_new (float, windows * 128);
@@ -360,7 +369,8 @@ cony_cmd_bench_frontend (int argc, char **argv)
   double mel_part_wall = mel_wall * cnn_seconds / mel_seconds;
   Run b32;
   batch_run (cnn, patches, windows, embs, &b32);
-  print_batch ("F32 FC weights", &b32, cnn_seconds, mel_part_cpu, mel_part_wall, conv_flops, fc_flops, peak);
+  print_batch ("F32 FC weights", &b32, cnn_seconds, mel_part_cpu, mel_part_wall, conv_flops,
+      fc_flops, peak);
 
   /* 3c. The same with the FC weights rounded to F16 (as a model file stored in
    * F16 loads): streaming FC layers read half the bytes. */
@@ -370,25 +380,29 @@ cony_cmd_bench_frontend (int argc, char **argv)
   cony_cnn_forward (cnn, warm, emb);
   Run s16, b16;
   stream_run (mel, cnn, x, n2, hist, stride, &s16);
-  print_stream ("F16 FC weights, F16C gemv", &s16, cnn_seconds, conv_flops, fc_flops, fc_mb32 / 2, peak);
+  print_stream ("F16 FC weights, F16C gemv", &s16, cnn_seconds, conv_flops, fc_flops, fc_mb32 / 2,
+      peak);
   batch_run (cnn, patches, windows, embs, &b16);
-  print_batch ("F16 FC weights", &b16, cnn_seconds, mel_part_cpu, mel_part_wall, conv_flops, fc_flops, peak);
+  print_batch ("F16 FC weights", &b16, cnn_seconds, mel_part_cpu, mel_part_wall, conv_flops,
+      fc_flops, peak);
   double dmax = 0, ref = 0;
   for (gsize i = 0; i < windows * 128; i++) {
     dmax = MAX (dmax, fabs (embs[i] - embs32[i]));
     ref = MAX (ref, fabs (embs32[i]));
   }
   printf ("  embeddings with F16-rounded FC weights vs F32: max difference %.2e relative "
-          "(a different function: the weights were rounded)\n", ref > 0 ? dmax / ref : dmax);
+          "(a different function: the weights were rounded)\n",
+      ref > 0 ? dmax / ref : dmax);
 
   if (markdown) {
     printf ("\n| measure (%d BLAS thread%s) | CPU time | wall time |\n|---|---|---|\n", threads,
-            threads == 1 ? "" : "s");
+        threads == 1 ? "" : "s");
     printf ("| OpenBLAS sgemm peak 1024³ / at conv3_2's shape 384×256×2304 | %.1f / %.1f GFLOP/s | |\n",
-            peak, peak_conv);
+        peak, peak_conv);
     printf ("| log-mel alone, streaming (%d-sample pushes) | %.2f µs/frame, **%.0f× real time** | "
-            "%.2f µs/frame, %.0f× |\n", CHUNK, mel_cpu / frames * 1e6, mel_seconds / mel_cpu,
-            mel_wall / frames * 1e6, mel_seconds / mel_wall);
+            "%.2f µs/frame, %.0f× |\n",
+        CHUNK, mel_cpu / frames * 1e6, mel_seconds / mel_cpu, mel_wall / frames * 1e6,
+        mel_seconds / mel_wall);
     const Run *sr[2] = { &s32, &s16 };
     const char *const wname[2] = { "F32", "F16" };
     for (int k = 0; k < 2; k++) {
@@ -397,34 +411,36 @@ cony_cmd_bench_frontend (int argc, char **argv)
       double gf = fc_flops * (double) windows / r->prof.fc_cpu * 1e-9;
       printf ("| mel + VGGish (%.1f M params) streaming, stride %d, batch 1, %s FC weights | "
               "%.1f ms/window, **%.2f× real time** | %.1f ms/window, %.2f× |\n",
-              cony_cnn_get_n_params (cnn) * 1e-6, stride, wname[k], r->cpu / windows * 1e3,
-              cnn_seconds / r->cpu, r->wall / windows * 1e3, cnn_seconds / r->wall);
+          cony_cnn_get_n_params (cnn) * 1e-6, stride, wname[k], r->cpu / windows * 1e3,
+          cnn_seconds / r->cpu, r->wall / windows * 1e3, cnn_seconds / r->wall);
       printf ("| — conv layers, %.3f GFLOP/window, default Winograd | %.1f ms, %.1f *effective* "
-              "GFLOP/s = %.0f%% of peak | |\n", conv_flops * 1e-9, r->prof.conv_cpu / windows * 1e3,
-              gc, 100 * gc / peak);
+              "GFLOP/s = %.0f%% of peak | |\n",
+          conv_flops * 1e-9, r->prof.conv_cpu / windows * 1e3, gc, 100 * gc / peak);
       printf ("| — FC layers, %.3f GFLOP/window (%s: %.0f MB of weights per window, %.1f GB/s) | "
-              "%.1f ms, %.1f GFLOP/s = %.0f%% of peak | |\n", fc_flops * 1e-9,
-              k == 0 ? "OpenBLAS sgemv" : "F16C gemv", k == 0 ? fc_mb32 : fc_mb32 / 2,
-              (k == 0 ? fc_mb32 : fc_mb32 / 2) * 1e-3 * windows / r->prof.fc_cpu,
-              r->prof.fc_cpu / windows * 1e3, gf, 100 * gf / peak);
+              "%.1f ms, %.1f GFLOP/s = %.0f%% of peak | |\n",
+          fc_flops * 1e-9, k == 0 ? "OpenBLAS sgemv" : "F16C gemv", k == 0 ? fc_mb32 : fc_mb32 / 2,
+          (k == 0 ? fc_mb32 : fc_mb32 / 2) * 1e-3 * windows / r->prof.fc_cpu,
+          r->prof.fc_cpu / windows * 1e3, gf, 100 * gf / peak);
     }
     for (int a = 0; a < 4; a++)
       printf ("| conv stack alone (%s windows): %s | %.1f ms, %.1f%s GFLOP/s = %.0f%% of peak | |\n",
-              windows < 20 ? "all" : "20", algo_names[a], conv_ms[a], conv_gf[a],
-              a == 0 ? "" : " *effective*", 100 * conv_gf[a] / peak);
+          windows < 20 ? "all" : "20", algo_names[a], conv_ms[a], conv_gf[a],
+          a == 0 ? "" : " *effective*", 100 * conv_gf[a] / peak);
     printf ("| direct-conv bound: %.2f GFLOP per second of audio at 100%% of peak | %.1f× real time | |\n",
-            (conv_flops + fc_flops) * (100.0 / stride) * 1e-9,
-            peak / ((conv_flops + fc_flops) * (100.0 / stride) * 1e-9));
+        (conv_flops + fc_flops) * (100.0 / stride) * 1e-9,
+        peak / ((conv_flops + fc_flops) * (100.0 / stride) * 1e-9));
     const Run *br[2] = { &b32, &b16 };
     for (int k = 0; k < 2; k++) {
       const Run *r = br[k];
       double gc = conv_flops * (double) windows / r->prof.conv_cpu * 1e-9;
       double gf = fc_flops * (double) windows / r->prof.fc_cpu * 1e-9;
-      printf ("| mel + VGGish offline, FC batched over %" G_GSIZE_FORMAT " windows, %s FC weights | "
+      printf ("| mel + VGGish offline, FC batched over %" G_GSIZE_FORMAT
+              " windows, %s FC weights | "
               "%.1f ms/window, **%.2f× real time**; conv %.0f%%, FC %.0f%% of peak | %.1f ms/window, "
-              "%.2f× |\n", windows, wname[k], r->cpu / windows * 1e3,
-              cnn_seconds / (r->cpu + mel_part_cpu), 100 * gc / peak, 100 * gf / peak,
-              r->wall / windows * 1e3, cnn_seconds / (r->wall + mel_part_wall));
+              "%.2f× |\n",
+          windows, wname[k], r->cpu / windows * 1e3, cnn_seconds / (r->cpu + mel_part_cpu),
+          100 * gc / peak, 100 * gf / peak, r->wall / windows * 1e3,
+          cnn_seconds / (r->wall + mel_part_wall));
     }
   }
   return 0;

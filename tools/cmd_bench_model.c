@@ -150,8 +150,10 @@ torch_timings (const char *script, int steps, char **why)
     double *us = g_new (double, 2);
     us[0] = json_object_get_double_member (o, "us_per_step");
     us[1] = json_object_get_double_member (o, "cpu_us_per_step");
-    g_hash_table_insert (t, g_strdup_printf ("%d/%s", (int) json_object_get_int_member (o, "blocks"),
-                                             json_object_get_string_member (o, "variant")), us);
+    g_hash_table_insert (t,
+        g_strdup_printf ("%d/%s", (int) json_object_get_int_member (o, "blocks"),
+            json_object_get_string_member (o, "variant")),
+        us);
   }
   return t;
 }
@@ -173,18 +175,23 @@ cony_cmd_bench_model (int argc, char **argv)
   g_autofree char *only_blocks = NULL, *only_variants = NULL, *dtypes = NULL;
   g_autofree char *script = NULL;
   const char *argv0 = argv[0];
-  GOptionEntry entries[] = {
-    { "seconds", 0, 0, G_OPTION_ARG_DOUBLE, &seconds, "time per C measurement (default 0.5)", "S" },
-    { "torch-steps", 0, 0, G_OPTION_ARG_INT, &torch_steps, "PyTorch steps per variant (default 200)", "N" },
-    { "blocks", 0, 0, G_OPTION_ARG_STRING, &only_blocks, "only these block counts (e.g. 1)", "LIST" },
-    { "variants", 0, 0, G_OPTION_ARG_STRING, &only_variants, "only these variants (comma-separated)", "LIST" },
-    { "dtype", 0, 0, G_OPTION_ARG_STRING, &dtypes, "weight storage(s): f32, f16 or f32,f16 (default both)", "LIST" },
+  GOptionEntry entries[] = { { "seconds", 0, 0, G_OPTION_ARG_DOUBLE, &seconds,
+                                 "time per C measurement (default 0.5)", "S" },
+    { "torch-steps", 0, 0, G_OPTION_ARG_INT, &torch_steps,
+        "PyTorch steps per variant (default 200)", "N" },
+    { "blocks", 0, 0, G_OPTION_ARG_STRING, &only_blocks, "only these block counts (e.g. 1)",
+        "LIST" },
+    { "variants", 0, 0, G_OPTION_ARG_STRING, &only_variants,
+        "only these variants (comma-separated)", "LIST" },
+    { "dtype", 0, 0, G_OPTION_ARG_STRING, &dtypes,
+        "weight storage(s): f32, f16 or f32,f16 (default both)", "LIST" },
     { "markdown", 0, 0, G_OPTION_ARG_NONE, &markdown, "print a markdown table", NULL },
     { "no-torch", 0, 0, G_OPTION_ARG_NONE, &no_torch, "skip the PyTorch column", NULL },
-    { "torch-script", 0, 0, G_OPTION_ARG_FILENAME, &script, "path of training/bench_torch_step.py", "PATH" },
-    G_OPTION_ENTRY_NULL
-  };
-  g_autoptr (GOptionContext) ctx = g_option_context_new ("- microseconds per step of the encoder-classifier (GTZAN setting)");
+    { "torch-script", 0, 0, G_OPTION_ARG_FILENAME, &script, "path of training/bench_torch_step.py",
+        "PATH" },
+    G_OPTION_ENTRY_NULL };
+  g_autoptr (GOptionContext) ctx = g_option_context_new (
+      "- microseconds per step of the encoder-classifier (GTZAN setting)");
   g_option_context_add_main_entries (ctx, entries, NULL);
   GError *error = NULL;
   if (!g_option_context_parse (ctx, &argc, &argv, &error))
@@ -195,8 +202,10 @@ cony_cmd_bench_model (int argc, char **argv)
   g_auto (GStrv) dtype_list = g_strsplit (dtypes, ",", -1);
   for (int i = 0; dtype_list[i]; i++)
     if (strcmp (dtype_list[i], "f32") && strcmp (dtype_list[i], "f16"))
-      return cony_cmd_fail (g_error_new (CONY_ERROR, CONY_ERROR_INVALID, "--dtype: '%s' is not f32 "
-                                         "or f16", dtype_list[i]));
+      return cony_cmd_fail (g_error_new (CONY_ERROR, CONY_ERROR_INVALID,
+          "--dtype: '%s' is not f32 "
+          "or f16",
+          dtype_list[i]));
 
   g_autoptr (GHashTable) torch = NULL;
   g_autofree char *why = NULL;
@@ -205,21 +214,25 @@ cony_cmd_bench_model (int argc, char **argv)
   else {
     g_autofree char *path = cony_find_training_script ("bench_torch_step.py", script, argv0);
     if (!path)
-      why = g_strdup ("training/bench_torch_step.py not found (set CONY_SOURCE_ROOT or --torch-script)");
+      why = g_strdup (
+          "training/bench_torch_step.py not found (set CONY_SOURCE_ROOT or --torch-script)");
     else
       torch = torch_timings (path, torch_steps, &why);
   }
 
   printf ("model bench: d_in %d, d %d, %d heads, FF %d, n %d, m %d, %d classes, random weights, "
-          "one thread\n", d_in, d, heads, ff, n, m, classes);
+          "one thread\n",
+      d_in, d, heads, ff, n, m, classes);
   printf ("C: continual step (cony_encoder_step). PyTorch: the windowed model over the last n tokens "
-          "per step (float32, 1 thread)%s%s\n\n", torch ? "" : " -- not run: ", torch ? "" : why);
+          "per step (float32, 1 thread)%s%s\n\n",
+      torch ? "" : " -- not run: ", torch ? "" : why);
   if (markdown) {
-    printf ("| blocks | weights | variant | C µs/step wall | C µs/step CPU | MFLOP/step | state KiB | PyTorch µs/step wall / CPU | speed-up (CPU) |\n");
+    printf (
+        "| blocks | weights | variant | C µs/step wall | C µs/step CPU | MFLOP/step | state KiB | PyTorch µs/step wall / CPU | speed-up (CPU) |\n");
     printf ("|---|---|---|---|---|---|---|---|---|\n");
   } else {
-    printf ("%-7s %-8s %-14s %10s %10s %11s %10s %22s %9s\n", "blocks", "weights", "variant", "C µs wall", "C µs CPU",
-            "MFLOP/step", "state KiB", "PyTorch µs wall / CPU", "speed-up");
+    printf ("%-7s %-8s %-14s %10s %10s %11s %10s %22s %9s\n", "blocks", "weights", "variant",
+        "C µs wall", "C µs CPU", "MFLOP/step", "state KiB", "PyTorch µs wall / CPU", "speed-up");
   }
   float *tok = g_new (float, d_in), *logits = g_new (float, classes);
   for (int blocks = 1; blocks <= 2; blocks++) {
@@ -268,13 +281,13 @@ cony_cmd_bench_model (int argc, char **argv)
           g_snprintf (scol, sizeof scol, "%.1fx", tus[1] / cpu);
         }
         if (markdown)
-          printf ("| %d | %s | %s | %.2f | %.2f | %.3f | %.1f | %s | %s |\n", blocks, dtype, name, us, cpu,
-                  cony_encoder_flops_per_step (enc) / 1e6, cony_encoder_state_bytes (enc) / 1024.0, tcol,
-                  scol);
+          printf ("| %d | %s | %s | %.2f | %.2f | %.3f | %.1f | %s | %s |\n", blocks, dtype, name,
+              us, cpu, cony_encoder_flops_per_step (enc) / 1e6,
+              cony_encoder_state_bytes (enc) / 1024.0, tcol, scol);
         else
-          printf ("%-7d %-8s %-14s %10.2f %10.2f %11.3f %10.1f %22s %9s\n", blocks, dtype, name, us, cpu,
-                  cony_encoder_flops_per_step (enc) / 1e6, cony_encoder_state_bytes (enc) / 1024.0, tcol,
-                  scol);
+          printf ("%-7d %-8s %-14s %10.2f %10.2f %11.3f %10.1f %22s %9s\n", blocks, dtype, name, us,
+              cpu, cony_encoder_flops_per_step (enc) / 1e6, cony_encoder_state_bytes (enc) / 1024.0,
+              tcol, scol);
         fflush (stdout);
       }
     }

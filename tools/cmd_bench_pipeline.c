@@ -50,12 +50,12 @@ typedef struct {
  * as the three elements do; returns the CPU time of each stage. */
 static ChainTimes
 run_chain (ConyMel *mel, ConyCnn *cnn, ConyEncoder *enc, const float *x, gsize n, guint stride,
-           float **embeddings, guint64 *n_embeddings)
+    float **embeddings, guint64 *n_embeddings)
 {
   ChainTimes t = { 0 };
   guint win = cony_cnn_get_input_height (cnn), n_mels = cony_mel_get_n_mels (mel);
   guint emb = cony_cnn_get_output_size (cnn);
-  g_autofree float *frames = g_new (float, (gsize) win * n_mels);
+  g_autofree float *frames = g_new (float, (gsize) win *n_mels);
   g_autofree float *frame = g_new (float, n_mels);
   g_autofree float *embedding = g_new (float, emb);
   g_autofree float *logits = g_new (float, 4096);
@@ -145,9 +145,8 @@ read_peak_rss_kib (GPid pid)
  * the gst-launch-1.0 process and its peak resident memory in KiB (polled from /proc
  * every 5 ms while it runs; the peak only grows, and teardown frees memory). */
 static gboolean
-run_gst (const char *vggish, const char *transformer, const char *mel_props,
-         const char *cnn_props, double seconds, double *wall, double *cpu, long *peak_kib,
-         GError **error)
+run_gst (const char *vggish, const char *transformer, const char *mel_props, const char *cnn_props,
+    double seconds, double *wall, double *cpu, long *peak_kib, GError **error)
 {
   guint buffers = (guint) ceil (seconds * SAMPLE_RATE / 1600.0);
   g_autofree char *dir = plugin_dir ();
@@ -160,17 +159,17 @@ run_gst (const char *vggish, const char *transformer, const char *mel_props,
   close (err_fd);
   g_autofree char *q_err = g_shell_quote (err_path);
   /* exec keeps the process id: what is polled is gst-launch-1.0 itself */
-  g_autofree char *cmd = g_strdup_printf (
-      "exec env GST_PLUGIN_PATH=%s OPENBLAS_NUM_THREADS=1 gst-launch-1.0 -q audiotestsrc "
-      "num-buffers=%u samplesperbuffer=1600 wave=pink-noise "
-      "! audio/x-raw,rate=%d,channels=1,format=F32LE ! conymel %s ! conyvggish model=%s %s "
-      "! conytransformer model=%s post-messages=false ! fakesink sync=false 2>%s",
-      q_dir, buffers, SAMPLE_RATE, mel_props, q_vggish, cnn_props, q_transformer, q_err);
+  g_autofree char *cmd =
+      g_strdup_printf ("exec env GST_PLUGIN_PATH=%s OPENBLAS_NUM_THREADS=1 gst-launch-1.0 -q audiotestsrc "
+                       "num-buffers=%u samplesperbuffer=1600 wave=pink-noise "
+                       "! audio/x-raw,rate=%d,channels=1,format=F32LE ! conymel %s ! conyvggish model=%s %s "
+                       "! conytransformer model=%s post-messages=false ! fakesink sync=false 2>%s",
+          q_dir, buffers, SAMPLE_RATE, mel_props, q_vggish, cnn_props, q_transformer, q_err);
   const char *argv[] = { "/bin/sh", "-c", cmd, NULL };
   GPid pid;
   double t0 = cony_bench_wall_s ();
   if (!g_spawn_async (NULL, (char **) argv, NULL, G_SPAWN_DO_NOT_REAP_CHILD, NULL, NULL, &pid,
-                      error)) {
+          error)) {
     g_unlink (err_path);
     return FALSE;
   }
@@ -182,15 +181,15 @@ run_gst (const char *vggish, const char *transformer, const char *mel_props,
     g_usleep (5000);
   }
   *wall = cony_bench_wall_s () - t0;
-  *cpu = usage.ru_utime.tv_sec + usage.ru_stime.tv_sec +
-         1e-6 * (usage.ru_utime.tv_usec + usage.ru_stime.tv_usec);
+  *cpu = usage.ru_utime.tv_sec + usage.ru_stime.tv_sec
+      + 1e-6 * (usage.ru_utime.tv_usec + usage.ru_stime.tv_usec);
   g_spawn_close_pid (pid);
   g_autofree char *err = NULL;
   g_file_get_contents (err_path, &err, NULL, NULL);
   g_unlink (err_path);
   if (!g_spawn_check_wait_status (status, NULL)) {
     g_set_error (error, G_SPAWN_ERROR, G_SPAWN_ERROR_FAILED, "gst-launch-1.0 failed: %s",
-                 err ? err : "");
+        err ? err : "");
     return FALSE;
   }
   return TRUE;
@@ -204,13 +203,15 @@ static char *
 default_cnn (const char *transformer)
 {
   g_autoptr (ConyModel) model = cony_model_load (transformer, NULL);
-  const char *name = model && model->config.cnn_name ? model->config.cnn_name : "vggish.safetensors";
+  const char *name = model && model->config.cnn_name ? model->config.cnn_name
+                                                     : "vggish.safetensors";
   g_autofree char *dir = g_path_get_dirname (transformer);
   g_autofree char *parent = g_path_get_dirname (dir);
   char *path = g_build_filename (dir, name, NULL);
   g_autoptr (GDir) siblings = g_dir_open (parent, 0, NULL);
   const char *sib;
-  while (!g_file_test (path, G_FILE_TEST_IS_REGULAR) && siblings && (sib = g_dir_read_name (siblings))) {
+  while (!g_file_test (path, G_FILE_TEST_IS_REGULAR) && siblings
+      && (sib = g_dir_read_name (siblings))) {
     g_free (path);
     path = g_build_filename (parent, sib, name, NULL);
   }
@@ -229,21 +230,27 @@ cony_cmd_bench_pipeline (int argc, char **argv)
   int stride = 25;
   gboolean no_gst = FALSE;
   GOptionEntry entries[] = {
-    { "vggish", 0, 0, G_OPTION_ARG_FILENAME, &vggish, "front-end CNN (default: the one "
-      "the classifier's config names, beside it or in a sibling folder)", "M" },
-    { "transformer", 0, 0, G_OPTION_ARG_FILENAME, &transformer, "classifier (default "
-      "models/audio/transformer.safetensors)", "M" },
+    { "vggish", 0, 0, G_OPTION_ARG_FILENAME, &vggish,
+        "front-end CNN (default: the one "
+        "the classifier's config names, beside it or in a sibling folder)",
+        "M" },
+    { "transformer", 0, 0, G_OPTION_ARG_FILENAME, &transformer,
+        "classifier (default "
+        "models/audio/transformer.safetensors)",
+        "M" },
     { "seconds", 0, 0, G_OPTION_ARG_DOUBLE, &seconds, "seconds of audio (default 60)", "S" },
     { "stride", 0, 0, G_OPTION_ARG_INT, &stride, "CNN window stride in frames (default 25)", "F" },
     { "no-gst", 0, 0, G_OPTION_ARG_NONE, &no_gst, "skip the gst-launch-1.0 run", NULL },
     G_OPTION_ENTRY_NULL,
   };
-  g_autoptr (GOptionContext) ctx = g_option_context_new ("- the whole audio pipeline with a model pair");
+  g_autoptr (GOptionContext)
+      ctx = g_option_context_new ("- the whole audio pipeline with a model pair");
   g_option_context_add_main_entries (ctx, entries, NULL);
   GError *error = NULL;
   if (!g_option_context_parse (ctx, &argc, &argv, &error))
     return cony_cmd_fail (error);
-  g_autofree char *tr = transformer ? transformer : g_strdup ("models/audio/transformer.safetensors");
+  g_autofree char *tr = transformer ? transformer
+                                    : g_strdup ("models/audio/transformer.safetensors");
   g_autofree char *vg = vggish ? vggish : default_cnn (tr);
   openblas_set_num_threads (1);
 
@@ -251,8 +258,8 @@ cony_cmd_bench_pipeline (int argc, char **argv)
    * tokens are that (as conymel and conyvggish negotiate them in the pipeline) */
   ConyMelConfig mc;
   g_autoptr (ConyCnn) cnn = cony_cnn_load (vg, &error);
-  g_autoptr (ConyMel) mel = cnn && cony_cnn_mel_config (cnn, &mc, &error)
-                                ? cony_mel_new (&mc, &error) : NULL;
+  g_autoptr (ConyMel)
+      mel = cnn && cony_cnn_mel_config (cnn, &mc, &error) ? cony_mel_new (&mc, &error) : NULL;
   g_autoptr (ConyModel) model = mel ? cony_model_load (tr, &error) : NULL;
   gboolean pooled = model && g_strcmp0 (model->config.cnn_output, "embedding") == 0;
   if (model && pooled && !cony_cnn_set_output (cnn, CONY_CNN_OUTPUT_EMBEDDING, &error))
@@ -262,12 +269,12 @@ cony_cmd_bench_pipeline (int argc, char **argv)
     return cony_cmd_fail (error);
   if ((int) cony_cnn_get_output_size (cnn) != model->config.d_in) {
     fprintf (stderr, "cony: %s gives %u-d embeddings but %s takes d_in = %d\n", vg,
-             cony_cnn_get_output_size (cnn), tr, model->config.d_in);
+        cony_cnn_get_output_size (cnn), tr, model->config.d_in);
     return 1;
   }
   if (model->config.tokens_per_step != 1) { /* one embedding per audio window is one token */
-    fprintf (stderr, "cony: %s takes %d tokens per step; the audio pipeline makes one per window\n", tr,
-             model->config.tokens_per_step);
+    fprintf (stderr, "cony: %s takes %d tokens per step; the audio pipeline makes one per window\n",
+        tr, model->config.tokens_per_step);
     return 1;
   }
 
@@ -279,13 +286,14 @@ cony_cmd_bench_pipeline (int argc, char **argv)
   double total = t.mel_s + t.cnn_s + t.encoder_s;
 
   printf ("# audio pipeline, %.0f s of 16 kHz audio, one thread, CPU time; CNN %s (%" G_GUINT64_FORMAT
-          " params), classifier %s (%" G_GSIZE_FORMAT " params, trained %s)\n", seconds, vg,
-          cony_cnn_get_n_params (cnn), tr, model->n_parameters,
-          cony_attention_variant_name (model->config.attention[model->config.blocks - 1]));
+          " params), classifier %s (%" G_GSIZE_FORMAT " params, trained %s)\n",
+      seconds, vg, cony_cnn_get_n_params (cnn), tr, model->n_parameters,
+      cony_attention_variant_name (model->config.attention[model->config.blocks - 1]));
   printf ("%-34s %12s %14s\n", "stage (libcony, streaming)", "CPU s", "x real time");
   printf ("%-34s %12.3f %14.0f\n", "log-mel", t.mel_s, seconds / t.mel_s);
   printf ("%-34s %12.3f %14.0f\n", "CNN (one window per stride)", t.cnn_s, seconds / t.cnn_s);
-  printf ("%-34s %12.3f %14.0f\n", "encoder (one step per window)", t.encoder_s, seconds / t.encoder_s);
+  printf ("%-34s %12.3f %14.0f\n", "encoder (one step per window)", t.encoder_s,
+      seconds / t.encoder_s);
   printf ("%-34s %12.3f %14.0f\n", "whole chain", total, seconds / total);
 
   printf ("\n%-16s %14s %14s\n", "attention", "encoder us/step", "state bytes");
@@ -296,24 +304,26 @@ cony_cmd_bench_pipeline (int argc, char **argv)
     if (us < 0)
       printf ("%-16s %14s   (%s)\n", cony_attention_variant_name (v), "-", "needs fixed landmarks");
     else
-      printf ("%-16s %14.2f %14zu\n", cony_attention_variant_name (v), us, cony_encoder_state_bytes (probe));
+      printf ("%-16s %14.2f %14zu\n", cony_attention_variant_name (v), us,
+          cony_encoder_state_bytes (probe));
   }
 
   if (!no_gst) {
     double wall = 0, cpu = 0;
     long peak_kib = 0;
     /* conymel's properties are the CNN's log-mel settings written out */
-    g_autofree char *mel_props = g_strdup_printf (
-        "sample-rate=%u window-length=%u hop-length=%u fft-length=%u n-mels=%u fmin=%g "
-        "fmax=%g log-offset=%g", mc.sample_rate, mc.window_length, mc.hop_length,
-        mc.fft_length, mc.n_mels, mc.fmin, mc.fmax, mc.log_offset);
+    g_autofree char *mel_props =
+        g_strdup_printf ("sample-rate=%u window-length=%u hop-length=%u fft-length=%u n-mels=%u fmin=%g "
+                         "fmax=%g log-offset=%g",
+            mc.sample_rate, mc.window_length, mc.hop_length, mc.fft_length, mc.n_mels, mc.fmin,
+            mc.fmax, mc.log_offset);
     const char *cnn_props = pooled ? "output=embedding" : "";
     if (!run_gst (vg, tr, mel_props, cnn_props, seconds, &wall, &cpu, &peak_kib, &error))
       return cony_cmd_fail (error);
     printf ("\ngst-launch-1.0 audiotestsrc ! conymel ! conyvggish %s ! conytransformer ! fakesink sync=false\n",
-            cnn_props);
+        cnn_props);
     printf ("  %.0f s of audio in %.2f s wall, %.2f s CPU: %.0fx real time; live, it would use %.1f%% of one core\n",
-            seconds, wall, cpu, seconds / wall, 100.0 * cpu / seconds);
+        seconds, wall, cpu, seconds / wall, 100.0 * cpu / seconds);
     printf ("  peak resident memory of the gst-launch-1.0 process: %.1f MiB\n", peak_kib / 1024.0);
   }
   return 0;

@@ -16,18 +16,25 @@ cony_cmd_embed (int argc, char **argv)
   int stride = 25;
   gboolean embedding = FALSE;
   GOptionEntry entries[] = {
-    { "model", 'm', 0, G_OPTION_ARG_FILENAME, &model_path, "CNN model (.safetensors: VGG-style or MobileNet-v1)", "M" },
-    { "output", 'o', 0, G_OPTION_ARG_FILENAME, &output, "output .npy: float32 (windows, D)", "OUT.npy" },
-    { "stride", 's', 0, G_OPTION_ARG_INT, &stride, "frames between window starts (default 25 = 0.25 s)", "N" },
+    { "model", 'm', 0, G_OPTION_ARG_FILENAME, &model_path,
+        "CNN model (.safetensors: VGG-style or MobileNet-v1)", "M" },
+    { "output", 'o', 0, G_OPTION_ARG_FILENAME, &output, "output .npy: float32 (windows, D)",
+        "OUT.npy" },
+    { "stride", 's', 0, G_OPTION_ARG_INT, &stride,
+        "frames between window starts (default 25 = 0.25 s)", "N" },
     { "postprocess", 'p', 0, G_OPTION_ARG_STRING, &postprocess,
-      "PCA + 8-bit: none (default), tf (truncate, vggish_postprocess.py), torch (round, torchvggish)", "MODE" },
-    { "pca", 0, 0, G_OPTION_ARG_FILENAME, &pca_path, "PCA parameters from a separate .safetensors", "FILE" },
+        "PCA + 8-bit: none (default), tf (truncate, vggish_postprocess.py), torch (round, torchvggish)",
+        "MODE" },
+    { "pca", 0, 0, G_OPTION_ARG_FILENAME, &pca_path, "PCA parameters from a separate .safetensors",
+        "FILE" },
     { "embedding", 'e', 0, G_OPTION_ARG_NONE, &embedding,
-      "the pooled embedding before the network's FC head (MobileNet/YAMNet: 1024-d) instead of "
-      "its last layer (VGGish: the embedding; YAMNet: 521 scores)", NULL },
+        "the pooled embedding before the network's FC head (MobileNet/YAMNet: 1024-d) instead of "
+        "its last layer (VGGish: the embedding; YAMNet: 521 scores)",
+        NULL },
     G_OPTION_ENTRY_NULL,
   };
-  g_autoptr (GOptionContext) ctx = g_option_context_new ("IN.wav|IN.npy - CNN embeddings of 0.96 s windows");
+  g_autoptr (GOptionContext)
+      ctx = g_option_context_new ("IN.wav|IN.npy - CNN embeddings of 0.96 s windows");
   g_option_context_set_description (ctx,
       "IN.wav: log-mel frames are computed as by 'cony mel' (with the model's frontend\n"
       "metadata where it has one, e.g. YAMNet's log offset 0.001), then windows of the model's\n"
@@ -41,8 +48,9 @@ cony_cmd_embed (int argc, char **argv)
     return cony_cmd_fail (error);
   g_autofree char *m_path = model_path, *o_path = output, *p_path = pca_path, *pp = postprocess;
   if (argc != 2 || model_path == NULL || output == NULL) {
-    fprintf (stderr, "usage: cony embed --model M.safetensors IN.wav|IN.npy -o OUT.npy "
-             "[--stride N] [--postprocess none|tf|torch] [--pca FILE] [--embedding]\n");
+    fprintf (stderr,
+        "usage: cony embed --model M.safetensors IN.wav|IN.npy -o OUT.npy "
+        "[--stride N] [--postprocess none|tf|torch] [--pca FILE] [--embedding]\n");
     return 2;
   }
   if (stride < 1) {
@@ -67,8 +75,10 @@ cony_cmd_embed (int argc, char **argv)
   if (p_path && !cony_cnn_load_pca (cnn, p_path, &error))
     return cony_cmd_fail (error);
   if (mode != CONY_CNN_POSTPROCESS_NONE && !cony_cnn_has_pca (cnn)) {
-    fprintf (stderr, "cony embed: %s has no pca_eigen_vectors/pca_means; give --pca FILE or "
-             "--postprocess none\n", m_path);
+    fprintf (stderr,
+        "cony embed: %s has no pca_eigen_vectors/pca_means; give --pca FILE or "
+        "--postprocess none\n",
+        m_path);
     return 1;
   }
   if (embedding && !cony_cnn_set_output (cnn, CONY_CNN_OUTPUT_EMBEDDING, &error))
@@ -85,8 +95,10 @@ cony_cmd_embed (int argc, char **argv)
     return cony_cmd_fail (error);
   }
   if (in.n_windows == 0)
-    fprintf (stderr, "cony embed: %s: %" G_GSIZE_FORMAT " frames is less than one %u-frame window; "
-             "writing 0 embeddings\n", in_path, in.n_frames, H);
+    fprintf (stderr,
+        "cony embed: %s: %" G_GSIZE_FORMAT " frames is less than one %u-frame window; "
+        "writing 0 embeddings\n",
+        in_path, in.n_frames, H);
 
   g_autofree float *out = g_new (float, MAX (in.n_windows, 1) * D);
   cony_cnn_input_run (&in, cnn, out);

@@ -18,7 +18,8 @@ info_cnn (ConyCnn *cnn, const char *path)
   g_autofree char *desc = cony_cnn_describe (cnn);
   printf ("%s", desc);
   printf ("FLOPs/patch:  %" G_GUINT64_FORMAT " (conv %" G_GUINT64_FORMAT ", fc %" G_GUINT64_FORMAT
-          ")\n", cf + ff, cf, ff);
+          ")\n",
+      cf + ff, cf, ff);
   guint n = 0;
   const char *const *labels = cony_cnn_get_labels (cnn, &n);
   printf ("labels:       %u", n);
@@ -36,7 +37,8 @@ info_cnn (ConyCnn *cnn, const char *path)
 int
 cony_cmd_info (int argc, char **argv)
 {
-  g_autoptr (GOptionContext) ctx = g_option_context_new ("M.safetensors - describe a model file (classifier or CNN)");
+  g_autoptr (GOptionContext)
+      ctx = g_option_context_new ("M.safetensors - describe a model file (classifier or CNN)");
   GError *error = NULL;
   if (!g_option_context_parse (ctx, &argc, &argv, &error))
     return cony_cmd_fail (error);
@@ -56,7 +58,7 @@ cony_cmd_info (int argc, char **argv)
     g_prefix_error (&error, "not a classifier model (");
     g_prefix_error (&cnn_error, ") nor a CNN file (");
     GError *both = g_error_new (error->domain, error->code, "%s%s)", error->message,
-                                cnn_error->message);
+        cnn_error->message);
     g_clear_error (&error);
     g_clear_error (&cnn_error);
     return cony_cmd_fail (both);
@@ -65,44 +67,47 @@ cony_cmd_info (int argc, char **argv)
   printf ("model:        %s\n", m->path);
   printf ("architecture: %s, %d block(s)\n", CONY_MODEL_ARCHITECTURE, c->blocks);
   printf ("sizes:        d_in %d, d %d, heads %d (head dim %d), ff %d, classes %d\n", c->d_in, c->d,
-          c->heads, c->d / c->heads, c->ff, c->n_classes);
+      c->heads, c->d / c->heads, c->ff, c->n_classes);
   printf ("window:       n %d, landmarks m %d, pinv %s", c->window, c->landmarks,
-          c->pinv == CONY_PINV_EXACT ? "exact" : "iterative");
+      c->pinv == CONY_PINV_EXACT ? "exact" : "iterative");
   if (c->pinv == CONY_PINV_ITERATIVE)
     printf (" (%d iterations)", c->pinv_iterations);
   if (c->tokens_per_step > 1)
     printf (", %d tokens per step", c->tokens_per_step);
-  printf ("\npositional:   %s, T %d\n", c->positional == CONY_POSITIONAL_LEARNED ? "learned" : "cyclic",
-          c->positional_rows);
+  printf ("\npositional:   %s, T %d\n",
+      c->positional == CONY_POSITIONAL_LEARNED ? "learned" : "cyclic", c->positional_rows);
   g_autoptr (ConyEncoder) enc = cony_encoder_new (m, -1, &error);
   if (!enc)
     return cony_cmd_fail (error);
   printf ("attention:   ");
   for (int b = 0; b < c->blocks; b++) {
     printf (" block %d %s%s", b, cony_attention_variant_name (c->attention[b]),
-            m->block[b].has_landmarks ? " (has fixed landmarks)" : "");
+        m->block[b].has_landmarks ? " (has fixed landmarks)" : "");
     if (c->blocks == 2 && b == 0)
       printf (" retroactive,");
     else if (c->blocks == 2)
       printf (" run windowed as %s, single output",
-              cony_attention_variant_name (cony_encoder_block_variant (enc, b)));
+          cony_attention_variant_name (cony_encoder_block_variant (enc, b)));
   }
   printf ("\nlabels:      ");
   for (int i = 0; i < c->n_classes; i++)
     printf ("%s%s", i ? ", " : " ", c->labels[i]);
-  printf ("\noutput:       %s\n", c->output == CONY_OUTPUT_SIGMOID
-          ? "sigmoid (multi-label)" : "softmax");
+  printf ("\noutput:       %s\n",
+      c->output == CONY_OUTPUT_SIGMOID ? "sigmoid (multi-label)" : "softmax");
   printf ("frontend:     %s\n", c->frontend_json ? c->frontend_json : "(none)");
   /* the pairing conytransformer checks against the token caps */
   if (c->cnn_sha256)
     printf ("trained on:   the %s of %s (SHA-256 %s): %d-float tokens\n",
-            g_strcmp0 (c->cnn_output, "embedding") == 0 ? "pooled embedding" : "last layer",
-            c->cnn_name ? c->cnn_name : "(unnamed CNN)", c->cnn_sha256, c->d_in);
+        g_strcmp0 (c->cnn_output, "embedding") == 0 ? "pooled embedding" : "last layer",
+        c->cnn_name ? c->cnn_name : "(unnamed CNN)", c->cnn_sha256, c->d_in);
   else
-    printf ("trained on:   %d-float tokens of an unrecorded CNN (no frontend.cnn_sha256)\n", c->d_in);
+    printf ("trained on:   %d-float tokens of an unrecorded CNN (no frontend.cnn_sha256)\n",
+        c->d_in);
   printf ("parameters:   %" G_GSIZE_FORMAT "\n", m->n_parameters);
   printf ("state:        %" G_GSIZE_FORMAT " bytes carried between steps (+ %" G_GSIZE_FORMAT
-          " bytes scratch)\n", cony_encoder_state_bytes (enc), cony_encoder_scratch_bytes (enc));
-  printf ("FLOPs/step:   %.0f (full window, trained variants)\n", cony_encoder_flops_per_step (enc));
+          " bytes scratch)\n",
+      cony_encoder_state_bytes (enc), cony_encoder_scratch_bytes (enc));
+  printf ("FLOPs/step:   %.0f (full window, trained variants)\n",
+      cony_encoder_flops_per_step (enc));
   return 0;
 }

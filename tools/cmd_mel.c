@@ -12,7 +12,8 @@ cony_cmd_mel (int argc, char **argv)
 {
   char *output = NULL;
   GOptionEntry entries[] = {
-    { "output", 'o', 0, G_OPTION_ARG_FILENAME, &output, "output .npy: float32 (frames, 64)", "OUT.npy" },
+    { "output", 'o', 0, G_OPTION_ARG_FILENAME, &output, "output .npy: float32 (frames, 64)",
+        "OUT.npy" },
     G_OPTION_ENTRY_NULL,
   };
   g_autoptr (GOptionContext) ctx = g_option_context_new (
@@ -43,8 +44,10 @@ cony_cmd_mel (int argc, char **argv)
   gsize frames = 0;
   g_autofree float *y = cony_mel_compute (mel, x, n, &frames);
   if (frames == 0)
-    fprintf (stderr, "cony mel: %s: %" G_GSIZE_FORMAT " samples at 16 kHz is shorter than one "
-             "400-sample window; writing 0 frames\n", argv[1], n);
+    fprintf (stderr,
+        "cony mel: %s: %" G_GSIZE_FORMAT " samples at 16 kHz is shorter than one "
+        "400-sample window; writing 0 frames\n",
+        argv[1], n);
   gsize shape[2] = { frames, config.n_mels };
   float dummy = 0;
   if (!cony_npy_save (out_path, y ? y : &dummy, 2, shape, &error))

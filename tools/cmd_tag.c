@@ -28,9 +28,11 @@ cony_cmd_tag (int argc, char **argv)
   char *model_path = NULL;
   int stride = 48, k = 5;
   GOptionEntry entries[] = {
-    { "model", 'm', 0, G_OPTION_ARG_FILENAME, &model_path, "CNN model with a scoring head and labels", "M" },
+    { "model", 'm', 0, G_OPTION_ARG_FILENAME, &model_path,
+        "CNN model with a scoring head and labels", "M" },
     { "top-k", 'k', 0, G_OPTION_ARG_INT, &k, "labels per window (default 5)", "K" },
-    { "stride", 's', 0, G_OPTION_ARG_INT, &stride, "frames between window starts (default 48 = 0.48 s)", "N" },
+    { "stride", 's', 0, G_OPTION_ARG_INT, &stride,
+        "frames between window starts (default 48 = 0.48 s)", "N" },
     G_OPTION_ENTRY_NULL,
   };
   g_autoptr (GOptionContext) ctx = g_option_context_new ("IN.wav|IN.npy - top-k labels per window");
@@ -44,7 +46,8 @@ cony_cmd_tag (int argc, char **argv)
     return cony_cmd_fail (error);
   g_autofree char *m_path = model_path;
   if (argc != 2 || model_path == NULL) {
-    fprintf (stderr, "usage: cony tag --model M.safetensors IN.wav|IN.npy [--top-k K] [--stride N]\n");
+    fprintf (stderr,
+        "usage: cony tag --model M.safetensors IN.wav|IN.npy [--top-k K] [--stride N]\n");
     return 2;
   }
   if (stride < 1 || k < 1) {
@@ -64,7 +67,7 @@ cony_cmd_tag (int argc, char **argv)
   }
   if (in.n_windows == 0)
     fprintf (stderr, "cony tag: %s: %" G_GSIZE_FORMAT " frames is less than one %u-frame window\n",
-             argv[1], in.n_frames, cony_cnn_get_input_height (cnn));
+        argv[1], in.n_frames, cony_cnn_get_input_height (cnn));
   g_autofree float *out = g_new (float, MAX (in.n_windows, 1) * D);
   cony_cnn_input_run (&in, cnn, out);
   g_autofree guint *idx = g_new (guint, kk);
@@ -73,7 +76,8 @@ cony_cmd_tag (int argc, char **argv)
     top_k (s, D, kk, idx);
     printf ("%" G_GSIZE_FORMAT, w);
     if (in.frame_seconds > 0 || in.frames != NULL)
-      printf ("\t%.2f s", w * (double) in.stride * (in.frame_seconds > 0 ? in.frame_seconds : 0.01));
+      printf ("\t%.2f s",
+          w * (double) in.stride * (in.frame_seconds > 0 ? in.frame_seconds : 0.01));
     for (guint j = 0; j < kk; j++) {
       if (labels)
         printf ("\t%s %.3f", labels[idx[j]], s[idx[j]]);

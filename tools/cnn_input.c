@@ -19,14 +19,19 @@ cony_cnn_mel_config (ConyCnn *cnn, ConyMelConfig *config, GError **error)
     return TRUE;
   g_autoptr (JsonParser) parser = json_parser_new ();
   JsonNode *root = json_parser_load_from_data (parser, text, -1, NULL)
-                       ? json_parser_get_root (parser) : NULL;
+      ? json_parser_get_root (parser)
+      : NULL;
   if (root == NULL || !JSON_NODE_HOLDS_OBJECT (root)) {
     g_set_error (error, CONY_ERROR, CONY_ERROR_INVALID,
-                 "the model's frontend metadata is not a JSON object: %s", text);
+        "the model's frontend metadata is not a JSON object: %s", text);
     return FALSE;
   }
   JsonObject *o = json_node_get_object (root);
-  static const struct { const char *key; gsize off; gboolean is_uint; } keys[] = {
+  static const struct {
+    const char *key;
+    gsize off;
+    gboolean is_uint;
+  } keys[] = {
     { "sample-rate", G_STRUCT_OFFSET (ConyMelConfig, sample_rate), TRUE },
     { "window-length", G_STRUCT_OFFSET (ConyMelConfig, window_length), TRUE },
     { "hop-length", G_STRUCT_OFFSET (ConyMelConfig, hop_length), TRUE },
@@ -49,8 +54,7 @@ cony_cnn_mel_config (ConyCnn *cnn, ConyMelConfig *config, GError **error)
 }
 
 gboolean
-cony_cnn_input_read (ConyCnnInput *in, ConyCnn *cnn, const char *path, guint stride,
-                     GError **error)
+cony_cnn_input_read (ConyCnnInput *in, ConyCnn *cnn, const char *path, guint stride, GError **error)
 {
   memset (in, 0, sizeof *in);
   in->stride = stride;
@@ -63,9 +67,9 @@ cony_cnn_input_read (ConyCnnInput *in, ConyCnn *cnn, const char *path, guint str
     if (arr->ndim == 2 && C == 1 && arr->shape[1] == W) {
       in->n_frames = arr->shape[0];
       in->frames = g_steal_pointer (&arr->data);
-    } else if ((arr->ndim == 3 && C == 1 && arr->shape[1] == H && arr->shape[2] == W) ||
-               (arr->ndim == 4 && arr->shape[1] == C && arr->shape[2] == H && arr->shape[3] == W &&
-                C == 1)) {
+    } else if ((arr->ndim == 3 && C == 1 && arr->shape[1] == H && arr->shape[2] == W)
+        || (arr->ndim == 4 && arr->shape[1] == C && arr->shape[2] == H && arr->shape[3] == W
+            && C == 1)) {
       in->n_windows = arr->shape[0];
       in->patches = g_steal_pointer (&arr);
       return TRUE;
@@ -75,25 +79,23 @@ cony_cnn_input_read (ConyCnnInput *in, ConyCnn *cnn, const char *path, guint str
         g_string_append_printf (got, "%s%" G_GSIZE_FORMAT, d ? ", " : "", arr->shape[d]);
       g_string_append_c (got, ')');
       g_set_error (error, CONY_ERROR, CONY_ERROR_SHAPE,
-                   "%s has shape %s, expected log-mel frames (T, %u) or patches (N, %u, %u) / "
-                   "(N, 1, %u, %u)%s", path, got->str, W, H, W, H, W,
-                   C != 1 ? " (and a 1-channel model)" : "");
+          "%s has shape %s, expected log-mel frames (T, %u) or patches (N, %u, %u) / "
+          "(N, 1, %u, %u)%s",
+          path, got->str, W, H, W, H, W, C != 1 ? " (and a 1-channel model)" : "");
       return FALSE;
     }
   } else {
     ConyMelConfig config;
     if (C != 1) {
       g_set_error (error, CONY_ERROR, CONY_ERROR_INVALID,
-                   "the model takes %u-channel input; WAV input needs a 1-channel log-mel model",
-                   C);
+          "the model takes %u-channel input; WAV input needs a 1-channel log-mel model", C);
       return FALSE;
     }
     if (!cony_cnn_mel_config (cnn, &config, error))
       return FALSE;
     if (W != config.n_mels) {
       g_set_error (error, CONY_ERROR, CONY_ERROR_SHAPE,
-                   "the model takes %u-wide patches but its log-mel has %u bands", W,
-                   config.n_mels);
+          "the model takes %u-wide patches but its log-mel has %u bands", W, config.n_mels);
       return FALSE;
     }
     gsize n = 0;
@@ -115,7 +117,7 @@ cony_cnn_input_run (const ConyCnnInput *in, ConyCnn *cnn, float *out)
 {
   gsize in_size = cony_cnn_get_input_size (cnn), D = cony_cnn_get_output_size (cnn);
   guint W = cony_cnn_get_input_width (cnn);
-  g_autofree float *batch = in->patches ? NULL : g_new (float, BATCH * in_size);
+  g_autofree float *batch = in->patches ? NULL : g_new (float, BATCH *in_size);
   for (gsize start = 0; start < in->n_windows; start += BATCH) {
     gsize m = MIN ((gsize) BATCH, in->n_windows - start);
     const float *src;
@@ -124,7 +126,7 @@ cony_cnn_input_run (const ConyCnnInput *in, ConyCnn *cnn, float *out)
     } else {
       for (gsize k = 0; k < m; k++)
         memcpy (batch + k * in_size, in->frames + (start + k) * (gsize) in->stride * W,
-                in_size * sizeof (float));
+            in_size * sizeof (float));
       src = batch;
     }
     cony_cnn_forward_batch (cnn, src, m, out + start * D);

@@ -6,12 +6,12 @@
 #include "cony/npy.h"
 
 typedef struct {
-  float *frames;         /* (T, W) log-mel frames to window, or NULL */
+  float *frames; /* (T, W) log-mel frames to window, or NULL */
   gsize n_frames;
   ConyNpyArray *patches; /* ready examples (N, H, W) / (N, 1, H, W), or NULL */
   gsize n_windows;
-  guint stride;          /* frames between window starts (frames only) */
-  double frame_seconds;  /* seconds per frame (0: unknown, ready patches) */
+  guint stride;         /* frames between window starts (frames only) */
+  double frame_seconds; /* seconds per frame (0: unknown, ready patches) */
 } ConyCnnInput;
 
 /* The log-mel settings @cnn was trained on: its `frontend` metadata (conymel's property
@@ -21,7 +21,7 @@ gboolean cony_cnn_mel_config (ConyCnn *cnn, ConyMelConfig *config, GError **erro
  * (conymel's property names; VGGish's front end when absent). Errors name the
  * file and what was expected. */
 gboolean cony_cnn_input_read (ConyCnnInput *in, ConyCnn *cnn, const char *path, guint stride,
-                              GError **error);
+    GError **error);
 /* Runs every window through @cnn into @out (n_windows x output size). */
 void cony_cnn_input_run (const ConyCnnInput *in, ConyCnn *cnn, float *out);
 void cony_cnn_input_clear (ConyCnnInput *in);

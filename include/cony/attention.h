@@ -9,47 +9,49 @@
 
 G_BEGIN_DECLS
 
-typedef enum {
-  CONY_ATTENTION_REGULAR,        /* softmax attention recomputed over the window */
-  CONY_ATTENTION_CONTINUAL,      /* Continual Transformers: CoSi / CoRe */
-  CONY_ATTENTION_NYSTROM,        /* Nyströmformer, segment-means landmarks, recomputed */
-  CONY_ATTENTION_NYSTROM_FIXED,  /* Nyström with fixed landmarks, recomputed */
-  CONY_ATTENTION_CONY,           /* Continual Nyström, continual landmarks (paper IV-A) */
-  CONY_ATTENTION_CONY_FIXED,     /* Continual Nyström, fixed landmarks (paper IV-B) */
-  CONY_ATTENTION_VCC,            /* VIP-token centric compression of the window, the newest
+typedef enum
+{
+  CONY_ATTENTION_REGULAR,       /* softmax attention recomputed over the window */
+  CONY_ATTENTION_CONTINUAL,     /* Continual Transformers: CoSi / CoRe */
+  CONY_ATTENTION_NYSTROM,       /* Nyströmformer, segment-means landmarks, recomputed */
+  CONY_ATTENTION_NYSTROM_FIXED, /* Nyström with fixed landmarks, recomputed */
+  CONY_ATTENTION_CONY,          /* Continual Nyström, continual landmarks (paper IV-A) */
+  CONY_ATTENTION_CONY_FIXED,    /* Continual Nyström, fixed landmarks (paper IV-B) */
+  CONY_ATTENTION_VCC,           /* VIP-token centric compression of the window, the newest
                                     query as the VIP token (VCC paper §6.5 (2)) */
   CONY_ATTENTION_N_VARIANTS
 } ConyAttentionVariant;
 
-typedef enum {
-  CONY_PINV_EXACT,      /* Moore-Penrose via SVD (LAPACK) */
-  CONY_PINV_ITERATIVE,  /* Nyströmformer's iteration */
+typedef enum
+{
+  CONY_PINV_EXACT,     /* Moore-Penrose via SVD (LAPACK) */
+  CONY_PINV_ITERATIVE, /* Nyströmformer's iteration */
 } ConyPinvMethod;
 
 typedef struct {
   ConyAttentionVariant variant;
-  int d;                  /* embedding size */
-  int heads;              /* d % heads == 0 */
-  int window;             /* n, tokens in the attention window */
-  int landmarks;          /* m, for the Nyström variants */
-  gboolean retroactive;   /* n output rows instead of one */
+  int d;                /* embedding size */
+  int heads;            /* d % heads == 0 */
+  int window;           /* n, tokens in the attention window */
+  int landmarks;        /* m, for the Nyström variants */
+  gboolean retroactive; /* n output rows instead of one */
   ConyPinvMethod pinv;
-  int pinv_iterations;    /* for CONY_PINV_ITERATIVE; 0 means 6 */
-  int resync_interval;    /* steps between exact resynchronisations of long-lived
+  int pinv_iterations; /* for CONY_PINV_ITERATIVE; 0 means 6 */
+  int resync_interval; /* steps between exact resynchronisations of long-lived
                              running sums; 0 means the default (see attention.c) */
-  int vcc_budget;         /* vcc: r, segments per query, exact tail included; 0 means 64 */
-  int vcc_block;          /* vcc: smallest coarse block (tokens); 0 means 1 */
-  int vcc_exact_tail;     /* vcc: L, newest tokens always kept exact (< vcc_budget) */
+  int vcc_budget;      /* vcc: r, segments per query, exact tail included; 0 means 64 */
+  int vcc_block;       /* vcc: smallest coarse block (tokens); 0 means 1 */
+  int vcc_exact_tail;  /* vcc: L, newest tokens always kept exact (< vcc_budget) */
 } ConyAttentionConfig;
 
 /* Weights are copied by cony_attention_new(); the caller keeps ownership. */
 typedef struct {
-  const float *in_proj_weight;   /* (3d, d): [W_q; W_k; W_v] */
-  const float *in_proj_bias;     /* (3d) */
-  const float *out_proj_weight;  /* (d, d) */
-  const float *out_proj_bias;    /* (d) */
-  const float *q_landmarks;      /* (heads, m, hd), fixed-landmark variants only */
-  const float *k_landmarks;      /* (heads, m, hd) */
+  const float *in_proj_weight;  /* (3d, d): [W_q; W_k; W_v] */
+  const float *in_proj_bias;    /* (3d) */
+  const float *out_proj_weight; /* (d, d) */
+  const float *out_proj_bias;   /* (d) */
+  const float *q_landmarks;     /* (heads, m, hd), fixed-landmark variants only */
+  const float *k_landmarks;     /* (heads, m, hd) */
 } ConyAttentionWeights;
 
 typedef struct _ConyAttention ConyAttention;
@@ -85,7 +87,7 @@ gsize cony_attention_config_bytes (const ConyAttentionConfig *config);
  * the bad parameter (and, over budget, the bytes). Fixed landmarks whose kernel has no
  * finite pseudo-inverse are refused (CONY_ERROR_NUMERIC). */
 ConyAttention *cony_attention_new (const ConyAttentionConfig *config,
-                                   const ConyAttentionWeights *weights, GError **error);
+    const ConyAttentionWeights *weights, GError **error);
 void cony_attention_free (ConyAttention *attention);
 const ConyAttentionConfig *cony_attention_get_config (const ConyAttention *attention);
 
@@ -119,10 +121,10 @@ guint64 cony_attention_steps (const ConyAttention *attention);
 gsize cony_attention_state_bytes (const ConyAttention *attention);
 
 typedef struct {
-  double sda;          /* counted FLOPs of the scaled dot-product attention per step, all heads,
+  double sda;         /* counted FLOPs of the scaled dot-product attention per step, all heads,
                           averaged over a landmark period where it varies */
-  double projections;  /* in/out projections per step */
-  double paper;        /* the paper's appendix formula for this variant (SDA only), with the
+  double projections; /* in/out projections per step */
+  double paper;       /* the paper's appendix formula for this variant (SDA only), with the
                           paper's convention d = full embedding size treated as one head;
                           0 where the paper gives none */
 } ConyAttentionFlops;

@@ -108,17 +108,19 @@ G_BEGIN_DECLS
 
 typedef struct _ConyCnn ConyCnn;
 
-typedef enum {
+typedef enum
+{
   CONY_CNN_POSTPROCESS_NONE = 0,
-  CONY_CNN_POSTPROCESS_TF,      /* double maths, truncate (vggish_postprocess.py) */
-  CONY_CNN_POSTPROCESS_TORCH,   /* float maths, round half to even (torchvggish) */
+  CONY_CNN_POSTPROCESS_TF,    /* double maths, truncate (vggish_postprocess.py) */
+  CONY_CNN_POSTPROCESS_TORCH, /* float maths, round half to even (torchvggish) */
 } ConyCnnPostprocess;
 
 /* What cony_cnn_forward() returns: the last layer's output (SCORES: for
  * YAMNet 521 sigmoid scores; for VGGish the 128-d embedding) or the output of
  * the global average pool that feeds the FC head (EMBEDDING: YAMNet's 1024-d
  * vector; only for networks whose FC layers follow a global average pool). */
-typedef enum {
+typedef enum
+{
   CONY_CNN_OUTPUT_SCORES = 0,
   CONY_CNN_OUTPUT_EMBEDDING,
 } ConyCnnOutput;
@@ -131,8 +133,8 @@ typedef enum {
  * parameters, 521 sigmoid scores, a 1024-d embedding. MobileNet layouts are
  * the `layers` words of the file format, each conv3x3/conv1x1/fc with
  * ":WIDTH"; ReLU6. */
-#define CONY_CNN_YAMNET_LAYOUT                                                        \
-  "conv3x3s2:32 dw3x3s1 conv1x1:64 dw3x3s2 conv1x1:128 dw3x3s1 conv1x1:128 "          \
+#define CONY_CNN_YAMNET_LAYOUT \
+  "conv3x3s2:32 dw3x3s1 conv1x1:64 dw3x3s2 conv1x1:128 dw3x3s1 conv1x1:128 " \
   "dw3x3s2 conv1x1:256 dw3x3s1 conv1x1:256 dw3x3s2 conv1x1:512 dw3x3s1 conv1x1:512 " \
   "dw3x3s1 conv1x1:512 dw3x3s1 conv1x1:512 dw3x3s1 conv1x1:512 dw3x3s1 conv1x1:512 " \
   "dw3x3s2 conv1x1:1024 dw3x3s1 conv1x1:1024 gap fc:521 sigmoid"
@@ -145,7 +147,7 @@ ConyCnn *cony_cnn_load (const char *path, GError **error);
  * deterministic pseudo-random weights (He-scaled uniform, small biases) from
  * @seed; used by benchmarks. */
 ConyCnn *cony_cnn_new_random (const char *layout, guint input_height, guint input_width,
-                              guint input_channels, guint32 seed, GError **error);
+    guint input_channels, guint32 seed, GError **error);
 
 void cony_cnn_free (ConyCnn *cnn);
 
@@ -217,8 +219,8 @@ gboolean cony_cnn_load_pca (ConyCnn *cnn, const char *path, GError **error);
  * Fails with CONY_ERROR_MISSING when the model has no PCA parameters, and with
  * CONY_ERROR_INVALID while the output is CONY_CNN_OUTPUT_EMBEDDING (mode NONE
  * just copies n x the output size). */
-gboolean cony_cnn_postprocess (const ConyCnn *cnn, ConyCnnPostprocess mode,
-                               const float *emb, gsize n, float *out, GError **error);
+gboolean cony_cnn_postprocess (const ConyCnn *cnn, ConyCnnPostprocess mode, const float *emb,
+    gsize n, float *out, GError **error);
 
 /* How 3x3 convolutions are computed. All give the same function (to float
  * rounding; tests check each against torch):
@@ -235,7 +237,8 @@ gboolean cony_cnn_postprocess (const ConyCnn *cnn, ConyCnnPostprocess mode,
  * Where the CPU has AVX2/FMA and a layer's output channels are a multiple of
  * 16, the Winograd products run on weights packed once into 16-column panels
  * (own kernel); otherwise, and with CONY_CNN_PORTABLE=1, on OpenBLAS sgemm. */
-typedef enum {
+typedef enum
+{
   CONY_CNN_CONV_AUTO = 0,
   CONY_CNN_CONV_IM2COL,
   CONY_CNN_CONV_WINOGRAD,
@@ -269,8 +272,8 @@ gboolean cony_cnn_set_fc_f16 (ConyCnn *cnn, gboolean f16, GError **error);
  * processes' interference, but misses work done by extra BLAS threads), and
  * count the examples. cony_cnn_set_profiling() also zeroes the counters. */
 typedef struct {
-  double conv_wall, fc_wall;   /* seconds */
-  double conv_cpu, fc_cpu;     /* seconds of this thread's CPU time */
+  double conv_wall, fc_wall; /* seconds */
+  double conv_cpu, fc_cpu;   /* seconds of this thread's CPU time */
   guint64 examples;
 } ConyCnnProfile;
 

@@ -12,9 +12,8 @@ G_BEGIN_DECLS
  * array of the labels without their thresholds (g_strfreev() it). @thresholds (may be
  * NULL) receives one per label, NAN where the line gives none (g_free() it). */
 char **cony_labels_parse (const char *text, gsize len, const char *origin, guint *n_labels,
-                          double **thresholds, GError **error);
+    double **thresholds, GError **error);
 /* Reads @path and parses it with cony_labels_parse(). */
-char **cony_labels_load (const char *path, guint *n_labels, double **thresholds,
-                         GError **error);
+char **cony_labels_load (const char *path, guint *n_labels, double **thresholds, GError **error);
 
 G_END_DECLS

@@ -43,14 +43,14 @@
 G_BEGIN_DECLS
 
 typedef struct {
-  guint sample_rate;      /* Hz; 16000. Only used to place the mel bands. */
-  guint window_length;    /* samples per frame; 400 (25 ms) */
-  guint hop_length;       /* samples between frame starts; 160 (10 ms) */
-  guint fft_length;       /* FFT size, a power of two >= window_length; 512 */
-  guint n_mels;           /* number of mel bands = floats per frame; 64 */
-  double fmin;            /* lower edge of the lowest band, Hz; 125 */
-  double fmax;            /* upper edge of the highest band, Hz (<= sample_rate/2); 7500 */
-  double log_offset;      /* added before the natural log; 0.01 (YAMNet: 0.001) */
+  guint sample_rate;        /* Hz; 16000. Only used to place the mel bands. */
+  guint window_length;      /* samples per frame; 400 (25 ms) */
+  guint hop_length;         /* samples between frame starts; 160 (10 ms) */
+  guint fft_length;         /* FFT size, a power of two >= window_length; 512 */
+  guint n_mels;             /* number of mel bands = floats per frame; 64 */
+  double fmin;              /* lower edge of the lowest band, Hz; 125 */
+  double fmax;              /* upper edge of the highest band, Hz (<= sample_rate/2); 7500 */
+  double log_offset;        /* added before the natural log; 0.01 (YAMNet: 0.001) */
   gboolean periodic_window; /* TRUE: periodic Hann (VGGish); FALSE: symmetric */
 } ConyMelConfig;
 
@@ -114,8 +114,7 @@ gsize cony_mel_frames_for_samples (const ConyMelConfig *config, gsize n_samples)
  * the streaming state) into a new buffer of *n_frames x n_mels floats, row-major
  * (g_free() it). Returns NULL with *n_frames = 0 when the signal is shorter than
  * one window. Non-finite samples are treated as 0. */
-float *cony_mel_compute (ConyMel *mel, const float *samples, gsize n_samples,
-                         gsize *n_frames);
+float *cony_mel_compute (ConyMel *mel, const float *samples, gsize n_samples, gsize *n_frames);
 
 /* One frame from exactly window_length samples starting at @frame into @out. */
 void cony_mel_compute_frame (ConyMel *mel, const float *frame, float *out);

@@ -16,67 +16,69 @@ G_BEGIN_DECLS
 #define CONY_MODEL_MAX_BLOCKS 2
 #define CONY_MODEL_LN_EPS 1e-5f
 
-typedef enum {
-  CONY_POSITIONAL_LEARNED,  /* learned table, trained with random stream offsets */
-  CONY_POSITIONAL_CYCLIC,   /* the fixed cyclic encoding, precomputed into the table at export */
+typedef enum
+{
+  CONY_POSITIONAL_LEARNED, /* learned table, trained with random stream offsets */
+  CONY_POSITIONAL_CYCLIC,  /* the fixed cyclic encoding, precomputed into the table at export */
 } ConyPositionalKind;
 
 /* How scores come from the logits (config key "output"). */
-typedef enum {
-  CONY_OUTPUT_SOFTMAX,      /* one class per step: probabilities that sum to 1 (default) */
-  CONY_OUTPUT_SIGMOID,      /* multi-label: each class scored on its own, 0..1 */
+typedef enum
+{
+  CONY_OUTPUT_SOFTMAX, /* one class per step: probabilities that sum to 1 (default) */
+  CONY_OUTPUT_SIGMOID, /* multi-label: each class scored on its own, 0..1 */
 } ConyOutputKind;
 
 typedef struct {
-  int d_in;                 /* input token size */
-  int d;                    /* embedding size */
+  int d_in; /* input token size */
+  int d;    /* embedding size */
   int heads;
-  int ff;                   /* feed-forward hidden width */
-  int blocks;               /* 1 or 2 */
-  int window;               /* n, in tokens */
-  int landmarks;            /* m */
-  int tokens_per_step;      /* k: tokens that enter the window together in one step (paper
+  int ff;              /* feed-forward hidden width */
+  int blocks;          /* 1 or 2 */
+  int window;          /* n, in tokens */
+  int landmarks;       /* m */
+  int tokens_per_step; /* k: tokens that enter the window together in one step (paper
                                IV-C, e.g. the patches of one frame); 1 <= k <= n, default 1 */
-  ConyAttentionVariant attention[CONY_MODEL_MAX_BLOCKS];  /* trained variant per block */
+  ConyAttentionVariant attention[CONY_MODEL_MAX_BLOCKS]; /* trained variant per block */
   ConyPinvMethod pinv;
   int pinv_iterations;
-  int vcc_budget;           /* vcc variant: r segments per query (default 64) */
-  int vcc_block;            /* vcc variant: smallest coarse block (default 1) */
-  int vcc_exact_tail;       /* vcc variant: newest tokens kept exact (default 0) */
+  int vcc_budget;     /* vcc variant: r segments per query (default 64) */
+  int vcc_block;      /* vcc variant: smallest coarse block (default 1) */
+  int vcc_exact_tail; /* vcc variant: newest tokens kept exact (default 0) */
   ConyPositionalKind positional;
-  int positional_rows;      /* T: token at stream index s gets row s mod T (default: the
+  int positional_rows; /* T: token at stream index s gets row s mod T (default: the
                                smallest multiple of k that is >= 2n - 1) */
   int n_classes;
-  ConyOutputKind output;    /* softmax (default) or sigmoid */
-  char **labels;            /* n_classes strings, NULL-terminated */
-  char *frontend_json;      /* the "frontend" object of the config as JSON text, or NULL */
+  ConyOutputKind output; /* softmax (default) or sigmoid */
+  char **labels;         /* n_classes strings, NULL-terminated */
+  char *frontend_json;   /* the "frontend" object of the config as JSON text, or NULL */
   /* The CNN whose tokens the classifier was trained on, from the frontend's "cnn",
    * "cnn_sha256" and "cnn_output" strings (NULL when not recorded): the file's name,
    * the SHA-256 of its bytes, and "embedding" when the tokens are its pooled embedding
    * (conyvggish output=embedding) rather than its last layer. */
   char *cnn_name, *cnn_sha256, *cnn_output;
-  char *config_json;        /* the whole config string as found in the file */
+  char *config_json; /* the whole config string as found in the file */
 } ConyModelConfig;
 
 typedef struct {
-  ConyAttentionWeights attn;     /* in/out projections, optional fixed landmarks */
+  ConyAttentionWeights attn; /* in/out projections, optional fixed landmarks */
   gboolean has_landmarks;
-  float *norm1_weight, *norm1_bias;   /* (d) */
-  float *ff1_weight, *ff1_bias;       /* (ff, d), (ff) */
-  float *ff2_weight, *ff2_bias;       /* (d, ff), (d) */
-  float *norm2_weight, *norm2_bias;   /* (d) */
+  float *norm1_weight, *norm1_bias; /* (d) */
+  float *ff1_weight, *ff1_bias;     /* (ff, d), (ff) */
+  float *ff2_weight, *ff2_bias;     /* (d, ff), (d) */
+  float *norm2_weight, *norm2_bias; /* (d) */
 } ConyModelBlock;
 
 typedef struct {
   char *path;
   ConyModelConfig config;
-  float *input_proj_weight;      /* (d, d_in) */
-  float *input_proj_bias;        /* (d) */
-  float *pos_embedding;          /* (T, d) */
+  float *input_proj_weight; /* (d, d_in) */
+  float *input_proj_bias;   /* (d) */
+  float *pos_embedding;     /* (T, d) */
   ConyModelBlock block[CONY_MODEL_MAX_BLOCKS];
   float *norm_weight, *norm_bias;             /* (d) */
   float *classifier_weight, *classifier_bias; /* (classes, d), (classes) */
-  gsize n_parameters;            /* floats loaded (landmarks included) */
+  gsize n_parameters;                         /* floats loaded (landmarks included) */
 } ConyModel;
 
 ConyModel *cony_model_load (const char *path, GError **error);
@@ -84,14 +86,13 @@ void cony_model_free (ConyModel *model);
 
 /* Checks a config parsed from JSON text; @origin names it in errors (a file path). */
 gboolean cony_model_config_parse (const char *json, const char *origin, ConyModelConfig *config,
-                                  GError **error);
+    GError **error);
 void cony_model_config_clear (ConyModelConfig *config);
 
 /* The attention layer config of block @block_index with @variant (the caller's override
  * or the trained one), as the encoder builds it. */
 ConyAttentionConfig cony_model_attention_config (const ConyModel *model, int block_index,
-                                                 ConyAttentionVariant variant,
-                                                 gboolean retroactive);
+    ConyAttentionVariant variant, gboolean retroactive);
 
 G_DEFINE_AUTOPTR_CLEANUP_FUNC (ConyModel, cony_model_free)
 

@@ -9,12 +9,13 @@
 
 G_BEGIN_DECLS
 
-typedef enum {
+typedef enum
+{
   CONY_DTYPE_F32,
   CONY_DTYPE_F16,
   CONY_DTYPE_F64,
   CONY_DTYPE_I64,
-  CONY_DTYPE_I8,      /* quantised weights (read with the tensor's own scale) */
+  CONY_DTYPE_I8, /* quantised weights (read with the tensor's own scale) */
   CONY_DTYPE_OTHER,
 } ConyDType;
 
@@ -24,7 +25,7 @@ typedef struct {
   int ndim;
   gsize shape[8];
   gsize numel;
-  const guint8 *data;   /* points into the mapping */
+  const guint8 *data; /* points into the mapping */
   gsize nbytes;
 } ConyTensorInfo;
 
@@ -44,15 +45,14 @@ const ConyTensorInfo *cony_safetensors_tensor (const ConySafetensors *st, guint 
 /* Copies tensor @name into a new float32 buffer after checking its shape
  * against @shape (ndim entries). F16 and F64 are converted. NaN or Inf values are
  * refused. Errors name the file, the tensor and the expected shape. */
-float *cony_safetensors_get_f32 (const ConySafetensors *st, const char *name,
-                                 int ndim, const gsize *shape, GError **error);
+float *cony_safetensors_get_f32 (const ConySafetensors *st, const char *name, int ndim,
+    const gsize *shape, GError **error);
 
 /* Writes float32 tensors (used by tests and tools). @metadata may be NULL:
  * a NULL-terminated list of key, value string pairs. */
 gboolean cony_safetensors_write (const char *path, guint n_tensors, const char *const *names,
-                                 const float *const *data, const int *ndims,
-                                 const gsize *const *shapes, const char *const *metadata,
-                                 GError **error);
+    const float *const *data, const int *ndims, const gsize *const *shapes,
+    const char *const *metadata, GError **error);
 
 G_DEFINE_AUTOPTR_CLEANUP_FUNC (ConySafetensors, cony_safetensors_close)
 

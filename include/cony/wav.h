@@ -23,10 +23,10 @@ G_BEGIN_DECLS
 typedef struct {
   guint sample_rate;
   guint channels;
-  guint bits_per_sample;     /* as stored in the file */
-  gboolean is_float;         /* IEEE float samples in the file */
-  gsize n_frames;            /* samples per channel */
-  float *samples;            /* n_frames * channels floats, interleaved; owned */
+  guint bits_per_sample; /* as stored in the file */
+  gboolean is_float;     /* IEEE float samples in the file */
+  gsize n_frames;        /* samples per channel */
+  float *samples;        /* n_frames * channels floats, interleaved; owned */
 } ConyWav;
 
 ConyWav *cony_wav_load (const char *path, GError **error);
@@ -41,8 +41,8 @@ float *cony_wav_mono (const ConyWav *wav);
  * n * out_rate / in_rate (the filter's tail is flushed). Equal rates copy. Rates
  * outside CONY_WAV_MIN_RATE..CONY_WAV_MAX_RATE and outputs above
  * CONY_RESAMPLE_MAX_SAMPLES are refused (CONY_ERROR_INVALID) before allocating. */
-float *cony_resample (const float *samples, gsize n, guint in_rate, guint out_rate,
-                      gsize *n_out, GError **error);
+float *cony_resample (const float *samples, gsize n, guint in_rate, guint out_rate, gsize *n_out,
+    GError **error);
 
 /* Loads @path, downmixes to mono and resamples to @rate (when @rate is not 0
  * and differs from the file's). *n_samples receives the length. */

@@ -53,11 +53,11 @@ run_encoder (const ConyModel *m, int override_variant)
         tokens[i] = t == OVERFLOW_STEP ? 3e38f : (float) ((i + t) % 7) * 0.25f - 0.75f;
       if (cony_encoder_step (e, tokens, logits)) {
         for (int i = 0; i < c->n_classes; i++) {
-          g_assert (isfinite (logits[i]));   /* TRUE promises finite logits */
+          g_assert (isfinite (logits[i])); /* TRUE promises finite logits */
           s += logits[i];
         }
       } else {
-        g_assert (cony_encoder_steps (e) == 0);   /* FALSE: the encoder has reset */
+        g_assert (cony_encoder_steps (e) == 0); /* FALSE: the encoder has reset */
       }
       g_assert (cony_encoder_window_fill (e) <= c->window);
     }
@@ -82,13 +82,13 @@ LLVMFuzzerTestOneInput (const uint8_t *data, size_t size)
   }
   const ConyModelConfig *c = &m->config;
   gsize d = c->d;
-  double s = sum (m->input_proj_weight, d * c->d_in) + sum (m->input_proj_bias, d) +
-             sum (m->pos_embedding, (gsize) c->positional_rows * d) + sum (m->norm_weight, d) +
-             sum (m->classifier_weight, (gsize) c->n_classes * d);
+  double s = sum (m->input_proj_weight, d * c->d_in) + sum (m->input_proj_bias, d)
+      + sum (m->pos_embedding, (gsize) c->positional_rows * d) + sum (m->norm_weight, d)
+      + sum (m->classifier_weight, (gsize) c->n_classes * d);
   for (int b = 0; b < c->blocks; b++) {
     const ConyModelBlock *k = &m->block[b];
-    s += sum (k->ff1_weight, (gsize) c->ff * d) + sum (k->ff2_weight, d * c->ff) +
-         sum (k->norm2_bias, d);
+    s += sum (k->ff1_weight, (gsize) c->ff * d) + sum (k->ff2_weight, d * c->ff)
+        + sum (k->norm2_bias, d);
     ConyAttentionConfig ac = cony_model_attention_config (m, b, c->attention[b], FALSE);
     s += ac.window;
   }

@@ -33,7 +33,7 @@ int
 LLVMFuzzerTestOneInput (const uint8_t *data, size_t size)
 {
   static const guint rates[] = { CONY_WAV_MIN_RATE, 8000, 11025, 22050, 44100, 48000, 96000,
-                                 CONY_WAV_MAX_RATE };
+    CONY_WAV_MAX_RATE };
   FuzzFile f;
   fuzz_file_open (&f, data, size);
   GError *error = NULL;
