@@ -21,11 +21,12 @@ RUNTIME=(
 )
 # Tests and training/: the reference and training stack (torch), numpy (overlay.py's
 # bitmap font too), the MQTT broker and client of pipelines/mqtt_publish.py's test, and
-# clang with its sanitizer runtime (test.sh's clang build and libFuzzer smoke run).
+# clang with its sanitizer runtime (test.sh's clang build and libFuzzer smoke run) and
+# clang-format (the format test).
 FULL=(
   python3-numpy python3-torch
   mosquitto python3-paho-mqtt
-  clang libclang-rt-14-dev
+  clang libclang-rt-14-dev clang-format
 )
 
 PACKAGES=("${RUNTIME[@]}")
