@@ -45,8 +45,8 @@ struct _ConyAttention {
   int ml;                /* landmarks in use (< m only during cony warm-up) */
   float *lm_q, *lm_k;    /* (heads, m, hd) */
   double *pinv;          /* (heads, m, m) pinv of the row-softmax landmark kernel */
-  double *sk, *ek;       /* (n, heads, m): score and exp(score − row offset) of
-                                  each window key against each landmark */
+  double *sk;            /* (n, heads, m): score of each window key against each
+                                  landmark (its term is recomputed from it) */
   double *rcache;        /* (n, heads, m): retroactive B_φΓ⁺ row per window query */
   double *seg_q, *seg_k; /* (d): sums of the current segment (cony) */
   int seg_count;

@@ -124,8 +124,9 @@ row_at (ConyAttention *a, int head, int row)
 }
 
 /* How a row's terms are computed; a row must use one kind for its whole life. CoRe
- * recomputes a removed term from its score, so it needs the exact double exp; CoNy
- * subtracts the stored term, so the fast float exp serves. */
+ * recomputes a removed term from a fresh score, so it needs the exact double exp; CoNy
+ * recomputes it from the stored score with the deterministic fast float exp, which
+ * gives back the added term bit for bit while the row offset has not moved. */
 typedef enum
 {
   TERMS_EXACT,
@@ -552,8 +553,8 @@ cony_landmark_row_rebuild (ConyAttention *a, int h, int j, int w)
     for (int slot = 0; slot < w; slot++)
       sk[(gsize) slot * stride] = a->scale
           * cony_dot_d (ql, a->ring_k + (gsize) slot * d + h * hd, hd);
-  rowsum_rebuild (row_at (a, h, j), hd, TERMS_STORED, sk, stride, a->ring_v + h * hd, d, w,
-      a->ek + lm_index (a, 0, h, j), stride);
+  rowsum_rebuild (row_at (a, h, j), hd, TERMS_STORED, sk, stride, a->ring_v + h * hd, d, w, NULL,
+      0);
 }
 
 /* First half of r = softmax(q·K̃ᵀ) · Γ⁺ for query @q of head @h: the softmax's
@@ -669,58 +670,59 @@ cony_segment_push (ConyAttention *a)
 }
 
 /* First half of a row update: the new key's score against each landmark of head @h,
- * the row offsets moved if needed, and the exponent arguments written to @arg. */
+ * the row offsets moved if needed, and the exponent arguments of the new term written
+ * to @arg, those of the evicted key's term (its stored score) to @arg_old. */
 static G_ALWAYS_INLINE inline void
-cony_score_head (ConyAttention *a, int h, int w, int p, float *arg, const int hd)
+cony_score_head (ConyAttention *a, int h, int p, gboolean evict, float *arg, float *arg_old,
+    const int hd)
 {
   const float *k_new = a->qkv + a->d + h * hd;
   for (int j = 0; j < a->ml; j++) {
     RowSum r = row_at (a, h, j);
     double s = a->scale * cony_dot_d (a->lm_q + ((gsize) h * a->m + j) * hd, k_new, hd);
-    double factor = rowsum_make_room (r, hd, s);
-    if (factor != 1.0) /* offset moved: earlier terms are now relative to it */
-      for (int slot = 0; slot < w; slot++)
-        a->ek[lm_index (a, slot, h, j)] *= factor;
-    a->sk[lm_index (a, p, h, j)] = s;
+    rowsum_make_room (r, hd, s);
+    gsize at = lm_index (a, p, h, j);
+    arg_old[j] = evict ? (float) (a->sk[at] - *r.offset) : 0.0f;
+    a->sk[at] = s;
     arg[j] = (float) (s - *r.offset);
   }
 }
 
-/* Second half: each row loses the evicted token's stored term and gains the new one
+/* Second half: each row loses the evicted token's term (@e_old) and gains the new one
  * (@e), in one pass; a collapsed row is rebuilt. */
 static G_ALWAYS_INLINE inline void
-cony_apply_head (ConyAttention *a, int h, int w, int p, gboolean evict, int skip, const float *e,
-    const int hd)
+cony_apply_head (ConyAttention *a, int h, int w, gboolean evict, int skip, const float *e,
+    const float *e_old, const int hd)
 {
   const float *v_new = a->qkv + 2 * a->d + h * hd, *v_old = a->v_old + h * hd;
   for (int j = 0; j < a->ml; j++) {
     if (j == skip)
       continue;
     RowSum r = row_at (a, h, j);
-    gsize at = lm_index (a, p, h, j);
-    gboolean collapsed = evict && rowsum_remove (r, hd, a->ek[at], v_old);
+    gboolean collapsed = evict && rowsum_remove (r, hd, e_old[j], v_old);
     rowsum_add_term (r, hd, e[j], v_new);
-    a->ek[at] = e[j];
     if (collapsed)
       cony_landmark_row_rebuild (a, h, j, w);
   }
 }
 
 /* Subtracts the evicted key, adds the new one, for every landmark row but @skip.
- * The term added for a key is stored and later subtracted as is, so its exponential
- * only needs to be deterministic: the fast batch exp of linalg.c serves, run once
- * over all heads. */
+ * The evicted key's term is recomputed from its stored score rather than stored
+ * (half the per-key state): with the row offset unchanged since it was added, the
+ * deterministic fast batch exp of linalg.c gives it back bit for bit; after an offset
+ * move it differs by float rounding, which the periodic resync clears. One exp
+ * batch over all heads, new and evicted terms together. */
 static CONY_CLONES void
 cony_update_rows (ConyAttention *a, int w, int p, gboolean evict, int skip)
 {
-  int ml = a->ml;
-  float *arg = a->scratch;
+  int ml = a->ml, hm = a->heads * ml;
+  float *arg = a->scratch, *arg_old = a->scratch + hm;
   WITH_CONST_HEAD_DIM (a->hd, {
     for (int h = 0; h < a->heads; h++)
-      cony_score_head (a, h, w, p, arg + h * ml, HD);
-    cony_exp_batch (arg, a->heads * ml);
+      cony_score_head (a, h, p, evict, arg + h * ml, arg_old + h * ml, HD);
+    cony_exp_batch (arg, evict ? 2 * hm : hm);
     for (int h = 0; h < a->heads; h++)
-      cony_apply_head (a, h, w, p, evict, skip, arg + h * ml, HD);
+      cony_apply_head (a, h, w, evict, skip, arg + h * ml, arg_old + h * ml, HD);
   });
 }
 
@@ -874,7 +876,7 @@ cony_attention_free (ConyAttention *a)
   void *buffers[] = { a->w_in, a->b_in, a->w_out, a->b_out, a->qkv, a->heads_out, a->ring_q,
     a->ring_k, a->ring_v, a->k_old, a->v_old, a->win_q, a->win_k, a->win_v, a->win_out, a->queries,
     a->scratch, a->scratch_d, a->row_offset, a->row_phi, a->row_acc, a->lm_q, a->lm_k, a->pinv,
-    a->sk, a->ek, a->rcache, a->seg_q, a->seg_k };
+    a->sk, a->rcache, a->seg_q, a->seg_k };
   for (guint i = 0; i < G_N_ELEMENTS (buffers); i++)
     g_free (buffers[i]);
   cony_vcc_free (a->vcc);
@@ -1011,7 +1013,7 @@ layer_buffers (ConyAttention *a, Buffer *b)
   /* float: REGULAR_ROW_CHUNK rows of n scores of the regular layer, landmark means;
    * double: the Nyström product (Γ⁺, ml×w kernel, ml×hd products), CoRe scores, N of
    * every head. */
-  a->scratch_len = MAX (MAX (n * MIN (n, (gsize) REGULAR_ROW_CHUNK), 2 * m * hd), H * m) + n;
+  a->scratch_len = MAX (MAX (n * MIN (n, (gsize) REGULAR_ROW_CHUNK), 2 * m * hd), 2 * H * m) + n;
   gsize dlen = m * m + m * n + 2 * m * hd + m;
   gsize rows = H * a->n_rows, per_slot = cony ? n * H * m : 0, lm = m ? H * m * hd : 0;
   Buffer list[] = {
@@ -1040,7 +1042,6 @@ layer_buffers (ConyAttention *a, Buffer *b)
     { (void **) &a->lm_k, F, lm },
     { (void **) &a->pinv, D, H * m * m },
     { (void **) &a->sk, D, per_slot },
-    { (void **) &a->ek, D, per_slot },
     { (void **) &a->rcache, D, c->retroactive ? per_slot : 0 },
     { (void **) &a->seg_q, D, c->variant == CONY_ATTENTION_CONY ? d : 0 },
     { (void **) &a->seg_k, D, c->variant == CONY_ATTENTION_CONY ? d : 0 },
@@ -1282,7 +1283,7 @@ cony_attention_state_bytes (const ConyAttention *a)
   if (a->n_rows) /* offset, φ and the hd sums of every row */
     bytes += (gsize) a->heads * a->n_rows * dbl * (2 + a->hd);
   if (a->sk)
-    bytes += 2 * per_slot * dbl;
+    bytes += per_slot * dbl;
   if (a->rcache)
     bytes += per_slot * dbl;
   if (a->vcc)

@@ -616,12 +616,11 @@ test_state_bytes (void)
   Setup *s = setup_new (16, 2, 12, 3, 2);
   ConyAttention *reg = make_layer (s, CONY_ATTENTION_REGULAR, FALSE);
   ConyAttention *fix = make_layer (s, CONY_ATTENTION_CONY_FIXED, FALSE);
-  /* regular: q, k, v windows (float). cony-fixed: the v window (float), the score and
-   * term of each window key per landmark, and per landmark row an offset, φ and ΔV
-   * (double). */
+  /* regular: q, k, v windows (float). cony-fixed: the v window (float), the score of
+   * each window key per landmark, and per landmark row an offset, φ and ΔV (double). */
   g_assert_cmpuint (cony_attention_state_bytes (reg), ==, 3 * 12 * 16 * 4);
   g_assert_cmpuint (cony_attention_state_bytes (fix), ==,
-      12 * 16 * 4 + 2 * 12 * 2 * 3 * 8 + 2 * 3 * 8 * (2 + 8));
+      12 * 16 * 4 + 12 * 2 * 3 * 8 + 2 * 3 * 8 * (2 + 8));
   cony_attention_free (reg), cony_attention_free (fix);
   setup_free (s);
 }
