@@ -45,8 +45,8 @@ struct _ConyAttention {
   int ml;                /* landmarks in use (< m only during cony warm-up) */
   float *lm_q, *lm_k;    /* (heads, m, hd) */
   double *pinv;          /* (heads, m, m) pinv of the row-softmax landmark kernel */
-  double *sk;            /* (n, heads, m): score of each window key against each
-                                  landmark (its term is recomputed from it) */
+  double *sk;            /* (n, heads, m), cony-fixed only: score of each window key
+                                  against each landmark (cony rescores its k window) */
   double *rcache;        /* (n, heads, m): retroactive B_φΓ⁺ row per window query */
   double *seg_q, *seg_k; /* (d): sums of the current segment (cony) */
   int seg_count;

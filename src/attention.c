@@ -541,20 +541,27 @@ lm_index (const ConyAttention *a, int slot, int h, int j)
   return ((gsize) slot * a->heads + h) * a->m + j;
 }
 
-/* Scores of every window key against landmark @j of head @h, then the row rebuilt. */
+/* The score of key @k (head part) against landmark @j of head @h. */
+static G_ALWAYS_INLINE inline double
+cony_key_score (const ConyAttention *a, int h, int j, const float *k, const int hd)
+{
+  return a->scale * cony_dot_d (a->lm_q + ((gsize) h * a->m + j) * hd, k, hd);
+}
+
+/* Scores of every window key against landmark @j of head @h, then the row rebuilt.
+ * Fixed landmarks keep no key window but each key's scores, which never go stale;
+ * continual landmarks keep the key window and score it into scratch. */
 static void
 cony_landmark_row_rebuild (ConyAttention *a, int h, int j, int w)
 {
-  int d = a->d, hd = a->hd, stride = a->heads * a->m;
-  const float *ql = a->lm_q + ((gsize) h * a->m + j) * hd;
-  double *sk = a->sk + lm_index (a, 0, h, j);
-  /* Fixed landmarks keep no key window: their stored scores never go stale. */
+  int d = a->d, hd = a->hd, stride = 1;
+  const double *s = a->scratch_d;
   if (a->ring_k)
     for (int slot = 0; slot < w; slot++)
-      sk[(gsize) slot * stride] = a->scale
-          * cony_dot_d (ql, a->ring_k + (gsize) slot * d + h * hd, hd);
-  rowsum_rebuild (row_at (a, h, j), hd, TERMS_STORED, sk, stride, a->ring_v + h * hd, d, w, NULL,
-      0);
+      a->scratch_d[slot] = cony_key_score (a, h, j, a->ring_k + (gsize) slot * d + h * hd, hd);
+  else
+    s = a->sk + lm_index (a, 0, h, j), stride = a->heads * a->m;
+  rowsum_rebuild (row_at (a, h, j), hd, TERMS_STORED, s, stride, a->ring_v + h * hd, d, w, NULL, 0);
 }
 
 /* First half of r = softmax(q·K̃ᵀ) · Γ⁺ for query @q of head @h: the softmax's
@@ -676,14 +683,18 @@ static G_ALWAYS_INLINE inline void
 cony_score_head (ConyAttention *a, int h, int p, gboolean evict, float *arg, float *arg_old,
     const int hd)
 {
-  const float *k_new = a->qkv + a->d + h * hd;
+  const float *k_new = a->qkv + a->d + h * hd, *k_old = a->k_old + h * hd;
   for (int j = 0; j < a->ml; j++) {
     RowSum r = row_at (a, h, j);
-    double s = a->scale * cony_dot_d (a->lm_q + ((gsize) h * a->m + j) * hd, k_new, hd);
+    double s = cony_key_score (a, h, j, k_new, hd);
     rowsum_make_room (r, hd, s);
-    gsize at = lm_index (a, p, h, j);
-    arg_old[j] = evict ? (float) (a->sk[at] - *r.offset) : 0.0f;
-    a->sk[at] = s;
+    /* The leaving key's score: stored (fixed landmarks) or recomputed from the saved
+     * key, bit for bit the one its term was made from (same landmark, same key). */
+    double *stored = a->sk ? a->sk + lm_index (a, p, h, j) : NULL;
+    if (evict)
+      arg_old[j] = (float) ((stored ? *stored : cony_key_score (a, h, j, k_old, hd)) - *r.offset);
+    if (stored)
+      *stored = s;
     arg[j] = (float) (s - *r.offset);
   }
 }
@@ -1041,7 +1052,7 @@ layer_buffers (ConyAttention *a, Buffer *b)
     { (void **) &a->lm_q, F, lm },
     { (void **) &a->lm_k, F, lm },
     { (void **) &a->pinv, D, H * m * m },
-    { (void **) &a->sk, D, per_slot },
+    { (void **) &a->sk, D, c->variant == CONY_ATTENTION_CONY_FIXED ? per_slot : 0 },
     { (void **) &a->rcache, D, c->retroactive ? per_slot : 0 },
     { (void **) &a->seg_q, D, c->variant == CONY_ATTENTION_CONY ? d : 0 },
     { (void **) &a->seg_k, D, c->variant == CONY_ATTENTION_CONY ? d : 0 },
