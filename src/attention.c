@@ -810,14 +810,15 @@ cony_emit (ConyAttention *a, const float *Q, int rows)
   int d = a->d, hd = a->hd, w = window_fill (a);
   if (!a->cfg.retroactive) {
     float *e = a->scratch; /* the softmax exponentials of every head, one batch */
-    WITH_CONST_HEAD_DIM (
-        hd, for (int i = 0; i < rows; i++) {
-          for (int h = 0; h < a->heads; h++)
-            cony_query_args_hd (a, h, Q + (gsize) i * d + h * HD, e + h * a->ml, HD);
-          cony_exp_batch (e, a->heads * a->ml);
-          for (int h = 0; h < a->heads; h++)
-            cony_single_row_hd (a, h, e + h * a->ml, a->heads_out + (gsize) i * d + h * HD, HD);
-        });
+    WITH_CONST_HEAD_DIM (hd, {
+      for (int i = 0; i < rows; i++) {
+        for (int h = 0; h < a->heads; h++)
+          cony_query_args_hd (a, h, Q + (gsize) i * d + h * HD, e + h * a->ml, HD);
+        cony_exp_batch (e, a->heads * a->ml);
+        for (int h = 0; h < a->heads; h++)
+          cony_single_row_hd (a, h, e + h * a->ml, a->heads_out + (gsize) i * d + h * HD, HD);
+      }
+    });
     return;
   }
   double *N = a->scratch_d;
