@@ -122,6 +122,13 @@ typedef struct {
   float boost; /* > 1: weights and landmarks scaled up so that |q·k|/√hd reaches hundreds */
 } Pair;
 
+/* A continual variant, the windowed one it must equal, d, heads, window n, landmarks m. */
+#define PAIR(cont, win, d_, heads_, n_, m_) \
+  { \
+    .continual = CONY_ATTENTION_##cont, .windowed = CONY_ATTENTION_##win, .d = d_, \
+    .heads = heads_, .n = n_, .m = m_ \
+  }
+
 /* Scales the projections (and fixed landmarks) of a setup by @boost. */
 static void
 setup_boost (Setup *s, float boost)
@@ -631,36 +638,11 @@ test_state_bytes (void)
 }
 
 static const Pair pairs[] = {
-  { .continual = CONY_ATTENTION_CONTINUAL,
-      .windowed = CONY_ATTENTION_REGULAR,
-      .d = 8,
-      .heads = 1,
-      .n = 6,
-      .m = 2 },
-  { .continual = CONY_ATTENTION_CONTINUAL,
-      .windowed = CONY_ATTENTION_REGULAR,
-      .d = 16,
-      .heads = 4,
-      .n = 10,
-      .m = 3 },
-  { .continual = CONY_ATTENTION_CONY_FIXED,
-      .windowed = CONY_ATTENTION_NYSTROM_FIXED,
-      .d = 8,
-      .heads = 1,
-      .n = 6,
-      .m = 2 },
-  { .continual = CONY_ATTENTION_CONY_FIXED,
-      .windowed = CONY_ATTENTION_NYSTROM_FIXED,
-      .d = 16,
-      .heads = 4,
-      .n = 10,
-      .m = 3 },
-  { .continual = CONY_ATTENTION_CONY_FIXED,
-      .windowed = CONY_ATTENTION_NYSTROM_FIXED,
-      .d = 12,
-      .heads = 2,
-      .n = 7,
-      .m = 4 },
+  PAIR (CONTINUAL, REGULAR, 8, 1, 6, 2),
+  PAIR (CONTINUAL, REGULAR, 16, 4, 10, 3),
+  PAIR (CONY_FIXED, NYSTROM_FIXED, 8, 1, 6, 2),
+  PAIR (CONY_FIXED, NYSTROM_FIXED, 16, 4, 10, 3),
+  PAIR (CONY_FIXED, NYSTROM_FIXED, 12, 2, 7, 4),
 };
 
 static const Pair schedules[] = {
@@ -686,36 +668,11 @@ main (int argc, char **argv)
     g_test_add_data_func (path, &schedules[i], test_cony_schedule);
   }
   static const Pair multi[] = {
-    { .continual = CONY_ATTENTION_CONTINUAL,
-        .windowed = CONY_ATTENTION_REGULAR,
-        .d = 8,
-        .heads = 2,
-        .n = 7,
-        .m = 3 },
-    { .continual = CONY_ATTENTION_CONY_FIXED,
-        .windowed = CONY_ATTENTION_NYSTROM_FIXED,
-        .d = 8,
-        .heads = 2,
-        .n = 7,
-        .m = 3 },
-    { .continual = CONY_ATTENTION_CONY,
-        .windowed = CONY_ATTENTION_NYSTROM,
-        .d = 8,
-        .heads = 2,
-        .n = 8,
-        .m = 4 },
-    { .continual = CONY_ATTENTION_CONY,
-        .windowed = CONY_ATTENTION_NYSTROM,
-        .d = 12,
-        .heads = 3,
-        .n = 7,
-        .m = 3 },
-    { .continual = CONY_ATTENTION_NYSTROM,
-        .windowed = CONY_ATTENTION_NYSTROM,
-        .d = 8,
-        .heads = 2,
-        .n = 9,
-        .m = 3 },
+    PAIR (CONTINUAL, REGULAR, 8, 2, 7, 3),
+    PAIR (CONY_FIXED, NYSTROM_FIXED, 8, 2, 7, 3),
+    PAIR (CONY, NYSTROM, 8, 2, 8, 4),
+    PAIR (CONY, NYSTROM, 12, 3, 7, 3),
+    PAIR (NYSTROM, NYSTROM, 8, 2, 9, 3),
   };
   for (guint i = 0; i < G_N_ELEMENTS (multi); i++) {
     g_autofree char *path = g_strdup_printf ("/attention/step-tokens/%s/n%d-m%d",
