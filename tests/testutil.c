@@ -128,3 +128,29 @@ cony_test_rel_err_floor (const float *got, const float *want, gsize n)
   }
   return diff / scale;
 }
+
+float *
+cony_test_random_floats (gsize n, double lo, double hi, guint32 seed)
+{
+  float *x = g_new (float, n);
+  GRand *r = g_rand_new_with_seed (seed);
+  for (gsize i = 0; i < n; i++)
+    x[i] = (float) g_rand_double_range (r, lo, hi);
+  g_rand_free (r);
+  return x;
+}
+
+int
+cony_test_softmax (const float *logits, int c, double *probs)
+{
+  int top = 0;
+  for (int i = 1; i < c; i++)
+    if (logits[i] > logits[top])
+      top = i;
+  double sum = 0;
+  for (int i = 0; i < c; i++)
+    sum += exp ((double) logits[i] - logits[top]);
+  for (int i = 0; i < c; i++)
+    probs[i] = exp ((double) logits[i] - logits[top]) / sum;
+  return top;
+}

@@ -30,3 +30,8 @@ void cony_test_trap_portable_cnn (void);
 /* max |got − want| / max(max |want|, 1e-3), failing the test on a got that is not
  * finite: relative where the output is of ordinary size, absolute where it is tiny. */
 double cony_test_rel_err_floor (const float *got, const float *want, gsize n);
+/* @n floats uniform in [@lo, @hi) from @seed (g_free): deterministic test data. */
+float *cony_test_random_floats (gsize n, double lo, double hi, guint32 seed);
+/* Softmax of the @c @logits into @probs (in double, shifted by the maximum); returns the
+ * index of the largest logit (the first of equals). */
+int cony_test_softmax (const float *logits, int c, double *probs);
