@@ -69,51 +69,55 @@ ref_step (Ref *r, const float *token, double *probs)
 {
   float logits[C];
   cony_encoder_step (r->enc, token, logits);
-  int top = 0;
-  for (int i = 1; i < C; i++)
-    if (logits[i] > logits[top])
-      top = i;
-  double sum = 0;
-  for (int i = 0; i < C; i++)
-    sum += exp ((double) logits[i] - logits[top]);
-  for (int i = 0; i < C; i++)
-    probs[i] = exp ((double) logits[i] - logits[top]) / sum;
-  return top;
+  return cony_test_softmax (logits, C, probs);
 }
 
 /* Deterministic embedding-like tokens. */
 static float *
 make_tokens (gsize n, guint32 seed)
 {
-  float *x = g_new (float, n *D);
-  GRand *r = g_rand_new_with_seed (seed);
-  for (gsize i = 0; i < n * D; i++)
-    x[i] = (float) g_rand_double_range (r, -2.0, 2.0);
-  g_rand_free (r);
-  return x;
+  return cony_test_random_floats (n * D, -2.0, 2.0, seed);
 }
 
+/* A harness around a conytransformer on the small model with properties "name", value,
+ * ..., NULL. */
 static GstHarness *
 new_harness (const gchar *first_prop, ...)
 {
-  GstElement *el = gst_element_factory_make ("conytransformer", NULL);
-  g_assert_nonnull (el);
   char *path = model_path ();
-  g_object_set (el, "model", path, NULL);
+  va_list ap;
+  va_start (ap, first_prop);
+  GstHarness *h = cony_test_harness_new_valist ("conytransformer", path, first_prop, ap);
+  va_end (ap);
   g_free (path);
-  if (first_prop) {
-    va_list ap;
-    va_start (ap, first_prop);
-    g_object_set_valist (G_OBJECT (el), first_prop, ap);
-    va_end (ap);
-  }
-  GstHarness *h = gst_harness_new_with_element (el, "sink", "src");
-  gst_object_unref (el);
   return h;
 }
 
-/* Pushes tokens [from, from + n) of @x, @k per buffer; token i (counted from
- * @from) at base + i * tok_ns. */
+/* A harness around a conytransformer on the small model, its attention property set to
+ * @nick (parsed as gst-launch would). */
+static GstHarness *
+attention_harness (const char *nick)
+{
+  char *path = model_path ();
+  GstElement *el = cony_test_element_new ("conytransformer", path, NULL);
+  g_free (path);
+  gst_util_set_object_arg (G_OBJECT (el), "attention", nick);
+  return cony_test_harness_take (el);
+}
+
+/* Every attention variant: its property nick and libcony's variant. */
+static const struct {
+  const char *nick;
+  int variant;
+} variants[] = {
+  { "regular", CONY_ATTENTION_REGULAR },
+  { "continual", CONY_ATTENTION_CONTINUAL },
+  { "nystrom", CONY_ATTENTION_NYSTROM },
+  { "nystrom-fixed", CONY_ATTENTION_NYSTROM_FIXED },
+  { "cony", CONY_ATTENTION_CONY },
+  { "cony-fixed", CONY_ATTENTION_CONY_FIXED },
+};
+
 static gint
 cmp_step (gconstpointer a, gconstpointer b)
 {
@@ -249,26 +253,10 @@ test_times_from_rate (void)
 static void
 test_attention_override (void)
 {
-  const struct {
-    const char *nick;
-    int variant;
-  } cases[] = {
-    { "regular", CONY_ATTENTION_REGULAR },
-    { "continual", CONY_ATTENTION_CONTINUAL },
-    { "nystrom", CONY_ATTENTION_NYSTROM },
-    { "nystrom-fixed", CONY_ATTENTION_NYSTROM_FIXED },
-    { "cony-fixed", CONY_ATTENTION_CONY_FIXED },
-  };
   float *x = make_tokens (12, 3);
-  for (guint i = 0; i < G_N_ELEMENTS (cases); i++) {
-    Ref *r = ref_new (cases[i].variant);
-    GstElement *el = gst_element_factory_make ("conytransformer", NULL);
-    char *path = model_path ();
-    gst_util_set_object_arg (G_OBJECT (el), "attention", cases[i].nick);
-    g_object_set (el, "model", path, NULL);
-    g_free (path);
-    GstHarness *h = gst_harness_new_with_element (el, "sink", "src");
-    gst_object_unref (el);
+  for (guint i = 0; i < G_N_ELEMENTS (variants); i++) {
+    Ref *r = ref_new (variants[i].variant);
+    GstHarness *h = attention_harness (variants[i].nick);
     gst_harness_set_src_caps_str (h, TOKEN_CAPS ("1", "4/1"));
     cony_test_push_tokens (h, x, D, 0, 12, 1, 0, 250 * MS, FALSE);
     g_assert_cmpuint (check_outputs (h, r, x, 0, 0, 250 * MS), ==, 12);
@@ -290,12 +278,7 @@ test_messages (void)
   GstBus *bus = cony_test_attach_bus (h);
   gst_harness_set_src_caps_str (h, TOKEN_CAPS ("1", "4/1"));
   /* A segment starting at 10 s, base 2 s, stream time 100 s. */
-  GstSegment seg;
-  gst_segment_init (&seg, GST_FORMAT_TIME);
-  seg.start = 10 * GST_SECOND;
-  seg.time = 100 * GST_SECOND;
-  seg.base = 2 * GST_SECOND;
-  g_assert_true (gst_harness_push_event (h, gst_event_new_segment (&seg)));
+  cony_test_push_segment (h, 10 * GST_SECOND, 100 * GST_SECOND, 2 * GST_SECOND);
   cony_test_push_tokens (h, x, D, 0, n, 1, 10 * GST_SECOND, 250 * MS, FALSE);
 
   for (gsize t = 0; t < n; t++) {
@@ -414,10 +397,7 @@ test_on_change (void)
   gst_util_set_object_arg (G_OBJECT (h->element), "message-mode", "on-change");
   GstBus *bus = cony_test_attach_bus (h);
   gst_harness_set_src_caps_str (h, TOKEN_CAPS ("1", "4/1"));
-  GstSegment seg;
-  gst_segment_init (&seg, GST_FORMAT_TIME);
-  seg.base = GST_SECOND;
-  g_assert_true (gst_harness_push_event (h, gst_event_new_segment (&seg)));
+  cony_test_push_segment (h, 0, 0, GST_SECOND);
   cony_test_push_tokens (h, x, D, 0, n, 2, 0, 250 * MS, FALSE);
   g_assert_true (gst_harness_push_event (h, gst_event_new_eos ()));
 
@@ -625,14 +605,8 @@ test_flush_resets (void)
   GstHarness *h = new_harness (NULL);
   gst_harness_set_src_caps_str (h, TOKEN_CAPS ("1", "4/1"));
   cony_test_push_tokens (h, junk, D, 0, 13, 1, 0, 250 * MS, FALSE);
-  while (gst_harness_buffers_in_queue (h) > 0)
-    gst_buffer_unref (gst_harness_pull (h));
-
-  g_assert_true (gst_harness_push_event (h, gst_event_new_flush_start ()));
-  g_assert_true (gst_harness_push_event (h, gst_event_new_flush_stop (TRUE)));
-  GstSegment seg;
-  gst_segment_init (&seg, GST_FORMAT_TIME);
-  g_assert_true (gst_harness_push_event (h, gst_event_new_segment (&seg)));
+  cony_test_drop_buffers (h);
+  cony_test_flush (h);
   cony_test_push_tokens (h, x, D, 0, n, 1, 5 * GST_SECOND, 250 * MS, FALSE);
   g_assert_cmpuint (check_outputs (h, r, x, 0, 5 * GST_SECOND, 250 * MS), ==, n);
   gst_harness_teardown (h);
@@ -677,13 +651,7 @@ test_gap_resets (void)
   cony_encoder_reset (r->enc);
   cony_test_push_tokens (h, b, D, 0, 10, 2, 2250 * MS, 250 * MS, FALSE);
   g_assert_cmpuint (check_outputs (h, r, b, 0, 2250 * MS, 250 * MS), ==, 10);
-  GstEvent *ev;
-  gboolean gap = FALSE;
-  while ((ev = gst_harness_try_pull_event (h)) != NULL) {
-    gap |= GST_EVENT_TYPE (ev) == GST_EVENT_GAP;
-    gst_event_unref (ev);
-  }
-  g_assert_true (gap);
+  g_assert_true (cony_test_event_forwarded (h, GST_EVENT_GAP));
   gst_harness_teardown (h);
   ref_free (r);
   g_free (a);
@@ -785,17 +753,6 @@ test_nan_tokens (void)
 static void
 test_extreme_tokens (void)
 {
-  const struct {
-    const char *nick;
-    int variant;
-  } cases[] = {
-    { "regular", CONY_ATTENTION_REGULAR },
-    { "continual", CONY_ATTENTION_CONTINUAL },
-    { "nystrom", CONY_ATTENTION_NYSTROM },
-    { "nystrom-fixed", CONY_ATTENTION_NYSTROM_FIXED },
-    { "cony", CONY_ATTENTION_CONY },
-    { "cony-fixed", CONY_ATTENTION_CONY_FIXED },
-  };
   const gsize n = 20, bad = 5;
   float *x = make_tokens (n, 41);
   for (int i = 0; i < D; i++) {
@@ -804,15 +761,9 @@ test_extreme_tokens (void)
     x[(bad + 4) * D + i] = 1e30f;
     x[(bad + 6) * D + i] = 1e-40f;
   }
-  for (guint v = 0; v < G_N_ELEMENTS (cases); v++) {
-    Ref *r = ref_new (cases[v].variant);
-    GstElement *el = gst_element_factory_make ("conytransformer", NULL);
-    char *path = model_path ();
-    gst_util_set_object_arg (G_OBJECT (el), "attention", cases[v].nick);
-    g_object_set (el, "model", path, NULL);
-    g_free (path);
-    GstHarness *h = gst_harness_new_with_element (el, "sink", "src");
-    gst_object_unref (el);
+  for (guint v = 0; v < G_N_ELEMENTS (variants); v++) {
+    Ref *r = ref_new (variants[v].variant);
+    GstHarness *h = attention_harness (variants[v].nick);
     GstBus *bus = cony_test_attach_bus (h);
     gst_harness_set_src_caps_str (h, TOKEN_CAPS ("1", "4/1"));
     cony_test_push_tokens (h, x, D, 0, n, 1, 0, 250 * MS, FALSE);
@@ -885,17 +836,12 @@ test_overflow_warnings (void)
   GstBus *bus = cony_test_attach_bus (h);
   gst_harness_set_src_caps_str (h, TOKEN_CAPS ("1", "4/1"));
   cony_test_push_tokens (h, x, D, 0, n, 1, 0, 250 * MS, FALSE);
-  GstMessage *msg;
-  guint n_warnings = 0;
-  while ((msg = gst_bus_pop_filtered (bus, GST_MESSAGE_WARNING)) != NULL) {
-    GError *err = NULL;
-    gst_message_parse_warning (msg, &err, NULL);
+  for (guint w = 0; w < 2; w++) {
+    GError *err = cony_test_pop_gerror (bus, GST_MESSAGE_WARNING, 0, 0, NULL);
     g_assert_nonnull (strstr (err->message, "Step 1 gave non-finite logits"));
     g_error_free (err);
-    gst_message_unref (msg);
-    n_warnings++;
   }
-  g_assert_cmpuint (n_warnings, ==, 2);
+  g_assert_null (gst_bus_pop_filtered (bus, GST_MESSAGE_WARNING));
   for (gsize t = 0; t < n; t++) {
     GstBuffer *buf = gst_harness_pull (h);
     GPtrArray *metas = metas_of (buf);
@@ -984,13 +930,9 @@ k4_model_path (void)
 static GstHarness *
 k4_harness (void)
 {
-  GstElement *el = gst_element_factory_make ("conytransformer", NULL);
-  g_assert_nonnull (el);
   char *path = k4_model_path ();
-  g_object_set (el, "model", path, NULL);
+  GstHarness *h = cony_test_harness_new ("conytransformer", path, NULL);
   g_free (path);
-  GstHarness *h = gst_harness_new_with_element (el, "sink", "src");
-  gst_object_unref (el);
   return h;
 }
 
@@ -999,11 +941,7 @@ test_multitoken_steps (void)
 {
   const gsize frames = 9;
   const GstClockTime base = 2 * GST_SECOND + 3, fdur = 100 * MS;
-  float *x = g_new (float, frames *KK *KD);
-  GRand *rnd = g_rand_new_with_seed (77);
-  for (gsize i = 0; i < frames * KK * KD; i++)
-    x[i] = (float) g_rand_double_range (rnd, -2.0, 2.0);
-  g_rand_free (rnd);
+  float *x = cony_test_random_floats (frames * KK * KD, -2.0, 2.0, 77);
 
   /* the reference: libcony's encoder, 4 tokens per step */
   GError *error = NULL;
@@ -1047,19 +985,13 @@ test_multitoken_steps (void)
     for (guint i = 0; i < metas->len; i++, step++) {
       const GstConyClassificationMeta *m = metas->pdata[i];
       float logits[KC];
+      double probs[KC];
       cony_encoder_step (enc, x + step * KK * KD, logits);
-      int top = 0;
-      for (int c = 1; c < KC; c++)
-        if (logits[c] > logits[top])
-          top = c;
+      int top = cony_test_softmax (logits, KC, probs);
       g_assert_cmpuint (m->step, ==, step);
       g_assert_cmpint (m->class_id, ==, top);
-      double sum = 0;
       for (int c = 0; c < KC; c++)
-        sum += exp ((double) logits[c] - logits[top]);
-      for (int c = 0; c < KC; c++)
-        g_assert_cmpfloat_with_epsilon (m->scores[c], exp ((double) logits[c] - logits[top]) / sum,
-            1e-6);
+        g_assert_cmpfloat_with_epsilon (m->scores[c], probs[c], 1e-6);
       /* the window: the last min(4 (step + 1), 10) tokens; token j of frame f starts at
        * frame PTS + j x 25 ms */
       guint64 fed = KK * (step + 1), fill = MIN (fed, KN), oldest = fed - fill;
@@ -1100,16 +1032,11 @@ test_multitoken_steps (void)
   GstBuffer *bad = gst_buffer_new_memdup (x, 6 * KD * sizeof (float));
   GST_BUFFER_PTS (bad) = base + 20 * fdur;
   g_assert_cmpint (gst_harness_push (h, bad), ==, GST_FLOW_ERROR);
-  msg = gst_bus_pop_filtered (bus, GST_MESSAGE_ERROR);
-  g_assert_nonnull (msg);
-  GError *err = NULL;
   gchar *dbg = NULL;
-  gst_message_parse_error (msg, &err, &dbg);
-  g_assert_true (g_error_matches (err, GST_STREAM_ERROR, GST_STREAM_ERROR_FORMAT));
+  g_error_free (cony_test_pop_gerror (bus, GST_MESSAGE_ERROR, GST_STREAM_ERROR,
+      GST_STREAM_ERROR_FORMAT, &dbg));
   g_assert_nonnull (strstr (dbg, "tokens_per_step"));
   g_free (dbg);
-  g_clear_error (&err);
-  gst_message_unref (msg);
 
   cony_test_detach_bus (h, bus);
   gst_harness_teardown (h);
@@ -1138,35 +1065,17 @@ static void
 expect_start_error (const char *model, const char *attention, const char *labels_file,
     const char *in_message)
 {
-  GstElement *el = gst_element_factory_make ("conytransformer", NULL);
-  GstBus *bus = gst_bus_new ();
-  gst_element_set_bus (el, bus);
-  g_object_set (el, "model", model, "labels-file", labels_file, NULL);
+  GstElement *el = cony_test_element_new ("conytransformer", model, "labels-file", labels_file,
+      NULL);
   if (attention)
     gst_util_set_object_arg (G_OBJECT (el), "attention", attention);
-  g_assert_cmpint (gst_element_set_state (el, GST_STATE_PAUSED), ==, GST_STATE_CHANGE_FAILURE);
-  GstMessage *msg = gst_bus_pop_filtered (bus, GST_MESSAGE_ERROR);
-  g_assert_nonnull (msg);
-  GError *err = NULL;
-  gchar *dbg = NULL;
-  gst_message_parse_error (msg, &err, &dbg);
-  gchar *all = g_strconcat (err->message, " ", dbg ? dbg : "", NULL);
-  if (!strstr (all, in_message))
-    g_error ("'%s' not in '%s'", in_message, all);
-  g_free (all);
-  g_free (dbg);
-  g_clear_error (&err);
-  gst_message_unref (msg);
+  g_error_free (cony_test_assert_start_fails (el, (const char *[]){ in_message, NULL }));
   /* reusable once fixed */
-  gst_element_set_state (el, GST_STATE_NULL);
   char *good = model_path ();
   g_object_set (el, "model", good, "labels-file", NULL, NULL);
   gst_util_set_object_arg (G_OBJECT (el), "attention", "model");
   g_free (good);
-  g_assert_cmpint (gst_element_set_state (el, GST_STATE_PAUSED), ==, GST_STATE_CHANGE_SUCCESS);
-  gst_element_set_state (el, GST_STATE_NULL);
-  gst_element_set_bus (el, NULL);
-  gst_object_unref (bus);
+  cony_test_assert_starts (el);
   gst_object_unref (el);
 }
 
