@@ -39,30 +39,41 @@ load_model (const char *file)
 static float *
 make_frames (gsize n, guint d, guint32 seed)
 {
-  float *x = g_new (float, n *d);
-  GRand *r = g_rand_new_with_seed (seed);
-  for (gsize i = 0; i < n * d; i++)
-    x[i] = (float) g_rand_double_range (r, -6.0, 2.0);
-  g_rand_free (r);
-  return x;
+  return cony_test_random_floats (n * d, -6.0, 2.0, seed);
 }
 
 static GstHarness *
+new_harness_valist (const char *model_file, const gchar *first_prop, va_list ap)
+{
+  char *path = cony_test_golden_path ("cnn", model_file);
+  GstHarness *h = cony_test_harness_new_valist ("conyvggish", path, first_prop, ap);
+  g_free (path);
+  return h;
+}
+
+/* A harness around a conyvggish on tests/golden/cnn/@model_file with properties
+ * "name", value, ..., NULL. */
+static GstHarness *
 new_harness (const char *model_file, const gchar *first_prop, ...)
 {
-  GstElement *el = gst_element_factory_make ("conyvggish", NULL);
-  g_assert_nonnull (el);
-  char *path = cony_test_golden_path ("cnn", model_file);
-  g_object_set (el, "model", path, NULL);
-  g_free (path);
-  if (first_prop) {
-    va_list ap;
-    va_start (ap, first_prop);
-    g_object_set_valist (G_OBJECT (el), first_prop, ap);
-    va_end (ap);
-  }
-  GstHarness *h = gst_harness_new_with_element (el, "sink", "src");
-  gst_object_unref (el);
+  va_list ap;
+  va_start (ap, first_prop);
+  GstHarness *h = new_harness_valist (model_file, first_prop, ap);
+  va_end (ap);
+  return h;
+}
+
+/* new_harness() on the small model, fed one frame per buffer at 100 frames/s; *@cnn
+ * gets libcony's engine on the same file, the reference (cony_cnn_free). */
+static GstHarness *
+small_harness (ConyCnn **cnn, const gchar *first_prop, ...)
+{
+  va_list ap;
+  va_start (ap, first_prop);
+  GstHarness *h = new_harness_valist ("small.safetensors", first_prop, ap);
+  va_end (ap);
+  gst_harness_set_src_caps_str (h, TOKEN_CAPS ("1", "100/1"));
+  *cnn = load_model ("small.safetensors");
   return h;
 }
 
@@ -189,9 +200,8 @@ test_long_stream (void)
 {
   gsize n = 1000;
   float *x = make_frames (n, D, 3);
-  ConyCnn *cnn = load_model ("small.safetensors");
-  GstHarness *h = new_harness ("small.safetensors", NULL);
-  gst_harness_set_src_caps_str (h, TOKEN_CAPS ("1", "100/1"));
+  ConyCnn *cnn;
+  GstHarness *h = small_harness (&cnn, NULL);
   cony_test_push_tokens (h, x, D, 0, n, 1, 0, 10 * MS, FALSE);
   g_assert_cmpuint (check_windows (h, cnn, x, 25, 0, 250 * MS), ==, 1 + (1000 - 96) / 25);
   gst_harness_teardown (h);
@@ -205,9 +215,8 @@ test_stride_above_window (void)
 {
   gsize n = 400;
   float *x = make_frames (n, D, 2);
-  ConyCnn *cnn = load_model ("small.safetensors");
-  GstHarness *h = new_harness ("small.safetensors", "stride", 150, NULL);
-  gst_harness_set_src_caps_str (h, TOKEN_CAPS ("1", "100/1"));
+  ConyCnn *cnn;
+  GstHarness *h = small_harness (&cnn, "stride", 150, NULL);
   cony_test_push_tokens (h, x, D, 0, n, 1, 0, 10 * MS, FALSE);
   /* windows at 0, 150, 300 (the last needs frames up to 395) */
   g_assert_cmpuint (check_windows (h, cnn, x, 150, 0, 1500 * MS), ==, 3);
@@ -249,21 +258,14 @@ test_flush_resets (void)
   gsize n = 160;
   float *x = make_frames (n, D, 3);
   float *junk = make_frames (50, D, 4);
-  ConyCnn *cnn = load_model ("small.safetensors");
-  GstHarness *h = new_harness ("small.safetensors", NULL);
-  gst_harness_set_src_caps_str (h, TOKEN_CAPS ("1", "100/1"));
+  ConyCnn *cnn;
+  GstHarness *h = small_harness (&cnn, NULL);
 
   cony_test_push_tokens (h, x, D, 0, n, 3, 5 * GST_SECOND, 10 * MS, FALSE);
   cony_test_push_tokens (h, junk, D, 0, 50, 7, 5 * GST_SECOND + n * 10 * MS, 10 * MS, FALSE);
   /* windows 0..3 from x, then junk mixes in: count what we have, drop it */
-  while (gst_harness_buffers_in_queue (h) > 0)
-    gst_buffer_unref (gst_harness_pull (h));
-
-  g_assert_true (gst_harness_push_event (h, gst_event_new_flush_start ()));
-  g_assert_true (gst_harness_push_event (h, gst_event_new_flush_stop (TRUE)));
-  GstSegment seg;
-  gst_segment_init (&seg, GST_FORMAT_TIME);
-  g_assert_true (gst_harness_push_event (h, gst_event_new_segment (&seg)));
+  cony_test_drop_buffers (h);
+  cony_test_flush (h);
 
   cony_test_push_tokens (h, x, D, 0, n, 5, 5 * GST_SECOND, 10 * MS, FALSE);
   g_assert_cmpuint (check_windows (h, cnn, x, 25, 5 * GST_SECOND, 250 * MS), ==,
@@ -280,9 +282,8 @@ test_discont_reanchors (void)
 {
   float *a = make_frames (120, D, 5);
   float *b = make_frames (130, D, 6);
-  ConyCnn *cnn = load_model ("small.safetensors");
-  GstHarness *h = new_harness ("small.safetensors", NULL);
-  gst_harness_set_src_caps_str (h, TOKEN_CAPS ("1", "100/1"));
+  ConyCnn *cnn;
+  GstHarness *h = small_harness (&cnn, NULL);
 
   cony_test_push_tokens (h, a, D, 0, 120, 4, 0, 10 * MS, FALSE);
   g_assert_cmpuint (check_windows (h, cnn, a, 25, 0, 250 * MS), ==, 1);
@@ -302,9 +303,8 @@ test_caps_change_resets (void)
 {
   float *a = make_frames (110, D, 7);
   float *b = make_frames (96, D, 8);
-  ConyCnn *cnn = load_model ("small.safetensors");
-  GstHarness *h = new_harness ("small.safetensors", NULL);
-  gst_harness_set_src_caps_str (h, TOKEN_CAPS ("1", "100/1"));
+  ConyCnn *cnn;
+  GstHarness *h = small_harness (&cnn, NULL);
   cony_test_push_tokens (h, a, D, 0, 110, 1, 0, 10 * MS, FALSE);
   g_assert_cmpuint (check_windows (h, cnn, a, 25, 0, 250 * MS), ==, 1);
 
@@ -326,20 +326,13 @@ test_gap (void)
 {
   float *a = make_frames (60, D, 9);
   float *b = make_frames (96, D, 10);
-  ConyCnn *cnn = load_model ("small.safetensors");
-  GstHarness *h = new_harness ("small.safetensors", NULL);
-  gst_harness_set_src_caps_str (h, TOKEN_CAPS ("1", "100/1"));
+  ConyCnn *cnn;
+  GstHarness *h = small_harness (&cnn, NULL);
   cony_test_push_tokens (h, a, D, 0, 60, 1, 0, 10 * MS, FALSE);
   g_assert_true (gst_harness_push_event (h, gst_event_new_gap (600 * MS, 400 * MS)));
   cony_test_push_tokens (h, b, D, 0, 96, 1, GST_SECOND, 10 * MS, FALSE);
   g_assert_cmpuint (check_windows (h, cnn, b, 25, GST_SECOND, 250 * MS), ==, 1);
-  GstEvent *ev;
-  gboolean gap = FALSE;
-  while ((ev = gst_harness_try_pull_event (h)) != NULL) {
-    gap |= GST_EVENT_TYPE (ev) == GST_EVENT_GAP;
-    gst_event_unref (ev);
-  }
-  g_assert_true (gap);
+  g_assert_true (cony_test_event_forwarded (h, GST_EVENT_GAP));
   gst_harness_teardown (h);
   cony_cnn_free (cnn);
   g_free (a);
@@ -358,13 +351,7 @@ test_eos (void)
   g_assert_cmpuint (gst_harness_buffers_in_queue (h), ==, 2);
   g_assert_true (gst_harness_push_event (h, gst_event_new_eos ()));
   g_assert_cmpuint (gst_harness_buffers_in_queue (h), ==, 2);
-  GstEvent *ev;
-  gboolean eos = FALSE;
-  while ((ev = gst_harness_try_pull_event (h)) != NULL) {
-    eos |= GST_EVENT_TYPE (ev) == GST_EVENT_EOS;
-    gst_event_unref (ev);
-  }
-  g_assert_true (eos);
+  g_assert_true (cony_test_event_forwarded (h, GST_EVENT_EOS));
   gst_harness_teardown (h);
   g_free (x);
 }
@@ -381,19 +368,16 @@ test_nan_tokens (void)
     x[i] = (i % 2) ? NAN : -INFINITY;
     clean[i] = 0.0f;
   }
-  ConyCnn *cnn = load_model ("small.safetensors");
-  GstHarness *h = new_harness ("small.safetensors", NULL);
-  GstBus *bus = gst_bus_new ();
-  gst_element_set_bus (h->element, bus);
-  gst_harness_set_src_caps_str (h, TOKEN_CAPS ("1", "100/1"));
+  ConyCnn *cnn;
+  GstHarness *h = small_harness (&cnn, NULL);
+  GstBus *bus = cony_test_attach_bus (h);
   cony_test_push_tokens (h, x, D, 0, n, 1, 0, 10 * MS, FALSE);
   GstMessage *msg = gst_bus_pop_filtered (bus, GST_MESSAGE_WARNING);
   g_assert_nonnull (msg);
   gst_message_unref (msg);
   g_assert_null (gst_bus_pop_filtered (bus, GST_MESSAGE_WARNING));
   g_assert_cmpuint (check_windows (h, cnn, clean, 25, 0, 250 * MS), ==, 1 + (150 - 96) / 25);
-  gst_element_set_bus (h->element, NULL);
-  gst_object_unref (bus);
+  cony_test_detach_bus (h, bus);
   gst_harness_teardown (h);
   cony_cnn_free (cnn);
   g_free (clean);
@@ -439,31 +423,13 @@ test_bad_models (void)
     { small, 96, 0, "no embedding output", CONY_CNN_OUTPUT_EMBEDDING },
   };
   for (guint i = 0; i < G_N_ELEMENTS (cases); i++) {
-    GstElement *el = gst_element_factory_make ("conyvggish", NULL);
-    GstBus *bus = gst_bus_new ();
-    gst_element_set_bus (el, bus);
-    g_object_set (el, "model", cases[i].model, "window", cases[i].window, "postprocess",
-        cases[i].postprocess, "output", cases[i].output, NULL);
-    g_assert_cmpint (gst_element_set_state (el, GST_STATE_PAUSED), ==, GST_STATE_CHANGE_FAILURE);
-    GstMessage *msg = gst_bus_pop_filtered (bus, GST_MESSAGE_ERROR);
-    g_assert_nonnull (msg);
-    GError *err = NULL;
-    gchar *dbg = NULL;
-    gst_message_parse_error (msg, &err, &dbg);
-    gchar *all = g_strconcat (err->message, " ", dbg ? dbg : "", NULL);
-    if (!strstr (all, cases[i].in_message))
-      g_error ("case %u: '%s' not in '%s'", i, cases[i].in_message, all);
-    g_free (all);
-    g_free (dbg);
-    g_clear_error (&err);
-    gst_message_unref (msg);
+    GstElement *el = cony_test_element_new ("conyvggish", cases[i].model, "window", cases[i].window,
+        "postprocess", cases[i].postprocess, "output", cases[i].output, NULL);
+    g_test_message ("case %u", i);
+    g_error_free (cony_test_assert_start_fails (el, (const char *[]){ cases[i].in_message, NULL }));
     /* The element is reusable once the model is fixed. */
-    gst_element_set_state (el, GST_STATE_NULL);
     g_object_set (el, "model", small, "window", 96, "postprocess", 0, "output", 0, NULL);
-    g_assert_cmpint (gst_element_set_state (el, GST_STATE_PAUSED), ==, GST_STATE_CHANGE_SUCCESS);
-    gst_element_set_state (el, GST_STATE_NULL);
-    gst_element_set_bus (el, NULL);
-    gst_object_unref (bus);
+    cony_test_assert_starts (el);
     gst_object_unref (el);
   }
   g_free (npy);
@@ -548,15 +514,14 @@ test_mobilenet_outputs (void)
   for (guint o = 0; o < 2; o++) {
     g_autofree char *file = g_strdup_printf ("f32_%s.npy", nicks[o]);
     ConyNpyArray *want = cony_test_load_golden_npy ("mobilenet", file);
-    GstElement *el = gst_element_factory_make ("conyvggish", NULL);
+    GstElement *el = cony_test_element_new ("conyvggish", NULL, NULL);
     g_autofree char *path = cony_test_golden_path ("mobilenet", "f32.safetensors");
     guint stride = 0;
     g_object_get (el, "stride", &stride, NULL);
     g_assert_cmpuint (stride, ==, 25); /* 0.25 s of 10 ms frames */
     gst_util_set_object_arg (G_OBJECT (el), "output", nicks[o]);
     g_object_set (el, "model", path, "stride", 21, NULL);
-    GstHarness *h = gst_harness_new_with_element (el, "sink", "src");
-    gst_object_unref (el);
+    GstHarness *h = cony_test_harness_take (el);
     gst_harness_set_src_caps_str (h,
         "other/tensors,format=static,num_tensors=1,"
         "types=float32,dimensions=(string)16:1,framerate=100/1");
@@ -673,9 +638,8 @@ static void
 test_batch_live_is_immediate (void)
 {
   float *x = make_frames (121, D, 22);
-  ConyCnn *cnn = load_model ("small.safetensors");
-  GstHarness *h = new_harness ("small.safetensors", "batch", 8, NULL);
-  gst_harness_set_src_caps_str (h, TOKEN_CAPS ("1", "100/1"));
+  ConyCnn *cnn;
+  GstHarness *h = small_harness (&cnn, "batch", 8, NULL);
   cony_test_push_tokens (h, x, D, 0, 96, 4, 0, 10 * MS, FALSE);
   g_assert_cmpuint (gst_harness_buffers_in_queue (h), ==, 1);
   cony_test_push_tokens (h, x, D, 96, 25, 5, 96 * 10 * MS, 10 * MS, FALSE);
