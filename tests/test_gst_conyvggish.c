@@ -24,17 +24,6 @@
   "other/tensors,format=static,num_tensors=1,types=float32,dimensions=(string)64:" k \
   ",framerate=" rate
 
-static ConyCnn *
-load_model (const char *file)
-{
-  char *path = cony_test_golden_path ("cnn", file);
-  GError *error = NULL;
-  ConyCnn *cnn = cony_cnn_load (path, &error);
-  g_assert_no_error (error);
-  g_free (path);
-  return cnn;
-}
-
 /* Deterministic log-mel-like frames. */
 static float *
 make_frames (gsize n, guint d, guint32 seed)
@@ -73,7 +62,7 @@ small_harness (ConyCnn **cnn, const gchar *first_prop, ...)
   GstHarness *h = new_harness_valist ("small.safetensors", first_prop, ap);
   va_end (ap);
   gst_harness_set_src_caps_str (h, TOKEN_CAPS ("1", "100/1"));
-  *cnn = load_model ("small.safetensors");
+  *cnn = cony_test_load_golden_cnn ("cnn", "small.safetensors");
   return h;
 }
 
@@ -158,7 +147,7 @@ test_timestamps_odd_buffers (void)
   const guint ks[] = { 1, 7, 37 };
   gsize n = 200;
   float *x = make_frames (n, D, 1);
-  ConyCnn *cnn = load_model ("small.safetensors");
+  ConyCnn *cnn = cony_test_load_golden_cnn ("cnn", "small.safetensors");
   GstClockTime base = 1234567891;
 
   for (guint i = 0; i < G_N_ELEMENTS (ks); i++) {
@@ -564,7 +553,7 @@ test_batch_non_live (void)
 {
   gsize n = 300; /* 1 + (300 - 96) / 25 = 9 windows: two batches of 4, then 1 at EOS */
   float *x = make_frames (n, D, 21);
-  ConyCnn *cnn = load_model ("small.safetensors");
+  ConyCnn *cnn = cony_test_load_golden_cnn ("cnn", "small.safetensors");
   char *model = cony_test_golden_path ("cnn", "small.safetensors");
   char *desc =
       g_strdup_printf ("appsrc name=src format=time caps=\"" TOKEN_CAPS ("1",
