@@ -594,69 +594,55 @@ test_meta_survives_audioconvert (void)
   gst_harness_teardown (h);
 }
 
-/* After junk, a flush: the same input gives the outputs of a fresh element. */
-static void
-test_flush_resets (void)
+/* What separates two streams in the reset tests. */
+typedef enum
 {
-  gsize n = 20;
-  float *x = make_tokens (n, 8);
-  float *junk = make_tokens (13, 9);
-  Ref *r = ref_new (-1);
-  GstHarness *h = new_harness (NULL);
-  gst_harness_set_src_caps_str (h, TOKEN_CAPS ("1", "4/1"));
-  cony_test_push_tokens (h, junk, D, 0, 13, 1, 0, 250 * MS, FALSE);
-  cony_test_drop_buffers (h);
-  cony_test_flush (h);
-  cony_test_push_tokens (h, x, D, 0, n, 1, 5 * GST_SECOND, 250 * MS, FALSE);
-  g_assert_cmpuint (check_outputs (h, r, x, 0, 5 * GST_SECOND, 250 * MS), ==, n);
-  gst_harness_teardown (h);
-  ref_free (r);
-  g_free (junk);
-  g_free (x);
-}
+  RESET_FLUSH,   /* flush-start, flush-stop and a new segment */
+  RESET_DISCONT, /* the second stream's first buffer is DISCONT */
+  RESET_GAP,     /* a GAP event between them, which is forwarded too */
+} ResetKind;
 
-/* A DISCONT buffer restarts the stream at step 0. */
+typedef struct {
+  ResetKind kind;
+  gsize n_a, n_b;   /* tokens in the first / second stream */
+  guint k_a, k_b;   /* tokens per buffer */
+  GstClockTime t_b; /* the second stream's first PTS (the first starts at 0) */
+  guint32 seed_a, seed_b;
+} ResetCase;
+
+/* Two streams with a reset between them: the second gives the outputs of a fresh
+ * element (steps from 0, the encoder's outputs from a reset state) at its own times. */
 static void
-test_discont_resets (void)
+test_reset (gconstpointer data)
 {
-  float *a = make_tokens (10, 10);
-  float *b = make_tokens (15, 11);
+  const ResetCase *c = data;
+  float *a = make_tokens (c->n_a, c->seed_a);
+  float *b = make_tokens (c->n_b, c->seed_b);
   Ref *r = ref_new (-1);
   GstHarness *h = new_harness (NULL);
   gst_harness_set_src_caps_str (h, TOKEN_CAPS ("1", "4/1"));
-  cony_test_push_tokens (h, a, D, 0, 10, 1, 0, 250 * MS, TRUE);
-  g_assert_cmpuint (check_outputs (h, r, a, 0, 0, 250 * MS), ==, 10);
+  gboolean discont = c->kind == RESET_DISCONT;
+  cony_test_push_tokens (h, a, D, 0, c->n_a, c->k_a, 0, 250 * MS, discont);
+  g_assert_cmpuint (check_outputs (h, r, a, 0, 0, 250 * MS), ==, c->n_a);
+  if (c->kind == RESET_FLUSH)
+    cony_test_flush (h);
+  else if (c->kind == RESET_GAP)
+    g_assert_true (gst_harness_push_event (h,
+        gst_event_new_gap (c->n_a * 250 * MS, c->t_b - c->n_a * 250 * MS)));
   cony_encoder_reset (r->enc);
-  GstClockTime t = 42 * GST_SECOND + 7;
-  cony_test_push_tokens (h, b, D, 0, 15, 3, t, 250 * MS, TRUE);
-  g_assert_cmpuint (check_outputs (h, r, b, 0, t, 250 * MS), ==, 15);
+  cony_test_push_tokens (h, b, D, 0, c->n_b, c->k_b, c->t_b, 250 * MS, discont);
+  g_assert_cmpuint (check_outputs (h, r, b, 0, c->t_b, 250 * MS), ==, c->n_b);
+  if (c->kind == RESET_GAP)
+    g_assert_true (cony_test_event_forwarded (h, GST_EVENT_GAP));
   gst_harness_teardown (h);
   ref_free (r);
   g_free (a);
   g_free (b);
 }
 
-/* A GAP resets the state too, and is forwarded. */
-static void
-test_gap_resets (void)
-{
-  float *a = make_tokens (5, 15);
-  float *b = make_tokens (10, 16);
-  Ref *r = ref_new (-1);
-  GstHarness *h = new_harness (NULL);
-  gst_harness_set_src_caps_str (h, TOKEN_CAPS ("1", "4/1"));
-  cony_test_push_tokens (h, a, D, 0, 5, 1, 0, 250 * MS, FALSE);
-  g_assert_cmpuint (check_outputs (h, r, a, 0, 0, 250 * MS), ==, 5);
-  g_assert_true (gst_harness_push_event (h, gst_event_new_gap (1250 * MS, GST_SECOND)));
-  cony_encoder_reset (r->enc);
-  cony_test_push_tokens (h, b, D, 0, 10, 2, 2250 * MS, 250 * MS, FALSE);
-  g_assert_cmpuint (check_outputs (h, r, b, 0, 2250 * MS, 250 * MS), ==, 10);
-  g_assert_true (cony_test_event_forwarded (h, GST_EVENT_GAP));
-  gst_harness_teardown (h);
-  ref_free (r);
-  g_free (a);
-  g_free (b);
-}
+static const ResetCase reset_flush = { RESET_FLUSH, 13, 20, 1, 1, 5 * GST_SECOND, 9, 8 };
+static const ResetCase reset_discont = { RESET_DISCONT, 10, 15, 1, 3, 42 * GST_SECOND + 7, 10, 11 };
+static const ResetCase reset_gap = { RESET_GAP, 5, 10, 1, 2, 2250 * MS, 15, 16 };
 
 /* A token-rate change resets; a change of K alone does not. */
 static void
@@ -1176,9 +1162,9 @@ main (int argc, char **argv)
   g_test_add_func ("/conytransformer/on-change-threshold", test_on_change_threshold);
   g_test_add_func ("/conytransformer/meta-survives-copies", test_meta_survives_copies);
   g_test_add_func ("/conytransformer/meta-survives-audioconvert", test_meta_survives_audioconvert);
-  g_test_add_func ("/conytransformer/flush", test_flush_resets);
-  g_test_add_func ("/conytransformer/discont", test_discont_resets);
-  g_test_add_func ("/conytransformer/gap", test_gap_resets);
+  g_test_add_data_func ("/conytransformer/flush", &reset_flush, test_reset);
+  g_test_add_data_func ("/conytransformer/discont", &reset_discont, test_reset);
+  g_test_add_data_func ("/conytransformer/gap", &reset_gap, test_reset);
   g_test_add_func ("/conytransformer/caps-change", test_caps_change);
   g_test_add_func ("/conytransformer/nan", test_nan_tokens);
   g_test_add_func ("/conytransformer/extreme-tokens", test_extreme_tokens);
