@@ -240,93 +240,69 @@ test_latency (void)
   }
 }
 
-/* The same input after a flush gives the same output. */
-static void
-test_flush_resets (void)
+/* What separates two streams in the reset tests. */
+typedef enum
 {
-  gsize n = 160;
-  float *x = make_frames (n, D, 3);
-  float *junk = make_frames (50, D, 4);
+  RESET_FLUSH,   /* flush-start, flush-stop and a new segment */
+  RESET_DISCONT, /* the second stream's first buffer is DISCONT */
+  RESET_CAPS,    /* new caps with the second stream's frame rate */
+  RESET_GAP,     /* a GAP event between them, which is forwarded too */
+} ResetKind;
+
+typedef struct {
+  ResetKind kind;
+  gsize n_a, n_b;            /* frames in the first / second stream */
+  guint k_a, k_b;            /* frames per buffer */
+  guint want_a, want_b;      /* windows each gives */
+  GstClockTime t_b, frame_b; /* the second stream's first PTS and frame duration */
+  guint32 seed_a, seed_b;
+} ResetCase;
+
+/* Two streams with a reset between them (the first at 100 frames/s from 0): the
+ * partial window of the first is dropped and the second's windows are a fresh
+ * element's, re-anchored at its first PTS and timed by its frame rate. */
+static void
+test_reset (gconstpointer data)
+{
+  const ResetCase *c = data;
+  float *a = make_frames (c->n_a, D, c->seed_a);
+  float *b = make_frames (c->n_b, D, c->seed_b);
   ConyCnn *cnn;
   GstHarness *h = small_harness (&cnn, NULL);
-
-  cony_test_push_tokens (h, x, D, 0, n, 3, 5 * GST_SECOND, 10 * MS, FALSE);
-  cony_test_push_tokens (h, junk, D, 0, 50, 7, 5 * GST_SECOND + n * 10 * MS, 10 * MS, FALSE);
-  /* windows 0..3 from x, then junk mixes in: count what we have, drop it */
-  cony_test_drop_buffers (h);
-  cony_test_flush (h);
-
-  cony_test_push_tokens (h, x, D, 0, n, 5, 5 * GST_SECOND, 10 * MS, FALSE);
-  g_assert_cmpuint (check_windows (h, cnn, x, 25, 5 * GST_SECOND, 250 * MS), ==,
-      1 + (160 - 96) / 25);
-  gst_harness_teardown (h);
-  cony_cnn_free (cnn);
-  g_free (junk);
-  g_free (x);
-}
-
-/* DISCONT re-anchors at the buffer's PTS and drops the partial window. */
-static void
-test_discont_reanchors (void)
-{
-  float *a = make_frames (120, D, 5);
-  float *b = make_frames (130, D, 6);
-  ConyCnn *cnn;
-  GstHarness *h = small_harness (&cnn, NULL);
-
-  cony_test_push_tokens (h, a, D, 0, 120, 4, 0, 10 * MS, FALSE);
-  g_assert_cmpuint (check_windows (h, cnn, a, 25, 0, 250 * MS), ==, 1);
-
-  GstClockTime t = 42 * GST_SECOND + 7;
-  cony_test_push_tokens (h, b, D, 0, 130, 9, t, 10 * MS, TRUE);
-  g_assert_cmpuint (check_windows (h, cnn, b, 25, t, 250 * MS), ==, 2);
-  gst_harness_teardown (h);
-  cony_cnn_free (cnn);
-  g_free (a);
-  g_free (b);
-}
-
-/* A token-rate change resets the window; the new rate times the outputs. */
-static void
-test_caps_change_resets (void)
-{
-  float *a = make_frames (110, D, 7);
-  float *b = make_frames (96, D, 8);
-  ConyCnn *cnn;
-  GstHarness *h = small_harness (&cnn, NULL);
-  cony_test_push_tokens (h, a, D, 0, 110, 1, 0, 10 * MS, FALSE);
-  g_assert_cmpuint (check_windows (h, cnn, a, 25, 0, 250 * MS), ==, 1);
-
-  GstCaps *caps = gst_caps_from_string (TOKEN_CAPS ("1", "50/1"));
-  g_assert_true (gst_pad_push_event (h->srcpad, gst_event_new_caps (caps)));
-  gst_caps_unref (caps);
-  cony_test_push_tokens (h, b, D, 0, 96, 1, 1100 * MS, 20 * MS, FALSE);
-  /* One window, only of b, anchored at b's first PTS, lasting 25 x 20 ms. */
-  g_assert_cmpuint (check_windows (h, cnn, b, 25, 1100 * MS, 500 * MS), ==, 1);
+  cony_test_push_tokens (h, a, D, 0, c->n_a, c->k_a, 0, 10 * MS, FALSE);
+  g_assert_cmpuint (check_windows (h, cnn, a, 25, 0, 250 * MS), ==, c->want_a);
+  GstClockTime end_a = c->n_a * 10 * MS;
+  if (c->kind == RESET_FLUSH) {
+    cony_test_flush (h);
+  } else if (c->kind == RESET_GAP) {
+    g_assert_true (gst_harness_push_event (h, gst_event_new_gap (end_a, c->t_b - end_a)));
+  } else if (c->kind == RESET_CAPS) {
+    gchar *rate = g_strdup_printf ("%" G_GUINT64_FORMAT "/1", GST_SECOND / c->frame_b);
+    gchar *str = g_strdup_printf (TOKEN_CAPS ("1", "%s"), rate);
+    GstCaps *caps = gst_caps_from_string (str);
+    g_assert_true (gst_pad_push_event (h->srcpad, gst_event_new_caps (caps)));
+    gst_caps_unref (caps);
+    g_free (str);
+    g_free (rate);
+  }
+  cony_test_push_tokens (h, b, D, 0, c->n_b, c->k_b, c->t_b, c->frame_b, c->kind == RESET_DISCONT);
+  g_assert_cmpuint (check_windows (h, cnn, b, 25, c->t_b, 25 * c->frame_b), ==, c->want_b);
+  if (c->kind == RESET_GAP)
+    g_assert_true (cony_test_event_forwarded (h, GST_EVENT_GAP));
   gst_harness_teardown (h);
   cony_cnn_free (cnn);
   g_free (a);
   g_free (b);
 }
 
-/* A GAP restarts the window after it and is forwarded. */
-static void
-test_gap (void)
-{
-  float *a = make_frames (60, D, 9);
-  float *b = make_frames (96, D, 10);
-  ConyCnn *cnn;
-  GstHarness *h = small_harness (&cnn, NULL);
-  cony_test_push_tokens (h, a, D, 0, 60, 1, 0, 10 * MS, FALSE);
-  g_assert_true (gst_harness_push_event (h, gst_event_new_gap (600 * MS, 400 * MS)));
-  cony_test_push_tokens (h, b, D, 0, 96, 1, GST_SECOND, 10 * MS, FALSE);
-  g_assert_cmpuint (check_windows (h, cnn, b, 25, GST_SECOND, 250 * MS), ==, 1);
-  g_assert_true (cony_test_event_forwarded (h, GST_EVENT_GAP));
-  gst_harness_teardown (h);
-  cony_cnn_free (cnn);
-  g_free (a);
-  g_free (b);
-}
+/* A flush in a partial window (170 frames: 3 windows and 74 frames pending). */
+static const ResetCase reset_flush = { RESET_FLUSH, 170, 160, 3, 5, 3, 3, 5 * GST_SECOND, 10 * MS,
+  4, 3 };
+static const ResetCase reset_discont = { RESET_DISCONT, 120, 130, 4, 9, 1, 2, 42 * GST_SECOND + 7,
+  10 * MS, 5, 6 };
+/* 50 frames/s after the change: one window of the second stream, lasting 25 x 20 ms. */
+static const ResetCase reset_caps = { RESET_CAPS, 110, 96, 1, 1, 1, 1, 1100 * MS, 20 * MS, 7, 8 };
+static const ResetCase reset_gap = { RESET_GAP, 60, 96, 1, 1, 0, 1, GST_SECOND, 10 * MS, 9, 10 };
 
 /* EOS: nothing is pending (complete windows are out already); trailing frames
  * are dropped and EOS is forwarded. */
@@ -659,10 +635,10 @@ main (int argc, char **argv)
   g_test_add_func ("/conyvggish/stride-above-window", test_stride_above_window);
   g_test_add_func ("/conyvggish/long-stream", test_long_stream);
   g_test_add_func ("/conyvggish/latency", test_latency);
-  g_test_add_func ("/conyvggish/flush", test_flush_resets);
-  g_test_add_func ("/conyvggish/discont", test_discont_reanchors);
-  g_test_add_func ("/conyvggish/caps-change", test_caps_change_resets);
-  g_test_add_func ("/conyvggish/gap", test_gap);
+  g_test_add_data_func ("/conyvggish/flush", &reset_flush, test_reset);
+  g_test_add_data_func ("/conyvggish/discont", &reset_discont, test_reset);
+  g_test_add_data_func ("/conyvggish/caps-change", &reset_caps, test_reset);
+  g_test_add_data_func ("/conyvggish/gap", &reset_gap, test_reset);
   g_test_add_func ("/conyvggish/eos", test_eos);
   g_test_add_func ("/conyvggish/nan", test_nan_tokens);
   g_test_add_func ("/conyvggish/wrong-caps-refused", test_wrong_caps_refused);
