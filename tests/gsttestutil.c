@@ -225,3 +225,16 @@ cony_test_event_forwarded (GstHarness *h, GstEventType type)
   }
   return seen;
 }
+
+void
+cony_test_assert_ready_only_props (const char *factory, const char *model, const char *caps_string,
+    const char *const *props)
+{
+  for (const char *const *p = props; p[0] != NULL; p += 2) {
+    g_assert_nonnull (p[1]);
+    GstHarness *h = cony_test_harness_new (factory, model, NULL);
+    gst_harness_set_src_caps_str (h, caps_string);
+    cony_test_assert_ready_only (h, p[0], p[1]);
+    gst_harness_teardown (h);
+  }
+}

@@ -23,6 +23,11 @@ void cony_test_assert_caps_refused (GstHarness *h, const char *caps_string,
  * setting @prop to @value (a string as for gst-launch) is refused and the old value
  * reads back; after going to READY the same change takes. Leaves the element in READY. */
 void cony_test_assert_ready_only (GstHarness *h, const char *prop, const char *value);
+/* cony_test_assert_ready_only() for each "property", "value" pair of the NULL-terminated
+ * @props, each on a fresh harness around a @factory element with "model" @model (NULL:
+ * unset) fed @caps_string. */
+void cony_test_assert_ready_only_props (const char *factory, const char *model,
+    const char *caps_string, const char *const *props);
 
 /* A bus of its own on the harnessed element, to read its messages (the harness has none);
  * cony_test_detach_bus() takes it off and drops it. */

@@ -619,10 +619,10 @@ test_batch_live_is_immediate (void)
 static void
 test_ready_only_properties (void)
 {
-  GstHarness *h = new_harness ("small.safetensors", NULL);
-  gst_harness_set_src_caps_str (h, TOKEN_CAPS ("1", "100/1"));
-  cony_test_assert_ready_only (h, "model", "/tmp/other.safetensors");
-  gst_harness_teardown (h);
+  const char *props[] = { "model", "/tmp/other.safetensors", NULL };
+  char *path = cony_test_golden_path ("cnn", "small.safetensors");
+  cony_test_assert_ready_only_props ("conyvggish", path, TOKEN_CAPS ("1", "100/1"), props);
+  g_free (path);
 }
 
 int
