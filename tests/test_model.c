@@ -299,27 +299,26 @@ test_load_errors (void)
   tensors_write (t, path, NULL);
   expect_load_error (path, CONY_ERROR_MISSING, "config", NULL);
 
-  /* config problems */
-  g_autofree char *c1 = replace (t->config, "cony-encoder-classifier", "resnet");
-  tensors_write (t, path, c1);
-  expect_load_error (path, CONY_ERROR_INVALID, "architecture", "resnet");
-  g_autofree char *c2 = replace (t->config, "\"heads\":2", "\"heads\":3");
-  tensors_write (t, path, c2);
-  expect_load_error (path, CONY_ERROR_INVALID, "heads", NULL);
-  g_autofree char *c3 = replace (t->config, "\"ff\":16", "\"ff\":\"16\"");
-  tensors_write (t, path, c3);
-  expect_load_error (path, CONY_ERROR_FORMAT, "'ff'", "integer");
-  g_autofree char *c4 = replace (t->config, "\"cony-fixed\"", "\"bogus\"");
-  tensors_write (t, path, c4);
-  expect_load_error (path, CONY_ERROR_INVALID, "bogus", NULL);
-  g_autofree char *c5 = replace (t->config, "\"d_in\":6,", "");
-  tensors_write (t, path, c5);
-  expect_load_error (path, CONY_ERROR_MISSING, "d_in", NULL);
-  tensors_write (t, path, "{not json");
-  expect_load_error (path, CONY_ERROR_FORMAT, "JSON", NULL);
-  g_autofree char *c6 = replace (t->config, "\"blocks\":1", "\"blocks\":3");
-  tensors_write (t, path, c6);
-  expect_load_error (path, CONY_ERROR_INVALID, "blocks", NULL);
+  /* config problems: one edit of the config each (@from: NULL, the whole config is @to) */
+  static const struct {
+    const char *from, *to;
+    int code;
+    const char *needle1, *needle2;
+  } edits[] = {
+    { "cony-encoder-classifier", "resnet", CONY_ERROR_INVALID, "architecture", "resnet" },
+    { "\"heads\":2", "\"heads\":3", CONY_ERROR_INVALID, "heads", NULL },
+    { "\"ff\":16", "\"ff\":\"16\"", CONY_ERROR_FORMAT, "'ff'", "integer" },
+    { "\"cony-fixed\"", "\"bogus\"", CONY_ERROR_INVALID, "bogus", NULL },
+    { "\"d_in\":6,", "", CONY_ERROR_MISSING, "d_in", NULL },
+    { NULL, "{not json", CONY_ERROR_FORMAT, "JSON", NULL },
+    { "\"blocks\":1", "\"blocks\":3", CONY_ERROR_INVALID, "blocks", NULL },
+  };
+  for (guint e = 0; e < G_N_ELEMENTS (edits); e++) {
+    g_autofree char *config = edits[e].from ? replace (t->config, edits[e].from, edits[e].to)
+                                            : g_strdup (edits[e].to);
+    tensors_write (t, path, config);
+    expect_load_error (path, edits[e].code, edits[e].needle1, edits[e].needle2);
+  }
 
   /* tokens_per_step: absent = 1; 1 .. n (this model has n = 7); an integer */
   g_assert_cmpint (ok->config.tokens_per_step, ==, 1);
