@@ -154,3 +154,22 @@ cony_test_softmax (const float *logits, int c, double *probs)
     probs[i] = exp ((double) logits[i] - logits[top]) / sum;
   return top;
 }
+
+void
+cony_test_fill_normal (GRand *rng, float *x, gsize count, double sd)
+{
+  for (gsize i = 0; i < count; i++)
+    x[i] = (float) (g_rand_double_range (rng, -1.0, 1.0) + g_rand_double_range (rng, -1.0, 1.0)
+               + g_rand_double_range (rng, -1.0, 1.0))
+        * (float) sd;
+}
+
+float *
+cony_test_normal_tokens (int T, int d, guint32 seed, double sd)
+{
+  GRand *rng = g_rand_new_with_seed (seed);
+  float *x = g_new (float, (gsize) T *d);
+  cony_test_fill_normal (rng, x, (gsize) T * d, sd);
+  g_rand_free (rng);
+  return x;
+}

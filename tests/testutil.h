@@ -35,3 +35,8 @@ float *cony_test_random_floats (gsize n, double lo, double hi, guint32 seed);
 /* Softmax of the @c @logits into @probs (in double, shifted by the maximum); returns the
  * index of the largest logit (the first of equals). */
 int cony_test_softmax (const float *logits, int c, double *probs);
+/* @count values, each the sum of three uniform draws from [−1, 1) times @sd: near
+ * normal, mean 0, standard deviation @sd. */
+void cony_test_fill_normal (GRand *rng, float *x, gsize count, double sd);
+/* @T tokens of @d such values, from @seed (g_free). */
+float *cony_test_normal_tokens (int T, int d, guint32 seed, double sd);
