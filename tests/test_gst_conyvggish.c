@@ -66,31 +66,37 @@ small_harness (ConyCnn **cnn, const gchar *first_prop, ...)
   return h;
 }
 
-/* Pushes frames [from, from + n) of @x, @k per buffer, with PTS
- * base + index * frame_ns. */
-/* Pulls every queued output and checks window w against the engine run on
- * frames [w * stride, w * stride + 96) of @x, PTS base + w * stride_ns. */
+/* Checks @buf as window @w: PTS base + w * stride_ns, lasting stride_ns, DISCONT on
+ * the first, values those of the engine on frames [w * stride, w * stride + 96) of @x. */
+static void
+check_window (GstBuffer *buf, ConyCnn *cnn, const float *x, guint w, guint stride,
+    GstClockTime base, GstClockTime stride_ns)
+{
+  float want[OUT];
+  GstMapInfo map;
+  g_assert_true (gst_buffer_map (buf, &map, GST_MAP_READ));
+  g_assert_cmpuint (map.size, ==, OUT * sizeof (float));
+  g_assert_cmpuint (GST_BUFFER_PTS (buf), ==, base + w * stride_ns);
+  g_assert_cmpuint (GST_BUFFER_DURATION (buf), ==, stride_ns);
+  g_assert_cmpint (GST_BUFFER_IS_DISCONT (buf), ==, w == 0);
+  cony_cnn_forward (cnn, x + (gsize) w * stride * D, want);
+  const float *got = (const float *) map.data;
+  for (guint j = 0; j < OUT; j++)
+    g_assert_cmpfloat_with_epsilon (got[j], want[j], 1e-5 * MAX (1.0, fabs (want[j])));
+  gst_buffer_unmap (buf, &map);
+}
+
+/* Pulls every queued output and checks it with check_window(), counting from window 0;
+ * returns the number pulled. */
 static guint
 check_windows (GstHarness *h, ConyCnn *cnn, const float *x, guint stride, GstClockTime base,
     GstClockTime stride_ns)
 {
   GstBuffer *buf;
   guint w = 0;
-  float want[OUT];
   while ((buf = gst_harness_try_pull (h)) != NULL) {
-    GstMapInfo map;
-    g_assert_true (gst_buffer_map (buf, &map, GST_MAP_READ));
-    g_assert_cmpuint (map.size, ==, OUT * sizeof (float));
-    g_assert_cmpuint (GST_BUFFER_PTS (buf), ==, base + w * stride_ns);
-    g_assert_cmpuint (GST_BUFFER_DURATION (buf), ==, stride_ns);
-    g_assert_cmpint (GST_BUFFER_IS_DISCONT (buf), ==, w == 0);
-    cony_cnn_forward (cnn, x + (gsize) w * stride * D, want);
-    const float *got = (const float *) map.data;
-    for (guint j = 0; j < OUT; j++)
-      g_assert_cmpfloat_with_epsilon (got[j], want[j], 1e-5 * MAX (1.0, fabs (want[j])));
-    gst_buffer_unmap (buf, &map);
+    check_window (buf, cnn, x, w++, stride, base, stride_ns);
     gst_buffer_unref (buf);
-    w++;
   }
   return w;
 }
@@ -181,38 +187,36 @@ test_timestamps_odd_buffers (void)
   g_free (x);
 }
 
-/* A long stream (1000 frames, 37 windows): the window slides through the frame store
- * and is moved back to its start several times; every window still equals the engine
- * run on its own 96 frames. */
+/* One stream at 100 frames/s, one frame per buffer, and the windows it gives. */
+typedef struct {
+  gsize n;
+  guint32 seed;
+  guint stride; /* the property, in frames */
+  guint want;   /* windows */
+} StreamCase;
+
+/* Every window of the stream equals the engine run on its own 96 frames, at
+ * w * stride frames. */
 static void
-test_long_stream (void)
+test_stream (gconstpointer data)
 {
-  gsize n = 1000;
-  float *x = make_frames (n, D, 3);
+  const StreamCase *c = data;
+  float *x = make_frames (c->n, D, c->seed);
   ConyCnn *cnn;
-  GstHarness *h = small_harness (&cnn, NULL);
-  cony_test_push_tokens (h, x, D, 0, n, 1, 0, 10 * MS, FALSE);
-  g_assert_cmpuint (check_windows (h, cnn, x, 25, 0, 250 * MS), ==, 1 + (1000 - 96) / 25);
+  GstHarness *h = small_harness (&cnn, "stride", c->stride, NULL);
+  cony_test_push_tokens (h, x, D, 0, c->n, 1, 0, 10 * MS, FALSE);
+  g_assert_cmpuint (check_windows (h, cnn, x, c->stride, 0, c->stride * 10 * MS), ==, c->want);
   gst_harness_teardown (h);
   cony_cnn_free (cnn);
   g_free (x);
 }
 
-/* Stride larger than the window: the frames in between are skipped. */
-static void
-test_stride_above_window (void)
-{
-  gsize n = 400;
-  float *x = make_frames (n, D, 2);
-  ConyCnn *cnn;
-  GstHarness *h = small_harness (&cnn, "stride", 150, NULL);
-  cony_test_push_tokens (h, x, D, 0, n, 1, 0, 10 * MS, FALSE);
-  /* windows at 0, 150, 300 (the last needs frames up to 395) */
-  g_assert_cmpuint (check_windows (h, cnn, x, 150, 0, 1500 * MS), ==, 3);
-  gst_harness_teardown (h);
-  cony_cnn_free (cnn);
-  g_free (x);
-}
+/* A long stream (1000 frames, 37 windows): the window slides through the frame store
+ * and is moved back to its start several times. */
+static const StreamCase long_stream = { 1000, 3, 25, 1 + (1000 - 96) / 25 };
+/* Stride larger than the window: the frames in between are skipped; windows at 0, 150,
+ * 300 (the last needs frames up to 395). */
+static const StreamCase stride_above_window = { 400, 2, 150, 3 };
 
 static void
 test_latency (void)
@@ -569,21 +573,10 @@ test_batch_non_live (void)
   gst_element_set_state (pipe, GST_STATE_NULL);
 
   g_assert_cmpuint (got->len, ==, 9);
-  float want[OUT];
   for (guint w = 0; w < got->len; w++) {
     GstBuffer *buf = got->pdata[w];
-    g_assert_cmpuint (GST_BUFFER_PTS (buf), ==, 2 * GST_SECOND + w * 250 * MS);
-    g_assert_cmpuint (GST_BUFFER_DURATION (buf), ==, 250 * MS);
     g_assert_cmpuint (GST_BUFFER_OFFSET (buf), ==, w);
-    g_assert_cmpint (GST_BUFFER_IS_DISCONT (buf), ==, w == 0);
-    GstMapInfo map;
-    g_assert_true (gst_buffer_map (buf, &map, GST_MAP_READ));
-    g_assert_cmpuint (map.size, ==, OUT * sizeof (float));
-    cony_cnn_forward (cnn, x + (gsize) w * 25 * D, want);
-    const float *o = (const float *) map.data;
-    for (guint j = 0; j < OUT; j++)
-      g_assert_cmpfloat_with_epsilon (o[j], want[j], 1e-5 * MAX (1.0, fabs (want[j])));
-    gst_buffer_unmap (buf, &map);
+    check_window (buf, cnn, x, w, 25, 2 * GST_SECOND, 250 * MS);
   }
   g_ptr_array_unref (got);
   gst_object_unref (bus);
@@ -632,8 +625,8 @@ main (int argc, char **argv)
   g_test_init (&argc, &argv, NULL);
   g_test_add_func ("/conyvggish/matches-torch-golden", test_matches_torch_golden);
   g_test_add_func ("/conyvggish/timestamps-odd-buffers", test_timestamps_odd_buffers);
-  g_test_add_func ("/conyvggish/stride-above-window", test_stride_above_window);
-  g_test_add_func ("/conyvggish/long-stream", test_long_stream);
+  g_test_add_data_func ("/conyvggish/stride-above-window", &stride_above_window, test_stream);
+  g_test_add_data_func ("/conyvggish/long-stream", &long_stream, test_stream);
   g_test_add_func ("/conyvggish/latency", test_latency);
   g_test_add_data_func ("/conyvggish/flush", &reset_flush, test_reset);
   g_test_add_data_func ("/conyvggish/discont", &reset_discont, test_reset);
