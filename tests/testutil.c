@@ -81,6 +81,17 @@ cony_test_load_golden_cnn (const char *area, const char *file)
 }
 
 void
+cony_test_expect_error (GError **error, int code, const char *needle1, const char *needle2)
+{
+  g_assert_error (*error, CONY_ERROR, code);
+  if (needle1)
+    g_assert_nonnull (strstr ((*error)->message, needle1));
+  if (needle2)
+    g_assert_nonnull (strstr ((*error)->message, needle2));
+  g_clear_error (error);
+}
+
+void
 cony_test_expect_cnn_refused (const char *path, int code, const char *needle1, const char *needle2)
 {
   GError *error = NULL;
@@ -89,11 +100,7 @@ cony_test_expect_cnn_refused (const char *path, int code, const char *needle1, c
   g_assert_error (error, CONY_ERROR, code);
   g_test_message ("refused: %s", error->message);
   g_assert_nonnull (strstr (error->message, path));
-  if (needle1)
-    g_assert_nonnull (strstr (error->message, needle1));
-  if (needle2)
-    g_assert_nonnull (strstr (error->message, needle2));
-  g_clear_error (&error);
+  cony_test_expect_error (&error, code, needle1, needle2);
 }
 
 gboolean

@@ -16,6 +16,9 @@ double cony_test_rel_err (const float *got, const float *want, gsize n);
 char *cony_test_copy_safetensors (const char *src, const char *const *meta);
 /* Loads the golden CNN model file @area/@file, failing the test when it cannot. */
 ConyCnn *cony_test_load_golden_cnn (const char *area, const char *file);
+/* Asserts that *@error is CONY_ERROR @code with a message containing @needle1 and
+ * @needle2 (either may be NULL), then clears it. */
+void cony_test_expect_error (GError **error, int code, const char *needle1, const char *needle2);
 /* Asserts that loading the CNN model @path fails with CONY_ERROR @code and a message
  * naming @path and containing @needle1 and @needle2 (either may be NULL). */
 void cony_test_expect_cnn_refused (const char *path, int code, const char *needle1,
