@@ -11,6 +11,7 @@ in its last bits from one machine to the next and a float32 result that lies nea
 rounding boundary can land on the neighbouring float32.
 """
 
+import glob
 import os
 import shutil
 
@@ -28,6 +29,20 @@ from conytrain import safetensors_io
 # Relative to max |want| rather than to max(1, max |want|): the quiet tone's samples are
 # 1e-3 in size, and an all-zero file must stay all zero.
 RTOL = {np.dtype("<f4"): 1e-6, np.dtype("<f8"): 1e-10}
+
+ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__)))))
+
+
+def find_tool():
+    """The built `cony`, to check the C side against a reference: $CONY_TOOL (meson sets
+    it), else the first executable build*/tools/cony of the source tree; None if none."""
+    tool = os.environ.get("CONY_TOOL")
+    if tool and os.access(tool, os.X_OK):
+        return tool
+    for path in sorted(glob.glob(os.path.join(ROOT, "build*", "tools", "cony"))):
+        if os.access(path, os.X_OK):
+            return path
+    return None
 
 
 def write(directory, files):
