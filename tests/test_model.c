@@ -269,6 +269,17 @@ expect_load_error (const char *path, int code, const char *needle1, const char *
   g_error_free (error);
 }
 
+/* A copy of the JSON header of the safetensors file contents @bytes; *@hlen gets its
+ * length (the little-endian u64 in front of it). */
+static char *
+header_of (const char *bytes, guint64 *hlen)
+{
+  *hlen = 0;
+  for (int k = 7; k >= 0; k--)
+    *hlen = (*hlen << 8) | (guint8) bytes[k];
+  return g_strndup (bytes + 8, *hlen);
+}
+
 static char *
 replace (const char *s, const char *from, const char *to)
 {
@@ -430,10 +441,8 @@ test_load_errors (void)
   expect_load_error (path, CONY_ERROR_FORMAT, "truncated", NULL);
 
   /* a header that lies about offsets: stretch one tensor's end offset */
-  guint64 hlen = 0;
-  for (int k = 7; k >= 0; k--)
-    hlen = (hlen << 8) | (guint8) bytes[k];
-  g_autofree char *header = g_strndup (bytes + 8, hlen);
+  guint64 hlen;
+  g_autofree char *header = header_of (bytes, &hlen);
   char *p = strstr (header, "\"norm.bias\"");
   g_assert_nonnull (p);
   p = strstr (p, "\"data_offsets\":[");
@@ -460,10 +469,8 @@ test_dtype_and_f16 (void)
   g_autofree char *bytes = NULL;
   gsize len;
   g_assert_true (g_file_get_contents (src, &bytes, &len, &error));
-  guint64 hlen = 0;
-  for (int k = 7; k >= 0; k--)
-    hlen = (hlen << 8) | (guint8) bytes[k];
-  g_autofree char *header = g_strndup (bytes + 8, hlen);
+  guint64 hlen;
+  g_autofree char *header = header_of (bytes, &hlen);
   /* classifier.bias: 3 floats = 12 bytes; call it I32 (4-byte, unsupported here) */
   char *p = strstr (header, "\"classifier.bias\":{\"dtype\":\"F32\"");
   g_assert_nonnull (p);
