@@ -93,6 +93,41 @@ new_harness (const gchar *first_prop, ...)
   return h;
 }
 
+/* What most tests run on: tokens, the reference encoder, and a harness with a bus of its
+ * own fed one token per buffer at 4 tokens/s. */
+typedef struct {
+  float *x;
+  Ref *r;
+  GstHarness *h;
+  GstBus *bus;
+} Fixture;
+
+/* @n tokens from @seed, the reference with the model's variant, and a harness with
+ * properties "name", value, ..., NULL. */
+static void
+fixture_open (Fixture *f, gsize n, guint32 seed, const gchar *first_prop, ...)
+{
+  char *path = model_path ();
+  va_list ap;
+  va_start (ap, first_prop);
+  f->h = cony_test_harness_new_valist ("conytransformer", path, first_prop, ap);
+  va_end (ap);
+  g_free (path);
+  f->bus = cony_test_attach_bus (f->h);
+  gst_harness_set_src_caps_str (f->h, TOKEN_CAPS ("1", "4/1"));
+  f->x = make_tokens (n, seed);
+  f->r = ref_new (-1);
+}
+
+static void
+fixture_close (Fixture *f)
+{
+  cony_test_detach_bus (f->h, f->bus);
+  gst_harness_teardown (f->h);
+  ref_free (f->r);
+  g_free (f->x);
+}
+
 /* A harness around a conytransformer on the small model, its attention property set to
  * @nick (parsed as gst-launch would). */
 static GstHarness *
@@ -272,19 +307,16 @@ static void
 test_messages (void)
 {
   gsize n = 11;
-  float *x = make_tokens (n, 4);
-  Ref *r = ref_new (-1);
-  GstHarness *h = new_harness (NULL);
-  GstBus *bus = cony_test_attach_bus (h);
-  gst_harness_set_src_caps_str (h, TOKEN_CAPS ("1", "4/1"));
+  Fixture f;
+  fixture_open (&f, n, 4, NULL);
   /* A segment starting at 10 s, base 2 s, stream time 100 s. */
-  cony_test_push_segment (h, 10 * GST_SECOND, 100 * GST_SECOND, 2 * GST_SECOND);
-  cony_test_push_tokens (h, x, D, 0, n, 1, 10 * GST_SECOND, 250 * MS, FALSE);
+  cony_test_push_segment (f.h, 10 * GST_SECOND, 100 * GST_SECOND, 2 * GST_SECOND);
+  cony_test_push_tokens (f.h, f.x, D, 0, n, 1, 10 * GST_SECOND, 250 * MS, FALSE);
 
   for (gsize t = 0; t < n; t++) {
-    GstMessage *msg = gst_bus_pop_filtered (bus, GST_MESSAGE_ELEMENT);
+    GstMessage *msg = gst_bus_pop_filtered (f.bus, GST_MESSAGE_ELEMENT);
     g_assert_nonnull (msg);
-    g_assert_true (GST_MESSAGE_SRC (msg) == GST_OBJECT (h->element));
+    g_assert_true (GST_MESSAGE_SRC (msg) == GST_OBJECT (f.h->element));
     const GstStructure *s = gst_message_get_structure (msg);
     g_assert_true (gst_structure_has_name (s, "conytransformer"));
     guint64 ts, st, rt, dur, step;
@@ -308,7 +340,7 @@ test_messages (void)
     g_assert_cmpuint (rt_end, ==, 2 * GST_SECOND + (t + 1) * 250 * MS);
     g_assert_cmpuint (step, ==, t);
     double probs[C];
-    int top = ref_step (r, x + t * D, probs);
+    int top = ref_step (f.r, f.x + t * D, probs);
     g_assert_cmpint (cls, ==, top);
     g_assert_cmpstr (gst_structure_get_string (s, "label"), ==, labels[top]);
     g_assert_cmpfloat_with_epsilon (conf, probs[top], 1e-6);
@@ -323,11 +355,8 @@ test_messages (void)
     g_assert_false (gst_structure_has_field (s, "segment-start"));
     gst_message_unref (msg);
   }
-  g_assert_null (gst_bus_pop_filtered (bus, GST_MESSAGE_ELEMENT));
-  cony_test_detach_bus (h, bus);
-  gst_harness_teardown (h);
-  ref_free (r);
-  g_free (x);
+  g_assert_null (gst_bus_pop_filtered (f.bus, GST_MESSAGE_ELEMENT));
+  fixture_close (&f);
 }
 
 /* post-messages=false: metas, no messages; threshold filters messages only. */
@@ -391,28 +420,25 @@ static void
 test_on_change (void)
 {
   gsize n = 60;
-  float *x = make_tokens (n, 6);
-  Ref *r = ref_new (-1);
-  GstHarness *h = new_harness (NULL);
-  gst_util_set_object_arg (G_OBJECT (h->element), "message-mode", "on-change");
-  GstBus *bus = cony_test_attach_bus (h);
-  gst_harness_set_src_caps_str (h, TOKEN_CAPS ("1", "4/1"));
-  cony_test_push_segment (h, 0, 0, GST_SECOND);
-  cony_test_push_tokens (h, x, D, 0, n, 2, 0, 250 * MS, FALSE);
-  g_assert_true (gst_harness_push_event (h, gst_event_new_eos ()));
+  Fixture f;
+  fixture_open (&f, n, 6, NULL);
+  gst_util_set_object_arg (G_OBJECT (f.h->element), "message-mode", "on-change");
+  cony_test_push_segment (f.h, 0, 0, GST_SECOND);
+  cony_test_push_tokens (f.h, f.x, D, 0, n, 2, 0, 250 * MS, FALSE);
+  g_assert_true (gst_harness_push_event (f.h, gst_event_new_eos ()));
 
   int prev = -1;
   GstClockTime prev_start = GST_CLOCK_TIME_NONE, prev_end = GST_CLOCK_TIME_NONE;
   guint changes = 0;
   for (gsize t = 0; t < n; t++) {
     double probs[C];
-    int top = ref_step (r, x + t * D, probs);
+    int top = ref_step (f.r, f.x + t * D, probs);
     GstClockTime rt0 = GST_SECOND + t * 250 * MS, rt1 = rt0 + 250 * MS;
     if (top == prev) {
       prev_end = rt1;
       continue;
     }
-    GstMessage *msg = gst_bus_pop_filtered (bus, GST_MESSAGE_ELEMENT);
+    GstMessage *msg = gst_bus_pop_filtered (f.bus, GST_MESSAGE_ELEMENT);
     g_assert_nonnull (msg);
     const GstStructure *s = gst_message_get_structure (msg);
     guint64 step, seg_start, pstart, pend;
@@ -434,7 +460,7 @@ test_on_change (void)
     changes++;
   }
   /* the closing message */
-  GstMessage *msg = gst_bus_pop_filtered (bus, GST_MESSAGE_ELEMENT);
+  GstMessage *msg = gst_bus_pop_filtered (f.bus, GST_MESSAGE_ELEMENT);
   g_assert_nonnull (msg);
   const GstStructure *s = gst_message_get_structure (msg);
   gboolean eos = FALSE;
@@ -446,14 +472,11 @@ test_on_change (void)
   g_assert_cmpuint (pstart, ==, prev_start);
   g_assert_cmpuint (pend, ==, GST_SECOND + n * 250 * MS);
   gst_message_unref (msg);
-  g_assert_null (gst_bus_pop_filtered (bus, GST_MESSAGE_ELEMENT));
+  g_assert_null (gst_bus_pop_filtered (f.bus, GST_MESSAGE_ELEMENT));
   /* the data must have a few changes and fewer messages than steps */
   g_assert_cmpuint (changes, >=, 3);
   g_assert_cmpuint (changes, <, n);
-  cony_test_detach_bus (h, bus);
-  gst_harness_teardown (h);
-  ref_free (r);
-  g_free (x);
+  fixture_close (&f);
 }
 
 /* on-change with a threshold: steps below it neither change nor extend the
@@ -463,20 +486,17 @@ test_on_change_threshold (void)
 {
   gsize n = 60;
   const double thr = 0.6;
-  float *x = make_tokens (n, 17);
-  Ref *r = ref_new (-1);
-  GstHarness *h = new_harness ("threshold", thr, NULL);
-  gst_util_set_object_arg (G_OBJECT (h->element), "message-mode", "on-change");
-  GstBus *bus = cony_test_attach_bus (h);
-  gst_harness_set_src_caps_str (h, TOKEN_CAPS ("1", "4/1"));
-  cony_test_push_tokens (h, x, D, 0, n, 1, 0, 250 * MS, FALSE);
+  Fixture f;
+  fixture_open (&f, n, 17, "threshold", thr, NULL);
+  gst_util_set_object_arg (G_OBJECT (f.h->element), "message-mode", "on-change");
+  cony_test_push_tokens (f.h, f.x, D, 0, n, 1, 0, 250 * MS, FALSE);
 
   int prev = -1;
   GstClockTime prev_start = GST_CLOCK_TIME_NONE, prev_end = GST_CLOCK_TIME_NONE;
   guint changes = 0, skipped = 0, gaps = 0;
   for (gsize t = 0; t < n; t++) {
     double probs[C];
-    int top = ref_step (r, x + t * D, probs);
+    int top = ref_step (f.r, f.x + t * D, probs);
     GstClockTime rt0 = t * 250 * MS, rt1 = rt0 + 250 * MS;
     if (probs[top] < thr) {
       skipped++;
@@ -487,7 +507,7 @@ test_on_change_threshold (void)
       prev_end = rt1;
       continue;
     }
-    GstMessage *msg = gst_bus_pop_filtered (bus, GST_MESSAGE_ELEMENT);
+    GstMessage *msg = gst_bus_pop_filtered (f.bus, GST_MESSAGE_ELEMENT);
     g_assert_nonnull (msg);
     const GstStructure *s = gst_message_get_structure (msg);
     guint64 step, pstart, pend;
@@ -505,16 +525,13 @@ test_on_change_threshold (void)
     prev_end = rt1;
     changes++;
   }
-  g_assert_null (gst_bus_pop_filtered (bus, GST_MESSAGE_ELEMENT));
+  g_assert_null (gst_bus_pop_filtered (f.bus, GST_MESSAGE_ELEMENT));
   /* the data must cover the cases: skipped steps, changes, and a segment
    * extended across a skipped step */
   g_assert_cmpuint (skipped, >, 0);
   g_assert_cmpuint (changes, >=, 2);
   g_assert_cmpuint (gaps, >, 0);
-  cony_test_detach_bus (h, bus);
-  gst_harness_teardown (h);
-  ref_free (r);
-  g_free (x);
+  fixture_close (&f);
 }
 
 /* The meta survives gst_buffer_copy, a region copy, make_writable and a
@@ -814,22 +831,20 @@ test_overflow_warnings (void)
   const gboolean huge[] = { FALSE, TRUE, TRUE, FALSE, TRUE };
   const guint64 want_step[] = { 0, G_MAXUINT64, G_MAXUINT64, 0, G_MAXUINT64 };
   gsize n = G_N_ELEMENTS (huge);
-  float *x = make_tokens (n, 43);
+  Fixture f;
+  fixture_open (&f, n, 43, NULL);
   for (gsize t = 0; t < n; t++)
     for (int i = 0; huge[t] && i < D; i++)
-      x[t * D + i] = FLT_MAX;
-  GstHarness *h = new_harness (NULL);
-  GstBus *bus = cony_test_attach_bus (h);
-  gst_harness_set_src_caps_str (h, TOKEN_CAPS ("1", "4/1"));
-  cony_test_push_tokens (h, x, D, 0, n, 1, 0, 250 * MS, FALSE);
+      f.x[t * D + i] = FLT_MAX;
+  cony_test_push_tokens (f.h, f.x, D, 0, n, 1, 0, 250 * MS, FALSE);
   for (guint w = 0; w < 2; w++) {
-    GError *err = cony_test_pop_gerror (bus, GST_MESSAGE_WARNING, 0, 0, NULL);
+    GError *err = cony_test_pop_gerror (f.bus, GST_MESSAGE_WARNING, 0, 0, NULL);
     g_assert_nonnull (strstr (err->message, "Step 1 gave non-finite logits"));
     g_error_free (err);
   }
-  g_assert_null (gst_bus_pop_filtered (bus, GST_MESSAGE_WARNING));
+  g_assert_null (gst_bus_pop_filtered (f.bus, GST_MESSAGE_WARNING));
   for (gsize t = 0; t < n; t++) {
-    GstBuffer *buf = gst_harness_pull (h);
+    GstBuffer *buf = gst_harness_pull (f.h);
     GPtrArray *metas = metas_of (buf);
     g_assert_cmpuint (metas->len, ==, huge[t] ? 0 : 1);
     if (!huge[t])
@@ -837,9 +852,7 @@ test_overflow_warnings (void)
     g_ptr_array_free (metas, TRUE);
     gst_buffer_unref (buf);
   }
-  cony_test_detach_bus (h, bus);
-  gst_harness_teardown (h);
-  g_free (x);
+  fixture_close (&f);
 }
 
 /* model, attention and labels-file are read on READY->PAUSED: set while PLAYING they
@@ -1114,27 +1127,21 @@ test_labels_file (void)
   expect_start_error (model, NULL, bad, "3 labels but the model has 4 classes");
   expect_start_error (model, NULL, missing, "missing.txt");
 
-  float *x = make_tokens (9, 14);
-  Ref *r = ref_new (-1);
-  GstHarness *h = new_harness ("labels-file", good, NULL);
-  GstBus *bus = cony_test_attach_bus (h);
-  gst_harness_set_src_caps_str (h, TOKEN_CAPS ("1", "4/1"));
-  cony_test_push_tokens (h, x, D, 0, 9, 1, 0, 250 * MS, FALSE);
+  Fixture f;
+  fixture_open (&f, 9, 14, "labels-file", good, NULL);
+  cony_test_push_tokens (f.h, f.x, D, 0, 9, 1, 0, 250 * MS, FALSE);
   for (guint t = 0; t < 9; t++) {
     double probs[C];
-    int top = ref_step (r, x + t * D, probs);
-    GstBuffer *buf = gst_harness_pull (h);
+    int top = ref_step (f.r, f.x + t * D, probs);
+    GstBuffer *buf = gst_harness_pull (f.h);
     g_assert_cmpstr (gst_buffer_get_cony_classification_meta (buf)->label, ==, mine[top]);
     gst_buffer_unref (buf);
-    GstMessage *msg = gst_bus_pop_filtered (bus, GST_MESSAGE_ELEMENT);
+    GstMessage *msg = gst_bus_pop_filtered (f.bus, GST_MESSAGE_ELEMENT);
     g_assert_cmpstr (gst_structure_get_string (gst_message_get_structure (msg), "label"), ==,
         mine[top]);
     gst_message_unref (msg);
   }
-  cony_test_detach_bus (h, bus);
-  gst_harness_teardown (h);
-  ref_free (r);
-  g_free (x);
+  fixture_close (&f);
   g_unlink (good);
   g_unlink (bad);
   g_rmdir (dir);
