@@ -55,8 +55,7 @@ cony_test_pop_negotiation_error (GstBus *bus, const char *const *needles)
 void
 cony_test_assert_caps_refused (GstHarness *h, const char *caps_string, const char *const *needles)
 {
-  GstBus *bus = gst_bus_new ();
-  gst_element_set_bus (h->element, bus);
+  GstBus *bus = cony_test_attach_bus (h);
   GstPad *sinkpad = gst_element_get_static_pad (h->element, "sink");
   gst_pad_push_event (h->srcpad, gst_event_new_stream_start ("test"));
   GstCaps *caps = gst_caps_from_string (caps_string);
@@ -68,8 +67,7 @@ cony_test_assert_caps_refused (GstHarness *h, const char *caps_string, const cha
   if (needles != NULL)
     cony_test_pop_negotiation_error (bus, needles);
   gst_object_unref (sinkpad);
-  gst_element_set_bus (h->element, NULL);
-  gst_object_unref (bus);
+  cony_test_detach_bus (h, bus);
   gst_harness_teardown (h);
 }
 
