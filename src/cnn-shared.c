@@ -67,7 +67,6 @@ cnn_weights_acquire (const char *path, gboolean share, GError **error)
   CnnWeights *w = cnn_weights_load (path, error);
   if (w == NULL)
     return NULL;
-  w->users = 1;
   g_autofree char *after = key ? file_key (path) : NULL;
   if (key == NULL || g_strcmp0 (key, after) != 0)
     return w;

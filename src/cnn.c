@@ -28,6 +28,7 @@ CnnWeights *
 cnn_weights_new (void)
 {
   CnnWeights *w = g_new0 (CnnWeights, 1);
+  w->users = 1;
   g_mutex_init (&w->lazy);
   return w;
 }

@@ -268,8 +268,8 @@ test_errors_unchanged (void)
 
 /* ---------------------------------------------------------------- threads */
 
-#define N_THREADS 6
-#define ROUNDS 4
+#define N_THREADS 4
+#define ROUNDS 3
 
 typedef struct {
   GMutex lock;
