@@ -130,11 +130,12 @@ pw_forward (ConyCnn *cnn, Layer *l, const float *in, float *out, gsize nb)
   gsize M = (gsize) l->in_h * l->in_w * nb;
   guint K = l->in_c, N = l->out_c;
   const CnnKernels *kern = cnn_kernels ();
-  if (kern->wino_gemm != NULL && N % 16 == 0 && l->q != NULL) {
+  /* qscale, not q: q changes when packed; qscale comes with it and stays. */
+  if (kern->wino_gemm != NULL && N % 16 == 0 && l->qscale != NULL) {
     /* The weights may be shared with other threads' networks: pack once, under
      * the weights' lock; q_packed (read atomically) publishes the packed q. */
     if (!g_atomic_int_get (&l->q_packed)) {
-      g_mutex_lock (&cnn->w->lazy);
+      pthread_mutex_lock (&cnn->w->lazy);
       if (!l->q_packed) {
         gint8 *pk = g_new (gint8, (gsize) K * N);
         for (guint p = 0; p < N / 16; p++)
@@ -145,7 +146,7 @@ pw_forward (ConyCnn *cnn, Layer *l, const float *in, float *out, gsize nb)
         l->q = pk;
         g_atomic_int_set (&l->q_packed, TRUE);
       }
-      g_mutex_unlock (&cnn->w->lazy);
+      pthread_mutex_unlock (&cnn->w->lazy);
     }
     if (cnn->panel_cap < (gsize) 16 * K) {
       g_free (cnn->panel);
@@ -159,7 +160,7 @@ pw_forward (ConyCnn *cnn, Layer *l, const float *in, float *out, gsize nb)
   } else if (kern->wino_gemm != NULL && N % 16 == 0) {
     const float *packed = g_atomic_pointer_get (&l->wino[0]);
     if (packed == NULL) {
-      g_mutex_lock (&cnn->w->lazy);
+      pthread_mutex_lock (&cnn->w->lazy);
       if (l->wino[0] == NULL) {
         float *pk = g_new (float, (gsize) K *N);
         for (guint p = 0; p < N / 16; p++)
@@ -169,7 +170,7 @@ pw_forward (ConyCnn *cnn, Layer *l, const float *in, float *out, gsize nb)
         g_atomic_pointer_set (&l->wino[0], pk);
       }
       packed = l->wino[0];
-      g_mutex_unlock (&cnn->w->lazy);
+      pthread_mutex_unlock (&cnn->w->lazy);
     }
     kern->wino_gemm (M, N, K, in, packed, out);
   } else {

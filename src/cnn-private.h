@@ -9,6 +9,8 @@
 #include "cpu-private.h"
 #include "gemv-private.h"
 
+#include <pthread.h>
+
 typedef enum
 {
   LAYER_CONV,    /* 3x3 SAME conv (stride 1 or 2) + ReLU / ReLU6 */
@@ -48,7 +50,9 @@ typedef struct {
 /* The immutable part of a network: geometry, layers and their weights, metadata.
  * One is shared by every ConyCnn loaded from the same file (see cnn-shared.c); after
  * loading only the forms derived on first use change (Winograd-transformed and
- * panel-packed weights: wino[], q packing), each made once under @lazy. */
+ * panel-packed weights: wino[], q packing), each made once under @lazy. The locks
+ * are pthread mutexes rather than GMutex so that ThreadSanitizer, which does not
+ * see GLib's futex-based locks, can check this code. */
 typedef struct {
   char *source; /* file name or "random" (for messages) */
   guint in_h, in_w, in_c;
@@ -84,7 +88,7 @@ typedef struct {
   /* Sharing (cnn-shared.c). */
   int users;  /* ConyCnn holding these weights (under the registry's lock) */
   char *key;  /* registry key; NULL: private (random, sharing off, or modified) */
-  GMutex lazy; /* makes the derived forms (wino[], q packing) once */
+  pthread_mutex_t lazy; /* makes the derived forms (wino[], q packing) once */
 } CnnWeights;
 
 /* One user of a network: its settings and its scratch (not thread-safe). */

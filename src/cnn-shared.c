@@ -21,7 +21,7 @@
 #include <string.h>
 #include <sys/stat.h>
 
-G_LOCK_DEFINE_STATIC (registry);
+static pthread_mutex_t registry_lock = PTHREAD_MUTEX_INITIALIZER;
 static GHashTable *registry; /* key -> CnnWeights (the key is the weights' own) */
 
 /* The identity of the file at @path, or NULL where it cannot be taken (then the
@@ -57,9 +57,9 @@ cnn_weights_acquire (const char *path, gboolean share, GError **error)
 {
   g_autofree char *key = share ? file_key (path) : NULL;
   if (key != NULL) {
-    G_LOCK (registry);
+    pthread_mutex_lock (&registry_lock);
     CnnWeights *w = lookup_locked (key);
-    G_UNLOCK (registry);
+    pthread_mutex_unlock (&registry_lock);
     if (w != NULL)
       return w;
   }
@@ -70,7 +70,7 @@ cnn_weights_acquire (const char *path, gboolean share, GError **error)
   g_autofree char *after = key ? file_key (path) : NULL;
   if (key == NULL || g_strcmp0 (key, after) != 0)
     return w;
-  G_LOCK (registry);
+  pthread_mutex_lock (&registry_lock);
   CnnWeights *other = lookup_locked (key); /* another thread loaded it meanwhile */
   if (other == NULL) {
     if (registry == NULL)
@@ -78,7 +78,7 @@ cnn_weights_acquire (const char *path, gboolean share, GError **error)
     w->key = g_steal_pointer (&key);
     g_hash_table_insert (registry, w->key, w);
   }
-  G_UNLOCK (registry);
+  pthread_mutex_unlock (&registry_lock);
   if (other != NULL) {
     cnn_weights_free (w);
     return other;
@@ -103,11 +103,11 @@ cnn_weights_release (CnnWeights *w)
 {
   if (w == NULL)
     return;
-  G_LOCK (registry);
+  pthread_mutex_lock (&registry_lock);
   gboolean last = --w->users == 0;
   if (last)
     unregister_locked (w);
-  G_UNLOCK (registry);
+  pthread_mutex_unlock (&registry_lock);
   if (last)
     cnn_weights_free (w);
 }
@@ -139,7 +139,7 @@ weights_copy (CnnWeights *src)
 {
   CnnWeights *w = g_new (CnnWeights, 1);
   *w = *src;
-  g_mutex_init (&w->lazy); /* not src's (which may be locked) */
+  pthread_mutex_init (&w->lazy, NULL); /* not src's (which may be locked) */
   w->users = 1;
   w->key = NULL;
   w->source = g_strdup (src->source);
@@ -151,10 +151,10 @@ weights_copy (CnnWeights *src)
   w->in_mean = src->in_mean ? g_memdup2 (src->in_mean, sizeof (float) * src->in_c) : NULL;
   w->in_std = src->in_std ? g_memdup2 (src->in_std, sizeof (float) * src->in_c) : NULL;
   w->layers = g_new0 (Layer, src->n_layers);
-  g_mutex_lock (&src->lazy); /* q may be packed meanwhile */
+  pthread_mutex_lock (&src->lazy); /* q may be packed meanwhile */
   for (guint i = 0; i < src->n_layers; i++)
     layer_copy (&w->layers[i], &src->layers[i]);
-  g_mutex_unlock (&src->lazy);
+  pthread_mutex_unlock (&src->lazy);
   return w;
 }
 
@@ -162,11 +162,11 @@ void
 cnn_weights_make_private (ConyCnn *cnn)
 {
   CnnWeights *w = cnn->w;
-  G_LOCK (registry);
+  pthread_mutex_lock (&registry_lock);
   gboolean alone = w->users == 1;
   if (alone)
     unregister_locked (w); /* a later load must not find the changed weights */
-  G_UNLOCK (registry);
+  pthread_mutex_unlock (&registry_lock);
   if (alone)
     return;
   cnn->w = weights_copy (w);
@@ -183,9 +183,9 @@ guint
 cony_cnn_get_weights_users (const ConyCnn *cnn)
 {
   g_return_val_if_fail (cnn != NULL, 0);
-  G_LOCK (registry);
+  pthread_mutex_lock (&registry_lock);
   guint n = (guint) cnn->w->users;
-  G_UNLOCK (registry);
+  pthread_mutex_unlock (&registry_lock);
   return n;
 }
 

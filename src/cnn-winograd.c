@@ -322,11 +322,11 @@ cnn_conv_winograd (ConyCnn *cnn, Layer *l, guint m, const float *in, float *out,
    * publishes wino[] atomically, after wino_packed[]). */
   const float *U = g_atomic_pointer_get (&l->wino[m == 4]);
   if (U == NULL) {
-    g_mutex_lock (&cnn->w->lazy);
+    pthread_mutex_lock (&cnn->w->lazy);
     if (l->wino[m == 4] == NULL)
       winograd_weights (l, m);
     U = l->wino[m == 4];
-    g_mutex_unlock (&cnn->w->lazy);
+    pthread_mutex_unlock (&cnn->w->lazy);
   }
   if (cnn->wv == NULL) {
     cnn->wv = g_new (float, cnn->conv_cap * cnn->w->max_wv);

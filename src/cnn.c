@@ -29,7 +29,7 @@ cnn_weights_new (void)
 {
   CnnWeights *w = g_new0 (CnnWeights, 1);
   w->users = 1;
-  g_mutex_init (&w->lazy);
+  pthread_mutex_init (&w->lazy, NULL);
   return w;
 }
 
@@ -49,7 +49,7 @@ cnn_weights_free (CnnWeights *w)
   g_clear_pointer (&w->metadata, g_hash_table_unref);
   g_strfreev (w->labels);
   g_free (w->key);
-  g_mutex_clear (&w->lazy);
+  pthread_mutex_destroy (&w->lazy);
   g_free (w);
 }
 
