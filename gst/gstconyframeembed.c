@@ -580,7 +580,9 @@ gst_cony_frame_embed_get_property (GObject *object, guint prop_id, GValue *value
     case PROP_EVERY: g_value_set_uint (value, self->every); break;
     case PROP_PATCHES_X: g_value_set_uint (value, self->patches_x); break;
     case PROP_PATCHES_Y: g_value_set_uint (value, self->patches_y); break;
-    case PROP_MODEL_USERS: g_value_set_uint (value, gst_cony_element_model_users (self->cnn)); break;
+    case PROP_MODEL_USERS:
+      g_value_set_uint (value, gst_cony_element_model_users (self->cnn));
+      break;
     default: G_OBJECT_WARN_INVALID_PROPERTY_ID (object, prop_id, pspec); break;
   }
   GST_OBJECT_UNLOCK (self);

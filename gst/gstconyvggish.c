@@ -746,7 +746,9 @@ gst_cony_vggish_get_property (GObject *object, guint prop_id, GValue *value, GPa
     case PROP_STRIDE: g_value_set_uint (value, self->stride); break;
     case PROP_BATCH: g_value_set_uint (value, self->batch); break;
     case PROP_OUTPUT: g_value_set_enum (value, self->output); break;
-    case PROP_MODEL_USERS: g_value_set_uint (value, gst_cony_element_model_users (self->cnn)); break;
+    case PROP_MODEL_USERS:
+      g_value_set_uint (value, gst_cony_element_model_users (self->cnn));
+      break;
     default: G_OBJECT_WARN_INVALID_PROPERTY_ID (object, prop_id, pspec); break;
   }
   GST_OBJECT_UNLOCK (self);

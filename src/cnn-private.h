@@ -56,9 +56,9 @@ typedef struct {
 typedef struct {
   char *source; /* file name or "random" (for messages) */
   guint in_h, in_w, in_c;
-  guint out_dim;  /* floats of the last layer's output (the scores) */
-  guint feat_dim; /* floats per example at the end of the conv stack (first_fc) */
-  guint emb_dim;  /* floats of the embedding (the gap output before the head); 0: none */
+  guint out_dim;        /* floats of the last layer's output (the scores) */
+  guint feat_dim;       /* floats per example at the end of the conv stack (first_fc) */
+  guint emb_dim;        /* floats of the embedding (the gap output before the head); 0: none */
   gboolean mobilenet;   /* network = mobilenet_v1 */
   GHashTable *metadata; /* the file's __metadata__ (key -> value), NULL for random networks */
   char **labels;        /* the `labels` metadata, out_dim strings, or NULL */
@@ -71,9 +71,9 @@ typedef struct {
   float *pca_mu; /* D */
 
   /* Scratch sizes of one example. */
-  gsize max_act;    /* largest activation (floats) */
-  gsize conv_batch; /* examples a batch runs through the conv stack together */
-  gsize max_col;    /* largest im2col matrix (floats) */
+  gsize max_act;        /* largest activation (floats) */
+  gsize conv_batch;     /* examples a batch runs through the conv stack together */
+  gsize max_col;        /* largest im2col matrix (floats) */
   gsize max_wv, max_wm; /* Winograd scratch: n*n x tiles x Cin, n*n x tiles x Cout */
   gsize max_ch;         /* widest conv layer (channels) */
 
@@ -86,8 +86,8 @@ typedef struct {
   gboolean global_pool;
 
   /* Sharing (cnn-shared.c). */
-  int users;  /* ConyCnn holding these weights (under the registry's lock) */
-  char *key;  /* registry key; NULL: private (random, sharing off, or modified) */
+  int users;            /* ConyCnn holding these weights (under the registry's lock) */
+  char *key;            /* registry key; NULL: private (random, sharing off, or modified) */
   pthread_mutex_t lazy; /* makes the derived forms (wino[], q packing) once */
 } CnnWeights;
 
@@ -101,8 +101,8 @@ struct _ConyCnn {
   float *own_pca_e, *own_pca_mu;
 
   /* Scratch. */
-  gsize conv_cap;   /* examples the conv scratch (act, col, norm, Winograd) holds */
-  gsize col_cap;    /* floats allocated in col (made when an im2col layer runs) */
+  gsize conv_cap; /* examples the conv scratch (act, col, norm, Winograd) holds */
+  gsize col_cap;  /* floats allocated in col (made when an im2col layer runs) */
   float *act_a, *act_b, *col;
   gsize fc_batch_cap; /* examples the FC scratch holds */
   float *fc_a, *fc_b;

@@ -150,7 +150,8 @@ cnn_same_out (guint in, guint stride, guint *pad_before)
 }
 
 static gboolean
-chain_error (const CnnWeights *cnn, const Layer *l, const char *what, gsize got, gsize want, GError **error)
+chain_error (const CnnWeights *cnn, const Layer *l, const char *what, gsize got, gsize want,
+    GError **error)
 {
   g_set_error (error, CONY_ERROR, CONY_ERROR_SHAPE,
       "%s: tensor %s.weight has %" G_GSIZE_FORMAT " %s, expected %" G_GSIZE_FORMAT
@@ -434,7 +435,8 @@ cony_cnn_describe (const ConyCnn *cnn)
   }
   for (guint i = 0; i < cnn->w->n_layers; i++) {
     const Layer *l = &cnn->w->layers[i];
-    gboolean relu = l->relu || (l->kind == LAYER_FC && i + 1 == cnn->w->n_layers && cnn->final_relu);
+    gboolean relu = l->relu
+        || (l->kind == LAYER_FC && i + 1 == cnn->w->n_layers && cnn->final_relu);
     const char *act = isfinite (l->relu_max) ? "ReLU6" : "ReLU";
     switch (l->kind) {
       case LAYER_CONV:

@@ -12,14 +12,15 @@
 #define D 64
 #define MS (GST_MSECOND)
 #define N_FRAMES 300
-#define TOKEN_CAPS "other/tensors,format=static,num_tensors=1,types=float32,dimensions=(string)64:1,framerate=100/1"
+#define TOKEN_CAPS \
+  "other/tensors,format=static,num_tensors=1,types=float32,dimensions=(string)64:1,framerate=100/1"
 #define CAPS_GAP "video/x-raw,format=RGB,width=22,height=20,framerate=25/1"
 
 static char *
 yamnet_path (void)
 {
-  return g_build_filename (g_getenv ("CONY_SOURCE_ROOT"), "models", "yamnet",
-      "yamnet.safetensors", NULL);
+  return g_build_filename (g_getenv ("CONY_SOURCE_ROOT"), "models", "yamnet", "yamnet.safetensors",
+      NULL);
 }
 
 static GstHarness *
