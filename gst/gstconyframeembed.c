@@ -23,7 +23,9 @@
  * they negotiate it by themselves). Pixel values are divided by 255 before the
  * model's normalisation, so a model sees values in 0..1 as torchvision's
  * ToTensor gives them. The model is loaded on READY->PAUSED; a missing or
- * invalid file is an error and the state change fails.
+ * invalid file is an error and the state change fails. Elements of the same
+ * unchanged file in one process share one copy of its weights (the read-only
+ * #GstConyFrameEmbed:model-users counts them).
  *
  * ## Patches
  *

@@ -25,8 +25,11 @@
  * embeddings.K.*; training/convert_vggish.py) or a network=mobilenet_v1 file
  * (layers.I.*, e.g. models/yamnet/yamnet.safetensors). It is loaded on
  * READY->PAUSED; a missing or invalid file is an error and the state change
- * fails. #GstConyVggish:window, if set, must equal the model's input height,
- * and the input tokens must have the model's input width (64 mel bands).
+ * fails. Elements (and other loads) of the same unchanged file in one process
+ * share one copy of its weights (cony_cnn_load()); the read-only
+ * #GstConyVggish:model-users counts them. #GstConyVggish:window, if set, must
+ * equal the model's input height, and the input tokens must have the model's
+ * input width (64 mel bands).
  *
  * ## Timestamps and latency
  *
