@@ -112,6 +112,9 @@
  * shared networks give bit-identical results and run in parallel threads
  * (one ConyCnn per thread, as before). cony_cnn_set_fc_f16() on shared
  * weights first makes them a private copy. cony_cnn_load_private() opts out.
+ * The registry lives in libcony, a static library: each program or plugin linking
+ * it has its own (the GStreamer plugin's elements share one among themselves).
+ * Weights come from the first loader; error messages about them name its path.
  */
 #pragma once
 #include <glib.h>
