@@ -63,7 +63,9 @@ cnn_weights_acquire (const char *path, gboolean share, GError **error)
     if (w != NULL)
       return w;
   }
-  /* Loaded outside the lock: other files load meanwhile. */
+  /* Loaded outside the lock: other files load meanwhile. Threads loading the same file
+   * at the same moment each read it; the first to finish registers its copy and the
+   * others drop theirs (a brief peak, then one copy). */
   CnnWeights *w = cnn_weights_load (path, error);
   if (w == NULL)
     return NULL;
