@@ -1,8 +1,9 @@
 #!/usr/bin/python3
 """CPU used by a live audio pipeline, measured (bench/RESULTS.md, "live CPU").
 
-usage: GST_PLUGIN_PATH=build/gst bench/live_cpu.py [SECONDS [TRANSFORMER [STREAMS]]]
-       (default 60 s, models/audio/transformer.safetensors, 1 stream)
+usage: GST_PLUGIN_PATH=build/gst bench/live_cpu.py [--chain-only] [SECONDS [TRANSFORMER [STREAMS]]]
+       (default 60 s, models/audio/transformer.safetensors, 1 stream; --chain-only: leave
+       out the run of the source alone)
 
 Runs, one after the other, for SECONDS of live audio each (audiotestsrc is-live=true,
 pink noise, 16 kHz mono F32, 0.1 s buffers, stopped by num-buffers):
@@ -40,6 +41,9 @@ def run(name, pipeline):
 
 
 def main():
+    chain_only = "--chain-only" in sys.argv
+    if chain_only:
+        sys.argv.remove("--chain-only")
     seconds = float(sys.argv[1]) if len(sys.argv) > 1 else 60.0
     root = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
     tf = sys.argv[2] if len(sys.argv) > 2 else os.path.join(root, "models", "audio",
@@ -52,7 +56,8 @@ def main():
              "! conytransformer model=%s post-messages=false ! fakesink"
              % (mel, default_cnn(tf), cnn, tf))
     rc = run("chain" if streams == 1 else "chain×%d" % streams, " ".join([chain] * streams))
-    rc |= run("source", src + " ! fakesink")
+    if not chain_only:
+        rc |= run("source", src + " ! fakesink")
     return rc
 
 

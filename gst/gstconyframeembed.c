@@ -23,7 +23,9 @@
  * they negotiate it by themselves). Pixel values are divided by 255 before the
  * model's normalisation, so a model sees values in 0..1 as torchvision's
  * ToTensor gives them. The model is loaded on READY->PAUSED; a missing or
- * invalid file is an error and the state change fails.
+ * invalid file is an error and the state change fails. Elements of the same
+ * unchanged file in one process share one copy of its weights (the read-only
+ * #GstConyFrameEmbed:model-users counts them).
  *
  * ## Patches
  *
@@ -105,6 +107,7 @@ enum
   PROP_EVERY,
   PROP_PATCHES_X,
   PROP_PATCHES_Y,
+  PROP_MODEL_USERS,
 };
 
 #define SINK_CAPS \
@@ -491,8 +494,7 @@ gst_cony_frame_embed_start (GstBaseTransform *trans)
 
   if (!gst_cony_element_check_model (GST_ELEMENT (self), model, "an image CNN safetensors file"))
     goto fail;
-  self->cnn = cony_cnn_load (model, &error);
-  if (!gst_cony_element_check_loaded (GST_ELEMENT (self), self->cnn != NULL, model, error))
+  if (!gst_cony_element_load_cnn (GST_ELEMENT (self), &self->cnn, model))
     goto fail;
   if (!gst_cony_token_source_init (&self->source, model, "scores", &error)) {
     GST_ELEMENT_ERROR (self, RESOURCE, OPEN_READ, ("Could not read the model: %s", error->message),
@@ -537,7 +539,7 @@ static gboolean
 gst_cony_frame_embed_stop (GstBaseTransform *trans)
 {
   GstConyFrameEmbed *self = GST_CONY_FRAME_EMBED (trans);
-  g_clear_pointer (&self->cnn, cony_cnn_free);
+  gst_cony_element_free_cnn (GST_ELEMENT (self), &self->cnn);
   gst_cony_token_source_clear (&self->source);
   g_clear_pointer (&self->in, g_free);
   self->have_info = FALSE;
@@ -580,6 +582,9 @@ gst_cony_frame_embed_get_property (GObject *object, guint prop_id, GValue *value
     case PROP_EVERY: g_value_set_uint (value, self->every); break;
     case PROP_PATCHES_X: g_value_set_uint (value, self->patches_x); break;
     case PROP_PATCHES_Y: g_value_set_uint (value, self->patches_y); break;
+    case PROP_MODEL_USERS:
+      g_value_set_uint (value, gst_cony_element_model_users (self->cnn));
+      break;
     default: G_OBJECT_WARN_INVALID_PROPERTY_ID (object, prop_id, pspec); break;
   }
   GST_OBJECT_UNLOCK (self);
@@ -647,6 +652,7 @@ gst_cony_frame_embed_class_init (GstConyFrameEmbedClass *klass)
   g_object_class_install_property (gobject_class, PROP_PATCHES_Y,
       g_param_spec_uint ("patches-y", "Patches down",
           "Rows of model-sized tiles per frame, one token each", 1, 64, DEFAULT_PATCHES, flags));
+  gst_cony_element_install_model_users (gobject_class, PROP_MODEL_USERS);
 
   gst_element_class_add_static_pad_template (element_class, &sink_template);
   gst_element_class_add_static_pad_template (element_class, &src_template);

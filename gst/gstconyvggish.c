@@ -25,8 +25,11 @@
  * embeddings.K.*; training/convert_vggish.py) or a network=mobilenet_v1 file
  * (layers.I.*, e.g. models/yamnet/yamnet.safetensors). It is loaded on
  * READY->PAUSED; a missing or invalid file is an error and the state change
- * fails. #GstConyVggish:window, if set, must equal the model's input height,
- * and the input tokens must have the model's input width (64 mel bands).
+ * fails. Elements (and other loads) of the same unchanged file in one process
+ * share one copy of its weights (cony_cnn_load()); the read-only
+ * #GstConyVggish:model-users counts them. #GstConyVggish:window, if set, must
+ * equal the model's input height, and the input tokens must have the model's
+ * input width (64 mel bands).
  *
  * ## Timestamps and latency
  *
@@ -125,6 +128,7 @@ enum
   PROP_STRIDE,
   PROP_BATCH,
   PROP_OUTPUT,
+  PROP_MODEL_USERS,
 };
 
 static GstStaticPadTemplate sink_template = GST_STATIC_PAD_TEMPLATE ("sink", GST_PAD_SINK,
@@ -614,8 +618,7 @@ gst_cony_vggish_start (GstElement *element)
 
   if (!gst_cony_element_check_model (element, model, "a VGGish-style safetensors file"))
     goto fail;
-  self->cnn = cony_cnn_load (model, &error);
-  if (!gst_cony_element_check_loaded (GST_ELEMENT (self), self->cnn != NULL, model, error))
+  if (!gst_cony_element_load_cnn (element, &self->cnn, model))
     goto fail;
   if (!cony_cnn_set_output (self->cnn, (ConyCnnOutput) output, &error)) {
     GST_ELEMENT_ERROR (self, LIBRARY, SETTINGS, ("output=embedding: %s", error->message),
@@ -671,7 +674,7 @@ gst_cony_vggish_start (GstElement *element)
 
 fail:
   g_clear_error (&error);
-  g_clear_pointer (&self->cnn, cony_cnn_free);
+  gst_cony_element_free_cnn (element, &self->cnn);
   gst_cony_token_source_clear (&self->source);
   g_free (model);
   g_free (pca);
@@ -682,7 +685,7 @@ static void
 gst_cony_vggish_stop (GstElement *element)
 {
   GstConyVggish *self = GST_CONY_VGGISH (element);
-  g_clear_pointer (&self->cnn, cony_cnn_free);
+  gst_cony_element_free_cnn (element, &self->cnn);
   gst_cony_token_source_clear (&self->source);
   g_clear_pointer (&self->frames, g_free);
   g_clear_pointer (&self->out, g_free);
@@ -746,6 +749,9 @@ gst_cony_vggish_get_property (GObject *object, guint prop_id, GValue *value, GPa
     case PROP_STRIDE: g_value_set_uint (value, self->stride); break;
     case PROP_BATCH: g_value_set_uint (value, self->batch); break;
     case PROP_OUTPUT: g_value_set_enum (value, self->output); break;
+    case PROP_MODEL_USERS:
+      g_value_set_uint (value, gst_cony_element_model_users (self->cnn));
+      break;
     default: G_OBJECT_WARN_INVALID_PROPERTY_ID (object, prop_id, pspec); break;
   }
   GST_OBJECT_UNLOCK (self);
@@ -856,6 +862,7 @@ gst_cony_vggish_class_init (GstConyVggishClass *klass)
       g_param_spec_enum ("output", "Output",
           "Per window: the network's last layer (scores) or the pooled embedding before its head",
           GST_TYPE_CONY_VGGISH_OUTPUT, DEFAULT_OUTPUT, flags));
+  gst_cony_element_install_model_users (gobject_class, PROP_MODEL_USERS);
 
   gst_element_class_add_static_pad_template (element_class, &sink_template);
   gst_element_class_add_static_pad_template (element_class, &src_template);

@@ -2,7 +2,8 @@
 # Sets up, builds and runs every test; the last line is "N passed, N failed".
 # Without arguments it also runs the hardening checks, counted in the same line: the
 # clang build (build-clang/), the libcony and GstHarness tests under ASan + UBSan + LSan
-# (scripts/sanitize.sh --ci, build-asan/) and each fuzz harness for 60 s
+# (scripts/sanitize.sh --ci, build-asan/), the shared-CNN thread test under TSan
+# (build-tsan/) and each fuzz harness for 60 s
 # (tests/fuzz/run.sh, build-fuzz/; CONY_FUZZ_SECONDS changes it). CONY_HARDENING=0 skips
 # them; arguments go to `meson test` for the normal suite only.
 set -uo pipefail
@@ -44,6 +45,16 @@ if [ $# -eq 0 ] && [ "${CONY_HARDENING:-1}" != 0 ]; then
   hardening "sanitizers: libcony" build-asan/meson-logs/sanitize-libcony.json \
     bash scripts/sanitize.sh --ci
   [ -f build-asan/meson-logs/sanitize-gst.json ] && logs+=(build-asan/meson-logs/sanitize-gst.json)
+  # The shared CNN weights under ThreadSanitizer (clang: gcc's target_clones resolvers
+  # crash under TSan); GLib's slice allocator would look racy to it.
+  tsan_shared_cnn () {
+    [ -f build-tsan/build.ninja ] || CC=clang meson setup build-tsan -Db_sanitize=thread \
+      -Db_lundef=false --buildtype=debugoptimized >/dev/null || return 1
+    ninja -C build-tsan -j 2 tests/test_cnn_shared >/dev/null || return 1
+    G_SLICE=always-malloc TSAN_OPTIONS=halt_on_error=1 OPENBLAS_NUM_THREADS=1 \
+      meson test -C build-tsan --no-rebuild --print-errorlogs --logbase tsan cnn_shared
+  }
+  hardening "thread sanitizer: shared CNN" build-tsan/meson-logs/tsan.json tsan_shared_cnn
   hardening "fuzz smoke" build-fuzz/meson-logs/fuzz.json \
     env CONY_FUZZ_JOBS=2 bash tests/fuzz/run.sh "${CONY_FUZZ_SECONDS:-60}"
 fi

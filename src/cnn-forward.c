@@ -130,16 +130,23 @@ pw_forward (ConyCnn *cnn, Layer *l, const float *in, float *out, gsize nb)
   gsize M = (gsize) l->in_h * l->in_w * nb;
   guint K = l->in_c, N = l->out_c;
   const CnnKernels *kern = cnn_kernels ();
-  if (kern->wino_gemm != NULL && N % 16 == 0 && l->q != NULL) {
-    if (!l->q_packed) {
-      gint8 *pk = g_new (gint8, (gsize) K * N);
-      for (guint p = 0; p < N / 16; p++)
-        for (guint i = 0; i < K; i++)
-          for (guint j = 0; j < 16; j++)
-            pk[((gsize) p * K + i) * 16 + j] = l->q[(gsize) (16 * p + j) * K + i];
-      g_free (l->q);
-      l->q = pk;
-      l->q_packed = TRUE;
+  /* qscale, not q: q changes when packed; qscale comes with it and stays. */
+  if (kern->wino_gemm != NULL && N % 16 == 0 && l->qscale != NULL) {
+    /* The weights may be shared with other threads' networks: pack once, under
+     * the weights' lock; q_packed (read atomically) publishes the packed q. */
+    if (!g_atomic_int_get (&l->q_packed)) {
+      pthread_mutex_lock (&cnn->w->lazy);
+      if (!l->q_packed) {
+        gint8 *pk = g_new (gint8, (gsize) K * N);
+        for (guint p = 0; p < N / 16; p++)
+          for (guint i = 0; i < K; i++)
+            for (guint j = 0; j < 16; j++)
+              pk[((gsize) p * K + i) * 16 + j] = l->q[(gsize) (16 * p + j) * K + i];
+        g_free (l->q);
+        l->q = pk;
+        g_atomic_int_set (&l->q_packed, TRUE);
+      }
+      pthread_mutex_unlock (&cnn->w->lazy);
     }
     if (cnn->panel_cap < (gsize) 16 * K) {
       g_free (cnn->panel);
@@ -151,15 +158,21 @@ pw_forward (ConyCnn *cnn, Layer *l, const float *in, float *out, gsize nb)
       kern->gemm_panel (M, N, K, in, cnn->panel, out + 16 * p);
     }
   } else if (kern->wino_gemm != NULL && N % 16 == 0) {
-    if (l->wino[0] == NULL) {
-      float *pk = g_new (float, (gsize) K *N);
-      for (guint p = 0; p < N / 16; p++)
-        for (guint i = 0; i < K; i++)
-          memcpy (pk + ((gsize) p * K + i) * 16, l->w + (gsize) i * N + 16 * p,
-              16 * sizeof (float));
-      l->wino[0] = pk;
+    const float *packed = g_atomic_pointer_get (&l->wino[0]);
+    if (packed == NULL) {
+      pthread_mutex_lock (&cnn->w->lazy);
+      if (l->wino[0] == NULL) {
+        float *pk = g_new (float, (gsize) K *N);
+        for (guint p = 0; p < N / 16; p++)
+          for (guint i = 0; i < K; i++)
+            memcpy (pk + ((gsize) p * K + i) * 16, l->w + (gsize) i * N + 16 * p,
+                16 * sizeof (float));
+        g_atomic_pointer_set (&l->wino[0], pk);
+      }
+      packed = l->wino[0];
+      pthread_mutex_unlock (&cnn->w->lazy);
     }
-    kern->wino_gemm (M, N, K, in, l->wino[0], out);
+    kern->wino_gemm (M, N, K, in, packed, out);
   } else {
     cblas_sgemm (CblasRowMajor, CblasNoTrans, CblasNoTrans, (int) M, (int) N, (int) K, 1.0f, in,
         (int) K, l->w, (int) N, 0.0f, out, (int) N);
@@ -209,31 +222,31 @@ gap_forward (const Layer *l, const float *in, float *out, gsize nb)
 static void
 prepare_input (ConyCnn *cnn, const float *input, gsize nb)
 {
-  guint C = cnn->in_c;
-  gsize cols = (gsize) cnn->in_w * C, plane = cols * cnn->in_h;
+  guint C = cnn->w->in_c;
+  gsize cols = (gsize) cnn->w->in_w * C, plane = cols * cnn->w->in_h;
   memcpy (cnn->norm, input, sizeof (float) * plane * nb);
-  if (cnn->center_height) {
+  if (cnn->w->center_height) {
     double *sum = cnn->col_sum;
     for (gsize e = 0; e < nb; e++) {
       float *x = cnn->norm + e * plane;
       memset (sum, 0, sizeof (double) * cols);
-      for (guint h = 0; h < cnn->in_h; h++)
+      for (guint h = 0; h < cnn->w->in_h; h++)
         for (gsize j = 0; j < cols; j++)
           sum[j] += x[h * cols + j];
       for (gsize j = 0; j < cols; j++)
-        sum[j] /= cnn->in_h;
-      for (guint h = 0; h < cnn->in_h; h++)
+        sum[j] /= cnn->w->in_h;
+      for (guint h = 0; h < cnn->w->in_h; h++)
         for (gsize j = 0; j < cols; j++)
           x[h * cols + j] -= (float) sum[j];
     }
   }
-  if (cnn->in_mean != NULL) {
+  if (cnn->w->in_mean != NULL) {
     float *inv = g_alloca (sizeof (float) * C);
     for (guint k = 0; k < C; k++)
-      inv[k] = 1.0f / cnn->in_std[k];
+      inv[k] = 1.0f / cnn->w->in_std[k];
     for (gsize p = 0; p < plane / C * nb; p++)
       for (guint k = 0; k < C; k++)
-        cnn->norm[p * C + k] = (cnn->norm[p * C + k] - cnn->in_mean[k]) * inv[k];
+        cnn->norm[p * C + k] = (cnn->norm[p * C + k] - cnn->w->in_mean[k]) * inv[k];
   }
 }
 
@@ -243,14 +256,14 @@ static const float *
 features_forward (ConyCnn *cnn, const float *input, gsize nb)
 {
   const float *cur = input;
-  if (cnn->in_mean != NULL || cnn->center_height) {
+  if (cnn->w->in_mean != NULL || cnn->w->center_height) {
     prepare_input (cnn, input, nb);
     cur = cnn->norm;
   }
   float *bufs[2] = { cnn->act_a, cnn->act_b };
   int which = 0;
-  for (guint i = 0; i < cnn->first_fc; i++) {
-    Layer *l = &cnn->layers[i];
+  for (guint i = 0; i < cnn->w->first_fc; i++) {
+    Layer *l = &cnn->w->layers[i];
     float *out = bufs[which];
     guint tile = l->kind == LAYER_CONV ? cnn_wino_tile (cnn, l, nb) : 0;
     if (tile != 0)
@@ -316,9 +329,9 @@ fc_forward (ConyCnn *cnn, const float *in, gsize n, float *out)
   const float *cur = in;
   float *bufs[2] = { cnn->fc_a, cnn->fc_b };
   int which = 0;
-  for (guint i = cnn->first_fc; i < cnn->n_layers; i++) {
-    const Layer *l = &cnn->layers[i];
-    gboolean last = i + 1 == cnn->n_layers;
+  for (guint i = cnn->w->first_fc; i < cnn->w->n_layers; i++) {
+    const Layer *l = &cnn->w->layers[i];
+    gboolean last = i + 1 == cnn->w->n_layers;
     float *dst = last ? out : bufs[which];
     if (l->kind == LAYER_SIGMOID) {
       for (gsize j = 0; j < n * l->out_c; j++)
@@ -347,8 +360,8 @@ ensure_fc_scratch (ConyCnn *cnn, gsize n)
   if (cnn->fc_batch_cap >= n)
     return;
   gsize width = 0;
-  for (guint i = cnn->first_fc; i < cnn->n_layers; i++)
-    width = MAX (width, MAX ((gsize) cnn->layers[i].in_c, (gsize) cnn->layers[i].out_c));
+  for (guint i = cnn->w->first_fc; i < cnn->w->n_layers; i++)
+    width = MAX (width, MAX ((gsize) cnn->w->layers[i].in_c, (gsize) cnn->w->layers[i].out_c));
   g_free (cnn->fc_a);
   g_free (cnn->fc_b);
   cnn->fc_a = g_new (float, width *n);
@@ -378,10 +391,10 @@ cony_cnn_forward_batch (ConyCnn *cnn, const float *input, gsize n, float *out)
   g_return_if_fail (cnn != NULL);
   g_return_if_fail (n == 0 || (input != NULL && out != NULL));
   gsize in_size = cony_cnn_get_input_size (cnn);
-  gsize flat = cnn->feat_dim;
+  gsize flat = cnn->w->feat_dim;
   /* Without the head (embedding output, or no FC layers) the conv stack's output is
    * the result. */
-  gboolean head = cnn->first_fc < cnn->n_layers && cnn->output != CONY_CNN_OUTPUT_EMBEDDING;
+  gboolean head = cnn->w->first_fc < cnn->w->n_layers && cnn->output != CONY_CNN_OUTPUT_EMBEDDING;
   gsize od = cony_cnn_get_output_size (cnn);
   for (gsize start = 0; start < n; start += FC_CHUNK) {
     gsize m = MIN ((gsize) FC_CHUNK, n - start);
@@ -393,7 +406,7 @@ cony_cnn_forward_batch (ConyCnn *cnn, const float *input, gsize n, float *out)
     if (cnn->profiling)
       clocks (&w0, &c0);
     float *gathered = head ? cnn->fc_b : out + start * od;
-    gsize cb = MIN (cnn->conv_batch, m);
+    gsize cb = MIN (cnn->w->conv_batch, m);
     cnn_ensure_conv_scratch (cnn, cb);
     for (gsize k = 0; k < m; k += cb) {
       gsize nb = MIN (cb, m - k);

@@ -172,7 +172,8 @@ read_bias (const ConySafetensors *st, const char *base, guint n, GError **error)
 }
 
 static gboolean
-read_pca (ConyCnn *cnn, const ConySafetensors *st, gboolean required, GError **error)
+read_pca (const ConySafetensors *st, guint d, gboolean required, float **pca_e, float **pca_mu,
+    GError **error)
 {
   const char *path = cony_safetensors_path (st);
   const char *en = "pca_eigen_vectors", *mn = "pca_means";
@@ -194,8 +195,7 @@ read_pca (ConyCnn *cnn, const ConySafetensors *st, gboolean required, GError **e
   if (ei == NULL && mi == NULL) {
     if (required)
       g_set_error (error, CONY_ERROR, CONY_ERROR_MISSING,
-          "%s: no tensor pca_eigen_vectors (%u, %u) / pca_means (%u)", path, cnn->out_dim,
-          cnn->out_dim, cnn->out_dim);
+          "%s: no tensor pca_eigen_vectors (%u, %u) / pca_means (%u)", path, d, d, d);
     return !required;
   }
   if (ei == NULL || mi == NULL) {
@@ -204,7 +204,6 @@ read_pca (ConyCnn *cnn, const ConySafetensors *st, gboolean required, GError **e
         mn);
     return FALSE;
   }
-  guint d = cnn->out_dim;
   gsize eshape[2] = { d, d };
   float *e = cony_safetensors_get_f32 (st, en, 2, eshape, error);
   if (e == NULL)
@@ -215,10 +214,10 @@ read_pca (ConyCnn *cnn, const ConySafetensors *st, gboolean required, GError **e
     g_free (e);
     return FALSE;
   }
-  g_free (cnn->pca_e);
-  g_free (cnn->pca_mu);
-  cnn->pca_e = e;
-  cnn->pca_mu = m;
+  g_free (*pca_e);
+  g_free (*pca_mu);
+  *pca_e = e;
+  *pca_mu = m;
   return TRUE;
 }
 
@@ -411,7 +410,7 @@ keep_int8 (const WeightSource *src, Layer *l, GError **error)
  * for random networks each conv3x3/conv1x1/fc word carries its width, "conv1x1:64").
  * Tensors of a file that no layer reads are refused. */
 static gboolean
-mobilenet_layers (ConyCnn *cnn, WeightSource *src, const char *words, float relu_max,
+mobilenet_layers (CnnWeights *cnn, WeightSource *src, const char *words, float relu_max,
     GError **error)
 {
   g_auto (GStrv) tokens = g_strsplit_set (words, " \t\r\n", -1);
@@ -531,7 +530,7 @@ mobilenet_layers (ConyCnn *cnn, WeightSource *src, const char *words, float relu
 }
 
 static gboolean
-load_mobilenet (ConyCnn *cnn, const ConySafetensors *st, GError **error)
+load_mobilenet (CnnWeights *cnn, const ConySafetensors *st, GError **error)
 {
   const char *act = cony_safetensors_metadata (st, "activation");
   const char *words = cony_safetensors_metadata (st, "layers");
@@ -556,7 +555,7 @@ load_mobilenet (ConyCnn *cnn, const ConySafetensors *st, GError **error)
 /* Keeps the file's metadata and parses `labels` (a JSON list of strings, one per
  * score). */
 static gboolean
-read_labels_and_metadata (ConyCnn *cnn, const ConySafetensors *st, GError **error)
+read_labels_and_metadata (CnnWeights *cnn, const ConySafetensors *st, GError **error)
 {
   guint n;
   g_autofree const char **keys = cony_safetensors_metadata_keys (st, &n);
@@ -593,15 +592,14 @@ read_labels_and_metadata (ConyCnn *cnn, const ConySafetensors *st, GError **erro
   return TRUE;
 }
 
-ConyCnn *
-cony_cnn_load (const char *path, GError **error)
+CnnWeights *
+cnn_weights_load (const char *path, GError **error)
 {
-  g_return_val_if_fail (path != NULL, NULL);
   g_autoptr (ConySafetensors) st = cony_safetensors_open (path, error);
   if (st == NULL)
     return NULL;
 
-  g_autoptr (ConyCnn) cnn = g_new0 (ConyCnn, 1);
+  g_autoptr (CnnWeights) cnn = cnn_weights_new ();
   cnn->source = g_strdup (path);
   if (!meta_uint (st, "input_height", 96, &cnn->in_h, error)
       || !meta_uint (st, "input_width", 64, &cnn->in_w, error)
@@ -852,19 +850,19 @@ cony_cnn_load (const char *path, GError **error)
   cnn->layers = (Layer *) g_array_free (layers, FALSE);
   if (!ok || !cnn_finish_geometry (cnn, error))
     return NULL;
-  if (!read_pca (cnn, st, FALSE, error) || !read_labels_and_metadata (cnn, st, error))
+  if (!read_pca (st, cnn->out_dim, FALSE, &cnn->pca_e, &cnn->pca_mu, error)
+      || !read_labels_and_metadata (cnn, st, error))
     return NULL;
   return g_steal_pointer (&cnn);
 }
 
 gboolean
-cony_cnn_load_pca (ConyCnn *cnn, const char *path, GError **error)
+cnn_read_pca_file (const char *path, guint d, float **e, float **mu, GError **error)
 {
-  g_return_val_if_fail (cnn != NULL && path != NULL, FALSE);
   g_autoptr (ConySafetensors) st = cony_safetensors_open (path, error);
   if (st == NULL)
     return FALSE;
-  return read_pca (cnn, st, TRUE, error);
+  return read_pca (st, d, TRUE, e, mu, error);
 }
 
 /* ---------------------------------------------------------------- random */
@@ -879,7 +877,7 @@ cony_cnn_new_random (const char *layout, guint input_height, guint input_width,
         input_height, input_width, input_channels);
     return NULL;
   }
-  g_autoptr (ConyCnn) cnn = g_new0 (ConyCnn, 1);
+  g_autoptr (CnnWeights) cnn = cnn_weights_new ();
   cnn->source = g_strdup_printf ("random CNN \"%s\"", layout);
   cnn->in_h = input_height;
   cnn->in_w = input_width;
@@ -895,7 +893,7 @@ cony_cnn_new_random (const char *layout, guint input_height, guint input_width,
       WeightSource src = { .st = NULL, .rng = seed };
       if (!mobilenet_layers (cnn, &src, layout, 6.0f, error) || !cnn_finish_geometry (cnn, error))
         return NULL;
-      return g_steal_pointer (&cnn);
+      return cnn_new (g_steal_pointer (&cnn));
     }
 
   g_auto (GStrv) tokens = g_strsplit_set (layout, " \t,", -1);
@@ -983,5 +981,5 @@ cony_cnn_new_random (const char *layout, guint input_height, guint input_width,
   }
   if (!cnn_finish_geometry (cnn, error))
     return NULL;
-  return g_steal_pointer (&cnn);
+  return cnn_new (g_steal_pointer (&cnn));
 }

@@ -1,12 +1,15 @@
 /* Private parts of the CNN engine shared by src/cnn*.c (see include/cony/cnn.h):
  * cnn.c       lifetime, geometry, getters and setters, the PCA postprocess;
  * cnn-load.c  model files and random networks;
+ * cnn-shared.c    the process-wide registry that shares loaded weights;
  * cnn-winograd.c  Winograd F(2x2)/F(4x4) convolutions and the CPU kernel choice;
  * cnn-forward.c   the forward pass (im2col, pools, FC layers, batching). */
 #pragma once
 #include "cony/cnn.h"
 #include "cpu-private.h"
 #include "gemv-private.h"
+
+#include <pthread.h>
 
 typedef enum
 {
@@ -44,30 +47,62 @@ typedef struct {
   gboolean wino_packed[2]; /* wino[] in 16-column panels for the wino_gemm kernel */
 } Layer;
 
-struct _ConyCnn {
+/* The immutable part of a network: geometry, layers and their weights, metadata.
+ * One is shared by every ConyCnn loaded from the same file (see cnn-shared.c); after
+ * loading only the forms derived on first use change (Winograd-transformed and
+ * panel-packed weights: wino[], q packing), each made once under @lazy. The locks
+ * are pthread mutexes rather than GMutex so that ThreadSanitizer, which does not
+ * see GLib's futex-based locks, can check this code. */
+typedef struct {
   char *source; /* file name or "random" (for messages) */
   guint in_h, in_w, in_c;
-  guint out_dim;  /* floats of the last layer's output (the scores) */
-  guint feat_dim; /* floats per example at the end of the conv stack (first_fc) */
-  guint emb_dim;  /* floats of the embedding (the gap output before the head); 0: none */
-  ConyCnnOutput output;
+  guint out_dim;        /* floats of the last layer's output (the scores) */
+  guint feat_dim;       /* floats per example at the end of the conv stack (first_fc) */
+  guint emb_dim;        /* floats of the embedding (the gap output before the head); 0: none */
   gboolean mobilenet;   /* network = mobilenet_v1 */
   GHashTable *metadata; /* the file's __metadata__ (key -> value), NULL for random networks */
   char **labels;        /* the `labels` metadata, out_dim strings, or NULL */
-  gboolean final_relu;
+  gboolean final_relu;  /* the file's final_relu (each ConyCnn starts with it) */
   Layer *layers;
   guint n_layers;
   guint first_fc; /* index of the first FC layer */
 
-  float *pca_e;  /* D x D [out, in] */
+  float *pca_e;  /* D x D [out, in], from the model file */
   float *pca_mu; /* D */
 
+  /* Scratch sizes of one example. */
+  gsize max_act;        /* largest activation (floats) */
+  gsize conv_batch;     /* examples a batch runs through the conv stack together */
+  gsize max_col;        /* largest im2col matrix (floats) */
+  gsize max_wv, max_wm; /* Winograd scratch: n*n x tiles x Cin, n*n x tiles x Cout */
+  gsize max_ch;         /* widest conv layer (channels) */
+
+  /* Input normalisation (x - mean[c]) / std[c], from input_mean / input_std; NULL when
+   * the file declares none. */
+  float *in_mean, *in_std;
+  /* center_height: each input column (one width position and channel: a mel band)
+   * has its mean over the input's height (the patch's frames) removed first. */
+  gboolean center_height;
+  gboolean global_pool;
+
+  /* Sharing (cnn-shared.c). */
+  int users;            /* ConyCnn holding these weights (under the registry's lock) */
+  char *key;            /* registry key; NULL: private (random, sharing off, or modified) */
+  pthread_mutex_t lazy; /* makes the derived forms (wino[], q packing) once */
+} CnnWeights;
+
+/* One user of a network: its settings and its scratch (not thread-safe). */
+struct _ConyCnn {
+  CnnWeights *w; /* shared, read-only here but for the derived forms */
+  ConyCnnOutput output;
+  gboolean final_relu;
+  /* PCA in use: the file's (w->pca_*), or this instance's own after cony_cnn_load_pca(). */
+  const float *pca_e, *pca_mu;
+  float *own_pca_e, *own_pca_mu;
+
   /* Scratch. */
-  gsize max_act;    /* largest activation (floats) of one example */
-  gsize conv_batch; /* examples a batch runs through the conv stack together */
-  gsize conv_cap;   /* examples the conv scratch (act, col, norm, Winograd) holds */
-  gsize max_col;    /* largest im2col matrix (floats) of one example */
-  gsize col_cap;    /* floats allocated in col (made when an im2col layer runs) */
+  gsize conv_cap; /* examples the conv scratch (act, col, norm, Winograd) holds */
+  gsize col_cap;  /* floats allocated in col (made when an im2col layer runs) */
   float *act_a, *act_b, *col;
   gsize fc_batch_cap; /* examples the FC scratch holds */
   float *fc_a, *fc_b;
@@ -78,21 +113,14 @@ struct _ConyCnn {
   ConyCnnProfile prof;
 
   ConyCnnConvAlgorithm conv_algo;
-  gsize max_wv, max_wm; /* Winograd scratch: n*n x tiles x Cin, n*n x tiles x Cout */
-  gsize max_ch;         /* widest conv layer (channels) */
   float *wv, *wm, *wt;
   float *panel; /* one expanded int8 panel of a pointwise layer (16 x widest input) */
   gsize panel_cap;
 
-  /* Input normalisation (x - mean[c]) / std[c], from input_mean / input_std; NULL when
-   * the file declares none. norm is the normalised copy of one example. */
-  float *in_mean, *in_std, *norm;
-  /* center_height: each input column (one width position and channel: a mel band)
-   * has its mean over the input's height (the patch's frames) removed first;
-   * col_sum (in_w * in_c) is its scratch, made with norm. */
-  gboolean center_height;
+  /* norm: the normalised copy of the examples; col_sum (in_w * in_c): center_height's
+   * column sums, made with norm. */
+  float *norm;
   double *col_sum;
-  gboolean global_pool;
 };
 
 #define FC_CHUNK 128
@@ -118,7 +146,23 @@ typedef struct {
 
 /* cnn.c */
 void cnn_ensure_conv_scratch (ConyCnn *cnn, gsize nb);
-gboolean cnn_finish_geometry (ConyCnn *cnn, GError **error);
+gboolean cnn_finish_geometry (CnnWeights *cnn, GError **error);
+CnnWeights *cnn_weights_new (void);
+void cnn_weights_free (CnnWeights *w);
+/* A ConyCnn on @w (taking the caller's reference; NULL @w gives NULL). */
+ConyCnn *cnn_new (CnnWeights *w);
+
+/* cnn-load.c: the weights of a model file, and the PCA tensors of a file. */
+CnnWeights *cnn_weights_load (const char *path, GError **error);
+gboolean cnn_read_pca_file (const char *path, guint d, float **e, float **mu, GError **error);
+
+/* cnn-shared.c */
+/* The weights of @path: the already loaded ones, or loaded now (and registered when
+ * @share); a reference for one more ConyCnn. */
+CnnWeights *cnn_weights_acquire (const char *path, gboolean share, GError **error);
+void cnn_weights_release (CnnWeights *w);
+/* Makes @cnn's weights its own (a copy when others use them) before changing them. */
+void cnn_weights_make_private (ConyCnn *cnn);
 
 /* Output height/width of a 3x3 SAME conv with @stride on @in rows, and the
  * TensorFlow padding before the map (the odd extra pad goes after). */
@@ -129,3 +173,5 @@ const CnnKernels *cnn_kernels (void);
 /* The Winograd tile size (2 or 4) a conv layer uses on @nb examples; 0: im2col. */
 guint cnn_wino_tile (const ConyCnn *cnn, const Layer *l, gsize nb);
 void cnn_conv_winograd (ConyCnn *cnn, Layer *l, guint m, const float *in, float *out, gsize nb);
+
+G_DEFINE_AUTOPTR_CLEANUP_FUNC (CnnWeights, cnn_weights_free)

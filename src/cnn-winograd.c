@@ -304,7 +304,7 @@ winograd_weights (Layer *l, guint m)
     u = pk;
     l->wino_packed[m == 4] = TRUE;
   }
-  l->wino[m == 4] = u;
+  g_atomic_pointer_set (&l->wino[m == 4], u);
 }
 
 /* @nb examples (HWC maps one after the other): their tiles share each sgemm.
@@ -318,12 +318,20 @@ cnn_conv_winograd (ConyCnn *cnn, Layer *l, guint m, const float *in, float *out,
   guint H = l->in_h, W = l->in_w, C = l->in_c, K = l->out_c;
   guint th = (H + m - 1) / m, tw = (W + m - 1) / m;
   gsize T1 = (gsize) th * tw, T = T1 * nb, map_in = (gsize) H * W * C, map_out = (gsize) H * W * K;
-  if (l->wino[m == 4] == NULL)
-    winograd_weights (l, m);
+  /* Shared weights: transformed once, under their lock (winograd_weights()
+   * publishes wino[] atomically, after wino_packed[]). */
+  const float *U = g_atomic_pointer_get (&l->wino[m == 4]);
+  if (U == NULL) {
+    pthread_mutex_lock (&cnn->w->lazy);
+    if (l->wino[m == 4] == NULL)
+      winograd_weights (l, m);
+    U = l->wino[m == 4];
+    pthread_mutex_unlock (&cnn->w->lazy);
+  }
   if (cnn->wv == NULL) {
-    cnn->wv = g_new (float, cnn->conv_cap * cnn->max_wv);
-    cnn->wm = g_new (float, cnn->conv_cap * cnn->max_wm);
-    cnn->wt = g_new (float, 2 * WINO_MAX_N * WINO_MAX_N * cnn->max_ch);
+    cnn->wv = g_new (float, cnn->conv_cap * cnn->w->max_wv);
+    cnn->wm = g_new (float, cnn->conv_cap * cnn->w->max_wm);
+    cnn->wt = g_new (float, 2 * WINO_MAX_N * WINO_MAX_N * cnn->w->max_ch);
   }
   float *V = cnn->wv, *M = cnn->wm;
   gsize vplane = T * C, mplane = T * K;
@@ -363,7 +371,6 @@ cnn_conv_winograd (ConyCnn *cnn, Layer *l, guint m, const float *in, float *out,
 
   /* n*n products (T x C) (C x K). */
   gsize uplane = (gsize) C * K;
-  const float *U = l->wino[m == 4];
   if (l->wino_packed[m == 4]) {
     const CnnKernels *kern = cnn_kernels ();
     for (guint k = 0; k < nn; k++)

@@ -24,17 +24,71 @@ layer_clear (Layer *l)
   g_free (l->qscale);
 }
 
+CnnWeights *
+cnn_weights_new (void)
+{
+  CnnWeights *w = g_new0 (CnnWeights, 1);
+  w->users = 1;
+  pthread_mutex_init (&w->lazy, NULL);
+  return w;
+}
+
+void
+cnn_weights_free (CnnWeights *w)
+{
+  if (w == NULL)
+    return;
+  for (guint i = 0; i < w->n_layers; i++)
+    layer_clear (&w->layers[i]);
+  g_free (w->layers);
+  g_free (w->source);
+  g_free (w->pca_e);
+  g_free (w->pca_mu);
+  g_free (w->in_mean);
+  g_free (w->in_std);
+  g_clear_pointer (&w->metadata, g_hash_table_unref);
+  g_strfreev (w->labels);
+  g_free (w->key);
+  pthread_mutex_destroy (&w->lazy);
+  g_free (w);
+}
+
+ConyCnn *
+cnn_new (CnnWeights *w)
+{
+  if (w == NULL)
+    return NULL;
+  ConyCnn *cnn = g_new0 (ConyCnn, 1);
+  cnn->w = w;
+  cnn->final_relu = w->final_relu;
+  cnn->pca_e = w->pca_e;
+  cnn->pca_mu = w->pca_mu;
+  cnn_ensure_conv_scratch (cnn, 1);
+  return cnn;
+}
+
+ConyCnn *
+cony_cnn_load (const char *path, GError **error)
+{
+  g_return_val_if_fail (path != NULL, NULL);
+  return cnn_new (cnn_weights_acquire (path, TRUE, error));
+}
+
+ConyCnn *
+cony_cnn_load_private (const char *path, GError **error)
+{
+  g_return_val_if_fail (path != NULL, NULL);
+  return cnn_new (cnn_weights_acquire (path, FALSE, error));
+}
+
 void
 cony_cnn_free (ConyCnn *cnn)
 {
   if (cnn == NULL)
     return;
-  for (guint i = 0; i < cnn->n_layers; i++)
-    layer_clear (&cnn->layers[i]);
-  g_free (cnn->layers);
-  g_free (cnn->source);
-  g_free (cnn->pca_e);
-  g_free (cnn->pca_mu);
+  cnn_weights_release (cnn->w);
+  g_free (cnn->own_pca_e);
+  g_free (cnn->own_pca_mu);
   g_free (cnn->act_a);
   g_free (cnn->act_b);
   g_free (cnn->col);
@@ -44,14 +98,22 @@ cony_cnn_free (ConyCnn *cnn)
   g_free (cnn->wv);
   g_free (cnn->wm);
   g_free (cnn->wt);
-  g_free (cnn->in_mean);
-  g_free (cnn->in_std);
   g_free (cnn->norm);
   g_free (cnn->col_sum);
   g_free (cnn->panel);
-  g_clear_pointer (&cnn->metadata, g_hash_table_unref);
-  g_strfreev (cnn->labels);
   g_free (cnn);
+}
+
+gboolean
+cony_cnn_load_pca (ConyCnn *cnn, const char *path, GError **error)
+{
+  g_return_val_if_fail (cnn != NULL && path != NULL, FALSE);
+  /* This instance's own: the shared weights (and their file PCA) stay as they are. */
+  if (!cnn_read_pca_file (path, cnn->w->out_dim, &cnn->own_pca_e, &cnn->own_pca_mu, error))
+    return FALSE;
+  cnn->pca_e = cnn->own_pca_e;
+  cnn->pca_mu = cnn->own_pca_mu;
+  return TRUE;
 }
 
 /* Scratch of the conv stack for @nb examples at once. */
@@ -63,13 +125,14 @@ cnn_ensure_conv_scratch (ConyCnn *cnn, gsize nb)
   g_free (cnn->act_a);
   g_free (cnn->act_b);
   g_free (cnn->norm);
-  cnn->act_a = g_new (float, nb * cnn->max_act);
-  cnn->act_b = g_new (float, nb * cnn->max_act);
-  cnn->norm = cnn->in_mean != NULL || cnn->center_height
-      ? g_new (float, nb * cnn->in_h * cnn->in_w * cnn->in_c)
+  const CnnWeights *w = cnn->w;
+  cnn->act_a = g_new (float, nb * w->max_act);
+  cnn->act_b = g_new (float, nb * w->max_act);
+  cnn->norm = w->in_mean != NULL || w->center_height
+      ? g_new (float, nb * w->in_h * w->in_w * w->in_c)
       : NULL;
-  if (cnn->center_height && cnn->col_sum == NULL)
-    cnn->col_sum = g_new (double, (gsize) cnn->in_w * cnn->in_c);
+  if (w->center_height && cnn->col_sum == NULL)
+    cnn->col_sum = g_new (double, (gsize) w->in_w * w->in_c);
   /* Winograd buffers: reallocated at this size on first use. */
   g_clear_pointer (&cnn->wv, g_free);
   g_clear_pointer (&cnn->wm, g_free);
@@ -87,7 +150,8 @@ cnn_same_out (guint in, guint stride, guint *pad_before)
 }
 
 static gboolean
-chain_error (ConyCnn *cnn, const Layer *l, const char *what, gsize got, gsize want, GError **error)
+chain_error (const CnnWeights *cnn, const Layer *l, const char *what, gsize got, gsize want,
+    GError **error)
 {
   g_set_error (error, CONY_ERROR, CONY_ERROR_SHAPE,
       "%s: tensor %s.weight has %" G_GSIZE_FORMAT " %s, expected %" G_GSIZE_FORMAT
@@ -99,7 +163,7 @@ chain_error (ConyCnn *cnn, const Layer *l, const char *what, gsize got, gsize wa
 /* Fills in every layer's geometry from the input size; checks that each layer's
  * input matches the previous layer's output (the FC input the flattened map). */
 gboolean
-cnn_finish_geometry (ConyCnn *cnn, GError **error)
+cnn_finish_geometry (CnnWeights *cnn, GError **error)
 {
   guint h = cnn->in_h, w = cnn->in_w, c = cnn->in_c;
   gboolean flat = FALSE;
@@ -223,7 +287,6 @@ cnn_finish_geometry (ConyCnn *cnn, GError **error)
   /* Batched conv scratch stays under 256 MB per buffer. */
   gsize biggest = MAX (MAX (cnn->max_act, cnn->max_col), MAX (cnn->max_wv, cnn->max_wm));
   cnn->conv_batch = CLAMP (((gsize) 1 << 26) / MAX (biggest, 1), 1, CONV_BATCH);
-  cnn_ensure_conv_scratch (cnn, 1);
   return TRUE;
 }
 
@@ -233,31 +296,31 @@ guint
 cony_cnn_get_input_height (const ConyCnn *cnn)
 {
   g_return_val_if_fail (cnn, 0);
-  return cnn->in_h;
+  return cnn->w->in_h;
 }
 guint
 cony_cnn_get_input_width (const ConyCnn *cnn)
 {
   g_return_val_if_fail (cnn, 0);
-  return cnn->in_w;
+  return cnn->w->in_w;
 }
 guint
 cony_cnn_get_input_channels (const ConyCnn *cnn)
 {
   g_return_val_if_fail (cnn, 0);
-  return cnn->in_c;
+  return cnn->w->in_c;
 }
 guint
 cony_cnn_get_embedding_size (const ConyCnn *cnn)
 {
   g_return_val_if_fail (cnn, 0);
-  return cnn->emb_dim;
+  return cnn->w->emb_dim;
 }
 gboolean
 cony_cnn_is_mobilenet (const ConyCnn *cnn)
 {
   g_return_val_if_fail (cnn, FALSE);
-  return cnn->mobilenet;
+  return cnn->w->mobilenet;
 }
 ConyCnnOutput
 cony_cnn_get_output (const ConyCnn *cnn)
@@ -270,7 +333,7 @@ guint
 cony_cnn_get_output_size (const ConyCnn *cnn)
 {
   g_return_val_if_fail (cnn != NULL, 0);
-  return cnn->output == CONY_CNN_OUTPUT_EMBEDDING ? cnn->emb_dim : cnn->out_dim;
+  return cnn->output == CONY_CNN_OUTPUT_EMBEDDING ? cnn->w->emb_dim : cnn->w->out_dim;
 }
 
 gboolean
@@ -278,15 +341,15 @@ cony_cnn_set_output (ConyCnn *cnn, ConyCnnOutput output, GError **error)
 {
   g_return_val_if_fail (cnn != NULL, FALSE);
   if (output != CONY_CNN_OUTPUT_SCORES && output != CONY_CNN_OUTPUT_EMBEDDING) {
-    g_set_error (error, CONY_ERROR, CONY_ERROR_INVALID, "%s: unknown output %d", cnn->source,
+    g_set_error (error, CONY_ERROR, CONY_ERROR_INVALID, "%s: unknown output %d", cnn->w->source,
         (int) output);
     return FALSE;
   }
-  if (output == CONY_CNN_OUTPUT_EMBEDDING && cnn->emb_dim == 0) {
+  if (output == CONY_CNN_OUTPUT_EMBEDDING && cnn->w->emb_dim == 0) {
     g_set_error (error, CONY_ERROR, CONY_ERROR_INVALID,
         "%s: the network has no embedding output (no global average pool before "
         "its fully connected layers)",
-        cnn->source);
+        cnn->w->source);
     return FALSE;
   }
   cnn->output = output;
@@ -297,7 +360,7 @@ const char *
 cony_cnn_get_metadata (const ConyCnn *cnn, const char *key)
 {
   g_return_val_if_fail (cnn != NULL && key != NULL, NULL);
-  return cnn->metadata ? g_hash_table_lookup (cnn->metadata, key) : NULL;
+  return cnn->w->metadata ? g_hash_table_lookup (cnn->w->metadata, key) : NULL;
 }
 
 const char *const *
@@ -305,15 +368,15 @@ cony_cnn_get_labels (const ConyCnn *cnn, guint *n)
 {
   g_return_val_if_fail (cnn != NULL, NULL);
   if (n)
-    *n = cnn->labels ? g_strv_length (cnn->labels) : 0;
-  return (const char *const *) cnn->labels;
+    *n = cnn->w->labels ? g_strv_length (cnn->w->labels) : 0;
+  return (const char *const *) cnn->w->labels;
 }
 
 gsize
 cony_cnn_get_input_size (const ConyCnn *cnn)
 {
   g_return_val_if_fail (cnn != NULL, 0);
-  return (gsize) cnn->in_h * cnn->in_w * cnn->in_c;
+  return (gsize) cnn->w->in_h * cnn->w->in_w * cnn->w->in_c;
 }
 
 guint64
@@ -321,8 +384,8 @@ cony_cnn_get_n_params (const ConyCnn *cnn)
 {
   g_return_val_if_fail (cnn != NULL, 0);
   guint64 n = 0;
-  for (guint i = 0; i < cnn->n_layers; i++) {
-    const Layer *l = &cnn->layers[i];
+  for (guint i = 0; i < cnn->w->n_layers; i++) {
+    const Layer *l = &cnn->w->layers[i];
     if (l->kind == LAYER_CONV)
       n += (guint64) 9 * l->in_c * l->out_c + l->out_c;
     else if (l->kind == LAYER_DW)
@@ -338,8 +401,8 @@ cony_cnn_get_flops (const ConyCnn *cnn, guint64 *conv_flops, guint64 *fc_flops)
 {
   g_return_if_fail (cnn != NULL);
   guint64 cf = 0, ff = 0;
-  for (guint i = 0; i < cnn->n_layers; i++) {
-    const Layer *l = &cnn->layers[i];
+  for (guint i = 0; i < cnn->w->n_layers; i++) {
+    const Layer *l = &cnn->w->layers[i];
     guint64 pos = (guint64) l->out_h * l->out_w;
     if (l->kind == LAYER_CONV)
       cf += 2 * pos * 9 * l->in_c * l->out_c;
@@ -361,18 +424,19 @@ cony_cnn_describe (const ConyCnn *cnn)
 {
   g_return_val_if_fail (cnn != NULL, NULL);
   GString *s = g_string_new (NULL);
-  g_string_append_printf (s, "input %ux%ux%u (HWC)\n", cnn->in_h, cnn->in_w, cnn->in_c);
-  if (cnn->center_height)
+  g_string_append_printf (s, "input %ux%ux%u (HWC)\n", cnn->w->in_h, cnn->w->in_w, cnn->w->in_c);
+  if (cnn->w->center_height)
     g_string_append (s, "center: each column's mean over the height removed\n");
-  if (cnn->in_mean != NULL) {
+  if (cnn->w->in_mean != NULL) {
     g_string_append (s, "normalise (x - mean) / std per channel:");
-    for (guint c = 0; c < cnn->in_c && c < 8; c++)
-      g_string_append_printf (s, " (%g, %g)", cnn->in_mean[c], cnn->in_std[c]);
-    g_string_append (s, cnn->in_c > 8 ? " ...\n" : "\n");
+    for (guint c = 0; c < cnn->w->in_c && c < 8; c++)
+      g_string_append_printf (s, " (%g, %g)", cnn->w->in_mean[c], cnn->w->in_std[c]);
+    g_string_append (s, cnn->w->in_c > 8 ? " ...\n" : "\n");
   }
-  for (guint i = 0; i < cnn->n_layers; i++) {
-    const Layer *l = &cnn->layers[i];
-    gboolean relu = l->relu || (l->kind == LAYER_FC && i + 1 == cnn->n_layers && cnn->final_relu);
+  for (guint i = 0; i < cnn->w->n_layers; i++) {
+    const Layer *l = &cnn->w->layers[i];
+    gboolean relu = l->relu
+        || (l->kind == LAYER_FC && i + 1 == cnn->w->n_layers && cnn->final_relu);
     const char *act = isfinite (l->relu_max) ? "ReLU6" : "ReLU";
     switch (l->kind) {
       case LAYER_CONV:
@@ -412,10 +476,10 @@ cony_cnn_describe (const ConyCnn *cnn)
   g_string_append_printf (s, "output: %s, %u values",
       cnn->output == CONY_CNN_OUTPUT_EMBEDDING ? "embedding" : "scores",
       cony_cnn_get_output_size (cnn));
-  if (cnn->emb_dim > 0)
-    g_string_append_printf (s, " (embedding %u, scores %u)", cnn->emb_dim, cnn->out_dim);
-  if (cnn->labels != NULL)
-    g_string_append_printf (s, ", %u labels", g_strv_length (cnn->labels));
+  if (cnn->w->emb_dim > 0)
+    g_string_append_printf (s, " (embedding %u, scores %u)", cnn->w->emb_dim, cnn->w->out_dim);
+  if (cnn->w->labels != NULL)
+    g_string_append_printf (s, ", %u labels", g_strv_length (cnn->w->labels));
   g_string_append_c (s, '\n');
   return g_string_free (s, FALSE);
 }
@@ -439,24 +503,24 @@ cony_cnn_get_normalization (const ConyCnn *cnn, const float **mean, const float 
 {
   g_return_val_if_fail (cnn != NULL, FALSE);
   if (mean)
-    *mean = cnn->in_mean;
+    *mean = cnn->w->in_mean;
   if (std)
-    *std = cnn->in_std;
-  return cnn->in_mean != NULL;
+    *std = cnn->w->in_std;
+  return cnn->w->in_mean != NULL;
 }
 
 gboolean
 cony_cnn_get_center_height (const ConyCnn *cnn)
 {
   g_return_val_if_fail (cnn != NULL, FALSE);
-  return cnn->center_height;
+  return cnn->w->center_height;
 }
 
 gboolean
 cony_cnn_get_global_pool (const ConyCnn *cnn)
 {
   g_return_val_if_fail (cnn != NULL, FALSE);
-  return cnn->global_pool;
+  return cnn->w->global_pool;
 }
 
 gboolean
@@ -471,10 +535,10 @@ cony_cnn_get_fc_f16 (const ConyCnn *cnn)
 {
   g_return_val_if_fail (cnn != NULL, FALSE);
   gboolean any = FALSE;
-  for (guint i = cnn->first_fc; i < cnn->n_layers; i++) {
-    if (cnn->layers[i].kind != LAYER_FC)
+  for (guint i = cnn->w->first_fc; i < cnn->w->n_layers; i++) {
+    if (cnn->w->layers[i].kind != LAYER_FC)
       continue; /* a sigmoid */
-    if (cnn->layers[i].w16.f16 == NULL)
+    if (cnn->w->layers[i].w16.f16 == NULL)
       return FALSE;
     any = TRUE;
   }
@@ -487,21 +551,28 @@ cony_cnn_set_fc_f16 (ConyCnn *cnn, gboolean f16, GError **error)
   g_return_val_if_fail (cnn != NULL, FALSE);
   if (f16) {
     /* Check the range first so that a refusal changes nothing. */
-    for (guint i = cnn->first_fc; i < cnn->n_layers; i++) {
-      const Layer *l = &cnn->layers[i];
+    for (guint i = cnn->w->first_fc; i < cnn->w->n_layers; i++) {
+      const Layer *l = &cnn->w->layers[i];
       gsize n = (gsize) l->in_c * l->out_c;
       for (gsize j = 0; l->w != NULL && j < n; j++)
         if (!(fabsf (l->w[j]) < 65520.0f)) {
           g_set_error (error, CONY_ERROR, CONY_ERROR_INVALID,
               "%s: tensor %s.weight holds %g at flat index %" G_GSIZE_FORMAT
               ", outside the F16 range",
-              cnn->source, l->name, l->w[j], j);
+              cnn->w->source, l->name, l->w[j], j);
           return FALSE;
         }
     }
   }
-  for (guint i = cnn->first_fc; i < cnn->n_layers; i++) {
-    Layer *l = &cnn->layers[i];
+  gboolean changes = FALSE;
+  for (guint i = cnn->w->first_fc; i < cnn->w->n_layers; i++)
+    changes |= f16 ? cnn->w->layers[i].w != NULL : cnn->w->layers[i].w16.f16 != NULL;
+  if (!changes)
+    return TRUE;
+  /* Other users of the weights keep them as they are. */
+  cnn_weights_make_private (cnn);
+  for (guint i = cnn->w->first_fc; i < cnn->w->n_layers; i++) {
+    Layer *l = &cnn->w->layers[i];
     gsize n = (gsize) l->in_c * l->out_c;
     if (f16 && l->w != NULL) {
       guint16 *h = g_new (guint16, n);
@@ -556,7 +627,7 @@ cony_cnn_postprocess (const ConyCnn *cnn, ConyCnnPostprocess mode, const float *
 {
   g_return_val_if_fail (cnn != NULL, FALSE);
   g_return_val_if_fail (n == 0 || (emb != NULL && out != NULL), FALSE);
-  guint d = cnn->out_dim;
+  guint d = cnn->w->out_dim;
   if (mode == CONY_CNN_POSTPROCESS_NONE) {
     if (out != emb && n > 0)
       memmove (out, emb, sizeof (float) * n * cony_cnn_get_output_size (cnn));
@@ -566,19 +637,19 @@ cony_cnn_postprocess (const ConyCnn *cnn, ConyCnnPostprocess mode, const float *
     g_set_error (error, CONY_ERROR, CONY_ERROR_INVALID,
         "%s: the PCA postprocess applies to the last layer's output, not to the "
         "embedding output",
-        cnn->source);
+        cnn->w->source);
     return FALSE;
   }
   if (mode != CONY_CNN_POSTPROCESS_TF && mode != CONY_CNN_POSTPROCESS_TORCH) {
     g_set_error (error, CONY_ERROR, CONY_ERROR_INVALID, "%s: unknown postprocess mode %d",
-        cnn->source, (int) mode);
+        cnn->w->source, (int) mode);
     return FALSE;
   }
   if (cnn->pca_e == NULL) {
     g_set_error (error, CONY_ERROR, CONY_ERROR_MISSING,
         "%s: the PCA postprocess needs tensors pca_eigen_vectors (%u, %u) and "
         "pca_means (%u), which the model does not have",
-        cnn->source, d, d, d);
+        cnn->w->source, d, d, d);
     return FALSE;
   }
   double *centred = g_new (double, d);

@@ -100,6 +100,21 @@
  *
  * A ConyCnn holds scratch buffers: it is not thread-safe; use one per stream
  * (or lock). Loading copies the weights out of the file (which is then closed).
+ *
+ * ## Sharing
+ *
+ * The weights (layers, packed and transformed filters, metadata, labels, the
+ * file's PCA) are loaded once per process: cony_cnn_load() of a file that is
+ * already loaded, and unchanged since (same canonical path, device, inode, size
+ * and modification time), returns a new ConyCnn on the same weights, and the
+ * last cony_cnn_free() frees them. Each ConyCnn keeps its own scratch, output
+ * selection, final_relu, conv algorithm, profile and cony_cnn_load_pca() PCA, so
+ * shared networks give bit-identical results and run in parallel threads
+ * (one ConyCnn per thread, as before). cony_cnn_set_fc_f16() on shared
+ * weights first makes them a private copy. cony_cnn_load_private() opts out.
+ * The registry lives in libcony, a static library: each program or plugin linking
+ * it has its own (the GStreamer plugin's elements share one among themselves).
+ * Weights come from the first loader; error messages about them name its path.
  */
 #pragma once
 #include <glib.h>
@@ -139,8 +154,16 @@ typedef enum
   "dw3x3s1 conv1x1:512 dw3x3s1 conv1x1:512 dw3x3s1 conv1x1:512 dw3x3s1 conv1x1:512 " \
   "dw3x3s2 conv1x1:1024 dw3x3s1 conv1x1:1024 gap fc:521 sigmoid"
 
-/* Loads a model file (see above). NULL with @error set on any problem. */
+/* Loads a model file (see above), sharing the weights of an earlier load of the
+ * same unchanged file (see "Sharing"). NULL with @error set on any problem. */
 ConyCnn *cony_cnn_load (const char *path, GError **error);
+/* The same with weights of its own: neither shared nor found by later loads. */
+ConyCnn *cony_cnn_load_private (const char *path, GError **error);
+/* How many ConyCnn (in this process) use @cnn's weights, @cnn included: 1 when
+ * not shared. */
+guint cony_cnn_get_weights_users (const ConyCnn *cnn);
+/* TRUE when @a and @b run on the same weights (one copy in memory). */
+gboolean cony_cnn_shares_weights (const ConyCnn *a, const ConyCnn *b);
 
 /* Builds a network from a @layout string like CONY_CNN_VGGISH_LAYOUT ("G" after
  * the convs: global average pool) with
