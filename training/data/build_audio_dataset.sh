@@ -44,7 +44,7 @@ DATA=(tuxpaint-stamps-default fillets-ng-data fillets-ng-data-nl wesnoth-1.16-mu
 if [[ " ${PYARGS[*]} " == *" --added-music"* ]]; then
   DATA+=(hyperrogue-music naev-data ardentryst etw-data)
 fi
-# data set version 12's fourteen (added_v12.tsv; about 1.2 GB) only when asked for
+# data set version 12's fourteen (added_v12.tsv; 830 MB) only when asked for
 if [[ " ${PYARGS[*]} " == *" --added-v12"* ]]; then
   DATA+=(torcs-data searchandrescue-data btanks-data netpanzer-data dustracing2d-data opencity-data
          crrcsim-data cube2-data gl-117-data starfighter-data pushover-data singularity-music
