@@ -14,6 +14,17 @@
 # every family.
 DATASET=out/audio-dataset-v9
 DATA_ARGS=(--per-class 400 --train-extra 800 --alarm-synth v3 --train-only-version 7)
+# AUDIO_DATA_VERSION=12 selects version 12 instead (not the default; rule 18 of
+# models/audio/EXPERIMENTS.md decides): version 9 plus version 11's 400 clips of added music
+# and 450 noise and 300 music clips of fourteen more packages (versions/added_v12.tsv), for
+# training only; its validation recordings and test split are version 9's. It reuses
+# version 9's package cache when there is one.
+case ${AUDIO_DATA_VERSION:-9} in
+  9) ;;
+  12) DATASET=out/audio-dataset-v12
+      DATA_ARGS+=(--added-music 400 --added-v12 noise=450,music=300) ;;
+  *) echo "AUDIO_DATA_VERSION=${AUDIO_DATA_VERSION}: expected 9 or 12" >&2; exit 2 ;;
+esac
 VAL_DATASET=out/audio-dataset-v7
 VAL_DATA_ARGS=(--per-class 400 --train-extra 800 --alarm-synth v3 --train-only-version 5)
 
@@ -45,6 +56,10 @@ parse_train_args () {
 ensure_train_dataset () {
   if [ "$1" = 1 ] || [ ! -f "$DATASET/manifest.csv" ]; then
     stamp "building the data set $DATASET"
+    if [ "$DATASET" != out/audio-dataset-v9 ] && [ -d out/audio-dataset-v9/.cache ]; then
+      mkdir -p "$DATASET"
+      [ -e "$DATASET/.cache" ] || ln -s "$(cd out/audio-dataset-v9 && pwd)/.cache" "$DATASET/.cache"
+    fi
     bash training/data/build_audio_dataset.sh "$DATASET" "${DATA_ARGS[@]}"
   fi
 }

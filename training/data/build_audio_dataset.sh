@@ -44,6 +44,12 @@ DATA=(tuxpaint-stamps-default fillets-ng-data fillets-ng-data-nl wesnoth-1.16-mu
 if [[ " ${PYARGS[*]} " == *" --added-music"* ]]; then
   DATA+=(hyperrogue-music naev-data ardentryst etw-data)
 fi
+# data set version 12's fourteen (added_v12.tsv; 830 MB) only when asked for
+if [[ " ${PYARGS[*]} " == *" --added-v12"* ]]; then
+  DATA+=(torcs-data searchandrescue-data btanks-data netpanzer-data dustracing2d-data opencity-data
+         crrcsim-data cube2-data gl-117-data starfighter-data pushover-data singularity-music
+         planetblupi-music-ogg drascula-music)
+fi
 
 # sound files to unpack per data package (tar wildcards; '*' also matches '/')
 declare -A PATTERNS=(
@@ -99,6 +105,22 @@ declare -A PATTERNS=(
   [naev-data]="*/naev/dat/snd/music/*.ogg"
   [ardentryst]="*/ardentryst/Music/*.ogg"
   [etw-data]="*/etw/music/*.wav"
+  # data set version 12 (--added-v12): noise and music of fourteen more packages, for
+  # training only (which files: added_v12.tsv)
+  [torcs-data]="*/torcs/data/sound/*.wav */torcs/data/music/*.ogg"
+  [searchandrescue-data]="*/searchandrescue/sounds/*.wav */searchandrescue/music/*.wav"
+  [btanks-data]="*/btanks/data/sounds/*.ogg */btanks/data/tunes/*.ogg"
+  [netpanzer-data]="*/netpanzer/sound/*.wav"
+  [dustracing2d-data]="*/dustracing2d/sounds/*.ogg"
+  [opencity-data]="*/opencity/sound/*.wav"
+  [crrcsim-data]="*/crrcsim/sounds/*.wav"
+  [cube2-data]="*/cube2/packages/sounds/*.ogg"
+  [gl-117-data]="*/gl-117/sounds/*.wav"
+  [starfighter-data]="*/starfighter/music/*.ogg"
+  [pushover-data]="*/pushover/themes/*.ogg"
+  [singularity-music]="*/singularity/music/*.ogg"
+  [planetblupi-music-ogg]="*/planetblupi/music/*.ogg"
+  [drascula-music]="*/drascula/audio/track*.ogg"
 )
 
 # version 6: for training only; which files of which package, listed one a line

@@ -20,11 +20,27 @@ class VersionTables(unittest.TestCase):
         rows = [r for v in bad.TRAIN_ONLY.values() for rs in v.values() for r in rs]
         self.assertEqual(len(rows), 53)
         self.assertTrue(set().union(*bad.TRAIN_ONLY.values()) <= set(bad.CLASSES))
-        for row in rows + bad.ADDED_MUSIC:
+        for row in rows:
             self.check_pattern(*row)
         self.assertEqual(bad.TRAIN_ONLY4_SPEECH[0], "asterisk-core-sounds-en-wav")
-        self.assertEqual([r[0] for r in bad.ADDED_MUSIC],
+
+    def test_added(self):
+        # version 11's music and version 12's noise and music (plan_added's tables)
+        self.assertEqual(sorted(bad.ADDED), [11, 12])
+        self.assertEqual(len({stream for _, stream in bad.ADDED.values()}), 2)
+        v11 = bad.read_table("added_music.tsv")
+        self.assertEqual([r["package"] for r in v11],
                          ["hyperrogue-music", "naev-data", "ardentryst", "etw-data"])
+        self.assertEqual({r["class"] for r in v11}, {"music"})
+        v12 = bad.read_table("added_v12.tsv")
+        self.assertEqual(len(v12), 17)
+        self.assertEqual({r["class"] for r in v12}, {"noise", "music"})
+        self.assertEqual(len({r["package"] for r in v12}), 14)
+        # no package of version 12 was used before
+        self.assertFalse({r["package"] for r in v12} & {r["package"] for r in v11})
+        for r in v11 + v12:
+            self.check_pattern(*bad.pattern_row(r))
+        self.assertTrue(all(r["licence"] for r in v12))
 
     def test_version_2(self):
         fams = bad.read_table("v2_families.tsv")

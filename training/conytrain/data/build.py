@@ -1311,28 +1311,83 @@ def plan_synth_music(n, a):
             for si in range(n)]
 
 
-# Data set version 11 (--added-music N): real music of four packages no earlier version used,
-# for training only (versions/added_music.tsv).
-ADDED_MUSIC = [pattern_row(r) for r in read_table("added_music.tsv")]
-ADDED_MUSIC_FAMILY = "train_only_music11"
+# Tables of real recordings added for training only, each with families of its own (set=extra,
+# train_only_<class><version>), planned after every other clip with an RNG stream and a seed
+# tag of their own, so that the clips planned before them, and so the validation and test
+# splits, do not change. version -> (table, RNG stream and seed tag). Version 11
+# (--added-music N): music of four packages (added_music.tsv); version 12 (--added-v12 SPEC):
+# noise and music of fourteen more (added_v12.tsv).
+ADDED = {11: ("added_music.tsv", 6), 12: ("added_v12.tsv", 8)}
+# how a loop of each class is joined (as build_train_only_families does)
+ADDED_LOOP = {"alarm": ((0.03, 0.3), False), "animal": ((0.05, 0.4), False),
+              "noise": ((0.05, 0.35), True)}
 
 
-def plan_added_music(n, cat, a):
-    """n training clips of music cut from ADDED_MUSIC's tracks (a file is a group), marked
-    set=extra and family ADDED_MUSIC_FAMILY. Appended after every other clip with an RNG and
-    a seed tag of their own, like --synth-music: the clips planned before them, and so the
-    validation and test splits, do not change."""
-    files = []
-    for pkg, sub, rx, minimum in ADDED_MUSIC:
-        files += need(find(cat.pkg(pkg), sub, rx), "%s music" % pkg, minimum)
-    fam = LongFiles(ADDED_MUSIC_FAMILY, "+".join(sorted(p for p, _, _, _ in ADDED_MUSIC)),
-                    "music", sorted(files), cat)
-    with ThreadPoolExecutor(a.jobs) as pool:
-        fam.prepare(pool)
-    ci = CLASSES.index("music")
-    rng = np.random.default_rng([a.seed, 6])
-    return [clip_job(a, ci, "music", 0, fam, "train", si, sp, 6, "x", set="extra")
-            for si, sp in enumerate(fam.plan(fam.groups, n, rng, a.clip_seconds))]
+def added_families(cat, version):
+    """class -> family of ADDED[version]'s table: music cut from long files (a file is a
+    group), the other classes looped (a recording's takes are a group)."""
+    rows = read_table(ADDED[version][0])
+    fams = {}
+    for c in CLASSES:
+        mine = [pattern_row(r) for r in rows if r["class"] == c]
+        if not mine:
+            continue
+        files = []
+        for pkg, sub, rx, minimum in mine:
+            files += need(find(cat.pkg(pkg), sub, rx), "%s %s" % (pkg, c), minimum)
+        name, pkgs = "train_only_%s%d" % (c, version), "+".join(sorted({m[0] for m in mine}))
+        if c == "music":
+            fams[c] = LongFiles(name, pkgs, c, sorted(files), cat)
+        elif c in ADDED_LOOP:
+            gap, crossfade = ADDED_LOOP[c]
+            fams[c] = LoopGroups(name, pkgs, c, sorted(files), cat, gap=gap, crossfade=crossfade)
+        else:
+            raise DataError("%s: class %r cannot be added (music, %s)"
+                            % (ADDED[version][0], c, ", ".join(sorted(ADDED_LOOP))))
+    unknown = {r["class"] for r in rows} - set(CLASSES)
+    if unknown:
+        raise DataError("%s: unknown class %s" % (ADDED[version][0], ", ".join(sorted(unknown))))
+    return fams
+
+
+def parse_added(spec, version):
+    """class -> clips of an --added-v* SPEC: N (N clips of every class of the table) or
+    CLASS=N,CLASS=N."""
+    classes = sorted({r["class"] for r in read_table(ADDED[version][0])}, key=CLASSES.index)
+    try:
+        if "=" not in spec:
+            return {c: int(spec) for c in classes}
+        out = {}
+        for part in spec.split(","):
+            c, _, n = part.partition("=")
+            if c not in classes:
+                raise DataError("--added-v%d: %r is not a class of %s (%s)"
+                                % (version, c, ADDED[version][0], ", ".join(classes)))
+            out[c] = int(n)
+        return out
+    except ValueError:
+        raise DataError("--added-v%d %r: expected N or CLASS=N,CLASS=N" % (version, spec))
+
+
+def plan_added(counts, version, cat, a):
+    """counts[class] training clips of each class of ADDED[version]'s recordings, marked
+    set=extra and added=version (their noise is never an alarm background)."""
+    fams = added_families(cat, version)
+    stream = ADDED[version][1]
+    rng = np.random.default_rng([a.seed, stream])
+    jobs = []
+    for ci, c in enumerate(CLASSES):
+        n = counts.get(c, 0)
+        if n == 0:
+            continue
+        if c not in fams:
+            raise DataError("%s has no %s recordings" % (ADDED[version][0], c))
+        fam = fams[c]
+        with ThreadPoolExecutor(a.jobs) as pool:
+            fam.prepare(pool)
+        jobs += [clip_job(a, ci, c, 0, fam, "train", si, sp, stream, "x", set="extra", added=version)
+                 for si, sp in enumerate(fam.plan(fam.groups, n, rng, a.clip_seconds))]
+    return jobs
 
 
 def validation_groups(jobs, frac, seed):
@@ -1397,8 +1452,13 @@ def main():
                          "band-limited); set=extra, the other clips stay the same")
     ap.add_argument("--added-music", type=int, default=0,
                     help="this many more training clips of real music from four packages no "
-                         "earlier version used (ADDED_MUSIC; data set version 11 = version 9 + "
+                         "earlier version used (added_music.tsv; data set version 11 = version 9 + "
                          "400); set=extra, the other clips stay the same")
+    ap.add_argument("--added-v12", metavar="SPEC",
+                    help="more training clips of real noise and music from fourteen packages no "
+                         "earlier version used (added_v12.tsv): N of each class, or "
+                         "noise=N,music=M; data set version 12 = version 11 + noise=450,music=300; "
+                         "set=extra, the other clips stay the same")
     ap.add_argument("--val-frac", type=float, default=0.15,
                     help="v3 only: the training script's validation share; the noise recordings it "
                          "will hold out are not used as alarm backgrounds")
@@ -1447,7 +1507,9 @@ def main():
                             "fluid-soundfont-gm)" % synth_music.SOUNDFONT)
         jobs += plan_synth_music(a.synth_music, a)
     if a.added_music:
-        jobs += plan_added_music(a.added_music, cat, a)
+        jobs += plan_added({"music": a.added_music}, 11, cat, a)
+    if a.added_v12:
+        jobs += plan_added(parse_added(a.added_v12, 12), 12, cat, a)
     clips_dir = os.path.join(a.out, "clips")
     if os.path.isdir(clips_dir):
         shutil.rmtree(clips_dir)
@@ -1465,7 +1527,8 @@ def main():
                 val = validation_groups(jobs, a.val_frac, a.seed)
                 bg = {"train": [], "test": []}
                 for j, (used, _, _) in zip(first, res1):
-                    if j["label"] == "noise" and used and j["group"] not in val:
+                    # (not the added tables' noise: adding them leaves every alarm unchanged)
+                    if j["label"] == "noise" and used and j["group"] not in val and not j.get("added"):
                         bg[j["split"]].append(j["path_abs"])
                 second = [j for j, v in zip(jobs, is_v3) if v]
                 for j in second:
