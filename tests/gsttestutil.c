@@ -17,27 +17,45 @@ cony_test_push_tokens (GstHarness *h, const float *x, guint dim, gsize from, gsi
   }
 }
 
-void
-cony_test_pop_negotiation_error (GstBus *bus, const char *const *needles)
+GError *
+cony_test_pop_gerror (GstBus *bus, GstMessageType type, GQuark domain, gint code, gchar **debug)
 {
-  GstMessage *msg = gst_bus_pop_filtered (bus, GST_MESSAGE_ERROR);
+  g_assert_true (type == GST_MESSAGE_ERROR || type == GST_MESSAGE_WARNING);
+  GstMessage *msg = gst_bus_pop_filtered (bus, type);
   g_assert_nonnull (msg);
   GError *err = NULL;
   gchar *dbg = NULL;
-  gst_message_parse_error (msg, &err, &dbg);
-  g_assert_true (g_error_matches (err, GST_CORE_ERROR, GST_CORE_ERROR_NEGOTIATION));
+  if (type == GST_MESSAGE_ERROR)
+    gst_message_parse_error (msg, &err, &dbg);
+  else
+    gst_message_parse_warning (msg, &err, &dbg);
+  gst_message_unref (msg);
+  g_assert_nonnull (err);
+  if (domain != 0)
+    g_assert_true (g_error_matches (err, domain, code));
+  if (debug != NULL)
+    *debug = dbg;
+  else
+    g_free (dbg);
+  return err;
+}
+
+void
+cony_test_pop_negotiation_error (GstBus *bus, const char *const *needles)
+{
+  gchar *dbg = NULL;
+  GError *err = cony_test_pop_gerror (bus, GST_MESSAGE_ERROR, GST_CORE_ERROR,
+      GST_CORE_ERROR_NEGOTIATION, &dbg);
   for (const char *const *n = needles; n != NULL && *n != NULL; n++)
     g_assert_nonnull (strstr (dbg, *n));
   g_free (dbg);
-  g_clear_error (&err);
-  gst_message_unref (msg);
+  g_error_free (err);
 }
 
 void
 cony_test_assert_caps_refused (GstHarness *h, const char *caps_string, const char *const *needles)
 {
-  GstBus *bus = gst_bus_new ();
-  gst_element_set_bus (h->element, bus);
+  GstBus *bus = cony_test_attach_bus (h);
   GstPad *sinkpad = gst_element_get_static_pad (h->element, "sink");
   gst_pad_push_event (h->srcpad, gst_event_new_stream_start ("test"));
   GstCaps *caps = gst_caps_from_string (caps_string);
@@ -49,8 +67,7 @@ cony_test_assert_caps_refused (GstHarness *h, const char *caps_string, const cha
   if (needles != NULL)
     cony_test_pop_negotiation_error (bus, needles);
   gst_object_unref (sinkpad);
-  gst_element_set_bus (h->element, NULL);
-  gst_object_unref (bus);
+  cony_test_detach_bus (h, bus);
   gst_harness_teardown (h);
 }
 
@@ -92,4 +109,130 @@ cony_test_detach_bus (GstHarness *h, GstBus *bus)
 {
   gst_element_set_bus (h->element, NULL);
   gst_object_unref (bus);
+}
+
+GstElement *
+cony_test_element_new_valist (const char *factory, const char *model, const gchar *first_prop,
+    va_list ap)
+{
+  GstElement *el = gst_element_factory_make (factory, NULL);
+  g_assert_nonnull (el);
+  if (model != NULL)
+    g_object_set (el, "model", model, NULL);
+  if (first_prop != NULL)
+    g_object_set_valist (G_OBJECT (el), first_prop, ap);
+  return el;
+}
+
+GstElement *
+cony_test_element_new (const char *factory, const char *model, const gchar *first_prop, ...)
+{
+  va_list ap;
+  va_start (ap, first_prop);
+  GstElement *el = cony_test_element_new_valist (factory, model, first_prop, ap);
+  va_end (ap);
+  return el;
+}
+
+GstHarness *
+cony_test_harness_take (GstElement *el)
+{
+  GstHarness *h = gst_harness_new_with_element (el, "sink", "src");
+  gst_object_unref (el);
+  return h;
+}
+
+GstHarness *
+cony_test_harness_new_valist (const char *factory, const char *model, const gchar *first_prop,
+    va_list ap)
+{
+  return cony_test_harness_take (cony_test_element_new_valist (factory, model, first_prop, ap));
+}
+
+GstHarness *
+cony_test_harness_new (const char *factory, const char *model, const gchar *first_prop, ...)
+{
+  va_list ap;
+  va_start (ap, first_prop);
+  GstHarness *h = cony_test_harness_new_valist (factory, model, first_prop, ap);
+  va_end (ap);
+  return h;
+}
+
+GError *
+cony_test_assert_start_fails (GstElement *el, const char *const *needles)
+{
+  GstBus *bus = gst_bus_new ();
+  gst_element_set_bus (el, bus);
+  g_assert_cmpint (gst_element_set_state (el, GST_STATE_PAUSED), ==, GST_STATE_CHANGE_FAILURE);
+  gchar *dbg = NULL;
+  GError *err = cony_test_pop_gerror (bus, GST_MESSAGE_ERROR, 0, 0, &dbg);
+  gchar *all = g_strconcat (err->message, " ", dbg ? dbg : "", NULL);
+  for (const char *const *n = needles; n != NULL && *n != NULL; n++)
+    if (strstr (all, *n) == NULL)
+      g_error ("'%s' not in '%s'", *n, all);
+  g_free (all);
+  g_free (dbg);
+  gst_element_set_state (el, GST_STATE_NULL);
+  gst_element_set_bus (el, NULL);
+  gst_object_unref (bus);
+  return err;
+}
+
+void
+cony_test_assert_starts (GstElement *el)
+{
+  g_assert_cmpint (gst_element_set_state (el, GST_STATE_PAUSED), ==, GST_STATE_CHANGE_SUCCESS);
+  gst_element_set_state (el, GST_STATE_NULL);
+}
+
+void
+cony_test_push_segment (GstHarness *h, GstClockTime start, GstClockTime time, GstClockTime base)
+{
+  GstSegment seg;
+  gst_segment_init (&seg, GST_FORMAT_TIME);
+  seg.start = start;
+  seg.time = time;
+  seg.base = base;
+  g_assert_true (gst_harness_push_event (h, gst_event_new_segment (&seg)));
+}
+
+void
+cony_test_flush (GstHarness *h)
+{
+  g_assert_true (gst_harness_push_event (h, gst_event_new_flush_start ()));
+  g_assert_true (gst_harness_push_event (h, gst_event_new_flush_stop (TRUE)));
+  cony_test_push_segment (h, 0, 0, 0);
+}
+
+void
+cony_test_drop_buffers (GstHarness *h)
+{
+  while (gst_harness_buffers_in_queue (h) > 0)
+    gst_buffer_unref (gst_harness_pull (h));
+}
+
+gboolean
+cony_test_event_forwarded (GstHarness *h, GstEventType type)
+{
+  GstEvent *ev;
+  gboolean seen = FALSE;
+  while ((ev = gst_harness_try_pull_event (h)) != NULL) {
+    seen |= GST_EVENT_TYPE (ev) == type;
+    gst_event_unref (ev);
+  }
+  return seen;
+}
+
+void
+cony_test_assert_ready_only_props (const char *factory, const char *model, const char *caps_string,
+    const char *const *props)
+{
+  for (const char *const *p = props; p[0] != NULL; p += 2) {
+    g_assert_nonnull (p[1]);
+    GstHarness *h = cony_test_harness_new (factory, model, NULL);
+    gst_harness_set_src_caps_str (h, caps_string);
+    cony_test_assert_ready_only (h, p[0], p[1]);
+    gst_harness_teardown (h);
+  }
 }

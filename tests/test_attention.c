@@ -16,15 +16,6 @@ typedef struct {
   float *w_in, *b_in, *w_out, *b_out, *ql, *kl;
 } Setup;
 
-static void
-fill_normal (GRand *rng, float *x, gsize count, double sd)
-{
-  for (gsize i = 0; i < count; i++)
-    x[i] = (float) (g_rand_double_range (rng, -1.0, 1.0) + g_rand_double_range (rng, -1.0, 1.0)
-               + g_rand_double_range (rng, -1.0, 1.0))
-        * (float) sd;
-}
-
 static Setup *
 setup_new (int d, int heads, int n, int m, guint32 seed)
 {
@@ -37,12 +28,12 @@ setup_new (int d, int heads, int n, int m, guint32 seed)
   s->b_out = g_new (float, d);
   s->ql = g_new (float, m *d);
   s->kl = g_new (float, m *d);
-  fill_normal (rng, s->w_in, 3 * d * d, 1.0 / sqrt (d));
-  fill_normal (rng, s->b_in, 3 * d, 0.1);
-  fill_normal (rng, s->w_out, d * d, 1.0 / sqrt (d));
-  fill_normal (rng, s->b_out, d, 0.1);
-  fill_normal (rng, s->ql, m * d, 1.0);
-  fill_normal (rng, s->kl, m * d, 1.0);
+  cony_test_fill_normal (rng, s->w_in, 3 * d * d, 1.0 / sqrt (d));
+  cony_test_fill_normal (rng, s->b_in, 3 * d, 0.1);
+  cony_test_fill_normal (rng, s->w_out, d * d, 1.0 / sqrt (d));
+  cony_test_fill_normal (rng, s->b_out, d, 0.1);
+  cony_test_fill_normal (rng, s->ql, m * d, 1.0);
+  cony_test_fill_normal (rng, s->kl, m * d, 1.0);
   g_rand_free (rng);
   return s;
 }
@@ -85,16 +76,6 @@ cony_all_finite_test (const float *x, gsize n)
     if (!isfinite (x[i]))
       return FALSE;
   return TRUE;
-}
-
-static float *
-random_tokens (int T, int d, guint32 seed, double sd)
-{
-  GRand *rng = g_rand_new_with_seed (seed);
-  float *x = g_new (float, (gsize) T *d);
-  fill_normal (rng, x, (gsize) T * d, sd);
-  g_rand_free (rng);
-  return x;
 }
 
 /* Steps @cont over @T tokens and, at every step, compares with @win's forward_window
@@ -150,7 +131,7 @@ test_pair (gconstpointer data)
     setup_boost (s, p->boost);
     ConyAttention *cont = make_layer (s, p->continual, retro);
     ConyAttention *win = make_layer (s, p->windowed, retro);
-    float *x = random_tokens (4 * p->n + 3, p->d, 99, 1.0);
+    float *x = cony_test_normal_tokens (4 * p->n + 3, p->d, 99, 1.0);
     double err = compare_with_window (cont, win, x, 4 * p->n + 3);
     g_test_message ("%s vs %s retro=%d n=%d m=%d heads=%d: max rel err %.3g",
         cony_attention_variant_name (p->continual), cony_attention_variant_name (p->windowed),
@@ -249,7 +230,7 @@ test_cony_schedule (gconstpointer data)
     ConyAttention *cony = make_layer (s, CONY_ATTENTION_CONY, retro);
     ConyAttention *plain = make_layer (s, CONY_ATTENTION_NYSTROM, retro);
     int T = 4 * p->n + 5, d = p->d, rows = cony_attention_output_rows (cony);
-    float *x = random_tokens (T, d, 5, 1.0);
+    float *x = cony_test_normal_tokens (T, d, 5, 1.0);
     float *a = g_new (float, (gsize) rows *d), *b = g_new (float, (gsize) rows *d);
     float *ql = g_new (float, (gsize) p->m *d), *kl = g_new (float, (gsize) p->m *d);
     double worst = 0.0, worst_update = 0.0;
@@ -302,7 +283,7 @@ test_step_tokens (gconstpointer data)
   const Pair *p = data;
   int d = p->d, n = p->n, T = 5 * n;
   Setup *s = setup_new (d, p->heads, n, p->m, 31 + n);
-  float *x = random_tokens (T, d, 8, 1.0);
+  float *x = cony_test_normal_tokens (T, d, 8, 1.0);
   float *a = g_new (float, (gsize) n *d), *b = g_new (float, (gsize) n *d);
   float *ql = g_new (float, (gsize) p->m *d), *kl = g_new (float, (gsize) p->m *d);
   for (int count = 1; count <= 3; count++) {
@@ -344,7 +325,7 @@ test_overflow_scores_are_large (void)
   const Pair *p = &large_pairs[0];
   Setup *s = setup_new (p->d, p->heads, p->n, p->m, 7 + p->n + p->m);
   setup_boost (s, p->boost);
-  float *x = random_tokens (4 * p->n + 3, 8, 99, 1.0);
+  float *x = cony_test_normal_tokens (4 * p->n + 3, 8, 99, 1.0);
   float q[8], k[8], max = 0.0f;
   for (int a = 0; a < 4 * p->n + 3; a++)
     for (int b = 0; b < 4 * p->n + 3; b++) {
@@ -379,7 +360,7 @@ run_drift (ConyAttentionVariant v, gboolean retro, guint64 steps)
     double scale = 1.0 + 0.9 * sin ((double) t * 1e-3);
     if (g_rand_int_range (rng, 0, 5000) == 0)
       scale *= 12.0; /* a burst: a token that dominates every row it enters */
-    fill_normal (rng, x, d, scale);
+    cony_test_fill_normal (rng, x, d, scale);
     memcpy (hist + (t % n) * d, x, sizeof (float) * d);
     cony_attention_step (cont, x, a);
   }
@@ -427,9 +408,7 @@ test_bad_config (void)
   for (guint i = 0; i < G_N_ELEMENTS (cases); i++) {
     GError *error = NULL;
     g_assert_null (cony_attention_new (&cases[i].c, &w, &error));
-    g_assert_error (error, CONY_ERROR, CONY_ERROR_INVALID);
-    g_assert_nonnull (strstr (error->message, cases[i].expect));
-    g_clear_error (&error);
+    cony_test_expect_error (&error, CONY_ERROR_INVALID, cases[i].expect, NULL);
   }
   /* NaN weights are refused by name. */
   s->w_out[5] = NAN;
@@ -497,7 +476,7 @@ test_extreme_tokens (void)
   const float values[] = { 1e19f, 1e30f, FLT_MAX, -FLT_MAX, 1e-40f };
   int d = 8, n = 6, T = 2 * n + 1;
   Setup *s = setup_new (d, 2, n, 3, 5);
-  float *x = random_tokens (T, d, 17, 1.0);
+  float *x = cony_test_normal_tokens (T, d, 17, 1.0);
   float *want = g_new (float, (gsize) T *n *d), *got = g_new (float, (gsize) n *d);
   float tok[8];
   for (int v = 0; v < CONY_ATTENTION_N_VARIANTS; v++)
@@ -542,7 +521,7 @@ test_extreme_landmarks (void)
   const float scales[] = { 1e19f, 1e30f, FLT_MAX, 1e-38f };
   int d = 8, n = 6, m = 3;
   Setup *s = setup_new (d, 2, n, m, 9);
-  float *x = random_tokens (2 * n, d, 23, 1.0);
+  float *x = cony_test_normal_tokens (2 * n, d, 23, 1.0);
   float *ql = g_new (float, m *d), *kl = g_new (float, m *d), out[8];
   for (guint e = 0; e < G_N_ELEMENTS (scales); e++)
     for (int it = 0; it < 2; it++) {

@@ -6,6 +6,7 @@
 #include "cony/error.h"
 #include "../src/attention-private.h"
 #include "testutil.h"
+#include "../tools/bench.h"
 
 #include <math.h>
 #include <string.h>
@@ -14,15 +15,6 @@ typedef struct {
   int d, heads, n;
   float *w_in, *b_in, *w_out, *b_out;
 } Setup;
-
-static void
-fill_normal (GRand *rng, float *x, gsize count, double sd)
-{
-  for (gsize i = 0; i < count; i++)
-    x[i] = (float) (g_rand_double_range (rng, -1.0, 1.0) + g_rand_double_range (rng, -1.0, 1.0)
-               + g_rand_double_range (rng, -1.0, 1.0))
-        * (float) sd;
-}
 
 static Setup *
 setup_new (int d, int heads, int n, guint32 seed)
@@ -35,11 +27,11 @@ setup_new (int d, int heads, int n, guint32 seed)
   s->w_out = g_new (float, d *d);
   s->b_out = g_new (float, d);
   /* q and k twice as large as v: scores of a few units, attention far from uniform */
-  fill_normal (rng, s->w_in, 2 * d * d, 2.0 / sqrt (d));
-  fill_normal (rng, s->w_in + 2 * d * d, d * d, 1.0 / sqrt (d));
-  fill_normal (rng, s->b_in, 3 * d, 0.1);
-  fill_normal (rng, s->w_out, d * d, 1.0 / sqrt (d));
-  fill_normal (rng, s->b_out, d, 0.1);
+  cony_test_fill_normal (rng, s->w_in, 2 * d * d, 2.0 / sqrt (d));
+  cony_test_fill_normal (rng, s->w_in + 2 * d * d, d * d, 1.0 / sqrt (d));
+  cony_test_fill_normal (rng, s->b_in, 3 * d, 0.1);
+  cony_test_fill_normal (rng, s->w_out, d * d, 1.0 / sqrt (d));
+  cony_test_fill_normal (rng, s->b_out, d, 0.1);
   g_rand_free (rng);
   return s;
 }
@@ -68,16 +60,6 @@ make_layer (const Setup *s, ConyAttentionVariant v, int budget, int block, int t
   return a;
 }
 
-static float *
-random_tokens (int T, int d, guint32 seed)
-{
-  GRand *rng = g_rand_new_with_seed (seed);
-  float *x = g_new (float, (gsize) T *d);
-  fill_normal (rng, x, (gsize) T * d, 1.0);
-  g_rand_free (rng);
-  return x;
-}
-
 /* A stream that changes slowly: per column, three sinusoids with periods of 40 to 400
  * tokens and random phases. */
 static float *
@@ -85,19 +67,7 @@ smooth_tokens (int T, int d, guint32 seed)
 {
   GRand *rng = g_rand_new_with_seed (seed);
   float *x = g_new (float, (gsize) T *d);
-  for (int c = 0; c < d; c++) {
-    double period[3], phase[3];
-    for (int i = 0; i < 3; i++) {
-      period[i] = g_rand_double_range (rng, 40.0, 400.0);
-      phase[i] = g_rand_double_range (rng, 0.0, 2 * G_PI);
-    }
-    for (int t = 0; t < T; t++) {
-      double v = 0.0;
-      for (int i = 0; i < 3; i++)
-        v += sin (2 * G_PI * t / period[i] + phase[i]);
-      x[(gsize) t * d + c] = (float) (v / sqrt (1.5));
-    }
-  }
+  cony_bench_fill_smooth (rng, x, T, d, 40.0, 400.0);
   g_rand_free (rng);
   return x;
 }
@@ -139,7 +109,7 @@ test_exact_budget (gconstpointer data)
   const Case *c = data;
   Setup *s = setup_new (c->d, c->heads, c->n, 5 + c->n);
   int T = 4 * c->n + 3;
-  float *x = random_tokens (T, c->d, 17);
+  float *x = cony_test_normal_tokens (T, c->d, 17, 1.0);
   double err = vcc_vs_exact (s, c->budget, c->block, c->tail, x, T, NULL, NULL);
   g_test_message ("n=%d r=%d block=%d tail=%d: max rel err %.3g", c->n, c->budget, c->block,
       c->tail, err);
@@ -164,7 +134,7 @@ test_constant_window (void)
 {
   Setup *s = setup_new (8, 2, 24, 3);
   int T = 60, d = 8;
-  float *x = g_new (float, (gsize) T *d), *one = random_tokens (1, d, 4);
+  float *x = g_new (float, (gsize) T *d), *one = cony_test_normal_tokens (1, d, 4, 1.0);
   for (int t = 0; t < T; t++)
     memcpy (x + (gsize) t * d, one, sizeof (float) * d);
   for (int r = 1; r <= 26; r++) {
@@ -197,7 +167,7 @@ test_piecewise_constant (void)
 {
   int d = 8, n = 32, T = 3 * n;
   Setup *s = setup_new (d, 2, n, 9);
-  float *values = random_tokens (T, d, 11);
+  float *values = cony_test_normal_tokens (T, d, 11, 1.0);
   float *x = g_new (float, (gsize) T *d);
   for (int tail = 0; tail <= 3; tail += 3)
     for (int r = tail + 1; r <= n + 2; r++) {
@@ -237,7 +207,7 @@ test_smooth_error (void)
     prev = err;
   }
   /* Random tokens are not smooth: the same budget is far less accurate. */
-  float *xr = random_tokens (T, d, 22);
+  float *xr = cony_test_normal_tokens (T, d, 22, 1.0);
   double random_err = vcc_vs_exact (s, 16, 1, 0, xr, T, NULL, NULL);
   g_test_message ("random, n=%d r=16: max rel err %.3g", n, random_err);
   g_assert_cmpfloat (random_err, >, 1.0);
@@ -262,7 +232,7 @@ test_drift (void)
   GRand *rng = g_rand_new_with_seed (77);
   double worst = 0.0, max_in = 0.0;
   for (guint64 t = 0; t < steps; t++) {
-    fill_normal (rng, x, d, 1.0);
+    cony_test_fill_normal (rng, x, d, 1.0);
     for (int i = 0; i < d; i++)
       x[i] += 5.0f;
     memcpy (hist + (t % n) * d, x, sizeof x);
@@ -300,7 +270,7 @@ test_step_tokens (void)
 {
   int d = 8, n = 9, T = 5 * n;
   Setup *s = setup_new (d, 2, n, 29);
-  float *x = random_tokens (T, d, 30);
+  float *x = cony_test_normal_tokens (T, d, 30, 1.0);
   for (int count = 1; count <= 3; count++) {
     ConyAttention *multi = make_layer (s, CONY_ATTENTION_VCC, 4, 1, 1);
     ConyAttention *single = make_layer (s, CONY_ATTENTION_VCC, 4, 1, 1);
@@ -369,7 +339,7 @@ test_state_and_cost (void)
   Setup *s = setup_new (16, 2, 12, 2);
   ConyAttention *a = make_layer (s, CONY_ATTENTION_VCC, 5, 1, 0);
   g_assert_cmpuint (cony_attention_state_bytes (a), ==, 2 * 12 * 16 * 4);
-  float *x = random_tokens (40, 16, 3), out[16];
+  float *x = cony_test_normal_tokens (40, 16, 3, 1.0), out[16];
   for (int t = 0; t < 40; t++)
     cony_attention_step (a, x + t * 16, out);
   g_assert_cmpuint (cony_attention_state_bytes (a), ==, 2 * 12 * 16 * 4);
@@ -431,9 +401,7 @@ test_model_config (void)
   cony_model_config_clear (&c);
   g_autofree char *bad = g_strdup_printf (base, "\"vcc_budget\":3,\"vcc_exact_tail\":3,");
   g_assert_false (cony_model_config_parse (bad, "bad", &c, &error));
-  g_assert_error (error, CONY_ERROR, CONY_ERROR_INVALID);
-  g_assert_nonnull (strstr (error->message, "vcc_exact_tail"));
-  g_clear_error (&error);
+  cony_test_expect_error (&error, CONY_ERROR_INVALID, "vcc_exact_tail", NULL);
   g_autofree char *zero = g_strdup_printf (base, "\"vcc_budget\":0,");
   g_assert_false (cony_model_config_parse (zero, "zero", &c, &error));
   g_assert_nonnull (strstr (error->message, "vcc_budget"));
@@ -470,9 +438,7 @@ test_encoder_override (void)
   g_autoptr (ConyModel) m2 = cony_model_load (b2, &error);
   g_assert_no_error (error);
   g_assert_null (cony_encoder_new (m2, CONY_ATTENTION_VCC, &error));
-  g_assert_error (error, CONY_ERROR, CONY_ERROR_INVALID);
-  g_assert_nonnull (strstr (error->message, "retroactive"));
-  g_clear_error (&error);
+  cony_test_expect_error (&error, CONY_ERROR_INVALID, "retroactive", NULL);
 }
 
 static const Case exact_cases[] = {

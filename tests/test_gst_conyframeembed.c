@@ -22,22 +22,17 @@
 #define OUT 5
 #define CAPS_GAP "video/x-raw,format=RGB,width=22,height=20,framerate=25/1"
 
+/* A harness around a conyframeembed on tests/golden/imagecnn/@model_file with properties
+ * "name", value, ..., NULL. */
 static GstHarness *
 new_harness (const char *model_file, const gchar *first_prop, ...)
 {
-  GstElement *el = gst_element_factory_make ("conyframeembed", NULL);
-  g_assert_nonnull (el);
   char *path = cony_test_golden_path ("imagecnn", model_file);
-  g_object_set (el, "model", path, NULL);
+  va_list ap;
+  va_start (ap, first_prop);
+  GstHarness *h = cony_test_harness_new_valist ("conyframeembed", path, first_prop, ap);
+  va_end (ap);
   g_free (path);
-  if (first_prop) {
-    va_list ap;
-    va_start (ap, first_prop);
-    g_object_set_valist (G_OBJECT (el), first_prop, ap);
-    va_end (ap);
-  }
-  GstHarness *h = gst_harness_new_with_element (el, "sink", "src");
-  gst_object_unref (el);
   return h;
 }
 
@@ -74,17 +69,6 @@ reference (ConyCnn *cnn, guint32 seed, float *out)
   gst_buffer_unmap (buf, &map);
   gst_buffer_unref (buf);
   cony_cnn_forward (cnn, in, out);
-}
-
-static ConyCnn *
-load_gap (void)
-{
-  char *path = cony_test_golden_path ("imagecnn", "gap.safetensors");
-  GError *error = NULL;
-  ConyCnn *cnn = cony_cnn_load (path, &error);
-  g_assert_no_error (error);
-  g_free (path);
-  return cnn;
 }
 
 /* Pulls one token and checks PTS, duration, DISCONT, OFFSET and (when @cnn) the values
@@ -134,7 +118,7 @@ check_src_caps (GstHarness *h, const char *dims, gint rn, gint rd)
 static void
 test_values_and_timestamps (void)
 {
-  ConyCnn *cnn = load_gap ();
+  ConyCnn *cnn = cony_test_load_golden_cnn ("imagecnn", "gap.safetensors");
   GstHarness *h = new_harness ("gap.safetensors", NULL);
   gst_harness_set_src_caps_str (h, CAPS_GAP);
   check_src_caps (h, "5:1", 25, 1);
@@ -155,7 +139,7 @@ test_values_and_timestamps (void)
 static void
 test_every (void)
 {
-  ConyCnn *cnn = load_gap ();
+  ConyCnn *cnn = cony_test_load_golden_cnn ("imagecnn", "gap.safetensors");
   GstHarness *h = new_harness ("gap.safetensors", "every", 3, NULL);
   guint every = 0;
   g_object_get (h->element, "every", &every, NULL);
@@ -203,8 +187,7 @@ static void
 test_qos (void)
 {
   GstHarness *h = new_harness ("gap.safetensors", NULL);
-  GstBus *bus = gst_bus_new ();
-  gst_element_set_bus (h->element, bus);
+  GstBus *bus = cony_test_attach_bus (h);
   gboolean qos = FALSE;
   g_object_get (h->element, "qos", &qos, NULL);
   g_assert_true (qos);
@@ -239,16 +222,11 @@ test_qos (void)
 
   /* qos=true again, but a flush forgets the old report (it said: late up to 1360 ms). */
   g_object_set (h->element, "qos", TRUE, NULL);
-  gst_harness_push_event (h, gst_event_new_flush_start ());
-  gst_harness_push_event (h, gst_event_new_flush_stop (TRUE));
-  GstSegment seg;
-  gst_segment_init (&seg, GST_FORMAT_TIME);
-  gst_harness_push_event (h, gst_event_new_segment (&seg));
+  cony_test_flush (h);
   gst_harness_push (h, make_frame (12, 480 * MS, 40 * MS));
   check_token (h, NULL, 0, 480 * MS, 40 * MS, TRUE, 0);
 
-  gst_element_set_bus (h->element, NULL);
-  gst_object_unref (bus);
+  cony_test_detach_bus (h, bus);
   gst_harness_teardown (h);
 }
 
@@ -258,8 +236,7 @@ static void
 test_qos_every (void)
 {
   GstHarness *h = new_harness ("gap.safetensors", "every", 2, NULL);
-  GstBus *bus = gst_bus_new ();
-  gst_element_set_bus (h->element, bus);
+  GstBus *bus = cony_test_attach_bus (h);
   gst_harness_set_src_caps_str (h, CAPS_GAP);
   /* a token lasts 2 frames but embeds one: its input ends a frame (1/25 s) early */
   GstCaps *caps = gst_pad_get_current_caps (h->sinkpad);
@@ -281,8 +258,7 @@ test_qos_every (void)
   guint64 dropped = 0, processed = 0;
   g_assert_cmpuint (pop_qos (bus, &dropped, &processed), ==, 2);
   g_assert_cmpuint (dropped, ==, 2);
-  gst_element_set_bus (h->element, NULL);
-  gst_object_unref (bus);
+  cony_test_detach_bus (h, bus);
   gst_harness_teardown (h);
 }
 
@@ -331,7 +307,7 @@ static void
 test_patches (void)
 {
   const guint PX = 3, PY = 2, K = PX * PY, FW = W * PX, FH = H * PY;
-  ConyCnn *cnn = load_gap ();
+  ConyCnn *cnn = cony_test_load_golden_cnn ("imagecnn", "gap.safetensors");
   GstHarness *h = new_harness ("gap.safetensors", "patches-x", PX, "patches-y", PY, NULL);
   gst_harness_play (h);
   /* the caps query announces the grid's frame size */
@@ -432,29 +408,11 @@ test_bad_models (void)
     { odd, "input channels" },
   };
   for (guint i = 0; i < G_N_ELEMENTS (cases); i++) {
-    GstElement *el = gst_element_factory_make ("conyframeembed", NULL);
-    GstBus *bus = gst_bus_new ();
-    gst_element_set_bus (el, bus);
-    g_object_set (el, "model", cases[i].model, NULL);
-    g_assert_cmpint (gst_element_set_state (el, GST_STATE_PAUSED), ==, GST_STATE_CHANGE_FAILURE);
-    GstMessage *msg = gst_bus_pop_filtered (bus, GST_MESSAGE_ERROR);
-    g_assert_nonnull (msg);
-    GError *err = NULL;
-    gchar *dbg = NULL;
-    gst_message_parse_error (msg, &err, &dbg);
-    gchar *all = g_strconcat (err->message, " ", dbg ? dbg : "", NULL);
-    if (!strstr (all, cases[i].in_message))
-      g_error ("case %u: '%s' not in '%s'", i, cases[i].in_message, all);
-    g_free (all);
-    g_free (dbg);
-    g_clear_error (&err);
-    gst_message_unref (msg);
-    gst_element_set_state (el, GST_STATE_NULL);
+    GstElement *el = cony_test_element_new ("conyframeembed", cases[i].model, NULL);
+    g_test_message ("case %u", i);
+    g_error_free (cony_test_assert_start_fails (el, (const char *[]){ cases[i].in_message, NULL }));
     g_object_set (el, "model", good, NULL);
-    g_assert_cmpint (gst_element_set_state (el, GST_STATE_PAUSED), ==, GST_STATE_CHANGE_SUCCESS);
-    gst_element_set_state (el, GST_STATE_NULL);
-    gst_element_set_bus (el, NULL);
-    gst_object_unref (bus);
+    cony_test_assert_starts (el);
     gst_object_unref (el);
   }
   g_free (npy);
@@ -467,14 +425,10 @@ test_bad_models (void)
 static void
 test_ready_only_properties (void)
 {
-  const char *props[][2] = { { "model", "/tmp/other.safetensors" }, { "every", "5" },
-    { "patches-x", "2" } };
-  for (guint i = 0; i < G_N_ELEMENTS (props); i++) {
-    GstHarness *h = new_harness ("gap.safetensors", NULL);
-    gst_harness_set_src_caps_str (h, CAPS_GAP);
-    cony_test_assert_ready_only (h, props[i][0], props[i][1]);
-    gst_harness_teardown (h);
-  }
+  const char *props[] = { "model", "/tmp/other.safetensors", "every", "5", "patches-x", "2", NULL };
+  char *path = cony_test_golden_path ("imagecnn", "gap.safetensors");
+  cony_test_assert_ready_only_props ("conyframeembed", path, CAPS_GAP, props);
+  g_free (path);
 }
 
 int

@@ -65,16 +65,10 @@ f32_buffer (const float *x, gsize n, GstClockTime pts)
 static GstHarness *
 new_harness (const gchar *first_prop, ...)
 {
-  GstElement *el = gst_element_factory_make ("conymel", NULL);
-  g_assert_nonnull (el);
-  if (first_prop) {
-    va_list ap;
-    va_start (ap, first_prop);
-    g_object_set_valist (G_OBJECT (el), first_prop, ap);
-    va_end (ap);
-  }
-  GstHarness *h = gst_harness_new_with_element (el, "sink", "src");
-  gst_object_unref (el);
+  va_list ap;
+  va_start (ap, first_prop);
+  GstHarness *h = cony_test_harness_new_valist ("conymel", NULL, first_prop, ap);
+  va_end (ap);
   return h;
 }
 
@@ -125,6 +119,34 @@ check_frames (GstHarness *h, const float *ref, gsize n_ref, gsize first, GstCloc
   return n;
 }
 
+/* The harness' output caps are conymel's tensors of @dims ("64:K") at @rate with the
+ * VGGish settings but for @log_offset. */
+static void
+check_src_caps (GstHarness *h, const char *dims, const char *rate, const char *log_offset)
+{
+  GstCaps *caps = gst_pad_get_current_caps (h->sinkpad);
+  g_assert_nonnull (caps);
+  const char *fmt = "other/tensors,format=static,num_tensors=1,types=float32,"
+                    "dimensions=(string)%s,framerate=%s,lookahead=3/200" MEL_FIELDS ("%s");
+  gchar *str = g_strdup_printf (fmt, dims, rate, log_offset);
+  GstCaps *want = gst_caps_from_string (str);
+  g_free (str);
+  g_assert_true (gst_caps_is_equal (caps, want));
+  gst_caps_unref (want);
+  gst_caps_unref (caps);
+}
+
+/* Pulls the next buffer: the first of a new stream, DISCONT, at @pts. */
+static void
+check_restart (GstHarness *h, GstClockTime pts)
+{
+  GstBuffer *first = gst_harness_try_pull (h);
+  g_assert_nonnull (first);
+  g_assert_true (GST_BUFFER_IS_DISCONT (first));
+  g_assert_cmpuint (GST_BUFFER_PTS (first), ==, pts);
+  gst_buffer_unref (first);
+}
+
 /* ------------------------------------------------------------------------ */
 
 static void
@@ -132,15 +154,8 @@ test_caps_negotiated (void)
 {
   GstHarness *h = new_harness (NULL);
   gst_harness_set_src_caps_str (h, F32_CAPS);
-  GstCaps *caps = gst_pad_get_current_caps (h->sinkpad);
-  g_assert_nonnull (caps);
-  GstCaps *want = gst_caps_from_string (
-      "other/tensors,format=static,num_tensors=1,"
-      "types=float32,dimensions=(string)64:1,framerate=100/1,lookahead=3/200" MEL_FIELDS ("0.01"));
   /* lookahead: a frame reads 400 samples (25 ms) but lasts one 160-sample hop */
-  g_assert_true (gst_caps_is_equal (caps, want));
-  gst_caps_unref (want);
-  gst_caps_unref (caps);
+  check_src_caps (h, "64:1", "100/1", "0.01");
 
   /* Upstream is asked for the configured rate only. */
   GstCaps *peer = gst_pad_peer_query_caps (h->srcpad, NULL);
@@ -183,20 +198,16 @@ test_wrong_caps_refused (void)
   /* Data without accepted caps is refused, not processed. */
   GstHarness *h = new_harness (NULL);
   gst_pad_push_event (h->srcpad, gst_event_new_stream_start ("test"));
-  GstBus *bus = gst_bus_new ();
-  gst_element_set_bus (h->element, bus);
+  GstBus *bus = cony_test_attach_bus (h);
   GstPad *sinkpad = gst_element_get_static_pad (h->element, "sink");
   /* Called directly: the pad itself would already refuse data before a segment. */
   g_assert_cmpint (GST_PAD_CHAINFUNC (
                        sinkpad) (sinkpad, GST_OBJECT (h->element), f32_buffer (x, 500, 0)),
       ==, GST_FLOW_NOT_NEGOTIATED);
   gst_object_unref (sinkpad);
-  GstMessage *msg = gst_bus_pop_filtered (bus, GST_MESSAGE_ERROR);
-  g_assert_nonnull (msg);
-  gst_message_unref (msg);
+  g_error_free (cony_test_pop_gerror (bus, GST_MESSAGE_ERROR, 0, 0, NULL));
   g_assert_null (gst_harness_try_pull (h));
-  gst_element_set_bus (h->element, NULL);
-  gst_object_unref (bus);
+  cony_test_detach_bus (h, bus);
   gst_harness_teardown (h);
 }
 
@@ -223,11 +234,7 @@ test_timestamps_odd_sizes (void)
       gst_harness_set_src_caps_str (h, F32_CAPS);
       push_pieces (h, x, n, sets[s], n_sets[s], bases[b]);
       /* The first output is flagged DISCONT. */
-      GstBuffer *first = gst_harness_try_pull (h);
-      g_assert_nonnull (first);
-      g_assert_true (GST_BUFFER_IS_DISCONT (first));
-      g_assert_cmpuint (GST_BUFFER_PTS (first), ==, bases[b]);
-      gst_buffer_unref (first);
+      check_restart (h, bases[b]);
       guint got = check_frames (h, ref, n_ref, 1, bases[b] + 10 * MS, 10 * MS, 1);
       g_assert_cmpuint (got, ==, 97);
       gst_harness_teardown (h);
@@ -303,13 +310,7 @@ test_frames_per_buffer_and_eos (void)
   float *ref = reference_frames (NULL, x, n, &n_ref);
   GstHarness *h = new_harness ("frames-per-buffer", 10, NULL);
   gst_harness_set_src_caps_str (h, F32_CAPS);
-  GstCaps *caps = gst_pad_get_current_caps (h->sinkpad);
-  GstCaps *want = gst_caps_from_string (
-      "other/tensors,format=static,num_tensors=1,"
-      "types=float32,dimensions=(string)64:10,framerate=10/1,lookahead=3/200" MEL_FIELDS ("0.01"));
-  g_assert_true (gst_caps_is_equal (caps, want));
-  gst_caps_unref (want);
-  gst_caps_unref (caps);
+  check_src_caps (h, "64:10", "10/1", "0.01");
 
   const gsize sizes[] = { 1001, 37 };
   push_pieces (h, x, n, sizes, 2, 0);
@@ -403,18 +404,10 @@ test_flush_resets (void)
   /* 17 frames in 5 full buffers; the 18th frame and the junk are pending. */
   check_frames (h, ref, 15, 0, GST_SECOND, 10 * MS, 3);
 
-  g_assert_true (gst_harness_push_event (h, gst_event_new_flush_start ()));
-  g_assert_true (gst_harness_push_event (h, gst_event_new_flush_stop (TRUE)));
-  GstSegment seg;
-  gst_segment_init (&seg, GST_FORMAT_TIME);
-  g_assert_true (gst_harness_push_event (h, gst_event_new_segment (&seg)));
+  cony_test_flush (h);
 
   push_pieces (h, x, n, sizes, 3, GST_SECOND);
-  GstBuffer *first = gst_harness_try_pull (h);
-  g_assert_nonnull (first);
-  g_assert_true (GST_BUFFER_IS_DISCONT (first));
-  g_assert_cmpuint (GST_BUFFER_PTS (first), ==, GST_SECOND);
-  gst_buffer_unref (first);
+  check_restart (h, GST_SECOND);
   check_frames (h, ref, 15, 3, GST_SECOND + 30 * MS, 10 * MS, 3);
   gst_harness_teardown (h);
   g_free (ref);
@@ -444,11 +437,7 @@ test_discont_reanchors (void)
   gst_harness_push (h, buf);
   gst_harness_push (h,
       f32_buffer (b + 137, n - 137, t + gst_util_uint64_scale (137, GST_SECOND, RATE)));
-  GstBuffer *first = gst_harness_try_pull (h);
-  g_assert_nonnull (first);
-  g_assert_true (GST_BUFFER_IS_DISCONT (first));
-  g_assert_cmpuint (GST_BUFFER_PTS (first), ==, t);
-  gst_buffer_unref (first);
+  check_restart (h, t);
   check_frames (h, ref_b, n2, 1, t + 10 * MS, 10 * MS, 1);
   gst_harness_teardown (h);
   g_free (ref_a);
@@ -491,11 +480,7 @@ test_caps_change_resets (void)
   GST_BUFFER_PTS (buf) = t;
   g_assert_cmpint (gst_harness_push (h, buf), ==, GST_FLOW_OK);
   g_assert_true (gst_harness_push_event (h, gst_event_new_eos ()));
-  GstBuffer *first = gst_harness_try_pull (h);
-  g_assert_nonnull (first);
-  g_assert_true (GST_BUFFER_IS_DISCONT (first));
-  g_assert_cmpuint (GST_BUFFER_PTS (first), ==, t);
-  gst_buffer_unref (first);
+  check_restart (h, t);
   check_frames (h, ref_b, n2, 3, t + 30 * MS, 10 * MS, 3);
   gst_harness_teardown (h);
   g_free (ref_a);
@@ -550,25 +535,19 @@ test_nan_samples (void)
   float *ref = reference_frames (NULL, clean, n, &n_ref);
 
   GstHarness *h = new_harness (NULL);
-  GstBus *bus = gst_bus_new ();
-  gst_element_set_bus (h->element, bus);
+  GstBus *bus = cony_test_attach_bus (h);
   gst_harness_set_src_caps_str (h, F32_CAPS);
   const gsize sizes[] = { 1001 };
   push_pieces (h, x, n, sizes, 1, 0);
 
-  GstMessage *msg = gst_bus_pop_filtered (bus, GST_MESSAGE_WARNING);
-  g_assert_nonnull (msg);
-  GError *err = NULL;
-  gst_message_parse_warning (msg, &err, NULL);
+  GError *err = cony_test_pop_gerror (bus, GST_MESSAGE_WARNING, 0, 0, NULL);
   g_assert_nonnull (strstr (err->message, "NaN"));
-  g_clear_error (&err);
-  gst_message_unref (msg);
+  g_error_free (err);
   /* One warning for the run, not one per buffer or sample. */
   g_assert_null (gst_bus_pop_filtered (bus, GST_MESSAGE_WARNING));
 
   check_frames (h, ref, n_ref, 0, 0, 10 * MS, 1);
-  gst_element_set_bus (h->element, NULL);
-  gst_object_unref (bus);
+  cony_test_detach_bus (h, bus);
   gst_harness_teardown (h);
   g_free (ref);
   g_free (clean);
@@ -589,13 +568,7 @@ test_preset_yamnet (void)
   float *ref = reference_frames (&config, x, n, &n_ref);
   GstHarness *h = new_harness ("preset", 1, NULL);
   gst_harness_set_src_caps_str (h, F32_CAPS);
-  GstCaps *caps = gst_pad_get_current_caps (h->sinkpad);
-  GstCaps *want = gst_caps_from_string (
-      "other/tensors,format=static,num_tensors=1,"
-      "types=float32,dimensions=(string)64:1,framerate=100/1,lookahead=3/200" MEL_FIELDS ("0.001"));
-  g_assert_true (gst_caps_is_equal (caps, want));
-  gst_caps_unref (want);
-  gst_caps_unref (caps);
+  check_src_caps (h, "64:1", "100/1", "0.001");
   const gsize sizes[] = { 777 };
   push_pieces (h, x, n, sizes, 1, 0);
   g_assert_cmpuint (check_frames (h, ref, n_ref, 0, 0, 10 * MS, 1), ==, n_ref);
@@ -625,17 +598,9 @@ test_preset_yamnet (void)
 static void
 test_bad_settings (void)
 {
-  GstElement *el = gst_element_factory_make ("conymel", NULL);
-  GstBus *bus = gst_bus_new ();
-  gst_element_set_bus (el, bus);
-  g_object_set (el, "fmax", 9000.0, NULL); /* above 16000 / 2 */
-  g_assert_cmpint (gst_element_set_state (el, GST_STATE_PAUSED), ==, GST_STATE_CHANGE_FAILURE);
-  GstMessage *msg = gst_bus_pop_filtered (bus, GST_MESSAGE_ERROR);
-  g_assert_nonnull (msg);
-  gst_message_unref (msg);
-  gst_element_set_state (el, GST_STATE_NULL);
-  gst_element_set_bus (el, NULL);
-  gst_object_unref (bus);
+  /* fmax above 16000 / 2 */
+  GstElement *el = cony_test_element_new ("conymel", NULL, "fmax", 9000.0, NULL);
+  g_error_free (cony_test_assert_start_fails (el, NULL));
   gst_object_unref (el);
 }
 
@@ -651,8 +616,7 @@ test_partial_samples (void)
   } cases[] = { { "S16LE", 3 }, { "F32LE", 5 }, { "F32LE", 4002 } };
   for (guint i = 0; i < G_N_ELEMENTS (cases); i++) {
     GstHarness *h = new_harness (NULL);
-    GstBus *bus = gst_bus_new ();
-    gst_element_set_bus (h->element, bus);
+    GstBus *bus = cony_test_attach_bus (h);
     gchar *caps = g_strdup_printf ("audio/x-raw,format=%s,rate=16000,channels=1,"
                                    "layout=interleaved",
         cases[i].format);
@@ -662,12 +626,9 @@ test_partial_samples (void)
     gst_buffer_memset (buf, 0, 0, cases[i].bytes);
     GST_BUFFER_PTS (buf) = 0;
     g_assert_cmpint (gst_harness_push (h, buf), ==, GST_FLOW_ERROR);
-    GstMessage *msg = gst_bus_pop_filtered (bus, GST_MESSAGE_ERROR);
-    g_assert_nonnull (msg);
-    GError *err = NULL;
     gchar *debug = NULL;
-    gst_message_parse_error (msg, &err, &debug);
-    g_assert_true (g_error_matches (err, GST_STREAM_ERROR, GST_STREAM_ERROR_FORMAT));
+    GError *err = cony_test_pop_gerror (bus, GST_MESSAGE_ERROR, GST_STREAM_ERROR,
+        GST_STREAM_ERROR_FORMAT, &debug);
     gchar *want = g_strdup_printf ("buffer of %" G_GSIZE_FORMAT " bytes is not a whole number",
         cases[i].bytes);
     g_assert_nonnull (strstr (debug, want));
@@ -675,10 +636,8 @@ test_partial_samples (void)
     g_free (want);
     g_free (debug);
     g_error_free (err);
-    gst_message_unref (msg);
     g_assert_null (gst_harness_try_pull (h));
-    gst_element_set_bus (h->element, NULL);
-    gst_object_unref (bus);
+    cony_test_detach_bus (h, bus);
     gst_harness_teardown (h);
   }
 }
@@ -688,14 +647,9 @@ test_partial_samples (void)
 static void
 test_ready_only_properties (void)
 {
-  const char *props[][2] = { { "hop-length", "320" }, { "n-mels", "40" }, { "fmax", "6000" },
-    { "sample-rate", "8000" } };
-  for (guint i = 0; i < G_N_ELEMENTS (props); i++) {
-    GstHarness *h = new_harness (NULL);
-    gst_harness_set_src_caps_str (h, F32_CAPS);
-    cony_test_assert_ready_only (h, props[i][0], props[i][1]);
-    gst_harness_teardown (h);
-  }
+  const char *props[] = { "hop-length", "320", "n-mels", "40", "fmax", "6000", "sample-rate",
+    "8000", NULL };
+  cony_test_assert_ready_only_props ("conymel", NULL, F32_CAPS, props);
 }
 
 int

@@ -92,58 +92,20 @@ reference_logits (const float *x, gsize n)
   return logits;
 }
 
-static void
-softmax (const float *logits, double *p)
-{
-  int top = 0;
-  for (int i = 1; i < C; i++)
-    if (logits[i] > logits[top])
-      top = i;
-  double sum = 0;
-  for (int i = 0; i < C; i++)
-    sum += exp ((double) logits[i] - logits[top]);
-  for (int i = 0; i < C; i++)
-    p[i] = exp ((double) logits[i] - logits[top]) / sum;
-}
-
 static float *
 make_tokens (gsize n, guint32 seed)
 {
-  float *x = g_new (float, n *D);
-  GRand *r = g_rand_new_with_seed (seed);
-  for (gsize i = 0; i < n * D; i++)
-    x[i] = (float) g_rand_double_range (r, -2.0, 2.0);
-  g_rand_free (r);
-  return x;
+  return cony_test_random_floats (n * D, -2.0, 2.0, seed);
 }
 
 static GstHarness *
 new_harness (const char *model, const gchar *first_prop, ...)
 {
-  GstElement *el = gst_element_factory_make ("conytransformer", NULL);
-  g_assert_nonnull (el);
-  g_object_set (el, "model", model, NULL);
-  if (first_prop) {
-    va_list ap;
-    va_start (ap, first_prop);
-    g_object_set_valist (G_OBJECT (el), first_prop, ap);
-    va_end (ap);
-  }
-  GstHarness *h = gst_harness_new_with_element (el, "sink", "src");
-  gst_object_unref (el);
+  va_list ap;
+  va_start (ap, first_prop);
+  GstHarness *h = cony_test_harness_new_valist ("conytransformer", model, first_prop, ap);
+  va_end (ap);
   return h;
-}
-
-/* A TIME segment [start, ...) with base and time, pushed into @h. */
-static void
-push_segment (GstHarness *h, GstClockTime start, GstClockTime time, GstClockTime base)
-{
-  GstSegment seg;
-  gst_segment_init (&seg, GST_FORMAT_TIME);
-  seg.start = start;
-  seg.time = time;
-  seg.base = base;
-  g_assert_true (gst_harness_push_event (h, gst_event_new_segment (&seg)));
 }
 
 static guint64
@@ -170,14 +132,13 @@ test_span_audio_chain (void)
       cnn, tr);
   GstHarness *h = gst_harness_new_parse (launch);
   g_free (launch);
-  GstBus *bus = gst_bus_new ();
-  gst_element_set_bus (h->element, bus);
+  GstBus *bus = cony_test_attach_bus (h);
   gst_harness_set_src_caps_str (h,
       "audio/x-raw,format=F32LE,rate=16000,channels=1,"
       "layout=interleaved");
   /* segment: starts at 7 s, stream time 100 s, base (running time) 2 s */
   const GstClockTime base = 7 * GST_SECOND;
-  push_segment (h, base, 100 * GST_SECOND, 2 * GST_SECOND);
+  cony_test_push_segment (h, base, 100 * GST_SECOND, 2 * GST_SECOND);
   /* 4 s of noise in 100 ms buffers */
   GRand *r = g_rand_new_with_seed (5);
   for (guint b = 0; b < 40; b++) {
@@ -240,8 +201,7 @@ test_span_audio_chain (void)
     gst_message_unref (msg);
   }
   g_assert_cmpuint (n, ==, 13);
-  gst_element_set_bus (h->element, NULL);
-  gst_object_unref (bus);
+  cony_test_detach_bus (h, bus);
   gst_harness_teardown (h);
   g_free (cnn);
   g_free (tr);
@@ -288,7 +248,7 @@ test_top_k (void)
   cony_test_push_tokens (h, x, D, 0, n, 1, 0, 250 * MS, FALSE);
   for (gsize t = 0; t < n; t++) {
     double p[C];
-    softmax (logits + t * C, p);
+    cony_test_softmax (logits + t * C, C, p);
     /* the expected order: by score, descending */
     int order[C] = { 0, 1, 2, 3 };
     for (int i = 0; i < C; i++)
@@ -422,7 +382,7 @@ test_thresholds_file (void)
   GstMessage *msg = gst_bus_pop_filtered (bus, GST_MESSAGE_ELEMENT);
   for (gsize t = 0; t < n; t++) {
     double p[C];
-    softmax (logits + t * C, p);
+    cony_test_softmax (logits + t * C, C, p);
     int top = 0;
     for (int i = 1; i < C; i++)
       if (p[i] > p[top])
@@ -453,23 +413,12 @@ test_thresholds_file (void)
   const char *line[] = { "line 1 (speech)", "line 2 (music)" };
   for (guint b = 0; b < G_N_ELEMENTS (bad); b++) {
     file = write_labels (dir, bad[b]);
-    GstElement *el = gst_element_factory_make ("conytransformer", NULL);
-    bus = gst_bus_new ();
-    gst_element_set_bus (el, bus);
-    g_object_set (el, "model", path, "labels-file", file, NULL);
-    g_assert_cmpint (gst_element_set_state (el, GST_STATE_PAUSED), ==, GST_STATE_CHANGE_FAILURE);
-    msg = gst_bus_pop_filtered (bus, GST_MESSAGE_ERROR);
-    g_assert_nonnull (msg);
-    GError *err = NULL;
-    gst_message_parse_error (msg, &err, NULL);
+    GstElement *el = cony_test_element_new ("conytransformer", path, "labels-file", file, NULL);
+    GError *err = cony_test_assert_start_fails (el, NULL);
     g_test_message ("%s", err->message);
     g_assert_nonnull (strstr (err->message, line[b]));
     g_assert_nonnull (strstr (err->message, "threshold"));
-    g_clear_error (&err);
-    gst_message_unref (msg);
-    gst_element_set_state (el, GST_STATE_NULL);
-    gst_element_set_bus (el, NULL);
-    gst_object_unref (bus);
+    g_error_free (err);
     gst_object_unref (el);
     g_unlink (file);
     g_free (file);
@@ -563,7 +512,7 @@ test_sigmoid_segments (void)
   GstHarness *h = new_harness (sig, "labels-file", file, "message-mode", 1, "top-k", 2, NULL);
   GstBus *bus = cony_test_attach_bus (h);
   gst_harness_set_src_caps_str (h, TOKEN_CAPS);
-  push_segment (h, base, 0, rbase);
+  cony_test_push_segment (h, base, 0, rbase);
   cony_test_push_tokens (h, x, D, 0, n, 1, base, 250 * MS, FALSE);
   /* the meta: sigmoid scores, multi_label, this step's segment events */
   guint w = 0;
@@ -651,7 +600,7 @@ test_json_records (void)
       gst_structure_has_name (gst_caps_get_structure (out_caps, 0), "application/x-json"));
   gst_caps_unref (out_caps);
   const GstClockTime base = 3 * GST_SECOND;
-  push_segment (h, base, 50 * GST_SECOND, GST_SECOND);
+  cony_test_push_segment (h, base, 50 * GST_SECOND, GST_SECOND);
   cony_test_push_tokens (h, x, D, 0, n, 1, base, 250 * MS, FALSE);
 
   int prev_top = -1;
@@ -669,7 +618,7 @@ test_json_records (void)
     g_assert_no_error (error);
     JsonObject *o = json_node_get_object (json_parser_get_root (parser));
     double p[C];
-    softmax (logits + t * C, p);
+    cony_test_softmax (logits + t * C, C, p);
     int top = 0, second = -1;
     for (int i = 1; i < C; i++)
       if (p[i] > p[top])

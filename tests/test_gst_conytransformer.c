@@ -69,51 +69,90 @@ ref_step (Ref *r, const float *token, double *probs)
 {
   float logits[C];
   cony_encoder_step (r->enc, token, logits);
-  int top = 0;
-  for (int i = 1; i < C; i++)
-    if (logits[i] > logits[top])
-      top = i;
-  double sum = 0;
-  for (int i = 0; i < C; i++)
-    sum += exp ((double) logits[i] - logits[top]);
-  for (int i = 0; i < C; i++)
-    probs[i] = exp ((double) logits[i] - logits[top]) / sum;
-  return top;
+  return cony_test_softmax (logits, C, probs);
 }
 
 /* Deterministic embedding-like tokens. */
 static float *
 make_tokens (gsize n, guint32 seed)
 {
-  float *x = g_new (float, n *D);
-  GRand *r = g_rand_new_with_seed (seed);
-  for (gsize i = 0; i < n * D; i++)
-    x[i] = (float) g_rand_double_range (r, -2.0, 2.0);
-  g_rand_free (r);
-  return x;
+  return cony_test_random_floats (n * D, -2.0, 2.0, seed);
 }
 
+/* A harness around a conytransformer on the small model with properties "name", value,
+ * ..., NULL. */
 static GstHarness *
 new_harness (const gchar *first_prop, ...)
 {
-  GstElement *el = gst_element_factory_make ("conytransformer", NULL);
-  g_assert_nonnull (el);
   char *path = model_path ();
-  g_object_set (el, "model", path, NULL);
+  va_list ap;
+  va_start (ap, first_prop);
+  GstHarness *h = cony_test_harness_new_valist ("conytransformer", path, first_prop, ap);
+  va_end (ap);
   g_free (path);
-  if (first_prop) {
-    va_list ap;
-    va_start (ap, first_prop);
-    g_object_set_valist (G_OBJECT (el), first_prop, ap);
-    va_end (ap);
-  }
-  GstHarness *h = gst_harness_new_with_element (el, "sink", "src");
-  gst_object_unref (el);
   return h;
 }
 
-/* Pushes tokens [from, from + n) of @x, @k per buffer; token i (counted from
- * @from) at base + i * tok_ns. */
+/* What most tests run on: tokens, the reference encoder, and a harness with a bus of its
+ * own fed one token per buffer at 4 tokens/s. */
+typedef struct {
+  float *x;
+  Ref *r;
+  GstHarness *h;
+  GstBus *bus;
+} Fixture;
+
+/* @n tokens from @seed, the reference with the model's variant, and a harness with
+ * properties "name", value, ..., NULL. */
+static void
+fixture_open (Fixture *f, gsize n, guint32 seed, const gchar *first_prop, ...)
+{
+  char *path = model_path ();
+  va_list ap;
+  va_start (ap, first_prop);
+  f->h = cony_test_harness_new_valist ("conytransformer", path, first_prop, ap);
+  va_end (ap);
+  g_free (path);
+  f->bus = cony_test_attach_bus (f->h);
+  gst_harness_set_src_caps_str (f->h, TOKEN_CAPS ("1", "4/1"));
+  f->x = make_tokens (n, seed);
+  f->r = ref_new (-1);
+}
+
+static void
+fixture_close (Fixture *f)
+{
+  cony_test_detach_bus (f->h, f->bus);
+  gst_harness_teardown (f->h);
+  ref_free (f->r);
+  g_free (f->x);
+}
+
+/* A harness around a conytransformer on the small model, its attention property set to
+ * @nick (parsed as gst-launch would). */
+static GstHarness *
+attention_harness (const char *nick)
+{
+  char *path = model_path ();
+  GstElement *el = cony_test_element_new ("conytransformer", path, NULL);
+  g_free (path);
+  gst_util_set_object_arg (G_OBJECT (el), "attention", nick);
+  return cony_test_harness_take (el);
+}
+
+/* Every attention variant: its property nick and libcony's variant. */
+static const struct {
+  const char *nick;
+  int variant;
+} variants[] = {
+  { "regular", CONY_ATTENTION_REGULAR },
+  { "continual", CONY_ATTENTION_CONTINUAL },
+  { "nystrom", CONY_ATTENTION_NYSTROM },
+  { "nystrom-fixed", CONY_ATTENTION_NYSTROM_FIXED },
+  { "cony", CONY_ATTENTION_CONY },
+  { "cony-fixed", CONY_ATTENTION_CONY_FIXED },
+};
+
 static gint
 cmp_step (gconstpointer a, gconstpointer b)
 {
@@ -249,26 +288,10 @@ test_times_from_rate (void)
 static void
 test_attention_override (void)
 {
-  const struct {
-    const char *nick;
-    int variant;
-  } cases[] = {
-    { "regular", CONY_ATTENTION_REGULAR },
-    { "continual", CONY_ATTENTION_CONTINUAL },
-    { "nystrom", CONY_ATTENTION_NYSTROM },
-    { "nystrom-fixed", CONY_ATTENTION_NYSTROM_FIXED },
-    { "cony-fixed", CONY_ATTENTION_CONY_FIXED },
-  };
   float *x = make_tokens (12, 3);
-  for (guint i = 0; i < G_N_ELEMENTS (cases); i++) {
-    Ref *r = ref_new (cases[i].variant);
-    GstElement *el = gst_element_factory_make ("conytransformer", NULL);
-    char *path = model_path ();
-    gst_util_set_object_arg (G_OBJECT (el), "attention", cases[i].nick);
-    g_object_set (el, "model", path, NULL);
-    g_free (path);
-    GstHarness *h = gst_harness_new_with_element (el, "sink", "src");
-    gst_object_unref (el);
+  for (guint i = 0; i < G_N_ELEMENTS (variants); i++) {
+    Ref *r = ref_new (variants[i].variant);
+    GstHarness *h = attention_harness (variants[i].nick);
     gst_harness_set_src_caps_str (h, TOKEN_CAPS ("1", "4/1"));
     cony_test_push_tokens (h, x, D, 0, 12, 1, 0, 250 * MS, FALSE);
     g_assert_cmpuint (check_outputs (h, r, x, 0, 0, 250 * MS), ==, 12);
@@ -284,24 +307,16 @@ static void
 test_messages (void)
 {
   gsize n = 11;
-  float *x = make_tokens (n, 4);
-  Ref *r = ref_new (-1);
-  GstHarness *h = new_harness (NULL);
-  GstBus *bus = cony_test_attach_bus (h);
-  gst_harness_set_src_caps_str (h, TOKEN_CAPS ("1", "4/1"));
+  Fixture f;
+  fixture_open (&f, n, 4, NULL);
   /* A segment starting at 10 s, base 2 s, stream time 100 s. */
-  GstSegment seg;
-  gst_segment_init (&seg, GST_FORMAT_TIME);
-  seg.start = 10 * GST_SECOND;
-  seg.time = 100 * GST_SECOND;
-  seg.base = 2 * GST_SECOND;
-  g_assert_true (gst_harness_push_event (h, gst_event_new_segment (&seg)));
-  cony_test_push_tokens (h, x, D, 0, n, 1, 10 * GST_SECOND, 250 * MS, FALSE);
+  cony_test_push_segment (f.h, 10 * GST_SECOND, 100 * GST_SECOND, 2 * GST_SECOND);
+  cony_test_push_tokens (f.h, f.x, D, 0, n, 1, 10 * GST_SECOND, 250 * MS, FALSE);
 
   for (gsize t = 0; t < n; t++) {
-    GstMessage *msg = gst_bus_pop_filtered (bus, GST_MESSAGE_ELEMENT);
+    GstMessage *msg = gst_bus_pop_filtered (f.bus, GST_MESSAGE_ELEMENT);
     g_assert_nonnull (msg);
-    g_assert_true (GST_MESSAGE_SRC (msg) == GST_OBJECT (h->element));
+    g_assert_true (GST_MESSAGE_SRC (msg) == GST_OBJECT (f.h->element));
     const GstStructure *s = gst_message_get_structure (msg);
     g_assert_true (gst_structure_has_name (s, "conytransformer"));
     guint64 ts, st, rt, dur, step;
@@ -325,7 +340,7 @@ test_messages (void)
     g_assert_cmpuint (rt_end, ==, 2 * GST_SECOND + (t + 1) * 250 * MS);
     g_assert_cmpuint (step, ==, t);
     double probs[C];
-    int top = ref_step (r, x + t * D, probs);
+    int top = ref_step (f.r, f.x + t * D, probs);
     g_assert_cmpint (cls, ==, top);
     g_assert_cmpstr (gst_structure_get_string (s, "label"), ==, labels[top]);
     g_assert_cmpfloat_with_epsilon (conf, probs[top], 1e-6);
@@ -340,11 +355,8 @@ test_messages (void)
     g_assert_false (gst_structure_has_field (s, "segment-start"));
     gst_message_unref (msg);
   }
-  g_assert_null (gst_bus_pop_filtered (bus, GST_MESSAGE_ELEMENT));
-  cony_test_detach_bus (h, bus);
-  gst_harness_teardown (h);
-  ref_free (r);
-  g_free (x);
+  g_assert_null (gst_bus_pop_filtered (f.bus, GST_MESSAGE_ELEMENT));
+  fixture_close (&f);
 }
 
 /* post-messages=false: metas, no messages; threshold filters messages only. */
@@ -408,31 +420,25 @@ static void
 test_on_change (void)
 {
   gsize n = 60;
-  float *x = make_tokens (n, 6);
-  Ref *r = ref_new (-1);
-  GstHarness *h = new_harness (NULL);
-  gst_util_set_object_arg (G_OBJECT (h->element), "message-mode", "on-change");
-  GstBus *bus = cony_test_attach_bus (h);
-  gst_harness_set_src_caps_str (h, TOKEN_CAPS ("1", "4/1"));
-  GstSegment seg;
-  gst_segment_init (&seg, GST_FORMAT_TIME);
-  seg.base = GST_SECOND;
-  g_assert_true (gst_harness_push_event (h, gst_event_new_segment (&seg)));
-  cony_test_push_tokens (h, x, D, 0, n, 2, 0, 250 * MS, FALSE);
-  g_assert_true (gst_harness_push_event (h, gst_event_new_eos ()));
+  Fixture f;
+  fixture_open (&f, n, 6, NULL);
+  gst_util_set_object_arg (G_OBJECT (f.h->element), "message-mode", "on-change");
+  cony_test_push_segment (f.h, 0, 0, GST_SECOND);
+  cony_test_push_tokens (f.h, f.x, D, 0, n, 2, 0, 250 * MS, FALSE);
+  g_assert_true (gst_harness_push_event (f.h, gst_event_new_eos ()));
 
   int prev = -1;
   GstClockTime prev_start = GST_CLOCK_TIME_NONE, prev_end = GST_CLOCK_TIME_NONE;
   guint changes = 0;
   for (gsize t = 0; t < n; t++) {
     double probs[C];
-    int top = ref_step (r, x + t * D, probs);
+    int top = ref_step (f.r, f.x + t * D, probs);
     GstClockTime rt0 = GST_SECOND + t * 250 * MS, rt1 = rt0 + 250 * MS;
     if (top == prev) {
       prev_end = rt1;
       continue;
     }
-    GstMessage *msg = gst_bus_pop_filtered (bus, GST_MESSAGE_ELEMENT);
+    GstMessage *msg = gst_bus_pop_filtered (f.bus, GST_MESSAGE_ELEMENT);
     g_assert_nonnull (msg);
     const GstStructure *s = gst_message_get_structure (msg);
     guint64 step, seg_start, pstart, pend;
@@ -454,7 +460,7 @@ test_on_change (void)
     changes++;
   }
   /* the closing message */
-  GstMessage *msg = gst_bus_pop_filtered (bus, GST_MESSAGE_ELEMENT);
+  GstMessage *msg = gst_bus_pop_filtered (f.bus, GST_MESSAGE_ELEMENT);
   g_assert_nonnull (msg);
   const GstStructure *s = gst_message_get_structure (msg);
   gboolean eos = FALSE;
@@ -466,14 +472,11 @@ test_on_change (void)
   g_assert_cmpuint (pstart, ==, prev_start);
   g_assert_cmpuint (pend, ==, GST_SECOND + n * 250 * MS);
   gst_message_unref (msg);
-  g_assert_null (gst_bus_pop_filtered (bus, GST_MESSAGE_ELEMENT));
+  g_assert_null (gst_bus_pop_filtered (f.bus, GST_MESSAGE_ELEMENT));
   /* the data must have a few changes and fewer messages than steps */
   g_assert_cmpuint (changes, >=, 3);
   g_assert_cmpuint (changes, <, n);
-  cony_test_detach_bus (h, bus);
-  gst_harness_teardown (h);
-  ref_free (r);
-  g_free (x);
+  fixture_close (&f);
 }
 
 /* on-change with a threshold: steps below it neither change nor extend the
@@ -483,20 +486,17 @@ test_on_change_threshold (void)
 {
   gsize n = 60;
   const double thr = 0.6;
-  float *x = make_tokens (n, 17);
-  Ref *r = ref_new (-1);
-  GstHarness *h = new_harness ("threshold", thr, NULL);
-  gst_util_set_object_arg (G_OBJECT (h->element), "message-mode", "on-change");
-  GstBus *bus = cony_test_attach_bus (h);
-  gst_harness_set_src_caps_str (h, TOKEN_CAPS ("1", "4/1"));
-  cony_test_push_tokens (h, x, D, 0, n, 1, 0, 250 * MS, FALSE);
+  Fixture f;
+  fixture_open (&f, n, 17, "threshold", thr, NULL);
+  gst_util_set_object_arg (G_OBJECT (f.h->element), "message-mode", "on-change");
+  cony_test_push_tokens (f.h, f.x, D, 0, n, 1, 0, 250 * MS, FALSE);
 
   int prev = -1;
   GstClockTime prev_start = GST_CLOCK_TIME_NONE, prev_end = GST_CLOCK_TIME_NONE;
   guint changes = 0, skipped = 0, gaps = 0;
   for (gsize t = 0; t < n; t++) {
     double probs[C];
-    int top = ref_step (r, x + t * D, probs);
+    int top = ref_step (f.r, f.x + t * D, probs);
     GstClockTime rt0 = t * 250 * MS, rt1 = rt0 + 250 * MS;
     if (probs[top] < thr) {
       skipped++;
@@ -507,7 +507,7 @@ test_on_change_threshold (void)
       prev_end = rt1;
       continue;
     }
-    GstMessage *msg = gst_bus_pop_filtered (bus, GST_MESSAGE_ELEMENT);
+    GstMessage *msg = gst_bus_pop_filtered (f.bus, GST_MESSAGE_ELEMENT);
     g_assert_nonnull (msg);
     const GstStructure *s = gst_message_get_structure (msg);
     guint64 step, pstart, pend;
@@ -525,16 +525,13 @@ test_on_change_threshold (void)
     prev_end = rt1;
     changes++;
   }
-  g_assert_null (gst_bus_pop_filtered (bus, GST_MESSAGE_ELEMENT));
+  g_assert_null (gst_bus_pop_filtered (f.bus, GST_MESSAGE_ELEMENT));
   /* the data must cover the cases: skipped steps, changes, and a segment
    * extended across a skipped step */
   g_assert_cmpuint (skipped, >, 0);
   g_assert_cmpuint (changes, >=, 2);
   g_assert_cmpuint (gaps, >, 0);
-  cony_test_detach_bus (h, bus);
-  gst_harness_teardown (h);
-  ref_free (r);
-  g_free (x);
+  fixture_close (&f);
 }
 
 /* The meta survives gst_buffer_copy, a region copy, make_writable and a
@@ -614,81 +611,55 @@ test_meta_survives_audioconvert (void)
   gst_harness_teardown (h);
 }
 
-/* After junk, a flush: the same input gives the outputs of a fresh element. */
-static void
-test_flush_resets (void)
+/* What separates two streams in the reset tests. */
+typedef enum
 {
-  gsize n = 20;
-  float *x = make_tokens (n, 8);
-  float *junk = make_tokens (13, 9);
+  RESET_FLUSH,   /* flush-start, flush-stop and a new segment */
+  RESET_DISCONT, /* the second stream's first buffer is DISCONT */
+  RESET_GAP,     /* a GAP event between them, which is forwarded too */
+} ResetKind;
+
+typedef struct {
+  ResetKind kind;
+  gsize n_a, n_b;   /* tokens in the first / second stream */
+  guint k_a, k_b;   /* tokens per buffer */
+  GstClockTime t_b; /* the second stream's first PTS (the first starts at 0) */
+  guint32 seed_a, seed_b;
+} ResetCase;
+
+/* Two streams with a reset between them: the second gives the outputs of a fresh
+ * element (steps from 0, the encoder's outputs from a reset state) at its own times. */
+static void
+test_reset (gconstpointer data)
+{
+  const ResetCase *c = data;
+  float *a = make_tokens (c->n_a, c->seed_a);
+  float *b = make_tokens (c->n_b, c->seed_b);
   Ref *r = ref_new (-1);
   GstHarness *h = new_harness (NULL);
   gst_harness_set_src_caps_str (h, TOKEN_CAPS ("1", "4/1"));
-  cony_test_push_tokens (h, junk, D, 0, 13, 1, 0, 250 * MS, FALSE);
-  while (gst_harness_buffers_in_queue (h) > 0)
-    gst_buffer_unref (gst_harness_pull (h));
-
-  g_assert_true (gst_harness_push_event (h, gst_event_new_flush_start ()));
-  g_assert_true (gst_harness_push_event (h, gst_event_new_flush_stop (TRUE)));
-  GstSegment seg;
-  gst_segment_init (&seg, GST_FORMAT_TIME);
-  g_assert_true (gst_harness_push_event (h, gst_event_new_segment (&seg)));
-  cony_test_push_tokens (h, x, D, 0, n, 1, 5 * GST_SECOND, 250 * MS, FALSE);
-  g_assert_cmpuint (check_outputs (h, r, x, 0, 5 * GST_SECOND, 250 * MS), ==, n);
-  gst_harness_teardown (h);
-  ref_free (r);
-  g_free (junk);
-  g_free (x);
-}
-
-/* A DISCONT buffer restarts the stream at step 0. */
-static void
-test_discont_resets (void)
-{
-  float *a = make_tokens (10, 10);
-  float *b = make_tokens (15, 11);
-  Ref *r = ref_new (-1);
-  GstHarness *h = new_harness (NULL);
-  gst_harness_set_src_caps_str (h, TOKEN_CAPS ("1", "4/1"));
-  cony_test_push_tokens (h, a, D, 0, 10, 1, 0, 250 * MS, TRUE);
-  g_assert_cmpuint (check_outputs (h, r, a, 0, 0, 250 * MS), ==, 10);
+  gboolean discont = c->kind == RESET_DISCONT;
+  cony_test_push_tokens (h, a, D, 0, c->n_a, c->k_a, 0, 250 * MS, discont);
+  g_assert_cmpuint (check_outputs (h, r, a, 0, 0, 250 * MS), ==, c->n_a);
+  if (c->kind == RESET_FLUSH)
+    cony_test_flush (h);
+  else if (c->kind == RESET_GAP)
+    g_assert_true (gst_harness_push_event (h,
+        gst_event_new_gap (c->n_a * 250 * MS, c->t_b - c->n_a * 250 * MS)));
   cony_encoder_reset (r->enc);
-  GstClockTime t = 42 * GST_SECOND + 7;
-  cony_test_push_tokens (h, b, D, 0, 15, 3, t, 250 * MS, TRUE);
-  g_assert_cmpuint (check_outputs (h, r, b, 0, t, 250 * MS), ==, 15);
+  cony_test_push_tokens (h, b, D, 0, c->n_b, c->k_b, c->t_b, 250 * MS, discont);
+  g_assert_cmpuint (check_outputs (h, r, b, 0, c->t_b, 250 * MS), ==, c->n_b);
+  if (c->kind == RESET_GAP)
+    g_assert_true (cony_test_event_forwarded (h, GST_EVENT_GAP));
   gst_harness_teardown (h);
   ref_free (r);
   g_free (a);
   g_free (b);
 }
 
-/* A GAP resets the state too, and is forwarded. */
-static void
-test_gap_resets (void)
-{
-  float *a = make_tokens (5, 15);
-  float *b = make_tokens (10, 16);
-  Ref *r = ref_new (-1);
-  GstHarness *h = new_harness (NULL);
-  gst_harness_set_src_caps_str (h, TOKEN_CAPS ("1", "4/1"));
-  cony_test_push_tokens (h, a, D, 0, 5, 1, 0, 250 * MS, FALSE);
-  g_assert_cmpuint (check_outputs (h, r, a, 0, 0, 250 * MS), ==, 5);
-  g_assert_true (gst_harness_push_event (h, gst_event_new_gap (1250 * MS, GST_SECOND)));
-  cony_encoder_reset (r->enc);
-  cony_test_push_tokens (h, b, D, 0, 10, 2, 2250 * MS, 250 * MS, FALSE);
-  g_assert_cmpuint (check_outputs (h, r, b, 0, 2250 * MS, 250 * MS), ==, 10);
-  GstEvent *ev;
-  gboolean gap = FALSE;
-  while ((ev = gst_harness_try_pull_event (h)) != NULL) {
-    gap |= GST_EVENT_TYPE (ev) == GST_EVENT_GAP;
-    gst_event_unref (ev);
-  }
-  g_assert_true (gap);
-  gst_harness_teardown (h);
-  ref_free (r);
-  g_free (a);
-  g_free (b);
-}
+static const ResetCase reset_flush = { RESET_FLUSH, 13, 20, 1, 1, 5 * GST_SECOND, 9, 8 };
+static const ResetCase reset_discont = { RESET_DISCONT, 10, 15, 1, 3, 42 * GST_SECOND + 7, 10, 11 };
+static const ResetCase reset_gap = { RESET_GAP, 5, 10, 1, 2, 2250 * MS, 15, 16 };
 
 /* A token-rate change resets; a change of K alone does not. */
 static void
@@ -785,17 +756,6 @@ test_nan_tokens (void)
 static void
 test_extreme_tokens (void)
 {
-  const struct {
-    const char *nick;
-    int variant;
-  } cases[] = {
-    { "regular", CONY_ATTENTION_REGULAR },
-    { "continual", CONY_ATTENTION_CONTINUAL },
-    { "nystrom", CONY_ATTENTION_NYSTROM },
-    { "nystrom-fixed", CONY_ATTENTION_NYSTROM_FIXED },
-    { "cony", CONY_ATTENTION_CONY },
-    { "cony-fixed", CONY_ATTENTION_CONY_FIXED },
-  };
   const gsize n = 20, bad = 5;
   float *x = make_tokens (n, 41);
   for (int i = 0; i < D; i++) {
@@ -804,15 +764,9 @@ test_extreme_tokens (void)
     x[(bad + 4) * D + i] = 1e30f;
     x[(bad + 6) * D + i] = 1e-40f;
   }
-  for (guint v = 0; v < G_N_ELEMENTS (cases); v++) {
-    Ref *r = ref_new (cases[v].variant);
-    GstElement *el = gst_element_factory_make ("conytransformer", NULL);
-    char *path = model_path ();
-    gst_util_set_object_arg (G_OBJECT (el), "attention", cases[v].nick);
-    g_object_set (el, "model", path, NULL);
-    g_free (path);
-    GstHarness *h = gst_harness_new_with_element (el, "sink", "src");
-    gst_object_unref (el);
+  for (guint v = 0; v < G_N_ELEMENTS (variants); v++) {
+    Ref *r = ref_new (variants[v].variant);
+    GstHarness *h = attention_harness (variants[v].nick);
     GstBus *bus = cony_test_attach_bus (h);
     gst_harness_set_src_caps_str (h, TOKEN_CAPS ("1", "4/1"));
     cony_test_push_tokens (h, x, D, 0, n, 1, 0, 250 * MS, FALSE);
@@ -877,27 +831,20 @@ test_overflow_warnings (void)
   const gboolean huge[] = { FALSE, TRUE, TRUE, FALSE, TRUE };
   const guint64 want_step[] = { 0, G_MAXUINT64, G_MAXUINT64, 0, G_MAXUINT64 };
   gsize n = G_N_ELEMENTS (huge);
-  float *x = make_tokens (n, 43);
+  Fixture f;
+  fixture_open (&f, n, 43, NULL);
   for (gsize t = 0; t < n; t++)
     for (int i = 0; huge[t] && i < D; i++)
-      x[t * D + i] = FLT_MAX;
-  GstHarness *h = new_harness (NULL);
-  GstBus *bus = cony_test_attach_bus (h);
-  gst_harness_set_src_caps_str (h, TOKEN_CAPS ("1", "4/1"));
-  cony_test_push_tokens (h, x, D, 0, n, 1, 0, 250 * MS, FALSE);
-  GstMessage *msg;
-  guint n_warnings = 0;
-  while ((msg = gst_bus_pop_filtered (bus, GST_MESSAGE_WARNING)) != NULL) {
-    GError *err = NULL;
-    gst_message_parse_warning (msg, &err, NULL);
+      f.x[t * D + i] = FLT_MAX;
+  cony_test_push_tokens (f.h, f.x, D, 0, n, 1, 0, 250 * MS, FALSE);
+  for (guint w = 0; w < 2; w++) {
+    GError *err = cony_test_pop_gerror (f.bus, GST_MESSAGE_WARNING, 0, 0, NULL);
     g_assert_nonnull (strstr (err->message, "Step 1 gave non-finite logits"));
     g_error_free (err);
-    gst_message_unref (msg);
-    n_warnings++;
   }
-  g_assert_cmpuint (n_warnings, ==, 2);
+  g_assert_null (gst_bus_pop_filtered (f.bus, GST_MESSAGE_WARNING));
   for (gsize t = 0; t < n; t++) {
-    GstBuffer *buf = gst_harness_pull (h);
+    GstBuffer *buf = gst_harness_pull (f.h);
     GPtrArray *metas = metas_of (buf);
     g_assert_cmpuint (metas->len, ==, huge[t] ? 0 : 1);
     if (!huge[t])
@@ -905,9 +852,7 @@ test_overflow_warnings (void)
     g_ptr_array_free (metas, TRUE);
     gst_buffer_unref (buf);
   }
-  cony_test_detach_bus (h, bus);
-  gst_harness_teardown (h);
-  g_free (x);
+  fixture_close (&f);
 }
 
 /* model, attention and labels-file are read on READY->PAUSED: set while PLAYING they
@@ -915,14 +860,11 @@ test_overflow_warnings (void)
 static void
 test_ready_only_properties (void)
 {
-  const char *props[][2] = { { "model", "/tmp/other.safetensors" }, { "attention", "regular" },
-    { "labels-file", "/tmp/labels.txt" } };
-  for (guint i = 0; i < G_N_ELEMENTS (props); i++) {
-    GstHarness *h = new_harness (NULL);
-    gst_harness_set_src_caps_str (h, TOKEN_CAPS ("1", "4/1"));
-    cony_test_assert_ready_only (h, props[i][0], props[i][1]);
-    gst_harness_teardown (h);
-  }
+  const char *props[] = { "model", "/tmp/other.safetensors", "attention", "regular", "labels-file",
+    "/tmp/labels.txt", NULL };
+  char *path = model_path ();
+  cony_test_assert_ready_only_props ("conytransformer", path, TOKEN_CAPS ("1", "4/1"), props);
+  g_free (path);
 }
 
 /* The element adds nothing to upstream's latency. */
@@ -984,13 +926,9 @@ k4_model_path (void)
 static GstHarness *
 k4_harness (void)
 {
-  GstElement *el = gst_element_factory_make ("conytransformer", NULL);
-  g_assert_nonnull (el);
   char *path = k4_model_path ();
-  g_object_set (el, "model", path, NULL);
+  GstHarness *h = cony_test_harness_new ("conytransformer", path, NULL);
   g_free (path);
-  GstHarness *h = gst_harness_new_with_element (el, "sink", "src");
-  gst_object_unref (el);
   return h;
 }
 
@@ -999,11 +937,7 @@ test_multitoken_steps (void)
 {
   const gsize frames = 9;
   const GstClockTime base = 2 * GST_SECOND + 3, fdur = 100 * MS;
-  float *x = g_new (float, frames *KK *KD);
-  GRand *rnd = g_rand_new_with_seed (77);
-  for (gsize i = 0; i < frames * KK * KD; i++)
-    x[i] = (float) g_rand_double_range (rnd, -2.0, 2.0);
-  g_rand_free (rnd);
+  float *x = cony_test_random_floats (frames * KK * KD, -2.0, 2.0, 77);
 
   /* the reference: libcony's encoder, 4 tokens per step */
   GError *error = NULL;
@@ -1047,19 +981,13 @@ test_multitoken_steps (void)
     for (guint i = 0; i < metas->len; i++, step++) {
       const GstConyClassificationMeta *m = metas->pdata[i];
       float logits[KC];
+      double probs[KC];
       cony_encoder_step (enc, x + step * KK * KD, logits);
-      int top = 0;
-      for (int c = 1; c < KC; c++)
-        if (logits[c] > logits[top])
-          top = c;
+      int top = cony_test_softmax (logits, KC, probs);
       g_assert_cmpuint (m->step, ==, step);
       g_assert_cmpint (m->class_id, ==, top);
-      double sum = 0;
       for (int c = 0; c < KC; c++)
-        sum += exp ((double) logits[c] - logits[top]);
-      for (int c = 0; c < KC; c++)
-        g_assert_cmpfloat_with_epsilon (m->scores[c], exp ((double) logits[c] - logits[top]) / sum,
-            1e-6);
+        g_assert_cmpfloat_with_epsilon (m->scores[c], probs[c], 1e-6);
       /* the window: the last min(4 (step + 1), 10) tokens; token j of frame f starts at
        * frame PTS + j x 25 ms */
       guint64 fed = KK * (step + 1), fill = MIN (fed, KN), oldest = fed - fill;
@@ -1100,16 +1028,11 @@ test_multitoken_steps (void)
   GstBuffer *bad = gst_buffer_new_memdup (x, 6 * KD * sizeof (float));
   GST_BUFFER_PTS (bad) = base + 20 * fdur;
   g_assert_cmpint (gst_harness_push (h, bad), ==, GST_FLOW_ERROR);
-  msg = gst_bus_pop_filtered (bus, GST_MESSAGE_ERROR);
-  g_assert_nonnull (msg);
-  GError *err = NULL;
   gchar *dbg = NULL;
-  gst_message_parse_error (msg, &err, &dbg);
-  g_assert_true (g_error_matches (err, GST_STREAM_ERROR, GST_STREAM_ERROR_FORMAT));
+  g_error_free (cony_test_pop_gerror (bus, GST_MESSAGE_ERROR, GST_STREAM_ERROR,
+      GST_STREAM_ERROR_FORMAT, &dbg));
   g_assert_nonnull (strstr (dbg, "tokens_per_step"));
   g_free (dbg);
-  g_clear_error (&err);
-  gst_message_unref (msg);
 
   cony_test_detach_bus (h, bus);
   gst_harness_teardown (h);
@@ -1138,35 +1061,17 @@ static void
 expect_start_error (const char *model, const char *attention, const char *labels_file,
     const char *in_message)
 {
-  GstElement *el = gst_element_factory_make ("conytransformer", NULL);
-  GstBus *bus = gst_bus_new ();
-  gst_element_set_bus (el, bus);
-  g_object_set (el, "model", model, "labels-file", labels_file, NULL);
+  GstElement *el = cony_test_element_new ("conytransformer", model, "labels-file", labels_file,
+      NULL);
   if (attention)
     gst_util_set_object_arg (G_OBJECT (el), "attention", attention);
-  g_assert_cmpint (gst_element_set_state (el, GST_STATE_PAUSED), ==, GST_STATE_CHANGE_FAILURE);
-  GstMessage *msg = gst_bus_pop_filtered (bus, GST_MESSAGE_ERROR);
-  g_assert_nonnull (msg);
-  GError *err = NULL;
-  gchar *dbg = NULL;
-  gst_message_parse_error (msg, &err, &dbg);
-  gchar *all = g_strconcat (err->message, " ", dbg ? dbg : "", NULL);
-  if (!strstr (all, in_message))
-    g_error ("'%s' not in '%s'", in_message, all);
-  g_free (all);
-  g_free (dbg);
-  g_clear_error (&err);
-  gst_message_unref (msg);
+  g_error_free (cony_test_assert_start_fails (el, (const char *[]){ in_message, NULL }));
   /* reusable once fixed */
-  gst_element_set_state (el, GST_STATE_NULL);
   char *good = model_path ();
   g_object_set (el, "model", good, "labels-file", NULL, NULL);
   gst_util_set_object_arg (G_OBJECT (el), "attention", "model");
   g_free (good);
-  g_assert_cmpint (gst_element_set_state (el, GST_STATE_PAUSED), ==, GST_STATE_CHANGE_SUCCESS);
-  gst_element_set_state (el, GST_STATE_NULL);
-  gst_element_set_bus (el, NULL);
-  gst_object_unref (bus);
+  cony_test_assert_starts (el);
   gst_object_unref (el);
 }
 
@@ -1222,27 +1127,21 @@ test_labels_file (void)
   expect_start_error (model, NULL, bad, "3 labels but the model has 4 classes");
   expect_start_error (model, NULL, missing, "missing.txt");
 
-  float *x = make_tokens (9, 14);
-  Ref *r = ref_new (-1);
-  GstHarness *h = new_harness ("labels-file", good, NULL);
-  GstBus *bus = cony_test_attach_bus (h);
-  gst_harness_set_src_caps_str (h, TOKEN_CAPS ("1", "4/1"));
-  cony_test_push_tokens (h, x, D, 0, 9, 1, 0, 250 * MS, FALSE);
+  Fixture f;
+  fixture_open (&f, 9, 14, "labels-file", good, NULL);
+  cony_test_push_tokens (f.h, f.x, D, 0, 9, 1, 0, 250 * MS, FALSE);
   for (guint t = 0; t < 9; t++) {
     double probs[C];
-    int top = ref_step (r, x + t * D, probs);
-    GstBuffer *buf = gst_harness_pull (h);
+    int top = ref_step (f.r, f.x + t * D, probs);
+    GstBuffer *buf = gst_harness_pull (f.h);
     g_assert_cmpstr (gst_buffer_get_cony_classification_meta (buf)->label, ==, mine[top]);
     gst_buffer_unref (buf);
-    GstMessage *msg = gst_bus_pop_filtered (bus, GST_MESSAGE_ELEMENT);
+    GstMessage *msg = gst_bus_pop_filtered (f.bus, GST_MESSAGE_ELEMENT);
     g_assert_cmpstr (gst_structure_get_string (gst_message_get_structure (msg), "label"), ==,
         mine[top]);
     gst_message_unref (msg);
   }
-  cony_test_detach_bus (h, bus);
-  gst_harness_teardown (h);
-  ref_free (r);
-  g_free (x);
+  fixture_close (&f);
   g_unlink (good);
   g_unlink (bad);
   g_rmdir (dir);
@@ -1267,9 +1166,9 @@ main (int argc, char **argv)
   g_test_add_func ("/conytransformer/on-change-threshold", test_on_change_threshold);
   g_test_add_func ("/conytransformer/meta-survives-copies", test_meta_survives_copies);
   g_test_add_func ("/conytransformer/meta-survives-audioconvert", test_meta_survives_audioconvert);
-  g_test_add_func ("/conytransformer/flush", test_flush_resets);
-  g_test_add_func ("/conytransformer/discont", test_discont_resets);
-  g_test_add_func ("/conytransformer/gap", test_gap_resets);
+  g_test_add_data_func ("/conytransformer/flush", &reset_flush, test_reset);
+  g_test_add_data_func ("/conytransformer/discont", &reset_discont, test_reset);
+  g_test_add_data_func ("/conytransformer/gap", &reset_gap, test_reset);
   g_test_add_func ("/conytransformer/caps-change", test_caps_change);
   g_test_add_func ("/conytransformer/nan", test_nan_tokens);
   g_test_add_func ("/conytransformer/extreme-tokens", test_extreme_tokens);

@@ -24,73 +24,79 @@
   "other/tensors,format=static,num_tensors=1,types=float32,dimensions=(string)64:" k \
   ",framerate=" rate
 
-static ConyCnn *
-load_model (const char *file)
-{
-  char *path = cony_test_golden_path ("cnn", file);
-  GError *error = NULL;
-  ConyCnn *cnn = cony_cnn_load (path, &error);
-  g_assert_no_error (error);
-  g_free (path);
-  return cnn;
-}
-
 /* Deterministic log-mel-like frames. */
 static float *
 make_frames (gsize n, guint d, guint32 seed)
 {
-  float *x = g_new (float, n *d);
-  GRand *r = g_rand_new_with_seed (seed);
-  for (gsize i = 0; i < n * d; i++)
-    x[i] = (float) g_rand_double_range (r, -6.0, 2.0);
-  g_rand_free (r);
-  return x;
+  return cony_test_random_floats (n * d, -6.0, 2.0, seed);
 }
 
 static GstHarness *
-new_harness (const char *model_file, const gchar *first_prop, ...)
+new_harness_valist (const char *model_file, const gchar *first_prop, va_list ap)
 {
-  GstElement *el = gst_element_factory_make ("conyvggish", NULL);
-  g_assert_nonnull (el);
   char *path = cony_test_golden_path ("cnn", model_file);
-  g_object_set (el, "model", path, NULL);
+  GstHarness *h = cony_test_harness_new_valist ("conyvggish", path, first_prop, ap);
   g_free (path);
-  if (first_prop) {
-    va_list ap;
-    va_start (ap, first_prop);
-    g_object_set_valist (G_OBJECT (el), first_prop, ap);
-    va_end (ap);
-  }
-  GstHarness *h = gst_harness_new_with_element (el, "sink", "src");
-  gst_object_unref (el);
   return h;
 }
 
-/* Pushes frames [from, from + n) of @x, @k per buffer, with PTS
- * base + index * frame_ns. */
-/* Pulls every queued output and checks window w against the engine run on
- * frames [w * stride, w * stride + 96) of @x, PTS base + w * stride_ns. */
+/* A harness around a conyvggish on tests/golden/cnn/@model_file with properties
+ * "name", value, ..., NULL. */
+static GstHarness *
+new_harness (const char *model_file, const gchar *first_prop, ...)
+{
+  va_list ap;
+  va_start (ap, first_prop);
+  GstHarness *h = new_harness_valist (model_file, first_prop, ap);
+  va_end (ap);
+  return h;
+}
+
+/* new_harness() on the small model, fed one frame per buffer at 100 frames/s; *@cnn
+ * gets libcony's engine on the same file, the reference (cony_cnn_free). */
+static GstHarness *
+small_harness (ConyCnn **cnn, const gchar *first_prop, ...)
+{
+  va_list ap;
+  va_start (ap, first_prop);
+  GstHarness *h = new_harness_valist ("small.safetensors", first_prop, ap);
+  va_end (ap);
+  gst_harness_set_src_caps_str (h, TOKEN_CAPS ("1", "100/1"));
+  *cnn = cony_test_load_golden_cnn ("cnn", "small.safetensors");
+  return h;
+}
+
+/* Checks @buf as window @w: PTS base + w * stride_ns, lasting stride_ns, DISCONT on
+ * the first, values those of the engine on frames [w * stride, w * stride + 96) of @x. */
+static void
+check_window (GstBuffer *buf, ConyCnn *cnn, const float *x, guint w, guint stride,
+    GstClockTime base, GstClockTime stride_ns)
+{
+  float want[OUT];
+  GstMapInfo map;
+  g_assert_true (gst_buffer_map (buf, &map, GST_MAP_READ));
+  g_assert_cmpuint (map.size, ==, OUT * sizeof (float));
+  g_assert_cmpuint (GST_BUFFER_PTS (buf), ==, base + w * stride_ns);
+  g_assert_cmpuint (GST_BUFFER_DURATION (buf), ==, stride_ns);
+  g_assert_cmpint (GST_BUFFER_IS_DISCONT (buf), ==, w == 0);
+  cony_cnn_forward (cnn, x + (gsize) w * stride * D, want);
+  const float *got = (const float *) map.data;
+  for (guint j = 0; j < OUT; j++)
+    g_assert_cmpfloat_with_epsilon (got[j], want[j], 1e-5 * MAX (1.0, fabs (want[j])));
+  gst_buffer_unmap (buf, &map);
+}
+
+/* Pulls every queued output and checks it with check_window(), counting from window 0;
+ * returns the number pulled. */
 static guint
 check_windows (GstHarness *h, ConyCnn *cnn, const float *x, guint stride, GstClockTime base,
     GstClockTime stride_ns)
 {
   GstBuffer *buf;
   guint w = 0;
-  float want[OUT];
   while ((buf = gst_harness_try_pull (h)) != NULL) {
-    GstMapInfo map;
-    g_assert_true (gst_buffer_map (buf, &map, GST_MAP_READ));
-    g_assert_cmpuint (map.size, ==, OUT * sizeof (float));
-    g_assert_cmpuint (GST_BUFFER_PTS (buf), ==, base + w * stride_ns);
-    g_assert_cmpuint (GST_BUFFER_DURATION (buf), ==, stride_ns);
-    g_assert_cmpint (GST_BUFFER_IS_DISCONT (buf), ==, w == 0);
-    cony_cnn_forward (cnn, x + (gsize) w * stride * D, want);
-    const float *got = (const float *) map.data;
-    for (guint j = 0; j < OUT; j++)
-      g_assert_cmpfloat_with_epsilon (got[j], want[j], 1e-5 * MAX (1.0, fabs (want[j])));
-    gst_buffer_unmap (buf, &map);
+    check_window (buf, cnn, x, w++, stride, base, stride_ns);
     gst_buffer_unref (buf);
-    w++;
   }
   return w;
 }
@@ -147,7 +153,7 @@ test_timestamps_odd_buffers (void)
   const guint ks[] = { 1, 7, 37 };
   gsize n = 200;
   float *x = make_frames (n, D, 1);
-  ConyCnn *cnn = load_model ("small.safetensors");
+  ConyCnn *cnn = cony_test_load_golden_cnn ("cnn", "small.safetensors");
   GstClockTime base = 1234567891;
 
   for (guint i = 0; i < G_N_ELEMENTS (ks); i++) {
@@ -181,40 +187,36 @@ test_timestamps_odd_buffers (void)
   g_free (x);
 }
 
-/* A long stream (1000 frames, 37 windows): the window slides through the frame store
- * and is moved back to its start several times; every window still equals the engine
- * run on its own 96 frames. */
+/* One stream at 100 frames/s, one frame per buffer, and the windows it gives. */
+typedef struct {
+  gsize n;
+  guint32 seed;
+  guint stride; /* the property, in frames */
+  guint want;   /* windows */
+} StreamCase;
+
+/* Every window of the stream equals the engine run on its own 96 frames, at
+ * w * stride frames. */
 static void
-test_long_stream (void)
+test_stream (gconstpointer data)
 {
-  gsize n = 1000;
-  float *x = make_frames (n, D, 3);
-  ConyCnn *cnn = load_model ("small.safetensors");
-  GstHarness *h = new_harness ("small.safetensors", NULL);
-  gst_harness_set_src_caps_str (h, TOKEN_CAPS ("1", "100/1"));
-  cony_test_push_tokens (h, x, D, 0, n, 1, 0, 10 * MS, FALSE);
-  g_assert_cmpuint (check_windows (h, cnn, x, 25, 0, 250 * MS), ==, 1 + (1000 - 96) / 25);
+  const StreamCase *c = data;
+  float *x = make_frames (c->n, D, c->seed);
+  ConyCnn *cnn;
+  GstHarness *h = small_harness (&cnn, "stride", c->stride, NULL);
+  cony_test_push_tokens (h, x, D, 0, c->n, 1, 0, 10 * MS, FALSE);
+  g_assert_cmpuint (check_windows (h, cnn, x, c->stride, 0, c->stride * 10 * MS), ==, c->want);
   gst_harness_teardown (h);
   cony_cnn_free (cnn);
   g_free (x);
 }
 
-/* Stride larger than the window: the frames in between are skipped. */
-static void
-test_stride_above_window (void)
-{
-  gsize n = 400;
-  float *x = make_frames (n, D, 2);
-  ConyCnn *cnn = load_model ("small.safetensors");
-  GstHarness *h = new_harness ("small.safetensors", "stride", 150, NULL);
-  gst_harness_set_src_caps_str (h, TOKEN_CAPS ("1", "100/1"));
-  cony_test_push_tokens (h, x, D, 0, n, 1, 0, 10 * MS, FALSE);
-  /* windows at 0, 150, 300 (the last needs frames up to 395) */
-  g_assert_cmpuint (check_windows (h, cnn, x, 150, 0, 1500 * MS), ==, 3);
-  gst_harness_teardown (h);
-  cony_cnn_free (cnn);
-  g_free (x);
-}
+/* A long stream (1000 frames, 37 windows): the window slides through the frame store
+ * and is moved back to its start several times. */
+static const StreamCase long_stream = { 1000, 3, 25, 1 + (1000 - 96) / 25 };
+/* Stride larger than the window: the frames in between are skipped; windows at 0, 150,
+ * 300 (the last needs frames up to 395). */
+static const StreamCase stride_above_window = { 400, 2, 150, 3 };
 
 static void
 test_latency (void)
@@ -242,109 +244,69 @@ test_latency (void)
   }
 }
 
-/* The same input after a flush gives the same output. */
-static void
-test_flush_resets (void)
+/* What separates two streams in the reset tests. */
+typedef enum
 {
-  gsize n = 160;
-  float *x = make_frames (n, D, 3);
-  float *junk = make_frames (50, D, 4);
-  ConyCnn *cnn = load_model ("small.safetensors");
-  GstHarness *h = new_harness ("small.safetensors", NULL);
-  gst_harness_set_src_caps_str (h, TOKEN_CAPS ("1", "100/1"));
+  RESET_FLUSH,   /* flush-start, flush-stop and a new segment */
+  RESET_DISCONT, /* the second stream's first buffer is DISCONT */
+  RESET_CAPS,    /* new caps with the second stream's frame rate */
+  RESET_GAP,     /* a GAP event between them, which is forwarded too */
+} ResetKind;
 
-  cony_test_push_tokens (h, x, D, 0, n, 3, 5 * GST_SECOND, 10 * MS, FALSE);
-  cony_test_push_tokens (h, junk, D, 0, 50, 7, 5 * GST_SECOND + n * 10 * MS, 10 * MS, FALSE);
-  /* windows 0..3 from x, then junk mixes in: count what we have, drop it */
-  while (gst_harness_buffers_in_queue (h) > 0)
-    gst_buffer_unref (gst_harness_pull (h));
+typedef struct {
+  ResetKind kind;
+  gsize n_a, n_b;            /* frames in the first / second stream */
+  guint k_a, k_b;            /* frames per buffer */
+  guint want_a, want_b;      /* windows each gives */
+  GstClockTime t_b, frame_b; /* the second stream's first PTS and frame duration */
+  guint32 seed_a, seed_b;
+} ResetCase;
 
-  g_assert_true (gst_harness_push_event (h, gst_event_new_flush_start ()));
-  g_assert_true (gst_harness_push_event (h, gst_event_new_flush_stop (TRUE)));
-  GstSegment seg;
-  gst_segment_init (&seg, GST_FORMAT_TIME);
-  g_assert_true (gst_harness_push_event (h, gst_event_new_segment (&seg)));
-
-  cony_test_push_tokens (h, x, D, 0, n, 5, 5 * GST_SECOND, 10 * MS, FALSE);
-  g_assert_cmpuint (check_windows (h, cnn, x, 25, 5 * GST_SECOND, 250 * MS), ==,
-      1 + (160 - 96) / 25);
-  gst_harness_teardown (h);
-  cony_cnn_free (cnn);
-  g_free (junk);
-  g_free (x);
-}
-
-/* DISCONT re-anchors at the buffer's PTS and drops the partial window. */
+/* Two streams with a reset between them (the first at 100 frames/s from 0): the
+ * partial window of the first is dropped and the second's windows are a fresh
+ * element's, re-anchored at its first PTS and timed by its frame rate. */
 static void
-test_discont_reanchors (void)
+test_reset (gconstpointer data)
 {
-  float *a = make_frames (120, D, 5);
-  float *b = make_frames (130, D, 6);
-  ConyCnn *cnn = load_model ("small.safetensors");
-  GstHarness *h = new_harness ("small.safetensors", NULL);
-  gst_harness_set_src_caps_str (h, TOKEN_CAPS ("1", "100/1"));
-
-  cony_test_push_tokens (h, a, D, 0, 120, 4, 0, 10 * MS, FALSE);
-  g_assert_cmpuint (check_windows (h, cnn, a, 25, 0, 250 * MS), ==, 1);
-
-  GstClockTime t = 42 * GST_SECOND + 7;
-  cony_test_push_tokens (h, b, D, 0, 130, 9, t, 10 * MS, TRUE);
-  g_assert_cmpuint (check_windows (h, cnn, b, 25, t, 250 * MS), ==, 2);
-  gst_harness_teardown (h);
-  cony_cnn_free (cnn);
-  g_free (a);
-  g_free (b);
-}
-
-/* A token-rate change resets the window; the new rate times the outputs. */
-static void
-test_caps_change_resets (void)
-{
-  float *a = make_frames (110, D, 7);
-  float *b = make_frames (96, D, 8);
-  ConyCnn *cnn = load_model ("small.safetensors");
-  GstHarness *h = new_harness ("small.safetensors", NULL);
-  gst_harness_set_src_caps_str (h, TOKEN_CAPS ("1", "100/1"));
-  cony_test_push_tokens (h, a, D, 0, 110, 1, 0, 10 * MS, FALSE);
-  g_assert_cmpuint (check_windows (h, cnn, a, 25, 0, 250 * MS), ==, 1);
-
-  GstCaps *caps = gst_caps_from_string (TOKEN_CAPS ("1", "50/1"));
-  g_assert_true (gst_pad_push_event (h->srcpad, gst_event_new_caps (caps)));
-  gst_caps_unref (caps);
-  cony_test_push_tokens (h, b, D, 0, 96, 1, 1100 * MS, 20 * MS, FALSE);
-  /* One window, only of b, anchored at b's first PTS, lasting 25 x 20 ms. */
-  g_assert_cmpuint (check_windows (h, cnn, b, 25, 1100 * MS, 500 * MS), ==, 1);
-  gst_harness_teardown (h);
-  cony_cnn_free (cnn);
-  g_free (a);
-  g_free (b);
-}
-
-/* A GAP restarts the window after it and is forwarded. */
-static void
-test_gap (void)
-{
-  float *a = make_frames (60, D, 9);
-  float *b = make_frames (96, D, 10);
-  ConyCnn *cnn = load_model ("small.safetensors");
-  GstHarness *h = new_harness ("small.safetensors", NULL);
-  gst_harness_set_src_caps_str (h, TOKEN_CAPS ("1", "100/1"));
-  cony_test_push_tokens (h, a, D, 0, 60, 1, 0, 10 * MS, FALSE);
-  g_assert_true (gst_harness_push_event (h, gst_event_new_gap (600 * MS, 400 * MS)));
-  cony_test_push_tokens (h, b, D, 0, 96, 1, GST_SECOND, 10 * MS, FALSE);
-  g_assert_cmpuint (check_windows (h, cnn, b, 25, GST_SECOND, 250 * MS), ==, 1);
-  GstEvent *ev;
-  gboolean gap = FALSE;
-  while ((ev = gst_harness_try_pull_event (h)) != NULL) {
-    gap |= GST_EVENT_TYPE (ev) == GST_EVENT_GAP;
-    gst_event_unref (ev);
+  const ResetCase *c = data;
+  float *a = make_frames (c->n_a, D, c->seed_a);
+  float *b = make_frames (c->n_b, D, c->seed_b);
+  ConyCnn *cnn;
+  GstHarness *h = small_harness (&cnn, NULL);
+  cony_test_push_tokens (h, a, D, 0, c->n_a, c->k_a, 0, 10 * MS, FALSE);
+  g_assert_cmpuint (check_windows (h, cnn, a, 25, 0, 250 * MS), ==, c->want_a);
+  GstClockTime end_a = c->n_a * 10 * MS;
+  if (c->kind == RESET_FLUSH) {
+    cony_test_flush (h);
+  } else if (c->kind == RESET_GAP) {
+    g_assert_true (gst_harness_push_event (h, gst_event_new_gap (end_a, c->t_b - end_a)));
+  } else if (c->kind == RESET_CAPS) {
+    gchar *rate = g_strdup_printf ("%" G_GUINT64_FORMAT "/1", GST_SECOND / c->frame_b);
+    gchar *str = g_strdup_printf (TOKEN_CAPS ("1", "%s"), rate);
+    GstCaps *caps = gst_caps_from_string (str);
+    g_assert_true (gst_pad_push_event (h->srcpad, gst_event_new_caps (caps)));
+    gst_caps_unref (caps);
+    g_free (str);
+    g_free (rate);
   }
-  g_assert_true (gap);
+  cony_test_push_tokens (h, b, D, 0, c->n_b, c->k_b, c->t_b, c->frame_b, c->kind == RESET_DISCONT);
+  g_assert_cmpuint (check_windows (h, cnn, b, 25, c->t_b, 25 * c->frame_b), ==, c->want_b);
+  if (c->kind == RESET_GAP)
+    g_assert_true (cony_test_event_forwarded (h, GST_EVENT_GAP));
   gst_harness_teardown (h);
   cony_cnn_free (cnn);
   g_free (a);
   g_free (b);
 }
+
+/* A flush in a partial window (170 frames: 3 windows and 74 frames pending). */
+static const ResetCase reset_flush = { RESET_FLUSH, 170, 160, 3, 5, 3, 3, 5 * GST_SECOND, 10 * MS,
+  4, 3 };
+static const ResetCase reset_discont = { RESET_DISCONT, 120, 130, 4, 9, 1, 2, 42 * GST_SECOND + 7,
+  10 * MS, 5, 6 };
+/* 50 frames/s after the change: one window of the second stream, lasting 25 x 20 ms. */
+static const ResetCase reset_caps = { RESET_CAPS, 110, 96, 1, 1, 1, 1, 1100 * MS, 20 * MS, 7, 8 };
+static const ResetCase reset_gap = { RESET_GAP, 60, 96, 1, 1, 0, 1, GST_SECOND, 10 * MS, 9, 10 };
 
 /* EOS: nothing is pending (complete windows are out already); trailing frames
  * are dropped and EOS is forwarded. */
@@ -358,13 +320,7 @@ test_eos (void)
   g_assert_cmpuint (gst_harness_buffers_in_queue (h), ==, 2);
   g_assert_true (gst_harness_push_event (h, gst_event_new_eos ()));
   g_assert_cmpuint (gst_harness_buffers_in_queue (h), ==, 2);
-  GstEvent *ev;
-  gboolean eos = FALSE;
-  while ((ev = gst_harness_try_pull_event (h)) != NULL) {
-    eos |= GST_EVENT_TYPE (ev) == GST_EVENT_EOS;
-    gst_event_unref (ev);
-  }
-  g_assert_true (eos);
+  g_assert_true (cony_test_event_forwarded (h, GST_EVENT_EOS));
   gst_harness_teardown (h);
   g_free (x);
 }
@@ -381,19 +337,16 @@ test_nan_tokens (void)
     x[i] = (i % 2) ? NAN : -INFINITY;
     clean[i] = 0.0f;
   }
-  ConyCnn *cnn = load_model ("small.safetensors");
-  GstHarness *h = new_harness ("small.safetensors", NULL);
-  GstBus *bus = gst_bus_new ();
-  gst_element_set_bus (h->element, bus);
-  gst_harness_set_src_caps_str (h, TOKEN_CAPS ("1", "100/1"));
+  ConyCnn *cnn;
+  GstHarness *h = small_harness (&cnn, NULL);
+  GstBus *bus = cony_test_attach_bus (h);
   cony_test_push_tokens (h, x, D, 0, n, 1, 0, 10 * MS, FALSE);
   GstMessage *msg = gst_bus_pop_filtered (bus, GST_MESSAGE_WARNING);
   g_assert_nonnull (msg);
   gst_message_unref (msg);
   g_assert_null (gst_bus_pop_filtered (bus, GST_MESSAGE_WARNING));
   g_assert_cmpuint (check_windows (h, cnn, clean, 25, 0, 250 * MS), ==, 1 + (150 - 96) / 25);
-  gst_element_set_bus (h->element, NULL);
-  gst_object_unref (bus);
+  cony_test_detach_bus (h, bus);
   gst_harness_teardown (h);
   cony_cnn_free (cnn);
   g_free (clean);
@@ -439,31 +392,13 @@ test_bad_models (void)
     { small, 96, 0, "no embedding output", CONY_CNN_OUTPUT_EMBEDDING },
   };
   for (guint i = 0; i < G_N_ELEMENTS (cases); i++) {
-    GstElement *el = gst_element_factory_make ("conyvggish", NULL);
-    GstBus *bus = gst_bus_new ();
-    gst_element_set_bus (el, bus);
-    g_object_set (el, "model", cases[i].model, "window", cases[i].window, "postprocess",
-        cases[i].postprocess, "output", cases[i].output, NULL);
-    g_assert_cmpint (gst_element_set_state (el, GST_STATE_PAUSED), ==, GST_STATE_CHANGE_FAILURE);
-    GstMessage *msg = gst_bus_pop_filtered (bus, GST_MESSAGE_ERROR);
-    g_assert_nonnull (msg);
-    GError *err = NULL;
-    gchar *dbg = NULL;
-    gst_message_parse_error (msg, &err, &dbg);
-    gchar *all = g_strconcat (err->message, " ", dbg ? dbg : "", NULL);
-    if (!strstr (all, cases[i].in_message))
-      g_error ("case %u: '%s' not in '%s'", i, cases[i].in_message, all);
-    g_free (all);
-    g_free (dbg);
-    g_clear_error (&err);
-    gst_message_unref (msg);
+    GstElement *el = cony_test_element_new ("conyvggish", cases[i].model, "window", cases[i].window,
+        "postprocess", cases[i].postprocess, "output", cases[i].output, NULL);
+    g_test_message ("case %u", i);
+    g_error_free (cony_test_assert_start_fails (el, (const char *[]){ cases[i].in_message, NULL }));
     /* The element is reusable once the model is fixed. */
-    gst_element_set_state (el, GST_STATE_NULL);
     g_object_set (el, "model", small, "window", 96, "postprocess", 0, "output", 0, NULL);
-    g_assert_cmpint (gst_element_set_state (el, GST_STATE_PAUSED), ==, GST_STATE_CHANGE_SUCCESS);
-    gst_element_set_state (el, GST_STATE_NULL);
-    gst_element_set_bus (el, NULL);
-    gst_object_unref (bus);
+    cony_test_assert_starts (el);
     gst_object_unref (el);
   }
   g_free (npy);
@@ -548,15 +483,14 @@ test_mobilenet_outputs (void)
   for (guint o = 0; o < 2; o++) {
     g_autofree char *file = g_strdup_printf ("f32_%s.npy", nicks[o]);
     ConyNpyArray *want = cony_test_load_golden_npy ("mobilenet", file);
-    GstElement *el = gst_element_factory_make ("conyvggish", NULL);
+    GstElement *el = cony_test_element_new ("conyvggish", NULL, NULL);
     g_autofree char *path = cony_test_golden_path ("mobilenet", "f32.safetensors");
     guint stride = 0;
     g_object_get (el, "stride", &stride, NULL);
     g_assert_cmpuint (stride, ==, 25); /* 0.25 s of 10 ms frames */
     gst_util_set_object_arg (G_OBJECT (el), "output", nicks[o]);
     g_object_set (el, "model", path, "stride", 21, NULL);
-    GstHarness *h = gst_harness_new_with_element (el, "sink", "src");
-    gst_object_unref (el);
+    GstHarness *h = cony_test_harness_take (el);
     gst_harness_set_src_caps_str (h,
         "other/tensors,format=static,num_tensors=1,"
         "types=float32,dimensions=(string)16:1,framerate=100/1");
@@ -599,7 +533,7 @@ test_batch_non_live (void)
 {
   gsize n = 300; /* 1 + (300 - 96) / 25 = 9 windows: two batches of 4, then 1 at EOS */
   float *x = make_frames (n, D, 21);
-  ConyCnn *cnn = load_model ("small.safetensors");
+  ConyCnn *cnn = cony_test_load_golden_cnn ("cnn", "small.safetensors");
   char *model = cony_test_golden_path ("cnn", "small.safetensors");
   char *desc =
       g_strdup_printf ("appsrc name=src format=time caps=\"" TOKEN_CAPS ("1",
@@ -639,21 +573,10 @@ test_batch_non_live (void)
   gst_element_set_state (pipe, GST_STATE_NULL);
 
   g_assert_cmpuint (got->len, ==, 9);
-  float want[OUT];
   for (guint w = 0; w < got->len; w++) {
     GstBuffer *buf = got->pdata[w];
-    g_assert_cmpuint (GST_BUFFER_PTS (buf), ==, 2 * GST_SECOND + w * 250 * MS);
-    g_assert_cmpuint (GST_BUFFER_DURATION (buf), ==, 250 * MS);
     g_assert_cmpuint (GST_BUFFER_OFFSET (buf), ==, w);
-    g_assert_cmpint (GST_BUFFER_IS_DISCONT (buf), ==, w == 0);
-    GstMapInfo map;
-    g_assert_true (gst_buffer_map (buf, &map, GST_MAP_READ));
-    g_assert_cmpuint (map.size, ==, OUT * sizeof (float));
-    cony_cnn_forward (cnn, x + (gsize) w * 25 * D, want);
-    const float *o = (const float *) map.data;
-    for (guint j = 0; j < OUT; j++)
-      g_assert_cmpfloat_with_epsilon (o[j], want[j], 1e-5 * MAX (1.0, fabs (want[j])));
-    gst_buffer_unmap (buf, &map);
+    check_window (buf, cnn, x, w, 25, 2 * GST_SECOND, 250 * MS);
   }
   g_ptr_array_unref (got);
   gst_object_unref (bus);
@@ -673,9 +596,8 @@ static void
 test_batch_live_is_immediate (void)
 {
   float *x = make_frames (121, D, 22);
-  ConyCnn *cnn = load_model ("small.safetensors");
-  GstHarness *h = new_harness ("small.safetensors", "batch", 8, NULL);
-  gst_harness_set_src_caps_str (h, TOKEN_CAPS ("1", "100/1"));
+  ConyCnn *cnn;
+  GstHarness *h = small_harness (&cnn, "batch", 8, NULL);
   cony_test_push_tokens (h, x, D, 0, 96, 4, 0, 10 * MS, FALSE);
   g_assert_cmpuint (gst_harness_buffers_in_queue (h), ==, 1);
   cony_test_push_tokens (h, x, D, 96, 25, 5, 96 * 10 * MS, 10 * MS, FALSE);
@@ -690,10 +612,10 @@ test_batch_live_is_immediate (void)
 static void
 test_ready_only_properties (void)
 {
-  GstHarness *h = new_harness ("small.safetensors", NULL);
-  gst_harness_set_src_caps_str (h, TOKEN_CAPS ("1", "100/1"));
-  cony_test_assert_ready_only (h, "model", "/tmp/other.safetensors");
-  gst_harness_teardown (h);
+  const char *props[] = { "model", "/tmp/other.safetensors", NULL };
+  char *path = cony_test_golden_path ("cnn", "small.safetensors");
+  cony_test_assert_ready_only_props ("conyvggish", path, TOKEN_CAPS ("1", "100/1"), props);
+  g_free (path);
 }
 
 int
@@ -703,13 +625,13 @@ main (int argc, char **argv)
   g_test_init (&argc, &argv, NULL);
   g_test_add_func ("/conyvggish/matches-torch-golden", test_matches_torch_golden);
   g_test_add_func ("/conyvggish/timestamps-odd-buffers", test_timestamps_odd_buffers);
-  g_test_add_func ("/conyvggish/stride-above-window", test_stride_above_window);
-  g_test_add_func ("/conyvggish/long-stream", test_long_stream);
+  g_test_add_data_func ("/conyvggish/stride-above-window", &stride_above_window, test_stream);
+  g_test_add_data_func ("/conyvggish/long-stream", &long_stream, test_stream);
   g_test_add_func ("/conyvggish/latency", test_latency);
-  g_test_add_func ("/conyvggish/flush", test_flush_resets);
-  g_test_add_func ("/conyvggish/discont", test_discont_reanchors);
-  g_test_add_func ("/conyvggish/caps-change", test_caps_change_resets);
-  g_test_add_func ("/conyvggish/gap", test_gap);
+  g_test_add_data_func ("/conyvggish/flush", &reset_flush, test_reset);
+  g_test_add_data_func ("/conyvggish/discont", &reset_discont, test_reset);
+  g_test_add_data_func ("/conyvggish/caps-change", &reset_caps, test_reset);
+  g_test_add_data_func ("/conyvggish/gap", &reset_gap, test_reset);
   g_test_add_func ("/conyvggish/eos", test_eos);
   g_test_add_func ("/conyvggish/nan", test_nan_tokens);
   g_test_add_func ("/conyvggish/wrong-caps-refused", test_wrong_caps_refused);

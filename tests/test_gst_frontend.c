@@ -49,12 +49,7 @@ small_model_with_frontend (const char *frontend)
 static GstHarness *
 vggish_harness (const char *model)
 {
-  GstElement *el = gst_element_factory_make ("conyvggish", NULL);
-  g_assert_nonnull (el);
-  g_object_set (el, "model", model, NULL);
-  GstHarness *h = gst_harness_new_with_element (el, "sink", "src");
-  gst_object_unref (el);
-  return h;
+  return cony_test_harness_new ("conyvggish", model, NULL);
 }
 
 /* Caps accepted: the element's sink pad holds them. */
@@ -130,10 +125,27 @@ run_chain (const char *mel_props, const char *model, const char *const *needles)
     g_assert_null (gst_harness_try_pull (h));
     cony_test_pop_negotiation_error (bus, needles);
   }
-  gst_element_set_bus (h->element, NULL);
-  gst_object_unref (bus);
+  cony_test_detach_bus (h, bus);
   gst_harness_teardown (h);
   g_free (x);
+}
+
+/* One run of the chain: conymel's properties and what the error must name (none: the
+ * chain runs). */
+typedef struct {
+  const char *mel_props;
+  const char *needles[5];
+} ChainCase;
+
+/* run_chain() of each case with the small model declaring @frontend. */
+static void
+run_chains (const char *frontend, const ChainCase *cases, guint n_cases)
+{
+  char *model = small_model_with_frontend (frontend);
+  for (guint i = 0; i < n_cases; i++)
+    run_chain (cases[i].mel_props, model, cases[i].needles[0] ? cases[i].needles : NULL);
+  g_unlink (model);
+  g_free (model);
 }
 
 /* A model declaring YAMNet's front end runs after conymel preset=yamnet (or
@@ -141,16 +153,14 @@ run_chain (const char *mel_props, const char *model, const char *const *needles)
 static void
 test_declared_yamnet (void)
 {
-  char *model = small_model_with_frontend (YAMNET_FRONTEND);
-  run_chain ("preset=yamnet", model, NULL);
-  run_chain ("log-offset=0.001", model, NULL);
-  const char *needles[] = { "log-offset", "mel-log-offset=0.01", "log-offset=0.001",
-    "preset=yamnet", NULL };
-  run_chain ("", model, needles);
-  const char *hop[] = { "hop-length", "mel-hop-length=100", "hop-length=160", NULL };
-  run_chain ("preset=yamnet hop-length=100", model, hop);
-  g_unlink (model);
-  g_free (model);
+  const ChainCase cases[] = {
+    { "preset=yamnet", { NULL } },
+    { "log-offset=0.001", { NULL } },
+    { "", { "log-offset", "mel-log-offset=0.01", "log-offset=0.001", "preset=yamnet", NULL } },
+    { "preset=yamnet hop-length=100",
+        { "hop-length", "mel-hop-length=100", "hop-length=160", NULL } },
+  };
+  run_chains (YAMNET_FRONTEND, cases, G_N_ELEMENTS (cases));
 }
 
 /* A front end in the older underscore keys (log_offset 0.01, as
@@ -159,12 +169,11 @@ test_declared_yamnet (void)
 static void
 test_legacy_keys (void)
 {
-  char *model = small_model_with_frontend (LEGACY_FRONTEND);
-  run_chain ("", model, NULL);
-  const char *needles[] = { "log-offset", "mel-log-offset=0.001", "log-offset=0.01", NULL };
-  run_chain ("preset=yamnet", model, needles);
-  g_unlink (model);
-  g_free (model);
+  const ChainCase cases[] = {
+    { "", { NULL } },
+    { "preset=yamnet", { "log-offset", "mel-log-offset=0.001", "log-offset=0.01", NULL } },
+  };
+  run_chains (LEGACY_FRONTEND, cases, G_N_ELEMENTS (cases));
 }
 
 /* A frontend that is not a JSON object is an error, not a silent VGGish. */

@@ -63,24 +63,13 @@ transformer_trained_on (const char *sha256, const char *output)
   return path;
 }
 
-static GstHarness *
-harness (const char *element, const char *model)
-{
-  GstElement *el = gst_element_factory_make (element, NULL);
-  g_assert_nonnull (el);
-  g_object_set (el, "model", model, NULL);
-  GstHarness *h = gst_harness_new_with_element (el, "sink", "src");
-  gst_object_unref (el);
-  return h;
-}
-
 /* conyvggish's token caps name its CNN file, its SHA-256 and the output. */
 static void
 test_vggish_caps_name_the_cnn (void)
 {
   char *cnn = cony_test_golden_path ("cnn", "small.safetensors");
   char *sha = file_sha256 (cnn);
-  GstHarness *h = harness ("conyvggish", cnn);
+  GstHarness *h = cony_test_harness_new ("conyvggish", cnn, NULL);
   gst_harness_set_src_caps_str (h, MEL_TOKENS);
   GstCaps *caps = gst_pad_get_current_caps (h->sinkpad);
   g_assert_nonnull (caps);
@@ -98,7 +87,7 @@ test_vggish_caps_name_the_cnn (void)
 static void
 assert_accepted (const char *model, const char *fields)
 {
-  GstHarness *h = harness ("conytransformer", model);
+  GstHarness *h = cony_test_harness_new ("conytransformer", model, NULL);
   char *caps = g_strconcat (TOKENS, fields, NULL);
   gst_harness_set_src_caps_str (h, caps);
   float x[128] = { 0 };
@@ -126,13 +115,15 @@ test_pairing (void)
       other);
   char *want = g_strndup (sha, 16);
   const char *needles[] = { "the tokens come from", "0011223344556677", want, model, NULL };
-  cony_test_assert_caps_refused (harness ("conytransformer", model), caps, needles);
+  cony_test_assert_caps_refused (cony_test_harness_new ("conytransformer", model, NULL), caps,
+      needles);
   g_free (caps);
 
   /* the right file, but its pooled embedding where the model took its last layer */
   caps = g_strdup_printf (TOKENS ",cnn=small.safetensors,cnn-sha256=%s,cnn-output=embedding", sha);
   const char *output_needles[] = { "output=embedding", "output=scores", NULL };
-  cony_test_assert_caps_refused (harness ("conytransformer", model), caps, output_needles);
+  cony_test_assert_caps_refused (cony_test_harness_new ("conytransformer", model, NULL), caps,
+      output_needles);
   g_free (caps);
 
   g_unlink (model);
@@ -164,13 +155,11 @@ test_chain_refused (void)
   char *desc = g_strdup_printf ("conyvggish model=\"%s\" ! conytransformer model=\"%s\"", cnn,
       model);
   GstHarness *h = gst_harness_new_parse (desc);
-  GstBus *bus = gst_bus_new ();
-  gst_element_set_bus (h->element, bus);
+  GstBus *bus = cony_test_attach_bus (h);
   gst_harness_set_src_caps_str (h, MEL_TOKENS); /* conyvggish's token caps follow */
   const char *needles[] = { "the tokens come from small.safetensors", "ffeeddccbbaa9988", NULL };
   cony_test_pop_negotiation_error (bus, needles);
-  gst_element_set_bus (h->element, NULL);
-  gst_object_unref (bus);
+  cony_test_detach_bus (h, bus);
   gst_harness_teardown (h);
   g_unlink (model);
   g_free (desc);

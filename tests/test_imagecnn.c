@@ -190,25 +190,28 @@ static void
 test_bad_metadata (void)
 {
 #define BASE "input_height", "20", "input_width", "22", "input_channels", "3"
-  const char *m1[] = { BASE, "global_pool", "avg", "input_mean", "0.1,0.2", NULL };
-  g_autofree char *p1 = write_meta_variant ("m1.safetensors", m1);
-  cony_test_expect_cnn_refused (p1, CONY_ERROR_INVALID, "input_mean", NULL);
-  const char *m2[] = { BASE, "global_pool", "avg", "input_std", "0.1,0,0.2", NULL };
-  g_autofree char *p2 = write_meta_variant ("m2.safetensors", m2);
-  cony_test_expect_cnn_refused (p2, CONY_ERROR_INVALID, "input_std", NULL);
-  const char *m3[] = { BASE, "global_pool", "avg", "input_mean", "a,b,c", NULL };
-  g_autofree char *p3 = write_meta_variant ("m3.safetensors", m3);
-  cony_test_expect_cnn_refused (p3, CONY_ERROR_INVALID, "input_mean", NULL);
-  const char *m4[] = { BASE, "global_pool", "mean", NULL };
-  g_autofree char *p4 = write_meta_variant ("m4.safetensors", m4);
-  cony_test_expect_cnn_refused (p4, CONY_ERROR_INVALID, "global_pool", NULL);
-  const char *m5[] = { BASE, "global_pool", "avg", "trailing_pools", "x", NULL };
-  g_autofree char *p5 = write_meta_variant ("m5.safetensors", m5);
-  cony_test_expect_cnn_refused (p5, CONY_ERROR_INVALID, "trailing_pools", NULL);
-  /* Without the global pool, one trailing pool leaves a 5x5x12 map, not 12 values. */
-  const char *m6[] = { BASE, "trailing_pools", "1", NULL };
-  g_autofree char *p6 = write_meta_variant ("m6.safetensors", m6);
-  cony_test_expect_cnn_refused (p6, CONY_ERROR_SHAPE, "embeddings.0.weight", NULL);
+  /* Each refused with the error code and naming the key (or tensor) at fault. */
+  static const struct {
+    const char *meta[5]; /* after BASE; NULL-terminated */
+    int code;
+    const char *needle;
+  } refused[] = {
+    { { "global_pool", "avg", "input_mean", "0.1,0.2", NULL }, CONY_ERROR_INVALID, "input_mean" },
+    { { "global_pool", "avg", "input_std", "0.1,0,0.2", NULL }, CONY_ERROR_INVALID, "input_std" },
+    { { "global_pool", "avg", "input_mean", "a,b,c", NULL }, CONY_ERROR_INVALID, "input_mean" },
+    { { "global_pool", "mean", NULL }, CONY_ERROR_INVALID, "global_pool" },
+    { { "global_pool", "avg", "trailing_pools", "x", NULL }, CONY_ERROR_INVALID, "trailing_pools" },
+    /* Without the global pool, one trailing pool leaves a 5x5x12 map, not 12 values. */
+    { { "trailing_pools", "1", NULL }, CONY_ERROR_SHAPE, "embeddings.0.weight" },
+  };
+  for (guint i = 0; i < G_N_ELEMENTS (refused); i++) {
+    const char *meta[12] = { BASE };
+    for (guint k = 0; refused[i].meta[k] != NULL; k++)
+      meta[6 + k] = refused[i].meta[k];
+    g_autofree char *name = g_strdup_printf ("m%u.safetensors", i + 1);
+    g_autofree char *p = write_meta_variant (name, meta);
+    cony_test_expect_cnn_refused (p, refused[i].code, refused[i].needle, NULL);
+  }
   /* Too many trailing pools for a 20x22 input. */
   const char *m7[] = { BASE, "global_pool", "avg", "trailing_pools", "5", NULL };
   g_autofree char *p7 = write_meta_variant ("m7.safetensors", m7);

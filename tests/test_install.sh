@@ -12,16 +12,12 @@ build=${1:?usage: test_install.sh BUILD_ROOT SOURCE_ROOT}
 root=${2:?}
 command -v gst-inspect-1.0 >/dev/null || { echo "1..0 # SKIP gst-inspect-1.0 not found"; exit 77; }
 command -v pkg-config >/dev/null || { echo "1..0 # SKIP pkg-config not found"; exit 77; }
-dest=$(mktemp -d)
-trap 'rm -rf "$dest"' EXIT
-n=0
-fail=0
-ok () { n=$((n + 1)); echo "ok $n $*"; }
-not_ok () { n=$((n + 1)); echo "not ok $n $*"; fail=1; }
+. "$(dirname "$0")/tap.sh"
+dest=$tmp
 
 if ! meson install -C "$build" --destdir "$dest" --no-rebuild >"$dest/install.log" 2>&1; then
   not_ok "meson install"; tail -20 "$dest/install.log" | sed 's/^/# /'
-  echo "1..$n"; exit 1
+  tap_done
 fi
 ok "meson install --destdir"
 
@@ -90,5 +86,4 @@ else
   not_ok "cony info on the installed model"; echo "$out" | tail -5 | sed 's/^/# /'
 fi
 
-echo "1..$n"
-exit $fail
+tap_done

@@ -12,12 +12,7 @@ set -uo pipefail
 root=${1:?usage: test_newcomer.sh SOURCE_ROOT CONY_TOOL}
 cony=${2:?}
 command -v gst-inspect-1.0 >/dev/null || { echo "1..0 # SKIP gst-inspect-1.0 not found"; exit 77; }
-tmp=$(mktemp -d)
-trap 'rm -rf "$tmp"' EXIT
-n=0
-fail=0
-ok () { n=$((n + 1)); echo "ok $n $*"; }
-not_ok () { n=$((n + 1)); echo "not ok $n $*"; fail=1; }
+. "$(dirname "$0")/tap.sh"
 
 # The text of "## ELEMENT" in docs/elements.md, up to the next "## ".
 doc_section () {
@@ -85,5 +80,4 @@ else
   fi
 fi
 
-echo "1..$n"
-exit $fail
+tap_done

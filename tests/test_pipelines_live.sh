@@ -17,12 +17,7 @@ model=${3:?}
 command -v gst-launch-1.0 >/dev/null || { echo "1..0 # SKIP gst-launch-1.0 not found"; exit 77; }
 /usr/bin/python3 -c 'import gi' 2>/dev/null || { echo "1..0 # SKIP python3-gi not installed"; exit 77; }
 p=$root/pipelines
-tmp=$(mktemp -d)
-trap 'rm -rf "$tmp"' EXIT
-n=0
-fail=0
-ok () { n=$((n + 1)); echo "ok $n $*"; }
-not_ok () { n=$((n + 1)); echo "not ok $n $*"; fail=1; }
+. "$(dirname "$0")/tap.sh"
 now () { echo "$EPOCHREALTIME"; }
 
 # Runs a command, writing "SECONDS_SINCE_START LINE" for each stdout line as it arrives.
@@ -124,5 +119,4 @@ else
   not_ok "microphone.sh | head -1: status $rc"; sed 's/^/# /' "$tmp/err" | tail -5
 fi
 
-echo "1..$n"
-exit $fail
+tap_done

@@ -12,12 +12,7 @@ set -uo pipefail
 root=${1:?usage: test_train_your_own.sh SOURCE_ROOT CONY_TOOL}
 cony=${2:?}
 /usr/bin/python3 -c 'import torch, gi' 2>/dev/null || { echo "1..0 # SKIP needs python3-torch and python3-gi"; exit 77; }
-tmp=$(mktemp -d)
-trap 'rm -rf "$tmp"' EXIT
-n=0
-fail=0
-ok () { n=$((n + 1)); echo "ok $n $*"; }
-not_ok () { n=$((n + 1)); echo "not ok $n $*"; fail=1; }
+. "$(dirname "$0")/tap.sh"
 cnn=$root/models/yamnet/yamnet.safetensors
 train=("/usr/bin/python3" "$root/training/train_your_own.py" --cony "$cony" --cnn "$cnn" --epochs 20)
 
@@ -77,5 +72,4 @@ else
   not_ok "--window 40: exit $rc"; sed 's/^/# /' "$tmp/err" | tail -5
 fi
 
-echo "1..$n"
-exit $fail
+tap_done

@@ -81,6 +81,17 @@ cony_test_load_golden_cnn (const char *area, const char *file)
 }
 
 void
+cony_test_expect_error (GError **error, int code, const char *needle1, const char *needle2)
+{
+  g_assert_error (*error, CONY_ERROR, code);
+  if (needle1)
+    g_assert_nonnull (strstr ((*error)->message, needle1));
+  if (needle2)
+    g_assert_nonnull (strstr ((*error)->message, needle2));
+  g_clear_error (error);
+}
+
+void
 cony_test_expect_cnn_refused (const char *path, int code, const char *needle1, const char *needle2)
 {
   GError *error = NULL;
@@ -89,11 +100,7 @@ cony_test_expect_cnn_refused (const char *path, int code, const char *needle1, c
   g_assert_error (error, CONY_ERROR, code);
   g_test_message ("refused: %s", error->message);
   g_assert_nonnull (strstr (error->message, path));
-  if (needle1)
-    g_assert_nonnull (strstr (error->message, needle1));
-  if (needle2)
-    g_assert_nonnull (strstr (error->message, needle2));
-  g_clear_error (&error);
+  cony_test_expect_error (&error, code, needle1, needle2);
 }
 
 gboolean
@@ -127,4 +134,49 @@ cony_test_rel_err_floor (const float *got, const float *want, gsize n)
     scale = fmax (scale, fabs ((double) want[i]));
   }
   return diff / scale;
+}
+
+float *
+cony_test_random_floats (gsize n, double lo, double hi, guint32 seed)
+{
+  float *x = g_new (float, n);
+  GRand *r = g_rand_new_with_seed (seed);
+  for (gsize i = 0; i < n; i++)
+    x[i] = (float) g_rand_double_range (r, lo, hi);
+  g_rand_free (r);
+  return x;
+}
+
+int
+cony_test_softmax (const float *logits, int c, double *probs)
+{
+  int top = 0;
+  for (int i = 1; i < c; i++)
+    if (logits[i] > logits[top])
+      top = i;
+  double sum = 0;
+  for (int i = 0; i < c; i++)
+    sum += exp ((double) logits[i] - logits[top]);
+  for (int i = 0; i < c; i++)
+    probs[i] = exp ((double) logits[i] - logits[top]) / sum;
+  return top;
+}
+
+void
+cony_test_fill_normal (GRand *rng, float *x, gsize count, double sd)
+{
+  for (gsize i = 0; i < count; i++)
+    x[i] = (float) (g_rand_double_range (rng, -1.0, 1.0) + g_rand_double_range (rng, -1.0, 1.0)
+               + g_rand_double_range (rng, -1.0, 1.0))
+        * (float) sd;
+}
+
+float *
+cony_test_normal_tokens (int T, int d, guint32 seed, double sd)
+{
+  GRand *rng = g_rand_new_with_seed (seed);
+  float *x = g_new (float, (gsize) T *d);
+  cony_test_fill_normal (rng, x, (gsize) T * d, sd);
+  g_rand_free (rng);
+  return x;
 }

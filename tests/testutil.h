@@ -16,6 +16,9 @@ double cony_test_rel_err (const float *got, const float *want, gsize n);
 char *cony_test_copy_safetensors (const char *src, const char *const *meta);
 /* Loads the golden CNN model file @area/@file, failing the test when it cannot. */
 ConyCnn *cony_test_load_golden_cnn (const char *area, const char *file);
+/* Asserts that *@error is CONY_ERROR @code with a message containing @needle1 and
+ * @needle2 (either may be NULL), then clears it. */
+void cony_test_expect_error (GError **error, int code, const char *needle1, const char *needle2);
 /* Asserts that loading the CNN model @path fails with CONY_ERROR @code and a message
  * naming @path and containing @needle1 and @needle2 (either may be NULL). */
 void cony_test_expect_cnn_refused (const char *path, int code, const char *needle1,
@@ -30,3 +33,13 @@ void cony_test_trap_portable_cnn (void);
 /* max |got − want| / max(max |want|, 1e-3), failing the test on a got that is not
  * finite: relative where the output is of ordinary size, absolute where it is tiny. */
 double cony_test_rel_err_floor (const float *got, const float *want, gsize n);
+/* @n floats uniform in [@lo, @hi) from @seed (g_free): deterministic test data. */
+float *cony_test_random_floats (gsize n, double lo, double hi, guint32 seed);
+/* Softmax of the @c @logits into @probs (in double, shifted by the maximum); returns the
+ * index of the largest logit (the first of equals). */
+int cony_test_softmax (const float *logits, int c, double *probs);
+/* @count values, each the sum of three uniform draws from [−1, 1) times @sd: near
+ * normal, mean 0, standard deviation @sd. */
+void cony_test_fill_normal (GRand *rng, float *x, gsize count, double sd);
+/* @T tokens of @d such values, from @seed (g_free). */
+float *cony_test_normal_tokens (int T, int d, guint32 seed, double sd);

@@ -1,6 +1,7 @@
 /* Helpers shared by the `cony bench` subcommands (bench.h). */
 #include "bench.h"
 
+#include <math.h>
 #include <stdlib.h>
 #include <time.h>
 
@@ -29,6 +30,24 @@ cony_bench_fill_random (GRand *rng, float *x, gsize n, double centre, double hal
 {
   for (gsize i = 0; i < n; i++)
     x[i] = (float) (centre + half_width * g_rand_double_range (rng, -1.0, 1.0));
+}
+
+void
+cony_bench_fill_smooth (GRand *rng, float *x, int T, int d, double min_period, double max_period)
+{
+  for (int c = 0; c < d; c++) {
+    double period[3], phase[3];
+    for (int i = 0; i < 3; i++) {
+      period[i] = g_rand_double_range (rng, min_period, max_period);
+      phase[i] = g_rand_double_range (rng, 0.0, 2 * G_PI);
+    }
+    for (int t = 0; t < T; t++) {
+      double v = 0.0;
+      for (int i = 0; i < 3; i++)
+        v += sin (2 * G_PI * t / period[i] + phase[i]);
+      x[(gsize) t * d + c] = (float) (v / sqrt (1.5));
+    }
+  }
 }
 
 static int

@@ -13,6 +13,11 @@ double cony_bench_wall_s (void);
 /* @n floats drawn uniformly from [@centre − @half_width, @centre + @half_width). */
 void cony_bench_fill_random (GRand *rng, float *x, gsize n, double centre, double half_width);
 
+/* @T tokens of @d values that change slowly: per column, three sinusoids with periods
+ * drawn from [@min_period, @max_period) tokens and random phases, unit variance. */
+void cony_bench_fill_smooth (GRand *rng, float *x, int T, int d, double min_period,
+    double max_period);
+
 /* Repeated measurements of one quantity, summarised. */
 typedef struct {
   double min, median;

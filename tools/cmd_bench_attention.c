@@ -21,26 +21,6 @@ fill_random (GRand *rng, float *x, gsize n, double sd)
   cony_bench_fill_random (rng, x, n, 0.0, sd * sqrt (3.0));
 }
 
-/* Per column, three sinusoids with periods of 64 to 1024 tokens and random phases,
- * unit variance: neighbouring tokens are alike, as in slowly changing sound. */
-static void
-fill_smooth (GRand *rng, float *x, int T, int d)
-{
-  for (int c = 0; c < d; c++) {
-    double period[3], phase[3];
-    for (int i = 0; i < 3; i++) {
-      period[i] = g_rand_double_range (rng, 64.0, 1024.0);
-      phase[i] = g_rand_double_range (rng, 0.0, 2 * G_PI);
-    }
-    for (int t = 0; t < T; t++) {
-      double v = 0.0;
-      for (int i = 0; i < 3; i++)
-        v += sin (2 * G_PI * t / period[i] + phase[i]);
-      x[(gsize) t * d + c] = (float) (v / sqrt (1.5));
-    }
-  }
-}
-
 /* One column of the sweep: a variant, with its vcc budget. */
 typedef struct {
   ConyAttentionVariant variant;
@@ -375,7 +355,9 @@ run_errors (const Bench *b, const GArray *entries, const GArray *windows, int st
       if (si == 0)
         fill_random (rng, x, (gsize) T * d, 1.0);
       else if (si == 1)
-        fill_smooth (rng, x, T, d);
+        /* periods of 64 to 1024 tokens: neighbouring tokens are alike, as in slowly
+         * changing sound */
+        cony_bench_fill_smooth (rng, x, T, d, 64.0, 1024.0);
       else
         memcpy (x, b->real, sizeof (float) * T * d);
       g_rand_free (rng);

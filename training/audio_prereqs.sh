@@ -1,5 +1,6 @@
-# Sourced by training/train_default_audio.sh and training/train_yamnet_audio.sh (from the
-# repository root): the labelled clip data sets both recipes train on, and the `cony` tool.
+# Sourced by training/train_default_audio.sh, training/train_yamnet_audio.sh and
+# training/train_audioset_tagger.sh (from the repository root): the labelled clip data sets
+# the recipes train on, the `cony` tool, their common options and progress lines.
 #
 # Version 9 (out/audio-dataset-v9) is trained on: 400 clips per class (the data set
 # script's default is 120), test split included, plus 800 training clips per class from
@@ -16,14 +17,42 @@ DATA_ARGS=(--per-class 400 --train-extra 800 --alarm-synth v3 --train-only-versi
 VAL_DATASET=out/audio-dataset-v7
 VAL_DATA_ARGS=(--per-class 400 --train-extra 800 --alarm-synth v3 --train-only-version 5)
 
-# ensure_datasets REBUILD: builds each data set whose manifest is missing (all with
-# REBUILD=1); needs root for apt-get the first time; version 7 reuses version 9's package
-# cache. Uses stamp() for progress.
-ensure_datasets () {
+T0=$(date +%s)
+# stamp MESSAGE: a progress line on stderr, "SCRIPT: [SECONDS s] MESSAGE".
+stamp () { echo "$(basename "$0" .sh): [$(( $(date +%s) - T0 )) s] $*" >&2; }
+
+# parse_train_args "$@": --rebuild-dataset (REBUILD=1), --models DIR (MODELS), --cache DIR
+# (CACHE; only for a script that sets CACHE before), and after -- the trainer's own
+# arguments (the array EXTRA); anything else prints the usage and exits 2.
+parse_train_args () {
+  REBUILD=0
+  EXTRA=()
+  local usage="usage: $0 [--rebuild-dataset] [--models DIR]${CACHE+ [--cache DIR]} [-- train args]"
+  while [ $# -gt 0 ]; do
+    case $1 in
+      --rebuild-dataset) REBUILD=1 ;;
+      --models) MODELS=$2; shift ;;
+      --cache) [ -n "${CACHE+set}" ] || { echo "$usage" >&2; exit 2; }; CACHE=$2; shift ;;
+      --) shift; EXTRA=("$@"); break ;;
+      *) echo "$usage" >&2; exit 2 ;;
+    esac
+    shift
+  done
+}
+
+# ensure_train_dataset REBUILD: builds version 9 if its manifest is missing (or with
+# REBUILD=1); needs root for apt-get the first time.
+ensure_train_dataset () {
   if [ "$1" = 1 ] || [ ! -f "$DATASET/manifest.csv" ]; then
     stamp "building the data set $DATASET"
     bash training/data/build_audio_dataset.sh "$DATASET" "${DATA_ARGS[@]}"
   fi
+}
+
+# ensure_datasets REBUILD: ensure_train_dataset, then version 7 the same way; version 7
+# reuses version 9's package cache.
+ensure_datasets () {
+  ensure_train_dataset "$1"
   if [ "$1" = 1 ] || [ ! -f "$VAL_DATASET/manifest.csv" ]; then
     stamp "building the data set $VAL_DATASET (its validation recordings)"
     mkdir -p "$VAL_DATASET"

@@ -17,7 +17,7 @@ set -euo pipefail
 REPO=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
 cd "$REPO"
 PY=/usr/bin/python3
-DATASET=out/audio-dataset-v9
+source training/audio_prereqs.sh
 BUILD=${CONY_BUILD_DIR:-build-train}
 CACHE=out/yamnet-cache
 ARGS=()
@@ -31,15 +31,9 @@ while [ $# -gt 0 ]; do
   shift
 done
 
-if [ ! -f "$DATASET/manifest.csv" ]; then
-  # the data set exactly as the default audio model's recipe builds it
-  bash training/data/build_audio_dataset.sh "$DATASET" --per-class 400 --train-extra 800 \
-    --alarm-synth v3 --train-only-version 7
-fi
-if [ ! -x "$BUILD/tools/cony" ]; then
-  [ -d "$BUILD" ] || meson setup "$BUILD" >/dev/null
-fi
-ninja -C "$BUILD" -j2 tools/cony >/dev/null
+# the data set exactly as the default audio model's recipe builds it
+ensure_train_dataset 0
+ensure_cony "$BUILD"
 
 "$PY" training/train_audioset_tagger.py --dataset "$DATASET" --cony "$BUILD/tools/cony" \
   --cache "$CACHE" --work out/train-audioset --models models/audioset "${ARGS[@]}"

@@ -38,20 +38,7 @@ PY=/usr/bin/python3
 source training/audio_prereqs.sh
 BUILD=${CONY_BUILD_DIR:-build-train}
 MODELS=out/train-audio/models
-REBUILD=0
-EXTRA=()
-while [ $# -gt 0 ]; do
-  case $1 in
-    --rebuild-dataset) REBUILD=1 ;;
-    --models) MODELS=$2; shift ;;
-    --) shift; EXTRA=("$@"); break ;;
-    *) echo "usage: $0 [--rebuild-dataset] [--models DIR] [-- train args]" >&2; exit 2 ;;
-  esac
-  shift
-done
-
-T0=$(date +%s)
-stamp() { echo "train_default_audio: [$(( $(date +%s) - T0 )) s] $*" >&2; }
+parse_train_args "$@"
 
 ensure_datasets "$REBUILD"
 ensure_cony "$BUILD"

@@ -24,21 +24,7 @@ BUILD=${CONY_BUILD_DIR:-build-train}
 MODELS=models/audio
 CACHE=out/yamnet-cache
 WORK=out/train-yamnet
-REBUILD=0
-EXTRA=()
-while [ $# -gt 0 ]; do
-  case $1 in
-    --rebuild-dataset) REBUILD=1 ;;
-    --models) MODELS=$2; shift ;;
-    --cache) CACHE=$2; shift ;;
-    --) shift; EXTRA=("$@"); break ;;
-    *) echo "usage: $0 [--rebuild-dataset] [--models DIR] [--cache DIR] [-- train args]" >&2; exit 2 ;;
-  esac
-  shift
-done
-
-T0=$(date +%s)
-stamp() { echo "train_yamnet_audio: [$(( $(date +%s) - T0 )) s] $*" >&2; }
+parse_train_args "$@"
 
 ensure_datasets "$REBUILD"
 ensure_cony "$BUILD"

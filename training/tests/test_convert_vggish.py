@@ -2,7 +2,6 @@
 torch.save; if a built `cony` tool is found (env CONY_TOOL, or build*/tools/cony), its
 embeddings of the converted file are compared with torch's."""
 
-import glob
 import os
 import subprocess
 import tempfile
@@ -14,22 +13,11 @@ import torch
 from conytrain import safetensors_io
 from conytrain.cnn import convert_vggish
 from conytrain.cnn.vggish import VGGishLike, postprocess_torch
+from conytrain.golden.check import find_tool
 
-HERE = os.path.dirname(os.path.abspath(__file__))
-ROOT = os.path.dirname(os.path.dirname(HERE))
 
 CONV = (8, "M", 16, "M", 16, 16, "M", 32, 32, "M")
 FC = (32, 32, 128)
-
-
-def find_tool():
-    tool = os.environ.get("CONY_TOOL")
-    if tool and os.access(tool, os.X_OK):
-        return tool
-    for path in sorted(glob.glob(os.path.join(ROOT, "build*", "tools", "cony"))):
-        if os.access(path, os.X_OK):
-            return path
-    return None
 
 
 class ConvertTest(unittest.TestCase):

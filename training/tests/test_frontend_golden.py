@@ -4,7 +4,6 @@ the CNN golden files are what gen_cnn_golden.py computes (numerically too) and a
 is caught; `cony mel` (when a built tool is found) matches the float64 reference on WAV
 files."""
 
-import glob
 import os
 import subprocess
 import tempfile
@@ -15,7 +14,7 @@ import numpy as np
 
 from conytrain.audio import mel as mel_reference
 from conytrain.golden import cnn as gen_cnn_golden
-from conytrain.golden.check import bumped, edited_copy
+from conytrain.golden.check import bumped, edited_copy, find_tool
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 ROOT = os.path.dirname(os.path.dirname(HERE))
@@ -46,16 +45,6 @@ class FrontendGoldenTest(unittest.TestCase):
                           ("small_f16.safetensors", tensor_bumped("embeddings.4.weight"))]:
             with self.subTest(rel=rel), tempfile.TemporaryDirectory() as tmp:
                 self.assertTrue(gen_cnn_golden.verify(edited_copy(CNN, rel, tmp + "/g", edit)))
-
-
-def find_tool():
-    tool = os.environ.get("CONY_TOOL")
-    if tool and os.access(tool, os.X_OK):
-        return tool
-    for path in sorted(glob.glob(os.path.join(ROOT, "build*", "tools", "cony"))):
-        if os.access(path, os.X_OK):
-            return path
-    return None
 
 
 def write_wav(path, samples, rate):

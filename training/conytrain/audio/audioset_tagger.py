@@ -49,7 +49,7 @@ import torch.nn.functional as F
 
 from conytrain import REPO, safetensors_io
 from conytrain.audio.own import cnn_frontend, sha256
-from conytrain.audio.yamnet import STRIDE, cut_window, scores_of, token_path, yamnet_fc
+from conytrain.audio.yamnet import JoinedSampler, STRIDE, scores_of, token_path, yamnet_fc
 from conytrain.export import export_model
 from conytrain.ref.model import ConyEncoderClassifier, save_checkpoint
 from conytrain.train import fit_block_landmarks
@@ -169,50 +169,36 @@ def load_split(args, rows, split):
 
 
 # ----------------------------------------------------------------------------- training
-class JoinedStreams:
-    """Training windows over streams of joined clips (module docstring): batch(size) ->
-    (x (B, w, E) float32, offsets (B,), target scores (B, C) float32)."""
+class JoinedStreams(JoinedSampler):
+    """Streams of any clips or another of the same recording (--p-recording); a window's
+    target is YAMNet's mean scores (module docstring): batch(size) -> (x (B, w, E) float32,
+    offsets (B,), target scores (B, C) float32)."""
 
     def __init__(self, x, s, groups, window, positional_rows, args, seed):
-        self.x, self.s = x, s                  # (N, L, E), (N, L, C) float16
-        self.n, self.T, self.a = window, positional_rows, args
-        self.rng = np.random.default_rng([seed, 3])
-        by_group = {}
-        for i, g in enumerate(groups):
-            by_group.setdefault(g, []).append(i)
-        self.same = [np.array(by_group[g]) for g in groups]
-        self.k = max(args.clips_per_stream, -(-window // x.shape[1]) + 1)
+        super().__init__(x, groups, window, positional_rows, args, seed)
+        self.s = s                             # x (N, L, E), s (N, L, C) float16
 
     def stream(self):
         rng = self.rng
         seq = [int(rng.integers(len(self.x)))]
         while len(seq) < self.k:
-            g = self.same[seq[-1]]
+            g = self.same_group[seq[-1]]
             if rng.random() < self.a.p_recording and len(g) > 1:
                 seq.append(int(rng.choice(g[g != seq[-1]])))
             else:
                 seq.append(int(rng.integers(len(self.x))))
         return seq
 
-    def batch(self, size):
-        N, L, E = self.x.shape
-        n, rng = self.n, self.rng
-        warm = rng.random() < self.a.warmup_fraction
-        w = int(rng.integers(1, n)) if warm else n
-        xs, offs, ys = [], [], []
-        for _ in range(size):
-            seq = self.stream()
-            t0 = 0 if warm else int(rng.integers(0, self.k * L - n + 1))
-            last = (t0 + w - 1) // L
-            xs.append(cut_window(self.x, seq, t0, w))
-            offs.append(0 if warm else int(rng.integers(0, self.T)))
-            # the mean of YAMNet's scores over the newest --target-mean tokens of the stream
-            lo = max(0, t0 + w - self.a.target_mean)
-            s = self.s[seq[lo // L:last + 1]].reshape(-1, self.s.shape[2])
-            ys.append(s[lo - lo // L * L:t0 + w - lo // L * L].astype(np.float32).mean(0))
-        return (torch.from_numpy(np.stack(xs).astype(np.float32)),
-                torch.tensor(offs, dtype=torch.long),
-                torch.from_numpy(np.stack(ys).astype(np.float32)))
+    def target(self, seq, t0, w):
+        """The mean of YAMNet's scores over the newest --target-mean tokens of the stream."""
+        L = self.x.shape[1]
+        last = (t0 + w - 1) // L
+        lo = max(0, t0 + w - self.a.target_mean)
+        s = self.s[seq[lo // L:last + 1]].reshape(-1, self.s.shape[2])
+        return s[lo - lo // L * L:t0 + w - lo // L * L].astype(np.float32).mean(0)
+
+    def targets(self, ys):
+        return torch.from_numpy(np.stack(ys).astype(np.float32))
 
 
 def train_epochs(model, sampler, epochs, batches, batch, lr, weight_decay, clip=1.0):

@@ -171,21 +171,47 @@ def cut_window(clips, seq, t0, w):
     return x[t0 - first * L:t0 - first * L + w]
 
 
-class JoinedWindows:
+class JoinedSampler:
     """Training windows over streams of joined clips (module docstring), the interface of
-    train.WindowSampler: batch(size) -> (x (B, w, E), offsets (B,), y (B,))."""
+    train.WindowSampler: batch(size) -> (x (B, w, E) float32, offsets (B,), targets).
+    A subclass picks a stream's clips (stream(): indices into tokens, self.k of them) and
+    a window's target (target(seq, t0, w); targets() stacks them into a tensor)."""
 
-    def __init__(self, tokens, y, groups, window, positional_rows, args, seed):
-        self.x, self.y = tokens, y                    # (N, L, E), (N,)
+    def __init__(self, tokens, groups, window, positional_rows, args, seed):
+        self.x = tokens                               # (N, L, E)
         self.n, self.T, self.a = window, positional_rows, args
         self.rng = np.random.default_rng([seed, 3])
-        self.by_class = [np.flatnonzero(y == c) for c in range(int(y.max()) + 1)]
         by_group = {}
         for i, g in enumerate(groups):
             by_group.setdefault(g, []).append(i)
         self.same_group = [np.array(by_group[g]) for g in groups]
-        L = tokens.shape[1]
-        self.k = max(args.clips_per_stream, -(-window // L) + 1)
+        self.k = max(args.clips_per_stream, -(-window // tokens.shape[1]) + 1)
+
+    def batch(self, size):
+        N, L, E = self.x.shape
+        n, rng = self.n, self.rng
+        warm = rng.random() < self.a.warmup_fraction
+        w = int(rng.integers(1, n)) if warm else n
+        xs, offs, ys = [], [], []
+        for _ in range(size):
+            seq = self.stream()
+            t0 = 0 if warm else int(rng.integers(0, self.k * L - n + 1))
+            xs.append(cut_window(self.x, seq, t0, w))
+            offs.append(0 if warm else int(rng.integers(0, self.T)))
+            ys.append(self.target(seq, t0, w))
+        return (torch.from_numpy(np.stack(xs).astype(np.float32)),
+                torch.tensor(offs, dtype=torch.long), self.targets(ys))
+
+
+class JoinedWindows(JoinedSampler):
+    """Streams of clips of one class, another recording or any class (--p-recording,
+    --p-class); a window's target is the class of the clip its newest token is in:
+    batch(size) -> (x (B, w, E), offsets (B,), y (B,))."""
+
+    def __init__(self, tokens, y, groups, window, positional_rows, args, seed):
+        super().__init__(tokens, groups, window, positional_rows, args, seed)
+        self.y = y                                    # (N,)
+        self.by_class = [np.flatnonzero(y == c) for c in range(int(y.max()) + 1)]
 
     def stream(self):
         rng, a = self.rng, self.a
@@ -204,20 +230,11 @@ class JoinedWindows:
                 seq.append(int(rng.choice(self.by_class[c])))
         return seq
 
-    def batch(self, size):
-        N, L, E = self.x.shape
-        n, rng = self.n, self.rng
-        warm = rng.random() < self.a.warmup_fraction
-        w = int(rng.integers(1, n)) if warm else n
-        xs, offs, ys = [], [], []
-        for _ in range(size):
-            seq = self.stream()
-            t0 = 0 if warm else int(rng.integers(0, self.k * L - n + 1))
-            xs.append(cut_window(self.x, seq, t0, w))
-            offs.append(0 if warm else int(rng.integers(0, self.T)))
-            ys.append(self.y[seq[(t0 + w - 1) // L]])
-        return (torch.from_numpy(np.stack(xs)), torch.tensor(offs, dtype=torch.long),
-                torch.tensor(ys, dtype=torch.long))
+    def target(self, seq, t0, w):
+        return self.y[seq[(t0 + w - 1) // self.x.shape[1]]]
+
+    def targets(self, ys):
+        return torch.tensor(ys, dtype=torch.long)
 
 
 def frontend(args):

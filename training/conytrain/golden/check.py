@@ -11,12 +11,14 @@ in its last bits from one machine to the next and a float32 result that lies nea
 rounding boundary can land on the neighbouring float32.
 """
 
+import glob
 import os
 import shutil
+import sys
 
 import numpy as np
 
-from conytrain import safetensors_io
+from conytrain import REPO, safetensors_io
 
 # Allowed max |got - want|, relative to max |want|, by stored dtype.
 # float32: float64 results rounded to float32 land one float32 ulp (at most 1.2e-7 of
@@ -28,6 +30,25 @@ from conytrain import safetensors_io
 # Relative to max |want| rather than to max(1, max |want|): the quiet tone's samples are
 # 1e-3 in size, and an all-zero file must stay all zero.
 RTOL = {np.dtype("<f4"): 1e-6, np.dtype("<f8"): 1e-10}
+
+def find_tool():
+    """The built `cony`, to check the C side against a reference: $CONY_TOOL (meson sets
+    it), else the first executable build*/tools/cony of the source tree; None if none."""
+    tool = os.environ.get("CONY_TOOL")
+    if tool and os.access(tool, os.X_OK):
+        return tool
+    for path in sorted(glob.glob(os.path.join(REPO, "build*", "tools", "cony"))):
+        if os.access(path, os.X_OK):
+            return path
+    return None
+
+
+def write_main(default_out, golden_files):
+    """A generator's main(): writes golden_files(say=print) into the directory given on
+    the command line, or default_out."""
+    out = sys.argv[1] if len(sys.argv) > 1 else default_out
+    os.makedirs(out, exist_ok=True)
+    write(out, golden_files(say=print))
 
 
 def write(directory, files):

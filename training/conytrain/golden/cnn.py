@@ -24,7 +24,6 @@ Usage: /usr/bin/python3 training/gen_cnn_golden.py [OUTDIR]
 """
 
 import os
-import sys
 
 import numpy as np
 import torch
@@ -152,9 +151,7 @@ def verify(golden=DEFAULT_OUT):
 
 
 def main():
-    out = sys.argv[1] if len(sys.argv) > 1 else DEFAULT_OUT
-    os.makedirs(out, exist_ok=True)
-    golden_check.write(out, golden_files(say=print))
+    golden_check.write_main(DEFAULT_OUT, golden_files)
 
 
 if __name__ == "__main__":
