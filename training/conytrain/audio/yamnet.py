@@ -339,7 +339,7 @@ def measure(args, rows, labels, model, out, split="val", variant=None):
     eval_default_audio.py) -> out (JSON); per origin and class."""
     val = [r for r in rows if r["split"] == split]
     tokens = [np.load(token_path(args.cache, r)) for r in val]
-    stats = {}
+    stats, tones = {}, {}
     tmp_dir = os.path.join(args.work, "val-tmp")
     os.makedirs(tmp_dir, exist_ok=True)
     for i, stream, c in eval_default_audio.recording_streams(val, tokens, args.window):
@@ -350,8 +350,18 @@ def measure(args, rows, labels, model, out, split="val", variant=None):
             a = stats.setdefault("%s/%s" % key, [0, 0])
             a[0] += ok
             a[1] += len(pred)
+        if r["set"] == "tones":
+            # rule 15 (b): a tone clip's steps labelled noise, and clips silence by majority
+            t = tones.setdefault(r["label"], [0, 0, 0, 0])
+            t[0] += ok
+            t[1] += len(pred)
+            t[2] += int(2 * (pred == labels.index("silence")).sum() > len(pred))
+            t[3] += 1
     res = {k: {"correct": v[0], "steps": v[1], "accuracy": v[0] / v[1]}
            for k, v in sorted(stats.items())}
+    for label, (ok, steps, silent, clips) in sorted(tones.items()):
+        res[f"tones/{label}"] = {"correct": ok, "steps": steps, "accuracy": ok / steps,
+                                 "clips": clips, "clips-silence-by-majority": silent}
     for origin in ("real", "synth"):
         per = [res[f"{origin}/{c}"]["accuracy"] for c in labels if f"{origin}/{c}" in res]
         if per:
@@ -364,6 +374,11 @@ def measure(args, rows, labels, model, out, split="val", variant=None):
                               for c in labels if f"{origin}/{c}" in res)
             log(f"{split} ({origin}, full-window steps): {100 * res[origin + '/all']['accuracy']:.1f} %, "
                 f"class mean {100 * res[origin + '/class-mean']['accuracy']:.1f} % | {parts}")
+    for key in (k for k in res if k.startswith("tones/")):
+        t = res[key]
+        log(f"{split} tone clips ({key[6:]}): {t['correct']}/{t['steps']} steps right "
+            f"({100 * t['accuracy']:.1f} %), {t['clips-silence-by-majority']} of {t['clips']} "
+            "clips silence by majority")
     return res
 
 
