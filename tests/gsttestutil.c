@@ -236,3 +236,18 @@ cony_test_assert_ready_only_props (const char *factory, const char *model, const
     gst_harness_teardown (h);
   }
 }
+
+GstBuffer *
+cony_test_rgb_frame (guint width, guint height, guint32 seed, GstClockTime pts, GstClockTime dur)
+{
+  gsize size = (gsize) GST_ROUND_UP_4 (width * 3) * height;
+  guint8 *data = g_malloc (size);
+  GRand *r = g_rand_new_with_seed (seed);
+  for (gsize i = 0; i < size; i++)
+    data[i] = (guint8) g_rand_int_range (r, 0, 256);
+  g_rand_free (r);
+  GstBuffer *buf = gst_buffer_new_wrapped (data, size);
+  GST_BUFFER_PTS (buf) = pts;
+  GST_BUFFER_DURATION (buf) = dur;
+  return buf;
+}

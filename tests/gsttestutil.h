@@ -72,3 +72,8 @@ void cony_test_flush (GstHarness *h);
 void cony_test_drop_buffers (GstHarness *h);
 /* Pulls every event waiting at the harness' sink; TRUE if one of them was of @type. */
 gboolean cony_test_event_forwarded (GstHarness *h, GstEventType type);
+
+/* A packed RGB frame of @width × @height with GStreamer's row padding (each row rounded
+ * up to 4 bytes), pixels and padding random from @seed; PTS @pts, duration @dur. */
+GstBuffer *cony_test_rgb_frame (guint width, guint height, guint32 seed, GstClockTime pts,
+    GstClockTime dur);

@@ -44,14 +44,8 @@ make_frame (guint32 seed, GstClockTime pts, GstClockTime dur)
   GstVideoInfo vi;
   gst_video_info_set_format (&vi, GST_VIDEO_FORMAT_RGB, W, H);
   g_assert_cmpint (GST_VIDEO_INFO_PLANE_STRIDE (&vi, 0), ==, 68);
-  guint8 *data = g_malloc (vi.size);
-  GRand *r = g_rand_new_with_seed (seed);
-  for (gsize i = 0; i < vi.size; i++)
-    data[i] = (guint8) g_rand_int_range (r, 0, 256);
-  g_rand_free (r);
-  GstBuffer *buf = gst_buffer_new_wrapped (data, vi.size);
-  GST_BUFFER_PTS (buf) = pts;
-  GST_BUFFER_DURATION (buf) = dur;
+  GstBuffer *buf = cony_test_rgb_frame (W, H, seed, pts, dur);
+  g_assert_cmpuint (gst_buffer_get_size (buf), ==, vi.size);
   return buf;
 }
 

@@ -3,7 +3,6 @@
  * still gives exactly what a single element gives on the same input. */
 #include <gst/gst.h>
 #include <gst/check/gstharness.h>
-#include <gst/video/video.h>
 
 #include "gsttestutil.h"
 #include "testutil.h"
@@ -26,12 +25,9 @@ yamnet_path (void)
 static GstHarness *
 vggish (const char *model, const char *output)
 {
-  GstElement *el = gst_element_factory_make ("conyvggish", NULL);
-  g_assert_nonnull (el);
-  g_object_set (el, "model", model, "stride", 25, NULL);
+  GstElement *el = cony_test_element_new ("conyvggish", model, "stride", 25, NULL);
   gst_util_set_object_arg (G_OBJECT (el), "output", output);
-  GstHarness *h = gst_harness_new_with_element (el, "sink", "src");
-  gst_object_unref (el);
+  GstHarness *h = cony_test_harness_take (el);
   gst_harness_set_src_caps_str (h, TOKEN_CAPS);
   return h;
 }
@@ -66,17 +62,6 @@ assert_equal_bytes (GByteArray *a, GByteArray *b)
   g_assert_cmpmem (a->data, a->len, b->data, b->len);
 }
 
-static float *
-make_frames (gsize n, guint32 seed)
-{
-  float *x = g_new (float, n *D);
-  GRand *r = g_rand_new_with_seed (seed);
-  for (gsize i = 0; i < n * D; i++)
-    x[i] = (float) g_rand_double_range (r, -6.0, 2.0);
-  g_rand_free (r);
-  return x;
-}
-
 /* Two elements on YAMNet share its weights (and a third one asking for the scores
  * does too); their outputs equal, bit for bit, those of one element alone. */
 static void
@@ -84,7 +69,7 @@ test_vggish_share (void)
 {
   g_autofree char *model = yamnet_path ();
   g_autofree char *other = cony_test_golden_path ("cnn", "small.safetensors");
-  g_autofree float *x = make_frames (N_FRAMES, 7);
+  g_autofree float *x = cony_test_random_floats (D * N_FRAMES, -6.0, 2.0, 7);
 
   GstHarness *h0 = vggish (model, "embedding");
   g_assert_cmpuint (model_users (h0), ==, 1);
@@ -133,37 +118,19 @@ test_vggish_share (void)
 static GstHarness *
 frame_embed (void)
 {
-  GstElement *el = gst_element_factory_make ("conyframeembed", NULL);
-  g_assert_nonnull (el);
   g_autofree char *path = cony_test_golden_path ("imagecnn", "gap.safetensors");
-  g_object_set (el, "model", path, NULL);
-  GstHarness *h = gst_harness_new_with_element (el, "sink", "src");
-  gst_object_unref (el);
+  GstHarness *h = cony_test_harness_new ("conyframeembed", path, NULL);
   gst_harness_set_src_caps_str (h, CAPS_GAP);
   return h;
-}
-
-static GstBuffer *
-make_frame (guint32 seed, GstClockTime pts)
-{
-  GstVideoInfo vi;
-  gst_video_info_set_format (&vi, GST_VIDEO_FORMAT_RGB, 22, 20);
-  guint8 *data = g_malloc (vi.size);
-  GRand *r = g_rand_new_with_seed (seed);
-  for (gsize i = 0; i < vi.size; i++)
-    data[i] = (guint8) g_rand_int_range (r, 0, 256);
-  g_rand_free (r);
-  GstBuffer *buf = gst_buffer_new_wrapped (data, vi.size);
-  GST_BUFFER_PTS (buf) = pts;
-  GST_BUFFER_DURATION (buf) = 40 * MS;
-  return buf;
 }
 
 static GByteArray *
 embed_frames (GstHarness *h)
 {
   for (guint i = 0; i < 5; i++)
-    g_assert_cmpint (gst_harness_push (h, make_frame (100 + i, i * 40 * MS)), ==, GST_FLOW_OK);
+    g_assert_cmpint (gst_harness_push (h,
+                         cony_test_rgb_frame (22, 20, 100 + i, i * 40 * MS, 40 * MS)),
+        ==, GST_FLOW_OK);
   GByteArray *out = collect (h);
   g_assert_cmpuint (out->len, >, 0);
   return out;
