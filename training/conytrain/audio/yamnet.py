@@ -78,21 +78,32 @@ def load_rows(args, carve=True):
     if tone_labels != labels:
         raise RuntimeError(f"tones: labels {tone_labels} differ from the data set's {labels}")
     tones = carve_validation(tones, args.val_frac, args.seed, "all")
-    for root, name, rs in ((args.dataset, os.path.basename(os.path.normpath(args.dataset)), rows),
-                           (os.path.join(args.work, "tones"), "tones", tones)):
+    sets = [(args.dataset, os.path.basename(os.path.normpath(args.dataset)), rows),
+            (os.path.join(args.work, "tones"), "tones", tones)]
+    if args.tones_extra:
+        # training only and never carved, so the validation tone clips stay the same 60
+        extra, _ = read_manifest(os.path.join(args.work, "tones-extra"))
+        sets.append((os.path.join(args.work, "tones-extra"), "tones-extra", extra))
+    for root, name, rs in sets:
         for r in rs:
             r["root"], r["set"] = root, name
-    return rows + tones, labels
+    return [r for _, _, rs in sets for r in rs], labels
 
 
 # ----------------------------------------------------------------------------- tones
 def stage_tones(args):
-    out = os.path.join(args.work, "tones")
+    make_tones(os.path.join(args.work, "tones"), args.tones_train, args.tones_test, 26)
+    if args.tones_extra:
+        # another seed: none of these is one of the tones' validation or test clips
+        make_tones(os.path.join(args.work, "tones-extra"), args.tones_extra, 0, 27)
+
+
+def make_tones(out, train, test, seed):
     if os.path.exists(os.path.join(out, "manifest.csv")):
         return
     run([sys.executable, os.path.join(TRAINING, "synth_tones.py"), out,
-         "--train", str(args.tones_train), "--test", str(args.tones_test)])
-    log(f"tones: {args.tones_train} train, {args.tones_test} test clips in {out}")
+         "--train", str(train), "--test", str(test), "--seed", str(seed)])
+    log(f"tones: {train} train, {test} test clips in {out} (seed {seed})")
 
 
 # ----------------------------------------------------------------------------- embed
@@ -402,6 +413,10 @@ def build_parser():
     ap.add_argument("--threads", type=int, default=1, help="torch threads")
     ap.add_argument("--tones-train", type=int, default=400)
     ap.add_argument("--tones-test", type=int, default=60)
+    ap.add_argument("--tones-extra", type=int, default=0,
+                    help="this many more training-only tone clips (WORK/tones-extra, seed 27), "
+                         "so that tones keep their share of the noise class when noise data "
+                         "is added (rule 19)")
     # encoder
     ap.add_argument("--d", type=int, default=64)
     ap.add_argument("--heads", type=int, default=4)
