@@ -23,7 +23,7 @@ case ${AUDIO_DATA_VERSION:-9} in
   9) ;;
   12) DATASET=out/audio-dataset-v12
       DATA_ARGS+=(--added-music 400 --added-v12 noise=450,music=300) ;;
-  # 13: version 12 plus validation-only clips of twenty-eight more packages (val_v13.tsv,
+  # 13: version 12 plus validation-only clips of twenty-five more packages (val_v13.tsv,
   # split valx: never trained on; yamnet.py --val-extra measures them)
   13) DATASET=out/audio-dataset-v13
       DATA_ARGS+=(--added-music 400 --added-v12 noise=450,music=300
