@@ -50,7 +50,7 @@ if [[ " ${PYARGS[*]} " == *" --added-v12"* ]]; then
          crrcsim-data cube2-data gl-117-data starfighter-data pushover-data singularity-music
          planetblupi-music-ogg drascula-music)
 fi
-# data set version 13's twenty-five, for validation only (val_v13.tsv; 0.4 GB), when asked for
+# data set version 13's twenty-five, for validation only (val_v13.tsv; 350 MB), when asked for
 if [[ " ${PYARGS[*]} " == *" --added-v13"* ]]; then
   DATA+=(alienblaster-data tumiki-fighters-data endless-sky-data scratch deepin-sound-theme
          yaru-theme-sound pidgin-data psi-plus-sounds kanagram blinken blobwars-data
