@@ -50,14 +50,14 @@ if [[ " ${PYARGS[*]} " == *" --added-v12"* ]]; then
          crrcsim-data cube2-data gl-117-data starfighter-data pushover-data singularity-music
          planetblupi-music-ogg drascula-music)
 fi
-# data set version 13's twenty-five, for validation only (val_v13.tsv; 350 MB), when asked for
+# data set version 13's twenty-eight, for validation only (val_v13.tsv; 360 MB), when asked for
 if [[ " ${PYARGS[*]} " == *" --added-v13"* ]]; then
   DATA+=(alienblaster-data tumiki-fighters-data endless-sky-data scratch deepin-sound-theme
          yaru-theme-sound pidgin-data psi-plus-sounds kanagram blinken blobwars-data
          stormbaancoureur-data asterisk-core-sounds-fr-wav asterisk-core-sounds-es-wav
          asterisk-core-sounds-it-wav asterisk-core-sounds-ru-wav klettres-data gunroar-data
          mu-cade-data noiz2sa-data parsec47-data rrootage-data titanion-data torus-trooper-data
-         chromium-bsu-data)
+         chromium-bsu-data bzflag-data ceferino-data mirrormagic-data)
 fi
 
 # sound files to unpack per data package (tar wildcards; '*' also matches '/')
@@ -156,6 +156,9 @@ declare -A PATTERNS=(
   [titanion-data]="*/titanion/sounds/musics/*.ogg"
   [torus-trooper-data]="*/torus-trooper/sounds/musics/*.ogg"
   [chromium-bsu-data]="*/chromium-bsu/wav/music_*.wav"
+  [bzflag-data]="*/bzflag/flag_alert.wav"
+  [ceferino-data]="*/ceferino/sounds/alarma.wav"
+  [mirrormagic-data]="*/mirrormagic/sounds/snd_classic/warnton.wav"
 )
 
 # version 6: for training only; which files of which package, listed one a line

@@ -1317,7 +1317,7 @@ def plan_synth_music(n, a):
 # splits, do not change. version -> (table, RNG stream and seed tag). Version 11
 # (--added-music N): music of four packages (added_music.tsv); version 12 (--added-v12 SPEC):
 # noise and music of fourteen more (added_v12.tsv). Version 13 (--added-v13 SPEC): every class
-# of twenty-five more packages, for validation only (val_v13.tsv).
+# of twenty-eight more packages, for validation only (val_v13.tsv).
 ADDED = {11: ("added_music.tsv", 6), 12: ("added_v12.tsv", 8), 13: ("val_v13.tsv", 9)}
 # the split of a table's clips, where not "train": split "valx" is a validation set that
 # nothing trains on (its clips are set=valx; yamnet.py --val-extra measures them)
@@ -1478,9 +1478,9 @@ def main():
                          "set=extra, the other clips stay the same")
     ap.add_argument("--added-v13", metavar="SPEC",
                     help="validation-only clips (split valx, never trained on) of real recordings "
-                         "of every class from twenty-five packages no earlier version used "
+                         "of every class from twenty-eight packages no earlier version used "
                          "(val_v13.tsv): N of each class, or CLASS=N,...; data set version 13 = "
-                         "version 12 + speech=48,music=111,noise=64,alarm=60,animal=48; the other "
+                         "version 12 + speech=48,music=111,noise=64,alarm=72,animal=48; the other "
                          "clips stay the same")
     ap.add_argument("--val-frac", type=float, default=0.15,
                     help="v3 only: the training script's validation share; the noise recordings it "
