@@ -23,7 +23,12 @@ case ${AUDIO_DATA_VERSION:-9} in
   9) ;;
   12) DATASET=out/audio-dataset-v12
       DATA_ARGS+=(--added-music 400 --added-v12 noise=450,music=300) ;;
-  *) echo "AUDIO_DATA_VERSION=${AUDIO_DATA_VERSION}: expected 9 or 12" >&2; exit 2 ;;
+  # 13: version 12 plus validation-only clips of twenty-eight more packages (val_v13.tsv,
+  # split valx: never trained on; yamnet.py --val-extra measures them)
+  13) DATASET=out/audio-dataset-v13
+      DATA_ARGS+=(--added-music 400 --added-v12 noise=450,music=300
+                  --added-v13 speech=48,music=111,noise=64,alarm=72,animal=48) ;;
+  *) echo "AUDIO_DATA_VERSION=${AUDIO_DATA_VERSION}: expected 9, 12 or 13" >&2; exit 2 ;;
 esac
 VAL_DATASET=out/audio-dataset-v7
 VAL_DATA_ARGS=(--per-class 400 --train-extra 800 --alarm-synth v3 --train-only-version 5)

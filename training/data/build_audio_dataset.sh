@@ -50,6 +50,15 @@ if [[ " ${PYARGS[*]} " == *" --added-v12"* ]]; then
          crrcsim-data cube2-data gl-117-data starfighter-data pushover-data singularity-music
          planetblupi-music-ogg drascula-music)
 fi
+# data set version 13's twenty-eight, for validation only (val_v13.tsv; 360 MB), when asked for
+if [[ " ${PYARGS[*]} " == *" --added-v13"* ]]; then
+  DATA+=(alienblaster-data tumiki-fighters-data endless-sky-data scratch deepin-sound-theme
+         yaru-theme-sound pidgin-data psi-plus-sounds kanagram blinken blobwars-data
+         stormbaancoureur-data asterisk-core-sounds-fr-wav asterisk-core-sounds-es-wav
+         asterisk-core-sounds-it-wav asterisk-core-sounds-ru-wav klettres-data gunroar-data
+         mu-cade-data noiz2sa-data parsec47-data rrootage-data titanion-data torus-trooper-data
+         chromium-bsu-data bzflag-data ceferino-data mirrormagic-data)
+fi
 
 # sound files to unpack per data package (tar wildcards; '*' also matches '/')
 declare -A PATTERNS=(
@@ -121,6 +130,35 @@ declare -A PATTERNS=(
   [singularity-music]="*/singularity/music/*.ogg"
   [planetblupi-music-ogg]="*/planetblupi/music/*.ogg"
   [drascula-music]="*/drascula/audio/track*.ogg"
+  # data set version 13 (--added-v13): validation-only recordings (which files: val_v13.tsv)
+  [alienblaster-data]="*/alienblaster/sound/alarm.wav"
+  [tumiki-fighters-data]="*/tumiki-fighters/sounds/*"
+  [endless-sky-data]="*/endless-sky/sounds/alarm.wav"
+  [scratch]="*/scratch/Media/Sounds/*.wav"
+  [deepin-sound-theme]="*/sounds/deepin/stereo/*.wav"
+  [yaru-theme-sound]="*/sounds/Yaru/stereo/*.oga"
+  [pidgin-data]="*/sounds/purple/*.wav"
+  [psi-plus-sounds]="*/psi-plus/sound/*.wav"
+  [kanagram]="*/kanagram/ui/sounds/*.wav"
+  [blinken]="*/blinken/sounds/*.wav"
+  [blobwars-data]="*/blobwars/sound/*"
+  [stormbaancoureur-data]="*/stormbaancoureur/sounds/*.wav"
+  [asterisk-core-sounds-fr-wav]="*/sounds/fr_CA_f_June/*.wav"
+  [asterisk-core-sounds-es-wav]="*/sounds/es_MX_f_Allison/*.wav"
+  [asterisk-core-sounds-it-wav]="*/sounds/it_IT_m_Carlo/*.wav"
+  [asterisk-core-sounds-ru-wav]="*/sounds/ru_RU_f_IvrvoiceRU/*.wav"
+  [klettres-data]="*/klettres/*/alpha/*.ogg"
+  [gunroar-data]="*/gunroar/sounds/musics/*.ogg"
+  [mu-cade-data]="*/mu-cade/sounds/musics/*.ogg"
+  [noiz2sa-data]="*/noiz2sa/sounds/*.ogg"
+  [parsec47-data]="*/parsec47/sounds/*.ogg"
+  [rrootage-data]="*/rrootage/sounds/*.ogg"
+  [titanion-data]="*/titanion/sounds/musics/*.ogg"
+  [torus-trooper-data]="*/torus-trooper/sounds/musics/*.ogg"
+  [chromium-bsu-data]="*/chromium-bsu/wav/music_*.wav"
+  [bzflag-data]="*/bzflag/flag_alert.wav"
+  [ceferino-data]="*/ceferino/sounds/alarma.wav"
+  [mirrormagic-data]="*/mirrormagic/sounds/snd_classic/warnton.wav"
 )
 
 # version 6: for training only; which files of which package, listed one a line

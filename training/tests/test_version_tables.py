@@ -25,9 +25,11 @@ class VersionTables(unittest.TestCase):
         self.assertEqual(bad.TRAIN_ONLY4_SPEECH[0], "asterisk-core-sounds-en-wav")
 
     def test_added(self):
-        # version 11's music and version 12's noise and music (plan_added's tables)
-        self.assertEqual(sorted(bad.ADDED), [11, 12])
-        self.assertEqual(len({stream for _, stream in bad.ADDED.values()}), 2)
+        # version 11's music and version 12's noise and music (plan_added's tables), version
+        # 13's validation-only recordings; each table its own RNG stream
+        self.assertEqual(sorted(bad.ADDED), [11, 12, 13])
+        self.assertEqual(len({stream for _, stream in bad.ADDED.values()}), 3)
+        self.assertEqual(bad.ADDED_SPLIT, {13: "valx"})
         v11 = bad.read_table("added_music.tsv")
         self.assertEqual([r["package"] for r in v11],
                          ["hyperrogue-music", "naev-data", "ardentryst", "etw-data"])

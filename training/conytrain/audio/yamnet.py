@@ -26,6 +26,12 @@ run by default; --stages picks some):
   refit  the same with the validation recordings in the train split -> MODELS/
          transformer.safetensors and labels.txt (the shipped model)
 
+Validation-only clips (data set version 13's split "valx", build.py --added-v13): never
+trained on, in neither stage. Without --val-extra they are left out altogether (a run on
+version 13 is a run on version 12); with it, the val stage also measures them, as it measures
+the validation clips, into val.json's valx/* keys (per class, class mean, per recording),
+beside the other figures, which stay the same.
+
 Training (fit_encoder): streams of --clips-per-stream train clips joined token-wise, each
 next clip another clip of the same recording (--p-recording; the clip itself when the
 recording has one), of the same class (--p-class) or of a random class, with per-token
@@ -61,6 +67,7 @@ from conytrain.ref.model import ConyEncoderClassifier, save_checkpoint
 from conytrain.train import fit_block_landmarks, train_epochs
 
 STRIDE = 25          # frames between YAMNet windows: one token every 0.25 s
+VAL_EXTRA = "valx"   # the split of validation-only clips (build.py ADDED_SPLIT)
 
 
 def token_path(cache, r, kind=""):
@@ -71,6 +78,8 @@ def load_rows(args, carve=True):
     """The data set's clips (with carve: validation recordings of --val-from held out) and
     the tone clips (15 % of them held out), each with its root and cache set name."""
     rows, labels = read_manifest(args.dataset)
+    if carve and not getattr(args, "val_extra", False):
+        rows = [r for r in rows if r["split"] != VAL_EXTRA]
     if carve:
         rows = carve_validation_groups(
             rows, validation_groups_of(args.val_from, args.val_frac, args.seed, args.val_scope))
@@ -290,6 +299,8 @@ def fit_encoder(args, rows, labels, models, tag):
     (checkpoint WORK/TAG.pt)."""
     torch.manual_seed(args.train_seed)
     train = [r for r in rows if r["split"] == "train"]
+    if any(r.get("family", "").startswith("val_only") for r in train):
+        raise RuntimeError("fit_encoder: a validation-only clip is in the train split")
     tokens = np.stack([np.load(token_path(args.cache, r)) for r in train])
     y = np.array([labels.index(r["label"]) for r in train])
     E = tokens.shape[2]
@@ -348,14 +359,8 @@ def measure(args, rows, labels, model, out, split="val", variant=None):
     another split, from the cache) through `cony classify` (--attention variant, if given),
     each clip after n - 1 tokens of its own recording (the test protocol of
     eval_default_audio.py) -> out (JSON); per origin and class."""
-    val = [r for r in rows if r["split"] == split]
-    tokens = [np.load(token_path(args.cache, r)) for r in val]
     stats, tones = {}, {}
-    tmp_dir = os.path.join(args.work, "val-tmp")
-    os.makedirs(tmp_dir, exist_ok=True)
-    for i, stream, c in eval_default_audio.recording_streams(val, tokens, args.window):
-        r = val[i]
-        pred = eval_default_audio.classify(args.cony, model, stream, tmp_dir, variant)[c:]
+    for r, pred in classify_split(args, rows, model, split, variant):
         ok = int((pred == labels.index(r["label"])).sum())
         for key in ((r["origin"], r["label"]), (r["origin"], "all")):
             a = stats.setdefault("%s/%s" % key, [0, 0])
@@ -377,6 +382,8 @@ def measure(args, rows, labels, model, out, split="val", variant=None):
         per = [res[f"{origin}/{c}"]["accuracy"] for c in labels if f"{origin}/{c}" in res]
         if per:
             res[f"{origin}/class-mean"] = {"accuracy": float(np.mean(per)), "classes": len(per)}
+    if getattr(args, "val_extra", False) and split == "val":
+        res.update(measure_extra(args, rows, labels, model, variant))
     with open(out, "w") as f:
         json.dump(res, f, indent=1)
     for origin in ("real", "synth"):
@@ -390,6 +397,58 @@ def measure(args, rows, labels, model, out, split="val", variant=None):
         log(f"{split} tone clips ({key[6:]}): {t['correct']}/{t['steps']} steps right "
             f"({100 * t['accuracy']:.1f} %), {t['clips-silence-by-majority']} of {t['clips']} "
             "clips silence by majority")
+    return res
+
+
+def classify_split(args, rows, model, split, variant=None):
+    """(row, per-step predictions after n - 1 tokens of its own recording) for every clip
+    of the split, through `cony classify`."""
+    val = [r for r in rows if r["split"] == split]
+    tokens = [np.load(token_path(args.cache, r)) for r in val]
+    tmp_dir = os.path.join(args.work, "val-tmp")
+    os.makedirs(tmp_dir, exist_ok=True)
+    for i, stream, c in eval_default_audio.recording_streams(val, tokens, args.window):
+        yield val[i], eval_default_audio.classify(args.cony, model, stream, tmp_dir, variant)[c:]
+
+
+def measure_extra(args, rows, labels, model, variant=None):
+    """The validation-only clips (split valx) measured as measure() measures the validation
+    clips: valx/<class>, valx/all, valx/class-mean (full-window steps), and per recording
+    (valx/recordings: group -> label, steps right) with valx/recording-class-mean, the mean
+    over classes of the recordings' mean accuracy (every recording counts the same)."""
+    stats, recs = {}, {}
+    for r, pred in classify_split(args, rows, model, VAL_EXTRA, variant):
+        ok = int((pred == labels.index(r["label"])).sum())
+        for key in (r["label"], "all"):
+            a = stats.setdefault(key, [0, 0])
+            a[0] += ok
+            a[1] += len(pred)
+        g = recs.setdefault(r["group"], {"label": r["label"], "correct": 0, "steps": 0})
+        g["correct"] += ok
+        g["steps"] += len(pred)
+    if not stats:
+        raise RuntimeError("--val-extra: the data set has no validation-only clips (split "
+                           f"{VAL_EXTRA}; data set version 13)")
+    res = {f"{VAL_EXTRA}/{k}": {"correct": v[0], "steps": v[1], "accuracy": v[0] / v[1]}
+           for k, v in sorted(stats.items())}
+    per = [res[f"{VAL_EXTRA}/{c}"]["accuracy"] for c in labels if f"{VAL_EXTRA}/{c}" in res]
+    res[f"{VAL_EXTRA}/class-mean"] = {"accuracy": float(np.mean(per)), "classes": len(per)}
+    for g in recs.values():
+        g["accuracy"] = g["correct"] / g["steps"]
+    res[f"{VAL_EXTRA}/recordings"] = dict(sorted(recs.items()))
+    by_class = {}
+    for g in recs.values():
+        by_class.setdefault(g["label"], []).append(g["accuracy"])
+    res[f"{VAL_EXTRA}/recording-class-mean"] = {
+        "accuracy": float(np.mean([np.mean(by_class[c]) for c in labels if c in by_class])),
+        "classes": len(by_class), "recordings": len(recs)}
+    parts = ", ".join("%s %.1f%%" % (c, 100 * res[f"{VAL_EXTRA}/{c}"]["accuracy"])
+                      for c in labels if f"{VAL_EXTRA}/{c}" in res)
+    log(f"validation-only clips ({VAL_EXTRA}, full-window steps): "
+        f"{100 * res[VAL_EXTRA + '/all']['accuracy']:.1f} %, class mean "
+        f"{100 * res[VAL_EXTRA + '/class-mean']['accuracy']:.1f} %, per-recording class mean "
+        f"{100 * res[VAL_EXTRA + '/recording-class-mean']['accuracy']:.1f} % "
+        f"({len(recs)} recordings) | {parts}")
     return res
 
 
@@ -417,6 +476,10 @@ def build_parser():
                     help="this many more training-only tone clips (WORK/tones-extra, seed 27), "
                          "so that tones keep their share of the noise class when noise data "
                          "is added (rule 19)")
+    ap.add_argument("--val-extra", action="store_true",
+                    help="keep the data set's validation-only clips (split valx, data set "
+                         "version 13) and measure them in the val stage (val.json valx/*); "
+                         "they are never trained on, with or without this option")
     # encoder
     ap.add_argument("--d", type=int, default=64)
     ap.add_argument("--heads", type=int, default=4)

@@ -1316,8 +1316,14 @@ def plan_synth_music(n, a):
 # tag of their own, so that the clips planned before them, and so the validation and test
 # splits, do not change. version -> (table, RNG stream and seed tag). Version 11
 # (--added-music N): music of four packages (added_music.tsv); version 12 (--added-v12 SPEC):
-# noise and music of fourteen more (added_v12.tsv).
-ADDED = {11: ("added_music.tsv", 6), 12: ("added_v12.tsv", 8)}
+# noise and music of fourteen more (added_v12.tsv). Version 13 (--added-v13 SPEC): every class
+# of twenty-eight more packages, for validation only (val_v13.tsv).
+ADDED = {11: ("added_music.tsv", 6), 12: ("added_v12.tsv", 8), 13: ("val_v13.tsv", 9)}
+# the split of a table's clips, where not "train": split "valx" is a validation set that
+# nothing trains on (its clips are set=valx; yamnet.py --val-extra measures them)
+ADDED_SPLIT = {13: "valx"}
+# speech of an added table: this many utterances a clip, a directory (one speaker) a group
+ADDED_SPEECH_FILES = 4
 # how a loop of each class is joined (as build_train_only_families does)
 ADDED_LOOP = {"alarm": ((0.03, 0.3), False), "animal": ((0.05, 0.4), False),
               "noise": ((0.05, 0.35), True)}
@@ -1325,8 +1331,11 @@ ADDED_LOOP = {"alarm": ((0.03, 0.3), False), "animal": ((0.05, 0.4), False),
 
 def added_families(cat, version):
     """class -> family of ADDED[version]'s table: music cut from long files (a file is a
-    group), the other classes looped (a recording's takes are a group)."""
+    group), speech joined from short utterances (a directory is a group), the other classes
+    looped (a recording's takes are a group)."""
     rows = read_table(ADDED[version][0])
+    split = ADDED_SPLIT.get(version, "train")
+    prefix = "train_only" if split == "train" else "val_only"
     fams = {}
     for c in CLASSES:
         mine = [pattern_row(r) for r in rows if r["class"] == c]
@@ -1335,14 +1344,19 @@ def added_families(cat, version):
         files = []
         for pkg, sub, rx, minimum in mine:
             files += need(find(cat.pkg(pkg), sub, rx), "%s %s" % (pkg, c), minimum)
-        name, pkgs = "train_only_%s%d" % (c, version), "+".join(sorted({m[0] for m in mine}))
+        name, pkgs = "%s_%s%d" % (prefix, c, version), "+".join(sorted({m[0] for m in mine}))
         if c == "music":
             fams[c] = LongFiles(name, pkgs, c, sorted(files), cat)
+        elif c == "speech":
+            by_dir = defaultdict(list)
+            for f in sorted(files):
+                by_dir[cat.rel(os.path.dirname(f))].append(f)
+            fams[c] = ShortConcat(name, pkgs, c, dict(by_dir), cat, ADDED_SPEECH_FILES)
         elif c in ADDED_LOOP:
             gap, crossfade = ADDED_LOOP[c]
             fams[c] = LoopGroups(name, pkgs, c, sorted(files), cat, gap=gap, crossfade=crossfade)
         else:
-            raise DataError("%s: class %r cannot be added (music, %s)"
+            raise DataError("%s: class %r cannot be added (music, speech, %s)"
                             % (ADDED[version][0], c, ", ".join(sorted(ADDED_LOOP))))
     unknown = {r["class"] for r in rows} - set(CLASSES)
     if unknown:
@@ -1370,10 +1384,13 @@ def parse_added(spec, version):
 
 
 def plan_added(counts, version, cat, a):
-    """counts[class] training clips of each class of ADDED[version]'s recordings, marked
-    set=extra and added=version (their noise is never an alarm background)."""
+    """counts[class] clips of each class of ADDED[version]'s recordings, marked added=version
+    (their noise is never an alarm background): training clips (set=extra), or those of the
+    table's own split ADDED_SPLIT (set = that split), which no training set ever holds."""
     fams = added_families(cat, version)
     stream = ADDED[version][1]
+    split = ADDED_SPLIT.get(version, "train")
+    mark = "extra" if split == "train" else split
     rng = np.random.default_rng([a.seed, stream])
     jobs = []
     for ci, c in enumerate(CLASSES):
@@ -1385,7 +1402,7 @@ def plan_added(counts, version, cat, a):
         fam = fams[c]
         with ThreadPoolExecutor(a.jobs) as pool:
             fam.prepare(pool)
-        jobs += [clip_job(a, ci, c, 0, fam, "train", si, sp, stream, "x", set="extra", added=version)
+        jobs += [clip_job(a, ci, c, 0, fam, split, si, sp, stream, "x", set=mark, added=version)
                  for si, sp in enumerate(fam.plan(fam.groups, n, rng, a.clip_seconds))]
     return jobs
 
@@ -1459,6 +1476,12 @@ def main():
                          "earlier version used (added_v12.tsv): N of each class, or "
                          "noise=N,music=M; data set version 12 = version 11 + noise=450,music=300; "
                          "set=extra, the other clips stay the same")
+    ap.add_argument("--added-v13", metavar="SPEC",
+                    help="validation-only clips (split valx, never trained on) of real recordings "
+                         "of every class from twenty-eight packages no earlier version used "
+                         "(val_v13.tsv): N of each class, or CLASS=N,...; data set version 13 = "
+                         "version 12 + speech=48,music=111,noise=64,alarm=72,animal=48; the other "
+                         "clips stay the same")
     ap.add_argument("--val-frac", type=float, default=0.15,
                     help="v3 only: the training script's validation share; the noise recordings it "
                          "will hold out are not used as alarm backgrounds")
@@ -1510,6 +1533,8 @@ def main():
         jobs += plan_added({"music": a.added_music}, 11, cat, a)
     if a.added_v12:
         jobs += plan_added(parse_added(a.added_v12, 12), 12, cat, a)
+    if a.added_v13:
+        jobs += plan_added(parse_added(a.added_v13, 13), 13, cat, a)
     clips_dir = os.path.join(a.out, "clips")
     if os.path.isdir(clips_dir):
         shutil.rmtree(clips_dir)
@@ -1584,6 +1609,9 @@ def main():
             cnt[(c, "test", "synth")], len(ngroups[(c, "train")]), len(ngroups[(c, "test")])))
     tot = Counter((r["split"]) for r in rows)
     print("total    train %d, test %d; no source file or group in both splits" % (tot["train"], tot["test"]))
+    if tot["valx"]:
+        print("validation only (split valx): %d clips, %d groups" %
+              (tot["valx"], len({r["group"] for r in rows if r["split"] == "valx"})))
     print("manifest: %s" % man)
 
 
