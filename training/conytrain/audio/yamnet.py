@@ -363,9 +363,7 @@ def measure(args, rows, labels, model, out, split="val", variant=None):
     for r, pred in classify_split(args, rows, model, split, variant):
         ok = int((pred == labels.index(r["label"])).sum())
         for key in ((r["origin"], r["label"]), (r["origin"], "all")):
-            a = stats.setdefault("%s/%s" % key, [0, 0])
-            a[0] += ok
-            a[1] += len(pred)
+            add_steps(stats, "%s/%s" % key, ok, len(pred))
         if r["set"] == "tones":
             # rule 15 (b): a tone clip's steps labelled noise, and clips silence by majority
             t = tones.setdefault(r["label"], [0, 0, 0, 0])
@@ -373,31 +371,51 @@ def measure(args, rows, labels, model, out, split="val", variant=None):
             t[1] += len(pred)
             t[2] += int(2 * (pred == labels.index("silence")).sum() > len(pred))
             t[3] += 1
-    res = {k: {"correct": v[0], "steps": v[1], "accuracy": v[0] / v[1]}
-           for k, v in sorted(stats.items())}
+    res = rates(stats)
     for label, (ok, steps, silent, clips) in sorted(tones.items()):
         res[f"tones/{label}"] = {"correct": ok, "steps": steps, "accuracy": ok / steps,
                                  "clips": clips, "clips-silence-by-majority": silent}
     for origin in ("real", "synth"):
-        per = [res[f"{origin}/{c}"]["accuracy"] for c in labels if f"{origin}/{c}" in res]
-        if per:
-            res[f"{origin}/class-mean"] = {"accuracy": float(np.mean(per)), "classes": len(per)}
+        if f"{origin}/all" in res:
+            res[f"{origin}/class-mean"] = class_mean(res, origin, labels)
     if getattr(args, "val_extra", False) and split == "val":
         res.update(measure_extra(args, rows, labels, model, variant))
     with open(out, "w") as f:
         json.dump(res, f, indent=1)
     for origin in ("real", "synth"):
         if f"{origin}/all" in res:
-            parts = ", ".join("%s %.1f%%" % (c, 100 * res[f"{origin}/{c}"]["accuracy"])
-                              for c in labels if f"{origin}/{c}" in res)
             log(f"{split} ({origin}, full-window steps): {100 * res[origin + '/all']['accuracy']:.1f} %, "
-                f"class mean {100 * res[origin + '/class-mean']['accuracy']:.1f} % | {parts}")
+                f"class mean {100 * res[origin + '/class-mean']['accuracy']:.1f} % | "
+                f"{class_parts(res, origin, labels)}")
     for key in (k for k in res if k.startswith("tones/")):
         t = res[key]
         log(f"{split} tone clips ({key[6:]}): {t['correct']}/{t['steps']} steps right "
             f"({100 * t['accuracy']:.1f} %), {t['clips-silence-by-majority']} of {t['clips']} "
             "clips silence by majority")
     return res
+
+
+def add_steps(stats, key, ok, steps):
+    a = stats.setdefault(key, [0, 0])
+    a[0] += ok
+    a[1] += steps
+
+
+def rates(stats, prefix=""):
+    """PREFIX<key> -> correct, steps and accuracy of add_steps()'s counts."""
+    return {prefix + k: {"correct": v[0], "steps": v[1], "accuracy": v[0] / v[1]}
+            for k, v in sorted(stats.items())}
+
+
+def class_mean(res, prefix, labels):
+    """The mean of res's PREFIX/<class> accuracies over the classes it has."""
+    per = [res[f"{prefix}/{c}"]["accuracy"] for c in labels if f"{prefix}/{c}" in res]
+    return {"accuracy": float(np.mean(per)), "classes": len(per)}
+
+
+def class_parts(res, prefix, labels):
+    return ", ".join("%s %.1f%%" % (c, 100 * res[f"{prefix}/{c}"]["accuracy"])
+                     for c in labels if f"{prefix}/{c}" in res)
 
 
 def classify_split(args, rows, model, split, variant=None):
@@ -420,19 +438,15 @@ def measure_extra(args, rows, labels, model, variant=None):
     for r, pred in classify_split(args, rows, model, VAL_EXTRA, variant):
         ok = int((pred == labels.index(r["label"])).sum())
         for key in (r["label"], "all"):
-            a = stats.setdefault(key, [0, 0])
-            a[0] += ok
-            a[1] += len(pred)
+            add_steps(stats, key, ok, len(pred))
         g = recs.setdefault(r["group"], {"label": r["label"], "correct": 0, "steps": 0})
         g["correct"] += ok
         g["steps"] += len(pred)
     if not stats:
         raise RuntimeError("--val-extra: the data set has no validation-only clips (split "
                            f"{VAL_EXTRA}; data set version 13)")
-    res = {f"{VAL_EXTRA}/{k}": {"correct": v[0], "steps": v[1], "accuracy": v[0] / v[1]}
-           for k, v in sorted(stats.items())}
-    per = [res[f"{VAL_EXTRA}/{c}"]["accuracy"] for c in labels if f"{VAL_EXTRA}/{c}" in res]
-    res[f"{VAL_EXTRA}/class-mean"] = {"accuracy": float(np.mean(per)), "classes": len(per)}
+    res = rates(stats, VAL_EXTRA + "/")
+    res[f"{VAL_EXTRA}/class-mean"] = class_mean(res, VAL_EXTRA, labels)
     for g in recs.values():
         g["accuracy"] = g["correct"] / g["steps"]
     res[f"{VAL_EXTRA}/recordings"] = dict(sorted(recs.items()))
@@ -442,13 +456,11 @@ def measure_extra(args, rows, labels, model, variant=None):
     res[f"{VAL_EXTRA}/recording-class-mean"] = {
         "accuracy": float(np.mean([np.mean(by_class[c]) for c in labels if c in by_class])),
         "classes": len(by_class), "recordings": len(recs)}
-    parts = ", ".join("%s %.1f%%" % (c, 100 * res[f"{VAL_EXTRA}/{c}"]["accuracy"])
-                      for c in labels if f"{VAL_EXTRA}/{c}" in res)
     log(f"validation-only clips ({VAL_EXTRA}, full-window steps): "
         f"{100 * res[VAL_EXTRA + '/all']['accuracy']:.1f} %, class mean "
         f"{100 * res[VAL_EXTRA + '/class-mean']['accuracy']:.1f} %, per-recording class mean "
         f"{100 * res[VAL_EXTRA + '/recording-class-mean']['accuracy']:.1f} % "
-        f"({len(recs)} recordings) | {parts}")
+        f"({len(recs)} recordings) | {class_parts(res, VAL_EXTRA, labels)}")
     return res
 
 
