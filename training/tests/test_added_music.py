@@ -36,6 +36,13 @@ V12_ROWS = [
 ]
 
 
+def plan_with_tables(read_table, src, counts, version, seed=20261121):
+    """build.plan_added over the package trees in @src, its tables read by @read_table."""
+    a = argparse.Namespace(seed=seed, out="/tmp/ds", clip_seconds=5.0, jobs=2)
+    with mock.patch.object(bad, "read_table", read_table):
+        return bad.plan_added(counts, version, bad.Catalogue(src), a)
+
+
 class AddedMusic(unittest.TestCase):
     def make_tree(self, src):
         """Two tracks in each package's music directory, plus decoys beside them: a sound
@@ -61,9 +68,7 @@ class AddedMusic(unittest.TestCase):
         return V12_ROWS if name == "added_v12.tsv" else with_minimum(name, 2)
 
     def plan(self, src, counts, version, seed=20261121):
-        a = argparse.Namespace(seed=seed, out="/tmp/ds", clip_seconds=5.0, jobs=2)
-        with mock.patch.object(bad, "read_table", self.read_table):
-            return bad.plan_added(counts, version, bad.Catalogue(src), a)
+        return plan_with_tables(self.read_table, src, counts, version, seed)
 
     def test_music_directories_only_as_training_extras(self):
         with tempfile.TemporaryDirectory() as src:

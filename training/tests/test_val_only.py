@@ -9,7 +9,6 @@ import argparse
 import csv
 import json
 import os
-import subprocess
 import tempfile
 import unittest
 from unittest import mock
@@ -19,14 +18,9 @@ import numpy as np
 from conytrain.audio import yamnet
 from conytrain.audio.train_default import refit_on_validation
 from conytrain.data import build as bad
+from test_added_music import plan_with_tables, tone
 
 LABELS = ["speech", "music", "noise", "alarm", "animal", "silence"]
-
-
-def tone(path, seconds, hz):
-    os.makedirs(os.path.dirname(path), exist_ok=True)
-    subprocess.run(["sox", "-n", "-r", "16000", "-c", "1", path, "synth", str(seconds), "sine", str(hz)],
-                   check=True)
 
 
 # a validation table of every kind of family: looped alarms, music tracks, two speakers
@@ -60,9 +54,7 @@ class PlanValidationOnly(unittest.TestCase):
         return {"val_v13.tsv": V13_ROWS, "added_v12.tsv": V12_ROWS}[name]
 
     def plan(self, src, counts, version, seed=20261121):
-        a = argparse.Namespace(seed=seed, out="/tmp/ds", clip_seconds=5.0, jobs=2)
-        with mock.patch.object(bad, "read_table", self.read_table):
-            return bad.plan_added(counts, version, bad.Catalogue(src), a)
+        return plan_with_tables(self.read_table, src, counts, version, seed)
 
     def test_own_split_families_and_seed_tag(self):
         with tempfile.TemporaryDirectory() as src:
