@@ -11,6 +11,27 @@
 #define MAX_WINDOW CONY_ATTENTION_MAX_WINDOW /* what every variant serves (attention.h) */
 #define MAX_CLASSES 100000
 
+/* The integer @n (named @name in errors) in [lo, hi] -> *@out. */
+static gboolean
+int_value (JsonNode *n, const char *origin, const char *name, int lo, int hi, int *out,
+    GError **error)
+{
+  if (!JSON_NODE_HOLDS_VALUE (n) || json_node_get_value_type (n) != G_TYPE_INT64) {
+    g_set_error (error, CONY_ERROR, CONY_ERROR_FORMAT, "%s: model config: '%s' must be an integer",
+        origin, name);
+    return FALSE;
+  }
+  gint64 v = json_node_get_int (n);
+  if (v < lo || v > hi) {
+    g_set_error (error, CONY_ERROR, CONY_ERROR_INVALID,
+        "%s: model config: '%s' = %" G_GINT64_FORMAT " is out of range (expected [%d, %d])", origin,
+        name, v, lo, hi);
+    return FALSE;
+  }
+  *out = (int) v;
+  return TRUE;
+}
+
 static gboolean
 get_int (JsonObject *obj, const char *origin, const char *key, gboolean required, int def, int lo,
     int hi, int *out, GError **error)
@@ -27,20 +48,7 @@ get_int (JsonObject *obj, const char *origin, const char *key, gboolean required
     *out = def;
     return TRUE;
   }
-  if (!JSON_NODE_HOLDS_VALUE (n) || json_node_get_value_type (n) != G_TYPE_INT64) {
-    g_set_error (error, CONY_ERROR, CONY_ERROR_FORMAT, "%s: model config: '%s' must be an integer",
-        origin, key);
-    return FALSE;
-  }
-  gint64 v = json_node_get_int (n);
-  if (v < lo || v > hi) {
-    g_set_error (error, CONY_ERROR, CONY_ERROR_INVALID,
-        "%s: model config: '%s' = %" G_GINT64_FORMAT " is out of range (expected [%d, %d])", origin,
-        key, v, lo, hi);
-    return FALSE;
-  }
-  *out = (int) v;
-  return TRUE;
+  return int_value (n, origin, key, lo, hi, out, error);
 }
 
 static const char *
@@ -75,6 +83,46 @@ parse_variant (const char *name, const char *origin, int block, ConyAttentionVar
   return FALSE;
 }
 
+/* "input_groups": absent, or a non-empty list of at most CONY_MODEL_MAX_INPUT_GROUPS
+ * group sizes, each in [1, CONY_MODEL_MAX_GROUP_ROWS], CONY_MODEL_MAX_PRIOR_ROWS in all. */
+static gboolean
+parse_input_groups (JsonObject *obj, const char *origin, ConyModelConfig *c, GError **error)
+{
+  const char *key = "input_groups";
+  JsonNode *n = json_object_get_member (obj, key);
+  if (!n)
+    return TRUE;
+  if (!JSON_NODE_HOLDS_ARRAY (n)) {
+    g_set_error (error, CONY_ERROR, CONY_ERROR_FORMAT,
+        "%s: model config: '%s' must be a list of group sizes (integers)", origin, key);
+    return FALSE;
+  }
+  JsonArray *a = json_node_get_array (n);
+  guint len = json_array_get_length (a);
+  if (len < 1 || len > CONY_MODEL_MAX_INPUT_GROUPS) {
+    g_set_error (error, CONY_ERROR, CONY_ERROR_INVALID,
+        "%s: model config: '%s' lists %u groups (expected 1 to %d)", origin, key, len,
+        CONY_MODEL_MAX_INPUT_GROUPS);
+    return FALSE;
+  }
+  c->input_groups = g_new0 (int, len);
+  c->n_input_groups = (int) len;
+  for (guint i = 0; i < len; i++) {
+    g_autofree char *name = g_strdup_printf ("%s[%u]", key, i);
+    if (!int_value (json_array_get_element (a, i), origin, name, 1, CONY_MODEL_MAX_GROUP_ROWS,
+            &c->input_groups[i], error))
+      return FALSE;
+    c->prior_rows += c->input_groups[i]; /* at most 256 · 16384: no overflow */
+  }
+  if (c->prior_rows > CONY_MODEL_MAX_PRIOR_ROWS) {
+    g_set_error (error, CONY_ERROR, CONY_ERROR_INVALID,
+        "%s: model config: '%s' has %d rows in all (expected at most %d)", origin, key,
+        c->prior_rows, CONY_MODEL_MAX_PRIOR_ROWS);
+    return FALSE;
+  }
+  return TRUE;
+}
+
 void
 cony_model_config_clear (ConyModelConfig *config)
 {
@@ -83,6 +131,7 @@ cony_model_config_clear (ConyModelConfig *config)
   g_free (config->cnn_name);
   g_free (config->cnn_sha256);
   g_free (config->cnn_output);
+  g_free (config->input_groups);
   g_free (config->config_json);
   memset (config, 0, sizeof *config);
 }
@@ -195,6 +244,9 @@ cony_model_config_parse (const char *json, const char *origin, ConyModelConfig *
       if (!parse_variant (name, origin, b, &c->attention[b], error))
         goto fail;
   }
+
+  if (!parse_input_groups (o, origin, c, error))
+    goto fail;
 
   const char *pinv = get_string (o, origin, "pinv", FALSE, "exact", error);
   if (!pinv)
@@ -349,6 +401,8 @@ cony_model_free (ConyModel *m)
 {
   if (!m)
     return;
+  g_free (m->input_prior_weight);
+  g_free (m->input_prior_bias);
   g_free (m->input_proj_weight);
   g_free (m->input_proj_bias);
   g_free (m->pos_embedding);
@@ -400,7 +454,13 @@ cony_model_load (const char *path, GError **error)
   gsize d = c->d, din = c->d_in, ff = c->ff, hd = c->d / c->heads;
 
   g_autoptr (GPtrArray) ex = g_ptr_array_new_with_free_func (expect_free);
-  expect_add (ex, &m->input_proj_weight, 2, d, din, 0, FALSE, "input_proj.weight");
+  /* with input_groups the projection also takes each group's score: d_in + G columns */
+  if (c->n_input_groups) {
+    expect_add (ex, &m->input_prior_weight, 2, c->prior_rows, din, 0, FALSE, "input_prior.weight");
+    expect_add (ex, &m->input_prior_bias, 1, c->prior_rows, 0, 0, FALSE, "input_prior.bias");
+  }
+  expect_add (ex, &m->input_proj_weight, 2, d, din + c->n_input_groups, 0, FALSE,
+      "input_proj.weight");
   expect_add (ex, &m->input_proj_bias, 1, d, 0, 0, FALSE, "input_proj.bias");
   expect_add (ex, &m->pos_embedding, 2, c->positional_rows, d, 0, FALSE, "pos_embedding");
   for (int b = 0; b < c->blocks; b++) {
