@@ -500,10 +500,12 @@ cony_model_load (const char *path, GError **error)
   for (guint i = 0; i < cony_safetensors_n_tensors (st); i++) {
     const ConyTensorInfo *t = cony_safetensors_tensor (st, i);
     if (!g_hash_table_contains (known, t->name)) {
+      gboolean prior = g_str_has_prefix (t->name, "input_prior.");
       g_set_error (error, CONY_ERROR, CONY_ERROR_FORMAT,
           "%s: unexpected tensor '%s' (not part of a "
-          "%d-block %s model; see docs/model-format.md)",
-          path, t->name, c->blocks, CONY_MODEL_ARCHITECTURE);
+          "%d-block %s model%s; see docs/model-format.md)",
+          path, t->name, c->blocks, CONY_MODEL_ARCHITECTURE,
+          prior ? " without the config key 'input_groups'" : "");
       return NULL;
     }
   }
