@@ -57,6 +57,7 @@ import torch
 
 from conytrain import REPO, TRAINING, safetensors_io
 from conytrain.audio import eval_default as eval_default_audio
+from conytrain.audio import ontology
 from conytrain.audio.own import cnn_frontend, sha256
 from conytrain.audio.train_default import (CorruptedWindows, carve_validation,
                                            carve_validation_groups, log, read_manifest,
@@ -304,10 +305,15 @@ def fit_encoder(args, rows, labels, models, tag):
     tokens = np.stack([np.load(token_path(args.cache, r)) for r in train])
     y = np.array([labels.index(r["label"]) for r in train])
     E = tokens.shape[2]
+    groups = ontology.input_groups(yamnet_fc(args.cnn), labels) if args.input_groups else None
     model = ConyEncoderClassifier(E, args.d, args.heads, args.ff, 1, args.window,
                                   args.landmarks, "cony", labels,
                                   positional_encoding="learned", frontend=frontend(args),
-                                  dropout=args.tf_dropout)
+                                  dropout=args.tf_dropout,
+                                  input_groups=groups and groups[0])
+    if groups:
+        model.input_prior.weight.copy_(torch.from_numpy(groups[1]))
+        model.input_prior.bias.copy_(torch.from_numpy(groups[2]))
     if args.input_head:
         model.input_proj = HeadProjection(yamnet_fc(args.cnn), tokens.reshape(-1, E),
                                           args.d)
@@ -517,6 +523,10 @@ def build_parser():
     ap.add_argument("--input-head", type=int, default=0,
                     help="1: the input projection goes through YAMNet's classifier head "
                          "(HeadProjection), folded into one layer for the export")
+    ap.add_argument("--input-groups", type=int, default=0,
+                    help="1: each token also gets, per class, the largest of YAMNet's scores "
+                         "of that class's AudioSet classes (audio/ontology.py; the model's "
+                         "input_groups stage, rule 21)")
     ap.add_argument("--label-smoothing", type=float, default=0.0)
     ap.add_argument("--phase1-models", default=None,
                     help="also export the model after phase 1 (trained as cony) to this folder")
@@ -528,6 +538,8 @@ def main():
     args = ap.parse_args()
     if not args.val_from:
         ap.error("--val-from: the data set whose validation recordings are held out")
+    if args.input_head and args.input_groups:
+        ap.error("--input-head and --input-groups: one input projection or the other")
 
     torch.set_num_threads(max(1, min(2, args.threads)))
     os.makedirs(args.work, exist_ok=True)
