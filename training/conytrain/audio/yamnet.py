@@ -64,7 +64,7 @@ from conytrain.audio.train_default import (CorruptedWindows, carve_validation,
                                            refit_on_validation, run, validation_groups_of)
 from conytrain.export import export_model
 from conytrain.ref.mobilenet import dequantised
-from conytrain.ref.model import ConyEncoderClassifier, save_checkpoint
+from conytrain.ref.model import ConyEncoderClassifier, load_checkpoint, save_checkpoint
 from conytrain.train import fit_block_landmarks, train_epochs
 
 STRIDE = 25          # frames between YAMNet windows: one token every 0.25 s
@@ -297,7 +297,10 @@ class HeadProjection(torch.nn.Module):
 
 def fit_encoder(args, rows, labels, models, tag):
     """Trains on the rows of split "train" and exports MODELS/transformer.safetensors
-    (checkpoint WORK/TAG.pt)."""
+    (checkpoint WORK/TAG.pt). With --teachers, distilled from their ensemble, which is made
+    first, so the student's random numbers are the same whether the teachers were trained
+    now or before."""
+    teacher = ensemble(args, rows, labels, tag)
     torch.manual_seed(args.train_seed)
     train = [r for r in rows if r["split"] == "train"]
     if any(r.get("family", "").startswith("val_only") for r in train):
@@ -325,9 +328,10 @@ def fit_encoder(args, rows, labels, models, tag):
         sampler = CorruptedWindows(sampler, tokens.reshape(-1, E), args.token_swap,
                                    args.train_seed)
     decay = 0.01 if args.lr_decay else None      # cosine to 1 % of each phase's rate
+    soft = dict(teacher=teacher, distill=args.distill)
     train_epochs(model, sampler, args.tf_epochs, args.tf_batches, args.tf_batch, args.tf_lr,
                  args.weight_decay, log=log, lr_final=decay and args.tf_lr * decay,
-                 label_smoothing=args.label_smoothing)
+                 label_smoothing=args.label_smoothing, **soft)
     if getattr(args, "phase1_models", None):     # the model as trained with `cony` landmarks
         model.eval()
         phase1 = model
@@ -340,13 +344,40 @@ def fit_encoder(args, rows, labels, models, tag):
     train_epochs(model, sampler, args.finetune_epochs, args.tf_batches, args.tf_batch,
                  args.tf_lr * 0.3, args.weight_decay, log=log,
                  lr_final=decay and args.tf_lr * 0.3 * decay,
-                 label_smoothing=args.label_smoothing)
+                 label_smoothing=args.label_smoothing, **soft)
     if args.input_head:
         model.input_proj = model.input_proj.fold()
     model.eval()
     os.makedirs(models, exist_ok=True)
     save_checkpoint(model, os.path.join(args.work, tag + ".pt"))
     return write_model(model, models, labels)
+
+
+def ensemble(args, rows, labels, tag):
+    """With --teachers: the mean of the softmax probabilities of models of the same recipe
+    trained on the same rows with those training seeds (x, offsets -> (B, classes)), each
+    trained first unless its checkpoint WORK/TAG-teacher-sSEED.pt exists; else None."""
+    if not args.teachers:
+        return None
+    teachers = []
+    for seed in args.teachers:
+        path = os.path.join(args.work, f"{tag}-teacher-s{seed}.pt")
+        if not os.path.exists(path):
+            log(f"teacher: training seed {seed} -> {path}")
+            alone = copy.copy(args)
+            alone.teachers, alone.train_seed = [], seed
+            fit_encoder(alone, copy.deepcopy(rows), labels,
+                        os.path.join(args.work, f"{tag}-teacher-s{seed}"),
+                        f"{tag}-teacher-s{seed}")
+        teacher = load_checkpoint(path)
+        teacher.eval()
+        teachers.append(teacher)
+    log(f"distilling from {len(teachers)} teachers (seeds {args.teachers}), "
+        f"weight {args.distill}")
+
+    def probabilities(x, off):
+        return torch.stack([t(x, off).softmax(1) for t in teachers]).mean(0)
+    return probabilities
 
 
 def write_model(model, models, labels):
@@ -527,6 +558,14 @@ def build_parser():
                     help="1: each token also gets, per class, the largest of YAMNet's scores "
                          "of that class's AudioSet classes (audio/ontology.py; the model's "
                          "input_groups stage, rule 21)")
+    ap.add_argument("--teachers", default="",
+                    type=lambda v: [int(s) for s in v.split(",") if s],
+                    help="comma-separated training seeds: distil from the ensemble of this "
+                         "recipe's models with those seeds (rule 22), trained first unless "
+                         "WORK/<stage>-teacher-sSEED.pt exists")
+    ap.add_argument("--distill", type=float, default=0.5,
+                    help="with --teachers: the weight of the teachers' probabilities in the "
+                         "loss (the labels' cross-entropy has 1 - this)")
     ap.add_argument("--label-smoothing", type=float, default=0.0)
     ap.add_argument("--phase1-models", default=None,
                     help="also export the model after phase 1 (trained as cony) to this folder")
