@@ -1,7 +1,7 @@
 """The steady-tone clips in yamnet.py: measure() counts the validation tone clips' steps
-labelled noise and the clips labelled silence by majority (rule 15 (b)) into val.json's
-tones/<label>, and --tones-extra adds training-only tone clips that leave the validation
-tone clips as they were (rule 19)."""
+labelled noise, the clips labelled silence by majority (rule 15 (b)) and those labelled
+noise by majority (rule 23 (b)) into val.json's tones/<label>, and --tones-extra adds
+training-only tone clips that leave the validation tone clips as they were (rule 19)."""
 
 import argparse
 import json
@@ -52,6 +52,8 @@ class YamnetTones(unittest.TestCase):
         steps = sum(len(np.load(yamnet.token_path(self.args.cache, r))) for r in val_tones)
         self.assertEqual(t["clips"], len(val_tones))
         self.assertEqual(t["clips-silence-by-majority"], 1)
+        # rule 23 (b): the silent clip and the mostly-alarm clip are not noise by majority
+        self.assertEqual(t["clips-right-by-majority"], len(val_tones) - 2)
         # every step is a full-window step: measure() gives each clip window - 1 tokens of context first
         self.assertEqual(t["steps"], steps)
         self.assertEqual(t["correct"], t["steps"] - 17 - 12)

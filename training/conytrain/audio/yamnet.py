@@ -402,16 +402,19 @@ def measure(args, rows, labels, model, out, split="val", variant=None):
         for key in ((r["origin"], r["label"]), (r["origin"], "all")):
             add_steps(stats, "%s/%s" % key, ok, len(pred))
         if r["set"] == "tones":
-            # rule 15 (b): a tone clip's steps labelled noise, and clips silence by majority
-            t = tones.setdefault(r["label"], [0, 0, 0, 0])
+            # rule 15 (b): a tone clip's steps labelled noise, and clips silence by majority;
+            # rule 23 (b): clips labelled right (noise) by majority
+            t = tones.setdefault(r["label"], [0, 0, 0, 0, 0])
             t[0] += ok
             t[1] += len(pred)
             t[2] += int(2 * (pred == labels.index("silence")).sum() > len(pred))
             t[3] += 1
+            t[4] += int(2 * ok > len(pred))
     res = rates(stats)
-    for label, (ok, steps, silent, clips) in sorted(tones.items()):
+    for label, (ok, steps, silent, clips, right) in sorted(tones.items()):
         res[f"tones/{label}"] = {"correct": ok, "steps": steps, "accuracy": ok / steps,
-                                 "clips": clips, "clips-silence-by-majority": silent}
+                                 "clips": clips, "clips-silence-by-majority": silent,
+                                 "clips-right-by-majority": right}
     for origin in ("real", "synth"):
         if f"{origin}/all" in res:
             res[f"{origin}/class-mean"] = class_mean(res, origin, labels)
@@ -427,8 +430,9 @@ def measure(args, rows, labels, model, out, split="val", variant=None):
     for key in (k for k in res if k.startswith("tones/")):
         t = res[key]
         log(f"{split} tone clips ({key[6:]}): {t['correct']}/{t['steps']} steps right "
-            f"({100 * t['accuracy']:.1f} %), {t['clips-silence-by-majority']} of {t['clips']} "
-            "clips silence by majority")
+            f"({100 * t['accuracy']:.1f} %); of {t['clips']} clips "
+            f"{t['clips-right-by-majority']} right and {t['clips-silence-by-majority']} "
+            "silence by majority")
     return res
 
 
