@@ -15,16 +15,17 @@ Exit status:
      the timeout, no python3-gi / gir1.2-gst-plugins-base-1.0): why, on stderr. Callers
      then build their pipeline as usual and let its own errors speak.
 The discoverer gives up after SECONDS (default 10); a process that hangs anyway (in C,
-where Python cannot interrupt it) is ended by SIGALRM a few seconds later.
+where Python cannot interrupt it) is ended by SIGALRM 2 s later.
 """
 
 import argparse
+import math
 import os
 import signal
 import sys
 
 CANNOT_TELL, NO_AUDIO = 2, 4
-HARD_MARGIN_S = 5
+HARD_MARGIN_S = 2
 
 
 class CannotTell(Exception):
@@ -85,7 +86,7 @@ def main():
     ap.add_argument("--timeout", type=float, default=10.0, help="seconds (default 10)")
     args = ap.parse_args()
     # SIGALRM's default action ends the process even when it is stuck inside C.
-    signal.alarm(int(args.timeout) + HARD_MARGIN_S)
+    signal.alarm(math.ceil(args.timeout) + HARD_MARGIN_S)
     label = args.label or f"has_audio.py: {args.source}"
     try:
         kinds = stream_kinds(args.source, args.timeout)
