@@ -33,8 +33,9 @@ class CannotTell(Exception):
 
 
 def stream_kinds(source, timeout_s):
-    """The kinds of the streams at source (a path or URI): "audio", "video", "image", "subtitle" or "other"
-    (a stream the discoverer does not classify). CannotTell when it cannot say."""
+    """The kinds of the streams at source (a path or URI): "audio", "video", "image",
+    "subtitle" or "other" (a stream the discoverer does not classify). CannotTell when
+    it cannot say."""
     try:
         import gi
 
@@ -82,7 +83,8 @@ def verdict(kinds):
 def main():
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("source", help="a media file path or URI")
-    ap.add_argument("--label", help="start of the no-audio line (default: has_audio.py: SOURCE)")
+    ap.add_argument("--label",
+                    help="start of the no-audio line (default: has_audio.py: SOURCE)")
     ap.add_argument("--timeout", type=float, default=10.0, help="seconds (default 10)")
     args = ap.parse_args()
     # SIGALRM's default action ends the process even when it is stuck inside C.
@@ -95,7 +97,8 @@ def main():
     except CannotTell as e:
         print(f"has_audio.py: {args.source}: cannot tell: {e}", file=sys.stderr)
         return CANNOT_TELL
-    print(f"{label}: no audio track (it has: {', '.join(sorted(set(kinds)))})", file=sys.stderr)
+    found = ", ".join(sorted(set(kinds)))
+    print(f"{label}: no audio track (it has: {found})", file=sys.stderr)
     return NO_AUDIO
 
 

@@ -81,8 +81,8 @@ cony_media_input () {
   [ "${CONY_AUDIO_PROBE:-}" != off ] || return 0
   # (a subshell: bash's own "Alarm clock" line for a probe that had to be ended goes
   # into msg too)
-  msg=$( (/usr/bin/python3 "$CONY_ROOT/pipelines/has_audio.py" "$input" --label "$prog: $input") \
-         2>&1 >/dev/null ) && return 0
+  msg=$( (/usr/bin/python3 "$CONY_ROOT/pipelines/has_audio.py" "$input" \
+            --label "$prog: $input") 2>&1 >/dev/null ) && return 0
   [ $? != 4 ] || { echo "$msg" >&2; exit 4; }
 }
 

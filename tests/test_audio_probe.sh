@@ -5,7 +5,7 @@
 #  - a video-only file: file.sh, audioset.sh and json.sh print the probe's one line
 #    ("(it has: video)", not the not-linked fallback's text), nothing on stdout, exit 4;
 #  - CONY_AUDIO_PROBE=off: file.sh's not-linked fallback still gives one line, exit 4;
-#  - cannot tell: a file of no known format -> 2; a FIFO that nobody writes (a source
+#  - cannot tell: a file of no known format (zeros) -> 2; a FIFO that nobody writes (a source
 #    that never answers) -> the probe ends itself (SIGALRM), neither 0 nor 4.
 # Needs GST_PLUGIN_PATH (the build tree's gst/).
 #   test_audio_probe.sh SOURCE_ROOT
@@ -43,7 +43,8 @@ done
 if [ -f "$tmp/av.mkv" ]; then
   timeout 60 bash "$p/file.sh" "file://$tmp/av.mkv" "$cnn" "$model" >"$tmp/out" 2>"$tmp/err"
   rc=$?
-  if [ "$rc" = 0 ] && [ "$(grep -c ' s  ' "$tmp/out")" -ge 1 ] && ! grep -q "no audio" "$tmp/err"; then
+  if [ "$rc" = 0 ] && [ "$(grep -c ' s  ' "$tmp/out")" -ge 1 ] \
+     && ! grep -q "no audio" "$tmp/err"; then
     ok "file.sh on a video + audio URI: $(wc -l <"$tmp/out") result lines"
   else
     not_ok "file.sh on a video + audio URI: status $rc"; sed 's/^/# /' "$tmp/err" | head -5
@@ -70,8 +71,10 @@ if make_media v.mkv $frames ! matroskamux; then
     bash "$p/file.sh" "$tmp/v.mkv" "$cnn" "$model"
   expect_no_audio "file.sh, video-only URI" "$probed" \
     bash "$p/file.sh" "file://$tmp/v.mkv" "$cnn" "$model"
-  expect_no_audio "json.sh, video-only file" "$probed" bash "$p/json.sh" "$tmp/v.mkv" "$cnn" "$model"
-  if [ -f "$root/models/yamnet/yamnet.safetensors" ] && [ -f "$root/models/audioset/tagger.safetensors" ]; then
+  expect_no_audio "json.sh, video-only file" "$probed" \
+    bash "$p/json.sh" "$tmp/v.mkv" "$cnn" "$model"
+  if [ -f "$root/models/yamnet/yamnet.safetensors" ] \
+     && [ -f "$root/models/audioset/tagger.safetensors" ]; then
     expect_no_audio "audioset.sh, video-only file" "$probed" bash "$p/audioset.sh" "$tmp/v.mkv"
   fi
   expect_no_audio "file.sh, CONY_AUDIO_PROBE=off: the not-linked fallback" \
@@ -80,10 +83,11 @@ if make_media v.mkv $frames ! matroskamux; then
 fi
 
 # Cannot tell: status 2 with the reason, or ended by its own alarm; never "no audio".
-head -c 4096 /dev/urandom >"$tmp/junk.bin"
+head -c 4096 /dev/zero >"$tmp/junk.bin"   # (random bytes could look like MP3 frames)
 timeout 30 /usr/bin/python3 "$p/has_audio.py" "$tmp/junk.bin" 2>"$tmp/err"
 rc=$?
-if [ "$rc" = 2 ] && grep -q "cannot tell" "$tmp/err"; then ok "has_audio.py on junk: cannot tell (2)"
+if [ "$rc" = 2 ] && grep -q "cannot tell" "$tmp/err"; then
+  ok "has_audio.py on junk: cannot tell (2)"
 else not_ok "has_audio.py on junk: status $rc"; sed 's/^/# /' "$tmp/err" | head -5; fi
 mkfifo "$tmp/fifo"
 timeout 30 /usr/bin/python3 "$p/has_audio.py" "$tmp/fifo" --timeout 1 2>"$tmp/err"
