@@ -65,12 +65,7 @@ case ${1:-} in
     # shellcheck disable=SC2046,SC2086
     cony_launch -e -m $src ! $(chain) ! fakesink sync=true | format ;;
   *)
-    input=$1
-    case $input in
-      *://*) uri=$input ;;
-      *) [ -f "$input" ] || { echo "audioset.sh: $input not found" >&2; exit 2; }
-         uri="file://$(cd "$(dirname "$input")" && pwd)/$(basename "$input")" ;;
-    esac
+    cony_media_input "$1"
     # shellcheck disable=SC2046
-    cony_launch -m uridecodebin uri="$uri" ! $(chain batch=64) ! fakesink sync=false | format ;;
+    cony_launch -m uridecodebin uri="$cony_uri" ! $(chain batch=64) ! fakesink sync=false | format ;;
 esac

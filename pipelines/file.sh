@@ -12,19 +12,17 @@ input=${1:?usage: file.sh FILE|URI [VGGISH [TRANSFORMER]]}
 [ $# -ge 3 ] && CONY_TRANSFORMER=$3
 source "$(dirname "$0")/lib.sh"
 cony_check_models
-case $input in
-  *://*) uri=$input ;;
-  *) [ -f "$input" ] || { echo "file.sh: $input not found" >&2; exit 2; }
-     uri="file://$(cd "$(dirname "$input")" && pwd)/$(basename "$input")" ;;
-esac
+# A file without audio stops here with one line (lib.sh, cony_media_input).
+cony_media_input "$input"
 # A file is not live, so conyvggish runs its CNN on 64 windows at a time (about twice as
-# fast; the same results). Messages go to a log first: a file without audio makes
-# uridecodebin fail to link (not-linked, delayed linking) and gets one clear line instead.
+# fast; the same results). Messages go to a log first: should the probe have been unable
+# to tell, a file without audio makes uridecodebin fail to link (not-linked, delayed
+# linking) and still gets one clear line instead.
 errlog=$(mktemp)
 trap 'rm -f "$errlog"' EXIT
 status=0
 # shellcheck disable=SC2046
-cony_launch -m uridecodebin uri="$uri" ! $(cony_chain batch=64) ! fakesink sync=false \
+cony_launch -m uridecodebin uri="$cony_uri" ! $(cony_chain batch=64) ! fakesink sync=false \
   2>"$errlog" | cony_format 2>>"$errlog" || status=$?
 # (Which of the two messages comes first varies from run to run.)
 if [ "$status" != 0 ] && grep -q "Delayed linking failed\|reason not-linked" "$errlog"; then

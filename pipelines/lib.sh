@@ -9,6 +9,8 @@
 #   CONY_OPTS         extra conytransformer properties, e.g.
 #                     "message-mode=on-change threshold=0.6 attention=cony-fixed"
 #   GST_PLUGIN_PATH   where libgstcony.so is (default: build/gst of this checkout)
+#   CONY_AUDIO_PROBE  "off": file scripts skip asking GStreamer's discoverer whether the
+#                     input has audio (cony_media_input) and go straight to the pipeline
 CONY_ROOT=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
 CONY_VGGISH=${CONY_VGGISH:-}
 CONY_TRANSFORMER=${CONY_TRANSFORMER:-$CONY_ROOT/models/audio/transformer.safetensors}
@@ -61,6 +63,27 @@ cony_chain () {
   echo "audioconvert ! audioresample ! conymel $cony_mel_props" \
        "! conyvggish model=$CONY_VGGISH $cony_cnn_props $*" \
        "! conytransformer name=classifier model=$CONY_TRANSFORMER $CONY_OPTS"
+}
+
+# A media FILE or URI given to a file script: sets cony_uri, or says what is wrong and
+# exits: 2 when the file does not exist, 4 when it has no audio stream (one line, from
+# pipelines/has_audio.py: GStreamer's discoverer, before any pipeline is launched).
+# When the probe cannot tell (error, timeout, no python3-gi) the script goes on and its
+# pipeline's own errors speak.
+cony_media_input () {
+  local input=$1 prog msg
+  prog=$(basename "$0")
+  case $input in
+    *://*) cony_uri=$input ;;
+    *) [ -f "$input" ] || { echo "$prog: $input not found" >&2; exit 2; }
+       cony_uri="file://$(cd "$(dirname "$input")" && pwd)/$(basename "$input")" ;;
+  esac
+  [ "${CONY_AUDIO_PROBE:-}" != off ] || return 0
+  # (a subshell: bash's own "Alarm clock" line for a probe that had to be ended goes
+  # into msg too)
+  msg=$( (/usr/bin/python3 "$CONY_ROOT/pipelines/has_audio.py" "$input" \
+            --label "$prog: $input") 2>&1 >/dev/null ) && return 0
+  [ $? != 4 ] || { echo "$msg" >&2; exit 4; }
 }
 
 # gst-launch-1.0 with its stdout line-buffered: into a pipe, stdio would otherwise hold

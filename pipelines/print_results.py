@@ -3,7 +3,8 @@
 
     pipelines/print_results.py [SOURCE] [--json] [--from-meta] [options]
 
-SOURCE is a media file path or URI (decoded with uridecodebin), `mic` (the default
+SOURCE is a media file path or URI (decoded with uridecodebin; one without an audio
+stream: one line and status 4, from pipelines/has_audio.py), `mic` (the default
 microphone of GStreamer's device monitor; none: an error, not a fake source), `test`
 (a 5 s audiotestsrc tone; the default) or any GStreamer source description, e.g.
 "audiotestsrc is-live=true". Each result is printed (and flushed) as soon as the
@@ -25,6 +26,7 @@ preset and pooled embedding for a classifier trained on them).
 import argparse
 import json
 import os
+import subprocess
 import sys
 import warnings
 
@@ -56,7 +58,7 @@ def seconds(value):
     return "-" if value is None else f"{value / Gst.SECOND:.2f}"
 
 
-def source_description(source):
+def source_description(source, prog="print_results.py"):
     """gst-launch text of the source: `test`, `mic` (the device monitor's default
     microphone; none: SystemExit), a file path or URI, or any other text is taken as a
     GStreamer source description (e.g. "audiotestsrc is-live=true")."""
@@ -70,10 +72,26 @@ def source_description(source):
                      "no Audio/Source device); give a file or a GStreamer source description")
         return devices.launch_description(found[0])
     if Gst.uri_is_valid(source):
+        require_audio(source, prog)
         return f'uridecodebin uri="{source}"'
     if os.path.exists(source) or not any(c in source for c in " =!"):
+        require_audio(source, prog)
         return f'uridecodebin uri="{Gst.filename_to_uri(os.path.abspath(source))}"'
     return source
+
+
+def require_audio(source, prog):
+    """Exits 4 with has_audio.py's one line when the file or URI has no audio stream,
+    before any pipeline is built; goes on when it has one or the probe cannot tell
+    (pipelines/lib.sh, cony_media_input; CONY_AUDIO_PROBE=off skips it)."""
+    if os.environ.get("CONY_AUDIO_PROBE") == "off":
+        return
+    probe = subprocess.run([sys.executable, os.path.join(ROOT, "pipelines", "has_audio.py"),
+                            source, "--label", f"{prog}: {source}"],
+                           stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)
+    if probe.returncode == 4:
+        sys.stderr.write(probe.stderr)
+        sys.exit(4)
 
 
 class Printer:
@@ -219,7 +237,7 @@ def build_pipeline(args, prog, extra_props=""):
     if args.attention:
         props += f" attention={args.attention}"
     props += extra_props
-    source = source_description(args.source)
+    source = source_description(args.source, prog)
     live = args.source == "mic" or "is-live=true" in source
     mel, cnn = token_props(args.transformer)
     desc = (f"{source} ! audioconvert ! audioresample ! conymel {mel} "

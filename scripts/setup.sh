@@ -7,7 +7,8 @@
 #                                # (what scripts/run.sh needs: no torch, no test services)
 set -euo pipefail
 
-# Build and run: the elements, the CLI, pipelines/ (python3-gi) and the demo clip's tools.
+# Build and run: the elements, the CLI, pipelines/ (python3-gi; GstPbutils for
+# has_audio.py) and the demo clip's tools.
 RUNTIME=(
   build-essential meson ninja-build pkg-config
   libglib2.0-dev libjson-glib-dev
@@ -15,7 +16,7 @@ RUNTIME=(
   gstreamer1.0-tools gstreamer1.0-plugins-base gstreamer1.0-plugins-good
   libopenblas-dev liblapacke-dev
   libavutil-dev libswresample-dev
-  python3 python3-gi gir1.2-gstreamer-1.0
+  python3 python3-gi gir1.2-gstreamer-1.0 gir1.2-gst-plugins-base-1.0
   espeak-ng sox libsox-fmt-base
   python3-flatbuffers
 )
