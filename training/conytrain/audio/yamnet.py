@@ -300,11 +300,11 @@ def fit_encoder(args, rows, labels, models, tag):
     (checkpoint WORK/TAG.pt). With --teachers, distilled from their ensemble, which is made
     first, so the student's random numbers are the same whether the teachers were trained
     now or before."""
-    teacher = ensemble(args, rows, labels, tag)
-    torch.manual_seed(args.train_seed)
     train = [r for r in rows if r["split"] == "train"]
     if any(r.get("family", "").startswith("val_only") for r in train):
         raise RuntimeError("fit_encoder: a validation-only clip is in the train split")
+    teacher = ensemble(args, rows, labels, tag)
+    torch.manual_seed(args.train_seed)
     tokens = np.stack([np.load(token_path(args.cache, r)) for r in train])
     y = np.array([labels.index(r["label"]) for r in train])
     E = tokens.shape[2]
