@@ -9,6 +9,7 @@ import argparse
 import csv
 import json
 import os
+import struct
 import tempfile
 import unittest
 from unittest import mock
@@ -107,6 +108,34 @@ class PlanValidationOnly(unittest.TestCase):
         self.assertFalse([p for p in new if '"%s"' % p in source])
 
 
+def fake_model(path, weights, window=4):
+    """A classifier file as fake_cony reads it: a safetensors header whose config has the
+    labels, the window and fake_cony's weights."""
+    cfg = {"labels": LABELS, "window": window, "weights": weights}
+    header = json.dumps({"__metadata__": {"config": json.dumps(cfg)}}).encode()
+    with open(path, "wb") as f:
+        f.write(struct.pack("<Q", len(header)) + header)
+    return path
+
+
+def fake_cony(cmd):
+    """`cony classify --model MODEL SRC -o OUT` without the C tool: step t's logits are
+    sum_k w_k * onehot(token[t, k]), the weights w from fake_model()'s file ([1] when there
+    is no such file), so each token says what each model predicts."""
+    if cmd[1] != "classify":
+        raise AssertionError("fake cony: only classify, not %s" % cmd)
+    model, src, out = cmd[cmd.index("--model") + 1], cmd[-3], cmd[-1]
+    weights = [1.0]
+    if os.path.isfile(model):
+        weights = yamnet.eval_default_audio.model_config(model)[0]["weights"]
+    x = np.load(src)
+    z = np.zeros((len(x), len(LABELS)), dtype=np.float32)
+    for k, w in enumerate(weights):
+        z[np.arange(len(x)), x[:, k].astype(int)] += w
+    np.save(out, z)
+    return ""
+
+
 def write_manifest(root, rows):
     os.makedirs(root, exist_ok=True)
     with open(os.path.join(root, "manifest.csv"), "w", newline="") as f:
@@ -186,9 +215,6 @@ class YamnetValidationOnly(unittest.TestCase):
         with self.assertRaisesRegex(RuntimeError, "validation-only"):
             yamnet.fit_encoder(args, forged, LABELS, os.path.join(self.tmp.name, "m"), "val")
 
-    def classify_by_token(self, cony, model, stream, tmp, variant=None):
-        return stream[:, 0].astype(int)           # the token says the predicted class
-
     def measure(self, val_extra):
         args = argparse.Namespace(**dict(vars(self.args), val_extra=val_extra))
         rows, labels = yamnet.load_rows(args)
@@ -199,7 +225,7 @@ class YamnetValidationOnly(unittest.TestCase):
             os.makedirs(os.path.dirname(p), exist_ok=True)
             np.save(p, np.full((17, 2), pred, dtype=np.float32))
         out = os.path.join(self.tmp.name, "val-%d.json" % val_extra)
-        with mock.patch.object(yamnet.eval_default_audio, "classify", self.classify_by_token):
+        with mock.patch.object(yamnet.eval_default_audio, "run", fake_cony):
             yamnet.measure(args, rows, labels, "model", out)
         with open(out) as f:
             return json.load(f)
@@ -207,7 +233,8 @@ class YamnetValidationOnly(unittest.TestCase):
     def test_reported_beside_unchanged_figures(self):
         plain, extra = self.measure(False), self.measure(True)
         self.assertFalse([k for k in plain if k.startswith("valx")])
-        self.assertEqual({k: v for k, v in extra.items() if not k.startswith("valx/")}, plain)
+        self.assertEqual({k: v for k, v in extra.items()
+                          if not k.startswith(("valx/", "combined/"))}, plain)
         self.assertEqual(extra["valx/speech"]["accuracy"], 1.0)
         self.assertAlmostEqual(extra["valx/alarm"]["accuracy"], 2 / 3)   # 2 of 3 clips right
         self.assertAlmostEqual(extra["valx/class-mean"]["accuracy"], (1 + 2 / 3) / 2)
@@ -216,6 +243,18 @@ class YamnetValidationOnly(unittest.TestCase):
         self.assertEqual((recs["va"]["accuracy"], recs["vb"]["accuracy"]), (1.0, 0.0))
         # every recording counts the same: alarm's two recordings average 0.5
         self.assertAlmostEqual(extra["valx/recording-class-mean"]["accuracy"], (1 + 0.5) / 2)
+
+    def test_combined_class_mean(self):
+        # rule 20: per class the real validation clips' and the valx clips' steps together
+        # (sum right / sum steps, not the mean of the two rates), then the mean over classes
+        res = self.measure(True)
+        self.assertEqual((res["real/alarm"]["steps"], res["real/alarm"]["correct"]), (34, 34))
+        self.assertEqual((res["valx/alarm"]["steps"], res["valx/alarm"]["correct"]), (51, 34))
+        self.assertEqual(res["combined/alarm"], {"correct": 68, "steps": 85, "accuracy": 0.8})
+        self.assertEqual(res["combined/speech"]["accuracy"], 1.0)
+        self.assertEqual(res["combined/noise"], res["real/noise"])    # tone clips, no valx
+        self.assertAlmostEqual(res["combined/class-mean"]["accuracy"], (1 + 1 + 0.8) / 3)
+        self.assertEqual(res["combined/class-mean"]["classes"], 3)
 
     def test_val_extra_without_clips_is_an_error(self):
         write_manifest(self.dataset, [r for r in self.read() if r["split"] != "valx"])

@@ -17,10 +17,9 @@ from test_val_only import row, write_manifest
 
 
 class YamnetTones(unittest.TestCase):
-    """test_val_only's small data set and fake classifier (the token says the class)."""
+    """test_val_only's small data set and fake `cony classify` (the token says the class)."""
     setUp = base.YamnetValidationOnly.setUp
     tearDown = base.YamnetValidationOnly.tearDown
-    classify_by_token = base.YamnetValidationOnly.classify_by_token
 
     def fill_cache(self, args, rows, predict):
         """Tokens whose first value is the class the fake classifier will say, per step."""
@@ -45,7 +44,7 @@ class YamnetTones(unittest.TestCase):
 
         self.fill_cache(self.args, rows, predict)
         out = os.path.join(self.tmp.name, "val.json")
-        with mock.patch.object(yamnet.eval_default_audio, "classify", self.classify_by_token):
+        with mock.patch.object(yamnet.eval_default_audio, "run", base.fake_cony):
             yamnet.measure(self.args, rows, labels, "model", out)
         with open(out) as f:
             t = json.load(f)["tones/noise"]

@@ -129,15 +129,21 @@ def recording_streams(rows, tokens, n):
         yield i, stream, c
 
 
-def classify(cony, model, tokens, tmp, variant=None):
-    """Per-step arg-max of `cony classify` on one stream of tokens from a fresh state."""
+def logits(cony, model, tokens, tmp, variant=None):
+    """Per-step logits (steps, classes) of `cony classify` on one stream of tokens from a
+    fresh state."""
     src, out = os.path.join(tmp, "stream.npy"), os.path.join(tmp, "logits.npy")
     np.save(src, np.ascontiguousarray(tokens, dtype=np.float32))
     cmd = [cony, "classify", "--model", model, src, "-o", out]
     if variant:
         cmd[2:2] = ["--attention", variant]
     run(cmd)
-    return np.load(out).argmax(1)
+    return np.load(out)
+
+
+def classify(cony, model, tokens, tmp, variant=None):
+    """Per-step arg-max of logits()."""
+    return logits(cony, model, tokens, tmp, variant).argmax(1)
 
 
 def changing_stream(rows, tokens, labels, seed=5):

@@ -395,9 +395,42 @@ def measure(args, rows, labels, model, out, split="val", variant=None):
     """Full-window accuracy of the exported model on the validation clips (or those of
     another split, from the cache) through `cony classify` (--attention variant, if given),
     each clip after n - 1 tokens of its own recording (the test protocol of
-    eval_default_audio.py) -> out (JSON); per origin and class."""
+    eval_default_audio.py) -> out (JSON); per origin and class (figures())."""
+    extra = getattr(args, "val_extra", False) and split == "val"
+    res = figures(labels, classify_split(args, rows, model, split, variant),
+                  classify_split(args, rows, model, VAL_EXTRA, variant) if extra else None)
+    with open(out, "w") as f:
+        json.dump(res, f, indent=1)
+    for origin in ("real", "synth"):
+        if f"{origin}/all" in res:
+            log(f"{split} ({origin}, full-window steps): {100 * res[origin + '/all']['accuracy']:.1f} %, "
+                f"class mean {100 * res[origin + '/class-mean']['accuracy']:.1f} % | "
+                f"{class_parts(res, origin, labels)}")
+    for key in (k for k in res if k.startswith("tones/")):
+        t = res[key]
+        log(f"{split} tone clips ({key[6:]}): {t['correct']}/{t['steps']} steps right "
+            f"({100 * t['accuracy']:.1f} %); of {t['clips']} clips "
+            f"{t['clips-right-by-majority']} right and {t['clips-silence-by-majority']} "
+            "silence by majority")
+    if extra:
+        log(f"validation-only clips ({VAL_EXTRA}, full-window steps): "
+            f"{100 * res[VAL_EXTRA + '/all']['accuracy']:.1f} %, class mean "
+            f"{100 * res[VAL_EXTRA + '/class-mean']['accuracy']:.1f} %, per-recording class "
+            f"mean {100 * res[VAL_EXTRA + '/recording-class-mean']['accuracy']:.1f} % "
+            f"({res[VAL_EXTRA + '/recording-class-mean']['recordings']} recordings) | "
+            f"{class_parts(res, VAL_EXTRA, labels)}")
+        log(f"combined (real {split} + {VAL_EXTRA}, rule 20): class mean "
+            f"{100 * res['combined/class-mean']['accuracy']:.2f} % | "
+            f"{class_parts(res, 'combined', labels)}")
+    return res
+
+
+def figures(labels, preds, extra=None):
+    """val.json's figures from (row, per-step predictions) of a split's clips: per origin
+    and class, class means, the tone clips; with extra, the same of the validation-only
+    clips (extra_figures()) and both together (combined())."""
     stats, tones = {}, {}
-    for r, pred in classify_split(args, rows, model, split, variant):
+    for r, pred in preds:
         ok = int((pred == labels.index(r["label"])).sum())
         for key in ((r["origin"], r["label"]), (r["origin"], "all")):
             add_steps(stats, "%s/%s" % key, ok, len(pred))
@@ -418,22 +451,24 @@ def measure(args, rows, labels, model, out, split="val", variant=None):
     for origin in ("real", "synth"):
         if f"{origin}/all" in res:
             res[f"{origin}/class-mean"] = class_mean(res, origin, labels)
-    if getattr(args, "val_extra", False) and split == "val":
-        res.update(measure_extra(args, rows, labels, model, variant))
-    with open(out, "w") as f:
-        json.dump(res, f, indent=1)
-    for origin in ("real", "synth"):
-        if f"{origin}/all" in res:
-            log(f"{split} ({origin}, full-window steps): {100 * res[origin + '/all']['accuracy']:.1f} %, "
-                f"class mean {100 * res[origin + '/class-mean']['accuracy']:.1f} % | "
-                f"{class_parts(res, origin, labels)}")
-    for key in (k for k in res if k.startswith("tones/")):
-        t = res[key]
-        log(f"{split} tone clips ({key[6:]}): {t['correct']}/{t['steps']} steps right "
-            f"({100 * t['accuracy']:.1f} %); of {t['clips']} clips "
-            f"{t['clips-right-by-majority']} right and {t['clips-silence-by-majority']} "
-            "silence by majority")
+    if extra is not None:
+        res.update(extra_figures(labels, extra))
+        res.update(combined(res, labels))
     return res
+
+
+def combined(res, labels):
+    """Rule 20's decision figure: per class, the full-window steps of its real validation
+    clips and of its validation-only clips together (combined/<class>), and the mean over
+    the classes (combined/class-mean)."""
+    stats = {}
+    for c in labels:
+        for key in (f"real/{c}", f"{VAL_EXTRA}/{c}"):
+            if key in res:
+                add_steps(stats, c, res[key]["correct"], res[key]["steps"])
+    out = rates(stats, "combined/")
+    out["combined/class-mean"] = class_mean(out, "combined", labels)
+    return out
 
 
 def add_steps(stats, key, ok, steps):
@@ -459,24 +494,31 @@ def class_parts(res, prefix, labels):
                      for c in labels if f"{prefix}/{c}" in res)
 
 
-def classify_split(args, rows, model, split, variant=None):
-    """(row, per-step predictions after n - 1 tokens of its own recording) for every clip
-    of the split, through `cony classify`."""
+def split_logits(args, rows, model, split, variant=None, window=None):
+    """(row, per-step logits after n - 1 tokens of its own recording) for every clip of
+    the split, through `cony classify` (n: window, else --window)."""
     val = [r for r in rows if r["split"] == split]
     tokens = [np.load(token_path(args.cache, r)) for r in val]
     tmp_dir = os.path.join(args.work, "val-tmp")
     os.makedirs(tmp_dir, exist_ok=True)
-    for i, stream, c in eval_default_audio.recording_streams(val, tokens, args.window):
-        yield val[i], eval_default_audio.classify(args.cony, model, stream, tmp_dir, variant)[c:]
+    for i, stream, c in eval_default_audio.recording_streams(val, tokens, window or args.window):
+        yield val[i], eval_default_audio.logits(args.cony, model, stream, tmp_dir, variant)[c:]
 
 
-def measure_extra(args, rows, labels, model, variant=None):
-    """The validation-only clips (split valx) measured as measure() measures the validation
-    clips: valx/<class>, valx/all, valx/class-mean (full-window steps), and per recording
-    (valx/recordings: group -> label, steps right) with valx/recording-class-mean, the mean
-    over classes of the recordings' mean accuracy (every recording counts the same)."""
+def classify_split(args, rows, model, split, variant=None):
+    """split_logits()'s clips with their per-step predictions (arg-max)."""
+    for r, z in split_logits(args, rows, model, split, variant):
+        yield r, z.argmax(1)
+
+
+def extra_figures(labels, preds):
+    """The validation-only clips (split valx; (row, per-step predictions)) measured as
+    figures() measures the validation clips: valx/<class>, valx/all, valx/class-mean
+    (full-window steps), and per recording (valx/recordings: group -> label, steps right)
+    with valx/recording-class-mean, the mean over classes of the recordings' mean accuracy
+    (every recording counts the same)."""
     stats, recs = {}, {}
-    for r, pred in classify_split(args, rows, model, VAL_EXTRA, variant):
+    for r, pred in preds:
         ok = int((pred == labels.index(r["label"])).sum())
         for key in (r["label"], "all"):
             add_steps(stats, key, ok, len(pred))
@@ -497,11 +539,6 @@ def measure_extra(args, rows, labels, model, variant=None):
     res[f"{VAL_EXTRA}/recording-class-mean"] = {
         "accuracy": float(np.mean([np.mean(by_class[c]) for c in labels if c in by_class])),
         "classes": len(by_class), "recordings": len(recs)}
-    log(f"validation-only clips ({VAL_EXTRA}, full-window steps): "
-        f"{100 * res[VAL_EXTRA + '/all']['accuracy']:.1f} %, class mean "
-        f"{100 * res[VAL_EXTRA + '/class-mean']['accuracy']:.1f} %, per-recording class mean "
-        f"{100 * res[VAL_EXTRA + '/recording-class-mean']['accuracy']:.1f} % "
-        f"({len(recs)} recordings) | {class_parts(res, VAL_EXTRA, labels)}")
     return res
 
 
