@@ -30,7 +30,9 @@ Validation-only clips (data set version 13's split "valx", build.py --added-v13)
 trained on, in neither stage. Without --val-extra they are left out altogether (a run on
 version 13 is a run on version 12); with it, the val stage also measures them, as it measures
 the validation clips, into val.json's valx/* keys (per class, class mean, per recording),
-beside the other figures, which stay the same.
+and both together into combined/* (per class, the real validation and valx steps; their
+class mean is rule 20's decision figure), beside the other figures, which stay the same.
+training/compare_yamnet_recipes.py (compare.py) measures several such models at once.
 
 Training (fit_encoder): streams of --clips-per-stream train clips joined token-wise, each
 next clip another clip of the same recording (--p-recording; the clip itself when the
