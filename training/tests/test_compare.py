@@ -15,7 +15,7 @@ import numpy as np
 
 from conytrain.audio import compare, yamnet
 import test_val_only as base
-from test_val_only import LABELS, fake_cony, fake_model
+from test_val_only import fake_cony, fake_model
 
 
 class Compare(unittest.TestCase):
@@ -133,9 +133,10 @@ class Compare(unittest.TestCase):
             compare.parse_candidate("A=" + os.path.join(self.tmp.name, "nothing"))
         # a work folder stands for its validation-stage model
         os.makedirs(os.path.join(self.tmp.name, "run", "val"))
-        os.rename(m, os.path.join(self.tmp.name, "run", "val", "transformer.safetensors"))
+        inside = os.path.join(self.tmp.name, "run", "val", "transformer.safetensors")
+        os.rename(m, inside)
         self.assertEqual(compare.parse_candidate("A=" + os.path.join(self.tmp.name, "run")),
-                         ("A", [os.path.join(self.tmp.name, "run", "val", "transformer.safetensors")]))
+                         ("A", [inside]))
         with contextlib.redirect_stderr(io.StringIO()), self.assertRaises(SystemExit):
             self.run_compare("--baseline", "Z", "A=" + os.path.join(self.tmp.name, "run"))
 

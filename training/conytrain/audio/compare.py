@@ -221,7 +221,8 @@ def build_parser():
     ap.add_argument("--val-frac", type=float, default=d.val_frac)
     ap.add_argument("--seed", type=int, default=d.seed, help="the validation split's seed")
     ap.add_argument("--cony", default=d.cony)
-    ap.add_argument("--cache", default=d.cache, help="YAMNet tokens per clip (train_yamnet_audio.py)")
+    ap.add_argument("--cache", default=d.cache,
+                    help="YAMNet tokens per clip (train_yamnet_audio.py's embed stage)")
     ap.add_argument("--work", default="out/compare",
                     help="WORK/tones (the tone clips' manifest), WORK/compare-logits (kept "
                          "logits), temporary files")
