@@ -66,6 +66,20 @@ def synthetic(rng, N, L, d_in, classes):
     return x.astype(np.float32), y.astype(np.int64)
 
 
+def parameters_line(model):
+    """`cony info`'s parameter count line for model (every exported tensor)."""
+    return f"parameters:   {sum(a.size for a in model.export_tensors().values())}\n"
+
+
+def half_rounded(model):
+    """model with every weight and buffer rounded to float16, as an F16 export stores it."""
+    import torch
+    with torch.no_grad():
+        for t in list(model.parameters()) + [b for b in model.buffers() if b is not None]:
+            t.copy_(t.half().float())
+    return model
+
+
 def with_torch(cony, tmp):
     import torch
     from conytrain.ref.model import ConyEncoderClassifier, load_checkpoint, save_checkpoint
@@ -103,9 +117,8 @@ def with_torch(cony, tmp):
             if key not in info:
                 raise SystemExit(f"FAIL: `cony info` output lacks {key!r}")
         model = load_checkpoint(ckpt).double().eval()
-        n_params = sum(a.size for a in model.export_tensors().values())
-        if f"parameters:   {n_params}\n" not in info:
-            raise SystemExit(f"FAIL: `cony info` does not report {n_params} parameters")
+        if parameters_line(model) not in info:
+            raise SystemExit(f"FAIL: `cony info` does not report `{parameters_line(model)}`")
         k = model.config.get("tokens_per_step", 1)
         if k > 1 and "tokens per step" not in info:
             raise SystemExit("FAIL: `cony info` does not report the tokens per step")
@@ -121,11 +134,7 @@ def with_torch(cony, tmp):
          "--dtype", "f16"])
     if os.path.getsize(f16) >= os.path.getsize(os.path.join(tmp, "b1.safetensors")):
         raise SystemExit("FAIL: the F16 export is not smaller than the F32 one")
-    model = load_checkpoint(os.path.join(tmp, "b1.pt"))
-    with torch.no_grad():
-        for t in list(model.parameters()) + [b for b in model.buffers() if b is not None]:
-            t.copy_(t.half().float())
-    model = model.double().eval()
+    model = half_rounded(load_checkpoint(os.path.join(tmp, "b1.pt"))).double().eval()
     want = model.stream_logits(torch.from_numpy(stream).double()).numpy()
     compare("b1 stored F16", classify(cony, f16, stream, tmp), want)
 
@@ -146,12 +155,10 @@ def with_torch(cony, tmp):
         if "input groups: 3 groups over 6 input_prior rows (2 1 3)" not in info:
             raise SystemExit("FAIL: `cony info` does not report the input groups")
         model = load_checkpoint(os.path.join(tmp, "groups.pt"))
-        if f"parameters:   {sum(a.size for a in model.export_tensors().values())}\n" not in info:
+        if parameters_line(model) not in info:
             raise SystemExit("FAIL: `cony info` does not count the input prior's parameters")
         if dtype == "f16":
-            with torch.no_grad():
-                for t in list(model.parameters()) + [b for b in model.buffers() if b is not None]:
-                    t.copy_(t.half().float())
+            half_rounded(model)
         want = model.double().eval().stream_logits(torch.from_numpy(stream).double()).numpy()
         compare(f"input groups, stored {dtype.upper()}", classify(cony, path, stream, tmp), want)
 
