@@ -86,6 +86,7 @@ def require_audio(source, prog):
     (pipelines/lib.sh, cony_media_input; CONY_AUDIO_PROBE=off skips it)."""
     if os.environ.get("CONY_AUDIO_PROBE") == "off":
         return
+    # a process of its own: the probe's last-resort SIGALRM must not end this one
     probe = subprocess.run([sys.executable, os.path.join(ROOT, "pipelines", "has_audio.py"),
                             source, "--label", f"{prog}: {source}"],
                            stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)
