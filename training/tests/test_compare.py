@@ -115,6 +115,32 @@ class Compare(unittest.TestCase):
         self.assertAlmostEqual(again["candidates"]["B"]["against-baseline"]["seed-pairs"][0],
                                -a["seed-pairs"][0])
 
+    def test_each_model_reads_its_cnns_cache(self):
+        # with several --cache, a model's tokens come from the cache of its CNN (an adapted
+        # YAMNet brings its own): here cache b's tokens make the same weights right on vb
+        args, rows, labels = self.fill_cache()
+        other = os.path.join(self.tmp.name, "cache-b")
+        for r in rows:
+            x = np.load(yamnet.token_path(args.cache, r))
+            x[:, 0] = x[:, 1]
+            p = yamnet.token_path(other, r)
+            os.makedirs(os.path.dirname(p), exist_ok=True)
+            np.save(p, x)
+        models = {}
+        for cache, sha in ((args.cache, "a" * 64), (other, "b" * 64), (None, "c" * 64)):
+            if cache:
+                with open(os.path.join(cache, "yamnet.json"), "w") as f:
+                    json.dump({"cnn_sha256": sha}, f)
+            models[sha[0]] = fake_model(os.path.join(self.tmp.name, sha[0] + ".safetensors"),
+                                        [1, 0, 0, 0], frontend={"cnn_sha256": sha})
+        report, _ = self.run_compare("--cache", other, "--baseline", "A",
+                                     "A=" + models["a"], "B=" + models["b"])
+        h = {k: v["headline"]["combined"] for k, v in report["classifiers"].items()}
+        self.assertAlmostEqual(h["A.1"], 100 * (1 + 1 + 0.8) / 3)
+        self.assertEqual(h["B.1"], 100.0)
+        with self.assertRaisesRegex(SystemExit, "no --cache holds tokens of its CNN"):
+            self.run_compare("--cache", other, "--baseline", "C", "C=" + models["c"])
+
     def test_pairs_are_in_order(self):
         h = [{k: 0 for k in compare.HEADLINE} for _ in range(4)]
         for d, v in zip(h, (95.0, 94.0, 94.5, 94.5)):

@@ -108,10 +108,12 @@ class PlanValidationOnly(unittest.TestCase):
         self.assertFalse([p for p in new if '"%s"' % p in source])
 
 
-def fake_model(path, weights, window=4):
+def fake_model(path, weights, window=4, frontend=None):
     """A classifier file as fake_cony reads it: a safetensors header whose config has the
-    labels, the window and fake_cony's weights."""
+    labels, the window and fake_cony's weights (and the frontend, if given)."""
     cfg = {"labels": LABELS, "window": window, "weights": weights}
+    if frontend:
+        cfg["frontend"] = frontend
     header = json.dumps({"__metadata__": {"config": json.dumps(cfg)}}).encode()
     with open(path, "wb") as f:
         f.write(struct.pack("<Q", len(header)) + header)

@@ -15,7 +15,9 @@ train_yamnet_audio.py's val stage measures (each clip after n - 1 tokens of its 
 recording; full-window steps), and are kept in WORK/compare-logits/ under the file's
 SHA-256, so a second comparison of the same files (another baseline, another candidate
 beside them) classifies nothing again. WORK/tones holds the tone clips' manifest (made as
-the tones stage makes it when missing); the tokens come from CACHE.
+the tones stage makes it when missing); the tokens come from CACHE, or, with several
+--cache, from the one whose CNN (its yamnet.json) is the member's (its config's
+frontend cnn_sha256): models on an adapted YAMNet (--adapt-cnn) bring their own.
 
 Per member, the figures are those `train_yamnet_audio.py --val-extra` writes to val.json
 (yamnet.figures() on the same predictions): the combined class mean (rule 20), per class,
@@ -82,6 +84,7 @@ def model_logits(args, rows, labels, model):
         raise SystemExit(f"compare: {model}: labels {cfg.get('labels')} differ from the data "
                          f"set's {labels}")
     window = cfg["window"]
+    args = argparse.Namespace(**dict(vars(args), cache=cache_for(args, cfg, model)))
     path = os.path.join(args.work, "compare-logits",
                         f"{sha256(model)}-{protocol_id(args, rows, window)}.npz")
     if os.path.exists(path):
@@ -96,6 +99,19 @@ def model_logits(args, rows, labels, model):
     os.replace(path + ".tmp.npz", path)        # a stopped run leaves no half cache
     yamnet.log(f"compare: {model}: {len(got)} clips through cony classify -> {path}")
     return got
+
+
+def cache_for(args, cfg, model):
+    """The --cache holding tokens of the CNN the model was trained on."""
+    want = cfg.get("frontend", {}).get("cnn_sha256")
+    if len(args.cache) == 1:
+        return args.cache[0]
+    for cache in args.cache:
+        with open(os.path.join(cache, "yamnet.json")) as f:
+            if want is None or json.load(f).get("cnn_sha256") == want:
+                return cache
+    raise SystemExit(f"compare: {model}: no --cache holds tokens of its CNN "
+                     f"({cfg.get('frontend', {}).get('cnn')}, SHA-256 {want})")
 
 
 def softmax(z):
@@ -221,8 +237,10 @@ def build_parser():
     ap.add_argument("--val-frac", type=float, default=d.val_frac)
     ap.add_argument("--seed", type=int, default=d.seed, help="the validation split's seed")
     ap.add_argument("--cony", default=d.cony)
-    ap.add_argument("--cache", default=d.cache,
-                    help="YAMNet tokens per clip (train_yamnet_audio.py's embed stage)")
+    ap.add_argument("--cache", action="append",
+                    help="YAMNet tokens per clip (train_yamnet_audio.py's embed stage; "
+                         f"default {d.cache}); given several times, each model's tokens "
+                         "come from the one of its CNN")
     ap.add_argument("--work", default="out/compare",
                     help="WORK/tones (the tone clips' manifest), WORK/compare-logits (kept "
                          "logits), temporary files")
@@ -241,14 +259,16 @@ def main(argv=None):
     # train_yamnet_audio.py's options with these data options, as its val stage with --val-extra
     args = argparse.Namespace(**dict(vars(yamnet.build_parser().parse_args([])), **vars(opts),
                                      val_extra=True))
+    args.cache = args.cache or [yamnet.build_parser().parse_args([]).cache]
     os.makedirs(args.work, exist_ok=True)
     yamnet.stage_tones(args)                   # WORK/tones, unless its manifest is there
     rows, labels = yamnet.load_rows(args)
-    missing = [r for r in rows if r["split"] in SPLITS
-               and not os.path.exists(yamnet.token_path(args.cache, r))]
+    missing = [(c, r) for c in args.cache for r in rows if r["split"] in SPLITS
+               and not os.path.exists(yamnet.token_path(c, r))]
     if missing:
-        ap.error(f"--cache {args.cache}: no tokens for {len(missing)} clips (e.g. "
-                 f"{yamnet.token_path(args.cache, missing[0])}); run train_yamnet_audio.py "
+        c, r = missing[0]
+        ap.error(f"--cache {c}: no tokens for {len(missing)} clips (e.g. "
+                 f"{yamnet.token_path(c, r)}); run train_yamnet_audio.py "
                  "--stages tones,embed with these data options first")
     if not [r for r in rows if r["split"] == yamnet.VAL_EXTRA]:
         ap.error(f"--dataset {args.dataset}: no validation-only clips (split "

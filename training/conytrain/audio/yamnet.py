@@ -58,6 +58,7 @@ import numpy as np
 import torch
 
 from conytrain import REPO, TRAINING, safetensors_io
+from conytrain.audio import adapt
 from conytrain.audio import eval_default as eval_default_audio
 from conytrain.audio import ontology
 from conytrain.audio.own import cnn_frontend, sha256
@@ -610,6 +611,19 @@ def build_parser():
                     help="with --teachers: the weight of the teachers' probabilities in the "
                          "loss (the labels' cross-entropy has 1 - this)")
     ap.add_argument("--label-smoothing", type=float, default=0.0)
+    # YAMNet's last two layers adapted first (audio/adapt.py, rule 25)
+    ap.add_argument("--adapt-cnn", type=int, default=0,
+                    help="1: adapt YAMNet's layers 25 and 26 to the classes on the train "
+                         "clips' patches first; the encoder is trained on that file's tokens "
+                         "and pairs with it (MODELS/yamnet-adapted.safetensors)")
+    ap.add_argument("--adapt-steps", type=int, default=1500)
+    ap.add_argument("--adapt-batch", type=int, default=128, help="patches per step")
+    ap.add_argument("--adapt-lr", type=float, default=3e-4,
+                    help="the two layers' rate (the head's is 10 times it), half cosine to 0")
+    ap.add_argument("--adapt-dropout", type=float, default=0.3)
+    ap.add_argument("--adapt-also", default="",
+                    help="another data set whose validation and valx clips also get the "
+                         "adapted CNN's tokens (for compare_yamnet_recipes.py)")
     ap.add_argument("--phase1-models", default=None,
                     help="also export the model after phase 1 (trained as cony) to this folder")
     return ap
@@ -634,10 +648,14 @@ def main():
     rows, labels = load_rows(args)
     if "val" in stages:
         work = os.path.join(args.work, "val")
-        model = fit_encoder(args, rows, labels, work, "val")
-        measure(args, rows, labels, model, os.path.join(work, "val.json"))
+        mine = adapt.adapted(args, rows, labels, work, "val") if args.adapt_cnn else args
+        model = fit_encoder(mine, rows, labels, work, "val")
+        measure(mine, rows, labels, model, os.path.join(work, "val.json"))
     if "refit" in stages:
-        fit_encoder(args, refit_on_validation(rows), labels, args.models, "refit")
+        rows = refit_on_validation(rows)
+        mine = adapt.adapted(args, rows, labels, args.models, "refit") if args.adapt_cnn \
+            else args
+        fit_encoder(mine, rows, labels, args.models, "refit")
     log(f"done in {time.time() - t0:.0f} s")
 
 

@@ -1,0 +1,256 @@
+"""YAMNet's last two layers adapted to the classifier's classes (train_yamnet_audio.py
+--adapt-cnn, models/audio/EXPERIMENTS.md rule 25).
+
+The token is the mean over YAMNet's 3 x 2 last positions of layer 26 (pointwise 1024 ->
+1024, after the depthwise layer 25). Before the encoder is trained, those two layers
+(initialised from the file) and a linear head on the pooled embedding are trained on single
+patches of the train clips, each labelled with its clip's class, from layer 24's output as
+libcony computes it (`cony embed` with the file cut after layer 24, cached once per clip:
+CACHE/acts-l25/<set>/<clip>.npy, (patches, 3 * 2 * 1024) float32, HWC). The two layers are
+then quantised to int8 per output channel, as YAMNet's own are, and written into a copy of
+the file (same layers, same cost in libcony); every clip's tokens are recomputed through the
+quantised layers into a token cache of that file (yamnet.check_cache's format), and a few
+are checked against `cony embed -e` with the new file.
+"""
+
+import copy
+import json
+import os
+import time
+from concurrent.futures import ThreadPoolExecutor
+
+import numpy as np
+import torch
+import torch.nn.functional as F
+
+from conytrain import safetensors_io
+from conytrain.audio.train_default import (carve_validation_groups, log, read_manifest, run,
+                                           validation_groups_of)
+from conytrain.ref.mobilenet import dequantised
+
+FIRST = 25                  # the first adapted layer; its input is cached
+ADAPTED = (25, 26)          # depthwise 3x3 over 1024 channels, pointwise 1024 -> 1024
+CNN_NAME = "yamnet-adapted.safetensors"
+STRIDE = 25                 # yamnet.STRIDE (that module imports this one)
+
+
+def acts_path(cache, r):
+    return os.path.join(cache, f"acts-l{FIRST}", r["set"],
+                        os.path.splitext(r["path"])[0] + ".npy")
+
+
+def check_layers(meta):
+    words = meta["layers"].split()
+    if words[FIRST:FIRST + 3] != ["dw3x3s1", "conv1x1", "gap"] or meta.get("network") != \
+            "mobilenet_v1":
+        raise RuntimeError("--adapt-cnn: the CNN is not YAMNet-shaped (layers 25, 26, 27 "
+                           f"should be dw3x3s1 conv1x1 gap, not {words[FIRST:FIRST + 3]})")
+    return words
+
+
+def truncated_cnn(cnn, out):
+    """The CNN file cut before layer FIRST: `cony embed` then outputs layer 24's map."""
+    tensors, meta = safetensors_io.load(cnn)
+    words = check_layers(meta)
+    keep = {k: v for k, v in tensors.items() if int(k.split(".")[1]) < FIRST}
+    meta = {k: v for k, v in meta.items() if k != "labels"}
+    meta["layers"] = " ".join(words[:FIRST])
+    safetensors_io.save(out, keep, meta, dtypes_of(keep))
+    return out
+
+
+def dtypes_of(tensors):
+    return {k: "I8" for k, v in tensors.items() if v.dtype == np.int8}
+
+
+def stage_acts(args, rows):
+    """Layer 24's output of every clip of rows, once (CACHE/acts-l25)."""
+    todo = [r for r in rows if not os.path.exists(acts_path(args.cache, r))]
+    if not todo:
+        return
+    t0 = time.time()
+    trunc = truncated_cnn(args.cnn, os.path.join(args.work, f"cnn-before-l{FIRST}.safetensors"))
+
+    def one(r):
+        out = acts_path(args.cache, r)
+        os.makedirs(os.path.dirname(out), exist_ok=True)
+        run([args.cony, "embed", "--model", trunc, "--stride", str(STRIDE),
+             os.path.join(r["root"], r["path"]), "-o", out + ".tmp.npy"])
+        os.replace(out + ".tmp.npy", out)      # only finished clips are in the cache
+
+    with ThreadPoolExecutor(max(1, args.jobs)) as pool:
+        for k, _ in enumerate(pool.map(one, todo)):
+            if k % 1000 == 999:
+                log(f"adapt: layer {FIRST - 1} outputs, {k + 1}/{len(todo)} clips "
+                    f"({time.time() - t0:.0f} s)")
+    log(f"adapt: layer {FIRST - 1} outputs of {len(todo)} clips ({time.time() - t0:.0f} s)")
+
+
+class Tail(torch.nn.Module):
+    """Layers 25 and 26 (ReLU6 after each) and the mean over positions: (B, 3 * 2 * 1024)
+    HWC maps -> (B, 1024) embeddings, as libcony computes them."""
+
+    def __init__(self, tensors):
+        super().__init__()
+        dw, pw = (f"layers.{i}" for i in ADAPTED)
+        self.dw_w = torch.nn.Parameter(torch.from_numpy(dequantised(tensors, dw)).float())
+        self.dw_b = torch.nn.Parameter(torch.from_numpy(tensors[dw + ".bias"]).float())
+        self.pw_w = torch.nn.Parameter(
+            torch.from_numpy(dequantised(tensors, pw)[:, :, 0, 0]).float())
+        self.pw_b = torch.nn.Parameter(torch.from_numpy(tensors[pw + ".bias"]).float())
+        self.C = self.pw_w.shape[1]
+
+    def forward(self, a):
+        x = a.view(a.shape[0], 3, 2, self.C).permute(0, 3, 1, 2)
+        # stride 1 on 3 x 2: TensorFlow SAME pads one position on every side
+        x = F.conv2d(x, self.dw_w, self.dw_b, padding=1, groups=self.C).clamp(0, 6)
+        x = torch.einsum("bchw,oc->bohw", x, self.pw_w) + self.pw_b[:, None, None]
+        return x.clamp(0, 6).mean((2, 3))
+
+
+def quantised(w):
+    """Per output channel (dim 0) int8 weights and their float32 scales, YAMNet's format."""
+    flat = w.reshape(w.shape[0], -1)
+    scale = np.maximum(np.abs(flat).max(1), 1e-12) / 127.0
+    q = np.clip(np.rint(flat / scale[:, None]), -127, 127).astype(np.int8)
+    return q.reshape(w.shape), scale.astype(np.float32)
+
+
+def patch_sampler(acts, y, batch, seed):
+    """Batches of single patches, classes drawn equally often: -> (a (B, 6144), y (B,))."""
+    rng = np.random.default_rng([seed, 25])
+    by_class = [np.flatnonzero(y == c) for c in range(int(y.max()) + 1)]
+    by_class = [ix for ix in by_class if len(ix)]
+    P = acts.shape[1]
+
+    def draw():
+        cls = rng.integers(len(by_class), size=batch)
+        clip = np.array([rng.choice(by_class[c]) for c in cls])
+        patch = rng.integers(P, size=batch)
+        return (torch.from_numpy(acts[clip, patch].astype(np.float32)),
+                torch.from_numpy(y[clip]).long())
+    return draw
+
+
+def train_tail(args, acts, y, n_classes, tensors):
+    torch.manual_seed(args.train_seed)
+    tail = Tail(tensors)
+    head = torch.nn.Linear(tail.C, n_classes)
+    drop = torch.nn.Dropout(args.adapt_dropout)
+    opt = torch.optim.AdamW([{"params": tail.parameters(), "lr": args.adapt_lr},
+                             {"params": head.parameters(), "lr": args.adapt_lr * 10}],
+                            weight_decay=0.0)
+    base = [g["lr"] for g in opt.param_groups]
+    draw = patch_sampler(acts, y, args.adapt_batch, args.train_seed)
+    t0, seen, right, total = time.time(), 0, 0, 0.0
+    for step in range(args.adapt_steps):
+        frac = 0.5 * (1 + np.cos(np.pi * step / args.adapt_steps))    # half cosine to 0
+        for g, lr in zip(opt.param_groups, base):
+            g["lr"] = lr * frac
+        a, t = draw()
+        logits = head(drop(tail(a)))
+        loss = F.cross_entropy(logits, t, label_smoothing=args.label_smoothing)
+        opt.zero_grad()
+        loss.backward()
+        opt.step()
+        seen += len(t)
+        right += int((logits.argmax(1) == t).sum())
+        total += float(loss) * len(t)
+        if (step + 1) % 250 == 0 or step + 1 == args.adapt_steps:
+            log(f"adapt: step {step + 1}/{args.adapt_steps}: loss {total / seen:.4f} "
+                f"patch acc {right / seen:.3f} ({time.time() - t0:.0f} s)")
+            seen, right, total = 0, 0, 0.0
+    return tail
+
+
+def write_cnn(args, tail, tensors, meta, labels, out):
+    """A copy of the CNN file with layers 25 and 26 from tail, int8 per output channel."""
+    tensors = dict(tensors)
+    weights = {ADAPTED[0]: tail.dw_w, ADAPTED[1]: tail.pw_w[:, :, None, None]}
+    biases = {ADAPTED[0]: tail.dw_b, ADAPTED[1]: tail.pw_b}
+    for i in ADAPTED:
+        q, s = quantised(weights[i].detach().numpy().astype(np.float64))
+        tensors[f"layers.{i}.weight"], tensors[f"layers.{i}.weight_scale"] = q, s
+        tensors[f"layers.{i}.bias"] = biases[i].detach().numpy().astype(np.float32)
+    meta = dict(meta)
+    meta["adapted"] = json.dumps({
+        "from": os.path.basename(args.cnn), "from_sha256": sha256_of(args.cnn),
+        "layers": list(ADAPTED), "classes": labels, "train_seed": args.train_seed,
+        "steps": args.adapt_steps, "lr": args.adapt_lr, "batch": args.adapt_batch,
+        "by": "training/train_yamnet_audio.py --adapt-cnn (conytrain/audio/adapt.py)"})
+    os.makedirs(os.path.dirname(out), exist_ok=True)
+    safetensors_io.save(out, tensors, meta, dtypes_of(tensors))
+    log(f"adapt: wrote {out} ({os.path.getsize(out)} bytes)")
+    return out
+
+
+def sha256_of(path):
+    from conytrain.audio.own import sha256
+    return sha256(path)
+
+
+@torch.no_grad()
+def write_tokens(args, rows, cnn, cache):
+    """Every clip's tokens (and scores) through the adapted file's layers 25 and 26, into
+    a token cache of that file; a few checked against `cony embed -e`."""
+    from conytrain.audio import yamnet
+    mine = copy.copy(args)
+    mine.cnn, mine.cache = cnn, cache
+    yamnet.check_cache(mine)
+    tensors, _ = safetensors_io.load(cnn)
+    tail = Tail(tensors)                 # the quantised weights, as libcony reads them
+    fc = yamnet.yamnet_fc(cnn)
+    for r in rows:
+        out = yamnet.token_path(cache, r)
+        os.makedirs(os.path.dirname(out), exist_ok=True)
+        emb = tail(torch.from_numpy(np.load(acts_path(args.cache, r)))).numpy()
+        np.save(out, emb)
+        np.save(yamnet.token_path(cache, r, ".scores"),
+                yamnet.scores_of(emb, fc).astype(np.float16))
+    worst = 0.0
+    tmp = os.path.join(args.work, "adapt-check.npy")
+    for r in rows[::max(1, len(rows) // 5)]:
+        run([args.cony, "embed", "-e", "--model", cnn, "--stride", str(STRIDE),
+             os.path.join(r["root"], r["path"]), "-o", tmp])
+        worst = max(worst, float(np.abs(np.load(tmp) - np.load(
+            yamnet.token_path(cache, r))).max()))
+    log(f"adapt: tokens of {len(rows)} clips in {cache}; against cony embed -e: "
+        f"max |diff| {worst:.1e}")
+    if worst > 1e-3:
+        raise RuntimeError("adapt: the recomputed tokens disagree with cony embed's")
+    return mine
+
+
+def also_rows(args):
+    """--adapt-also: another data set's validation and valx clips (rule 20's measurement
+    through compare_yamnet_recipes.py), tokens of the adapted CNN included."""
+    if not args.adapt_also:
+        return []
+    rows, _ = read_manifest(args.adapt_also)
+    rows = carve_validation_groups(
+        rows, validation_groups_of(args.val_from, args.val_frac, args.seed, args.val_scope))
+    name = os.path.basename(os.path.normpath(args.adapt_also))
+    rows = [r for r in rows if r["split"] in ("val", "valx")]
+    for r in rows:
+        r["root"], r["set"] = args.adapt_also, name
+    return rows
+
+
+def adapted(args, rows, labels, cnn_dir, tag):
+    """Adapts the CNN on rows' train split -> CNN_DIR/yamnet-adapted.safetensors, and
+    returns args with it as --cnn and its token cache (WORK/TAG-tokens) as --cache."""
+    train = [r for r in rows if r["split"] == "train"]
+    need = [r for r in rows if r["split"] != "test"] + also_rows(args)
+    stage_acts(args, need)
+    tensors, meta = safetensors_io.load(args.cnn)
+    check_layers(meta)
+    t0 = time.time()
+    acts = np.stack([np.load(acts_path(args.cache, r)) for r in train])
+    y = np.array([labels.index(r["label"]) for r in train])
+    log(f"adapt: layers {ADAPTED} on {len(train)} train clips ({acts.shape[1]} patches "
+        f"each), {args.adapt_steps} steps of {args.adapt_batch} at {args.adapt_lr} "
+        f"(loaded in {time.time() - t0:.0f} s)")
+    tail = train_tail(args, acts, y, len(labels), tensors)
+    del acts
+    cnn = write_cnn(args, tail, tensors, meta, labels, os.path.join(cnn_dir, CNN_NAME))
+    return write_tokens(args, need, cnn, os.path.join(args.work, tag + "-tokens"))

@@ -1,0 +1,138 @@
+"""audio/adapt.py (train_yamnet_audio.py --adapt-cnn, rule 25): the cut file gives layer
+24's map, the trainable tail computes YAMNet's embedding from it as the float64 reference
+does, the written file changes layers 25 and 26 only (int8 per channel, within half a
+step), and libcony runs the written file to the same tokens (when the build is there)."""
+
+import argparse
+import json
+import os
+import subprocess
+import tempfile
+import unittest
+import wave
+
+import numpy as np
+import torch
+
+from conytrain import REPO, safetensors_io
+from conytrain.audio import adapt
+from conytrain.ref import mobilenet
+
+YAMNET = os.path.join(REPO, "models", "yamnet", "yamnet.safetensors")
+LABELS = ["speech", "music", "noise"]
+
+
+def layer24(net, patch):
+    """The float64 reference's output of layers 0 to 24 (HWC), one patch."""
+    cut = dict(net, layers=net["layers"][:adapt.FIRST])
+    return mobilenet.forward(cut, patch)[1].reshape(3, 2, 1024)
+
+
+def cony_tool():
+    build = os.environ.get("CONY_BUILD_ROOT", os.path.join(REPO, "build"))
+    path = os.path.join(build, "tools", "cony")
+    return path if os.access(path, os.X_OK) else None
+
+
+def write_wav(path, seconds=1.5, rate=16000):
+    t = np.arange(int(seconds * rate)) / rate
+    x = 0.3 * np.sin(2 * np.pi * 660 * t) + 0.05 * np.random.default_rng(3).standard_normal(len(t))
+    with wave.open(path, "wb") as w:
+        w.setnchannels(1)
+        w.setsampwidth(2)
+        w.setframerate(rate)
+        w.writeframes((np.clip(x, -1, 1) * 32767).astype("<i2").tobytes())
+
+
+class AdaptCnn(unittest.TestCase):
+    @classmethod
+    def setUpClass(cls):
+        cls.tensors, cls.meta = safetensors_io.load(YAMNET)
+        cls.net = mobilenet.from_tensors(cls.tensors, cls.meta)
+        cls.patch = np.random.default_rng(7).normal(-3, 2, (96, 64))
+
+    def setUp(self):
+        self.tmp = tempfile.TemporaryDirectory()
+
+    def tearDown(self):
+        self.tmp.cleanup()
+
+    def test_cut_file_and_tail_are_yamnet(self):
+        cut = adapt.truncated_cnn(YAMNET, os.path.join(self.tmp.name, "cut.safetensors"))
+        a = layer24(self.net, self.patch)
+        _, out = mobilenet.forward(mobilenet.load(cut), self.patch)
+        np.testing.assert_allclose(out, a.reshape(-1), atol=1e-9)
+        emb, _ = mobilenet.forward(self.net, self.patch)
+        got = adapt.Tail(self.tensors)(torch.from_numpy(a.reshape(1, -1)).float())
+        np.testing.assert_allclose(got[0].detach().numpy(), emb, atol=2e-4)
+
+    def test_not_yamnet_refused(self):
+        meta = dict(self.meta, layers=" ".join(self.meta["layers"].split()[:-4] + ["fc"]))
+        with self.assertRaisesRegex(RuntimeError, "not YAMNet-shaped"):
+            adapt.check_layers(meta)
+
+    def test_quantised_within_half_a_step(self):
+        w = np.random.default_rng(1).normal(0, 0.1, (8, 1, 3, 3))
+        q, s = adapt.quantised(w)
+        self.assertEqual(q.dtype, np.int8)
+        self.assertEqual(int(np.abs(q.reshape(8, -1)).max(1).min()), 127)
+        err = np.abs(q * s[:, None, None, None] - w)
+        self.assertTrue((err <= s[:, None, None, None] / 2 + 1e-12).all())
+
+    def trained_file(self, steps=40):
+        """A file adapted on patches whose class shows in layer 24's map."""
+        rng = np.random.default_rng(5)
+        y = np.repeat(np.arange(len(LABELS)), 4)
+        acts = rng.uniform(0, 1, (len(y), 3, 6144)).astype(np.float32)
+        for i, c in enumerate(y):
+            acts[i, :, c::1024] += 4.0
+        args = argparse.Namespace(train_seed=3, adapt_lr=1e-3, adapt_steps=steps,
+                                  adapt_batch=32, adapt_dropout=0.0, label_smoothing=0.0,
+                                  cnn=YAMNET)
+        tail = adapt.train_tail(args, acts, y, len(LABELS), self.tensors)
+        out = os.path.join(self.tmp.name, adapt.CNN_NAME)
+        adapt.write_cnn(args, tail, self.tensors, self.meta, LABELS, out)
+        return tail, out
+
+    def test_written_file_changes_two_layers_only(self):
+        tail, out = self.trained_file()
+        tensors, meta = safetensors_io.load(out)
+        changed = sorted({k.rsplit(".", 1)[0] for k in tensors
+                          if not np.array_equal(tensors[k], self.tensors[k])})
+        self.assertEqual(changed, ["layers.25", "layers.26"])
+        self.assertEqual(sorted(tensors), sorted(self.tensors))
+        for i, w in ((25, tail.dw_w), (26, tail.pw_w[:, :, None, None])):
+            self.assertEqual(tensors[f"layers.{i}.weight"].dtype, np.int8)
+            s = tensors[f"layers.{i}.weight_scale"].reshape(-1, 1, 1, 1)
+            err = np.abs(mobilenet.dequantised(tensors, f"layers.{i}") - w.detach().numpy())
+            self.assertTrue((err <= s / 2 + 1e-6).all())
+        info = json.loads(meta["adapted"])
+        self.assertEqual((info["layers"], info["classes"]), ([25, 26], LABELS))
+        self.assertEqual(meta["layers"], self.meta["layers"])
+
+    @unittest.skipIf(cony_tool() is None, "no built cony (CONY_BUILD_ROOT)")
+    def test_libcony_runs_the_adapted_file(self):
+        # libcony's tokens from the written file equal the tail over libcony's layer-24 maps
+        _, out = self.trained_file(steps=10)
+        wav = os.path.join(self.tmp.name, "x.wav")
+        write_wav(wav)
+        cut = adapt.truncated_cnn(YAMNET, os.path.join(self.tmp.name, "cut.safetensors"))
+        maps, emb = (os.path.join(self.tmp.name, n) for n in ("maps.npy", "emb.npy"))
+        for model, extra, dst in ((cut, [], maps), (out, ["-e"], emb)):
+            subprocess.run([cony_tool(), "embed", *extra, "--model", model, "--stride", "25",
+                            wav, "-o", dst], check=True, capture_output=True)
+        a = np.load(maps)
+        self.assertEqual(a.shape[1], 6144)
+        tensors, _ = safetensors_io.load(out)
+        with torch.no_grad():
+            want = adapt.Tail(tensors)(torch.from_numpy(a)).numpy()
+        np.testing.assert_allclose(np.load(emb), want, atol=1e-4)
+        # and not the original's tokens
+        orig = os.path.join(self.tmp.name, "orig.npy")
+        subprocess.run([cony_tool(), "embed", "-e", "--model", YAMNET, "--stride", "25", wav,
+                        "-o", orig], check=True, capture_output=True)
+        self.assertGreater(float(np.abs(np.load(orig) - want).max()), 1e-2)
+
+
+if __name__ == "__main__":
+    unittest.main()
