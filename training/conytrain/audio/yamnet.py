@@ -131,7 +131,8 @@ def yamnet_fc(cnn):
 
 def scores_of(emb, fc):
     W, b = fc
-    return 1.0 / (1.0 + np.exp(-(emb @ W.T + b)))
+    # clipped: an adapted CNN's embeddings can drive the head far past float32's exp range
+    return 1.0 / (1.0 + np.exp(-np.clip(emb @ W.T + b, -80.0, 80.0)))
 
 
 def check_cache(args):
@@ -618,7 +619,7 @@ def build_parser():
                          "and pairs with it (MODELS/yamnet-adapted.safetensors)")
     ap.add_argument("--adapt-steps", type=int, default=1500)
     ap.add_argument("--adapt-batch", type=int, default=128, help="patches per step")
-    ap.add_argument("--adapt-lr", type=float, default=3e-4,
+    ap.add_argument("--adapt-lr", type=float, default=1e-4,
                     help="the two layers' rate (the head's is 10 times it), half cosine to 0")
     ap.add_argument("--adapt-dropout", type=float, default=0.3)
     ap.add_argument("--adapt-also", default="",
