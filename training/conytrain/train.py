@@ -184,12 +184,13 @@ def fit_block_landmarks(model, sampler, block, windows=256, max_points=20000, se
 
 def train_epochs(model, sampler, epochs, batches_per_epoch, batch_size, lr, weight_decay,
                  val=None, log=print, lr_final=None, label_smoothing=0.0, teacher=None,
-                 distill=0.0):
+                 distill=0.0, grad_clip=None):
     """AdamW at lr; with lr_final, the rate falls from lr to lr_final along a half cosine
     over the batches of all epochs; label_smoothing as F.cross_entropy's. With a teacher
     (x, offsets -> class probabilities of the same windows), the loss is (1 - distill) times
     the labels' cross-entropy plus distill times the cross-entropy to the teacher's
-    probabilities (knowledge distillation at temperature 1)."""
+    probabilities (knowledge distillation at temperature 1). With grad_clip, each step's
+    gradient is scaled down to that global L2 norm when it is longer."""
     opt = torch.optim.AdamW([p for p in model.parameters() if p.requires_grad], lr=lr,
                             weight_decay=weight_decay)
     steps, step = epochs * batches_per_epoch, 0
@@ -212,6 +213,8 @@ def train_epochs(model, sampler, epochs, batches_per_epoch, batch_size, lr, weig
                 loss = (1 - distill) * loss + distill * soft
             opt.zero_grad()
             loss.backward()
+            if grad_clip:
+                torch.nn.utils.clip_grad_norm_(model.parameters(), grad_clip)
             opt.step()
             loss_sum += loss.item() * len(y)
             correct += (logits.argmax(1) == y).sum().item()

@@ -42,7 +42,11 @@ both a steady scene and a change of class. The first clip's class is drawn unifo
 Windows of n tokens end anywhere in a stream, at random stream offsets; 25 % are warm-up
 windows (the first w < n tokens of a stream). Phase 1 as `cony`, then k-means landmarks
 (train.fit_block_landmarks) and fine-tuning as `cony-fixed` (CoNy paper IV-B). The
-classifier's config records the CNN (frontend.cnn, cnn_sha256, cnn_output).
+classifier's config records the CNN (frontend.cnn, cnn_sha256, cnn_output). With
+--adapt-cnn, each of val and refit first adapts YAMNet's layers 25 and 26 to the classes on
+its own train clips (audio/adapt.py: the file DIR/yamnet-adapted.safetensors, DIR being
+WORK/val or MODELS, and its tokens in WORK/<stage>-tokens), and the encoder is trained on,
+measured on and paired with that file.
 Deterministic: fixed seeds, torch threads as given.
 """
 
@@ -332,7 +336,7 @@ def fit_encoder(args, rows, labels, models, tag):
         sampler = CorruptedWindows(sampler, tokens.reshape(-1, E), args.token_swap,
                                    args.train_seed)
     decay = 0.01 if args.lr_decay else None      # cosine to 1 % of each phase's rate
-    soft = dict(teacher=teacher, distill=args.distill)
+    soft = dict(teacher=teacher, distill=args.distill, grad_clip=args.grad_clip or None)
     train_epochs(model, sampler, args.tf_epochs, args.tf_batches, args.tf_batch, args.tf_lr,
                  args.weight_decay, log=log, lr_final=decay and args.tf_lr * decay,
                  label_smoothing=args.label_smoothing, **soft)
@@ -612,6 +616,9 @@ def build_parser():
                     help="with --teachers: the weight of the teachers' probabilities in the "
                          "loss (the labels' cross-entropy has 1 - this)")
     ap.add_argument("--label-smoothing", type=float, default=0.0)
+    ap.add_argument("--grad-clip", type=float, default=0.0,
+                    help="the encoder's gradient scaled down to this global L2 norm when "
+                         "longer (0: not clipped; rule 26)")
     # YAMNet's last two layers adapted first (audio/adapt.py, rule 25)
     ap.add_argument("--adapt-cnn", type=int, default=0,
                     help="1: adapt YAMNet's layers 25 and 26 to the classes on the train "
