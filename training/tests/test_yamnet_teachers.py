@@ -1,6 +1,7 @@
 """Distillation from seed ensembles (yamnet.py --teachers, rule 22): train_epochs learns
 the teacher's probabilities in proportion to --distill, and ensemble() averages the
-softmax of the teacher checkpoints it finds (WORK/TAG-teacher-sSEED.pt)."""
+softmax of the teacher checkpoints it finds (WORK/TAG-teacher-sSEED.pt); --grad-clip's
+clipped gradient is what the optimiser steps with."""
 
 import argparse
 import os
@@ -66,3 +67,17 @@ class Distillation(unittest.TestCase):
 
 if __name__ == "__main__":
     unittest.main()
+
+
+class GradClip(unittest.TestCase):
+    def test_clipped_gradient_reaches_the_optimiser(self):
+        # --grad-clip: a norm far below AdamW's eps leaves the weights where they were
+        def moved(clip):
+            model = tiny()
+            before = [p.detach().clone() for p in model.parameters()]
+            train_epochs(model, ConstantWindows(), 1, 10, 16, 1e-2, 0.0, log=lambda m: None,
+                         grad_clip=clip)
+            return max((p.detach() - b).abs().max().item()
+                       for p, b in zip(model.parameters(), before))
+        self.assertGreater(moved(None), 1e-2)
+        self.assertLess(moved(1e-14), 1e-5)
