@@ -31,6 +31,10 @@ info_cnn (ConyCnn *cnn, const char *path)
   const char *src = cony_cnn_get_metadata (cnn, "source");
   if (src)
     printf ("source:       %s\n", src);
+  /* a copy with layers retrained here (train_yamnet_audio.py --adapt-cnn): from what, how */
+  const char *adapted = cony_cnn_get_metadata (cnn, "adapted");
+  if (adapted)
+    printf ("adapted:      %s\n", adapted);
   return 0;
 }
 

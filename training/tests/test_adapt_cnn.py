@@ -132,6 +132,9 @@ class AdaptCnn(unittest.TestCase):
         subprocess.run([cony_tool(), "embed", "-e", "--model", YAMNET, "--stride", "25", wav,
                         "-o", orig], check=True, capture_output=True)
         self.assertGreater(float(np.abs(np.load(orig) - want).max()), 1e-2)
+        info = subprocess.run([cony_tool(), "info", out], check=True, capture_output=True,
+                              text=True).stdout
+        self.assertRegex(info, r'adapted: +\{.*"layers": \[25, 26\]')
 
 
 if __name__ == "__main__":
