@@ -30,7 +30,7 @@
  *
  * ## Example launch line
  * |[
- * gst-launch-1.0 filesrc location=a.wav ! decodebin ! audioconvert ! audioresample ! conymel preset=yamnet ! conyvggish model=models/yamnet/yamnet.safetensors output=embedding ! conytransformer model=models/audio/transformer.safetensors top-k=3 ! conyjson source=a.wav ! filesink location=out.jsonl
+ * gst-launch-1.0 filesrc location=a.wav ! decodebin ! audioconvert ! audioresample ! conymel preset=yamnet ! conyvggish model=models/audio/yamnet-adapted.safetensors output=embedding ! conytransformer model=models/audio/transformer.safetensors top-k=3 ! conyjson source=a.wav ! filesink location=out.jsonl
  * ]| writes one JSON line per step (four a second) of a.wav to out.jsonl.
  */
 #ifdef HAVE_CONFIG_H

@@ -120,7 +120,7 @@
  *
  * ## Example launch lines
  * |[
- * gst-launch-1.0 autoaudiosrc ! audioconvert ! audioresample ! conymel preset=yamnet ! conyvggish model=models/yamnet/yamnet.safetensors output=embedding ! conytransformer model=models/audio/transformer.safetensors ! fakesink -m
+ * gst-launch-1.0 autoaudiosrc ! audioconvert ! audioresample ! conymel preset=yamnet ! conyvggish model=models/audio/yamnet-adapted.safetensors output=embedding ! conytransformer model=models/audio/transformer.safetensors ! fakesink -m
  * ]| classifies the microphone four times a second with the shipped model (YAMNet
  * embeddings) and prints the messages.
  * |[

@@ -18,7 +18,7 @@ Needs python3-gi and gir1.2-gstreamer-1.0 (Debian), and the plugin on GST_PLUGIN
 (the scripts in pipelines/ set it to build/gst when it is not set).
 Models: --vggish / --transformer, or $CONY_VGGISH / $CONY_TRANSFORMER, default
 models/audio/transformer.safetensors and the CNN its config names (frontend.cnn, found in
-models/*/: models/yamnet/yamnet.safetensors for it), as pipelines/lib.sh; conymel and
+models/*/: models/audio/yamnet-adapted.safetensors for it), as pipelines/lib.sh; conymel and
 conyvggish get the settings the classifier's config records (token_props: YAMNet's
 preset and pooled embedding for a classifier trained on them).
 """

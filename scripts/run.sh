@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # The main job: sets up, builds, and classifies an audio clip with the shipped default
-# model through GStreamer (conymel preset=yamnet ! conyvggish model=models/yamnet/
-# yamnet.safetensors output=embedding ! conytransformer model=models/audio/
+# model through GStreamer (conymel preset=yamnet ! conyvggish model=models/audio/
+# yamnet-adapted.safetensors output=embedding ! conytransformer model=models/audio/
 # transformer.safetensors: pipelines/file.sh takes the CNN and its settings from the
 # classifier's config), printing one line per step: time, label, confidence.
 #

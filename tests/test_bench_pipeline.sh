@@ -23,8 +23,8 @@ done
 for v in regular continual nystrom nystrom-fixed cony cony-fixed; do
   check "variant $v" "^$v +[0-9]+\.[0-9]+ +[0-9]+$"
 done
-# no --vggish: the CNN the classifier's config names (the shipped model: YAMNet)
-check "the classifier's CNN" "CNN [^ ]*models/yamnet/yamnet\.safetensors "
+# no --vggish: the CNN the classifier's config names (the shipped model: its adapted YAMNet)
+check "the classifier's CNN" "CNN [^ ]*models/audio/yamnet-adapted\.safetensors "
 check "gst real-time factor" "s of audio in [0-9.]+ s wall, [0-9.]+ s CPU: [0-9]+x real time"
 check "gst peak memory" "peak resident memory of the gst-launch-1.0 process: [0-9.]+ MiB"
 

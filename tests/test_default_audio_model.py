@@ -6,8 +6,9 @@
 Checks:
   * `cony info` loads transformer.safetensors; its labels equal labels.txt, its token
     size equals the CNN's embedding size;
-  * the CNN is the one the classifier's config names (frontend.cnn: yamnet.safetensors in
-    models/yamnet/, or vggish.safetensors beside the classifier), its tokens its pooled
+  * the CNN is the one the classifier's config names (frontend.cnn, beside the classifier
+    or in a sibling folder: yamnet-adapted.safetensors beside the shipped one; a config
+    without one: vggish.safetensors beside it), its tokens its pooled
     embedding when frontend.cnn_output says so;
   * for each generated clip, `cony embed --model CNN [-e]` -> `cony classify --model
     transformer.safetensors` gives one step per 0.25 s (the frames of `cony mel`) and the

@@ -197,7 +197,7 @@ run_gst (const char *vggish, const char *transformer, const char *mel_props, con
 
 /* The CNN the classifier was trained on, by the name its config records (frontend.cnn),
  * beside it or in a sibling folder (models/audio/transformer.safetensors names
- * yamnet.safetensors, in models/yamnet/); a classifier that names none (or whose file
+ * yamnet-adapted.safetensors, beside it); a classifier that names none (or whose file
  * does not load) was trained on vggish.safetensors beside it. */
 static char *
 default_cnn (const char *transformer)

@@ -9,13 +9,17 @@
 #      with `-- --val-extra`), and the `cony` tool (build-train/),
 #   2. training/train_yamnet_audio.py: steady tones and mains hum (noise) beside the data
 #      set, YAMNet's tokens once for every clip (`cony embed -e`, cached with YAMNet's
-#      per-patch scores in out/yamnet-cache/), the encoder trained without the validation
-#      recordings and measured on them (out/train-yamnet/val/val.json), then refit with
-#      them -> models/audio/transformer.safetensors, labels.txt,
+#      per-patch scores in out/yamnet-cache/) and its layer-24 maps (out/yamnet-cache/
+#      acts-l25/), YAMNet's layers 25 and 26 adapted to the six classes and the encoder
+#      trained on that CNN's tokens without the validation recordings and measured on them
+#      (out/train-yamnet/val/val.json), then both refit with them ->
+#      models/audio/yamnet-adapted.safetensors, transformer.safetensors, labels.txt,
 #   3. training/eval_default_audio.py: held-out per-step accuracy through the C tools,
 #      written into models/audio/MODEL.md.
-# Work files go to out/train-yamnet/ (gitignored). About 35-60 min on 2 cores, nearly all of
-# it the embeddings (7536 clips); about 5 min with the cache filled.
+# Work files go to out/train-yamnet/ (gitignored). About 35-60 min on 2 cores, most of it the
+# two `cony embed` passes over every clip (YAMNet's tokens; its layer-24 maps: 7 min for 8270
+# clips with one process); about 12 min with both caches filled (the validation run and the
+# refit about 5 min each, the evaluation 6).
 set -euo pipefail
 
 REPO=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
@@ -31,10 +35,12 @@ parse_train_args "$@"
 ensure_datasets "$REBUILD"
 ensure_cony "$BUILD"
 
-# The shipped model's options (runs E51/E53, rule 17 in models/audio/EXPERIMENTS.md): each
-# phase's rate decayed along a half cosine, token swap, and strong regularisation.
-# Arguments after -- come later and override them.
-RECIPE=(--lr-decay 1 --token-swap 0.15 --tf-dropout 0.3 --weight-decay 0.05 --label-smoothing 0.1)
+# The shipped model's options (run E74, rules 17, 25 and 26 in models/audio/EXPERIMENTS.md):
+# each phase's rate decayed along a half cosine, token swap, strong regularisation, YAMNet's
+# last two layers adapted first (1500 steps at 1e-4, the --adapt-* defaults) and the encoder's
+# rate halved for their tokens. Arguments after -- come later and override them.
+RECIPE=(--lr-decay 1 --token-swap 0.15 --tf-dropout 0.3 --weight-decay 0.05 --label-smoothing 0.1
+        --adapt-cnn 1 --tf-lr 1e-3)
 stamp "tones, YAMNet tokens, the validation run and the refit"
 "$PY" training/train_yamnet_audio.py --dataset "$DATASET" --val-from "$VAL_DATASET" \
   --cony "$BUILD/tools/cony" --work "$WORK" --cache "$CACHE" --models "$MODELS" \
