@@ -8,9 +8,11 @@ patches of the train clips, each labelled with its clip's class, from layer 24's
 libcony computes it (`cony embed` with the file cut after layer 24, cached once per clip:
 CACHE/acts-l25/<set>/<clip>.npy, (patches, 3 * 2 * 1024) float32, HWC). The two layers are
 then quantised to int8 per output channel, as YAMNet's own are, and written into a copy of
-the file (same layers, same cost in libcony); every clip's tokens are recomputed through the
-quantised layers into a token cache of that file (yamnet.check_cache's format), and a few
-are checked against `cony embed -e` with the new file.
+the file (same layers, same cost in libcony) without YAMNet's 521-class head, which does
+not fit the changed embedding: the copy's last layer is the pool, so its output is the
+token with or without `output=embedding`. Every clip's tokens are recomputed through the
+quantised layers into a token cache of that file (yamnet.check_cache's format, no scores),
+and a few are checked against `cony embed -e` with the new file.
 """
 
 import copy
@@ -164,19 +166,23 @@ def train_tail(args, acts, y, n_classes, tensors):
 
 
 def write_cnn(args, tail, tensors, meta, labels, out):
-    """A copy of the CNN file with layers 25 and 26 from tail, int8 per output channel."""
-    tensors = dict(tensors)
+    """A copy of the CNN file with layers 25 and 26 from tail, int8 per output channel,
+    up to the pool (layer 27): the AudioSet head and its labels are left out."""
+    pool = FIRST + 2
+    tensors = {k: v for k, v in tensors.items() if int(k.split(".")[1]) < pool}
     weights = {ADAPTED[0]: tail.dw_w, ADAPTED[1]: tail.pw_w[:, :, None, None]}
     biases = {ADAPTED[0]: tail.dw_b, ADAPTED[1]: tail.pw_b}
     for i in ADAPTED:
         q, s = quantised(weights[i].detach().numpy().astype(np.float64))
         tensors[f"layers.{i}.weight"], tensors[f"layers.{i}.weight_scale"] = q, s
         tensors[f"layers.{i}.bias"] = biases[i].detach().numpy().astype(np.float32)
-    meta = dict(meta)
+    meta = {k: v for k, v in meta.items() if k != "labels"}
+    meta["layers"] = " ".join(meta["layers"].split()[:pool + 1])
     meta["adapted"] = json.dumps({
         "from": os.path.basename(args.cnn), "from_sha256": sha256_of(args.cnn),
         "layers": list(ADAPTED), "classes": labels, "train_seed": args.train_seed,
         "steps": args.adapt_steps, "lr": args.adapt_lr, "batch": args.adapt_batch,
+        "head": "left out: YAMNet's AudioSet scores do not fit the adapted embedding",
         "by": "training/train_yamnet_audio.py --adapt-cnn (conytrain/audio/adapt.py)"})
     os.makedirs(os.path.dirname(out), exist_ok=True)
     safetensors_io.save(out, tensors, meta, dtypes_of(tensors))
@@ -191,22 +197,18 @@ def sha256_of(path):
 
 @torch.no_grad()
 def write_tokens(args, rows, cnn, cache):
-    """Every clip's tokens (and scores) through the adapted file's layers 25 and 26, into
-    a token cache of that file; a few checked against `cony embed -e`."""
+    """Every clip's tokens through the adapted file's layers 25 and 26, into a token cache
+    of that file; a few checked against `cony embed -e`."""
     from conytrain.audio import yamnet
     mine = copy.copy(args)
     mine.cnn, mine.cache = cnn, cache
     yamnet.check_cache(mine)
     tensors, _ = safetensors_io.load(cnn)
     tail = Tail(tensors)                 # the quantised weights, as libcony reads them
-    fc = yamnet.yamnet_fc(cnn)
     for r in rows:
         out = yamnet.token_path(cache, r)
         os.makedirs(os.path.dirname(out), exist_ok=True)
-        emb = tail(torch.from_numpy(np.load(acts_path(args.cache, r)))).numpy()
-        np.save(out, emb)
-        np.save(yamnet.token_path(cache, r, ".scores"),
-                yamnet.scores_of(emb, fc).astype(np.float16))
+        np.save(out, tail(torch.from_numpy(np.load(acts_path(args.cache, r)))).numpy())
     worst = 0.0
     tmp = os.path.join(args.work, "adapt-check.npy")
     for r in rows[::max(1, len(rows) // 5)]:

@@ -644,6 +644,9 @@ def main():
         ap.error("--val-from: the data set whose validation recordings are held out")
     if args.input_head and args.input_groups:
         ap.error("--input-head and --input-groups: one input projection or the other")
+    if args.adapt_cnn and (args.input_head or args.input_groups):
+        ap.error("--adapt-cnn: the adapted CNN has no AudioSet head for --input-head or "
+                 "--input-groups")
 
     torch.set_num_threads(max(1, min(2, args.threads)))
     os.makedirs(args.work, exist_ok=True)
