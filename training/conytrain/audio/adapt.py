@@ -26,6 +26,7 @@ import torch
 import torch.nn.functional as F
 
 from conytrain import safetensors_io
+from conytrain.audio.own import sha256
 from conytrain.audio.train_default import (carve_validation_groups, log, read_manifest, run,
                                            validation_groups_of)
 from conytrain.ref.mobilenet import dequantised
@@ -135,6 +136,8 @@ def patch_sampler(acts, y, batch, seed):
 
 
 def train_tail(args, acts, y, n_classes, tensors):
+    """Layers 25 and 26 (from tensors) and a linear head trained on single patches of
+    acts (clips, patches, 6144) labelled y; the head is thrown away, the layers returned."""
     torch.manual_seed(args.train_seed)
     tail = Tail(tensors)
     head = torch.nn.Linear(tail.C, n_classes)
@@ -179,7 +182,7 @@ def write_cnn(args, tail, tensors, meta, labels, out):
     meta = {k: v for k, v in meta.items() if k != "labels"}
     meta["layers"] = " ".join(meta["layers"].split()[:pool + 1])
     meta["adapted"] = json.dumps({
-        "from": os.path.basename(args.cnn), "from_sha256": sha256_of(args.cnn),
+        "from": os.path.basename(args.cnn), "from_sha256": sha256(args.cnn),
         "layers": list(ADAPTED), "classes": labels, "train_seed": args.train_seed,
         "steps": args.adapt_steps, "lr": args.adapt_lr, "batch": args.adapt_batch,
         "head": "left out: YAMNet's AudioSet scores do not fit the adapted embedding",
@@ -190,16 +193,11 @@ def write_cnn(args, tail, tensors, meta, labels, out):
     return out
 
 
-def sha256_of(path):
-    from conytrain.audio.own import sha256
-    return sha256(path)
-
-
 @torch.no_grad()
 def write_tokens(args, rows, cnn, cache):
     """Every clip's tokens through the adapted file's layers 25 and 26, into a token cache
     of that file; a few checked against `cony embed -e`."""
-    from conytrain.audio import yamnet
+    from conytrain.audio import yamnet     # here: yamnet imports this module
     mine = copy.copy(args)
     mine.cnn, mine.cache = cnn, cache
     yamnet.check_cache(mine)
