@@ -16,10 +16,9 @@
 #      models/audio/yamnet-adapted.safetensors, transformer.safetensors, labels.txt,
 #   3. training/eval_default_audio.py: held-out per-step accuracy through the C tools,
 #      written into models/audio/MODEL.md.
-# Work files go to out/train-yamnet/ (gitignored). About 35-60 min on 2 cores, most of it the
-# two `cony embed` passes over every clip (YAMNet's tokens; its layer-24 maps: 7 min for 8270
-# clips with one process); about 12 min with both caches filled (the validation run and the
-# refit about 5 min each, the evaluation 6).
+# Work files go to out/train-yamnet/ (gitignored). 19 min on 2 cores with empty caches and
+# the data sets present (2026-11-26: YAMNet's tokens 7.5 min, its layer-24 maps 7 min, the
+# validation run 3, the refit 3, the evaluation 2.5), less with the caches filled.
 set -euo pipefail
 
 REPO=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
