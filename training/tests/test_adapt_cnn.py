@@ -74,7 +74,7 @@ class AdaptCnn(unittest.TestCase):
 
     def test_quantised_within_half_a_step(self):
         w = np.random.default_rng(1).normal(0, 0.1, (8, 1, 3, 3))
-        q, s = adapt.quantised(w)
+        q, s = mobilenet.quantised(w)
         self.assertEqual(q.dtype, np.int8)
         self.assertEqual(int(np.abs(q.reshape(8, -1)).max(1).min()), 127)
         err = np.abs(q * s[:, None, None, None] - w)

@@ -29,7 +29,7 @@ from conytrain import safetensors_io
 from conytrain.audio.own import sha256
 from conytrain.audio.train_default import (carve_validation_groups, log, read_manifest, run,
                                            validation_groups_of)
-from conytrain.ref.mobilenet import dequantised
+from conytrain.ref.mobilenet import dequantised, quantised
 
 FIRST = 25                  # the first adapted layer; its input is cached
 ADAPTED = (25, 26)          # depthwise 3x3 over 1024 channels, pointwise 1024 -> 1024
@@ -51,13 +51,19 @@ def check_layers(meta):
     return words
 
 
+def cut(tensors, meta, layers):
+    """A CNN file's first LAYERS layers: their tensors and the metadata, without labels."""
+    keep = {k: v for k, v in tensors.items() if int(k.split(".")[1]) < layers}
+    meta = {k: v for k, v in meta.items() if k != "labels"}
+    meta["layers"] = " ".join(meta["layers"].split()[:layers])
+    return keep, meta
+
+
 def truncated_cnn(cnn, out):
     """The CNN file cut before layer FIRST: `cony embed` then outputs layer 24's map."""
     tensors, meta = safetensors_io.load(cnn)
-    words = check_layers(meta)
-    keep = {k: v for k, v in tensors.items() if int(k.split(".")[1]) < FIRST}
-    meta = {k: v for k, v in meta.items() if k != "labels"}
-    meta["layers"] = " ".join(words[:FIRST])
+    check_layers(meta)
+    keep, meta = cut(tensors, meta, FIRST)
     safetensors_io.save(out, keep, meta, dtypes_of(keep))
     return out
 
@@ -109,14 +115,6 @@ class Tail(torch.nn.Module):
         x = F.conv2d(x, self.dw_w, self.dw_b, padding=1, groups=self.C).clamp(0, 6)
         x = torch.einsum("bchw,oc->bohw", x, self.pw_w) + self.pw_b[:, None, None]
         return x.clamp(0, 6).mean((2, 3))
-
-
-def quantised(w):
-    """Per output channel (dim 0) int8 weights and their float32 scales, YAMNet's format."""
-    flat = w.reshape(w.shape[0], -1)
-    scale = np.maximum(np.abs(flat).max(1), 1e-12) / 127.0
-    q = np.clip(np.rint(flat / scale[:, None]), -127, 127).astype(np.int8)
-    return q.reshape(w.shape), scale.astype(np.float32)
 
 
 def patch_sampler(acts, y, batch, seed):
@@ -171,16 +169,13 @@ def train_tail(args, acts, y, n_classes, tensors):
 def write_cnn(args, tail, tensors, meta, labels, out):
     """A copy of the CNN file with layers 25 and 26 from tail, int8 per output channel,
     up to the pool (layer 27): the AudioSet head and its labels are left out."""
-    pool = FIRST + 2
-    tensors = {k: v for k, v in tensors.items() if int(k.split(".")[1]) < pool}
+    tensors, meta = cut(tensors, meta, FIRST + 3)        # up to and with the pool
     weights = {ADAPTED[0]: tail.dw_w, ADAPTED[1]: tail.pw_w[:, :, None, None]}
     biases = {ADAPTED[0]: tail.dw_b, ADAPTED[1]: tail.pw_b}
     for i in ADAPTED:
         q, s = quantised(weights[i].detach().numpy().astype(np.float64))
         tensors[f"layers.{i}.weight"], tensors[f"layers.{i}.weight_scale"] = q, s
         tensors[f"layers.{i}.bias"] = biases[i].detach().numpy().astype(np.float32)
-    meta = {k: v for k, v in meta.items() if k != "labels"}
-    meta["layers"] = " ".join(meta["layers"].split()[:pool + 1])
     meta["adapted"] = json.dumps({
         "from": os.path.basename(args.cnn), "from_sha256": sha256(args.cnn),
         "layers": list(ADAPTED), "classes": labels, "train_seed": args.train_seed,

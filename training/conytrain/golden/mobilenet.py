@@ -67,11 +67,7 @@ def quantised(tensors):
         if not name.endswith(".weight"):
             out[name] = v
             continue
-        flat = v.reshape(v.shape[0], -1).astype(np.float64)
-        scale = (np.abs(flat).max(axis=1) / 127.0).astype(np.float32)
-        q = np.rint(flat / scale[:, None].astype(np.float64)).clip(-127, 127).astype(np.int8)
-        out[name] = q.reshape(v.shape)
-        out[name + "_scale"] = scale
+        out[name], out[name + "_scale"] = mobilenet.quantised(v)
     return out
 
 

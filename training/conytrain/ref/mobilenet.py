@@ -40,6 +40,15 @@ def dequantised(tensors, base):
     return w.astype(np.float64)
 
 
+def quantised(w):
+    """The inverse: int8 weights with one float32 scale per output channel (dim 0), max |w|
+    over the channel / 127 (an all-zero channel gets a tiny scale and zeros)."""
+    flat = np.asarray(w, dtype=np.float64).reshape(w.shape[0], -1)
+    scale = np.maximum(np.abs(flat).max(1), 1e-12) / 127.0
+    q = np.clip(np.rint(flat / scale[:, None]), -127, 127).astype(np.int8)
+    return q.reshape(w.shape), scale.astype(np.float32)
+
+
 def from_tensors(tensors, metadata):
     if metadata.get("network") != "mobilenet_v1":
         raise ValueError("not a network = mobilenet_v1 file")
