@@ -1,8 +1,9 @@
-"""audio/adapt.py (train_yamnet_audio.py --adapt-cnn, rule 25): the cut file gives layer
-24's map, the trainable tail computes YAMNet's embedding from it as the float64 reference
-does, the written file changes layers 25 and 26 only (int8 per channel, within half a
-step) and ends at the pool (no AudioSet head), and libcony runs the written file to the same
-tokens (when the build is there)."""
+"""audio/adapt.py (train_yamnet_audio.py --adapt-cnn, rules 25 and 28): the cut file gives
+the map entering the first adapted layer (24's or 22's), the trainable tail computes
+YAMNet's embedding from it as the float64 reference does, the written file changes the
+adapted layers only (int8 per channel, within half a step) and ends at the pool (no
+AudioSet head), and libcony runs the written file to the same tokens (when the build is
+there)."""
 
 import argparse
 import json
@@ -23,10 +24,10 @@ YAMNET = os.path.join(REPO, "models", "yamnet", "yamnet.safetensors")
 LABELS = ["speech", "music", "noise"]
 
 
-def layer24(net, patch):
-    """The float64 reference's output of layers 0 to 24 (HWC), one patch."""
-    cut = dict(net, layers=net["layers"][:adapt.FIRST])
-    return mobilenet.forward(cut, patch)[1].reshape(3, 2, 1024)
+def map_before(net, patch, first):
+    """The float64 reference's output of layers 0 to first - 1 (HWC, flat), one patch."""
+    cut = dict(net, layers=net["layers"][:first])
+    return mobilenet.forward(cut, patch)[1]
 
 
 def cony_tool():
@@ -59,13 +60,30 @@ class AdaptCnn(unittest.TestCase):
         self.tmp.cleanup()
 
     def test_cut_file_and_tail_are_yamnet(self):
-        cut = adapt.truncated_cnn(YAMNET, os.path.join(self.tmp.name, "cut.safetensors"))
-        a = layer24(self.net, self.patch)
-        _, out = mobilenet.forward(mobilenet.load(cut), self.patch)
-        np.testing.assert_allclose(out, a.reshape(-1), atol=1e-9)
-        emb, _ = mobilenet.forward(self.net, self.patch)
-        got = adapt.Tail(self.tensors)(torch.from_numpy(a.reshape(1, -1)).float())
-        np.testing.assert_allclose(got[0].detach().numpy(), emb, atol=2e-4)
+        words = self.meta["layers"].split()
+        for first, size in ((25, 3 * 2 * 1024), (23, 6 * 4 * 512)):
+            cut = adapt.truncated_cnn(YAMNET, os.path.join(self.tmp.name, "cut.safetensors"),
+                                      first)
+            a = map_before(self.net, self.patch, first)
+            self.assertEqual(a.size, size)
+            _, out = mobilenet.forward(mobilenet.load(cut), self.patch)
+            np.testing.assert_allclose(out, a, atol=1e-9)
+            emb, _ = mobilenet.forward(self.net, self.patch)
+            got = adapt.Tail(self.tensors, words, first)(torch.from_numpy(a[None]).float())
+            np.testing.assert_allclose(got[0].detach().numpy(), emb, atol=2e-4)
+
+    def test_first_layer_checked(self):
+        for first in (24, 26, 11):     # pointwise, pointwise, too early
+            with self.assertRaisesRegex(RuntimeError, "--adapt-from"):
+                adapt.check_layers(self.meta, first)
+        self.assertEqual(adapt.map_shape(self.meta["layers"].split(), 23), (6, 4))
+
+    def test_load_acts_stacks_the_clips(self):
+        maps = np.random.default_rng(2).uniform(0, 6, (3, 17, 12)).astype(np.float32)
+        paths = [os.path.join(self.tmp.name, f"{k}.npy") for k in range(3)]
+        for p, m in zip(paths, maps):
+            np.save(p, m)
+        np.testing.assert_array_equal(adapt.load_acts(paths), maps)
 
     def test_not_yamnet_refused(self):
         meta = dict(self.meta, layers=" ".join(self.meta["layers"].split()[:-4] + ["fc"]))
@@ -80,56 +98,71 @@ class AdaptCnn(unittest.TestCase):
         err = np.abs(q * s[:, None, None, None] - w)
         self.assertTrue((err <= s[:, None, None, None] / 2 + 1e-12).all())
 
-    def trained_file(self, steps=40):
-        """A file adapted on patches whose class shows in layer 24's map."""
+    def trained_file(self, steps=40, first=25):
+        """A file adapted on patches whose class shows in the map entering layer first."""
         rng = np.random.default_rng(5)
         y = np.repeat(np.arange(len(LABELS)), 4)
-        acts = rng.uniform(0, 1, (len(y), 3, 6144)).astype(np.float32)
-        for i, c in enumerate(y):
-            acts[i, :, c::1024] += 4.0
+        words = self.meta["layers"].split()
+        h, w = adapt.map_shape(words, first)
+        c = self.tensors[f"layers.{first}.weight"].shape[0]
+        acts = rng.uniform(0, 1, (len(y), 3, h * w * c)).astype(np.float32)
+        for i, k in enumerate(y):
+            acts[i, :, k::c] += 4.0
         args = argparse.Namespace(train_seed=3, adapt_lr=1e-3, adapt_steps=steps,
                                   adapt_batch=32, adapt_dropout=0.0, label_smoothing=0.0,
                                   cnn=YAMNET)
-        tail = adapt.train_tail(args, acts, y, len(LABELS), self.tensors)
+        tail = adapt.train_tail(args, acts, y, len(LABELS), self.tensors, words, first)
         out = os.path.join(self.tmp.name, adapt.CNN_NAME)
         adapt.write_cnn(args, tail, self.tensors, self.meta, LABELS, out)
         return tail, out
 
-    def test_written_file_changes_two_layers_only(self):
-        tail, out = self.trained_file()
+    def test_written_file_changes_the_adapted_layers_only(self):
+        for first in (25, 23):
+            with self.subTest(first=first):
+                self.check_written_file(first)
+
+    def check_written_file(self, first):
+        tail, out = self.trained_file(first=first)
         tensors, meta = safetensors_io.load(out)
         changed = sorted({k.rsplit(".", 1)[0] for k in tensors
                           if not np.array_equal(tensors[k], self.tensors[k])})
-        self.assertEqual(changed, ["layers.25", "layers.26"])
+        self.assertEqual(changed, [f"layers.{i}" for i in range(first, 27)])
         # every tensor up to the pool, none of the AudioSet head (layer 28) or its labels
         self.assertEqual(sorted(tensors), sorted(k for k in self.tensors
                                                  if not k.startswith("layers.28.")))
         self.assertEqual(meta["layers"].split(), self.meta["layers"].split()[:-2])
         self.assertNotIn("labels", meta)
-        for i, w in ((25, tail.dw_w), (26, tail.pw_w[:, :, None, None])):
+        for i in range(first, 27):
+            w = tail.weight(i)
             self.assertEqual(tensors[f"layers.{i}.weight"].dtype, np.int8)
             s = tensors[f"layers.{i}.weight_scale"].reshape(-1, 1, 1, 1)
             err = np.abs(mobilenet.dequantised(tensors, f"layers.{i}") - w.detach().numpy())
             self.assertTrue((err <= s / 2 + 1e-6).all())
         info = json.loads(meta["adapted"])
-        self.assertEqual((info["layers"], info["classes"]), ([25, 26], LABELS))
+        self.assertEqual((info["layers"], info["classes"]), (list(range(first, 27)), LABELS))
 
     @unittest.skipIf(cony_tool() is None, "no built cony (CONY_BUILD_ROOT)")
     def test_libcony_runs_the_adapted_file(self):
-        # libcony's tokens from the written file equal the tail over libcony's layer-24 maps
-        _, out = self.trained_file(steps=10)
+        for first in (25, 23):
+            with self.subTest(first=first):
+                self.check_libcony_runs(first)
+
+    def check_libcony_runs(self, first):
+        # libcony's tokens from the written file equal the tail over libcony's maps
+        _, out = self.trained_file(steps=10, first=first)
         wav = os.path.join(self.tmp.name, "x.wav")
         write_wav(wav)
-        cut = adapt.truncated_cnn(YAMNET, os.path.join(self.tmp.name, "cut.safetensors"))
+        cut = adapt.truncated_cnn(YAMNET, os.path.join(self.tmp.name, "cut.safetensors"),
+                                  first)
         maps, emb = (os.path.join(self.tmp.name, n) for n in ("maps.npy", "emb.npy"))
         for model, extra, dst in ((cut, [], maps), (out, ["-e"], emb)):
             subprocess.run([cony_tool(), "embed", *extra, "--model", model, "--stride", "25",
                             wav, "-o", dst], check=True, capture_output=True)
         a = np.load(maps)
-        self.assertEqual(a.shape[1], 6144)
-        tensors, _ = safetensors_io.load(out)
+        self.assertEqual(a.shape[1], 6144 if first == 25 else 12288)
+        tensors, meta = safetensors_io.load(out)
         with torch.no_grad():
-            want = adapt.Tail(tensors)(torch.from_numpy(a)).numpy()
+            want = adapt.Tail(tensors, meta["layers"].split(), first)(torch.from_numpy(a)).numpy()
         np.testing.assert_allclose(np.load(emb), want, atol=1e-4)
         # without the head the output is the token itself, -e or not
         plain = os.path.join(self.tmp.name, "plain.npy")
@@ -143,7 +176,8 @@ class AdaptCnn(unittest.TestCase):
         self.assertGreater(float(np.abs(np.load(orig) - want).max()), 1e-2)
         info = subprocess.run([cony_tool(), "info", out], check=True, capture_output=True,
                               text=True).stdout
-        self.assertRegex(info, r'adapted: +\{.*"layers": \[25, 26\]')
+        self.assertRegex(info, r'adapted: +\{.*"layers": \[%s\]'
+                         % ", ".join(str(i) for i in range(first, 27)))
 
 
 if __name__ == "__main__":

@@ -1,18 +1,19 @@
-"""YAMNet's last two layers adapted to the classifier's classes (train_yamnet_audio.py
---adapt-cnn, models/audio/EXPERIMENTS.md rule 25).
+"""YAMNet's last layers adapted to the classifier's classes (train_yamnet_audio.py
+--adapt-cnn, models/audio/EXPERIMENTS.md rules 25 and 28).
 
 The token is the mean over YAMNet's 3 x 2 last positions of layer 26 (pointwise 1024 ->
-1024, after the depthwise layer 25). Before the encoder is trained, those two layers
-(initialised from the file) and a linear head on the pooled embedding are trained on single
-patches of the train clips, each labelled with its clip's class, from layer 24's output as
-libcony computes it (`cony embed` with the file cut after layer 24, cached once per clip:
-CACHE/acts-l25/<set>/<clip>.npy, (patches, 3 * 2 * 1024) float32, HWC). The two layers are
-then quantised to int8 per output channel, as YAMNet's own are, and written into a copy of
-the file (same layers, same cost in libcony) without YAMNet's 521-class head, which does
-not fit the changed embedding: the copy's last layer is the pool, so its output is the
-token with or without `output=embedding`. Every clip's tokens are recomputed through the
-quantised layers into a token cache of that file (yamnet.check_cache's format, no scores),
-and a few are checked against `cony embed -e` with the new file.
+1024). Before the encoder is trained, the layers from --adapt-from (25: the depthwise layer
+25 and layer 26; 23: also the strided depthwise layer 23 and the pointwise 512 -> 1024 layer
+24), initialised from the file, and a linear head on the pooled embedding are trained on
+single patches of the train clips, each labelled with its clip's class, from the output of
+the layer before as libcony computes it (`cony embed` with the file cut there, cached once
+per clip: CACHE/acts-l<first>/<set>/<clip>.npy, (patches, H * W * C) float32, HWC). The
+layers are then quantised to int8 per output channel, as YAMNet's own are, and written into
+a copy of the file (same layers, same cost in libcony) without YAMNet's 521-class head,
+which does not fit the changed embedding: the copy's last layer is the pool, so its output
+is the token with or without `output=embedding`. Every clip's tokens are recomputed through
+the quantised layers into a token cache of that file (yamnet.check_cache's format, no
+scores), and a few are checked against `cony embed -e` with the new file.
 """
 
 import copy
@@ -29,26 +30,38 @@ from conytrain import safetensors_io
 from conytrain.audio.own import sha256
 from conytrain.audio.train_default import (carve_validation_groups, log, read_manifest, run,
                                            validation_groups_of)
-from conytrain.ref.mobilenet import dequantised, quantised
+from conytrain.ref.mobilenet import dequantised, quantised, same_padding
 
-FIRST = 25                  # the first adapted layer; its input is cached
-ADAPTED = (25, 26)          # depthwise 3x3 over 1024 channels, pointwise 1024 -> 1024
+FIRST = 25                  # the default first adapted layer; its input is cached
+LAST = 26                   # the last adapted layer: the pointwise one before the pool
 CNN_NAME = "yamnet-adapted.safetensors"
 STRIDE = 25                 # yamnet.STRIDE (that module imports this one)
 
 
-def acts_path(cache, r):
-    return os.path.join(cache, f"acts-l{FIRST}", r["set"],
+def acts_path(cache, r, first=FIRST):
+    return os.path.join(cache, f"acts-l{first}", r["set"],
                         os.path.splitext(r["path"])[0] + ".npy")
 
 
-def check_layers(meta):
+def check_layers(meta, first=FIRST):
     words = meta["layers"].split()
-    if words[FIRST:FIRST + 3] != ["dw3x3s1", "conv1x1", "gap"] or meta.get("network") != \
+    if words[LAST - 1:LAST + 2] != ["dw3x3s1", "conv1x1", "gap"] or meta.get("network") != \
             "mobilenet_v1":
         raise RuntimeError("--adapt-cnn: the CNN is not YAMNet-shaped (layers 25, 26, 27 "
-                           f"should be dw3x3s1 conv1x1 gap, not {words[FIRST:FIRST + 3]})")
+                           f"should be dw3x3s1 conv1x1 gap, not {words[LAST - 1:LAST + 2]})")
+    if not (13 <= first <= LAST - 1 and words[first].startswith("dw")):
+        raise RuntimeError(f"--adapt-from {first}: the first adapted layer must be one of "
+                           f"YAMNet's depthwise layers 13 to {LAST - 1}")
     return words
+
+
+def map_shape(words, first, height=96, width=64):
+    """(H, W) of the map that enters layer FIRST: each stride-2 layer before it halves
+    (SAME padding: rounded up)."""
+    for w in words[:first]:
+        if w.endswith("s2"):
+            height, width = -(-height // 2), -(-width // 2)
+    return height, width
 
 
 def cut(tensors, meta, layers):
@@ -59,11 +72,11 @@ def cut(tensors, meta, layers):
     return keep, meta
 
 
-def truncated_cnn(cnn, out):
-    """The CNN file cut before layer FIRST: `cony embed` then outputs layer 24's map."""
+def truncated_cnn(cnn, out, first=FIRST):
+    """The CNN file cut before layer FIRST: `cony embed` then outputs the map entering it."""
     tensors, meta = safetensors_io.load(cnn)
-    check_layers(meta)
-    keep, meta = cut(tensors, meta, FIRST)
+    check_layers(meta, first)
+    keep, meta = cut(tensors, meta, first)
     safetensors_io.save(out, keep, meta, dtypes_of(keep))
     return out
 
@@ -73,15 +86,18 @@ def dtypes_of(tensors):
 
 
 def stage_acts(args, rows):
-    """Layer 24's output of every clip of rows, once (CACHE/acts-l25)."""
-    todo = [r for r in rows if not os.path.exists(acts_path(args.cache, r))]
+    """The map entering layer --adapt-from of every clip of rows, once
+    (CACHE/acts-l<first>)."""
+    first = args.adapt_from
+    todo = [r for r in rows if not os.path.exists(acts_path(args.cache, r, first))]
     if not todo:
         return
     t0 = time.time()
-    trunc = truncated_cnn(args.cnn, os.path.join(args.work, f"cnn-before-l{FIRST}.safetensors"))
+    trunc = truncated_cnn(args.cnn, os.path.join(args.work, f"cnn-before-l{first}.safetensors"),
+                          first)
 
     def one(r):
-        out = acts_path(args.cache, r)
+        out = acts_path(args.cache, r, first)
         os.makedirs(os.path.dirname(out), exist_ok=True)
         run([args.cony, "embed", "--model", trunc, "--stride", str(STRIDE),
              os.path.join(r["root"], r["path"]), "-o", out + ".tmp.npy"])
@@ -90,31 +106,54 @@ def stage_acts(args, rows):
     with ThreadPoolExecutor(max(1, args.jobs)) as pool:
         for k, _ in enumerate(pool.map(one, todo)):
             if k % 1000 == 999:
-                log(f"adapt: layer {FIRST - 1} outputs, {k + 1}/{len(todo)} clips "
+                log(f"adapt: layer {first - 1} outputs, {k + 1}/{len(todo)} clips "
                     f"({time.time() - t0:.0f} s)")
-    log(f"adapt: layer {FIRST - 1} outputs of {len(todo)} clips ({time.time() - t0:.0f} s)")
+    log(f"adapt: layer {first - 1} outputs of {len(todo)} clips ({time.time() - t0:.0f} s)")
 
 
 class Tail(torch.nn.Module):
-    """Layers 25 and 26 (ReLU6 after each) and the mean over positions: (B, 3 * 2 * 1024)
-    HWC maps -> (B, 1024) embeddings, as libcony computes them."""
+    """YAMNet's layers FIRST to 26 (ReLU6 after each) and the mean over positions:
+    (B, H * W * C) HWC maps entering layer FIRST -> (B, 1024) embeddings, as libcony
+    computes them. weights[i] is layer i's (out, in / groups, kh, kw) weight."""
 
-    def __init__(self, tensors):
+    def __init__(self, tensors, words, first=FIRST):
         super().__init__()
-        dw, pw = (f"layers.{i}" for i in ADAPTED)
-        self.dw_w = torch.nn.Parameter(torch.from_numpy(dequantised(tensors, dw)).float())
-        self.dw_b = torch.nn.Parameter(torch.from_numpy(tensors[dw + ".bias"]).float())
-        self.pw_w = torch.nn.Parameter(
-            torch.from_numpy(dequantised(tensors, pw)[:, :, 0, 0]).float())
-        self.pw_b = torch.nn.Parameter(torch.from_numpy(tensors[pw + ".bias"]).float())
-        self.C = self.pw_w.shape[1]
+        self.layers = list(range(first, LAST + 1))
+        self.kinds = {i: words[i] for i in self.layers}
+        self.weights = torch.nn.ParameterDict()
+        self.biases = torch.nn.ParameterDict()
+        for i in self.layers:
+            name = f"layers.{i}"
+            self.weights[str(i)] = torch.nn.Parameter(
+                torch.from_numpy(dequantised(tensors, name)).float())
+            self.biases[str(i)] = torch.nn.Parameter(
+                torch.from_numpy(tensors[name + ".bias"]).float())
+        self.C = int(tensors[f"layers.{first}.weight"].shape[0])   # depthwise: in = out
+        self.H, self.W = map_shape(words, first)
+        self.out = int(tensors[f"layers.{LAST}.weight"].shape[0])   # the embedding size
+
+    def weight(self, i):
+        return self.weights[str(i)]
 
     def forward(self, a):
-        x = a.view(a.shape[0], 3, 2, self.C).permute(0, 3, 1, 2)
-        # stride 1 on 3 x 2: TensorFlow SAME pads one position on every side
-        x = F.conv2d(x, self.dw_w, self.dw_b, padding=1, groups=self.C).clamp(0, 6)
-        x = torch.einsum("bchw,oc->bohw", x, self.pw_w) + self.pw_b[:, None, None]
-        return x.clamp(0, 6).mean((2, 3))
+        x = a.view(a.shape[0], self.H, self.W, self.C).permute(0, 3, 1, 2)
+        for i in self.layers:
+            w, b = self.weights[str(i)], self.biases[str(i)]
+            if self.kinds[i].startswith("dw"):
+                stride = 2 if self.kinds[i].endswith("s2") else 1
+                x = F.conv2d(F.pad(x, same_pads(x.shape[2], x.shape[3], stride)), w, b,
+                             stride=stride, groups=x.shape[1])
+            else:
+                x = torch.einsum("bchw,oc->bohw", x, w[:, :, 0, 0]) + b[:, None, None]
+            x = x.clamp(0, 6)
+        return x.mean((2, 3))
+
+
+def same_pads(h, w, stride):
+    """F.pad's (left, right, top, bottom) for a 3x3 TensorFlow SAME conv: the odd position
+    after (ref/mobilenet.same_padding)."""
+    (_, top, bottom), (_, left, right) = same_padding(h, stride), same_padding(w, stride)
+    return (left, right, top, bottom)
 
 
 def patch_sampler(acts, y, batch, seed):
@@ -133,12 +172,13 @@ def patch_sampler(acts, y, batch, seed):
     return draw
 
 
-def train_tail(args, acts, y, n_classes, tensors):
-    """Layers 25 and 26 (from tensors) and a linear head trained on single patches of
-    acts (clips, patches, 6144) labelled y; the head is thrown away, the layers returned."""
+def train_tail(args, acts, y, n_classes, tensors, words, first=FIRST):
+    """Layers FIRST to 26 (from tensors) and a linear head trained on single patches of
+    acts (clips, patches, H * W * C) labelled y; the head is thrown away, the layers
+    returned."""
     torch.manual_seed(args.train_seed)
-    tail = Tail(tensors)
-    head = torch.nn.Linear(tail.C, n_classes)
+    tail = Tail(tensors, words, first)
+    head = torch.nn.Linear(tail.out, n_classes)
     drop = torch.nn.Dropout(args.adapt_dropout)
     opt = torch.optim.AdamW([{"params": tail.parameters(), "lr": args.adapt_lr},
                              {"params": head.parameters(), "lr": args.adapt_lr * 10}],
@@ -167,18 +207,16 @@ def train_tail(args, acts, y, n_classes, tensors):
 
 
 def write_cnn(args, tail, tensors, meta, labels, out):
-    """A copy of the CNN file with layers 25 and 26 from tail, int8 per output channel,
-    up to the pool (layer 27): the AudioSet head and its labels are left out."""
-    tensors, meta = cut(tensors, meta, FIRST + 3)        # up to and with the pool
-    weights = {ADAPTED[0]: tail.dw_w, ADAPTED[1]: tail.pw_w[:, :, None, None]}
-    biases = {ADAPTED[0]: tail.dw_b, ADAPTED[1]: tail.pw_b}
-    for i in ADAPTED:
-        q, s = quantised(weights[i].detach().numpy().astype(np.float64))
+    """A copy of the CNN file with tail's layers, int8 per output channel, up to the pool
+    (layer 27): the AudioSet head and its labels are left out."""
+    tensors, meta = cut(tensors, meta, LAST + 2)        # up to and with the pool
+    for i in tail.layers:
+        q, s = quantised(tail.weight(i).detach().numpy().astype(np.float64))
         tensors[f"layers.{i}.weight"], tensors[f"layers.{i}.weight_scale"] = q, s
-        tensors[f"layers.{i}.bias"] = biases[i].detach().numpy().astype(np.float32)
+        tensors[f"layers.{i}.bias"] = tail.biases[str(i)].detach().numpy().astype(np.float32)
     meta["adapted"] = json.dumps({
         "from": os.path.basename(args.cnn), "from_sha256": sha256(args.cnn),
-        "layers": list(ADAPTED), "classes": labels, "train_seed": args.train_seed,
+        "layers": tail.layers, "classes": labels, "train_seed": args.train_seed,
         "steps": args.adapt_steps, "lr": args.adapt_lr, "batch": args.adapt_batch,
         "head": "left out: YAMNet's AudioSet scores do not fit the adapted embedding",
         "by": "training/train_yamnet_audio.py --adapt-cnn (conytrain/audio/adapt.py)"})
@@ -196,12 +234,13 @@ def write_tokens(args, rows, cnn, cache):
     mine = copy.copy(args)
     mine.cnn, mine.cache = cnn, cache
     yamnet.check_cache(mine)
-    tensors, _ = safetensors_io.load(cnn)
-    tail = Tail(tensors)                 # the quantised weights, as libcony reads them
+    tensors, meta = safetensors_io.load(cnn)
+    tail = Tail(tensors, meta["layers"].split(), args.adapt_from)   # as libcony reads them
     for r in rows:
         out = yamnet.token_path(cache, r)
         os.makedirs(os.path.dirname(out), exist_ok=True)
-        np.save(out, tail(torch.from_numpy(np.load(acts_path(args.cache, r)))).numpy())
+        np.save(out, tail(torch.from_numpy(
+            np.load(acts_path(args.cache, r, args.adapt_from)))).numpy())
     worst = 0.0
     tmp = os.path.join(args.work, "adapt-check.npy")
     for r in rows[::max(1, len(rows) // 5)]:
@@ -231,6 +270,17 @@ def also_rows(args):
     return rows
 
 
+def load_acts(paths):
+    """The cached maps of paths as one (clips, patches, size) array, filled in place (a
+    list then np.stack would hold them twice: 10 GB for layer 22's maps)."""
+    first = np.load(paths[0])
+    acts = np.empty((len(paths),) + first.shape, first.dtype)
+    acts[0] = first
+    for k, p in enumerate(paths[1:], 1):
+        acts[k] = np.load(p)
+    return acts
+
+
 def adapted(args, rows, labels, cnn_dir, tag):
     """Adapts the CNN on rows' train split -> CNN_DIR/yamnet-adapted.safetensors, and
     returns args with it as --cnn and its token cache (WORK/TAG-tokens) as --cache."""
@@ -238,14 +288,14 @@ def adapted(args, rows, labels, cnn_dir, tag):
     need = [r for r in rows if r["split"] != "test"] + also_rows(args)
     stage_acts(args, need)
     tensors, meta = safetensors_io.load(args.cnn)
-    check_layers(meta)
+    words = check_layers(meta, args.adapt_from)
     t0 = time.time()
-    acts = np.stack([np.load(acts_path(args.cache, r)) for r in train])
+    acts = load_acts([acts_path(args.cache, r, args.adapt_from) for r in train])
     y = np.array([labels.index(r["label"]) for r in train])
-    log(f"adapt: layers {ADAPTED} on {len(train)} train clips ({acts.shape[1]} patches "
+    log(f"adapt: layers {args.adapt_from} to {LAST} on {len(train)} train clips ({acts.shape[1]} patches "
         f"each), {args.adapt_steps} steps of {args.adapt_batch} at {args.adapt_lr} "
         f"(loaded in {time.time() - t0:.0f} s)")
-    tail = train_tail(args, acts, y, len(labels), tensors)
+    tail = train_tail(args, acts, y, len(labels), tensors, words, args.adapt_from)
     del acts
     cnn = write_cnn(args, tail, tensors, meta, labels, os.path.join(cnn_dir, CNN_NAME))
     return write_tokens(args, need, cnn, os.path.join(args.work, tag + "-tokens"))

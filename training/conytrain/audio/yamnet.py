@@ -43,7 +43,8 @@ Windows of n tokens end anywhere in a stream, at random stream offsets; 25 % are
 windows (the first w < n tokens of a stream). Phase 1 as `cony`, then k-means landmarks
 (train.fit_block_landmarks) and fine-tuning as `cony-fixed` (CoNy paper IV-B). The
 classifier's config records the CNN (frontend.cnn, cnn_sha256, cnn_output). With
---adapt-cnn, each of val and refit first adapts YAMNet's layers 25 and 26 to the classes on
+--adapt-cnn, each of val and refit first adapts YAMNet's last layers (25 and 26, or from
+--adapt-from) to the classes on
 its own train clips (audio/adapt.py: the file DIR/yamnet-adapted.safetensors, DIR being
 WORK/val or MODELS, and its tokens in WORK/<stage>-tokens), and the encoder is trained on,
 measured on and paired with that file.
@@ -624,10 +625,13 @@ def build_parser():
                     help="1: adapt YAMNet's layers 25 and 26 to the classes on the train "
                          "clips' patches first; the encoder is trained on that file's tokens "
                          "and pairs with it (MODELS/yamnet-adapted.safetensors)")
+    ap.add_argument("--adapt-from", type=int, default=adapt.FIRST,
+                    help="the first adapted layer (25: layers 25 and 26; 23: layers 23 to 26, "
+                         "from layer 22's map, rule 28); a depthwise layer, 13 to 25")
     ap.add_argument("--adapt-steps", type=int, default=1500)
     ap.add_argument("--adapt-batch", type=int, default=128, help="patches per step")
     ap.add_argument("--adapt-lr", type=float, default=1e-4,
-                    help="the two layers' rate (the head's is 10 times it), half cosine to 0")
+                    help="the adapted layers' rate (the head's is 10 times it), half cosine to 0")
     ap.add_argument("--adapt-dropout", type=float, default=0.3)
     ap.add_argument("--adapt-also", default="",
                     help="another data set whose validation and valx clips also get the "
