@@ -12,7 +12,7 @@ layers are then quantised to int8 per output channel, as YAMNet's own are, and w
 a copy of the file (same layers, same cost in libcony) without YAMNet's 521-class head,
 which does not fit the changed embedding: the copy's last layer is the pool, so its output
 is the token with or without `output=embedding`. Every clip's tokens are recomputed through
-the quantised layers into a token cache of that file (yamnet.check_cache's format, no
+the quantised layers into a token cache of that file (audio/token_cache.py, no
 scores), and a few are checked against `cony embed -e` with the new file.
 """
 
@@ -28,6 +28,7 @@ import torch.nn.functional as F
 
 from conytrain import safetensors_io
 from conytrain.audio.own import sha256
+from conytrain.audio.token_cache import STRIDE, check_cache, token_path
 from conytrain.audio.train_default import (carve_validation_groups, log, read_manifest, run,
                                            validation_groups_of)
 from conytrain.ref.mobilenet import dequantised, quantised, same_padding
@@ -35,7 +36,6 @@ from conytrain.ref.mobilenet import dequantised, quantised, same_padding
 FIRST = 25                  # the default first adapted layer; its input is cached
 LAST = 26                   # the last adapted layer: the pointwise one before the pool
 CNN_NAME = "yamnet-adapted.safetensors"
-STRIDE = 25                 # yamnet.STRIDE (that module imports this one)
 
 
 def acts_path(cache, r, first=FIRST):
@@ -230,14 +230,13 @@ def write_cnn(args, tail, tensors, meta, labels, out):
 def write_tokens(args, rows, cnn, cache):
     """Every clip's tokens through the adapted file's layers 25 and 26, into a token cache
     of that file; a few checked against `cony embed -e`."""
-    from conytrain.audio import yamnet     # here: yamnet imports this module
     mine = copy.copy(args)
     mine.cnn, mine.cache = cnn, cache
-    yamnet.check_cache(mine)
+    check_cache(cnn, cache)
     tensors, meta = safetensors_io.load(cnn)
     tail = Tail(tensors, meta["layers"].split(), args.adapt_from)   # as libcony reads them
     for r in rows:
-        out = yamnet.token_path(cache, r)
+        out = token_path(cache, r)
         os.makedirs(os.path.dirname(out), exist_ok=True)
         np.save(out, tail(torch.from_numpy(
             np.load(acts_path(args.cache, r, args.adapt_from)))).numpy())
@@ -247,7 +246,7 @@ def write_tokens(args, rows, cnn, cache):
         run([args.cony, "embed", "-e", "--model", cnn, "--stride", str(STRIDE),
              os.path.join(r["root"], r["path"]), "-o", tmp])
         worst = max(worst, float(np.abs(np.load(tmp) - np.load(
-            yamnet.token_path(cache, r))).max()))
+            token_path(cache, r))).max()))
     log(f"adapt: tokens of {len(rows)} clips in {cache}; against cony embed -e: "
         f"max |diff| {worst:.1e}")
     if worst > 1e-3:

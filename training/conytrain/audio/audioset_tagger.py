@@ -48,8 +48,9 @@ import torch
 import torch.nn.functional as F
 
 from conytrain import REPO, safetensors_io
-from conytrain.audio.own import cnn_frontend, sha256
-from conytrain.audio.yamnet import JoinedSampler, STRIDE, scores_of, token_path, yamnet_fc
+from conytrain.audio.own import cnn_frontend
+from conytrain.audio.token_cache import STRIDE, check_cache, token_path
+from conytrain.audio.yamnet import JoinedSampler, scores_of, yamnet_fc
 from conytrain.export import export_model
 from conytrain.ref.model import ConyEncoderClassifier, save_checkpoint
 from conytrain.train import fit_block_landmarks
@@ -114,27 +115,9 @@ def stage_sines(args):
     log(f"sines: {len(rows)} clips in {out}")
 
 
-def check_cache(args, cache, write):
-    """CACHE/yamnet.json names the CNN the cached tokens come from (train_yamnet_audio.py's
-    record); tokens of another CNN are refused."""
-    info = os.path.join(cache, "yamnet.json")
-    mine = {"cnn": os.path.relpath(args.cnn, REPO), "cnn_sha256": sha256(args.cnn),
-            "stride_frames": STRIDE, "tokens": "pooled embedding (cony embed -e)",
-            "scores": "<clip>.scores.npy: sigmoid(fc(embedding)), float16"}
-    if os.path.exists(info):
-        with open(info) as f:
-            have = json.load(f).get("cnn_sha256")
-        if have != mine["cnn_sha256"]:
-            raise RuntimeError(f"{info}: the cache holds tokens of another CNN ({have})")
-    elif write:
-        os.makedirs(cache, exist_ok=True)
-        with open(info, "w") as f:
-            json.dump(mine, f, indent=1)
-
-
 def stage_embed(args, rows):
     for cache in sorted({args.cache_of(r) for r in rows}):
-        check_cache(args, cache, not (cache == args.cache and args.read_only_cache))
+        check_cache(args.cnn, cache, not (cache == args.cache and args.read_only_cache))
     todo = [r for r in rows if not os.path.exists(token_path(args.cache_of(r), r, ".scores"))]
     if not todo:
         log(f"embed: all {len(rows)} clips cached")

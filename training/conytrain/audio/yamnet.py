@@ -66,7 +66,8 @@ from conytrain import REPO, TRAINING, safetensors_io
 from conytrain.audio import adapt
 from conytrain.audio import eval_default as eval_default_audio
 from conytrain.audio import ontology
-from conytrain.audio.own import cnn_frontend, sha256
+from conytrain.audio.own import cnn_frontend
+from conytrain.audio.token_cache import STRIDE, check_cache, token_path
 from conytrain.audio.train_default import (CorruptedWindows, carve_validation,
                                            carve_validation_groups, log, read_manifest,
                                            refit_on_validation, run, validation_groups_of)
@@ -75,12 +76,7 @@ from conytrain.ref.mobilenet import dequantised
 from conytrain.ref.model import ConyEncoderClassifier, load_checkpoint, save_checkpoint
 from conytrain.train import fit_block_landmarks, train_epochs
 
-STRIDE = 25          # frames between YAMNet windows: one token every 0.25 s
 VAL_EXTRA = "valx"   # the split of validation-only clips (build.py ADDED_SPLIT)
-
-
-def token_path(cache, r, kind=""):
-    return os.path.join(cache, r["set"], os.path.splitext(r["path"])[0] + kind + ".npy")
 
 
 def load_rows(args, carve=True):
@@ -140,26 +136,8 @@ def scores_of(emb, fc):
     return 1.0 / (1.0 + np.exp(-np.clip(emb @ W.T + b, -80.0, 80.0)))
 
 
-def check_cache(args):
-    """CACHE/yamnet.json names the CNN the cached tokens come from; refuse another one."""
-    os.makedirs(args.cache, exist_ok=True)
-    info = os.path.join(args.cache, "yamnet.json")
-    mine = {"cnn": os.path.relpath(args.cnn, REPO), "cnn_sha256": sha256(args.cnn),
-            "stride_frames": STRIDE, "tokens": "pooled embedding (cony embed -e)",
-            "scores": "<clip>.scores.npy: sigmoid(fc(embedding)), float16"}
-    if os.path.exists(info):
-        with open(info) as f:
-            have = json.load(f)
-        if have.get("cnn_sha256") != mine["cnn_sha256"]:
-            raise RuntimeError(f"{info}: the cache holds tokens of another CNN "
-                               f"({have.get('cnn')}); use another --cache")
-    else:
-        with open(info, "w") as f:
-            json.dump(mine, f, indent=1)
-
-
 def stage_embed(args, rows):
-    check_cache(args)
+    check_cache(args.cnn, args.cache)
     t0 = time.time()
     todo = [r for r in rows if not os.path.exists(token_path(args.cache, r, ".scores"))]
     fc = yamnet_fc(args.cnn)
