@@ -6,6 +6,8 @@ AudioSet head), and libcony runs the written file to the same tokens (when the b
 there)."""
 
 import argparse
+import contextlib
+import io
 import json
 import os
 import subprocess
@@ -17,7 +19,7 @@ import numpy as np
 import torch
 
 from conytrain import REPO, safetensors_io
-from conytrain.audio import adapt
+from conytrain.audio import adapt, yamnet
 from conytrain.ref import mobilenet
 
 YAMNET = os.path.join(REPO, "models", "yamnet", "yamnet.safetensors")
@@ -77,6 +79,16 @@ class AdaptCnn(unittest.TestCase):
             with self.assertRaisesRegex(RuntimeError, "--adapt-from"):
                 adapt.check_layers(self.meta, first)
         self.assertEqual(adapt.map_shape(self.meta["layers"].split(), 23), (6, 4))
+
+    def test_adapt_options_refused_where_they_cannot_work(self):
+        for argv, msg in ((["--adapt-from", "23"], "--adapt-from: only with --adapt-cnn"),
+                          (["--adapt-cnn", "1", "--input-head", "1"], "no AudioSet head")):
+            err = io.StringIO()
+            with self.assertRaises(SystemExit), contextlib.redirect_stderr(err):
+                yamnet.parse_args(argv)
+            self.assertIn(msg, err.getvalue())
+        args = yamnet.parse_args(["--adapt-cnn", "1", "--adapt-from", "23"])
+        self.assertEqual((args.adapt_cnn, args.adapt_from), (1, 23))
 
     def test_load_acts_stacks_the_clips(self):
         maps = np.random.default_rng(2).uniform(0, 6, (3, 17, 12)).astype(np.float32)

@@ -619,9 +619,10 @@ def build_parser():
     return ap
 
 
-def main():
+def parse_args(argv=None):
+    """build_parser()'s arguments, with the combinations that cannot work refused."""
     ap = build_parser()
-    args = ap.parse_args()
+    args = ap.parse_args(argv)
     if not args.val_from:
         ap.error("--val-from: the data set whose validation recordings are held out")
     if args.input_head and args.input_groups:
@@ -629,7 +630,13 @@ def main():
     if args.adapt_cnn and (args.input_head or args.input_groups):
         ap.error("--adapt-cnn: the adapted CNN has no AudioSet head for --input-head or "
                  "--input-groups")
+    if args.adapt_from != adapt.FIRST and not args.adapt_cnn:
+        ap.error("--adapt-from: only with --adapt-cnn 1 (nothing is adapted without it)")
+    return args
 
+
+def main():
+    args = parse_args()
     torch.set_num_threads(max(1, min(2, args.threads)))
     os.makedirs(args.work, exist_ok=True)
     stages = args.stages.split(",")
