@@ -114,7 +114,7 @@ def stage_acts(args, rows):
 class Tail(torch.nn.Module):
     """YAMNet's layers FIRST to 26 (ReLU6 after each) and the mean over positions:
     (B, H * W * C) HWC maps entering layer FIRST -> (B, 1024) embeddings, as libcony
-    computes them. weights[i] is layer i's (out, in / groups, kh, kw) weight."""
+    computes them. weight(i) is layer i's (out, in / groups, kh, kw) weight."""
 
     def __init__(self, tensors, words, first=FIRST):
         super().__init__()
@@ -228,8 +228,8 @@ def write_cnn(args, tail, tensors, meta, labels, out):
 
 @torch.no_grad()
 def write_tokens(args, rows, cnn, cache):
-    """Every clip's tokens through the adapted file's layers 25 and 26, into a token cache
-    of that file; a few checked against `cony embed -e`."""
+    """Every clip's tokens through the adapted file's layers (from --adapt-from), into a
+    token cache of that file; a few checked against `cony embed -e`."""
     mine = copy.copy(args)
     mine.cnn, mine.cache = cnn, cache
     check_cache(cnn, cache)
@@ -291,9 +291,9 @@ def adapted(args, rows, labels, cnn_dir, tag):
     t0 = time.time()
     acts = load_acts([acts_path(args.cache, r, args.adapt_from) for r in train])
     y = np.array([labels.index(r["label"]) for r in train])
-    log(f"adapt: layers {args.adapt_from} to {LAST} on {len(train)} train clips ({acts.shape[1]} patches "
-        f"each), {args.adapt_steps} steps of {args.adapt_batch} at {args.adapt_lr} "
-        f"(loaded in {time.time() - t0:.0f} s)")
+    log(f"adapt: layers {args.adapt_from} to {LAST} on {len(train)} train clips "
+        f"({acts.shape[1]} patches each), {args.adapt_steps} steps of {args.adapt_batch} at "
+        f"{args.adapt_lr} (loaded in {time.time() - t0:.0f} s)")
     tail = train_tail(args, acts, y, len(labels), tensors, words, args.adapt_from)
     del acts
     cnn = write_cnn(args, tail, tensors, meta, labels, os.path.join(cnn_dir, CNN_NAME))

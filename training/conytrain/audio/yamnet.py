@@ -598,9 +598,9 @@ def build_parser():
     ap.add_argument("--grad-clip", type=float, default=0.0,
                     help="the encoder's gradient scaled down to this global L2 norm when "
                          "longer (0: not clipped; rule 26)")
-    # YAMNet's last two layers adapted first (audio/adapt.py, rule 25)
+    # YAMNet's last layers adapted first (audio/adapt.py, rules 25 and 28)
     ap.add_argument("--adapt-cnn", type=int, default=0,
-                    help="1: adapt YAMNet's layers 25 and 26 to the classes on the train "
+                    help="1: adapt YAMNet's last layers (--adapt-from) to the classes on the train "
                          "clips' patches first; the encoder is trained on that file's tokens "
                          "and pairs with it (MODELS/yamnet-adapted.safetensors)")
     ap.add_argument("--adapt-from", type=int, default=adapt.FIRST,
