@@ -126,8 +126,9 @@ class Tail(torch.nn.Module):
             name = f"layers.{i}"
             self.weights[str(i)] = torch.nn.Parameter(
                 torch.from_numpy(dequantised(tensors, name)).float())
+            # a copy: from_numpy would share the file's array, and training would change it
             self.biases[str(i)] = torch.nn.Parameter(
-                torch.from_numpy(tensors[name + ".bias"]).float())
+                torch.tensor(tensors[name + ".bias"], dtype=torch.float32))
         self.C = int(tensors[f"layers.{first}.weight"].shape[0])   # depthwise: in = out
         self.H, self.W = map_shape(words, first)
         self.out = int(tensors[f"layers.{LAST}.weight"].shape[0])   # the embedding size
@@ -172,12 +173,42 @@ def patch_sampler(acts, y, batch, seed):
     return draw
 
 
+class AudioSetKeeper:
+    """YAMNet's own AudioSet logits of a patch, from the unchanged layers FIRST to 26 and
+    the file's 521-class head (layer 28), and how far an adapted embedding's logits
+    (through the same head) have moved from them (--adapt-keep, rule 29)."""
+
+    def __init__(self, tensors, words, first=FIRST):
+        head = LAST + 2
+        if len(words) <= head or words[head] != "fc":
+            raise RuntimeError("--adapt-keep: the CNN has no AudioSet head (layer 28 fc) "
+                               "whose scores could be kept")
+        self.tail = Tail(tensors, words, first).requires_grad_(False)
+        self.w = torch.from_numpy(dequantised(tensors, f"layers.{head}")).float()
+        self.b = torch.from_numpy(tensors[f"layers.{head}.bias"]).float()
+
+    def logits(self, emb):
+        return emb @ self.w.T + self.b
+
+    def loss(self, a, emb):
+        """Binary KL from YAMNet's class probabilities of maps a to those of emb, summed over
+        the classes, mean over the patches (0 while the layers are unchanged)."""
+        with torch.no_grad():
+            want = self.logits(self.tail(a))
+            p = torch.sigmoid(want)
+            floor = F.binary_cross_entropy_with_logits(want, p, reduction="none").sum(1)
+        got = F.binary_cross_entropy_with_logits(self.logits(emb), p, reduction="none").sum(1)
+        return (got - floor).mean()
+
+
 def train_tail(args, acts, y, n_classes, tensors, words, first=FIRST):
     """Layers FIRST to 26 (from tensors) and a linear head trained on single patches of
-    acts (clips, patches, H * W * C) labelled y; the head is thrown away, the layers
-    returned."""
+    acts (clips, patches, H * W * C) labelled y, plus --adapt-keep times the AudioSet
+    keeper's loss; the head is thrown away, the layers returned."""
     torch.manual_seed(args.train_seed)
     tail = Tail(tensors, words, first)
+    keep = getattr(args, "adapt_keep", 0.0)
+    keeper = AudioSetKeeper(tensors, words, first) if keep > 0 else None
     head = torch.nn.Linear(tail.out, n_classes)
     drop = torch.nn.Dropout(args.adapt_dropout)
     opt = torch.optim.AdamW([{"params": tail.parameters(), "lr": args.adapt_lr},
@@ -185,14 +216,19 @@ def train_tail(args, acts, y, n_classes, tensors, words, first=FIRST):
                             weight_decay=0.0)
     base = [g["lr"] for g in opt.param_groups]
     draw = patch_sampler(acts, y, args.adapt_batch, args.train_seed)
-    t0, seen, right, total = time.time(), 0, 0, 0.0
+    t0, seen, right, total, kept = time.time(), 0, 0, 0.0, 0.0
     for step in range(args.adapt_steps):
         frac = 0.5 * (1 + np.cos(np.pi * step / args.adapt_steps))    # half cosine to 0
         for g, lr in zip(opt.param_groups, base):
             g["lr"] = lr * frac
         a, t = draw()
-        logits = head(drop(tail(a)))
+        emb = tail(a)
+        logits = head(drop(emb))
         loss = F.cross_entropy(logits, t, label_smoothing=args.label_smoothing)
+        if keeper is not None:
+            moved = keeper.loss(a, emb)
+            kept += float(moved) * len(t)
+            loss = loss + keep * moved
         opt.zero_grad()
         loss.backward()
         opt.step()
@@ -201,8 +237,10 @@ def train_tail(args, acts, y, n_classes, tensors, words, first=FIRST):
         total += float(loss) * len(t)
         if (step + 1) % 250 == 0 or step + 1 == args.adapt_steps:
             log(f"adapt: step {step + 1}/{args.adapt_steps}: loss {total / seen:.4f} "
-                f"patch acc {right / seen:.3f} ({time.time() - t0:.0f} s)")
-            seen, right, total = 0, 0, 0.0
+                f"patch acc {right / seen:.3f}"
+                + (f" audioset KL {kept / seen:.4f}" if keeper else "")
+                + f" ({time.time() - t0:.0f} s)")
+            seen, right, total, kept = 0, 0, 0.0, 0.0
     return tail
 
 
@@ -218,6 +256,7 @@ def write_cnn(args, tail, tensors, meta, labels, out):
         "from": os.path.basename(args.cnn), "from_sha256": sha256(args.cnn),
         "layers": tail.layers, "classes": labels, "train_seed": args.train_seed,
         "steps": args.adapt_steps, "lr": args.adapt_lr, "batch": args.adapt_batch,
+        **({"keep": args.adapt_keep} if getattr(args, "adapt_keep", 0.0) > 0 else {}),
         "head": "left out: YAMNet's AudioSet scores do not fit the adapted embedding",
         "by": "training/train_yamnet_audio.py --adapt-cnn (conytrain/audio/adapt.py)"})
     os.makedirs(os.path.dirname(out), exist_ok=True)

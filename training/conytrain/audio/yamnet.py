@@ -598,7 +598,7 @@ def build_parser():
     ap.add_argument("--grad-clip", type=float, default=0.0,
                     help="the encoder's gradient scaled down to this global L2 norm when "
                          "longer (0: not clipped; rule 26)")
-    # YAMNet's last layers adapted first (audio/adapt.py, rules 25 and 28)
+    # YAMNet's last layers adapted first (audio/adapt.py, rules 25, 28 and 29)
     ap.add_argument("--adapt-cnn", type=int, default=0,
                     help="1: adapt YAMNet's last layers (--adapt-from) to the classes on the train "
                          "clips' patches first; the encoder is trained on that file's tokens "
@@ -611,6 +611,10 @@ def build_parser():
     ap.add_argument("--adapt-lr", type=float, default=1e-4,
                     help="the adapted layers' rate (the head's is 10 times it), half cosine to 0")
     ap.add_argument("--adapt-dropout", type=float, default=0.3)
+    ap.add_argument("--adapt-keep", type=float, default=0.0,
+                    help="weight of a second loss that keeps YAMNet's own AudioSet scores of "
+                         "each patch (binary KL summed over the 521 classes, through the "
+                         "original head; rule 29); 0: the classes' loss alone")
     ap.add_argument("--adapt-also", default="",
                     help="another data set whose validation and valx clips also get the "
                          "adapted CNN's tokens (for compare_yamnet_recipes.py)")
@@ -632,6 +636,10 @@ def parse_args(argv=None):
                  "--input-groups")
     if args.adapt_from != adapt.FIRST and not args.adapt_cnn:
         ap.error("--adapt-from: only with --adapt-cnn 1 (nothing is adapted without it)")
+    if args.adapt_keep and not args.adapt_cnn:
+        ap.error("--adapt-keep: only with --adapt-cnn 1 (nothing is adapted without it)")
+    if args.adapt_keep < 0:
+        ap.error(f"--adapt-keep {args.adapt_keep}: a weight, 0 or more")
     return args
 
 
