@@ -1,5 +1,5 @@
 """YAMNet's last layers adapted to the classifier's classes (train_yamnet_audio.py
---adapt-cnn, models/audio/EXPERIMENTS.md rules 25 and 28).
+--adapt-cnn, models/audio/EXPERIMENTS.md rules 25, 28 and 29).
 
 The token is the mean over YAMNet's 3 x 2 last positions of layer 26 (pointwise 1024 ->
 1024). Before the encoder is trained, the layers from --adapt-from (25: the depthwise layer
@@ -7,13 +7,15 @@ The token is the mean over YAMNet's 3 x 2 last positions of layer 26 (pointwise 
 24), initialised from the file, and a linear head on the pooled embedding are trained on
 single patches of the train clips, each labelled with its clip's class, from the output of
 the layer before as libcony computes it (`cony embed` with the file cut there, cached once
-per clip: CACHE/acts-l<first>/<set>/<clip>.npy, (patches, H * W * C) float32, HWC). The
-layers are then quantised to int8 per output channel, as YAMNet's own are, and written into
-a copy of the file (same layers, same cost in libcony) without YAMNet's 521-class head,
-which does not fit the changed embedding: the copy's last layer is the pool, so its output
-is the token with or without `output=embedding`. Every clip's tokens are recomputed through
-the quantised layers into a token cache of that file (audio/token_cache.py, no
-scores), and a few are checked against `cony embed -e` with the new file.
+per clip: CACHE/acts-l<first>/<set>/<clip>.npy, (patches, H * W * C) float32, HWC); with
+--adapt-keep W, W times the drift of YAMNet's own AudioSet scores (AudioSetKeeper, rule 29)
+is added to the class loss. The layers are then quantised to int8 per output channel, as
+YAMNet's own are, and written into a copy of the file (same layers, same cost in libcony)
+without YAMNet's 521-class head, which does not fit the changed embedding: the copy's last
+layer is the pool, so its output is the token with or without `output=embedding`. Every
+clip's tokens are recomputed through the quantised layers into a token cache of that file
+(audio/token_cache.py, no scores), and a few are checked against `cony embed -e` with the
+new file.
 """
 
 import copy
