@@ -33,7 +33,7 @@ from conytrain.audio.own import sha256
 from conytrain.audio.token_cache import STRIDE, check_cache, token_path
 from conytrain.audio.train_default import (carve_validation_groups, log, read_manifest, run,
                                            validation_groups_of)
-from conytrain.ref.mobilenet import dequantised, quantised, same_padding
+from conytrain.ref.mobilenet import dequantised, fc_layer, quantised, same_padding
 
 FIRST = 25                  # the default first adapted layer; its input is cached
 LAST = 26                   # the last adapted layer: the pointwise one before the pool
@@ -181,13 +181,12 @@ class AudioSetKeeper:
     (through the same head) have moved from them (--adapt-keep, rule 29)."""
 
     def __init__(self, tensors, words, first=FIRST):
-        head = LAST + 2
-        if len(words) <= head or words[head] != "fc":
-            raise RuntimeError("--adapt-keep: the CNN has no AudioSet head (layer 28 fc) "
-                               "whose scores could be kept")
+        fc = fc_layer(tensors, words)
+        if fc is None:
+            raise RuntimeError("--adapt-keep: the CNN has no AudioSet head (fc layer) whose "
+                               "scores could be kept")
         self.tail = Tail(tensors, words, first).requires_grad_(False)
-        self.w = torch.from_numpy(dequantised(tensors, f"layers.{head}")).float()
-        self.b = torch.from_numpy(tensors[f"layers.{head}.bias"]).float()
+        self.w, self.b = (torch.from_numpy(v) for v in fc)
 
     def logits(self, emb):
         return emb @ self.w.T + self.b
@@ -209,7 +208,7 @@ def train_tail(args, acts, y, n_classes, tensors, words, first=FIRST):
     keeper's loss; the head is thrown away, the layers returned."""
     torch.manual_seed(args.train_seed)
     tail = Tail(tensors, words, first)
-    keep = getattr(args, "adapt_keep", 0.0)
+    keep = args.adapt_keep
     keeper = AudioSetKeeper(tensors, words, first) if keep > 0 else None
     head = torch.nn.Linear(tail.out, n_classes)
     drop = torch.nn.Dropout(args.adapt_dropout)
@@ -258,7 +257,7 @@ def write_cnn(args, tail, tensors, meta, labels, out):
         "from": os.path.basename(args.cnn), "from_sha256": sha256(args.cnn),
         "layers": tail.layers, "classes": labels, "train_seed": args.train_seed,
         "steps": args.adapt_steps, "lr": args.adapt_lr, "batch": args.adapt_batch,
-        **({"keep": args.adapt_keep} if getattr(args, "adapt_keep", 0.0) > 0 else {}),
+        **({"keep": args.adapt_keep} if args.adapt_keep > 0 else {}),
         "head": "left out: YAMNet's AudioSet scores do not fit the adapted embedding",
         "by": "training/train_yamnet_audio.py --adapt-cnn (conytrain/audio/adapt.py)"})
     os.makedirs(os.path.dirname(out), exist_ok=True)

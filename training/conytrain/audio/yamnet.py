@@ -72,7 +72,7 @@ from conytrain.audio.train_default import (CorruptedWindows, carve_validation,
                                            carve_validation_groups, log, read_manifest,
                                            refit_on_validation, run, validation_groups_of)
 from conytrain.export import export_model
-from conytrain.ref.mobilenet import dequantised
+from conytrain.ref.mobilenet import fc_layer
 from conytrain.ref.model import ConyEncoderClassifier, load_checkpoint, save_checkpoint
 from conytrain.train import fit_block_landmarks, train_epochs
 
@@ -125,9 +125,10 @@ def yamnet_fc(cnn):
     """(W, b) of the file's fc layer (float32), the scores' layer after the pooled
     embedding."""
     tensors, meta = safetensors_io.load(cnn)
-    i = meta["layers"].split().index("fc")
-    return (dequantised(tensors, f"layers.{i}").astype(np.float32),
-            tensors[f"layers.{i}.bias"].astype(np.float32))
+    fc = fc_layer(tensors, meta["layers"].split())
+    if fc is None:
+        raise RuntimeError(f"{cnn}: no fc layer (AudioSet head) to score the embeddings with")
+    return fc
 
 
 def scores_of(emb, fc):

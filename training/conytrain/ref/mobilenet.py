@@ -40,6 +40,16 @@ def dequantised(tensors, base):
     return w.astype(np.float64)
 
 
+def fc_layer(tensors, words):
+    """(W, b) float32 of the file's fc layer, the scores' layer after the pooled embedding
+    (words: the file's layer list); None when it has none."""
+    if "fc" not in words:
+        return None
+    i = words.index("fc")
+    return (dequantised(tensors, f"layers.{i}").astype(np.float32),
+            tensors[f"layers.{i}.bias"].astype(np.float32))
+
+
 def quantised(w):
     """The inverse: int8 weights with one float32 scale per output channel (dim 0), max |w|
     over the channel / 127 (an all-zero channel gets a tiny scale and zeros)."""
