@@ -172,24 +172,19 @@ static GstStaticPadTemplate sink_template = GST_STATIC_PAD_TEMPLATE ("sink", GST
 static GstStaticPadTemplate src_template = GST_STATIC_PAD_TEMPLATE ("src", GST_PAD_SRC,
     GST_PAD_ALWAYS, GST_STATIC_CAPS (GST_CONY_TOKENS_CAPS_STRING));
 
+/* The attention property's enum: "model", then libcony's variant table, so that a new
+ * variant needs no change here. */
 GType
 gst_cony_transformer_attention_get_type (void)
 {
   static GType type = 0;
-  static const GEnumValue values[] = {
-    { GST_CONY_TRANSFORMER_ATTENTION_MODEL, "The variants the model was trained with", "model" },
-    { GST_CONY_TRANSFORMER_ATTENTION_REGULAR, "Regular softmax attention over the window",
-        "regular" },
-    { GST_CONY_TRANSFORMER_ATTENTION_CONTINUAL, "Continual (CoSi/CoRe) attention", "continual" },
-    { GST_CONY_TRANSFORMER_ATTENTION_NYSTROM, "Nystrom, segment-means landmarks", "nystrom" },
-    { GST_CONY_TRANSFORMER_ATTENTION_NYSTROM_FIXED, "Nystrom, fixed landmarks", "nystrom-fixed" },
-    { GST_CONY_TRANSFORMER_ATTENTION_CONY, "Continual Nystrom, continual landmarks", "cony" },
-    { GST_CONY_TRANSFORMER_ATTENTION_CONY_FIXED, "Continual Nystrom, fixed landmarks",
-        "cony-fixed" },
-    { GST_CONY_TRANSFORMER_ATTENTION_VCC, "VIP-token centric compression (single output)", "vcc" },
-    { 0, NULL, NULL },
-  };
+  static GEnumValue values[CONY_ATTENTION_N_VARIANTS + 2];
   if (g_once_init_enter (&type)) {
+    values[0] = (GEnumValue){ GST_CONY_TRANSFORMER_ATTENTION_MODEL,
+      "The variants the model was trained with", "model" };
+    for (int v = 0; v < CONY_ATTENTION_N_VARIANTS; v++)
+      values[v + 1] = (GEnumValue){ v, cony_attention_variant_description (v),
+        cony_attention_variant_name (v) };
     GType t = g_enum_register_static ("GstConyTransformerAttention", values);
     g_once_init_leave (&type, t);
   }

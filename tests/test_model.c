@@ -240,16 +240,6 @@ tensors_index (Tensors *t, const char *name)
 }
 
 static void
-tensors_remove (Tensors *t, const char *name)
-{
-  int i = tensors_index (t, name);
-  g_ptr_array_remove_index (t->names, i);
-  g_ptr_array_remove_index (t->data, i);
-  g_ptr_array_remove_index (t->shapes, i);
-  g_array_remove_index (t->ndims, i);
-}
-
-static void
 tensors_write (Tensors *t, const char *path, const char *config)
 {
   const char *meta[] = { "config", config, NULL };
