@@ -2,6 +2,7 @@
 #include "cony/model.h"
 #include "cony/error.h"
 #include "cony/safetensors.h"
+#include "fusion-private.h"
 
 #include <string.h>
 #include <json-glib/json-glib.h>
@@ -220,6 +221,7 @@ cony_model_config_parse (const char *json, const char *origin, ConyModelConfig *
 
   if (!refuse_input_groups (o, origin, error))
     goto fail;
+  c->has_fusion = json_object_has_member (o, "fusion");
 
   const char *pinv = get_string (o, origin, "pinv", FALSE, "exact", error);
   if (!pinv)
@@ -464,6 +466,8 @@ cony_model_load (const char *path, GError **error)
     g_hash_table_add (known, ((Expect *) g_ptr_array_index (ex, i))->name);
   for (guint i = 0; i < cony_safetensors_n_tensors (st); i++) {
     const ConyTensorInfo *t = cony_safetensors_tensor (st, i);
+    if (c->has_fusion && g_str_has_prefix (t->name, CONY_FUSION_TENSOR_PREFIX))
+      continue; /* checked by cony_fusion_read() below */
     if (!g_hash_table_contains (known, t->name)) {
       g_set_error (error, CONY_ERROR, CONY_ERROR_FORMAT,
           "%s: unexpected tensor '%s' (not part of a "
@@ -471,6 +475,13 @@ cony_model_load (const char *path, GError **error)
           path, t->name, c->blocks, CONY_MODEL_ARCHITECTURE);
       return NULL;
     }
+  }
+
+  if (c->has_fusion) { /* a fused model runs only with a valid fusion part */
+    ConyFusion fusion;
+    if (!cony_fusion_read (st, c, &fusion, error))
+      return NULL;
+    cony_fusion_clear (&fusion);
   }
 
   for (guint i = 0; i < ex->len; i++) {

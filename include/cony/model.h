@@ -57,7 +57,8 @@ typedef struct {
    * the SHA-256 of its bytes, and "embedding" when the tokens are its pooled embedding
    * (conyvggish output=embedding) rather than its last layer. */
   char *cnn_name, *cnn_sha256, *cnn_output;
-  char *config_json; /* the whole config string as found in the file */
+  char *config_json;   /* the whole config string as found in the file */
+  gboolean has_fusion; /* a fused model (fusion.h): the config has a "fusion" object */
 } ConyModelConfig;
 
 typedef struct {
