@@ -26,6 +26,7 @@ plugin_init (GstPlugin *plugin)
   ret |= GST_ELEMENT_REGISTER (conytransformer, plugin);
   ret |= GST_ELEMENT_REGISTER (conyframeembed, plugin);
   ret |= GST_ELEMENT_REGISTER (conyjson, plugin);
+  ret |= GST_ELEMENT_REGISTER (conyfuse, plugin);
 
   return ret;
 }
