@@ -22,8 +22,8 @@ import numpy as np
 import torch
 
 from conytrain import REPO
-from conytrain.export import export_model
 from conytrain.golden import check as golden_check
+from conytrain.golden.model import exported
 from conytrain.ref.fusion import FusedClassifier
 
 DEFAULT_OUT = os.path.join(REPO, "tests", "golden", "fusion")
@@ -100,14 +100,6 @@ def golden_files(say=lambda *a: None):
             f"logit range [{logits.min():.3f}, {logits.max():.3f}]")
     files[PIPELINE[0] + ".safetensors"] = exported(make_model(PIPELINE, 3100))
     return files
-
-
-def exported(model):
-    import tempfile
-    from conytrain import safetensors_io
-    with tempfile.TemporaryDirectory() as tmp:
-        export_model(model, os.path.join(tmp, "m.safetensors"))
-        return safetensors_io.load(os.path.join(tmp, "m.safetensors"))
 
 
 def verify(golden=DEFAULT_OUT):
