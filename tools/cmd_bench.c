@@ -12,6 +12,8 @@ static const ConyCommand benches[] = {
       cony_cmd_bench_frontend },
   { "model", "encoder-classifier us/step, 1 and 2 blocks, every variant, vs PyTorch",
       cony_cmd_bench_model },
+  { "fusion", "a fused model's step: the join of its inputs, the encoder, both (us/step)",
+      cony_cmd_bench_fusion },
   { "pipeline", "the whole audio chain with a model pair: real-time factor, CPU, every variant",
       cony_cmd_bench_pipeline },
 };

@@ -20,6 +20,7 @@ int cony_cmd_classify (int argc, char **argv);
 int cony_cmd_info (int argc, char **argv);
 int cony_cmd_tag (int argc, char **argv);
 int cony_cmd_bench_model (int argc, char **argv);
+int cony_cmd_bench_fusion (int argc, char **argv);
 int cony_cmd_bench_pipeline (int argc, char **argv);
 
 /* training/@name (a Python helper of a benchmark): @given if set, else looked up
