@@ -6,7 +6,7 @@
 # ending where YAMNet's first 0.975 s window ends (the span covers the audio), labels of
 # the model; a file without video refused with exit 4 naming it; a fused model whose
 # input sizes do not match refused naming a pad and both sizes (whichever pad's caps
-# come first).
+# come first); pipelines/av_camera.sh on live test sources, and without a camera.
 # $1 = source root. Needs GST_PLUGIN_PATH (build tree's gst/).
 set -uo pipefail
 root=${1:?usage: test_av_pipeline.sh SOURCE_ROOT}
@@ -60,5 +60,27 @@ if [ "$rc" != 0 ] && [[ $out == *"sink_audio has 1024 floats per token; input 'a
   echo "ok: a fused model of other token sizes is refused, naming the pad and sizes"
 else
   echo "FAIL: mismatched model: exit $rc: $out"; fail=1
+fi
+
+# av_camera.sh live, on live test sources (4 s of audio, 2 s of video: then the video is
+# absent and the steps go on), and without a camera: exit 3, no stand-in source.
+out=$("$root/pipelines/av_camera.sh" --audio-source 'audiotestsrc is-live=true num-buffers=60' \
+  --video-source 'videotestsrc is-live=true pattern=ball num-buffers=20' "$model" 2>"$tmp/err")
+n=$(echo "$out" | grep -c ' s ')
+if [ "$n" -ge 8 ]; then
+  echo "ok av_camera.sh on live test sources: $n fused steps"
+else
+  echo "FAIL av_camera.sh live: $n steps"; echo "$out"; cat "$tmp/err"; fail=1
+fi
+if /usr/bin/python3 "$root/pipelines/devices.py" video >/dev/null 2>&1; then
+  echo "ok av_camera.sh without a camera # SKIP this machine has one"
+else
+  out=$("$root/pipelines/av_camera.sh" --audio-source 'audiotestsrc is-live=true' "$model" 2>&1)
+  rc=$?
+  if [ "$rc" = 3 ] && [[ $out == *"--video-device"* ]]; then
+    echo "ok av_camera.sh without a camera: exit 3"
+  else
+    echo "FAIL av_camera.sh without a camera: exit $rc: $out"; fail=1
+  fi
 fi
 exit $fail

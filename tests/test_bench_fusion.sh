@@ -18,8 +18,11 @@ for row in "join" "encoder step" "fused step \\(both\\)"; do
     echo "FAIL no row '$row' with numbers:"; echo "$out"; fail=1
   fi
 done
-grep -q "3 inputs (audio 3, video 4, depth 2), d_in 12" <<<"$out" \
-  && echo "ok the model line names the inputs" || { echo "FAIL model line: $out"; fail=1; }
+if grep -q "3 inputs (audio 3, video 4, depth 2), d_in 12" <<<"$out"; then
+  echo "ok the model line names the inputs"
+else
+  echo "FAIL model line: $out"; fail=1
+fi
 out=$("$cony" bench fusion "$root/tests/golden/model/b1_regular.safetensors" 2>&1)
 if [ $? != 0 ] && grep -q "b1_regular.safetensors.*not a fused model" <<<"$out"; then
   echo "ok an ordinary model is refused"
