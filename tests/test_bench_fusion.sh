@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # Smoke test of `cony bench fusion`: the three rows (join, encoder step, both) with
-# numbers for the golden fused model, and an ordinary model refused by name. (Speed
-# itself is recorded in bench/RESULTS.md, never asserted here.)
+# numbers for the golden fused model, and an ordinary model refused by name (speed itself
+# is recorded in bench/RESULTS.md, never asserted here); `cony info` lists a fused
+# model's inputs.
 #   test_bench_fusion.sh CONY SOURCE_ROOT
 set -uo pipefail
 cony=${1:?usage: test_bench_fusion.sh CONY SOURCE_ROOT}
@@ -28,5 +29,12 @@ if [ $? != 0 ] && grep -q "b1_regular.safetensors.*not a fused model" <<<"$out";
   echo "ok an ordinary model is refused"
 else
   echo "FAIL ordinary model: $out"; fail=1
+fi
+out=$("$cony" info "$root/tests/golden/fusion/av_pipeline.safetensors" 2>&1)
+if grep -q "^fusion: *4/1 steps per second over 2 inputs" <<<"$out" \
+  && grep -Eq "^  audio +1024 floats at 4/1 per second, stale after 1000 ms, tokens of yamnet.safetensors embedding$" <<<"$out"; then
+  echo "ok cony info lists the fused model's inputs"
+else
+  echo "FAIL cony info: $out"; fail=1
 fi
 exit $fail

@@ -3,6 +3,7 @@
 
 #include "cony/cnn.h"
 #include "cony/encoder.h"
+#include "cony/fusion.h"
 #include "cony/model.h"
 
 #include <stdio.h>
@@ -36,6 +37,26 @@ info_cnn (ConyCnn *cnn, const char *path)
   if (adapted)
     printf ("adapted:      %s\n", adapted);
   return 0;
+}
+
+/* The inputs of a fused model (include/cony/fusion.h), what conyfuse's pads take. */
+static gboolean
+print_fusion (const char *path, GError **error)
+{
+  g_autoptr (ConyFusion) f = cony_fusion_load (path, error);
+  if (!f)
+    return FALSE;
+  printf ("fusion:       %d/%d steps per second over %d inputs (pads sink_<input>):\n", f->rate_n,
+      f->rate_d, f->n_inputs);
+  for (int i = 0; i < f->n_inputs; i++) {
+    const ConyFusionInput *in = &f->inputs[i];
+    printf ("  %-12s %d floats at %d/%d per second, stale after %" G_GUINT64_FORMAT
+            " ms, tokens of %s%s%s\n",
+        in->name, in->size, in->rate_n, in->rate_d, in->tolerance_ns / 1000000,
+        in->cnn_name ? in->cnn_name : "an unrecorded CNN", in->cnn_output ? " " : "",
+        in->cnn_output ? in->cnn_output : "");
+  }
+  return TRUE;
 }
 
 int
@@ -100,7 +121,10 @@ cony_cmd_info (int argc, char **argv)
       c->output == CONY_OUTPUT_SIGMOID ? "sigmoid (multi-label)" : "softmax");
   printf ("frontend:     %s\n", c->frontend_json ? c->frontend_json : "(none)");
   /* the pairing conytransformer checks against the token caps */
-  if (c->cnn_sha256)
+  if (c->has_fusion) {
+    if (!print_fusion (m->path, &error))
+      return cony_cmd_fail (error);
+  } else if (c->cnn_sha256)
     printf ("trained on:   the %s of %s (SHA-256 %s): %d-float tokens\n",
         g_strcmp0 (c->cnn_output, "embedding") == 0 ? "pooled embedding" : "last layer",
         c->cnn_name ? c->cnn_name : "(unnamed CNN)", c->cnn_sha256, c->d_in);
