@@ -1,6 +1,7 @@
 /* conyfuse (GstHarness): audio tokens at 4/s against video at 10, 25 and 30 fps, a late
  * input, a stale input, a GAP, EOS on one pad, a flushing seek, the LATENCY answer, a
- * live stream whose camera never delivers, and bad pads/caps/models. The fused model is
+ * live stream whose camera never delivers, the golden streams of the PyTorch twin, and
+ * bad pads/caps/models. The fused model is
  * tests/golden/fusion/b1_cony.safetensors: inputs audio (5 floats, tolerance 500 ms) and
  * video (4 floats, tolerance 300 ms), 4 steps per second, 11-float fused tokens.
  *
@@ -411,6 +412,53 @@ test_live_missing_input (void)
   fuse_free (&f);
 }
 
+/* The golden streams of training/gen_fusion_golden.py (b1_cony: one token per input per
+ * step, some absent) as timed streams, an absent token as a GAP at its step: conyfuse's
+ * fused tokens are PyTorch's FusedClassifier.join, bit for bit (tests/test_fusion.c takes
+ * the encoder on from there). */
+static void
+test_golden_streams (void)
+{
+  g_autoptr (ConyNpyArray) audio = cony_test_load_golden_npy ("fusion", "b1_cony.audio.npy");
+  g_autoptr (ConyNpyArray) video = cony_test_load_golden_npy ("fusion", "b1_cony.video.npy");
+  g_autoptr (ConyNpyArray) present = cony_test_load_golden_npy ("fusion", "b1_cony.present.npy");
+  g_autoptr (ConyNpyArray) fused = cony_test_load_golden_npy ("fusion", "b1_cony.fused.npy");
+  guint L = (guint) fused->shape[0];
+  Fuse f;
+  fuse_new (&f, 4);
+  const ConyNpyArray *x[2] = { audio, video };
+  GstHarness *h[2] = { f.a, f.v };
+  guint size[2] = { AUDIO_SIZE, VIDEO_SIZE };
+  for (int i = 0; i < 2; i++) {
+    for (guint s = 0; s <= L; s++) { /* one more token: the stream reaches step L - 1 */
+      GstClockTime t = STEP_TIME (s), dur = STEP_TIME (s + 1) - t;
+      if (s < L && present->data[s * 2 + i] == 0) {
+        g_assert_true (gst_harness_push_event (h[i], gst_event_new_gap (t, dur)));
+        continue;
+      }
+      GstBuffer *buf = gst_buffer_new_memdup (x[i]->data + (gsize) MIN (s, L - 1) * size[i],
+          size[i] * sizeof (float));
+      GST_BUFFER_PTS (buf) = t;
+      GST_BUFFER_DURATION (buf) = dur;
+      g_assert_cmpint (gst_harness_push (h[i], buf), ==, GST_FLOW_OK);
+    }
+    gst_harness_push_event (h[i], gst_event_new_eos ());
+  }
+  GstBuffer *buf = NULL;
+  guint s = 0;
+  while (gst_harness_pull_until_eos (f.a, &buf) && buf) {
+    if (s < L) {
+      float got[D_OUT];
+      gst_buffer_extract (buf, 0, got, sizeof got);
+      g_assert_cmpmem (got, sizeof got, fused->data + (gsize) s * D_OUT, sizeof got);
+    }
+    gst_buffer_unref (buf);
+    s++;
+  }
+  g_assert_cmpuint (s, ==, L + 1);
+  fuse_free (&f);
+}
+
 static void
 test_bad_setup (void)
 {
@@ -479,6 +527,7 @@ main (int argc, char **argv)
   g_test_add_func ("/conyfuse/flushing-seek", test_flushing_seek);
   g_test_add_func ("/conyfuse/latency", test_latency);
   g_test_add_func ("/conyfuse/live-missing-input", test_live_missing_input);
+  g_test_add_func ("/conyfuse/golden-streams", test_golden_streams);
   g_test_add_func ("/conyfuse/bad-setup", test_bad_setup);
   int ret = g_test_run ();
   cony_fusion_free (fusion);
