@@ -69,6 +69,31 @@ class FusedClassifier(nn.Module):
             flags.append(p.to(x.dtype).unsqueeze(-1))
         return torch.cat(parts + flags, dim=-1)
 
+    def pack(self, tokens, present):
+        """tokens {name: (..., size)}, present {name: (...)} -> packed tokens (..., d_in):
+        the fused layout with the raw tokens (zeros where absent) and the flags, what
+        forward_packed() takes (a plain array a WindowSampler can cut windows from)."""
+        parts = [torch.where(present[n].to(torch.bool).unsqueeze(-1), tokens[n],
+                             torch.zeros_like(tokens[n])) for n in self.names]
+        flags = [present[n].to(tokens[n].dtype).unsqueeze(-1) for n in self.names]
+        return torch.cat(parts + flags, dim=-1)
+
+    def unpack(self, packed):
+        """The inverse of pack(): ({name: tokens}, {name: present})."""
+        tokens, present, at = {}, {}, 0
+        flags = packed[..., sum(self.sizes):]
+        for i, (n, size) in enumerate(zip(self.names, self.sizes)):
+            tokens[n] = packed[..., at:at + size]
+            present[n] = flags[..., i] > 0.5
+            at += size
+        return tokens, present
+
+    def forward_packed(self, x, offsets=None, override=None):
+        """forward() on packed windows x (B, w, d_in) (pack()): the flags say which
+        tokens are absent."""
+        tokens, present = self.unpack(x)
+        return self.forward(tokens, present, offsets, override)
+
     def forward(self, tokens, present, offsets=None, override=None):
         """Windows: tokens {name: (B, w, size)}, present {name: (B, w)} -> logits (B, classes)."""
         return self.encoder(self.join(tokens, present), offsets, override)
