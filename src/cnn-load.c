@@ -14,6 +14,7 @@ static const struct {
 } loaders[] = {
   { NULL, cnn_vgg_load },
   { "mobilenet_v1", cnn_mobilenet_v1_load },
+  { "mobilenet_v2", cnn_mobilenet_v2_load },
 };
 
 /* input_* sizes, final_relu, center_height and the input normalisation. */

@@ -1,5 +1,5 @@
-/* CNN engine: the loader of MobileNet files (network = "mobilenet_v1"; see
- * include/cony/cnn.h), and random MobileNet layouts. */
+/* CNN engine: the loaders of MobileNet files (network = "mobilenet_v1" and
+ * "mobilenet_v2"; see include/cony/cnn.h), and random MobileNet layouts. */
 #include "cnn-private.h"
 #include "cony/error.h"
 #include "cony/safetensors.h"
@@ -8,22 +8,45 @@
 #include <stdlib.h>
 #include <string.h>
 
-/* ---------------------------------------------------------------- MobileNet-v1 */
+/* ---------------------------------------------------------------- layer words */
 
+/* The `layers` words; v2: MobileNet-v2 only (with "add@K", the residual). */
 static const struct {
   const char *word;
   LayerKind kind;
   guint stride;
+  gboolean v2;
 } mobilenet_words[] = {
-  { "conv3x3s1", LAYER_CONV, 1 },
-  { "conv3x3s2", LAYER_CONV, 2 },
-  { "dw3x3s1", LAYER_DW, 1 },
-  { "dw3x3s2", LAYER_DW, 2 },
-  { "conv1x1", LAYER_PW, 1 },
-  { "gap", LAYER_GAP, 1 },
-  { "fc", LAYER_FC, 1 },
-  { "sigmoid", LAYER_SIGMOID, 1 },
+  { "conv3x3s1", LAYER_CONV, 1, FALSE },
+  { "conv3x3s2", LAYER_CONV, 2, FALSE },
+  { "dw3x3s1", LAYER_DW, 1, FALSE },
+  { "dw3x3s2", LAYER_DW, 2, FALSE },
+  { "conv1x1", LAYER_PW, 1, FALSE },
+  { "linear1x1", LAYER_PW, 1, TRUE }, /* no activation: the block's projection */
+  { "gap", LAYER_GAP, 1, FALSE },
+  { "fc", LAYER_FC, 1, FALSE },
+  { "sigmoid", LAYER_SIGMOID, 1, FALSE },
+  { "softmax", LAYER_SOFTMAX, 1, FALSE },
 };
+
+/* The word's index in mobilenet_words, or G_N_ELEMENTS for "add@K" (*add_from = K, which
+ * must be below @index), or -1: unknown (or v2 in a v1 file). */
+static int
+find_word (const char *word, gboolean v2, guint index, guint *add_from)
+{
+  if (v2 && g_str_has_prefix (word, "add@") && g_ascii_isdigit (word[4])) {
+    char *end = NULL;
+    guint64 k = g_ascii_strtoull (word + 4, &end, 10);
+    if (*end != '\0' || k >= index)
+      return -1;
+    *add_from = (guint) k;
+    return G_N_ELEMENTS (mobilenet_words);
+  }
+  for (guint k = 0; k < G_N_ELEMENTS (mobilenet_words); k++)
+    if (strcmp (word, mobilenet_words[k].word) == 0)
+      return v2 || !mobilenet_words[k].v2 ? (int) k : -1;
+  return -1;
+}
 
 /* Where a MobileNet's weights come from: a file, or (st NULL) random numbers. */
 typedef struct {
@@ -75,8 +98,8 @@ keep_int8 (const WeightSource *src, Layer *l, GError **error)
  * for random networks each conv3x3/conv1x1/fc word carries its width, "conv1x1:64").
  * Tensors of a file that no layer reads are refused. */
 static gboolean
-mobilenet_layers (CnnWeights *cnn, WeightSource *src, const char *words, float relu_max,
-    GError **error)
+mobilenet_layers (CnnWeights *cnn, WeightSource *src, const char *words, gboolean v2,
+    float relu_max, GError **error)
 {
   g_auto (GStrv) tokens = g_strsplit_set (words, " \t\r\n", -1);
   g_autoptr (GHashTable) used = g_hash_table_new_full (g_str_hash, g_str_equal, g_free, NULL);
@@ -96,17 +119,18 @@ mobilenet_layers (CnnWeights *cnn, WeightSource *src, const char *words, float r
       if (*end != '\0' || width == 0 || width > 65536)
         width = G_MAXUINT64;
     }
-    guint k = 0;
-    while (k < G_N_ELEMENTS (mobilenet_words) && strcmp (word, mobilenet_words[k].word) != 0)
-      k++;
-    LayerKind kind = k < G_N_ELEMENTS (mobilenet_words) ? mobilenet_words[k].kind : LAYER_POOL;
+    guint add_from = 0;
+    int k = find_word (word, v2, index, &add_from);
+    gboolean is_add = k == (int) G_N_ELEMENTS (mobilenet_words);
+    LayerKind kind = k < 0 ? LAYER_POOL : is_add ? LAYER_ADD : mobilenet_words[k].kind;
     gboolean wants_width = kind == LAYER_CONV || kind == LAYER_PW || kind == LAYER_FC;
     if (kind == LAYER_POOL || width == G_MAXUINT64
         || (src->st == NULL && wants_width != (width > 0))) {
       g_set_error (error, CONY_ERROR, CONY_ERROR_INVALID,
-          "%s: layer word %u \"%s\" is not a MobileNet layer (expected conv3x3s1, "
-          "conv3x3s2, dw3x3s1, dw3x3s2, conv1x1, gap, fc, sigmoid%s)",
-          cnn->source, index, *t, src->st ? "" : "; conv and fc words with \":WIDTH\"");
+          "%s: layer word %u \"%s\" is not a MobileNet-%s layer (expected conv3x3s1, "
+          "conv3x3s2, dw3x3s1, dw3x3s2, conv1x1, %sgap, fc, sigmoid, softmax%s)",
+          cnn->source, index, *t, v2 ? "v2" : "v1", v2 ? "linear1x1, add@K (K < index), " : "",
+          src->st ? "" : "; conv and fc words with \":WIDTH\"");
       ok = FALSE;
       break;
     }
@@ -114,8 +138,9 @@ mobilenet_layers (CnnWeights *cnn, WeightSource *src, const char *words, float r
       .name = g_strdup_printf ("layers.%u", index),
       .in_c = c,
       .out_c = c,
-      .stride = mobilenet_words[k].stride,
-      .relu = kind != LAYER_FC,
+      .stride = is_add ? 1 : mobilenet_words[k].stride,
+      .relu = kind != LAYER_FC && kind != LAYER_ADD && !(kind == LAYER_PW && mobilenet_words[k].v2),
+      .add_from = add_from,
       .relu_max = relu_max };
     gsize shape[4] = { width, c, 3, 3 };
     float *tw = NULL;
@@ -166,10 +191,10 @@ mobilenet_layers (CnnWeights *cnn, WeightSource *src, const char *words, float r
     g_free (tw);
     if (ok && (kind == LAYER_CONV || kind == LAYER_PW || kind == LAYER_FC))
       c = l.out_c = (guint) shape[0];
-    for (guint s = 0; s < 3 && l.kind != LAYER_GAP && l.kind != LAYER_SIGMOID; s++)
+    for (guint s = 0; s < 4 && (wants_width || kind == LAYER_DW); s++)
       g_hash_table_add (used,
           g_strdup_printf ("%s.%s", l.name,
-              (const char *[]){ "weight", "bias", "weight_scale" }[s]));
+              (const char *[]){ "weight", "bias", "weight_scale", "weight_zero_point" }[s]));
     g_array_append_val (layers, l);
     index++;
   }
@@ -184,8 +209,8 @@ mobilenet_layers (CnnWeights *cnn, WeightSource *src, const char *words, float r
     const char *name = cony_safetensors_tensor (src->st, i)->name;
     if (!g_hash_table_contains (used, name)) {
       g_set_error (error, CONY_ERROR, CONY_ERROR_INVALID,
-          "%s: unexpected tensor %s (a MobileNet file holds layers.I.weight, .bias "
-          "and .weight_scale of the layers its `layers` metadata lists)",
+          "%s: unexpected tensor %s (a MobileNet file holds layers.I.weight, .bias, "
+          ".weight_scale and .weight_zero_point of the layers its `layers` metadata lists)",
           cnn->source, name);
       ok = FALSE;
     }
@@ -194,8 +219,8 @@ mobilenet_layers (CnnWeights *cnn, WeightSource *src, const char *words, float r
   return ok;
 }
 
-gboolean
-cnn_mobilenet_v1_load (CnnWeights *cnn, const ConySafetensors *st, GError **error)
+static gboolean
+mobilenet_load (CnnWeights *cnn, const ConySafetensors *st, gboolean v2, GError **error)
 {
   const char *act = cony_safetensors_metadata (st, "activation");
   const char *words = cony_safetensors_metadata (st, "layers");
@@ -209,12 +234,26 @@ cnn_mobilenet_v1_load (CnnWeights *cnn, const ConySafetensors *st, GError **erro
   }
   if (words == NULL) {
     g_set_error (error, CONY_ERROR, CONY_ERROR_MISSING,
-        "%s: a network = mobilenet_v1 file needs the metadata `layers` (its layer list)",
-        cnn->source);
+        "%s: a network = mobilenet_v%d file needs the metadata `layers` (its layer list)",
+        cnn->source, v2 ? 2 : 1);
     return FALSE;
   }
   WeightSource src = { .st = st };
-  return mobilenet_layers (cnn, &src, words, relu_max, error) && cnn_finish_geometry (cnn, error);
+  return mobilenet_layers (cnn, &src, words, v2, relu_max, error)
+      && cnn_finish_geometry (cnn, error);
+}
+
+gboolean
+cnn_mobilenet_v1_load (CnnWeights *cnn, const ConySafetensors *st, GError **error)
+{
+  return mobilenet_load (cnn, st, FALSE, error);
+}
+
+/* MobileNet-v2 (inverted residuals): v1's words plus linear1x1 and add@K. */
+gboolean
+cnn_mobilenet_v2_load (CnnWeights *cnn, const ConySafetensors *st, GError **error)
+{
+  return mobilenet_load (cnn, st, TRUE, error);
 }
 
 /* ---------------------------------------------------------------- random */
@@ -234,5 +273,6 @@ gboolean
 cnn_mobilenet_random (CnnWeights *cnn, const char *layout, guint32 seed, GError **error)
 {
   WeightSource src = { .st = NULL, .rng = seed };
-  return mobilenet_layers (cnn, &src, layout, 6.0f, error) && cnn_finish_geometry (cnn, error);
+  return mobilenet_layers (cnn, &src, layout, TRUE, 6.0f, error)
+      && cnn_finish_geometry (cnn, error);
 }

@@ -27,6 +27,8 @@ typedef enum
   LAYER_DW,      /* MobileNet: 3x3 depthwise SAME conv (stride 1 or 2) + ReLU / ReLU6 */
   LAYER_PW,      /* MobileNet: 1x1 pointwise conv + ReLU / ReLU6 */
   LAYER_SIGMOID, /* MobileNet head: logistic of the previous (FC) output */
+  LAYER_ADD,     /* MobileNet-v2 residual: the map plus layer add_from's output */
+  LAYER_SOFTMAX, /* MobileNet head: softmax of the previous (FC) output */
 } LayerKind;
 
 typedef struct {
@@ -38,6 +40,8 @@ typedef struct {
   float relu_max;          /* CONV/DW/PW: 6 for ReLU6, INFINITY for ReLU (0 is read as INFINITY) */
   guint stride;            /* CONV/DW: 1 or 2 (0 is read as 1) */
   guint pad_top, pad_left; /* CONV/DW: TensorFlow SAME padding before the map */
+  guint add_from;          /* ADD: the layer whose output is added */
+  gboolean keep;           /* its output is added later: the forward pass saves it */
   /* CONV: w is (9 * in_c) x out_c row-major, row = (ky * 3 + kx) * in_c + ci.
    * DW:   w is 9 x C row-major, row = ky * 3 + kx.
    * PW:   w is in_c x out_c row-major.
@@ -83,6 +87,7 @@ typedef struct {
   gsize max_col;        /* largest im2col matrix (floats) */
   gsize max_wv, max_wm; /* Winograd scratch: n*n x tiles x Cin, n*n x tiles x Cout */
   gsize max_ch;         /* widest conv layer (channels) */
+  gsize max_keep;       /* largest map a residual add needs saved (floats; 0: none) */
 
   /* Input normalisation (x - mean[c]) / std[c], from input_mean / input_std; NULL when
    * the file declares none. */
@@ -111,6 +116,7 @@ struct _ConyCnn {
   gsize conv_cap; /* examples the conv scratch (act, col, norm, Winograd) holds */
   gsize col_cap;  /* floats allocated in col (made when an im2col layer runs) */
   float *act_a, *act_b, *col;
+  float *res;         /* the saved map of a residual (conv_cap x max_keep floats) */
   gsize fc_batch_cap; /* examples the FC scratch holds */
   float *fc_a, *fc_b;
   float *fc_w32; /* F16 FC weights expanded for a batch, fc_w32_cap floats */
@@ -176,6 +182,7 @@ gboolean cnn_vgg_random (CnnWeights *cnn, const char *layout, guint32 seed, GErr
 /* The PCA tensors of a file (cony_cnn_load_pca()). */
 gboolean cnn_read_pca_file (const char *path, guint d, float **e, float **mu, GError **error);
 gboolean cnn_mobilenet_v1_load (CnnWeights *cnn, const ConySafetensors *st, GError **error);
+gboolean cnn_mobilenet_v2_load (CnnWeights *cnn, const ConySafetensors *st, GError **error);
 /* TRUE when @layout starts with a MobileNet layer word (else VGG widths). */
 gboolean cnn_mobilenet_is_layout (const char *layout);
 gboolean cnn_mobilenet_random (CnnWeights *cnn, const char *layout, guint32 seed, GError **error);

@@ -168,7 +168,7 @@ shape_str (int ndim, const gsize *shape)
 static const char *
 dtype_str (ConyDType d)
 {
-  static const char *names[] = { "F32", "F16", "F64", "I64", "I8" };
+  static const char *names[] = { "F32", "F16", "F64", "I64", "I8", "U8" };
   return d < G_N_ELEMENTS (names) ? names[d] : "unsupported";
 }
 
@@ -199,16 +199,26 @@ cnn_read_weight (const ConySafetensors *st, const char *base, int ndim, gsize *s
         ti ? got : "", want);
     return NULL;
   }
-  if (ti->dtype != CONY_DTYPE_I8) {
+  gboolean quantised = ti->dtype == CONY_DTYPE_I8 || ti->dtype == CONY_DTYPE_U8;
+  g_autofree char *zname = g_strdup_printf ("%s.weight_zero_point", base);
+  const ConyTensorInfo *zi = cony_safetensors_find (st, zname);
+  if ((zi != NULL) != (ti->dtype == CONY_DTYPE_U8)) {
+    g_set_error (error, CONY_ERROR, zi ? CONY_ERROR_INVALID : CONY_ERROR_MISSING,
+        zi ? "%s: tensor %s goes with U8 weights only, but %s is %s"
+           : "%s: tensor %s (U8, one zero point per output channel) is missing for the U8 %s%s",
+        path, zname, wname, zi ? dtype_str (ti->dtype) : "");
+    return NULL;
+  }
+  if (!quantised) {
     if (si != NULL) {
       g_set_error (error, CONY_ERROR, CONY_ERROR_INVALID,
-          "%s: tensor %s goes with I8 weights only, but %s is %s", path, sname, wname,
+          "%s: tensor %s goes with I8 weights only (or U8), but %s is %s", path, sname, wname,
           dtype_str (ti->dtype));
       return NULL;
     }
     if (ti->dtype != CONY_DTYPE_F32 && ti->dtype != CONY_DTYPE_F16 && ti->dtype != CONY_DTYPE_F64) {
       g_set_error (error, CONY_ERROR, CONY_ERROR_INVALID,
-          "%s: tensor %s has dtype %s, expected F32, F16 or I8", path, wname,
+          "%s: tensor %s has dtype %s, expected F32, F16, I8 or U8", path, wname,
           dtype_str (ti->dtype));
       return NULL;
     }
@@ -216,9 +226,9 @@ cnn_read_weight (const ConySafetensors *st, const char *base, int ndim, gsize *s
   }
   if (si == NULL) {
     g_set_error (error, CONY_ERROR, CONY_ERROR_MISSING,
-        "%s: tensor %s is I8 but its scales %s (F32, shape (%" G_GSIZE_FORMAT
+        "%s: tensor %s is %s but its scales %s (F32, shape (%" G_GSIZE_FORMAT
         "), one per output channel) are missing",
-        path, wname, sname, shape[0]);
+        path, wname, dtype_str (ti->dtype), sname, shape[0]);
     return NULL;
   }
   g_autofree float *scale = cony_safetensors_get_f32 (st, sname, 1, shape, error);
@@ -233,8 +243,22 @@ cnn_read_weight (const ConySafetensors *st, const char *base, int ndim, gsize *s
     }
   gsize per = ti->numel / shape[0];
   float *w = g_new (float, MAX (ti->numel, 1));
+  if (ti->dtype == CONY_DTYPE_I8) {
+    for (gsize i = 0; i < ti->numel; i++)
+      w[i] = (float) (gint8) ti->data[i] * scale[i / per];
+    return w;
+  }
+  /* U8 (TFLite's uint8 asymmetric): (q - zero_point) x scale; q - zp is exact. */
+  if (zi->dtype != CONY_DTYPE_U8 || zi->ndim != 1 || zi->shape[0] != shape[0]) {
+    g_autofree char *got = shape_str (zi->ndim, zi->shape);
+    g_set_error (error, CONY_ERROR, CONY_ERROR_SHAPE,
+        "%s: tensor %s is %s %s, expected U8 (%" G_GSIZE_FORMAT ")", path, zname,
+        dtype_str (zi->dtype), got, shape[0]);
+    g_free (w);
+    return NULL;
+  }
   for (gsize i = 0; i < ti->numel; i++)
-    w[i] = (float) (gint8) ti->data[i] * scale[i / per];
+    w[i] = (float) ((int) ti->data[i] - (int) zi->data[i / per]) * scale[i / per];
   return w;
 }
 

@@ -115,6 +115,36 @@ chain_error (const CnnWeights *cnn, const Layer *l, const char *what, gsize got,
   return FALSE;
 }
 
+/* A residual add at layer @i of layer add_from's output, on an @h x @w x @c map: the
+ * shapes must match, and no other residual may start or end in between (the forward
+ * pass saves one map at a time: MobileNet-v2's blocks do not nest). */
+static gboolean
+add_geometry (CnnWeights *cnn, guint i, guint h, guint w, guint c, GError **error)
+{
+  Layer *l = &cnn->layers[i];
+  guint k = l->add_from;
+  Layer *from = k < i ? &cnn->layers[k] : NULL;
+  if (from == NULL || from->kind == LAYER_FC || from->kind == LAYER_GAP || from->out_h != h
+      || from->out_w != w || from->out_c != c) {
+    g_set_error (error, CONY_ERROR, CONY_ERROR_SHAPE,
+        "%s: %s adds layer %u, which is not an earlier feature map of shape %ux%ux%u", cnn->source,
+        l->name, k, h, w, c);
+    return FALSE;
+  }
+  for (guint j = k + 1; j < i; j++)
+    if (cnn->layers[j].kind == LAYER_ADD || cnn->layers[j].keep) {
+      g_set_error (error, CONY_ERROR, CONY_ERROR_INVALID,
+          "%s: %s adds layer %u across another residual (%s): nested residuals are not "
+          "supported",
+          cnn->source, l->name, k, cnn->layers[j].name);
+      return FALSE;
+    }
+  from->keep = TRUE;
+  l->in_c = l->out_c = c;
+  cnn->max_keep = MAX (cnn->max_keep, (gsize) h * w * c);
+  return TRUE;
+}
+
 /* Fills in every layer's geometry from the input size; checks that each layer's
  * input matches the previous layer's output (the FC input the flattened map). */
 gboolean
@@ -126,6 +156,7 @@ cnn_finish_geometry (CnnWeights *cnn, GError **error)
   cnn->max_col = 0;
   cnn->first_fc = cnn->n_layers;
   cnn->emb_dim = 0;
+  cnn->max_keep = 0;
   for (guint i = 0; i < cnn->n_layers; i++) {
     Layer *l = &cnn->layers[i];
     l->in_h = h;
@@ -134,7 +165,8 @@ cnn_finish_geometry (CnnWeights *cnn, GError **error)
       l->stride = 1;
     if (l->relu_max == 0.0f)
       l->relu_max = INFINITY;
-    if (flat && l->kind != LAYER_FC && l->kind != LAYER_SIGMOID) {
+    gboolean head = l->kind == LAYER_SIGMOID || l->kind == LAYER_SOFTMAX;
+    if (flat && l->kind != LAYER_FC && !head) {
       g_set_error (error, CONY_ERROR, CONY_ERROR_INVALID,
           "%s: %s is a conv or pool layer after a fully connected one", cnn->source, l->name);
       return FALSE;
@@ -184,13 +216,17 @@ cnn_finish_geometry (CnnWeights *cnn, GError **error)
       l->in_c = c;
       l->out_c = c;
       h = w = 1;
-    } else if (l->kind == LAYER_SIGMOID) {
+    } else if (head) {
       if (i == 0 || cnn->layers[i - 1].kind != LAYER_FC) {
         g_set_error (error, CONY_ERROR, CONY_ERROR_INVALID,
-            "%s: %s (sigmoid) must follow a fully connected layer", cnn->source, l->name);
+            "%s: %s (%s) must follow a fully connected layer", cnn->source, l->name,
+            l->kind == LAYER_SOFTMAX ? "softmax" : "sigmoid");
         return FALSE;
       }
       l->in_c = l->out_c = c;
+    } else if (l->kind == LAYER_ADD) {
+      if (!add_geometry (cnn, i, h, w, c, error))
+        return FALSE;
     } else {
       if (!flat) {
         cnn->first_fc = i;
@@ -208,7 +244,7 @@ cnn_finish_geometry (CnnWeights *cnn, GError **error)
     }
     if (l->kind == LAYER_DW)
       l->out_c = c;
-    if (l->kind != LAYER_FC && l->kind != LAYER_SIGMOID) {
+    if (l->kind != LAYER_FC && !head) {
       l->out_h = h;
       l->out_w = w;
       cnn->feat_dim = h * w * c;

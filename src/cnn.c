@@ -49,6 +49,7 @@ cony_cnn_free (ConyCnn *cnn)
   g_free (cnn->own_pca_mu);
   g_free (cnn->act_a);
   g_free (cnn->act_b);
+  g_free (cnn->res);
   g_free (cnn->col);
   g_free (cnn->fc_a);
   g_free (cnn->fc_b);
@@ -86,6 +87,8 @@ cnn_ensure_conv_scratch (ConyCnn *cnn, gsize nb)
   const CnnWeights *w = cnn->w;
   cnn->act_a = g_new (float, nb * w->max_act);
   cnn->act_b = g_new (float, nb * w->max_act);
+  g_free (cnn->res);
+  cnn->res = w->max_keep ? g_new (float, nb * w->max_keep) : NULL;
   cnn->norm = w->in_mean != NULL || w->center_height
       ? g_new (float, nb * w->in_h * w->in_w * w->in_c)
       : NULL;
@@ -265,11 +268,18 @@ cony_cnn_describe (const ConyCnn *cnn)
             l->stride > 1 ? " stride 2" : "", l->out_c, l->out_h, l->out_w, l->out_c, act);
         break;
       case LAYER_PW:
-        g_string_append_printf (s, "%-24s conv1x1 %u -> %u, out %ux%ux%u + %s\n", l->name, l->in_c,
-            l->out_c, l->out_h, l->out_w, l->out_c, act);
+        g_string_append_printf (s, "%-24s conv1x1 %u -> %u, out %ux%ux%u%s%s\n", l->name, l->in_c,
+            l->out_c, l->out_h, l->out_w, l->out_c, l->relu ? " + " : " (linear)",
+            l->relu ? act : "");
         break;
       case LAYER_SIGMOID:
-        g_string_append_printf (s, "%-24s sigmoid, out %u\n", l->name, l->out_c);
+      case LAYER_SOFTMAX:
+        g_string_append_printf (s, "%-24s %s, out %u\n", l->name,
+            l->kind == LAYER_SOFTMAX ? "softmax" : "sigmoid", l->out_c);
+        break;
+      case LAYER_ADD:
+        g_string_append_printf (s, "%-24s add %s, out %ux%ux%u\n", l->name,
+            cnn->w->layers[l->add_from].name, l->out_h, l->out_w, l->out_c);
         break;
       case LAYER_POOL:
         g_string_append_printf (s, "%-24s maxpool2x2, out %ux%ux%u\n", l->name, l->out_h, l->out_w,

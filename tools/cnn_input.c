@@ -69,7 +69,8 @@ cony_cnn_input_read (ConyCnnInput *in, ConyCnn *cnn, const char *path, guint str
       in->frames = g_steal_pointer (&arr->data);
     } else if ((arr->ndim == 3 && C == 1 && arr->shape[1] == H && arr->shape[2] == W)
         || (arr->ndim == 4 && arr->shape[1] == C && arr->shape[2] == H && arr->shape[3] == W
-            && C == 1)) {
+            && C == 1)
+        || (arr->ndim == 4 && arr->shape[1] == H && arr->shape[2] == W && arr->shape[3] == C)) {
       in->n_windows = arr->shape[0];
       in->patches = g_steal_pointer (&arr);
       return TRUE;
@@ -80,8 +81,8 @@ cony_cnn_input_read (ConyCnnInput *in, ConyCnn *cnn, const char *path, guint str
       g_string_append_c (got, ')');
       g_set_error (error, CONY_ERROR, CONY_ERROR_SHAPE,
           "%s has shape %s, expected log-mel frames (T, %u) or patches (N, %u, %u) / "
-          "(N, 1, %u, %u)%s",
-          path, got->str, W, H, W, H, W, C != 1 ? " (and a 1-channel model)" : "");
+          "(N, 1, %u, %u)%s, or examples (N, %u, %u, %u) in HWC order",
+          path, got->str, W, H, W, H, W, C != 1 ? " (and a 1-channel model)" : "", H, W, C);
       return FALSE;
     }
   } else {

@@ -33,7 +33,7 @@ except ImportError:          # python3-flatbuffers (scripts/setup.sh installs it
 
 FLOAT32, INT32, INT8 = 0, 2, 9
 CONV_2D, DEPTHWISE_CONV_2D, DEQUANTIZE, FULLY_CONNECTED = 3, 4, 6, 9
-LOGISTIC, RESHAPE, MEAN, SPLIT, QUANTIZE, ADD = 14, 22, 40, 49, 114, 0
+LOGISTIC, RESHAPE, MEAN, SPLIT, QUANTIZE, ADD, MUL = 14, 22, 40, 49, 114, 0, 18
 RELU6 = 3
 YAMNET_TFLITE = os.environ.get("YAMNET_TFLITE", "/work/yamnet_src/yamnet_spectra_in.tflite")
 
@@ -329,8 +329,8 @@ class ConvertTest(unittest.TestCase):
     # --- refusals: operators and options ---
     def test_unknown_operator(self):
         g = self.edited()
-        g.ops[self.op_index(g, LOGISTIC)]["code"] = ADD
-        self.refuses(g, r"operator 10 \(ADD\): operator not supported")
+        g.ops[self.op_index(g, LOGISTIC)]["code"] = MUL
+        self.refuses(g, r"operator 10 \(MUL\): operator not supported")
 
     def test_custom_operator(self):
         g = self.edited()
@@ -435,9 +435,24 @@ class ConvertTest(unittest.TestCase):
         self.refuses(g, r"operator 3 \(CONV_2D\): int32 bias .* needs 1 or 4 finite scales")
 
     def test_uint8_weights(self):
+        """uint8 asymmetric weights (q - zero point) x scale: kept as U8 with their zero
+        points (--dtype auto), the same function as the int8 graph they shift by 128."""
         g = self.edited()
-        self.weight(g)["type"] = 3
-        self.refuses(g, r"operator 5 \(CONV_2D\): weight .*UINT8.*only INT8, FLOAT32 or FLOAT16")
+        for nth in range(2):
+            w = self.weight(g, nth=nth)
+            w["type"] = 3
+            w["data"] = (w["data"].astype(np.int16) + 128).astype(np.uint8)
+            w["zero_point"] = [128] * len(w["zero_point"])
+        tensors, meta, dtypes = self.convert(g, dtype="auto")
+        self.assertEqual(dtypes["layers.2.weight"], "U8")
+        self.assertEqual(tensors["layers.2.weight_zero_point"].tolist(), [128] * 6)
+        path = os.path.join(self.tmp.name, "u8.safetensors")
+        safetensors_io.save(path, tensors, meta, dtypes=dtypes)
+        patch = np.random.default_rng(4).uniform(-6.9, 3.0, (H, W))
+        np.testing.assert_allclose(mobilenet.forward(mobilenet.load(path), patch)[1],
+                                   direct_forward(self.params, patch), rtol=1e-5, atol=1e-9)
+        self.weight(g)["zero_point"] = [300] * len(self.weight(g)["zero_point"])
+        self.refuses(g, r"operator 5 \(CONV_2D\): .*zero points in 0..255")
 
     # --- refusals: the file itself ---
     def test_not_tflite(self):
@@ -523,7 +538,8 @@ class RealYamnetTest(unittest.TestCase):
         with tempfile.TemporaryDirectory() as tmp:
             out = os.path.join(tmp, "yamnet.safetensors")
             rc = convert_tflite.main([YAMNET_TFLITE, "--labels", os.path.join(ROOT, "models", "yamnet",
-                                      "labels.csv"), "-o", out, "--source", SHIPPED_SOURCE])
+                                      "labels.csv"), "-o", out, "--source", SHIPPED_SOURCE,
+                                      "--dtype", "int8"])
             self.assertEqual(rc, 0)
             got, got_meta = safetensors_io.load(out)
         want, want_meta = safetensors_io.load(os.path.join(ROOT, "models", "yamnet", "yamnet.safetensors"))
