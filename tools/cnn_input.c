@@ -65,8 +65,8 @@ read_image (ConyCnnInput *in, ConyCnn *cnn, const char *path, GError **error)
   gsize stride;
   if ((C != 3 && C != 1) || cony_cnn_get_metadata (cnn, "frontend") != NULL) {
     g_set_error (error, CONY_ERROR, CONY_ERROR_INVALID,
-        "%s is an image; the model is not an image model (it takes %u-channel input%s)", path,
-        C, C == 1 ? " and declares a log-mel frontend" : "");
+        "%s is an image; the model is not an image model (it takes %u-channel input%s)", path, C,
+        C == 1 ? " and declares a log-mel frontend" : "");
     return FALSE;
   }
   g_autofree guint8 *pixels = cony_image_file_load (path, C, &w, &h, &stride, error);
