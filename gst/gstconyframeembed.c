@@ -103,6 +103,7 @@ GST_DEBUG_CATEGORY_STATIC (gst_cony_frame_embed_debug);
 #define DEFAULT_PATCHES 1
 #define DEFAULT_CROP GST_CONY_FRAME_EMBED_CROP_CENTER
 #define DEFAULT_OUTPUT GST_CONY_VGGISH_OUTPUT_SCORES
+#define DEFAULT_POST_MESSAGES TRUE
 
 enum
 {
@@ -114,6 +115,7 @@ enum
   PROP_MODEL_USERS,
   PROP_CROP,
   PROP_OUTPUT,
+  PROP_POST_MESSAGES,
 };
 
 GType
@@ -430,6 +432,33 @@ gst_cony_frame_embed_frame_duration (GstConyFrameEmbed *self, GstBuffer *buf)
   return GST_CLOCK_TIME_NONE;
 }
 
+/* With labelled scores: an element message with the frame's top-1 (a per-frame
+ * classifier's result; the fields as conytransformer's messages name them). */
+static void
+gst_cony_frame_embed_post_top1 (GstConyFrameEmbed *self, GstBuffer *out, const gfloat *scores)
+{
+  guint n = 0;
+  const char *const *labels = cony_cnn_get_labels (self->cnn, &n);
+  if (!self->messages || labels == NULL || n != self->out_dim || self->n_patches != 1)
+    return;
+  guint best = 0;
+  for (guint i = 1; i < n; i++)
+    if (scores[i] > scores[best])
+      best = i;
+  GstSegment *seg = &GST_BASE_TRANSFORM (self)->segment;
+  GstClockTime pts = GST_BUFFER_PTS (out), dur = GST_BUFFER_DURATION (out);
+  GstClockTime end = GST_CLOCK_TIME_IS_VALID (pts) && GST_CLOCK_TIME_IS_VALID (dur) ? pts + dur
+                                                                                    : pts;
+  GstStructure *st = gst_structure_new ("conyframeembed", "timestamp", G_TYPE_UINT64, pts,
+      "stream-time", G_TYPE_UINT64, gst_segment_to_stream_time (seg, GST_FORMAT_TIME, pts),
+      "running-time", G_TYPE_UINT64, gst_segment_to_running_time (seg, GST_FORMAT_TIME, pts),
+      "duration", G_TYPE_UINT64, dur, "stream-time-end", G_TYPE_UINT64,
+      gst_segment_to_stream_time (seg, GST_FORMAT_TIME, end), "frame", G_TYPE_UINT64,
+      self->frame_index - 1, "class-id", G_TYPE_UINT, best, "label", G_TYPE_STRING, labels[best],
+      "confidence", G_TYPE_FLOAT, scores[best], NULL);
+  gst_element_post_message (GST_ELEMENT (self), gst_message_new_element (GST_OBJECT (self), st));
+}
+
 /* The output carries no metadata of the frame: transform stamps it. */
 static gboolean
 gst_cony_frame_embed_copy_metadata (GstBaseTransform *trans, GstBuffer *input, GstBuffer *outbuf)
@@ -462,13 +491,14 @@ gst_cony_frame_embed_transform (GstBaseTransform *trans, GstBuffer *buf, GstBuff
     cony_cnn_forward (self->cnn, self->in, (gfloat *) map.data);
   else
     cony_cnn_forward_batch (self->cnn, self->in, self->n_patches, (gfloat *) map.data);
-  gst_buffer_unmap (out, &map);
   self->processed++;
 
   GstClockTime fdur = gst_cony_frame_embed_frame_duration (self, buf);
   gst_cony_element_stamp (out, GST_BUFFER_PTS (buf),
       GST_CLOCK_TIME_IS_VALID (fdur) ? fdur * self->k : GST_CLOCK_TIME_NONE, self->tokens_out,
       self->n_patches, &self->next_discont);
+  gst_cony_frame_embed_post_top1 (self, out, (const gfloat *) map.data);
+  gst_buffer_unmap (out, &map);
   self->tokens_out += self->n_patches;
   GST_LOG_OBJECT (self, "frame %" G_GUINT64_FORMAT " at %" GST_TIME_FORMAT " embedded",
       self->frame_index - 1, GST_TIME_ARGS (GST_BUFFER_PTS (out)));
@@ -539,6 +569,7 @@ gst_cony_frame_embed_start (GstBaseTransform *trans)
   self->crop_mode = self->crop == GST_CONY_FRAME_EMBED_CROP_NONE ? CONY_IMAGE_CROP_NONE
                                                                  : CONY_IMAGE_CROP_CENTER;
   GstConyVggishOutput output = self->output;
+  self->messages = self->post_messages && output == GST_CONY_VGGISH_OUTPUT_SCORES;
   GST_OBJECT_UNLOCK (self);
 
   if (!gst_cony_element_check_model (GST_ELEMENT (self), model, "an image CNN safetensors file"))
@@ -624,6 +655,7 @@ gst_cony_frame_embed_set_property (GObject *object, guint prop_id, const GValue 
     case PROP_PATCHES_Y: self->patches_y = g_value_get_uint (value); break;
     case PROP_CROP: self->crop = g_value_get_enum (value); break;
     case PROP_OUTPUT: self->output = g_value_get_enum (value); break;
+    case PROP_POST_MESSAGES: self->post_messages = g_value_get_boolean (value); break;
     default: G_OBJECT_WARN_INVALID_PROPERTY_ID (object, prop_id, pspec); break;
   }
   GST_OBJECT_UNLOCK (self);
@@ -642,6 +674,7 @@ gst_cony_frame_embed_get_property (GObject *object, guint prop_id, GValue *value
     case PROP_PATCHES_Y: g_value_set_uint (value, self->patches_y); break;
     case PROP_CROP: g_value_set_enum (value, self->crop); break;
     case PROP_OUTPUT: g_value_set_enum (value, self->output); break;
+    case PROP_POST_MESSAGES: g_value_set_boolean (value, self->post_messages); break;
     case PROP_MODEL_USERS:
       g_value_set_uint (value, gst_cony_element_model_users (self->cnn));
       break;
@@ -737,6 +770,19 @@ gst_cony_frame_embed_class_init (GstConyFrameEmbedClass *klass)
   g_object_class_install_property (gobject_class, PROP_OUTPUT,
       g_param_spec_enum ("output", "Output", "Tokens: the scores or the pooled embedding",
           GST_TYPE_CONY_VGGISH_OUTPUT, DEFAULT_OUTPUT, flags));
+  /**
+   * GstConyFrameEmbed:post-messages:
+   *
+   * With output=scores, a model with labels and no patches: post an element
+   * message `conyframeembed` per embedded frame with its top-1 (`timestamp`,
+   * `stream-time`, `running-time`, `duration`, `stream-time-end`, `frame`,
+   * `class-id`, `label`, `confidence`), as a per-frame classifier, like
+   * conytransformer's messages. Default TRUE.
+   */
+  g_object_class_install_property (gobject_class, PROP_POST_MESSAGES,
+      g_param_spec_boolean ("post-messages", "Post messages",
+          "Post the top-1 label of each frame (output=scores, models with labels)",
+          DEFAULT_POST_MESSAGES, flags));
   gst_type_mark_as_plugin_api (GST_TYPE_CONY_FRAME_EMBED_CROP, 0);
 
   gst_element_class_add_static_pad_template (element_class, &sink_template);
@@ -764,6 +810,7 @@ gst_cony_frame_embed_init (GstConyFrameEmbed *self)
   self->patches_x = self->patches_y = DEFAULT_PATCHES;
   self->crop = DEFAULT_CROP;
   self->output = DEFAULT_OUTPUT;
+  self->post_messages = DEFAULT_POST_MESSAGES;
   self->earliest_time = GST_CLOCK_TIME_NONE;
   self->proportion = 1.0;
   /* GstBaseTransform's qos property, on by default here. */

@@ -44,6 +44,7 @@ struct _GstConyFrameEmbed {
   guint patches_x, patches_y; /* patch grid: columns x rows of model-sized tiles */
   GstConyFrameEmbedCrop crop;
   gint output; /* GstConyVggishOutput */
+  gboolean post_messages;
 
   /* QoS state (object lock): from the last QOS event on the source pad. */
   GstClockTime earliest_time; /* running time before which frames are late */
@@ -62,9 +63,10 @@ struct _GstConyFrameEmbed {
   guint64 tokens_out;         /* tokens since the last discontinuity */
   guint64 processed, dropped; /* for QoS messages */
   gboolean next_discont;
-  gfloat *in;      /* n_patches x H x W x C inputs of the CNN */
-  gfloat *scratch; /* cony_image_resize()'s, for the negotiated frame size */
-  guint crop_mode; /* ConyImageCrop, fixed for the run */
+  gfloat *in;        /* n_patches x H x W x C inputs of the CNN */
+  gfloat *scratch;   /* cony_image_resize()'s, for the negotiated frame size */
+  guint crop_mode;   /* ConyImageCrop, fixed for the run */
+  gboolean messages; /* post top-1 messages this run */
 };
 
 G_END_DECLS

@@ -12,6 +12,8 @@ static const ConyCommand benches[] = {
       cony_cmd_bench_frontend },
   { "model", "encoder-classifier us/step, 1 and 2 blocks, every variant, vs PyTorch",
       cony_cmd_bench_model },
+  { "image", "an image CNN (ImageNet MobileNet-v2) per camera frame: resize + network, ms",
+      cony_cmd_bench_image },
   { "pipeline", "the whole audio chain with a model pair: real-time factor, CPU, every variant",
       cony_cmd_bench_pipeline },
 };
