@@ -7,25 +7,31 @@
  * @title: conyframeembed
  * @short_description: CNN embeddings of video frames as a token stream
  *
- * conyframeembed runs libcony's VGG-style CNN (3x3 convolutions, max-pools,
- * optional global average pool, fully connected layers; include/cony/cnn.h) on
- * video frames and outputs one embedding token per frame (or per #every-th
- * frame), as
+ * conyframeembed runs libcony's CNN engine (VGG-style networks, MobileNet-v1 and
+ * MobileNet-v2; include/cony/cnn.h) on video frames and outputs one token per
+ * frame (or per #every-th frame): the network's scores or, with
+ * #GstConyFrameEmbed:output, its pooled embedding, as
  * `other/tensors,format=static,num_tensors=1,types=float32,dimensions=D:1,framerate=F/every`
  * for `conytransformer` or any NNStreamer tensor element.
  *
  * The #GstConyFrameEmbed:model property names the CNN's safetensors file. Its
  * metadata declares the input size (input_height, input_width, input_channels)
  * and the per-channel normalisation (input_mean, input_std); D is the model's
- * output size. The sink pad only accepts frames of exactly that size, RGB for
- * 3-channel models and GRAY8 for 1-channel ones: put `videoconvert !
- * videoscale` in front to get there (the caps query announces the size, so
- * they negotiate it by themselves). Pixel values are divided by 255 before the
+ * output size. The sink pad takes RGB for 3-channel models and GRAY8 for
+ * 1-channel ones, of any size: a frame of another size than the model's input
+ * is cropped (#GstConyFrameEmbed:crop, centre by default) and area-averaged to
+ * it (include/cony/image.h); one of that size is used as it is (the caps query
+ * puts it first). Pixel values are divided by 255 before the
  * model's normalisation, so a model sees values in 0..1 as torchvision's
  * ToTensor gives them. The model is loaded on READY->PAUSED; a missing or
  * invalid file is an error and the state change fails. Elements of the same
  * unchanged file in one process share one copy of its weights (the read-only
  * #GstConyFrameEmbed:model-users counts them).
+ *
+ * With labelled scores (the ImageNet MobileNet-v2 of models/imagenet/) each
+ * embedded frame also posts an element message `conyframeembed` with its top-1
+ * (`label`, `class-id`, `confidence`, the frame's times), see
+ * #GstConyFrameEmbed:post-messages: a per-frame classifier.
  *
  * ## Patches
  *
@@ -79,6 +85,9 @@
  * |[
  * gst-launch-1.0 videotestsrc num-buffers=50 ! videoconvert ! videoscale ! conyframeembed model=models/video/frame_cnn.safetensors ! fakesink silent=false -v
  * ]| 50 frames give 50 tokens.
+ * |[
+ * gst-launch-1.0 -m v4l2src ! videoconvert ! conyframeembed model=models/imagenet/mobilenet_v2.safetensors ! fakesink
+ * ]| a camera's frames labelled with the 1000 ImageNet classes (pipelines/camera.sh).
  * |[
  * gst-launch-1.0 v4l2src ! videoconvert ! videoscale ! conyframeembed model=models/video/frame_cnn.safetensors every=3 ! conytransformer model=models/video/classifier.safetensors ! fakesink
  * ]| a camera classified at a third of its frame rate.
