@@ -31,23 +31,40 @@ cony_image_scratch_size (guint width, guint height, guint channels, guint out_w,
   return (gsize) height * out_w * channels;
 }
 
-/* Output @i of an @n_in -> @n_out area average: source pixels [*first, *first + count)
- * with weights w[] (summing to 1). Returns count. */
-static guint
-area_taps (guint i, guint n_in, guint n_out, guint *first, double *w)
+/* The taps of an @n_in -> @n_out area average: output i reads source pixels
+ * [first[i], first[i] + count[i]) with weights w[i * max_taps + k] (summing to 1). */
+typedef struct {
+  guint *first, *count;
+  float *w;
+  guint max_taps;
+} Taps;
+
+static void
+taps_init (Taps *t, guint n_in, guint n_out)
 {
-  double s = (double) n_in / n_out, lo = i * s, hi = (i + 1) * s;
-  guint j0 = (guint) floor (lo), count = 0;
-  *first = j0;
-  for (guint j = j0; j < n_in && j < hi; j++) {
-    double a = MAX (lo, (double) j), b = MIN (hi, (double) j + 1);
-    if (b > a)
-      w[count] = (b - a) / s;
-    else
-      w[count] = 0.0;
-    count++;
+  double s = (double) n_in / n_out;
+  t->max_taps = n_in / n_out + 2; /* an interval of length s spans at most ceil(s) + 1 */
+  t->first = g_new (guint, n_out);
+  t->count = g_new (guint, n_out);
+  t->w = g_new0 (float, (gsize) n_out * t->max_taps);
+  for (guint i = 0; i < n_out; i++) {
+    double lo = i * s, hi = (i + 1) * s;
+    guint j0 = (guint) floor (lo), n = 0;
+    for (guint j = j0; j < n_in && j < hi && n < t->max_taps; j++, n++) {
+      double a = MAX (lo, (double) j), b = MIN (hi, (double) j + 1);
+      t->w[(gsize) i * t->max_taps + n] = b > a ? (float) ((b - a) / s) : 0.0f;
+    }
+    t->first[i] = j0;
+    t->count[i] = n;
   }
-  return count;
+}
+
+static void
+taps_clear (Taps *t)
+{
+  g_free (t->first);
+  g_free (t->count);
+  g_free (t->w);
 }
 
 void
@@ -65,36 +82,39 @@ cony_image_resize (const guint8 *src, guint width, guint height, gsize stride, g
     return;
   }
   float *tmp = scratch ? scratch : g_new (float, (gsize) ch *out_w *channels);
-  /* At most ceil(n_in / n_out) + 1 taps per output pixel. */
-  gsize max_taps = MAX (cw / out_w, ch / out_h) + 2;
-  double *w = g_new (double, max_taps);
-  /* Rows: ch x cw -> ch x out_w. */
-  for (guint x = 0; x < out_w; x++) {
-    guint first, n = area_taps (x, cw, out_w, &first, w);
-    for (guint y = 0; y < ch; y++) {
-      const guint8 *row = base + (gsize) y * stride;
-      float *dst = tmp + ((gsize) y * out_w + x) * channels;
+  Taps tx, ty;
+  taps_init (&tx, cw, out_w);
+  taps_init (&ty, ch, out_h);
+  /* Rows: ch x cw -> ch x out_w, row by row (sequential reads). */
+  for (guint y = 0; y < ch; y++) {
+    const guint8 *row = base + (gsize) y * stride;
+    float *dst = tmp + (gsize) y * out_w * channels;
+    for (guint x = 0; x < out_w; x++) {
+      const guint8 *px = row + (gsize) tx.first[x] * channels;
+      const float *w = tx.w + (gsize) x * tx.max_taps;
       for (guint c = 0; c < channels; c++) {
-        double acc = 0.0;
-        for (guint k = 0; k < n; k++)
-          acc += w[k] * row[(gsize) (first + k) * channels + c];
-        dst[c] = (float) acc;
+        float acc = 0.0f;
+        for (guint k = 0; k < tx.count[x]; k++)
+          acc += w[k] * px[(gsize) k * channels + c];
+        dst[(gsize) x * channels + c] = acc;
       }
     }
   }
-  /* Columns: ch x out_w -> out_h x out_w, then / 255. */
+  /* Columns: ch x out_w -> out_h x out_w, whole rows at a time, then / 255. */
   gsize rowlen = (gsize) out_w * channels;
   for (guint y = 0; y < out_h; y++) {
-    guint first, n = area_taps (y, ch, out_h, &first, w);
     float *dst = out + (gsize) y * rowlen;
-    for (gsize i = 0; i < rowlen; i++) {
-      double acc = 0.0;
-      for (guint k = 0; k < n; k++)
-        acc += w[k] * tmp[(gsize) (first + k) * rowlen + i];
-      dst[i] = (float) acc * inv;
+    const float *w = ty.w + (gsize) y * ty.max_taps;
+    memset (dst, 0, rowlen * sizeof (float));
+    for (guint k = 0; k < ty.count[y]; k++) {
+      const float *line = tmp + (gsize) (ty.first[y] + k) * rowlen;
+      float wk = w[k] * inv;
+      for (gsize i = 0; i < rowlen; i++)
+        dst[i] += wk * line[i];
     }
   }
-  g_free (w);
+  taps_clear (&tx);
+  taps_clear (&ty);
   if (scratch == NULL)
     g_free (tmp);
 }
