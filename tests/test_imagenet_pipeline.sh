@@ -70,6 +70,10 @@ for img in "$golden/frames/cat.png" "$tmp/cat.jpg" "$tmp/cat.bmp"; do
   if [[ $out == $'0\tEgyptian cat '* ]]; then ok "cony tag $(basename "$img"): ${out//$'\t'/ }"
   else not_ok "cony tag $(basename "$img"): $out"; fi
 done
+out=$("$cony" info "$model" 2>&1)
+if [[ $out == *"input:        image, RGB, quantised as"*'"zero_point": 128'* ]]; then
+  ok "cony info names the image input and its quantisation"
+else not_ok "cony info: $(echo "$out" | tail -3)"; fi
 echo "not an image" >"$tmp/fake.png"
 out=$("$cony" tag --model "$model" "$tmp/fake.png" 2>&1)
 rc=$?
