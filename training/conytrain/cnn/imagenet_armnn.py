@@ -38,7 +38,7 @@ import tempfile
 
 import numpy as np
 
-from conytrain import REPO, safetensors_io
+from conytrain import REPO, armnn, safetensors_io
 from conytrain.cnn import convert_tflite
 from conytrain.ref import mobilenet
 
@@ -80,26 +80,7 @@ def read_frame(png, size):
 
 def armnn_scores(tflite, frames):
     """Dequantised scores of the .tflite on ArmNN's CpuRef backend, one row per frame."""
-    import pyarmnn as ann
-    parser = ann.ITfLiteParser()
-    network = parser.CreateNetworkFromBinaryFile(tflite)
-    (name_in,), (name_out,) = (parser.GetSubgraphInputTensorNames(0),
-                               parser.GetSubgraphOutputTensorNames(0))
-    bind_in = parser.GetNetworkInputBindingInfo(0, name_in)
-    bind_out = parser.GetNetworkOutputBindingInfo(0, name_out)
-    info_out = bind_out[1]
-    runtime = ann.IRuntime(ann.CreationOptions())
-    opt, _ = ann.Optimize(network, [ann.BackendId("CpuRef")], runtime.GetDeviceSpec(),
-                          ann.OptimizerOptions())
-    net_id, _ = runtime.LoadNetwork(opt)
-    rows = []
-    for f in frames:
-        inputs = ann.make_input_tensors([bind_in], [f[None]])
-        outputs = ann.make_output_tensors([bind_out])
-        runtime.EnqueueWorkload(net_id, inputs, outputs)
-        q = ann.workload_tensors_to_ndarray(outputs)[0].reshape(-1).astype(np.float64)
-        rows.append((q - info_out.GetQuantizationOffset()) * info_out.GetQuantizationScale())
-    return np.stack(rows).astype(np.float32)
+    return np.stack(armnn.run_tflite(tflite, [f[None] for f in frames])).astype(np.float32)
 
 
 def reference_scores(model_path, frames):
