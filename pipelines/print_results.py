@@ -5,7 +5,7 @@
 
 SOURCE is a media file path or URI (decoded with uridecodebin; one without an audio
 stream: one line and status 4, from pipelines/has_audio.py), `mic` (the default
-microphone of GStreamer's device monitor; none: an error, not a fake source), `test`
+microphone of GStreamer's device monitor; none: an error and status 3, not a fake source), `test`
 (a 5 s audiotestsrc tone; the default) or any GStreamer source description, e.g.
 "audiotestsrc is-live=true". Each result is printed (and flushed) as soon as the
 element posts it; when the reader goes away (`| head -1`) the script stops quietly
@@ -65,12 +65,9 @@ def source_description(source, prog="print_results.py"):
     if source == "test":
         return "audiotestsrc num-buffers=80 samplesperbuffer=1000 wave=sine freq=440"
     if source == "mic":
-        import devices  # pipelines/devices.py
-        found = devices.capture_devices("audio")
-        if not found:
-            sys.exit("print_results.py: no microphone found (GStreamer's device monitor lists "
-                     "no Audio/Source device); give a file or a GStreamer source description")
-        return devices.launch_description(found[0])
+        import devices  # pipelines/devices.py; none: exit 3 (devices.NO_DEVICE)
+        return devices.require("audio", prog,
+                               "give a file or a GStreamer source description")
     if Gst.uri_is_valid(source):
         require_audio(source, prog)
         return f'uridecodebin uri="{source}"'
