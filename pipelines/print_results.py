@@ -276,10 +276,10 @@ def token_props(transformer):
             "output=embedding" if fe.get("cnn_output") == "embedding" else "")
 
 
-def build_pipeline(args, prog, extra_props=""):
+def build_pipeline(args, prog, extra_props="", sink=None):
     """SOURCE ! audioconvert ! audioresample ! conymel ! conyvggish ! conytransformer
-    name=classifier ! fakesink from add_pipeline_arguments' options; exits with a message
-    naming what is wrong."""
+    name=classifier ! SINK (default fakesink) from add_pipeline_arguments' options; exits
+    with a message naming what is wrong."""
     if "GST_PLUGIN_PATH" not in os.environ and os.path.isdir(os.path.join(ROOT, "build", "gst")):
         os.environ["GST_PLUGIN_PATH"] = os.path.join(ROOT, "build", "gst")
     Gst.init(None)
@@ -299,7 +299,7 @@ def build_pipeline(args, prog, extra_props=""):
     mel, cnn = token_props(args.transformer)
     desc = (f"{source} ! audioconvert ! audioresample ! conymel {mel} "
             f'! conyvggish model="{args.vggish}" {cnn} ! conytransformer name=classifier {props} '
-            f"! fakesink sync={'true' if live else 'false'}")
+            f"! {sink or 'fakesink sync=' + ('true' if live else 'false')}")
     try:
         return Gst.parse_launch(desc)
     except GLib.Error as e:
@@ -335,10 +335,11 @@ def main():
     sys.exit(run(pipeline, loop, "print_results.py", on_result, args.source))
 
 
-def run(pipeline, loop, prog, on_result, source=None):
+def run(pipeline, loop, prog, on_result, source=None, on_element=None):
     """Plays @pipeline until EOS, an error, Ctrl-C or @on_result(record) returning False;
     @on_result gets each conytransformer bus message as a record_from_message() dict
-    (with @source). Returns the exit status: 0, or 1 after an error (printed on stderr)."""
+    (with @source), @on_element the structure of any other element message. Returns the
+    exit status: 0, or 1 after an error (printed on stderr)."""
     status = {"rc": 0}
     classifier = pipeline.get_by_name("classifier")
 
@@ -350,6 +351,8 @@ def run(pipeline, loop, prog, on_result, source=None):
                 labels = classifier.get_property("labels") or []
                 if not on_result(record_from_message(s, source, labels)):
                     loop.quit()
+            elif s is not None and on_element is not None:
+                on_element(s)
         elif t == Gst.MessageType.ERROR:
             err, dbg = msg.parse_error()
             print(f"{prog}: error from {msg.src.get_name()}: {err.message}\n{dbg}",
@@ -358,7 +361,9 @@ def run(pipeline, loop, prog, on_result, source=None):
             loop.quit()
         elif t == Gst.MessageType.WARNING:
             err, dbg = msg.parse_warning()
-            print(f"{prog}: warning from {msg.src.get_name()}: {err.message}", file=sys.stderr)
+            detail = dbg.splitlines()[-1].split(": ", 1)[-1] if dbg else ""
+            print(f"{prog}: warning from {msg.src.get_name()}: {err.message}"
+                  + (f" ({detail})" if detail else ""), file=sys.stderr)
         elif t == Gst.MessageType.EOS:
             loop.quit()
 
