@@ -172,24 +172,19 @@ static GstStaticPadTemplate sink_template = GST_STATIC_PAD_TEMPLATE ("sink", GST
 static GstStaticPadTemplate src_template = GST_STATIC_PAD_TEMPLATE ("src", GST_PAD_SRC,
     GST_PAD_ALWAYS, GST_STATIC_CAPS (GST_CONY_TOKENS_CAPS_STRING));
 
+/* The attention property's enum: "model", then libcony's variant table, so that a new
+ * variant needs no change here. */
 GType
 gst_cony_transformer_attention_get_type (void)
 {
   static GType type = 0;
-  static const GEnumValue values[] = {
-    { GST_CONY_TRANSFORMER_ATTENTION_MODEL, "The variants the model was trained with", "model" },
-    { GST_CONY_TRANSFORMER_ATTENTION_REGULAR, "Regular softmax attention over the window",
-        "regular" },
-    { GST_CONY_TRANSFORMER_ATTENTION_CONTINUAL, "Continual (CoSi/CoRe) attention", "continual" },
-    { GST_CONY_TRANSFORMER_ATTENTION_NYSTROM, "Nystrom, segment-means landmarks", "nystrom" },
-    { GST_CONY_TRANSFORMER_ATTENTION_NYSTROM_FIXED, "Nystrom, fixed landmarks", "nystrom-fixed" },
-    { GST_CONY_TRANSFORMER_ATTENTION_CONY, "Continual Nystrom, continual landmarks", "cony" },
-    { GST_CONY_TRANSFORMER_ATTENTION_CONY_FIXED, "Continual Nystrom, fixed landmarks",
-        "cony-fixed" },
-    { GST_CONY_TRANSFORMER_ATTENTION_VCC, "VIP-token centric compression (single output)", "vcc" },
-    { 0, NULL, NULL },
-  };
+  static GEnumValue values[CONY_ATTENTION_N_VARIANTS + 2];
   if (g_once_init_enter (&type)) {
+    values[0] = (GEnumValue){ GST_CONY_TRANSFORMER_ATTENTION_MODEL,
+      "The variants the model was trained with", "model" };
+    for (int v = 0; v < CONY_ATTENTION_N_VARIANTS; v++)
+      values[v + 1] = (GEnumValue){ v, cony_attention_variant_description (v),
+        cony_attention_variant_name (v) };
     GType t = g_enum_register_static ("GstConyTransformerAttention", values);
     g_once_init_leave (&type, t);
   }
@@ -461,6 +456,7 @@ gst_cony_transformer_set_caps (GstBaseTransform *trans, GstCaps *incaps, GstCaps
 }
 
 static void gst_cony_transformer_close_segments_at_eos (GstConyTransformer *self);
+static void gst_cony_transformer_push_closed_segments (GstConyTransformer *self);
 
 static gboolean
 gst_cony_transformer_sink_event (GstBaseTransform *trans, GstEvent *event)
@@ -477,7 +473,10 @@ gst_cony_transformer_sink_event (GstBaseTransform *trans, GstEvent *event)
       GST_DEBUG_OBJECT (self, "gap: resetting the continual state");
       gst_cony_transformer_reset_stream (self);
       break;
-    case GST_EVENT_EOS: gst_cony_transformer_close_segments_at_eos (self); break;
+    case GST_EVENT_EOS:
+      gst_cony_transformer_push_closed_segments (self);
+      gst_cony_transformer_close_segments_at_eos (self);
+      break;
     default: break;
   }
   return GST_BASE_TRANSFORM_CLASS (parent_class)->sink_event (trans, event);
@@ -759,6 +758,32 @@ gst_cony_transformer_close_segments_at_eos (GstConyTransformer *self)
     gst_element_post_message (GST_ELEMENT (self), messages->pdata[i]);
   if (messages)
     g_ptr_array_free (messages, TRUE);
+}
+
+/* EOS, any message mode: the offsets of the segments still open go
+ * downstream in a custom event before EOS (gstconymeta.h), since no buffer
+ * carries them: conyjson writes them. Before the on-change messages, which
+ * close the segments. */
+static void
+gst_cony_transformer_push_closed_segments (GstConyTransformer *self)
+{
+  GstConyClassificationEvent *ev = self->events; /* scratch: n_classes + 2 */
+  guint n = 0;
+
+  if (!self->have_last || ev == NULL)
+    return;
+  if (self->multi_label) {
+    for (guint c = 0; c < self->n_classes; c++)
+      if (self->active[c])
+        ev[n++] = (GstConyClassificationEvent){ FALSE, (gint) c, self->labels[c], self->on_start[c],
+          self->on_end[c] };
+  } else if (self->seg_class >= 0) {
+    ev[n++] = (GstConyClassificationEvent){ FALSE, self->seg_class, self->labels[self->seg_class],
+      self->seg_start, self->seg_end };
+  }
+  if (n > 0)
+    gst_pad_push_event (GST_BASE_TRANSFORM_SRC_PAD (self),
+        gst_cony_segments_closed_event_new (self->last.step, ev, n));
 }
 
 /* The end of the input behind a step whose tokens end at @tile_end: the

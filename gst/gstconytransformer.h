@@ -16,29 +16,15 @@ G_BEGIN_DECLS
 
 /**
  * GstConyTransformerAttention:
- * @GST_CONY_TRANSFORMER_ATTENTION_MODEL: the variants the model was trained with
- * @GST_CONY_TRANSFORMER_ATTENTION_REGULAR: softmax attention recomputed over the window
- * @GST_CONY_TRANSFORMER_ATTENTION_CONTINUAL: Continual Transformers (CoSi / CoRe)
- * @GST_CONY_TRANSFORMER_ATTENTION_NYSTROM: Nyströmformer, segment-means landmarks, recomputed
- * @GST_CONY_TRANSFORMER_ATTENTION_NYSTROM_FIXED: Nyström with the model's fixed landmarks, recomputed
- * @GST_CONY_TRANSFORMER_ATTENTION_CONY: continual Nyström, continual landmarks
- * @GST_CONY_TRANSFORMER_ATTENTION_CONY_FIXED: continual Nyström, fixed landmarks
- * @GST_CONY_TRANSFORMER_ATTENTION_VCC: VIP-token centric compression of the window
  *
- * Attention variant run in every block (docs/attention.md). The fixed-landmark
- * variants need a model that carries landmarks.
+ * Attention variant run in every block (docs/attention.md): -1
+ * (%GST_CONY_TRANSFORMER_ATTENTION_MODEL, the variants the model was trained with) or
+ * a #ConyAttentionVariant, by the nick libcony gives it ("regular", "continual",
+ * "nystrom", "nystrom-fixed", "cony", "cony-fixed", "vcc"). The fixed-landmark variants
+ * need a model that carries landmarks.
  */
-typedef enum
-{
-  GST_CONY_TRANSFORMER_ATTENTION_MODEL = -1,
-  GST_CONY_TRANSFORMER_ATTENTION_REGULAR = CONY_ATTENTION_REGULAR,
-  GST_CONY_TRANSFORMER_ATTENTION_CONTINUAL = CONY_ATTENTION_CONTINUAL,
-  GST_CONY_TRANSFORMER_ATTENTION_NYSTROM = CONY_ATTENTION_NYSTROM,
-  GST_CONY_TRANSFORMER_ATTENTION_NYSTROM_FIXED = CONY_ATTENTION_NYSTROM_FIXED,
-  GST_CONY_TRANSFORMER_ATTENTION_CONY = CONY_ATTENTION_CONY,
-  GST_CONY_TRANSFORMER_ATTENTION_CONY_FIXED = CONY_ATTENTION_CONY_FIXED,
-  GST_CONY_TRANSFORMER_ATTENTION_VCC = CONY_ATTENTION_VCC,
-} GstConyTransformerAttention;
+typedef int GstConyTransformerAttention;
+#define GST_CONY_TRANSFORMER_ATTENTION_MODEL (-1)
 
 #define GST_TYPE_CONY_TRANSFORMER_ATTENTION (gst_cony_transformer_attention_get_type ())
 GType gst_cony_transformer_attention_get_type (void);

@@ -26,6 +26,9 @@ plugin_init (GstPlugin *plugin)
   ret |= GST_ELEMENT_REGISTER (conytransformer, plugin);
   ret |= GST_ELEMENT_REGISTER (conyframeembed, plugin);
   ret |= GST_ELEMENT_REGISTER (conyjson, plugin);
+#ifdef HAVE_MOSQUITTO
+  ret |= GST_ELEMENT_REGISTER (conymqttsink, plugin);
+#endif
 
   return ret;
 }

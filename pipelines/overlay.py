@@ -91,12 +91,8 @@ def render_text(text, scale=3):
 def source_desc(source, num_buffers):
     nb = f" num-buffers={num_buffers}"
     if source == "camera":
-        import devices  # pipelines/devices.py: the device monitor's cameras
-        cams = devices.capture_devices("video")
-        if not cams:
-            raise SystemExit("overlay.py: no camera found (GStreamer's device monitor lists "
-                             "no Video/Source device); use 'test' for videotestsrc's ball")
-        return devices.launch_description(cams[0]) + nb
+        import devices  # pipelines/devices.py; none: exit 3 (devices.NO_DEVICE)
+        return devices.require("video", "overlay.py", "use 'test' for videotestsrc's ball") + nb
     if source == "test":
         return f"videotestsrc pattern=ball{nb}"
     if not os.path.exists(source):

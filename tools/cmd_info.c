@@ -93,13 +93,6 @@ cony_cmd_info (int argc, char **argv)
   g_autoptr (ConyEncoder) enc = cony_encoder_new (m, -1, &error);
   if (!enc)
     return cony_cmd_fail (error);
-  if (c->n_input_groups) {
-    /* the d_in + G features the projection takes: the token, then one score per group */
-    printf ("input groups: %d groups over %d input_prior rows (", c->n_input_groups, c->prior_rows);
-    for (int g = 0; g < c->n_input_groups; g++)
-      printf ("%s%d", g ? " " : "", c->input_groups[g]);
-    printf ("), %.0f FLOPs/step\n", cony_encoder_input_groups_flops (enc));
-  }
   printf ("attention:   ");
   for (int b = 0; b < c->blocks; b++) {
     printf (" block %d %s%s", b, cony_attention_variant_name (c->attention[b]),
