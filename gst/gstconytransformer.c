@@ -456,6 +456,7 @@ gst_cony_transformer_set_caps (GstBaseTransform *trans, GstCaps *incaps, GstCaps
 }
 
 static void gst_cony_transformer_close_segments_at_eos (GstConyTransformer *self);
+static void gst_cony_transformer_push_closed_segments (GstConyTransformer *self);
 
 static gboolean
 gst_cony_transformer_sink_event (GstBaseTransform *trans, GstEvent *event)
@@ -472,7 +473,10 @@ gst_cony_transformer_sink_event (GstBaseTransform *trans, GstEvent *event)
       GST_DEBUG_OBJECT (self, "gap: resetting the continual state");
       gst_cony_transformer_reset_stream (self);
       break;
-    case GST_EVENT_EOS: gst_cony_transformer_close_segments_at_eos (self); break;
+    case GST_EVENT_EOS:
+      gst_cony_transformer_push_closed_segments (self);
+      gst_cony_transformer_close_segments_at_eos (self);
+      break;
     default: break;
   }
   return GST_BASE_TRANSFORM_CLASS (parent_class)->sink_event (trans, event);
@@ -754,6 +758,32 @@ gst_cony_transformer_close_segments_at_eos (GstConyTransformer *self)
     gst_element_post_message (GST_ELEMENT (self), messages->pdata[i]);
   if (messages)
     g_ptr_array_free (messages, TRUE);
+}
+
+/* EOS, any message mode: the offsets of the segments still open go
+ * downstream in a custom event before EOS (gstconymeta.h), since no buffer
+ * carries them: conyjson writes them. Before the on-change messages, which
+ * close the segments. */
+static void
+gst_cony_transformer_push_closed_segments (GstConyTransformer *self)
+{
+  GstConyClassificationEvent *ev = self->events; /* scratch: n_classes + 2 */
+  guint n = 0;
+
+  if (!self->have_last || ev == NULL)
+    return;
+  if (self->multi_label) {
+    for (guint c = 0; c < self->n_classes; c++)
+      if (self->active[c])
+        ev[n++] = (GstConyClassificationEvent){ FALSE, (gint) c, self->labels[c], self->on_start[c],
+          self->on_end[c] };
+  } else if (self->seg_class >= 0) {
+    ev[n++] = (GstConyClassificationEvent){ FALSE, self->seg_class, self->labels[self->seg_class],
+      self->seg_start, self->seg_end };
+  }
+  if (n > 0)
+    gst_pad_push_event (GST_BASE_TRANSFORM_SRC_PAD (self),
+        gst_cony_segments_closed_event_new (self->last.step, ev, n));
 }
 
 /* The end of the input behind a step whose tokens end at @tile_end: the

@@ -102,7 +102,7 @@ cony_launch () {
 cony_format () {
   sed -u -nE '
     /eos=\(boolean\)true/d
-    /\(element\): conytransformer, /{
+    /\(element\): (conytransformer|conyframeembed), /{
       s/.*stream-time-end=\(guint64\)([0-9]+).*label=\(string\)("[^"]*"|[^,]*),.*confidence=\(float\)([-0-9.e]+).*/\1 \3 \2/
       p; d
     }

@@ -177,7 +177,7 @@ pw_forward (ConyCnn *cnn, Layer *l, const float *in, float *out, gsize nb)
     cblas_sgemm (CblasRowMajor, CblasNoTrans, CblasNoTrans, (int) M, (int) N, (int) K, 1.0f, in,
         (int) K, l->w, (int) N, 0.0f, out, (int) N);
   }
-  bias_act (out, M, N, l->b, TRUE, l->relu_max);
+  bias_act (out, M, N, l->b, l->relu, l->relu_max);
 }
 
 static void
@@ -214,6 +214,33 @@ gap_forward (const Layer *l, const float *in, float *out, gsize nb)
         acc[k] += in[p * C + k];
     for (guint k = 0; k < C; k++)
       out[k] = (float) (acc[k] / (double) n);
+  }
+}
+
+/* A residual: out = in + the map saved at layer add_from (cnn->res). */
+static void
+add_forward (ConyCnn *cnn, const Layer *l, const float *in, float *out, gsize nb)
+{
+  gsize n = (gsize) l->out_h * l->out_w * l->out_c * nb;
+  for (gsize i = 0; i < n; i++)
+    out[i] = in[i] + cnn->res[i];
+}
+
+/* The softmax of each of the @n rows of @cols values, with the row's maximum
+ * subtracted first (no overflow). */
+static void
+softmax_rows (const float *in, gsize n, guint cols, float *out)
+{
+  for (gsize r = 0; r < n; r++, in += cols, out += cols) {
+    float mx = in[0];
+    for (guint c = 1; c < cols; c++)
+      mx = MAX (mx, in[c]);
+    double sum = 0.0;
+    for (guint c = 0; c < cols; c++)
+      sum += out[c] = expf (in[c] - mx);
+    float inv = (float) (1.0 / sum);
+    for (guint c = 0; c < cols; c++)
+      out[c] *= inv;
   }
 }
 
@@ -276,8 +303,12 @@ features_forward (ConyCnn *cnn, const float *input, gsize nb)
       dw_forward (l, cur, out, nb);
     else if (l->kind == LAYER_PW)
       pw_forward (cnn, l, cur, out, nb);
+    else if (l->kind == LAYER_ADD)
+      add_forward (cnn, l, cur, out, nb);
     else
       pool_forward (l, cur, out, nb);
+    if (l->keep) /* a later residual adds this map */
+      memcpy (cnn->res, out, sizeof (float) * l->out_h * l->out_w * l->out_c * nb);
     cur = out;
     which ^= 1;
   }
@@ -333,9 +364,12 @@ fc_forward (ConyCnn *cnn, const float *in, gsize n, float *out)
     const Layer *l = &cnn->w->layers[i];
     gboolean last = i + 1 == cnn->w->n_layers;
     float *dst = last ? out : bufs[which];
-    if (l->kind == LAYER_SIGMOID) {
-      for (gsize j = 0; j < n * l->out_c; j++)
-        dst[j] = 1.0f / (1.0f + expf (-cur[j]));
+    if (l->kind == LAYER_SIGMOID || l->kind == LAYER_SOFTMAX) {
+      if (l->kind == LAYER_SOFTMAX)
+        softmax_rows (cur, n, l->out_c, dst);
+      else
+        for (gsize j = 0; j < n * l->out_c; j++)
+          dst[j] = 1.0f / (1.0f + expf (-cur[j]));
       cur = dst;
       which ^= 1;
       continue;

@@ -34,6 +34,7 @@ parse_dtype (const char *s, gsize *elem_size)
     { "F64", CONY_DTYPE_F64, 8 },
     { "I64", CONY_DTYPE_I64, 8 },
     { "I8", CONY_DTYPE_I8, 1 },
+    { "U8", CONY_DTYPE_U8, 1 },
   };
   for (guint i = 0; i < G_N_ELEMENTS (table); i++)
     if (g_strcmp0 (s, table[i].name) == 0) {
@@ -53,6 +54,7 @@ dtype_name (ConyDType d)
     case CONY_DTYPE_F64: return "F64";
     case CONY_DTYPE_I64: return "I64";
     case CONY_DTYPE_I8: return "I8";
+    case CONY_DTYPE_U8: return "U8";
     default: return "unsupported";
   }
 }

@@ -269,7 +269,9 @@ test_latency (void)
   gst_harness_teardown (h);
 }
 
-/* The caps query fixes the model's frame size and format. */
+/* The caps query puts the model's frame size first (videoscale picks it) and, without
+ * patches, accepts frames of other sizes too (resized by the element); the format is
+ * fixed. */
 static void
 test_caps_query (void)
 {
@@ -285,8 +287,12 @@ test_caps_query (void)
   g_assert_cmpint (hh, ==, 32);
   g_assert_cmpstr (gst_structure_get_string (s, "format"), ==, "RGB");
   gst_caps_unref (caps);
-  GstCaps *wrong = gst_caps_from_string (
+  GstCaps *other = gst_caps_from_string (
       "video/x-raw,format=RGB,width=64,height=48,framerate=30/1");
+  g_assert_true (gst_pad_query_accept_caps (sinkpad, other));
+  gst_caps_unref (other);
+  GstCaps *wrong = gst_caps_from_string (
+      "video/x-raw,format=GRAY8,width=32,height=32,framerate=30/1");
   g_assert_false (gst_pad_query_accept_caps (sinkpad, wrong));
   gst_caps_unref (wrong);
   gst_object_unref (sinkpad);
@@ -374,7 +380,6 @@ static void
 test_wrong_caps_refused (void)
 {
   const gchar *bad[] = {
-    "video/x-raw,format=RGB,width=32,height=20,framerate=25/1",   /* wrong size */
     "video/x-raw,format=GRAY8,width=22,height=20,framerate=25/1", /* 1 channel for an RGB model */
     "video/x-raw,format=BGRx,width=22,height=20,framerate=25/1",  /* not in the template */
     "other/tensors,format=static,num_tensors=1,types=float32,dimensions=(string)66:20,framerate=25/1",
@@ -384,6 +389,11 @@ test_wrong_caps_refused (void)
     gst_harness_play (h);
     cony_test_assert_caps_refused (h, bad[i], NULL);
   }
+  /* With patches the frame must be the grid's size exactly. */
+  GstHarness *h = new_harness ("gap.safetensors", "patches-x", 2, NULL);
+  gst_harness_play (h);
+  cony_test_assert_caps_refused (h, "video/x-raw,format=RGB,width=45,height=20,framerate=25/1",
+      NULL);
 }
 
 static void

@@ -575,9 +575,53 @@ test_sigmoid_segments (void)
   g_free (x);
 }
 
-/* conyjson: one JSON object per result, newline-terminated, with the
- * stream's caps, the span, the top-k, the segment events and the scores;
- * labels escaped; buffers without a meta give nothing. */
+/* The next output buffer of @h as one JSON line of record type @type:
+ * its object (owned by *@parser; unref it and unref *@buf). */
+static JsonObject *
+pull_json_record (GstHarness *h, const gchar *type, JsonParser **parser, GstBuffer **buf)
+{
+  GstMapInfo map;
+  GError *error = NULL;
+
+  *buf = gst_harness_pull (h);
+  g_assert_nonnull (*buf);
+  g_assert_true (gst_buffer_map (*buf, &map, GST_MAP_READ));
+  g_assert_cmpuint (map.size, >, 1);
+  g_assert_cmpint (map.data[map.size - 1], ==, '\n');
+  g_assert_null (memchr (map.data, '\n', map.size - 1)); /* one line */
+  *parser = json_parser_new ();
+  g_assert_true (
+      json_parser_load_from_data (*parser, (const gchar *) map.data, (gssize) map.size, &error));
+  g_assert_no_error (error);
+  gst_buffer_unmap (*buf, &map);
+  JsonObject *o = json_node_get_object (json_parser_get_root (*parser));
+  g_assert_cmpstr (json_object_get_string_member (o, "type"), ==, type);
+  g_assert_cmpstr (json_object_get_string_member (o, "source"), ==, "unit-test");
+  return o;
+}
+
+/* A "stream" record with the token caps' fields and @lookahead. */
+static void
+check_stream_record (GstHarness *h, const gchar *lookahead)
+{
+  JsonParser *parser;
+  GstBuffer *buf;
+  JsonObject *o = pull_json_record (h, "stream", &parser, &buf);
+  JsonObject *st = json_object_get_object_member (o, "stream");
+  g_assert_cmpstr (json_object_get_string_member (st, "media"), ==, "other/tensors");
+  g_assert_cmpstr (json_object_get_string_member (st, "dimensions"), ==, "128:1");
+  g_assert_cmpstr (json_object_get_string_member (st, "framerate"), ==, "4/1");
+  g_assert_cmpstr (json_object_get_string_member (st, "lookahead"), ==, lookahead);
+  g_assert_cmpint (json_object_get_int_member (st, "num_tensors"), ==, 1);
+  g_object_unref (parser);
+  gst_buffer_unref (buf);
+}
+
+/* conyjson: a "stream" record with the stream's caps first and after a caps
+ * change (not on every line); one "result" object per result,
+ * newline-terminated, with the span, the top-k, the segment events and the
+ * scores; labels escaped; at EOS an "eos" record with the offset of the
+ * open segment; buffers without a meta give nothing. */
 static void
 test_json_records (void)
 {
@@ -604,19 +648,12 @@ test_json_records (void)
   cony_test_push_tokens (h, x, D, 0, n, 1, base, 250 * MS, FALSE);
 
   int prev_top = -1;
+  check_stream_record (h, "29/40");
   for (gsize t = 0; t < n; t++) {
-    GstBuffer *buf = gst_harness_pull (h);
-    GstMapInfo map;
-    g_assert_true (gst_buffer_map (buf, &map, GST_MAP_READ));
-    g_assert_cmpuint (map.size, >, 1);
-    g_assert_cmpint (map.data[map.size - 1], ==, '\n');
-    g_assert_null (memchr (map.data, '\n', map.size - 1)); /* one line */
-    JsonParser *parser = json_parser_new ();
-    GError *error = NULL;
-    g_assert_true (
-        json_parser_load_from_data (parser, (const gchar *) map.data, (gssize) map.size, &error));
-    g_assert_no_error (error);
-    JsonObject *o = json_node_get_object (json_parser_get_root (parser));
+    JsonParser *parser;
+    GstBuffer *buf;
+    JsonObject *o = pull_json_record (h, "result", &parser, &buf);
+    g_assert_false (json_object_has_member (o, "stream"));
     double p[C];
     cony_test_softmax (logits + t * C, C, p);
     int top = 0, second = -1;
@@ -630,13 +667,6 @@ test_json_records (void)
     GstClockTime pts = base + t * 250 * MS, start = base + oldest * 250 * MS;
     GstClockTime end = pts + 975 * MS;
     g_assert_cmpuint (GST_BUFFER_PTS (buf), ==, pts);
-    g_assert_cmpstr (json_object_get_string_member (o, "source"), ==, "unit-test");
-    JsonObject *st = json_object_get_object_member (o, "stream");
-    g_assert_cmpstr (json_object_get_string_member (st, "media"), ==, "other/tensors");
-    g_assert_cmpstr (json_object_get_string_member (st, "dimensions"), ==, "128:1");
-    g_assert_cmpstr (json_object_get_string_member (st, "framerate"), ==, "4/1");
-    g_assert_cmpstr (json_object_get_string_member (st, "lookahead"), ==, "29/40");
-    g_assert_cmpint (json_object_get_int_member (st, "num_tensors"), ==, 1);
     g_assert_cmpint (json_object_get_int_member (o, "step"), ==, t);
     g_assert_cmpint (json_object_get_int_member (o, "pts"), ==, pts);
     g_assert_cmpint (json_object_get_int_member (o, "start"), ==, start);
@@ -687,9 +717,38 @@ test_json_records (void)
     }
     prev_top = top;
     g_object_unref (parser);
-    gst_buffer_unmap (buf, &map);
     gst_buffer_unref (buf);
   }
+  g_assert_cmpuint (gst_harness_buffers_in_queue (h), ==, 0);
+
+  /* new caps (another lookahead): a new stream record, then the result */
+  gst_harness_set_src_caps_str (h, TOKEN_CAPS ",lookahead=(fraction)0/1");
+  cony_test_push_segment (h, base, 50 * GST_SECOND, GST_SECOND); /* (the harness pushed one) */
+  GstClockTime last_pts = base + n * 250 * MS;
+  cony_test_push_tokens (h, x, D, 0, 1, 1, last_pts, 250 * MS, FALSE);
+  check_stream_record (h, "0/1");
+  JsonParser *parser;
+  GstBuffer *buf;
+  JsonObject *o = pull_json_record (h, "result", &parser, &buf);
+  gchar *last_label = g_strdup (json_object_get_string_member (o, "label"));
+  guint64 last_step = json_object_get_int_member (o, "step");
+  g_object_unref (parser);
+  gst_buffer_unref (buf);
+
+  /* EOS: the open segment's offset, ending with the last step's token */
+  g_assert_true (gst_harness_push_event (h, gst_event_new_eos ()));
+  o = pull_json_record (h, "eos", &parser, &buf);
+  g_assert_cmpint (json_object_get_int_member (o, "step"), ==, last_step);
+  JsonArray *ev = json_object_get_array_member (o, "events");
+  g_assert_cmpuint (json_array_get_length (ev), ==, 1);
+  JsonObject *off = json_array_get_object_element (ev, 0);
+  g_assert_cmpstr (json_object_get_string_member (off, "event"), ==, "offset");
+  g_assert_cmpstr (json_object_get_string_member (off, "label"), ==, last_label);
+  g_assert_cmpint (json_object_get_int_member (off, "segment_end"), ==,
+      last_pts + 250 * MS - base + GST_SECOND);
+  g_free (last_label);
+  g_object_unref (parser);
+  gst_buffer_unref (buf);
   g_assert_cmpuint (gst_harness_buffers_in_queue (h), ==, 0);
   gst_harness_teardown (h);
 

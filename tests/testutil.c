@@ -15,6 +15,14 @@ cony_test_golden_path (const char *area, const char *file)
   return g_build_filename (root, "tests", "golden", area, file, NULL);
 }
 
+char *
+cony_test_model_path (const char *dir, const char *file)
+{
+  const char *root = g_getenv ("CONY_SOURCE_ROOT");
+  g_assert_nonnull (root);
+  return g_build_filename (root, "models", dir, file, NULL);
+}
+
 ConyNpyArray *
 cony_test_load_golden_npy (const char *area, const char *file)
 {

@@ -7,6 +7,8 @@
 
 /* $CONY_SOURCE_ROOT/tests/golden/@area/@file (the tests run with CONY_SOURCE_ROOT set). */
 char *cony_test_golden_path (const char *area, const char *file);
+/* $CONY_SOURCE_ROOT/models/@dir/@file: a shipped model. */
+char *cony_test_model_path (const char *dir, const char *file);
 /* Loads a golden .npy, failing the test when it cannot. */
 ConyNpyArray *cony_test_load_golden_npy (const char *area, const char *file);
 /* max |got − want| / max |want| (the plain maximum difference when want is all zero). */

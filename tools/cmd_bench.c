@@ -14,6 +14,8 @@ static const ConyCommand benches[] = {
       cony_cmd_bench_model },
   { "fusion", "a fused model's step: the join of its inputs, the encoder, both (us/step)",
       cony_cmd_bench_fusion },
+  { "image", "an image CNN (ImageNet MobileNet-v2) per camera frame: resize + network, ms",
+      cony_cmd_bench_image },
   { "pipeline", "the whole audio chain with a model pair: real-time factor, CPU, every variant",
       cony_cmd_bench_pipeline },
 };

@@ -89,7 +89,7 @@ cony_cmd_embed (int argc, char **argv)
   }
   guint H = cony_cnn_get_input_height (cnn), D = cony_cnn_get_output_size (cnn);
   const char *in_path = argv[1];
-  ConyCnnInput in;
+  ConyCnnInput in = { .crop = CONY_IMAGE_CROP_CENTER };
   if (!cony_cnn_input_read (&in, cnn, in_path, (guint) stride, &error)) {
     g_prefix_error (&error, "%s: ", m_path);
     return cony_cmd_fail (error);

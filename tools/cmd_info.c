@@ -7,6 +7,7 @@
 #include "cony/model.h"
 
 #include <stdio.h>
+#include <string.h>
 
 /* A CNN file (VGG-style or MobileNet): its layers, size, cost, output and metadata. */
 static int
@@ -28,7 +29,16 @@ info_cnn (ConyCnn *cnn, const char *path)
     printf ("%s%s", i ? ", " : " (", labels[i]);
   printf ("%s\n", n > 5 ? ", ...)" : n > 0 ? ")" : "");
   const char *fe = cony_cnn_get_metadata (cnn, "frontend");
-  printf ("frontend:     %s\n", fe ? fe : "(none: VGGish log-mel)");
+  const char *kind = cony_cnn_get_metadata (cnn, "input_kind");
+  if (kind != NULL && strcmp (kind, "image") == 0) {
+    /* an image model: its pixels' order and quantisation instead of a log-mel */
+    const char *order = cony_cnn_get_metadata (cnn, "channel_order");
+    const char *q = cony_cnn_get_metadata (cnn, "input_quantization");
+    printf ("input:        image, %s%s%s\n", order ? order : "channels in file order",
+        q ? ", quantised as " : "", q ? q : "");
+  } else {
+    printf ("frontend:     %s\n", fe ? fe : "(none: VGGish log-mel)");
+  }
   const char *src = cony_cnn_get_metadata (cnn, "source");
   if (src)
     printf ("source:       %s\n", src);

@@ -1,7 +1,9 @@
 /* Input windows for the CNN commands (see cnn_input.h). */
 #include "cnn_input.h"
+#include "image_file.h"
 
 #include "cony/error.h"
+#include "cony/image.h"
 #include "cony/mel.h"
 #include "cony/wav.h"
 
@@ -53,13 +55,47 @@ cony_cnn_mel_config (ConyCnn *cnn, ConyMelConfig *config, GError **error)
   return cony_mel_config_validate (config, error);
 }
 
+/* An image file as one example: centre-cropped and resized to the model's input
+ * (include/cony/image.h; as it is when already that size). */
+static gboolean
+read_image (ConyCnnInput *in, ConyCnn *cnn, const char *path, GError **error)
+{
+  guint H = cony_cnn_get_input_height (cnn), W = cony_cnn_get_input_width (cnn);
+  guint C = cony_cnn_get_input_channels (cnn), w, h;
+  gsize stride;
+  if ((C != 3 && C != 1) || cony_cnn_get_metadata (cnn, "frontend") != NULL) {
+    g_set_error (error, CONY_ERROR, CONY_ERROR_INVALID,
+        "%s is an image; the model is not an image model (it takes %u-channel input%s)", path, C,
+        C == 1 ? " and declares a log-mel frontend" : "");
+    return FALSE;
+  }
+  g_autofree guint8 *pixels = cony_image_file_load (path, C, &w, &h, &stride, error);
+  if (pixels == NULL)
+    return FALSE;
+  ConyNpyArray *arr = g_new0 (ConyNpyArray, 1);
+  arr->ndim = 4;
+  arr->shape[0] = 1;
+  arr->shape[1] = H;
+  arr->shape[2] = W;
+  arr->shape[3] = C;
+  arr->data = g_new (float, (gsize) H *W *C);
+  cony_image_resize (pixels, w, h, stride, C, in->crop, W, H, arr->data, NULL);
+  in->patches = arr;
+  in->n_windows = 1;
+  return TRUE;
+}
+
 gboolean
 cony_cnn_input_read (ConyCnnInput *in, ConyCnn *cnn, const char *path, guint stride, GError **error)
 {
+  ConyImageCrop crop = in->crop;
   memset (in, 0, sizeof *in);
   in->stride = stride;
+  in->crop = crop;
   guint H = cony_cnn_get_input_height (cnn), W = cony_cnn_get_input_width (cnn);
   guint C = cony_cnn_get_input_channels (cnn);
+  if (cony_image_file_is_image (path))
+    return read_image (in, cnn, path, error);
   if (g_str_has_suffix (path, ".npy") || g_str_has_suffix (path, ".NPY")) {
     g_autoptr (ConyNpyArray) arr = cony_npy_load (path, error);
     if (arr == NULL)
@@ -69,7 +105,8 @@ cony_cnn_input_read (ConyCnnInput *in, ConyCnn *cnn, const char *path, guint str
       in->frames = g_steal_pointer (&arr->data);
     } else if ((arr->ndim == 3 && C == 1 && arr->shape[1] == H && arr->shape[2] == W)
         || (arr->ndim == 4 && arr->shape[1] == C && arr->shape[2] == H && arr->shape[3] == W
-            && C == 1)) {
+            && C == 1)
+        || (arr->ndim == 4 && arr->shape[1] == H && arr->shape[2] == W && arr->shape[3] == C)) {
       in->n_windows = arr->shape[0];
       in->patches = g_steal_pointer (&arr);
       return TRUE;
@@ -80,8 +117,8 @@ cony_cnn_input_read (ConyCnnInput *in, ConyCnn *cnn, const char *path, guint str
       g_string_append_c (got, ')');
       g_set_error (error, CONY_ERROR, CONY_ERROR_SHAPE,
           "%s has shape %s, expected log-mel frames (T, %u) or patches (N, %u, %u) / "
-          "(N, 1, %u, %u)%s",
-          path, got->str, W, H, W, H, W, C != 1 ? " (and a 1-channel model)" : "");
+          "(N, 1, %u, %u)%s, or examples (N, %u, %u, %u) in HWC order",
+          path, got->str, W, H, W, H, W, C != 1 ? " (and a 1-channel model)" : "", H, W, C);
       return FALSE;
     }
   } else {

@@ -1,7 +1,8 @@
 /* Input windows for the CNN commands (cony embed, cony tag): a WAV file's log-mel
- * frames, log-mel frames from a .npy, or ready patches from a .npy. */
+ * frames, log-mel frames from a .npy, ready patches from a .npy, or an image file. */
 #pragma once
 #include "cony/cnn.h"
+#include "cony/image.h"
 #include "cony/mel.h"
 #include "cony/npy.h"
 
@@ -12,14 +13,16 @@ typedef struct {
   gsize n_windows;
   guint stride;         /* frames between window starts (frames only) */
   double frame_seconds; /* seconds per frame (0: unknown, ready patches) */
+  ConyImageCrop crop;   /* image files: set before cony_cnn_input_read() (kept by it) */
 } ConyCnnInput;
 
 /* The log-mel settings @cnn was trained on: its `frontend` metadata (conymel's property
  * names) applied over VGGish's front end. */
 gboolean cony_cnn_mel_config (ConyCnn *cnn, ConyMelConfig *config, GError **error);
 /* Reads @path for @cnn. WAV: the log-mel of the model's `frontend` metadata
- * (conymel's property names; VGGish's front end when absent). Errors name the
- * file and what was expected. */
+ * (conymel's property names; VGGish's front end when absent). PNG/JPEG/BMP (by
+ * extension): one example, cropped (in->crop) and resized to the model's input.
+ * Errors name the file and what was expected. */
 gboolean cony_cnn_input_read (ConyCnnInput *in, ConyCnn *cnn, const char *path, guint stride,
     GError **error);
 /* Runs every window through @cnn into @out (n_windows x output size). */

@@ -1,5 +1,5 @@
-/* CNN engine: VGG-style networks (VGGish and relatives) and MobileNet-v1
- * (YAMNet).
+/* CNN engine: VGG-style networks (VGGish and relatives), MobileNet-v1 (YAMNet)
+ * and MobileNet-v2 (the ImageNet classifier of models/imagenet/).
  *
  * ## MobileNet-v1 (network = "mobilenet_v1" in the file's metadata)
  *
@@ -12,6 +12,14 @@
  * as one sgemm per layer over the HWC map, depthwise ones as a direct
  * vectorised loop, 3x3 convs as (strided) im2col + sgemm.
  * cony_cnn_new_random() takes MobileNet layouts too (CONY_CNN_YAMNET_LAYOUT).
+ *
+ * ## MobileNet-v2 (network = "mobilenet_v2")
+ *
+ * The same words plus linear1x1 (a 1x1 conv without activation: an inverted
+ * residual block's projection) and add@K (adds layer K's output: the residual);
+ * softmax is a head word for both kinds. U8 weights carry
+ * layers.{i}.weight_zero_point (TFLite's uint8 asymmetric quantisation) and are
+ * dequantised at load. See docs/model-format.md.
  * Everything below about pools, Winograd, PCA and F16 FC weights concerns the
  * VGG-style networks.
  *
@@ -191,7 +199,8 @@ ConyCnnOutput cony_cnn_get_output (const ConyCnn *cnn);
 /* Size of the embedding (the global average pool before the FC head); 0 when
  * the network has none. */
 guint cony_cnn_get_embedding_size (const ConyCnn *cnn);
-/* TRUE for a network = mobilenet_v1 file (or a random MobileNet layout). */
+/* TRUE for a network = mobilenet_v1 or mobilenet_v2 file (or a random MobileNet
+ * layout). */
 gboolean cony_cnn_is_mobilenet (const ConyCnn *cnn);
 /* A string of the file's __metadata__ (e.g. "frontend", "source"), or NULL. */
 const char *cony_cnn_get_metadata (const ConyCnn *cnn, const char *key);

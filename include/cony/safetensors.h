@@ -16,6 +16,7 @@ typedef enum
   CONY_DTYPE_F64,
   CONY_DTYPE_I64,
   CONY_DTYPE_I8, /* quantised weights (read with the tensor's own scale) */
+  CONY_DTYPE_U8, /* quantised weights with zero points (uint8 asymmetric) */
   CONY_DTYPE_OTHER,
 } ConyDType;
 
