@@ -44,8 +44,8 @@
  *   conyfuse name=f model=av.safetensors ! conytransformer model=av.safetensors ! fakesink \
  *   d. ! queue ! audioconvert ! audioresample ! conymel preset=yamnet \
  *      ! conyvggish model=models/yamnet/yamnet.safetensors output=embedding ! f.sink_audio \
- *   d. ! queue ! videoconvert ! videoscale ! videorate ! video/x-raw,framerate=10/1 \
- *      ! conyframeembed model=models/video/frame_cnn.safetensors ! f.sink_video
+ *   d. ! queue ! videoconvert ! videorate ! video/x-raw,framerate=10/1 \
+ *      ! conyframeembed model=models/imagenet/mobilenet_v2.safetensors output=embedding ! f.sink_video
  * ]| (pipelines/av_file.sh runs this and prints the fused label per step.)
  */
 #ifdef HAVE_CONFIG_H

@@ -12,10 +12,11 @@
 # and camera. With no microphone or no camera it says so and exits 3 instead of fusing a
 # stand-in. A source that stops later (a camera unplugged) makes that input absent in the
 # fused steps; the others go on. Models: the fused model's inputs must be named audio
-# (YAMNet embeddings, CONY_YAMNET) and video (the frame CNN, CONY_VIDEO_CNN, at
-# CONY_VIDEO_FPS); CONY_OPTS: extra conytransformer properties.
+# and video; the CNNs and outputs are those its inputs record (pipelines/av_lib.sh:
+# CONY_AUDIO_CNN, CONY_VIDEO_CNN, CONY_VIDEO_FPS); CONY_OPTS: extra conytransformer
+# properties.
 set -euo pipefail
-source "$(dirname "$0")/video_lib.sh"
+source "$(dirname "$0")/av_lib.sh"
 usage="usage: av_camera.sh [--audio-device NAME | --audio-source DESC] [--video-device DEV | --video-source DESC] FUSED_MODEL"
 audio_source="" audio_device="" video_source="" video_device=""
 while [ $# -gt 1 ]; do
@@ -28,10 +29,7 @@ while [ $# -gt 1 ]; do
   esac
 done
 fused=${1:?$usage}
-CONY_YAMNET=${CONY_YAMNET:-$CONY_ROOT/models/yamnet/yamnet.safetensors}
-for m in "$fused" "$CONY_YAMNET" "$CONY_VIDEO_CNN"; do
-  [ -f "$m" ] || { echo "av_camera.sh: model file $m not found" >&2; exit 2; }
-done
+cony_av_setup "$fused"
 element=alsasrc
 gst-inspect-1.0 --exists pulsesrc && element=pulsesrc
 # shellcheck disable=SC2034 # read by cony_capture_source (lib.sh)
@@ -42,10 +40,8 @@ asrc=$(cony_capture_source audio "$element") || { echo "$hint" >&2; exit 3; }
 cony_source=$video_source cony_device=$video_device
 vsrc=$(cony_capture_source video v4l2src) || { echo "$hint" >&2; exit 3; }
 # -e: Ctrl-C sends EOS so the last step is printed; sync=true keeps the live pace.
-# shellcheck disable=SC2086
+# shellcheck disable=SC2046,SC2086
 cony_launch -e -m conyfuse name=fuse model="$fused" \
   ! conytransformer name=classifier model="$fused" $CONY_OPTS ! fakesink sync=true \
-  $asrc ! queue ! audioconvert ! audioresample ! conymel preset=yamnet \
-  ! conyvggish model="$CONY_YAMNET" output=embedding ! fuse.sink_audio \
-  $vsrc ! queue ! videoconvert ! videoscale ! videorate ! video/x-raw,framerate="$CONY_VIDEO_FPS"/1 \
-  ! conyframeembed model="$CONY_VIDEO_CNN" ! fuse.sink_video | cony_format
+  $asrc ! queue ! $(cony_av_audio_chain) ! fuse.sink_audio \
+  $vsrc ! queue ! $(cony_av_video_chain) ! fuse.sink_video | cony_format

@@ -6,7 +6,7 @@
 # ending where YAMNet's first 0.975 s window ends (the span covers the audio), labels of
 # the model; a file without video refused with exit 4 naming it; a fused model whose
 # input sizes do not match refused naming a pad and both sizes (whichever pad's caps
-# come first); pipelines/av_camera.sh on live test sources, and without a camera.
+# come first), an ordinary model refused; pipelines/av_camera.sh on live test sources, and without a camera.
 # $1 = source root. Needs GST_PLUGIN_PATH (build tree's gst/).
 set -uo pipefail
 root=${1:?usage: test_av_pipeline.sh SOURCE_ROOT}
@@ -55,11 +55,18 @@ fi
 
 out=$("$root/pipelines/av_file.sh" "$tmp/av.mkv" "$root/tests/golden/fusion/b1_cony.safetensors" 2>&1)
 rc=$?
-if [ "$rc" != 0 ] && [[ $out == *"sink_audio has 1024 floats per token; input 'audio'"*"takes 5"* \
-  || $out == *"sink_video has 32 floats per token; input 'video'"*"takes 4"* ]]; then
+re="sink_(audio|video) has [0-9]+ floats per token; input '(audio|video)' of [^ ]*b1_cony.safetensors takes (5|4)"
+if [ "$rc" != 0 ] && [[ $out =~ $re ]]; then
   echo "ok: a fused model of other token sizes is refused, naming the pad and sizes"
 else
   echo "FAIL: mismatched model: exit $rc: $out"; fail=1
+fi
+out=$("$root/pipelines/av_file.sh" "$tmp/av.mkv" "$root/tests/golden/model/b1_regular.safetensors" 2>&1)
+rc=$?
+if [ "$rc" = 2 ] && [[ $out == *"b1_regular.safetensors: not a fused model file"* ]]; then
+  echo "ok: an ordinary model is refused (exit 2)"
+else
+  echo "FAIL: ordinary model: exit $rc: $out"; fail=1
 fi
 
 # av_camera.sh live, on live test sources (4 s of audio, 2 s of video: then the video is
