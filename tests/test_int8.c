@@ -1,5 +1,6 @@
-/* The integer CNN path: TFLite's requantisation arithmetic (src/qmath.h) on edge values. */
-#include "../src/qmath.h"
+/* The integer CNN path: TFLite's requantisation arithmetic (src/qmath.h) on edge values,
+ * the portable and AVX2 kernels (src/qkernels*.c) equal bit for bit. */
+#include "../src/qkernels.h"
 #include "testutil.h"
 
 #include <math.h>
@@ -141,6 +142,64 @@ test_add (void)
   g_assert_false (cony_q_add_init (&a, 0.0f, 0, 0.05f, 0, 0.06f, 0, -128, 127));
 }
 
+/* ---------------------------------------------------------------- kernels */
+
+/* The AVX2 and portable kernels on random products (odd K, N not a multiple of 16,
+ * every remainder of the 6-row blocks, left and right shifts, extreme accumulators). */
+static void
+test_kernels_equal (void)
+{
+  const ConyQKernels *avx = cony_qkernels_avx2 (), *port = cony_qkernels_portable ();
+  if (avx == NULL) {
+    g_test_skip ("no AVX2 on this CPU: the portable kernels only");
+    return;
+  }
+  GRand *r = g_rand_new_with_seed (7);
+  guint shapes[][3] = { { 13, 9, 32 }, { 7, 64, 21 }, { 25, 1024, 48 }, { 1, 1024, 521 },
+    { 6, 33, 16 }, { 11, 2, 5 } };
+  for (guint s = 0; s < G_N_ELEMENTS (shapes); s++) {
+    guint M = shapes[s][0], K = shapes[s][1], N = shapes[s][2];
+    g_autofree gint8 *w = g_new (gint8, (gsize) K * N);
+    g_autofree gint32 *bias = g_new (gint32, N);
+    g_autofree ConyQMul *m = g_new (ConyQMul, N);
+    for (gsize i = 0; i < (gsize) K * N; i++)
+      w[i] = (gint8) g_rand_int_range (r, -128, 128);
+    for (guint c = 0; c < N; c++) {
+      bias[c] = g_rand_int_range (r, -100000, 100000);
+      cony_q_multiplier (exp (g_rand_double_range (r, log (1e-7), log (4.0))), &m[c]);
+    }
+    ConyQGemm g;
+    cony_qgemm_init (&g, K, N, w, bias, m, g_rand_int_range (r, -128, 128), -128, 127);
+    g_autofree gint16 *a = g_new0 (gint16, (gsize) M * g.Kp);
+    for (guint i = 0; i < M; i++)
+      for (guint k = 0; k < K; k++)
+        a[(gsize) i * g.Kp + k] = (gint16) g_rand_int_range (r, -255, 256);
+    g_autofree gint8 *o1 = g_new0 (gint8, (gsize) M * N);
+    g_autofree gint8 *o2 = g_new0 (gint8, (gsize) M * N);
+    avx->gemm (&g, M, a, o1, N);
+    port->gemm (&g, M, a, o2, N);
+    g_assert_cmpmem (o1, (gsize) M * N, o2, (gsize) M * N);
+    /* the product itself, against a direct sum, for one row */
+    for (guint c = 0; c < N; c++) {
+      gint64 acc = bias[c];
+      for (guint k = 0; k < K; k++)
+        acc += (gint64) a[k] * w[(gsize) c * K + k];
+      g_assert_cmpint (o2[c], ==, cony_q_requant ((gint32) acc, m[c], g.out.zp, -128, 127));
+    }
+    /* requantisation alone on extreme accumulators */
+    g_autofree gint32 *acc = g_new (gint32, N);
+    for (guint c = 0; c < N; c++) {
+      gint32 edge[] = { G_MININT32, G_MAXINT32, 0, -1, 1, -(1 << 30), 1 << 30 };
+      acc[c] = c % 3 ? (gint32) g_rand_int (r) : edge[c % G_N_ELEMENTS (edge)];
+    }
+    avx->requant (&g.out, acc, N, o1);
+    port->requant (&g.out, acc, N, o2);
+    g_assert_cmpmem (o1, N, o2, N);
+    cony_qgemm_clear (&g);
+  }
+  g_rand_free (r);
+}
+
 int
 main (int argc, char **argv)
 {
@@ -151,5 +210,6 @@ main (int argc, char **argv)
   g_test_add_func ("/int8/requant", test_requant);
   g_test_add_func ("/int8/quantize", test_quantize);
   g_test_add_func ("/int8/add", test_add);
+  g_test_add_func ("/int8/kernels-equal", test_kernels_equal);
   return g_test_run ();
 }
