@@ -630,7 +630,7 @@ cnn_weights_load (const char *path, GError **error)
       return NULL;
     }
     if (!load_mobilenet (cnn, st, error) || !cnn_finish_geometry (cnn, error)
-        || !read_labels_and_metadata (cnn, st, error))
+        || !cnn_int8_load (cnn, st, error) || !read_labels_and_metadata (cnn, st, error))
       return NULL;
     return g_steal_pointer (&cnn);
   }

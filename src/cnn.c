@@ -49,6 +49,7 @@ cnn_weights_free (CnnWeights *w)
   g_clear_pointer (&w->metadata, g_hash_table_unref);
   g_strfreev (w->labels);
   g_free (w->key);
+  cnn_int8_unref (w->q8);
   pthread_mutex_destroy (&w->lazy);
   g_free (w);
 }
@@ -101,6 +102,7 @@ cony_cnn_free (ConyCnn *cnn)
   g_free (cnn->norm);
   g_free (cnn->col_sum);
   g_free (cnn->panel);
+  cnn_int8_scratch_free (cnn);
   g_free (cnn);
 }
 

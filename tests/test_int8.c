@@ -1,10 +1,18 @@
 /* The integer CNN path: TFLite's requantisation arithmetic (src/qmath.h) on edge values,
- * the portable and AVX2 kernels (src/qkernels*.c) equal bit for bit. */
+ * the portable and AVX2 kernels (src/qkernels*.c) equal bit for bit, and the shipped
+ * YAMNet in int8 against ArmNN's scores of the original .tflite (tests/golden/yamnet/,
+ * training/conytrain/audio/yamnet_armnn.py): every score equal or one int8 logit step
+ * away, the same top-1 on every golden patch, with either kernel set. */
 #include "../src/qkernels.h"
+#include "cony/error.h"
 #include "testutil.h"
 
+#include <json-glib/json-glib.h>
+
+#include <glib/gstdio.h>
 #include <math.h>
 #include <string.h>
+#include <unistd.h>
 
 /* ---------------------------------------------------------------- arithmetic */
 
@@ -200,6 +208,315 @@ test_kernels_equal (void)
   g_rand_free (r);
 }
 
+/* ---------------------------------------------------------------- YAMNet */
+
+static char *
+yamnet_path (void)
+{
+  return g_build_filename (g_getenv ("CONY_SOURCE_ROOT"), "models", "yamnet", "yamnet.safetensors",
+      NULL);
+}
+
+/* The int8 scores are the logistic table of the int8 logits (the FC output, one step
+ * = 0.308 in logit, up to 0.077 in score where the sigmoid is steepest). A score is
+ * within one quantisation step of ArmNN's when some logit that gives it, moved by at
+ * most one step, gives ArmNN's: *@steps gets how many scores needed that step. */
+static gboolean
+within_one_logit_step (const ConyCnn *cnn, const float *got, const float *want, gsize n,
+    guint *steps)
+{
+  g_autoptr (JsonParser) p = json_parser_new ();
+  g_assert_true (
+      json_parser_load_from_data (p, cony_cnn_get_metadata (cnn, "quantization"), -1, NULL));
+  JsonArray *layers = json_object_get_array_member (json_node_get_object (json_parser_get_root (p)),
+      "layers");
+  JsonArray *fc = json_array_get_array_element (layers, 28);
+  JsonArray *sg = json_array_get_array_element (layers, 29);
+  float s_in = (float) json_array_get_double_element (fc, 0);
+  gint32 zp_in = (gint32) json_array_get_int_element (fc, 1);
+  float s_out = (float) json_array_get_double_element (sg, 0);
+  gint32 zp_out = (gint32) json_array_get_int_element (sg, 1);
+  float score[256];
+  for (int v = -128; v < 128; v++) {
+    float x = s_in * (float) (v - zp_in);
+    gint8 q = cony_q_quantize (1.0f / (1.0f + expf (-x)), s_out, zp_out);
+    score[v + 128] = s_out * (float) (q - zp_out);
+  }
+  for (gsize i = 0; i < n; i++) {
+    if (got[i] == want[i])
+      continue;
+    gboolean ok = FALSE;
+    for (int v = 0; v < 256 && !ok; v++)
+      if (score[v] == got[i])
+        for (int d = -1; d <= 1; d += 2)
+          ok = ok || (v + d >= 0 && v + d < 256 && score[v + d] == want[i]);
+    if (!ok)
+      return FALSE;
+    (*steps)++;
+  }
+  return TRUE;
+}
+
+static void
+check_yamnet_armnn (void)
+{
+  g_autofree char *path = yamnet_path ();
+  g_autoptr (GError) error = NULL;
+  g_autoptr (ConyCnn) cnn = cony_cnn_load_private (path, &error);
+  g_assert_no_error (error);
+  g_assert_cmpint (cony_cnn_get_precision (cnn), ==, CONY_CNN_PRECISION_INT8);
+  g_assert_cmpuint (cony_cnn_get_int8_layers (cnn), ==, 30);
+  ConyNpyArray *patches = cony_test_load_golden_npy ("yamnet", "patches.npy");
+  ConyNpyArray *want = cony_test_load_golden_npy ("yamnet", "armnn_scores.npy");
+  gsize n = patches->shape[0], od = cony_cnn_get_output_size (cnn);
+  g_assert_cmpuint (want->shape[0], ==, n);
+  g_assert_cmpuint (want->shape[1], ==, od);
+  g_autofree float *got = g_new (float, n *od);
+  /* one by one, and batched (the maps of several examples in one product) */
+  for (gsize i = 0; i < n; i++)
+    cony_cnn_forward (cnn, patches->data + i * 96 * 64, got + i * od);
+  g_autofree float *batch = g_new (float, n *od);
+  cony_cnn_forward_batch (cnn, patches->data, n, batch);
+  g_assert_cmpmem (got, sizeof (float) * n * od, batch, sizeof (float) * n * od);
+  double worst = 0;
+  guint off = 0, steps = 0;
+  for (gsize i = 0; i < n; i++) {
+    const float *g = got + i * od, *w = want->data + i * od;
+    gsize tg = 0, tw = 0;
+    for (gsize c = 0; c < od; c++) {
+      double d = fabs (g[c] - w[c]);
+      worst = MAX (worst, d);
+      off += d > 1e-6;
+      tg = g[c] > g[tg] ? c : tg;
+      tw = w[c] > w[tw] ? c : tw;
+    }
+    g_assert_cmpuint (tg, ==, tw);
+  }
+  g_assert_true (within_one_logit_step (cnn, got, want->data, n * od, &steps));
+  g_test_message ("int8 vs ArmNN: %u of %" G_GSIZE_FORMAT " scores differ (one logit step), by "
+                  "at most %g",
+      off, n * od, worst);
+  g_assert_cmpuint (steps, ==, off);
+  g_assert_cmpuint (off, <, n * od / 100); /* nearly all equal */
+  cony_npy_array_free (patches);
+  cony_npy_array_free (want);
+}
+
+static void
+test_yamnet_armnn (void)
+{
+  check_yamnet_armnn ();
+}
+
+static void
+test_yamnet_armnn_portable (void)
+{
+  if (g_test_subprocess ()) {
+    g_assert_cmpstr (cony_cnn_get_int8_kernels (), ==, "portable");
+    check_yamnet_armnn ();
+    return;
+  }
+  cony_test_trap_portable_cnn ();
+}
+
+/* FLOAT runs the float engine on the same file (its scores are not multiples of
+ * 1/256); INT8 on a float-only network is refused. */
+static void
+test_precision (void)
+{
+  g_autofree char *path = yamnet_path ();
+  g_autoptr (GError) error = NULL;
+  g_autoptr (ConyCnn) cnn = cony_cnn_load (path, &error);
+  g_assert_no_error (error);
+  g_autofree float *x = cony_test_random_floats (96 * 64, -6, 2, 3);
+  float q[521], f[521];
+  cony_cnn_forward (cnn, x, q);
+  g_assert_true (cony_cnn_set_precision (cnn, CONY_CNN_PRECISION_FLOAT, &error));
+  g_assert_cmpint (cony_cnn_get_precision (cnn), ==, CONY_CNN_PRECISION_FLOAT);
+  g_assert_cmpuint (cony_cnn_get_int8_layers (cnn), ==, 0);
+  g_assert_cmpuint (cony_cnn_get_quantized_layers (cnn), ==, 30);
+  cony_cnn_forward (cnn, x, f);
+  gboolean steps = TRUE, near = TRUE;
+  for (int c = 0; c < 521; c++) {
+    steps = steps && q[c] * 256 == roundf (q[c] * 256);
+    near = near && fabsf (q[c] - f[c]) < 0.1f;
+  }
+  g_assert_true (steps);
+  g_assert_true (near);
+  g_assert_cmpfloat (memcmp (q, f, sizeof q), !=, 0);
+  g_assert_true (cony_cnn_set_precision (cnn, CONY_CNN_PRECISION_AUTO, &error));
+  g_assert_cmpint (cony_cnn_get_precision (cnn), ==, CONY_CNN_PRECISION_INT8);
+
+  g_autoptr (ConyCnn) rnd = cony_cnn_new_random (CONY_CNN_YAMNET_LAYOUT, 96, 64, 1, 1, &error);
+  g_assert_no_error (error);
+  g_assert_false (cony_cnn_set_precision (rnd, CONY_CNN_PRECISION_INT8, &error));
+  cony_test_expect_error (&error, CONY_ERROR_INVALID, "precision int8", "quantised");
+  g_assert_cmpint (cony_cnn_get_precision (rnd), ==, CONY_CNN_PRECISION_FLOAT);
+}
+
+/* A copy of @src (any dtypes) in a temporary file whose metadata `quantization` is
+ * @quant (NULL: none); g_free the path, unlink the file. */
+static char *
+with_quantization (const char *src, const char *quant)
+{
+  g_autofree char *bytes = NULL;
+  gsize len = 0;
+  g_assert_true (g_file_get_contents (src, &bytes, &len, NULL));
+  guint64 hlen = GUINT64_FROM_LE (*(guint64 *) bytes);
+  g_autoptr (JsonParser) p = json_parser_new ();
+  g_assert_true (json_parser_load_from_data (p, bytes + 8, (gssize) hlen, NULL));
+  JsonObject *meta = json_object_get_object_member (json_node_get_object (json_parser_get_root (p)),
+      "__metadata__");
+  if (json_object_has_member (meta, "quantization"))
+    json_object_remove_member (meta, "quantization");
+  if (quant != NULL)
+    json_object_set_string_member (meta, "quantization", quant);
+  g_autofree char *header = json_to_string (json_parser_get_root (p), FALSE);
+  GString *out = g_string_new (NULL);
+  guint64 n = strlen (header), padded = (n + 7) / 8 * 8;
+  guint64 le = GUINT64_TO_LE (padded);
+  g_string_append_len (out, (const char *) &le, 8);
+  g_string_append (out, header);
+  for (guint64 i = n; i < padded; i++)
+    g_string_append_c (out, ' ');
+  g_string_append_len (out, bytes + 8 + hlen, (gssize) (len - 8 - hlen));
+  char *path = NULL;
+  int fd = g_file_open_tmp ("cony-int8-XXXXXX.safetensors", &path, NULL);
+  g_assert_cmpint (fd, >=, 0);
+  close (fd);
+  g_assert_true (g_file_set_contents (path, out->str, (gssize) out->len, NULL));
+  g_string_free (out, TRUE);
+  return path;
+}
+
+/* YAMNet's quantization with layers[@from..] null: the integer prefix ends there. */
+static char *
+yamnet_prefix (guint from)
+{
+  g_autofree char *path = yamnet_path ();
+  g_autoptr (GError) error = NULL;
+  g_autoptr (ConyCnn) cnn = cony_cnn_load_private (path, &error);
+  g_assert_no_error (error);
+  g_autoptr (JsonParser) p = json_parser_new ();
+  g_assert_true (
+      json_parser_load_from_data (p, cony_cnn_get_metadata (cnn, "quantization"), -1, NULL));
+  JsonArray *layers = json_object_get_array_member (json_node_get_object (json_parser_get_root (p)),
+      "layers");
+  JsonArray *fixed = json_array_new ();
+  for (guint i = 0; i < 30; i++)
+    if (i < from)
+      json_array_add_element (fixed, json_node_copy (json_array_get_element (layers, i)));
+    else
+      json_array_add_null_element (fixed);
+  json_object_set_array_member (json_node_get_object (json_parser_get_root (p)), "layers", fixed);
+  g_autofree char *quant = json_to_string (json_parser_get_root (p), FALSE);
+  return with_quantization (path, quant);
+}
+
+static float *
+run_golden (ConyCnn *cnn, gsize *n)
+{
+  ConyNpyArray *patches = cony_test_load_golden_npy ("yamnet", "patches.npy");
+  *n = patches->shape[0];
+  float *out = g_new (float, *n *cony_cnn_get_output_size (cnn));
+  cony_cnn_forward_batch (cnn, patches->data, *n, out);
+  cony_npy_array_free (patches);
+  return out;
+}
+
+/* Integer prefixes: up to the logits, then the float sigmoid (the hand-off at the head
+ * requantises the gap output exactly: the scores differ from the all-int8 table by its
+ * rounding only, at most half a step of 1/256); up to layer 24 (the adapted YAMNet's
+ * layers, from 25 on float), then float: near the float network, the same top-1. */
+static void
+test_prefix (void)
+{
+  g_autofree char *full_path = yamnet_path ();
+  g_autoptr (GError) error = NULL;
+  g_autoptr (ConyCnn) full = cony_cnn_load_private (full_path, &error);
+  g_assert_no_error (error);
+  gsize n;
+  g_autofree float *all = run_golden (full, &n);
+  g_assert_true (cony_cnn_set_precision (full, CONY_CNN_PRECISION_FLOAT, &error));
+  g_autofree float *flt = run_golden (full, &n);
+
+  g_autofree char *p29 = yamnet_prefix (29);
+  g_autoptr (ConyCnn) c29 = cony_cnn_load_private (p29, &error);
+  g_assert_no_error (error);
+  g_assert_cmpuint (cony_cnn_get_int8_layers (c29), ==, 29);
+  g_autofree float *s29 = run_golden (c29, &n);
+  for (gsize i = 0; i < n * 521; i++)
+    g_assert_cmpfloat (fabsf (s29[i] - all[i]), <=, 0.5f / 256 + 1e-6f);
+
+  g_autofree char *p25 = yamnet_prefix (25);
+  g_autoptr (ConyCnn) c25 = cony_cnn_load_private (p25, &error);
+  g_assert_no_error (error);
+  g_assert_cmpuint (cony_cnn_get_int8_layers (c25), ==, 25);
+  g_autofree char *desc = cony_cnn_describe_precision (c25);
+  g_assert_true (g_str_has_prefix (desc, "int8 for layers 0-24, float for the 5 after them"));
+  g_autofree float *s25 = run_golden (c25, &n);
+  double worst = 0;
+  for (gsize e = 0; e < n; e++) {
+    gsize a = 0, b = 0;
+    for (gsize c = 0; c < 521; c++) {
+      worst = MAX (worst, fabs (s25[e * 521 + c] - flt[e * 521 + c]));
+      a = s25[e * 521 + c] > s25[e * 521 + a] ? c : a;
+      b = flt[e * 521 + c] > flt[e * 521 + b] ? c : b;
+    }
+    g_assert_cmpuint (a, ==, b);
+  }
+  g_test_message ("int8 prefix 0-24 + float vs float: max |d score| %g", worst);
+  g_assert_cmpfloat (worst, <, 0.1);
+  g_unlink (p29);
+  g_unlink (p25);
+}
+
+/* Malformed quantisation metadata is refused, naming the file and what was wrong. */
+static void
+test_refused (void)
+{
+  g_autofree char *path = yamnet_path ();
+  const char *bad[][2] = {
+    { "[1, 2]", "must be {" },
+    { "{\"input\": [0.05, 17], \"layers\": [[0.02, -128]]}", "one per layer (30)" },
+    { "{\"input\": [0.05, 300], \"layers\": []}", "zero points in -128..127" },
+    { "{\"input\": [-1, 0], \"layers\": []}", "scales > 0" },
+  };
+  for (guint i = 0; i < G_N_ELEMENTS (bad); i++) {
+    g_autofree char *copy = with_quantization (path, bad[i][0]);
+    cony_test_expect_cnn_refused (copy, CONY_ERROR_INVALID, "quantization", bad[i][1]);
+    g_unlink (copy);
+  }
+  /* an entry after a null, and one that is not a pair */
+  g_autoptr (GString) q = g_string_new ("{\"input\": [0.05, 17], \"layers\": [null");
+  for (int i = 1; i < 30; i++)
+    g_string_append (q, ", [0.02, -128]");
+  g_string_append (q, "]}");
+  g_autofree char *after = with_quantization (path, q->str);
+  cony_test_expect_cnn_refused (after, CONY_ERROR_INVALID, "layers[1] follows a null", NULL);
+  g_unlink (after);
+  g_string_truncate (q, 0);
+  g_string_append (q,
+      "{\"input\": [0.04778895899653435, 17], \"layers\": "
+      "[[0.0235294122248888, -128], [0.02]");
+  for (int i = 2; i < 30; i++)
+    g_string_append (q, ", null");
+  g_string_append (q, "]}");
+  g_autofree char *pair = with_quantization (path, q->str);
+  cony_test_expect_cnn_refused (pair, CONY_ERROR_INVALID, "layers[1] must be [scale > 0", NULL);
+  g_unlink (pair);
+  /* scales that do not fit the int32 biases (another file's) */
+  g_string_truncate (q, 0);
+  g_string_append (q, "{\"input\": [0.05, 17], \"layers\": [[0.02, -128]");
+  for (int i = 1; i < 30; i++)
+    g_string_append (q, ", null");
+  g_string_append (q, "]}");
+  g_autofree char *unfit = with_quantization (path, q->str);
+  cony_test_expect_cnn_refused (unfit, CONY_ERROR_INVALID, "layers.0.bias",
+      "does not fit the weights");
+  g_unlink (unfit);
+}
+
 int
 main (int argc, char **argv)
 {
@@ -211,5 +528,10 @@ main (int argc, char **argv)
   g_test_add_func ("/int8/quantize", test_quantize);
   g_test_add_func ("/int8/add", test_add);
   g_test_add_func ("/int8/kernels-equal", test_kernels_equal);
+  g_test_add_func ("/int8/yamnet-armnn", test_yamnet_armnn);
+  g_test_add_func ("/int8/yamnet-armnn-portable", test_yamnet_armnn_portable);
+  g_test_add_func ("/int8/precision", test_precision);
+  g_test_add_func ("/int8/prefix", test_prefix);
+  g_test_add_func ("/int8/refused", test_refused);
   return g_test_run ();
 }
