@@ -68,12 +68,12 @@ cony_qrequant_avx2 (const ConyQOut *o, const gint32 *acc, guint n, gint8 *out)
   }
 }
 
-/* @MR rows (1..6) of one 16-column panel: 2 * MR accumulators, per k pair two widened
+/* @MR rows (1..4) of one 16-column panel: 2 * MR accumulators, per k pair two widened
  * weight vectors and one broadcast (a[k], a[k+1]) per row. */
 CONY_TARGET_V3 static inline __attribute__ ((always_inline)) void
 gemm_block (const ConyQGemm *g, guint p, const gint16 *a, gsize lda, int MR, gint8 *out, gsize ldo)
 {
-  __m256i acc[6][2];
+  __m256i acc[4][2];
   const gint32 *bias = g->bias + 16 * p;
   for (int r = 0; r < MR; r++) {
     acc[r][0] = _mm256_loadu_si256 ((const __m256i *) bias);
@@ -112,11 +112,9 @@ cony_qgemm_avx2 (const ConyQGemm *g, gsize M, const gint16 *a, gint8 *out, gsize
   gsize lda = g->Kp;
   for (guint p = 0; p < g->Np / 16; p++) {
     gsize r = 0;
-    for (; r + 6 <= M; r += 6)
-      gemm_block (g, p, a + r * lda, lda, 6, out + r * ldo, ldo);
+    for (; r + 4 <= M; r += 4)
+      gemm_block (g, p, a + r * lda, lda, 4, out + r * ldo, ldo);
     switch (M - r) {
-      case 5: gemm_block (g, p, a + r * lda, lda, 5, out + r * ldo, ldo); break;
-      case 4: gemm_block (g, p, a + r * lda, lda, 4, out + r * ldo, ldo); break;
       case 3: gemm_block (g, p, a + r * lda, lda, 3, out + r * ldo, ldo); break;
       case 2: gemm_block (g, p, a + r * lda, lda, 2, out + r * ldo, ldo); break;
       case 1: gemm_block (g, p, a + r * lda, lda, 1, out + r * ldo, ldo); break;

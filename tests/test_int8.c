@@ -153,7 +153,7 @@ test_add (void)
 /* ---------------------------------------------------------------- kernels */
 
 /* The AVX2 and portable kernels on random products (odd K, N not a multiple of 16,
- * every remainder of the 6-row blocks, left and right shifts, extreme accumulators). */
+ * every remainder of the 4-row blocks, left and right shifts, extreme accumulators). */
 static void
 test_kernels_equal (void)
 {
