@@ -210,11 +210,13 @@ test_kernels_equal (void)
 
 /* ---------------------------------------------------------------- YAMNet */
 
+/* The int8 YAMNet (cony_test_yamnet_int8), made once in main(). */
+static char *yamnet_q;
+
 static char *
 yamnet_path (void)
 {
-  return g_build_filename (g_getenv ("CONY_SOURCE_ROOT"), "models", "yamnet", "yamnet.safetensors",
-      NULL);
+  return g_strdup (yamnet_q);
 }
 
 /* The int8 scores are the logistic table of the int8 logits (the FC output, one step
@@ -347,46 +349,19 @@ test_precision (void)
   g_assert_true (cony_cnn_set_precision (cnn, CONY_CNN_PRECISION_AUTO, &error));
   g_assert_cmpint (cony_cnn_get_precision (cnn), ==, CONY_CNN_PRECISION_INT8);
 
+  /* the shipped file has no activation quantisation: float */
+  g_autofree char *shipped = g_build_filename (g_getenv ("CONY_SOURCE_ROOT"), "models", "yamnet",
+      "yamnet.safetensors", NULL);
+  g_autoptr (ConyCnn) plain = cony_cnn_load (shipped, &error);
+  g_assert_no_error (error);
+  g_assert_cmpint (cony_cnn_get_precision (plain), ==, CONY_CNN_PRECISION_FLOAT);
+  g_assert_cmpuint (cony_cnn_get_quantized_layers (plain), ==, 0);
+
   g_autoptr (ConyCnn) rnd = cony_cnn_new_random (CONY_CNN_YAMNET_LAYOUT, 96, 64, 1, 1, &error);
   g_assert_no_error (error);
   g_assert_false (cony_cnn_set_precision (rnd, CONY_CNN_PRECISION_INT8, &error));
   cony_test_expect_error (&error, CONY_ERROR_INVALID, "precision int8", "quantised");
   g_assert_cmpint (cony_cnn_get_precision (rnd), ==, CONY_CNN_PRECISION_FLOAT);
-}
-
-/* A copy of @src (any dtypes) in a temporary file whose metadata `quantization` is
- * @quant (NULL: none); g_free the path, unlink the file. */
-static char *
-with_quantization (const char *src, const char *quant)
-{
-  g_autofree char *bytes = NULL;
-  gsize len = 0;
-  g_assert_true (g_file_get_contents (src, &bytes, &len, NULL));
-  guint64 hlen = GUINT64_FROM_LE (*(guint64 *) bytes);
-  g_autoptr (JsonParser) p = json_parser_new ();
-  g_assert_true (json_parser_load_from_data (p, bytes + 8, (gssize) hlen, NULL));
-  JsonObject *meta = json_object_get_object_member (json_node_get_object (json_parser_get_root (p)),
-      "__metadata__");
-  if (json_object_has_member (meta, "quantization"))
-    json_object_remove_member (meta, "quantization");
-  if (quant != NULL)
-    json_object_set_string_member (meta, "quantization", quant);
-  g_autofree char *header = json_to_string (json_parser_get_root (p), FALSE);
-  GString *out = g_string_new (NULL);
-  guint64 n = strlen (header), padded = (n + 7) / 8 * 8;
-  guint64 le = GUINT64_TO_LE (padded);
-  g_string_append_len (out, (const char *) &le, 8);
-  g_string_append (out, header);
-  for (guint64 i = n; i < padded; i++)
-    g_string_append_c (out, ' ');
-  g_string_append_len (out, bytes + 8 + hlen, (gssize) (len - 8 - hlen));
-  char *path = NULL;
-  int fd = g_file_open_tmp ("cony-int8-XXXXXX.safetensors", &path, NULL);
-  g_assert_cmpint (fd, >=, 0);
-  close (fd);
-  g_assert_true (g_file_set_contents (path, out->str, (gssize) out->len, NULL));
-  g_string_free (out, TRUE);
-  return path;
 }
 
 /* YAMNet's quantization with layers[@from..] null: the integer prefix ends there. */
@@ -410,7 +385,7 @@ yamnet_prefix (guint from)
       json_array_add_null_element (fixed);
   json_object_set_array_member (json_node_get_object (json_parser_get_root (p)), "layers", fixed);
   g_autofree char *quant = json_to_string (json_parser_get_root (p), FALSE);
-  return with_quantization (path, quant);
+  return cony_test_with_quantization (path, quant);
 }
 
 static float *
@@ -483,7 +458,7 @@ test_refused (void)
     { "{\"input\": [-1, 0], \"layers\": []}", "scales > 0" },
   };
   for (guint i = 0; i < G_N_ELEMENTS (bad); i++) {
-    g_autofree char *copy = with_quantization (path, bad[i][0]);
+    g_autofree char *copy = cony_test_with_quantization (path, bad[i][0]);
     cony_test_expect_cnn_refused (copy, CONY_ERROR_INVALID, "quantization", bad[i][1]);
     g_unlink (copy);
   }
@@ -492,7 +467,7 @@ test_refused (void)
   for (int i = 1; i < 30; i++)
     g_string_append (q, ", [0.02, -128]");
   g_string_append (q, "]}");
-  g_autofree char *after = with_quantization (path, q->str);
+  g_autofree char *after = cony_test_with_quantization (path, q->str);
   cony_test_expect_cnn_refused (after, CONY_ERROR_INVALID, "layers[1] follows a null", NULL);
   g_unlink (after);
   g_string_truncate (q, 0);
@@ -502,7 +477,7 @@ test_refused (void)
   for (int i = 2; i < 30; i++)
     g_string_append (q, ", null");
   g_string_append (q, "]}");
-  g_autofree char *pair = with_quantization (path, q->str);
+  g_autofree char *pair = cony_test_with_quantization (path, q->str);
   cony_test_expect_cnn_refused (pair, CONY_ERROR_INVALID, "layers[1] must be [scale > 0", NULL);
   g_unlink (pair);
   /* scales that do not fit the int32 biases (another file's) */
@@ -511,7 +486,7 @@ test_refused (void)
   for (int i = 1; i < 30; i++)
     g_string_append (q, ", null");
   g_string_append (q, "]}");
-  g_autofree char *unfit = with_quantization (path, q->str);
+  g_autofree char *unfit = cony_test_with_quantization (path, q->str);
   cony_test_expect_cnn_refused (unfit, CONY_ERROR_INVALID, "layers.0.bias",
       "does not fit the weights");
   g_unlink (unfit);
@@ -533,5 +508,9 @@ main (int argc, char **argv)
   g_test_add_func ("/int8/precision", test_precision);
   g_test_add_func ("/int8/prefix", test_prefix);
   g_test_add_func ("/int8/refused", test_refused);
-  return g_test_run ();
+  yamnet_q = cony_test_yamnet_int8 ();
+  int status = g_test_run ();
+  g_unlink (yamnet_q);
+  g_free (yamnet_q);
+  return status;
 }
