@@ -19,9 +19,12 @@ typedef struct {
   float in_scale, out_scale;
   gint32 in_zp, out_zp;
   ConyQGemm gemm; /* CONV (K = 9 * in_c, im2col order), PW, FC */
-  gint16 *dw_w;   /* DW: 9 x C */
-  gint32 *dw_b;   /* DW: C */
-  ConyQOut out;   /* DW */
+  /* DW: weights 9 x span, biases and requantisation span, where span = C repeated
+   * over the output width for stride 1 (whole rows at once), C for stride 2. */
+  guint dw_span;
+  gint16 *dw_w;
+  gint32 *dw_b;
+  ConyQOut out;
   ConyQMul gap_m; /* GAP: in_scale / out_scale */
   gint8 lut[256]; /* SIGMOID: output of input q at [q + 128] */
 } QLayer;
@@ -143,13 +146,19 @@ load_layer (const ConySafetensors *st, const Layer *l, QLayer *q, GError **error
       if (!bias_and_multipliers (st, l, q, ws, bias, m, error))
         return FALSE;
       if (l->kind == LAYER_DW) {
-        guint C = l->out_c;
-        q->dw_w = g_new (gint16, (gsize) 9 * C);
-        for (guint c = 0; c < C; c++)
-          for (guint k = 0; k < 9; k++)
-            q->dw_w[(gsize) k * C + c] = t[(gsize) c * 9 + k];
-        q->dw_b = g_steal_pointer (&bias);
-        cony_qout_init (&q->out, C, m, q->out_zp, lo, hi);
+        guint C = l->out_c, reps = l->stride == 1 ? l->out_w : 1, span = C * reps;
+        q->dw_span = span;
+        q->dw_w = g_new (gint16, (gsize) 9 * span);
+        q->dw_b = g_new (gint32, span);
+        g_autofree ConyQMul *mr = g_new (ConyQMul, span);
+        for (guint r = 0; r < reps; r++)
+          for (guint c = 0; c < C; c++) {
+            for (guint k = 0; k < 9; k++)
+              q->dw_w[(gsize) k * span + r * C + c] = t[(gsize) c * 9 + k];
+            q->dw_b[r * C + c] = bias[c];
+            mr[r * C + c] = m[c];
+          }
+        cony_qout_init (&q->out, span, mr, q->out_zp, lo, hi);
         return TRUE;
       }
       g_autofree gint8 *conv = gemm_weights (l, t);
@@ -274,7 +283,7 @@ cnn_int8_load (CnnWeights *w, const ConySafetensors *st, GError **error)
       q->max_a = MAX (q->max_a, pixels * ql->gemm.Kp);
     else if (l->kind == LAYER_FC)
       q->max_a = MAX (q->max_a, (gsize) ql->gemm.Kp);
-    q->max_a = MAX (q->max_a, (gsize) l->out_c); /* DW's int32 row */
+    q->max_a = MAX (q->max_a, (gsize) l->out_w * l->out_c); /* DW's int32 row */
   }
   for (guint i = q->n; ok && i < w->n_layers; i++)
     if (!JSON_NODE_HOLDS_NULL (json_array_get_element (la, i))) {
@@ -378,7 +387,7 @@ dw_pixel (const Layer *l, const QLayer *q, const gint8 *in, guint y, guint x, gi
       if (xx < 0 || xx >= (int) l->in_w)
         continue;
       const gint8 *restrict src = in + ((gsize) yy * l->in_w + xx) * C;
-      const gint16 *restrict w = q->dw_w + (gsize) (ky * 3 + kx) * C;
+      const gint16 *restrict w = q->dw_w + (gsize) (ky * 3 + kx) * q->dw_span;
       for (guint c = 0; c < C; c++)
         acc[c] += (gint32) (src[c] - q->in_zp) * w[c];
     }
@@ -397,6 +406,46 @@ gap_q (const Layer *l, const QLayer *q, const gint8 *in, gint8 *out)
     acc = acc > 0 ? (acc + n / 2) / n : (acc - n / 2) / n;
     acc += q->out_zp;
     out[c] = (gint8) CLAMP (acc, -128, 127);
+  }
+}
+
+/* acc[j] += (src[j] - zp) * w[j]: one tap over a run of pixels and channels. */
+CONY_CLONES static void
+dw_tap (const gint8 *restrict src, const gint16 *restrict w, gint32 zp, gsize n,
+    gint32 *restrict acc)
+{
+  for (gsize j = 0; j < n; j++)
+    acc[j] += (gint32) (src[j] - zp) * w[j];
+}
+
+/* A stride-1 depthwise layer one output row at a time: each tap adds a contiguous run
+ * of the input row (the pixels whose neighbour is inside the map) times the weights
+ * repeated over the row, then the row is requantised at once. */
+static void
+dw_rows (const Layer *l, const QLayer *q, const ConyQKernels *k, const gint8 *in, gint8 *out,
+    gint32 *acc)
+{
+  guint W = l->in_w, C = l->in_c;
+  gsize row = (gsize) W * C;
+  for (guint y = 0; y < l->out_h; y++) {
+    memcpy (acc, q->dw_b, sizeof (gint32) * row);
+    for (int ky = 0; ky < 3; ky++) {
+      int yy = (int) y + ky - (int) l->pad_top;
+      if (yy < 0 || yy >= (int) l->in_h)
+        continue;
+      for (int kx = 0; kx < 3; kx++) {
+        /* output x reads input x + kx - pad_left */
+        int shift = kx - (int) l->pad_left;
+        guint x0 = shift < 0 ? (guint) -shift : 0;
+        guint x1 = shift > 0 ? W - (guint) shift : W;
+        if (x1 <= x0)
+          continue;
+        dw_tap (in + (gsize) yy * row + (gsize) (x0 + shift) * C,
+            q->dw_w + (gsize) (ky * 3 + kx) * row + (gsize) x0 * C, q->in_zp, (gsize) (x1 - x0) * C,
+            acc + (gsize) x0 * C);
+      }
+    }
+    k->requant (&q->out, acc, (guint) row, out + (gsize) y * row);
   }
 }
 
@@ -421,7 +470,9 @@ run_layer (const CnnWeights *w, guint i, CnnInt8Scratch *s, const gint8 *in, gsi
       k->gemm (&q->gemm, nb * (l->kind == LAYER_FC ? 1 : pixels), s->a, out, l->out_c);
       break;
     case LAYER_DW:
-      for (gsize e = 0; e < nb; e++)
+      for (gsize e = 0; e < nb && l->stride == 1; e++)
+        dw_rows (l, q, k, in + e * in_map, out + e * out_map, s->acc);
+      for (gsize e = 0; e < nb && l->stride != 1; e++)
         for (guint y = 0; y < l->out_h; y++)
           for (guint x = 0; x < l->out_w; x++) {
             dw_pixel (l, q, in + e * in_map, y, x, s->acc);
