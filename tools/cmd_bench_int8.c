@@ -197,8 +197,10 @@ cony_cmd_bench_int8 (int argc, char **argv)
   double peak = 0, peak_ub = 0;
 #ifdef CONY_CPU_X86
   if (cony_cpu_has_v3 ()) {
-    peak = peak_maddwd (0.3);
-    peak_ub = peak_maddubsw (0.3);
+    for (int r = 0; r < 5; r++) { /* the best of five: other jobs share the core */
+      peak = MAX (peak, peak_maddwd (0.15));
+      peak_ub = MAX (peak_ub, peak_maddubsw (0.15));
+    }
   }
 #endif
   printf ("  pointwise products (%s kernels): %.0f M MAC in %.3f ms = %.1f GMAC/s", k->name,
