@@ -15,59 +15,67 @@
 #ifdef CONY_CPU_X86
 #include <immintrin.h>
 
-/* vpmaddwd + vpaddd on 12 independent accumulators (the kernel's pair of instructions,
- * no loads): int16 MACs per second. */
-CONY_TARGET_V3 static double
-peak_maddwd (double budget)
-{
-  __m256i acc[12], a = _mm256_set1_epi16 (3), b = _mm256_set1_epi16 (-2);
-  for (int i = 0; i < 12; i++)
-    acc[i] = _mm256_set1_epi32 (i);
-  guint64 iters = 0;
-  double t0 = cony_bench_cpu_s (), t;
-  do {
-    for (int r = 0; r < 1000; r++) {
-      for (int i = 0; i < 12; i++)
-        acc[i] = _mm256_add_epi32 (acc[i], _mm256_madd_epi16 (a, b));
-      __asm__ volatile("" : "+x"(a), "+x"(b));
-    }
-    iters += 1000;
-    t = cony_bench_cpu_s () - t0;
-  } while (t < budget);
-  gint32 sink = 0;
-  for (int i = 0; i < 12; i++)
-    sink += _mm256_extract_epi32 (acc[i], 0);
-  if (sink == 42)
-    printf (" ");
-  return (double) iters * 12 * 16 / t;
-}
+/* The kernel's register block without its loads, in assembly (so that the compiler
+ * neither spills nor hoists): per round, 2 weight vectors times 4 activation vectors
+ * into 8 accumulators. STEP(x, w, a) is one product of x and w added to a; ymm15 is
+ * the temporary, %[one] holds 16-bit ones. */
+/* clang-format off */
+#define PEAK_BLOCK(name, type_set, STEP) \
+  CONY_TARGET_V3 static gint32 name (void) \
+  { \
+    __m256i w0 = type_set (3), w1 = type_set (-2), x0 = type_set (1), x1 = type_set (2); \
+    __m256i x2 = type_set (5), x3 = type_set (7), one = _mm256_set1_epi16 (1); \
+    __m256i a0 = _mm256_setzero_si256 (), a1 = a0, a2 = a0, a3 = a0, a4 = a0, a5 = a0; \
+    __m256i a6 = a0, a7 = a0; \
+    for (int r = 0; r < 1000; r++) \
+      __asm__ volatile ( \
+          STEP ("%[x0]", "%[w0]", "%[a0]") STEP ("%[x0]", "%[w1]", "%[a1]") \
+          STEP ("%[x1]", "%[w0]", "%[a2]") STEP ("%[x1]", "%[w1]", "%[a3]") \
+          STEP ("%[x2]", "%[w0]", "%[a4]") STEP ("%[x2]", "%[w1]", "%[a5]") \
+          STEP ("%[x3]", "%[w0]", "%[a6]") STEP ("%[x3]", "%[w1]", "%[a7]") \
+          : [a0] "+x"(a0), [a1] "+x"(a1), [a2] "+x"(a2), [a3] "+x"(a3), \
+            [a4] "+x"(a4), [a5] "+x"(a5), [a6] "+x"(a6), [a7] "+x"(a7) \
+          : [w0] "x"(w0), [w1] "x"(w1), [x0] "x"(x0), [x1] "x"(x1), [x2] "x"(x2), \
+            [x3] "x"(x3), [one] "x"(one) \
+          : "xmm15"); \
+    __m256i s = _mm256_add_epi32 (_mm256_add_epi32 (_mm256_add_epi32 (a0, a1), \
+        _mm256_add_epi32 (a2, a3)), \
+        _mm256_add_epi32 (_mm256_add_epi32 (a4, a5), _mm256_add_epi32 (a6, a7))); \
+    return _mm256_extract_epi32 (s, 0); \
+  }
 
-/* vpmaddubsw + vpmaddwd (by ones) + vpaddd: u8 x s8 MACs per second (what an unsigned
- * activation kernel could reach, at the price of int16 saturation in vpmaddubsw). */
-CONY_TARGET_V3 static double
-peak_maddubsw (double budget)
+/* vpmaddwd + vpaddd: 16 int16 multiply-adds per step (128000 per block). */
+#define STEP_WD(x, w, a) "vpmaddwd " x ", " w ", %%ymm15\n\tvpaddd %%ymm15, " a ", " a "\n\t"
+/* vpmaddubsw + vpmaddwd by ones + vpaddd: 32 u8 x s8 multiply-adds per step (256000 per
+ * block), what an unsigned-activation kernel could reach at the price of int16
+ * saturation in vpmaddubsw. */
+#define STEP_UBS(x, w, a) \
+  "vpmaddubsw " w ", " x ", %%ymm15\n\tvpmaddwd %[one], %%ymm15, %%ymm15\n\t" \
+  "vpaddd %%ymm15, " a ", " a "\n\t"
+/* clang-format on */
+
+PEAK_BLOCK (block_maddwd, _mm256_set1_epi16, STEP_WD)
+PEAK_BLOCK (block_maddubsw, _mm256_set1_epi8, STEP_UBS)
+
+/* Multiply-adds per CPU second of @block (@macs each), the best of five runs of
+ * @budget seconds: other jobs share the core. */
+static double
+peak_rate (gint32 (*block) (void), double macs, double budget)
 {
-  __m256i acc[10], a = _mm256_set1_epi8 (3), b = _mm256_set1_epi8 (-2);
-  __m256i ones = _mm256_set1_epi16 (1);
-  for (int i = 0; i < 10; i++)
-    acc[i] = _mm256_set1_epi32 (i);
-  guint64 iters = 0;
-  double t0 = cony_bench_cpu_s (), t;
-  do {
-    for (int r = 0; r < 1000; r++) {
-      for (int i = 0; i < 10; i++)
-        acc[i] = _mm256_add_epi32 (acc[i], _mm256_madd_epi16 (_mm256_maddubs_epi16 (a, b), ones));
-      __asm__ volatile("" : "+x"(a), "+x"(b));
-    }
-    iters += 1000;
-    t = cony_bench_cpu_s () - t0;
-  } while (t < budget);
-  gint32 sink = 0;
-  for (int i = 0; i < 10; i++)
-    sink += _mm256_extract_epi32 (acc[i], 0);
-  if (sink == 42)
-    printf (" ");
-  return (double) iters * 10 * 32 / t;
+  double best = 0;
+  volatile gint32 sink = 0;
+  for (int run = 0; run < 5; run++) {
+    guint64 n = 0;
+    double t0 = cony_bench_cpu_s (), t;
+    do {
+      sink += block ();
+      n++;
+      t = cony_bench_cpu_s () - t0;
+    } while (t < budget);
+    best = MAX (best, n * macs / t);
+  }
+  (void) sink;
+  return best;
 }
 #endif
 
@@ -197,10 +205,8 @@ cony_cmd_bench_int8 (int argc, char **argv)
   double peak = 0, peak_ub = 0;
 #ifdef CONY_CPU_X86
   if (cony_cpu_has_v3 ()) {
-    for (int r = 0; r < 5; r++) { /* the best of five: other jobs share the core */
-      peak = MAX (peak, peak_maddwd (0.15));
-      peak_ub = MAX (peak_ub, peak_maddubsw (0.15));
-    }
+    peak = peak_rate (block_maddwd, 128000, 0.15);
+    peak_ub = peak_rate (block_maddubsw, 256000, 0.15);
   }
 #endif
   printf ("  pointwise products (%s kernels): %.0f M MAC in %.3f ms = %.1f GMAC/s", k->name,
