@@ -19,12 +19,7 @@ typedef struct {
   float in_scale, out_scale;
   gint32 in_zp, out_zp;
   ConyQGemm gemm; /* CONV (K = 9 * in_c, im2col order), PW, FC */
-  /* DW: weights 9 x span, biases and requantisation span, where span = C repeated
-   * over the output width for stride 1 (whole rows at once), C for stride 2. */
-  guint dw_span;
-  gint16 *dw_w;
-  gint32 *dw_b;
-  ConyQOut out;
+  ConyQDw dw;     /* DW */
   ConyQMul gap_m; /* GAP: in_scale / out_scale */
   gint8 lut[256]; /* SIGMOID: output of input q at [q + 128] */
 } QLayer;
@@ -36,11 +31,12 @@ struct _CnnInt8 {
   QLayer *layers;
   gsize max_act; /* int8 bytes of the largest map (one example) */
   gsize max_a;   /* int16 values of the largest product operand (one example) */
+  gsize max_pad; /* int8 bytes of the largest padded depthwise input */
 };
 
 struct _CnnInt8Scratch {
   gsize cap; /* examples */
-  gint8 *qa, *qb;
+  gint8 *qa, *qb, *pad;
   gint16 *a;
   gint32 *acc;
 };
@@ -146,19 +142,7 @@ load_layer (const ConySafetensors *st, const Layer *l, QLayer *q, GError **error
       if (!bias_and_multipliers (st, l, q, ws, bias, m, error))
         return FALSE;
       if (l->kind == LAYER_DW) {
-        guint C = l->out_c, reps = l->stride == 1 ? l->out_w : 1, span = C * reps;
-        q->dw_span = span;
-        q->dw_w = g_new (gint16, (gsize) 9 * span);
-        q->dw_b = g_new (gint32, span);
-        g_autofree ConyQMul *mr = g_new (ConyQMul, span);
-        for (guint r = 0; r < reps; r++)
-          for (guint c = 0; c < C; c++) {
-            for (guint k = 0; k < 9; k++)
-              q->dw_w[(gsize) k * span + r * C + c] = t[(gsize) c * 9 + k];
-            q->dw_b[r * C + c] = bias[c];
-            mr[r * C + c] = m[c];
-          }
-        cony_qout_init (&q->out, span, mr, q->out_zp, lo, hi);
+        cony_qdw_init (&q->dw, l->out_c, t, bias, m, q->in_zp, q->out_zp, lo, hi);
         return TRUE;
       }
       g_autofree gint8 *conv = gemm_weights (l, t);
@@ -191,9 +175,7 @@ static void
 qlayer_clear (QLayer *q)
 {
   cony_qgemm_clear (&q->gemm);
-  g_free (q->dw_w);
-  g_free (q->dw_b);
-  cony_qout_clear (&q->out);
+  cony_qdw_clear (&q->dw);
 }
 
 CnnInt8 *
@@ -283,7 +265,9 @@ cnn_int8_load (CnnWeights *w, const ConySafetensors *st, GError **error)
       q->max_a = MAX (q->max_a, pixels * ql->gemm.Kp);
     else if (l->kind == LAYER_FC)
       q->max_a = MAX (q->max_a, (gsize) ql->gemm.Kp);
-    q->max_a = MAX (q->max_a, (gsize) l->out_w * l->out_c); /* DW's int32 row */
+    q->max_a = MAX (q->max_a, (gsize) l->out_c); /* DW's int32 channels */
+    if (l->kind == LAYER_DW)
+      q->max_pad = MAX (q->max_pad, (gsize) (l->in_h + 2) * (l->in_w + 2) * l->in_c);
   }
   for (guint i = q->n; ok && i < w->n_layers; i++)
     if (!JSON_NODE_HOLDS_NULL (json_array_get_element (la, i))) {
@@ -317,6 +301,7 @@ cnn_int8_scratch_free (ConyCnn *cnn)
     return;
   g_free (s->qa);
   g_free (s->qb);
+  g_free (s->pad);
   g_free (s->a);
   g_free (s->acc);
   g_free (s);
@@ -337,6 +322,7 @@ scratch (ConyCnn *cnn, gsize nb)
   s->qa = g_new (gint8, q->max_act * nb);
   s->qb = g_new (gint8, q->max_act * nb);
   s->a = g_new (gint16, q->max_a * nb + 16);
+  s->pad = g_new (gint8, q->max_pad + 16);
   s->acc = g_new (gint32, q->max_a + 16);
   return s;
 }
@@ -372,28 +358,6 @@ widen (const gint8 *restrict in, gsize n, gint32 zp, gint16 *restrict a)
     a[i] = (gint16) (in[i] - zp);
 }
 
-/* One output pixel's channels: bias plus the in-map taps of (x - zp) * w. */
-CONY_CLONES static void
-dw_pixel (const Layer *l, const QLayer *q, const gint8 *in, guint y, guint x, gint32 *restrict acc)
-{
-  guint C = l->in_c;
-  memcpy (acc, q->dw_b, sizeof (gint32) * C);
-  for (int ky = 0; ky < 3; ky++) {
-    int yy = (int) (y * l->stride) + ky - (int) l->pad_top;
-    if (yy < 0 || yy >= (int) l->in_h)
-      continue;
-    for (int kx = 0; kx < 3; kx++) {
-      int xx = (int) (x * l->stride) + kx - (int) l->pad_left;
-      if (xx < 0 || xx >= (int) l->in_w)
-        continue;
-      const gint8 *restrict src = in + ((gsize) yy * l->in_w + xx) * C;
-      const gint16 *restrict w = q->dw_w + (gsize) (ky * 3 + kx) * q->dw_span;
-      for (guint c = 0; c < C; c++)
-        acc[c] += (gint32) (src[c] - q->in_zp) * w[c];
-    }
-  }
-}
-
 static void
 gap_q (const Layer *l, const QLayer *q, const gint8 *in, gint8 *out)
 {
@@ -409,44 +373,15 @@ gap_q (const Layer *l, const QLayer *q, const gint8 *in, gint8 *out)
   }
 }
 
-/* acc[j] += (src[j] - zp) * w[j]: one tap over a run of pixels and channels. */
-CONY_CLONES static void
-dw_tap (const gint8 *restrict src, const gint16 *restrict w, gint32 zp, gsize n,
-    gint32 *restrict acc)
-{
-  for (gsize j = 0; j < n; j++)
-    acc[j] += (gint32) (src[j] - zp) * w[j];
-}
-
-/* A stride-1 depthwise layer one output row at a time: each tap adds a contiguous run
- * of the input row (the pixels whose neighbour is inside the map) times the weights
- * repeated over the row, then the row is requantised at once. */
+/* @in (one H x W x C map) with a border of one pixel at the zero point (real 0, as
+ * SAME padding reads) into @pad ((H + 2) x (W + 2) x C). */
 static void
-dw_rows (const Layer *l, const QLayer *q, const ConyQKernels *k, const gint8 *in, gint8 *out,
-    gint32 *acc)
+pad_map (const Layer *l, gint32 zp, const gint8 *in, gint8 *pad)
 {
-  guint W = l->in_w, C = l->in_c;
-  gsize row = (gsize) W * C;
-  for (guint y = 0; y < l->out_h; y++) {
-    memcpy (acc, q->dw_b, sizeof (gint32) * row);
-    for (int ky = 0; ky < 3; ky++) {
-      int yy = (int) y + ky - (int) l->pad_top;
-      if (yy < 0 || yy >= (int) l->in_h)
-        continue;
-      for (int kx = 0; kx < 3; kx++) {
-        /* output x reads input x + kx - pad_left */
-        int shift = kx - (int) l->pad_left;
-        guint x0 = shift < 0 ? (guint) -shift : 0;
-        guint x1 = shift > 0 ? W - (guint) shift : W;
-        if (x1 <= x0)
-          continue;
-        dw_tap (in + (gsize) yy * row + (gsize) (x0 + shift) * C,
-            q->dw_w + (gsize) (ky * 3 + kx) * row + (gsize) x0 * C, q->in_zp, (gsize) (x1 - x0) * C,
-            acc + (gsize) x0 * C);
-      }
-    }
-    k->requant (&q->out, acc, (guint) row, out + (gsize) y * row);
-  }
+  gsize C = l->in_c, prow = (gsize) (l->in_w + 2) * C;
+  memset (pad, (gint8) zp, prow * (l->in_h + 2));
+  for (guint y = 0; y < l->in_h; y++)
+    memcpy (pad + (y + 1) * prow + C, in + (gsize) y * l->in_w * C, (gsize) l->in_w * C);
 }
 
 /* Layer @i on @nb examples of @in into @out. */
@@ -470,15 +405,12 @@ run_layer (const CnnWeights *w, guint i, CnnInt8Scratch *s, const gint8 *in, gsi
       k->gemm (&q->gemm, nb * (l->kind == LAYER_FC ? 1 : pixels), s->a, out, l->out_c);
       break;
     case LAYER_DW:
-      for (gsize e = 0; e < nb && l->stride == 1; e++)
-        dw_rows (l, q, k, in + e * in_map, out + e * out_map, s->acc);
-      for (gsize e = 0; e < nb && l->stride != 1; e++)
-        for (guint y = 0; y < l->out_h; y++)
-          for (guint x = 0; x < l->out_w; x++) {
-            dw_pixel (l, q, in + e * in_map, y, x, s->acc);
-            k->requant (&q->out, s->acc, l->out_c,
-                out + e * out_map + ((gsize) y * l->out_w + x) * l->out_c);
-          }
+      for (gsize e = 0; e < nb; e++) {
+        guint pw = l->in_w + 2;
+        pad_map (l, q->in_zp, in + e * in_map, s->pad);
+        k->dw (&q->dw, s->pad + ((gsize) (1 - l->pad_top) * pw + 1 - l->pad_left) * l->in_c, pw,
+            l->out_h, l->out_w, l->stride, out + e * out_map, s->acc);
+      }
       break;
     case LAYER_GAP:
       for (gsize e = 0; e < nb; e++)

@@ -106,6 +106,54 @@ gemm_block (const ConyQGemm *g, guint p, const gint16 *a, gsize lda, int MR, gin
   }
 }
 
+/* The depthwise layer, 16 channels at a time in registers: per tap, 16 inputs widened
+ * to int16 minus the zero point, times the int16 weights (|x - zp| <= 255, |w| <= 128:
+ * the int16 product is exact), widened to int32 and added; then requantised and packed.
+ * Channel counts that are not a multiple of 16 take the portable loop's arithmetic on
+ * the rest. */
+CONY_TARGET_V3 void
+cony_qdw_avx2 (const ConyQDw *d, const gint8 *in, guint in_w, guint oh, guint ow, guint stride,
+    gint8 *out, gint32 *acc)
+{
+  guint C = d->C, C16 = C / 16 * 16;
+  gsize row = (gsize) in_w * C;
+  __m256i zp = _mm256_set1_epi16 ((gint16) d->zp);
+  for (guint y = 0; y < oh; y++)
+    for (guint x = 0; x < ow; x++) {
+      const gint8 *px = in + (gsize) y * stride * row + (gsize) x * stride * C;
+      gint8 *o = out + ((gsize) y * ow + x) * C;
+      for (guint c = 0; c < C16; c += 16) {
+        __m256i a0 = _mm256_loadu_si256 ((const __m256i *) (d->bias + c));
+        __m256i a1 = _mm256_loadu_si256 ((const __m256i *) (d->bias + c + 8));
+        for (guint k = 0; k < 9; k++) {
+          const gint8 *src = px + (k / 3) * row + (k % 3) * C + c;
+          __m256i v = _mm256_sub_epi16 (_mm256_cvtepi8_epi16 (
+                                            _mm_loadu_si128 ((const __m128i *) src)),
+              zp);
+          __m256i p = _mm256_mullo_epi16 (v,
+              _mm256_loadu_si256 ((const __m256i *) (d->w + (gsize) k * C + c)));
+          a0 = _mm256_add_epi32 (a0, _mm256_cvtepi16_epi32 (_mm256_castsi256_si128 (p)));
+          a1 = _mm256_add_epi32 (a1, _mm256_cvtepi16_epi32 (_mm256_extracti128_si256 (p, 1)));
+        }
+        _mm_storeu_si128 ((__m128i *) (o + c),
+            q_pack16 (q_requant8 (&d->out, c, a0), q_requant8 (&d->out, c + 8, a1)));
+      }
+      if (C16 < C) {
+        for (guint c = C16; c < C; c++) {
+          gint32 v = d->bias[c];
+          for (guint k = 0; k < 9; k++)
+            v += (gint32) (px[(k / 3) * row + (k % 3) * C + c] - d->zp) * d->w[(gsize) k * C + c];
+          acc[c] = v;
+        }
+        for (guint c = C16; c < C; c++) {
+          ConyQMul m = { d->out.mult[c],
+            d->out.lshift[c] > 0 ? d->out.lshift[c] : -d->out.rshift[c] };
+          o[c] = cony_q_requant (acc[c], m, d->out.zp, d->out.lo, d->out.hi);
+        }
+      }
+    }
+}
+
 CONY_TARGET_V3 void
 cony_qgemm_avx2 (const ConyQGemm *g, gsize M, const gint16 *a, gint8 *out, gsize ldo)
 {

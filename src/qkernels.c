@@ -65,6 +65,30 @@ cony_qgemm_clear (ConyQGemm *g)
   cony_qout_clear (&g->out);
 }
 
+void
+cony_qdw_init (ConyQDw *d, guint C, const gint8 *w, const gint32 *bias, const ConyQMul *m,
+    gint32 in_zp, gint32 zp, gint32 lo, gint32 hi)
+{
+  guint cp = (C + 15) / 16 * 16;
+  d->C = C;
+  d->zp = in_zp;
+  d->w = g_new0 (gint16, (gsize) 9 * cp);
+  for (guint c = 0; c < C; c++)
+    for (guint k = 0; k < 9; k++)
+      d->w[(gsize) k * C + c] = w[(gsize) c * 9 + k];
+  d->bias = g_new0 (gint32, cp);
+  memcpy (d->bias, bias, sizeof (gint32) * C);
+  cony_qout_init (&d->out, C, m, zp, lo, hi);
+}
+
+void
+cony_qdw_clear (ConyQDw *d)
+{
+  g_clear_pointer (&d->w, g_free);
+  g_clear_pointer (&d->bias, g_free);
+  cony_qout_clear (&d->out);
+}
+
 static inline ConyQMul
 qout_mul (const ConyQOut *o, guint c)
 {
@@ -111,10 +135,36 @@ gemm_portable (const ConyQGemm *g, gsize M, const gint16 *a, gint8 *out, gsize l
   }
 }
 
+/* One output pixel's C channels: bias plus the 9 taps of (x - zp) * w. */
+CONY_CLONES static void
+dw_pixel (const ConyQDw *d, const gint8 *restrict in, gsize row, gint32 *restrict acc)
+{
+  guint C = d->C;
+  memcpy (acc, d->bias, sizeof (gint32) * C);
+  for (guint k = 0; k < 9; k++) {
+    const gint8 *restrict src = in + (k / 3) * row + (k % 3) * C;
+    const gint16 *restrict w = d->w + (gsize) k * C;
+    for (guint c = 0; c < C; c++)
+      acc[c] += (gint32) (src[c] - d->zp) * w[c];
+  }
+}
+
+static void
+dw_portable (const ConyQDw *d, const gint8 *in, guint in_w, guint oh, guint ow, guint stride,
+    gint8 *out, gint32 *acc)
+{
+  gsize row = (gsize) in_w * d->C;
+  for (guint y = 0; y < oh; y++)
+    for (guint x = 0; x < ow; x++) {
+      dw_pixel (d, in + (gsize) y * stride * row + (gsize) x * stride * d->C, row, acc);
+      requant_portable (&d->out, acc, d->C, out + ((gsize) y * ow + x) * d->C);
+    }
+}
+
 const ConyQKernels *
 cony_qkernels_portable (void)
 {
-  static const ConyQKernels k = { "portable", gemm_portable, requant_portable };
+  static const ConyQKernels k = { "portable", gemm_portable, requant_portable, dw_portable };
   return &k;
 }
 
@@ -122,7 +172,7 @@ const ConyQKernels *
 cony_qkernels_avx2 (void)
 {
 #ifdef CONY_CPU_X86
-  static const ConyQKernels k = { "avx2", cony_qgemm_avx2, cony_qrequant_avx2 };
+  static const ConyQKernels k = { "avx2", cony_qgemm_avx2, cony_qrequant_avx2, cony_qdw_avx2 };
   return cony_cpu_has_v3 () ? &k : NULL;
 #else
   return NULL;

@@ -25,12 +25,28 @@ typedef struct {
   ConyQOut out;
 } ConyQGemm;
 
+/* A 3x3 depthwise layer: weights 9 x C (tap ky * 3 + kx), int32 biases and the
+ * requantisation of its C channels (arrays padded to a multiple of 16), and the input's
+ * zero point. */
+typedef struct {
+  guint C;
+  gint16 *w;
+  gint32 *bias;
+  ConyQOut out;
+  gint32 zp;
+} ConyQDw;
+
 typedef struct {
   const char *name; /* "avx2", "portable" */
   /* out (M x N int8, row stride ldo) = requant (a (M x Kp int16, row stride Kp) B + bias). */
   void (*gemm) (const ConyQGemm *g, gsize M, const gint16 *a, gint8 *out, gsize ldo);
   /* out[c] = requant (acc[c]) for c < n (channel c uses o's entries c). */
   void (*requant) (const ConyQOut *o, const gint32 *acc, guint n, gint8 *out);
+  /* out (oh x ow x C) = the depthwise layer on a map padded so that every tap exists:
+   * output (y, x) reads in[((y * stride + ky) * in_w + x * stride + kx) * C + c]
+   * (@in_w: the padded width); @acc: C int32 of scratch. */
+  void (*dw) (const ConyQDw *d, const gint8 *in, guint in_w, guint oh, guint ow, guint stride,
+      gint8 *out, gint32 *acc);
 } ConyQKernels;
 
 const ConyQKernels *cony_qkernels_portable (void);
@@ -47,9 +63,16 @@ void cony_qgemm_clear (ConyQGemm *g);
 /* @o for @n channels (arrays padded to a multiple of 16; @m NULL: zeros). */
 void cony_qout_init (ConyQOut *o, guint n, const ConyQMul *m, gint32 zp, gint32 lo, gint32 hi);
 void cony_qout_clear (ConyQOut *o);
+/* @d for C channels from int8 weights @w (C x 9, torch's (C, 1, 3, 3)), @bias (C) and
+ * multipliers @m (C). */
+void cony_qdw_init (ConyQDw *d, guint C, const gint8 *w, const gint32 *bias, const ConyQMul *m,
+    gint32 in_zp, gint32 zp, gint32 lo, gint32 hi);
+void cony_qdw_clear (ConyQDw *d);
 
 /* The AVX2 kernels (qkernels-avx2.c), built where the compiler can. */
 void cony_qgemm_avx2 (const ConyQGemm *g, gsize M, const gint16 *a, gint8 *out, gsize ldo);
 void cony_qrequant_avx2 (const ConyQOut *o, const gint32 *acc, guint n, gint8 *out);
+void cony_qdw_avx2 (const ConyQDw *d, const gint8 *in, guint in_w, guint oh, guint ow, guint stride,
+    gint8 *out, gint32 *acc);
 
 G_END_DECLS

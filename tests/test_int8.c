@@ -208,6 +208,55 @@ test_kernels_equal (void)
   g_rand_free (r);
 }
 
+/* The depthwise kernels on random padded maps: channel counts with and without a
+ * 16-channel remainder, strides 1 and 2, extreme zero points; one output also against a
+ * direct sum. */
+static void
+test_dw_kernels_equal (void)
+{
+  const ConyQKernels *avx = cony_qkernels_avx2 (), *port = cony_qkernels_portable ();
+  if (avx == NULL) {
+    g_test_skip ("no AVX2 on this CPU: the portable kernels only");
+    return;
+  }
+  GRand *r = g_rand_new_with_seed (9);
+  guint cases[][4] = { { 32, 1, 7, 5 }, { 40, 2, 6, 3 }, { 1024, 1, 3, 2 }, { 9, 2, 4, 4 } };
+  for (guint t = 0; t < G_N_ELEMENTS (cases); t++) {
+    guint C = cases[t][0], s = cases[t][1], oh = cases[t][2], ow = cases[t][3];
+    guint ih = (oh - 1) * s + 3, iw = (ow - 1) * s + 3;
+    g_autofree gint8 *w = g_new (gint8, (gsize) 9 * C);
+    g_autofree gint32 *bias = g_new (gint32, C);
+    g_autofree ConyQMul *m = g_new (ConyQMul, C);
+    for (gsize i = 0; i < (gsize) 9 * C; i++)
+      w[i] = (gint8) g_rand_int_range (r, -128, 128);
+    for (guint c = 0; c < C; c++) {
+      bias[c] = g_rand_int_range (r, -50000, 50000);
+      cony_q_multiplier (exp (g_rand_double_range (r, log (1e-5), log (0.5))), &m[c]);
+    }
+    ConyQDw d;
+    cony_qdw_init (&d, C, w, bias, m, t % 2 ? 127 : -128, g_rand_int_range (r, -128, 128), -128,
+        127);
+    g_autofree gint8 *in = g_new (gint8, (gsize) ih * iw * C);
+    for (gsize i = 0; i < (gsize) ih * iw * C; i++)
+      in[i] = (gint8) g_rand_int_range (r, -128, 128);
+    gsize n = (gsize) oh * ow * C;
+    g_autofree gint8 *o1 = g_new (gint8, n), *o2 = g_new (gint8, n);
+    g_autofree gint32 *acc = g_new (gint32, C);
+    avx->dw (&d, in, iw, oh, ow, s, o1, acc);
+    port->dw (&d, in, iw, oh, ow, s, o2, acc);
+    g_assert_cmpmem (o1, n, o2, n);
+    /* output (oh - 1, ow - 1), last channel */
+    gint64 sum = bias[C - 1];
+    for (guint k = 0; k < 9; k++) {
+      gsize at = (((gsize) (oh - 1) * s + k / 3) * iw + (ow - 1) * s + k % 3) * C + C - 1;
+      sum += (gint64) (in[at] - d.zp) * w[(gsize) (C - 1) * 9 + k];
+    }
+    g_assert_cmpint (o2[n - 1], ==, cony_q_requant ((gint32) sum, m[C - 1], d.out.zp, -128, 127));
+    cony_qdw_clear (&d);
+  }
+  g_rand_free (r);
+}
+
 /* ---------------------------------------------------------------- YAMNet */
 
 /* The int8 YAMNet (cony_test_yamnet_int8), made once in main(). */
@@ -503,6 +552,7 @@ main (int argc, char **argv)
   g_test_add_func ("/int8/quantize", test_quantize);
   g_test_add_func ("/int8/add", test_add);
   g_test_add_func ("/int8/kernels-equal", test_kernels_equal);
+  g_test_add_func ("/int8/dw-kernels-equal", test_dw_kernels_equal);
   g_test_add_func ("/int8/yamnet-armnn", test_yamnet_armnn);
   g_test_add_func ("/int8/yamnet-armnn-portable", test_yamnet_armnn_portable);
   g_test_add_func ("/int8/precision", test_precision);
