@@ -29,13 +29,14 @@ struct _CnnInt8 {
   float in_scale;
   gint32 in_zp;
   QLayer *layers;
-  gsize max_act; /* int8 bytes of the largest map (one example) */
-  gsize max_a;   /* int16 values of the largest product operand (one example) */
-  gsize max_pad; /* int8 bytes of the largest padded depthwise input */
+  /* Per example, [0] for the layers before the FC head, [1] for the head: */
+  gsize max_act[2]; /* int8 bytes of the largest map */
+  gsize max_a[2];   /* int16 values of the largest product operand */
+  gsize max_pad;    /* int8 bytes of the largest padded depthwise input */
 };
 
 struct _CnnInt8Scratch {
-  gsize cap; /* examples */
+  gsize act_cap, a_cap; /* bytes in qa and qb, values in a */
   gint8 *qa, *qb, *pad;
   gint16 *a;
   gint32 *acc;
@@ -237,7 +238,6 @@ cnn_int8_load (CnnWeights *w, const ConySafetensors *st, GError **error)
   q->layers = g_new0 (QLayer, w->n_layers);
   float scale = q->in_scale;
   gint32 zp = q->in_zp;
-  q->max_act = (gsize) w->in_h * w->in_w * w->in_c;
   gboolean ok = TRUE;
   for (guint i = 0; ok && i < w->n_layers; i++) {
     JsonNode *e = json_array_get_element (la, i);
@@ -259,13 +259,14 @@ cnn_int8_load (CnnWeights *w, const ConySafetensors *st, GError **error)
     ok = load_layer (st, l, ql, error);
     scale = ql->out_scale;
     zp = ql->out_zp;
-    q->max_act = MAX (q->max_act, map_size (l, TRUE));
+    int h = i >= w->first_fc;
+    q->max_act[h] = MAX (q->max_act[h], MAX (map_size (l, FALSE), map_size (l, TRUE)));
     gsize pixels = (gsize) l->out_h * l->out_w;
     if (l->kind == LAYER_CONV || l->kind == LAYER_PW)
-      q->max_a = MAX (q->max_a, pixels * ql->gemm.Kp);
+      q->max_a[h] = MAX (q->max_a[h], pixels * ql->gemm.Kp);
     else if (l->kind == LAYER_FC)
-      q->max_a = MAX (q->max_a, (gsize) ql->gemm.Kp);
-    q->max_a = MAX (q->max_a, (gsize) l->out_c); /* DW's int32 channels */
+      q->max_a[h] = MAX (q->max_a[h], (gsize) ql->gemm.Kp);
+    q->max_a[h] = MAX (q->max_a[h], (gsize) l->out_c); /* DW's int32 channels */
     if (l->kind == LAYER_DW)
       q->max_pad = MAX (q->max_pad, (gsize) (l->in_h + 2) * (l->in_w + 2) * l->in_c);
   }
@@ -308,22 +309,31 @@ cnn_int8_scratch_free (ConyCnn *cnn)
   cnn->q8s = NULL;
 }
 
+/* The scratch for @nb examples of the layers before the head (@head FALSE) or of the
+ * head; pad and acc are made once (their sizes do not grow with examples). */
 static CnnInt8Scratch *
-scratch (ConyCnn *cnn, gsize nb)
+scratch (ConyCnn *cnn, gsize nb, gboolean head)
 {
-  CnnInt8Scratch *s = cnn->q8s;
-  if (s != NULL && s->cap >= nb)
-    return s;
-  cnn_int8_scratch_free (cnn);
   const CnnInt8 *q = cnn->w->q8;
-  s = cnn->q8s = g_new0 (CnnInt8Scratch, 1);
-  s->cap = nb;
-  /* the head's input is one example's gap output, at most max_act */
-  s->qa = g_new (gint8, q->max_act * nb);
-  s->qb = g_new (gint8, q->max_act * nb);
-  s->a = g_new (gint16, q->max_a * nb + 16);
-  s->pad = g_new (gint8, q->max_pad + 16);
-  s->acc = g_new (gint32, q->max_a + 16);
+  CnnInt8Scratch *s = cnn->q8s;
+  if (s == NULL) {
+    s = cnn->q8s = g_new0 (CnnInt8Scratch, 1);
+    s->pad = g_new (gint8, q->max_pad + 16);
+    s->acc = g_new (gint32, MAX (q->max_a[0], q->max_a[1]) + 16);
+  }
+  gsize act = q->max_act[head] * nb, a = q->max_a[head] * nb + 16;
+  if (s->act_cap < act) {
+    g_free (s->qa);
+    g_free (s->qb);
+    s->qa = g_new (gint8, act);
+    s->qb = g_new (gint8, act);
+    s->act_cap = act;
+  }
+  if (s->a_cap < a) {
+    g_free (s->a);
+    s->a = g_new (gint16, a);
+    s->a_cap = a;
+  }
   return s;
 }
 
@@ -431,7 +441,7 @@ run_range (ConyCnn *cnn, guint from, guint to, const float *in, float scale, gin
     float *dst)
 {
   const CnnWeights *w = cnn->w;
-  CnnInt8Scratch *s = scratch (cnn, nb);
+  CnnInt8Scratch *s = scratch (cnn, nb, from >= w->first_fc);
   gsize n_in = (from == 0 ? (gsize) w->in_h * w->in_w * w->in_c
                           : map_size (&w->layers[from - 1], TRUE))
       * nb;
