@@ -149,7 +149,9 @@ cony_cmd_bench_int8 (int argc, char **argv)
   gboolean markdown = FALSE;
   GOptionEntry entries[] = {
     { "model", 'm', 0, G_OPTION_ARG_FILENAME, &model,
-        "quantised 96x64x1 MobileNet (default models/yamnet/yamnet.safetensors)", "M" },
+        "quantised 96x64x1 MobileNet (metadata quantization): YAMNet converted by "
+        "training/convert_tflite.py from its int8 .tflite (the shipped file is float)",
+        "M" },
     { "patches", 'n', 0, G_OPTION_ARG_INT, &patches, "patches per round (default 200)", "N" },
     { "rounds", 'r', 0, G_OPTION_ARG_INT, &rounds, "rounds, int8 and float interleaved (default 7)",
         "R" },
