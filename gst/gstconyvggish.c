@@ -113,6 +113,7 @@ GST_DEBUG_CATEGORY_STATIC (gst_cony_vggish_debug);
 #define DEFAULT_STRIDE 25
 #define DEFAULT_BATCH 1
 #define DEFAULT_OUTPUT GST_CONY_VGGISH_OUTPUT_SCORES
+#define DEFAULT_PRECISION GST_CONY_VGGISH_PRECISION_AUTO
 
 /* The frame store holds this many windows: a window slides by moving `head`, and the
  * frames are moved back to the start only when the store is full. */
@@ -129,6 +130,8 @@ enum
   PROP_BATCH,
   PROP_OUTPUT,
   PROP_MODEL_USERS,
+  PROP_PRECISION,
+  PROP_PRECISION_IN_USE,
 };
 
 static GstStaticPadTemplate sink_template = GST_STATIC_PAD_TEMPLATE ("sink", GST_PAD_SINK,
@@ -168,6 +171,24 @@ gst_cony_vggish_output_get_type (void)
   };
   if (g_once_init_enter (&type)) {
     GType t = g_enum_register_static ("GstConyVggishOutput", values);
+    g_once_init_leave (&type, t);
+  }
+  return type;
+}
+
+GType
+gst_cony_vggish_precision_get_type (void)
+{
+  static GType type = 0;
+  static const GEnumValue values[] = {
+    { GST_CONY_VGGISH_PRECISION_AUTO,
+        "int8 for files with int8 activation quantisation (YAMNet), else float", "auto" },
+    { GST_CONY_VGGISH_PRECISION_FLOAT, "The float engine, whatever the file", "float" },
+    { GST_CONY_VGGISH_PRECISION_INT8, "int8 inference (the file must be quantised)", "int8" },
+    { 0, NULL, NULL },
+  };
+  if (g_once_init_enter (&type)) {
+    GType t = g_enum_register_static ("GstConyVggishPrecision", values);
     g_once_init_leave (&type, t);
   }
   return type;
@@ -614,12 +635,18 @@ gst_cony_vggish_start (GstElement *element)
   self->hop = self->stride;
   self->bsize = self->batch;
   GstConyVggishOutput output = self->output;
+  GstConyVggishPrecision precision = self->precision;
   GST_OBJECT_UNLOCK (self);
 
   if (!gst_cony_element_check_model (element, model, "a VGGish-style safetensors file"))
     goto fail;
   if (!gst_cony_element_load_cnn (element, &self->cnn, model))
     goto fail;
+  if (!cony_cnn_set_precision (self->cnn, (ConyCnnPrecision) precision, &error)) {
+    GST_ELEMENT_ERROR (self, LIBRARY, SETTINGS, ("precision: %s", error->message),
+        ("model=%s", model));
+    goto fail;
+  }
   if (!cony_cnn_set_output (self->cnn, (ConyCnnOutput) output, &error)) {
     GST_ELEMENT_ERROR (self, LIBRARY, SETTINGS, ("output=embedding: %s", error->message),
         ("model=%s", model));
@@ -730,6 +757,7 @@ gst_cony_vggish_set_property (GObject *object, guint prop_id, const GValue *valu
     case PROP_STRIDE: self->stride = g_value_get_uint (value); break;
     case PROP_BATCH: self->batch = g_value_get_uint (value); break;
     case PROP_OUTPUT: self->output = g_value_get_enum (value); break;
+    case PROP_PRECISION: self->precision = g_value_get_enum (value); break;
     default: G_OBJECT_WARN_INVALID_PROPERTY_ID (object, prop_id, pspec); break;
   }
   GST_OBJECT_UNLOCK (self);
@@ -751,6 +779,10 @@ gst_cony_vggish_get_property (GObject *object, guint prop_id, GValue *value, GPa
     case PROP_OUTPUT: g_value_set_enum (value, self->output); break;
     case PROP_MODEL_USERS:
       g_value_set_uint (value, gst_cony_element_model_users (self->cnn));
+      break;
+    case PROP_PRECISION: g_value_set_enum (value, self->precision); break;
+    case PROP_PRECISION_IN_USE:
+      g_value_take_string (value, self->cnn ? cony_cnn_describe_precision (self->cnn) : NULL);
       break;
     default: G_OBJECT_WARN_INVALID_PROPERTY_ID (object, prop_id, pspec); break;
   }
@@ -863,6 +895,32 @@ gst_cony_vggish_class_init (GstConyVggishClass *klass)
           "Per window: the network's last layer (scores) or the pooled embedding before its head",
           GST_TYPE_CONY_VGGISH_OUTPUT, DEFAULT_OUTPUT, flags));
   gst_cony_element_install_model_users (gobject_class, PROP_MODEL_USERS);
+  /**
+   * GstConyVggish:precision:
+   *
+   * The arithmetic of the CNN: `auto` (default) lets the model file decide:
+   * a file converted from an int8 .tflite (YAMNet, by training/convert_tflite.py)
+   * records its activations' scales and zero points and runs TFLite's integer inference (int8
+   * activations and weights, int32 accumulation, outputs dequantised; its
+   * scores are ArmNN's to one int8 step); other files run in float. `float`
+   * forces the float engine on the same weights; `int8` fails to start on a
+   * file without activation quantisation. See precision-in-use.
+   */
+  g_object_class_install_property (gobject_class, PROP_PRECISION,
+      g_param_spec_enum ("precision", "Precision",
+          "CNN arithmetic: auto (the file decides), float, or int8 (quantised files only)",
+          GST_TYPE_CONY_VGGISH_PRECISION, DEFAULT_PRECISION, flags));
+  /**
+   * GstConyVggish:precision-in-use:
+   *
+   * What runs once the element has started (NULL before): e.g. "int8, all 30
+   * layers (avx2 kernels)", "float (the file has no int8 activation
+   * quantisation)".
+   */
+  g_object_class_install_property (gobject_class, PROP_PRECISION_IN_USE,
+      g_param_spec_string ("precision-in-use", "Precision in use",
+          "What the CNN runs once started: int8 (which layers, which kernels) or float", NULL,
+          G_PARAM_READABLE | G_PARAM_STATIC_STRINGS));
 
   gst_element_class_add_static_pad_template (element_class, &sink_template);
   gst_element_class_add_static_pad_template (element_class, &src_template);
@@ -894,5 +952,6 @@ gst_cony_vggish_init (GstConyVggish *self)
   self->stride = DEFAULT_STRIDE;
   self->batch = DEFAULT_BATCH;
   self->output = DEFAULT_OUTPUT;
+  self->precision = DEFAULT_PRECISION;
   self->anchor = GST_CLOCK_TIME_NONE;
 }

@@ -246,8 +246,8 @@ softmax_rows (const float *in, gsize n, guint cols, float *out)
 
 /* cnn->norm = the @nb examples of @input centred (center_height) and normalised
  * (input_mean / input_std), in that order. */
-static void
-prepare_input (ConyCnn *cnn, const float *input, gsize nb)
+void
+cnn_prepare_input (ConyCnn *cnn, const float *input, gsize nb)
 {
   guint C = cnn->w->in_c;
   gsize cols = (gsize) cnn->w->in_w * C, plane = cols * cnn->w->in_h;
@@ -284,12 +284,17 @@ features_forward (ConyCnn *cnn, const float *input, gsize nb)
 {
   const float *cur = input;
   if (cnn->w->in_mean != NULL || cnn->w->center_height) {
-    prepare_input (cnn, input, nb);
+    cnn_prepare_input (cnn, input, nb);
     cur = cnn->norm;
   }
   float *bufs[2] = { cnn->act_a, cnn->act_b };
   int which = 0;
-  for (guint i = 0; i < cnn->w->first_fc; i++) {
+  guint first = 0;
+  if (cnn_int8_active (cnn)) { /* the integer layers first, their output in act_b */
+    first = cnn_int8_features (cnn, cur, nb, bufs[1]);
+    cur = first > 0 ? bufs[1] : cur;
+  }
+  for (guint i = first; i < cnn->w->first_fc; i++) {
     Layer *l = &cnn->w->layers[i];
     float *out = bufs[which];
     guint tile = l->kind == LAYER_CONV ? cnn_wino_tile (cnn, l, nb) : 0;
@@ -360,7 +365,15 @@ fc_forward (ConyCnn *cnn, const float *in, gsize n, float *out)
   const float *cur = in;
   float *bufs[2] = { cnn->fc_a, cnn->fc_b };
   int which = 0;
-  for (guint i = cnn->w->first_fc; i < cnn->w->n_layers; i++) {
+  guint first = cnn->w->first_fc;
+  if (cnn_int8_active (cnn)) { /* integer head layers, then float ones (if any) */
+    first = cnn_int8_head (cnn, in, n, bufs[0]);
+    if (first == cnn->w->n_layers)
+      memcpy (out, bufs[0], sizeof (float) * n * cnn->w->out_dim);
+    cur = first > cnn->w->first_fc ? bufs[0] : cur;
+    which = first > cnn->w->first_fc;
+  }
+  for (guint i = first; i < cnn->w->n_layers; i++) {
     const Layer *l = &cnn->w->layers[i];
     gboolean last = i + 1 == cnn->w->n_layers;
     float *dst = last ? out : bufs[which];

@@ -246,7 +246,7 @@ mobilenet_load (CnnWeights *cnn, const ConySafetensors *st, gboolean v2, GError 
 gboolean
 cnn_mobilenet_v1_load (CnnWeights *cnn, const ConySafetensors *st, GError **error)
 {
-  return mobilenet_load (cnn, st, FALSE, error);
+  return mobilenet_load (cnn, st, FALSE, error) && cnn_int8_load (cnn, st, error);
 }
 
 /* MobileNet-v2 (inverted residuals): v1's words plus linear1x1 and add@K. */

@@ -9,7 +9,8 @@
  * cnn-tensors.c   reading weights and metadata, random weights (for the loaders);
  * cnn-weights.c   CnnWeights: lifetime, copies, layer geometry;
  * cnn-winograd.c  Winograd F(2x2)/F(4x4) convolutions and the CPU kernel choice;
- * cnn-forward.c   the forward pass (im2col, pools, FC layers, batching). */
+ * cnn-forward.c   the forward pass (im2col, pools, FC layers, batching);
+ * cnn-int8.c      the integer path of quantised MobileNet-v1 files (qkernels*.c). */
 #pragma once
 #include "cony/cnn.h"
 #include "cony/safetensors.h"
@@ -17,6 +18,10 @@
 #include "gemv-private.h"
 
 #include <pthread.h>
+
+/* The integer network of a quantised file and a ConyCnn's scratch for it (cnn-int8.c). */
+typedef struct _CnnInt8 CnnInt8;
+typedef struct _CnnInt8Scratch CnnInt8Scratch;
 
 typedef enum
 {
@@ -101,6 +106,8 @@ typedef struct {
   int users;            /* ConyCnn holding these weights (under the registry's lock) */
   char *key;            /* registry key; NULL: private (random, sharing off, or modified) */
   pthread_mutex_t lazy; /* makes the derived forms (wino[], q packing) once */
+
+  CnnInt8 *q8; /* the integer layers (reference counted, immutable); NULL: float only */
 } CnnWeights;
 
 /* One user of a network: its settings and its scratch (not thread-safe). */
@@ -134,6 +141,9 @@ struct _ConyCnn {
    * column sums, made with norm. */
   float *norm;
   double *col_sum;
+
+  ConyCnnPrecision precision; /* requested; the integer path runs when w->q8 and not FLOAT */
+  CnnInt8Scratch *q8s;
 };
 
 #define FC_CHUNK 128
@@ -226,5 +236,28 @@ const CnnKernels *cnn_kernels (void);
 /* The Winograd tile size (2 or 4) a conv layer uses on @nb examples; 0: im2col. */
 guint cnn_wino_tile (const ConyCnn *cnn, const Layer *l, gsize nb);
 void cnn_conv_winograd (ConyCnn *cnn, Layer *l, guint m, const float *in, float *out, gsize nb);
+
+/* cnn-int8.c: the integer path of MobileNet-v1 files that carry the `quantization`
+ * metadata. It runs the quantised prefix of the layers (all of YAMNet; the adapted
+ * YAMNet up to its float-adapted layers) and hands the dequantised result to the float
+ * engine for the rest. */
+/* Reads @st's `quantization` metadata into w->q8 (left NULL when the file has none).
+ * FALSE with @error when it is malformed or does not fit the layers. */
+gboolean cnn_int8_load (CnnWeights *w, const ConySafetensors *st, GError **error);
+CnnInt8 *cnn_int8_ref (CnnInt8 *q);
+void cnn_int8_unref (CnnInt8 *q);
+void cnn_int8_scratch_free (ConyCnn *cnn);
+/* TRUE when @cnn runs the integer path (a quantised file, precision not FLOAT). */
+gboolean cnn_int8_active (const ConyCnn *cnn);
+/* Layers the integer path runs (0: none). */
+guint cnn_int8_layers (const CnnWeights *w);
+/* Runs the integer layers before the FC head on @nb examples (float HWC @in, already
+ * normalised), writes the last one's dequantised output to @dst and returns the index
+ * of the first layer left to the float engine. */
+guint cnn_int8_features (ConyCnn *cnn, const float *in, gsize nb, float *dst);
+/* Runs the integer layers of the head (from first_fc) on @n examples of @in (the
+ * dequantised output of layer first_fc - 1), writes the last one's dequantised output
+ * to @dst and returns the first layer left to the float engine (first_fc: none ran). */
+guint cnn_int8_head (ConyCnn *cnn, const float *in, gsize n, float *dst);
 
 G_DEFINE_AUTOPTR_CLEANUP_FUNC (CnnWeights, cnn_weights_free)

@@ -45,6 +45,7 @@ cnn_weights_free (CnnWeights *w)
   g_clear_pointer (&w->metadata, g_hash_table_unref);
   g_strfreev (w->labels);
   g_free (w->key);
+  cnn_int8_unref (w->q8);
   pthread_mutex_destroy (&w->lazy);
   g_free (w);
 }
@@ -87,6 +88,7 @@ cnn_weights_copy (CnnWeights *src)
   w->pca_mu = src->pca_mu ? g_memdup2 (src->pca_mu, sizeof (float) * src->out_dim) : NULL;
   w->in_mean = src->in_mean ? g_memdup2 (src->in_mean, sizeof (float) * src->in_c) : NULL;
   w->in_std = src->in_std ? g_memdup2 (src->in_std, sizeof (float) * src->in_c) : NULL;
+  w->q8 = src->q8 ? cnn_int8_ref (src->q8) : NULL;
   w->layers = g_new0 (Layer, src->n_layers);
   pthread_mutex_lock (&src->lazy); /* q may be packed meanwhile */
   for (guint i = 0; i < src->n_layers; i++)

@@ -60,6 +60,7 @@ cony_cnn_free (ConyCnn *cnn)
   g_free (cnn->norm);
   g_free (cnn->col_sum);
   g_free (cnn->panel);
+  cnn_int8_scratch_free (cnn);
   g_free (cnn);
 }
 

@@ -14,6 +14,7 @@
 
 #include "gsttestutil.h"
 #include "testutil.h"
+#include <glib/gstdio.h>
 #include <math.h>
 #include <string.h>
 
@@ -519,6 +520,53 @@ test_mobilenet_outputs (void)
   cony_npy_array_free (x);
 }
 
+/* precision=auto runs the int8 YAMNet (the shipped one with its .tflite's activation
+ * quantisation) in int8 and precision=float in float, each equal to libcony's engine
+ * at that precision (precision-in-use says which); int8 on a float file does not start. */
+static void
+test_precision (void)
+{
+  g_autofree char *yam = cony_test_yamnet_int8 ();
+  g_autofree float *x = make_frames (96, D, 9);
+  const char *nicks[] = { "auto", "float" };
+  const char *in_use[] = { "int8, all 30 layers", "float (forced" };
+  for (guint i = 0; i < 2; i++) {
+    GstElement *el = cony_test_element_new ("conyvggish", yam, NULL);
+    gst_util_set_object_arg (G_OBJECT (el), "precision", nicks[i]);
+    g_autofree char *before = NULL;
+    g_object_get (el, "precision-in-use", &before, NULL);
+    g_assert_null (before);
+    GstHarness *h = cony_test_harness_take (el);
+    gst_harness_set_src_caps_str (h, TOKEN_CAPS ("1", "100/1"));
+    g_autofree char *now = NULL;
+    g_object_get (h->element, "precision-in-use", &now, NULL);
+    g_assert_true (g_str_has_prefix (now, in_use[i]));
+    cony_test_push_tokens (h, x, D, 0, 96, 1, 0, 10 * MS, FALSE);
+    GstBuffer *buf = gst_harness_pull (h);
+    g_autoptr (GError) error = NULL;
+    g_autoptr (ConyCnn) cnn = cony_cnn_load (yam, &error);
+    g_assert_no_error (error);
+    ConyCnnPrecision p = CONY_CNN_PRECISION_AUTO;
+    g_assert_true (cony_cnn_precision_from_string (nicks[i], &p));
+    g_assert_true (cony_cnn_set_precision (cnn, p, &error));
+    float want[521];
+    cony_cnn_forward (cnn, x, want);
+    GstMapInfo map;
+    g_assert_true (gst_buffer_map (buf, &map, GST_MAP_READ));
+    g_assert_cmpmem (map.data, map.size, want, sizeof want);
+    gst_buffer_unmap (buf, &map);
+    gst_buffer_unref (buf);
+    gst_harness_teardown (h);
+  }
+  g_autofree char *small = cony_test_golden_path ("cnn", "small.safetensors");
+  GstElement *el = cony_test_element_new ("conyvggish", small, NULL);
+  gst_util_set_object_arg (G_OBJECT (el), "precision", "int8");
+  g_error_free (cony_test_assert_start_fails (el,
+      (const char *[]){ "precision", "needs a quantised model", NULL }));
+  gst_object_unref (el);
+  g_unlink (yam);
+}
+
 static void
 on_handoff (GstElement *sink, GstBuffer *buf, GstPad *pad, gpointer data)
 {
@@ -639,6 +687,7 @@ main (int argc, char **argv)
   g_test_add_func ("/conyvggish/postprocess", test_postprocess);
   g_test_add_func ("/conyvggish/other-geometry", test_other_geometry);
   g_test_add_func ("/conyvggish/mobilenet-outputs", test_mobilenet_outputs);
+  g_test_add_func ("/conyvggish/precision", test_precision);
   g_test_add_func ("/conyvggish/batch-non-live", test_batch_non_live);
   g_test_add_func ("/conyvggish/batch-live-is-immediate", test_batch_live_is_immediate);
   g_test_add_func ("/conyvggish/ready-only-properties", test_ready_only_properties);

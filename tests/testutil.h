@@ -16,6 +16,13 @@ double cony_test_rel_err (const float *got, const float *want, gsize n);
 /* A copy of the F32 safetensors file @src in a temporary file, its metadata replaced by
  * @meta (key, value, ..., NULL). Returns its path (g_free; the caller unlinks it). */
 char *cony_test_copy_safetensors (const char *src, const char *const *meta);
+/* A copy of the safetensors file @src (any dtypes) in a temporary file whose metadata
+ * `quantization` is @quant (NULL: none). Returns its path (g_free; the caller unlinks). */
+char *cony_test_with_quantization (const char *src, const char *quant);
+/* The shipped YAMNet with the activation quantisation of its .tflite
+ * (tests/golden/yamnet/quantization.json, what training/convert_tflite.py records): the
+ * int8 file, in a temporary file (g_free the path; the caller unlinks). */
+char *cony_test_yamnet_int8 (void);
 /* Loads the golden CNN model file @area/@file, failing the test when it cannot. */
 ConyCnn *cony_test_load_golden_cnn (const char *area, const char *file);
 /* Asserts that *@error is CONY_ERROR @code with a message containing @needle1 and

@@ -10,6 +10,8 @@ static const ConyCommand benches[] = {
       cony_cmd_bench_attention },
   { "frontend", "log-mel and full VGGish real-time factors, GFLOP/s vs sgemm peak",
       cony_cmd_bench_frontend },
+  { "int8", "YAMNet per patch: the integer path vs float, pointwise layers vs the int8 peak",
+      cony_cmd_bench_int8 },
   { "model", "encoder-classifier us/step, 1 and 2 blocks, every variant, vs PyTorch",
       cony_cmd_bench_model },
   { "fusion", "a fused model's step: the join of its inputs, the encoder, both (us/step)",

@@ -13,6 +13,7 @@ int
 cony_cmd_embed (int argc, char **argv)
 {
   char *model_path = NULL, *output = NULL, *pca_path = NULL, *postprocess = NULL;
+  char *precision = NULL;
   int stride = 25;
   gboolean embedding = FALSE;
   GOptionEntry entries[] = {
@@ -31,6 +32,7 @@ cony_cmd_embed (int argc, char **argv)
         "the pooled embedding before the network's FC head (MobileNet/YAMNet: 1024-d) instead of "
         "its last layer (VGGish: the embedding; YAMNet: 521 scores)",
         NULL },
+    CONY_CNN_PRECISION_OPTION (precision),
     G_OPTION_ENTRY_NULL,
   };
   g_autoptr (GOptionContext)
@@ -47,10 +49,12 @@ cony_cmd_embed (int argc, char **argv)
   if (!g_option_context_parse (ctx, &argc, &argv, &error))
     return cony_cmd_fail (error);
   g_autofree char *m_path = model_path, *o_path = output, *p_path = pca_path, *pp = postprocess;
+  g_autofree char *prec = precision;
   if (argc != 2 || model_path == NULL || output == NULL) {
     fprintf (stderr,
         "usage: cony embed --model M.safetensors IN.wav|IN.npy -o OUT.npy "
-        "[--stride N] [--postprocess none|tf|torch] [--pca FILE] [--embedding]\n");
+        "[--stride N] [--postprocess none|tf|torch] [--pca FILE] [--embedding] "
+        "[--precision auto|float|int8]\n");
     return 2;
   }
   if (stride < 1) {
@@ -71,6 +75,8 @@ cony_cmd_embed (int argc, char **argv)
 
   g_autoptr (ConyCnn) cnn = cony_cnn_load (m_path, &error);
   if (cnn == NULL)
+    return cony_cmd_fail (error);
+  if (!cony_cnn_input_set_precision (cnn, prec, &error))
     return cony_cmd_fail (error);
   if (p_path && !cony_cnn_load_pca (cnn, p_path, &error))
     return cony_cmd_fail (error);

@@ -19,6 +19,8 @@ info_cnn (ConyCnn *cnn, const char *path)
   printf ("architecture: CNN, %s\n", cony_cnn_is_mobilenet (cnn) ? "MobileNet-v1" : "VGG-style");
   g_autofree char *desc = cony_cnn_describe (cnn);
   printf ("%s", desc);
+  g_autofree char *prec = cony_cnn_describe_precision (cnn);
+  printf ("precision:    %s\n", prec);
   printf ("FLOPs/patch:  %" G_GUINT64_FORMAT " (conv %" G_GUINT64_FORMAT ", fc %" G_GUINT64_FORMAT
           ")\n",
       cf + ff, cf, ff);

@@ -26,7 +26,7 @@ top_k (const float *x, guint n, guint k, guint *idx)
 int
 cony_cmd_tag (int argc, char **argv)
 {
-  char *model_path = NULL;
+  char *model_path = NULL, *precision = NULL;
   int stride = 48, k = 5;
   g_autofree char *crop = NULL;
   GOptionEntry entries[] = {
@@ -39,6 +39,7 @@ cony_cmd_tag (int argc, char **argv)
         "images: center (default: the largest centred region with the model's aspect ratio) "
         "or none (the whole image, stretched)",
         "MODE" },
+    CONY_CNN_PRECISION_OPTION (precision),
     G_OPTION_ENTRY_NULL,
   };
   g_autoptr (GOptionContext)
@@ -55,11 +56,11 @@ cony_cmd_tag (int argc, char **argv)
   GError *error = NULL;
   if (!g_option_context_parse (ctx, &argc, &argv, &error))
     return cony_cmd_fail (error);
-  g_autofree char *m_path = model_path;
+  g_autofree char *m_path = model_path, *prec = precision;
   if (argc != 2 || model_path == NULL) {
     fprintf (stderr,
         "usage: cony tag --model M.safetensors IN.wav|IN.npy|IMAGE [--top-k K] [--stride N] "
-        "[--crop center|none]\n");
+        "[--crop center|none] [--precision auto|float|int8]\n");
     return 2;
   }
   if (stride < 1 || k < 1) {
@@ -71,7 +72,7 @@ cony_cmd_tag (int argc, char **argv)
     return 2;
   }
   g_autoptr (ConyCnn) cnn = cony_cnn_load (m_path, &error);
-  if (cnn == NULL)
+  if (cnn == NULL || !cony_cnn_input_set_precision (cnn, prec, &error))
     return cony_cmd_fail (error);
   guint D = cony_cnn_get_output_size (cnn), n_labels = 0;
   const char *const *labels = cony_cnn_get_labels (cnn, &n_labels);

@@ -176,3 +176,15 @@ cony_cnn_input_clear (ConyCnnInput *in)
   g_clear_pointer (&in->frames, g_free);
   g_clear_pointer (&in->patches, cony_npy_array_free);
 }
+
+gboolean
+cony_cnn_input_set_precision (ConyCnn *cnn, const char *name, GError **error)
+{
+  ConyCnnPrecision p = CONY_CNN_PRECISION_AUTO;
+  if (name != NULL && !cony_cnn_precision_from_string (name, &p)) {
+    g_set_error (error, CONY_ERROR, CONY_ERROR_INVALID,
+        "--precision must be auto, float or int8, not '%s'", name);
+    return FALSE;
+  }
+  return cony_cnn_set_precision (cnn, p, error);
+}

@@ -28,3 +28,12 @@ gboolean cony_cnn_input_read (ConyCnnInput *in, ConyCnn *cnn, const char *path, 
 /* Runs every window through @cnn into @out (n_windows x output size). */
 void cony_cnn_input_run (const ConyCnnInput *in, ConyCnn *cnn, float *out);
 void cony_cnn_input_clear (ConyCnnInput *in);
+/* The --precision option of the CNN commands (NULL: the file decides). */
+#define CONY_CNN_PRECISION_OPTION(var) \
+  { \
+    "precision", 0, 0, G_OPTION_ARG_STRING, &(var), \
+        "auto (default: int8 for files with activation quantisation, else float), float, int8", \
+        "P" \
+  }
+/* Applies a --precision value to @cnn; FALSE with @error naming what was wrong. */
+gboolean cony_cnn_input_set_precision (ConyCnn *cnn, const char *name, GError **error);

@@ -298,6 +298,38 @@ ConyCnnConvAlgorithm cony_cnn_get_conv_algorithm (const ConyCnn *cnn);
 gboolean cony_cnn_get_fc_f16 (const ConyCnn *cnn);
 gboolean cony_cnn_set_fc_f16 (ConyCnn *cnn, gboolean f16, GError **error);
 
+/* Precision. A MobileNet file converted from an int8 .tflite records the activation
+ * scales and zero points (metadata `quantization`, docs/model-format.md); such a file
+ * runs TFLite's integer inference by default (AUTO): int8 activations and per-channel
+ * int8 weights (packed once at load), int32 accumulation, requantisation with TFLite's
+ * fixed-point arithmetic, ReLU6 as a clamp, outputs dequantised to float. Its results
+ * are TFLite's (ArmNN's to one quantisation step), not the float network's. A file
+ * whose metadata quantises only a prefix of the layers (the adapted YAMNet) runs that
+ * prefix in int8 and the rest in float. FLOAT forces the float engine on the same
+ * weights; INT8 fails with CONY_ERROR_INVALID on a file without quantisation. Kernels:
+ * AVX2 where the CPU has it (unless CONY_CNN_PORTABLE=1), portable C otherwise; both
+ * give the same bits. */
+typedef enum
+{
+  CONY_CNN_PRECISION_AUTO = 0,
+  CONY_CNN_PRECISION_FLOAT,
+  CONY_CNN_PRECISION_INT8,
+} ConyCnnPrecision;
+
+gboolean cony_cnn_set_precision (ConyCnn *cnn, ConyCnnPrecision precision, GError **error);
+/* What runs now: FLOAT or INT8 (some layers integer). */
+ConyCnnPrecision cony_cnn_get_precision (const ConyCnn *cnn);
+/* Layers the integer path runs (0 when it does not run; all of them for YAMNet). */
+guint cony_cnn_get_int8_layers (const ConyCnn *cnn);
+/* Layers the file quantises, whatever the precision chosen. */
+guint cony_cnn_get_quantized_layers (const ConyCnn *cnn);
+/* The integer kernels this process runs: "avx2" or "portable". */
+const char *cony_cnn_get_int8_kernels (void);
+/* "auto", "float", "int8" to the enum; FALSE for anything else. */
+gboolean cony_cnn_precision_from_string (const char *name, ConyCnnPrecision *precision);
+/* What runs, in words ("int8, all 30 layers (avx2 kernels)"; g_free() it). */
+char *cony_cnn_describe_precision (const ConyCnn *cnn);
+
 /* Profiling, for benchmarks: while enabled, forward calls add the time spent
  * in the conv/pool stack and in the FC layers, both as wall time and as CPU
  * time of the calling thread (the latter is the compute time free of other

@@ -296,6 +296,22 @@ class ConvertTest(unittest.TestCase):
         dq = self.graph.tensors[self.graph.ops[4]["inputs"][1]]["data"]
         np.testing.assert_array_equal(tensors["layers.1.weight"][3, 0], dq[0, :, :, 3])
 
+    def test_activation_quantisation(self):
+        """--dtype int8 records the input's and each layer output's scale and zero point
+        (float32 values, exactly); f32 files and float outputs record none from there on."""
+        _, meta, _ = self.convert()
+        q = json.loads(meta["quantization"])
+        self.assertEqual(q["input"], [float(np.float32(IN_SCALE)), 3])
+        relu6 = [float(np.float32(6.0 / 255)), -128]
+        self.assertEqual(q["layers"], [relu6] * 5 + [[float(np.float32(0.02)), -128],
+                                       [float(np.float32(0.1)), 0], [1 / 256, -128]])
+        self.assertNotIn("quantization", self.convert(dtype="f32")[1])
+        g = self.edited()                     # a float logits tensor: the table stops there
+        fc = g.ops[self.op_index(g, FULLY_CONNECTED)]
+        g.tensors[fc["outputs"][0]].update(type=FLOAT32, scale=None, zero_point=None)
+        q = json.loads(self.convert(g)[1]["quantization"])
+        self.assertEqual(q["layers"][6:], [None, None])
+
     def check_scores(self, dtype, rtol, atol):
         tensors, meta, dtypes = self.convert(dtype=dtype)
         path = os.path.join(self.tmp.name, "m.safetensors")
@@ -659,6 +675,10 @@ class RealYamnetTest(unittest.TestCase):
             self.assertEqual(rc, 0)
             got, got_meta = safetensors_io.load(out)
         want, want_meta = safetensors_io.load(os.path.join(ROOT, "models", "yamnet", "yamnet.safetensors"))
+        # the shipped file leaves out the activation quantisation (it stays float: the
+        # classifiers pin its bytes); the tests add it from this golden
+        with open(os.path.join(ROOT, "tests", "golden", "yamnet", "quantization.json")) as f:
+            self.assertEqual(json.loads(got_meta.pop("quantization")), json.load(f))
         self.assertEqual(got_meta, want_meta)
         self.assertEqual(sorted(got), sorted(want))
         for k in want:

@@ -66,9 +66,11 @@ def map_shape(words, first, height=96, width=64):
 
 
 def cut(tensors, meta, layers):
-    """A CNN file's first LAYERS layers: their tensors and the metadata, without labels."""
+    """A CNN file's first LAYERS layers: their tensors and the metadata, without labels
+    and without the int8 activation quantisation (libcony then runs the cut and the
+    adapted files in float, the arithmetic the adaptation trains and is evaluated with)."""
     keep = {k: v for k, v in tensors.items() if int(k.split(".")[1]) < layers}
-    meta = {k: v for k, v in meta.items() if k != "labels"}
+    meta = {k: v for k, v in meta.items() if k not in ("labels", "quantization")}
     meta["layers"] = " ".join(meta["layers"].split()[:layers])
     return keep, meta
 

@@ -29,7 +29,11 @@ with their own scales (input scale x weight scale).
 
 --dtype int8 (default) keeps int8 weights and writes layers.{i}.weight_scale (float
 weights are quantised symmetric per output channel); f16 / f32 store the dequantised
-weights. --labels takes a class map CSV (index,mid,display_name; YAMNet's) whose rows
+weights. With --dtype int8 and an int8 graph (a QUANTIZE of the input, int8 layer outputs)
+the `quantization` metadata records the input's and every layer output's activation scale
+and zero point as the file carries them, so libcony can run TFLite's integer inference
+(from the first layer with a float output on, the layers are left to float).
+--labels takes a class map CSV (index,mid,display_name; YAMNet's) whose rows
 must match the number of outputs. --frontend records the log-mel front end the network
 expects (default yamnet; "none" records nothing, which declares VGGish's).
 """
@@ -319,6 +323,8 @@ class Converter:
         self.activation = None
         self.shape = None                # current (H, W, C), or (N,) after gap/fc
         self.shapes = {}                 # layer index -> its output shape
+        self.input_quant = None          # (scale, zero point) of the int8 input, or None
+        self.quant = []                  # per layer word: its int8 output's (scale, zp) or None
 
     def run(self):
         m = self.m
@@ -368,7 +374,8 @@ class Converter:
 
     # no-ops
     def _op_quantize(self, op):
-        pass
+        if self.shape is None:          # the input's quantisation, kept by RESHAPE and SPLIT
+            self.input_quant = _act_quant(self.m.tensors[op.outputs[0]])
 
     def _op_dequantize(self, op):
         pass
@@ -395,7 +402,7 @@ class Converter:
         vals = None if axes is None else axes.constant()
         if vals is None or sorted(int(v) for v in vals.reshape(-1)) != [1, 2]:
             raise TFLiteError(f"{op.label()}: only a mean over H and W (axes 1, 2) is supported")
-        self.words.append("gap")
+        self._word(op, "gap")
         self.shape = (self.shape[2],)
 
     def _op_average_pool_2d(self, op):
@@ -404,7 +411,7 @@ class Converter:
         if (op.opt(3, "i"), op.opt(4, "i")) != (w, h) or op.opt(5, "b") != 0:
             raise TFLiteError(f"{op.label()}: only an average pool over the whole {h}x{w} map "
                               "with no activation (a global average pool) is supported")
-        self.words.append("gap")
+        self._word(op, "gap")
         self.shape = (c,)
 
     def _op_add(self, op, current):
@@ -420,7 +427,7 @@ class Converter:
                               f"layer's feature map of shape {self.shape}")
         if op.opt(0, "b") != 0:
             raise TFLiteError(f"{op.label()}: a fused activation on ADD is not supported")
-        self.words.append(f"add@{k}")
+        self._word(op, f"add@{k}")
 
     def _op_softmax(self, op):
         if not self.words or self.words[-1] != "fc":
@@ -429,13 +436,13 @@ class Converter:
         beta = op.opt(0, "f", 1.0)
         if beta != 1.0:
             raise TFLiteError(f"{op.label()}: softmax beta {beta}: only 1 is supported")
-        self.words.append("softmax")
+        self._word(op, "softmax")
 
     def _op_logistic(self, op):
         if not self.words or self.words[-1] != "fc":
             raise TFLiteError(f"{op.label()}: a logistic is supported only right after the "
                               "fully connected layer")
-        self.words.append("sigmoid")
+        self._word(op, "sigmoid")
 
     def _op_conv_2d(self, op):
         w_t = self._weight_tensor(op, 4)
@@ -501,6 +508,22 @@ class Converter:
         self._add(op, "fc", (values.reshape(o, i), scale, zero), self._bias(op, o), o)
 
     # helpers
+    def _word(self, op, word):
+        self.words.append(word)
+        self.quant.append(_act_quant(self.m.tensors[op.outputs[0]]))
+
+    def quantization(self):
+        """The `quantization` metadata (docs/model-format.md): the int8 input's and each
+        layer output's (scale, zero point) as TFLite carries them, None from the first
+        float output on; None when the input is not int8."""
+        if self.input_quant is None or self.quant[0] is None:
+            return None
+        layers = list(self.quant)
+        if None in layers:
+            k = layers.index(None)
+            layers[k:] = [None] * (len(layers) - k)
+        return {"input": list(self.input_quant), "layers": [q and list(q) for q in layers]}
+
     def _need_map(self, op):
         if self.shape is None:
             raise TFLiteError(f"{op.label()}: the input has no (1, H, W, C) shape yet "
@@ -601,7 +624,7 @@ class Converter:
         values, scale, zero = weight
         i = len(self.words)
         key = f"layers.{i}."
-        self.words.append(word)
+        self._word(op, word)
         if word == "fc":
             self.shape = (out,)
         elif word.startswith(("conv", "dw", "linear")):
@@ -650,6 +673,17 @@ class Converter:
         if scale is not None:
             real = real * scale.reshape(shape)
         return real
+
+
+def _act_quant(t):
+    """(scale, zero point) of an int8 activation tensor with one scale, else None."""
+    if t.type != "INT8" or len(t.scale) != 1 or len(t.zero_point) > 1:
+        return None
+    s = float(np.float32(t.scale[0]))
+    zp = int(t.zero_point[0]) if len(t.zero_point) else 0
+    if not (math.isfinite(s) and s > 0 and -128 <= zp <= 127):
+        raise TFLiteError(f"{t.describe()}: activation scale {s} / zero point {zp} out of range")
+    return (s, zp)
 
 
 def read_labels(path, count):
@@ -711,6 +745,10 @@ def convert(raw, dtype="auto", labels=None, frontend="yamnet", source=None):
             "activation": conv.activation or "relu6"}
     image = input_metadata(model, conv)
     meta.update(image)
+    # the integer path runs MobileNet-v1 layers (cnn-int8.c): v2 files stay float
+    quant = conv.quantization() if dtype in ("int8", "auto") and not v2 else None
+    if quant is not None:
+        meta["quantization"] = json.dumps(quant)
     outputs = conv.shape[0]
     if labels is not None:
         names = read_labels(labels, outputs)
