@@ -492,7 +492,8 @@ gst_cony_frame_embed_start (GstBaseTransform *trans)
   self->n_patches = self->px * self->py;
   GST_OBJECT_UNLOCK (self);
 
-  if (!gst_cony_element_check_model (GST_ELEMENT (self), model, "an image CNN safetensors file"))
+  if (!gst_cony_element_find_model (GST_ELEMENT (self), &model,
+          "an image CNN file, e.g. the shipped video/frame_cnn.safetensors"))
     goto fail;
   if (!gst_cony_element_load_cnn (GST_ELEMENT (self), &self->cnn, model))
     goto fail;

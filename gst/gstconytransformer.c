@@ -290,8 +290,8 @@ gst_cony_transformer_start (GstBaseTransform *trans)
   attention = self->attention;
   GST_OBJECT_UNLOCK (self);
 
-  if (!gst_cony_element_check_model (GST_ELEMENT (self), path,
-          "a cony-encoder-classifier safetensors file"))
+  if (!gst_cony_element_find_model (GST_ELEMENT (self), &path,
+          "an encoder-classifier file, e.g. the shipped default audio/transformer.safetensors"))
     goto fail;
   self->model = cony_model_load (path, &error);
   if (!gst_cony_element_check_loaded (GST_ELEMENT (self), self->model != NULL, path, error))

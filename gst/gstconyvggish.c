@@ -616,7 +616,9 @@ gst_cony_vggish_start (GstElement *element)
   GstConyVggishOutput output = self->output;
   GST_OBJECT_UNLOCK (self);
 
-  if (!gst_cony_element_check_model (element, model, "a VGGish-style safetensors file"))
+  if (!gst_cony_element_find_model (element, &model,
+          "a CNN file, e.g. the shipped default audio/yamnet-adapted.safetensors "
+          "(with conymel preset=yamnet and output=embedding)"))
     goto fail;
   if (!gst_cony_element_load_cnn (element, &self->cnn, model))
     goto fail;

@@ -8,14 +8,18 @@
 #   CONY_TRANSFORMER  classifier model (default models/audio/transformer.safetensors)
 #   CONY_OPTS         extra conytransformer properties, e.g.
 #                     "message-mode=on-change threshold=0.6 attention=cony-fixed"
-#   GST_PLUGIN_PATH   where libgstcony.so is (default: build/gst of this checkout)
+#   GST_PLUGIN_PATH   where libgstcony.so is (default: build/gst of this checkout; installed
+#                     scripts, DATADIR/gst-cony/pipelines, use the installed plugin)
 #   CONY_AUDIO_PROBE  "off": file scripts skip asking GStreamer's discoverer whether the
 #                     input has audio (cony_media_input) and go straight to the pipeline
 CONY_ROOT=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
 CONY_VGGISH=${CONY_VGGISH:-}
 CONY_TRANSFORMER=${CONY_TRANSFORMER:-$CONY_ROOT/models/audio/transformer.safetensors}
 CONY_OPTS=${CONY_OPTS:-}
-export GST_PLUGIN_PATH=${GST_PLUGIN_PATH:-$CONY_ROOT/build/gst}
+# (installed, CONY_ROOT is DATADIR/gst-cony: models/ beside pipelines/, no build/)
+if [ -d "$CONY_ROOT/build/gst" ]; then
+  export GST_PLUGIN_PATH=${GST_PLUGIN_PATH:-$CONY_ROOT/build/gst}
+fi
 
 # The CNN the classifier was trained on: its config's frontend "cnn" (a file name) beside
 # it or in one of models/*/ (conytransformer refuses another CNN's tokens anyway, naming

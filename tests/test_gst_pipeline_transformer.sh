@@ -99,6 +99,23 @@ expect_error wrong-model-file "no model config" \
   ! conytransformer model="$vggish" ! fakesink
 expect_error token-size "the input has 64 floats per token, the model takes d_in = 128" \
   audiotestsrc num-buffers=10 ! conymel ! conytransformer model="$model" ! fakesink
+# model names: none given names the shipped default; a relative name found nowhere says
+# where it looked; one found through CONY_MODEL_PATH (from another directory) runs.
+expect_error vggish-no-model "set model=a CNN file, e.g. the shipped default audio/yamnet-adapted.safetensors" \
+  audiotestsrc num-buffers=10 ! conymel ! conyvggish ! fakesink
+expect_error relative-not-found "nowhere/x.safetensors: no such model file (looked in the current directory, then" \
+  audiotestsrc num-buffers=10 ! conymel ! conyvggish model="$vggish" \
+  ! conytransformer model=nowhere/x.safetensors ! fakesink
+mkdir -p "$tmp/models/cnn" "$tmp/models/tr"
+cp "$vggish" "$tmp/models/cnn/v.safetensors"; cp "$model" "$tmp/models/tr/t.safetensors"
+# shellcheck disable=SC2086
+if out=$(cd / && CONY_MODEL_PATH=/nonexistent:$tmp/models "$launch" -m $src \
+      ! conyvggish model=cnn/v.safetensors ! conytransformer model=tr/t.safetensors ! fakesink 2>&1) \
+   && [ "$(grep -c '(element): conytransformer, ' <<<"$out")" = 9 ]; then
+  echo "ok relative model names through CONY_MODEL_PATH: 9 steps"
+else
+  echo "FAIL relative model names through CONY_MODEL_PATH"; echo "$out" | tail -5; fail=1
+fi
 printf 'a\nb\n' > "$tmp/labels.txt"
 expect_error labels-count "2 labels but the model has 4 classes" \
   audiotestsrc num-buffers=10 ! conymel ! conyvggish model="$vggish" \

@@ -154,8 +154,9 @@ typedef enum
   "dw3x3s1 conv1x1:512 dw3x3s1 conv1x1:512 dw3x3s1 conv1x1:512 dw3x3s1 conv1x1:512 " \
   "dw3x3s2 conv1x1:1024 dw3x3s1 conv1x1:1024 gap fc:521 sigmoid"
 
-/* Loads a model file (see above), sharing the weights of an earlier load of the
- * same unchanged file (see "Sharing"). NULL with @error set on any problem. */
+/* Loads a model file (see above; a relative name as cony_model_path_find() resolves
+ * it), sharing the weights of an earlier load of the same unchanged file (see
+ * "Sharing"). NULL with @error set on any problem. */
 ConyCnn *cony_cnn_load (const char *path, GError **error);
 /* The same with weights of its own: neither shared nor found by later loads. */
 ConyCnn *cony_cnn_load_private (const char *path, GError **error);
