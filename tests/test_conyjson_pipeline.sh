@@ -16,7 +16,8 @@ fail=0
 tmp=$(mktemp -d)
 trap 'rm -rf "$tmp"' EXIT
 
-# 3 s of 44.1 kHz stereo: 9 VGGish windows, 9 steps (as test_gst_pipeline_transformer.sh).
+# 3 s of 44.1 kHz stereo: 10 VGGish windows (the last padded at EOS), 10 steps (as
+# test_gst_pipeline_transformer.sh).
 src="audiotestsrc num-buffers=30 samplesperbuffer=4410 wave=white-noise \
   ! audio/x-raw,format=S16LE,rate=44100,channels=2 ! audioconvert ! audioresample ! conymel \
   ! conyvggish model=$vggish"
@@ -30,7 +31,7 @@ import json, sys
 lines = open(sys.argv[1], encoding="utf-8").read().split("\n")
 assert lines[-1] == "", "the file must end with a newline"
 recs = [json.loads(l) for l in lines[:-1]]
-assert [r["step"] for r in recs] == list(range(9)), [r["step"] for r in recs]
+assert [r["step"] for r in recs] == list(range(10)), [r["step"] for r in recs]
 open_label = None
 for i, r in enumerate(recs):
     assert r["source"] == "noise.wav"

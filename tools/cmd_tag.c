@@ -27,10 +27,15 @@ cony_cmd_tag (int argc, char **argv)
 {
   char *model_path = NULL;
   int stride = 48, k = 5;
+  gboolean drop_tail = FALSE;
   GOptionEntry entries[] = {
     { "model", 'm', 0, G_OPTION_ARG_FILENAME, &model_path,
         "CNN model with a scoring head and labels", "M" },
     { "top-k", 'k', 0, G_OPTION_ARG_INT, &k, "labels per window (default 5)", "K" },
+    { "drop-tail", 0, 0, G_OPTION_ARG_NONE, &drop_tail,
+        "drop frames no full window covers (VGGish) instead of one more window padded with "
+        "silence (YAMNet; conyvggish pad-tail)",
+        NULL },
     { "stride", 's', 0, G_OPTION_ARG_INT, &stride,
         "frames between window starts (default 48 = 0.48 s)", "N" },
     G_OPTION_ENTRY_NULL,
@@ -61,7 +66,7 @@ cony_cmd_tag (int argc, char **argv)
   const char *const *labels = cony_cnn_get_labels (cnn, &n_labels);
   guint kk = MIN ((guint) k, D);
   ConyCnnInput in;
-  if (!cony_cnn_input_read (&in, cnn, argv[1], (guint) stride, &error)) {
+  if (!cony_cnn_input_read (&in, cnn, argv[1], (guint) stride, !drop_tail, &error)) {
     g_prefix_error (&error, "%s: ", m_path);
     return cony_cmd_fail (error);
   }
