@@ -21,13 +21,15 @@ RUNTIME=(
   python3-flatbuffers
 )
 # Tests and training/: the reference and training stack (torch), FluidSynth and its GM sound
-# font (the music of train_your_own.py's "other" class and the data set's), numpy (overlay.py's
+# font (the music of train_your_own.py's "other" class and the data set's), matplotlib
+# (pipelines/timeline.py's pictures), numpy (overlay.py's
 # bitmap font too), the MQTT broker and client of pipelines/mqtt_publish.py's test, and
 # clang with its sanitizer runtime (test.sh's clang build and libFuzzer smoke run) and
 # clang-format (the format test).
 FULL=(
   python3-numpy python3-torch
   fluidsynth fluid-soundfont-gm
+  python3-matplotlib
   mosquitto python3-paho-mqtt
   clang libclang-rt-14-dev clang-format
 )
