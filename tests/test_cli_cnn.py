@@ -122,6 +122,17 @@ class CliCnnTest(unittest.TestCase):
         self.assertEqual([line.split("\t")[1].split()[0] for line in r.stdout.strip().split("\n")],
                          [f"#{k}" for k in want.argmax(axis=1)])
 
+    def test_tag_refuses_an_embedding_network(self):
+        # VGGish-style (last layer a 128-d FC embedding) and a MobileNet ending in its pool
+        # (the shipped yamnet-adapted): no sigmoid, no labels, so no scores to tag with
+        np.save(self.path("frames.npy"), np.zeros((96, 64), np.float32))
+        for model, dim in ((VGG, 128),
+                           (os.path.join(ROOT, "models", "audio", "yamnet-adapted.safetensors"), 1024)):
+            r = cony("tag", "--model", model, self.path("frames.npy"))
+            self.assertEqual(r.returncode, 1, r.stdout)
+            self.assertEqual(r.stdout, "")
+            self.assertIn(f"has no scoring head (its last layer is a {dim}-d embedding", r.stderr)
+
     def test_tag_wav_uses_the_model_frontend(self):
         # the golden's frontend declares 16 mel bands at 16 kHz: a WAV works with it
         t = np.arange(16000) / 16000.0

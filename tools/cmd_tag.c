@@ -62,6 +62,15 @@ cony_cmd_tag (int argc, char **argv)
   g_autoptr (ConyCnn) cnn = cony_cnn_load (m_path, &error);
   if (cnn == NULL)
     return cony_cmd_fail (error);
+  if (!cony_cnn_has_scoring_head (cnn)) {
+    /* its outputs are an embedding: printed as scores they would mean nothing */
+    fprintf (stderr,
+        "cony tag: %s has no scoring head (its last layer is a %u-d embedding: no sigmoid, no "
+        "labels); tag with a classifier CNN such as models/yamnet/yamnet.safetensors, or use "
+        "'cony embed' for embeddings\n",
+        m_path, cony_cnn_get_output_size (cnn));
+    return 1;
+  }
   guint D = cony_cnn_get_output_size (cnn), n_labels = 0;
   const char *const *labels = cony_cnn_get_labels (cnn, &n_labels);
   guint kk = MIN ((guint) k, D);

@@ -200,6 +200,11 @@ const char *cony_cnn_get_metadata (const ConyCnn *cnn, const char *key);
  * network), or NULL when the file has none. *@n (may be NULL) gets the count. */
 const char *const *cony_cnn_get_labels (const ConyCnn *cnn, guint *n);
 
+/* TRUE when the network's last layer scores classes: it is a sigmoid (YAMNet's head) or
+ * the file labels every output. FALSE for an embedding network (VGGish's 128-d FC, a
+ * MobileNet that ends in its global pool such as models/audio/yamnet-adapted). */
+gboolean cony_cnn_has_scoring_head (const ConyCnn *cnn);
+
 /* Number of parameters (weights + biases, PCA excluded). */
 guint64 cony_cnn_get_n_params (const ConyCnn *cnn);
 /* Floating-point operations of one forward pass (a multiply-add counts 2),
