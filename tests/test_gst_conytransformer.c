@@ -414,6 +414,19 @@ test_post_messages_threshold (void)
   g_free (x);
 }
 
+/* The next on-change message (the caller unrefs it): its step, segment-start and the
+ * previous segment's start and end. */
+static GstMessage *
+pop_change (GstBus *bus, guint64 *step, guint64 *seg_start, guint64 *pstart, guint64 *pend)
+{
+  GstMessage *msg = gst_bus_pop_filtered (bus, GST_MESSAGE_ELEMENT);
+  g_assert_nonnull (msg);
+  g_assert_true (gst_structure_get (gst_message_get_structure (msg), "step", G_TYPE_UINT64, step,
+      "segment-start", G_TYPE_UINT64, seg_start, "previous-segment-start", G_TYPE_UINT64, pstart,
+      "previous-segment-end", G_TYPE_UINT64, pend, NULL));
+  return msg;
+}
+
 /* on-change: a message exactly where the top label changes, carrying the
  * segment running times; a closing message at EOS. */
 static void
@@ -438,13 +451,9 @@ test_on_change (void)
       prev_end = rt1;
       continue;
     }
-    GstMessage *msg = gst_bus_pop_filtered (f.bus, GST_MESSAGE_ELEMENT);
-    g_assert_nonnull (msg);
-    const GstStructure *s = gst_message_get_structure (msg);
     guint64 step, seg_start, pstart, pend;
-    g_assert_true (gst_structure_get (s, "step", G_TYPE_UINT64, &step, "segment-start",
-        G_TYPE_UINT64, &seg_start, "previous-segment-start", G_TYPE_UINT64, &pstart,
-        "previous-segment-end", G_TYPE_UINT64, &pend, NULL));
+    GstMessage *msg = pop_change (f.bus, &step, &seg_start, &pstart, &pend);
+    const GstStructure *s = gst_message_get_structure (msg);
     g_assert_cmpuint (step, ==, t);
     g_assert_cmpstr (gst_structure_get_string (s, "label"), ==, labels[top]);
     g_assert_cmpuint (seg_start, ==, rt0);
@@ -572,13 +581,9 @@ check_hold (const gchar *prop, guint64 value, guint K, gsize n, guint32 seed)
       flicker += cur >= 0;
       continue;
     }
-    GstMessage *msg = gst_bus_pop_filtered (f.bus, GST_MESSAGE_ELEMENT);
-    g_assert_nonnull (msg);
-    const GstStructure *st = gst_message_get_structure (msg);
     guint64 step, seg_start, pstart, pend;
-    g_assert_true (gst_structure_get (st, "step", G_TYPE_UINT64, &step, "segment-start",
-        G_TYPE_UINT64, &seg_start, "previous-segment-start", G_TYPE_UINT64, &pstart,
-        "previous-segment-end", G_TYPE_UINT64, &pend, NULL));
+    GstMessage *msg = pop_change (f.bus, &step, &seg_start, &pstart, &pend);
+    const GstStructure *st = gst_message_get_structure (msg);
     g_assert_cmpuint (step, ==, s + K - 1);
     g_assert_cmpstr (gst_structure_get_string (st, "label"), ==, labels[top[s]]);
     g_assert_cmpuint (seg_start, ==, RT (s));
