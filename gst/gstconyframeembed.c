@@ -620,11 +620,14 @@ gst_cony_frame_embed_class_init (GstConyFrameEmbedClass *klass)
    * GstConyFrameEmbed:model:
    *
    * Path of the CNN's safetensors file (required; include/cony/cnn.h). Loaded on
-   * READY->PAUSED. Its metadata fixes the frame size and normalisation.
+   * READY->PAUSED. Its metadata fixes the frame size and normalisation. A
+   * relative name not found here is looked up in $CONY_MODEL_PATH and the
+   * installed models (e.g. video/frame_cnn.safetensors).
    */
   g_object_class_install_property (gobject_class, PROP_MODEL,
       g_param_spec_string ("model", "Model",
-          "Path of the image CNN safetensors file (input size and mean/std in its metadata)",
+          "Path of the image CNN safetensors file (input size and mean/std in its metadata); a "
+          "relative name is also looked up in $CONY_MODEL_PATH and DATADIR/gst-cony/models",
           DEFAULT_MODEL, flags));
   /**
    * GstConyFrameEmbed:every:

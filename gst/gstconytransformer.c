@@ -1043,14 +1043,17 @@ gst_cony_transformer_class_init (GstConyTransformerClass *klass)
    * GstConyTransformer:model:
    *
    * Path of the safetensors model file (required; docs/model-format.md).
-   * Loaded on READY->PAUSED. Like #GstConyTransformer:attention and
+   * A relative name not found here is looked up in $CONY_MODEL_PATH and the
+   * installed models (e.g. audio/transformer.safetensors). Loaded on READY->PAUSED. Like #GstConyTransformer:attention and
    * #GstConyTransformer:labels-file, it can only be changed in NULL or READY:
    * a change in PAUSED or PLAYING is refused (a GST_WARNING in the debug log)
    * and the value in use stays.
    */
   g_object_class_install_property (gobject_class, PROP_MODEL,
       g_param_spec_string ("model", "Model",
-          "Path of the cony-encoder-classifier safetensors model file", DEFAULT_MODEL, ready));
+          "Path of the cony-encoder-classifier safetensors model file; a relative name is also "
+          "looked up in $CONY_MODEL_PATH and DATADIR/gst-cony/models",
+          DEFAULT_MODEL, ready));
   /**
    * GstConyTransformer:attention:
    *

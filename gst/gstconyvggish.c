@@ -823,11 +823,15 @@ gst_cony_vggish_class_init (GstConyVggishClass *klass)
    * GstConyVggish:model:
    *
    * Path of the safetensors model file (required). Loaded on READY->PAUSED.
+   * A relative name not found here is looked up in $CONY_MODEL_PATH and the
+   * installed models (e.g. audio/yamnet-adapted.safetensors; docs/elements.md,
+   * "Model names").
    */
   g_object_class_install_property (gobject_class, PROP_MODEL,
       g_param_spec_string ("model", "Model",
-          "Path of the CNN safetensors model file (VGG-style or MobileNet-v1)", DEFAULT_MODEL,
-          flags));
+          "Path of the CNN safetensors model file (VGG-style or MobileNet-v1); a relative name "
+          "is also looked up in $CONY_MODEL_PATH and DATADIR/gst-cony/models",
+          DEFAULT_MODEL, flags));
   /**
    * GstConyVggish:pca-model:
    *
