@@ -10,7 +10,8 @@ format GStreamer decodes (WAV, Ogg, MP3, video files' audio ...). Steps:
      `uridecodebin ! audioconvert ! audioresample ! conymel ! conyvggish model=CNN`
      (YAMNet, models/yamnet/yamnet.safetensors, unless --cnn; a MobileNet such as YAMNet
      gives its pooled embedding, conymel preset=yamnet for YAMNet's front end): one token
-     per 0.25 s, the first after 0.96 s of audio. Files GStreamer cannot decode, or without
+     per 0.25 s (the tail, or a file shorter than 0.96 s, in one more window padded with
+     silence: conyvggish pad-tail). Files GStreamer cannot decode, or without
      audio, are reported and skipped.
   2. "other": unless --no-other (or DATA_DIR has its own "other" folder), a class of
      sounds that are none of yours, generated here without network
