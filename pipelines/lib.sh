@@ -37,9 +37,21 @@ cony_default_cnn () {
   echo "$(dirname "$CONY_TRANSFORMER")/$name"
 }
 
+# A model name as libcony resolves it (cony_model_path_find(): the current directory,
+# $CONY_MODEL_PATH, the installed models), asked of `cony info`; the name unchanged when
+# no cony is at hand or nothing is found.
+cony_find_model () {
+  local cony=$CONY_ROOT/build/tools/cony found=""
+  [ -x "$cony" ] || cony=$(command -v cony || true)
+  [ -f "$1" ] || [ -z "$cony" ] || found=$("$cony" info "$1" 2>/dev/null | sed -n '1s/^model: *//p')
+  echo "${found:-$1}"
+}
+
 cony_check_models () {
   local m
+  CONY_TRANSFORMER=$(cony_find_model "$CONY_TRANSFORMER")
   [ -n "$CONY_VGGISH" ] || CONY_VGGISH=$(cony_default_cnn)
+  CONY_VGGISH=$(cony_find_model "$CONY_VGGISH")
   for m in "$CONY_VGGISH" "$CONY_TRANSFORMER"; do
     if [ ! -f "$m" ]; then
       echo "$(basename "$0"): model file $m not found (arguments or CONY_VGGISH / CONY_TRANSFORMER)" >&2

@@ -127,6 +127,14 @@ if out=$(CONY_AUDIO_PROBE=off bash "$root/pipelines/file.sh" "$tmp/short.wav" 2>
 else
   echo "FAIL short file: expected one result line"; echo "$out" | tail -5; fail=1
 fi
+# pipelines/file.sh takes relative model names too (resolved by `cony info`, as libcony does).
+if out=$(cd / && CONY_AUDIO_PROBE=off CONY_MODEL_PATH=$tmp/models \
+        bash "$root/pipelines/file.sh" "$tmp/short.wav" cnn/v.safetensors tr/t.safetensors 2>&1) \
+   && [ "$(grep -cE '^ +0\.[0-9]+ s  [a-z]+ +[01]\.[0-9]{3}$' <<<"$out")" = 1 ]; then
+  echo "ok file.sh cnn/v.safetensors tr/t.safetensors (CONY_MODEL_PATH): one result"
+else
+  echo "FAIL file.sh with relative model names"; echo "$out" | tail -5; fail=1
+fi
 printf 'a\nb\n' > "$tmp/labels.txt"
 expect_error labels-count "2 labels but the model has 4 classes" \
   audiotestsrc num-buffers=10 ! conymel ! conyvggish model="$vggish" \
