@@ -10,6 +10,7 @@ G_BEGIN_DECLS
 typedef struct {
   guint min_steps;           /* >= 1 */
   GstClockTime min_duration; /* 0: no time condition */
+  gdouble hysteresis;        /* sigmoid labels: on stays on down to threshold - this */
 } GstConySegmentRule;
 
 typedef struct {

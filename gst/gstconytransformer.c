@@ -156,6 +156,7 @@ GST_DEBUG_CATEGORY_STATIC (gst_cony_transformer_debug);
 #define DEFAULT_TOP_K 1
 #define DEFAULT_MIN_STEPS 1
 #define DEFAULT_MIN_DURATION 0
+#define DEFAULT_HYSTERESIS 0.0
 #define MAX_TOP_K 1024
 
 #define MESSAGE_NAME "conytransformer"
@@ -172,6 +173,7 @@ enum
   PROP_TOP_K,
   PROP_MIN_STEPS,
   PROP_MIN_DURATION,
+  PROP_HYSTERESIS,
   PROP_LABELS,
 };
 
@@ -649,8 +651,11 @@ gst_cony_transformer_update_segments (GstConyTransformer *self, const GstConyTra
    * the onsets moved behind the offsets in class order. */
   guint n_off = 0, n_on = 0, cap = self->n_classes + 2;
   for (guint c = 0; c < self->n_classes; c++) {
-    gint on = self->probs[c] >= gst_cony_transformer_class_threshold (self, c, threshold);
     GstConySegmentTrack *t = &self->label_seg[c];
+    gdouble thr = gst_cony_transformer_class_threshold (self, c, threshold);
+    if (t->seg.value == 1) /* hysteresis: an open label closes lower than it opened */
+      thr -= hold->hysteresis;
+    gint on = self->probs[c] >= thr;
     if (!gst_cony_segment_track_step (t, on, rt_start, rt_end, hold, &ended))
       continue;
     if (on)
@@ -973,6 +978,7 @@ gst_cony_transformer_set_property (GObject *object, guint prop_id, const GValue 
     case PROP_TOP_K: self->top_k = g_value_get_uint (value); break;
     case PROP_MIN_STEPS: self->hold.min_steps = g_value_get_uint (value); break;
     case PROP_MIN_DURATION: self->hold.min_duration = g_value_get_uint64 (value); break;
+    case PROP_HYSTERESIS: self->hold.hysteresis = g_value_get_double (value); break;
     default: G_OBJECT_WARN_INVALID_PROPERTY_ID (object, prop_id, pspec); break;
   }
   GST_OBJECT_UNLOCK (self);
@@ -994,6 +1000,7 @@ gst_cony_transformer_get_property (GObject *object, guint prop_id, GValue *value
     case PROP_TOP_K: g_value_set_uint (value, self->top_k); break;
     case PROP_MIN_STEPS: g_value_set_uint (value, self->hold.min_steps); break;
     case PROP_MIN_DURATION: g_value_set_uint64 (value, self->hold.min_duration); break;
+    case PROP_HYSTERESIS: g_value_set_double (value, self->hold.hysteresis); break;
     case PROP_LABELS:
       if (self->labels == NULL) {
         /* not loaded yet: read them from the files, outside the lock */
@@ -1154,6 +1161,19 @@ gst_cony_transformer_class_init (GstConyTransformerClass *klass)
           "(0: no time condition)",
           0, G_MAXUINT64, DEFAULT_MIN_DURATION, playing));
   /**
+   * GstConyTransformer:hysteresis:
+   *
+   * Sigmoid (multi-label) models: a label's segment opens when its score
+   * reaches its threshold and closes only when the score falls below its
+   * threshold minus this, so a score wavering around the threshold does not
+   * toggle it. 0 (default): one threshold. Softmax models ignore it (their
+   * segment follows the top label; see #GstConyTransformer:min-steps).
+   */
+  g_object_class_install_property (gobject_class, PROP_HYSTERESIS,
+      g_param_spec_double ("hysteresis", "Hysteresis",
+          "Sigmoid models: an open label closes below its threshold minus this (0: one threshold)",
+          0.0, 1.0, DEFAULT_HYSTERESIS, playing));
+  /**
    * GstConyTransformer:labels:
    *
    * The class labels in class order (the model's, or those of
@@ -1197,7 +1217,7 @@ gst_cony_transformer_init (GstConyTransformer *self)
   self->message_mode = DEFAULT_MESSAGE_MODE;
   self->threshold = DEFAULT_THRESHOLD;
   self->top_k = DEFAULT_TOP_K;
-  self->hold = (GstConySegmentRule){ DEFAULT_MIN_STEPS, DEFAULT_MIN_DURATION };
+  self->hold = (GstConySegmentRule){ DEFAULT_MIN_STEPS, DEFAULT_MIN_DURATION, DEFAULT_HYSTERESIS };
   gst_cony_segment_track_reset (&self->seg, -1);
   gst_base_transform_set_in_place (GST_BASE_TRANSFORM (self), TRUE);
   gst_base_transform_set_passthrough (GST_BASE_TRANSFORM (self), FALSE);

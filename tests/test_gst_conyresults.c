@@ -458,9 +458,10 @@ event_order (gconstpointer pa, gconstpointer pb)
  * when it falls below: onset/offset messages with exact running times
  * (segment-start = running time of the first step's PTS, segment-end = the
  * end of the last step's token), offsets closed at EOS. With a hold (@hold =
- * @hold_value: K steps) onsets and offsets wait for K steps of the new state. */
+ * @hold_value: K steps) onsets and offsets wait for K steps of the new state; with
+ * @hyst > 0 (K = 1) an open label closes only below its threshold - @hyst. */
 static void
-check_sigmoid_segments (const gchar *hold, guint64 hold_value, guint K)
+check_sigmoid_segments (const gchar *hold, guint64 hold_value, guint K, double hyst)
 {
   const gsize n = 40;
   float *x = make_tokens (n, 17);
@@ -495,12 +496,16 @@ check_sigmoid_segments (const gchar *hold, guint64 hold_value, guint K)
    * first step; offset ending there), shorter runs are the reported state's */
   const GstClockTime base = 5 * GST_SECOND, rbase = GST_SECOND;
   GArray *want = g_array_new (FALSE, FALSE, sizeof (Event));
-  guint flicker = 0;
+  guint flicker = 0, held_by_hyst = 0;
+  g_assert_true (hyst == 0 || K == 1);
   for (int c = 0; c < C; c++) {
     gboolean b[40], cur = FALSE;
     GstClockTime on_start = 0;
-    for (gsize t = 0; t < n; t++)
-      b[t] = 1.0 / (1.0 + exp (-(double) logits[t * C + c])) >= thr[c];
+    for (gsize t = 0; t < n; t++) {
+      double p = 1.0 / (1.0 + exp (-(double) logits[t * C + c]));
+      b[t] = p >= (t > 0 && b[t - 1] ? thr[c] - hyst : thr[c]);
+      held_by_hyst += b[t] && p < thr[c];
+    }
     for (gsize r = 0, e; r < n; r = e) {
       for (e = r + 1; e < n && b[e] == b[r];)
         e++;
@@ -524,6 +529,8 @@ check_sigmoid_segments (const gchar *hold, guint64 hold_value, guint K)
   g_array_sort (want, event_order);
   if (K > 1)
     g_assert_cmpuint (flicker, >=, 2);
+  if (hyst > 0) /* the data must hold labels kept open by the hysteresis */
+    g_assert_cmpuint (held_by_hyst, >=, 2);
   g_assert_cmpuint (want->len, >, K > 1 ? C : 2 * C);
 
   GstHarness *h = new_harness (sig, "labels-file", file, "message-mode", 1, "top-k", 2, NULL);
@@ -531,6 +538,7 @@ check_sigmoid_segments (const gchar *hold, guint64 hold_value, guint K)
     g_object_set (h->element, hold, (guint) hold_value, NULL);
   else
     g_object_set (h->element, hold, hold_value, NULL);
+  g_object_set (h->element, "hysteresis", hyst, NULL);
   GstBus *bus = cony_test_attach_bus (h);
   gst_harness_set_src_caps_str (h, TOKEN_CAPS);
   cony_test_push_segment (h, base, 0, rbase);
@@ -599,9 +607,10 @@ check_sigmoid_segments (const gchar *hold, guint64 hold_value, guint K)
 static void
 test_sigmoid_segments (void)
 {
-  check_sigmoid_segments ("min-steps", 1, 1);
-  check_sigmoid_segments ("min-steps", 2, 2);
-  check_sigmoid_segments ("min-duration", 600 * MS, 3);
+  check_sigmoid_segments ("min-steps", 1, 1, 0);
+  check_sigmoid_segments ("min-steps", 2, 2, 0);
+  check_sigmoid_segments ("min-duration", 600 * MS, 3, 0);
+  check_sigmoid_segments ("min-steps", 1, 1, 0.1);
 }
 
 /* conyjson: one JSON object per result, newline-terminated, with the
