@@ -581,7 +581,8 @@ gst_cony_frame_embed_start (GstBaseTransform *trans)
   self->messages = self->post_messages && output == GST_CONY_VGGISH_OUTPUT_SCORES;
   GST_OBJECT_UNLOCK (self);
 
-  if (!gst_cony_element_check_model (GST_ELEMENT (self), model, "an image CNN safetensors file"))
+  if (!gst_cony_element_find_model (GST_ELEMENT (self), &model,
+          "an image CNN file, e.g. the shipped video/frame_cnn.safetensors"))
     goto fail;
   if (!gst_cony_element_load_cnn (GST_ELEMENT (self), &self->cnn, model))
     goto fail;
@@ -721,11 +722,14 @@ gst_cony_frame_embed_class_init (GstConyFrameEmbedClass *klass)
    * GstConyFrameEmbed:model:
    *
    * Path of the CNN's safetensors file (required; include/cony/cnn.h). Loaded on
-   * READY->PAUSED. Its metadata fixes the frame size and normalisation.
+   * READY->PAUSED. Its metadata fixes the frame size and normalisation. A
+   * relative name not found here is looked up in $CONY_MODEL_PATH and the
+   * installed models (e.g. video/frame_cnn.safetensors).
    */
   g_object_class_install_property (gobject_class, PROP_MODEL,
       g_param_spec_string ("model", "Model",
-          "Path of the image CNN safetensors file (input size and mean/std in its metadata)",
+          "Path of the image CNN safetensors file (input size and mean/std in its metadata); a "
+          "relative name is also looked up in $CONY_MODEL_PATH and DATADIR/gst-cony/models",
           DEFAULT_MODEL, flags));
   /**
    * GstConyFrameEmbed:every:

@@ -565,7 +565,7 @@ gst_cony_fuse_start (GstAggregator *agg)
   GST_OBJECT_LOCK (self);
   gchar *path = g_strdup (self->model);
   GST_OBJECT_UNLOCK (self);
-  gboolean ok = gst_cony_element_check_model (GST_ELEMENT (self), path, "a fused model file");
+  gboolean ok = gst_cony_element_find_model (GST_ELEMENT (self), &path, "a fused model file");
   if (ok) {
     ConyFusion *fusion = cony_fusion_load (path, &error);
     ok = gst_cony_element_check_loaded (GST_ELEMENT (self), fusion != NULL, path, error);

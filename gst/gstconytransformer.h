@@ -10,6 +10,7 @@
 #include "cony/model.h"
 #include "gstconyelements.h"
 #include "gstconymeta.h"
+#include "gstconysegments.h"
 #include "gstconytokens.h"
 
 G_BEGIN_DECLS
@@ -69,6 +70,7 @@ struct _GstConyTransformer {
   GstConyTransformerMessageMode message_mode;
   gdouble threshold;
   guint top_k;
+  GstConySegmentRule hold; /* min-steps, min-duration */
 
   /* Stream state (streaming thread). */
   ConyModel *model;
@@ -92,12 +94,10 @@ struct _GstConyTransformer {
   gboolean in_nonfinite;
   gboolean in_overflow; /* the last buffer had steps with non-finite logits */
 
-  /* on-change segments (running times) */
-  gint seg_class; /* -1: no open segment */
-  GstClockTime seg_start, seg_end;
-  /* multi-label on-change: a segment per label (running times) */
-  gboolean *active; /* n_classes */
-  GstClockTime *on_start, *on_end;
+  /* on-change segments (running times): the top label's (value: its class, -1 none) */
+  GstConySegmentTrack seg;
+  /* multi-label: a track per label (n_classes; value 1 while on, 0 while off) */
+  GstConySegmentTrack *label_seg;
   GstConyClassificationEvent *events; /* n_classes + 2: this step's segment events */
   /* the last step, for the closing message at EOS */
   gboolean have_last;

@@ -58,8 +58,13 @@
  * - NaN/Inf token values are replaced by 0 with a warning posted once per
  *   run of affected buffers; the window moves past them and later outputs
  *   are unaffected.
- * - EOS: every complete window has already been output; trailing frames that
- *   do not fill a window are dropped (as VGGish does).
+ * - EOS: every complete window has already been output. Trailing frames
+ *   that no window has covered yet (a stream shorter than one window, or the
+ *   tail after the last full window) give one more window, padded with
+ *   silent frames as YAMNet pads its waveform with zeros: log(mel-log-offset)
+ *   of the input caps (conymel's; 0.01, VGGish's, when the caps have none).
+ *   So a file of 0.3 s gets one result instead of none. With
+ *   #GstConyVggish:pad-tail=false they are dropped, as VGGish does.
  *
  * ## Batching (files)
  *
@@ -112,6 +117,7 @@ GST_DEBUG_CATEGORY_STATIC (gst_cony_vggish_debug);
 #define DEFAULT_WINDOW 0 /* the model's input height */
 #define DEFAULT_STRIDE 25
 #define DEFAULT_BATCH 1
+#define DEFAULT_PAD_TAIL TRUE
 #define DEFAULT_OUTPUT GST_CONY_VGGISH_OUTPUT_SCORES
 #define DEFAULT_PRECISION GST_CONY_VGGISH_PRECISION_AUTO
 
@@ -128,6 +134,7 @@ enum
   PROP_WINDOW,
   PROP_STRIDE,
   PROP_BATCH,
+  PROP_PAD_TAIL,
   PROP_OUTPUT,
   PROP_MODEL_USERS,
   PROP_PRECISION,
@@ -533,6 +540,9 @@ gst_cony_vggish_set_sink_caps (GstConyVggish *self, GstCaps *caps)
   }
   self->in_info = info;
   self->have_info = TRUE;
+  gdouble log_offset = 0.01; /* VGGish's, for tokens that do not say */
+  gst_structure_get_double (gst_caps_get_structure (caps, 0), "mel-log-offset", &log_offset);
+  self->silence = (gfloat) log (log_offset > 0 ? log_offset : 0.01);
   if (same && gst_pad_has_current_caps (self->srcpad))
     return TRUE;
 
@@ -552,6 +562,33 @@ gst_cony_vggish_set_sink_caps (GstConyVggish *self, GstCaps *caps)
   if (src)
     gst_cony_tokens_caps_set_source (src, &self->source);
   return gst_cony_element_push_caps (self->srcpad, src);
+}
+
+/* EOS: the frames no window has covered yet (the previous window ended win - hop
+ * frames into the ones held) as one more window, padded with silent frames
+ * (pad-tail), then pushed with any batch; or dropped. */
+static void
+gst_cony_vggish_drain_tail (GstConyVggish *self)
+{
+  gboolean uncovered = self->n_frames > 0
+      && (self->next_start == 0 || (guint64) self->n_frames + self->hop > self->win);
+  if (!uncovered || !self->tail || self->cnn == NULL) {
+    GST_DEBUG_OBJECT (self, "EOS: %u frames of an incomplete window dropped", self->n_frames);
+    return;
+  }
+  GST_DEBUG_OBJECT (self, "EOS: %u frames padded to a window of %u", self->n_frames, self->win);
+  while (self->n_frames < self->win) {
+    gfloat *dst = gst_cony_vggish_next_frame_slot (self);
+    for (guint i = 0; i < self->dim; i++)
+      dst[i] = self->silence;
+    self->n_frames++;
+  }
+  GstFlowReturn fr = gst_cony_vggish_run_window (self);
+  if (fr == GST_FLOW_OK)
+    fr = gst_cony_vggish_flush_batch (self);
+  self->n_frames = 0; /* (the slide kept win - hop of the padding) */
+  if (fr != GST_FLOW_OK)
+    GST_DEBUG_OBJECT (self, "pushing the padded tail window: %s", gst_flow_get_name (fr));
 }
 
 static gboolean
@@ -584,11 +621,7 @@ gst_cony_vggish_sink_event (GstPad *pad, GstObject *parent, GstEvent *event)
       /* No tokens for a while: the next window starts after the gap. */
       gst_cony_vggish_reset_window (self);
       break;
-    case GST_EVENT_EOS:
-      /* Nothing pending: complete windows are output as soon as they fill
-       * (or, batched, were pushed above). */
-      GST_DEBUG_OBJECT (self, "EOS with %u frames of an incomplete window dropped", self->n_frames);
-      break;
+    case GST_EVENT_EOS: gst_cony_vggish_drain_tail (self); break;
     default: break;
   }
   return gst_pad_event_default (pad, parent, event);
@@ -634,11 +667,14 @@ gst_cony_vggish_start (GstElement *element)
   self->win = self->window;
   self->hop = self->stride;
   self->bsize = self->batch;
+  self->tail = self->pad_tail;
   GstConyVggishOutput output = self->output;
   GstConyVggishPrecision precision = self->precision;
   GST_OBJECT_UNLOCK (self);
 
-  if (!gst_cony_element_check_model (element, model, "a VGGish-style safetensors file"))
+  if (!gst_cony_element_find_model (element, &model,
+          "a CNN file, e.g. the shipped default audio/yamnet-adapted.safetensors "
+          "(with conymel preset=yamnet and output=embedding)"))
     goto fail;
   if (!gst_cony_element_load_cnn (element, &self->cnn, model))
     goto fail;
@@ -756,6 +792,7 @@ gst_cony_vggish_set_property (GObject *object, guint prop_id, const GValue *valu
     case PROP_WINDOW: self->window = g_value_get_uint (value); break;
     case PROP_STRIDE: self->stride = g_value_get_uint (value); break;
     case PROP_BATCH: self->batch = g_value_get_uint (value); break;
+    case PROP_PAD_TAIL: self->pad_tail = g_value_get_boolean (value); break;
     case PROP_OUTPUT: self->output = g_value_get_enum (value); break;
     case PROP_PRECISION: self->precision = g_value_get_enum (value); break;
     default: G_OBJECT_WARN_INVALID_PROPERTY_ID (object, prop_id, pspec); break;
@@ -776,6 +813,7 @@ gst_cony_vggish_get_property (GObject *object, guint prop_id, GValue *value, GPa
     case PROP_WINDOW: g_value_set_uint (value, self->window); break;
     case PROP_STRIDE: g_value_set_uint (value, self->stride); break;
     case PROP_BATCH: g_value_set_uint (value, self->batch); break;
+    case PROP_PAD_TAIL: g_value_set_boolean (value, self->pad_tail); break;
     case PROP_OUTPUT: g_value_set_enum (value, self->output); break;
     case PROP_MODEL_USERS:
       g_value_set_uint (value, gst_cony_element_model_users (self->cnn));
@@ -817,11 +855,15 @@ gst_cony_vggish_class_init (GstConyVggishClass *klass)
    * GstConyVggish:model:
    *
    * Path of the safetensors model file (required). Loaded on READY->PAUSED.
+   * A relative name not found here is looked up in $CONY_MODEL_PATH and the
+   * installed models (e.g. audio/yamnet-adapted.safetensors; docs/elements.md,
+   * "Model names").
    */
   g_object_class_install_property (gobject_class, PROP_MODEL,
       g_param_spec_string ("model", "Model",
-          "Path of the CNN safetensors model file (VGG-style or MobileNet-v1)", DEFAULT_MODEL,
-          flags));
+          "Path of the CNN safetensors model file (VGG-style or MobileNet-v1); a relative name "
+          "is also looked up in $CONY_MODEL_PATH and DATADIR/gst-cony/models",
+          DEFAULT_MODEL, flags));
   /**
    * GstConyVggish:pca-model:
    *
@@ -880,6 +922,19 @@ gst_cony_vggish_class_init (GstConyVggishClass *klass)
       g_param_spec_uint ("batch", "Batch",
           "Windows per CNN call in non-live pipelines (live ones always use 1)", 1, 128,
           DEFAULT_BATCH, flags));
+  /**
+   * GstConyVggish:pad-tail:
+   *
+   * At EOS, frames no window has covered yet (a stream shorter than one
+   * window, or the tail after the last full one) give one more window padded
+   * with silent frames, as YAMNet pads its input (default); false drops them,
+   * as VGGish does.
+   */
+  g_object_class_install_property (gobject_class, PROP_PAD_TAIL,
+      g_param_spec_boolean ("pad-tail", "Pad tail",
+          "At EOS, one more window over the frames no window covered yet, padded with "
+          "silence (YAMNet); false: drop them (VGGish)",
+          DEFAULT_PAD_TAIL, flags));
 
   /**
    * GstConyVggish:output:
@@ -951,6 +1006,7 @@ gst_cony_vggish_init (GstConyVggish *self)
   self->window = DEFAULT_WINDOW;
   self->stride = DEFAULT_STRIDE;
   self->batch = DEFAULT_BATCH;
+  self->pad_tail = DEFAULT_PAD_TAIL;
   self->output = DEFAULT_OUTPUT;
   self->precision = DEFAULT_PRECISION;
   self->anchor = GST_CLOCK_TIME_NONE;

@@ -94,6 +94,7 @@ struct _GstConyVggish {
   guint batch;
   GstConyVggishOutput output;
   GstConyVggishPrecision precision;
+  gboolean pad_tail;
 
   /* Stream state (streaming thread). */
   ConyCnn *cnn;
@@ -112,6 +113,8 @@ struct _GstConyVggish {
   gfloat *frames;      /* FRAMES_CAPACITY x win frames of dim floats */
   guint head;          /* frame (in frames) where the next window starts */
   guint n_frames;      /* frames of the next window received so far */
+  gboolean tail;       /* pad-tail at start */
+  gfloat silence;      /* a silent log-mel value: log(mel-log-offset) of the caps */
   gfloat *out;         /* out_dim */
   gboolean next_discont;
   gboolean in_nonfinite;

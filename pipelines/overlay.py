@@ -98,14 +98,18 @@ def source_desc(source, num_buffers):
     if not os.path.exists(source):
         raise SystemExit(f"overlay.py: {source} not found")
     loc = source.replace("\\", "\\\\").replace('"', '\\"')
-    return f'filesrc location="{loc}" ! decodebin'
+    # (filesrc's num-buffers counts blocks of bytes, not frames: the frames are counted
+    # after decoding)
+    limit = f" ! identity eos-after={num_buffers}" if num_buffers > 0 else ""
+    return f'filesrc location="{loc}" ! decodebin{limit}'
 
 
 def main(argv=None):
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("source", nargs="?", default="camera")
     ap.add_argument("--output", help="write the labelled video here (MJPEG in Matroska)")
-    ap.add_argument("--num-buffers", type=int, default=-1)
+    ap.add_argument("--num-buffers", type=int, default=-1,
+                    help="stop after N video frames of the source (default: all)")
     ap.add_argument("--fps", type=int, default=int(os.environ.get("CONY_VIDEO_FPS", "10")),
                     help="frames per second fed to the CNN (default 10)")
     ap.add_argument("--cnn", default=os.environ.get(

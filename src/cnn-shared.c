@@ -16,6 +16,8 @@
  * loading; a file that changed in between is loaded but not registered. */
 #include "cnn-private.h"
 
+#include "cony/modelpath.h"
+
 #include <stdint.h>
 #include <stdlib.h>
 #include <string.h>
@@ -53,8 +55,12 @@ lookup_locked (const char *key)
 }
 
 CnnWeights *
-cnn_weights_acquire (const char *path, gboolean share, GError **error)
+cnn_weights_acquire (const char *name, gboolean share, GError **error)
 {
+  /* The file a relative name finds (models installed, $CONY_MODEL_PATH): its key. */
+  g_autofree char *path = cony_model_path_find (name, error);
+  if (path == NULL)
+    return NULL;
   g_autofree char *key = share ? file_key (path) : NULL;
   if (key != NULL) {
     pthread_mutex_lock (&registry_lock);

@@ -138,6 +138,16 @@ cony_cnn_get_embedding_size (const ConyCnn *cnn)
   return cnn->w->emb_dim;
 }
 gboolean
+cony_cnn_has_scoring_head (const ConyCnn *cnn)
+{
+  g_return_val_if_fail (cnn, FALSE);
+  const CnnWeights *w = cnn->w;
+  if (w->labels != NULL && g_strv_length (w->labels) == w->out_dim)
+    return TRUE;
+  return w->n_layers > 0 && w->layers[w->n_layers - 1].kind == LAYER_SIGMOID;
+}
+
+gboolean
 cony_cnn_is_mobilenet (const ConyCnn *cnn)
 {
   g_return_val_if_fail (cnn, FALSE);

@@ -406,11 +406,12 @@ cony_model_free (ConyModel *m)
 }
 
 ConyModel *
-cony_model_load (const char *path, GError **error)
+cony_model_load (const char *name, GError **error)
 {
-  g_autoptr (ConySafetensors) st = cony_safetensors_open (path, error);
+  g_autoptr (ConySafetensors) st = cony_safetensors_open (name, error);
   if (!st)
     return NULL;
+  const char *path = cony_safetensors_path (st); /* the file @name found */
   const char *cfg = cony_safetensors_metadata (st, "config");
   if (!cfg) {
     g_set_error (error, CONY_ERROR, CONY_ERROR_MISSING,

@@ -1,5 +1,7 @@
 /* Memory-mapped safetensors reader and a small writer. */
 #include "cony/safetensors.h"
+
+#include "cony/modelpath.h"
 #include "cony/error.h"
 
 #include <errno.h>
@@ -192,6 +194,10 @@ parse_tensor (ConySafetensors *st, const char *name, JsonNode *node, GError **er
 ConySafetensors *
 cony_safetensors_open (const char *path, GError **error)
 {
+  g_autofree char *found = cony_model_path_find (path, error);
+  if (found == NULL)
+    return NULL;
+  path = found;
   g_autoptr (ConySafetensors) st = g_new0 (ConySafetensors, 1);
   st->path = g_strdup (path);
   st->tensors = g_ptr_array_new_with_free_func (g_free);

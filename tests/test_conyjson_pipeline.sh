@@ -17,7 +17,8 @@ fail=0
 tmp=$(mktemp -d)
 trap 'rm -rf "$tmp"' EXIT
 
-# 3 s of 44.1 kHz stereo: 9 VGGish windows, 9 steps (as test_gst_pipeline_transformer.sh).
+# 3 s of 44.1 kHz stereo: 10 VGGish windows (the last padded at EOS), 10 steps (as
+# test_gst_pipeline_transformer.sh).
 src="audiotestsrc num-buffers=30 samplesperbuffer=4410 wave=white-noise \
   ! audio/x-raw,format=S16LE,rate=44100,channels=2 ! audioconvert ! audioresample ! conymel \
   ! conyvggish model=$vggish"
@@ -33,13 +34,13 @@ assert lines[-1] == "", "the file must end with a newline"
 recs = [json.loads(l) for l in lines[:-1]]
 assert all(r["source"] == "noise.wav" for r in recs)
 # the caps once, first; then the results; then the segment EOS closed
-assert [r["type"] for r in recs] == ["stream"] + ["result"] * 9 + ["eos"], [r["type"] for r in recs]
+assert [r["type"] for r in recs] == ["stream"] + ["result"] * 10 + ["eos"], [r["type"] for r in recs]
 stream, eos, recs = recs[0], recs[-1], recs[1:-1]
 st = stream["stream"]
 assert st["media"] == "other/tensors" and st["dimensions"] == "128:1", st
 assert st["framerate"] == "4/1" and st["lookahead"] == "29/40", st
 assert not any("stream" in r for r in recs)
-assert [r["step"] for r in recs] == list(range(9)), [r["step"] for r in recs]
+assert [r["step"] for r in recs] == list(range(10)), [r["step"] for r in recs]
 open_label = None
 for i, r in enumerate(recs):
     assert r["pts"] == i * 250_000_000

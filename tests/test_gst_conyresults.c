@@ -438,13 +438,30 @@ typedef struct {
   gboolean eos;
 } Event;
 
+/* Events in the order the element gives them: by step, offsets first, in class order;
+ * the EOS offsets last. */
+static gint
+event_order (gconstpointer pa, gconstpointer pb)
+{
+  const Event *a = pa, *b = pb;
+  if (a->eos != b->eos)
+    return a->eos - b->eos;
+  if (a->step != b->step)
+    return a->step < b->step ? -1 : 1;
+  if (a->onset != b->onset)
+    return a->onset - b->onset;
+  return a->cls - b->cls;
+}
+
 /* Sigmoid models: scores are per-class sigmoids; in on-change mode each
  * label opens a segment when its score reaches its threshold and closes it
  * when it falls below: onset/offset messages with exact running times
  * (segment-start = running time of the first step's PTS, segment-end = the
- * end of the last step's token), offsets closed at EOS. */
+ * end of the last step's token), offsets closed at EOS. With a hold (@hold =
+ * @hold_value: K steps) onsets and offsets wait for K steps of the new state; with
+ * @hyst > 0 (K = 1) an open label closes only below its threshold - @hyst. */
 static void
-test_sigmoid_segments (void)
+check_sigmoid_segments (const gchar *hold, guint64 hold_value, guint K, double hyst)
 {
   const gsize n = 40;
   float *x = make_tokens (n, 17);
@@ -474,42 +491,54 @@ test_sigmoid_segments (void)
   char *file = write_labels (dir, text->str);
   g_string_free (text, TRUE);
 
-  /* the expected events */
+  /* the expected events, from the runs of each label's on/off sequence: a run of the
+   * other state than the reported one is reported at its K-th step (onset from its
+   * first step; offset ending there), shorter runs are the reported state's */
   const GstClockTime base = 5 * GST_SECOND, rbase = GST_SECOND;
   GArray *want = g_array_new (FALSE, FALSE, sizeof (Event));
-  gboolean on[C] = { FALSE };
-  GstClockTime on_start[C], on_end[C];
-  for (gsize t = 0; t < n; t++) {
-    GstClockTime r0 = rbase + t * 250 * MS, r1 = r0 + 250 * MS;
-    for (int c = 0; c < C; c++) {
+  guint flicker = 0, held_by_hyst = 0;
+  g_assert_true (hyst == 0 || K == 1);
+  for (int c = 0; c < C; c++) {
+    gboolean b[40], cur = FALSE;
+    GstClockTime on_start = 0;
+    for (gsize t = 0; t < n; t++) {
       double p = 1.0 / (1.0 + exp (-(double) logits[t * C + c]));
-      if (p >= thr[c] && on[c]) {
-        on_end[c] = r1;
-      } else if (p < thr[c] && on[c]) {
-        Event e = { FALSE, c, t, on_start[c], on_end[c], FALSE };
-        g_array_append_val (want, e);
-        on[c] = FALSE;
-      }
+      b[t] = p >= (t > 0 && b[t - 1] ? thr[c] - hyst : thr[c]);
+      held_by_hyst += b[t] && p < thr[c];
     }
-    for (int c = 0; c < C; c++) {
-      double p = 1.0 / (1.0 + exp (-(double) logits[t * C + c]));
-      if (p >= thr[c] && !on[c]) {
-        Event e = { TRUE, c, t, r0, GST_CLOCK_TIME_NONE, FALSE };
-        g_array_append_val (want, e);
-        on[c] = TRUE;
-        on_start[c] = r0;
-        on_end[c] = r1;
+    for (gsize r = 0, e; r < n; r = e) {
+      for (e = r + 1; e < n && b[e] == b[r];)
+        e++;
+      if (b[r] == cur)
+        continue;
+      if (e - r < K) {
+        flicker++;
+        continue;
       }
+      Event ev = { b[r], c, r + K - 1, b[r] ? rbase + r * 250 * MS : on_start,
+        b[r] ? GST_CLOCK_TIME_NONE : rbase + r * 250 * MS, FALSE };
+      g_array_append_val (want, ev);
+      cur = b[r];
+      on_start = rbase + r * 250 * MS;
+    }
+    if (cur) {
+      Event ev = { FALSE, c, n - 1, on_start, rbase + n * 250 * MS, TRUE };
+      g_array_append_val (want, ev);
     }
   }
-  for (int c = 0; c < C; c++)
-    if (on[c]) {
-      Event e = { FALSE, c, n - 1, on_start[c], on_end[c], TRUE };
-      g_array_append_val (want, e);
-    }
-  g_assert_cmpuint (want->len, >, 2 * C);
+  g_array_sort (want, event_order);
+  if (K > 1)
+    g_assert_cmpuint (flicker, >=, 2);
+  if (hyst > 0) /* the data must hold labels kept open by the hysteresis */
+    g_assert_cmpuint (held_by_hyst, >=, 2);
+  g_assert_cmpuint (want->len, >, K > 1 ? C : 2 * C);
 
   GstHarness *h = new_harness (sig, "labels-file", file, "message-mode", 1, "top-k", 2, NULL);
+  if (g_str_equal (hold, "min-steps"))
+    g_object_set (h->element, hold, (guint) hold_value, NULL);
+  else
+    g_object_set (h->element, hold, hold_value, NULL);
+  g_object_set (h->element, "hysteresis", hyst, NULL);
   GstBus *bus = cony_test_attach_bus (h);
   gst_harness_set_src_caps_str (h, TOKEN_CAPS);
   cony_test_push_segment (h, base, 0, rbase);
@@ -615,6 +644,15 @@ check_stream_record (GstHarness *h, const gchar *lookahead)
   g_assert_cmpint (json_object_get_int_member (st, "num_tensors"), ==, 1);
   g_object_unref (parser);
   gst_buffer_unref (buf);
+}
+
+static void
+test_sigmoid_segments (void)
+{
+  check_sigmoid_segments ("min-steps", 1, 1, 0);
+  check_sigmoid_segments ("min-steps", 2, 2, 0);
+  check_sigmoid_segments ("min-duration", 600 * MS, 3, 0);
+  check_sigmoid_segments ("min-steps", 1, 1, 0.1);
 }
 
 /* conyjson: a "stream" record with the stream's caps first and after a caps

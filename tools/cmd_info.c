@@ -5,6 +5,7 @@
 #include "cony/encoder.h"
 #include "cony/fusion.h"
 #include "cony/model.h"
+#include "cony/modelpath.h"
 
 #include <stdio.h>
 #include <string.h>
@@ -71,26 +72,49 @@ print_fusion (const char *path, GError **error)
   return TRUE;
 }
 
+/* The model search path (cony_model_path_find()), one directory a line. */
+static int
+print_model_paths (void)
+{
+  g_auto (GStrv) dirs = cony_model_path_dirs ();
+  printf (".\n");
+  for (char **d = dirs; *d != NULL; d++)
+    printf ("%s\n", *d);
+  return 0;
+}
+
 int
 cony_cmd_info (int argc, char **argv)
 {
+  gboolean paths = FALSE;
+  GOptionEntry entries[] = {
+    { "paths", 0, 0, G_OPTION_ARG_NONE, &paths,
+        "Print where a relative model name is looked up, in order, and exit", NULL },
+    { NULL },
+  };
   g_autoptr (GOptionContext)
       ctx = g_option_context_new ("M.safetensors - describe a model file (classifier or CNN)");
+  g_option_context_add_main_entries (ctx, entries, NULL);
   GError *error = NULL;
   if (!g_option_context_parse (ctx, &argc, &argv, &error))
     return cony_cmd_fail (error);
+  if (paths)
+    return print_model_paths ();
   if (argc != 2) {
-    fprintf (stderr, "usage: cony info M.safetensors\n");
+    fprintf (stderr, "usage: cony info M.safetensors | cony info --paths\n");
     return 2;
   }
-  g_autoptr (ConyModel) m = cony_model_load (argv[1], &error);
+  g_autofree char *path = cony_model_path_find (argv[1], &error);
+  if (path == NULL)
+    return cony_cmd_fail (error);
+  g_autoptr (ConyModel) m = cony_model_load (path, &error);
   if (!m) {
     /* Not a classifier model: a CNN file? Otherwise both errors say why. */
     GError *cnn_error = NULL;
-    g_autoptr (ConyCnn) cnn = cony_cnn_load (argv[1], &cnn_error);
+    g_autoptr (ConyCnn) cnn = cony_cnn_load (path, &cnn_error);
     if (cnn) {
       g_clear_error (&error);
-      return info_cnn (cnn, argv[1]);
+      return info_cnn (cnn, path);
     }
     g_prefix_error (&error, "not a classifier model (");
     g_prefix_error (&cnn_error, ") nor a CNN file (");

@@ -29,10 +29,15 @@ cony_cmd_tag (int argc, char **argv)
   char *model_path = NULL, *precision = NULL;
   int stride = 48, k = 5;
   g_autofree char *crop = NULL;
+  gboolean drop_tail = FALSE;
   GOptionEntry entries[] = {
     { "model", 'm', 0, G_OPTION_ARG_FILENAME, &model_path,
         "CNN model with a scoring head and labels", "M" },
     { "top-k", 'k', 0, G_OPTION_ARG_INT, &k, "labels per window (default 5)", "K" },
+    { "drop-tail", 0, 0, G_OPTION_ARG_NONE, &drop_tail,
+        "drop frames no full window covers (VGGish) instead of one more window padded with "
+        "silence (YAMNet; conyvggish pad-tail)",
+        NULL },
     { "stride", 's', 0, G_OPTION_ARG_INT, &stride,
         "frames between window starts (default 48 = 0.48 s)", "N" },
     { "crop", 'c', 0, G_OPTION_ARG_STRING, &crop,
@@ -74,12 +79,21 @@ cony_cmd_tag (int argc, char **argv)
   g_autoptr (ConyCnn) cnn = cony_cnn_load (m_path, &error);
   if (cnn == NULL || !cony_cnn_input_set_precision (cnn, prec, &error))
     return cony_cmd_fail (error);
+  if (!cony_cnn_has_scoring_head (cnn)) {
+    /* its outputs are an embedding: printed as scores they would mean nothing */
+    fprintf (stderr,
+        "cony tag: %s has no scoring head (its last layer is a %u-d embedding: no sigmoid, no "
+        "labels); tag with a classifier CNN such as models/yamnet/yamnet.safetensors, or use "
+        "'cony embed' for embeddings\n",
+        m_path, cony_cnn_get_output_size (cnn));
+    return 1;
+  }
   guint D = cony_cnn_get_output_size (cnn), n_labels = 0;
   const char *const *labels = cony_cnn_get_labels (cnn, &n_labels);
   guint kk = MIN ((guint) k, D);
   ConyCnnInput in = { .crop = crop && strcmp (crop, "none") == 0 ? CONY_IMAGE_CROP_NONE
                                                                  : CONY_IMAGE_CROP_CENTER };
-  if (!cony_cnn_input_read (&in, cnn, argv[1], (guint) stride, &error)) {
+  if (!cony_cnn_input_read (&in, cnn, argv[1], (guint) stride, !drop_tail, &error)) {
     g_prefix_error (&error, "%s: ", m_path);
     return cony_cmd_fail (error);
   }

@@ -8,6 +8,7 @@
 #include "cony/wav.h"
 
 #include <json-glib/json-glib.h>
+#include <math.h>
 #include <string.h>
 
 #define BATCH 32
@@ -85,8 +86,28 @@ read_image (ConyCnnInput *in, ConyCnn *cnn, const char *path, GError **error)
   return TRUE;
 }
 
+/* YAMNet's padding (as conyvggish pad-tail): frames that no full window covers (all of
+ * them when there are fewer than @H) get one more window, completed with @silence
+ * frames, as YAMNet pads its waveform with zeros. */
+static void
+pad_tail (ConyCnnInput *in, guint H, guint W, float silence)
+{
+  gsize n = in->n_frames, s = in->stride, full = n >= H ? 1 + (n - H) / s : 0;
+  gsize covered = full == 0 ? 0 : MAX (full * s, (full - 1) * s + H);
+  if (n <= covered)
+    return;
+  gsize need = full * s + H;
+  in->frames = g_renew (float, in->frames, need *W);
+  for (gsize i = n * W; i < need * W; i++)
+    in->frames[i] = silence;
+  in->n_frames = need;
+  in->n_padded = need - n;
+  in->n_windows = full + 1;
+}
+
 gboolean
-cony_cnn_input_read (ConyCnnInput *in, ConyCnn *cnn, const char *path, guint stride, GError **error)
+cony_cnn_input_read (ConyCnnInput *in, ConyCnn *cnn, const char *path, guint stride, gboolean pad,
+    GError **error)
 {
   ConyImageCrop crop = in->crop;
   memset (in, 0, sizeof *in);
@@ -96,6 +117,7 @@ cony_cnn_input_read (ConyCnnInput *in, ConyCnn *cnn, const char *path, guint str
   guint C = cony_cnn_get_input_channels (cnn);
   if (cony_image_file_is_image (path))
     return read_image (in, cnn, path, error);
+  ConyMelConfig config;
   if (g_str_has_suffix (path, ".npy") || g_str_has_suffix (path, ".NPY")) {
     g_autoptr (ConyNpyArray) arr = cony_npy_load (path, error);
     if (arr == NULL)
@@ -122,7 +144,6 @@ cony_cnn_input_read (ConyCnnInput *in, ConyCnn *cnn, const char *path, guint str
       return FALSE;
     }
   } else {
-    ConyMelConfig config;
     if (C != 1) {
       g_set_error (error, CONY_ERROR, CONY_ERROR_INVALID,
           "the model takes %u-channel input; WAV input needs a 1-channel log-mel model", C);
@@ -146,6 +167,12 @@ cony_cnn_input_read (ConyCnnInput *in, ConyCnn *cnn, const char *path, guint str
     in->frame_seconds = (double) config.hop_length / config.sample_rate;
   }
   in->n_windows = in->n_frames >= H ? 1 + (in->n_frames - H) / stride : 0;
+  /* (the silence of the model's front end: log of its log offset) */
+  if (pad && in->n_frames > 0) {
+    if (!cony_cnn_mel_config (cnn, &config, error))
+      return FALSE;
+    pad_tail (in, H, W, (float) log (config.log_offset));
+  }
   return TRUE;
 }
 

@@ -7,8 +7,9 @@
 #include "cony/npy.h"
 
 typedef struct {
-  float *frames; /* (T, W) log-mel frames to window, or NULL */
-  gsize n_frames;
+  float *frames;         /* (T, W) log-mel frames to window, or NULL */
+  gsize n_frames;        /* padding included */
+  gsize n_padded;        /* silent frames added at the end (pad) */
   ConyNpyArray *patches; /* ready examples (N, H, W) / (N, 1, H, W), or NULL */
   gsize n_windows;
   guint stride;         /* frames between window starts (frames only) */
@@ -22,9 +23,12 @@ gboolean cony_cnn_mel_config (ConyCnn *cnn, ConyMelConfig *config, GError **erro
 /* Reads @path for @cnn. WAV: the log-mel of the model's `frontend` metadata
  * (conymel's property names; VGGish's front end when absent). PNG/JPEG/BMP (by
  * extension): one example, cropped (in->crop) and resized to the model's input.
- * Errors name the file and what was expected. */
+ * Errors name the file and what was expected. @pad: frames (WAV, log-mel .npy) that
+ * no full window covers give one more window, completed with silent frames,
+ * log(log offset), as YAMNet pads and conyvggish pad-tail does; otherwise they are
+ * dropped. */
 gboolean cony_cnn_input_read (ConyCnnInput *in, ConyCnn *cnn, const char *path, guint stride,
-    GError **error);
+    gboolean pad, GError **error);
 /* Runs every window through @cnn into @out (n_windows x output size). */
 void cony_cnn_input_run (const ConyCnnInput *in, ConyCnn *cnn, float *out);
 void cony_cnn_input_clear (ConyCnnInput *in);

@@ -162,8 +162,9 @@ typedef enum
   "dw3x3s1 conv1x1:512 dw3x3s1 conv1x1:512 dw3x3s1 conv1x1:512 dw3x3s1 conv1x1:512 " \
   "dw3x3s2 conv1x1:1024 dw3x3s1 conv1x1:1024 gap fc:521 sigmoid"
 
-/* Loads a model file (see above), sharing the weights of an earlier load of the
- * same unchanged file (see "Sharing"). NULL with @error set on any problem. */
+/* Loads a model file (see above; a relative name as cony_model_path_find() resolves
+ * it), sharing the weights of an earlier load of the same unchanged file (see
+ * "Sharing"). NULL with @error set on any problem. */
 ConyCnn *cony_cnn_load (const char *path, GError **error);
 /* The same with weights of its own: neither shared nor found by later loads. */
 ConyCnn *cony_cnn_load_private (const char *path, GError **error);
@@ -207,6 +208,11 @@ const char *cony_cnn_get_metadata (const ConyCnn *cnn, const char *key);
 /* The `labels` metadata: one label per score (NULL-terminated, owned by the
  * network), or NULL when the file has none. *@n (may be NULL) gets the count. */
 const char *const *cony_cnn_get_labels (const ConyCnn *cnn, guint *n);
+
+/* TRUE when the network's last layer scores classes: it is a sigmoid (YAMNet's head) or
+ * the file labels every output. FALSE for an embedding network (VGGish's 128-d FC, a
+ * MobileNet that ends in its global pool such as models/audio/yamnet-adapted). */
+gboolean cony_cnn_has_scoring_head (const ConyCnn *cnn);
 
 /* Number of parameters (weights + biases, PCA excluded). */
 guint64 cony_cnn_get_n_params (const ConyCnn *cnn);

@@ -82,6 +82,7 @@ typedef struct {
   gsize n_parameters;                         /* floats loaded (landmarks included) */
 } ConyModel;
 
+/* @path as cony_model_path_find() resolves it; model->path is the file found. */
 ConyModel *cony_model_load (const char *path, GError **error);
 void cony_model_free (ConyModel *model);
 

@@ -102,7 +102,7 @@ def stage_acts(args, rows):
     def one(r):
         out = acts_path(args.cache, r, first)
         os.makedirs(os.path.dirname(out), exist_ok=True)
-        run([args.cony, "embed", "--model", trunc, "--stride", str(STRIDE),
+        run([args.cony, "embed", "--drop-tail", "--model", trunc, "--stride", str(STRIDE),
              os.path.join(r["root"], r["path"]), "-o", out + ".tmp.npy"])
         os.replace(out + ".tmp.npy", out)      # only finished clips are in the cache
 
@@ -248,7 +248,7 @@ def write_tokens(args, rows, cnn, cache):
     worst = 0.0
     tmp = os.path.join(args.work, "adapt-check.npy")
     for r in rows[::max(1, len(rows) // 5)]:
-        run([args.cony, "embed", "-e", "--model", cnn, "--stride", str(STRIDE),
+        run([args.cony, "embed", "--drop-tail", "-e", "--model", cnn, "--stride", str(STRIDE),
              os.path.join(r["root"], r["path"]), "-o", tmp])
         worst = max(worst, float(np.abs(np.load(tmp) - np.load(
             token_path(cache, r))).max()))

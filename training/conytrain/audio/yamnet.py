@@ -145,7 +145,7 @@ def stage_embed(args, rows):
     def one(r):
         out = token_path(args.cache, r)
         os.makedirs(os.path.dirname(out), exist_ok=True)
-        run([args.cony, "embed", "-e", "--model", args.cnn, "--stride", str(STRIDE),
+        run([args.cony, "embed", "--drop-tail", "-e", "--model", args.cnn, "--stride", str(STRIDE),
              os.path.join(r["root"], r["path"]), "-o", out])
         # written last: its presence marks a finished clip
         np.save(token_path(args.cache, r, ".scores"),
