@@ -64,7 +64,7 @@ for i, r in enumerate(recs):
         open_label = r["label"]
     else:
         assert kinds == [], (i, kinds)
-assert eos["step"] == 8 and len(eos["events"]) == 1, eos
+assert eos["step"] == 9 and len(eos["events"]) == 1, eos
 off = eos["events"][0]
 assert off["event"] == "offset" and off["label"] == open_label, (off, open_label)
 assert off["segment_end"] == recs[-1]["pts"] + 250_000_000, off
