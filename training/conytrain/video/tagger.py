@@ -42,7 +42,7 @@ from conytrain import REPO, safetensors_io
 from conytrain.audio.yamnet import fc_layer
 from conytrain.export import export_model
 from conytrain.ref.model import ConyEncoderClassifier, save_checkpoint
-from conytrain.train import fit_block_landmarks
+from conytrain.train import distill_epochs, fit_block_landmarks
 from conytrain.video import camera
 
 FPS = 10
@@ -216,30 +216,13 @@ class Windows:
                 torch.from_numpy(np.stack(ys)))
 
 
+def soft_cross_entropy(logits, target):
+    return -(target * F.log_softmax(logits, 1)).sum(1).mean()
+
+
 def train_epochs(model, sampler, epochs, batches, batch, lr, weight_decay):
-    opt = torch.optim.AdamW([p for p in model.parameters() if p.requires_grad], lr=lr,
-                            weight_decay=weight_decay)
-    steps, step = epochs * batches, 0
-    for epoch in range(epochs):
-        model.train()
-        t0, loss_sum, agree, total = time.time(), 0.0, 0, 0
-        for _ in range(batches):
-            for g in opt.param_groups:
-                g["lr"] = lr * 0.5 * (1 + np.cos(np.pi * step / steps))
-            step += 1
-            x, off, y = sampler.batch(batch)
-            logits = model(x, off)
-            loss = -(y * F.log_softmax(logits, 1)).sum(1).mean()
-            opt.zero_grad()
-            loss.backward()
-            torch.nn.utils.clip_grad_norm_(model.parameters(), 1.0)
-            opt.step()
-            loss_sum += loss.item() * len(y)
-            agree += (logits.argmax(1) == y.argmax(1)).sum().item()
-            total += len(y)
-        log(f"epoch {epoch + 1}/{epochs} [{','.join(model.config['attention'])}]: "
-            f"CE {loss_sum / total:.4f}, top-1 = target's {agree / total:.3f} "
-            f"({time.time() - t0:.0f} s)")
+    distill_epochs(model, sampler, epochs, batches, batch, lr, weight_decay,
+                   soft_cross_entropy, log, "CE", "the MobileNet's")
 
 
 def sha256(path):
