@@ -335,3 +335,17 @@ def distill_epochs(model, sampler, epochs, batches, batch, lr, weight_decay, los
         log(f"epoch {epoch + 1}/{epochs} [{','.join(model.config['attention'])}]: "
             f"{loss_name} {loss_sum / total:.5f}, top-1 = {teacher} {agree / total:.3f} "
             f"({time.time() - t0:.0f} s)")
+
+
+def train_then_fix_landmarks(model, sampler, args, epochs_fn, log):
+    """The distilled taggers' schedule: args.epochs as `cony`, then k-means landmarks
+    (fit_block_landmarks on args.kmeans_windows windows) and args.finetune_epochs as
+    `cony-fixed` at 0.3 x args.lr; epochs_fn(model, sampler, epochs, batches, batch, lr,
+    weight_decay) trains. Leaves the model in eval mode."""
+    epochs_fn(model, sampler, args.epochs, args.batches, args.batch, args.lr,
+              args.weight_decay)
+    fit_block_landmarks(model, sampler, 0, args.kmeans_windows, seed=args.train_seed)
+    log(f"fixed landmarks by k-means (m = {args.landmarks}); fine-tuning as cony-fixed")
+    epochs_fn(model, sampler, args.finetune_epochs, args.batches, args.batch, args.lr * 0.3,
+              args.weight_decay)
+    model.eval()

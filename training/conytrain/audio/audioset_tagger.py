@@ -53,7 +53,7 @@ from conytrain.audio.token_cache import STRIDE, check_cache, token_path
 from conytrain.audio.yamnet import JoinedSampler, scores_of, yamnet_fc
 from conytrain.export import export_model
 from conytrain.ref.model import ConyEncoderClassifier, save_checkpoint
-from conytrain.train import distill_epochs, fit_block_landmarks
+from conytrain.train import distill_epochs, train_then_fix_landmarks
 
 TOKEN_S = 0.25
 T0 = time.time()
@@ -216,13 +216,7 @@ def stage_train(args, rows, labels):
                             model.config["positional_rows"], args, args.train_seed)
     log(f"encoder: d {args.d} heads {args.heads} ff {args.ff} n {args.window} "
         f"m {args.landmarks}; streams of {sampler.k} clips")
-    train_epochs(model, sampler, args.epochs, args.batches, args.batch, args.lr,
-                 args.weight_decay)
-    fit_block_landmarks(model, sampler, 0, args.kmeans_windows, seed=args.train_seed)
-    log(f"fixed landmarks by k-means (m = {args.landmarks}); fine-tuning as cony-fixed")
-    train_epochs(model, sampler, args.finetune_epochs, args.batches, args.batch,
-                 args.lr * 0.3, args.weight_decay)
-    model.eval()
+    train_then_fix_landmarks(model, sampler, args, train_epochs, log)
     model.config["output"] = "sigmoid"
     os.makedirs(args.models, exist_ok=True)
     save_checkpoint(model, os.path.join(args.work, "tagger.pt"))

@@ -30,7 +30,6 @@ import argparse
 import hashlib
 import json
 import os
-import subprocess
 import sys
 import time
 
@@ -39,10 +38,11 @@ import torch
 import torch.nn.functional as F
 
 from conytrain import REPO, safetensors_io
+from conytrain.audio.audioset_tagger import run
 from conytrain.audio.yamnet import fc_layer
 from conytrain.export import export_model
 from conytrain.ref.model import ConyEncoderClassifier, save_checkpoint
-from conytrain.train import distill_epochs, fit_block_landmarks
+from conytrain.train import distill_epochs, train_then_fix_landmarks
 from conytrain.video import camera
 
 FPS = 10
@@ -89,13 +89,6 @@ T0 = time.time()
 
 def log(msg):
     print(f"train_video_tagger: [{time.time() - T0:.0f} s] {msg}", file=sys.stderr, flush=True)
-
-
-def run(cmd):
-    r = subprocess.run(cmd, capture_output=True, text=True)
-    if r.returncode != 0:
-        raise RuntimeError(f"{' '.join(cmd)} failed ({r.returncode}): {r.stderr.strip()[-800:]}")
-    return r.stdout
 
 
 def photo_name(path):
@@ -286,13 +279,7 @@ def stage_train(args, labels):
             p.requires_grad_(not args.freeze_head)
         log(f"started from the MobileNet's fc (rank {args.d}, alpha {args.alpha}); "
             f"head {'frozen' if args.freeze_head else 'trained'}")
-    train_epochs(model, sampler, args.epochs, args.batches, args.batch, args.lr,
-                 args.weight_decay)
-    fit_block_landmarks(model, sampler, 0, args.kmeans_windows, seed=args.train_seed)
-    log(f"fixed landmarks by k-means (m = {args.landmarks}); fine-tuning as cony-fixed")
-    train_epochs(model, sampler, args.finetune_epochs, args.batches, args.batch,
-                 args.lr * 0.3, args.weight_decay)
-    model.eval()
+    train_then_fix_landmarks(model, sampler, args, train_epochs, log)
     os.makedirs(args.models, exist_ok=True)
     save_checkpoint(model, os.path.join(args.work, os.path.basename(os.path.normpath(
         args.models)) + ".pt"))
