@@ -344,54 +344,72 @@ def settle_steps(top, ref, shots, hold=5):
     return out
 
 
+def window_mean(s, n):
+    """Each step's mean of the per-frame scores over its last n frames (a plain moving
+    average, the baseline a continual model should beat)."""
+    c = np.cumsum(np.vstack([np.zeros((1, s.shape[1])), s.astype(np.float64)]), 0)
+    lo = np.maximum(0, np.arange(len(s)) - n + 1)
+    return (c[1:] - c[lo]) / (np.arange(len(s)) + 1 - lo)[:, None]
+
+
+def metrics(tops, refs, metas, known):
+    """A, F, S, K (models/video/EXPERIMENTS.md) of top-1 streams against the per-frame
+    MobileNet's (refs); known: {photograph: accepted label indices}."""
+    steps = sum(len(t) for t in tops)
+    minutes = steps / FPS / 60
+    settle, k_ok, k_n = [], 0, 0
+    for top, ref, meta in zip(tops, refs, metas):
+        settle += settle_steps(top, ref, meta["shots"])
+        for start, n, name in meta["shots"]:
+            if name in known:
+                k_ok += int(np.isin(top[start:start + n], known[name]).sum())
+                k_n += n
+    return {"top1_agreement": sum(int((t == r).sum()) for t, r in zip(tops, refs)) / steps,
+            "flips_per_minute": sum(flips(t) for t in tops) / minutes,
+            "settle_steps": {"median": float(np.median(settle)),
+                             "p90": float(np.percentile(settle, 90)),
+                             "mean": float(np.mean(settle))},
+            "known_object_accuracy": k_ok / max(1, k_n), "known_object_frames": k_n,
+            "steps": steps, "cuts": len(settle)}
+
+
 def stage_eval(args, labels, model_path, split="test"):
-    known = {photo_name(r): set(acc) for _, r, _, acc in PHOTOS if acc}
+    idx = {l: i for i, l in enumerate(labels)}
+    known = {photo_name(r): [idx[l] for l in acc] for _, r, _, acc in PHOTOS if acc}
     tmp = os.path.join(args.work, "eval-tmp")
     os.makedirs(tmp, exist_ok=True)
-    idx = {l: i for i, l in enumerate(labels)}
-    agree = steps = fl_t = fl_m = 0
-    settle, k_t, k_m, k_n = [], 0, 0, 0
+    n = json.loads(safetensors_io.load(model_path)[1]["config"])["window"]
+    systems = {"tagger (C, cony-fixed)": [], "MobileNet per frame": [],
+               f"MobileNet's scores, mean of {n} frames": [],
+               "MobileNet's scores, mean of 5 frames": []}
+    refs, metas = [], []
     for emb, s, meta in load_split(args, split):
         src, out = os.path.join(tmp, "in.npy"), os.path.join(tmp, "out.npy")
         np.save(src, emb)
         run([args.cony, "classify", "--model", model_path, src, "-o", out])
-        top = np.load(out).argmax(1)
         ref = s.astype(np.float32).argmax(1)
-        agree += int((top == ref).sum())
-        steps += len(top)
-        fl_t += flips(top)
-        fl_m += flips(ref)
-        settle += settle_steps(top, ref, meta["shots"])
-        for start, n, name in meta["shots"]:
-            if name in known:
-                acc = [idx[l] for l in known[name]]
-                k_t += int(np.isin(top[start:start + n], acc).sum())
-                k_m += int(np.isin(ref[start:start + n], acc).sum())
-                k_n += n
-    minutes = steps / FPS / 60
-    res = {"split": split, "sequences": SEQUENCES[split], "steps": steps, "minutes": minutes,
-           "cuts": len(settle), "top1_agreement": agree / steps,
-           "flips_per_minute": {"tagger": fl_t / minutes, "mobilenet": fl_m / minutes},
-           "settle_steps": {"median": float(np.median(settle)),
-                            "p90": float(np.percentile(settle, 90)),
-                            "mean": float(np.mean(settle))},
-           "known_object_frames": k_n,
-           "known_object_accuracy": {"tagger": k_t / max(1, k_n),
-                                     "mobilenet": k_m / max(1, k_n)}}
+        for (name, tops), top in zip(systems.items(), (
+                np.load(out).argmax(1), ref, window_mean(s, n).argmax(1),
+                window_mean(s, 5).argmax(1))):
+            tops.append(top)
+        refs.append(ref)
+        metas.append(meta)
+    res = {"split": split, "sequences": SEQUENCES[split],
+           "systems": {k: metrics(t, refs, metas, known) for k, t in systems.items()}}
     name = os.path.basename(os.path.normpath(args.models))
     with open(os.path.join(args.work, f"eval-{split}-{name}.json"), "w") as f:
         json.dump(res, f, indent=1)
-    print(f"{split}: {res['sequences']} sequences, {steps} steps ({minutes:.1f} min), "
-          f"{len(settle)} cuts, {k_n} known-object frames")
+    r0 = res["systems"]["tagger (C, cony-fixed)"]
+    print(f"{split}: {res['sequences']} sequences, {r0['steps']} steps "
+          f"({r0['steps'] / FPS / 60:.1f} min), {r0['cuts']} cuts, "
+          f"{r0['known_object_frames']} known-object frames")
     print("| | top-1 = MobileNet's | flips / min | settle after a cut (median / p90 steps) "
           "| known-object accuracy |")
     print("|---|---|---|---|---|")
-    print(f"| tagger (C, cony-fixed) | {100 * res['top1_agreement']:.1f} % | "
-          f"{res['flips_per_minute']['tagger']:.1f} | {res['settle_steps']['median']:.0f} / "
-          f"{res['settle_steps']['p90']:.0f} | "
-          f"{100 * res['known_object_accuracy']['tagger']:.1f} % |")
-    print(f"| MobileNet per frame | — | {res['flips_per_minute']['mobilenet']:.1f} | 0 | "
-          f"{100 * res['known_object_accuracy']['mobilenet']:.1f} % |")
+    for k, r in res["systems"].items():
+        print(f"| {k} | {100 * r['top1_agreement']:.1f} % | {r['flips_per_minute']:.1f} | "
+              f"{r['settle_steps']['median']:.0f} / {r['settle_steps']['p90']:.0f} | "
+              f"{100 * r['known_object_accuracy']:.1f} % |")
     return res
 
 
