@@ -291,6 +291,7 @@ def stage_train(args, labels):
 # ----------------------------------------------------------------------------- golden
 GOLDEN = os.path.join(REPO, "tests", "golden", "video-tagger")
 PHOTOS_WEBM = os.path.join(REPO, "tests", "golden", "imagenet", "photos.webm")
+CAMERA_GOLDEN_FRAMES = 120
 
 
 def chain_tokens(cnn, video, work):
@@ -321,6 +322,14 @@ def stage_golden(args, model_path):
     np.save(os.path.join(GOLDEN, "tokens.npy"), x)
     np.save(os.path.join(GOLDEN, "logits.npy"), torch_stream_logits(model_path, x))
     log(f"golden: {len(x)} frames of photos.webm -> {GOLDEN}")
+    # the first 12 s of test sequence 2 (messi5, squirrel_cls, messi5: pans, blur, cuts):
+    # its tokens (float16) and the per-frame MobileNet's top-1, for the flip check
+    base = seq_paths(args, "test")[2]
+    x = np.load(base + ".emb.npy")[:CAMERA_GOLDEN_FRAMES].astype(np.float16)
+    t, m = safetensors_io.load(args.cnn)
+    top = mobilenet_scores(x.astype(np.float32), fc_layer(t, m["layers"].split())).argmax(1)
+    np.save(os.path.join(GOLDEN, "camera_tokens.npy"), x)
+    np.save(os.path.join(GOLDEN, "camera_mobilenet_top1.npy"), top.astype(np.int32))
 
 
 # ----------------------------------------------------------------------------- evaluation
