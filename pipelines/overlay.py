@@ -25,14 +25,18 @@ font (lower-case letters, digits, '-', '.', needs numpy) instead; the script say
 
 Needs python3-gi and gir1.2-gstreamer-1.0, and the plugin on GST_PLUGIN_PATH (default:
 build/gst of this checkout). Models: --cnn / --classifier, or $CONY_VIDEO_CNN /
-$CONY_VIDEO_CLASSIFIER, default models/imagenet/mobilenet_v2.safetensors and no classifier
-(the toy of models/video/: --cnn models/video/frame_cnn.safetensors --classifier
-models/video/classifier.safetensors).
+$CONY_VIDEO_CLASSIFIER, default models/imagenet/mobilenet_v2.safetensors and the continual
+tagger models/video-tagger/tagger.safetensors over its embeddings (conyframeembed
+output=embedding, as the classifier's frontend.cnn_output says); --classifier none: the
+MobileNet's own label per frame; the synthetic toy of models/video/: --cnn
+models/video/frame_cnn.safetensors --classifier models/video/classifier.safetensors.
 """
 
 import argparse
+import json
 import os
 import signal
+import struct
 import sys
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
@@ -104,6 +108,17 @@ def source_desc(source, num_buffers):
     return f'filesrc location="{loc}" ! decodebin{limit}'
 
 
+def cnn_output(classifier):
+    """The conyframeembed output a classifier was trained on: its config's
+    frontend.cnn_output ("embedding" for the tagger), "scores" otherwise."""
+    if classifier == "none":
+        return "scores"
+    with open(classifier, "rb") as f:
+        header = json.loads(f.read(struct.unpack("<Q", f.read(8))[0]))
+    config = json.loads(header.get("__metadata__", {}).get("config", "{}"))
+    return config.get("frontend", {}).get("cnn_output", "scores")
+
+
 def main(argv=None):
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("source", nargs="?", default="camera")
@@ -115,9 +130,11 @@ def main(argv=None):
     ap.add_argument("--cnn", default=os.environ.get(
         "CONY_VIDEO_CNN", os.path.join(ROOT, "models", "imagenet", "mobilenet_v2.safetensors")),
         help="frame CNN (default the ImageNet MobileNet-v2)")
-    ap.add_argument("--classifier", default=os.environ.get("CONY_VIDEO_CLASSIFIER", "none"),
-                    help="classifier over the CNN's tokens, or none (default): the CNN's own "
-                         "labels per frame")
+    ap.add_argument("--classifier", default=os.environ.get("CONY_VIDEO_CLASSIFIER", os.path.join(
+        ROOT, "models", "video-tagger", "tagger.safetensors")),
+                    help="classifier over the CNN's tokens (default the continual ImageNet "
+                         "tagger of models/video-tagger/), or none: the CNN's own labels per "
+                         "frame")
     ap.add_argument("--size", default="640x480",
                     help="picture size for camera/test sources (default 640x480)")
     ap.add_argument("--quiet", action="store_true", help="do not print the labels")
@@ -160,7 +177,7 @@ def main(argv=None):
         size = f"videoscale ! video/x-raw,width={int(w)},height={int(h)} ! "
     desc = (f"{source_desc(args.source, args.num_buffers)} ! videoconvert ! {size}tee name=t "
             f"t. ! queue ! videoconvert ! videorate ! video/x-raw,framerate={args.fps}/1 "
-            f'! conyframeembed model="{args.cnn}" '
+            f'! conyframeembed model="{args.cnn}" output={cnn_output(args.classifier)} '
             + ("" if args.classifier == "none" else
                f'! conytransformer name=classifier model="{args.classifier}" ')
             + "! fakesink sync=false async=false "

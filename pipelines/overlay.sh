@@ -4,7 +4,8 @@
 #
 #   pipelines/overlay.sh [camera|test|FILE] [--output OUT.mkv] [--num-buffers N]
 #
-# Models: CONY_VIDEO_CNN / CONY_VIDEO_CLASSIFIER (default models/video/); plugin:
+# Models: CONY_VIDEO_CNN / CONY_VIDEO_CLASSIFIER (default the ImageNet MobileNet-v2 and the
+# continual tagger of models/video-tagger/; CONY_VIDEO_CLASSIFIER=none: per frame); plugin:
 # GST_PLUGIN_PATH (default build/gst). See pipelines/overlay.py --help.
 set -euo pipefail
 root=$(cd "$(dirname "$0")/.." && pwd)

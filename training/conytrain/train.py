@@ -304,3 +304,48 @@ def main(argv=None):
 
 if __name__ == "__main__":
     main()
+
+
+def distill_epochs(model, sampler, epochs, batches, batch, lr, weight_decay, loss_fn, log,
+                   loss_name="loss", teacher="the target's", clip=1.0):
+    """AdamW on loss_fn(logits, soft targets) over sampler.batch(batch) windows, the
+    learning rate decaying from lr to 0 along a cosine and gradients clipped to norm
+    `clip`; log()s each epoch's mean loss and top-1 agreement with the targets. The
+    distilled taggers (audio/audioset_tagger.py, video/tagger.py) train with it."""
+    opt = torch.optim.AdamW([p for p in model.parameters() if p.requires_grad], lr=lr,
+                            weight_decay=weight_decay)
+    steps, step = epochs * batches, 0
+    for epoch in range(epochs):
+        model.train()
+        t0, loss_sum, agree, total = time.time(), 0.0, 0, 0
+        for _ in range(batches):
+            for g in opt.param_groups:
+                g["lr"] = lr * 0.5 * (1 + math.cos(math.pi * step / steps))
+            step += 1
+            x, off, y = sampler.batch(batch)
+            logits = model(x, off)
+            loss = loss_fn(logits, y)
+            opt.zero_grad()
+            loss.backward()
+            torch.nn.utils.clip_grad_norm_(model.parameters(), clip)
+            opt.step()
+            loss_sum += loss.item() * len(y)
+            agree += (logits.argmax(1) == y.argmax(1)).sum().item()
+            total += len(y)
+        log(f"epoch {epoch + 1}/{epochs} [{','.join(model.config['attention'])}]: "
+            f"{loss_name} {loss_sum / total:.5f}, top-1 = {teacher} {agree / total:.3f} "
+            f"({time.time() - t0:.0f} s)")
+
+
+def train_then_fix_landmarks(model, sampler, args, epochs_fn, log):
+    """The distilled taggers' schedule: args.epochs as `cony`, then k-means landmarks
+    (fit_block_landmarks on args.kmeans_windows windows) and args.finetune_epochs as
+    `cony-fixed` at 0.3 x args.lr; epochs_fn(model, sampler, epochs, batches, batch, lr,
+    weight_decay) trains. Leaves the model in eval mode."""
+    epochs_fn(model, sampler, args.epochs, args.batches, args.batch, args.lr,
+              args.weight_decay)
+    fit_block_landmarks(model, sampler, 0, args.kmeans_windows, seed=args.train_seed)
+    log(f"fixed landmarks by k-means (m = {args.landmarks}); fine-tuning as cony-fixed")
+    epochs_fn(model, sampler, args.finetune_epochs, args.batches, args.batch, args.lr * 0.3,
+              args.weight_decay)
+    model.eval()

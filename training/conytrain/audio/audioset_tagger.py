@@ -53,7 +53,7 @@ from conytrain.audio.token_cache import STRIDE, check_cache, token_path
 from conytrain.audio.yamnet import JoinedSampler, scores_of, yamnet_fc
 from conytrain.export import export_model
 from conytrain.ref.model import ConyEncoderClassifier, save_checkpoint
-from conytrain.train import fit_block_landmarks
+from conytrain.train import distill_epochs, train_then_fix_landmarks
 
 TOKEN_S = 0.25
 T0 = time.time()
@@ -185,32 +185,11 @@ class JoinedStreams(JoinedSampler):
 
 
 def train_epochs(model, sampler, epochs, batches, batch, lr, weight_decay, clip=1.0):
-    """AdamW on the BCE against YAMNet's scores, the learning rate decaying from lr to 0
-    along a cosine and gradients clipped to norm `clip` (a constant 2e-3 diverged after
-    12 epochs, EXPERIMENTS.md run 1); logs loss and top-1 agreement."""
-    opt = torch.optim.AdamW([p for p in model.parameters() if p.requires_grad], lr=lr,
-                            weight_decay=weight_decay)
-    steps, step = epochs * batches, 0
-    for epoch in range(epochs):
-        model.train()
-        t0, loss_sum, agree, total = time.time(), 0.0, 0, 0
-        for _ in range(batches):
-            for g in opt.param_groups:
-                g["lr"] = lr * 0.5 * (1 + np.cos(np.pi * step / steps))
-            step += 1
-            x, off, y = sampler.batch(batch)
-            logits = model(x, off)
-            loss = F.binary_cross_entropy_with_logits(logits, y)
-            opt.zero_grad()
-            loss.backward()
-            torch.nn.utils.clip_grad_norm_(model.parameters(), clip)
-            opt.step()
-            loss_sum += loss.item() * len(y)
-            agree += (logits.argmax(1) == y.argmax(1)).sum().item()
-            total += len(y)
-        log(f"epoch {epoch + 1}/{epochs} [{','.join(model.config['attention'])}]: "
-            f"BCE {loss_sum / total:.5f}, top-1 = YAMNet's {agree / total:.3f} "
-            f"({time.time() - t0:.0f} s)")
+    """AdamW on the BCE against YAMNet's scores (train.distill_epochs: cosine decay from
+    lr to 0, gradients clipped to norm `clip`; a constant 2e-3 diverged after 12 epochs,
+    EXPERIMENTS.md run 1)."""
+    distill_epochs(model, sampler, epochs, batches, batch, lr, weight_decay,
+                   F.binary_cross_entropy_with_logits, log, "BCE", "YAMNet's", clip)
 
 
 def frontend(args):
@@ -237,13 +216,7 @@ def stage_train(args, rows, labels):
                             model.config["positional_rows"], args, args.train_seed)
     log(f"encoder: d {args.d} heads {args.heads} ff {args.ff} n {args.window} "
         f"m {args.landmarks}; streams of {sampler.k} clips")
-    train_epochs(model, sampler, args.epochs, args.batches, args.batch, args.lr,
-                 args.weight_decay)
-    fit_block_landmarks(model, sampler, 0, args.kmeans_windows, seed=args.train_seed)
-    log(f"fixed landmarks by k-means (m = {args.landmarks}); fine-tuning as cony-fixed")
-    train_epochs(model, sampler, args.finetune_epochs, args.batches, args.batch,
-                 args.lr * 0.3, args.weight_decay)
-    model.eval()
+    train_then_fix_landmarks(model, sampler, args, train_epochs, log)
     model.config["output"] = "sigmoid"
     os.makedirs(args.models, exist_ok=True)
     save_checkpoint(model, os.path.join(args.work, "tagger.pt"))
