@@ -268,6 +268,20 @@ test_safetensors_nan_refused (void)
   cony_test_expect_error (&error, CONY_ERROR_INVALID, "non-finite", NULL);
 }
 
+/* A safetensors file with @header as its JSON header and @data_len zero bytes of data. */
+static void
+write_raw_safetensors (const char *path, const char *header, guint data_len)
+{
+  guint64 hlen = GUINT64_TO_LE (strlen (header));
+  GByteArray *b = g_byte_array_new ();
+  g_byte_array_append (b, (const guint8 *) &hlen, 8);
+  g_byte_array_append (b, (const guint8 *) header, strlen (header));
+  g_byte_array_set_size (b, 8 + strlen (header) + data_len);
+  memset (b->data + 8 + strlen (header), 0, data_len);
+  write_bytes (path, b->data, b->len);
+  g_byte_array_unref (b);
+}
+
 /* data_offsets entries that are not integers are refused by name: an array there made
  * json-glib fail an assertion (a GLib critical, fatal in tests), the fuzzer's first
  * safetensors finding (tests/fuzz/regressions/safetensors/). */
@@ -281,18 +295,43 @@ test_safetensors_offsets_not_integers (void)
     g_autofree char *header =
         g_strdup_printf ("{\"w\": {\"dtype\": \"F32\", \"shape\": [1], \"data_offsets\": %s}}",
             offsets[i]);
-    guint64 hlen = GUINT64_TO_LE (strlen (header));
-    GByteArray *b = g_byte_array_new ();
-    g_byte_array_append (b, (const guint8 *) &hlen, 8);
-    g_byte_array_append (b, (const guint8 *) header, strlen (header));
-    g_byte_array_append (b, (const guint8 *) "\0\0\0\0", 4);
-    write_bytes (path, b->data, b->len);
-    g_byte_array_unref (b);
+    write_raw_safetensors (path, header, 4);
     GError *error = NULL;
     g_assert_null (cony_safetensors_open (path, &error));
     cony_test_expect_error (&error, CONY_ERROR_FORMAT, path,
         "tensor 'w': data_offsets must be 2 integers");
   }
+}
+
+/* Two tensors sharing bytes are refused with both names (the format forbids it); tensors
+ * that touch, and empty tensors anywhere, are fine. */
+static void
+test_safetensors_overlap (void)
+{
+  g_autofree char *path = tmp_path ("overlap.safetensors");
+  const char *bad[] = { "[0, 8]", "[4, 12]", "[0, 4]", "[2, 6]" };
+  for (guint i = 0; i < G_N_ELEMENTS (bad); i++) {
+    guint len = i < 2 ? 2 : 1;
+    g_autofree char *header =
+        g_strdup_printf ("{\"a\": {\"dtype\": \"F32\", \"shape\": [2], \"data_offsets\": [0, 8]},"
+                         " \"b\": {\"dtype\": \"F32\", \"shape\": [%u], \"data_offsets\": %s}}",
+            len, bad[i]);
+    write_raw_safetensors (path, header, 16);
+    GError *error = NULL;
+    g_assert_null (cony_safetensors_open (path, &error));
+    g_test_message ("refused: %s", error->message);
+    g_assert_nonnull (strstr (error->message, "'a' [0, 8)"));
+    cony_test_expect_error (&error, CONY_ERROR_FORMAT, path, "and 'b' [");
+  }
+  write_raw_safetensors (path,
+      "{\"a\": {\"dtype\": \"F32\", \"shape\": [2], \"data_offsets\": [0, 8]},"
+      " \"e\": {\"dtype\": \"F32\", \"shape\": [0], \"data_offsets\": [4, 4]},"
+      " \"b\": {\"dtype\": \"F32\", \"shape\": [2], \"data_offsets\": [8, 16]}}",
+      16);
+  GError *error = NULL;
+  g_autoptr (ConySafetensors) st = cony_safetensors_open (path, &error);
+  g_assert_no_error (error);
+  g_assert_cmpuint (cony_safetensors_n_tensors (st), ==, 3);
 }
 
 int
@@ -308,6 +347,7 @@ main (int argc, char **argv)
   g_test_add_func ("/io/safetensors/corruption", test_safetensors_corruption);
   g_test_add_func ("/io/safetensors/nan-refused", test_safetensors_nan_refused);
   g_test_add_func ("/io/safetensors/offsets-not-integers", test_safetensors_offsets_not_integers);
+  g_test_add_func ("/io/safetensors/overlap", test_safetensors_overlap);
   int rc = g_test_run ();
   g_autofree char *cmd = g_strdup_printf ("rm -rf '%s'", tmpdir);
   (void) !system (cmd);
