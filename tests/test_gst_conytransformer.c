@@ -1120,15 +1120,28 @@ test_labels_file (void)
   char *bad = g_build_filename (dir, "bad.txt", NULL);
   char *missing = g_build_filename (dir, "missing.txt", NULL);
   const char *mine[C] = { "a b", "c", "d", "e" };
-  g_assert_true (g_file_set_contents (good, "a b\r\nc\nd\ne\n", -1, NULL));
+  /* a BOM (as Windows editors write) is no part of the first label */
+  g_assert_true (g_file_set_contents (good,
+      "\xef\xbb\xbf"
+      "a b\r\nc\nd\ne\n",
+      -1, NULL));
   g_assert_true (g_file_set_contents (bad, "a\nb\nc\n", -1, NULL));
   char *model = model_path ();
 
   expect_start_error (model, NULL, bad, "3 labels but the model has 4 classes");
   expect_start_error (model, NULL, missing, "missing.txt");
+  /* every label passes libcony's one label check, named by line */
+  g_assert_true (g_file_set_contents (bad, "a\nb\x1b[0m\nc\nd\n", -1, NULL));
+  expect_start_error (model, NULL, bad,
+      "line 2: the label \"b\\033[0m\" holds the control character U+001B");
 
   Fixture f;
   fixture_open (&f, 9, 14, "labels-file", good, NULL);
+  g_auto (GStrv) read = NULL;
+  g_object_get (f.h->element, "labels", &read, NULL);
+  g_assert_cmpuint (g_strv_length (read), ==, C);
+  for (guint i = 0; i < C; i++)
+    g_assert_cmpstr (read[i], ==, mine[i]);
   cony_test_push_tokens (f.h, f.x, D, 0, 9, 1, 0, 250 * MS, FALSE);
   for (guint t = 0; t < 9; t++) {
     double probs[C];

@@ -152,11 +152,61 @@ test_labels (void)
   g_assert_cmpstr (one[0], ==, "a"); /* no final newline: the last label still counts */
   g_assert_null (one[1]);
 
-  /* Not text: a NUL byte (labels used to be cut there) or invalid UTF-8, by line. */
-  g_assert_null (cony_labels_parse ("speech\nmu\0sic\n", 13, "x.txt", &n, NULL, &error));
-  cony_test_expect_error (&error, CONY_ERROR_FORMAT, "x.txt: line 2", NULL);
-  g_assert_null (cony_labels_parse ("a\nb\n\xc3x\n", 7, "x.txt", &n, NULL, &error));
-  cony_test_expect_error (&error, CONY_ERROR_FORMAT, "line 3", "UTF-8");
+  /* Not text, by line (a NUL used to cut the label there): the one label check refuses */
+  static const struct {
+    const char *text;
+    gsize len;
+    const char *where, *what;
+  } bad[] = {
+    { "speech\nmu\0sic\n", 13, "x.txt, line 2: the label \"mu\" ", "a NUL" },
+    { "a\nb\n\xc3x\n", 7, "line 3", "not UTF-8 at byte 0" },
+    { "a\nb\xed\xa0\x80x\n", 8, "line 2", "not UTF-8 at byte 1" }, /* a lone surrogate */
+    { "a\nb\x1b[31m\n", 9, "line 2", "control character U+001B at byte 1" },
+    { "a\rb\n", 4, "line 1", "control character U+000D" },
+    { "a\xc2\x85"
+      "b",
+        4, "line 1", "control character U+0085" },
+    { "a\n\nb\n", 5, "line 2", "is empty" },
+    { "\t0.5\n", 5, "line 1", "is empty" },
+    { "a\xef\xbf\xbe", 4, "line 1", "noncharacter U+FFFE" },
+    { "a\tx\n", 4, "line 1", "'x', expected a number from 0 to 1" },
+    { "a\t0.5\tb\n", 8, "line 1", "expected a number" },
+    { "a\t1.5", 5, "line 1", "expected a number" },
+    { "a\t0.5\0", 6, "line 1", "expected a number" },
+  };
+  for (guint i = 0; i < G_N_ELEMENTS (bad); i++) {
+    g_assert_null (cony_labels_parse (bad[i].text, bad[i].len, "x.txt", &n, NULL, &error));
+    g_test_message ("refused: %s", error->message);
+    cony_test_expect_error (&error, CONY_ERROR_FORMAT, bad[i].where, bad[i].what);
+  }
+
+  /* Quirks, documented in labels.h: a BOM is skipped, blank lines at the end ignored,
+   * spaces around a threshold allowed, the label's own spaces kept. */
+  const char quirks[] = "\xef\xbb\xbf"
+                        "dog\t0.5\ncat\t 0.25\n a b \t0.75 \r\nowl\n\n\r\n";
+  double *thr = NULL;
+  g_auto (GStrv) q = cony_labels_parse (quirks, sizeof quirks - 1, "q.txt", &n, &thr, &error);
+  g_assert_no_error (error);
+  g_assert_cmpuint (n, ==, 4);
+  g_assert_cmpstr (q[0], ==, "dog");
+  g_assert_cmpstr (q[1], ==, "cat");
+  g_assert_cmpstr (q[2], ==, " a b ");
+  g_assert_cmpstr (q[3], ==, "owl");
+  g_assert_cmpfloat (thr[0], ==, 0.5);
+  g_assert_cmpfloat (thr[1], ==, 0.25);
+  g_assert_cmpfloat (thr[2], ==, 0.75);
+  g_assert_true (isnan (thr[3]));
+  g_free (thr);
+
+  /* JSON sources: json-glib cuts "\u0000", so it is marked first; "\\u0000" is no NUL */
+  g_autofree char *marked = cony_json_mark_nul ("[\"a\\u0000b\", \"c\\\\u0000\", \"\\\\\"]");
+  g_assert_cmpstr (marked, ==, "[\"a\\ufdd0b\", \"c\\\\u0000\", \"\\\\\"]");
+  g_assert_false (cony_label_check ("a\xef\xb7\x90"
+                                    "b",
+      5, &error));
+  cony_test_expect_error (&error, CONY_ERROR_FORMAT, "\"a", "a NUL (\\u0000, or U+FDD0) at byte 1");
+  g_assert_true (cony_label_check ("Émile's café 🐶", strlen ("Émile's café 🐶"), &error));
+  g_assert_no_error (error);
 
   g_assert_null (cony_labels_load ("/nonexistent/labels.txt", &n, NULL, &error));
   cony_test_expect_error (&error, CONY_ERROR_IO, "/nonexistent/labels.txt", NULL);
