@@ -1,5 +1,6 @@
 /* Plumbing shared by the cony elements. */
 #include "gstconyelement.h"
+#include "gstconytokens.h"
 
 GstStateChangeReturn
 gst_cony_element_change_state (GstElement *element, GstStateChange transition,
@@ -36,9 +37,8 @@ gst_cony_element_query_latency (GstElement *element, GstPad *sinkpad, GstQuery *
   GST_DEBUG_OBJECT (element,
       "upstream latency %" GST_TIME_FORMAT "-%" GST_TIME_FORMAT ", adding %" GST_TIME_FORMAT,
       GST_TIME_ARGS (min), GST_TIME_ARGS (max), GST_TIME_ARGS (own));
-  min += own;
-  if (GST_CLOCK_TIME_IS_VALID (max))
-    max += own;
+  min = gst_cony_time_add (min, own);
+  max = gst_cony_time_add (max, own); /* NONE (no maximum) stays NONE */
   gst_query_set_latency (query, live, min, max);
   return TRUE;
 }

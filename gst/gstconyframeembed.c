@@ -420,9 +420,8 @@ gst_cony_frame_embed_transform (GstBaseTransform *trans, GstBuffer *buf, GstBuff
   self->processed++;
 
   GstClockTime fdur = gst_cony_frame_embed_frame_duration (self, buf);
-  gst_cony_element_stamp (out, GST_BUFFER_PTS (buf),
-      GST_CLOCK_TIME_IS_VALID (fdur) ? fdur * self->k : GST_CLOCK_TIME_NONE, self->tokens_out,
-      self->n_patches, &self->next_discont);
+  gst_cony_element_stamp (out, GST_BUFFER_PTS (buf), gst_cony_time_mul (fdur, self->k),
+      self->tokens_out, self->n_patches, &self->next_discont);
   self->tokens_out += self->n_patches;
   GST_LOG_OBJECT (self, "frame %" G_GUINT64_FORMAT " at %" GST_TIME_FORMAT " embedded",
       self->frame_index - 1, GST_TIME_ARGS (GST_BUFFER_PTS (out)));
@@ -466,9 +465,9 @@ gst_cony_frame_embed_src_event (GstBaseTransform *trans, GstEvent *event)
   if (!GST_CLOCK_TIME_IS_VALID (timestamp))
     self->earliest_time = GST_CLOCK_TIME_NONE;
   else if (diff >= 0)
-    self->earliest_time = timestamp + 2 * diff;
+    self->earliest_time = gst_cony_time_add (gst_cony_time_add (timestamp, diff), diff);
   else
-    self->earliest_time = (GstClockTimeDiff) timestamp + diff > 0 ? timestamp + diff : 0;
+    self->earliest_time = gst_cony_time_add_signed (timestamp, diff);
   GST_OBJECT_UNLOCK (self);
   GST_DEBUG_OBJECT (self, "QoS: proportion %g, diff %" G_GINT64_FORMAT " at %" GST_TIME_FORMAT,
       proportion, diff, GST_TIME_ARGS (timestamp));

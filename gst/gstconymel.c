@@ -336,9 +336,9 @@ gst_cony_mel_align_samples (GstConyMel *self, gboolean discont, GstClockTime pts
     /* No timestamp: assume the samples follow on. A stream without any
      * timestamps is stamped from 0. */
     if (GST_CLOCK_TIME_IS_VALID (self->anchor))
-      pts = self->anchor
-          + gst_util_uint64_scale (cony_mel_get_samples_pushed (self->mel), GST_SECOND,
-              self->config.sample_rate);
+      pts = gst_cony_time_add (self->anchor,
+          gst_util_uint64_scale (cony_mel_get_samples_pushed (self->mel), GST_SECOND,
+              self->config.sample_rate));
     else
       pts = 0;
   }
@@ -419,8 +419,9 @@ gst_cony_mel_handle_gap (GstConyMel *self, GstEvent *event)
     return ret;
   /* Count to the gap's end on the anchored sample clock when it is close to
    * the nominal count (no drift), so gaps never shift later frames. */
-  if (ts + dur > self->anchor) {
-    guint64 end = gst_util_uint64_scale_round (ts + dur - self->anchor, rate, GST_SECOND);
+  GstClockTime gap_end = gst_cony_time_add (ts, dur);
+  if (gap_end > self->anchor) {
+    guint64 end = gst_util_uint64_scale_round (gap_end - self->anchor, rate, GST_SECOND);
     guint64 pushed = cony_mel_get_samples_pushed (self->mel);
     if (end > pushed && end - pushed <= n + 1 && end - pushed + 1 >= n)
       n = end - pushed;

@@ -768,9 +768,8 @@ gst_cony_transformer_input_end (GstClockTime pts, GstClockTime tile_end, gint64 
 {
   if (!GST_CLOCK_TIME_IS_VALID (tile_end))
     return GST_CLOCK_TIME_NONE;
-  if (lookahead < 0 && (guint64) -lookahead > tile_end - pts)
-    return pts;
-  return tile_end + lookahead;
+  GstClockTime end = gst_cony_time_add_signed (tile_end, lookahead);
+  return GST_CLOCK_TIME_IS_VALID (pts) && end < pts ? pts : end;
 }
 
 /* Attaches step @st's result to @buf: the meta and its custom mirror. */
@@ -813,7 +812,7 @@ gst_cony_transformer_token_time (GstConyTransformer *self, GstClockTime pts, Gst
   if (!GST_CLOCK_TIME_IS_VALID (pts))
     return GST_CLOCK_TIME_NONE;
   if (GST_CLOCK_TIME_IS_VALID (dur))
-    return pts + gst_util_uint64_scale (dur, i, k);
+    return gst_cony_time_add (pts, gst_util_uint64_scale (dur, i, k));
   if (self->info.rate_n > 0)
     return gst_cony_tokens_time (pts, i, self->info.rate_n, self->info.rate_d);
   return GST_CLOCK_TIME_NONE;

@@ -4,6 +4,7 @@
  * The plugin is found through GST_PLUGIN_PATH (set by tests/meson.build). The
  * reference frames come from libcony's whole-signal cony_mel_compute(). */
 #include "cony/mel.h"
+#include "../gst/gstconytokens.h"
 
 #include <gst/gst.h>
 #include <gst/check/gstharness.h>
@@ -520,6 +521,42 @@ test_gap_is_silence (void)
   g_free (b);
 }
 
+/* Half a second before the end of the 64-bit clock, a second of audio and a GAP
+ * running past the end: frame times saturate at GST_CONY_TIME_MAX (they wrapped to 0
+ * with anchor + k * hop / rate in unsigned arithmetic), in order, ends included. */
+static void
+test_clock_end (void)
+{
+  gsize n = 16000;
+  float *x = make_signal (n, 3);
+  GstHarness *h = new_harness ("frames-per-buffer", 4, NULL);
+  gst_harness_set_src_caps_str (h, F32_CAPS);
+  GstBuffer *in = f32_buffer (x, n, GST_CONY_TIME_MAX - 500 * MS);
+  GST_BUFFER_DURATION (in) = GST_CLOCK_TIME_NONE; /* PTS + 1 s is past the end */
+  g_assert_cmpint (gst_harness_push (h, in), ==, GST_FLOW_OK);
+  g_assert_true (
+      gst_harness_push_event (h, gst_event_new_gap (GST_CONY_TIME_MAX - 10 * MS, GST_SECOND)));
+  GstBuffer *buf;
+  GstClockTime prev_end = 0;
+  guint frames = 0, at_end = 0;
+  while ((buf = gst_harness_try_pull (h)) != NULL) {
+    GstClockTime pts = GST_BUFFER_PTS (buf), dur = GST_BUFFER_DURATION (buf);
+    g_assert_cmpuint (pts, >=, GST_CONY_TIME_MAX - 500 * MS);
+    g_assert_cmpuint (pts, >=, prev_end);
+    g_assert_true (GST_CLOCK_TIME_IS_VALID (dur));
+    g_assert_cmpuint (dur, <=, GST_CONY_TIME_MAX - pts);
+    prev_end = pts + dur;
+    frames += gst_buffer_get_size (buf) / (N_MELS * sizeof (float));
+    at_end += pts == GST_CONY_TIME_MAX;
+    gst_buffer_unref (buf);
+  }
+  g_test_message ("%u frames, %u buffers stamped at the clock's end", frames, at_end);
+  g_assert_cmpuint (frames, >=, 98);
+  g_assert_cmpuint (at_end, >, 0);
+  gst_harness_teardown (h);
+  g_free (x);
+}
+
 /* NaN and Inf samples: a warning on the bus, replaced by zeros, and the frames
  * after them are those of the clean signal. */
 static void
@@ -669,6 +706,7 @@ main (int argc, char **argv)
   g_test_add_func ("/conymel/discont", test_discont_reanchors);
   g_test_add_func ("/conymel/caps-change", test_caps_change_resets);
   g_test_add_func ("/conymel/gap", test_gap_is_silence);
+  g_test_add_func ("/conymel/clock-end", test_clock_end);
   g_test_add_func ("/conymel/nan", test_nan_samples);
   g_test_add_func ("/conymel/bad-settings", test_bad_settings);
   g_test_add_func ("/conymel/preset-yamnet", test_preset_yamnet);
