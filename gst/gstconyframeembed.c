@@ -90,6 +90,7 @@
 #include "gstconyframeembed.h"
 #include "gstconyelement.h"
 
+#include <stdlib.h>
 #include <string.h>
 
 GST_DEBUG_CATEGORY_STATIC (gst_cony_frame_embed_debug);
@@ -250,6 +251,57 @@ gst_cony_frame_embed_transform_size (GstBaseTransform *trans, GstPadDirection di
   return TRUE;
 }
 
+/* Says what the model takes and what upstream offers, and which converter is missing:
+ * "conyframeembed takes 224x224 RGB video, got 640x480 I420 video: add videoscale and
+ * videoconvert before it". */
+static void
+gst_cony_frame_embed_name_refusal (GstConyFrameEmbed *self, const GstCaps *offered)
+{
+  const GstStructure *s = gst_caps_get_structure (offered, 0);
+  guint W, H;
+  gst_cony_frame_embed_frame_size (self, &W, &H);
+  const gchar *want = gst_cony_frame_embed_model_format (self);
+  g_autofree gchar *takes = g_strdup_printf ("%ux%u %s video", W, H, want);
+  if (!gst_structure_has_name (s, "video/x-raw")) {
+    gst_cony_element_refuse_caps (GST_ELEMENT (self), &self->refusal_posted, takes,
+        gst_structure_get_name (s), "decode and convert first (decodebin ! videoconvert)", offered);
+    return;
+  }
+  g_autofree gchar *w = gst_cony_element_fixed_field (s, "width");
+  g_autofree gchar *h = gst_cony_element_fixed_field (s, "height");
+  g_autofree gchar *fmt = gst_cony_element_fixed_field (s, "format");
+  gboolean scale = (w && (guint) atoi (w) != W) || (h && (guint) atoi (h) != H);
+  gboolean convert = fmt && strcmp (fmt, want) != 0;
+  GString *got = g_string_new (NULL);
+  if (w || h)
+    g_string_append_printf (got, "%sx%s ", w ? w : "?", h ? h : "?");
+  if (fmt)
+    g_string_append_printf (got, "%s ", fmt);
+  g_string_append (got, "video");
+  const gchar *hint = scale && convert ? "add videoscale and videoconvert before it"
+      : scale                          ? "add videoscale before it"
+      : convert                        ? "add videoconvert before it"
+                                       : "add videoconvert ! videoscale before it";
+  gst_cony_element_refuse_caps (GST_ELEMENT (self), &self->refusal_posted, takes, got->str, hint,
+      offered);
+  g_string_free (got, TRUE);
+}
+
+/* Names a refused CAPS or ACCEPT_CAPS query on the sink pad (upstream's own error
+ * would only say "not-negotiated"). */
+static gboolean
+gst_cony_frame_embed_query (GstBaseTransform *trans, GstPadDirection direction, GstQuery *query)
+{
+  GstConyFrameEmbed *self = GST_CONY_FRAME_EMBED (trans);
+  gboolean ok = GST_BASE_TRANSFORM_CLASS (parent_class)->query (trans, direction, query);
+  const GstCaps *offered = direction == GST_PAD_SINK && self->cnn
+      ? gst_cony_element_refused_caps (query)
+      : NULL;
+  if (offered)
+    gst_cony_frame_embed_name_refusal (self, offered);
+  return ok;
+}
+
 static gboolean
 gst_cony_frame_embed_set_caps (GstBaseTransform *trans, GstCaps *incaps, GstCaps *outcaps)
 {
@@ -283,6 +335,7 @@ gst_cony_frame_embed_set_caps (GstBaseTransform *trans, GstCaps *incaps, GstCaps
   }
   self->vinfo = info;
   self->have_info = TRUE;
+  self->refusal_posted = FALSE;
   return TRUE;
 }
 
@@ -516,6 +569,7 @@ gst_cony_frame_embed_start (GstBaseTransform *trans)
   }
   self->in = g_new0 (gfloat, cony_cnn_get_input_size (self->cnn) * self->n_patches);
   self->have_info = FALSE;
+  self->refusal_posted = FALSE;
   self->processed = self->dropped = 0;
   gst_cony_frame_embed_reset_stream (self);
   gst_cony_frame_embed_reset_qos (self);
@@ -542,6 +596,7 @@ gst_cony_frame_embed_stop (GstBaseTransform *trans)
   gst_cony_token_source_clear (&self->source);
   g_clear_pointer (&self->in, g_free);
   self->have_info = FALSE;
+  self->refusal_posted = FALSE;
   return TRUE;
 }
 
@@ -664,6 +719,7 @@ gst_cony_frame_embed_class_init (GstConyFrameEmbedClass *klass)
   trans_class->transform_caps = GST_DEBUG_FUNCPTR (gst_cony_frame_embed_transform_caps);
   trans_class->transform_size = GST_DEBUG_FUNCPTR (gst_cony_frame_embed_transform_size);
   trans_class->set_caps = GST_DEBUG_FUNCPTR (gst_cony_frame_embed_set_caps);
+  trans_class->query = GST_DEBUG_FUNCPTR (gst_cony_frame_embed_query);
   trans_class->submit_input_buffer = GST_DEBUG_FUNCPTR (gst_cony_frame_embed_submit_input_buffer);
   trans_class->copy_metadata = GST_DEBUG_FUNCPTR (gst_cony_frame_embed_copy_metadata);
   trans_class->transform = GST_DEBUG_FUNCPTR (gst_cony_frame_embed_transform);

@@ -75,6 +75,7 @@
 #include "gstconyelement.h"
 
 #include <math.h>
+#include <stdlib.h>
 #include <string.h>
 
 GST_DEBUG_CATEGORY_STATIC (gst_cony_mel_debug);
@@ -478,6 +479,7 @@ gst_cony_mel_set_sink_caps (GstConyMel *self, GstCaps *caps)
   }
   self->info = info;
   self->have_info = TRUE;
+  self->refusal_posted = FALSE;
 
   gboolean ok = gst_cony_element_push_caps (self->srcpad, gst_cony_mel_make_src_caps (self, 0));
   if (ok)
@@ -516,27 +518,74 @@ gst_cony_mel_sink_event (GstPad *pad, GstObject *parent, GstEvent *event)
   return gst_pad_event_default (pad, parent, event);
 }
 
+/* Says what conymel takes and what upstream offers, and which converter is missing:
+ * "conymel takes 16000 Hz mono, got 44100 Hz stereo: add audioresample and audioconvert
+ * before it". */
+static void
+gst_cony_mel_name_refusal (GstConyMel *self, const GstCaps *offered, guint rate)
+{
+  const GstStructure *s = gst_caps_get_structure (offered, 0);
+  g_autofree gchar *takes = g_strdup_printf ("%u Hz mono audio (F32LE or S16LE)", rate);
+  if (!gst_structure_has_name (s, "audio/x-raw")) {
+    g_autofree gchar *got = g_strdup_printf ("%s", gst_structure_get_name (s));
+    gst_cony_element_refuse_caps (GST_ELEMENT (self), &self->refusal_posted, takes, got,
+        "decode and convert first (decodebin ! audioconvert ! audioresample)", offered);
+    return;
+  }
+  g_autofree gchar *r = gst_cony_element_fixed_field (s, "rate");
+  g_autofree gchar *ch = gst_cony_element_fixed_field (s, "channels");
+  g_autofree gchar *fmt = gst_cony_element_fixed_field (s, "format");
+  gboolean resample = r && (guint) atoi (r) != rate;
+  gboolean convert = (ch && atoi (ch) != 1)
+      || (fmt && strcmp (fmt, "F32LE") != 0 && strcmp (fmt, "S16LE") != 0);
+  GString *got = g_string_new (NULL);
+  if (r)
+    g_string_append_printf (got, "%s Hz ", r);
+  if (ch)
+    g_string_append_printf (got, "%s ", atoi (ch) == 1 ? "mono" : atoi (ch) == 2 ? "stereo" : ch);
+  if (fmt)
+    g_string_append_printf (got, "%s ", fmt);
+  g_string_append (got, "audio");
+  const gchar *hint = resample && convert ? "add audioresample and audioconvert before it"
+      : resample                          ? "add audioresample before it"
+      : convert                           ? "add audioconvert before it"
+                                          : "add audioconvert ! audioresample before it";
+  gst_cony_element_refuse_caps (GST_ELEMENT (self), &self->refusal_posted, takes, got->str, hint,
+      offered);
+  g_string_free (got, TRUE);
+}
+
+/* The rate the sink takes: the running configuration's, else the property's. */
+static guint
+gst_cony_mel_expected_rate (GstConyMel *self)
+{
+  if (self->mel != NULL)
+    return self->config.sample_rate;
+  GST_OBJECT_LOCK (self);
+  guint rate = self->sample_rate;
+  GST_OBJECT_UNLOCK (self);
+  return rate;
+}
+
 static gboolean
 gst_cony_mel_sink_query (GstPad *pad, GstObject *parent, GstQuery *query)
 {
   GstConyMel *self = GST_CONY_MEL (parent);
+  guint rate = gst_cony_mel_expected_rate (self);
+  gboolean ok;
 
   if (GST_QUERY_TYPE (query) == GST_QUERY_CAPS) {
-    GstCaps *caps;
-    guint rate;
-
-    if (self->mel != NULL) {
-      rate = self->config.sample_rate;
-    } else {
-      GST_OBJECT_LOCK (self);
-      rate = self->sample_rate;
-      GST_OBJECT_UNLOCK (self);
-    }
-    caps = gst_caps_make_writable (gst_pad_get_pad_template_caps (pad));
+    GstCaps *caps = gst_caps_make_writable (gst_pad_get_pad_template_caps (pad));
     gst_caps_set_simple (caps, "rate", G_TYPE_INT, (gint) rate, NULL);
-    return gst_cony_element_answer_caps (query, caps);
+    ok = gst_cony_element_answer_caps (query, caps);
+  } else {
+    ok = gst_pad_query_default (pad, parent, query);
   }
-  return gst_pad_query_default (pad, parent, query);
+  /* a refusal is named here: upstream's own error would say only "not-negotiated" */
+  const GstCaps *offered = gst_cony_element_refused_caps (query);
+  if (offered)
+    gst_cony_mel_name_refusal (self, offered, rate);
+  return ok;
 }
 
 /* Own latency: a batch is complete when the last sample of its last frame
@@ -602,6 +651,7 @@ gst_cony_mel_start (GstElement *element)
   self->align = gst_audio_stream_align_new ((gint) self->config.sample_rate, 40 * GST_MSECOND,
       GST_SECOND);
   self->have_info = FALSE;
+  self->refusal_posted = FALSE;
   self->src_k = 0;
   self->n_nonfinite = 0;
   gst_cony_mel_reset_stream (self);

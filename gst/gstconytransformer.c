@@ -348,6 +348,7 @@ gst_cony_transformer_start (GstBaseTransform *trans)
   self->starts = g_new (GstClockTime, self->window);
   self->have_info = FALSE;
   self->refused_dim = 0;
+  self->refusal_posted = FALSE;
   gst_cony_transformer_reset_stream (self);
   GST_INFO_OBJECT (self,
       "loaded %s: d_in %u, %u classes, window %u, %u token(s) per step, "
@@ -415,6 +416,19 @@ gst_cony_transformer_token_source_matches (GstConyTransformer *self, const GstCa
   return FALSE;
 }
 
+/* Names token caps refused by the sink's CAPS or ACCEPT_CAPS query (types other than
+ * float32 never reach set_caps): upstream would only say "not-negotiated". */
+static gboolean
+gst_cony_transformer_query (GstBaseTransform *trans, GstPadDirection direction, GstQuery *query)
+{
+  GstConyTransformer *self = GST_CONY_TRANSFORMER (trans);
+  gboolean ok = GST_BASE_TRANSFORM_CLASS (parent_class)->query (trans, direction, query);
+  if (direction == GST_PAD_SINK && self->encoder != NULL)
+    gst_cony_element_name_token_refusal (GST_ELEMENT (self), &self->refusal_posted, self->d_in,
+        query);
+  return ok;
+}
+
 static gboolean
 gst_cony_transformer_set_caps (GstBaseTransform *trans, GstCaps *incaps, GstCaps *outcaps)
 {
@@ -425,7 +439,8 @@ gst_cony_transformer_set_caps (GstBaseTransform *trans, GstCaps *incaps, GstCaps
   if (self->encoder == NULL)
     return FALSE;
   if (!gst_cony_tokens_info_from_caps (&info, incaps, &why)) {
-    GST_WARNING_OBJECT (self, "refusing caps %" GST_PTR_FORMAT ": %s", incaps, why);
+    gst_cony_element_refuse_tokens (GST_ELEMENT (self), &self->refusal_posted, self->d_in, incaps,
+        why);
     g_free (why);
     return FALSE;
   }
@@ -457,6 +472,7 @@ gst_cony_transformer_set_caps (GstBaseTransform *trans, GstCaps *incaps, GstCaps
   self->have_info = TRUE;
   self->refused_dim = 0;
   self->refused_k = 0;
+  self->refusal_posted = FALSE;
   return TRUE;
 }
 
@@ -1136,6 +1152,7 @@ gst_cony_transformer_class_init (GstConyTransformerClass *klass)
   trans_class->start = GST_DEBUG_FUNCPTR (gst_cony_transformer_start);
   trans_class->stop = GST_DEBUG_FUNCPTR (gst_cony_transformer_stop);
   trans_class->set_caps = GST_DEBUG_FUNCPTR (gst_cony_transformer_set_caps);
+  trans_class->query = GST_DEBUG_FUNCPTR (gst_cony_transformer_query);
   trans_class->sink_event = GST_DEBUG_FUNCPTR (gst_cony_transformer_sink_event);
   trans_class->transform_ip = GST_DEBUG_FUNCPTR (gst_cony_transformer_transform_ip);
   /* The buffers pass through; metas are added, so they must be writable. */

@@ -475,6 +475,19 @@ gst_cony_vggish_frontend_matches (GstConyVggish *self, const GstCaps *caps)
   return ok;
 }
 
+/* Names token caps refused by the sink's CAPS or ACCEPT_CAPS query (types other than
+ * float32 never reach the CAPS event): upstream would only say "not-negotiated". */
+static gboolean
+gst_cony_vggish_sink_query (GstPad *pad, GstObject *parent, GstQuery *query)
+{
+  GstConyVggish *self = GST_CONY_VGGISH (parent);
+  gboolean ok = gst_pad_query_default (pad, parent, query);
+  if (self->cnn != NULL)
+    gst_cony_element_name_token_refusal (GST_ELEMENT (self), &self->refusal_posted, self->dim,
+        query);
+  return ok;
+}
+
 static gboolean
 gst_cony_vggish_set_sink_caps (GstConyVggish *self, GstCaps *caps)
 {
@@ -482,7 +495,8 @@ gst_cony_vggish_set_sink_caps (GstConyVggish *self, GstCaps *caps)
   gchar *why = NULL;
 
   if (!gst_cony_tokens_info_from_caps (&info, caps, &why)) {
-    GST_WARNING_OBJECT (self, "refusing caps %" GST_PTR_FORMAT ": %s", caps, why);
+    gst_cony_element_refuse_tokens (GST_ELEMENT (self), &self->refusal_posted, self->dim, caps,
+        why);
     g_free (why);
     return FALSE;
   }
@@ -496,10 +510,8 @@ gst_cony_vggish_set_sink_caps (GstConyVggish *self, GstCaps *caps)
     return FALSE;
   }
   if (info.rate_n <= 0) {
-    GST_WARNING_OBJECT (self,
-        "refusing caps %" GST_PTR_FORMAT ": a fixed token rate "
-        "(framerate > 0) is needed to time-stamp the windows",
-        caps);
+    gst_cony_element_refuse_tokens (GST_ELEMENT (self), &self->refusal_posted, self->dim, caps,
+        "a fixed token rate (framerate > 0) is needed to time-stamp the windows");
     return FALSE;
   }
 
@@ -512,6 +524,7 @@ gst_cony_vggish_set_sink_caps (GstConyVggish *self, GstCaps *caps)
   }
   self->in_info = info;
   self->have_info = TRUE;
+  self->refusal_posted = FALSE;
   if (same && gst_pad_has_current_caps (self->srcpad))
     return TRUE;
 
@@ -665,6 +678,7 @@ gst_cony_vggish_start (GstElement *element)
   self->n_pending = 0;
   self->live_known = FALSE;
   self->have_info = FALSE;
+  self->refusal_posted = FALSE;
   gst_cony_vggish_reset_window (self);
   GST_INFO_OBJECT (self, "loaded %s: %ux%u -> %u, %" G_GUINT64_FORMAT " parameters", model,
       self->win, self->dim, self->out_dim, cony_cnn_get_n_params (self->cnn));
@@ -693,6 +707,7 @@ gst_cony_vggish_stop (GstElement *element)
   g_clear_pointer (&self->pending_info, g_free);
   self->n_pending = 0;
   self->have_info = FALSE;
+  self->refusal_posted = FALSE;
   self->n_frames = 0;
   self->anchor = GST_CLOCK_TIME_NONE;
 }
@@ -882,6 +897,7 @@ gst_cony_vggish_init (GstConyVggish *self)
   self->sinkpad = gst_pad_new_from_static_template (&sink_template, "sink");
   gst_pad_set_chain_function (self->sinkpad, GST_DEBUG_FUNCPTR (gst_cony_vggish_chain));
   gst_pad_set_event_function (self->sinkpad, GST_DEBUG_FUNCPTR (gst_cony_vggish_sink_event));
+  gst_pad_set_query_function (self->sinkpad, GST_DEBUG_FUNCPTR (gst_cony_vggish_sink_query));
   gst_element_add_pad (GST_ELEMENT (self), self->sinkpad);
 
   self->srcpad = gst_pad_new_from_static_template (&src_template, "src");

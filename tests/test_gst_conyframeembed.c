@@ -386,6 +386,33 @@ test_wrong_caps_refused (void)
   }
 }
 
+/* Refused frames are named (#46.5): the size and format the model takes, what upstream
+ * offers, and whether videoscale or videoconvert is missing (CORE/NEGOTIATION). */
+static void
+test_refusal_named (void)
+{
+  static const struct {
+    const char *caps, *message;
+  } cases[] = {
+    { "video/x-raw,format=I420,width=640,height=480,framerate=30/1",
+        "conyframeembed takes 22x20 RGB video, got 640x480 I420 video: add videoscale and "
+        "videoconvert before it" },
+    { "video/x-raw,format=RGB,width=32,height=20,framerate=25/1",
+        "conyframeembed takes 22x20 RGB video, got 32x20 RGB video: add videoscale before it" },
+    { "video/x-raw,format=GRAY8,width=22,height=20,framerate=25/1",
+        "conyframeembed takes 22x20 RGB video, got 22x20 GRAY8 video: add videoconvert before it" },
+    { "audio/x-raw,format=F32LE,rate=16000,channels=1,layout=interleaved",
+        "conyframeembed takes 22x20 RGB video, got audio/x-raw: decode and convert first "
+        "(decodebin ! videoconvert)" },
+  };
+  for (guint i = 0; i < G_N_ELEMENTS (cases); i++)
+    for (guint by_query = 0; by_query < 2; by_query++) {
+      GstHarness *h = new_harness ("gap.safetensors", NULL);
+      gst_harness_play (h);
+      cony_test_assert_caps_named (h, cases[i].caps, by_query, cases[i].message);
+    }
+}
+
 static void
 test_bad_models (void)
 {
@@ -437,6 +464,7 @@ main (int argc, char **argv)
   g_test_add_func ("/conyframeembed/latency", test_latency);
   g_test_add_func ("/conyframeembed/caps-query", test_caps_query);
   g_test_add_func ("/conyframeembed/wrong-caps", test_wrong_caps_refused);
+  g_test_add_func ("/conyframeembed/refusal-named", test_refusal_named);
   g_test_add_func ("/conyframeembed/bad-models", test_bad_models);
   g_test_add_func ("/conyframeembed/patches", test_patches);
   g_test_add_func ("/conyframeembed/ready-only-properties", test_ready_only_properties);

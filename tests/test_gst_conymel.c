@@ -212,6 +212,38 @@ test_wrong_caps_refused (void)
   gst_harness_teardown (h);
 }
 
+/* Refused caps are named (#46.5), not just "not-negotiated": what conymel takes, what
+ * upstream offers and which converter to add, as a CORE/NEGOTIATION error, whether
+ * upstream asks with a CAPS query (a source negotiating) or sends a CAPS event. */
+static void
+test_refusal_named (void)
+{
+  static const struct {
+    const char *caps, *message;
+  } cases[] = {
+    { "audio/x-raw,format=S16LE,rate=44100,channels=2,layout=interleaved",
+        "conymel takes 16000 Hz mono audio (F32LE or S16LE), got 44100 Hz stereo S16LE audio: "
+        "add audioresample and audioconvert before it" },
+    { "audio/x-raw,format=F32LE,rate=16000,channels=2,layout=interleaved",
+        "conymel takes 16000 Hz mono audio (F32LE or S16LE), got 16000 Hz stereo F32LE audio: "
+        "add audioconvert before it" },
+    { "audio/x-raw,format=F32LE,rate=48000,channels=1,layout=interleaved",
+        "conymel takes 16000 Hz mono audio (F32LE or S16LE), got 48000 Hz mono F32LE audio: "
+        "add audioresample before it" },
+    { "video/x-raw,format=RGB,width=4,height=4",
+        "conymel takes 16000 Hz mono audio (F32LE or S16LE), got video/x-raw: decode and "
+        "convert first (decodebin ! audioconvert ! audioresample)" },
+  };
+  for (guint i = 0; i < G_N_ELEMENTS (cases); i++)
+    for (guint by_query = 0; by_query < 2; by_query++)
+      cony_test_assert_caps_named (new_harness (NULL), cases[i].caps, by_query, cases[i].message);
+  /* another rate is named as the one the element takes */
+  cony_test_assert_caps_named (new_harness ("sample-rate", 22050, NULL),
+      "audio/x-raw,format=S16LE,rate=16000,channels=1,layout=interleaved", TRUE,
+      "conymel takes 22050 Hz mono audio (F32LE or S16LE), got 16000 Hz mono S16LE audio: "
+      "add audioresample before it");
+}
+
 /* Odd buffer sizes (37, 160, 1001 samples) and a start time that is not a
  * multiple of anything: PTS = start + k * 10 ms exactly, duration 10 ms, and
  * frames equal to the whole-signal computation. */
@@ -696,6 +728,7 @@ main (int argc, char **argv)
   g_test_init (&argc, &argv, NULL);
   g_test_add_func ("/conymel/caps-negotiated", test_caps_negotiated);
   g_test_add_func ("/conymel/wrong-caps-refused", test_wrong_caps_refused);
+  g_test_add_func ("/conymel/refusal-named", test_refusal_named);
   g_test_add_func ("/conymel/timestamps-odd-sizes", test_timestamps_odd_sizes);
   g_test_add_func ("/conymel/fractional-rate", test_fractional_rate);
   g_test_add_func ("/conymel/s16-input", test_s16_input);
