@@ -73,6 +73,7 @@
 #include "gstconymel.h"
 #include "gstconytokens.h"
 #include "gstconyelement.h"
+#include "cony/attention.h" /* CONY_MEMORY_BUDGET */
 
 #include <math.h>
 #include <stdlib.h>
@@ -622,6 +623,28 @@ gst_cony_mel_src_query (GstPad *pad, GstObject *parent, GstQuery *query)
   }
 }
 
+/* The same memory budget as the transformer's (CONY_MEMORY_BUDGET): the log-mel state
+ * and one output batch of frames-per-buffer x n-mels floats. Every property is inside
+ * its range, but some combinations are not (#46.1: the largest FFT with 4096 bands once
+ * made GLib abort on a 34 GB allocation); they fail the state change naming the bytes. */
+static gboolean
+gst_cony_mel_check_budget (GstConyMel *self)
+{
+  const ConyMelConfig *c = &self->config;
+  gsize state = cony_mel_config_bytes (c);
+  gsize batch = (gsize) self->fpb * c->n_mels * sizeof (gfloat);
+  if (state + batch <= CONY_MEMORY_BUDGET)
+    return TRUE;
+  GST_ELEMENT_ERROR (self, LIBRARY, SETTINGS,
+      ("The log-mel settings need %" G_GSIZE_FORMAT " bytes (%.1f MiB), more than the budget of "
+       "%" G_GSIZE_FORMAT " bytes: lower frames-per-buffer or n-mels",
+          state + batch, (state + batch) / 1048576.0, (gsize) CONY_MEMORY_BUDGET),
+      ("fft-length=%u window-length=%u n-mels=%u frames-per-buffer=%u: %" G_GSIZE_FORMAT
+       " bytes of log-mel state and %" G_GSIZE_FORMAT " of output batch",
+          c->fft_length, c->window_length, c->n_mels, self->fpb, state, batch));
+  return FALSE;
+}
+
 static gboolean
 gst_cony_mel_start (GstElement *element)
 {
@@ -633,6 +656,9 @@ gst_cony_mel_start (GstElement *element)
   self->fpb = self->frames_per_buffer;
   GST_OBJECT_UNLOCK (self);
 
+  if (cony_mel_config_validate (&self->config, &error) && !gst_cony_mel_check_budget (self))
+    return FALSE;
+  g_clear_error (&error); /* cony_mel_new says it again */
   self->mel = cony_mel_new (&self->config, &error);
   if (self->mel == NULL) {
     GST_ELEMENT_ERROR (self, LIBRARY, SETTINGS, ("Invalid log-mel settings: %s", error->message),
@@ -776,12 +802,12 @@ gst_cony_mel_class_init (GstConyMelClass *klass)
    * GstConyMel:window-length:
    *
    * Samples per analysis frame (400 = 25 ms at 16 kHz). The window is a
-   * periodic Hann window of this length.
+   * periodic Hann window of this length, at most fft-length (2^18 = 262144).
    */
   g_object_class_install_property (gobject_class, PROP_WINDOW_LENGTH,
       g_param_spec_uint ("window-length", "Window length",
-          "Samples per analysis frame (periodic Hann window)", 1, 1 << 20, DEFAULT_WINDOW_LENGTH,
-          flags));
+          "Samples per analysis frame (periodic Hann window)", 1, CONY_MEL_MAX_FFT,
+          DEFAULT_WINDOW_LENGTH, flags));
   /**
    * GstConyMel:hop-length:
    *
@@ -796,12 +822,15 @@ gst_cony_mel_class_init (GstConyMelClass *klass)
    *
    * FFT size, a power of two not smaller than the window; the windowed
    * samples are zero-padded at the end. 0 picks the smallest such power of
-   * two (512 for a 400-sample window, as VGGish does).
+   * two (512 for a 400-sample window, as VGGish does). At most 2^18 = 262144
+   * (16 ms a frame; FFmpeg's FFT of 2^19 points and more is an O(n^2) transform,
+   * minutes a frame). The log-mel state is O(fft-length + n-mels), at most about
+   * 20 MiB: only the mel weights that are not zero are kept, whatever n-mels.
    */
   g_object_class_install_property (gobject_class, PROP_FFT_LENGTH,
       g_param_spec_uint ("fft-length", "FFT length",
-          "FFT size, a power of two >= window-length (0 = smallest such power of two)", 0, 1 << 22,
-          DEFAULT_FFT_LENGTH, flags));
+          "FFT size, a power of two >= window-length (0 = smallest such power of two)", 0,
+          CONY_MEL_MAX_FFT, DEFAULT_FFT_LENGTH, flags));
   /**
    * GstConyMel:n-mels:
    *
@@ -842,7 +871,10 @@ gst_cony_mel_class_init (GstConyMelClass *klass)
    *
    * Frames per output buffer (K). The caps announce dimensions=D:K and a
    * framerate of (sample-rate / hop-length) / K buffers per second. The
-   * latency grows by (K - 1) hops.
+   * latency grows by (K - 1) hops. A batch takes K x n-mels x 4 bytes: with
+   * the log-mel state it must fit in 1 GiB (CONY_MEMORY_BUDGET), so K x n-mels
+   * above about 2^28 (e.g. 65536 frames of 4096 bands) fails the state change
+   * with an error naming the bytes.
    */
   g_object_class_install_property (gobject_class, PROP_FRAMES_PER_BUFFER,
       g_param_spec_uint ("frames-per-buffer", "Frames per buffer",

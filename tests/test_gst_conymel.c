@@ -10,6 +10,7 @@
 #include <gst/check/gstharness.h>
 
 #include "gsttestutil.h"
+#include "testutil.h"
 #include <math.h>
 #include <string.h>
 
@@ -589,6 +590,59 @@ test_clock_end (void)
   g_free (x);
 }
 
+/* The memory budget (#46.1). The largest FFT with 4096 bands (every value inside its
+ * range) once made GLib abort on a 34 GB allocation, and 128 bands took 1.66 GB: the mel
+ * weights are kept sparse now, so the largest FFT (2^18 now: FFmpeg's larger ones are
+ * O(n^2)) runs in a few tens of MiB whatever n-mels (peak RSS measured over start, two
+ * frames and stop; a dense matrix would be 2 GiB for 4096 bands). A batch too large for the budget fails the state change
+ * with a LIBRARY/SETTINGS error naming the settings and the bytes, allocating nothing. */
+static void
+test_memory_budget (void)
+{
+  const guint n_mels[] = { 4096, 128 };
+  gsize n = (1 << 18) + (1 << 16); /* two frames of 2^18 samples, 2^16 apart */
+  float *x = make_signal (n, 4);
+  for (guint i = 0; i < G_N_ELEMENTS (n_mels); i++) {
+    cony_test_reset_peak_rss ();
+    glong before = cony_test_status_kib ("VmRSS");
+    GstHarness *h = new_harness ("fft-length", 1 << 18, "window-length", 1 << 18, "hop-length",
+        1 << 16, "n-mels", n_mels[i], NULL);
+    gst_harness_set_src_caps_str (h, F32_CAPS);
+    g_assert_cmpint (gst_harness_push (h, f32_buffer (x, n, 0)), ==, GST_FLOW_OK);
+    guint frames = 0;
+    GstBuffer *buf;
+    while ((buf = gst_harness_try_pull (h)) != NULL) {
+      frames += gst_buffer_get_size (buf) / (n_mels[i] * sizeof (float));
+      gst_buffer_unref (buf);
+    }
+    g_assert_cmpuint (frames, ==, 2);
+    gst_harness_teardown (h);
+    glong peak = cony_test_status_kib ("VmHWM") - before;
+    g_test_message ("fft-length 2^18, window-length 2^18, n-mels %u: peak RSS +%ld KiB", n_mels[i],
+        peak);
+    if (CONY_TEST_CHECK_RSS)
+      g_assert_cmpint (peak, <, 64 * 1024);
+  }
+  g_free (x);
+
+  cony_test_reset_peak_rss ();
+  glong before = cony_test_status_kib ("VmRSS");
+  GstElement *el = cony_test_element_new ("conymel", NULL, "fft-length", 8192, "n-mels", 4096,
+      "frames-per-buffer", 65536, NULL);
+  GError *err = cony_test_assert_start_fails (el,
+      (const char *[]){ "fft-length=8192 window-length=400 n-mels=4096 frames-per-buffer=65536",
+          "1073741824 of output batch", NULL });
+  g_assert_true (g_error_matches (err, GST_LIBRARY_ERROR, GST_LIBRARY_ERROR_SETTINGS));
+  g_assert_nonnull (strstr (err->message, "need 1074"));
+  g_assert_nonnull (strstr (err->message, "more than the budget of 1073741824 bytes"));
+  g_error_free (err);
+  gst_object_unref (el);
+  glong peak = cony_test_status_kib ("VmHWM") - before;
+  g_test_message ("frames-per-buffer 65536 x n-mels 4096 refused: peak RSS +%ld KiB", peak);
+  if (CONY_TEST_CHECK_RSS)
+    g_assert_cmpint (peak, <, 16 * 1024);
+}
+
 /* NaN and Inf samples: a warning on the bus, replaced by zeros, and the frames
  * after them are those of the clean signal. */
 static void
@@ -740,6 +794,7 @@ main (int argc, char **argv)
   g_test_add_func ("/conymel/caps-change", test_caps_change_resets);
   g_test_add_func ("/conymel/gap", test_gap_is_silence);
   g_test_add_func ("/conymel/clock-end", test_clock_end);
+  g_test_add_func ("/conymel/memory-budget", test_memory_budget);
   g_test_add_func ("/conymel/nan", test_nan_samples);
   g_test_add_func ("/conymel/bad-settings", test_bad_settings);
   g_test_add_func ("/conymel/preset-yamnet", test_preset_yamnet);

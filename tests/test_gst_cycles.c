@@ -6,6 +6,7 @@
  * posted, results must keep coming, and the process may not grow beyond a bound (each
  * start loads both models again: a leak of a model per cycle would be megabytes). */
 #include <gst/check/gstcheck.h>
+#include "testutil.h"
 #include <glib/gstdio.h>
 #include <math.h>
 #include <stdlib.h>
@@ -20,16 +21,7 @@
  * Not under AddressSanitizer: its quarantine keeps freed memory resident (tens of MiB
  * here), and its leak checker does the job instead (scripts/sanitize.sh). */
 #define MAX_GROWTH_KIB 8192
-#if defined(__SANITIZE_ADDRESS__)
-#define CHECK_RSS 0
-#elif defined(__has_feature)
-#if __has_feature(address_sanitizer)
-#define CHECK_RSS 0
-#endif
-#endif
-#ifndef CHECK_RSS
-#define CHECK_RSS 1
-#endif
+#define CHECK_RSS CONY_TEST_CHECK_RSS
 
 static gchar *wav_path;
 static guint n_results;
@@ -67,11 +59,7 @@ write_wav (const char *path)
 static glong
 rss_kib (void)
 {
-  g_autofree char *status = NULL;
-  g_assert_true (g_file_get_contents ("/proc/self/status", &status, NULL, NULL));
-  const char *p = strstr (status, "VmRSS:");
-  g_assert_nonnull (p);
-  return strtol (p + 6, NULL, 10);
+  return cony_test_status_kib ("VmRSS");
 }
 
 static void
