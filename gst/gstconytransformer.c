@@ -26,7 +26,11 @@
  * come from the newest token's logits: softmax, or one sigmoid per class for
  * models whose config says `output` = sigmoid (multi-label). A buffer with K
  * tokens gets K metas, one per step (field `step` orders them;
- * gst_buffer_get_cony_classification_meta() returns the newest). Each
+ * gst_buffer_get_cony_classification_meta() returns the newest). They live as long
+ * as the buffer, so a buffer may carry at most as many steps as fit in 64 MiB of
+ * results (about 7 KiB + 100 bytes a class a step with messages: 8533 steps for 4
+ * classes, about 1100 for 521, 6 for 100,000); a larger one fails with a STREAM
+ * FORMAT error saying how many tokens a buffer may carry. Each
  * carries the top class (`class_id`, `label`, `score`), all `scores`, the
  * #GstConyTransformer:top-k best classes (`top_ids`, `top_labels`), the
  * step's segment events (`events`), `context_fill` and the times:
@@ -834,6 +838,24 @@ gst_cony_transformer_token_time (GstConyTransformer *self, GstClockTime pts, Gst
   return GST_CLOCK_TIME_NONE;
 }
 
+/* Results a buffer may carry, in bytes: every step's meta, custom meta and (when posted)
+ * bus message stay until the buffer (or the message) is freed, so a buffer of many steps
+ * of a many-class model held hundreds of MB (#46.2: 81,920 tokens, 272 MB; 100 steps of
+ * 100,000 classes, 556 MB with messages). */
+#define MAX_BUFFER_RESULT_BYTES ((gsize) 64 << 20)
+
+/* Upper bound of the bytes one step's results hold (6.0 KiB measured for 4 classes, with
+ * messages: /results/buffer-memory-bound): the meta copies the scores (4 bytes a
+ * class), the custom meta and the message hold them as GValue arrays (24 bytes a value,
+ * up to twice that as the arrays grow), the top-k as three such arrays. */
+static gsize
+gst_cony_transformer_step_result_bytes (guint n_classes, guint n_top, gboolean post)
+{
+  gsize meta = 3584 + (gsize) n_classes * (4 + 48) + (gsize) n_top * (3 * 48 + 8);
+  gsize message = 3584 + (gsize) n_classes * 48 + (gsize) n_top * 3 * 48;
+  return meta + (post ? message : 0);
+}
+
 static GstFlowReturn
 gst_cony_transformer_transform_ip (GstBaseTransform *trans, GstBuffer *buf)
 {
@@ -874,6 +896,22 @@ gst_cony_transformer_transform_ip (GstBaseTransform *trans, GstBuffer *buf)
     return GST_FLOW_ERROR;
   gsize k = map.size / token_bytes, per = self->k;
   const gfloat *tokens = (const gfloat *) map.data;
+  gsize step_result = gst_cony_transformer_step_result_bytes (self->n_classes,
+      MIN (top_k, self->n_classes), post);
+  gsize max_steps = MAX (MAX_BUFFER_RESULT_BYTES / step_result, 1);
+  if (k / per > max_steps) {
+    GST_ELEMENT_ERROR (self, STREAM, FORMAT,
+        ("A buffer of %" G_GSIZE_FORMAT " steps is more than the %" G_GSIZE_FORMAT
+         " whose results fit in %" G_GSIZE_FORMAT " MiB: send at most %" G_GSIZE_FORMAT
+         " tokens per buffer",
+            k / per, max_steps, MAX_BUFFER_RESULT_BYTES >> 20, max_steps * per),
+        ("%u classes, top-k %u, post-messages %d: up to %" G_GSIZE_FORMAT
+         " bytes of meta and messages a step; the buffer at %" GST_TIME_FORMAT
+         " has %" G_GSIZE_FORMAT " tokens",
+            self->n_classes, top_k, post, step_result, GST_TIME_ARGS (GST_BUFFER_PTS (buf)), k));
+    gst_buffer_unmap (buf, &map);
+    return GST_FLOW_ERROR;
+  }
 
   GstClockTime pts = GST_BUFFER_PTS (buf), dur = GST_BUFFER_DURATION (buf);
   gint64 lookahead = gst_cony_tokens_lookahead_ns (&self->info);

@@ -304,6 +304,69 @@ test_clock_end (void)
   g_free (path);
 }
 
+/* Per-buffer memory is bounded (#46.2): each step's meta, custom meta and message live
+ * as long as the buffer, so a 10 MB buffer of 81,920 tokens held 272 MB (487 MB with the
+ * messages). A buffer of more steps than fit in 64 MiB of results is refused (STREAM
+ * FORMAT, saying how many tokens a buffer may carry); one at the limit is classified
+ * with the peak resident memory measured. */
+static void
+test_buffer_memory_bound (void)
+{
+  char *path = model_path ();
+  GstHarness *h = new_harness (path, NULL);
+  g_free (path);
+  GstBus *bus = cony_test_attach_bus (h);
+  gst_harness_set_src_caps_str (h, TOKEN_CAPS);
+  const gsize big = 81920;
+  float *x = make_tokens (big, 21);
+  GstBuffer *in = gst_buffer_new_memdup (x, big * D * sizeof (float));
+  GST_BUFFER_PTS (in) = 0;
+  g_assert_cmpint (gst_harness_push (h, in), ==, GST_FLOW_ERROR);
+  GError *err = cony_test_pop_gerror (bus, GST_MESSAGE_ERROR, GST_STREAM_ERROR,
+      GST_STREAM_ERROR_FORMAT, NULL);
+  g_test_message ("%s", err->message);
+  g_assert_nonnull (strstr (err->message, "A buffer of 81920 steps is more than the "));
+  const char *at = strstr (err->message, "send at most ");
+  g_assert_nonnull (at);
+  gsize limit = g_ascii_strtoull (at + strlen ("send at most "), NULL, 10);
+  g_error_free (err);
+  g_assert_cmpuint (limit, >, 1000);
+  g_assert_cmpuint (limit, <, big);
+  g_assert_null (gst_bus_pop_filtered (bus, GST_MESSAGE_ELEMENT)); /* nothing classified */
+
+  /* at the limit: classified, the results within the bound */
+  cony_test_reset_peak_rss ();
+  glong before = cony_test_status_kib ("VmRSS");
+  in = gst_buffer_new_memdup (x, limit * D * sizeof (float));
+  GST_BUFFER_PTS (in) = 0;
+  GST_BUFFER_DURATION (in) = limit * 250 * MS;
+  g_assert_cmpint (gst_harness_push (h, in), ==, GST_FLOW_OK);
+  GstBuffer *out = gst_harness_pull (h);
+  glong peak = cony_test_status_kib ("VmHWM") - before;
+  gpointer state = NULL;
+  guint metas = 0;
+  while (gst_buffer_iterate_meta_filtered (out, &state, GST_CONY_CLASSIFICATION_META_API_TYPE))
+    metas++;
+  g_assert_cmpuint (metas, ==, limit);
+  gst_buffer_unref (out);
+  guint messages = 0;
+  GstMessage *msg;
+  while ((msg = gst_bus_pop_filtered (bus, GST_MESSAGE_ELEMENT)) != NULL) {
+    messages++;
+    gst_message_unref (msg);
+  }
+  g_assert_cmpuint (messages, ==, limit);
+  glong tokens_kib = (glong) (limit * D * sizeof (float) / 1024);
+  g_test_message ("%" G_GSIZE_FORMAT " steps a buffer at most; peak RSS +%ld KiB with them "
+                  "(%ld KiB of it the tokens): %.1f KiB of results a step",
+      limit, peak, tokens_kib, (double) (peak - tokens_kib) / limit);
+  if (CONY_TEST_CHECK_RSS)
+    g_assert_cmpint (peak - tokens_kib, <, 64 * 1024 + 8 * 1024);
+  cony_test_detach_bus (h, bus);
+  gst_harness_teardown (h);
+  g_free (x);
+}
+
 /* top-k: the k best classes, best first, with labels and scores, in the
  * meta, the custom meta and the messages. */
 static void
@@ -789,6 +852,7 @@ main (int argc, char **argv)
   g_test_add_func ("/results/span-audio-chain", test_span_audio_chain);
   g_test_add_func ("/results/span-negative-lookahead", test_span_negative_lookahead);
   g_test_add_func ("/results/clock-end", test_clock_end);
+  g_test_add_func ("/results/buffer-memory-bound", test_buffer_memory_bound);
   g_test_add_func ("/results/top-k", test_top_k);
   g_test_add_func ("/results/labels-property", test_labels_property);
   g_test_add_func ("/results/thresholds-file", test_thresholds_file);
