@@ -2,6 +2,10 @@
 #include "gstconyelement.h"
 #include "gstconytokens.h"
 
+#ifdef __GLIBC__
+#include <malloc.h>
+#endif
+
 GstStateChangeReturn
 gst_cony_element_change_state (GstElement *element, GstStateChange transition,
     GstElementClass *parent_class, GstConyStartFunc start, GstConyStopFunc stop)
@@ -15,9 +19,20 @@ gst_cony_element_change_state (GstElement *element, GstStateChange transition,
       stop (element);
     return ret;
   }
-  if (transition == GST_STATE_CHANGE_PAUSED_TO_READY)
+  if (transition == GST_STATE_CHANGE_PAUSED_TO_READY) {
     stop (element);
+    gst_cony_element_trim_heap ();
+  }
   return ret;
+}
+
+void
+gst_cony_element_trim_heap (void)
+{
+#ifdef __GLIBC__
+  if (!g_getenv ("CONY_NO_TRIM"))
+    malloc_trim (0);
+#endif
 }
 
 gboolean

@@ -81,6 +81,12 @@ void gst_cony_element_name_token_refusal (GstElement *element, gboolean *posted,
 /* A field of @s as users read it ("44100", "I420"), NULL when absent or not fixed. */
 gchar *gst_cony_element_fixed_field (const GstStructure *s, const gchar *field);
 
+/* Called by each element's stop, after freeing its libcony objects: hands the freed
+ * heap back to the OS (glibc's malloc_trim). Without it, pipelines created and destroyed
+ * in one process grew the resident memory round after round (#46.7): what streaming
+ * threads free stays in glibc's per-thread arenas, which only shrink from their top. */
+void gst_cony_element_trim_heap (void);
+
 /* Pushes @caps (transfer full, may be NULL: a failure) as a CAPS event on @srcpad. */
 gboolean gst_cony_element_push_caps (GstPad *srcpad, GstCaps *caps);
 

@@ -597,6 +597,7 @@ gst_cony_frame_embed_stop (GstBaseTransform *trans)
   g_clear_pointer (&self->in, g_free);
   self->have_info = FALSE;
   self->refusal_posted = FALSE;
+  gst_cony_element_trim_heap ();
   return TRUE;
 }
 

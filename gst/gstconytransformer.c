@@ -392,6 +392,7 @@ gst_cony_transformer_stop (GstBaseTransform *trans)
   g_clear_pointer (&self->probs, g_free);
   g_clear_pointer (&self->starts, g_free);
   self->have_info = FALSE;
+  gst_cony_element_trim_heap ();
   return TRUE;
 }
 
