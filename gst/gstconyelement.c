@@ -188,6 +188,18 @@ gst_cony_element_refuse_caps (GstElement *element, gboolean *posted, const gchar
 }
 
 void
+gst_cony_element_refuse_convertible (GstElement *element, gboolean *posted, const gchar *takes,
+    const gchar *got, const GstCaps *offered, gboolean need_a, const gchar *a, gboolean need_b,
+    const gchar *b)
+{
+  g_autofree gchar *hint = need_a && need_b ? g_strdup_printf ("add %s and %s before it", a, b)
+      : need_a                              ? g_strdup_printf ("add %s before it", a)
+      : need_b                              ? g_strdup_printf ("add %s before it", b)
+                                            : g_strdup_printf ("add %s ! %s before it", b, a);
+  gst_cony_element_refuse_caps (element, posted, takes, got, hint, offered);
+}
+
+void
 gst_cony_element_refuse_tokens (GstElement *element, gboolean *posted, guint dim,
     const GstCaps *caps, const gchar *why)
 {

@@ -70,6 +70,11 @@ gboolean gst_cony_element_map_units (GstElement *element, GstBuffer *buf, GstMap
 const GstCaps *gst_cony_element_refused_caps (GstQuery *query);
 void gst_cony_element_refuse_caps (GstElement *element, gboolean *posted, const gchar *takes,
     const gchar *got, const gchar *hint, const GstCaps *offered);
+/* refuse_caps with the hint naming the missing converters: "add A and B before it", "add A
+ * before it", "add B before it", or "add B ! A before it" when neither is known missing. */
+void gst_cony_element_refuse_convertible (GstElement *element, gboolean *posted, const gchar *takes,
+    const gchar *got, const GstCaps *offered, gboolean need_a, const gchar *a, gboolean need_b,
+    const gchar *b);
 /* refuse_caps for token caps that gst_cony_tokens_info_from_caps() could not read (@why):
  * "ELEMENT takes D-float tokens (other/tensors, float32, dimensions=D:K), got ...". */
 void gst_cony_element_refuse_tokens (GstElement *element, gboolean *posted, guint dim,

@@ -278,12 +278,8 @@ gst_cony_frame_embed_name_refusal (GstConyFrameEmbed *self, const GstCaps *offer
   if (fmt)
     g_string_append_printf (got, "%s ", fmt);
   g_string_append (got, "video");
-  const gchar *hint = scale && convert ? "add videoscale and videoconvert before it"
-      : scale                          ? "add videoscale before it"
-      : convert                        ? "add videoconvert before it"
-                                       : "add videoconvert ! videoscale before it";
-  gst_cony_element_refuse_caps (GST_ELEMENT (self), &self->refusal_posted, takes, got->str, hint,
-      offered);
+  gst_cony_element_refuse_convertible (GST_ELEMENT (self), &self->refusal_posted, takes, got->str,
+      offered, scale, "videoscale", convert, "videoconvert");
   g_string_free (got, TRUE);
 }
 

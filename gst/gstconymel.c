@@ -547,12 +547,8 @@ gst_cony_mel_name_refusal (GstConyMel *self, const GstCaps *offered, guint rate)
   if (fmt)
     g_string_append_printf (got, "%s ", fmt);
   g_string_append (got, "audio");
-  const gchar *hint = resample && convert ? "add audioresample and audioconvert before it"
-      : resample                          ? "add audioresample before it"
-      : convert                           ? "add audioconvert before it"
-                                          : "add audioconvert ! audioresample before it";
-  gst_cony_element_refuse_caps (GST_ELEMENT (self), &self->refusal_posted, takes, got->str, hint,
-      offered);
+  gst_cony_element_refuse_convertible (GST_ELEMENT (self), &self->refusal_posted, takes, got->str,
+      offered, resample, "audioresample", convert, "audioconvert");
   g_string_free (got, TRUE);
 }
 

@@ -5,7 +5,9 @@
  * interpose the GLib calls (the executable exports them: -rdynamic), call the real ones
  * and tell TSan that the lock was acquired or released, so that only real races in src/
  * and gst/ remain to be reported (tests/tsan.supp drops those inside GLib/GStreamer). */
+#ifndef _GNU_SOURCE
 #define _GNU_SOURCE
+#endif
 #include <dlfcn.h>
 #include <glib.h>
 
@@ -17,57 +19,31 @@ void __tsan_release (void *addr);
   if (real == NULL) \
   real = (ret (*) (__VA_ARGS__)) dlsym (RTLD_NEXT, name)
 
-void
-g_mutex_lock (GMutex *m)
-{
-  REAL (void, "g_mutex_lock", GMutex *);
-  real (m);
-  __tsan_acquire (m);
-}
+/* lock, trylock and unlock of one lock type, annotated */
+#define ANNOTATE_LOCK(Type, prefix) \
+  void prefix##_lock (Type *m) \
+  { \
+    REAL (void, #prefix "_lock", Type *); \
+    real (m); \
+    __tsan_acquire (m); \
+  } \
+  gboolean prefix##_trylock (Type *m) \
+  { \
+    REAL (gboolean, #prefix "_trylock", Type *); \
+    gboolean ok = real (m); \
+    if (ok) \
+      __tsan_acquire (m); \
+    return ok; \
+  } \
+  void prefix##_unlock (Type *m) \
+  { \
+    REAL (void, #prefix "_unlock", Type *); \
+    __tsan_release (m); \
+    real (m); \
+  }
 
-gboolean
-g_mutex_trylock (GMutex *m)
-{
-  REAL (gboolean, "g_mutex_trylock", GMutex *);
-  gboolean ok = real (m);
-  if (ok)
-    __tsan_acquire (m);
-  return ok;
-}
-
-void
-g_mutex_unlock (GMutex *m)
-{
-  REAL (void, "g_mutex_unlock", GMutex *);
-  __tsan_release (m);
-  real (m);
-}
-
-void
-g_rec_mutex_lock (GRecMutex *m)
-{
-  REAL (void, "g_rec_mutex_lock", GRecMutex *);
-  real (m);
-  __tsan_acquire (m);
-}
-
-gboolean
-g_rec_mutex_trylock (GRecMutex *m)
-{
-  REAL (gboolean, "g_rec_mutex_trylock", GRecMutex *);
-  gboolean ok = real (m);
-  if (ok)
-    __tsan_acquire (m);
-  return ok;
-}
-
-void
-g_rec_mutex_unlock (GRecMutex *m)
-{
-  REAL (void, "g_rec_mutex_unlock", GRecMutex *);
-  __tsan_release (m);
-  real (m);
-}
+ANNOTATE_LOCK (GMutex, g_mutex)
+ANNOTATE_LOCK (GRecMutex, g_rec_mutex)
 
 /* A wait releases the mutex and takes it back; whoever signalled released theirs. */
 void
