@@ -6,6 +6,8 @@
 #include <malloc.h>
 #endif
 
+#include "cony/modelpath.h"
+
 GstStateChangeReturn
 gst_cony_element_change_state (GstElement *element, GstStateChange transition,
     GstElementClass *parent_class, GstConyStartFunc start, GstConyStopFunc stop)
@@ -80,13 +82,24 @@ gst_cony_element_property_settable (GObject *object, GParamSpec *pspec)
 }
 
 gboolean
-gst_cony_element_check_model (GstElement *element, const gchar *path, const gchar *what)
+gst_cony_element_find_model (GstElement *element, gchar **path, const gchar *what)
 {
-  if (path != NULL && *path != '\0')
-    return TRUE;
-  GST_ELEMENT_ERROR (element, RESOURCE, NOT_FOUND, ("No model file given"),
-      ("set the 'model' property to %s", what));
-  return FALSE;
+  GError *error = NULL;
+  if (*path == NULL || **path == '\0') {
+    GST_ELEMENT_ERROR (element, RESOURCE, NOT_FOUND, ("No model file given: set model=%s", what),
+        ("a relative name is looked up in the current directory, $CONY_MODEL_PATH and %s",
+            cony_model_path_datadir ()));
+    return FALSE;
+  }
+  gchar *found = cony_model_path_find (*path, &error);
+  if (found == NULL) {
+    GST_ELEMENT_ERROR (element, RESOURCE, NOT_FOUND, ("%s", error->message), ("model=%s", *path));
+    g_error_free (error);
+    return FALSE;
+  }
+  g_free (*path);
+  *path = found;
+  return TRUE;
 }
 
 gboolean

@@ -39,9 +39,12 @@ guint gst_cony_element_model_users (const ConyCnn *cnn);
  * that reading it back tells what runs. Takes the object lock: call without it. */
 gboolean gst_cony_element_property_settable (GObject *object, GParamSpec *pspec);
 
-/* For start: TRUE when @path names a file; otherwise posts "No model file given" with
- * "set the 'model' property to @what" and returns FALSE. */
-gboolean gst_cony_element_check_model (GstElement *element, const gchar *path, const gchar *what);
+/* For start: replaces *@path (the 'model' property's value, newly allocated) by the
+ * file it names (cony_model_path_find(): as given, $CONY_MODEL_PATH, the installed
+ * models) and returns TRUE. Otherwise posts "No model file given: set model=@what"
+ * (@what: what to give, naming the shipped default) or the lookup's error naming where
+ * it looked, and returns FALSE. */
+gboolean gst_cony_element_find_model (GstElement *element, gchar **path, const gchar *what);
 
 /* For start, after loading @path: TRUE when @loaded; otherwise posts "Could not load
  * the model" with @error's message and the path, and returns FALSE. */

@@ -7,25 +7,31 @@
  * @title: conyframeembed
  * @short_description: CNN embeddings of video frames as a token stream
  *
- * conyframeembed runs libcony's VGG-style CNN (3x3 convolutions, max-pools,
- * optional global average pool, fully connected layers; include/cony/cnn.h) on
- * video frames and outputs one embedding token per frame (or per #every-th
- * frame), as
+ * conyframeembed runs libcony's CNN engine (VGG-style networks, MobileNet-v1 and
+ * MobileNet-v2; include/cony/cnn.h) on video frames and outputs one token per
+ * frame (or per #every-th frame): the network's scores or, with
+ * #GstConyFrameEmbed:output, its pooled embedding, as
  * `other/tensors,format=static,num_tensors=1,types=float32,dimensions=D:1,framerate=F/every`
  * for `conytransformer` or any NNStreamer tensor element.
  *
  * The #GstConyFrameEmbed:model property names the CNN's safetensors file. Its
  * metadata declares the input size (input_height, input_width, input_channels)
  * and the per-channel normalisation (input_mean, input_std); D is the model's
- * output size. The sink pad only accepts frames of exactly that size, RGB for
- * 3-channel models and GRAY8 for 1-channel ones: put `videoconvert !
- * videoscale` in front to get there (the caps query announces the size, so
- * they negotiate it by themselves). Pixel values are divided by 255 before the
+ * output size. The sink pad takes RGB for 3-channel models and GRAY8 for
+ * 1-channel ones, of any size: a frame of another size than the model's input
+ * is cropped (#GstConyFrameEmbed:crop, centre by default) and area-averaged to
+ * it (include/cony/image.h); one of that size is used as it is (the caps query
+ * puts it first). Pixel values are divided by 255 before the
  * model's normalisation, so a model sees values in 0..1 as torchvision's
  * ToTensor gives them. The model is loaded on READY->PAUSED; a missing or
  * invalid file is an error and the state change fails. Elements of the same
  * unchanged file in one process share one copy of its weights (the read-only
  * #GstConyFrameEmbed:model-users counts them).
+ *
+ * With labelled scores (the ImageNet MobileNet-v2 of models/imagenet/) each
+ * embedded frame also posts an element message `conyframeembed` with its top-1
+ * (`label`, `class-id`, `confidence`, the frame's times), see
+ * #GstConyFrameEmbed:post-messages: a per-frame classifier.
  *
  * ## Patches
  *
@@ -80,6 +86,9 @@
  * gst-launch-1.0 videotestsrc num-buffers=50 ! videoconvert ! videoscale ! conyframeembed model=models/video/frame_cnn.safetensors ! fakesink silent=false -v
  * ]| 50 frames give 50 tokens.
  * |[
+ * gst-launch-1.0 -m v4l2src ! videoconvert ! conyframeembed model=models/imagenet/mobilenet_v2.safetensors ! fakesink
+ * ]| a camera's frames labelled with the 1000 ImageNet classes (pipelines/camera.sh).
+ * |[
  * gst-launch-1.0 v4l2src ! videoconvert ! videoscale ! conyframeembed model=models/video/frame_cnn.safetensors every=3 ! conytransformer model=models/video/classifier.safetensors ! fakesink
  * ]| a camera classified at a third of its frame rate.
  */
@@ -89,6 +98,8 @@
 
 #include "gstconyframeembed.h"
 #include "gstconyelement.h"
+#include "gstconyvggish.h"
+#include "cony/image.h"
 
 #include <stdlib.h>
 #include <string.h>
@@ -100,6 +111,9 @@ GST_DEBUG_CATEGORY_STATIC (gst_cony_frame_embed_debug);
 #define DEFAULT_EVERY 1
 #define DEFAULT_QOS TRUE
 #define DEFAULT_PATCHES 1
+#define DEFAULT_CROP GST_CONY_FRAME_EMBED_CROP_CENTER
+#define DEFAULT_OUTPUT GST_CONY_VGGISH_OUTPUT_SCORES
+#define DEFAULT_POST_MESSAGES TRUE
 
 enum
 {
@@ -109,7 +123,28 @@ enum
   PROP_PATCHES_X,
   PROP_PATCHES_Y,
   PROP_MODEL_USERS,
+  PROP_CROP,
+  PROP_OUTPUT,
+  PROP_POST_MESSAGES,
 };
+
+GType
+gst_cony_frame_embed_crop_get_type (void)
+{
+  static GType type = 0;
+  static const GEnumValue values[] = {
+    { GST_CONY_FRAME_EMBED_CROP_CENTER,
+        "The largest centred region with the model's aspect ratio, then resized", "center" },
+    { GST_CONY_FRAME_EMBED_CROP_NONE, "The whole frame, resized (stretched) to the model's input",
+        "none" },
+    { 0, NULL, NULL },
+  };
+  if (g_once_init_enter (&type)) {
+    GType t = g_enum_register_static ("GstConyFrameEmbedCrop", values);
+    g_once_init_leave (&type, t);
+  }
+  return type;
+}
 
 #define SINK_CAPS \
   "video/x-raw, format = (string) { RGB, GRAY8 }, width = (int) [ 1, 65536 ], " \
@@ -182,17 +217,24 @@ gst_cony_frame_embed_token_caps (GstConyFrameEmbed *self, gint fps_n, gint fps_d
   return caps;
 }
 
-/* The frames the model takes: its size and format, at any rate. */
+/* The frames the model takes, at any rate: its size and format first; without
+ * patches, frames of any size after it (resized here, see #GstConyFrameEmbed:crop). */
 static GstCaps *
 gst_cony_frame_embed_video_caps (GstConyFrameEmbed *self)
 {
-  GstCaps *caps = gst_caps_make_writable (
+  GstCaps *any = gst_caps_make_writable (
       gst_pad_get_pad_template_caps (GST_BASE_TRANSFORM_SINK_PAD (self)));
   guint w, h;
 
+  gst_caps_set_simple (any, "format", G_TYPE_STRING, gst_cony_frame_embed_model_format (self),
+      NULL);
+  GstCaps *caps = gst_caps_copy (any);
   gst_cony_frame_embed_frame_size (self, &w, &h);
-  gst_caps_set_simple (caps, "format", G_TYPE_STRING, gst_cony_frame_embed_model_format (self),
-      "width", G_TYPE_INT, (gint) w, "height", G_TYPE_INT, (gint) h, NULL);
+  gst_caps_set_simple (caps, "width", G_TYPE_INT, (gint) w, "height", G_TYPE_INT, (gint) h, NULL);
+  if (self->n_patches == 1)
+    caps = gst_caps_merge (caps, any);
+  else
+    gst_caps_unref (any);
   return caps;
 }
 
@@ -252,8 +294,8 @@ gst_cony_frame_embed_transform_size (GstBaseTransform *trans, GstPadDirection di
 }
 
 /* Says what the model takes and what upstream offers, and which converter is missing:
- * "conyframeembed takes 224x224 RGB video, got 640x480 I420 video: add videoscale and
- * videoconvert before it". */
+ * "conyframeembed takes 448x224 RGB video, got 640x480 I420 video: add videoscale and
+ * videoconvert before it" (patches-x=2). */
 static void
 gst_cony_frame_embed_name_refusal (GstConyFrameEmbed *self, const GstCaps *offered)
 {
@@ -261,7 +303,11 @@ gst_cony_frame_embed_name_refusal (GstConyFrameEmbed *self, const GstCaps *offer
   guint W, H;
   gst_cony_frame_embed_frame_size (self, &W, &H);
   const gchar *want = gst_cony_frame_embed_model_format (self);
-  g_autofree gchar *takes = g_strdup_printf ("%ux%u %s video", W, H, want);
+  /* one tile: any size, resized to the model's; a grid of patches: its size exactly */
+  gboolean any_size = self->n_patches == 1;
+  g_autofree gchar *takes = any_size
+      ? g_strdup_printf ("%s video of any size (resized to %ux%u)", want, W, H)
+      : g_strdup_printf ("%ux%u %s video", W, H, want);
   if (!gst_structure_has_name (s, "video/x-raw")) {
     gst_cony_element_refuse_caps (GST_ELEMENT (self), &self->refusal_posted, takes,
         gst_structure_get_name (s), "decode and convert first (decodebin ! videoconvert)", offered);
@@ -270,7 +316,7 @@ gst_cony_frame_embed_name_refusal (GstConyFrameEmbed *self, const GstCaps *offer
   g_autofree gchar *w = gst_cony_element_fixed_field (s, "width");
   g_autofree gchar *h = gst_cony_element_fixed_field (s, "height");
   g_autofree gchar *fmt = gst_cony_element_fixed_field (s, "format");
-  gboolean scale = (w && (guint) atoi (w) != W) || (h && (guint) atoi (h) != H);
+  gboolean scale = !any_size && ((w && (guint) atoi (w) != W) || (h && (guint) atoi (h) != H));
   gboolean convert = fmt && strcmp (fmt, want) != 0;
   GString *got = g_string_new (NULL);
   if (w || h)
@@ -312,7 +358,9 @@ gst_cony_frame_embed_set_caps (GstBaseTransform *trans, GstCaps *incaps, GstCaps
     GST_WARNING_OBJECT (self, "refusing caps %" GST_PTR_FORMAT ": not raw video", incaps);
     return FALSE;
   }
-  if ((guint) GST_VIDEO_INFO_WIDTH (&info) != W || (guint) GST_VIDEO_INFO_HEIGHT (&info) != H
+  gboolean size_ok = self->n_patches == 1
+      || ((guint) GST_VIDEO_INFO_WIDTH (&info) == W && (guint) GST_VIDEO_INFO_HEIGHT (&info) == H);
+  if (!size_ok
       || strcmp (gst_video_format_to_string (GST_VIDEO_INFO_FORMAT (&info)),
              gst_cony_frame_embed_model_format (self))
           != 0) {
@@ -332,6 +380,14 @@ gst_cony_frame_embed_set_caps (GstBaseTransform *trans, GstCaps *incaps, GstCaps
   self->vinfo = info;
   self->have_info = TRUE;
   self->refusal_posted = FALSE;
+  g_free (self->scratch);
+  self->scratch = g_new (gfloat,
+      cony_image_scratch_size (GST_VIDEO_INFO_WIDTH (&info), GST_VIDEO_INFO_HEIGHT (&info),
+          cony_cnn_get_input_channels (self->cnn), W, H));
+  if ((guint) GST_VIDEO_INFO_WIDTH (&info) != W || (guint) GST_VIDEO_INFO_HEIGHT (&info) != H)
+    GST_INFO_OBJECT (self, "%dx%d frames resized to %ux%u (crop %s)", GST_VIDEO_INFO_WIDTH (&info),
+        GST_VIDEO_INFO_HEIGHT (&info), W, H,
+        self->crop_mode == CONY_IMAGE_CROP_CENTER ? "center" : "none");
   return TRUE;
 }
 
@@ -411,6 +467,11 @@ gst_cony_frame_embed_frame_to_floats (GstConyFrameEmbed *self, GstVideoFrame *fr
   const gfloat scale = 1.0f / 255.0f;
   gsize tile = (gsize) H * W * C;
 
+  if (self->n_patches == 1) { /* any frame size: cropped and resized (as is at W x H) */
+    cony_image_resize (data, GST_VIDEO_FRAME_WIDTH (frame), GST_VIDEO_FRAME_HEIGHT (frame), stride,
+        C, self->crop_mode, W, H, self->in, self->scratch);
+    return;
+  }
   for (guint ty = 0; ty < self->py; ty++)
     for (guint tx = 0; tx < self->px; tx++) {
       gfloat *base = self->in + (gsize) (ty * self->px + tx) * tile;
@@ -431,6 +492,33 @@ gst_cony_frame_embed_frame_duration (GstConyFrameEmbed *self, GstBuffer *buf)
   if (self->vinfo.fps_n > 0)
     return gst_util_uint64_scale_int (GST_SECOND, self->vinfo.fps_d, self->vinfo.fps_n);
   return GST_CLOCK_TIME_NONE;
+}
+
+/* With labelled scores: an element message with the frame's top-1 (a per-frame
+ * classifier's result; the fields as conytransformer's messages name them). */
+static void
+gst_cony_frame_embed_post_top1 (GstConyFrameEmbed *self, GstBuffer *out, const gfloat *scores)
+{
+  guint n = 0;
+  const char *const *labels = cony_cnn_get_labels (self->cnn, &n);
+  if (!self->messages || labels == NULL || n != self->out_dim || self->n_patches != 1)
+    return;
+  guint best = 0;
+  for (guint i = 1; i < n; i++)
+    if (scores[i] > scores[best])
+      best = i;
+  GstSegment *seg = &GST_BASE_TRANSFORM (self)->segment;
+  GstClockTime pts = GST_BUFFER_PTS (out), dur = GST_BUFFER_DURATION (out);
+  GstClockTime end = GST_CLOCK_TIME_IS_VALID (pts) && GST_CLOCK_TIME_IS_VALID (dur) ? pts + dur
+                                                                                    : pts;
+  GstStructure *st = gst_structure_new ("conyframeembed", "timestamp", G_TYPE_UINT64, pts,
+      "stream-time", G_TYPE_UINT64, gst_segment_to_stream_time (seg, GST_FORMAT_TIME, pts),
+      "running-time", G_TYPE_UINT64, gst_segment_to_running_time (seg, GST_FORMAT_TIME, pts),
+      "duration", G_TYPE_UINT64, dur, "stream-time-end", G_TYPE_UINT64,
+      gst_segment_to_stream_time (seg, GST_FORMAT_TIME, end), "frame", G_TYPE_UINT64,
+      self->frame_index - 1, "class-id", G_TYPE_UINT, best, "label", G_TYPE_STRING, labels[best],
+      "confidence", G_TYPE_FLOAT, scores[best], NULL);
+  gst_element_post_message (GST_ELEMENT (self), gst_message_new_element (GST_OBJECT (self), st));
 }
 
 /* The output carries no metadata of the frame: transform stamps it. */
@@ -465,12 +553,13 @@ gst_cony_frame_embed_transform (GstBaseTransform *trans, GstBuffer *buf, GstBuff
     cony_cnn_forward (self->cnn, self->in, (gfloat *) map.data);
   else
     cony_cnn_forward_batch (self->cnn, self->in, self->n_patches, (gfloat *) map.data);
-  gst_buffer_unmap (out, &map);
   self->processed++;
 
   GstClockTime fdur = gst_cony_frame_embed_frame_duration (self, buf);
   gst_cony_element_stamp (out, GST_BUFFER_PTS (buf), gst_cony_time_mul (fdur, self->k),
       self->tokens_out, self->n_patches, &self->next_discont);
+  gst_cony_frame_embed_post_top1 (self, out, (const gfloat *) map.data);
+  gst_buffer_unmap (out, &map);
   self->tokens_out += self->n_patches;
   GST_LOG_OBJECT (self, "frame %" G_GUINT64_FORMAT " at %" GST_TIME_FORMAT " embedded",
       self->frame_index - 1, GST_TIME_ARGS (GST_BUFFER_PTS (out)));
@@ -538,13 +627,24 @@ gst_cony_frame_embed_start (GstBaseTransform *trans)
   self->px = self->patches_x;
   self->py = self->patches_y;
   self->n_patches = self->px * self->py;
+  self->crop_mode = self->crop == GST_CONY_FRAME_EMBED_CROP_NONE ? CONY_IMAGE_CROP_NONE
+                                                                 : CONY_IMAGE_CROP_CENTER;
+  GstConyVggishOutput output = self->output;
+  self->messages = self->post_messages && output == GST_CONY_VGGISH_OUTPUT_SCORES;
   GST_OBJECT_UNLOCK (self);
 
-  if (!gst_cony_element_check_model (GST_ELEMENT (self), model, "an image CNN safetensors file"))
+  if (!gst_cony_element_find_model (GST_ELEMENT (self), &model,
+          "an image CNN file, e.g. the shipped video/frame_cnn.safetensors"))
     goto fail;
   if (!gst_cony_element_load_cnn (GST_ELEMENT (self), &self->cnn, model))
     goto fail;
-  if (!gst_cony_token_source_init (&self->source, model, "scores", &error)) {
+  if (!cony_cnn_set_output (self->cnn, (ConyCnnOutput) output, &error)) {
+    GST_ELEMENT_ERROR (self, LIBRARY, SETTINGS, ("output=embedding: %s", error->message),
+        ("model=%s", model));
+    goto fail;
+  }
+  if (!gst_cony_token_source_init (&self->source, model,
+          output == GST_CONY_VGGISH_OUTPUT_EMBEDDING ? "embedding" : "scores", &error)) {
     GST_ELEMENT_ERROR (self, RESOURCE, OPEN_READ, ("Could not read the model: %s", error->message),
         ("model=%s", model));
     goto fail;
@@ -591,6 +691,7 @@ gst_cony_frame_embed_stop (GstBaseTransform *trans)
   gst_cony_element_free_cnn (GST_ELEMENT (self), &self->cnn);
   gst_cony_token_source_clear (&self->source);
   g_clear_pointer (&self->in, g_free);
+  g_clear_pointer (&self->scratch, g_free);
   self->have_info = FALSE;
   self->refusal_posted = FALSE;
   gst_cony_element_trim_heap ();
@@ -617,6 +718,9 @@ gst_cony_frame_embed_set_property (GObject *object, guint prop_id, const GValue 
     case PROP_EVERY: self->every = g_value_get_uint (value); break;
     case PROP_PATCHES_X: self->patches_x = g_value_get_uint (value); break;
     case PROP_PATCHES_Y: self->patches_y = g_value_get_uint (value); break;
+    case PROP_CROP: self->crop = g_value_get_enum (value); break;
+    case PROP_OUTPUT: self->output = g_value_get_enum (value); break;
+    case PROP_POST_MESSAGES: self->post_messages = g_value_get_boolean (value); break;
     default: G_OBJECT_WARN_INVALID_PROPERTY_ID (object, prop_id, pspec); break;
   }
   GST_OBJECT_UNLOCK (self);
@@ -633,6 +737,9 @@ gst_cony_frame_embed_get_property (GObject *object, guint prop_id, GValue *value
     case PROP_EVERY: g_value_set_uint (value, self->every); break;
     case PROP_PATCHES_X: g_value_set_uint (value, self->patches_x); break;
     case PROP_PATCHES_Y: g_value_set_uint (value, self->patches_y); break;
+    case PROP_CROP: g_value_set_enum (value, self->crop); break;
+    case PROP_OUTPUT: g_value_set_enum (value, self->output); break;
+    case PROP_POST_MESSAGES: g_value_set_boolean (value, self->post_messages); break;
     case PROP_MODEL_USERS:
       g_value_set_uint (value, gst_cony_element_model_users (self->cnn));
       break;
@@ -670,11 +777,14 @@ gst_cony_frame_embed_class_init (GstConyFrameEmbedClass *klass)
    * GstConyFrameEmbed:model:
    *
    * Path of the CNN's safetensors file (required; include/cony/cnn.h). Loaded on
-   * READY->PAUSED. Its metadata fixes the frame size and normalisation.
+   * READY->PAUSED. Its metadata fixes the frame size and normalisation. A
+   * relative name not found here is looked up in $CONY_MODEL_PATH and the
+   * installed models (e.g. video/frame_cnn.safetensors).
    */
   g_object_class_install_property (gobject_class, PROP_MODEL,
       g_param_spec_string ("model", "Model",
-          "Path of the image CNN safetensors file (input size and mean/std in its metadata)",
+          "Path of the image CNN safetensors file (input size and mean/std in its metadata); a "
+          "relative name is also looked up in $CONY_MODEL_PATH and DATADIR/gst-cony/models",
           DEFAULT_MODEL, flags));
   /**
    * GstConyFrameEmbed:every:
@@ -704,11 +814,49 @@ gst_cony_frame_embed_class_init (GstConyFrameEmbedClass *klass)
       g_param_spec_uint ("patches-y", "Patches down",
           "Rows of model-sized tiles per frame, one token each", 1, 64, DEFAULT_PATCHES, flags));
   gst_cony_element_install_model_users (gobject_class, PROP_MODEL_USERS);
+  /**
+   * GstConyFrameEmbed:crop:
+   *
+   * How a frame of another size than the model's input becomes one (without
+   * patches): center (default) takes the largest centred region with the model's
+   * aspect ratio, none the whole frame; either is then area-averaged to the
+   * input size (include/cony/image.h). A frame already at the input size is used
+   * as it is.
+   */
+  g_object_class_install_property (gobject_class, PROP_CROP,
+      g_param_spec_enum ("crop", "Crop",
+          "Region of a frame of another size that is resized to the model's input",
+          GST_TYPE_CONY_FRAME_EMBED_CROP, DEFAULT_CROP, flags));
+  /**
+   * GstConyFrameEmbed:output:
+   *
+   * What a token is: the network's last layer (scores: an ImageNet MobileNet's
+   * 1001 class probabilities) or the global average pool before its head
+   * (embedding: 1280-d for MobileNet-v2; refused for networks without one). The
+   * token caps' dimension and cnn-output follow.
+   */
+  g_object_class_install_property (gobject_class, PROP_OUTPUT,
+      g_param_spec_enum ("output", "Output", "Tokens: the scores or the pooled embedding",
+          GST_TYPE_CONY_VGGISH_OUTPUT, DEFAULT_OUTPUT, flags));
+  /**
+   * GstConyFrameEmbed:post-messages:
+   *
+   * With output=scores, a model with labels and no patches: post an element
+   * message `conyframeembed` per embedded frame with its top-1 (`timestamp`,
+   * `stream-time`, `running-time`, `duration`, `stream-time-end`, `frame`,
+   * `class-id`, `label`, `confidence`), as a per-frame classifier, like
+   * conytransformer's messages. Default TRUE.
+   */
+  g_object_class_install_property (gobject_class, PROP_POST_MESSAGES,
+      g_param_spec_boolean ("post-messages", "Post messages",
+          "Post the top-1 label of each frame (output=scores, models with labels)",
+          DEFAULT_POST_MESSAGES, flags));
+  gst_type_mark_as_plugin_api (GST_TYPE_CONY_FRAME_EMBED_CROP, 0);
 
   gst_element_class_add_static_pad_template (element_class, &sink_template);
   gst_element_class_add_static_pad_template (element_class, &src_template);
   gst_element_class_set_static_metadata (element_class, "Frame embeddings", "Filter/Analyzer/Video",
-      "Runs a VGG-style CNN on video frames and outputs one embedding token per frame",
+      "Runs a CNN (VGG-style, MobileNet-v1/v2) on video frames and outputs one token per frame",
       "gst-cony authors");
 
   trans_class->start = GST_DEBUG_FUNCPTR (gst_cony_frame_embed_start);
@@ -729,6 +877,9 @@ gst_cony_frame_embed_init (GstConyFrameEmbed *self)
 {
   self->every = DEFAULT_EVERY;
   self->patches_x = self->patches_y = DEFAULT_PATCHES;
+  self->crop = DEFAULT_CROP;
+  self->output = DEFAULT_OUTPUT;
+  self->post_messages = DEFAULT_POST_MESSAGES;
   self->earliest_time = GST_CLOCK_TIME_NONE;
   self->proportion = 1.0;
   /* GstBaseTransform's qos property, on by default here. */

@@ -13,6 +13,23 @@
 
 G_BEGIN_DECLS
 
+/**
+ * GstConyFrameEmbedCrop:
+ * @GST_CONY_FRAME_EMBED_CROP_CENTER: the largest centred region with the model's
+ *   aspect ratio
+ * @GST_CONY_FRAME_EMBED_CROP_NONE: the whole frame (stretched)
+ *
+ * The region of a frame that is resized to the model's input.
+ */
+typedef enum
+{
+  GST_CONY_FRAME_EMBED_CROP_CENTER = 0,
+  GST_CONY_FRAME_EMBED_CROP_NONE,
+} GstConyFrameEmbedCrop;
+
+#define GST_TYPE_CONY_FRAME_EMBED_CROP (gst_cony_frame_embed_crop_get_type ())
+GType gst_cony_frame_embed_crop_get_type (void);
+
 #define GST_TYPE_CONY_FRAME_EMBED (gst_cony_frame_embed_get_type ())
 G_DECLARE_FINAL_TYPE (GstConyFrameEmbed, gst_cony_frame_embed, GST, CONY_FRAME_EMBED,
     GstBaseTransform)
@@ -25,6 +42,9 @@ struct _GstConyFrameEmbed {
   gchar *model;
   guint every;
   guint patches_x, patches_y; /* patch grid: columns x rows of model-sized tiles */
+  GstConyFrameEmbedCrop crop;
+  gint output; /* GstConyVggishOutput */
+  gboolean post_messages;
 
   /* QoS state (object lock): from the last QOS event on the source pad. */
   GstClockTime earliest_time; /* running time before which frames are late */
@@ -44,7 +64,10 @@ struct _GstConyFrameEmbed {
   guint64 tokens_out;         /* tokens since the last discontinuity */
   guint64 processed, dropped; /* for QoS messages */
   gboolean next_discont;
-  gfloat *in; /* n_patches x H x W x C inputs of the CNN */
+  gfloat *in;        /* n_patches x H x W x C inputs of the CNN */
+  gfloat *scratch;   /* cony_image_resize()'s, for the negotiated frame size */
+  guint crop_mode;   /* ConyImageCrop, fixed for the run */
+  gboolean messages; /* post top-1 messages this run */
 };
 
 G_END_DECLS

@@ -15,9 +15,12 @@
  * `application/x-json`, so a `filesink` (or `fdsink`, an `appsink`...) can
  * take the lines as they are.
  *
- * Each record carries: `source` (the #GstConyJson:source property, when
- * set), `stream` (the fields of the input caps: media type, `dimensions`,
- * `framerate`, `lookahead`, ... ; fractions as "n/d" strings), `step`,
+ * Every record has a `type` and, when the #GstConyJson:source property is
+ * set, `source`. A `stream` record (`stream`: the fields of the input caps:
+ * media type, `dimensions`, `framerate`, `lookahead`, ... ; fractions as
+ * "n/d" strings) comes before the first result and again when the caps
+ * change. An `eos` record (`step`, `events`) carries the offsets of the
+ * segments EOS closed. Each `result` record carries `step`,
  * `pts`, the span of input the result covers as `start`, `end`, `duration`
  * (buffer time) and `running_start`, `running_end`, `stream_start`,
  * `stream_end`, then `output` ("softmax" or "sigmoid"), `class_id`, `label`,
@@ -25,8 +28,9 @@
  * first), `context_fill`, `events` (the segment onsets and offsets of the
  * step: `event`, `class_id`, `label`, `segment_start`, `segment_end`,
  * running times) and, with #GstConyJson:scores, `scores` (every class).
- * Times are integer nanoseconds, null when unknown. docs/elements.md
- * documents every field and compares the record with DL Streamer's.
+ * Times are integer nanoseconds, null when unknown. docs/results.schema.json
+ * is the JSON Schema of the records; docs/elements.md documents every field
+ * and compares the record with DL Streamer's.
  *
  * ## Example launch line
  * |[
@@ -178,18 +182,50 @@ gst_cony_json_stream_json (const GstCaps *caps)
   return g_string_free (o, FALSE);
 }
 
-/* One record, without the trailing newline. */
+/* "events": [...], the segment events of a step or of EOS. */
 static void
-gst_cony_json_write_record (GstConyJson *self, GString *o, const GstConyClassificationMeta *m,
-    const gchar *source, gboolean scores)
+gst_cony_json_json_events (GString *o, const GstConyClassificationEvent *events, guint n)
+{
+  gst_cony_json_json_key (o, "events");
+  g_string_append_c (o, '[');
+  for (guint i = 0; i < n; i++) {
+    const GstConyClassificationEvent *e = &events[i];
+    if (i > 0)
+      g_string_append_c (o, ',');
+    g_string_append_c (o, '{');
+    gst_cony_json_json_key (o, "event");
+    gst_cony_json_json_string (o, e->onset ? "onset" : "offset");
+    gst_cony_json_json_key (o, "class_id");
+    g_string_append_printf (o, "%d", e->class_id);
+    gst_cony_json_json_key (o, "label");
+    gst_cony_json_json_string (o, e->label);
+    gst_cony_json_json_time (o, "segment_start", e->start);
+    gst_cony_json_json_time (o, "segment_end", e->end);
+    g_string_append_c (o, '}');
+  }
+  g_string_append_c (o, ']');
+}
+
+/* {"type":TYPE[,"source":SOURCE]: the head of every record (docs/
+ * results.schema.json). */
+static void
+gst_cony_json_open_record (GString *o, const gchar *type, const gchar *source)
 {
   g_string_append_c (o, '{');
+  gst_cony_json_json_key (o, "type");
+  gst_cony_json_json_string (o, type);
   if (source) {
     gst_cony_json_json_key (o, "source");
     gst_cony_json_json_string (o, source);
   }
-  gst_cony_json_json_key (o, "stream");
-  g_string_append (o, self->stream_json ? self->stream_json : "null");
+}
+
+/* One result record, without the trailing newline. */
+static void
+gst_cony_json_write_record (GstConyJson *self, GString *o, const GstConyClassificationMeta *m,
+    const gchar *source, gboolean scores)
+{
+  gst_cony_json_open_record (o, "result", source);
   gst_cony_json_json_key (o, "step");
   g_string_append_printf (o, "%" G_GUINT64_FORMAT, m->step);
   gst_cony_json_json_time (o, "pts", m->pts);
@@ -220,24 +256,7 @@ gst_cony_json_write_record (GstConyJson *self, GString *o, const GstConyClassifi
   g_string_append_c (o, ']');
   gst_cony_json_json_key (o, "context_fill");
   gst_cony_json_json_number (o, m->context_fill);
-  gst_cony_json_json_key (o, "events");
-  g_string_append_c (o, '[');
-  for (guint i = 0; i < m->n_events; i++) {
-    const GstConyClassificationEvent *e = &m->events[i];
-    if (i > 0)
-      g_string_append_c (o, ',');
-    g_string_append_c (o, '{');
-    gst_cony_json_json_key (o, "event");
-    gst_cony_json_json_string (o, e->onset ? "onset" : "offset");
-    gst_cony_json_json_key (o, "class_id");
-    g_string_append_printf (o, "%d", e->class_id);
-    gst_cony_json_json_key (o, "label");
-    gst_cony_json_json_string (o, e->label);
-    gst_cony_json_json_time (o, "segment_start", e->start);
-    gst_cony_json_json_time (o, "segment_end", e->end);
-    g_string_append_c (o, '}');
-  }
-  g_string_append_c (o, ']');
+  gst_cony_json_json_events (o, m->events, m->n_events);
   if (scores) {
     gst_cony_json_json_key (o, "scores");
     g_string_append_c (o, '[');
@@ -259,6 +278,36 @@ gst_cony_json_cmp_step (gconstpointer a, gconstpointer b)
   const GstConyClassificationMeta *x = *(GstConyClassificationMeta *const *) a;
   const GstConyClassificationMeta *y = *(GstConyClassificationMeta *const *) b;
   return x->step < y->step ? -1 : x->step > y->step;
+}
+
+/* Pushes @line (a record without its newline; taken) as one buffer. */
+static GstFlowReturn
+gst_cony_json_push_line (GstConyJson *self, GString *line, GstClockTime pts, gboolean discont)
+{
+  g_string_append_c (line, '\n');
+  gsize len = line->len;
+  GstBuffer *out = gst_buffer_new_wrapped (g_string_free (line, FALSE), len);
+  GST_BUFFER_PTS (out) = pts;
+  if (discont)
+    GST_BUFFER_FLAG_SET (out, GST_BUFFER_FLAG_DISCONT);
+  return gst_pad_push (self->srcpad, out);
+}
+
+/* The "stream" record, before the first result of a stream and after caps
+ * that change it: not repeated on every line. */
+static GstFlowReturn
+gst_cony_json_push_stream (GstConyJson *self, const gchar *source, GstClockTime pts)
+{
+  if (self->stream_json == NULL || g_strcmp0 (self->stream_json, self->stream_written) == 0)
+    return GST_FLOW_OK;
+  GString *line = g_string_new (NULL);
+  gst_cony_json_open_record (line, "stream", source);
+  gst_cony_json_json_key (line, "stream");
+  g_string_append (line, self->stream_json);
+  g_string_append_c (line, '}');
+  g_free (self->stream_written);
+  self->stream_written = g_strdup (self->stream_json);
+  return gst_cony_json_push_line (self, line, pts, FALSE);
 }
 
 static GstFlowReturn
@@ -287,17 +336,14 @@ gst_cony_json_chain (GstPad *pad, GstObject *parent, GstBuffer *buf)
   scores = self->scores;
   GST_OBJECT_UNLOCK (self);
 
+  ret = gst_cony_json_push_stream (self, source, GST_BUFFER_PTS (buf));
   for (guint i = 0; i < metas->len && ret == GST_FLOW_OK; i++) {
     const GstConyClassificationMeta *m = metas->pdata[i];
     GString *line = g_string_new (NULL);
     gst_cony_json_write_record (self, line, m, source, scores);
-    g_string_append_c (line, '\n');
-    gsize len = line->len;
-    GstBuffer *out = gst_buffer_new_wrapped (g_string_free (line, FALSE), len);
-    GST_BUFFER_PTS (out) = GST_CLOCK_TIME_IS_VALID (m->pts) ? m->pts : GST_BUFFER_PTS (buf);
-    if (i == 0 && GST_BUFFER_IS_DISCONT (buf))
-      GST_BUFFER_FLAG_SET (out, GST_BUFFER_FLAG_DISCONT);
-    ret = gst_pad_push (self->srcpad, out);
+    ret = gst_cony_json_push_line (self, line,
+        GST_CLOCK_TIME_IS_VALID (m->pts) ? m->pts : GST_BUFFER_PTS (buf),
+        i == 0 && GST_BUFFER_IS_DISCONT (buf));
   }
   g_free (source);
 
@@ -307,11 +353,39 @@ done:
   return ret;
 }
 
+/* conytransformer's segments-closed event (sent before EOS): an "eos"
+ * record with the offsets of the segments EOS closed. */
+static void
+gst_cony_json_write_closed_segments (GstConyJson *self, GstEvent *event)
+{
+  GstConyClassificationEvent *events;
+  guint64 step;
+  guint n;
+
+  if (!gst_cony_segments_closed_event_parse (event, &step, &events, &n))
+    return;
+  GST_OBJECT_LOCK (self);
+  gchar *source = g_strdup (self->source);
+  GST_OBJECT_UNLOCK (self);
+  GString *line = g_string_new (NULL);
+  gst_cony_json_open_record (line, "eos", source);
+  gst_cony_json_json_key (line, "step");
+  g_string_append_printf (line, "%" G_GUINT64_FORMAT, step);
+  gst_cony_json_json_events (line, events, n);
+  g_string_append_c (line, '}');
+  GstFlowReturn ret = gst_cony_json_push_line (self, line, GST_CLOCK_TIME_NONE, FALSE);
+  GST_DEBUG_OBJECT (self, "%u segments closed at EOS: %s", n, gst_flow_get_name (ret));
+  g_free (events);
+  g_free (source);
+}
+
 static gboolean
 gst_cony_json_sink_event (GstPad *pad, GstObject *parent, GstEvent *event)
 {
   GstConyJson *self = GST_CONY_JSON (parent);
 
+  if (GST_EVENT_TYPE (event) == GST_EVENT_CUSTOM_DOWNSTREAM)
+    gst_cony_json_write_closed_segments (self, event);
   if (GST_EVENT_TYPE (event) == GST_EVENT_CAPS) {
     GstCaps *caps;
     gst_event_parse_caps (event, &caps);
@@ -332,8 +406,10 @@ gst_cony_json_change_state (GstElement *element, GstStateChange transition)
 {
   GstConyJson *self = GST_CONY_JSON (element);
   GstStateChangeReturn ret = GST_ELEMENT_CLASS (parent_class)->change_state (element, transition);
-  if (transition == GST_STATE_CHANGE_PAUSED_TO_READY)
+  if (transition == GST_STATE_CHANGE_PAUSED_TO_READY) {
     g_clear_pointer (&self->stream_json, g_free);
+    g_clear_pointer (&self->stream_written, g_free);
+  }
   return ret;
 }
 
@@ -377,6 +453,7 @@ gst_cony_json_finalize (GObject *object)
 
   g_free (self->source);
   g_free (self->stream_json);
+  g_free (self->stream_written);
   G_OBJECT_CLASS (parent_class)->finalize (object);
 }
 

@@ -23,7 +23,8 @@ struct _GstConyJson {
   gboolean scores;
 
   /* Streaming thread. */
-  gchar *stream_json; /* the "stream" object of the input caps, or NULL */
+  gchar *stream_json;    /* the "stream" object of the input caps, or NULL */
+  gchar *stream_written; /* the one last written in a "stream" record, or NULL */
 };
 
 G_END_DECLS

@@ -218,6 +218,9 @@ gst_cony_classification_custom_meta_register (void)
   }
 }
 
+static void gst_cony_classification_set_events (GstStructure *s,
+    const GstConyClassificationEvent *events, guint n);
+
 GstCustomMeta *
 gst_buffer_add_cony_classification_custom_meta (GstBuffer *buffer,
     const GstConyClassificationMeta *meta)
@@ -251,10 +254,19 @@ gst_buffer_add_cony_classification_custom_meta (GstBuffer *buffer,
   /* clang-format on */
   gst_cony_classification_set_floats (s, "scores", meta->scores, meta->n_scores);
   gst_cony_classification_set_top (s, meta->n_top, meta->top_ids, meta->top_labels, meta->scores);
+  gst_cony_classification_set_events (s, meta->events, meta->n_events);
+  return cm;
+}
+
+/* Sets "events" of @s: a GST_TYPE_ARRAY of one "event" structure per event. */
+static void
+gst_cony_classification_set_events (GstStructure *s, const GstConyClassificationEvent *events,
+    guint n)
+{
   GValue ea = G_VALUE_INIT;
   g_value_init (&ea, GST_TYPE_ARRAY);
-  for (guint i = 0; i < meta->n_events; i++) {
-    const GstConyClassificationEvent *e = &meta->events[i];
+  for (guint i = 0; i < n; i++) {
+    const GstConyClassificationEvent *e = &events[i];
     GValue ev = G_VALUE_INIT;
     g_value_init (&ev, GST_TYPE_STRUCTURE);
     /* clang-format off */
@@ -267,7 +279,62 @@ gst_buffer_add_cony_classification_custom_meta (GstBuffer *buffer,
     gst_value_array_append_and_take_value (&ea, &ev);
   }
   gst_structure_take_value (s, "events", &ea);
-  return cm;
+}
+
+GstEvent *
+gst_cony_segments_closed_event_new (guint64 step, const GstConyClassificationEvent *events, guint n)
+{
+  GstStructure *s = gst_structure_new (GST_CONY_SEGMENTS_CLOSED_EVENT_NAME, "step", G_TYPE_UINT64,
+      step, NULL);
+  gst_cony_classification_set_events (s, events, n);
+  return gst_event_new_custom (GST_EVENT_CUSTOM_DOWNSTREAM, s);
+}
+
+/* One "event" structure into @e; FALSE when a field is missing. */
+static gboolean
+gst_cony_classification_read_event (const GstStructure *es, GstConyClassificationEvent *e)
+{
+  const gchar *kind = gst_structure_get_string (es, "event");
+  const gchar *label = gst_structure_get_string (es, "label");
+  guint64 start, end;
+
+  if (kind == NULL || label == NULL || !gst_structure_get_int (es, "class-id", &e->class_id)
+      || !gst_structure_get_uint64 (es, "segment-start", &start)
+      || !gst_structure_get_uint64 (es, "segment-end", &end))
+    return FALSE;
+  e->onset = g_str_equal (kind, "onset");
+  e->label = g_intern_string (label);
+  e->start = start;
+  e->end = end;
+  return TRUE;
+}
+
+gboolean
+gst_cony_segments_closed_event_parse (GstEvent *event, guint64 *step,
+    GstConyClassificationEvent **events, guint *n)
+{
+  const GstStructure *s;
+  const GValue *arr;
+
+  g_return_val_if_fail (GST_IS_EVENT (event), FALSE);
+  if (GST_EVENT_TYPE (event) != GST_EVENT_CUSTOM_DOWNSTREAM)
+    return FALSE;
+  s = gst_event_get_structure (event);
+  if (s == NULL || !gst_structure_has_name (s, GST_CONY_SEGMENTS_CLOSED_EVENT_NAME)
+      || !gst_structure_get_uint64 (s, "step", step)
+      || (arr = gst_structure_get_value (s, "events")) == NULL || !GST_VALUE_HOLDS_ARRAY (arr))
+    return FALSE;
+  *n = gst_value_array_get_size (arr);
+  *events = g_new0 (GstConyClassificationEvent, MAX (*n, 1));
+  for (guint i = 0; i < *n; i++) {
+    const GValue *v = gst_value_array_get_value (arr, i);
+    if (!GST_VALUE_HOLDS_STRUCTURE (v)
+        || !gst_cony_classification_read_event (gst_value_get_structure (v), &(*events)[i])) {
+      g_clear_pointer (events, g_free);
+      return FALSE;
+    }
+  }
+  return TRUE;
 }
 
 void

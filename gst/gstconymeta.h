@@ -167,4 +167,24 @@ void gst_cony_classification_set_top (GstStructure *s, guint n_top, const gint *
 void gst_cony_classification_set_floats (GstStructure *s, const gchar *field, const gfloat *values,
     guint n);
 
+/**
+ * GST_CONY_SEGMENTS_CLOSED_EVENT_NAME:
+ *
+ * Structure name of the custom downstream event conytransformer sends
+ * before EOS when segments are still open (whatever its message-mode): their
+ * offsets, which no buffer carries, so that conyjson (or an application's
+ * pad probe) can write them. Fields: `step` (#guint64, the last step) and
+ * `events` (#GST_TYPE_ARRAY of `event` structures, as in the custom meta).
+ */
+#define GST_CONY_SEGMENTS_CLOSED_EVENT_NAME "GstConySegmentsClosed"
+
+/* A GST_EVENT_CUSTOM_DOWNSTREAM carrying @n closing @events after @step. */
+GstEvent *gst_cony_segments_closed_event_new (guint64 step,
+    const GstConyClassificationEvent *events, guint n);
+
+/* Reads a segments-closed event: TRUE and @step, @events (newly allocated,
+ * labels interned; g_free() it) and @n; FALSE for any other event. */
+gboolean gst_cony_segments_closed_event_parse (GstEvent *event, guint64 *step,
+    GstConyClassificationEvent **events, guint *n);
+
 G_END_DECLS

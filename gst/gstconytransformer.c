@@ -97,6 +97,11 @@
  * times run from the PTS of the first step to the end of the last step's
  * tokens, so consecutive segments tile.
  *
+ * #GstConyTransformer:min-steps and #GstConyTransformer:min-duration steady
+ * them: a new top label, onset or offset is reported only once it has held that
+ * long, at the step that completes the hold, with the times of its first step;
+ * shorter runs belong to the segment around them.
+ *
  * At EOS, messages close the open segments (softmax: the fields of the last
  * step, `segment-start`, the open label as `previous-label` with its
  * `previous-segment-start`/`-end`; sigmoid: an offset per open label), with
@@ -153,6 +158,9 @@ GST_DEBUG_CATEGORY_STATIC (gst_cony_transformer_debug);
 #define DEFAULT_MESSAGE_MODE GST_CONY_TRANSFORMER_MESSAGE_EVERY_STEP
 #define DEFAULT_THRESHOLD 0.0
 #define DEFAULT_TOP_K 1
+#define DEFAULT_MIN_STEPS 1
+#define DEFAULT_MIN_DURATION 0
+#define DEFAULT_HYSTERESIS 0.0
 #define MAX_TOP_K 1024
 
 #define MESSAGE_NAME "conytransformer"
@@ -167,6 +175,9 @@ enum
   PROP_MESSAGE_MODE,
   PROP_THRESHOLD,
   PROP_TOP_K,
+  PROP_MIN_STEPS,
+  PROP_MIN_DURATION,
+  PROP_HYSTERESIS,
   PROP_LABELS,
 };
 
@@ -176,24 +187,19 @@ static GstStaticPadTemplate sink_template = GST_STATIC_PAD_TEMPLATE ("sink", GST
 static GstStaticPadTemplate src_template = GST_STATIC_PAD_TEMPLATE ("src", GST_PAD_SRC,
     GST_PAD_ALWAYS, GST_STATIC_CAPS (GST_CONY_TOKENS_CAPS_STRING));
 
+/* The attention property's enum: "model", then libcony's variant table, so that a new
+ * variant needs no change here. */
 GType
 gst_cony_transformer_attention_get_type (void)
 {
   static GType type = 0;
-  static const GEnumValue values[] = {
-    { GST_CONY_TRANSFORMER_ATTENTION_MODEL, "The variants the model was trained with", "model" },
-    { GST_CONY_TRANSFORMER_ATTENTION_REGULAR, "Regular softmax attention over the window",
-        "regular" },
-    { GST_CONY_TRANSFORMER_ATTENTION_CONTINUAL, "Continual (CoSi/CoRe) attention", "continual" },
-    { GST_CONY_TRANSFORMER_ATTENTION_NYSTROM, "Nystrom, segment-means landmarks", "nystrom" },
-    { GST_CONY_TRANSFORMER_ATTENTION_NYSTROM_FIXED, "Nystrom, fixed landmarks", "nystrom-fixed" },
-    { GST_CONY_TRANSFORMER_ATTENTION_CONY, "Continual Nystrom, continual landmarks", "cony" },
-    { GST_CONY_TRANSFORMER_ATTENTION_CONY_FIXED, "Continual Nystrom, fixed landmarks",
-        "cony-fixed" },
-    { GST_CONY_TRANSFORMER_ATTENTION_VCC, "VIP-token centric compression (single output)", "vcc" },
-    { 0, NULL, NULL },
-  };
+  static GEnumValue values[CONY_ATTENTION_N_VARIANTS + 2];
   if (g_once_init_enter (&type)) {
+    values[0] = (GEnumValue){ GST_CONY_TRANSFORMER_ATTENTION_MODEL,
+      "The variants the model was trained with", "model" };
+    for (int v = 0; v < CONY_ATTENTION_N_VARIANTS; v++)
+      values[v + 1] = (GEnumValue){ v, cony_attention_variant_description (v),
+        cony_attention_variant_name (v) };
     GType t = g_enum_register_static ("GstConyTransformerAttention", values);
     g_once_init_leave (&type, t);
   }
@@ -230,12 +236,9 @@ gst_cony_transformer_reset_stream (GstConyTransformer *self)
 {
   if (self->encoder)
     cony_encoder_reset (self->encoder);
-  self->seg_class = -1;
-  self->seg_start = self->seg_end = GST_CLOCK_TIME_NONE;
-  for (guint c = 0; self->active && c < self->n_classes; c++) {
-    self->active[c] = FALSE;
-    self->on_start[c] = self->on_end[c] = GST_CLOCK_TIME_NONE;
-  }
+  gst_cony_segment_track_reset (&self->seg, -1);
+  for (guint c = 0; self->label_seg && c < self->n_classes; c++)
+    gst_cony_segment_track_reset (&self->label_seg[c], 0);
   self->have_last = FALSE;
   self->in_nonfinite = FALSE;
   self->in_overflow = FALSE;
@@ -294,8 +297,8 @@ gst_cony_transformer_start (GstBaseTransform *trans)
   attention = self->attention;
   GST_OBJECT_UNLOCK (self);
 
-  if (!gst_cony_element_check_model (GST_ELEMENT (self), path,
-          "a cony-encoder-classifier safetensors file"))
+  if (!gst_cony_element_find_model (GST_ELEMENT (self), &path,
+          "an encoder-classifier file, e.g. the shipped default audio/transformer.safetensors"))
     goto fail;
   self->model = cony_model_load (path, &error);
   if (!gst_cony_element_check_loaded (GST_ELEMENT (self), self->model != NULL, path, error))
@@ -342,9 +345,7 @@ gst_cony_transformer_start (GstBaseTransform *trans)
   self->multi_label = c->output == CONY_OUTPUT_SIGMOID;
   self->top_ids = g_new (gint, self->n_classes);
   self->top_labels = g_new (const gchar *, self->n_classes);
-  self->active = g_new0 (gboolean, self->n_classes);
-  self->on_start = g_new (GstClockTime, self->n_classes);
-  self->on_end = g_new (GstClockTime, self->n_classes);
+  self->label_seg = g_new (GstConySegmentTrack, self->n_classes);
   self->events = g_new (GstConyClassificationEvent, self->n_classes + 2);
 
   self->logits = g_new0 (gfloat, self->n_classes);
@@ -384,9 +385,7 @@ gst_cony_transformer_stop (GstBaseTransform *trans)
   g_clear_pointer (&self->thresholds, g_free);
   g_clear_pointer (&self->top_ids, g_free);
   g_clear_pointer (&self->top_labels, g_free);
-  g_clear_pointer (&self->active, g_free);
-  g_clear_pointer (&self->on_start, g_free);
-  g_clear_pointer (&self->on_end, g_free);
+  g_clear_pointer (&self->label_seg, g_free);
   g_clear_pointer (&self->events, g_free);
   g_clear_pointer (&self->logits, g_free);
   g_clear_pointer (&self->probs, g_free);
@@ -482,6 +481,7 @@ gst_cony_transformer_set_caps (GstBaseTransform *trans, GstCaps *incaps, GstCaps
 }
 
 static void gst_cony_transformer_close_segments_at_eos (GstConyTransformer *self);
+static void gst_cony_transformer_push_closed_segments (GstConyTransformer *self);
 
 static gboolean
 gst_cony_transformer_sink_event (GstBaseTransform *trans, GstEvent *event)
@@ -498,7 +498,10 @@ gst_cony_transformer_sink_event (GstBaseTransform *trans, GstEvent *event)
       GST_DEBUG_OBJECT (self, "gap: resetting the continual state");
       gst_cony_transformer_reset_stream (self);
       break;
-    case GST_EVENT_EOS: gst_cony_transformer_close_segments_at_eos (self); break;
+    case GST_EVENT_EOS:
+      gst_cony_transformer_push_closed_segments (self);
+      gst_cony_transformer_close_segments_at_eos (self);
+      break;
     default: break;
   }
   return GST_BASE_TRANSFORM_CLASS (parent_class)->sink_event (trans, event);
@@ -636,58 +639,59 @@ gst_cony_transformer_step_passes (GstConyTransformer *self, gint top, gdouble th
 
 /* Segment bookkeeping of a step (whatever the message mode), into
  * self->events; returns how many. Softmax: one segment at a time, the top
- * label's, changed by a step whose top label differs and reaches its
- * threshold (steps below do not count). Sigmoid: a segment per label, open
- * while its score reaches its threshold. Segments are in token time (from
- * the PTS of their first step to the end of their last step's tokens), so
- * consecutive ones tile. Offsets come first, then onsets, in class order. */
+ * label's, changed by steps whose top label differs and reaches its threshold
+ * (steps below do not count) once the new label has held for @hold (min-steps,
+ * min-duration; shorter runs stay in the segment around them). Sigmoid: a
+ * segment per label, open while its score reaches its threshold, with the same
+ * hold for onsets and offsets. Segments are in token time (from the PTS of their
+ * first step to the end of their last step's tokens), so consecutive ones tile.
+ * Offsets come first, then onsets, in class order. */
 static guint
 gst_cony_transformer_update_segments (GstConyTransformer *self, const GstConyTransformerStep *st,
-    gint top, gdouble threshold)
+    gint top, gdouble threshold, const GstConySegmentRule *hold)
 {
   GstClockTime rt_start = gst_cony_transformer_segment_time (self, st->pts, TRUE);
   GstClockTime rt_end = gst_cony_transformer_segment_time (self, st->tile_end, TRUE);
   GstConyClassificationEvent *ev = self->events;
-  guint n = 0;
+  GstConySegment ended;
 
   if (!self->multi_label) {
-    if (self->probs[top] < gst_cony_transformer_class_threshold (self, (guint) top, threshold))
+    if (self->probs[top] < gst_cony_transformer_class_threshold (self, (guint) top, threshold)
+        || !gst_cony_segment_track_step (&self->seg, top, rt_start, rt_end, hold, &ended))
       return 0;
-    if (top == self->seg_class) {
-      self->seg_end = rt_end;
-      return 0;
-    }
-    if (self->seg_class >= 0)
-      ev[n++] = (GstConyClassificationEvent){ FALSE, self->seg_class, self->labels[self->seg_class],
-        self->seg_start, self->seg_end };
-    ev[n++] = (GstConyClassificationEvent){ TRUE, top, self->labels[top], rt_start,
+    guint n = 0;
+    if (ended.value >= 0)
+      ev[n++] = (GstConyClassificationEvent){ FALSE, ended.value, self->labels[ended.value],
+        ended.start, ended.end };
+    ev[n++] = (GstConyClassificationEvent){ TRUE, top, self->labels[top], self->seg.seg.start,
       GST_CLOCK_TIME_NONE };
-    self->seg_class = top;
-    self->seg_start = rt_start;
-    self->seg_end = rt_end;
     return n;
   }
+  /* Offsets from the front, onsets from the back (at most one event per label), then
+   * the onsets moved behind the offsets in class order. */
+  guint n_off = 0, n_on = 0, cap = self->n_classes + 2;
   for (guint c = 0; c < self->n_classes; c++) {
-    gboolean on = self->probs[c] >= gst_cony_transformer_class_threshold (self, c, threshold);
-    if (on && self->active[c]) {
-      self->on_end[c] = rt_end;
-    } else if (!on && self->active[c]) {
-      ev[n++] = (GstConyClassificationEvent){ FALSE, (gint) c, self->labels[c], self->on_start[c],
-        self->on_end[c] };
-      self->active[c] = FALSE;
-    }
-  }
-  for (guint c = 0; c < self->n_classes; c++) {
-    if (self->active[c]
-        || self->probs[c] < gst_cony_transformer_class_threshold (self, c, threshold))
+    GstConySegmentTrack *t = &self->label_seg[c];
+    gdouble thr = gst_cony_transformer_class_threshold (self, c, threshold);
+    if (t->seg.value == 1) /* hysteresis: an open label closes lower than it opened */
+      thr -= hold->hysteresis;
+    gint on = self->probs[c] >= thr;
+    if (!gst_cony_segment_track_step (t, on, rt_start, rt_end, hold, &ended))
       continue;
-    ev[n++] = (GstConyClassificationEvent){ TRUE, (gint) c, self->labels[c], rt_start,
-      GST_CLOCK_TIME_NONE };
-    self->active[c] = TRUE;
-    self->on_start[c] = rt_start;
-    self->on_end[c] = rt_end;
+    if (on)
+      ev[cap - 1 - n_on++] = (GstConyClassificationEvent){ TRUE, (gint) c, self->labels[c],
+        t->seg.start, GST_CLOCK_TIME_NONE };
+    else
+      ev[n_off++] = (GstConyClassificationEvent){ FALSE, (gint) c, self->labels[c], ended.start,
+        ended.end };
   }
-  return n;
+  memmove (ev + n_off, ev + cap - n_on, n_on * sizeof *ev);
+  for (guint i = 0; i < n_on / 2; i++) {
+    GstConyClassificationEvent tmp = ev[n_off + i];
+    ev[n_off + i] = ev[n_off + n_on - 1 - i];
+    ev[n_off + n_on - 1 - i] = tmp;
+  }
+  return n_off + n_on;
 }
 
 /* The on-change message of a softmax step whose top label took over
@@ -756,30 +760,64 @@ gst_cony_transformer_close_segments_at_eos (GstConyTransformer *self)
   if (!post || mode != GST_CONY_TRANSFORMER_MESSAGE_ON_CHANGE || !self->have_last)
     return;
   guint n_top = gst_cony_transformer_select_top (self, top_k);
+  /* (a run that had not held yet at EOS belongs to the segment before it) */
   if (self->multi_label) {
-    for (guint c = 0; c < self->n_classes; c++)
-      if (self->active[c]) {
-        GstConyClassificationEvent e = { FALSE, (gint) c, self->labels[c], self->on_start[c],
-          self->on_end[c] };
-        GstStructure *s = gst_cony_transformer_label_event_structure (self, &self->last, n_top, &e);
-        gst_structure_set (s, "eos", G_TYPE_BOOLEAN, TRUE, NULL);
-        gst_cony_transformer_add_message (self, &messages, s);
-        self->active[c] = FALSE;
-      }
-  } else if (self->seg_class >= 0) {
-    GstStructure *s = gst_cony_transformer_new_step_structure (self, &self->last, self->seg_class,
+    for (guint c = 0; c < self->n_classes; c++) {
+      const GstConySegment *seg = gst_cony_segment_track_close (&self->label_seg[c]);
+      if (seg->value != 1)
+        continue;
+      GstConyClassificationEvent e = { FALSE, (gint) c, self->labels[c], seg->start, seg->end };
+      GstStructure *s = gst_cony_transformer_label_event_structure (self, &self->last, n_top, &e);
+      gst_structure_set (s, "eos", G_TYPE_BOOLEAN, TRUE, NULL);
+      gst_cony_transformer_add_message (self, &messages, s);
+      gst_cony_segment_track_reset (&self->label_seg[c], 0);
+    }
+  } else if (gst_cony_segment_track_close (&self->seg)->value >= 0) {
+    const GstConySegment *seg = &self->seg.seg;
+    GstStructure *s = gst_cony_transformer_new_step_structure (self, &self->last, seg->value,
         n_top);
-    gst_structure_set (s, "segment-start", G_TYPE_UINT64, self->seg_start, "previous-label",
-        G_TYPE_STRING, self->labels[self->seg_class], "previous-segment-start", G_TYPE_UINT64,
-        self->seg_start, "previous-segment-end", G_TYPE_UINT64, self->seg_end, "eos",
-        G_TYPE_BOOLEAN, TRUE, NULL);
+    gst_structure_set (s, "segment-start", G_TYPE_UINT64, seg->start, "previous-label",
+        G_TYPE_STRING, self->labels[seg->value], "previous-segment-start", G_TYPE_UINT64,
+        seg->start, "previous-segment-end", G_TYPE_UINT64, seg->end, "eos", G_TYPE_BOOLEAN, TRUE,
+        NULL);
     gst_cony_transformer_add_message (self, &messages, s);
-    self->seg_class = -1;
+    gst_cony_segment_track_reset (&self->seg, -1);
   }
   for (guint i = 0; messages && i < messages->len; i++)
     gst_element_post_message (GST_ELEMENT (self), messages->pdata[i]);
   if (messages)
     g_ptr_array_free (messages, TRUE);
+}
+
+/* EOS, any message mode: the offsets of the segments still open go
+ * downstream in a custom event before EOS (gstconymeta.h), since no buffer
+ * carries them: conyjson writes them. Before the on-change messages, which
+ * close the segments. */
+static void
+gst_cony_transformer_push_closed_segments (GstConyTransformer *self)
+{
+  GstConyClassificationEvent *ev = self->events; /* scratch: n_classes + 2 */
+  guint n = 0;
+
+  if (!self->have_last || ev == NULL)
+    return;
+  /* (a run that had not held yet at EOS belongs to the segment before it) */
+  if (self->multi_label) {
+    for (guint c = 0; c < self->n_classes; c++) {
+      const GstConySegment *seg = gst_cony_segment_track_close (&self->label_seg[c]);
+      if (seg->value == 1)
+        ev[n++] = (GstConyClassificationEvent){ FALSE, (gint) c, self->labels[c], seg->start,
+          seg->end };
+    }
+  } else {
+    const GstConySegment *seg = gst_cony_segment_track_close (&self->seg);
+    if (seg->value >= 0)
+      ev[n++] = (GstConyClassificationEvent){ FALSE, seg->value, self->labels[seg->value],
+        seg->start, seg->end };
+  }
+  if (n > 0)
+    gst_pad_push_event (GST_BASE_TRANSFORM_SRC_PAD (self),
+        gst_cony_segments_closed_event_new (self->last.step, ev, n));
 }
 
 /* The end of the input behind a step whose tokens end at @tile_end: the
@@ -867,6 +905,7 @@ gst_cony_transformer_transform_ip (GstBaseTransform *trans, GstBuffer *buf)
   GstConyTransformerMessageMode mode;
   gdouble threshold;
   guint top_k;
+  GstConySegmentRule hold;
 
   if (!gst_cony_element_check_caps_seen (GST_ELEMENT (self), self->have_info))
     return GST_FLOW_NOT_NEGOTIATED;
@@ -875,6 +914,7 @@ gst_cony_transformer_transform_ip (GstBaseTransform *trans, GstBuffer *buf)
   mode = self->message_mode;
   threshold = self->threshold;
   top_k = self->top_k;
+  hold = self->hold;
   GST_OBJECT_UNLOCK (self);
 
   if (GST_BUFFER_IS_DISCONT (buf) && cony_encoder_steps (self->encoder) > 0) {
@@ -959,7 +999,7 @@ gst_cony_transformer_transform_ip (GstBaseTransform *trans, GstBuffer *buf)
       .end = gst_cony_transformer_input_end (t0, t1, lookahead),
       .fill = (gdouble) fill / self->window,
     };
-    guint n_events = gst_cony_transformer_update_segments (self, &st, top, threshold);
+    guint n_events = gst_cony_transformer_update_segments (self, &st, top, threshold, &hold);
     gst_cony_transformer_attach_result (self, buf, &st, top, n_top, n_events);
     GST_LOG_OBJECT (self, "step %" G_GUINT64_FORMAT " at %" GST_TIME_FORMAT ": %s (%.3f)", step,
         GST_TIME_ARGS (t0), self->labels[top], self->probs[top]);
@@ -1020,6 +1060,9 @@ gst_cony_transformer_set_property (GObject *object, guint prop_id, const GValue 
     case PROP_MESSAGE_MODE: self->message_mode = g_value_get_enum (value); break;
     case PROP_THRESHOLD: self->threshold = g_value_get_double (value); break;
     case PROP_TOP_K: self->top_k = g_value_get_uint (value); break;
+    case PROP_MIN_STEPS: self->hold.min_steps = g_value_get_uint (value); break;
+    case PROP_MIN_DURATION: self->hold.min_duration = g_value_get_uint64 (value); break;
+    case PROP_HYSTERESIS: self->hold.hysteresis = g_value_get_double (value); break;
     default: G_OBJECT_WARN_INVALID_PROPERTY_ID (object, prop_id, pspec); break;
   }
   GST_OBJECT_UNLOCK (self);
@@ -1039,6 +1082,9 @@ gst_cony_transformer_get_property (GObject *object, guint prop_id, GValue *value
     case PROP_MESSAGE_MODE: g_value_set_enum (value, self->message_mode); break;
     case PROP_THRESHOLD: g_value_set_double (value, self->threshold); break;
     case PROP_TOP_K: g_value_set_uint (value, self->top_k); break;
+    case PROP_MIN_STEPS: g_value_set_uint (value, self->hold.min_steps); break;
+    case PROP_MIN_DURATION: g_value_set_uint64 (value, self->hold.min_duration); break;
+    case PROP_HYSTERESIS: g_value_set_double (value, self->hold.hysteresis); break;
     case PROP_LABELS:
       if (self->labels == NULL) {
         /* not loaded yet: read them from the files, outside the lock */
@@ -1088,14 +1134,17 @@ gst_cony_transformer_class_init (GstConyTransformerClass *klass)
    * GstConyTransformer:model:
    *
    * Path of the safetensors model file (required; docs/model-format.md).
-   * Loaded on READY->PAUSED. Like #GstConyTransformer:attention and
+   * A relative name not found here is looked up in $CONY_MODEL_PATH and the
+   * installed models (e.g. audio/transformer.safetensors). Loaded on READY->PAUSED. Like #GstConyTransformer:attention and
    * #GstConyTransformer:labels-file, it can only be changed in NULL or READY:
    * a change in PAUSED or PLAYING is refused (a GST_WARNING in the debug log)
    * and the value in use stays.
    */
   g_object_class_install_property (gobject_class, PROP_MODEL,
       g_param_spec_string ("model", "Model",
-          "Path of the cony-encoder-classifier safetensors model file", DEFAULT_MODEL, ready));
+          "Path of the cony-encoder-classifier safetensors model file; a relative name is also "
+          "looked up in $CONY_MODEL_PATH and DATADIR/gst-cony/models",
+          DEFAULT_MODEL, ready));
   /**
    * GstConyTransformer:attention:
    *
@@ -1168,6 +1217,47 @@ gst_cony_transformer_class_init (GstConyTransformerClass *klass)
           "Number of best classes (labels and scores) in every meta and message", 1, MAX_TOP_K,
           DEFAULT_TOP_K, playing));
   /**
+   * GstConyTransformer:min-steps:
+   *
+   * Steadier segments: a new top label (softmax) or a label's onset or offset
+   * (sigmoid) is reported only once it has held for this many consecutive
+   * counted steps (and #GstConyTransformer:min-duration); a shorter run is
+   * flicker and stays in the segment around it. The change is reported at the
+   * step that completes the hold, with the segment starting at the run's first
+   * step. 1 (default): at once.
+   */
+  g_object_class_install_property (gobject_class, PROP_MIN_STEPS,
+      g_param_spec_uint ("min-steps", "Minimum steps",
+          "Steps a new label (or an onset/offset) must hold before it is reported (1: at once)", 1,
+          G_MAXUINT, DEFAULT_MIN_STEPS, playing));
+  /**
+   * GstConyTransformer:min-duration:
+   *
+   * As #GstConyTransformer:min-steps, in time: a change is reported once the
+   * new run spans at least this many nanoseconds, from the PTS of its first step
+   * to the end of the current step's tokens (0.25 s steps: 1000000000 = 4
+   * steps). Both conditions must hold. 0 (default): no time condition; a run
+   * without timestamps never reaches a nonzero duration.
+   */
+  g_object_class_install_property (gobject_class, PROP_MIN_DURATION,
+      g_param_spec_uint64 ("min-duration", "Minimum duration",
+          "Nanoseconds a new label (or an onset/offset) must hold before it is reported "
+          "(0: no time condition)",
+          0, G_MAXUINT64, DEFAULT_MIN_DURATION, playing));
+  /**
+   * GstConyTransformer:hysteresis:
+   *
+   * Sigmoid (multi-label) models: a label's segment opens when its score
+   * reaches its threshold and closes only when the score falls below its
+   * threshold minus this, so a score wavering around the threshold does not
+   * toggle it. 0 (default): one threshold. Softmax models ignore it (their
+   * segment follows the top label; see #GstConyTransformer:min-steps).
+   */
+  g_object_class_install_property (gobject_class, PROP_HYSTERESIS,
+      g_param_spec_double ("hysteresis", "Hysteresis",
+          "Sigmoid models: an open label closes below its threshold minus this (0: one threshold)",
+          0.0, 1.0, DEFAULT_HYSTERESIS, playing));
+  /**
    * GstConyTransformer:labels:
    *
    * The class labels in class order (the model's, or those of
@@ -1212,7 +1302,8 @@ gst_cony_transformer_init (GstConyTransformer *self)
   self->message_mode = DEFAULT_MESSAGE_MODE;
   self->threshold = DEFAULT_THRESHOLD;
   self->top_k = DEFAULT_TOP_K;
-  self->seg_class = -1;
+  self->hold = (GstConySegmentRule){ DEFAULT_MIN_STEPS, DEFAULT_MIN_DURATION, DEFAULT_HYSTERESIS };
+  gst_cony_segment_track_reset (&self->seg, -1);
   gst_base_transform_set_in_place (GST_BASE_TRANSFORM (self), TRUE);
   gst_base_transform_set_passthrough (GST_BASE_TRANSFORM (self), FALSE);
 }

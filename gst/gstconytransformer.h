@@ -10,35 +10,22 @@
 #include "cony/model.h"
 #include "gstconyelements.h"
 #include "gstconymeta.h"
+#include "gstconysegments.h"
 #include "gstconytokens.h"
 
 G_BEGIN_DECLS
 
 /**
  * GstConyTransformerAttention:
- * @GST_CONY_TRANSFORMER_ATTENTION_MODEL: the variants the model was trained with
- * @GST_CONY_TRANSFORMER_ATTENTION_REGULAR: softmax attention recomputed over the window
- * @GST_CONY_TRANSFORMER_ATTENTION_CONTINUAL: Continual Transformers (CoSi / CoRe)
- * @GST_CONY_TRANSFORMER_ATTENTION_NYSTROM: Nyströmformer, segment-means landmarks, recomputed
- * @GST_CONY_TRANSFORMER_ATTENTION_NYSTROM_FIXED: Nyström with the model's fixed landmarks, recomputed
- * @GST_CONY_TRANSFORMER_ATTENTION_CONY: continual Nyström, continual landmarks
- * @GST_CONY_TRANSFORMER_ATTENTION_CONY_FIXED: continual Nyström, fixed landmarks
- * @GST_CONY_TRANSFORMER_ATTENTION_VCC: VIP-token centric compression of the window
  *
- * Attention variant run in every block (docs/attention.md). The fixed-landmark
- * variants need a model that carries landmarks.
+ * Attention variant run in every block (docs/attention.md): -1
+ * (%GST_CONY_TRANSFORMER_ATTENTION_MODEL, the variants the model was trained with) or
+ * a #ConyAttentionVariant, by the nick libcony gives it ("regular", "continual",
+ * "nystrom", "nystrom-fixed", "cony", "cony-fixed", "vcc"). The fixed-landmark variants
+ * need a model that carries landmarks.
  */
-typedef enum
-{
-  GST_CONY_TRANSFORMER_ATTENTION_MODEL = -1,
-  GST_CONY_TRANSFORMER_ATTENTION_REGULAR = CONY_ATTENTION_REGULAR,
-  GST_CONY_TRANSFORMER_ATTENTION_CONTINUAL = CONY_ATTENTION_CONTINUAL,
-  GST_CONY_TRANSFORMER_ATTENTION_NYSTROM = CONY_ATTENTION_NYSTROM,
-  GST_CONY_TRANSFORMER_ATTENTION_NYSTROM_FIXED = CONY_ATTENTION_NYSTROM_FIXED,
-  GST_CONY_TRANSFORMER_ATTENTION_CONY = CONY_ATTENTION_CONY,
-  GST_CONY_TRANSFORMER_ATTENTION_CONY_FIXED = CONY_ATTENTION_CONY_FIXED,
-  GST_CONY_TRANSFORMER_ATTENTION_VCC = CONY_ATTENTION_VCC,
-} GstConyTransformerAttention;
+typedef int GstConyTransformerAttention;
+#define GST_CONY_TRANSFORMER_ATTENTION_MODEL (-1)
 
 #define GST_TYPE_CONY_TRANSFORMER_ATTENTION (gst_cony_transformer_attention_get_type ())
 GType gst_cony_transformer_attention_get_type (void);
@@ -83,6 +70,7 @@ struct _GstConyTransformer {
   GstConyTransformerMessageMode message_mode;
   gdouble threshold;
   guint top_k;
+  GstConySegmentRule hold; /* min-steps, min-duration */
 
   /* Stream state (streaming thread). */
   ConyModel *model;
@@ -107,12 +95,10 @@ struct _GstConyTransformer {
   gboolean in_nonfinite;
   gboolean in_overflow; /* the last buffer had steps with non-finite logits */
 
-  /* on-change segments (running times) */
-  gint seg_class; /* -1: no open segment */
-  GstClockTime seg_start, seg_end;
-  /* multi-label on-change: a segment per label (running times) */
-  gboolean *active; /* n_classes */
-  GstClockTime *on_start, *on_end;
+  /* on-change segments (running times): the top label's (value: its class, -1 none) */
+  GstConySegmentTrack seg;
+  /* multi-label: a track per label (n_classes; value 1 while on, 0 while off) */
+  GstConySegmentTrack *label_seg;
   GstConyClassificationEvent *events; /* n_classes + 2: this step's segment events */
   /* the last step, for the closing message at EOS */
   gboolean have_last;

@@ -58,8 +58,13 @@
  * - NaN/Inf token values are replaced by 0 with a warning posted once per
  *   run of affected buffers; the window moves past them and later outputs
  *   are unaffected.
- * - EOS: every complete window has already been output; trailing frames that
- *   do not fill a window are dropped (as VGGish does).
+ * - EOS: every complete window has already been output. Trailing frames
+ *   that no window has covered yet (a stream shorter than one window, or the
+ *   tail after the last full window) give one more window, padded with
+ *   silent frames as YAMNet pads its waveform with zeros: log(mel-log-offset)
+ *   of the input caps (conymel's; 0.01, VGGish's, when the caps have none).
+ *   So a file of 0.3 s gets one result instead of none. With
+ *   #GstConyVggish:pad-tail=false they are dropped, as VGGish does.
  *
  * ## Batching (files)
  *
@@ -112,7 +117,9 @@ GST_DEBUG_CATEGORY_STATIC (gst_cony_vggish_debug);
 #define DEFAULT_WINDOW 0 /* the model's input height */
 #define DEFAULT_STRIDE 25
 #define DEFAULT_BATCH 1
+#define DEFAULT_PAD_TAIL TRUE
 #define DEFAULT_OUTPUT GST_CONY_VGGISH_OUTPUT_SCORES
+#define DEFAULT_PRECISION GST_CONY_VGGISH_PRECISION_AUTO
 
 /* The frame store holds this many windows: a window slides by moving `head`, and the
  * frames are moved back to the start only when the store is full. */
@@ -127,8 +134,11 @@ enum
   PROP_WINDOW,
   PROP_STRIDE,
   PROP_BATCH,
+  PROP_PAD_TAIL,
   PROP_OUTPUT,
   PROP_MODEL_USERS,
+  PROP_PRECISION,
+  PROP_PRECISION_IN_USE,
 };
 
 static GstStaticPadTemplate sink_template = GST_STATIC_PAD_TEMPLATE ("sink", GST_PAD_SINK,
@@ -168,6 +178,24 @@ gst_cony_vggish_output_get_type (void)
   };
   if (g_once_init_enter (&type)) {
     GType t = g_enum_register_static ("GstConyVggishOutput", values);
+    g_once_init_leave (&type, t);
+  }
+  return type;
+}
+
+GType
+gst_cony_vggish_precision_get_type (void)
+{
+  static GType type = 0;
+  static const GEnumValue values[] = {
+    { GST_CONY_VGGISH_PRECISION_AUTO,
+        "int8 for files with int8 activation quantisation (YAMNet), else float", "auto" },
+    { GST_CONY_VGGISH_PRECISION_FLOAT, "The float engine, whatever the file", "float" },
+    { GST_CONY_VGGISH_PRECISION_INT8, "int8 inference (the file must be quantised)", "int8" },
+    { 0, NULL, NULL },
+  };
+  if (g_once_init_enter (&type)) {
+    GType t = g_enum_register_static ("GstConyVggishPrecision", values);
     g_once_init_leave (&type, t);
   }
   return type;
@@ -525,6 +553,9 @@ gst_cony_vggish_set_sink_caps (GstConyVggish *self, GstCaps *caps)
   self->in_info = info;
   self->have_info = TRUE;
   self->refusal_posted = FALSE;
+  gdouble log_offset = 0.01; /* VGGish's, for tokens that do not say */
+  gst_structure_get_double (gst_caps_get_structure (caps, 0), "mel-log-offset", &log_offset);
+  self->silence = (gfloat) log (log_offset > 0 ? log_offset : 0.01);
   if (same && gst_pad_has_current_caps (self->srcpad))
     return TRUE;
 
@@ -544,6 +575,33 @@ gst_cony_vggish_set_sink_caps (GstConyVggish *self, GstCaps *caps)
   if (src)
     gst_cony_tokens_caps_set_source (src, &self->source);
   return gst_cony_element_push_caps (self->srcpad, src);
+}
+
+/* EOS: the frames no window has covered yet (the previous window ended win - hop
+ * frames into the ones held) as one more window, padded with silent frames
+ * (pad-tail), then pushed with any batch; or dropped. */
+static void
+gst_cony_vggish_drain_tail (GstConyVggish *self)
+{
+  gboolean uncovered = self->n_frames > 0
+      && (self->next_start == 0 || (guint64) self->n_frames + self->hop > self->win);
+  if (!uncovered || !self->tail || self->cnn == NULL) {
+    GST_DEBUG_OBJECT (self, "EOS: %u frames of an incomplete window dropped", self->n_frames);
+    return;
+  }
+  GST_DEBUG_OBJECT (self, "EOS: %u frames padded to a window of %u", self->n_frames, self->win);
+  while (self->n_frames < self->win) {
+    gfloat *dst = gst_cony_vggish_next_frame_slot (self);
+    for (guint i = 0; i < self->dim; i++)
+      dst[i] = self->silence;
+    self->n_frames++;
+  }
+  GstFlowReturn fr = gst_cony_vggish_run_window (self);
+  if (fr == GST_FLOW_OK)
+    fr = gst_cony_vggish_flush_batch (self);
+  self->n_frames = 0; /* (the slide kept win - hop of the padding) */
+  if (fr != GST_FLOW_OK)
+    GST_DEBUG_OBJECT (self, "pushing the padded tail window: %s", gst_flow_get_name (fr));
 }
 
 static gboolean
@@ -576,11 +634,7 @@ gst_cony_vggish_sink_event (GstPad *pad, GstObject *parent, GstEvent *event)
       /* No tokens for a while: the next window starts after the gap. */
       gst_cony_vggish_reset_window (self);
       break;
-    case GST_EVENT_EOS:
-      /* Nothing pending: complete windows are output as soon as they fill
-       * (or, batched, were pushed above). */
-      GST_DEBUG_OBJECT (self, "EOS with %u frames of an incomplete window dropped", self->n_frames);
-      break;
+    case GST_EVENT_EOS: gst_cony_vggish_drain_tail (self); break;
     default: break;
   }
   return gst_pad_event_default (pad, parent, event);
@@ -626,13 +680,22 @@ gst_cony_vggish_start (GstElement *element)
   self->win = self->window;
   self->hop = self->stride;
   self->bsize = self->batch;
+  self->tail = self->pad_tail;
   GstConyVggishOutput output = self->output;
+  GstConyVggishPrecision precision = self->precision;
   GST_OBJECT_UNLOCK (self);
 
-  if (!gst_cony_element_check_model (element, model, "a VGGish-style safetensors file"))
+  if (!gst_cony_element_find_model (element, &model,
+          "a CNN file, e.g. the shipped default audio/yamnet-adapted.safetensors "
+          "(with conymel preset=yamnet and output=embedding)"))
     goto fail;
   if (!gst_cony_element_load_cnn (element, &self->cnn, model))
     goto fail;
+  if (!cony_cnn_set_precision (self->cnn, (ConyCnnPrecision) precision, &error)) {
+    GST_ELEMENT_ERROR (self, LIBRARY, SETTINGS, ("precision: %s", error->message),
+        ("model=%s", model));
+    goto fail;
+  }
   if (!cony_cnn_set_output (self->cnn, (ConyCnnOutput) output, &error)) {
     GST_ELEMENT_ERROR (self, LIBRARY, SETTINGS, ("output=embedding: %s", error->message),
         ("model=%s", model));
@@ -744,7 +807,9 @@ gst_cony_vggish_set_property (GObject *object, guint prop_id, const GValue *valu
     case PROP_WINDOW: self->window = g_value_get_uint (value); break;
     case PROP_STRIDE: self->stride = g_value_get_uint (value); break;
     case PROP_BATCH: self->batch = g_value_get_uint (value); break;
+    case PROP_PAD_TAIL: self->pad_tail = g_value_get_boolean (value); break;
     case PROP_OUTPUT: self->output = g_value_get_enum (value); break;
+    case PROP_PRECISION: self->precision = g_value_get_enum (value); break;
     default: G_OBJECT_WARN_INVALID_PROPERTY_ID (object, prop_id, pspec); break;
   }
   GST_OBJECT_UNLOCK (self);
@@ -763,9 +828,14 @@ gst_cony_vggish_get_property (GObject *object, guint prop_id, GValue *value, GPa
     case PROP_WINDOW: g_value_set_uint (value, self->window); break;
     case PROP_STRIDE: g_value_set_uint (value, self->stride); break;
     case PROP_BATCH: g_value_set_uint (value, self->batch); break;
+    case PROP_PAD_TAIL: g_value_set_boolean (value, self->pad_tail); break;
     case PROP_OUTPUT: g_value_set_enum (value, self->output); break;
     case PROP_MODEL_USERS:
       g_value_set_uint (value, gst_cony_element_model_users (self->cnn));
+      break;
+    case PROP_PRECISION: g_value_set_enum (value, self->precision); break;
+    case PROP_PRECISION_IN_USE:
+      g_value_take_string (value, self->cnn ? cony_cnn_describe_precision (self->cnn) : NULL);
       break;
     default: G_OBJECT_WARN_INVALID_PROPERTY_ID (object, prop_id, pspec); break;
   }
@@ -800,11 +870,15 @@ gst_cony_vggish_class_init (GstConyVggishClass *klass)
    * GstConyVggish:model:
    *
    * Path of the safetensors model file (required). Loaded on READY->PAUSED.
+   * A relative name not found here is looked up in $CONY_MODEL_PATH and the
+   * installed models (e.g. audio/yamnet-adapted.safetensors; docs/elements.md,
+   * "Model names").
    */
   g_object_class_install_property (gobject_class, PROP_MODEL,
       g_param_spec_string ("model", "Model",
-          "Path of the CNN safetensors model file (VGG-style or MobileNet-v1)", DEFAULT_MODEL,
-          flags));
+          "Path of the CNN safetensors model file (VGG-style or MobileNet-v1); a relative name "
+          "is also looked up in $CONY_MODEL_PATH and DATADIR/gst-cony/models",
+          DEFAULT_MODEL, flags));
   /**
    * GstConyVggish:pca-model:
    *
@@ -863,6 +937,19 @@ gst_cony_vggish_class_init (GstConyVggishClass *klass)
       g_param_spec_uint ("batch", "Batch",
           "Windows per CNN call in non-live pipelines (live ones always use 1)", 1, 128,
           DEFAULT_BATCH, flags));
+  /**
+   * GstConyVggish:pad-tail:
+   *
+   * At EOS, frames no window has covered yet (a stream shorter than one
+   * window, or the tail after the last full one) give one more window padded
+   * with silent frames, as YAMNet pads its input (default); false drops them,
+   * as VGGish does.
+   */
+  g_object_class_install_property (gobject_class, PROP_PAD_TAIL,
+      g_param_spec_boolean ("pad-tail", "Pad tail",
+          "At EOS, one more window over the frames no window covered yet, padded with "
+          "silence (YAMNet); false: drop them (VGGish)",
+          DEFAULT_PAD_TAIL, flags));
 
   /**
    * GstConyVggish:output:
@@ -878,6 +965,32 @@ gst_cony_vggish_class_init (GstConyVggishClass *klass)
           "Per window: the network's last layer (scores) or the pooled embedding before its head",
           GST_TYPE_CONY_VGGISH_OUTPUT, DEFAULT_OUTPUT, flags));
   gst_cony_element_install_model_users (gobject_class, PROP_MODEL_USERS);
+  /**
+   * GstConyVggish:precision:
+   *
+   * The arithmetic of the CNN: `auto` (default) lets the model file decide:
+   * a file converted from an int8 .tflite (YAMNet, by training/convert_tflite.py)
+   * records its activations' scales and zero points and runs TFLite's integer inference (int8
+   * activations and weights, int32 accumulation, outputs dequantised; its
+   * scores are ArmNN's to one int8 step); other files run in float. `float`
+   * forces the float engine on the same weights; `int8` fails to start on a
+   * file without activation quantisation. See precision-in-use.
+   */
+  g_object_class_install_property (gobject_class, PROP_PRECISION,
+      g_param_spec_enum ("precision", "Precision",
+          "CNN arithmetic: auto (the file decides), float, or int8 (quantised files only)",
+          GST_TYPE_CONY_VGGISH_PRECISION, DEFAULT_PRECISION, flags));
+  /**
+   * GstConyVggish:precision-in-use:
+   *
+   * What runs once the element has started (NULL before): e.g. "int8, all 30
+   * layers (avx2 kernels)", "float (the file has no int8 activation
+   * quantisation)".
+   */
+  g_object_class_install_property (gobject_class, PROP_PRECISION_IN_USE,
+      g_param_spec_string ("precision-in-use", "Precision in use",
+          "What the CNN runs once started: int8 (which layers, which kernels) or float", NULL,
+          G_PARAM_READABLE | G_PARAM_STATIC_STRINGS));
 
   gst_element_class_add_static_pad_template (element_class, &sink_template);
   gst_element_class_add_static_pad_template (element_class, &src_template);
@@ -909,6 +1022,8 @@ gst_cony_vggish_init (GstConyVggish *self)
   self->window = DEFAULT_WINDOW;
   self->stride = DEFAULT_STRIDE;
   self->batch = DEFAULT_BATCH;
+  self->pad_tail = DEFAULT_PAD_TAIL;
   self->output = DEFAULT_OUTPUT;
+  self->precision = DEFAULT_PRECISION;
   self->anchor = GST_CLOCK_TIME_NONE;
 }

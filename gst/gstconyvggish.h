@@ -49,6 +49,26 @@ typedef enum
 #define GST_TYPE_CONY_VGGISH_OUTPUT (gst_cony_vggish_output_get_type ())
 GType gst_cony_vggish_output_get_type (void);
 
+/**
+ * GstConyVggishPrecision:
+ * @GST_CONY_VGGISH_PRECISION_AUTO: the model file decides: int8 inference for
+ *   files that carry int8 activation quantisation (YAMNet), float otherwise
+ * @GST_CONY_VGGISH_PRECISION_FLOAT: the float engine, whatever the file
+ * @GST_CONY_VGGISH_PRECISION_INT8: int8 inference; fails to start on a file
+ *   without activation quantisation
+ *
+ * Which arithmetic conyvggish runs (see cony_cnn_set_precision()).
+ */
+typedef enum
+{
+  GST_CONY_VGGISH_PRECISION_AUTO = CONY_CNN_PRECISION_AUTO,
+  GST_CONY_VGGISH_PRECISION_FLOAT = CONY_CNN_PRECISION_FLOAT,
+  GST_CONY_VGGISH_PRECISION_INT8 = CONY_CNN_PRECISION_INT8,
+} GstConyVggishPrecision;
+
+#define GST_TYPE_CONY_VGGISH_PRECISION (gst_cony_vggish_precision_get_type ())
+GType gst_cony_vggish_precision_get_type (void);
+
 /* A complete window's output timing, kept while it waits in a batch. */
 typedef struct {
   GstClockTime pts, duration;
@@ -73,6 +93,8 @@ struct _GstConyVggish {
   guint stride;
   guint batch;
   GstConyVggishOutput output;
+  GstConyVggishPrecision precision;
+  gboolean pad_tail;
 
   /* Stream state (streaming thread). */
   ConyCnn *cnn;
@@ -92,6 +114,8 @@ struct _GstConyVggish {
   gfloat *frames;      /* FRAMES_CAPACITY x win frames of dim floats */
   guint head;          /* frame (in frames) where the next window starts */
   guint n_frames;      /* frames of the next window received so far */
+  gboolean tail;       /* pad-tail at start */
+  gfloat silence;      /* a silent log-mel value: log(mel-log-offset) of the caps */
   gfloat *out;         /* out_dim */
   gboolean next_discont;
   gboolean in_nonfinite;

@@ -26,6 +26,10 @@ plugin_init (GstPlugin *plugin)
   ret |= GST_ELEMENT_REGISTER (conytransformer, plugin);
   ret |= GST_ELEMENT_REGISTER (conyframeembed, plugin);
   ret |= GST_ELEMENT_REGISTER (conyjson, plugin);
+  ret |= GST_ELEMENT_REGISTER (conyfuse, plugin);
+#ifdef HAVE_MOSQUITTO
+  ret |= GST_ELEMENT_REGISTER (conymqttsink, plugin);
+#endif
 
   return ret;
 }

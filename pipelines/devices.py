@@ -6,8 +6,9 @@
 Prints the gst-launch-1.0 source description of the default (else the first) capture
 device of that kind, e.g. `pulsesrc device=alsa_input.usb-...`, and exits 0; with
 --list, every device, one per line, with its name after a `#`. When there is none it
-says so on stderr and exits 1: autoaudiosrc would otherwise fall back to a silent fake
-source and the classifier would print confident "silence" lines about nothing.
+says so on stderr and exits 3 (NO_DEVICE, the status every script in pipelines/ gives
+for a missing microphone or camera): autoaudiosrc would otherwise fall back to a silent
+fake source and the classifier would print confident "silence" lines about nothing.
 PulseAudio monitor sources (the sound a machine plays) are not microphones and are
 skipped. Needs python3-gi and gir1.2-gstreamer-1.0.
 """
@@ -22,6 +23,9 @@ from gi.repository import Gst  # noqa: E402
 
 CLASSES = {"audio": "Audio/Source", "video": "Video/Source"}
 WHAT = {"audio": "microphone", "video": "camera"}
+# Exit status of every script in pipelines/ (shell and Python) when the capture device
+# it needs is missing (pipelines/README.md, "Exit status").
+NO_DEVICE = 3
 
 
 def is_monitor(device):
@@ -58,6 +62,21 @@ def capture_devices(kind):
     return sorted(devices, key=lambda d: not is_default(d))
 
 
+def no_device_message(kind):
+    return (f"no {WHAT[kind]} found: GStreamer's device monitor lists no {CLASSES[kind]} "
+            "device (a fallback would classify a fake, empty source)")
+
+
+def require(kind, prog, hint):
+    """The launch description of the default device of @kind; none: says so on stderr,
+    naming @prog and what to do instead (@hint), and exits NO_DEVICE."""
+    devices = capture_devices(kind)
+    if not devices:
+        print(f"{prog}: {no_device_message(kind)}; {hint}", file=sys.stderr)
+        sys.exit(NO_DEVICE)
+    return launch_description(devices[0])
+
+
 def main(argv):
     if len(argv) < 1 or argv[0] not in CLASSES or argv[1:] not in ([], ["--list"]):
         sys.exit("usage: devices.py audio|video [--list]")
@@ -65,9 +84,8 @@ def main(argv):
     Gst.init(None)
     devices = capture_devices(kind)
     if not devices:
-        print(f"no {WHAT[kind]} found: GStreamer's device monitor lists no {CLASSES[kind]} "
-              "device (a fallback would classify a fake, empty source)", file=sys.stderr)
-        return 1
+        print(no_device_message(kind), file=sys.stderr)
+        return NO_DEVICE
     for d in devices if argv[1:] else devices[:1]:
         print(launch_description(d) + (f"  # {d.get_display_name()}" if argv[1:] else ""))
     return 0

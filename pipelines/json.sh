@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # Prints the classification of a media file, the microphone or a test tone as JSON
-# lines (one object per step: time, step, class_id, label, confidence, scores, ...),
-# through pipelines/print_results.py (python3-gi, gir1.2-gstreamer-1.0).
+# lines, records of docs/results.schema.json (as conyjson's: a "result" per step with
+# step, span, class_id, label, score, top, scores, ...), through
+# pipelines/print_results.py (python3-gi, gir1.2-gstreamer-1.0).
 #
 #   pipelines/json.sh [FILE|URI|mic|test] [VGGISH.safetensors [TRANSFORMER.safetensors]]
 #

@@ -8,14 +8,18 @@
 #   CONY_TRANSFORMER  classifier model (default models/audio/transformer.safetensors)
 #   CONY_OPTS         extra conytransformer properties, e.g.
 #                     "message-mode=on-change threshold=0.6 attention=cony-fixed"
-#   GST_PLUGIN_PATH   where libgstcony.so is (default: build/gst of this checkout)
+#   GST_PLUGIN_PATH   where libgstcony.so is (default: build/gst of this checkout; installed
+#                     scripts, DATADIR/gst-cony/pipelines, use the installed plugin)
 #   CONY_AUDIO_PROBE  "off": file scripts skip asking GStreamer's discoverer whether the
 #                     input has audio (cony_media_input) and go straight to the pipeline
 CONY_ROOT=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
 CONY_VGGISH=${CONY_VGGISH:-}
 CONY_TRANSFORMER=${CONY_TRANSFORMER:-$CONY_ROOT/models/audio/transformer.safetensors}
 CONY_OPTS=${CONY_OPTS:-}
-export GST_PLUGIN_PATH=${GST_PLUGIN_PATH:-$CONY_ROOT/build/gst}
+# (installed, CONY_ROOT is DATADIR/gst-cony: models/ beside pipelines/, no build/)
+if [ -d "$CONY_ROOT/build/gst" ]; then
+  export GST_PLUGIN_PATH=${GST_PLUGIN_PATH:-$CONY_ROOT/build/gst}
+fi
 
 # The CNN the classifier was trained on: its config's frontend "cnn" (a file name) beside
 # it or in one of models/*/ (conytransformer refuses another CNN's tokens anyway, naming
@@ -33,9 +37,21 @@ cony_default_cnn () {
   echo "$(dirname "$CONY_TRANSFORMER")/$name"
 }
 
+# A model name as libcony resolves it (cony_model_path_find(): the current directory,
+# $CONY_MODEL_PATH, the installed models), asked of `cony info`; the name unchanged when
+# no cony is at hand or nothing is found.
+cony_find_model () {
+  local cony=$CONY_ROOT/build/tools/cony found=""
+  [ -x "$cony" ] || cony=$(command -v cony || true)
+  [ -f "$1" ] || [ -z "$cony" ] || found=$("$cony" info "$1" 2>/dev/null | sed -n '1s/^model: *//p')
+  echo "${found:-$1}"
+}
+
 cony_check_models () {
   local m
+  CONY_TRANSFORMER=$(cony_find_model "$CONY_TRANSFORMER")
   [ -n "$CONY_VGGISH" ] || CONY_VGGISH=$(cony_default_cnn)
+  CONY_VGGISH=$(cony_find_model "$CONY_VGGISH")
   for m in "$CONY_VGGISH" "$CONY_TRANSFORMER"; do
     if [ ! -f "$m" ]; then
       echo "$(basename "$0"): model file $m not found (arguments or CONY_VGGISH / CONY_TRANSFORMER)" >&2
@@ -102,7 +118,7 @@ cony_launch () {
 cony_format () {
   sed -u -nE '
     /eos=\(boolean\)true/d
-    /\(element\): conytransformer, /{
+    /\(element\): (conytransformer|conyframeembed), /{
       s/.*stream-time-end=\(guint64\)([0-9]+).*label=\(string\)("[^"]*"|[^,]*),.*confidence=\(float\)([-0-9.e]+).*/\1 \3 \2/
       p; d
     }

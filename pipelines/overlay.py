@@ -7,10 +7,12 @@ SOURCE: `camera` (the default: the camera GStreamer's device monitor finds; none
 error naming `test` instead of a silent stand-in), `test` (videotestsrc pattern=ball) or a media file path. The video is split
 with a tee: one branch goes through
 
-    videoconvert ! videoscale ! videorate ! conyframeembed ! conytransformer ! fakesink
+    videoconvert ! videorate ! conyframeembed [! conytransformer] ! fakesink
 
 and the other through `textoverlay` to the screen (autovideosink) or, with --output, to
-an MJPEG Matroska file. Each `conytransformer` bus message (one per step) sets
+an MJPEG Matroska file. Each `conytransformer` bus message (one per step; with
+--classifier none, the default, each `conyframeembed` message: the ImageNet label of
+each frame) sets
 textoverlay's text to "label confidence" from the main loop, so the text follows the
 classification with the delay of the bus (milliseconds) plus the model's own context
 (the label of a step is about the last `window` frames). Labels are also printed.
@@ -23,7 +25,9 @@ font (lower-case letters, digits, '-', '.', needs numpy) instead; the script say
 
 Needs python3-gi and gir1.2-gstreamer-1.0, and the plugin on GST_PLUGIN_PATH (default:
 build/gst of this checkout). Models: --cnn / --classifier, or $CONY_VIDEO_CNN /
-$CONY_VIDEO_CLASSIFIER, default models/video/.
+$CONY_VIDEO_CLASSIFIER, default models/imagenet/mobilenet_v2.safetensors and no classifier
+(the toy of models/video/: --cnn models/video/frame_cnn.safetensors --classifier
+models/video/classifier.safetensors).
 """
 
 import argparse
@@ -87,31 +91,33 @@ def render_text(text, scale=3):
 def source_desc(source, num_buffers):
     nb = f" num-buffers={num_buffers}"
     if source == "camera":
-        import devices  # pipelines/devices.py: the device monitor's cameras
-        cams = devices.capture_devices("video")
-        if not cams:
-            raise SystemExit("overlay.py: no camera found (GStreamer's device monitor lists "
-                             "no Video/Source device); use 'test' for videotestsrc's ball")
-        return devices.launch_description(cams[0]) + nb
+        import devices  # pipelines/devices.py; none: exit 3 (devices.NO_DEVICE)
+        return devices.require("video", "overlay.py", "use 'test' for videotestsrc's ball") + nb
     if source == "test":
         return f"videotestsrc pattern=ball{nb}"
     if not os.path.exists(source):
         raise SystemExit(f"overlay.py: {source} not found")
     loc = source.replace("\\", "\\\\").replace('"', '\\"')
-    return f'filesrc location="{loc}" ! decodebin'
+    # (filesrc's num-buffers counts blocks of bytes, not frames: the frames are counted
+    # after decoding)
+    limit = f" ! identity eos-after={num_buffers}" if num_buffers > 0 else ""
+    return f'filesrc location="{loc}" ! decodebin{limit}'
 
 
 def main(argv=None):
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("source", nargs="?", default="camera")
     ap.add_argument("--output", help="write the labelled video here (MJPEG in Matroska)")
-    ap.add_argument("--num-buffers", type=int, default=-1)
+    ap.add_argument("--num-buffers", type=int, default=-1,
+                    help="stop after N video frames of the source (default: all)")
     ap.add_argument("--fps", type=int, default=int(os.environ.get("CONY_VIDEO_FPS", "10")),
-                    help="frames per second fed to the CNN (default 10, the default model's)")
+                    help="frames per second fed to the CNN (default 10)")
     ap.add_argument("--cnn", default=os.environ.get(
-        "CONY_VIDEO_CNN", os.path.join(ROOT, "models", "video", "frame_cnn.safetensors")))
-    ap.add_argument("--classifier", default=os.environ.get(
-        "CONY_VIDEO_CLASSIFIER", os.path.join(ROOT, "models", "video", "classifier.safetensors")))
+        "CONY_VIDEO_CNN", os.path.join(ROOT, "models", "imagenet", "mobilenet_v2.safetensors")),
+        help="frame CNN (default the ImageNet MobileNet-v2)")
+    ap.add_argument("--classifier", default=os.environ.get("CONY_VIDEO_CLASSIFIER", "none"),
+                    help="classifier over the CNN's tokens, or none (default): the CNN's own "
+                         "labels per frame")
     ap.add_argument("--size", default="640x480",
                     help="picture size for camera/test sources (default 640x480)")
     ap.add_argument("--quiet", action="store_true", help="do not print the labels")
@@ -121,7 +127,7 @@ def main(argv=None):
     args = ap.parse_args(argv)
     Gst.init(None)
     for m in (args.cnn, args.classifier):
-        if not os.path.isfile(m):
+        if m != "none" and not os.path.isfile(m):
             raise SystemExit(f"overlay.py: model file {m} not found")
 
     have_text = Gst.ElementFactory.find("textoverlay") is not None and not args.bitmap_font
@@ -153,10 +159,11 @@ def main(argv=None):
         w, h = args.size.split("x")
         size = f"videoscale ! video/x-raw,width={int(w)},height={int(h)} ! "
     desc = (f"{source_desc(args.source, args.num_buffers)} ! videoconvert ! {size}tee name=t "
-            f"t. ! queue ! videoconvert ! videoscale ! videorate ! video/x-raw,framerate={args.fps}/1 "
+            f"t. ! queue ! videoconvert ! videorate ! video/x-raw,framerate={args.fps}/1 "
             f'! conyframeembed model="{args.cnn}" '
-            f'! conytransformer name=classifier model="{args.classifier}" '
-            f"! fakesink sync=false async=false "
+            + ("" if args.classifier == "none" else
+               f'! conytransformer name=classifier model="{args.classifier}" ')
+            + "! fakesink sync=false async=false "
             f"t. ! queue ! {draw}{sink}")
     pipe = Gst.parse_launch(desc)
     overlay = pipe.get_by_name("overlay")
@@ -187,7 +194,9 @@ def main(argv=None):
     def on_message(bus, msg):
         if msg.type == Gst.MessageType.ELEMENT:
             s = msg.get_structure()
-            if s is not None and s.get_name() == "conytransformer" and s.has_field("label"):
+            # conytransformer's steps, or with --classifier none conyframeembed's frames
+            if (s is not None and s.get_name() in ("conytransformer", "conyframeembed")
+                    and s.has_field("label")):
                 label = s.get_string("label")
                 conf = s.get_value("confidence")
                 _, ts = s.get_uint64("stream-time-end")   # the end of the input covered

@@ -5,14 +5,17 @@
 
 SOURCE is a media file path or URI (decoded with uridecodebin; one without an audio
 stream: one line and status 4, from pipelines/has_audio.py), `mic` (the default
-microphone of GStreamer's device monitor; none: an error, not a fake source), `test`
+microphone of GStreamer's device monitor; none: an error and status 3, not a fake source), `test`
 (a 5 s audiotestsrc tone; the default) or any GStreamer source description, e.g.
 "audiotestsrc is-live=true". Each result is printed (and flushed) as soon as the
 element posts it; when the reader goes away (`| head -1`) the script stops quietly
 with status 0. Results come from the element's
 `conytransformer` bus messages, or with --from-meta from the
 GstConyClassificationCustomMeta on each buffer (read in a pad probe through GObject
-introspection: what an application that handles the buffers itself would do).
+introspection: what an application that handles the buffers itself would do). With
+--json each line is a record of docs/results.schema.json, conyjson's: a "result" per
+step (`source` = SOURCE; `events` from the meta, or from the bus only in on-change
+mode) and an "eos" record for a segment that EOS closed (on-change mode).
 
 Needs python3-gi and gir1.2-gstreamer-1.0 (Debian), and the plugin on GST_PLUGIN_PATH
 (the scripts in pipelines/ set it to build/gst when it is not set).
@@ -65,12 +68,9 @@ def source_description(source, prog="print_results.py"):
     if source == "test":
         return "audiotestsrc num-buffers=80 samplesperbuffer=1000 wave=sine freq=440"
     if source == "mic":
-        import devices  # pipelines/devices.py
-        found = devices.capture_devices("audio")
-        if not found:
-            sys.exit("print_results.py: no microphone found (GStreamer's device monitor lists "
-                     "no Audio/Source device); give a file or a GStreamer source description")
-        return devices.launch_description(found[0])
+        import devices  # pipelines/devices.py; none: exit 3 (devices.NO_DEVICE)
+        return devices.require("audio", prog,
+                               "give a file or a GStreamer source description")
     if Gst.uri_is_valid(source):
         require_audio(source, prog)
         return f'uridecodebin uri="{source}"'
@@ -117,64 +117,120 @@ class Printer:
     def format(self, record):
         if self.as_json:
             return json.dumps(record)
-        extra = ""
-        if "segment_start" in record:
-            extra = f"  (since {seconds(record['segment_start'])} s)"
-        return (f"{seconds(record['time']):>8} s  {record['label']:<20} "
-                f"{record['confidence']:.3f}{extra}")
+        if record["type"] == "eos":
+            return "     eos  " + ", ".join(
+                f"{e['label']} ended ({seconds(e['segment_start'])}-{seconds(e['segment_end'])} s)"
+                for e in record["events"])
+        onsets = [e for e in record.get("events", []) if e["event"] == "onset"]
+        extra = f"  (since {seconds(onsets[-1]['segment_start'])} s)" if onsets else ""
+        return (f"{seconds(record['stream_end']):>8} s  {record['label']:<20} "
+                f"{record['score']:.3f}{extra}")
 
 
-def record_from_message(s):
-    """time: the end of the input the result covers, in stream time (the printed column:
-    how far into the stream the result has heard); start + duration: the whole span
-    (buffer time), pts: the step's own."""
-    rec = {
-        "source": "message",
-        "time": ns(s.get_value("stream-time-end")),
-        "start": ns(s.get_value("timestamp")),
-        "pts": ns(s.get_value("pts")),
-        "running_time": ns(s.get_value("running-time")),
-        "duration": ns(s.get_value("duration")),
-        "step": int(s.get_value("step")),
+# The records are those of docs/results.schema.json (conyjson's): "result" for a step,
+# "eos" for the segments that EOS closes.
+
+def score(x):
+    """Float precision (7 significant digits), as conyjson writes scores."""
+    return float(f"{x:.7g}")
+
+
+def event(kind, class_id, label, start, end=None):
+    return {"event": kind, "class_id": class_id, "label": label,
+            "segment_start": ns(start), "segment_end": ns(end)}
+
+
+def result_record(s, source, names):
+    """The "result" record of a conytransformer message or custom meta structure @s;
+    @names maps the schema's time fields to the structure's."""
+    start = ns(s.get_value(names["start"]))
+    if names["end"]:
+        end = ns(s.get_value(names["end"]))
+        duration = None if start is None or end is None else end - start
+    else:                              # messages: timestamp + duration
+        duration = ns(s.get_value("duration"))
+        end = None if start is None or duration is None else start + duration
+    rec = {"type": "result", "step": int(s.get_value("step")), "pts": ns(s.get_value("pts")),
+           "start": start, "end": end, "duration": duration}
+    if source is not None:
+        rec = {"type": "result", "source": source} | rec
+    for key in ("running_start", "running_end", "stream_start", "stream_end"):
+        rec[key] = ns(s.get_value(names[key]))
+    rec.update({
+        "output": s.get_string("output"),
         "class_id": s.get_value("class-id"),
         "label": s.get_string("label"),
-        "confidence": round(float(s.get_value("confidence")), 6),
-        "scores": [round(x, 6) for x in float_array(s, "scores")],
-        "top": list(zip(float_array(s, "top-labels"),   # (any GST_TYPE_ARRAY)
-                        [round(x, 6) for x in float_array(s, "top-scores")])),
-    }
-    if s.has_field("event"):
-        rec["event"] = s.get_string("event")
-    if s.has_field("segment-start"):
-        rec["segment_start"] = ns(s.get_value("segment-start"))
-        rec["previous_label"] = s.get_string("previous-label")
-        rec["previous_segment_start"] = ns(s.get_value("previous-segment-start"))
-        rec["previous_segment_end"] = ns(s.get_value("previous-segment-end"))
-    if s.has_field("eos"):
-        rec["eos"] = bool(s.get_value("eos"))
+        "score": score(s.get_value(names["score"])),
+        "top": [{"class_id": i, "label": lab, "score": score(x)} for i, lab, x in zip(
+            float_array(s, "top-ids"), float_array(s, "top-labels"),
+            float_array(s, "top-scores"))],   # (any GST_TYPE_ARRAY)
+        "context_fill": s.get_value("context-fill"),
+        "scores": [score(x) for x in float_array(s, "scores")],
+    })
     return rec
 
 
-def records_from_buffer(buf):
+MESSAGE_TIMES = {"start": "timestamp", "end": None, "running_start": "running-time",
+                 "running_end": "running-time-end", "stream_start": "stream-time",
+                 "stream_end": "stream-time-end", "score": "confidence"}
+META_TIMES = {"start": "window-start", "end": "window-end", "running_start": "running-start",
+              "running_end": "running-end", "stream_start": "stream-start",
+              "stream_end": "stream-end", "score": "score"}
+
+
+def message_events(s, labels):
+    """The segment events an on-change message stands for (none in every-step mode)."""
+    if s.has_field("event"):          # sigmoid: one label's onset or offset
+        onset = s.get_string("event") == "onset"
+        return [event(s.get_string("event"), s.get_value("class-id"), s.get_string("label"),
+                      s.get_value("segment-start"),
+                      None if onset else s.get_value("segment-end"))]
+    if not s.has_field("segment-start"):
+        return None
+    prev = s.get_string("previous-label")
+    if s.has_field("eos"):            # softmax, EOS: the open segment ends
+        return [event("offset", s.get_value("class-id"), prev,
+                      s.get_value("previous-segment-start"), s.get_value("previous-segment-end"))]
+    events = []
+    if prev:
+        events.append(event("offset", labels.index(prev) if prev in labels else None, prev,
+                            s.get_value("previous-segment-start"),
+                            s.get_value("previous-segment-end")))
+    events.append(event("onset", s.get_value("class-id"), s.get_string("label"),
+                        s.get_value("segment-start")))
+    return events
+
+
+def record_from_message(s, source=None, labels=()):
+    """The record of a conytransformer bus message: "result", or "eos" for a message
+    that closes a segment at EOS (on-change mode). @labels: the classifier's labels
+    (for the class id of a segment that ended)."""
+    events = message_events(s, list(labels))
+    if s.has_field("eos"):
+        rec = {"type": "eos", "step": int(s.get_value("step")), "events": events}
+        return rec if source is None else {"type": "eos", "source": source} | rec
+    rec = result_record(s, source, MESSAGE_TIMES)
+    if events is not None:
+        rec["events"] = events
+    return rec
+
+
+def records_from_buffer(buf, source=None):
     """The classification on a buffer, from the custom meta mirror. get_custom_meta()
     returns one meta; after conyvggish every buffer holds one token, hence one step."""
     meta = buf.get_custom_meta(CUSTOM_META)
     if meta is None:
         return []
     s = meta.get_structure()
-    return [{
-        "source": "meta",
-        "time": ns(s.get_value("stream-end")),
-        "pts": ns(s.get_value("pts")),
-        "window_start": ns(s.get_value("window-start")),
-        "window_end": ns(s.get_value("window-end")),
-        "step": int(s.get_value("step")),
-        "class_id": s.get_value("class-id"),
-        "label": s.get_string("label"),
-        "confidence": round(float(s.get_value("score")), 6),
-        "context_fill": s.get_value("context-fill"),
-        "scores": [round(x, 6) for x in float_array(s, "scores")],
-    }]
+    rec = result_record(s, source, META_TIMES)
+    ok, arr = s.get_array("events")
+    rec["events"] = []
+    for i in range(arr.n_values if ok else 0):
+        e = arr.get_nth(i)
+        rec["events"].append(event(e.get_string("event"), e.get_value("class-id"),
+                                   e.get_string("label"), e.get_value("segment-start"),
+                                   e.get_value("segment-end")))
+    return [rec]
 
 
 def add_pipeline_arguments(ap):
@@ -220,10 +276,10 @@ def token_props(transformer):
             "output=embedding" if fe.get("cnn_output") == "embedding" else "")
 
 
-def build_pipeline(args, prog, extra_props=""):
+def build_pipeline(args, prog, extra_props="", sink=None):
     """SOURCE ! audioconvert ! audioresample ! conymel ! conyvggish ! conytransformer
-    name=classifier ! fakesink from add_pipeline_arguments' options; exits with a message
-    naming what is wrong."""
+    name=classifier ! SINK (default fakesink) from add_pipeline_arguments' options; exits
+    with a message naming what is wrong."""
     if "GST_PLUGIN_PATH" not in os.environ and os.path.isdir(os.path.join(ROOT, "build", "gst")):
         os.environ["GST_PLUGIN_PATH"] = os.path.join(ROOT, "build", "gst")
     Gst.init(None)
@@ -243,7 +299,7 @@ def build_pipeline(args, prog, extra_props=""):
     mel, cnn = token_props(args.transformer)
     desc = (f"{source} ! audioconvert ! audioresample ! conymel {mel} "
             f'! conyvggish model="{args.vggish}" {cnn} ! conytransformer name=classifier {props} '
-            f"! fakesink sync={'true' if live else 'false'}")
+            f"! {sink or 'fakesink sync=' + ('true' if live else 'false')}")
     try:
         return Gst.parse_launch(desc)
     except GLib.Error as e:
@@ -264,7 +320,7 @@ def main():
     loop = GLib.MainLoop()
     if args.from_meta:
         def probe(pad, info):
-            for rec in records_from_buffer(info.get_buffer()):
+            for rec in records_from_buffer(info.get_buffer(), args.source):
                 printer.emit(rec)
             if printer.closed:
                 loop.quit()   # thread-safe: the reader has gone
@@ -276,22 +332,27 @@ def main():
         printer.emit(record)
         return not printer.closed
 
-    sys.exit(run(pipeline, loop, "print_results.py", on_result))
+    sys.exit(run(pipeline, loop, "print_results.py", on_result, args.source))
 
 
-def run(pipeline, loop, prog, on_result):
+def run(pipeline, loop, prog, on_result, source=None, on_element=None):
     """Plays @pipeline until EOS, an error, Ctrl-C or @on_result(record) returning False;
-    @on_result gets each conytransformer bus message as a record_from_message() dict.
-    Returns the exit status: 0, or 1 after an error (printed on stderr)."""
+    @on_result gets each conytransformer bus message as a record_from_message() dict
+    (with @source), @on_element the structure of any other element message. Returns the
+    exit status: 0, or 1 after an error (printed on stderr)."""
     status = {"rc": 0}
+    classifier = pipeline.get_by_name("classifier")
 
     def on_message(bus, msg):
         t = msg.type
         if t == Gst.MessageType.ELEMENT:
             s = msg.get_structure()
             if s is not None and s.get_name() == "conytransformer":
-                if not on_result(record_from_message(s)):
+                labels = classifier.get_property("labels") or []
+                if not on_result(record_from_message(s, source, labels)):
                     loop.quit()
+            elif s is not None and on_element is not None:
+                on_element(s)
         elif t == Gst.MessageType.ERROR:
             err, dbg = msg.parse_error()
             print(f"{prog}: error from {msg.src.get_name()}: {err.message}\n{dbg}",
@@ -300,7 +361,9 @@ def run(pipeline, loop, prog, on_result):
             loop.quit()
         elif t == Gst.MessageType.WARNING:
             err, dbg = msg.parse_warning()
-            print(f"{prog}: warning from {msg.src.get_name()}: {err.message}", file=sys.stderr)
+            detail = dbg.splitlines()[-1].split(": ", 1)[-1] if dbg else ""
+            print(f"{prog}: warning from {msg.src.get_name()}: {err.message}"
+                  + (f" ({detail})" if detail else ""), file=sys.stderr)
         elif t == Gst.MessageType.EOS:
             loop.quit()
 

@@ -9,8 +9,9 @@
 #   scripts/run.sh FILE|URI   # any media file GStreamer can decode
 set -euo pipefail
 cd "$(dirname "$0")/.."
-bash scripts/setup.sh --runtime
-bash scripts/build.sh
+# Setup and build chatter goes to stderr: stdout is the results only.
+bash scripts/setup.sh --runtime >&2
+bash scripts/build.sh >&2
 input=${1:-}
 if [ -z "$input" ]; then
   bash scripts/make_demo_clip.sh out/demo.wav >&2

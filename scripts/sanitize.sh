@@ -27,12 +27,16 @@ export LSAN_OPTIONS=suppressions=$PWD/tests/lsan.supp:print_suppressions=0
 status=0
 ASAN_OPTIONS=detect_leaks=1 meson test -C build-asan --num-processes 2 --print-errorlogs \
   --logbase sanitize-libcony --suite libcony "$@" || status=1
+# conymqttsink's test exists where meson found libmosquitto
+mqtt=()
+meson test -C build-asan --list 2>/dev/null | grep -q '/ gst_conymqttsink$' && mqtt=(gst_conymqttsink)
 ASAN_OPTIONS=detect_leaks=1:fast_unwind_on_malloc=0 meson test -C build-asan --num-processes 2 \
   --print-errorlogs --logbase sanitize-gst \
   gst_conymel gst_conyvggish gst_conyframeembed gst_conytransformer gst_conyresults gst_cycles \
-  gst_shared_cnn "$@" || status=1
+  gst_shared_cnn gst_conyfuse "${mqtt[@]}" "$@" || status=1
 [ $ci = 1 ] && exit $status
 LD_PRELOAD=$(cc -print-file-name=libasan.so) ASAN_OPTIONS=detect_leaks=0:verify_asan_link_order=0 \
   meson test -C build-asan --num-processes 1 gst_pipeline gst_pipeline_transformer \
-  video_pipeline video_patches_pipeline video_heldout default-audio-model conyjson_pipeline "$@" || status=1
+  video_pipeline video_patches_pipeline video_heldout default-audio-model conyjson_pipeline av_pipeline \
+  "$@" || status=1
 exit $status

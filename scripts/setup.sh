@@ -7,26 +7,31 @@
 #                                # (what scripts/run.sh needs: no torch, no test services)
 set -euo pipefail
 
-# Build and run: the elements, the CLI, pipelines/ (python3-gi; GstPbutils for
-# has_audio.py) and the demo clip's tools.
+# Build and run: the elements (libmosquitto for conymqttsink), the CLI, pipelines/
+# (python3-gi; GstPbutils for has_audio.py) and the demo clip's tools.
 RUNTIME=(
   build-essential meson ninja-build pkg-config
   libglib2.0-dev libjson-glib-dev
   libgstreamer1.0-dev libgstreamer-plugins-base1.0-dev
   gstreamer1.0-tools gstreamer1.0-plugins-base gstreamer1.0-plugins-good
   libopenblas-dev liblapacke-dev
-  libavutil-dev libswresample-dev
+  libavutil-dev libswresample-dev libmosquitto-dev
   python3 python3-gi gir1.2-gstreamer-1.0 gir1.2-gst-plugins-base-1.0
   espeak-ng sox libsox-fmt-base
   python3-flatbuffers
 )
-# Tests and training/: the reference and training stack (torch), numpy (overlay.py's
-# bitmap font too), the MQTT broker and client of pipelines/mqtt_publish.py's test, and
+# Tests and training/: the reference and training stack (torch), FluidSynth and its GM sound
+# font (the music of train_your_own.py's "other" class and the data set's), matplotlib
+# (pipelines/timeline.py's pictures), numpy (overlay.py's bitmap font too), the MQTT broker
+# of conymqttsink's test and mosquitto_sub (the docs' subscriber), jsonschema (the result
+# schema's test), and
 # clang with its sanitizer runtime (test.sh's clang build and libFuzzer smoke run) and
 # clang-format (the format test).
 FULL=(
   python3-numpy python3-torch
-  mosquitto python3-paho-mqtt
+  fluidsynth fluid-soundfont-gm
+  python3-matplotlib
+  mosquitto mosquitto-clients python3-paho-mqtt python3-jsonschema
   clang libclang-rt-14-dev clang-format
 )
 
@@ -43,10 +48,10 @@ for p in "${PACKAGES[@]}"; do
 done
 
 if [ ${#missing[@]} -gt 0 ]; then
-  echo "setup: installing ${missing[*]}"
+  echo "setup: installing ${missing[*]}" >&2
   SUDO=""
   [ "$(id -u)" -eq 0 ] || SUDO=sudo
-  $SUDO apt-get update -qq
+  $SUDO apt-get update -qq >&2
   DEBIAN_FRONTEND=noninteractive $SUDO apt-get install -y -qq --no-install-recommends "${missing[@]}" >/dev/null
 fi
-echo "setup: all dependencies present"
+echo "setup: all dependencies present" >&2

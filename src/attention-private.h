@@ -1,4 +1,8 @@
-/* Internals of ConyAttention, shared by attention.c and the benchmarks. */
+/* Internals of ConyAttention, shared by the attention files and the benchmarks.
+ *
+ * attention.c is the layer (table of variants, buffers, budget, steps); below it one file
+ * per family (attention-windowed.c, attention-continual.c, attention-cony.c,
+ * attention-vcc.c) and the kernels they share (attention-kernels.c, attention-rowsum.h). */
 #pragma once
 #include "cony/attention-internal.h"
 #include "cpu-private.h"
@@ -10,9 +14,11 @@ G_BEGIN_DECLS
  * vector), cpu-private.h's CONY_CLONES. */
 
 typedef struct _ConyVcc ConyVcc;
+typedef struct _ConyAttentionVariantInfo ConyAttentionVariantInfo;
 
 struct _ConyAttention {
   ConyAttentionConfig cfg;
+  const ConyAttentionVariantInfo *info; /* the row of cfg.variant in attention.c's table */
   int d, heads, hd, n, m;
   float scale; /* 1/√hd: every score is scale·(q·k) */
 
@@ -57,12 +63,125 @@ struct _ConyAttention {
 
 /* cony_attention_project(), cony_attention_core_step(): cony/attention-internal.h */
 
-/* The vcc variant (attention-vcc.c), behind the hooks of attention.c. */
+/* What a variant is, keeps and does: one row per variant in attention.c, the only place
+ * that lists them. */
+typedef enum
+{
+  CONY_VARIANT_CONTINUAL = 1 << 0,        /* carries state between steps (O(1) new tokens) */
+  CONY_VARIANT_LANDMARKS = 1 << 1,        /* uses the config's m landmarks */
+  CONY_VARIANT_FIXED_LANDMARKS = 1 << 2,  /* the model's landmarks: needs q/k_landmarks */
+  CONY_VARIANT_RING_Q = 1 << 3,           /* keeps the window's queries */
+  CONY_VARIANT_RING_Q_RETRO = 1 << 4,     /* ... only when retroactive */
+  CONY_VARIANT_RING_K = 1 << 5,           /* keeps the window's keys */
+  CONY_VARIANT_RING_V = 1 << 6,           /* keeps the window's values */
+  CONY_VARIANT_LANDMARK_ROWS = 1 << 7,    /* a running sum per landmark (m rows) */
+  CONY_VARIANT_QUERY_ROWS_RETRO = 1 << 8, /* a running sum per window query when retroactive */
+  CONY_VARIANT_KEY_SCORES = 1 << 9,       /* each window key's scores against the landmarks */
+  CONY_VARIANT_SEGMENTS = 1 << 10,        /* landmarks are segment means of the stream */
+} ConyAttentionVariantFlags;
+
+struct _ConyAttentionVariantInfo {
+  const char *name;        /* as on the command line and in model files */
+  const char *description; /* one line, for GStreamer's enum */
+  ConyAttentionVariantFlags flags;
+  /* the variant computing the same function over a whole window (itself if windowed) */
+  ConyAttentionVariant windowed;
+  /* Makes the token in a->qkv (already in the rings) part of the state; NULL: the rings
+   * are all. */
+  void (*advance) (ConyAttention *a);
+  /* Head outputs into a->heads_out for the @rows newest queries @Q (single output), or
+   * the n window rows (retroactive). */
+  void (*emit) (ConyAttention *a, const float *Q, int rows);
+  /* Windowed variants: rows [r0, w) over a->win_q/k/v, head outputs to @out (stride d);
+   * NULL for the continual ones (their windowed counterpart's is used). */
+  void (*forward) (ConyAttention *a, int w, int r0, float *out);
+  /* Optional: why @c is invalid for this variant, its defaults filled in, the bytes it
+   * allocates beyond the layer's buffers, its own state made / cleared / counted. */
+  const char *(*invalid) (const ConyAttentionConfig *c);
+  void (*resolve_config) (ConyAttentionConfig *c);
+  gsize (*config_bytes) (const ConyAttentionConfig *c);
+  void (*create) (ConyAttention *a);
+  void (*reset) (ConyAttention *a);
+  gsize (*state_bytes) (const ConyAttention *a);
+  /* Counted FLOPs of one step, all heads, SDA only; and the paper's appendix formula. */
+  double (*sda_flops) (const ConyAttentionConfig *c);
+  double (*paper_flops) (const ConyAttentionConfig *c);
+};
+
+const ConyAttentionVariantInfo *cony_attention_variant_info (ConyAttentionVariant variant);
+
+/* The window once a->t tokens have been stepped: its length, the output row of its
+ * oldest token (retroactive outputs have n rows, those before the stream start zero),
+ * and the ring slot of its i-th token, oldest first. */
+static inline int
+cony_attn_window_fill (const ConyAttention *a)
+{
+  return (int) MIN (a->t, (guint64) a->n);
+}
+
+static inline int
+cony_attn_window_first_row (const ConyAttention *a, int w)
+{
+  return a->n - w;
+}
+
+static inline int
+cony_attn_window_slot (const ConyAttention *a, int w, int i)
+{
+  return (int) ((a->t - w + i) % a->n);
+}
+
+/* Shared kernels (attention-kernels.c). */
+/* Query rows of the regular layer scored per sgemm: the score scratch holds this many rows
+ * of the window, so it grows as n, not n² (a retroactive window at n = 16384 would need
+ * 1 GiB of scores at once). */
+#define REGULAR_ROW_CHUNK 64
+void cony_attn_softmax_scores (const float *q, const float *K, int ld, int w, int hd, float scale,
+    float *s, double *sd);
+void cony_attn_regular_head (const float *Q, const float *K, const float *V, int ld, int w, int r0,
+    int hd, float scale, float *out, int ldo, float *S, double *Sd);
+gboolean cony_attn_landmark_pinv (const ConyAttention *a, const float *Ql, const float *Kl, int ml,
+    double *pinv);
+void cony_attn_nystrom_head (const ConyAttention *a, const float *Q, const float *K, const float *V,
+    int ld, int w, int r0, const float *Ql, const float *Kl, int ml, const double *pinv, float *out,
+    int ldo, double *S);
+void cony_attn_segment_means (const float *X, int ld, int w, int m, int hd, float *out);
+
+/* The windowed family (attention-windowed.c). */
+void cony_regular_forward (ConyAttention *a, int w, int r0, float *out);
+void cony_nystrom_forward (ConyAttention *a, int w, int r0, float *out);
+void cony_nystrom_fixed_forward (ConyAttention *a, int w, int r0, float *out);
+void cony_windowed_emit (ConyAttention *a, const float *Q, int rows);
+double cony_regular_sda_flops (const ConyAttentionConfig *c);
+double cony_nystrom_sda_flops (const ConyAttentionConfig *c);
+double cony_nystrom_fixed_sda_flops (const ConyAttentionConfig *c);
+double cony_regular_paper_flops (const ConyAttentionConfig *c);
+double cony_nystrom_paper_flops (const ConyAttentionConfig *c);
+double cony_nystrom_fixed_paper_flops (const ConyAttentionConfig *c);
+
+/* The continual family, CoSi / CoRe (attention-continual.c). */
+void cony_continual_advance (ConyAttention *a);
+void cony_continual_emit (ConyAttention *a, const float *Q, int rows);
+double cony_continual_sda_flops (const ConyAttentionConfig *c);
+double cony_continual_paper_flops (const ConyAttentionConfig *c);
+
+/* The Continual Nyström family, cony and cony-fixed (attention-cony.c). */
+void cony_cony_advance (ConyAttention *a);
+void cony_cony_emit (ConyAttention *a, const float *Q, int rows);
+void cony_cony_reset (ConyAttention *a);
+gsize cony_cony_state_bytes (const ConyAttention *a);
+double cony_cony_sda_flops (const ConyAttentionConfig *c);
+double cony_cony_fixed_sda_flops (const ConyAttentionConfig *c);
+double cony_cony_paper_flops (const ConyAttentionConfig *c);
+double cony_cony_fixed_paper_flops (const ConyAttentionConfig *c);
+
+/* The vcc variant (attention-vcc.c), behind the hooks of attention.c's table. */
 /* Why @c is not a valid vcc layer, or NULL. */
 const char *cony_vcc_invalid (const ConyAttentionConfig *c);
 /* Fills in the defaults of the vcc fields of @c. */
 void cony_vcc_resolve_config (ConyAttentionConfig *c);
-ConyVcc *cony_vcc_new (const ConyAttention *a);
+/* Makes a->vcc (its bytes are in the budget the layer checked). */
+void cony_vcc_create (ConyAttention *a);
 void cony_vcc_free (ConyVcc *v);
 void cony_vcc_reset (ConyAttention *a);
 /* Appends the token in a->qkv (stream position a->t) to the block-local sums. */

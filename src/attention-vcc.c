@@ -98,8 +98,8 @@ block_rows (int n)
   return (n + b - 1) / b + 1 + b;
 }
 
-ConyVcc *
-cony_vcc_new (const ConyAttention *a)
+static ConyVcc *
+vcc_new (const ConyAttention *a)
 {
   ConyVcc *v = g_new0 (ConyVcc, 1);
   int d = a->d, n = a->n;
@@ -125,6 +125,12 @@ cony_vcc_new (const ConyAttention *a)
     v->log_len[i] = log ((double) i);
   v->args = g_new (float, (gsize) v->max_segments * a->heads + a->heads);
   return v;
+}
+
+void
+cony_vcc_create (ConyAttention *a)
+{
+  a->vcc = vcc_new (a);
 }
 
 void

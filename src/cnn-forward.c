@@ -177,7 +177,7 @@ pw_forward (ConyCnn *cnn, Layer *l, const float *in, float *out, gsize nb)
     cblas_sgemm (CblasRowMajor, CblasNoTrans, CblasNoTrans, (int) M, (int) N, (int) K, 1.0f, in,
         (int) K, l->w, (int) N, 0.0f, out, (int) N);
   }
-  bias_act (out, M, N, l->b, TRUE, l->relu_max);
+  bias_act (out, M, N, l->b, l->relu, l->relu_max);
 }
 
 static void
@@ -217,10 +217,37 @@ gap_forward (const Layer *l, const float *in, float *out, gsize nb)
   }
 }
 
+/* A residual: out = in + the map saved at layer add_from (cnn->res). */
+static void
+add_forward (ConyCnn *cnn, const Layer *l, const float *in, float *out, gsize nb)
+{
+  gsize n = (gsize) l->out_h * l->out_w * l->out_c * nb;
+  for (gsize i = 0; i < n; i++)
+    out[i] = in[i] + cnn->res[i];
+}
+
+/* The softmax of each of the @n rows of @cols values, with the row's maximum
+ * subtracted first (no overflow). */
+static void
+softmax_rows (const float *in, gsize n, guint cols, float *out)
+{
+  for (gsize r = 0; r < n; r++, in += cols, out += cols) {
+    float mx = in[0];
+    for (guint c = 1; c < cols; c++)
+      mx = MAX (mx, in[c]);
+    double sum = 0.0;
+    for (guint c = 0; c < cols; c++)
+      sum += out[c] = expf (in[c] - mx);
+    float inv = (float) (1.0 / sum);
+    for (guint c = 0; c < cols; c++)
+      out[c] *= inv;
+  }
+}
+
 /* cnn->norm = the @nb examples of @input centred (center_height) and normalised
  * (input_mean / input_std), in that order. */
-static void
-prepare_input (ConyCnn *cnn, const float *input, gsize nb)
+void
+cnn_prepare_input (ConyCnn *cnn, const float *input, gsize nb)
 {
   guint C = cnn->w->in_c;
   gsize cols = (gsize) cnn->w->in_w * C, plane = cols * cnn->w->in_h;
@@ -257,12 +284,17 @@ features_forward (ConyCnn *cnn, const float *input, gsize nb)
 {
   const float *cur = input;
   if (cnn->w->in_mean != NULL || cnn->w->center_height) {
-    prepare_input (cnn, input, nb);
+    cnn_prepare_input (cnn, input, nb);
     cur = cnn->norm;
   }
   float *bufs[2] = { cnn->act_a, cnn->act_b };
   int which = 0;
-  for (guint i = 0; i < cnn->w->first_fc; i++) {
+  guint first = 0;
+  if (cnn_int8_active (cnn)) { /* the integer layers first, their output in act_b */
+    first = cnn_int8_features (cnn, cur, nb, bufs[1]);
+    cur = first > 0 ? bufs[1] : cur;
+  }
+  for (guint i = first; i < cnn->w->first_fc; i++) {
     Layer *l = &cnn->w->layers[i];
     float *out = bufs[which];
     guint tile = l->kind == LAYER_CONV ? cnn_wino_tile (cnn, l, nb) : 0;
@@ -276,8 +308,12 @@ features_forward (ConyCnn *cnn, const float *input, gsize nb)
       dw_forward (l, cur, out, nb);
     else if (l->kind == LAYER_PW)
       pw_forward (cnn, l, cur, out, nb);
+    else if (l->kind == LAYER_ADD)
+      add_forward (cnn, l, cur, out, nb);
     else
       pool_forward (l, cur, out, nb);
+    if (l->keep) /* a later residual adds this map */
+      memcpy (cnn->res, out, sizeof (float) * l->out_h * l->out_w * l->out_c * nb);
     cur = out;
     which ^= 1;
   }
@@ -329,13 +365,24 @@ fc_forward (ConyCnn *cnn, const float *in, gsize n, float *out)
   const float *cur = in;
   float *bufs[2] = { cnn->fc_a, cnn->fc_b };
   int which = 0;
-  for (guint i = cnn->w->first_fc; i < cnn->w->n_layers; i++) {
+  guint first = cnn->w->first_fc;
+  if (cnn_int8_active (cnn)) { /* integer head layers, then float ones (if any) */
+    first = cnn_int8_head (cnn, in, n, bufs[0]);
+    if (first == cnn->w->n_layers)
+      memcpy (out, bufs[0], sizeof (float) * n * cnn->w->out_dim);
+    cur = first > cnn->w->first_fc ? bufs[0] : cur;
+    which = first > cnn->w->first_fc;
+  }
+  for (guint i = first; i < cnn->w->n_layers; i++) {
     const Layer *l = &cnn->w->layers[i];
     gboolean last = i + 1 == cnn->w->n_layers;
     float *dst = last ? out : bufs[which];
-    if (l->kind == LAYER_SIGMOID) {
-      for (gsize j = 0; j < n * l->out_c; j++)
-        dst[j] = 1.0f / (1.0f + expf (-cur[j]));
+    if (l->kind == LAYER_SIGMOID || l->kind == LAYER_SOFTMAX) {
+      if (l->kind == LAYER_SOFTMAX)
+        softmax_rows (cur, n, l->out_c, dst);
+      else
+        for (gsize j = 0; j < n * l->out_c; j++)
+          dst[j] = 1.0f / (1.0f + expf (-cur[j]));
       cur = dst;
       which ^= 1;
       continue;

@@ -1,15 +1,27 @@
-/* Private parts of the CNN engine shared by src/cnn*.c (see include/cony/cnn.h):
- * cnn.c       lifetime, geometry, getters and setters, the PCA postprocess;
- * cnn-load.c  model files and random networks;
+/* Private parts of the CNN engine shared by src/cnn*.c (see include/cony/cnn.h).
+ * Each file uses only those listed after it (no import circle):
+ * cnn.c           ConyCnn: lifetime, getters and setters, the PCA postprocess;
  * cnn-shared.c    the process-wide registry that shares loaded weights;
+ * cnn-load.c      model files and random networks: the common metadata, then the
+ *                 loader of the file's `network` kind:
+ * cnn-vgg.c       VGG-style networks (no `network` key);
+ * cnn-mobilenet.c MobileNet networks;
+ * cnn-tensors.c   reading weights and metadata, random weights (for the loaders);
+ * cnn-weights.c   CnnWeights: lifetime, copies, layer geometry;
  * cnn-winograd.c  Winograd F(2x2)/F(4x4) convolutions and the CPU kernel choice;
- * cnn-forward.c   the forward pass (im2col, pools, FC layers, batching). */
+ * cnn-forward.c   the forward pass (im2col, pools, FC layers, batching);
+ * cnn-int8.c      the integer path of quantised MobileNet-v1 files (qkernels*.c). */
 #pragma once
 #include "cony/cnn.h"
+#include "cony/safetensors.h"
 #include "cpu-private.h"
 #include "gemv-private.h"
 
 #include <pthread.h>
+
+/* The integer network of a quantised file and a ConyCnn's scratch for it (cnn-int8.c). */
+typedef struct _CnnInt8 CnnInt8;
+typedef struct _CnnInt8Scratch CnnInt8Scratch;
 
 typedef enum
 {
@@ -20,6 +32,8 @@ typedef enum
   LAYER_DW,      /* MobileNet: 3x3 depthwise SAME conv (stride 1 or 2) + ReLU / ReLU6 */
   LAYER_PW,      /* MobileNet: 1x1 pointwise conv + ReLU / ReLU6 */
   LAYER_SIGMOID, /* MobileNet head: logistic of the previous (FC) output */
+  LAYER_ADD,     /* MobileNet-v2 residual: the map plus layer add_from's output */
+  LAYER_SOFTMAX, /* MobileNet head: softmax of the previous (FC) output */
 } LayerKind;
 
 typedef struct {
@@ -31,6 +45,8 @@ typedef struct {
   float relu_max;          /* CONV/DW/PW: 6 for ReLU6, INFINITY for ReLU (0 is read as INFINITY) */
   guint stride;            /* CONV/DW: 1 or 2 (0 is read as 1) */
   guint pad_top, pad_left; /* CONV/DW: TensorFlow SAME padding before the map */
+  guint add_from;          /* ADD: the layer whose output is added */
+  gboolean keep;           /* its output is added later: the forward pass saves it */
   /* CONV: w is (9 * in_c) x out_c row-major, row = (ky * 3 + kx) * in_c + ci.
    * DW:   w is 9 x C row-major, row = ky * 3 + kx.
    * PW:   w is in_c x out_c row-major.
@@ -76,6 +92,7 @@ typedef struct {
   gsize max_col;        /* largest im2col matrix (floats) */
   gsize max_wv, max_wm; /* Winograd scratch: n*n x tiles x Cin, n*n x tiles x Cout */
   gsize max_ch;         /* widest conv layer (channels) */
+  gsize max_keep;       /* largest map a residual add needs saved (floats; 0: none) */
 
   /* Input normalisation (x - mean[c]) / std[c], from input_mean / input_std; NULL when
    * the file declares none. */
@@ -89,6 +106,8 @@ typedef struct {
   int users;            /* ConyCnn holding these weights (under the registry's lock) */
   char *key;            /* registry key; NULL: private (random, sharing off, or modified) */
   pthread_mutex_t lazy; /* makes the derived forms (wino[], q packing) once */
+
+  CnnInt8 *q8; /* the integer layers (reference counted, immutable); NULL: float only */
 } CnnWeights;
 
 /* One user of a network: its settings and its scratch (not thread-safe). */
@@ -104,6 +123,7 @@ struct _ConyCnn {
   gsize conv_cap; /* examples the conv scratch (act, col, norm, Winograd) holds */
   gsize col_cap;  /* floats allocated in col (made when an im2col layer runs) */
   float *act_a, *act_b, *col;
+  float *res;         /* the saved map of a residual (conv_cap x max_keep floats) */
   gsize fc_batch_cap; /* examples the FC scratch holds */
   float *fc_a, *fc_b;
   float *fc_w32; /* F16 FC weights expanded for a batch, fc_w32_cap floats */
@@ -121,6 +141,9 @@ struct _ConyCnn {
    * column sums, made with norm. */
   float *norm;
   double *col_sum;
+
+  ConyCnnPrecision precision; /* requested; the integer path runs when w->q8 and not FLOAT */
+  CnnInt8Scratch *q8s;
 };
 
 #define FC_CHUNK 128
@@ -146,15 +169,8 @@ typedef struct {
 
 /* cnn.c */
 void cnn_ensure_conv_scratch (ConyCnn *cnn, gsize nb);
-gboolean cnn_finish_geometry (CnnWeights *cnn, GError **error);
-CnnWeights *cnn_weights_new (void);
-void cnn_weights_free (CnnWeights *w);
 /* A ConyCnn on @w (taking the caller's reference; NULL @w gives NULL). */
 ConyCnn *cnn_new (CnnWeights *w);
-
-/* cnn-load.c: the weights of a model file, and the PCA tensors of a file. */
-CnnWeights *cnn_weights_load (const char *path, GError **error);
-gboolean cnn_read_pca_file (const char *path, guint d, float **e, float **mu, GError **error);
 
 /* cnn-shared.c */
 /* The weights of @path: the already loaded ones, or loaded now (and registered when
@@ -164,6 +180,53 @@ void cnn_weights_release (CnnWeights *w);
 /* Makes @cnn's weights its own (a copy when others use them) before changing them. */
 void cnn_weights_make_private (ConyCnn *cnn);
 
+/* cnn-load.c: the weights of a model file or of a random layout. */
+CnnWeights *cnn_weights_load (const char *path, GError **error);
+CnnWeights *cnn_weights_random (const char *layout, guint input_height, guint input_width,
+    guint input_channels, guint32 seed, GError **error);
+
+/* cnn-vgg.c, cnn-mobilenet.c: the layers of one network kind into @cnn (whose input
+ * size, normalisation and source are set), ending with cnn_finish_geometry(). */
+gboolean cnn_vgg_load (CnnWeights *cnn, const ConySafetensors *st, GError **error);
+gboolean cnn_vgg_random (CnnWeights *cnn, const char *layout, guint32 seed, GError **error);
+/* The PCA tensors of a file (cony_cnn_load_pca()). */
+gboolean cnn_read_pca_file (const char *path, guint d, float **e, float **mu, GError **error);
+gboolean cnn_mobilenet_v1_load (CnnWeights *cnn, const ConySafetensors *st, GError **error);
+gboolean cnn_mobilenet_v2_load (CnnWeights *cnn, const ConySafetensors *st, GError **error);
+/* TRUE when @layout starts with a MobileNet layer word (else VGG widths). */
+gboolean cnn_mobilenet_is_layout (const char *layout);
+gboolean cnn_mobilenet_random (CnnWeights *cnn, const char *layout, guint32 seed, GError **error);
+
+/* cnn-tensors.c */
+/* Metadata @key as a positive integer <= 65536 / a boolean / a per-channel list of @n
+ * floats (NULL when absent); @def when absent. */
+gboolean cnn_meta_uint (const ConySafetensors *st, const char *key, guint def, guint *out,
+    GError **error);
+gboolean cnn_meta_bool (const ConySafetensors *st, const char *key, gboolean def, gboolean *out,
+    GError **error);
+gboolean cnn_meta_channels (const ConySafetensors *st, const char *key, guint n, gboolean positive,
+    float **out, GError **error);
+/* Torch conv weight (out, in, 3, 3) -> our (9 * in) x out im2col layout. */
+float *cnn_conv_weight_from_torch (const float *t, guint out, guint in);
+/* @base.bias, @n floats. */
+float *cnn_read_bias (const ConySafetensors *st, const char *base, guint n, GError **error);
+/* An F16 tensor's values as they are; non-finite ones refused. */
+guint16 *cnn_read_f16 (const char *path, const ConyTensorInfo *ti, GError **error);
+/* @base.weight as float32 (F32/F16/F64, or I8 dequantised), checked against @shape. */
+float *cnn_read_weight (const ConySafetensors *st, const char *base, int ndim, gsize *shape,
+    GError **error);
+/* Keeps the file's metadata and parses `labels` (one per output). */
+gboolean cnn_read_labels_and_metadata (CnnWeights *cnn, const ConySafetensors *st, GError **error);
+/* Uniform in [-a, a] from the splitmix64 state @s. */
+void cnn_fill_uniform (float *x, gsize n, float a, guint64 *s);
+
+/* cnn-weights.c */
+CnnWeights *cnn_weights_new (void);
+void cnn_weights_free (CnnWeights *w);
+/* A private deep copy of @src (the caller holds a user of it). */
+CnnWeights *cnn_weights_copy (CnnWeights *src);
+/* Fills in every layer's geometry from the input size and checks the chain. */
+gboolean cnn_finish_geometry (CnnWeights *cnn, GError **error);
 /* Output height/width of a 3x3 SAME conv with @stride on @in rows, and the
  * TensorFlow padding before the map (the odd extra pad goes after). */
 guint cnn_same_out (guint in, guint stride, guint *pad_before);
@@ -173,5 +236,28 @@ const CnnKernels *cnn_kernels (void);
 /* The Winograd tile size (2 or 4) a conv layer uses on @nb examples; 0: im2col. */
 guint cnn_wino_tile (const ConyCnn *cnn, const Layer *l, gsize nb);
 void cnn_conv_winograd (ConyCnn *cnn, Layer *l, guint m, const float *in, float *out, gsize nb);
+
+/* cnn-int8.c: the integer path of MobileNet-v1 files that carry the `quantization`
+ * metadata. It runs the quantised prefix of the layers (all of YAMNet; the adapted
+ * YAMNet up to its float-adapted layers) and hands the dequantised result to the float
+ * engine for the rest. */
+/* Reads @st's `quantization` metadata into w->q8 (left NULL when the file has none).
+ * FALSE with @error when it is malformed or does not fit the layers. */
+gboolean cnn_int8_load (CnnWeights *w, const ConySafetensors *st, GError **error);
+CnnInt8 *cnn_int8_ref (CnnInt8 *q);
+void cnn_int8_unref (CnnInt8 *q);
+void cnn_int8_scratch_free (ConyCnn *cnn);
+/* TRUE when @cnn runs the integer path (a quantised file, precision not FLOAT). */
+gboolean cnn_int8_active (const ConyCnn *cnn);
+/* Layers the integer path runs (0: none). */
+guint cnn_int8_layers (const CnnWeights *w);
+/* Runs the integer layers before the FC head on @nb examples (float HWC @in, already
+ * normalised), writes the last one's dequantised output to @dst and returns the index
+ * of the first layer left to the float engine. */
+guint cnn_int8_features (ConyCnn *cnn, const float *in, gsize nb, float *dst);
+/* Runs the integer layers of the head (from first_fc) on @n examples of @in (the
+ * dequantised output of layer first_fc - 1), writes the last one's dequantised output
+ * to @dst and returns the first layer left to the float engine (first_fc: none ran). */
+guint cnn_int8_head (ConyCnn *cnn, const float *in, gsize n, float *dst);
 
 G_DEFINE_AUTOPTR_CLEANUP_FUNC (CnnWeights, cnn_weights_free)

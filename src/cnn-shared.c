@@ -16,6 +16,8 @@
  * loading; a file that changed in between is loaded but not registered. */
 #include "cnn-private.h"
 
+#include "cony/modelpath.h"
+
 #include <stdint.h>
 #include <stdlib.h>
 #include <string.h>
@@ -53,8 +55,12 @@ lookup_locked (const char *key)
 }
 
 CnnWeights *
-cnn_weights_acquire (const char *path, gboolean share, GError **error)
+cnn_weights_acquire (const char *name, gboolean share, GError **error)
 {
+  /* The file a relative name finds (models installed, $CONY_MODEL_PATH): its key. */
+  g_autofree char *path = cony_model_path_find (name, error);
+  if (path == NULL)
+    return NULL;
   g_autofree char *key = share ? file_key (path) : NULL;
   if (key != NULL) {
     pthread_mutex_lock (&registry_lock);
@@ -114,52 +120,6 @@ cnn_weights_release (CnnWeights *w)
     cnn_weights_free (w);
 }
 
-static void
-layer_copy (Layer *dst, const Layer *src)
-{
-  *dst = *src;
-  dst->name = g_strdup (src->name);
-  gsize nw = src->kind == LAYER_CONV ? (gsize) 9 * src->in_c * src->out_c
-      : src->kind == LAYER_DW        ? (gsize) 9 * src->out_c
-                                     : (gsize) src->in_c * src->out_c;
-  dst->w = src->w ? g_memdup2 (src->w, sizeof (float) * nw) : NULL;
-  dst->b = src->b ? g_memdup2 (src->b, sizeof (float) * src->out_c) : NULL;
-  memset (&dst->w16, 0, sizeof dst->w16);
-  if (src->w16.f16 != NULL)
-    cony_gemv_matrix_init_f16 (&dst->w16, g_memdup2 (src->w16.f16, sizeof (guint16) * nw),
-        src->w16.rows, src->w16.cols, TRUE);
-  dst->q = src->q ? g_memdup2 (src->q, nw) : NULL; /* packed or not, as q_packed says */
-  dst->qscale = src->qscale ? g_memdup2 (src->qscale, sizeof (float) * src->out_c) : NULL;
-  /* Derived forms are made again on first use. */
-  dst->wino[0] = dst->wino[1] = NULL;
-  dst->wino_packed[0] = dst->wino_packed[1] = FALSE;
-}
-
-/* A private deep copy of @src (the caller holds a user of it). */
-static CnnWeights *
-weights_copy (CnnWeights *src)
-{
-  CnnWeights *w = g_new (CnnWeights, 1);
-  *w = *src;
-  pthread_mutex_init (&w->lazy, NULL); /* not src's (which may be locked) */
-  w->users = 1;
-  w->key = NULL;
-  w->source = g_strdup (src->source);
-  w->metadata = src->metadata ? g_hash_table_ref (src->metadata) : NULL; /* never changed */
-  w->labels = g_strdupv (src->labels);
-  w->pca_e = src->pca_e ? g_memdup2 (src->pca_e, sizeof (float) * src->out_dim * src->out_dim)
-                        : NULL;
-  w->pca_mu = src->pca_mu ? g_memdup2 (src->pca_mu, sizeof (float) * src->out_dim) : NULL;
-  w->in_mean = src->in_mean ? g_memdup2 (src->in_mean, sizeof (float) * src->in_c) : NULL;
-  w->in_std = src->in_std ? g_memdup2 (src->in_std, sizeof (float) * src->in_c) : NULL;
-  w->layers = g_new0 (Layer, src->n_layers);
-  pthread_mutex_lock (&src->lazy); /* q may be packed meanwhile */
-  for (guint i = 0; i < src->n_layers; i++)
-    layer_copy (&w->layers[i], &src->layers[i]);
-  pthread_mutex_unlock (&src->lazy);
-  return w;
-}
-
 void
 cnn_weights_make_private (ConyCnn *cnn)
 {
@@ -171,7 +131,7 @@ cnn_weights_make_private (ConyCnn *cnn)
   pthread_mutex_unlock (&registry_lock);
   if (alone)
     return;
-  cnn->w = weights_copy (w);
+  cnn->w = cnn_weights_copy (w);
   if (cnn->pca_e == w->pca_e) {
     cnn->pca_e = cnn->w->pca_e;
     cnn->pca_mu = cnn->w->pca_mu;

@@ -11,48 +11,6 @@
 
 /* ---------------------------------------------------------------- helpers */
 
-static void
-layer_clear (Layer *l)
-{
-  g_free (l->name);
-  g_free (l->w);
-  g_free (l->b);
-  cony_gemv_matrix_clear (&l->w16);
-  g_free (l->wino[0]);
-  g_free (l->wino[1]);
-  g_free (l->q);
-  g_free (l->qscale);
-}
-
-CnnWeights *
-cnn_weights_new (void)
-{
-  CnnWeights *w = g_new0 (CnnWeights, 1);
-  w->users = 1;
-  pthread_mutex_init (&w->lazy, NULL);
-  return w;
-}
-
-void
-cnn_weights_free (CnnWeights *w)
-{
-  if (w == NULL)
-    return;
-  for (guint i = 0; i < w->n_layers; i++)
-    layer_clear (&w->layers[i]);
-  g_free (w->layers);
-  g_free (w->source);
-  g_free (w->pca_e);
-  g_free (w->pca_mu);
-  g_free (w->in_mean);
-  g_free (w->in_std);
-  g_clear_pointer (&w->metadata, g_hash_table_unref);
-  g_strfreev (w->labels);
-  g_free (w->key);
-  pthread_mutex_destroy (&w->lazy);
-  g_free (w);
-}
-
 ConyCnn *
 cnn_new (CnnWeights *w)
 {
@@ -91,6 +49,7 @@ cony_cnn_free (ConyCnn *cnn)
   g_free (cnn->own_pca_mu);
   g_free (cnn->act_a);
   g_free (cnn->act_b);
+  g_free (cnn->res);
   g_free (cnn->col);
   g_free (cnn->fc_a);
   g_free (cnn->fc_b);
@@ -101,6 +60,7 @@ cony_cnn_free (ConyCnn *cnn)
   g_free (cnn->norm);
   g_free (cnn->col_sum);
   g_free (cnn->panel);
+  cnn_int8_scratch_free (cnn);
   g_free (cnn);
 }
 
@@ -128,6 +88,8 @@ cnn_ensure_conv_scratch (ConyCnn *cnn, gsize nb)
   const CnnWeights *w = cnn->w;
   cnn->act_a = g_new (float, nb * w->max_act);
   cnn->act_b = g_new (float, nb * w->max_act);
+  g_free (cnn->res);
+  cnn->res = w->max_keep ? g_new (float, nb * w->max_keep) : NULL;
   cnn->norm = w->in_mean != NULL || w->center_height
       ? g_new (float, nb * w->in_h * w->in_w * w->in_c)
       : NULL;
@@ -140,154 +102,13 @@ cnn_ensure_conv_scratch (ConyCnn *cnn, gsize nb)
   cnn->conv_cap = nb;
 }
 
-guint
-cnn_same_out (guint in, guint stride, guint *pad_before)
+ConyCnn *
+cony_cnn_new_random (const char *layout, guint input_height, guint input_width,
+    guint input_channels, guint32 seed, GError **error)
 {
-  guint out = (in + stride - 1) / stride;
-  gint64 total = (gint64) (out - 1) * stride + 3 - in;
-  *pad_before = total > 0 ? (guint) (total / 2) : 0;
-  return out;
-}
-
-static gboolean
-chain_error (const CnnWeights *cnn, const Layer *l, const char *what, gsize got, gsize want,
-    GError **error)
-{
-  g_set_error (error, CONY_ERROR, CONY_ERROR_SHAPE,
-      "%s: tensor %s.weight has %" G_GSIZE_FORMAT " %s, expected %" G_GSIZE_FORMAT
-      " (the previous layer's output)",
-      cnn->source, l->name, got, what, want);
-  return FALSE;
-}
-
-/* Fills in every layer's geometry from the input size; checks that each layer's
- * input matches the previous layer's output (the FC input the flattened map). */
-gboolean
-cnn_finish_geometry (CnnWeights *cnn, GError **error)
-{
-  guint h = cnn->in_h, w = cnn->in_w, c = cnn->in_c;
-  gboolean flat = FALSE;
-  cnn->max_act = (gsize) h * w * c;
-  cnn->max_col = 0;
-  cnn->first_fc = cnn->n_layers;
-  cnn->emb_dim = 0;
-  for (guint i = 0; i < cnn->n_layers; i++) {
-    Layer *l = &cnn->layers[i];
-    l->in_h = h;
-    l->in_w = w;
-    if (l->stride == 0)
-      l->stride = 1;
-    if (l->relu_max == 0.0f)
-      l->relu_max = INFINITY;
-    if (flat && l->kind != LAYER_FC && l->kind != LAYER_SIGMOID) {
-      g_set_error (error, CONY_ERROR, CONY_ERROR_INVALID,
-          "%s: %s is a conv or pool layer after a fully connected one", cnn->source, l->name);
-      return FALSE;
-    }
-    if (l->kind == LAYER_CONV) {
-      if (l->in_c != c)
-        return chain_error (cnn, l, "input channels", l->in_c, c, error);
-      guint pad_top, pad_left;
-      guint oh = cnn_same_out (h, l->stride, &pad_top), ow = cnn_same_out (w, l->stride, &pad_left);
-      l->pad_top = pad_top;
-      l->pad_left = pad_left;
-      cnn->max_col = MAX (cnn->max_col, (gsize) oh * ow * 9 * c);
-      /* Winograd scratch for either tile size. */
-      gsize tiles2 = (gsize) ((h + 1) / 2) * ((w + 1) / 2);
-      gsize tiles4 = (gsize) ((h + 3) / 4) * ((w + 3) / 4);
-      gsize planes = MAX (16 * tiles2, 36 * tiles4);
-      cnn->max_wv = MAX (cnn->max_wv, planes * c);
-      cnn->max_wm = MAX (cnn->max_wm, planes * l->out_c);
-      cnn->max_ch = MAX (cnn->max_ch, (gsize) MAX (c, l->out_c));
-      h = oh;
-      w = ow;
-      c = l->out_c;
-    } else if (l->kind == LAYER_DW) {
-      if (l->in_c != c)
-        return chain_error (cnn, l, "channels", l->in_c, c, error);
-      guint pad_top, pad_left;
-      h = cnn_same_out (h, l->stride, &pad_top);
-      w = cnn_same_out (w, l->stride, &pad_left);
-      l->pad_top = pad_top;
-      l->pad_left = pad_left;
-    } else if (l->kind == LAYER_PW) {
-      if (l->in_c != c)
-        return chain_error (cnn, l, "input channels", l->in_c, c, error);
-      c = l->out_c;
-    } else if (l->kind == LAYER_POOL) {
-      l->in_c = c;
-      l->out_c = c;
-      if (h < 2 || w < 2) {
-        g_set_error (error, CONY_ERROR, CONY_ERROR_SHAPE,
-            "%s: max-pool at %s gets a %ux%u map, too small to pool (input %ux%u)", cnn->source,
-            l->name, h, w, cnn->in_h, cnn->in_w);
-        return FALSE;
-      }
-      h /= 2;
-      w /= 2;
-    } else if (l->kind == LAYER_GAP) {
-      l->in_c = c;
-      l->out_c = c;
-      h = w = 1;
-    } else if (l->kind == LAYER_SIGMOID) {
-      if (i == 0 || cnn->layers[i - 1].kind != LAYER_FC) {
-        g_set_error (error, CONY_ERROR, CONY_ERROR_INVALID,
-            "%s: %s (sigmoid) must follow a fully connected layer", cnn->source, l->name);
-        return FALSE;
-      }
-      l->in_c = l->out_c = c;
-    } else {
-      if (!flat) {
-        cnn->first_fc = i;
-        flat = TRUE;
-      }
-      gsize in = (gsize) h * w * c;
-      if (l->in_c != in) {
-        g_set_error (error, CONY_ERROR, CONY_ERROR_SHAPE,
-            "%s: tensor %s.weight has %u inputs, expected %" G_GSIZE_FORMAT " (%ux%ux%u)",
-            cnn->source, l->name, l->in_c, in, h, w, c);
-        return FALSE;
-      }
-      h = w = 1;
-      c = l->out_c;
-    }
-    if (l->kind == LAYER_DW)
-      l->out_c = c;
-    if (l->kind != LAYER_FC && l->kind != LAYER_SIGMOID) {
-      l->out_h = h;
-      l->out_w = w;
-      cnn->feat_dim = h * w * c;
-    } else {
-      l->out_h = l->out_w = 1;
-    }
-    cnn->max_act = MAX (cnn->max_act, (gsize) h * w * c);
-  }
-  if (!flat && !cnn->mobilenet) {
-    g_set_error (error, CONY_ERROR, CONY_ERROR_MISSING,
-        "%s: no fully connected layer (tensor embeddings.K.weight) found", cnn->source);
-    return FALSE;
-  }
-  if (cnn->n_layers == 0) {
-    g_set_error (error, CONY_ERROR, CONY_ERROR_MISSING, "%s: the network has no layers",
-        cnn->source);
-    return FALSE;
-  }
-  if (cnn->first_fc > 0 && cnn->layers[cnn->first_fc - 1].kind == LAYER_GAP)
-    cnn->emb_dim = cnn->layers[cnn->first_fc - 1].out_c;
-  cnn->out_dim = flat ? c : cnn->feat_dim;
-  /* Scratch sizes come from the file (input size metadata, channel widths): refuse
-   * absurd ones instead of failing an allocation. */
-  gsize limit = (gsize) 1 << 28; /* floats = 1 GiB per buffer */
-  if (cnn->max_act > limit || cnn->max_col > limit || cnn->max_wv > limit || cnn->max_wm > limit) {
-    g_set_error (error, CONY_ERROR, CONY_ERROR_INVALID,
-        "%s: a %ux%ux%u input needs scratch buffers over 1 GiB; refusing the model", cnn->source,
-        cnn->in_h, cnn->in_w, cnn->in_c);
-    return FALSE;
-  }
-  /* Batched conv scratch stays under 256 MB per buffer. */
-  gsize biggest = MAX (MAX (cnn->max_act, cnn->max_col), MAX (cnn->max_wv, cnn->max_wm));
-  cnn->conv_batch = CLAMP (((gsize) 1 << 26) / MAX (biggest, 1), 1, CONV_BATCH);
-  return TRUE;
+  g_return_val_if_fail (layout != NULL, NULL);
+  return cnn_new (
+      cnn_weights_random (layout, input_height, input_width, input_channels, seed, error));
 }
 
 /* ---------------------------------------------------------------- getters */
@@ -316,6 +137,16 @@ cony_cnn_get_embedding_size (const ConyCnn *cnn)
   g_return_val_if_fail (cnn, 0);
   return cnn->w->emb_dim;
 }
+gboolean
+cony_cnn_has_scoring_head (const ConyCnn *cnn)
+{
+  g_return_val_if_fail (cnn, FALSE);
+  const CnnWeights *w = cnn->w;
+  if (w->labels != NULL && g_strv_length (w->labels) == w->out_dim)
+    return TRUE;
+  return w->n_layers > 0 && w->layers[w->n_layers - 1].kind == LAYER_SIGMOID;
+}
+
 gboolean
 cony_cnn_is_mobilenet (const ConyCnn *cnn)
 {
@@ -448,11 +279,18 @@ cony_cnn_describe (const ConyCnn *cnn)
             l->stride > 1 ? " stride 2" : "", l->out_c, l->out_h, l->out_w, l->out_c, act);
         break;
       case LAYER_PW:
-        g_string_append_printf (s, "%-24s conv1x1 %u -> %u, out %ux%ux%u + %s\n", l->name, l->in_c,
-            l->out_c, l->out_h, l->out_w, l->out_c, act);
+        g_string_append_printf (s, "%-24s conv1x1 %u -> %u, out %ux%ux%u%s%s\n", l->name, l->in_c,
+            l->out_c, l->out_h, l->out_w, l->out_c, l->relu ? " + " : " (linear)",
+            l->relu ? act : "");
         break;
       case LAYER_SIGMOID:
-        g_string_append_printf (s, "%-24s sigmoid, out %u\n", l->name, l->out_c);
+      case LAYER_SOFTMAX:
+        g_string_append_printf (s, "%-24s %s, out %u\n", l->name,
+            l->kind == LAYER_SOFTMAX ? "softmax" : "sigmoid", l->out_c);
+        break;
+      case LAYER_ADD:
+        g_string_append_printf (s, "%-24s add %s, out %ux%ux%u\n", l->name,
+            cnn->w->layers[l->add_from].name, l->out_h, l->out_w, l->out_c);
         break;
       case LAYER_POOL:
         g_string_append_printf (s, "%-24s maxpool2x2, out %ux%ux%u\n", l->name, l->out_h, l->out_w,

@@ -11,8 +11,7 @@
 struct _ConyEncoder {
   const ConyModel *model;
   int d_in, d, ff, n, blocks, classes, T;
-  int k;    /* tokens per step */
-  int G, R; /* input groups and their prior rows (0, 0: none) */
+  int k; /* tokens per step */
   ConyAttention *attn[CONY_MODEL_MAX_BLOCKS];
   ConyAttentionVariant variant[CONY_MODEL_MAX_BLOCKS];
   guint64 steps;
@@ -29,11 +28,8 @@ struct _ConyEncoder {
   float *v2;   /* (2k, d) block-2 vectors */
   float *h2;   /* (k, ff) */
   float *pool; /* (d) mean of the k rows after the final LN */
-  float *xg;   /* (k, d_in + G) with input groups: the tokens and their group features */
-  float *zp;   /* (k, R) with input groups: the prior rows' logits */
-  /* one-vector products (gemv-private.h): input prior and projection, FF per block,
-   * classifier */
-  ConyGemvMatrix g_prior, g_in, g_ff1[CONY_MODEL_MAX_BLOCKS], g_ff2[CONY_MODEL_MAX_BLOCKS], g_cls;
+  /* one-vector products (gemv-private.h): input projection, FF per block, classifier */
+  ConyGemvMatrix g_in, g_ff1[CONY_MODEL_MAX_BLOCKS], g_ff2[CONY_MODEL_MAX_BLOCKS], g_cls;
 };
 
 static inline void
@@ -98,9 +94,6 @@ cony_encoder_free (ConyEncoder *e)
   g_free (e->v2);
   g_free (e->h2);
   g_free (e->pool);
-  g_free (e->xg);
-  g_free (e->zp);
-  cony_gemv_matrix_clear (&e->g_prior);
   cony_gemv_matrix_clear (&e->g_in);
   cony_gemv_matrix_clear (&e->g_cls);
   for (int b = 0; b < CONY_MODEL_MAX_BLOCKS; b++) {
@@ -129,8 +122,6 @@ cony_encoder_new (const ConyModel *model, int override_variant, GError **error)
   e->classes = c->n_classes;
   e->T = c->positional_rows;
   e->k = MAX (c->tokens_per_step, 1);
-  e->G = c->n_input_groups;
-  e->R = c->prior_rows;
   if (e->k > e->n) {
     g_set_error (error, CONY_ERROR, CONY_ERROR_INVALID,
         "%s: tokens_per_step = %d is larger than the "
@@ -197,11 +188,10 @@ cony_encoder_new (const ConyModel *model, int override_variant, GError **error)
     }
   }
   gsize n = e->n, d = e->d, ff = e->ff, k = e->k;
-  gsize G = e->G, R = e->R;
   float **scratch[] = { &e->u, &e->att, &e->y, &e->h, &e->z, &e->a2, &e->v2, &e->h2, &e->pool,
-    &e->ring, &e->xg, &e->zp };
+    &e->ring };
   gsize counts[] = { k * d, n * d, n * d, n * ff, n * d, k > 1 ? n * d : d, 2 * k * d, k * ff, d,
-    e->blocks == 2 ? n * d : 0, G ? k * (e->d_in + G) : 0, k * R };
+    e->blocks == 2 ? n * d : 0 };
   for (guint i = 0; i < G_N_ELEMENTS (scratch); i++)
     if (counts[i] && !(*scratch[i] = g_try_new0 (float, counts[i]))) {
       g_set_error (error, CONY_ERROR, CONY_ERROR_INVALID,
@@ -211,9 +201,7 @@ cony_encoder_new (const ConyModel *model, int override_variant, GError **error)
       return NULL;
     }
   gboolean f16 = cony_gemv_f16_enabled ();
-  if (e->G)
-    cony_gemv_matrix_init (&e->g_prior, model->input_prior_weight, e->R, e->d_in, f16);
-  cony_gemv_matrix_init (&e->g_in, model->input_proj_weight, e->d, e->d_in + e->G, f16);
+  cony_gemv_matrix_init (&e->g_in, model->input_proj_weight, e->d, e->d_in, f16);
   cony_gemv_matrix_init (&e->g_cls, model->classifier_weight, e->classes, e->d, f16);
   for (int b = 0; b < e->blocks; b++) {
     cony_gemv_matrix_init (&e->g_ff1[b], model->block[b].ff1_weight, e->ff, e->d, f16);
@@ -257,47 +245,11 @@ cony_encoder_block_variant (const ConyEncoder *e, int block)
   return e->variant[CLAMP (block, 0, e->blocks - 1)];
 }
 
-/* The k tokens as the input projection takes them (k rows of d_in + G): each token
- * followed by its G group features g_j = max over group j's rows r of sigmoid(W_p x + b_p)[r]
- * (docs/model-format.md); the tokens themselves without input groups. */
-static const float *
-projection_input (ConyEncoder *e, const float *tokens)
-{
-  const ConyModel *m = e->model;
-  int k = e->k, din = e->d_in, R = e->R, w = din + e->G;
-  if (!e->G)
-    return tokens;
-  for (int i = 0; i < k; i++)
-    memcpy (e->zp + (gsize) i * R, m->input_prior_bias, sizeof (float) * R);
-  if (k == 1)
-    cony_gemv (&e->g_prior, tokens, e->zp);
-  else
-    cblas_sgemm (CblasRowMajor, CblasNoTrans, CblasTrans, k, R, din, 1.0f, tokens, din,
-        m->input_prior_weight, din, 1.0f, e->zp, R);
-  for (int i = 0; i < k; i++) {
-    float *xi = e->xg + (gsize) i * w;
-    const float *z = e->zp + (gsize) i * R;
-    memcpy (xi, tokens + (gsize) i * din, sizeof (float) * din);
-    /* the sigmoid is monotonic: the largest score is the sigmoid of the largest logit
-     * (one exp per group); a NaN logit stays NaN, as in the reference */
-    for (int j = 0; j < e->G; j++) {
-      int rows = m->config.input_groups[j];
-      float best = z[0];
-      for (int r = 1; r < rows; r++)
-        if (!(z[r] <= best) && !isnan (best))
-          best = z[r];
-      xi[din + j] = 1.0f / (1.0f + expf (-best));
-      z += rows;
-    }
-  }
-  return e->xg;
-}
-
 gboolean
 cony_encoder_step (ConyEncoder *e, const float *tokens, float *logits)
 {
   const ConyModel *m = e->model;
-  int d = e->d, n = e->n, k = e->k, din = e->d_in + e->G;
+  int d = e->d, n = e->n, k = e->k, din = e->d_in;
   guint64 t0 = e->tokens; /* stream index of the step's first token */
   guint64 last = t0 + (guint64) k - 1;
 
@@ -308,11 +260,10 @@ cony_encoder_step (ConyEncoder *e, const float *tokens, float *logits)
     for (int j = 0; j < d; j++)
       ui[j] = m->input_proj_bias[j] + pos[j];
   }
-  const float *x = projection_input (e, tokens);
   if (k == 1)
-    cony_gemv (&e->g_in, x, e->u);
+    cony_gemv (&e->g_in, tokens, e->u);
   else
-    cblas_sgemm (CblasRowMajor, CblasNoTrans, CblasTrans, k, d, din, 1.0f, x, din,
+    cblas_sgemm (CblasRowMajor, CblasNoTrans, CblasTrans, k, d, din, 1.0f, tokens, din,
         m->input_proj_weight, din, 1.0f, e->u, d);
 
   const float *final; /* k rows */
@@ -400,10 +351,9 @@ cony_encoder_state_bytes (const ConyEncoder *e)
 gsize
 cony_encoder_scratch_bytes (const ConyEncoder *e)
 {
-  gsize n = e->n, d = e->d, ff = e->ff, k = e->k, G = e->G, R = e->R;
+  gsize n = e->n, d = e->d, ff = e->ff, k = e->k;
   return sizeof (float)
-      * (k * d + 3 * n * d + n * ff + (k > 1 ? n * d : d) + 2 * k * d + k * ff + d
-          + (G ? k * (e->d_in + G + R) : 0));
+      * (k * d + 3 * n * d + n * ff + (k > 1 ? n * d : d) + 2 * k * d + k * ff + d);
 }
 
 /* FLOPs of the SDA for the newest query against a window of n rows, all heads. */
@@ -432,15 +382,6 @@ window_query_sda (ConyAttentionVariant v, double n, double H, double hd, double 
 }
 
 double
-cony_encoder_input_groups_flops (const ConyEncoder *e)
-{
-  double din = e->d_in, R = e->R, G = e->G;
-  /* prior logits and bias, the group maxima, one sigmoid (exp, add, divide) per group;
-   * the G extra columns of the input projection */
-  return G ? e->k * (2 * din * R + R + (R - G) + 3 * G + 2 * G * e->d) : 0;
-}
-
-double
 cony_encoder_flops_per_step (const ConyEncoder *e)
 {
   const ConyModelConfig *c = &e->model->config;
@@ -448,7 +389,6 @@ cony_encoder_flops_per_step (const ConyEncoder *e)
   double ln = 8 * d; /* mean, var, normalise, affine */
   double tail_row = d + ln + (2 * d * ff + ff) + 8 * ff + (2 * ff * d + d) + d + ln;
   double total = k * (2 * din * d + 2 * d); /* input projection, bias, position */
-  total += cony_encoder_input_groups_flops (e);
   /* A k-token step: the attention layers' per-token counts k times (k new rows, k new
    * queries; for the recomputing variants this overstates the shared window work). */
   if (e->blocks == 1) {

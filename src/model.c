@@ -3,6 +3,7 @@
 #include "cony/error.h"
 #include "cony/labels.h"
 #include "cony/safetensors.h"
+#include "fusion-private.h"
 
 #include <string.h>
 #include <json-glib/json-glib.h>
@@ -84,44 +85,18 @@ parse_variant (const char *name, const char *origin, int block, ConyAttentionVar
   return FALSE;
 }
 
-/* "input_groups": absent, or a non-empty list of at most CONY_MODEL_MAX_INPUT_GROUPS
- * group sizes, each in [1, CONY_MODEL_MAX_GROUP_ROWS], CONY_MODEL_MAX_PRIOR_ROWS in all. */
+/* "input_groups" (rule 21 of models/audio/EXPERIMENTS.md, rejected) is no longer read:
+ * a file that has it is refused rather than run without its input prior. */
 static gboolean
-parse_input_groups (JsonObject *obj, const char *origin, ConyModelConfig *c, GError **error)
+refuse_input_groups (JsonObject *obj, const char *origin, GError **error)
 {
-  const char *key = "input_groups";
-  JsonNode *n = json_object_get_member (obj, key);
-  if (!n)
+  if (!json_object_has_member (obj, "input_groups"))
     return TRUE;
-  if (!JSON_NODE_HOLDS_ARRAY (n)) {
-    g_set_error (error, CONY_ERROR, CONY_ERROR_FORMAT,
-        "%s: model config: '%s' must be a list of group sizes (integers)", origin, key);
-    return FALSE;
-  }
-  JsonArray *a = json_node_get_array (n);
-  guint len = json_array_get_length (a);
-  if (len < 1 || len > CONY_MODEL_MAX_INPUT_GROUPS) {
-    g_set_error (error, CONY_ERROR, CONY_ERROR_INVALID,
-        "%s: model config: '%s' lists %u groups (expected 1 to %d)", origin, key, len,
-        CONY_MODEL_MAX_INPUT_GROUPS);
-    return FALSE;
-  }
-  c->input_groups = g_new0 (int, len);
-  c->n_input_groups = (int) len;
-  for (guint i = 0; i < len; i++) {
-    g_autofree char *name = g_strdup_printf ("%s[%u]", key, i);
-    if (!int_value (json_array_get_element (a, i), origin, name, 1, CONY_MODEL_MAX_GROUP_ROWS,
-            &c->input_groups[i], error))
-      return FALSE;
-    c->prior_rows += c->input_groups[i]; /* at most 256 · 16384: no overflow */
-  }
-  if (c->prior_rows > CONY_MODEL_MAX_PRIOR_ROWS) {
-    g_set_error (error, CONY_ERROR, CONY_ERROR_INVALID,
-        "%s: model config: '%s' has %d rows in all (expected at most %d)", origin, key,
-        c->prior_rows, CONY_MODEL_MAX_PRIOR_ROWS);
-    return FALSE;
-  }
-  return TRUE;
+  g_set_error (error, CONY_ERROR, CONY_ERROR_FORMAT,
+      "%s: model config: 'input_groups' is no longer supported (a rejected experiment, "
+      "rule 21 of models/audio/EXPERIMENTS.md; its commit runs such files)",
+      origin);
+  return FALSE;
 }
 
 void
@@ -132,7 +107,6 @@ cony_model_config_clear (ConyModelConfig *config)
   g_free (config->cnn_name);
   g_free (config->cnn_sha256);
   g_free (config->cnn_output);
-  g_free (config->input_groups);
   g_free (config->config_json);
   memset (config, 0, sizeof *config);
 }
@@ -247,8 +221,9 @@ cony_model_config_parse (const char *json, const char *origin, ConyModelConfig *
         goto fail;
   }
 
-  if (!parse_input_groups (o, origin, c, error))
+  if (!refuse_input_groups (o, origin, error))
     goto fail;
+  c->has_fusion = json_object_has_member (o, "fusion");
 
   const char *pinv = get_string (o, origin, "pinv", FALSE, "exact", error);
   if (!pinv)
@@ -408,8 +383,6 @@ cony_model_free (ConyModel *m)
 {
   if (!m)
     return;
-  g_free (m->input_prior_weight);
-  g_free (m->input_prior_bias);
   g_free (m->input_proj_weight);
   g_free (m->input_proj_bias);
   g_free (m->pos_embedding);
@@ -440,11 +413,12 @@ cony_model_free (ConyModel *m)
 }
 
 ConyModel *
-cony_model_load (const char *path, GError **error)
+cony_model_load (const char *name, GError **error)
 {
-  g_autoptr (ConySafetensors) st = cony_safetensors_open (path, error);
+  g_autoptr (ConySafetensors) st = cony_safetensors_open (name, error);
   if (!st)
     return NULL;
+  const char *path = cony_safetensors_path (st); /* the file @name found */
   const char *cfg = cony_safetensors_metadata (st, "config");
   if (!cfg) {
     g_set_error (error, CONY_ERROR, CONY_ERROR_MISSING,
@@ -461,13 +435,7 @@ cony_model_load (const char *path, GError **error)
   gsize d = c->d, din = c->d_in, ff = c->ff, hd = c->d / c->heads;
 
   g_autoptr (GPtrArray) ex = g_ptr_array_new_with_free_func (expect_free);
-  /* with input_groups the projection also takes each group's score: d_in + G columns */
-  if (c->n_input_groups) {
-    expect_add (ex, &m->input_prior_weight, 2, c->prior_rows, din, 0, FALSE, "input_prior.weight");
-    expect_add (ex, &m->input_prior_bias, 1, c->prior_rows, 0, 0, FALSE, "input_prior.bias");
-  }
-  expect_add (ex, &m->input_proj_weight, 2, d, din + c->n_input_groups, 0, FALSE,
-      "input_proj.weight");
+  expect_add (ex, &m->input_proj_weight, 2, d, din, 0, FALSE, "input_proj.weight");
   expect_add (ex, &m->input_proj_bias, 1, d, 0, 0, FALSE, "input_proj.bias");
   expect_add (ex, &m->pos_embedding, 2, c->positional_rows, d, 0, FALSE, "pos_embedding");
   for (int b = 0; b < c->blocks; b++) {
@@ -506,15 +474,22 @@ cony_model_load (const char *path, GError **error)
     g_hash_table_add (known, ((Expect *) g_ptr_array_index (ex, i))->name);
   for (guint i = 0; i < cony_safetensors_n_tensors (st); i++) {
     const ConyTensorInfo *t = cony_safetensors_tensor (st, i);
+    if (c->has_fusion && g_str_has_prefix (t->name, CONY_FUSION_TENSOR_PREFIX))
+      continue; /* checked by cony_fusion_read() below */
     if (!g_hash_table_contains (known, t->name)) {
-      gboolean prior = g_str_has_prefix (t->name, "input_prior.");
       g_set_error (error, CONY_ERROR, CONY_ERROR_FORMAT,
           "%s: unexpected tensor '%s' (not part of a "
-          "%d-block %s model%s; see docs/model-format.md)",
-          path, t->name, c->blocks, CONY_MODEL_ARCHITECTURE,
-          prior ? " without the config key 'input_groups'" : "");
+          "%d-block %s model; see docs/model-format.md)",
+          path, t->name, c->blocks, CONY_MODEL_ARCHITECTURE);
       return NULL;
     }
+  }
+
+  if (c->has_fusion) { /* a fused model runs only with a valid fusion part */
+    ConyFusion fusion;
+    if (!cony_fusion_read (st, c, &fusion, error))
+      return NULL;
+    cony_fusion_clear (&fusion);
   }
 
   for (guint i = 0; i < ex->len; i++) {

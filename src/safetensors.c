@@ -1,5 +1,7 @@
 /* Memory-mapped safetensors reader and a small writer. */
 #include "cony/safetensors.h"
+
+#include "cony/modelpath.h"
 #include "cony/error.h"
 
 #include <errno.h>
@@ -34,6 +36,7 @@ parse_dtype (const char *s, gsize *elem_size)
     { "F64", CONY_DTYPE_F64, 8 },
     { "I64", CONY_DTYPE_I64, 8 },
     { "I8", CONY_DTYPE_I8, 1 },
+    { "U8", CONY_DTYPE_U8, 1 },
   };
   for (guint i = 0; i < G_N_ELEMENTS (table); i++)
     if (g_strcmp0 (s, table[i].name) == 0) {
@@ -53,6 +56,7 @@ dtype_name (ConyDType d)
     case CONY_DTYPE_F64: return "F64";
     case CONY_DTYPE_I64: return "I64";
     case CONY_DTYPE_I8: return "I8";
+    case CONY_DTYPE_U8: return "U8";
     default: return "unsupported";
   }
 }
@@ -222,6 +226,10 @@ check_no_overlap (const ConySafetensors *st, GError **error)
 ConySafetensors *
 cony_safetensors_open (const char *path, GError **error)
 {
+  g_autofree char *found = cony_model_path_find (path, error);
+  if (found == NULL)
+    return NULL;
+  path = found;
   g_autoptr (ConySafetensors) st = g_new0 (ConySafetensors, 1);
   st->path = g_strdup (path);
   st->tensors = g_ptr_array_new_with_free_func (g_free);

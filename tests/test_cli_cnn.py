@@ -75,6 +75,29 @@ class CliCnnTest(unittest.TestCase):
         self.assertEqual(r.returncode, 1)
         self.assertIn("no embedding output", r.stderr)
 
+    def test_embed_pads_the_tail(self):
+        # frames no full window covers: one more window, completed with the silence of the
+        # model's front end, log(0.01) (its frontend names no log-offset: VGGish's), as a
+        # ready patch padded so gives; fewer frames than a window: one window, not none
+        model = os.path.join(MOBILENET, "f32.safetensors")
+        frames = self.x.reshape(-1, 16)                          # 84 frames of 16 bands
+        silence = np.float32(np.log(0.01))
+        for n, stride, starts in ((10, 21, [0]), (30, 21, [0, 21]), (84, 21, [0, 21, 42, 63]),
+                                  (50, 8, [0, 8, 16, 24, 32])):
+            np.save(self.path("frames.npy"), frames[:n])
+            padded = np.concatenate([frames[:n], np.full((21 * 3, 16), silence, np.float32)])
+            np.save(self.path("patches.npy"), np.stack([padded[s:s + 21] for s in starts]))
+            for inp, extra in (("frames.npy", ["--stride", str(stride)]), ("patches.npy", [])):
+                r = cony("embed", "-m", model, self.path(inp), "-o", self.path(inp + ".out.npy"),
+                         *extra)
+                self.assertEqual(r.returncode, 0, r.stderr)
+            got, want = np.load(self.path("frames.npy.out.npy")), np.load(self.path("patches.npy.out.npy"))
+            self.assertEqual(got.shape, (len(starts), 10), n)
+            self.assertLessEqual(float(np.abs(got - want).max()), 1e-6, n)
+        r = cony("embed", "-m", model, self.path("frames.npy"), "-o", self.path("d.npy"),
+                 "--stride", "8", "--drop-tail")
+        self.assertEqual(np.load(self.path("d.npy")).shape, (4, 10))   # 1 + (50 - 21) // 8
+
     def test_tag(self):
         np.save(self.path("frames.npy"), self.x.reshape(-1, 16))
         r = cony("tag", "--model", os.path.join(MOBILENET, "f32.safetensors"),
@@ -99,6 +122,17 @@ class CliCnnTest(unittest.TestCase):
         self.assertEqual([line.split("\t")[1].split()[0] for line in r.stdout.strip().split("\n")],
                          [f"#{k}" for k in want.argmax(axis=1)])
 
+    def test_tag_refuses_an_embedding_network(self):
+        # VGGish-style (last layer a 128-d FC embedding) and a MobileNet ending in its pool
+        # (the shipped yamnet-adapted): no sigmoid, no labels, so no scores to tag with
+        np.save(self.path("frames.npy"), np.zeros((96, 64), np.float32))
+        for model, dim in ((VGG, 128),
+                           (os.path.join(ROOT, "models", "audio", "yamnet-adapted.safetensors"), 1024)):
+            r = cony("tag", "--model", model, self.path("frames.npy"))
+            self.assertEqual(r.returncode, 1, r.stdout)
+            self.assertEqual(r.stdout, "")
+            self.assertIn(f"has no scoring head (its last layer is a {dim}-d embedding", r.stderr)
+
     def test_tag_wav_uses_the_model_frontend(self):
         # the golden's frontend declares 16 mel bands at 16 kHz: a WAV works with it
         t = np.arange(16000) / 16000.0
@@ -111,9 +145,15 @@ class CliCnnTest(unittest.TestCase):
         r = cony("tag", "-m", os.path.join(MOBILENET, "f32.safetensors"), self.path("a.wav"))
         self.assertEqual(r.returncode, 0, r.stderr)
         lines = r.stdout.strip().split("\n")
-        self.assertEqual(len(lines), 2)     # 98 frames, window 21, stride 48
+        # 98 frames, window 21, stride 48: windows at 0 and 48, and frames 96-97 in a third
+        # at 96 padded with silence (YAMNet); --drop-tail: two
+        self.assertEqual(len(lines), 3)
         self.assertTrue(lines[1].startswith("1\t0.48 s\tclass "))
+        self.assertTrue(lines[2].startswith("2\t0.96 s\tclass "))
         self.assertEqual(len(lines[1].split("\t")), 7)
+        r = cony("tag", "-m", os.path.join(MOBILENET, "f32.safetensors"), self.path("a.wav"),
+                 "--drop-tail")
+        self.assertEqual(len(r.stdout.strip().split("\n")), 2)
         # a model without a frontend takes VGGish's 64 bands: the 16-band MobileNet refuses
         r = cony("tag", "-m", os.path.join(MOBILENET, "i8.safetensors"), self.path("a.wav"))
         self.assertEqual(r.returncode, 1)

@@ -2,7 +2,8 @@
 # conyjson in gst-launch-1.0 lines:
 #   audiotestsrc ! ... ! conymel ! conyvggish ! conytransformer ! conyjson ! filesink location=out.jsonl
 # with the reduced VGGish and the tiny classifier of tests/golden/: every line parses as
-# JSON and carries the expected steps, spans, top-k, stream caps and segment events;
+# JSON; the stream caps come once, first; the results carry the expected steps, spans,
+# top-k and segment events; the segment EOS closes is the last line;
 # buffers without a meta (conyjson straight after conyvggish) give an empty file. Then
 # the labels property read from Python through GObject introspection (skipped without
 # python3-gi).
@@ -16,7 +17,8 @@ fail=0
 tmp=$(mktemp -d)
 trap 'rm -rf "$tmp"' EXIT
 
-# 3 s of 44.1 kHz stereo: 9 VGGish windows, 9 steps (as test_gst_pipeline_transformer.sh).
+# 3 s of 44.1 kHz stereo: 10 VGGish windows (the last padded at EOS), 10 steps (as
+# test_gst_pipeline_transformer.sh).
 src="audiotestsrc num-buffers=30 samplesperbuffer=4410 wave=white-noise \
   ! audio/x-raw,format=S16LE,rate=44100,channels=2 ! audioconvert ! audioresample ! conymel \
   ! conyvggish model=$vggish"
@@ -30,13 +32,17 @@ import json, sys
 lines = open(sys.argv[1], encoding="utf-8").read().split("\n")
 assert lines[-1] == "", "the file must end with a newline"
 recs = [json.loads(l) for l in lines[:-1]]
-assert [r["step"] for r in recs] == list(range(9)), [r["step"] for r in recs]
+assert all(r["source"] == "noise.wav" for r in recs)
+# the caps once, first; then the results; then the segment EOS closed
+assert [r["type"] for r in recs] == ["stream"] + ["result"] * 10 + ["eos"], [r["type"] for r in recs]
+stream, eos, recs = recs[0], recs[-1], recs[1:-1]
+st = stream["stream"]
+assert st["media"] == "other/tensors" and st["dimensions"] == "128:1", st
+assert st["framerate"] == "4/1" and st["lookahead"] == "29/40", st
+assert not any("stream" in r for r in recs)
+assert [r["step"] for r in recs] == list(range(10)), [r["step"] for r in recs]
 open_label = None
 for i, r in enumerate(recs):
-    assert r["source"] == "noise.wav"
-    st = r["stream"]
-    assert st["media"] == "other/tensors" and st["dimensions"] == "128:1", st
-    assert st["framerate"] == "4/1" and st["lookahead"] == "29/40", st
     assert r["pts"] == i * 250_000_000
     assert r["start"] == max(0, i - 7) * 250_000_000            # window of 8 tokens
     assert r["end"] == r["pts"] + 975_000_000                    # the newest VGGish window
@@ -58,12 +64,16 @@ for i, r in enumerate(recs):
         open_label = r["label"]
     else:
         assert kinds == [], (i, kinds)
-print(f"{len(recs)} records")
+assert eos["step"] == 9 and len(eos["events"]) == 1, eos
+off = eos["events"][0]
+assert off["event"] == "offset" and off["label"] == open_label, (off, open_label)
+assert off["segment_end"] == recs[-1]["pts"] + 250_000_000, off
+print(f"{len(recs)} results")
 PYEOF
 ); then
   echo "FAIL conyjson: the records are wrong"; head -2 "$tmp/out.jsonl"; fail=1
 else
-  echo "ok conyjson: $check, spans, top-3, stream caps and segment events as expected"
+  echo "ok conyjson: caps once, $check, spans, top-3, segment events and EOS's offset as expected"
 fi
 
 # No meta on the input: nothing written.

@@ -11,7 +11,8 @@ Checks:
     without one: vggish.safetensors beside it), its tokens its pooled
     embedding when frontend.cnn_output says so;
   * for each generated clip, `cony embed --model CNN [-e]` -> `cony classify --model
-    transformer.safetensors` gives one step per 0.25 s (the frames of `cony mel`) and the
+    transformer.safetensors` gives one step per 0.25 s (the frames of `cony mel`, the tail
+    in one more window padded with silence) and the
     expected label is the most frequent per-step arg-max, on at least 60 % of the steps;
     the steady tone and the hum (labelled noise) get no step labelled silence;
   * the same clip through GStreamer (gst-launch-1.0 -m filesrc ! decodebin ! audioconvert !
@@ -232,7 +233,8 @@ def main():
             frames = np.load(mel).shape[0]
             tokens = np.load(tok)
             logits = np.load(lg)
-            steps = 1 + (frames - 96) // 25
+            # full windows, and one more padded at the end for frames none covers (YAMNet)
+            steps = 1 + -(-(frames - 96) // 25)
             ok = tokens.shape == (steps, cfg["d_in"]) and logits.shape == (steps, len(labels))
             pred = logits.argmax(1)
             counts = np.bincount(pred, minlength=len(labels))

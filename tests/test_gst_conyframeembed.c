@@ -269,7 +269,9 @@ test_latency (void)
   gst_harness_teardown (h);
 }
 
-/* The caps query fixes the model's frame size and format. */
+/* The caps query puts the model's frame size first (videoscale picks it) and, without
+ * patches, accepts frames of other sizes too (resized by the element); the format is
+ * fixed. */
 static void
 test_caps_query (void)
 {
@@ -285,8 +287,12 @@ test_caps_query (void)
   g_assert_cmpint (hh, ==, 32);
   g_assert_cmpstr (gst_structure_get_string (s, "format"), ==, "RGB");
   gst_caps_unref (caps);
-  GstCaps *wrong = gst_caps_from_string (
+  GstCaps *other = gst_caps_from_string (
       "video/x-raw,format=RGB,width=64,height=48,framerate=30/1");
+  g_assert_true (gst_pad_query_accept_caps (sinkpad, other));
+  gst_caps_unref (other);
+  GstCaps *wrong = gst_caps_from_string (
+      "video/x-raw,format=GRAY8,width=32,height=32,framerate=30/1");
   g_assert_false (gst_pad_query_accept_caps (sinkpad, wrong));
   gst_caps_unref (wrong);
   gst_object_unref (sinkpad);
@@ -374,7 +380,6 @@ static void
 test_wrong_caps_refused (void)
 {
   const gchar *bad[] = {
-    "video/x-raw,format=RGB,width=32,height=20,framerate=25/1",   /* wrong size */
     "video/x-raw,format=GRAY8,width=22,height=20,framerate=25/1", /* 1 channel for an RGB model */
     "video/x-raw,format=BGRx,width=22,height=20,framerate=25/1",  /* not in the template */
     "other/tensors,format=static,num_tensors=1,types=float32,dimensions=(string)66:20,framerate=25/1",
@@ -384,30 +389,41 @@ test_wrong_caps_refused (void)
     gst_harness_play (h);
     cony_test_assert_caps_refused (h, bad[i], NULL);
   }
+  /* With patches the frame must be the grid's size exactly. */
+  GstHarness *h = new_harness ("gap.safetensors", "patches-x", 2, NULL);
+  gst_harness_play (h);
+  cony_test_assert_caps_refused (h, "video/x-raw,format=RGB,width=45,height=20,framerate=25/1",
+      NULL);
 }
 
-/* Refused frames are named (#46.5): the size and format the model takes, what upstream
- * offers, and whether videoscale or videoconvert is missing (CORE/NEGOTIATION). */
+/* Refused frames are named (#46.5): what the model takes (one tile: any size in its
+ * format, resized; a grid of patches: its size exactly), what upstream offers, and
+ * whether videoscale or videoconvert is missing (CORE/NEGOTIATION). */
 static void
 test_refusal_named (void)
 {
   static const struct {
+    guint patches_x;
     const char *caps, *message;
   } cases[] = {
-    { "video/x-raw,format=I420,width=640,height=480,framerate=30/1",
-        "conyframeembed takes 22x20 RGB video, got 640x480 I420 video: add videoscale and "
+    { 1, "video/x-raw,format=I420,width=640,height=480,framerate=30/1",
+        "conyframeembed takes RGB video of any size (resized to 22x20), got 640x480 I420 video: "
+        "add videoconvert before it" },
+    { 1, "video/x-raw,format=GRAY8,width=22,height=20,framerate=25/1",
+        "conyframeembed takes RGB video of any size (resized to 22x20), got 22x20 GRAY8 video: "
+        "add videoconvert before it" },
+    { 2, "video/x-raw,format=RGB,width=45,height=20,framerate=25/1",
+        "conyframeembed takes 44x20 RGB video, got 45x20 RGB video: add videoscale before it" },
+    { 2, "video/x-raw,format=I420,width=640,height=480,framerate=30/1",
+        "conyframeembed takes 44x20 RGB video, got 640x480 I420 video: add videoscale and "
         "videoconvert before it" },
-    { "video/x-raw,format=RGB,width=32,height=20,framerate=25/1",
-        "conyframeembed takes 22x20 RGB video, got 32x20 RGB video: add videoscale before it" },
-    { "video/x-raw,format=GRAY8,width=22,height=20,framerate=25/1",
-        "conyframeembed takes 22x20 RGB video, got 22x20 GRAY8 video: add videoconvert before it" },
-    { "audio/x-raw,format=F32LE,rate=16000,channels=1,layout=interleaved",
-        "conyframeembed takes 22x20 RGB video, got audio/x-raw: decode and convert first "
-        "(decodebin ! videoconvert)" },
+    { 1, "audio/x-raw,format=F32LE,rate=16000,channels=1,layout=interleaved",
+        "conyframeembed takes RGB video of any size (resized to 22x20), got audio/x-raw: decode "
+        "and convert first (decodebin ! videoconvert)" },
   };
   for (guint i = 0; i < G_N_ELEMENTS (cases); i++)
     for (guint by_query = 0; by_query < 2; by_query++) {
-      GstHarness *h = new_harness ("gap.safetensors", NULL);
+      GstHarness *h = new_harness ("gap.safetensors", "patches-x", cases[i].patches_x, NULL);
       gst_harness_play (h);
       cony_test_assert_caps_named (h, cases[i].caps, by_query, cases[i].message);
     }

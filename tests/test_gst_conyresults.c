@@ -573,13 +573,30 @@ typedef struct {
   gboolean eos;
 } Event;
 
+/* Events in the order the element gives them: by step, offsets first, in class order;
+ * the EOS offsets last. */
+static gint
+event_order (gconstpointer pa, gconstpointer pb)
+{
+  const Event *a = pa, *b = pb;
+  if (a->eos != b->eos)
+    return a->eos - b->eos;
+  if (a->step != b->step)
+    return a->step < b->step ? -1 : 1;
+  if (a->onset != b->onset)
+    return a->onset - b->onset;
+  return a->cls - b->cls;
+}
+
 /* Sigmoid models: scores are per-class sigmoids; in on-change mode each
  * label opens a segment when its score reaches its threshold and closes it
  * when it falls below: onset/offset messages with exact running times
  * (segment-start = running time of the first step's PTS, segment-end = the
- * end of the last step's token), offsets closed at EOS. */
+ * end of the last step's token), offsets closed at EOS. With a hold (@hold =
+ * @hold_value: K steps) onsets and offsets wait for K steps of the new state; with
+ * @hyst > 0 (K = 1) an open label closes only below its threshold - @hyst. */
 static void
-test_sigmoid_segments (void)
+check_sigmoid_segments (const gchar *hold, guint64 hold_value, guint K, double hyst)
 {
   const gsize n = 40;
   float *x = make_tokens (n, 17);
@@ -609,42 +626,54 @@ test_sigmoid_segments (void)
   char *file = write_labels (dir, text->str);
   g_string_free (text, TRUE);
 
-  /* the expected events */
+  /* the expected events, from the runs of each label's on/off sequence: a run of the
+   * other state than the reported one is reported at its K-th step (onset from its
+   * first step; offset ending there), shorter runs are the reported state's */
   const GstClockTime base = 5 * GST_SECOND, rbase = GST_SECOND;
   GArray *want = g_array_new (FALSE, FALSE, sizeof (Event));
-  gboolean on[C] = { FALSE };
-  GstClockTime on_start[C], on_end[C];
-  for (gsize t = 0; t < n; t++) {
-    GstClockTime r0 = rbase + t * 250 * MS, r1 = r0 + 250 * MS;
-    for (int c = 0; c < C; c++) {
+  guint flicker = 0, held_by_hyst = 0;
+  g_assert_true (hyst == 0 || K == 1);
+  for (int c = 0; c < C; c++) {
+    gboolean b[40], cur = FALSE;
+    GstClockTime on_start = 0;
+    for (gsize t = 0; t < n; t++) {
       double p = 1.0 / (1.0 + exp (-(double) logits[t * C + c]));
-      if (p >= thr[c] && on[c]) {
-        on_end[c] = r1;
-      } else if (p < thr[c] && on[c]) {
-        Event e = { FALSE, c, t, on_start[c], on_end[c], FALSE };
-        g_array_append_val (want, e);
-        on[c] = FALSE;
-      }
+      b[t] = p >= (t > 0 && b[t - 1] ? thr[c] - hyst : thr[c]);
+      held_by_hyst += b[t] && p < thr[c];
     }
-    for (int c = 0; c < C; c++) {
-      double p = 1.0 / (1.0 + exp (-(double) logits[t * C + c]));
-      if (p >= thr[c] && !on[c]) {
-        Event e = { TRUE, c, t, r0, GST_CLOCK_TIME_NONE, FALSE };
-        g_array_append_val (want, e);
-        on[c] = TRUE;
-        on_start[c] = r0;
-        on_end[c] = r1;
+    for (gsize r = 0, e; r < n; r = e) {
+      for (e = r + 1; e < n && b[e] == b[r];)
+        e++;
+      if (b[r] == cur)
+        continue;
+      if (e - r < K) {
+        flicker++;
+        continue;
       }
+      Event ev = { b[r], c, r + K - 1, b[r] ? rbase + r * 250 * MS : on_start,
+        b[r] ? GST_CLOCK_TIME_NONE : rbase + r * 250 * MS, FALSE };
+      g_array_append_val (want, ev);
+      cur = b[r];
+      on_start = rbase + r * 250 * MS;
+    }
+    if (cur) {
+      Event ev = { FALSE, c, n - 1, on_start, rbase + n * 250 * MS, TRUE };
+      g_array_append_val (want, ev);
     }
   }
-  for (int c = 0; c < C; c++)
-    if (on[c]) {
-      Event e = { FALSE, c, n - 1, on_start[c], on_end[c], TRUE };
-      g_array_append_val (want, e);
-    }
-  g_assert_cmpuint (want->len, >, 2 * C);
+  g_array_sort (want, event_order);
+  if (K > 1)
+    g_assert_cmpuint (flicker, >=, 2);
+  if (hyst > 0) /* the data must hold labels kept open by the hysteresis */
+    g_assert_cmpuint (held_by_hyst, >=, 2);
+  g_assert_cmpuint (want->len, >, K > 1 ? C : 2 * C);
 
   GstHarness *h = new_harness (sig, "labels-file", file, "message-mode", 1, "top-k", 2, NULL);
+  if (g_str_equal (hold, "min-steps"))
+    g_object_set (h->element, hold, (guint) hold_value, NULL);
+  else
+    g_object_set (h->element, hold, hold_value, NULL);
+  g_object_set (h->element, "hysteresis", hyst, NULL);
   GstBus *bus = cony_test_attach_bus (h);
   gst_harness_set_src_caps_str (h, TOKEN_CAPS);
   cony_test_push_segment (h, base, 0, rbase);
@@ -710,9 +739,62 @@ test_sigmoid_segments (void)
   g_free (x);
 }
 
-/* conyjson: one JSON object per result, newline-terminated, with the
- * stream's caps, the span, the top-k, the segment events and the scores;
- * labels escaped; buffers without a meta give nothing. */
+/* The next output buffer of @h as one JSON line of record type @type:
+ * its object (owned by *@parser; unref it and unref *@buf). */
+static JsonObject *
+pull_json_record (GstHarness *h, const gchar *type, JsonParser **parser, GstBuffer **buf)
+{
+  GstMapInfo map;
+  GError *error = NULL;
+
+  *buf = gst_harness_pull (h);
+  g_assert_nonnull (*buf);
+  g_assert_true (gst_buffer_map (*buf, &map, GST_MAP_READ));
+  g_assert_cmpuint (map.size, >, 1);
+  g_assert_cmpint (map.data[map.size - 1], ==, '\n');
+  g_assert_null (memchr (map.data, '\n', map.size - 1)); /* one line */
+  *parser = json_parser_new ();
+  g_assert_true (
+      json_parser_load_from_data (*parser, (const gchar *) map.data, (gssize) map.size, &error));
+  g_assert_no_error (error);
+  gst_buffer_unmap (*buf, &map);
+  JsonObject *o = json_node_get_object (json_parser_get_root (*parser));
+  g_assert_cmpstr (json_object_get_string_member (o, "type"), ==, type);
+  g_assert_cmpstr (json_object_get_string_member (o, "source"), ==, "unit-test");
+  return o;
+}
+
+/* A "stream" record with the token caps' fields and @lookahead. */
+static void
+check_stream_record (GstHarness *h, const gchar *lookahead)
+{
+  JsonParser *parser;
+  GstBuffer *buf;
+  JsonObject *o = pull_json_record (h, "stream", &parser, &buf);
+  JsonObject *st = json_object_get_object_member (o, "stream");
+  g_assert_cmpstr (json_object_get_string_member (st, "media"), ==, "other/tensors");
+  g_assert_cmpstr (json_object_get_string_member (st, "dimensions"), ==, "128:1");
+  g_assert_cmpstr (json_object_get_string_member (st, "framerate"), ==, "4/1");
+  g_assert_cmpstr (json_object_get_string_member (st, "lookahead"), ==, lookahead);
+  g_assert_cmpint (json_object_get_int_member (st, "num_tensors"), ==, 1);
+  g_object_unref (parser);
+  gst_buffer_unref (buf);
+}
+
+static void
+test_sigmoid_segments (void)
+{
+  check_sigmoid_segments ("min-steps", 1, 1, 0);
+  check_sigmoid_segments ("min-steps", 2, 2, 0);
+  check_sigmoid_segments ("min-duration", 600 * MS, 3, 0);
+  check_sigmoid_segments ("min-steps", 1, 1, 0.1);
+}
+
+/* conyjson: a "stream" record with the stream's caps first and after a caps
+ * change (not on every line); one "result" object per result,
+ * newline-terminated, with the span, the top-k, the segment events and the
+ * scores; labels escaped; at EOS an "eos" record with the offset of the
+ * open segment; buffers without a meta give nothing. */
 static void
 test_json_records (void)
 {
@@ -739,19 +821,12 @@ test_json_records (void)
   cony_test_push_tokens (h, x, D, 0, n, 1, base, 250 * MS, FALSE);
 
   int prev_top = -1;
+  check_stream_record (h, "29/40");
   for (gsize t = 0; t < n; t++) {
-    GstBuffer *buf = gst_harness_pull (h);
-    GstMapInfo map;
-    g_assert_true (gst_buffer_map (buf, &map, GST_MAP_READ));
-    g_assert_cmpuint (map.size, >, 1);
-    g_assert_cmpint (map.data[map.size - 1], ==, '\n');
-    g_assert_null (memchr (map.data, '\n', map.size - 1)); /* one line */
-    JsonParser *parser = json_parser_new ();
-    GError *error = NULL;
-    g_assert_true (
-        json_parser_load_from_data (parser, (const gchar *) map.data, (gssize) map.size, &error));
-    g_assert_no_error (error);
-    JsonObject *o = json_node_get_object (json_parser_get_root (parser));
+    JsonParser *parser;
+    GstBuffer *buf;
+    JsonObject *o = pull_json_record (h, "result", &parser, &buf);
+    g_assert_false (json_object_has_member (o, "stream"));
     double p[C];
     cony_test_softmax (logits + t * C, C, p);
     int top = 0, second = -1;
@@ -765,13 +840,6 @@ test_json_records (void)
     GstClockTime pts = base + t * 250 * MS, start = base + oldest * 250 * MS;
     GstClockTime end = pts + 975 * MS;
     g_assert_cmpuint (GST_BUFFER_PTS (buf), ==, pts);
-    g_assert_cmpstr (json_object_get_string_member (o, "source"), ==, "unit-test");
-    JsonObject *st = json_object_get_object_member (o, "stream");
-    g_assert_cmpstr (json_object_get_string_member (st, "media"), ==, "other/tensors");
-    g_assert_cmpstr (json_object_get_string_member (st, "dimensions"), ==, "128:1");
-    g_assert_cmpstr (json_object_get_string_member (st, "framerate"), ==, "4/1");
-    g_assert_cmpstr (json_object_get_string_member (st, "lookahead"), ==, "29/40");
-    g_assert_cmpint (json_object_get_int_member (st, "num_tensors"), ==, 1);
     g_assert_cmpint (json_object_get_int_member (o, "step"), ==, t);
     g_assert_cmpint (json_object_get_int_member (o, "pts"), ==, pts);
     g_assert_cmpint (json_object_get_int_member (o, "start"), ==, start);
@@ -822,9 +890,38 @@ test_json_records (void)
     }
     prev_top = top;
     g_object_unref (parser);
-    gst_buffer_unmap (buf, &map);
     gst_buffer_unref (buf);
   }
+  g_assert_cmpuint (gst_harness_buffers_in_queue (h), ==, 0);
+
+  /* new caps (another lookahead): a new stream record, then the result */
+  gst_harness_set_src_caps_str (h, TOKEN_CAPS ",lookahead=(fraction)0/1");
+  cony_test_push_segment (h, base, 50 * GST_SECOND, GST_SECOND); /* (the harness pushed one) */
+  GstClockTime last_pts = base + n * 250 * MS;
+  cony_test_push_tokens (h, x, D, 0, 1, 1, last_pts, 250 * MS, FALSE);
+  check_stream_record (h, "0/1");
+  JsonParser *parser;
+  GstBuffer *buf;
+  JsonObject *o = pull_json_record (h, "result", &parser, &buf);
+  gchar *last_label = g_strdup (json_object_get_string_member (o, "label"));
+  guint64 last_step = json_object_get_int_member (o, "step");
+  g_object_unref (parser);
+  gst_buffer_unref (buf);
+
+  /* EOS: the open segment's offset, ending with the last step's token */
+  g_assert_true (gst_harness_push_event (h, gst_event_new_eos ()));
+  o = pull_json_record (h, "eos", &parser, &buf);
+  g_assert_cmpint (json_object_get_int_member (o, "step"), ==, last_step);
+  JsonArray *ev = json_object_get_array_member (o, "events");
+  g_assert_cmpuint (json_array_get_length (ev), ==, 1);
+  JsonObject *off = json_array_get_object_element (ev, 0);
+  g_assert_cmpstr (json_object_get_string_member (off, "event"), ==, "offset");
+  g_assert_cmpstr (json_object_get_string_member (off, "label"), ==, last_label);
+  g_assert_cmpint (json_object_get_int_member (off, "segment_end"), ==,
+      last_pts + 250 * MS - base + GST_SECOND);
+  g_free (last_label);
+  g_object_unref (parser);
+  gst_buffer_unref (buf);
   g_assert_cmpuint (gst_harness_buffers_in_queue (h), ==, 0);
   gst_harness_teardown (h);
 

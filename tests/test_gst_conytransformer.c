@@ -414,6 +414,19 @@ test_post_messages_threshold (void)
   g_free (x);
 }
 
+/* The next on-change message (the caller unrefs it): its step, segment-start and the
+ * previous segment's start and end. */
+static GstMessage *
+pop_change (GstBus *bus, guint64 *step, guint64 *seg_start, guint64 *pstart, guint64 *pend)
+{
+  GstMessage *msg = gst_bus_pop_filtered (bus, GST_MESSAGE_ELEMENT);
+  g_assert_nonnull (msg);
+  g_assert_true (gst_structure_get (gst_message_get_structure (msg), "step", G_TYPE_UINT64, step,
+      "segment-start", G_TYPE_UINT64, seg_start, "previous-segment-start", G_TYPE_UINT64, pstart,
+      "previous-segment-end", G_TYPE_UINT64, pend, NULL));
+  return msg;
+}
+
 /* on-change: a message exactly where the top label changes, carrying the
  * segment running times; a closing message at EOS. */
 static void
@@ -438,13 +451,9 @@ test_on_change (void)
       prev_end = rt1;
       continue;
     }
-    GstMessage *msg = gst_bus_pop_filtered (f.bus, GST_MESSAGE_ELEMENT);
-    g_assert_nonnull (msg);
-    const GstStructure *s = gst_message_get_structure (msg);
     guint64 step, seg_start, pstart, pend;
-    g_assert_true (gst_structure_get (s, "step", G_TYPE_UINT64, &step, "segment-start",
-        G_TYPE_UINT64, &seg_start, "previous-segment-start", G_TYPE_UINT64, &pstart,
-        "previous-segment-end", G_TYPE_UINT64, &pend, NULL));
+    GstMessage *msg = pop_change (f.bus, &step, &seg_start, &pstart, &pend);
+    const GstStructure *s = gst_message_get_structure (msg);
     g_assert_cmpuint (step, ==, t);
     g_assert_cmpstr (gst_structure_get_string (s, "label"), ==, labels[top]);
     g_assert_cmpuint (seg_start, ==, rt0);
@@ -532,6 +541,88 @@ test_on_change_threshold (void)
   g_assert_cmpuint (changes, >=, 2);
   g_assert_cmpuint (gaps, >, 0);
   fixture_close (&f);
+}
+
+/* on-change with a hold (min-steps / min-duration), against the rule stated over
+ * runs of equal top labels: a run of another label than the reported one is reported
+ * at its K-th step, its segment starting at its first step; the reported segment ends
+ * where that run starts (shorter runs in between are its own); at EOS it ends at the
+ * last step. Tokens 250 ms apart from running time 1 s. */
+static void
+check_hold (const gchar *prop, guint64 value, guint K, gsize n, guint32 seed)
+{
+  Fixture f;
+  fixture_open (&f, n, seed, NULL);
+  if (g_str_equal (prop, "min-steps"))
+    g_object_set (f.h->element, prop, (guint) value, NULL);
+  else
+    g_object_set (f.h->element, prop, value, NULL);
+  gst_util_set_object_arg (G_OBJECT (f.h->element), "message-mode", "on-change");
+  cony_test_push_segment (f.h, 0, 0, GST_SECOND);
+  cony_test_push_tokens (f.h, f.x, D, 0, n, 1, 0, 250 * MS, FALSE);
+  g_assert_true (gst_harness_push_event (f.h, gst_event_new_eos ()));
+
+  int top[200];
+  g_assert_cmpuint (n, <=, G_N_ELEMENTS (top));
+  for (gsize t = 0; t < n; t++) {
+    double probs[C];
+    top[t] = ref_step (f.r, f.x + t * D, probs);
+  }
+#define RT(i) (GST_SECOND + (i) *250 * MS)
+  int cur = -1;
+  GstClockTime cur_start = GST_CLOCK_TIME_NONE;
+  guint reported = 0, flicker = 0;
+  for (gsize s = 0, e; s < n; s = e) {
+    for (e = s + 1; e < n && top[e] == top[s];)
+      e++;
+    if (top[s] == cur)
+      continue;
+    if (e - s < K) {
+      flicker += cur >= 0;
+      continue;
+    }
+    guint64 step, seg_start, pstart, pend;
+    GstMessage *msg = pop_change (f.bus, &step, &seg_start, &pstart, &pend);
+    const GstStructure *st = gst_message_get_structure (msg);
+    g_assert_cmpuint (step, ==, s + K - 1);
+    g_assert_cmpstr (gst_structure_get_string (st, "label"), ==, labels[top[s]]);
+    g_assert_cmpuint (seg_start, ==, RT (s));
+    g_assert_cmpstr (gst_structure_get_string (st, "previous-label"), ==,
+        cur >= 0 ? labels[cur] : "");
+    g_assert_cmpuint (pstart, ==, cur_start);
+    g_assert_cmpuint (pend, ==, cur >= 0 ? RT (s) : GST_CLOCK_TIME_NONE);
+    gst_message_unref (msg);
+    cur = top[s];
+    cur_start = RT (s);
+    reported++;
+  }
+  GstMessage *msg = gst_bus_pop_filtered (f.bus, GST_MESSAGE_ELEMENT);
+  g_assert_nonnull (msg);
+  const GstStructure *st = gst_message_get_structure (msg);
+  g_assert_true (gst_structure_has_field (st, "eos"));
+  g_assert_cmpstr (gst_structure_get_string (st, "previous-label"), ==, labels[cur]);
+  guint64 pstart, pend;
+  g_assert_true (gst_structure_get (st, "previous-segment-start", G_TYPE_UINT64, &pstart,
+      "previous-segment-end", G_TYPE_UINT64, &pend, NULL));
+  g_assert_cmpuint (pstart, ==, cur_start);
+  g_assert_cmpuint (pend, ==, RT (n));
+  gst_message_unref (msg);
+  g_assert_null (gst_bus_pop_filtered (f.bus, GST_MESSAGE_ELEMENT));
+#undef RT
+  /* the data must hold reported changes and suppressed flicker */
+  g_assert_cmpuint (reported, >=, 2);
+  g_assert_cmpuint (flicker, >=, 2);
+  fixture_close (&f);
+}
+
+static void
+test_on_change_hold (void)
+{
+  check_hold ("min-steps", 3, 3, 120, 6);
+  /* 250 ms steps: 700 ms and 750 ms both take 3 steps (2 span only 500 ms) */
+  check_hold ("min-duration", 700 * MS, 3, 120, 6);
+  check_hold ("min-duration", 750 * MS, 3, 120, 6);
+  check_hold ("min-steps", 2, 2, 120, 6);
 }
 
 /* The meta survives gst_buffer_copy, a region copy, make_writable and a
@@ -1206,6 +1297,7 @@ main (int argc, char **argv)
   g_test_add_func ("/conytransformer/post-messages-threshold", test_post_messages_threshold);
   g_test_add_func ("/conytransformer/on-change", test_on_change);
   g_test_add_func ("/conytransformer/on-change-threshold", test_on_change_threshold);
+  g_test_add_func ("/conytransformer/on-change-hold", test_on_change_hold);
   g_test_add_func ("/conytransformer/meta-survives-copies", test_meta_survives_copies);
   g_test_add_func ("/conytransformer/meta-survives-audioconvert", test_meta_survives_audioconvert);
   g_test_add_data_func ("/conytransformer/flush", &reset_flush, test_reset);

@@ -14,6 +14,7 @@
 
 #include "gsttestutil.h"
 #include "testutil.h"
+#include <glib/gstdio.h>
 #include <math.h>
 #include <string.h>
 
@@ -308,21 +309,44 @@ static const ResetCase reset_discont = { RESET_DISCONT, 120, 130, 4, 9, 1, 2, 42
 static const ResetCase reset_caps = { RESET_CAPS, 110, 96, 1, 1, 1, 1, 1100 * MS, 20 * MS, 7, 8 };
 static const ResetCase reset_gap = { RESET_GAP, 60, 96, 1, 1, 0, 1, GST_SECOND, 10 * MS, 9, 10 };
 
-/* EOS: nothing is pending (complete windows are out already); trailing frames
- * are dropped and EOS is forwarded. */
+/* EOS after @n frames (@pad_tail): the windows out, then EOS forwarded. Frames no
+ * window covered give one more window, padded with log(0.01) (the caps name no
+ * log-offset: VGGish's) as YAMNet pads its waveform; each must equal the engine on the
+ * padded frames. Returns the windows. */
+static guint
+eos_windows (gsize n, gboolean pad_tail)
+{
+  const guint padded_len = 96 + 25 * 8;
+  g_assert_cmpuint (n, <=, padded_len - 96);
+  float *x = make_frames (padded_len, D, 11);
+  for (gsize i = n * D; i < padded_len * D; i++)
+    x[i] = logf (0.01f);
+  ConyCnn *cnn;
+  GstHarness *h = small_harness (&cnn, "pad-tail", pad_tail, NULL);
+  cony_test_push_tokens (h, x, D, 0, n, 1, 0, 10 * MS, FALSE);
+  g_assert_true (gst_harness_push_event (h, gst_event_new_eos ()));
+  guint w = check_windows (h, cnn, x, 25, 0, 250 * MS);
+  g_assert_true (cony_test_event_forwarded (h, GST_EVENT_EOS));
+  gst_harness_teardown (h);
+  cony_cnn_free (cnn);
+  g_free (x);
+  return w;
+}
+
 static void
 test_eos (void)
 {
-  float *x = make_frames (130, D, 11);
-  GstHarness *h = new_harness ("small.safetensors", NULL);
-  gst_harness_set_src_caps_str (h, TOKEN_CAPS ("1", "100/1"));
-  cony_test_push_tokens (h, x, D, 0, 130, 1, 0, 10 * MS, FALSE);
-  g_assert_cmpuint (gst_harness_buffers_in_queue (h), ==, 2);
-  g_assert_true (gst_harness_push_event (h, gst_event_new_eos ()));
-  g_assert_cmpuint (gst_harness_buffers_in_queue (h), ==, 2);
-  g_assert_true (cony_test_event_forwarded (h, GST_EVENT_EOS));
-  gst_harness_teardown (h);
-  g_free (x);
+  /* 130 frames: windows at 0 and 25 (to frame 121), the tail 121-130 in a third at
+   * 50, padded with 16 silent frames; dropped with pad-tail=false */
+  g_assert_cmpuint (eos_windows (130, TRUE), ==, 3);
+  g_assert_cmpuint (eos_windows (130, FALSE), ==, 2);
+  /* shorter than one window (0.3 s): one window, 66 frames of it silence */
+  g_assert_cmpuint (eos_windows (30, TRUE), ==, 1);
+  g_assert_cmpuint (eos_windows (30, FALSE), ==, 0);
+  /* 121 frames: the window at 25 ends at the last frame, nothing is left over */
+  g_assert_cmpuint (eos_windows (121, TRUE), ==, 2);
+  g_assert_cmpuint (eos_windows (96, TRUE), ==, 1);
+  g_assert_cmpuint (eos_windows (97, TRUE), ==, 2);
 }
 
 /* NaN/Inf tokens: one warning, replaced by zeros, outputs finite and equal
@@ -547,6 +571,53 @@ test_mobilenet_outputs (void)
   cony_npy_array_free (x);
 }
 
+/* precision=auto runs the int8 YAMNet (the shipped one with its .tflite's activation
+ * quantisation) in int8 and precision=float in float, each equal to libcony's engine
+ * at that precision (precision-in-use says which); int8 on a float file does not start. */
+static void
+test_precision (void)
+{
+  g_autofree char *yam = cony_test_yamnet_int8 ();
+  g_autofree float *x = make_frames (96, D, 9);
+  const char *nicks[] = { "auto", "float" };
+  const char *in_use[] = { "int8, all 30 layers", "float (forced" };
+  for (guint i = 0; i < 2; i++) {
+    GstElement *el = cony_test_element_new ("conyvggish", yam, NULL);
+    gst_util_set_object_arg (G_OBJECT (el), "precision", nicks[i]);
+    g_autofree char *before = NULL;
+    g_object_get (el, "precision-in-use", &before, NULL);
+    g_assert_null (before);
+    GstHarness *h = cony_test_harness_take (el);
+    gst_harness_set_src_caps_str (h, TOKEN_CAPS ("1", "100/1"));
+    g_autofree char *now = NULL;
+    g_object_get (h->element, "precision-in-use", &now, NULL);
+    g_assert_true (g_str_has_prefix (now, in_use[i]));
+    cony_test_push_tokens (h, x, D, 0, 96, 1, 0, 10 * MS, FALSE);
+    GstBuffer *buf = gst_harness_pull (h);
+    g_autoptr (GError) error = NULL;
+    g_autoptr (ConyCnn) cnn = cony_cnn_load (yam, &error);
+    g_assert_no_error (error);
+    ConyCnnPrecision p = CONY_CNN_PRECISION_AUTO;
+    g_assert_true (cony_cnn_precision_from_string (nicks[i], &p));
+    g_assert_true (cony_cnn_set_precision (cnn, p, &error));
+    float want[521];
+    cony_cnn_forward (cnn, x, want);
+    GstMapInfo map;
+    g_assert_true (gst_buffer_map (buf, &map, GST_MAP_READ));
+    g_assert_cmpmem (map.data, map.size, want, sizeof want);
+    gst_buffer_unmap (buf, &map);
+    gst_buffer_unref (buf);
+    gst_harness_teardown (h);
+  }
+  g_autofree char *small = cony_test_golden_path ("cnn", "small.safetensors");
+  GstElement *el = cony_test_element_new ("conyvggish", small, NULL);
+  gst_util_set_object_arg (G_OBJECT (el), "precision", "int8");
+  g_error_free (cony_test_assert_start_fails (el,
+      (const char *[]){ "precision", "needs a quantised model", NULL }));
+  gst_object_unref (el);
+  g_unlink (yam);
+}
+
 static void
 on_handoff (GstElement *sink, GstBuffer *buf, GstPad *pad, gpointer data)
 {
@@ -554,13 +625,17 @@ on_handoff (GstElement *sink, GstBuffer *buf, GstPad *pad, gpointer data)
 }
 
 /* batch=4 behind a non-live source (appsrc): windows wait and run four at a
- * time, the last partial batch goes out before EOS, and every output equals
- * the one-window engine result with the same timestamps. */
+ * time, the last partial batch goes out before EOS with the padded tail window,
+ * and every output equals the one-window engine result with the same timestamps. */
 static void
 test_batch_non_live (void)
 {
-  gsize n = 300; /* 1 + (300 - 96) / 25 = 9 windows: two batches of 4, then 1 at EOS */
-  float *x = make_frames (n, D, 21);
+  /* 1 + (300 - 96) / 25 = 9 full windows: two batches of 4, then at EOS the 9th and
+   * the tail (frames 296-299) in a 10th at 225, padded with 21 silent frames */
+  gsize n = 300;
+  float *x = make_frames (n + 21, D, 21);
+  for (gsize i = n * D; i < (n + 21) * D; i++)
+    x[i] = logf (0.01f);
   ConyCnn *cnn = cony_test_load_golden_cnn ("cnn", "small.safetensors");
   char *model = cony_test_golden_path ("cnn", "small.safetensors");
   char *desc =
@@ -600,7 +675,7 @@ test_batch_non_live (void)
   gst_message_unref (msg);
   gst_element_set_state (pipe, GST_STATE_NULL);
 
-  g_assert_cmpuint (got->len, ==, 9);
+  g_assert_cmpuint (got->len, ==, 10);
   for (guint w = 0; w < got->len; w++) {
     GstBuffer *buf = got->pdata[w];
     g_assert_cmpuint (GST_BUFFER_OFFSET (buf), ==, w);
@@ -668,6 +743,7 @@ main (int argc, char **argv)
   g_test_add_func ("/conyvggish/postprocess", test_postprocess);
   g_test_add_func ("/conyvggish/other-geometry", test_other_geometry);
   g_test_add_func ("/conyvggish/mobilenet-outputs", test_mobilenet_outputs);
+  g_test_add_func ("/conyvggish/precision", test_precision);
   g_test_add_func ("/conyvggish/batch-non-live", test_batch_non_live);
   g_test_add_func ("/conyvggish/batch-live-is-immediate", test_batch_live_is_immediate);
   g_test_add_func ("/conyvggish/ready-only-properties", test_ready_only_properties);

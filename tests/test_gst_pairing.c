@@ -167,6 +167,47 @@ test_chain_refused (void)
   g_free (cnn);
 }
 
+/* The camera chain: conyframeembed with the shipped ImageNet MobileNet-v2 ! conytransformer
+ * with a classifier trained on another CNN's tokens fails negotiation naming both CNNs;
+ * output=embedding tokens of the right CNN are refused by a classifier trained on its
+ * scores. */
+static void
+test_video_chain_refused (void)
+{
+  char *cnn = cony_test_model_path ("imagenet", "mobilenet_v2.safetensors");
+  char *other = cony_test_golden_path ("cnn", "small.safetensors");
+  char *other_sha = file_sha256 (other);
+  char *sha = file_sha256 (cnn);
+  struct {
+    char *model;
+    const char *output;
+    const char *needles[4];
+  } cases[] = {
+    { transformer_trained_on (other_sha, "scores"), "scores",
+        { "the tokens come from mobilenet_v2.safetensors", "small.safetensors", NULL } },
+    { transformer_trained_on (sha, "scores"), "embedding",
+        { "mobilenet_v2.safetensors", "output=embedding", "output=scores", NULL } },
+  };
+  for (guint i = 0; i < G_N_ELEMENTS (cases); i++) {
+    char *desc =
+        g_strdup_printf ("conyframeembed model=\"%s\" output=%s ! conytransformer model=\"%s\"",
+            cnn, cases[i].output, cases[i].model);
+    GstHarness *h = gst_harness_new_parse (desc);
+    GstBus *bus = cony_test_attach_bus (h);
+    gst_harness_set_src_caps_str (h, "video/x-raw,format=RGB,width=320,height=240,framerate=10/1");
+    cony_test_pop_negotiation_error (bus, cases[i].needles);
+    cony_test_detach_bus (h, bus);
+    gst_harness_teardown (h);
+    g_unlink (cases[i].model);
+    g_free (cases[i].model);
+    g_free (desc);
+  }
+  g_free (sha);
+  g_free (other_sha);
+  g_free (other);
+  g_free (cnn);
+}
+
 int
 main (int argc, char **argv)
 {
@@ -176,5 +217,6 @@ main (int argc, char **argv)
   g_test_add_func ("/pairing/transformer-checks-the-cnn", test_pairing);
   g_test_add_func ("/pairing/unrecorded-model", test_unrecorded_model);
   g_test_add_func ("/pairing/chain-refused", test_chain_refused);
+  g_test_add_func ("/pairing/video-chain-refused", test_video_chain_refused);
   return g_test_run ();
 }

@@ -30,16 +30,28 @@ run () {
 }
 
 # 3 s of 44.1 kHz stereo S16: converted, resampled to 16 kHz (48000 samples),
-# 298 log-mel frames, windows of 96 every 25 frames: 9 embeddings, the last
-# starting at 8 x 0.25 s.
-run resampled 9 "0:00:02.000000000 0:00:00.250000000" \
+# 298 log-mel frames, windows of 96 every 25 frames: 9 full embeddings, the last
+# starting at 8 x 0.25 s and ending at frame 296; at EOS frames 296-297 give a 10th
+# at 9 x 0.25 s, padded with silence (pad-tail); pad-tail=false drops them.
+run resampled 10 "0:00:02.250000000 0:00:00.250000000" \
   audiotestsrc num-buffers=30 samplesperbuffer=4410 wave=sine freq=440 \
   ! audio/x-raw,format=S16LE,rate=44100,channels=2 \
   ! audioconvert ! audioresample ! conymel ! conyvggish model="$model" \
   ! fakesink silent=false
+run resampled-no-pad 9 "0:00:02.000000000 0:00:00.250000000" \
+  audiotestsrc num-buffers=30 samplesperbuffer=4410 wave=sine freq=440 \
+  ! audio/x-raw,format=S16LE,rate=44100,channels=2 \
+  ! audioconvert ! audioresample ! conymel ! conyvggish model="$model" pad-tail=false \
+  ! fakesink silent=false
+# 0.3 s, shorter than one 0.975 s window: one embedding (at 0), not none.
+run short 1 "0:00:00.000000000 0:00:00.250000000" \
+  audiotestsrc num-buffers=3 samplesperbuffer=1600 wave=sine freq=440 \
+  ! audio/x-raw,rate=16000 ! conymel ! conyvggish model="$model" \
+  ! fakesink silent=false
 
-# 102400 samples at 16 kHz in 1024-sample buffers: 638 frames, 22 embeddings.
-run native 22 "0:00:05.250000000 0:00:00.250000000" \
+# 102400 samples at 16 kHz in 1024-sample buffers: 638 frames, 22 full embeddings
+# (to frame 621) and the padded tail at 22 x 0.25 s.
+run native 23 "0:00:05.500000000 0:00:00.250000000" \
   audiotestsrc num-buffers=100 wave=white-noise \
   ! audio/x-raw,rate=16000 ! audioconvert ! audioresample \
   ! conymel frames-per-buffer=4 ! conyvggish model="$model" \

@@ -86,4 +86,40 @@ else
   not_ok "cony info on the installed model"; echo "$out" | tail -5 | sed 's/^/# /'
 fi
 
+# Relative model names: the installed cony and plugin look in DATADIR/gst-cony/models
+# (compiled in: the configured prefix, not DESTDIR) and then in $CONY_MODEL_PATH, which
+# points into DESTDIR here; run from a directory with no models/ in it.
+models=$dest$datadir/gst-cony/models
+if grep -qx "$datadir/gst-cony/models" <<<"$("$dest$bindir/cony" info --paths)"; then
+  ok "cony info --paths names $datadir/gst-cony/models"
+else
+  not_ok "cony info --paths"; "$dest$bindir/cony" info --paths | sed 's/^/# /'
+fi
+if out=$(cd "$dest" && CONY_MODEL_PATH=$models "$dest$bindir/cony" info audio/transformer.safetensors 2>&1) \
+   && grep -q "^model: *$models/audio/transformer.safetensors" <<<"$out"; then
+  ok "cony info audio/transformer.safetensors (a relative name): $models/audio/"
+else
+  not_ok "cony info on a relative model name"; echo "$out" | tail -5 | sed 's/^/# /'
+fi
+gst-launch-1.0 -q audiotestsrc num-buffers=20 samplesperbuffer=1600 wave=pink-noise \
+  ! audio/x-raw,rate=16000,channels=1 ! wavenc ! filesink location="$dest/clip.wav"
+if out=$(cd "$dest" && CONY_MODEL_PATH=$models GST_PLUGIN_PATH=$dest$libdir/gstreamer-1.0 \
+        GST_REGISTRY=$dest/registry.bin gst-launch-1.0 -m filesrc location=clip.wav ! wavparse \
+        ! audioconvert ! conymel preset=yamnet \
+        ! conyvggish model=audio/yamnet-adapted.safetensors output=embedding \
+        ! conytransformer model=audio/transformer.safetensors ! fakesink 2>&1) \
+   && steps=$(grep -c "(element): conytransformer, .*label=" <<<"$out") && [ "$steps" -ge 5 ]; then
+  ok "installed plugin, model=audio/yamnet-adapted.safetensors model=audio/transformer.safetensors: $steps results"
+else
+  not_ok "installed plugin on relative model names"; echo "$out" | tail -5 | sed 's/^/# /'
+fi
+# The installed pipelines/ scripts use the installed models (beside them) and plugin.
+if out=$(cd "$dest" && GST_PLUGIN_PATH=$dest$libdir/gstreamer-1.0 GST_REGISTRY=$dest/registry.bin \
+        bash "$models/../pipelines/file.sh" clip.wav 2>&1) \
+   && steps=$(grep -cE '^ +[0-9.]+ s  [a-z]+ +[01]\.[0-9]{3}$' <<<"$out") && [ "$steps" -ge 5 ]; then
+  ok "installed pipelines/file.sh: $steps result lines"
+else
+  not_ok "installed pipelines/file.sh"; echo "$out" | tail -5 | sed 's/^/# /'
+fi
+
 tap_done

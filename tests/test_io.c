@@ -1,6 +1,7 @@
 /* npy and safetensors: round trips and the errors bad files must give. */
 #include "cony/error.h"
 #include "cony/labels.h"
+#include "cony/modelpath.h"
 #include "cony/npy.h"
 #include "cony/safetensors.h"
 #include "testutil.h"
@@ -251,6 +252,48 @@ test_safetensors_round_trip (void)
   cony_test_expect_error (&error, CONY_ERROR_MISSING, "missing", NULL);
 }
 
+/* A relative model name: as given when it exists here, else the first directory of
+ * CONY_MODEL_PATH holding it (empty entries skipped), then the installed models; found
+ * nowhere, an error naming every place looked in. cony_safetensors_open() follows it. */
+static void
+test_model_path (void)
+{
+  g_autofree char *file = write_small_safetensors (); /* tmpdir/m.safetensors */
+  g_autofree char *sub = tmp_path ("sub");
+  g_assert_cmpint (g_mkdir_with_parents (sub, 0755), ==, 0);
+  g_autofree char *in_sub = g_build_filename (sub, "m.safetensors", NULL);
+  g_autofree gchar *bytes = NULL;
+  gsize n = 0;
+  g_assert_true (g_file_get_contents (file, &bytes, &n, NULL));
+  g_assert_true (g_file_set_contents (in_sub, bytes, (gssize) n, NULL));
+  GError *error = NULL;
+
+  g_autofree char *env = g_strdup_printf ("::/nonexistent:%s:%s", sub, tmpdir);
+  g_setenv ("CONY_MODEL_PATH", env, TRUE);
+  g_autofree char *found = cony_model_path_find ("m.safetensors", &error);
+  g_assert_no_error (error);
+  g_assert_cmpstr (found, ==, in_sub); /* sub comes before tmpdir */
+  g_autofree char *abs = cony_model_path_find (file, &error);
+  g_assert_cmpstr (abs, ==, file);
+  g_auto (GStrv) dirs = cony_model_path_dirs ();
+  g_assert_cmpuint (g_strv_length (dirs), ==, 4);
+  g_assert_cmpstr (dirs[0], ==, "/nonexistent");
+  g_assert_cmpstr (dirs[3], ==, cony_model_path_datadir ());
+  g_assert_true (g_str_has_suffix (cony_model_path_datadir (), "/gst-cony/models"));
+
+  g_autoptr (ConySafetensors) st = cony_safetensors_open ("m.safetensors", &error);
+  g_assert_no_error (error);
+  g_assert_cmpstr (cony_safetensors_path (st), ==, in_sub);
+
+  g_assert_null (cony_model_path_find ("no/such.safetensors", &error));
+  cony_test_expect_error (&error, CONY_ERROR_IO, "no/such.safetensors: no such model file", sub);
+  g_assert_null (cony_safetensors_open ("no/such.safetensors", &error));
+  cony_test_expect_error (&error, CONY_ERROR_IO, cony_model_path_datadir (), NULL);
+  g_unsetenv ("CONY_MODEL_PATH");
+  g_assert_null (cony_model_path_find ("m.safetensors", &error));
+  cony_test_expect_error (&error, CONY_ERROR_IO, "looked in the current directory", NULL);
+}
+
 /* Opens @path and, where that works, reads its 2 x 3 tensor "w" (which may fail into
  * @error: a cut inside the data section must still be caught by the tensor offsets).
  * Returns whether it opened. */
@@ -398,6 +441,7 @@ main (int argc, char **argv)
   g_test_add_func ("/io/safetensors/nan-refused", test_safetensors_nan_refused);
   g_test_add_func ("/io/safetensors/offsets-not-integers", test_safetensors_offsets_not_integers);
   g_test_add_func ("/io/safetensors/overlap", test_safetensors_overlap);
+  g_test_add_func ("/io/model-path", test_model_path);
   int rc = g_test_run ();
   g_autofree char *cmd = g_strdup_printf ("rm -rf '%s'", tmpdir);
   (void) !system (cmd);

@@ -1,5 +1,6 @@
-/* MobileNet-v1 networks in the CNN engine: the float64 numpy reference's goldens
- * (training/gen_mobilenet_golden.py: F32, F16 and I8 weights, embedding and scores),
+/* MobileNet-v1 and -v2 networks in the CNN engine: the float64 numpy reference's goldens
+ * (training/gen_mobilenet_golden.py: F32, F16 and I8 weights, embedding and scores; a
+ * MobileNet-v2 with F32 and U8 weights),
  * the random YAMNet layout's size, and the files the loader must refuse. */
 #include "cony/cnn.h"
 #include "cony/error.h"
@@ -90,6 +91,49 @@ check_variant (gconstpointer data)
   g_assert_cmpfloat (cony_test_rel_err (out, scores->data, 10), <=, 2e-3);
 }
 
+/* MobileNet-v2 (network = "mobilenet_v2": linear1x1, add@K, softmax, a normalised
+ * 3-channel input) with F32 and U8 (zero-point) weights: the F32 path within 1e-4 of
+ * the float64 reference, one example at a time and batched, scores and embedding. */
+static void
+check_v2 (gconstpointer data)
+{
+  const char *variant = data;
+  g_autofree char *file = g_strdup_printf ("v2_%s.safetensors", variant);
+  g_autofree char *sfile = g_strdup_printf ("v2_%s_scores.npy", variant);
+  g_autofree char *efile = g_strdup_printf ("v2_%s_embedding.npy", variant);
+  g_autoptr (ConyCnn) cnn = load_golden (file);
+  g_autoptr (ConyNpyArray) x = cony_test_load_golden_npy ("mobilenet", "v2_input.npy");
+  g_autoptr (ConyNpyArray) scores = cony_test_load_golden_npy ("mobilenet", sfile);
+  g_autoptr (ConyNpyArray) emb = cony_test_load_golden_npy ("mobilenet", efile);
+  g_assert_true (cony_cnn_is_mobilenet (cnn));
+  g_assert_cmpuint (cony_cnn_get_input_size (cnn), ==, 15 * 13 * 3);
+  g_assert_cmpuint (cony_cnn_get_output_size (cnn), ==, 10);
+  g_assert_cmpuint (cony_cnn_get_embedding_size (cnn), ==, 24);
+  g_autofree char *desc = cony_cnn_describe (cnn);
+  g_test_message ("%s", desc);
+  g_assert_nonnull (strstr (desc, "conv1x1 16 -> 8, out 8x7x8 (linear)"));
+  g_assert_nonnull (strstr (desc, "add layers.0, out 8x7x8"));
+  g_assert_nonnull (strstr (desc, "softmax, out 10"));
+  gsize n = x->shape[0], in = 15 * 13 * 3;
+  float out[24];
+  g_autofree float *batch = g_new (float, n * 24);
+  for (int e = 0; e < 2; e++) {
+    const float *want = e ? emb->data : scores->data;
+    guint d = e ? 24 : 10;
+    if (e)
+      g_assert_true (cony_cnn_set_output (cnn, CONY_CNN_OUTPUT_EMBEDDING, NULL));
+    for (gsize k = 0; k < n; k++) {
+      cony_cnn_forward (cnn, x->data + k * in, out);
+      double err = cony_test_rel_err (out, want + k * d, d);
+      g_test_message ("v2 %s example %" G_GSIZE_FORMAT " %s: relative error %.2e", variant, k,
+          e ? "embedding" : "scores", err);
+      g_assert_cmpfloat (err, <=, 1e-4);
+    }
+    cony_cnn_forward_batch (cnn, x->data, n, batch);
+    g_assert_cmpfloat (cony_test_rel_err (batch, want, n * d), <=, 1e-4);
+  }
+}
+
 static void test_int8_pointwise (void);
 
 /* The same goldens with CONY_CNN_PORTABLE=1: pointwise layers on OpenBLAS sgemm
@@ -101,6 +145,7 @@ test_portable (void)
   if (g_test_subprocess ()) {
     check_variant ("f32");
     check_variant ("i8");
+    check_v2 ("f32");
     test_int8_pointwise ();
     return;
   }
@@ -245,6 +290,15 @@ write_raw (const char *file, const Raw *t, guint n, const char *const *meta)
   return path;
 }
 
+static ConyCnn *
+load_tmp (const char *path)
+{
+  GError *error = NULL;
+  ConyCnn *cnn = cony_cnn_load (path, &error);
+  g_assert_no_error (error);
+  return cnn;
+}
+
 static void
 test_refusals (void)
 {
@@ -348,6 +402,68 @@ test_refusals (void)
     Raw t2[] = { conv_f32, conv_b, f, fc_b };
     g_autofree char *p2 = write_raw ("inf16.safetensors", t2, 4, meta);
     cony_test_expect_cnn_refused (p2, CONY_ERROR_INVALID, "layers.2.weight", "non-finite");
+  }
+  /* U8 weights: (q - zero point) x scale, the same network as those floats; a U8 weight
+   * without its zero points, and zero points next to I8, are refused. */
+  {
+    guint8 u[36], zp[4] = { 128, 100, 140, 120 };
+    float deq[36];
+    for (int i = 0; i < 36; i++) {
+      u[i] = (guint8) (i * 7);
+      deq[i] = (float) ((int) u[i] - (int) zp[i / 9]) * scale[i / 9];
+    }
+    Raw c = conv_f32;
+    c.data = deq;
+    Raw cu = { "layers.0.weight", "U8", 4, { 4, 1, 3, 3 }, u, sizeof u };
+    Raw cz = { "layers.0.weight_zero_point", "U8", 1, { 4 }, zp, sizeof zp };
+    Raw t[] = { cu, conv_b, conv_s, cz, fc_w, fc_b }, t2[] = { c, conv_b, fc_w, fc_b };
+    g_autofree char *p = write_raw ("good_u8.safetensors", t, 6, meta);
+    g_autofree char *p2 = write_raw ("good_u8_deq.safetensors", t2, 4, meta);
+    g_autoptr (ConyCnn) a = load_tmp (p);
+    g_autoptr (ConyCnn) b = load_tmp (p2);
+    float x[42], ya[3], yb[3];
+    for (int i = 0; i < 42; i++)
+      x[i] = (i % 9 - 4) * 0.3f;
+    cony_cnn_forward (a, x, ya);
+    cony_cnn_forward (b, x, yb);
+    for (int i = 0; i < 3; i++)
+      g_assert_cmpfloat (ya[i], ==, yb[i]);
+    Raw t3[] = { cu, conv_b, conv_s, fc_w, fc_b };
+    g_autofree char *p3 = write_raw ("u8_nozp.safetensors", t3, 5, meta);
+    cony_test_expect_cnn_refused (p3, CONY_ERROR_MISSING, "layers.0.weight_zero_point",
+        "is missing for the U8");
+    Raw t4[] = { conv_i8, conv_b, conv_s, cz, fc_w, fc_b };
+    g_autofree char *p4 = write_raw ("i8_zp.safetensors", t4, 6, meta);
+    cony_test_expect_cnn_refused (p4, CONY_ERROR_INVALID, "weight_zero_point", "U8 weights only");
+  }
+  /* MobileNet-v2 words in a v1 file; a residual that crosses another; add@K of another
+   * shape. */
+  {
+    float pw[16], pb[4] = { 0 };
+    for (int i = 0; i < 16; i++)
+      pw[i] = (i % 5 - 2) * 0.1f;
+    Raw p1w = { "layers.1.weight", "F32", 4, { 4, 4, 1, 1 }, pw, sizeof pw };
+    Raw p1b = { "layers.1.bias", "F32", 1, { 4 }, pb, sizeof pb };
+    Raw p2w = { "layers.2.weight", "F32", 4, { 4, 4, 1, 1 }, pw, sizeof pw };
+    Raw p2b = { "layers.2.bias", "F32", 1, { 4 }, pb, sizeof pb };
+    Raw t[] = { conv_f32, conv_b, p1w, p1b };
+    const char *v1[] = { "network", "mobilenet_v1", "input_height", "7", "input_width", "6",
+      "layers", "conv3x3s2 linear1x1 add@0", NULL };
+    g_autofree char *p = write_raw ("v2words.safetensors", t, 4, v1);
+    cony_test_expect_cnn_refused (p, CONY_ERROR_INVALID, "linear1x1", "MobileNet-v1 layer");
+    const char *cross[] = { "network", "mobilenet_v2", "input_height", "7", "input_width", "6",
+      "layers", "conv3x3s2 linear1x1 add@0 linear1x1 add@1", NULL };
+    Raw t2[] = { conv_f32, conv_b, p1w, p1b,
+      { "layers.3.weight", "F32", 4, { 4, 4, 1, 1 }, pw, sizeof pw },
+      { "layers.3.bias", "F32", 1, { 4 }, pb, sizeof pb } };
+    g_autofree char *p2 = write_raw ("cross.safetensors", t2, 6, cross);
+    cony_test_expect_cnn_refused (p2, CONY_ERROR_INVALID, "layers.4", "nested residuals");
+    const char *ok2[] = { "network", "mobilenet_v2", "input_height", "7", "input_width", "6",
+      "layers", "conv3x3s2 linear1x1 linear1x1 add@0", NULL };
+    Raw t3[] = { conv_f32, conv_b, p1w, p1b, p2w, p2b };
+    g_autofree char *p3 = write_raw ("v2ok.safetensors", t3, 6, ok2);
+    g_autoptr (ConyCnn) good = load_tmp (p3);
+    g_assert_cmpuint (cony_cnn_get_output_size (good), ==, 4 * 3 * 4);
   }
   /* Unknown layer word; a tensor for a layer without tensors; unknown network;
    * sigmoid not after an FC; unknown activation; labels of the wrong count. */
@@ -465,6 +581,8 @@ main (int argc, char **argv)
   g_test_add_data_func ("/mobilenet/golden/f32", "f32", check_variant);
   g_test_add_data_func ("/mobilenet/golden/f16", "f16", check_variant);
   g_test_add_data_func ("/mobilenet/golden/i8", "i8", check_variant);
+  g_test_add_data_func ("/mobilenet/golden/v2-f32", "f32", check_v2);
+  g_test_add_data_func ("/mobilenet/golden/v2-u8", "u8", check_v2);
   g_test_add_func ("/mobilenet/portable", test_portable);
   g_test_add_func ("/mobilenet/labels-metadata", test_labels_metadata);
   g_test_add_func ("/mobilenet/random-yamnet", test_random_yamnet);

@@ -124,7 +124,7 @@ test_golden (void)
   GError *error = NULL;
   g_autoptr (GDir) dir = g_dir_open (golden_dir, 0, &error);
   g_assert_no_error (error);
-  int cases = 0, overrides = 0, failures = 0, multi = 0, grouped = 0;
+  int cases = 0, overrides = 0, failures = 0, multi = 0;
   g_autoptr (GPtrArray) entries = g_ptr_array_new_with_free_func (g_free);
   const char *name;
   while ((name = g_dir_read_name (dir)))
@@ -162,8 +162,6 @@ test_golden (void)
         m->config.tokens_per_step, worst, step);
     if (m->config.tokens_per_step > 1)
       multi++;
-    if (m->config.n_input_groups)
-      grouped++;
     if (!(worst <= 1e-4)) {
       g_test_message ("FAIL %s: step %d differs from the PyTorch model by %g (> 1e-4)", entry, step,
           worst);
@@ -181,8 +179,7 @@ test_golden (void)
   }
   g_assert_cmpint (failures, ==, 0);
   g_assert_cmpint (cases, >=, 15);
-  g_assert_cmpint (multi, >=, 14);  /* the kK_ cases of gen_model_golden.py */
-  g_assert_cmpint (grouped, >=, 3); /* its g_ cases (an override included) */
+  g_assert_cmpint (multi, >=, 14); /* the kK_ cases of gen_model_golden.py */
   g_assert_cmpint (overrides, >=, 4);
 }
 
@@ -240,16 +237,6 @@ tensors_index (Tensors *t, const char *name)
       return (int) i;
   g_error ("no tensor %s", name);
   return -1;
-}
-
-static void
-tensors_remove (Tensors *t, const char *name)
-{
-  int i = tensors_index (t, name);
-  g_ptr_array_remove_index (t->names, i);
-  g_ptr_array_remove_index (t->data, i);
-  g_ptr_array_remove_index (t->shapes, i);
-  g_array_remove_index (t->ndims, i);
 }
 
 static void
@@ -472,76 +459,17 @@ test_load_errors (void)
   tensors_free (t);
 }
 
-/* input_groups (g_b1_cony: d_in 16, d 8, groups [2, 3, 1]): the key's values, and the
- * tensors it makes required or wider, each refused naming what was wrong. */
+/* A file with the removed "input_groups" key (rule 21) is refused by name, not run
+ * without the prior it was trained with. */
 static void
-test_input_groups_errors (void)
+test_input_groups_refused (void)
 {
-  g_autofree char *src = golden ("g_b1_cony.safetensors");
+  g_autofree char *src = golden ("b1_cony.safetensors");
   g_autofree char *path = tmp_path ("groups.safetensors");
   Tensors *t = tensors_from (src);
-  GError *error = NULL;
-  g_autoptr (ConyModel) ok = cony_model_load (src, &error);
-  g_assert_no_error (error);
-  g_assert_cmpint (ok->config.n_input_groups, ==, 3);
-  g_assert_cmpint (ok->config.prior_rows, ==, 6);
-  g_assert_cmpint (ok->config.input_groups[1], ==, 3);
-  g_assert_nonnull (ok->input_prior_weight);
-  g_assert_nonnull (strstr (t->config, "\"input_groups\":[2,3,1]"));
-
-  /* the config's values (the tensors stay those of [2, 3, 1]) */
-  g_autofree char *many = g_strnfill (2 * (CONY_MODEL_MAX_INPUT_GROUPS + 1) - 1, ',');
-  for (int i = 0; i < 2 * (CONY_MODEL_MAX_INPUT_GROUPS + 1); i += 2)
-    many[i] = '1';
-  g_autofree char *many_list = g_strdup_printf ("[%s]", many);
-  const struct {
-    const char *to;
-    int code;
-    const char *needle1, *needle2;
-  } bad[] = {
-    { "[]", CONY_ERROR_INVALID, "'input_groups' lists 0 groups", NULL },
-    { many_list, CONY_ERROR_INVALID, "'input_groups' lists 257 groups", NULL },
-    { "[2,0,1]", CONY_ERROR_INVALID, "'input_groups[1]' = 0", "out of range" },
-    { "[2,3,-1]", CONY_ERROR_INVALID, "'input_groups[2]' = -1", NULL },
-    { "[16385]", CONY_ERROR_INVALID, "'input_groups[0]' = 16385", "[1, 16384]" },
-    { "[16384,16384,16384,16384,1]", CONY_ERROR_INVALID, "'input_groups' has 65537 rows", NULL },
-    { "[2,\"3\",1]", CONY_ERROR_FORMAT, "'input_groups[1]' must be an integer", NULL },
-    { "[2,3,1.5]", CONY_ERROR_FORMAT, "'input_groups[2]' must be an integer", NULL },
-    { "[2,[3],1]", CONY_ERROR_FORMAT, "'input_groups[1]' must be an integer", NULL },
-    { "6", CONY_ERROR_FORMAT, "'input_groups' must be a list", NULL },
-    { "\"2,3,1\"", CONY_ERROR_FORMAT, "'input_groups' must be a list", NULL },
-    /* valid values that disagree with the tensors: R = 7 rows, G = 2 columns */
-    { "[2,3,2]", CONY_ERROR_SHAPE, "input_prior.weight", "(7, 16)" },
-    { "[3,3]", CONY_ERROR_SHAPE, "input_proj.weight", "(8, 18)" },
-  };
-  for (guint b = 0; b < G_N_ELEMENTS (bad); b++) {
-    g_autofree char *to = g_strdup_printf ("\"input_groups\":%s", bad[b].to);
-    g_autofree char *config = replace (t->config, "\"input_groups\":[2,3,1]", to);
-    tensors_write (t, path, config);
-    expect_load_error (path, bad[b].code, bad[b].needle1, bad[b].needle2);
-  }
-  /* without the key the prior is an unknown tensor (and the projection too wide) */
-  g_autofree char *none = replace (t->config, ",\"input_groups\":[2,3,1]", "");
-  tensors_write (t, path, none);
-  expect_load_error (path, CONY_ERROR_FORMAT, "unexpected tensor 'input_prior.",
-      "without the config key 'input_groups'");
-
-  /* a projection as wide as d_in only: the group features have no columns */
-  int i = tensors_index (t, "input_proj.weight");
-  gsize *shape = t->shapes->pdata[i];
-  g_assert_cmpuint (shape[1], ==, 19);
-  shape[1] = 16;
-  tensors_write (t, path, t->config);
-  expect_load_error (path, CONY_ERROR_SHAPE, "input_proj.weight", "(8, 19)");
-  shape[1] = 19;
-
-  /* the prior's tensors are required with the key */
-  tensors_remove (t, "input_prior.bias");
-  tensors_write (t, path, t->config);
-  expect_load_error (path, CONY_ERROR_MISSING, "input_prior.bias", "missing");
-  tensors_remove (t, "input_prior.weight");
-  tensors_write (t, path, t->config);
-  expect_load_error (path, CONY_ERROR_MISSING, "input_prior.weight", "missing");
+  g_autofree char *config = replace (t->config, "{", "{\"input_groups\":[2,3,1],");
+  tensors_write (t, path, config);
+  expect_load_error (path, CONY_ERROR_FORMAT, "'input_groups' is no longer supported", "rule 21");
   tensors_free (t);
 }
 
@@ -568,7 +496,6 @@ test_dtype_and_f16 (void)
   g_assert_true (g_file_set_contents (path, bytes, len, NULL));
   expect_load_error (path, CONY_ERROR_SHAPE, "classifier.bias", "dtype");
   check_f16_copy ("b1_regular");
-  check_f16_copy ("g_b1_cony"); /* the input prior's matrix too */
 }
 
 /* F16 storage of golden case @name: every tensor converted to half, loaded as float32,
@@ -651,16 +578,9 @@ check_f16_copy (const char *name)
    * computes: the same logits, bit for bit, at every step, against an encoder made with
    * the float16 copies switched off. */
   ConyGemvMatrix probe;
-  cony_gemv_matrix_init (&probe, m->input_proj_weight, m->config.d,
-      m->config.d_in + m->config.n_input_groups, TRUE);
+  cony_gemv_matrix_init (&probe, m->input_proj_weight, m->config.d, m->config.d_in, TRUE);
   g_assert_nonnull (probe.f16);
   cony_gemv_matrix_clear (&probe);
-  if (m->config.n_input_groups) {
-    cony_gemv_matrix_init (&probe, m->input_prior_weight, m->config.prior_rows, m->config.d_in,
-        TRUE);
-    g_assert_nonnull (probe.f16);
-    cony_gemv_matrix_clear (&probe);
-  }
   cony_gemv_matrix_init (&probe, m->block[0].attn.in_proj_weight, 3 * m->config.d, m->config.d,
       TRUE);
   g_assert_nonnull (probe.f16);
@@ -799,8 +719,7 @@ test_step_does_not_allocate (void)
    * landmark updates, nystrom every step: the SVD works in stack buffers). */
   const char *cases[] = { "b1_conyfixed", "b2_conyfixed", "b2_regular", "b1_continual",
     "b2_continual", "b1_nystromfixed", "b2_nystromfixed", "b1_cony_r", "b2_cony_r", "b1_nystrom_r",
-    "k4_b1_cony_r", "k2_b1_conyfixed", "k4_b2_conyfixed", "k4_b2_cony_r", "g_b1_cony",
-    "g_k2_b2_regular" };
+    "k4_b1_cony_r", "k2_b1_conyfixed", "k4_b2_conyfixed", "k4_b2_cony_r" };
   for (guint c = 0; c < G_N_ELEMENTS (cases); c++) {
     GError *error = NULL;
     g_autofree char *name = g_strconcat (cases[c], ".safetensors", NULL);
@@ -924,7 +843,7 @@ static void
 test_extreme_tokens (void)
 {
   const char *files[] = { "b1_conyfixed.safetensors", "b2_conyfixed.safetensors",
-    "g_b1_cony.safetensors" /* the input groups' sigmoid of huge logits */ };
+    "b1_cony.safetensors" };
   const float values[] = { 1e19f, -1e19f, 1e30f, FLT_MAX, -FLT_MAX, 1e-40f, FLT_MIN / 4 };
   for (guint f = 0; f < G_N_ELEMENTS (files); f++) {
     GError *error = NULL;
@@ -940,7 +859,7 @@ test_extreme_tokens (void)
       if (v == CONY_ATTENTION_VCC && m->config.blocks == 2)
         continue; /* vcc is single output: refused for 2-block models */
       if (cony_attention_variant_uses_fixed_landmarks (v) && !m->block[0].has_landmarks)
-        continue; /* g_b1_cony has none */
+        continue; /* b1_cony has none */
       g_autoptr (ConyEncoder) fresh = cony_encoder_new (m, v, &error);
       g_assert_no_error (error);
       step_plain (fresh, m, after, want);
@@ -1034,7 +953,7 @@ main (int argc, char **argv)
   g_test_add_func ("/model/golden", test_golden);
   g_test_add_func ("/model/load-errors", test_load_errors);
   g_test_add_func ("/model/config-labels", test_config_labels);
-  g_test_add_func ("/model/input-groups-errors", test_input_groups_errors);
+  g_test_add_func ("/model/input-groups-refused", test_input_groups_refused);
   g_test_add_func ("/model/dtype-and-f16", test_dtype_and_f16);
   g_test_add_func ("/model/override-needs-landmarks", test_override_needs_landmarks);
   g_test_add_func ("/model/step-does-not-allocate", test_step_does_not_allocate);

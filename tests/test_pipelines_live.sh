@@ -5,7 +5,8 @@
 #    then one line per step at the live pace (buffering in sed/awk/stdio would deliver
 #    them in one burst at the end);
 #  - without a real microphone / camera they say so and exit 3 (skipped on machines
-#    that have one);
+#    that have one), as do the README's live gst-launch-1.0 example, print_results.py
+#    mic and overlay.py camera;
 #  - json.sh ... | head -1 and microphone.sh ... | head -1 end at once, status 0 for
 #    json.sh, and no BrokenPipe traceback.
 # Needs GST_PLUGIN_PATH (the build tree's gst/), python3-gi.
@@ -97,6 +98,43 @@ for kind in audio:microphone.sh:microphone video:camera.sh:camera; do
   else
     not_ok "$script without a $what: exit $rc, stdout $(wc -l <"$tmp/out") lines"
     sed 's/^/# /' "$tmp/err"
+  fi
+done
+
+# The README's live gst-launch-1.0 example, as a user pastes it, on a machine without a
+# microphone: exit 3 and "no microphone found", no result (autoaudiosrc's silent
+# stand-in would give confident "silence" lines).
+readme_live=$(awk '/^Live microphone classification/ { f = 1 } f && /^```sh/ { b = 1; next }
+                   b && /^```/ { exit } b' "$root/README.md")
+if /usr/bin/python3 "$p/devices.py" audio >/dev/null 2>&1; then
+  ok "README live example without a microphone # SKIP this machine has one"
+elif ! grep -q 'conytransformer' <<<"$readme_live"; then
+  not_ok "README live example: no gst-launch-1.0 block after 'Live microphone classification'"
+else
+  (cd "$root" && timeout 20 bash -c "$readme_live") >"$tmp/out" 2>"$tmp/err"
+  rc=$?
+  if [ "$rc" = 3 ] && grep -q "no microphone found" "$tmp/err" && ! grep -q 'label=' "$tmp/out"; then
+    ok "README live example without a microphone: exit 3, '$(head -1 "$tmp/err" | cut -c1-50)...'"
+  else
+    not_ok "README live example without a microphone: exit $rc"
+    sed 's/^/# /' "$tmp/err" "$tmp/out" | tail -5
+  fi
+fi
+
+# print_results.py and overlay.py: the same status 3 for a missing device.
+for run in "print_results.py mic:microphone:audio" "overlay.py camera:camera:video"; do
+  IFS=: read -r cmd what dev <<<"$run"
+  if /usr/bin/python3 "$p/devices.py" "$dev" >/dev/null 2>&1; then
+    ok "$cmd without a $what # SKIP this machine has one"
+    continue
+  fi
+  # shellcheck disable=SC2086
+  timeout 20 /usr/bin/python3 "$p"/$cmd >"$tmp/out" 2>"$tmp/err"
+  rc=$?
+  if [ "$rc" = 3 ] && grep -q "no $what found" "$tmp/err" && [ ! -s "$tmp/out" ]; then
+    ok "$cmd without a $what: exit 3"
+  else
+    not_ok "$cmd without a $what: exit $rc"; sed 's/^/# /' "$tmp/err" | tail -5
   fi
 done
 

@@ -2,8 +2,12 @@
 # training/train_your_own.py on a tiny generated set: three classes (a sine tone, white
 # noise, a square-wave buzz; four WAV files each, 2.3-3.5 s, generated here with
 # audiotestsrc):
-#  - it writes a model that `cony info` loads, with the folder names as labels and its
-#    CNN's SHA-256 in the config, and prints a validation accuracy well above chance;
+#  - it writes a model that `cony info` loads, with the folder names as labels plus the
+#    generated "other" class, and its CNN's SHA-256 in the config, and prints a
+#    validation accuracy well above chance;
+#  - open set: speech (espeak-ng, a sentence the "other" generator does not speak) and
+#    plucked-string music (sox, not the generator's FluidSynth) are "other", not tone/buzz;
+#  - --no-other: only the folders' labels;
 #  - a file shorter than --window is named in a warning;
 #  - a window longer than every file is refused.
 # Skipped without python3-torch. Needs GST_PLUGIN_PATH (the build tree's gst/).
@@ -45,25 +49,51 @@ else
   got_sha=$(PYTHONPATH="$root/training" /usr/bin/python3 -c "
 import json; from conytrain import safetensors_io
 print(json.loads(safetensors_io.load('$tmp/model.safetensors')[1]['config'])['frontend']['cnn_sha256'])")
-  if grep -q "buzz" <<<"$info" && grep -q "noise" <<<"$info" && grep -q "tone" <<<"$info" \
-     && [ "$got_sha" = "$want_sha" ]; then
-    ok "cony info loads it: labels buzz, noise, tone; records the CNN's SHA-256"
+  if grep -q "^labels: *buzz, noise, tone, other$" <<<"$info" && [ "$got_sha" = "$want_sha" ]; then
+    ok "cony info loads it: labels buzz, noise, tone, other; records the CNN's SHA-256"
   else
     not_ok "model file: labels or CNN record wrong (sha '$got_sha')"; echo "$info" | sed 's/^/# /'
   fi
 fi
 
-# A 1.2 s file gives 2 tokens: shorter than a window of 6.
+# Open set: sounds of none of the classes go to "other" (most steps), where a model
+# without it can only answer tone, noise or buzz.
+espeak-ng -v en-us -s 150 -w "$tmp/speech.wav" \
+  "Good evening, here are the news. The weather will be cold and windy tomorrow, with rain."
+notes=()
+for note in C4 E4 G4 A4 F4 D4 G4 C5 E4 G4 C4 E4 G4 A4; do
+  notes+=("$tmp/note${#notes[@]}.wav")
+  sox -n -r 16000 -c 1 -b 16 "${notes[-1]}" synth 0.35 pluck "$note" pluck "${note%?}3" fade 0 0.35 0.1
+done
+sox "${notes[@]}" "$tmp/music.wav"
+for f in speech music; do
+  out=$(CONY_AUDIO_PROBE=off bash "$root/pipelines/file.sh" "$tmp/$f.wav" "$cnn" "$tmp/model.safetensors" 2>&1)
+  steps=$(grep -cE '^ +[0-9.]+ s ' <<<"$out")
+  other=$(grep -cE '^ +[0-9.]+ s  other ' <<<"$out")
+  if [ "$steps" -ge 10 ] && [ "$((other * 10))" -ge "$((steps * 8))" ]; then
+    ok "$f (not a class of the set): other on $other of $steps steps"
+  else
+    not_ok "$f: other on $other of $steps steps"; echo "$out" | sort -k3 | uniq -c -f2 | sed 's/^/# /' | head
+  fi
+done
+
+# A 1.2 s file gives 2 tokens: shorter than a window of 6. (--no-other: the labels are the
+# folders' only.)
 clip buzz short 12 wave=square freq=150 volume=0.3
-if "${train[@]}" "$tmp/data" -o "$tmp/m2.safetensors" --window 6 --epochs 2 >"$tmp/out" 2>"$tmp/err" \
+if "${train[@]}" "$tmp/data" -o "$tmp/m2.safetensors" --window 6 --epochs 2 --no-other >"$tmp/out" 2>"$tmp/err" \
    && grep -q "shorter than the window of 6 tokens.*short.wav" "$tmp/err"; then
   ok "a file shorter than the window is named: $(grep -o "warning: [0-9]* of [0-9]* files are shorter" "$tmp/err")"
 else
   not_ok "no warning for a file shorter than the window"; sed 's/^/# /' "$tmp/err" | tail -5
 fi
+if grep -q "^labels: *buzz, noise, tone$" <<<"$("$cony" info "$tmp/m2.safetensors" 2>&1)"; then
+  ok "--no-other: labels buzz, noise, tone only"
+else
+  not_ok "--no-other: labels"; "$cony" info "$tmp/m2.safetensors" 2>&1 | grep labels | sed 's/^/# /'
+fi
 
 # A window longer than every file: refused with a reason.
-"${train[@]}" "$tmp/data" -o "$tmp/m3.safetensors" --window 40 >"$tmp/out" 2>"$tmp/err"
+"${train[@]}" "$tmp/data" -o "$tmp/m3.safetensors" --window 40 --no-other >"$tmp/out" 2>"$tmp/err"
 rc=$?
 if [ "$rc" != 0 ] && grep -q "no training file is as long as the window of 40 tokens" "$tmp/err" \
    && [ ! -e "$tmp/m3.safetensors" ]; then

@@ -5,6 +5,7 @@
 #include <glib/gstdio.h>
 #include <stdio.h>
 #include <stdlib.h>
+#include <json-glib/json-glib.h>
 #include <math.h>
 #include <string.h>
 #include <unistd.h>
@@ -15,6 +16,14 @@ cony_test_golden_path (const char *area, const char *file)
   const char *root = g_getenv ("CONY_SOURCE_ROOT");
   g_assert_nonnull (root);
   return g_build_filename (root, "tests", "golden", area, file, NULL);
+}
+
+char *
+cony_test_model_path (const char *dir, const char *file)
+{
+  const char *root = g_getenv ("CONY_SOURCE_ROOT");
+  g_assert_nonnull (root);
+  return g_build_filename (root, "models", dir, file, NULL);
 }
 
 ConyNpyArray *
@@ -201,4 +210,48 @@ cony_test_reset_peak_rss (void)
   g_assert_nonnull (f);
   g_assert_cmpint (fputs ("5", f), >=, 0);
   g_assert_cmpint (fclose (f), ==, 0);
+}
+
+char *
+cony_test_with_quantization (const char *src, const char *quant)
+{
+  g_autofree char *bytes = NULL;
+  gsize len = 0;
+  g_assert_true (g_file_get_contents (src, &bytes, &len, NULL));
+  guint64 hlen = GUINT64_FROM_LE (*(guint64 *) bytes);
+  g_autoptr (JsonParser) p = json_parser_new ();
+  g_assert_true (json_parser_load_from_data (p, bytes + 8, (gssize) hlen, NULL));
+  JsonObject *meta = json_object_get_object_member (json_node_get_object (json_parser_get_root (p)),
+      "__metadata__");
+  if (json_object_has_member (meta, "quantization"))
+    json_object_remove_member (meta, "quantization");
+  if (quant != NULL)
+    json_object_set_string_member (meta, "quantization", quant);
+  g_autofree char *header = json_to_string (json_parser_get_root (p), FALSE);
+  GString *out = g_string_new (NULL);
+  guint64 n = strlen (header), padded = (n + 7) / 8 * 8;
+  guint64 le = GUINT64_TO_LE (padded);
+  g_string_append_len (out, (const char *) &le, 8);
+  g_string_append (out, header);
+  for (guint64 i = n; i < padded; i++)
+    g_string_append_c (out, ' ');
+  g_string_append_len (out, bytes + 8 + hlen, (gssize) (len - 8 - hlen));
+  char *path = NULL;
+  int fd = g_file_open_tmp ("cony-int8-XXXXXX.safetensors", &path, NULL);
+  g_assert_cmpint (fd, >=, 0);
+  close (fd);
+  g_assert_true (g_file_set_contents (path, out->str, (gssize) out->len, NULL));
+  g_string_free (out, TRUE);
+  return path;
+}
+
+char *
+cony_test_yamnet_int8 (void)
+{
+  g_autofree char *src = g_build_filename (g_getenv ("CONY_SOURCE_ROOT"), "models", "yamnet",
+      "yamnet.safetensors", NULL);
+  g_autofree char *json = cony_test_golden_path ("yamnet", "quantization.json");
+  g_autofree char *quant = NULL;
+  g_assert_true (g_file_get_contents (json, &quant, NULL, NULL));
+  return cony_test_with_quantization (src, g_strstrip (quant));
 }

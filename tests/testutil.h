@@ -7,6 +7,8 @@
 
 /* $CONY_SOURCE_ROOT/tests/golden/@area/@file (the tests run with CONY_SOURCE_ROOT set). */
 char *cony_test_golden_path (const char *area, const char *file);
+/* $CONY_SOURCE_ROOT/models/@dir/@file: a shipped model. */
+char *cony_test_model_path (const char *dir, const char *file);
 /* Loads a golden .npy, failing the test when it cannot. */
 ConyNpyArray *cony_test_load_golden_npy (const char *area, const char *file);
 /* max |got − want| / max |want| (the plain maximum difference when want is all zero). */
@@ -14,6 +16,13 @@ double cony_test_rel_err (const float *got, const float *want, gsize n);
 /* A copy of the F32 safetensors file @src in a temporary file, its metadata replaced by
  * @meta (key, value, ..., NULL). Returns its path (g_free; the caller unlinks it). */
 char *cony_test_copy_safetensors (const char *src, const char *const *meta);
+/* A copy of the safetensors file @src (any dtypes) in a temporary file whose metadata
+ * `quantization` is @quant (NULL: none). Returns its path (g_free; the caller unlinks). */
+char *cony_test_with_quantization (const char *src, const char *quant);
+/* The shipped YAMNet with the activation quantisation of its .tflite
+ * (tests/golden/yamnet/quantization.json, what training/convert_tflite.py records): the
+ * int8 file, in a temporary file (g_free the path; the caller unlinks). */
+char *cony_test_yamnet_int8 (void);
 /* Loads the golden CNN model file @area/@file, failing the test when it cannot. */
 ConyCnn *cony_test_load_golden_cnn (const char *area, const char *file);
 /* Asserts that *@error is CONY_ERROR @code with a message containing @needle1 and

@@ -13,8 +13,9 @@ int
 cony_cmd_embed (int argc, char **argv)
 {
   char *model_path = NULL, *output = NULL, *pca_path = NULL, *postprocess = NULL;
+  char *precision = NULL;
   int stride = 25;
-  gboolean embedding = FALSE;
+  gboolean embedding = FALSE, drop_tail = FALSE;
   GOptionEntry entries[] = {
     { "model", 'm', 0, G_OPTION_ARG_FILENAME, &model_path,
         "CNN model (.safetensors: VGG-style or MobileNet-v1)", "M" },
@@ -27,10 +28,15 @@ cony_cmd_embed (int argc, char **argv)
         "MODE" },
     { "pca", 0, 0, G_OPTION_ARG_FILENAME, &pca_path, "PCA parameters from a separate .safetensors",
         "FILE" },
+    { "drop-tail", 0, 0, G_OPTION_ARG_NONE, &drop_tail,
+        "drop frames no full window covers (VGGish) instead of one more window padded with "
+        "silence (YAMNet; conyvggish pad-tail)",
+        NULL },
     { "embedding", 'e', 0, G_OPTION_ARG_NONE, &embedding,
         "the pooled embedding before the network's FC head (MobileNet/YAMNet: 1024-d) instead of "
         "its last layer (VGGish: the embedding; YAMNet: 521 scores)",
         NULL },
+    CONY_CNN_PRECISION_OPTION (precision),
     G_OPTION_ENTRY_NULL,
   };
   g_autoptr (GOptionContext)
@@ -39,7 +45,9 @@ cony_cmd_embed (int argc, char **argv)
       "IN.wav: log-mel frames are computed as by 'cony mel' (with the model's frontend\n"
       "metadata where it has one, e.g. YAMNet's log offset 0.001), then windows of the model's\n"
       "input height (96 frames) every --stride frames are embedded; T frames give\n"
-      "1 + (T - 96) / stride windows (none if T < 96).\n"
+      "1 + ceil((T - 96) / stride) windows (1 if 0 < T < 96): the frames no full window\n"
+      "covers get one more, padded with silent frames as YAMNet pads (conyvggish pad-tail);\n"
+      "--drop-tail: 1 + (T - 96) / stride (none if T < 96), as VGGish.\n"
       "IN.npy: float32 log-mel frames (T, 64), windowed the same way, or ready patches\n"
       "(N, 96, 64) or (N, 1, 96, 64), embedded as they are (--stride is ignored).\n");
   g_option_context_add_main_entries (ctx, entries, NULL);
@@ -47,10 +55,12 @@ cony_cmd_embed (int argc, char **argv)
   if (!g_option_context_parse (ctx, &argc, &argv, &error))
     return cony_cmd_fail (error);
   g_autofree char *m_path = model_path, *o_path = output, *p_path = pca_path, *pp = postprocess;
+  g_autofree char *prec = precision;
   if (argc != 2 || model_path == NULL || output == NULL) {
     fprintf (stderr,
         "usage: cony embed --model M.safetensors IN.wav|IN.npy -o OUT.npy "
-        "[--stride N] [--postprocess none|tf|torch] [--pca FILE] [--embedding]\n");
+        "[--stride N] [--postprocess none|tf|torch] [--pca FILE] [--embedding] "
+        "[--precision auto|float|int8] [--drop-tail]\n");
     return 2;
   }
   if (stride < 1) {
@@ -72,6 +82,8 @@ cony_cmd_embed (int argc, char **argv)
   g_autoptr (ConyCnn) cnn = cony_cnn_load (m_path, &error);
   if (cnn == NULL)
     return cony_cmd_fail (error);
+  if (!cony_cnn_input_set_precision (cnn, prec, &error))
+    return cony_cmd_fail (error);
   if (p_path && !cony_cnn_load_pca (cnn, p_path, &error))
     return cony_cmd_fail (error);
   if (mode != CONY_CNN_POSTPROCESS_NONE && !cony_cnn_has_pca (cnn)) {
@@ -89,8 +101,8 @@ cony_cmd_embed (int argc, char **argv)
   }
   guint H = cony_cnn_get_input_height (cnn), D = cony_cnn_get_output_size (cnn);
   const char *in_path = argv[1];
-  ConyCnnInput in;
-  if (!cony_cnn_input_read (&in, cnn, in_path, (guint) stride, &error)) {
+  ConyCnnInput in = { .crop = CONY_IMAGE_CROP_CENTER };
+  if (!cony_cnn_input_read (&in, cnn, in_path, (guint) stride, !drop_tail, &error)) {
     g_prefix_error (&error, "%s: ", m_path);
     return cony_cmd_fail (error);
   }

@@ -3,9 +3,12 @@
 
 #include "cony/cnn.h"
 #include "cony/encoder.h"
+#include "cony/fusion.h"
 #include "cony/model.h"
+#include "cony/modelpath.h"
 
 #include <stdio.h>
+#include <string.h>
 
 /* A CNN file (VGG-style or MobileNet): its layers, size, cost, output and metadata. */
 static int
@@ -17,6 +20,8 @@ info_cnn (ConyCnn *cnn, const char *path)
   printf ("architecture: CNN, %s\n", cony_cnn_is_mobilenet (cnn) ? "MobileNet-v1" : "VGG-style");
   g_autofree char *desc = cony_cnn_describe (cnn);
   printf ("%s", desc);
+  g_autofree char *prec = cony_cnn_describe_precision (cnn);
+  printf ("precision:    %s\n", prec);
   printf ("FLOPs/patch:  %" G_GUINT64_FORMAT " (conv %" G_GUINT64_FORMAT ", fc %" G_GUINT64_FORMAT
           ")\n",
       cf + ff, cf, ff);
@@ -27,7 +32,16 @@ info_cnn (ConyCnn *cnn, const char *path)
     printf ("%s%s", i ? ", " : " (", labels[i]);
   printf ("%s\n", n > 5 ? ", ...)" : n > 0 ? ")" : "");
   const char *fe = cony_cnn_get_metadata (cnn, "frontend");
-  printf ("frontend:     %s\n", fe ? fe : "(none: VGGish log-mel)");
+  const char *kind = cony_cnn_get_metadata (cnn, "input_kind");
+  if (kind != NULL && strcmp (kind, "image") == 0) {
+    /* an image model: its pixels' order and quantisation instead of a log-mel */
+    const char *order = cony_cnn_get_metadata (cnn, "channel_order");
+    const char *q = cony_cnn_get_metadata (cnn, "input_quantization");
+    printf ("input:        image, %s%s%s\n", order ? order : "channels in file order",
+        q ? ", quantised as " : "", q ? q : "");
+  } else {
+    printf ("frontend:     %s\n", fe ? fe : "(none: VGGish log-mel)");
+  }
   const char *src = cony_cnn_get_metadata (cnn, "source");
   if (src)
     printf ("source:       %s\n", src);
@@ -38,26 +52,69 @@ info_cnn (ConyCnn *cnn, const char *path)
   return 0;
 }
 
+/* The inputs of a fused model (include/cony/fusion.h), what conyfuse's pads take. */
+static gboolean
+print_fusion (const char *path, GError **error)
+{
+  g_autoptr (ConyFusion) f = cony_fusion_load (path, error);
+  if (!f)
+    return FALSE;
+  printf ("fusion:       %d/%d steps per second over %d inputs (pads sink_<input>):\n", f->rate_n,
+      f->rate_d, f->n_inputs);
+  for (int i = 0; i < f->n_inputs; i++) {
+    const ConyFusionInput *in = &f->inputs[i];
+    printf ("  %-12s %d floats at %d/%d per second, stale after %" G_GUINT64_FORMAT
+            " ms, tokens of %s%s%s\n",
+        in->name, in->size, in->rate_n, in->rate_d, in->tolerance_ns / 1000000,
+        in->cnn_name ? in->cnn_name : "an unrecorded CNN", in->cnn_output ? " " : "",
+        in->cnn_output ? in->cnn_output : "");
+  }
+  return TRUE;
+}
+
+/* The model search path (cony_model_path_find()), one directory a line. */
+static int
+print_model_paths (void)
+{
+  g_auto (GStrv) dirs = cony_model_path_dirs ();
+  printf (".\n");
+  for (char **d = dirs; *d != NULL; d++)
+    printf ("%s\n", *d);
+  return 0;
+}
+
 int
 cony_cmd_info (int argc, char **argv)
 {
+  gboolean paths = FALSE;
+  GOptionEntry entries[] = {
+    { "paths", 0, 0, G_OPTION_ARG_NONE, &paths,
+        "Print where a relative model name is looked up, in order, and exit", NULL },
+    { NULL },
+  };
   g_autoptr (GOptionContext)
       ctx = g_option_context_new ("M.safetensors - describe a model file (classifier or CNN)");
+  g_option_context_add_main_entries (ctx, entries, NULL);
   GError *error = NULL;
   if (!g_option_context_parse (ctx, &argc, &argv, &error))
     return cony_cmd_fail (error);
+  if (paths)
+    return print_model_paths ();
   if (argc != 2) {
-    fprintf (stderr, "usage: cony info M.safetensors\n");
+    fprintf (stderr, "usage: cony info M.safetensors | cony info --paths\n");
     return 2;
   }
-  g_autoptr (ConyModel) m = cony_model_load (argv[1], &error);
+  g_autofree char *path = cony_model_path_find (argv[1], &error);
+  if (path == NULL)
+    return cony_cmd_fail (error);
+  g_autoptr (ConyModel) m = cony_model_load (path, &error);
   if (!m) {
     /* Not a classifier model: a CNN file? Otherwise both errors say why. */
     GError *cnn_error = NULL;
-    g_autoptr (ConyCnn) cnn = cony_cnn_load (argv[1], &cnn_error);
+    g_autoptr (ConyCnn) cnn = cony_cnn_load (path, &cnn_error);
     if (cnn) {
       g_clear_error (&error);
-      return info_cnn (cnn, argv[1]);
+      return info_cnn (cnn, path);
     }
     g_prefix_error (&error, "not a classifier model (");
     g_prefix_error (&cnn_error, ") nor a CNN file (");
@@ -83,13 +140,6 @@ cony_cmd_info (int argc, char **argv)
   g_autoptr (ConyEncoder) enc = cony_encoder_new (m, -1, &error);
   if (!enc)
     return cony_cmd_fail (error);
-  if (c->n_input_groups) {
-    /* the d_in + G features the projection takes: the token, then one score per group */
-    printf ("input groups: %d groups over %d input_prior rows (", c->n_input_groups, c->prior_rows);
-    for (int g = 0; g < c->n_input_groups; g++)
-      printf ("%s%d", g ? " " : "", c->input_groups[g]);
-    printf ("), %.0f FLOPs/step\n", cony_encoder_input_groups_flops (enc));
-  }
   printf ("attention:   ");
   for (int b = 0; b < c->blocks; b++) {
     printf (" block %d %s%s", b, cony_attention_variant_name (c->attention[b]),
@@ -107,7 +157,10 @@ cony_cmd_info (int argc, char **argv)
       c->output == CONY_OUTPUT_SIGMOID ? "sigmoid (multi-label)" : "softmax");
   printf ("frontend:     %s\n", c->frontend_json ? c->frontend_json : "(none)");
   /* the pairing conytransformer checks against the token caps */
-  if (c->cnn_sha256)
+  if (c->has_fusion) {
+    if (!print_fusion (m->path, &error))
+      return cony_cmd_fail (error);
+  } else if (c->cnn_sha256)
     printf ("trained on:   the %s of %s (SHA-256 %s): %d-float tokens\n",
         g_strcmp0 (c->cnn_output, "embedding") == 0 ? "pooled embedding" : "last layer",
         c->cnn_name ? c->cnn_name : "(unnamed CNN)", c->cnn_sha256, c->d_in);

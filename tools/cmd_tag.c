@@ -1,4 +1,5 @@
-/* cony tag: the top-k labels of a CNN with a scoring head (YAMNet) per window. */
+/* cony tag: the top-k labels of a CNN with a scoring head (YAMNet, ImageNet
+ * MobileNets) per window or image. */
 #include "commands.h"
 #include "cnn_input.h"
 
@@ -25,43 +26,74 @@ top_k (const float *x, guint n, guint k, guint *idx)
 int
 cony_cmd_tag (int argc, char **argv)
 {
-  char *model_path = NULL;
+  char *model_path = NULL, *precision = NULL;
   int stride = 48, k = 5;
+  g_autofree char *crop = NULL;
+  gboolean drop_tail = FALSE;
   GOptionEntry entries[] = {
     { "model", 'm', 0, G_OPTION_ARG_FILENAME, &model_path,
         "CNN model with a scoring head and labels", "M" },
     { "top-k", 'k', 0, G_OPTION_ARG_INT, &k, "labels per window (default 5)", "K" },
+    { "drop-tail", 0, 0, G_OPTION_ARG_NONE, &drop_tail,
+        "drop frames no full window covers (VGGish) instead of one more window padded with "
+        "silence (YAMNet; conyvggish pad-tail)",
+        NULL },
     { "stride", 's', 0, G_OPTION_ARG_INT, &stride,
         "frames between window starts (default 48 = 0.48 s)", "N" },
+    { "crop", 'c', 0, G_OPTION_ARG_STRING, &crop,
+        "images: center (default: the largest centred region with the model's aspect ratio) "
+        "or none (the whole image, stretched)",
+        "MODE" },
+    CONY_CNN_PRECISION_OPTION (precision),
     G_OPTION_ENTRY_NULL,
   };
-  g_autoptr (GOptionContext) ctx = g_option_context_new ("IN.wav|IN.npy - top-k labels per window");
+  g_autoptr (GOptionContext)
+      ctx = g_option_context_new ("IN.wav|IN.npy|IMAGE - top-k labels per window or image");
   g_option_context_set_description (ctx,
       "Prints one line per window: its index, start time (WAV and log-mel frames) and the\n"
       "k highest scores of the model's last layer with their labels (the model file's\n"
-      "`labels` metadata; #INDEX where it has none). Input as for 'cony embed'.\n");
+      "`labels` metadata; #INDEX where it has none). Input as for 'cony embed'.\n"
+      "IMAGE (.png, .jpg, .jpeg, .bmp, any size; an image model such as\n"
+      "models/imagenet/mobilenet_v2.safetensors): decoded by GStreamer, cropped (--crop)\n"
+      "and area-averaged to the model's input size (used as it is when already that\n"
+      "size); one line, index 0.\n");
   g_option_context_add_main_entries (ctx, entries, NULL);
   GError *error = NULL;
   if (!g_option_context_parse (ctx, &argc, &argv, &error))
     return cony_cmd_fail (error);
-  g_autofree char *m_path = model_path;
+  g_autofree char *m_path = model_path, *prec = precision;
   if (argc != 2 || model_path == NULL) {
     fprintf (stderr,
-        "usage: cony tag --model M.safetensors IN.wav|IN.npy [--top-k K] [--stride N]\n");
+        "usage: cony tag --model M.safetensors IN.wav|IN.npy|IMAGE [--top-k K] [--stride N] "
+        "[--crop center|none] [--precision auto|float|int8]\n");
     return 2;
   }
   if (stride < 1 || k < 1) {
     fprintf (stderr, "cony tag: --stride and --top-k must be at least 1\n");
     return 2;
   }
+  if (crop != NULL && strcmp (crop, "center") != 0 && strcmp (crop, "none") != 0) {
+    fprintf (stderr, "cony tag: --crop %s: expected center or none\n", crop);
+    return 2;
+  }
   g_autoptr (ConyCnn) cnn = cony_cnn_load (m_path, &error);
-  if (cnn == NULL)
+  if (cnn == NULL || !cony_cnn_input_set_precision (cnn, prec, &error))
     return cony_cmd_fail (error);
+  if (!cony_cnn_has_scoring_head (cnn)) {
+    /* its outputs are an embedding: printed as scores they would mean nothing */
+    fprintf (stderr,
+        "cony tag: %s has no scoring head (its last layer is a %u-d embedding: no sigmoid, no "
+        "labels); tag with a classifier CNN such as models/yamnet/yamnet.safetensors, or use "
+        "'cony embed' for embeddings\n",
+        m_path, cony_cnn_get_output_size (cnn));
+    return 1;
+  }
   guint D = cony_cnn_get_output_size (cnn), n_labels = 0;
   const char *const *labels = cony_cnn_get_labels (cnn, &n_labels);
   guint kk = MIN ((guint) k, D);
-  ConyCnnInput in;
-  if (!cony_cnn_input_read (&in, cnn, argv[1], (guint) stride, &error)) {
+  ConyCnnInput in = { .crop = crop && strcmp (crop, "none") == 0 ? CONY_IMAGE_CROP_NONE
+                                                                 : CONY_IMAGE_CROP_CENTER };
+  if (!cony_cnn_input_read (&in, cnn, argv[1], (guint) stride, !drop_tail, &error)) {
     g_prefix_error (&error, "%s: ", m_path);
     return cony_cmd_fail (error);
   }

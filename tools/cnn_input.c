@@ -1,11 +1,14 @@
 /* Input windows for the CNN commands (see cnn_input.h). */
 #include "cnn_input.h"
+#include "image_file.h"
 
 #include "cony/error.h"
+#include "cony/image.h"
 #include "cony/mel.h"
 #include "cony/wav.h"
 
 #include <json-glib/json-glib.h>
+#include <math.h>
 #include <string.h>
 
 #define BATCH 32
@@ -53,13 +56,68 @@ cony_cnn_mel_config (ConyCnn *cnn, ConyMelConfig *config, GError **error)
   return cony_mel_config_validate (config, error);
 }
 
-gboolean
-cony_cnn_input_read (ConyCnnInput *in, ConyCnn *cnn, const char *path, guint stride, GError **error)
+/* An image file as one example: centre-cropped and resized to the model's input
+ * (include/cony/image.h; as it is when already that size). */
+static gboolean
+read_image (ConyCnnInput *in, ConyCnn *cnn, const char *path, GError **error)
 {
+  guint H = cony_cnn_get_input_height (cnn), W = cony_cnn_get_input_width (cnn);
+  guint C = cony_cnn_get_input_channels (cnn), w, h;
+  gsize stride;
+  if ((C != 3 && C != 1) || cony_cnn_get_metadata (cnn, "frontend") != NULL) {
+    g_set_error (error, CONY_ERROR, CONY_ERROR_INVALID,
+        "%s is an image; the model is not an image model (it takes %u-channel input%s)", path, C,
+        C == 1 ? " and declares a log-mel frontend" : "");
+    return FALSE;
+  }
+  g_autofree guint8 *pixels = cony_image_file_load (path, C, &w, &h, &stride, error);
+  if (pixels == NULL)
+    return FALSE;
+  ConyNpyArray *arr = g_new0 (ConyNpyArray, 1);
+  arr->ndim = 4;
+  arr->shape[0] = 1;
+  arr->shape[1] = H;
+  arr->shape[2] = W;
+  arr->shape[3] = C;
+  arr->data = g_new (float, (gsize) H *W *C);
+  cony_image_resize (pixels, w, h, stride, C, in->crop, W, H, arr->data, NULL);
+  in->patches = arr;
+  in->n_windows = 1;
+  return TRUE;
+}
+
+/* YAMNet's padding (as conyvggish pad-tail): frames that no full window covers (all of
+ * them when there are fewer than @H) get one more window, completed with @silence
+ * frames, as YAMNet pads its waveform with zeros. */
+static void
+pad_tail (ConyCnnInput *in, guint H, guint W, float silence)
+{
+  gsize n = in->n_frames, s = in->stride, full = n >= H ? 1 + (n - H) / s : 0;
+  gsize covered = full == 0 ? 0 : MAX (full * s, (full - 1) * s + H);
+  if (n <= covered)
+    return;
+  gsize need = full * s + H;
+  in->frames = g_renew (float, in->frames, need *W);
+  for (gsize i = n * W; i < need * W; i++)
+    in->frames[i] = silence;
+  in->n_frames = need;
+  in->n_padded = need - n;
+  in->n_windows = full + 1;
+}
+
+gboolean
+cony_cnn_input_read (ConyCnnInput *in, ConyCnn *cnn, const char *path, guint stride, gboolean pad,
+    GError **error)
+{
+  ConyImageCrop crop = in->crop;
   memset (in, 0, sizeof *in);
   in->stride = stride;
+  in->crop = crop;
   guint H = cony_cnn_get_input_height (cnn), W = cony_cnn_get_input_width (cnn);
   guint C = cony_cnn_get_input_channels (cnn);
+  if (cony_image_file_is_image (path))
+    return read_image (in, cnn, path, error);
+  ConyMelConfig config;
   if (g_str_has_suffix (path, ".npy") || g_str_has_suffix (path, ".NPY")) {
     g_autoptr (ConyNpyArray) arr = cony_npy_load (path, error);
     if (arr == NULL)
@@ -69,7 +127,8 @@ cony_cnn_input_read (ConyCnnInput *in, ConyCnn *cnn, const char *path, guint str
       in->frames = g_steal_pointer (&arr->data);
     } else if ((arr->ndim == 3 && C == 1 && arr->shape[1] == H && arr->shape[2] == W)
         || (arr->ndim == 4 && arr->shape[1] == C && arr->shape[2] == H && arr->shape[3] == W
-            && C == 1)) {
+            && C == 1)
+        || (arr->ndim == 4 && arr->shape[1] == H && arr->shape[2] == W && arr->shape[3] == C)) {
       in->n_windows = arr->shape[0];
       in->patches = g_steal_pointer (&arr);
       return TRUE;
@@ -80,12 +139,11 @@ cony_cnn_input_read (ConyCnnInput *in, ConyCnn *cnn, const char *path, guint str
       g_string_append_c (got, ')');
       g_set_error (error, CONY_ERROR, CONY_ERROR_SHAPE,
           "%s has shape %s, expected log-mel frames (T, %u) or patches (N, %u, %u) / "
-          "(N, 1, %u, %u)%s",
-          path, got->str, W, H, W, H, W, C != 1 ? " (and a 1-channel model)" : "");
+          "(N, 1, %u, %u)%s, or examples (N, %u, %u, %u) in HWC order",
+          path, got->str, W, H, W, H, W, C != 1 ? " (and a 1-channel model)" : "", H, W, C);
       return FALSE;
     }
   } else {
-    ConyMelConfig config;
     if (C != 1) {
       g_set_error (error, CONY_ERROR, CONY_ERROR_INVALID,
           "the model takes %u-channel input; WAV input needs a 1-channel log-mel model", C);
@@ -109,6 +167,12 @@ cony_cnn_input_read (ConyCnnInput *in, ConyCnn *cnn, const char *path, guint str
     in->frame_seconds = (double) config.hop_length / config.sample_rate;
   }
   in->n_windows = in->n_frames >= H ? 1 + (in->n_frames - H) / stride : 0;
+  /* (the silence of the model's front end: log of its log offset) */
+  if (pad && in->n_frames > 0) {
+    if (!cony_cnn_mel_config (cnn, &config, error))
+      return FALSE;
+    pad_tail (in, H, W, (float) log (config.log_offset));
+  }
   return TRUE;
 }
 
@@ -138,4 +202,16 @@ cony_cnn_input_clear (ConyCnnInput *in)
 {
   g_clear_pointer (&in->frames, g_free);
   g_clear_pointer (&in->patches, cony_npy_array_free);
+}
+
+gboolean
+cony_cnn_input_set_precision (ConyCnn *cnn, const char *name, GError **error)
+{
+  ConyCnnPrecision p = CONY_CNN_PRECISION_AUTO;
+  if (name != NULL && !cony_cnn_precision_from_string (name, &p)) {
+    g_set_error (error, CONY_ERROR, CONY_ERROR_INVALID,
+        "--precision must be auto, float or int8, not '%s'", name);
+    return FALSE;
+  }
+  return cony_cnn_set_precision (cnn, p, error);
 }

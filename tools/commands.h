@@ -16,11 +16,14 @@ int cony_cmd_mel (int argc, char **argv);
 int cony_cmd_embed (int argc, char **argv);
 int cony_cmd_bench_attention (int argc, char **argv);
 int cony_cmd_bench_frontend (int argc, char **argv);
+int cony_cmd_bench_int8 (int argc, char **argv);
 int cony_cmd_classify (int argc, char **argv);
 int cony_cmd_info (int argc, char **argv);
 int cony_cmd_tag (int argc, char **argv);
 int cony_cmd_bench_model (int argc, char **argv);
+int cony_cmd_bench_fusion (int argc, char **argv);
 int cony_cmd_bench_pipeline (int argc, char **argv);
+int cony_cmd_bench_image (int argc, char **argv);
 
 /* training/@name (a Python helper of a benchmark): @given if set, else looked up
  * under $CONY_SOURCE_ROOT, the working directory and the build tree's source; NULL

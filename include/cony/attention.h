@@ -38,7 +38,7 @@ typedef struct {
   ConyPinvMethod pinv;
   int pinv_iterations; /* for CONY_PINV_ITERATIVE; 0 means 6 */
   int resync_interval; /* steps between exact resynchronisations of long-lived
-                             running sums; 0 means the default (see attention.c) */
+                             running sums; 0 means the default (see attention-cony.c) */
   int vcc_budget;      /* vcc: r, segments per query, exact tail included; 0 means 64 */
   int vcc_block;       /* vcc: smallest coarse block (tokens); 0 means 1 */
   int vcc_exact_tail;  /* vcc: L, newest tokens always kept exact (< vcc_budget) */
@@ -59,6 +59,8 @@ typedef struct _ConyAttention ConyAttention;
 /* Names as used on the command line and in model files: "regular", "continual",
  * "nystrom", "nystrom-fixed", "cony", "cony-fixed", "vcc". */
 const char *cony_attention_variant_name (ConyAttentionVariant variant);
+/* One line saying what the variant is (GStreamer's enum of the element shows it). */
+const char *cony_attention_variant_description (ConyAttentionVariant variant);
 gboolean cony_attention_variant_from_name (const char *name, ConyAttentionVariant *variant);
 gboolean cony_attention_variant_is_continual (ConyAttentionVariant variant);
 gboolean cony_attention_variant_uses_fixed_landmarks (ConyAttentionVariant variant);

@@ -1,5 +1,5 @@
-/* CNN engine: VGG-style networks (VGGish and relatives) and MobileNet-v1
- * (YAMNet).
+/* CNN engine: VGG-style networks (VGGish and relatives), MobileNet-v1 (YAMNet)
+ * and MobileNet-v2 (the ImageNet classifier of models/imagenet/).
  *
  * ## MobileNet-v1 (network = "mobilenet_v1" in the file's metadata)
  *
@@ -12,6 +12,14 @@
  * as one sgemm per layer over the HWC map, depthwise ones as a direct
  * vectorised loop, 3x3 convs as (strided) im2col + sgemm.
  * cony_cnn_new_random() takes MobileNet layouts too (CONY_CNN_YAMNET_LAYOUT).
+ *
+ * ## MobileNet-v2 (network = "mobilenet_v2")
+ *
+ * The same words plus linear1x1 (a 1x1 conv without activation: an inverted
+ * residual block's projection) and add@K (adds layer K's output: the residual);
+ * softmax is a head word for both kinds. U8 weights carry
+ * layers.{i}.weight_zero_point (TFLite's uint8 asymmetric quantisation) and are
+ * dequantised at load. See docs/model-format.md.
  * Everything below about pools, Winograd, PCA and F16 FC weights concerns the
  * VGG-style networks.
  *
@@ -154,8 +162,9 @@ typedef enum
   "dw3x3s1 conv1x1:512 dw3x3s1 conv1x1:512 dw3x3s1 conv1x1:512 dw3x3s1 conv1x1:512 " \
   "dw3x3s2 conv1x1:1024 dw3x3s1 conv1x1:1024 gap fc:521 sigmoid"
 
-/* Loads a model file (see above), sharing the weights of an earlier load of the
- * same unchanged file (see "Sharing"). NULL with @error set on any problem. */
+/* Loads a model file (see above; a relative name as cony_model_path_find() resolves
+ * it), sharing the weights of an earlier load of the same unchanged file (see
+ * "Sharing"). NULL with @error set on any problem. */
 ConyCnn *cony_cnn_load (const char *path, GError **error);
 /* The same with weights of its own: neither shared nor found by later loads. */
 ConyCnn *cony_cnn_load_private (const char *path, GError **error);
@@ -191,13 +200,19 @@ ConyCnnOutput cony_cnn_get_output (const ConyCnn *cnn);
 /* Size of the embedding (the global average pool before the FC head); 0 when
  * the network has none. */
 guint cony_cnn_get_embedding_size (const ConyCnn *cnn);
-/* TRUE for a network = mobilenet_v1 file (or a random MobileNet layout). */
+/* TRUE for a network = mobilenet_v1 or mobilenet_v2 file (or a random MobileNet
+ * layout). */
 gboolean cony_cnn_is_mobilenet (const ConyCnn *cnn);
 /* A string of the file's __metadata__ (e.g. "frontend", "source"), or NULL. */
 const char *cony_cnn_get_metadata (const ConyCnn *cnn, const char *key);
 /* The `labels` metadata: one label per score (NULL-terminated, owned by the
  * network), or NULL when the file has none. *@n (may be NULL) gets the count. */
 const char *const *cony_cnn_get_labels (const ConyCnn *cnn, guint *n);
+
+/* TRUE when the network's last layer scores classes: it is a sigmoid (YAMNet's head) or
+ * the file labels every output. FALSE for an embedding network (VGGish's 128-d FC, a
+ * MobileNet that ends in its global pool such as models/audio/yamnet-adapted). */
+gboolean cony_cnn_has_scoring_head (const ConyCnn *cnn);
 
 /* Number of parameters (weights + biases, PCA excluded). */
 guint64 cony_cnn_get_n_params (const ConyCnn *cnn);
@@ -288,6 +303,38 @@ ConyCnnConvAlgorithm cony_cnn_get_conv_algorithm (const ConyCnn *cnn);
  * portable loops even where F16C is available (tests cover both). */
 gboolean cony_cnn_get_fc_f16 (const ConyCnn *cnn);
 gboolean cony_cnn_set_fc_f16 (ConyCnn *cnn, gboolean f16, GError **error);
+
+/* Precision. A MobileNet file converted from an int8 .tflite records the activation
+ * scales and zero points (metadata `quantization`, docs/model-format.md); such a file
+ * runs TFLite's integer inference by default (AUTO): int8 activations and per-channel
+ * int8 weights (packed once at load), int32 accumulation, requantisation with TFLite's
+ * fixed-point arithmetic, ReLU6 as a clamp, outputs dequantised to float. Its results
+ * are TFLite's (ArmNN's to one quantisation step), not the float network's. A file
+ * whose metadata quantises only a prefix of the layers (the adapted YAMNet) runs that
+ * prefix in int8 and the rest in float. FLOAT forces the float engine on the same
+ * weights; INT8 fails with CONY_ERROR_INVALID on a file without quantisation. Kernels:
+ * AVX2 where the CPU has it (unless CONY_CNN_PORTABLE=1), portable C otherwise; both
+ * give the same bits. */
+typedef enum
+{
+  CONY_CNN_PRECISION_AUTO = 0,
+  CONY_CNN_PRECISION_FLOAT,
+  CONY_CNN_PRECISION_INT8,
+} ConyCnnPrecision;
+
+gboolean cony_cnn_set_precision (ConyCnn *cnn, ConyCnnPrecision precision, GError **error);
+/* What runs now: FLOAT or INT8 (some layers integer). */
+ConyCnnPrecision cony_cnn_get_precision (const ConyCnn *cnn);
+/* Layers the integer path runs (0 when it does not run; all of them for YAMNet). */
+guint cony_cnn_get_int8_layers (const ConyCnn *cnn);
+/* Layers the file quantises, whatever the precision chosen. */
+guint cony_cnn_get_quantized_layers (const ConyCnn *cnn);
+/* The integer kernels this process runs: "avx2" or "portable". */
+const char *cony_cnn_get_int8_kernels (void);
+/* "auto", "float", "int8" to the enum; FALSE for anything else. */
+gboolean cony_cnn_precision_from_string (const char *name, ConyCnnPrecision *precision);
+/* What runs, in words ("int8, all 30 layers (avx2 kernels)"; g_free() it). */
+char *cony_cnn_describe_precision (const ConyCnn *cnn);
 
 /* Profiling, for benchmarks: while enabled, forward calls add the time spent
  * in the conv/pool stack and in the FC layers, both as wall time and as CPU

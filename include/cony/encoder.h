@@ -54,8 +54,6 @@ gsize cony_encoder_scratch_bytes (const ConyEncoder *encoder);
  * counted separately), all parts included; a k-token step counts the per-token parts
  * k times. */
 double cony_encoder_flops_per_step (const ConyEncoder *encoder);
-/* The input groups' part of that count (0 for a model without "input_groups"). */
-double cony_encoder_input_groups_flops (const ConyEncoder *encoder);
 
 G_DEFINE_AUTOPTR_CLEANUP_FUNC (ConyEncoder, cony_encoder_free)
 

@@ -15,10 +15,6 @@ G_BEGIN_DECLS
 #define CONY_MODEL_ARCHITECTURE "cony-encoder-classifier"
 #define CONY_MODEL_MAX_BLOCKS 2
 #define CONY_MODEL_LN_EPS 1e-5f
-/* Limits of the config key "input_groups" (groups, rows per group, rows in all). */
-#define CONY_MODEL_MAX_INPUT_GROUPS 256
-#define CONY_MODEL_MAX_GROUP_ROWS 16384
-#define CONY_MODEL_MAX_PRIOR_ROWS 65536
 
 typedef enum
 {
@@ -54,20 +50,15 @@ typedef struct {
                                smallest multiple of k that is >= 2n - 1) */
   int n_classes;
   ConyOutputKind output; /* softmax (default) or sigmoid */
-  /* "input_groups": G group sizes (rows of input_prior.* per group, in order), or none
-   * (n_input_groups 0); prior_rows R is their sum. The input projection then takes
-   * d_in + G features per token: the token and each group's largest prior score. */
-  int n_input_groups;
-  int *input_groups;
-  int prior_rows;
-  char **labels;       /* n_classes strings, NULL-terminated */
-  char *frontend_json; /* the "frontend" object of the config as JSON text, or NULL */
+  char **labels;         /* n_classes strings, NULL-terminated */
+  char *frontend_json;   /* the "frontend" object of the config as JSON text, or NULL */
   /* The CNN whose tokens the classifier was trained on, from the frontend's "cnn",
    * "cnn_sha256" and "cnn_output" strings (NULL when not recorded): the file's name,
    * the SHA-256 of its bytes, and "embedding" when the tokens are its pooled embedding
    * (conyvggish output=embedding) rather than its last layer. */
   char *cnn_name, *cnn_sha256, *cnn_output;
-  char *config_json; /* the whole config string as found in the file */
+  char *config_json;   /* the whole config string as found in the file */
+  gboolean has_fusion; /* a fused model (fusion.h): the config has a "fusion" object */
 } ConyModelConfig;
 
 typedef struct {
@@ -82,17 +73,16 @@ typedef struct {
 typedef struct {
   char *path;
   ConyModelConfig config;
-  float *input_prior_weight; /* (R, d_in), NULL without input_groups */
-  float *input_prior_bias;   /* (R) */
-  float *input_proj_weight;  /* (d, d_in + G) */
-  float *input_proj_bias;    /* (d) */
-  float *pos_embedding;      /* (T, d) */
+  float *input_proj_weight; /* (d, d_in) */
+  float *input_proj_bias;   /* (d) */
+  float *pos_embedding;     /* (T, d) */
   ConyModelBlock block[CONY_MODEL_MAX_BLOCKS];
   float *norm_weight, *norm_bias;             /* (d) */
   float *classifier_weight, *classifier_bias; /* (classes, d), (classes) */
   gsize n_parameters;                         /* floats loaded (landmarks included) */
 } ConyModel;
 
+/* @path as cony_model_path_find() resolves it; model->path is the file found. */
 ConyModel *cony_model_load (const char *path, GError **error);
 void cony_model_free (ConyModel *model);
 

@@ -16,6 +16,7 @@ typedef enum
   CONY_DTYPE_F64,
   CONY_DTYPE_I64,
   CONY_DTYPE_I8, /* quantised weights (read with the tensor's own scale) */
+  CONY_DTYPE_U8, /* quantised weights with zero points (uint8 asymmetric) */
   CONY_DTYPE_OTHER,
 } ConyDType;
 
@@ -31,6 +32,9 @@ typedef struct {
 
 typedef struct _ConySafetensors ConySafetensors;
 
+/* Maps the file @path names; a relative name not found here is looked up in
+ * $CONY_MODEL_PATH and the installed models (cony_model_path_find()), and
+ * cony_safetensors_path() is then the file it found. */
 ConySafetensors *cony_safetensors_open (const char *path, GError **error);
 void cony_safetensors_close (ConySafetensors *st);
 const char *cony_safetensors_path (const ConySafetensors *st);

@@ -19,6 +19,7 @@ _DTYPES = {
     "I64": np.dtype("<i8"),
     "I32": np.dtype("<i4"),
     "I8": np.dtype("i1"),
+    "U8": np.dtype("u1"),
 }
 
 
@@ -31,10 +32,12 @@ def save(path, tensors, metadata=None, dtypes=None):
     offset = 0
     for name in sorted(tensors):
         dt = (dtypes or {}).get(name, "F32")
-        if dt not in ("F32", "F16", "I8"):
-            raise ValueError(f"tensor {name}: can only write F32 or F16 (or I8), not {dt}")
-        if dt == "I8" and np.asarray(tensors[name]).dtype != np.int8:
-            raise ValueError(f"tensor {name}: I8 takes an int8 array, not {np.asarray(tensors[name]).dtype}")
+        if dt not in ("F32", "F16", "I8", "U8"):
+            raise ValueError(f"tensor {name}: can only write F32 or F16 (or I8, U8), not {dt}")
+        want = {"I8": np.int8, "U8": np.uint8}.get(dt)
+        if want is not None and np.asarray(tensors[name]).dtype != want:
+            raise ValueError(f"tensor {name}: {dt} takes an {np.dtype(want)} array, not "
+                             f"{np.asarray(tensors[name]).dtype}")
         arr = np.ascontiguousarray(np.asarray(tensors[name], dtype=_DTYPES[dt]))
         if not np.isfinite(arr).all():
             raise ValueError(f"tensor {name}: non-finite values (out of the {dt} range?)")

@@ -183,14 +183,10 @@ def fit_block_landmarks(model, sampler, block, windows=256, max_points=20000, se
 # ----------------------------------------------------------------------------- training
 
 def train_epochs(model, sampler, epochs, batches_per_epoch, batch_size, lr, weight_decay,
-                 val=None, log=print, lr_final=None, label_smoothing=0.0, teacher=None,
-                 distill=0.0, grad_clip=None):
+                 val=None, log=print, lr_final=None, label_smoothing=0.0, grad_clip=None):
     """AdamW at lr; with lr_final, the rate falls from lr to lr_final along a half cosine
-    over the batches of all epochs; label_smoothing as F.cross_entropy's. With a teacher
-    (x, offsets -> class probabilities of the same windows), the loss is (1 - distill) times
-    the labels' cross-entropy plus distill times the cross-entropy to the teacher's
-    probabilities (knowledge distillation at temperature 1). With grad_clip, each step's
-    gradient is scaled down to that global L2 norm when it is longer."""
+    over the batches of all epochs; label_smoothing as F.cross_entropy's. With grad_clip,
+    each step's gradient is scaled down to that global L2 norm when it is longer."""
     opt = torch.optim.AdamW([p for p in model.parameters() if p.requires_grad], lr=lr,
                             weight_decay=weight_decay)
     steps, step = epochs * batches_per_epoch, 0
@@ -206,11 +202,6 @@ def train_epochs(model, sampler, epochs, batches_per_epoch, batch_size, lr, weig
             x, off, y = sampler.batch(batch_size)
             logits = model(x, off)
             loss = F.cross_entropy(logits, y, label_smoothing=label_smoothing)
-            if teacher is not None:
-                with torch.no_grad():
-                    p = teacher(x, off)
-                soft = -(p * F.log_softmax(logits, dim=1)).sum(1).mean()
-                loss = (1 - distill) * loss + distill * soft
             opt.zero_grad()
             loss.backward()
             if grad_clip:

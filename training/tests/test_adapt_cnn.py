@@ -82,8 +82,6 @@ class AdaptCnn(unittest.TestCase):
 
     def test_adapt_options_refused_where_they_cannot_work(self):
         for argv, msg in ((["--adapt-from", "23"], "--adapt-from: only with --adapt-cnn"),
-                          (["--adapt-keep", "1"], "--adapt-keep: only with --adapt-cnn"),
-                          (["--adapt-cnn", "1", "--adapt-keep", "-1"], "0 or more"),
                           (["--adapt-cnn", "1", "--input-head", "1"], "no AudioSet head")):
             err = io.StringIO()
             with self.assertRaises(SystemExit), contextlib.redirect_stderr(err):
@@ -112,37 +110,14 @@ class AdaptCnn(unittest.TestCase):
         err = np.abs(q * s[:, None, None, None] - w)
         self.assertTrue((err <= s[:, None, None, None] / 2 + 1e-12).all())
 
-    def test_keeper_measures_how_far_audioset_scores_moved(self):
-        words = self.meta["layers"].split()
-        keeper = adapt.AudioSetKeeper(self.tensors, words)
-        a = torch.from_numpy(np.stack([map_before(self.net, self.patch, 25),
-                                       map_before(self.net, self.patch * 0.5, 25)])).float()
-        emb = adapt.Tail(self.tensors, words)(a)
-        # the head is YAMNet's: its logits of the unchanged embedding are the reference's
-        want = mobilenet.forward(self.net, self.patch)[1]
-        logits = keeper.logits(emb[:1]).detach().numpy()[0]
-        np.testing.assert_allclose(1 / (1 + np.exp(-logits)), want, atol=1e-4)
-        self.assertLess(abs(float(keeper.loss(a, emb))), 1e-4)
-        self.assertGreater(float(keeper.loss(a, emb * 0.5)), 0.1)
-        cut = dict(self.meta, layers=" ".join(words[:-2]))
-        with self.assertRaisesRegex(RuntimeError, "--adapt-keep: the CNN has no AudioSet head"):
-            adapt.AudioSetKeeper(self.tensors, cut["layers"].split())
-
-    def test_keep_holds_the_audioset_scores(self):
-        # the same training with a strong keep weight moves YAMNet's scores less
-        keeper = adapt.AudioSetKeeper(self.tensors, self.meta["layers"].split())
+    def test_training_leaves_the_loaded_tensors_alone(self):
+        # the tail trains copies of the file's biases, never the caller's arrays
         biases = {k: v.copy() for k, v in self.tensors.items() if k.endswith(".bias")}
-        moved = []
-        for keep in (0.0, 10.0):
-            tail, _ = self.trained_file(steps=20, keep=keep)
-            for k, v in biases.items():     # training changes the tail's copies only
-                np.testing.assert_array_equal(self.tensors[k], v)
-            a = torch.from_numpy(self.train_acts.reshape(-1, self.train_acts.shape[-1]))
-            with torch.no_grad():
-                moved.append(float(keeper.loss(a, tail(a))))
-        self.assertLess(moved[1], 0.5 * moved[0])
+        self.trained_file(steps=20)
+        for k, v in biases.items():
+            np.testing.assert_array_equal(self.tensors[k], v)
 
-    def trained_file(self, steps=40, first=25, keep=0.0):
+    def trained_file(self, steps=40, first=25):
         """A file adapted on patches whose class shows in the map entering layer first."""
         rng = np.random.default_rng(5)
         y = np.repeat(np.arange(len(LABELS)), 4)
@@ -154,7 +129,7 @@ class AdaptCnn(unittest.TestCase):
             acts[i, :, k::c] += 1.0
         args = argparse.Namespace(train_seed=3, adapt_lr=1e-3, adapt_steps=steps,
                                   adapt_batch=32, adapt_dropout=0.0, label_smoothing=0.0,
-                                  cnn=YAMNET, adapt_keep=keep)
+                                  cnn=YAMNET)
         tail = adapt.train_tail(args, acts, y, len(LABELS), self.tensors, words, first)
         self.train_acts = acts
         out = os.path.join(self.tmp.name, adapt.CNN_NAME)

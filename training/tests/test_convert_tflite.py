@@ -33,7 +33,8 @@ except ImportError:          # python3-flatbuffers (scripts/setup.sh installs it
 
 FLOAT32, INT32, INT8 = 0, 2, 9
 CONV_2D, DEPTHWISE_CONV_2D, DEQUANTIZE, FULLY_CONNECTED = 3, 4, 6, 9
-LOGISTIC, RESHAPE, MEAN, SPLIT, QUANTIZE, ADD = 14, 22, 40, 49, 114, 0
+LOGISTIC, RESHAPE, MEAN, SPLIT, QUANTIZE, ADD, MUL = 14, 22, 40, 49, 114, 0, 18
+AVERAGE_POOL_2D, SOFTMAX, UINT8 = 1, 25, 3
 RELU6 = 3
 YAMNET_TFLITE = os.environ.get("YAMNET_TFLITE", "/work/yamnet_src/yamnet_spectra_in.tflite")
 
@@ -66,7 +67,8 @@ def _vec_offsets(b, offs):
     return b.EndVector()
 
 
-_PREPEND = {"b": "PrependInt8Slot", "B": "PrependUint8Slot", "i": "PrependInt32Slot"}
+_PREPEND = {"b": "PrependInt8Slot", "B": "PrependUint8Slot", "i": "PrependInt32Slot",
+            "f": "PrependFloat32Slot"}
 
 
 def serialise(g):
@@ -294,6 +296,22 @@ class ConvertTest(unittest.TestCase):
         dq = self.graph.tensors[self.graph.ops[4]["inputs"][1]]["data"]
         np.testing.assert_array_equal(tensors["layers.1.weight"][3, 0], dq[0, :, :, 3])
 
+    def test_activation_quantisation(self):
+        """--dtype int8 records the input's and each layer output's scale and zero point
+        (float32 values, exactly); f32 files and float outputs record none from there on."""
+        _, meta, _ = self.convert()
+        q = json.loads(meta["quantization"])
+        self.assertEqual(q["input"], [float(np.float32(IN_SCALE)), 3])
+        relu6 = [float(np.float32(6.0 / 255)), -128]
+        self.assertEqual(q["layers"], [relu6] * 5 + [[float(np.float32(0.02)), -128],
+                                       [float(np.float32(0.1)), 0], [1 / 256, -128]])
+        self.assertNotIn("quantization", self.convert(dtype="f32")[1])
+        g = self.edited()                     # a float logits tensor: the table stops there
+        fc = g.ops[self.op_index(g, FULLY_CONNECTED)]
+        g.tensors[fc["outputs"][0]].update(type=FLOAT32, scale=None, zero_point=None)
+        q = json.loads(self.convert(g)[1]["quantization"])
+        self.assertEqual(q["layers"][6:], [None, None])
+
     def check_scores(self, dtype, rtol, atol):
         tensors, meta, dtypes = self.convert(dtype=dtype)
         path = os.path.join(self.tmp.name, "m.safetensors")
@@ -329,8 +347,8 @@ class ConvertTest(unittest.TestCase):
     # --- refusals: operators and options ---
     def test_unknown_operator(self):
         g = self.edited()
-        g.ops[self.op_index(g, LOGISTIC)]["code"] = ADD
-        self.refuses(g, r"operator 10 \(ADD\): operator not supported")
+        g.ops[self.op_index(g, LOGISTIC)]["code"] = MUL
+        self.refuses(g, r"operator 10 \(MUL\): operator not supported")
 
     def test_custom_operator(self):
         g = self.edited()
@@ -435,9 +453,24 @@ class ConvertTest(unittest.TestCase):
         self.refuses(g, r"operator 3 \(CONV_2D\): int32 bias .* needs 1 or 4 finite scales")
 
     def test_uint8_weights(self):
+        """uint8 asymmetric weights (q - zero point) x scale: kept as U8 with their zero
+        points (--dtype auto), the same function as the int8 graph they shift by 128."""
         g = self.edited()
-        self.weight(g)["type"] = 3
-        self.refuses(g, r"operator 5 \(CONV_2D\): weight .*UINT8.*only INT8, FLOAT32 or FLOAT16")
+        for nth in range(2):
+            w = self.weight(g, nth=nth)
+            w["type"] = 3
+            w["data"] = (w["data"].astype(np.int16) + 128).astype(np.uint8)
+            w["zero_point"] = [128] * len(w["zero_point"])
+        tensors, meta, dtypes = self.convert(g, dtype="auto")
+        self.assertEqual(dtypes["layers.2.weight"], "U8")
+        self.assertEqual(tensors["layers.2.weight_zero_point"].tolist(), [128] * 6)
+        path = os.path.join(self.tmp.name, "u8.safetensors")
+        safetensors_io.save(path, tensors, meta, dtypes=dtypes)
+        patch = np.random.default_rng(4).uniform(-6.9, 3.0, (H, W))
+        np.testing.assert_allclose(mobilenet.forward(mobilenet.load(path), patch)[1],
+                                   direct_forward(self.params, patch), rtol=1e-5, atol=1e-9)
+        self.weight(g)["zero_point"] = [300] * len(self.weight(g)["zero_point"])
+        self.refuses(g, r"operator 5 \(CONV_2D\): .*zero points in 0..255")
 
     # --- refusals: the file itself ---
     def test_not_tflite(self):
@@ -516,6 +549,120 @@ class ConvertTest(unittest.TestCase):
         self.assertFalse(os.path.exists(os.path.join(self.tmp.name, "x.safetensors")))
 
 
+def v2_graph(seed=1):
+    """(graph, params): an image classifier as the ImageNet MobileNet-v2s are built: uint8
+    (1, 8, 8, 3) input (scale 1/128, zero point 128), CONV 3x3 s2 RELU6, one inverted
+    residual block (CONV 1x1 RELU6, DEPTHWISE 3x3 RELU6, CONV 1x1 without activation, ADD
+    of the block input), AVERAGE_POOL_2D over the map, CONV 1x1 (the logits), RESHAPE,
+    SOFTMAX; float32 weights (params: TFLite layouts)."""
+    rng = np.random.default_rng(seed)
+    g = Graph()
+    x = g.tensor([1, 8, 8, 3], UINT8, scale=[1 / 128], zero_point=[128], name="input")
+    g.inputs = [x]
+    params = {}
+
+    def conv(cur, name, shape, stride, act, depthwise=False):
+        wt = rng.normal(0, 0.5, shape).astype(np.float32)
+        bt = rng.normal(0, 0.1, shape[3] if depthwise else shape[0]).astype(np.float32)
+        params[name] = (wt, bt)
+        h = g.tensors[cur]["shape"][1]
+        n = shape[3] if depthwise else shape[0]
+        out = g.tensor([1, -(-h // stride), -(-h // stride), n], FLOAT32)
+        w_i, b_i = g.tensor(shape, FLOAT32, data=wt), g.tensor([n], FLOAT32, data=bt)
+        if depthwise:
+            g.op(DEPTHWISE_CONV_2D, [cur, w_i, b_i], [out], 2,
+                 {0: ("b", 0), 1: ("i", stride), 2: ("i", stride), 3: ("i", 1),
+                  4: ("b", act), 5: ("i", 1), 6: ("i", 1)})
+        else:
+            g.op(CONV_2D, [cur, w_i, b_i], [out], 1, {0: ("b", 0), 1: ("i", stride),
+                                                     2: ("i", stride), 3: ("b", act),
+                                                     4: ("i", 1), 5: ("i", 1)})
+        return out
+
+    c0 = conv(x, "stem", (4, 3, 3, 3), 2, RELU6)
+    e = conv(c0, "expand", (8, 1, 1, 4), 1, RELU6)
+    d = conv(e, "dw", (1, 3, 3, 8), 1, RELU6, depthwise=True)
+    p = conv(d, "project", (4, 1, 1, 8), 1, 0)
+    added = g.tensor([1, 4, 4, 4], FLOAT32)
+    g.op(ADD, [p, c0], [added], 11, {0: ("b", 0)})
+    pooled = g.tensor([1, 1, 1, 4], FLOAT32)
+    g.op(AVERAGE_POOL_2D, [added], [pooled], 5, {0: ("b", 1), 1: ("i", 1), 2: ("i", 1),
+                                                 3: ("i", 4), 4: ("i", 4), 5: ("b", 0)})
+    logits = conv(pooled, "logits", (CLASSES, 1, 1, 4), 1, 0)
+    shape = g.tensor([2], INT32, data=np.array([1, CLASSES], "<i4"))
+    flat = g.tensor([1, CLASSES], FLOAT32)
+    g.op(RESHAPE, [logits, shape], [flat], 17, {0: ("i", 0)})
+    y = g.tensor([1, CLASSES], FLOAT32, name="output")
+    g.op(SOFTMAX, [flat], [y], 9, {0: ("f", 1.0)})
+    g.outputs = [y]
+    return g, params
+
+
+def v2_direct(params, image):
+    """v2_graph evaluated in TFLite's layouts, float64, from uint8 pixels."""
+    def conv(x, name, stride, act, depthwise=False):
+        wt, bt = (v.astype(np.float64) for v in params[name])
+        k = wt.shape[1]
+        oh = -(-x.shape[0] // stride)
+        pad = max((oh - 1) * stride + k - x.shape[0], 0)
+        xp = np.pad(x, ((pad // 2, pad - pad // 2), (pad // 2, pad - pad // 2), (0, 0)))
+        y = np.zeros((oh, oh, wt.shape[3] if depthwise else wt.shape[0]))
+        for i in range(k):
+            for j in range(k):
+                tap = xp[i:i + stride * oh:stride, j:j + stride * oh:stride]
+                y += tap * wt[0, i, j, :] if depthwise else tap @ wt[:, i, j, :].T
+        y += bt
+        return np.clip(y, 0.0, 6.0) if act else y
+
+    x = (image.astype(np.float64) - 128.0) / 128.0
+    c0 = conv(x, "stem", 2, True)
+    y = conv(conv(conv(c0, "expand", 1, True), "dw", 1, True, True), "project", 1, False) + c0
+    logits = conv(y.mean(axis=(0, 1)).reshape(1, 1, -1), "logits", 1, False).reshape(-1)
+    e = np.exp(logits - logits.max())
+    return e / e.sum()
+
+
+@unittest.skipIf(flatbuffers is None, "python3-flatbuffers is not installed (scripts/setup.sh)")
+class ConvertImageTest(unittest.TestCase):
+    """An ImageNet-style MobileNet-v2 graph: the mobilenet_v2 words, the image input's
+    metadata, and the converted file's function (numpy reference on pixels / 255)."""
+
+    def test_v2_graph(self):
+        g, params = v2_graph()
+        tensors, meta, dtypes = convert_tflite.convert(serialise(g), dtype="f32", frontend="none")
+        self.assertEqual(meta["network"], "mobilenet_v2")
+        self.assertEqual(meta["layers"],
+                         "conv3x3s2 conv1x1 dw3x3s1 linear1x1 add@0 gap fc softmax")
+        self.assertEqual(json.loads(meta["input_quantization"]),
+                         {"dtype": "uint8", "scale": 1 / 128, "zero_point": 128})
+        self.assertAlmostEqual(float(meta["input_mean"]), 128 / 255)
+        self.assertAlmostEqual(float(meta["input_std"]), 128 / 255)
+        self.assertEqual((meta["input_kind"], meta["channel_order"]), ("image", "RGB"))
+        self.assertNotIn("frontend", meta)
+        self.assertEqual(tensors["layers.6.weight"].shape, (CLASSES, 4))
+        with tempfile.TemporaryDirectory() as tmp:
+            path = os.path.join(tmp, "v2.safetensors")
+            safetensors_io.save(path, tensors, meta, dtypes=dtypes)
+            net = mobilenet.load(path)
+        image = np.random.default_rng(5).integers(0, 256, (8, 8, 3))
+        np.testing.assert_allclose(mobilenet.forward(net, image / 255.0)[1],
+                                   v2_direct(params, image), rtol=1e-5, atol=1e-7)
+
+    def test_v2_refusals(self):
+        g, _ = v2_graph()
+        g.ops[4]["opts"][0] = ("b", RELU6)              # ADD with a fused activation
+        with self.assertRaisesRegex(TFLiteError, r"operator 4 \(ADD\): a fused activation"):
+            convert_tflite.convert(serialise(g), frontend="none")
+        g, _ = v2_graph()
+        g.ops[5]["opts"][3] = ("i", 2)                  # a 2x2 pool, not the whole map
+        with self.assertRaisesRegex(TFLiteError, r"AVERAGE_POOL_2D\): only an average pool"):
+            convert_tflite.convert(serialise(g), frontend="none")
+        g, _ = v2_graph()
+        g.ops[8]["opts"][0] = ("f", 2.0)                # softmax beta 2
+        with self.assertRaisesRegex(TFLiteError, r"SOFTMAX\): softmax beta 2"):
+            convert_tflite.convert(serialise(g), frontend="none")
+
+
 @unittest.skipUnless(os.path.exists(YAMNET_TFLITE), f"{YAMNET_TFLITE} is not present (not in the "
                      "repository; see models/yamnet/NOTICE)")
 class RealYamnetTest(unittest.TestCase):
@@ -523,10 +670,15 @@ class RealYamnetTest(unittest.TestCase):
         with tempfile.TemporaryDirectory() as tmp:
             out = os.path.join(tmp, "yamnet.safetensors")
             rc = convert_tflite.main([YAMNET_TFLITE, "--labels", os.path.join(ROOT, "models", "yamnet",
-                                      "labels.csv"), "-o", out, "--source", SHIPPED_SOURCE])
+                                      "labels.csv"), "-o", out, "--source", SHIPPED_SOURCE,
+                                      "--dtype", "int8"])
             self.assertEqual(rc, 0)
             got, got_meta = safetensors_io.load(out)
         want, want_meta = safetensors_io.load(os.path.join(ROOT, "models", "yamnet", "yamnet.safetensors"))
+        # the shipped file leaves out the activation quantisation (it stays float: the
+        # classifiers pin its bytes); the tests add it from this golden
+        with open(os.path.join(ROOT, "tests", "golden", "yamnet", "quantization.json")) as f:
+            self.assertEqual(json.loads(got_meta.pop("quantization")), json.load(f))
         self.assertEqual(got_meta, want_meta)
         self.assertEqual(sorted(got), sorted(want))
         for k in want:

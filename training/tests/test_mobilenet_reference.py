@@ -70,6 +70,18 @@ class MobileNetReferenceTest(unittest.TestCase):
         self.assertLess(np.abs(got - want).max(), 1e-5)
         self.assertEqual(len(bench_yamnet_torch.random_net()), 30)
 
+    def test_bench_network_is_the_reference_v2(self):
+        # and the MobileNet-v2 one (linear1x1, add@K, softmax), on normalised images
+        layers, (h, w, c) = bench_yamnet_torch.file_net(
+            os.path.join(GOLDEN, "v2_f32.safetensors"))
+        net = mobilenet.load(os.path.join(GOLDEN, "v2_f32.safetensors"))
+        x = (np.load(os.path.join(GOLDEN, "v2_input.npy")) - net["mean"]) / net["std"]
+        want = np.load(os.path.join(GOLDEN, "v2_f32_scores.npy"))
+        with torch.no_grad():
+            got = bench_yamnet_torch.forward(
+                layers, torch.from_numpy(x.astype(np.float32)).permute(0, 3, 1, 2)).numpy()
+        self.assertLess(np.abs(got - want).max(), 1e-5)
+
     def test_same_padding(self):
         # stride 2 on an even size: nothing before, one after; odd: one each side
         self.assertEqual(mobilenet.same_padding(16, 2), (8, 0, 1))

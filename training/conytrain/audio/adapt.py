@@ -1,5 +1,5 @@
 """YAMNet's last layers adapted to the classifier's classes (train_yamnet_audio.py
---adapt-cnn, models/audio/EXPERIMENTS.md rules 25, 28 and 29).
+--adapt-cnn, models/audio/EXPERIMENTS.md rules 25 and 28).
 
 The token is the mean over YAMNet's 3 x 2 last positions of layer 26 (pointwise 1024 ->
 1024). Before the encoder is trained, the layers from --adapt-from (25: the depthwise layer
@@ -7,9 +7,8 @@ The token is the mean over YAMNet's 3 x 2 last positions of layer 26 (pointwise 
 24), initialised from the file, and a linear head on the pooled embedding are trained on
 single patches of the train clips, each labelled with its clip's class, from the output of
 the layer before as libcony computes it (`cony embed` with the file cut there, cached once
-per clip: CACHE/acts-l<first>/<set>/<clip>.npy, (patches, H * W * C) float32, HWC); with
---adapt-keep W, W times the drift of YAMNet's own AudioSet scores (AudioSetKeeper, rule 29)
-is added to the class loss. The layers are then quantised to int8 per output channel, as
+per clip: CACHE/acts-l<first>/<set>/<clip>.npy, (patches, H * W * C) float32, HWC). The
+layers are then quantised to int8 per output channel, as
 YAMNet's own are, and written into a copy of the file (same layers, same cost in libcony)
 without YAMNet's 521-class head, which does not fit the changed embedding: the copy's last
 layer is the pool, so its output is the token with or without `output=embedding`. Every
@@ -33,7 +32,7 @@ from conytrain.audio.own import sha256
 from conytrain.audio.token_cache import STRIDE, check_cache, token_path
 from conytrain.audio.train_default import (carve_validation_groups, log, read_manifest, run,
                                            validation_groups_of)
-from conytrain.ref.mobilenet import dequantised, fc_layer, quantised, same_padding
+from conytrain.ref.mobilenet import dequantised, quantised, same_padding
 
 FIRST = 25                  # the default first adapted layer; its input is cached
 LAST = 26                   # the last adapted layer: the pointwise one before the pool
@@ -67,9 +66,11 @@ def map_shape(words, first, height=96, width=64):
 
 
 def cut(tensors, meta, layers):
-    """A CNN file's first LAYERS layers: their tensors and the metadata, without labels."""
+    """A CNN file's first LAYERS layers: their tensors and the metadata, without labels
+    and without the int8 activation quantisation (libcony then runs the cut and the
+    adapted files in float, the arithmetic the adaptation trains and is evaluated with)."""
     keep = {k: v for k, v in tensors.items() if int(k.split(".")[1]) < layers}
-    meta = {k: v for k, v in meta.items() if k != "labels"}
+    meta = {k: v for k, v in meta.items() if k not in ("labels", "quantization")}
     meta["layers"] = " ".join(meta["layers"].split()[:layers])
     return keep, meta
 
@@ -101,7 +102,7 @@ def stage_acts(args, rows):
     def one(r):
         out = acts_path(args.cache, r, first)
         os.makedirs(os.path.dirname(out), exist_ok=True)
-        run([args.cony, "embed", "--model", trunc, "--stride", str(STRIDE),
+        run([args.cony, "embed", "--drop-tail", "--model", trunc, "--stride", str(STRIDE),
              os.path.join(r["root"], r["path"]), "-o", out + ".tmp.npy"])
         os.replace(out + ".tmp.npy", out)      # only finished clips are in the cache
 
@@ -175,41 +176,12 @@ def patch_sampler(acts, y, batch, seed):
     return draw
 
 
-class AudioSetKeeper:
-    """YAMNet's own AudioSet logits of a patch, from the unchanged layers FIRST to 26 and
-    the file's 521-class head (layer 28), and how far an adapted embedding's logits
-    (through the same head) have moved from them (--adapt-keep, rule 29)."""
-
-    def __init__(self, tensors, words, first=FIRST):
-        fc = fc_layer(tensors, words)
-        if fc is None:
-            raise RuntimeError("--adapt-keep: the CNN has no AudioSet head (fc layer) whose "
-                               "scores could be kept")
-        self.tail = Tail(tensors, words, first).requires_grad_(False)
-        self.w, self.b = (torch.from_numpy(v) for v in fc)
-
-    def logits(self, emb):
-        return emb @ self.w.T + self.b
-
-    def loss(self, a, emb):
-        """Binary KL from YAMNet's class probabilities of maps a to those of emb, summed over
-        the classes, mean over the patches (0 while the layers are unchanged)."""
-        with torch.no_grad():
-            want = self.logits(self.tail(a))
-            p = torch.sigmoid(want)
-            floor = F.binary_cross_entropy_with_logits(want, p, reduction="none").sum(1)
-        got = F.binary_cross_entropy_with_logits(self.logits(emb), p, reduction="none").sum(1)
-        return (got - floor).mean()
-
-
 def train_tail(args, acts, y, n_classes, tensors, words, first=FIRST):
     """Layers FIRST to 26 (from tensors) and a linear head trained on single patches of
-    acts (clips, patches, H * W * C) labelled y, plus --adapt-keep times the AudioSet
-    keeper's loss; the head is thrown away, the layers returned."""
+    acts (clips, patches, H * W * C) labelled y; the head is thrown away, the layers
+    returned."""
     torch.manual_seed(args.train_seed)
     tail = Tail(tensors, words, first)
-    keep = args.adapt_keep
-    keeper = AudioSetKeeper(tensors, words, first) if keep > 0 else None
     head = torch.nn.Linear(tail.out, n_classes)
     drop = torch.nn.Dropout(args.adapt_dropout)
     opt = torch.optim.AdamW([{"params": tail.parameters(), "lr": args.adapt_lr},
@@ -217,7 +189,7 @@ def train_tail(args, acts, y, n_classes, tensors, words, first=FIRST):
                             weight_decay=0.0)
     base = [g["lr"] for g in opt.param_groups]
     draw = patch_sampler(acts, y, args.adapt_batch, args.train_seed)
-    t0, seen, right, total, kept = time.time(), 0, 0, 0.0, 0.0
+    t0, seen, right, total = time.time(), 0, 0, 0.0
     for step in range(args.adapt_steps):
         frac = 0.5 * (1 + np.cos(np.pi * step / args.adapt_steps))    # half cosine to 0
         for g, lr in zip(opt.param_groups, base):
@@ -226,10 +198,6 @@ def train_tail(args, acts, y, n_classes, tensors, words, first=FIRST):
         emb = tail(a)
         logits = head(drop(emb))
         loss = F.cross_entropy(logits, t, label_smoothing=args.label_smoothing)
-        if keeper is not None:
-            moved = keeper.loss(a, emb)
-            kept += float(moved) * len(t)
-            loss = loss + keep * moved
         opt.zero_grad()
         loss.backward()
         opt.step()
@@ -238,10 +206,8 @@ def train_tail(args, acts, y, n_classes, tensors, words, first=FIRST):
         total += float(loss) * len(t)
         if (step + 1) % 250 == 0 or step + 1 == args.adapt_steps:
             log(f"adapt: step {step + 1}/{args.adapt_steps}: loss {total / seen:.4f} "
-                f"patch acc {right / seen:.3f}"
-                + (f" audioset KL {kept / seen:.4f}" if keeper else "")
-                + f" ({time.time() - t0:.0f} s)")
-            seen, right, total, kept = 0, 0, 0.0, 0.0
+                f"patch acc {right / seen:.3f} ({time.time() - t0:.0f} s)")
+            seen, right, total = 0, 0, 0.0
     return tail
 
 
@@ -257,7 +223,6 @@ def write_cnn(args, tail, tensors, meta, labels, out):
         "from": os.path.basename(args.cnn), "from_sha256": sha256(args.cnn),
         "layers": tail.layers, "classes": labels, "train_seed": args.train_seed,
         "steps": args.adapt_steps, "lr": args.adapt_lr, "batch": args.adapt_batch,
-        **({"keep": args.adapt_keep} if args.adapt_keep > 0 else {}),
         "head": "left out: YAMNet's AudioSet scores do not fit the adapted embedding",
         "by": "training/train_yamnet_audio.py --adapt-cnn (conytrain/audio/adapt.py)"})
     os.makedirs(os.path.dirname(out), exist_ok=True)
@@ -283,7 +248,7 @@ def write_tokens(args, rows, cnn, cache):
     worst = 0.0
     tmp = os.path.join(args.work, "adapt-check.npy")
     for r in rows[::max(1, len(rows) // 5)]:
-        run([args.cony, "embed", "-e", "--model", cnn, "--stride", str(STRIDE),
+        run([args.cony, "embed", "--drop-tail", "-e", "--model", cnn, "--stride", str(STRIDE),
              os.path.join(r["root"], r["path"]), "-o", tmp])
         worst = max(worst, float(np.abs(np.load(tmp) - np.load(
             token_path(cache, r))).max()))

@@ -132,7 +132,7 @@ def stage_embed(args, rows):
     def one(r):
         out = token_path(args.cache_of(r), r)
         os.makedirs(os.path.dirname(out), exist_ok=True)
-        run([args.cony, "embed", "-e", "--model", args.cnn, "--stride", str(STRIDE),
+        run([args.cony, "embed", "--drop-tail", "-e", "--model", args.cnn, "--stride", str(STRIDE),
              os.path.join(r["root"], r["path"]), "-o", out])
         np.save(token_path(args.cache_of(r), r, ".scores"),  # written last: marks done
                 scores_of(np.load(out), fc).astype(np.float16))

@@ -174,7 +174,7 @@ def evaluate(args):
         tok = os.path.join(tmp, "tok.npy")
         tokens = []
         for r in rows:
-            run([args.cony, "embed"] + (["-e"] if pooled else []) +
+            run([args.cony, "embed", "--drop-tail"] + (["-e"] if pooled else []) +
                 ["--model", cnn, r["wav"], "-o", tok])
             tokens.append(np.load(tok))
         for v in variants:

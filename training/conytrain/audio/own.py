@@ -10,17 +10,24 @@ format GStreamer decodes (WAV, Ogg, MP3, video files' audio ...). Steps:
      `uridecodebin ! audioconvert ! audioresample ! conymel ! conyvggish model=CNN`
      (YAMNet, models/yamnet/yamnet.safetensors, unless --cnn; a MobileNet such as YAMNet
      gives its pooled embedding, conymel preset=yamnet for YAMNet's front end): one token
-     per 0.25 s, the first after 0.96 s of audio. Files GStreamer cannot decode, or without
+     per 0.25 s (the tail, or a file shorter than 0.96 s, in one more window padded with
+     silence: conyvggish pad-tail). Files GStreamer cannot decode, or without
      audio, are reported and skipped.
-  2. split by file: --val-fraction of each class's files (at least one when the class
+  2. "other": unless --no-other (or DATA_DIR has its own "other" folder), a class of
+     sounds that are none of yours, generated here without network
+     (training/conytrain/audio/other.py: espeak-ng speech, FluidSynth music, noise, hum,
+     near-silence; a kind one of your labels names is left out), as many files as your
+     classes have on average, as long as their median file. Without it a 2-class model
+     has never heard anything else and calls music "speech" at 0.99.
+  3. split by file: --val-fraction of each class's files (at least one when the class
      has two or more) are held out for validation, so no clip is in both sets.
-  3. window: the transformer's context n, by default the 10th percentile of the training
+  4. window: the transformer's context n, by default the 10th percentile of the training
      files' token counts, clamped to 2 .. 16 (0.5 .. 4 s); files shorter than the window
      are listed with a warning (they cannot give a full window and are left out:
      training on them alone would teach only warm-up steps); none long enough: refused.
-  4. training: the CoNy encoder-classifier (training/conytrain/ref; d 32, 2 heads, continual
+  5. training: the CoNy encoder-classifier (training/conytrain/ref; d 32, 2 heads, continual
      Nystrom landmarks) on windows of n tokens cut from the training files.
-  5. accuracy: the exported file is run by libcony (`cony classify`, the engine the
+  6. accuracy: the exported file is run by libcony (`cony classify`, the engine the
      conytransformer element uses) on every validation file from its first token;
      printed per step (steps with a full window) and per file (majority of its steps).
 
@@ -148,6 +155,38 @@ def split_by_file(classes, fraction, rng):
     return out
 
 
+OTHER = "other"
+
+
+def embed_splits(embedder, splits, train_tokens, val_tokens):
+    """Embeds the files of @splits ({label: (train, val)}) into {path: (tokens, label)}."""
+    for label, (train, val) in splits.items():
+        for dest, paths in ((train_tokens, train), (val_tokens, val)):
+            for p in paths:
+                try:
+                    t = embedder.tokens(p)
+                except RuntimeError as e:
+                    warn(f"{p}: skipped ({e})")
+                    continue
+                if len(t) == 0:
+                    warn(f"{p}: skipped (shorter than {FIRST_TOKEN_SECONDS} s: no token)")
+                    continue
+                dest[p] = (t, label)
+        log(f"{label}: {len(train)} training files, {len(val)} validation files")
+
+
+def other_files(classes, lengths, seed, out_dir):
+    """Generated "other" clips (conytrain.audio.other): as many as a class has files on
+    average, three of each kind at least, as long as the median training file (3-8 s)."""
+    from conytrain.audio import other
+    kinds = other.kinds_for(classes)
+    count = max(3 * len(kinds), round(sum(len(f) for f in classes.values()) / len(classes)))
+    seconds = float(np.clip(FIRST_TOKEN_SECONDS + (np.median(lengths) - 1) * TOKEN_SECONDS, 3, 8))
+    log(f'{OTHER}: {count} generated clips of {seconds:.1f} s ({", ".join(kinds)}; '
+        "--no-other leaves the class out)")
+    return other.make_clips(out_dir, kinds, count, seconds, seed, warn)
+
+
 def choose_window(lengths, requested):
     if requested:
         return requested
@@ -224,6 +263,9 @@ def main(argv=None):
     ap.add_argument("--window", type=int, default=0,
                     help="tokens of context (default: chosen from the files' lengths)")
     ap.add_argument("--val-fraction", type=float, default=0.25)
+    ap.add_argument("--no-other", action="store_true",
+                    help='no generated "other" class (speech, music, noise, hum, near-silence '
+                         "that is none of your classes): the model then knows only your classes")
     ap.add_argument("--epochs", type=int, default=30)
     ap.add_argument("--batches-per-epoch", type=int, default=0, help="default: windows / 32, at least 10")
     ap.add_argument("--d", type=int, default=32)
@@ -249,29 +291,22 @@ def main(argv=None):
     rng = np.random.default_rng(args.seed)
 
     classes = find_files(args.data)
-    labels = list(classes)
     embedder = Embedder(args.cnn)
-    splits = split_by_file(classes, args.val_fraction, rng)
     train_tokens, val_tokens = {}, {}
-    for label, (train, val) in splits.items():
-        for dest, paths in ((train_tokens, train), (val_tokens, val)):
-            for p in paths:
-                try:
-                    t = embedder.tokens(p)
-                except RuntimeError as e:
-                    warn(f"{p}: skipped ({e})")
-                    continue
-                if len(t) == 0:
-                    warn(f"{p}: skipped (shorter than {FIRST_TOKEN_SECONDS} s: no token)")
-                    continue
-                dest[p] = (t, label)
-        log(f"{label}: {len(train)} training files, {len(val)} validation files")
+    embed_splits(embedder, split_by_file(classes, args.val_fraction, rng), train_tokens, val_tokens)
     if not train_tokens:
         sys.exit("train_your_own.py: no training file gave embeddings")
     E = next(iter(train_tokens.values()))[0].shape[1]
 
     lengths = [len(t) for t, _ in train_tokens.values()]
     n = choose_window(lengths, args.window)
+    other_tmp = None
+    if not args.no_other and OTHER not in {c.lower() for c in classes}:
+        other_tmp = tempfile.TemporaryDirectory(prefix="train_your_own-other-")
+        classes[OTHER] = other_files(classes, lengths, args.seed, other_tmp.name)
+        embed_splits(embedder, split_by_file({OTHER: classes[OTHER]}, args.val_fraction, rng),
+                     train_tokens, val_tokens)
+    labels = list(classes)
     short = [p for p, (t, _) in train_tokens.items() if len(t) < n]
     short_val = [p for p, (t, _) in val_tokens.items() if len(t) < n]
     if short or short_val:

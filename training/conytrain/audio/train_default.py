@@ -495,7 +495,7 @@ def stage_embed(args, rows):
     for r in rows:
         out = npy_path(args.work, "tokens", r["path"])
         os.makedirs(os.path.dirname(out), exist_ok=True)
-        run([args.cony, "embed", "--model", model_path, "--stride", str(STRIDE),
+        run([args.cony, "embed", "--drop-tail", "--model", model_path, "--stride", str(STRIDE),
              os.path.join(args.dataset, r["path"]), "-o", out])
     # the C embeddings against the torch CNN on a few clips
     cnn = load_cnn(args.work)

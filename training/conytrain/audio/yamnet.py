@@ -65,7 +65,6 @@ import torch
 from conytrain import REPO, TRAINING, safetensors_io
 from conytrain.audio import adapt
 from conytrain.audio import eval_default as eval_default_audio
-from conytrain.audio import ontology
 from conytrain.audio.own import cnn_frontend
 from conytrain.audio.token_cache import STRIDE, check_cache, token_path
 from conytrain.audio.train_default import (CorruptedWindows, carve_validation,
@@ -73,7 +72,7 @@ from conytrain.audio.train_default import (CorruptedWindows, carve_validation,
                                            refit_on_validation, run, validation_groups_of)
 from conytrain.export import export_model
 from conytrain.ref.mobilenet import fc_layer
-from conytrain.ref.model import ConyEncoderClassifier, load_checkpoint, save_checkpoint
+from conytrain.ref.model import ConyEncoderClassifier, save_checkpoint
 from conytrain.train import fit_block_landmarks, train_epochs
 
 VAL_EXTRA = "valx"   # the split of validation-only clips (build.py ADDED_SPLIT)
@@ -146,7 +145,7 @@ def stage_embed(args, rows):
     def one(r):
         out = token_path(args.cache, r)
         os.makedirs(os.path.dirname(out), exist_ok=True)
-        run([args.cony, "embed", "-e", "--model", args.cnn, "--stride", str(STRIDE),
+        run([args.cony, "embed", "--drop-tail", "-e", "--model", args.cnn, "--stride", str(STRIDE),
              os.path.join(r["root"], r["path"]), "-o", out])
         # written last: its presence marks a finished clip
         np.save(token_path(args.cache, r, ".scores"),
@@ -285,26 +284,18 @@ class HeadProjection(torch.nn.Module):
 
 def fit_encoder(args, rows, labels, models, tag):
     """Trains on the rows of split "train" and exports MODELS/transformer.safetensors
-    (checkpoint WORK/TAG.pt). With --teachers, distilled from their ensemble, which is made
-    first, so the student's random numbers are the same whether the teachers were trained
-    now or before."""
+    (checkpoint WORK/TAG.pt)."""
     train = [r for r in rows if r["split"] == "train"]
     if any(r.get("family", "").startswith("val_only") for r in train):
         raise RuntimeError("fit_encoder: a validation-only clip is in the train split")
-    teacher = ensemble(args, rows, labels, tag)
     torch.manual_seed(args.train_seed)
     tokens = np.stack([np.load(token_path(args.cache, r)) for r in train])
     y = np.array([labels.index(r["label"]) for r in train])
     E = tokens.shape[2]
-    groups = ontology.input_groups(yamnet_fc(args.cnn), labels) if args.input_groups else None
     model = ConyEncoderClassifier(E, args.d, args.heads, args.ff, 1, args.window,
                                   args.landmarks, "cony", labels,
                                   positional_encoding="learned", frontend=frontend(args),
-                                  dropout=args.tf_dropout,
-                                  input_groups=groups and groups[0])
-    if groups:
-        model.input_prior.weight.copy_(torch.from_numpy(groups[1]))
-        model.input_prior.bias.copy_(torch.from_numpy(groups[2]))
+                                  dropout=args.tf_dropout)
     if args.input_head:
         model.input_proj = HeadProjection(yamnet_fc(args.cnn), tokens.reshape(-1, E),
                                           args.d)
@@ -316,7 +307,7 @@ def fit_encoder(args, rows, labels, models, tag):
         sampler = CorruptedWindows(sampler, tokens.reshape(-1, E), args.token_swap,
                                    args.train_seed)
     decay = 0.01 if args.lr_decay else None      # cosine to 1 % of each phase's rate
-    soft = dict(teacher=teacher, distill=args.distill, grad_clip=args.grad_clip or None)
+    soft = dict(grad_clip=args.grad_clip or None)
     train_epochs(model, sampler, args.tf_epochs, args.tf_batches, args.tf_batch, args.tf_lr,
                  args.weight_decay, log=log, lr_final=decay and args.tf_lr * decay,
                  label_smoothing=args.label_smoothing, **soft)
@@ -339,33 +330,6 @@ def fit_encoder(args, rows, labels, models, tag):
     os.makedirs(models, exist_ok=True)
     save_checkpoint(model, os.path.join(args.work, tag + ".pt"))
     return write_model(model, models, labels)
-
-
-def ensemble(args, rows, labels, tag):
-    """With --teachers: the mean of the softmax probabilities of models of the same recipe
-    trained on the same rows with those training seeds (x, offsets -> (B, classes)), each
-    trained first unless its checkpoint WORK/TAG-teacher-sSEED.pt exists; else None."""
-    if not args.teachers:
-        return None
-    teachers = []
-    for seed in args.teachers:
-        path = os.path.join(args.work, f"{tag}-teacher-s{seed}.pt")
-        if not os.path.exists(path):
-            log(f"teacher: training seed {seed} -> {path}")
-            alone = copy.copy(args)
-            alone.teachers, alone.train_seed = [], seed
-            fit_encoder(alone, copy.deepcopy(rows), labels,
-                        os.path.join(args.work, f"{tag}-teacher-s{seed}"),
-                        f"{tag}-teacher-s{seed}")
-        teacher = load_checkpoint(path)
-        teacher.eval()
-        teachers.append(teacher)
-    log(f"distilling from {len(teachers)} teachers (seeds {args.teachers}), "
-        f"weight {args.distill}")
-
-    def probabilities(x, off):
-        return torch.stack([t(x, off).softmax(1) for t in teachers]).mean(0)
-    return probabilities
 
 
 def write_model(model, models, labels):
@@ -583,23 +547,11 @@ def build_parser():
     ap.add_argument("--input-head", type=int, default=0,
                     help="1: the input projection goes through YAMNet's classifier head "
                          "(HeadProjection), folded into one layer for the export")
-    ap.add_argument("--input-groups", type=int, default=0,
-                    help="1: each token also gets, per class, the largest of YAMNet's scores "
-                         "of that class's AudioSet classes (audio/ontology.py; the model's "
-                         "input_groups stage, rule 21)")
-    ap.add_argument("--teachers", default="",
-                    type=lambda v: [int(s) for s in v.split(",") if s],
-                    help="comma-separated training seeds: distil from the ensemble of this "
-                         "recipe's models with those seeds (rule 22), trained first unless "
-                         "WORK/<stage>-teacher-sSEED.pt exists")
-    ap.add_argument("--distill", type=float, default=0.5,
-                    help="with --teachers: the weight of the teachers' probabilities in the "
-                         "loss (the labels' cross-entropy has 1 - this)")
     ap.add_argument("--label-smoothing", type=float, default=0.0)
     ap.add_argument("--grad-clip", type=float, default=0.0,
                     help="the encoder's gradient scaled down to this global L2 norm when "
                          "longer (0: not clipped; rule 26)")
-    # YAMNet's last layers adapted first (audio/adapt.py, rules 25, 28 and 29)
+    # YAMNet's last layers adapted first (audio/adapt.py, rules 25 and 28)
     ap.add_argument("--adapt-cnn", type=int, default=0,
                     help="1: adapt YAMNet's last layers (--adapt-from) to the classes on the train "
                          "clips' patches first; the encoder is trained on that file's tokens "
@@ -612,10 +564,6 @@ def build_parser():
     ap.add_argument("--adapt-lr", type=float, default=1e-4,
                     help="the adapted layers' rate (the head's is 10 times it), half cosine to 0")
     ap.add_argument("--adapt-dropout", type=float, default=0.3)
-    ap.add_argument("--adapt-keep", type=float, default=0.0,
-                    help="weight of a second loss that keeps YAMNet's own AudioSet scores of "
-                         "each patch (binary KL summed over the 521 classes, through the "
-                         "original head; rule 29); 0: the classes' loss alone")
     ap.add_argument("--adapt-also", default="",
                     help="another data set whose validation and valx clips also get the "
                          "adapted CNN's tokens (for compare_yamnet_recipes.py)")
@@ -630,17 +578,10 @@ def parse_args(argv=None):
     args = ap.parse_args(argv)
     if not args.val_from:
         ap.error("--val-from: the data set whose validation recordings are held out")
-    if args.input_head and args.input_groups:
-        ap.error("--input-head and --input-groups: one input projection or the other")
-    if args.adapt_cnn and (args.input_head or args.input_groups):
-        ap.error("--adapt-cnn: the adapted CNN has no AudioSet head for --input-head or "
-                 "--input-groups")
+    if args.adapt_cnn and args.input_head:
+        ap.error("--adapt-cnn: the adapted CNN has no AudioSet head for --input-head")
     if args.adapt_from != adapt.FIRST and not args.adapt_cnn:
         ap.error("--adapt-from: only with --adapt-cnn 1 (nothing is adapted without it)")
-    if args.adapt_keep and not args.adapt_cnn:
-        ap.error("--adapt-keep: only with --adapt-cnn 1 (nothing is adapted without it)")
-    if args.adapt_keep < 0:
-        ap.error(f"--adapt-keep {args.adapt_keep}: a weight, 0 or more")
     return args
 
 

@@ -36,7 +36,7 @@ import wave
 
 import numpy as np
 
-from conytrain import REPO
+from conytrain import REPO, armnn
 from conytrain.audio import mel as mel_reference
 from conytrain.ref import mobilenet
 
@@ -161,23 +161,7 @@ def write_wav(path, x):
 
 def armnn_scores(tflite, patches):
     """Scores of the .tflite on ArmNN's CpuRef backend, one row per patch."""
-    import pyarmnn as ann
-    parser = ann.ITfLiteParser()
-    network = parser.CreateNetworkFromBinaryFile(tflite)
-    (name_in,), (name_out,) = (parser.GetSubgraphInputTensorNames(0),
-                               parser.GetSubgraphOutputTensorNames(0))
-    bind_in = parser.GetNetworkInputBindingInfo(0, name_in)
-    bind_out = parser.GetNetworkOutputBindingInfo(0, name_out)
-    runtime = ann.IRuntime(ann.CreationOptions())
-    opt, _ = ann.Optimize(network, [ann.BackendId("CpuRef")], runtime.GetDeviceSpec(),
-                          ann.OptimizerOptions())
-    net_id, _ = runtime.LoadNetwork(opt)
-    rows = []
-    for p in patches:
-        inputs = ann.make_input_tensors([bind_in], [p.reshape(1, PATCH_FRAMES, 64)])
-        outputs = ann.make_output_tensors([bind_out])
-        runtime.EnqueueWorkload(net_id, inputs, outputs)
-        rows.append(ann.workload_tensors_to_ndarray(outputs)[0].reshape(-1))
+    rows = armnn.run_tflite(tflite, [p.reshape(1, PATCH_FRAMES, 64) for p in patches])
     return np.stack(rows).astype(np.float32)
 
 

@@ -1,8 +1,10 @@
 #!/usr/bin/python3
-"""Per-patch time of YAMNet's MobileNet-v1 in PyTorch, for `cony bench frontend`.
+"""Per-patch time of YAMNet's MobileNet-v1 in PyTorch, for `cony bench frontend`, or of
+any MobileNet file (--model; the ImageNet MobileNet-v2 for `cony bench image`'s
+comparison in bench/RESULTS.md).
 
-The same layers as libcony's CONY_CNN_YAMNET_LAYOUT (or a network=mobilenet_v1 file
-with --model), float32, no autograd, one thread, NCHW, TensorFlow SAME padding as
+The same layers as libcony's CONY_CNN_YAMNET_LAYOUT (or a network=mobilenet_v1 or
+mobilenet_v2 file with --model: also linear1x1, add@K and softmax), float32, no autograd, one thread, NCHW, TensorFlow SAME padding as
 F.pad before the stride-2 layers (padding=1 in the stride-1 ones), ReLU6. Random
 weights unless --model: the values do not change the cost.
 
@@ -60,6 +62,7 @@ def file_net(path):
 
 
 def forward(layers, x):
+    outs = []
     for word, w, b in layers:
         if word[:-1] in ("conv3x3s", "dw3x3s"):
             s = int(word[-1])
@@ -74,12 +77,19 @@ def forward(layers, x):
             x = F.relu6(x)
         elif word == "conv1x1":
             x = F.relu6(F.conv2d(x, w, b))
+        elif word == "linear1x1":
+            x = F.conv2d(x, w, b)
+        elif word.startswith("add@"):
+            x = x + outs[int(word[4:])]
         elif word == "gap":
             x = x.mean(dim=(2, 3))
         elif word == "fc":
             x = F.linear(x, w, b)
+        elif word == "softmax":
+            x = torch.softmax(x, dim=1)
         else:
             x = torch.sigmoid(x)
+        outs.append(x)
     return x
 
 

@@ -29,7 +29,11 @@ with their own scales (input scale x weight scale).
 
 --dtype int8 (default) keeps int8 weights and writes layers.{i}.weight_scale (float
 weights are quantised symmetric per output channel); f16 / f32 store the dequantised
-weights. --labels takes a class map CSV (index,mid,display_name; YAMNet's) whose rows
+weights. With --dtype int8 and an int8 graph (a QUANTIZE of the input, int8 layer outputs)
+the `quantization` metadata records the input's and every layer output's activation scale
+and zero point as the file carries them, so libcony can run TFLite's integer inference
+(from the first layer with a float output on, the layers are left to float).
+--labels takes a class map CSV (index,mid,display_name; YAMNet's) whose rows
 must match the number of outputs. --frontend records the log-mel front end the network
 expects (default yamnet; "none" records nothing, which declares VGGish's).
 """
@@ -54,8 +58,9 @@ class TFLiteError(ValueError):
 
 # --- schema constants (tensorflow/lite/schema/schema.fbs) ------------------------------
 
-OPS = {3: "CONV_2D", 4: "DEPTHWISE_CONV_2D", 6: "DEQUANTIZE", 9: "FULLY_CONNECTED",
-       14: "LOGISTIC", 22: "RESHAPE", 40: "MEAN", 49: "SPLIT", 114: "QUANTIZE"}
+OPS = {0: "ADD", 1: "AVERAGE_POOL_2D", 3: "CONV_2D", 4: "DEPTHWISE_CONV_2D", 6: "DEQUANTIZE",
+       9: "FULLY_CONNECTED", 14: "LOGISTIC", 22: "RESHAPE", 25: "SOFTMAX", 40: "MEAN",
+       49: "SPLIT", 114: "QUANTIZE"}
 # The BuiltinOperator enum's names 0..126, so that a refusal names the operator.
 BUILTIN_NAMES = """ADD AVERAGE_POOL_2D CONCATENATION CONV_2D DEPTHWISE_CONV_2D DEPTH_TO_SPACE
 DEQUANTIZE EMBEDDING_LOOKUP FLOOR FULLY_CONNECTED HASHTABLE_LOOKUP L2_NORMALIZATION L2_POOL_2D
@@ -80,8 +85,8 @@ ACTIVATIONS = {0: None, 1: "relu", 3: "relu6"}
 ACTIVATION_NAMES = {0: "NONE", 1: "RELU", 2: "RELU_N1_TO_1", 3: "RELU6", 4: "TANH", 5: "SIGN_BIT"}
 PADDING_SAME = 0
 # BuiltinOptions union member of each operator that reads options.
-OPTIONS_TYPES = {"CONV_2D": 1, "DEPTHWISE_CONV_2D": 2, "FULLY_CONNECTED": 8, "RESHAPE": 17,
-                 "MEAN": 27, "SPLIT": 35}
+OPTIONS_TYPES = {"CONV_2D": 1, "DEPTHWISE_CONV_2D": 2, "AVERAGE_POOL_2D": 5, "FULLY_CONNECTED": 8,
+                 "SOFTMAX": 9, "ADD": 11, "RESHAPE": 17, "MEAN": 27, "SPLIT": 35}
 
 # Field slots (a union takes two: its type, then its value).
 MODEL_VERSION, MODEL_OPCODES, MODEL_SUBGRAPHS, MODEL_DESCRIPTION, MODEL_BUFFERS = 0, 1, 2, 3, 4
@@ -317,6 +322,9 @@ class Converter:
         self.input_shape = None          # (H, W, C)
         self.activation = None
         self.shape = None                # current (H, W, C), or (N,) after gap/fc
+        self.shapes = {}                 # layer index -> its output shape
+        self.input_quant = None          # (scale, zero point) of the int8 input, or None
+        self.quant = []                  # per layer word: its int8 output's (scale, zp) or None
 
     def run(self):
         m = self.m
@@ -324,6 +332,10 @@ class Converter:
             raise TFLiteError(f"{len(m.inputs)} inputs and {len(m.outputs)} outputs: "
                               "expected one of each")
         current = m.inputs[0]
+        t_in = m.tensors[current]
+        if len(t_in.shape) == 4 and t_in.shape[0] == 1 and min(t_in.shape) >= 1:
+            self.input_shape = self.shape = tuple(t_in.shape[1:])     # an image (1, H, W, C)
+        self.layer_of = {current: -1}    # tensor -> index of the layer writing it (-1: input)
         for op in m.operators:
             if op.name not in OPS.values():
                 raise TFLiteError(f"{op.label()}: operator not supported by the CNN engine")
@@ -332,14 +344,16 @@ class Converter:
             if want is not None and op.options is not None and op.options_type != want:
                 raise TFLiteError(f"{op.label()}: options of union type {op.options_type}, "
                                   f"expected {want}")
-            data = self._data_input(op)
+            data = current if op.name == "ADD" else self._data_input(op)
             if data != current:
                 raise TFLiteError(f"{op.label()}: reads tensor {data}, not the previous operator's "
                                   f"output {current} (only a chain of operators is supported)")
             if len(op.outputs) != 1 or op.outputs[0] < 0:
                 raise TFLiteError(f"{op.label()}: expected one output, got {op.outputs}")
-            handler(op)
+            handler(op, current) if op.name == "ADD" else handler(op)
             current = op.outputs[0]
+            self.layer_of[current] = len(self.words) - 1
+            self.shapes[len(self.words) - 1] = self.shape
         if current != m.outputs[0]:
             raise TFLiteError(f"the last operator writes tensor {current}, not the model output "
                               f"{m.outputs[0]}")
@@ -360,7 +374,8 @@ class Converter:
 
     # no-ops
     def _op_quantize(self, op):
-        pass
+        if self.shape is None:          # the input's quantisation, kept by RESHAPE and SPLIT
+            self.input_quant = _act_quant(self.m.tensors[op.outputs[0]])
 
     def _op_dequantize(self, op):
         pass
@@ -387,40 +402,82 @@ class Converter:
         vals = None if axes is None else axes.constant()
         if vals is None or sorted(int(v) for v in vals.reshape(-1)) != [1, 2]:
             raise TFLiteError(f"{op.label()}: only a mean over H and W (axes 1, 2) is supported")
-        self.words.append("gap")
+        self._word(op, "gap")
         self.shape = (self.shape[2],)
+
+    def _op_average_pool_2d(self, op):
+        self._need_map(op)
+        h, w, c = self.shape
+        if (op.opt(3, "i"), op.opt(4, "i")) != (w, h) or op.opt(5, "b") != 0:
+            raise TFLiteError(f"{op.label()}: only an average pool over the whole {h}x{w} map "
+                              "with no activation (a global average pool) is supported")
+        self._word(op, "gap")
+        self.shape = (c,)
+
+    def _op_add(self, op, current):
+        """A residual add of the current map and an earlier layer's output: add@K."""
+        ins = [i for i in op.inputs if i >= 0]
+        if len(ins) != 2 or current not in ins:
+            raise TFLiteError(f"{op.label()}: expected two inputs, one of them the previous "
+                              f"operator's output {current}")
+        other = ins[1] if ins[0] == current else ins[0]
+        k = self.layer_of.get(other)
+        if k is None or k < 0 or self.shapes.get(k) != self.shape or len(self.shape) != 3:
+            raise TFLiteError(f"{op.label()}: adds tensor {other}, which is not an earlier "
+                              f"layer's feature map of shape {self.shape}")
+        if op.opt(0, "b") != 0:
+            raise TFLiteError(f"{op.label()}: a fused activation on ADD is not supported")
+        self._word(op, f"add@{k}")
+
+    def _op_softmax(self, op):
+        if not self.words or self.words[-1] != "fc":
+            raise TFLiteError(f"{op.label()}: a softmax is supported only right after the "
+                              "fully connected layer")
+        beta = op.opt(0, "f", 1.0)
+        if beta != 1.0:
+            raise TFLiteError(f"{op.label()}: softmax beta {beta}: only 1 is supported")
+        self._word(op, "softmax")
 
     def _op_logistic(self, op):
         if not self.words or self.words[-1] != "fc":
             raise TFLiteError(f"{op.label()}: a logistic is supported only right after the "
                               "fully connected layer")
-        self.words.append("sigmoid")
+        self._word(op, "sigmoid")
 
     def _op_conv_2d(self, op):
-        self._need_map(op)
-        self._conv_options(op, stride_slot=(1, 2), act_slot=3, dil_slots=(4, 5))
         w_t = self._weight_tensor(op, 4)
         o, kh, kw, i = w_t.shape                                            # OHWI
+        if self.shape is not None and len(self.shape) == 1 and self.words[-1] == "gap":
+            return self._conv_as_fc(op, w_t)
+        self._need_map(op)
+        act = self._conv_options(op, stride_slot=(1, 2), act_slot=3, dil_slots=(4, 5))
         if (kh, kw) not in ((3, 3), (1, 1)) or i != self.shape[2]:
             raise TFLiteError(f"{op.label()}: weight {list(w_t.shape)}: expected (out, 3, 3, {self.shape[2]}) "
                               f"or (out, 1, 1, {self.shape[2]})")
-        (values, scale), bias = self._weight(op, w_t, qdim=0)
+        (values, scale, zero), bias = self._weight(op, w_t, qdim=0)
         stride = self._stride
         if kh == 1 and stride != 1:
             raise TFLiteError(f"{op.label()}: a 1x1 convolution with stride {stride} is not supported")
         word = "conv1x1" if kh == 1 else f"conv3x3s{stride}"
-        self._add(op, word, (values.transpose(0, 3, 1, 2), scale), bias, o)
+        if act is None:
+            if kh != 1:
+                raise TFLiteError(f"{op.label()}: a 3x3 convolution without activation is not "
+                                  "supported (only 1x1 ones: linear1x1)")
+            word = "linear1x1"
+        self._add(op, word, (values.transpose(0, 3, 1, 2), scale, zero), bias, o)
 
     def _op_depthwise_conv_2d(self, op):
         self._need_map(op)
-        self._conv_options(op, stride_slot=(1, 2), act_slot=4, dil_slots=(5, 6))
+        if self._conv_options(op, stride_slot=(1, 2), act_slot=4, dil_slots=(5, 6)) is None:
+            raise TFLiteError(f"{op.label()}: a depthwise convolution without activation is "
+                              "not supported")
         w_t = self._weight_tensor(op, 4)
         _, kh, kw, c = w_t.shape                                            # 1HWC
         if w_t.shape[0] != 1 or (kh, kw) != (3, 3) or c != self.shape[2]:
             raise TFLiteError(f"{op.label()}: weight {list(w_t.shape)}: expected (1, 3, 3, {self.shape[2]}) "
                               "(depth multiplier 1)")
-        (values, scale), bias = self._weight(op, w_t, qdim=3)
-        self._add(op, f"dw3x3s{self._stride}", (values.transpose(3, 0, 1, 2), scale), bias, c)
+        (values, scale, zero), bias = self._weight(op, w_t, qdim=3)
+        self._add(op, f"dw3x3s{self._stride}", (values.transpose(3, 0, 1, 2), scale, zero), bias, c)
 
     def _op_fully_connected(self, op):
         if self.shape is None or len(self.shape) != 1:
@@ -437,7 +494,36 @@ class Converter:
         weight, bias = self._weight(op, w_t, qdim=0)
         self._add(op, "fc", weight, bias, w_t.shape[0])
 
+    def _conv_as_fc(self, op, w_t):
+        """A 1x1 convolution on the 1x1 map a global average pool leaves: a fully connected
+        layer (TF1 MobileNets' logits)."""
+        if op.opt(3, "b") != 0:
+            raise TFLiteError(f"{op.label()}: the 1x1 convolution after the pool must have no "
+                              "activation (it is the fully connected head)")
+        o, kh, kw, i = w_t.shape
+        if (kh, kw) != (1, 1) or i != self.shape[0]:
+            raise TFLiteError(f"{op.label()}: weight {list(w_t.shape)} after the pool: expected "
+                              f"(out, 1, 1, {self.shape[0]})")
+        values, scale, zero = self._weight(op, w_t, qdim=0)[0]
+        self._add(op, "fc", (values.reshape(o, i), scale, zero), self._bias(op, o), o)
+
     # helpers
+    def _word(self, op, word):
+        self.words.append(word)
+        self.quant.append(_act_quant(self.m.tensors[op.outputs[0]]))
+
+    def quantization(self):
+        """The `quantization` metadata (docs/model-format.md): the int8 input's and each
+        layer output's (scale, zero point) as TFLite carries them, None from the first
+        float output on; None when the input is not int8."""
+        if self.input_quant is None or self.quant[0] is None:
+            return None
+        layers = list(self.quant)
+        if None in layers:
+            k = layers.index(None)
+            layers[k:] = [None] * (len(layers) - k)
+        return {"input": list(self.input_quant), "layers": [q and list(q) for q in layers]}
+
     def _need_map(self, op):
         if self.shape is None:
             raise TFLiteError(f"{op.label()}: the input has no (1, H, W, C) shape yet "
@@ -457,16 +543,19 @@ class Converter:
         if op.opt(dil_slots[0], "i", 1) != 1 or op.opt(dil_slots[1], "i", 1) != 1:
             raise TFLiteError(f"{op.label()}: dilation is not supported")
         act = op.opt(act_slot, "b")
-        name = ACTIVATIONS.get(act)
-        if name is None:
+        if act not in ACTIVATIONS:
             raise TFLiteError(f"{op.label()}: fused activation {ACTIVATION_NAMES.get(act, act)}: "
-                              "only RELU6 or RELU")
+                              "only RELU6, RELU or NONE")
+        self._stride = sw
+        name = ACTIVATIONS[act]
+        if name is None:
+            return None
         if self.activation not in (None, name):
             raise TFLiteError(f"{op.label()}: fused activation {ACTIVATION_NAMES[act]} differs from "
                               f"the earlier layers' {self.activation.upper()} (one activation for "
                               "every layer)")
         self.activation = name
-        self._stride = sw
+        return name
 
     def _weight_tensor(self, op, ndim):
         t = self._tensor(op, 1)
@@ -475,34 +564,42 @@ class Converter:
         return t
 
     def _weight(self, op, t, qdim):
-        """((values, scales), bias) of op: int8 values with one scale per output channel,
-        or float values and None."""
+        """((values, scales, zero points), bias) of op: int8 values with one scale per output
+        channel (zero points None: symmetric), uint8 values with scales and zero points per
+        output channel (a per-tensor pair broadcast), or float values and (None, None)."""
         values = t.constant()
         if values is None:
             raise TFLiteError(f"{op.label()}: {t.describe()} is not a constant")
         channels = t.shape[qdim]
-        if t.type == "INT8":
-            scale = self._scales(op, t, channels, qdim)
-            weight = (values, scale)
+        if t.type in ("INT8", "UINT8"):
+            weight = (values,) + self._scales(op, t, channels, qdim)
         elif t.type in ("FLOAT32", "FLOAT16"):
-            weight = (values.astype(np.float64), None)
+            weight = (values.astype(np.float64), None, None)
         else:
-            raise TFLiteError(f"{op.label()}: weight {t.describe()}: only INT8, FLOAT32 or FLOAT16")
+            raise TFLiteError(f"{op.label()}: weight {t.describe()}: only INT8, UINT8, FLOAT32 "
+                              "or FLOAT16")
         return weight, self._bias(op, channels)
 
     def _scales(self, op, t, channels, qdim):
         s, z = t.scale, t.zero_point
         if len(s) == 0:
-            raise TFLiteError(f"{op.label()}: int8 {t.describe()} has no quantisation scales")
+            raise TFLiteError(f"{op.label()}: {t.type.lower()} {t.describe()} has no "
+                              "quantisation scales")
         if len(s) not in (1, channels) or (len(s) > 1 and t.quantized_dimension != qdim):
             raise TFLiteError(f"{op.label()}: {t.describe()}: {len(s)} scales on dimension "
                               f"{t.quantized_dimension}: expected 1 or {channels} on dimension {qdim}")
-        if len(z) not in (0, 1, len(s)) or np.any(z != 0):
-            raise TFLiteError(f"{op.label()}: {t.describe()}: non-zero weight zero point "
-                              "(only symmetric int8 weights are supported)")
         if not np.all(np.isfinite(s)) or np.any(s <= 0):
             raise TFLiteError(f"{op.label()}: {t.describe()}: scales must be finite and > 0")
-        return np.broadcast_to(s, (channels,)).astype(np.float64)
+        scale = np.broadcast_to(s, (channels,)).astype(np.float64)
+        if t.type == "INT8":
+            if len(z) not in (0, 1, len(s)) or np.any(z != 0):
+                raise TFLiteError(f"{op.label()}: {t.describe()}: non-zero weight zero point "
+                                  "(int8 weights must be symmetric)")
+            return scale, None
+        if len(z) not in (1, len(s)) or np.any(z < 0) or np.any(z > 255):
+            raise TFLiteError(f"{op.label()}: {t.describe()}: uint8 weights need 1 or {len(s)} "
+                              "zero points in 0..255")
+        return scale, np.broadcast_to(z, (channels,)).astype(np.uint8)
 
     def _bias(self, op, out):
         t = self._tensor(op, 2)
@@ -524,13 +621,13 @@ class Converter:
         return values.astype(np.float64) * s
 
     def _add(self, op, word, weight, bias, out):
-        values, scale = weight
+        values, scale, zero = weight
         i = len(self.words)
         key = f"layers.{i}."
-        self.words.append(word)
+        self._word(op, word)
         if word == "fc":
             self.shape = (out,)
-        else:
+        elif word.startswith(("conv", "dw", "linear")):
             h, w, _ = self.shape
             s = 2 if word.endswith("s2") else 1
             self.shape = (-(-h // s), -(-w // s), out)
@@ -538,18 +635,24 @@ class Converter:
         if not np.all(np.isfinite(values)):
             raise TFLiteError(f"{op.label()}: non-finite weights")
         out_tensors = {"bias": bias}
-        if self.dtype == "int8":
-            if scale is None:        # a float weight: quantise symmetric per output channel
-                peak = np.abs(values).reshape(out, -1).max(axis=1)
+        keep = self.dtype == "auto" and scale is not None
+        if keep and zero is not None:           # uint8 asymmetric, as the file has it
+            out_tensors["weight_scale"] = scale
+            self.tensors[key + "weight_zero_point"] = zero
+            self.dtypes[key + "weight_zero_point"] = "U8"
+            self.tensors[key + "weight"] = values.astype(np.uint8)
+            self.dtypes[key + "weight"] = "U8"
+        elif self.dtype in ("auto", "int8"):
+            if scale is None or zero is not None:   # quantise symmetric per output channel
+                real = self._real(values, scale, zero, shape)
+                peak = np.abs(real).reshape(out, -1).max(axis=1)
                 scale = np.where(peak > 0, peak / 127.0, 1.0)
-                values = np.rint(values / scale.reshape(shape))
+                values = np.rint(real / scale.reshape(shape))
             out_tensors["weight_scale"] = scale
             self.tensors[key + "weight"] = values.astype(np.int8)
             self.dtypes[key + "weight"] = "I8"
         else:
-            real = values.astype(np.float64)
-            if scale is not None:
-                real = real * scale.reshape(shape)
+            real = self._real(values, scale, zero, shape)
             out_tensors["weight"] = real
             if self.dtype == "f16":
                 if np.abs(real).max(initial=0) >= 65520.0:
@@ -561,11 +664,40 @@ class Converter:
                 raise TFLiteError(f"{op.label()}: {name} values beyond the float32 range")
             self.tensors[key + name] = arr
 
+    @staticmethod
+    def _real(values, scale, zero, shape):
+        """Dequantised float64 weights: (q - zero) * scale per output channel."""
+        real = values.astype(np.float64)
+        if zero is not None:
+            real = real - zero.astype(np.float64).reshape(shape)
+        if scale is not None:
+            real = real * scale.reshape(shape)
+        return real
+
+
+def _act_quant(t):
+    """(scale, zero point) of an int8 activation tensor with one scale, else None."""
+    if t.type != "INT8" or len(t.scale) != 1 or len(t.zero_point) > 1:
+        return None
+    s = float(np.float32(t.scale[0]))
+    zp = int(t.zero_point[0]) if len(t.zero_point) else 0
+    if not (math.isfinite(s) and s > 0 and -128 <= zp <= 127):
+        raise TFLiteError(f"{t.describe()}: activation scale {s} / zero point {zp} out of range")
+    return (s, zp)
+
 
 def read_labels(path, count):
-    """The display names of a class map CSV (index,mid,display_name), checked against count."""
+    """The labels of a class map CSV (index,mid,display_name; YAMNet's) or of a text file with
+    one label per line (ImageNet's imagenet_labels.txt), checked against count."""
     with open(path, newline="", encoding="utf-8") as f:
-        rows = list(csv.reader(f))
+        text = f.read()
+    if not path.endswith(".csv"):
+        names = text.splitlines()
+        if len(names) != count or any(not n.strip() for n in names):
+            raise ValueError(f"{path}: {len(names)} lines for {count} outputs (one non-empty "
+                             "label per line)")
+        return names
+    rows = list(csv.reader(text.splitlines()))
     if not rows or [c.strip() for c in rows[0]] != ["index", "mid", "display_name"]:
         raise ValueError(f"{path}: expected a header index,mid,display_name")
     names = []
@@ -578,21 +710,50 @@ def read_labels(path, count):
     return names
 
 
-def convert(raw, dtype="int8", labels=None, frontend="yamnet", source=None):
-    """Returns (tensors, metadata, dtypes) for safetensors_io.save, from the .tflite bytes raw."""
+def input_metadata(model, conv):
+    """Metadata keys of an image input (1, H, W, 3): its channel order, its quantisation
+    (uint8/int8 scale and zero point) as the network sees it, and the same as input_mean /
+    input_std on pixels scaled to 0..1 (what conyframeembed feeds: value / 255), so that
+    mean = zero_point / 255 and std = 1 / (255 scale). Float inputs get none (they are
+    taken as the pixels / 255 in 0..1)."""
+    t = model.tensors[model.inputs[0]]
+    if len(t.shape) != 4 or t.shape[3] != 3:
+        return {}
+    meta = {"input_kind": "image", "channel_order": "RGB"}
+    if t.type in ("UINT8", "INT8") and len(t.scale) == 1:
+        scale, zero = float(t.scale[0]), int(t.zero_point[0]) if len(t.zero_point) else 0
+        if t.type == "INT8":
+            zero += 128         # an int8 input is the uint8 pixel minus 128
+        meta["input_quantization"] = json.dumps({"dtype": "uint8", "scale": scale,
+                                                 "zero_point": zero})
+        meta["input_mean"] = repr(zero / 255.0)
+        meta["input_std"] = repr(1.0 / (255.0 * scale))
+    return meta
+
+
+def convert(raw, dtype="auto", labels=None, frontend="yamnet", source=None):
+    """Returns (tensors, metadata, dtypes) for safetensors_io.save, from the .tflite bytes raw.
+    An image model's frontend is never recorded."""
     with np.errstate(all="ignore"):     # every value is checked for finiteness instead
         model = Model(raw)
         conv = Converter(model, dtype)
         tensors, dtypes = conv.run()
     h, w, c = conv.input_shape
-    meta = {"network": "mobilenet_v1", "input_height": str(h), "input_width": str(w),
-            "input_channels": str(c), "layers": " ".join(conv.words),
+    v2 = any(word.startswith(("add@", "linear")) for word in conv.words)
+    meta = {"network": "mobilenet_v2" if v2 else "mobilenet_v1", "input_height": str(h),
+            "input_width": str(w), "input_channels": str(c), "layers": " ".join(conv.words),
             "activation": conv.activation or "relu6"}
+    image = input_metadata(model, conv)
+    meta.update(image)
+    # the integer path runs MobileNet-v1 layers (cnn-int8.c): v2 files stay float
+    quant = conv.quantization() if dtype in ("int8", "auto") and not v2 else None
+    if quant is not None:
+        meta["quantization"] = json.dumps(quant)
     outputs = conv.shape[0]
     if labels is not None:
         names = read_labels(labels, outputs)
         meta["labels"] = json.dumps(names, ensure_ascii=False)
-    if frontend != "none":
+    if frontend != "none" and not image:
         meta["frontend"] = json.dumps(FRONTENDS[frontend])
     src = source or "a TFLite model"
     meta["source"] = (f"{src} (sha256 {hashlib.sha256(raw).hexdigest()}; "
@@ -605,9 +766,11 @@ def main(argv=None):
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("model", help="the .tflite file")
     ap.add_argument("-o", "--output", required=True, help="output .safetensors")
-    ap.add_argument("--labels", help="class map CSV (index,mid,display_name), one row per output")
-    ap.add_argument("--dtype", choices=("int8", "f16", "f32"), default="int8",
-                    help="weight storage (default int8 with per-channel scales)")
+    ap.add_argument("--labels", help="class map CSV (index,mid,display_name), one row per output, "
+                    "or a text file with one label per line")
+    ap.add_argument("--dtype", choices=("auto", "int8", "f16", "f32"), default="auto",
+                    help="weight storage (default auto: quantised weights as the file has them, "
+                    "int8 per channel or uint8 with zero points; float ones int8 per channel)")
     ap.add_argument("--frontend", choices=sorted(FRONTENDS) + ["none"], default="yamnet",
                     help="the log-mel front end the network expects (default yamnet)")
     ap.add_argument("--source", help="text for the source metadata (default: the file name)")
@@ -621,7 +784,7 @@ def main(argv=None):
     except (ValueError, OSError) as e:       # TFLiteError is a ValueError
         print(f"convert_tflite: {args.model}: {e}", file=sys.stderr)
         return 1
-    n = sum(v.size for k, v in tensors.items() if not k.endswith("weight_scale"))
+    n = sum(v.size for k, v in tensors.items() if not k.endswith(("weight_scale", "weight_zero_point")))
     print(f"{args.output}: {meta['layers'].count(' ') + 1} layers, {n} parameters, "
           f"{args.dtype} weights, {meta['activation']}"
           f"{', labels' if 'labels' in meta else ''}")

@@ -15,6 +15,16 @@ maps 21x16 -> 11x8 -> 6x4 -> 3x2, 24-d embedding, 10 scores) stored three ways:
 
 Weights and inputs are scaled so that ReLU6 clamps at both ends on every layer.
 
+And one small random MobileNet-v2 (network = "mobilenet_v2", input 15x13x3 with
+input_mean / input_std, two inverted residual blocks, the first with its residual add@0,
+a softmax head: V2_LAYERS) stored two ways:
+
+  v2_f32.safetensors  F32 weights
+  v2_u8.safetensors   uint8 weights with per-tensor scale and zero point (TFLite's
+                      asymmetric quantisation: weight_scale, weight_zero_point)
+  v2_input.npy        (4, 15, 13, 3) float32 images in 0..1 (HWC)
+  v2_{f32,u8}_embedding.npy (4, 24), v2_{f32,u8}_scores.npy (4, 10)
+
 Usage: /usr/bin/python3 training/gen_mobilenet_golden.py [OUTDIR]
 """
 
@@ -35,18 +45,22 @@ LAYERS = (("conv3x3s2", 8), ("dw3x3s1", None), ("conv1x1", 12), ("dw3x3s2", None
 INPUT = (21, 16, 1)
 LABELS = [f"class {k}" for k in range(10)]
 FRONTEND = {"name": "test", "sample-rate": 16000, "n-mels": 16}
+V2_LAYERS = (("conv3x3s2", 8), ("conv1x1", 16), ("dw3x3s1", None), ("linear1x1", 8),
+             ("add@0", None), ("conv1x1", 16), ("dw3x3s2", None), ("linear1x1", 12),
+             ("conv1x1", 24), ("gap", None), ("fc", 10), ("softmax", None))
+V2_INPUT = (15, 13, 3)
 
 
-def random_tensors(rng):
+def random_tensors(rng, layers=LAYERS, shape_in=INPUT):
     tensors = {}
-    h, w, c = INPUT
-    for i, (word, out) in enumerate(LAYERS):
+    h, w, c = shape_in
+    for i, (word, out) in enumerate(layers):
         base = f"layers.{i}"
         if word.startswith("conv3x3"):
             shape, fan_in = (out, c, 3, 3), 9 * c
         elif word.startswith("dw3x3"):
             out, shape, fan_in = c, (c, 1, 3, 3), 9
-        elif word == "conv1x1":
+        elif word in ("conv1x1", "linear1x1"):
             shape, fan_in = (out, c, 1, 1), c
         elif word == "fc":
             shape, fan_in = (out, c), c
@@ -69,6 +83,45 @@ def quantised(tensors):
             continue
         out[name], out[name + "_scale"] = mobilenet.quantised(v)
     return out
+
+
+def quantised_u8(tensors):
+    """uint8 weights with one scale and zero point per tensor (repeated per output
+    channel), as TFLite's asymmetric quantisation stores them."""
+    out = {}
+    for name, v in tensors.items():
+        if not name.endswith(".weight"):
+            out[name] = v
+            continue
+        lo, hi = min(float(v.min()), 0.0), max(float(v.max()), 0.0)
+        scale = (hi - lo) / 255.0
+        zero = int(round(-lo / scale))
+        out[name] = np.clip(np.rint(v / scale) + zero, 0, 255).astype(np.uint8)
+        out[name + "_scale"] = np.full(v.shape[0], scale, np.float32)
+        out[name + "_zero_point"] = np.full(v.shape[0], zero, np.uint8)
+    return out
+
+
+def v2_files(rng, say):
+    tensors = random_tensors(rng, V2_LAYERS, V2_INPUT)
+    meta = {"network": "mobilenet_v2", "input_height": str(V2_INPUT[0]),
+            "input_width": str(V2_INPUT[1]), "input_channels": str(V2_INPUT[2]),
+            "layers": " ".join(word for word, _ in V2_LAYERS),
+            "input_mean": "0.5,0.45,0.4", "input_std": "0.25,0.3,0.2"}
+    x = rng.uniform(0, 1, (4,) + V2_INPUT).astype(np.float32)
+    files = {"v2_input.npy": x}
+    for name, t in (("v2_f32", tensors), ("v2_u8", quantised_u8(tensors))):
+        net = mobilenet.from_tensors(t, meta)
+        outs = [mobilenet.forward(net, image) for image in x]
+        emb = np.stack([e for e, _ in outs])
+        scores = np.stack([s for _, s in outs])
+        assert emb.shape == (4, 24) and scores.shape == (4, 10)
+        files[f"{name}.safetensors"] = (t, meta)
+        files[f"{name}_embedding.npy"] = emb.astype(np.float32)
+        files[f"{name}_scores.npy"] = scores.astype(np.float32)
+        say(f"{name}: embedding range {emb.min():.3f}..{emb.max():.3f}, "
+            f"scores {scores.min():.3f}..{scores.max():.3f}")
+    return files
 
 
 def golden_files(say=lambda text: None):
@@ -98,6 +151,7 @@ def golden_files(say=lambda text: None):
         files[f"{name}_scores.npy"] = scores.astype(np.float32)
         say(f"{name}: embedding range {emb.min():.3f}..{emb.max():.3f}, "
             f"scores {scores.min():.3f}..{scores.max():.3f}")
+    files.update(v2_files(np.random.default_rng(2040), say))
     return files
 
 

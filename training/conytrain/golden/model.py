@@ -9,8 +9,7 @@ float32 and NAME.logits.npy (L, classes) float64 = ConyEncoderClassifier.stream_
 NAME@VARIANT.logits.npy are the logits with the attention overridden to VARIANT.
 
 Cases kK_... are multi-token models (tokens_per_step = K, paper IV-C): L is a multiple
-of K and the logits have one row per K-token step (L / K, classes). Cases g_... have
-input_groups: random prior rows whose group features the projection weighs strongly.
+of K and the logits have one row per K-token step (L / K, classes).
 
 verify() checks committed files against this script (training/tests/test_golden_files.py).
 """
@@ -29,8 +28,7 @@ from conytrain.golden import check as golden_check
 from conytrain.ref.attention import project
 from conytrain.ref.model import ConyEncoderClassifier
 
-# name, blocks, attention, n, m, positional encoding, overrides[, tokens per step[, d_in[,
-# input_groups]]]
+# name, blocks, attention, n, m, positional encoding, overrides[, tokens per step[, d_in]]
 CASES = [
     ("b1_regular", 1, "regular", 6, 2, "learned", []),
     ("b1_continual", 1, "continual", 7, 3, "cyclic", ["regular"]),
@@ -66,21 +64,17 @@ CASES = [
     # d_in 5 = the tests/golden/imagecnn/gap CNN's tokens: the conyframeembed patches-x=2
     # patches-y=2 ! conytransformer pipeline test (tests/test_video_patches_pipeline.sh)
     ("k4_b1_cony_d5", 1, "cony", 8, 2, "learned", [], 4, 5),
-    # input_groups: one-vector (k = 1) and matrix (k = 2) paths, 1 and 2 blocks
-    ("g_b1_cony", 1, "cony", 7, 3, "learned", ["regular"], 1, 16, [2, 3, 1]),
-    ("g_k2_b2_regular", 2, "regular", 6, 2, "cyclic", [], 2, 16, [2, 3, 1]),
 ]
 
 D_IN, D, HEADS, FF, CLASSES = 6, 8, 2, 16, 3
 DEFAULT_OUT = os.path.join(REPO, "tests", "golden", "model")
 
 
-def make_model(blocks, attention, n, m, pe, seed, landmarks=True, k=1, d_in=D_IN, groups=None):
+def make_model(blocks, attention, n, m, pe, seed, landmarks=True, k=1, d_in=D_IN):
     torch.manual_seed(seed)
     model = ConyEncoderClassifier(d_in, D, HEADS, FF, blocks, n, m, attention,
                                   labels=[f"class{i}" for i in range(CLASSES)],
-                                  positional_encoding=pe, tokens_per_step=k,
-                                  input_groups=groups)
+                                  positional_encoding=pe, tokens_per_step=k)
     with torch.no_grad():
         # make every part matter: non-trivial LN affines, biases and a visible position
         for name, p in model.named_parameters():
@@ -96,13 +90,6 @@ def make_model(blocks, attention, n, m, pe, seed, landmarks=True, k=1, d_in=D_IN
             hd = D // HEADS
             if landmarks:   # only models that run a fixed-landmark variant carry them
                 a.set_landmarks(1.5 * torch.randn(HEADS, m, hd), 1.5 * torch.randn(HEADS, m, hd))
-        if groups:
-            # prior logits of order 1 (scores spread over (0, 1), not saturated), and
-            # group-feature columns of the projection as large as a token's whole row
-            prior = model.input_prior
-            prior.weight.copy_(torch.randn_like(prior.weight) / d_in ** 0.5)
-            prior.bias.copy_(0.5 * torch.randn_like(prior.bias))
-            model.input_proj.weight[:, d_in:].mul_(1.5 * d_in ** 0.5)
     return model
 
 
@@ -123,9 +110,8 @@ def case_model(i):
     name, blocks, attention, n, m, pe, overrides, *rest = CASES[i]
     k = rest[0] if rest else 1
     d_in = rest[1] if len(rest) > 1 else D_IN
-    groups = rest[2] if len(rest) > 2 else None
     fixed = any(v.endswith("-fixed") for v in [attention] + overrides)
-    model = make_model(blocks, attention, n, m, pe, 1000 + i, fixed, k, d_in, groups)
+    model = make_model(blocks, attention, n, m, pe, 1000 + i, fixed, k, d_in)
     model.eval()
     L = -(-(3 * n + 2) // k) * k
     g = torch.Generator().manual_seed(2000 + i)
@@ -205,20 +191,6 @@ def main():
             err = np.abs(ny[aligned] - logits[aligned]).max()
             assert err < 1e-10, (name, err)
             assert np.abs(ny - logits).max() > 1e-6, name   # and differs elsewhere (stale)
-        if model.input_prior is not None:
-            # self-check: the token-dependent group features matter (with the prior's
-            # weights zeroed they are constants, and the logits move by far more than
-            # the C tolerance)
-            prior = model.input_prior
-            keep = prior.weight.clone()
-            with torch.no_grad():
-                prior.weight.zero_()
-            moved = np.abs(model.stream_logits(tokens.double()).numpy() - logits).max()
-            with torch.no_grad():
-                prior.weight.copy_(keep)
-            assert moved > 0.1, (name, moved)
-            print(f"{name}: input groups {prior.sizes}; constant group features move the "
-                  f"logits by {moved:.3f}")
         if k > 1 and not fixed:
             # self-check of the multi-token reference against the one-token model: the
             # k rows of a step are the rows the retroactive attention gives the k newest

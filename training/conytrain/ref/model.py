@@ -102,31 +102,10 @@ class Block(nn.Module):
         return self.norm2(y + F.dropout(self.ff[2](h), dropout, self.training))
 
 
-class InputGroups(nn.Module):
-    """Group features appended to each token before the input projection (config
-    `input_groups`, docs/model-format.md): p = sigmoid(W x + b) over R fixed rows, the rows
-    of each group together and in group order (sizes: rows per group); g_k = the largest p
-    of group k; the projection then sees [x; g]. The weights are fixed (buffers): e.g. the
-    rows of a CNN's classifier head, grouped into the model's classes."""
-
-    def __init__(self, d_in, sizes):
-        super().__init__()
-        if not sizes or min(sizes) < 1:
-            raise ValueError(f"input_groups: every group needs a row, got {sizes}")
-        self.sizes = [int(k) for k in sizes]
-        self.register_buffer("weight", torch.zeros(sum(self.sizes), d_in))
-        self.register_buffer("bias", torch.zeros(sum(self.sizes)))
-
-    def forward(self, x):
-        p = torch.sigmoid(x @ self.weight.T + self.bias)
-        return torch.cat([x] + [g.amax(-1, keepdim=True) for g in p.split(self.sizes, -1)], -1)
-
-
 class ConyEncoderClassifier(nn.Module):
     def __init__(self, d_in, d, heads, ff, blocks, window, landmarks, attention, labels,
                  pinv="exact", pinv_iterations=6, positional_encoding="learned",
-                 positional_rows=None, frontend=None, dropout=0.0, tokens_per_step=1,
-                 input_groups=None):
+                 positional_rows=None, frontend=None, dropout=0.0, tokens_per_step=1):
         super().__init__()
         if blocks not in (1, 2):
             raise ValueError("blocks must be 1 or 2")
@@ -150,11 +129,7 @@ class ConyEncoderClassifier(nn.Module):
             self.config["frontend"] = frontend
         self.dropout = dropout
         T = self.config["positional_rows"]
-        self.input_prior = None
-        if input_groups:   # written only when used: files without it stay as they were
-            self.config["input_groups"] = [int(k) for k in input_groups]
-            self.input_prior = InputGroups(d_in, input_groups)
-        self.input_proj = nn.Linear(d_in + len(input_groups or ()), d)
+        self.input_proj = nn.Linear(d_in, d)
         if positional_encoding == "learned":
             self.pos_embedding = nn.Parameter(0.02 * torch.randn(T, d))
         elif positional_encoding == "cyclic":
@@ -204,8 +179,6 @@ class ConyEncoderClassifier(nn.Module):
         T = self.config["positional_rows"]
         w = x.shape[1]
         idx = (offsets.view(-1, 1) + torch.arange(w, device=x.device).view(1, -1)) % T
-        if self.input_prior is not None:
-            x = self.input_prior(x)
         return self.input_proj(x) + self.pos_embedding[idx]
 
     def block_inputs(self, x, offsets, block, override=None):

@@ -1,0 +1,712 @@
+/* conymqttsink: every buffer as one MQTT message, live-safe.
+ *
+ * SPDX-License-Identifier: LGPL-2.1-or-later
+ */
+/**
+ * SECTION:element-conymqttsink
+ * @title: conymqttsink
+ * @short_description: publishes each buffer (a conyjson record) to an MQTT broker
+ *
+ * conymqttsink publishes every buffer it receives as one MQTT message on
+ * #GstConyMqttSink:topic, through libmosquitto. Put it after conyjson to send
+ * every result record (docs/results.schema.json) to a broker, as DL
+ * Streamer's `gvametapublish method=mqtt` or NNStreamer's `mqttsink` do. With
+ * `application/x-json` input the trailing newline of each line is not sent.
+ *
+ * It never blocks the streaming thread: a buffer is copied into a bounded
+ * queue (#GstConyMqttSink:max-queued) and a sender thread of the element
+ * publishes from it while libmosquitto's network thread keeps the
+ * connection. A message leaves the queue when the broker has acknowledged it
+ * (QoS 1 and 2) or once it is written to the socket (QoS 0). While the broker
+ * is away (not running yet, restarted, unreachable) messages wait in the
+ * queue, and the connection is retried every 1 to 4 s; after the
+ * reconnection they are sent again in order, so a subscriber may see a
+ * message twice (at least once; conyjson records carry `step`). When the
+ * queue is full, new buffers are discarded and counted in
+ * #GstConyMqttSink:dropped, with one warning per run of drops.
+ *
+ * Connection changes are posted as element messages named `conymqttsink`
+ * with `connected` (boolean), `queued` (guint), `published` and `dropped`
+ * (guint64); a first failed connection and a lost one as warnings. At EOS the
+ * element waits up to #GstConyMqttSink:drain-timeout for the queue to empty
+ * and posts a warning naming what was not delivered. An unknown host or a
+ * broker that refuses the client (CONNACK) is an error.
+ *
+ * ## Example launch line
+ * |[
+ * gst-launch-1.0 -e ... ! conytransformer model=models/audio/transformer.safetensors ! conyjson source=mic ! conymqttsink host=127.0.0.1 topic=cony/results qos=1
+ * mosquitto_sub -h 127.0.0.1 -t cony/results -q 1
+ * ]| publishes one JSON record per step; mosquitto_sub prints them.
+ */
+#ifdef HAVE_CONFIG_H
+#include "config.h"
+#endif
+
+#include "gstconymqttsink.h"
+
+#include <errno.h>
+#include <mosquitto.h>
+#include <string.h>
+
+GST_DEBUG_CATEGORY_STATIC (gst_cony_mqtt_sink_debug);
+#define GST_CAT_DEFAULT gst_cony_mqtt_sink_debug
+
+#define DEFAULT_HOST "localhost"
+#define DEFAULT_PORT 1883
+#define DEFAULT_TOPIC "cony/results"
+#define DEFAULT_QOS 1
+#define DEFAULT_CLIENT_ID NULL
+#define DEFAULT_KEEPALIVE 10
+#define DEFAULT_RETAIN FALSE
+#define DEFAULT_MAX_QUEUED 100000
+#define DEFAULT_DRAIN_TIMEOUT 10000
+/* Messages on the wire at once (libmosquitto's own default inflight limit). */
+#define MAX_INFLIGHT 20
+
+enum
+{
+  PROP_0,
+  PROP_HOST,
+  PROP_PORT,
+  PROP_TOPIC,
+  PROP_QOS,
+  PROP_CLIENT_ID,
+  PROP_KEEPALIVE,
+  PROP_RETAIN,
+  PROP_MAX_QUEUED,
+  PROP_DRAIN_TIMEOUT,
+  PROP_PUBLISHED,
+  PROP_DROPPED,
+  PROP_QUEUED,
+  PROP_CONNECTED,
+};
+
+typedef enum
+{
+  MSG_UNSENT,     /* to be published (again, after a reconnection) */
+  MSG_PUBLISHING, /* the sender thread is in mosquitto_publish() */
+  MSG_INFLIGHT,   /* published as mid, not acknowledged yet */
+} GstConyMqttState;
+
+typedef struct {
+  GBytes *payload;
+  GstConyMqttState state;
+  gint mid;
+} GstConyMqttMessage;
+
+static GstStaticPadTemplate sink_template = GST_STATIC_PAD_TEMPLATE ("sink", GST_PAD_SINK,
+    GST_PAD_ALWAYS, GST_STATIC_CAPS_ANY);
+
+#define gst_cony_mqtt_sink_parent_class parent_class
+G_DEFINE_TYPE (GstConyMqttSink, gst_cony_mqtt_sink, GST_TYPE_BASE_SINK);
+GST_ELEMENT_REGISTER_DEFINE (conymqttsink, "conymqttsink", GST_RANK_NONE, GST_TYPE_CONY_MQTT_SINK);
+
+static void
+gst_cony_mqtt_message_free (gpointer data)
+{
+  GstConyMqttMessage *m = data;
+  g_bytes_unref (m->payload);
+  g_free (m);
+}
+
+/* ------------------------------------------------------------------------ */
+/* libmosquitto's network thread */
+
+/* An element message "conymqttsink" with the connection state and counts;
+ * self->lock held. */
+static void
+gst_cony_mqtt_sink_post_state (GstConyMqttSink *self)
+{
+  GstStructure *s = gst_structure_new ("conymqttsink", "connected", G_TYPE_BOOLEAN, self->connected,
+      "queued", G_TYPE_UINT, self->queue.length, "published", G_TYPE_UINT64, self->published,
+      "dropped", G_TYPE_UINT64, self->dropped, NULL);
+  gst_element_post_message (GST_ELEMENT (self), gst_message_new_element (GST_OBJECT (self), s));
+}
+
+static void
+gst_cony_mqtt_sink_on_connect (struct mosquitto *mosq, void *user, int rc)
+{
+  GstConyMqttSink *self = user;
+
+  if (rc != 0) {
+    GST_ELEMENT_ERROR (self, RESOURCE, OPEN_WRITE, ("The MQTT broker refused the connection"),
+        ("%s:%d: %s", self->host, self->port, mosquitto_connack_string (rc)));
+    return;
+  }
+  g_mutex_lock (&self->lock);
+  self->connected = TRUE;
+  self->generation++;
+  self->connects++;
+  GST_INFO_OBJECT (self, "connected to %s:%d (%u queued)", self->host, self->port,
+      self->queue.length);
+  gst_cony_mqtt_sink_post_state (self);
+  g_cond_broadcast (&self->cond);
+  g_mutex_unlock (&self->lock);
+}
+
+/* Whatever was on the wire is sent again after the reconnection: the
+ * broker of a clean session forgets unacknowledged messages. */
+static void
+gst_cony_mqtt_sink_on_disconnect (struct mosquitto *mosq, void *user, int rc)
+{
+  GstConyMqttSink *self = user;
+
+  g_mutex_lock (&self->lock);
+  gboolean was = self->connected;
+  self->connected = FALSE;
+  self->generation++;
+  for (GList *l = self->queue.head; l; l = l->next) {
+    GstConyMqttMessage *m = l->data;
+    m->state = MSG_UNSENT;
+    m->mid = 0;
+  }
+  self->inflight = 0;
+  g_hash_table_remove_all (self->acked_early);
+  if (was && !self->stopping) {
+    GST_ELEMENT_WARNING (self, RESOURCE, WRITE, ("Lost the connection to the MQTT broker"),
+        ("%s:%d (%s); queueing results until it is back (%u queued)", self->host, self->port,
+            mosquitto_strerror (rc), self->queue.length));
+    gst_cony_mqtt_sink_post_state (self);
+  }
+  g_cond_broadcast (&self->cond);
+  g_mutex_unlock (&self->lock);
+}
+
+static void
+gst_cony_mqtt_sink_on_publish (struct mosquitto *mosq, void *user, int mid)
+{
+  GstConyMqttSink *self = user;
+
+  g_mutex_lock (&self->lock);
+  for (GList *l = self->queue.head; l; l = l->next) {
+    GstConyMqttMessage *m = l->data;
+    if (m->state == MSG_INFLIGHT && m->mid == mid) {
+      g_queue_delete_link (&self->queue, l);
+      gst_cony_mqtt_message_free (m);
+      self->inflight--;
+      self->published++;
+      g_cond_broadcast (&self->cond);
+      g_mutex_unlock (&self->lock);
+      return;
+    }
+  }
+  /* acknowledged before the sender thread learnt the mid */
+  if (self->publishing > 0)
+    g_hash_table_add (self->acked_early, GINT_TO_POINTER (mid));
+  g_mutex_unlock (&self->lock);
+}
+
+/* ------------------------------------------------------------------------ */
+/* The sender thread: publishes the queue in order, at most MAX_INFLIGHT
+ * unacknowledged at once, while connected. */
+
+static GstConyMqttMessage *
+gst_cony_mqtt_sink_next_unsent (GstConyMqttSink *self)
+{
+  if (!self->connected || self->inflight + self->publishing >= MAX_INFLIGHT)
+    return NULL;
+  for (GList *l = self->queue.head; l; l = l->next) {
+    GstConyMqttMessage *m = l->data;
+    if (m->state == MSG_UNSENT)
+      return m;
+  }
+  return NULL;
+}
+
+/* After mosquitto_publish() of @m returned @rc with @mid; self->lock held. */
+static void
+gst_cony_mqtt_sink_published (GstConyMqttSink *self, GstConyMqttMessage *m, guint generation,
+    int rc, int mid)
+{
+  self->publishing--;
+  if (generation != self->generation)
+    return; /* (re)connected meanwhile: the message is UNSENT again */
+  if (rc != MOSQ_ERR_SUCCESS) {
+    GST_DEBUG_OBJECT (self, "publish: %s; retrying", mosquitto_strerror (rc));
+    m->state = MSG_UNSENT;
+    return;
+  }
+  if (g_hash_table_remove (self->acked_early, GINT_TO_POINTER (mid))) {
+    g_queue_remove (&self->queue, m);
+    gst_cony_mqtt_message_free (m);
+    self->published++;
+    g_cond_broadcast (&self->cond);
+  } else {
+    m->state = MSG_INFLIGHT;
+    m->mid = mid;
+    self->inflight++;
+  }
+  if (self->publishing == 0)
+    g_hash_table_remove_all (self->acked_early);
+}
+
+static int gst_cony_mqtt_sink_try_connect (GstConyMqttSink *self);
+
+static gpointer
+gst_cony_mqtt_sink_sender (gpointer data)
+{
+  GstConyMqttSink *self = data;
+
+  g_mutex_lock (&self->lock);
+  /* a broker that was not there at the start: 1, 2, 4, 4, ... s apart */
+  for (guint delay = 1; self->need_connect && !self->stopping; delay = MIN (delay * 2, 4)) {
+    g_cond_wait_until (&self->cond, &self->lock, g_get_monotonic_time () + delay * G_USEC_PER_SEC);
+    if (self->stopping)
+      break;
+    g_mutex_unlock (&self->lock);
+    gst_cony_mqtt_sink_try_connect (self);
+    g_mutex_lock (&self->lock);
+  }
+  while (!self->stopping) {
+    GstConyMqttMessage *m = gst_cony_mqtt_sink_next_unsent (self);
+    if (m == NULL) {
+      g_cond_wait (&self->cond, &self->lock);
+      continue;
+    }
+    guint generation = self->generation;
+    GBytes *payload = g_bytes_ref (m->payload);
+    m->state = MSG_PUBLISHING;
+    self->publishing++;
+    g_mutex_unlock (&self->lock);
+
+    gsize len;
+    gconstpointer bytes = g_bytes_get_data (payload, &len);
+    int mid = 0;
+    int rc = mosquitto_publish (self->mosq, &mid, self->bare_topic, (int) len, bytes, self->run_qos,
+        self->run_retain);
+    g_bytes_unref (payload);
+
+    g_mutex_lock (&self->lock);
+    gst_cony_mqtt_sink_published (self, m, generation, rc, mid);
+    if (rc != MOSQ_ERR_SUCCESS) /* no busy loop while libmosquitto notices */
+      g_cond_wait_until (&self->cond, &self->lock, g_get_monotonic_time () + 100 * 1000);
+  }
+  g_mutex_unlock (&self->lock);
+  return NULL;
+}
+
+/* ------------------------------------------------------------------------ */
+/* GstBaseSink */
+
+static gpointer
+gst_cony_mqtt_sink_lib_init (gpointer unused)
+{
+  mosquitto_lib_init ();
+  return NULL;
+}
+
+/* One connection attempt; on success libmosquitto's network thread takes
+ * over (it reconnects by itself after a lost connection, but not after a
+ * first attempt that failed at once: the sender thread retries those).
+ * Returns the mosquitto error code. */
+static int
+gst_cony_mqtt_sink_try_connect (GstConyMqttSink *self)
+{
+  int rc = mosquitto_connect_async (self->mosq, self->run_host, self->run_port,
+      (int) self->run_keepalive);
+  if (rc == MOSQ_ERR_SUCCESS) {
+    rc = mosquitto_loop_start (self->mosq);
+    if (rc != MOSQ_ERR_SUCCESS)
+      GST_ELEMENT_ERROR (self, RESOURCE, FAILED, ("Cannot start the MQTT network thread"),
+          ("mosquitto_loop_start: %s", mosquitto_strerror (rc)));
+    else
+      self->need_connect = FALSE;
+    return rc;
+  }
+  if (rc == MOSQ_ERR_EAI || rc == MOSQ_ERR_INVAL) {
+    GST_ELEMENT_ERROR (self, RESOURCE, NOT_FOUND, ("Cannot find the MQTT broker"),
+        ("%s:%d: %s", self->run_host, self->run_port,
+            rc == MOSQ_ERR_EAI ? "unknown host" : mosquitto_strerror (rc)));
+    return rc;
+  }
+  if (!self->need_connect)
+    GST_ELEMENT_WARNING (self, RESOURCE, OPEN_WRITE, ("Cannot connect to the MQTT broker yet"),
+        ("%s:%d: %s; retrying every 1 to 4 s, results are queued (max-queued)", self->run_host,
+            self->run_port, rc == MOSQ_ERR_ERRNO ? g_strerror (errno) : mosquitto_strerror (rc)));
+  self->need_connect = TRUE;
+  return rc;
+}
+
+static gboolean
+gst_cony_mqtt_sink_start (GstBaseSink *sink)
+{
+  GstConyMqttSink *self = GST_CONY_MQTT_SINK (sink);
+  static GOnce lib_once = G_ONCE_INIT;
+  g_once (&lib_once, gst_cony_mqtt_sink_lib_init, NULL);
+
+  GST_OBJECT_LOCK (self);
+  gchar *client_id = g_strdup (self->client_id);
+  g_free (self->run_host);
+  self->run_host = g_strdup (self->host);
+  self->run_port = self->port;
+  self->run_keepalive = self->keepalive;
+  g_free (self->bare_topic);
+  self->bare_topic = g_strdup (self->topic);
+  self->run_qos = self->qos;
+  self->run_retain = self->retain;
+  GST_OBJECT_UNLOCK (self);
+
+  if (self->run_host == NULL || *self->run_host == '\0' || self->bare_topic == NULL
+      || *self->bare_topic == '\0'
+      || mosquitto_pub_topic_check (self->bare_topic) != MOSQ_ERR_SUCCESS) {
+    GST_ELEMENT_ERROR (self, RESOURCE, SETTINGS, ("No MQTT broker host or no valid topic"),
+        ("host '%s', topic '%s' (a topic has no wildcards + or #)",
+            self->run_host ? self->run_host : "", self->bare_topic ? self->bare_topic : ""));
+    g_free (client_id);
+    return FALSE;
+  }
+  self->mosq = mosquitto_new (client_id, TRUE, self);
+  g_free (client_id);
+  if (self->mosq == NULL) {
+    GST_ELEMENT_ERROR (self, RESOURCE, SETTINGS, ("Cannot create the MQTT client"),
+        ("mosquitto_new: %s", g_strerror (errno)));
+    return FALSE;
+  }
+  mosquitto_connect_callback_set (self->mosq, gst_cony_mqtt_sink_on_connect);
+  mosquitto_disconnect_callback_set (self->mosq, gst_cony_mqtt_sink_on_disconnect);
+  mosquitto_publish_callback_set (self->mosq, gst_cony_mqtt_sink_on_publish);
+  mosquitto_reconnect_delay_set (self->mosq, 1, 4, TRUE);
+  mosquitto_max_inflight_messages_set (self->mosq, MAX_INFLIGHT);
+
+  self->stopping = self->flushing = self->connected = self->dropping = FALSE;
+  self->need_connect = FALSE;
+  self->published = self->dropped = self->connects = 0;
+  self->inflight = self->publishing = 0;
+
+  int rc = gst_cony_mqtt_sink_try_connect (self);
+  if (rc != MOSQ_ERR_SUCCESS && !self->need_connect) {
+    mosquitto_destroy (self->mosq);
+    self->mosq = NULL;
+    return FALSE;
+  }
+  self->sender = g_thread_new ("conymqttsink", gst_cony_mqtt_sink_sender, self);
+  return TRUE;
+}
+
+static gboolean
+gst_cony_mqtt_sink_stop (GstBaseSink *sink)
+{
+  GstConyMqttSink *self = GST_CONY_MQTT_SINK (sink);
+
+  g_mutex_lock (&self->lock);
+  self->stopping = TRUE;
+  g_cond_broadcast (&self->cond);
+  g_mutex_unlock (&self->lock);
+  if (self->sender)
+    g_thread_join (self->sender);
+  self->sender = NULL;
+  if (self->mosq) {
+    mosquitto_disconnect (self->mosq);
+    mosquitto_loop_stop (self->mosq, FALSE);
+    mosquitto_destroy (self->mosq);
+    self->mosq = NULL;
+  }
+  g_mutex_lock (&self->lock);
+  if (self->queue.length > 0)
+    GST_INFO_OBJECT (self, "stopped with %u results not delivered", self->queue.length);
+  g_queue_clear_full (&self->queue, gst_cony_mqtt_message_free);
+  self->inflight = 0;
+  self->connected = FALSE;
+  g_hash_table_remove_all (self->acked_early);
+  g_mutex_unlock (&self->lock);
+  return TRUE;
+}
+
+static gboolean
+gst_cony_mqtt_sink_set_caps (GstBaseSink *sink, GstCaps *caps)
+{
+  GstConyMqttSink *self = GST_CONY_MQTT_SINK (sink);
+  gboolean json = gst_caps_get_size (caps) > 0
+      && gst_structure_has_name (gst_caps_get_structure (caps, 0), "application/x-json");
+  g_mutex_lock (&self->lock);
+  self->strip_newline = json;
+  g_mutex_unlock (&self->lock);
+  return TRUE;
+}
+
+/* The streaming thread: a copy into the queue, never a wait. */
+static GstFlowReturn
+gst_cony_mqtt_sink_render (GstBaseSink *sink, GstBuffer *buf)
+{
+  GstConyMqttSink *self = GST_CONY_MQTT_SINK (sink);
+  GstMapInfo map;
+
+  if (!gst_buffer_map (buf, &map, GST_MAP_READ)) {
+    GST_ELEMENT_ERROR (self, RESOURCE, READ, ("Cannot read a buffer"), (NULL));
+    return GST_FLOW_ERROR;
+  }
+  GST_OBJECT_LOCK (self);
+  guint max_queued = self->max_queued;
+  GST_OBJECT_UNLOCK (self);
+
+  g_mutex_lock (&self->lock);
+  gsize len = map.size;
+  if (self->strip_newline && len > 0 && map.data[len - 1] == '\n')
+    len--;
+  if (self->queue.length >= max_queued) {
+    self->dropped++;
+    if (!self->dropping)
+      GST_ELEMENT_WARNING (self, RESOURCE, WRITE, ("MQTT queue full: dropping results"),
+          ("%u results wait for %s:%d (max-queued); new ones are discarded and counted in "
+           "'dropped' until there is room",
+              self->queue.length, self->host, self->port));
+    self->dropping = TRUE;
+  } else {
+    GstConyMqttMessage *m = g_new0 (GstConyMqttMessage, 1);
+    m->payload = g_bytes_new (map.data, len);
+    g_queue_push_tail (&self->queue, m);
+    self->dropping = FALSE;
+    g_cond_broadcast (&self->cond);
+  }
+  g_mutex_unlock (&self->lock);
+  gst_buffer_unmap (buf, &map);
+  return GST_FLOW_OK;
+}
+
+/* EOS: waits (drain-timeout) until everything is delivered. */
+static void
+gst_cony_mqtt_sink_drain (GstConyMqttSink *self)
+{
+  GST_OBJECT_LOCK (self);
+  gint64 deadline = g_get_monotonic_time () + (gint64) self->drain_timeout * 1000;
+  GST_OBJECT_UNLOCK (self);
+
+  g_mutex_lock (&self->lock);
+  while (self->queue.length > 0 && !self->flushing && !self->stopping)
+    if (!g_cond_wait_until (&self->cond, &self->lock, deadline))
+      break;
+  if (self->queue.length > 0 && !self->flushing)
+    GST_ELEMENT_WARNING (self, RESOURCE, WRITE, ("Not every result reached the MQTT broker"),
+        ("%u results not delivered to %s:%d at EOS (%s; %" G_GUINT64_FORMAT
+         " published, %" G_GUINT64_FORMAT " dropped)",
+            self->queue.length, self->host, self->port,
+            self->connected ? "not acknowledged in drain-timeout" : "not connected",
+            self->published, self->dropped));
+  gst_cony_mqtt_sink_post_state (self);
+  g_mutex_unlock (&self->lock);
+}
+
+static gboolean
+gst_cony_mqtt_sink_event (GstBaseSink *sink, GstEvent *event)
+{
+  GstConyMqttSink *self = GST_CONY_MQTT_SINK (sink);
+
+  if (GST_EVENT_TYPE (event) == GST_EVENT_EOS)
+    gst_cony_mqtt_sink_drain (self);
+  return GST_BASE_SINK_CLASS (parent_class)->event (sink, event);
+}
+
+static gboolean
+gst_cony_mqtt_sink_unlock (GstBaseSink *sink)
+{
+  GstConyMqttSink *self = GST_CONY_MQTT_SINK (sink);
+  g_mutex_lock (&self->lock);
+  self->flushing = TRUE;
+  g_cond_broadcast (&self->cond);
+  g_mutex_unlock (&self->lock);
+  return TRUE;
+}
+
+static gboolean
+gst_cony_mqtt_sink_unlock_stop (GstBaseSink *sink)
+{
+  GstConyMqttSink *self = GST_CONY_MQTT_SINK (sink);
+  g_mutex_lock (&self->lock);
+  self->flushing = FALSE;
+  g_mutex_unlock (&self->lock);
+  return TRUE;
+}
+
+/* ------------------------------------------------------------------------ */
+
+static void
+gst_cony_mqtt_sink_set_property (GObject *object, guint prop_id, const GValue *value,
+    GParamSpec *pspec)
+{
+  GstConyMqttSink *self = GST_CONY_MQTT_SINK (object);
+
+  GST_OBJECT_LOCK (self);
+  switch (prop_id) {
+    case PROP_HOST:
+      g_free (self->host);
+      self->host = g_value_dup_string (value);
+      break;
+    case PROP_PORT: self->port = g_value_get_int (value); break;
+    case PROP_TOPIC:
+      g_free (self->topic);
+      self->topic = g_value_dup_string (value);
+      break;
+    case PROP_QOS: self->qos = g_value_get_int (value); break;
+    case PROP_CLIENT_ID:
+      g_free (self->client_id);
+      self->client_id = g_value_dup_string (value);
+      break;
+    case PROP_KEEPALIVE: self->keepalive = g_value_get_uint (value); break;
+    case PROP_RETAIN: self->retain = g_value_get_boolean (value); break;
+    case PROP_MAX_QUEUED: self->max_queued = g_value_get_uint (value); break;
+    case PROP_DRAIN_TIMEOUT: self->drain_timeout = g_value_get_uint (value); break;
+    default: G_OBJECT_WARN_INVALID_PROPERTY_ID (object, prop_id, pspec); break;
+  }
+  GST_OBJECT_UNLOCK (self);
+}
+
+static void
+gst_cony_mqtt_sink_get_property (GObject *object, guint prop_id, GValue *value, GParamSpec *pspec)
+{
+  GstConyMqttSink *self = GST_CONY_MQTT_SINK (object);
+
+  switch (prop_id) {
+    case PROP_PUBLISHED:
+    case PROP_DROPPED:
+    case PROP_QUEUED:
+    case PROP_CONNECTED:
+      g_mutex_lock (&self->lock);
+      if (prop_id == PROP_PUBLISHED)
+        g_value_set_uint64 (value, self->published);
+      else if (prop_id == PROP_DROPPED)
+        g_value_set_uint64 (value, self->dropped);
+      else if (prop_id == PROP_QUEUED)
+        g_value_set_uint (value, self->queue.length);
+      else
+        g_value_set_boolean (value, self->connected);
+      g_mutex_unlock (&self->lock);
+      return;
+    default: break;
+  }
+  GST_OBJECT_LOCK (self);
+  switch (prop_id) {
+    case PROP_HOST: g_value_set_string (value, self->host); break;
+    case PROP_PORT: g_value_set_int (value, self->port); break;
+    case PROP_TOPIC: g_value_set_string (value, self->topic); break;
+    case PROP_QOS: g_value_set_int (value, self->qos); break;
+    case PROP_CLIENT_ID: g_value_set_string (value, self->client_id); break;
+    case PROP_KEEPALIVE: g_value_set_uint (value, self->keepalive); break;
+    case PROP_RETAIN: g_value_set_boolean (value, self->retain); break;
+    case PROP_MAX_QUEUED: g_value_set_uint (value, self->max_queued); break;
+    case PROP_DRAIN_TIMEOUT: g_value_set_uint (value, self->drain_timeout); break;
+    default: G_OBJECT_WARN_INVALID_PROPERTY_ID (object, prop_id, pspec); break;
+  }
+  GST_OBJECT_UNLOCK (self);
+}
+
+static void
+gst_cony_mqtt_sink_finalize (GObject *object)
+{
+  GstConyMqttSink *self = GST_CONY_MQTT_SINK (object);
+
+  g_free (self->host);
+  g_free (self->topic);
+  g_free (self->client_id);
+  g_free (self->bare_topic);
+  g_free (self->run_host);
+  g_queue_clear_full (&self->queue, gst_cony_mqtt_message_free);
+  g_hash_table_unref (self->acked_early);
+  g_mutex_clear (&self->lock);
+  g_cond_clear (&self->cond);
+  G_OBJECT_CLASS (parent_class)->finalize (object);
+}
+
+static void
+gst_cony_mqtt_sink_install_properties (GObjectClass *gobject_class)
+{
+  const GParamFlags ready = G_PARAM_READWRITE | G_PARAM_STATIC_STRINGS | GST_PARAM_MUTABLE_READY;
+  const GParamFlags playing = G_PARAM_READWRITE | G_PARAM_STATIC_STRINGS
+      | GST_PARAM_MUTABLE_PLAYING;
+  const GParamFlags readonly = G_PARAM_READABLE | G_PARAM_STATIC_STRINGS;
+
+  g_object_class_install_property (gobject_class, PROP_HOST,
+      g_param_spec_string ("host", "Host", "MQTT broker host name or address", DEFAULT_HOST,
+          ready));
+  g_object_class_install_property (gobject_class, PROP_PORT,
+      g_param_spec_int ("port", "Port", "MQTT broker TCP port", 1, 65535, DEFAULT_PORT, ready));
+  g_object_class_install_property (gobject_class, PROP_TOPIC,
+      g_param_spec_string ("topic", "Topic", "Topic every buffer is published on (no wildcards)",
+          DEFAULT_TOPIC, ready));
+  g_object_class_install_property (gobject_class, PROP_QOS,
+      g_param_spec_int ("qos", "QoS",
+          "MQTT quality of service: 0 at most once (what is sent while disconnected is lost "
+          "with the connection), 1 at least once, 2 exactly once per connection",
+          0, 2, DEFAULT_QOS, ready));
+  g_object_class_install_property (gobject_class, PROP_CLIENT_ID,
+      g_param_spec_string ("client-id", "Client id", "MQTT client id (NULL: a random one)",
+          DEFAULT_CLIENT_ID, ready));
+  g_object_class_install_property (gobject_class, PROP_KEEPALIVE,
+      g_param_spec_uint ("keepalive", "Keepalive",
+          "Seconds between pings; a dead broker is noticed after about 1.5 times this", 5, 65535,
+          DEFAULT_KEEPALIVE, ready));
+  g_object_class_install_property (gobject_class, PROP_RETAIN,
+      g_param_spec_boolean ("retain", "Retain",
+          "Publish with the retain flag: the broker keeps the last message for new subscribers",
+          DEFAULT_RETAIN, ready));
+  g_object_class_install_property (gobject_class, PROP_MAX_QUEUED,
+      g_param_spec_uint ("max-queued", "Max queued",
+          "Messages kept while the broker is away or slow (beyond: new ones are dropped and "
+          "counted in 'dropped'); 100000 is about 7 hours of conyjson results",
+          1, G_MAXUINT, DEFAULT_MAX_QUEUED, playing));
+  g_object_class_install_property (gobject_class, PROP_DRAIN_TIMEOUT,
+      g_param_spec_uint ("drain-timeout", "Drain timeout",
+          "Milliseconds EOS waits for the queue to be delivered (0: not at all)", 0, G_MAXUINT,
+          DEFAULT_DRAIN_TIMEOUT, playing));
+  g_object_class_install_property (gobject_class, PROP_PUBLISHED,
+      g_param_spec_uint64 ("published", "Published",
+          "Messages the broker acknowledged (QoS 0: written to the socket)", 0, G_MAXUINT64, 0,
+          readonly));
+  g_object_class_install_property (gobject_class, PROP_DROPPED,
+      g_param_spec_uint64 ("dropped", "Dropped",
+          "Buffers discarded because the queue was full (max-queued)", 0, G_MAXUINT64, 0,
+          readonly));
+  g_object_class_install_property (gobject_class, PROP_QUEUED,
+      g_param_spec_uint ("queued", "Queued", "Messages waiting or not acknowledged yet", 0,
+          G_MAXUINT, 0, readonly));
+  g_object_class_install_property (gobject_class, PROP_CONNECTED,
+      g_param_spec_boolean ("connected", "Connected", "Whether the broker connection is up", FALSE,
+          readonly));
+}
+
+static void
+gst_cony_mqtt_sink_class_init (GstConyMqttSinkClass *klass)
+{
+  GObjectClass *gobject_class = G_OBJECT_CLASS (klass);
+  GstElementClass *element_class = GST_ELEMENT_CLASS (klass);
+  GstBaseSinkClass *sink_class = GST_BASE_SINK_CLASS (klass);
+
+  GST_DEBUG_CATEGORY_INIT (gst_cony_mqtt_sink_debug, "conymqttsink", 0,
+      "Buffers (conyjson records) to an MQTT broker");
+
+  gobject_class->set_property = gst_cony_mqtt_sink_set_property;
+  gobject_class->get_property = gst_cony_mqtt_sink_get_property;
+  gobject_class->finalize = gst_cony_mqtt_sink_finalize;
+  gst_cony_mqtt_sink_install_properties (gobject_class);
+
+  sink_class->start = GST_DEBUG_FUNCPTR (gst_cony_mqtt_sink_start);
+  sink_class->stop = GST_DEBUG_FUNCPTR (gst_cony_mqtt_sink_stop);
+  sink_class->set_caps = GST_DEBUG_FUNCPTR (gst_cony_mqtt_sink_set_caps);
+  sink_class->render = GST_DEBUG_FUNCPTR (gst_cony_mqtt_sink_render);
+  sink_class->event = GST_DEBUG_FUNCPTR (gst_cony_mqtt_sink_event);
+  sink_class->unlock = GST_DEBUG_FUNCPTR (gst_cony_mqtt_sink_unlock);
+  sink_class->unlock_stop = GST_DEBUG_FUNCPTR (gst_cony_mqtt_sink_unlock_stop);
+
+  gst_element_class_add_static_pad_template (element_class, &sink_template);
+  gst_element_class_set_static_metadata (element_class, "MQTT publisher of results", "Sink/Network",
+      "Publishes every buffer (conyjson's result records) to an MQTT broker", "gst-cony authors");
+}
+
+static void
+gst_cony_mqtt_sink_init (GstConyMqttSink *self)
+{
+  self->host = g_strdup (DEFAULT_HOST);
+  self->port = DEFAULT_PORT;
+  self->topic = g_strdup (DEFAULT_TOPIC);
+  self->qos = DEFAULT_QOS;
+  self->client_id = g_strdup (DEFAULT_CLIENT_ID);
+  self->keepalive = DEFAULT_KEEPALIVE;
+  self->retain = DEFAULT_RETAIN;
+  self->max_queued = DEFAULT_MAX_QUEUED;
+  self->drain_timeout = DEFAULT_DRAIN_TIMEOUT;
+  g_mutex_init (&self->lock);
+  g_cond_init (&self->cond);
+  g_queue_init (&self->queue);
+  self->acked_early = g_hash_table_new (NULL, NULL);
+  /* results go out as soon as they are computed, not at their running time */
+  gst_base_sink_set_sync (GST_BASE_SINK (self), FALSE);
+}

@@ -1,0 +1,59 @@
+/* conymqttsink: every buffer as one MQTT message, live-safe.
+ *
+ * SPDX-License-Identifier: LGPL-2.1-or-later
+ */
+#pragma once
+#include <gst/base/gstbasesink.h>
+#include <gst/gst.h>
+
+#include "gstconyelements.h"
+
+G_BEGIN_DECLS
+
+#define GST_TYPE_CONY_MQTT_SINK (gst_cony_mqtt_sink_get_type ())
+G_DECLARE_FINAL_TYPE (GstConyMqttSink, gst_cony_mqtt_sink, GST, CONY_MQTT_SINK, GstBaseSink)
+
+struct mosquitto;
+
+struct _GstConyMqttSink {
+  GstBaseSink parent;
+
+  /* Properties (object lock); the connection ones are read on start. */
+  gchar *host;
+  gint port;
+  gchar *topic;
+  gint qos;
+  gchar *client_id;
+  guint keepalive;
+  gboolean retain;
+  guint max_queued;
+  guint drain_timeout; /* ms */
+
+  /* The publisher's state, shared by the streaming thread (render: appends),
+   * the sender thread (publishes) and mosquitto's network thread (callbacks). */
+  GMutex lock;
+  GCond cond;
+  GQueue queue;            /* GstConyMqttMessage*, oldest first */
+  guint inflight;          /* published, not acknowledged yet */
+  guint publishing;        /* inside mosquitto_publish() right now */
+  GHashTable *acked_early; /* mids acknowledged before mosquitto_publish() returned */
+  guint generation;        /* +1 on every connect and disconnect */
+  gboolean connected;
+  gboolean stopping;
+  gboolean flushing;
+  gboolean dropping; /* the queue is full: one warning per run of drops */
+  guint64 published, dropped, connects;
+  gchar *bare_topic; /* the topic as read on start */
+  gchar *run_host;
+  gint run_port;
+  guint run_keepalive;
+  gboolean need_connect; /* the first attempt failed: the sender thread retries */
+  gint run_qos;
+  gboolean run_retain;
+  gboolean strip_newline; /* application/x-json: the trailing newline is not sent */
+
+  struct mosquitto *mosq;
+  GThread *sender;
+};
+
+G_END_DECLS

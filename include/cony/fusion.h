@@ -1,0 +1,62 @@
+/* Fused models: one continual encoder-classifier over several token streams (e.g. the
+ * audio and the video of one scene).
+ *
+ * A fused model file is an ordinary encoder-classifier file (model.h) whose config has a
+ * "fusion" object declaring its inputs and whose tensors include one learned "absent"
+ * token per input (docs/model-format.md, "Fused models"). One fused step joins, per
+ * input, its newest token (or, when the input is missing or stale, its absent token)
+ * into one token of the encoder's d_in floats:
+ *
+ *   [ x_0 (size_0) | x_1 (size_1) | ... | flag_0 | flag_1 | ... ]   flag_i = 1 present, 0 absent
+ *
+ * so the encoder's input projection, applied to that concatenation, is the sum of one
+ * projection per input (its column block) plus a learned bias per absent input (the
+ * flag columns): the per-input projection, then the encoder. */
+#pragma once
+#include <glib.h>
+
+#include "cony/model.h"
+
+G_BEGIN_DECLS
+
+#define CONY_FUSION_MAX_INPUTS 8
+#define CONY_FUSION_MAX_NAME 32
+/* Tensors of a fused file that belong to the fusion, not the encoder. */
+#define CONY_FUSION_TENSOR_PREFIX "fusion."
+
+typedef struct {
+  char *name;           /* [a-z][a-z0-9_]*, unique; conyfuse's pad is sink_<name> */
+  int size;             /* floats per token */
+  int offset;           /* where its token starts in the fused token */
+  int rate_n, rate_d;   /* the token rate it was trained with, per second */
+  guint64 tolerance_ns; /* a token older than this (relative to the step) is stale */
+  /* The CNN whose tokens it was trained on, or NULL (as model.h's cnn_*). */
+  char *cnn_name, *cnn_sha256, *cnn_output;
+  float *absent; /* (size): the learned token of a missing or stale input */
+} ConyFusionInput;
+
+typedef struct {
+  char *path;
+  int rate_n, rate_d; /* fused steps per second */
+  int n_inputs;
+  ConyFusionInput inputs[CONY_FUSION_MAX_INPUTS];
+  int d_out; /* floats per fused token = the model's d_in = sum of sizes + n_inputs */
+} ConyFusion;
+
+/* Loads and checks the fusion part of @path (the encoder part is cony_model_load()'s).
+ * A file without "fusion" in its config, or with a bad one (unknown keys' values, sizes
+ * that do not add up to d_in, a missing or misshapen absent token), is refused with an
+ * error naming the file and what was wrong. */
+ConyFusion *cony_fusion_load (const char *path, GError **error);
+void cony_fusion_free (ConyFusion *fusion);
+
+/* Index of the input called @name, or -1. */
+int cony_fusion_input_index (const ConyFusion *fusion, const char *name);
+
+/* Writes one fused token (d_out floats) to @out: input i contributes tokens[i] (size_i
+ * floats), or its absent token when tokens[i] is NULL, and its flag. */
+void cony_fusion_join (const ConyFusion *fusion, const float *const *tokens, float *out);
+
+G_DEFINE_AUTOPTR_CLEANUP_FUNC (ConyFusion, cony_fusion_free)
+
+G_END_DECLS

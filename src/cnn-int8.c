@@ -1,0 +1,566 @@
+/* The integer path of the CNN engine (cnn-private.h): TFLite's int8 semantics for
+ * MobileNet-v1 files converted from an int8 .tflite. Activations are int8 with the
+ * per-tensor scale and zero point the file records (metadata `quantization`), weights
+ * int8 per output channel (packed once here), biases int32, accumulation in int32, and
+ * every output requantised by src/qmath.h (fixed-point multiplier and shift); ReLU6 is
+ * the clamp of the output range. Layers: 3x3 conv (im2col), depthwise 3x3, pointwise,
+ * the mean over H and W (TFLite's integer MEAN), fully connected, and the logistic as a
+ * 256-entry table computed in float (TFLite's int8 LUT kernel, what ArmNN computes too). */
+#include "cnn-private.h"
+
+#include "cony/error.h"
+#include "qkernels.h"
+
+#include <json-glib/json-glib.h>
+#include <math.h>
+#include <string.h>
+
+typedef struct {
+  float in_scale, out_scale;
+  gint32 in_zp, out_zp;
+  ConyQGemm gemm; /* CONV (K = 9 * in_c, im2col order), PW, FC */
+  ConyQDw dw;     /* DW */
+  ConyQMul gap_m; /* GAP: in_scale / out_scale */
+  gint8 lut[256]; /* SIGMOID: output of input q at [q + 128] */
+} QLayer;
+
+struct _CnnInt8 {
+  guint n; /* layers 0 .. n-1 run in int8 */
+  float in_scale;
+  gint32 in_zp;
+  QLayer *layers;
+  /* Per example, [0] for the layers before the FC head, [1] for the head: */
+  gsize max_act[2]; /* int8 bytes of the largest map */
+  gsize max_a[2];   /* int16 values of the largest product operand */
+  gsize max_pad;    /* int8 bytes of the largest padded depthwise input */
+};
+
+struct _CnnInt8Scratch {
+  gsize act_cap, a_cap; /* bytes in qa and qb, values in a */
+  gint8 *qa, *qb, *pad;
+  gint16 *a;
+  gint32 *acc;
+};
+
+/* ---------------------------------------------------------------- loading */
+
+static gboolean
+read_pair (JsonNode *node, float *scale, gint32 *zp)
+{
+  if (node == NULL || !JSON_NODE_HOLDS_ARRAY (node))
+    return FALSE;
+  JsonArray *a = json_node_get_array (node);
+  if (json_array_get_length (a) != 2)
+    return FALSE;
+  double s = json_array_get_double_element (a, 0);
+  gint64 z = json_array_get_int_element (a, 1);
+  if (!(s > 0.0) || !isfinite (s) || (float) s <= 0.0f || z < -128 || z > 127)
+    return FALSE;
+  *scale = (float) s;
+  *zp = (gint32) z;
+  return TRUE;
+}
+
+/* The I8 values and F32 scales of @l's weight, or NULL with @error. */
+static const gint8 *
+int8_weight (const ConySafetensors *st, const Layer *l, float **scale, GError **error)
+{
+  g_autofree char *wname = g_strdup_printf ("%s.weight", l->name);
+  g_autofree char *sname = g_strdup_printf ("%s.weight_scale", l->name);
+  const ConyTensorInfo *ti = cony_safetensors_find (st, wname);
+  if (ti == NULL || ti->dtype != CONY_DTYPE_I8) {
+    g_set_error (error, CONY_ERROR, CONY_ERROR_INVALID,
+        "%s: %s is quantised (metadata quantization) but %s is not I8: the integer path "
+        "needs int8 weights",
+        cony_safetensors_path (st), l->name, wname);
+    return NULL;
+  }
+  gsize shape[1] = { l->out_c };
+  *scale = cony_safetensors_get_f32 (st, sname, 1, shape, error);
+  return *scale ? (const gint8 *) ti->data : NULL;
+}
+
+/* Per channel: the int32 bias (the file's float bias was int32 x in_scale x w_scale,
+ * which comes back exactly) and the multiplier in_scale x w_scale / out_scale. */
+static gboolean
+bias_and_multipliers (const ConySafetensors *st, const Layer *l, const QLayer *q,
+    const float *wscale, gint32 *bias, ConyQMul *m, GError **error)
+{
+  for (guint c = 0; c < l->out_c; c++) {
+    double s = (double) q->in_scale * (double) wscale[c];
+    double b = (double) l->b[c] / s;
+    if (!(fabs (b - round (b)) <= 0.25) || fabs (b) > 1e9) {
+      g_set_error (error, CONY_ERROR, CONY_ERROR_INVALID,
+          "%s: %s.bias[%u] = %g is not an int32 bias at scale input x weight (%g): the "
+          "quantization metadata does not fit the weights",
+          cony_safetensors_path (st), l->name, c, l->b[c], s);
+      return FALSE;
+    }
+    bias[c] = (gint32) round (b);
+    if (!cony_q_multiplier (s / (double) q->out_scale, &m[c])) {
+      g_set_error (error, CONY_ERROR, CONY_ERROR_INVALID,
+          "%s: %s: requantisation multiplier %g out of range", cony_safetensors_path (st), l->name,
+          s / q->out_scale);
+      return FALSE;
+    }
+  }
+  return TRUE;
+}
+
+/* Weights in the product's (N x K) order: CONV from torch's (out, in, 3, 3) to
+ * K = (ky * 3 + kx) * in + ci (im2col's columns); PW and FC are already (out, in). */
+static gint8 *
+gemm_weights (const Layer *l, const gint8 *t)
+{
+  if (l->kind != LAYER_CONV)
+    return NULL;
+  guint C = l->in_c, K = 9 * C;
+  gint8 *w = g_new (gint8, (gsize) K * l->out_c);
+  for (guint o = 0; o < l->out_c; o++)
+    for (guint ci = 0; ci < C; ci++)
+      for (guint q = 0; q < 9; q++)
+        w[(gsize) o * K + q * C + ci] = t[((gsize) o * C + ci) * 9 + q];
+  return w;
+}
+
+static gboolean
+load_layer (const ConySafetensors *st, const Layer *l, QLayer *q, GError **error)
+{
+  gint32 lo = -128, hi = 127;
+  if (l->kind == LAYER_CONV || l->kind == LAYER_DW || l->kind == LAYER_PW)
+    cony_q_act_range (l->relu, l->relu_max, q->out_scale, q->out_zp, &lo, &hi);
+  switch (l->kind) {
+    case LAYER_CONV:
+    case LAYER_PW:
+    case LAYER_FC:
+    case LAYER_DW: {
+      g_autofree float *ws = NULL;
+      const gint8 *t = int8_weight (st, l, &ws, error);
+      if (t == NULL)
+        return FALSE;
+      g_autofree gint32 *bias = g_new (gint32, l->out_c);
+      g_autofree ConyQMul *m = g_new (ConyQMul, l->out_c);
+      if (!bias_and_multipliers (st, l, q, ws, bias, m, error))
+        return FALSE;
+      if (l->kind == LAYER_DW) {
+        cony_qdw_init (&q->dw, l->out_c, t, bias, m, q->in_zp, q->out_zp, lo, hi);
+        return TRUE;
+      }
+      g_autofree gint8 *conv = gemm_weights (l, t);
+      guint K = l->kind == LAYER_CONV ? 9 * l->in_c : l->in_c;
+      cony_qgemm_init (&q->gemm, K, l->out_c, conv ? conv : t, bias, m, q->out_zp, lo, hi);
+      return TRUE;
+    }
+    case LAYER_GAP:
+      /* TFLite's integer mean: the sum times in/out scale, then divided by the count. */
+      if (!cony_q_multiplier ((double) q->in_scale / (double) q->out_scale, &q->gap_m)) {
+        g_set_error (error, CONY_ERROR, CONY_ERROR_INVALID, "%s: %s: mean multiplier out of range",
+            cony_safetensors_path (st), l->name);
+        return FALSE;
+      }
+      return TRUE;
+    case LAYER_SIGMOID:
+      for (int v = -128; v < 128; v++) {
+        float x = q->in_scale * (float) (v - q->in_zp);
+        q->lut[v + 128] = cony_q_quantize (1.0f / (1.0f + expf (-x)), q->out_scale, q->out_zp);
+      }
+      return TRUE;
+    default:
+      g_set_error (error, CONY_ERROR, CONY_ERROR_INVALID,
+          "%s: %s cannot run in int8 (no integer kernel)", cony_safetensors_path (st), l->name);
+      return FALSE;
+  }
+}
+
+static void
+qlayer_clear (QLayer *q)
+{
+  cony_qgemm_clear (&q->gemm);
+  cony_qdw_clear (&q->dw);
+}
+
+CnnInt8 *
+cnn_int8_ref (CnnInt8 *q)
+{
+  return g_atomic_rc_box_acquire (q);
+}
+
+static void
+int8_clear (gpointer p)
+{
+  CnnInt8 *q = p;
+  for (guint i = 0; i < q->n; i++)
+    qlayer_clear (&q->layers[i]);
+  g_free (q->layers);
+}
+
+void
+cnn_int8_unref (CnnInt8 *q)
+{
+  if (q != NULL)
+    g_atomic_rc_box_release_full (q, int8_clear);
+}
+
+static gsize
+map_size (const Layer *l, gboolean out)
+{
+  return out ? (gsize) l->out_h * l->out_w * l->out_c : (gsize) l->in_h * l->in_w * l->in_c;
+}
+
+/* The metadata is {"input": [scale, zp], "layers": [[scale, zp] or null, ...]}, one
+ * entry per layer (its output); the integer prefix ends at the first null. */
+gboolean
+cnn_int8_load (CnnWeights *w, const ConySafetensors *st, GError **error)
+{
+  const char *text = cony_safetensors_metadata (st, "quantization");
+  if (text == NULL)
+    return TRUE;
+  const char *path = cony_safetensors_path (st);
+  g_autoptr (JsonParser) parser = json_parser_new ();
+  JsonNode *root = json_parser_load_from_data (parser, text, -1, NULL)
+      ? json_parser_get_root (parser)
+      : NULL;
+  JsonObject *o = root && JSON_NODE_HOLDS_OBJECT (root) ? json_node_get_object (root) : NULL;
+  JsonNode *layers = o ? json_object_get_member (o, "layers") : NULL;
+  CnnInt8 *q = g_atomic_rc_box_new0 (CnnInt8);
+  if (o == NULL || !read_pair (json_object_get_member (o, "input"), &q->in_scale, &q->in_zp)
+      || layers == NULL || !JSON_NODE_HOLDS_ARRAY (layers)
+      || json_array_get_length (json_node_get_array (layers)) != w->n_layers) {
+    g_set_error (error, CONY_ERROR, CONY_ERROR_INVALID,
+        "%s: metadata quantization must be {\"input\": [scale, zero_point], \"layers\": "
+        "[[scale, zero_point] or null, one per layer (%u)]} with scales > 0 and zero "
+        "points in -128..127",
+        path, w->n_layers);
+    cnn_int8_unref (q);
+    return FALSE;
+  }
+  JsonArray *la = json_node_get_array (layers);
+  q->layers = g_new0 (QLayer, w->n_layers);
+  float scale = q->in_scale;
+  gint32 zp = q->in_zp;
+  gboolean ok = TRUE;
+  for (guint i = 0; ok && i < w->n_layers; i++) {
+    JsonNode *e = json_array_get_element (la, i);
+    if (JSON_NODE_HOLDS_NULL (e))
+      break;
+    QLayer *ql = &q->layers[i];
+    const Layer *l = &w->layers[i];
+    ql->in_scale = scale;
+    ql->in_zp = zp;
+    if (!read_pair (e, &ql->out_scale, &ql->out_zp)) {
+      g_set_error (error, CONY_ERROR, CONY_ERROR_INVALID,
+          "%s: metadata quantization: layers[%u] must be [scale > 0, zero point in "
+          "-128..127] or null",
+          path, i);
+      ok = FALSE;
+      break;
+    }
+    q->n = i + 1; /* cleared by int8_clear from here on */
+    ok = load_layer (st, l, ql, error);
+    scale = ql->out_scale;
+    zp = ql->out_zp;
+    int h = i >= w->first_fc;
+    q->max_act[h] = MAX (q->max_act[h], MAX (map_size (l, FALSE), map_size (l, TRUE)));
+    gsize pixels = (gsize) l->out_h * l->out_w;
+    if (l->kind == LAYER_CONV || l->kind == LAYER_PW)
+      q->max_a[h] = MAX (q->max_a[h], pixels * ql->gemm.Kp);
+    else if (l->kind == LAYER_FC)
+      q->max_a[h] = MAX (q->max_a[h], (gsize) ql->gemm.Kp);
+    q->max_a[h] = MAX (q->max_a[h], (gsize) l->out_c); /* DW's int32 channels */
+    if (l->kind == LAYER_DW)
+      q->max_pad = MAX (q->max_pad, (gsize) (l->in_h + 2) * (l->in_w + 2) * l->in_c);
+  }
+  for (guint i = q->n; ok && i < w->n_layers; i++)
+    if (!JSON_NODE_HOLDS_NULL (json_array_get_element (la, i))) {
+      g_set_error (error, CONY_ERROR, CONY_ERROR_INVALID,
+          "%s: metadata quantization: layers[%u] follows a null (float) layer: only a "
+          "prefix of the layers can be integer",
+          path, i);
+      ok = FALSE;
+    }
+  if (!ok || q->n == 0) {
+    cnn_int8_unref (q);
+    return ok;
+  }
+  w->q8 = q;
+  return TRUE;
+}
+
+/* ---------------------------------------------------------------- forward */
+
+gboolean
+cnn_int8_active (const ConyCnn *cnn)
+{
+  return cnn->w->q8 != NULL && cnn->precision != CONY_CNN_PRECISION_FLOAT;
+}
+
+void
+cnn_int8_scratch_free (ConyCnn *cnn)
+{
+  CnnInt8Scratch *s = cnn->q8s;
+  if (s == NULL)
+    return;
+  g_free (s->qa);
+  g_free (s->qb);
+  g_free (s->pad);
+  g_free (s->a);
+  g_free (s->acc);
+  g_free (s);
+  cnn->q8s = NULL;
+}
+
+/* The scratch for @nb examples of the layers before the head (@head FALSE) or of the
+ * head; pad and acc are made once (their sizes do not grow with examples). */
+static CnnInt8Scratch *
+scratch (ConyCnn *cnn, gsize nb, gboolean head)
+{
+  const CnnInt8 *q = cnn->w->q8;
+  CnnInt8Scratch *s = cnn->q8s;
+  if (s == NULL) {
+    s = cnn->q8s = g_new0 (CnnInt8Scratch, 1);
+    s->pad = g_new (gint8, q->max_pad + 16);
+    s->acc = g_new (gint32, MAX (q->max_a[0], q->max_a[1]) + 16);
+  }
+  gsize act = q->max_act[head] * nb, a = q->max_a[head] * nb + 16;
+  if (s->act_cap < act) {
+    g_free (s->qa);
+    g_free (s->qb);
+    s->qa = g_new (gint8, act);
+    s->qb = g_new (gint8, act);
+    s->act_cap = act;
+  }
+  if (s->a_cap < a) {
+    g_free (s->a);
+    s->a = g_new (gint16, a);
+    s->a_cap = a;
+  }
+  return s;
+}
+
+/* a (rows x Kp) = the 3x3 SAME neighbourhoods of one int8 map minus its zero point,
+ * so the padding (the real value 0) contributes nothing, as in TFLite. */
+static void
+im2col_q (const Layer *l, const QLayer *q, const gint8 *in, gint16 *a)
+{
+  guint C = l->in_c, s = l->stride, Kp = q->gemm.Kp;
+  for (guint y = 0; y < l->out_h; y++)
+    for (guint x = 0; x < l->out_w; x++) {
+      gint16 *row = a + ((gsize) y * l->out_w + x) * Kp;
+      memset (row, 0, sizeof (gint16) * Kp);
+      for (int ky = 0; ky < 3; ky++) {
+        int yy = (int) (y * s) + ky - (int) l->pad_top;
+        for (int kx = 0; kx < 3; kx++) {
+          int xx = (int) (x * s) + kx - (int) l->pad_left;
+          if (yy < 0 || yy >= (int) l->in_h || xx < 0 || xx >= (int) l->in_w)
+            continue;
+          const gint8 *src = in + ((gsize) yy * l->in_w + xx) * C;
+          for (guint c = 0; c < C; c++)
+            row[(ky * 3 + kx) * C + c] = (gint16) (src[c] - q->in_zp);
+        }
+      }
+    }
+}
+
+CONY_CLONES static void
+widen (const gint8 *restrict in, gsize n, gint32 zp, gint16 *restrict a)
+{
+  for (gsize i = 0; i < n; i++)
+    a[i] = (gint16) (in[i] - zp);
+}
+
+static void
+gap_q (const Layer *l, const QLayer *q, const gint8 *in, gint8 *out)
+{
+  gint32 n = (gint32) (l->in_h * l->in_w);
+  for (guint c = 0; c < l->in_c; c++) {
+    gint32 acc = 0;
+    for (gint32 p = 0; p < n; p++)
+      acc += in[(gsize) p * l->in_c + c] - q->in_zp;
+    acc = cony_q_mul (acc, q->gap_m);
+    acc = acc > 0 ? (acc + n / 2) / n : (acc - n / 2) / n;
+    acc += q->out_zp;
+    out[c] = (gint8) CLAMP (acc, -128, 127);
+  }
+}
+
+/* @in (one H x W x C map) with a border of one pixel at the zero point (real 0, as
+ * SAME padding reads) into @pad ((H + 2) x (W + 2) x C). */
+static void
+pad_map (const Layer *l, gint32 zp, const gint8 *in, gint8 *pad)
+{
+  gsize C = l->in_c, prow = (gsize) (l->in_w + 2) * C;
+  memset (pad, (gint8) zp, prow * (l->in_h + 2));
+  for (guint y = 0; y < l->in_h; y++)
+    memcpy (pad + (y + 1) * prow + C, in + (gsize) y * l->in_w * C, (gsize) l->in_w * C);
+}
+
+/* Layer @i on @nb examples of @in into @out. */
+static void
+run_layer (const CnnWeights *w, guint i, CnnInt8Scratch *s, const gint8 *in, gsize nb, gint8 *out)
+{
+  const Layer *l = &w->layers[i];
+  const QLayer *q = &w->q8->layers[i];
+  const ConyQKernels *k = cony_qkernels ();
+  gsize in_map = map_size (l, FALSE), out_map = map_size (l, TRUE);
+  gsize pixels = (gsize) l->out_h * l->out_w;
+  switch (l->kind) {
+    case LAYER_CONV:
+      for (gsize e = 0; e < nb; e++)
+        im2col_q (l, q, in + e * in_map, s->a + e * pixels * q->gemm.Kp);
+      k->gemm (&q->gemm, pixels * nb, s->a, out, l->out_c);
+      break;
+    case LAYER_PW:
+    case LAYER_FC:
+      widen (in, in_map * nb, q->in_zp, s->a);
+      k->gemm (&q->gemm, nb * (l->kind == LAYER_FC ? 1 : pixels), s->a, out, l->out_c);
+      break;
+    case LAYER_DW:
+      for (gsize e = 0; e < nb; e++) {
+        guint pw = l->in_w + 2;
+        pad_map (l, q->in_zp, in + e * in_map, s->pad);
+        k->dw (&q->dw, s->pad + ((gsize) (1 - l->pad_top) * pw + 1 - l->pad_left) * l->in_c, pw,
+            l->out_h, l->out_w, l->stride, out + e * out_map, s->acc);
+      }
+      break;
+    case LAYER_GAP:
+      for (gsize e = 0; e < nb; e++)
+        gap_q (l, q, in + e * in_map, out + e * out_map);
+      break;
+    case LAYER_SIGMOID:
+      for (gsize j = 0; j < in_map * nb; j++)
+        out[j] = q->lut[in[j] + 128];
+      break;
+    default: g_assert_not_reached ();
+  }
+}
+
+/* Layers @from .. @to - 1 on @nb examples of float @in (quantised with @scale / @zp),
+ * the last output dequantised into @dst. */
+static void
+run_range (ConyCnn *cnn, guint from, guint to, const float *in, float scale, gint32 zp, gsize nb,
+    float *dst)
+{
+  const CnnWeights *w = cnn->w;
+  CnnInt8Scratch *s = scratch (cnn, nb, from >= w->first_fc);
+  gsize n_in = (from == 0 ? (gsize) w->in_h * w->in_w * w->in_c
+                          : map_size (&w->layers[from - 1], TRUE))
+      * nb;
+  for (gsize j = 0; j < n_in; j++)
+    s->qa[j] = cony_q_quantize (in[j], scale, zp);
+  gint8 *cur = s->qa, *next = s->qb;
+  for (guint i = from; i < to; i++) {
+    run_layer (w, i, s, cur, nb, next);
+    gint8 *t = cur;
+    cur = next;
+    next = t;
+  }
+  const QLayer *last = &w->q8->layers[to - 1];
+  gsize n_out = map_size (&w->layers[to - 1], TRUE) * nb;
+  for (gsize j = 0; j < n_out; j++)
+    dst[j] = last->out_scale * (float) (cur[j] - last->out_zp);
+}
+
+guint
+cnn_int8_features (ConyCnn *cnn, const float *in, gsize nb, float *dst)
+{
+  guint to = MIN (cnn->w->q8->n, cnn->w->first_fc);
+  if (to == 0)
+    return 0;
+  run_range (cnn, 0, to, in, cnn->w->q8->in_scale, cnn->w->q8->in_zp, nb, dst);
+  return to;
+}
+
+guint
+cnn_int8_head (ConyCnn *cnn, const float *in, gsize n, float *dst)
+{
+  const CnnWeights *w = cnn->w;
+  guint from = w->first_fc;
+  if (w->q8->n <= from || from == 0)
+    return from;
+  const QLayer *prev = &w->q8->layers[from - 1];
+  run_range (cnn, from, w->q8->n, in, prev->out_scale, prev->out_zp, n, dst);
+  return w->q8->n;
+}
+
+guint
+cnn_int8_layers (const CnnWeights *w)
+{
+  return w->q8 ? w->q8->n : 0;
+}
+
+/* ---------------------------------------------------------------- API */
+
+gboolean
+cony_cnn_set_precision (ConyCnn *cnn, ConyCnnPrecision precision, GError **error)
+{
+  g_return_val_if_fail (cnn != NULL, FALSE);
+  if ((guint) precision > CONY_CNN_PRECISION_INT8) {
+    g_set_error (error, CONY_ERROR, CONY_ERROR_INVALID, "%s: unknown precision %d", cnn->w->source,
+        (int) precision);
+    return FALSE;
+  }
+  if (precision == CONY_CNN_PRECISION_INT8 && cnn->w->q8 == NULL) {
+    g_set_error (error, CONY_ERROR, CONY_ERROR_INVALID,
+        "%s: precision int8 needs a quantised model (metadata quantization, written by "
+        "training/convert_tflite.py from an int8 .tflite); this one runs in float only",
+        cnn->w->source);
+    return FALSE;
+  }
+  cnn->precision = precision;
+  return TRUE;
+}
+
+ConyCnnPrecision
+cony_cnn_get_precision (const ConyCnn *cnn)
+{
+  g_return_val_if_fail (cnn != NULL, CONY_CNN_PRECISION_FLOAT);
+  return cnn_int8_active (cnn) ? CONY_CNN_PRECISION_INT8 : CONY_CNN_PRECISION_FLOAT;
+}
+
+guint
+cony_cnn_get_int8_layers (const ConyCnn *cnn)
+{
+  g_return_val_if_fail (cnn != NULL, 0);
+  return cnn_int8_active (cnn) ? cnn->w->q8->n : 0;
+}
+
+guint
+cony_cnn_get_quantized_layers (const ConyCnn *cnn)
+{
+  g_return_val_if_fail (cnn != NULL, 0);
+  return cnn_int8_layers (cnn->w);
+}
+
+const char *
+cony_cnn_get_int8_kernels (void)
+{
+  return cony_qkernels ()->name;
+}
+
+static const char *const precision_names[] = { "auto", "float", "int8" };
+
+gboolean
+cony_cnn_precision_from_string (const char *name, ConyCnnPrecision *precision)
+{
+  for (guint i = 0; name != NULL && i < G_N_ELEMENTS (precision_names); i++)
+    if (strcmp (name, precision_names[i]) == 0) {
+      *precision = (ConyCnnPrecision) i;
+      return TRUE;
+    }
+  return FALSE;
+}
+
+char *
+cony_cnn_describe_precision (const ConyCnn *cnn)
+{
+  g_return_val_if_fail (cnn != NULL, NULL);
+  guint q = cnn_int8_layers (cnn->w), n = cnn->w->n_layers;
+  if (q == 0)
+    return g_strdup ("float (the file has no int8 activation quantisation)");
+  if (!cnn_int8_active (cnn))
+    return g_strdup_printf ("float (forced; the file quantises %u of %u layers)", q, n);
+  if (q == n)
+    return g_strdup_printf ("int8, all %u layers (%s kernels)", n, cony_cnn_get_int8_kernels ());
+  return g_strdup_printf ("int8 for layers 0-%u, float for the %u after them (%s kernels)", q - 1,
+      n - q, cony_cnn_get_int8_kernels ());
+}

@@ -1,0 +1,120 @@
+/* Images to CNN input: crop and area-average resampling (see include/cony/image.h). */
+#include "cony/image.h"
+
+#include <math.h>
+#include <string.h>
+
+void
+cony_image_crop_region (guint width, guint height, ConyImageCrop crop, guint out_w, guint out_h,
+    guint *x0, guint *y0, guint *w, guint *h)
+{
+  *x0 = *y0 = 0;
+  *w = width;
+  *h = height;
+  if (crop != CONY_IMAGE_CROP_CENTER || out_w == 0 || out_h == 0)
+    return;
+  /* Compared in integers: width / height against out_w / out_h. */
+  guint64 a = (guint64) width * out_h, b = (guint64) height * out_w;
+  if (a > b) { /* wider than the output: keep the full height */
+    *w = MAX (1, (guint) ((b + out_h / 2) / out_h));
+    *x0 = (width - *w) / 2;
+  } else if (a < b) {
+    *h = MAX (1, (guint) ((a + out_w / 2) / out_w));
+    *y0 = (height - *h) / 2;
+  }
+}
+
+gsize
+cony_image_scratch_size (guint width, guint height, guint channels, guint out_w, guint out_h)
+{
+  (void) width;
+  return (gsize) height * out_w * channels;
+}
+
+/* The taps of an @n_in -> @n_out area average: output i reads source pixels
+ * [first[i], first[i] + count[i]) with weights w[i * max_taps + k] (summing to 1). */
+typedef struct {
+  guint *first, *count;
+  float *w;
+  guint max_taps;
+} Taps;
+
+static void
+taps_init (Taps *t, guint n_in, guint n_out)
+{
+  double s = (double) n_in / n_out;
+  t->max_taps = n_in / n_out + 2; /* an interval of length s spans at most ceil(s) + 1 */
+  t->first = g_new (guint, n_out);
+  t->count = g_new (guint, n_out);
+  t->w = g_new0 (float, (gsize) n_out * t->max_taps);
+  for (guint i = 0; i < n_out; i++) {
+    double lo = i * s, hi = (i + 1) * s;
+    guint j0 = (guint) floor (lo), n = 0;
+    for (guint j = j0; j < n_in && j < hi && n < t->max_taps; j++, n++) {
+      double a = MAX (lo, (double) j), b = MIN (hi, (double) j + 1);
+      t->w[(gsize) i * t->max_taps + n] = b > a ? (float) ((b - a) / s) : 0.0f;
+    }
+    t->first[i] = j0;
+    t->count[i] = n;
+  }
+}
+
+static void
+taps_clear (Taps *t)
+{
+  g_free (t->first);
+  g_free (t->count);
+  g_free (t->w);
+}
+
+void
+cony_image_resize (const guint8 *src, guint width, guint height, gsize stride, guint channels,
+    ConyImageCrop crop, guint out_w, guint out_h, float *out, float *scratch)
+{
+  guint x0, y0, cw, ch;
+  cony_image_crop_region (width, height, crop, out_w, out_h, &x0, &y0, &cw, &ch);
+  const guint8 *base = src + (gsize) y0 * stride + (gsize) x0 * channels;
+  const float inv = 1.0f / 255.0f;
+  if (cw == out_w && ch == out_h) { /* already the model's size: used as it is */
+    for (guint y = 0; y < out_h; y++)
+      for (gsize i = 0; i < (gsize) out_w * channels; i++)
+        out[(gsize) y * out_w * channels + i] = base[(gsize) y * stride + i] * inv;
+    return;
+  }
+  float *tmp = scratch ? scratch : g_new (float, (gsize) ch *out_w *channels);
+  Taps tx, ty;
+  taps_init (&tx, cw, out_w);
+  taps_init (&ty, ch, out_h);
+  /* Rows: ch x cw -> ch x out_w, row by row (sequential reads). */
+  for (guint y = 0; y < ch; y++) {
+    const guint8 *row = base + (gsize) y * stride;
+    float *dst = tmp + (gsize) y * out_w * channels;
+    for (guint x = 0; x < out_w; x++) {
+      const guint8 *px = row + (gsize) tx.first[x] * channels;
+      const float *w = tx.w + (gsize) x * tx.max_taps;
+      for (guint c = 0; c < channels; c++) {
+        float acc = 0.0f;
+        for (guint k = 0; k < tx.count[x]; k++)
+          acc += w[k] * px[(gsize) k * channels + c];
+        dst[(gsize) x * channels + c] = acc;
+      }
+    }
+  }
+  /* Columns: ch x out_w -> out_h x out_w, whole rows at a time, then / 255. */
+  gsize rowlen = (gsize) out_w * channels;
+  for (guint y = 0; y < out_h; y++) {
+    float *dst = out + (gsize) y * rowlen;
+    const float *w = ty.w + (gsize) y * ty.max_taps;
+    memset (dst, 0, rowlen * sizeof (float));
+    for (guint k = 0; k < ty.count[y]; k++) {
+      const float *line = tmp + (gsize) (ty.first[y] + k) * rowlen;
+      float wk = w[k] * inv;
+      for (gsize i = 0; i < rowlen; i++)
+        dst[i] += wk * line[i];
+    }
+  }
+  taps_clear (&tx);
+  taps_clear (&ty);
+  if (scratch == NULL)
+    g_free (tmp);
+}

@@ -1,0 +1,187 @@
+/* Integer kernels: packing, the portable set and the run-time choice (qkernels.h). */
+#include "qkernels.h"
+
+#include "cpu-private.h"
+
+#include <string.h>
+
+static void
+split_shifts (const ConyQMul *m, guint n, ConyQOut *o)
+{
+  for (guint c = 0; c < n; c++) {
+    o->mult[c] = m ? m[c].mult : 0;
+    o->lshift[c] = m && m[c].shift > 0 ? m[c].shift : 0;
+    o->rshift[c] = m && m[c].shift < 0 ? -m[c].shift : 0;
+  }
+}
+
+void
+cony_qout_init (ConyQOut *o, guint n, const ConyQMul *m, gint32 zp, gint32 lo, gint32 hi)
+{
+  guint np = (n + 15) / 16 * 16;
+  o->mult = g_new0 (gint32, np);
+  o->lshift = g_new0 (gint32, np);
+  o->rshift = g_new0 (gint32, np);
+  split_shifts (m, n, o);
+  o->zp = zp;
+  o->lo = lo;
+  o->hi = hi;
+}
+
+void
+cony_qout_clear (ConyQOut *o)
+{
+  g_clear_pointer (&o->mult, g_free);
+  g_clear_pointer (&o->lshift, g_free);
+  g_clear_pointer (&o->rshift, g_free);
+}
+
+void
+cony_qgemm_init (ConyQGemm *g, guint K, guint N, const gint8 *w, const gint32 *bias,
+    const ConyQMul *m, gint32 zp, gint32 lo, gint32 hi)
+{
+  g->K = K;
+  g->Kp = (K + 1) / 2 * 2;
+  g->N = N;
+  g->Np = (N + 15) / 16 * 16;
+  g->b = g_new0 (gint8, (gsize) g->Kp * g->Np);
+  for (guint c = 0; c < N; c++) {
+    gint8 *panel = g->b + (gsize) (c / 16) * g->Kp * 16;
+    guint j = c % 16, col = (j / 8) * 16 + (j % 8) * 2;
+    for (guint k = 0; k < K; k++)
+      panel[(gsize) (k / 2) * 32 + col + k % 2] = w[(gsize) c * K + k];
+  }
+  g->bias = g_new0 (gint32, g->Np);
+  if (bias != NULL)
+    memcpy (g->bias, bias, sizeof (gint32) * N);
+  cony_qout_init (&g->out, N, m, zp, lo, hi);
+}
+
+void
+cony_qgemm_clear (ConyQGemm *g)
+{
+  g_clear_pointer (&g->b, g_free);
+  g_clear_pointer (&g->bias, g_free);
+  cony_qout_clear (&g->out);
+}
+
+void
+cony_qdw_init (ConyQDw *d, guint C, const gint8 *w, const gint32 *bias, const ConyQMul *m,
+    gint32 in_zp, gint32 zp, gint32 lo, gint32 hi)
+{
+  guint cp = (C + 15) / 16 * 16;
+  d->C = C;
+  d->zp = in_zp;
+  d->w = g_new0 (gint16, (gsize) 9 * cp);
+  for (guint c = 0; c < C; c++)
+    for (guint k = 0; k < 9; k++)
+      d->w[(gsize) k * C + c] = w[(gsize) c * 9 + k];
+  d->bias = g_new0 (gint32, cp);
+  memcpy (d->bias, bias, sizeof (gint32) * C);
+  cony_qout_init (&d->out, C, m, zp, lo, hi);
+}
+
+void
+cony_qdw_clear (ConyQDw *d)
+{
+  g_clear_pointer (&d->w, g_free);
+  g_clear_pointer (&d->bias, g_free);
+  cony_qout_clear (&d->out);
+}
+
+static inline ConyQMul
+qout_mul (const ConyQOut *o, guint c)
+{
+  return (ConyQMul){ o->mult[c], o->lshift[c] > 0 ? o->lshift[c] : -o->rshift[c] };
+}
+
+static void
+requant_portable (const ConyQOut *o, const gint32 *acc, guint n, gint8 *out)
+{
+  for (guint c = 0; c < n; c++)
+    out[c] = cony_q_requant (acc[c], qout_mul (o, c), o->zp, o->lo, o->hi);
+}
+
+/* One row and panel: acc[16] over the packed pairs, plain C (built for x86-64-v3 too,
+ * where the compiler vectorises it). */
+CONY_CLONES static void
+gemm_row_panel (const gint16 *restrict a, const gint8 *restrict p, guint pairs, gint32 *acc)
+{
+  for (guint kk = 0; kk < pairs; kk++, p += 32) {
+    gint32 a0 = a[2 * kk], a1 = a[2 * kk + 1];
+    for (guint j = 0; j < 16; j++) {
+      const gint8 *w = p + (j / 8) * 16 + (j % 8) * 2;
+      acc[j] += a0 * w[0] + a1 * w[1];
+    }
+  }
+}
+
+static void
+gemm_portable (const ConyQGemm *g, gsize M, const gint16 *a, gint8 *out, gsize ldo)
+{
+  gint32 acc[16];
+  gint8 q[16];
+  for (guint p = 0; p < g->Np / 16; p++) {
+    const gint8 *panel = g->b + (gsize) p * g->Kp * 16;
+    guint n = MIN (16, g->N - 16 * p);
+    for (gsize r = 0; r < M; r++) {
+      memcpy (acc, g->bias + 16 * p, sizeof acc);
+      gemm_row_panel (a + r * g->Kp, panel, g->Kp / 2, acc);
+      ConyQOut o = { g->out.mult + 16 * p, g->out.lshift + 16 * p, g->out.rshift + 16 * p,
+        g->out.zp, g->out.lo, g->out.hi };
+      requant_portable (&o, acc, n, q);
+      memcpy (out + r * ldo + 16 * p, q, n);
+    }
+  }
+}
+
+/* One output pixel's C channels: bias plus the 9 taps of (x - zp) * w. */
+CONY_CLONES static void
+dw_pixel (const ConyQDw *d, const gint8 *restrict in, gsize row, gint32 *restrict acc)
+{
+  guint C = d->C;
+  memcpy (acc, d->bias, sizeof (gint32) * C);
+  for (guint k = 0; k < 9; k++) {
+    const gint8 *restrict src = in + (k / 3) * row + (k % 3) * C;
+    const gint16 *restrict w = d->w + (gsize) k * C;
+    for (guint c = 0; c < C; c++)
+      acc[c] += (gint32) (src[c] - d->zp) * w[c];
+  }
+}
+
+static void
+dw_portable (const ConyQDw *d, const gint8 *in, guint in_w, guint oh, guint ow, guint stride,
+    gint8 *out, gint32 *acc)
+{
+  gsize row = (gsize) in_w * d->C;
+  for (guint y = 0; y < oh; y++)
+    for (guint x = 0; x < ow; x++) {
+      dw_pixel (d, in + (gsize) y * stride * row + (gsize) x * stride * d->C, row, acc);
+      requant_portable (&d->out, acc, d->C, out + ((gsize) y * ow + x) * d->C);
+    }
+}
+
+const ConyQKernels *
+cony_qkernels_portable (void)
+{
+  static const ConyQKernels k = { "portable", gemm_portable, requant_portable, dw_portable };
+  return &k;
+}
+
+const ConyQKernels *
+cony_qkernels_avx2 (void)
+{
+#ifdef CONY_CPU_X86
+  static const ConyQKernels k = { "avx2", cony_qgemm_avx2, cony_qrequant_avx2, cony_qdw_avx2 };
+  return cony_cpu_has_v3 () ? &k : NULL;
+#else
+  return NULL;
+#endif
+}
+
+const ConyQKernels *
+cony_qkernels (void)
+{
+  const ConyQKernels *k = cony_cpu_force_portable () ? NULL : cony_qkernels_avx2 ();
+  return k ? k : cony_qkernels_portable ();
+}

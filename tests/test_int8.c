@@ -1,0 +1,566 @@
+/* The integer CNN path: TFLite's requantisation arithmetic (src/qmath.h) on edge values,
+ * the portable and AVX2 kernels (src/qkernels*.c) equal bit for bit, and the shipped
+ * YAMNet in int8 against ArmNN's scores of the original .tflite (tests/golden/yamnet/,
+ * training/conytrain/audio/yamnet_armnn.py): every score equal or one int8 logit step
+ * away, the same top-1 on every golden patch, with either kernel set. */
+#include "../src/qkernels.h"
+#include "cony/error.h"
+#include "testutil.h"
+
+#include <json-glib/json-glib.h>
+
+#include <glib/gstdio.h>
+#include <math.h>
+#include <string.h>
+#include <unistd.h>
+
+/* ---------------------------------------------------------------- arithmetic */
+
+static void
+test_multiplier (void)
+{
+  ConyQMul m;
+  g_assert_true (cony_q_multiplier (0.5, &m));
+  g_assert_cmpint (m.mult, ==, 1 << 30);
+  g_assert_cmpint (m.shift, ==, 0);
+  g_assert_true (cony_q_multiplier (1.0, &m));
+  g_assert_cmpint (m.mult, ==, 1 << 30);
+  g_assert_cmpint (m.shift, ==, 1);
+  g_assert_true (cony_q_multiplier (0.75, &m));
+  g_assert_cmpint (m.mult, ==, 0x60000000);
+  g_assert_true (cony_q_multiplier (0.1, &m)); /* 0.8 * 2^-3: 0.8 * 2^31 rounded */
+  g_assert_cmpint (m.mult, ==, 1717986918);
+  g_assert_cmpint (m.shift, ==, -3);
+  /* a mantissa that rounds up to 2^31 becomes 2^30 with the next exponent */
+  g_assert_true (cony_q_multiplier (1.0 - ldexp (1.0, -40), &m));
+  g_assert_cmpint (m.mult, ==, 1 << 30);
+  g_assert_cmpint (m.shift, ==, 1);
+  /* far below one step: zero; zero; refused: negative, NaN, too large */
+  g_assert_true (cony_q_multiplier (ldexp (1.0, -40), &m));
+  g_assert_cmpint (m.mult, ==, 0);
+  g_assert_true (cony_q_multiplier (0.0, &m));
+  g_assert_cmpint (m.mult, ==, 0);
+  g_assert_false (cony_q_multiplier (-0.5, &m));
+  g_assert_false (cony_q_multiplier (NAN, &m));
+  g_assert_false (cony_q_multiplier (ldexp (1.0, 31), &m));
+}
+
+static void
+test_high_mul (void)
+{
+  /* saturation: the one product out of range */
+  g_assert_cmpint (cony_q_srdhm (G_MININT32, G_MININT32), ==, G_MAXINT32);
+  g_assert_cmpint (cony_q_srdhm (G_MAXINT32, G_MAXINT32), ==, G_MAXINT32 - 1);
+  g_assert_cmpint (cony_q_srdhm (G_MININT32, G_MAXINT32), ==, -G_MAXINT32);
+  g_assert_cmpint (cony_q_srdhm (1 << 30, 1 << 30), ==, 1 << 29);
+  /* ties (a*b = +-2^30, half of 2^31) round toward +infinity */
+  g_assert_cmpint (cony_q_srdhm (1 << 15, 1 << 15), ==, 1);
+  g_assert_cmpint (cony_q_srdhm (-(1 << 15), 1 << 15), ==, 0);
+  g_assert_cmpint (cony_q_srdhm (-(1 << 15) - 1, 1 << 15), ==, -1);
+  g_assert_cmpint (cony_q_srdhm (3 << 15, 1 << 15), ==, 2);
+  g_assert_cmpint (cony_q_srdhm (-(3 << 15), 1 << 15), ==, -1);
+}
+
+static void
+test_divide_pot (void)
+{
+  /* round to nearest, ties away from zero */
+  g_assert_cmpint (cony_q_rdivpot (5, 1), ==, 3);
+  g_assert_cmpint (cony_q_rdivpot (-5, 1), ==, -3);
+  g_assert_cmpint (cony_q_rdivpot (3, 1), ==, 2);
+  g_assert_cmpint (cony_q_rdivpot (-3, 1), ==, -2);
+  g_assert_cmpint (cony_q_rdivpot (-4, 1), ==, -2);
+  g_assert_cmpint (cony_q_rdivpot (-6, 2), ==, -2); /* -1.5 */
+  g_assert_cmpint (cony_q_rdivpot (-5, 2), ==, -1); /* -1.25 */
+  g_assert_cmpint (cony_q_rdivpot (7, 0), ==, 7);
+  g_assert_cmpint (cony_q_rdivpot (G_MININT32, 31), ==, -1);
+  g_assert_cmpint (cony_q_rdivpot (G_MAXINT32, 31), ==, 1);
+  g_assert_cmpint (cony_q_rdivpot (-(1 << 30), 31), ==, -1); /* -0.5: away from zero */
+  g_assert_cmpint (cony_q_rdivpot ((1 << 30) - 1, 31), ==, 0);
+}
+
+/* cony_q_mul is x * M to within one (two roundings) on random values, and requant
+ * saturates at the clamp. */
+static void
+test_requant (void)
+{
+  GRand *r = g_rand_new_with_seed (42);
+  for (int i = 0; i < 20000; i++) {
+    double real = exp (g_rand_double_range (r, log (1e-6), log (8.0)));
+    ConyQMul m;
+    g_assert_true (cony_q_multiplier (real, &m));
+    gint32 x = (gint32) g_rand_int_range (r, -(1 << 24), 1 << 24);
+    double want = x * real;
+    gint32 got = cony_q_mul (x, m);
+    g_assert_cmpfloat (fabs (got - want), <=, 1.0 + 1e-6 * fabs (want));
+  }
+  g_rand_free (r);
+  ConyQMul half;
+  cony_q_multiplier (0.5, &half);
+  g_assert_cmpint (cony_q_requant (G_MAXINT32, half, 0, -128, 127), ==, 127);
+  g_assert_cmpint (cony_q_requant (G_MININT32, half, 0, -128, 127), ==, -128);
+  /* M = 0.5 has no right shift: -1.5 is rounded by the high product, toward +infinity */
+  g_assert_cmpint (cony_q_requant (-3, half, 0, -128, 127), ==, -1);
+  g_assert_cmpint (cony_q_requant (3, half, 0, -128, 127), ==, 2);
+  /* M = 0.25: -0.75 becomes -1.5 / 2 -> -1 (high product) then -0.5 -> -1 (away from 0) */
+  ConyQMul quarter;
+  cony_q_multiplier (0.25, &quarter);
+  g_assert_cmpint (quarter.shift, ==, -1);
+  g_assert_cmpint (cony_q_requant (-3, quarter, 0, -128, 127), ==, -1);
+  g_assert_cmpint (cony_q_requant (-2, quarter, 0, -128, 127), ==, -1); /* -0.5 */
+  g_assert_cmpint (cony_q_requant (2, quarter, 0, -128, 127), ==, 1);
+  g_assert_cmpint (cony_q_requant (3, half, -128, -128, 127), ==, -126); /* zero point */
+  g_assert_cmpint (cony_q_requant (-40, half, -128, -128, 127), ==, -128);
+  /* ReLU6 at scale 6/255 from zero point -128 is the whole int8 range */
+  gint32 lo, hi;
+  cony_q_act_range (TRUE, 6.0f, 0.0235294122248888f, -128, &lo, &hi);
+  g_assert_cmpint (lo, ==, -128);
+  g_assert_cmpint (hi, ==, 127);
+  cony_q_act_range (TRUE, 6.0f, 0.1f, 10, &lo, &hi);
+  g_assert_cmpint (lo, ==, 10);
+  g_assert_cmpint (hi, ==, 70);
+  cony_q_act_range (TRUE, INFINITY, 0.1f, 10, &lo, &hi);
+  g_assert_cmpint (hi, ==, 127);
+}
+
+static void
+test_quantize (void)
+{
+  g_assert_cmpint (cony_q_quantize (0.5f, 1.0f, 0), ==, 1); /* half away from zero */
+  g_assert_cmpint (cony_q_quantize (-0.5f, 1.0f, 0), ==, -1);
+  g_assert_cmpint (cony_q_quantize (-2.5f, 1.0f, 0), ==, -3);
+  g_assert_cmpint (cony_q_quantize (1.0f, 0.25f, 17), ==, 21);
+  g_assert_cmpint (cony_q_quantize (1e30f, 0.25f, 17), ==, 127);
+  g_assert_cmpint (cony_q_quantize (-INFINITY, 0.25f, 17), ==, -128);
+  g_assert_cmpint (cony_q_quantize (NAN, 0.25f, 17), ==, 17);
+}
+
+/* The int8 add of two scales (MobileNet-v2's residuals) against the real sum. */
+static void
+test_add (void)
+{
+  ConyQAdd a;
+  g_assert_true (cony_q_add_init (&a, 0.02f, -5, 0.05f, 3, 0.06f, -10, -128, 127));
+  for (int x1 = -128; x1 < 128; x1 += 3)
+    for (int x2 = -128; x2 < 128; x2 += 5) {
+      double real = 0.02 * (x1 + 5) + 0.05 * (x2 - 3);
+      double want = CLAMP (round (real / 0.06) - 10, -128, 127);
+      g_assert_cmpfloat (fabs (cony_q_add (&a, (gint8) x1, (gint8) x2) - want), <=, 1.0);
+    }
+  g_assert_false (cony_q_add_init (&a, 0.0f, 0, 0.05f, 0, 0.06f, 0, -128, 127));
+}
+
+/* ---------------------------------------------------------------- kernels */
+
+/* The AVX2 and portable kernels on random products (odd K, N not a multiple of 16,
+ * every remainder of the 4-row blocks, left and right shifts, extreme accumulators). */
+static void
+test_kernels_equal (void)
+{
+  const ConyQKernels *avx = cony_qkernels_avx2 (), *port = cony_qkernels_portable ();
+  if (avx == NULL) {
+    g_test_skip ("no AVX2 on this CPU: the portable kernels only");
+    return;
+  }
+  GRand *r = g_rand_new_with_seed (7);
+  guint shapes[][3] = { { 13, 9, 32 }, { 7, 64, 21 }, { 25, 1024, 48 }, { 1, 1024, 521 },
+    { 6, 33, 16 }, { 11, 2, 5 } };
+  for (guint s = 0; s < G_N_ELEMENTS (shapes); s++) {
+    guint M = shapes[s][0], K = shapes[s][1], N = shapes[s][2];
+    g_autofree gint8 *w = g_new (gint8, (gsize) K * N);
+    g_autofree gint32 *bias = g_new (gint32, N);
+    g_autofree ConyQMul *m = g_new (ConyQMul, N);
+    for (gsize i = 0; i < (gsize) K * N; i++)
+      w[i] = (gint8) g_rand_int_range (r, -128, 128);
+    for (guint c = 0; c < N; c++) {
+      bias[c] = g_rand_int_range (r, -100000, 100000);
+      cony_q_multiplier (exp (g_rand_double_range (r, log (1e-7), log (4.0))), &m[c]);
+    }
+    ConyQGemm g;
+    cony_qgemm_init (&g, K, N, w, bias, m, g_rand_int_range (r, -128, 128), -128, 127);
+    g_autofree gint16 *a = g_new0 (gint16, (gsize) M * g.Kp);
+    for (guint i = 0; i < M; i++)
+      for (guint k = 0; k < K; k++)
+        a[(gsize) i * g.Kp + k] = (gint16) g_rand_int_range (r, -255, 256);
+    g_autofree gint8 *o1 = g_new0 (gint8, (gsize) M * N);
+    g_autofree gint8 *o2 = g_new0 (gint8, (gsize) M * N);
+    avx->gemm (&g, M, a, o1, N);
+    port->gemm (&g, M, a, o2, N);
+    g_assert_cmpmem (o1, (gsize) M * N, o2, (gsize) M * N);
+    /* the product itself, against a direct sum, for one row */
+    for (guint c = 0; c < N; c++) {
+      gint64 acc = bias[c];
+      for (guint k = 0; k < K; k++)
+        acc += (gint64) a[k] * w[(gsize) c * K + k];
+      g_assert_cmpint (o2[c], ==, cony_q_requant ((gint32) acc, m[c], g.out.zp, -128, 127));
+    }
+    /* requantisation alone on extreme accumulators */
+    g_autofree gint32 *acc = g_new (gint32, N);
+    for (guint c = 0; c < N; c++) {
+      gint32 edge[] = { G_MININT32, G_MAXINT32, 0, -1, 1, -(1 << 30), 1 << 30 };
+      acc[c] = c % 3 ? (gint32) g_rand_int (r) : edge[c % G_N_ELEMENTS (edge)];
+    }
+    avx->requant (&g.out, acc, N, o1);
+    port->requant (&g.out, acc, N, o2);
+    g_assert_cmpmem (o1, N, o2, N);
+    cony_qgemm_clear (&g);
+  }
+  g_rand_free (r);
+}
+
+/* The depthwise kernels on random padded maps: channel counts with and without a
+ * 16-channel remainder, strides 1 and 2, extreme zero points; one output also against a
+ * direct sum. */
+static void
+test_dw_kernels_equal (void)
+{
+  const ConyQKernels *avx = cony_qkernels_avx2 (), *port = cony_qkernels_portable ();
+  if (avx == NULL) {
+    g_test_skip ("no AVX2 on this CPU: the portable kernels only");
+    return;
+  }
+  GRand *r = g_rand_new_with_seed (9);
+  guint cases[][4] = { { 32, 1, 7, 5 }, { 40, 2, 6, 3 }, { 1024, 1, 3, 2 }, { 9, 2, 4, 4 } };
+  for (guint t = 0; t < G_N_ELEMENTS (cases); t++) {
+    guint C = cases[t][0], s = cases[t][1], oh = cases[t][2], ow = cases[t][3];
+    guint ih = (oh - 1) * s + 3, iw = (ow - 1) * s + 3;
+    g_autofree gint8 *w = g_new (gint8, (gsize) 9 * C);
+    g_autofree gint32 *bias = g_new (gint32, C);
+    g_autofree ConyQMul *m = g_new (ConyQMul, C);
+    for (gsize i = 0; i < (gsize) 9 * C; i++)
+      w[i] = (gint8) g_rand_int_range (r, -128, 128);
+    for (guint c = 0; c < C; c++) {
+      bias[c] = g_rand_int_range (r, -50000, 50000);
+      cony_q_multiplier (exp (g_rand_double_range (r, log (1e-5), log (0.5))), &m[c]);
+    }
+    ConyQDw d;
+    cony_qdw_init (&d, C, w, bias, m, t % 2 ? 127 : -128, g_rand_int_range (r, -128, 128), -128,
+        127);
+    g_autofree gint8 *in = g_new (gint8, (gsize) ih * iw * C);
+    for (gsize i = 0; i < (gsize) ih * iw * C; i++)
+      in[i] = (gint8) g_rand_int_range (r, -128, 128);
+    gsize n = (gsize) oh * ow * C;
+    g_autofree gint8 *o1 = g_new (gint8, n), *o2 = g_new (gint8, n);
+    g_autofree gint32 *acc = g_new (gint32, C);
+    avx->dw (&d, in, iw, oh, ow, s, o1, acc);
+    port->dw (&d, in, iw, oh, ow, s, o2, acc);
+    g_assert_cmpmem (o1, n, o2, n);
+    /* output (oh - 1, ow - 1), last channel */
+    gint64 sum = bias[C - 1];
+    for (guint k = 0; k < 9; k++) {
+      gsize at = (((gsize) (oh - 1) * s + k / 3) * iw + (ow - 1) * s + k % 3) * C + C - 1;
+      sum += (gint64) (in[at] - d.zp) * w[(gsize) (C - 1) * 9 + k];
+    }
+    g_assert_cmpint (o2[n - 1], ==, cony_q_requant ((gint32) sum, m[C - 1], d.out.zp, -128, 127));
+    cony_qdw_clear (&d);
+  }
+  g_rand_free (r);
+}
+
+/* ---------------------------------------------------------------- YAMNet */
+
+/* The int8 YAMNet (cony_test_yamnet_int8), made once in main(). */
+static char *yamnet_q;
+
+static char *
+yamnet_path (void)
+{
+  return g_strdup (yamnet_q);
+}
+
+/* The int8 scores are the logistic table of the int8 logits (the FC output, one step
+ * = 0.308 in logit, up to 0.077 in score where the sigmoid is steepest). A score is
+ * within one quantisation step of ArmNN's when some logit that gives it, moved by at
+ * most one step, gives ArmNN's: *@steps gets how many scores needed that step. */
+static gboolean
+within_one_logit_step (const ConyCnn *cnn, const float *got, const float *want, gsize n,
+    guint *steps)
+{
+  g_autoptr (JsonParser) p = json_parser_new ();
+  g_assert_true (
+      json_parser_load_from_data (p, cony_cnn_get_metadata (cnn, "quantization"), -1, NULL));
+  JsonArray *layers = json_object_get_array_member (json_node_get_object (json_parser_get_root (p)),
+      "layers");
+  JsonArray *fc = json_array_get_array_element (layers, 28);
+  JsonArray *sg = json_array_get_array_element (layers, 29);
+  float s_in = (float) json_array_get_double_element (fc, 0);
+  gint32 zp_in = (gint32) json_array_get_int_element (fc, 1);
+  float s_out = (float) json_array_get_double_element (sg, 0);
+  gint32 zp_out = (gint32) json_array_get_int_element (sg, 1);
+  float score[256];
+  for (int v = -128; v < 128; v++) {
+    float x = s_in * (float) (v - zp_in);
+    gint8 q = cony_q_quantize (1.0f / (1.0f + expf (-x)), s_out, zp_out);
+    score[v + 128] = s_out * (float) (q - zp_out);
+  }
+  for (gsize i = 0; i < n; i++) {
+    if (got[i] == want[i])
+      continue;
+    gboolean ok = FALSE;
+    for (int v = 0; v < 256 && !ok; v++)
+      if (score[v] == got[i])
+        for (int d = -1; d <= 1; d += 2)
+          ok = ok || (v + d >= 0 && v + d < 256 && score[v + d] == want[i]);
+    if (!ok)
+      return FALSE;
+    (*steps)++;
+  }
+  return TRUE;
+}
+
+static void
+check_yamnet_armnn (void)
+{
+  g_autofree char *path = yamnet_path ();
+  g_autoptr (GError) error = NULL;
+  g_autoptr (ConyCnn) cnn = cony_cnn_load_private (path, &error);
+  g_assert_no_error (error);
+  g_assert_cmpint (cony_cnn_get_precision (cnn), ==, CONY_CNN_PRECISION_INT8);
+  g_assert_cmpuint (cony_cnn_get_int8_layers (cnn), ==, 30);
+  ConyNpyArray *patches = cony_test_load_golden_npy ("yamnet", "patches.npy");
+  ConyNpyArray *want = cony_test_load_golden_npy ("yamnet", "armnn_scores.npy");
+  gsize n = patches->shape[0], od = cony_cnn_get_output_size (cnn);
+  g_assert_cmpuint (want->shape[0], ==, n);
+  g_assert_cmpuint (want->shape[1], ==, od);
+  g_autofree float *got = g_new (float, n *od);
+  /* one by one, and batched (the maps of several examples in one product) */
+  for (gsize i = 0; i < n; i++)
+    cony_cnn_forward (cnn, patches->data + i * 96 * 64, got + i * od);
+  g_autofree float *batch = g_new (float, n *od);
+  cony_cnn_forward_batch (cnn, patches->data, n, batch);
+  g_assert_cmpmem (got, sizeof (float) * n * od, batch, sizeof (float) * n * od);
+  double worst = 0;
+  guint off = 0, steps = 0;
+  for (gsize i = 0; i < n; i++) {
+    const float *g = got + i * od, *w = want->data + i * od;
+    gsize tg = 0, tw = 0;
+    for (gsize c = 0; c < od; c++) {
+      double d = fabs (g[c] - w[c]);
+      worst = MAX (worst, d);
+      off += d > 1e-6;
+      tg = g[c] > g[tg] ? c : tg;
+      tw = w[c] > w[tw] ? c : tw;
+    }
+    g_assert_cmpuint (tg, ==, tw);
+  }
+  g_assert_true (within_one_logit_step (cnn, got, want->data, n * od, &steps));
+  g_test_message ("int8 vs ArmNN: %u of %" G_GSIZE_FORMAT " scores differ (one logit step), by "
+                  "at most %g",
+      off, n * od, worst);
+  g_assert_cmpuint (steps, ==, off);
+  g_assert_cmpuint (off, <, n * od / 100); /* nearly all equal */
+  cony_npy_array_free (patches);
+  cony_npy_array_free (want);
+}
+
+static void
+test_yamnet_armnn (void)
+{
+  check_yamnet_armnn ();
+}
+
+static void
+test_yamnet_armnn_portable (void)
+{
+  if (g_test_subprocess ()) {
+    g_assert_cmpstr (cony_cnn_get_int8_kernels (), ==, "portable");
+    check_yamnet_armnn ();
+    return;
+  }
+  cony_test_trap_portable_cnn ();
+}
+
+/* FLOAT runs the float engine on the same file (its scores are not multiples of
+ * 1/256); INT8 on a float-only network is refused. */
+static void
+test_precision (void)
+{
+  g_autofree char *path = yamnet_path ();
+  g_autoptr (GError) error = NULL;
+  g_autoptr (ConyCnn) cnn = cony_cnn_load (path, &error);
+  g_assert_no_error (error);
+  g_autofree float *x = cony_test_random_floats (96 * 64, -6, 2, 3);
+  float q[521], f[521];
+  cony_cnn_forward (cnn, x, q);
+  g_assert_true (cony_cnn_set_precision (cnn, CONY_CNN_PRECISION_FLOAT, &error));
+  g_assert_cmpint (cony_cnn_get_precision (cnn), ==, CONY_CNN_PRECISION_FLOAT);
+  g_assert_cmpuint (cony_cnn_get_int8_layers (cnn), ==, 0);
+  g_assert_cmpuint (cony_cnn_get_quantized_layers (cnn), ==, 30);
+  cony_cnn_forward (cnn, x, f);
+  gboolean steps = TRUE, near = TRUE;
+  for (int c = 0; c < 521; c++) {
+    steps = steps && q[c] * 256 == roundf (q[c] * 256);
+    near = near && fabsf (q[c] - f[c]) < 0.1f;
+  }
+  g_assert_true (steps);
+  g_assert_true (near);
+  g_assert_cmpfloat (memcmp (q, f, sizeof q), !=, 0);
+  g_assert_true (cony_cnn_set_precision (cnn, CONY_CNN_PRECISION_AUTO, &error));
+  g_assert_cmpint (cony_cnn_get_precision (cnn), ==, CONY_CNN_PRECISION_INT8);
+
+  /* the shipped file has no activation quantisation: float */
+  g_autofree char *shipped = g_build_filename (g_getenv ("CONY_SOURCE_ROOT"), "models", "yamnet",
+      "yamnet.safetensors", NULL);
+  g_autoptr (ConyCnn) plain = cony_cnn_load (shipped, &error);
+  g_assert_no_error (error);
+  g_assert_cmpint (cony_cnn_get_precision (plain), ==, CONY_CNN_PRECISION_FLOAT);
+  g_assert_cmpuint (cony_cnn_get_quantized_layers (plain), ==, 0);
+
+  g_autoptr (ConyCnn) rnd = cony_cnn_new_random (CONY_CNN_YAMNET_LAYOUT, 96, 64, 1, 1, &error);
+  g_assert_no_error (error);
+  g_assert_false (cony_cnn_set_precision (rnd, CONY_CNN_PRECISION_INT8, &error));
+  cony_test_expect_error (&error, CONY_ERROR_INVALID, "precision int8", "quantised");
+  g_assert_cmpint (cony_cnn_get_precision (rnd), ==, CONY_CNN_PRECISION_FLOAT);
+}
+
+/* YAMNet's quantization with layers[@from..] null: the integer prefix ends there. */
+static char *
+yamnet_prefix (guint from)
+{
+  g_autofree char *path = yamnet_path ();
+  g_autoptr (GError) error = NULL;
+  g_autoptr (ConyCnn) cnn = cony_cnn_load_private (path, &error);
+  g_assert_no_error (error);
+  g_autoptr (JsonParser) p = json_parser_new ();
+  g_assert_true (
+      json_parser_load_from_data (p, cony_cnn_get_metadata (cnn, "quantization"), -1, NULL));
+  JsonArray *layers = json_object_get_array_member (json_node_get_object (json_parser_get_root (p)),
+      "layers");
+  JsonArray *fixed = json_array_new ();
+  for (guint i = 0; i < 30; i++)
+    if (i < from)
+      json_array_add_element (fixed, json_node_copy (json_array_get_element (layers, i)));
+    else
+      json_array_add_null_element (fixed);
+  json_object_set_array_member (json_node_get_object (json_parser_get_root (p)), "layers", fixed);
+  g_autofree char *quant = json_to_string (json_parser_get_root (p), FALSE);
+  return cony_test_with_quantization (path, quant);
+}
+
+static float *
+run_golden (ConyCnn *cnn, gsize *n)
+{
+  ConyNpyArray *patches = cony_test_load_golden_npy ("yamnet", "patches.npy");
+  *n = patches->shape[0];
+  float *out = g_new (float, *n *cony_cnn_get_output_size (cnn));
+  cony_cnn_forward_batch (cnn, patches->data, *n, out);
+  cony_npy_array_free (patches);
+  return out;
+}
+
+/* Integer prefixes: up to the logits, then the float sigmoid (the hand-off at the head
+ * requantises the gap output exactly: the scores differ from the all-int8 table by its
+ * rounding only, at most half a step of 1/256); up to layer 24 (the adapted YAMNet's
+ * layers, from 25 on float), then float: near the float network, the same top-1. */
+static void
+test_prefix (void)
+{
+  g_autofree char *full_path = yamnet_path ();
+  g_autoptr (GError) error = NULL;
+  g_autoptr (ConyCnn) full = cony_cnn_load_private (full_path, &error);
+  g_assert_no_error (error);
+  gsize n;
+  g_autofree float *all = run_golden (full, &n);
+  g_assert_true (cony_cnn_set_precision (full, CONY_CNN_PRECISION_FLOAT, &error));
+  g_autofree float *flt = run_golden (full, &n);
+
+  g_autofree char *p29 = yamnet_prefix (29);
+  g_autoptr (ConyCnn) c29 = cony_cnn_load_private (p29, &error);
+  g_assert_no_error (error);
+  g_assert_cmpuint (cony_cnn_get_int8_layers (c29), ==, 29);
+  g_autofree float *s29 = run_golden (c29, &n);
+  for (gsize i = 0; i < n * 521; i++)
+    g_assert_cmpfloat (fabsf (s29[i] - all[i]), <=, 0.5f / 256 + 1e-6f);
+
+  g_autofree char *p25 = yamnet_prefix (25);
+  g_autoptr (ConyCnn) c25 = cony_cnn_load_private (p25, &error);
+  g_assert_no_error (error);
+  g_assert_cmpuint (cony_cnn_get_int8_layers (c25), ==, 25);
+  g_autofree char *desc = cony_cnn_describe_precision (c25);
+  g_assert_true (g_str_has_prefix (desc, "int8 for layers 0-24, float for the 5 after them"));
+  g_autofree float *s25 = run_golden (c25, &n);
+  double worst = 0;
+  for (gsize e = 0; e < n; e++) {
+    gsize a = 0, b = 0;
+    for (gsize c = 0; c < 521; c++) {
+      worst = MAX (worst, fabs (s25[e * 521 + c] - flt[e * 521 + c]));
+      a = s25[e * 521 + c] > s25[e * 521 + a] ? c : a;
+      b = flt[e * 521 + c] > flt[e * 521 + b] ? c : b;
+    }
+    g_assert_cmpuint (a, ==, b);
+  }
+  g_test_message ("int8 prefix 0-24 + float vs float: max |d score| %g", worst);
+  g_assert_cmpfloat (worst, <, 0.1);
+  g_unlink (p29);
+  g_unlink (p25);
+}
+
+/* Malformed quantisation metadata is refused, naming the file and what was wrong. */
+static void
+test_refused (void)
+{
+  g_autofree char *path = yamnet_path ();
+  const char *bad[][2] = {
+    { "[1, 2]", "must be {" },
+    { "{\"input\": [0.05, 17], \"layers\": [[0.02, -128]]}", "one per layer (30)" },
+    { "{\"input\": [0.05, 300], \"layers\": []}", "zero points in -128..127" },
+    { "{\"input\": [-1, 0], \"layers\": []}", "scales > 0" },
+  };
+  for (guint i = 0; i < G_N_ELEMENTS (bad); i++) {
+    g_autofree char *copy = cony_test_with_quantization (path, bad[i][0]);
+    cony_test_expect_cnn_refused (copy, CONY_ERROR_INVALID, "quantization", bad[i][1]);
+    g_unlink (copy);
+  }
+  /* an entry after a null, and one that is not a pair */
+  g_autoptr (GString) q = g_string_new ("{\"input\": [0.05, 17], \"layers\": [null");
+  for (int i = 1; i < 30; i++)
+    g_string_append (q, ", [0.02, -128]");
+  g_string_append (q, "]}");
+  g_autofree char *after = cony_test_with_quantization (path, q->str);
+  cony_test_expect_cnn_refused (after, CONY_ERROR_INVALID, "layers[1] follows a null", NULL);
+  g_unlink (after);
+  g_string_truncate (q, 0);
+  g_string_append (q,
+      "{\"input\": [0.04778895899653435, 17], \"layers\": "
+      "[[0.0235294122248888, -128], [0.02]");
+  for (int i = 2; i < 30; i++)
+    g_string_append (q, ", null");
+  g_string_append (q, "]}");
+  g_autofree char *pair = cony_test_with_quantization (path, q->str);
+  cony_test_expect_cnn_refused (pair, CONY_ERROR_INVALID, "layers[1] must be [scale > 0", NULL);
+  g_unlink (pair);
+  /* scales that do not fit the int32 biases (another file's) */
+  g_string_truncate (q, 0);
+  g_string_append (q, "{\"input\": [0.05, 17], \"layers\": [[0.02, -128]");
+  for (int i = 1; i < 30; i++)
+    g_string_append (q, ", null");
+  g_string_append (q, "]}");
+  g_autofree char *unfit = cony_test_with_quantization (path, q->str);
+  cony_test_expect_cnn_refused (unfit, CONY_ERROR_INVALID, "layers.0.bias",
+      "does not fit the weights");
+  g_unlink (unfit);
+}
+
+int
+main (int argc, char **argv)
+{
+  g_test_init (&argc, &argv, NULL);
+  g_test_add_func ("/int8/multiplier", test_multiplier);
+  g_test_add_func ("/int8/high-mul", test_high_mul);
+  g_test_add_func ("/int8/divide-pot", test_divide_pot);
+  g_test_add_func ("/int8/requant", test_requant);
+  g_test_add_func ("/int8/quantize", test_quantize);
+  g_test_add_func ("/int8/add", test_add);
+  g_test_add_func ("/int8/kernels-equal", test_kernels_equal);
+  g_test_add_func ("/int8/dw-kernels-equal", test_dw_kernels_equal);
+  g_test_add_func ("/int8/yamnet-armnn", test_yamnet_armnn);
+  g_test_add_func ("/int8/yamnet-armnn-portable", test_yamnet_armnn_portable);
+  g_test_add_func ("/int8/precision", test_precision);
+  g_test_add_func ("/int8/prefix", test_prefix);
+  g_test_add_func ("/int8/refused", test_refused);
+  yamnet_q = cony_test_yamnet_int8 ();
+  int status = g_test_run ();
+  g_unlink (yamnet_q);
+  g_free (yamnet_q);
+  return status;
+}

@@ -1,0 +1,232 @@
+/* cony bench int8: YAMNet per patch on one core, the integer path against the float
+ * path on the same file (interleaved, CPU time of this thread), and how close the
+ * pointwise layers' integer products come to the int8 peak of this CPU, measured with
+ * our own register-only loops of the kernel's instructions. */
+#include "../src/cpu-private.h"
+#include "../src/qkernels.h"
+#include "bench.h"
+#include "commands.h"
+
+#include "cony/cnn.h"
+
+#include <stdio.h>
+#include <string.h>
+
+#ifdef CONY_CPU_X86
+#include <immintrin.h>
+
+/* The kernel's register block without its loads, in assembly (so that the compiler
+ * neither spills nor hoists): per round, 2 weight vectors times 4 activation vectors
+ * into 8 accumulators. STEP(x, w, a) is one product of x and w added to a; ymm15 is
+ * the temporary, %[one] holds 16-bit ones. */
+/* clang-format off */
+#define PEAK_BLOCK(name, type_set, STEP) \
+  CONY_TARGET_V3 static gint32 name (void) \
+  { \
+    __m256i w0 = type_set (3), w1 = type_set (-2), x0 = type_set (1), x1 = type_set (2); \
+    __m256i x2 = type_set (5), x3 = type_set (7), one = _mm256_set1_epi16 (1); \
+    __m256i a0 = _mm256_setzero_si256 (), a1 = a0, a2 = a0, a3 = a0, a4 = a0, a5 = a0; \
+    __m256i a6 = a0, a7 = a0; \
+    for (int r = 0; r < 1000; r++) \
+      __asm__ volatile ( \
+          STEP ("%[x0]", "%[w0]", "%[a0]") STEP ("%[x0]", "%[w1]", "%[a1]") \
+          STEP ("%[x1]", "%[w0]", "%[a2]") STEP ("%[x1]", "%[w1]", "%[a3]") \
+          STEP ("%[x2]", "%[w0]", "%[a4]") STEP ("%[x2]", "%[w1]", "%[a5]") \
+          STEP ("%[x3]", "%[w0]", "%[a6]") STEP ("%[x3]", "%[w1]", "%[a7]") \
+          : [a0] "+x"(a0), [a1] "+x"(a1), [a2] "+x"(a2), [a3] "+x"(a3), \
+            [a4] "+x"(a4), [a5] "+x"(a5), [a6] "+x"(a6), [a7] "+x"(a7) \
+          : [w0] "x"(w0), [w1] "x"(w1), [x0] "x"(x0), [x1] "x"(x1), [x2] "x"(x2), \
+            [x3] "x"(x3), [one] "x"(one) \
+          : "xmm15"); \
+    __m256i s = _mm256_add_epi32 (_mm256_add_epi32 (_mm256_add_epi32 (a0, a1), \
+        _mm256_add_epi32 (a2, a3)), \
+        _mm256_add_epi32 (_mm256_add_epi32 (a4, a5), _mm256_add_epi32 (a6, a7))); \
+    return _mm256_extract_epi32 (s, 0); \
+  }
+
+/* vpmaddwd + vpaddd: 16 int16 multiply-adds per step (128000 per block). */
+#define STEP_WD(x, w, a) "vpmaddwd " x ", " w ", %%ymm15\n\tvpaddd %%ymm15, " a ", " a "\n\t"
+/* vpmaddubsw + vpmaddwd by ones + vpaddd: 32 u8 x s8 multiply-adds per step (256000 per
+ * block), what an unsigned-activation kernel could reach at the price of int16
+ * saturation in vpmaddubsw. */
+#define STEP_UBS(x, w, a) \
+  "vpmaddubsw " w ", " x ", %%ymm15\n\tvpmaddwd %[one], %%ymm15, %%ymm15\n\t" \
+  "vpaddd %%ymm15, " a ", " a "\n\t"
+/* clang-format on */
+
+PEAK_BLOCK (block_maddwd, _mm256_set1_epi16, STEP_WD)
+PEAK_BLOCK (block_maddubsw, _mm256_set1_epi8, STEP_UBS)
+
+/* Multiply-adds per CPU second of @block (@macs each), the best of five runs of
+ * @budget seconds: other jobs share the core. */
+static double
+peak_rate (gint32 (*block) (void), double macs, double budget)
+{
+  double best = 0;
+  volatile gint32 sink = 0;
+  for (int run = 0; run < 5; run++) {
+    guint64 n = 0;
+    double t0 = cony_bench_cpu_s (), t;
+    do {
+      sink += block ();
+      n++;
+      t = cony_bench_cpu_s () - t0;
+    } while (t < budget);
+    best = MAX (best, n * macs / t);
+  }
+  (void) sink;
+  return best;
+}
+#endif
+
+/* YAMNet's pointwise products (pixels, K, N). */
+static const guint pw_shapes[][3] = { { 1536, 32, 64 }, { 384, 64, 128 }, { 384, 128, 128 },
+  { 96, 128, 256 }, { 96, 256, 256 }, { 24, 256, 512 }, { 24, 512, 512 }, { 24, 512, 512 },
+  { 24, 512, 512 }, { 24, 512, 512 }, { 24, 512, 512 }, { 6, 512, 1024 }, { 6, 1024, 1024 } };
+
+/* CPU seconds of one pass over every pointwise product with @k (best of @reps), and
+ * their MAC count. */
+static double
+pointwise_seconds (const ConyQKernels *k, int reps, double *macs)
+{
+  GRand *r = g_rand_new_with_seed (5);
+  guint n = G_N_ELEMENTS (pw_shapes);
+  ConyQGemm *g = g_new0 (ConyQGemm, n);
+  gint16 **a = g_new0 (gint16 *, n);
+  gint8 **o = g_new0 (gint8 *, n);
+  *macs = 0;
+  for (guint i = 0; i < n; i++) {
+    guint M = pw_shapes[i][0], K = pw_shapes[i][1], N = pw_shapes[i][2];
+    gint8 *w = g_new (gint8, (gsize) K * N);
+    ConyQMul *m = g_new (ConyQMul, N);
+    for (gsize j = 0; j < (gsize) K * N; j++)
+      w[j] = (gint8) g_rand_int_range (r, -127, 128);
+    for (guint c = 0; c < N; c++)
+      cony_q_multiplier (1e-4, &m[c]);
+    cony_qgemm_init (&g[i], K, N, w, NULL, m, -128, -128, 127);
+    a[i] = g_new (gint16, (gsize) M * K);
+    for (gsize j = 0; j < (gsize) M * K; j++)
+      a[i][j] = (gint16) g_rand_int_range (r, 0, 256);
+    o[i] = g_new (gint8, (gsize) M * N);
+    *macs += (double) M * K * N;
+    g_free (w);
+    g_free (m);
+  }
+  double best = G_MAXDOUBLE;
+  for (int rep = 0; rep < reps; rep++) {
+    double t0 = cony_bench_cpu_s ();
+    for (guint i = 0; i < n; i++)
+      k->gemm (&g[i], pw_shapes[i][0], a[i], o[i], pw_shapes[i][2]);
+    best = MIN (best, cony_bench_cpu_s () - t0);
+  }
+  for (guint i = 0; i < n; i++) {
+    cony_qgemm_clear (&g[i]);
+    g_free (a[i]);
+    g_free (o[i]);
+  }
+  g_free (g);
+  g_free (a);
+  g_free (o);
+  g_rand_free (r);
+  return best;
+}
+
+/* Per-patch CPU ms of @cnn on @patches (n of them), one call per patch. */
+static double
+per_patch_ms (ConyCnn *cnn, const float *patches, int n, float *out)
+{
+  double t0 = cony_bench_cpu_s ();
+  for (int i = 0; i < n; i++)
+    cony_cnn_forward (cnn, patches + (gsize) i * 96 * 64, out);
+  return (cony_bench_cpu_s () - t0) / n * 1e3;
+}
+
+int
+cony_cmd_bench_int8 (int argc, char **argv)
+{
+  char *model = NULL;
+  int patches = 200, rounds = 7;
+  gboolean markdown = FALSE;
+  GOptionEntry entries[] = {
+    { "model", 'm', 0, G_OPTION_ARG_FILENAME, &model,
+        "quantised 96x64x1 MobileNet (metadata quantization): YAMNet converted by "
+        "training/convert_tflite.py from its int8 .tflite (the shipped file is float)",
+        "M" },
+    { "patches", 'n', 0, G_OPTION_ARG_INT, &patches, "patches per round (default 200)", "N" },
+    { "rounds", 'r', 0, G_OPTION_ARG_INT, &rounds, "rounds, int8 and float interleaved (default 7)",
+        "R" },
+    { "markdown", 0, 0, G_OPTION_ARG_NONE, &markdown, "also print a bench/RESULTS.md table", NULL },
+    G_OPTION_ENTRY_NULL,
+  };
+  g_autoptr (GOptionContext) ctx = g_option_context_new ("- YAMNet int8 vs float per patch");
+  g_option_context_add_main_entries (ctx, entries, NULL);
+  GError *error = NULL;
+  if (!g_option_context_parse (ctx, &argc, &argv, &error))
+    return cony_cmd_fail (error);
+  g_autofree char *m_path = model;
+  if (m_path == NULL)
+    m_path = g_build_filename (g_getenv ("CONY_SOURCE_ROOT") ? g_getenv ("CONY_SOURCE_ROOT") : ".",
+        "models", "yamnet", "yamnet.safetensors", NULL);
+  if (patches < 1 || rounds < 1) {
+    fprintf (stderr, "cony bench int8: --patches and --rounds must be at least 1\n");
+    return 2;
+  }
+  g_autoptr (ConyCnn) q = cony_cnn_load (m_path, &error);
+  if (q == NULL)
+    return cony_cmd_fail (error);
+  if (!cony_cnn_set_precision (q, CONY_CNN_PRECISION_INT8, &error))
+    return cony_cmd_fail (error);
+  if (cony_cnn_get_input_size (q) != 96 * 64) {
+    fprintf (stderr, "cony bench int8: %s is not a 96x64x1 network\n", m_path);
+    return 1;
+  }
+  g_autoptr (ConyCnn) f = cony_cnn_load (m_path, &error);
+  cony_cnn_set_precision (f, CONY_CNN_PRECISION_FLOAT, NULL);
+  GRand *rng = g_rand_new_with_seed (11);
+  g_autofree float *x = g_new (float, (gsize) patches * 96 * 64);
+  cony_bench_fill_random (rng, x, (gsize) patches * 96 * 64, -2.5, 4.4); /* log-mel range */
+  g_rand_free (rng);
+  g_autofree float *out = g_new (float, 1024);
+  per_patch_ms (q, x, MIN (patches, 20), out); /* warm up: packing, scratch */
+  per_patch_ms (f, x, MIN (patches, 20), out);
+  g_autofree double *tq = g_new (double, rounds), *tf = g_new (double, rounds);
+  for (int r = 0; r < rounds; r++) {
+    tq[r] = per_patch_ms (q, x, patches, out);
+    tf[r] = per_patch_ms (f, x, patches, out);
+  }
+  ConyBenchSummary sq = cony_bench_summarise (tq, rounds), sf = cony_bench_summarise (tf, rounds);
+  g_autofree char *desc = cony_cnn_describe_precision (q);
+  printf ("YAMNet per patch, one core, CPU time, %d rounds of %d patches (%s):\n", rounds, patches,
+      m_path);
+  printf ("  int8 (%s): min %.3f ms, median %.3f ms\n", desc, sq.min, sq.median);
+  printf ("  float:     min %.3f ms, median %.3f ms   (int8 %.2fx faster by the medians)\n", sf.min,
+      sf.median, sf.median / sq.median);
+
+  const ConyQKernels *k = cony_qkernels ();
+  double macs, pw = pointwise_seconds (k, 9, &macs);
+  double peak = 0, peak_ub = 0;
+#ifdef CONY_CPU_X86
+  if (cony_cpu_has_v3 ()) {
+    peak = peak_rate (block_maddwd, 128000, 0.15);
+    peak_ub = peak_rate (block_maddubsw, 256000, 0.15);
+  }
+#endif
+  printf ("  pointwise products (%s kernels): %.0f M MAC in %.3f ms = %.1f GMAC/s", k->name,
+      macs * 1e-6, pw * 1e3, macs / pw * 1e-9);
+  if (peak > 0)
+    printf (" = %.0f%% of the vpmaddwd peak (%.1f GMAC/s; vpmaddubsw+vpmaddwd: %.1f GMAC/s)\n",
+        100 * macs / pw / peak, peak * 1e-9, peak_ub * 1e-9);
+  else
+    printf ("\n");
+  printf ("  pointwise share of the int8 patch: %.0f%%\n", 100 * pw * 1e3 / sq.median);
+  if (markdown) {
+    printf ("\n| YAMNet per patch, 1 core (CPU time) | median | min |\n|---|---|---|\n");
+    printf ("| libcony int8 (%s) | **%.3f ms** | %.3f ms |\n", k->name, sq.median, sq.min);
+    printf ("| libcony float | %.3f ms | %.3f ms |\n", sf.median, sf.min);
+    if (peak > 0)
+      printf ("\n| pointwise layers (int8) | rate | of the vpmaddwd peak |\n|---|---|---|\n"
+              "| %.0f M MAC, %.3f ms | %.1f GMAC/s | **%.0f%%** of %.1f GMAC/s |\n",
+          macs * 1e-6, pw * 1e3, macs / pw * 1e-9, 100 * macs / pw / peak, peak * 1e-9);
+  }
+  return 0;
+}
