@@ -1,5 +1,10 @@
 /* Plumbing shared by the cony elements. */
 #include "gstconyelement.h"
+#include "gstconytokens.h"
+
+#ifdef __GLIBC__
+#include <malloc.h>
+#endif
 
 #include "cony/modelpath.h"
 
@@ -16,9 +21,20 @@ gst_cony_element_change_state (GstElement *element, GstStateChange transition,
       stop (element);
     return ret;
   }
-  if (transition == GST_STATE_CHANGE_PAUSED_TO_READY)
+  if (transition == GST_STATE_CHANGE_PAUSED_TO_READY) {
     stop (element);
+    gst_cony_element_trim_heap ();
+  }
   return ret;
+}
+
+void
+gst_cony_element_trim_heap (void)
+{
+#ifdef __GLIBC__
+  if (!g_getenv ("CONY_NO_TRIM"))
+    malloc_trim (0);
+#endif
 }
 
 gboolean
@@ -38,9 +54,8 @@ gst_cony_element_query_latency (GstElement *element, GstPad *sinkpad, GstQuery *
   GST_DEBUG_OBJECT (element,
       "upstream latency %" GST_TIME_FORMAT "-%" GST_TIME_FORMAT ", adding %" GST_TIME_FORMAT,
       GST_TIME_ARGS (min), GST_TIME_ARGS (max), GST_TIME_ARGS (own));
-  min += own;
-  if (GST_CLOCK_TIME_IS_VALID (max))
-    max += own;
+  min = gst_cony_time_add (min, own);
+  max = gst_cony_time_add (max, own); /* NONE (no maximum) stays NONE */
   gst_query_set_latency (query, live, min, max);
   return TRUE;
 }
@@ -150,6 +165,100 @@ gst_cony_element_check_caps_seen (GstElement *element, gboolean have_caps)
   if (!have_caps)
     GST_ELEMENT_ERROR (element, CORE, NEGOTIATION, (NULL), ("no caps before the first buffer"));
   return have_caps;
+}
+
+const GstCaps *
+gst_cony_element_refused_caps (GstQuery *query)
+{
+  GstCaps *caps = NULL;
+  if (GST_QUERY_TYPE (query) == GST_QUERY_CAPS) {
+    GstCaps *result = NULL;
+    gst_query_parse_caps (query, &caps);
+    gst_query_parse_caps_result (query, &result);
+    return caps && !gst_caps_is_empty (caps) && result && gst_caps_is_empty (result) ? caps : NULL;
+  }
+  if (GST_QUERY_TYPE (query) == GST_QUERY_ACCEPT_CAPS) {
+    gboolean ok = TRUE;
+    gst_query_parse_accept_caps (query, &caps);
+    gst_query_parse_accept_caps_result (query, &ok);
+    return ok ? NULL : caps;
+  }
+  return NULL;
+}
+
+void
+gst_cony_element_refuse_caps (GstElement *element, gboolean *posted, const gchar *takes,
+    const gchar *got, const gchar *hint, const GstCaps *offered)
+{
+  if (*posted)
+    return;
+  *posted = TRUE;
+  GstElementFactory *factory = gst_element_get_factory (element);
+  const gchar *name = factory ? GST_OBJECT_NAME (factory) : G_OBJECT_TYPE_NAME (element);
+  GST_ELEMENT_ERROR (element, CORE, NEGOTIATION,
+      ("%s takes %s, got %s: %s", name, takes, got, hint),
+      ("upstream offers %" GST_PTR_FORMAT, offered));
+}
+
+void
+gst_cony_element_refuse_convertible (GstElement *element, gboolean *posted, const gchar *takes,
+    const gchar *got, const GstCaps *offered, gboolean need_a, const gchar *a, gboolean need_b,
+    const gchar *b)
+{
+  g_autofree gchar *hint = need_a && need_b ? g_strdup_printf ("add %s and %s before it", a, b)
+      : need_a                              ? g_strdup_printf ("add %s before it", a)
+      : need_b                              ? g_strdup_printf ("add %s before it", b)
+                                            : g_strdup_printf ("add %s ! %s before it", b, a);
+  gst_cony_element_refuse_caps (element, posted, takes, got, hint, offered);
+}
+
+void
+gst_cony_element_refuse_tokens (GstElement *element, gboolean *posted, guint dim,
+    const GstCaps *caps, const gchar *why)
+{
+  g_autofree gchar *takes =
+      g_strdup_printf ("%u-float tokens (other/tensors, float32, dimensions=%u:K)", dim, dim);
+  GString *got = g_string_new (NULL);
+  if (caps == NULL || gst_caps_is_empty (caps)) {
+    g_string_append (got, "no caps");
+  } else {
+    const GstStructure *s = gst_caps_get_structure (caps, 0);
+    g_string_append (got, gst_structure_get_name (s));
+    const gchar *fields[] = { "types", "dimensions", "framerate" };
+    for (guint i = 0; i < G_N_ELEMENTS (fields); i++) {
+      g_autofree gchar *v = gst_cony_element_fixed_field (s, fields[i]);
+      if (v)
+        g_string_append_printf (got, " %s=%s", fields[i], v);
+    }
+  }
+  gst_cony_element_refuse_caps (element, posted, takes, got->str, why, caps);
+  g_string_free (got, TRUE);
+}
+
+void
+gst_cony_element_name_token_refusal (GstElement *element, gboolean *posted, guint dim,
+    GstQuery *query)
+{
+  const GstCaps *offered = gst_cony_element_refused_caps (query);
+  if (offered == NULL)
+    return;
+  GstConyTokenInfo info;
+  gchar *why = NULL;
+  if (gst_cony_tokens_info_from_caps (&info, offered, &why))
+    why = g_strdup ("not float32 other/tensors with one static tensor");
+  gst_cony_element_refuse_tokens (element, posted, dim, offered, why);
+  g_free (why);
+}
+
+gchar *
+gst_cony_element_fixed_field (const GstStructure *s, const gchar *field)
+{
+  const GValue *v = gst_structure_get_value (s, field);
+  if (v == NULL || !gst_value_is_fixed (v))
+    return NULL;
+  if (G_VALUE_HOLDS_STRING (v))
+    return g_value_dup_string (v);
+  return gst_value_serialize (v);
 }
 
 gboolean

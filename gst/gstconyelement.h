@@ -64,6 +64,37 @@ gboolean gst_cony_element_check_caps_seen (GstElement *element, gboolean have_ca
 gboolean gst_cony_element_map_units (GstElement *element, GstBuffer *buf, GstMapInfo *map,
     gsize unit, const gchar *unit_name, const gchar *text);
 
+/* Negotiation failures that name the cause (#46.5). refused_caps: what upstream offers
+ * when the answer to @query (a sink pad's CAPS or ACCEPT_CAPS query, already answered)
+ * refuses it: the filter of a CAPS query answered empty, the caps of an ACCEPT_CAPS
+ * query answered FALSE; NULL otherwise. refuse_caps: posts the CORE/NEGOTIATION error
+ * "ELEMENT takes @takes, got @got: @hint" (debug: @offered, may be NULL), once until
+ * *@posted is cleared, since upstream asks again and again. */
+const GstCaps *gst_cony_element_refused_caps (GstQuery *query);
+void gst_cony_element_refuse_caps (GstElement *element, gboolean *posted, const gchar *takes,
+    const gchar *got, const gchar *hint, const GstCaps *offered);
+/* refuse_caps with the hint naming the missing converters: "add A and B before it", "add A
+ * before it", "add B before it", or "add B ! A before it" when neither is known missing. */
+void gst_cony_element_refuse_convertible (GstElement *element, gboolean *posted, const gchar *takes,
+    const gchar *got, const GstCaps *offered, gboolean need_a, const gchar *a, gboolean need_b,
+    const gchar *b);
+/* refuse_caps for token caps that gst_cony_tokens_info_from_caps() could not read (@why):
+ * "ELEMENT takes D-float tokens (other/tensors, float32, dimensions=D:K), got ...". */
+void gst_cony_element_refuse_tokens (GstElement *element, gboolean *posted, guint dim,
+    const GstCaps *caps, const gchar *why);
+/* For a token sink's query handler, after answering @query: names a refusal it shows
+ * (gst_cony_element_refused_caps()) with gst_cony_element_refuse_tokens(). */
+void gst_cony_element_name_token_refusal (GstElement *element, gboolean *posted, guint dim,
+    GstQuery *query);
+/* A field of @s as users read it ("44100", "I420"), NULL when absent or not fixed. */
+gchar *gst_cony_element_fixed_field (const GstStructure *s, const gchar *field);
+
+/* Called by each element's stop, after freeing its libcony objects: hands the freed
+ * heap back to the OS (glibc's malloc_trim). Without it, pipelines created and destroyed
+ * in one process grew the resident memory round after round (#46.7): what streaming
+ * threads free stays in glibc's per-thread arenas, which only shrink from their top. */
+void gst_cony_element_trim_heap (void);
+
 /* Pushes @caps (transfer full, may be NULL: a failure) as a CAPS event on @srcpad. */
 gboolean gst_cony_element_push_caps (GstPad *srcpad, GstCaps *caps);
 

@@ -101,6 +101,7 @@
 #include "gstconyvggish.h"
 #include "cony/image.h"
 
+#include <stdlib.h>
 #include <string.h>
 
 GST_DEBUG_CATEGORY_STATIC (gst_cony_frame_embed_debug);
@@ -292,6 +293,57 @@ gst_cony_frame_embed_transform_size (GstBaseTransform *trans, GstPadDirection di
   return TRUE;
 }
 
+/* Says what the model takes and what upstream offers, and which converter is missing:
+ * "conyframeembed takes 448x224 RGB video, got 640x480 I420 video: add videoscale and
+ * videoconvert before it" (patches-x=2). */
+static void
+gst_cony_frame_embed_name_refusal (GstConyFrameEmbed *self, const GstCaps *offered)
+{
+  const GstStructure *s = gst_caps_get_structure (offered, 0);
+  guint W, H;
+  gst_cony_frame_embed_frame_size (self, &W, &H);
+  const gchar *want = gst_cony_frame_embed_model_format (self);
+  /* one tile: any size, resized to the model's; a grid of patches: its size exactly */
+  gboolean any_size = self->n_patches == 1;
+  g_autofree gchar *takes = any_size
+      ? g_strdup_printf ("%s video of any size (resized to %ux%u)", want, W, H)
+      : g_strdup_printf ("%ux%u %s video", W, H, want);
+  if (!gst_structure_has_name (s, "video/x-raw")) {
+    gst_cony_element_refuse_caps (GST_ELEMENT (self), &self->refusal_posted, takes,
+        gst_structure_get_name (s), "decode and convert first (decodebin ! videoconvert)", offered);
+    return;
+  }
+  g_autofree gchar *w = gst_cony_element_fixed_field (s, "width");
+  g_autofree gchar *h = gst_cony_element_fixed_field (s, "height");
+  g_autofree gchar *fmt = gst_cony_element_fixed_field (s, "format");
+  gboolean scale = !any_size && ((w && (guint) atoi (w) != W) || (h && (guint) atoi (h) != H));
+  gboolean convert = fmt && strcmp (fmt, want) != 0;
+  GString *got = g_string_new (NULL);
+  if (w || h)
+    g_string_append_printf (got, "%sx%s ", w ? w : "?", h ? h : "?");
+  if (fmt)
+    g_string_append_printf (got, "%s ", fmt);
+  g_string_append (got, "video");
+  gst_cony_element_refuse_convertible (GST_ELEMENT (self), &self->refusal_posted, takes, got->str,
+      offered, scale, "videoscale", convert, "videoconvert");
+  g_string_free (got, TRUE);
+}
+
+/* Names a refused CAPS or ACCEPT_CAPS query on the sink pad (upstream's own error
+ * would only say "not-negotiated"). */
+static gboolean
+gst_cony_frame_embed_query (GstBaseTransform *trans, GstPadDirection direction, GstQuery *query)
+{
+  GstConyFrameEmbed *self = GST_CONY_FRAME_EMBED (trans);
+  gboolean ok = GST_BASE_TRANSFORM_CLASS (parent_class)->query (trans, direction, query);
+  const GstCaps *offered = direction == GST_PAD_SINK && self->cnn
+      ? gst_cony_element_refused_caps (query)
+      : NULL;
+  if (offered)
+    gst_cony_frame_embed_name_refusal (self, offered);
+  return ok;
+}
+
 static gboolean
 gst_cony_frame_embed_set_caps (GstBaseTransform *trans, GstCaps *incaps, GstCaps *outcaps)
 {
@@ -327,6 +379,7 @@ gst_cony_frame_embed_set_caps (GstBaseTransform *trans, GstCaps *incaps, GstCaps
   }
   self->vinfo = info;
   self->have_info = TRUE;
+  self->refusal_posted = FALSE;
   g_free (self->scratch);
   self->scratch = g_new (gfloat,
       cony_image_scratch_size (GST_VIDEO_INFO_WIDTH (&info), GST_VIDEO_INFO_HEIGHT (&info),
@@ -503,9 +556,8 @@ gst_cony_frame_embed_transform (GstBaseTransform *trans, GstBuffer *buf, GstBuff
   self->processed++;
 
   GstClockTime fdur = gst_cony_frame_embed_frame_duration (self, buf);
-  gst_cony_element_stamp (out, GST_BUFFER_PTS (buf),
-      GST_CLOCK_TIME_IS_VALID (fdur) ? fdur * self->k : GST_CLOCK_TIME_NONE, self->tokens_out,
-      self->n_patches, &self->next_discont);
+  gst_cony_element_stamp (out, GST_BUFFER_PTS (buf), gst_cony_time_mul (fdur, self->k),
+      self->tokens_out, self->n_patches, &self->next_discont);
   gst_cony_frame_embed_post_top1 (self, out, (const gfloat *) map.data);
   gst_buffer_unmap (out, &map);
   self->tokens_out += self->n_patches;
@@ -551,9 +603,9 @@ gst_cony_frame_embed_src_event (GstBaseTransform *trans, GstEvent *event)
   if (!GST_CLOCK_TIME_IS_VALID (timestamp))
     self->earliest_time = GST_CLOCK_TIME_NONE;
   else if (diff >= 0)
-    self->earliest_time = timestamp + 2 * diff;
+    self->earliest_time = gst_cony_time_add (gst_cony_time_add (timestamp, diff), diff);
   else
-    self->earliest_time = (GstClockTimeDiff) timestamp + diff > 0 ? timestamp + diff : 0;
+    self->earliest_time = gst_cony_time_add_signed (timestamp, diff);
   GST_OBJECT_UNLOCK (self);
   GST_DEBUG_OBJECT (self, "QoS: proportion %g, diff %" G_GINT64_FORMAT " at %" GST_TIME_FORMAT,
       proportion, diff, GST_TIME_ARGS (timestamp));
@@ -613,6 +665,7 @@ gst_cony_frame_embed_start (GstBaseTransform *trans)
   }
   self->in = g_new0 (gfloat, cony_cnn_get_input_size (self->cnn) * self->n_patches);
   self->have_info = FALSE;
+  self->refusal_posted = FALSE;
   self->processed = self->dropped = 0;
   gst_cony_frame_embed_reset_stream (self);
   gst_cony_frame_embed_reset_qos (self);
@@ -640,6 +693,8 @@ gst_cony_frame_embed_stop (GstBaseTransform *trans)
   g_clear_pointer (&self->in, g_free);
   g_clear_pointer (&self->scratch, g_free);
   self->have_info = FALSE;
+  self->refusal_posted = FALSE;
+  gst_cony_element_trim_heap ();
   return TRUE;
 }
 
@@ -809,6 +864,7 @@ gst_cony_frame_embed_class_init (GstConyFrameEmbedClass *klass)
   trans_class->transform_caps = GST_DEBUG_FUNCPTR (gst_cony_frame_embed_transform_caps);
   trans_class->transform_size = GST_DEBUG_FUNCPTR (gst_cony_frame_embed_transform_size);
   trans_class->set_caps = GST_DEBUG_FUNCPTR (gst_cony_frame_embed_set_caps);
+  trans_class->query = GST_DEBUG_FUNCPTR (gst_cony_frame_embed_query);
   trans_class->submit_input_buffer = GST_DEBUG_FUNCPTR (gst_cony_frame_embed_submit_input_buffer);
   trans_class->copy_metadata = GST_DEBUG_FUNCPTR (gst_cony_frame_embed_copy_metadata);
   trans_class->transform = GST_DEBUG_FUNCPTR (gst_cony_frame_embed_transform);

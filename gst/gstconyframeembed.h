@@ -59,6 +59,7 @@ struct _GstConyFrameEmbed {
   guint out_dim;
   GstVideoInfo vinfo;
   gboolean have_info;
+  gboolean refusal_posted;    /* the caps refusal was named (cleared by accepted caps, start) */
   guint64 frame_index;        /* frames since the last discontinuity */
   guint64 tokens_out;         /* tokens since the last discontinuity */
   guint64 processed, dropped; /* for QoS messages */

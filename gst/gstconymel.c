@@ -73,8 +73,10 @@
 #include "gstconymel.h"
 #include "gstconytokens.h"
 #include "gstconyelement.h"
+#include "cony/attention.h" /* CONY_MEMORY_BUDGET */
 
 #include <math.h>
+#include <stdlib.h>
 #include <string.h>
 
 GST_DEBUG_CATEGORY_STATIC (gst_cony_mel_debug);
@@ -336,9 +338,9 @@ gst_cony_mel_align_samples (GstConyMel *self, gboolean discont, GstClockTime pts
     /* No timestamp: assume the samples follow on. A stream without any
      * timestamps is stamped from 0. */
     if (GST_CLOCK_TIME_IS_VALID (self->anchor))
-      pts = self->anchor
-          + gst_util_uint64_scale (cony_mel_get_samples_pushed (self->mel), GST_SECOND,
-              self->config.sample_rate);
+      pts = gst_cony_time_add (self->anchor,
+          gst_util_uint64_scale (cony_mel_get_samples_pushed (self->mel), GST_SECOND,
+              self->config.sample_rate));
     else
       pts = 0;
   }
@@ -419,8 +421,9 @@ gst_cony_mel_handle_gap (GstConyMel *self, GstEvent *event)
     return ret;
   /* Count to the gap's end on the anchored sample clock when it is close to
    * the nominal count (no drift), so gaps never shift later frames. */
-  if (ts + dur > self->anchor) {
-    guint64 end = gst_util_uint64_scale_round (ts + dur - self->anchor, rate, GST_SECOND);
+  GstClockTime gap_end = gst_cony_time_add (ts, dur);
+  if (gap_end > self->anchor) {
+    guint64 end = gst_util_uint64_scale_round (gap_end - self->anchor, rate, GST_SECOND);
     guint64 pushed = cony_mel_get_samples_pushed (self->mel);
     if (end > pushed && end - pushed <= n + 1 && end - pushed + 1 >= n)
       n = end - pushed;
@@ -477,6 +480,7 @@ gst_cony_mel_set_sink_caps (GstConyMel *self, GstCaps *caps)
   }
   self->info = info;
   self->have_info = TRUE;
+  self->refusal_posted = FALSE;
 
   gboolean ok = gst_cony_element_push_caps (self->srcpad, gst_cony_mel_make_src_caps (self, 0));
   if (ok)
@@ -515,27 +519,70 @@ gst_cony_mel_sink_event (GstPad *pad, GstObject *parent, GstEvent *event)
   return gst_pad_event_default (pad, parent, event);
 }
 
+/* Says what conymel takes and what upstream offers, and which converter is missing:
+ * "conymel takes 16000 Hz mono, got 44100 Hz stereo: add audioresample and audioconvert
+ * before it". */
+static void
+gst_cony_mel_name_refusal (GstConyMel *self, const GstCaps *offered, guint rate)
+{
+  const GstStructure *s = gst_caps_get_structure (offered, 0);
+  g_autofree gchar *takes = g_strdup_printf ("%u Hz mono audio (F32LE or S16LE)", rate);
+  if (!gst_structure_has_name (s, "audio/x-raw")) {
+    g_autofree gchar *got = g_strdup_printf ("%s", gst_structure_get_name (s));
+    gst_cony_element_refuse_caps (GST_ELEMENT (self), &self->refusal_posted, takes, got,
+        "decode and convert first (decodebin ! audioconvert ! audioresample)", offered);
+    return;
+  }
+  g_autofree gchar *r = gst_cony_element_fixed_field (s, "rate");
+  g_autofree gchar *ch = gst_cony_element_fixed_field (s, "channels");
+  g_autofree gchar *fmt = gst_cony_element_fixed_field (s, "format");
+  gboolean resample = r && (guint) atoi (r) != rate;
+  gboolean convert = (ch && atoi (ch) != 1)
+      || (fmt && strcmp (fmt, "F32LE") != 0 && strcmp (fmt, "S16LE") != 0);
+  GString *got = g_string_new (NULL);
+  if (r)
+    g_string_append_printf (got, "%s Hz ", r);
+  if (ch)
+    g_string_append_printf (got, "%s ", atoi (ch) == 1 ? "mono" : atoi (ch) == 2 ? "stereo" : ch);
+  if (fmt)
+    g_string_append_printf (got, "%s ", fmt);
+  g_string_append (got, "audio");
+  gst_cony_element_refuse_convertible (GST_ELEMENT (self), &self->refusal_posted, takes, got->str,
+      offered, resample, "audioresample", convert, "audioconvert");
+  g_string_free (got, TRUE);
+}
+
+/* The rate the sink takes: the running configuration's, else the property's. */
+static guint
+gst_cony_mel_expected_rate (GstConyMel *self)
+{
+  if (self->mel != NULL)
+    return self->config.sample_rate;
+  GST_OBJECT_LOCK (self);
+  guint rate = self->sample_rate;
+  GST_OBJECT_UNLOCK (self);
+  return rate;
+}
+
 static gboolean
 gst_cony_mel_sink_query (GstPad *pad, GstObject *parent, GstQuery *query)
 {
   GstConyMel *self = GST_CONY_MEL (parent);
+  guint rate = gst_cony_mel_expected_rate (self);
+  gboolean ok;
 
   if (GST_QUERY_TYPE (query) == GST_QUERY_CAPS) {
-    GstCaps *caps;
-    guint rate;
-
-    if (self->mel != NULL) {
-      rate = self->config.sample_rate;
-    } else {
-      GST_OBJECT_LOCK (self);
-      rate = self->sample_rate;
-      GST_OBJECT_UNLOCK (self);
-    }
-    caps = gst_caps_make_writable (gst_pad_get_pad_template_caps (pad));
+    GstCaps *caps = gst_caps_make_writable (gst_pad_get_pad_template_caps (pad));
     gst_caps_set_simple (caps, "rate", G_TYPE_INT, (gint) rate, NULL);
-    return gst_cony_element_answer_caps (query, caps);
+    ok = gst_cony_element_answer_caps (query, caps);
+  } else {
+    ok = gst_pad_query_default (pad, parent, query);
   }
-  return gst_pad_query_default (pad, parent, query);
+  /* a refusal is named here: upstream's own error would say only "not-negotiated" */
+  const GstCaps *offered = gst_cony_element_refused_caps (query);
+  if (offered)
+    gst_cony_mel_name_refusal (self, offered, rate);
+  return ok;
 }
 
 /* Own latency: a batch is complete when the last sample of its last frame
@@ -572,6 +619,28 @@ gst_cony_mel_src_query (GstPad *pad, GstObject *parent, GstQuery *query)
   }
 }
 
+/* The same memory budget as the transformer's (CONY_MEMORY_BUDGET): the log-mel state
+ * and one output batch of frames-per-buffer x n-mels floats. Every property is inside
+ * its range, but some combinations are not (#46.1: the largest FFT with 4096 bands once
+ * made GLib abort on a 34 GB allocation); they fail the state change naming the bytes. */
+static gboolean
+gst_cony_mel_check_budget (GstConyMel *self)
+{
+  const ConyMelConfig *c = &self->config;
+  gsize state = cony_mel_config_bytes (c);
+  gsize batch = (gsize) self->fpb * c->n_mels * sizeof (gfloat);
+  if (state + batch <= CONY_MEMORY_BUDGET)
+    return TRUE;
+  GST_ELEMENT_ERROR (self, LIBRARY, SETTINGS,
+      ("The log-mel settings need %" G_GSIZE_FORMAT " bytes (%.1f MiB), more than the budget of "
+       "%" G_GSIZE_FORMAT " bytes: lower frames-per-buffer or n-mels",
+          state + batch, (state + batch) / 1048576.0, (gsize) CONY_MEMORY_BUDGET),
+      ("fft-length=%u window-length=%u n-mels=%u frames-per-buffer=%u: %" G_GSIZE_FORMAT
+       " bytes of log-mel state and %" G_GSIZE_FORMAT " of output batch",
+          c->fft_length, c->window_length, c->n_mels, self->fpb, state, batch));
+  return FALSE;
+}
+
 static gboolean
 gst_cony_mel_start (GstElement *element)
 {
@@ -583,6 +652,9 @@ gst_cony_mel_start (GstElement *element)
   self->fpb = self->frames_per_buffer;
   GST_OBJECT_UNLOCK (self);
 
+  if (cony_mel_config_validate (&self->config, &error) && !gst_cony_mel_check_budget (self))
+    return FALSE;
+  g_clear_error (&error); /* cony_mel_new says it again */
   self->mel = cony_mel_new (&self->config, &error);
   if (self->mel == NULL) {
     GST_ELEMENT_ERROR (self, LIBRARY, SETTINGS, ("Invalid log-mel settings: %s", error->message),
@@ -601,6 +673,7 @@ gst_cony_mel_start (GstElement *element)
   self->align = gst_audio_stream_align_new ((gint) self->config.sample_rate, 40 * GST_MSECOND,
       GST_SECOND);
   self->have_info = FALSE;
+  self->refusal_posted = FALSE;
   self->src_k = 0;
   self->n_nonfinite = 0;
   gst_cony_mel_reset_stream (self);
@@ -725,12 +798,12 @@ gst_cony_mel_class_init (GstConyMelClass *klass)
    * GstConyMel:window-length:
    *
    * Samples per analysis frame (400 = 25 ms at 16 kHz). The window is a
-   * periodic Hann window of this length.
+   * periodic Hann window of this length, at most fft-length (2^18 = 262144).
    */
   g_object_class_install_property (gobject_class, PROP_WINDOW_LENGTH,
       g_param_spec_uint ("window-length", "Window length",
-          "Samples per analysis frame (periodic Hann window)", 1, 1 << 20, DEFAULT_WINDOW_LENGTH,
-          flags));
+          "Samples per analysis frame (periodic Hann window)", 1, CONY_MEL_MAX_FFT,
+          DEFAULT_WINDOW_LENGTH, flags));
   /**
    * GstConyMel:hop-length:
    *
@@ -745,12 +818,15 @@ gst_cony_mel_class_init (GstConyMelClass *klass)
    *
    * FFT size, a power of two not smaller than the window; the windowed
    * samples are zero-padded at the end. 0 picks the smallest such power of
-   * two (512 for a 400-sample window, as VGGish does).
+   * two (512 for a 400-sample window, as VGGish does). At most 2^18 = 262144
+   * (16 ms a frame; FFmpeg's FFT of 2^19 points and more is an O(n^2) transform,
+   * minutes a frame). The log-mel state is O(fft-length + n-mels), at most about
+   * 20 MiB: only the mel weights that are not zero are kept, whatever n-mels.
    */
   g_object_class_install_property (gobject_class, PROP_FFT_LENGTH,
       g_param_spec_uint ("fft-length", "FFT length",
-          "FFT size, a power of two >= window-length (0 = smallest such power of two)", 0, 1 << 22,
-          DEFAULT_FFT_LENGTH, flags));
+          "FFT size, a power of two >= window-length (0 = smallest such power of two)", 0,
+          CONY_MEL_MAX_FFT, DEFAULT_FFT_LENGTH, flags));
   /**
    * GstConyMel:n-mels:
    *
@@ -791,7 +867,10 @@ gst_cony_mel_class_init (GstConyMelClass *klass)
    *
    * Frames per output buffer (K). The caps announce dimensions=D:K and a
    * framerate of (sample-rate / hop-length) / K buffers per second. The
-   * latency grows by (K - 1) hops.
+   * latency grows by (K - 1) hops. A batch takes K x n-mels x 4 bytes: with
+   * the log-mel state it must fit in 1 GiB (CONY_MEMORY_BUDGET), so K x n-mels
+   * above about 2^28 (e.g. 65536 frames of 4096 bands) fails the state change
+   * with an error naming the bytes.
    */
   g_object_class_install_property (gobject_class, PROP_FRAMES_PER_BUFFER,
       g_param_spec_uint ("frames-per-buffer", "Frames per buffer",

@@ -49,6 +49,7 @@ struct _GstConyMel {
   gint rate_n, rate_d; /* frames per second (sample_rate / hop, reduced) */
   GstAudioInfo info;
   gboolean have_info;
+  gboolean refusal_posted; /* the caps refusal was named (cleared by accepted caps, stop) */
   GstAudioStreamAlign *align;
   GstClockTime anchor;   /* time of sample 0 of the mel counter; NONE: not anchored */
   GstBuffer *batch;      /* the next output buffer (fpb x n_mels floats), mapped */

@@ -128,11 +128,38 @@ gst_cony_tokens_info_same_tokens (const GstConyTokenInfo *a, const GstConyTokenI
 }
 
 GstClockTime
+gst_cony_time_add (GstClockTime t, guint64 d)
+{
+  if (!GST_CLOCK_TIME_IS_VALID (t))
+    return GST_CLOCK_TIME_NONE;
+  return d >= GST_CONY_TIME_MAX - t ? GST_CONY_TIME_MAX : t + d;
+}
+
+GstClockTime
+gst_cony_time_add_signed (GstClockTime t, gint64 d)
+{
+  if (d >= 0 || !GST_CLOCK_TIME_IS_VALID (t))
+    return gst_cony_time_add (t, (guint64) d);
+  guint64 back = (guint64) (-(d + 1)) + 1; /* |d|, G_MININT64 included */
+  return back > t ? 0 : t - back;
+}
+
+GstClockTime
+gst_cony_time_mul (GstClockTime a, guint64 b)
+{
+  if (!GST_CLOCK_TIME_IS_VALID (a))
+    return GST_CLOCK_TIME_NONE;
+  return b != 0 && a > GST_CONY_TIME_MAX / b ? GST_CONY_TIME_MAX : a * b;
+}
+
+GstClockTime
 gst_cony_tokens_time (GstClockTime anchor, guint64 index, gint rate_n, gint rate_d)
 {
   g_return_val_if_fail (GST_CLOCK_TIME_IS_VALID (anchor) && rate_n > 0 && rate_d > 0,
       GST_CLOCK_TIME_NONE);
-  return anchor + gst_util_uint64_scale (index, GST_SECOND * (guint64) rate_d, (guint64) rate_n);
+  /* gst_util_uint64_scale gives G_MAXUINT64 on overflow, which saturates too */
+  return gst_cony_time_add (anchor,
+      gst_util_uint64_scale (index, GST_SECOND * (guint64) rate_d, (guint64) rate_n));
 }
 
 gint64

@@ -64,8 +64,18 @@ gboolean gst_cony_tokens_info_same_tokens (const GstConyTokenInfo *a, const GstC
 /* The lookahead in nanoseconds, signed (0 when the caps had none). */
 gint64 gst_cony_tokens_lookahead_ns (const GstConyTokenInfo *info);
 
+/* Times near the end of the 64-bit clock: every sum of times in the elements goes
+ * through these, which saturate at GST_CONY_TIME_MAX (the last valid clock time)
+ * instead of wrapping, so that start <= end holds for any PTS. NONE stays NONE. */
+#define GST_CONY_TIME_MAX (GST_CLOCK_TIME_NONE - 1)
+GstClockTime gst_cony_time_add (GstClockTime t, guint64 d);
+/* t + d for a signed @d, clamped to [0, GST_CONY_TIME_MAX]. */
+GstClockTime gst_cony_time_add_signed (GstClockTime t, gint64 d);
+/* a * b, saturating likewise (a frame duration times k frames); NONE stays NONE. */
+GstClockTime gst_cony_time_mul (GstClockTime a, guint64 b);
+
 /* anchor + index * rate_d / rate_n seconds, in integer nanoseconds (rounded
- * down). @anchor must be valid and @rate_n > 0. */
+ * down; saturating, as gst_cony_time_add()). @anchor must be valid and @rate_n > 0. */
 GstClockTime gst_cony_tokens_time (GstClockTime anchor, guint64 index, gint rate_n, gint rate_d);
 
 /* Where tokens come from, for pairing a classifier with the CNN it was trained on

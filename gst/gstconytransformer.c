@@ -26,7 +26,11 @@
  * come from the newest token's logits: softmax, or one sigmoid per class for
  * models whose config says `output` = sigmoid (multi-label). A buffer with K
  * tokens gets K metas, one per step (field `step` orders them;
- * gst_buffer_get_cony_classification_meta() returns the newest). Each
+ * gst_buffer_get_cony_classification_meta() returns the newest). They live as long
+ * as the buffer, so a buffer may carry at most as many steps as fit in 64 MiB of
+ * results (about 7 KiB + 100 bytes a class a step with messages: 8533 steps for 4
+ * classes, about 1100 for 521, 6 for 100,000); a larger one fails with a STREAM
+ * FORMAT error saying how many tokens a buffer may carry. Each
  * carries the top class (`class_id`, `label`, `score`), all `scores`, the
  * #GstConyTransformer:top-k best classes (`top_ids`, `top_labels`), the
  * step's segment events (`events`), `context_fill` and the times:
@@ -349,6 +353,7 @@ gst_cony_transformer_start (GstBaseTransform *trans)
   self->starts = g_new (GstClockTime, self->window);
   self->have_info = FALSE;
   self->refused_dim = 0;
+  self->refusal_posted = FALSE;
   gst_cony_transformer_reset_stream (self);
   GST_INFO_OBJECT (self,
       "loaded %s: d_in %u, %u classes, window %u, %u token(s) per step, "
@@ -386,6 +391,7 @@ gst_cony_transformer_stop (GstBaseTransform *trans)
   g_clear_pointer (&self->probs, g_free);
   g_clear_pointer (&self->starts, g_free);
   self->have_info = FALSE;
+  gst_cony_element_trim_heap ();
   return TRUE;
 }
 
@@ -414,6 +420,19 @@ gst_cony_transformer_token_source_matches (GstConyTransformer *self, const GstCa
   return FALSE;
 }
 
+/* Names token caps refused by the sink's CAPS or ACCEPT_CAPS query (types other than
+ * float32 never reach set_caps): upstream would only say "not-negotiated". */
+static gboolean
+gst_cony_transformer_query (GstBaseTransform *trans, GstPadDirection direction, GstQuery *query)
+{
+  GstConyTransformer *self = GST_CONY_TRANSFORMER (trans);
+  gboolean ok = GST_BASE_TRANSFORM_CLASS (parent_class)->query (trans, direction, query);
+  if (direction == GST_PAD_SINK && self->encoder != NULL)
+    gst_cony_element_name_token_refusal (GST_ELEMENT (self), &self->refusal_posted, self->d_in,
+        query);
+  return ok;
+}
+
 static gboolean
 gst_cony_transformer_set_caps (GstBaseTransform *trans, GstCaps *incaps, GstCaps *outcaps)
 {
@@ -424,7 +443,8 @@ gst_cony_transformer_set_caps (GstBaseTransform *trans, GstCaps *incaps, GstCaps
   if (self->encoder == NULL)
     return FALSE;
   if (!gst_cony_tokens_info_from_caps (&info, incaps, &why)) {
-    GST_WARNING_OBJECT (self, "refusing caps %" GST_PTR_FORMAT ": %s", incaps, why);
+    gst_cony_element_refuse_tokens (GST_ELEMENT (self), &self->refusal_posted, self->d_in, incaps,
+        why);
     g_free (why);
     return FALSE;
   }
@@ -456,6 +476,7 @@ gst_cony_transformer_set_caps (GstBaseTransform *trans, GstCaps *incaps, GstCaps
   self->have_info = TRUE;
   self->refused_dim = 0;
   self->refused_k = 0;
+  self->refusal_posted = FALSE;
   return TRUE;
 }
 
@@ -806,9 +827,8 @@ gst_cony_transformer_input_end (GstClockTime pts, GstClockTime tile_end, gint64 
 {
   if (!GST_CLOCK_TIME_IS_VALID (tile_end))
     return GST_CLOCK_TIME_NONE;
-  if (lookahead < 0 && (guint64) -lookahead > tile_end - pts)
-    return pts;
-  return tile_end + lookahead;
+  GstClockTime end = gst_cony_time_add_signed (tile_end, lookahead);
+  return GST_CLOCK_TIME_IS_VALID (pts) && end < pts ? pts : end;
 }
 
 /* Attaches step @st's result to @buf: the meta and its custom mirror. */
@@ -851,10 +871,28 @@ gst_cony_transformer_token_time (GstConyTransformer *self, GstClockTime pts, Gst
   if (!GST_CLOCK_TIME_IS_VALID (pts))
     return GST_CLOCK_TIME_NONE;
   if (GST_CLOCK_TIME_IS_VALID (dur))
-    return pts + gst_util_uint64_scale (dur, i, k);
+    return gst_cony_time_add (pts, gst_util_uint64_scale (dur, i, k));
   if (self->info.rate_n > 0)
     return gst_cony_tokens_time (pts, i, self->info.rate_n, self->info.rate_d);
   return GST_CLOCK_TIME_NONE;
+}
+
+/* Results a buffer may carry, in bytes: every step's meta, custom meta and (when posted)
+ * bus message stay until the buffer (or the message) is freed, so a buffer of many steps
+ * of a many-class model held hundreds of MB (#46.2: 81,920 tokens, 272 MB; 100 steps of
+ * 100,000 classes, 556 MB with messages). */
+#define MAX_BUFFER_RESULT_BYTES ((gsize) 64 << 20)
+
+/* Upper bound of the bytes one step's results hold (6.0 KiB measured for 4 classes, with
+ * messages: /results/buffer-memory-bound): the meta copies the scores (4 bytes a
+ * class), the custom meta and the message hold them as GValue arrays (24 bytes a value,
+ * up to twice that as the arrays grow), the top-k as three such arrays. */
+static gsize
+gst_cony_transformer_step_result_bytes (guint n_classes, guint n_top, gboolean post)
+{
+  gsize meta = 3584 + (gsize) n_classes * (4 + 48) + (gsize) n_top * (3 * 48 + 8);
+  gsize message = 3584 + (gsize) n_classes * 48 + (gsize) n_top * 3 * 48;
+  return meta + (post ? message : 0);
 }
 
 static GstFlowReturn
@@ -899,6 +937,22 @@ gst_cony_transformer_transform_ip (GstBaseTransform *trans, GstBuffer *buf)
     return GST_FLOW_ERROR;
   gsize k = map.size / token_bytes, per = self->k;
   const gfloat *tokens = (const gfloat *) map.data;
+  gsize step_result = gst_cony_transformer_step_result_bytes (self->n_classes,
+      MIN (top_k, self->n_classes), post);
+  gsize max_steps = MAX (MAX_BUFFER_RESULT_BYTES / step_result, 1);
+  if (k / per > max_steps) {
+    GST_ELEMENT_ERROR (self, STREAM, FORMAT,
+        ("A buffer of %" G_GSIZE_FORMAT " steps is more than the %" G_GSIZE_FORMAT
+         " whose results fit in %" G_GSIZE_FORMAT " MiB: send at most %" G_GSIZE_FORMAT
+         " tokens per buffer",
+            k / per, max_steps, MAX_BUFFER_RESULT_BYTES >> 20, max_steps * per),
+        ("%u classes, top-k %u, post-messages %d: up to %" G_GSIZE_FORMAT
+         " bytes of meta and messages a step; the buffer at %" GST_TIME_FORMAT
+         " has %" G_GSIZE_FORMAT " tokens",
+            self->n_classes, top_k, post, step_result, GST_TIME_ARGS (GST_BUFFER_PTS (buf)), k));
+    gst_buffer_unmap (buf, &map);
+    return GST_FLOW_ERROR;
+  }
 
   GstClockTime pts = GST_BUFFER_PTS (buf), dur = GST_BUFFER_DURATION (buf);
   gint64 lookahead = gst_cony_tokens_lookahead_ns (&self->info);
@@ -1227,6 +1281,7 @@ gst_cony_transformer_class_init (GstConyTransformerClass *klass)
   trans_class->start = GST_DEBUG_FUNCPTR (gst_cony_transformer_start);
   trans_class->stop = GST_DEBUG_FUNCPTR (gst_cony_transformer_stop);
   trans_class->set_caps = GST_DEBUG_FUNCPTR (gst_cony_transformer_set_caps);
+  trans_class->query = GST_DEBUG_FUNCPTR (gst_cony_transformer_query);
   trans_class->sink_event = GST_DEBUG_FUNCPTR (gst_cony_transformer_sink_event);
   trans_class->transform_ip = GST_DEBUG_FUNCPTR (gst_cony_transformer_transform_ip);
   /* The buffers pass through; metas are added, so they must be writable. */

@@ -90,7 +90,8 @@ struct _GstConyTransformer {
   GstClockTime *starts; /* window ring: start time of token i (since the reset) in [i % n] */
   GstConyTokenInfo info;
   gboolean have_info;
-  guint refused_dim; /* token size whose caps were refused (error posted once) */
+  guint refused_dim;       /* token size whose caps were refused (error posted once) */
+  gboolean refusal_posted; /* unreadable token caps were named (error posted once) */
   gboolean in_nonfinite;
   gboolean in_overflow; /* the last buffer had steps with non-finite logits */
 

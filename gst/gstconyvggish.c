@@ -503,6 +503,19 @@ gst_cony_vggish_frontend_matches (GstConyVggish *self, const GstCaps *caps)
   return ok;
 }
 
+/* Names token caps refused by the sink's CAPS or ACCEPT_CAPS query (types other than
+ * float32 never reach the CAPS event): upstream would only say "not-negotiated". */
+static gboolean
+gst_cony_vggish_sink_query (GstPad *pad, GstObject *parent, GstQuery *query)
+{
+  GstConyVggish *self = GST_CONY_VGGISH (parent);
+  gboolean ok = gst_pad_query_default (pad, parent, query);
+  if (self->cnn != NULL)
+    gst_cony_element_name_token_refusal (GST_ELEMENT (self), &self->refusal_posted, self->dim,
+        query);
+  return ok;
+}
+
 static gboolean
 gst_cony_vggish_set_sink_caps (GstConyVggish *self, GstCaps *caps)
 {
@@ -510,7 +523,8 @@ gst_cony_vggish_set_sink_caps (GstConyVggish *self, GstCaps *caps)
   gchar *why = NULL;
 
   if (!gst_cony_tokens_info_from_caps (&info, caps, &why)) {
-    GST_WARNING_OBJECT (self, "refusing caps %" GST_PTR_FORMAT ": %s", caps, why);
+    gst_cony_element_refuse_tokens (GST_ELEMENT (self), &self->refusal_posted, self->dim, caps,
+        why);
     g_free (why);
     return FALSE;
   }
@@ -524,10 +538,8 @@ gst_cony_vggish_set_sink_caps (GstConyVggish *self, GstCaps *caps)
     return FALSE;
   }
   if (info.rate_n <= 0) {
-    GST_WARNING_OBJECT (self,
-        "refusing caps %" GST_PTR_FORMAT ": a fixed token rate "
-        "(framerate > 0) is needed to time-stamp the windows",
-        caps);
+    gst_cony_element_refuse_tokens (GST_ELEMENT (self), &self->refusal_posted, self->dim, caps,
+        "a fixed token rate (framerate > 0) is needed to time-stamp the windows");
     return FALSE;
   }
 
@@ -540,6 +552,7 @@ gst_cony_vggish_set_sink_caps (GstConyVggish *self, GstCaps *caps)
   }
   self->in_info = info;
   self->have_info = TRUE;
+  self->refusal_posted = FALSE;
   gdouble log_offset = 0.01; /* VGGish's, for tokens that do not say */
   gst_structure_get_double (gst_caps_get_structure (caps, 0), "mel-log-offset", &log_offset);
   self->silence = (gfloat) log (log_offset > 0 ? log_offset : 0.01);
@@ -728,6 +741,7 @@ gst_cony_vggish_start (GstElement *element)
   self->n_pending = 0;
   self->live_known = FALSE;
   self->have_info = FALSE;
+  self->refusal_posted = FALSE;
   gst_cony_vggish_reset_window (self);
   GST_INFO_OBJECT (self, "loaded %s: %ux%u -> %u, %" G_GUINT64_FORMAT " parameters", model,
       self->win, self->dim, self->out_dim, cony_cnn_get_n_params (self->cnn));
@@ -756,6 +770,7 @@ gst_cony_vggish_stop (GstElement *element)
   g_clear_pointer (&self->pending_info, g_free);
   self->n_pending = 0;
   self->have_info = FALSE;
+  self->refusal_posted = FALSE;
   self->n_frames = 0;
   self->anchor = GST_CLOCK_TIME_NONE;
 }
@@ -995,6 +1010,7 @@ gst_cony_vggish_init (GstConyVggish *self)
   self->sinkpad = gst_pad_new_from_static_template (&sink_template, "sink");
   gst_pad_set_chain_function (self->sinkpad, GST_DEBUG_FUNCPTR (gst_cony_vggish_chain));
   gst_pad_set_event_function (self->sinkpad, GST_DEBUG_FUNCPTR (gst_cony_vggish_sink_event));
+  gst_pad_set_query_function (self->sinkpad, GST_DEBUG_FUNCPTR (gst_cony_vggish_sink_query));
   gst_element_add_pad (GST_ELEMENT (self), self->sinkpad);
 
   self->srcpad = gst_pad_new_from_static_template (&src_template, "src");

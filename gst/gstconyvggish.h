@@ -106,6 +106,7 @@ struct _GstConyVggish {
   guint out_dim; /* floats per output token */
   GstConyTokenInfo in_info;
   gboolean have_info;
+  gboolean refusal_posted; /* unreadable token caps were named (cleared by accepted caps) */
   gint out_rate_n, out_rate_d;
   GstClockTime anchor; /* time of input frame 0; NONE: re-anchor on the next buffer */
   guint64 frames_in;   /* input frames since the anchor */

@@ -2,8 +2,8 @@
 # Sets up, builds and runs every test; the last line is "N passed, N failed".
 # Without arguments it also runs the hardening checks, counted in the same line: the
 # clang build (build-clang/), the libcony and GstHarness tests under ASan + UBSan + LSan
-# (scripts/sanitize.sh --ci, build-asan/), the shared-CNN thread test under TSan
-# (build-tsan/) and each fuzz harness for 60 s
+# (scripts/sanitize.sh --ci, build-asan/), the shared-CNN thread test and 4 concurrent
+# pipelines under TSan (build-tsan/) and each fuzz harness for 60 s
 # (tests/fuzz/run.sh, build-fuzz/; CONY_FUZZ_SECONDS changes it). CONY_HARDENING=0 skips
 # them; arguments go to `meson test` for the normal suite only.
 set -uo pipefail
@@ -50,11 +50,16 @@ if [ $# -eq 0 ] && [ "${CONY_HARDENING:-1}" != 0 ]; then
   tsan_shared_cnn () {
     [ -f build-tsan/build.ninja ] || CC=clang meson setup build-tsan -Db_sanitize=thread \
       -Db_lundef=false --buildtype=debugoptimized >/dev/null || return 1
-    ninja -C build-tsan -j 2 tests/test_cnn_shared >/dev/null || return 1
+    ninja -C build-tsan -j 2 tests/test_cnn_shared gst/libgstcony.so tests/test_gst_concurrent \
+      >/dev/null || return 1
+    # gst_concurrent: 4 pipelines at once with GLib's locks annotated (tests/tsan_glib.c)
+    # and reports inside GLib/GStreamer suppressed (tests/tsan.supp, set by its test env)
     G_SLICE=always-malloc TSAN_OPTIONS=halt_on_error=1 OPENBLAS_NUM_THREADS=1 \
-      meson test -C build-tsan --no-rebuild --print-errorlogs --logbase tsan cnn_shared
+      meson test -C build-tsan --no-rebuild --print-errorlogs --logbase tsan cnn_shared \
+      gst_concurrent
   }
-  hardening "thread sanitizer: shared CNN" build-tsan/meson-logs/tsan.json tsan_shared_cnn
+  hardening "thread sanitizer: shared CNN, concurrent pipelines" build-tsan/meson-logs/tsan.json \
+    tsan_shared_cnn
   hardening "fuzz smoke" build-fuzz/meson-logs/fuzz.json \
     env CONY_FUZZ_JOBS=2 bash tests/fuzz/run.sh "${CONY_FUZZ_SECONDS:-60}"
 fi

@@ -2,6 +2,7 @@
  * the helpers every network loader uses (see cnn-private.h). */
 #include "cnn-private.h"
 #include "cony/error.h"
+#include "cony/labels.h"
 #include "cony/safetensors.h"
 
 #include <math.h>
@@ -277,7 +278,8 @@ cnn_read_labels_and_metadata (CnnWeights *cnn, const ConySafetensors *st, GError
   if (text == NULL)
     return TRUE;
   g_autoptr (JsonParser) parser = json_parser_new ();
-  JsonNode *root = json_parser_load_from_data (parser, text, -1, NULL)
+  g_autofree char *marked = cony_json_mark_nul (text);
+  JsonNode *root = json_parser_load_from_data (parser, marked, -1, NULL)
       ? json_parser_get_root (parser)
       : NULL;
   JsonArray *arr = root && JSON_NODE_HOLDS_ARRAY (root) ? json_node_get_array (root) : NULL;
@@ -296,6 +298,14 @@ cnn_read_labels_and_metadata (CnnWeights *cnn, const ConySafetensors *st, GError
         cnn->source, cnn->out_dim, arr ? "" : "no list, ", arr ? len : 0);
     g_ptr_array_free (labels, TRUE);
     return FALSE;
+  }
+  for (guint i = 0; i < len; i++) {
+    const char *label = g_ptr_array_index (labels, i);
+    if (!cony_label_check (label, strlen (label), error)) {
+      g_prefix_error (error, "%s: metadata labels[%u] ", cnn->source, i);
+      g_ptr_array_free (labels, TRUE);
+      return FALSE;
+    }
   }
   g_ptr_array_add (labels, NULL);
   cnn->labels = (char **) g_ptr_array_free (labels, FALSE);

@@ -1,6 +1,7 @@
 /* Log-mel spectrogram, VGGish-exact by default (see include/cony/mel.h).
  * Internally double precision; the output frames are float32. */
 #include "cony/mel.h"
+#include "cony/attention.h" /* CONY_MEMORY_BUDGET */
 #include "cony/error.h"
 
 #include <libavutil/mem.h>
@@ -13,7 +14,7 @@ struct _ConyMel {
   guint n_bins; /* fft_length / 2 + 1 */
 
   double *window; /* window_length */
-  float *matrix;  /* n_bins x n_mels, row-major (the public view) */
+  float *matrix;  /* n_bins x n_mels, row-major (the public view, built on demand) */
   /* Per band: the non-zero bins [band_lo, band_hi) and their weights, packed. */
   guint *band_lo, *band_hi, *band_off;
   double *band_weights;
@@ -63,12 +64,15 @@ cony_mel_config_validate (const ConyMelConfig *c, GError **error)
     INVALID ("no configuration given");
   if (c->sample_rate == 0 || c->sample_rate > 1000000)
     INVALID ("sample_rate %u out of range (1 .. 1000000)", c->sample_rate);
-  if (c->window_length < 2 || c->window_length > (1u << 20))
-    INVALID ("window_length %u out of range (2 .. 1048576)", c->window_length);
+  if (c->window_length < 2 || c->window_length > CONY_MEL_MAX_FFT)
+    INVALID ("window_length %u out of range (2 .. %u)", c->window_length, CONY_MEL_MAX_FFT);
   if (c->hop_length == 0 || c->hop_length > (1u << 24))
     INVALID ("hop_length %u out of range (1 .. 16777216)", c->hop_length);
-  if (c->fft_length < 4 || c->fft_length > (1u << 21) || (c->fft_length & (c->fft_length - 1)) != 0)
-    INVALID ("fft_length %u must be a power of two between 4 and 2097152", c->fft_length);
+  if (c->fft_length < 4 || c->fft_length > CONY_MEL_MAX_FFT
+      || (c->fft_length & (c->fft_length - 1)) != 0)
+    INVALID ("fft_length %u must be a power of two between 4 and %u (FFmpeg's FFT of 2^19 "
+             "points and more is a slow O(n^2) transform: minutes per frame)",
+        c->fft_length, CONY_MEL_MAX_FFT);
   if (c->fft_length < c->window_length)
     INVALID ("fft_length %u is shorter than window_length %u", c->fft_length, c->window_length);
   if (c->n_mels == 0 || c->n_mels > c->fft_length / 2 + 1)
@@ -81,6 +85,12 @@ cony_mel_config_validate (const ConyMelConfig *c, GError **error)
     INVALID ("fmax %g is above the Nyquist frequency %g", c->fmax, c->sample_rate / 2.0);
   if (!(c->log_offset > 0.0) || !isfinite (c->log_offset))
     INVALID ("log_offset %g must be a positive finite number", c->log_offset);
+  gsize bytes = cony_mel_config_bytes (c);
+  if (bytes > CONY_MEMORY_BUDGET)
+    INVALID ("fft_length %u, window_length %u and n_mels %u need %" G_GSIZE_FORMAT
+             " bytes (%.1f MiB), more than the budget of %" G_GSIZE_FORMAT " bytes",
+        c->fft_length, c->window_length, c->n_mels, bytes, bytes / 1048576.0,
+        (gsize) CONY_MEMORY_BUDGET);
   return TRUE;
 }
 
@@ -91,12 +101,22 @@ hz_to_mel (double hz)
   return 1127.0 * log (1.0 + hz / 700.0);
 }
 
-/* The mel weight matrix exactly as VGGish's mel_features builds it: band edges
- * equally spaced in HTK mel between fmin and fmax, triangles interpolated in
- * mel at the mel positions of the spectrogram bins (spaced linearly from 0 Hz
- * to Nyquist), peak 1, no normalisation, the DC row zeroed. Computed in double. */
+/* The weight of mel band @i (edges @lo < @ce < @hi, in mel) at a bin at mel @m. */
+static double
+band_weight (double lo, double ce, double hi, double m)
+{
+  return MAX (0.0, MIN ((m - lo) / (ce - lo), (hi - m) / (hi - ce)));
+}
+
+/* The mel weights exactly as VGGish's mel_features builds them: band edges equally
+ * spaced in HTK mel between fmin and fmax, triangles interpolated in mel at the mel
+ * positions of the spectrogram bins (spaced linearly from 0 Hz to Nyquist), peak 1, no
+ * normalisation, the DC bin zero. Computed in double and kept sparse: a band's non-zero
+ * bins are contiguous and each bin lies in at most two bands, so this is O(bins +
+ * bands) in memory and time (a dense n_bins x n_mels matrix was 34 GB at the largest
+ * settings, #46.1; cony_mel_get_matrix() builds one only when asked). */
 static void
-build_matrix (ConyMel *mel)
+build_bands (ConyMel *mel)
 {
   const ConyMelConfig *c = &mel->config;
   guint nb = mel->n_bins, nm = c->n_mels;
@@ -110,46 +130,44 @@ build_matrix (ConyMel *mel)
   for (guint i = 0; i < nm + 2; i++)
     edges[i] = mlo + (mhi - mlo) * i / (double) (nm + 1);
 
-  double *weights = g_new0 (double, (gsize) nb *nm);
-  mel->matrix = g_new0 (float, (gsize) nb *nm);
-  for (guint i = 0; i < nm; i++) {
-    double lo = edges[i], ce = edges[i + 1], hi = edges[i + 2];
-    for (guint k = 1; k < nb; k++) { /* k = 0 (DC) stays zero */
-      double up = (bin_mel[k] - lo) / (ce - lo);
-      double down = (hi - bin_mel[k]) / (hi - ce);
-      double w = MAX (0.0, MIN (up, down));
-      weights[(gsize) k * nm + i] = w;
-      mel->matrix[(gsize) k * nm + i] = (float) w;
-    }
-  }
-
-  /* Sparse per-band form for the hot loop. */
   mel->band_lo = g_new (guint, nm);
   mel->band_hi = g_new (guint, nm);
   mel->band_off = g_new (guint, nm);
   gsize total = 0;
+  guint first = 1; /* bins below this are at or below the previous band's lower edge */
   for (guint i = 0; i < nm; i++) {
-    guint lo = nb, hi = 0;
-    for (guint k = 0; k < nb; k++)
-      if (weights[(gsize) k * nm + i] != 0.0) {
-        lo = MIN (lo, k);
-        hi = k + 1;
-      }
-    if (hi == 0)
-      lo = 0;
-    mel->band_lo[i] = lo;
-    mel->band_hi[i] = hi;
+    double lo = edges[i], hi = edges[i + 2];
+    while (first < nb && bin_mel[first] <= lo)
+      first++;
+    guint end = first;
+    while (end < nb && bin_mel[end] < hi)
+      end++;
+    /* band_weight > 0 exactly on (lo, hi): the bins [first, end) */
+    mel->band_lo[i] = end > first ? first : 0;
+    mel->band_hi[i] = end > first ? end : 0;
     mel->band_off[i] = (guint) total;
-    total += hi - lo;
+    total += mel->band_hi[i] - mel->band_lo[i];
   }
   mel->band_weights = g_new (double, MAX (total, 1));
   for (guint i = 0; i < nm; i++)
     for (guint k = mel->band_lo[i]; k < mel->band_hi[i]; k++)
-      mel->band_weights[mel->band_off[i] + k - mel->band_lo[i]] = weights[(gsize) k * nm + i];
+      mel->band_weights[mel->band_off[i] + k - mel->band_lo[i]] = band_weight (edges[i],
+          edges[i + 1], edges[i + 2], bin_mel[k]);
 
   g_free (bin_mel);
   g_free (edges);
-  g_free (weights);
+}
+
+gsize
+cony_mel_config_bytes (const ConyMelConfig *c)
+{
+  gsize nb = c->fft_length / 2 + 1, wl = c->window_length;
+  gsize fft = sizeof (double) * (c->fft_length + 2) + 16 * (nb + 1) + sizeof (double) * nb;
+  gsize tx = 32 * (gsize) c->fft_length; /* av_tx's twiddles and scratch, generously */
+  gsize bands = sizeof (double) * (2 * nb + c->n_mels) + 3 * sizeof (guint) * c->n_mels;
+  gsize edges = sizeof (double) * (nb + c->n_mels + 2); /* while building the bands */
+  gsize samples = sizeof (float) * MAX (2 * wl, 4096) + sizeof (double) * wl;
+  return sizeof (ConyMel) + fft + tx + bands + edges + samples;
 }
 
 ConyMel *
@@ -184,7 +202,7 @@ cony_mel_new (const ConyMelConfig *config, GError **error)
   for (guint n = 0; n < wl; n++)
     mel->window[n] = 0.5 - 0.5 * cos (2.0 * G_PI * n / denom);
 
-  build_matrix (mel);
+  build_bands (mel);
 
   mel->buf_cap = MAX ((gsize) 2 * wl, 4096);
   mel->buf = g_new (float, mel->buf_cap);
@@ -228,6 +246,14 @@ const float *
 cony_mel_get_matrix (const ConyMel *mel)
 {
   g_return_val_if_fail (mel != NULL, NULL);
+  if (mel->matrix == NULL) { /* built on demand from the bands (a cache: not const) */
+    guint nm = mel->config.n_mels;
+    float *m = g_new0 (float, (gsize) mel->n_bins *nm);
+    for (guint i = 0; i < nm; i++)
+      for (guint k = mel->band_lo[i]; k < mel->band_hi[i]; k++)
+        m[(gsize) k * nm + i] = (float) mel->band_weights[mel->band_off[i] + k - mel->band_lo[i]];
+    ((ConyMel *) mel)->matrix = m;
+  }
   return mel->matrix;
 }
 

@@ -1,6 +1,7 @@
 /* Loading encoder-classifier model files (docs/model-format.md). */
 #include "cony/model.h"
 #include "cony/error.h"
+#include "cony/labels.h"
 #include "cony/safetensors.h"
 #include "fusion-private.h"
 
@@ -116,7 +117,8 @@ cony_model_config_parse (const char *json, const char *origin, ConyModelConfig *
   memset (c, 0, sizeof *c);
   g_autoptr (JsonParser) parser = json_parser_new ();
   GError *local = NULL;
-  if (!json_parser_load_from_data (parser, json, -1, &local)) {
+  g_autofree char *marked = cony_json_mark_nul (json); /* so "a\u0000b" is not read as "a" */
+  if (!json_parser_load_from_data (parser, marked, -1, &local)) {
     g_set_error (error, CONY_ERROR, CONY_ERROR_FORMAT, "%s: model config is not valid JSON: %s",
         origin, local->message);
     g_error_free (local);
@@ -292,7 +294,12 @@ cony_model_config_parse (const char *json, const char *origin, ConyModelConfig *
           "%s: model config: labels[%u] is not a string", origin, i);
       goto fail;
     }
-    c->labels[i] = g_strdup (json_node_get_string (e));
+    const char *label = json_node_get_string (e);
+    if (!cony_label_check (label, strlen (label), error)) {
+      g_prefix_error (error, "%s: model config: labels[%u] ", origin, i);
+      goto fail;
+    }
+    c->labels[i] = g_strdup (label);
   }
 
   JsonNode *fe = json_object_get_member (o, "frontend");

@@ -191,6 +191,38 @@ parse_tensor (ConySafetensors *st, const char *name, JsonNode *node, GError **er
   return TRUE;
 }
 
+static gint
+compare_by_offset (gconstpointer a, gconstpointer b)
+{
+  const ConyTensorInfo *x = *(ConyTensorInfo *const *) a, *y = *(ConyTensorInfo *const *) b;
+  return x->data < y->data ? -1 : x->data > y->data;
+}
+
+/* The format forbids tensors sharing bytes: a writer that aliases them is broken, and a
+ * hostile file could make two weights one. Empty tensors occupy nothing. */
+static gboolean
+check_no_overlap (const ConySafetensors *st, GError **error)
+{
+  g_autoptr (GPtrArray) sorted = g_ptr_array_new ();
+  for (guint i = 0; i < st->tensors->len; i++) {
+    ConyTensorInfo *t = g_ptr_array_index (st->tensors, i);
+    if (t->nbytes)
+      g_ptr_array_add (sorted, t);
+  }
+  g_ptr_array_sort (sorted, compare_by_offset);
+  for (guint i = 1; i < sorted->len; i++) {
+    const ConyTensorInfo *a = g_ptr_array_index (sorted, i - 1), *b = g_ptr_array_index (sorted, i);
+    if (b->data < a->data + a->nbytes) {
+      g_set_error (error, CONY_ERROR, CONY_ERROR_FORMAT,
+          "%s: tensors '%s' [%td, %td) and '%s' [%td, %td) overlap in the data section", st->path,
+          a->name, a->data - st->data, a->data + a->nbytes - st->data, b->name, b->data - st->data,
+          b->data + b->nbytes - st->data);
+      return FALSE;
+    }
+  }
+  return TRUE;
+}
+
 ConySafetensors *
 cony_safetensors_open (const char *path, GError **error)
 {
@@ -256,6 +288,8 @@ cony_safetensors_open (const char *path, GError **error)
     if (!ok)
       return NULL;
   }
+  if (!check_no_overlap (st, error))
+    return NULL;
   return g_steal_pointer (&st);
 }
 

@@ -72,6 +72,37 @@ cony_test_assert_caps_refused (GstHarness *h, const char *caps_string, const cha
 }
 
 void
+cony_test_assert_caps_named (GstHarness *h, const char *caps_string, gboolean by_query,
+    const char *message)
+{
+  GstBus *bus = cony_test_attach_bus (h);
+  GstCaps *caps = gst_caps_from_string (caps_string);
+  g_assert_nonnull (caps);
+  gst_pad_push_event (h->srcpad, gst_event_new_stream_start ("test"));
+  for (guint attempt = 0; attempt < 2; attempt++) { /* upstream asks again: one error */
+    if (by_query) {
+      GstCaps *answer = gst_pad_peer_query_caps (h->srcpad, caps);
+      g_assert_true (gst_caps_is_empty (answer));
+      gst_caps_unref (answer);
+    } else {
+      gst_pad_push_event (h->srcpad, gst_event_new_caps (caps)); /* sticky: stored anyway */
+      GstPad *sinkpad = gst_element_get_static_pad (h->element, "sink");
+      g_assert_false (gst_pad_has_current_caps (sinkpad));
+      gst_object_unref (sinkpad);
+    }
+  }
+  gst_caps_unref (caps);
+  GError *err = cony_test_pop_gerror (bus, GST_MESSAGE_ERROR, GST_CORE_ERROR,
+      GST_CORE_ERROR_NEGOTIATION, NULL);
+  g_test_message ("%s", err->message);
+  g_assert_cmpstr (err->message, ==, message);
+  g_error_free (err);
+  g_assert_null (gst_bus_pop_filtered (bus, GST_MESSAGE_ERROR));
+  cony_test_detach_bus (h, bus);
+  gst_harness_teardown (h);
+}
+
+void
 cony_test_assert_ready_only (GstHarness *h, const char *prop, const char *value)
 {
   GObject *el = G_OBJECT (h->element);

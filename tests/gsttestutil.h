@@ -22,6 +22,12 @@ void cony_test_assert_caps_refused (GstHarness *h, const char *caps_string,
 /* A GST_PARAM_MUTABLE_READY property (#31.5): with the harnessed element PLAYING,
  * setting @prop to @value (a string as for gst-launch) is refused and the old value
  * reads back; after going to READY the same change takes. Leaves the element in READY. */
+/* Upstream offering @caps_string (through a CAPS query with it as the filter, as a source
+ * negotiates, when @by_query; else as a CAPS event, as appsrc or a demuxer sends it) gets
+ * a CORE/NEGOTIATION error whose message is exactly @message ("conymel takes ..., got ...:
+ * add ..."), posted once. Tears @h down. */
+void cony_test_assert_caps_named (GstHarness *h, const char *caps_string, gboolean by_query,
+    const char *message);
 void cony_test_assert_ready_only (GstHarness *h, const char *prop, const char *value);
 /* cony_test_assert_ready_only() for each "property", "value" pair of the NULL-terminated
  * @props, each on a fresh harness around a @factory element with "model" @model (NULL:

@@ -396,6 +396,39 @@ test_wrong_caps_refused (void)
       NULL);
 }
 
+/* Refused frames are named (#46.5): what the model takes (one tile: any size in its
+ * format, resized; a grid of patches: its size exactly), what upstream offers, and
+ * whether videoscale or videoconvert is missing (CORE/NEGOTIATION). */
+static void
+test_refusal_named (void)
+{
+  static const struct {
+    guint patches_x;
+    const char *caps, *message;
+  } cases[] = {
+    { 1, "video/x-raw,format=I420,width=640,height=480,framerate=30/1",
+        "conyframeembed takes RGB video of any size (resized to 22x20), got 640x480 I420 video: "
+        "add videoconvert before it" },
+    { 1, "video/x-raw,format=GRAY8,width=22,height=20,framerate=25/1",
+        "conyframeembed takes RGB video of any size (resized to 22x20), got 22x20 GRAY8 video: "
+        "add videoconvert before it" },
+    { 2, "video/x-raw,format=RGB,width=45,height=20,framerate=25/1",
+        "conyframeembed takes 44x20 RGB video, got 45x20 RGB video: add videoscale before it" },
+    { 2, "video/x-raw,format=I420,width=640,height=480,framerate=30/1",
+        "conyframeembed takes 44x20 RGB video, got 640x480 I420 video: add videoscale and "
+        "videoconvert before it" },
+    { 1, "audio/x-raw,format=F32LE,rate=16000,channels=1,layout=interleaved",
+        "conyframeembed takes RGB video of any size (resized to 22x20), got audio/x-raw: decode "
+        "and convert first (decodebin ! videoconvert)" },
+  };
+  for (guint i = 0; i < G_N_ELEMENTS (cases); i++)
+    for (guint by_query = 0; by_query < 2; by_query++) {
+      GstHarness *h = new_harness ("gap.safetensors", "patches-x", cases[i].patches_x, NULL);
+      gst_harness_play (h);
+      cony_test_assert_caps_named (h, cases[i].caps, by_query, cases[i].message);
+    }
+}
+
 static void
 test_bad_models (void)
 {
@@ -447,6 +480,7 @@ main (int argc, char **argv)
   g_test_add_func ("/conyframeembed/latency", test_latency);
   g_test_add_func ("/conyframeembed/caps-query", test_caps_query);
   g_test_add_func ("/conyframeembed/wrong-caps", test_wrong_caps_refused);
+  g_test_add_func ("/conyframeembed/refusal-named", test_refusal_named);
   g_test_add_func ("/conyframeembed/bad-models", test_bad_models);
   g_test_add_func ("/conyframeembed/patches", test_patches);
   g_test_add_func ("/conyframeembed/ready-only-properties", test_ready_only_properties);

@@ -4,11 +4,13 @@
  * The plugin is found through GST_PLUGIN_PATH (set by tests/meson.build). The
  * reference frames come from libcony's whole-signal cony_mel_compute(). */
 #include "cony/mel.h"
+#include "../gst/gstconytokens.h"
 
 #include <gst/gst.h>
 #include <gst/check/gstharness.h>
 
 #include "gsttestutil.h"
+#include "testutil.h"
 #include <math.h>
 #include <string.h>
 
@@ -209,6 +211,38 @@ test_wrong_caps_refused (void)
   g_assert_null (gst_harness_try_pull (h));
   cony_test_detach_bus (h, bus);
   gst_harness_teardown (h);
+}
+
+/* Refused caps are named (#46.5), not just "not-negotiated": what conymel takes, what
+ * upstream offers and which converter to add, as a CORE/NEGOTIATION error, whether
+ * upstream asks with a CAPS query (a source negotiating) or sends a CAPS event. */
+static void
+test_refusal_named (void)
+{
+  static const struct {
+    const char *caps, *message;
+  } cases[] = {
+    { "audio/x-raw,format=S16LE,rate=44100,channels=2,layout=interleaved",
+        "conymel takes 16000 Hz mono audio (F32LE or S16LE), got 44100 Hz stereo S16LE audio: "
+        "add audioresample and audioconvert before it" },
+    { "audio/x-raw,format=F32LE,rate=16000,channels=2,layout=interleaved",
+        "conymel takes 16000 Hz mono audio (F32LE or S16LE), got 16000 Hz stereo F32LE audio: "
+        "add audioconvert before it" },
+    { "audio/x-raw,format=F32LE,rate=48000,channels=1,layout=interleaved",
+        "conymel takes 16000 Hz mono audio (F32LE or S16LE), got 48000 Hz mono F32LE audio: "
+        "add audioresample before it" },
+    { "video/x-raw,format=RGB,width=4,height=4",
+        "conymel takes 16000 Hz mono audio (F32LE or S16LE), got video/x-raw: decode and "
+        "convert first (decodebin ! audioconvert ! audioresample)" },
+  };
+  for (guint i = 0; i < G_N_ELEMENTS (cases); i++)
+    for (guint by_query = 0; by_query < 2; by_query++)
+      cony_test_assert_caps_named (new_harness (NULL), cases[i].caps, by_query, cases[i].message);
+  /* another rate is named as the one the element takes */
+  cony_test_assert_caps_named (new_harness ("sample-rate", 22050, NULL),
+      "audio/x-raw,format=S16LE,rate=16000,channels=1,layout=interleaved", TRUE,
+      "conymel takes 22050 Hz mono audio (F32LE or S16LE), got 16000 Hz mono S16LE audio: "
+      "add audioresample before it");
 }
 
 /* Odd buffer sizes (37, 160, 1001 samples) and a start time that is not a
@@ -520,6 +554,95 @@ test_gap_is_silence (void)
   g_free (b);
 }
 
+/* Half a second before the end of the 64-bit clock, a second of audio and a GAP
+ * running past the end: frame times saturate at GST_CONY_TIME_MAX (they wrapped to 0
+ * with anchor + k * hop / rate in unsigned arithmetic), in order, ends included. */
+static void
+test_clock_end (void)
+{
+  gsize n = 16000;
+  float *x = make_signal (n, 3);
+  GstHarness *h = new_harness ("frames-per-buffer", 4, NULL);
+  gst_harness_set_src_caps_str (h, F32_CAPS);
+  GstBuffer *in = f32_buffer (x, n, GST_CONY_TIME_MAX - 500 * MS);
+  GST_BUFFER_DURATION (in) = GST_CLOCK_TIME_NONE; /* PTS + 1 s is past the end */
+  g_assert_cmpint (gst_harness_push (h, in), ==, GST_FLOW_OK);
+  g_assert_true (
+      gst_harness_push_event (h, gst_event_new_gap (GST_CONY_TIME_MAX - 10 * MS, GST_SECOND)));
+  GstBuffer *buf;
+  GstClockTime prev_end = 0;
+  guint frames = 0, at_end = 0;
+  while ((buf = gst_harness_try_pull (h)) != NULL) {
+    GstClockTime pts = GST_BUFFER_PTS (buf), dur = GST_BUFFER_DURATION (buf);
+    g_assert_cmpuint (pts, >=, GST_CONY_TIME_MAX - 500 * MS);
+    g_assert_cmpuint (pts, >=, prev_end);
+    g_assert_true (GST_CLOCK_TIME_IS_VALID (dur));
+    g_assert_cmpuint (dur, <=, GST_CONY_TIME_MAX - pts);
+    prev_end = pts + dur;
+    frames += gst_buffer_get_size (buf) / (N_MELS * sizeof (float));
+    at_end += pts == GST_CONY_TIME_MAX;
+    gst_buffer_unref (buf);
+  }
+  g_test_message ("%u frames, %u buffers stamped at the clock's end", frames, at_end);
+  g_assert_cmpuint (frames, >=, 98);
+  g_assert_cmpuint (at_end, >, 0);
+  gst_harness_teardown (h);
+  g_free (x);
+}
+
+/* The memory budget (#46.1). The largest FFT with 4096 bands (every value inside its
+ * range) once made GLib abort on a 34 GB allocation, and 128 bands took 1.66 GB: the mel
+ * weights are kept sparse now, so the largest FFT (2^18 now: FFmpeg's larger ones are
+ * O(n^2)) runs in a few tens of MiB whatever n-mels (peak RSS measured over start, two
+ * frames and stop; a dense matrix would be 2 GiB for 4096 bands). A batch too large for the budget fails the state change
+ * with a LIBRARY/SETTINGS error naming the settings and the bytes, allocating nothing. */
+static void
+test_memory_budget (void)
+{
+  const guint n_mels[] = { 4096, 128 };
+  gsize n = (1 << 18) + (1 << 16); /* two frames of 2^18 samples, 2^16 apart */
+  float *x = make_signal (n, 4);
+  for (guint i = 0; i < G_N_ELEMENTS (n_mels); i++) {
+    cony_test_reset_peak_rss ();
+    glong before = cony_test_status_kib ("VmRSS");
+    GstHarness *h = new_harness ("fft-length", 1 << 18, "window-length", 1 << 18, "hop-length",
+        1 << 16, "n-mels", n_mels[i], NULL);
+    gst_harness_set_src_caps_str (h, F32_CAPS);
+    g_assert_cmpint (gst_harness_push (h, f32_buffer (x, n, 0)), ==, GST_FLOW_OK);
+    guint frames = 0;
+    GstBuffer *buf;
+    while ((buf = gst_harness_try_pull (h)) != NULL) {
+      frames += gst_buffer_get_size (buf) / (n_mels[i] * sizeof (float));
+      gst_buffer_unref (buf);
+    }
+    g_assert_cmpuint (frames, ==, 2);
+    gst_harness_teardown (h);
+    glong peak = cony_test_status_kib ("VmHWM") - before;
+    g_test_message ("fft-length 2^18, window-length 2^18, n-mels %u: peak RSS +%ld KiB", n_mels[i],
+        peak);
+    if (CONY_TEST_CHECK_RSS)
+      g_assert_cmpint (peak, <, 64 * 1024);
+  }
+  g_free (x);
+
+  cony_test_reset_peak_rss ();
+  glong before = cony_test_status_kib ("VmRSS");
+  GstElement *el = cony_test_element_new ("conymel", NULL, "fft-length", 8192, "n-mels", 4096,
+      "frames-per-buffer", 65536, NULL);
+  GError *err = cony_test_assert_start_fails (el,
+      (const char *[]){ "fft-length=8192 window-length=400 n-mels=4096 frames-per-buffer=65536",
+          "1073741824 of output batch", NULL });
+  g_assert_true (g_error_matches (err, GST_LIBRARY_ERROR, GST_LIBRARY_ERROR_SETTINGS));
+  g_assert_nonnull (strstr (err->message, "need 1074"));
+  g_assert_nonnull (strstr (err->message, "more than the budget of 1073741824 bytes"));
+  g_error_free (err);
+  gst_object_unref (el);
+  glong peak = cony_test_status_kib ("VmHWM") - before;
+  g_test_message ("frames-per-buffer 65536 x n-mels 4096 refused: peak RSS +%ld KiB", peak);
+  if (CONY_TEST_CHECK_RSS)
+    g_assert_cmpint (peak, <, 16 * 1024);
+}
+
 /* NaN and Inf samples: a warning on the bus, replaced by zeros, and the frames
  * after them are those of the clean signal. */
 static void
@@ -659,6 +782,7 @@ main (int argc, char **argv)
   g_test_init (&argc, &argv, NULL);
   g_test_add_func ("/conymel/caps-negotiated", test_caps_negotiated);
   g_test_add_func ("/conymel/wrong-caps-refused", test_wrong_caps_refused);
+  g_test_add_func ("/conymel/refusal-named", test_refusal_named);
   g_test_add_func ("/conymel/timestamps-odd-sizes", test_timestamps_odd_sizes);
   g_test_add_func ("/conymel/fractional-rate", test_fractional_rate);
   g_test_add_func ("/conymel/s16-input", test_s16_input);
@@ -669,6 +793,8 @@ main (int argc, char **argv)
   g_test_add_func ("/conymel/discont", test_discont_reanchors);
   g_test_add_func ("/conymel/caps-change", test_caps_change_resets);
   g_test_add_func ("/conymel/gap", test_gap_is_silence);
+  g_test_add_func ("/conymel/clock-end", test_clock_end);
+  g_test_add_func ("/conymel/memory-budget", test_memory_budget);
   g_test_add_func ("/conymel/nan", test_nan_samples);
   g_test_add_func ("/conymel/bad-settings", test_bad_settings);
   g_test_add_func ("/conymel/preset-yamnet", test_preset_yamnet);

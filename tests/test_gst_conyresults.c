@@ -11,6 +11,7 @@
 #include "cony/encoder.h"
 #include "cony/model.h"
 #include "../gst/gstconymeta.h"
+#include "../gst/gstconytokens.h"
 
 #include <gst/gst.h>
 #include <gst/check/gstharness.h>
@@ -228,6 +229,140 @@ test_span_negative_lookahead (void)
     g_assert_cmpuint (m->window_end, ==, 40 * MS + i * 200 * MS + 100 * MS);
     gst_buffer_unref (buf);
   }
+  gst_harness_teardown (h);
+  g_free (x);
+}
+
+/* Near the end of the 64-bit clock times saturate at GST_CONY_TIME_MAX instead of
+ * wrapping: a PTS a second before the end, tokens interpolated over a duration that
+ * runs past it (or from the token rate) and a lookahead still give ordered spans,
+ * token times and message times (end = PTS + duration + lookahead used to wrap to
+ * start > end). */
+static void
+test_clock_end (void)
+{
+  const GstClockTime MAX = GST_CONY_TIME_MAX;
+  g_assert_cmpuint (MAX, ==, G_MAXUINT64 - 1);
+  g_assert_cmpuint (gst_cony_time_add (MAX - 5, 10), ==, MAX);
+  g_assert_cmpuint (gst_cony_time_add (MAX - 5, G_MAXUINT64), ==, MAX);
+  g_assert_cmpuint (gst_cony_time_add (MAX - 5, 4), ==, MAX - 1);
+  g_assert_cmpuint (gst_cony_time_add (GST_CLOCK_TIME_NONE, 1), ==, GST_CLOCK_TIME_NONE);
+  g_assert_cmpuint (gst_cony_time_add_signed (5, -10), ==, 0);
+  g_assert_cmpuint (gst_cony_time_add_signed (5, G_MININT64), ==, 0);
+  g_assert_cmpuint (gst_cony_time_add_signed (MAX - 1, G_MAXINT64), ==, MAX);
+  g_assert_cmpuint (gst_cony_time_mul (GST_SECOND, G_MAXUINT64 / 2), ==, MAX);
+  g_assert_cmpuint (gst_cony_time_mul (GST_CLOCK_TIME_NONE, 0), ==, GST_CLOCK_TIME_NONE);
+
+  char *path = model_path ();
+  float *x = make_tokens (N, 5);
+  for (guint with_duration = 0; with_duration < 2; with_duration++) {
+    GstHarness *h = new_harness (path, NULL);
+    GstBus *bus = cony_test_attach_bus (h);
+    gst_harness_set_src_caps_str (h, TOKEN_CAPS ",lookahead=(fraction)3/4");
+    GstBuffer *in = gst_buffer_new_memdup (x, N * D * sizeof (float));
+    GST_BUFFER_PTS (in) = MAX - GST_SECOND;
+    GST_BUFFER_DURATION (in) = with_duration ? 2 * GST_SECOND : GST_CLOCK_TIME_NONE;
+    g_assert_cmpint (gst_harness_push (h, in), ==, GST_FLOW_OK);
+    GstBuffer *buf = gst_harness_pull (h);
+    gpointer state = NULL;
+    GstMeta *meta;
+    GstClockTime prev = 0;
+    guint steps = 0;
+    while ((meta = gst_buffer_iterate_meta_filtered (buf, &state,
+                GST_CONY_CLASSIFICATION_META_API_TYPE))) {
+      GstConyClassificationMeta *m = (GstConyClassificationMeta *) meta;
+      g_assert_cmpuint (m->pts, >=, prev);
+      g_assert_cmpuint (m->pts, >=, MAX - GST_SECOND);
+      g_assert_cmpuint (m->window_start, <=, m->pts);
+      g_assert_cmpuint (m->pts, <=, m->window_end);
+      g_assert_cmpuint (m->window_end, <=, MAX);
+      g_assert_cmpuint (m->running_start, <=, m->running_end);
+      g_assert_cmpuint (m->running_end, <=, MAX);
+      prev = m->pts;
+      steps++;
+    }
+    g_assert_cmpuint (steps, ==, N);
+    gst_buffer_unref (buf);
+    /* the last token's time saturated: with a duration, 8 tokens over 2 s from 1 s
+     * before the end put tokens 4..7 at the end; at 4 tokens/s only the end + lookahead */
+    for (guint i = 0; i < N; i++) {
+      GstMessage *msg = gst_bus_pop_filtered (bus, GST_MESSAGE_ELEMENT);
+      g_assert_nonnull (msg);
+      const GstStructure *st = gst_message_get_structure (msg);
+      guint64 t = get_u64 (st, "timestamp"), d = get_u64 (st, "duration");
+      g_assert_cmpuint (d, <=, 3 * GST_SECOND);
+      g_assert_cmpuint (t + d, ==, get_u64 (st, "running-time-end"));
+      g_assert_cmpuint (get_u64 (st, "running-time"), <=, get_u64 (st, "running-time-end"));
+      if (i == N - 1)
+        g_assert_cmpuint (get_u64 (st, "running-time-end"), ==, MAX);
+      gst_message_unref (msg);
+    }
+    cony_test_detach_bus (h, bus);
+    gst_harness_teardown (h);
+  }
+  g_free (x);
+  g_free (path);
+}
+
+/* Per-buffer memory is bounded (#46.2): each step's meta, custom meta and message live
+ * as long as the buffer, so a 10 MB buffer of 81,920 tokens held 272 MB (487 MB with the
+ * messages). A buffer of more steps than fit in 64 MiB of results is refused (STREAM
+ * FORMAT, saying how many tokens a buffer may carry); one at the limit is classified
+ * with the peak resident memory measured. */
+static void
+test_buffer_memory_bound (void)
+{
+  char *path = model_path ();
+  GstHarness *h = new_harness (path, NULL);
+  g_free (path);
+  GstBus *bus = cony_test_attach_bus (h);
+  gst_harness_set_src_caps_str (h, TOKEN_CAPS);
+  const gsize big = 81920;
+  float *x = make_tokens (big, 21);
+  GstBuffer *in = gst_buffer_new_memdup (x, big * D * sizeof (float));
+  GST_BUFFER_PTS (in) = 0;
+  g_assert_cmpint (gst_harness_push (h, in), ==, GST_FLOW_ERROR);
+  GError *err = cony_test_pop_gerror (bus, GST_MESSAGE_ERROR, GST_STREAM_ERROR,
+      GST_STREAM_ERROR_FORMAT, NULL);
+  g_test_message ("%s", err->message);
+  g_assert_nonnull (strstr (err->message, "A buffer of 81920 steps is more than the "));
+  const char *at = strstr (err->message, "send at most ");
+  g_assert_nonnull (at);
+  gsize limit = g_ascii_strtoull (at + strlen ("send at most "), NULL, 10);
+  g_error_free (err);
+  g_assert_cmpuint (limit, >, 1000);
+  g_assert_cmpuint (limit, <, big);
+  g_assert_null (gst_bus_pop_filtered (bus, GST_MESSAGE_ELEMENT)); /* nothing classified */
+
+  /* at the limit: classified, the results within the bound */
+  cony_test_reset_peak_rss ();
+  glong before = cony_test_status_kib ("VmRSS");
+  in = gst_buffer_new_memdup (x, limit * D * sizeof (float));
+  GST_BUFFER_PTS (in) = 0;
+  GST_BUFFER_DURATION (in) = limit * 250 * MS;
+  g_assert_cmpint (gst_harness_push (h, in), ==, GST_FLOW_OK);
+  GstBuffer *out = gst_harness_pull (h);
+  glong peak = cony_test_status_kib ("VmHWM") - before;
+  gpointer state = NULL;
+  guint metas = 0;
+  while (gst_buffer_iterate_meta_filtered (out, &state, GST_CONY_CLASSIFICATION_META_API_TYPE))
+    metas++;
+  g_assert_cmpuint (metas, ==, limit);
+  gst_buffer_unref (out);
+  guint messages = 0;
+  GstMessage *msg;
+  while ((msg = gst_bus_pop_filtered (bus, GST_MESSAGE_ELEMENT)) != NULL) {
+    messages++;
+    gst_message_unref (msg);
+  }
+  g_assert_cmpuint (messages, ==, limit);
+  glong tokens_kib = (glong) (limit * D * sizeof (float) / 1024);
+  g_test_message ("%" G_GSIZE_FORMAT " steps a buffer at most; peak RSS +%ld KiB with them "
+                  "(%ld KiB of it the tokens): %.1f KiB of results a step",
+      limit, peak, tokens_kib, (double) (peak - tokens_kib) / limit);
+  if (CONY_TEST_CHECK_RSS)
+    g_assert_cmpint (peak - tokens_kib, <, 64 * 1024 + 8 * 1024);
+  cony_test_detach_bus (h, bus);
   gst_harness_teardown (h);
   g_free (x);
 }
@@ -813,6 +948,8 @@ main (int argc, char **argv)
   g_test_init (&argc, &argv, NULL);
   g_test_add_func ("/results/span-audio-chain", test_span_audio_chain);
   g_test_add_func ("/results/span-negative-lookahead", test_span_negative_lookahead);
+  g_test_add_func ("/results/clock-end", test_clock_end);
+  g_test_add_func ("/results/buffer-memory-bound", test_buffer_memory_bound);
   g_test_add_func ("/results/top-k", test_top_k);
   g_test_add_func ("/results/labels-property", test_labels_property);
   g_test_add_func ("/results/thresholds-file", test_thresholds_file);

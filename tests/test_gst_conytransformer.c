@@ -973,6 +973,35 @@ test_latency (void)
 
 /* A token size other than the model's d_in: refused, and the error names
  * both numbers. */
+/* Token caps it cannot read (garbage dimensions, another type) are named (#46.5): a
+ * CORE/NEGOTIATION error with what conytransformer takes, what came and what is wrong. */
+static void
+test_refusal_named (void)
+{
+  static const struct {
+    const char *dims, *types, *message;
+  } cases[] = {
+    { "0:1", "float32",
+        "conytransformer takes 128-float tokens (other/tensors, float32, dimensions=128:K), got "
+        "other/tensors types=float32 dimensions=0:1 framerate=4/1: expected dimensions=D:K "
+        "(innermost first, positive), got 0:1" },
+    { "128:-3", "float32",
+        "conytransformer takes 128-float tokens (other/tensors, float32, dimensions=128:K), got "
+        "other/tensors types=float32 dimensions=128:-3 framerate=4/1: expected dimensions=D:K "
+        "(innermost first, positive), got 128:-3" },
+    { "128:1", "float64",
+        "conytransformer takes 128-float tokens (other/tensors, float32, dimensions=128:K), got "
+        "other/tensors types=float64 dimensions=128:1 framerate=4/1: expected types=float32, got "
+        "float64" },
+  };
+  for (guint i = 0; i < G_N_ELEMENTS (cases); i++) {
+    g_autofree char *caps = g_strdup_printf ("other/tensors,format=static,num_tensors=1,"
+                                             "types=%s,dimensions=(string)%s,framerate=4/1",
+        cases[i].types, cases[i].dims);
+    cony_test_assert_caps_named (new_harness (NULL), caps, FALSE, cases[i].message);
+  }
+}
+
 static void
 test_wrong_dimension (void)
 {
@@ -1211,15 +1240,28 @@ test_labels_file (void)
   char *bad = g_build_filename (dir, "bad.txt", NULL);
   char *missing = g_build_filename (dir, "missing.txt", NULL);
   const char *mine[C] = { "a b", "c", "d", "e" };
-  g_assert_true (g_file_set_contents (good, "a b\r\nc\nd\ne\n", -1, NULL));
+  /* a BOM (as Windows editors write) is no part of the first label */
+  g_assert_true (g_file_set_contents (good,
+      "\xef\xbb\xbf"
+      "a b\r\nc\nd\ne\n",
+      -1, NULL));
   g_assert_true (g_file_set_contents (bad, "a\nb\nc\n", -1, NULL));
   char *model = model_path ();
 
   expect_start_error (model, NULL, bad, "3 labels but the model has 4 classes");
   expect_start_error (model, NULL, missing, "missing.txt");
+  /* every label passes libcony's one label check, named by line */
+  g_assert_true (g_file_set_contents (bad, "a\nb\x1b[0m\nc\nd\n", -1, NULL));
+  expect_start_error (model, NULL, bad,
+      "line 2: the label \"b\\033[0m\" holds the control character U+001B");
 
   Fixture f;
   fixture_open (&f, 9, 14, "labels-file", good, NULL);
+  g_auto (GStrv) read = NULL;
+  g_object_get (f.h->element, "labels", &read, NULL);
+  g_assert_cmpuint (g_strv_length (read), ==, C);
+  for (guint i = 0; i < C; i++)
+    g_assert_cmpstr (read[i], ==, mine[i]);
   cony_test_push_tokens (f.h, f.x, D, 0, 9, 1, 0, 250 * MS, FALSE);
   for (guint t = 0; t < 9; t++) {
     double probs[C];
@@ -1268,6 +1310,7 @@ main (int argc, char **argv)
   g_test_add_func ("/conytransformer/ready-only-properties", test_ready_only_properties);
   g_test_add_func ("/conytransformer/latency", test_latency);
   g_test_add_func ("/conytransformer/wrong-dimension", test_wrong_dimension);
+  g_test_add_func ("/conytransformer/refusal-named", test_refusal_named);
   g_test_add_func ("/conytransformer/bad-models", test_bad_models);
   g_test_add_func ("/conytransformer/labels-file", test_labels_file);
   g_test_add_func ("/conytransformer/multitoken/steps", test_multitoken_steps);

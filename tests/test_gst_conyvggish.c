@@ -393,6 +393,34 @@ test_wrong_caps_refused (void)
   }
 }
 
+/* Token caps it cannot read are named (#46.5), as a CORE/NEGOTIATION error saying what
+ * conyvggish takes, what came and what is wrong (a debug line before). */
+static void
+test_refusal_named (void)
+{
+  static const struct {
+    const char *caps, *message;
+  } cases[] = {
+    { "other/tensors,format=static,num_tensors=1,types=float32,dimensions=(string)64:0:x,"
+      "framerate=100/1",
+        "conyvggish takes 64-float tokens (other/tensors, float32, dimensions=64:K), got "
+        "other/tensors types=float32 dimensions=64:0:x framerate=100/1: expected dimensions=D:K "
+        "(innermost first, positive), got 64:0:x" },
+    { "other/tensors,format=static,num_tensors=1,types=uint8,dimensions=(string)64:1,"
+      "framerate=100/1",
+        "conyvggish takes 64-float tokens (other/tensors, float32, dimensions=64:K), got "
+        "other/tensors types=uint8 dimensions=64:1 framerate=100/1: expected types=float32, got "
+        "uint8" },
+    { TOKEN_CAPS ("1", "0/1"),
+        "conyvggish takes 64-float tokens (other/tensors, float32, dimensions=64:K), got "
+        "other/tensors types=float32 dimensions=64:1 framerate=0/1: a fixed token rate "
+        "(framerate > 0) is needed to time-stamp the windows" },
+  };
+  for (guint i = 0; i < G_N_ELEMENTS (cases); i++)
+    cony_test_assert_caps_named (new_harness ("small.safetensors", NULL), cases[i].caps, FALSE,
+        cases[i].message);
+}
+
 /* Missing, unreadable or mismatched models: the state change fails with an
  * error message that carries libcony's explanation. */
 static void
@@ -710,6 +738,7 @@ main (int argc, char **argv)
   g_test_add_func ("/conyvggish/eos", test_eos);
   g_test_add_func ("/conyvggish/nan", test_nan_tokens);
   g_test_add_func ("/conyvggish/wrong-caps-refused", test_wrong_caps_refused);
+  g_test_add_func ("/conyvggish/refusal-named", test_refusal_named);
   g_test_add_func ("/conyvggish/bad-models", test_bad_models);
   g_test_add_func ("/conyvggish/postprocess", test_postprocess);
   g_test_add_func ("/conyvggish/other-geometry", test_other_geometry);

@@ -100,6 +100,11 @@ expect_error wrong-model-file "no model config" \
   ! conytransformer model="$vggish" ! fakesink
 expect_error token-size "the input has 64 floats per token, the model takes d_in = 128" \
   audiotestsrc num-buffers=10 ! conymel ! conytransformer model="$model" ! fakesink
+# A 44.1 kHz stereo file straight into conymel: the error names the cause (#46.5).
+"$launch" -q audiotestsrc num-buffers=5 ! audio/x-raw,rate=44100,channels=2,format=S16LE \
+  ! wavenc ! filesink location="$tmp/stereo44.wav"
+expect_error caps-named "conymel takes 16000 Hz mono audio (F32LE or S16LE), got 44100 Hz stereo S16LE audio: add audioresample and audioconvert before it" \
+  filesrc location="$tmp/stereo44.wav" ! wavparse ! conymel ! fakesink
 # model names: none given names the shipped default; a relative name found nowhere says
 # where it looked; one found through CONY_MODEL_PATH (from another directory) runs.
 expect_error vggish-no-model "set model=a CNN file, e.g. the shipped default audio/yamnet-adapted.safetensors" \

@@ -153,11 +153,61 @@ test_labels (void)
   g_assert_cmpstr (one[0], ==, "a"); /* no final newline: the last label still counts */
   g_assert_null (one[1]);
 
-  /* Not text: a NUL byte (labels used to be cut there) or invalid UTF-8, by line. */
-  g_assert_null (cony_labels_parse ("speech\nmu\0sic\n", 13, "x.txt", &n, NULL, &error));
-  cony_test_expect_error (&error, CONY_ERROR_FORMAT, "x.txt: line 2", NULL);
-  g_assert_null (cony_labels_parse ("a\nb\n\xc3x\n", 7, "x.txt", &n, NULL, &error));
-  cony_test_expect_error (&error, CONY_ERROR_FORMAT, "line 3", "UTF-8");
+  /* Not text, by line (a NUL used to cut the label there): the one label check refuses */
+  static const struct {
+    const char *text;
+    gsize len;
+    const char *where, *what;
+  } bad[] = {
+    { "speech\nmu\0sic\n", 13, "x.txt, line 2: the label \"mu\" ", "a NUL" },
+    { "a\nb\n\xc3x\n", 7, "line 3", "not UTF-8 at byte 0" },
+    { "a\nb\xed\xa0\x80x\n", 8, "line 2", "not UTF-8 at byte 1" }, /* a lone surrogate */
+    { "a\nb\x1b[31m\n", 9, "line 2", "control character U+001B at byte 1" },
+    { "a\rb\n", 4, "line 1", "control character U+000D" },
+    { "a\xc2\x85"
+      "b",
+        4, "line 1", "control character U+0085" },
+    { "a\n\nb\n", 5, "line 2", "is empty" },
+    { "\t0.5\n", 5, "line 1", "is empty" },
+    { "a\xef\xbf\xbe", 4, "line 1", "noncharacter U+FFFE" },
+    { "a\tx\n", 4, "line 1", "'x', expected a number from 0 to 1" },
+    { "a\t0.5\tb\n", 8, "line 1", "expected a number" },
+    { "a\t1.5", 5, "line 1", "expected a number" },
+    { "a\t0.5\0", 6, "line 1", "expected a number" },
+  };
+  for (guint i = 0; i < G_N_ELEMENTS (bad); i++) {
+    g_assert_null (cony_labels_parse (bad[i].text, bad[i].len, "x.txt", &n, NULL, &error));
+    g_test_message ("refused: %s", error->message);
+    cony_test_expect_error (&error, CONY_ERROR_FORMAT, bad[i].where, bad[i].what);
+  }
+
+  /* Quirks, documented in labels.h: a BOM is skipped, blank lines at the end ignored,
+   * spaces around a threshold allowed, the label's own spaces kept. */
+  const char quirks[] = "\xef\xbb\xbf"
+                        "dog\t0.5\ncat\t 0.25\n a b \t0.75 \r\nowl\n\n\r\n";
+  double *thr = NULL;
+  g_auto (GStrv) q = cony_labels_parse (quirks, sizeof quirks - 1, "q.txt", &n, &thr, &error);
+  g_assert_no_error (error);
+  g_assert_cmpuint (n, ==, 4);
+  g_assert_cmpstr (q[0], ==, "dog");
+  g_assert_cmpstr (q[1], ==, "cat");
+  g_assert_cmpstr (q[2], ==, " a b ");
+  g_assert_cmpstr (q[3], ==, "owl");
+  g_assert_cmpfloat (thr[0], ==, 0.5);
+  g_assert_cmpfloat (thr[1], ==, 0.25);
+  g_assert_cmpfloat (thr[2], ==, 0.75);
+  g_assert_true (isnan (thr[3]));
+  g_free (thr);
+
+  /* JSON sources: json-glib cuts "\u0000", so it is marked first; "\\u0000" is no NUL */
+  g_autofree char *marked = cony_json_mark_nul ("[\"a\\u0000b\", \"c\\\\u0000\", \"\\\\\"]");
+  g_assert_cmpstr (marked, ==, "[\"a\\ufdd0b\", \"c\\\\u0000\", \"\\\\\"]");
+  g_assert_false (cony_label_check ("a\xef\xb7\x90"
+                                    "b",
+      5, &error));
+  cony_test_expect_error (&error, CONY_ERROR_FORMAT, "\"a", "a NUL (\\u0000, or U+FDD0) at byte 1");
+  g_assert_true (cony_label_check ("Émile's café 🐶", strlen ("Émile's café 🐶"), &error));
+  g_assert_no_error (error);
 
   g_assert_null (cony_labels_load ("/nonexistent/labels.txt", &n, NULL, &error));
   cony_test_expect_error (&error, CONY_ERROR_IO, "/nonexistent/labels.txt", NULL);
@@ -311,6 +361,20 @@ test_safetensors_nan_refused (void)
   cony_test_expect_error (&error, CONY_ERROR_INVALID, "non-finite", NULL);
 }
 
+/* A safetensors file with @header as its JSON header and @data_len zero bytes of data. */
+static void
+write_raw_safetensors (const char *path, const char *header, guint data_len)
+{
+  guint64 hlen = GUINT64_TO_LE (strlen (header));
+  GByteArray *b = g_byte_array_new ();
+  g_byte_array_append (b, (const guint8 *) &hlen, 8);
+  g_byte_array_append (b, (const guint8 *) header, strlen (header));
+  g_byte_array_set_size (b, 8 + strlen (header) + data_len);
+  memset (b->data + 8 + strlen (header), 0, data_len);
+  write_bytes (path, b->data, b->len);
+  g_byte_array_unref (b);
+}
+
 /* data_offsets entries that are not integers are refused by name: an array there made
  * json-glib fail an assertion (a GLib critical, fatal in tests), the fuzzer's first
  * safetensors finding (tests/fuzz/regressions/safetensors/). */
@@ -324,18 +388,43 @@ test_safetensors_offsets_not_integers (void)
     g_autofree char *header =
         g_strdup_printf ("{\"w\": {\"dtype\": \"F32\", \"shape\": [1], \"data_offsets\": %s}}",
             offsets[i]);
-    guint64 hlen = GUINT64_TO_LE (strlen (header));
-    GByteArray *b = g_byte_array_new ();
-    g_byte_array_append (b, (const guint8 *) &hlen, 8);
-    g_byte_array_append (b, (const guint8 *) header, strlen (header));
-    g_byte_array_append (b, (const guint8 *) "\0\0\0\0", 4);
-    write_bytes (path, b->data, b->len);
-    g_byte_array_unref (b);
+    write_raw_safetensors (path, header, 4);
     GError *error = NULL;
     g_assert_null (cony_safetensors_open (path, &error));
     cony_test_expect_error (&error, CONY_ERROR_FORMAT, path,
         "tensor 'w': data_offsets must be 2 integers");
   }
+}
+
+/* Two tensors sharing bytes are refused with both names (the format forbids it); tensors
+ * that touch, and empty tensors anywhere, are fine. */
+static void
+test_safetensors_overlap (void)
+{
+  g_autofree char *path = tmp_path ("overlap.safetensors");
+  const char *bad[] = { "[0, 8]", "[4, 12]", "[0, 4]", "[2, 6]" };
+  for (guint i = 0; i < G_N_ELEMENTS (bad); i++) {
+    guint len = i < 2 ? 2 : 1;
+    g_autofree char *header =
+        g_strdup_printf ("{\"a\": {\"dtype\": \"F32\", \"shape\": [2], \"data_offsets\": [0, 8]},"
+                         " \"b\": {\"dtype\": \"F32\", \"shape\": [%u], \"data_offsets\": %s}}",
+            len, bad[i]);
+    write_raw_safetensors (path, header, 16);
+    GError *error = NULL;
+    g_assert_null (cony_safetensors_open (path, &error));
+    g_test_message ("refused: %s", error->message);
+    g_assert_nonnull (strstr (error->message, "'a' [0, 8)"));
+    cony_test_expect_error (&error, CONY_ERROR_FORMAT, path, "and 'b' [");
+  }
+  write_raw_safetensors (path,
+      "{\"a\": {\"dtype\": \"F32\", \"shape\": [2], \"data_offsets\": [0, 8]},"
+      " \"e\": {\"dtype\": \"F32\", \"shape\": [0], \"data_offsets\": [4, 4]},"
+      " \"b\": {\"dtype\": \"F32\", \"shape\": [2], \"data_offsets\": [8, 16]}}",
+      16);
+  GError *error = NULL;
+  g_autoptr (ConySafetensors) st = cony_safetensors_open (path, &error);
+  g_assert_no_error (error);
+  g_assert_cmpuint (cony_safetensors_n_tensors (st), ==, 3);
 }
 
 int
@@ -351,6 +440,7 @@ main (int argc, char **argv)
   g_test_add_func ("/io/safetensors/corruption", test_safetensors_corruption);
   g_test_add_func ("/io/safetensors/nan-refused", test_safetensors_nan_refused);
   g_test_add_func ("/io/safetensors/offsets-not-integers", test_safetensors_offsets_not_integers);
+  g_test_add_func ("/io/safetensors/overlap", test_safetensors_overlap);
   g_test_add_func ("/io/model-path", test_model_path);
   int rc = g_test_run ();
   g_autofree char *cmd = g_strdup_printf ("rm -rf '%s'", tmpdir);

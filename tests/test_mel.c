@@ -326,6 +326,20 @@ test_config_errors (void)
   cony_mel_config_init_vggish (&c);
   g_assert_true (cony_mel_config_validate (&c, &error));
   g_assert_no_error (error);
+
+  /* the largest FFT (FFmpeg's larger ones are O(n^2)) with the most bands is small: the
+   * weights are sparse (#46.1), and the bytes are an upper bound of what is held */
+  c.fft_length = c.window_length = CONY_MEL_MAX_FFT;
+  c.n_mels = 4096;
+  g_assert_true (cony_mel_config_validate (&c, &error));
+  g_assert_cmpuint (cony_mel_config_bytes (&c), <, 24u << 20);
+  c.fft_length = CONY_MEL_MAX_FFT * 2;
+  g_assert_false (cony_mel_config_validate (&c, &error));
+  cony_test_expect_error (&error, CONY_ERROR_INVALID, "fft_length 524288", "O(n^2)");
+  c.fft_length = CONY_MEL_MAX_FFT;
+  c.window_length = CONY_MEL_MAX_FFT * 2;
+  g_assert_false (cony_mel_config_validate (&c, &error));
+  cony_test_expect_error (&error, CONY_ERROR_INVALID, "window_length 524288", NULL);
 }
 
 int

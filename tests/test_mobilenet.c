@@ -497,6 +497,17 @@ test_refusals (void)
       "layers", words, "labels", "[\"a\", \"b\"]", NULL };
     g_autofree char *p6 = write_raw ("labels.safetensors", t, 4, m6);
     cony_test_expect_cnn_refused (p6, CONY_ERROR_INVALID, "labels", "3 strings");
+    /* each label passes the one label check (cony/labels.h), refused by index */
+    const char *bad_labels[][2] = { { "[\"a\", \"b\\u0000c\", \"d\"]", "a NUL" },
+      { "[\"a\", \"b\", \"\\ud800x\"]", "not UTF-8" },
+      { "[\"a\", \"b\\u001b\", \"d\"]", "U+001B" } };
+    for (guint i = 0; i < G_N_ELEMENTS (bad_labels); i++) {
+      const char *m8[] = { "network", "mobilenet_v1", "input_height", "7", "input_width", "6",
+        "layers", words, "labels", bad_labels[i][0], NULL };
+      g_autofree char *p8 = write_raw ("badlabel.safetensors", t, 4, m8);
+      cony_test_expect_cnn_refused (p8, CONY_ERROR_FORMAT,
+          i == 1 ? "metadata labels[2] " : "metadata labels[1] ", bad_labels[i][1]);
+    }
     const char *m7[] = { "network", "mobilenet_v1", NULL };
     g_autofree char *p7 = write_raw ("nolayers.safetensors", t, 4, m7);
     cony_test_expect_cnn_refused (p7, CONY_ERROR_MISSING, "layers", NULL);

@@ -897,6 +897,50 @@ test_extreme_tokens (void)
   }
 }
 
+/* The config's labels pass the one label check (cony/labels.h), refused by index: a lone
+ * surrogate escape gave invalid UTF-8 in every record, "\u0000" cut the label, raw
+ * control characters passed. A full load refuses them the same way. */
+static void
+test_config_labels (void)
+{
+  g_autofree char *src = golden ("b1_conyfixed.safetensors");
+  Tensors *t = tensors_from (src);
+  static const struct {
+    const char *label, *what;
+  } bad[] = {
+    { "\"\\ud800x\"", "not UTF-8 at byte 0" },
+    { "\"a\\u0000b\"", "a NUL" },
+    { "\"a\\nb\"", "U+000A" },
+    { "\"a\\tb\"", "U+0009" },
+    { "\"a\\rb\"", "U+000D" },
+    { "\"\\u001b[1m\"", "U+001B" },
+    { "\"\"", "is empty" },
+  };
+  for (guint i = 0; i < G_N_ELEMENTS (bad); i++) {
+    g_autofree char *config = replace (t->config, "\"class1\"", bad[i].label);
+    ConyModelConfig c;
+    GError *error = NULL;
+    g_assert_false (cony_model_config_parse (config, "m.safetensors", &c, &error));
+    g_test_message ("refused: %s", error->message);
+    cony_test_expect_error (&error, CONY_ERROR_FORMAT, "m.safetensors: model config: labels[1] ",
+        bad[i].what);
+  }
+  /* escapes that are text stay text; "\\u0000" is a backslash and "u0000" */
+  g_autofree char *fine = replace (t->config, "\"class1\"", "\"\\ud83d\\udc36 \\\\u0000\"");
+  ConyModelConfig c;
+  GError *error = NULL;
+  g_assert_true (cony_model_config_parse (fine, "m.safetensors", &c, &error));
+  g_assert_no_error (error);
+  g_assert_cmpstr (c.labels[1], ==, "\xf0\x9f\x90\xb6 \\u0000");
+  cony_model_config_clear (&c);
+
+  g_autofree char *path = tmp_path ("labels.safetensors");
+  g_autofree char *nul = replace (t->config, "\"class2\"", "\"c\\u0000\"");
+  tensors_write (t, path, nul);
+  expect_load_error (path, CONY_ERROR_FORMAT, "model config: labels[2] ", "a NUL");
+  tensors_free (t);
+}
+
 int
 main (int argc, char **argv)
 {
@@ -908,6 +952,7 @@ main (int argc, char **argv)
   g_assert_no_error (error);
   g_test_add_func ("/model/golden", test_golden);
   g_test_add_func ("/model/load-errors", test_load_errors);
+  g_test_add_func ("/model/config-labels", test_config_labels);
   g_test_add_func ("/model/input-groups-refused", test_input_groups_refused);
   g_test_add_func ("/model/dtype-and-f16", test_dtype_and_f16);
   g_test_add_func ("/model/override-needs-landmarks", test_override_needs_landmarks);

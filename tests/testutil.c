@@ -3,6 +3,8 @@
 #include "cony/safetensors.h"
 
 #include <glib/gstdio.h>
+#include <stdio.h>
+#include <stdlib.h>
 #include <json-glib/json-glib.h>
 #include <math.h>
 #include <string.h>
@@ -188,6 +190,26 @@ cony_test_normal_tokens (int T, int d, guint32 seed, double sd)
   cony_test_fill_normal (rng, x, (gsize) T * d, sd);
   g_rand_free (rng);
   return x;
+}
+
+glong
+cony_test_status_kib (const char *field)
+{
+  g_autofree char *status = NULL;
+  g_assert_true (g_file_get_contents ("/proc/self/status", &status, NULL, NULL));
+  g_autofree char *key = g_strconcat ("\n", field, ":", NULL);
+  const char *p = strstr (status, key);
+  g_assert_nonnull (p);
+  return strtol (p + strlen (key), NULL, 10);
+}
+
+void
+cony_test_reset_peak_rss (void)
+{
+  FILE *f = fopen ("/proc/self/clear_refs", "w"); /* not g_file_set_contents: it renames */
+  g_assert_nonnull (f);
+  g_assert_cmpint (fputs ("5", f), >=, 0);
+  g_assert_cmpint (fclose (f), ==, 0);
 }
 
 char *

@@ -52,3 +52,20 @@ int cony_test_softmax (const float *logits, int c, double *probs);
 void cony_test_fill_normal (GRand *rng, float *x, gsize count, double sd);
 /* @T tokens of @d such values, from @seed (g_free). */
 float *cony_test_normal_tokens (int T, int d, guint32 seed, double sd);
+
+/* Memory measured in tests: a field of /proc/self/status in KiB ("VmRSS", "VmHWM": the
+ * peak since the last cony_test_reset_peak_rss(), which writes 5 to clear_refs). Not
+ * meaningful under AddressSanitizer (its quarantine and shadow keep memory resident):
+ * CONY_TEST_CHECK_RSS is 0 there, and LeakSanitizer does the job (scripts/sanitize.sh). */
+glong cony_test_status_kib (const char *field);
+void cony_test_reset_peak_rss (void);
+#if defined(__SANITIZE_ADDRESS__)
+#define CONY_TEST_CHECK_RSS 0
+#elif defined(__has_feature)
+#if __has_feature(address_sanitizer)
+#define CONY_TEST_CHECK_RSS 0
+#endif
+#endif
+#ifndef CONY_TEST_CHECK_RSS
+#define CONY_TEST_CHECK_RSS 1
+#endif

@@ -56,14 +56,23 @@ typedef struct {
 
 typedef struct _ConyMel ConyMel;
 
+/* The largest fft_length (and window_length): 2^18 points take 16 ms a frame; from 2^19
+ * on FFmpeg's av_tx falls back to an O(n^2) transform (2^19: over a minute a frame). */
+#define CONY_MEL_MAX_FFT (1u << 18)
+
 /* Fills @config with the VGGish parameters listed above. */
 void cony_mel_config_init_vggish (ConyMelConfig *config);
 
 /* Checks that @config is usable (non-zero sizes, fft_length a power of two
- * >= window_length, 0 <= fmin < fmax <= sample_rate / 2, log_offset > 0,
+ * >= window_length and <= CONY_MEL_MAX_FFT, 0 <= fmin < fmax <= sample_rate / 2, log_offset > 0,
  * n_mels <= fft_length / 2 + 1). Errors are CONY_ERROR_INVALID and name the
  * field. */
 gboolean cony_mel_config_validate (const ConyMelConfig *config, GError **error);
+
+/* Bytes a ConyMel with @config holds (an upper bound, FFmpeg's FFT included): O(fft_length
+ * + n_mels), at most about 20 MiB (fft_length 2^18). cony_mel_config_validate() refuses
+ * configurations above CONY_MEMORY_BUDGET; the conymel element adds its output batch. */
+gsize cony_mel_config_bytes (const ConyMelConfig *config);
 
 /* Creates a log-mel computer; NULL and @error set if the config is invalid. */
 ConyMel *cony_mel_new (const ConyMelConfig *config, GError **error);
@@ -75,7 +84,9 @@ const ConyMelConfig *cony_mel_get_config (const ConyMel *mel);
 guint cony_mel_get_n_mels (const ConyMel *mel);
 
 /* The mel weight matrix, (fft_length / 2 + 1) rows x n_mels columns, row-major,
- * as VGGish builds it (row 0, the DC bin, is all zeros). Owned by @mel. */
+ * as VGGish builds it (row 0, the DC bin, is all zeros). Owned by @mel; built on the
+ * first call (the computation keeps only the non-zero weights), so it costs
+ * (fft_length / 2 + 1) x n_mels x 4 bytes then. */
 const float *cony_mel_get_matrix (const ConyMel *mel);
 
 /* Streaming interface. ------------------------------------------------------ */

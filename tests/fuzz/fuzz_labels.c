@@ -20,8 +20,7 @@ LLVMFuzzerTestOneInput (const uint8_t *data, size_t size)
   g_assert (g_strv_length (labels) == n);
   /* labels come without their thresholds; a threshold is NAN (none) or in [0, 1] */
   for (guint i = 0; i < n; i++) {
-    g_assert (g_utf8_validate (labels[i], -1, NULL) && strchr (labels[i], '\n') == NULL
-        && strchr (labels[i], '\t') == NULL);
+    g_assert (cony_label_check (labels[i], strlen (labels[i]), NULL));
     g_assert (isnan (thresholds[i]) || (thresholds[i] >= 0.0 && thresholds[i] <= 1.0));
   }
   g_free (thresholds);

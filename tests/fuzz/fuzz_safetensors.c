@@ -1,4 +1,5 @@
-/* safetensors container: open, then copy every tensor out at the shape it declares. */
+/* safetensors container: open, check that no two loaded tensors share bytes, then copy
+ * every tensor out at the shape it declares. */
 #include "fuzz.h"
 #include "cony/safetensors.h"
 
@@ -15,6 +16,13 @@ LLVMFuzzerTestOneInput (const uint8_t *data, size_t size)
     return 0;
   }
   fuzz_use (cony_safetensors_metadata (st, "config") != NULL);
+  for (guint i = 0; i < cony_safetensors_n_tensors (st); i++)
+    for (guint j = 0; j < i; j++) {
+      const ConyTensorInfo *a = cony_safetensors_tensor (st, i),
+                           *b = cony_safetensors_tensor (st, j);
+      g_assert (!a->nbytes || !b->nbytes || a->data + a->nbytes <= b->data
+          || b->data + b->nbytes <= a->data);
+    }
   for (guint i = 0; i < cony_safetensors_n_tensors (st); i++) {
     const ConyTensorInfo *t = cony_safetensors_tensor (st, i);
     g_assert (cony_safetensors_find (st, t->name) != NULL);
