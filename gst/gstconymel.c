@@ -82,17 +82,11 @@
 GST_DEBUG_CATEGORY_STATIC (gst_cony_mel_debug);
 #define GST_CAT_DEFAULT gst_cony_mel_debug
 
-#define DEFAULT_SAMPLE_RATE 16000
-#define DEFAULT_WINDOW_LENGTH 400
-#define DEFAULT_HOP_LENGTH 160
+/* The log-mel settings' defaults are VGGish's (libcony's cony_mel_config_init_vggish());
+ * fft-length 0 means the smallest power of two that holds a window (512 for VGGish). */
 #define DEFAULT_FFT_LENGTH 0
-#define DEFAULT_N_MELS 64
-#define DEFAULT_FMIN 125.0
-#define DEFAULT_FMAX 7500.0
-#define DEFAULT_LOG_OFFSET 0.01
 #define DEFAULT_FRAMES_PER_BUFFER 1
 #define DEFAULT_PRESET GST_CONY_MEL_PRESET_VGGISH
-#define YAMNET_LOG_OFFSET 0.001
 
 /* Silence from a GAP is framed in chunks of this many samples. */
 #define GAP_CHUNK 16384
@@ -112,16 +106,15 @@ enum
   PROP_PRESET,
 };
 
+/* The preset enum: libcony's named front ends (cony/mel.h). */
 GType
 gst_cony_mel_preset_get_type (void)
 {
   static GType type = 0;
-  static const GEnumValue values[] = {
-    { GST_CONY_MEL_PRESET_VGGISH, "VGGish: log(mel + 0.01)", "vggish" },
-    { GST_CONY_MEL_PRESET_YAMNET, "YAMNet: log(mel + 0.001)", "yamnet" },
-    { 0, NULL, NULL },
-  };
+  static GEnumValue values[CONY_MEL_N_PRESETS + 1];
   if (g_once_init_enter (&type)) {
+    for (int p = 0; p < CONY_MEL_N_PRESETS; p++)
+      values[p] = (GEnumValue){ p, cony_mel_preset_description (p), cony_mel_preset_name (p) };
     GType t = g_enum_register_static ("GstConyMelPreset", values);
     g_once_init_leave (&type, t);
   }
@@ -701,20 +694,22 @@ gst_cony_mel_change_state (GstElement *element, GstStateChange transition)
 
 /* ------------------------------------------------------------------------ */
 
-/* Sets every log-mel property to @preset's value (object lock held). The
- * presets differ only in the log offset; the rest is VGGish's front end. */
+/* Sets every log-mel property to @preset's value (object lock held), from libcony's
+ * presets; fft-length to its default (the window's power of two). */
 static void
 gst_cony_mel_apply_preset (GstConyMel *self, GstConyMelPreset preset)
 {
   self->preset = preset;
-  self->sample_rate = DEFAULT_SAMPLE_RATE;
-  self->window_length = DEFAULT_WINDOW_LENGTH;
-  self->hop_length = DEFAULT_HOP_LENGTH;
+  ConyMelConfig c;
+  cony_mel_config_init_preset (&c, (ConyMelPreset) preset);
+  self->sample_rate = c.sample_rate;
+  self->window_length = c.window_length;
+  self->hop_length = c.hop_length;
   self->fft_length = DEFAULT_FFT_LENGTH;
-  self->n_mels = DEFAULT_N_MELS;
-  self->fmin = DEFAULT_FMIN;
-  self->fmax = DEFAULT_FMAX;
-  self->log_offset = preset == GST_CONY_MEL_PRESET_YAMNET ? YAMNET_LOG_OFFSET : DEFAULT_LOG_OFFSET;
+  self->n_mels = c.n_mels;
+  self->fmin = c.fmin;
+  self->fmax = c.fmax;
+  self->log_offset = c.log_offset;
 }
 
 static void
@@ -777,6 +772,8 @@ gst_cony_mel_class_init (GstConyMelClass *klass)
   GObjectClass *gobject_class = G_OBJECT_CLASS (klass);
   GstElementClass *element_class = GST_ELEMENT_CLASS (klass);
   const GParamFlags flags = G_PARAM_READWRITE | G_PARAM_STATIC_STRINGS | GST_PARAM_MUTABLE_READY;
+  ConyMelConfig vggish; /* the properties' defaults */
+  cony_mel_config_init_vggish (&vggish);
 
   GST_DEBUG_CATEGORY_INIT (gst_cony_mel_debug, "conymel", 0, "log-mel token stream");
 
@@ -793,7 +790,7 @@ gst_cony_mel_class_init (GstConyMelClass *klass)
   g_object_class_install_property (gobject_class, PROP_SAMPLE_RATE,
       g_param_spec_uint ("sample-rate", "Sample rate",
           "Input sample rate in Hz (the sink pad accepts only this rate)", 1, G_MAXINT,
-          DEFAULT_SAMPLE_RATE, flags));
+          vggish.sample_rate, flags));
   /**
    * GstConyMel:window-length:
    *
@@ -803,7 +800,7 @@ gst_cony_mel_class_init (GstConyMelClass *klass)
   g_object_class_install_property (gobject_class, PROP_WINDOW_LENGTH,
       g_param_spec_uint ("window-length", "Window length",
           "Samples per analysis frame (periodic Hann window)", 1, CONY_MEL_MAX_FFT,
-          DEFAULT_WINDOW_LENGTH, flags));
+          vggish.window_length, flags));
   /**
    * GstConyMel:hop-length:
    *
@@ -811,7 +808,7 @@ gst_cony_mel_class_init (GstConyMelClass *klass)
    */
   g_object_class_install_property (gobject_class, PROP_HOP_LENGTH,
       g_param_spec_uint ("hop-length", "Hop length",
-          "Samples between the starts of consecutive frames", 1, 1 << 20, DEFAULT_HOP_LENGTH,
+          "Samples between the starts of consecutive frames", 1, 1 << 20, vggish.hop_length,
           flags));
   /**
    * GstConyMel:fft-length:
@@ -834,7 +831,7 @@ gst_cony_mel_class_init (GstConyMelClass *klass)
    */
   g_object_class_install_property (gobject_class, PROP_N_MELS,
       g_param_spec_uint ("n-mels", "Mel bands", "Number of mel bands (floats per output token)", 1,
-          4096, DEFAULT_N_MELS, flags));
+          4096, vggish.n_mels, flags));
   /**
    * GstConyMel:fmin:
    *
@@ -842,7 +839,7 @@ gst_cony_mel_class_init (GstConyMelClass *klass)
    */
   g_object_class_install_property (gobject_class, PROP_FMIN,
       g_param_spec_double ("fmin", "Lowest frequency", "Lower edge of the lowest mel band in Hz",
-          0.0, G_MAXDOUBLE, DEFAULT_FMIN, flags));
+          0.0, G_MAXDOUBLE, vggish.fmin, flags));
   /**
    * GstConyMel:fmax:
    *
@@ -851,7 +848,7 @@ gst_cony_mel_class_init (GstConyMelClass *klass)
   g_object_class_install_property (gobject_class, PROP_FMAX,
       g_param_spec_double ("fmax", "Highest frequency",
           "Upper edge of the highest mel band in Hz (at most sample-rate / 2)", 0.0, G_MAXDOUBLE,
-          DEFAULT_FMAX, flags));
+          vggish.fmax, flags));
   /**
    * GstConyMel:log-offset:
    *
@@ -861,7 +858,7 @@ gst_cony_mel_class_init (GstConyMelClass *klass)
   g_object_class_install_property (gobject_class, PROP_LOG_OFFSET,
       g_param_spec_double ("log-offset", "Log offset",
           "Added to the mel energies before the natural logarithm", G_MINDOUBLE, G_MAXDOUBLE,
-          DEFAULT_LOG_OFFSET, flags));
+          vggish.log_offset, flags));
   /**
    * GstConyMel:frames-per-buffer:
    *

@@ -17,8 +17,8 @@ G_DECLARE_FINAL_TYPE (GstConyMel, gst_cony_mel, GST, CONY_MEL, GstElement)
 /* Named front ends: setting #GstConyMel:preset sets every log-mel property. */
 typedef enum
 {
-  GST_CONY_MEL_PRESET_VGGISH, /* log(mel + 0.01) */
-  GST_CONY_MEL_PRESET_YAMNET, /* log(mel + 0.001), otherwise VGGish's settings */
+  GST_CONY_MEL_PRESET_VGGISH = CONY_MEL_PRESET_VGGISH, /* log(mel + 0.01) */
+  GST_CONY_MEL_PRESET_YAMNET = CONY_MEL_PRESET_YAMNET, /* log(mel + 0.001), otherwise VGGish's */
 } GstConyMelPreset;
 
 #define GST_TYPE_CONY_MEL_PRESET (gst_cony_mel_preset_get_type ())

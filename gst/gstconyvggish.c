@@ -102,9 +102,9 @@
 
 #include "gstconyvggish.h"
 #include "gstconyelement.h"
+#include "cony/mel.h"
 #include "cony/safetensors.h"
 
-#include <json-glib/json-glib.h>
 #include <math.h>
 #include <string.h>
 
@@ -421,84 +421,51 @@ gst_cony_vggish_chain (GstPad *pad, GstObject *parent, GstBuffer *buf)
   return ret;
 }
 
-/* The model's log-mel front end (its "frontend" metadata, a JSON object keyed
- * by conymel's property names or, in older files, sample_rate, window_samples,
- * ...; VGGish's when absent) against the settings conymel wrote into @caps
- * (mel-* fields; tokens without them are not checked). A difference is a
- * negotiation error naming the setting: the scores would be silently wrong. */
+/* The model's log-mel front end (its "frontend" metadata, read by libcony's
+ * cony_mel_config_from_frontend(); VGGish's when absent) against the settings conymel
+ * wrote into @caps (mel-* fields; tokens without them are not checked). A difference
+ * is a negotiation error naming the setting: the scores would be silently wrong. */
 static gboolean
 gst_cony_vggish_frontend_matches (GstConyVggish *self, const GstCaps *caps)
 {
-  static const struct {
-    const char *name, *legacy;
-    gdouble vggish;
-  } settings[] = {
-    { "sample-rate", "sample_rate", 16000 },
-    { "window-length", "window_samples", 400 },
-    { "hop-length", "hop_samples", 160 },
-    { "fft-length", "fft", 512 },
-    { "n-mels", "n_mels", 64 },
-    { "fmin", "fmin", 125.0 },
-    { "fmax", "fmax", 7500.0 },
-    { "log-offset", "log_offset", 0.01 },
-  };
   const GstStructure *s = gst_caps_get_structure (caps, 0);
   GError *error = NULL;
-  JsonParser *parser = NULL;
-  JsonObject *fe = NULL;
-  gboolean ok = TRUE;
+  ConyMelConfig want;
+  gchar *fe_name = NULL;
+  gboolean ok;
   gchar *path;
 
   GST_OBJECT_LOCK (self);
   path = g_strdup (self->model);
   GST_OBJECT_UNLOCK (self);
   ConySafetensors *st = cony_safetensors_open (path, &error);
-  const char *json = st ? cony_safetensors_metadata (st, "frontend") : NULL;
-  if (json != NULL) {
-    parser = json_parser_new ();
-    if (json_parser_load_from_data (parser, json, -1, &error)
-        && JSON_NODE_HOLDS_OBJECT (json_parser_get_root (parser)))
-      fe = json_node_get_object (json_parser_get_root (parser));
-    else if (error == NULL)
-      g_set_error (&error, JSON_PARSER_ERROR, JSON_PARSER_ERROR_PARSE, "not a JSON object");
-  }
-  if (error != NULL) {
+  ok = st != NULL
+      && cony_mel_config_from_frontend (cony_safetensors_metadata (st, "frontend"), &want, &fe_name,
+          &error);
+  if (!ok)
     GST_ELEMENT_ERROR (self, CORE, NEGOTIATION, ("Cannot read the model's front end"),
         ("%s: %s", path, error->message));
-    ok = FALSE;
-  }
-  const char *fe_name = fe && json_object_has_member (fe, "name")
-      ? json_object_get_string_member (fe, "name")
-      : "vggish";
-  for (guint i = 0; ok && i < G_N_ELEMENTS (settings); i++) {
-    gchar *field = g_strconcat ("mel-", settings[i].name, NULL);
+  for (guint i = 0; ok && i < CONY_MEL_N_SETTINGS; i++) {
+    const char *name = cony_mel_setting_name (i);
+    gchar *field = g_strconcat ("mel-", name, NULL);
     const GValue *v = gst_structure_get_value (s, field);
-    gdouble have = 0, want = settings[i].vggish;
-    JsonNode *node = NULL;
-    if (fe)
-      node = json_object_get_member (fe, settings[i].name);
-    if (fe && node == NULL)
-      node = json_object_get_member (fe, settings[i].legacy);
-    if (node != NULL && JSON_NODE_HOLDS_VALUE (node))
-      want = json_node_get_value_type (node) == G_TYPE_INT64 ? (gdouble) json_node_get_int (node)
-                                                             : json_node_get_double (node);
-    if (v != NULL)
-      have = G_VALUE_HOLDS_INT (v)   ? g_value_get_int (v)
-          : G_VALUE_HOLDS_DOUBLE (v) ? g_value_get_double (v)
-                                     : NAN;
-    if (v != NULL && !(fabs (have - want) <= 1e-9 * MAX (1.0, fabs (want)))) {
+    gdouble want_v = cony_mel_config_get_setting (&want, i);
+    gdouble have = v == NULL       ? want_v
+        : G_VALUE_HOLDS_INT (v)    ? g_value_get_int (v)
+        : G_VALUE_HOLDS_DOUBLE (v) ? g_value_get_double (v)
+                                   : NAN;
+    if (!(fabs (have - want_v) <= 1e-9 * MAX (1.0, fabs (want_v)))) {
       GST_ELEMENT_ERROR (self, CORE, NEGOTIATION, ("Front end does not match the model"),
           ("%s: the input has %s=%g but %s was trained with %s=%g (the %s front end: "
            "set conymel preset=%s or conymel %s=%g)",
-              settings[i].name, field, have, path, settings[i].name, want, fe_name, fe_name,
-              settings[i].name, want));
+              name, field, have, path, name, want_v, fe_name, fe_name, name, want_v));
       ok = FALSE;
     }
     g_free (field);
   }
-  g_clear_object (&parser);
   g_clear_pointer (&st, cony_safetensors_close);
   g_clear_error (&error);
+  g_free (fe_name);
   g_free (path);
   return ok;
 }

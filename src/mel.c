@@ -4,6 +4,7 @@
 #include "cony/attention.h" /* CONY_MEMORY_BUDGET */
 #include "cony/error.h"
 
+#include <json-glib/json-glib.h>
 #include <libavutil/mem.h>
 #include <libavutil/tx.h>
 #include <math.h>
@@ -47,6 +48,137 @@ cony_mel_config_init_vggish (ConyMelConfig *config)
   config->fmax = 7500.0;
   config->log_offset = 0.01;
   config->periodic_window = TRUE;
+}
+
+static const struct {
+  const char *name, *description;
+  double log_offset;
+} presets[] = {
+  [CONY_MEL_PRESET_VGGISH] = { "vggish", "VGGish: log(mel + 0.01)", 0.01 },
+  [CONY_MEL_PRESET_YAMNET] = { "yamnet", "YAMNet: log(mel + 0.001)", 0.001 },
+};
+G_STATIC_ASSERT (G_N_ELEMENTS (presets) == CONY_MEL_N_PRESETS);
+
+void
+cony_mel_config_init_preset (ConyMelConfig *config, ConyMelPreset preset)
+{
+  g_return_if_fail ((unsigned) preset < CONY_MEL_N_PRESETS);
+  cony_mel_config_init_vggish (config);
+  config->log_offset = presets[preset].log_offset;
+}
+
+const char *
+cony_mel_preset_name (ConyMelPreset preset)
+{
+  return (unsigned) preset < CONY_MEL_N_PRESETS ? presets[preset].name : "unknown";
+}
+
+const char *
+cony_mel_preset_description (ConyMelPreset preset)
+{
+  return (unsigned) preset < CONY_MEL_N_PRESETS ? presets[preset].description : "unknown";
+}
+
+gboolean
+cony_mel_preset_from_name (const char *name, ConyMelPreset *preset)
+{
+  for (int i = 0; i < CONY_MEL_N_PRESETS; i++)
+    if (g_strcmp0 (name, presets[i].name) == 0) {
+      *preset = i;
+      return TRUE;
+    }
+  return FALSE;
+}
+
+/* The settings in conymel's property order, their legacy key and where they live. */
+static const struct {
+  const char *name, *legacy;
+  gsize offset;
+  gboolean is_uint;
+} settings[CONY_MEL_N_SETTINGS] = {
+  { "sample-rate", "sample_rate", G_STRUCT_OFFSET (ConyMelConfig, sample_rate), TRUE },
+  { "window-length", "window_samples", G_STRUCT_OFFSET (ConyMelConfig, window_length), TRUE },
+  { "hop-length", "hop_samples", G_STRUCT_OFFSET (ConyMelConfig, hop_length), TRUE },
+  { "fft-length", "fft", G_STRUCT_OFFSET (ConyMelConfig, fft_length), TRUE },
+  { "n-mels", "n_mels", G_STRUCT_OFFSET (ConyMelConfig, n_mels), TRUE },
+  { "fmin", "fmin", G_STRUCT_OFFSET (ConyMelConfig, fmin), FALSE },
+  { "fmax", "fmax", G_STRUCT_OFFSET (ConyMelConfig, fmax), FALSE },
+  { "log-offset", "log_offset", G_STRUCT_OFFSET (ConyMelConfig, log_offset), FALSE },
+};
+
+const char *
+cony_mel_setting_name (guint setting)
+{
+  return setting < CONY_MEL_N_SETTINGS ? settings[setting].name : NULL;
+}
+
+double
+cony_mel_config_get_setting (const ConyMelConfig *config, guint setting)
+{
+  g_return_val_if_fail (setting < CONY_MEL_N_SETTINGS, NAN);
+  return settings[setting].is_uint ? G_STRUCT_MEMBER (guint, config, settings[setting].offset)
+                                   : G_STRUCT_MEMBER (double, config, settings[setting].offset);
+}
+
+/* Sets setting @i of @config from @node: a number (an integer in [1, 2^30] for the
+ * sizes). */
+static gboolean
+set_setting (ConyMelConfig *config, guint i, const char *key, JsonNode *node, GError **error)
+{
+  GType type = JSON_NODE_HOLDS_VALUE (node) ? json_node_get_value_type (node) : G_TYPE_INVALID;
+  if (type != G_TYPE_INT64 && type != G_TYPE_DOUBLE) {
+    g_set_error (error, CONY_ERROR, CONY_ERROR_INVALID, "frontend: '%s' must be a number", key);
+    return FALSE;
+  }
+  double v = type == G_TYPE_INT64 ? (double) json_node_get_int (node) : json_node_get_double (node);
+  if (!settings[i].is_uint) {
+    G_STRUCT_MEMBER (double, config, settings[i].offset) = v;
+    return TRUE;
+  }
+  if (!(v >= 1 && v <= (double) (1u << 30)) || v != floor (v)) {
+    g_set_error (error, CONY_ERROR, CONY_ERROR_INVALID,
+        "frontend: '%s' = %g must be a whole number from 1 to 2^30", key, v);
+    return FALSE;
+  }
+  G_STRUCT_MEMBER (guint, config, settings[i].offset) = (guint) v;
+  return TRUE;
+}
+
+gboolean
+cony_mel_config_from_frontend (const char *json, ConyMelConfig *config, char **name, GError **error)
+{
+  cony_mel_config_init_vggish (config);
+  if (name)
+    *name = g_strdup (presets[CONY_MEL_PRESET_VGGISH].name);
+  if (json == NULL)
+    return TRUE;
+  g_autoptr (JsonParser) parser = json_parser_new ();
+  JsonNode *root = json_parser_load_from_data (parser, json, -1, NULL)
+      ? json_parser_get_root (parser)
+      : NULL;
+  if (root == NULL || !JSON_NODE_HOLDS_OBJECT (root)) {
+    g_set_error (error, CONY_ERROR, CONY_ERROR_INVALID, "frontend: not a JSON object: %.200s",
+        json);
+    return FALSE;
+  }
+  JsonObject *o = json_node_get_object (root);
+  for (guint i = 0; i < CONY_MEL_N_SETTINGS; i++) {
+    const char *key = settings[i].name;
+    JsonNode *node = json_object_get_member (o, key);
+    if (node == NULL)
+      node = json_object_get_member (o, key = settings[i].legacy);
+    if (node != NULL && !set_setting (config, i, key, node, error))
+      return FALSE;
+  }
+  JsonNode *n = json_object_get_member (o, "name");
+  if (name && n && JSON_NODE_HOLDS_VALUE (n) && json_node_get_value_type (n) == G_TYPE_STRING) {
+    g_free (*name);
+    *name = g_strdup (json_node_get_string (n));
+  }
+  if (cony_mel_config_validate (config, error))
+    return TRUE;
+  g_prefix_error (error, "frontend: ");
+  return FALSE;
 }
 
 #define INVALID(...) \

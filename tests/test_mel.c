@@ -342,6 +342,64 @@ test_config_errors (void)
   cony_test_expect_error (&error, CONY_ERROR_INVALID, "window_length 524288", NULL);
 }
 
+/* The presets and a model's "frontend" metadata: the one parser the element and the
+ * CLI use (property names and the legacy keys alike), refusals naming the key. */
+static void
+test_presets_and_frontend (void)
+{
+  ConyMelConfig v, y, c;
+  cony_mel_config_init_vggish (&v);
+  cony_mel_config_init_preset (&y, CONY_MEL_PRESET_YAMNET);
+  g_assert_cmpfloat (y.log_offset, ==, 0.001);
+  for (guint i = 0; i + 1 < CONY_MEL_N_SETTINGS; i++) /* nothing else differs */
+    g_assert_cmpfloat (cony_mel_config_get_setting (&y, i), ==,
+        cony_mel_config_get_setting (&v, i));
+  ConyMelPreset p;
+  g_assert_true (cony_mel_preset_from_name ("yamnet", &p) && p == CONY_MEL_PRESET_YAMNET);
+  g_assert_false (cony_mel_preset_from_name ("vggish2", &p));
+  g_assert_cmpstr (cony_mel_setting_name (7), ==, "log-offset");
+  g_assert_null (cony_mel_setting_name (CONY_MEL_N_SETTINGS));
+
+  GError *error = NULL;
+  g_autofree char *name = NULL;
+  g_assert_true (cony_mel_config_from_frontend (NULL, &c, &name, &error));
+  for (guint i = 0; i < CONY_MEL_N_SETTINGS; i++)
+    g_assert_cmpfloat (cony_mel_config_get_setting (&c, i), ==,
+        cony_mel_config_get_setting (&v, i));
+  g_assert_cmpstr (name, ==, "vggish");
+  g_clear_pointer (&name, g_free);
+  /* conymel's names, a double where an integer is whole, an unknown key ignored */
+  g_assert_true (cony_mel_config_from_frontend ("{\"name\": \"yamnet\", \"log-offset\": 0.001, "
+                                                "\"n-mels\": 32.0, \"colour\": \"red\"}",
+      &c, &name, &error));
+  g_assert_no_error (error);
+  g_assert_cmpstr (name, ==, "yamnet");
+  g_assert_cmpfloat (c.log_offset, ==, 0.001);
+  g_assert_cmpuint (c.n_mels, ==, 32);
+  g_assert_cmpfloat (cony_mel_config_get_setting (&c, 4), ==, 32);
+  /* the legacy keys of older files */
+  g_assert_true (cony_mel_config_from_frontend ("{\"window_samples\": 480, \"hop_samples\": 240, "
+                                                "\"log_offset\": 0.5}",
+      &c, NULL, &error));
+  g_assert_cmpuint (c.window_length, ==, 480);
+  g_assert_cmpuint (c.hop_length, ==, 240);
+  g_assert_cmpfloat (c.log_offset, ==, 0.5);
+  const struct {
+    const char *json, *needle1, *needle2;
+  } bad[] = {
+    { "[1, 2]", "not a JSON object", NULL },
+    { "{\"n-mels\": \"64\"}", "'n-mels' must be a number", NULL },
+    { "{\"hop_samples\": 2.5}", "'hop_samples' = 2.5", "whole number" },
+    { "{\"sample-rate\": -16000}", "'sample-rate' = -16000", NULL },
+    { "{\"fmax\": 9000}", "frontend: mel config: fmax 9000", "Nyquist" },
+    { "{\"window-length\": 1024}", "fft_length 512 is shorter than window_length 1024", NULL },
+  };
+  for (guint i = 0; i < G_N_ELEMENTS (bad); i++) {
+    g_assert_false (cony_mel_config_from_frontend (bad[i].json, &c, NULL, &error));
+    cony_test_expect_error (&error, CONY_ERROR_INVALID, bad[i].needle1, bad[i].needle2);
+  }
+}
+
 int
 main (int argc, char **argv)
 {
@@ -356,5 +414,6 @@ main (int argc, char **argv)
   g_test_add_func ("/mel/non-finite-and-reset", test_non_finite_and_reset);
   g_test_add_func ("/mel/frames-for-samples", test_frames_for_samples);
   g_test_add_func ("/mel/config-errors", test_config_errors);
+  g_test_add_func ("/mel/presets-and-frontend", test_presets_and_frontend);
   return g_test_run ();
 }

@@ -7,7 +7,6 @@
 #include "cony/mel.h"
 #include "cony/wav.h"
 
-#include <json-glib/json-glib.h>
 #include <math.h>
 #include <string.h>
 
@@ -16,44 +15,8 @@
 gboolean
 cony_cnn_mel_config (ConyCnn *cnn, ConyMelConfig *config, GError **error)
 {
-  cony_mel_config_init_vggish (config);
-  const char *text = cony_cnn_get_metadata (cnn, "frontend");
-  if (text == NULL)
-    return TRUE;
-  g_autoptr (JsonParser) parser = json_parser_new ();
-  JsonNode *root = json_parser_load_from_data (parser, text, -1, NULL)
-      ? json_parser_get_root (parser)
-      : NULL;
-  if (root == NULL || !JSON_NODE_HOLDS_OBJECT (root)) {
-    g_set_error (error, CONY_ERROR, CONY_ERROR_INVALID,
-        "the model's frontend metadata is not a JSON object: %s", text);
-    return FALSE;
-  }
-  JsonObject *o = json_node_get_object (root);
-  static const struct {
-    const char *key;
-    gsize off;
-    gboolean is_uint;
-  } keys[] = {
-    { "sample-rate", G_STRUCT_OFFSET (ConyMelConfig, sample_rate), TRUE },
-    { "window-length", G_STRUCT_OFFSET (ConyMelConfig, window_length), TRUE },
-    { "hop-length", G_STRUCT_OFFSET (ConyMelConfig, hop_length), TRUE },
-    { "fft-length", G_STRUCT_OFFSET (ConyMelConfig, fft_length), TRUE },
-    { "n-mels", G_STRUCT_OFFSET (ConyMelConfig, n_mels), TRUE },
-    { "fmin", G_STRUCT_OFFSET (ConyMelConfig, fmin), FALSE },
-    { "fmax", G_STRUCT_OFFSET (ConyMelConfig, fmax), FALSE },
-    { "log-offset", G_STRUCT_OFFSET (ConyMelConfig, log_offset), FALSE },
-  };
-  for (guint i = 0; i < G_N_ELEMENTS (keys); i++) {
-    if (!json_object_has_member (o, keys[i].key))
-      continue;
-    double v = json_object_get_double_member (o, keys[i].key);
-    if (keys[i].is_uint)
-      G_STRUCT_MEMBER (guint, config, keys[i].off) = v > 0 && v < 1e9 ? (guint) v : 0;
-    else
-      G_STRUCT_MEMBER (double, config, keys[i].off) = v;
-  }
-  return cony_mel_config_validate (config, error);
+  return cony_mel_config_from_frontend (cony_cnn_get_metadata (cnn, "frontend"), config, NULL,
+      error);
 }
 
 /* An image file as one example: centre-cropped and resized to the model's input

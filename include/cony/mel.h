@@ -63,6 +63,37 @@ typedef struct _ConyMel ConyMel;
 /* Fills @config with the VGGish parameters listed above. */
 void cony_mel_config_init_vggish (ConyMelConfig *config);
 
+/* The named front ends: VGGish's (above) and YAMNet's (the same with log(mel + 0.001)).
+ * conymel's `preset` and a model's "frontend" name are these names. */
+typedef enum
+{
+  CONY_MEL_PRESET_VGGISH,
+  CONY_MEL_PRESET_YAMNET,
+  CONY_MEL_N_PRESETS
+} ConyMelPreset;
+
+void cony_mel_config_init_preset (ConyMelConfig *config, ConyMelPreset preset);
+/* "vggish", "yamnet"; and one line saying what differs, for GStreamer's enum. */
+const char *cony_mel_preset_name (ConyMelPreset preset);
+const char *cony_mel_preset_description (ConyMelPreset preset);
+gboolean cony_mel_preset_from_name (const char *name, ConyMelPreset *preset);
+
+/* The settings that describe a front end, by conymel's property names: sample-rate,
+ * window-length, hop-length, fft-length, n-mels, fmin, fmax, log-offset (also the
+ * `mel-*` fields of conymel's caps). */
+#define CONY_MEL_N_SETTINGS 8
+const char *cony_mel_setting_name (guint setting);
+double cony_mel_config_get_setting (const ConyMelConfig *config, guint setting);
+
+/* A model's "frontend" metadata as a config: a JSON object keyed by the setting names
+ * (older files: sample_rate, window_samples, hop_samples, fft, n_mels, fmin, fmax,
+ * log_offset), an optional "name", other keys ignored; a setting it does not name keeps
+ * VGGish's value, and @json NULL is VGGish's front end. The result is validated.
+ * @name (optional): the object's "name", else "vggish" (free it). Errors
+ * (CONY_ERROR_INVALID) name the key and what was wrong. */
+gboolean cony_mel_config_from_frontend (const char *json, ConyMelConfig *config, char **name,
+    GError **error);
+
 /* Checks that @config is usable (non-zero sizes, fft_length a power of two
  * >= window_length and <= CONY_MEL_MAX_FFT, 0 <= fmin < fmax <= sample_rate / 2, log_offset > 0,
  * n_mels <= fft_length / 2 + 1). Errors are CONY_ERROR_INVALID and name the
