@@ -129,11 +129,12 @@
  *
  * ## Example launch lines
  * |[
- * gst-launch-1.0 autoaudiosrc ! audioconvert ! audioresample ! conymel preset=yamnet ! conyvggish model=models/audio/yamnet-adapted.safetensors output=embedding ! conytransformer model=models/audio/transformer.safetensors ! fakesink -m
+ * gst-launch-1.0 -m autoaudiosrc ! audioconvert ! audioresample ! conymel preset=yamnet ! conyvggish model=models/audio/yamnet-adapted.safetensors output=embedding ! conytransformer model=models/audio/transformer.safetensors ! fakesink
  * ]| classifies the microphone four times a second with the shipped model (YAMNet
- * embeddings) and prints the messages.
+ * embeddings) and prints the messages (pipelines/microphone.sh does the same and
+ * refuses to run without a microphone, where autoaudiosrc gives silence).
  * |[
- * gst-launch-1.0 uridecodebin uri=file:///tmp/a.ogg ! audioconvert ! audioresample ! conymel ! conyvggish model=vggish.safetensors ! conytransformer model=transformer.safetensors message-mode=on-change threshold=0.6 ! fakesink -m
+ * gst-launch-1.0 -m uridecodebin uri=file:///tmp/a.ogg ! audioconvert ! audioresample ! conymel preset=yamnet ! conyvggish model=models/audio/yamnet-adapted.safetensors output=embedding ! conytransformer model=models/audio/transformer.safetensors message-mode=on-change threshold=0.6 ! fakesink
  * ]| prints a message each time the label of a file changes.
  */
 #ifdef HAVE_CONFIG_H

@@ -87,14 +87,17 @@
  *
  * ## Example launch line
  * |[
- * gst-launch-1.0 audiotestsrc num-buffers=100 ! audioconvert ! audioresample ! conymel ! conyvggish model=vggish.safetensors ! fakesink silent=false -v
- * ]| 6.4 s of a sine tone give 22 embeddings, one every 0.25 s.
+ * gst-launch-1.0 audiotestsrc num-buffers=100 ! audioconvert ! audioresample ! conymel preset=yamnet ! conyvggish model=models/yamnet/yamnet.safetensors ! fakesink silent=false -v
+ * ]| 6.4 s of a sine tone give 23 score vectors of the shipped YAMNet, one every
+ * 0.25 s (the last one padded at EOS).
  * |[
- * gst-launch-1.0 filesrc location=a.wav ! decodebin ! audioconvert ! audioresample ! conymel ! conyvggish model=vggish.safetensors pca-model=vggish_pca.safetensors postprocess=tf ! fakesink
- * ]| the official 8-bit embeddings.
- * |[
- * gst-launch-1.0 filesrc location=long.wav ! decodebin ! audioconvert ! audioresample ! conymel ! conyvggish model=vggish.safetensors batch=64 ! fakesink
- * ]| a file, 64 windows per CNN call.
+ * gst-launch-1.0 filesrc location=long.wav ! decodebin ! audioconvert ! audioresample ! conymel preset=yamnet ! conyvggish model=models/audio/yamnet-adapted.safetensors output=embedding batch=64 ! fakesink
+ * ]| a file's embeddings for the shipped classifier, 64 windows per CNN call.
+ *
+ * The official VGGish (not shipped: training/convert_vggish.py converts the
+ * torchvggish weights, and its PCA file) gives the release's 8-bit embeddings
+ * with `conymel ! conyvggish model=vggish.safetensors
+ * pca-model=vggish_pca.safetensors postprocess=tf`.
  */
 #ifdef HAVE_CONFIG_H
 #include "config.h"
