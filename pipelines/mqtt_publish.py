@@ -18,7 +18,7 @@ second; beyond that new ones are dropped and counted) and sends them in order af
 reconnection (retried every 1 to 4 s); a record whose acknowledgement was lost is sent
 again, so a subscriber may see a `step` twice. For the subscriber's side to survive a
 broker restart too, run the broker with persistence and subscribe with QoS 1 and a
-persistent session (tests/test_mqtt_publish.py does). Connection changes are reported
+persistent session (tests/pipelines/test_mqtt_publish.py does). Connection changes are reported
 on stderr as they happen. At the end of the stream it waits (up to --drain-timeout
 seconds) for the broker's acknowledgements and says on stderr what was published; the
 status is 1 when anything was not delivered (the broker refused or was away: "no

@@ -50,9 +50,10 @@ if [ $# -eq 0 ] && [ "${CONY_HARDENING:-1}" != 0 ]; then
   tsan_shared_cnn () {
     [ -f build-tsan/build.ninja ] || CC=clang meson setup build-tsan -Db_sanitize=thread \
       -Db_lundef=false --buildtype=debugoptimized >/dev/null || return 1
-    ninja -C build-tsan -j 2 tests/test_cnn_shared gst/libgstcony.so tests/test_gst_concurrent \
+    ninja -C build-tsan -j 2 tests/libcony/test_cnn_shared gst/libgstcony.so \
+      tests/elements/test_gst_concurrent \
       >/dev/null || return 1
-    # gst_concurrent: 4 pipelines at once with GLib's locks annotated (tests/tsan_glib.c)
+    # gst_concurrent: 4 pipelines at once with GLib's locks annotated (tests/elements/tsan_glib.c)
     # and reports inside GLib/GStreamer suppressed (tests/tsan.supp, set by its test env)
     G_SLICE=always-malloc TSAN_OPTIONS=halt_on_error=1 OPENBLAS_NUM_THREADS=1 \
       meson test -C build-tsan --no-rebuild --print-errorlogs --logbase tsan cnn_shared \

@@ -1,6 +1,6 @@
 """The continual video tagger (training/train_video_tagger.py, models/video-tagger/): the
 PyTorch reference of the shipped file gives the committed logits of
-tests/golden/video-tagger/ (which tests/test_video_tagger.sh holds `cony classify` to);
+tests/golden/video-tagger/ (which tests/models/test_video_tagger.sh holds `cony classify` to);
 the camera sequences are deterministic and cut where their shots say; the evaluation's
 flips and settle counts on hand-made label streams."""
 

@@ -1,6 +1,6 @@
 #!/usr/bin/python3
 """Float64 numpy reference of VGGish's log-mel front end, and the golden files
-that tests/test_mel.c checks libcony's float32 implementation against.
+that tests/libcony/test_mel.c checks libcony's float32 implementation against.
 
 Written from ../shared/research/vggish.md (the behaviour of mel_features.py +
 vggish_input.py), not copied:

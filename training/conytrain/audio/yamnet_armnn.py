@@ -19,7 +19,7 @@ that tests/ check the converted file and libcony against:
 
 It then prints, per patch, ArmNN's top-1 and that of the float64 numpy reference of the
 converted file (conytrain/ref/mobilenet.py; compare()) and the largest |score difference|. ArmNN takes about a second per patch; the CI tests
-(training/tests/test_yamnet_golden.py, tests/test_yamnet_model.py) only read the committed
+(training/tests/test_yamnet_golden.py, tests/models/test_yamnet_model.py) only read the committed
 golden. Needs, beyond scripts/setup.sh: apt-get install python3-pyarmnn
 libarmnn-cpuref-backend22 libarmnntfliteparser22 (and fluidsynth fluid-soundfont-gm for
 the music; without them the music is skipped and the script says so).

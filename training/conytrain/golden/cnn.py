@@ -1,5 +1,5 @@
 #!/usr/bin/python3
-"""Golden files for libcony's CNN engine (tests/test_cnn.c).
+"""Golden files for libcony's CNN engine (tests/libcony/test_cnn.c).
 
 Writes into tests/golden/cnn/ (or the directory given):
 

@@ -1,5 +1,5 @@
 #!/usr/bin/python3
-"""Golden files for tests/test_fusion.c and the conyfuse tests: tiny fused models
+"""Golden files for tests/libcony/test_fusion.c and the conyfuse tests: tiny fused models
 (ref/fusion.py), exported, with per-step inputs, presence flags, the fused tokens and the
 per-step logits of the windowed (non-continual) PyTorch model in float64.
 
@@ -11,7 +11,7 @@ of that step is then ignored and the absent token used), NAME.fused.npy (L, d_in
 (FusedClassifier.join) and NAME.logits.npy (L, classes) float64 (stream_logits).
 
 av_pipeline.safetensors: random weights over the tokens of the pipelines (YAMNet's 1024-d
-embedding, the shipped video CNN's 32 scores), for tests/test_av_pipeline.sh.
+embedding, the shipped video CNN's 32 scores), for tests/pipelines/test_av_pipeline.sh.
 
 verify() checks committed files against this script (training/tests/test_fusion.py).
 """

@@ -1,5 +1,5 @@
 #!/usr/bin/python3
-"""Golden files for the image side of the libcony CNN engine (tests/test_imagecnn.c):
+"""Golden files for the image side of the libcony CNN engine (tests/libcony/test_imagecnn.c):
 3-channel input, per-channel mean/std normalisation, global average pooling, and a
 torchvision-layout VGG (with BatchNorm and the 7x7 adaptive pool) converted by
 convert_vgg_torchvision.py, each against torch.

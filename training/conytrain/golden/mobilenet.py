@@ -1,5 +1,5 @@
 #!/usr/bin/python3
-"""Golden files for libcony's MobileNet-v1 networks (tests/test_mobilenet.c).
+"""Golden files for libcony's MobileNet-v1 networks (tests/libcony/test_mobilenet.c).
 
 Writes into tests/golden/mobilenet/ (or the directory given) one small random MobileNet
 (input 21x16x1, odd and even map sizes, both strides, every layer kind:

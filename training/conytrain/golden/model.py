@@ -1,5 +1,5 @@
 #!/usr/bin/python3
-"""Golden files for tests/test_model.c: tiny encoder-classifier models, exported, with
+"""Golden files for tests/libcony/test_model.c: tiny encoder-classifier models, exported, with
 the per-step logits of the windowed (non-continual) PyTorch model in float64.
 
     /usr/bin/python3 training/gen_model_golden.py [OUTDIR]   (default tests/golden/model)
@@ -62,7 +62,7 @@ CASES = [
     ("k4_b2_conyfixed", 2, "cony-fixed", 8, 3, "cyclic", ["nystrom-fixed"], 4),
     ("k4_b2_cony_r", 2, "cony", 9, 2, "learned", [], 4),
     # d_in 5 = the tests/golden/imagecnn/gap CNN's tokens: the conyframeembed patches-x=2
-    # patches-y=2 ! conytransformer pipeline test (tests/test_video_patches_pipeline.sh)
+    # patches-y=2 ! conytransformer pipeline test (tests/pipelines/test_video_patches_pipeline.sh)
     ("k4_b1_cony_d5", 1, "cony", 8, 2, "learned", [], 4, 5),
 ]
 

@@ -1,6 +1,6 @@
 #!/usr/bin/python3
-"""Tiny models for the conytransformer element tests (tests/test_gst_conytransformer.c)
-and the gst-launch pipeline test (tests/test_gst_pipeline.sh).
+"""Tiny models for the conytransformer element tests (tests/elements/test_gst_conytransformer.c)
+and the gst-launch pipeline test (tests/pipelines/test_gst_pipeline.sh).
 
     /usr/bin/python3 training/gen_transformer_golden.py [OUTDIR]   (default tests/golden/transformer)
 

@@ -1,5 +1,5 @@
 """Float64 numpy reference of libcony's MobileNet CNN files (docs/model-format.md,
-metadata network = "mobilenet_v1" or "mobilenet_v2"); tests/test_mobilenet.c checks
+metadata network = "mobilenet_v1" or "mobilenet_v2"); tests/libcony/test_mobilenet.c checks
 src/cnn*.c against it.
 
     net = load("model.safetensors")          # or from_tensors(tensors, metadata)

@@ -18,7 +18,7 @@ model=${3:?}
 command -v gst-launch-1.0 >/dev/null || { echo "1..0 # SKIP gst-launch-1.0 not found"; exit 77; }
 /usr/bin/python3 -c 'import gi' 2>/dev/null || { echo "1..0 # SKIP python3-gi not installed"; exit 77; }
 p=$root/pipelines
-. "$(dirname "$0")/tap.sh"
+. "$(dirname "$0")/../tap.sh"
 now () { echo "$EPOCHREALTIME"; }
 
 # Runs a command, writing "SECONDS_SINCE_START LINE" for each stdout line as it arrives.

@@ -21,7 +21,7 @@ golden=$root/tests/golden/video-tagger
 video=$root/tests/golden/imagenet/photos.webm
 cnn=$root/models/imagenet/mobilenet_v2.safetensors
 tagger=$root/models/video-tagger/tagger.safetensors
-. "$(dirname "$0")/tap.sh"
+. "$(dirname "$0")/../tap.sh"
 
 # Max |a - b| / max(1, max |b|) of two .npy files, or a message when the shapes differ.
 compare () {

@@ -1,4 +1,4 @@
-/* conymqttsink without a broker (tests/test_mqtt_publish.py runs it against a real
+/* conymqttsink without a broker (tests/pipelines/test_mqtt_publish.py runs it against a real
  * mosquitto): the streaming thread never waits for the broker, the queue is bounded
  * and what it discards is counted, bad settings are refused at start, and
  * the ranges and defaults of the properties.

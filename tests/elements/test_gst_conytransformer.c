@@ -7,7 +7,7 @@
  * d_in 128, 2 CoNy blocks, window 8, fixed landmarks, 4 labels). */
 #include "cony/encoder.h"
 #include "cony/model.h"
-#include "../gst/gstconymeta.h"
+#include "gstconymeta.h"
 
 #include <gst/gst.h>
 #include <gst/check/gstharness.h>

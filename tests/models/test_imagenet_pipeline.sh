@@ -17,9 +17,9 @@ p=$root/pipelines
 golden=$root/tests/golden/imagenet
 model=$root/models/imagenet/mobilenet_v2.safetensors
 # the MobileNet per frame (the pipelines default to the continual tagger over it,
-# tests/test_video_tagger.sh)
+# tests/models/test_video_tagger.sh)
 export CONY_VIDEO_CLASSIFIER=none
-. "$(dirname "$0")/tap.sh"
+. "$(dirname "$0")/../tap.sh"
 
 # The distinct labels of a script's "  T s  LABEL  CONF" lines, in order.
 labels_of () { sed -nE 's/^ *[0-9.]+ s  (.*[^ ]) +[0-9.]+$/\1/p' | uniq; }

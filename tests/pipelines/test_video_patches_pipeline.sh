@@ -80,7 +80,7 @@ EOF
 
 # 3 tokens per frame for a 4-token-step model: refused, naming the field
 # shellcheck source=tests/expect_error.sh
-source "$(dirname "$0")/expect_error.sh"
+source "$(dirname "$0")/../expect_error.sh"
 fail=0
 # shellcheck disable=SC2086
 expect_error grid-3x1 "tokens_per_step = 4" -q $src ! conyframeembed model="$cnn" patches-x=3 \

@@ -414,7 +414,7 @@ test_live_missing_input (void)
 
 /* The golden streams of training/gen_fusion_golden.py (b1_cony: one token per input per
  * step, some absent) as timed streams, an absent token as a GAP at its step: conyfuse's
- * fused tokens are PyTorch's FusedClassifier.join, bit for bit (tests/test_fusion.c takes
+ * fused tokens are PyTorch's FusedClassifier.join, bit for bit (tests/libcony/test_fusion.c takes
  * the encoder on from there). */
 static void
 test_golden_streams (void)

@@ -19,7 +19,7 @@ import subprocess
 import sys
 import tempfile
 
-ROOT = sys.argv[1] if len(sys.argv) > 1 else os.path.dirname(os.path.dirname(__file__))
+ROOT = sys.argv[1] if len(sys.argv) > 1 else os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 
 # a device -> a source of the same media that ends by itself
 STANDINS = [

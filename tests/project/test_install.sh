@@ -2,7 +2,7 @@
 # `meson install` into a temporary DESTDIR, then use only the installed files:
 #  - the plugin is in LIBDIR/gstreamer-1.0 and gst-inspect-1.0 finds conymel there
 #    (GST_PLUGIN_PATH), linked against the installed libgstcony-1.0;
-#  - a small C application (tests/install_app/read_meta.c) builds with
+#  - a small C application (tests/project/install_app/read_meta.c) builds with
 #    `pkg-config gstreamer-cony-1.0` against the installed headers and library, runs
 #    the installed plugin and reads the classification meta off the buffers;
 #  - `cony` is in BINDIR and `cony info` loads the models installed into DATADIR.
@@ -12,7 +12,7 @@ build=${1:?usage: test_install.sh BUILD_ROOT SOURCE_ROOT}
 root=${2:?}
 command -v gst-inspect-1.0 >/dev/null || { echo "1..0 # SKIP gst-inspect-1.0 not found"; exit 77; }
 command -v pkg-config >/dev/null || { echo "1..0 # SKIP pkg-config not found"; exit 77; }
-. "$(dirname "$0")/tap.sh"
+. "$(dirname "$0")/../tap.sh"
 dest=$tmp
 
 if ! meson install -C "$build" --destdir "$dest" --no-rebuild >"$dest/install.log" 2>&1; then
@@ -67,7 +67,7 @@ sed "s|^prefix=|prefix=$dest|" "$dest$libdir/pkgconfig/gstreamer-cony-1.0.pc" \
   >"$dest/pc/gstreamer-cony-1.0.pc"
 export PKG_CONFIG_PATH=$dest/pc
 # shellcheck disable=SC2046
-if ! cc -o "$dest/read_meta" "$root/tests/install_app/read_meta.c" \
+if ! cc -o "$dest/read_meta" "$root/tests/project/install_app/read_meta.c" \
      $(pkg-config --cflags --libs gstreamer-cony-1.0) 2>"$dest/cc.log"; then
   not_ok "cc read_meta.c \$(pkg-config gstreamer-cony-1.0)"; sed 's/^/# /' "$dest/cc.log"
 elif ! out=$(GST_PLUGIN_PATH=$dest$libdir/gstreamer-1.0 GST_REGISTRY=$dest/registry.bin \

@@ -178,7 +178,7 @@ def pipeline_labels(wav, cnn, tf, yamnet):
     return re.findall(r"\(element\): conytransformer, .*?label=\(string\)([^,]*),", r.stdout)
 
 
-FILE_SH = os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "pipelines", "file.sh")
+FILE_SH = os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "..", "pipelines", "file.sh")
 
 
 def file_sh_lines(wav, cnn, tf):

@@ -38,7 +38,7 @@ from conytrain.ref import mobilenet
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 
-GOLDEN = os.path.join(HERE, "golden", "yamnet")
+GOLDEN = os.path.join(HERE, "..", "golden", "yamnet")
 SIRENS = {"Siren", "Police car (siren)", "Ambulance (siren)", "Civil defense siren",
           "Fire engine, fire truck (siren)"}
 TOOL = MODEL = None
@@ -89,7 +89,7 @@ class YamnetModelTest(unittest.TestCase):
     def test_c_against_armnn(self):
         """The shipped file (float) and the int8 file in both precisions: the same top-1
         as ArmNN, no score more than 0.1 away; the integer path (the int8 file's default)
-        equals ArmNN on 99 % of the scores (tests/test_int8.c checks the rest are one
+        equals ArmNN on 99 % of the scores (tests/libcony/test_int8.c checks the rest are one
         logit step away)."""
         want = np.load(os.path.join(GOLDEN, "armnn_scores.npy")).astype(np.float64)
         for model, precision in ((MODEL, "auto"), (self.int8, "auto"), (self.int8, "float")):

@@ -7,7 +7,7 @@
 set -uo pipefail
 root=${1:?usage: test_run_stdout.sh SOURCE_ROOT BUILD_ROOT}
 build=${2:?}
-. "$(dirname "$0")/tap.sh"
+. "$(dirname "$0")/../tap.sh"
 
 bash "$root/scripts/setup.sh" --runtime >"$tmp/out" 2>"$tmp/err"
 if [ ! -s "$tmp/out" ] && grep -q '^setup: ' "$tmp/err"; then

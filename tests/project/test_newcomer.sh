@@ -12,7 +12,7 @@ set -uo pipefail
 root=${1:?usage: test_newcomer.sh SOURCE_ROOT CONY_TOOL}
 cony=${2:?}
 command -v gst-inspect-1.0 >/dev/null || { echo "1..0 # SKIP gst-inspect-1.0 not found"; exit 77; }
-. "$(dirname "$0")/tap.sh"
+. "$(dirname "$0")/../tap.sh"
 
 # The text of "## ELEMENT" in docs/elements.md, up to the next "## ".
 doc_section () {

@@ -13,7 +13,7 @@ root=${1:?usage: test_timeline.sh SOURCE_ROOT}
   || { echo "1..0 # SKIP needs python3-gi and python3-matplotlib"; exit 77; }
 command -v espeak-ng >/dev/null && command -v sox >/dev/null \
   || { echo "1..0 # SKIP needs espeak-ng and sox"; exit 77; }
-. "$(dirname "$0")/tap.sh"
+. "$(dirname "$0")/../tap.sh"
 
 gst-launch-1.0 -q audiotestsrc num-buffers=40 samplesperbuffer=1600 wave=white-noise volume=0.3 \
   ! audio/x-raw,rate=16000,channels=1 ! wavenc ! filesink location="$tmp/noise.wav"

@@ -91,7 +91,7 @@ for v in regular continual nystrom nystrom-fixed cony cony-fixed; do
 done
 
 # shellcheck source=tests/expect_error.sh
-source "$(dirname "$0")/expect_error.sh"
+source "$(dirname "$0")/../expect_error.sh"
 expect_error missing-model "Could not load the model" \
   audiotestsrc num-buffers=10 ! conymel ! conyvggish model="$vggish" \
   ! conytransformer model=/nonexistent.safetensors ! fakesink

@@ -4,7 +4,7 @@
  * The plugin is found through GST_PLUGIN_PATH (set by tests/meson.build). The
  * reference frames come from libcony's whole-signal cony_mel_compute(). */
 #include "cony/mel.h"
-#include "../gst/gstconytokens.h"
+#include "gstconytokens.h"
 
 #include <gst/gst.h>
 #include <gst/check/gstharness.h>

@@ -12,7 +12,7 @@
 set -uo pipefail
 root=${1:?usage: test_audio_probe.sh SOURCE_ROOT}
 command -v gst-launch-1.0 >/dev/null || { echo "1..0 # SKIP gst-launch-1.0 not found"; exit 77; }
-. "$(dirname "$0")/tap.sh"
+. "$(dirname "$0")/../tap.sh"
 p=$root/pipelines
 cnn=$root/tests/golden/cnn/small.safetensors
 model=$root/tests/golden/transformer/small.safetensors

@@ -10,8 +10,8 @@
  * its config. */
 #include "cony/encoder.h"
 #include "cony/model.h"
-#include "../gst/gstconymeta.h"
-#include "../gst/gstconytokens.h"
+#include "gstconymeta.h"
+#include "gstconytokens.h"
 
 #include <gst/gst.h>
 #include <gst/check/gstharness.h>

@@ -11,7 +11,7 @@ import wave
 
 import numpy as np
 
-ROOT = os.environ.get("CONY_SOURCE_ROOT", os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+ROOT = os.environ.get("CONY_SOURCE_ROOT", os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__)))))
 TOOL = os.environ.get("CONY_TOOL", os.path.join(ROOT, "build", "tools", "cony"))
 MOBILENET = os.path.join(ROOT, "tests", "golden", "mobilenet")
 VGG = os.path.join(ROOT, "tests", "golden", "cnn", "small.safetensors")

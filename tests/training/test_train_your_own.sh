@@ -16,7 +16,7 @@ set -uo pipefail
 root=${1:?usage: test_train_your_own.sh SOURCE_ROOT CONY_TOOL}
 cony=${2:?}
 /usr/bin/python3 -c 'import torch, gi' 2>/dev/null || { echo "1..0 # SKIP needs python3-torch and python3-gi"; exit 77; }
-. "$(dirname "$0")/tap.sh"
+. "$(dirname "$0")/../tap.sh"
 cnn=$root/models/yamnet/yamnet.safetensors
 train=("/usr/bin/python3" "$root/training/train_your_own.py" --cony "$cony" --cnn "$cnn" --epochs 20)
 

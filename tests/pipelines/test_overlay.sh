@@ -9,7 +9,7 @@ root=${1:?usage: test_overlay.sh SOURCE_ROOT}
 /usr/bin/python3 -c 'import gi, numpy' 2>/dev/null || { echo "1..0 # SKIP needs python3-gi and numpy"; exit 77; }
 gst-inspect-1.0 jpegenc >/dev/null 2>&1 && gst-inspect-1.0 matroskamux >/dev/null 2>&1 \
   || { echo "1..0 # SKIP needs jpegenc and matroskamux"; exit 77; }
-. "$(dirname "$0")/tap.sh"
+. "$(dirname "$0")/../tap.sh"
 
 # frames in a Matroska file
 frames () {

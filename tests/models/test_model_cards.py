@@ -11,7 +11,7 @@ import re
 import subprocess
 import sys
 
-ROOT = os.environ.get("CONY_SOURCE_ROOT", os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+ROOT = os.environ.get("CONY_SOURCE_ROOT", os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__)))))
 TOOL = os.environ.get("CONY_TOOL", os.path.join(ROOT, "build", "tools", "cony"))
 
 
