@@ -192,6 +192,28 @@ cony_test_normal_tokens (int T, int d, guint32 seed, double sd)
   return x;
 }
 
+float *
+cony_test_smooth_tokens (int T, int d, guint32 seed, double min_period, double max_period)
+{
+  GRand *rng = g_rand_new_with_seed (seed);
+  float *x = g_new (float, (gsize) T *d);
+  for (int c = 0; c < d; c++) {
+    double period[3], phase[3];
+    for (int i = 0; i < 3; i++) {
+      period[i] = g_rand_double_range (rng, min_period, max_period);
+      phase[i] = g_rand_double_range (rng, 0.0, 2 * G_PI);
+    }
+    /* three unit sinusoids have variance 3/2 */
+    for (int t = 0; t < T; t++)
+      x[(gsize) t * d + c] = (float) ((sin (2 * G_PI * t / period[0] + phase[0])
+                                          + sin (2 * G_PI * t / period[1] + phase[1])
+                                          + sin (2 * G_PI * t / period[2] + phase[2]))
+          / sqrt (1.5));
+  }
+  g_rand_free (rng);
+  return x;
+}
+
 glong
 cony_test_status_kib (const char *field)
 {

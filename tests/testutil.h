@@ -52,6 +52,10 @@ int cony_test_softmax (const float *logits, int c, double *probs);
 void cony_test_fill_normal (GRand *rng, float *x, gsize count, double sd);
 /* @T tokens of @d such values, from @seed (g_free). */
 float *cony_test_normal_tokens (int T, int d, guint32 seed, double sd);
+/* @T tokens of @d values that change slowly, from @seed (g_free): per column the sum of
+ * three sinusoids with periods drawn from [@min_period, @max_period) tokens and random
+ * phases, unit variance. */
+float *cony_test_smooth_tokens (int T, int d, guint32 seed, double min_period, double max_period);
 
 /* Memory measured in tests: a field of /proc/self/status in KiB ("VmRSS", "VmHWM": the
  * peak since the last cony_test_reset_peak_rss(), which writes 5 to clear_refs). Not

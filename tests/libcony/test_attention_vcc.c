@@ -6,7 +6,6 @@
 #include "cony/error.h"
 #include "../src/attention-private.h"
 #include "testutil.h"
-#include "../tools/bench.h"
 
 #include <math.h>
 #include <string.h>
@@ -60,16 +59,11 @@ make_layer (const Setup *s, ConyAttentionVariant v, int budget, int block, int t
   return a;
 }
 
-/* A stream that changes slowly: per column, three sinusoids with periods of 40 to 400
- * tokens and random phases. */
+/* A stream that changes slowly: periods of 40 to 400 tokens. */
 static float *
 smooth_tokens (int T, int d, guint32 seed)
 {
-  GRand *rng = g_rand_new_with_seed (seed);
-  float *x = g_new (float, (gsize) T *d);
-  cony_bench_fill_smooth (rng, x, T, d, 40.0, 400.0);
-  g_rand_free (rng);
-  return x;
+  return cony_test_smooth_tokens (T, d, seed, 40.0, 400.0);
 }
 
 /* Steps vcc and continual side by side; the worst relative error over steps where
