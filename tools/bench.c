@@ -64,22 +64,3 @@ cony_bench_summarise (const double *samples, int n)
   qsort (sorted, n, sizeof (double), cmp_double);
   return (ConyBenchSummary){ .min = sorted[0], .median = sorted[n / 2] };
 }
-
-char *
-cony_bench_run_script (const char *const *argv, char **why)
-{
-  g_autofree char *out = NULL, *err = NULL;
-  int status = 0;
-  GError *error = NULL;
-  if (!g_spawn_sync (NULL, (char **) argv, NULL, G_SPAWN_DEFAULT, NULL, NULL, &out, &err, &status,
-          &error)) {
-    *why = g_strdup (error->message);
-    g_error_free (error);
-    return NULL;
-  }
-  if (!g_spawn_check_wait_status (status, NULL)) {
-    *why = g_strdup_printf ("%s failed: %s", argv[1], err ? err : "");
-    return NULL;
-  }
-  return g_steal_pointer (&out);
-}

@@ -1,6 +1,5 @@
 /* What every `cony bench` subcommand measures with: one clock per kind of time, one
- * random fill, one summary of repeated measurements, one way to run a training/
- * script for a comparison column. */
+ * random fill, one summary of repeated measurements. */
 #pragma once
 #include <glib.h>
 
@@ -25,8 +24,3 @@ typedef struct {
 
 /* @n ≥ 1 samples (left unchanged); the median of an even count is the upper middle. */
 ConyBenchSummary cony_bench_summarise (const double *samples, int n);
-
-/* Runs @argv (e.g. /usr/bin/python3 SCRIPT ...) and returns its standard output, or
- * NULL with *@why set: it did not start, or exited non-zero (then with its stderr).
- * g_free() both. */
-char *cony_bench_run_script (const char *const *argv, char **why);

@@ -2,7 +2,8 @@
  * log-mel + the full-size VGGish (72.1 M parameters, random weights) and of
  * log-mel + YAMNet (MobileNet-v1, 3.7 M parameters: random weights, or a file
  * with --yamnet) at a 0.25 s stride, on one core, with the GFLOP/s reached next
- * to OpenBLAS sgemm's peak measured in the same run. */
+ * to OpenBLAS sgemm's peak measured in the same run. YAMNet in PyTorch beside it:
+ * bench/torch_compare.py frontend, which runs this with --json. */
 #include "bench.h"
 #include "commands.h"
 
@@ -135,31 +136,12 @@ print_batch (const char *what, const Run *r, double seconds, double mel_cpu, dou
       100 * gf / peak);
 }
 
-/* PyTorch's CPU ms per patch of the same network (training/bench_yamnet_torch.py),
- * or a negative value with *@why set. */
-static double
-torch_ms (const char *script, const char *model, char **why)
-{
-  const char *argv[] = { "/usr/bin/python3", script, "--patches", "40", model ? "--model" : NULL,
-    model, NULL };
-  g_autofree char *out = cony_bench_run_script (argv, why);
-  if (!out)
-    return -1;
-  const char *key = "\"cpu_ms_per_patch\": ";
-  const char *at = strstr (out, key);
-  if (at == NULL) {
-    *why = g_strdup_printf ("%s printed no cpu_ms_per_patch", script);
-    return -1;
-  }
-  return g_ascii_strtod (at + strlen (key), NULL);
-}
-
 /* Log-mel + YAMNet streaming, one patch per @stride frames as conymel !
  * conyvggish runs it; @mel_cpu_per_s: the mel's CPU seconds per second of audio. */
 static gboolean
 yamnet_row (ConyMel *mel, const float *x, gsize n, guint rate, double seconds, int stride,
-    double peak, double mel_cpu_per_s, const char *path, const char *torch_script,
-    gboolean markdown, GError **error)
+    double peak, double mel_cpu_per_s, const char *path, gboolean markdown, gboolean json,
+    GError **error)
 {
   g_autoptr (ConyCnn) cnn = path
       ? cony_cnn_load (path, error)
@@ -196,25 +178,16 @@ yamnet_row (ConyMel *mel, const float *x, gsize n, guint rate, double seconds, i
       path ? path : "random weights", cony_cnn_get_n_params (cnn), (cf + ff) * 1e-6, stride, w, ms,
       r.prof.conv_cpu / w * 1e3, r.prof.fc_cpu / w * 1e3, gf, 100 * gf / peak, r.cpu / w * 1e3,
       chain, seconds / r.wall);
-  g_autofree char *why = torch_script
-      ? NULL
-      : g_strdup ("--no-torch, or training/bench_yamnet_torch.py not found (set CONY_SOURCE_ROOT)");
-  double tms = torch_script ? torch_ms (torch_script, path, &why) : -1;
-  if (tms > 0)
-    printf ("  PyTorch (float32, 1 thread, same layers): CPU %.2f ms/patch; libcony %.2fx faster\n",
-        tms, tms / ms);
-  else
-    printf ("  PyTorch column not run: %s\n", why);
+  if (json)
+    printf ("{\"measure\": \"yamnet\", \"weights\": \"%s\", \"patches\": %" G_GSIZE_FORMAT
+            ", \"cpu_ms_per_patch\": %.4f, \"gflops\": %.2f, \"chain_realtime_cpu\": %.2f}\n",
+        path ? "file" : "random", w, ms, gf, chain);
   if (markdown)
     printf ("\n| measure | CPU time |\n|---|---|\n"
             "| YAMNet CNN per patch (%s, %.1f MFLOP) | %.2f ms, %.1f GFLOP/s = %.0f%% of sgemm peak |\n"
             "| mel + YAMNet streaming, stride %d | **%.0f× real time** (mel %.2f ms per s of audio) |\n",
         path ? "file" : "random weights", (cf + ff) * 1e-6, ms, gf, 100 * gf / peak, stride, chain,
         mel_cpu_per_s * 1e3);
-  if (markdown && tms > 0)
-    printf ("| YAMNet in PyTorch (float32, 1 thread, same layers) | %.2f ms per patch: libcony "
-            "**%.2f×** faster |\n",
-        tms, tms / ms);
   if (markdown)
     printf ("\n");
   return TRUE;
@@ -225,8 +198,7 @@ cony_cmd_bench_frontend (int argc, char **argv)
 {
   double mel_seconds = 120, cnn_seconds = 10;
   int stride = 25, threads = 1;
-  gboolean markdown = FALSE, no_vggish = FALSE, no_torch = FALSE;
-  const char *argv0 = argv[0];
+  gboolean markdown = FALSE, no_vggish = FALSE, json = FALSE;
   char *yamnet_path = NULL;
   GOptionEntry entries[] = {
     { "mel-seconds", 0, 0, G_OPTION_ARG_DOUBLE, &mel_seconds,
@@ -241,7 +213,9 @@ cony_cmd_bench_frontend (int argc, char **argv)
     { "yamnet", 0, 0, G_OPTION_ARG_FILENAME, &yamnet_path,
         "YAMNet file for the MobileNet run (default: random weights, same layers)", "FILE" },
     { "no-vggish", 0, 0, G_OPTION_ARG_NONE, &no_vggish, "skip the VGGish runs", NULL },
-    { "no-torch", 0, 0, G_OPTION_ARG_NONE, &no_torch, "skip YAMNet in PyTorch", NULL },
+    { "json", 0, 0, G_OPTION_ARG_NONE, &json,
+        "the YAMNet row also as a JSON object on a line of its own (bench/torch_compare.py)",
+        NULL },
     G_OPTION_ENTRY_NULL,
   };
   g_autoptr (GOptionContext) ctx = g_option_context_new ("- log-mel and VGGish real-time factors");
@@ -294,11 +268,8 @@ cony_cmd_bench_frontend (int argc, char **argv)
       mel_seconds / mel_cpu);
 
   g_autofree char *y_path = yamnet_path;
-  g_autofree char *torch_script = no_torch
-      ? NULL
-      : cony_find_training_script ("bench_yamnet_torch.py", NULL, argv0);
   if (!yamnet_row (mel, x, n, rate, cnn_seconds, stride, peak, mel_cpu / mel_seconds, y_path,
-          torch_script, markdown, &error))
+          markdown, json, &error))
     return cony_cmd_fail (error);
   if (no_vggish)
     return 0;

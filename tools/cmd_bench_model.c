@@ -1,5 +1,6 @@
 /* cony bench model: µs per step of the encoder-classifier, every variant, 1 and 2
- * blocks, next to the same model stepped in PyTorch (training/bench_torch_step.py). */
+ * blocks. The PyTorch column comes from bench/torch_compare.py, which runs this with
+ * --json next to training/bench_torch_step.py. */
 #include "bench.h"
 #include "commands.h"
 
@@ -8,7 +9,6 @@
 #include "cony/model.h"
 
 #include <cblas.h>
-#include <json-glib/json-glib.h>
 #include <math.h>
 #include <stdio.h>
 #include <string.h>
@@ -129,35 +129,6 @@ random_model (int d_in, int d, int heads, int ff, int blocks, int n, int m, int 
   return model;
 }
 
-/* PyTorch timings keyed "blocks/variant" -> µs, or NULL when the script failed. */
-static GHashTable *
-torch_timings (const char *script, int steps, char **why)
-{
-  g_autofree char *steps_s = g_strdup_printf ("%d", steps);
-  const char *argv[] = { "/usr/bin/python3", script, "--steps", steps_s, NULL };
-  g_autofree char *out = cony_bench_run_script (argv, why);
-  if (!out)
-    return NULL;
-  GHashTable *t = g_hash_table_new_full (g_str_hash, g_str_equal, g_free, g_free);
-  g_auto (GStrv) lines = g_strsplit (out, "\n", -1);
-  for (int i = 0; lines[i]; i++) {
-    if (!*lines[i])
-      continue;
-    g_autoptr (JsonParser) p = json_parser_new ();
-    if (!json_parser_load_from_data (p, lines[i], -1, NULL))
-      continue;
-    JsonObject *o = json_node_get_object (json_parser_get_root (p));
-    double *us = g_new (double, 2);
-    us[0] = json_object_get_double_member (o, "us_per_step");
-    us[1] = json_object_get_double_member (o, "cpu_us_per_step");
-    g_hash_table_insert (t,
-        g_strdup_printf ("%d/%s", (int) json_object_get_int_member (o, "blocks"),
-            json_object_get_string_member (o, "variant")),
-        us);
-  }
-  return t;
-}
-
 static gboolean
 list_has (const char *list, const char *item)
 {
@@ -170,15 +141,10 @@ cony_cmd_bench_model (int argc, char **argv)
 {
   int d_in = 128, d = 192, heads = 16, ff = 384, n = 120, m = 4, classes = 10;
   double seconds = 0.5;
-  int torch_steps = 200;
-  gboolean no_torch = FALSE, markdown = FALSE;
+  gboolean json = FALSE, markdown = FALSE;
   g_autofree char *only_blocks = NULL, *only_variants = NULL, *dtypes = NULL;
-  g_autofree char *script = NULL;
-  const char *argv0 = argv[0];
   GOptionEntry entries[] = { { "seconds", 0, 0, G_OPTION_ARG_DOUBLE, &seconds,
                                  "time per C measurement (default 0.5)", "S" },
-    { "torch-steps", 0, 0, G_OPTION_ARG_INT, &torch_steps,
-        "PyTorch steps per variant (default 200)", "N" },
     { "blocks", 0, 0, G_OPTION_ARG_STRING, &only_blocks, "only these block counts (e.g. 1)",
         "LIST" },
     { "variants", 0, 0, G_OPTION_ARG_STRING, &only_variants,
@@ -186,9 +152,9 @@ cony_cmd_bench_model (int argc, char **argv)
     { "dtype", 0, 0, G_OPTION_ARG_STRING, &dtypes,
         "weight storage(s): f32, f16 or f32,f16 (default both)", "LIST" },
     { "markdown", 0, 0, G_OPTION_ARG_NONE, &markdown, "print a markdown table", NULL },
-    { "no-torch", 0, 0, G_OPTION_ARG_NONE, &no_torch, "skip the PyTorch column", NULL },
-    { "torch-script", 0, 0, G_OPTION_ARG_FILENAME, &script, "path of training/bench_torch_step.py",
-        "PATH" },
+    { "json", 0, 0, G_OPTION_ARG_NONE, &json,
+        "each row as a JSON object on a line of its own (bench/torch_compare.py reads them)",
+        NULL },
     G_OPTION_ENTRY_NULL };
   g_autoptr (GOptionContext) ctx = g_option_context_new (
       "- microseconds per step of the encoder-classifier (GTZAN setting)");
@@ -207,32 +173,19 @@ cony_cmd_bench_model (int argc, char **argv)
           "or f16",
           dtype_list[i]));
 
-  g_autoptr (GHashTable) torch = NULL;
-  g_autofree char *why = NULL;
-  if (no_torch)
-    why = g_strdup ("--no-torch");
-  else {
-    g_autofree char *path = cony_find_training_script ("bench_torch_step.py", script, argv0);
-    if (!path)
-      why = g_strdup (
-          "training/bench_torch_step.py not found (set CONY_SOURCE_ROOT or --torch-script)");
-    else
-      torch = torch_timings (path, torch_steps, &why);
-  }
-
   printf ("model bench: d_in %d, d %d, %d heads, FF %d, n %d, m %d, %d classes, random weights, "
           "one thread\n",
       d_in, d, heads, ff, n, m, classes);
-  printf ("C: continual step (cony_encoder_step). PyTorch: the windowed model over the last n tokens "
-          "per step (float32, 1 thread)%s%s\n\n",
-      torch ? "" : " -- not run: ", torch ? "" : why);
-  if (markdown) {
+  printf ("C: continual step (cony_encoder_step); PyTorch beside it: bench/torch_compare.py "
+          "model\n\n");
+  if (markdown && !json) {
     printf (
-        "| blocks | weights | variant | C µs/step wall | C µs/step CPU | MFLOP/step | state KiB | PyTorch µs/step wall / CPU | speed-up (CPU) |\n");
-    printf ("|---|---|---|---|---|---|---|---|---|\n");
-  } else {
-    printf ("%-7s %-8s %-14s %10s %10s %11s %10s %22s %9s\n", "blocks", "weights", "variant",
-        "C µs wall", "C µs CPU", "MFLOP/step", "state KiB", "PyTorch µs wall / CPU", "speed-up");
+        "| blocks | weights | variant | C µs/step wall | C µs/step CPU | MFLOP/step | state KiB "
+        "|\n");
+    printf ("|---|---|---|---|---|---|---|\n");
+  } else if (!json) {
+    printf ("%-7s %-8s %-14s %10s %10s %11s %10s\n", "blocks", "weights", "variant", "C µs wall",
+        "C µs CPU", "MFLOP/step", "state KiB");
   }
   float *tok = g_new (float, d_in), *logits = g_new (float, classes);
   for (int blocks = 1; blocks <= 2; blocks++) {
@@ -273,21 +226,19 @@ cony_cmd_bench_model (int argc, char **argv)
         g_rand_free (r);
         double us = (double) elapsed / steps;
         const char *name = cony_attention_variant_name (v);
-        g_autofree char *key = g_strdup_printf ("%d/%s", blocks, name);
-        double *tus = torch ? g_hash_table_lookup (torch, key) : NULL;
-        char tcol[48] = "-", scol[32] = "-";
-        if (tus) {
-          g_snprintf (tcol, sizeof tcol, "%.1f / %.1f", tus[0], tus[1]);
-          g_snprintf (scol, sizeof scol, "%.1fx", tus[1] / cpu);
-        }
-        if (markdown)
-          printf ("| %d | %s | %s | %.2f | %.2f | %.3f | %.1f | %s | %s |\n", blocks, dtype, name,
-              us, cpu, cony_encoder_flops_per_step (enc) / 1e6,
-              cony_encoder_state_bytes (enc) / 1024.0, tcol, scol);
+        double mflop = cony_encoder_flops_per_step (enc) / 1e6;
+        double kib = cony_encoder_state_bytes (enc) / 1024.0;
+        if (json)
+          printf ("{\"blocks\": %d, \"weights\": \"%s\", \"variant\": \"%s\", "
+                  "\"us_per_step\": %.3f, \"cpu_us_per_step\": %.3f, \"mflop_per_step\": %.4f, "
+                  "\"state_kib\": %.2f}\n",
+              blocks, dtype, name, us, cpu, mflop, kib);
+        else if (markdown)
+          printf ("| %d | %s | %s | %.2f | %.2f | %.3f | %.1f |\n", blocks, dtype, name, us, cpu,
+              mflop, kib);
         else
-          printf ("%-7d %-8s %-14s %10.2f %10.2f %11.3f %10.1f %22s %9s\n", blocks, dtype, name, us,
-              cpu, cony_encoder_flops_per_step (enc) / 1e6, cony_encoder_state_bytes (enc) / 1024.0,
-              tcol, scol);
+          printf ("%-7d %-8s %-14s %10.2f %10.2f %11.3f %10.1f\n", blocks, dtype, name, us, cpu,
+              mflop, kib);
         fflush (stdout);
       }
     }

@@ -25,10 +25,5 @@ int cony_cmd_bench_fusion (int argc, char **argv);
 int cony_cmd_bench_pipeline (int argc, char **argv);
 int cony_cmd_bench_image (int argc, char **argv);
 
-/* training/@name (a Python helper of a benchmark): @given if set, else looked up
- * under $CONY_SOURCE_ROOT, the working directory and the build tree's source; NULL
- * when not found. g_free() it. */
-char *cony_find_training_script (const char *name, const char *given, const char *argv0);
-
 /* Prints "cony: <message>" to stderr, frees @error, returns the exit status 1. */
 int cony_cmd_fail (GError *error);

@@ -22,27 +22,6 @@ cony_cmd_fail (GError *error)
   return 1;
 }
 
-char *
-cony_find_training_script (const char *name, const char *given, const char *argv0)
-{
-  if (given)
-    return g_strdup (given);
-  const char *root = g_getenv ("CONY_SOURCE_ROOT");
-  g_autofree char *exe_dir = g_path_get_dirname (argv0);
-  char *cands[] = {
-    root ? g_build_filename (root, "training", name, NULL) : NULL,
-    g_build_filename ("training", name, NULL),
-    g_build_filename (exe_dir, "..", "..", "training", name, NULL),
-  };
-  char *found = NULL;
-  for (guint i = 0; i < G_N_ELEMENTS (cands); i++) {
-    if (!found && cands[i] && g_file_test (cands[i], G_FILE_TEST_EXISTS))
-      found = g_strdup (cands[i]);
-    g_free (cands[i]);
-  }
-  return found;
-}
-
 static void
 usage (FILE *out)
 {

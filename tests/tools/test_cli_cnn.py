@@ -3,6 +3,7 @@ MobileNet golden of training/gen_mobilenet_golden.py, and the VGG-style golden o
 tests/golden/cnn): the output is checked against the float64 reference's goldens.
 Run by meson with CONY_TOOL (the built `cony`) and CONY_SOURCE_ROOT."""
 
+import json
 import os
 import subprocess
 import tempfile
@@ -11,7 +12,8 @@ import wave
 
 import numpy as np
 
-ROOT = os.environ.get("CONY_SOURCE_ROOT", os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__)))))
+HERE = os.path.dirname(os.path.abspath(__file__))
+ROOT = os.environ.get("CONY_SOURCE_ROOT", os.path.dirname(os.path.dirname(HERE)))
 TOOL = os.environ.get("CONY_TOOL", os.path.join(ROOT, "build", "tools", "cony"))
 MOBILENET = os.path.join(ROOT, "tests", "golden", "mobilenet")
 VGG = os.path.join(ROOT, "tests", "golden", "cnn", "small.safetensors")
@@ -161,14 +163,50 @@ class CliCnnTest(unittest.TestCase):
 
     def test_bench_frontend_yamnet_row(self):
         # a smoke run: the row is printed (speeds are recorded in bench/RESULTS.md, not asserted)
-        r = cony("bench", "frontend", "--no-vggish", "--no-torch", "--mel-seconds", "2",
+        r = cony("bench", "frontend", "--no-vggish", "--json", "--mel-seconds", "2",
                  "--vggish-seconds", "2")
         self.assertEqual(r.returncode, 0, r.stderr)
         self.assertIn("mel + YAMNet (random weights, 3729481 parameters, 138.3 MFLOP per patch)",
                       r.stdout)
         self.assertRegex(r.stdout, r"CNN CPU [0-9.]+ ms/patch .* of the sgemm peak")
-        self.assertIn("PyTorch column not run: --no-torch", r.stdout)
+        self.assertNotIn("PyTorch", r.stdout)  # cony runs no PyTorch: bench/torch_compare.py does
+        rows = [json.loads(line) for line in r.stdout.splitlines() if line.startswith("{")]
+        self.assertEqual([row["measure"] for row in rows], ["yamnet"])
+        self.assertGreater(rows[0]["cpu_ms_per_patch"], 0)
+        self.assertGreater(rows[0]["patches"], 0)
 
+    def test_bench_model_json(self):
+        r = cony("bench", "model", "--json", "--seconds", "0.02", "--blocks", "1", "--variants",
+                 "cony-fixed,vcc", "--dtype", "f32,f16")
+        self.assertEqual(r.returncode, 0, r.stderr)
+        rows = [json.loads(line) for line in r.stdout.splitlines() if line.startswith("{")]
+        self.assertEqual([(x["weights"], x["variant"]) for x in rows],
+                         [("f32", "cony-fixed"), ("f32", "vcc"), ("f16", "cony-fixed"),
+                          ("f16", "vcc")])
+        for x in rows:
+            self.assertGreater(x["cpu_us_per_step"], 0)
+            self.assertGreater(x["mflop_per_step"], 0)
+        r = cony("bench", "model", "--no-torch")
+        self.assertNotEqual(r.returncode, 0)
+        self.assertIn("--no-torch", r.stderr)
+
+    def test_torch_compare(self):
+        # bench/torch_compare.py puts cony's JSON rows and PyTorch's side by side in one run
+        script = os.path.join(ROOT, "bench", "torch_compare.py")
+        r = subprocess.run(["/usr/bin/python3", script, "model", "--cony", TOOL, "--blocks", "1",
+                            "--variants", "cony", "--dtype", "f32", "--torch-steps", "3",
+                            "--seconds", "0.02"], capture_output=True, text=True, timeout=300)
+        self.assertEqual(r.returncode, 0, r.stderr)
+        self.assertRegex(r.stdout, r"\| 1 \| f32 \| cony \| [0-9.]+ \| [0-9.]+ \| 0\.513 \| "
+                         r"[0-9.]+ \| [0-9.]+ / [0-9.]+ \| [0-9.]+× \|")
+        r = subprocess.run(["/usr/bin/python3", script, "frontend", "--cony", TOOL, "--seconds",
+                            "1", "--patches", "3"], capture_output=True, text=True, timeout=300)
+        self.assertEqual(r.returncode, 0, r.stderr)
+        self.assertRegex(r.stdout, r"PyTorch, same layers .*\| [0-9.]+: libcony \*\*[0-9.]+×\*\*")
+        r = subprocess.run(["/usr/bin/python3", script, "model", "--cony", "/nonexistent/cony"],
+                           capture_output=True, text=True, timeout=60)
+        self.assertNotEqual(r.returncode, 0)
+        self.assertIn("cony bench model failed", r.stderr)
 
 if __name__ == "__main__":
     unittest.main()

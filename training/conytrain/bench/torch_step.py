@@ -1,5 +1,5 @@
 #!/usr/bin/python3
-"""Per-step time of the encoder-classifier in PyTorch, for `cony bench model`.
+"""Per-step time of the encoder-classifier in PyTorch, for bench/torch_compare.py model.
 
 PyTorch has no continual form of this model: a PyTorch deployment computes each step's
 logits by running the windowed model (conytrain/ref/model.py, what the papers train) over the

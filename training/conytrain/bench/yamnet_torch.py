@@ -1,5 +1,5 @@
 #!/usr/bin/python3
-"""Per-patch time of YAMNet's MobileNet-v1 in PyTorch, for `cony bench frontend`, or of
+"""Per-patch time of YAMNet's MobileNet-v1 in PyTorch, for bench/torch_compare.py frontend, or of
 any MobileNet file (--model; the ImageNet MobileNet-v2 for `cony bench image`'s
 comparison in bench/RESULTS.md).
 
