@@ -114,52 +114,6 @@ gst_cony_element_check_loaded (GstElement *element, gboolean loaded, const gchar
 }
 
 gboolean
-gst_cony_element_load_cnn (GstElement *element, ConyCnn **slot, const gchar *path)
-{
-  GError *error = NULL;
-  ConyCnn *cnn = cony_cnn_load (path, &error);
-  gst_cony_element_free_cnn (element, slot);
-  GST_OBJECT_LOCK (element);
-  *slot = cnn;
-  GST_OBJECT_UNLOCK (element);
-  gboolean ok = gst_cony_element_check_loaded (element, cnn != NULL, path, error);
-  g_clear_error (&error);
-  return ok;
-}
-
-void
-gst_cony_element_free_cnn (GstElement *element, ConyCnn **slot)
-{
-  GST_OBJECT_LOCK (element);
-  ConyCnn *cnn = g_steal_pointer (slot);
-  GST_OBJECT_UNLOCK (element);
-  cony_cnn_free (cnn);
-}
-
-void
-gst_cony_element_install_model_users (GObjectClass *klass, guint prop_id)
-{
-  /**
-   * model-users:
-   *
-   * How many users in this process (this element included) share the loaded
-   * model's weights: elements (and other loads) of the same unchanged file hold one
-   * copy of them. 0 while no model is loaded.
-   */
-  g_object_class_install_property (klass, prop_id,
-      g_param_spec_uint ("model-users", "Model users",
-          "Users in this process of this element's loaded CNN weights, one copy in memory "
-          "(0: no model loaded)",
-          0, G_MAXUINT, 0, G_PARAM_READABLE | G_PARAM_STATIC_STRINGS));
-}
-
-guint
-gst_cony_element_model_users (const ConyCnn *cnn)
-{
-  return cnn ? cony_cnn_get_weights_users (cnn) : 0;
-}
-
-gboolean
 gst_cony_element_check_caps_seen (GstElement *element, gboolean have_caps)
 {
   if (!have_caps)

@@ -21,17 +21,6 @@ GstStateChangeReturn gst_cony_element_change_state (GstElement *element, GstStat
 gboolean gst_cony_element_query_latency (GstElement *element, GstPad *sinkpad, GstQuery *query,
     GstClockTime own);
 
-/* The CNN of conyvggish / conyframeembed, in *@slot, shared with every other load of
- * the same file in the process (cony_cnn_load()). load_cnn: for start, loads @path into
- * *@slot; on failure posts "Could not load the model" and returns FALSE. free_cnn: frees
- * it. Both change *@slot under the object lock, where the read-only "model-users"
- * property (install_model_users, read with model_users) looks at it. */
-gboolean gst_cony_element_load_cnn (GstElement *element, ConyCnn **slot, const gchar *path);
-void gst_cony_element_free_cnn (GstElement *element, ConyCnn **slot);
-void gst_cony_element_install_model_users (GObjectClass *klass, guint prop_id);
-/* For get_property, object lock held: users of @cnn's weights, 0 for NULL. */
-guint gst_cony_element_model_users (const ConyCnn *cnn);
-
 /* For set_property: TRUE when @pspec may be set now. A property flagged
  * GST_PARAM_MUTABLE_READY (a model path, an attention variant, a geometry) is read on
  * READY→PAUSED only, so outside NULL/READY (or on the way out of them) it is refused:

@@ -107,25 +107,30 @@
 GST_DEBUG_CATEGORY_STATIC (gst_cony_frame_embed_debug);
 #define GST_CAT_DEFAULT gst_cony_frame_embed_debug
 
-#define DEFAULT_MODEL NULL
 #define DEFAULT_EVERY 1
 #define DEFAULT_QOS TRUE
 #define DEFAULT_PATCHES 1
 #define DEFAULT_CROP GST_CONY_FRAME_EMBED_CROP_CENTER
-#define DEFAULT_OUTPUT GST_CONY_VGGISH_OUTPUT_SCORES
 #define DEFAULT_POST_MESSAGES TRUE
+
+static const GstConyCnnElementInfo cnn_info = {
+  .model_blurb = "Path of the image CNN safetensors file (input size and mean/std in its "
+                 "metadata); a relative name is also looked up in $CONY_MODEL_PATH and "
+                 "DATADIR/gst-cony/models",
+  .model_hint = "an image CNN file, e.g. the shipped video/frame_cnn.safetensors",
+  .output_blurb = "Tokens: the scores or the pooled embedding",
+  .precision = FALSE,
+};
 
 enum
 {
   PROP_0,
-  PROP_MODEL,
   PROP_EVERY,
   PROP_PATCHES_X,
   PROP_PATCHES_Y,
-  PROP_MODEL_USERS,
   PROP_CROP,
-  PROP_OUTPUT,
   PROP_POST_MESSAGES,
+  PROP_CNN, /* GST_CONY_CNN_N_PROPS ids: model, output, model-users (precision unused) */
 };
 
 GType
@@ -184,15 +189,15 @@ gst_cony_frame_embed_reset_stream (GstConyFrameEmbed *self)
 static const gchar *
 gst_cony_frame_embed_model_format (GstConyFrameEmbed *self)
 {
-  return cony_cnn_get_input_channels (self->cnn) == 3 ? "RGB" : "GRAY8";
+  return cony_cnn_get_input_channels (self->net.cnn) == 3 ? "RGB" : "GRAY8";
 }
 
 /* The frame size the model takes: the tile size times the patch grid. */
 static void
 gst_cony_frame_embed_frame_size (GstConyFrameEmbed *self, guint *width, guint *height)
 {
-  *width = cony_cnn_get_input_width (self->cnn) * self->px;
-  *height = cony_cnn_get_input_height (self->cnn) * self->py;
+  *width = cony_cnn_get_input_width (self->net.cnn) * self->px;
+  *height = cony_cnn_get_input_height (self->net.cnn) * self->py;
 }
 
 /* Token caps for frames at @fps_n/@fps_d (0/1: variable rate). NULL on overflow. */
@@ -213,7 +218,7 @@ gst_cony_frame_embed_token_caps (GstConyFrameEmbed *self, gint fps_n, gint fps_d
     return NULL;
   GstCaps *caps = gst_cony_tokens_caps_new (&out);
   if (caps)
-    gst_cony_tokens_caps_set_source (caps, &self->source);
+    gst_cony_tokens_caps_set_source (caps, &self->net.source);
   return caps;
 }
 
@@ -249,7 +254,7 @@ gst_cony_frame_embed_transform_caps (GstBaseTransform *trans, GstPadDirection di
   GstConyFrameEmbed *self = GST_CONY_FRAME_EMBED (trans);
   GstCaps *res;
 
-  if (self->cnn == NULL) {
+  if (self->net.cnn == NULL) {
     res = gst_pad_get_pad_template_caps (
         direction == GST_PAD_SINK ? trans->srcpad : trans->sinkpad);
   } else if (direction == GST_PAD_SRC) {
@@ -287,7 +292,7 @@ gst_cony_frame_embed_transform_size (GstBaseTransform *trans, GstPadDirection di
 {
   GstConyFrameEmbed *self = GST_CONY_FRAME_EMBED (trans);
 
-  if (direction != GST_PAD_SINK || self->cnn == NULL)
+  if (direction != GST_PAD_SINK || self->net.cnn == NULL)
     return FALSE;
   *othersize = (gsize) self->n_patches * self->out_dim * sizeof (gfloat);
   return TRUE;
@@ -336,7 +341,7 @@ gst_cony_frame_embed_query (GstBaseTransform *trans, GstPadDirection direction, 
 {
   GstConyFrameEmbed *self = GST_CONY_FRAME_EMBED (trans);
   gboolean ok = GST_BASE_TRANSFORM_CLASS (parent_class)->query (trans, direction, query);
-  const GstCaps *offered = direction == GST_PAD_SINK && self->cnn
+  const GstCaps *offered = direction == GST_PAD_SINK && self->net.cnn
       ? gst_cony_element_refused_caps (query)
       : NULL;
   if (offered)
@@ -351,7 +356,7 @@ gst_cony_frame_embed_set_caps (GstBaseTransform *trans, GstCaps *incaps, GstCaps
   GstVideoInfo info;
   guint W, H;
 
-  if (self->cnn == NULL)
+  if (self->net.cnn == NULL)
     return FALSE;
   gst_cony_frame_embed_frame_size (self, &W, &H);
   if (!gst_video_info_from_caps (&info, incaps)) {
@@ -368,7 +373,7 @@ gst_cony_frame_embed_set_caps (GstBaseTransform *trans, GstCaps *incaps, GstCaps
         ("the model takes %ux%u %s frames (%ux%u patches of %ux%u), the input is %dx%d %s; "
          "put videoconvert ! videoscale in front",
             W, H, gst_cony_frame_embed_model_format (self), self->px, self->py,
-            cony_cnn_get_input_width (self->cnn), cony_cnn_get_input_height (self->cnn),
+            cony_cnn_get_input_width (self->net.cnn), cony_cnn_get_input_height (self->net.cnn),
             GST_VIDEO_INFO_WIDTH (&info), GST_VIDEO_INFO_HEIGHT (&info),
             gst_video_format_to_string (GST_VIDEO_INFO_FORMAT (&info))));
     return FALSE;
@@ -383,7 +388,7 @@ gst_cony_frame_embed_set_caps (GstBaseTransform *trans, GstCaps *incaps, GstCaps
   g_free (self->scratch);
   self->scratch = g_new (gfloat,
       cony_image_scratch_size (GST_VIDEO_INFO_WIDTH (&info), GST_VIDEO_INFO_HEIGHT (&info),
-          cony_cnn_get_input_channels (self->cnn), W, H));
+          cony_cnn_get_input_channels (self->net.cnn), W, H));
   if ((guint) GST_VIDEO_INFO_WIDTH (&info) != W || (guint) GST_VIDEO_INFO_HEIGHT (&info) != H)
     GST_INFO_OBJECT (self, "%dx%d frames resized to %ux%u (crop %s)", GST_VIDEO_INFO_WIDTH (&info),
         GST_VIDEO_INFO_HEIGHT (&info), W, H,
@@ -460,8 +465,8 @@ gst_cony_frame_embed_submit_input_buffer (GstBaseTransform *trans, gboolean is_d
 static void
 gst_cony_frame_embed_frame_to_floats (GstConyFrameEmbed *self, GstVideoFrame *frame)
 {
-  guint W = cony_cnn_get_input_width (self->cnn), H = cony_cnn_get_input_height (self->cnn);
-  guint C = cony_cnn_get_input_channels (self->cnn);
+  guint W = cony_cnn_get_input_width (self->net.cnn), H = cony_cnn_get_input_height (self->net.cnn);
+  guint C = cony_cnn_get_input_channels (self->net.cnn);
   const guint8 *data = GST_VIDEO_FRAME_PLANE_DATA (frame, 0);
   gint stride = GST_VIDEO_FRAME_PLANE_STRIDE (frame, 0);
   const gfloat scale = 1.0f / 255.0f;
@@ -500,7 +505,7 @@ static void
 gst_cony_frame_embed_post_top1 (GstConyFrameEmbed *self, GstBuffer *out, const gfloat *scores)
 {
   guint n = 0;
-  const char *const *labels = cony_cnn_get_labels (self->cnn, &n);
+  const char *const *labels = cony_cnn_get_labels (self->net.cnn, &n);
   if (!self->messages || labels == NULL || n != self->out_dim || self->n_patches != 1)
     return;
   guint best = 0;
@@ -550,9 +555,9 @@ gst_cony_frame_embed_transform (GstBaseTransform *trans, GstBuffer *buf, GstBuff
     return GST_FLOW_ERROR;
   }
   if (self->n_patches == 1)
-    cony_cnn_forward (self->cnn, self->in, (gfloat *) map.data);
+    cony_cnn_forward (self->net.cnn, self->in, (gfloat *) map.data);
   else
-    cony_cnn_forward_batch (self->cnn, self->in, self->n_patches, (gfloat *) map.data);
+    cony_cnn_forward_batch (self->net.cnn, self->in, self->n_patches, (gfloat *) map.data);
   self->processed++;
 
   GstClockTime fdur = gst_cony_frame_embed_frame_duration (self, buf);
@@ -618,52 +623,36 @@ static gboolean
 gst_cony_frame_embed_start (GstBaseTransform *trans)
 {
   GstConyFrameEmbed *self = GST_CONY_FRAME_EMBED (trans);
-  GError *error = NULL;
-  gchar *model;
+  gchar *model = NULL;
 
   GST_OBJECT_LOCK (self);
-  model = g_strdup (self->model);
   self->k = self->every;
   self->px = self->patches_x;
   self->py = self->patches_y;
   self->n_patches = self->px * self->py;
   self->crop_mode = self->crop == GST_CONY_FRAME_EMBED_CROP_NONE ? CONY_IMAGE_CROP_NONE
                                                                  : CONY_IMAGE_CROP_CENTER;
-  GstConyVggishOutput output = self->output;
-  self->messages = self->post_messages && output == GST_CONY_VGGISH_OUTPUT_SCORES;
+  gboolean post_messages = self->post_messages;
   GST_OBJECT_UNLOCK (self);
 
-  if (!gst_cony_element_find_model (GST_ELEMENT (self), &model,
-          "an image CNN file, e.g. the shipped video/frame_cnn.safetensors"))
+  if (!gst_cony_cnn_element_open (GST_ELEMENT (self), &self->net, &model))
     goto fail;
-  if (!gst_cony_element_load_cnn (GST_ELEMENT (self), &self->cnn, model))
-    goto fail;
-  if (!cony_cnn_set_output (self->cnn, (ConyCnnOutput) output, &error)) {
-    GST_ELEMENT_ERROR (self, LIBRARY, SETTINGS, ("output=embedding: %s", error->message),
-        ("model=%s", model));
-    goto fail;
-  }
-  if (!gst_cony_token_source_init (&self->source, model,
-          output == GST_CONY_VGGISH_OUTPUT_EMBEDDING ? "embedding" : "scores", &error)) {
-    GST_ELEMENT_ERROR (self, RESOURCE, OPEN_READ, ("Could not read the model: %s", error->message),
-        ("model=%s", model));
-    goto fail;
-  }
-  guint C = cony_cnn_get_input_channels (self->cnn);
+  self->messages = post_messages && self->net.output_in_use == GST_CONY_VGGISH_OUTPUT_SCORES;
+  guint C = cony_cnn_get_input_channels (self->net.cnn);
   if (C != 3 && C != 1) {
     GST_ELEMENT_ERROR (self, LIBRARY, SETTINGS, ("The model does not take video frames"),
         ("%s takes %u input channels; conyframeembed feeds RGB (3) or GRAY8 (1)", model, C));
     goto fail;
   }
-  self->out_dim = cony_cnn_get_output_size (self->cnn);
-  if ((guint64) cony_cnn_get_input_width (self->cnn) * self->px > 65536
-      || (guint64) cony_cnn_get_input_height (self->cnn) * self->py > 65536) {
+  self->out_dim = cony_cnn_get_output_size (self->net.cnn);
+  if ((guint64) cony_cnn_get_input_width (self->net.cnn) * self->px > 65536
+      || (guint64) cony_cnn_get_input_height (self->net.cnn) * self->py > 65536) {
     GST_ELEMENT_ERROR (self, LIBRARY, SETTINGS, ("Patch grid too large"),
         ("%ux%u patches of %ux%u make frames above 65536 pixels a side", self->px, self->py,
-            cony_cnn_get_input_width (self->cnn), cony_cnn_get_input_height (self->cnn)));
+            cony_cnn_get_input_width (self->net.cnn), cony_cnn_get_input_height (self->net.cnn)));
     goto fail;
   }
-  self->in = g_new0 (gfloat, cony_cnn_get_input_size (self->cnn) * self->n_patches);
+  self->in = g_new0 (gfloat, cony_cnn_get_input_size (self->net.cnn) * self->n_patches);
   self->have_info = FALSE;
   self->refusal_posted = FALSE;
   self->processed = self->dropped = 0;
@@ -672,13 +661,12 @@ gst_cony_frame_embed_start (GstBaseTransform *trans)
   GST_INFO_OBJECT (self,
       "loaded %s: %ux%ux%u -> %u, %" G_GUINT64_FORMAT " parameters, "
       "%ux%u patches per frame",
-      model, cony_cnn_get_input_height (self->cnn), cony_cnn_get_input_width (self->cnn), C,
-      self->out_dim, cony_cnn_get_n_params (self->cnn), self->px, self->py);
+      model, cony_cnn_get_input_height (self->net.cnn), cony_cnn_get_input_width (self->net.cnn), C,
+      self->out_dim, cony_cnn_get_n_params (self->net.cnn), self->px, self->py);
   g_free (model);
   return TRUE;
 
 fail:
-  g_clear_error (&error);
   gst_cony_frame_embed_stop (trans);
   g_free (model);
   return FALSE;
@@ -688,8 +676,7 @@ static gboolean
 gst_cony_frame_embed_stop (GstBaseTransform *trans)
 {
   GstConyFrameEmbed *self = GST_CONY_FRAME_EMBED (trans);
-  gst_cony_element_free_cnn (GST_ELEMENT (self), &self->cnn);
-  gst_cony_token_source_clear (&self->source);
+  gst_cony_cnn_element_close (GST_ELEMENT (self), &self->net);
   g_clear_pointer (&self->in, g_free);
   g_clear_pointer (&self->scratch, g_free);
   self->have_info = FALSE;
@@ -709,17 +696,14 @@ gst_cony_frame_embed_set_property (GObject *object, guint prop_id, const GValue 
   if (!gst_cony_element_property_settable (object, pspec))
     return;
 
+  if (gst_cony_cnn_element_set_property (GST_ELEMENT (self), &self->net, prop_id, value))
+    return;
   GST_OBJECT_LOCK (self);
   switch (prop_id) {
-    case PROP_MODEL:
-      g_free (self->model);
-      self->model = g_value_dup_string (value);
-      break;
     case PROP_EVERY: self->every = g_value_get_uint (value); break;
     case PROP_PATCHES_X: self->patches_x = g_value_get_uint (value); break;
     case PROP_PATCHES_Y: self->patches_y = g_value_get_uint (value); break;
     case PROP_CROP: self->crop = g_value_get_enum (value); break;
-    case PROP_OUTPUT: self->output = g_value_get_enum (value); break;
     case PROP_POST_MESSAGES: self->post_messages = g_value_get_boolean (value); break;
     default: G_OBJECT_WARN_INVALID_PROPERTY_ID (object, prop_id, pspec); break;
   }
@@ -731,18 +715,15 @@ gst_cony_frame_embed_get_property (GObject *object, guint prop_id, GValue *value
 {
   GstConyFrameEmbed *self = GST_CONY_FRAME_EMBED (object);
 
+  if (gst_cony_cnn_element_get_property (GST_ELEMENT (self), &self->net, prop_id, value))
+    return;
   GST_OBJECT_LOCK (self);
   switch (prop_id) {
-    case PROP_MODEL: g_value_set_string (value, self->model); break;
     case PROP_EVERY: g_value_set_uint (value, self->every); break;
     case PROP_PATCHES_X: g_value_set_uint (value, self->patches_x); break;
     case PROP_PATCHES_Y: g_value_set_uint (value, self->patches_y); break;
     case PROP_CROP: g_value_set_enum (value, self->crop); break;
-    case PROP_OUTPUT: g_value_set_enum (value, self->output); break;
     case PROP_POST_MESSAGES: g_value_set_boolean (value, self->post_messages); break;
-    case PROP_MODEL_USERS:
-      g_value_set_uint (value, gst_cony_element_model_users (self->cnn));
-      break;
     default: G_OBJECT_WARN_INVALID_PROPERTY_ID (object, prop_id, pspec); break;
   }
   GST_OBJECT_UNLOCK (self);
@@ -754,7 +735,7 @@ gst_cony_frame_embed_finalize (GObject *object)
   GstConyFrameEmbed *self = GST_CONY_FRAME_EMBED (object);
 
   gst_cony_frame_embed_stop (GST_BASE_TRANSFORM (self));
-  g_free (self->model);
+  gst_cony_cnn_element_finalize (GST_ELEMENT (self), &self->net);
   G_OBJECT_CLASS (parent_class)->finalize (object);
 }
 
@@ -773,19 +754,6 @@ gst_cony_frame_embed_class_init (GstConyFrameEmbedClass *klass)
   gobject_class->get_property = gst_cony_frame_embed_get_property;
   gobject_class->finalize = gst_cony_frame_embed_finalize;
 
-  /**
-   * GstConyFrameEmbed:model:
-   *
-   * Path of the CNN's safetensors file (required; include/cony/cnn.h). Loaded on
-   * READY->PAUSED. Its metadata fixes the frame size and normalisation. A
-   * relative name not found here is looked up in $CONY_MODEL_PATH and the
-   * installed models (e.g. video/frame_cnn.safetensors).
-   */
-  g_object_class_install_property (gobject_class, PROP_MODEL,
-      g_param_spec_string ("model", "Model",
-          "Path of the image CNN safetensors file (input size and mean/std in its metadata); a "
-          "relative name is also looked up in $CONY_MODEL_PATH and DATADIR/gst-cony/models",
-          DEFAULT_MODEL, flags));
   /**
    * GstConyFrameEmbed:every:
    *
@@ -813,7 +781,6 @@ gst_cony_frame_embed_class_init (GstConyFrameEmbedClass *klass)
   g_object_class_install_property (gobject_class, PROP_PATCHES_Y,
       g_param_spec_uint ("patches-y", "Patches down",
           "Rows of model-sized tiles per frame, one token each", 1, 64, DEFAULT_PATCHES, flags));
-  gst_cony_element_install_model_users (gobject_class, PROP_MODEL_USERS);
   /**
    * GstConyFrameEmbed:crop:
    *
@@ -828,6 +795,14 @@ gst_cony_frame_embed_class_init (GstConyFrameEmbedClass *klass)
           "Region of a frame of another size that is resized to the model's input",
           GST_TYPE_CONY_FRAME_EMBED_CROP, DEFAULT_CROP, flags));
   /**
+   * GstConyFrameEmbed:model:
+   *
+   * Path of the CNN's safetensors file (required; include/cony/cnn.h). Loaded on
+   * READY->PAUSED. Its metadata fixes the frame size and normalisation. A
+   * relative name not found here is looked up in $CONY_MODEL_PATH and the
+   * installed models (e.g. video/frame_cnn.safetensors).
+   */
+  /**
    * GstConyFrameEmbed:output:
    *
    * What a token is: the network's last layer (scores: an ImageNet MobileNet's
@@ -835,9 +810,7 @@ gst_cony_frame_embed_class_init (GstConyFrameEmbedClass *klass)
    * (embedding: 1280-d for MobileNet-v2; refused for networks without one). The
    * token caps' dimension and cnn-output follow.
    */
-  g_object_class_install_property (gobject_class, PROP_OUTPUT,
-      g_param_spec_enum ("output", "Output", "Tokens: the scores or the pooled embedding",
-          GST_TYPE_CONY_VGGISH_OUTPUT, DEFAULT_OUTPUT, flags));
+  gst_cony_cnn_element_install_properties (gobject_class, PROP_CNN, &cnn_info);
   /**
    * GstConyFrameEmbed:post-messages:
    *
@@ -878,7 +851,7 @@ gst_cony_frame_embed_init (GstConyFrameEmbed *self)
   self->every = DEFAULT_EVERY;
   self->patches_x = self->patches_y = DEFAULT_PATCHES;
   self->crop = DEFAULT_CROP;
-  self->output = DEFAULT_OUTPUT;
+  gst_cony_cnn_element_init (&self->net, PROP_CNN, &cnn_info);
   self->post_messages = DEFAULT_POST_MESSAGES;
   self->earliest_time = GST_CLOCK_TIME_NONE;
   self->proportion = 1.0;

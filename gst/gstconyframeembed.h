@@ -8,6 +8,7 @@
 #include <gst/video/video.h>
 
 #include "cony/cnn.h"
+#include "gstconycnnelement.h"
 #include "gstconyelements.h"
 #include "gstconytokens.h"
 
@@ -37,13 +38,14 @@ G_DECLARE_FINAL_TYPE (GstConyFrameEmbed, gst_cony_frame_embed, GST, CONY_FRAME_E
 struct _GstConyFrameEmbed {
   GstBaseTransform parent;
 
+  /* The model and output properties, the CNN and its token source. */
+  GstConyCnnElement net;
+
   /* Properties (object lock), copied into the stream state on READY->PAUSED; the qos
    * property is GstBaseTransform's. */
-  gchar *model;
   guint every;
   guint patches_x, patches_y; /* patch grid: columns x rows of model-sized tiles */
   GstConyFrameEmbedCrop crop;
-  gint output; /* GstConyVggishOutput */
   gboolean post_messages;
 
   /* QoS state (object lock): from the last QOS event on the source pad. */
@@ -51,11 +53,9 @@ struct _GstConyFrameEmbed {
   gdouble proportion;
 
   /* Stream state (streaming thread). */
-  ConyCnn *cnn;
-  GstConyTokenSource source; /* the CNN file, for the token caps */
-  guint k;                   /* every, fixed for the run */
-  guint px, py;              /* patches_x, patches_y, fixed for the run */
-  guint n_patches;           /* px x py tokens per frame */
+  guint k;         /* every, fixed for the run */
+  guint px, py;    /* patches_x, patches_y, fixed for the run */
+  guint n_patches; /* px x py tokens per frame */
   guint out_dim;
   GstVideoInfo vinfo;
   gboolean have_info;

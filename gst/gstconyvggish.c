@@ -114,15 +114,22 @@
 GST_DEBUG_CATEGORY_STATIC (gst_cony_vggish_debug);
 #define GST_CAT_DEFAULT gst_cony_vggish_debug
 
-#define DEFAULT_MODEL NULL
 #define DEFAULT_PCA_MODEL NULL
 #define DEFAULT_POSTPROCESS GST_CONY_VGGISH_POSTPROCESS_NONE
 #define DEFAULT_WINDOW 0 /* the model's input height */
 #define DEFAULT_STRIDE 25
 #define DEFAULT_BATCH 1
 #define DEFAULT_PAD_TAIL TRUE
-#define DEFAULT_OUTPUT GST_CONY_VGGISH_OUTPUT_SCORES
-#define DEFAULT_PRECISION GST_CONY_VGGISH_PRECISION_AUTO
+
+static const GstConyCnnElementInfo cnn_info = {
+  .model_blurb = "Path of the CNN safetensors model file (VGG-style or MobileNet-v1); a relative "
+                 "name is also looked up in $CONY_MODEL_PATH and DATADIR/gst-cony/models",
+  .model_hint = "a CNN file, e.g. the shipped default audio/yamnet-adapted.safetensors "
+                "(with conymel preset=yamnet and output=embedding)",
+  .output_blurb =
+      "Per window: the network's last layer (scores) or the pooled embedding before its head",
+  .precision = TRUE,
+};
 
 /* The frame store holds this many windows: a window slides by moving `head`, and the
  * frames are moved back to the start only when the store is full. */
@@ -131,17 +138,13 @@ GST_DEBUG_CATEGORY_STATIC (gst_cony_vggish_debug);
 enum
 {
   PROP_0,
-  PROP_MODEL,
   PROP_PCA_MODEL,
   PROP_POSTPROCESS,
   PROP_WINDOW,
   PROP_STRIDE,
   PROP_BATCH,
   PROP_PAD_TAIL,
-  PROP_OUTPUT,
-  PROP_MODEL_USERS,
-  PROP_PRECISION,
-  PROP_PRECISION_IN_USE,
+  PROP_CNN, /* GST_CONY_CNN_N_PROPS ids: model, output, model-users, precision(-in-use) */
 };
 
 static GstStaticPadTemplate sink_template = GST_STATIC_PAD_TEMPLATE ("sink", GST_PAD_SINK,
@@ -163,42 +166,6 @@ gst_cony_vggish_postprocess_get_type (void)
   };
   if (g_once_init_enter (&type)) {
     GType t = g_enum_register_static ("GstConyVggishPostprocess", values);
-    g_once_init_leave (&type, t);
-  }
-  return type;
-}
-
-GType
-gst_cony_vggish_output_get_type (void)
-{
-  static GType type = 0;
-  static const GEnumValue values[] = {
-    { GST_CONY_VGGISH_OUTPUT_SCORES,
-        "The network's last layer (VGGish: its embedding; YAMNet: 521 scores)", "scores" },
-    { GST_CONY_VGGISH_OUTPUT_EMBEDDING,
-        "The global average pool before the FC head (YAMNet: 1024-d)", "embedding" },
-    { 0, NULL, NULL },
-  };
-  if (g_once_init_enter (&type)) {
-    GType t = g_enum_register_static ("GstConyVggishOutput", values);
-    g_once_init_leave (&type, t);
-  }
-  return type;
-}
-
-GType
-gst_cony_vggish_precision_get_type (void)
-{
-  static GType type = 0;
-  static const GEnumValue values[] = {
-    { GST_CONY_VGGISH_PRECISION_AUTO,
-        "int8 for files with int8 activation quantisation (YAMNet), else float", "auto" },
-    { GST_CONY_VGGISH_PRECISION_FLOAT, "The float engine, whatever the file", "float" },
-    { GST_CONY_VGGISH_PRECISION_INT8, "int8 inference (the file must be quantised)", "int8" },
-    { 0, NULL, NULL },
-  };
-  if (g_once_init_enter (&type)) {
-    GType t = g_enum_register_static ("GstConyVggishPrecision", values);
     g_once_init_leave (&type, t);
   }
   return type;
@@ -228,8 +195,8 @@ gst_cony_vggish_postprocess (GstConyVggish *self, gsize n)
 {
   GError *error = NULL;
   if (self->pp != GST_CONY_VGGISH_POSTPROCESS_NONE
-      && !cony_cnn_postprocess (self->cnn, (ConyCnnPostprocess) self->pp, self->out, n, self->out,
-          &error)) {
+      && !cony_cnn_postprocess (self->net.cnn, (ConyCnnPostprocess) self->pp, self->out, n,
+          self->out, &error)) {
     GST_ELEMENT_ERROR (self, LIBRARY, FAILED, ("Postprocessing failed: %s", error->message),
         (NULL));
     g_clear_error (&error);
@@ -259,7 +226,7 @@ gst_cony_vggish_flush_batch (GstConyVggish *self)
     return GST_FLOW_OK;
   self->n_pending = 0;
   GST_LOG_OBJECT (self, "running a batch of %u windows", n);
-  cony_cnn_forward_batch (self->cnn, self->pending, n, self->out);
+  cony_cnn_forward_batch (self->net.cnn, self->pending, n, self->out);
   if (!gst_cony_vggish_postprocess (self, n))
     return GST_FLOW_ERROR;
   for (guint i = 0; i < n && ret == GST_FLOW_OK; i++)
@@ -309,7 +276,7 @@ gst_cony_vggish_run_window (GstConyVggish *self)
   const gfloat *window = self->frames + (gsize) self->head * self->dim;
   guint batch = gst_cony_vggish_batch_size (self);
   if (batch <= 1 && self->n_pending == 0) {
-    cony_cnn_forward (self->cnn, window, self->out);
+    cony_cnn_forward (self->net.cnn, window, self->out);
     ret = gst_cony_vggish_postprocess (self, 1)
         ? gst_cony_vggish_push_embedding (self, self->out, &w)
         : GST_FLOW_ERROR;
@@ -439,7 +406,7 @@ gst_cony_vggish_frontend_matches (GstConyVggish *self, const GstCaps *caps)
   gchar *path;
 
   GST_OBJECT_LOCK (self);
-  path = g_strdup (self->model);
+  path = g_strdup (self->net.model);
   GST_OBJECT_UNLOCK (self);
   ConySafetensors *st = cony_safetensors_open (path, &error);
   ok = st != NULL
@@ -480,7 +447,7 @@ gst_cony_vggish_sink_query (GstPad *pad, GstObject *parent, GstQuery *query)
 {
   GstConyVggish *self = GST_CONY_VGGISH (parent);
   gboolean ok = gst_pad_query_default (pad, parent, query);
-  if (self->cnn != NULL)
+  if (self->net.cnn != NULL)
     gst_cony_element_name_token_refusal (GST_ELEMENT (self), &self->refusal_posted, self->dim,
         query);
   return ok;
@@ -543,7 +510,7 @@ gst_cony_vggish_set_sink_caps (GstConyVggish *self, GstCaps *caps)
     return FALSE;
   GstCaps *src = gst_cony_tokens_caps_new (&out);
   if (src)
-    gst_cony_tokens_caps_set_source (src, &self->source);
+    gst_cony_tokens_caps_set_source (src, &self->net.source);
   return gst_cony_element_push_caps (self->srcpad, src);
 }
 
@@ -555,7 +522,7 @@ gst_cony_vggish_drain_tail (GstConyVggish *self)
 {
   gboolean uncovered = self->n_frames > 0
       && (self->next_start == 0 || (guint64) self->n_frames + self->hop > self->win);
-  if (!uncovered || !self->tail || self->cnn == NULL) {
+  if (!uncovered || !self->tail || self->net.cnn == NULL) {
     GST_DEBUG_OBJECT (self, "EOS: %u frames of an incomplete window dropped", self->n_frames);
     return;
   }
@@ -595,7 +562,7 @@ gst_cony_vggish_sink_event (GstPad *pad, GstObject *parent, GstEvent *event)
       GstCaps *caps;
       gst_event_parse_caps (event, &caps);
       self->live_known = FALSE;
-      gboolean ok = self->cnn != NULL && gst_cony_vggish_set_sink_caps (self, caps);
+      gboolean ok = self->net.cnn != NULL && gst_cony_vggish_set_sink_caps (self, caps);
       gst_event_unref (event);
       return ok;
     }
@@ -641,67 +608,46 @@ gst_cony_vggish_start (GstElement *element)
 {
   GstConyVggish *self = GST_CONY_VGGISH (element);
   GError *error = NULL;
-  gchar *model, *pca;
+  gchar *model = NULL, *pca;
 
   GST_OBJECT_LOCK (self);
-  model = g_strdup (self->model);
   pca = g_strdup (self->pca_model);
   self->pp = self->postprocess;
   self->win = self->window;
   self->hop = self->stride;
   self->bsize = self->batch;
   self->tail = self->pad_tail;
-  GstConyVggishOutput output = self->output;
-  GstConyVggishPrecision precision = self->precision;
   GST_OBJECT_UNLOCK (self);
 
-  if (!gst_cony_element_find_model (element, &model,
-          "a CNN file, e.g. the shipped default audio/yamnet-adapted.safetensors "
-          "(with conymel preset=yamnet and output=embedding)"))
+  if (!gst_cony_cnn_element_open (element, &self->net, &model))
     goto fail;
-  if (!gst_cony_element_load_cnn (element, &self->cnn, model))
-    goto fail;
-  if (!cony_cnn_set_precision (self->cnn, (ConyCnnPrecision) precision, &error)) {
-    GST_ELEMENT_ERROR (self, LIBRARY, SETTINGS, ("precision: %s", error->message),
-        ("model=%s", model));
-    goto fail;
-  }
-  if (!cony_cnn_set_output (self->cnn, (ConyCnnOutput) output, &error)) {
-    GST_ELEMENT_ERROR (self, LIBRARY, SETTINGS, ("output=embedding: %s", error->message),
-        ("model=%s", model));
-    goto fail;
-  }
-  if (!gst_cony_token_source_init (&self->source, model,
-          output == GST_CONY_VGGISH_OUTPUT_EMBEDDING ? "embedding" : "scores", &error)) {
-    GST_ELEMENT_ERROR (self, RESOURCE, OPEN_READ, ("Could not read the model: %s", error->message),
-        ("model=%s", model));
-    goto fail;
-  }
-  if (output == GST_CONY_VGGISH_OUTPUT_EMBEDDING && self->pp != GST_CONY_VGGISH_POSTPROCESS_NONE) {
+  if (self->net.output_in_use == GST_CONY_VGGISH_OUTPUT_EMBEDDING
+      && self->pp != GST_CONY_VGGISH_POSTPROCESS_NONE) {
     GST_ELEMENT_ERROR (self, LIBRARY, SETTINGS, ("postprocess needs output=scores"),
         ("the PCA postprocess applies to the network's last layer, not to the embedding"));
     goto fail;
   }
-  if (pca != NULL && *pca != '\0' && !cony_cnn_load_pca (self->cnn, pca, &error)) {
+  if (pca != NULL && *pca != '\0' && !cony_cnn_load_pca (self->net.cnn, pca, &error)) {
     GST_ELEMENT_ERROR (self, RESOURCE, OPEN_READ,
         ("Could not load the PCA parameters: %s", error->message), ("pca-model=%s", pca));
     goto fail;
   }
-  if (self->pp != GST_CONY_VGGISH_POSTPROCESS_NONE && !cony_cnn_has_pca (self->cnn)) {
+  if (self->pp != GST_CONY_VGGISH_POSTPROCESS_NONE && !cony_cnn_has_pca (self->net.cnn)) {
     GST_ELEMENT_ERROR (self, LIBRARY, SETTINGS, ("postprocess needs PCA parameters"),
         ("%s has no pca_eigen_vectors/pca_means; set pca-model or postprocess=none", model));
     goto fail;
   }
   if (self->win == 0)
-    self->win = cony_cnn_get_input_height (self->cnn);
-  if (cony_cnn_get_input_height (self->cnn) != self->win) {
+    self->win = cony_cnn_get_input_height (self->net.cnn);
+  if (cony_cnn_get_input_height (self->net.cnn) != self->win) {
     GST_ELEMENT_ERROR (self, LIBRARY, SETTINGS, ("window does not match the model"),
         ("window=%u frames but %s takes %u frames per example", self->win, model,
-            cony_cnn_get_input_height (self->cnn)));
+            cony_cnn_get_input_height (self->net.cnn)));
     goto fail;
   }
-  self->dim = cony_cnn_get_input_width (self->cnn) * cony_cnn_get_input_channels (self->cnn);
-  self->out_dim = cony_cnn_get_output_size (self->cnn);
+  self->dim = cony_cnn_get_input_width (self->net.cnn)
+      * cony_cnn_get_input_channels (self->net.cnn);
+  self->out_dim = cony_cnn_get_output_size (self->net.cnn);
   self->frames = g_new0 (gfloat, (gsize) FRAMES_CAPACITY * self->win * self->dim);
   self->out = g_new0 (gfloat, (gsize) self->out_dim * MAX (self->bsize, 1));
   if (self->bsize > 1) {
@@ -714,15 +660,14 @@ gst_cony_vggish_start (GstElement *element)
   self->refusal_posted = FALSE;
   gst_cony_vggish_reset_window (self);
   GST_INFO_OBJECT (self, "loaded %s: %ux%u -> %u, %" G_GUINT64_FORMAT " parameters", model,
-      self->win, self->dim, self->out_dim, cony_cnn_get_n_params (self->cnn));
+      self->win, self->dim, self->out_dim, cony_cnn_get_n_params (self->net.cnn));
   g_free (model);
   g_free (pca);
   return TRUE;
 
 fail:
   g_clear_error (&error);
-  gst_cony_element_free_cnn (element, &self->cnn);
-  gst_cony_token_source_clear (&self->source);
+  gst_cony_cnn_element_close (element, &self->net);
   g_free (model);
   g_free (pca);
   return FALSE;
@@ -732,8 +677,7 @@ static void
 gst_cony_vggish_stop (GstElement *element)
 {
   GstConyVggish *self = GST_CONY_VGGISH (element);
-  gst_cony_element_free_cnn (element, &self->cnn);
-  gst_cony_token_source_clear (&self->source);
+  gst_cony_cnn_element_close (element, &self->net);
   g_clear_pointer (&self->frames, g_free);
   g_clear_pointer (&self->out, g_free);
   g_clear_pointer (&self->pending, g_free);
@@ -763,12 +707,10 @@ gst_cony_vggish_set_property (GObject *object, guint prop_id, const GValue *valu
   if (!gst_cony_element_property_settable (object, pspec))
     return;
 
+  if (gst_cony_cnn_element_set_property (GST_ELEMENT (self), &self->net, prop_id, value))
+    return;
   GST_OBJECT_LOCK (self);
   switch (prop_id) {
-    case PROP_MODEL:
-      g_free (self->model);
-      self->model = g_value_dup_string (value);
-      break;
     case PROP_PCA_MODEL:
       g_free (self->pca_model);
       self->pca_model = g_value_dup_string (value);
@@ -778,8 +720,6 @@ gst_cony_vggish_set_property (GObject *object, guint prop_id, const GValue *valu
     case PROP_STRIDE: self->stride = g_value_get_uint (value); break;
     case PROP_BATCH: self->batch = g_value_get_uint (value); break;
     case PROP_PAD_TAIL: self->pad_tail = g_value_get_boolean (value); break;
-    case PROP_OUTPUT: self->output = g_value_get_enum (value); break;
-    case PROP_PRECISION: self->precision = g_value_get_enum (value); break;
     default: G_OBJECT_WARN_INVALID_PROPERTY_ID (object, prop_id, pspec); break;
   }
   GST_OBJECT_UNLOCK (self);
@@ -790,23 +730,16 @@ gst_cony_vggish_get_property (GObject *object, guint prop_id, GValue *value, GPa
 {
   GstConyVggish *self = GST_CONY_VGGISH (object);
 
+  if (gst_cony_cnn_element_get_property (GST_ELEMENT (self), &self->net, prop_id, value))
+    return;
   GST_OBJECT_LOCK (self);
   switch (prop_id) {
-    case PROP_MODEL: g_value_set_string (value, self->model); break;
     case PROP_PCA_MODEL: g_value_set_string (value, self->pca_model); break;
     case PROP_POSTPROCESS: g_value_set_enum (value, self->postprocess); break;
     case PROP_WINDOW: g_value_set_uint (value, self->window); break;
     case PROP_STRIDE: g_value_set_uint (value, self->stride); break;
     case PROP_BATCH: g_value_set_uint (value, self->batch); break;
     case PROP_PAD_TAIL: g_value_set_boolean (value, self->pad_tail); break;
-    case PROP_OUTPUT: g_value_set_enum (value, self->output); break;
-    case PROP_MODEL_USERS:
-      g_value_set_uint (value, gst_cony_element_model_users (self->cnn));
-      break;
-    case PROP_PRECISION: g_value_set_enum (value, self->precision); break;
-    case PROP_PRECISION_IN_USE:
-      g_value_take_string (value, self->cnn ? cony_cnn_describe_precision (self->cnn) : NULL);
-      break;
     default: G_OBJECT_WARN_INVALID_PROPERTY_ID (object, prop_id, pspec); break;
   }
   GST_OBJECT_UNLOCK (self);
@@ -818,7 +751,7 @@ gst_cony_vggish_finalize (GObject *object)
   GstConyVggish *self = GST_CONY_VGGISH (object);
 
   gst_cony_vggish_stop (GST_ELEMENT (self));
-  g_free (self->model);
+  gst_cony_cnn_element_finalize (GST_ELEMENT (self), &self->net);
   g_free (self->pca_model);
   G_OBJECT_CLASS (parent_class)->finalize (object);
 }
@@ -836,19 +769,6 @@ gst_cony_vggish_class_init (GstConyVggishClass *klass)
   gobject_class->get_property = gst_cony_vggish_get_property;
   gobject_class->finalize = gst_cony_vggish_finalize;
 
-  /**
-   * GstConyVggish:model:
-   *
-   * Path of the safetensors model file (required). Loaded on READY->PAUSED.
-   * A relative name not found here is looked up in $CONY_MODEL_PATH and the
-   * installed models (e.g. audio/yamnet-adapted.safetensors; docs/elements.md,
-   * "Model names").
-   */
-  g_object_class_install_property (gobject_class, PROP_MODEL,
-      g_param_spec_string ("model", "Model",
-          "Path of the CNN safetensors model file (VGG-style or MobileNet-v1); a relative name "
-          "is also looked up in $CONY_MODEL_PATH and DATADIR/gst-cony/models",
-          DEFAULT_MODEL, flags));
   /**
    * GstConyVggish:pca-model:
    *
@@ -922,6 +842,14 @@ gst_cony_vggish_class_init (GstConyVggishClass *klass)
           DEFAULT_PAD_TAIL, flags));
 
   /**
+   * GstConyVggish:model:
+   *
+   * Path of the safetensors model file (required). Loaded on READY->PAUSED.
+   * A relative name not found here is looked up in $CONY_MODEL_PATH and the
+   * installed models (e.g. audio/yamnet-adapted.safetensors; docs/elements.md,
+   * "Model names").
+   */
+  /**
    * GstConyVggish:output:
    *
    * What each window gives: `scores` (default), the network's last layer
@@ -930,11 +858,6 @@ gst_cony_vggish_class_init (GstConyVggishClass *klass)
    * (YAMNet: 1024-d); a network without one fails to start with an error.
    * The output token's dimension follows (src caps dimensions=N:1).
    */
-  g_object_class_install_property (gobject_class, PROP_OUTPUT,
-      g_param_spec_enum ("output", "Output",
-          "Per window: the network's last layer (scores) or the pooled embedding before its head",
-          GST_TYPE_CONY_VGGISH_OUTPUT, DEFAULT_OUTPUT, flags));
-  gst_cony_element_install_model_users (gobject_class, PROP_MODEL_USERS);
   /**
    * GstConyVggish:precision:
    *
@@ -946,10 +869,6 @@ gst_cony_vggish_class_init (GstConyVggishClass *klass)
    * forces the float engine on the same weights; `int8` fails to start on a
    * file without activation quantisation. See precision-in-use.
    */
-  g_object_class_install_property (gobject_class, PROP_PRECISION,
-      g_param_spec_enum ("precision", "Precision",
-          "CNN arithmetic: auto (the file decides), float, or int8 (quantised files only)",
-          GST_TYPE_CONY_VGGISH_PRECISION, DEFAULT_PRECISION, flags));
   /**
    * GstConyVggish:precision-in-use:
    *
@@ -957,10 +876,7 @@ gst_cony_vggish_class_init (GstConyVggishClass *klass)
    * layers (avx2 kernels)", "float (the file has no int8 activation
    * quantisation)".
    */
-  g_object_class_install_property (gobject_class, PROP_PRECISION_IN_USE,
-      g_param_spec_string ("precision-in-use", "Precision in use",
-          "What the CNN runs once started: int8 (which layers, which kernels) or float", NULL,
-          G_PARAM_READABLE | G_PARAM_STATIC_STRINGS));
+  gst_cony_cnn_element_install_properties (gobject_class, PROP_CNN, &cnn_info);
 
   gst_element_class_add_static_pad_template (element_class, &sink_template);
   gst_element_class_add_static_pad_template (element_class, &src_template);
@@ -993,7 +909,6 @@ gst_cony_vggish_init (GstConyVggish *self)
   self->stride = DEFAULT_STRIDE;
   self->batch = DEFAULT_BATCH;
   self->pad_tail = DEFAULT_PAD_TAIL;
-  self->output = DEFAULT_OUTPUT;
-  self->precision = DEFAULT_PRECISION;
+  gst_cony_cnn_element_init (&self->net, PROP_CNN, &cnn_info);
   self->anchor = GST_CLOCK_TIME_NONE;
 }

@@ -6,6 +6,7 @@
 #include <gst/gst.h>
 
 #include "cony/cnn.h"
+#include "gstconycnnelement.h"
 #include "gstconyelements.h"
 #include "gstconytokens.h"
 
@@ -31,44 +32,6 @@ typedef enum
 #define GST_TYPE_CONY_VGGISH_POSTPROCESS (gst_cony_vggish_postprocess_get_type ())
 GType gst_cony_vggish_postprocess_get_type (void);
 
-/**
- * GstConyVggishOutput:
- * @GST_CONY_VGGISH_OUTPUT_SCORES: the network's last layer (VGGish: its
- *   128-d embedding; YAMNet: 521 sigmoid scores)
- * @GST_CONY_VGGISH_OUTPUT_EMBEDDING: the global average pool that feeds the
- *   FC head (YAMNet: 1024-d); only for networks that have one
- *
- * What conyvggish outputs per window.
- */
-typedef enum
-{
-  GST_CONY_VGGISH_OUTPUT_SCORES = CONY_CNN_OUTPUT_SCORES,
-  GST_CONY_VGGISH_OUTPUT_EMBEDDING = CONY_CNN_OUTPUT_EMBEDDING,
-} GstConyVggishOutput;
-
-#define GST_TYPE_CONY_VGGISH_OUTPUT (gst_cony_vggish_output_get_type ())
-GType gst_cony_vggish_output_get_type (void);
-
-/**
- * GstConyVggishPrecision:
- * @GST_CONY_VGGISH_PRECISION_AUTO: the model file decides: int8 inference for
- *   files that carry int8 activation quantisation (YAMNet), float otherwise
- * @GST_CONY_VGGISH_PRECISION_FLOAT: the float engine, whatever the file
- * @GST_CONY_VGGISH_PRECISION_INT8: int8 inference; fails to start on a file
- *   without activation quantisation
- *
- * Which arithmetic conyvggish runs (see cony_cnn_set_precision()).
- */
-typedef enum
-{
-  GST_CONY_VGGISH_PRECISION_AUTO = CONY_CNN_PRECISION_AUTO,
-  GST_CONY_VGGISH_PRECISION_FLOAT = CONY_CNN_PRECISION_FLOAT,
-  GST_CONY_VGGISH_PRECISION_INT8 = CONY_CNN_PRECISION_INT8,
-} GstConyVggishPrecision;
-
-#define GST_TYPE_CONY_VGGISH_PRECISION (gst_cony_vggish_precision_get_type ())
-GType gst_cony_vggish_precision_get_type (void);
-
 /* A complete window's output timing, kept while it waits in a batch. */
 typedef struct {
   GstClockTime pts, duration;
@@ -85,20 +48,18 @@ struct _GstConyVggish {
   GstPad *sinkpad;
   GstPad *srcpad;
 
+  /* The model, output and precision properties, the CNN and its token source. */
+  GstConyCnnElement net;
+
   /* Properties (object lock); copied into the stream state on READY->PAUSED. */
-  gchar *model;
   gchar *pca_model;
   GstConyVggishPostprocess postprocess;
   guint window;
   guint stride;
   guint batch;
-  GstConyVggishOutput output;
-  GstConyVggishPrecision precision;
   gboolean pad_tail;
 
   /* Stream state (streaming thread). */
-  ConyCnn *cnn;
-  GstConyTokenSource source; /* the CNN file, for the token caps */
   GstConyVggishPostprocess pp;
   guint win;     /* frames per window (= the model's input height) */
   guint hop;     /* frames between window starts */
