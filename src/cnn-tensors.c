@@ -156,16 +156,6 @@ cnn_fill_uniform (float *x, gsize n, float a, guint64 *s)
     x[i] = a * ((float) (splitmix (s) >> 40) * (2.0f / 16777216.0f) - 1.0f);
 }
 
-static char *
-shape_str (int ndim, const gsize *shape)
-{
-  GString *s = g_string_new ("(");
-  for (int d = 0; d < ndim; d++)
-    g_string_append_printf (s, "%s%" G_GSIZE_FORMAT, d ? ", " : "", shape[d]);
-  g_string_append_c (s, ')');
-  return g_string_free (s, FALSE);
-}
-
 static const char *
 dtype_str (ConyDType d)
 {
@@ -191,8 +181,8 @@ cnn_read_weight (const ConySafetensors *st, const char *base, int ndim, gsize *s
     shape[0] = ti->shape[0];
   if (ti == NULL || ti->ndim != ndim || memcmp (ti->shape, shape, ndim * sizeof (gsize)) != 0
       || shape[0] == 0) {
-    g_autofree char *want = shape_str (ndim, shape);
-    g_autofree char *got = ti ? shape_str (ti->ndim, ti->shape) : NULL;
+    g_autofree char *want = cony_safetensors_shape_string (ndim, shape);
+    g_autofree char *got = ti ? cony_safetensors_shape_string (ti->ndim, ti->shape) : NULL;
     if (shape[0] == 0)
       want[1] = 'N'; /* "(N, ...": any positive count */
     g_set_error (error, CONY_ERROR, ti ? CONY_ERROR_SHAPE : CONY_ERROR_MISSING,
@@ -251,7 +241,7 @@ cnn_read_weight (const ConySafetensors *st, const char *base, int ndim, gsize *s
   }
   /* U8 (TFLite's uint8 asymmetric): (q - zero_point) x scale; q - zp is exact. */
   if (zi->dtype != CONY_DTYPE_U8 || zi->ndim != 1 || zi->shape[0] != shape[0]) {
-    g_autofree char *got = shape_str (zi->ndim, zi->shape);
+    g_autofree char *got = cony_safetensors_shape_string (zi->ndim, zi->shape);
     g_set_error (error, CONY_ERROR, CONY_ERROR_SHAPE,
         "%s: tensor %s is %s %s, expected U8 (%" G_GSIZE_FORMAT ")", path, zname,
         dtype_str (zi->dtype), got, shape[0]);

@@ -354,8 +354,8 @@ half_to_float (guint16 h)
   return f;
 }
 
-static char *
-shape_to_string (int ndim, const gsize *shape)
+char *
+cony_safetensors_shape_string (int ndim, const gsize *shape)
 {
   GString *s = g_string_new ("(");
   for (int i = 0; i < ndim; i++)
@@ -369,7 +369,7 @@ cony_safetensors_get_f32 (const ConySafetensors *st, const char *name, int ndim,
     GError **error)
 {
   const ConyTensorInfo *t = cony_safetensors_find (st, name);
-  g_autofree char *want = shape_to_string (ndim, shape);
+  g_autofree char *want = cony_safetensors_shape_string (ndim, shape);
   if (!t) {
     g_set_error (error, CONY_ERROR, CONY_ERROR_MISSING,
         "%s: tensor '%s' is missing (expected shape %s)", st->path, name, want);
@@ -379,7 +379,7 @@ cony_safetensors_get_f32 (const ConySafetensors *st, const char *name, int ndim,
   for (int i = 0; same && i < ndim; i++)
     same = t->shape[i] == shape[i];
   if (!same) {
-    g_autofree char *got = shape_to_string (t->ndim, t->shape);
+    g_autofree char *got = cony_safetensors_shape_string (t->ndim, t->shape);
     g_set_error (error, CONY_ERROR, CONY_ERROR_SHAPE, "%s: tensor '%s' has shape %s, expected %s",
         st->path, name, got, want);
     return NULL;

@@ -46,6 +46,9 @@ const ConyTensorInfo *cony_safetensors_find (const ConySafetensors *st, const ch
 guint cony_safetensors_n_tensors (const ConySafetensors *st);
 const ConyTensorInfo *cony_safetensors_tensor (const ConySafetensors *st, guint index);
 
+/* @shape as error messages write it, "(3, 4)" ("()" for a scalar). g_free() it. */
+char *cony_safetensors_shape_string (int ndim, const gsize *shape);
+
 /* Copies tensor @name into a new float32 buffer after checking its shape
  * against @shape (ndim entries). F16 and F64 are converted. NaN or Inf values are
  * refused. Errors name the file, the tensor and the expected shape. */
