@@ -1,7 +1,7 @@
 /* conymel element tests (GstHarness): timestamps for odd buffer sizes, latency,
  * flush / discont / GAP / EOS behaviour, NaN input, caps.
  *
- * The plugin is found through GST_PLUGIN_PATH (set by tests/meson.build). The
+ * The plugin is found through GST_PLUGIN_PATH (set by tests/elements/meson.build). The
  * reference frames come from libcony's whole-signal cony_mel_compute(). */
 #include "cony/mel.h"
 #include "gstconytokens.h"
