@@ -21,6 +21,7 @@ typedef struct {
   ConyQGemm gemm; /* CONV (K = 9 * in_c, im2col order), PW, FC */
   ConyQDw dw;     /* DW */
   ConyQMul gap_m; /* GAP: in_scale / out_scale */
+  ConyQAdd add;   /* ADD: the map plus layer add_from's saved output */
   gint8 lut[256]; /* SIGMOID: output of input q at [q + 128] */
 } QLayer;
 
@@ -33,11 +34,12 @@ struct _CnnInt8 {
   gsize max_act[2]; /* int8 bytes of the largest map */
   gsize max_a[2];   /* int16 values of the largest product operand */
   gsize max_pad;    /* int8 bytes of the largest padded depthwise input */
+  gsize max_keep;   /* int8 bytes of the largest map a residual add reads later */
 };
 
 struct _CnnInt8Scratch {
   gsize act_cap, a_cap; /* bytes in qa and qb, values in a */
-  gint8 *qa, *qb, *pad;
+  gint8 *qa, *qb, *pad, *res; /* res: the saved map of a residual (act_cap) */
   gint16 *a;
   gint32 *acc;
 };
@@ -61,42 +63,107 @@ read_pair (JsonNode *node, float *scale, gint32 *zp)
   return TRUE;
 }
 
-/* The I8 values and F32 scales of @l's weight, or NULL with @error. */
-static const gint8 *
-int8_weight (const ConySafetensors *st, const Layer *l, float **scale, GError **error)
+/* @l's weights minus their zero points as int16 (I8: the values; U8: q - zero point,
+ * TFLite's uint8 asymmetric weights, which need 9 bits) and their F32 scales, or NULL
+ * with @error. The tensors were checked by the float loader (cnn_read_weight). */
+static gint16 *
+weight_values (const ConySafetensors *st, const Layer *l, float **scale, GError **error)
 {
   g_autofree char *wname = g_strdup_printf ("%s.weight", l->name);
   g_autofree char *sname = g_strdup_printf ("%s.weight_scale", l->name);
+  g_autofree char *zname = g_strdup_printf ("%s.weight_zero_point", l->name);
   const ConyTensorInfo *ti = cony_safetensors_find (st, wname);
-  if (ti == NULL || ti->dtype != CONY_DTYPE_I8) {
+  const ConyTensorInfo *zi = cony_safetensors_find (st, zname);
+  if (ti == NULL || (ti->dtype != CONY_DTYPE_I8 && ti->dtype != CONY_DTYPE_U8)) {
     g_set_error (error, CONY_ERROR, CONY_ERROR_INVALID,
-        "%s: %s is quantised (metadata quantization) but %s is not I8: the integer path "
-        "needs int8 weights",
+        "%s: %s is quantised (metadata quantization) but %s is not I8 or U8: the integer "
+        "path needs the file's quantised weights",
         cony_safetensors_path (st), l->name, wname);
     return NULL;
   }
   gsize shape[1] = { l->out_c };
   *scale = cony_safetensors_get_f32 (st, sname, 1, shape, error);
-  return *scale ? (const gint8 *) ti->data : NULL;
+  if (*scale == NULL)
+    return NULL;
+  gsize per = ti->numel / l->out_c;
+  gint16 *v = g_new (gint16, MAX (ti->numel, 1));
+  for (gsize i = 0; i < ti->numel; i++)
+    v[i] = ti->dtype == CONY_DTYPE_I8 ? (gint16) (gint8) ti->data[i]
+                                      : (gint16) ((int) ti->data[i] - (int) zi->data[i / per]);
+  return v;
 }
 
-/* Per channel: the int32 bias (the file's float bias was int32 x in_scale x w_scale,
- * which comes back exactly) and the multiplier in_scale x w_scale / out_scale. */
+/* @v as int8 for the kernels that pack int8 weights, or NULL with @error when a
+ * value does not fit. */
+static gint8 *
+narrow_weights (const ConySafetensors *st, const Layer *l, const gint16 *v, gsize n,
+    GError **error)
+{
+  gint8 *t = g_new (gint8, MAX (n, 1));
+  for (gsize i = 0; i < n; i++) {
+    if (v[i] < -128 || v[i] > 127) {
+      g_set_error (error, CONY_ERROR, CONY_ERROR_INVALID,
+          "%s: %s: weight minus zero point %d does not fit int8", cony_safetensors_path (st),
+          l->name, v[i]);
+      g_free (t);
+      return NULL;
+    }
+    t[i] = (gint8) v[i];
+  }
+  return t;
+}
+
+/* The file's int32 biases (layers.I.bias_quantized, I64 holding int32 values), or
+ * NULL (none, or with @error: malformed). */
+static gint32 *
+file_bias (const ConySafetensors *st, const Layer *l, GError **error)
+{
+  g_autofree char *name = g_strdup_printf ("%s.bias_quantized", l->name);
+  const ConyTensorInfo *ti = cony_safetensors_find (st, name);
+  if (ti == NULL)
+    return NULL;
+  if (ti->dtype != CONY_DTYPE_I64 || ti->ndim != 1 || ti->shape[0] != l->out_c) {
+    g_set_error (error, CONY_ERROR, CONY_ERROR_SHAPE, "%s: tensor %s must be I64 (%u)",
+        cony_safetensors_path (st), name, l->out_c);
+    return NULL;
+  }
+  gint32 *b = g_new (gint32, l->out_c);
+  for (guint c = 0; c < l->out_c; c++) {
+    gint64 v;
+    memcpy (&v, ti->data + 8 * c, 8);
+    if (v < G_MININT32 || v > G_MAXINT32) {
+      g_set_error (error, CONY_ERROR, CONY_ERROR_INVALID,
+          "%s: %s[%u] = %" G_GINT64_FORMAT " is outside int32", cony_safetensors_path (st), name,
+          c, v);
+      g_free (b);
+      return NULL;
+    }
+    b[c] = (gint32) v;
+  }
+  return b;
+}
+
+/* Per channel: the int32 bias (the file's bias_quantized, or else its float bias
+ * divided by in_scale x w_scale, exact for biases of up to 24 bits) and the
+ * multiplier in_scale x w_scale / out_scale. */
 static gboolean
 bias_and_multipliers (const ConySafetensors *st, const Layer *l, const QLayer *q,
     const float *wscale, gint32 *bias, ConyQMul *m, GError **error)
 {
+  g_autofree gint32 *given = file_bias (st, l, error);
+  if (given == NULL && error != NULL && *error != NULL)
+    return FALSE;
   for (guint c = 0; c < l->out_c; c++) {
     double s = (double) q->in_scale * (double) wscale[c];
     double b = (double) l->b[c] / s;
-    if (!(fabs (b - round (b)) <= 0.25) || fabs (b) > 1e9) {
+    if (given == NULL && (!(fabs (b - round (b)) <= 0.25) || fabs (b) > 1e9)) {
       g_set_error (error, CONY_ERROR, CONY_ERROR_INVALID,
           "%s: %s.bias[%u] = %g is not an int32 bias at scale input x weight (%g): the "
           "quantization metadata does not fit the weights",
           cony_safetensors_path (st), l->name, c, l->b[c], s);
       return FALSE;
     }
-    bias[c] = (gint32) round (b);
+    bias[c] = given ? given[c] : (gint32) round (b);
     if (!cony_q_multiplier (s / (double) q->out_scale, &m[c])) {
       g_set_error (error, CONY_ERROR, CONY_ERROR_INVALID,
           "%s: %s: requantisation multiplier %g out of range", cony_safetensors_path (st), l->name,
@@ -123,48 +190,75 @@ gemm_weights (const Layer *l, const gint8 *t)
   return w;
 }
 
+/* The int8 weights of a CONV, PW or FC layer packed for the product, with their
+ * biases and multipliers; DW's for the depthwise kernel. */
 static gboolean
-load_layer (const ConySafetensors *st, const Layer *l, QLayer *q, GError **error)
+load_weights (const ConySafetensors *st, const Layer *l, QLayer *q, GError **error)
 {
   gint32 lo = -128, hi = 127;
-  if (l->kind == LAYER_CONV || l->kind == LAYER_DW || l->kind == LAYER_PW)
+  if (l->kind != LAYER_FC)
     cony_q_act_range (l->relu, l->relu_max, q->out_scale, q->out_zp, &lo, &hi);
+  g_autofree float *ws = NULL;
+  g_autofree gint16 *v = weight_values (st, l, &ws, error);
+  if (v == NULL)
+    return FALSE;
+  g_autofree gint32 *bias = g_new (gint32, l->out_c);
+  g_autofree ConyQMul *m = g_new (ConyQMul, l->out_c);
+  if (!bias_and_multipliers (st, l, q, ws, bias, m, error))
+    return FALSE;
+  guint K = l->kind == LAYER_CONV ? 9 * l->in_c : l->kind == LAYER_DW ? 9 : l->in_c;
+  g_autofree gint8 *t = narrow_weights (st, l, v, (gsize) K * l->out_c, error);
+  if (t == NULL)
+    return FALSE;
+  if (l->kind == LAYER_DW) {
+    cony_qdw_init (&q->dw, l->out_c, t, bias, m, q->in_zp, q->out_zp, lo, hi);
+    return TRUE;
+  }
+  g_autofree gint8 *conv = gemm_weights (l, t);
+  cony_qgemm_init (&q->gemm, K, l->out_c, conv ? conv : t, bias, m, q->out_zp, lo, hi);
+  return TRUE;
+}
+
+/* Layer @i of @w into @q (whose scales and zero points are set; the layers before it
+ * are loaded). */
+static gboolean
+load_layer (const ConySafetensors *st, const CnnWeights *w, const CnnInt8 *q8, guint i, QLayer *q,
+    GError **error)
+{
+  const Layer *l = &w->layers[i];
   switch (l->kind) {
     case LAYER_CONV:
     case LAYER_PW:
     case LAYER_FC:
-    case LAYER_DW: {
-      g_autofree float *ws = NULL;
-      const gint8 *t = int8_weight (st, l, &ws, error);
-      if (t == NULL)
-        return FALSE;
-      g_autofree gint32 *bias = g_new (gint32, l->out_c);
-      g_autofree ConyQMul *m = g_new (ConyQMul, l->out_c);
-      if (!bias_and_multipliers (st, l, q, ws, bias, m, error))
-        return FALSE;
-      if (l->kind == LAYER_DW) {
-        cony_qdw_init (&q->dw, l->out_c, t, bias, m, q->in_zp, q->out_zp, lo, hi);
-        return TRUE;
-      }
-      g_autofree gint8 *conv = gemm_weights (l, t);
-      guint K = l->kind == LAYER_CONV ? 9 * l->in_c : l->in_c;
-      cony_qgemm_init (&q->gemm, K, l->out_c, conv ? conv : t, bias, m, q->out_zp, lo, hi);
-      return TRUE;
-    }
+    case LAYER_DW: return load_weights (st, l, q, error);
     case LAYER_GAP:
-      /* TFLite's integer mean: the sum times in/out scale, then divided by the count. */
+      /* TFLite's integer mean: the sum times in/out scale, then divided by the count
+       * (its average pool, same scales: a multiplier of 1). */
       if (!cony_q_multiplier ((double) q->in_scale / (double) q->out_scale, &q->gap_m)) {
         g_set_error (error, CONY_ERROR, CONY_ERROR_INVALID, "%s: %s: mean multiplier out of range",
             cony_safetensors_path (st), l->name);
         return FALSE;
       }
       return TRUE;
+    case LAYER_ADD: {
+      /* the map so far (in) plus layer add_from's output, as TFLite's ADD */
+      const QLayer *from = &q8->layers[l->add_from];
+      if (!cony_q_add_init (&q->add, q->in_scale, q->in_zp, from->out_scale, from->out_zp,
+              q->out_scale, q->out_zp, -128, 127)) {
+        g_set_error (error, CONY_ERROR, CONY_ERROR_INVALID,
+            "%s: %s: add multipliers out of range (scales %g, %g -> %g)",
+            cony_safetensors_path (st), l->name, q->in_scale, from->out_scale, q->out_scale);
+        return FALSE;
+      }
+      return TRUE;
+    }
     case LAYER_SIGMOID:
       for (int v = -128; v < 128; v++) {
         float x = q->in_scale * (float) (v - q->in_zp);
         q->lut[v + 128] = cony_q_quantize (1.0f / (1.0f + expf (-x)), q->out_scale, q->out_zp);
       }
       return TRUE;
+    case LAYER_SOFTMAX: return TRUE; /* in float on the dequantised row (softmax_q) */
     default:
       g_set_error (error, CONY_ERROR, CONY_ERROR_INVALID,
           "%s: %s cannot run in int8 (no integer kernel)", cony_safetensors_path (st), l->name);
@@ -256,7 +350,7 @@ cnn_int8_load (CnnWeights *w, const ConySafetensors *st, GError **error)
       break;
     }
     q->n = i + 1; /* cleared by int8_clear from here on */
-    ok = load_layer (st, l, ql, error);
+    ok = load_layer (st, w, q, i, ql, error);
     scale = ql->out_scale;
     zp = ql->out_zp;
     int h = i >= w->first_fc;
@@ -267,6 +361,8 @@ cnn_int8_load (CnnWeights *w, const ConySafetensors *st, GError **error)
     else if (l->kind == LAYER_FC)
       q->max_a[h] = MAX (q->max_a[h], (gsize) ql->gemm.Kp);
     q->max_a[h] = MAX (q->max_a[h], (gsize) l->out_c); /* DW's int32 channels */
+    if (l->keep)
+      q->max_keep = MAX (q->max_keep, map_size (l, TRUE));
     if (l->kind == LAYER_DW)
       q->max_pad = MAX (q->max_pad, (gsize) (l->in_h + 2) * (l->in_w + 2) * l->in_c);
   }
@@ -302,6 +398,7 @@ cnn_int8_scratch_free (ConyCnn *cnn)
     return;
   g_free (s->qa);
   g_free (s->qb);
+  g_free (s->res);
   g_free (s->pad);
   g_free (s->a);
   g_free (s->acc);
@@ -325,8 +422,10 @@ scratch (ConyCnn *cnn, gsize nb, gboolean head)
   if (s->act_cap < act) {
     g_free (s->qa);
     g_free (s->qb);
+    g_free (s->res);
     s->qa = g_new (gint8, act);
     s->qb = g_new (gint8, act);
+    s->res = q->max_keep ? g_new (gint8, q->max_keep * nb) : NULL;
     s->act_cap = act;
   }
   if (s->a_cap < a) {
@@ -394,6 +493,23 @@ pad_map (const Layer *l, gint32 zp, const gint8 *in, gint8 *pad)
     memcpy (pad + (y + 1) * prow + C, in + (gsize) y * l->in_w * C, (gsize) l->in_w * C);
 }
 
+/* The softmax of one row of @n int8 logits, in float on their dequantised values
+ * (max subtracted first) and quantised to the output's grid: what ArmNN's reference
+ * computes; TFLite's integer softmax agrees to one output step. @tmp: @n floats. */
+static void
+softmax_q (const QLayer *q, const gint8 *in, guint n, gint8 *out, float *tmp)
+{
+  gint8 mx = in[0];
+  for (guint c = 1; c < n; c++)
+    mx = MAX (mx, in[c]);
+  double sum = 0.0;
+  for (guint c = 0; c < n; c++)
+    sum += tmp[c] = expf (q->in_scale * (float) (in[c] - mx));
+  float inv = (float) (1.0 / sum);
+  for (guint c = 0; c < n; c++)
+    out[c] = cony_q_quantize (tmp[c] * inv, q->out_scale, q->out_zp);
+}
+
 /* Layer @i on @nb examples of @in into @out. */
 static void
 run_layer (const CnnWeights *w, guint i, CnnInt8Scratch *s, const gint8 *in, gsize nb, gint8 *out)
@@ -430,8 +546,18 @@ run_layer (const CnnWeights *w, guint i, CnnInt8Scratch *s, const gint8 *in, gsi
       for (gsize j = 0; j < in_map * nb; j++)
         out[j] = q->lut[in[j] + 128];
       break;
+    case LAYER_ADD:
+      for (gsize j = 0; j < in_map * nb; j++)
+        out[j] = cony_q_add (&q->add, in[j], s->res[j]);
+      break;
+    case LAYER_SOFTMAX:
+      for (gsize e = 0; e < nb; e++)
+        softmax_q (q, in + e * in_map, l->in_c, out + e * in_map, (float *) s->acc);
+      break;
     default: g_assert_not_reached ();
   }
+  if (l->keep) /* a later residual adds this map */
+    memcpy (s->res, out, out_map * nb);
 }
 
 /* Layers @from .. @to - 1 on @nb examples of float @in (quantised with @scale / @zp),
