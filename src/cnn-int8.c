@@ -33,11 +33,12 @@ struct _CnnInt8 {
   gsize max_act[2]; /* int8 bytes of the largest map */
   gsize max_a[2];   /* int16 values of the largest product operand */
   gsize max_pad;    /* int8 bytes of the largest padded depthwise input */
+  gsize max_col;    /* int8 bytes of the largest im2col matrix (one example) */
 };
 
 struct _CnnInt8Scratch {
-  gsize act_cap, a_cap; /* bytes in qa and qb, values in a */
-  gint8 *qa, *qb, *pad;
+  gsize act_cap, a_cap, col_cap; /* bytes in qa and qb, values in a, bytes in col */
+  gint8 *qa, *qb, *pad, *col;
   gint16 *a;
   gint32 *acc;
 };
@@ -143,12 +144,14 @@ load_layer (const ConySafetensors *st, const Layer *l, QLayer *q, GError **error
       if (!bias_and_multipliers (st, l, q, ws, bias, m, error))
         return FALSE;
       if (l->kind == LAYER_DW) {
-        cony_qdw_init (&q->dw, l->out_c, t, bias, m, q->in_zp, q->out_zp, lo, hi);
+        ConyQWeights qw = { t, FALSE, NULL, FALSE };
+        cony_qdw_init (&q->dw, l->out_c, &qw, bias, m, q->in_zp, q->out_zp, lo, hi);
         return TRUE;
       }
       g_autofree gint8 *conv = gemm_weights (l, t);
       guint K = l->kind == LAYER_CONV ? 9 * l->in_c : l->in_c;
-      cony_qgemm_init (&q->gemm, K, l->out_c, conv ? conv : t, bias, m, q->out_zp, lo, hi);
+      ConyQWeights qw = { conv ? conv : t, FALSE, NULL, FALSE };
+      cony_qgemm_init (&q->gemm, K, l->out_c, &qw, q->in_zp, bias, m, q->out_zp, lo, hi);
       return TRUE;
     }
     case LAYER_GAP:
@@ -263,9 +266,11 @@ cnn_int8_load (CnnWeights *w, const ConySafetensors *st, GError **error)
     q->max_act[h] = MAX (q->max_act[h], MAX (map_size (l, FALSE), map_size (l, TRUE)));
     gsize pixels = (gsize) l->out_h * l->out_w;
     if (l->kind == LAYER_CONV || l->kind == LAYER_PW)
-      q->max_a[h] = MAX (q->max_a[h], pixels * ql->gemm.Kp);
+      q->max_a[h] = MAX (q->max_a[h], cony_qgemm_scratch (&ql->gemm, pixels));
+    if (l->kind == LAYER_CONV)
+      q->max_col = MAX (q->max_col, pixels * ql->gemm.K);
     else if (l->kind == LAYER_FC)
-      q->max_a[h] = MAX (q->max_a[h], (gsize) ql->gemm.Kp);
+      q->max_a[h] = MAX (q->max_a[h], cony_qgemm_scratch (&ql->gemm, 1));
     q->max_a[h] = MAX (q->max_a[h], (gsize) l->out_c); /* DW's int32 channels */
     if (l->kind == LAYER_DW)
       q->max_pad = MAX (q->max_pad, (gsize) (l->in_h + 2) * (l->in_w + 2) * l->in_c);
@@ -303,6 +308,7 @@ cnn_int8_scratch_free (ConyCnn *cnn)
   g_free (s->qa);
   g_free (s->qb);
   g_free (s->pad);
+  g_free (s->col);
   g_free (s->a);
   g_free (s->acc);
   g_free (s);
@@ -329,6 +335,12 @@ scratch (ConyCnn *cnn, gsize nb, gboolean head)
     s->qb = g_new (gint8, act);
     s->act_cap = act;
   }
+  gsize col = head ? 0 : q->max_col * nb;
+  if (s->col_cap < col) {
+    g_free (s->col);
+    s->col = g_new (gint8, col);
+    s->col_cap = col;
+  }
   if (s->a_cap < a) {
     g_free (s->a);
     s->a = g_new (gint16, a);
@@ -337,35 +349,27 @@ scratch (ConyCnn *cnn, gsize nb, gboolean head)
   return s;
 }
 
-/* a (rows x Kp) = the 3x3 SAME neighbourhoods of one int8 map minus its zero point,
- * so the padding (the real value 0) contributes nothing, as in TFLite. */
+/* col (rows x K) = the 3x3 SAME neighbourhoods of one int8 map, the padding at the
+ * input's zero point (the real value 0, as in TFLite). */
 static void
-im2col_q (const Layer *l, const QLayer *q, const gint8 *in, gint16 *a)
+im2col_q (const Layer *l, const QLayer *q, const gint8 *in, gint8 *col)
 {
-  guint C = l->in_c, s = l->stride, Kp = q->gemm.Kp;
+  guint C = l->in_c, s = l->stride, K = q->gemm.K;
   for (guint y = 0; y < l->out_h; y++)
     for (guint x = 0; x < l->out_w; x++) {
-      gint16 *row = a + ((gsize) y * l->out_w + x) * Kp;
-      memset (row, 0, sizeof (gint16) * Kp);
+      gint8 *row = col + ((gsize) y * l->out_w + x) * K;
       for (int ky = 0; ky < 3; ky++) {
         int yy = (int) (y * s) + ky - (int) l->pad_top;
         for (int kx = 0; kx < 3; kx++) {
           int xx = (int) (x * s) + kx - (int) l->pad_left;
+          gint8 *dst = row + (ky * 3 + kx) * C;
           if (yy < 0 || yy >= (int) l->in_h || xx < 0 || xx >= (int) l->in_w)
-            continue;
-          const gint8 *src = in + ((gsize) yy * l->in_w + xx) * C;
-          for (guint c = 0; c < C; c++)
-            row[(ky * 3 + kx) * C + c] = (gint16) (src[c] - q->in_zp);
+            memset (dst, (gint8) q->in_zp, C);
+          else
+            memcpy (dst, in + ((gsize) yy * l->in_w + xx) * C, C);
         }
       }
     }
-}
-
-CONY_CLONES static void
-widen (const gint8 *restrict in, gsize n, gint32 zp, gint16 *restrict a)
-{
-  for (gsize i = 0; i < n; i++)
-    a[i] = (gint16) (in[i] - zp);
 }
 
 static void
@@ -406,13 +410,13 @@ run_layer (const CnnWeights *w, guint i, CnnInt8Scratch *s, const gint8 *in, gsi
   switch (l->kind) {
     case LAYER_CONV:
       for (gsize e = 0; e < nb; e++)
-        im2col_q (l, q, in + e * in_map, s->a + e * pixels * q->gemm.Kp);
-      k->gemm (&q->gemm, pixels * nb, s->a, out, l->out_c);
+        im2col_q (l, q, in + e * in_map, s->col + e * pixels * q->gemm.K);
+      k->gemm (&q->gemm, pixels * nb, s->col, q->gemm.K, out, l->out_c, s->a);
       break;
     case LAYER_PW:
     case LAYER_FC:
-      widen (in, in_map * nb, q->in_zp, s->a);
-      k->gemm (&q->gemm, nb * (l->kind == LAYER_FC ? 1 : pixels), s->a, out, l->out_c);
+      k->gemm (&q->gemm, nb * (l->kind == LAYER_FC ? 1 : pixels), in, q->gemm.K, out, l->out_c,
+          s->a);
       break;
     case LAYER_DW:
       for (gsize e = 0; e < nb; e++) {
