@@ -34,12 +34,13 @@ struct _CnnInt8 {
   gsize max_act[2]; /* int8 bytes of the largest map */
   gsize max_a[2];   /* int16 values of the largest product operand */
   gsize max_pad;    /* int8 bytes of the largest padded depthwise input */
+  gsize max_col;    /* int8 bytes of the largest im2col matrix (one example) */
   gsize max_keep;   /* int8 bytes of the largest map a residual add reads later */
 };
 
 struct _CnnInt8Scratch {
-  gsize act_cap, a_cap; /* bytes in qa and qb, values in a */
-  gint8 *qa, *qb, *pad, *res; /* res: the saved map of a residual (act_cap) */
+  gsize act_cap, a_cap, col_cap, res_cap; /* bytes in qa and qb, values in a, bytes */
+  gint8 *qa, *qb, *pad, *col, *res;       /* res: the saved map of a residual */
   gint16 *a;
   gint32 *acc;
 };
@@ -63,11 +64,12 @@ read_pair (JsonNode *node, float *scale, gint32 *zp)
   return TRUE;
 }
 
-/* @l's weights minus their zero points as int16 (I8: the values; U8: q - zero point,
- * TFLite's uint8 asymmetric weights, which need 9 bits) and their F32 scales, or NULL
+/* @l's weights as the file has them (I8, or U8 with one zero point per output
+ * channel: TFLite's uint8 asymmetric weights) into @qw, and their F32 scales; FALSE
  * with @error. The tensors were checked by the float loader (cnn_read_weight). */
-static gint16 *
-weight_values (const ConySafetensors *st, const Layer *l, float **scale, GError **error)
+static gboolean
+file_weights (const ConySafetensors *st, const Layer *l, ConyQWeights *qw, gint32 **zp,
+    float **scale, GError **error)
 {
   g_autofree char *wname = g_strdup_printf ("%s.weight", l->name);
   g_autofree char *sname = g_strdup_printf ("%s.weight_scale", l->name);
@@ -79,38 +81,21 @@ weight_values (const ConySafetensors *st, const Layer *l, float **scale, GError 
         "%s: %s is quantised (metadata quantization) but %s is not I8 or U8: the integer "
         "path needs the file's quantised weights",
         cony_safetensors_path (st), l->name, wname);
-    return NULL;
+    return FALSE;
   }
   gsize shape[1] = { l->out_c };
   *scale = cony_safetensors_get_f32 (st, sname, 1, shape, error);
   if (*scale == NULL)
-    return NULL;
-  gsize per = ti->numel / l->out_c;
-  gint16 *v = g_new (gint16, MAX (ti->numel, 1));
-  for (gsize i = 0; i < ti->numel; i++)
-    v[i] = ti->dtype == CONY_DTYPE_I8 ? (gint16) (gint8) ti->data[i]
-                                      : (gint16) ((int) ti->data[i] - (int) zi->data[i / per]);
-  return v;
-}
-
-/* @v as int8 for the kernels that pack int8 weights, or NULL with @error when a
- * value does not fit. */
-static gint8 *
-narrow_weights (const ConySafetensors *st, const Layer *l, const gint16 *v, gsize n,
-    GError **error)
-{
-  gint8 *t = g_new (gint8, MAX (n, 1));
-  for (gsize i = 0; i < n; i++) {
-    if (v[i] < -128 || v[i] > 127) {
-      g_set_error (error, CONY_ERROR, CONY_ERROR_INVALID,
-          "%s: %s: weight minus zero point %d does not fit int8", cony_safetensors_path (st),
-          l->name, v[i]);
-      g_free (t);
-      return NULL;
-    }
-    t[i] = (gint8) v[i];
+    return FALSE;
+  *qw = (ConyQWeights){ ti->data, ti->dtype == CONY_DTYPE_U8, NULL, FALSE };
+  if (qw->is_u8) {
+    *zp = g_new (gint32, l->out_c);
+    for (guint c = 0; c < l->out_c; c++)
+      (*zp)[c] = zi->data[c];
+    qw->zp = *zp;
+    qw->zp_per_chan = TRUE;
   }
-  return t;
+  return TRUE;
 }
 
 /* The file's int32 biases (layers.I.bias_quantized, I64 holding int32 values), or
@@ -133,8 +118,8 @@ file_bias (const ConySafetensors *st, const Layer *l, GError **error)
     memcpy (&v, ti->data + 8 * c, 8);
     if (v < G_MININT32 || v > G_MAXINT32) {
       g_set_error (error, CONY_ERROR, CONY_ERROR_INVALID,
-          "%s: %s[%u] = %" G_GINT64_FORMAT " is outside int32", cony_safetensors_path (st), name,
-          c, v);
+          "%s: %s[%u] = %" G_GINT64_FORMAT " is outside int32", cony_safetensors_path (st), name, c,
+          v);
       g_free (b);
       return NULL;
     }
@@ -177,8 +162,9 @@ bias_and_multipliers (const ConySafetensors *st, const Layer *l, const QLayer *q
 /* Weights in the product's (N x K) order: CONV from torch's (out, in, 3, 3) to
  * K = (ky * 3 + kx) * in + ci (im2col's columns); PW and FC are already (out, in). */
 static gint8 *
-gemm_weights (const Layer *l, const gint8 *t)
+gemm_weights (const Layer *l, const void *data)
 {
+  const gint8 *t = data; /* int8 or uint8 bytes, moved as they are */
   if (l->kind != LAYER_CONV)
     return NULL;
   guint C = l->in_c, K = 9 * C;
@@ -190,7 +176,7 @@ gemm_weights (const Layer *l, const gint8 *t)
   return w;
 }
 
-/* The int8 weights of a CONV, PW or FC layer packed for the product, with their
+/* The weights of a CONV, PW or FC layer packed for the product, with their
  * biases and multipliers; DW's for the depthwise kernel. */
 static gboolean
 load_weights (const ConySafetensors *st, const Layer *l, QLayer *q, GError **error)
@@ -198,24 +184,24 @@ load_weights (const ConySafetensors *st, const Layer *l, QLayer *q, GError **err
   gint32 lo = -128, hi = 127;
   if (l->kind != LAYER_FC)
     cony_q_act_range (l->relu, l->relu_max, q->out_scale, q->out_zp, &lo, &hi);
+  ConyQWeights qw;
   g_autofree float *ws = NULL;
-  g_autofree gint16 *v = weight_values (st, l, &ws, error);
-  if (v == NULL)
+  g_autofree gint32 *wzp = NULL;
+  if (!file_weights (st, l, &qw, &wzp, &ws, error))
     return FALSE;
   g_autofree gint32 *bias = g_new (gint32, l->out_c);
   g_autofree ConyQMul *m = g_new (ConyQMul, l->out_c);
   if (!bias_and_multipliers (st, l, q, ws, bias, m, error))
     return FALSE;
-  guint K = l->kind == LAYER_CONV ? 9 * l->in_c : l->kind == LAYER_DW ? 9 : l->in_c;
-  g_autofree gint8 *t = narrow_weights (st, l, v, (gsize) K * l->out_c, error);
-  if (t == NULL)
-    return FALSE;
   if (l->kind == LAYER_DW) {
-    cony_qdw_init (&q->dw, l->out_c, t, bias, m, q->in_zp, q->out_zp, lo, hi);
+    cony_qdw_init (&q->dw, l->out_c, &qw, bias, m, q->in_zp, q->out_zp, lo, hi);
     return TRUE;
   }
-  g_autofree gint8 *conv = gemm_weights (l, t);
-  cony_qgemm_init (&q->gemm, K, l->out_c, conv ? conv : t, bias, m, q->out_zp, lo, hi);
+  g_autofree gint8 *conv = gemm_weights (l, qw.data);
+  if (conv != NULL)
+    qw.data = conv;
+  guint K = l->kind == LAYER_CONV ? 9 * l->in_c : l->in_c;
+  cony_qgemm_init (&q->gemm, K, l->out_c, &qw, q->in_zp, bias, m, q->out_zp, lo, hi);
   return TRUE;
 }
 
@@ -357,9 +343,11 @@ cnn_int8_load (CnnWeights *w, const ConySafetensors *st, GError **error)
     q->max_act[h] = MAX (q->max_act[h], MAX (map_size (l, FALSE), map_size (l, TRUE)));
     gsize pixels = (gsize) l->out_h * l->out_w;
     if (l->kind == LAYER_CONV || l->kind == LAYER_PW)
-      q->max_a[h] = MAX (q->max_a[h], pixels * ql->gemm.Kp);
+      q->max_a[h] = MAX (q->max_a[h], cony_qgemm_scratch (&ql->gemm, pixels));
+    if (l->kind == LAYER_CONV)
+      q->max_col = MAX (q->max_col, pixels * ql->gemm.K);
     else if (l->kind == LAYER_FC)
-      q->max_a[h] = MAX (q->max_a[h], (gsize) ql->gemm.Kp);
+      q->max_a[h] = MAX (q->max_a[h], cony_qgemm_scratch (&ql->gemm, 1));
     q->max_a[h] = MAX (q->max_a[h], (gsize) l->out_c); /* DW's int32 channels */
     if (l->keep)
       q->max_keep = MAX (q->max_keep, map_size (l, TRUE));
@@ -400,6 +388,7 @@ cnn_int8_scratch_free (ConyCnn *cnn)
   g_free (s->qb);
   g_free (s->res);
   g_free (s->pad);
+  g_free (s->col);
   g_free (s->a);
   g_free (s->acc);
   g_free (s);
@@ -422,11 +411,21 @@ scratch (ConyCnn *cnn, gsize nb, gboolean head)
   if (s->act_cap < act) {
     g_free (s->qa);
     g_free (s->qb);
-    g_free (s->res);
     s->qa = g_new (gint8, act);
     s->qb = g_new (gint8, act);
-    s->res = q->max_keep ? g_new (gint8, q->max_keep * nb) : NULL;
     s->act_cap = act;
+  }
+  gsize res = head ? 0 : q->max_keep * nb;
+  if (s->res_cap < res) {
+    g_free (s->res);
+    s->res = g_new (gint8, res);
+    s->res_cap = res;
+  }
+  gsize col = head ? 0 : q->max_col * nb;
+  if (s->col_cap < col) {
+    g_free (s->col);
+    s->col = g_new (gint8, col);
+    s->col_cap = col;
   }
   if (s->a_cap < a) {
     g_free (s->a);
@@ -436,35 +435,27 @@ scratch (ConyCnn *cnn, gsize nb, gboolean head)
   return s;
 }
 
-/* a (rows x Kp) = the 3x3 SAME neighbourhoods of one int8 map minus its zero point,
- * so the padding (the real value 0) contributes nothing, as in TFLite. */
+/* col (rows x K) = the 3x3 SAME neighbourhoods of one int8 map, the padding at the
+ * input's zero point (the real value 0, as in TFLite). */
 static void
-im2col_q (const Layer *l, const QLayer *q, const gint8 *in, gint16 *a)
+im2col_q (const Layer *l, const QLayer *q, const gint8 *in, gint8 *col)
 {
-  guint C = l->in_c, s = l->stride, Kp = q->gemm.Kp;
+  guint C = l->in_c, s = l->stride, K = q->gemm.K;
   for (guint y = 0; y < l->out_h; y++)
     for (guint x = 0; x < l->out_w; x++) {
-      gint16 *row = a + ((gsize) y * l->out_w + x) * Kp;
-      memset (row, 0, sizeof (gint16) * Kp);
+      gint8 *row = col + ((gsize) y * l->out_w + x) * K;
       for (int ky = 0; ky < 3; ky++) {
         int yy = (int) (y * s) + ky - (int) l->pad_top;
         for (int kx = 0; kx < 3; kx++) {
           int xx = (int) (x * s) + kx - (int) l->pad_left;
+          gint8 *dst = row + (ky * 3 + kx) * C;
           if (yy < 0 || yy >= (int) l->in_h || xx < 0 || xx >= (int) l->in_w)
-            continue;
-          const gint8 *src = in + ((gsize) yy * l->in_w + xx) * C;
-          for (guint c = 0; c < C; c++)
-            row[(ky * 3 + kx) * C + c] = (gint16) (src[c] - q->in_zp);
+            memset (dst, (gint8) q->in_zp, C);
+          else
+            memcpy (dst, in + ((gsize) yy * l->in_w + xx) * C, C);
         }
       }
     }
-}
-
-CONY_CLONES static void
-widen (const gint8 *restrict in, gsize n, gint32 zp, gint16 *restrict a)
-{
-  for (gsize i = 0; i < n; i++)
-    a[i] = (gint16) (in[i] - zp);
 }
 
 static void
@@ -522,13 +513,13 @@ run_layer (const CnnWeights *w, guint i, CnnInt8Scratch *s, const gint8 *in, gsi
   switch (l->kind) {
     case LAYER_CONV:
       for (gsize e = 0; e < nb; e++)
-        im2col_q (l, q, in + e * in_map, s->a + e * pixels * q->gemm.Kp);
-      k->gemm (&q->gemm, pixels * nb, s->a, out, l->out_c);
+        im2col_q (l, q, in + e * in_map, s->col + e * pixels * q->gemm.K);
+      k->gemm (&q->gemm, pixels * nb, s->col, q->gemm.K, out, l->out_c, s->a);
       break;
     case LAYER_PW:
     case LAYER_FC:
-      widen (in, in_map * nb, q->in_zp, s->a);
-      k->gemm (&q->gemm, nb * (l->kind == LAYER_FC ? 1 : pixels), s->a, out, l->out_c);
+      k->gemm (&q->gemm, nb * (l->kind == LAYER_FC ? 1 : pixels), in, q->gemm.K, out, l->out_c,
+          s->a);
       break;
     case LAYER_DW:
       for (gsize e = 0; e < nb; e++) {

@@ -1,7 +1,7 @@
-/* AVX2 integer kernels (qkernels.h): int8 weights widened with vpmovsxbw, products
- * by vpmaddwd on int16 activations (two products summed into int32: no saturation for
- * int8 weights and activations minus their zero point, |x| <= 255), and the
- * requantisation of src/qmath.h on 8 lanes. Same bits as the portable kernels. */
+/* AVX2 integer kernels (qkernels.h): weights packed as int16 (w - zp), products by
+ * vpmaddwd on the int8 inputs widened to int16 (two products summed into int32: no
+ * saturation, |x| <= 128, |w - zp| <= 255), and the requantisation of src/qmath.h on 8
+ * lanes. Same bits as the portable kernels. */
 #include "qkernels.h"
 
 #include "cpu-private.h"
@@ -79,11 +79,11 @@ gemm_block (const ConyQGemm *g, guint p, const gint16 *a, gsize lda, int MR, gin
     acc[r][0] = _mm256_loadu_si256 ((const __m256i *) bias);
     acc[r][1] = _mm256_loadu_si256 ((const __m256i *) (bias + 8));
   }
-  const gint8 *w = g->b + (gsize) p * g->Kp * 16;
+  const gint16 *w = g->b + (gsize) p * g->Kp * 16;
   guint pairs = g->Kp / 2;
   for (guint kk = 0; kk < pairs; kk++, w += 32) {
-    __m256i w0 = _mm256_cvtepi8_epi16 (_mm_loadu_si128 ((const __m128i *) w));
-    __m256i w1 = _mm256_cvtepi8_epi16 (_mm_loadu_si128 ((const __m128i *) (w + 16)));
+    __m256i w0 = _mm256_loadu_si256 ((const __m256i *) w);
+    __m256i w1 = _mm256_loadu_si256 ((const __m256i *) (w + 16));
     for (int r = 0; r < MR; r++) {
       gint32 pair;
       memcpy (&pair, a + r * lda + 2 * kk, sizeof pair);
@@ -107,8 +107,9 @@ gemm_block (const ConyQGemm *g, guint p, const gint16 *a, gsize lda, int MR, gin
 }
 
 /* The depthwise layer, 16 channels at a time in registers: per tap, 16 inputs widened
- * to int16 minus the zero point, times the int16 weights (|x - zp| <= 255, |w| <= 128:
- * the int16 product is exact), widened to int32 and added; then requantised and packed.
+ * to int16 times the int16 weights (|x| <= 128, |w - zp| <= 255: the int16 product is
+ * exact; the input zero point is in the bias), widened to int32 and added; then
+ * requantised and packed.
  * Channel counts that are not a multiple of 16 take the portable loop's arithmetic on
  * the rest. */
 CONY_TARGET_V3 void
@@ -117,7 +118,6 @@ cony_qdw_avx2 (const ConyQDw *d, const gint8 *in, guint in_w, guint oh, guint ow
 {
   guint C = d->C, C16 = C / 16 * 16;
   gsize row = (gsize) in_w * C;
-  __m256i zp = _mm256_set1_epi16 ((gint16) d->zp);
   for (guint y = 0; y < oh; y++)
     for (guint x = 0; x < ow; x++) {
       const gint8 *px = in + (gsize) y * stride * row + (gsize) x * stride * C;
@@ -127,9 +127,7 @@ cony_qdw_avx2 (const ConyQDw *d, const gint8 *in, guint in_w, guint oh, guint ow
         __m256i a1 = _mm256_loadu_si256 ((const __m256i *) (d->bias + c + 8));
         for (guint k = 0; k < 9; k++) {
           const gint8 *src = px + (k / 3) * row + (k % 3) * C + c;
-          __m256i v = _mm256_sub_epi16 (_mm256_cvtepi8_epi16 (
-                                            _mm_loadu_si128 ((const __m128i *) src)),
-              zp);
+          __m256i v = _mm256_cvtepi8_epi16 (_mm_loadu_si128 ((const __m128i *) src));
           __m256i p = _mm256_mullo_epi16 (v,
               _mm256_loadu_si256 ((const __m256i *) (d->w + (gsize) k * C + c)));
           a0 = _mm256_add_epi32 (a0, _mm256_cvtepi16_epi32 (_mm256_castsi256_si128 (p)));
@@ -142,7 +140,7 @@ cony_qdw_avx2 (const ConyQDw *d, const gint8 *in, guint in_w, guint oh, guint ow
         for (guint c = C16; c < C; c++) {
           gint32 v = d->bias[c];
           for (guint k = 0; k < 9; k++)
-            v += (gint32) (px[(k / 3) * row + (k % 3) * C + c] - d->zp) * d->w[(gsize) k * C + c];
+            v += (gint32) px[(k / 3) * row + (k % 3) * C + c] * d->w[(gsize) k * C + c];
           acc[c] = v;
         }
         for (guint c = C16; c < C; c++) {
@@ -154,10 +152,31 @@ cony_qdw_avx2 (const ConyQDw *d, const gint8 *in, guint in_w, guint oh, guint ow
     }
 }
 
+/* @M rows of @K int8 widened to int16 rows of @Kp (the odd K's pad 0). */
+CONY_TARGET_V3 static void
+widen_rows (const gint8 *x, gsize ldx, gsize M, guint K, guint Kp, gint16 *a)
+{
+  for (gsize r = 0; r < M; r++) {
+    const gint8 *src = x + r * ldx;
+    gint16 *dst = a + r * Kp;
+    guint k = 0;
+    for (; k + 16 <= K; k += 16)
+      _mm256_storeu_si256 ((__m256i *) (dst + k),
+          _mm256_cvtepi8_epi16 (_mm_loadu_si128 ((const __m128i *) (src + k))));
+    for (; k < K; k++)
+      dst[k] = src[k];
+    for (; k < Kp; k++)
+      dst[k] = 0;
+  }
+}
+
 CONY_TARGET_V3 void
-cony_qgemm_avx2 (const ConyQGemm *g, gsize M, const gint16 *a, gint8 *out, gsize ldo)
+cony_qgemm_avx2 (const ConyQGemm *g, gsize M, const gint8 *x, gsize ldx, gint8 *out, gsize ldo,
+    gint16 *scratch)
 {
   gsize lda = g->Kp;
+  const gint16 *a = scratch;
+  widen_rows (x, ldx, M, g->K, g->Kp, scratch);
   for (guint p = 0; p < g->Np / 16; p++) {
     gsize r = 0;
     for (; r + 4 <= M; r += 4)

@@ -152,106 +152,141 @@ test_add (void)
 
 /* ---------------------------------------------------------------- kernels */
 
+/* Random weights for @n channels of @K in one of three kinds (@kind % 3): int8 with
+ * zero point 0 (TFLite's per-channel weights), uint8 with one zero point (its per-tensor
+ * asymmetric weights) and int8 with a zero point per channel; every kind reaches the
+ * extremes of w - zp (-255 or 255) somewhere. @data (n * K bytes) and @zp (n) are filled. */
+static ConyQWeights
+random_weights (GRand *r, guint kind, guint K, guint n, guint8 *data, gint32 *zp)
+{
+  ConyQWeights w = { data, kind % 3 == 1, kind % 3 ? zp : NULL, kind % 3 == 2 };
+  for (guint c = 0; c < n; c++)
+    zp[c] = kind % 3 == 1 ? (K % 2 ? 255 : 0) : kind % 3 == 2 ? (c % 2 ? 127 : -128) : 0;
+  for (gsize i = 0; i < (gsize) K * n; i++) {
+    gint32 v = g_rand_int_range (r, -128, 128), c = (gint32) (i / K);
+    if (kind % 3 == 1)
+      data[i] = (guint8) (i % 7 == 0 ? 255 - zp[0] : v + 128); /* +-255 */
+    else
+      data[i] = (guint8) (gint8) (i % 7 == 0
+              ? (kind % 3 == 0 ? (i % 2 ? 127 : -128) : (c % 2 ? -128 : 127))
+              : v);
+  }
+  return w;
+}
+
 /* The AVX2 and portable kernels on random products (odd K, N not a multiple of 16,
- * every remainder of the 4-row blocks, left and right shifts, extreme accumulators). */
+ * every remainder of the 4-row blocks, left and right shifts, extreme accumulators),
+ * for each kind of weights and input zero points at both ends; the portable result also
+ * against a direct sum of (x - in_zp) (w - zp) for every row. */
 static void
 test_kernels_equal (void)
 {
   const ConyQKernels *avx = cony_qkernels_avx2 (), *port = cony_qkernels_portable ();
-  if (avx == NULL) {
-    g_test_skip ("no AVX2 on this CPU: the portable kernels only");
-    return;
-  }
+  if (avx == NULL)
+    g_test_message ("no AVX2 on this CPU: the portable kernels against the direct sum only");
   GRand *r = g_rand_new_with_seed (7);
   guint shapes[][3] = { { 13, 9, 32 }, { 7, 64, 21 }, { 25, 1024, 48 }, { 1, 1024, 521 },
-    { 6, 33, 16 }, { 11, 2, 5 } };
-  for (guint s = 0; s < G_N_ELEMENTS (shapes); s++) {
-    guint M = shapes[s][0], K = shapes[s][1], N = shapes[s][2];
-    g_autofree gint8 *w = g_new (gint8, (gsize) K * N);
-    g_autofree gint32 *bias = g_new (gint32, N);
-    g_autofree ConyQMul *m = g_new (ConyQMul, N);
-    for (gsize i = 0; i < (gsize) K * N; i++)
-      w[i] = (gint8) g_rand_int_range (r, -128, 128);
-    for (guint c = 0; c < N; c++) {
-      bias[c] = g_rand_int_range (r, -100000, 100000);
-      cony_q_multiplier (exp (g_rand_double_range (r, log (1e-7), log (4.0))), &m[c]);
+    { 6, 33, 16 }, { 11, 2, 5 }, { 30, 27, 40 } };
+  for (guint s = 0; s < G_N_ELEMENTS (shapes); s++)
+    for (guint kind = 0; kind < 3; kind++) {
+      guint M = shapes[s][0], K = shapes[s][1], N = shapes[s][2];
+      g_autofree guint8 *wd = g_new (guint8, (gsize) K * N);
+      g_autofree gint32 *wzp = g_new (gint32, N);
+      ConyQWeights w = random_weights (r, kind + s, K, N, wd, wzp);
+      g_autofree gint32 *bias = g_new (gint32, N);
+      g_autofree ConyQMul *m = g_new (ConyQMul, N);
+      for (guint c = 0; c < N; c++) {
+        bias[c] = g_rand_int_range (r, -100000, 100000);
+        cony_q_multiplier (exp (g_rand_double_range (r, log (1e-7), log (4.0))), &m[c]);
+      }
+      gint32 in_zp = kind == 0 ? -128 : kind == 1 ? 127 : g_rand_int_range (r, -128, 128);
+      ConyQGemm g;
+      cony_qgemm_init (&g, K, N, &w, in_zp, bias, m, g_rand_int_range (r, -128, 128), -128, 127);
+      gsize ldx = K + 3; /* rows with a gap */
+      g_autofree gint8 *x = g_new0 (gint8, (gsize) M * ldx);
+      for (guint i = 0; i < M; i++)
+        for (guint k = 0; k < K; k++)
+          x[(gsize) i * ldx + k] = (gint8) (i % 3 == 0 ? (k % 2 ? 127 : -128)
+                                                       : g_rand_int_range (r, -128, 128));
+      g_autofree gint16 *scratch = g_new (gint16, cony_qgemm_scratch (&g, M));
+      g_autofree gint8 *o1 = g_new0 (gint8, (gsize) M * N);
+      g_autofree gint8 *o2 = g_new0 (gint8, (gsize) M * N);
+      port->gemm (&g, M, x, ldx, o2, N, scratch);
+      for (guint i = 0; i < M; i++)
+        for (guint c = 0; c < N; c++) {
+          gint64 acc = bias[c];
+          for (guint k = 0; k < K; k++)
+            acc += (gint64) (x[(gsize) i * ldx + k] - in_zp) * cony_qweights_at (&w, K, c, k);
+          g_assert_cmpint (o2[(gsize) i * N + c], ==,
+              cony_q_requant ((gint32) acc, m[c], g.out.zp, -128, 127));
+        }
+      if (avx != NULL) {
+        avx->gemm (&g, M, x, ldx, o1, N, scratch);
+        g_assert_cmpmem (o1, (gsize) M * N, o2, (gsize) M * N);
+        /* requantisation alone on extreme accumulators */
+        g_autofree gint32 *acc = g_new (gint32, N);
+        for (guint c = 0; c < N; c++) {
+          gint32 edge[] = { G_MININT32, G_MAXINT32, 0, -1, 1, -(1 << 30), 1 << 30 };
+          acc[c] = c % 3 ? (gint32) g_rand_int (r) : edge[c % G_N_ELEMENTS (edge)];
+        }
+        avx->requant (&g.out, acc, N, o1);
+        port->requant (&g.out, acc, N, o2);
+        g_assert_cmpmem (o1, N, o2, N);
+      }
+      cony_qgemm_clear (&g);
     }
-    ConyQGemm g;
-    cony_qgemm_init (&g, K, N, w, bias, m, g_rand_int_range (r, -128, 128), -128, 127);
-    g_autofree gint16 *a = g_new0 (gint16, (gsize) M * g.Kp);
-    for (guint i = 0; i < M; i++)
-      for (guint k = 0; k < K; k++)
-        a[(gsize) i * g.Kp + k] = (gint16) g_rand_int_range (r, -255, 256);
-    g_autofree gint8 *o1 = g_new0 (gint8, (gsize) M * N);
-    g_autofree gint8 *o2 = g_new0 (gint8, (gsize) M * N);
-    avx->gemm (&g, M, a, o1, N);
-    port->gemm (&g, M, a, o2, N);
-    g_assert_cmpmem (o1, (gsize) M * N, o2, (gsize) M * N);
-    /* the product itself, against a direct sum, for one row */
-    for (guint c = 0; c < N; c++) {
-      gint64 acc = bias[c];
-      for (guint k = 0; k < K; k++)
-        acc += (gint64) a[k] * w[(gsize) c * K + k];
-      g_assert_cmpint (o2[c], ==, cony_q_requant ((gint32) acc, m[c], g.out.zp, -128, 127));
-    }
-    /* requantisation alone on extreme accumulators */
-    g_autofree gint32 *acc = g_new (gint32, N);
-    for (guint c = 0; c < N; c++) {
-      gint32 edge[] = { G_MININT32, G_MAXINT32, 0, -1, 1, -(1 << 30), 1 << 30 };
-      acc[c] = c % 3 ? (gint32) g_rand_int (r) : edge[c % G_N_ELEMENTS (edge)];
-    }
-    avx->requant (&g.out, acc, N, o1);
-    port->requant (&g.out, acc, N, o2);
-    g_assert_cmpmem (o1, N, o2, N);
-    cony_qgemm_clear (&g);
-  }
   g_rand_free (r);
 }
 
 /* The depthwise kernels on random padded maps: channel counts with and without a
- * 16-channel remainder, strides 1 and 2, extreme zero points; one output also against a
- * direct sum. */
+ * 16-channel remainder, strides 1 and 2, extreme zero points, each kind of weights;
+ * every output also against a direct sum. */
 static void
 test_dw_kernels_equal (void)
 {
   const ConyQKernels *avx = cony_qkernels_avx2 (), *port = cony_qkernels_portable ();
-  if (avx == NULL) {
-    g_test_skip ("no AVX2 on this CPU: the portable kernels only");
-    return;
-  }
+  if (avx == NULL)
+    g_test_message ("no AVX2 on this CPU: the portable kernels against the direct sum only");
   GRand *r = g_rand_new_with_seed (9);
-  guint cases[][4] = { { 32, 1, 7, 5 }, { 40, 2, 6, 3 }, { 1024, 1, 3, 2 }, { 9, 2, 4, 4 } };
+  guint cases[][4] = { { 32, 1, 7, 5 }, { 40, 2, 6, 3 }, { 1024, 1, 3, 2 }, { 9, 2, 4, 4 },
+    { 48, 1, 2, 3 }, { 17, 2, 3, 3 } };
   for (guint t = 0; t < G_N_ELEMENTS (cases); t++) {
     guint C = cases[t][0], s = cases[t][1], oh = cases[t][2], ow = cases[t][3];
     guint ih = (oh - 1) * s + 3, iw = (ow - 1) * s + 3;
-    g_autofree gint8 *w = g_new (gint8, (gsize) 9 * C);
+    g_autofree guint8 *wd = g_new (guint8, (gsize) 9 * C);
+    g_autofree gint32 *wzp = g_new (gint32, C);
+    ConyQWeights w = random_weights (r, t, 9, C, wd, wzp);
     g_autofree gint32 *bias = g_new (gint32, C);
     g_autofree ConyQMul *m = g_new (ConyQMul, C);
-    for (gsize i = 0; i < (gsize) 9 * C; i++)
-      w[i] = (gint8) g_rand_int_range (r, -128, 128);
     for (guint c = 0; c < C; c++) {
       bias[c] = g_rand_int_range (r, -50000, 50000);
       cony_q_multiplier (exp (g_rand_double_range (r, log (1e-5), log (0.5))), &m[c]);
     }
+    gint32 in_zp = t % 2 ? 127 : -128;
     ConyQDw d;
-    cony_qdw_init (&d, C, w, bias, m, t % 2 ? 127 : -128, g_rand_int_range (r, -128, 128), -128,
-        127);
+    cony_qdw_init (&d, C, &w, bias, m, in_zp, g_rand_int_range (r, -128, 128), -128, 127);
     g_autofree gint8 *in = g_new (gint8, (gsize) ih * iw * C);
     for (gsize i = 0; i < (gsize) ih * iw * C; i++)
-      in[i] = (gint8) g_rand_int_range (r, -128, 128);
+      in[i] = (gint8) (i % 5 == 0 ? (i % 2 ? 127 : -128) : g_rand_int_range (r, -128, 128));
     gsize n = (gsize) oh * ow * C;
     g_autofree gint8 *o1 = g_new (gint8, n), *o2 = g_new (gint8, n);
     g_autofree gint32 *acc = g_new (gint32, C);
-    avx->dw (&d, in, iw, oh, ow, s, o1, acc);
     port->dw (&d, in, iw, oh, ow, s, o2, acc);
-    g_assert_cmpmem (o1, n, o2, n);
-    /* output (oh - 1, ow - 1), last channel */
-    gint64 sum = bias[C - 1];
-    for (guint k = 0; k < 9; k++) {
-      gsize at = (((gsize) (oh - 1) * s + k / 3) * iw + (ow - 1) * s + k % 3) * C + C - 1;
-      sum += (gint64) (in[at] - d.zp) * w[(gsize) (C - 1) * 9 + k];
+    for (guint y = 0; y < oh; y++)
+      for (guint x = 0; x < ow; x++)
+        for (guint c = 0; c < C; c++) {
+          gint64 sum = bias[c];
+          for (guint k = 0; k < 9; k++) {
+            gsize at = (((gsize) y * s + k / 3) * iw + x * s + k % 3) * C + c;
+            sum += (gint64) (in[at] - in_zp) * cony_qweights_at (&w, 9, c, k);
+          }
+          g_assert_cmpint (o2[((gsize) y * ow + x) * C + c], ==,
+              cony_q_requant ((gint32) sum, m[c], d.out.zp, -128, 127));
+        }
+    if (avx != NULL) {
+      avx->dw (&d, in, iw, oh, ow, s, o1, acc);
+      g_assert_cmpmem (o1, n, o2, n);
     }
-    g_assert_cmpint (o2[n - 1], ==, cony_q_requant ((gint32) sum, m[C - 1], d.out.zp, -128, 127));
     cony_qdw_clear (&d);
   }
   g_rand_free (r);

@@ -92,7 +92,8 @@ pointwise_seconds (const ConyQKernels *k, int reps, double *macs)
   GRand *r = g_rand_new_with_seed (5);
   guint n = G_N_ELEMENTS (pw_shapes);
   ConyQGemm *g = g_new0 (ConyQGemm, n);
-  gint16 **a = g_new0 (gint16 *, n);
+  gint8 **a = g_new0 (gint8 *, n);
+  gint16 **sc = g_new0 (gint16 *, n);
   gint8 **o = g_new0 (gint8 *, n);
   *macs = 0;
   for (guint i = 0; i < n; i++) {
@@ -103,10 +104,12 @@ pointwise_seconds (const ConyQKernels *k, int reps, double *macs)
       w[j] = (gint8) g_rand_int_range (r, -127, 128);
     for (guint c = 0; c < N; c++)
       cony_q_multiplier (1e-4, &m[c]);
-    cony_qgemm_init (&g[i], K, N, w, NULL, m, -128, -128, 127);
-    a[i] = g_new (gint16, (gsize) M * K);
+    ConyQWeights qw = { w, FALSE, NULL, FALSE };
+    cony_qgemm_init (&g[i], K, N, &qw, -128, NULL, m, -128, -128, 127);
+    a[i] = g_new (gint8, (gsize) M * K);
     for (gsize j = 0; j < (gsize) M * K; j++)
-      a[i][j] = (gint16) g_rand_int_range (r, 0, 256);
+      a[i][j] = (gint8) g_rand_int_range (r, -128, 128);
+    sc[i] = g_new (gint16, cony_qgemm_scratch (&g[i], M));
     o[i] = g_new (gint8, (gsize) M * N);
     *macs += (double) M * K * N;
     g_free (w);
@@ -116,16 +119,18 @@ pointwise_seconds (const ConyQKernels *k, int reps, double *macs)
   for (int rep = 0; rep < reps; rep++) {
     double t0 = cony_bench_cpu_s ();
     for (guint i = 0; i < n; i++)
-      k->gemm (&g[i], pw_shapes[i][0], a[i], o[i], pw_shapes[i][2]);
+      k->gemm (&g[i], pw_shapes[i][0], a[i], pw_shapes[i][1], o[i], pw_shapes[i][2], sc[i]);
     best = MIN (best, cony_bench_cpu_s () - t0);
   }
   for (guint i = 0; i < n; i++) {
     cony_qgemm_clear (&g[i]);
     g_free (a[i]);
+    g_free (sc[i]);
     g_free (o[i]);
   }
   g_free (g);
   g_free (a);
+  g_free (sc);
   g_free (o);
   g_rand_free (r);
   return best;
