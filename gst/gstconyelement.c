@@ -159,6 +159,70 @@ gst_cony_element_model_users (const ConyCnn *cnn)
   return cnn ? cony_cnn_get_weights_users (cnn) : 0;
 }
 
+GType
+gst_cony_precision_get_type (void)
+{
+  static GType type = 0;
+  static const GEnumValue values[] = {
+    { CONY_CNN_PRECISION_AUTO,
+        "int8 for files with int8/uint8 activation quantisation (YAMNet, the ImageNet "
+        "MobileNets), else float",
+        "auto" },
+    { CONY_CNN_PRECISION_FLOAT, "The float engine, whatever the file", "float" },
+    { CONY_CNN_PRECISION_INT8, "int8 inference (the file must be quantised)", "int8" },
+    { 0, NULL, NULL },
+  };
+  if (g_once_init_enter (&type)) {
+    GType t = g_enum_register_static ("GstConyPrecision", values);
+    g_once_init_leave (&type, t);
+  }
+  return type;
+}
+
+void
+gst_cony_element_install_precision (GObjectClass *klass, guint prop_precision, guint prop_in_use,
+    GParamFlags flags)
+{
+  /**
+   * precision:
+   *
+   * The arithmetic of the CNN: `auto` (default) lets the model file decide: a
+   * file converted from a quantised .tflite (YAMNet, the ImageNet MobileNets, by
+   * training/convert_tflite.py) records its activations' scales and zero points and
+   * runs TFLite's integer inference (int8 activations, int8 or uint8 weights, int32
+   * accumulation, outputs dequantised); other files run in float. `float` forces
+   * the float engine on the same weights; `int8` fails to start on a file without
+   * activation quantisation. See precision-in-use.
+   */
+  g_object_class_install_property (klass, prop_precision,
+      g_param_spec_enum ("precision", "Precision",
+          "CNN arithmetic: auto (the file decides), float, or int8 (quantised files only)",
+          GST_TYPE_CONY_PRECISION, CONY_CNN_PRECISION_AUTO, flags));
+  /**
+   * precision-in-use:
+   *
+   * What runs once the element has started (NULL before): e.g. "int8, all 30
+   * layers (avx2 kernels)", "float (the file has no int8 activation
+   * quantisation)".
+   */
+  g_object_class_install_property (klass, prop_in_use,
+      g_param_spec_string ("precision-in-use", "Precision in use",
+          "What the CNN runs once started: int8 (which layers, which kernels) or float", NULL,
+          G_PARAM_READABLE | G_PARAM_STATIC_STRINGS));
+}
+
+gboolean
+gst_cony_element_set_precision (GstElement *element, ConyCnn *cnn, ConyCnnPrecision precision,
+    const gchar *path)
+{
+  g_autoptr (GError) error = NULL;
+  if (cony_cnn_set_precision (cnn, precision, &error))
+    return TRUE;
+  GST_ELEMENT_ERROR (element, LIBRARY, SETTINGS, ("precision: %s", error->message),
+      ("model=%s", path));
+  return FALSE;
+}
+
 gboolean
 gst_cony_element_check_caps_seen (GstElement *element, gboolean have_caps)
 {

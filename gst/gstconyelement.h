@@ -32,6 +32,17 @@ void gst_cony_element_install_model_users (GObjectClass *klass, guint prop_id);
 /* For get_property, object lock held: users of @cnn's weights, 0 for NULL. */
 guint gst_cony_element_model_users (const ConyCnn *cnn);
 
+/* The CNN arithmetic of conyvggish and conyframeembed: the "precision" property
+ * (GST_TYPE_CONY_PRECISION, the values of ConyCnnPrecision) and the read-only
+ * "precision-in-use" (install_precision); set_precision applies it on start, posting
+ * an error that names @path when the file cannot run it. */
+#define GST_TYPE_CONY_PRECISION (gst_cony_precision_get_type ())
+GType gst_cony_precision_get_type (void);
+void gst_cony_element_install_precision (GObjectClass *klass, guint prop_precision,
+    guint prop_in_use, GParamFlags flags);
+gboolean gst_cony_element_set_precision (GstElement *element, ConyCnn *cnn,
+    ConyCnnPrecision precision, const gchar *path);
+
 /* For set_property: TRUE when @pspec may be set now. A property flagged
  * GST_PARAM_MUTABLE_READY (a model path, an attention variant, a geometry) is read on
  * READY→PAUSED only, so outside NULL/READY (or on the way out of them) it is refused:

@@ -126,6 +126,8 @@ enum
   PROP_CROP,
   PROP_OUTPUT,
   PROP_POST_MESSAGES,
+  PROP_PRECISION,
+  PROP_PRECISION_IN_USE,
 };
 
 GType
@@ -630,13 +632,15 @@ gst_cony_frame_embed_start (GstBaseTransform *trans)
   self->crop_mode = self->crop == GST_CONY_FRAME_EMBED_CROP_NONE ? CONY_IMAGE_CROP_NONE
                                                                  : CONY_IMAGE_CROP_CENTER;
   GstConyVggishOutput output = self->output;
+  ConyCnnPrecision precision = self->precision;
   self->messages = self->post_messages && output == GST_CONY_VGGISH_OUTPUT_SCORES;
   GST_OBJECT_UNLOCK (self);
 
   if (!gst_cony_element_find_model (GST_ELEMENT (self), &model,
           "an image CNN file, e.g. the shipped video/frame_cnn.safetensors"))
     goto fail;
-  if (!gst_cony_element_load_cnn (GST_ELEMENT (self), &self->cnn, model))
+  if (!gst_cony_element_load_cnn (GST_ELEMENT (self), &self->cnn, model)
+      || !gst_cony_element_set_precision (GST_ELEMENT (self), self->cnn, precision, model))
     goto fail;
   if (!cony_cnn_set_output (self->cnn, (ConyCnnOutput) output, &error)) {
     GST_ELEMENT_ERROR (self, LIBRARY, SETTINGS, ("output=embedding: %s", error->message),
@@ -721,6 +725,7 @@ gst_cony_frame_embed_set_property (GObject *object, guint prop_id, const GValue 
     case PROP_CROP: self->crop = g_value_get_enum (value); break;
     case PROP_OUTPUT: self->output = g_value_get_enum (value); break;
     case PROP_POST_MESSAGES: self->post_messages = g_value_get_boolean (value); break;
+    case PROP_PRECISION: self->precision = g_value_get_enum (value); break;
     default: G_OBJECT_WARN_INVALID_PROPERTY_ID (object, prop_id, pspec); break;
   }
   GST_OBJECT_UNLOCK (self);
@@ -740,6 +745,10 @@ gst_cony_frame_embed_get_property (GObject *object, guint prop_id, GValue *value
     case PROP_CROP: g_value_set_enum (value, self->crop); break;
     case PROP_OUTPUT: g_value_set_enum (value, self->output); break;
     case PROP_POST_MESSAGES: g_value_set_boolean (value, self->post_messages); break;
+    case PROP_PRECISION: g_value_set_enum (value, self->precision); break;
+    case PROP_PRECISION_IN_USE:
+      g_value_take_string (value, self->cnn ? cony_cnn_describe_precision (self->cnn) : NULL);
+      break;
     case PROP_MODEL_USERS:
       g_value_set_uint (value, gst_cony_element_model_users (self->cnn));
       break;
@@ -851,6 +860,7 @@ gst_cony_frame_embed_class_init (GstConyFrameEmbedClass *klass)
       g_param_spec_boolean ("post-messages", "Post messages",
           "Post the top-1 label of each frame (output=scores, models with labels)",
           DEFAULT_POST_MESSAGES, flags));
+  gst_cony_element_install_precision (gobject_class, PROP_PRECISION, PROP_PRECISION_IN_USE, flags);
   gst_type_mark_as_plugin_api (GST_TYPE_CONY_FRAME_EMBED_CROP, 0);
 
   gst_element_class_add_static_pad_template (element_class, &sink_template);

@@ -43,7 +43,8 @@ struct _GstConyFrameEmbed {
   guint every;
   guint patches_x, patches_y; /* patch grid: columns x rows of model-sized tiles */
   GstConyFrameEmbedCrop crop;
-  gint output; /* GstConyVggishOutput */
+  gint output;    /* GstConyVggishOutput */
+  gint precision; /* ConyCnnPrecision */
   gboolean post_messages;
 
   /* QoS state (object lock): from the last QOS event on the source pad. */

@@ -186,24 +186,6 @@ gst_cony_vggish_output_get_type (void)
   return type;
 }
 
-GType
-gst_cony_vggish_precision_get_type (void)
-{
-  static GType type = 0;
-  static const GEnumValue values[] = {
-    { GST_CONY_VGGISH_PRECISION_AUTO,
-        "int8 for files with int8 activation quantisation (YAMNet), else float", "auto" },
-    { GST_CONY_VGGISH_PRECISION_FLOAT, "The float engine, whatever the file", "float" },
-    { GST_CONY_VGGISH_PRECISION_INT8, "int8 inference (the file must be quantised)", "int8" },
-    { 0, NULL, NULL },
-  };
-  if (g_once_init_enter (&type)) {
-    GType t = g_enum_register_static ("GstConyVggishPrecision", values);
-    g_once_init_leave (&type, t);
-  }
-  return type;
-}
-
 #define gst_cony_vggish_parent_class parent_class
 G_DEFINE_TYPE (GstConyVggish, gst_cony_vggish, GST_TYPE_ELEMENT);
 GST_ELEMENT_REGISTER_DEFINE (conyvggish, "conyvggish", GST_RANK_NONE, GST_TYPE_CONY_VGGISH);
@@ -661,11 +643,8 @@ gst_cony_vggish_start (GstElement *element)
     goto fail;
   if (!gst_cony_element_load_cnn (element, &self->cnn, model))
     goto fail;
-  if (!cony_cnn_set_precision (self->cnn, (ConyCnnPrecision) precision, &error)) {
-    GST_ELEMENT_ERROR (self, LIBRARY, SETTINGS, ("precision: %s", error->message),
-        ("model=%s", model));
+  if (!gst_cony_element_set_precision (element, self->cnn, (ConyCnnPrecision) precision, model))
     goto fail;
-  }
   if (!cony_cnn_set_output (self->cnn, (ConyCnnOutput) output, &error)) {
     GST_ELEMENT_ERROR (self, LIBRARY, SETTINGS, ("output=embedding: %s", error->message),
         ("model=%s", model));
@@ -935,32 +914,7 @@ gst_cony_vggish_class_init (GstConyVggishClass *klass)
           "Per window: the network's last layer (scores) or the pooled embedding before its head",
           GST_TYPE_CONY_VGGISH_OUTPUT, DEFAULT_OUTPUT, flags));
   gst_cony_element_install_model_users (gobject_class, PROP_MODEL_USERS);
-  /**
-   * GstConyVggish:precision:
-   *
-   * The arithmetic of the CNN: `auto` (default) lets the model file decide:
-   * a file converted from an int8 .tflite (YAMNet, by training/convert_tflite.py)
-   * records its activations' scales and zero points and runs TFLite's integer inference (int8
-   * activations and weights, int32 accumulation, outputs dequantised; its
-   * scores are ArmNN's to one int8 step); other files run in float. `float`
-   * forces the float engine on the same weights; `int8` fails to start on a
-   * file without activation quantisation. See precision-in-use.
-   */
-  g_object_class_install_property (gobject_class, PROP_PRECISION,
-      g_param_spec_enum ("precision", "Precision",
-          "CNN arithmetic: auto (the file decides), float, or int8 (quantised files only)",
-          GST_TYPE_CONY_VGGISH_PRECISION, DEFAULT_PRECISION, flags));
-  /**
-   * GstConyVggish:precision-in-use:
-   *
-   * What runs once the element has started (NULL before): e.g. "int8, all 30
-   * layers (avx2 kernels)", "float (the file has no int8 activation
-   * quantisation)".
-   */
-  g_object_class_install_property (gobject_class, PROP_PRECISION_IN_USE,
-      g_param_spec_string ("precision-in-use", "Precision in use",
-          "What the CNN runs once started: int8 (which layers, which kernels) or float", NULL,
-          G_PARAM_READABLE | G_PARAM_STATIC_STRINGS));
+  gst_cony_element_install_precision (gobject_class, PROP_PRECISION, PROP_PRECISION_IN_USE, flags);
 
   gst_element_class_add_static_pad_template (element_class, &sink_template);
   gst_element_class_add_static_pad_template (element_class, &src_template);

@@ -66,8 +66,7 @@ typedef enum
   GST_CONY_VGGISH_PRECISION_INT8 = CONY_CNN_PRECISION_INT8,
 } GstConyVggishPrecision;
 
-#define GST_TYPE_CONY_VGGISH_PRECISION (gst_cony_vggish_precision_get_type ())
-GType gst_cony_vggish_precision_get_type (void);
+#define GST_TYPE_CONY_VGGISH_PRECISION GST_TYPE_CONY_PRECISION
 
 /* A complete window's output timing, kept while it waits in a batch. */
 typedef struct {

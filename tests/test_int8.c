@@ -150,6 +150,51 @@ test_add (void)
   g_assert_false (cony_q_add_init (&a, 0.0f, 0, 0.05f, 0, 0.06f, 0, -128, 127));
 }
 
+/* The add's edge cases, each worked out by hand from TFLite's formula: equal scales
+ * halve exactly (x << 20 times 0.5, then times 2^-20 rounded half away from zero), so
+ * negative halves round down; inputs at their zero points give the output's; sums past
+ * the range or the activation bounds saturate; a tiny second scale vanishes. */
+static void
+test_add_edges (void)
+{
+  ConyQAdd a;
+  /* 0.5 x1 + 0.5 x2 at scale 1: round ((x1 + x2) / 2), ties away from zero */
+  g_assert_true (cony_q_add_init (&a, 0.5f, 0, 0.5f, 0, 1.0f, 0, -128, 127));
+  g_assert_cmpint (a.m1.mult, ==, 1 << 30);
+  g_assert_cmpint (a.m1.shift, ==, 0);
+  g_assert_cmpint (cony_q_add (&a, 1, 2), ==, 2);    /* 1.5 */
+  g_assert_cmpint (cony_q_add (&a, -1, -2), ==, -2); /* -1.5 */
+  g_assert_cmpint (cony_q_add (&a, 0, -1), ==, -1);  /* -0.5 */
+  g_assert_cmpint (cony_q_add (&a, 0, 1), ==, 1);    /* 0.5 */
+  g_assert_cmpint (cony_q_add (&a, -3, 2), ==, -1);  /* -0.5 */
+  g_assert_cmpint (cony_q_add (&a, 127, 127), ==, 127);
+  g_assert_cmpint (cony_q_add (&a, -128, -128), ==, -128);
+  g_assert_cmpint (cony_q_add (&a, -128, 127), ==, -1); /* -0.5 */
+  /* zero points: inputs at theirs give the output's, whatever the scales */
+  g_assert_true (cony_q_add_init (&a, 0.0235f, -128, 0.3477f, 7, 0.41f, -3, -128, 127));
+  g_assert_cmpint (cony_q_add (&a, -128, 7), ==, -3);
+  /* saturation: the sum beyond int8, and the bounds of a fused activation */
+  g_assert_true (cony_q_add_init (&a, 0.1f, 0, 0.1f, 0, 0.05f, 10, -128, 127));
+  g_assert_cmpint (cony_q_add (&a, 127, 127), ==, 127);
+  g_assert_cmpint (cony_q_add (&a, -128, -128), ==, -128);
+  g_assert_cmpint (cony_q_add (&a, 20, 20), ==, 90);
+  g_assert_true (cony_q_add_init (&a, 0.1f, 0, 0.1f, 0, 0.05f, 10, 10, 100));
+  g_assert_cmpint (cony_q_add (&a, 127, 127), ==, 100);
+  g_assert_cmpint (cony_q_add (&a, -20, 0), ==, 10);
+  /* a second scale 2^-24 of the first: its input shifts out entirely */
+  g_assert_true (cony_q_add_init (&a, 1.0f, 0, 1.0f / 16777216.0f, 0, 1.0f, 0, -128, 127));
+  g_assert_cmpint (cony_q_add (&a, 5, 127), ==, 5);
+  g_assert_cmpint (cony_q_add (&a, -5, -128), ==, -5);
+  /* the inputs' order does not matter */
+  g_assert_true (cony_q_add_init (&a, 0.02f, -5, 0.05f, 3, 0.06f, -10, -128, 127));
+  ConyQAdd b;
+  g_assert_true (cony_q_add_init (&b, 0.05f, 3, 0.02f, -5, 0.06f, -10, -128, 127));
+  for (int x1 = -128; x1 < 128; x1++)
+    for (int x2 = -128; x2 < 128; x2 += 7)
+      g_assert_cmpint (cony_q_add (&a, (gint8) x1, (gint8) x2), ==,
+          cony_q_add (&b, (gint8) x2, (gint8) x1));
+}
+
 /* ---------------------------------------------------------------- kernels */
 
 /* Random weights for @n channels of @K in one of three kinds (@kind % 3): int8 with
@@ -586,6 +631,7 @@ main (int argc, char **argv)
   g_test_add_func ("/int8/requant", test_requant);
   g_test_add_func ("/int8/quantize", test_quantize);
   g_test_add_func ("/int8/add", test_add);
+  g_test_add_func ("/int8/add-edges", test_add_edges);
   g_test_add_func ("/int8/kernels-equal", test_kernels_equal);
   g_test_add_func ("/int8/dw-kernels-equal", test_dw_kernels_equal);
   g_test_add_func ("/int8/yamnet-armnn", test_yamnet_armnn);
