@@ -22,6 +22,7 @@ typedef struct {
   ConyQDw dw;     /* DW */
   ConyQMul gap_m; /* GAP: in_scale / out_scale */
   ConyQAdd add;   /* ADD: the map plus layer add_from's saved output */
+  gint32 *add_in; /* ADD: each input's scaled value of q at [q + 128], [256 + q + 128] */
   gint8 lut[256]; /* SIGMOID: output of input q at [q + 128] */
 } QLayer;
 
@@ -236,6 +237,12 @@ load_layer (const ConySafetensors *st, const CnnWeights *w, const CnnInt8 *q8, g
             cony_safetensors_path (st), l->name, q->in_scale, from->out_scale, q->out_scale);
         return FALSE;
       }
+      /* the first half of TFLite's ADD depends on one input value: two tables */
+      q->add_in = g_new (gint32, 512);
+      for (int v = -128; v < 128; v++) {
+        q->add_in[v + 128] = cony_q_add_input (q->add.m1, v, q->add.zp1);
+        q->add_in[256 + v + 128] = cony_q_add_input (q->add.m2, v, q->add.zp2);
+      }
       return TRUE;
     }
     case LAYER_SIGMOID:
@@ -257,6 +264,7 @@ qlayer_clear (QLayer *q)
 {
   cony_qgemm_clear (&q->gemm);
   cony_qdw_clear (&q->dw);
+  g_clear_pointer (&q->add_in, g_free);
 }
 
 CnnInt8 *
@@ -501,6 +509,18 @@ softmax_q (const QLayer *q, const gint8 *in, guint n, gint8 *out, float *tmp)
     out[c] = cony_q_quantize (tmp[c] * inv, q->out_scale, q->out_zp);
 }
 
+/* out = TFLite's ADD of @a and @b (@n values): cony_q_add() with its input halves
+ * read from the tables. */
+static void
+add_q (const QLayer *q, const gint8 *a, const gint8 *b, gsize n, gint8 *out)
+{
+  const gint32 *t1 = q->add_in + 128, *t2 = q->add_in + 256 + 128;
+  for (gsize j = 0; j < n; j++) {
+    gint32 v = cony_q_mul (t1[a[j]] + t2[b[j]], q->add.m_out) + q->add.zp_out;
+    out[j] = (gint8) CLAMP (v, q->add.lo, q->add.hi);
+  }
+}
+
 /* Layer @i on @nb examples of @in into @out. */
 static void
 run_layer (const CnnWeights *w, guint i, CnnInt8Scratch *s, const gint8 *in, gsize nb, gint8 *out)
@@ -537,10 +557,7 @@ run_layer (const CnnWeights *w, guint i, CnnInt8Scratch *s, const gint8 *in, gsi
       for (gsize j = 0; j < in_map * nb; j++)
         out[j] = q->lut[in[j] + 128];
       break;
-    case LAYER_ADD:
-      for (gsize j = 0; j < in_map * nb; j++)
-        out[j] = cony_q_add (&q->add, in[j], s->res[j]);
-      break;
+    case LAYER_ADD: add_q (q, in, s->res, in_map * nb, out); break;
     case LAYER_SOFTMAX:
       for (gsize e = 0; e < nb; e++)
         softmax_q (q, in + e * in_map, l->in_c, out + e * in_map, (float *) s->acc);
