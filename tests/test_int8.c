@@ -450,6 +450,57 @@ test_yamnet_armnn_portable (void)
   cony_test_trap_portable_cnn ();
 }
 
+/* A small MobileNet-v2 quantised two ways (tests/golden/mobilenet/v2_q8: int8 weights
+ * per channel; v2_qu8: uint8 weights and activation zero points of uint8 tensors), with
+ * residual add, softmax and bias_quantized: scores and embeddings equal the integer
+ * numpy reference's (training/conytrain/ref/qmobilenet.py) bit for bit, one by one
+ * and batched. */
+static void
+check_mobilenet_v2 (void)
+{
+  const char *names[] = { "v2_q8", "v2_qu8" };
+  g_autoptr (ConyNpyArray) x = cony_test_load_golden_npy ("mobilenet", "v2_input.npy");
+  gsize n = x->shape[0], in = cony_npy_array_numel (x) / n;
+  for (guint k = 0; k < G_N_ELEMENTS (names); k++) {
+    g_autofree char *file = g_strdup_printf ("%s.safetensors", names[k]);
+    g_autoptr (ConyCnn) cnn = cony_test_load_golden_cnn ("mobilenet", file);
+    g_assert_cmpint (cony_cnn_get_precision (cnn), ==, CONY_CNN_PRECISION_INT8);
+    g_assert_cmpuint (cony_cnn_get_int8_layers (cnn), ==, 12);
+    for (int emb = 0; emb < 2; emb++) {
+      g_autofree char *golden = g_strdup_printf ("%s_%s.npy", names[k],
+          emb ? "embedding" : "scores");
+      g_autoptr (ConyNpyArray) want = cony_test_load_golden_npy ("mobilenet", golden);
+      g_assert_true (cony_cnn_set_output (cnn,
+          emb ? CONY_CNN_OUTPUT_EMBEDDING : CONY_CNN_OUTPUT_SCORES, NULL));
+      gsize od = cony_cnn_get_output_size (cnn);
+      g_assert_cmpuint (cony_npy_array_numel (want), ==, n * od);
+      g_autofree float *got = g_new (float, n *od);
+      for (gsize i = 0; i < n; i++)
+        cony_cnn_forward (cnn, x->data + i * in, got + i * od);
+      g_assert_cmpmem (got, sizeof (float) * n * od, want->data, sizeof (float) * n * od);
+      cony_cnn_forward_batch (cnn, x->data, n, got);
+      g_assert_cmpmem (got, sizeof (float) * n * od, want->data, sizeof (float) * n * od);
+    }
+  }
+}
+
+static void
+test_mobilenet_v2 (void)
+{
+  check_mobilenet_v2 ();
+}
+
+static void
+test_mobilenet_v2_portable (void)
+{
+  if (g_test_subprocess ()) {
+    g_assert_cmpstr (cony_cnn_get_int8_kernels (), ==, "portable");
+    check_mobilenet_v2 ();
+    return;
+  }
+  cony_test_trap_portable_cnn ();
+}
+
 /* FLOAT runs the float engine on the same file (its scores are not multiples of
  * 1/256); INT8 on a float-only network is refused. */
 static void
@@ -636,6 +687,8 @@ main (int argc, char **argv)
   g_test_add_func ("/int8/dw-kernels-equal", test_dw_kernels_equal);
   g_test_add_func ("/int8/yamnet-armnn", test_yamnet_armnn);
   g_test_add_func ("/int8/yamnet-armnn-portable", test_yamnet_armnn_portable);
+  g_test_add_func ("/int8/mobilenet-v2", test_mobilenet_v2);
+  g_test_add_func ("/int8/mobilenet-v2-portable", test_mobilenet_v2_portable);
   g_test_add_func ("/int8/precision", test_precision);
   g_test_add_func ("/int8/prefix", test_prefix);
   g_test_add_func ("/int8/refused", test_refused);
