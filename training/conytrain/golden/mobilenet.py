@@ -59,6 +59,10 @@ V2_LAYERS = (("conv3x3s2", 8), ("conv1x1", 16), ("dw3x3s1", None), ("linear1x1",
              ("add@0", None), ("conv1x1", 16), ("dw3x3s2", None), ("linear1x1", 12),
              ("conv1x1", 24), ("gap", None), ("fc", 10), ("softmax", None))
 V2_INPUT = (15, 13, 3)
+V2_META = {"network": "mobilenet_v2", "input_height": str(V2_INPUT[0]),
+           "input_width": str(V2_INPUT[1]), "input_channels": str(V2_INPUT[2]),
+           "layers": " ".join(word for word, _ in V2_LAYERS),
+           "input_mean": "0.5,0.45,0.4", "input_std": "0.25,0.3,0.2"}
 
 
 def random_tensors(rng, layers=LAYERS, shape_in=INPUT):
@@ -114,10 +118,7 @@ def quantised_u8(tensors):
 
 def v2_files(rng, say):
     tensors = random_tensors(rng, V2_LAYERS, V2_INPUT)
-    meta = {"network": "mobilenet_v2", "input_height": str(V2_INPUT[0]),
-            "input_width": str(V2_INPUT[1]), "input_channels": str(V2_INPUT[2]),
-            "layers": " ".join(word for word, _ in V2_LAYERS),
-            "input_mean": "0.5,0.45,0.4", "input_std": "0.25,0.3,0.2"}
+    meta = V2_META
     x = rng.uniform(0, 1, (4,) + V2_INPUT).astype(np.float32)
     files = {"v2_input.npy": x}
     for name, t in (("v2_f32", tensors), ("v2_u8", quantised_u8(tensors))):
@@ -199,10 +200,7 @@ def integer_file(tensors, meta, x, uint8):
 def v2_integer_files(rng, say):
     """v2_q8 / v2_qu8 and their integer goldens (the v2 network and inputs of v2_files)."""
     tensors = random_tensors(rng, V2_LAYERS, V2_INPUT)
-    meta = {"network": "mobilenet_v2", "input_height": str(V2_INPUT[0]),
-            "input_width": str(V2_INPUT[1]), "input_channels": str(V2_INPUT[2]),
-            "layers": " ".join(word for word, _ in V2_LAYERS),
-            "input_mean": "0.5,0.45,0.4", "input_std": "0.25,0.3,0.2"}
+    meta = V2_META
     x = rng.uniform(0, 1, (4,) + V2_INPUT).astype(np.float32)
     files = {}
     gap = [w for w, _ in V2_LAYERS].index("gap")
