@@ -72,6 +72,9 @@ cony_qrequant_avx2 (const ConyQOut *o, const gint32 *acc, guint n, gint8 *out)
  * and k quad the 6 rows' 4 values side by side, u = x + 128 as bytes (24 per quad) and
  * as int16 (48 per quad), so that every broadcast is at a constant offset. */
 #define QROWS 6
+/* How far ahead of the weights being read to prefetch (bytes): the panels of the large
+ * layers come from L3 or memory once per product. */
+#define PREFETCH 2048
 
 /* One row of a byte-exact quad: broadcast its 4 bytes, vpmaddubsw with the panel's
  * weights, pairs summed into int32 by vpmaddwd with ones, added to the accumulator.
@@ -147,6 +150,7 @@ gemm8_block (const ConyQGemm *g, guint p, const guint8 *u, const gint16 *u16, gi
   for (guint i = 0; i < pn.n8; i++, w8 += 32) {
     __m256i w = _mm256_loadu_si256 ((const __m256i *) w8);
     const guint8 *a = u + (gsize) QROWS * 4 * pn.idx[i];
+    _mm_prefetch ((const char *) (w8 + PREFETCH), _MM_HINT_T0);
     __asm__(BYTE_ROW ("0", "a0") BYTE_ROW ("4", "a1") BYTE_ROW ("8", "a2") BYTE_ROW ("12", "a3")
                 BYTE_ROW ("16", "a4") BYTE_ROW ("20", "a5")
             : ACC6
@@ -158,6 +162,7 @@ gemm8_block (const ConyQGemm *g, guint p, const guint8 *u, const gint16 *u16, gi
     __m256i w0 = _mm256_loadu_si256 ((const __m256i *) w16);
     __m256i w1 = _mm256_loadu_si256 ((const __m256i *) (w16 + 16));
     const gint16 *a = u16 + (gsize) QROWS * 4 * pn.idx[i];
+    _mm_prefetch ((const char *) (w16 + PREFETCH / 2), _MM_HINT_T0);
     __asm__(WORD_ROW ("0", "4", "a0") WORD_ROW ("8", "12", "a1") WORD_ROW ("16", "20", "a2")
                 WORD_ROW ("24", "28", "a3") WORD_ROW ("32", "36", "a4") WORD_ROW ("40", "44", "a5")
             : ACC6
