@@ -177,8 +177,9 @@ gemm8_block (const ConyQGemm *g, guint p, const guint8 *u, const gint16 *u16, gi
   store8 (g, p, a5, out + 5 * ldo);
 }
 
-/* The last @MR (< QROWS) rows, the same arithmetic in intrinsics. */
-CONY_TARGET_V3 static void
+/* The last @MR (< QROWS) rows, the same arithmetic in intrinsics (inlined for each
+ * constant MR, so the accumulators stay in registers). */
+CONY_TARGET_V3 static inline __attribute__ ((always_inline)) void
 gemm8_tail (const ConyQGemm *g, guint p, const guint8 *u, const gint16 *u16, int MR, gint8 *out,
     gsize ldo)
 {
@@ -215,35 +216,45 @@ gemm8_tail (const ConyQGemm *g, guint p, const guint8 *u, const gint16 *u16, int
     store8 (g, p, acc[r], out + r * ldo);
 }
 
-/* The depthwise layer, 16 channels at a time in registers: per tap, 16 inputs widened
- * to int16 times the int16 weights (|x| <= 128, |w - zp| <= 255: the int16 product is
- * exact; the input zero point is in the bias), widened to int32 and added; then
- * requantised and packed.
- * Channel counts that are not a multiple of 16 take the portable loop's arithmetic on
- * the rest. */
+/* The depthwise layer, 16 channels at a time in registers: the taps in pairs, each
+ * pair's two input vectors widened to int16 and interleaved (unpack), times the pair's
+ * weights by vpmaddwd (|x| <= 128, |w - zp| <= 255: exact in int32; the input zero
+ * point is in the bias), which leaves channels 0-3, 8-11 in one accumulator and 4-7,
+ * 12-15 in the other until one lane swap; then requantised and packed. Channel counts
+ * that are not a multiple of 16 take the portable loop's arithmetic on the rest. */
 CONY_TARGET_V3 void
 cony_qdw_avx2 (const ConyQDw *d, const gint8 *in, guint in_w, guint oh, guint ow, guint stride,
     gint8 *out, gint32 *acc)
 {
   guint C = d->C, C16 = C / 16 * 16;
-  gsize row = (gsize) in_w * C;
+  gsize row = (gsize) in_w * C, off[10];
+  for (guint k = 0; k < 9; k++)
+    off[k] = (k / 3) * row + (k % 3) * C;
   for (guint y = 0; y < oh; y++)
     for (guint x = 0; x < ow; x++) {
       const gint8 *px = in + (gsize) y * stride * row + (gsize) x * stride * C;
       gint8 *o = out + ((gsize) y * ow + x) * C;
       for (guint c = 0; c < C16; c += 16) {
-        __m256i a0 = _mm256_loadu_si256 ((const __m256i *) (d->bias + c));
-        __m256i a1 = _mm256_loadu_si256 ((const __m256i *) (d->bias + c + 8));
-        for (guint k = 0; k < 9; k++) {
-          const gint8 *src = px + (k / 3) * row + (k % 3) * C + c;
-          __m256i v = _mm256_cvtepi8_epi16 (_mm_loadu_si128 ((const __m128i *) src));
-          __m256i p = _mm256_mullo_epi16 (v,
-              _mm256_loadu_si256 ((const __m256i *) (d->w + (gsize) k * C + c)));
-          a0 = _mm256_add_epi32 (a0, _mm256_cvtepi16_epi32 (_mm256_castsi256_si128 (p)));
-          a1 = _mm256_add_epi32 (a1, _mm256_cvtepi16_epi32 (_mm256_extracti128_si256 (p, 1)));
+        const gint16 *w = d->w2 + (gsize) (c / 16) * 5 * 32;
+        __m256i a0 = _mm256_setzero_si256 (), a1 = a0;
+        for (guint k = 0; k < 9; k += 2, w += 32) {
+          __m256i v0 = _mm256_cvtepi8_epi16 (_mm_loadu_si128 ((const __m128i *) (px + off[k] + c)));
+          __m256i v1 = k < 8
+              ? _mm256_cvtepi8_epi16 (_mm_loadu_si128 ((const __m128i *) (px + off[k + 1] + c)))
+              : _mm256_setzero_si256 ();
+          a0 = _mm256_add_epi32 (a0,
+              _mm256_madd_epi16 (_mm256_unpacklo_epi16 (v0, v1),
+                  _mm256_loadu_si256 ((const __m256i *) w)));
+          a1 = _mm256_add_epi32 (a1,
+              _mm256_madd_epi16 (_mm256_unpackhi_epi16 (v0, v1),
+                  _mm256_loadu_si256 ((const __m256i *) (w + 16))));
         }
+        __m256i lo = _mm256_add_epi32 (_mm256_permute2x128_si256 (a0, a1, 0x20),
+            _mm256_loadu_si256 ((const __m256i *) (d->bias + c)));
+        __m256i hi = _mm256_add_epi32 (_mm256_permute2x128_si256 (a0, a1, 0x31),
+            _mm256_loadu_si256 ((const __m256i *) (d->bias + c + 8)));
         _mm_storeu_si128 ((__m128i *) (o + c),
-            q_pack16 (q_requant8 (&d->out, c, a0), q_requant8 (&d->out, c + 8, a1)));
+            q_pack16 (q_requant8 (&d->out, c, lo), q_requant8 (&d->out, c + 8, hi)));
       }
       if (C16 < C) {
         for (guint c = C16; c < C; c++) {
@@ -303,8 +314,17 @@ cony_qgemm_avx2 (const ConyQGemm *g, gsize M, const gint8 *x, gsize ldx, gint8 *
     gsize r = 0, b = 0;
     for (; r + QROWS <= M; r += QROWS, b++)
       gemm8_block (g, p, u + b * blk, u16 + b * blk, out + r * ldo, ldo);
-    if (r < M)
-      gemm8_tail (g, p, u + b * blk, u16 + b * blk, (int) (M - r), out + r * ldo, ldo);
+    switch (M - r) {
+#define TAIL(n) \
+  case n: gemm8_tail (g, p, u + b * blk, u16 + b * blk, n, out + r * ldo, ldo); break;
+      TAIL (1)
+      TAIL (2)
+      TAIL (3)
+      TAIL (4)
+      TAIL (5)
+#undef TAIL
+      default: break;
+    }
   }
 }
 #endif

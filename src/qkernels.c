@@ -173,6 +173,13 @@ cony_qdw_init (ConyQDw *d, guint C, const ConyQWeights *w, const gint32 *bias, c
   for (guint c = 0; c < C; c++)
     for (guint k = 0; k < 9; k++)
       d->w[(gsize) k * C + c] = cony_qweights_at (w, 9, c, k);
+  d->w2 = g_new0 (gint16, (gsize) cp / 16 * 5 * 32);
+  for (guint c = 0; c < C / 16 * 16; c++)
+    for (guint k = 0; k < 9; k++) {
+      /* channel j of its 16: in the first (j % 8 < 4) or second vector, lane j / 8 */
+      guint j = c % 16, vec = (j % 8) / 4, at = (j / 8) * 8 + (j % 4) * 2 + k % 2;
+      d->w2[((gsize) (c / 16) * 5 + k / 2) * 32 + vec * 16 + at] = cony_qweights_at (w, 9, c, k);
+    }
   d->bias = folded_bias (9, C, cp, w, in_zp, bias);
   cony_qout_init (&d->out, C, m, zp, lo, hi);
 }
@@ -181,6 +188,7 @@ void
 cony_qdw_clear (ConyQDw *d)
 {
   g_clear_pointer (&d->w, g_free);
+  g_clear_pointer (&d->w2, g_free);
   g_clear_pointer (&d->bias, g_free);
   cony_qout_clear (&d->out);
 }

@@ -77,6 +77,10 @@ typedef struct {
 typedef struct {
   guint C;
   gint16 *w;
+  /* The AVX2 kernel's copy: per 16 channels, the taps in pairs (0, 1) .. (6, 7), (8, -)
+   * as vpmaddwd operands, each pair 32 int16: channels 0-3 and 8-11, then 4-7 and 12-15,
+   * every channel's two taps side by side (the order of unpacking two input vectors). */
+  gint16 *w2;
   gint32 *bias;
   ConyQOut out;
   gint32 zp; /* the input's zero point (the value of the padding) */
