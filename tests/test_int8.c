@@ -197,23 +197,45 @@ test_add_edges (void)
 
 /* ---------------------------------------------------------------- kernels */
 
-/* Random weights for @n channels of @K in one of three kinds (@kind % 3): int8 with
+/* Random int8 weights whose pairs (k, k + 1) mostly keep vpmaddubsw exact on inputs up
+ * to 255, many exactly at its limit (positive or negative parts summing to 128: 64 + 64,
+ * 127 + 1, -128 + 0), others just over it (129) or far over (up to 127 + 127). */
+static gint8
+pair_weight (GRand *r, gsize i, gint8 prev)
+{
+  if (i % 2 == 0)
+    return (gint8) g_rand_int_range (r, -128, 128);
+  if (g_rand_int_range (r, 0, 50) == 0)
+    return (gint8) (prev >= 0 ? 127 : -128);
+  if (g_rand_int_range (r, 0, 50) == 0) /* just over the limit */
+    return (gint8) (prev >= 0 ? MIN (127, 129 - prev) : MAX (-128, -129 - prev));
+  if (g_rand_boolean (r)) /* at the limit */
+    return (gint8) (prev >= 0 ? 128 - prev : -128 - prev);
+  return (gint8) (prev >= 0 ? g_rand_int_range (r, -128, 129 - prev)
+                            : g_rand_int_range (r, -128 - prev, 128));
+}
+
+/* Random weights for @n channels of @K in one of four kinds (@kind % 4): int8 with
  * zero point 0 (TFLite's per-channel weights), uint8 with one zero point (its per-tensor
- * asymmetric weights) and int8 with a zero point per channel; every kind reaches the
- * extremes of w - zp (-255 or 255) somewhere. @data (n * K bytes) and @zp (n) are filled. */
+ * asymmetric weights), int8 with a zero point per channel (the first three reach the
+ * extremes of w - zp, -255 or 255, somewhere), and int8 pairs near vpmaddubsw's limit
+ * (pair_weight). @data (n * K bytes) and @zp (n) are filled. */
 static ConyQWeights
 random_weights (GRand *r, guint kind, guint K, guint n, guint8 *data, gint32 *zp)
 {
-  ConyQWeights w = { data, kind % 3 == 1, kind % 3 ? zp : NULL, kind % 3 == 2 };
+  kind %= 4;
+  ConyQWeights w = { data, kind == 1, kind == 1 || kind == 2 ? zp : NULL, kind == 2 };
   for (guint c = 0; c < n; c++)
-    zp[c] = kind % 3 == 1 ? (K % 2 ? 255 : 0) : kind % 3 == 2 ? (c % 2 ? 127 : -128) : 0;
+    zp[c] = kind == 1 ? (K % 2 ? 255 : 0) : kind == 2 ? (c % 2 ? 127 : -128) : 0;
   for (gsize i = 0; i < (gsize) K * n; i++) {
     gint32 v = g_rand_int_range (r, -128, 128), c = (gint32) (i / K);
-    if (kind % 3 == 1)
+    if (kind == 3)
+      data[i] = (guint8) pair_weight (r, i % K, i % K ? (gint8) data[i - 1] : 0);
+    else if (kind == 1)
       data[i] = (guint8) (i % 7 == 0 ? 255 - zp[0] : v + 128); /* +-255 */
     else
       data[i] = (guint8) (gint8) (i % 7 == 0
-              ? (kind % 3 == 0 ? (i % 2 ? 127 : -128) : (c % 2 ? -128 : 127))
+              ? (kind == 0 ? (i % 2 ? 127 : -128) : (c % 2 ? -128 : 127))
               : v);
   }
   return w;
@@ -233,11 +255,11 @@ test_kernels_equal (void)
   guint shapes[][3] = { { 13, 9, 32 }, { 7, 64, 21 }, { 25, 1024, 48 }, { 1, 1024, 521 },
     { 6, 33, 16 }, { 11, 2, 5 }, { 30, 27, 40 } };
   for (guint s = 0; s < G_N_ELEMENTS (shapes); s++)
-    for (guint kind = 0; kind < 3; kind++) {
+    for (guint kind = 0; kind < 4; kind++) {
       guint M = shapes[s][0], K = shapes[s][1], N = shapes[s][2];
       g_autofree guint8 *wd = g_new (guint8, (gsize) K * N);
       g_autofree gint32 *wzp = g_new (gint32, N);
-      ConyQWeights w = random_weights (r, kind + s, K, N, wd, wzp);
+      ConyQWeights w = random_weights (r, kind == 3 ? 3 : kind + s, K, N, wd, wzp);
       g_autofree gint32 *bias = g_new (gint32, N);
       g_autofree ConyQMul *m = g_new (ConyQMul, N);
       for (guint c = 0; c < N; c++) {
@@ -247,11 +269,16 @@ test_kernels_equal (void)
       gint32 in_zp = kind == 0 ? -128 : kind == 1 ? 127 : g_rand_int_range (r, -128, 128);
       ConyQGemm g;
       cony_qgemm_init (&g, K, N, &w, in_zp, bias, m, g_rand_int_range (r, -128, 128), -128, 127);
+      /* near the limit, the AVX2 packing takes both of its paths */
+      guint panels = (N + 7) / 8, byte = g.p8.start8[panels], word = g.p8.start16[panels];
+      if (kind == 3 && K >= 8)
+        g_assert_true (byte > 0 && word > 0);
       gsize ldx = K + 3; /* rows with a gap */
       g_autofree gint8 *x = g_new0 (gint8, (gsize) M * ldx);
       for (guint i = 0; i < M; i++)
         for (guint k = 0; k < K; k++)
           x[(gsize) i * ldx + k] = (gint8) (i % 3 == 0 ? (k % 2 ? 127 : -128)
+                  : i % 3 == 1                         ? 127 /* u = 255 */
                                                        : g_rand_int_range (r, -128, 128));
       g_autofree gint16 *scratch = g_new (gint16, cony_qgemm_scratch (&g, M));
       g_autofree gint8 *o1 = g_new0 (gint8, (gsize) M * N);
@@ -281,6 +308,29 @@ test_kernels_equal (void)
       cony_qgemm_clear (&g);
     }
   g_rand_free (r);
+}
+
+/* The AVX2 packing's split: a quad runs in bytes only when no pair can leave int16 in
+ * vpmaddubsw (255 * 128 = 32640 fits, 255 * 129 does not; weights outside int8 never). */
+static void
+test_byte_exact_split (void)
+{
+  const gint8 cases[][4] = { { 64, 64, 0, 0 }, { 127, 1, -128, 0 }, { -64, -64, 127, -127 },
+    { 65, 64, 0, 0 }, { 0, 0, -128, -1 }, { 127, 127, 0, 0 } };
+  for (guint i = 0; i < G_N_ELEMENTS (cases); i++) {
+    ConyQWeights w = { cases[i], FALSE, NULL, FALSE };
+    ConyQGemm g;
+    cony_qgemm_init (&g, 4, 1, &w, 0, NULL, NULL, 0, -128, 127);
+    g_assert_cmpuint (g.p8.start8[1], ==, i < 3 ? 1 : 0);
+    cony_qgemm_clear (&g);
+  }
+  guint8 u8[4] = { 128, 0, 0, 0 };
+  gint32 zp = 0;
+  ConyQWeights wu = { u8, TRUE, &zp, FALSE }; /* 128 - 0 does not fit int8 */
+  ConyQGemm g;
+  cony_qgemm_init (&g, 4, 1, &wu, 0, NULL, NULL, 0, -128, 127);
+  g_assert_cmpuint (g.p8.start8[1], ==, 0);
+  cony_qgemm_clear (&g);
 }
 
 /* The depthwise kernels on random padded maps: channel counts with and without a
@@ -684,6 +734,7 @@ main (int argc, char **argv)
   g_test_add_func ("/int8/add", test_add);
   g_test_add_func ("/int8/add-edges", test_add_edges);
   g_test_add_func ("/int8/kernels-equal", test_kernels_equal);
+  g_test_add_func ("/int8/byte-exact-split", test_byte_exact_split);
   g_test_add_func ("/int8/dw-kernels-equal", test_dw_kernels_equal);
   g_test_add_func ("/int8/yamnet-armnn", test_yamnet_armnn);
   g_test_add_func ("/int8/yamnet-armnn-portable", test_yamnet_armnn_portable);
