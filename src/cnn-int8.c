@@ -1,11 +1,15 @@
-/* The integer path of the CNN engine (cnn-private.h): TFLite's int8 semantics for
- * MobileNet-v1 files converted from an int8 .tflite. Activations are int8 with the
- * per-tensor scale and zero point the file records (metadata `quantization`), weights
- * int8 per output channel (packed once here), biases int32, accumulation in int32, and
- * every output requantised by src/qmath.h (fixed-point multiplier and shift); ReLU6 is
- * the clamp of the output range. Layers: 3x3 conv (im2col), depthwise 3x3, pointwise,
- * the mean over H and W (TFLite's integer MEAN), fully connected, and the logistic as a
- * 256-entry table computed in float (TFLite's int8 LUT kernel, what ArmNN computes too). */
+/* The integer path of the CNN engine (cnn-private.h): TFLite's integer semantics for
+ * MobileNet-v1 and -v2 files converted from a quantised .tflite (YAMNet, the ImageNet
+ * MobileNets). Activations are int8 with the per-tensor scale and zero point the file
+ * records (metadata `quantization`; uint8 tensors as int8, zero point - 128), weights
+ * int8 per output channel or uint8 with zero points (packed once by qkernels.c), biases
+ * int32, accumulation in int32, and every output requantised by src/qmath.h
+ * (fixed-point multiplier and shift); ReLU6 is the clamp of the output range. Layers:
+ * 3x3 conv (im2col), depthwise 3x3, pointwise, the residual ADD (TFLite's: left shift
+ * 20, one multiplier per input, one for the sum), the mean over H and W (TFLite's
+ * integer MEAN), fully connected, the logistic as a 256-entry table computed in float
+ * (TFLite's int8 LUT kernel, what ArmNN computes too) and the softmax in float on the
+ * dequantised logits, quantised to its output (ArmNN's; TFLite's to one step). */
 #include "cnn-private.h"
 
 #include "cony/error.h"
@@ -636,7 +640,7 @@ cony_cnn_set_precision (ConyCnn *cnn, ConyCnnPrecision precision, GError **error
   if (precision == CONY_CNN_PRECISION_INT8 && cnn->w->q8 == NULL) {
     g_set_error (error, CONY_ERROR, CONY_ERROR_INVALID,
         "%s: precision int8 needs a quantised model (metadata quantization, written by "
-        "training/convert_tflite.py from an int8 .tflite); this one runs in float only",
+        "training/convert_tflite.py from a quantised .tflite); this one runs in float only",
         cnn->w->source);
     return FALSE;
   }
