@@ -722,6 +722,52 @@ test_refused (void)
   g_unlink (unfit);
 }
 
+/* v2_q8 with the int32 bias bias_quantized[0] of layer 0 set to @value (a temporary
+ * copy; g_free and unlink it). */
+static char *
+with_bias_quantized (gint64 value)
+{
+  g_autofree char *src = cony_test_golden_path ("mobilenet", "v2_q8.safetensors");
+  g_autofree char *bytes = NULL;
+  gsize len = 0;
+  g_assert_true (g_file_get_contents (src, &bytes, &len, NULL));
+  guint64 hlen = GUINT64_FROM_LE (*(guint64 *) bytes);
+  g_autoptr (JsonParser) p = json_parser_new ();
+  g_assert_true (json_parser_load_from_data (p, bytes + 8, (gssize) hlen, NULL));
+  JsonObject *t = json_object_get_object_member (json_node_get_object (json_parser_get_root (p)),
+      "layers.0.bias_quantized");
+  gint64 off = json_array_get_int_element (json_object_get_array_member (t, "data_offsets"), 0);
+  gint64 le = GINT64_TO_LE (value);
+  memcpy (bytes + 8 + hlen + off, &le, 8);
+  char *path = NULL;
+  int fd = g_file_open_tmp ("cony-int8-XXXXXX.safetensors", &path, NULL);
+  g_assert_cmpint (fd, >=, 0);
+  close (fd);
+  g_assert_true (g_file_set_contents (path, bytes, (gssize) len, NULL));
+  return path;
+}
+
+/* An int32 bias outside int32 is refused, naming the tensor; one inside changes the
+ * scores (the integer path reads it, not the F32 bias). */
+static void
+test_bias_quantized (void)
+{
+  g_autofree char *bad = with_bias_quantized (G_GINT64_CONSTANT (1) << 40);
+  cony_test_expect_cnn_refused (bad, CONY_ERROR_INVALID, "layers.0.bias_quantized[0]",
+      "outside int32");
+  g_unlink (bad);
+  g_autofree char *other = with_bias_quantized (1 << 20);
+  g_autoptr (ConyCnn) a = cony_test_load_golden_cnn ("mobilenet", "v2_q8.safetensors");
+  g_autoptr (ConyCnn) b = cony_cnn_load_private (other, NULL);
+  g_assert_nonnull (b);
+  g_autoptr (ConyNpyArray) x = cony_test_load_golden_npy ("mobilenet", "v2_input.npy");
+  float sa[10], sb[10];
+  cony_cnn_forward (a, x->data, sa);
+  cony_cnn_forward (b, x->data, sb);
+  g_assert_true (memcmp (sa, sb, sizeof sa) != 0);
+  g_unlink (other);
+}
+
 int
 main (int argc, char **argv)
 {
@@ -743,6 +789,7 @@ main (int argc, char **argv)
   g_test_add_func ("/int8/precision", test_precision);
   g_test_add_func ("/int8/prefix", test_prefix);
   g_test_add_func ("/int8/refused", test_refused);
+  g_test_add_func ("/int8/bias-quantized", test_bias_quantized);
   yamnet_q = cony_test_yamnet_int8 ();
   int status = g_test_run ();
   g_unlink (yamnet_q);
