@@ -722,29 +722,22 @@ test_refused (void)
   g_unlink (unfit);
 }
 
+static void
+set_first_bias (JsonObject *header, char *data, gpointer value)
+{
+  JsonObject *t = json_object_get_object_member (header, "layers.0.bias_quantized");
+  gint64 off = json_array_get_int_element (json_object_get_array_member (t, "data_offsets"), 0);
+  gint64 le = GINT64_TO_LE (*(const gint64 *) value);
+  memcpy (data + off, &le, 8);
+}
+
 /* v2_q8 with the int32 bias bias_quantized[0] of layer 0 set to @value (a temporary
  * copy; g_free and unlink it). */
 static char *
 with_bias_quantized (gint64 value)
 {
   g_autofree char *src = cony_test_golden_path ("mobilenet", "v2_q8.safetensors");
-  g_autofree char *bytes = NULL;
-  gsize len = 0;
-  g_assert_true (g_file_get_contents (src, &bytes, &len, NULL));
-  guint64 hlen = GUINT64_FROM_LE (*(guint64 *) bytes);
-  g_autoptr (JsonParser) p = json_parser_new ();
-  g_assert_true (json_parser_load_from_data (p, bytes + 8, (gssize) hlen, NULL));
-  JsonObject *t = json_object_get_object_member (json_node_get_object (json_parser_get_root (p)),
-      "layers.0.bias_quantized");
-  gint64 off = json_array_get_int_element (json_object_get_array_member (t, "data_offsets"), 0);
-  gint64 le = GINT64_TO_LE (value);
-  memcpy (bytes + 8 + hlen + off, &le, 8);
-  char *path = NULL;
-  int fd = g_file_open_tmp ("cony-int8-XXXXXX.safetensors", &path, NULL);
-  g_assert_cmpint (fd, >=, 0);
-  close (fd);
-  g_assert_true (g_file_set_contents (path, bytes, (gssize) len, NULL));
-  return path;
+  return cony_test_edit_safetensors (src, set_first_bias, &value);
 }
 
 /* An int32 bias outside int32 is refused, naming the tensor; one inside changes the
