@@ -36,7 +36,7 @@ GType gst_cony_vggish_output_get_type (void);
  * @GST_CONY_VGGISH_PRECISION_INT8: int8 inference; fails to start on a file
  *   without activation quantisation
  *
- * Which arithmetic conyvggish runs (see cony_cnn_set_precision()).
+ * Which arithmetic conyvggish and conyframeembed run (see cony_cnn_set_precision()).
  */
 typedef enum
 {

@@ -119,7 +119,7 @@ static const GstConyCnnElementInfo cnn_info = {
                  "DATADIR/gst-cony/models",
   .model_hint = "an image CNN file, e.g. the shipped video/frame_cnn.safetensors",
   .output_blurb = "Tokens: the scores or the pooled embedding",
-  .precision = FALSE,
+  .precision = TRUE,
 };
 
 enum
@@ -130,7 +130,7 @@ enum
   PROP_PATCHES_Y,
   PROP_CROP,
   PROP_POST_MESSAGES,
-  PROP_CNN, /* GST_CONY_CNN_N_PROPS ids: model, output, model-users (precision unused) */
+  PROP_CNN, /* GST_CONY_CNN_N_PROPS ids: model, output, model-users, precision(-in-use) */
 };
 
 GType
@@ -809,6 +809,22 @@ gst_cony_frame_embed_class_init (GstConyFrameEmbedClass *klass)
    * 1001 class probabilities) or the global average pool before its head
    * (embedding: 1280-d for MobileNet-v2; refused for networks without one). The
    * token caps' dimension and cnn-output follow.
+   */
+  /**
+   * GstConyFrameEmbed:precision:
+   *
+   * The arithmetic of the CNN, as conyvggish's: `auto` (default) lets the file
+   * decide: an ImageNet MobileNet converted from a quantised .tflite (the
+   * shipped imagenet/mobilenet_v2.safetensors) records its activations'
+   * quantisation and runs TFLite's integer inference; other files run in
+   * float. `float` forces the float engine; `int8` fails to start on a file
+   * without activation quantisation.
+   */
+  /**
+   * GstConyFrameEmbed:precision-in-use:
+   *
+   * What runs once the element has started (NULL before), e.g. "int8, all 66
+   * layers (avx2 kernels)".
    */
   gst_cony_cnn_element_install_properties (gobject_class, PROP_CNN, &cnn_info);
   /**

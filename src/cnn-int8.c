@@ -1,11 +1,15 @@
-/* The integer path of the CNN engine (cnn-private.h): TFLite's int8 semantics for
- * MobileNet-v1 files converted from an int8 .tflite. Activations are int8 with the
- * per-tensor scale and zero point the file records (metadata `quantization`), weights
- * int8 per output channel (packed once here), biases int32, accumulation in int32, and
- * every output requantised by src/qmath.h (fixed-point multiplier and shift); ReLU6 is
- * the clamp of the output range. Layers: 3x3 conv (im2col), depthwise 3x3, pointwise,
- * the mean over H and W (TFLite's integer MEAN), fully connected, and the logistic as a
- * 256-entry table computed in float (TFLite's int8 LUT kernel, what ArmNN computes too). */
+/* The integer path of the CNN engine (cnn-private.h): TFLite's integer semantics for
+ * MobileNet-v1 and -v2 files converted from a quantised .tflite (YAMNet, the ImageNet
+ * MobileNets). Activations are int8 with the per-tensor scale and zero point the file
+ * records (metadata `quantization`; uint8 tensors as int8, zero point - 128), weights
+ * int8 per output channel or uint8 with zero points (packed once by qkernels.c), biases
+ * int32, accumulation in int32, and every output requantised by src/qmath.h
+ * (fixed-point multiplier and shift); ReLU6 is the clamp of the output range. Layers:
+ * 3x3 conv (im2col), depthwise 3x3, pointwise, the residual ADD (TFLite's: left shift
+ * 20, one multiplier per input, one for the sum), the mean over H and W (TFLite's
+ * integer MEAN), fully connected, the logistic as a 256-entry table computed in float
+ * (TFLite's int8 LUT kernel, what ArmNN computes too) and the softmax in float on the
+ * dequantised logits, quantised to its output (ArmNN's; TFLite's to one step). */
 #include "cnn-private.h"
 
 #include "cony/error.h"
@@ -21,6 +25,8 @@ typedef struct {
   ConyQGemm gemm; /* CONV (K = 9 * in_c, im2col order), PW, FC */
   ConyQDw dw;     /* DW */
   ConyQMul gap_m; /* GAP: in_scale / out_scale */
+  ConyQAdd add;   /* ADD: the map plus layer add_from's saved output */
+  gint32 *add_in; /* ADD: each input's scaled value of q at [q + 128], [256 + q + 128] */
   gint8 lut[256]; /* SIGMOID: output of input q at [q + 128] */
 } QLayer;
 
@@ -33,11 +39,13 @@ struct _CnnInt8 {
   gsize max_act[2]; /* int8 bytes of the largest map */
   gsize max_a[2];   /* int16 values of the largest product operand */
   gsize max_pad;    /* int8 bytes of the largest padded depthwise input */
+  gsize max_col;    /* int8 bytes of the largest im2col matrix (one example) */
+  gsize max_keep;   /* int8 bytes of the largest map a residual add reads later */
 };
 
 struct _CnnInt8Scratch {
-  gsize act_cap, a_cap; /* bytes in qa and qb, values in a */
-  gint8 *qa, *qb, *pad;
+  gsize act_cap, a_cap, col_cap, res_cap; /* bytes in qa and qb, values in a, bytes */
+  gint8 *qa, *qb, *pad, *col, *res;       /* res: the saved map of a residual */
   gint16 *a;
   gint32 *acc;
 };
@@ -61,42 +69,91 @@ read_pair (JsonNode *node, float *scale, gint32 *zp)
   return TRUE;
 }
 
-/* The I8 values and F32 scales of @l's weight, or NULL with @error. */
-static const gint8 *
-int8_weight (const ConySafetensors *st, const Layer *l, float **scale, GError **error)
+/* @l's weights as the file has them (I8, or U8 with one zero point per output
+ * channel: TFLite's uint8 asymmetric weights) into @qw, and their F32 scales; FALSE
+ * with @error. The tensors were checked by the float loader (cnn_read_weight). */
+static gboolean
+file_weights (const ConySafetensors *st, const Layer *l, ConyQWeights *qw, gint32 **zp,
+    float **scale, GError **error)
 {
   g_autofree char *wname = g_strdup_printf ("%s.weight", l->name);
   g_autofree char *sname = g_strdup_printf ("%s.weight_scale", l->name);
+  g_autofree char *zname = g_strdup_printf ("%s.weight_zero_point", l->name);
   const ConyTensorInfo *ti = cony_safetensors_find (st, wname);
-  if (ti == NULL || ti->dtype != CONY_DTYPE_I8) {
+  const ConyTensorInfo *zi = cony_safetensors_find (st, zname);
+  if (ti == NULL || (ti->dtype != CONY_DTYPE_I8 && ti->dtype != CONY_DTYPE_U8)) {
     g_set_error (error, CONY_ERROR, CONY_ERROR_INVALID,
-        "%s: %s is quantised (metadata quantization) but %s is not I8: the integer path "
-        "needs int8 weights",
+        "%s: %s is quantised (metadata quantization) but %s is not I8 or U8: the integer "
+        "path needs the file's quantised weights",
         cony_safetensors_path (st), l->name, wname);
-    return NULL;
+    return FALSE;
   }
   gsize shape[1] = { l->out_c };
   *scale = cony_safetensors_get_f32 (st, sname, 1, shape, error);
-  return *scale ? (const gint8 *) ti->data : NULL;
+  if (*scale == NULL)
+    return FALSE;
+  *qw = (ConyQWeights){ ti->data, ti->dtype == CONY_DTYPE_U8, NULL, FALSE };
+  if (qw->is_u8) {
+    *zp = g_new (gint32, l->out_c);
+    for (guint c = 0; c < l->out_c; c++)
+      (*zp)[c] = zi->data[c];
+    qw->zp = *zp;
+    qw->zp_per_chan = TRUE;
+  }
+  return TRUE;
 }
 
-/* Per channel: the int32 bias (the file's float bias was int32 x in_scale x w_scale,
- * which comes back exactly) and the multiplier in_scale x w_scale / out_scale. */
+/* The file's int32 biases (layers.I.bias_quantized, I64 holding int32 values), or
+ * NULL (none, or with @error: malformed). */
+static gint32 *
+file_bias (const ConySafetensors *st, const Layer *l, GError **error)
+{
+  g_autofree char *name = g_strdup_printf ("%s.bias_quantized", l->name);
+  const ConyTensorInfo *ti = cony_safetensors_find (st, name);
+  if (ti == NULL)
+    return NULL;
+  if (ti->dtype != CONY_DTYPE_I64 || ti->ndim != 1 || ti->shape[0] != l->out_c) {
+    g_set_error (error, CONY_ERROR, CONY_ERROR_SHAPE, "%s: tensor %s must be I64 (%u)",
+        cony_safetensors_path (st), name, l->out_c);
+    return NULL;
+  }
+  gint32 *b = g_new (gint32, l->out_c);
+  for (guint c = 0; c < l->out_c; c++) {
+    gint64 v;
+    memcpy (&v, ti->data + 8 * c, 8);
+    if (v < G_MININT32 || v > G_MAXINT32) {
+      g_set_error (error, CONY_ERROR, CONY_ERROR_INVALID,
+          "%s: %s[%u] = %" G_GINT64_FORMAT " is outside int32", cony_safetensors_path (st), name, c,
+          v);
+      g_free (b);
+      return NULL;
+    }
+    b[c] = (gint32) v;
+  }
+  return b;
+}
+
+/* Per channel: the int32 bias (the file's bias_quantized, or else its float bias
+ * divided by in_scale x w_scale, exact for biases of up to 24 bits) and the
+ * multiplier in_scale x w_scale / out_scale. */
 static gboolean
 bias_and_multipliers (const ConySafetensors *st, const Layer *l, const QLayer *q,
     const float *wscale, gint32 *bias, ConyQMul *m, GError **error)
 {
+  g_autofree gint32 *given = file_bias (st, l, error);
+  if (given == NULL && error != NULL && *error != NULL)
+    return FALSE;
   for (guint c = 0; c < l->out_c; c++) {
     double s = (double) q->in_scale * (double) wscale[c];
     double b = (double) l->b[c] / s;
-    if (!(fabs (b - round (b)) <= 0.25) || fabs (b) > 1e9) {
+    if (given == NULL && (!(fabs (b - round (b)) <= 0.25) || fabs (b) > 1e9)) {
       g_set_error (error, CONY_ERROR, CONY_ERROR_INVALID,
           "%s: %s.bias[%u] = %g is not an int32 bias at scale input x weight (%g): the "
           "quantization metadata does not fit the weights",
           cony_safetensors_path (st), l->name, c, l->b[c], s);
       return FALSE;
     }
-    bias[c] = (gint32) round (b);
+    bias[c] = given ? given[c] : (gint32) round (b);
     if (!cony_q_multiplier (s / (double) q->out_scale, &m[c])) {
       g_set_error (error, CONY_ERROR, CONY_ERROR_INVALID,
           "%s: %s: requantisation multiplier %g out of range", cony_safetensors_path (st), l->name,
@@ -110,8 +167,9 @@ bias_and_multipliers (const ConySafetensors *st, const Layer *l, const QLayer *q
 /* Weights in the product's (N x K) order: CONV from torch's (out, in, 3, 3) to
  * K = (ky * 3 + kx) * in + ci (im2col's columns); PW and FC are already (out, in). */
 static gint8 *
-gemm_weights (const Layer *l, const gint8 *t)
+gemm_weights (const Layer *l, const void *data)
 {
+  const gint8 *t = data; /* int8 or uint8 bytes, moved as they are */
   if (l->kind != LAYER_CONV)
     return NULL;
   guint C = l->in_c, K = 9 * C;
@@ -123,48 +181,81 @@ gemm_weights (const Layer *l, const gint8 *t)
   return w;
 }
 
+/* The weights of a CONV, PW or FC layer packed for the product, with their
+ * biases and multipliers; DW's for the depthwise kernel. */
 static gboolean
-load_layer (const ConySafetensors *st, const Layer *l, QLayer *q, GError **error)
+load_weights (const ConySafetensors *st, const Layer *l, QLayer *q, GError **error)
 {
   gint32 lo = -128, hi = 127;
-  if (l->kind == LAYER_CONV || l->kind == LAYER_DW || l->kind == LAYER_PW)
+  if (l->kind != LAYER_FC)
     cony_q_act_range (l->relu, l->relu_max, q->out_scale, q->out_zp, &lo, &hi);
+  ConyQWeights qw;
+  g_autofree float *ws = NULL;
+  g_autofree gint32 *wzp = NULL;
+  if (!file_weights (st, l, &qw, &wzp, &ws, error))
+    return FALSE;
+  g_autofree gint32 *bias = g_new (gint32, l->out_c);
+  g_autofree ConyQMul *m = g_new (ConyQMul, l->out_c);
+  if (!bias_and_multipliers (st, l, q, ws, bias, m, error))
+    return FALSE;
+  if (l->kind == LAYER_DW) {
+    cony_qdw_init (&q->dw, l->out_c, &qw, bias, m, q->in_zp, q->out_zp, lo, hi);
+    return TRUE;
+  }
+  g_autofree gint8 *conv = gemm_weights (l, qw.data);
+  if (conv != NULL)
+    qw.data = conv;
+  guint K = l->kind == LAYER_CONV ? 9 * l->in_c : l->in_c;
+  cony_qgemm_init (&q->gemm, K, l->out_c, &qw, q->in_zp, bias, m, q->out_zp, lo, hi);
+  return TRUE;
+}
+
+/* Layer @i of @w into @q (whose scales and zero points are set; the layers before it
+ * are loaded). */
+static gboolean
+load_layer (const ConySafetensors *st, const CnnWeights *w, const CnnInt8 *q8, guint i, QLayer *q,
+    GError **error)
+{
+  const Layer *l = &w->layers[i];
   switch (l->kind) {
     case LAYER_CONV:
     case LAYER_PW:
     case LAYER_FC:
-    case LAYER_DW: {
-      g_autofree float *ws = NULL;
-      const gint8 *t = int8_weight (st, l, &ws, error);
-      if (t == NULL)
-        return FALSE;
-      g_autofree gint32 *bias = g_new (gint32, l->out_c);
-      g_autofree ConyQMul *m = g_new (ConyQMul, l->out_c);
-      if (!bias_and_multipliers (st, l, q, ws, bias, m, error))
-        return FALSE;
-      if (l->kind == LAYER_DW) {
-        cony_qdw_init (&q->dw, l->out_c, t, bias, m, q->in_zp, q->out_zp, lo, hi);
-        return TRUE;
-      }
-      g_autofree gint8 *conv = gemm_weights (l, t);
-      guint K = l->kind == LAYER_CONV ? 9 * l->in_c : l->in_c;
-      cony_qgemm_init (&q->gemm, K, l->out_c, conv ? conv : t, bias, m, q->out_zp, lo, hi);
-      return TRUE;
-    }
+    case LAYER_DW: return load_weights (st, l, q, error);
     case LAYER_GAP:
-      /* TFLite's integer mean: the sum times in/out scale, then divided by the count. */
+      /* TFLite's integer mean: the sum times in/out scale, then divided by the count
+       * (its average pool, same scales: a multiplier of 1). */
       if (!cony_q_multiplier ((double) q->in_scale / (double) q->out_scale, &q->gap_m)) {
         g_set_error (error, CONY_ERROR, CONY_ERROR_INVALID, "%s: %s: mean multiplier out of range",
             cony_safetensors_path (st), l->name);
         return FALSE;
       }
       return TRUE;
+    case LAYER_ADD: {
+      /* the map so far (in) plus layer add_from's output, as TFLite's ADD */
+      const QLayer *from = &q8->layers[l->add_from];
+      if (!cony_q_add_init (&q->add, q->in_scale, q->in_zp, from->out_scale, from->out_zp,
+              q->out_scale, q->out_zp, -128, 127)) {
+        g_set_error (error, CONY_ERROR, CONY_ERROR_INVALID,
+            "%s: %s: add multipliers out of range (scales %g, %g -> %g)",
+            cony_safetensors_path (st), l->name, q->in_scale, from->out_scale, q->out_scale);
+        return FALSE;
+      }
+      /* the first half of TFLite's ADD depends on one input value: two tables */
+      q->add_in = g_new (gint32, 512);
+      for (int v = -128; v < 128; v++) {
+        q->add_in[v + 128] = cony_q_add_input (q->add.m1, v, q->add.zp1);
+        q->add_in[256 + v + 128] = cony_q_add_input (q->add.m2, v, q->add.zp2);
+      }
+      return TRUE;
+    }
     case LAYER_SIGMOID:
       for (int v = -128; v < 128; v++) {
         float x = q->in_scale * (float) (v - q->in_zp);
         q->lut[v + 128] = cony_q_quantize (1.0f / (1.0f + expf (-x)), q->out_scale, q->out_zp);
       }
       return TRUE;
+    case LAYER_SOFTMAX: return TRUE; /* in float on the dequantised row (softmax_q) */
     default:
       g_set_error (error, CONY_ERROR, CONY_ERROR_INVALID,
           "%s: %s cannot run in int8 (no integer kernel)", cony_safetensors_path (st), l->name);
@@ -177,6 +268,7 @@ qlayer_clear (QLayer *q)
 {
   cony_qgemm_clear (&q->gemm);
   cony_qdw_clear (&q->dw);
+  g_clear_pointer (&q->add_in, g_free);
 }
 
 CnnInt8 *
@@ -256,17 +348,21 @@ cnn_int8_load (CnnWeights *w, const ConySafetensors *st, GError **error)
       break;
     }
     q->n = i + 1; /* cleared by int8_clear from here on */
-    ok = load_layer (st, l, ql, error);
+    ok = load_layer (st, w, q, i, ql, error);
     scale = ql->out_scale;
     zp = ql->out_zp;
     int h = i >= w->first_fc;
     q->max_act[h] = MAX (q->max_act[h], MAX (map_size (l, FALSE), map_size (l, TRUE)));
     gsize pixels = (gsize) l->out_h * l->out_w;
     if (l->kind == LAYER_CONV || l->kind == LAYER_PW)
-      q->max_a[h] = MAX (q->max_a[h], pixels * ql->gemm.Kp);
+      q->max_a[h] = MAX (q->max_a[h], cony_qgemm_scratch (&ql->gemm, pixels));
+    if (l->kind == LAYER_CONV)
+      q->max_col = MAX (q->max_col, pixels * ql->gemm.K);
     else if (l->kind == LAYER_FC)
-      q->max_a[h] = MAX (q->max_a[h], (gsize) ql->gemm.Kp);
+      q->max_a[h] = MAX (q->max_a[h], cony_qgemm_scratch (&ql->gemm, 1));
     q->max_a[h] = MAX (q->max_a[h], (gsize) l->out_c); /* DW's int32 channels */
+    if (l->keep)
+      q->max_keep = MAX (q->max_keep, map_size (l, TRUE));
     if (l->kind == LAYER_DW)
       q->max_pad = MAX (q->max_pad, (gsize) (l->in_h + 2) * (l->in_w + 2) * l->in_c);
   }
@@ -302,7 +398,9 @@ cnn_int8_scratch_free (ConyCnn *cnn)
     return;
   g_free (s->qa);
   g_free (s->qb);
+  g_free (s->res);
   g_free (s->pad);
+  g_free (s->col);
   g_free (s->a);
   g_free (s->acc);
   g_free (s);
@@ -329,6 +427,18 @@ scratch (ConyCnn *cnn, gsize nb, gboolean head)
     s->qb = g_new (gint8, act);
     s->act_cap = act;
   }
+  gsize res = head ? 0 : q->max_keep * nb;
+  if (s->res_cap < res) {
+    g_free (s->res);
+    s->res = g_new (gint8, res);
+    s->res_cap = res;
+  }
+  gsize col = head ? 0 : q->max_col * nb;
+  if (s->col_cap < col) {
+    g_free (s->col);
+    s->col = g_new (gint8, col);
+    s->col_cap = col;
+  }
   if (s->a_cap < a) {
     g_free (s->a);
     s->a = g_new (gint16, a);
@@ -337,35 +447,27 @@ scratch (ConyCnn *cnn, gsize nb, gboolean head)
   return s;
 }
 
-/* a (rows x Kp) = the 3x3 SAME neighbourhoods of one int8 map minus its zero point,
- * so the padding (the real value 0) contributes nothing, as in TFLite. */
+/* col (rows x K) = the 3x3 SAME neighbourhoods of one int8 map, the padding at the
+ * input's zero point (the real value 0, as in TFLite). */
 static void
-im2col_q (const Layer *l, const QLayer *q, const gint8 *in, gint16 *a)
+im2col_q (const Layer *l, const QLayer *q, const gint8 *in, gint8 *col)
 {
-  guint C = l->in_c, s = l->stride, Kp = q->gemm.Kp;
+  guint C = l->in_c, s = l->stride, K = q->gemm.K;
   for (guint y = 0; y < l->out_h; y++)
     for (guint x = 0; x < l->out_w; x++) {
-      gint16 *row = a + ((gsize) y * l->out_w + x) * Kp;
-      memset (row, 0, sizeof (gint16) * Kp);
+      gint8 *row = col + ((gsize) y * l->out_w + x) * K;
       for (int ky = 0; ky < 3; ky++) {
         int yy = (int) (y * s) + ky - (int) l->pad_top;
         for (int kx = 0; kx < 3; kx++) {
           int xx = (int) (x * s) + kx - (int) l->pad_left;
+          gint8 *dst = row + (ky * 3 + kx) * C;
           if (yy < 0 || yy >= (int) l->in_h || xx < 0 || xx >= (int) l->in_w)
-            continue;
-          const gint8 *src = in + ((gsize) yy * l->in_w + xx) * C;
-          for (guint c = 0; c < C; c++)
-            row[(ky * 3 + kx) * C + c] = (gint16) (src[c] - q->in_zp);
+            memset (dst, (gint8) q->in_zp, C);
+          else
+            memcpy (dst, in + ((gsize) yy * l->in_w + xx) * C, C);
         }
       }
     }
-}
-
-CONY_CLONES static void
-widen (const gint8 *restrict in, gsize n, gint32 zp, gint16 *restrict a)
-{
-  for (gsize i = 0; i < n; i++)
-    a[i] = (gint16) (in[i] - zp);
 }
 
 static void
@@ -394,6 +496,35 @@ pad_map (const Layer *l, gint32 zp, const gint8 *in, gint8 *pad)
     memcpy (pad + (y + 1) * prow + C, in + (gsize) y * l->in_w * C, (gsize) l->in_w * C);
 }
 
+/* The softmax of one row of @n int8 logits, in float on their dequantised values
+ * (max subtracted first) and quantised to the output's grid: what ArmNN's reference
+ * computes; TFLite's integer softmax agrees to one output step. @tmp: @n floats. */
+static void
+softmax_q (const QLayer *q, const gint8 *in, guint n, gint8 *out, float *tmp)
+{
+  gint8 mx = in[0];
+  for (guint c = 1; c < n; c++)
+    mx = MAX (mx, in[c]);
+  double sum = 0.0;
+  for (guint c = 0; c < n; c++)
+    sum += tmp[c] = expf (q->in_scale * (float) (in[c] - mx));
+  float inv = (float) (1.0 / sum);
+  for (guint c = 0; c < n; c++)
+    out[c] = cony_q_quantize (tmp[c] * inv, q->out_scale, q->out_zp);
+}
+
+/* out = TFLite's ADD of @a and @b (@n values): cony_q_add() with its input halves
+ * read from the tables. */
+static void
+add_q (const QLayer *q, const gint8 *a, const gint8 *b, gsize n, gint8 *out)
+{
+  const gint32 *t1 = q->add_in + 128, *t2 = q->add_in + 256 + 128;
+  for (gsize j = 0; j < n; j++) {
+    gint32 v = cony_q_mul (t1[a[j]] + t2[b[j]], q->add.m_out) + q->add.zp_out;
+    out[j] = (gint8) CLAMP (v, q->add.lo, q->add.hi);
+  }
+}
+
 /* Layer @i on @nb examples of @in into @out. */
 static void
 run_layer (const CnnWeights *w, guint i, CnnInt8Scratch *s, const gint8 *in, gsize nb, gint8 *out)
@@ -406,13 +537,13 @@ run_layer (const CnnWeights *w, guint i, CnnInt8Scratch *s, const gint8 *in, gsi
   switch (l->kind) {
     case LAYER_CONV:
       for (gsize e = 0; e < nb; e++)
-        im2col_q (l, q, in + e * in_map, s->a + e * pixels * q->gemm.Kp);
-      k->gemm (&q->gemm, pixels * nb, s->a, out, l->out_c);
+        im2col_q (l, q, in + e * in_map, s->col + e * pixels * q->gemm.K);
+      k->gemm (&q->gemm, pixels * nb, s->col, q->gemm.K, out, l->out_c, s->a);
       break;
     case LAYER_PW:
     case LAYER_FC:
-      widen (in, in_map * nb, q->in_zp, s->a);
-      k->gemm (&q->gemm, nb * (l->kind == LAYER_FC ? 1 : pixels), s->a, out, l->out_c);
+      k->gemm (&q->gemm, nb * (l->kind == LAYER_FC ? 1 : pixels), in, q->gemm.K, out, l->out_c,
+          s->a);
       break;
     case LAYER_DW:
       for (gsize e = 0; e < nb; e++) {
@@ -430,8 +561,15 @@ run_layer (const CnnWeights *w, guint i, CnnInt8Scratch *s, const gint8 *in, gsi
       for (gsize j = 0; j < in_map * nb; j++)
         out[j] = q->lut[in[j] + 128];
       break;
+    case LAYER_ADD: add_q (q, in, s->res, in_map * nb, out); break;
+    case LAYER_SOFTMAX:
+      for (gsize e = 0; e < nb; e++)
+        softmax_q (q, in + e * in_map, l->in_c, out + e * in_map, (float *) s->acc);
+      break;
     default: g_assert_not_reached ();
   }
+  if (l->keep) /* a later residual adds this map */
+    memcpy (s->res, out, out_map * nb);
 }
 
 /* Layers @from .. @to - 1 on @nb examples of float @in (quantised with @scale / @zp),
@@ -502,7 +640,7 @@ cony_cnn_set_precision (ConyCnn *cnn, ConyCnnPrecision precision, GError **error
   if (precision == CONY_CNN_PRECISION_INT8 && cnn->w->q8 == NULL) {
     g_set_error (error, CONY_ERROR, CONY_ERROR_INVALID,
         "%s: precision int8 needs a quantised model (metadata quantization, written by "
-        "training/convert_tflite.py from an int8 .tflite); this one runs in float only",
+        "training/convert_tflite.py from a quantised .tflite); this one runs in float only",
         cnn->w->source);
     return FALSE;
   }

@@ -191,10 +191,10 @@ mobilenet_layers (CnnWeights *cnn, WeightSource *src, const char *words, gboolea
     g_free (tw);
     if (ok && (kind == LAYER_CONV || kind == LAYER_PW || kind == LAYER_FC))
       c = l.out_c = (guint) shape[0];
-    for (guint s = 0; s < 4 && (wants_width || kind == LAYER_DW); s++)
-      g_hash_table_add (used,
-          g_strdup_printf ("%s.%s", l.name,
-              (const char *[]){ "weight", "bias", "weight_scale", "weight_zero_point" }[s]));
+    static const char *const tensor_names[] = { "weight", "bias", "weight_scale",
+      "weight_zero_point", "bias_quantized" };
+    for (guint s = 0; s < G_N_ELEMENTS (tensor_names) && (wants_width || kind == LAYER_DW); s++)
+      g_hash_table_add (used, g_strdup_printf ("%s.%s", l.name, tensor_names[s]));
     g_array_append_val (layers, l);
     index++;
   }
@@ -210,7 +210,8 @@ mobilenet_layers (CnnWeights *cnn, WeightSource *src, const char *words, gboolea
     if (!g_hash_table_contains (used, name)) {
       g_set_error (error, CONY_ERROR, CONY_ERROR_INVALID,
           "%s: unexpected tensor %s (a MobileNet file holds layers.I.weight, .bias, "
-          ".weight_scale and .weight_zero_point of the layers its `layers` metadata lists)",
+          ".weight_scale, .weight_zero_point and .bias_quantized of the layers its `layers` "
+          "metadata lists)",
           cnn->source, name);
       ok = FALSE;
     }
@@ -253,7 +254,7 @@ cnn_mobilenet_v1_load (CnnWeights *cnn, const ConySafetensors *st, GError **erro
 gboolean
 cnn_mobilenet_v2_load (CnnWeights *cnn, const ConySafetensors *st, GError **error)
 {
-  return mobilenet_load (cnn, st, TRUE, error);
+  return mobilenet_load (cnn, st, TRUE, error) && cnn_int8_load (cnn, st, error);
 }
 
 /* ---------------------------------------------------------------- random */

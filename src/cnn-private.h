@@ -10,7 +10,7 @@
  * cnn-weights.c   CnnWeights: lifetime, copies, layer geometry;
  * cnn-winograd.c  Winograd F(2x2)/F(4x4) convolutions and the CPU kernel choice;
  * cnn-forward.c   the forward pass (im2col, pools, FC layers, batching);
- * cnn-int8.c      the integer path of quantised MobileNet-v1 files (qkernels*.c). */
+ * cnn-int8.c      the integer path of quantised MobileNet-v1/v2 files (qkernels*.c). */
 #pragma once
 #include "cony/cnn.h"
 #include "cony/safetensors.h"
@@ -237,10 +237,10 @@ const CnnKernels *cnn_kernels (void);
 guint cnn_wino_tile (const ConyCnn *cnn, const Layer *l, gsize nb);
 void cnn_conv_winograd (ConyCnn *cnn, Layer *l, guint m, const float *in, float *out, gsize nb);
 
-/* cnn-int8.c: the integer path of MobileNet-v1 files that carry the `quantization`
- * metadata. It runs the quantised prefix of the layers (all of YAMNet; the adapted
- * YAMNet up to its float-adapted layers) and hands the dequantised result to the float
- * engine for the rest. */
+/* cnn-int8.c: the integer path of MobileNet-v1/v2 files that carry the `quantization`
+ * metadata. It runs the quantised prefix of the layers (all of YAMNet and the ImageNet
+ * MobileNets; the adapted YAMNet up to its float-adapted layers) and hands the
+ * dequantised result to the float engine for the rest. */
 /* Reads @st's `quantization` metadata into w->q8 (left NULL when the file has none).
  * FALSE with @error when it is malformed or does not fit the layers. */
 gboolean cnn_int8_load (CnnWeights *w, const ConySafetensors *st, GError **error);

@@ -1,7 +1,7 @@
-/* AVX2 integer kernels (qkernels.h): int8 weights widened with vpmovsxbw, products
- * by vpmaddwd on int16 activations (two products summed into int32: no saturation for
- * int8 weights and activations minus their zero point, |x| <= 255), and the
- * requantisation of src/qmath.h on 8 lanes. Same bits as the portable kernels. */
+/* AVX2 integer kernels (qkernels.h): products by vpmaddubsw where its int16 pair sums
+ * provably cannot saturate and by vpmaddwd on int16 elsewhere (ConyQPanels8), the
+ * depthwise layer on int16, and the requantisation of src/qmath.h on 8 lanes. Same
+ * bits as the portable kernels. */
 #include "qkernels.h"
 
 #include "cpu-private.h"
@@ -68,81 +68,199 @@ cony_qrequant_avx2 (const ConyQOut *o, const gint32 *acc, guint n, gint8 *out)
   }
 }
 
-/* @MR rows (1..4) of one 16-column panel: 2 * MR accumulators, per k pair two widened
- * weight vectors and one broadcast (a[k], a[k+1]) per row. */
-CONY_TARGET_V3 static inline __attribute__ ((always_inline)) void
-gemm_block (const ConyQGemm *g, guint p, const gint16 *a, gsize lda, int MR, gint8 *out, gsize ldo)
+/* The inputs of a product, as the kernel reads them: rows in blocks of 6, per block
+ * and k quad the 6 rows' 4 values side by side, u = x + 128 as bytes (24 per quad) and
+ * as int16 (48 per quad), so that every broadcast is at a constant offset. */
+#define QROWS 6
+/* How far ahead of the weights being read to prefetch (bytes): the panels of the large
+ * layers come from L3 or memory once per product. */
+#define PREFETCH 2048
+
+/* One row of a byte-exact quad: broadcast its 4 bytes, vpmaddubsw with the panel's
+ * weights, pairs summed into int32 by vpmaddwd with ones, added to the accumulator.
+ * Inline assembly: the compiler otherwise spills accumulators in this loop. */
+#define BYTE_ROW(off, acc) \
+  "vpbroadcastd " off "(%[a]), %%ymm14\n\t" \
+  "vpmaddubsw %[w], %%ymm14, %%ymm14\n\t" \
+  "vpmaddwd %[one], %%ymm14, %%ymm14\n\t" \
+  "vpaddd %%ymm14, %[" acc "], %[" acc "]\n\t"
+/* One row of another quad: two int16 pairs times the two weight vectors. */
+#define WORD_ROW(off0, off1, acc) \
+  "vpbroadcastd " off0 "(%[a]), %%ymm14\n\t" \
+  "vpmaddwd %[w0], %%ymm14, %%ymm14\n\t" \
+  "vpbroadcastd " off1 "(%[a]), %%ymm15\n\t" \
+  "vpmaddwd %[w1], %%ymm15, %%ymm15\n\t" \
+  "vpaddd %%ymm14, %[" acc "], %[" acc "]\n\t" \
+  "vpaddd %%ymm15, %[" acc "], %[" acc "]\n\t"
+#define ACC6 \
+  [a0] "+x"(a0), [a1] "+x"(a1), [a2] "+x"(a2), [a3] "+x"(a3), [a4] "+x"(a4), [a5] "+x"(a5)
+
+/* 8 int32 (in range) as 8 int8 in the low half. */
+CONY_TARGET_V3 static inline __m128i
+q_pack8 (__m256i a)
 {
-  __m256i acc[4][2];
-  const gint32 *bias = g->bias + 16 * p;
-  for (int r = 0; r < MR; r++) {
-    acc[r][0] = _mm256_loadu_si256 ((const __m256i *) bias);
-    acc[r][1] = _mm256_loadu_si256 ((const __m256i *) (bias + 8));
-  }
-  const gint8 *w = g->b + (gsize) p * g->Kp * 16;
-  guint pairs = g->Kp / 2;
-  for (guint kk = 0; kk < pairs; kk++, w += 32) {
-    __m256i w0 = _mm256_cvtepi8_epi16 (_mm_loadu_si128 ((const __m128i *) w));
-    __m256i w1 = _mm256_cvtepi8_epi16 (_mm_loadu_si128 ((const __m128i *) (w + 16)));
-    for (int r = 0; r < MR; r++) {
-      gint32 pair;
-      memcpy (&pair, a + r * lda + 2 * kk, sizeof pair);
-      __m256i x = _mm256_set1_epi32 (pair);
-      acc[r][0] = _mm256_add_epi32 (acc[r][0], _mm256_madd_epi16 (x, w0));
-      acc[r][1] = _mm256_add_epi32 (acc[r][1], _mm256_madd_epi16 (x, w1));
-    }
-  }
-  guint n = MIN (16, g->N - 16 * p);
-  for (int r = 0; r < MR; r++) {
-    __m128i q = q_pack16 (q_requant8 (&g->out, 16 * p, acc[r][0]),
-        q_requant8 (&g->out, 16 * p + 8, acc[r][1]));
-    if (n == 16)
-      _mm_storeu_si128 ((__m128i *) (out + r * ldo + 16 * p), q);
-    else {
-      gint8 tmp[16];
-      _mm_storeu_si128 ((__m128i *) tmp, q);
-      memcpy (out + r * ldo + 16 * p, tmp, n);
-    }
+  __m128i w = _mm_packs_epi32 (_mm256_castsi256_si128 (a), _mm256_extracti128_si256 (a, 1));
+  return _mm_packs_epi16 (w, w);
+}
+
+/* Row @r's 8 accumulators of panel @p requantised into @out (row stride @ldo). */
+CONY_TARGET_V3 static inline void
+store8 (const ConyQGemm *g, guint p, __m256i acc, gint8 *out)
+{
+  __m128i q = q_pack8 (q_requant8 (&g->out, 8 * p, acc));
+  guint n = MIN (8, g->N - 8 * p);
+  if (n == 8)
+    _mm_storel_epi64 ((__m128i *) (out + 8 * p), q);
+  else {
+    gint8 tmp[16];
+    _mm_storeu_si128 ((__m128i *) tmp, q);
+    memcpy (out + 8 * p, tmp, n);
   }
 }
 
-/* The depthwise layer, 16 channels at a time in registers: per tap, 16 inputs widened
- * to int16 minus the zero point, times the int16 weights (|x - zp| <= 255, |w| <= 128:
- * the int16 product is exact), widened to int32 and added; then requantised and packed.
- * Channel counts that are not a multiple of 16 take the portable loop's arithmetic on
- * the rest. */
+/* Panel @p's weights: the byte-exact quads @w8 (@n8 of them) and the others @w16, the
+ * quad indices @idx (@nq), the bias. */
+typedef struct {
+  const gint8 *w8;
+  const gint16 *w16;
+  const guint32 *idx;
+  const gint32 *bias;
+  guint n8, nq;
+} Panel8;
+
+CONY_TARGET_V3 static inline Panel8
+panel8 (const ConyQGemm *g, guint p)
+{
+  const ConyQPanels8 *p8 = &g->p8;
+  guint nq = p8->Kq / 4;
+  return (Panel8){ p8->w8 + 32 * (gsize) p8->start8[p], p8->w16 + 32 * (gsize) p8->start16[p],
+    p8->idx + (gsize) p * nq, p8->bias_u + 8 * p, p8->start8[p + 1] - p8->start8[p], nq };
+}
+
+/* QROWS rows of one 8-column panel (qkernels.h, ConyQPanels8) from one block of
+ * prepared inputs (@u: bytes, @u16: int16), one accumulator per row, in assembly. */
+CONY_TARGET_V3 static void
+gemm8_block (const ConyQGemm *g, guint p, const guint8 *u, const gint16 *u16, gint8 *out, gsize ldo)
+{
+  Panel8 pn = panel8 (g, p);
+  const __m256i one = _mm256_set1_epi16 (1);
+  __m256i b = _mm256_loadu_si256 ((const __m256i *) pn.bias);
+  __m256i a0 = b, a1 = b, a2 = b, a3 = b, a4 = b, a5 = b;
+  const gint8 *w8 = pn.w8;
+  for (guint i = 0; i < pn.n8; i++, w8 += 32) {
+    __m256i w = _mm256_loadu_si256 ((const __m256i *) w8);
+    const guint8 *a = u + (gsize) QROWS * 4 * pn.idx[i];
+    _mm_prefetch ((const char *) (w8 + PREFETCH), _MM_HINT_T0);
+    __asm__(BYTE_ROW ("0", "a0") BYTE_ROW ("4", "a1") BYTE_ROW ("8", "a2") BYTE_ROW ("12", "a3")
+                BYTE_ROW ("16", "a4") BYTE_ROW ("20", "a5")
+            : ACC6
+            : [a] "r"(a), [w] "x"(w), [one] "x"(one), "m"(*(const guint8 (*)[24]) a)
+            : "xmm14");
+  }
+  const gint16 *w16 = pn.w16;
+  for (guint i = pn.n8; i < pn.nq; i++, w16 += 32) {
+    __m256i w0 = _mm256_loadu_si256 ((const __m256i *) w16);
+    __m256i w1 = _mm256_loadu_si256 ((const __m256i *) (w16 + 16));
+    const gint16 *a = u16 + (gsize) QROWS * 4 * pn.idx[i];
+    _mm_prefetch ((const char *) (w16 + PREFETCH / 2), _MM_HINT_T0);
+    __asm__(WORD_ROW ("0", "4", "a0") WORD_ROW ("8", "12", "a1") WORD_ROW ("16", "20", "a2")
+                WORD_ROW ("24", "28", "a3") WORD_ROW ("32", "36", "a4") WORD_ROW ("40", "44", "a5")
+            : ACC6
+            : [a] "r"(a), [w0] "x"(w0), [w1] "x"(w1), "m"(*(const gint16 (*)[24]) a)
+            : "xmm14", "xmm15");
+  }
+  store8 (g, p, a0, out);
+  store8 (g, p, a1, out + ldo);
+  store8 (g, p, a2, out + 2 * ldo);
+  store8 (g, p, a3, out + 3 * ldo);
+  store8 (g, p, a4, out + 4 * ldo);
+  store8 (g, p, a5, out + 5 * ldo);
+}
+
+/* The last @MR (< QROWS) rows, the same arithmetic in intrinsics (inlined for each
+ * constant MR, so the accumulators stay in registers). */
+CONY_TARGET_V3 static inline __attribute__ ((always_inline)) void
+gemm8_tail (const ConyQGemm *g, guint p, const guint8 *u, const gint16 *u16, int MR, gint8 *out,
+    gsize ldo)
+{
+  Panel8 pn = panel8 (g, p);
+  const __m256i one = _mm256_set1_epi16 (1);
+  __m256i acc[QROWS];
+  for (int r = 0; r < MR; r++)
+    acc[r] = _mm256_loadu_si256 ((const __m256i *) pn.bias);
+  const gint8 *w8 = pn.w8;
+  for (guint i = 0; i < pn.n8; i++, w8 += 32) {
+    __m256i w = _mm256_loadu_si256 ((const __m256i *) w8);
+    const guint8 *a = u + (gsize) QROWS * 4 * pn.idx[i];
+    for (int r = 0; r < MR; r++) {
+      gint32 v;
+      memcpy (&v, a + 4 * r, sizeof v);
+      __m256i t = _mm256_maddubs_epi16 (_mm256_set1_epi32 (v), w);
+      acc[r] = _mm256_add_epi32 (acc[r], _mm256_madd_epi16 (t, one));
+    }
+  }
+  const gint16 *w16 = pn.w16;
+  for (guint i = pn.n8; i < pn.nq; i++, w16 += 32) {
+    __m256i w0 = _mm256_loadu_si256 ((const __m256i *) w16);
+    __m256i w1 = _mm256_loadu_si256 ((const __m256i *) (w16 + 16));
+    const gint16 *a = u16 + (gsize) QROWS * 4 * pn.idx[i];
+    for (int r = 0; r < MR; r++) {
+      gint32 v0, v1;
+      memcpy (&v0, a + 4 * r, sizeof v0);
+      memcpy (&v1, a + 4 * r + 2, sizeof v1);
+      acc[r] = _mm256_add_epi32 (acc[r], _mm256_madd_epi16 (_mm256_set1_epi32 (v0), w0));
+      acc[r] = _mm256_add_epi32 (acc[r], _mm256_madd_epi16 (_mm256_set1_epi32 (v1), w1));
+    }
+  }
+  for (int r = 0; r < MR; r++)
+    store8 (g, p, acc[r], out + r * ldo);
+}
+
+/* The depthwise layer, 16 channels at a time in registers: the taps in pairs, each
+ * pair's two input vectors widened to int16 and interleaved (unpack), times the pair's
+ * weights by vpmaddwd (|x| <= 128, |w - zp| <= 255: exact in int32; the input zero
+ * point is in the bias), which leaves channels 0-3, 8-11 in one accumulator and 4-7,
+ * 12-15 in the other until one lane swap; then requantised and packed. Channel counts
+ * that are not a multiple of 16 take the portable loop's arithmetic on the rest. */
 CONY_TARGET_V3 void
 cony_qdw_avx2 (const ConyQDw *d, const gint8 *in, guint in_w, guint oh, guint ow, guint stride,
     gint8 *out, gint32 *acc)
 {
   guint C = d->C, C16 = C / 16 * 16;
-  gsize row = (gsize) in_w * C;
-  __m256i zp = _mm256_set1_epi16 ((gint16) d->zp);
+  gsize row = (gsize) in_w * C, off[10];
+  for (guint k = 0; k < 9; k++)
+    off[k] = (k / 3) * row + (k % 3) * C;
   for (guint y = 0; y < oh; y++)
     for (guint x = 0; x < ow; x++) {
       const gint8 *px = in + (gsize) y * stride * row + (gsize) x * stride * C;
       gint8 *o = out + ((gsize) y * ow + x) * C;
       for (guint c = 0; c < C16; c += 16) {
-        __m256i a0 = _mm256_loadu_si256 ((const __m256i *) (d->bias + c));
-        __m256i a1 = _mm256_loadu_si256 ((const __m256i *) (d->bias + c + 8));
-        for (guint k = 0; k < 9; k++) {
-          const gint8 *src = px + (k / 3) * row + (k % 3) * C + c;
-          __m256i v = _mm256_sub_epi16 (_mm256_cvtepi8_epi16 (
-                                            _mm_loadu_si128 ((const __m128i *) src)),
-              zp);
-          __m256i p = _mm256_mullo_epi16 (v,
-              _mm256_loadu_si256 ((const __m256i *) (d->w + (gsize) k * C + c)));
-          a0 = _mm256_add_epi32 (a0, _mm256_cvtepi16_epi32 (_mm256_castsi256_si128 (p)));
-          a1 = _mm256_add_epi32 (a1, _mm256_cvtepi16_epi32 (_mm256_extracti128_si256 (p, 1)));
+        const gint16 *w = d->w2 + (gsize) (c / 16) * 5 * 32;
+        __m256i a0 = _mm256_setzero_si256 (), a1 = a0;
+        for (guint k = 0; k < 9; k += 2, w += 32) {
+          __m256i v0 = _mm256_cvtepi8_epi16 (_mm_loadu_si128 ((const __m128i *) (px + off[k] + c)));
+          __m256i v1 = k < 8
+              ? _mm256_cvtepi8_epi16 (_mm_loadu_si128 ((const __m128i *) (px + off[k + 1] + c)))
+              : _mm256_setzero_si256 ();
+          a0 = _mm256_add_epi32 (a0,
+              _mm256_madd_epi16 (_mm256_unpacklo_epi16 (v0, v1),
+                  _mm256_loadu_si256 ((const __m256i *) w)));
+          a1 = _mm256_add_epi32 (a1,
+              _mm256_madd_epi16 (_mm256_unpackhi_epi16 (v0, v1),
+                  _mm256_loadu_si256 ((const __m256i *) (w + 16))));
         }
+        __m256i lo = _mm256_add_epi32 (_mm256_permute2x128_si256 (a0, a1, 0x20),
+            _mm256_loadu_si256 ((const __m256i *) (d->bias + c)));
+        __m256i hi = _mm256_add_epi32 (_mm256_permute2x128_si256 (a0, a1, 0x31),
+            _mm256_loadu_si256 ((const __m256i *) (d->bias + c + 8)));
         _mm_storeu_si128 ((__m128i *) (o + c),
-            q_pack16 (q_requant8 (&d->out, c, a0), q_requant8 (&d->out, c + 8, a1)));
+            q_pack16 (q_requant8 (&d->out, c, lo), q_requant8 (&d->out, c + 8, hi)));
       }
       if (C16 < C) {
         for (guint c = C16; c < C; c++) {
           gint32 v = d->bias[c];
           for (guint k = 0; k < 9; k++)
-            v += (gint32) (px[(k / 3) * row + (k % 3) * C + c] - d->zp) * d->w[(gsize) k * C + c];
+            v += (gint32) px[(k / 3) * row + (k % 3) * C + c] * d->w[(gsize) k * C + c];
           acc[c] = v;
         }
         for (guint c = C16; c < C; c++) {
@@ -154,18 +272,57 @@ cony_qdw_avx2 (const ConyQDw *d, const gint8 *in, guint in_w, guint oh, guint ow
     }
 }
 
-CONY_TARGET_V3 void
-cony_qgemm_avx2 (const ConyQGemm *g, gsize M, const gint16 *a, gint8 *out, gsize ldo)
+/* @M rows of @K int8 as u = x + 128 in the kernel's layout (QROWS above): bytes into
+ * @u, int16 into @u16, zero beyond K and M. */
+CONY_TARGET_V3 static void
+prepare_rows (const gint8 *x, gsize ldx, gsize M, guint K, guint Kq, guint8 *u, gint16 *u16)
 {
-  gsize lda = g->Kp;
-  for (guint p = 0; p < g->Np / 16; p++) {
-    gsize r = 0;
-    for (; r + 4 <= M; r += 4)
-      gemm_block (g, p, a + r * lda, lda, 4, out + r * ldo, ldo);
+  gsize blocks = (M + QROWS - 1) / QROWS, step = QROWS * 4;
+  if (M % QROWS) {
+    gsize last = (blocks - 1) * QROWS * Kq;
+    memset (u + last, 0, QROWS * Kq);
+    memset (u16 + last, 0, QROWS * Kq * sizeof (gint16));
+  }
+  for (gsize r = 0; r < M; r++) {
+    const gint8 *src = x + r * ldx;
+    gsize at = (r / QROWS) * QROWS * Kq + (r % QROWS) * 4;
+    guint k = 0;
+    for (; k + 4 <= K; k += 4, at += step) {
+      guint32 v;
+      memcpy (&v, src + k, sizeof v);
+      v ^= 0x80808080u;
+      memcpy (u + at, &v, sizeof v);
+      _mm_storel_epi64 ((__m128i *) (u16 + at), _mm_cvtepu8_epi16 (_mm_cvtsi32_si128 ((int) v)));
+    }
+    for (guint t = 0; k < Kq; k++, t++) {
+      guint8 v = k < K ? (guint8) (src[k] ^ 0x80) : 0;
+      u[at + t] = v;
+      u16[at + t] = v;
+    }
+  }
+}
+
+CONY_TARGET_V3 void
+cony_qgemm_avx2 (const ConyQGemm *g, gsize M, const gint8 *x, gsize ldx, gint8 *out, gsize ldo,
+    gint16 *scratch)
+{
+  gsize blk = (gsize) QROWS * g->p8.Kq, blocks = (M + QROWS - 1) / QROWS;
+  gint16 *u16 = scratch;
+  guint8 *u = (guint8 *) (scratch + blocks * blk);
+  prepare_rows (x, ldx, M, g->K, g->p8.Kq, u, u16);
+  for (guint p = 0; p < (g->N + 7) / 8; p++) {
+    gsize r = 0, b = 0;
+    for (; r + QROWS <= M; r += QROWS, b++)
+      gemm8_block (g, p, u + b * blk, u16 + b * blk, out + r * ldo, ldo);
     switch (M - r) {
-      case 3: gemm_block (g, p, a + r * lda, lda, 3, out + r * ldo, ldo); break;
-      case 2: gemm_block (g, p, a + r * lda, lda, 2, out + r * ldo, ldo); break;
-      case 1: gemm_block (g, p, a + r * lda, lda, 1, out + r * ldo, ldo); break;
+#define TAIL(n) \
+  case n: gemm8_tail (g, p, u + b * blk, u16 + b * blk, n, out + r * ldo, ldo); break;
+      TAIL (1)
+      TAIL (2)
+      TAIL (3)
+      TAIL (4)
+      TAIL (5)
+#undef TAIL
       default: break;
     }
   }

@@ -36,25 +36,116 @@ cony_qout_clear (ConyQOut *o)
   g_clear_pointer (&o->rshift, g_free);
 }
 
+/* bias[c] - in_zp * sum_k (w - zp) for c < N (a zero bias where @bias is NULL): the
+ * input zero point's share of every product, taken out once. */
+static gint32 *
+folded_bias (guint K, guint N, guint np, const ConyQWeights *w, gint32 in_zp, const gint32 *bias)
+{
+  gint32 *out = g_new0 (gint32, np);
+  for (guint c = 0; c < N; c++) {
+    gint64 sum = 0;
+    for (guint k = 0; k < K; k++)
+      sum += cony_qweights_at (w, K, c, k);
+    out[c] = (gint32) ((bias ? bias[c] : 0) - (gint64) in_zp * sum);
+  }
+  return out;
+}
+
+/* Whether vpmaddubsw on u in 0..255 is exact for quad @q of the 8 columns from @c0. */
+static gboolean
+quad_byte_exact (const ConyQWeights *w, guint K, guint N, guint c0, guint q)
+{
+  for (guint c = c0; c < MIN (c0 + 8, N); c++)
+    for (guint k = 4 * q; k < MIN (4 * q + 4, K); k += 2) {
+      gint32 pos = 0, neg = 0;
+      for (guint t = k; t < MIN (k + 2, K); t++) {
+        gint32 v = cony_qweights_at (w, K, c, t);
+        if (v < -128 || v > 127)
+          return FALSE;
+        pos += MAX (v, 0);
+        neg += MAX (-v, 0);
+      }
+      if (255 * pos > 32767 || 255 * neg > 32768)
+        return FALSE;
+    }
+  return TRUE;
+}
+
+/* Packs @w into g->p8 (qkernels.h, ConyQPanels8). */
+static void
+pack_panels8 (ConyQGemm *g, const ConyQWeights *w)
+{
+  ConyQPanels8 *p8 = &g->p8;
+  guint K = g->K, N = g->N, nq = (K + 3) / 4, np = (N + 7) / 8;
+  p8->Kq = 4 * nq;
+  p8->idx = g_new (guint32, (gsize) np * nq);
+  p8->start8 = g_new0 (guint32, np + 1);
+  p8->start16 = g_new0 (guint32, np + 1);
+  gboolean *exact = g_new (gboolean, (gsize) np * nq);
+  for (guint p = 0; p < np; p++) {
+    guint n8 = 0;
+    for (guint q = 0; q < nq; q++)
+      n8 += exact[(gsize) p * nq + q] = quad_byte_exact (w, K, N, 8 * p, q);
+    p8->start8[p + 1] = p8->start8[p] + n8;
+    p8->start16[p + 1] = p8->start16[p] + nq - n8;
+  }
+  p8->w8 = g_new0 (gint8, (gsize) 32 * p8->start8[np] + 32);
+  p8->w16 = g_new0 (gint16, (gsize) 32 * p8->start16[np] + 32);
+  for (guint p = 0; p < np; p++) {
+    guint i8 = 0, i16 = 0, n8 = p8->start8[p + 1] - p8->start8[p];
+    for (guint q = 0; q < nq; q++) {
+      gboolean byte = exact[(gsize) p * nq + q];
+      guint i = byte ? i8++ : n8 + i16++;
+      p8->idx[(gsize) p * nq + i] = q;
+      gint8 *d8 = p8->w8 + 32 * ((gsize) p8->start8[p] + i);
+      gint16 *d16 = p8->w16 + 32 * ((gsize) p8->start16[p] + i - n8);
+      for (guint j = 0; j < 8 && 8 * p + j < N; j++)
+        for (guint t = 0; t < 4 && 4 * q + t < K; t++) {
+          gint16 v = cony_qweights_at (w, K, 8 * p + j, 4 * q + t);
+          if (byte)
+            d8[4 * j + t] = (gint8) v;
+          else
+            d16[(t / 2) * 16 + 2 * j + t % 2] = v;
+        }
+    }
+  }
+  g_free (exact);
+  p8->bias_u = g_new0 (gint32, g->Np);
+  for (guint c = 0; c < N; c++) {
+    gint64 sum = 0;
+    for (guint k = 0; k < K; k++)
+      sum += cony_qweights_at (w, K, c, k);
+    p8->bias_u[c] = (gint32) (g->bias[c] - 128 * sum);
+  }
+}
+
 void
-cony_qgemm_init (ConyQGemm *g, guint K, guint N, const gint8 *w, const gint32 *bias,
-    const ConyQMul *m, gint32 zp, gint32 lo, gint32 hi)
+cony_qgemm_init (ConyQGemm *g, guint K, guint N, const ConyQWeights *w, gint32 in_zp,
+    const gint32 *bias, const ConyQMul *m, gint32 zp, gint32 lo, gint32 hi)
 {
   g->K = K;
   g->Kp = (K + 1) / 2 * 2;
   g->N = N;
   g->Np = (N + 15) / 16 * 16;
-  g->b = g_new0 (gint8, (gsize) g->Kp * g->Np);
+  g->in_zp = in_zp;
+  g->b = g_new0 (gint16, (gsize) g->Kp * g->Np);
   for (guint c = 0; c < N; c++) {
-    gint8 *panel = g->b + (gsize) (c / 16) * g->Kp * 16;
+    gint16 *panel = g->b + (gsize) (c / 16) * g->Kp * 16;
     guint j = c % 16, col = (j / 8) * 16 + (j % 8) * 2;
     for (guint k = 0; k < K; k++)
-      panel[(gsize) (k / 2) * 32 + col + k % 2] = w[(gsize) c * K + k];
+      panel[(gsize) (k / 2) * 32 + col + k % 2] = cony_qweights_at (w, K, c, k);
   }
-  g->bias = g_new0 (gint32, g->Np);
-  if (bias != NULL)
-    memcpy (g->bias, bias, sizeof (gint32) * N);
+  g->bias = folded_bias (K, N, g->Np, w, in_zp, bias);
+  pack_panels8 (g, w);
   cony_qout_init (&g->out, N, m, zp, lo, hi);
+}
+
+gsize
+cony_qgemm_scratch (const ConyQGemm *g, gsize M)
+{
+  /* the AVX2 kernel's inputs as bytes and as int16, rows of Kq in blocks of 6 */
+  gsize rows = (M + 5) / 6 * 6;
+  return rows * g->p8.Kq / 2 + rows * g->p8.Kq + 32;
 }
 
 void
@@ -62,11 +153,17 @@ cony_qgemm_clear (ConyQGemm *g)
 {
   g_clear_pointer (&g->b, g_free);
   g_clear_pointer (&g->bias, g_free);
+  g_clear_pointer (&g->p8.w8, g_free);
+  g_clear_pointer (&g->p8.w16, g_free);
+  g_clear_pointer (&g->p8.idx, g_free);
+  g_clear_pointer (&g->p8.start8, g_free);
+  g_clear_pointer (&g->p8.start16, g_free);
+  g_clear_pointer (&g->p8.bias_u, g_free);
   cony_qout_clear (&g->out);
 }
 
 void
-cony_qdw_init (ConyQDw *d, guint C, const gint8 *w, const gint32 *bias, const ConyQMul *m,
+cony_qdw_init (ConyQDw *d, guint C, const ConyQWeights *w, const gint32 *bias, const ConyQMul *m,
     gint32 in_zp, gint32 zp, gint32 lo, gint32 hi)
 {
   guint cp = (C + 15) / 16 * 16;
@@ -75,9 +172,15 @@ cony_qdw_init (ConyQDw *d, guint C, const gint8 *w, const gint32 *bias, const Co
   d->w = g_new0 (gint16, (gsize) 9 * cp);
   for (guint c = 0; c < C; c++)
     for (guint k = 0; k < 9; k++)
-      d->w[(gsize) k * C + c] = w[(gsize) c * 9 + k];
-  d->bias = g_new0 (gint32, cp);
-  memcpy (d->bias, bias, sizeof (gint32) * C);
+      d->w[(gsize) k * C + c] = cony_qweights_at (w, 9, c, k);
+  d->w2 = g_new0 (gint16, (gsize) cp / 16 * 5 * 32);
+  for (guint c = 0; c < C / 16 * 16; c++)
+    for (guint k = 0; k < 9; k++) {
+      /* channel j of its 16: in the first (j % 8 < 4) or second vector, lane j / 8 */
+      guint j = c % 16, vec = (j % 8) / 4, at = (j / 8) * 8 + (j % 4) * 2 + k % 2;
+      d->w2[((gsize) (c / 16) * 5 + k / 2) * 32 + vec * 16 + at] = cony_qweights_at (w, 9, c, k);
+    }
+  d->bias = folded_bias (9, C, cp, w, in_zp, bias);
   cony_qout_init (&d->out, C, m, zp, lo, hi);
 }
 
@@ -85,6 +188,7 @@ void
 cony_qdw_clear (ConyQDw *d)
 {
   g_clear_pointer (&d->w, g_free);
+  g_clear_pointer (&d->w2, g_free);
   g_clear_pointer (&d->bias, g_free);
   cony_qout_clear (&d->out);
 }
@@ -105,28 +209,28 @@ requant_portable (const ConyQOut *o, const gint32 *acc, guint n, gint8 *out)
 /* One row and panel: acc[16] over the packed pairs, plain C (built for x86-64-v3 too,
  * where the compiler vectorises it). */
 CONY_CLONES static void
-gemm_row_panel (const gint16 *restrict a, const gint8 *restrict p, guint pairs, gint32 *acc)
+gemm_row_panel (const gint8 *restrict x, guint K, const gint16 *restrict p, gint32 *acc)
 {
-  for (guint kk = 0; kk < pairs; kk++, p += 32) {
-    gint32 a0 = a[2 * kk], a1 = a[2 * kk + 1];
-    for (guint j = 0; j < 16; j++) {
-      const gint8 *w = p + (j / 8) * 16 + (j % 8) * 2;
-      acc[j] += a0 * w[0] + a1 * w[1];
-    }
+  for (guint k = 0; k < K; k++) {
+    const gint16 *w = p + (gsize) (k / 2) * 32 + k % 2;
+    for (guint j = 0; j < 16; j++)
+      acc[j] += x[k] * w[(j / 8) * 16 + (j % 8) * 2];
   }
 }
 
 static void
-gemm_portable (const ConyQGemm *g, gsize M, const gint16 *a, gint8 *out, gsize ldo)
+gemm_portable (const ConyQGemm *g, gsize M, const gint8 *x, gsize ldx, gint8 *out, gsize ldo,
+    gint16 *scratch)
 {
+  (void) scratch;
   gint32 acc[16];
   gint8 q[16];
   for (guint p = 0; p < g->Np / 16; p++) {
-    const gint8 *panel = g->b + (gsize) p * g->Kp * 16;
+    const gint16 *panel = g->b + (gsize) p * g->Kp * 16;
     guint n = MIN (16, g->N - 16 * p);
     for (gsize r = 0; r < M; r++) {
       memcpy (acc, g->bias + 16 * p, sizeof acc);
-      gemm_row_panel (a + r * g->Kp, panel, g->Kp / 2, acc);
+      gemm_row_panel (x + r * ldx, g->K, panel, acc);
       ConyQOut o = { g->out.mult + 16 * p, g->out.lshift + 16 * p, g->out.rshift + 16 * p,
         g->out.zp, g->out.lo, g->out.hi };
       requant_portable (&o, acc, n, q);
@@ -135,7 +239,7 @@ gemm_portable (const ConyQGemm *g, gsize M, const gint16 *a, gint8 *out, gsize l
   }
 }
 
-/* One output pixel's C channels: bias plus the 9 taps of (x - zp) * w. */
+/* One output pixel's C channels: the folded bias plus the 9 taps of x * (w - zp). */
 CONY_CLONES static void
 dw_pixel (const ConyQDw *d, const gint8 *restrict in, gsize row, gint32 *restrict acc)
 {
@@ -145,7 +249,7 @@ dw_pixel (const ConyQDw *d, const gint8 *restrict in, gsize row, gint32 *restric
     const gint8 *restrict src = in + (k / 3) * row + (k % 3) * C;
     const gint16 *restrict w = d->w + (gsize) k * C;
     for (guint c = 0; c < C; c++)
-      acc[c] += (gint32) (src[c] - d->zp) * w[c];
+      acc[c] += (gint32) src[c] * w[c];
   }
 }
 

@@ -14,32 +14,84 @@ typedef struct {
   gint32 zp, lo, hi;
 } ConyQOut;
 
-/* Weights of a product (pixels x K) (K x N), packed once: N in panels of 16 columns,
- * K in pairs (odd K padded with a zero row); per panel and pair 32 bytes, columns
- * 0..7 then 8..15, each column's two k values side by side (the operand order of
- * vpmaddwd after vpmovsxbw). Columns past N are zero. */
+/* Weights as a file stores them: @n rows (output channels) of K values each, int8 or
+ * uint8, real = scale * (w - zero point), the zero point per tensor or per channel.
+ * The packers subtract the zero point once (w - zp in -255..255, kept in int16), so
+ * TFLite's int8 per-channel (symmetric, zp 0) and uint8 per-tensor (asymmetric) weights
+ * run in the same kernels. Zero points must lie in the type's range. */
+typedef struct {
+  const void *data;     /* gint8 or guint8, row-major (channel c's K values at c * K) */
+  gboolean is_u8;       /* uint8 values, else int8 */
+  const gint32 *zp;     /* NULL: all 0; else zp[0] (per tensor) or zp[c] (per channel) */
+  gboolean zp_per_chan; /* zp holds one entry per output channel */
+} ConyQWeights;
+
+/* w - zp of channel @c's value @k (of @K per channel). */
+static inline gint16
+cony_qweights_at (const ConyQWeights *w, guint K, guint c, guint k)
+{
+  gsize i = (gsize) c * K + k;
+  gint32 v = w->is_u8 ? ((const guint8 *) w->data)[i] : ((const gint8 *) w->data)[i];
+  return (gint16) (v - (w->zp ? w->zp[w->zp_per_chan ? c : 0] : 0));
+}
+
+/* A product out (M x N) = requant ((x - in_zp) (M x K) W^T + bias), W from ConyQWeights,
+ * packed once: w - zp in int16, N in panels of 16 columns, K in pairs (odd K padded with
+ * zero); per panel and pair 32 int16, columns 0..7 then 8..15, each column's two k
+ * values side by side (vpmaddwd's operand order). Columns past N are zero. The input
+ * zero point is folded into the bias (bias - in_zp * sum_k (w - zp)), so the kernels
+ * multiply the raw int8 inputs: |x| <= 128 and |w - zp| <= 255 keep every pair sum in
+ * int32. */
+typedef struct {
+  guint Kq;         /* K rounded up to a multiple of 4 */
+  gint8 *w8;        /* the byte-exact quads, panel after panel, 32 bytes each */
+  gint16 *w16;      /* the others, 32 int16 each */
+  guint32 *idx;     /* panel p's quads at p * Kq / 4: the byte-exact ones, then the others */
+  guint32 *start8;  /* per panel (+ 1): its first quad in w8 */
+  guint32 *start16; /* per panel (+ 1): its first quad in w16 */
+  gint32 *bias_u;   /* Np: the bias for inputs u = x + 128 */
+} ConyQPanels8;
+
 typedef struct {
   guint K, Kp, N, Np; /* Kp = K rounded up to even, Np = N rounded up to 16 */
-  gint8 *b;           /* Np / 16 panels of Kp * 16 bytes */
-  gint32 *bias;       /* Np */
+  gint16 *b;          /* Np / 16 panels of Kp * 16 values */
+  gint32 *bias;       /* Np, the input zero point folded in */
+  gint32 in_zp;
+  ConyQPanels8 p8; /* the AVX2 kernel's packing */
   ConyQOut out;
 } ConyQGemm;
 
-/* A 3x3 depthwise layer: weights 9 x C (tap ky * 3 + kx), int32 biases and the
- * requantisation of its C channels (arrays padded to a multiple of 16), and the input's
- * zero point. */
+/* The AVX2 kernel's packing of the same weights: N in panels of 8 columns, K in quads
+ * of 4 (zero-padded), inputs as u = x + 128 in 0..255 (bias_u = bias - 128 * sum_k w).
+ * A panel's quad is byte-exact when its weights fit int8 and vpmaddubsw cannot
+ * saturate on any column's pair (k, k + 1) whatever u is: 255 * (the pair's positive
+ * weights) <= 32767 and 255 * (its negative weights' magnitudes) <= 32768. Those run as
+ * vpmaddubsw + vpmaddwd by ones (column j's 4 bytes at 4 j), the others as two
+ * vpmaddwd on int16 (8 columns x k, k + 1, then x k + 2, k + 3): exact either way, and
+ * (for YAMNet's int8 weights) 75-95 % of the quads take the faster bytes. */
+
+/* A 3x3 depthwise layer: weights w - zp as int16, 9 x C (tap ky * 3 + kx), int32 biases
+ * with the input zero point folded in (bias - in_zp * sum of the 9 taps: the kernels
+ * multiply raw int8 inputs, |x (w - zp)| <= 128 * 255 fits int16), and the
+ * requantisation of its C channels (arrays padded to a multiple of 16). */
 typedef struct {
   guint C;
   gint16 *w;
+  /* The AVX2 kernel's copy: per 16 channels, the taps in pairs (0, 1) .. (6, 7), (8, -)
+   * as vpmaddwd operands, each pair 32 int16: channels 0-3 and 8-11, then 4-7 and 12-15,
+   * every channel's two taps side by side (the order of unpacking two input vectors). */
+  gint16 *w2;
   gint32 *bias;
   ConyQOut out;
-  gint32 zp;
+  gint32 zp; /* the input's zero point (the value of the padding) */
 } ConyQDw;
 
 typedef struct {
   const char *name; /* "avx2", "portable" */
-  /* out (M x N int8, row stride ldo) = requant (a (M x Kp int16, row stride Kp) B + bias). */
-  void (*gemm) (const ConyQGemm *g, gsize M, const gint16 *a, gint8 *out, gsize ldo);
+  /* out (M x N int8, row stride ldo) = the product of x (M x K int8, row stride ldx);
+   * @scratch: cony_qgemm_scratch (g, M) int16 values the kernel may overwrite. */
+  void (*gemm) (const ConyQGemm *g, gsize M, const gint8 *x, gsize ldx, gint8 *out, gsize ldo,
+      gint16 *scratch);
   /* out[c] = requant (acc[c]) for c < n (channel c uses o's entries c). */
   void (*requant) (const ConyQOut *o, const gint32 *acc, guint n, gint8 *out);
   /* out (oh x ow x C) = the depthwise layer on a map padded so that every tap exists:
@@ -55,22 +107,26 @@ const ConyQKernels *cony_qkernels_avx2 (void);
 /* The set the CNN runs: AVX2 where available unless CONY_CNN_PORTABLE=1. */
 const ConyQKernels *cony_qkernels (void);
 
-/* Fills @g from int8 weights @w (N x K row-major: output channel c's K weights),
- * int32 @bias (N, NULL: zero) and per-channel multipliers @m (N). */
-void cony_qgemm_init (ConyQGemm *g, guint K, guint N, const gint8 *w, const gint32 *bias,
-    const ConyQMul *m, gint32 zp, gint32 lo, gint32 hi);
+/* Fills @g from weights @w (N channels of K), the input zero point @in_zp, int32 @bias
+ * (N, NULL: zero), per-channel multipliers @m (N) and the output's zero point and
+ * clamp. (uint8 activations: pass x - 128 and zero points - 128, the same reals.) */
+void cony_qgemm_init (ConyQGemm *g, guint K, guint N, const ConyQWeights *w, gint32 in_zp,
+    const gint32 *bias, const ConyQMul *m, gint32 zp, gint32 lo, gint32 hi);
+/* int16 values of scratch the kernels need for @M rows of @g. */
+gsize cony_qgemm_scratch (const ConyQGemm *g, gsize M);
 void cony_qgemm_clear (ConyQGemm *g);
 /* @o for @n channels (arrays padded to a multiple of 16; @m NULL: zeros). */
 void cony_qout_init (ConyQOut *o, guint n, const ConyQMul *m, gint32 zp, gint32 lo, gint32 hi);
 void cony_qout_clear (ConyQOut *o);
-/* @d for C channels from int8 weights @w (C x 9, torch's (C, 1, 3, 3)), @bias (C) and
- * multipliers @m (C). */
-void cony_qdw_init (ConyQDw *d, guint C, const gint8 *w, const gint32 *bias, const ConyQMul *m,
-    gint32 in_zp, gint32 zp, gint32 lo, gint32 hi);
+/* @d for C channels from weights @w (C channels of 9, torch's (C, 1, 3, 3)), @bias (C)
+ * and multipliers @m (C). */
+void cony_qdw_init (ConyQDw *d, guint C, const ConyQWeights *w, const gint32 *bias,
+    const ConyQMul *m, gint32 in_zp, gint32 zp, gint32 lo, gint32 hi);
 void cony_qdw_clear (ConyQDw *d);
 
 /* The AVX2 kernels (qkernels-avx2.c), built where the compiler can. */
-void cony_qgemm_avx2 (const ConyQGemm *g, gsize M, const gint16 *a, gint8 *out, gsize ldo);
+void cony_qgemm_avx2 (const ConyQGemm *g, gsize M, const gint8 *x, gsize ldx, gint8 *out, gsize ldo,
+    gint16 *scratch);
 void cony_qrequant_avx2 (const ConyQOut *o, const gint32 *acc, guint n, gint8 *out);
 void cony_qdw_avx2 (const ConyQDw *d, const gint8 *in, guint in_w, guint oh, guint ow, guint stride,
     gint8 *out, gint32 *acc);

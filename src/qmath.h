@@ -150,11 +150,17 @@ cony_q_add_init (ConyQAdd *a, float s1, gint32 zp1, float s2, gint32 zp2, float 
           &a->m_out);
 }
 
+/* One input's half of the add: (x - zp) shifted left 20 bits, times its multiplier. */
+static inline gint32
+cony_q_add_input (ConyQMul m, gint32 x, gint32 zp)
+{
+  return cony_q_mul ((gint32) ((x - zp) * (1 << CONY_Q_ADD_LEFT_SHIFT)), m);
+}
+
 static inline gint8
 cony_q_add (const ConyQAdd *a, gint8 x1, gint8 x2)
 {
-  gint32 s1 = cony_q_mul ((gint32) ((x1 - a->zp1) * (1 << CONY_Q_ADD_LEFT_SHIFT)), a->m1);
-  gint32 s2 = cony_q_mul ((gint32) ((x2 - a->zp2) * (1 << CONY_Q_ADD_LEFT_SHIFT)), a->m2);
+  gint32 s1 = cony_q_add_input (a->m1, x1, a->zp1), s2 = cony_q_add_input (a->m2, x2, a->zp2);
   gint32 v = cony_q_mul (s1 + s2, a->m_out) + a->zp_out;
   return (gint8) (v < a->lo ? a->lo : v > a->hi ? a->hi : v);
 }

@@ -235,7 +235,7 @@ cony_test_reset_peak_rss (void)
 }
 
 char *
-cony_test_with_quantization (const char *src, const char *quant)
+cony_test_edit_safetensors (const char *src, ConyTestSafetensorsEdit edit, gpointer user)
 {
   g_autofree char *bytes = NULL;
   gsize len = 0;
@@ -243,12 +243,7 @@ cony_test_with_quantization (const char *src, const char *quant)
   guint64 hlen = GUINT64_FROM_LE (*(guint64 *) bytes);
   g_autoptr (JsonParser) p = json_parser_new ();
   g_assert_true (json_parser_load_from_data (p, bytes + 8, (gssize) hlen, NULL));
-  JsonObject *meta = json_object_get_object_member (json_node_get_object (json_parser_get_root (p)),
-      "__metadata__");
-  if (json_object_has_member (meta, "quantization"))
-    json_object_remove_member (meta, "quantization");
-  if (quant != NULL)
-    json_object_set_string_member (meta, "quantization", quant);
+  edit (json_node_get_object (json_parser_get_root (p)), bytes + 8 + hlen, user);
   g_autofree char *header = json_to_string (json_parser_get_root (p), FALSE);
   GString *out = g_string_new (NULL);
   guint64 n = strlen (header), padded = (n + 7) / 8 * 8;
@@ -265,6 +260,22 @@ cony_test_with_quantization (const char *src, const char *quant)
   g_assert_true (g_file_set_contents (path, out->str, (gssize) out->len, NULL));
   g_string_free (out, TRUE);
   return path;
+}
+
+static void
+set_quantization (JsonObject *header, char *data, gpointer quant)
+{
+  JsonObject *meta = json_object_get_object_member (header, "__metadata__");
+  if (json_object_has_member (meta, "quantization"))
+    json_object_remove_member (meta, "quantization");
+  if (quant != NULL)
+    json_object_set_string_member (meta, "quantization", quant);
+}
+
+char *
+cony_test_with_quantization (const char *src, const char *quant)
+{
+  return cony_test_edit_safetensors (src, set_quantization, (gpointer) quant);
 }
 
 char *

@@ -16,6 +16,13 @@ double cony_test_rel_err (const float *got, const float *want, gsize n);
 /* A copy of the F32 safetensors file @src in a temporary file, its metadata replaced by
  * @meta (key, value, ..., NULL). Returns its path (g_free; the caller unlinks it). */
 char *cony_test_copy_safetensors (const char *src, const char *const *meta);
+/* A copy of the safetensors file @src (any dtypes) in a temporary file, its header (a
+ * JSON object) and tensor bytes changed by @edit (the data: the bytes after the header,
+ * where the header's data_offsets count from). Returns its path (g_free; the caller
+ * unlinks it). */
+typedef struct _JsonObject JsonObject;
+typedef void (*ConyTestSafetensorsEdit) (JsonObject *header, char *data, gpointer user);
+char *cony_test_edit_safetensors (const char *src, ConyTestSafetensorsEdit edit, gpointer user);
 /* A copy of the safetensors file @src (any dtypes) in a temporary file whose metadata
  * `quantization` is @quant (NULL: none). Returns its path (g_free; the caller unlinks). */
 char *cony_test_with_quantization (const char *src, const char *quant);

@@ -12,6 +12,8 @@ static const ConyCommand benches[] = {
       cony_cmd_bench_frontend },
   { "int8", "YAMNet per patch: the integer path vs float, pointwise layers vs the int8 peak",
       cony_cmd_bench_int8 },
+  { "streams", "live audio streams per core: K chains in one process, CPU time per stream",
+      cony_cmd_bench_streams },
   { "model", "encoder-classifier us/step, 1 and 2 blocks, every variant, vs PyTorch",
       cony_cmd_bench_model },
   { "fusion", "a fused model's step: the join of its inputs, the encoder, both (us/step)",

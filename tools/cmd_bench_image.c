@@ -1,5 +1,7 @@
 /* cony bench image: an image CNN (the shipped ImageNet MobileNet-v2) per frame on one
- * core: the resize of a camera frame to its input and the network, ms per frame. */
+ * core: the resize of a camera frame to its input and the network, ms per frame; a
+ * quantised file runs both its integer path and the float engine, frame by frame
+ * alternately, so that both see the same load. */
 #include "commands.h"
 #include "bench.h"
 
@@ -37,6 +39,13 @@ cony_cmd_bench_image (int argc, char **argv)
   g_autoptr (ConyCnn) cnn = cony_cnn_load (model ? model : DEFAULT_MODEL, &error);
   if (cnn == NULL)
     return cony_cmd_fail (error);
+  /* the float engine on the same weights, for a quantised file */
+  g_autoptr (ConyCnn) fcnn = NULL;
+  if (cony_cnn_get_precision (cnn) == CONY_CNN_PRECISION_INT8) {
+    fcnn = cony_cnn_load (model ? model : DEFAULT_MODEL, &error);
+    if (fcnn == NULL || !cony_cnn_set_precision (fcnn, CONY_CNN_PRECISION_FLOAT, &error))
+      return cony_cmd_fail (error);
+  }
   guint H = cony_cnn_get_input_height (cnn), W = cony_cnn_get_input_width (cnn);
   guint C = cony_cnn_get_input_channels (cnn), D = cony_cnn_get_output_size (cnn);
   gsize stride = (gsize) width * C;
@@ -50,29 +59,41 @@ cony_cmd_bench_image (int argc, char **argv)
   g_autofree float *out = g_new (float, D);
   g_autofree double *t_resize = g_new (double, frames);
   g_autofree double *t_cnn = g_new (double, frames);
+  g_autofree double *t_float = g_new (double, frames);
   for (int i = -2; i < frames; i++) { /* two warm-up frames */
     double c0 = cony_bench_cpu_s ();
     cony_image_resize (frame, width, height, stride, C, CONY_IMAGE_CROP_CENTER, W, H, in, scratch);
     double c1 = cony_bench_cpu_s ();
     cony_cnn_forward (cnn, in, out);
     double c2 = cony_bench_cpu_s ();
+    if (fcnn != NULL)
+      cony_cnn_forward (fcnn, in, out);
+    double c3 = cony_bench_cpu_s ();
     if (i >= 0) {
       t_resize[i] = (c1 - c0) * 1e3;
       t_cnn[i] = (c2 - c1) * 1e3;
+      t_float[i] = (c3 - c2) * 1e3;
     }
   }
   ConyBenchSummary r = cony_bench_summarise (t_resize, frames);
   ConyBenchSummary n = cony_bench_summarise (t_cnn, frames);
   guint64 cf, ff;
   cony_cnn_get_flops (cnn, &cf, &ff);
+  g_autofree char *prec = cony_cnn_describe_precision (cnn);
   printf ("model: %s (%ux%ux%u -> %u, %" G_GUINT64_FORMAT " parameters, %.0f MFLOP)\n",
       model ? model : DEFAULT_MODEL, H, W, C, D, cony_cnn_get_n_params (cnn), (cf + ff) * 1e-6);
+  printf ("precision: %s\n", prec);
   printf ("one core (OpenBLAS 1 thread), %d frames, CPU time of this thread, median (min):\n",
       frames);
   printf ("  resize %dx%d -> %ux%u (center crop)  %8.3f ms  (%.3f)\n", width, height, W, H,
       r.median, r.min);
   printf ("  network                         %8.2f ms  (%.2f)  %.1f GFLOP/s\n", n.median, n.min,
       (cf + ff) * 1e-6 / n.median);
+  if (fcnn != NULL) {
+    ConyBenchSummary f = cony_bench_summarise (t_float, frames);
+    printf ("  network, float engine           %8.2f ms  (%.2f)  int8 %.2fx faster\n", f.median,
+        f.min, f.median / n.median);
+  }
   /* At 10 frames per second, t ms per frame use t % of one core. */
   printf ("  frame total                     %8.2f ms  -> %.0f %% of one core at 10 fps\n",
       r.median + n.median, r.median + n.median);

@@ -2,6 +2,7 @@
  * libcony streaming (mel -> CNN -> encoder, CPU time per stage), the encoder alone for
  * every attention variant, and the real GStreamer pipeline run by gst-launch-1.0. */
 #include "bench.h"
+#include "bench_chain.h"
 #include "commands.h"
 #include "cnn_input.h"
 
@@ -21,81 +22,8 @@
 #include <unistd.h>
 #include <sys/time.h>
 
-#define SAMPLE_RATE 16000
+#define SAMPLE_RATE CONY_BENCH_RATE
 #define CHUNK 1024
-
-/* Deterministic test audio: a slow chirp over pink-ish noise (the content does not
- * change the cost). */
-static float *
-make_audio (gsize n)
-{
-  float *x = g_new (float, n);
-  GRand *rng = g_rand_new_with_seed (5);
-  double lp = 0.0;
-  for (gsize i = 0; i < n; i++) {
-    double t = (double) i / SAMPLE_RATE;
-    lp = 0.98 * lp + 0.02 * g_rand_double_range (rng, -1.0, 1.0);
-    x[i] = (float) (0.3 * sin (2 * G_PI * (200.0 + 40.0 * fmod (t, 10.0)) * t) + 2.0 * lp);
-  }
-  g_rand_free (rng);
-  return x;
-}
-
-typedef struct {
-  double mel_s, cnn_s, encoder_s;
-  guint64 frames, windows;
-} ChainTimes;
-
-/* Streams @x through mel -> 96-frame windows every @stride frames -> CNN -> encoder,
- * as the three elements do; returns the CPU time of each stage. */
-static ChainTimes
-run_chain (ConyMel *mel, ConyCnn *cnn, ConyEncoder *enc, const float *x, gsize n, guint stride,
-    float **embeddings, guint64 *n_embeddings)
-{
-  ChainTimes t = { 0 };
-  guint win = cony_cnn_get_input_height (cnn), n_mels = cony_mel_get_n_mels (mel);
-  guint emb = cony_cnn_get_output_size (cnn);
-  g_autofree float *frames = g_new (float, (gsize) win *n_mels);
-  g_autofree float *frame = g_new (float, n_mels);
-  g_autofree float *embedding = g_new (float, emb);
-  g_autofree float *logits = g_new (float, 4096);
-  guint have = 0, since = 0;
-  GArray *all = g_array_new (FALSE, FALSE, sizeof (float));
-  cony_mel_reset (mel);
-  cony_encoder_reset (enc);
-  for (gsize pos = 0; pos < n; pos += CHUNK) {
-    double t0 = cony_bench_cpu_s ();
-    cony_mel_push (mel, x + pos, MIN (CHUNK, n - pos));
-    t.mel_s += cony_bench_cpu_s () - t0;
-    while (TRUE) {
-      double t1 = cony_bench_cpu_s ();
-      gboolean got = cony_mel_pop_frame (mel, frame);
-      t.mel_s += cony_bench_cpu_s () - t1;
-      if (!got)
-        break;
-      t.frames++;
-      /* the window of the last `win` frames, oldest first */
-      if (have == win)
-        memmove (frames, frames + n_mels, sizeof (float) * (win - 1) * n_mels);
-      else
-        have++;
-      memcpy (frames + (gsize) (have - 1) * n_mels, frame, sizeof (float) * n_mels);
-      if (have < win || (since++ % stride) != 0)
-        continue;
-      double t2 = cony_bench_cpu_s ();
-      cony_cnn_forward (cnn, frames, embedding);
-      double t3 = cony_bench_cpu_s ();
-      cony_encoder_step (enc, embedding, logits);
-      t.encoder_s += cony_bench_cpu_s () - t3;
-      t.cnn_s += t3 - t2;
-      t.windows++;
-      g_array_append_vals (all, embedding, emb);
-    }
-  }
-  *n_embeddings = t.windows;
-  *embeddings = (float *) g_array_free (all, FALSE);
-  return t;
-}
 
 /* CPU µs per encoder step with @variant over @tokens (median of 3 passes). */
 static double
@@ -195,33 +123,6 @@ run_gst (const char *vggish, const char *transformer, const char *mel_props, con
   return TRUE;
 }
 
-/* The CNN the classifier was trained on, by the name its config records (frontend.cnn),
- * beside it or in a sibling folder (models/audio/transformer.safetensors names
- * yamnet-adapted.safetensors, beside it); a classifier that names none (or whose file
- * does not load) was trained on vggish.safetensors beside it. */
-static char *
-default_cnn (const char *transformer)
-{
-  g_autoptr (ConyModel) model = cony_model_load (transformer, NULL);
-  const char *name = model && model->config.cnn_name ? model->config.cnn_name
-                                                     : "vggish.safetensors";
-  g_autofree char *dir = g_path_get_dirname (transformer);
-  g_autofree char *parent = g_path_get_dirname (dir);
-  char *path = g_build_filename (dir, name, NULL);
-  g_autoptr (GDir) siblings = g_dir_open (parent, 0, NULL);
-  const char *sib;
-  while (!g_file_test (path, G_FILE_TEST_IS_REGULAR) && siblings
-      && (sib = g_dir_read_name (siblings))) {
-    g_free (path);
-    path = g_build_filename (parent, sib, name, NULL);
-  }
-  if (!g_file_test (path, G_FILE_TEST_IS_REGULAR)) { /* not found: name it where expected */
-    g_free (path);
-    path = g_build_filename (dir, name, NULL);
-  }
-  return path;
-}
-
 int
 cony_cmd_bench_pipeline (int argc, char **argv)
 {
@@ -251,7 +152,7 @@ cony_cmd_bench_pipeline (int argc, char **argv)
     return cony_cmd_fail (error);
   g_autofree char *tr = transformer ? transformer
                                     : g_strdup ("models/audio/transformer.safetensors");
-  g_autofree char *vg = vggish ? vggish : default_cnn (tr);
+  g_autofree char *vg = vggish ? vggish : cony_bench_default_cnn (tr);
   openblas_set_num_threads (1);
 
   /* the CNN's own log-mel settings, and its pooled embedding where the classifier's
@@ -279,10 +180,13 @@ cony_cmd_bench_pipeline (int argc, char **argv)
   }
 
   gsize n = (gsize) (seconds * SAMPLE_RATE);
-  g_autofree float *x = make_audio (n);
-  g_autofree float *tokens = NULL;
-  guint64 n_tokens = 0;
-  ChainTimes t = run_chain (mel, cnn, enc, x, n, (guint) stride, &tokens, &n_tokens);
+  g_autofree float *x = cony_bench_audio (n);
+  ConyBenchChain t;
+  cony_bench_chain_init (&t, mel, cnn, enc, (guint) stride, TRUE, TRUE);
+  for (gsize pos = 0; pos < n; pos += CHUNK)
+    cony_bench_chain_push (&t, x + pos, MIN (CHUNK, n - pos));
+  const float *tokens = (const float *) t.tokens->data;
+  guint64 n_tokens = t.windows;
   double total = t.mel_s + t.cnn_s + t.encoder_s;
 
   printf ("# audio pipeline, %.0f s of 16 kHz audio, one thread, CPU time; CNN %s (%" G_GUINT64_FORMAT
@@ -307,6 +211,7 @@ cony_cmd_bench_pipeline (int argc, char **argv)
       printf ("%-16s %14.2f %14zu\n", cony_attention_variant_name (v), us,
           cony_encoder_state_bytes (probe));
   }
+  cony_bench_chain_clear (&t);
 
   if (!no_gst) {
     double wall = 0, cpu = 0;

@@ -17,6 +17,7 @@ int cony_cmd_embed (int argc, char **argv);
 int cony_cmd_bench_attention (int argc, char **argv);
 int cony_cmd_bench_frontend (int argc, char **argv);
 int cony_cmd_bench_int8 (int argc, char **argv);
+int cony_cmd_bench_streams (int argc, char **argv);
 int cony_cmd_classify (int argc, char **argv);
 int cony_cmd_info (int argc, char **argv);
 int cony_cmd_tag (int argc, char **argv);

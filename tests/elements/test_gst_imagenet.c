@@ -2,9 +2,11 @@
  * conyframeembed (GstHarness), on the committed 224x224 frames of
  * tests/golden/imagenet/ (training/verify_imagenet_armnn.py made them and ran the
  * original .tflite on ArmNN):
- *  - each frame's token (output=scores) is the float64 numpy reference's scores of the
- *    converted file (ref.npy) within 1e-4, with ArmNN's top-1 (armnn.npy), and the
- *    element's message names that label;
+ *  - each frame's token (output=scores) on the integer path (precision=auto: the file
+ *    is quantised) is the integer numpy reference's (int8.npy, TFLite's arithmetic) bit
+ *    for bit; with precision=float it is the float64 numpy reference's scores of the
+ *    converted file (ref.npy) within 1e-4; both have ArmNN's top-1 (armnn.npy), and
+ *    the element's message names that label;
  *  - frames of odd sizes with padded row strides are centre-cropped and resized as
  *    cony_image_resize() does, and still give the label;
  *  - output=embedding gives the 1280-d pooled embedding and no label message. */
@@ -83,13 +85,14 @@ frame_buffer (const guint8 *rgb, int w, int h, int stride)
   return buf;
 }
 
-/* Pushes @buf (a @w x @h frame) through conyframeembed with the model and @output;
- * returns the token (g_free) and, in *@label, the top-1 message's label (NULL: none). */
+/* Pushes @buf (a @w x @h frame) through conyframeembed with the model and @props
+ * ("output=scores precision=float"); returns the token (g_free) and, in *@label, the
+ * top-1 message's label (NULL: none). */
 static float *
-embed (GstBuffer *buf, int w, int h, const char *output, guint dim, char **label)
+embed (GstBuffer *buf, int w, int h, const char *props, guint dim, char **label)
 {
   g_autofree char *model = model_path ();
-  g_autofree char *desc = g_strdup_printf ("conyframeembed model=\"%s\" output=%s", model, output);
+  g_autofree char *desc = g_strdup_printf ("conyframeembed model=\"%s\" %s", model, props);
   GstHarness *h_ = gst_harness_new_parse (desc);
   GstBus *bus = cony_test_attach_bus (h_);
   g_autofree char
@@ -124,32 +127,71 @@ argmax (const float *x, int n)
   return best;
 }
 
-/* The golden frames at the model's size (used as they are): reference scores within
- * 1e-4, ArmNN's top-1, the label message. */
+/* The golden frames at the model's size (used as they are) with @props: the scores of
+ * the reference @golden within @tol, ArmNN's top-1, the label message. */
 static void
-test_golden_frames (void)
+check_golden_frames (const char *props, const char *golden, double tol)
 {
-  ConyNpyArray *ref = cony_test_load_golden_npy ("imagenet", "ref.npy");
+  ConyNpyArray *ref = cony_test_load_golden_npy ("imagenet", golden);
   ConyNpyArray *armnn = cony_test_load_golden_npy ("imagenet", "armnn.npy");
   g_assert_cmpuint (ref->shape[0], ==, G_N_ELEMENTS (frames));
   g_assert_cmpuint (ref->shape[1], ==, CLASSES);
   for (guint i = 0; i < G_N_ELEMENTS (frames); i++) {
     g_autofree guint8 *rgb = load_frame (frames[i]);
     g_autofree char *label = NULL;
-    g_autofree float *token = embed (frame_buffer (rgb, SIZE, SIZE, SIZE * 3), SIZE, SIZE, "scores",
+    g_autofree float *token = embed (frame_buffer (rgb, SIZE, SIZE, SIZE * 3), SIZE, SIZE, props,
         CLASSES, &label);
     const float *want = ref->data + i * CLASSES;
-    double worst = 0.0;
-    for (int k = 0; k < CLASSES; k++)
+    double worst = 0.0, from_armnn = 0.0;
+    for (int k = 0; k < CLASSES; k++) {
       worst = MAX (worst, fabs (token[k] - want[k]));
-    g_test_message ("%s: %s %.4f, max |token - reference| %.2g", frames[i], label,
-        token[argmax (token, CLASSES)], worst);
-    g_assert_cmpfloat (worst, <, 1e-4);
+      from_armnn = MAX (from_armnn, fabs (token[k] - armnn->data[i * CLASSES + k]));
+    }
+    g_test_message ("%s, %s: %s %.4f, max |token - %s| %.2g, max |token - ArmNN| %.4f", props,
+        frames[i], label, token[argmax (token, CLASSES)], golden, worst, from_armnn);
+    g_assert_cmpfloat (worst, <=, tol);
     g_assert_cmpint (argmax (token, CLASSES), ==, argmax (armnn->data + i * CLASSES, CLASSES));
     g_assert_cmpstr (label, ==, labels[i]);
   }
   cony_npy_array_free (ref);
   cony_npy_array_free (armnn);
+}
+
+static void
+test_golden_frames (void)
+{
+  check_golden_frames ("output=scores", "int8.npy", 0.0);
+}
+
+static void
+test_golden_frames_float (void)
+{
+  check_golden_frames ("output=scores precision=float", "ref.npy", 1e-4);
+}
+
+/* precision-in-use: the integer path by default, float when asked, nothing before
+ * the element starts. */
+static void
+test_precision_in_use (void)
+{
+  g_autofree char *model = model_path ();
+  const char *want[] = { "int8, all 65 layers", "float (forced" };
+  const char *props[] = { "", "precision=float" };
+  for (guint i = 0; i < G_N_ELEMENTS (want); i++) {
+    g_autofree char *desc = g_strdup_printf ("conyframeembed model=\"%s\" %s", model, props[i]);
+    GstElement *e = gst_parse_launch (desc, NULL);
+    g_assert_nonnull (e);
+    g_autofree char *before = NULL, *in_use = NULL;
+    g_object_get (e, "precision-in-use", &before, NULL);
+    g_assert_null (before);
+    GstHarness *h = gst_harness_new_with_element (e, "sink", "src");
+    gst_harness_set_src_caps_str (h, "video/x-raw,format=RGB,width=224,height=224,framerate=10/1");
+    g_object_get (e, "precision-in-use", &in_use, NULL);
+    g_test_message ("%s: precision-in-use \"%s\"", props[i], in_use);
+    g_assert_true (g_str_has_prefix (in_use, want[i]));
+    gst_harness_teardown (h);
+    gst_object_unref (e);
+  }
 }
 
 /* A frame of another size with a padded stride: the golden cat frame upscaled into a
@@ -184,7 +226,7 @@ test_odd_size_and_stride (void)
   cony_cnn_free (cnn);
 
   g_autofree char *label = NULL;
-  g_autofree float *token = embed (buf, W, H, "scores", CLASSES, &label);
+  g_autofree float *token = embed (buf, W, H, "output=scores", CLASSES, &label);
   for (int k = 0; k < CLASSES; k++)
     g_assert_cmpfloat (token[k], ==, want[k]);
   g_test_message ("301x211, stride %d: %s %.3f", stride, label, token[argmax (token, CLASSES)]);
@@ -198,7 +240,7 @@ test_embedding (void)
   g_autofree guint8 *rgb = load_frame ("parrot");
   g_autofree char *label = NULL;
   g_autofree float *token = embed (frame_buffer (rgb, SIZE, SIZE, SIZE * 3), SIZE, SIZE,
-      "embedding", EMBEDDING, &label);
+      "output=embedding", EMBEDDING, &label);
   g_assert_null (label);
   g_autofree char *model = model_path ();
   ConyCnn *cnn = cony_cnn_load_private (model, NULL);
@@ -222,6 +264,8 @@ main (int argc, char **argv)
   gst_init (&argc, &argv);
   g_test_init (&argc, &argv, NULL);
   g_test_add_func ("/imagenet/golden-frames", test_golden_frames);
+  g_test_add_func ("/imagenet/golden-frames-float", test_golden_frames_float);
+  g_test_add_func ("/imagenet/precision-in-use", test_precision_in_use);
   g_test_add_func ("/imagenet/odd-size-and-stride", test_odd_size_and_stride);
   g_test_add_func ("/imagenet/embedding", test_embedding);
   return g_test_run ();

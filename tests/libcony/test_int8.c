@@ -150,108 +150,238 @@ test_add (void)
   g_assert_false (cony_q_add_init (&a, 0.0f, 0, 0.05f, 0, 0.06f, 0, -128, 127));
 }
 
+/* The add's edge cases, each worked out by hand from TFLite's formula: equal scales
+ * halve exactly (x << 20 times 0.5, then times 2^-20 rounded half away from zero), so
+ * negative halves round down; inputs at their zero points give the output's; sums past
+ * the range or the activation bounds saturate; a tiny second scale vanishes. */
+static void
+test_add_edges (void)
+{
+  ConyQAdd a;
+  /* 0.5 x1 + 0.5 x2 at scale 1: round ((x1 + x2) / 2), ties away from zero */
+  g_assert_true (cony_q_add_init (&a, 0.5f, 0, 0.5f, 0, 1.0f, 0, -128, 127));
+  g_assert_cmpint (a.m1.mult, ==, 1 << 30);
+  g_assert_cmpint (a.m1.shift, ==, 0);
+  g_assert_cmpint (cony_q_add (&a, 1, 2), ==, 2);    /* 1.5 */
+  g_assert_cmpint (cony_q_add (&a, -1, -2), ==, -2); /* -1.5 */
+  g_assert_cmpint (cony_q_add (&a, 0, -1), ==, -1);  /* -0.5 */
+  g_assert_cmpint (cony_q_add (&a, 0, 1), ==, 1);    /* 0.5 */
+  g_assert_cmpint (cony_q_add (&a, -3, 2), ==, -1);  /* -0.5 */
+  g_assert_cmpint (cony_q_add (&a, 127, 127), ==, 127);
+  g_assert_cmpint (cony_q_add (&a, -128, -128), ==, -128);
+  g_assert_cmpint (cony_q_add (&a, -128, 127), ==, -1); /* -0.5 */
+  /* zero points: inputs at theirs give the output's, whatever the scales */
+  g_assert_true (cony_q_add_init (&a, 0.0235f, -128, 0.3477f, 7, 0.41f, -3, -128, 127));
+  g_assert_cmpint (cony_q_add (&a, -128, 7), ==, -3);
+  /* saturation: the sum beyond int8, and the bounds of a fused activation */
+  g_assert_true (cony_q_add_init (&a, 0.1f, 0, 0.1f, 0, 0.05f, 10, -128, 127));
+  g_assert_cmpint (cony_q_add (&a, 127, 127), ==, 127);
+  g_assert_cmpint (cony_q_add (&a, -128, -128), ==, -128);
+  g_assert_cmpint (cony_q_add (&a, 20, 20), ==, 90);
+  g_assert_true (cony_q_add_init (&a, 0.1f, 0, 0.1f, 0, 0.05f, 10, 10, 100));
+  g_assert_cmpint (cony_q_add (&a, 127, 127), ==, 100);
+  g_assert_cmpint (cony_q_add (&a, -20, 0), ==, 10);
+  /* a second scale 2^-24 of the first: its input shifts out entirely */
+  g_assert_true (cony_q_add_init (&a, 1.0f, 0, 1.0f / 16777216.0f, 0, 1.0f, 0, -128, 127));
+  g_assert_cmpint (cony_q_add (&a, 5, 127), ==, 5);
+  g_assert_cmpint (cony_q_add (&a, -5, -128), ==, -5);
+  /* the inputs' order does not matter */
+  g_assert_true (cony_q_add_init (&a, 0.02f, -5, 0.05f, 3, 0.06f, -10, -128, 127));
+  ConyQAdd b;
+  g_assert_true (cony_q_add_init (&b, 0.05f, 3, 0.02f, -5, 0.06f, -10, -128, 127));
+  for (int x1 = -128; x1 < 128; x1++)
+    for (int x2 = -128; x2 < 128; x2 += 7)
+      g_assert_cmpint (cony_q_add (&a, (gint8) x1, (gint8) x2), ==,
+          cony_q_add (&b, (gint8) x2, (gint8) x1));
+}
+
 /* ---------------------------------------------------------------- kernels */
 
+/* Random int8 weights whose pairs (k, k + 1) mostly keep vpmaddubsw exact on inputs up
+ * to 255, many exactly at its limit (positive or negative parts summing to 128: 64 + 64,
+ * 127 + 1, -128 + 0), others just over it (129) or far over (up to 127 + 127). */
+static gint8
+pair_weight (GRand *r, gsize i, gint8 prev)
+{
+  if (i % 2 == 0)
+    return (gint8) g_rand_int_range (r, -128, 128);
+  if (g_rand_int_range (r, 0, 50) == 0)
+    return (gint8) (prev >= 0 ? 127 : -128);
+  if (g_rand_int_range (r, 0, 50) == 0) /* just over the limit */
+    return (gint8) (prev >= 0 ? MIN (127, 129 - prev) : MAX (-128, -129 - prev));
+  if (g_rand_boolean (r)) /* at the limit */
+    return (gint8) (prev >= 0 ? 128 - prev : -128 - prev);
+  return (gint8) (prev >= 0 ? g_rand_int_range (r, -128, 129 - prev)
+                            : g_rand_int_range (r, -128 - prev, 128));
+}
+
+/* Random weights for @n channels of @K in one of four kinds (@kind % 4): int8 with
+ * zero point 0 (TFLite's per-channel weights), uint8 with one zero point (its per-tensor
+ * asymmetric weights), int8 with a zero point per channel (the first three reach the
+ * extremes of w - zp, -255 or 255, somewhere), and int8 pairs near vpmaddubsw's limit
+ * (pair_weight). @data (n * K bytes) and @zp (n) are filled. */
+static ConyQWeights
+random_weights (GRand *r, guint kind, guint K, guint n, guint8 *data, gint32 *zp)
+{
+  kind %= 4;
+  ConyQWeights w = { data, kind == 1, kind == 1 || kind == 2 ? zp : NULL, kind == 2 };
+  for (guint c = 0; c < n; c++)
+    zp[c] = kind == 1 ? (K % 2 ? 255 : 0) : kind == 2 ? (c % 2 ? 127 : -128) : 0;
+  for (gsize i = 0; i < (gsize) K * n; i++) {
+    gint32 v = g_rand_int_range (r, -128, 128), c = (gint32) (i / K);
+    if (kind == 3)
+      data[i] = (guint8) pair_weight (r, i % K, i % K ? (gint8) data[i - 1] : 0);
+    else if (kind == 1)
+      data[i] = (guint8) (i % 7 == 0 ? 255 - zp[0] : v + 128); /* +-255 */
+    else
+      data[i] = (guint8) (gint8) (i % 7 == 0
+              ? (kind == 0 ? (i % 2 ? 127 : -128) : (c % 2 ? -128 : 127))
+              : v);
+  }
+  return w;
+}
+
 /* The AVX2 and portable kernels on random products (odd K, N not a multiple of 16,
- * every remainder of the 4-row blocks, left and right shifts, extreme accumulators). */
+ * every remainder of the 4-row blocks, left and right shifts, extreme accumulators),
+ * for each kind of weights and input zero points at both ends; the portable result also
+ * against a direct sum of (x - in_zp) (w - zp) for every row. */
 static void
 test_kernels_equal (void)
 {
   const ConyQKernels *avx = cony_qkernels_avx2 (), *port = cony_qkernels_portable ();
-  if (avx == NULL) {
-    g_test_skip ("no AVX2 on this CPU: the portable kernels only");
-    return;
-  }
+  if (avx == NULL)
+    g_test_message ("no AVX2 on this CPU: the portable kernels against the direct sum only");
   GRand *r = g_rand_new_with_seed (7);
   guint shapes[][3] = { { 13, 9, 32 }, { 7, 64, 21 }, { 25, 1024, 48 }, { 1, 1024, 521 },
-    { 6, 33, 16 }, { 11, 2, 5 } };
-  for (guint s = 0; s < G_N_ELEMENTS (shapes); s++) {
-    guint M = shapes[s][0], K = shapes[s][1], N = shapes[s][2];
-    g_autofree gint8 *w = g_new (gint8, (gsize) K * N);
-    g_autofree gint32 *bias = g_new (gint32, N);
-    g_autofree ConyQMul *m = g_new (ConyQMul, N);
-    for (gsize i = 0; i < (gsize) K * N; i++)
-      w[i] = (gint8) g_rand_int_range (r, -128, 128);
-    for (guint c = 0; c < N; c++) {
-      bias[c] = g_rand_int_range (r, -100000, 100000);
-      cony_q_multiplier (exp (g_rand_double_range (r, log (1e-7), log (4.0))), &m[c]);
+    { 6, 33, 16 }, { 11, 2, 5 }, { 30, 27, 40 } };
+  for (guint s = 0; s < G_N_ELEMENTS (shapes); s++)
+    for (guint kind = 0; kind < 4; kind++) {
+      guint M = shapes[s][0], K = shapes[s][1], N = shapes[s][2];
+      g_autofree guint8 *wd = g_new (guint8, (gsize) K * N);
+      g_autofree gint32 *wzp = g_new (gint32, N);
+      ConyQWeights w = random_weights (r, kind == 3 ? 3 : kind + s, K, N, wd, wzp);
+      g_autofree gint32 *bias = g_new (gint32, N);
+      g_autofree ConyQMul *m = g_new (ConyQMul, N);
+      for (guint c = 0; c < N; c++) {
+        bias[c] = g_rand_int_range (r, -100000, 100000);
+        cony_q_multiplier (exp (g_rand_double_range (r, log (1e-7), log (4.0))), &m[c]);
+      }
+      gint32 in_zp = kind == 0 ? -128 : kind == 1 ? 127 : g_rand_int_range (r, -128, 128);
+      ConyQGemm g;
+      cony_qgemm_init (&g, K, N, &w, in_zp, bias, m, g_rand_int_range (r, -128, 128), -128, 127);
+      /* near the limit, the AVX2 packing takes both of its paths */
+      guint panels = (N + 7) / 8, byte = g.p8.start8[panels], word = g.p8.start16[panels];
+      if (kind == 3 && K >= 8)
+        g_assert_true (byte > 0 && word > 0);
+      gsize ldx = K + 3; /* rows with a gap */
+      g_autofree gint8 *x = g_new0 (gint8, (gsize) M * ldx);
+      for (guint i = 0; i < M; i++)
+        for (guint k = 0; k < K; k++)
+          x[(gsize) i * ldx + k] = (gint8) (i % 3 == 0 ? (k % 2 ? 127 : -128)
+                  : i % 3 == 1                         ? 127 /* u = 255 */
+                                                       : g_rand_int_range (r, -128, 128));
+      g_autofree gint16 *scratch = g_new (gint16, cony_qgemm_scratch (&g, M));
+      g_autofree gint8 *o1 = g_new0 (gint8, (gsize) M * N);
+      g_autofree gint8 *o2 = g_new0 (gint8, (gsize) M * N);
+      port->gemm (&g, M, x, ldx, o2, N, scratch);
+      for (guint i = 0; i < M; i++)
+        for (guint c = 0; c < N; c++) {
+          gint64 acc = bias[c];
+          for (guint k = 0; k < K; k++)
+            acc += (gint64) (x[(gsize) i * ldx + k] - in_zp) * cony_qweights_at (&w, K, c, k);
+          g_assert_cmpint (o2[(gsize) i * N + c], ==,
+              cony_q_requant ((gint32) acc, m[c], g.out.zp, -128, 127));
+        }
+      if (avx != NULL) {
+        avx->gemm (&g, M, x, ldx, o1, N, scratch);
+        g_assert_cmpmem (o1, (gsize) M * N, o2, (gsize) M * N);
+        /* requantisation alone on extreme accumulators */
+        g_autofree gint32 *acc = g_new (gint32, N);
+        for (guint c = 0; c < N; c++) {
+          gint32 edge[] = { G_MININT32, G_MAXINT32, 0, -1, 1, -(1 << 30), 1 << 30 };
+          acc[c] = c % 3 ? (gint32) g_rand_int (r) : edge[c % G_N_ELEMENTS (edge)];
+        }
+        avx->requant (&g.out, acc, N, o1);
+        port->requant (&g.out, acc, N, o2);
+        g_assert_cmpmem (o1, N, o2, N);
+      }
+      cony_qgemm_clear (&g);
     }
-    ConyQGemm g;
-    cony_qgemm_init (&g, K, N, w, bias, m, g_rand_int_range (r, -128, 128), -128, 127);
-    g_autofree gint16 *a = g_new0 (gint16, (gsize) M * g.Kp);
-    for (guint i = 0; i < M; i++)
-      for (guint k = 0; k < K; k++)
-        a[(gsize) i * g.Kp + k] = (gint16) g_rand_int_range (r, -255, 256);
-    g_autofree gint8 *o1 = g_new0 (gint8, (gsize) M * N);
-    g_autofree gint8 *o2 = g_new0 (gint8, (gsize) M * N);
-    avx->gemm (&g, M, a, o1, N);
-    port->gemm (&g, M, a, o2, N);
-    g_assert_cmpmem (o1, (gsize) M * N, o2, (gsize) M * N);
-    /* the product itself, against a direct sum, for one row */
-    for (guint c = 0; c < N; c++) {
-      gint64 acc = bias[c];
-      for (guint k = 0; k < K; k++)
-        acc += (gint64) a[k] * w[(gsize) c * K + k];
-      g_assert_cmpint (o2[c], ==, cony_q_requant ((gint32) acc, m[c], g.out.zp, -128, 127));
-    }
-    /* requantisation alone on extreme accumulators */
-    g_autofree gint32 *acc = g_new (gint32, N);
-    for (guint c = 0; c < N; c++) {
-      gint32 edge[] = { G_MININT32, G_MAXINT32, 0, -1, 1, -(1 << 30), 1 << 30 };
-      acc[c] = c % 3 ? (gint32) g_rand_int (r) : edge[c % G_N_ELEMENTS (edge)];
-    }
-    avx->requant (&g.out, acc, N, o1);
-    port->requant (&g.out, acc, N, o2);
-    g_assert_cmpmem (o1, N, o2, N);
-    cony_qgemm_clear (&g);
-  }
   g_rand_free (r);
 }
 
+/* The AVX2 packing's split: a quad runs in bytes only when no pair can leave int16 in
+ * vpmaddubsw (255 * 128 = 32640 fits, 255 * 129 does not; weights outside int8 never). */
+static void
+test_byte_exact_split (void)
+{
+  const gint8 cases[][4] = { { 64, 64, 0, 0 }, { 127, 1, -128, 0 }, { -64, -64, 127, -127 },
+    { 65, 64, 0, 0 }, { 0, 0, -128, -1 }, { 127, 127, 0, 0 } };
+  for (guint i = 0; i < G_N_ELEMENTS (cases); i++) {
+    ConyQWeights w = { cases[i], FALSE, NULL, FALSE };
+    ConyQGemm g;
+    cony_qgemm_init (&g, 4, 1, &w, 0, NULL, NULL, 0, -128, 127);
+    g_assert_cmpuint (g.p8.start8[1], ==, i < 3 ? 1 : 0);
+    cony_qgemm_clear (&g);
+  }
+  guint8 u8[4] = { 128, 0, 0, 0 };
+  gint32 zp = 0;
+  ConyQWeights wu = { u8, TRUE, &zp, FALSE }; /* 128 - 0 does not fit int8 */
+  ConyQGemm g;
+  cony_qgemm_init (&g, 4, 1, &wu, 0, NULL, NULL, 0, -128, 127);
+  g_assert_cmpuint (g.p8.start8[1], ==, 0);
+  cony_qgemm_clear (&g);
+}
+
 /* The depthwise kernels on random padded maps: channel counts with and without a
- * 16-channel remainder, strides 1 and 2, extreme zero points; one output also against a
- * direct sum. */
+ * 16-channel remainder, strides 1 and 2, extreme zero points, each kind of weights;
+ * every output also against a direct sum. */
 static void
 test_dw_kernels_equal (void)
 {
   const ConyQKernels *avx = cony_qkernels_avx2 (), *port = cony_qkernels_portable ();
-  if (avx == NULL) {
-    g_test_skip ("no AVX2 on this CPU: the portable kernels only");
-    return;
-  }
+  if (avx == NULL)
+    g_test_message ("no AVX2 on this CPU: the portable kernels against the direct sum only");
   GRand *r = g_rand_new_with_seed (9);
-  guint cases[][4] = { { 32, 1, 7, 5 }, { 40, 2, 6, 3 }, { 1024, 1, 3, 2 }, { 9, 2, 4, 4 } };
+  guint cases[][4] = { { 32, 1, 7, 5 }, { 40, 2, 6, 3 }, { 1024, 1, 3, 2 }, { 9, 2, 4, 4 },
+    { 48, 1, 2, 3 }, { 17, 2, 3, 3 } };
   for (guint t = 0; t < G_N_ELEMENTS (cases); t++) {
     guint C = cases[t][0], s = cases[t][1], oh = cases[t][2], ow = cases[t][3];
     guint ih = (oh - 1) * s + 3, iw = (ow - 1) * s + 3;
-    g_autofree gint8 *w = g_new (gint8, (gsize) 9 * C);
+    g_autofree guint8 *wd = g_new (guint8, (gsize) 9 * C);
+    g_autofree gint32 *wzp = g_new (gint32, C);
+    ConyQWeights w = random_weights (r, t, 9, C, wd, wzp);
     g_autofree gint32 *bias = g_new (gint32, C);
     g_autofree ConyQMul *m = g_new (ConyQMul, C);
-    for (gsize i = 0; i < (gsize) 9 * C; i++)
-      w[i] = (gint8) g_rand_int_range (r, -128, 128);
     for (guint c = 0; c < C; c++) {
       bias[c] = g_rand_int_range (r, -50000, 50000);
       cony_q_multiplier (exp (g_rand_double_range (r, log (1e-5), log (0.5))), &m[c]);
     }
+    gint32 in_zp = t % 2 ? 127 : -128;
     ConyQDw d;
-    cony_qdw_init (&d, C, w, bias, m, t % 2 ? 127 : -128, g_rand_int_range (r, -128, 128), -128,
-        127);
+    cony_qdw_init (&d, C, &w, bias, m, in_zp, g_rand_int_range (r, -128, 128), -128, 127);
     g_autofree gint8 *in = g_new (gint8, (gsize) ih * iw * C);
     for (gsize i = 0; i < (gsize) ih * iw * C; i++)
-      in[i] = (gint8) g_rand_int_range (r, -128, 128);
+      in[i] = (gint8) (i % 5 == 0 ? (i % 2 ? 127 : -128) : g_rand_int_range (r, -128, 128));
     gsize n = (gsize) oh * ow * C;
     g_autofree gint8 *o1 = g_new (gint8, n), *o2 = g_new (gint8, n);
     g_autofree gint32 *acc = g_new (gint32, C);
-    avx->dw (&d, in, iw, oh, ow, s, o1, acc);
     port->dw (&d, in, iw, oh, ow, s, o2, acc);
-    g_assert_cmpmem (o1, n, o2, n);
-    /* output (oh - 1, ow - 1), last channel */
-    gint64 sum = bias[C - 1];
-    for (guint k = 0; k < 9; k++) {
-      gsize at = (((gsize) (oh - 1) * s + k / 3) * iw + (ow - 1) * s + k % 3) * C + C - 1;
-      sum += (gint64) (in[at] - d.zp) * w[(gsize) (C - 1) * 9 + k];
+    for (guint y = 0; y < oh; y++)
+      for (guint x = 0; x < ow; x++)
+        for (guint c = 0; c < C; c++) {
+          gint64 sum = bias[c];
+          for (guint k = 0; k < 9; k++) {
+            gsize at = (((gsize) y * s + k / 3) * iw + x * s + k % 3) * C + c;
+            sum += (gint64) (in[at] - in_zp) * cony_qweights_at (&w, 9, c, k);
+          }
+          g_assert_cmpint (o2[((gsize) y * ow + x) * C + c], ==,
+              cony_q_requant ((gint32) sum, m[c], d.out.zp, -128, 127));
+        }
+    if (avx != NULL) {
+      avx->dw (&d, in, iw, oh, ow, s, o1, acc);
+      g_assert_cmpmem (o1, n, o2, n);
     }
-    g_assert_cmpint (o2[n - 1], ==, cony_q_requant ((gint32) sum, m[C - 1], d.out.zp, -128, 127));
     cony_qdw_clear (&d);
   }
   g_rand_free (r);
@@ -365,6 +495,57 @@ test_yamnet_armnn_portable (void)
   if (g_test_subprocess ()) {
     g_assert_cmpstr (cony_cnn_get_int8_kernels (), ==, "portable");
     check_yamnet_armnn ();
+    return;
+  }
+  cony_test_trap_portable_cnn ();
+}
+
+/* A small MobileNet-v2 quantised two ways (tests/golden/mobilenet/v2_q8: int8 weights
+ * per channel; v2_qu8: uint8 weights and activation zero points of uint8 tensors), with
+ * residual add, softmax and bias_quantized: scores and embeddings equal the integer
+ * numpy reference's (training/conytrain/ref/qmobilenet.py) bit for bit, one by one
+ * and batched. */
+static void
+check_mobilenet_v2 (void)
+{
+  const char *names[] = { "v2_q8", "v2_qu8" };
+  g_autoptr (ConyNpyArray) x = cony_test_load_golden_npy ("mobilenet", "v2_input.npy");
+  gsize n = x->shape[0], in = cony_npy_array_numel (x) / n;
+  for (guint k = 0; k < G_N_ELEMENTS (names); k++) {
+    g_autofree char *file = g_strdup_printf ("%s.safetensors", names[k]);
+    g_autoptr (ConyCnn) cnn = cony_test_load_golden_cnn ("mobilenet", file);
+    g_assert_cmpint (cony_cnn_get_precision (cnn), ==, CONY_CNN_PRECISION_INT8);
+    g_assert_cmpuint (cony_cnn_get_int8_layers (cnn), ==, 12);
+    for (int emb = 0; emb < 2; emb++) {
+      g_autofree char *golden = g_strdup_printf ("%s_%s.npy", names[k],
+          emb ? "embedding" : "scores");
+      g_autoptr (ConyNpyArray) want = cony_test_load_golden_npy ("mobilenet", golden);
+      g_assert_true (cony_cnn_set_output (cnn,
+          emb ? CONY_CNN_OUTPUT_EMBEDDING : CONY_CNN_OUTPUT_SCORES, NULL));
+      gsize od = cony_cnn_get_output_size (cnn);
+      g_assert_cmpuint (cony_npy_array_numel (want), ==, n * od);
+      g_autofree float *got = g_new (float, n *od);
+      for (gsize i = 0; i < n; i++)
+        cony_cnn_forward (cnn, x->data + i * in, got + i * od);
+      g_assert_cmpmem (got, sizeof (float) * n * od, want->data, sizeof (float) * n * od);
+      cony_cnn_forward_batch (cnn, x->data, n, got);
+      g_assert_cmpmem (got, sizeof (float) * n * od, want->data, sizeof (float) * n * od);
+    }
+  }
+}
+
+static void
+test_mobilenet_v2 (void)
+{
+  check_mobilenet_v2 ();
+}
+
+static void
+test_mobilenet_v2_portable (void)
+{
+  if (g_test_subprocess ()) {
+    g_assert_cmpstr (cony_cnn_get_int8_kernels (), ==, "portable");
+    check_mobilenet_v2 ();
     return;
   }
   cony_test_trap_portable_cnn ();
@@ -541,6 +722,45 @@ test_refused (void)
   g_unlink (unfit);
 }
 
+static void
+set_first_bias (JsonObject *header, char *data, gpointer value)
+{
+  JsonObject *t = json_object_get_object_member (header, "layers.0.bias_quantized");
+  gint64 off = json_array_get_int_element (json_object_get_array_member (t, "data_offsets"), 0);
+  gint64 le = GINT64_TO_LE (*(const gint64 *) value);
+  memcpy (data + off, &le, 8);
+}
+
+/* v2_q8 with the int32 bias bias_quantized[0] of layer 0 set to @value (a temporary
+ * copy; g_free and unlink it). */
+static char *
+with_bias_quantized (gint64 value)
+{
+  g_autofree char *src = cony_test_golden_path ("mobilenet", "v2_q8.safetensors");
+  return cony_test_edit_safetensors (src, set_first_bias, &value);
+}
+
+/* An int32 bias outside int32 is refused, naming the tensor; one inside changes the
+ * scores (the integer path reads it, not the F32 bias). */
+static void
+test_bias_quantized (void)
+{
+  g_autofree char *bad = with_bias_quantized (G_GINT64_CONSTANT (1) << 40);
+  cony_test_expect_cnn_refused (bad, CONY_ERROR_INVALID, "layers.0.bias_quantized[0]",
+      "outside int32");
+  g_unlink (bad);
+  g_autofree char *other = with_bias_quantized (1 << 20);
+  g_autoptr (ConyCnn) a = cony_test_load_golden_cnn ("mobilenet", "v2_q8.safetensors");
+  g_autoptr (ConyCnn) b = cony_cnn_load_private (other, NULL);
+  g_assert_nonnull (b);
+  g_autoptr (ConyNpyArray) x = cony_test_load_golden_npy ("mobilenet", "v2_input.npy");
+  float sa[10], sb[10];
+  cony_cnn_forward (a, x->data, sa);
+  cony_cnn_forward (b, x->data, sb);
+  g_assert_true (memcmp (sa, sb, sizeof sa) != 0);
+  g_unlink (other);
+}
+
 int
 main (int argc, char **argv)
 {
@@ -551,13 +771,18 @@ main (int argc, char **argv)
   g_test_add_func ("/int8/requant", test_requant);
   g_test_add_func ("/int8/quantize", test_quantize);
   g_test_add_func ("/int8/add", test_add);
+  g_test_add_func ("/int8/add-edges", test_add_edges);
   g_test_add_func ("/int8/kernels-equal", test_kernels_equal);
+  g_test_add_func ("/int8/byte-exact-split", test_byte_exact_split);
   g_test_add_func ("/int8/dw-kernels-equal", test_dw_kernels_equal);
   g_test_add_func ("/int8/yamnet-armnn", test_yamnet_armnn);
   g_test_add_func ("/int8/yamnet-armnn-portable", test_yamnet_armnn_portable);
+  g_test_add_func ("/int8/mobilenet-v2", test_mobilenet_v2);
+  g_test_add_func ("/int8/mobilenet-v2-portable", test_mobilenet_v2_portable);
   g_test_add_func ("/int8/precision", test_precision);
   g_test_add_func ("/int8/prefix", test_prefix);
   g_test_add_func ("/int8/refused", test_refused);
+  g_test_add_func ("/int8/bias-quantized", test_bias_quantized);
   yamnet_q = cony_test_yamnet_int8 ();
   int status = g_test_run ();
   g_unlink (yamnet_q);

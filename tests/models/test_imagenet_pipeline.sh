@@ -77,6 +77,15 @@ out=$("$cony" info "$model" 2>&1)
 if [[ $out == *"input:        image, RGB, quantised as"*'"zero_point": 128'* ]]; then
   ok "cony info names the image input and its quantisation"
 else not_ok "cony info: $(echo "$out" | tail -3)"; fi
+# the file's activation quantisation selects the integer path; --precision float the
+# float engine on the same weights (same label, the float score)
+if [[ $out == *"precision:    int8, all 65 layers"* ]]; then ok "cony info: the integer path runs"
+else not_ok "cony info precision: $(echo "$out" | grep precision)"; fi
+i8=$("$cony" tag --model "$model" -k 1 "$golden/frames/cat.png" 2>&1)
+f32=$("$cony" tag --model "$model" -k 1 --precision float "$golden/frames/cat.png" 2>&1)
+if [[ $i8 == $'0\tEgyptian cat 0.848' && $f32 == $'0\tEgyptian cat 0.885' ]]; then
+  ok "cony tag: integer path ${i8//$'\t'/ }, --precision float ${f32//$'\t'/ }"
+else not_ok "cony tag int8 / float: $i8 / $f32"; fi
 echo "not an image" >"$tmp/fake.png"
 out=$("$cony" tag --model "$model" "$tmp/fake.png" 2>&1)
 rc=$?

@@ -2,6 +2,8 @@
 # Smoke test of `cony bench pipeline` with the shipped default audio model: it runs on a
 # few seconds of audio and reports every stage, every attention variant, the gst-launch-1.0
 # pipeline's real-time factor and its peak memory; a missing model is refused by name.
+# Then `cony bench streams` (several chains in one process, live and back to back) reports
+# the CPU per stream and streams per core, and refuses bad options and precisions.
 # (Speed itself is measured in bench/RESULTS.md, never asserted here.)
 #   test_bench_pipeline.sh CONY MODEL_DIR
 set -uo pipefail
@@ -35,4 +37,23 @@ elif ! grep -q "/nonexistent/vggish.safetensors" <<<"$out"; then
 else
   echo "ok missing model refused: $out"
 fi
+for mode in "" "--fast"; do
+  if ! out=$("$cony" bench streams --streams 3 --seconds 1 $mode \
+      --transformer "$models/transformer.safetensors" 2>&1); then
+    echo "FAIL bench streams $mode exited non-zero:"; echo "$out"; exit 1
+  fi
+  echo "$out"
+  check "streams $mode header" "^# 3 live streams in one process, one thread, 1 s of audio each"
+  check "streams $mode CNN" "^# CNN [^ ]*models/audio/yamnet-adapted\.safetensors: float"
+  check "streams $mode windows" "^  12 CNN windows, [0-9.]+ ms of CPU per window"
+  check "streams $mode per stream" "^  per live stream: [0-9.]+% of a core$"
+  check "streams $mode per core" "^  live streams per core: [0-9]+$"
+done
+for bad in "--streams 0" "--seconds 0.5" "--precision int8" "--precision half"; do
+  if out=$("$cony" bench streams --seconds 1 $bad --transformer "$models/transformer.safetensors" 2>&1); then
+    echo "FAIL bench streams $bad: exit 0"; fail=1
+  else
+    echo "ok bench streams $bad refused: $out"
+  fi
+done
 exit $fail

@@ -26,15 +26,15 @@ _DTYPES = {
 def save(path, tensors, metadata=None, dtypes=None):
     """Writes {name: array} as F32 tensors, in name order; metadata: {str: str} or None;
     dtypes: {name: "F16"} for tensors to store as F16 (rounded to nearest) instead, or
-    {name: "I8"} for int8 arrays stored as they are."""
+    {name: "I8"} (or "U8", "I64") for integer arrays of that type stored as they are."""
     header = {}
     blobs = []
     offset = 0
     for name in sorted(tensors):
         dt = (dtypes or {}).get(name, "F32")
-        if dt not in ("F32", "F16", "I8", "U8"):
-            raise ValueError(f"tensor {name}: can only write F32 or F16 (or I8, U8), not {dt}")
-        want = {"I8": np.int8, "U8": np.uint8}.get(dt)
+        if dt not in ("F32", "F16", "I8", "U8", "I64"):
+            raise ValueError(f"tensor {name}: can only write F32 or F16 (or I8, U8, I64), not {dt}")
+        want = {"I8": np.int8, "U8": np.uint8, "I64": np.int64}.get(dt)
         if want is not None and np.asarray(tensors[name]).dtype != want:
             raise ValueError(f"tensor {name}: {dt} takes an {np.dtype(want)} array, not "
                              f"{np.asarray(tensors[name]).dtype}")

@@ -648,6 +648,50 @@ class ConvertImageTest(unittest.TestCase):
         np.testing.assert_allclose(mobilenet.forward(net, image / 255.0)[1],
                                    v2_direct(params, image), rtol=1e-5, atol=1e-7)
 
+    def test_v2_uint8_quantization(self):
+        """A uint8 graph (TF1's ImageNet files): every activation's (scale, zero point)
+        recorded as int8 (zero point - 128), the input's from the uint8 input tensor, the
+        int32 biases as bias_quantized, the uint8 weights kept; --dtype int8, which
+        requantises the weights, records neither."""
+        g, _ = v2_graph()
+        for k, op in enumerate(g.ops):
+            out = g.tensors[op["outputs"][0]]
+            last = op["code"] == SOFTMAX
+            out.update(type=UINT8, scale=[1 / 256 if last else 0.05 + 0.01 * k],
+                       zero_point=[0 if last else 100 + k])
+        for op in g.ops:
+            if op["code"] not in (CONV_2D, DEPTHWISE_CONV_2D):
+                continue
+            s_in = g.tensors[op["inputs"][0]]["scale"][0]
+            w, b = (g.tensors[i] for i in op["inputs"][1:3])
+            real = w["data"].astype(np.float64)
+            lo, hi = min(real.min(), 0.0), max(real.max(), 0.0)
+            sw = (hi - lo) / 255
+            zw = int(round(-lo / sw))
+            w.update(type=UINT8, scale=[sw], zero_point=[zw],
+                     data=np.clip(np.rint(real / sw) + zw, 0, 255).astype(np.uint8))
+            q = np.rint(b["data"].astype(np.float64) / (s_in * sw)).astype("<i4")
+            b.update(type=INT32, scale=[float(np.float32(s_in * sw))], zero_point=[0], data=q)
+        tensors, meta, dtypes = convert_tflite.convert(serialise(g), frontend="none")
+        q = json.loads(meta["quantization"])
+        self.assertEqual(q["input"], [1 / 128, 0])
+        words = meta["layers"].split()
+        self.assertEqual(len(q["layers"]), len(words))
+        # ops 0-3 conv, 4 add, 5 pool, 6 logits conv (fc; 7 reshape: no word), 8 softmax
+        want = [[float(np.float32(0.05 + 0.01 * k)), 100 + k - 128] for k in (0, 1, 2, 3, 4, 5)]
+        want += [[float(np.float32(0.05 + 0.01 * 6)), 106 - 128], [1 / 256, -128]]
+        self.assertEqual(q["layers"], want)
+        for i, word in enumerate(words):
+            if word in ("conv3x3s2", "conv1x1", "dw3x3s1", "linear1x1", "fc"):
+                self.assertEqual(dtypes[f"layers.{i}.weight"], "U8")
+                self.assertEqual(dtypes[f"layers.{i}.bias_quantized"], "I64")
+        op = g.ops[0]
+        np.testing.assert_array_equal(tensors["layers.0.bias_quantized"],
+                                      g.tensors[op["inputs"][2]]["data"])
+        tensors, meta, _ = convert_tflite.convert(serialise(g), dtype="int8", frontend="none")
+        self.assertNotIn("quantization", meta)
+        self.assertFalse(any(k.endswith("bias_quantized") for k in tensors))
+
     def test_v2_refusals(self):
         g, _ = v2_graph()
         g.ops[4]["opts"][0] = ("b", RELU6)              # ADD with a fused activation
@@ -680,6 +724,11 @@ class RealYamnetTest(unittest.TestCase):
         with open(os.path.join(ROOT, "tests", "golden", "yamnet", "quantization.json")) as f:
             self.assertEqual(json.loads(got_meta.pop("quantization")), json.load(f))
         self.assertEqual(got_meta, want_meta)
+        # the converter also writes the int32 biases; the shipped file (pinned) has none,
+        # and the integer path derives them from its F32 biases, exact below 2^24
+        for k in [k for k in got if k.endswith(".bias_quantized")]:
+            q = got.pop(k)
+            self.assertLess(int(np.abs(q).max()), 1 << 24, k)
         self.assertEqual(sorted(got), sorted(want))
         for k in want:
             np.testing.assert_array_equal(got[k], want[k], err_msg=k)

@@ -1,5 +1,5 @@
 #!/usr/bin/python3
-"""Convert a MobileNet-v1 TFLite model (YAMNet) into the safetensors file libcony's CNN
+"""Convert a MobileNet-v1/v2 TFLite model (YAMNet, ImageNet classifiers) into the safetensors file libcony's CNN
 engine loads (docs/model-format.md, "MobileNet-v1 networks").
 
   /usr/bin/python3 training/convert_tflite.py yamnet_spectra_in.tflite \
@@ -27,12 +27,14 @@ activation (RELU6 or RELU). Weights: TFLite's conv OHWI and depthwise 1HWC becom
 one scale per output channel (or one per tensor); int32 biases are dequantised to F32
 with their own scales (input scale x weight scale).
 
---dtype int8 (default) keeps int8 weights and writes layers.{i}.weight_scale (float
-weights are quantised symmetric per output channel); f16 / f32 store the dequantised
-weights. With --dtype int8 and an int8 graph (a QUANTIZE of the input, int8 layer outputs)
+--dtype auto (default) keeps quantised weights as the file has them (int8 with
+layers.{i}.weight_scale, or uint8 with weight_scale and weight_zero_point; float weights
+are quantised to int8 symmetric per output channel); int8 stores every weight as int8 per
+channel; f16 / f32 store the dequantised weights. When the weights are the file's own and
+the graph is integer (a uint8/int8 input or a QUANTIZE of it, uint8/int8 layer outputs),
 the `quantization` metadata records the input's and every layer output's activation scale
-and zero point as the file carries them, so libcony can run TFLite's integer inference
-(from the first layer with a float output on, the layers are left to float).
+and zero point (uint8 ones as int8: zero point - 128), so libcony can run TFLite's integer
+inference (from the first layer with a float output on, the layers are left to float).
 --labels takes a class map CSV (index,mid,display_name; YAMNet's) whose rows
 must match the number of outputs. --frontend records the log-mel front end the network
 expects (default yamnet; "none" records nothing, which declares VGGish's).
@@ -325,6 +327,8 @@ class Converter:
         self.shapes = {}                 # layer index -> its output shape
         self.input_quant = None          # (scale, zero point) of the int8 input, or None
         self.quant = []                  # per layer word: its int8 output's (scale, zp) or None
+        self.requantised = False         # some weights stored otherwise than the file has them
+        self.bias_q = {}                 # operator index -> its int32 bias values
 
     def run(self):
         m = self.m
@@ -335,6 +339,7 @@ class Converter:
         t_in = m.tensors[current]
         if len(t_in.shape) == 4 and t_in.shape[0] == 1 and min(t_in.shape) >= 1:
             self.input_shape = self.shape = tuple(t_in.shape[1:])     # an image (1, H, W, C)
+            self.input_quant = _act_quant(t_in)     # a uint8/int8 image; None if float
         self.layer_of = {current: -1}    # tensor -> index of the layer writing it (-1: input)
         for op in m.operators:
             if op.name not in OPS.values():
@@ -374,7 +379,7 @@ class Converter:
 
     # no-ops
     def _op_quantize(self, op):
-        if self.shape is None:          # the input's quantisation, kept by RESHAPE and SPLIT
+        if not self.words:      # the input's quantisation (kept by RESHAPE and SPLIT)
             self.input_quant = _act_quant(self.m.tensors[op.outputs[0]])
 
     def _op_dequantize(self, op):
@@ -514,9 +519,11 @@ class Converter:
 
     def quantization(self):
         """The `quantization` metadata (docs/model-format.md): the int8 input's and each
-        layer output's (scale, zero point) as TFLite carries them, None from the first
-        float output on; None when the input is not int8."""
-        if self.input_quant is None or self.quant[0] is None:
+        layer output's (scale, zero point) as TFLite carries them (uint8 ones as int8: zero
+        point - 128), None from the first float output on; None when the input is not
+        quantised or some weights were not kept as the file has them (--dtype int8 on
+        uint8 weights requantises them)."""
+        if self.input_quant is None or self.quant[0] is None or self.requantised:
             return None
         layers = list(self.quant)
         if None in layers:
@@ -618,6 +625,7 @@ class Converter:
                               "scales > 0")
         if len(t.zero_point) not in (0, 1, len(s)) or np.any(t.zero_point != 0):
             raise TFLiteError(f"{op.label()}: int32 bias {t.describe()}: non-zero zero point")
+        self.bias_q[op.index] = values      # the integer path's bias, exactly
         return values.astype(np.float64) * s
 
     def _add(self, op, word, weight, bias, out):
@@ -644,6 +652,7 @@ class Converter:
             self.dtypes[key + "weight"] = "U8"
         elif self.dtype in ("auto", "int8"):
             if scale is None or zero is not None:   # quantise symmetric per output channel
+                self.requantised = True             # no longer the file's integer graph
                 real = self._real(values, scale, zero, shape)
                 peak = np.abs(real).reshape(out, -1).max(axis=1)
                 scale = np.where(peak > 0, peak / 127.0, 1.0)
@@ -651,6 +660,10 @@ class Converter:
             out_tensors["weight_scale"] = scale
             self.tensors[key + "weight"] = values.astype(np.int8)
             self.dtypes[key + "weight"] = "I8"
+        if self.dtype in ("auto", "int8") and op.index in self.bias_q and not self.requantised:
+            # the int32 bias itself: a float32 bias of a tiny weight scale loses its low bits
+            self.tensors[key + "bias_quantized"] = self.bias_q[op.index].astype(np.int64)
+            self.dtypes[key + "bias_quantized"] = "I64"
         else:
             real = self._real(values, scale, zero, shape)
             out_tensors["weight"] = real
@@ -676,11 +689,15 @@ class Converter:
 
 
 def _act_quant(t):
-    """(scale, zero point) of an int8 activation tensor with one scale, else None."""
-    if t.type != "INT8" or len(t.scale) != 1 or len(t.zero_point) > 1:
+    """(scale, zero point) of an int8 or uint8 activation tensor with one scale, else None.
+    A uint8 tensor becomes the int8 one of the same reals: values and zero point minus 128
+    (TFLite's uint8 kernels compute on q - zero point, so the arithmetic is unchanged)."""
+    if t.type not in ("INT8", "UINT8") or len(t.scale) != 1 or len(t.zero_point) > 1:
         return None
     s = float(np.float32(t.scale[0]))
     zp = int(t.zero_point[0]) if len(t.zero_point) else 0
+    if t.type == "UINT8":
+        zp -= 128
     if not (math.isfinite(s) and s > 0 and -128 <= zp <= 127):
         raise TFLiteError(f"{t.describe()}: activation scale {s} / zero point {zp} out of range")
     return (s, zp)
@@ -745,8 +762,8 @@ def convert(raw, dtype="auto", labels=None, frontend="yamnet", source=None):
             "activation": conv.activation or "relu6"}
     image = input_metadata(model, conv)
     meta.update(image)
-    # the integer path runs MobileNet-v1 layers (cnn-int8.c): v2 files stay float
-    quant = conv.quantization() if dtype in ("int8", "auto") and not v2 else None
+    # the integer path (cnn-int8.c) needs the file's own quantised weights
+    quant = conv.quantization() if dtype in ("int8", "auto") else None
     if quant is not None:
         meta["quantization"] = json.dumps(quant)
     outputs = conv.shape[0]
@@ -784,7 +801,7 @@ def main(argv=None):
     except (ValueError, OSError) as e:       # TFLiteError is a ValueError
         print(f"convert_tflite: {args.model}: {e}", file=sys.stderr)
         return 1
-    n = sum(v.size for k, v in tensors.items() if not k.endswith(("weight_scale", "weight_zero_point")))
+    n = sum(v.size for k, v in tensors.items() if not k.endswith(("weight_scale", "weight_zero_point", "bias_quantized")))
     print(f"{args.output}: {meta['layers'].count(' ') + 1} layers, {n} parameters, "
           f"{args.dtype} weights, {meta['activation']}"
           f"{', labels' if 'labels' in meta else ''}")

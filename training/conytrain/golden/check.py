@@ -59,7 +59,7 @@ def write(directory, files):
             tensors, metadata = contents
             # float16 arrays are stored as F16, as safetensors_io.load returns them
             stored = {np.dtype(np.float16): "F16", np.dtype(np.int8): "I8",
-                      np.dtype(np.uint8): "U8"}
+                      np.dtype(np.uint8): "U8", np.dtype(np.int64): "I64"}
             dtypes = {k: stored[np.asarray(v).dtype] for k, v in tensors.items()
                       if np.asarray(v).dtype in stored}
             safetensors_io.save(path, tensors, metadata, dtypes=dtypes)

@@ -25,6 +25,16 @@ a softmax head: V2_LAYERS) stored two ways:
   v2_input.npy        (4, 15, 13, 3) float32 images in 0..1 (HWC)
   v2_{f32,u8}_embedding.npy (4, 24), v2_{f32,u8}_scores.npy (4, 10)
 
+and the same network quantised for the integer path (`quantization` metadata: activation
+scales and zero points calibrated on the inputs' float maps, int32 biases in
+`bias_quantized`), its goldens by the integer reference (conytrain/ref/qmobilenet.py,
+TFLite's arithmetic; libcony must equal them bit for bit):
+
+  v2_q8.safetensors   int8 weights, symmetric per output channel (TF2's int8 files)
+  v2_qu8.safetensors  uint8 weights per tensor with zero points, and activation zero
+                      points of uint8 tensors (TF1's uint8 files, mapped to int8)
+  v2_{q8,qu8}_embedding.npy (4, 24), v2_{q8,qu8}_scores.npy (4, 10): dequantised
+
 Usage: /usr/bin/python3 training/gen_mobilenet_golden.py [OUTDIR]
 """
 
@@ -35,7 +45,7 @@ import numpy as np
 
 from conytrain import REPO
 from conytrain.golden import check as golden_check
-from conytrain.ref import mobilenet
+from conytrain.ref import mobilenet, qmobilenet
 
 DEFAULT_OUT = os.path.join(REPO, "tests", "golden", "mobilenet")
 # (word, output channels or None)
@@ -49,6 +59,10 @@ V2_LAYERS = (("conv3x3s2", 8), ("conv1x1", 16), ("dw3x3s1", None), ("linear1x1",
              ("add@0", None), ("conv1x1", 16), ("dw3x3s2", None), ("linear1x1", 12),
              ("conv1x1", 24), ("gap", None), ("fc", 10), ("softmax", None))
 V2_INPUT = (15, 13, 3)
+V2_META = {"network": "mobilenet_v2", "input_height": str(V2_INPUT[0]),
+           "input_width": str(V2_INPUT[1]), "input_channels": str(V2_INPUT[2]),
+           "layers": " ".join(word for word, _ in V2_LAYERS),
+           "input_mean": "0.5,0.45,0.4", "input_std": "0.25,0.3,0.2"}
 
 
 def random_tensors(rng, layers=LAYERS, shape_in=INPUT):
@@ -104,10 +118,7 @@ def quantised_u8(tensors):
 
 def v2_files(rng, say):
     tensors = random_tensors(rng, V2_LAYERS, V2_INPUT)
-    meta = {"network": "mobilenet_v2", "input_height": str(V2_INPUT[0]),
-            "input_width": str(V2_INPUT[1]), "input_channels": str(V2_INPUT[2]),
-            "layers": " ".join(word for word, _ in V2_LAYERS),
-            "input_mean": "0.5,0.45,0.4", "input_std": "0.25,0.3,0.2"}
+    meta = V2_META
     x = rng.uniform(0, 1, (4,) + V2_INPUT).astype(np.float32)
     files = {"v2_input.npy": x}
     for name, t in (("v2_f32", tensors), ("v2_u8", quantised_u8(tensors))):
@@ -121,6 +132,92 @@ def v2_files(rng, say):
         files[f"{name}_scores.npy"] = scores.astype(np.float32)
         say(f"{name}: embedding range {emb.min():.3f}..{emb.max():.3f}, "
             f"scores {scores.min():.3f}..{scores.max():.3f}")
+    return files
+
+
+def layer_outputs(net, x):
+    """Each layer's float64 output on image x (the reference's forward, kept per layer)."""
+    h, w, c = net["input"]
+    v = (np.asarray(x, np.float64).reshape(h, w, c) - net["mean"]) / net["std"]
+    outs = []
+    for word, wt, b in net["layers"]:
+        if word.startswith("conv3x3"):
+            v = np.clip(mobilenet.conv3x3(v, wt, b, int(word[-1])), 0, 6)
+        elif word.startswith("dw3x3"):
+            v = np.clip(mobilenet.depthwise3x3(v, wt, b, int(word[-1])), 0, 6)
+        elif word in ("conv1x1", "linear1x1"):
+            v = np.einsum("yxi,oi->yxo", v, wt[:, :, 0, 0]) + b
+            v = np.clip(v, 0, 6) if word == "conv1x1" else v
+        elif word.startswith("add@"):
+            v = v + outs[int(word[4:])]
+        elif word == "gap":
+            v = v.mean(axis=(0, 1))
+        elif word == "fc":
+            v = wt @ v + b
+        else:
+            e = np.exp(v - v.max())
+            v = e / e.sum()
+        outs.append(v)
+    return outs
+
+
+def activation_pair(lo, hi, uint8):
+    """(scale, int8 zero point) covering lo..hi (0 included); uint8: a zero point of a
+    uint8 tensor (0..255) minus 128, as the converter records it."""
+    lo, hi = min(lo, 0.0), max(hi, 0.0)
+    scale = float(np.float32(max(hi - lo, 1e-3) / 255.0))
+    zero = int(np.clip(round(-lo / scale), 0, 255)) - 128
+    return scale, zero
+
+
+def integer_file(tensors, meta, x, uint8):
+    """The network's weights quantised (int8 per channel, or uint8 per tensor) with the
+    `quantization` metadata and `bias_quantized` of an integer .tflite."""
+    t = quantised_u8(tensors) if uint8 else quantised(tensors)
+    net = mobilenet.from_tensors(t, meta)
+    outs = [layer_outputs(net, image) for image in x]
+    pairs = []
+    for i, (word, _) in enumerate(V2_LAYERS):
+        if word == "softmax":
+            pairs.append((1.0 / 256.0, -128))
+            continue
+        v = np.concatenate([o[i].reshape(-1) for o in outs])
+        pairs.append(activation_pair(float(v.min()), float(v.max()), uint8))
+    s_in = float(np.float32(1.0 / 64.0))       # the normalised input spans about -2..2.5
+    q = {"input": [s_in, 0], "layers": [list(p) for p in pairs]}
+    s_prev = s_in
+    for i, (word, _) in enumerate(V2_LAYERS):
+        base = f"layers.{i}"
+        if base + ".weight" in t:
+            real = np.float64(s_prev) * t[base + ".weight_scale"].astype(np.float64)
+            bq = np.rint(t[base + ".bias"].astype(np.float64) / real).astype(np.int64)
+            t[base + ".bias_quantized"] = bq
+            t[base + ".bias"] = (bq * real).astype(np.float32)
+        s_prev = pairs[i][0]
+    return t, dict(meta, quantization=json.dumps(q))
+
+
+def v2_integer_files(rng, say):
+    """v2_q8 / v2_qu8 and their integer goldens (the v2 network and inputs of v2_files)."""
+    tensors = random_tensors(rng, V2_LAYERS, V2_INPUT)
+    meta = V2_META
+    x = rng.uniform(0, 1, (4,) + V2_INPUT).astype(np.float32)
+    files = {}
+    gap = [w for w, _ in V2_LAYERS].index("gap")
+    for name, uint8 in (("v2_q8", False), ("v2_qu8", True)):
+        t, m = integer_file(tensors, meta, x, uint8)
+        net = qmobilenet.from_tensors(t, m)
+        scores, emb = [], []
+        for image in x:
+            codes, scale, zero = qmobilenet.forward(net, image)
+            scores.append(np.float32(scale) * (codes - zero).astype(np.float32))
+            codes, scale, zero = qmobilenet.forward(net, image, upto=gap + 1)
+            emb.append(np.float32(scale) * (codes - zero).astype(np.float32))
+        files[f"{name}.safetensors"] = (t, m)
+        files[f"{name}_embedding.npy"] = np.stack(emb)
+        files[f"{name}_scores.npy"] = np.stack(scores)
+        say(f"{name}: scores {np.min(scores):.3f}..{np.max(scores):.3f}, top-1 "
+            f"{np.argmax(scores, 1).tolist()}")
     return files
 
 
@@ -152,6 +249,7 @@ def golden_files(say=lambda text: None):
         say(f"{name}: embedding range {emb.min():.3f}..{emb.max():.3f}, "
             f"scores {scores.min():.3f}..{scores.max():.3f}")
     files.update(v2_files(np.random.default_rng(2040), say))
+    files.update(v2_integer_files(np.random.default_rng(2040), say))
     return files
 
 
