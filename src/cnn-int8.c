@@ -449,8 +449,7 @@ run_range (ConyCnn *cnn, guint from, guint to, const float *in, float scale, gin
   gsize n_in = (from == 0 ? (gsize) w->in_h * w->in_w * w->in_c
                           : map_size (&w->layers[from - 1], TRUE))
       * nb;
-  for (gsize j = 0; j < n_in; j++)
-    s->qa[j] = cony_q_quantize (in[j], scale, zp);
+  cony_qkernels ()->quantize (in, n_in, scale, zp, s->qa);
   gint8 *cur = s->qa, *next = s->qb;
   for (guint i = from; i < to; i++) {
     run_layer (w, i, s, cur, nb, next);

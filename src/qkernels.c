@@ -265,10 +265,18 @@ dw_portable (const ConyQDw *d, const gint8 *in, guint in_w, guint oh, guint ow, 
     }
 }
 
+static void
+quantize_portable (const float *x, gsize n, float scale, gint32 zp, gint8 *out)
+{
+  for (gsize i = 0; i < n; i++)
+    out[i] = cony_q_quantize (x[i], scale, zp);
+}
+
 const ConyQKernels *
 cony_qkernels_portable (void)
 {
-  static const ConyQKernels k = { "portable", gemm_portable, requant_portable, dw_portable };
+  static const ConyQKernels k = { "portable", gemm_portable, requant_portable, dw_portable,
+    quantize_portable };
   return &k;
 }
 
@@ -276,7 +284,8 @@ const ConyQKernels *
 cony_qkernels_avx2 (void)
 {
 #ifdef CONY_CPU_X86
-  static const ConyQKernels k = { "avx2", cony_qgemm_avx2, cony_qrequant_avx2, cony_qdw_avx2 };
+  static const ConyQKernels k = { "avx2", cony_qgemm_avx2, cony_qrequant_avx2, cony_qdw_avx2,
+    cony_qquantize_avx2 };
   return cony_cpu_has_v3 () ? &k : NULL;
 #else
   return NULL;

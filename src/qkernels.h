@@ -99,6 +99,8 @@ typedef struct {
    * (@in_w: the padded width); @acc: C int32 of scratch. */
   void (*dw) (const ConyQDw *d, const gint8 *in, guint in_w, guint oh, guint ow, guint stride,
       gint8 *out, gint32 *acc);
+  /* out[i] = cony_q_quantize (x[i], scale, zp) for i < n. */
+  void (*quantize) (const float *x, gsize n, float scale, gint32 zp, gint8 *out);
 } ConyQKernels;
 
 const ConyQKernels *cony_qkernels_portable (void);
@@ -128,6 +130,7 @@ void cony_qdw_clear (ConyQDw *d);
 void cony_qgemm_avx2 (const ConyQGemm *g, gsize M, const gint8 *x, gsize ldx, gint8 *out, gsize ldo,
     gint16 *scratch);
 void cony_qrequant_avx2 (const ConyQOut *o, const gint32 *acc, guint n, gint8 *out);
+void cony_qquantize_avx2 (const float *x, gsize n, float scale, gint32 zp, gint8 *out);
 void cony_qdw_avx2 (const ConyQDw *d, const gint8 *in, guint in_w, guint oh, guint ow, guint stride,
     gint8 *out, gint32 *acc);
 
