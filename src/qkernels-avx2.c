@@ -169,7 +169,7 @@ panel8 (const ConyQGemm *g, guint p)
   const ConyQPanels8 *p8 = &g->p8;
   guint nq = p8->Kq / 4;
   return (Panel8){ p8->w8 + 32 * (gsize) p8->start8[p], p8->w16 + 32 * (gsize) p8->start16[p],
-    p8->idx + (gsize) p * nq, p8->bias_u + 8 * p, p8->start8[p + 1] - p8->start8[p], nq };
+    p8->idx + (gsize) p * nq, g->bias + 8 * p, p8->start8[p + 1] - p8->start8[p], nq };
 }
 
 /* QROWS rows of one 8-column panel (qkernels.h, ConyQPanels8) from one block of
