@@ -461,10 +461,10 @@ im2col_q (const Layer *l, const QLayer *q, const gint8 *in, gint8 *col)
         for (int kx = 0; kx < 3; kx++) {
           int xx = (int) (x * s) + kx - (int) l->pad_left;
           gint8 *dst = row + (ky * 3 + kx) * C;
-          if (yy < 0 || yy >= (int) l->in_h || xx < 0 || xx >= (int) l->in_w)
-            memset (dst, (gint8) q->in_zp, C);
-          else
-            memcpy (dst, in + ((gsize) yy * l->in_w + xx) * C, C);
+          gboolean inside = yy >= 0 && yy < (int) l->in_h && xx >= 0 && xx < (int) l->in_w;
+          const gint8 *src = inside ? in + ((gsize) yy * l->in_w + xx) * C : NULL;
+          for (guint c = 0; c < C; c++) /* a loop: C is 1 or 3 for images and mel patches */
+            dst[c] = src ? src[c] : (gint8) q->in_zp;
         }
       }
     }
@@ -583,8 +583,7 @@ run_range (ConyCnn *cnn, guint from, guint to, const float *in, float scale, gin
   gsize n_in = (from == 0 ? (gsize) w->in_h * w->in_w * w->in_c
                           : map_size (&w->layers[from - 1], TRUE))
       * nb;
-  for (gsize j = 0; j < n_in; j++)
-    s->qa[j] = cony_q_quantize (in[j], scale, zp);
+  cony_qkernels ()->quantize (in, n_in, scale, zp, s->qa);
   gint8 *cur = s->qa, *next = s->qb;
   for (guint i = from; i < to; i++) {
     run_layer (w, i, s, cur, nb, next);

@@ -68,6 +68,41 @@ cony_qrequant_avx2 (const ConyQOut *o, const gint32 *acc, guint n, gint8 *out)
   }
 }
 
+/* cony_q_quantize on 8 lanes: the same float division, roundf as truncation plus one
+ * away from zero where the exact remainder is at least one half, the clamp to +-1e6,
+ * the zero point, the int8 clamp, and NaN to the (clamped) zero point. */
+CONY_TARGET_V3 static inline __m256i
+q_quantize8 (__m256 x, __m256 scale, __m256i zp)
+{
+  __m256 r = _mm256_div_ps (x, scale);
+  __m256 t = _mm256_round_ps (r, _MM_FROUND_TO_ZERO | _MM_FROUND_NO_EXC);
+  __m256 sign = _mm256_and_ps (r, _mm256_set1_ps (-0.0f));
+  __m256 half = _mm256_cmp_ps (_mm256_andnot_ps (sign, _mm256_sub_ps (r, t)), _mm256_set1_ps (0.5f),
+      _CMP_GE_OQ);
+  __m256 one = _mm256_or_ps (_mm256_set1_ps (1.0f), sign);
+  r = _mm256_add_ps (t, _mm256_and_ps (half, one));
+  __m256 nan = _mm256_cmp_ps (r, r, _CMP_UNORD_Q);
+  r = _mm256_min_ps (_mm256_max_ps (r, _mm256_set1_ps (-1e6f)), _mm256_set1_ps (1e6f));
+  __m256i v = _mm256_add_epi32 (_mm256_cvttps_epi32 (r), zp);
+  v = _mm256_blendv_epi8 (v, zp, _mm256_castps_si256 (nan));
+  return _mm256_min_epi32 (_mm256_max_epi32 (v, _mm256_set1_epi32 (-128)), _mm256_set1_epi32 (127));
+}
+
+CONY_TARGET_V3 void
+cony_qquantize_avx2 (const float *x, gsize n, float scale, gint32 zp, gint8 *out)
+{
+  __m256 s = _mm256_set1_ps (scale);
+  __m256i z = _mm256_set1_epi32 (zp);
+  gsize i = 0;
+  for (; i + 16 <= n; i += 16) {
+    __m256i a = q_quantize8 (_mm256_loadu_ps (x + i), s, z);
+    __m256i b = q_quantize8 (_mm256_loadu_ps (x + i + 8), s, z);
+    _mm_storeu_si128 ((__m128i *) (out + i), q_pack16 (a, b));
+  }
+  for (; i < n; i++)
+    out[i] = cony_q_quantize (x[i], scale, zp);
+}
+
 /* The inputs of a product, as the kernel reads them: rows in blocks of 6, per block
  * and k quad the 6 rows' 4 values side by side, u = x + 128 as bytes (24 per quad) and
  * as int16 (48 per quad), so that every broadcast is at a constant offset. */
@@ -134,7 +169,7 @@ panel8 (const ConyQGemm *g, guint p)
   const ConyQPanels8 *p8 = &g->p8;
   guint nq = p8->Kq / 4;
   return (Panel8){ p8->w8 + 32 * (gsize) p8->start8[p], p8->w16 + 32 * (gsize) p8->start16[p],
-    p8->idx + (gsize) p * nq, p8->bias_u + 8 * p, p8->start8[p + 1] - p8->start8[p], nq };
+    p8->idx + (gsize) p * nq, g->bias + 8 * p, p8->start8[p + 1] - p8->start8[p], nq };
 }
 
 /* QROWS rows of one 8-column panel (qkernels.h, ConyQPanels8) from one block of

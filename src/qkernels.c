@@ -110,13 +110,6 @@ pack_panels8 (ConyQGemm *g, const ConyQWeights *w)
     }
   }
   g_free (exact);
-  p8->bias_u = g_new0 (gint32, g->Np);
-  for (guint c = 0; c < N; c++) {
-    gint64 sum = 0;
-    for (guint k = 0; k < K; k++)
-      sum += cony_qweights_at (w, K, c, k);
-    p8->bias_u[c] = (gint32) (g->bias[c] - 128 * sum);
-  }
 }
 
 void
@@ -124,18 +117,10 @@ cony_qgemm_init (ConyQGemm *g, guint K, guint N, const ConyQWeights *w, gint32 i
     const gint32 *bias, const ConyQMul *m, gint32 zp, gint32 lo, gint32 hi)
 {
   g->K = K;
-  g->Kp = (K + 1) / 2 * 2;
   g->N = N;
   g->Np = (N + 15) / 16 * 16;
   g->in_zp = in_zp;
-  g->b = g_new0 (gint16, (gsize) g->Kp * g->Np);
-  for (guint c = 0; c < N; c++) {
-    gint16 *panel = g->b + (gsize) (c / 16) * g->Kp * 16;
-    guint j = c % 16, col = (j / 8) * 16 + (j % 8) * 2;
-    for (guint k = 0; k < K; k++)
-      panel[(gsize) (k / 2) * 32 + col + k % 2] = cony_qweights_at (w, K, c, k);
-  }
-  g->bias = folded_bias (K, N, g->Np, w, in_zp, bias);
+  g->bias = folded_bias (K, N, g->Np, w, in_zp + 128, bias);
   pack_panels8 (g, w);
   cony_qout_init (&g->out, N, m, zp, lo, hi);
 }
@@ -151,14 +136,12 @@ cony_qgemm_scratch (const ConyQGemm *g, gsize M)
 void
 cony_qgemm_clear (ConyQGemm *g)
 {
-  g_clear_pointer (&g->b, g_free);
   g_clear_pointer (&g->bias, g_free);
   g_clear_pointer (&g->p8.w8, g_free);
   g_clear_pointer (&g->p8.w16, g_free);
   g_clear_pointer (&g->p8.idx, g_free);
   g_clear_pointer (&g->p8.start8, g_free);
   g_clear_pointer (&g->p8.start16, g_free);
-  g_clear_pointer (&g->p8.bias_u, g_free);
   cony_qout_clear (&g->out);
 }
 
@@ -206,15 +189,21 @@ requant_portable (const ConyQOut *o, const gint32 *acc, guint n, gint8 *out)
     out[c] = cony_q_requant (acc[c], qout_mul (o, c), o->zp, o->lo, o->hi);
 }
 
-/* One row and panel: acc[16] over the packed pairs, plain C (built for x86-64-v3 too,
- * where the compiler vectorises it). */
-CONY_CLONES static void
-gemm_row_panel (const gint8 *restrict x, guint K, const gint16 *restrict p, gint32 *acc)
+/* One row's 8 accumulators of panel @p: every quad, bytes or int16, on u = x + 128. */
+static void
+gemm_row_panel (const ConyQGemm *g, guint p, const gint8 *x, gint32 *acc)
 {
-  for (guint k = 0; k < K; k++) {
-    const gint16 *w = p + (gsize) (k / 2) * 32 + k % 2;
-    for (guint j = 0; j < 16; j++)
-      acc[j] += x[k] * w[(j / 8) * 16 + (j % 8) * 2];
+  const ConyQPanels8 *p8 = &g->p8;
+  guint nq = p8->Kq / 4, n8 = p8->start8[p + 1] - p8->start8[p];
+  const guint32 *idx = p8->idx + (gsize) p * nq;
+  for (guint i = 0; i < nq; i++) {
+    const gint8 *w8 = p8->w8 + 32 * ((gsize) p8->start8[p] + i);
+    const gint16 *w16 = p8->w16 + 32 * ((gsize) p8->start16[p] + i - n8);
+    for (guint t = 0; t < 4 && 4 * idx[i] + t < g->K; t++) {
+      gint32 u = x[4 * idx[i] + t] + 128;
+      for (guint j = 0; j < 8; j++)
+        acc[j] += u * (i < n8 ? w8[4 * j + t] : w16[(t / 2) * 16 + 2 * j + t % 2]);
+    }
   }
 }
 
@@ -223,18 +212,17 @@ gemm_portable (const ConyQGemm *g, gsize M, const gint8 *x, gsize ldx, gint8 *ou
     gint16 *scratch)
 {
   (void) scratch;
-  gint32 acc[16];
-  gint8 q[16];
-  for (guint p = 0; p < g->Np / 16; p++) {
-    const gint16 *panel = g->b + (gsize) p * g->Kp * 16;
-    guint n = MIN (16, g->N - 16 * p);
+  gint32 acc[8];
+  gint8 q[8];
+  for (guint p = 0; p < (g->N + 7) / 8; p++) {
+    guint n = MIN (8, g->N - 8 * p);
+    ConyQOut o = { g->out.mult + 8 * p, g->out.lshift + 8 * p, g->out.rshift + 8 * p, g->out.zp,
+      g->out.lo, g->out.hi };
     for (gsize r = 0; r < M; r++) {
-      memcpy (acc, g->bias + 16 * p, sizeof acc);
-      gemm_row_panel (x + r * ldx, g->K, panel, acc);
-      ConyQOut o = { g->out.mult + 16 * p, g->out.lshift + 16 * p, g->out.rshift + 16 * p,
-        g->out.zp, g->out.lo, g->out.hi };
+      memcpy (acc, g->bias + 8 * p, sizeof acc);
+      gemm_row_panel (g, p, x + r * ldx, acc);
       requant_portable (&o, acc, n, q);
-      memcpy (out + r * ldo + 16 * p, q, n);
+      memcpy (out + r * ldo + 8 * p, q, n);
     }
   }
 }
@@ -265,10 +253,18 @@ dw_portable (const ConyQDw *d, const gint8 *in, guint in_w, guint oh, guint ow, 
     }
 }
 
+static void
+quantize_portable (const float *x, gsize n, float scale, gint32 zp, gint8 *out)
+{
+  for (gsize i = 0; i < n; i++)
+    out[i] = cony_q_quantize (x[i], scale, zp);
+}
+
 const ConyQKernels *
 cony_qkernels_portable (void)
 {
-  static const ConyQKernels k = { "portable", gemm_portable, requant_portable, dw_portable };
+  static const ConyQKernels k = { "portable", gemm_portable, requant_portable, dw_portable,
+    quantize_portable };
   return &k;
 }
 
@@ -276,7 +272,8 @@ const ConyQKernels *
 cony_qkernels_avx2 (void)
 {
 #ifdef CONY_CPU_X86
-  static const ConyQKernels k = { "avx2", cony_qgemm_avx2, cony_qrequant_avx2, cony_qdw_avx2 };
+  static const ConyQKernels k = { "avx2", cony_qgemm_avx2, cony_qrequant_avx2, cony_qdw_avx2,
+    cony_qquantize_avx2 };
   return cony_cpu_has_v3 () ? &k : NULL;
 #else
   return NULL;

@@ -36,12 +36,15 @@ cony_qweights_at (const ConyQWeights *w, guint K, guint c, guint k)
 }
 
 /* A product out (M x N) = requant ((x - in_zp) (M x K) W^T + bias), W from ConyQWeights,
- * packed once: w - zp in int16, N in panels of 16 columns, K in pairs (odd K padded with
- * zero); per panel and pair 32 int16, columns 0..7 then 8..15, each column's two k
- * values side by side (vpmaddwd's operand order). Columns past N are zero. The input
- * zero point is folded into the bias (bias - in_zp * sum_k (w - zp)), so the kernels
- * multiply the raw int8 inputs: |x| <= 128 and |w - zp| <= 255 keep every pair sum in
- * int32. */
+ * packed once, one packing for both kernel sets: N in panels of 8 columns, K in quads of
+ * 4 (zero-padded), the inputs taken as u = x + 128 in 0..255, so the bias folds in both
+ * shifts (bias - (in_zp + 128) * sum_k (w - zp)). A panel's quad is byte-exact when its
+ * weights fit int8 and vpmaddubsw cannot saturate on any column's pair (k, k + 1)
+ * whatever u is: 255 * (the pair's positive weights) <= 32767 and 255 * (its negative
+ * weights' magnitudes) <= 32768. Those are kept as bytes (column j's 4 at 4 j) for
+ * vpmaddubsw + vpmaddwd by ones, the others as int16 (8 columns x k, k + 1, then x k + 2,
+ * k + 3) for two vpmaddwd: exact either way (|u| <= 255, |w - zp| <= 255: pair sums fit
+ * int32). For YAMNet's int8 weights 42-95 % of the quads are bytes. */
 typedef struct {
   guint Kq;         /* K rounded up to a multiple of 4 */
   gint8 *w8;        /* the byte-exact quads, panel after panel, 32 bytes each */
@@ -49,26 +52,15 @@ typedef struct {
   guint32 *idx;     /* panel p's quads at p * Kq / 4: the byte-exact ones, then the others */
   guint32 *start8;  /* per panel (+ 1): its first quad in w8 */
   guint32 *start16; /* per panel (+ 1): its first quad in w16 */
-  gint32 *bias_u;   /* Np: the bias for inputs u = x + 128 */
 } ConyQPanels8;
 
 typedef struct {
-  guint K, Kp, N, Np; /* Kp = K rounded up to even, Np = N rounded up to 16 */
-  gint16 *b;          /* Np / 16 panels of Kp * 16 values */
-  gint32 *bias;       /* Np, the input zero point folded in */
+  guint K, N, Np; /* Np = N rounded up to 16 */
+  gint32 *bias;   /* Np, both shifts folded in (above) */
   gint32 in_zp;
-  ConyQPanels8 p8; /* the AVX2 kernel's packing */
+  ConyQPanels8 p8;
   ConyQOut out;
 } ConyQGemm;
-
-/* The AVX2 kernel's packing of the same weights: N in panels of 8 columns, K in quads
- * of 4 (zero-padded), inputs as u = x + 128 in 0..255 (bias_u = bias - 128 * sum_k w).
- * A panel's quad is byte-exact when its weights fit int8 and vpmaddubsw cannot
- * saturate on any column's pair (k, k + 1) whatever u is: 255 * (the pair's positive
- * weights) <= 32767 and 255 * (its negative weights' magnitudes) <= 32768. Those run as
- * vpmaddubsw + vpmaddwd by ones (column j's 4 bytes at 4 j), the others as two
- * vpmaddwd on int16 (8 columns x k, k + 1, then x k + 2, k + 3): exact either way, and
- * (for YAMNet's int8 weights) 75-95 % of the quads take the faster bytes. */
 
 /* A 3x3 depthwise layer: weights w - zp as int16, 9 x C (tap ky * 3 + kx), int32 biases
  * with the input zero point folded in (bias - in_zp * sum of the 9 taps: the kernels
@@ -99,6 +91,8 @@ typedef struct {
    * (@in_w: the padded width); @acc: C int32 of scratch. */
   void (*dw) (const ConyQDw *d, const gint8 *in, guint in_w, guint oh, guint ow, guint stride,
       gint8 *out, gint32 *acc);
+  /* out[i] = cony_q_quantize (x[i], scale, zp) for i < n. */
+  void (*quantize) (const float *x, gsize n, float scale, gint32 zp, gint8 *out);
 } ConyQKernels;
 
 const ConyQKernels *cony_qkernels_portable (void);
@@ -128,6 +122,7 @@ void cony_qdw_clear (ConyQDw *d);
 void cony_qgemm_avx2 (const ConyQGemm *g, gsize M, const gint8 *x, gsize ldx, gint8 *out, gsize ldo,
     gint16 *scratch);
 void cony_qrequant_avx2 (const ConyQOut *o, const gint32 *acc, guint n, gint8 *out);
+void cony_qquantize_avx2 (const float *x, gsize n, float scale, gint32 zp, gint8 *out);
 void cony_qdw_avx2 (const ConyQDw *d, const gint8 *in, guint in_w, guint oh, guint ow, guint stride,
     gint8 *out, gint32 *acc);
 

@@ -310,6 +310,36 @@ test_kernels_equal (void)
   g_rand_free (r);
 }
 
+/* The kernels' input quantisation equals cony_q_quantize on ties, near-ties, huge values,
+ * infinities and NaN, and on random values at several scales and zero points. */
+static void
+test_quantize_kernels (void)
+{
+  const ConyQKernels *avx = cony_qkernels_avx2 (), *port = cony_qkernels_portable ();
+  const float edge[] = { 0.5f, -0.5f, 1.5f, -1.5f, 2.5f, -2.5f, 0.49999997f, -0.49999997f,
+    0.50000006f, 8388607.5f, -8388608.0f, 1e7f, -1e7f, 3e38f, INFINITY, -INFINITY, NAN, -0.0f, 0.0f,
+    127.5f, -128.5f, 126.49999f };
+  GRand *r = g_rand_new_with_seed (3);
+  gsize n = 1000 + G_N_ELEMENTS (edge); /* not a multiple of 16 */
+  g_autofree float *x = g_new (float, n);
+  g_autofree gint8 *o1 = g_new (gint8, n), *o2 = g_new (gint8, n);
+  const float scales[] = { 1.0f, 0.25f, 0.0478f, 3.0f };
+  const gint32 zps[] = { 0, -128, 17, 127 };
+  for (guint t = 0; t < G_N_ELEMENTS (scales); t++) {
+    for (gsize i = 0; i < n; i++)
+      x[i] = i < G_N_ELEMENTS (edge) ? edge[i] * scales[t]
+                                     : (float) g_rand_double_range (r, -200, 200) * scales[t];
+    port->quantize (x, n, scales[t], zps[t], o2);
+    for (gsize i = 0; i < n; i++)
+      g_assert_cmpint (o2[i], ==, cony_q_quantize (x[i], scales[t], zps[t]));
+    if (avx != NULL) {
+      avx->quantize (x, n, scales[t], zps[t], o1);
+      g_assert_cmpmem (o1, n, o2, n);
+    }
+  }
+  g_rand_free (r);
+}
+
 /* The AVX2 packing's split: a quad runs in bytes only when no pair can leave int16 in
  * vpmaddubsw (255 * 128 = 32640 fits, 255 * 129 does not; weights outside int8 never). */
 static void
@@ -774,6 +804,7 @@ main (int argc, char **argv)
   g_test_add_func ("/int8/add-edges", test_add_edges);
   g_test_add_func ("/int8/kernels-equal", test_kernels_equal);
   g_test_add_func ("/int8/byte-exact-split", test_byte_exact_split);
+  g_test_add_func ("/int8/quantize-kernels", test_quantize_kernels);
   g_test_add_func ("/int8/dw-kernels-equal", test_dw_kernels_equal);
   g_test_add_func ("/int8/yamnet-armnn", test_yamnet_armnn);
   g_test_add_func ("/int8/yamnet-armnn-portable", test_yamnet_armnn_portable);
