@@ -1,0 +1,141 @@
+#!/usr/bin/python3
+"""Builds, trains, evaluates and exports the fused audio-video model (models/av/):
+training/train_av.sh runs it after unpacking the Debian packages (conytrain/av/).
+
+    /usr/bin/python3 training/train_av.py --root DEBS --work out/av [--stages ...]
+
+Stages: build (token caches, conytrain/av/build.py), train (the fused model and the two
+single-sense models, seeds --seeds), eval (the card's table, WORK/eval.json), export
+(the first seed's fused model to --models: av.safetensors, labels.txt).
+"""
+
+import argparse
+import os
+import sys
+
+import numpy as np
+import torch
+
+from conytrain import REPO
+from conytrain.av import build, sources
+from conytrain.av import train as avtrain
+from conytrain.export import export_model
+
+SENSES = {"fused": ("audio", "video"), "audio": ("audio",), "video": ("video",)}
+
+
+def parse(argv):
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--root", default=os.path.join(REPO, "out", "av-debs", "x"),
+                    help="the unpacked Debian packages (conytrain/av/sources.py)")
+    ap.add_argument("--work", default=os.path.join(REPO, "out", "av"))
+    ap.add_argument("--models", default=os.path.join(REPO, "models", "av"))
+    ap.add_argument("--cony", default=os.path.join(REPO, "build", "tools", "cony"))
+    ap.add_argument("--audio-cnn", default=os.path.join(REPO, "models", "yamnet", "yamnet.safetensors"))
+    ap.add_argument("--video-cnn", default=os.path.join(REPO, "models", "imagenet",
+                                                         "mobilenet_v2.safetensors"))
+    ap.add_argument("--stages", default="build,train,eval,export")
+    ap.add_argument("--data-seed", type=int, default=20261128)
+    ap.add_argument("--seeds", default="1,2,3", help="training seeds; the first is exported")
+    ap.add_argument("--tag", default="run1", help="names this run's files in WORK")
+    ap.add_argument("--d", type=int, default=64)
+    ap.add_argument("--heads", type=int, default=4)
+    ap.add_argument("--ff", type=int, default=128)
+    ap.add_argument("--window", type=int, default=16)
+    ap.add_argument("--landmarks", type=int, default=4)
+    ap.add_argument("--dropout", type=float, default=0.2)
+    ap.add_argument("--epochs", type=int, default=12)
+    ap.add_argument("--batches", type=int, default=100)
+    ap.add_argument("--batch", type=int, default=32)
+    ap.add_argument("--lr", type=float, default=1e-3)
+    ap.add_argument("--weight-decay", type=float, default=0.05)
+    ap.add_argument("--p-absent", type=float, default=0.15, help="per scene and sense")
+    ap.add_argument("--p-contra", type=float, default=0.1, help="per scene")
+    ap.add_argument("--p-noisy", type=float, default=0.1, help="per scene and sense")
+    ap.add_argument("--p-step", type=float, default=0.05, help="a sense absent at one step")
+    ap.add_argument("--p-window", type=float, default=0.15, help="a sense absent for a window")
+    ap.add_argument("--test-streams", type=int, default=60)
+    ap.add_argument("--test-steps", type=int, default=96)
+    ap.add_argument("--test-seed", type=int, default=7)
+    return ap.parse_args(argv)
+
+
+def model_path(args, kind, seed):
+    return os.path.join(args.work, f"{args.tag}-{kind}-s{seed}.pt")
+
+
+def stage_train(args, seeds):
+    data = avtrain.load(args.work, "train")
+    for seed in seeds:
+        args.train_seed = seed
+        for kind, senses in SENSES.items():
+            path = model_path(args, kind, seed)
+            if os.path.exists(path):
+                continue
+            build.log(f"training {kind} (seed {seed})")
+            model = avtrain.train_one(senses, data, args, build.log)
+            torch.save({"config": model.config, "state": model.state_dict()}, path)
+
+
+def load_model(path):
+    ck = torch.load(path)
+    c = ck["config"]
+    fusion = c["fusion"]
+    kw = {k: v for k, v in c.items() if k not in ("fusion", "architecture", "d_in")}
+    model = avtrain.FusedClassifier(fusion["inputs"], fusion["rate"], **kw)
+    for b, block in enumerate(model.encoder.blocks):
+        q = ck["state"].get(f"encoder.blocks.{b}.attn.q_landmarks")
+        if q is not None:
+            block.attn.set_landmarks(q, ck["state"][f"encoder.blocks.{b}.attn.k_landmarks"])
+    model.load_state_dict(ck["state"])
+    return model.eval()
+
+
+def stage_eval(args, seeds):
+    data = avtrain.load(args.work, "test")
+    streams = avtrain.test_streams(data, args.test_streams, args.test_steps, args.test_seed)
+    out = {"steps": args.test_streams * args.test_steps, "seeds": {}}
+    for seed in seeds:
+        models = {k: load_model(model_path(args, k, seed)) for k in SENSES}
+        row = avtrain.evaluate(models, streams)
+        row["per class, fused, both"] = avtrain.per_class(models["fused"], streams,
+                                                          ("audio", "video"))
+        row["per class, audio model"] = avtrain.per_class(models["audio"], streams, ("audio",))
+        row["per class, video model"] = avtrain.per_class(models["video"], streams, ("video",))
+        out["seeds"][seed] = row
+        build.log(f"seed {seed}: " + ", ".join(f"{k} {v:.3f}" for k, v in row.items()
+                                                 if isinstance(v, float)))
+    keys = [k for k, v in out["seeds"][seeds[0]].items() if isinstance(v, float)]
+    out["mean"] = {k: float(np.mean([out["seeds"][s][k] for s in seeds])) for k in keys}
+    build.log("mean: " + ", ".join(f"{k} {v:.3f}" for k, v in out["mean"].items()))
+    avtrain.save_json(os.path.join(args.work, f"eval-{args.tag}.json"), out)
+
+
+def stage_export(args, seed):
+    os.makedirs(args.models, exist_ok=True)
+    model = load_model(model_path(args, "fused", seed))
+    export_model(model, os.path.join(args.models, "av.safetensors"))
+    with open(os.path.join(args.models, "labels.txt"), "w") as f:
+        f.write("\n".join(sources.CLASSES) + "\n")
+    build.log(f"exported {args.models}/av.safetensors")
+
+
+def main(argv=None):
+    args = parse(argv)
+    torch.set_num_threads(1)
+    seeds = [int(s) for s in args.seeds.split(",")]
+    stages = args.stages.split(",")
+    if "build" in stages:
+        build.build(args.root, args.work, args.cony, args.audio_cnn, args.video_cnn,
+                    args.data_seed)
+    if "train" in stages:
+        stage_train(args, seeds)
+    if "eval" in stages:
+        stage_eval(args, seeds)
+    if "export" in stages:
+        stage_export(args, seeds[0])
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
