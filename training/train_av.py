@@ -5,8 +5,10 @@ training/train_av.sh runs it after unpacking the Debian packages (conytrain/av/)
     /usr/bin/python3 training/train_av.py --root DEBS --work out/av [--stages ...]
 
 Stages: build (token caches, conytrain/av/build.py), train (the fused model and the two
-single-sense models, seeds --seeds), eval (the card's table, WORK/eval.json), export
-(the first seed's fused model to --models: av.safetensors, labels.txt).
+single-sense models, seeds --seeds), eval (the card's table, WORK/eval-TAG.json), export
+(the first seed's fused model to --models: av.safetensors, labels.txt), golden (the test
+clip and the shipped file's goldens, tests/golden/av/: conytrain/av/clip.py; needs
+GST_PLUGIN_PATH).
 """
 
 import argparse
@@ -17,7 +19,7 @@ import numpy as np
 import torch
 
 from conytrain import REPO
-from conytrain.av import build, sources
+from conytrain.av import build, clip, sources
 from conytrain.av import train as avtrain
 from conytrain.export import export_model
 
@@ -51,6 +53,10 @@ def parse(argv):
     ap.add_argument("--weight-decay", type=float, default=0.05)
     ap.add_argument("--p-absent", type=float, default=0.15, help="per scene and sense")
     ap.add_argument("--p-contra", type=float, default=0.1, help="per scene")
+    ap.add_argument("--contra-senses", default="audio,video",
+                    help="the senses that contradict (the label follows the other)")
+    ap.add_argument("--baselines-tag", default=None,
+                    help="take the single-sense models of that run instead of training them")
     ap.add_argument("--p-noisy", type=float, default=0.1, help="per scene and sense")
     ap.add_argument("--p-step", type=float, default=0.05, help="a sense absent at one step")
     ap.add_argument("--p-window", type=float, default=0.15, help="a sense absent for a window")
@@ -61,7 +67,8 @@ def parse(argv):
 
 
 def model_path(args, kind, seed):
-    return os.path.join(args.work, f"{args.tag}-{kind}-s{seed}.pt")
+    tag = args.baselines_tag if kind != "fused" and args.baselines_tag else args.tag
+    return os.path.join(args.work, f"{tag}-{kind}-s{seed}.pt")
 
 
 def stage_train(args, seeds):
@@ -69,6 +76,8 @@ def stage_train(args, seeds):
     for seed in seeds:
         args.train_seed = seed
         for kind, senses in SENSES.items():
+            if kind != "fused" and args.baselines_tag:
+                continue
             path = model_path(args, kind, seed)
             if os.path.exists(path):
                 continue
@@ -97,11 +106,7 @@ def stage_eval(args, seeds):
     out = {"steps": args.test_streams * args.test_steps, "seeds": {}}
     for seed in seeds:
         models = {k: load_model(model_path(args, k, seed)) for k in SENSES}
-        row = avtrain.evaluate(models, streams)
-        row["per class, fused, both"] = avtrain.per_class(models["fused"], streams,
-                                                          ("audio", "video"))
-        row["per class, audio model"] = avtrain.per_class(models["audio"], streams, ("audio",))
-        row["per class, video model"] = avtrain.per_class(models["video"], streams, ("video",))
+        row = avtrain.evaluate(models, streams, avtrain.CPath(args.cony, args.work))
         out["seeds"][seed] = row
         build.log(f"seed {seed}: " + ", ".join(f"{k} {v:.3f}" for k, v in row.items()
                                                  if isinstance(v, float)))
@@ -134,6 +139,10 @@ def main(argv=None):
         stage_eval(args, seeds)
     if "export" in stages:
         stage_export(args, seeds[0])
+    if "golden" in stages:
+        clip.golden(args.root, os.path.join(REPO, "tests", "golden", "av"),
+                    os.path.join(args.models, "av.safetensors"), args.audio_cnn,
+                    args.video_cnn, build.log)
     return 0
 
 

@@ -6,8 +6,8 @@ Streams are scenes joined by hard cuts (both senses cut at once): a scene is one
 that class, its video a run of one or two camera shots of photographs of that class. For
 the fused model each training scene is, at random, left clean or has one sense absent
 (a muted microphone, an unplugged camera: its flags 0), noisy (Gaussian noise on its
-tokens) or contradicting (that sense from a scene of another class; the label stays the
-scene's, from the other sense); single steps lose a sense too (conytrain.fusion_train's
+tokens) or contradicting (that sense, one of --contra-senses, from a scene of another
+class; the label stays the scene's, from the other sense); single steps lose a sense too (conytrain.fusion_train's
 DropSampler). The single-sense models see their sense of the same scenes, with the same
 noise, never absent.
 
@@ -19,6 +19,7 @@ same steps.
 
 import json
 import os
+import subprocess
 
 import numpy as np
 import torch
@@ -45,8 +46,10 @@ class SceneSampler:
     sense (absent and contradicting only with two senses)."""
 
     def __init__(self, data, senses, window, positional_rows, p_absent=0.15, p_noisy=0.1,
-                 p_contra=0.1, noise=(0.5, 1.5), warmup_fraction=0.1, seed=0):
+                 p_contra=0.1, noise=(0.5, 1.5), warmup_fraction=0.1, seed=0,
+                 contra_senses=("audio", "video")):
         self.d, self.senses = data, tuple(senses)
+        self.contra_senses = tuple(contra_senses)
         self.n, self.T, self.warm = window, positional_rows, warmup_fraction
         self.p_absent, self.p_noisy, self.p_contra, self.noise = p_absent, p_noisy, p_contra, noise
         self.rng = np.random.default_rng(seed)
@@ -82,7 +85,7 @@ class SceneSampler:
         if two and u < 2 * self.p_absent:                    # one sense absent
             present[self.senses[int(u < self.p_absent)]][:] = False
         elif two and u < 2 * self.p_absent + self.p_contra:  # one sense contradicts
-            s = self.senses[int(self.rng.integers(2))]
+            s = self.contra_senses[int(self.rng.integers(len(self.contra_senses)))]
             other = (cls + 1 + int(self.rng.integers(len(sources.CLASSES) - 1))) % len(sources.CLASSES)
             tok[s] = self.span(s, other, L)
         for s in self.senses:
@@ -152,7 +155,7 @@ def train_one(senses, data, args, log):
     two = len(senses) == 2
     sampler = SceneSampler(data, senses, args.window, T, p_absent=args.p_absent if two else 0,
                            p_contra=args.p_contra if two else 0, p_noisy=args.p_noisy,
-                           seed=args.train_seed)
+                           seed=args.train_seed, contra_senses=args.contra_senses.split(","))
     if two:
         sampler = DropSampler(sampler, model, p_window=args.p_window, p_step=args.p_step,
                               seed=args.train_seed)
@@ -172,44 +175,53 @@ def test_streams(data, count, length, seed):
     return out
 
 
-@torch.no_grad()
-def accuracy(model, streams, present_senses):
-    """Per-step top-1 accuracy of model over the streams; the model's inputs not in
-    present_senses are absent at every step."""
-    correct = total = 0
-    for tok, lab in streams:
-        L = len(lab)
-        t = {n: torch.from_numpy(tok[n]) for n in model.names}
-        p = {n: torch.full((L,), n in present_senses, dtype=torch.bool) for n in model.names}
-        top = model.stream_logits(t, p).argmax(-1).numpy()
-        correct += int((top == lab).sum())
-        total += L
-    return correct / total
+class CPath:
+    """Per-step top-1 of a model in the C path: the model exported to WORK, each stream's
+    fused tokens (FusedClassifier.join: an absent input's learned token and flag 0, as
+    conyfuse emits them) through `cony classify` (the continual encoder conytransformer
+    runs; tests/test_av_model.sh checks it equals the PyTorch twin)."""
+
+    def __init__(self, cony, work):
+        self.cony, self.work = cony, work
+
+    @torch.no_grad()
+    def tops(self, model, streams, present_senses):
+        from conytrain.export import export_model
+        path = os.path.join(self.work, "eval-model.safetensors")
+        export_model(model, path)
+        x, out = os.path.join(self.work, "eval-x.npy"), os.path.join(self.work, "eval-y.npy")
+        tops = []
+        for tok, lab in streams:
+            L = len(lab)
+            t = {n: torch.from_numpy(tok[n]) for n in model.names}
+            p = {n: torch.full((L,), n in present_senses, dtype=torch.bool) for n in model.names}
+            np.save(x, model.join(t, p).numpy().astype(np.float32))
+            subprocess.run([self.cony, "classify", "-m", path, "-o", out, x], check=True)
+            tops.append(np.load(out).argmax(-1))
+        return np.concatenate(tops)
 
 
-def per_class(model, streams, present_senses):
-    """{class: the share of its steps model gets right}."""
-    tops, labs = [], []
-    for tok, lab in streams:
-        L = len(lab)
-        t = {k: torch.from_numpy(tok[k]) for k in model.names}
-        p = {k: torch.full((L,), k in present_senses, dtype=torch.bool) for k in model.names}
-        tops.append(model.stream_logits(t, p).argmax(-1).numpy())
-        labs.append(lab)
-    top, lab = np.concatenate(tops), np.concatenate(labs)
-    return {name: float((top[lab == c] == c).mean()) for c, name in enumerate(sources.CLASSES)}
+def scores(top, streams):
+    """(accuracy, {class: accuracy on its steps}) of per-step top-1 against the streams."""
+    lab = np.concatenate([lab for _, lab in streams])
+    return float((top == lab).mean()), {
+        name: float((top[lab == c] == c).mean()) for c, name in enumerate(sources.CLASSES)}
 
 
-def evaluate(models, streams):
-    """The card's table: {row: accuracy}."""
-    fused, audio, video = models["fused"], models["audio"], models["video"]
-    return {
-        "fused, both senses": accuracy(fused, streams, ("audio", "video")),
-        "fused, audio only": accuracy(fused, streams, ("audio",)),
-        "fused, video only": accuracy(fused, streams, ("video",)),
-        "audio model": accuracy(audio, streams, ("audio",)),
-        "video model": accuracy(video, streams, ("video",)),
-    }
+ROWS = [("fused, both senses", "fused", ("audio", "video")),
+        ("fused, audio only", "fused", ("audio",)),
+        ("fused, video only", "fused", ("video",)),
+        ("audio model", "audio", ("audio",)),
+        ("video model", "video", ("video",))]
+
+
+def evaluate(models, streams, cpath):
+    """The card's table: {row: accuracy, "per class": {row: {class: accuracy}}}."""
+    out, per = {}, {}
+    for row, kind, senses in ROWS:
+        out[row], per[row] = scores(cpath.tops(models[kind], streams, senses), streams)
+    out["per class"] = per
+    return out
 
 
 def save_json(path, obj):
