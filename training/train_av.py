@@ -55,6 +55,9 @@ def parse(argv):
     ap.add_argument("--p-contra", type=float, default=0.1, help="per scene")
     ap.add_argument("--contra-senses", default="audio,video",
                     help="the senses that contradict (the label follows the other)")
+    ap.add_argument("--truthful-window", action="store_true",
+                    help="a sense absent for a whole window leaves the other truthful (no "
+                         "contradiction in that window); else DropSampler drops windows")
     ap.add_argument("--baselines-tag", default=None,
                     help="take the single-sense models of that run instead of training them")
     ap.add_argument("--p-noisy", type=float, default=0.1, help="per scene and sense")

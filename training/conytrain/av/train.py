@@ -47,8 +47,9 @@ class SceneSampler:
 
     def __init__(self, data, senses, window, positional_rows, p_absent=0.15, p_noisy=0.1,
                  p_contra=0.1, noise=(0.5, 1.5), warmup_fraction=0.1, seed=0,
-                 contra_senses=("audio", "video")):
+                 contra_senses=("audio", "video"), p_window=0.0):
         self.d, self.senses = data, tuple(senses)
+        self.p_window = p_window
         self.contra_senses = tuple(contra_senses)
         self.n, self.T, self.warm = window, positional_rows, warmup_fraction
         self.p_absent, self.p_noisy, self.p_contra, self.noise = p_absent, p_noisy, p_contra, noise
@@ -74,15 +75,21 @@ class SceneSampler:
             need -= k
         return np.concatenate(out)
 
-    def scene(self, cls, L, corrupt=True):
-        """tokens {sense: (L, size)}, present {sense: (L,) bool} of one scene of class cls."""
+    def scene(self, cls, L, corrupt=True, gone=None):
+        """tokens {sense: (L, size)}, present {sense: (L,) bool} of one scene of class cls;
+        gone: a sense absent for the whole window (then no sense contradicts: the one
+        left is the truth)."""
         tok = {s: self.span(s, cls, L) for s in self.senses}
         present = {s: np.ones(L, bool) for s in self.senses}
+        if gone is not None:
+            present[gone][:] = False
         if not corrupt:
             return tok, present
         two = len(self.senses) == 2
         u = self.rng.random()
-        if two and u < 2 * self.p_absent:                    # one sense absent
+        if gone is not None:
+            pass
+        elif two and u < 2 * self.p_absent:                  # one sense absent
             present[self.senses[int(u < self.p_absent)]][:] = False
         elif two and u < 2 * self.p_absent + self.p_contra:  # one sense contradicts
             s = self.contra_senses[int(self.rng.integers(len(self.contra_senses)))]
@@ -94,7 +101,7 @@ class SceneSampler:
                 tok[s] = tok[s] + sigma * self.std[s] * self.rng.standard_normal(tok[s].shape)
         return tok, present
 
-    def stream(self, length, corrupt=True):
+    def stream(self, length, corrupt=True, gone=None):
         """A stream of scenes: tokens, present, labels (length,) int."""
         toks = {s: [] for s in self.senses}
         pres = {s: [] for s in self.senses}
@@ -102,7 +109,7 @@ class SceneSampler:
         while total < length:
             cls = int(self.rng.integers(len(sources.CLASSES)))
             L = int(self.rng.integers(SCENE[0], SCENE[1] + 1))
-            t, p = self.scene(cls, L, corrupt)
+            t, p = self.scene(cls, L, corrupt, gone)
             for s in self.senses:
                 toks[s].append(t[s])
                 pres[s].append(p[s])
@@ -117,7 +124,10 @@ class SceneSampler:
         w = int(self.rng.integers(1, self.n)) if warm else self.n
         xs, offs, ys = [], [], []
         for _ in range(size):
-            tok, pres, lab = self.stream(w)
+            gone = None
+            if len(self.senses) == 2 and self.rng.random() < self.p_window:
+                gone = self.senses[int(self.rng.integers(2))]
+            tok, pres, lab = self.stream(w, gone=gone)
             xs.append(pack(tok, pres, self.senses))
             offs.append(0 if warm else int(self.rng.integers(0, self.T)))
             ys.append(lab[-1])
@@ -155,10 +165,11 @@ def train_one(senses, data, args, log):
     two = len(senses) == 2
     sampler = SceneSampler(data, senses, args.window, T, p_absent=args.p_absent if two else 0,
                            p_contra=args.p_contra if two else 0, p_noisy=args.p_noisy,
-                           seed=args.train_seed, contra_senses=args.contra_senses.split(","))
-    if two:
-        sampler = DropSampler(sampler, model, p_window=args.p_window, p_step=args.p_step,
-                              seed=args.train_seed)
+                           seed=args.train_seed, contra_senses=args.contra_senses.split(","),
+                           p_window=args.p_window if two and args.truthful_window else 0.0)
+    if two:   # whole windows here or in the scene sampler (--truthful-window)
+        sampler = DropSampler(sampler, model, p_step=args.p_step, seed=args.train_seed,
+                              p_window=0.0 if args.truthful_window else args.p_window)
     ctrain.train_epochs(PackedModel(model), sampler, args.epochs, args.batches, args.batch,
                         args.lr, args.weight_decay, log=log, lr_final=args.lr * 0.01,
                         label_smoothing=0.1, grad_clip=1.0)
