@@ -33,7 +33,9 @@ SCENES = [
      "usr/share/sonic-pi/samples/loop_garzul.flac", -18),
     ("animal", f"{TUX}/animals/mammals/dogs/dog.png", "cutout",
      f"{TUX}/animals/mammals/dogs/dog.ogg", -20),
-    ("noise", f"{TUX}/household/toilet.png", "cutout", f"{TUX}/household/toilet.ogg", -22),
+    # (the first choice, toilet.png with toilet.ogg, is labelled animal: MODEL.md)
+    ("noise", f"{TUX}/vehicles/construction/dumper.png", "cutout",
+     f"{sources.GAMES}/lincity-ng/sounds/OreMine1.wav", -22),
     ("quiet", f"{sources.SK}/grass.png", "photo", None, -75),
 ]
 
@@ -53,7 +55,7 @@ def scene_audio(root, pattern, level, rng):
         else:
             x = media.decode(files[0])
             x = media.loop_crossfade(media.trim(x), n, rng) if "loop_" in pattern or \
-                "toilet" in pattern else media.repeat_gaps([media.trim(x)], n, rng)
+                "sounds/" in pattern else media.repeat_gaps([media.trim(x)], n, rng)
     x = x[:n] * 10 ** ((level - media.rms_db(x[:n])) / 20)
     return np.clip(x, -0.98, 0.98).astype(np.float32)
 
