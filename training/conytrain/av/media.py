@@ -21,6 +21,7 @@ import tempfile
 
 import numpy as np
 
+from conytrain.audio import yamnet_armnn
 from conytrain.video import camera
 
 RATE = 16000
@@ -144,14 +145,7 @@ def synth_floor(rng):
     return noise.astype(np.float32)
 
 
-def write_wav(path, x):
-    import wave
-    pcm = np.clip(np.round(x * 32767), -32768, 32767).astype("<i2")
-    with wave.open(path, "wb") as w:
-        w.setnchannels(1)
-        w.setsampwidth(2)
-        w.setframerate(RATE)
-        w.writeframes(pcm.tobytes())
+write_wav = yamnet_armnn.write_wav     # (path, x): 16 kHz mono PCM16
 
 
 # ----------------------------------------------------------------------------- pictures
