@@ -4,14 +4,14 @@
 #   training/train_av.sh [-- train_av.py args]
 #
 #   1. the photographs and recordings: `apt-get download` of the Debian bookworm packages
-#      training/conytrain/av/sources.py names (about 550 MB; needs the Debian archive),
+#      training/conytrain/av/sources.py names (about 470 MB; needs the Debian archive),
 #      unpacked with dpkg-deb -x into out/av-debs/x/ (skipped when there),
 #   2. the build (build/: libcony, the plugin, `cony`),
 #   3. training/train_av.py: sound clips and camera shots, their YAMNet and MobileNet-v2
 #      embeddings (out/av/tokens-*.npz), the fused model and the two single-sense models
 #      (seeds 1, 2, 3), the card's table (out/av/eval-run1.json) and the export of seed
 #      1's fused model to models/av/.
-# About 10 min of data and 20 min of training on the shared 2-core machine.
+# About 15 min of data and 30 min of training on the shared 2-core machine.
 set -euo pipefail
 REPO=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
 cd "$REPO"

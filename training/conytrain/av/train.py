@@ -125,7 +125,7 @@ class SceneSampler:
         xs, offs, ys = [], [], []
         for _ in range(size):
             gone = None
-            if len(self.senses) == 2 and self.rng.random() < self.p_window:
+            if self.p_window > 0 and self.rng.random() < self.p_window:   # (run 1 drew none)
                 gone = self.senses[int(self.rng.integers(2))]
             tok, pres, lab = self.stream(w, gone=gone)
             xs.append(pack(tok, pres, self.senses))
