@@ -4,31 +4,32 @@
 # element posts it: time, label, confidence. Ctrl-C stops.
 #
 #   pipelines/av_camera.sh [--audio-device NAME | --audio-source DESC]
-#                          [--video-device /dev/videoN | --video-source DESC] FUSED_MODEL
+#                          [--video-device /dev/videoN | --video-source DESC] [FUSED_MODEL]
 #
 # Sources: as microphone.sh and camera.sh take them (a pulsesrc/alsasrc device, a v4l2src
 # device, or any GStreamer source description such as 'audiotestsrc is-live=true' or
 # 'videotestsrc is-live=true pattern=ball'); by default the device monitor's microphone
 # and camera. With no microphone or no camera it says so and exits 3 instead of fusing a
 # stand-in. A source that stops later (a camera unplugged) makes that input absent in the
-# fused steps; the others go on. Models: the fused model's inputs must be named audio
-# and video; the CNNs and outputs are those its inputs record (pipelines/av_lib.sh:
+# fused steps; the others go on. Models: by default models/av/av.safetensors; a fused
+# model's inputs must be named audio and video; the CNNs and outputs are those its inputs
+# record (pipelines/av_lib.sh:
 # CONY_AUDIO_CNN, CONY_VIDEO_CNN, CONY_VIDEO_FPS); CONY_OPTS: extra conytransformer
 # properties.
 set -euo pipefail
 source "$(dirname "$0")/av_lib.sh"
-usage="usage: av_camera.sh [--audio-device NAME | --audio-source DESC] [--video-device DEV | --video-source DESC] FUSED_MODEL"
-audio_source="" audio_device="" video_source="" video_device=""
-while [ $# -gt 1 ]; do
+usage="usage: av_camera.sh [--audio-device NAME | --audio-source DESC] [--video-device DEV | --video-source DESC] [FUSED_MODEL]"
+audio_source="" audio_device="" video_source="" video_device="" fused=$CONY_AV_MODEL
+while [ $# -gt 0 ]; do
   case $1 in
     --audio-source) audio_source=${2:?$usage}; shift 2 ;;
     --audio-device) audio_device=${2:?$usage}; shift 2 ;;
     --video-source) video_source=${2:?$usage}; shift 2 ;;
     --video-device) video_device=${2:?$usage}; shift 2 ;;
-    *) echo "$usage" >&2; exit 2 ;;
+    -*) echo "$usage" >&2; exit 2 ;;
+    *) [ $# = 1 ] || { echo "$usage" >&2; exit 2; }; fused=$1; shift ;;
   esac
 done
-fused=${1:?$usage}
 cony_av_setup "$fused"
 element=alsasrc
 gst-inspect-1.0 --exists pulsesrc && element=pulsesrc

@@ -3,18 +3,18 @@
 # (conyfuse ! conytransformer, docs/elements.md) and prints one line per fused step: time
 # in the file, label, confidence.
 #
-#   pipelines/av_file.sh FILE FUSED_MODEL.safetensors
+#   pipelines/av_file.sh FILE [FUSED_MODEL.safetensors]
 #
 # Audio: conymel preset=yamnet ! conyvggish, video: conyframeembed at CONY_VIDEO_FPS
 # (default 10) frames per second, each with the CNN and output the fused model's input
 # records (its cnn found in models/*/; pipelines/av_lib.sh). The fused model's inputs
-# must be named audio and video (docs/model-format.md, "Fused models"); no fused model is
-# shipped yet. Options: CONY_AUDIO_CNN, CONY_VIDEO_CNN, CONY_OPTS (extra conytransformer
-# properties).
+# must be named audio and video (docs/model-format.md, "Fused models"); by default the
+# shipped one, models/av/av.safetensors (talking, music, noise, animal, quiet). Options:
+# CONY_AUDIO_CNN, CONY_VIDEO_CNN, CONY_OPTS (extra conytransformer properties).
 set -euo pipefail
-file=${1:?usage: av_file.sh FILE FUSED_MODEL}
-fused=${2:?usage: av_file.sh FILE FUSED_MODEL (a fused model file, docs/model-format.md)}
+file=${1:?usage: av_file.sh FILE [FUSED_MODEL]}
 source "$(dirname "$0")/av_lib.sh"
+fused=${2:-$CONY_AV_MODEL}
 cony_av_setup "$fused"
 [ -f "$file" ] || { echo "av_file.sh: $file not found" >&2; exit 2; }
 # In a file (not live) conyfuse waits for tokens on both pads, so a file without one of

@@ -10,6 +10,8 @@
 #   CONY_VIDEO_FPS   frames per second fed to the video CNN (default 10)
 cony_av_user_video_cnn=${CONY_VIDEO_CNN:-}
 source "$(dirname "${BASH_SOURCE[0]}")/video_lib.sh"
+# The shipped fused model (models/av/MODEL.md), the scripts' default.
+CONY_AV_MODEL=$CONY_ROOT/models/av/av.safetensors
 
 # "NAME CNN OUTPUT" per input of the fused model $1 (CNN "-" when not recorded).
 cony_fused_inputs () {

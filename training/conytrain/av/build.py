@@ -1,0 +1,143 @@
+"""Token caches of the fused model's data: per split, the YAMNet embeddings of every sound
+clip and the MobileNet-v2 embeddings of every camera shot, at the fused step rate.
+
+    WORK/tokens-<split>.npz: audio (clips, AUDIO_STEPS, 1024), audio_cls, audio_group,
+                             video (shots, SHOT_STEPS, 1280), video_cls, video_group
+
+Audio: the clips of a split are joined into one WAV and embedded by `cony embed -e` (the
+C path of conymel preset=yamnet ! conyvggish output=embedding); a clip is CLIP_S s =
+32 token strides, of which the first AUDIO_STEPS windows lie wholly inside it. Video: the
+shots' frames of a split through filesrc ! rawvideoparse ! conyframeembed
+output=embedding, as the element chain computes them.
+"""
+
+import json
+import os
+import subprocess
+import sys
+import time
+
+import numpy as np
+
+from conytrain.av import media, sources
+from conytrain.video import camera
+
+AUDIO_STEPS = 29                   # 0.96 s windows every 0.25 s wholly inside an 8 s clip
+STRIDES_PER_CLIP = int(media.CLIP_S * media.STEP_HZ)
+# Shots per class and split: shared out over the class's photographs (at least 2 each).
+SHOTS = {"train": 40, "test": 16}
+SPEECH_UTTERANCES = 40             # utterances decoded per language
+SPEECH_CLIPS = {"train": 12, "test": 10}
+QUIET_SYNTH = {"train": 30, "test": 10}
+T0 = time.time()
+
+
+def log(msg):
+    print(f"train_av: [{time.time() - T0:.0f} s] {msg}", file=sys.stderr, flush=True)
+
+
+def sound_clips(items, split, rng):
+    """[(cls, group, clip)] of one split: every recording's clips, speech by language,
+    quiet from the noise recordings and synthesised floors; each at a level of its class."""
+    out = []
+    by_lang = {}
+    for it in items:
+        if it["split"] != split or it["kind"] not in ("sound", "speech"):
+            continue
+        if it["kind"] == "speech":
+            by_lang.setdefault(it["group"], []).append(it)
+            continue
+        x = media.decode(it["path"])
+        for c in media.clips_of(it, x, rng):
+            out.append((it["cls"], it["group"], media.set_level(c, it["cls"], rng)))
+            if it["cls"] == "noise":     # the same recording far away: a quiet room
+                out.append(("quiet", it["group"], media.set_level(c, "quiet", rng)))
+    for lang in sorted(by_lang):
+        files = by_lang[lang]
+        pick = rng.choice(len(files), size=min(SPEECH_UTTERANCES, len(files)), replace=False)
+        utts = [u for u in (media.trim(media.decode(files[i]["path"])) for i in sorted(pick))
+                if len(u) > media.RATE // 5]
+        if len(utts) < 3:
+            continue
+        for c in media.speech_clips(utts, SPEECH_CLIPS[split], rng):
+            out.append(("talking", lang, media.set_level(c, "talking", rng)))
+    for i in range(QUIET_SYNTH[split]):
+        out.append(("quiet", f"synth:{split}:{i}",
+                    media.set_level(media.synth_floor(rng), "quiet", rng)))
+    return out
+
+
+def embed_audio(clips, cony, cnn, work, split):
+    wav = os.path.join(work, f"audio-{split}.wav")
+    media.write_wav(wav, np.concatenate([c for _, _, c in clips]))
+    npy = os.path.join(work, f"audio-{split}.emb.npy")
+    subprocess.run([cony, "embed", "-m", cnn, "-e", "-o", npy, wav], check=True,
+                   stdout=subprocess.DEVNULL)
+    emb = np.load(npy)
+    idx = np.arange(len(clips))[:, None] * STRIDES_PER_CLIP + np.arange(AUDIO_STEPS)
+    if idx.max() >= len(emb):
+        raise RuntimeError(f"{npy}: {len(emb)} windows, expected at least {idx.max() + 1}")
+    os.remove(wav)
+    return emb[idx].astype(np.float32)
+
+
+def photo_shots(items, split, rng):
+    """[(cls, group, frames)] of one split: SHOTS[split] shots per class over its
+    photographs, round robin from a seeded order."""
+    quiet = [media.load_picture(it["path"], it["kind"]) for it in items
+             if it["split"] == split and it["cls"] == "quiet"]
+    out = []
+    for cls in sources.CLASSES:
+        pics = [it for it in items if it["split"] == split and it["cls"] == cls
+                and it["kind"] in ("photo", "cutout")]
+        n = max(SHOTS[split], 2 * len(pics)) if len(pics) <= SHOTS[split] // 2 else SHOTS[split]
+        order = rng.permutation(len(pics))
+        loaded = {}
+        for k in range(n):
+            it = pics[order[k % len(pics)]]
+            if it["path"] not in loaded:
+                loaded[it["path"]] = media.load_picture(it["path"], it["kind"])
+            out.append((cls, it["group"], media.shot(loaded[it["path"]], it["kind"], quiet, rng)))
+    return out
+
+
+def embed_video(shots, cnn, work, split):
+    raw = os.path.join(work, f"video-{split}.rgb")
+    with open(raw, "wb") as f:
+        for _, _, frames in shots:
+            f.write(frames.tobytes())
+    out = os.path.join(work, f"video-{split}.f32")
+    size = camera.SIZE
+    subprocess.run(["gst-launch-1.0", "-q", "filesrc", f"location={raw}",
+                    f"blocksize={size * size * 3}", "!", "rawvideoparse",
+                    f"width={size}", f"height={size}", "format=rgb",
+                    f"framerate={media.STEP_HZ}/1", "!", "conyframeembed", f"model={cnn}",
+                    "output=embedding", "!", "filesink", f"location={out}"], check=True)
+    emb = np.fromfile(out, np.float32).reshape(len(shots), media.SHOT_STEPS, -1)
+    os.remove(raw)
+    os.remove(out)
+    return emb
+
+
+def build(root, work, cony, audio_cnn, video_cnn, seed):
+    """Writes WORK/tokens-<split>.npz (skipped when there) and WORK/manifest.json."""
+    os.makedirs(work, exist_ok=True)
+    items = sources.collect(root)
+    with open(os.path.join(work, "manifest.json"), "w") as f:
+        json.dump([{k: v for k, v in it.items() if k != "path"} for it in items], f, indent=0)
+    for k, split in enumerate(("train", "test")):
+        dst = os.path.join(work, f"tokens-{split}.npz")
+        if os.path.exists(dst):
+            continue
+        rng = np.random.default_rng([seed, k])
+        clips = sound_clips(items, split, rng)
+        log(f"{split}: {len(clips)} sound clips; embedding")
+        audio = embed_audio(clips, cony, audio_cnn, work, split)
+        shots = photo_shots(items, split, rng)
+        log(f"{split}: {len(shots)} camera shots; embedding")
+        video = embed_video(shots, video_cnn, work, split)
+        np.savez(dst, audio=audio, audio_cls=np.array([c for c, _, _ in clips]),
+                 audio_group=np.array([g for _, g, _ in clips]), video=video,
+                 video_cls=np.array([c for c, _, _ in shots]),
+                 video_group=np.array([g for _, g, _ in shots]))
+        log(f"{split}: wrote {dst}")

@@ -1,0 +1,148 @@
+"""Builds, trains, evaluates and exports the fused audio-video model (models/av/):
+training/train_av.sh runs it (through training/train_av.py) after unpacking the Debian
+packages (conytrain/av/).
+
+    /usr/bin/python3 training/train_av.py --root DEBS --work out/av [--stages ...]
+
+Stages: build (token caches, conytrain/av/build.py), train (the fused model and the two
+single-sense models, seeds --seeds), eval (the card's table, WORK/eval-TAG.json), export
+(the first seed's fused model to --models: av.safetensors, labels.txt), golden (the test
+clip and the shipped file's goldens, tests/golden/av/: conytrain/av/clip.py; needs
+GST_PLUGIN_PATH).
+"""
+
+import argparse
+import os
+
+import numpy as np
+import torch
+
+from conytrain import REPO
+from conytrain.av import build, clip, sources
+from conytrain.av import train as avtrain
+from conytrain.export import export_model
+
+SENSES = {"fused": ("audio", "video"), "audio": ("audio",), "video": ("video",)}
+
+
+def parse(argv):
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--root", default=os.path.join(REPO, "out", "av-debs", "x"),
+                    help="the unpacked Debian packages (conytrain/av/sources.py)")
+    ap.add_argument("--work", default=os.path.join(REPO, "out", "av"))
+    ap.add_argument("--models", default=os.path.join(REPO, "models", "av"))
+    ap.add_argument("--cony", default=os.path.join(REPO, "build", "tools", "cony"))
+    ap.add_argument("--audio-cnn", default=os.path.join(REPO, "models", "yamnet", "yamnet.safetensors"))
+    ap.add_argument("--video-cnn", default=os.path.join(REPO, "models", "imagenet",
+                                                         "mobilenet_v2.safetensors"))
+    ap.add_argument("--stages", default="build,train,eval,export")
+    ap.add_argument("--data-seed", type=int, default=20261128)
+    ap.add_argument("--seeds", default="1,2,3", help="training seeds; the first is exported")
+    ap.add_argument("--tag", default="run1", help="names this run's files in WORK")
+    ap.add_argument("--d", type=int, default=64)
+    ap.add_argument("--heads", type=int, default=4)
+    ap.add_argument("--ff", type=int, default=128)
+    ap.add_argument("--window", type=int, default=16)
+    ap.add_argument("--landmarks", type=int, default=4)
+    ap.add_argument("--dropout", type=float, default=0.2)
+    ap.add_argument("--epochs", type=int, default=12)
+    ap.add_argument("--batches", type=int, default=100)
+    ap.add_argument("--batch", type=int, default=32)
+    ap.add_argument("--lr", type=float, default=1e-3)
+    ap.add_argument("--weight-decay", type=float, default=0.05)
+    ap.add_argument("--p-absent", type=float, default=0.15, help="per scene and sense")
+    ap.add_argument("--p-contra", type=float, default=0.1, help="per scene")
+    ap.add_argument("--contra-senses", default="audio,video",
+                    help="the senses that contradict (the label follows the other)")
+    ap.add_argument("--truthful-window", action="store_true",
+                    help="a sense absent for a whole window leaves the other truthful (no "
+                         "contradiction in that window); else DropSampler drops windows")
+    ap.add_argument("--baselines-tag", default=None,
+                    help="take the single-sense models of that run instead of training them")
+    ap.add_argument("--p-noisy", type=float, default=0.1, help="per scene and sense")
+    ap.add_argument("--p-step", type=float, default=0.05, help="a sense absent at one step")
+    ap.add_argument("--p-window", type=float, default=0.15, help="a sense absent for a window")
+    ap.add_argument("--test-streams", type=int, default=60)
+    ap.add_argument("--test-steps", type=int, default=96)
+    ap.add_argument("--test-seed", type=int, default=7)
+    return ap.parse_args(argv)
+
+
+def model_path(args, kind, seed):
+    tag = args.baselines_tag if kind != "fused" and args.baselines_tag else args.tag
+    return os.path.join(args.work, f"{tag}-{kind}-s{seed}.pt")
+
+
+def stage_train(args, seeds):
+    data = avtrain.load(args.work, "train")
+    for seed in seeds:
+        args.train_seed = seed
+        for kind, senses in SENSES.items():
+            if kind != "fused" and args.baselines_tag:
+                continue
+            path = model_path(args, kind, seed)
+            if os.path.exists(path):
+                continue
+            build.log(f"training {kind} (seed {seed})")
+            model = avtrain.train_one(senses, data, args, build.log)
+            torch.save({"config": model.config, "state": model.state_dict()}, path)
+
+
+def load_model(path):
+    ck = torch.load(path)
+    c = ck["config"]
+    fusion = c["fusion"]
+    kw = {k: v for k, v in c.items() if k not in ("fusion", "architecture", "d_in")}
+    model = avtrain.FusedClassifier(fusion["inputs"], fusion["rate"], **kw)
+    for b, block in enumerate(model.encoder.blocks):
+        q = ck["state"].get(f"encoder.blocks.{b}.attn.q_landmarks")
+        if q is not None:
+            block.attn.set_landmarks(q, ck["state"][f"encoder.blocks.{b}.attn.k_landmarks"])
+    model.load_state_dict(ck["state"])
+    return model.eval()
+
+
+def stage_eval(args, seeds):
+    data = avtrain.load(args.work, "test")
+    streams = avtrain.test_streams(data, args.test_streams, args.test_steps, args.test_seed)
+    out = {"steps": args.test_streams * args.test_steps, "seeds": {}}
+    for seed in seeds:
+        models = {k: load_model(model_path(args, k, seed)) for k in SENSES}
+        row = avtrain.evaluate(models, streams, avtrain.CPath(args.cony, args.work))
+        out["seeds"][seed] = row
+        build.log(f"seed {seed}: " + ", ".join(f"{k} {v:.3f}" for k, v in row.items()
+                                                 if isinstance(v, float)))
+    keys = [k for k, v in out["seeds"][seeds[0]].items() if isinstance(v, float)]
+    out["mean"] = {k: float(np.mean([out["seeds"][s][k] for s in seeds])) for k in keys}
+    build.log("mean: " + ", ".join(f"{k} {v:.3f}" for k, v in out["mean"].items()))
+    avtrain.save_json(os.path.join(args.work, f"eval-{args.tag}.json"), out)
+
+
+def stage_export(args, seed):
+    os.makedirs(args.models, exist_ok=True)
+    model = load_model(model_path(args, "fused", seed))
+    export_model(model, os.path.join(args.models, "av.safetensors"))
+    with open(os.path.join(args.models, "labels.txt"), "w") as f:
+        f.write("\n".join(sources.CLASSES) + "\n")
+    build.log(f"exported {args.models}/av.safetensors")
+
+
+def main(argv=None):
+    args = parse(argv)
+    torch.set_num_threads(1)
+    seeds = [int(s) for s in args.seeds.split(",")]
+    stages = args.stages.split(",")
+    if "build" in stages:
+        build.build(args.root, args.work, args.cony, args.audio_cnn, args.video_cnn,
+                    args.data_seed)
+    if "train" in stages:
+        stage_train(args, seeds)
+    if "eval" in stages:
+        stage_eval(args, seeds)
+    if "export" in stages:
+        stage_export(args, seeds[0])
+    if "golden" in stages:
+        clip.golden(args.root, os.path.join(REPO, "tests", "golden", "av"),
+                    os.path.join(args.models, "av.safetensors"), args.audio_cnn,
+                    args.video_cnn, build.log)
+    return 0

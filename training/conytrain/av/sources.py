@@ -1,0 +1,181 @@
+"""Where the fused model's photographs and recordings come from: Debian bookworm
+packages, unpacked (dpkg-deb -x) into one folder (training/train_av.sh), never shipped.
+
+A source is (class, package, glob under the unpacked root, kind); every file it matches is
+one photograph or one recording. Each file belongs to a group, the unit of the train/test
+split: a tuxpaint stamp (its photograph and its sound share the stamp's name and so the
+split), a recording without its take number (Water1..Water5 are one), a language of
+tuxpaint's spoken descriptions (its speakers), one photograph otherwise. A group is test
+when the hash of its name says so (a quarter of them), or when TEST_GROUPS names it;
+TRAIN_GROUPS keeps near-duplicates (two shots of the same scene) in train together.
+"""
+
+import fnmatch
+import glob
+import hashlib
+import os
+import re
+
+CLASSES = ["talking", "music", "noise", "animal", "quiet"]
+
+TUX = "usr/share/tuxpaint/stamps"
+CV = "usr/share/doc/opencv-doc"
+SK = "usr/lib/python3/dist-packages/skimage/data"
+GAMES = "usr/share/games"
+
+# (class, package, glob, kind): kind "photo" (a whole picture), "cutout" (a stamp with a
+# transparent background, composited on a background), "sound", "speech" (tuxpaint's
+# spoken descriptions, grouped by language).
+SOURCES = [
+    # talking: people (photographs of people, tuxpaint's spoken descriptions)
+    ("talking", "python3-skimage", f"{SK}/astronaut.png", "photo"),
+    ("talking", "python3-skimage", f"{SK}/camera.png", "photo"),
+    ("talking", "opencv-doc", f"{CV}/examples/data/messi5.jpg", "photo"),
+    ("talking", "opencv-doc", f"{CV}/examples/data/basketball1.png", "photo"),
+    ("talking", "opencv-doc", f"{CV}/examples/data/basketball2.png", "photo"),
+    ("talking", "opencv-doc", f"{CV}/opencv4/html/studentsSample_input.jpg", "photo"),
+    ("talking", "opencv-doc", f"{CV}/opencv4/html/Background_Subtraction_Tutorial_frame.jpg", "photo"),
+    ("talking", "opencv-doc", f"{CV}/opencv4/html/face_swapped.jpg", "photo"),
+    ("talking", "opencv-doc", f"{CV}/opencv4/html/example.jpg", "photo"),
+    ("talking", "opencv-doc", f"{CV}/opencv4/html/person_multi_det.jpg", "photo"),
+    ("talking", "tuxpaint-stamps-default", f"{TUX}/people/fireman*.png", "cutout"),
+    ("talking", "tuxpaint-stamps-default", f"{TUX}/**/*_desc*.ogg", "speech"),
+    # music: instruments; game music, loops
+    ("music", "tuxpaint-stamps-default", f"{TUX}/hobbies/music/**/*.png", "cutout"),
+    ("music", "colobot-common-sounds", f"{GAMES}/colobot/music/*.ogg", "sound"),
+    ("music", "extremetuxracer-data", f"{GAMES}/etr/music/*.ogg", "sound"),
+    ("music", "frozen-bubble-data", f"{GAMES}/frozen-bubble/snd/*zik*.ogg", "sound"),
+    ("music", "sonic-pi-samples", "usr/share/sonic-pi/samples/loop_[abcgmst]*.flac", "sound"),
+    # noise: vehicles and machines; traffic, trains, industry, fire, water, appliances
+    ("noise", "tuxpaint-stamps-default", f"{TUX}/vehicles/**/*.png", "cutout"),
+    ("noise", "tuxpaint-stamps-default", f"{TUX}/household/*.png", "cutout"),
+    ("noise", "python3-skimage", f"{SK}/motorcycle_left.png", "photo"),
+    ("noise", "python3-skimage", f"{SK}/motorcycle_right.png", "photo"),
+    ("noise", "python3-skimage", f"{SK}/rocket.jpg", "photo"),
+    ("noise", "opencv-doc", f"{CV}/opencv4/html/pexels_double_decker_bus.jpg", "photo"),
+    ("noise", "opencv-doc", f"{CV}/opencv4/html/bus_det.jpg", "photo"),
+    ("noise", "opencv-doc", f"{CV}/opencv4/html/black_car.jpg", "photo"),
+    ("noise", "tuxpaint-stamps-default", f"{TUX}/household/*.ogg", "sound"),
+    ("noise", "lincity-ng-data", f"{GAMES}/lincity-ng/sounds/*.wav", "sound"),
+    ("noise", "minetest-data", f"{GAMES}/minetest/games/minetest_game/mods/*/sounds/*.ogg", "sound"),
+    ("noise", "extremetuxracer-data", f"{GAMES}/etr/sounds/*_slide.wav", "sound"),
+    ("noise", "sonic-pi-samples", "usr/share/sonic-pi/samples/loop_3d_printer.flac", "sound"),
+    ("noise", "sonic-pi-samples", "usr/share/sonic-pi/samples/loop_industrial.flac", "sound"),
+    ("noise", "sonic-pi-samples", "usr/share/sonic-pi/samples/ambi_sauna.flac", "sound"),
+    ("noise", "sonic-pi-samples", "usr/share/sonic-pi/samples/vinyl_hiss.flac", "sound"),
+    # animal: tuxpaint's animal stamps (photograph and call), opencv's and skimage's animals
+    ("animal", "tuxpaint-stamps-default", f"{TUX}/animals/**/*.png", "cutout"),
+    ("animal", "tuxpaint-stamps-default", f"{TUX}/animals/**/*.ogg", "sound"),
+    ("animal", "sonic-pi-samples", "usr/share/sonic-pi/samples/misc_crow.flac", "sound"),
+    ("animal", "python3-skimage", f"{SK}/chelsea.png", "photo"),
+    ("animal", "opencv-doc", f"{CV}/examples/data/baboon.jpg", "photo"),
+    ("animal", "opencv-doc", f"{CV}/examples/data/squirrel_cls.jpg", "photo"),
+    ("animal", "opencv-doc", f"{CV}/examples/data/HappyFish.jpg", "photo"),
+    ("animal", "opencv-doc", f"{CV}/examples/data/chicky_512.png", "photo"),
+    ("animal", "opencv-doc", f"{CV}/opencv4/html/cat_det.jpg", "photo"),
+    # quiet: nothing happening: empty scenes and still objects; the noise recordings 60 to
+    # 90 dB down and synthesised room floors (media.quiet_clip)
+    *[("quiet", "python3-skimage", f"{SK}/{n}", "photo") for n in (
+        "grass.png", "gravel.png", "brick.png", "moon.png", "hubble_deep_field.jpg",
+        "coffee.png", "coins.png")],
+    *[("quiet", "opencv-doc", f"{CV}/examples/data/{n}", "photo") for n in (
+        "starry_night.jpg", "building.jpg", "home.jpg", "board.jpg", "aloeL.jpg",
+        "leuvenA.jpg", "graf1.png", "box_in_scene.png", "fruits.jpg", "apple.jpg",
+        "orange.jpg", "smarties.png", "stuff.jpg")],
+    *[("quiet", "opencv-doc", f"{CV}/opencv4/html/{n}", "photo") for n in (
+        "astra_color.jpg", "budapest.jpg", "boat.jpg")],
+    ("quiet", "opencv-doc", f"{CV}/examples/alphamat/input_images/plant.jpg", "photo"),
+]
+
+# Files a source's glob matches that are not of its class or not usable.
+EXCLUDE = ["*/cartoon/*", "*/emergency/*",   # drawings; sirens are alarms, not a class here
+           "*_mirror.png"]                    # mirrored duplicates of a stamp
+# tuxpaint household stamps that make a noise (the rest are tools and dishes).
+NOISY_HOUSEHOLD = {"kettle", "toilet", "pressure_cooker", "cementmixer", "garbagecan",
+                   "wheelie_bin", "pasta_pot", "Washing-machine", "vacuum_cleaner", "saw"}
+# Animal-stamp sounds that are placeholders or silent (the audio data set drops them too).
+SILENT = {"giraffe", "iguana", "nandou", "wombat"}
+# minetest's sounds that are steady noises (footsteps, doors and digging are not).
+MINETEST_NOISE = re.compile(r"(env_sounds_(water|lava)|fire_(fire|large|small)|"
+                            r"carts_cart_moving|tnt_gunpowder_burning)")
+LINCITY_SKIP = re.compile(r"(Window|Click|Raze|Build|School|University|Health|Monument\d|"
+                          r"MarketLow|Commune|Shanty|Residential|FireStation|Green|Farm|"
+                          r"SubstationO|RocketExplosion)")
+
+TEST_GROUPS = {
+    "lang:be", "lang:da", "lang:el",                         # as the audio data set
+    "photo:camera", "photo:face_swapped", "photo:studentsSample_input",
+    "photo:Background_Subtraction_Tutorial_frame",
+    "stamp:violin", "stamp:trumpet", "stamp:drum_tomtom_floor",
+}
+TRAIN_GROUPS = {"photo:basketball1", "photo:basketball2", "stamp:fireman200b",
+                "stamp:fireman240a", "photo:motorcycle_left", "photo:motorcycle_right"}
+
+
+def _excluded(path):
+    return any(fnmatch.fnmatch(path, p) for p in EXCLUDE)
+
+
+def group_of(cls, kind, path):
+    """The split unit of one file (see the module's docstring)."""
+    base = os.path.basename(path)
+    stem = os.path.splitext(base)[0]
+    if kind == "speech":
+        m = re.search(r"_desc(?:_([A-Za-z_]+))?\.ogg", base)
+        return f"lang:{m.group(1) or 'en'}"
+    if path.startswith(TUX) or "/tuxpaint/" in path:
+        return f"stamp:{stem}"
+    if kind == "sound":
+        return f"rec:{re.sub(r'[._]?[0-9]+$', '', stem)}"
+    return f"photo:{stem}"
+
+
+def split_of(group):
+    if group in TEST_GROUPS:
+        return "test"
+    if group in TRAIN_GROUPS:
+        return "train"
+    h = int(hashlib.sha256(group.encode()).hexdigest()[:8], 16)
+    return "test" if h % 4 == 0 else "train"
+
+
+def _usable(cls, kind, rel):
+    base = os.path.basename(rel)
+    stem = os.path.splitext(base)[0]
+    if _excluded("/" + rel):
+        return False
+    if "/household/" in rel and stem not in NOISY_HOUSEHOLD:
+        return False
+    if kind == "sound" and "/tuxpaint/" in "/" + rel and "_desc" in base:
+        return False
+    if kind == "sound" and "/animals/" in rel and stem in SILENT:
+        return False
+    if "/minetest/" in rel and not MINETEST_NOISE.search(base):
+        return False
+    if "/lincity-ng/" in rel and LINCITY_SKIP.search(base):
+        return False
+    return True
+
+
+def collect(root):
+    """Every usable file under root: a list of dicts (cls, package, path (absolute),
+    rel, kind, group, split), sorted by path; a source that matches nothing is an error
+    naming its package and glob."""
+    out, seen = [], set()
+    for cls, pkg, pattern, kind in SOURCES:
+        hits = sorted(glob.glob(os.path.join(root, pattern), recursive=True))
+        if not hits:
+            raise RuntimeError(f"{pattern}: nothing under {root} (unpack Debian's {pkg})")
+        for p in hits:
+            rel = os.path.relpath(p, root)
+            if rel in seen or not _usable(cls, kind, rel):
+                continue
+            seen.add(rel)
+            g = group_of(cls, kind, rel)
+            out.append(dict(cls=cls, package=pkg, path=p, rel=rel, kind=kind, group=g,
+                            split=split_of(g)))
+    return out
+
+
+def packages():
+    return sorted({s[1] for s in SOURCES})
