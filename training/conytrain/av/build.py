@@ -112,7 +112,8 @@ def embed_video(shots, cnn, work, split):
                     f"blocksize={size * size * 3}", "!", "rawvideoparse",
                     f"width={size}", f"height={size}", "format=rgb",
                     f"framerate={media.STEP_HZ}/1", "!", "conyframeembed", f"model={cnn}",
-                    "output=embedding", "!", "filesink", f"location={out}"], check=True)
+                    # run 1 was trained on the float path's tokens: keep the recipe as run
+                    "precision=float", "output=embedding", "!", "filesink", f"location={out}"], check=True)
     emb = np.fromfile(out, np.float32).reshape(len(shots), media.SHOT_STEPS, -1)
     os.remove(raw)
     os.remove(out)
