@@ -97,8 +97,9 @@ pack_panels8 (ConyQGemm *g, const ConyQWeights *w)
       gboolean byte = exact[(gsize) p * nq + q];
       guint i = byte ? i8++ : n8 + i16++;
       p8->idx[(gsize) p * nq + i] = q;
-      gint8 *d8 = p8->w8 + 32 * ((gsize) p8->start8[p] + i);
-      gint16 *d16 = p8->w16 + 32 * ((gsize) p8->start16[p] + i - n8);
+      /* only the quad's own destination is formed: i - n8 wraps for a byte quad */
+      gint8 *d8 = byte ? p8->w8 + 32 * ((gsize) p8->start8[p] + i) : NULL;
+      gint16 *d16 = byte ? NULL : p8->w16 + 32 * ((gsize) p8->start16[p] + (i - n8));
       for (guint j = 0; j < 8 && 8 * p + j < N; j++)
         for (guint t = 0; t < 4 && 4 * q + t < K; t++) {
           gint16 v = cony_qweights_at (w, K, 8 * p + j, 4 * q + t);
