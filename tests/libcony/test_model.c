@@ -397,6 +397,28 @@ test_load_errors (void)
     g_assert_nonnull (strstr (fm->config.frontend_json, "[96,64]"));
     g_assert_null (ok->config.frontend_json);
   }
+  /* the CNN the tokens came from (frontend.cnn*) lands in config.cnn; a non-string is
+   * refused by key, and nothing is left behind to leak */
+  {
+    g_autofree char *cr = replace (t->config, "\"labels\"",
+        "\"frontend\":{\"cnn\":\"yamnet.safetensors\",\"cnn_sha256\":\"ab12\","
+        "\"cnn_output\":\"embedding\"},\"labels\"");
+    ConyModelConfig cfg;
+    g_assert_true (cony_model_config_parse (cr, "cr", &cfg, &error));
+    g_assert_no_error (error);
+    g_assert_cmpstr (cfg.cnn.name, ==, "yamnet.safetensors");
+    g_assert_cmpstr (cfg.cnn.sha256, ==, "ab12");
+    g_assert_true (cony_cnn_ref_is_embedding (&cfg.cnn));
+    cony_model_config_clear (&cfg);
+    g_assert_null (cfg.cnn.name);
+    g_assert_false (cony_cnn_ref_is_embedding (&ok->config.cnn));
+    g_autofree char *cs = replace (t->config, "\"labels\"",
+        "\"frontend\":{\"cnn\":\"y\",\"cnn_sha256\":7},\"labels\"");
+    g_assert_false (cony_model_config_parse (cs, "cs", &cfg, &error));
+    g_assert_error (error, CONY_ERROR, CONY_ERROR_FORMAT);
+    g_assert_cmpstr (error->message, ==, "cs: model config: frontend.cnn_sha256 is not a string");
+    g_clear_error (&error);
+  }
   g_autofree char *c9 = replace (t->config, "\"labels\"", "\"frontend\":7,\"labels\"");
   tensors_write (t, path, c9);
   expect_load_error (path, CONY_ERROR_FORMAT, "frontend", NULL);
