@@ -26,6 +26,21 @@ cony_cnn_ref_read (JsonObject *o, ConyCnnRef *ref, const char **bad_key)
   return TRUE;
 }
 
+gboolean
+cony_cnn_ref_init_from_file (ConyCnnRef *ref, const char *path, const char *output, GError **error)
+{
+  char *bytes = NULL;
+  gsize n = 0;
+  memset (ref, 0, sizeof *ref);
+  if (!g_file_get_contents (path, &bytes, &n, error))
+    return FALSE;
+  ref->sha256 = g_compute_checksum_for_data (G_CHECKSUM_SHA256, (const guchar *) bytes, n);
+  g_free (bytes);
+  ref->name = g_path_get_basename (path);
+  ref->output = g_strdup (output);
+  return TRUE;
+}
+
 void
 cony_cnn_ref_clear (ConyCnnRef *ref)
 {

@@ -33,8 +33,8 @@ typedef enum
  * trained on, from the "cnn", "cnn_sha256" and "cnn_output" strings of its config (each
  * NULL when not recorded): the CNN file's name, the SHA-256 of its bytes, and
  * "embedding" when the tokens are its pooled embedding (conyvggish output=embedding)
- * rather than its last layer. Elements compare it with the cnn, cnn-sha256 and
- * cnn-output fields of token caps. */
+ * rather than its last layer. CNN elements write their own as the cnn, cnn-sha256 and
+ * cnn-output fields of token caps; classifier elements compare those with theirs. */
 typedef struct {
   char *name, *sha256, *output;
 } ConyCnnRef;
@@ -97,6 +97,11 @@ gboolean cony_model_config_parse (const char *json, const char *origin, ConyMode
     GError **error);
 void cony_model_config_clear (ConyModelConfig *config);
 
+/* Fills @ref for the CNN file @path whose @output ("embedding" or "scores") the tokens
+ * are, as a CNN element announces its tokens: base name and SHA-256 of the bytes. FALSE
+ * with @error when the file cannot be read (@ref then holds nothing). */
+gboolean cony_cnn_ref_init_from_file (ConyCnnRef *ref, const char *path, const char *output,
+    GError **error);
 /* Frees the strings of @ref and zeroes it (not @ref itself). */
 void cony_cnn_ref_clear (ConyCnnRef *ref);
 /* TRUE when the tokens are the CNN's pooled embedding rather than its last layer. */

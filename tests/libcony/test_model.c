@@ -963,6 +963,29 @@ test_config_labels (void)
   tensors_free (t);
 }
 
+/* A CNN element's record of its file: base name, SHA-256 of the bytes, the output. */
+static void
+test_cnn_ref_from_file (void)
+{
+  GError *error = NULL;
+  g_autofree char *path = tmp_path ("net.safetensors");
+  g_assert_true (g_file_set_contents (path, "abc", 3, NULL));
+  ConyCnnRef ref;
+  g_assert_true (cony_cnn_ref_init_from_file (&ref, path, "embedding", &error));
+  g_assert_no_error (error);
+  g_assert_cmpstr (ref.name, ==, "net.safetensors");
+  g_assert_cmpstr (ref.sha256, ==,
+      "ba7816bf8f01cfea414140de5dae2223b00361a396177a9cb410ff61f20015ad");
+  g_assert_true (cony_cnn_ref_is_embedding (&ref));
+  cony_cnn_ref_clear (&ref);
+  g_autofree char *gone = tmp_path ("missing.safetensors");
+  g_assert_false (cony_cnn_ref_init_from_file (&ref, gone, "scores", &error));
+  g_assert_error (error, G_FILE_ERROR, G_FILE_ERROR_NOENT);
+  g_assert_nonnull (strstr (error->message, "missing.safetensors"));
+  g_clear_error (&error);
+  g_assert_null (ref.name);
+}
+
 int
 main (int argc, char **argv)
 {
@@ -982,6 +1005,7 @@ main (int argc, char **argv)
   g_test_add_func ("/model/fuzz", test_fuzz);
   g_test_add_func ("/model/extreme-tokens", test_extreme_tokens);
   g_test_add_func ("/model/memory-budget", test_memory_budget);
+  g_test_add_func ("/model/cnn-ref-from-file", test_cnn_ref_from_file);
   int rc = g_test_run ();
   g_autoptr (GDir) d = g_dir_open (tmpdir, 0, NULL);
   const char *e;
