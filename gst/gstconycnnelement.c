@@ -197,7 +197,7 @@ gst_cony_cnn_element_open (GstElement *element, GstConyCnnElement *net, gchar **
         ("model=%s", *path));
     goto fail;
   }
-  if (!gst_cony_token_source_init (&net->source, *path,
+  if (!cony_cnn_ref_init_from_file (&net->source, *path,
           output == GST_CONY_VGGISH_OUTPUT_EMBEDDING ? "embedding" : "scores", &error)) {
     GST_ELEMENT_ERROR (element, RESOURCE, OPEN_READ,
         ("Could not read the model: %s", error->message), ("model=%s", *path));
@@ -214,7 +214,7 @@ void
 gst_cony_cnn_element_close (GstElement *element, GstConyCnnElement *net)
 {
   free_cnn (element, &net->cnn);
-  gst_cony_token_source_clear (&net->source);
+  cony_cnn_ref_clear (&net->source);
 }
 
 void

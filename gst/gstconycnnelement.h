@@ -4,6 +4,7 @@
  * settings on READY->PAUSED, and the token source that the output caps name. */
 #pragma once
 #include "cony/cnn.h"
+#include "cony/model.h"
 #include "gstconytokens.h"
 
 #include <gst/gst.h>
@@ -78,7 +79,7 @@ typedef struct {
   /* Stream state: the loaded CNN (its pointer changes under the object lock, where
    * model-users reads it), the file for the token caps, the output in use. */
   ConyCnn *cnn;
-  GstConyTokenSource source;
+  ConyCnnRef source;
   GstConyVggishOutput output_in_use;
 } GstConyCnnElement;
 

@@ -218,7 +218,8 @@ gst_cony_frame_embed_token_caps (GstConyFrameEmbed *self, gint fps_n, gint fps_d
     return NULL;
   GstCaps *caps = gst_cony_tokens_caps_new (&out);
   if (caps)
-    gst_cony_tokens_caps_set_source (caps, &self->net.source);
+    gst_cony_tokens_caps_set_source (caps, self->net.source.name, self->net.source.sha256,
+        self->net.source.output);
   return caps;
 }
 

@@ -172,38 +172,14 @@ gst_cony_tokens_lookahead_ns (const GstConyTokenInfo *info)
   return info->lookahead_n < 0 ? -ns : ns;
 }
 
-gboolean
-gst_cony_token_source_init (GstConyTokenSource *src, const gchar *path, const gchar *output,
-    GError **error)
-{
-  gchar *bytes = NULL;
-  gsize n = 0;
-  memset (src, 0, sizeof *src);
-  if (!g_file_get_contents (path, &bytes, &n, error))
-    return FALSE;
-  src->sha256 = g_compute_checksum_for_data (G_CHECKSUM_SHA256, (const guchar *) bytes, n);
-  g_free (bytes);
-  src->name = g_path_get_basename (path);
-  src->output = g_strdup (output);
-  return TRUE;
-}
-
 void
-gst_cony_token_source_clear (GstConyTokenSource *src)
-{
-  g_free (src->name);
-  g_free (src->sha256);
-  g_free (src->output);
-  memset (src, 0, sizeof *src);
-}
-
-void
-gst_cony_tokens_caps_set_source (GstCaps *caps, const GstConyTokenSource *src)
+gst_cony_tokens_caps_set_source (GstCaps *caps, const gchar *cnn, const gchar *sha256,
+    const gchar *output)
 {
   const gchar *fields[][2] = {
-    { "cnn", src->name },
-    { "cnn-sha256", src->sha256 },
-    { "cnn-output", src->output },
+    { "cnn", cnn },
+    { "cnn-sha256", sha256 },
+    { "cnn-output", output },
   };
   for (guint i = 0; i < G_N_ELEMENTS (fields); i++)
     if (fields[i][1] != NULL)

@@ -79,21 +79,12 @@ GstClockTime gst_cony_time_mul (GstClockTime a, guint64 b);
 GstClockTime gst_cony_tokens_time (GstClockTime anchor, guint64 index, gint rate_n, gint rate_d);
 
 /* Where tokens come from, for pairing a classifier with the CNN it was trained on
- * (docs/model-format.md): the CNN file's base name, the SHA-256 of its bytes (hex) and
- * which output the tokens are ("embedding": the pooled embedding; "scores": the last
- * layer, conyvggish's output=scores). conyvggish and conyframeembed add it to their
- * token caps as the fields cnn, cnn-sha256 and cnn-output; conytransformer compares
- * them with its model's frontend.cnn, cnn_sha256 and cnn_output. */
-typedef struct {
-  gchar *name, *sha256, *output;
-} GstConyTokenSource;
-
-/* Fills @src for the CNN file @path whose @output ("embedding" or "scores") the tokens
- * are. FALSE with @error when the file cannot be read. */
-gboolean gst_cony_token_source_init (GstConyTokenSource *src, const gchar *path,
-    const gchar *output, GError **error);
-void gst_cony_token_source_clear (GstConyTokenSource *src);
-/* Writes @src into @caps (each field only when set). */
-void gst_cony_tokens_caps_set_source (GstCaps *caps, const GstConyTokenSource *src);
+ * (docs/model-format.md): writes the CNN file's base name @cnn, the SHA-256 of its
+ * bytes (hex) @sha256 and which output the tokens are, @output ("embedding": the pooled
+ * embedding; "scores": the last layer), into @caps as the fields cnn, cnn-sha256 and
+ * cnn-output, each only when not NULL. conyvggish and conyframeembed announce their
+ * tokens so; conytransformer and conyfuse compare them with their model's record. */
+void gst_cony_tokens_caps_set_source (GstCaps *caps, const gchar *cnn, const gchar *sha256,
+    const gchar *output);
 
 G_END_DECLS

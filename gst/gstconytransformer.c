@@ -405,9 +405,9 @@ gst_cony_transformer_token_source_matches (GstConyTransformer *self, const GstCa
   const gchar *name = gst_structure_get_string (s, "cnn");
   const gchar *sha = gst_structure_get_string (s, "cnn-sha256");
   const gchar *output = gst_structure_get_string (s, "cnn-output");
-  const gchar *want = c->cnn_output ? c->cnn_output : "scores";
-  if (c->cnn_sha256 == NULL
-      || ((sha == NULL || g_ascii_strcasecmp (sha, c->cnn_sha256) == 0)
+  const gchar *want = c->cnn.output ? c->cnn.output : "scores";
+  if (c->cnn.sha256 == NULL
+      || ((sha == NULL || g_ascii_strcasecmp (sha, c->cnn.sha256) == 0)
           && (output == NULL || strcmp (output, want) == 0)))
     return TRUE;
   GST_ELEMENT_ERROR (self, CORE, NEGOTIATION,
@@ -415,7 +415,7 @@ gst_cony_transformer_token_source_matches (GstConyTransformer *self, const GstCa
       ("the tokens come from %s (SHA-256 %.16s..., output=%s); %s was trained on the tokens "
        "of %s (SHA-256 %.16s..., output=%s)",
           name ? name : "(unnamed CNN)", sha ? sha : "(not given)", output ? output : "(not given)",
-          self->model->path, c->cnn_name ? c->cnn_name : "(unnamed CNN)", c->cnn_sha256, want));
+          self->model->path, c->cnn.name ? c->cnn.name : "(unnamed CNN)", c->cnn.sha256, want));
   return FALSE;
 }
 

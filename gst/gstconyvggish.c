@@ -510,7 +510,8 @@ gst_cony_vggish_set_sink_caps (GstConyVggish *self, GstCaps *caps)
     return FALSE;
   GstCaps *src = gst_cony_tokens_caps_new (&out);
   if (src)
-    gst_cony_tokens_caps_set_source (src, &self->net.source);
+    gst_cony_tokens_caps_set_source (src, self->net.source.name, self->net.source.sha256,
+        self->net.source.output);
   return gst_cony_element_push_caps (self->srcpad, src);
 }
 

@@ -1,5 +1,6 @@
 /* The fusion part of fused model files (include/cony/fusion.h, docs/model-format.md). */
 #include "fusion-private.h"
+#include "cnnref-private.h"
 #include "cony/error.h"
 
 #include <string.h>
@@ -141,21 +142,15 @@ read_input (JsonNode *node, int index, const ConyFusion *f, const char *origin, 
       || !fusion_rate (o, "rate", origin, where, &in->rate_n, &in->rate_d, error)
       || !fusion_int (o, "tolerance_ms", 0, MAX_TOLERANCE_MS, origin, where, &tolerance, error))
     return FALSE;
-  const char *cnn[3];
-  const char *cnn_keys[3] = { "cnn", "cnn_sha256", "cnn_output" };
-  for (int i = 0; i < 3; i++) {
-    cnn[i] = fusion_string (o, cnn_keys[i], origin, where, &local);
-    if (local) {
-      g_propagate_error (error, local);
-      return FALSE;
-    }
+  const char *bad_key;
+  if (!cony_cnn_ref_read (o, &in->cnn, &bad_key)) {
+    g_set_error (error, CONY_ERROR, CONY_ERROR_FORMAT, "%s: model config: %s.%s must be a string",
+        origin, where, bad_key);
+    return FALSE;
   }
   in->name = g_strdup (name);
   in->size = (int) size;
   in->tolerance_ns = (guint64) tolerance * G_GUINT64_CONSTANT (1000000);
-  in->cnn_name = g_strdup (cnn[0]);
-  in->cnn_sha256 = g_strdup (cnn[1]);
-  in->cnn_output = g_strdup (cnn[2]);
   return TRUE;
 }
 
@@ -208,9 +203,7 @@ cony_fusion_clear (ConyFusion *f)
   for (int i = 0; i < CONY_FUSION_MAX_INPUTS; i++) {
     ConyFusionInput *in = &f->inputs[i];
     g_free (in->name);
-    g_free (in->cnn_name);
-    g_free (in->cnn_sha256);
-    g_free (in->cnn_output);
+    cony_cnn_ref_clear (&in->cnn);
     g_free (in->absent);
   }
   g_free (f->path);

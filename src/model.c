@@ -3,6 +3,7 @@
 #include "cony/error.h"
 #include "cony/labels.h"
 #include "cony/safetensors.h"
+#include "cnnref-private.h"
 #include "fusion-private.h"
 
 #include <string.h>
@@ -104,9 +105,7 @@ cony_model_config_clear (ConyModelConfig *config)
 {
   g_strfreev (config->labels);
   g_free (config->frontend_json);
-  g_free (config->cnn_name);
-  g_free (config->cnn_sha256);
-  g_free (config->cnn_output);
+  cony_cnn_ref_clear (&config->cnn);
   g_free (config->config_json);
   memset (config, 0, sizeof *config);
 }
@@ -311,26 +310,11 @@ cony_model_config_parse (const char *json, const char *origin, ConyModelConfig *
     }
     c->frontend_json = json_to_string (fe, FALSE);
     JsonObject *f = json_node_get_object (fe);
-    struct {
-      const char *key;
-      char **to;
-    } cnn[] = {
-      { "cnn", &c->cnn_name },
-      { "cnn_sha256", &c->cnn_sha256 },
-      { "cnn_output", &c->cnn_output },
-    };
-    for (guint i = 0; i < G_N_ELEMENTS (cnn); i++) {
-      JsonNode *v = json_object_get_member (f, cnn[i].key);
-      if (v == NULL)
-        continue;
-      if (!JSON_NODE_HOLDS_VALUE (v) || json_node_get_value_type (v) != G_TYPE_STRING) {
-        g_set_error (error, CONY_ERROR, CONY_ERROR_FORMAT,
-            "%s: model config: frontend.%s is not "
-            "a string",
-            origin, cnn[i].key);
-        goto fail;
-      }
-      *cnn[i].to = g_strdup (json_node_get_string (v));
+    const char *bad_key;
+    if (!cony_cnn_ref_read (f, &c->cnn, &bad_key)) {
+      g_set_error (error, CONY_ERROR, CONY_ERROR_FORMAT,
+          "%s: model config: frontend.%s is not a string", origin, bad_key);
+      goto fail;
     }
   }
   return TRUE;

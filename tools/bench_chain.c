@@ -108,7 +108,7 @@ char *
 cony_bench_default_cnn (const char *transformer)
 {
   g_autoptr (ConyModel) model = cony_model_load (transformer, NULL);
-  const char *name = model && model->config.cnn_name ? model->config.cnn_name
+  const char *name = model && model->config.cnn.name ? model->config.cnn.name
                                                      : "vggish.safetensors";
   g_autofree char *dir = g_path_get_dirname (transformer);
   g_autofree char *parent = g_path_get_dirname (dir);

@@ -162,7 +162,7 @@ cony_cmd_bench_pipeline (int argc, char **argv)
   g_autoptr (ConyMel)
       mel = cnn && cony_cnn_mel_config (cnn, &mc, &error) ? cony_mel_new (&mc, &error) : NULL;
   g_autoptr (ConyModel) model = mel ? cony_model_load (tr, &error) : NULL;
-  gboolean pooled = model && g_strcmp0 (model->config.cnn_output, "embedding") == 0;
+  gboolean pooled = model && cony_cnn_ref_is_embedding (&model->config.cnn);
   if (model && pooled && !cony_cnn_set_output (cnn, CONY_CNN_OUTPUT_EMBEDDING, &error))
     g_clear_pointer (&model, cony_model_free);
   g_autoptr (ConyEncoder) enc = model ? cony_encoder_new (model, -1, &error) : NULL;

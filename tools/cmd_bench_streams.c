@@ -43,7 +43,7 @@ stream_init (Stream *s, const char *vg, const ConyModel *model, const char *prec
   if (s->cnn == NULL || !cony_cnn_input_set_precision (s->cnn, precision, error)
       || !cony_cnn_mel_config (s->cnn, &mc, error))
     return FALSE;
-  if (g_strcmp0 (model->config.cnn_output, "embedding") == 0
+  if (cony_cnn_ref_is_embedding (&model->config.cnn)
       && !cony_cnn_set_output (s->cnn, CONY_CNN_OUTPUT_EMBEDDING, error))
     return FALSE;
   if ((int) cony_cnn_get_output_size (s->cnn) != model->config.d_in) {

@@ -66,8 +66,8 @@ print_fusion (const char *path, GError **error)
     printf ("  %-12s %d floats at %d/%d per second, stale after %" G_GUINT64_FORMAT
             " ms, tokens of %s%s%s\n",
         in->name, in->size, in->rate_n, in->rate_d, in->tolerance_ns / 1000000,
-        in->cnn_name ? in->cnn_name : "an unrecorded CNN", in->cnn_output ? " " : "",
-        in->cnn_output ? in->cnn_output : "");
+        in->cnn.name ? in->cnn.name : "an unrecorded CNN", in->cnn.output ? " " : "",
+        in->cnn.output ? in->cnn.output : "");
   }
   return TRUE;
 }
@@ -160,12 +160,12 @@ cony_cmd_info (int argc, char **argv)
   if (c->has_fusion) {
     if (!print_fusion (m->path, &error))
       return cony_cmd_fail (error);
-  } else if (c->cnn_sha256)
+  } else if (c->cnn.sha256)
     printf ("trained on:   the %s of %s (SHA-256 %s): %d-float tokens\n",
-        g_strcmp0 (c->cnn_output, "embedding") == 0 ? "pooled embedding" : "last layer",
-        c->cnn_name ? c->cnn_name : "(unnamed CNN)", c->cnn_sha256, c->d_in);
+        cony_cnn_ref_is_embedding (&c->cnn) ? "pooled embedding" : "last layer",
+        c->cnn.name ? c->cnn.name : "(unnamed CNN)", c->cnn.sha256, c->d_in);
   else
-    printf ("trained on:   %d-float tokens of an unrecorded CNN (no frontend.cnn_sha256)\n",
+    printf ("trained on:   %d-float tokens of an unrecorded CNN (no frontend.cnn.sha256)\n",
         c->d_in);
   printf ("parameters:   %" G_GSIZE_FORMAT "\n", m->n_parameters);
   printf ("state:        %" G_GSIZE_FORMAT " bytes carried between steps (+ %" G_GSIZE_FORMAT

@@ -30,9 +30,8 @@ typedef struct {
   int offset;           /* where its token starts in the fused token */
   int rate_n, rate_d;   /* the token rate it was trained with, per second */
   guint64 tolerance_ns; /* a token older than this (relative to the step) is stale */
-  /* The CNN whose tokens it was trained on, or NULL (as model.h's cnn_*). */
-  char *cnn_name, *cnn_sha256, *cnn_output;
-  float *absent; /* (size): the learned token of a missing or stale input */
+  ConyCnnRef cnn;       /* the CNN whose tokens it was trained on (model.h) */
+  float *absent;        /* (size): the learned token of a missing or stale input */
 } ConyFusionInput;
 
 typedef struct {

@@ -29,6 +29,16 @@ typedef enum
   CONY_OUTPUT_SIGMOID, /* multi-label: each class scored on its own, 0..1 */
 } ConyOutputKind;
 
+/* The CNN whose tokens a classifier (or one input of a fused model, fusion.h) was
+ * trained on, from the "cnn", "cnn_sha256" and "cnn_output" strings of its config (each
+ * NULL when not recorded): the CNN file's name, the SHA-256 of its bytes, and
+ * "embedding" when the tokens are its pooled embedding (conyvggish output=embedding)
+ * rather than its last layer. CNN elements write their own as the cnn, cnn-sha256 and
+ * cnn-output fields of token caps; classifier elements compare those with theirs. */
+typedef struct {
+  char *name, *sha256, *output;
+} ConyCnnRef;
+
 typedef struct {
   int d_in; /* input token size */
   int d;    /* embedding size */
@@ -52,13 +62,9 @@ typedef struct {
   ConyOutputKind output; /* softmax (default) or sigmoid */
   char **labels;         /* n_classes strings, NULL-terminated */
   char *frontend_json;   /* the "frontend" object of the config as JSON text, or NULL */
-  /* The CNN whose tokens the classifier was trained on, from the frontend's "cnn",
-   * "cnn_sha256" and "cnn_output" strings (NULL when not recorded): the file's name,
-   * the SHA-256 of its bytes, and "embedding" when the tokens are its pooled embedding
-   * (conyvggish output=embedding) rather than its last layer. */
-  char *cnn_name, *cnn_sha256, *cnn_output;
-  char *config_json;   /* the whole config string as found in the file */
-  gboolean has_fusion; /* a fused model (fusion.h): the config has a "fusion" object */
+  ConyCnnRef cnn;        /* the CNN whose tokens it was trained on (frontend.cnn*) */
+  char *config_json;     /* the whole config string as found in the file */
+  gboolean has_fusion;   /* a fused model (fusion.h): the config has a "fusion" object */
 } ConyModelConfig;
 
 typedef struct {
@@ -90,6 +96,16 @@ void cony_model_free (ConyModel *model);
 gboolean cony_model_config_parse (const char *json, const char *origin, ConyModelConfig *config,
     GError **error);
 void cony_model_config_clear (ConyModelConfig *config);
+
+/* Fills @ref for the CNN file @path whose @output ("embedding" or "scores") the tokens
+ * are, as a CNN element announces its tokens: base name and SHA-256 of the bytes. FALSE
+ * with @error when the file cannot be read (@ref then holds nothing). */
+gboolean cony_cnn_ref_init_from_file (ConyCnnRef *ref, const char *path, const char *output,
+    GError **error);
+/* Frees the strings of @ref and zeroes it (not @ref itself). */
+void cony_cnn_ref_clear (ConyCnnRef *ref);
+/* TRUE when the tokens are the CNN's pooled embedding rather than its last layer. */
+gboolean cony_cnn_ref_is_embedding (const ConyCnnRef *ref);
 
 /* The attention layer config of block @block_index with @variant (the caller's override
  * or the trained one), as the encoder builds it. */

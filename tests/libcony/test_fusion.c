@@ -97,9 +97,9 @@ test_config (void)
   g_autofree char *pipe = cony_test_golden_path ("fusion", "av_pipeline.safetensors");
   g_autoptr (ConyFusion) p = cony_fusion_load (pipe, &error);
   g_assert_no_error (error);
-  g_assert_cmpstr (p->inputs[0].cnn_name, ==, "yamnet.safetensors");
-  g_assert_cmpstr (p->inputs[0].cnn_output, ==, "embedding");
-  g_assert_null (p->inputs[1].cnn_output);
+  g_assert_cmpstr (p->inputs[0].cnn.name, ==, "yamnet.safetensors");
+  g_assert_cmpstr (p->inputs[0].cnn.output, ==, "embedding");
+  g_assert_null (p->inputs[1].cnn.output);
 
   /* an ordinary model is not a fused one */
   g_autofree char *plain = cony_test_golden_path ("model", "b1_regular.safetensors");
@@ -151,6 +151,8 @@ test_bad_config (void)
       CONY_ERROR_INVALID, "fusion.rate must be a rate");
   expect_config_refused ("\"size\":4", "\"size\":\"4\"", CONY_ERROR_FORMAT,
       "fusion.inputs[1].size must be an integer");
+  expect_config_refused ("\"tolerance_ms\":300", "\"tolerance_ms\":300,\"cnn_output\":1",
+      CONY_ERROR_FORMAT, "fusion.inputs[1].cnn_output must be a string");
 }
 
 /* b1_cony's tensors written again with tensor @drop left out and @extra (a 1-d tensor of

@@ -397,6 +397,28 @@ test_load_errors (void)
     g_assert_nonnull (strstr (fm->config.frontend_json, "[96,64]"));
     g_assert_null (ok->config.frontend_json);
   }
+  /* the CNN the tokens came from (frontend.cnn*) lands in config.cnn; a non-string is
+   * refused by key, and nothing is left behind to leak */
+  {
+    g_autofree char *cr = replace (t->config, "\"labels\"",
+        "\"frontend\":{\"cnn\":\"yamnet.safetensors\",\"cnn_sha256\":\"ab12\","
+        "\"cnn_output\":\"embedding\"},\"labels\"");
+    ConyModelConfig cfg;
+    g_assert_true (cony_model_config_parse (cr, "cr", &cfg, &error));
+    g_assert_no_error (error);
+    g_assert_cmpstr (cfg.cnn.name, ==, "yamnet.safetensors");
+    g_assert_cmpstr (cfg.cnn.sha256, ==, "ab12");
+    g_assert_true (cony_cnn_ref_is_embedding (&cfg.cnn));
+    cony_model_config_clear (&cfg);
+    g_assert_null (cfg.cnn.name);
+    g_assert_false (cony_cnn_ref_is_embedding (&ok->config.cnn));
+    g_autofree char *cs = replace (t->config, "\"labels\"",
+        "\"frontend\":{\"cnn\":\"y\",\"cnn_sha256\":7},\"labels\"");
+    g_assert_false (cony_model_config_parse (cs, "cs", &cfg, &error));
+    g_assert_error (error, CONY_ERROR, CONY_ERROR_FORMAT);
+    g_assert_cmpstr (error->message, ==, "cs: model config: frontend.cnn_sha256 is not a string");
+    g_clear_error (&error);
+  }
   g_autofree char *c9 = replace (t->config, "\"labels\"", "\"frontend\":7,\"labels\"");
   tensors_write (t, path, c9);
   expect_load_error (path, CONY_ERROR_FORMAT, "frontend", NULL);
@@ -941,6 +963,29 @@ test_config_labels (void)
   tensors_free (t);
 }
 
+/* A CNN element's record of its file: base name, SHA-256 of the bytes, the output. */
+static void
+test_cnn_ref_from_file (void)
+{
+  GError *error = NULL;
+  g_autofree char *path = tmp_path ("net.safetensors");
+  g_assert_true (g_file_set_contents (path, "abc", 3, NULL));
+  ConyCnnRef ref;
+  g_assert_true (cony_cnn_ref_init_from_file (&ref, path, "embedding", &error));
+  g_assert_no_error (error);
+  g_assert_cmpstr (ref.name, ==, "net.safetensors");
+  g_assert_cmpstr (ref.sha256, ==,
+      "ba7816bf8f01cfea414140de5dae2223b00361a396177a9cb410ff61f20015ad");
+  g_assert_true (cony_cnn_ref_is_embedding (&ref));
+  cony_cnn_ref_clear (&ref);
+  g_autofree char *gone = tmp_path ("missing.safetensors");
+  g_assert_false (cony_cnn_ref_init_from_file (&ref, gone, "scores", &error));
+  g_assert_error (error, G_FILE_ERROR, G_FILE_ERROR_NOENT);
+  g_assert_nonnull (strstr (error->message, "missing.safetensors"));
+  g_clear_error (&error);
+  g_assert_null (ref.name);
+}
+
 int
 main (int argc, char **argv)
 {
@@ -960,6 +1005,7 @@ main (int argc, char **argv)
   g_test_add_func ("/model/fuzz", test_fuzz);
   g_test_add_func ("/model/extreme-tokens", test_extreme_tokens);
   g_test_add_func ("/model/memory-budget", test_memory_budget);
+  g_test_add_func ("/model/cnn-ref-from-file", test_cnn_ref_from_file);
   int rc = g_test_run ();
   g_autoptr (GDir) d = g_dir_open (tmpdir, 0, NULL);
   const char *e;
