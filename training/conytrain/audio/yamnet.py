@@ -98,7 +98,7 @@ def load_rows(args, carve=True):
         # training only and never carved, so the validation tone clips stay the same 60
         extra, _ = read_manifest(os.path.join(args.work, "tones-extra"))
         sets.append((os.path.join(args.work, "tones-extra"), "tones-extra", extra))
-    if args.events:
+    if getattr(args, "events", 0):
         # training only: cut from train clips outside the validation recordings (stage_events)
         events, _ = read_manifest(events_dir(args))
         sets.append((events_dir(args), os.path.basename(events_dir(args)), events))
@@ -148,7 +148,7 @@ def stage_events(args):
         for r in rows:
             if r["split"] == "train":
                 w.writerow([os.path.abspath(args.dataset), r["path"], r["label"], r["group"],
-                            r["source_file"]])
+                            r.get("source_file", "")])
     run([sys.executable, os.path.join(TRAINING, "synth_events.py"), out, "--sources", sources,
          "--per-class", str(args.events), "--seed", str(args.events_seed)])
     log(f"events: {args.events} clips a class in {out}")
