@@ -53,6 +53,7 @@ Deterministic: fixed seeds, torch threads as given.
 
 import argparse
 import copy
+import csv
 import json
 import os
 import sys
@@ -97,6 +98,10 @@ def load_rows(args, carve=True):
         # training only and never carved, so the validation tone clips stay the same 60
         extra, _ = read_manifest(os.path.join(args.work, "tones-extra"))
         sets.append((os.path.join(args.work, "tones-extra"), "tones-extra", extra))
+    if getattr(args, "events", 0):
+        # training only: cut from train clips outside the validation recordings (stage_events)
+        events, _ = read_manifest(events_dir(args))
+        sets.append((events_dir(args), os.path.basename(events_dir(args)), events))
     for root, name, rs in sets:
         for r in rs:
             r["root"], r["set"] = root, name
@@ -117,6 +122,36 @@ def make_tones(out, train, test, seed):
     run([sys.executable, os.path.join(TRAINING, "synth_tones.py"), out,
          "--train", str(train), "--test", str(test), "--seed", str(seed)])
     log(f"tones: {train} train, {test} test clips in {out} (seed {seed})")
+
+
+# ----------------------------------------------------------------------------- events
+def events_dir(args):
+    """WORK/events-N-sSEED: the --events clips (their cache set is the folder's name)."""
+    return os.path.join(args.work, f"events-{args.events}-s{args.events_seed}")
+
+
+def stage_events(args):
+    """--events N: N event-stream clips of alarm and of animal (training/synth_events.py)
+    from the data set's train clips left after the validation recordings are held out."""
+    out = events_dir(args)
+    if os.path.exists(os.path.join(out, "manifest.csv")):
+        return
+    rows, _ = read_manifest(args.dataset)
+    rows = [r for r in rows if r["split"] != VAL_EXTRA]
+    rows = carve_validation_groups(
+        rows, validation_groups_of(args.val_from, args.val_frac, args.seed, args.val_scope))
+    os.makedirs(out, exist_ok=True)
+    sources = os.path.join(out, "sources.csv")
+    with open(sources, "w", newline="") as f:
+        w = csv.writer(f)
+        w.writerow(["root", "path", "label", "group", "source_file"])
+        for r in rows:
+            if r["split"] == "train":
+                w.writerow([os.path.abspath(args.dataset), r["path"], r["label"], r["group"],
+                            r.get("source_file", "")])
+    run([sys.executable, os.path.join(TRAINING, "synth_events.py"), out, "--sources", sources,
+         "--per-class", str(args.events), "--seed", str(args.events_seed)])
+    log(f"events: {args.events} clips a class in {out}")
 
 
 # ----------------------------------------------------------------------------- embed
@@ -518,6 +553,10 @@ def build_parser():
                     help="this many more training-only tone clips (WORK/tones-extra, seed 27), "
                          "so that tones keep their share of the noise class when noise data "
                          "is added (rule 19)")
+    ap.add_argument("--events", type=int, default=0,
+                    help="this many training-only event-stream clips of alarm and of animal "
+                         "(training/synth_events.py, WORK/events-N-sSEED; rule 30)")
+    ap.add_argument("--events-seed", type=int, default=44)
     ap.add_argument("--val-extra", action="store_true",
                     help="keep the data set's validation-only clips (split valx, data set "
                          "version 13) and measure them in the val stage (val.json valx/*); "
@@ -593,6 +632,8 @@ def main():
     t0 = time.time()
     if "tones" in stages:
         stage_tones(args)
+        if args.events:
+            stage_events(args)
     if "embed" in stages:         # every clip: needs no validation split
         stage_embed(args, load_rows(args, carve=False)[0])
     rows, labels = load_rows(args)
