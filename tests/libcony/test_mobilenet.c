@@ -21,6 +21,39 @@ load_golden (const char *file)
   return cony_test_load_golden_cnn ("mobilenet", file);
 }
 
+/* @cnn on every example of @x, one at a time and batched, equals the golden @scores
+ * and (output=embedding) @emb within 1e-4 relative; leaves the output at scores. */
+static void
+check_outputs (ConyCnn *cnn, const ConyNpyArray *x, const ConyNpyArray *scores,
+    const ConyNpyArray *emb, const char *label)
+{
+  gsize n = x->shape[0], in = cony_cnn_get_input_size (cnn);
+  float out[24];
+  g_autofree float *batch = g_new (float, n *G_N_ELEMENTS (out));
+  for (int e = 0; e < 2; e++) {
+    const ConyNpyArray *want = e ? emb : scores;
+    GError *error = NULL;
+    g_assert_true (
+        cony_cnn_set_output (cnn, e ? CONY_CNN_OUTPUT_EMBEDDING : CONY_CNN_OUTPUT_SCORES, &error));
+    g_assert_no_error (error);
+    gsize d = cony_cnn_get_output_size (cnn);
+    g_assert_cmpuint (d, ==, want->shape[1]);
+    g_assert_cmpuint (d, <=, G_N_ELEMENTS (out));
+    for (gsize k = 0; k < n; k++) {
+      cony_cnn_forward (cnn, x->data + k * in, out);
+      double err = cony_test_rel_err (out, want->data + k * d, d);
+      g_test_message ("%s example %" G_GSIZE_FORMAT " %s: relative error %.2e", label, k,
+          e ? "embedding" : "scores", err);
+      g_assert_cmpfloat (err, <=, 1e-4);
+    }
+    cony_cnn_forward_batch (cnn, x->data, n, batch);
+    g_assert_cmpfloat (cony_test_rel_err (batch, want->data, n * d), <=, 1e-4);
+  }
+  g_assert_true (cony_cnn_set_output (cnn, CONY_CNN_OUTPUT_SCORES, NULL));
+  cony_cnn_forward (cnn, x->data, out);
+  g_assert_cmpfloat (cony_test_rel_err (out, scores->data, scores->shape[1]), <=, 1e-4);
+}
+
 static void
 check_variant (gconstpointer data)
 {
@@ -54,39 +87,14 @@ check_variant (gconstpointer data)
   g_assert_nonnull (strstr (desc, "sigmoid, out 10"));
   g_assert_nonnull (strstr (desc, strcmp (variant, "f16") == 0 ? "+ ReLU\n" : "+ ReLU6\n"));
 
-  gsize n = x->shape[0], in = 21 * 16;
-  float out[24];
-  for (gsize k = 0; k < n; k++) {
-    cony_cnn_forward (cnn, x->data + k * in, out);
-    double e = cony_test_rel_err (out, scores->data + k * 10, 10);
-    g_test_message ("%s example %" G_GSIZE_FORMAT ": scores relative error %.2e", variant, k, e);
-    g_assert_cmpfloat (e, <=, 1e-4);
-  }
-  g_autofree float *batch = g_new (float, n * 24);
-  cony_cnn_forward_batch (cnn, x->data, n, batch);
-  g_assert_cmpfloat (cony_test_rel_err (batch, scores->data, n * 10), <=, 1e-4);
-
-  GError *error = NULL;
-  g_assert_true (cony_cnn_set_output (cnn, CONY_CNN_OUTPUT_EMBEDDING, &error));
-  g_assert_no_error (error);
-  g_assert_cmpuint (cony_cnn_get_output_size (cnn), ==, 24);
-  for (gsize k = 0; k < n; k++) {
-    cony_cnn_forward (cnn, x->data + k * in, out);
-    double e = cony_test_rel_err (out, emb->data + k * 24, 24);
-    g_test_message ("%s example %" G_GSIZE_FORMAT ": embedding relative error %.2e", variant, k, e);
-    g_assert_cmpfloat (e, <=, 1e-4);
-  }
-  cony_cnn_forward_batch (cnn, x->data, n, batch);
-  g_assert_cmpfloat (cony_test_rel_err (batch, emb->data, n * 24), <=, 1e-4);
-  g_assert_true (cony_cnn_set_output (cnn, CONY_CNN_OUTPUT_SCORES, NULL));
-  cony_cnn_forward (cnn, x->data, out);
-  g_assert_cmpfloat (cony_test_rel_err (out, scores->data, 10), <=, 1e-4);
+  check_outputs (cnn, x, scores, emb, variant);
 
   /* F16 FC weights work on the head (the sigmoid is no FC layer): rounding the fc's
    * weights moves the scores by about 2^-11 relative at most. */
   g_assert_false (cony_cnn_get_fc_f16 (cnn));
   g_assert_true (cony_cnn_set_fc_f16 (cnn, TRUE, NULL));
   g_assert_true (cony_cnn_get_fc_f16 (cnn));
+  float out[10];
   cony_cnn_forward (cnn, x->data, out);
   g_assert_cmpfloat (cony_test_rel_err (out, scores->data, 10), <=, 2e-3);
 }
@@ -114,24 +122,8 @@ check_v2 (gconstpointer data)
   g_assert_nonnull (strstr (desc, "conv1x1 16 -> 8, out 8x7x8 (linear)"));
   g_assert_nonnull (strstr (desc, "add layers.0, out 8x7x8"));
   g_assert_nonnull (strstr (desc, "softmax, out 10"));
-  gsize n = x->shape[0], in = 15 * 13 * 3;
-  float out[24];
-  g_autofree float *batch = g_new (float, n * 24);
-  for (int e = 0; e < 2; e++) {
-    const float *want = e ? emb->data : scores->data;
-    guint d = e ? 24 : 10;
-    if (e)
-      g_assert_true (cony_cnn_set_output (cnn, CONY_CNN_OUTPUT_EMBEDDING, NULL));
-    for (gsize k = 0; k < n; k++) {
-      cony_cnn_forward (cnn, x->data + k * in, out);
-      double err = cony_test_rel_err (out, want + k * d, d);
-      g_test_message ("v2 %s example %" G_GSIZE_FORMAT " %s: relative error %.2e", variant, k,
-          e ? "embedding" : "scores", err);
-      g_assert_cmpfloat (err, <=, 1e-4);
-    }
-    cony_cnn_forward_batch (cnn, x->data, n, batch);
-    g_assert_cmpfloat (cony_test_rel_err (batch, want, n * d), <=, 1e-4);
-  }
+  g_autofree char *label = g_strdup_printf ("v2 %s", variant);
+  check_outputs (cnn, x, scores, emb, label);
 }
 
 static void test_int8_pointwise (void);
