@@ -102,10 +102,27 @@ def source_desc(source, num_buffers):
     if not os.path.exists(source):
         raise SystemExit(f"overlay.py: {source} not found")
     loc = source.replace("\\", "\\\\").replace('"', '\\"')
-    # (filesrc's num-buffers counts blocks of bytes, not frames: the frames are counted
-    # after decoding)
-    limit = f" ! identity eos-after={num_buffers}" if num_buffers > 0 else ""
+    # (filesrc's num-buffers counts blocks of bytes, not frames: limit_frames() counts
+    # them after decoding, at this identity)
+    limit = " ! identity name=limit" if num_buffers > 0 else ""
     return f'filesrc location="{loc}" ! decodebin{limit}'
+
+
+def limit_frames(pad, count):
+    """Lets @count buffers through @pad, then ends the stream there: EOS downstream, and
+    FLOW_EOS upstream for every later buffer, so the source stops reading. (identity's
+    eos-after is not used: behind decodebin it lets N-1 or N buffers through, by chance.)"""
+    seen = [0]
+
+    def probe(pad, info):
+        seen[0] += 1
+        if seen[0] <= count:
+            return Gst.PadProbeReturn.OK
+        if seen[0] == count + 1:
+            pad.push_event(Gst.Event.new_eos())   # marks @pad EOS: later pushes fail
+        return Gst.PadProbeReturn.DROP
+
+    pad.add_probe(Gst.PadProbeType.BUFFER, probe)
 
 
 def cnn_output(classifier):
@@ -183,6 +200,9 @@ def main(argv=None):
             + "! fakesink sync=false async=false "
             f"t. ! queue ! {draw}{sink}")
     pipe = Gst.parse_launch(desc)
+    limit = pipe.get_by_name("limit")
+    if limit is not None:
+        limit_frames(limit.get_static_pad("src"), args.num_buffers)
     overlay = pipe.get_by_name("overlay")
     loop = GLib.MainLoop()
     status = {"rc": 0, "steps": 0, "text": "..."}
