@@ -26,7 +26,7 @@ typedef struct {
   ConyQDw dw;     /* DW */
   ConyQMul gap_m; /* GAP: in_scale / out_scale */
   ConyQAdd add;   /* ADD: the map plus layer add_from's saved output */
-  gint32 *add_in; /* ADD: each input's scaled value of q at [q + 128], [256 + q + 128] */
+  gint8 *add_lut; /* ADD: the sum of inputs a, b at [(guint8) a << 8 | (guint8) b] */
   gint8 lut[256]; /* SIGMOID: output of input q at [q + 128] */
 } QLayer;
 
@@ -241,12 +241,12 @@ load_layer (const ConySafetensors *st, const CnnWeights *w, const CnnInt8 *q8, g
             cony_safetensors_path (st), l->name, q->in_scale, from->out_scale, q->out_scale);
         return FALSE;
       }
-      /* the first half of TFLite's ADD depends on one input value: two tables */
-      q->add_in = g_new (gint32, 512);
-      for (int v = -128; v < 128; v++) {
-        q->add_in[v + 128] = cony_q_add_input (q->add.m1, v, q->add.zp1);
-        q->add_in[256 + v + 128] = cony_q_add_input (q->add.m2, v, q->add.zp2);
-      }
+      /* int8 + int8 has 65536 cases: one table (64 KiB, in L2) instead of three
+       * fixed-point products per value */
+      q->add_lut = g_new (gint8, 65536);
+      for (int a = -128; a < 128; a++)
+        for (int b = -128; b < 128; b++)
+          q->add_lut[(guint8) a << 8 | (guint8) b] = cony_q_add (&q->add, (gint8) a, (gint8) b);
       return TRUE;
     }
     case LAYER_SIGMOID:
@@ -268,7 +268,7 @@ qlayer_clear (QLayer *q)
 {
   cony_qgemm_clear (&q->gemm);
   cony_qdw_clear (&q->dw);
-  g_clear_pointer (&q->add_in, g_free);
+  g_clear_pointer (&q->add_lut, g_free);
 }
 
 CnnInt8 *
@@ -513,16 +513,13 @@ softmax_q (const QLayer *q, const gint8 *in, guint n, gint8 *out, float *tmp)
     out[c] = cony_q_quantize (tmp[c] * inv, q->out_scale, q->out_zp);
 }
 
-/* out = TFLite's ADD of @a and @b (@n values): cony_q_add() with its input halves
- * read from the tables. */
+/* out = TFLite's ADD of @a and @b (@n values), cony_q_add() read from the table. */
 static void
 add_q (const QLayer *q, const gint8 *a, const gint8 *b, gsize n, gint8 *out)
 {
-  const gint32 *t1 = q->add_in + 128, *t2 = q->add_in + 256 + 128;
-  for (gsize j = 0; j < n; j++) {
-    gint32 v = cony_q_mul (t1[a[j]] + t2[b[j]], q->add.m_out) + q->add.zp_out;
-    out[j] = (gint8) CLAMP (v, q->add.lo, q->add.hi);
-  }
+  const gint8 *lut = q->add_lut;
+  for (gsize j = 0; j < n; j++)
+    out[j] = lut[(guint8) a[j] << 8 | (guint8) b[j]];
 }
 
 /* Layer @i on @nb examples of @in into @out. */
