@@ -11,38 +11,60 @@
 #ifdef CONY_CPU_X86
 #include <immintrin.h>
 
-/* cony_q_mul on 8 lanes (multipliers >= 0, so the one saturating product never
- * occurs): wrapping left shift; round-half-up high product, floor((x*m + 2^30) / 2^31),
- * from the even and odd lanes' 64-bit products; then the rounding right shift. */
+/* cony_q_mul of channels c..c+7 of @o on 8 lanes (multipliers >= 0, so the one
+ * saturating product never occurs): wrapping left shift (where the layer has one);
+ * round-half-up high product, floor((x*m + 2^30) / 2^31), from the even and odd lanes'
+ * 64-bit products (the odd lanes' multipliers read one channel further); then the
+ * rounding right shift with the precomputed mask and half. */
 CONY_TARGET_V3 static inline __m256i
-q_mul8 (__m256i x, __m256i m, __m256i ls, __m256i rs)
+q_mul8 (const ConyQOut *o, guint c, __m256i x)
 {
-  x = _mm256_sllv_epi32 (x, ls);
+  if (o->any_left)
+    x = _mm256_sllv_epi32 (x, _mm256_loadu_si256 ((const __m256i *) (o->lshift + c)));
   const __m256i nudge = _mm256_set1_epi64x (1 << 30);
-  __m256i even = _mm256_add_epi64 (_mm256_mul_epi32 (x, m), nudge);
+  __m256i even = _mm256_add_epi64 (_mm256_mul_epi32 (x,
+                                       _mm256_loadu_si256 ((const __m256i *) (o->mult + c))),
+      nudge);
   __m256i odd = _mm256_add_epi64 (_mm256_mul_epi32 (_mm256_srli_epi64 (x, 32),
-                                      _mm256_srli_epi64 (m, 32)),
+                                      _mm256_loadu_si256 ((const __m256i *) (o->mult + c + 1))),
       nudge);
   __m256i hi = _mm256_blend_epi32 (_mm256_srli_epi64 (even, 31), _mm256_slli_epi64 (odd, 1), 0xAA);
   /* rounding divide by 2^rs: ties away from zero */
-  __m256i one = _mm256_set1_epi32 (1);
-  __m256i mask = _mm256_sub_epi32 (_mm256_sllv_epi32 (one, rs), one);
-  __m256i rem = _mm256_and_si256 (hi, mask);
+  __m256i rem = _mm256_and_si256 (hi, _mm256_loadu_si256 ((const __m256i *) (o->rmask + c)));
   __m256i neg = _mm256_cmpgt_epi32 (_mm256_setzero_si256 (), hi);
-  __m256i thr = _mm256_sub_epi32 (_mm256_srli_epi32 (mask, 1), neg);
+  __m256i thr = _mm256_sub_epi32 (_mm256_loadu_si256 ((const __m256i *) (o->rhalf + c)), neg);
+  __m256i rs = _mm256_loadu_si256 ((const __m256i *) (o->rshift + c));
   return _mm256_sub_epi32 (_mm256_srav_epi32 (hi, rs), _mm256_cmpgt_epi32 (rem, thr));
 }
 
-/* Channels c..c+7 of @o applied to @acc, plus the zero point, clamped. */
-CONY_TARGET_V3 static inline __m256i
-q_requant8 (const ConyQOut *o, guint c, __m256i acc)
+/* Two vectors of 8 scaled values (q_mul8) as 16 int8 in order, plus the zero point,
+ * clamped to [lo, hi]: saturated to int16, the zero point added with saturation, then
+ * to int8 with saturation and clamped there. Saturation only happens far outside
+ * -128..127 - zp, where the clamp gives lo or hi either way: the same as clamping the
+ * int32 sum. */
+CONY_TARGET_V3 static inline __m128i
+q_out16 (const ConyQOut *o, __m256i a, __m256i b)
 {
-  __m256i v = q_mul8 (acc, _mm256_loadu_si256 ((const __m256i *) (o->mult + c)),
-      _mm256_loadu_si256 ((const __m256i *) (o->lshift + c)),
-      _mm256_loadu_si256 ((const __m256i *) (o->rshift + c)));
-  v = _mm256_add_epi32 (v, _mm256_set1_epi32 (o->zp));
-  v = _mm256_max_epi32 (v, _mm256_set1_epi32 (o->lo));
-  return _mm256_min_epi32 (v, _mm256_set1_epi32 (o->hi));
+  __m256i w = _mm256_permute4x64_epi64 (_mm256_packs_epi32 (a, b), 0xD8);
+  w = _mm256_adds_epi16 (w, _mm256_set1_epi16 ((gint16) o->zp));
+  __m128i q = _mm_packs_epi16 (_mm256_castsi256_si128 (w), _mm256_extracti128_si256 (w, 1));
+  q = _mm_max_epi8 (q, _mm_set1_epi8 ((gint8) o->lo));
+  return _mm_min_epi8 (q, _mm_set1_epi8 ((gint8) o->hi));
+}
+
+CONY_TARGET_V3 void
+cony_qrequant_avx2 (const ConyQOut *o, const gint32 *acc, guint n, gint8 *out)
+{
+  guint c = 0;
+  for (; c + 16 <= n; c += 16) {
+    __m256i a = q_mul8 (o, c, _mm256_loadu_si256 ((const __m256i *) (acc + c)));
+    __m256i b = q_mul8 (o, c + 8, _mm256_loadu_si256 ((const __m256i *) (acc + c + 8)));
+    _mm_storeu_si128 ((__m128i *) (out + c), q_out16 (o, a, b));
+  }
+  for (; c < n; c++) {
+    ConyQMul m = { o->mult[c], o->lshift[c] > 0 ? o->lshift[c] : -o->rshift[c] };
+    out[c] = cony_q_requant (acc[c], m, o->zp, o->lo, o->hi);
+  }
 }
 
 /* 16 int32 (two vectors, in range) as 16 int8 in order. */
@@ -51,21 +73,6 @@ q_pack16 (__m256i a, __m256i b)
 {
   __m256i w = _mm256_permute4x64_epi64 (_mm256_packs_epi32 (a, b), 0xD8);
   return _mm_packs_epi16 (_mm256_castsi256_si128 (w), _mm256_extracti128_si256 (w, 1));
-}
-
-CONY_TARGET_V3 void
-cony_qrequant_avx2 (const ConyQOut *o, const gint32 *acc, guint n, gint8 *out)
-{
-  guint c = 0;
-  for (; c + 16 <= n; c += 16) {
-    __m256i a = q_requant8 (o, c, _mm256_loadu_si256 ((const __m256i *) (acc + c)));
-    __m256i b = q_requant8 (o, c + 8, _mm256_loadu_si256 ((const __m256i *) (acc + c + 8)));
-    _mm_storeu_si128 ((__m128i *) (out + c), q_pack16 (a, b));
-  }
-  for (; c < n; c++) {
-    ConyQMul m = { o->mult[c], o->lshift[c] > 0 ? o->lshift[c] : -o->rshift[c] };
-    out[c] = cony_q_requant (acc[c], m, o->zp, o->lo, o->hi);
-  }
 }
 
 /* cony_q_quantize on 8 lanes: the same float division, roundf as truncation plus one
@@ -130,26 +137,23 @@ cony_qquantize_avx2 (const float *x, gsize n, float scale, gint32 zp, gint8 *out
 #define ACC6 \
   [a0] "+x"(a0), [a1] "+x"(a1), [a2] "+x"(a2), [a3] "+x"(a3), [a4] "+x"(a4), [a5] "+x"(a5)
 
-/* 8 int32 (in range) as 8 int8 in the low half. */
-CONY_TARGET_V3 static inline __m128i
-q_pack8 (__m256i a)
-{
-  __m128i w = _mm_packs_epi32 (_mm256_castsi256_si128 (a), _mm256_extracti128_si256 (a, 1));
-  return _mm_packs_epi16 (w, w);
-}
-
-/* Row @r's 8 accumulators of panel @p requantised into @out (row stride @ldo). */
+/* Rows @r and @r + 1's 8 accumulators of panel @p requantised into @out and
+ * @out + @ldo (row stride @ldo); @two FALSE: row @r only. */
 CONY_TARGET_V3 static inline void
-store8 (const ConyQGemm *g, guint p, __m256i acc, gint8 *out)
+store8x2 (const ConyQGemm *g, guint p, __m256i r0, __m256i r1, gboolean two, gint8 *out, gsize ldo)
 {
-  __m128i q = q_pack8 (q_requant8 (&g->out, 8 * p, acc));
+  __m128i q = q_out16 (&g->out, q_mul8 (&g->out, 8 * p, r0), q_mul8 (&g->out, 8 * p, r1));
   guint n = MIN (8, g->N - 8 * p);
-  if (n == 8)
+  if (n == 8) {
     _mm_storel_epi64 ((__m128i *) (out + 8 * p), q);
-  else {
+    if (two)
+      _mm_storel_epi64 ((__m128i *) (out + ldo + 8 * p), _mm_unpackhi_epi64 (q, q));
+  } else {
     gint8 tmp[16];
     _mm_storeu_si128 ((__m128i *) tmp, q);
     memcpy (out + 8 * p, tmp, n);
+    if (two)
+      memcpy (out + ldo + 8 * p, tmp + 8, n);
   }
 }
 
@@ -204,12 +208,9 @@ gemm8_block (const ConyQGemm *g, guint p, const guint8 *u, const gint16 *u16, gi
             : [a] "r"(a), [w0] "x"(w0), [w1] "x"(w1), "m"(*(const gint16 (*)[24]) a)
             : "xmm14", "xmm15");
   }
-  store8 (g, p, a0, out);
-  store8 (g, p, a1, out + ldo);
-  store8 (g, p, a2, out + 2 * ldo);
-  store8 (g, p, a3, out + 3 * ldo);
-  store8 (g, p, a4, out + 4 * ldo);
-  store8 (g, p, a5, out + 5 * ldo);
+  store8x2 (g, p, a0, a1, TRUE, out, ldo);
+  store8x2 (g, p, a2, a3, TRUE, out + 2 * ldo, ldo);
+  store8x2 (g, p, a4, a5, TRUE, out + 4 * ldo, ldo);
 }
 
 /* The last @MR (< QROWS) rows, the same arithmetic in intrinsics (inlined for each
@@ -247,8 +248,8 @@ gemm8_tail (const ConyQGemm *g, guint p, const guint8 *u, const gint16 *u16, int
       acc[r] = _mm256_add_epi32 (acc[r], _mm256_madd_epi16 (_mm256_set1_epi32 (v1), w1));
     }
   }
-  for (int r = 0; r < MR; r++)
-    store8 (g, p, acc[r], out + r * ldo);
+  for (int r = 0; r < MR; r += 2)
+    store8x2 (g, p, acc[r], acc[MIN (r + 1, MR - 1)], r + 1 < MR, out + r * ldo, ldo);
 }
 
 /* The depthwise layer, 16 channels at a time in registers: the taps in pairs, each
@@ -289,7 +290,7 @@ cony_qdw_avx2 (const ConyQDw *d, const gint8 *in, guint in_w, guint oh, guint ow
         __m256i hi = _mm256_add_epi32 (_mm256_permute2x128_si256 (a0, a1, 0x31),
             _mm256_loadu_si256 ((const __m256i *) (d->bias + c + 8)));
         _mm_storeu_si128 ((__m128i *) (o + c),
-            q_pack16 (q_requant8 (&d->out, c, lo), q_requant8 (&d->out, c + 8, hi)));
+            q_out16 (&d->out, q_mul8 (&d->out, c, lo), q_mul8 (&d->out, c + 8, hi)));
       }
       if (C16 < C) {
         for (guint c = C16; c < C; c++) {

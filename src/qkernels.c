@@ -8,10 +8,14 @@
 static void
 split_shifts (const ConyQMul *m, guint n, ConyQOut *o)
 {
+  o->any_left = FALSE;
   for (guint c = 0; c < n; c++) {
     o->mult[c] = m ? m[c].mult : 0;
     o->lshift[c] = m && m[c].shift > 0 ? m[c].shift : 0;
     o->rshift[c] = m && m[c].shift < 0 ? -m[c].shift : 0;
+    o->rmask[c] = (gint32) ((G_GINT64_CONSTANT (1) << o->rshift[c]) - 1);
+    o->rhalf[c] = o->rmask[c] >> 1;
+    o->any_left |= o->lshift[c] > 0;
   }
 }
 
@@ -19,9 +23,11 @@ void
 cony_qout_init (ConyQOut *o, guint n, const ConyQMul *m, gint32 zp, gint32 lo, gint32 hi)
 {
   guint np = (n + 15) / 16 * 16;
-  o->mult = g_new0 (gint32, np);
+  o->mult = g_new0 (gint32, np + 16); /* the AVX2 kernels read odd lanes one further */
   o->lshift = g_new0 (gint32, np);
   o->rshift = g_new0 (gint32, np);
+  o->rmask = g_new0 (gint32, np);
+  o->rhalf = g_new0 (gint32, np);
   split_shifts (m, n, o);
   o->zp = zp;
   o->lo = lo;
@@ -34,6 +40,8 @@ cony_qout_clear (ConyQOut *o)
   g_clear_pointer (&o->mult, g_free);
   g_clear_pointer (&o->lshift, g_free);
   g_clear_pointer (&o->rshift, g_free);
+  g_clear_pointer (&o->rmask, g_free);
+  g_clear_pointer (&o->rhalf, g_free);
 }
 
 /* bias[c] - in_zp * sum_k (w - zp) for c < N (a zero bias where @bias is NULL): the
@@ -217,8 +225,12 @@ gemm_portable (const ConyQGemm *g, gsize M, const gint8 *x, gsize ldx, gint8 *ou
   gint8 q[8];
   for (guint p = 0; p < (g->N + 7) / 8; p++) {
     guint n = MIN (8, g->N - 8 * p);
-    ConyQOut o = { g->out.mult + 8 * p, g->out.lshift + 8 * p, g->out.rshift + 8 * p, g->out.zp,
-      g->out.lo, g->out.hi };
+    ConyQOut o = { .mult = g->out.mult + 8 * p,
+      .lshift = g->out.lshift + 8 * p,
+      .rshift = g->out.rshift + 8 * p,
+      .zp = g->out.zp,
+      .lo = g->out.lo,
+      .hi = g->out.hi };
     for (gsize r = 0; r < M; r++) {
       memcpy (acc, g->bias + 8 * p, sizeof acc);
       gemm_row_panel (g, p, x + r * ldx, acc);

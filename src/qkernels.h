@@ -7,11 +7,14 @@
 G_BEGIN_DECLS
 
 /* Requantisation of one layer's outputs, per output channel (arrays padded to a
- * multiple of 16 channels): acc * M[c] + zp clamped to [lo, hi]. lshift/rshift are
- * ConyQMul's shift split into its left (> 0) and right (>= 0) parts. */
+ * multiple of 16 channels, mult by 16 more): acc * M[c] + zp clamped to [lo, hi].
+ * lshift/rshift are ConyQMul's shift split into its left (> 0) and right (>= 0) parts;
+ * rmask = 2^rshift - 1 and rhalf = rmask / 2 are the rounding division's constants,
+ * precomputed for the SIMD kernels. */
 typedef struct {
-  gint32 *mult, *lshift, *rshift;
+  gint32 *mult, *lshift, *rshift, *rmask, *rhalf;
   gint32 zp, lo, hi;
+  gboolean any_left; /* some channel has lshift > 0 */
 } ConyQOut;
 
 /* Weights as a file stores them: @n rows (output channels) of K values each, int8 or

@@ -242,7 +242,7 @@ random_weights (GRand *r, guint kind, guint K, guint n, guint8 *data, gint32 *zp
 }
 
 /* The AVX2 and portable kernels on random products (odd K, N not a multiple of 16,
- * every remainder of the 4-row blocks, left and right shifts, extreme accumulators),
+ * every remainder of the 4-row blocks, several of the AVX2 kernel's row chunks, left and right shifts, extreme accumulators),
  * for each kind of weights and input zero points at both ends; the portable result also
  * against a direct sum of (x - in_zp) (w - zp) for every row. */
 static void
@@ -253,7 +253,7 @@ test_kernels_equal (void)
     g_test_message ("no AVX2 on this CPU: the portable kernels against the direct sum only");
   GRand *r = g_rand_new_with_seed (7);
   guint shapes[][3] = { { 13, 9, 32 }, { 7, 64, 21 }, { 25, 1024, 48 }, { 1, 1024, 521 },
-    { 6, 33, 16 }, { 11, 2, 5 }, { 30, 27, 40 } };
+    { 6, 33, 16 }, { 11, 2, 5 }, { 30, 27, 40 }, { 1000, 9, 20 }, { 1501, 30, 24 } };
   for (guint s = 0; s < G_N_ELEMENTS (shapes); s++)
     for (guint kind = 0; kind < 4; kind++) {
       guint M = shapes[s][0], K = shapes[s][1], N = shapes[s][2];
@@ -267,8 +267,11 @@ test_kernels_equal (void)
         cony_q_multiplier (exp (g_rand_double_range (r, log (1e-7), log (4.0))), &m[c]);
       }
       gint32 in_zp = kind == 0 ? -128 : kind == 1 ? 127 : g_rand_int_range (r, -128, 128);
+      /* kind 2 with a ReLU6-like clamp, the others the whole range */
+      gint32 zp = g_rand_int_range (r, -128, 100), lo = kind == 2 ? zp : -128;
+      gint32 hi = kind == 2 ? zp + 27 : 127;
       ConyQGemm g;
-      cony_qgemm_init (&g, K, N, &w, in_zp, bias, m, g_rand_int_range (r, -128, 128), -128, 127);
+      cony_qgemm_init (&g, K, N, &w, in_zp, bias, m, zp, lo, hi);
       /* near the limit, the AVX2 packing takes both of its paths */
       guint panels = (N + 7) / 8, byte = g.p8.start8[panels], word = g.p8.start16[panels];
       if (kind == 3 && K >= 8)
@@ -290,7 +293,7 @@ test_kernels_equal (void)
           for (guint k = 0; k < K; k++)
             acc += (gint64) (x[(gsize) i * ldx + k] - in_zp) * cony_qweights_at (&w, K, c, k);
           g_assert_cmpint (o2[(gsize) i * N + c], ==,
-              cony_q_requant ((gint32) acc, m[c], g.out.zp, -128, 127));
+              cony_q_requant ((gint32) acc, m[c], g.out.zp, lo, hi));
         }
       if (avx != NULL) {
         avx->gemm (&g, M, x, ldx, o1, N, scratch);
@@ -304,6 +307,16 @@ test_kernels_equal (void)
         avx->requant (&g.out, acc, N, o1);
         port->requant (&g.out, acc, N, o2);
         g_assert_cmpmem (o1, N, o2, N);
+        /* and with right shifts only (the AVX2 kernels skip the left shift then) */
+        for (guint c = 0; c < N; c++)
+          m[c].shift = MIN (m[c].shift, 0);
+        ConyQOut o;
+        cony_qout_init (&o, N, m, g.out.zp, lo, hi);
+        g_assert_false (o.any_left);
+        avx->requant (&o, acc, N, o1);
+        port->requant (&o, acc, N, o2);
+        g_assert_cmpmem (o1, N, o2, N);
+        cony_qout_clear (&o);
       }
       cony_qgemm_clear (&g);
     }
