@@ -447,8 +447,20 @@ scratch (ConyCnn *cnn, gsize nb, gboolean head)
   return s;
 }
 
+/* @n (= 3 C) bytes of one kernel row, @src inside the map: a fixed-size copy for
+ * the RGB input (C = 3), which the compiler inlines. */
+static inline void
+copy_taps (gint8 *dst, const gint8 *src, guint n)
+{
+  if (n == 9)
+    memcpy (dst, src, 9);
+  else
+    memcpy (dst, src, n);
+}
+
 /* col (rows x K) = the 3x3 SAME neighbourhoods of one int8 map, the padding at the
- * input's zero point (the real value 0, as in TFLite). */
+ * input's zero point (the real value 0, as in TFLite). A kernel row inside the map is
+ * 3 C contiguous bytes on both sides. */
 static void
 im2col_q (const Layer *l, const QLayer *q, const gint8 *in, gint8 *col)
 {
@@ -456,15 +468,25 @@ im2col_q (const Layer *l, const QLayer *q, const gint8 *in, gint8 *col)
   for (guint y = 0; y < l->out_h; y++)
     for (guint x = 0; x < l->out_w; x++) {
       gint8 *row = col + ((gsize) y * l->out_w + x) * K;
+      int x0 = (int) (x * s) - (int) l->pad_left;
+      gboolean whole = x0 >= 0 && x0 + 2 < (int) l->in_w;
       for (int ky = 0; ky < 3; ky++) {
         int yy = (int) (y * s) + ky - (int) l->pad_top;
+        gint8 *dst = row + ky * 3 * C;
+        if (yy < 0 || yy >= (int) l->in_h) {
+          memset (dst, (gint8) q->in_zp, 3 * C);
+          continue;
+        }
+        const gint8 *src = in + (gsize) yy * l->in_w * C;
+        if (whole) {
+          copy_taps (dst, src + (gsize) x0 * C, 3 * C);
+          continue;
+        }
         for (int kx = 0; kx < 3; kx++) {
-          int xx = (int) (x * s) + kx - (int) l->pad_left;
-          gint8 *dst = row + (ky * 3 + kx) * C;
-          gboolean inside = yy >= 0 && yy < (int) l->in_h && xx >= 0 && xx < (int) l->in_w;
-          const gint8 *src = inside ? in + ((gsize) yy * l->in_w + xx) * C : NULL;
-          for (guint c = 0; c < C; c++) /* a loop: C is 1 or 3 for images and mel patches */
-            dst[c] = src ? src[c] : (gint8) q->in_zp;
+          int xx = x0 + kx;
+          gboolean inside = xx >= 0 && xx < (int) l->in_w;
+          for (guint c = 0; c < C; c++)
+            dst[kx * C + c] = inside ? src[(gsize) xx * C + c] : (gint8) q->in_zp;
         }
       }
     }
