@@ -67,6 +67,43 @@ taps_clear (Taps *t)
   g_free (t->w);
 }
 
+/* One row's horizontal pass: each output channel the sum over its taps, in tap order,
+ * of weight x pixel, from 0.0f. */
+static void
+row_any (const guint8 *row, guint channels, const Taps *tx, guint out_w, float *dst)
+{
+  for (guint x = 0; x < out_w; x++) {
+    const guint8 *px = row + (gsize) tx->first[x] * channels;
+    const float *w = tx->w + (gsize) x * tx->max_taps;
+    for (guint c = 0; c < channels; c++) {
+      float acc = 0.0f;
+      for (guint k = 0; k < tx->count[x]; k++)
+        acc += w[k] * px[(gsize) k * channels + c];
+      dst[(gsize) x * channels + c] = acc;
+    }
+  }
+}
+
+/* row_any for RGB: the three sums in one pass over the taps, each in the same order
+ * (so the same floats, bit for bit: the integer CNN quantises them). */
+static void
+row_rgb (const guint8 *row, const Taps *tx, guint out_w, float *dst)
+{
+  for (guint x = 0; x < out_w; x++) {
+    const guint8 *px = row + (gsize) tx->first[x] * 3;
+    const float *w = tx->w + (gsize) x * tx->max_taps;
+    float r = 0.0f, g = 0.0f, b = 0.0f;
+    for (guint k = 0; k < tx->count[x]; k++, px += 3) {
+      r += w[k] * px[0];
+      g += w[k] * px[1];
+      b += w[k] * px[2];
+    }
+    dst[3 * (gsize) x] = r;
+    dst[3 * (gsize) x + 1] = g;
+    dst[3 * (gsize) x + 2] = b;
+  }
+}
+
 void
 cony_image_resize (const guint8 *src, guint width, guint height, gsize stride, guint channels,
     ConyImageCrop crop, guint out_w, guint out_h, float *out, float *scratch)
@@ -89,16 +126,10 @@ cony_image_resize (const guint8 *src, guint width, guint height, gsize stride, g
   for (guint y = 0; y < ch; y++) {
     const guint8 *row = base + (gsize) y * stride;
     float *dst = tmp + (gsize) y * out_w * channels;
-    for (guint x = 0; x < out_w; x++) {
-      const guint8 *px = row + (gsize) tx.first[x] * channels;
-      const float *w = tx.w + (gsize) x * tx.max_taps;
-      for (guint c = 0; c < channels; c++) {
-        float acc = 0.0f;
-        for (guint k = 0; k < tx.count[x]; k++)
-          acc += w[k] * px[(gsize) k * channels + c];
-        dst[(gsize) x * channels + c] = acc;
-      }
-    }
+    if (channels == 3)
+      row_rgb (row, &tx, out_w, dst);
+    else
+      row_any (row, channels, &tx, out_w, dst);
   }
   /* Columns: ch x out_w -> out_h x out_w, whole rows at a time, then / 255. */
   gsize rowlen = (gsize) out_w * channels;

@@ -91,6 +91,34 @@ test_crop_region (void)
   g_assert_cmpuint (h, ==, 448);
 }
 
+/* An RGB frame gives, channel by channel, the same floats bit for bit as each channel
+ * resized alone as a gray frame (the general loop): the integer CNN quantises these
+ * values, so the RGB pass must not change their arithmetic. */
+static void
+test_rgb_equals_gray (void)
+{
+  const guint w = 640, h = 480, ow = 224, oh = 224;
+  g_autofree guint8 *f = make_frame (w, h, 3, (gsize) w * 3);
+  g_autofree guint8 *g = g_new (guint8, (gsize) w * h);
+  g_autofree float *rgb = g_new (float, (gsize) ow *oh * 3);
+  g_autofree float *gray = g_new (float, (gsize) ow *oh);
+  GRand *r = g_rand_new_with_seed (5);
+  for (guint i = 0; i < w * h * 3; i++) /* not a smooth pattern: every tap counts */
+    f[i] = (guint8) g_rand_int_range (r, 0, 256);
+  g_rand_free (r);
+  for (int crop = 0; crop < 2; crop++) {
+    ConyImageCrop cp = crop ? CONY_IMAGE_CROP_CENTER : CONY_IMAGE_CROP_NONE;
+    cony_image_resize (f, w, h, (gsize) w * 3, 3, cp, ow, oh, rgb, NULL);
+    for (guint k = 0; k < 3; k++) {
+      for (guint i = 0; i < w * h; i++)
+        g[i] = f[3 * i + k];
+      cony_image_resize (g, w, h, w, 1, cp, ow, oh, gray, NULL);
+      for (guint i = 0; i < ow * oh; i++)
+        g_assert_true (memcmp (&rgb[3 * i + k], &gray[i], sizeof (float)) == 0);
+    }
+  }
+}
+
 /* A frame at the output size is the pixels / 255 exactly, padding ignored. */
 static void
 test_same_size_as_is (void)
@@ -139,5 +167,6 @@ main (int argc, char **argv)
   g_test_add_func ("/image/same-size-as-is", test_same_size_as_is);
   g_test_add_func ("/image/area-average", test_area_average);
   g_test_add_func ("/image/uniform", test_uniform);
+  g_test_add_func ("/image/rgb-equals-gray", test_rgb_equals_gray);
   return g_test_run ();
 }
