@@ -512,10 +512,16 @@ gap_q (const Layer *l, const QLayer *q, const gint8 *in, gint8 *out)
 static void
 pad_map (const Layer *l, gint32 zp, const gint8 *in, gint8 *pad)
 {
-  gsize C = l->in_c, prow = (gsize) (l->in_w + 2) * C;
-  memset (pad, (gint8) zp, prow * (l->in_h + 2));
-  for (guint y = 0; y < l->in_h; y++)
-    memcpy (pad + (y + 1) * prow + C, in + (gsize) y * l->in_w * C, (gsize) l->in_w * C);
+  gsize C = l->in_c, prow = (gsize) (l->in_w + 2) * C, w = (gsize) l->in_w * C;
+  /* only the border is set: the top row and row 1's left pixel, then after each row
+   * its right pixel and the next row's left one, then the rest of the bottom row */
+  memset (pad, (gint8) zp, prow + C);
+  for (guint y = 0; y < l->in_h; y++) {
+    gint8 *dst = pad + (y + 1) * prow + C;
+    memcpy (dst, in + (gsize) y * w, w);
+    memset (dst + w, (gint8) zp, 2 * C);
+  }
+  memset (pad + (l->in_h + 1) * prow + C, (gint8) zp, prow - C);
 }
 
 /* The softmax of one row of @n int8 logits, in float on their dequantised values
