@@ -38,7 +38,7 @@ struct _CnnInt8 {
   /* Per example, [0] for the layers before the FC head, [1] for the head: */
   gsize max_act[2]; /* int8 bytes of the largest map */
   gsize max_a[2];   /* int16 values of the largest product operand */
-  gsize max_pad;    /* int8 bytes of the largest padded depthwise input */
+  gsize max_pad;    /* int8 bytes of the largest depthwise patch (3 padded rows) */
   gsize max_col;    /* int8 bytes of the largest im2col matrix (one example) */
   gsize max_keep;   /* int8 bytes of the largest map a residual add reads later */
 };
@@ -364,7 +364,7 @@ cnn_int8_load (CnnWeights *w, const ConySafetensors *st, GError **error)
     if (l->keep)
       q->max_keep = MAX (q->max_keep, map_size (l, TRUE));
     if (l->kind == LAYER_DW)
-      q->max_pad = MAX (q->max_pad, (gsize) (l->in_h + 2) * (l->in_w + 2) * l->in_c);
+      q->max_pad = MAX (q->max_pad, (gsize) 3 * (l->in_w + 2) * l->in_c);
   }
   for (guint i = q->n; ok && i < w->n_layers; i++)
     if (!JSON_NODE_HOLDS_NULL (json_array_get_element (la, i))) {
@@ -507,21 +507,68 @@ gap_q (const Layer *l, const QLayer *q, const gint8 *in, gint8 *out)
   }
 }
 
-/* @in (one H x W x C map) with a border of one pixel at the zero point (real 0, as
- * SAME padding reads) into @pad ((H + 2) x (W + 2) x C). */
+/* First and one-past-last output index (of @n_out) along one axis whose 3 taps lie
+ * inside the @n_in input values, with @pad before the map. */
 static void
-pad_map (const Layer *l, gint32 zp, const gint8 *in, gint8 *pad)
+interior (guint n_in, guint pad, guint stride, guint n_out, guint *first, guint *end)
 {
-  gsize C = l->in_c, prow = (gsize) (l->in_w + 2) * C, w = (gsize) l->in_w * C;
-  /* only the border is set: the top row and row 1's left pixel, then after each row
-   * its right pixel and the next row's left one, then the rest of the bottom row */
-  memset (pad, (gint8) zp, prow + C);
-  for (guint y = 0; y < l->in_h; y++) {
-    gint8 *dst = pad + (y + 1) * prow + C;
-    memcpy (dst, in + (gsize) y * w, w);
-    memset (dst + w, (gint8) zp, 2 * C);
+  *first = MIN ((pad + stride - 1) / stride, n_out);
+  /* y * stride - pad + 2 <= n_in - 1 */
+  gint64 last = n_in + pad >= 3 ? ((gint64) n_in + pad - 3) / stride : -1;
+  *end = (guint) CLAMP (last + 1, (gint64) *first, (gint64) n_out);
+}
+
+/* The 3 input rows of output row @y, columns of outputs @xa .. @xb - 1, into @buf with
+ * the zero point (SAME padding's real 0) outside the map; returns its width in pixels. */
+static guint
+dw_patch (const Layer *l, gint32 zp, const gint8 *in, guint y, guint xa, guint xb, gint8 *buf)
+{
+  gsize C = l->in_c;
+  guint w = (xb - xa - 1) * l->stride + 3;
+  int ix = (int) (xa * l->stride) - (int) l->pad_left;
+  /* the columns j of the patch inside the map: [lo, hi) */
+  int lo = CLAMP (-ix, 0, (int) w), hi = CLAMP ((int) l->in_w - ix, lo, (int) w);
+  for (int ky = 0; ky < 3; ky++) {
+    int iy = (int) (y * l->stride) + ky - (int) l->pad_top;
+    gint8 *dst = buf + ky * w * C;
+    if (iy < 0 || iy >= (int) l->in_h) {
+      memset (dst, (gint8) zp, w * C);
+      continue;
+    }
+    memset (dst, (gint8) zp, lo * C);
+    memcpy (dst + lo * C, in + ((gsize) iy * l->in_w + ix + lo) * C, (hi - lo) * C);
+    memset (dst + hi * C, (gint8) zp, (w - hi) * C);
   }
-  memset (pad + (l->in_h + 1) * prow + C, (gint8) zp, prow - C);
+  return w;
+}
+
+/* The depthwise layer on one map, unpadded: the outputs whose window lies inside the
+ * map read it in place, a row segment per call; the border ring reads padded patches
+ * of its 3 input rows (@buf, 3 x (W + 2) x C bytes). */
+static void
+dw_q (const ConyQKernels *k, const Layer *l, const QLayer *q, const gint8 *in, gint8 *out,
+    gint8 *buf, gint32 *acc)
+{
+  gsize C = l->in_c, orow = (gsize) l->out_w * C;
+  guint y0, y1, x0, x1, s = l->stride;
+  interior (l->in_h, l->pad_top, s, l->out_h, &y0, &y1);
+  interior (l->in_w, l->pad_left, s, l->out_w, &x0, &x1);
+  for (guint y = 0; y < l->out_h; y++) {
+    gint8 *o = out + y * orow;
+    gboolean inside = y >= y0 && y < y1 && x0 < x1;
+    /* the whole row, or the segments left and right of the interior */
+    guint segs[2][2] = { { 0, inside ? x0 : l->out_w }, { inside ? x1 : l->out_w, l->out_w } };
+    for (int i = 0; i < 2; i++) {
+      guint xa = segs[i][0], xb = segs[i][1];
+      if (xa < xb) {
+        guint w = dw_patch (l, q->in_zp, in, y, xa, xb, buf);
+        k->dw (&q->dw, buf, w, 1, xb - xa, s, o + xa * C, acc);
+      }
+    }
+    if (inside)
+      k->dw (&q->dw, in + ((gsize) (y * s - l->pad_top) * l->in_w + x0 * s - l->pad_left) * C,
+          l->in_w, 1, x1 - x0, s, o + x0 * C, acc);
+  }
 }
 
 /* The softmax of one row of @n int8 logits, in float on their dequantised values
@@ -571,12 +618,8 @@ run_layer (const CnnWeights *w, guint i, CnnInt8Scratch *s, const gint8 *in, gsi
           s->a);
       break;
     case LAYER_DW:
-      for (gsize e = 0; e < nb; e++) {
-        guint pw = l->in_w + 2;
-        pad_map (l, q->in_zp, in + e * in_map, s->pad);
-        k->dw (&q->dw, s->pad + ((gsize) (1 - l->pad_top) * pw + 1 - l->pad_left) * l->in_c, pw,
-            l->out_h, l->out_w, l->stride, out + e * out_map, s->acc);
-      }
+      for (gsize e = 0; e < nb; e++)
+        dw_q (k, l, q, in + e * in_map, out + e * out_map, s->pad, s->acc);
       break;
     case LAYER_GAP:
       for (gsize e = 0; e < nb; e++)
