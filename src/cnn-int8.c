@@ -25,8 +25,7 @@ typedef struct {
   ConyQGemm gemm; /* CONV (K = 9 * in_c, im2col order), PW, FC */
   ConyQDw dw;     /* DW */
   ConyQMul gap_m; /* GAP: in_scale / out_scale */
-  ConyQAdd add;   /* ADD: the map plus layer add_from's saved output */
-  gint8 *add_lut; /* ADD: the sum of inputs a, b at [(guint8) a << 8 | (guint8) b] */
+  ConyQAddK *add; /* ADD: the map plus layer add_from's saved output */
   gint8 lut[256]; /* SIGMOID: output of input q at [q + 128] */
 } QLayer;
 
@@ -234,19 +233,16 @@ load_layer (const ConySafetensors *st, const CnnWeights *w, const CnnInt8 *q8, g
     case LAYER_ADD: {
       /* the map so far (in) plus layer add_from's output, as TFLite's ADD */
       const QLayer *from = &q8->layers[l->add_from];
-      if (!cony_q_add_init (&q->add, q->in_scale, q->in_zp, from->out_scale, from->out_zp,
+      ConyQAdd add;
+      if (!cony_q_add_init (&add, q->in_scale, q->in_zp, from->out_scale, from->out_zp,
               q->out_scale, q->out_zp, -128, 127)) {
         g_set_error (error, CONY_ERROR, CONY_ERROR_INVALID,
             "%s: %s: add multipliers out of range (scales %g, %g -> %g)",
             cony_safetensors_path (st), l->name, q->in_scale, from->out_scale, q->out_scale);
         return FALSE;
       }
-      /* int8 + int8 has 65536 cases: one table (64 KiB, in L2) instead of three
-       * fixed-point products per value */
-      q->add_lut = g_new (gint8, 65536);
-      for (int a = -128; a < 128; a++)
-        for (int b = -128; b < 128; b++)
-          q->add_lut[(guint8) a << 8 | (guint8) b] = cony_q_add (&q->add, (gint8) a, (gint8) b);
+      q->add = g_new (ConyQAddK, 1);
+      cony_qadd_init (q->add, &add);
       return TRUE;
     }
     case LAYER_SIGMOID:
@@ -268,7 +264,9 @@ qlayer_clear (QLayer *q)
 {
   cony_qgemm_clear (&q->gemm);
   cony_qdw_clear (&q->dw);
-  g_clear_pointer (&q->add_lut, g_free);
+  if (q->add != NULL)
+    cony_qadd_clear (q->add);
+  g_clear_pointer (&q->add, g_free);
 }
 
 CnnInt8 *
@@ -588,15 +586,6 @@ softmax_q (const QLayer *q, const gint8 *in, guint n, gint8 *out, float *tmp)
     out[c] = cony_q_quantize (tmp[c] * inv, q->out_scale, q->out_zp);
 }
 
-/* out = TFLite's ADD of @a and @b (@n values), cony_q_add() read from the table. */
-static void
-add_q (const QLayer *q, const gint8 *a, const gint8 *b, gsize n, gint8 *out)
-{
-  const gint8 *lut = q->add_lut;
-  for (gsize j = 0; j < n; j++)
-    out[j] = lut[(guint8) a[j] << 8 | (guint8) b[j]];
-}
-
 /* Layer @i on @nb examples of @in into @out. */
 static void
 run_layer (const CnnWeights *w, guint i, CnnInt8Scratch *s, const gint8 *in, gsize nb, gint8 *out)
@@ -629,7 +618,7 @@ run_layer (const CnnWeights *w, guint i, CnnInt8Scratch *s, const gint8 *in, gsi
       for (gsize j = 0; j < in_map * nb; j++)
         out[j] = q->lut[in[j] + 128];
       break;
-    case LAYER_ADD: add_q (q, in, s->res, in_map * nb, out); break;
+    case LAYER_ADD: k->add (q->add, in, s->res, in_map * nb, out); break;
     case LAYER_SOFTMAX:
       for (gsize e = 0; e < nb; e++)
         softmax_q (q, in + e * in_map, l->in_c, out + e * in_map, (float *) s->acc);

@@ -75,6 +75,33 @@ q_pack16 (__m256i a, __m256i b)
   return _mm_packs_epi16 (_mm256_castsi256_si128 (w), _mm256_extracti128_si256 (w, 1));
 }
 
+/* One input's half of the add on 8 int8 (in the low half of @x): (x - zp) << 20,
+ * times its multiplier (|x - zp| <= 255: the shift cannot wrap). */
+CONY_TARGET_V3 static inline __m256i
+q_add_half (const ConyQOut *m, gint32 zp, __m128i x)
+{
+  __m256i v = _mm256_sub_epi32 (_mm256_cvtepi8_epi32 (x), _mm256_set1_epi32 (zp));
+  return q_mul8 (m, 0, _mm256_slli_epi32 (v, CONY_Q_ADD_LEFT_SHIFT));
+}
+
+CONY_TARGET_V3 void
+cony_qadd_avx2 (const ConyQAddK *k, const gint8 *a, const gint8 *b, gsize n, gint8 *out)
+{
+  gsize j = 0;
+  for (; j + 16 <= n; j += 16) {
+    __m128i va = _mm_loadu_si128 ((const __m128i *) (a + j));
+    __m128i vb = _mm_loadu_si128 ((const __m128i *) (b + j));
+    __m256i s0 = _mm256_add_epi32 (q_add_half (&k->m1, k->add.zp1, va),
+        q_add_half (&k->m2, k->add.zp2, vb));
+    __m256i s1 = _mm256_add_epi32 (q_add_half (&k->m1, k->add.zp1, _mm_srli_si128 (va, 8)),
+        q_add_half (&k->m2, k->add.zp2, _mm_srli_si128 (vb, 8)));
+    _mm_storeu_si128 ((__m128i *) (out + j),
+        q_out16 (&k->mo, q_mul8 (&k->mo, 0, s0), q_mul8 (&k->mo, 0, s1)));
+  }
+  for (; j < n; j++)
+    out[j] = cony_q_add (&k->add, a[j], b[j]);
+}
+
 /* cony_q_quantize on 8 lanes: the same float division, roundf as truncation plus one
  * away from zero where the exact remainder is at least one half, the clamp to +-1e6,
  * the zero point, the int8 clamp, and NaN to the (clamped) zero point. */

@@ -185,6 +185,43 @@ cony_qdw_clear (ConyQDw *d)
   cony_qout_clear (&d->out);
 }
 
+void
+cony_qadd_init (ConyQAddK *k, const ConyQAdd *a)
+{
+  k->add = *a;
+  for (int v = -128; v < 128; v++) {
+    k->t1[v + 128] = cony_q_add_input (a->m1, v, a->zp1);
+    k->t2[v + 128] = cony_q_add_input (a->m2, v, a->zp2);
+  }
+  ConyQMul m[3][8];
+  for (guint c = 0; c < 8; c++) {
+    m[0][c] = a->m1;
+    m[1][c] = a->m2;
+    m[2][c] = a->m_out;
+  }
+  cony_qout_init (&k->m1, 8, m[0], 0, -128, 127);
+  cony_qout_init (&k->m2, 8, m[1], 0, -128, 127);
+  cony_qout_init (&k->mo, 8, m[2], a->zp_out, a->lo, a->hi);
+}
+
+void
+cony_qadd_clear (ConyQAddK *k)
+{
+  cony_qout_clear (&k->m1);
+  cony_qout_clear (&k->m2);
+  cony_qout_clear (&k->mo);
+}
+
+/* cony_q_add with its input halves read from the tables. */
+static void
+add_portable (const ConyQAddK *k, const gint8 *a, const gint8 *b, gsize n, gint8 *out)
+{
+  for (gsize j = 0; j < n; j++) {
+    gint32 v = cony_q_mul (k->t1[a[j] + 128] + k->t2[b[j] + 128], k->add.m_out) + k->add.zp_out;
+    out[j] = (gint8) CLAMP (v, k->add.lo, k->add.hi);
+  }
+}
+
 static inline ConyQMul
 qout_mul (const ConyQOut *o, guint c)
 {
@@ -277,7 +314,7 @@ const ConyQKernels *
 cony_qkernels_portable (void)
 {
   static const ConyQKernels k = { "portable", gemm_portable, requant_portable, dw_portable,
-    quantize_portable };
+    quantize_portable, add_portable };
   return &k;
 }
 
@@ -286,7 +323,7 @@ cony_qkernels_avx2 (void)
 {
 #ifdef CONY_CPU_X86
   static const ConyQKernels k = { "avx2", cony_qgemm_avx2, cony_qrequant_avx2, cony_qdw_avx2,
-    cony_qquantize_avx2 };
+    cony_qquantize_avx2, cony_qadd_avx2 };
   return cony_cpu_has_v3 () ? &k : NULL;
 #else
   return NULL;

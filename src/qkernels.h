@@ -81,6 +81,16 @@ typedef struct {
   gint32 zp; /* the input's zero point (the value of the padding) */
 } ConyQDw;
 
+/* TFLite's ADD of two int8 tensors (qmath.h, ConyQAdd), prepared for the kernels:
+ * the portable one reads each input's half from a table (t1[q + 128], t2[q + 128]),
+ * the AVX2 one computes all three products on 8 lanes (m1, m2, mo: each multiplier
+ * for 8 channels; mo also holds the output's zero point and clamp). */
+typedef struct {
+  ConyQAdd add;
+  gint32 t1[256], t2[256];
+  ConyQOut m1, m2, mo;
+} ConyQAddK;
+
 typedef struct {
   const char *name; /* "avx2", "portable" */
   /* out (M x N int8, row stride ldo) = the product of x (M x K int8, row stride ldx);
@@ -96,6 +106,8 @@ typedef struct {
       gint8 *out, gint32 *acc);
   /* out[i] = cony_q_quantize (x[i], scale, zp) for i < n. */
   void (*quantize) (const float *x, gsize n, float scale, gint32 zp, gint8 *out);
+  /* out[i] = cony_q_add (&k->add, a[i], b[i]) for i < n. */
+  void (*add) (const ConyQAddK *k, const gint8 *a, const gint8 *b, gsize n, gint8 *out);
 } ConyQKernels;
 
 const ConyQKernels *cony_qkernels_portable (void);
@@ -120,12 +132,16 @@ void cony_qout_clear (ConyQOut *o);
 void cony_qdw_init (ConyQDw *d, guint C, const ConyQWeights *w, const gint32 *bias,
     const ConyQMul *m, gint32 in_zp, gint32 zp, gint32 lo, gint32 hi);
 void cony_qdw_clear (ConyQDw *d);
+/* @k for the add @a (cony_q_add_init done). */
+void cony_qadd_init (ConyQAddK *k, const ConyQAdd *a);
+void cony_qadd_clear (ConyQAddK *k);
 
 /* The AVX2 kernels (qkernels-avx2.c), built where the compiler can. */
 void cony_qgemm_avx2 (const ConyQGemm *g, gsize M, const gint8 *x, gsize ldx, gint8 *out, gsize ldo,
     gint16 *scratch);
 void cony_qrequant_avx2 (const ConyQOut *o, const gint32 *acc, guint n, gint8 *out);
 void cony_qquantize_avx2 (const float *x, gsize n, float scale, gint32 zp, gint8 *out);
+void cony_qadd_avx2 (const ConyQAddK *k, const gint8 *a, const gint8 *b, gsize n, gint8 *out);
 void cony_qdw_avx2 (const ConyQDw *d, const gint8 *in, guint in_w, guint oh, guint ow, guint stride,
     gint8 *out, gint32 *acc);
 

@@ -323,6 +323,40 @@ test_kernels_equal (void)
   g_rand_free (r);
 }
 
+/* The kernels' residual ADD equals cony_q_add on every pair of int8 inputs (and a
+ * tail that is not a multiple of 16), for several scales, zero points and clamps. */
+static void
+test_add_kernels (void)
+{
+  const ConyQKernels *avx = cony_qkernels_avx2 (), *port = cony_qkernels_portable ();
+  const float sc[][3] = { { 0.02f, 0.05f, 0.06f }, { 0.3f, 0.01f, 0.2f }, { 0.1f, 0.1f, 0.05f },
+    { 0.004f, 0.5f, 0.7f } };
+  const gint32 zp[][5] = { { -5, 3, -10, -128, 127 }, { 127, -128, 0, 0, 127 }, { 0, 0, 5, 5, 60 },
+    { -128, 127, 127, -128, 127 } };
+  gsize n = 65536 + 5;
+  g_autofree gint8 *a = g_new (gint8, n), *b = g_new (gint8, n);
+  g_autofree gint8 *o1 = g_new (gint8, n), *o2 = g_new (gint8, n);
+  for (gsize i = 0; i < n; i++) {
+    a[i] = (gint8) (i >> 8);
+    b[i] = (gint8) i;
+  }
+  for (guint t = 0; t < G_N_ELEMENTS (sc); t++) {
+    ConyQAdd add;
+    g_assert_true (cony_q_add_init (&add, sc[t][0], zp[t][0], sc[t][1], zp[t][1], sc[t][2],
+        zp[t][2], zp[t][3], zp[t][4]));
+    ConyQAddK k;
+    cony_qadd_init (&k, &add);
+    port->add (&k, a, b, n, o2);
+    for (gsize i = 0; i < n; i++)
+      g_assert_cmpint (o2[i], ==, cony_q_add (&add, a[i], b[i]));
+    if (avx != NULL) {
+      avx->add (&k, a, b, n, o1);
+      g_assert_cmpmem (o1, n, o2, n);
+    }
+    cony_qadd_clear (&k);
+  }
+}
+
 /* The kernels' input quantisation equals cony_q_quantize on ties, near-ties, huge values,
  * infinities and NaN, and on random values at several scales and zero points. */
 static void
@@ -809,6 +843,7 @@ main (int argc, char **argv)
 {
   g_test_init (&argc, &argv, NULL);
   g_test_add_func ("/int8/multiplier", test_multiplier);
+  g_test_add_func ("/int8/add-kernels", test_add_kernels);
   g_test_add_func ("/int8/high-mul", test_high_mul);
   g_test_add_func ("/int8/divide-pot", test_divide_pot);
   g_test_add_func ("/int8/requant", test_requant);
