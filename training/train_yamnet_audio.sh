@@ -10,9 +10,11 @@
 #   2. training/train_yamnet_audio.py: steady tones and mains hum (noise) beside the data
 #      set, YAMNet's tokens once for every clip (`cony embed -e`, cached with YAMNet's
 #      per-patch scores in out/yamnet-cache/) and its layer-24 maps (out/yamnet-cache/
-#      acts-l25/), YAMNet's layers 25 and 26 adapted to the six classes and the encoder
-#      trained on that CNN's tokens without the validation recordings and measured on them
-#      (out/train-yamnet/val/val.json), then both refit with them ->
+#      acts-l25/), YAMNet's layers 25 and 26 adapted to the six classes (the file then
+#      given its int8 activation quantisation: YAMNet's scales for layers 0-24, layers
+#      25-27 calibrated on the train patches, rule 32; --adapt-quantization none keeps it
+#      float) and the encoder trained on that CNN's (float path's) tokens without the
+#      validation recordings and measured on them (out/train-yamnet/val/val.json), then both refit with them ->
 #      models/audio/yamnet-adapted.safetensors, transformer.safetensors, labels.txt,
 #   3. training/eval_default_audio.py: held-out per-step accuracy through the C tools,
 #      written into models/audio/MODEL.md.

@@ -9,7 +9,10 @@ Checks:
   * the CNN is the one the classifier's config names (frontend.cnn, beside the classifier
     or in a sibling folder: yamnet-adapted.safetensors beside the shipped one; a config
     without one: vggish.safetensors beside it), its tokens its pooled
-    embedding when frontend.cnn_output says so;
+    embedding when frontend.cnn_output says so; its SHA-256 the one the config pins
+    (cnn_sha256), and a CNN with activation quantisation (the shipped adapted YAMNet,
+    models/audio/EXPERIMENTS.md rule 32) runs integer inference (`cony info`: precision
+    int8 on all its layers), as the tools and elements below then do by default;
   * for each generated clip, `cony embed --model CNN [-e]` -> `cony classify --model
     transformer.safetensors` gives one step per 0.25 s (the frames of `cony mel`, the tail
     in one more window padded with silence) and the
@@ -36,6 +39,7 @@ model before, models/audio/EXPERIMENTS.md) calls the last two silence: this test
 guard that it does not.
 """
 
+import hashlib
 import json
 import os
 import re
@@ -205,6 +209,13 @@ def front_end(models, cfg):
     raise FileNotFoundError(f"the classifier's CNN {name} is neither in {models} nor beside it")
 
 
+def quantised(cnn):
+    """Whether the CNN file carries activation quantisation (its `quantization` key)."""
+    with open(cnn, "rb") as f:
+        n = int.from_bytes(f.read(8), "little")
+        return "quantization" in json.loads(f.read(n)).get("__metadata__", {})
+
+
 def pipeline_labels(wav, cnn, tf, yamnet):
     """The per-step labels of the conytransformer bus messages for wav, or None when
     GStreamer or the plugin is missing."""
@@ -264,7 +275,18 @@ def main():
         failures.append(f"labels.txt {labels} != model labels {cfg['labels']}")
     cnn, embedding = front_end(models, cfg)
     print(f"# CNN {cnn}{' (pooled embedding)' if embedding else ''}")
-    i = 2
+    with open(cnn, "rb") as f:
+        sha = hashlib.sha256(f.read()).hexdigest()
+    pinned = cfg.get("frontend", {}).get("cnn_sha256")
+    precision = re.search(r"^precision: +(.*)$", subprocess.run(
+        [cony, "info", cnn], check=True, stdout=subprocess.PIPE, text=True).stdout, re.M)
+    want = "int8, all" if quantised(cnn) else "float"
+    ok = pinned in (None, sha) and precision is not None and precision.group(1).startswith(want)
+    print(f"{'ok' if ok else 'not ok'} 2 the CNN is the pinned one ({sha[:12]}, config "
+          f"{(pinned or 'no pin')[:12]}) and runs {precision.group(1) if precision else '?'}")
+    if not ok:
+        failures.append("CNN pin or precision")
+    i = 3
     with tempfile.TemporaryDirectory(prefix="cony-model-test-") as tmp:
         for name, wav in sorted(clips(tmp).items()):
             want = name.split("-")[0]           # noise-tone440: a noise clip

@@ -14,12 +14,20 @@ without YAMNet's 521-class head, which does not fit the changed embedding: the c
 layer is the pool, so its output is the token with or without `output=embedding`. Every
 clip's tokens are recomputed through the quantised layers into a token cache of that file
 (audio/token_cache.py, no scores), and a few are checked against `cony embed -e` with the
-new file.
+new file (in float: the tokens the encoder trains on are the float path's).
+
+The copy then gets a `quantization` key (docs/model-format.md), so that libcony runs it on
+the integer path (models/audio/EXPERIMENTS.md, rule 32): the layers before the adapted ones
+take YAMNet's own activation scales (--adapt-quantization, what the converter writes from
+the original .tflite); the adapted layers and the pool are calibrated as TensorFlow Lite's
+post-training quantisation does (calibrate()), and the adapted layers get int32 biases
+(`bias_quantized`). --adapt-quantization none keeps the copy float.
 """
 
 import copy
 import json
 import os
+import struct
 import time
 from concurrent.futures import ThreadPoolExecutor
 
@@ -27,7 +35,7 @@ import numpy as np
 import torch
 import torch.nn.functional as F
 
-from conytrain import safetensors_io
+from conytrain import REPO, safetensors_io
 from conytrain.audio.own import sha256
 from conytrain.audio.token_cache import STRIDE, check_cache, token_path
 from conytrain.audio.train_default import (carve_validation_groups, log, read_manifest, run,
@@ -37,6 +45,8 @@ from conytrain.ref.mobilenet import dequantised, quantised, same_padding
 FIRST = 25                  # the default first adapted layer; its input is cached
 LAST = 26                   # the last adapted layer: the pointwise one before the pool
 CNN_NAME = "yamnet-adapted.safetensors"
+# YAMNet's activation scales: what convert_tflite.py writes from the original .tflite
+YAMNET_QUANTIZATION = os.path.join(REPO, "tests", "golden", "yamnet", "quantization.json")
 
 
 def acts_path(cache, r, first=FIRST):
@@ -85,7 +95,8 @@ def truncated_cnn(cnn, out, first=FIRST):
 
 
 def dtypes_of(tensors):
-    return {k: "I8" for k, v in tensors.items() if v.dtype == np.int8}
+    kinds = {np.dtype(np.int8): "I8", np.dtype(np.int64): "I64"}
+    return {k: kinds[v.dtype] for k, v in tensors.items() if v.dtype in kinds}
 
 
 def stage_acts(args, rows):
@@ -139,7 +150,8 @@ class Tail(torch.nn.Module):
     def weight(self, i):
         return self.weights[str(i)]
 
-    def forward(self, a):
+    def forward(self, a, taps=None):
+        """With taps (a list), each layer's output and the pooled one are appended to it."""
         x = a.view(a.shape[0], self.H, self.W, self.C).permute(0, 3, 1, 2)
         for i in self.layers:
             w, b = self.weights[str(i)], self.biases[str(i)]
@@ -150,7 +162,12 @@ class Tail(torch.nn.Module):
             else:
                 x = torch.einsum("bchw,oc->bohw", x, w[:, :, 0, 0]) + b[:, None, None]
             x = x.clamp(0, 6)
-        return x.mean((2, 3))
+            if taps is not None:
+                taps.append(x)
+        x = x.mean((2, 3))
+        if taps is not None:
+            taps.append(x)
+        return x
 
 
 def same_pads(h, w, stride):
@@ -211,9 +228,10 @@ def train_tail(args, acts, y, n_classes, tensors, words, first=FIRST):
     return tail
 
 
-def write_cnn(args, tail, tensors, meta, labels, out):
+def write_cnn(args, tail, tensors, meta, labels, out, acts):
     """A copy of the CNN file with tail's layers, int8 per output channel, up to the pool
-    (layer 27): the AudioSet head and its labels are left out."""
+    (layer 27): the AudioSet head and its labels are left out. With --adapt-quantization
+    (not none) also its activation quantisation, calibrated on acts."""
     tensors, meta = cut(tensors, meta, LAST + 2)        # up to and with the pool
     for i in tail.layers:
         q, s = quantised(tail.weight(i).detach().numpy().astype(np.float64))
@@ -225,10 +243,117 @@ def write_cnn(args, tail, tensors, meta, labels, out):
         "steps": args.adapt_steps, "lr": args.adapt_lr, "batch": args.adapt_batch,
         "head": "left out: YAMNet's AudioSet scores do not fit the adapted embedding",
         "by": "training/train_yamnet_audio.py --adapt-cnn (conytrain/audio/adapt.py)"})
+    if args.adapt_quantization != "none":
+        add_quantization(args, tensors, meta, acts)
     os.makedirs(os.path.dirname(out), exist_ok=True)
     safetensors_io.save(out, tensors, meta, dtypes_of(tensors))
     log(f"adapt: wrote {out} ({os.path.getsize(out)} bytes)")
     return out
+
+
+def tflite_int8(lo, hi):
+    """TensorFlow Lite's int8 activation parameters of a calibrated range [lo, hi]: the
+    range widened to hold 0, scale = range / 255 (rounded to float32, as libcony reads
+    it), zero point -128 - lo / scale rounded (-128 for a ReLU6 output)."""
+    lo, hi = min(float(lo), 0.0), max(float(hi), 0.0)
+    if not hi > lo:
+        raise RuntimeError("calibration: an output that is 0 on every patch has no scale")
+    scale = float(np.float32((hi - lo) / 255.0))
+    return [scale, int(np.clip(np.round(-128 - lo / scale), -128, 127))]
+
+
+@torch.no_grad()
+def calibrate(tail, acts, batch=4096):
+    """TensorFlow Lite's post-training calibration (its MinMax logger: the least and
+    greatest value of each output over all the representative data) of tail's layers
+    and the pool: the float model, with the weights as the file holds them, run on every
+    patch of acts (clips, patches, H * W * C) -> [[lo, hi], ...], one per tail layer
+    (after its ReLU6, so within [0, 6]) and the pool's last."""
+    flat = acts.reshape(-1, acts.shape[-1])
+    lo = hi = None
+    for k in range(0, len(flat), batch):
+        taps = []
+        tail(torch.from_numpy(np.asarray(flat[k:k + batch], np.float32)), taps)
+        mins = np.array([float(t.min()) for t in taps])
+        maxs = np.array([float(t.max()) for t in taps])
+        lo = mins if lo is None else np.minimum(lo, mins)
+        hi = maxs if hi is None else np.maximum(hi, maxs)
+    return [[float(a), float(b)] for a, b in zip(lo, hi)]
+
+
+def add_quantization(args, tensors, meta, acts):
+    """The adapted copy's `quantization` key (the input and the layers before the adapted
+    ones from --adapt-quantization; the adapted layers and the pool calibrate()d on acts)
+    and its adapted layers' int32 biases (TFLite's: bias / (input scale x weight scale),
+    rounded), in tensors and meta; the calibration is noted in the `adapted` key."""
+    with open(args.adapt_quantization) as f:
+        base = json.load(f)
+    words = meta["layers"].split()
+    tail = Tail(tensors, words, args.adapt_from)     # the weights as libcony reads them
+    ranges = calibrate(tail, acts)
+    layers = base["layers"][:args.adapt_from] + [tflite_int8(lo, hi) for lo, hi in ranges]
+    if len(layers) != len(words):
+        raise RuntimeError(f"{args.adapt_quantization}: {len(base['layers'])} layers cannot "
+                           f"quantise the first {args.adapt_from} of {len(words)}")
+    for i in tail.layers:
+        in_scale = np.float64(np.float32(layers[i - 1][0]))
+        w_scale = tensors[f"layers.{i}.weight_scale"].astype(np.float32).astype(np.float64)
+        bq = np.round(tensors[f"layers.{i}.bias"].astype(np.float64) / (in_scale * w_scale))
+        if np.abs(bq).max() >= 2 ** 31:
+            raise RuntimeError(f"layers.{i}: an int32 bias outside int32 (scales too small)")
+        tensors[f"layers.{i}.bias_quantized"] = bq.astype(np.int64)
+    meta["quantization"] = json.dumps({"input": base["input"], "layers": layers})
+    note = json.loads(meta["adapted"])
+    note["quantization"] = {
+        "layers before": f"{os.path.basename(args.adapt_quantization)} (YAMNet's .tflite)",
+        "calibrated": f"layers {tail.layers[0]} to {LAST + 1}: min/max over {len(acts)} train "
+                      f"clips x {acts.shape[1]} patches (TFLite post-training, int8)",
+        "ranges": [[round(lo, 6), round(hi, 6)] for lo, hi in ranges]}
+    meta["adapted"] = json.dumps(note)
+    log(f"adapt: quantisation of layers {tail.layers[0]} to {LAST + 1} calibrated on "
+        f"{len(acts) * acts.shape[1]} patches: ranges {note['quantization']['ranges']} -> "
+        f"{layers[args.adapt_from:]}")
+
+
+def repin(classifier, old, new):
+    """The classifier's CNN pin (its config's cnn_sha256) moved from OLD to NEW in place:
+    the one occurrence in its header replaced, every other byte kept (what the encoder's
+    export would write with the new file's SHA-256)."""
+    with open(classifier, "rb") as f:
+        raw = f.read()
+    n = struct.unpack("<Q", raw[:8])[0]
+    head = raw[8:8 + n]
+    if head.count(old.encode()) != 1:
+        raise RuntimeError(f"{classifier}: its config does not pin the CNN {old} (once)")
+    with open(classifier, "wb") as f:
+        f.write(raw[:8] + head.replace(old.encode(), new.encode()) + raw[8 + n:])
+
+
+def requantize(args, rows, cnn_dir):
+    """--stages quantize (rule 32): the adapted CNN in CNN_DIR given the quantisation the
+    refit now writes (its weights unchanged; calibrated on the same clips: rows' train
+    split, the refit's), and the classifier beside it pinned to the new file. The encoder
+    trains on the float path's tokens, so the refit would write the same classifier."""
+    cnn = os.path.join(cnn_dir, CNN_NAME)
+    tensors, meta = safetensors_io.load(cnn)
+    if json.loads(meta["adapted"])["layers"][0] != args.adapt_from:
+        raise RuntimeError(f"{cnn}: not adapted from layer {args.adapt_from}")
+    for k in [k for k in tensors if k.endswith(".bias_quantized")]:
+        del tensors[k]
+    meta.pop("quantization", None)
+    note = json.loads(meta["adapted"])
+    note.pop("quantization", None)
+    meta["adapted"] = json.dumps(note)
+    train = [r for r in rows if r["split"] == "train"]
+    stage_acts(args, train)
+    acts = load_acts([acts_path(args.cache, r, args.adapt_from) for r in train])
+    old = sha256(cnn)
+    add_quantization(args, tensors, meta, acts)
+    safetensors_io.save(cnn, tensors, meta, dtypes_of(tensors))
+    new = sha256(cnn)
+    repin(os.path.join(cnn_dir, "transformer.safetensors"), old, new)
+    log(f"adapt: {cnn} quantised ({os.path.getsize(cnn)} bytes, SHA-256 {new}); "
+        "transformer.safetensors pinned to it")
 
 
 @torch.no_grad()
@@ -248,8 +373,8 @@ def write_tokens(args, rows, cnn, cache):
     worst = 0.0
     tmp = os.path.join(args.work, "adapt-check.npy")
     for r in rows[::max(1, len(rows) // 5)]:
-        run([args.cony, "embed", "--drop-tail", "-e", "--model", cnn, "--stride", str(STRIDE),
-             os.path.join(r["root"], r["path"]), "-o", tmp])
+        run([args.cony, "embed", "--drop-tail", "-e", "--precision", "float", "--model", cnn,
+             "--stride", str(STRIDE), os.path.join(r["root"], r["path"]), "-o", tmp])
         worst = max(worst, float(np.abs(np.load(tmp) - np.load(
             token_path(cache, r))).max()))
     log(f"adapt: tokens of {len(rows)} clips in {cache}; against cony embed -e: "
@@ -300,6 +425,6 @@ def adapted(args, rows, labels, cnn_dir, tag):
         f"({acts.shape[1]} patches each), {args.adapt_steps} steps of {args.adapt_batch} at "
         f"{args.adapt_lr} (loaded in {time.time() - t0:.0f} s)")
     tail = train_tail(args, acts, y, len(labels), tensors, words, args.adapt_from)
+    cnn = write_cnn(args, tail, tensors, meta, labels, os.path.join(cnn_dir, CNN_NAME), acts)
     del acts
-    cnn = write_cnn(args, tail, tensors, meta, labels, os.path.join(cnn_dir, CNN_NAME))
     return write_tokens(args, need, cnn, os.path.join(args.work, tag + "-tokens"))

@@ -25,6 +25,9 @@ run by default; --stages picks some):
          rule reads (models/audio/EXPERIMENTS.md)
   refit  the same with the validation recordings in the train split -> MODELS/
          transformer.safetensors and labels.txt (the shipped model)
+  quantize  (not by default) MODELS/yamnet-adapted.safetensors, adapted earlier, given
+         the activation quantisation the refit writes (--adapt-quantization, calibrated on
+         the refit's train clips) in place, and MODELS/transformer.safetensors pinned to it
 
 Validation-only clips (data set version 13's split "valx", build.py --added-v13): never
 trained on, in neither stage. Without --val-extra they are left out altogether (a run on
@@ -606,6 +609,11 @@ def build_parser():
     ap.add_argument("--adapt-also", default="",
                     help="another data set whose validation and valx clips also get the "
                          "adapted CNN's tokens (for compare_yamnet_recipes.py)")
+    ap.add_argument("--adapt-quantization", default=adapt.YAMNET_QUANTIZATION,
+                    help="the activation quantisation of the layers before the adapted ones "
+                         "(JSON as docs/model-format.md's key; default YAMNet's own); the "
+                         "adapted layers and the pool are calibrated on the train patches "
+                         "(rule 32). none: the adapted file stays float")
     ap.add_argument("--phase1-models", default=None,
                     help="also export the model after phase 1 (trained as cony) to this folder")
     return ap
@@ -647,6 +655,8 @@ def main():
         mine = adapt.adapted(args, rows, labels, args.models, "refit") if args.adapt_cnn \
             else args
         fit_encoder(mine, rows, labels, args.models, "refit")
+    if "quantize" in stages:      # not by default: the refit writes the quantisation itself
+        adapt.requantize(args, refit_on_validation(rows), args.models)
     log(f"done in {time.time() - t0:.0f} s")
 
 
