@@ -37,6 +37,33 @@ q_mul8 (const ConyQOut *o, guint c, __m256i x)
   return _mm256_sub_epi32 (_mm256_srav_epi32 (hi, rs), _mm256_cmpgt_epi32 (rem, thr));
 }
 
+/* q_mul8 where every |x| < 2^29 and every shift is right by rs >= 1 (ConyQGemm's
+ * small_acc): the rounding division floor((hi + 2^(rs-1) - [hi < 0]) / 2^rs) with
+ * 2^(rs-1) folded into the 64-bit nudge (o->nudge: then hi + 2^(rs-1) < 2^31) and the
+ * sign of x for that of hi (they differ only where hi is 0, which rounds to 0 either
+ * way): 11 instructions instead of 14. */
+CONY_TARGET_V3 static inline __m256i
+q_mul8_small (const ConyQOut *o, guint c, __m256i x)
+{
+  const __m256i *nudge = (const __m256i *) (o->nudge + c);
+  __m256i even = _mm256_add_epi64 (_mm256_mul_epi32 (x,
+                                       _mm256_loadu_si256 ((const __m256i *) (o->mult + c))),
+      _mm256_loadu_si256 (nudge));
+  __m256i odd = _mm256_add_epi64 (_mm256_mul_epi32 (_mm256_srli_epi64 (x, 32),
+                                      _mm256_loadu_si256 ((const __m256i *) (o->mult + c + 1))),
+      _mm256_loadu_si256 (nudge + 1));
+  __m256i hi = _mm256_blend_epi32 (_mm256_srli_epi64 (even, 31), _mm256_slli_epi64 (odd, 1), 0xAA);
+  return _mm256_srav_epi32 (_mm256_add_epi32 (hi, _mm256_srai_epi32 (x, 31)),
+      _mm256_loadu_si256 ((const __m256i *) (o->rshift + c)));
+}
+
+/* q_mul8, or q_mul8_small where @small. */
+CONY_TARGET_V3 static inline __m256i
+q_scale8 (const ConyQOut *o, gboolean small, guint c, __m256i x)
+{
+  return small ? q_mul8_small (o, c, x) : q_mul8 (o, c, x);
+}
+
 /* Two vectors of 8 scaled values (q_mul8) as 16 int8 in order, plus the zero point,
  * clamped to [lo, hi]: saturated to int16, the zero point added with saturation, then
  * to int8 with saturation and clamped there. Saturation only happens far outside
@@ -169,7 +196,9 @@ cony_qquantize_avx2 (const float *x, gsize n, float scale, gint32 zp, gint8 *out
 CONY_TARGET_V3 static inline void
 store8x2 (const ConyQGemm *g, guint p, __m256i r0, __m256i r1, gboolean two, gint8 *out, gsize ldo)
 {
-  __m128i q = q_out16 (&g->out, q_mul8 (&g->out, 8 * p, r0), q_mul8 (&g->out, 8 * p, r1));
+  const ConyQOut *o = &g->out;
+  __m128i q = q_out16 (o, q_scale8 (o, g->small_acc, 8 * p, r0),
+      q_scale8 (o, g->small_acc, 8 * p, r1));
   guint n = MIN (8, g->N - 8 * p);
   if (n == 8) {
     _mm_storel_epi64 ((__m128i *) (out + 8 * p), q);
@@ -317,7 +346,8 @@ cony_qdw_avx2 (const ConyQDw *d, const gint8 *in, guint in_w, guint oh, guint ow
         __m256i hi = _mm256_add_epi32 (_mm256_permute2x128_si256 (a0, a1, 0x31),
             _mm256_loadu_si256 ((const __m256i *) (d->bias + c + 8)));
         _mm_storeu_si128 ((__m128i *) (o + c),
-            q_out16 (&d->out, q_mul8 (&d->out, c, lo), q_mul8 (&d->out, c + 8, hi)));
+            q_out16 (&d->out, q_scale8 (&d->out, d->small_acc, c, lo),
+                q_scale8 (&d->out, d->small_acc, c + 8, hi)));
       }
       if (C16 < C) {
         for (guint c = C16; c < C; c++) {

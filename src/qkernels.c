@@ -28,7 +28,13 @@ cony_qout_init (ConyQOut *o, guint n, const ConyQMul *m, gint32 zp, gint32 lo, g
   o->rshift = g_new0 (gint32, np);
   o->rmask = g_new0 (gint32, np);
   o->rhalf = g_new0 (gint32, np);
+  o->nudge = g_new0 (gint64, np);
   split_shifts (m, n, o);
+  for (guint c = 0; c < n; c++) {
+    /* channel c's place among its 8: the even ones in lanes 0-3, the odd ones in 4-7 */
+    gsize at = c / 8 * 8 + (c % 2) * 4 + (c % 8) / 2;
+    o->nudge[at] = (G_GINT64_CONSTANT (1) << 30) + (G_GINT64_CONSTANT (1) << (30 + o->rshift[c]));
+  }
   o->zp = zp;
   o->lo = lo;
   o->hi = hi;
@@ -42,6 +48,27 @@ cony_qout_clear (ConyQOut *o)
   g_clear_pointer (&o->rshift, g_free);
   g_clear_pointer (&o->rmask, g_free);
   g_clear_pointer (&o->rhalf, g_free);
+  g_clear_pointer (&o->nudge, g_free);
+}
+
+/* Whether every accumulator of @n channels stays below 2^29 in magnitude (biases
+ * @bias, weights @w of @K per channel, inputs of magnitude <= @x_max) and every
+ * channel of @o shifts right by at least 1: the AVX2 kernels' short rounding is then
+ * exact (qkernels-avx2.c, q_mul8_small). */
+static gboolean
+small_accumulators (const ConyQOut *o, guint n, const gint32 *bias, const ConyQWeights *w, guint K,
+    gint64 x_max)
+{
+  if (o->any_left)
+    return FALSE;
+  for (guint c = 0; c < n; c++) {
+    gint64 sum = ABS ((gint64) bias[c]);
+    for (guint k = 0; k < K; k++)
+      sum += x_max * ABS (cony_qweights_at (w, K, c, k));
+    if (o->rshift[c] < 1 || sum >= (1 << 29))
+      return FALSE;
+  }
+  return TRUE;
 }
 
 /* bias[c] - in_zp * sum_k (w - zp) for c < N (a zero bias where @bias is NULL): the
@@ -132,6 +159,7 @@ cony_qgemm_init (ConyQGemm *g, guint K, guint N, const ConyQWeights *w, gint32 i
   g->bias = folded_bias (K, N, g->Np, w, in_zp + 128, bias);
   pack_panels8 (g, w);
   cony_qout_init (&g->out, N, m, zp, lo, hi);
+  g->small_acc = small_accumulators (&g->out, N, g->bias, w, K, 255);
 }
 
 gsize
@@ -174,6 +202,7 @@ cony_qdw_init (ConyQDw *d, guint C, const ConyQWeights *w, const gint32 *bias, c
     }
   d->bias = folded_bias (9, C, cp, w, in_zp, bias);
   cony_qout_init (&d->out, C, m, zp, lo, hi);
+  d->small_acc = small_accumulators (&d->out, C, d->bias, w, 9, 128);
 }
 
 void

@@ -13,6 +13,9 @@ G_BEGIN_DECLS
  * precomputed for the SIMD kernels. */
 typedef struct {
   gint32 *mult, *lshift, *rshift, *rmask, *rhalf;
+  /* The short rounding's 64-bit nudges (q_mul8_small in qkernels-avx2.c), per 8
+   * channels the even ones' then the odd ones': 2^30 + 2^(30 + rshift) (rshift >= 1). */
+  gint64 *nudge;
   gint32 zp, lo, hi;
   gboolean any_left; /* some channel has lshift > 0 */
 } ConyQOut;
@@ -63,6 +66,9 @@ typedef struct {
   gint32 in_zp;
   ConyQPanels8 p8;
   ConyQOut out;
+  /* every |accumulator| < 2^29, every channel's shift a right shift of at least 1:
+   * the AVX2 kernel may requantise with the short rounding (qkernels-avx2.c) */
+  gboolean small_acc;
 } ConyQGemm;
 
 /* A 3x3 depthwise layer: weights w - zp as int16, 9 x C (tap ky * 3 + kx), int32 biases
@@ -78,7 +84,8 @@ typedef struct {
   gint16 *w2;
   gint32 *bias;
   ConyQOut out;
-  gint32 zp; /* the input's zero point (the value of the padding) */
+  gint32 zp;          /* the input's zero point (the value of the padding) */
+  gboolean small_acc; /* as ConyQGemm's */
 } ConyQDw;
 
 /* TFLite's ADD of two int8 tensors (qmath.h, ConyQAdd), prepared for the kernels:
