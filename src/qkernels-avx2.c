@@ -191,14 +191,20 @@ cony_qquantize_avx2 (const float *x, gsize n, float scale, gint32 zp, gint8 *out
 #define ACC6 \
   [a0] "+x"(a0), [a1] "+x"(a1), [a2] "+x"(a2), [a3] "+x"(a3), [a4] "+x"(a4), [a5] "+x"(a5)
 
-/* Rows @r and @r + 1's 8 accumulators of panel @p requantised into @out and
- * @out + @ldo (row stride @ldo); @two FALSE: row @r only. */
-CONY_TARGET_V3 static inline void
-store8x2 (const ConyQGemm *g, guint p, __m256i r0, __m256i r1, gboolean two, gint8 *out, gsize ldo)
+/* Rows @r and @r + 1's 8 accumulators of panel @p requantised: row r's 8 int8 in the
+ * low half, row r + 1's in the high half. */
+CONY_TARGET_V3 static inline __m128i
+requant8x2 (const ConyQGemm *g, guint p, __m256i r0, __m256i r1)
 {
   const ConyQOut *o = &g->out;
-  __m128i q = q_out16 (o, q_scale8 (o, g->small_acc, 8 * p, r0),
-      q_scale8 (o, g->small_acc, 8 * p, r1));
+  return q_out16 (o, q_scale8 (o, g->small_acc, 8 * p, r0), q_scale8 (o, g->small_acc, 8 * p, r1));
+}
+
+/* requant8x2's @q into @out and @out + @ldo (row stride @ldo); @two FALSE: the first
+ * row only. */
+CONY_TARGET_V3 static inline void
+put8x2 (const ConyQGemm *g, guint p, __m128i q, gboolean two, gint8 *out, gsize ldo)
+{
   guint n = MIN (8, g->N - 8 * p);
   if (n == 8) {
     _mm_storel_epi64 ((__m128i *) (out + 8 * p), q);
@@ -264,9 +270,13 @@ gemm8_block (const ConyQGemm *g, guint p, const guint8 *u, const gint16 *u16, gi
             : [a] "r"(a), [w0] "x"(w0), [w1] "x"(w1), "m"(*(const gint16 (*)[24]) a)
             : "xmm14", "xmm15");
   }
-  store8x2 (g, p, a0, a1, TRUE, out, ldo);
-  store8x2 (g, p, a2, a3, TRUE, out + 2 * ldo, ldo);
-  store8x2 (g, p, a4, a5, TRUE, out + 4 * ldo, ldo);
+  /* all requantised before the first store, which may alias g's tables (int8): they
+   * are read once */
+  __m128i q0 = requant8x2 (g, p, a0, a1), q1 = requant8x2 (g, p, a2, a3);
+  __m128i q2 = requant8x2 (g, p, a4, a5);
+  put8x2 (g, p, q0, TRUE, out, ldo);
+  put8x2 (g, p, q1, TRUE, out + 2 * ldo, ldo);
+  put8x2 (g, p, q2, TRUE, out + 4 * ldo, ldo);
 }
 
 /* The last @MR (< QROWS) rows, the same arithmetic in intrinsics (inlined for each
@@ -305,7 +315,8 @@ gemm8_tail (const ConyQGemm *g, guint p, const guint8 *u, const gint16 *u16, int
     }
   }
   for (int r = 0; r < MR; r += 2)
-    store8x2 (g, p, acc[r], acc[MIN (r + 1, MR - 1)], r + 1 < MR, out + r * ldo, ldo);
+    put8x2 (g, p, requant8x2 (g, p, acc[r], acc[MIN (r + 1, MR - 1)]), r + 1 < MR, out + r * ldo,
+        ldo);
 }
 
 /* The depthwise layer, 16 channels at a time in registers: the taps in pairs, each
