@@ -238,45 +238,49 @@ panel8 (const ConyQGemm *g, guint p)
     p8->idx + (gsize) p * nq, g->bias + 8 * p, p8->start8[p + 1] - p8->start8[p], nq };
 }
 
-/* QROWS rows of one 8-column panel (qkernels.h, ConyQPanels8) from one block of
- * prepared inputs (@u: bytes, @u16: int16), one accumulator per row, in assembly. */
+/* One 8-column panel (qkernels.h, ConyQPanels8) of @blocks blocks of QROWS rows of
+ * prepared inputs (@u: bytes, @u16: int16; @blk values per block), one accumulator per
+ * row, in assembly; the panel's pointers read once. */
 CONY_TARGET_V3 static void
-gemm8_block (const ConyQGemm *g, guint p, const guint8 *u, const gint16 *u16, gint8 *out, gsize ldo)
+gemm8_blocks (const ConyQGemm *g, guint p, const guint8 *u, const gint16 *u16, gsize blocks,
+    gsize blk, gint8 *out, gsize ldo)
 {
   Panel8 pn = panel8 (g, p);
   const __m256i one = _mm256_set1_epi16 (1);
-  __m256i b = _mm256_loadu_si256 ((const __m256i *) pn.bias);
-  __m256i a0 = b, a1 = b, a2 = b, a3 = b, a4 = b, a5 = b;
-  const gint8 *w8 = pn.w8;
-  for (guint i = 0; i < pn.n8; i++, w8 += 32) {
-    __m256i w = _mm256_loadu_si256 ((const __m256i *) w8);
-    const guint8 *a = u + (gsize) QROWS * 4 * pn.idx[i];
-    _mm_prefetch ((const char *) (w8 + PREFETCH), _MM_HINT_T0);
-    __asm__(BYTE_ROW ("0", "a0") BYTE_ROW ("4", "a1") BYTE_ROW ("8", "a2") BYTE_ROW ("12", "a3")
-                BYTE_ROW ("16", "a4") BYTE_ROW ("20", "a5")
-            : ACC6
-            : [a] "r"(a), [w] "x"(w), [one] "x"(one), "m"(*(const guint8 (*)[24]) a)
-            : "xmm14");
+  for (gsize k = 0; k < blocks; k++, u += blk, u16 += blk, out += QROWS * ldo) {
+    __m256i b = _mm256_loadu_si256 ((const __m256i *) pn.bias);
+    __m256i a0 = b, a1 = b, a2 = b, a3 = b, a4 = b, a5 = b;
+    const gint8 *w8 = pn.w8;
+    for (guint i = 0; i < pn.n8; i++, w8 += 32) {
+      __m256i w = _mm256_loadu_si256 ((const __m256i *) w8);
+      const guint8 *a = u + (gsize) QROWS * 4 * pn.idx[i];
+      _mm_prefetch ((const char *) (w8 + PREFETCH), _MM_HINT_T0);
+      __asm__(BYTE_ROW ("0", "a0") BYTE_ROW ("4", "a1") BYTE_ROW ("8", "a2") BYTE_ROW ("12", "a3")
+                  BYTE_ROW ("16", "a4") BYTE_ROW ("20", "a5")
+              : ACC6
+              : [a] "r"(a), [w] "x"(w), [one] "x"(one), "m"(*(const guint8 (*)[24]) a)
+              : "xmm14");
+    }
+    const gint16 *w16 = pn.w16;
+    for (guint i = pn.n8; i < pn.nq; i++, w16 += 32) {
+      __m256i w0 = _mm256_loadu_si256 ((const __m256i *) w16);
+      __m256i w1 = _mm256_loadu_si256 ((const __m256i *) (w16 + 16));
+      const gint16 *a = u16 + (gsize) QROWS * 4 * pn.idx[i];
+      _mm_prefetch ((const char *) (w16 + PREFETCH / 2), _MM_HINT_T0);
+      __asm__(WORD_ROW ("0", "4", "a0") WORD_ROW ("8", "12", "a1") WORD_ROW ("16", "20",
+          "a2") WORD_ROW ("24", "28", "a3") WORD_ROW ("32", "36", "a4") WORD_ROW ("40", "44", "a5")
+              : ACC6
+              : [a] "r"(a), [w0] "x"(w0), [w1] "x"(w1), "m"(*(const gint16 (*)[24]) a)
+              : "xmm14", "xmm15");
+    }
+    /* all requantised before the first store, which may alias g's tables (int8): they
+     * are read once */
+    __m128i q0 = requant8x2 (g, p, a0, a1), q1 = requant8x2 (g, p, a2, a3);
+    __m128i q2 = requant8x2 (g, p, a4, a5);
+    put8x2 (g, p, q0, TRUE, out, ldo);
+    put8x2 (g, p, q1, TRUE, out + 2 * ldo, ldo);
+    put8x2 (g, p, q2, TRUE, out + 4 * ldo, ldo);
   }
-  const gint16 *w16 = pn.w16;
-  for (guint i = pn.n8; i < pn.nq; i++, w16 += 32) {
-    __m256i w0 = _mm256_loadu_si256 ((const __m256i *) w16);
-    __m256i w1 = _mm256_loadu_si256 ((const __m256i *) (w16 + 16));
-    const gint16 *a = u16 + (gsize) QROWS * 4 * pn.idx[i];
-    _mm_prefetch ((const char *) (w16 + PREFETCH / 2), _MM_HINT_T0);
-    __asm__(WORD_ROW ("0", "4", "a0") WORD_ROW ("8", "12", "a1") WORD_ROW ("16", "20", "a2")
-                WORD_ROW ("24", "28", "a3") WORD_ROW ("32", "36", "a4") WORD_ROW ("40", "44", "a5")
-            : ACC6
-            : [a] "r"(a), [w0] "x"(w0), [w1] "x"(w1), "m"(*(const gint16 (*)[24]) a)
-            : "xmm14", "xmm15");
-  }
-  /* all requantised before the first store, which may alias g's tables (int8): they
-   * are read once */
-  __m128i q0 = requant8x2 (g, p, a0, a1), q1 = requant8x2 (g, p, a2, a3);
-  __m128i q2 = requant8x2 (g, p, a4, a5);
-  put8x2 (g, p, q0, TRUE, out, ldo);
-  put8x2 (g, p, q1, TRUE, out + 2 * ldo, ldo);
-  put8x2 (g, p, q2, TRUE, out + 4 * ldo, ldo);
 }
 
 /* The last @MR (< QROWS) rows, the same arithmetic in intrinsics (inlined for each
@@ -415,9 +419,8 @@ cony_qgemm_avx2 (const ConyQGemm *g, gsize M, const gint8 *x, gsize ldx, gint8 *
   guint8 *u = (guint8 *) (scratch + blocks * blk);
   prepare_rows (x, ldx, M, g->K, g->p8.Kq, u, u16);
   for (guint p = 0; p < (g->N + 7) / 8; p++) {
-    gsize r = 0, b = 0;
-    for (; r + QROWS <= M; r += QROWS, b++)
-      gemm8_block (g, p, u + b * blk, u16 + b * blk, out + r * ldo, ldo);
+    gsize b = M / QROWS, r = b * QROWS;
+    gemm8_blocks (g, p, u, u16, b, blk, out, ldo);
     switch (M - r) {
 #define TAIL(n) \
   case n: gemm8_tail (g, p, u + b * blk, u16 + b * blk, n, out + r * ldo, ldo); break;
