@@ -205,7 +205,8 @@ load_weights (const ConySafetensors *st, const Layer *l, QLayer *q, GError **err
   if (conv != NULL)
     qw.data = conv;
   guint K = l->kind == LAYER_CONV ? 9 * l->in_c : l->in_c;
-  cony_qgemm_init (&q->gemm, K, l->out_c, &qw, q->in_zp, bias, m, q->out_zp, lo, hi);
+  cony_qgemm_init (&q->gemm, cony_qkernels (), K, l->out_c, &qw, q->in_zp, bias, m, q->out_zp, lo,
+      hi);
   return TRUE;
 }
 

@@ -11,6 +11,11 @@ G_BEGIN_DECLS
 /* Hand-written x86-64-v3 kernels can be compiled (gcc and clang). */
 #define CONY_CPU_X86 1
 #define CONY_TARGET_V3 __attribute__ ((target ("avx2,fma,f16c")))
+/* The compiler has the vpdpbusd intrinsics of AVX-VNNI and AVX512-VNNI (gcc 11, clang
+ * 12). */
+#if (defined(__clang__) && __clang_major__ >= 12) || (!defined(__clang__) && __GNUC__ >= 11)
+#define CONY_CPU_VNNI 1
+#endif
 #endif
 
 /* Plain C built twice, for x86-64-v3 and the baseline, chosen at load time. Without
@@ -25,6 +30,11 @@ G_BEGIN_DECLS
 /* TRUE when this CPU (and OS) runs AVX2, FMA and F16C, the x86-64-v3 kernels' needs;
  * FALSE elsewhere. Checked once. */
 gboolean cony_cpu_has_v3 (void);
+/* TRUE when this CPU runs AVX-VNNI (vpdpbusd on VEX-encoded ymm registers). */
+gboolean cony_cpu_has_avxvnni (void);
+/* TRUE when this CPU runs AVX512-VNNI with AVX512VL (vpdpbusd on EVEX-encoded ymm
+ * registers) and the OS saves the AVX-512 state. */
+gboolean cony_cpu_has_avx512vnni (void);
 /* TRUE when CONY_CNN_PORTABLE=1 was in the environment at the first call: the CNN then
  * runs the portable kernels (tests use it to cover that path). Read once. */
 gboolean cony_cpu_force_portable (void);

@@ -33,6 +33,46 @@ cony_cpu_has_v3 (void)
 #endif
 }
 
+#ifdef CONY_CPU_X86
+/* XCR0, the state the OS saves (0 without OSXSAVE). */
+static guint64
+cpu_xcr0 (void)
+{
+  unsigned int a, b, c, d, lo, hi;
+  if (!__get_cpuid (1, &a, &b, &c, &d) || (c & bit_OSXSAVE) == 0)
+    return 0;
+  __asm__("xgetbv" : "=a"(lo), "=d"(hi) : "c"(0));
+  return ((guint64) hi << 32) | lo;
+}
+#endif
+
+gboolean
+cony_cpu_has_avxvnni (void)
+{
+#ifdef CONY_CPU_X86
+  unsigned int a, b, c, d;
+  /* leaf 7 sub-leaf 1, EAX bit 4; YMM state saved (XCR0 bits 1, 2) */
+  return __get_cpuid_count (7, 1, &a, &b, &c, &d) && (a & (1u << 4)) != 0
+      && (cpu_xcr0 () & 0x6) == 0x6;
+#else
+  return FALSE;
+#endif
+}
+
+gboolean
+cony_cpu_has_avx512vnni (void)
+{
+#ifdef CONY_CPU_X86
+  unsigned int a, b, c, d;
+  /* leaf 7: AVX512F (EBX 16), AVX512VL (EBX 31), AVX512_VNNI (ECX 11); opmask, upper
+   * ZMM and ZMM16-31 state saved (XCR0 bits 5-7) besides YMM (1, 2) */
+  return __get_cpuid_count (7, 0, &a, &b, &c, &d) && (b & (1u << 16)) != 0 && (b & (1u << 31)) != 0
+      && (c & (1u << 11)) != 0 && (cpu_xcr0 () & 0xE6) == 0xE6;
+#else
+  return FALSE;
+#endif
+}
+
 gboolean
 cony_cpu_force_portable (void)
 {

@@ -283,6 +283,39 @@ gemm8_blocks (const ConyQGemm *g, guint p, const guint8 *u, const gint16 *u16, g
   }
 }
 
+/* @MR rows' accumulators of panel @pn (from its bias). */
+#define BIAS_ROWS(acc, pn, MR) \
+  for (int r_ = 0; r_ < (MR); r_++) \
+  (acc)[r_] = _mm256_loadu_si256 ((const __m256i *) (pn).bias)
+
+/* The int16 quads of panel @pn on @MR rows of @u16 into @acc: two vpmaddwd a row. */
+CONY_TARGET_V3 static inline __attribute__ ((always_inline)) void
+word_quads (const Panel8 *pn, const gint16 *u16, int MR, __m256i *acc)
+{
+  const gint16 *w16 = pn->w16;
+  for (guint i = pn->n8; i < pn->nq; i++, w16 += 32) {
+    __m256i w0 = _mm256_loadu_si256 ((const __m256i *) w16);
+    __m256i w1 = _mm256_loadu_si256 ((const __m256i *) (w16 + 16));
+    const gint16 *a = u16 + (gsize) QROWS * 4 * pn->idx[i];
+    for (int r = 0; r < MR; r++) {
+      gint32 v0, v1;
+      memcpy (&v0, a + 4 * r, sizeof v0);
+      memcpy (&v1, a + 4 * r + 2, sizeof v1);
+      acc[r] = _mm256_add_epi32 (acc[r], _mm256_madd_epi16 (_mm256_set1_epi32 (v0), w0));
+      acc[r] = _mm256_add_epi32 (acc[r], _mm256_madd_epi16 (_mm256_set1_epi32 (v1), w1));
+    }
+  }
+}
+
+/* @MR rows' accumulators of panel @p requantised into @out (row stride @ldo). */
+CONY_TARGET_V3 static inline __attribute__ ((always_inline)) void
+store_rows (const ConyQGemm *g, guint p, const __m256i *acc, int MR, gint8 *out, gsize ldo)
+{
+  for (int r = 0; r < MR; r += 2)
+    put8x2 (g, p, requant8x2 (g, p, acc[r], acc[MIN (r + 1, MR - 1)]), r + 1 < MR, out + r * ldo,
+        ldo);
+}
+
 /* The last @MR (< QROWS) rows, the same arithmetic in intrinsics (inlined for each
  * constant MR, so the accumulators stay in registers). */
 CONY_TARGET_V3 static inline __attribute__ ((always_inline)) void
@@ -292,8 +325,7 @@ gemm8_tail (const ConyQGemm *g, guint p, const guint8 *u, const gint16 *u16, int
   Panel8 pn = panel8 (g, p);
   const __m256i one = _mm256_set1_epi16 (1);
   __m256i acc[QROWS];
-  for (int r = 0; r < MR; r++)
-    acc[r] = _mm256_loadu_si256 ((const __m256i *) pn.bias);
+  BIAS_ROWS (acc, pn, MR);
   const gint8 *w8 = pn.w8;
   for (guint i = 0; i < pn.n8; i++, w8 += 32) {
     __m256i w = _mm256_loadu_si256 ((const __m256i *) w8);
@@ -305,22 +337,8 @@ gemm8_tail (const ConyQGemm *g, guint p, const guint8 *u, const gint16 *u16, int
       acc[r] = _mm256_add_epi32 (acc[r], _mm256_madd_epi16 (t, one));
     }
   }
-  const gint16 *w16 = pn.w16;
-  for (guint i = pn.n8; i < pn.nq; i++, w16 += 32) {
-    __m256i w0 = _mm256_loadu_si256 ((const __m256i *) w16);
-    __m256i w1 = _mm256_loadu_si256 ((const __m256i *) (w16 + 16));
-    const gint16 *a = u16 + (gsize) QROWS * 4 * pn.idx[i];
-    for (int r = 0; r < MR; r++) {
-      gint32 v0, v1;
-      memcpy (&v0, a + 4 * r, sizeof v0);
-      memcpy (&v1, a + 4 * r + 2, sizeof v1);
-      acc[r] = _mm256_add_epi32 (acc[r], _mm256_madd_epi16 (_mm256_set1_epi32 (v0), w0));
-      acc[r] = _mm256_add_epi32 (acc[r], _mm256_madd_epi16 (_mm256_set1_epi32 (v1), w1));
-    }
-  }
-  for (int r = 0; r < MR; r += 2)
-    put8x2 (g, p, requant8x2 (g, p, acc[r], acc[MIN (r + 1, MR - 1)]), r + 1 < MR, out + r * ldo,
-        ldo);
+  word_quads (&pn, u16, MR, acc);
+  store_rows (g, p, acc, MR, out, ldo);
 }
 
 /* The depthwise layer, 16 channels at a time in registers: the taps in pairs, each
@@ -410,28 +428,73 @@ prepare_rows (const gint8 *x, gsize ldx, gsize M, guint K, guint Kq, guint8 *u, 
   }
 }
 
+/* @M rows of @x prepared in @scratch (prepare_rows): their bytes in *@u, their int16 in
+ * *@u16; returns the values of a block of QROWS rows. */
+CONY_TARGET_V3 static inline gsize
+prepare_inputs (const ConyQGemm *g, gsize M, const gint8 *x, gsize ldx, gint16 *scratch, guint8 **u,
+    gint16 **u16)
+{
+  gsize blk = (gsize) QROWS * g->p8.Kq, blocks = (M + QROWS - 1) / QROWS;
+  *u16 = scratch;
+  *u = (guint8 *) (scratch + blocks * blk);
+  prepare_rows (x, ldx, M, g->K, g->p8.Kq, *u, *u16);
+  return blk;
+}
+
+/* CALL (n) for the @left (< QROWS) rows after the full blocks, n a constant (so that
+ * the always-inline row functions keep their accumulators in registers). */
+#define TAIL_ROWS(left, CALL) \
+  switch (left) { \
+    case 1: CALL (1); break; \
+    case 2: CALL (2); break; \
+    case 3: CALL (3); break; \
+    case 4: CALL (4); break; \
+    case 5: CALL (5); break; \
+    default: break; \
+  }
+
 CONY_TARGET_V3 void
 cony_qgemm_avx2 (const ConyQGemm *g, gsize M, const gint8 *x, gsize ldx, gint8 *out, gsize ldo,
     gint16 *scratch)
 {
-  gsize blk = (gsize) QROWS * g->p8.Kq, blocks = (M + QROWS - 1) / QROWS;
-  gint16 *u16 = scratch;
-  guint8 *u = (guint8 *) (scratch + blocks * blk);
-  prepare_rows (x, ldx, M, g->K, g->p8.Kq, u, u16);
+  g_assert (!g->bytes_int8); /* bytes only where vpmaddubsw cannot saturate */
+  guint8 *u;
+  gint16 *u16;
+  gsize blk = prepare_inputs (g, M, x, ldx, scratch, &u, &u16);
   for (guint p = 0; p < (g->N + 7) / 8; p++) {
     gsize b = M / QROWS, r = b * QROWS;
     gemm8_blocks (g, p, u, u16, b, blk, out, ldo);
-    switch (M - r) {
-#define TAIL(n) \
-  case n: gemm8_tail (g, p, u + b * blk, u16 + b * blk, n, out + r * ldo, ldo); break;
-      TAIL (1)
-      TAIL (2)
-      TAIL (3)
-      TAIL (4)
-      TAIL (5)
+#define TAIL(n) gemm8_tail (g, p, u + b * blk, u16 + b * blk, n, out + r * ldo, ldo)
+    TAIL_ROWS (M - r, TAIL);
 #undef TAIL
-      default: break;
-    }
   }
 }
+/* vpdpbusd emulated exactly: the even and the odd bytes of each int16 widened apart (u
+ * unsigned, w signed), so that each vpmaddwd sums two of a lane's four products. */
+CONY_TARGET_V3 static inline __m256i
+dot4_emulated (__m256i acc, __m256i u, __m256i w)
+{
+  const __m256i low = _mm256_set1_epi16 (0x00FF);
+  __m256i even = _mm256_madd_epi16 (_mm256_and_si256 (u, low),
+      _mm256_srai_epi16 (_mm256_slli_epi16 (w, 8), 8));
+  __m256i odd = _mm256_madd_epi16 (_mm256_srli_epi16 (u, 8), _mm256_srai_epi16 (w, 8));
+  return _mm256_add_epi32 (acc, _mm256_add_epi32 (even, odd));
+}
+
+#define DOT4_NAME(x) x##_dot4_emulated
+#define DOT4_TARGET CONY_TARGET_V3
+#define DOT4(a, u, w) dot4_emulated (a, u, w)
+#include "qkernels-dot4.h"
+
+#ifdef CONY_CPU_VNNI
+#define DOT4_NAME(x) x##_avxvnni
+#define DOT4_TARGET __attribute__ ((target ("avx2,fma,f16c,avxvnni")))
+#define DOT4(a, u, w) _mm256_dpbusd_avx_epi32 (a, u, w)
+#include "qkernels-dot4.h"
+
+#define DOT4_NAME(x) x##_avx512vnni
+#define DOT4_TARGET __attribute__ ((target ("avx2,fma,f16c,avx512vnni,avx512vl")))
+#define DOT4(a, u, w) _mm256_dpbusd_epi32 (a, u, w)
+#include "qkernels-dot4.h"
+#endif
 #endif

@@ -86,9 +86,11 @@ folded_bias (guint K, guint N, guint np, const ConyQWeights *w, gint32 in_zp, co
   return out;
 }
 
-/* Whether vpmaddubsw on u in 0..255 is exact for quad @q of the 8 columns from @c0. */
+/* Whether quad @q of the 8 columns from @c0 can be bytes: its weights fit int8 and,
+ * unless @dot4 (vpdpbusd sums four products exactly), vpmaddubsw on u in 0..255 cannot
+ * saturate on any of its pairs. */
 static gboolean
-quad_byte_exact (const ConyQWeights *w, guint K, guint N, guint c0, guint q)
+quad_byte_exact (const ConyQWeights *w, guint K, guint N, guint c0, guint q, gboolean dot4)
 {
   for (guint c = c0; c < MIN (c0 + 8, N); c++)
     for (guint k = 4 * q; k < MIN (4 * q + 4, K); k += 2) {
@@ -100,7 +102,7 @@ quad_byte_exact (const ConyQWeights *w, guint K, guint N, guint c0, guint q)
         pos += MAX (v, 0);
         neg += MAX (-v, 0);
       }
-      if (255 * pos > 32767 || 255 * neg > 32768)
+      if (!dot4 && (255 * pos > 32767 || 255 * neg > 32768))
         return FALSE;
     }
   return TRUE;
@@ -120,7 +122,7 @@ pack_panels8 (ConyQGemm *g, const ConyQWeights *w)
   for (guint p = 0; p < np; p++) {
     guint n8 = 0;
     for (guint q = 0; q < nq; q++)
-      n8 += exact[(gsize) p * nq + q] = quad_byte_exact (w, K, N, 8 * p, q);
+      n8 += exact[(gsize) p * nq + q] = quad_byte_exact (w, K, N, 8 * p, q, g->bytes_int8);
     p8->start8[p + 1] = p8->start8[p] + n8;
     p8->start16[p + 1] = p8->start16[p] + nq - n8;
   }
@@ -149,9 +151,10 @@ pack_panels8 (ConyQGemm *g, const ConyQWeights *w)
 }
 
 void
-cony_qgemm_init (ConyQGemm *g, guint K, guint N, const ConyQWeights *w, gint32 in_zp,
-    const gint32 *bias, const ConyQMul *m, gint32 zp, gint32 lo, gint32 hi)
+cony_qgemm_init (ConyQGemm *g, const ConyQKernels *k, guint K, guint N, const ConyQWeights *w,
+    gint32 in_zp, const gint32 *bias, const ConyQMul *m, gint32 zp, gint32 lo, gint32 hi)
 {
+  g->bytes_int8 = k->dot4;
   g->K = K;
   g->N = N;
   g->Np = (N + 15) / 16 * 16;
@@ -343,7 +346,7 @@ const ConyQKernels *
 cony_qkernels_portable (void)
 {
   static const ConyQKernels k = { "portable", gemm_portable, requant_portable, dw_portable,
-    quantize_portable, add_portable };
+    quantize_portable, add_portable, FALSE };
   return &k;
 }
 
@@ -352,16 +355,76 @@ cony_qkernels_avx2 (void)
 {
 #ifdef CONY_CPU_X86
   static const ConyQKernels k = { "avx2", cony_qgemm_avx2, cony_qrequant_avx2, cony_qdw_avx2,
-    cony_qquantize_avx2, cony_qadd_avx2 };
+    cony_qquantize_avx2, cony_qadd_avx2, FALSE };
   return cony_cpu_has_v3 () ? &k : NULL;
 #else
   return NULL;
 #endif
 }
 
+/* The AVX2 set with a dot-product kernel for its products. */
+#define DOT4_SET(name, gemm) \
+  { \
+    name, gemm, cony_qrequant_avx2, cony_qdw_avx2, cony_qquantize_avx2, cony_qadd_avx2, TRUE \
+  }
+
+const ConyQKernels *
+cony_qkernels_vnni (void)
+{
+#ifdef CONY_CPU_VNNI
+  static const ConyQKernels vex = DOT4_SET ("avxvnni", cony_qgemm_avxvnni);
+  static const ConyQKernels evex = DOT4_SET ("avx512vnni", cony_qgemm_avx512vnni);
+  if (!cony_cpu_has_v3 ())
+    return NULL;
+  return cony_cpu_has_avxvnni () ? &vex : cony_cpu_has_avx512vnni () ? &evex : NULL;
+#else
+  return NULL;
+#endif
+}
+
+const ConyQKernels *
+cony_qkernels_dot4_emulated (void)
+{
+#ifdef CONY_CPU_X86
+  static const ConyQKernels k = DOT4_SET ("avx2-dot4", cony_qgemm_dot4_emulated);
+  return cony_cpu_has_v3 () ? &k : NULL;
+#else
+  return NULL;
+#endif
+}
+
+/* The set CONY_CNN_KERNELS names (NULL when unset): a name this CPU cannot run, or
+ * none of the sets', is reported and the choice left to cony_qkernels. */
+static const ConyQKernels *
+kernels_from_env (void)
+{
+  const char *want = g_getenv ("CONY_CNN_KERNELS");
+  const ConyQKernels *sets[] = { cony_qkernels_portable (), cony_qkernels_avx2 (),
+    cony_qkernels_dot4_emulated (), cony_qkernels_vnni () };
+  for (guint i = 0; want != NULL && i < G_N_ELEMENTS (sets); i++)
+    if (sets[i] != NULL && strcmp (sets[i]->name, want) == 0)
+      return sets[i];
+  if (want != NULL)
+    g_warning ("CONY_CNN_KERNELS=%s: not a kernel set this CPU runs (portable, avx2, "
+               "avx2-dot4, avxvnni, avx512vnni where the CPU has them); choosing as usual",
+        want);
+  return NULL;
+}
+
 const ConyQKernels *
 cony_qkernels (void)
 {
-  const ConyQKernels *k = cony_cpu_force_portable () ? NULL : cony_qkernels_avx2 ();
-  return k ? k : cony_qkernels_portable ();
+  /* chosen once: every layer of every forward pass asks, and CPUID traps in a VM */
+  static gsize done;
+  static const ConyQKernels *k;
+  if (g_once_init_enter (&done)) {
+    k = kernels_from_env ();
+    if (k == NULL && !cony_cpu_force_portable ()) {
+      k = cony_qkernels_vnni ();
+      k = k ? k : cony_qkernels_avx2 ();
+    }
+    k = k ? k : cony_qkernels_portable ();
+    g_once_init_leave (&done, 1);
+  }
+  return k;
 }

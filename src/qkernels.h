@@ -69,6 +69,9 @@ typedef struct {
   /* every |accumulator| < 2^29, every channel's shift a right shift of at least 1:
    * the AVX2 kernel may requantise with the short rounding (qkernels-avx2.c) */
   gboolean small_acc;
+  /* packed for a dot-product kernel set (ConyQKernels' dot4): every quad whose weights
+   * fit int8 is bytes, whatever vpmaddubsw would make of it */
+  gboolean bytes_int8;
 } ConyQGemm;
 
 /* A 3x3 depthwise layer: weights w - zp as int16, 9 x C (tap ky * 3 + kx), int32 biases
@@ -99,7 +102,7 @@ typedef struct {
 } ConyQAddK;
 
 typedef struct {
-  const char *name; /* "avx2", "portable" */
+  const char *name; /* "avxvnni", "avx512vnni", "avx2", "avx2-dot4", "portable" */
   /* out (M x N int8, row stride ldo) = the product of x (M x K int8, row stride ldx);
    * @scratch: cony_qgemm_scratch (g, M) int16 values the kernel may overwrite. */
   void (*gemm) (const ConyQGemm *g, gsize M, const gint8 *x, gsize ldx, gint8 *out, gsize ldo,
@@ -115,19 +118,31 @@ typedef struct {
   void (*quantize) (const float *x, gsize n, float scale, gint32 zp, gint8 *out);
   /* out[i] = cony_q_add (&k->add, a[i], b[i]) for i < n. */
   void (*add) (const ConyQAddK *k, const gint8 *a, const gint8 *b, gsize n, gint8 *out);
+  /* gemm is a 4-byte dot-product kernel (qkernels-dot4.h): its ConyQGemm must be packed
+   * for it (cony_qgemm_init with this set) */
+  gboolean dot4;
 } ConyQKernels;
 
 const ConyQKernels *cony_qkernels_portable (void);
 /* The AVX2 set, NULL where the CPU (or the build) has no AVX2. */
 const ConyQKernels *cony_qkernels_avx2 (void);
-/* The set the CNN runs: AVX2 where available unless CONY_CNN_PORTABLE=1. */
+/* The VNNI set (vpdpbusd: AVX-VNNI, else AVX512-VNNI with AVX512VL; the other kernels
+ * AVX2's), NULL where the CPU (or the build) has neither. */
+const ConyQKernels *cony_qkernels_vnni (void);
+/* The VNNI set's product kernel with vpdpbusd emulated exactly in AVX2 ("avx2-dot4"):
+ * slower than the AVX2 set, it runs the dot-product kernels' code on CPUs without VNNI
+ * (tests); NULL without AVX2. */
+const ConyQKernels *cony_qkernels_dot4_emulated (void);
+/* The set the CNN runs: the one CONY_CNN_KERNELS names (tests, benchmarks), else VNNI,
+ * else AVX2, where available, unless CONY_CNN_PORTABLE=1. */
 const ConyQKernels *cony_qkernels (void);
 
-/* Fills @g from weights @w (N channels of K), the input zero point @in_zp, int32 @bias
- * (N, NULL: zero), per-channel multipliers @m (N) and the output's zero point and
- * clamp. (uint8 activations: pass x - 128 and zero points - 128, the same reals.) */
-void cony_qgemm_init (ConyQGemm *g, guint K, guint N, const ConyQWeights *w, gint32 in_zp,
-    const gint32 *bias, const ConyQMul *m, gint32 zp, gint32 lo, gint32 hi);
+/* Fills @g, packed for the kernels @k, from weights @w (N channels of K), the input zero
+ * point @in_zp, int32 @bias (N, NULL: zero), per-channel multipliers @m (N) and the
+ * output's zero point and clamp. (uint8 activations: pass x - 128 and zero points - 128,
+ * the same reals.) The portable kernels run any packing. */
+void cony_qgemm_init (ConyQGemm *g, const ConyQKernels *k, guint K, guint N, const ConyQWeights *w,
+    gint32 in_zp, const gint32 *bias, const ConyQMul *m, gint32 zp, gint32 lo, gint32 hi);
 /* int16 values of scratch the kernels need for @M rows of @g. */
 gsize cony_qgemm_scratch (const ConyQGemm *g, gsize M);
 void cony_qgemm_clear (ConyQGemm *g);
@@ -146,6 +161,13 @@ void cony_qadd_clear (ConyQAddK *k);
 /* The AVX2 kernels (qkernels-avx2.c), built where the compiler can. */
 void cony_qgemm_avx2 (const ConyQGemm *g, gsize M, const gint8 *x, gsize ldx, gint8 *out, gsize ldo,
     gint16 *scratch);
+/* The dot-product kernels (qkernels-dot4.h), on a ConyQGemm packed with bytes_int8. */
+void cony_qgemm_dot4_emulated (const ConyQGemm *g, gsize M, const gint8 *x, gsize ldx, gint8 *out,
+    gsize ldo, gint16 *scratch);
+void cony_qgemm_avxvnni (const ConyQGemm *g, gsize M, const gint8 *x, gsize ldx, gint8 *out,
+    gsize ldo, gint16 *scratch);
+void cony_qgemm_avx512vnni (const ConyQGemm *g, gsize M, const gint8 *x, gsize ldx, gint8 *out,
+    gsize ldo, gint16 *scratch);
 void cony_qrequant_avx2 (const ConyQOut *o, const gint32 *acc, guint n, gint8 *out);
 void cony_qquantize_avx2 (const float *x, gsize n, float scale, gint32 zp, gint8 *out);
 void cony_qadd_avx2 (const ConyQAddK *k, const gint8 *a, const gint8 *b, gsize n, gint8 *out);

@@ -126,13 +126,26 @@ cony_test_remove_tmpdir (const char *dir)
   return g_rmdir (dir) == 0;
 }
 
+/* Runs the current test again in a subprocess with @var=@value in its environment. */
+static void
+trap_with_env (const char *var, const char *value)
+{
+  g_setenv (var, value, TRUE);
+  g_test_trap_subprocess (NULL, 0, G_TEST_SUBPROCESS_INHERIT_STDERR);
+  g_unsetenv (var);
+  g_test_trap_assert_passed ();
+}
+
 void
 cony_test_trap_portable_cnn (void)
 {
-  g_setenv ("CONY_CNN_PORTABLE", "1", TRUE);
-  g_test_trap_subprocess (NULL, 0, G_TEST_SUBPROCESS_INHERIT_STDERR);
-  g_unsetenv ("CONY_CNN_PORTABLE");
-  g_test_trap_assert_passed ();
+  trap_with_env ("CONY_CNN_PORTABLE", "1");
+}
+
+void
+cony_test_trap_cnn_kernels (const char *name)
+{
+  trap_with_env ("CONY_CNN_KERNELS", name);
 }
 
 double

@@ -241,6 +241,34 @@ random_weights (GRand *r, guint kind, guint K, guint n, guint8 *data, gint32 *zp
   return w;
 }
 
+/* The dot-product kernel sets (the exact AVX2 emulation of vpdpbusd, and VNNI where
+ * this CPU has it) on one product: packed for them, int8 weights (zero point 0) run as
+ * bytes only, even where vpmaddubsw would saturate, and both they and the portable
+ * kernel on their packing give @want (M x N), the portable result. */
+static void
+check_dot4_kernels (guint K, guint N, const ConyQWeights *w, gint32 in_zp, const gint32 *bias,
+    const ConyQMul *m, gint32 zp, gint32 lo, gint32 hi, guint M, const gint8 *x, gsize ldx,
+    const gint8 *want)
+{
+  const ConyQKernels *sets[] = { cony_qkernels_dot4_emulated (), cony_qkernels_vnni () };
+  g_autofree gint8 *o = g_new (gint8, (gsize) M * N);
+  for (guint s = 0; s < G_N_ELEMENTS (sets); s++) {
+    if (sets[s] == NULL)
+      continue;
+    ConyQGemm g;
+    cony_qgemm_init (&g, sets[s], K, N, w, in_zp, bias, m, zp, lo, hi);
+    g_assert_true (g.bytes_int8);
+    if (!w->is_u8 && w->zp == NULL)
+      g_assert_cmpuint (g.p8.start16[(N + 7) / 8], ==, 0);
+    g_autofree gint16 *scratch = g_new (gint16, cony_qgemm_scratch (&g, M));
+    sets[s]->gemm (&g, M, x, ldx, o, N, scratch);
+    g_assert_cmpmem (o, (gsize) M * N, want, (gsize) M * N);
+    cony_qkernels_portable ()->gemm (&g, M, x, ldx, o, N, scratch);
+    g_assert_cmpmem (o, (gsize) M * N, want, (gsize) M * N);
+    cony_qgemm_clear (&g);
+  }
+}
+
 /* The AVX2 and portable kernels on random products (odd K, N not a multiple of 16,
  * every remainder of the 4-row blocks, several of the AVX2 kernel's row chunks, left and right
  * shifts, extreme accumulators, the short rounding and the long one for small accumulators),
@@ -277,7 +305,7 @@ test_kernels_equal (void)
       gint32 zp = g_rand_int_range (r, -128, 100), lo = kind == 2 ? zp : -128;
       gint32 hi = kind == 2 ? zp + 27 : 127;
       ConyQGemm g;
-      cony_qgemm_init (&g, K, N, &w, in_zp, bias, m, zp, lo, hi);
+      cony_qgemm_init (&g, port, K, N, &w, in_zp, bias, m, zp, lo, hi);
       /* near the limit, the AVX2 packing takes both of its paths */
       guint panels = (N + 7) / 8, byte = g.p8.start8[panels], word = g.p8.start16[panels];
       if (kind == 3 && K >= 8)
@@ -302,6 +330,7 @@ test_kernels_equal (void)
           g_assert_cmpint (o2[(gsize) i * N + c], ==,
               cony_q_requant ((gint32) acc, m[c], g.out.zp, lo, hi));
         }
+      check_dot4_kernels (K, N, &w, in_zp, bias, m, zp, lo, hi, M, x, ldx, o2);
       if (avx != NULL) {
         avx->gemm (&g, M, x, ldx, o1, N, scratch);
         g_assert_cmpmem (o1, (gsize) M * N, o2, (gsize) M * N);
@@ -394,27 +423,32 @@ test_quantize_kernels (void)
   g_rand_free (r);
 }
 
-/* The AVX2 packing's split: a quad runs in bytes only when no pair can leave int16 in
- * vpmaddubsw (255 * 128 = 32640 fits, 255 * 129 does not; weights outside int8 never). */
+/* The packing's split: for the AVX2 kernels a quad runs in bytes only when no pair can
+ * leave int16 in vpmaddubsw (255 * 128 = 32640 fits, 255 * 129 does not), for the
+ * dot-product kernels whenever its weights fit int8; weights outside int8 never. */
 static void
 test_byte_exact_split (void)
 {
   const gint8 cases[][4] = { { 64, 64, 0, 0 }, { 127, 1, -128, 0 }, { -64, -64, 127, -127 },
     { 65, 64, 0, 0 }, { 0, 0, -128, -1 }, { 127, 127, 0, 0 } };
-  for (guint i = 0; i < G_N_ELEMENTS (cases); i++) {
-    ConyQWeights w = { cases[i], FALSE, NULL, FALSE };
-    ConyQGemm g;
-    cony_qgemm_init (&g, 4, 1, &w, 0, NULL, NULL, 0, -128, 127);
-    g_assert_cmpuint (g.p8.start8[1], ==, i < 3 ? 1 : 0);
-    cony_qgemm_clear (&g);
-  }
+  const ConyQKernels dot4 = { .name = "packing only", .dot4 = TRUE };
   guint8 u8[4] = { 128, 0, 0, 0 };
   gint32 zp = 0;
   ConyQWeights wu = { u8, TRUE, &zp, FALSE }; /* 128 - 0 does not fit int8 */
-  ConyQGemm g;
-  cony_qgemm_init (&g, 4, 1, &wu, 0, NULL, NULL, 0, -128, 127);
-  g_assert_cmpuint (g.p8.start8[1], ==, 0);
-  cony_qgemm_clear (&g);
+  for (int d = 0; d < 2; d++) {
+    const ConyQKernels *k = d ? &dot4 : cony_qkernels_portable ();
+    for (guint i = 0; i < G_N_ELEMENTS (cases); i++) {
+      ConyQWeights w = { cases[i], FALSE, NULL, FALSE };
+      ConyQGemm g;
+      cony_qgemm_init (&g, k, 4, 1, &w, 0, NULL, NULL, 0, -128, 127);
+      g_assert_cmpuint (g.p8.start8[1], ==, d || i < 3 ? 1 : 0);
+      cony_qgemm_clear (&g);
+    }
+    ConyQGemm g;
+    cony_qgemm_init (&g, k, 4, 1, &wu, 0, NULL, NULL, 0, -128, 127);
+    g_assert_cmpuint (g.p8.start8[1], ==, 0);
+    cony_qgemm_clear (&g);
+  }
 }
 
 /* The depthwise kernels on random padded maps: channel counts with and without a
@@ -588,6 +622,29 @@ test_yamnet_armnn_portable (void)
   cony_test_trap_portable_cnn ();
 }
 
+/* @check in a subprocess on the dot-product kernels, with vpdpbusd emulated (the VNNI
+ * kernels' code on this CPU); skipped without AVX2. */
+static void
+trap_dot4 (void (*check) (void))
+{
+  if (cony_qkernels_dot4_emulated () == NULL) {
+    g_test_skip ("no AVX2 on this CPU");
+    return;
+  }
+  if (g_test_subprocess ()) {
+    g_assert_cmpstr (cony_cnn_get_int8_kernels (), ==, "avx2-dot4");
+    check ();
+    return;
+  }
+  cony_test_trap_cnn_kernels ("avx2-dot4");
+}
+
+static void
+test_yamnet_armnn_dot4 (void)
+{
+  trap_dot4 (check_yamnet_armnn);
+}
+
 /* A small MobileNet-v2 quantised two ways (tests/golden/mobilenet/v2_q8: int8 weights
  * per channel; v2_qu8: uint8 weights and activation zero points of uint8 tensors), with
  * residual add, softmax and bias_quantized: scores and embeddings equal the integer
@@ -626,6 +683,12 @@ static void
 test_mobilenet_v2 (void)
 {
   check_mobilenet_v2 ();
+}
+
+static void
+test_mobilenet_v2_dot4 (void)
+{
+  trap_dot4 (check_mobilenet_v2);
 }
 
 static void
@@ -867,8 +930,10 @@ main (int argc, char **argv)
   g_test_add_func ("/int8/dw-kernels-equal", test_dw_kernels_equal);
   g_test_add_func ("/int8/yamnet-armnn", test_yamnet_armnn);
   g_test_add_func ("/int8/yamnet-armnn-portable", test_yamnet_armnn_portable);
+  g_test_add_func ("/int8/yamnet-armnn-dot4", test_yamnet_armnn_dot4);
   g_test_add_func ("/int8/mobilenet-v2", test_mobilenet_v2);
   g_test_add_func ("/int8/mobilenet-v2-portable", test_mobilenet_v2_portable);
+  g_test_add_func ("/int8/mobilenet-v2-dot4", test_mobilenet_v2_dot4);
   g_test_add_func ("/int8/precision", test_precision);
   g_test_add_func ("/int8/prefix", test_prefix);
   g_test_add_func ("/int8/refused", test_refused);
