@@ -54,17 +54,42 @@ check_outputs (ConyCnn *cnn, const ConyNpyArray *x, const ConyNpyArray *scores,
   g_assert_cmpfloat (cony_test_rel_err (out, scores->data, scores->shape[1]), <=, 1e-4);
 }
 
+/* A golden network @name.safetensors with its input and its @name_scores.npy and
+ * @name_embedding.npy. */
+typedef struct {
+  ConyCnn *cnn;
+  ConyNpyArray *x, *scores, *emb;
+} Golden;
+
+static void
+golden_load (Golden *g, const char *name, const char *input)
+{
+  g_autofree char *file = g_strdup_printf ("%s.safetensors", name);
+  g_autofree char *sfile = g_strdup_printf ("%s_scores.npy", name);
+  g_autofree char *efile = g_strdup_printf ("%s_embedding.npy", name);
+  g->cnn = load_golden (file);
+  g->x = cony_test_load_golden_npy ("mobilenet", input);
+  g->scores = cony_test_load_golden_npy ("mobilenet", sfile);
+  g->emb = cony_test_load_golden_npy ("mobilenet", efile);
+}
+
+static void
+golden_clear (Golden *g)
+{
+  g_clear_pointer (&g->cnn, cony_cnn_free);
+  g_clear_pointer (&g->x, cony_npy_array_free);
+  g_clear_pointer (&g->scores, cony_npy_array_free);
+  g_clear_pointer (&g->emb, cony_npy_array_free);
+}
+G_DEFINE_AUTO_CLEANUP_CLEAR_FUNC (Golden, golden_clear)
+
 static void
 check_variant (gconstpointer data)
 {
   const char *variant = data;
-  g_autofree char *file = g_strdup_printf ("%s.safetensors", variant);
-  g_autofree char *sfile = g_strdup_printf ("%s_scores.npy", variant);
-  g_autofree char *efile = g_strdup_printf ("%s_embedding.npy", variant);
-  g_autoptr (ConyCnn) cnn = load_golden (file);
-  g_autoptr (ConyNpyArray) x = cony_test_load_golden_npy ("mobilenet", "input.npy");
-  g_autoptr (ConyNpyArray) scores = cony_test_load_golden_npy ("mobilenet", sfile);
-  g_autoptr (ConyNpyArray) emb = cony_test_load_golden_npy ("mobilenet", efile);
+  g_auto (Golden) g = { 0 };
+  golden_load (&g, variant, "input.npy");
+  ConyCnn *cnn = g.cnn;
 
   g_assert_true (cony_cnn_is_mobilenet (cnn));
   g_assert_cmpuint (cony_cnn_get_input_height (cnn), ==, 21);
@@ -87,7 +112,7 @@ check_variant (gconstpointer data)
   g_assert_nonnull (strstr (desc, "sigmoid, out 10"));
   g_assert_nonnull (strstr (desc, strcmp (variant, "f16") == 0 ? "+ ReLU\n" : "+ ReLU6\n"));
 
-  check_outputs (cnn, x, scores, emb, variant);
+  check_outputs (cnn, g.x, g.scores, g.emb, variant);
 
   /* F16 FC weights work on the head (the sigmoid is no FC layer): rounding the fc's
    * weights moves the scores by about 2^-11 relative at most. */
@@ -95,8 +120,8 @@ check_variant (gconstpointer data)
   g_assert_true (cony_cnn_set_fc_f16 (cnn, TRUE, NULL));
   g_assert_true (cony_cnn_get_fc_f16 (cnn));
   float out[10];
-  cony_cnn_forward (cnn, x->data, out);
-  g_assert_cmpfloat (cony_test_rel_err (out, scores->data, 10), <=, 2e-3);
+  cony_cnn_forward (cnn, g.x->data, out);
+  g_assert_cmpfloat (cony_test_rel_err (out, g.scores->data, 10), <=, 2e-3);
 }
 
 /* MobileNet-v2 (network = "mobilenet_v2": linear1x1, add@K, softmax, a normalised
@@ -106,13 +131,10 @@ static void
 check_v2 (gconstpointer data)
 {
   const char *variant = data;
-  g_autofree char *file = g_strdup_printf ("v2_%s.safetensors", variant);
-  g_autofree char *sfile = g_strdup_printf ("v2_%s_scores.npy", variant);
-  g_autofree char *efile = g_strdup_printf ("v2_%s_embedding.npy", variant);
-  g_autoptr (ConyCnn) cnn = load_golden (file);
-  g_autoptr (ConyNpyArray) x = cony_test_load_golden_npy ("mobilenet", "v2_input.npy");
-  g_autoptr (ConyNpyArray) scores = cony_test_load_golden_npy ("mobilenet", sfile);
-  g_autoptr (ConyNpyArray) emb = cony_test_load_golden_npy ("mobilenet", efile);
+  g_autofree char *name = g_strdup_printf ("v2_%s", variant);
+  g_auto (Golden) g = { 0 };
+  golden_load (&g, name, "v2_input.npy");
+  ConyCnn *cnn = g.cnn;
   g_assert_true (cony_cnn_is_mobilenet (cnn));
   g_assert_cmpuint (cony_cnn_get_input_size (cnn), ==, 15 * 13 * 3);
   g_assert_cmpuint (cony_cnn_get_output_size (cnn), ==, 10);
@@ -123,7 +145,7 @@ check_v2 (gconstpointer data)
   g_assert_nonnull (strstr (desc, "add layers.0, out 8x7x8"));
   g_assert_nonnull (strstr (desc, "softmax, out 10"));
   g_autofree char *label = g_strdup_printf ("v2 %s", variant);
-  check_outputs (cnn, x, scores, emb, label);
+  check_outputs (cnn, g.x, g.scores, g.emb, label);
 }
 
 static void test_int8_pointwise (void);
