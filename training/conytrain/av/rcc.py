@@ -92,7 +92,10 @@ def read(path):
         else:
             out[full] = _payload(b, data, _u32(b, o + 10), flags, path, full)
 
-    walk(0, "", 0)
+    try:
+        walk(0, "", 0)
+    except struct.error as e:   # a field cut off by a truncated file
+        raise RccError(f"{path}: a field runs past the end of the file ({e})") from None
     return out
 
 
