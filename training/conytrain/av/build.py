@@ -25,10 +25,13 @@ from conytrain.video import camera
 AUDIO_STEPS = 29                   # 0.96 s windows every 0.25 s wholly inside an 8 s clip
 STRIDES_PER_CLIP = int(media.CLIP_S * media.STEP_HZ)
 # Shots per class and split: shared out over the class's photographs (at least 2 each).
-SHOTS = {"train": 40, "test": 16}
+# Runs 1 to 4: train 40, test 16 and no val split; rule 5: train 64 (more photographs).
+SHOTS = {"train": 64, "val": 16, "test": 16}
 SPEECH_UTTERANCES = 40             # utterances decoded per language
-SPEECH_CLIPS = {"train": 12, "test": 10}
-QUIET_SYNTH = {"train": 30, "test": 10}
+SPEECH_CLIPS = {"train": 12, "val": 10, "test": 10}
+QUIET_SYNTH = {"train": 30, "val": 10, "test": 10}
+# Splits in rng order: train and test keep runs 1 to 4's streams of random numbers.
+SPLITS = ("train", "test", "val")
 T0 = time.time()
 
 
@@ -101,7 +104,7 @@ def photo_shots(items, split, rng):
     return out
 
 
-def embed_video(shots, cnn, work, split):
+def embed_video(shots, cnn, work, split, precision="auto"):
     raw = os.path.join(work, f"video-{split}.rgb")
     with open(raw, "wb") as f:
         for _, _, frames in shots:
@@ -112,21 +115,21 @@ def embed_video(shots, cnn, work, split):
                     f"blocksize={size * size * 3}", "!", "rawvideoparse",
                     f"width={size}", f"height={size}", "format=rgb",
                     f"framerate={media.STEP_HZ}/1", "!", "conyframeembed", f"model={cnn}",
-                    # run 1 was trained on the float path's tokens: keep the recipe as run
-                    "precision=float", "output=embedding", "!", "filesink", f"location={out}"], check=True)
+                    # runs 1 to 4: float (run 1's recipe); rule 5: auto (what ships)
+                    f"precision={precision}", "output=embedding", "!", "filesink", f"location={out}"], check=True)
     emb = np.fromfile(out, np.float32).reshape(len(shots), media.SHOT_STEPS, -1)
     os.remove(raw)
     os.remove(out)
     return emb
 
 
-def build(root, work, cony, audio_cnn, video_cnn, seed):
+def build(root, work, cony, audio_cnn, video_cnn, seed, precision="auto"):
     """Writes WORK/tokens-<split>.npz (skipped when there) and WORK/manifest.json."""
     os.makedirs(work, exist_ok=True)
     items = sources.collect(root)
     with open(os.path.join(work, "manifest.json"), "w") as f:
         json.dump([{k: v for k, v in it.items() if k != "path"} for it in items], f, indent=0)
-    for k, split in enumerate(("train", "test")):
+    for k, split in enumerate(SPLITS):
         dst = os.path.join(work, f"tokens-{split}.npz")
         if os.path.exists(dst):
             continue
@@ -136,7 +139,7 @@ def build(root, work, cony, audio_cnn, video_cnn, seed):
         audio = embed_audio(clips, cony, audio_cnn, work, split)
         shots = photo_shots(items, split, rng)
         log(f"{split}: {len(shots)} camera shots; embedding")
-        video = embed_video(shots, video_cnn, work, split)
+        video = embed_video(shots, video_cnn, work, split, precision)
         np.savez(dst, audio=audio, audio_cls=np.array([c for c, _, _ in clips]),
                  audio_group=np.array([g for _, g, _ in clips]), video=video,
                  video_cls=np.array([c for c, _, _ in shots]),

@@ -37,6 +37,10 @@ def parse(argv):
                                                          "mobilenet_v2.safetensors"))
     ap.add_argument("--stages", default="build,train,eval,export")
     ap.add_argument("--data-seed", type=int, default=20261128)
+    ap.add_argument("--video-precision", default="auto", choices=["auto", "float", "int8"],
+                    help="conyframeembed's path for the video tokens (run 1: float)")
+    ap.add_argument("--eval-split", default="test", choices=["test", "val"],
+                    help="the split the eval stage measures (WORK/eval-TAG[-val].json)")
     ap.add_argument("--seeds", default="1,2,3", help="training seeds; the first is exported")
     ap.add_argument("--tag", default="run1", help="names this run's files in WORK")
     ap.add_argument("--d", type=int, default=64)
@@ -103,7 +107,7 @@ def load_model(path):
 
 
 def stage_eval(args, seeds):
-    data = avtrain.load(args.work, "test")
+    data = avtrain.load(args.work, args.eval_split)
     streams = avtrain.test_streams(data, args.test_streams, args.test_steps, args.test_seed)
     out = {"steps": args.test_streams * args.test_steps, "seeds": {}}
     for seed in seeds:
@@ -115,7 +119,8 @@ def stage_eval(args, seeds):
     keys = [k for k, v in out["seeds"][seeds[0]].items() if isinstance(v, float)]
     out["mean"] = {k: float(np.mean([out["seeds"][s][k] for s in seeds])) for k in keys}
     build.log("mean: " + ", ".join(f"{k} {v:.3f}" for k, v in out["mean"].items()))
-    avtrain.save_json(os.path.join(args.work, f"eval-{args.tag}.json"), out)
+    suffix = "" if args.eval_split == "test" else f"-{args.eval_split}"
+    avtrain.save_json(os.path.join(args.work, f"eval-{args.tag}{suffix}.json"), out)
 
 
 def stage_export(args, seed):
@@ -134,7 +139,7 @@ def main(argv=None):
     stages = args.stages.split(",")
     if "build" in stages:
         build.build(args.root, args.work, args.cony, args.audio_cnn, args.video_cnn,
-                    args.data_seed)
+                    args.data_seed, args.video_precision)
     if "train" in stages:
         stage_train(args, seeds)
     if "eval" in stages:
