@@ -60,6 +60,14 @@ class VersionTables(unittest.TestCase):
             self.check_pattern(*bad.pattern_row(r))
             self.assertTrue(r["licence"])
         self.assertEqual(bad.parse_added("100", 14), {"animal": 100})
+        # every package mined is recorded, and those taken are added_v14.tsv's
+        mined = bad.read_table("mined_v14.tsv")
+        self.assertEqual(len(mined), 68)
+        self.assertEqual(sum(int(r["scored"]) for r in mined), 1683)
+        self.assertEqual(sum(int(r["candidates"]) for r in mined), 28)
+        self.assertEqual({r["package"] for r in mined if r["taken"] == "yes"},
+                         {r["package"] for r in v14})
+        self.assertFalse({r["package"] for r in mined} & before)
         self.assertNotIn(14, bad.ADDED_SPLIT)
 
     def test_version_2(self):
