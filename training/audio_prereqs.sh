@@ -28,7 +28,11 @@ case ${AUDIO_DATA_VERSION:-9} in
   13) DATASET=out/audio-dataset-v13
       DATA_ARGS+=(--added-music 400 --added-v12 noise=450,music=300
                   --added-v13 speech=48,music=111,noise=64,alarm=72,animal=48) ;;
-  *) echo "AUDIO_DATA_VERSION=${AUDIO_DATA_VERSION}: expected 9, 12 or 13" >&2; exit 2 ;;
+  # 14: version 9 plus 100 training clips of animal calls mined with YAMNet's AudioSet
+  # scores from four more packages (added_v14.tsv; rule 33)
+  14) DATASET=out/audio-dataset-v14
+      DATA_ARGS+=(--added-v14 animal=100) ;;
+  *) echo "AUDIO_DATA_VERSION=${AUDIO_DATA_VERSION}: expected 9, 12, 13 or 14" >&2; exit 2 ;;
 esac
 VAL_DATASET=out/audio-dataset-v7
 VAL_DATA_ARGS=(--per-class 400 --train-extra 800 --alarm-synth v3 --train-only-version 5)

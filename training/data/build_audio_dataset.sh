@@ -59,6 +59,11 @@ if [[ " ${PYARGS[*]} " == *" --added-v13"* ]]; then
          mu-cade-data noiz2sa-data parsec47-data rrootage-data titanion-data torus-trooper-data
          chromium-bsu-data bzflag-data ceferino-data mirrormagic-data)
 fi
+# data set version 14's four (added_v14.tsv: animal calls mined with YAMNet's AudioSet
+# scores; 83 MB), for training only, when asked for
+if [[ " ${PYARGS[*]} " == *" --added-v14"* ]]; then
+  DATA+=(ufoai-sound brainparty-data flare-game trophy-data)
+fi
 
 # sound files to unpack per data package (tar wildcards; '*' also matches '/')
 declare -A PATTERNS=(
@@ -159,6 +164,12 @@ declare -A PATTERNS=(
   [bzflag-data]="*/bzflag/flag_alert.wav"
   [ceferino-data]="*/ceferino/sounds/alarma.wav"
   [mirrormagic-data]="*/mirrormagic/sounds/snd_classic/warnton.wav"
+  # data set version 14 (--added-v14): mined animal calls (which files: added_v14.tsv);
+  # UFO:AI keeps its sounds in a zip (.pk3), opened by unpack_archives.py
+  [ufoai-sound]="*/base/0snd.pk3"
+  [brainparty-data]="*/brainparty/meow.wav"
+  [flare-game]="*/soundfx/environment/*.ogg"
+  [trophy-data]="*/trophy/sounds/dog.wav"
 )
 
 # version 6: for training only; which files of which package, listed one a line

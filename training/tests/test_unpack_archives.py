@@ -105,6 +105,20 @@ class UnpackArchives(unittest.TestCase):
         self.assertEqual(open(os.path.join(d, "audio/music/theme.ogg"), "rb").read(), b"OggS-theme")
         self.assertFalse(os.path.exists(os.path.join(d, "audio/interface")))
 
+    def test_pk3_keeps_only_ambience_sounds_and_the_pack(self):
+        # UFO:AI's 0snd.pk3 (ufoai-sound, data set version 14): a zip read under PK3_KEEP
+        p = os.path.join(self.dir, "0snd.pk3")
+        with zipfile.ZipFile(p, "w") as z:
+            z.writestr("sound/ambience/cricket_loop.ogg", b"OggS-cricket")
+            z.writestr("sound/aliens/ortnok/hurt1.ogg", b"OggS-alien")
+            z.writestr("sound/ambience/notes.txt", b"not a sound")
+        self.assertEqual(ua.unpack(p), 1)
+        self.assertTrue(os.path.exists(p))
+        d = p + ".d"
+        self.assertEqual(open(os.path.join(d, "sound/ambience/cricket_loop.ogg"), "rb").read(),
+                         b"OggS-cricket")
+        self.assertFalse(os.path.exists(os.path.join(d, "sound/aliens")))
+
     def test_opus_decodes_to_16k_mono_wav(self):
         p = os.path.join(self.dir, "tone.opus")
         r = subprocess.run(["gst-launch-1.0", "-q", "audiotestsrc", "num-buffers=25", "freq=1000", "!",

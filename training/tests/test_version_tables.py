@@ -26,9 +26,10 @@ class VersionTables(unittest.TestCase):
 
     def test_added(self):
         # version 11's music and version 12's noise and music (plan_added's tables), version
-        # 13's validation-only recordings; each table its own RNG stream
-        self.assertEqual(sorted(bad.ADDED), [11, 12, 13])
-        self.assertEqual(len({stream for _, stream in bad.ADDED.values()}), 3)
+        # 13's validation-only recordings, version 14's mined animal calls; each table its own
+        # RNG stream
+        self.assertEqual(sorted(bad.ADDED), [11, 12, 13, 14])
+        self.assertEqual(len({stream for _, stream in bad.ADDED.values()}), 4)
         self.assertEqual(bad.ADDED_SPLIT, {13: "valx"})
         v11 = bad.read_table("added_music.tsv")
         self.assertEqual([r["package"] for r in v11],
@@ -43,6 +44,31 @@ class VersionTables(unittest.TestCase):
         for r in v11 + v12:
             self.check_pattern(*bad.pattern_row(r))
         self.assertTrue(all(r["licence"] for r in v12))
+
+    def test_added_v14(self):
+        # four mined packages, animal calls only, none used by an earlier table
+        v14 = bad.read_table("added_v14.tsv")
+        self.assertEqual([r["package"] for r in v14],
+                         ["ufoai-sound", "brainparty-data", "flare-game", "trophy-data"])
+        self.assertEqual({r["class"] for r in v14}, {"animal"})
+        before = {r["package"] for name in ("added_music.tsv", "added_v12.tsv", "val_v13.tsv",
+                                            "train_only_v6.tsv", "v2_recordings.tsv")
+                  for r in bad.read_table(name)}
+        before |= {r[0] for v in bad.TRAIN_ONLY.values() for rs in v.values() for r in rs}
+        self.assertFalse({r["package"] for r in v14} & before)
+        for r in v14:
+            self.check_pattern(*bad.pattern_row(r))
+            self.assertTrue(r["licence"])
+        self.assertEqual(bad.parse_added("100", 14), {"animal": 100})
+        # every package mined is recorded, and those taken are added_v14.tsv's
+        mined = bad.read_table("mined_v14.tsv")
+        self.assertEqual(len(mined), 68)
+        self.assertEqual(sum(int(r["scored"]) for r in mined), 1683)
+        self.assertEqual(sum(int(r["candidates"]) for r in mined), 28)
+        self.assertEqual({r["package"] for r in mined if r["taken"] == "yes"},
+                         {r["package"] for r in v14})
+        self.assertFalse({r["package"] for r in mined} & before)
+        self.assertNotIn(14, bad.ADDED_SPLIT)
 
     def test_version_2(self):
         fams = bad.read_table("v2_families.tsv")

@@ -1318,7 +1318,10 @@ def plan_synth_music(n, a):
 # (--added-music N): music of four packages (added_music.tsv); version 12 (--added-v12 SPEC):
 # noise and music of fourteen more (added_v12.tsv). Version 13 (--added-v13 SPEC): every class
 # of twenty-eight more packages, for validation only (val_v13.tsv).
-ADDED = {11: ("added_music.tsv", 6), 12: ("added_v12.tsv", 8), 13: ("val_v13.tsv", 9)}
+# Version 14 (--added-v14 SPEC): animal calls of four more, mined with YAMNet's AudioSet
+# scores (added_v14.tsv).
+ADDED = {11: ("added_music.tsv", 6), 12: ("added_v12.tsv", 8), 13: ("val_v13.tsv", 9),
+         14: ("added_v14.tsv", 10)}
 # the split of a table's clips, where not "train": split "valx" is a validation set that
 # nothing trains on (its clips are set=valx; yamnet.py --val-extra measures them)
 ADDED_SPLIT = {13: "valx"}
@@ -1434,6 +1437,32 @@ def drop_families(jobs, families):
     return keep
 
 
+# the result of a clip hard-linked by --reuse (its manifest row is the old one)
+REUSED = object()
+REUSE_KEYS = ("path", "label", "split", "group", "family", "set")
+
+
+def reuse_clips(jobs, old):
+    """Hard-links the clips of @jobs that the data set @old holds under the same REUSE_KEYS
+    (every clip is rendered from its own seed: the same plan gives the same bytes); returns
+    path -> old manifest row of each."""
+    man = os.path.join(old, "manifest.csv")
+    if not os.path.isfile(man):
+        raise DataError("--reuse %s: no manifest.csv there" % old)
+    with open(man, newline="") as fh:
+        have = {r["path"]: r for r in csv.DictReader(fh)}
+    out = {}
+    for j in jobs:
+        r = have.get(j["path"])
+        if r is None or any(r[k] != str(j.get(k, "base")) for k in REUSE_KEYS[1:]):
+            continue
+        os.makedirs(os.path.dirname(j["path_abs"]), exist_ok=True)
+        os.link(os.path.join(old, r["path"]), j["path_abs"])
+        out[j["path"]] = r
+    print("reused %d of %d planned clips from %s" % (len(out), len(jobs), old))
+    return out
+
+
 def main():
     ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     ap.add_argument("--src", required=True, help="directory with one extracted tree per package")
@@ -1482,6 +1511,16 @@ def main():
                          "(val_v13.tsv): N of each class, or CLASS=N,...; data set version 13 = "
                          "version 12 + speech=48,music=111,noise=64,alarm=72,animal=48; the other "
                          "clips stay the same")
+    ap.add_argument("--added-v14", metavar="SPEC",
+                    help="more training clips of real animal calls from four packages no earlier "
+                         "version used, mined with YAMNet's AudioSet scores (added_v14.tsv): N or "
+                         "animal=N; data set version 14 = version 9 + animal=100; set=extra, the "
+                         "other clips stay the same")
+    ap.add_argument("--reuse", metavar="DIR",
+                    help="a data set built before with the same seed: each planned clip that its "
+                         "manifest holds with the same path, label, split, group, family and set "
+                         "is hard-linked from it (every clip is rendered from its own seed, so the "
+                         "bytes are the same) and its manifest row copied, instead of rendering it")
     ap.add_argument("--val-frac", type=float, default=0.15,
                     help="v3 only: the training script's validation share; the noise recordings it "
                          "will hold out are not used as alarm backgrounds")
@@ -1535,38 +1574,52 @@ def main():
         jobs += plan_added(parse_added(a.added_v12, 12), 12, cat, a)
     if a.added_v13:
         jobs += plan_added(parse_added(a.added_v13, 13), 13, cat, a)
+    if a.added_v14:
+        jobs += plan_added(parse_added(a.added_v14, 14), 14, cat, a)
     clips_dir = os.path.join(a.out, "clips")
     if os.path.isdir(clips_dir):
         shutil.rmtree(clips_dir)
+    reused = reuse_clips(jobs, a.reuse) if a.reuse else {}
+
+    def render_or_reuse(j):
+        if j["path"] in reused:
+            return REUSED
+        return render(j, a.clip_seconds, tmpdir)
+
     tmpdir = tempfile.mkdtemp(prefix="cony-data-")
     try:
         with ThreadPoolExecutor(a.jobs) as pool:
             if a.alarm_synth == "v2":
-                results = list(pool.map(lambda j: render(j, a.clip_seconds, tmpdir), jobs))
+                results = list(pool.map(render_or_reuse, jobs))
             else:
                 # everything else first; then the v3 alarms over the rendered real noise clips
                 # of their own split (train: minus the groups the training script holds out)
                 is_v3 = [j["label"] == "alarm" and j["spec"]["kind"] == "alarm" for j in jobs]
                 first = [j for j, v in zip(jobs, is_v3) if not v]
-                res1 = list(pool.map(lambda j: render(j, a.clip_seconds, tmpdir), first))
+                res1 = list(pool.map(render_or_reuse, first))
                 val = validation_groups(jobs, a.val_frac, a.seed)
                 bg = {"train": [], "test": []}
-                for j, (used, _, _) in zip(first, res1):
+                for j, res in zip(first, res1):
                     # (not the added tables' noise: adding them leaves every alarm unchanged)
-                    if j["label"] == "noise" and used and j["group"] not in val and not j.get("added"):
+                    real = reused[j["path"]]["origin"] == "real" if res is REUSED else res[0]
+                    if j["label"] == "noise" and real and j["group"] not in val and not j.get("added"):
                         bg[j["split"]].append(j["path_abs"])
                 second = [j for j, v in zip(jobs, is_v3) if v]
                 for j in second:
                     j["alarm_synth"] = "v3"
                     j["bg_files"] = sorted(bg[j["split"]])
-                res2 = list(pool.map(lambda j: render(j, a.clip_seconds, tmpdir), second))
+                res2 = list(pool.map(render_or_reuse, second))
                 it1, it2 = iter(res1), iter(res2)
                 results = [next(it2) if v else next(it1) for v in is_v3]
     finally:
         shutil.rmtree(tmpdir, ignore_errors=True)
 
     rows = []
-    for j, (used, detail, dur) in zip(jobs, results):
+    for j, res in zip(jobs, results):
+        if res is REUSED:
+            rows.append(reused[j["path"]])
+            continue
+        used, detail, dur = res
         src = ";".join(cat.rel(u) for u in used) if used else "%s (%s)" % (j["group"], detail)
         rows.append(dict(path=j["path"], label=j["label"], source_file=src, split=j["split"],
                          duration="%.3f" % dur, origin="real" if used else "synth",

@@ -13,6 +13,8 @@ format sox cannot read, so that the data set builder can read them like any othe
   *.zip  0 A.D.'s public.zip (0ad-data): only the members under ZIP_KEEP (animals,
          ambiences, music), then the zip itself is deleted (3.3 GB, of which they are a
          small part).  -> <archive>.d/<member path>
+  *.pk3  UFO: Alien Invasion's sound pack (ufoai-sound's 0snd.pk3, a zip): only the members
+         under PK3_KEEP (ambiences).  -> <archive>.d/<member path>
   *.opus Ogg Opus (warzone2100-music), which sox cannot read: decoded by GStreamer
          (gst-launch-1.0, decodebin: Ogg demuxer and opusdec) to 16 kHz mono.  -> <file>.wav
 
@@ -31,6 +33,7 @@ import zlib
 
 SOUND = (".wav", ".ogg", ".oga", ".flac")
 ZIP_KEEP = ("audio/actor/fauna/", "audio/ambient/", "audio/music/", "audio/voice/global/")
+PK3_KEEP = ("sound/ambience/",)
 
 
 class ArchiveError(Exception):
@@ -119,13 +122,13 @@ def slug(name):
     return re.sub(r"[^A-Za-z0-9]+", "_", title).strip("_")[:40] or "sound"
 
 
-def zip_entries(path):
-    """(member path, bytes) of the sound members under ZIP_KEEP of a zip file, one at a
+def zip_entries(path, keep=ZIP_KEEP):
+    """(member path, bytes) of the sound members under @keep of a zip file, one at a
     time (a generator: the members are not all held in memory)."""
     try:
         with zipfile.ZipFile(path) as z:
             for m in z.namelist():
-                if m.startswith(ZIP_KEEP) and m.lower().endswith(SOUND):
+                if m.startswith(keep) and m.lower().endswith(SOUND):
                     yield m, z.read(m)
     except (zipfile.BadZipFile, zlib.error) as e:
         raise ArchiveError("%s: not a readable zip file: %s" % (path, e))
@@ -156,6 +159,7 @@ MEMBERS = {
     ".cat": lambda a: (("%02d_%s.wav" % (i, slug(name)), body) for i, name, body in cat_entries(a)),
     ".rcc": lambda a: ((p, b) for p, b in rcc_entries(a) if p.lower().endswith(SOUND)),
     ".zip": zip_entries,
+    ".pk3": lambda a: zip_entries(a, PK3_KEEP),
 }
 
 
