@@ -13,7 +13,7 @@ import numpy as np
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 sys.path.insert(0, os.path.dirname(HERE))
-import mine_audioset as mine  # noqa: E402
+from conytrain.data import mine_audioset as mine  # noqa: E402
 from conytrain.data import build as bad  # noqa: E402
 
 LABELS = mine.read_labels(os.path.join(HERE, "..", "..", "models", "yamnet", "labels.csv"))
