@@ -283,11 +283,6 @@ gemm8_blocks (const ConyQGemm *g, guint p, const guint8 *u, const gint16 *u16, g
   }
 }
 
-/* @MR rows' accumulators of panel @pn (from its bias). */
-#define BIAS_ROWS(acc, pn, MR) \
-  for (int r_ = 0; r_ < (MR); r_++) \
-  (acc)[r_] = _mm256_loadu_si256 ((const __m256i *) (pn).bias)
-
 /* The int16 quads of panel @pn on @MR rows of @u16 into @acc: two vpmaddwd a row. */
 CONY_TARGET_V3 static inline __attribute__ ((always_inline)) void
 word_quads (const Panel8 *pn, const gint16 *u16, int MR, __m256i *acc)
@@ -325,7 +320,8 @@ gemm8_tail (const ConyQGemm *g, guint p, const guint8 *u, const gint16 *u16, int
   Panel8 pn = panel8 (g, p);
   const __m256i one = _mm256_set1_epi16 (1);
   __m256i acc[QROWS];
-  BIAS_ROWS (acc, pn, MR);
+  for (int r = 0; r < MR; r++)
+    acc[r] = _mm256_loadu_si256 ((const __m256i *) pn.bias);
   const gint8 *w8 = pn.w8;
   for (guint i = 0; i < pn.n8; i++, w8 += 32) {
     __m256i w = _mm256_loadu_si256 ((const __m256i *) w8);
