@@ -20,6 +20,7 @@ import torch
 from conytrain import REPO
 from conytrain.av import build, clip, sources
 from conytrain.av import train as avtrain
+from conytrain.av.readout import Readout
 from conytrain.export import export_model
 
 SENSES = {"fused": ("audio", "video"), "audio": ("audio",), "video": ("video",)}
@@ -63,6 +64,9 @@ def parse(argv):
                          "contradiction in that window); else DropSampler drops windows")
     ap.add_argument("--baselines-tag", default=None,
                     help="take the single-sense models of that run instead of training them")
+    ap.add_argument("--video-readout", type=int, default=0, metavar="K",
+                    help="the video as the scores of a linear read-out cross-fitted on K "
+                         "folds of photographs (models/av/EXPERIMENTS.md, rule 7); 0: off")
     ap.add_argument("--p-noisy", type=float, default=0.1, help="per scene and sense")
     ap.add_argument("--p-step", type=float, default=0.05, help="a sense absent at one step")
     ap.add_argument("--p-window", type=float, default=0.15, help="a sense absent for a window")
@@ -79,6 +83,7 @@ def model_path(args, kind, seed):
 
 def stage_train(args, seeds):
     data = avtrain.load(args.work, "train")
+    readout = Readout(data, args.video_readout, build.log) if args.video_readout else None
     for seed in seeds:
         args.train_seed = seed
         for kind, senses in SENSES.items():
@@ -88,7 +93,7 @@ def stage_train(args, seeds):
             if os.path.exists(path):
                 continue
             build.log(f"training {kind} (seed {seed})")
-            model = avtrain.train_one(senses, data, args, build.log)
+            model = avtrain.train_one(senses, data, args, build.log, readout)
             torch.save({"config": model.config, "state": model.state_dict()}, path)
 
 

@@ -26,6 +26,7 @@ import torch
 
 from conytrain import train as ctrain
 from conytrain.av import sources
+from conytrain.av.readout import compose
 from conytrain.fusion_train import DropSampler, PackedModel
 from conytrain.ref.fusion import FusedClassifier
 
@@ -147,9 +148,9 @@ def sha256(path):
         return hashlib.sha256(f.read()).hexdigest()
 
 
-def make_model(senses, args):
+def make_model(senses, args, video_size=VIDEO_SIZE):
     cnn = {"audio": (AUDIO_SIZE, [4, 1], 1000, args.audio_cnn),
-           "video": (VIDEO_SIZE, [10, 1], 500, args.video_cnn)}
+           "video": (video_size, [10, 1], 500, args.video_cnn)}
     inputs = [dict(name=s, size=cnn[s][0], rate=cnn[s][1], tolerance_ms=cnn[s][2],
                    cnn=os.path.basename(cnn[s][3]), cnn_sha256=sha256(cnn[s][3]),
                    cnn_output="embedding") for s in senses]
@@ -159,8 +160,19 @@ def make_model(senses, args):
                            labels=sources.CLASSES, dropout=args.dropout)
 
 
-def train_one(senses, data, args, log):
-    model = make_model(senses, args)
+def train_one(senses, data, args, log, readout=None):
+    """The model of @senses trained on @data; with a video sense and a @readout
+    (readout.Readout), trained on its scores and composed back onto the video tokens."""
+    if readout is not None and "video" in senses:
+        small = train_on(make_model(senses, args, len(sources.CLASSES)),
+                         readout.training_data(data), senses, args, log)
+        big = compose(small, make_model(senses, args), readout)
+        check_composed(small, big, readout, data, senses, log)
+        return big
+    return train_on(make_model(senses, args), data, senses, args, log)
+
+
+def train_on(model, data, senses, args, log):
     T = model.config["positional_rows"]
     two = len(senses) == 2
     sampler = SceneSampler(data, senses, args.window, T, p_absent=args.p_absent if two else 0,
@@ -174,6 +186,28 @@ def train_one(senses, data, args, log):
                         args.lr, args.weight_decay, log=log, lr_final=args.lr * 0.01,
                         label_smoothing=0.1, grad_clip=1.0)
     return model.eval()
+
+
+def check_composed(small, big, readout, data, senses, log, tolerance=1e-4):
+    """The composed model on tokens = the read-out model on their scores, with every
+    sense present and with each absent (rule 7)."""
+    import copy
+    tok, _, _ = SceneSampler(data, senses, 1, 1, seed=0).stream(96, corrupt=False)
+    raw = {s: torch.from_numpy(tok[s]).double() for s in senses}
+    sc = dict(raw)
+    if "video" in sc:
+        sc["video"] = torch.from_numpy(readout.a) @ raw["video"].T
+        sc["video"] = sc["video"].T + torch.from_numpy(readout.c)
+    small64, big64 = copy.deepcopy(small).double(), copy.deepcopy(big).double()
+    worst = 0.0
+    for gone in (None,) + (tuple(senses) if len(senses) == 2 else ()):
+        pres = {s: torch.full((96,), s != gone) for s in senses}
+        d = (small64.stream_logits(sc, pres) - big64.stream_logits(raw, pres)).abs().max().item()
+        worst = max(worst, d)
+    log(f"composed onto the video tokens: logits within {worst:.2e} of the read-out model's "
+        "(float64)")
+    if worst > tolerance:
+        raise RuntimeError(f"composed model differs by {worst:.2e} (> {tolerance})")
 
 
 def test_streams(data, count, length, seed):
