@@ -394,33 +394,83 @@ cony_qdw_avx2 (const ConyQDw *d, const gint8 *in, guint in_w, guint oh, guint ow
     }
 }
 
+/* Row @src's values from @k on (of @K, zero up to @Kq) as u = x + 128, bytes into @u and
+ * int16 into @u16 from @at (its place in the block, QROWS above), a quad at a time. */
+CONY_TARGET_V3 static void
+prepare_row_from (const gint8 *src, guint k, guint K, guint Kq, gsize at, guint8 *u, gint16 *u16)
+{
+  gsize step = QROWS * 4;
+  for (; k + 4 <= K; k += 4, at += step) {
+    guint32 v;
+    memcpy (&v, src + k, sizeof v);
+    v ^= 0x80808080u;
+    memcpy (u + at, &v, sizeof v);
+    _mm_storel_epi64 ((__m128i *) (u16 + at), _mm_cvtepu8_epi16 (_mm_cvtsi32_si128 ((int) v)));
+  }
+  for (guint t = 0; k < Kq; k++, t++) {
+    guint8 v = k < K ? (guint8) (src[k] ^ 0x80) : 0;
+    u[at + t] = v;
+    u16[at + t] = v;
+  }
+}
+
+/* The first @n (2 or 4) quads of the QROWS rows' values @r (+ 128 already), 4 quads a
+ * vector, into the layout at @u and @u16: quad q's rows 0-3 are one 16-byte vector after
+ * unpacking, its rows 4-5 the half of another. */
+CONY_TARGET_V3 static inline void
+interleave_quads (const __m128i *r, int n, guint8 *u, gint16 *u16)
+{
+  for (int h = 0; h < n / 2; h++) {
+    __m128i a = h ? _mm_unpackhi_epi32 (r[0], r[1]) : _mm_unpacklo_epi32 (r[0], r[1]);
+    __m128i b = h ? _mm_unpackhi_epi32 (r[2], r[3]) : _mm_unpacklo_epi32 (r[2], r[3]);
+    __m128i c = h ? _mm_unpackhi_epi32 (r[4], r[5]) : _mm_unpacklo_epi32 (r[4], r[5]);
+    for (int j = 0; j < 2; j++) {
+      gsize at = (gsize) QROWS * 4 * (2 * h + j);
+      __m128i rows03 = j ? _mm_unpackhi_epi64 (a, b) : _mm_unpacklo_epi64 (a, b);
+      __m128i rows45 = j ? _mm_unpackhi_epi64 (c, c) : c;
+      _mm_storeu_si128 ((__m128i *) (u + at), rows03);
+      _mm_storel_epi64 ((__m128i *) (u + at + 16), rows45);
+      _mm256_storeu_si256 ((__m256i *) (u16 + at), _mm256_cvtepu8_epi16 (rows03));
+      _mm_storeu_si128 ((__m128i *) (u16 + at + 16), _mm_cvtepu8_epi16 (rows45));
+    }
+  }
+}
+
 /* @M rows of @K int8 as u = x + 128 in the kernel's layout (QROWS above): bytes into
- * @u, int16 into @u16, zero beyond K and M. */
+ * @u, int16 into @u16, zero beyond K and M. Full blocks take 16 values (then 8) of each
+ * of their rows at a time; the rest a quad at a time. */
 CONY_TARGET_V3 static void
 prepare_rows (const gint8 *x, gsize ldx, gsize M, guint K, guint Kq, guint8 *u, gint16 *u16)
 {
-  gsize blocks = (M + QROWS - 1) / QROWS, step = QROWS * 4;
+  gsize blocks = (M + QROWS - 1) / QROWS, full = M / QROWS;
+  const __m128i flip = _mm_set1_epi8 ((char) 0x80);
+  for (gsize b = 0; b < full; b++) {
+    const gint8 *src = x + b * QROWS * ldx;
+    guint8 *ub = u + b * QROWS * Kq;
+    gint16 *ub16 = u16 + b * QROWS * Kq;
+    __m128i r[QROWS];
+    guint k = 0;
+    for (; k + 16 <= K; k += 16) {
+      for (int i = 0; i < QROWS; i++)
+        r[i] = _mm_xor_si128 (_mm_loadu_si128 ((const __m128i *) (src + i * ldx + k)), flip);
+      interleave_quads (r, 4, ub + QROWS * k, ub16 + QROWS * k);
+    }
+    if (k + 8 <= K) {
+      for (int i = 0; i < QROWS; i++)
+        r[i] = _mm_xor_si128 (_mm_loadl_epi64 ((const __m128i *) (src + i * ldx + k)), flip);
+      interleave_quads (r, 2, ub + QROWS * k, ub16 + QROWS * k);
+      k += 8;
+    }
+    if (k < Kq)
+      for (int i = 0; i < QROWS; i++)
+        prepare_row_from (src + i * ldx, k, K, Kq, QROWS * k + 4 * i, ub, ub16);
+  }
   if (M % QROWS) {
     gsize last = (blocks - 1) * QROWS * Kq;
     memset (u + last, 0, QROWS * Kq);
     memset (u16 + last, 0, QROWS * Kq * sizeof (gint16));
-  }
-  for (gsize r = 0; r < M; r++) {
-    const gint8 *src = x + r * ldx;
-    gsize at = (r / QROWS) * QROWS * Kq + (r % QROWS) * 4;
-    guint k = 0;
-    for (; k + 4 <= K; k += 4, at += step) {
-      guint32 v;
-      memcpy (&v, src + k, sizeof v);
-      v ^= 0x80808080u;
-      memcpy (u + at, &v, sizeof v);
-      _mm_storel_epi64 ((__m128i *) (u16 + at), _mm_cvtepu8_epi16 (_mm_cvtsi32_si128 ((int) v)));
-    }
-    for (guint t = 0; k < Kq; k++, t++) {
-      guint8 v = k < K ? (guint8) (src[k] ^ 0x80) : 0;
-      u[at + t] = v;
-      u16[at + t] = v;
-    }
+    for (gsize r = full * QROWS; r < M; r++)
+      prepare_row_from (x + r * ldx, 0, K, Kq, last + (r % QROWS) * 4, u, u16);
   }
 }
 
