@@ -231,18 +231,21 @@ class CPath:
 
     @torch.no_grad()
     def tops(self, model, streams, present_senses):
+        import tempfile
         from conytrain.export import export_model
-        path = os.path.join(self.work, "eval-model.safetensors")
-        export_model(model, path)
-        x, out = os.path.join(self.work, "eval-x.npy"), os.path.join(self.work, "eval-y.npy")
         tops = []
-        for tok, lab in streams:
-            L = len(lab)
-            t = {n: torch.from_numpy(tok[n]) for n in model.names}
-            p = {n: torch.full((L,), n in present_senses, dtype=torch.bool) for n in model.names}
-            np.save(x, model.join(t, p).numpy().astype(np.float32))
-            subprocess.run([self.cony, "classify", "-m", path, "-o", out, x], check=True)
-            tops.append(np.load(out).argmax(-1))
+        # files of this call only: two evaluations may share WORK
+        with tempfile.TemporaryDirectory(dir=self.work, prefix="eval-") as tmp:
+            path = os.path.join(tmp, "model.safetensors")
+            export_model(model, path)
+            x, out = os.path.join(tmp, "x.npy"), os.path.join(tmp, "y.npy")
+            for tok, lab in streams:
+                L = len(lab)
+                t = {n: torch.from_numpy(tok[n]) for n in model.names}
+                p = {n: torch.full((L,), n in present_senses, dtype=torch.bool) for n in model.names}
+                np.save(x, model.join(t, p).numpy().astype(np.float32))
+                subprocess.run([self.cony, "classify", "-m", path, "-o", out, x], check=True)
+                tops.append(np.load(out).argmax(-1))
         return np.concatenate(tops)
 
 
