@@ -343,6 +343,63 @@ gemm8_tail (const ConyQGemm *g, guint p, const guint8 *u, const gint16 *u16, int
  * point is in the bias), which leaves channels 0-3, 8-11 in one accumulator and 4-7,
  * 12-15 in the other until one lane swap; then requantised and packed. Channel counts
  * that are not a multiple of 16 take the portable loop's arithmetic on the rest. */
+/* Channels @c..c+15 of the output pixel whose 3x3 window starts at @px (taps at @off):
+ * the 9 products' sums plus the bias, channels c..c+7 in *@lo and c+8..c+15 in *@hi. */
+CONY_TARGET_V3 static inline __attribute__ ((always_inline)) void
+dw16 (const ConyQDw *d, const gint8 *px, const gsize *off, guint c, __m256i *lo, __m256i *hi)
+{
+  const gint16 *w = d->w2 + (gsize) (c / 16) * 5 * 32;
+  __m256i a0 = _mm256_setzero_si256 (), a1 = a0;
+  for (guint k = 0; k < 9; k += 2, w += 32) {
+    __m256i v0 = _mm256_cvtepi8_epi16 (_mm_loadu_si128 ((const __m128i *) (px + off[k] + c)));
+    __m256i v1 = k < 8
+        ? _mm256_cvtepi8_epi16 (_mm_loadu_si128 ((const __m128i *) (px + off[k + 1] + c)))
+        : _mm256_setzero_si256 ();
+    a0 = _mm256_add_epi32 (a0,
+        _mm256_madd_epi16 (_mm256_unpacklo_epi16 (v0, v1),
+            _mm256_loadu_si256 ((const __m256i *) w)));
+    a1 = _mm256_add_epi32 (a1,
+        _mm256_madd_epi16 (_mm256_unpackhi_epi16 (v0, v1),
+            _mm256_loadu_si256 ((const __m256i *) (w + 16))));
+  }
+  *lo = _mm256_add_epi32 (_mm256_permute2x128_si256 (a0, a1, 0x20),
+      _mm256_loadu_si256 ((const __m256i *) (d->bias + c)));
+  *hi = _mm256_add_epi32 (_mm256_permute2x128_si256 (a0, a1, 0x31),
+      _mm256_loadu_si256 ((const __m256i *) (d->bias + c + 8)));
+}
+
+/* dw16's sums requantised: 16 int8. */
+CONY_TARGET_V3 static inline __m128i
+dw16_out (const ConyQDw *d, guint c, __m256i lo, __m256i hi)
+{
+  return q_out16 (&d->out, q_scale8 (&d->out, d->small_acc, c, lo),
+      q_scale8 (&d->out, d->small_acc, c + 8, hi));
+}
+
+/* Channels @C16..C-1 of one output pixel, in the portable loop's arithmetic. */
+static void
+dw_rest (const ConyQDw *d, const gint8 *px, gsize row, guint C16, gint8 *o, gint32 *acc)
+{
+  guint C = d->C;
+  for (guint c = C16; c < C; c++) {
+    gint32 v = d->bias[c];
+    for (guint k = 0; k < 9; k++)
+      v += (gint32) px[(k / 3) * row + (k % 3) * C + c] * d->w[(gsize) k * C + c];
+    acc[c] = v;
+  }
+  for (guint c = C16; c < C; c++) {
+    ConyQMul m = { d->out.mult[c], d->out.lshift[c] > 0 ? d->out.lshift[c] : -d->out.rshift[c] };
+    o[c] = cony_q_requant (acc[c], m, d->out.zp, d->out.lo, d->out.hi);
+  }
+}
+
+/* The depthwise layer, 16 channels at a time in registers (dw16): the taps in pairs,
+ * each pair's two input vectors widened to int16 and interleaved (unpack), times the
+ * pair's weights by vpmaddwd (|x| <= 128, |w - zp| <= 255: exact in int32; the input
+ * zero point is in the bias), which leaves channels 0-3, 8-11 in one accumulator and
+ * 4-7, 12-15 in the other until one lane swap; then requantised and packed. Two output
+ * pixels at a time share the weights' and the requantisation's loads. Channel counts
+ * that are not a multiple of 16 take the portable loop's arithmetic on the rest. */
 CONY_TARGET_V3 void
 cony_qdw_avx2 (const ConyQDw *d, const gint8 *in, guint in_w, guint oh, guint ow, guint stride,
     gint8 *out, gint32 *acc)
@@ -351,47 +408,38 @@ cony_qdw_avx2 (const ConyQDw *d, const gint8 *in, guint in_w, guint oh, guint ow
   gsize row = (gsize) in_w * C, off[10];
   for (guint k = 0; k < 9; k++)
     off[k] = (k / 3) * row + (k % 3) * C;
-  for (guint y = 0; y < oh; y++)
-    for (guint x = 0; x < ow; x++) {
-      const gint8 *px = in + (gsize) y * stride * row + (gsize) x * stride * C;
-      gint8 *o = out + ((gsize) y * ow + x) * C;
+  for (guint y = 0; y < oh; y++) {
+    const gint8 *line = in + (gsize) y * stride * row;
+    gint8 *o = out + (gsize) y * ow * C;
+    guint x = 0;
+    for (; x + 2 <= ow; x += 2) {
+      const gint8 *p0 = line + (gsize) x * stride * C, *p1 = p0 + (gsize) stride * C;
+      gint8 *o0 = o + (gsize) x * C, *o1 = o0 + C;
       for (guint c = 0; c < C16; c += 16) {
-        const gint16 *w = d->w2 + (gsize) (c / 16) * 5 * 32;
-        __m256i a0 = _mm256_setzero_si256 (), a1 = a0;
-        for (guint k = 0; k < 9; k += 2, w += 32) {
-          __m256i v0 = _mm256_cvtepi8_epi16 (_mm_loadu_si128 ((const __m128i *) (px + off[k] + c)));
-          __m256i v1 = k < 8
-              ? _mm256_cvtepi8_epi16 (_mm_loadu_si128 ((const __m128i *) (px + off[k + 1] + c)))
-              : _mm256_setzero_si256 ();
-          a0 = _mm256_add_epi32 (a0,
-              _mm256_madd_epi16 (_mm256_unpacklo_epi16 (v0, v1),
-                  _mm256_loadu_si256 ((const __m256i *) w)));
-          a1 = _mm256_add_epi32 (a1,
-              _mm256_madd_epi16 (_mm256_unpackhi_epi16 (v0, v1),
-                  _mm256_loadu_si256 ((const __m256i *) (w + 16))));
-        }
-        __m256i lo = _mm256_add_epi32 (_mm256_permute2x128_si256 (a0, a1, 0x20),
-            _mm256_loadu_si256 ((const __m256i *) (d->bias + c)));
-        __m256i hi = _mm256_add_epi32 (_mm256_permute2x128_si256 (a0, a1, 0x31),
-            _mm256_loadu_si256 ((const __m256i *) (d->bias + c + 8)));
-        _mm_storeu_si128 ((__m128i *) (o + c),
-            q_out16 (&d->out, q_scale8 (&d->out, d->small_acc, c, lo),
-                q_scale8 (&d->out, d->small_acc, c + 8, hi)));
+        __m256i lo0, hi0, lo1, hi1;
+        dw16 (d, p0, off, c, &lo0, &hi0);
+        dw16 (d, p1, off, c, &lo1, &hi1);
+        __m128i q0 = dw16_out (d, c, lo0, hi0), q1 = dw16_out (d, c, lo1, hi1);
+        _mm_storeu_si128 ((__m128i *) (o0 + c), q0);
+        _mm_storeu_si128 ((__m128i *) (o1 + c), q1);
       }
       if (C16 < C) {
-        for (guint c = C16; c < C; c++) {
-          gint32 v = d->bias[c];
-          for (guint k = 0; k < 9; k++)
-            v += (gint32) px[(k / 3) * row + (k % 3) * C + c] * d->w[(gsize) k * C + c];
-          acc[c] = v;
-        }
-        for (guint c = C16; c < C; c++) {
-          ConyQMul m = { d->out.mult[c],
-            d->out.lshift[c] > 0 ? d->out.lshift[c] : -d->out.rshift[c] };
-          o[c] = cony_q_requant (acc[c], m, d->out.zp, d->out.lo, d->out.hi);
-        }
+        dw_rest (d, p0, row, C16, o0, acc);
+        dw_rest (d, p1, row, C16, o1, acc);
       }
     }
+    for (; x < ow; x++) {
+      const gint8 *px = line + (gsize) x * stride * C;
+      gint8 *ox = o + (gsize) x * C;
+      for (guint c = 0; c < C16; c += 16) {
+        __m256i lo, hi;
+        dw16 (d, px, off, c, &lo, &hi);
+        _mm_storeu_si128 ((__m128i *) (ox + c), dw16_out (d, c, lo, hi));
+      }
+      if (C16 < C)
+        dw_rest (d, px, row, C16, ox, acc);
+    }
+  }
 }
 
 /* Row @src's values from @k on (of @K, zero up to @Kq) as u = x + 128, bytes into @u and
