@@ -337,12 +337,6 @@ gemm8_tail (const ConyQGemm *g, guint p, const guint8 *u, const gint16 *u16, int
   store_rows (g, p, acc, MR, out, ldo);
 }
 
-/* The depthwise layer, 16 channels at a time in registers: the taps in pairs, each
- * pair's two input vectors widened to int16 and interleaved (unpack), times the pair's
- * weights by vpmaddwd (|x| <= 128, |w - zp| <= 255: exact in int32; the input zero
- * point is in the bias), which leaves channels 0-3, 8-11 in one accumulator and 4-7,
- * 12-15 in the other until one lane swap; then requantised and packed. Channel counts
- * that are not a multiple of 16 take the portable loop's arithmetic on the rest. */
 /* Channels @c..c+15 of the output pixel whose 3x3 window starts at @px (taps at @off):
  * the 9 products' sums plus the bias, channels c..c+7 in *@lo and c+8..c+15 in *@hi. */
 CONY_TARGET_V3 static inline __attribute__ ((always_inline)) void
@@ -498,16 +492,13 @@ prepare_rows (const gint8 *x, gsize ldx, gsize M, guint K, guint Kq, guint8 *u, 
     gint16 *ub16 = u16 + b * QROWS * Kq;
     __m128i r[QROWS];
     guint k = 0;
-    for (; k + 16 <= K; k += 16) {
-      for (int i = 0; i < QROWS; i++)
-        r[i] = _mm_xor_si128 (_mm_loadu_si128 ((const __m128i *) (src + i * ldx + k)), flip);
-      interleave_quads (r, 4, ub + QROWS * k, ub16 + QROWS * k);
-    }
-    if (k + 8 <= K) {
-      for (int i = 0; i < QROWS; i++)
-        r[i] = _mm_xor_si128 (_mm_loadl_epi64 ((const __m128i *) (src + i * ldx + k)), flip);
-      interleave_quads (r, 2, ub + QROWS * k, ub16 + QROWS * k);
-      k += 8;
+    for (guint n; k + 8 <= K; k += n) {
+      n = k + 16 <= K ? 16 : 8;
+      for (int i = 0; i < QROWS; i++) {
+        const __m128i *p = (const __m128i *) (src + i * ldx + k);
+        r[i] = _mm_xor_si128 (n == 16 ? _mm_loadu_si128 (p) : _mm_loadl_epi64 (p), flip);
+      }
+      interleave_quads (r, n / 4, ub + QROWS * k, ub16 + QROWS * k);
     }
     if (k < Kq)
       for (int i = 0; i < QROWS; i++)
