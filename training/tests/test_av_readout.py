@@ -84,6 +84,24 @@ class ReadoutTest(unittest.TestCase):
         diff = (big.stream_logits(tok, pres) - small.stream_logits(sc, pres)).abs().max().item()
         self.assertGreater(diff, 1e-3)
 
+    def test_training_checks_the_composition(self):
+        """train_one's guard: a right composition passes, one without the bias raises."""
+        from conytrain.av import train as avtrain
+        data = dict(self.data)
+        rng = np.random.default_rng(1)
+        data["audio"] = rng.standard_normal((10, 29, 6)).astype(np.float32)
+        data["audio_cls"] = np.array([sources.CLASSES[i % 5] for i in range(10)])
+        r = readout.Readout(data, 5, self.log.append)
+        small, big = fused(len(sources.CLASSES), 1), fused(12, 2)
+        with torch.no_grad():
+            small.absent["video"].copy_(torch.randn(len(sources.CLASSES)))
+        readout.compose(small, big, r)
+        avtrain.check_composed(small, big, r, data, ("audio", "video"), self.log.append)
+        self.assertIn("logits within", self.log[-1])
+        r.c = r.c * 0
+        with self.assertRaises(RuntimeError):
+            avtrain.check_composed(small, big, r, data, ("audio", "video"), self.log.append)
+
 
 if __name__ == "__main__":
     unittest.main()

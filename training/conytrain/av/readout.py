@@ -54,9 +54,9 @@ def folds_of(groups, k):
     return np.array([fold[str(g)] for g in groups])
 
 
-def scores(video, a, c):
-    """Scores of tokens @video (..., D) under a read-out (a, c), float32."""
-    return (np.asarray(video, np.float64) @ a.T + c).astype(np.float32)
+def scores(video, a, c, dtype=np.float32):
+    """Scores of tokens @video (..., D) under a read-out (a, c), as @dtype."""
+    return (np.asarray(video, np.float64) @ a.T + c).astype(dtype)
 
 
 def out_of_fold(video, y, fold, k, penalty):
@@ -91,6 +91,10 @@ class Readout:
         log(f"video read-out: penalty {self.penalty:g} ({k} folds of {len(set(fold.tolist()))}"
             f" used); train accuracy of the full fit {100 * fit_acc:.1f} %, out of fold "
             f"{100 * self.oof_accuracy:.1f} %")
+
+    def scores(self, video, dtype=np.float32):
+        """The full fit's scores of tokens @video (..., D)."""
+        return scores(video, self.a, self.c, dtype)
 
     def training_data(self, data):
         """@data (the train split) with its video tokens replaced by the out-of-fold scores."""

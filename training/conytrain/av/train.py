@@ -17,9 +17,11 @@ flagged absent at every step) and with video only, and of the single-sense model
 same steps.
 """
 
+import copy
 import json
 import os
 import subprocess
+import tempfile
 
 import numpy as np
 import torch
@@ -191,13 +193,11 @@ def train_on(model, data, senses, args, log):
 def check_composed(small, big, readout, data, senses, log, tolerance=1e-4):
     """The composed model on tokens = the read-out model on their scores, with every
     sense present and with each absent (rule 7)."""
-    import copy
     tok, _, _ = SceneSampler(data, senses, 1, 1, seed=0).stream(96, corrupt=False)
     raw = {s: torch.from_numpy(tok[s]).double() for s in senses}
     sc = dict(raw)
     if "video" in sc:
-        sc["video"] = torch.from_numpy(readout.a) @ raw["video"].T
-        sc["video"] = sc["video"].T + torch.from_numpy(readout.c)
+        sc["video"] = torch.from_numpy(readout.scores(tok["video"], np.float64))
     small64, big64 = copy.deepcopy(small).double(), copy.deepcopy(big).double()
     worst = 0.0
     for gone in (None,) + (tuple(senses) if len(senses) == 2 else ()):
@@ -231,7 +231,6 @@ class CPath:
 
     @torch.no_grad()
     def tops(self, model, streams, present_senses):
-        import tempfile
         from conytrain.export import export_model
         tops = []
         # files of this call only: two evaluations may share WORK
