@@ -52,6 +52,24 @@ class ReadoutTest(unittest.TestCase):
         self.assertGreater(r.oof_accuracy, 0.9)   # separable: the read-out generalises
         self.assertIn("out of fold", self.log[-1])
 
+    def test_penalty_is_chosen_from_the_given_grid(self):
+        r = readout.Readout(self.data, 5, self.log.append, penalties=(1e-2, 10.0, 1e3))
+        tried = [line for line in self.log if line.startswith("video read-out: penalty ")
+                 and "out-of-fold step accuracy" in line]
+        self.assertEqual(len(tried), 3)
+        self.assertIn("penalty 1000,", tried[2])
+        self.assertIn(r.penalty, (1e-2, 10.0))   # 1e3 shrinks every weight to nothing
+        # a huge penalty flattens the scores: less spread than the chosen fit's
+        huge = readout.Readout(self.data, 5, [].append, penalties=(1e3,))
+        self.assertLess(huge.train_scores.std(), r.train_scores.std())
+
+    def test_penalty_list_parses_and_rejects(self):
+        from conytrain.av import cli
+        self.assertEqual(cli.penalty_list("0.001,1,10"), (0.001, 1.0, 10.0))
+        for bad in ("", "0.1,x", "0.1,-1", "0"):
+            with self.assertRaises(Exception):
+                cli.penalty_list(bad)
+
     def test_composed_model_equals_the_score_model(self):
         r = readout.Readout(self.data, 5, self.log.append)
         small, big = fused(len(sources.CLASSES), 1), fused(12, 2)

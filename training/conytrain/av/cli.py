@@ -20,7 +20,7 @@ import torch
 from conytrain import REPO
 from conytrain.av import build, clip, sources
 from conytrain.av import train as avtrain
-from conytrain.av.readout import Readout
+from conytrain.av.readout import PENALTIES, Readout
 from conytrain.export import export_model
 
 SENSES = {"fused": ("audio", "video"), "audio": ("audio",), "video": ("video",)}
@@ -67,6 +67,10 @@ def parse(argv):
     ap.add_argument("--video-readout", type=int, default=0, metavar="K",
                     help="the video as the scores of a linear read-out cross-fitted on K "
                          "folds of photographs (models/av/EXPERIMENTS.md, rule 7); 0: off")
+    ap.add_argument("--readout-penalties", type=penalty_list,
+                    default=",".join("%g" % p for p in PENALTIES),
+                    help="the read-out's L2 penalties, comma-separated; the best out of fold "
+                         "is used (default %(default)s)")
     ap.add_argument("--p-noisy", type=float, default=0.1, help="per scene and sense")
     ap.add_argument("--p-step", type=float, default=0.05, help="a sense absent at one step")
     ap.add_argument("--p-window", type=float, default=0.15, help="a sense absent for a window")
@@ -76,6 +80,17 @@ def parse(argv):
     return ap.parse_args(argv)
 
 
+def penalty_list(text):
+    """Positive floats from "a,b,c" (argparse type)."""
+    try:
+        out = tuple(float(t) for t in text.split(","))
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"not a comma-separated list of numbers: {text!r}")
+    if not out or min(out) <= 0:
+        raise argparse.ArgumentTypeError(f"penalties must be positive: {text!r}")
+    return out
+
+
 def model_path(args, kind, seed):
     tag = args.baselines_tag if kind != "fused" and args.baselines_tag else args.tag
     return os.path.join(args.work, f"{tag}-{kind}-s{seed}.pt")
@@ -83,7 +98,8 @@ def model_path(args, kind, seed):
 
 def stage_train(args, seeds):
     data = avtrain.load(args.work, "train")
-    readout = Readout(data, args.video_readout, build.log) if args.video_readout else None
+    readout = (Readout(data, args.video_readout, build.log, args.readout_penalties)
+               if args.video_readout else None)
     for seed in seeds:
         args.train_seed = seed
         for kind, senses in SENSES.items():

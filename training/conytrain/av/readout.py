@@ -71,15 +71,16 @@ def out_of_fold(video, y, fold, k, penalty):
 
 
 class Readout:
-    """The read-out of a train split's video tokens: .a, .c (the full fit), .penalty,
-    .train_scores (out of fold, shots x steps x classes), .oof_accuracy."""
+    """The read-out of a train split's video tokens: .a, .c (the full fit), .penalty (the
+    one of @penalties with the best out-of-fold accuracy), .train_scores (out of fold,
+    shots x steps x classes), .oof_accuracy."""
 
-    def __init__(self, data, k, log):
+    def __init__(self, data, k, log, penalties=PENALTIES):
         video, y = data["video"], labels_of(data["video_cls"])
         fold = folds_of(data["video_group"], k)
         steps = video.shape[1]
         best = None
-        for penalty in PENALTIES:
+        for penalty in penalties:
             z = out_of_fold(video, y, fold, k, penalty)
             acc = float((z.argmax(-1) == y[:, None]).mean())
             log(f"video read-out: penalty {penalty:g}, out-of-fold step accuracy {100 * acc:.1f} %")
