@@ -71,6 +71,9 @@ def parse(argv):
                     default=",".join("%g" % p for p in PENALTIES),
                     help="the read-out's L2 penalties, comma-separated; the best out of fold "
                          "is used (default %(default)s)")
+    ap.add_argument("--start-from-audio", action="store_true",
+                    help="the fused model starts from the same seed's trained audio model "
+                         "(models/av/EXPERIMENTS.md, rule 10)")
     ap.add_argument("--p-noisy", type=float, default=0.1, help="per scene and sense")
     ap.add_argument("--p-step", type=float, default=0.05, help="a sense absent at one step")
     ap.add_argument("--p-window", type=float, default=0.15, help="a sense absent for a window")
@@ -96,20 +99,29 @@ def model_path(args, kind, seed):
     return os.path.join(args.work, f"{tag}-{kind}-s{seed}.pt")
 
 
+def stage_order(args):
+    """The kinds to train, the fused model last when it starts from the audio model."""
+    kinds = sorted(SENSES, key=lambda k: k == "fused") if args.start_from_audio else SENSES
+    return [(k, SENSES[k]) for k in kinds]
+
+
 def stage_train(args, seeds):
     data = avtrain.load(args.work, "train")
     readout = (Readout(data, args.video_readout, build.log, args.readout_penalties)
                if args.video_readout else None)
     for seed in seeds:
         args.train_seed = seed
-        for kind, senses in SENSES.items():
+        for kind, senses in stage_order(args):
             if kind != "fused" and args.baselines_tag:
                 continue
             path = model_path(args, kind, seed)
             if os.path.exists(path):
                 continue
             build.log(f"training {kind} (seed {seed})")
-            model = avtrain.train_one(senses, data, args, build.log, readout)
+            start = None
+            if kind == "fused" and args.start_from_audio:
+                start = load_model(model_path(args, "audio", seed))
+            model = avtrain.train_one(senses, data, args, build.log, readout, start)
             torch.save({"config": model.config, "state": model.state_dict()}, path)
 
 

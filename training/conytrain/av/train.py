@@ -162,16 +162,50 @@ def make_model(senses, args, video_size=VIDEO_SIZE):
                            labels=sources.CLASSES, dropout=args.dropout)
 
 
-def train_one(senses, data, args, log, readout=None):
+def train_one(senses, data, args, log, readout=None, start=None):
     """The model of @senses trained on @data; with a video sense and a @readout
-    (readout.Readout), trained on its scores and composed back onto the video tokens."""
+    (readout.Readout), trained on its scores and composed back onto the video tokens.
+    @start: a trained single-sense FusedClassifier the model starts from (start_from())."""
     if readout is not None and "video" in senses:
-        small = train_on(make_model(senses, args, len(sources.CLASSES)),
-                         readout.training_data(data), senses, args, log)
+        small = make_model(senses, args, len(sources.CLASSES))
+        if start is not None:
+            start_from(small, start, log)
+        small = train_on(small, readout.training_data(data), senses, args, log)
         big = compose(small, make_model(senses, args), readout)
         check_composed(small, big, readout, data, senses, log)
         return big
-    return train_on(make_model(senses, args), data, senses, args, log)
+    model = make_model(senses, args)
+    if start is not None:
+        start_from(model, start, log)
+    return train_on(model, data, senses, args, log)
+
+
+@torch.no_grad()
+def start_from(model, single, log):
+    """Loads a trained single-sense model @single into the fused @model (models/av/
+    EXPERIMENTS.md, rule 10): the encoder, classifier and position rows as they are; of
+    the input projection, the sense's token and flag columns and the bias; the sense's
+    absent token. The other sense's columns start at zero, so with it present or absent
+    the model starts out giving the single-sense model's logits."""
+    (name,) = single.names
+    if name not in model.names:
+        raise ValueError(f"start model's input {name!r} is not one of {model.names}")
+    dst, src = model.state_dict(), single.state_dict()
+    for k, v in src.items():
+        if k == "encoder.input_proj.weight" or k.startswith("absent."):
+            continue
+        if k not in dst or dst[k].shape != v.shape:
+            raise ValueError(f"start model's {k} {tuple(v.shape)} does not fit the fused "
+                             f"model ({tuple(dst[k].shape) if k in dst else 'absent'})")
+        dst[k].copy_(v)
+    w, sw = dst["encoder.input_proj.weight"], src["encoder.input_proj.weight"]
+    i, at = model.names.index(name), sum(model.sizes[:model.names.index(name)])
+    size = model.sizes[i]
+    w.zero_()
+    w[:, at:at + size] = sw[:, :size]
+    w[:, sum(model.sizes) + i] = sw[:, size]
+    dst[f"absent.{name}"].copy_(src[f"absent.{name}"])
+    log(f"fused model starts from the trained {name} model")
 
 
 def train_on(model, data, senses, args, log):
