@@ -70,6 +70,22 @@ class VersionTables(unittest.TestCase):
         self.assertFalse({r["package"] for r in mined} & before)
         self.assertNotIn(14, bad.ADDED_SPLIT)
 
+    def test_mined_v15(self):
+        # every package mined for alarms after version 14 is recorded once, none used before
+        mined = bad.read_table("mined_v15.tsv")
+        self.assertEqual(len(mined), 153)
+        self.assertEqual(len({r["package"] for r in mined}), 153)
+        self.assertEqual(sum(int(r["scored"]) for r in mined), 1087)
+        self.assertEqual(sum(int(r["candidates"]) for r in mined), 21)
+        self.assertEqual({r["package"] for r in mined if r["taken"] == "yes"},
+                         {"zabbix-frontend-php", "nagstamon"})
+        before = {r["package"] for name in ("added_music.tsv", "added_v12.tsv", "val_v13.tsv",
+                                            "train_only_v6.tsv", "v2_recordings.tsv",
+                                            "added_v14.tsv", "mined_v14.tsv")
+                  for r in bad.read_table(name)}
+        before |= {r[0] for v in bad.TRAIN_ONLY.values() for rs in v.values() for r in rs}
+        self.assertFalse({r["package"] for r in mined} & before)
+
     def test_version_2(self):
         fams = bad.read_table("v2_families.tsv")
         recs = bad.read_table("v2_recordings.tsv")
