@@ -166,18 +166,19 @@ def train_one(senses, data, args, log, readout=None, start=None):
     """The model of @senses trained on @data; with a video sense and a @readout
     (readout.Readout), trained on its scores and composed back onto the video tokens.
     @start: a trained single-sense FusedClassifier the model starts from (start_from())."""
-    if readout is not None and "video" in senses:
-        small = make_model(senses, args, len(sources.CLASSES))
+    def initial(video_size=VIDEO_SIZE):
+        model = make_model(senses, args, video_size)
         if start is not None:
-            start_from(small, start, log)
-        small = train_on(small, readout.training_data(data), senses, args, log)
+            start_from(model, start, log)
+        return model
+
+    if readout is not None and "video" in senses:
+        small = train_on(initial(len(sources.CLASSES)), readout.training_data(data), senses,
+                         args, log)
         big = compose(small, make_model(senses, args), readout)
         check_composed(small, big, readout, data, senses, log)
         return big
-    model = make_model(senses, args)
-    if start is not None:
-        start_from(model, start, log)
-    return train_on(model, data, senses, args, log)
+    return train_on(initial(), data, senses, args, log)
 
 
 @torch.no_grad()
@@ -199,8 +200,8 @@ def start_from(model, single, log):
                              f"model ({tuple(dst[k].shape) if k in dst else 'absent'})")
         dst[k].copy_(v)
     w, sw = dst["encoder.input_proj.weight"], src["encoder.input_proj.weight"]
-    i, at = model.names.index(name), sum(model.sizes[:model.names.index(name)])
-    size = model.sizes[i]
+    i = model.names.index(name)
+    at, size = sum(model.sizes[:i]), model.sizes[i]
     w.zero_()
     w[:, at:at + size] = sw[:, :size]
     w[:, sum(model.sizes) + i] = sw[:, size]
