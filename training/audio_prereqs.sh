@@ -32,7 +32,11 @@ case ${AUDIO_DATA_VERSION:-9} in
   # scores from four more packages (added_v14.tsv; rule 33)
   14) DATASET=out/audio-dataset-v14
       DATA_ARGS+=(--added-v14 animal=100) ;;
-  *) echo "AUDIO_DATA_VERSION=${AUDIO_DATA_VERSION}: expected 9, 12, 13 or 14" >&2; exit 2 ;;
+  # 15: version 14 plus 100 training clips of alarm tones mined the same way from two more
+  # packages (added_v15.tsv; rule 34)
+  15) DATASET=out/audio-dataset-v15
+      DATA_ARGS+=(--added-v14 animal=100 --added-v15 alarm=100) ;;
+  *) echo "AUDIO_DATA_VERSION=${AUDIO_DATA_VERSION}: expected 9, 12, 13, 14 or 15" >&2; exit 2 ;;
 esac
 VAL_DATASET=out/audio-dataset-v7
 VAL_DATA_ARGS=(--per-class 400 --train-extra 800 --alarm-synth v3 --train-only-version 5)

@@ -64,6 +64,12 @@ fi
 if [[ " ${PYARGS[*]} " == *" --added-v14"* ]]; then
   DATA+=(ufoai-sound brainparty-data flare-game trophy-data)
 fi
+# data set version 15's two (added_v15.tsv: alarm tones mined the same way; 9 MB), for
+# training only, when asked for; zabbix's are MP3, which sox reads with libsox-fmt-mp3
+if [[ " ${PYARGS[*]} " == *" --added-v15"* ]]; then
+  DATA+=(zabbix-frontend-php nagstamon)
+  TOOLS+=(libsox-fmt-mp3)
+fi
 
 # sound files to unpack per data package (tar wildcards; '*' also matches '/')
 declare -A PATTERNS=(
@@ -170,6 +176,9 @@ declare -A PATTERNS=(
   [brainparty-data]="*/brainparty/meow.wav"
   [flare-game]="*/soundfx/environment/*.ogg"
   [trophy-data]="*/trophy/sounds/dog.wav"
+  # data set version 15 (--added-v15): mined alarm tones (which files: added_v15.tsv)
+  [zabbix-frontend-php]="*/zabbix/audio/alarm_high.mp3 */zabbix/audio/alarm_warning.mp3 */zabbix/audio/alarm_average.mp3"
+  [nagstamon]="*/Nagstamon/resources/critical.wav"
 )
 
 # version 6: for training only; which files of which package, listed one a line

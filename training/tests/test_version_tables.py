@@ -26,10 +26,10 @@ class VersionTables(unittest.TestCase):
 
     def test_added(self):
         # version 11's music and version 12's noise and music (plan_added's tables), version
-        # 13's validation-only recordings, version 14's mined animal calls; each table its own
-        # RNG stream
-        self.assertEqual(sorted(bad.ADDED), [11, 12, 13, 14])
-        self.assertEqual(len({stream for _, stream in bad.ADDED.values()}), 4)
+        # 13's validation-only recordings, version 14's mined animal calls, version 15's mined
+        # alarm tones; each table its own RNG stream
+        self.assertEqual(sorted(bad.ADDED), [11, 12, 13, 14, 15])
+        self.assertEqual(len({stream for _, stream in bad.ADDED.values()}), 5)
         self.assertEqual(bad.ADDED_SPLIT, {13: "valx"})
         v11 = bad.read_table("added_music.tsv")
         self.assertEqual([r["package"] for r in v11],
@@ -85,6 +85,21 @@ class VersionTables(unittest.TestCase):
                   for r in bad.read_table(name)}
         before |= {r[0] for v in bad.TRAIN_ONLY.values() for rs in v.values() for r in rs}
         self.assertFalse({r["package"] for r in mined} & before)
+
+    def test_added_v15(self):
+        # the two packages kept from mined_v15.tsv, alarm tones only, none used before
+        v15 = bad.read_table("added_v15.tsv")
+        self.assertEqual([r["package"] for r in v15], ["zabbix-frontend-php", "nagstamon"])
+        self.assertEqual({r["class"] for r in v15}, {"alarm"})
+        mined = bad.read_table("mined_v15.tsv")
+        self.assertEqual({r["package"] for r in mined if r["taken"] == "yes"},
+                         {r["package"] for r in v15})
+        self.assertEqual(sum(int(r["minimum"]) for r in v15), 4)
+        for r in v15:
+            self.check_pattern(*bad.pattern_row(r))
+            self.assertTrue(r["licence"])
+        self.assertEqual(bad.parse_added("100", 15), {"alarm": 100})
+        self.assertNotIn(15, bad.ADDED_SPLIT)
 
     def test_version_2(self):
         fams = bad.read_table("v2_families.tsv")

@@ -1319,9 +1319,10 @@ def plan_synth_music(n, a):
 # noise and music of fourteen more (added_v12.tsv). Version 13 (--added-v13 SPEC): every class
 # of twenty-eight more packages, for validation only (val_v13.tsv).
 # Version 14 (--added-v14 SPEC): animal calls of four more, mined with YAMNet's AudioSet
-# scores (added_v14.tsv).
+# scores (added_v14.tsv). Version 15 (--added-v15 SPEC, with --added-v14): alarm tones of
+# two more, mined the same way (added_v15.tsv).
 ADDED = {11: ("added_music.tsv", 6), 12: ("added_v12.tsv", 8), 13: ("val_v13.tsv", 9),
-         14: ("added_v14.tsv", 10)}
+         14: ("added_v14.tsv", 10), 15: ("added_v15.tsv", 11)}
 # the split of a table's clips, where not "train": split "valx" is a validation set that
 # nothing trains on (its clips are set=valx; yamnet.py --val-extra measures them)
 ADDED_SPLIT = {13: "valx"}
@@ -1516,6 +1517,11 @@ def main():
                          "version used, mined with YAMNet's AudioSet scores (added_v14.tsv): N or "
                          "animal=N; data set version 14 = version 9 + animal=100; set=extra, the "
                          "other clips stay the same")
+    ap.add_argument("--added-v15", metavar="SPEC",
+                    help="more training clips of real alarm tones from two packages no earlier "
+                         "version used, mined with YAMNet's AudioSet scores (added_v15.tsv): N or "
+                         "alarm=N; data set version 15 = version 14 + alarm=100; set=extra, the "
+                         "other clips stay the same")
     ap.add_argument("--reuse", metavar="DIR",
                     help="a data set built before with the same seed: each planned clip that its "
                          "manifest holds with the same path, label, split, group, family and set "
@@ -1576,6 +1582,8 @@ def main():
         jobs += plan_added(parse_added(a.added_v13, 13), 13, cat, a)
     if a.added_v14:
         jobs += plan_added(parse_added(a.added_v14, 14), 14, cat, a)
+    if a.added_v15:
+        jobs += plan_added(parse_added(a.added_v15, 15), 15, cat, a)
     clips_dir = os.path.join(a.out, "clips")
     if os.path.isdir(clips_dir):
         shutil.rmtree(clips_dir)
