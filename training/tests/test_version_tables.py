@@ -100,6 +100,11 @@ class VersionTables(unittest.TestCase):
             self.assertTrue(r["licence"])
         self.assertEqual(bad.parse_added("100", 15), {"alarm": 100})
         self.assertNotIn(15, bad.ADDED_SPLIT)
+        # an MP3's group is its stem, as a WAV's
+        class Cat:
+            rel = staticmethod(lambda f: f)
+        for f in ("p:/a/alarm_high.mp3", "p:/a/alarm_high.wav", "p:/a/alarm_high2.ogg"):
+            self.assertEqual(bad.stem_group(Cat, f), "p:/a/alarm_high")
 
     def test_version_2(self):
         fams = bad.read_table("v2_families.tsv")

@@ -407,7 +407,7 @@ def stem_group(cat, f):
     """Group key of a take: package:/dir/name with a trailing take number removed."""
     rel = cat.rel(f)
     d, b = rel.rsplit("/", 1)
-    b = re.sub(r"\.(ogg|oga|wav|flac)$", "", b)
+    b = re.sub(r"\.(ogg|oga|wav|flac|mp3)$", "", b)
     b = re.sub(r"[-_.]?[0-9]+$", "", b)
     return "%s/%s" % (d, b)
 
