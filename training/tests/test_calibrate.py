@@ -71,6 +71,27 @@ class Calibrate(unittest.TestCase):
         self.assertFalse(b.any())
         self.assertEqual(score, -1.0)
 
+    def test_target_moves_only_its_classes(self):
+        rows = self.rows()
+        lg = logits(rows, ("alarm", "music", "val"))
+        b, score = calibrate.choose(rows, LABELS, [lg], 3, target=["alarm"])
+        self.assertAlmostEqual(score, 1.0)
+        self.assertGreater(b[LABELS.index("alarm")], 0.2)
+        self.assertEqual([v for i, v in enumerate(b) if i != LABELS.index("alarm")], [0.0] * 5)
+
+    def test_target_guards_the_other_classes(self):
+        rows = self.rows()
+        # fixing the alarms (heard as music by 0.2) would turn the music clips (alarm 0.1
+        # below music) into alarms: refused within 1 point, taken when music may lose all
+        lg = logits(rows, ("alarm", "music", "val"))
+        for r in rows:
+            if r["label"] == "music":
+                lg[compare.clip_key(r)][:, LABELS.index("alarm")] = 1.9
+        b, _ = calibrate.choose(rows, LABELS, [lg], 3, target=["alarm"], max_loss=1.0)
+        self.assertFalse(b.any())
+        b, _ = calibrate.choose(rows, LABELS, [lg], 3, target=["alarm"], max_loss=100.0)
+        self.assertGreater(b[LABELS.index("alarm")], 0.2)
+
     def test_apply_adds_to_the_bias(self):
         with tempfile.TemporaryDirectory() as tmp:
             src, out = os.path.join(tmp, "a.safetensors"), os.path.join(tmp, "b.safetensors")

@@ -18,6 +18,11 @@ and none silence, on every member. The valx clips play no part in the choice; th
 with and without b are printed for both splits. --apply adds b to a classifier's output
 bias (classifier.bias; the arg-max of z + b is what `cony classify` then gives) and writes
 it to --out.
+
+--target CLASS,CLASS (rule 35): only those classes' entries move, and the objective is the
+members' mean old validation figure of those classes (their mean), subject to the tone
+condition and to every other class's figure (members' mean) staying within --max-loss
+points of its figure without offsets.
 """
 
 import argparse
@@ -36,29 +41,56 @@ def shifted(logits, b):
     return {k: z + b for k, z in logits.items()}
 
 
-def old_val_score(rows, labels, members, b, min_tones):
-    """The mean over members of the old validation real class mean with offsets b, or -1
-    when a member's validation tone clips break the tone condition."""
-    score = []
+def old_val_means(rows, labels, members, b, min_tones):
+    """key -> the mean over members of the old validation figure (real/class-mean and
+    real/<class>) with offsets b, or None when a member's validation tone clips break the
+    tone condition."""
+    keys = ["real/class-mean"] + ["real/" + c for c in labels]
+    got = {k: [] for k in keys}
     for lg in members:
         res = compare.figures(rows, labels, shifted(lg, b))
         t = res.get("tones/noise", {})
         if t.get("clips-right-by-majority", 0) < min_tones or t.get("clips-silence-by-majority", 0):
-            return -1.0
-        score.append(res["real/class-mean"]["accuracy"])
-    return float(np.mean(score))
+            return None
+        for k in keys:
+            if k in res:
+                got[k].append(res[k]["accuracy"])
+    return {k: float(np.mean(v)) for k, v in got.items() if v}
 
 
-def choose(rows, labels, members, min_tones):
-    """Coordinate ascent over GRID (module docstring): the offsets and their score."""
+def old_val_score(rows, labels, members, b, min_tones, target=None, floor=None):
+    """The objective with offsets b: the members' mean old validation class mean, or with
+    @target the mean of those classes' figures, where every other class stays at or above
+    @floor[class]; -1 when a condition breaks."""
+    m = old_val_means(rows, labels, members, b, min_tones)
+    if m is None:
+        return -1.0
+    if not target:
+        return m["real/class-mean"]
+    if any(m["real/" + c] < f - 1e-12 for c, f in floor.items()):
+        return -1.0
+    return float(np.mean([m["real/" + c] for c in target]))
+
+
+def choose(rows, labels, members, min_tones, target=None, max_loss=1.0):
+    """Coordinate ascent over GRID (module docstring): the offsets and their score. With
+    @target (class names) only their entries move, and the others' old validation figures
+    may fall at most @max_loss points."""
     b = np.zeros(len(labels))
-    best = old_val_score(rows, labels, members, b, min_tones)
+    floor = None
+    if target:
+        base = old_val_means(rows, labels, members, b, min_tones) or {}
+        floor = {c: base["real/" + c] - max_loss / 100 for c in labels
+                 if c not in target and "real/" + c in base}
+    score = lambda trial: old_val_score(rows, labels, members, trial, min_tones, target, floor)
+    best = score(b)
+    moving = [labels.index(c) for c in target] if target else range(1, len(labels))
     for _ in range(3):
-        for c in range(1, len(labels)):
+        for c in moving:
             for v in sorted(GRID, key=abs):
                 trial = b.copy()
                 trial[c] = v
-                s = old_val_score(rows, labels, members, trial, min_tones)
+                s = score(trial)
                 if s > best + 1e-12:
                     b, best = trial, s
     return b, best
@@ -104,6 +136,10 @@ def main(argv=None):
         if a.dest == "baseline":
             a.required = False
     ap.add_argument("--min-tone-clips", type=int, default=57)
+    ap.add_argument("--target", help="CLASS,CLASS: only these offsets move; their mean old "
+                                     "validation figure is the objective (rule 35)")
+    ap.add_argument("--max-loss", type=float, default=1.0,
+                    help="with --target: points each other class may lose on the old validation")
     ap.add_argument("--apply", help="a classifier whose output bias gets the offsets")
     ap.add_argument("--out", help="where --apply writes the changed classifier")
     opts = ap.parse_args(argv)
@@ -116,7 +152,10 @@ def main(argv=None):
     yamnet.stage_tones(args)
     rows, labels = yamnet.load_rows(args)
     members = [compare.model_logits(args, rows, labels, m) for m in models]
-    b, score = choose(rows, labels, members, opts.min_tone_clips)
+    target = opts.target.split(",") if opts.target else None
+    if target and not set(target) <= set(labels):
+        ap.error(f"--target {opts.target}: classes are {', '.join(labels)}")
+    b, score = choose(rows, labels, members, opts.min_tone_clips, target, opts.max_loss)
     rep = {"labels": labels, "offsets": b.tolist(), "old-val-score": 100 * score,
            "members": models, "figures": report(rows, labels, members, b)}
     print("offsets: " + ", ".join("%s %+.2f" % (c, v) for c, v in zip(labels, b)))
