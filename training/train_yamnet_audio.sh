@@ -6,7 +6,8 @@
 #   1. the labelled clip data sets 9 and 7 (training/audio_prereqs.sh, as for the models
 #      before; skipped when their manifests exist; AUDIO_DATA_VERSION=12: data set 12
 #      instead of 9; AUDIO_DATA_VERSION=13: version 12 with validation-only clips, measured
-#      with `-- --val-extra`), and the `cony` tool (build-train/),
+#      with `-- --val-extra`; 14 and 15: version 9 with mined animal calls, and alarm tones,
+#      rules 33 and 34), and the `cony` tool (build-train/),
 #   2. training/train_yamnet_audio.py: steady tones and mains hum (noise) beside the data
 #      set, YAMNet's tokens once for every clip (`cony embed -e`, cached with YAMNet's
 #      per-patch scores in out/yamnet-cache/) and its layer-24 maps (out/yamnet-cache/
