@@ -71,7 +71,7 @@ else
   want=$(echo "$every_labels" | tr ' ' '\n' | grep -v '^$' | uniq | tr '\n' ' ')
   if [ "$labels" != "$want" ]; then
     echo "FAIL on-change: labels '$labels', expected the changes of '$every_labels'"; fail=1
-  elif ! echo "$msgs" | tail -1 | grep -q 'eos=(boolean)true'; then
+  elif [[ "$(tail -n 1 <<< "$msgs")" != *'eos=(boolean)true'* ]]; then
     echo "FAIL on-change: no closing message at EOS"; fail=1
   else
     echo "ok on-change: $(echo -n "$labels" | wc -w) changes ($labels) + closing message"
