@@ -117,8 +117,11 @@ cony_q_act_range (gboolean relu, float relu_max, float scale, gint32 zp, gint32 
   if (!relu)
     return;
   *lo = MAX (*lo, zp);
-  if (isfinite (relu_max))
-    *hi = MIN (*hi, zp + (gint32) roundf (relu_max / scale));
+  if (isfinite (relu_max)) {
+    /* a tiny scale puts the top far past int8 (and past gint32): cap it first */
+    float steps = MIN (roundf (relu_max / scale), 255.0f);
+    *hi = MIN (*hi, zp + (gint32) steps);
+  }
 }
 
 /* The int8 add of two tensors with their own scales (TFLite's ADD: both inputs

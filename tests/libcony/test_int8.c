@@ -121,6 +121,10 @@ test_requant (void)
   g_assert_cmpint (hi, ==, 70);
   cony_q_act_range (TRUE, INFINITY, 0.1f, 10, &lo, &hi);
   g_assert_cmpint (hi, ==, 127);
+  /* a tiny scale (a malformed file: 6 / scale beyond int) is still the int8 range */
+  cony_q_act_range (TRUE, 6.0f, 1e-12f, 3, &lo, &hi);
+  g_assert_cmpint (lo, ==, 3);
+  g_assert_cmpint (hi, ==, 127);
 }
 
 static void
