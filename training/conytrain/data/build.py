@@ -1576,14 +1576,12 @@ def main():
         jobs += plan_synth_music(a.synth_music, a)
     if a.added_music:
         jobs += plan_added({"music": a.added_music}, 11, cat, a)
-    if a.added_v12:
-        jobs += plan_added(parse_added(a.added_v12, 12), 12, cat, a)
-    if a.added_v13:
-        jobs += plan_added(parse_added(a.added_v13, 13), 13, cat, a)
-    if a.added_v14:
-        jobs += plan_added(parse_added(a.added_v14, 14), 14, cat, a)
-    if a.added_v15:
-        jobs += plan_added(parse_added(a.added_v15, 15), 15, cat, a)
+    # the --added-vN tables in version order (each its own RNG stream: the order only
+    # places their rows)
+    for version in sorted(v for v in ADDED if v != 11):
+        spec = getattr(a, "added_v%d" % version)
+        if spec:
+            jobs += plan_added(parse_added(spec, version), version, cat, a)
     clips_dir = os.path.join(a.out, "clips")
     if os.path.isdir(clips_dir):
         shutil.rmtree(clips_dir)
