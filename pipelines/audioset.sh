@@ -64,6 +64,7 @@ case ${1:-} in
     src=$(cony_capture_source audio "$element")
     # shellcheck disable=SC2046,SC2086
     cony_launch -e -m $src ! $(chain) ! fakesink sync=true | format ;;
+  -*) cony_usage ;;
   *)
     cony_media_input "$1"
     # shellcheck disable=SC2046

@@ -12,6 +12,7 @@
 #                     scripts, DATADIR/gst-cony/pipelines, use the installed plugin)
 #   CONY_AUDIO_PROBE  "off": file scripts skip asking GStreamer's discoverer whether the
 #                     input has audio (cony_media_input) and go straight to the pipeline
+source "$(dirname "${BASH_SOURCE[0]}")/help.sh"
 CONY_ROOT=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
 CONY_VGGISH=${CONY_VGGISH:-}
 CONY_TRANSFORMER=${CONY_TRANSFORMER:-$CONY_ROOT/models/audio/transformer.safetensors}
@@ -104,8 +105,32 @@ cony_media_input () {
 
 # gst-launch-1.0 with its stdout line-buffered: into a pipe, stdio would otherwise hold
 # the messages back in 4 KiB blocks (the first result of a live source after ~30 s).
+# When it fails because GStreamer has no cony elements, says where to point it.
 cony_launch () {
-  stdbuf -oL gst-launch-1.0 "$@"
+  local status=0
+  stdbuf -oL gst-launch-1.0 "$@" || status=$?
+  [ $status = 0 ] || cony_plugin_hint
+  return $status
+}
+
+# GStreamer looks for plugins in its own directory (/usr/lib/ARCH/gstreamer-1.0) and in
+# GST_PLUGIN_PATH: a plugin installed under another prefix, or not built yet, is not
+# found ("no element conymel"). Prints what to do, naming the installed plugin's directory
+# when these scripts are an installed copy (PREFIX/share/gst-cony/pipelines) with one.
+cony_plugin_hint () {
+  gst-inspect-1.0 --exists conytransformer && return 0
+  local dir
+  dir=$(ls -d "$CONY_ROOT"/../../lib*/gstreamer-1.0/libgstcony.so \
+              "$CONY_ROOT"/../../lib*/*/gstreamer-1.0/libgstcony.so 2>/dev/null | head -n1)
+  if [ -n "$dir" ]; then
+    dir=$(cd "$(dirname "$dir")" && pwd)
+    echo "$(basename "$0"): GStreamer has no cony elements: the plugin is installed in $dir," \
+         "where GStreamer does not look; export GST_PLUGIN_PATH=$dir" >&2
+  else
+    echo "$(basename "$0"): GStreamer has no cony elements (libgstcony.so;" \
+         "GST_PLUGIN_PATH=${GST_PLUGIN_PATH:-unset}): build it (scripts/build.sh) or, installed under a prefix" \
+         "other than /usr, export GST_PLUGIN_PATH=PREFIX/lib/ARCH/gstreamer-1.0" >&2
+  fi
 }
 
 # Turns gst-launch-1.0 -m output into one line per step: time (s), label, confidence
@@ -145,9 +170,9 @@ cony_parse_source () {
   cony_device=""
   cony_nargs=0
   case ${1:-} in
-    --source) cony_source=${2:?--source needs a GStreamer source description}; cony_nargs=2 ;;
+    --source) [ $# -ge 2 ] || cony_usage; cony_source=$2; cony_nargs=2 ;;
     --source=*) cony_source=${1#--source=}; cony_nargs=1 ;;
-    --device) cony_device=${2:?--device needs a device name}; cony_nargs=2 ;;
+    --device) [ $# -ge 2 ] || cony_usage; cony_device=$2; cony_nargs=2 ;;
     --device=*) cony_device=${1#--device=}; cony_nargs=1 ;;
   esac
 }

@@ -47,6 +47,8 @@ import gi  # noqa: E402
 gi.require_version("Gst", "1.0")
 from gi.repository import GLib, Gst  # noqa: E402
 
+from print_results import parse_launch  # noqa: E402
+
 
 # A 5x7 bitmap font for the fallback drawing (overlaycomposition) when textoverlay is
 # missing: enough for labels and confidences.
@@ -199,7 +201,7 @@ def main(argv=None):
                f'! conytransformer name=classifier model="{args.classifier}" ')
             + "! fakesink sync=false async=false "
             f"t. ! queue ! {draw}{sink}")
-    pipe = Gst.parse_launch(desc)
+    pipe = parse_launch(desc, "overlay.py")
     limit = pipe.get_by_name("limit")
     if limit is not None:
         limit_frames(limit.get_static_pad("src"), args.num_buffers)
