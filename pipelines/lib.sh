@@ -105,11 +105,14 @@ cony_media_input () {
 
 # gst-launch-1.0 with its stdout line-buffered: into a pipe, stdio would otherwise hold
 # the messages back in 4 KiB blocks (the first result of a live source after ~30 s).
-# When it fails because GStreamer has no cony elements, says where to point it.
+# When it fails because GStreamer has no cony elements, says where to point it. A
+# pipeline that fails to start (a model refused while prerolling) is status 1 like any
+# other pipeline error, not gst-launch-1.0's 255.
 cony_launch () {
   local status=0
   stdbuf -oL gst-launch-1.0 "$@" || status=$?
   [ $status = 0 ] || cony_plugin_hint
+  [ $status != 255 ] || status=1
   return $status
 }
 
@@ -118,7 +121,7 @@ cony_launch () {
 # found ("no element conymel"). Prints what to do, naming the installed plugin's directory
 # when these scripts are an installed copy (PREFIX/share/gst-cony/pipelines) with one.
 cony_plugin_hint () {
-  gst-inspect-1.0 --exists conytransformer && return 0
+  gst-inspect-1.0 conytransformer >/dev/null 2>&1 && return 0   # (--exists wants version 1.22)
   local dir
   dir=$(ls -d "$CONY_ROOT"/../../lib*/gstreamer-1.0/libgstcony.so \
               "$CONY_ROOT"/../../lib*/*/gstreamer-1.0/libgstcony.so 2>/dev/null | head -n1)
