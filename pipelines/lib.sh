@@ -140,29 +140,34 @@ cony_plugin_hint () {
 # (on-change mode: one line per change; the closing EOS message is skipped). The time is
 # the message's stream-time-end: the end of the input the result covers (for the audio
 # chain: the last sample of the newest 0.975 s VGGish window), i.e. how far into the
-# stream the result has heard (docs/elements.md, "Time spans").
-# Error and warning lines go to stderr. Every stage passes each line on at once (sed -u;
-# the formatting is bash's own printf, not awk: Debian's mawk buffers its input).
+# stream the result has heard (docs/elements.md, "Time spans"), rounded half up from its
+# nanoseconds: 0.975 s prints 0.98, and every line is one step after the previous one.
+# Error and warning lines go to stderr. One perl process (perl-base is Essential in
+# Debian) reads the messages in blocks and prints each line at once ($| = 1): sed -u and
+# bash's read took a byte per read() call and cost about as much CPU as the inference
+# (bench/RESULTS.md, "Printing the results"). A reader that goes away (| head) ends it
+# quietly.
 cony_format () {
-  sed -u -nE '
-    /eos=\(boolean\)true/d
-    /\(element\): (conytransformer|conyframeembed), /{
-      s/.*stream-time-end=\(guint64\)([0-9]+).*label=\(string\)("[^"]*"|[^,]*),.*confidence=\(float\)([-0-9.e]+).*/\1 \3 \2/
-      p; d
-    }
-    /ERROR|WARNING|error|Execution ended/w /dev/stderr
-  ' | cony_print_steps
+  perl -ne "$cony_perl_common"'
+    next if /eos=\(boolean\)true/;
+    if (/\(element\): (?:conytransformer|conyframeembed), /) {
+      next unless /.*stream-time-end=\(guint64\)([0-9]+).*label=\(string\)("[^"]*"|[^,]*),.*confidence=\(float\)([-0-9.e]+)/;
+      my ($ns, $label, $conf) = ($1, $2, $3);
+      $label =~ tr/"\\//d;
+      printf "%9s s  %-24s %.3f\n", cony_time($ns), $label, $conf or exit 0;
+    } elsif (/ERROR|WARNING|error|Execution ended/) {
+      print STDERR $_;
+    }'
 }
 
-# "NANOSECONDS CONFIDENCE LABEL" lines -> "    1.25 s  label                    0.873".
-cony_print_steps () {
-  local ns conf label t
-  while read -r ns conf label; do
-    label=${label//[\"\\]/}
-    printf -v t '%d.%09d' $((ns / 1000000000)) $((ns % 1000000000))
-    LC_ALL=C printf '%9.2f s  %-24s %.3f\n' "$t" "$label" "$conf" || return 0
-  done
-}
+# The start of every formatter's perl program: output flushed per line, a closed reader
+# ends it quietly, cony_time(NANOSECONDS) gives seconds to 0.01 rounded half up (integer
+# arithmetic, exact below 2^53 ns).
+# shellcheck disable=SC2016
+cony_perl_common='
+  BEGIN { $| = 1; $SIG{PIPE} = "IGNORE"; }
+  sub cony_time { my $cs = int(($_[0] + 5000000) / 10000000); sprintf "%d.%02d", $cs / 100, $cs % 100 }
+'
 
 # "--device NAME" or "--source DESCRIPTION" at the front of a script's arguments:
 # sets cony_source (empty when neither is given) and cony_nargs, how many arguments

@@ -47,7 +47,7 @@ import gi  # noqa: E402
 gi.require_version("Gst", "1.0")
 from gi.repository import GLib, Gst  # noqa: E402
 
-from print_results import parse_launch  # noqa: E402
+from print_results import parse_launch, seconds  # noqa: E402
 
 
 # A 5x7 bitmap font for the fallback drawing (overlaycomposition) when textoverlay is
@@ -246,7 +246,7 @@ def main(argv=None):
                 status["steps"] += 1
                 if not args.quiet:
                     try:
-                        print(f"{ts / 1e9:9.2f} s  {label:<24} {conf:.3f}", flush=True)
+                        print(f"{seconds(ts):>9} s  {label:<24} {conf:.3f}", flush=True)
                     except BrokenPipeError:   # the reader went away (| head): stop printing
                         args.quiet = True
                         os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())

@@ -58,7 +58,12 @@ def ns(value):
 
 
 def seconds(value):
-    return "-" if value is None else f"{value / Gst.SECOND:.2f}"
+    """Nanoseconds as seconds to 0.01, rounded half up exactly (0.975 s is 0.98, as
+    pipelines/lib.sh's cony_format prints it; a float would give 0.97 or 0.98 by chance)."""
+    if value is None:
+        return "-"
+    cs = (value + 5_000_000) // 10_000_000
+    return f"{cs // 100}.{cs % 100:02d}"
 
 
 def source_description(source, prog="print_results.py"):
