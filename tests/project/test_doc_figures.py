@@ -12,7 +12,10 @@ they cannot drift again (issue 60):
   - pipelines/README.md's times ("the first audio line says 0.97 s", "one step (0.25 s)
     per line"): pipelines/file.sh's lines on a generated clip;
   - README's `cony` block: every command `cony` lists is there, with the inputs its
-    --help names, and a command that takes an image says "image" in `cony`'s list.
+    --help names, and a command that takes an image says "image" in `cony`'s list;
+  - pipelines/README.md's label delay ("about X to Y s of audio after the sound
+    changes", "(N − 1) × 0.25 s later" with min-steps): file.sh on speech (espeak-ng)
+    then a steady tone, with min-steps=1 and 4.
 
     test_doc_figures.py SOURCE_ROOT CONY_TOOL   (GST_PLUGIN_PATH / GST_REGISTRY from meson)
 TAP output."""
@@ -141,6 +144,47 @@ if first and grows and len(times) >= 2:
     check(near(times[0], float(first.group(1))),
           f"pipelines/README.md: first line {first.group(1)} s; file.sh: {times[0]} s")
     check(steps == {float(grows.group(1))}, f"pipelines/README.md: step {grows.group(1)} s; file.sh: {sorted(steps)}")
+
+# pipelines/README.md's label delay on a clip that changes at 4 s: speech, then a steady
+# tone (the shipped model's "noise"), the same bytes on every run (espeak-ng, sox -R).
+delay = re.search(r"A new label comes about ([0-9.]+) to ([0-9.]+) s of audio after the sound changes",
+                  pipelines_readme)
+hold = re.search(r"a change is reported once it has held N steps, \(N − 1\) × ([0-9.]+) s later",
+                 pipelines_readme)
+check(delay and hold, "pipelines/README.md quotes the label delay and what min-steps adds")
+
+
+def changes(wav, opts):
+    r = subprocess.run(["bash", os.path.join(ROOT, "pipelines", "file.sh"), wav], capture_output=True,
+                       text=True, env=dict(os.environ, CONY_AUDIO_PROBE="off", CONY_OPTS=opts))
+    return [(float(t), label) for t, label in re.findall(r"^ +([0-9.]+) s  (\S+)", r.stdout, re.M)]
+
+
+with tempfile.TemporaryDirectory() as tmp:
+    clip = os.path.join(tmp, "change.wav")
+    made = subprocess.run(
+        f"espeak-ng -v en-us -s 160 -w {tmp}/s.wav 'This is a short test of the continual "
+        f"transformer. It listens to the sound and says what it hears.' && "
+        f"sox -R {tmp}/s.wav -r 16000 -c 1 -b 16 {tmp}/s16.wav trim 0 4 && "
+        f"sox -R -n -r 16000 -c 1 -b 16 {tmp}/t.wav synth 4 sine 440 vol 0.3 && "
+        f"sox -R {tmp}/s16.wav {tmp}/t.wav {clip}", shell=True, capture_output=True).returncode == 0
+    if made and delay and hold:
+        every1, every4 = changes(clip, "min-steps=1"), changes(clip, "min-steps=4")
+        first = [t for t, label in every1 if t > 4 and label != every1[0][1]]
+        late = first[0] - 4 if first else None
+        check(late is not None and float(delay.group(1)) <= late <= float(delay.group(2)),
+              f"pipelines/README.md: a new label {delay.group(1)}-{delay.group(2)} s after the change; "
+              f"file.sh, speech then a tone from 4 s: {every1[0][1]} then {first and every1[-1][1]} "
+              f"{'%.2f s late' % late if late is not None else 'never'}")
+        check(every1 == every4, "min-steps does not change the every-step lines")
+        on1 = changes(clip, "message-mode=on-change min-steps=1")
+        on4 = changes(clip, "message-mode=on-change min-steps=4")
+        step = float(hold.group(1))
+        check(len(on1) == len(on4) == 2 and near(on4[1][0] - on1[1][0], 3 * step),
+              f"pipelines/README.md: min-steps=4 reports (4 - 1) x {step} s later; file.sh on-change: "
+              f"{on1} vs {on4}")
+    else:
+        check(True, "label delay # SKIP needs espeak-ng and sox")
 
 # README's `cony` block against `cony` and each command's --help.
 listing = subprocess.run([CONY], capture_output=True, text=True).stderr + \
