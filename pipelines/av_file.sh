@@ -13,7 +13,7 @@
 # CONY_AUDIO_CNN, CONY_VIDEO_CNN, CONY_OPTS (extra conytransformer properties).
 set -euo pipefail
 source "$(dirname "$0")/av_lib.sh"
-[ $# -ge 1 ] && [ $# -le 2 ] || cony_usage
+{ [ $# -ge 1 ] && [ $# -le 2 ]; } || cony_usage
 file=$1
 fused=${2:-$CONY_AV_MODEL}
 cony_av_setup "$fused"

@@ -8,7 +8,7 @@
 # Models and extra options: see pipelines/lib.sh (CONY_VGGISH, CONY_TRANSFORMER, CONY_OPTS).
 set -euo pipefail
 source "$(dirname "$0")/lib.sh"
-[ $# -ge 1 ] && [ $# -le 3 ] || cony_usage
+{ [ $# -ge 1 ] && [ $# -le 3 ]; } || cony_usage
 input=$1
 [ $# -ge 2 ] && CONY_VGGISH=$2
 [ $# -ge 3 ] && CONY_TRANSFORMER=$3

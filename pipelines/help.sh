@@ -1,3 +1,4 @@
+# shellcheck shell=bash
 # Sourced first, with the script's arguments, by every script in pipelines/ and scripts/:
 # -h or --help as the first argument prints the script's header comment (the lines after
 # "#!" up to the first line that is no comment: its usage, options, environment) and exits

@@ -9,7 +9,7 @@
 # prints only the label changes.
 set -euo pipefail
 source "$(dirname "$0")/video_lib.sh"
-[ $# -ge 1 ] && [ $# -le 3 ] || cony_usage
+{ [ $# -ge 1 ] && [ $# -le 3 ]; } || cony_usage
 file=$1
 [ $# -ge 2 ] && CONY_VIDEO_CNN=$2
 [ $# -ge 3 ] && CONY_VIDEO_CLASSIFIER=$3
