@@ -7,6 +7,7 @@ they cannot drift again (issue 60):
   - README's models table (every "n = N tokens|frames|steps = S s") and run.sh's "S s
     window": `cony info`'s n of the folder's classifier times its step (frontend
     token_seconds, every/fps of a video front end, a fused model's steps per second);
+    each model card's first "window n = N";
   - README's train-your-own transcript: its window in seconds is what train_your_own.py
     prints for its n (tests/training/test_readme_recipe.sh runs the recipe and compares);
   - pipelines/README.md's times ("the first audio line says 0.97 s", "one step (0.25 s)
@@ -106,6 +107,16 @@ for folder, text in rows:
           f"README {folder}: n = {doc_n} = {doc_s} s; cony info {os.path.basename(path)}: "
           f"n {n} x {step:g} s = {n * step:g} s")
 check(quoted >= 4, f"README's models table quotes a window for {quoted} models (at least 4)")
+
+# Each model card's first "window n = N" (its description of the shipped file; later
+# ones may be experiments').
+for card in sorted(glob.glob(os.path.join(ROOT, "models", "*", "MODEL.md"))):
+    folder = os.path.relpath(os.path.dirname(card), ROOT)
+    quote = re.search(r"window,? n =? ?(\d+)", read(card))
+    if quote:
+        path, (n, _) = classifier_in(folder)
+        check(int(quote.group(1)) == n, f"{folder}/MODEL.md: window n = {quote.group(1)}; cony info "
+              f"{os.path.basename(path)}: n {n}")
 
 m = re.search(r"continual encoder with an (\d+(?:\.\d+)?) s window", readme)
 check(m and near(float(m.group(1)), audio_n * audio_step),
