@@ -131,8 +131,9 @@ cony_plugin_hint () {
          "where GStreamer does not look; export GST_PLUGIN_PATH=$dir" >&2
   else
     echo "$(basename "$0"): GStreamer has no cony elements (libgstcony.so;" \
-         "GST_PLUGIN_PATH=${GST_PLUGIN_PATH:-unset}): build it (scripts/build.sh) or, installed under a prefix" \
-         "other than /usr, export GST_PLUGIN_PATH=PREFIX/lib/ARCH/gstreamer-1.0" >&2
+         "GST_PLUGIN_PATH=${GST_PLUGIN_PATH:-unset}): build it (scripts/build.sh) or," \
+         "installed under a prefix other than /usr, export" \
+         "GST_PLUGIN_PATH=PREFIX/lib/ARCH/gstreamer-1.0" >&2
   fi
 }
 
