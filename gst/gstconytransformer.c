@@ -396,7 +396,8 @@ gst_cony_transformer_stop (GstBaseTransform *trans)
 
 /* A classifier that records the CNN it was trained on (frontend.cnn, cnn_sha256,
  * cnn_output; issue 26) refuses tokens whose caps name another CNN file, by content, or
- * another of its outputs. Caps without those fields (appsrc, NNStreamer) pass. */
+ * another of its outputs, saying which property of the CNN element to change. Caps
+ * without those fields (appsrc, NNStreamer) pass. */
 static gboolean
 gst_cony_transformer_token_source_matches (GstConyTransformer *self, const GstCaps *caps)
 {
@@ -406,16 +407,22 @@ gst_cony_transformer_token_source_matches (GstConyTransformer *self, const GstCa
   const gchar *sha = gst_structure_get_string (s, "cnn-sha256");
   const gchar *output = gst_structure_get_string (s, "cnn-output");
   const gchar *want = c->cnn.output ? c->cnn.output : "scores";
-  if (c->cnn.sha256 == NULL
-      || ((sha == NULL || g_ascii_strcasecmp (sha, c->cnn.sha256) == 0)
-          && (output == NULL || strcmp (output, want) == 0)))
+  const gchar *want_name = c->cnn.name ? c->cnn.name : "(unnamed CNN)";
+  if (c->cnn.sha256 == NULL)
     return TRUE;
+  gboolean same_cnn = sha == NULL || g_ascii_strcasecmp (sha, c->cnn.sha256) == 0;
+  if (same_cnn && (output == NULL || strcmp (output, want) == 0))
+    return TRUE;
+  gchar *fix = same_cnn
+      ? g_strdup_printf ("set output=%s on the CNN element", want)
+      : g_strdup_printf ("give the CNN element model=%s output=%s", want_name, want);
   GST_ELEMENT_ERROR (self, CORE, NEGOTIATION,
       ("The tokens do not come from the CNN the model was trained on"),
       ("the tokens come from %s (SHA-256 %.16s..., output=%s); %s was trained on the tokens "
-       "of %s (SHA-256 %.16s..., output=%s)",
+       "of %s (SHA-256 %.16s..., output=%s): %s (conyvggish or conyframeembed)",
           name ? name : "(unnamed CNN)", sha ? sha : "(not given)", output ? output : "(not given)",
-          self->model->path, c->cnn.name ? c->cnn.name : "(unnamed CNN)", c->cnn.sha256, want));
+          self->model->path, want_name, c->cnn.sha256, want, fix));
+  g_free (fix);
   return FALSE;
 }
 

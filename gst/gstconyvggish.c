@@ -453,6 +453,23 @@ gst_cony_vggish_sink_query (GstPad *pad, GstObject *parent, GstQuery *query)
   return ok;
 }
 
+/* An image CNN (RGB input, input_kind "image": the ImageNet MobileNet) would otherwise
+ * fail later on the log-mel front end it does not have, pointing at conymel. */
+static gboolean
+gst_cony_vggish_is_audio_model (GstConyVggish *self, const gchar *model)
+{
+  const ConyCnn *cnn = self->net.cnn;
+  guint c = cony_cnn_get_input_channels (cnn);
+  if (c != 3 && g_strcmp0 (cony_cnn_get_metadata (cnn, "input_kind"), "image") != 0)
+    return TRUE;
+  GST_ELEMENT_ERROR (self, LIBRARY, SETTINGS, ("%s is an image model, not an audio one", model),
+      ("it takes %ux%u pictures of %u channels; conyvggish runs 1-channel log-mel CNNs on audio "
+       "(e.g. models/audio/yamnet-adapted.safetensors, models/yamnet/yamnet.safetensors): for "
+       "images or video use conyframeembed model=%s",
+          cony_cnn_get_input_width (cnn), cony_cnn_get_input_height (cnn), c, model));
+  return FALSE;
+}
+
 static gboolean
 gst_cony_vggish_set_sink_caps (GstConyVggish *self, GstCaps *caps)
 {
@@ -621,6 +638,8 @@ gst_cony_vggish_start (GstElement *element)
   GST_OBJECT_UNLOCK (self);
 
   if (!gst_cony_cnn_element_open (element, &self->net, &model))
+    goto fail;
+  if (!gst_cony_vggish_is_audio_model (self, model))
     goto fail;
   if (self->net.output_in_use == GST_CONY_VGGISH_OUTPUT_EMBEDDING
       && self->pp != GST_CONY_VGGISH_POSTPROCESS_NONE) {

@@ -27,33 +27,20 @@ chain () {
 
 # gst-launch-1.0 -m lines -> "    1.25 s  Speech 0.951 | Music 0.040 | ...". In the
 # message's lists every space and comma inside a label is escaped, so ", " separates
-# entries; the time is stream-time-end (lib.sh, cony_format).
+# entries; the time is stream-time-end (lib.sh, cony_format: one perl process).
 format () {
-  sed -u -nE '
-    /eos=\(boolean\)true/d
-    /\(element\): conytransformer, /{
-      s/.*stream-time-end=\(guint64\)([0-9]+).*top-labels=\(string\)< (.*) >, top-scores=\(float\)< ([^>]*) >.*/\1\t\2\t\3/
-      s/, /|/g
-      s/["\\]//g
-      p; d
-    }
-    /ERROR|WARNING|error|Execution ended/w /dev/stderr
-  ' | print_steps
-}
-
-print_steps () {
-  local ns labels scores t line i
-  local -a l s
-  while IFS=$'\t' read -r ns labels scores; do
-    IFS='|' read -r -a l <<<"$labels"
-    IFS='|' read -r -a s <<<"$scores"
-    printf -v t '%d.%09d' $((ns / 1000000000)) $((ns % 1000000000))
-    LC_ALL=C printf -v line '%9.2f s ' "$t"
-    for i in "${!l[@]}"; do
-      LC_ALL=C printf -v line '%s %s %.3f |' "$line" "${l[i]}" "${s[i]}"
-    done
-    echo "${line% |}" || return 0
-  done
+  perl -ne "$cony_perl_common"'
+    next if /eos=\(boolean\)true/;
+    if (/\(element\): conytransformer, /) {
+      next unless /.*stream-time-end=\(guint64\)([0-9]+).*top-labels=\(string\)< (.*) >, top-scores=\(float\)< ([^>]*) >/;
+      my ($ns, @l, @s) = ($1);
+      @l = map { tr/"\\//dr } split /, /, $2;
+      @s = split /, /, $3;
+      print sprintf("%9s s  ", cony_time($ns)),
+        join(" | ", map { sprintf "%s %.3f", $l[$_], $s[$_] } 0 .. $#l), "\n" or exit 0;
+    } elsif (/ERROR|WARNING|error|Execution ended/) {
+      print STDERR $_;
+    }'
 }
 
 case ${1:-} in
@@ -64,6 +51,7 @@ case ${1:-} in
     src=$(cony_capture_source audio "$element")
     # shellcheck disable=SC2046,SC2086
     cony_launch -e -m $src ! $(chain) ! fakesink sync=true | format ;;
+  -*) cony_usage ;;
   *)
     cony_media_input "$1"
     # shellcheck disable=SC2046

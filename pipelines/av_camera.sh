@@ -18,16 +18,17 @@
 # properties.
 set -euo pipefail
 source "$(dirname "$0")/av_lib.sh"
-usage="usage: av_camera.sh [--audio-device NAME | --audio-source DESC] [--video-device DEV | --video-source DESC] [FUSED_MODEL]"
 audio_source="" audio_device="" video_source="" video_device="" fused=$CONY_AV_MODEL
 while [ $# -gt 0 ]; do
   case $1 in
-    --audio-source) audio_source=${2:?$usage}; shift 2 ;;
-    --audio-device) audio_device=${2:?$usage}; shift 2 ;;
-    --video-source) video_source=${2:?$usage}; shift 2 ;;
-    --video-device) video_device=${2:?$usage}; shift 2 ;;
-    -*) echo "$usage" >&2; exit 2 ;;
-    *) [ $# = 1 ] || { echo "$usage" >&2; exit 2; }; fused=$1; shift ;;
+    --audio-source | --audio-device | --video-source | --video-device)
+      [ $# -ge 2 ] || cony_usage ;;&
+    --audio-source) audio_source=$2; shift 2 ;;
+    --audio-device) audio_device=$2; shift 2 ;;
+    --video-source) video_source=$2; shift 2 ;;
+    --video-device) video_device=$2; shift 2 ;;
+    -*) cony_usage ;;
+    *) [ $# = 1 ] || cony_usage; fused=$1; shift ;;
   esac
 done
 cony_av_setup "$fused"

@@ -12,8 +12,9 @@
 # shipped one, models/av/av.safetensors (talking, music, noise, animal, quiet). Options:
 # CONY_AUDIO_CNN, CONY_VIDEO_CNN, CONY_OPTS (extra conytransformer properties).
 set -euo pipefail
-file=${1:?usage: av_file.sh FILE [FUSED_MODEL]}
 source "$(dirname "$0")/av_lib.sh"
+{ [ $# -ge 1 ] && [ $# -le 2 ]; } || cony_usage
+file=$1
 fused=${2:-$CONY_AV_MODEL}
 cony_av_setup "$fused"
 [ -f "$file" ] || { echo "av_file.sh: $file not found" >&2; exit 2; }

@@ -78,8 +78,13 @@ def require(kind, prog, hint):
 
 
 def main(argv):
+    usage = "usage: devices.py audio|video [--list]"
+    if argv[:1] in (["-h"], ["--help"]):
+        print(usage + "\n\n" + __doc__.strip())
+        return 0
     if len(argv) < 1 or argv[0] not in CLASSES or argv[1:] not in ([], ["--list"]):
-        sys.exit("usage: devices.py audio|video [--list]")
+        print(usage, file=sys.stderr)
+        return 2
     kind = argv[0]
     Gst.init(None)
     devices = capture_devices(kind)

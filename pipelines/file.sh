@@ -7,10 +7,11 @@
 #
 # Models and extra options: see pipelines/lib.sh (CONY_VGGISH, CONY_TRANSFORMER, CONY_OPTS).
 set -euo pipefail
-input=${1:?usage: file.sh FILE|URI [VGGISH [TRANSFORMER]]}
+source "$(dirname "$0")/lib.sh"
+{ [ $# -ge 1 ] && [ $# -le 3 ]; } || cony_usage
+input=$1
 [ $# -ge 2 ] && CONY_VGGISH=$2
 [ $# -ge 3 ] && CONY_TRANSFORMER=$3
-source "$(dirname "$0")/lib.sh"
 cony_check_models
 # A file without audio stops here with one line (lib.sh, cony_media_input).
 cony_media_input "$input"

@@ -12,6 +12,7 @@
 #                     scripts, DATADIR/gst-cony/pipelines, use the installed plugin)
 #   CONY_AUDIO_PROBE  "off": file scripts skip asking GStreamer's discoverer whether the
 #                     input has audio (cony_media_input) and go straight to the pipeline
+source "$(dirname "${BASH_SOURCE[0]}")/help.sh"
 CONY_ROOT=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
 CONY_VGGISH=${CONY_VGGISH:-}
 CONY_TRANSFORMER=${CONY_TRANSFORMER:-$CONY_ROOT/models/audio/transformer.safetensors}
@@ -104,37 +105,70 @@ cony_media_input () {
 
 # gst-launch-1.0 with its stdout line-buffered: into a pipe, stdio would otherwise hold
 # the messages back in 4 KiB blocks (the first result of a live source after ~30 s).
+# When it fails because GStreamer has no cony elements, says where to point it. A
+# pipeline that fails to start (a model refused while prerolling) is status 1 like any
+# other pipeline error, not gst-launch-1.0's 255.
 cony_launch () {
-  stdbuf -oL gst-launch-1.0 "$@"
+  local status=0
+  stdbuf -oL gst-launch-1.0 "$@" || status=$?
+  [ $status = 0 ] || cony_plugin_hint
+  [ $status != 255 ] || status=1
+  return $status
+}
+
+# GStreamer looks for plugins in its own directory (/usr/lib/ARCH/gstreamer-1.0) and in
+# GST_PLUGIN_PATH: a plugin installed under another prefix, or not built yet, is not
+# found ("no element conymel"). Prints what to do, naming the installed plugin's directory
+# when these scripts are an installed copy (PREFIX/share/gst-cony/pipelines) with one.
+cony_plugin_hint () {
+  gst-inspect-1.0 conytransformer >/dev/null 2>&1 && return 0   # (--exists wants version 1.22)
+  local dir
+  dir=$(ls -d "$CONY_ROOT"/../../lib*/gstreamer-1.0/libgstcony.so \
+              "$CONY_ROOT"/../../lib*/*/gstreamer-1.0/libgstcony.so 2>/dev/null | head -n1)
+  if [ -n "$dir" ]; then
+    dir=$(cd "$(dirname "$dir")" && pwd)
+    echo "$(basename "$0"): GStreamer has no cony elements: the plugin is installed in $dir," \
+         "where GStreamer does not look; export GST_PLUGIN_PATH=$dir" >&2
+  else
+    echo "$(basename "$0"): GStreamer has no cony elements (libgstcony.so;" \
+         "GST_PLUGIN_PATH=${GST_PLUGIN_PATH:-unset}): build it (scripts/build.sh) or," \
+         "installed under a prefix other than /usr, export" \
+         "GST_PLUGIN_PATH=PREFIX/lib/ARCH/gstreamer-1.0" >&2
+  fi
 }
 
 # Turns gst-launch-1.0 -m output into one line per step: time (s), label, confidence
 # (on-change mode: one line per change; the closing EOS message is skipped). The time is
 # the message's stream-time-end: the end of the input the result covers (for the audio
 # chain: the last sample of the newest 0.975 s VGGish window), i.e. how far into the
-# stream the result has heard (docs/elements.md, "Time spans").
-# Error and warning lines go to stderr. Every stage passes each line on at once (sed -u;
-# the formatting is bash's own printf, not awk: Debian's mawk buffers its input).
+# stream the result has heard (docs/elements.md, "Time spans"), rounded half up from its
+# nanoseconds: 0.975 s prints 0.98, and every line is one step after the previous one.
+# Error and warning lines go to stderr. One perl process (perl-base is Essential in
+# Debian) reads the messages in blocks and prints each line at once ($| = 1): sed -u and
+# bash's read took a byte per read() call and cost about as much CPU as the inference
+# (bench/RESULTS.md, "Printing the results"). A reader that goes away (| head) ends it
+# quietly.
 cony_format () {
-  sed -u -nE '
-    /eos=\(boolean\)true/d
-    /\(element\): (conytransformer|conyframeembed), /{
-      s/.*stream-time-end=\(guint64\)([0-9]+).*label=\(string\)("[^"]*"|[^,]*),.*confidence=\(float\)([-0-9.e]+).*/\1 \3 \2/
-      p; d
-    }
-    /ERROR|WARNING|error|Execution ended/w /dev/stderr
-  ' | cony_print_steps
+  perl -ne "$cony_perl_common"'
+    next if /eos=\(boolean\)true/;
+    if (/\(element\): (?:conytransformer|conyframeembed), /) {
+      next unless /.*stream-time-end=\(guint64\)([0-9]+).*label=\(string\)("[^"]*"|[^,]*),.*confidence=\(float\)([-0-9.e]+)/;
+      my ($ns, $label, $conf) = ($1, $2, $3);
+      $label =~ tr/"\\//d;
+      printf "%9s s  %-24s %.3f\n", cony_time($ns), $label, $conf or exit 0;
+    } elsif (/ERROR|WARNING|error|Execution ended/) {
+      print STDERR $_;
+    }'
 }
 
-# "NANOSECONDS CONFIDENCE LABEL" lines -> "    1.25 s  label                    0.873".
-cony_print_steps () {
-  local ns conf label t
-  while read -r ns conf label; do
-    label=${label//[\"\\]/}
-    printf -v t '%d.%09d' $((ns / 1000000000)) $((ns % 1000000000))
-    LC_ALL=C printf '%9.2f s  %-24s %.3f\n' "$t" "$label" "$conf" || return 0
-  done
-}
+# The start of every formatter's perl program: output flushed per line, a closed reader
+# ends it quietly, cony_time(NANOSECONDS) gives seconds to 0.01 rounded half up (integer
+# arithmetic, exact below 2^53 ns).
+# shellcheck disable=SC2016
+cony_perl_common='
+  BEGIN { $| = 1; $SIG{PIPE} = "IGNORE"; }
+  sub cony_time { my $cs = int(($_[0] + 5000000) / 10000000); sprintf "%d.%02d", $cs / 100, $cs % 100 }
+'
 
 # "--device NAME" or "--source DESCRIPTION" at the front of a script's arguments:
 # sets cony_source (empty when neither is given) and cony_nargs, how many arguments
@@ -145,9 +179,9 @@ cony_parse_source () {
   cony_device=""
   cony_nargs=0
   case ${1:-} in
-    --source) cony_source=${2:?--source needs a GStreamer source description}; cony_nargs=2 ;;
+    --source) [ $# -ge 2 ] || cony_usage; cony_source=$2; cony_nargs=2 ;;
     --source=*) cony_source=${1#--source=}; cony_nargs=1 ;;
-    --device) cony_device=${2:?--device needs a device name}; cony_nargs=2 ;;
+    --device) [ $# -ge 2 ] || cony_usage; cony_device=$2; cony_nargs=2 ;;
     --device=*) cony_device=${1#--device=}; cony_nargs=1 ;;
   esac
 }

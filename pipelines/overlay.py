@@ -13,7 +13,8 @@ and the other through `textoverlay` to the screen (autovideosink) or, with --out
 an MJPEG Matroska file. Each `conytransformer` bus message (one per step; with
 --classifier none, the default, each `conyframeembed` message: the ImageNet label of
 each frame) sets
-textoverlay's text to "label confidence" from the main loop, so the text follows the
+textoverlay's text to "label confidence" from the main loop (the label's first name: an
+ImageNet label lists its synonyms; wrapped to the frame), so the text follows the
 classification with the delay of the bus (milliseconds) plus the model's own context
 (the label of a step is about the last `window` frames). Labels are also printed.
 
@@ -47,6 +48,8 @@ import gi  # noqa: E402
 gi.require_version("Gst", "1.0")
 from gi.repository import GLib, Gst  # noqa: E402
 
+from print_results import parse_launch, seconds  # noqa: E402
+
 
 # A 5x7 bitmap font for the fallback drawing (overlaycomposition) when textoverlay is
 # missing: enough for labels and confidences.
@@ -74,18 +77,38 @@ FONT = {
 }
 
 
-def render_text(text, scale=3):
+def overlay_text(label, confidence):
+    """What the picture shows: the label's first name (an ImageNet label lists its
+    synonyms, "koala, koala bear, kangaroo bear, native bear, Phascolarctos cinereus")
+    and the score."""
+    return f"{label.split(',')[0].strip()} {confidence:.2f}"
+
+
+def render_text(text, max_width=None, scale=3):
     """BGRA pixels (h, w, 4) uint8 of @text in the 5x7 font, white on translucent black
-    (premultiplied alpha, as GstVideoOverlayRectangle takes it by default)."""
+    (premultiplied alpha, as GstVideoOverlayRectangle takes it by default), broken into
+    lines at spaces so that it is at most @max_width pixels wide (the font is drawn
+    smaller, down to 1 pixel a dot, where a frame is too narrow for 12 characters a line
+    at @scale; a word longer than a line is cut into pieces)."""
+    import textwrap
+
     import numpy as np
     text = text.lower()
-    cols = []
-    for ch in text:
-        rows = FONT.get(ch, FONT[" "]).split("|")
-        glyph = np.array([[c == "#" for c in r] for r in rows], dtype=bool)
-        cols += [glyph, np.zeros((7, 1), bool)]
-    mask = np.concatenate(cols, axis=1) if cols else np.zeros((7, 1), bool)
-    mask = np.pad(mask, 1).repeat(scale, 0).repeat(scale, 1)
+    per_line = len(text) or 1
+    if max_width is not None:
+        while scale > 1 and (max_width - 2 * scale) // (6 * scale) < 12:
+            scale -= 1
+        per_line = max(1, (max_width - 2 * scale) // (6 * scale))
+    lines = textwrap.wrap(text, per_line) or [""]
+    width = max(len(line) for line in lines)
+    rows = []
+    for line in lines:
+        cols = [np.zeros((7, 0), bool)]
+        for ch in line.ljust(width):
+            glyph = FONT.get(ch, FONT[" "]).split("|")
+            cols += [np.array([[c == "#" for c in r] for r in glyph], dtype=bool), np.zeros((7, 1), bool)]
+        rows += [np.concatenate(cols, axis=1), np.zeros((1, 6 * width), bool)]
+    mask = np.pad(np.concatenate(rows[:-1], axis=0), 1).repeat(scale, 0).repeat(scale, 1)
     img = np.zeros(mask.shape + (4,), np.uint8)
     img[..., 3] = 160                      # background: black at 63 % opacity
     img[mask] = (255, 255, 255, 255)
@@ -199,7 +222,7 @@ def main(argv=None):
                f'! conytransformer name=classifier model="{args.classifier}" ')
             + "! fakesink sync=false async=false "
             f"t. ! queue ! {draw}{sink}")
-    pipe = Gst.parse_launch(desc)
+    pipe = parse_launch(desc, "overlay.py")
     limit = pipe.get_by_name("limit")
     if limit is not None:
         limit_frames(limit.get_static_pad("src"), args.num_buffers)
@@ -214,8 +237,10 @@ def main(argv=None):
 
         def draw(element, sample):
             text = status["text"]
-            if text not in cache:
-                img = render_text(text)
+            # the text wrapped to the frame, 8 pixels from either edge
+            frame_w = sample.get_caps().get_structure(0).get_int("width")[1]
+            if (text, frame_w) not in cache:
+                img = render_text(text, max_width=frame_w - 16)
                 h, w = img.shape[:2]
                 buf = Gst.Buffer.new_wrapped(img.tobytes())
                 GstVideo.buffer_add_video_meta(buf, GstVideo.VideoFrameFlags.NONE,
@@ -223,8 +248,8 @@ def main(argv=None):
                 rect = GstVideo.VideoOverlayRectangle.new_raw(
                     buf, 8, 8, w, h, GstVideo.VideoOverlayFormatFlags.PREMULTIPLIED_ALPHA)
                 cache.clear()
-                cache[text] = GstVideo.VideoOverlayComposition.new(rect)
-            return cache[text]
+                cache[text, frame_w] = GstVideo.VideoOverlayComposition.new(rect)
+            return cache[text, frame_w]
 
         comp.connect("draw", draw)
 
@@ -237,14 +262,14 @@ def main(argv=None):
                 label = s.get_string("label")
                 conf = s.get_value("confidence")
                 _, ts = s.get_uint64("stream-time-end")   # the end of the input covered
-                text = f"{label} {conf:.2f}"
+                text = overlay_text(label, conf)
                 if overlay is not None:
                     overlay.set_property("text", text)
                 status["text"] = text
                 status["steps"] += 1
                 if not args.quiet:
                     try:
-                        print(f"{ts / 1e9:9.2f} s  {label:<24} {conf:.3f}", flush=True)
+                        print(f"{seconds(ts):>9} s  {label:<24} {conf:.3f}", flush=True)
                     except BrokenPipeError:   # the reader went away (| head): stop printing
                         args.quiet = True
                         os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())

@@ -8,6 +8,7 @@
 # continual tagger of models/video-tagger/; CONY_VIDEO_CLASSIFIER=none: per frame); plugin:
 # GST_PLUGIN_PATH (default build/gst). See pipelines/overlay.py --help.
 set -euo pipefail
+source "$(dirname "$0")/help.sh"
 root=$(cd "$(dirname "$0")/.." && pwd)
 export GST_PLUGIN_PATH=${GST_PLUGIN_PATH:-$root/build/gst}
 exec /usr/bin/python3 "$root/pipelines/overlay.py" "$@"

@@ -58,7 +58,12 @@ def ns(value):
 
 
 def seconds(value):
-    return "-" if value is None else f"{value / Gst.SECOND:.2f}"
+    """Nanoseconds as seconds to 0.01, rounded half up exactly (0.975 s is 0.98, as
+    pipelines/lib.sh's cony_format prints it; a float would give 0.97 or 0.98 by chance)."""
+    if value is None:
+        return "-"
+    cs = (value + 5_000_000) // 10_000_000
+    return f"{cs // 100}.{cs % 100:02d}"
 
 
 def source_description(source, prog="print_results.py"):
@@ -276,6 +281,20 @@ def token_props(transformer):
             "output=embedding" if fe.get("cnn_output") == "embedding" else "")
 
 
+def parse_launch(desc, prog):
+    """Gst.parse_launch(@desc), or exits with its error; when GStreamer has no cony
+    elements, with where to point it (pipelines/lib.sh, cony_plugin_hint)."""
+    try:
+        return Gst.parse_launch(desc)
+    except GLib.Error as e:
+        hint = ""
+        if 'no element "cony' in e.message:
+            hint = ("; GStreamer has no cony elements (libgstcony.so): build it "
+                    "(scripts/build.sh) or, installed under a prefix other than /usr, export "
+                    "GST_PLUGIN_PATH=PREFIX/lib/ARCH/gstreamer-1.0")
+        sys.exit(f"{prog}: {e.message}{hint}")
+
+
 def build_pipeline(args, prog, extra_props="", sink=None):
     """SOURCE ! audioconvert ! audioresample ! conymel ! conyvggish ! conytransformer
     name=classifier ! SINK (default fakesink) from add_pipeline_arguments' options; exits
@@ -300,10 +319,7 @@ def build_pipeline(args, prog, extra_props="", sink=None):
     desc = (f"{source} ! audioconvert ! audioresample ! conymel {mel} "
             f'! conyvggish model="{args.vggish}" {cnn} ! conytransformer name=classifier {props} '
             f"! {sink or 'fakesink sync=' + ('true' if live else 'false')}")
-    try:
-        return Gst.parse_launch(desc)
-    except GLib.Error as e:
-        sys.exit(f"{prog}: {e.message}")
+    return parse_launch(desc, prog)
 
 
 def main():

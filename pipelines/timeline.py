@@ -89,10 +89,7 @@ def build(args):
             f'! conytransformer name=classifier model="{args.transformer}" post-messages=false '
             f"top-k={args.top_k} min-steps={args.min_steps} min-duration={args.min_duration} "
             "! appsink name=results sync=false")
-    try:
-        return Gst.parse_launch(desc)
-    except GLib.Error as e:
-        sys.exit(f"{PROG}: {e.message}")
+    return pr.parse_launch(desc, PROG)
 
 
 def segment_events(s):

@@ -8,10 +8,11 @@
 #   CONY_OPTS="message-mode=on-change" pipelines/video_file.sh clip.mkv
 # prints only the label changes.
 set -euo pipefail
-file=${1:?usage: video_file.sh FILE [FRAME_CNN [CLASSIFIER]]}
+source "$(dirname "$0")/video_lib.sh"
+{ [ $# -ge 1 ] && [ $# -le 3 ]; } || cony_usage
+file=$1
 [ $# -ge 2 ] && CONY_VIDEO_CNN=$2
 [ $# -ge 3 ] && CONY_VIDEO_CLASSIFIER=$3
-source "$(dirname "$0")/video_lib.sh"
 cony_video_check_models
 [ -f "$file" ] || { echo "video_file.sh: $file not found" >&2; exit 2; }
 # decodebin's audio pads (if any) stay unlinked; the video pad goes to the chain.

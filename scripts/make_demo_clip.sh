@@ -15,6 +15,7 @@
 # The output is the same byte for byte from run to run (sox -R, no dither).
 # Licences: frozen-bubble-data GPL-2; sound-theme-freedesktop phone-* GPL-2+; espeak-ng GPL-3+.
 set -euo pipefail
+source "$(dirname "$0")/../pipelines/help.sh"
 
 REPO=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
 OUT=${1:-$REPO/out/demo.wav}

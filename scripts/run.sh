@@ -8,10 +8,12 @@
 #   scripts/run.sh            # a generated demo clip (speech, then music, then an alarm)
 #   scripts/run.sh FILE|URI   # any media file GStreamer can decode
 set -euo pipefail
+source "$(dirname "$0")/../pipelines/help.sh"
 cd "$(dirname "$0")/.."
 # Setup and build chatter goes to stderr: stdout is the results only.
 bash scripts/setup.sh --runtime >&2
 bash scripts/build.sh >&2
+[ $# -le 1 ] || cony_usage
 input=${1:-}
 if [ -z "$input" ]; then
   bash scripts/make_demo_clip.sh out/demo.wav >&2

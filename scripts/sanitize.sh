@@ -6,7 +6,10 @@
 # scripts/test.sh runs) only the first two parts, the libcony and GstHarness tests, with
 # their results in build-asan/meson-logs/sanitize-*.json for test.sh's count. Extra
 # arguments go to `meson test`.
+#
+#   scripts/sanitize.sh [--ci] [MESON_TEST_ARGUMENTS...]
 set -euo pipefail
+source "$(dirname "$0")/../pipelines/help.sh"
 cd "$(dirname "$0")/.."
 ci=0
 if [ "${1:-}" = --ci ]; then

@@ -6,6 +6,7 @@
 #   scripts/setup.sh --runtime   # only building and running the elements and pipelines/
 #                                # (what scripts/run.sh needs: no torch, no test services)
 set -euo pipefail
+source "$(dirname "$0")/../pipelines/help.sh"
 
 # Build and run: the elements (libmosquitto for conymqttsink), the CLI, pipelines/
 # (python3-gi; GstPbutils for has_audio.py) and the demo clip's tools.
@@ -40,13 +41,22 @@ PACKAGES=("${RUNTIME[@]}")
 case ${1:-} in
   --runtime) ;;
   "") PACKAGES+=("${FULL[@]}") ;;
-  *) echo "usage: setup.sh [--runtime]" >&2; exit 2 ;;
+  *) cony_usage ;;
 esac
+
+# Installed for this machine's architecture, or architecture-independent ("all"): a copy
+# for a foreign architecture (multiarch) does not count, and a library installed for two
+# architectures is one "install ok installed" line here, not a status that matches nothing.
+arch=$(dpkg --print-architecture)
+installed () {
+  local status
+  status=$(dpkg-query -W -f='${Status}\n' "$1:$arch" "$1:all" 2>/dev/null || true)
+  grep -qx 'install ok installed' <<<"$status"   # no pipe: see sanitize.sh
+}
 
 missing=()
 for p in "${PACKAGES[@]}"; do
-  status=$(dpkg-query -W -f='${Status}' "$p" 2>/dev/null || true)   # no pipe: see sanitize.sh
-  [ "$status" = "install ok installed" ] || missing+=("$p")
+  installed "$p" || missing+=("$p")
 done
 
 if [ ${#missing[@]} -gt 0 ]; then

@@ -10,6 +10,7 @@
 # start/peak/end, and the RSS slope (least squares over the middle 80 % of the run, between
 # start-up and teardown) in MiB per hour of wall time. Exits non-zero on an error or a failed pipeline.
 set -uo pipefail
+source "$(dirname "$0")/../pipelines/help.sh"
 cd "$(dirname "$0")/.."
 audio=${1:-3600} n=${2:-20} each=${3:-600}
 bash scripts/build.sh

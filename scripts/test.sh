@@ -6,7 +6,10 @@
 # pipelines under TSan (build-tsan/) and each fuzz harness for 60 s
 # (tests/fuzz/run.sh, build-fuzz/; CONY_FUZZ_SECONDS changes it). CONY_HARDENING=0 skips
 # them; arguments go to `meson test` for the normal suite only.
+#
+#   scripts/test.sh [MESON_TEST_ARGUMENTS...]   e.g. --suite libcony, or a test's name
 set -uo pipefail
+source "$(dirname "$0")/../pipelines/help.sh"
 cd "$(dirname "$0")/.."
 
 bash scripts/setup.sh || { echo "0 passed, 1 failed"; exit 1; }

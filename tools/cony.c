@@ -9,7 +9,8 @@ static const ConyCommand commands[] = {
   { "bench", "benchmarks (attention, ...)", cony_cmd_bench },
   { "mel", "VGGish log-mel frames of a WAV file (.npy out)", cony_cmd_mel },
   { "embed", "CNN embeddings or scores (VGGish, YAMNet) of a WAV or log-mel .npy", cony_cmd_embed },
-  { "tag", "top-k labels per window of a WAV or log-mel .npy (YAMNet)", cony_cmd_tag },
+  { "tag", "top-k labels per window of a WAV or log-mel .npy (YAMNet) or per image (MobileNet)",
+      cony_cmd_tag },
   { "classify", "per-step logits of a token sequence with a model file", cony_cmd_classify },
   { "info", "describe a model or CNN file: config, parameters, state, FLOPs", cony_cmd_info },
 };

@@ -429,6 +429,7 @@ test_bad_models (void)
   char *npy = cony_test_golden_path ("cnn", "small_input.npy");
   char *small = cony_test_golden_path ("cnn", "small.safetensors");
   char *odd = cony_test_golden_path ("cnn", "odd.safetensors");
+  char *image = cony_test_model_path ("imagenet", "mobilenet_v2.safetensors");
   struct {
     const char *model;
     guint window;
@@ -442,6 +443,7 @@ test_bad_models (void)
     { small, 50, 0, "window", 0 },
     { odd, 96, 1, "PCA", 0 },
     { small, 96, 0, "no embedding output", CONY_CNN_OUTPUT_EMBEDDING },
+    { image, 96, 0, "is an image model", 0 },
   };
   for (guint i = 0; i < G_N_ELEMENTS (cases); i++) {
     GstElement *el = cony_test_element_new ("conyvggish", cases[i].model, "window", cases[i].window,
@@ -456,6 +458,7 @@ test_bad_models (void)
   g_free (npy);
   g_free (small);
   g_free (odd);
+  g_free (image);
 }
 
 /* postprocess=tf / torch: the engine's postprocess of the embeddings, and

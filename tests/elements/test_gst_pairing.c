@@ -114,14 +114,16 @@ test_pairing (void)
   char *caps = g_strdup_printf (TOKENS ",cnn=small.safetensors,cnn-sha256=%s,cnn-output=scores",
       other);
   char *want = g_strndup (sha, 16);
-  const char *needles[] = { "the tokens come from", "0011223344556677", want, model, NULL };
+  const char *needles[] = { "the tokens come from", "0011223344556677", want, model,
+    "give the CNN element model=small.safetensors output=scores", NULL };
   cony_test_assert_caps_refused (cony_test_harness_new ("conytransformer", model, NULL), caps,
       needles);
   g_free (caps);
 
   /* the right file, but its pooled embedding where the model took its last layer */
   caps = g_strdup_printf (TOKENS ",cnn=small.safetensors,cnn-sha256=%s,cnn-output=embedding", sha);
-  const char *output_needles[] = { "output=embedding", "output=scores", NULL };
+  const char *output_needles[] = { "output=embedding", "output=scores",
+    "set output=scores on the CNN element", NULL };
   cony_test_assert_caps_refused (cony_test_harness_new ("conytransformer", model, NULL), caps,
       output_needles);
   g_free (caps);
@@ -186,7 +188,7 @@ test_video_chain_refused (void)
     { transformer_trained_on (other_sha, "scores"), "scores",
         { "the tokens come from mobilenet_v2.safetensors", "small.safetensors", NULL } },
     { transformer_trained_on (sha, "scores"), "embedding",
-        { "mobilenet_v2.safetensors", "output=embedding", "output=scores", NULL } },
+        { "mobilenet_v2.safetensors", "output=embedding", "set output=scores", NULL } },
   };
   for (guint i = 0; i < G_N_ELEMENTS (cases); i++) {
     char *desc =

@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # scripts/run.sh as the README's first command: its stdout is result lines only
-# ("    0.97 s  speech                   0.873"), the setup and build chatter goes to
+# ("    0.98 s  speech                   0.873"), the setup and build chatter goes to
 # stderr. Runs run.sh on a 3 s tone when the build tree under test is SOURCE_ROOT/build
 # (run.sh builds there; elsewhere it would start a second full build: skipped).
 #   test_run_stdout.sh SOURCE_ROOT BUILD_ROOT

@@ -5,6 +5,9 @@
 #  - conytransformer is classed Filter/Analyzer (it serves audio and video);
 #  - every option of every `cony` command reads in the C locale (no '?' for non-ASCII);
 #  - pipelines/file.sh on a file without audio says "no audio track" and exits 4;
+#  - an image CNN in the audio chain says so and names conyframeembed; a classifier that
+#    does not load is exit 1; the CNN's scores into a classifier trained on its embedding
+#    say "set output=embedding";
 #  - overlay.py, when textoverlay is missing, names the Debian package that has it.
 # Needs GST_PLUGIN_PATH (the build tree's gst/).
 #   test_newcomer.sh SOURCE_ROOT CONY_TOOL
@@ -63,6 +66,38 @@ if gst-launch-1.0 -q videotestsrc num-buffers=10 ! jpegenc ! matroskamux \
   fi
 else
   ok "file.sh on a video-only file # SKIP no jpegenc/matroskamux to make one"
+fi
+
+# Errors that name the right fix, with pipelines/README.md's status 1 for a pipeline error:
+# an image CNN in the audio chain, a classifier as the CNN, the CNN's scores into a
+# classifier trained on its embedding.
+gst-launch-1.0 -q audiotestsrc num-buffers=20 ! audio/x-raw,rate=16000,channels=1 ! wavenc \
+  ! filesink location="$tmp/a.wav" >/dev/null 2>&1
+models=$root/models
+bash "$root/pipelines/file.sh" "$tmp/a.wav" "$models/imagenet/mobilenet_v2.safetensors" \
+  >/dev/null 2>"$tmp/err"
+rc=$?
+if [ $rc = 1 ] && grep -q "is an image model" "$tmp/err" && grep -q "use conyframeembed" "$tmp/err" \
+   && ! grep -q "preset=vggish\|no cony elements" "$tmp/err"; then
+  ok "file.sh with an image CNN: exit 1, '$(grep -o '[^ ]* is an image model.*' "$tmp/err" | head -n1)'"
+else
+  not_ok "file.sh with an image CNN: exit $rc"; sed 's/^/# /' "$tmp/err" | head -8
+fi
+bash "$root/pipelines/file.sh" "$tmp/a.wav" "$models/audio/yamnet-adapted.safetensors" \
+  "$models/imagenet/mobilenet_v2.safetensors" >/dev/null 2>"$tmp/err"
+rc=$?
+if [ $rc = 1 ] && grep -q "Could not load the model" "$tmp/err"; then
+  ok "file.sh with a CNN as the classifier: exit 1 (not gst-launch-1.0's 255)"
+else
+  not_ok "file.sh with a CNN as the classifier: exit $rc"; sed 's/^/# /' "$tmp/err" | head -8
+fi
+gst-launch-1.0 filesrc location="$tmp/a.wav" ! wavparse ! audioconvert ! audioresample \
+  ! conymel preset=yamnet ! conyvggish model="$models/audio/yamnet-adapted.safetensors" output=scores \
+  ! conytransformer model="$models/audio/transformer.safetensors" ! fakesink >"$tmp/out" 2>&1
+if grep -q "set output=embedding on the CNN element" "$tmp/out"; then
+  ok "conyvggish output=scores into the shipped classifier: 'set output=embedding'"
+else
+  not_ok "conyvggish output=scores into the shipped classifier"; grep -i error "$tmp/out" | head -3
 fi
 
 # overlay.py's hint when textoverlay is missing.
