@@ -356,8 +356,10 @@ probe_gif (const guint8 *d, gsize size, guint64 max_pixels, ConyMediaInfo *info,
     if (d[pos] == 0x21) { /* extension: label, sub-blocks */
       pos = gif_skip_blocks (d, size, pos + 2);
     } else if (d[pos] == 0x2C) { /* image: descriptor, colour table, LZW size, sub-blocks */
-      if (pos + 10 > size)
+      if (pos + 10 > size) {
+        pos = size;
         break;
+      }
       ConyMediaInfo frame = *info;
       frame.width = le16 (d + pos + 5);
       frame.height = le16 (d + pos + 7);
@@ -382,13 +384,14 @@ probe_gif (const guint8 *d, gsize size, guint64 max_pixels, ConyMediaInfo *info,
 static gboolean
 probe_webp (const guint8 *d, gsize size, guint64 max_pixels, ConyMediaInfo *info, GError **error)
 {
-  if (size < 30)
-    BAD ("a WebP cut short inside its header (%" G_GSIZE_FORMAT " bytes)", size);
   const guint8 *c = d + 12;
+  gboolean lossless = size >= 16 && memcmp (c, "VP8L", 4) == 0;
+  if (size < (lossless ? 25u : 30u))
+    BAD ("a WebP cut short inside its header (%" G_GSIZE_FORMAT " bytes)", size);
   if (memcmp (c, "VP8 ", 4) == 0) {
     info->width = le16 (c + 14) & 0x3FFF;
     info->height = le16 (c + 16) & 0x3FFF;
-  } else if (memcmp (c, "VP8L", 4) == 0) {
+  } else if (lossless) {
     guint32 bits = le32 (c + 9);
     info->width = (bits & 0x3FFF) + 1;
     info->height = ((bits >> 14) & 0x3FFF) + 1;
