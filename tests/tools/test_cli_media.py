@@ -10,7 +10,8 @@ space limit and a 30 s timeout (a regression fails fast instead of eating the ma
   claimed size and the limit; --max-pixels lowers the limit;
 - a PNG claiming 2000 x 2000 with 10 rows of data, a PNG and a JPEG cut short, a BMP
   with 10 of its rows: refused as truncated, naming what is missing;
-- 16 x 10 and 1 x 1 pictures: labelled, with a warning naming the model's input size.
+- 16 x 10, 1 x 1, 4097 x 3 and 3 x 4097 pictures: labelled, with a warning naming the
+  model's input size; 223 x 225 (odd rows) without one.
 Content, not names: a JPEG named dog_noext labels as the .jpg does; OGG, FLAC and a WAV
 without extension label as the WAV (same top label); a truncated OGG and FLAC give their
 windows and a warning; audio for a 3-channel model names the mismatch."""
@@ -136,11 +137,15 @@ def main():
                   and missing in r.stderr, f"{name}: refused as truncated ({missing})")
 
         # 3. tiny pictures: a label and a warning with the model's input size
-        for name, (w, h) in {"tiny.png": (16, 10), "one.png": (1, 1)}.items():
+        for name, (w, h) in {"tiny.png": (16, 10), "one.png": (1, 1), "wide.png": (4097, 3),
+                             "tall.png": (3, 4097)}.items():
             r = run(tag + [write(tmp, name, png(w, h, h))])
             check(r.returncode == 0 and r.stdout.startswith("0\t") and name in r.stderr
                   and f"{w} x {h}" in r.stderr and "224 x 224" in r.stderr
                   and "unreliable" in r.stderr, f"{name}: labelled with a warning")
+        r = run(tag + [write(tmp, "odd.png", png(223, 225, 225))])
+        check(r.returncode == 0 and r.stdout.startswith("0\t") and r.stderr == "",
+              "an odd-sized 223 x 225 PNG (row padding) is labelled without a warning")
 
         # 4. content, not names
         noext = write(tmp, "dog_noext", jpeg)
