@@ -473,9 +473,9 @@ cony_ogg_probe (const guint8 *d, gsize size, ConyMediaInfo *info)
   if (pos < size)
     truncated (info,
         "the file ends inside an Ogg page at byte %" G_GSIZE_FORMAT
-        " (the rest of the stream is missing)",
+        ", the rest of the stream missing",
         pos);
   else if (!(last_flags & 4))
-    truncated (info, "its last Ogg page is not marked end-of-stream (the rest is missing)");
+    truncated (info, "its last Ogg page is not marked end-of-stream, the rest missing");
   return TRUE;
 }

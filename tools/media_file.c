@@ -201,6 +201,29 @@ cony_image_file_load (const char *path, guint channels, guint64 max_pixels, guin
   return pixels;
 }
 
+gboolean
+cony_media_file_check (const char *path, guint64 max_pixels, char **type, ConyMediaInfo *info,
+    GError **error)
+{
+  ConyMediaKind kind;
+  if (!cony_media_file_sniff (path, &kind, type, error))
+    return FALSE;
+  g_autoptr (GMappedFile) map = map_file (path, error);
+  if (map == NULL)
+    return FALSE;
+  const guint8 *data = (const guint8 *) g_mapped_file_get_contents (map);
+  gsize size = g_mapped_file_get_length (map);
+  if (kind == CONY_MEDIA_KIND_IMAGE) {
+    if (!cony_image_probe (data, size, max_pixels, info, error)) {
+      g_prefix_error (error, "%s: ", path);
+      return FALSE;
+    }
+  } else {
+    cony_ogg_probe (data, size, info);
+  }
+  return TRUE;
+}
+
 static void
 on_audio (GstElement *sink, GstBuffer *buffer, GstPad *pad, gpointer data)
 {

@@ -3,6 +3,8 @@
  * cony_image_probe(): a huge or truncated picture is refused before decoding) and audio
  * in any format GStreamer decodes. */
 #pragma once
+#include "cony/mediaprobe.h"
+
 #include <glib.h>
 
 typedef enum
@@ -17,6 +19,12 @@ typedef enum
  * ("image/png", "application/ogg", ...; g_free() it). FALSE with @error naming the file
  * when it cannot be read or nothing recognises its content. */
 gboolean cony_media_file_sniff (const char *path, ConyMediaKind *kind, char **type, GError **error);
+/* What cony_image_file_load() and cony_audio_file_load_mono() check before decoding,
+ * without decoding: @path's media type (*type, g_free() it) and, for images and Ogg,
+ * @info (its claimed size, whether it is truncated). FALSE with @error naming the file
+ * when it cannot be read, its header is malformed or an image is over @max_pixels. */
+gboolean cony_media_file_check (const char *path, guint64 max_pixels, char **type,
+    ConyMediaInfo *info, GError **error);
 /* Decodes @path to 8-bit RGB (channels 3) or gray (channels 1): *width x *height pixels,
  * rows *stride bytes apart (g_free() the result). Refused (NULL, @error naming the file)
  * when its header claims more than @max_pixels, when it is truncated, or when it cannot

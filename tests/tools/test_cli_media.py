@@ -14,7 +14,8 @@ space limit and a 30 s timeout (a regression fails fast instead of eating the ma
   model's input size; 223 x 225 (odd rows) without one.
 Content, not names: a JPEG named dog_noext labels as the .jpg does; OGG, FLAC and a WAV
 without extension label as the WAV (same top label); a truncated OGG and FLAC give their
-windows and a warning; audio for a 3-channel model names the mismatch."""
+windows and a warning; audio for a 3-channel model names the mismatch. `cony probe` says
+what it checks; pipelines/file.sh warns of a truncated OGG through it."""
 import os
 import resource
 import struct
@@ -184,6 +185,27 @@ def main():
             n = len(r.stdout.splitlines())
             check(r.returncode == 0 and 0 < n < 20 and name in r.stderr
                   and "truncated" in r.stderr, f"{name}: {n} windows and a warning")
+
+        # 6. cony probe, and pipelines/file.sh through it: a truncated OGG warned about
+        cut_ogg = os.path.join(tmp, "cut.ogg")
+        r = run([cony, "probe", ogg, cut_ogg, photo])
+        lines = r.stdout.splitlines()
+        check(r.returncode == 3 and lines[0].endswith("tone.ogg: audio/ogg")
+              and "cut.ogg: audio/ogg, truncated: the file ends inside an Ogg page" in lines[1]
+              and lines[2].endswith("photo.jpg: image/jpeg, 1200 x 900"),
+              "cony probe: types, sizes, truncation, exit 3")
+        r = run([cony, "probe", os.path.join(tmp, "huge.png")])
+        check(r.returncode == 1 and "65535 x 65535" in r.stderr, "cony probe: huge PNG, exit 1")
+        file_sh = os.path.join(root, "pipelines", "file.sh")
+        env = dict(os.environ, PATH=os.path.dirname(os.path.abspath(cony)) + ":"
+                   + os.environ["PATH"])
+        for path, warned in ((ogg, False), (cut_ogg, True)):
+            r = subprocess.run(["bash", file_sh, path], capture_output=True, text=True,
+                               timeout=120, env=env)
+            print("$ file.sh", os.path.basename(path), "->", r.returncode, r.stderr.strip())
+            said = "file.sh: warning: " + path + " is truncated: the file ends" in r.stderr
+            check(r.returncode == 0 and r.stdout.strip() != "" and said == warned,
+                  f"file.sh {os.path.basename(path)}: results{' and a warning' * warned}")
     print(f"{len(failures)} failed" if failures else "all passed")
     return 1 if failures else 0
 
