@@ -138,13 +138,15 @@ check_image (const char *path, const guint8 *data, gsize size, guint64 max_pixel
 }
 
 /* gdkpixbufdec for what it has always decoded here (CMYK JPEG, 16-bit and palette PNG,
- * BMP, GIF); decodebin for other image types where GStreamer has a decoder for them.
- * *type: the media type typefind gives, or NULL (g_free() it). */
+ * BMP, GIF) and WebP (gdk-pixbuf's loader, webp-pixbuf-loader; filesrc sends no caps,
+ * so gdkpixbufdec's template, which lacks WebP, does not matter); decodebin for other
+ * image types where GStreamer has a decoder for them. *type: the media type typefind
+ * gives, or NULL (g_free() it). */
 static const char *
 image_decoder (const guint8 *data, gsize size, char **type)
 {
-  g_autoptr (GstCaps)
-      pixbuf_caps = gst_caps_from_string ("image/png; image/jpeg; image/bmp; image/gif");
+  g_autoptr (GstCaps) pixbuf_caps = gst_caps_from_string (
+      "image/png; image/jpeg; image/bmp; image/gif; image/webp");
   g_autoptr (GstCaps) caps = size > 0
       ? gst_type_find_helper_for_data (NULL, data, MIN (size, SNIFF_BYTES), NULL)
       : NULL;
@@ -178,8 +180,10 @@ cony_image_file_load (const char *path, guint channels, guint64 max_pixels, guin
   GstElement *sink = gst_bin_get_by_name (GST_BIN (pipeline), "sink");
   guint8 *pixels = NULL;
   GstSample *sample = NULL;
-  g_autofree char *what = g_strdup_printf ("an image (%s%s)", type ? type : "unknown type",
-      strcmp (decoder, "decodebin") == 0 ? ": is its GStreamer decoder installed?" : "");
+  g_autofree char *what = g_strdup_printf ("an image (%s; corrupt, or no decoder for it: "
+                                           "gdk-pixbuf decodes PNG, JPEG, BMP, GIF and, with "
+                                           "webp-pixbuf-loader, WebP)",
+      type ? type : "unknown type");
   if (run_to_eos (pipeline, path, what, error))
     g_object_get (sink, "last-sample", &sample, NULL);
   GstVideoInfo info;

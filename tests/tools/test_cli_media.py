@@ -16,6 +16,7 @@ Content, not names: a JPEG named dog_noext labels as the .jpg does; OGG, FLAC an
 without extension label as the WAV (same top label); a truncated OGG and FLAC give their
 windows and a warning; audio for a 3-channel model names the mismatch. `cony probe` says
 what it checks; pipelines/file.sh warns of a truncated OGG through it."""
+import base64
 import os
 import resource
 import struct
@@ -153,10 +154,17 @@ def main():
         a, b = run(tag + [photo]), run(tag + [noext])
         check(a.returncode == 0 and b.returncode == 0 and a.stdout == b.stdout,
               "a JPEG named dog_noext labels as the same file named .jpg")
-        r = run(tag + [write(tmp, "bogus.webp", huge["huge.webp"][:8] + b"WEBPVP8L"
-                             + struct.pack("<I", 5) + b"\x2f\0\0\0\0" + b"\0" * 20)])
-        check(r.returncode == 1 and "bogus.webp" in r.stderr and "cannot decode" in r.stderr,
-              "an undecodable WebP: a 'cannot decode' error naming it")
+        # a 1 x 1 lossless WebP (gdk-pixbuf's loader, webp-pixbuf-loader), and one whose
+        # VP8 data is garbage
+        webp = base64.b64decode("UklGRhoAAABXRUJQVlA4TA0AAAAvAAAAEAcQERGIiP4HAA==")
+        r = run(tag + [write(tmp, "pixel.webp", webp)])
+        check(r.returncode == 0 and r.stdout.startswith("0\t") and "1 x 1" in r.stderr,
+              "a WebP is decoded and labelled (with the tiny-picture warning)")
+        vp8 = b"WEBPVP8 " + struct.pack("<I", 18) + b"\x10\x02\x00" + b"\x12\x34\x56" \
+            + struct.pack("<HH", 64, 48) + b"\xaa" * 8
+        r = run(tag + [write(tmp, "bogus.webp", b"RIFF" + struct.pack("<I", len(vp8)) + vp8)])
+        check(r.returncode == 1 and "bogus.webp" in r.stderr and "cannot decode" in r.stderr
+              and "image/webp" in r.stderr, "an undecodable WebP: a 'cannot decode' error naming it")
         tone = "audiotestsrc num-buffers=160 samplesperbuffer=1000 freq=440 ! " \
                "audio/x-raw,rate=16000,channels=1"
         wav = gst(tmp, "tone.wav", tone + " ! wavenc")
