@@ -238,6 +238,9 @@ probe_jpeg (const guint8 *d, gsize size, guint64 max_pixels, ConyMediaInfo *info
   gsize pos = 2;
   gboolean have_frame = FALSE;
   while (TRUE) {
+    /* stray bytes before a marker are skipped, as libjpeg does (with a warning) */
+    while (pos < size && d[pos] != 0xFF)
+      pos++;
     while (pos < size && d[pos] == 0xFF && pos + 1 < size && d[pos + 1] == 0xFF)
       pos++; /* fill bytes */
     if (pos + 2 > size) {
@@ -246,8 +249,6 @@ probe_jpeg (const guint8 *d, gsize size, guint64 max_pixels, ConyMediaInfo *info
           have_frame ? "inside its compressed image data" : "inside its headers");
       break;
     }
-    if (d[pos] != 0xFF)
-      BAD ("a JPEG with stray bytes where a marker belongs (byte %" G_GSIZE_FORMAT ")", pos);
     guint8 m = d[pos + 1];
     pos += 2;
     if (m == 0xD9) /* end of image */
@@ -363,7 +364,7 @@ probe_gif (const guint8 *d, gsize size, guint64 max_pixels, ConyMediaInfo *info,
       ConyMediaInfo frame = *info;
       frame.width = le16 (d + pos + 5);
       frame.height = le16 (d + pos + 7);
-      if (!check_size (&frame, max_pixels, error))
+      if (frame.width > 0 && frame.height > 0 && !check_size (&frame, max_pixels, error))
         return FALSE;
       guint8 flags = d[pos + 9];
       pos += 10 + ((flags & 0x80) ? 3 * ((gsize) 2 << (flags & 7)) : 0) + 1;
