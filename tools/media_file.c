@@ -1,6 +1,6 @@
 /* Media files for the CNN commands (see media_file.h). Images: filesrc ! gdkpixbufdec
- * (PNG, JPEG, BMP, GIF; decodebin finds no BMP decoder) or decodebin (other image types)
- * ! videoconvert ! fakesink, whose last sample is the picture. Audio: filesrc !
+ * (PNG, JPEG, BMP, GIF, WebP; decodebin finds no BMP decoder) or decodebin (other image
+ * types) ! videoconvert ! fakesink, whose last sample is the picture. Audio: filesrc !
  * decodebin ! audioconvert ! audioresample ! fakesink, collecting every buffer. */
 #include "media_file.h"
 
