@@ -66,10 +66,12 @@ cony_media_file_sniff (const char *path, ConyMediaKind *kind, char **type, GErro
 }
 
 /* Runs @pipeline to EOS or an error; FALSE with @error (@what: "an image", "audio") on
- * the latter. Warnings from the decoders go to stderr, naming the file. */
+ * the latter. Warnings from the decoders go to stderr, naming the file, when it
+ * succeeds (after a failure the error says what matters). */
 static gboolean
 run_to_eos (GstElement *pipeline, const char *path, const char *what, GError **error)
 {
+  g_autoptr (GString) warnings = g_string_new (NULL);
   if (gst_element_set_state (pipeline, GST_STATE_PLAYING) == GST_STATE_CHANGE_FAILURE) {
     g_set_error (error, CONY_ERROR, CONY_ERROR_IO, "%s: could not start decoding", path);
     return FALSE;
@@ -82,14 +84,14 @@ run_to_eos (GstElement *pipeline, const char *path, const char *what, GError **e
     switch (GST_MESSAGE_TYPE (msg)) {
       case GST_MESSAGE_WARNING:
         gst_message_parse_warning (msg, &err, NULL);
-        fprintf (stderr, "cony: warning: %s: %s\n", path, err->message);
+        g_string_append_printf (warnings, "cony: warning: %s: %s\n", path, err->message);
         break;
       case GST_MESSAGE_ERROR:
         gst_message_parse_error (msg, &err, NULL);
         g_set_error (error, CONY_ERROR, CONY_ERROR_FORMAT, "%s: cannot decode it as %s: %s", path,
             what, err->message);
         return FALSE;
-      default: return TRUE;
+      default: fputs (warnings->str, stderr); return TRUE;
     }
   }
 }
@@ -228,6 +230,17 @@ cony_media_file_check (const char *path, guint64 max_pixels, char **type, ConyMe
   return TRUE;
 }
 
+/* Counts decodebin's audio streams (a file without one fails to link: say so). */
+static void
+on_pad_added (GstElement *dec, GstPad *pad, gpointer data)
+{
+  (void) dec;
+  g_autoptr (GstCaps) caps = gst_pad_get_current_caps (pad);
+  if (caps != NULL
+      && g_str_has_prefix (gst_structure_get_name (gst_caps_get_structure (caps, 0)), "audio/"))
+    (*(guint *) data)++;
+}
+
 static void
 on_audio (GstElement *sink, GstBuffer *buffer, GstPad *pad, gpointer data)
 {
@@ -243,7 +256,7 @@ on_audio (GstElement *sink, GstBuffer *buffer, GstPad *pad, gpointer data)
 /* Warns when @path holds less than its headers announce: an Ogg stream whose last page
  * is cut or not its end, or fewer seconds decoded than the container's duration. */
 static void
-warn_if_truncated (const char *path, GstElement *pipeline, gsize n, guint rate)
+warn_if_truncated (const char *path, GstElement *sink, gsize n, guint rate)
 {
   GError *err = NULL;
   g_autoptr (GMappedFile) map = g_mapped_file_new (path, FALSE, &err);
@@ -259,7 +272,8 @@ warn_if_truncated (const char *path, GstElement *pipeline, gsize n, guint rate)
   g_clear_error (&err);
   gint64 duration = -1;
   double got = (double) n / rate;
-  if (gst_element_query_duration (pipeline, GST_FORMAT_TIME, &duration) && duration > 0) {
+  /* asked upstream of the audio sink: the audio stream's, where the demuxer tells */
+  if (gst_element_query_duration (sink, GST_FORMAT_TIME, &duration) && duration > 0) {
     double want = (double) duration / GST_SECOND;
     if (want - got > 0.1 && want - got > 0.01 * want)
       fprintf (stderr,
@@ -276,7 +290,7 @@ cony_audio_file_load_mono (const char *path, guint rate, gsize *n, GError **erro
     return NULL;
   }
   gst_init (NULL, NULL);
-  g_autofree char *desc = g_strdup_printf ("filesrc name=src ! decodebin ! audioconvert ! "
+  g_autofree char *desc = g_strdup_printf ("filesrc name=src ! decodebin name=dec ! audioconvert ! "
                                            "audioresample ! audio/x-raw,format=F32LE,"
                                            "layout=interleaved,channels=1,rate=%u ! "
                                            "fakesink name=sink signal-handoffs=true sync=false",
@@ -287,9 +301,20 @@ cony_audio_file_load_mono (const char *path, guint rate, gsize *n, GError **erro
   GArray *samples = g_array_new (FALSE, FALSE, sizeof (float));
   GstElement *sink = gst_bin_get_by_name (GST_BIN (pipeline), "sink");
   g_signal_connect (sink, "handoff", G_CALLBACK (on_audio), samples);
+  guint audio_streams = 0;
+  GstElement *dec = gst_bin_get_by_name (GST_BIN (pipeline), "dec");
+  g_signal_connect (dec, "pad-added", G_CALLBACK (on_pad_added), &audio_streams);
+  gst_object_unref (dec);
   gboolean ok = run_to_eos (pipeline, path, "audio", error);
+  if (!ok && audio_streams == 0) { /* the decoder's own words are about links and flow */
+    const char *said = strstr ((*error)->message, "as audio: ");
+    g_autofree char *detail = g_strdup (said ? said + strlen ("as audio: ") : (*error)->message);
+    g_clear_error (error);
+    g_set_error (error, CONY_ERROR, CONY_ERROR_FORMAT,
+        "%s: cannot decode it as audio: no audio stream found in it (%s)", path, detail);
+  }
   if (ok)
-    warn_if_truncated (path, pipeline, samples->len, rate);
+    warn_if_truncated (path, sink, samples->len, rate);
   gst_object_unref (sink);
   stop (pipeline);
   *n = samples->len;

@@ -182,6 +182,16 @@ def main():
         r = run([cony, "embed", "--model", audio_model, "-o", os.path.join(tmp, "e.npy"), ogg])
         check(r.returncode == 0 and os.path.getsize(os.path.join(tmp, "e.npy")) > 128,
               "cony embed reads OGG")
+        av = gst(tmp, "av.webm", "videotestsrc num-buffers=25 ! "
+                 "video/x-raw,width=64,height=48,framerate=25/1 ! vp8enc ! m. " + tone
+                 + " ! audioconvert ! vorbisenc ! m. webmmux name=m")
+        r = run(audio_tag + [av])
+        check(r.returncode == 0 and top_labels(r.stdout) == top_labels(ref.stdout),
+              "a WebM with video and audio: the audio's windows and labels")
+        video = os.path.join(root, "tests", "golden", "imagenet", "photos.webm")
+        r = run(audio_tag + [video])
+        check(r.returncode == 1 and "photos.webm" in r.stderr
+              and "no audio stream found in it" in r.stderr, "a video-only WebM: no audio stream")
         r = run(tag + [ogg])
         check(r.returncode == 1 and "tone.ogg is audio" in r.stderr and "3-channel" in r.stderr
               and "1-channel log-mel" in r.stderr, "OGG for a 3-channel model names the mismatch")
