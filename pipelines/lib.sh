@@ -38,12 +38,32 @@ cony_default_cnn () {
   echo "$(dirname "$CONY_TRANSFORMER")/$name"
 }
 
+# The cony tool of this checkout, else the one on PATH; nothing when there is none.
+cony_tool () {
+  local cony=$CONY_ROOT/build/tools/cony
+  [ -x "$cony" ] || cony=$(command -v cony || true)
+  echo "$cony"
+}
+
+# A warning for a local file that stops before the end its headers announce (`cony
+# probe`: Ogg pages, PNG, JPEG, ...; when a cony is at hand): the results cover only what
+# it holds.
+cony_warn_truncated () {
+  local cony line rc=0
+  cony=$(cony_tool)
+  [ -n "$cony" ] || return 0
+  line=$("$cony" probe "$1" 2>/dev/null) || rc=$?
+  [ "$rc" = 3 ] || return 0
+  echo "$(basename "$0"): warning: $1 is truncated: ${line#*, truncated: }; the results" \
+    "cover only what it holds" >&2
+}
+
 # A model name as libcony resolves it (cony_model_path_find(): the current directory,
 # $CONY_MODEL_PATH, the installed models), asked of `cony info`; the name unchanged when
 # no cony is at hand or nothing is found.
 cony_find_model () {
-  local cony=$CONY_ROOT/build/tools/cony found=""
-  [ -x "$cony" ] || cony=$(command -v cony || true)
+  local cony found=""
+  cony=$(cony_tool)
   [ -f "$1" ] || [ -z "$cony" ] || found=$("$cony" info "$1" 2>/dev/null | sed -n '1s/^model: *//p')
   echo "${found:-$1}"
 }
@@ -93,7 +113,8 @@ cony_media_input () {
   case $input in
     *://*) cony_uri=$input ;;
     *) [ -f "$input" ] || { echo "$prog: $input not found" >&2; exit 2; }
-       cony_uri="file://$(cd "$(dirname "$input")" && pwd)/$(basename "$input")" ;;
+       cony_uri="file://$(cd "$(dirname "$input")" && pwd)/$(basename "$input")"
+       cony_warn_truncated "$input" ;;
   esac
   [ "${CONY_AUDIO_PROBE:-}" != off ] || return 0
   # (a subshell: bash's own "Alarm clock" line for a probe that had to be ended goes

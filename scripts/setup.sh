@@ -14,9 +14,9 @@ RUNTIME=(
   build-essential meson ninja-build pkg-config
   libglib2.0-dev libjson-glib-dev
   libgstreamer1.0-dev libgstreamer-plugins-base1.0-dev
-  gstreamer1.0-tools gstreamer1.0-plugins-base gstreamer1.0-plugins-good
+  gstreamer1.0-tools gstreamer1.0-plugins-base gstreamer1.0-plugins-good webp-pixbuf-loader
   libopenblas-dev liblapacke-dev
-  libavutil-dev libswresample-dev libmosquitto-dev
+  libavutil-dev libswresample-dev zlib1g-dev libmosquitto-dev
   python3 python3-gi gir1.2-gstreamer-1.0 gir1.2-gst-plugins-base-1.0
   espeak-ng sox libsox-fmt-base
   python3-flatbuffers

@@ -14,6 +14,7 @@ cony_cmd_embed (int argc, char **argv)
 {
   char *model_path = NULL, *output = NULL, *pca_path = NULL, *postprocess = NULL;
   char *precision = NULL;
+  gint64 max_pixels = 0;
   int stride = 25;
   gboolean embedding = FALSE, drop_tail = FALSE;
   GOptionEntry entries[] = {
@@ -37,19 +38,24 @@ cony_cmd_embed (int argc, char **argv)
         "its last layer (VGGish: the embedding; YAMNet: 521 scores)",
         NULL },
     CONY_CNN_PRECISION_OPTION (precision),
+    CONY_CNN_MAX_PIXELS_OPTION (max_pixels),
     G_OPTION_ENTRY_NULL,
   };
   g_autoptr (GOptionContext)
-      ctx = g_option_context_new ("IN.wav|IN.npy - CNN embeddings of 0.96 s windows");
+      ctx = g_option_context_new ("AUDIO|IN.npy|IMAGE - CNN embeddings of 0.96 s windows");
   g_option_context_set_description (ctx,
-      "IN.wav: log-mel frames are computed as by 'cony mel' (with the model's frontend\n"
+      "Inputs are recognised by their content, not their names. AUDIO: WAV, or any format\n"
+      "GStreamer decodes (OGG, FLAC, MP3, ...; downmixed and resampled to the model's rate;\n"
+      "a truncated file gives a warning and what it holds). Log-mel frames are computed as\n"
+      "by 'cony mel' (with the model's frontend\n"
       "metadata where it has one, e.g. YAMNet's log offset 0.001), then windows of the model's\n"
       "input height (96 frames) every --stride frames are embedded; T frames give\n"
       "1 + ceil((T - 96) / stride) windows (1 if 0 < T < 96): the frames no full window\n"
       "covers get one more, padded with silent frames as YAMNet pads (conyvggish pad-tail);\n"
       "--drop-tail: 1 + (T - 96) / stride (none if T < 96), as VGGish.\n"
       "IN.npy: float32 log-mel frames (T, 64), windowed the same way, or ready patches\n"
-      "(N, 96, 64) or (N, 1, 96, 64), embedded as they are (--stride is ignored).\n");
+      "(N, 96, 64) or (N, 1, 96, 64), embedded as they are (--stride is ignored).\n"
+      "IMAGE: one example for an image model, as in 'cony tag'.\n");
   g_option_context_add_main_entries (ctx, entries, NULL);
   GError *error = NULL;
   if (!g_option_context_parse (ctx, &argc, &argv, &error))
@@ -58,9 +64,9 @@ cony_cmd_embed (int argc, char **argv)
   g_autofree char *prec = precision;
   if (argc != 2 || model_path == NULL || output == NULL) {
     fprintf (stderr,
-        "usage: cony embed --model M.safetensors IN.wav|IN.npy -o OUT.npy "
+        "usage: cony embed --model M.safetensors AUDIO|IN.npy|IMAGE -o OUT.npy "
         "[--stride N] [--postprocess none|tf|torch] [--pca FILE] [--embedding] "
-        "[--precision auto|float|int8] [--drop-tail]\n");
+        "[--precision auto|float|int8] [--drop-tail] [--max-pixels N]\n");
     return 2;
   }
   if (stride < 1) {
@@ -102,6 +108,8 @@ cony_cmd_embed (int argc, char **argv)
   guint H = cony_cnn_get_input_height (cnn), D = cony_cnn_get_output_size (cnn);
   const char *in_path = argv[1];
   ConyCnnInput in = { .crop = CONY_IMAGE_CROP_CENTER };
+  if (!cony_cnn_input_set_max_pixels (&in, max_pixels, &error))
+    return cony_cmd_fail (error);
   if (!cony_cnn_input_read (&in, cnn, in_path, (guint) stride, !drop_tail, &error)) {
     g_prefix_error (&error, "%s: ", m_path);
     return cony_cmd_fail (error);

@@ -28,6 +28,7 @@ cony_cmd_tag (int argc, char **argv)
 {
   char *model_path = NULL, *precision = NULL;
   int stride = 48, k = 5;
+  gint64 max_pixels = 0;
   g_autofree char *crop = NULL;
   gboolean drop_tail = FALSE;
   GOptionEntry entries[] = {
@@ -45,18 +46,22 @@ cony_cmd_tag (int argc, char **argv)
         "or none (the whole image, stretched)",
         "MODE" },
     CONY_CNN_PRECISION_OPTION (precision),
+    CONY_CNN_MAX_PIXELS_OPTION (max_pixels),
     G_OPTION_ENTRY_NULL,
   };
   g_autoptr (GOptionContext)
-      ctx = g_option_context_new ("IN.wav|IN.npy|IMAGE - top-k labels per window or image");
+      ctx = g_option_context_new ("AUDIO|IN.npy|IMAGE - top-k labels per window or image");
   g_option_context_set_description (ctx,
-      "Prints one line per window: its index, start time (WAV and log-mel frames) and the\n"
+      "Prints one line per window: its index, start time (audio and log-mel frames) and the\n"
       "k highest scores of the model's last layer with their labels (the model file's\n"
-      "`labels` metadata; #INDEX where it has none). Input as for 'cony embed'.\n"
-      "IMAGE (.png, .jpg, .jpeg, .bmp, any size; an image model such as\n"
+      "`labels` metadata; #INDEX where it has none). Input as for 'cony embed',\n"
+      "recognised by its content, not its name.\n"
+      "IMAGE (PNG, JPEG, BMP, GIF; other types GStreamer decodes; an image model such as\n"
       "models/imagenet/mobilenet_v2.safetensors): decoded by GStreamer, cropped (--crop)\n"
       "and area-averaged to the model's input size (used as it is when already that\n"
-      "size); one line, index 0.\n");
+      "size); one line, index 0. Refused (exit 1) when its header claims more than\n"
+      "--max-pixels or the file is truncated; a warning when it is under half the\n"
+      "model's input size.\n");
   g_option_context_add_main_entries (ctx, entries, NULL);
   GError *error = NULL;
   if (!g_option_context_parse (ctx, &argc, &argv, &error))
@@ -64,8 +69,8 @@ cony_cmd_tag (int argc, char **argv)
   g_autofree char *m_path = model_path, *prec = precision;
   if (argc != 2 || model_path == NULL) {
     fprintf (stderr,
-        "usage: cony tag --model M.safetensors IN.wav|IN.npy|IMAGE [--top-k K] [--stride N] "
-        "[--crop center|none] [--precision auto|float|int8]\n");
+        "usage: cony tag --model M.safetensors AUDIO|IN.npy|IMAGE [--top-k K] [--stride N] "
+        "[--crop center|none] [--precision auto|float|int8] [--max-pixels N]\n");
     return 2;
   }
   if (stride < 1 || k < 1) {
@@ -93,6 +98,8 @@ cony_cmd_tag (int argc, char **argv)
   guint kk = MIN ((guint) k, D);
   ConyCnnInput in = { .crop = crop && strcmp (crop, "none") == 0 ? CONY_IMAGE_CROP_NONE
                                                                  : CONY_IMAGE_CROP_CENTER };
+  if (!cony_cnn_input_set_max_pixels (&in, max_pixels, &error))
+    return cony_cmd_fail (error);
   if (!cony_cnn_input_read (&in, cnn, argv[1], (guint) stride, !drop_tail, &error)) {
     g_prefix_error (&error, "%s: ", m_path);
     return cony_cmd_fail (error);

@@ -1,13 +1,15 @@
 /* Input windows for the CNN commands (see cnn_input.h). */
 #include "cnn_input.h"
-#include "image_file.h"
+#include "media_file.h"
 
 #include "cony/error.h"
 #include "cony/image.h"
+#include "cony/mediaprobe.h"
 #include "cony/mel.h"
 #include "cony/wav.h"
 
 #include <math.h>
+#include <stdio.h>
 #include <string.h>
 
 #define BATCH 32
@@ -17,6 +19,18 @@ cony_cnn_mel_config (ConyCnn *cnn, ConyMelConfig *config, GError **error)
 {
   return cony_mel_config_from_frontend (cony_cnn_get_metadata (cnn, "frontend"), config, NULL,
       error);
+}
+
+/* A picture much smaller than the model's input is upscaled into a blur whose label
+ * looks as confident as any other: say so. */
+static void
+warn_if_tiny (const char *path, guint w, guint h, guint W, guint H)
+{
+  if (w < W / 2 || h < H / 2)
+    fprintf (stderr,
+        "cony: warning: %s is %u x %u pixels, less than half the model's %u x %u input: "
+        "upscaled that far, its label is unreliable\n",
+        path, w, h, W, H);
 }
 
 /* An image file as one example: centre-cropped and resized to the model's input
@@ -33,9 +47,11 @@ read_image (ConyCnnInput *in, ConyCnn *cnn, const char *path, GError **error)
         C == 1 ? " and declares a log-mel frontend" : "");
     return FALSE;
   }
-  g_autofree guint8 *pixels = cony_image_file_load (path, C, &w, &h, &stride, error);
+  guint64 max_pixels = in->max_pixels ? in->max_pixels : CONY_IMAGE_MAX_PIXELS_DEFAULT;
+  g_autofree guint8 *pixels = cony_image_file_load (path, C, max_pixels, &w, &h, &stride, error);
   if (pixels == NULL)
     return FALSE;
+  warn_if_tiny (path, w, h, W, H);
   ConyNpyArray *arr = g_new0 (ConyNpyArray, 1);
   arr->ndim = 4;
   arr->shape[0] = 1;
@@ -47,6 +63,16 @@ read_image (ConyCnnInput *in, ConyCnn *cnn, const char *path, GError **error)
   in->patches = arr;
   in->n_windows = 1;
   return TRUE;
+}
+
+/* Audio samples at @rate: WAV through libcony's reader (as conymel reads it), any
+ * other format through GStreamer's decoders. */
+static float *
+read_audio (const char *path, ConyMediaKind kind, guint rate, gsize *n, GError **error)
+{
+  if (kind == CONY_MEDIA_KIND_WAV)
+    return cony_wav_load_mono (path, rate, n, error);
+  return cony_audio_file_load_mono (path, rate, n, error);
 }
 
 /* YAMNet's padding (as conyvggish pad-tail): frames that no full window covers (all of
@@ -73,15 +99,21 @@ cony_cnn_input_read (ConyCnnInput *in, ConyCnn *cnn, const char *path, guint str
     GError **error)
 {
   ConyImageCrop crop = in->crop;
+  guint64 max_pixels = in->max_pixels;
   memset (in, 0, sizeof *in);
   in->stride = stride;
   in->crop = crop;
+  in->max_pixels = max_pixels;
   guint H = cony_cnn_get_input_height (cnn), W = cony_cnn_get_input_width (cnn);
   guint C = cony_cnn_get_input_channels (cnn);
-  if (cony_image_file_is_image (path))
+  ConyMediaKind kind;
+  g_autofree char *type = NULL;
+  if (!cony_media_file_sniff (path, &kind, &type, error))
+    return FALSE;
+  if (kind == CONY_MEDIA_KIND_IMAGE)
     return read_image (in, cnn, path, error);
   ConyMelConfig config;
-  if (g_str_has_suffix (path, ".npy") || g_str_has_suffix (path, ".NPY")) {
+  if (kind == CONY_MEDIA_KIND_NPY) {
     g_autoptr (ConyNpyArray) arr = cony_npy_load (path, error);
     if (arr == NULL)
       return FALSE;
@@ -109,7 +141,9 @@ cony_cnn_input_read (ConyCnnInput *in, ConyCnn *cnn, const char *path, guint str
   } else {
     if (C != 1) {
       g_set_error (error, CONY_ERROR, CONY_ERROR_INVALID,
-          "the model takes %u-channel input; WAV input needs a 1-channel log-mel model", C);
+          "%s is audio (%s); the model takes %u-channel input: audio needs a 1-channel log-mel "
+          "model",
+          path, type, C);
       return FALSE;
     }
     if (!cony_cnn_mel_config (cnn, &config, error))
@@ -120,7 +154,7 @@ cony_cnn_input_read (ConyCnnInput *in, ConyCnn *cnn, const char *path, guint str
       return FALSE;
     }
     gsize n = 0;
-    g_autofree float *x = cony_wav_load_mono (path, config.sample_rate, &n, error);
+    g_autofree float *x = read_audio (path, kind, config.sample_rate, &n, error);
     if (x == NULL)
       return FALSE;
     g_autoptr (ConyMel) mel = cony_mel_new (&config, error);
@@ -177,4 +211,18 @@ cony_cnn_input_set_precision (ConyCnn *cnn, const char *name, GError **error)
     return FALSE;
   }
   return cony_cnn_set_precision (cnn, p, error);
+}
+
+gboolean
+cony_cnn_input_set_max_pixels (ConyCnnInput *in, gint64 value, GError **error)
+{
+  if (value < 0 || (guint64) value > CONY_IMAGE_MAX_PIXELS_LIMIT) {
+    g_set_error (error, CONY_ERROR, CONY_ERROR_INVALID,
+        "--max-pixels must be between 1 and %" G_GUINT64_FORMAT
+        " (0: the default), not %" G_GINT64_FORMAT,
+        CONY_IMAGE_MAX_PIXELS_LIMIT, value);
+    return FALSE;
+  }
+  in->max_pixels = (guint64) value;
+  return TRUE;
 }

@@ -15,14 +15,18 @@ typedef struct {
   guint stride;         /* frames between window starts (frames only) */
   double frame_seconds; /* seconds per frame (0: unknown, ready patches) */
   ConyImageCrop crop;   /* image files: set before cony_cnn_input_read() (kept by it) */
+  guint64 max_pixels;   /* image files: the largest accepted (0: the default; kept) */
 } ConyCnnInput;
 
 /* The log-mel settings @cnn was trained on: its `frontend` metadata (conymel's property
  * names) applied over VGGish's front end. */
 gboolean cony_cnn_mel_config (ConyCnn *cnn, ConyMelConfig *config, GError **error);
-/* Reads @path for @cnn. WAV: the log-mel of the model's `frontend` metadata
- * (conymel's property names; VGGish's front end when absent). PNG/JPEG/BMP (by
- * extension): one example, cropped (in->crop) and resized to the model's input.
+/* Reads @path for @cnn, recognised by its content (media_file.h). Audio (WAV, or any
+ * format GStreamer decodes): the log-mel of the model's `frontend` metadata (conymel's
+ * property names; VGGish's front end when absent). An image (PNG, JPEG, BMP, GIF, WebP
+ * where GStreamer decodes it; refused when over in->max_pixels or truncated, a warning
+ * when under half the model's input): one example, cropped (in->crop) and resized to the
+ * model's input. .npy (by its magic): frames or patches.
  * Errors name the file and what was expected. @pad: frames (WAV, log-mel .npy) that
  * no full window covers give one more window, completed with silent frames,
  * log(log offset), as YAMNet pads and conyvggish pad-tail does; otherwise they are
@@ -39,5 +43,13 @@ void cony_cnn_input_clear (ConyCnnInput *in);
         "auto (default: int8 for files with activation quantisation, else float), float, int8", \
         "P" \
   }
+/* The --max-pixels option of the CNN commands (a gint64 variable; 0: the default). */
+#define CONY_CNN_MAX_PIXELS_OPTION(var) \
+  { \
+    "max-pixels", 0, 0, G_OPTION_ARG_INT64, &(var), \
+        "images: refuse a picture whose header claims more pixels (default 100000000)", "N" \
+  }
+/* Checks a --max-pixels value into @in; FALSE with @error when out of range. */
+gboolean cony_cnn_input_set_max_pixels (ConyCnnInput *in, gint64 value, GError **error);
 /* Applies a --precision value to @cnn; FALSE with @error naming what was wrong. */
 gboolean cony_cnn_input_set_precision (ConyCnn *cnn, const char *name, GError **error);

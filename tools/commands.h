@@ -21,6 +21,7 @@ int cony_cmd_bench_streams (int argc, char **argv);
 int cony_cmd_classify (int argc, char **argv);
 int cony_cmd_info (int argc, char **argv);
 int cony_cmd_tag (int argc, char **argv);
+int cony_cmd_probe (int argc, char **argv);
 int cony_cmd_bench_model (int argc, char **argv);
 int cony_cmd_bench_fusion (int argc, char **argv);
 int cony_cmd_bench_pipeline (int argc, char **argv);

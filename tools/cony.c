@@ -8,9 +8,11 @@ static const ConyCommand commands[] = {
   { "attention", "run one attention layer over a token sequence", cony_cmd_attention },
   { "bench", "benchmarks (attention, ...)", cony_cmd_bench },
   { "mel", "VGGish log-mel frames of a WAV file (.npy out)", cony_cmd_mel },
-  { "embed", "CNN embeddings or scores (VGGish, YAMNet) of a WAV or log-mel .npy", cony_cmd_embed },
-  { "tag", "top-k labels per window of a WAV or log-mel .npy (YAMNet) or per image (MobileNet)",
+  { "embed", "CNN embeddings or scores (VGGish, YAMNet, MobileNet) of audio, an image or .npy",
+      cony_cmd_embed },
+  { "tag", "top-k labels per window of audio or log-mel .npy (YAMNet), or of an image",
       cony_cmd_tag },
+  { "probe", "a media file's type, claimed size and truncation, without decoding", cony_cmd_probe },
   { "classify", "per-step logits of a token sequence with a model file", cony_cmd_classify },
   { "info", "describe a model or CNN file: config, parameters, state, FLOPs", cony_cmd_info },
 };

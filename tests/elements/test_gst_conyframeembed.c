@@ -6,6 +6,7 @@
  * average pool; tv: 32x32x3 -> 10) and tests/golden/cnn/odd.safetensors (2 channels,
  * refused). Reference outputs are libcony's engine on the same pixels / 255. */
 #include "cony/cnn.h"
+#include "cony/image.h"
 
 #include <gst/gst.h>
 #include <gst/check/gstharness.h>
@@ -376,6 +377,177 @@ test_patches (void)
   cony_cnn_free (cnn);
 }
 
+/* A @w x @h RGB frame, rows @stride bytes apart (a GstVideoMeta says so when the
+ * stride is not GStreamer's default), pixels and padding from @seed. */
+static GstBuffer *
+make_strided_frame (guint w, guint h, gsize stride, guint32 seed, GstClockTime pts)
+{
+  GstBuffer *buf = gst_buffer_new_allocate (NULL, stride * h, NULL);
+  GstMapInfo map;
+  gst_buffer_map (buf, &map, GST_MAP_WRITE);
+  GRand *r = g_rand_new_with_seed (seed);
+  for (gsize i = 0; i < map.size; i++)
+    map.data[i] = (guint8) g_rand_int_range (r, 0, 256);
+  g_rand_free (r);
+  gst_buffer_unmap (buf, &map);
+  GstVideoInfo vi;
+  gst_video_info_set_format (&vi, GST_VIDEO_FORMAT_RGB, w, h);
+  if ((gsize) GST_VIDEO_INFO_PLANE_STRIDE (&vi, 0) != stride) {
+    gsize offset[GST_VIDEO_MAX_PLANES] = { 0 };
+    gint strides[GST_VIDEO_MAX_PLANES] = { (gint) stride };
+    gst_buffer_add_video_meta_full (buf, GST_VIDEO_FRAME_FLAG_NONE, GST_VIDEO_FORMAT_RGB, w, h, 1,
+        offset, strides);
+  }
+  GST_BUFFER_PTS (buf) = pts;
+  GST_BUFFER_DURATION (buf) = 40 * MS;
+  return buf;
+}
+
+/* Frames of extreme sizes and strides, one caps change after the other: 1x1 (upscaled),
+ * 4097x3 and 3x4097 (a 3-pixel crop), odd widths with GStreamer's row padding and with
+ * a larger stride from a video meta: each token is the engine's output on the frame
+ * cropped and resized by cony_image_resize from the same rows, finite. */
+static void
+test_extreme_sizes (void)
+{
+  static const struct {
+    guint w, h, extra;
+  } sizes[] = { { 1, 1, 0 }, { 4097, 3, 0 }, { 3, 4097, 0 }, { 23, 21, 0 }, { 23, 21, 13 },
+    { 1, 1, 5 }, { 22, 20, 0 }, { 22, 20, 7 }, { 45, 41, 1 } };
+  ConyCnn *cnn = cony_test_load_golden_cnn ("imagecnn", "gap.safetensors");
+  GstHarness *h = new_harness ("gap.safetensors", NULL);
+  for (guint i = 0; i < G_N_ELEMENTS (sizes); i++) {
+    guint w = sizes[i].w, hh = sizes[i].h;
+    GstVideoInfo vi;
+    gst_video_info_set_format (&vi, GST_VIDEO_FORMAT_RGB, w, hh);
+    gsize stride = GST_VIDEO_INFO_PLANE_STRIDE (&vi, 0) + sizes[i].extra;
+    g_autofree char
+        *caps = g_strdup_printf ("video/x-raw,format=RGB,width=%u,height=%u,framerate=25/1", w, hh);
+    gst_harness_set_src_caps_str (h, caps);
+    GstBuffer *frame = make_strided_frame (w, hh, stride, 300 + i, i * 40 * MS);
+    float in[H * W * 3], want[OUT];
+    GstMapInfo map;
+    gst_buffer_map (frame, &map, GST_MAP_READ);
+    cony_image_resize (map.data, w, hh, stride, 3, CONY_IMAGE_CROP_CENTER, W, H, in, NULL);
+    gst_buffer_unmap (frame, &map);
+    cony_cnn_forward (cnn, in, want);
+    g_assert_cmpint (gst_harness_push (h, frame), ==, GST_FLOW_OK);
+    GstBuffer *tok = gst_harness_try_pull (h);
+    g_assert_nonnull (tok);
+    gst_buffer_map (tok, &map, GST_MAP_READ);
+    g_assert_cmpuint (map.size, ==, OUT * sizeof (float));
+    const float *got = (const float *) map.data;
+    for (guint j = 0; j < OUT; j++) {
+      g_assert_true (isfinite (got[j]));
+      g_assert_cmpfloat_with_epsilon (got[j], want[j], 1e-5 * MAX (1.0, fabs (want[j])));
+    }
+    gst_buffer_unmap (tok, &map);
+    gst_buffer_unref (tok);
+  }
+  gst_harness_teardown (h);
+  cony_cnn_free (cnn);
+}
+
+/* framerate=0/1 (variable rate): token caps at rate 0/1, no lookahead; a token lasts
+ * `every` times its frame's own duration; a frame without duration gives a token
+ * without duration (there is no rate to take one from). */
+static void
+test_variable_framerate (void)
+{
+  GstHarness *h = new_harness ("gap.safetensors", "every", 2, NULL);
+  gst_harness_set_src_caps_str (h, "video/x-raw,format=RGB,width=22,height=20,framerate=0/1");
+  check_src_caps (h, "5:1", 0, 1);
+  GstCaps *caps = gst_pad_get_current_caps (h->sinkpad);
+  g_assert_false (gst_structure_has_field (gst_caps_get_structure (caps, 0), "lookahead"));
+  gst_caps_unref (caps);
+  static const GstClockTime pts[] = { 0, 10, 50, 200, 210, 400 },
+                            dur[] = { 10, 40, 150, 10, 190, 0 };
+  for (guint i = 0; i < G_N_ELEMENTS (pts); i++) {
+    GstBuffer *f = make_frame (i, pts[i] * MS, dur[i] ? dur[i] * MS : GST_CLOCK_TIME_NONE);
+    g_assert_cmpint (gst_harness_push (h, f), ==, GST_FLOW_OK);
+  }
+  check_token (h, NULL, 0, 0, 20 * MS, TRUE, 0);
+  check_token (h, NULL, 0, 50 * MS, 300 * MS, FALSE, 1);
+  check_token (h, NULL, 0, 210 * MS, 380 * MS, FALSE, 2);
+  g_assert_null (gst_harness_try_pull (h));
+  /* the seventh frame (due) has no duration: nor has its token; the eighth is not due */
+  gst_harness_push (h, make_frame (7, 600 * MS, GST_CLOCK_TIME_NONE));
+  gst_harness_push (h, make_frame (8, 700 * MS, GST_CLOCK_TIME_NONE));
+  check_token (h, NULL, 0, 600 * MS, GST_CLOCK_TIME_NONE, FALSE, 3);
+  g_assert_null (gst_harness_try_pull (h));
+  gst_harness_teardown (h);
+}
+
+/* every at its maximum (2^20): one token in 2^20 frames, lasting 2^20 frames, and a
+ * lookahead of -(2^20 - 1) frames in the caps; at 30000/1001 fps too. */
+static void
+test_every_max (void)
+{
+  const guint k = 1 << 20;
+  GstHarness *h = new_harness ("gap.safetensors", "every", k, NULL);
+  gst_harness_set_src_caps_str (h,
+      "video/x-raw,format=RGB,width=22,height=20,framerate=30000/1001");
+  check_src_caps (h, "5:1", 1875, 1001 * (k / 16)); /* 30000 / (1001 k), reduced */
+  GstCaps *caps = gst_pad_get_current_caps (h->sinkpad);
+  gint n, d;
+  g_assert_true (
+      gst_structure_get_fraction (gst_caps_get_structure (caps, 0), "lookahead", &n, &d));
+  g_assert_cmpint ((gint64) n * 30000, ==, -(gint64) (k - 1) * 1001 * d);
+  gst_caps_unref (caps);
+  for (guint i = 0; i < 3; i++)
+    gst_harness_push (h, make_frame (i, i * 40 * MS, 40 * MS));
+  check_token (h, NULL, 0, 0, (GstClockTime) k * 40 * MS, TRUE, 0);
+  g_assert_null (gst_harness_try_pull (h));
+  gst_harness_teardown (h);
+}
+
+/* The patch grid at its limits: 64 x 1 (a 1408 x 20 frame) gives 64 tokens in one
+ * buffer, 64 x 64 (1408 x 1280) 4096: each tile's token equals the engine's output on
+ * that tile. */
+static void
+test_patches_max (void)
+{
+  static const guint grids[][2] = { { 64, 1 }, { 1, 64 }, { 64, 64 } };
+  ConyCnn *cnn = cony_test_load_golden_cnn ("imagecnn", "gap.safetensors");
+  for (guint g = 0; g < G_N_ELEMENTS (grids); g++) {
+    guint px = grids[g][0], py = grids[g][1], fw = px * W, fh = py * H;
+    GstHarness *h = new_harness ("gap.safetensors", "patches-x", px, "patches-y", py, NULL);
+    g_autofree char *caps =
+        g_strdup_printf ("video/x-raw,format=RGB,width=%u,height=%u,framerate=25/1", fw, fh);
+    gst_harness_set_src_caps_str (h, caps);
+    GstBuffer *frame = cony_test_rgb_frame (fw, fh, 77 + g, 0, 40 * MS);
+    gsize stride = GST_ROUND_UP_4 (fw * 3);
+    GstMapInfo fmap;
+    gst_buffer_map (frame, &fmap, GST_MAP_READ);
+    guint8 *pixels = g_memdup2 (fmap.data, fmap.size);
+    gst_buffer_unmap (frame, &fmap);
+    g_assert_cmpint (gst_harness_push (h, frame), ==, GST_FLOW_OK);
+    GstBuffer *tok = gst_harness_try_pull (h);
+    g_assert_nonnull (tok);
+    GstMapInfo map;
+    gst_buffer_map (tok, &map, GST_MAP_READ);
+    g_assert_cmpuint (map.size, ==, (gsize) px * py * OUT * sizeof (float));
+    /* the first, a middle and the last tile */
+    guint tiles[] = { 0, (px * py) / 2 + px / 3, px * py - 1 };
+    for (guint t = 0; t < G_N_ELEMENTS (tiles); t++) {
+      guint tx = tiles[t] % px, ty = tiles[t] / px;
+      float in[H * W * 3], want[OUT];
+      for (guint y = 0; y < H; y++)
+        for (guint i = 0; i < W * 3; i++)
+          in[y * W * 3 + i] = pixels[(gsize) (ty * H + y) * stride + tx * W * 3 + i] / 255.0f;
+      cony_cnn_forward (cnn, in, want);
+      const float *got = (const float *) map.data + (gsize) tiles[t] * OUT;
+      for (guint j = 0; j < OUT; j++)
+        g_assert_cmpfloat_with_epsilon (got[j], want[j], 1e-5 * MAX (1.0, fabs (want[j])));
+    }
+    gst_buffer_unmap (tok, &map);
+    gst_buffer_unref (tok);
+    g_free (pixels);
+    gst_harness_teardown (h);
+  }
+  cony_cnn_free (cnn);
+}
+
 static void
 test_wrong_caps_refused (void)
 {
@@ -484,5 +656,9 @@ main (int argc, char **argv)
   g_test_add_func ("/conyframeembed/bad-models", test_bad_models);
   g_test_add_func ("/conyframeembed/patches", test_patches);
   g_test_add_func ("/conyframeembed/ready-only-properties", test_ready_only_properties);
+  g_test_add_func ("/conyframeembed/extreme-sizes", test_extreme_sizes);
+  g_test_add_func ("/conyframeembed/variable-framerate", test_variable_framerate);
+  g_test_add_func ("/conyframeembed/every-max", test_every_max);
+  g_test_add_func ("/conyframeembed/patches-max", test_patches_max);
   return g_test_run ();
 }
