@@ -237,6 +237,22 @@ const CnnKernels *cnn_kernels (void);
 guint cnn_wino_tile (const ConyCnn *cnn, const Layer *l, gsize nb);
 void cnn_conv_winograd (ConyCnn *cnn, Layer *l, guint m, const float *in, float *out, gsize nb);
 
+/* cnn-forward.c */
+/* Layer @l (a conv-stack layer: CONV, POOL, GAP, DW, PW, ADD) on @nb examples of @in;
+ * CONV layers run as im2col unless @winograd lets cnn_wino_tile() choose. @l may be a
+ * copy with another height (cnn-continual.c's column slabs): the kernels read only
+ * its geometry and weights. */
+void cnn_layer_forward (ConyCnn *cnn, Layer *l, const float *in, float *out, gsize nb,
+    gboolean winograd);
+/* Packs a PW layer's weights for the panel kernel once (no-op for other layers, or
+ * where the portable path runs); slab copies of @l must be made after it. */
+void cnn_pw_pack (ConyCnn *cnn, Layer *l);
+/* TRUE when the output is the FC head's (not the features or the embedding). */
+gboolean cnn_head_runs (const ConyCnn *cnn);
+/* The FC head on @n flattened feature vectors (feat_dim floats each) into @out
+ * (out_dim floats each). */
+void cnn_head_forward (ConyCnn *cnn, const float *feat, gsize n, float *out);
+
 /* cnn-int8.c: the integer path of MobileNet-v1/v2 files that carry the `quantization`
  * metadata. It runs the quantised prefix of the layers (all of YAMNet and the ImageNet
  * MobileNets; the adapted YAMNet up to its float-adapted layers) and hands the
