@@ -395,8 +395,9 @@ gst_cony_transformer_stop (GstBaseTransform *trans)
 }
 
 /* A classifier that records the CNN it was trained on (frontend.cnn, cnn_sha256,
- * cnn_output; issue 26) refuses tokens whose caps name another CNN file, by content, or
- * another of its outputs. Caps without those fields (appsrc, NNStreamer) pass. */
+ * cnn_output, cnn_mode; issues 26, 61) refuses tokens whose caps name another CNN file, by
+ * content, another of its outputs, or another mode (a model without cnn_mode was trained
+ * on window tokens). Caps without those fields (appsrc, NNStreamer) pass. */
 static gboolean
 gst_cony_transformer_token_source_matches (GstConyTransformer *self, const GstCaps *caps)
 {
@@ -405,17 +406,21 @@ gst_cony_transformer_token_source_matches (GstConyTransformer *self, const GstCa
   const gchar *name = gst_structure_get_string (s, "cnn");
   const gchar *sha = gst_structure_get_string (s, "cnn-sha256");
   const gchar *output = gst_structure_get_string (s, "cnn-output");
+  const gchar *mode = gst_structure_get_string (s, "cnn-mode");
   const gchar *want = c->cnn.output ? c->cnn.output : "scores";
+  const gchar *want_mode = cony_cnn_ref_mode (&c->cnn);
   if (c->cnn.sha256 == NULL
       || ((sha == NULL || g_ascii_strcasecmp (sha, c->cnn.sha256) == 0)
-          && (output == NULL || strcmp (output, want) == 0)))
+          && (output == NULL || strcmp (output, want) == 0)
+          && (mode == NULL || strcmp (mode, want_mode) == 0)))
     return TRUE;
   GST_ELEMENT_ERROR (self, CORE, NEGOTIATION,
       ("The tokens do not come from the CNN the model was trained on"),
-      ("the tokens come from %s (SHA-256 %.16s..., output=%s); %s was trained on the tokens "
-       "of %s (SHA-256 %.16s..., output=%s)",
+      ("the tokens come from %s (SHA-256 %.16s..., output=%s, mode=%s); %s was trained on the "
+       "tokens of %s (SHA-256 %.16s..., output=%s, mode=%s)",
           name ? name : "(unnamed CNN)", sha ? sha : "(not given)", output ? output : "(not given)",
-          self->model->path, c->cnn.name ? c->cnn.name : "(unnamed CNN)", c->cnn.sha256, want));
+          mode ? mode : "(not given)", self->model->path,
+          c->cnn.name ? c->cnn.name : "(unnamed CNN)", c->cnn.sha256, want, want_mode));
   return FALSE;
 }
 

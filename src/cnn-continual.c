@@ -97,8 +97,8 @@ cony_cnn_continual_geometry (const ConyCnn *cnn, guint hop, ConyCnnContinualGeom
   if (hop % S != 0) {
     g_set_error (error, CONY_ERROR, CONY_ERROR_INVALID,
         "%s: a continual hop must be a multiple of the network's time stride, %u frames; "
-        "%u is not (e.g. %u or %u)",
-        w->source, S, hop, MAX (S, hop / S * S), (hop / S + 1) * S);
+        "%u is not (the nearest: %u)",
+        w->source, S, hop, MAX (S, (hop + S / 2) / S * S));
     return FALSE;
   }
   /* The first and last input frames the last and first window rows read. */
