@@ -93,6 +93,10 @@
  * |[
  * gst-launch-1.0 filesrc location=long.wav ! decodebin ! audioconvert ! audioresample ! conymel preset=yamnet ! conyvggish model=models/audio/yamnet-adapted.safetensors output=embedding batch=64 ! fakesink
  * ]| a file's embeddings for the shipped classifier, 64 windows per CNN call.
+ * |[
+ * gst-launch-1.0 audiotestsrc num-buffers=100 ! audioconvert ! audioresample ! conymel preset=yamnet ! conyvggish model=models/yamnet/yamnet.safetensors mode=continual ! fakesink
+ * ]| YAMNet as a streaming CNN (#GstConyVggish:mode): each frame through the network
+ * once, a score vector every 0.32 s (docs/continual-cnn.md).
  *
  * The official VGGish (not shipped: training/convert_vggish.py converts the
  * torchvggish weights, and its PCA file) gives the release's 8-bit embeddings

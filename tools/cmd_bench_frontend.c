@@ -3,10 +3,13 @@
  * log-mel + YAMNet (MobileNet-v1, 3.7 M parameters: random weights, or a file
  * with --yamnet) at a 0.25 s stride, on one core, with the GFLOP/s reached next
  * to OpenBLAS sgemm's peak measured in the same run. YAMNet in PyTorch beside it:
- * bench/torch_compare.py frontend, which runs this with --json. */
+ * bench/torch_compare.py frontend, which runs this with --json. The continual row puts
+ * the same audio through the continual CNN (cony/cnn-continual.h) against per-window
+ * YAMNet, CPU per second of audio. */
 #include "bench.h"
 #include "commands.h"
 
+#include "cony/cnn-continual.h"
 #include "cony/cnn.h"
 #include "cony/mel.h"
 
@@ -193,6 +196,92 @@ yamnet_row (ConyMel *mel, const float *x, gsize n, guint rate, double seconds, i
   return TRUE;
 }
 
+/* CPU seconds of mel + the continual CNN on @n samples: frames in blocks of the time
+ * stride, as conyvggish mode=continual pushes them; *@tokens gets the tokens out. */
+static double
+continual_run (ConyMel *mel, ConyCnnContinual *c, const float *x, gsize n, gsize *tokens)
+{
+  ConyCnnContinualGeometry g;
+  cony_cnn_continual_get_geometry (c, &g);
+  g_autofree float *block = g_new (float, (gsize) g.time_stride * 64);
+  g_autofree float *out = g_new (float,
+      cony_cnn_continual_max_tokens (c, g.time_stride) * cony_cnn_continual_get_output_size (c));
+  guint nb = 0;
+  cony_mel_reset (mel);
+  cony_cnn_continual_reset (c);
+  double c0 = cony_bench_cpu_s ();
+  for (gsize pos = 0; pos < n; pos += CHUNK) {
+    cony_mel_push (mel, x + pos, MIN ((gsize) CHUNK, n - pos));
+    while (cony_mel_pop_frame (mel, block + (gsize) nb * 64))
+      if (++nb == g.time_stride) {
+        cony_cnn_continual_push (c, block, nb, out);
+        nb = 0;
+      }
+  }
+  *tokens = cony_cnn_continual_get_tokens (c);
+  return cony_bench_cpu_s () - c0;
+}
+
+/* The continual row: CPU per second of audio of mel + YAMNet, per window (float, and int8
+ * where the file is quantised) at @stride against the continual CNN (float) at its time
+ * stride, each the best of three runs on the same audio. */
+static gboolean
+continual_row (ConyMel *mel, const float *x, gsize n, guint rate, double seconds, int stride,
+    const char *path, gboolean markdown, GError **error)
+{
+  g_autoptr (ConyCnn) cnn = path
+      ? cony_cnn_load (path, error)
+      : cony_cnn_new_random (CONY_CNN_YAMNET_LAYOUT, 96, 64, 1, 1, error);
+  if (cnn == NULL)
+    return FALSE;
+  gsize n2 = MIN ((gsize) (seconds * rate), n);
+  seconds = (double) n2 / rate;
+  ConyMelConfig config = *cony_mel_get_config (mel);
+  g_autofree float *hist = g_new (float, (cony_mel_frames_for_samples (&config, n2) + 1) * 64);
+  double ms[3] = { INFINITY, INFINITY, INFINITY }; /* float, int8, continual: per s of audio */
+  gsize counts[3] = { 0, 0, 0 };
+  gboolean int8 = cony_cnn_get_quantized_layers (cnn) > 0;
+  for (int rep = 0; rep < 3; rep++)
+    for (int k = 0; k < 2; k++) {
+      if (k == 1 && !int8)
+        continue;
+      if (!cony_cnn_set_precision (cnn, k ? CONY_CNN_PRECISION_INT8 : CONY_CNN_PRECISION_FLOAT,
+              error))
+        return FALSE;
+      Run r;
+      stream_run (mel, cnn, x, n2, hist, stride, &r);
+      ms[k] = MIN (ms[k], r.cpu / seconds * 1e3);
+      counts[k] = r.windows;
+    }
+  cony_cnn_set_precision (cnn, CONY_CNN_PRECISION_FLOAT, NULL);
+  g_autoptr (ConyCnnContinual) c = cony_cnn_continual_new (cnn, 0, error);
+  if (c == NULL)
+    return FALSE;
+  ConyCnnContinualGeometry g;
+  cony_cnn_continual_get_geometry (c, &g);
+  for (int rep = 0; rep < 3; rep++)
+    ms[2] = MIN (ms[2], continual_run (mel, c, x, n2, &counts[2]) / seconds * 1e3);
+  printf ("mel + YAMNet (%s), CPU per second of audio: per window, stride %d: float %.1f ms "
+          "(%" G_GSIZE_FORMAT " windows)",
+      path ? path : "random weights", stride, ms[0], counts[0]);
+  if (int8)
+    printf (", int8 %.1f ms", ms[1]);
+  printf ("; continual (float, hop %u): %.1f ms (%" G_GSIZE_FORMAT " tokens) = %.2fx less than "
+          "per-window float%s",
+      g.time_stride, ms[2], counts[2], ms[0] / ms[2], int8 ? "" : "\n");
+  if (int8)
+    printf (", %.2fx less than per-window int8\n", ms[1] / ms[2]);
+  if (markdown) {
+    printf ("\n| mel + YAMNet, CPU per second of audio | ms |\n|---|---|\n"
+            "| per window, stride %d, float | %.1f |\n",
+        stride, ms[0]);
+    if (int8)
+      printf ("| per window, stride %d, int8 | %.1f |\n", stride, ms[1]);
+    printf ("| continual, hop %u, float | %.1f |\n\n", g.time_stride, ms[2]);
+  }
+  return TRUE;
+}
+
 int
 cony_cmd_bench_frontend (int argc, char **argv)
 {
@@ -270,6 +359,8 @@ cony_cmd_bench_frontend (int argc, char **argv)
   g_autofree char *y_path = yamnet_path;
   if (!yamnet_row (mel, x, n, rate, cnn_seconds, stride, peak, mel_cpu / mel_seconds, y_path,
           markdown, json, &error))
+    return cony_cmd_fail (error);
+  if (!continual_row (mel, x, n, rate, cnn_seconds, stride, y_path, markdown, &error))
     return cony_cmd_fail (error);
   if (no_vggish)
     return 0;
