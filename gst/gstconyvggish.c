@@ -436,20 +436,15 @@ gst_cony_vggish_continual_drain (GstConyVggish *self)
       cony_cnn_continual_get_tokens (self->cc), gst_flow_get_name (fr));
 }
 
-/* Sets up the continual stream at start: the float engine (precision auto picks it;
- * int8 is refused), the hop (stride, or the time stride when not set) and the block. */
+/* Sets up the continual stream at start (on the precision in use: the integer path for
+ * a quantised file unless precision=float): the hop (stride, or the time stride when not
+ * set) and the block. */
 static gboolean
 gst_cony_vggish_continual_start (GstConyVggish *self, const gchar *model, guint hop)
 {
   GError *error = NULL;
   if (self->md != GST_CONY_VGGISH_MODE_CONTINUAL)
     return TRUE;
-  if (self->net.precision == GST_CONY_VGGISH_PRECISION_INT8) {
-    GST_ELEMENT_ERROR (self, LIBRARY, SETTINGS, ("mode=continual runs the float engine"),
-        ("precision=int8 runs per window only; use precision=auto or float"));
-    return FALSE;
-  }
-  cony_cnn_set_precision (self->net.cnn, CONY_CNN_PRECISION_FLOAT, NULL);
   self->cc = cony_cnn_continual_new (self->net.cnn, hop, &error);
   if (self->cc == NULL) {
     GST_ELEMENT_ERROR (self, LIBRARY, SETTINGS, ("mode=continual: %s", error->message),
@@ -1023,7 +1018,7 @@ gst_cony_vggish_class_init (GstConyVggishClass *klass)
    * `continual`: every frame through the CNN once (a streaming CNN, docs/continual-cnn.md):
    * each layer pads time only at the stream's start (and after a discontinuity), so a
    * token differs from its window's per-window result near the window's edges; it runs
-   * the float engine (precision=int8 is refused), the stride must be a multiple of the
+   * on the precision in use (the integer path for a quantised file), the stride must be a multiple of the
    * network's time stride (32 frames for YAMNet; when stride is not set, the time
    * stride), a token comes out lookahead frames (157 for YAMNet) past its window, in
    * blocks of the time stride (LATENCY: window - 1 + 160 frames for YAMNet), the output

@@ -276,4 +276,13 @@ guint cnn_int8_features (ConyCnn *cnn, const float *in, gsize nb, float *dst);
  * to @dst and returns the first layer left to the float engine (first_fc: none ran). */
 guint cnn_int8_head (ConyCnn *cnn, const float *in, gsize n, float *dst);
 
+/* Integer layer @i on one example of @l's geometry (layer @i or a slab copy of it, at
+ * most a few rows more than a window's: cnn-continual.c). */
+void cnn_int8_slab (ConyCnn *cnn, const Layer *l, guint i, const gint8 *in, gint8 *out);
+/* Integer layer @i's input and output scales and zero points. */
+void cnn_int8_io (const ConyCnn *cnn, guint i, float *in_scale, gint32 *in_zp, float *out_scale,
+    gint32 *out_zp);
+/* @n floats to int8 codes of @scale and @zp (TFLite's rounding, the kernels'). */
+void cnn_int8_quantize (const float *x, gsize n, float scale, gint32 zp, gint8 *out);
+
 G_DEFINE_AUTOPTR_CLEANUP_FUNC (CnnWeights, cnn_weights_free)

@@ -222,9 +222,9 @@ continual_run (ConyMel *mel, ConyCnnContinual *c, const float *x, gsize n, gsize
   return cony_bench_cpu_s () - c0;
 }
 
-/* The continual row: CPU per second of audio of mel + YAMNet, per window (float, and int8
- * where the file is quantised) at @stride against the continual CNN (float) at its time
- * stride, each the best of three runs on the same audio. */
+/* The continual row: CPU per second of audio of mel + YAMNet, per window at @stride
+ * against the continual CNN at its time stride, in float and (where the file is
+ * quantised) on the integer path, each the best of three runs on the same audio. */
 static gboolean
 continual_row (ConyMel *mel, const float *x, gsize n, guint rate, double seconds, int stride,
     const char *path, gboolean markdown, GError **error)
@@ -238,46 +238,44 @@ continual_row (ConyMel *mel, const float *x, gsize n, guint rate, double seconds
   seconds = (double) n2 / rate;
   ConyMelConfig config = *cony_mel_get_config (mel);
   g_autofree float *hist = g_new (float, (cony_mel_frames_for_samples (&config, n2) + 1) * 64);
-  double ms[3] = { INFINITY, INFINITY, INFINITY }; /* float, int8, continual: per s of audio */
-  gsize counts[3] = { 0, 0, 0 };
-  gboolean int8 = cony_cnn_get_quantized_layers (cnn) > 0;
-  for (int rep = 0; rep < 3; rep++)
-    for (int k = 0; k < 2; k++) {
-      if (k == 1 && !int8)
-        continue;
-      if (!cony_cnn_set_precision (cnn, k ? CONY_CNN_PRECISION_INT8 : CONY_CNN_PRECISION_FLOAT,
-              error))
-        return FALSE;
+  /* [precision][per window, continual]: ms of CPU per second of audio */
+  double ms[2][2] = { { INFINITY, INFINITY }, { INFINITY, INFINITY } };
+  gsize windows = 0, tokens = 0;
+  guint hop = 0;
+  int kinds = cony_cnn_get_quantized_layers (cnn) > 0 ? 2 : 1;
+  for (int k = 0; k < kinds; k++) {
+    if (!cony_cnn_set_precision (cnn, k ? CONY_CNN_PRECISION_INT8 : CONY_CNN_PRECISION_FLOAT,
+            error))
+      return FALSE;
+    g_autoptr (ConyCnnContinual) c = cony_cnn_continual_new (cnn, 0, error);
+    if (c == NULL)
+      return FALSE;
+    ConyCnnContinualGeometry g;
+    cony_cnn_continual_get_geometry (c, &g);
+    hop = g.time_stride;
+    for (int rep = 0; rep < 3; rep++) {
       Run r;
       stream_run (mel, cnn, x, n2, hist, stride, &r);
-      ms[k] = MIN (ms[k], r.cpu / seconds * 1e3);
-      counts[k] = r.windows;
+      ms[k][0] = MIN (ms[k][0], r.cpu / seconds * 1e3);
+      windows = r.windows;
+      ms[k][1] = MIN (ms[k][1], continual_run (mel, c, x, n2, &tokens) / seconds * 1e3);
     }
-  cony_cnn_set_precision (cnn, CONY_CNN_PRECISION_FLOAT, NULL);
-  g_autoptr (ConyCnnContinual) c = cony_cnn_continual_new (cnn, 0, error);
-  if (c == NULL)
-    return FALSE;
-  ConyCnnContinualGeometry g;
-  cony_cnn_continual_get_geometry (c, &g);
-  for (int rep = 0; rep < 3; rep++)
-    ms[2] = MIN (ms[2], continual_run (mel, c, x, n2, &counts[2]) / seconds * 1e3);
-  printf ("mel + YAMNet (%s), CPU per second of audio: per window, stride %d: float %.1f ms "
-          "(%" G_GSIZE_FORMAT " windows)",
-      path ? path : "random weights", stride, ms[0], counts[0]);
-  if (int8)
-    printf (", int8 %.1f ms", ms[1]);
-  printf ("; continual (float, hop %u): %.1f ms (%" G_GSIZE_FORMAT " tokens) = %.2fx less than "
-          "per-window float%s",
-      g.time_stride, ms[2], counts[2], ms[0] / ms[2], int8 ? "" : "\n");
-  if (int8)
-    printf (", %.2fx less than per-window int8\n", ms[1] / ms[2]);
+  }
+  static const char *const names[2] = { "float", "int8" };
+  printf ("mel + YAMNet (%s), CPU per second of audio, per window (stride %d, %" G_GSIZE_FORMAT
+          " windows) / continual (hop %u, %" G_GSIZE_FORMAT " tokens):",
+      path ? path : "random weights", stride, windows, hop, tokens);
+  for (int k = 0; k < kinds; k++)
+    printf (" %s %.1f / %.1f ms (%.2fx less)", names[k], ms[k][0], ms[k][1], ms[k][0] / ms[k][1]);
+  printf ("\n");
   if (markdown) {
-    printf ("\n| mel + YAMNet, CPU per second of audio | ms |\n|---|---|\n"
-            "| per window, stride %d, float | %.1f |\n",
-        stride, ms[0]);
-    if (int8)
-      printf ("| per window, stride %d, int8 | %.1f |\n", stride, ms[1]);
-    printf ("| continual, hop %u, float | %.1f |\n\n", g.time_stride, ms[2]);
+    printf ("\n| mel + YAMNet, CPU per second of audio | per window, stride %d | continual, hop %u "
+            "|\n|---|---|---|\n",
+        stride, hop);
+    for (int k = 0; k < kinds; k++)
+      printf ("| %s | %.1f ms | %.1f ms (%.2f× less) |\n", names[k], ms[k][0], ms[k][1],
+          ms[k][0] / ms[k][1]);
+    printf ("\n");
   }
   return TRUE;
 }

@@ -11,11 +11,10 @@
 #include <stdio.h>
 #include <string.h>
 
-/* --mode continual: the float engine, the stride the time stride when not given. */
+/* --mode continual: the stride the time stride when not given. */
 static gboolean
 embed_continual_setup (ConyCnn *cnn, int *stride, GError **error)
 {
-  cony_cnn_set_precision (cnn, CONY_CNN_PRECISION_FLOAT, NULL);
   ConyCnnContinualGeometry g;
   if (!cony_cnn_continual_geometry (cnn, *stride > 0 ? (guint) *stride : 0, &g, error))
     return FALSE;
@@ -42,7 +41,7 @@ cony_cmd_embed (int argc, char **argv)
         "N" },
     { "mode", 0, 0, G_OPTION_ARG_STRING, &cnn_mode,
         "window (default: the CNN on each window) or continual (every frame through the CNN "
-        "once, float engine; docs/continual-cnn.md)",
+        "once; docs/continual-cnn.md)",
         "MODE" },
     { "postprocess", 'p', 0, G_OPTION_ARG_STRING, &postprocess,
         "PCA + 8-bit: none (default), tf (truncate, vggish_postprocess.py), torch (round, torchvggish)",
@@ -94,12 +93,6 @@ cony_cmd_embed (int argc, char **argv)
   gboolean continual = cmode != NULL && strcmp (cmode, "continual") == 0;
   if (cmode != NULL && !continual && strcmp (cmode, "window") != 0) {
     fprintf (stderr, "cony embed: --mode must be window or continual, not '%s'\n", cmode);
-    return 2;
-  }
-  if (continual && prec != NULL && strcmp (prec, "int8") == 0) {
-    fprintf (stderr,
-        "cony embed: --mode continual runs the float engine; --precision int8 runs per window "
-        "only\n");
     return 2;
   }
   ConyCnnPostprocess mode = CONY_CNN_POSTPROCESS_NONE;

@@ -22,11 +22,13 @@
  * one row of its own, each stride-2 one for one input row) and from history
  * before its start.
  *
- * Supported: VGG-style networks and MobileNet-v1 (YAMNet) on the float engine.
- * Refused with CONY_ERROR_INVALID: residual adds (MobileNet-v2), center_height and
- * input normalisation (the latter is per window or unused by audio networks), the
- * integer path (set CONY_CNN_PRECISION_FLOAT), and window or hop sizes that are
- * not multiples of S.
+ * Supported: VGG-style networks and MobileNet-v1 (YAMNet), on the float engine or on
+ * the integer path (a quantised file whose precision is not FLOAT when the stream is
+ * made: its quantised layers keep int8 rows, with the per-window path's kernels and
+ * TFLite's arithmetic; the start's padding is each layer's input zero point, the real
+ * 0). Refused with CONY_ERROR_INVALID: residual adds (MobileNet-v2), center_height and
+ * input normalisation (the latter is per window or unused by audio networks), and
+ * window or hop sizes that are not multiples of S.
  */
 #pragma once
 #include "cony/cnn.h"
@@ -54,7 +56,8 @@ gboolean cony_cnn_continual_geometry (const ConyCnn *cnn, guint hop, ConyCnnCont
 
 /* A stream on @cnn (borrowed: it must outlive the stream, and its scratch is used,
  * so one thread at a time) emitting one token every @hop frames. Its output is
- * @cnn's (scores or embedding) at the time of the call. */
+ * @cnn's (scores or embedding) at the time of each push; its precision (float or the
+ * integer path) is @cnn's when the stream is made: change neither afterwards. */
 ConyCnnContinual *cony_cnn_continual_new (ConyCnn *cnn, guint hop, GError **error);
 void cony_cnn_continual_free (ConyCnnContinual *c);
 void cony_cnn_continual_get_geometry (const ConyCnnContinual *c, ConyCnnContinualGeometry *g);

@@ -1,8 +1,8 @@
 /* conyvggish mode=continual (GstHarness): every token equals libcony's continual CNN on
  * the same frames, each comes out exactly when the LATENCY query says, with the window
  * mode's timestamps; the caps' lookahead and cnn-mode; DISCONT, flush and GAP restart
- * the stream; EOS gives the tokens window mode gives; strides and precisions that cannot
- * run continually are refused at start.
+ * the stream; EOS gives the tokens window mode gives; strides that cannot run continually
+ * are refused at start; YAMNet's int8 file runs on the integer path.
  *
  * Model: tests/golden/continual/net.safetensors (a MobileNet-v1, 24 frames x 16 bands,
  * time stride 8: 3 rows a window, lookahead 13 frames, delay 16), fed 16-float tokens at
@@ -219,8 +219,9 @@ test_eos (void)
   }
 }
 
-/* Refused at start: a stride that is not a multiple of the time stride (named), the
- * integer path; precision=auto on YAMNet's int8 file runs the float engine. */
+/* Refused at start: a stride that is not a multiple of the time stride (named). YAMNet's
+ * int8 file runs continually on the integer path (precision auto, and int8), float with
+ * precision=float. */
 static void
 test_refused (void)
 {
@@ -233,18 +234,26 @@ test_refused (void)
   gst_object_unref (el);
 
   g_autofree char *q8 = cony_test_yamnet_int8 ();
-  el = cony_test_element_new ("conyvggish", q8, "mode", 1, "precision", 2, NULL);
-  g_error_free (cony_test_assert_start_fails (el, (const char *[]){ "float", "int8", NULL }));
-  gst_object_unref (el);
-  GstHarness *h = cony_test_harness_new ("conyvggish", q8, "mode", 1, NULL);
-  gst_harness_set_src_caps_str (h,
-      "other/tensors,format=static,num_tensors=1,types=float32,"
-      "dimensions=(string)64:1,framerate=100/1");
-  gchar *in_use = NULL;
-  g_object_get (h->element, "precision-in-use", &in_use, NULL);
-  g_assert_nonnull (strstr (in_use, "float"));
-  g_free (in_use);
-  gst_harness_teardown (h);
+  const char *in_use[] = { "int8", "int8", "float" };
+  for (gint precision = 0; precision < 3; precision++) {
+    GstHarness *h = cony_test_harness_new ("conyvggish", q8, "mode", 1, "precision",
+        precision == 2       ? 1
+            : precision == 1 ? 2
+                             : 0,
+        NULL);
+    gst_harness_set_src_caps_str (h,
+        "other/tensors,format=static,num_tensors=1,types=float32,"
+        "dimensions=(string)64:1,framerate=100/1");
+    gchar *what = NULL;
+    g_object_get (h->element, "precision-in-use", &what, NULL);
+    g_assert_nonnull (strstr (what, in_use[precision]));
+    g_free (what);
+    g_autofree float *x = cony_test_random_floats (300 * 64, -6, 2, 3);
+    cony_test_push_tokens (h, x, 64, 0, 300, 10, 0, 10 * MS, TRUE);
+    /* frames 0..299: tokens whose window + 160 frames are in: (300 - 256) / 32 + 1 */
+    g_assert_cmpuint (gst_harness_buffers_received (h), ==, 2);
+    gst_harness_teardown (h);
+  }
   g_unlink (q8);
   g_free (net);
 }

@@ -1,12 +1,14 @@
 /* The continual CNN (include/cony/cnn-continual.h): equal to the float64 numpy reference
  * of the continual function (training/gen_continual_cnn_golden.py), equal to the
  * per-window engine on every row no window edge reaches (YAMNet's layout and a
- * VGG-style one), independent of how the frames are split into pushes, reset, and the
- * geometry it refuses. */
+ * VGG-style one; the integer path bit for bit on YAMNet), independent of how the frames
+ * are split into pushes, reset, and the geometry it refuses. */
 #include "../src/cnn-private.h"
 #include "cony/cnn-continual.h"
 #include "cony/error.h"
 #include "testutil.h"
+
+#include <json-glib/json-glib.h>
 
 #include <glib/gstdio.h>
 #include <string.h>
@@ -238,20 +240,87 @@ test_reset (void)
   g_assert_cmpmem (a, n1 * 10 * sizeof (float), b, n2 * 10 * sizeof (float));
 }
 
-/* The integer path does not run continually: refused until the float engine is chosen. */
+/* The big copy's header: input_height @user. */
 static void
-test_int8_refused (void)
+set_height (JsonObject *header, char *data, gpointer user)
+{
+  JsonObject *meta = json_object_get_object_member (header, "__metadata__");
+  json_object_set_string_member (meta, "input_height", user);
+}
+
+/* The integer path (YAMNet with its .tflite's quantisation, TFLite's arithmetic):
+ * continual embeddings = the per-window integer layers on one 512-frame window from the
+ * stream's start, bit for bit, on every token no window edge reaches (integer products
+ * do not depend on the number of rows), whatever the push sizes; and the scores the
+ * head gives on them. */
+static void
+test_interior_int8 (void)
 {
   g_autofree char *path = cony_test_yamnet_int8 ();
+  g_autofree char *big_path = cony_test_edit_safetensors (path, set_height, (gpointer) "512");
   GError *error = NULL;
   g_autoptr (ConyCnn) cnn = cony_cnn_load_private (path, &error);
   g_assert_no_error (error);
-  g_assert_null (cony_cnn_continual_new (cnn, 32, &error));
-  cony_test_expect_error (&error, CONY_ERROR_INVALID, "precision float", NULL);
-  g_assert_true (cony_cnn_set_precision (cnn, CONY_CNN_PRECISION_FLOAT, NULL));
-  g_autoptr (ConyCnnContinual) c = cony_cnn_continual_new (cnn, 32, &error);
+  g_autoptr (ConyCnn) big = cony_cnn_load_private (big_path, &error);
   g_assert_no_error (error);
+  g_assert_cmpint (cony_cnn_get_precision (cnn), ==, CONY_CNN_PRECISION_INT8);
+  g_assert_true (cony_cnn_set_output (cnn, CONY_CNN_OUTPUT_EMBEDDING, NULL));
+  guint n_time = 0;
+  while (cnn->w->layers[n_time].kind != LAYER_GAP)
+    n_time++;
+  const guint hop = 64, H = 512, step = 2;
+
+  /* The per-window integer layers on the whole window: codes in, codes out. */
+  g_autofree float *x = cony_test_random_floats ((gsize) H * 64, -6.0, 2.0, 12);
+  float sc, osc;
+  gint32 zp, ozp;
+  cnn_int8_io (big, 0, &sc, &zp, &osc, &ozp);
+  gint8 *cur = g_new (gint8, (gsize) H * 64);
+  cnn_int8_quantize (x, (gsize) H * 64, sc, zp, cur);
+  for (guint i = 0; i < n_time; i++) {
+    Layer *l = &big->w->layers[i];
+    gint8 *out = g_new (gint8, (gsize) l->out_h * l->out_w * l->out_c);
+    cnn_int8_slab (big, l, i, cur, out);
+    g_free (cur);
+    cur = out;
+  }
+  const Layer *last = &big->w->layers[n_time - 1];
+  gsize row = (gsize) last->out_w * last->out_c;
+  Layer gap = cnn->w->layers[n_time];
+  cnn_int8_io (cnn, n_time, &sc, &zp, &osc, &ozp);
+
+  for (gsize piece = 0; piece <= 32; piece += 32) {
+    g_autoptr (ConyCnnContinual) c = cony_cnn_continual_new (cnn, hop, &error);
+    g_assert_no_error (error);
+    gsize n;
+    g_autofree float *got = run_stream (c, x, H, 64, piece, &n);
+    g_assert_cmpuint (n, ==, 5); /* token j reads to frame 64 j + 252: j <= 4 */
+    for (gsize j = 0; j < n; j++) {
+      gint8 codes[1024];
+      float want[1024];
+      cnn_int8_slab (cnn, &gap, n_time, cur + j * step * row, codes);
+      for (guint k = 0; k < 1024; k++)
+        want[k] = osc * (float) (codes[k] - ozp);
+      g_assert_cmpmem (got + j * 1024, sizeof want, want, sizeof want);
+    }
+  }
+  g_free (cur);
+
+  /* Scores: the integer head on those embeddings, as per window. */
+  g_assert_true (cony_cnn_set_output (cnn, CONY_CNN_OUTPUT_SCORES, NULL));
+  g_autoptr (ConyCnnContinual) c = cony_cnn_continual_new (cnn, hop, &error);
+  gsize n;
+  g_autofree float *scores = run_stream (c, x, H, 64, 0, &n);
+  g_assert_true (cony_cnn_set_output (cnn, CONY_CNN_OUTPUT_EMBEDDING, NULL));
+  g_autoptr (ConyCnnContinual) e = cony_cnn_continual_new (cnn, hop, &error);
+  gsize ne;
+  g_autofree float *emb = run_stream (e, x, H, 64, 0, &ne);
+  g_assert_true (cony_cnn_set_output (cnn, CONY_CNN_OUTPUT_SCORES, NULL));
+  g_autofree float *head = g_new (float, 521 * n);
+  cnn_head_forward (cnn, emb, n, head);
+  g_assert_cmpmem (scores, n * 521 * sizeof (float), head, n * 521 * sizeof (float));
   g_unlink (path);
+  g_unlink (big_path);
 }
 
 int
@@ -263,6 +332,6 @@ main (int argc, char **argv)
   g_test_add_func ("/cnn-continual/interior-vgg", test_interior_vgg);
   g_test_add_func ("/cnn-continual/geometry", test_geometry);
   g_test_add_func ("/cnn-continual/reset", test_reset);
-  g_test_add_func ("/cnn-continual/int8-refused", test_int8_refused);
+  g_test_add_func ("/cnn-continual/interior-int8", test_interior_int8);
   return g_test_run ();
 }

@@ -105,7 +105,7 @@ class CliCnnTest(unittest.TestCase):
         equals the float64 reference on every token whose input is all real frames; the
         count is window mode's (16 complete windows, a 17th over the tail), the tokens past
         the end reading silence; the stride defaults to the time stride; other strides,
-        patches, int8 and unknown modes are refused."""
+        patches and unknown modes are refused."""
         golden = os.path.join(ROOT, "tests", "golden", "continual")
         net = os.path.join(golden, "net.safetensors")
         stream = os.path.join(golden, "stream.npy")
@@ -119,7 +119,6 @@ class CliCnnTest(unittest.TestCase):
         self.assertEqual(r.returncode, 0, r.stderr)
         self.assertGreater(np.abs(np.load(self.path("w.npy"))[:15] - want).max(), 1e-3)
         for args, text in ((("--stride", "12"), "multiple of the network's time stride, 8"),
-                           (("--precision", "int8"), "float engine"),
                            (("--mode", "sideways"), "window or continual")):
             r = cony("embed", "-m", net, stream, "-o", self.path("x.npy"),
                      *(args if args[0] == "--mode" else ("--mode", "continual") + args))
