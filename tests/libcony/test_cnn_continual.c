@@ -64,6 +64,46 @@ check_golden_hop (guint hop)
   }
 }
 
+/* The integer path of the golden net (q8.safetensors: int8 weights, TFLite's activation
+ * quantisation) equals the integer reference (TFLite's arithmetic, continual_cnn.stream_int8)
+ * bit for bit, embeddings and scores, at both hops. */
+static void
+test_golden_int8 (void)
+{
+  g_autoptr (ConyCnn) cnn = cony_test_load_golden_cnn ("continual", "q8.safetensors");
+  g_autoptr (ConyNpyArray) x = cony_test_load_golden_npy ("continual", "stream.npy");
+  g_assert_cmpint (cony_cnn_get_precision (cnn), ==, CONY_CNN_PRECISION_INT8);
+  for (guint hop = 8; hop <= 16; hop += 8)
+    for (int e = 0; e < 2; e++) {
+      g_autofree char *name = g_strdup_printf ("q8_hop%u_%s.npy", hop, e ? "embedding" : "scores");
+      g_autoptr (ConyNpyArray) want = cony_test_load_golden_npy ("continual", name);
+      g_assert_true (
+          cony_cnn_set_output (cnn, e ? CONY_CNN_OUTPUT_EMBEDDING : CONY_CNN_OUTPUT_SCORES, NULL));
+      GError *error = NULL;
+      g_autoptr (ConyCnnContinual) c = cony_cnn_continual_new (cnn, hop, &error);
+      g_assert_no_error (error);
+      gsize n;
+      g_autofree float *got = run_stream (c, x->data, x->shape[0], x->shape[1], 0, &n);
+      g_assert_cmpuint (n, ==, want->shape[0]);
+      g_test_message ("int8 hop %u %s: %" G_GSIZE_FORMAT " tokens, relative difference %.2e", hop,
+          name, n, cony_test_rel_err (got, want->data, n * want->shape[1]));
+      g_assert_cmpmem (got, n * want->shape[1] * sizeof (float), want->data,
+          n * want->shape[1] * sizeof (float));
+    }
+}
+
+/* The same on the portable integer kernels (CPUs without AVX2): the same bits. */
+static void
+test_golden_int8_portable (void)
+{
+  if (g_test_subprocess ()) {
+    g_assert_cmpstr (cony_cnn_get_int8_kernels (), ==, "portable");
+    test_golden_int8 ();
+    return;
+  }
+  cony_test_trap_portable_cnn ();
+}
+
 static void
 test_golden (void)
 {
@@ -328,6 +368,8 @@ main (int argc, char **argv)
 {
   g_test_init (&argc, &argv, NULL);
   g_test_add_func ("/cnn-continual/golden", test_golden);
+  g_test_add_func ("/cnn-continual/golden-int8", test_golden_int8);
+  g_test_add_func ("/cnn-continual/golden-int8-portable", test_golden_int8_portable);
   g_test_add_func ("/cnn-continual/interior-yamnet", test_interior_yamnet);
   g_test_add_func ("/cnn-continual/interior-vgg", test_interior_vgg);
   g_test_add_func ("/cnn-continual/geometry", test_geometry);

@@ -1,6 +1,6 @@
 """The continual CNN's float64 reference (conytrain/ref/continual_cnn.py): the committed
-goldens of tests/golden/continual are what gen_continual_cnn_golden.py writes (an edit is
-caught), its rows equal the per-window reference's on every row no window edge reaches,
+goldens of tests/golden/continual (float and integer) are what gen_continual_cnn_golden.py
+writes (an edit is caught), its rows equal the per-window reference's on every row no window edge reaches,
 and hops that are not a multiple of the time stride are refused."""
 
 import os
@@ -47,7 +47,8 @@ class ContinualCnnTest(unittest.TestCase):
         self.assertEqual(gen.verify(GOLDEN), [])
 
     def test_golden_edits_are_caught(self):
-        for rel in ("hop8_scores.npy", "hop16_embedding.npy", "stream.npy"):
+        for rel in ("hop8_scores.npy", "hop16_embedding.npy", "stream.npy",
+                    "q8_hop8_scores.npy", "q8_hop16_embedding.npy"):
             with self.subTest(rel=rel), tempfile.TemporaryDirectory() as tmp:
                 self.assertTrue(gen.verify(edited_copy(GOLDEN, rel, tmp + "/g", bumped)))
 

@@ -4,6 +4,7 @@ the function src/cnn-continual.c computes, written offline over a whole stream.
 
     net = mobilenet.load("yamnet.safetensors")
     embeddings, scores = stream(net, frames, hop)   # frames: (T, W) or (T, W, C)
+    embeddings, scores = stream_int8(qmobilenet.load("q.safetensors"), frames, hop)
 
 The time axis of the patch is the stream. Every conv-stack layer (those before the
 global average pool) is the per-window layer with its time padding only at the start of
@@ -14,11 +15,12 @@ reads input rows t s - pad .. t s - pad + 2, all of them real rows of the stream
 the start's zeros. The width keeps its SAME padding. Rows that would need input past the
 end of the stream do not exist (yet). Token j is the head on final rows
 [j hop / S, j hop / S + K): their mean over rows and width (the gap), then fc, sigmoid.
+stream_int8() is the same function on the integer path of a quantised file.
 """
 
 import numpy as np
 
-from conytrain.ref import mobilenet
+from conytrain.ref import mobilenet, qmobilenet
 
 
 def geometry(net):
@@ -53,23 +55,29 @@ def taps_stream(x, stride, pad):
             for ky in range(3) for kx in range(3)]
 
 
-def final_rows(net, frames):
-    """The final map's rows (R, W', C) of the stream `frames` (T, W[, C])."""
+def time_layer(word, x, wt, stride, pad):
+    """The sums of a layer with weights over the stream x (T, W, C), float64, no bias."""
+    if word.startswith("conv3x3"):
+        return sum(np.einsum("yxi,oi->yxo", v, wt[:, :, ky, kx])
+                   for ky, kx, v in taps_stream(x, stride, pad))
+    if word.startswith("dw3x3"):
+        return sum(v * wt[:, 0, ky, kx] for ky, kx, v in taps_stream(x, stride, pad))
+    return np.einsum("yxi,oi->yxo", x, wt[:, :, 0, 0])
+
+
+def final_rows(net, frames, every=False):
+    """The final map's rows (R, W', C) of the stream `frames` (T, W[, C]); every: the list
+    of every time layer's rows instead."""
     _, w, c = net["input"]
     x = np.asarray(frames, dtype=np.float64).reshape(-1, w, c)
     if net.get("mean") is not None:
         raise ValueError("input normalisation is not supported in time")
-    act = lambda v: np.clip(v, 0.0, net["relu_max"])  # noqa: E731
     _, _, layers = geometry(net)
+    outs = []
     for (word, s, pad), (_, wt, b) in zip(layers, net["layers"]):
-        if word.startswith("conv3x3"):
-            x = act(sum(np.einsum("yxi,oi->yxo", v, wt[:, :, ky, kx])
-                        for ky, kx, v in taps_stream(x, s, pad)) + b)
-        elif word.startswith("dw3x3"):
-            x = act(sum(v * wt[:, 0, ky, kx] for ky, kx, v in taps_stream(x, s, pad)) + b)
-        else:
-            x = act(np.einsum("yxi,oi->yxo", x, wt[:, :, 0, 0]) + b)
-    return x
+        x = np.clip(time_layer(word, x, wt, s, pad) + b, 0.0, net["relu_max"])
+        outs.append(x)
+    return outs if every else x
 
 
 def head(net, pooled):
@@ -109,3 +117,32 @@ def lookahead(net):
         taps = 1 if word == "conv1x1" else 3
         last = last * s - pad + taps - 1
     return last - (net["input"][0] - 1)
+
+
+def stream_int8(qnet, frames, hop):
+    """The integer path (conytrain/ref/qmobilenet.py, TFLite's arithmetic) of the same
+    function: (embeddings, scores) dequantised as libcony hands them on, float32. The time
+    padding at the start is each layer's input zero point (0 after subtracting it)."""
+    S, K, layers = geometry(qnet)
+    if hop <= 0 or hop % S:
+        raise ValueError(f"hop {hop} is not a multiple of the time stride {S}")
+    _, w, c = qnet["input"]
+    s, z = qnet["qinput"]
+    q = qmobilenet.quantize(np.asarray(frames, np.float32).reshape(-1, w, c), np.float32(s), z)
+    for (word, st, pad), layer in zip(layers, qnet["qlayers"]):
+        def accumulate(word, x, wt, st=st, pad=pad):
+            sums = time_layer(word, x.astype(np.float64), wt.astype(np.float64), st, pad)
+            return np.rint(sums).astype(np.int64)
+        q, s, z = qmobilenet.step(qnet, layer, q, s, z, [], accumulate)
+    step = hop // S
+    n = (len(q) - K) // step + 1 if len(q) >= K else 0
+    gap = len(layers)
+    emb, scores = [], []
+    for j in range(n):
+        e, se, ze = qmobilenet.step(qnet, qnet["qlayers"][gap], q[j * step:j * step + K], s, z, [])
+        emb.append(np.float32(se) * (e - ze).astype(np.float32))
+        y, sy, zy = e, se, ze
+        for layer in qnet["qlayers"][gap + 1:]:
+            y, sy, zy = qmobilenet.step(qnet, layer, y, sy, zy, [])
+        scores.append(np.float32(sy) * (y - zy).astype(np.float32))
+    return np.array(emb, np.float32), np.array(scores, np.float32)
