@@ -399,3 +399,19 @@ push_piece (ConyCnnContinual *c, const float *frames, gsize n, float *out)
   rows_drop_before (&c->final, (gint64) (c->tokens * step));
   return made;
 }
+
+gsize
+cony_cnn_continual_get_state_bytes (const ConyCnnContinual *c, gsize *kept)
+{
+  gsize all = sizeof *c + c->n_layers * sizeof (TimeLayer) + c->codes_cap
+      + c->cnn->w->feat_dim * sizeof (float),
+        held = 0;
+  for (guint i = 0; i <= c->n_layers; i++) {
+    const Rows *r = i < c->n_layers ? &c->layers[i].in : &c->final;
+    all += r->cap * r->row * r->esize;
+    held += r->n * r->row * r->esize;
+  }
+  if (kept != NULL)
+    *kept = held;
+  return all;
+}

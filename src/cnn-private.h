@@ -10,7 +10,8 @@
  * cnn-weights.c   CnnWeights: lifetime, copies, layer geometry;
  * cnn-winograd.c  Winograd F(2x2)/F(4x4) convolutions and the CPU kernel choice;
  * cnn-forward.c   the forward pass (im2col, pools, FC layers, batching);
- * cnn-int8.c      the integer path of quantised MobileNet-v1/v2 files (qkernels*.c). */
+ * cnn-int8.c      the integer path of quantised MobileNet-v1/v2 files (qkernels*.c);
+ * cnn-continual.c the continual (streaming) CNN on the kernels of the two above. */
 #pragma once
 #include "cony/cnn.h"
 #include "cony/safetensors.h"

@@ -260,6 +260,9 @@ continual_row (ConyMel *mel, const float *x, gsize n, guint rate, double seconds
       windows = r.windows;
       ms[k][1] = MIN (ms[k][1], continual_run (mel, c, x, n2, &tokens) / seconds * 1e3);
     }
+    gsize kept, bytes = cony_cnn_continual_get_state_bytes (c, &kept);
+    printf ("continual %s stream state: %.2f MB allocated, %.2f MB kept between blocks\n",
+        k ? "int8" : "float", bytes / 1e6, kept / 1e6);
   }
   static const char *const names[2] = { "float", "int8" };
   printf ("mel + YAMNet (%s), CPU per second of audio, per window (stride %d, %" G_GSIZE_FORMAT

@@ -76,6 +76,10 @@ gsize cony_cnn_continual_push (ConyCnnContinual *c, const float *frames, gsize n
 guint64 cony_cnn_continual_get_tokens (const ConyCnnContinual *c);
 /* Frames pushed since the last reset. */
 guint64 cony_cnn_continual_get_frames (const ConyCnnContinual *c);
+/* Bytes the stream has allocated (its row buffers keep the capacity of the largest
+ * push); *@kept (may be NULL) gets the bytes of the rows it holds between pushes, what
+ * the next push still reads. The network's weights and scratch are not counted. */
+gsize cony_cnn_continual_get_state_bytes (const ConyCnnContinual *c, gsize *kept);
 
 G_DEFINE_AUTOPTR_CLEANUP_FUNC (ConyCnnContinual, cony_cnn_continual_free)
 
