@@ -456,18 +456,21 @@ gst_cony_fuse_pad_set_caps (GstConyFuse *self, GstConyFusePad *pad, GstCaps *cap
   const gchar *cnn = gst_structure_get_string (s, "cnn");
   const gchar *sha = gst_structure_get_string (s, "cnn-sha256");
   const gchar *output = gst_structure_get_string (s, "cnn-output");
+  const gchar *mode = gst_structure_get_string (s, "cnn-mode");
   if (!gst_cony_fuse_field_matches (cnn, in->cnn.name, TRUE)
       || !gst_cony_fuse_field_matches (sha, in->cnn.sha256, FALSE)
-      || !gst_cony_fuse_field_matches (output, in->cnn.output, FALSE)) {
+      || !gst_cony_fuse_field_matches (output, in->cnn.output, FALSE)
+      || !gst_cony_fuse_field_matches (mode, in->cnn.sha256 ? cony_cnn_ref_mode (&in->cnn) : NULL,
+          FALSE)) {
     GST_ELEMENT_ERROR (self, CORE, NEGOTIATION,
         ("The tokens do not come from the CNN the model was trained on"),
-        ("%s: the tokens come from %s (SHA-256 %s, output=%s); input '%s' of %s was trained "
-         "on %s (SHA-256 %s, output=%s)",
+        ("%s: the tokens come from %s (SHA-256 %s, output=%s, mode=%s); input '%s' of %s was "
+         "trained on %s (SHA-256 %s, output=%s, mode=%s)",
             GST_PAD_NAME (pad), cnn ? cnn : "(not given)", sha ? sha : "(not given)",
-            output ? output : "(not given)", in->name, self->fusion->path,
-            in->cnn.name ? in->cnn.name : "(not recorded)",
+            output ? output : "(not given)", mode ? mode : "(not given)", in->name,
+            self->fusion->path, in->cnn.name ? in->cnn.name : "(not recorded)",
             in->cnn.sha256 ? in->cnn.sha256 : "(not recorded)",
-            in->cnn.output ? in->cnn.output : "(not recorded)"));
+            in->cnn.output ? in->cnn.output : "(not recorded)", cony_cnn_ref_mode (&in->cnn)));
     return FALSE;
   }
   if (info.rate_n > 0

@@ -185,3 +185,9 @@ gst_cony_tokens_caps_set_source (GstCaps *caps, const gchar *cnn, const gchar *s
     if (fields[i][1] != NULL)
       gst_caps_set_simple (caps, fields[i][0], G_TYPE_STRING, fields[i][1], NULL);
 }
+
+void
+gst_cony_tokens_caps_set_mode (GstCaps *caps, const gchar *mode)
+{
+  gst_caps_set_simple (caps, "cnn-mode", G_TYPE_STRING, mode, NULL);
+}

@@ -86,5 +86,9 @@ GstClockTime gst_cony_tokens_time (GstClockTime anchor, guint64 index, gint rate
  * tokens so; conytransformer and conyfuse compare them with their model's record. */
 void gst_cony_tokens_caps_set_source (GstCaps *caps, const gchar *cnn, const gchar *sha256,
     const gchar *output);
+/* How the CNN ran (conyvggish mode): "window" (on each window) or "continual" (a
+ * streaming CNN, docs/continual-cnn.md), into @caps as the field cnn-mode. A classifier
+ * compares it with its model's cnn_mode ("window" when not recorded). */
+void gst_cony_tokens_caps_set_mode (GstCaps *caps, const gchar *mode);
 
 G_END_DECLS

@@ -395,9 +395,10 @@ gst_cony_transformer_stop (GstBaseTransform *trans)
 }
 
 /* A classifier that records the CNN it was trained on (frontend.cnn, cnn_sha256,
- * cnn_output; issue 26) refuses tokens whose caps name another CNN file, by content, or
- * another of its outputs, saying which property of the CNN element to change. Caps
- * without those fields (appsrc, NNStreamer) pass. */
+ * cnn_output, cnn_mode; issues 26, 61) refuses tokens whose caps name another CNN file, by
+ * content, another of its outputs, or another mode (a model without cnn_mode was trained
+ * on window tokens), saying which property of the CNN element to change. Caps without
+ * those fields (appsrc, NNStreamer) pass. */
 static gboolean
 gst_cony_transformer_token_source_matches (GstConyTransformer *self, const GstCaps *caps)
 {
@@ -406,22 +407,31 @@ gst_cony_transformer_token_source_matches (GstConyTransformer *self, const GstCa
   const gchar *name = gst_structure_get_string (s, "cnn");
   const gchar *sha = gst_structure_get_string (s, "cnn-sha256");
   const gchar *output = gst_structure_get_string (s, "cnn-output");
+  const gchar *mode = gst_structure_get_string (s, "cnn-mode");
   const gchar *want = c->cnn.output ? c->cnn.output : "scores";
   const gchar *want_name = c->cnn.name ? c->cnn.name : "(unnamed CNN)";
+  const gchar *want_mode = cony_cnn_ref_mode (&c->cnn);
   if (c->cnn.sha256 == NULL)
     return TRUE;
   gboolean same_cnn = sha == NULL || g_ascii_strcasecmp (sha, c->cnn.sha256) == 0;
-  if (same_cnn && (output == NULL || strcmp (output, want) == 0))
+  gboolean same_output = output == NULL || strcmp (output, want) == 0;
+  gboolean same_mode = mode == NULL || strcmp (mode, want_mode) == 0;
+  if (same_cnn && same_output && same_mode)
     return TRUE;
-  gchar *fix = same_cnn
-      ? g_strdup_printf ("set output=%s on the CNN element", want)
-      : g_strdup_printf ("give the CNN element model=%s output=%s", want_name, want);
+  /* mode= only for continual tokens: conyframeembed has no mode property */
+  gchar *fix = !same_cnn ? g_strdup_printf ("give the CNN element model=%s output=%s%s%s",
+                   want_name, want, strcmp (want_mode, "window") ? " mode=" : "",
+                   strcmp (want_mode, "window") ? want_mode : "")
+      : !same_output     ? g_strdup_printf ("set output=%s on the CNN element", want)
+                         : g_strdup_printf ("set mode=%s on the CNN element", want_mode);
   GST_ELEMENT_ERROR (self, CORE, NEGOTIATION,
       ("The tokens do not come from the CNN the model was trained on"),
-      ("the tokens come from %s (SHA-256 %.16s..., output=%s); %s was trained on the tokens "
-       "of %s (SHA-256 %.16s..., output=%s): %s (conyvggish or conyframeembed)",
+      ("the tokens come from %s (SHA-256 %.16s..., output=%s, mode=%s); %s was trained on "
+       "the tokens of %s (SHA-256 %.16s..., output=%s, mode=%s): %s (conyvggish or "
+       "conyframeembed)",
           name ? name : "(unnamed CNN)", sha ? sha : "(not given)", output ? output : "(not given)",
-          self->model->path, want_name, c->cnn.sha256, want, fix));
+          mode ? mode : "(not given)", self->model->path, want_name, c->cnn.sha256, want, want_mode,
+          fix));
   g_free (fix);
   return FALSE;
 }

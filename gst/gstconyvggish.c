@@ -93,6 +93,10 @@
  * |[
  * gst-launch-1.0 filesrc location=long.wav ! decodebin ! audioconvert ! audioresample ! conymel preset=yamnet ! conyvggish model=models/audio/yamnet-adapted.safetensors output=embedding batch=64 ! fakesink
  * ]| a file's embeddings for the shipped classifier, 64 windows per CNN call.
+ * |[
+ * gst-launch-1.0 audiotestsrc num-buffers=100 ! audioconvert ! audioresample ! conymel preset=yamnet ! conyvggish model=models/yamnet/yamnet.safetensors mode=continual ! fakesink
+ * ]| YAMNet as a streaming CNN (#GstConyVggish:mode): each frame through the network
+ * once, a score vector every 0.32 s (docs/continual-cnn.md).
  *
  * The official VGGish (not shipped: training/convert_vggish.py converts the
  * torchvggish weights, and its PCA file) gives the release's 8-bit embeddings
@@ -120,6 +124,7 @@ GST_DEBUG_CATEGORY_STATIC (gst_cony_vggish_debug);
 #define DEFAULT_STRIDE 25
 #define DEFAULT_BATCH 1
 #define DEFAULT_PAD_TAIL TRUE
+#define DEFAULT_MODE GST_CONY_VGGISH_MODE_WINDOW
 
 static const GstConyCnnElementInfo cnn_info = {
   .model_blurb = "Path of the CNN safetensors model file (VGG-style or MobileNet-v1); a relative "
@@ -144,6 +149,7 @@ enum
   PROP_STRIDE,
   PROP_BATCH,
   PROP_PAD_TAIL,
+  PROP_MODE,
   PROP_CNN, /* GST_CONY_CNN_N_PROPS ids: model, output, model-users, precision(-in-use) */
 };
 
@@ -171,15 +177,35 @@ gst_cony_vggish_postprocess_get_type (void)
   return type;
 }
 
+GType
+gst_cony_vggish_mode_get_type (void)
+{
+  static GType type = 0;
+  static const GEnumValue values[] = {
+    { GST_CONY_VGGISH_MODE_WINDOW, "The CNN on each window, as trained", "window" },
+    { GST_CONY_VGGISH_MODE_CONTINUAL, "Every frame through the CNN once (a streaming CNN)",
+        "continual" },
+    { 0, NULL, NULL },
+  };
+  if (g_once_init_enter (&type)) {
+    GType t = g_enum_register_static ("GstConyVggishMode", values);
+    g_once_init_leave (&type, t);
+  }
+  return type;
+}
+
 #define gst_cony_vggish_parent_class parent_class
 G_DEFINE_TYPE (GstConyVggish, gst_cony_vggish, GST_TYPE_ELEMENT);
 GST_ELEMENT_REGISTER_DEFINE (conyvggish, "conyvggish", GST_RANK_NONE, GST_TYPE_CONY_VGGISH);
 
 /* ------------------------------------------------------------------------ */
 
+static void gst_cony_vggish_continual_reset (GstConyVggish *self);
+
 static void
 gst_cony_vggish_reset_window (GstConyVggish *self)
 {
+  gst_cony_vggish_continual_reset (self);
   self->anchor = GST_CLOCK_TIME_NONE;
   self->frames_in = 0;
   self->next_start = 0;
@@ -256,22 +282,29 @@ gst_cony_vggish_batch_size (GstConyVggish *self)
   return self->live ? 1 : self->bsize;
 }
 
+/* The timing of the token whose window starts at frame @start since the anchor. */
+static void
+gst_cony_vggish_window_timing (GstConyVggish *self, guint64 start, GstConyVggishWindow *w)
+{
+  gint rn = self->in_info.rate_n, rd = self->in_info.rate_d;
+  GstClockTime t0 = gst_cony_tokens_time (self->anchor, start, rn, rd);
+  GstClockTime t1 = gst_cony_tokens_time (self->anchor, start + self->hop, rn, rd);
+  w->pts = t0;
+  w->duration = t1 - t0;
+  w->offset = start / self->hop;
+  w->discont = self->next_discont;
+  self->next_discont = FALSE;
+  GST_LOG_OBJECT (self, "window at frame %" G_GUINT64_FORMAT ": %" GST_TIME_FORMAT, start,
+      GST_TIME_ARGS (t0));
+}
+
 static GstFlowReturn
 gst_cony_vggish_run_window (GstConyVggish *self)
 {
-  gint rn = self->in_info.rate_n, rd = self->in_info.rate_d;
   GstConyVggishWindow w;
   GstFlowReturn ret = GST_FLOW_OK;
 
-  GstClockTime t0 = gst_cony_tokens_time (self->anchor, self->next_start, rn, rd);
-  GstClockTime t1 = gst_cony_tokens_time (self->anchor, self->next_start + self->hop, rn, rd);
-  w.pts = t0;
-  w.duration = t1 - t0;
-  w.offset = self->next_start / self->hop;
-  w.discont = self->next_discont;
-  self->next_discont = FALSE;
-  GST_LOG_OBJECT (self, "window at frame %" G_GUINT64_FORMAT ": %" GST_TIME_FORMAT,
-      self->next_start, GST_TIME_ARGS (t0));
+  gst_cony_vggish_window_timing (self, self->next_start, &w);
 
   const gfloat *window = self->frames + (gsize) self->head * self->dim;
   guint batch = gst_cony_vggish_batch_size (self);
@@ -335,6 +368,118 @@ gst_cony_vggish_next_frame_slot (GstConyVggish *self)
   return self->frames + (gsize) (self->head + self->n_frames) * self->dim;
 }
 
+/* ---- mode=continual (docs/continual-cnn.md): frames go through the CNN in blocks of
+ * the network's time stride, each once; token j (its window: frames [j hop, j hop +
+ * window)) comes out when the frames its lookahead reads are in. ---- */
+
+static void
+gst_cony_vggish_continual_reset (GstConyVggish *self)
+{
+  if (self->cc != NULL)
+    cony_cnn_continual_reset (self->cc);
+  self->n_block = 0;
+}
+
+/* Runs the block (full, or padded at EOS) and pushes the tokens it completed. */
+static GstFlowReturn
+gst_cony_vggish_continual_run_block (GstConyVggish *self)
+{
+  guint64 first = cony_cnn_continual_get_tokens (self->cc);
+  gsize n = cony_cnn_continual_push (self->cc, self->block, self->n_block, self->out);
+  GstFlowReturn ret = GST_FLOW_OK;
+  self->n_block = 0;
+  if (n > 0 && !gst_cony_vggish_postprocess (self, n))
+    return GST_FLOW_ERROR;
+  for (gsize i = 0; i < n && ret == GST_FLOW_OK; i++) {
+    GstConyVggishWindow w;
+    gst_cony_vggish_window_timing (self, (first + i) * self->hop, &w);
+    ret = gst_cony_vggish_push_embedding (self, self->out + i * self->out_dim, &w);
+  }
+  return ret;
+}
+
+static GstFlowReturn
+gst_cony_vggish_continual_chain (GstConyVggish *self, const guint8 *data, gsize n, gsize *bad)
+{
+  GstFlowReturn ret = GST_FLOW_OK;
+  for (gsize i = 0; i < n && ret == GST_FLOW_OK; i++) {
+    gfloat *dst = self->block + (gsize) self->n_block * self->dim;
+    memcpy (dst, data + i * self->dim * sizeof (gfloat), self->dim * sizeof (gfloat));
+    *bad += gst_cony_vggish_sanitize (dst, self->dim);
+    self->frames_in++;
+    if (++self->n_block == self->cg.time_stride)
+      ret = gst_cony_vggish_continual_run_block (self);
+  }
+  return ret;
+}
+
+/* EOS: the tokens window mode would give for these frames (every complete window, and
+ * with pad-tail one over the frames no window covered) that are not out yet, their
+ * lookahead and any window past the end read as silent frames. */
+static void
+gst_cony_vggish_continual_drain (GstConyVggish *self)
+{
+  guint64 n = self->frames_in;
+  guint64 want = n >= self->win ? (n - self->win) / self->hop + 1 : 0;
+  if (self->tail && n > 0 && (want == 0 || (want - 1) * self->hop + self->win < n))
+    want++;
+  GstFlowReturn fr = GST_FLOW_OK;
+  while (fr == GST_FLOW_OK && cony_cnn_continual_get_tokens (self->cc) < want) {
+    while (self->n_block < self->cg.time_stride) {
+      gfloat *dst = self->block + (gsize) self->n_block++ * self->dim;
+      for (guint i = 0; i < self->dim; i++)
+        dst[i] = self->silence;
+    }
+    fr = gst_cony_vggish_continual_run_block (self);
+  }
+  GST_DEBUG_OBJECT (self, "EOS: %" G_GUINT64_FORMAT " tokens in all (%s)",
+      cony_cnn_continual_get_tokens (self->cc), gst_flow_get_name (fr));
+}
+
+/* Sets up the continual stream at start (on the precision in use: the integer path for
+ * a quantised file unless precision=float): the hop (stride, or the time stride when not
+ * set) and the block. */
+static gboolean
+gst_cony_vggish_continual_start (GstConyVggish *self, const gchar *model, guint hop)
+{
+  GError *error = NULL;
+  if (self->md != GST_CONY_VGGISH_MODE_CONTINUAL)
+    return TRUE;
+  self->cc = cony_cnn_continual_new (self->net.cnn, hop, &error);
+  if (self->cc == NULL) {
+    GST_ELEMENT_ERROR (self, LIBRARY, SETTINGS, ("mode=continual: %s", error->message),
+        ("model=%s stride=%u", model, hop));
+    g_clear_error (&error);
+    return FALSE;
+  }
+  cony_cnn_continual_get_geometry (self->cc, &self->cg);
+  self->hop = hop != 0 ? hop : self->cg.time_stride;
+  self->block = g_new (gfloat, (gsize) self->cg.time_stride * self->dim);
+  self->n_block = 0;
+  GST_INFO_OBJECT (self,
+      "continual: %u frames per row of the final map, %u rows a window, lookahead %u frames, "
+      "hop %u",
+      self->cg.time_stride, self->cg.columns, self->cg.lookahead, self->hop);
+  return TRUE;
+}
+
+/* Frames a token's input reaches past its own duration (the caps' lookahead): the rest
+ * of its window and, continual, what its last rows read past the window. */
+static gint
+gst_cony_vggish_lookahead_frames (GstConyVggish *self)
+{
+  gint la = (gint) self->win - (gint) self->hop;
+  return self->md == GST_CONY_VGGISH_MODE_CONTINUAL ? la + (gint) self->cg.lookahead : la;
+}
+
+/* Frames from a token's first frame to the frame that completes it. */
+static guint
+gst_cony_vggish_latency_frames (GstConyVggish *self)
+{
+  guint lat = self->win - 1;
+  return self->md == GST_CONY_VGGISH_MODE_CONTINUAL ? lat + self->cg.delay : lat;
+}
+
 static GstFlowReturn
 gst_cony_vggish_chain (GstPad *pad, GstObject *parent, GstBuffer *buf)
 {
@@ -373,7 +518,9 @@ gst_cony_vggish_chain (GstPad *pad, GstObject *parent, GstBuffer *buf)
   }
 
   gsize n = map.size / token_bytes, bad = 0;
-  for (gsize i = 0; i < n && ret == GST_FLOW_OK; i++) {
+  if (self->cc != NULL)
+    ret = gst_cony_vggish_continual_chain (self, map.data, n, &bad);
+  for (gsize i = 0; i < n && ret == GST_FLOW_OK && self->cc == NULL; i++) {
     guint64 f = self->frames_in++;
     if (f < self->next_start)
       continue; /* stride > window: frames between windows */
@@ -520,15 +667,18 @@ gst_cony_vggish_set_sink_caps (GstConyVggish *self, GstCaps *caps)
   /* An embedding lasts hop frames but reads window frames, the last of which
    * reads its own lookahead further (gstconytokens.h). */
   gint la_n, la_d;
-  if (!gst_util_fraction_multiply ((gint) self->win - (gint) self->hop, 1, info.rate_d, info.rate_n,
-          &la_n, &la_d)
+  if (!gst_util_fraction_multiply (gst_cony_vggish_lookahead_frames (self), 1, info.rate_d,
+          info.rate_n, &la_n, &la_d)
       || !gst_util_fraction_add (la_n, la_d, info.lookahead_n, info.lookahead_d, &out.lookahead_n,
           &out.lookahead_d))
     return FALSE;
   GstCaps *src = gst_cony_tokens_caps_new (&out);
-  if (src)
+  if (src) {
     gst_cony_tokens_caps_set_source (src, self->net.source.name, self->net.source.sha256,
         self->net.source.output);
+    gst_cony_tokens_caps_set_mode (src,
+        self->md == GST_CONY_VGGISH_MODE_CONTINUAL ? "continual" : "window");
+  }
   return gst_cony_element_push_caps (self->srcpad, src);
 }
 
@@ -538,6 +688,10 @@ gst_cony_vggish_set_sink_caps (GstConyVggish *self, GstCaps *caps)
 static void
 gst_cony_vggish_drain_tail (GstConyVggish *self)
 {
+  if (self->cc != NULL) {
+    gst_cony_vggish_continual_drain (self);
+    return;
+  }
   gboolean uncovered = self->n_frames > 0
       && (self->next_start == 0 || (guint64) self->n_frames + self->hop > self->win);
   if (!uncovered || !self->tail || self->net.cnn == NULL) {
@@ -602,7 +756,8 @@ gst_cony_vggish_own_latency (GstConyVggish *self, GstClockTime *lat)
 {
   if (!self->have_info || self->win == 0)
     return FALSE;
-  *lat = gst_util_uint64_scale_ceil ((guint64) (self->win - 1) * (guint64) self->in_info.rate_d,
+  *lat = gst_util_uint64_scale_ceil ((guint64) gst_cony_vggish_latency_frames (self)
+          * (guint64) self->in_info.rate_d,
       GST_SECOND, (guint64) self->in_info.rate_n);
   return TRUE;
 }
@@ -635,6 +790,8 @@ gst_cony_vggish_start (GstElement *element)
   self->hop = self->stride;
   self->bsize = self->batch;
   self->tail = self->pad_tail;
+  self->md = self->mode;
+  guint cc_hop = self->stride_set ? self->stride : 0;
   GST_OBJECT_UNLOCK (self);
 
   if (!gst_cony_cnn_element_open (element, &self->net, &model))
@@ -668,8 +825,11 @@ gst_cony_vggish_start (GstElement *element)
   self->dim = cony_cnn_get_input_width (self->net.cnn)
       * cony_cnn_get_input_channels (self->net.cnn);
   self->out_dim = cony_cnn_get_output_size (self->net.cnn);
+  if (!gst_cony_vggish_continual_start (self, model, cc_hop))
+    goto fail;
   self->frames = g_new0 (gfloat, (gsize) FRAMES_CAPACITY * self->win * self->dim);
-  self->out = g_new0 (gfloat, (gsize) self->out_dim * MAX (self->bsize, 1));
+  gsize out_tokens = self->cc ? cony_cnn_continual_max_tokens (self->cc, self->cg.time_stride) : 1;
+  self->out = g_new0 (gfloat, (gsize) self->out_dim * MAX (self->bsize, out_tokens));
   if (self->bsize > 1) {
     self->pending = g_new (gfloat, (gsize) self->bsize * self->win * self->dim);
     self->pending_info = g_new (GstConyVggishWindow, self->bsize);
@@ -687,6 +847,8 @@ gst_cony_vggish_start (GstElement *element)
 
 fail:
   g_clear_error (&error);
+  g_clear_pointer (&self->cc, cony_cnn_continual_free);
+  g_clear_pointer (&self->block, g_free);
   gst_cony_cnn_element_close (element, &self->net);
   g_free (model);
   g_free (pca);
@@ -697,6 +859,8 @@ static void
 gst_cony_vggish_stop (GstElement *element)
 {
   GstConyVggish *self = GST_CONY_VGGISH (element);
+  g_clear_pointer (&self->cc, cony_cnn_continual_free);
+  g_clear_pointer (&self->block, g_free);
   gst_cony_cnn_element_close (element, &self->net);
   g_clear_pointer (&self->frames, g_free);
   g_clear_pointer (&self->out, g_free);
@@ -737,9 +901,13 @@ gst_cony_vggish_set_property (GObject *object, guint prop_id, const GValue *valu
       break;
     case PROP_POSTPROCESS: self->postprocess = g_value_get_enum (value); break;
     case PROP_WINDOW: self->window = g_value_get_uint (value); break;
-    case PROP_STRIDE: self->stride = g_value_get_uint (value); break;
+    case PROP_STRIDE:
+      self->stride = g_value_get_uint (value);
+      self->stride_set = TRUE;
+      break;
     case PROP_BATCH: self->batch = g_value_get_uint (value); break;
     case PROP_PAD_TAIL: self->pad_tail = g_value_get_boolean (value); break;
+    case PROP_MODE: self->mode = g_value_get_enum (value); break;
     default: G_OBJECT_WARN_INVALID_PROPERTY_ID (object, prop_id, pspec); break;
   }
   GST_OBJECT_UNLOCK (self);
@@ -760,6 +928,7 @@ gst_cony_vggish_get_property (GObject *object, guint prop_id, GValue *value, GPa
     case PROP_STRIDE: g_value_set_uint (value, self->stride); break;
     case PROP_BATCH: g_value_set_uint (value, self->batch); break;
     case PROP_PAD_TAIL: g_value_set_boolean (value, self->pad_tail); break;
+    case PROP_MODE: g_value_set_enum (value, self->mode); break;
     default: G_OBJECT_WARN_INVALID_PROPERTY_ID (object, prop_id, pspec); break;
   }
   GST_OBJECT_UNLOCK (self);
@@ -862,6 +1031,26 @@ gst_cony_vggish_class_init (GstConyVggishClass *klass)
           DEFAULT_PAD_TAIL, flags));
 
   /**
+   * GstConyVggish:mode:
+   *
+   * `window` (default): the CNN on each window, as every shipped model was trained.
+   * `continual`: every frame through the CNN once (a streaming CNN, docs/continual-cnn.md):
+   * each layer pads time only at the stream's start (and after a discontinuity), so a
+   * token differs from its window's per-window result near the window's edges; it runs
+   * on the precision in use (the integer path for a quantised file), the stride must be a multiple of the
+   * network's time stride (32 frames for YAMNet; when stride is not set, the time
+   * stride), a token comes out lookahead frames (157 for YAMNet) past its window, in
+   * blocks of the time stride (LATENCY: window - 1 + 160 frames for YAMNet), the output
+   * caps say cnn-mode=continual (a classifier trained on window tokens refuses them),
+   * and batch is ignored.
+   */
+  g_object_class_install_property (gobject_class, PROP_MODE,
+      g_param_spec_enum ("mode", "Mode",
+          "window: the CNN on each window; continual: every frame through the CNN once "
+          "(stride a multiple of the network's time stride, 32 frames for YAMNet)",
+          GST_TYPE_CONY_VGGISH_MODE, DEFAULT_MODE, flags));
+
+  /**
    * GstConyVggish:model:
    *
    * Path of the safetensors model file (required). Loaded on READY->PAUSED.
@@ -908,6 +1097,7 @@ gst_cony_vggish_class_init (GstConyVggishClass *klass)
   element_class->change_state = GST_DEBUG_FUNCPTR (gst_cony_vggish_change_state);
   gst_type_mark_as_plugin_api (GST_TYPE_CONY_VGGISH_POSTPROCESS, 0);
   gst_type_mark_as_plugin_api (GST_TYPE_CONY_VGGISH_OUTPUT, 0);
+  gst_type_mark_as_plugin_api (GST_TYPE_CONY_VGGISH_MODE, 0);
 }
 
 static void
@@ -929,6 +1119,7 @@ gst_cony_vggish_init (GstConyVggish *self)
   self->stride = DEFAULT_STRIDE;
   self->batch = DEFAULT_BATCH;
   self->pad_tail = DEFAULT_PAD_TAIL;
+  self->mode = DEFAULT_MODE;
   gst_cony_cnn_element_init (&self->net, PROP_CNN, &cnn_info);
   self->anchor = GST_CLOCK_TIME_NONE;
 }

@@ -5,6 +5,7 @@
 #pragma once
 #include <gst/gst.h>
 
+#include "cony/cnn-continual.h"
 #include "cony/cnn.h"
 #include "gstconycnnelement.h"
 #include "gstconyelements.h"
@@ -32,6 +33,20 @@ typedef enum
 #define GST_TYPE_CONY_VGGISH_POSTPROCESS (gst_cony_vggish_postprocess_get_type ())
 GType gst_cony_vggish_postprocess_get_type (void);
 
+/**
+ * GstConyVggishMode:
+ * @GST_CONY_VGGISH_MODE_WINDOW: the CNN on each window, as it was trained
+ * @GST_CONY_VGGISH_MODE_CONTINUAL: every frame through the CNN once (docs/continual-cnn.md)
+ */
+typedef enum
+{
+  GST_CONY_VGGISH_MODE_WINDOW,
+  GST_CONY_VGGISH_MODE_CONTINUAL,
+} GstConyVggishMode;
+
+#define GST_TYPE_CONY_VGGISH_MODE (gst_cony_vggish_mode_get_type ())
+GType gst_cony_vggish_mode_get_type (void);
+
 /* A complete window's output timing, kept while it waits in a batch. */
 typedef struct {
   GstClockTime pts, duration;
@@ -58,6 +73,8 @@ struct _GstConyVggish {
   guint stride;
   guint batch;
   gboolean pad_tail;
+  GstConyVggishMode mode;
+  gboolean stride_set; /* stride given: continual mode checks it, else takes the time stride */
 
   /* Stream state (streaming thread). */
   GstConyVggishPostprocess pp;
@@ -86,6 +103,13 @@ struct _GstConyVggish {
   gfloat *pending;           /* bsize x win x dim: complete windows waiting */
   GstConyVggishWindow *pending_info;
   guint n_pending;
+  /* mode=continual: the stream on the CNN, its geometry, and the block of time_stride
+   * frames being filled (a block runs through the CNN when full). */
+  GstConyVggishMode md;
+  ConyCnnContinual *cc;
+  ConyCnnContinualGeometry cg;
+  gfloat *block;
+  guint n_block;
 };
 
 G_END_DECLS

@@ -115,10 +115,48 @@ expand_panel (const gint8 *restrict q, const float *restrict scale, gsize rows,
       panel[i * 16 + j] = (float) q[i * 16 + j] * scale[j];
 }
 
+void
+cnn_pw_pack (ConyCnn *cnn, Layer *l)
+{
+  guint K = l->in_c, N = l->out_c;
+  if (l->kind != LAYER_PW || cnn_kernels ()->wino_gemm == NULL || N % 16 != 0)
+    return;
+  /* The weights may be shared with other threads' networks: pack once, under the
+   * weights' lock; q_packed / wino[0] (read atomically) publish the packed form. */
+  if (l->qscale != NULL) { /* qscale, not q: q changes when packed; qscale stays */
+    if (g_atomic_int_get (&l->q_packed))
+      return;
+    pthread_mutex_lock (&cnn->w->lazy);
+    if (!l->q_packed) {
+      gint8 *pk = g_new (gint8, (gsize) K * N);
+      for (guint p = 0; p < N / 16; p++)
+        for (guint i = 0; i < K; i++)
+          for (guint j = 0; j < 16; j++)
+            pk[((gsize) p * K + i) * 16 + j] = l->q[(gsize) (16 * p + j) * K + i];
+      g_free (l->q);
+      l->q = pk;
+      g_atomic_int_set (&l->q_packed, TRUE);
+    }
+    pthread_mutex_unlock (&cnn->w->lazy);
+    return;
+  }
+  if (g_atomic_pointer_get (&l->wino[0]) != NULL)
+    return;
+  pthread_mutex_lock (&cnn->w->lazy);
+  if (l->wino[0] == NULL) {
+    float *pk = g_new (float, (gsize) K *N);
+    for (guint p = 0; p < N / 16; p++)
+      for (guint i = 0; i < K; i++)
+        memcpy (pk + ((gsize) p * K + i) * 16, l->w + (gsize) i * N + 16 * p, 16 * sizeof (float));
+    g_atomic_pointer_set (&l->wino[0], pk);
+  }
+  pthread_mutex_unlock (&cnn->w->lazy);
+}
+
 /* 1x1 conv: one product over every pixel of the @nb maps, (pixels x in) (in x out).
  * Where the packed-weight kernel runs (AVX2/FMA, out a multiple of 16), the
- * weights are packed into its 16-column panels once: OpenBLAS would repack
- * them on every call, which costs as much as the product itself on YAMNet's
+ * weights are packed into its 16-column panels once (cnn_pw_pack()): OpenBLAS would
+ * repack them on every call, which costs as much as the product itself on YAMNet's
  * small late maps (6 to 24 pixels, up to 1024 x 1024 weights). Weights that
  * came from I8 stay int8 in the panels and each panel is expanded (value x
  * scale, the same floats as the dequantised weights) just before its product:
@@ -130,24 +168,8 @@ pw_forward (ConyCnn *cnn, Layer *l, const float *in, float *out, gsize nb)
   gsize M = (gsize) l->in_h * l->in_w * nb;
   guint K = l->in_c, N = l->out_c;
   const CnnKernels *kern = cnn_kernels ();
-  /* qscale, not q: q changes when packed; qscale comes with it and stays. */
+  cnn_pw_pack (cnn, l);
   if (kern->wino_gemm != NULL && N % 16 == 0 && l->qscale != NULL) {
-    /* The weights may be shared with other threads' networks: pack once, under
-     * the weights' lock; q_packed (read atomically) publishes the packed q. */
-    if (!g_atomic_int_get (&l->q_packed)) {
-      pthread_mutex_lock (&cnn->w->lazy);
-      if (!l->q_packed) {
-        gint8 *pk = g_new (gint8, (gsize) K * N);
-        for (guint p = 0; p < N / 16; p++)
-          for (guint i = 0; i < K; i++)
-            for (guint j = 0; j < 16; j++)
-              pk[((gsize) p * K + i) * 16 + j] = l->q[(gsize) (16 * p + j) * K + i];
-        g_free (l->q);
-        l->q = pk;
-        g_atomic_int_set (&l->q_packed, TRUE);
-      }
-      pthread_mutex_unlock (&cnn->w->lazy);
-    }
     if (cnn->panel_cap < (gsize) 16 * K) {
       g_free (cnn->panel);
       cnn->panel = g_new (float, (gsize) 16 * K);
@@ -158,21 +180,7 @@ pw_forward (ConyCnn *cnn, Layer *l, const float *in, float *out, gsize nb)
       kern->gemm_panel (M, N, K, in, cnn->panel, out + 16 * p);
     }
   } else if (kern->wino_gemm != NULL && N % 16 == 0) {
-    const float *packed = g_atomic_pointer_get (&l->wino[0]);
-    if (packed == NULL) {
-      pthread_mutex_lock (&cnn->w->lazy);
-      if (l->wino[0] == NULL) {
-        float *pk = g_new (float, (gsize) K *N);
-        for (guint p = 0; p < N / 16; p++)
-          for (guint i = 0; i < K; i++)
-            memcpy (pk + ((gsize) p * K + i) * 16, l->w + (gsize) i * N + 16 * p,
-                16 * sizeof (float));
-        g_atomic_pointer_set (&l->wino[0], pk);
-      }
-      packed = l->wino[0];
-      pthread_mutex_unlock (&cnn->w->lazy);
-    }
-    kern->wino_gemm (M, N, K, in, packed, out);
+    kern->wino_gemm (M, N, K, in, g_atomic_pointer_get (&l->wino[0]), out);
   } else {
     cblas_sgemm (CblasRowMajor, CblasNoTrans, CblasNoTrans, (int) M, (int) N, (int) K, 1.0f, in,
         (int) K, l->w, (int) N, 0.0f, out, (int) N);
@@ -277,6 +285,26 @@ cnn_prepare_input (ConyCnn *cnn, const float *input, gsize nb)
   }
 }
 
+void
+cnn_layer_forward (ConyCnn *cnn, Layer *l, const float *in, float *out, gsize nb, gboolean winograd)
+{
+  guint tile = winograd && l->kind == LAYER_CONV ? cnn_wino_tile (cnn, l, nb) : 0;
+  if (tile != 0)
+    cnn_conv_winograd (cnn, l, tile, in, out, nb);
+  else if (l->kind == LAYER_CONV)
+    conv_im2col (cnn, l, in, out, nb);
+  else if (l->kind == LAYER_GAP)
+    gap_forward (l, in, out, nb);
+  else if (l->kind == LAYER_DW)
+    dw_forward (l, in, out, nb);
+  else if (l->kind == LAYER_PW)
+    pw_forward (cnn, l, in, out, nb);
+  else if (l->kind == LAYER_ADD)
+    add_forward (cnn, l, in, out, nb);
+  else
+    pool_forward (l, in, out, nb);
+}
+
 /* Runs the conv/pool stack on @nb examples (at most conv_cap); returns the
  * buffer holding their flattened (NHWC) results one after the other. */
 static const float *
@@ -297,21 +325,7 @@ features_forward (ConyCnn *cnn, const float *input, gsize nb)
   for (guint i = first; i < cnn->w->first_fc; i++) {
     Layer *l = &cnn->w->layers[i];
     float *out = bufs[which];
-    guint tile = l->kind == LAYER_CONV ? cnn_wino_tile (cnn, l, nb) : 0;
-    if (tile != 0)
-      cnn_conv_winograd (cnn, l, tile, cur, out, nb);
-    else if (l->kind == LAYER_CONV)
-      conv_im2col (cnn, l, cur, out, nb);
-    else if (l->kind == LAYER_GAP)
-      gap_forward (l, cur, out, nb);
-    else if (l->kind == LAYER_DW)
-      dw_forward (l, cur, out, nb);
-    else if (l->kind == LAYER_PW)
-      pw_forward (cnn, l, cur, out, nb);
-    else if (l->kind == LAYER_ADD)
-      add_forward (cnn, l, cur, out, nb);
-    else
-      pool_forward (l, cur, out, nb);
+    cnn_layer_forward (cnn, l, cur, out, nb, TRUE);
     if (l->keep) /* a later residual adds this map */
       memcpy (cnn->res, out, sizeof (float) * l->out_h * l->out_w * l->out_c * nb);
     cur = out;
@@ -416,6 +430,22 @@ ensure_fc_scratch (ConyCnn *cnn, gsize n)
   cnn->fc_batch_cap = n;
 }
 
+gboolean
+cnn_head_runs (const ConyCnn *cnn)
+{
+  return cnn->w->first_fc < cnn->w->n_layers && cnn->output != CONY_CNN_OUTPUT_EMBEDDING;
+}
+
+void
+cnn_head_forward (ConyCnn *cnn, const float *feat, gsize n, float *out)
+{
+  for (gsize start = 0; start < n; start += FC_CHUNK) {
+    gsize m = MIN ((gsize) FC_CHUNK, n - start);
+    ensure_fc_scratch (cnn, m);
+    fc_forward (cnn, feat + start * cnn->w->feat_dim, m, out + start * cnn->w->out_dim);
+  }
+}
+
 static void
 clocks (double *wall, double *cpu)
 {
@@ -441,7 +471,7 @@ cony_cnn_forward_batch (ConyCnn *cnn, const float *input, gsize n, float *out)
   gsize flat = cnn->w->feat_dim;
   /* Without the head (embedding output, or no FC layers) the conv stack's output is
    * the result. */
-  gboolean head = cnn->w->first_fc < cnn->w->n_layers && cnn->output != CONY_CNN_OUTPUT_EMBEDDING;
+  gboolean head = cnn_head_runs (cnn);
   gsize od = cony_cnn_get_output_size (cnn);
   for (gsize start = 0; start < n; start += FC_CHUNK) {
     gsize m = MIN ((gsize) FC_CHUNK, n - start);

@@ -587,11 +587,12 @@ softmax_q (const QLayer *q, const gint8 *in, guint n, gint8 *out, float *tmp)
     out[c] = cony_q_quantize (tmp[c] * inv, q->out_scale, q->out_zp);
 }
 
-/* Layer @i on @nb examples of @in into @out. */
+/* Layer @i (geometry @l: the layer, or a slab copy of it) on @nb examples of @in into
+ * @out. */
 static void
-run_layer (const CnnWeights *w, guint i, CnnInt8Scratch *s, const gint8 *in, gsize nb, gint8 *out)
+run_layer (const CnnWeights *w, const Layer *l, guint i, CnnInt8Scratch *s, const gint8 *in,
+    gsize nb, gint8 *out)
 {
-  const Layer *l = &w->layers[i];
   const QLayer *q = &w->q8->layers[i];
   const ConyQKernels *k = cony_qkernels ();
   gsize in_map = map_size (l, FALSE), out_map = map_size (l, TRUE);
@@ -644,7 +645,7 @@ run_range (ConyCnn *cnn, guint from, guint to, const float *in, float scale, gin
   cony_qkernels ()->quantize (in, n_in, scale, zp, s->qa);
   gint8 *cur = s->qa, *next = s->qb;
   for (guint i = from; i < to; i++) {
-    run_layer (w, i, s, cur, nb, next);
+    run_layer (w, &w->layers[i], i, s, cur, nb, next);
     gint8 *t = cur;
     cur = next;
     next = t;
@@ -758,4 +759,28 @@ cony_cnn_describe_precision (const ConyCnn *cnn)
     return g_strdup_printf ("int8, all %u layers (%s kernels)", n, cony_cnn_get_int8_kernels ());
   return g_strdup_printf ("int8 for layers 0-%u, float for the %u after them (%s kernels)", q - 1,
       n - q, cony_cnn_get_int8_kernels ());
+}
+
+void
+cnn_int8_slab (ConyCnn *cnn, const Layer *l, guint i, const gint8 *in, gint8 *out)
+{
+  /* Room for four windows' maps: a slab is at most a block of rows plus two. */
+  run_layer (cnn->w, l, i, scratch (cnn, 4, FALSE), in, 1, out);
+}
+
+void
+cnn_int8_io (const ConyCnn *cnn, guint i, float *in_scale, gint32 *in_zp, float *out_scale,
+    gint32 *out_zp)
+{
+  const QLayer *q = &cnn->w->q8->layers[i];
+  *in_scale = q->in_scale;
+  *in_zp = q->in_zp;
+  *out_scale = q->out_scale;
+  *out_zp = q->out_zp;
+}
+
+void
+cnn_int8_quantize (const float *x, gsize n, float scale, gint32 zp, gint8 *out)
+{
+  cony_qkernels ()->quantize (x, n, scale, zp, out);
 }

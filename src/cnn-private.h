@@ -10,7 +10,8 @@
  * cnn-weights.c   CnnWeights: lifetime, copies, layer geometry;
  * cnn-winograd.c  Winograd F(2x2)/F(4x4) convolutions and the CPU kernel choice;
  * cnn-forward.c   the forward pass (im2col, pools, FC layers, batching);
- * cnn-int8.c      the integer path of quantised MobileNet-v1/v2 files (qkernels*.c). */
+ * cnn-int8.c      the integer path of quantised MobileNet-v1/v2 files (qkernels*.c);
+ * cnn-continual.c the continual (streaming) CNN on the kernels of the two above. */
 #pragma once
 #include "cony/cnn.h"
 #include "cony/safetensors.h"
@@ -237,6 +238,22 @@ const CnnKernels *cnn_kernels (void);
 guint cnn_wino_tile (const ConyCnn *cnn, const Layer *l, gsize nb);
 void cnn_conv_winograd (ConyCnn *cnn, Layer *l, guint m, const float *in, float *out, gsize nb);
 
+/* cnn-forward.c */
+/* Layer @l (a conv-stack layer: CONV, POOL, GAP, DW, PW, ADD) on @nb examples of @in;
+ * CONV layers run as im2col unless @winograd lets cnn_wino_tile() choose. @l may be a
+ * copy with another height (cnn-continual.c's column slabs): the kernels read only
+ * its geometry and weights. */
+void cnn_layer_forward (ConyCnn *cnn, Layer *l, const float *in, float *out, gsize nb,
+    gboolean winograd);
+/* Packs a PW layer's weights for the panel kernel once (no-op for other layers, or
+ * where the portable path runs); slab copies of @l must be made after it. */
+void cnn_pw_pack (ConyCnn *cnn, Layer *l);
+/* TRUE when the output is the FC head's (not the features or the embedding). */
+gboolean cnn_head_runs (const ConyCnn *cnn);
+/* The FC head on @n flattened feature vectors (feat_dim floats each) into @out
+ * (out_dim floats each). */
+void cnn_head_forward (ConyCnn *cnn, const float *feat, gsize n, float *out);
+
 /* cnn-int8.c: the integer path of MobileNet-v1/v2 files that carry the `quantization`
  * metadata. It runs the quantised prefix of the layers (all of YAMNet and the ImageNet
  * MobileNets; the adapted YAMNet up to its float-adapted layers) and hands the
@@ -259,5 +276,14 @@ guint cnn_int8_features (ConyCnn *cnn, const float *in, gsize nb, float *dst);
  * dequantised output of layer first_fc - 1), writes the last one's dequantised output
  * to @dst and returns the first layer left to the float engine (first_fc: none ran). */
 guint cnn_int8_head (ConyCnn *cnn, const float *in, gsize n, float *dst);
+
+/* Integer layer @i on one example of @l's geometry (layer @i or a slab copy of it, at
+ * most a few rows more than a window's: cnn-continual.c). */
+void cnn_int8_slab (ConyCnn *cnn, const Layer *l, guint i, const gint8 *in, gint8 *out);
+/* Integer layer @i's input and output scales and zero points. */
+void cnn_int8_io (const ConyCnn *cnn, guint i, float *in_scale, gint32 *in_zp, float *out_scale,
+    gint32 *out_zp);
+/* @n floats to int8 codes of @scale and @zp (TFLite's rounding, the kernels'). */
+void cnn_int8_quantize (const float *x, gsize n, float scale, gint32 zp, gint8 *out);
 
 G_DEFINE_AUTOPTR_CLEANUP_FUNC (CnnWeights, cnn_weights_free)

@@ -3,7 +3,7 @@
 
 #include <string.h>
 
-static const char *const cnn_ref_keys[] = { "cnn", "cnn_sha256", "cnn_output" };
+static const char *const cnn_ref_keys[] = { "cnn", "cnn_sha256", "cnn_output", "cnn_mode" };
 
 gboolean
 cony_cnn_ref_read (JsonObject *o, ConyCnnRef *ref, const char **bad_key)
@@ -23,6 +23,7 @@ cony_cnn_ref_read (JsonObject *o, ConyCnnRef *ref, const char **bad_key)
   ref->name = g_strdup (v[0]);
   ref->sha256 = g_strdup (v[1]);
   ref->output = g_strdup (v[2]);
+  ref->mode = g_strdup (v[3]);
   return TRUE;
 }
 
@@ -47,6 +48,7 @@ cony_cnn_ref_clear (ConyCnnRef *ref)
   g_free (ref->name);
   g_free (ref->sha256);
   g_free (ref->output);
+  g_free (ref->mode);
   memset (ref, 0, sizeof *ref);
 }
 
@@ -54,4 +56,10 @@ gboolean
 cony_cnn_ref_is_embedding (const ConyCnnRef *ref)
 {
   return g_strcmp0 (ref->output, "embedding") == 0;
+}
+
+const char *
+cony_cnn_ref_mode (const ConyCnnRef *ref)
+{
+  return ref->mode != NULL ? ref->mode : "window";
 }

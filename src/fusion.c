@@ -111,7 +111,7 @@ read_input (JsonNode *node, int index, const ConyFusion *f, const char *origin, 
     GError **error)
 {
   static const char *const keys[] = { "name", "size", "rate", "tolerance_ms", "cnn", "cnn_sha256",
-    "cnn_output", NULL };
+    "cnn_output", "cnn_mode", NULL };
   g_autofree char *where = g_strdup_printf ("fusion.inputs[%d]", index);
   if (!JSON_NODE_HOLDS_OBJECT (node)) {
     g_set_error (error, CONY_ERROR, CONY_ERROR_FORMAT, "%s: model config: %s must be an object",

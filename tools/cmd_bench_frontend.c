@@ -3,10 +3,13 @@
  * log-mel + YAMNet (MobileNet-v1, 3.7 M parameters: random weights, or a file
  * with --yamnet) at a 0.25 s stride, on one core, with the GFLOP/s reached next
  * to OpenBLAS sgemm's peak measured in the same run. YAMNet in PyTorch beside it:
- * bench/torch_compare.py frontend, which runs this with --json. */
+ * bench/torch_compare.py frontend, which runs this with --json. The continual row puts
+ * the same audio through the continual CNN (cony/cnn-continual.h) against per-window
+ * YAMNet, CPU per second of audio. */
 #include "bench.h"
 #include "commands.h"
 
+#include "cony/cnn-continual.h"
 #include "cony/cnn.h"
 #include "cony/mel.h"
 
@@ -193,6 +196,93 @@ yamnet_row (ConyMel *mel, const float *x, gsize n, guint rate, double seconds, i
   return TRUE;
 }
 
+/* CPU seconds of mel + the continual CNN on @n samples: frames in blocks of the time
+ * stride, as conyvggish mode=continual pushes them; *@tokens gets the tokens out. */
+static double
+continual_run (ConyMel *mel, ConyCnnContinual *c, const float *x, gsize n, gsize *tokens)
+{
+  ConyCnnContinualGeometry g;
+  cony_cnn_continual_get_geometry (c, &g);
+  g_autofree float *block = g_new (float, (gsize) g.time_stride * 64);
+  g_autofree float *out = g_new (float,
+      cony_cnn_continual_max_tokens (c, g.time_stride) * cony_cnn_continual_get_output_size (c));
+  guint nb = 0;
+  cony_mel_reset (mel);
+  cony_cnn_continual_reset (c);
+  double c0 = cony_bench_cpu_s ();
+  for (gsize pos = 0; pos < n; pos += CHUNK) {
+    cony_mel_push (mel, x + pos, MIN ((gsize) CHUNK, n - pos));
+    while (cony_mel_pop_frame (mel, block + (gsize) nb * 64))
+      if (++nb == g.time_stride) {
+        cony_cnn_continual_push (c, block, nb, out);
+        nb = 0;
+      }
+  }
+  *tokens = cony_cnn_continual_get_tokens (c);
+  return cony_bench_cpu_s () - c0;
+}
+
+/* The continual row: CPU per second of audio of mel + YAMNet, per window at @stride
+ * against the continual CNN at its time stride, in float and (where the file is
+ * quantised) on the integer path, each the best of three runs on the same audio. */
+static gboolean
+continual_row (ConyMel *mel, const float *x, gsize n, guint rate, double seconds, int stride,
+    const char *path, gboolean markdown, GError **error)
+{
+  g_autoptr (ConyCnn) cnn = path
+      ? cony_cnn_load (path, error)
+      : cony_cnn_new_random (CONY_CNN_YAMNET_LAYOUT, 96, 64, 1, 1, error);
+  if (cnn == NULL)
+    return FALSE;
+  gsize n2 = MIN ((gsize) (seconds * rate), n);
+  seconds = (double) n2 / rate;
+  ConyMelConfig config = *cony_mel_get_config (mel);
+  g_autofree float *hist = g_new (float, (cony_mel_frames_for_samples (&config, n2) + 1) * 64);
+  /* [precision][per window, continual]: ms of CPU per second of audio */
+  double ms[2][2] = { { INFINITY, INFINITY }, { INFINITY, INFINITY } };
+  gsize windows = 0, tokens = 0;
+  guint hop = 0;
+  int kinds = cony_cnn_get_quantized_layers (cnn) > 0 ? 2 : 1;
+  for (int k = 0; k < kinds; k++) {
+    if (!cony_cnn_set_precision (cnn, k ? CONY_CNN_PRECISION_INT8 : CONY_CNN_PRECISION_FLOAT,
+            error))
+      return FALSE;
+    g_autoptr (ConyCnnContinual) c = cony_cnn_continual_new (cnn, 0, error);
+    if (c == NULL)
+      return FALSE;
+    ConyCnnContinualGeometry g;
+    cony_cnn_continual_get_geometry (c, &g);
+    hop = g.time_stride;
+    for (int rep = 0; rep < 3; rep++) {
+      Run r;
+      stream_run (mel, cnn, x, n2, hist, stride, &r);
+      ms[k][0] = MIN (ms[k][0], r.cpu / seconds * 1e3);
+      windows = r.windows;
+      ms[k][1] = MIN (ms[k][1], continual_run (mel, c, x, n2, &tokens) / seconds * 1e3);
+    }
+    gsize kept, bytes = cony_cnn_continual_get_state_bytes (c, &kept);
+    printf ("continual %s stream state: %.2f MB allocated, %.2f MB kept between blocks\n",
+        k ? "int8" : "float", bytes / 1e6, kept / 1e6);
+  }
+  static const char *const names[2] = { "float", "int8" };
+  printf ("mel + YAMNet (%s), CPU per second of audio, per window (stride %d, %" G_GSIZE_FORMAT
+          " windows) / continual (hop %u, %" G_GSIZE_FORMAT " tokens):",
+      path ? path : "random weights", stride, windows, hop, tokens);
+  for (int k = 0; k < kinds; k++)
+    printf (" %s %.1f / %.1f ms (%.2fx less)", names[k], ms[k][0], ms[k][1], ms[k][0] / ms[k][1]);
+  printf ("\n");
+  if (markdown) {
+    printf ("\n| mel + YAMNet, CPU per second of audio | per window, stride %d | continual, hop %u "
+            "|\n|---|---|---|\n",
+        stride, hop);
+    for (int k = 0; k < kinds; k++)
+      printf ("| %s | %.1f ms | %.1f ms (%.2f× less) |\n", names[k], ms[k][0], ms[k][1],
+          ms[k][0] / ms[k][1]);
+    printf ("\n");
+  }
+  return TRUE;
+}
+
 int
 cony_cmd_bench_frontend (int argc, char **argv)
 {
@@ -270,6 +360,8 @@ cony_cmd_bench_frontend (int argc, char **argv)
   g_autofree char *y_path = yamnet_path;
   if (!yamnet_row (mel, x, n, rate, cnn_seconds, stride, peak, mel_cpu / mel_seconds, y_path,
           markdown, json, &error))
+    return cony_cmd_fail (error);
+  if (!continual_row (mel, x, n, rate, cnn_seconds, stride, y_path, markdown, &error))
     return cony_cmd_fail (error);
   if (no_vggish)
     return 0;

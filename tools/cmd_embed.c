@@ -3,19 +3,33 @@
 #include "commands.h"
 #include "cnn_input.h"
 
+#include "cony/cnn-continual.h"
 #include "cony/cnn.h"
+#include "cony/error.h"
 #include "cony/npy.h"
 
 #include <stdio.h>
 #include <string.h>
 
+/* --mode continual: the stride the time stride when not given. */
+static gboolean
+embed_continual_setup (ConyCnn *cnn, int *stride, GError **error)
+{
+  ConyCnnContinualGeometry g;
+  if (!cony_cnn_continual_geometry (cnn, *stride > 0 ? (guint) *stride : 0, &g, error))
+    return FALSE;
+  if (*stride == -1)
+    *stride = (int) g.time_stride;
+  return TRUE;
+}
+
 int
 cony_cmd_embed (int argc, char **argv)
 {
   char *model_path = NULL, *output = NULL, *pca_path = NULL, *postprocess = NULL;
-  char *precision = NULL;
+  char *precision = NULL, *cnn_mode = NULL;
   gint64 max_pixels = 0;
-  int stride = 25;
+  int stride = -1; /* not given: 25, or the time stride with --mode continual */
   gboolean embedding = FALSE, drop_tail = FALSE;
   GOptionEntry entries[] = {
     { "model", 'm', 0, G_OPTION_ARG_FILENAME, &model_path,
@@ -23,7 +37,13 @@ cony_cmd_embed (int argc, char **argv)
     { "output", 'o', 0, G_OPTION_ARG_FILENAME, &output, "output .npy: float32 (windows, D)",
         "OUT.npy" },
     { "stride", 's', 0, G_OPTION_ARG_INT, &stride,
-        "frames between window starts (default 25 = 0.25 s)", "N" },
+        "frames between window starts (default 25 = 0.25 s; --mode continual: the network's "
+        "time stride, 32 for YAMNet, and a multiple of it)",
+        "N" },
+    { "mode", 0, 0, G_OPTION_ARG_STRING, &cnn_mode,
+        "window (default: the CNN on each window) or continual (every frame through the CNN "
+        "once; docs/continual-cnn.md)",
+        "MODE" },
     { "postprocess", 'p', 0, G_OPTION_ARG_STRING, &postprocess,
         "PCA + 8-bit: none (default), tf (truncate, vggish_postprocess.py), torch (round, torchvggish)",
         "MODE" },
@@ -55,22 +75,30 @@ cony_cmd_embed (int argc, char **argv)
       "--drop-tail: 1 + (T - 96) / stride (none if T < 96), as VGGish.\n"
       "IN.npy: float32 log-mel frames (T, 64), windowed the same way, or ready patches\n"
       "(N, 96, 64) or (N, 1, 96, 64), embedded as they are (--stride is ignored).\n"
-      "IMAGE: one example for an image model, as in 'cony tag'.\n");
+      "IMAGE: one example for an image model, as in 'cony tag'.\n"
+      "--mode continual: the same windows' tokens from the continual CNN (frames only; every\n"
+      "frame through the network once; time padding only at the start; silence past the end;\n"
+      "docs/continual-cnn.md), as conyvggish mode=continual.\n");
   g_option_context_add_main_entries (ctx, entries, NULL);
   GError *error = NULL;
   if (!g_option_context_parse (ctx, &argc, &argv, &error))
     return cony_cmd_fail (error);
   g_autofree char *m_path = model_path, *o_path = output, *p_path = pca_path, *pp = postprocess;
-  g_autofree char *prec = precision;
+  g_autofree char *prec = precision, *cmode = cnn_mode;
   if (argc != 2 || model_path == NULL || output == NULL) {
     fprintf (stderr,
         "usage: cony embed --model M.safetensors AUDIO|IN.npy|IMAGE -o OUT.npy "
         "[--stride N] [--postprocess none|tf|torch] [--pca FILE] [--embedding] "
-        "[--precision auto|float|int8] [--drop-tail] [--max-pixels N]\n");
+        "[--precision auto|float|int8] [--drop-tail] [--max-pixels N] [--mode window|continual]\n");
     return 2;
   }
-  if (stride < 1) {
+  if (stride == 0 || stride < -1) {
     fprintf (stderr, "cony embed: --stride must be at least 1\n");
+    return 2;
+  }
+  gboolean continual = cmode != NULL && strcmp (cmode, "continual") == 0;
+  if (cmode != NULL && !continual && strcmp (cmode, "window") != 0) {
+    fprintf (stderr, "cony embed: --mode must be window or continual, not '%s'\n", cmode);
     return 2;
   }
   ConyCnnPostprocess mode = CONY_CNN_POSTPROCESS_NONE;
@@ -99,6 +127,10 @@ cony_cmd_embed (int argc, char **argv)
         m_path);
     return 1;
   }
+  if (continual && !embed_continual_setup (cnn, &stride, &error))
+    return cony_cmd_fail (error);
+  if (stride == -1)
+    stride = 25;
   if (embedding && !cony_cnn_set_output (cnn, CONY_CNN_OUTPUT_EMBEDDING, &error))
     return cony_cmd_fail (error);
   if (embedding && mode != CONY_CNN_POSTPROCESS_NONE) {
@@ -121,7 +153,13 @@ cony_cmd_embed (int argc, char **argv)
         in_path, in.n_frames, H);
 
   g_autofree float *out = g_new (float, MAX (in.n_windows, 1) * D);
-  cony_cnn_input_run (&in, cnn, out);
+  if (!continual)
+    cony_cnn_input_run (&in, cnn, out);
+  else if (!cony_cnn_input_run_continual (&in, cnn, out, &error)) {
+    g_prefix_error (&error, "%s: ", m_path);
+    cony_cnn_input_clear (&in);
+    return cony_cmd_fail (error);
+  }
   gsize n_windows = in.n_windows;
   cony_cnn_input_clear (&in);
   if (!cony_cnn_postprocess (cnn, mode, out, n_windows, out, &error))

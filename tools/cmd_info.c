@@ -161,9 +161,10 @@ cony_cmd_info (int argc, char **argv)
     if (!print_fusion (m->path, &error))
       return cony_cmd_fail (error);
   } else if (c->cnn.sha256)
-    printf ("trained on:   the %s of %s (SHA-256 %s): %d-float tokens\n",
+    printf ("trained on:   the %s of %s (SHA-256 %s, mode %s): %d-float tokens\n",
         cony_cnn_ref_is_embedding (&c->cnn) ? "pooled embedding" : "last layer",
-        c->cnn.name ? c->cnn.name : "(unnamed CNN)", c->cnn.sha256, c->d_in);
+        c->cnn.name ? c->cnn.name : "(unnamed CNN)", c->cnn.sha256, cony_cnn_ref_mode (&c->cnn),
+        c->d_in);
   else
     printf ("trained on:   %d-float tokens of an unrecorded CNN (no frontend.cnn.sha256)\n",
         c->d_in);

@@ -1,5 +1,6 @@
 /* Input windows for the CNN commands (see cnn_input.h). */
 #include "cnn_input.h"
+#include "cony/cnn-continual.h"
 #include "media_file.h"
 
 #include "cony/error.h"
@@ -224,5 +225,42 @@ cony_cnn_input_set_max_pixels (ConyCnnInput *in, gint64 value, GError **error)
     return FALSE;
   }
   in->max_pixels = (guint64) value;
+  return TRUE;
+}
+
+gboolean
+cony_cnn_input_run_continual (const ConyCnnInput *in, ConyCnn *cnn, float *out, GError **error)
+{
+  if (in->frames == NULL) {
+    g_set_error (error, CONY_ERROR, CONY_ERROR_INVALID,
+        "--mode continual takes log-mel frames (a WAV file or a (T, %u) .npy), not patches",
+        cony_cnn_get_input_width (cnn));
+    return FALSE;
+  }
+  ConyMelConfig config;
+  if (!cony_cnn_mel_config (cnn, &config, error))
+    return FALSE;
+  g_autoptr (ConyCnnContinual) c = cony_cnn_continual_new (cnn, in->stride, error);
+  if (c == NULL)
+    return FALSE;
+  ConyCnnContinualGeometry g;
+  cony_cnn_continual_get_geometry (c, &g);
+  guint W = cony_cnn_get_input_width (cnn), D = cony_cnn_get_output_size (cnn);
+  /* The frames, then silence (the front end's log offset) until the windows' tokens are
+   * out: past the end, their lookahead reads silence (as conyvggish mode=continual at
+   * EOS). Whole blocks of the time stride, as the element pushes them. */
+  g_autofree float *block = g_new (float, (gsize) g.time_stride *W);
+  g_autofree float *tokens = g_new (float, cony_cnn_continual_max_tokens (c, g.time_stride) * D);
+  gsize made = 0;
+  for (gsize at = 0; made < in->n_windows; at += g.time_stride) {
+    for (gsize f = 0; f < g.time_stride; f++)
+      for (guint k = 0; k < W; k++)
+        block[f * W + k] = at + f < in->n_frames ? in->frames[(at + f) * W + k]
+                                                 : (float) log (config.log_offset);
+    gsize n = cony_cnn_continual_push (c, block, g.time_stride, tokens);
+    n = MIN (n, in->n_windows - made);
+    memcpy (out + made * D, tokens, n * D * sizeof (float));
+    made += n;
+  }
   return TRUE;
 }

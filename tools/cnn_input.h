@@ -35,6 +35,12 @@ gboolean cony_cnn_input_read (ConyCnnInput *in, ConyCnn *cnn, const char *path, 
     gboolean pad, GError **error);
 /* Runs every window through @cnn into @out (n_windows x output size). */
 void cony_cnn_input_run (const ConyCnnInput *in, ConyCnn *cnn, float *out);
+/* The same windows' tokens from the continual CNN (cony/cnn-continual.h) at the input's
+ * stride: every frame through the network once, then silent frames until the last
+ * window's token is out. FALSE with @error for ready patches or a stride or network the
+ * continual CNN refuses. */
+gboolean cony_cnn_input_run_continual (const ConyCnnInput *in, ConyCnn *cnn, float *out,
+    GError **error);
 void cony_cnn_input_clear (ConyCnnInput *in);
 /* The --precision option of the CNN commands (NULL: the file decides). */
 #define CONY_CNN_PRECISION_OPTION(var) \

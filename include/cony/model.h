@@ -37,6 +37,7 @@ typedef enum
  * cnn-output fields of token caps; classifier elements compare those with theirs. */
 typedef struct {
   char *name, *sha256, *output;
+  char *mode; /* "cnn_mode": "continual" when trained on conyvggish mode=continual tokens */
 } ConyCnnRef;
 
 typedef struct {
@@ -106,6 +107,8 @@ gboolean cony_cnn_ref_init_from_file (ConyCnnRef *ref, const char *path, const c
 void cony_cnn_ref_clear (ConyCnnRef *ref);
 /* TRUE when the tokens are the CNN's pooled embedding rather than its last layer. */
 gboolean cony_cnn_ref_is_embedding (const ConyCnnRef *ref);
+/* How the CNN ran for the tokens: the recorded cnn_mode, or "window" when none is. */
+const char *cony_cnn_ref_mode (const ConyCnnRef *ref);
 
 /* The attention layer config of block @block_index with @variant (the caller's override
  * or the trained one), as the encoder builds it. */

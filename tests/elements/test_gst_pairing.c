@@ -1,7 +1,8 @@
 /* A classifier and the CNN it was trained on (GstHarness): conyvggish names its CNN in
  * the token caps (cnn, cnn-sha256 of the file's bytes, cnn-output), and conytransformer
  * with a model that records its CNN (frontend.cnn, cnn_sha256, cnn_output) refuses
- * tokens from another CNN file or another of its outputs with an error naming both;
+ * tokens from another CNN file, another of its outputs or another mode (cnn-mode:
+ * window or continual) with an error naming both;
  * caps without those fields, or a model that records nothing, still pass.
  *
  * Models: the reduced VGGish of tests/golden/cnn/small.safetensors (128-d output) and
@@ -36,9 +37,10 @@ file_sha256 (const char *path)
 }
 
 /* A copy of the golden small transformer whose config's frontend records the CNN
- * small.safetensors with @sha256 and @output (the path: g_free, unlink). */
+ * small.safetensors with @sha256, @output and @mode (NULL: not recorded) (the path:
+ * g_free, unlink). */
 static char *
-transformer_trained_on (const char *sha256, const char *output)
+transformer_trained_on_mode (const char *sha256, const char *output, const char *mode)
 {
   char *src = cony_test_golden_path ("transformer", "small.safetensors");
   GError *error = NULL;
@@ -52,6 +54,8 @@ transformer_trained_on (const char *sha256, const char *output)
   json_object_set_string_member (fe, "cnn", "small.safetensors");
   json_object_set_string_member (fe, "cnn_sha256", sha256);
   json_object_set_string_member (fe, "cnn_output", output);
+  if (mode != NULL)
+    json_object_set_string_member (fe, "cnn_mode", mode);
   json_object_set_object_member (config, "frontend", fe);
   char *text = json_to_string (json_parser_get_root (parser), FALSE);
   cony_safetensors_close (st);
@@ -61,6 +65,12 @@ transformer_trained_on (const char *sha256, const char *output)
   g_object_unref (parser);
   g_free (src);
   return path;
+}
+
+static char *
+transformer_trained_on (const char *sha256, const char *output)
+{
+  return transformer_trained_on_mode (sha256, output, NULL);
 }
 
 /* conyvggish's token caps name its CNN file, its SHA-256 and the output. */
@@ -132,6 +142,61 @@ test_pairing (void)
   g_free (model);
   g_free (want);
   g_free (same);
+  g_free (sha);
+  g_free (cnn);
+}
+
+/* The mode the CNN ran in (conyvggish mode, issue 61): a model recording its CNN but no
+ * cnn_mode was trained on window tokens and refuses continual ones, naming both modes;
+ * one recording cnn_mode=continual takes continual tokens and refuses window ones. The
+ * whole chain too: conyvggish mode=continual ! conytransformer of a window model fails
+ * negotiation. */
+static void
+test_mode_pairing (void)
+{
+  char *cnn = cony_test_golden_path ("cnn", "small.safetensors");
+  char *sha = file_sha256 (cnn);
+  char *window = transformer_trained_on (sha, "scores");
+  char *continual = transformer_trained_on_mode (sha, "scores", "continual");
+  char *fields =
+      g_strdup_printf (",cnn=small.safetensors,cnn-sha256=%s,cnn-output=scores,cnn-mode=", sha);
+  char *as_window = g_strconcat (fields, "window", NULL);
+  char *as_continual = g_strconcat (fields, "continual", NULL);
+  assert_accepted (window, as_window);
+  assert_accepted (continual, as_continual);
+  assert_accepted (continual, ""); /* tokens that do not say */
+
+  char *caps = g_strconcat (TOKENS, as_continual, NULL);
+  const char *needles[] = { "mode=continual", "mode=window", window, NULL };
+  cony_test_assert_caps_refused (cony_test_harness_new ("conytransformer", window, NULL), caps,
+      needles);
+  g_free (caps);
+  caps = g_strconcat (TOKENS, as_window, NULL);
+  const char *back[] = { "mode=window", "mode=continual", continual, NULL };
+  cony_test_assert_caps_refused (cony_test_harness_new ("conytransformer", continual, NULL), caps,
+      back);
+  g_free (caps);
+
+  /* VGGish-style small: time stride 16, so stride=32 runs continually. */
+  char *desc =
+      g_strdup_printf ("conyvggish model=\"%s\" mode=continual stride=32 ! conytransformer model=\"%s\"",
+          cnn, window);
+  GstHarness *h = gst_harness_new_parse (desc);
+  GstBus *bus = cony_test_attach_bus (h);
+  gst_harness_set_src_caps_str (h, MEL_TOKENS);
+  const char *chain_needles[] = { "mode=continual", "mode=window", NULL };
+  cony_test_pop_negotiation_error (bus, chain_needles);
+  cony_test_detach_bus (h, bus);
+  gst_harness_teardown (h);
+
+  g_unlink (window);
+  g_unlink (continual);
+  g_free (desc);
+  g_free (window);
+  g_free (continual);
+  g_free (fields);
+  g_free (as_window);
+  g_free (as_continual);
   g_free (sha);
   g_free (cnn);
 }
@@ -218,6 +283,7 @@ main (int argc, char **argv)
   g_test_add_func ("/pairing/vggish-caps-name-the-cnn", test_vggish_caps_name_the_cnn);
   g_test_add_func ("/pairing/transformer-checks-the-cnn", test_pairing);
   g_test_add_func ("/pairing/unrecorded-model", test_unrecorded_model);
+  g_test_add_func ("/pairing/mode", test_mode_pairing);
   g_test_add_func ("/pairing/chain-refused", test_chain_refused);
   g_test_add_func ("/pairing/video-chain-refused", test_video_chain_refused);
   return g_test_run ();

@@ -100,6 +100,36 @@ class CliCnnTest(unittest.TestCase):
                  "--stride", "8", "--drop-tail")
         self.assertEqual(np.load(self.path("d.npy")).shape, (4, 10))   # 1 + (50 - 21) // 8
 
+    def test_embed_continual(self):
+        """--mode continual: the continual CNN (docs/continual-cnn.md) on the golden stream
+        equals the float64 reference on every token whose input is all real frames; the
+        count is window mode's (16 complete windows, a 17th over the tail), the tokens past
+        the end reading silence; the stride defaults to the time stride; other strides,
+        patches and unknown modes are refused."""
+        golden = os.path.join(ROOT, "tests", "golden", "continual")
+        net = os.path.join(golden, "net.safetensors")
+        stream = os.path.join(golden, "stream.npy")
+        want = np.load(os.path.join(golden, "hop8_scores.npy"))          # 15 tokens
+        r = cony("embed", "-m", net, stream, "-o", self.path("c.npy"), "--mode", "continual")
+        self.assertEqual(r.returncode, 0, r.stderr)
+        got = np.load(self.path("c.npy"))
+        self.assertEqual(got.shape, (17, 10))
+        self.assertLess(rel_err(got[:15], want), 1e-4)
+        r = cony("embed", "-m", net, stream, "-o", self.path("w.npy"), "--stride", "8")
+        self.assertEqual(r.returncode, 0, r.stderr)
+        self.assertGreater(np.abs(np.load(self.path("w.npy"))[:15] - want).max(), 1e-3)
+        for args, text in ((("--stride", "12"), "multiple of the network's time stride, 8"),
+                           (("--mode", "sideways"), "window or continual")):
+            r = cony("embed", "-m", net, stream, "-o", self.path("x.npy"),
+                     *(args if args[0] == "--mode" else ("--mode", "continual") + args))
+            self.assertNotEqual(r.returncode, 0)
+            self.assertIn(text, r.stderr)
+        r = cony("embed", "-m", os.path.join(MOBILENET, "f32.safetensors"),
+                 os.path.join(MOBILENET, "input.npy"), "-o", self.path("p.npy"),
+                 "--mode", "continual")
+        self.assertNotEqual(r.returncode, 0)
+        self.assertIn("window of 21 frames", r.stderr)
+
     def test_tag(self):
         np.save(self.path("frames.npy"), self.x.reshape(-1, 16))
         r = cony("tag", "--model", os.path.join(MOBILENET, "f32.safetensors"),

@@ -184,9 +184,16 @@ def integer_file(tensors, meta, x, uint8):
         v = np.concatenate([o[i].reshape(-1) for o in outs])
         pairs.append(activation_pair(float(v.min()), float(v.max()), uint8))
     s_in = float(np.float32(1.0 / 64.0))       # the normalised input spans about -2..2.5
+    return with_quantization(t, meta, s_in, pairs)
+
+
+def with_quantization(t, meta, s_in, pairs):
+    """Quantised weights @t with the activations' (scale, zero point) @pairs (one per
+    layer, its output; @s_in the input's scale, zero point 0): the `quantization` metadata
+    and each layer's `bias_quantized` (its bias rounded to the accumulator's grid)."""
     q = {"input": [s_in, 0], "layers": [list(p) for p in pairs]}
     s_prev = s_in
-    for i, (word, _) in enumerate(V2_LAYERS):
+    for i in range(len(pairs)):
         base = f"layers.{i}"
         if base + ".weight" in t:
             real = np.float64(s_prev) * t[base + ".weight_scale"].astype(np.float64)

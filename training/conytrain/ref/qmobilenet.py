@@ -119,39 +119,48 @@ def forward(net, image, upto=None):
     s, z = net["qinput"]
     q = quantize(x, np.float32(s), z)
     outs = []
-    for word, wt, ws, bq, b, (so, zo) in net["qlayers"][:upto]:
-        if wt is not None:
-            real = np.float64(s) * ws
-            bias = bq if bq is not None else np.rint(b / real).astype(np.int64)
-            acc = _accumulate(word, q - z, wt) + bias
-            m = [multiplier(float(r / np.float64(so))) for r in real]
-            lo, hi = -128, 127
-            if word not in ("fc", "linear1x1"):
-                lo = max(lo, zo)
-                if np.isfinite(net["relu_max"]):
-                    top = np.float32(net["relu_max"]) / np.float32(so)
-                    hi = min(hi, zo + int(np.floor(top + np.float32(0.5))))
-            q = np.clip(scale_by(acc, [v[0] for v in m], [v[1] for v in m]) + zo, lo, hi)
-        elif word.startswith("add@"):
-            k = int(word[4:])
-            s2, z2 = net["qlayers"][k][5]
-            twice = 2.0 * max(s, s2)
-            a1 = scale_by((q - z) << ADD_LEFT_SHIFT, *multiplier(s / twice))
-            a2 = scale_by((outs[k] - z2) << ADD_LEFT_SHIFT, *multiplier(s2 / twice))
-            q = np.clip(scale_by(a1 + a2, *multiplier(twice / ((1 << ADD_LEFT_SHIFT) * so))) + zo,
-                        -128, 127)
-        elif word == "gap":
-            n = q.shape[0] * q.shape[1]
-            acc = scale_by((q - z).sum(axis=(0, 1)), *multiplier(s / so))
-            acc = np.where(acc > 0, (acc + n // 2) // n, -((-acc + n // 2) // n))
-            q = np.clip(acc + zo, -128, 127)
-        elif word == "softmax":
-            # as src/cnn-int8.c: float32 exponentials, their sum in float64
-            e = np.exp(np.float32(s) * (q - q.max()).astype(np.float32))
-            inv = np.float32(1.0 / e.astype(np.float64).sum())
-            q = quantize(e * inv, np.float32(so), zo)
-        else:
-            raise ValueError(f"layer {word} has no integer form here")
-        s, z = so, zo
+    for layer in net["qlayers"][:upto]:
+        q, s, z = step(net, layer, q, s, z, outs)
         outs.append(q)
     return q.reshape(-1), s, z
+
+
+def step(net, layer, q, s, z, outs, accumulate=_accumulate):
+    """One layer of forward(): (codes, scale, zero point) of its output from the codes q of
+    its input (scale s, zero point z); outs: the earlier layers' codes (for add@K);
+    accumulate(word, x, w): the int64 sums of a layer with weights (the continual CNN's
+    reference, continual_cnn.py, passes its own, padded in time only at the start)."""
+    word, wt, ws, bq, b, (so, zo) = layer
+    if wt is not None:
+        real = np.float64(s) * ws
+        bias = bq if bq is not None else np.rint(b / real).astype(np.int64)
+        acc = accumulate(word, q - z, wt) + bias
+        m = [multiplier(float(r / np.float64(so))) for r in real]
+        lo, hi = -128, 127
+        if word not in ("fc", "linear1x1"):
+            lo = max(lo, zo)
+            if np.isfinite(net["relu_max"]):
+                top = np.float32(net["relu_max"]) / np.float32(so)
+                hi = min(hi, zo + int(np.floor(top + np.float32(0.5))))
+        q = np.clip(scale_by(acc, [v[0] for v in m], [v[1] for v in m]) + zo, lo, hi)
+    elif word.startswith("add@"):
+        k = int(word[4:])
+        s2, z2 = net["qlayers"][k][5]
+        twice = 2.0 * max(s, s2)
+        a1 = scale_by((q - z) << ADD_LEFT_SHIFT, *multiplier(s / twice))
+        a2 = scale_by((outs[k] - z2) << ADD_LEFT_SHIFT, *multiplier(s2 / twice))
+        q = np.clip(scale_by(a1 + a2, *multiplier(twice / ((1 << ADD_LEFT_SHIFT) * so))) + zo,
+                    -128, 127)
+    elif word == "gap":
+        n = q.shape[0] * q.shape[1]
+        acc = scale_by((q - z).sum(axis=(0, 1)), *multiplier(s / so))
+        acc = np.where(acc > 0, (acc + n // 2) // n, -((-acc + n // 2) // n))
+        q = np.clip(acc + zo, -128, 127)
+    elif word == "softmax":
+        # as src/cnn-int8.c: float32 exponentials, their sum in float64
+        e = np.exp(np.float32(s) * (q - q.max()).astype(np.float32))
+        inv = np.float32(1.0 / e.astype(np.float64).sum())
+        q = quantize(e * inv, np.float32(so), zo)
+    else:
+        raise ValueError(f"layer {word} has no integer form here")
+    return q, so, zo
