@@ -39,6 +39,13 @@
  * the broker's certificate and host name, and #GstConyMqttSink:tls-cert-file
  * with #GstConyMqttSink:tls-key-file present a client certificate.
  *
+ * With #GstConyMqttSink:ha-discovery it also publishes Home Assistant's
+ * MQTT discovery configs (retained): a sensor for the current label and a
+ * binary sensor per #GstConyMqttSink:ha-labels or
+ * #GstConyMqttSink:ha-groups-file label, ON while it is the top label or its
+ * segment is open, with availability online/offline through the last will
+ * (docs/elements.md, "conymqttsink").
+ *
  * ## Example launch line
  * |[
  * gst-launch-1.0 -e ... ! conytransformer model=models/audio/transformer.safetensors ! conyjson source=mic ! conymqttsink host=127.0.0.1 topic=cony/results qos=1
@@ -50,6 +57,7 @@
 #endif
 
 #include "gstconymqttsink.h"
+#include "gstconymqttha.h"
 
 #include <errno.h>
 #include <mosquitto.h>
@@ -67,6 +75,8 @@ GST_DEBUG_CATEGORY_STATIC (gst_cony_mqtt_sink_debug);
 #define DEFAULT_RETAIN FALSE
 #define DEFAULT_MAX_QUEUED 100000
 #define DEFAULT_DRAIN_TIMEOUT 10000
+#define DEFAULT_HA_PREFIX "homeassistant"
+#define DEFAULT_HA_NODE_ID "cony"
 /* How long start() waits for the broker's first answer (µs). */
 #define START_WAIT (2 * G_USEC_PER_SEC)
 /* Messages on the wire at once (libmosquitto's own default inflight limit). */
@@ -92,6 +102,11 @@ enum
   PROP_TLS_CERT_FILE,
   PROP_TLS_KEY_FILE,
   PROP_TLS_INSECURE,
+  PROP_HA_DISCOVERY,
+  PROP_HA_PREFIX,
+  PROP_HA_NODE_ID,
+  PROP_HA_LABELS,
+  PROP_HA_GROUPS_FILE,
   PROP_PUBLISHED,
   PROP_DROPPED,
   PROP_QUEUED,
@@ -195,6 +210,8 @@ gst_cony_mqtt_sink_on_connect (struct mosquitto *mosq, void *user, int rc)
   g_mutex_lock (&self->lock);
   self->failing = FALSE;
   self->connected = TRUE;
+  if (self->ha != NULL) /* configs, online, states: again on every connection */
+    gst_cony_mqtt_ha_reset (self->ha);
   self->generation++;
   self->connects++;
   GST_INFO_OBJECT (self, "connected to %s:%d (%u queued)", self->host, self->port,
@@ -343,6 +360,20 @@ gst_cony_mqtt_sink_published (GstConyMqttSink *self, GstConyMqttMessage *m, guin
 
 static int gst_cony_mqtt_sink_try_connect (GstConyMqttSink *self);
 
+/* Home Assistant's configs and states, retained, QoS 1. Not queued: what is
+ * lost with a connection is published again on the next (ha_reset). */
+static void
+gst_cony_mqtt_sink_publish_ha (GstConyMqttSink *self, GPtrArray *due)
+{
+  for (guint i = 0; i < due->len; i++) {
+    GstConyMqttHaMessage *m = g_ptr_array_index (due, i);
+    int rc = mosquitto_publish (self->mosq, NULL, m->topic, (int) strlen (m->payload), m->payload,
+        1, TRUE);
+    GST_DEBUG_OBJECT (self, "ha: %s = %s (%s)", m->topic, m->payload, mosquitto_strerror (rc));
+  }
+  g_ptr_array_unref (due);
+}
+
 static gpointer
 gst_cony_mqtt_sink_sender (gpointer data)
 {
@@ -360,6 +391,13 @@ gst_cony_mqtt_sink_sender (gpointer data)
     g_mutex_lock (&self->lock);
   }
   while (!self->stopping) {
+    GPtrArray *due = self->ha && self->connected ? gst_cony_mqtt_ha_take_due (self->ha) : NULL;
+    if (due != NULL) {
+      g_mutex_unlock (&self->lock);
+      gst_cony_mqtt_sink_publish_ha (self, due);
+      g_mutex_lock (&self->lock);
+      continue;
+    }
     GstConyMqttMessage *m = gst_cony_mqtt_sink_next_unsent (self);
     if (m == NULL) {
       g_cond_wait (&self->cond, &self->lock);
@@ -598,6 +636,50 @@ out:
   return ok;
 }
 
+/* ha-discovery: the entities and the last will ("offline", retained) that
+ * marks them unavailable when the connection dies; FALSE with an error. */
+static gboolean
+gst_cony_mqtt_sink_setup_ha (GstConyMqttSink *self)
+{
+  GST_OBJECT_LOCK (self);
+  gboolean on = self->ha_discovery;
+  gchar *prefix = g_strdup (self->ha_prefix), *node = g_strdup (self->ha_node_id);
+  gchar *labels = g_strdup (self->ha_labels), *groups = g_strdup (self->ha_groups_file);
+  GST_OBJECT_UNLOCK (self);
+
+  GError *err = NULL;
+  GstConyMqttHa *ha = NULL;
+  int rc = MOSQ_ERR_SUCCESS;
+  if (on
+      && (ha = gst_cony_mqtt_ha_new (prefix, node, labels && *labels ? labels : NULL,
+              groups && *groups ? groups : NULL, &err))
+          == NULL)
+    GST_ELEMENT_ERROR (self, RESOURCE, SETTINGS, ("Invalid Home Assistant discovery settings"),
+        ("%s", err->message));
+  if (ha != NULL) {
+    const gchar *topic = gst_cony_mqtt_ha_availability_topic (ha);
+    rc = mosquitto_will_set (self->mosq, topic, (int) strlen (GST_CONY_MQTT_HA_OFFLINE),
+        GST_CONY_MQTT_HA_OFFLINE, 1, TRUE);
+    if (rc != MOSQ_ERR_SUCCESS)
+      GST_ELEMENT_ERROR (self, RESOURCE, SETTINGS, ("Cannot set the MQTT last will"),
+          ("%s: %s", topic, mosquitto_strerror (rc)));
+  }
+  g_clear_error (&err);
+  g_free (prefix);
+  g_free (node);
+  g_free (labels);
+  g_free (groups);
+  if (on && (ha == NULL || rc != MOSQ_ERR_SUCCESS)) {
+    gst_cony_mqtt_ha_free (ha);
+    return FALSE;
+  }
+  g_mutex_lock (&self->lock);
+  self->ha = ha;
+  self->ha_warned = FALSE;
+  g_mutex_unlock (&self->lock);
+  return TRUE;
+}
+
 /* After the first attempt (@attempted: under way): waits up to START_WAIT
  * for its outcome, so that a refusal (credentials, certificates) fails the
  * state change with its error. An absent or silent broker is not waited
@@ -662,6 +744,11 @@ gst_cony_mqtt_sink_start (GstBaseSink *sink)
     self->mosq = NULL;
     return FALSE;
   }
+  if (!gst_cony_mqtt_sink_setup_ha (self)) {
+    mosquitto_destroy (self->mosq);
+    self->mosq = NULL;
+    return FALSE;
+  }
   mosquitto_log_callback_set (self->mosq, gst_cony_mqtt_sink_on_log);
   mosquitto_connect_callback_set (self->mosq, gst_cony_mqtt_sink_on_connect);
   mosquitto_disconnect_callback_set (self->mosq, gst_cony_mqtt_sink_on_disconnect);
@@ -681,6 +768,9 @@ gst_cony_mqtt_sink_start (GstBaseSink *sink)
     mosquitto_loop_stop (self->mosq, FALSE);
     mosquitto_destroy (self->mosq);
     self->mosq = NULL;
+    g_mutex_lock (&self->lock);
+    g_clear_pointer (&self->ha, gst_cony_mqtt_ha_free);
+    g_mutex_unlock (&self->lock);
     return FALSE;
   }
   self->sender = g_thread_new ("conymqttsink", gst_cony_mqtt_sink_sender, self);
@@ -700,6 +790,15 @@ gst_cony_mqtt_sink_stop (GstBaseSink *sink)
     g_thread_join (self->sender);
   self->sender = NULL;
   if (self->mosq) {
+    g_mutex_lock (&self->lock);
+    gboolean offline = self->ha != NULL && self->connected;
+    g_mutex_unlock (&self->lock);
+    /* a clean stop sends no last will: Home Assistant is told here. QoS 0
+     * goes out at once, ahead of the DISCONNECT (QoS 1 could wait behind
+     * the in-flight window and be dropped with the connection). */
+    if (offline)
+      mosquitto_publish (self->mosq, NULL, gst_cony_mqtt_ha_availability_topic (self->ha),
+          (int) strlen (GST_CONY_MQTT_HA_OFFLINE), GST_CONY_MQTT_HA_OFFLINE, 0, TRUE);
     mosquitto_disconnect (self->mosq);
     mosquitto_loop_stop (self->mosq, FALSE);
     mosquitto_destroy (self->mosq);
@@ -712,6 +811,7 @@ gst_cony_mqtt_sink_stop (GstBaseSink *sink)
   self->inflight = 0;
   self->connected = FALSE;
   g_hash_table_remove_all (self->acked_early);
+  g_clear_pointer (&self->ha, gst_cony_mqtt_ha_free);
   g_mutex_unlock (&self->lock);
   return TRUE;
 }
@@ -726,6 +826,24 @@ gst_cony_mqtt_sink_set_caps (GstBaseSink *sink, GstCaps *caps)
   self->strip_newline = json;
   g_mutex_unlock (&self->lock);
   return TRUE;
+}
+
+/* A record for Home Assistant's states; self->lock held. */
+static void
+gst_cony_mqtt_sink_update_ha (GstConyMqttSink *self, const gchar *data, gsize len)
+{
+  GError *err = NULL;
+  if (gst_cony_mqtt_ha_update (self->ha, data, len, &err)) {
+    g_cond_broadcast (&self->cond);
+    return;
+  }
+  if (!self->ha_warned)
+    GST_ELEMENT_WARNING (self, STREAM, FORMAT,
+        ("ha-discovery: the input is not conyjson's records; Home Assistant's states stay as "
+         "they are"),
+        ("%s (put conyjson before conymqttsink)", err->message));
+  self->ha_warned = TRUE;
+  g_error_free (err);
 }
 
 /* The streaming thread: a copy into the queue, never a wait. */
@@ -747,6 +865,8 @@ gst_cony_mqtt_sink_render (GstBaseSink *sink, GstBuffer *buf)
   gsize len = map.size;
   if (self->strip_newline && len > 0 && map.data[len - 1] == '\n')
     len--;
+  if (self->ha != NULL)
+    gst_cony_mqtt_sink_update_ha (self, (const gchar *) map.data, len);
   if (self->queue.length >= max_queued) {
     self->dropped++;
     if (!self->dropping)
@@ -868,6 +988,11 @@ gst_cony_mqtt_sink_set_property (GObject *object, guint prop_id, const GValue *v
     case PROP_TLS_CERT_FILE: gst_cony_mqtt_set_string (&self->tls_cert_file, value); break;
     case PROP_TLS_KEY_FILE: gst_cony_mqtt_set_string (&self->tls_key_file, value); break;
     case PROP_TLS_INSECURE: self->tls_insecure = g_value_get_boolean (value); break;
+    case PROP_HA_DISCOVERY: self->ha_discovery = g_value_get_boolean (value); break;
+    case PROP_HA_PREFIX: gst_cony_mqtt_set_string (&self->ha_prefix, value); break;
+    case PROP_HA_NODE_ID: gst_cony_mqtt_set_string (&self->ha_node_id, value); break;
+    case PROP_HA_LABELS: gst_cony_mqtt_set_string (&self->ha_labels, value); break;
+    case PROP_HA_GROUPS_FILE: gst_cony_mqtt_set_string (&self->ha_groups_file, value); break;
     default: G_OBJECT_WARN_INVALID_PROPERTY_ID (object, prop_id, pspec); break;
   }
   GST_OBJECT_UNLOCK (self);
@@ -914,6 +1039,11 @@ gst_cony_mqtt_sink_get_property (GObject *object, guint prop_id, GValue *value, 
     case PROP_TLS_CERT_FILE: g_value_set_string (value, self->tls_cert_file); break;
     case PROP_TLS_KEY_FILE: g_value_set_string (value, self->tls_key_file); break;
     case PROP_TLS_INSECURE: g_value_set_boolean (value, self->tls_insecure); break;
+    case PROP_HA_DISCOVERY: g_value_set_boolean (value, self->ha_discovery); break;
+    case PROP_HA_PREFIX: g_value_set_string (value, self->ha_prefix); break;
+    case PROP_HA_NODE_ID: g_value_set_string (value, self->ha_node_id); break;
+    case PROP_HA_LABELS: g_value_set_string (value, self->ha_labels); break;
+    case PROP_HA_GROUPS_FILE: g_value_set_string (value, self->ha_groups_file); break;
     default: G_OBJECT_WARN_INVALID_PROPERTY_ID (object, prop_id, pspec); break;
   }
   GST_OBJECT_UNLOCK (self);
@@ -938,6 +1068,10 @@ gst_cony_mqtt_sink_finalize (GObject *object)
   g_free (self->tls_ca_file);
   g_free (self->tls_cert_file);
   g_free (self->tls_key_file);
+  g_free (self->ha_prefix);
+  g_free (self->ha_node_id);
+  g_free (self->ha_labels);
+  g_free (self->ha_groups_file);
   g_queue_clear_full (&self->queue, gst_cony_mqtt_message_free);
   g_hash_table_unref (self->acked_early);
   g_mutex_clear (&self->lock);
@@ -975,6 +1109,34 @@ gst_cony_mqtt_sink_install_security_properties (GObjectClass *gobject_class, GPa
       g_param_spec_boolean ("tls-insecure", "TLS insecure",
           "Do not check that the broker's certificate names host (the CA is still checked)", FALSE,
           ready));
+}
+
+static void
+gst_cony_mqtt_sink_install_ha_properties (GObjectClass *gobject_class, GParamFlags ready)
+{
+  g_object_class_install_property (gobject_class, PROP_HA_DISCOVERY,
+      g_param_spec_boolean ("ha-discovery", "Home Assistant discovery",
+          "Publish Home Assistant MQTT discovery configs (retained) and states from conyjson's "
+          "records: a sensor for the current label, a binary sensor per ha-labels / "
+          "ha-groups-file label, availability by the last will",
+          FALSE, ready));
+  g_object_class_install_property (gobject_class, PROP_HA_PREFIX,
+      g_param_spec_string ("ha-prefix", "Home Assistant prefix",
+          "Home Assistant's discovery prefix", DEFAULT_HA_PREFIX, ready));
+  g_object_class_install_property (gobject_class, PROP_HA_NODE_ID,
+      g_param_spec_string ("ha-node-id", "Home Assistant node id",
+          "This device in discovery topics, unique ids and state topics cony/NODE/... "
+          "(letters, digits, _ and -; one per pipeline)",
+          DEFAULT_HA_NODE_ID, ready));
+  g_object_class_install_property (gobject_class, PROP_HA_LABELS,
+      g_param_spec_string ("ha-labels", "Home Assistant labels",
+          "Comma-separated labels that get a binary sensor (as the records spell them)", NULL,
+          ready));
+  g_object_class_install_property (gobject_class, PROP_HA_GROUPS_FILE,
+      g_param_spec_string ("ha-groups-file", "Home Assistant groups file",
+          "A label groups file (lines 'name = model label; model label'): each name gets a "
+          "binary sensor",
+          NULL, ready));
 }
 
 static void
@@ -1019,6 +1181,7 @@ gst_cony_mqtt_sink_install_properties (GObjectClass *gobject_class)
           "Milliseconds EOS waits for the queue to be delivered (0: not at all)", 0, G_MAXUINT,
           DEFAULT_DRAIN_TIMEOUT, playing));
   gst_cony_mqtt_sink_install_security_properties (gobject_class, ready);
+  gst_cony_mqtt_sink_install_ha_properties (gobject_class, ready);
   g_object_class_install_property (gobject_class, PROP_PUBLISHED,
       g_param_spec_uint64 ("published", "Published",
           "Messages the broker acknowledged (QoS 0: written to the socket)", 0, G_MAXUINT64, 0,
@@ -1075,6 +1238,8 @@ gst_cony_mqtt_sink_init (GstConyMqttSink *self)
   self->retain = DEFAULT_RETAIN;
   self->max_queued = DEFAULT_MAX_QUEUED;
   self->drain_timeout = DEFAULT_DRAIN_TIMEOUT;
+  self->ha_prefix = g_strdup (DEFAULT_HA_PREFIX);
+  self->ha_node_id = g_strdup (DEFAULT_HA_NODE_ID);
   g_mutex_init (&self->lock);
   g_cond_init (&self->cond);
   g_queue_init (&self->queue);

@@ -36,6 +36,11 @@ struct _GstConyMqttSink {
   gchar *tls_cert_file;
   gchar *tls_key_file;
   gboolean tls_insecure;
+  gboolean ha_discovery;
+  gchar *ha_prefix;
+  gchar *ha_node_id;
+  gchar *ha_labels;
+  gchar *ha_groups_file;
 
   /* The publisher's state, shared by the streaming thread (render: appends),
    * the sender thread (publishes) and mosquitto's network thread (callbacks). */
@@ -66,6 +71,9 @@ struct _GstConyMqttSink {
   gboolean starting;      /* start() waits for the first CONNACK: it posts a fatal error */
   GstResourceError fatal_code;
   gchar *fatal_text, *fatal_debug;
+
+  struct _GstConyMqttHa *ha; /* Home Assistant discovery (ha-discovery), under lock */
+  gboolean ha_warned;        /* one warning for input that is not conyjson records */
 
   struct mosquitto *mosq;
   GThread *sender;

@@ -172,6 +172,14 @@ test_properties (void)
   g_assert_false (tls);
   g_assert_false (insecure); /* the broker's host name is checked unless asked */
   g_assert_null (user);
+  gboolean ha;
+  gchar *prefix, *node;
+  g_object_get (e, "ha-discovery", &ha, "ha-prefix", &prefix, "ha-node-id", &node, NULL);
+  g_assert_false (ha);
+  g_assert_cmpstr (prefix, ==, "homeassistant");
+  g_assert_cmpstr (node, ==, "cony");
+  g_free (prefix);
+  g_free (node);
   /* the password can be set, never read back */
   GParamSpec *pw = g_object_class_find_property (G_OBJECT_GET_CLASS (e), "password");
   g_assert_true (pw->flags & G_PARAM_WRITABLE);
