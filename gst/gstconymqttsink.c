@@ -221,28 +221,60 @@ gst_cony_mqtt_sink_on_connect (struct mosquitto *mosq, void *user, int rc)
   g_mutex_unlock (&self->lock);
 }
 
-/* Whatever was on the wire is sent again after the reconnection: the
- * broker of a clean session forgets unacknowledged messages. */
+/* QoS 0: whatever was not written is published again after the
+ * reconnection. QoS 1 and 2: libmosquitto sends its unacknowledged messages
+ * again itself (same mid, DUP); publishing them again here too gave a copy
+ * more per reconnection (80 repeats of a 20-message window after four
+ * reconnections: docs/hardening.md). */
+/* Whether libmosquitto's loop_forever() ends after a disconnection with
+ * @rc (and @err, errno): it reconnects by itself only after the others. */
+static gboolean
+gst_cony_mqtt_ends_loop (int rc, int err)
+{
+  switch (rc) {
+    case MOSQ_ERR_NOMEM:
+    case MOSQ_ERR_PROTOCOL:
+    case MOSQ_ERR_INVAL:
+    case MOSQ_ERR_NOT_FOUND:
+    case MOSQ_ERR_TLS:
+    case MOSQ_ERR_PAYLOAD_SIZE:
+    case MOSQ_ERR_NOT_SUPPORTED:
+    case MOSQ_ERR_AUTH:
+    case MOSQ_ERR_ACL_DENIED:
+    case MOSQ_ERR_UNKNOWN:
+    case MOSQ_ERR_EAI:
+    case MOSQ_ERR_PROXY: return TRUE;
+    default: return err == EPROTO; /* a TLS error in a read or write */
+  }
+}
+
 static void
 gst_cony_mqtt_sink_on_disconnect (struct mosquitto *mosq, void *user, int rc)
 {
   GstConyMqttSink *self = user;
+  gboolean ends = gst_cony_mqtt_ends_loop (rc, errno);
 
   g_mutex_lock (&self->lock);
   gboolean was = self->connected;
   self->connected = FALSE;
   self->generation++;
-  for (GList *l = self->queue.head; l; l = l->next) {
-    GstConyMqttMessage *m = l->data;
-    m->state = MSG_UNSENT;
-    m->mid = 0;
+  if (self->run_qos == 0) {
+    for (GList *l = self->queue.head; l; l = l->next) {
+      GstConyMqttMessage *m = l->data;
+      m->state = MSG_UNSENT;
+      m->mid = 0;
+    }
+    self->inflight = 0;
+    g_hash_table_remove_all (self->acked_early);
   }
-  self->inflight = 0;
-  g_hash_table_remove_all (self->acked_early);
   gboolean quiet = self->stopping || self->failed;
   gboolean first_failure = !was && !self->failing && self->connects == 0;
   if (!was)
     self->failing = TRUE;
+  if (ends && was) { /* the sender thread starts the network thread again */
+    self->need_connect = TRUE;
+    self->loop_ended = TRUE;
+  }
   if (was && !quiet) {
     GST_ELEMENT_WARNING (self, RESOURCE, WRITE, ("Lost the connection to the MQTT broker"),
         ("%s:%d (%s); queueing results until it is back (%u queued)", self->run_host,
@@ -252,7 +284,16 @@ gst_cony_mqtt_sink_on_disconnect (struct mosquitto *mosq, void *user, int rc)
   g_cond_broadcast (&self->cond);
   g_mutex_unlock (&self->lock);
 
-  if (first_failure && !quiet) {
+  if (ends && !was && !quiet) {
+    /* refused in or right after the handshake, nothing a retry mends */
+    gst_cony_mqtt_sink_fatal (self, GST_RESOURCE_ERROR_OPEN_WRITE,
+        g_strdup (self->run_tls ? "TLS with the MQTT broker failed"
+                                : "The MQTT broker closed the connection before CONNACK"),
+        g_strdup_printf ("%s:%d: %s%s", self->run_host, self->run_port, mosquitto_strerror (rc),
+            self->run_tls ? " (the broker closed the connection after the handshake: does it "
+                            "require a client certificate? tls-cert-file)"
+                          : " (is it an MQTT broker?)"));
+  } else if (first_failure && !quiet) {
     /* TCP accepted, then no CONNACK (keepalive) or the connection closed */
     GST_ELEMENT_WARNING (self, RESOURCE, OPEN_WRITE, ("Cannot connect to the MQTT broker yet"),
         ("%s:%d: %s; retrying every 1 to 4 s, results are queued (max-queued)", self->run_host,
@@ -337,9 +378,12 @@ gst_cony_mqtt_sink_published (GstConyMqttSink *self, GstConyMqttMessage *m, guin
     int rc, int mid)
 {
   self->publishing--;
-  if (generation != self->generation)
-    return; /* (re)connected meanwhile: the message is UNSENT again */
-  if (rc != MOSQ_ERR_SUCCESS) {
+  /* QoS 1 and 2: libmosquitto keeps what it accepted (also while
+   * disconnected) and sends it again after a reconnection, same mid */
+  gboolean kept = self->run_qos > 0 && (rc == MOSQ_ERR_SUCCESS || rc == MOSQ_ERR_NO_CONN);
+  if (!kept && generation != self->generation)
+    return; /* QoS 0, (re)connected meanwhile: the message is UNSENT again */
+  if (!kept && rc != MOSQ_ERR_SUCCESS) {
     GST_DEBUG_OBJECT (self, "publish: %s; retrying", mosquitto_strerror (rc));
     m->state = MSG_UNSENT;
     return;
@@ -380,17 +424,26 @@ gst_cony_mqtt_sink_sender (gpointer data)
   GstConyMqttSink *self = data;
 
   g_mutex_lock (&self->lock);
-  /* a broker that was not there at the start: 1, 2, 4, 4, ... s apart */
-  for (guint delay = 1; self->need_connect && !self->stopping && !self->failed;
-       delay = MIN (delay * 2, 4)) {
-    g_cond_wait_until (&self->cond, &self->lock, g_get_monotonic_time () + delay * G_USEC_PER_SEC);
-    if (self->stopping)
-      break;
-    g_mutex_unlock (&self->lock);
-    gst_cony_mqtt_sink_try_connect (self);
-    g_mutex_lock (&self->lock);
-  }
+  guint delay = 1;
   while (!self->stopping) {
+    /* a broker that was not there at the start, or libmosquitto's network
+     * thread ended (a TLS or protocol error): 1, 2, 4, 4, ... s apart */
+    if (self->need_connect && !self->failed) {
+      g_cond_wait_until (&self->cond, &self->lock,
+          g_get_monotonic_time () + delay * G_USEC_PER_SEC);
+      delay = MIN (delay * 2, 4);
+      if (self->stopping)
+        break;
+      gboolean ended = self->loop_ended;
+      self->loop_ended = FALSE;
+      g_mutex_unlock (&self->lock);
+      if (ended) /* joins the thread that ended, so that a new one can start */
+        mosquitto_loop_stop (self->mosq, FALSE);
+      gst_cony_mqtt_sink_try_connect (self);
+      g_mutex_lock (&self->lock);
+      continue;
+    }
+    delay = 1;
     GPtrArray *due = self->ha && self->connected ? gst_cony_mqtt_ha_take_due (self->ha) : NULL;
     if (due != NULL) {
       g_mutex_unlock (&self->lock);
@@ -444,6 +497,7 @@ gst_cony_mqtt_sink_try_connect (GstConyMqttSink *self)
 {
   int rc = mosquitto_connect_async (self->mosq, self->run_host, self->run_port,
       (int) self->run_keepalive);
+  int err = errno;
   if (rc == MOSQ_ERR_SUCCESS) {
     rc = mosquitto_loop_start (self->mosq);
     if (rc != MOSQ_ERR_SUCCESS)
@@ -460,20 +514,20 @@ gst_cony_mqtt_sink_try_connect (GstConyMqttSink *self)
             rc == MOSQ_ERR_EAI ? "unknown host" : mosquitto_strerror (rc)));
     return rc;
   }
-  if (rc == MOSQ_ERR_TLS || (rc == MOSQ_ERR_PROTOCOL && self->run_tls)) {
+  if (rc == MOSQ_ERR_TLS || (self->run_tls && gst_cony_mqtt_ends_loop (rc, err))) {
     /* on_log() has given OpenSSL's reason unless there was none (the first
      * fatal error is the one reported). A TLS 1.3 broker that wants a client
      * certificate closes the connection after the handshake: a protocol
      * error here, an OpenSSL alert when it happens in the network thread. */
     gst_cony_mqtt_sink_fatal (self, GST_RESOURCE_ERROR_OPEN_WRITE,
         g_strdup ("TLS with the MQTT broker failed"),
-        g_strdup_printf ("%s:%d: %s%s", self->run_host, self->run_port, mosquitto_strerror (rc),
-            rc == MOSQ_ERR_PROTOCOL ? " (the broker closed the connection after the handshake: "
-                                      "does it require a client certificate? tls-cert-file)"
-                                    : ""));
+        g_strdup_printf ("%s:%d: %s%s", self->run_host, self->run_port,
+            rc == MOSQ_ERR_ERRNO ? g_strerror (err) : mosquitto_strerror (rc),
+            rc != MOSQ_ERR_TLS ? " (the broker closed the connection after the handshake: "
+                                 "does it require a client certificate? tls-cert-file)"
+                               : ""));
     return rc;
   }
-  int err = errno;
   g_mutex_lock (&self->lock);
   gboolean first = !self->failing;
   self->failing = TRUE;

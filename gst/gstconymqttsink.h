@@ -63,6 +63,7 @@ struct _GstConyMqttSink {
   gint run_port;
   guint run_keepalive;
   gboolean need_connect; /* the first attempt failed: the sender thread retries */
+  gboolean loop_ended;   /* libmosquitto's network thread ended: joined before a retry */
   gint run_qos;
   gboolean run_retain;
   gboolean strip_newline; /* application/x-json: the trailing newline is not sent */

@@ -23,7 +23,13 @@ delivered (distinct steps a paho subscriber got), repeated and dropped:
      PLAYING->PAUSED->PLAYING, PLAYING->READY->PLAYING and PLAYING->NULL each complete
      within 3 s; the records queued across the PAUSED and READY cycles are all delivered
      when the broker comes (GstBaseSink starts and stops at NULL: only NULL drops the
-     queue).
+     queue);
+  7. a broker that sends a malformed packet (MQTT's reserved type 0) after CONNACK (the
+     element reconnects to it a few times), then a real broker on the port: the loss is
+     reported, every step delivered (libmosquitto's network thread ends after a protocol
+     or TLS error; the element starts it again) and repeated at most once per step of the
+     in-flight window (libmosquitto resends what it holds; the element no longer
+     publishes it again too).
 
 TAP output; skipped (77) without mosquitto, python3-paho-mqtt or conymqttsink.
 """
@@ -262,6 +268,59 @@ def silent_broker(n, tmp):
                   problems + pub.errors, text, pub.warnings)
 
 
+class GarbageBroker(SilentBroker):
+    """Answers the first CONNECT with a CONNACK, then sends a packet of MQTT's reserved
+    type 0 (a protocol error for the client)."""
+
+    def accept(self):
+        while self.running:
+            try:
+                conn, _ = self.sock.accept()
+            except OSError:
+                return
+            self.conns.append(conn)
+            try:
+                conn.recv(1024)
+                conn.sendall(bytes([0x20, 0x02, 0x00, 0x00]))
+                time.sleep(0.3)
+                conn.sendall(bytes([0x00, 0x00]))
+            except OSError:    # closed by close()
+                return
+
+
+def protocol_error(n, tmp):
+    port = mqttbroker.free_port()
+    topic = "cony/hard/garbage"
+    fake = GarbageBroker(port)
+    pub = Publisher(port, topic)
+    pub.play()
+    pub.push(100)
+    fake.close()
+    broker = mqttbroker.Broker(os.path.join(tmp, "garbage"),
+                               [f"listener {port} {HOST}\nallow_anonymous true"])
+    broker.start()
+    sub = Subscriber(port, topic, name="cony-garbage")
+    pub.push(100)
+    pub.eos(seconds=20)
+    steps = sub.wait(200, 10)
+    sub.close()
+    text = counts(200, steps, pub)
+    pub.stop()
+    broker.stop()
+    problems = []
+    if not any("Lost the connection" in w for w in pub.warnings):
+        problems.append("the protocol error was not reported")
+    if sorted(set(steps)) != list(range(200)):
+        problems.append(f"{200 - len(set(steps))} steps missing: no reconnection after the "
+                        "protocol error")
+    repeats = len(steps) - len(set(steps))
+    if repeats > INFLIGHT:
+        problems.append(f"{repeats} repeats: more than the {INFLIGHT} in flight (a copy more "
+                        "per reconnection?)")
+    return report(n, "a malformed packet from the broker, then a real broker",
+                  problems + pub.errors, text, pub.warnings)
+
+
 def slow_subscriber(n, port):
     topic = "cony/hard/slow"
     sub = Subscriber(port, topic, delay=0.02, name="cony-slow")
@@ -405,13 +464,14 @@ def main():
         return 77
     tmp = tempfile.mkdtemp()
     os.makedirs(os.path.join(tmp, "silent"))
+    os.makedirs(os.path.join(tmp, "garbage"))
     port = mqttbroker.free_port()
     broker = mqttbroker.Broker(tmp, [f"listener {port} {HOST}\nallow_anonymous true"],
                                persistence=True)
     cases = [lambda k: qos2_restart(k, port, broker), lambda k: silent_broker(k, tmp),
              lambda k: slow_subscriber(k, port), lambda k: queue_full(k, port, broker),
              lambda k: eos_disconnected(k, port, broker),
-             lambda k: state_changes(k, port, broker)]
+             lambda k: state_changes(k, port, broker), lambda k: protocol_error(k, tmp)]
     only = [int(a) for a in sys.argv[1:]]
     ok = True
     try:
