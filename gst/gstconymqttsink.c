@@ -811,7 +811,7 @@ gst_cony_mqtt_sink_start (GstBaseSink *sink)
   mosquitto_max_inflight_messages_set (self->mosq, MAX_INFLIGHT);
 
   self->stopping = self->flushing = self->connected = self->dropping = FALSE;
-  self->need_connect = self->failed = self->failing = FALSE;
+  self->need_connect = self->loop_ended = self->failed = self->failing = FALSE;
   self->published = self->dropped = self->connects = 0;
   self->inflight = self->publishing = 0;
 
