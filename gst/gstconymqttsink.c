@@ -29,8 +29,22 @@
  * with `connected` (boolean), `queued` (guint), `published` and `dropped`
  * (guint64); a first failed connection and a lost one as warnings. At EOS the
  * element waits up to #GstConyMqttSink:drain-timeout for the queue to empty
- * and posts a warning naming what was not delivered. An unknown host or a
- * broker that refuses the client (CONNACK) is an error.
+ * and posts a warning naming what was not delivered. An unknown host, a
+ * broker that refuses the client (CONNACK, named) and a failed TLS handshake
+ * are errors.
+ *
+ * #GstConyMqttSink:username with #GstConyMqttSink:password or
+ * #GstConyMqttSink:password-file log in; #GstConyMqttSink:tls-ca-file (or
+ * #GstConyMqttSink:tls with the system's CAs) connects with TLS, verifying
+ * the broker's certificate and host name, and #GstConyMqttSink:tls-cert-file
+ * with #GstConyMqttSink:tls-key-file present a client certificate.
+ *
+ * With #GstConyMqttSink:ha-discovery it also publishes Home Assistant's
+ * MQTT discovery configs (retained): a sensor for the current label and a
+ * binary sensor per #GstConyMqttSink:ha-labels or
+ * #GstConyMqttSink:ha-groups-file label, ON while it is the top label or its
+ * segment is open, with availability online/offline through the last will
+ * (docs/elements.md, "conymqttsink").
  *
  * ## Example launch line
  * |[
@@ -43,6 +57,7 @@
 #endif
 
 #include "gstconymqttsink.h"
+#include "gstconymqttha.h"
 
 #include <errno.h>
 #include <mosquitto.h>
@@ -60,6 +75,10 @@ GST_DEBUG_CATEGORY_STATIC (gst_cony_mqtt_sink_debug);
 #define DEFAULT_RETAIN FALSE
 #define DEFAULT_MAX_QUEUED 100000
 #define DEFAULT_DRAIN_TIMEOUT 10000
+#define DEFAULT_HA_PREFIX "homeassistant"
+#define DEFAULT_HA_NODE_ID "cony"
+/* How long start() waits for the broker's first answer (µs). */
+#define START_WAIT (2 * G_USEC_PER_SEC)
 /* Messages on the wire at once (libmosquitto's own default inflight limit). */
 #define MAX_INFLIGHT 20
 
@@ -75,6 +94,19 @@ enum
   PROP_RETAIN,
   PROP_MAX_QUEUED,
   PROP_DRAIN_TIMEOUT,
+  PROP_USERNAME,
+  PROP_PASSWORD,
+  PROP_PASSWORD_FILE,
+  PROP_TLS,
+  PROP_TLS_CA_FILE,
+  PROP_TLS_CERT_FILE,
+  PROP_TLS_KEY_FILE,
+  PROP_TLS_INSECURE,
+  PROP_HA_DISCOVERY,
+  PROP_HA_PREFIX,
+  PROP_HA_NODE_ID,
+  PROP_HA_LABELS,
+  PROP_HA_GROUPS_FILE,
   PROP_PUBLISHED,
   PROP_DROPPED,
   PROP_QUEUED,
@@ -123,18 +155,63 @@ gst_cony_mqtt_sink_post_state (GstConyMqttSink *self)
   gst_element_post_message (GST_ELEMENT (self), gst_message_new_element (GST_OBJECT (self), s));
 }
 
+/* A fatal error (takes @text and @debug): no more attempts, EOS does not
+ * wait for a broker that will not come, and the error is posted once. While
+ * start() waits for the first CONNACK it is kept for start() to post and
+ * fail the state change with: an error posted from another thread while
+ * the pipeline goes to PAUSED can leave gst-launch-1.0 waiting forever. */
+static void
+gst_cony_mqtt_sink_fatal (GstConyMqttSink *self, GstResourceError code, gchar *text, gchar *debug)
+{
+  g_mutex_lock (&self->lock);
+  gboolean post = !self->failed && !self->starting;
+  if (!self->failed && self->starting) {
+    self->fatal_code = code;
+    self->fatal_text = g_steal_pointer (&text);
+    self->fatal_debug = g_steal_pointer (&debug);
+  }
+  self->failed = TRUE;
+  g_cond_broadcast (&self->cond);
+  g_mutex_unlock (&self->lock);
+  if (post)
+    gst_element_message_full (GST_ELEMENT (self), GST_MESSAGE_ERROR, GST_RESOURCE_ERROR, code,
+        g_steal_pointer (&text), g_steal_pointer (&debug), __FILE__, GST_FUNCTION, __LINE__);
+  g_free (text);
+  g_free (debug);
+}
+
+/* What the user can do about a CONNACK refusal (MQTT 3.1.1 return codes). */
+static const char *
+gst_cony_mqtt_connack_hint (int rc)
+{
+  switch (rc) {
+    case 2: return "set a client-id the broker accepts";
+    case 4:
+    case 5: return "check username and password (or password-file) and the broker's ACL";
+    default: return "see the broker's log";
+  }
+}
+
 static void
 gst_cony_mqtt_sink_on_connect (struct mosquitto *mosq, void *user, int rc)
 {
   GstConyMqttSink *self = user;
 
   if (rc != 0) {
-    GST_ELEMENT_ERROR (self, RESOURCE, OPEN_WRITE, ("The MQTT broker refused the connection"),
-        ("%s:%d: %s", self->host, self->port, mosquitto_connack_string (rc)));
+    gst_cony_mqtt_sink_fatal (self, GST_RESOURCE_ERROR_OPEN_WRITE,
+        g_strdup_printf ("The MQTT broker refused the connection: CONNACK %d (%s)", rc,
+            mosquitto_connack_string (rc)),
+        g_strdup_printf ("%s:%d%s%s: %s", self->run_host, self->run_port,
+            self->run_username ? " as user " : "", self->run_username ? self->run_username : "",
+            gst_cony_mqtt_connack_hint (rc)));
+    mosquitto_disconnect (mosq); /* no reconnection */
     return;
   }
   g_mutex_lock (&self->lock);
+  self->failing = FALSE;
   self->connected = TRUE;
+  if (self->ha != NULL) /* configs, online, states: again on every connection */
+    gst_cony_mqtt_ha_reset (self->ha);
   self->generation++;
   self->connects++;
   GST_INFO_OBJECT (self, "connected to %s:%d (%u queued)", self->host, self->port,
@@ -144,32 +221,114 @@ gst_cony_mqtt_sink_on_connect (struct mosquitto *mosq, void *user, int rc)
   g_mutex_unlock (&self->lock);
 }
 
-/* Whatever was on the wire is sent again after the reconnection: the
- * broker of a clean session forgets unacknowledged messages. */
+/* QoS 0: whatever was not written is published again after the
+ * reconnection. QoS 1 and 2: libmosquitto sends its unacknowledged messages
+ * again itself (same mid, DUP); publishing them again here too gave a copy
+ * more per reconnection (80 repeats of a 20-message window after four
+ * reconnections: docs/hardening.md). */
+/* Whether libmosquitto's loop_forever() ends after a disconnection with
+ * @rc (and @err, errno): it reconnects by itself only after the others. */
+static gboolean
+gst_cony_mqtt_ends_loop (int rc, int err)
+{
+  switch (rc) {
+    case MOSQ_ERR_NOMEM:
+    case MOSQ_ERR_PROTOCOL:
+    case MOSQ_ERR_INVAL:
+    case MOSQ_ERR_NOT_FOUND:
+    case MOSQ_ERR_TLS:
+    case MOSQ_ERR_PAYLOAD_SIZE:
+    case MOSQ_ERR_NOT_SUPPORTED:
+    case MOSQ_ERR_AUTH:
+    case MOSQ_ERR_ACL_DENIED:
+    case MOSQ_ERR_UNKNOWN:
+    case MOSQ_ERR_EAI:
+    case MOSQ_ERR_PROXY: return TRUE;
+    default: return err == EPROTO; /* a TLS error in a read or write */
+  }
+}
+
 static void
 gst_cony_mqtt_sink_on_disconnect (struct mosquitto *mosq, void *user, int rc)
 {
   GstConyMqttSink *self = user;
+  gboolean ends = gst_cony_mqtt_ends_loop (rc, errno);
 
   g_mutex_lock (&self->lock);
   gboolean was = self->connected;
   self->connected = FALSE;
   self->generation++;
-  for (GList *l = self->queue.head; l; l = l->next) {
-    GstConyMqttMessage *m = l->data;
-    m->state = MSG_UNSENT;
-    m->mid = 0;
+  if (self->run_qos == 0) {
+    for (GList *l = self->queue.head; l; l = l->next) {
+      GstConyMqttMessage *m = l->data;
+      m->state = MSG_UNSENT;
+      m->mid = 0;
+    }
+    self->inflight = 0;
+    g_hash_table_remove_all (self->acked_early);
   }
-  self->inflight = 0;
-  g_hash_table_remove_all (self->acked_early);
-  if (was && !self->stopping) {
+  gboolean quiet = self->stopping || self->failed;
+  gboolean first_failure = !was && !self->failing && self->connects == 0;
+  if (!was)
+    self->failing = TRUE;
+  if (ends && was) { /* the sender thread starts the network thread again */
+    self->need_connect = TRUE;
+    self->loop_ended = TRUE;
+  }
+  if (was && !quiet) {
     GST_ELEMENT_WARNING (self, RESOURCE, WRITE, ("Lost the connection to the MQTT broker"),
-        ("%s:%d (%s); queueing results until it is back (%u queued)", self->host, self->port,
-            mosquitto_strerror (rc), self->queue.length));
+        ("%s:%d (%s); queueing results until it is back (%u queued)", self->run_host,
+            self->run_port, mosquitto_strerror (rc), self->queue.length));
     gst_cony_mqtt_sink_post_state (self);
   }
   g_cond_broadcast (&self->cond);
   g_mutex_unlock (&self->lock);
+
+  if (ends && !was && !quiet) {
+    /* refused in or right after the handshake, nothing a retry mends */
+    gst_cony_mqtt_sink_fatal (self, GST_RESOURCE_ERROR_OPEN_WRITE,
+        g_strdup (self->run_tls ? "TLS with the MQTT broker failed"
+                                : "The MQTT broker closed the connection before CONNACK"),
+        g_strdup_printf ("%s:%d: %s%s", self->run_host, self->run_port, mosquitto_strerror (rc),
+            self->run_tls ? " (the broker closed the connection after the handshake: does it "
+                            "require a client certificate? tls-cert-file)"
+                          : " (is it an MQTT broker?)"));
+  } else if (first_failure && !quiet) {
+    /* TCP accepted, then no CONNACK (keepalive) or the connection closed */
+    GST_ELEMENT_WARNING (self, RESOURCE, OPEN_WRITE, ("Cannot connect to the MQTT broker yet"),
+        ("%s:%d: %s; retrying every 1 to 4 s, results are queued (max-queued)", self->run_host,
+            self->run_port,
+            rc == MOSQ_ERR_KEEPALIVE ? "no answer (CONNACK) within keepalive"
+                                     : mosquitto_strerror (rc)));
+  }
+}
+
+/* libmosquitto's log. A TLS error before the CONNACK is the only word of a
+ * refused certificate or key: libmosquitto's network thread then ends
+ * without a disconnect callback, so it is the element's error here. (One
+ * after the CONNACK, a connection cut, takes the lost-connection path.) */
+static void
+gst_cony_mqtt_sink_on_log (struct mosquitto *mosq, void *user, int level, const char *str)
+{
+  GstConyMqttSink *self = user;
+
+  if (level != MOSQ_LOG_ERR) {
+    GST_LOG_OBJECT (self, "%s", str);
+    return;
+  }
+  GST_DEBUG_OBJECT (self, "libmosquitto: %s", str);
+  if (!g_str_has_prefix (str, "OpenSSL Error") && !g_str_has_prefix (str, "Error: Unable to load"))
+    return;
+  g_mutex_lock (&self->lock);
+  gboolean fatal = !self->connected && !self->stopping;
+  g_mutex_unlock (&self->lock);
+  /* libmosquitto's loop ends by itself after a TLS error (and must not be
+   * told to here: it logs while holding its log lock) */
+  if (fatal)
+    gst_cony_mqtt_sink_fatal (self, GST_RESOURCE_ERROR_OPEN_WRITE,
+        g_strdup ("TLS with the MQTT broker failed"),
+        g_strdup_printf ("%s:%d: %s (tls-ca-file, tls-cert-file, tls-key-file, host)",
+            self->run_host, self->run_port, str));
 }
 
 static void
@@ -219,9 +378,12 @@ gst_cony_mqtt_sink_published (GstConyMqttSink *self, GstConyMqttMessage *m, guin
     int rc, int mid)
 {
   self->publishing--;
-  if (generation != self->generation)
-    return; /* (re)connected meanwhile: the message is UNSENT again */
-  if (rc != MOSQ_ERR_SUCCESS) {
+  /* QoS 1 and 2: libmosquitto keeps what it accepted (also while
+   * disconnected) and sends it again after a reconnection, same mid */
+  gboolean kept = self->run_qos > 0 && (rc == MOSQ_ERR_SUCCESS || rc == MOSQ_ERR_NO_CONN);
+  if (!kept && generation != self->generation)
+    return; /* QoS 0, (re)connected meanwhile: the message is UNSENT again */
+  if (!kept && rc != MOSQ_ERR_SUCCESS) {
     GST_DEBUG_OBJECT (self, "publish: %s; retrying", mosquitto_strerror (rc));
     m->state = MSG_UNSENT;
     return;
@@ -242,22 +404,53 @@ gst_cony_mqtt_sink_published (GstConyMqttSink *self, GstConyMqttMessage *m, guin
 
 static int gst_cony_mqtt_sink_try_connect (GstConyMqttSink *self);
 
+/* Home Assistant's configs and states, retained, QoS 1. Not queued: what is
+ * lost with a connection is published again on the next (ha_reset). */
+static void
+gst_cony_mqtt_sink_publish_ha (GstConyMqttSink *self, GPtrArray *due)
+{
+  for (guint i = 0; i < due->len; i++) {
+    GstConyMqttHaMessage *m = g_ptr_array_index (due, i);
+    int rc = mosquitto_publish (self->mosq, NULL, m->topic, (int) strlen (m->payload), m->payload,
+        1, TRUE);
+    GST_DEBUG_OBJECT (self, "ha: %s = %s (%s)", m->topic, m->payload, mosquitto_strerror (rc));
+  }
+  g_ptr_array_unref (due);
+}
+
 static gpointer
 gst_cony_mqtt_sink_sender (gpointer data)
 {
   GstConyMqttSink *self = data;
 
   g_mutex_lock (&self->lock);
-  /* a broker that was not there at the start: 1, 2, 4, 4, ... s apart */
-  for (guint delay = 1; self->need_connect && !self->stopping; delay = MIN (delay * 2, 4)) {
-    g_cond_wait_until (&self->cond, &self->lock, g_get_monotonic_time () + delay * G_USEC_PER_SEC);
-    if (self->stopping)
-      break;
-    g_mutex_unlock (&self->lock);
-    gst_cony_mqtt_sink_try_connect (self);
-    g_mutex_lock (&self->lock);
-  }
+  guint delay = 1;
   while (!self->stopping) {
+    /* a broker that was not there at the start, or libmosquitto's network
+     * thread ended (a TLS or protocol error): 1, 2, 4, 4, ... s apart */
+    if (self->need_connect && !self->failed) {
+      g_cond_wait_until (&self->cond, &self->lock,
+          g_get_monotonic_time () + delay * G_USEC_PER_SEC);
+      delay = MIN (delay * 2, 4);
+      if (self->stopping)
+        break;
+      gboolean ended = self->loop_ended;
+      self->loop_ended = FALSE;
+      g_mutex_unlock (&self->lock);
+      if (ended) /* joins the thread that ended, so that a new one can start */
+        mosquitto_loop_stop (self->mosq, FALSE);
+      gst_cony_mqtt_sink_try_connect (self);
+      g_mutex_lock (&self->lock);
+      continue;
+    }
+    delay = 1;
+    GPtrArray *due = self->ha && self->connected ? gst_cony_mqtt_ha_take_due (self->ha) : NULL;
+    if (due != NULL) {
+      g_mutex_unlock (&self->lock);
+      gst_cony_mqtt_sink_publish_ha (self, due);
+      g_mutex_lock (&self->lock);
+      continue;
+    }
     GstConyMqttMessage *m = gst_cony_mqtt_sink_next_unsent (self);
     if (m == NULL) {
       g_cond_wait (&self->cond, &self->lock);
@@ -304,6 +497,7 @@ gst_cony_mqtt_sink_try_connect (GstConyMqttSink *self)
 {
   int rc = mosquitto_connect_async (self->mosq, self->run_host, self->run_port,
       (int) self->run_keepalive);
+  int err = errno;
   if (rc == MOSQ_ERR_SUCCESS) {
     rc = mosquitto_loop_start (self->mosq);
     if (rc != MOSQ_ERR_SUCCESS)
@@ -314,17 +508,254 @@ gst_cony_mqtt_sink_try_connect (GstConyMqttSink *self)
     return rc;
   }
   if (rc == MOSQ_ERR_EAI || rc == MOSQ_ERR_INVAL) {
-    GST_ELEMENT_ERROR (self, RESOURCE, NOT_FOUND, ("Cannot find the MQTT broker"),
-        ("%s:%d: %s", self->run_host, self->run_port,
+    gst_cony_mqtt_sink_fatal (self, GST_RESOURCE_ERROR_NOT_FOUND,
+        g_strdup ("Cannot find the MQTT broker"),
+        g_strdup_printf ("%s:%d: %s", self->run_host, self->run_port,
             rc == MOSQ_ERR_EAI ? "unknown host" : mosquitto_strerror (rc)));
     return rc;
   }
-  if (!self->need_connect)
+  if (rc == MOSQ_ERR_TLS || (self->run_tls && gst_cony_mqtt_ends_loop (rc, err))) {
+    /* on_log() has given OpenSSL's reason unless there was none (the first
+     * fatal error is the one reported). A TLS 1.3 broker that wants a client
+     * certificate closes the connection after the handshake: a protocol
+     * error here, an OpenSSL alert when it happens in the network thread. */
+    gst_cony_mqtt_sink_fatal (self, GST_RESOURCE_ERROR_OPEN_WRITE,
+        g_strdup ("TLS with the MQTT broker failed"),
+        g_strdup_printf ("%s:%d: %s%s", self->run_host, self->run_port,
+            rc == MOSQ_ERR_ERRNO ? g_strerror (err) : mosquitto_strerror (rc),
+            rc != MOSQ_ERR_TLS ? " (the broker closed the connection after the handshake: "
+                                 "does it require a client certificate? tls-cert-file)"
+                               : ""));
+    return rc;
+  }
+  g_mutex_lock (&self->lock);
+  gboolean first = !self->failing;
+  self->failing = TRUE;
+  g_mutex_unlock (&self->lock);
+  if (first)
     GST_ELEMENT_WARNING (self, RESOURCE, OPEN_WRITE, ("Cannot connect to the MQTT broker yet"),
         ("%s:%d: %s; retrying every 1 to 4 s, results are queued (max-queued)", self->run_host,
-            self->run_port, rc == MOSQ_ERR_ERRNO ? g_strerror (errno) : mosquitto_strerror (rc)));
+            self->run_port, rc == MOSQ_ERR_ERRNO ? g_strerror (err) : mosquitto_strerror (rc)));
   self->need_connect = TRUE;
   return rc;
+}
+
+/* The first line of @path (a password file), without its line end; NULL
+ * with an error posted when it cannot be read or is empty. */
+static gchar *
+gst_cony_mqtt_sink_read_password (GstConyMqttSink *self, const gchar *path)
+{
+  gchar *text = NULL;
+  GError *err = NULL;
+  if (!g_file_get_contents (path, &text, NULL, &err)) {
+    GST_ELEMENT_ERROR (self, RESOURCE, OPEN_READ, ("Cannot read the MQTT password file"),
+        ("password-file '%s': %s", path, err->message));
+    g_error_free (err);
+    return NULL;
+  }
+  text[strcspn (text, "\r\n")] = '\0';
+  if (*text == '\0') {
+    GST_ELEMENT_ERROR (self, RESOURCE, SETTINGS, ("The MQTT password file is empty"),
+        ("password-file '%s': the password is its first line", path));
+    g_free (text);
+    return NULL;
+  }
+  return text;
+}
+
+/* A PEM file the TLS setup needs: readable and holding a @marker block
+ * ("CERTIFICATE", "PRIVATE KEY"), so that a wrong file is named at start
+ * instead of failing in the handshake. */
+static gboolean
+gst_cony_mqtt_sink_check_pem (GstConyMqttSink *self, const gchar *prop, const gchar *path,
+    const gchar *marker)
+{
+  gchar *text = NULL;
+  GError *err = NULL;
+  if (!g_file_get_contents (path, &text, NULL, &err)) {
+    GST_ELEMENT_ERROR (self, RESOURCE, OPEN_READ, ("Cannot read the MQTT %s", prop),
+        ("%s '%s': %s", prop, path, err->message));
+    g_error_free (err);
+    return FALSE;
+  }
+  gboolean pem = strstr (text, "-----BEGIN ") != NULL && strstr (text, marker) != NULL;
+  /* OpenSSL would ask for the pass phrase on the terminal */
+  gboolean encrypted = strstr (text, "ENCRYPTED") != NULL;
+  g_free (text);
+  if (!pem || encrypted) {
+    GST_ELEMENT_ERROR (self, RESOURCE, SETTINGS, ("Unusable MQTT %s", prop),
+        ("%s '%s': %s", prop, path,
+            encrypted ? "the key is encrypted; conymqttsink needs it without a pass phrase "
+                        "(openssl pkey -in KEY -out PLAIN)"
+                      : (g_strcmp0 (marker, "PRIVATE KEY") == 0 ? "no PEM private key in it"
+                                                                : "no PEM certificate in it")));
+    return FALSE;
+  }
+  return TRUE;
+}
+
+/* Never asked: an encrypted key is refused before (check_pem). */
+static int
+gst_cony_mqtt_no_pass_phrase (char *buf, int size, int rwflag, void *user)
+{
+  return 0;
+}
+
+typedef struct {
+  gchar *username, *password, *password_file;
+  gboolean tls, tls_insecure;
+  gchar *ca, *cert, *key;
+} GstConyMqttSecurity;
+
+static void
+gst_cony_mqtt_security_clear (GstConyMqttSecurity *c)
+{
+  g_free (c->username);
+  if (c->password)
+    memset (c->password, 0, strlen (c->password));
+  g_free (c->password);
+  g_free (c->password_file);
+  g_free (c->ca);
+  g_free (c->cert);
+  g_free (c->key);
+}
+
+/* The properties' strings, "" as unset. */
+static gchar *
+gst_cony_mqtt_dup_set (const gchar *s)
+{
+  return s && *s ? g_strdup (s) : NULL;
+}
+
+/* Credentials and TLS onto self->mosq (before connecting); FALSE with an
+ * error posted that names the setting. */
+static gboolean
+gst_cony_mqtt_sink_setup_security (GstConyMqttSink *self)
+{
+  GstConyMqttSecurity c = { 0 };
+  GST_OBJECT_LOCK (self);
+  c.username = gst_cony_mqtt_dup_set (self->username);
+  c.password = gst_cony_mqtt_dup_set (self->password);
+  c.password_file = gst_cony_mqtt_dup_set (self->password_file);
+  c.ca = gst_cony_mqtt_dup_set (self->tls_ca_file);
+  c.cert = gst_cony_mqtt_dup_set (self->tls_cert_file);
+  c.key = gst_cony_mqtt_dup_set (self->tls_key_file);
+  c.tls = self->tls || c.ca || c.cert || c.key;
+  c.tls_insecure = self->tls_insecure;
+  GST_OBJECT_UNLOCK (self);
+
+  gboolean ok = FALSE;
+  const gchar *wrong = NULL;
+  if (c.password && c.password_file)
+    wrong = "set password or password-file, not both";
+  else if ((c.password || c.password_file) && !c.username)
+    wrong = "a password needs a username";
+  else if ((c.cert == NULL) != (c.key == NULL))
+    wrong = "a client certificate needs both tls-cert-file and tls-key-file";
+  if (wrong) {
+    GST_ELEMENT_ERROR (self, RESOURCE, SETTINGS, ("Incomplete MQTT credentials"), ("%s", wrong));
+    goto out;
+  }
+  if (c.password_file
+      && (c.password = gst_cony_mqtt_sink_read_password (self, c.password_file)) == NULL)
+    goto out;
+  if ((c.ca && !gst_cony_mqtt_sink_check_pem (self, "tls-ca-file", c.ca, "CERTIFICATE"))
+      || (c.cert && !gst_cony_mqtt_sink_check_pem (self, "tls-cert-file", c.cert, "CERTIFICATE"))
+      || (c.key && !gst_cony_mqtt_sink_check_pem (self, "tls-key-file", c.key, "PRIVATE KEY")))
+    goto out;
+
+  int rc = MOSQ_ERR_SUCCESS;
+  if (c.username)
+    rc = mosquitto_username_pw_set (self->mosq, c.username, c.password);
+  if (rc == MOSQ_ERR_SUCCESS && c.tls) {
+    /* no CA file: the system's CAs (a broker with a public certificate) */
+    rc = mosquitto_int_option (self->mosq, MOSQ_OPT_TLS_USE_OS_CERTS, c.ca == NULL);
+    if (rc == MOSQ_ERR_SUCCESS && (c.ca || c.cert))
+      rc = mosquitto_tls_set (self->mosq, c.ca, c.ca ? NULL : "/etc/ssl/certs", c.cert, c.key,
+          gst_cony_mqtt_no_pass_phrase);
+    if (rc == MOSQ_ERR_SUCCESS)
+      rc = mosquitto_tls_insecure_set (self->mosq, c.tls_insecure);
+  }
+  if (rc != MOSQ_ERR_SUCCESS) {
+    GST_ELEMENT_ERROR (self, RESOURCE, SETTINGS, ("Cannot set the MQTT credentials or TLS"),
+        ("%s", mosquitto_strerror (rc)));
+    goto out;
+  }
+  g_free (self->run_username);
+  self->run_username = g_strdup (c.username);
+  self->run_tls = c.tls;
+  ok = TRUE;
+out:
+  gst_cony_mqtt_security_clear (&c);
+  return ok;
+}
+
+/* ha-discovery: the entities and the last will ("offline", retained) that
+ * marks them unavailable when the connection dies; FALSE with an error. */
+static gboolean
+gst_cony_mqtt_sink_setup_ha (GstConyMqttSink *self)
+{
+  GST_OBJECT_LOCK (self);
+  gboolean on = self->ha_discovery;
+  gchar *prefix = g_strdup (self->ha_prefix), *node = g_strdup (self->ha_node_id);
+  gchar *labels = g_strdup (self->ha_labels), *groups = g_strdup (self->ha_groups_file);
+  GST_OBJECT_UNLOCK (self);
+
+  GError *err = NULL;
+  GstConyMqttHa *ha = NULL;
+  int rc = MOSQ_ERR_SUCCESS;
+  if (on
+      && (ha = gst_cony_mqtt_ha_new (prefix, node, labels && *labels ? labels : NULL,
+              groups && *groups ? groups : NULL, &err))
+          == NULL)
+    GST_ELEMENT_ERROR (self, RESOURCE, SETTINGS, ("Invalid Home Assistant discovery settings"),
+        ("%s", err->message));
+  if (ha != NULL) {
+    const gchar *topic = gst_cony_mqtt_ha_availability_topic (ha);
+    rc = mosquitto_will_set (self->mosq, topic, (int) strlen (GST_CONY_MQTT_HA_OFFLINE),
+        GST_CONY_MQTT_HA_OFFLINE, 1, TRUE);
+    if (rc != MOSQ_ERR_SUCCESS)
+      GST_ELEMENT_ERROR (self, RESOURCE, SETTINGS, ("Cannot set the MQTT last will"),
+          ("%s: %s", topic, mosquitto_strerror (rc)));
+  }
+  g_clear_error (&err);
+  g_free (prefix);
+  g_free (node);
+  g_free (labels);
+  g_free (groups);
+  if (on && (ha == NULL || rc != MOSQ_ERR_SUCCESS)) {
+    gst_cony_mqtt_ha_free (ha);
+    return FALSE;
+  }
+  g_mutex_lock (&self->lock);
+  self->ha = ha;
+  self->ha_warned = FALSE;
+  g_mutex_unlock (&self->lock);
+  return TRUE;
+}
+
+/* After the first attempt (@attempted: under way): waits up to START_WAIT
+ * for its outcome, so that a refusal (credentials, certificates) fails the
+ * state change with its error. An absent or silent broker is not waited
+ * for longer: the results are queued meanwhile. FALSE after a fatal error. */
+static gboolean
+gst_cony_mqtt_sink_wait_connack (GstConyMqttSink *self, gboolean attempted)
+{
+  g_mutex_lock (&self->lock);
+  gint64 deadline = g_get_monotonic_time () + START_WAIT;
+  while (attempted && !self->connected && !self->failed && !self->failing)
+    if (!g_cond_wait_until (&self->cond, &self->lock, deadline))
+      break;
+  self->starting = FALSE;
+  gboolean failed = self->failed;
+  GstResourceError code = self->fatal_code;
+  gchar *text = g_steal_pointer (&self->fatal_text);
+  gchar *debug = g_steal_pointer (&self->fatal_debug);
+  g_mutex_unlock (&self->lock);
+  if (text != NULL)
+    gst_element_message_full (GST_ELEMENT (self), GST_MESSAGE_ERROR, GST_RESOURCE_ERROR, code, text,
+        debug, __FILE__, GST_FUNCTION, __LINE__);
+  return !failed;
 }
 
 static gboolean
@@ -362,6 +793,17 @@ gst_cony_mqtt_sink_start (GstBaseSink *sink)
         ("mosquitto_new: %s", g_strerror (errno)));
     return FALSE;
   }
+  if (!gst_cony_mqtt_sink_setup_security (self)) {
+    mosquitto_destroy (self->mosq);
+    self->mosq = NULL;
+    return FALSE;
+  }
+  if (!gst_cony_mqtt_sink_setup_ha (self)) {
+    mosquitto_destroy (self->mosq);
+    self->mosq = NULL;
+    return FALSE;
+  }
+  mosquitto_log_callback_set (self->mosq, gst_cony_mqtt_sink_on_log);
   mosquitto_connect_callback_set (self->mosq, gst_cony_mqtt_sink_on_connect);
   mosquitto_disconnect_callback_set (self->mosq, gst_cony_mqtt_sink_on_disconnect);
   mosquitto_publish_callback_set (self->mosq, gst_cony_mqtt_sink_on_publish);
@@ -369,14 +811,20 @@ gst_cony_mqtt_sink_start (GstBaseSink *sink)
   mosquitto_max_inflight_messages_set (self->mosq, MAX_INFLIGHT);
 
   self->stopping = self->flushing = self->connected = self->dropping = FALSE;
-  self->need_connect = FALSE;
+  self->need_connect = self->loop_ended = self->failed = self->failing = FALSE;
   self->published = self->dropped = self->connects = 0;
   self->inflight = self->publishing = 0;
 
+  self->starting = TRUE;
   int rc = gst_cony_mqtt_sink_try_connect (self);
-  if (rc != MOSQ_ERR_SUCCESS && !self->need_connect) {
+  if (!gst_cony_mqtt_sink_wait_connack (self, rc == MOSQ_ERR_SUCCESS)) {
+    mosquitto_disconnect (self->mosq);
+    mosquitto_loop_stop (self->mosq, FALSE);
     mosquitto_destroy (self->mosq);
     self->mosq = NULL;
+    g_mutex_lock (&self->lock);
+    g_clear_pointer (&self->ha, gst_cony_mqtt_ha_free);
+    g_mutex_unlock (&self->lock);
     return FALSE;
   }
   self->sender = g_thread_new ("conymqttsink", gst_cony_mqtt_sink_sender, self);
@@ -396,6 +844,15 @@ gst_cony_mqtt_sink_stop (GstBaseSink *sink)
     g_thread_join (self->sender);
   self->sender = NULL;
   if (self->mosq) {
+    g_mutex_lock (&self->lock);
+    gboolean offline = self->ha != NULL && self->connected;
+    g_mutex_unlock (&self->lock);
+    /* a clean stop sends no last will: Home Assistant is told here. QoS 0
+     * goes out at once, ahead of the DISCONNECT (QoS 1 could wait behind
+     * the in-flight window and be dropped with the connection). */
+    if (offline)
+      mosquitto_publish (self->mosq, NULL, gst_cony_mqtt_ha_availability_topic (self->ha),
+          (int) strlen (GST_CONY_MQTT_HA_OFFLINE), GST_CONY_MQTT_HA_OFFLINE, 0, TRUE);
     mosquitto_disconnect (self->mosq);
     mosquitto_loop_stop (self->mosq, FALSE);
     mosquitto_destroy (self->mosq);
@@ -408,6 +865,7 @@ gst_cony_mqtt_sink_stop (GstBaseSink *sink)
   self->inflight = 0;
   self->connected = FALSE;
   g_hash_table_remove_all (self->acked_early);
+  g_clear_pointer (&self->ha, gst_cony_mqtt_ha_free);
   g_mutex_unlock (&self->lock);
   return TRUE;
 }
@@ -422,6 +880,24 @@ gst_cony_mqtt_sink_set_caps (GstBaseSink *sink, GstCaps *caps)
   self->strip_newline = json;
   g_mutex_unlock (&self->lock);
   return TRUE;
+}
+
+/* A record for Home Assistant's states; self->lock held. */
+static void
+gst_cony_mqtt_sink_update_ha (GstConyMqttSink *self, const gchar *data, gsize len)
+{
+  GError *err = NULL;
+  if (gst_cony_mqtt_ha_update (self->ha, data, len, &err)) {
+    g_cond_broadcast (&self->cond);
+    return;
+  }
+  if (!self->ha_warned)
+    GST_ELEMENT_WARNING (self, STREAM, FORMAT,
+        ("ha-discovery: the input is not conyjson's records; Home Assistant's states stay as "
+         "they are"),
+        ("%s (put conyjson before conymqttsink)", err->message));
+  self->ha_warned = TRUE;
+  g_error_free (err);
 }
 
 /* The streaming thread: a copy into the queue, never a wait. */
@@ -443,6 +919,8 @@ gst_cony_mqtt_sink_render (GstBaseSink *sink, GstBuffer *buf)
   gsize len = map.size;
   if (self->strip_newline && len > 0 && map.data[len - 1] == '\n')
     len--;
+  if (self->ha != NULL)
+    gst_cony_mqtt_sink_update_ha (self, (const gchar *) map.data, len);
   if (self->queue.length >= max_queued) {
     self->dropped++;
     if (!self->dropping)
@@ -472,7 +950,7 @@ gst_cony_mqtt_sink_drain (GstConyMqttSink *self)
   GST_OBJECT_UNLOCK (self);
 
   g_mutex_lock (&self->lock);
-  while (self->queue.length > 0 && !self->flushing && !self->stopping)
+  while (self->queue.length > 0 && !self->flushing && !self->stopping && !self->failed)
     if (!g_cond_wait_until (&self->cond, &self->lock, deadline))
       break;
   if (self->queue.length > 0 && !self->flushing)
@@ -520,6 +998,13 @@ gst_cony_mqtt_sink_unlock_stop (GstBaseSink *sink)
 /* ------------------------------------------------------------------------ */
 
 static void
+gst_cony_mqtt_set_string (gchar **field, const GValue *value)
+{
+  g_free (*field);
+  *field = g_value_dup_string (value);
+}
+
+static void
 gst_cony_mqtt_sink_set_property (GObject *object, guint prop_id, const GValue *value,
     GParamSpec *pspec)
 {
@@ -545,6 +1030,23 @@ gst_cony_mqtt_sink_set_property (GObject *object, guint prop_id, const GValue *v
     case PROP_RETAIN: self->retain = g_value_get_boolean (value); break;
     case PROP_MAX_QUEUED: self->max_queued = g_value_get_uint (value); break;
     case PROP_DRAIN_TIMEOUT: self->drain_timeout = g_value_get_uint (value); break;
+    case PROP_USERNAME: gst_cony_mqtt_set_string (&self->username, value); break;
+    case PROP_PASSWORD:
+      if (self->password)
+        memset (self->password, 0, strlen (self->password));
+      gst_cony_mqtt_set_string (&self->password, value);
+      break;
+    case PROP_PASSWORD_FILE: gst_cony_mqtt_set_string (&self->password_file, value); break;
+    case PROP_TLS: self->tls = g_value_get_boolean (value); break;
+    case PROP_TLS_CA_FILE: gst_cony_mqtt_set_string (&self->tls_ca_file, value); break;
+    case PROP_TLS_CERT_FILE: gst_cony_mqtt_set_string (&self->tls_cert_file, value); break;
+    case PROP_TLS_KEY_FILE: gst_cony_mqtt_set_string (&self->tls_key_file, value); break;
+    case PROP_TLS_INSECURE: self->tls_insecure = g_value_get_boolean (value); break;
+    case PROP_HA_DISCOVERY: self->ha_discovery = g_value_get_boolean (value); break;
+    case PROP_HA_PREFIX: gst_cony_mqtt_set_string (&self->ha_prefix, value); break;
+    case PROP_HA_NODE_ID: gst_cony_mqtt_set_string (&self->ha_node_id, value); break;
+    case PROP_HA_LABELS: gst_cony_mqtt_set_string (&self->ha_labels, value); break;
+    case PROP_HA_GROUPS_FILE: gst_cony_mqtt_set_string (&self->ha_groups_file, value); break;
     default: G_OBJECT_WARN_INVALID_PROPERTY_ID (object, prop_id, pspec); break;
   }
   GST_OBJECT_UNLOCK (self);
@@ -584,6 +1086,18 @@ gst_cony_mqtt_sink_get_property (GObject *object, guint prop_id, GValue *value, 
     case PROP_RETAIN: g_value_set_boolean (value, self->retain); break;
     case PROP_MAX_QUEUED: g_value_set_uint (value, self->max_queued); break;
     case PROP_DRAIN_TIMEOUT: g_value_set_uint (value, self->drain_timeout); break;
+    case PROP_USERNAME: g_value_set_string (value, self->username); break;
+    case PROP_PASSWORD_FILE: g_value_set_string (value, self->password_file); break;
+    case PROP_TLS: g_value_set_boolean (value, self->tls); break;
+    case PROP_TLS_CA_FILE: g_value_set_string (value, self->tls_ca_file); break;
+    case PROP_TLS_CERT_FILE: g_value_set_string (value, self->tls_cert_file); break;
+    case PROP_TLS_KEY_FILE: g_value_set_string (value, self->tls_key_file); break;
+    case PROP_TLS_INSECURE: g_value_set_boolean (value, self->tls_insecure); break;
+    case PROP_HA_DISCOVERY: g_value_set_boolean (value, self->ha_discovery); break;
+    case PROP_HA_PREFIX: g_value_set_string (value, self->ha_prefix); break;
+    case PROP_HA_NODE_ID: g_value_set_string (value, self->ha_node_id); break;
+    case PROP_HA_LABELS: g_value_set_string (value, self->ha_labels); break;
+    case PROP_HA_GROUPS_FILE: g_value_set_string (value, self->ha_groups_file); break;
     default: G_OBJECT_WARN_INVALID_PROPERTY_ID (object, prop_id, pspec); break;
   }
   GST_OBJECT_UNLOCK (self);
@@ -599,11 +1113,84 @@ gst_cony_mqtt_sink_finalize (GObject *object)
   g_free (self->client_id);
   g_free (self->bare_topic);
   g_free (self->run_host);
+  g_free (self->run_username);
+  g_free (self->username);
+  if (self->password)
+    memset (self->password, 0, strlen (self->password));
+  g_free (self->password);
+  g_free (self->password_file);
+  g_free (self->tls_ca_file);
+  g_free (self->tls_cert_file);
+  g_free (self->tls_key_file);
+  g_free (self->ha_prefix);
+  g_free (self->ha_node_id);
+  g_free (self->ha_labels);
+  g_free (self->ha_groups_file);
   g_queue_clear_full (&self->queue, gst_cony_mqtt_message_free);
   g_hash_table_unref (self->acked_early);
   g_mutex_clear (&self->lock);
   g_cond_clear (&self->cond);
   G_OBJECT_CLASS (parent_class)->finalize (object);
+}
+
+static void
+gst_cony_mqtt_sink_install_security_properties (GObjectClass *gobject_class, GParamFlags ready)
+{
+  g_object_class_install_property (gobject_class, PROP_USERNAME,
+      g_param_spec_string ("username", "Username", "MQTT user name (NULL: none)", NULL, ready));
+  g_object_class_install_property (gobject_class, PROP_PASSWORD,
+      g_param_spec_string ("password", "Password",
+          "MQTT password, write-only (password-file keeps it off the command line)", NULL,
+          G_PARAM_WRITABLE | G_PARAM_STATIC_STRINGS | GST_PARAM_MUTABLE_READY));
+  g_object_class_install_property (gobject_class, PROP_PASSWORD_FILE,
+      g_param_spec_string ("password-file", "Password file",
+          "File whose first line is the MQTT password, read at start (NULL: none)", NULL, ready));
+  g_object_class_install_property (gobject_class, PROP_TLS,
+      g_param_spec_boolean ("tls", "TLS",
+          "Connect with TLS (implied by the tls-*-file properties); without tls-ca-file the "
+          "system's CAs verify the broker",
+          FALSE, ready));
+  g_object_class_install_property (gobject_class, PROP_TLS_CA_FILE,
+      g_param_spec_string ("tls-ca-file", "TLS CA file",
+          "PEM file of the CA(s) that signed the broker's certificate; turns TLS on", NULL, ready));
+  g_object_class_install_property (gobject_class, PROP_TLS_CERT_FILE,
+      g_param_spec_string ("tls-cert-file", "TLS client certificate",
+          "PEM client certificate for brokers that require one (with tls-key-file)", NULL, ready));
+  g_object_class_install_property (gobject_class, PROP_TLS_KEY_FILE,
+      g_param_spec_string ("tls-key-file", "TLS client key",
+          "PEM private key of tls-cert-file, not encrypted", NULL, ready));
+  g_object_class_install_property (gobject_class, PROP_TLS_INSECURE,
+      g_param_spec_boolean ("tls-insecure", "TLS insecure",
+          "Do not check that the broker's certificate names host (the CA is still checked)", FALSE,
+          ready));
+}
+
+static void
+gst_cony_mqtt_sink_install_ha_properties (GObjectClass *gobject_class, GParamFlags ready)
+{
+  g_object_class_install_property (gobject_class, PROP_HA_DISCOVERY,
+      g_param_spec_boolean ("ha-discovery", "Home Assistant discovery",
+          "Publish Home Assistant MQTT discovery configs (retained) and states from conyjson's "
+          "records: a sensor for the current label, a binary sensor per ha-labels / "
+          "ha-groups-file label, availability by the last will",
+          FALSE, ready));
+  g_object_class_install_property (gobject_class, PROP_HA_PREFIX,
+      g_param_spec_string ("ha-prefix", "Home Assistant prefix",
+          "Home Assistant's discovery prefix", DEFAULT_HA_PREFIX, ready));
+  g_object_class_install_property (gobject_class, PROP_HA_NODE_ID,
+      g_param_spec_string ("ha-node-id", "Home Assistant node id",
+          "This device in discovery topics, unique ids and state topics cony/NODE/... "
+          "(letters, digits, _ and -; one per pipeline)",
+          DEFAULT_HA_NODE_ID, ready));
+  g_object_class_install_property (gobject_class, PROP_HA_LABELS,
+      g_param_spec_string ("ha-labels", "Home Assistant labels",
+          "Comma-separated labels that get a binary sensor (as the records spell them)", NULL,
+          ready));
+  g_object_class_install_property (gobject_class, PROP_HA_GROUPS_FILE,
+      g_param_spec_string ("ha-groups-file", "Home Assistant groups file",
+          "A label groups file (lines 'name = model label; model label'): each name gets a "
+          "binary sensor",
+          NULL, ready));
 }
 
 static void
@@ -647,6 +1234,8 @@ gst_cony_mqtt_sink_install_properties (GObjectClass *gobject_class)
       g_param_spec_uint ("drain-timeout", "Drain timeout",
           "Milliseconds EOS waits for the queue to be delivered (0: not at all)", 0, G_MAXUINT,
           DEFAULT_DRAIN_TIMEOUT, playing));
+  gst_cony_mqtt_sink_install_security_properties (gobject_class, ready);
+  gst_cony_mqtt_sink_install_ha_properties (gobject_class, ready);
   g_object_class_install_property (gobject_class, PROP_PUBLISHED,
       g_param_spec_uint64 ("published", "Published",
           "Messages the broker acknowledged (QoS 0: written to the socket)", 0, G_MAXUINT64, 0,
@@ -703,6 +1292,8 @@ gst_cony_mqtt_sink_init (GstConyMqttSink *self)
   self->retain = DEFAULT_RETAIN;
   self->max_queued = DEFAULT_MAX_QUEUED;
   self->drain_timeout = DEFAULT_DRAIN_TIMEOUT;
+  self->ha_prefix = g_strdup (DEFAULT_HA_PREFIX);
+  self->ha_node_id = g_strdup (DEFAULT_HA_NODE_ID);
   g_mutex_init (&self->lock);
   g_cond_init (&self->cond);
   g_queue_init (&self->queue);

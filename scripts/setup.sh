@@ -25,7 +25,8 @@ RUNTIME=(
 # font (the music of train_your_own.py's "other" class and the data set's), matplotlib
 # (pipelines/timeline.py's pictures), Pillow (the fused model's photographs,
 # training/conytrain/av), numpy (overlay.py's bitmap font too), the MQTT broker of
-# conymqttsink's test and mosquitto_sub (the docs' subscriber), jsonschema (the result
+# conymqttsink's tests and mosquitto_sub (the docs' subscriber), openssl (their throwaway
+# TLS certificates), jsonschema (the result
 # schema's test), and
 # clang with its sanitizer runtime (test.sh's clang build and libFuzzer smoke run) and
 # clang-format (the format test).
@@ -33,7 +34,7 @@ FULL=(
   python3-numpy python3-torch
   fluidsynth fluid-soundfont-gm
   python3-matplotlib python3-pil
-  mosquitto mosquitto-clients python3-paho-mqtt python3-jsonschema
+  mosquitto mosquitto-clients python3-paho-mqtt python3-jsonschema openssl
   clang libclang-rt-14-dev clang-format
 )
 

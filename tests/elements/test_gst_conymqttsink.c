@@ -104,15 +104,22 @@ test_queue_bound_silent_broker (void)
   check_bounded_queue (TRUE);
 }
 
-/* A topic with a wildcard, an empty host, an unknown host: the state change
- * fails with an error naming the setting. */
+/* A topic with a wildcard, an empty host, an unknown host, credentials or
+ * TLS files that cannot work: the state change fails with an error naming
+ * the setting (before any connection: no broker needed). */
 static void
 test_bad_settings (void)
 {
+  gchar *not_pem = g_build_filename (g_getenv ("CONY_SOURCE_ROOT"), "meson.build", NULL);
   const char *cases[][3] = {
     { "topic", "cony/#", "valid topic" },
     { "host", "", "host" },
     { "host", "no-such-host.invalid", "Cannot find the MQTT broker" },
+    { "password", "secret", "a password needs a username" },
+    { "password-file", "/nonexistent/pw", "a password needs a username" },
+    { "tls-cert-file", "/nonexistent/c.crt", "needs both tls-cert-file and tls-key-file" },
+    { "tls-ca-file", "/nonexistent/ca.crt", "Cannot read the MQTT tls-ca-file" },
+    { "tls-ca-file", not_pem, "no PEM certificate in it" },
   };
   for (guint i = 0; i < G_N_ELEMENTS (cases); i++) {
     GstElement *e = gst_element_factory_make ("conymqttsink", NULL);
@@ -137,6 +144,7 @@ test_bad_settings (void)
     gst_object_unref (bus);
     gst_object_unref (e);
   }
+  g_free (not_pem);
 }
 
 /* Defaults and ranges, as docs/elements.md states them. */
@@ -158,6 +166,24 @@ test_properties (void)
   g_assert_cmpuint (max_queued, ==, 100000);
   g_assert_cmpuint (drain, ==, 10000);
   g_assert_false (sync);
+  gboolean tls, insecure;
+  gchar *user;
+  g_object_get (e, "tls", &tls, "tls-insecure", &insecure, "username", &user, NULL);
+  g_assert_false (tls);
+  g_assert_false (insecure); /* the broker's host name is checked unless asked */
+  g_assert_null (user);
+  gboolean ha;
+  gchar *prefix, *node;
+  g_object_get (e, "ha-discovery", &ha, "ha-prefix", &prefix, "ha-node-id", &node, NULL);
+  g_assert_false (ha);
+  g_assert_cmpstr (prefix, ==, "homeassistant");
+  g_assert_cmpstr (node, ==, "cony");
+  g_free (prefix);
+  g_free (node);
+  /* the password can be set, never read back */
+  GParamSpec *pw = g_object_class_find_property (G_OBJECT_GET_CLASS (e), "password");
+  g_assert_true (pw->flags & G_PARAM_WRITABLE);
+  g_assert_false (pw->flags & G_PARAM_READABLE);
   g_free (host);
   g_free (topic);
   GParamSpecInt *q = G_PARAM_SPEC_INT (

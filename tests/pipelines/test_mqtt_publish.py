@@ -25,8 +25,6 @@ TAP output; skipped (77) without mosquitto, python3-paho-mqtt or conymqttsink.
 import json
 import os
 import shutil
-import signal
-import socket
 import subprocess
 import sys
 import tempfile
@@ -44,52 +42,12 @@ except ImportError:
     print("1..0 # SKIP python3-paho-mqtt not installed")
     sys.exit(77)
 
-MOSQUITTO = shutil.which("mosquitto") or "/usr/sbin/mosquitto"
-HOST = "127.0.0.1"
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+import mqttbroker  # noqa: E402
+from mqttbroker import HOST, MOSQUITTO, free_port  # noqa: E402
+
 LIVE = ("audiotestsrc is-live=true num-buffers={n} samplesperbuffer=4410 wave=sine freq=440 "
         "! audio/x-raw,rate=44100")
-
-
-def free_port():
-    with socket.socket() as s:
-        s.bind((HOST, 0))
-        return s.getsockname()[1]
-
-
-class Broker:
-    """mosquitto on HOST:port with persistence in @workdir."""
-
-    def __init__(self, workdir, port):
-        self.port = port
-        self.conf = os.path.join(workdir, "mosquitto.conf")
-        with open(self.conf, "w") as f:
-            f.write(f"listener {port} {HOST}\nallow_anonymous true\npersistence true\n"
-                    f"persistence_location {workdir}/\nlog_dest file {workdir}/mosquitto.log\n")
-            # started as root, mosquitto would run as user mosquitto, which cannot write
-            # its persistence file into our private directory: the subscriber's session
-            # would not survive the restart
-            if os.geteuid() == 0:
-                f.write("user root\n")
-        self.proc = None
-
-    def start(self):
-        self.proc = subprocess.Popen([MOSQUITTO, "-c", self.conf],
-                                     stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
-        deadline = time.monotonic() + 10
-        while time.monotonic() < deadline:
-            try:
-                socket.create_connection((HOST, self.port), timeout=0.2).close()
-                return
-            except OSError:
-                if self.proc.poll() is not None:
-                    raise RuntimeError(f"mosquitto exited with {self.proc.returncode}")
-                time.sleep(0.05)
-        raise RuntimeError("mosquitto did not open its port")
-
-    def stop(self):
-        if self.proc and self.proc.poll() is None:
-            self.proc.send_signal(signal.SIGTERM)   # saves its persistence file
-            self.proc.wait(timeout=10)
 
 
 class Subscriber:
@@ -246,7 +204,8 @@ def main():
             validator = jsonschema.Draft202012Validator(json.load(f))
     tmp = tempfile.mkdtemp()
     port = free_port()
-    broker = Broker(tmp, port)
+    broker = mqttbroker.Broker(tmp, [f"listener {port} {HOST}\nallow_anonymous true"],
+                               persistence=True)
     ok = True
     try:
         broker.start()
