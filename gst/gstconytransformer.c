@@ -145,6 +145,7 @@
 #include "cony/labels.h"
 #include "cony/safetensors.h"
 #include "gstconyelement.h"
+#include "gstconylevel.h"
 
 #include <math.h>
 #include <string.h>
@@ -265,6 +266,7 @@ gst_cony_transformer_reset_stream (GstConyTransformer *self)
   for (guint c = 0; self->label_seg && c < self->n_classes; c++)
     gst_cony_segment_track_reset (&self->label_seg[c], 0);
   self->have_last = FALSE;
+  self->n_steps = 0;
   self->in_nonfinite = FALSE;
   self->in_overflow = FALSE;
 }
@@ -732,11 +734,12 @@ gst_cony_transformer_attach_result (GstConyTransformer *self, GstBuffer *buf,
     .step = st->step,
     .window_start = st->start,
     .window_end = st->end,
-    .class_id = top,
-    .label = self->labels[top],
-    .score = self->probs[top],
-    .n_scores = self->n_classes,
+    .class_id = st->gated ? -1 : top,
+    .label = st->gated ? "" : self->labels[top],
+    .score = st->gated ? 0.0f : self->probs[top],
+    .n_scores = st->gated ? 0 : self->n_classes,
     .scores = self->probs,
+    .gated = st->gated,
     .context_fill = st->fill,
     .pts = st->pts,
     .running_start = gst_cony_transformer_segment_time (self, st->start, TRUE),
@@ -752,6 +755,34 @@ gst_cony_transformer_attach_result (GstConyTransformer *self, GstBuffer *buf,
   };
   GstConyClassificationMeta *meta = gst_buffer_add_cony_classification_meta_full (buf, &v);
   gst_buffer_add_cony_classification_custom_meta (buf, meta);
+}
+
+/* Whether the step over tokens @i .. @i + @per of a buffer with level meta @level was below
+ * conyvggish's level gate: all of its tokens were. */
+static gboolean
+gst_cony_transformer_step_gated (const GstConyLevelMeta *level, gsize i, gsize per)
+{
+  if (level == NULL || i + per > level->n)
+    return FALSE;
+  for (gsize j = 0; j < per; j++)
+    if (!level->gated[i + j])
+      return FALSE;
+  return TRUE;
+}
+
+/* A step below the level gate (@st, times set): no model step, and the continual state
+ * starts again after it (the quiet ends the context, as a GAP does); no class, zero
+ * scores, and for the segments a step where no class reaches its threshold. */
+static guint
+gst_cony_transformer_gated_step (GstConyTransformer *self, GstConyTransformerStep *st,
+    gdouble threshold, const GstConySegmentRule *hold)
+{
+  if (cony_encoder_steps (self->encoder) > 0)
+    cony_encoder_reset (self->encoder);
+  st->gated = TRUE;
+  st->fill = 0.0;
+  memset (self->probs, 0, self->n_classes * sizeof (gfloat));
+  return gst_cony_transformer_update_segments (self, st, 0, threshold, hold);
 }
 
 /* Time of token @i of the @k in a buffer at @pts: interpolated over the buffer's
@@ -848,6 +879,7 @@ gst_cony_transformer_transform_ip (GstBaseTransform *trans, GstBuffer *buf)
 
   GstClockTime pts = GST_BUFFER_PTS (buf), dur = GST_BUFFER_DURATION (buf);
   gint64 lookahead = gst_cony_tokens_lookahead_ns (&self->info);
+  const GstConyLevelMeta *level = gst_buffer_get_cony_level_meta (buf);
   GPtrArray *messages = NULL;
   guint bad = 0, overflow = 0;
   guint64 overflow_step = 0;
@@ -861,6 +893,20 @@ gst_cony_transformer_transform_ip (GstBaseTransform *trans, GstBuffer *buf)
     if (!GST_CLOCK_TIME_IS_VALID (t0))
       t0 = pts;
 
+    if (gst_cony_transformer_step_gated (level, i, per)) {
+      GstConyTransformerStep st = { .step = self->n_steps++,
+        .pts = t0,
+        .tile_end = t1,
+        .start = t0,
+        .end = gst_cony_transformer_input_end (t0, t1, lookahead) };
+      guint n_events = gst_cony_transformer_gated_step (self, &st, threshold, &hold);
+      gst_cony_transformer_attach_result (self, buf, &st, 0, 0, n_events);
+      self->have_last = TRUE;
+      self->last = st;
+      if (post)
+        gst_cony_transformer_step_messages (self, &st, 0, 0, n_events, mode, threshold, &messages);
+      continue;
+    }
     if (!gst_cony_transformer_all_finite (token, self->d_in * per)) {
       bad += per;
       continue;
@@ -884,7 +930,7 @@ gst_cony_transformer_transform_ip (GstBaseTransform *trans, GstBuffer *buf)
     gint top = gst_cony_transformer_compute_scores (self);
     guint n_top = gst_cony_transformer_select_top (self, top_k);
     GstConyTransformerStep st = {
-      .step = step,
+      .step = self->n_steps++,
       .pts = t0,
       .tile_end = t1,
       .start = self->starts[(first + per - fill) % self->window],

@@ -57,6 +57,7 @@ typedef struct {
   GstClockTime pts, tile_end; /* the step's own tokens: [PTS of the first, end of the last) */
   GstClockTime start, end;    /* the input the result covers (gstconytokens.h: lookahead) */
   gdouble fill;               /* context_fill */
+  gboolean gated;             /* below conyvggish's level gate: no model step, no class */
 } GstConyTransformerStep;
 
 #define GST_TYPE_CONY_TRANSFORMER (gst_cony_transformer_get_type ())
@@ -118,6 +119,7 @@ struct _GstConyTransformer {
   gboolean have_last;
   GstConyTransformerStep last;
   guint last_top;
+  guint64 n_steps; /* steps since the reset, gated ones included (the meta's step) */
 };
 
 G_END_DECLS

@@ -1,6 +1,8 @@
 /* conytransformer's listen, ignore and groups-file (issue 56): the reported classes, their
  * scores folded from libcony's encoder stepped on the same tokens, segments and messages
- * under the group labels, errors naming the bad label.
+ * under the group labels, errors naming the bad label. The level gate (conyvggish
+ * min-level, conymel's level, conytransformer's gated results): exactly the windows whose
+ * samples' mean square is below it, with their exact spans.
  *
  * Model: tests/golden/transformer/small.safetensors (d_in 128, window 8, softmax over
  * speech, music, noise, silence). */
@@ -217,6 +219,113 @@ test_errors (void)
   g_free (groups);
 }
 
+/* The gate's audio: loud noise (+-0.5, -10.8 dBFS) in [0, 2) and [8, 10) s, quiet (+-0.001,
+ * -64.8 dBFS) elsewhere, 12 s at 16 kHz. */
+#define RATE 16000
+#define SECONDS 12
+static float *
+gate_audio (void)
+{
+  GRand *r = g_rand_new_with_seed (56);
+  float *x = g_new (float, RATE *SECONDS);
+  for (guint i = 0; i < RATE * SECONDS; i++) {
+    double t = (double) i / RATE, a = (t < 2.0 || (t >= 8.0 && t < 10.0)) ? 0.5 : 0.001;
+    x[i] = (float) g_rand_double_range (r, -a, a);
+  }
+  g_rand_free (r);
+  return x;
+}
+
+/* Window i (every 250 ms, 96 frames of 10 ms hops): below -40 dBFS over its 15360 samples. */
+static gboolean
+window_gated (const float *x, guint i)
+{
+  double sum = 0.0;
+  for (guint j = 0; j < 15360; j++)
+    sum += (double) x[4000 * i + j] * x[4000 * i + j];
+  return 10.0 * log10 (sum / 15360) < -40.0;
+}
+
+static void
+test_gate (void)
+{
+  char *cnn = cony_test_golden_path ("cnn", "small.safetensors");
+  char *tr = model_path ();
+  gchar *launch = g_strdup_printf ("conymel ! conyvggish model=\"%s\" min-level=-40 ! "
+                                   "conytransformer model=\"%s\"",
+      cnn, tr);
+  GstHarness *h = gst_harness_new_parse (launch);
+  g_free (launch);
+  GstBus *bus = cony_test_attach_bus (h);
+  gst_harness_set_src_caps_str (h,
+      "audio/x-raw,format=F32LE,rate=16000,channels=1,"
+      "layout=interleaved");
+  float *x = gate_audio ();
+  for (guint b = 0; b < SECONDS * 10; b++) {
+    GstBuffer *buf = gst_buffer_new_memdup (x + b * 1600, 1600 * sizeof (float));
+    GST_BUFFER_PTS (buf) = b * 100 * MS;
+    GST_BUFFER_DURATION (buf) = 100 * MS;
+    g_assert_cmpint (gst_harness_push (h, buf), ==, GST_FLOW_OK);
+  }
+  /* windows that fit 12 s: (192000 - 15600) / 4000 + 1 = 45 */
+  guint n_gated = 0, fresh = 0;
+  gboolean prev_gated = FALSE;
+  for (guint i = 0; i < 45; i++) {
+    GstBuffer *buf = gst_harness_pull (h);
+    const GstConyClassificationMeta *m = gst_buffer_get_cony_classification_meta (buf);
+    GstClockTime pts = i * 250 * MS;
+    gboolean want = window_gated (x, i);
+    g_assert_cmpuint (m->step, ==, i);
+    g_assert_cmpuint (m->pts, ==, pts);
+    g_assert_cmpint (m->gated, ==, want);
+    GstMessage *msg = gst_bus_pop_filtered (bus, GST_MESSAGE_ELEMENT);
+    g_assert_nonnull (msg);
+    const GstStructure *s = gst_message_get_structure (msg);
+    gboolean msg_gated = FALSE;
+    g_assert_true (gst_structure_get_boolean (s, "gated", &msg_gated));
+    g_assert_cmpint (msg_gated, ==, want);
+    guint64 ts = 0, dur = 0;
+    g_assert_true (gst_structure_get_uint64 (s, "timestamp", &ts));
+    g_assert_true (gst_structure_get_uint64 (s, "duration", &dur));
+    g_assert_cmpuint (ts, ==, m->window_start);
+    g_assert_cmpuint (ts + dur, ==, m->window_end);
+    if (want) {
+      /* no class; the span is the quiet window's own */
+      g_assert_cmpint (m->class_id, ==, -1);
+      g_assert_cmpstr (m->label, ==, "");
+      g_assert_cmpuint (m->n_scores, ==, 0);
+      g_assert_cmpuint (m->n_top, ==, 0);
+      g_assert_cmpuint (m->window_start, ==, pts);
+      g_assert_cmpuint (m->window_end, ==, pts + 975 * MS);
+      g_assert_false (gst_structure_has_field (s, "label"));
+      n_gated++;
+    } else {
+      g_assert_cmpint (m->class_id, >=, 0);
+      g_assert_cmpuint (m->n_scores, ==, C);
+      g_assert_cmpuint (m->window_end, ==, pts + 975 * MS);
+      if (prev_gated) {
+        /* the quiet ended the context: the window starts again at this step */
+        g_assert_cmpuint (m->window_start, ==, pts);
+        g_assert_cmpfloat (m->context_fill, ==, 1.0 / 8);
+        fresh++;
+      }
+    }
+    prev_gated = want;
+    gst_message_unref (msg);
+    gst_buffer_unref (buf);
+  }
+  g_assert_null (gst_harness_try_pull (h));
+  /* loud windows: 0..7 (start < 2 s) and 29..39 (8 s - 0.96 s < start < 10 s) */
+  g_assert_cmpuint (n_gated, ==, 45 - 8 - 11);
+  g_assert_cmpuint (fresh, ==, 1);
+  g_test_message ("%u of 45 windows below the gate", n_gated);
+  cony_test_detach_bus (h, bus);
+  gst_harness_teardown (h);
+  g_free (x);
+  g_free (cnn);
+  g_free (tr);
+}
+
 int
 main (int argc, char **argv)
 {
@@ -226,6 +335,7 @@ main (int argc, char **argv)
   g_test_add_func ("/conylisten/groups", test_groups);
   g_test_add_func ("/conylisten/ignore", test_ignore);
   g_test_add_func ("/conylisten/errors", test_errors);
+  g_test_add_func ("/conylisten/gate", test_gate);
   int rc = g_test_run ();
   g_autofree char *cmd = g_strdup_printf ("rm -rf '%s'", tmpdir);
   (void) !system (cmd);
