@@ -108,6 +108,19 @@
  * `eos` (#gboolean) = TRUE. A reset (FLUSH_STOP, DISCONT, caps change)
  * forgets the open segments without a message.
  *
+ * ## Listen lists, label groups, the level gate
+ *
+ * #GstConyTransformer:groups-file, #GstConyTransformer:listen and
+ * #GstConyTransformer:ignore turn the model's classes into the labels a user
+ * wants (libcony's cony/labelgroups.h): groups of model labels scored by their
+ * highest member, the labels listened to, the rest folded into
+ * #GstConyTransformer:other-label. Class ids, scores, top-k, thresholds,
+ * segments and messages then follow the reported labels. A token that
+ * #GstConyVggish:min-level marked as below the level gate runs no model step:
+ * its result has `gated` = TRUE (meta, message, JSON), no class, the gated
+ * window's times; the continual state starts again after it
+ * (docs/elements.md, "Level gate").
+ *
  * ## Stream behaviour
  *
  * - FLUSH_STOP, a DISCONT buffer, a GAP event and caps that change the token
