@@ -1,7 +1,7 @@
 #!/usr/bin/python3
-"""Event clips: one file of the original audio per segment of the chosen labels, with
-PRE_ROLL seconds before it, named by label and time; one JSON line per segment event, the
-offsets naming their file.
+"""Event clips: one file of the original audio (and video) per segment of the chosen
+labels, with PRE_ROLL seconds before it, named by label and time; one JSON line per segment
+event, naming its file.
 
     pipelines/record_events.py SOURCE --out DIR [--labels 'bark;siren'] [--pre-roll 5]
         [--post-roll 1] [--groups-file FILE] [--threshold 0.3] [--min-steps 2]
@@ -14,9 +14,12 @@ the AudioSet tagger, `groups-file` = models/audioset/home.groups and `listen` = 
 labels, by default every group of the file; docs/elements.md, "Listen lists and label
 groups"); the other keeps the original audio in a queue and, in a pad probe, lets through
 exactly the buffers that fall in a clip, [segment start - PRE_ROLL, segment end +
-POST_ROLL) in running time, into `splitmuxsink` (matroskamux, raw S16LE audio): `split-now`
-starts a new file at each clip and `format-location-full` names it
-`LABEL-SECONDS.mka` (the segment's start in running time). A buffer is decided once the
+POST_ROLL) in running time, into `splitmuxsink` (matroskamux, raw S16LE audio):
+`split-after` starts a new file at each clip and `format-location-full` names it
+`LABEL-SECONDS.mka` (the segment's start in running time). A file with a video stream
+(asked of GStreamer's discoverer) gets its video too, VP8 in `LABEL-SECONDS.mkv`: the video
+frames go through the same decision, the encoder is asked for a key frame at each clip's
+first frame, and the video, splitmuxsink's reference stream, is where files are cut. A buffer is decided once the
 classifier has reached PRE_ROLL + the onset hold past it, so nothing is cut early; live,
 that is how long the queue holds audio. Segments whose clips overlap share one file (named
 by the first). Each onset and offset of a chosen label is printed as the result record of
@@ -34,9 +37,11 @@ import threading
 import gi
 
 gi.require_version("Gst", "1.0")
-from gi.repository import GLib, Gst  # noqa: E402
+gi.require_version("GstVideo", "1.0")
+from gi.repository import GLib, Gst, GstVideo  # noqa: E402
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+from has_audio import CannotTell, stream_kinds  # noqa: E402
 from print_results import records_from_buffer, source_description  # noqa: E402
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
@@ -49,8 +54,8 @@ class Clips:
     decision for each recorded buffer (the recorder's streaming thread, which waits until
     the classifier has heard far enough)."""
 
-    def __init__(self, out, pre, post, hold):
-        self.out, self.pre, self.post, self.hold = out, pre, post, hold
+    def __init__(self, out, pre, post, hold, ext):
+        self.out, self.pre, self.post, self.hold, self.ext = out, pre, post, hold, ext
         self.cond = threading.Condition()
         self.heard = 0          # running time of the classifier's newest step
         self.clips = []         # {"file", "t0", "t1" (None while open), "open"}
@@ -66,7 +71,7 @@ class Clips:
             clip["t1"] = None
         else:
             t0 = max(start - self.pre, last["t1"] if last else 0, 0)
-            name = f"{label.replace('/', '_')}-{start / Gst.SECOND:09.3f}.mka"
+            name = f"{label.replace('/', '_')}-{start / Gst.SECOND:09.3f}.{self.ext}"
             clip = {"file": os.path.join(self.out, name), "t0": t0, "t1": None, "open": 0,
                     "end": 0}
             self.clips.append(clip)
@@ -155,11 +160,13 @@ def running_time(pad, pts):
     return 0 if t == Gst.CLOCK_TIME_NONE else t
 
 
-def on_recorded(pad, info, clips, sink, done):
-    """The recording branch: only the buffers of a clip pass; a new clip, a new file."""
+def on_recorded(pad, info, clips, sink, done, reference, is_video):
+    """A recording branch: only the buffers of a clip pass. The reference branch (the video
+    when there is one, else the audio) starts a new file at each clip; a video branch
+    asks its encoder for a key frame there, where splitmuxsink can cut."""
     if info.type & Gst.PadProbeType.EVENT_DOWNSTREAM:
         if info.get_event().type == Gst.EventType.EOS:
-            done.recorder_eos(clips.current is not None)
+            done.recorder_eos(reference, clips.current is not None)
         return Gst.PadProbeReturn.OK
     buf = info.get_buffer()
     if buf.pts == Gst.CLOCK_TIME_NONE:
@@ -167,12 +174,14 @@ def on_recorded(pad, info, clips, sink, done):
     r0 = running_time(pad, buf.pts)
     dur = buf.duration if buf.duration != Gst.CLOCK_TIME_NONE else 0
     clip = clips.decide(r0, r0 + dur)
-    if clip is not clips.current and clips.current is not None:
-        sink.emit("split-after")  # the clip's file ends with the buffers it holds
-        clips.current = None
+    if is_video and clip is not None and clip is not clips.current:  # (before it changes)
+        pad.push_event(GstVideo.video_event_new_downstream_force_key_unit(
+            buf.pts, Gst.CLOCK_TIME_NONE, r0, True, 0))
     if clip is None:
         return Gst.PadProbeReturn.DROP
-    if clips.current is None:
+    if reference and clip is not clips.current:
+        if clips.current is not None:
+            sink.emit("split-after")  # the file before ends with all of its clip
         clips.current = clip
         clips.next_name = clip["file"]
     return Gst.PadProbeReturn.OK
@@ -183,8 +192,9 @@ class Done:
     it ends once the classifier has passed EOS and the recorder's EOS has closed the last
     file (or there was none)."""
 
-    def __init__(self, loop):
+    def __init__(self, loop, branches):
         self.loop, self.classifier, self.recorder, self.closing = loop, False, False, False
+        self.branches = branches  # recording branches still to see EOS
 
     def check(self):
         if self.classifier and self.recorder and not self.closing:
@@ -194,8 +204,11 @@ class Done:
         self.classifier = True
         GLib.idle_add(self.check)
 
-    def recorder_eos(self, file_open):
-        self.recorder, self.closing = True, file_open
+    def recorder_eos(self, reference, file_open):
+        self.branches -= 1
+        if reference:
+            self.closing = file_open
+        self.recorder = self.branches == 0
         GLib.idle_add(self.check)
 
     def message(self, msg):
@@ -203,6 +216,17 @@ class Done:
         if s is not None and s.get_name() == "splitmuxsink-fragment-closed" and self.recorder:
             self.closing = False
         self.check()
+
+
+def has_video(source):
+    """Whether @source (a file or URI) has a video stream to record; FALSE for devices
+    and source descriptions, and when the discoverer cannot tell."""
+    if not (Gst.uri_is_valid(source) or os.path.exists(source)):
+        return False
+    try:
+        return "video" in stream_kinds(source, 10)
+    except CannotTell:
+        return False
 
 
 def main():
@@ -235,6 +259,12 @@ def main():
                   if "=" in line.split("#", 1)[0]]
     gate = "" if args.min_level is None else f" min-level={args.min_level}"
     src = source_description(args.source, "record_events.py")
+    video = has_video(args.source)
+    if video:  # the file's video too, VP8 (key frames where clips start)
+        src = src.replace("uridecodebin ", "uridecodebin name=d ", 1) + (
+            " d. ! queue ! videoconvert ! queue name=vhold max-size-time=0 max-size-bytes=0 "
+            "max-size-buffers=0 ! vp8enc deadline=1 keyframe-max-dist=300 ! clips.video "
+            "d.")
     desc = (f"{src} ! audioconvert ! audioresample ! tee name=t "
             f"t. ! queue ! audioconvert ! audioresample ! conymel preset=yamnet "
             f"! conyvggish model=\"{args.vggish}\" output=embedding{gate} "
@@ -250,7 +280,7 @@ def main():
     except GLib.Error as e:
         sys.exit(f"record_events.py: {e.message}")
     clips = Clips(args.out, int(args.pre_roll * Gst.SECOND), int(args.post_roll * Gst.SECOND),
-                  (args.min_steps + 1) * STEP)
+                  (args.min_steps + 1) * STEP, "mkv" if video else "mka")
     sink = pipeline.get_by_name("clips")
     sink.connect("format-location-full", lambda _s, _i, _sample: clips.next_name)
     # no preroll on the clips (their first buffer may be minutes, or never, away): the
@@ -261,13 +291,16 @@ def main():
         print(json.dumps(rec), flush=True)
 
     loop = GLib.MainLoop()
-    done = Done(loop)
+    done = Done(loop, 2 if video else 1)
     pipeline.get_by_name("classifier").get_static_pad("src").add_probe(
         Gst.PadProbeType.BUFFER | Gst.PadProbeType.EVENT_DOWNSTREAM, on_classified, clips,
         chosen, None, printer, done)
+    probe = Gst.PadProbeType.BUFFER | Gst.PadProbeType.EVENT_DOWNSTREAM
+    if video:
+        pipeline.get_by_name("vhold").get_static_pad("src").add_probe(
+            probe, on_recorded, clips, sink, done, True, True)
     pipeline.get_by_name("hold").get_static_pad("src").add_probe(
-        Gst.PadProbeType.BUFFER | Gst.PadProbeType.EVENT_DOWNSTREAM, on_recorded, clips, sink,
-        done)
+        probe, on_recorded, clips, sink, done, not video, False)
     status = [0]
 
     def on_message(_bus, msg):

@@ -4,8 +4,10 @@
 # "tone = Sine wave") writes exactly two files named by label and start, each the original
 # audio from 1 s (--pre-roll) before its segment to 1 s after it, to the source's buffer
 # (0.128 s); its JSON lines (valid against docs/results.schema.json) give two onsets and
-# two offsets naming those files. The documented gst-launch recipe (pipelines/README.md:
-# a rolling ring of fragments beside the segment records) runs on the same file.
+# two offsets naming those files; with a 10 fps video track beside the sound, two .mkv
+# clips holding exactly the frames of their clips. The documented gst-launch recipe
+# (pipelines/README.md: a rolling ring of fragments beside the segment records) runs on
+# the same file.
 #   test_record_events.sh SOURCE_ROOT
 set -uo pipefail
 root=${1:?usage: test_record_events.sh SOURCE_ROOT}
@@ -79,6 +81,44 @@ while read -r good text; do
   if [ "$good" = 1 ]; then ok "$text"; else not_ok "$text"; fi
 done < <(/usr/bin/python3 "$tmp/check.py" "$tmp" "$root/docs/results.schema.json" 2>&1 \
          | sed -E 's/^([^01])/0 \1/')
+
+# With video: the same sound beside a 10 fps test video in Matroska gives two .mkv clips,
+# each with exactly the frames whose time falls in its clip.
+if gst-launch-1.0 -q -e filesrc location="$tmp/two.wav" ! wavparse ! audioconvert ! vorbisenc \
+    ! queue ! mux. videotestsrc num-buffers=180 pattern=ball \
+    ! video/x-raw,width=160,height=120,framerate=10/1 ! vp8enc deadline=1 ! queue ! mux. \
+    matroskamux name=mux ! filesink location="$tmp/av.mkv" 2>"$tmp/err" \
+  && timeout 120 bash "$root/pipelines/record_events.sh" "$tmp/av.mkv" --out "$tmp/vclips" \
+    --groups-file "$tmp/tone.groups" --pre-roll 1 --post-roll 1 >"$tmp/vevents.jsonl" \
+    2>"$tmp/err"; then
+  ok "record_events.sh on audio and video: $(ls "$tmp/vclips" | paste -sd' ')"
+else
+  not_ok "record_events.sh on audio and video failed"; tail -5 "$tmp/err" | sed 's/^/# /'
+fi
+/usr/bin/python3 - "$tmp" >"$tmp/vcheck" 2>&1 <<'PYEOF'
+import json, os, subprocess, sys
+tmp = sys.argv[1]
+recs = [json.loads(l) for l in open(os.path.join(tmp, "vevents.jsonl"))]
+ons = [e for r in recs for e in r["events"] if e["event"] == "onset"]
+offs = [e for r in recs for e in r["events"] if e["event"] == "offset"]
+files = sorted(os.listdir(os.path.join(tmp, "vclips")))
+print(f"{int(len(files) == 2 and all(f.endswith('.mkv') for f in files))} two .mkv clips: {files}")
+for on, off in zip(ons, offs):
+    out = subprocess.run(["gst-launch-1.0", "-v", "filesrc", f"location={on['file']}", "!",
+                          "matroskademux", "!", "vp8dec", "!", "identity", "silent=false", "!",
+                          "fakesink"], capture_output=True, text=True, timeout=60).stdout
+    pts = [sum(float(x) * m for x, m in zip(t.split(":"), (3600, 60, 1)))
+           for t in __import__("re").findall(r"pts: ([0-9:.]+)", out)]
+    t0, t1 = on["segment_start"] / 1e9 - 1, off["segment_end"] / 1e9 + 1
+    want = [f / 10 for f in range(180) if t0 <= f / 10 + 1e-9 < t1]
+    good = len(pts) == len(want) and all(abs(a - b) < 1e-6 for a, b in zip(pts, want))
+    print(f"{int(good)} {os.path.basename(on['file'])}: {len(pts)} frames "
+          f"{pts[0] if pts else None}-{pts[-1] if pts else None} s, the {len(want)} frames of "
+          f"[{t0:.2f}, {t1:.2f}) s")
+PYEOF
+while read -r good text; do
+  if [ "$good" = 1 ]; then ok "$text"; else not_ok "$text"; fi
+done < <(sed -E 's/^([^01])/0 \1/' "$tmp/vcheck")
 
 # The gst-launch recipe of pipelines/README.md: segment records beside a ring of 5 s
 # fragments of the original audio (the last 24 kept).
