@@ -28,6 +28,8 @@
  * first), `context_fill`, `events` (the segment onsets and offsets of the
  * step: `event`, `class_id`, `label`, `segment_start`, `segment_end`,
  * running times) and, with #GstConyJson:scores, `scores` (every class).
+ * A step below conyvggish's level gate (min-level) gives a result record with
+ * `gated`: true, its times, `output` and `events`, and no class fields.
  * Times are integer nanoseconds, null when unknown. docs/results.schema.json
  * is the JSON Schema of the records; docs/elements.md documents every field
  * and compares the record with DL Streamer's.
@@ -241,6 +243,14 @@ gst_cony_json_write_record (GstConyJson *self, GString *o, const GstConyClassifi
   gst_cony_json_json_time (o, "stream_end", m->stream_end);
   gst_cony_json_json_key (o, "output");
   gst_cony_json_json_string (o, m->multi_label ? "sigmoid" : "softmax");
+  if (m->gated) {
+    /* below the level gate: no class, no scores (docs/elements.md, "Level gate") */
+    gst_cony_json_json_key (o, "gated");
+    g_string_append (o, "true");
+    gst_cony_json_json_events (o, m->events, m->n_events);
+    g_string_append_c (o, '}');
+    return;
+  }
   gst_cony_json_json_class (o, m->class_id, m->label, m->score);
   gst_cony_json_json_key (o, "top");
   g_string_append_c (o, '[');

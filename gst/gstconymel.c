@@ -71,6 +71,7 @@
 #endif
 
 #include "gstconymel.h"
+#include "gstconylevel.h"
 #include "gstconytokens.h"
 #include "gstconyelement.h"
 #include "cony/attention.h" /* CONY_MEMORY_BUDGET */
@@ -254,6 +255,7 @@ gst_cony_mel_push_batch (GstConyMel *self)
   self->batch = NULL;
   if (n < self->fpb)
     gst_buffer_set_size (out, (gssize) n * d * sizeof (gfloat));
+  gst_buffer_add_cony_level_meta (out, n, self->batch_power, NULL);
   GstClockTime t0 = gst_cony_tokens_time (self->anchor, self->batch_first, self->rate_n,
       self->rate_d);
   GstClockTime t1 = gst_cony_tokens_time (self->anchor, self->batch_first + n, self->rate_n,
@@ -279,6 +281,7 @@ gst_cony_mel_emit_frames (GstConyMel *self)
     gfloat *batch = (gfloat *) self->batch_map.data;
     if (!cony_mel_pop_frame (self->mel, batch + (gsize) self->batch_len * d))
       break;
+    self->batch_power[self->batch_len] = cony_mel_last_frame_power (self->mel);
     self->batch_len++;
     if (self->batch_len == self->fpb)
       ret = gst_cony_mel_push_batch (self);
@@ -643,6 +646,8 @@ gst_cony_mel_start (GstElement *element)
   GST_OBJECT_LOCK (self);
   gst_cony_mel_config_from_properties (self, &self->config);
   self->fpb = self->frames_per_buffer;
+  g_free (self->batch_power);
+  self->batch_power = g_new0 (gdouble, self->fpb);
   GST_OBJECT_UNLOCK (self);
 
   if (cony_mel_config_validate (&self->config, &error) && !gst_cony_mel_check_budget (self))
@@ -679,6 +684,7 @@ gst_cony_mel_stop (GstElement *element)
   GstConyMel *self = GST_CONY_MEL (element);
   g_clear_pointer (&self->mel, cony_mel_free);
   gst_cony_mel_free_batch (self);
+  g_clear_pointer (&self->batch_power, g_free);
   g_clear_pointer (&self->align, gst_audio_stream_align_free);
   self->have_info = FALSE;
   self->batch_len = 0;

@@ -56,6 +56,7 @@ struct _GstConyMel {
   GstMapInfo batch_map;  /* frames are popped straight into batch_map.data */
   guint batch_len;       /* frames in batch */
   guint64 batch_first;   /* frame index (since anchor) of batch[0] */
+  gdouble *batch_power;  /* fpb: each batched frame's hop mean square (the level meta) */
   guint src_k;           /* tokens per buffer in the caps last pushed (0: none) */
   gboolean next_discont; /* flag the next output buffer DISCONT */
   gboolean in_nonfinite; /* the previous buffer had NaN/Inf samples */

@@ -52,6 +52,7 @@ gst_cony_classification_meta_init (GstMeta *meta, gpointer params, GstBuffer *bu
   m->top_labels = NULL;
   m->n_events = 0;
   m->events = NULL;
+  m->gated = FALSE;
   return TRUE;
 }
 
@@ -130,6 +131,7 @@ gst_buffer_add_cony_classification_meta_full (GstBuffer *buffer, const GstConyCl
   m->stream_start = v->stream_start;
   m->stream_end = v->stream_end;
   m->multi_label = v->multi_label;
+  m->gated = v->gated;
   m->n_top = v->n_top;
   if (v->n_top > 0) {
     m->top_ids = g_memdup2 (v->top_ids, v->n_top * sizeof (gint));
@@ -250,7 +252,8 @@ gst_buffer_add_cony_classification_custom_meta (GstBuffer *buffer,
       "running-end", G_TYPE_UINT64, (guint64) meta->running_end,
       "stream-start", G_TYPE_UINT64, (guint64) meta->stream_start,
       "stream-end", G_TYPE_UINT64, (guint64) meta->stream_end,
-      "output", G_TYPE_STRING, meta->multi_label ? "sigmoid" : "softmax", NULL);
+      "output", G_TYPE_STRING, meta->multi_label ? "sigmoid" : "softmax",
+      "gated", G_TYPE_BOOLEAN, meta->gated, NULL);
   /* clang-format on */
   gst_cony_classification_set_floats (s, "scores", meta->scores, meta->n_scores);
   gst_cony_classification_set_top (s, meta->n_top, meta->top_ids, meta->top_labels, meta->scores);

@@ -66,6 +66,10 @@ typedef struct {
  * @n_events: number of @events
  * @events: the segment events of this step, offsets first (owned by the
  *   meta)
+ * @gated: TRUE when the step's audio was below conyvggish's level gate
+ *   (min-level): no CNN and no model step ran, so there is no class (@class_id
+ *   -1, @label "", no scores, no top-k); the times are the gated window's and
+ *   @events may hold the offsets it caused (docs/elements.md, "Level gate")
  *
  * Time span: the result is computed from the input in
  * [@window_start, @window_end): from the start of the oldest token in the
@@ -108,6 +112,7 @@ typedef struct {
   const gchar **top_labels;
   guint n_events;
   GstConyClassificationEvent *events;
+  gboolean gated;
 } GstConyClassificationMeta;
 
 GType gst_cony_classification_meta_api_get_type (void);
@@ -144,7 +149,7 @@ guint gst_buffer_get_n_cony_classification_metas (GstBuffer *buffer);
  * "sigmoid"), top-ids (#GST_TYPE_ARRAY of gint), top-labels (of strings),
  * top-scores (of gfloat) and events (#GST_TYPE_ARRAY of structures named
  * "event" with event ("onset"/"offset"), class-id, label, segment-start,
- * segment-end). From Python:
+ * segment-end) and gated (boolean). From Python:
  * `buf.get_custom_meta("GstConyClassificationCustomMeta").get_structure()`.
  */
 #define GST_CONY_CLASSIFICATION_CUSTOM_META_NAME "GstConyClassificationCustomMeta"

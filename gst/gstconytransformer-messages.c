@@ -53,9 +53,19 @@ gst_cony_transformer_new_step_structure (GstConyTransformer *self, const GstCony
       "step", G_TYPE_UINT64, st->step, "class-id", G_TYPE_INT, cls, "label", G_TYPE_STRING,
       self->labels[cls], "confidence", G_TYPE_FLOAT, self->probs[cls], "context-fill",
       G_TYPE_DOUBLE, st->fill, "output", G_TYPE_STRING, self->multi_label ? "sigmoid" : "softmax",
-      NULL);
+      "gated", G_TYPE_BOOLEAN, st->gated, NULL);
   gst_cony_classification_set_floats (s, "scores", self->probs, self->n_classes);
   gst_cony_classification_set_top (s, n_top, self->top_ids, self->top_labels, self->probs);
+  return s;
+}
+
+/* The every-step message of a step below the level gate: its times, no class. */
+static GstStructure *
+gst_cony_transformer_gated_structure (GstConyTransformer *self, const GstConyTransformerStep *st)
+{
+  GstStructure *s = gst_cony_transformer_new_step_structure (self, st, 0, 0);
+  gst_structure_remove_fields (s, "class-id", "label", "confidence", "scores", "top-ids",
+      "top-labels", "top-scores", "context-fill", NULL);
   return s;
 }
 
@@ -99,7 +109,8 @@ gst_cony_transformer_update_segments (GstConyTransformer *self, const GstConyTra
   GstConySegment ended;
 
   if (!self->multi_label) {
-    if (self->probs[top] < gst_cony_transformer_class_threshold (self, (guint) top, threshold)
+    if (st->gated
+        || self->probs[top] < gst_cony_transformer_class_threshold (self, (guint) top, threshold)
         || !gst_cony_segment_track_step (&self->seg, top, rt_start, rt_end, hold, &ended))
       return 0;
     guint n = 0;
@@ -118,7 +129,7 @@ gst_cony_transformer_update_segments (GstConyTransformer *self, const GstConyTra
     gdouble thr = gst_cony_transformer_class_threshold (self, c, threshold);
     if (t->seg.value == 1) /* hysteresis: an open label closes lower than it opened */
       thr -= hold->hysteresis;
-    gint on = self->probs[c] >= thr;
+    gint on = !st->gated && self->probs[c] >= thr;
     if (!gst_cony_segment_track_step (t, on, rt_start, rt_end, hold, &ended))
       continue;
     if (on)
@@ -170,7 +181,10 @@ gst_cony_transformer_step_messages (GstConyTransformer *self, const GstConyTrans
     GPtrArray **messages)
 {
   if (mode == GST_CONY_TRANSFORMER_MESSAGE_EVERY_STEP) {
-    if (gst_cony_transformer_step_passes (self, top, threshold))
+    if (st->gated)
+      gst_cony_transformer_add_message (self, messages,
+          gst_cony_transformer_gated_structure (self, st));
+    else if (gst_cony_transformer_step_passes (self, top, threshold))
       gst_cony_transformer_add_message (self, messages,
           gst_cony_transformer_new_step_structure (self, st, top, n_top));
   } else if (self->multi_label) {

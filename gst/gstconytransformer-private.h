@@ -18,7 +18,8 @@ GstClockTime gst_cony_transformer_segment_time (GstConyTransformer *self, GstClo
     gboolean running);
 
 /* Advances the label segments by step @st (top class @top); returns the events it
- * wrote to self->events. */
+ * wrote to self->events. A gated step (st->gated) counts as one where no class reaches
+ * its threshold. */
 guint gst_cony_transformer_update_segments (GstConyTransformer *self,
     const GstConyTransformerStep *st, gint top, gdouble threshold, const GstConySegmentRule *hold);
 

@@ -108,6 +108,19 @@
  * `eos` (#gboolean) = TRUE. A reset (FLUSH_STOP, DISCONT, caps change)
  * forgets the open segments without a message.
  *
+ * ## Listen lists, label groups, the level gate
+ *
+ * #GstConyTransformer:groups-file, #GstConyTransformer:listen and
+ * #GstConyTransformer:ignore turn the model's classes into the labels a user
+ * wants (libcony's cony/labelgroups.h): groups of model labels scored by their
+ * highest member, the labels listened to, the rest folded into
+ * #GstConyTransformer:other-label. Class ids, scores, top-k, thresholds,
+ * segments and messages then follow the reported labels. A token that
+ * #GstConyVggish:min-level marked as below the level gate runs no model step:
+ * its result has `gated` = TRUE (meta, message, JSON), no class, the gated
+ * window's times; the continual state starts again after it
+ * (docs/elements.md, "Level gate").
+ *
  * ## Stream behaviour
  *
  * - FLUSH_STOP, a DISCONT buffer, a GAP event and caps that change the token
@@ -145,6 +158,7 @@
 #include "cony/labels.h"
 #include "cony/safetensors.h"
 #include "gstconyelement.h"
+#include "gstconylevel.h"
 
 #include <math.h>
 #include <string.h>
@@ -163,6 +177,11 @@ GST_DEBUG_CATEGORY_STATIC (gst_cony_transformer_debug);
 #define DEFAULT_MIN_DURATION 0
 #define DEFAULT_HYSTERESIS 0.0
 #define MAX_TOP_K 1024
+#define DEFAULT_LISTEN NULL
+#define DEFAULT_IGNORE NULL
+#define DEFAULT_GROUPS_FILE NULL
+#define DEFAULT_OTHER_LABEL "other"
+#define DEFAULT_GROUP_SCORE CONY_GROUP_SCORE_MAX
 
 enum
 {
@@ -178,6 +197,11 @@ enum
   PROP_MIN_DURATION,
   PROP_HYSTERESIS,
   PROP_LABELS,
+  PROP_LISTEN,
+  PROP_IGNORE,
+  PROP_GROUPS_FILE,
+  PROP_OTHER_LABEL,
+  PROP_GROUP_SCORE,
 };
 
 static GstStaticPadTemplate sink_template = GST_STATIC_PAD_TEMPLATE ("sink", GST_PAD_SINK,
@@ -223,6 +247,22 @@ gst_cony_transformer_message_mode_get_type (void)
   return type;
 }
 
+GType
+gst_cony_transformer_group_score_get_type (void)
+{
+  static GType type = 0;
+  static const GEnumValue values[] = {
+    { CONY_GROUP_SCORE_MAX, "The highest score of the group's members", "max" },
+    { CONY_GROUP_SCORE_SUM, "The sum of the members' scores, capped at 1", "sum" },
+    { 0, NULL, NULL },
+  };
+  if (g_once_init_enter (&type)) {
+    GType t = g_enum_register_static ("GstConyTransformerGroupScore", values);
+    g_once_init_leave (&type, t);
+  }
+  return type;
+}
+
 #define gst_cony_transformer_parent_class parent_class
 G_DEFINE_TYPE (GstConyTransformer, gst_cony_transformer, GST_TYPE_BASE_TRANSFORM);
 GST_ELEMENT_REGISTER_DEFINE (conytransformer, "conytransformer", GST_RANK_NONE,
@@ -239,6 +279,7 @@ gst_cony_transformer_reset_stream (GstConyTransformer *self)
   for (guint c = 0; self->label_seg && c < self->n_classes; c++)
     gst_cony_segment_track_reset (&self->label_seg[c], 0);
   self->have_last = FALSE;
+  self->n_steps = 0;
   self->in_nonfinite = FALSE;
   self->in_overflow = FALSE;
 }
@@ -255,11 +296,56 @@ gst_cony_transformer_reset_after_overflow (GstConyTransformer *self)
   self->in_overflow = in_overflow;
 }
 
+/* The listen / ignore / groups-file settings, copied out of the object lock. */
+typedef struct {
+  gchar *listen, *ignore, *groups_file, *other;
+  ConyGroupScore how;
+} GstConyTransformerListen;
+
+/* (object lock held) */
+static void
+gst_cony_transformer_listen_copy (GstConyTransformer *self, GstConyTransformerListen *l)
+{
+  *l = (GstConyTransformerListen){ g_strdup (self->listen), g_strdup (self->ignore),
+    g_strdup (self->groups_file), g_strdup (self->other_label), self->group_score };
+}
+
+static void
+gst_cony_transformer_listen_clear (GstConyTransformerListen *l)
+{
+  g_free (l->listen);
+  g_free (l->ignore);
+  g_free (l->groups_file);
+  g_free (l->other);
+}
+
+/* The reported classes under @l (cony/labelgroups.h) of the model's @n_model @labels
+ * (thresholds @thr or NULL); NULL without error when none of listen, ignore and
+ * groups-file is set: the model's classes are reported as they are. */
+static ConyLabelView *
+gst_cony_transformer_make_view (const GstConyTransformerListen *l, const gchar *const *labels,
+    guint n_model, const gdouble *thr, GError **error)
+{
+  g_autoptr (ConyLabelGroups) groups = NULL;
+  g_auto (GStrv) listen = cony_label_list_split (l->listen);
+  g_auto (GStrv) ignore = cony_label_list_split (l->ignore);
+  gboolean have_groups = l->groups_file != NULL && *l->groups_file != '\0';
+  if (!have_groups && listen[0] == NULL && ignore[0] == NULL)
+    return NULL;
+  if (have_groups) {
+    groups = cony_label_groups_load (l->groups_file, labels, n_model, error);
+    if (groups == NULL)
+      return NULL;
+  }
+  return cony_label_view_new (labels, n_model, thr, groups, (const char *const *) listen,
+      (const char *const *) ignore, l->other, l->how, error);
+}
+
 /* The labels before the model is loaded (the labels property in NULL/READY):
  * the labels file's, else those of the model file's config; NULL when
  * neither can be read (the state change will say why). */
 static gchar **
-gst_cony_transformer_peek_labels (const gchar *model_path, const gchar *labels_file)
+gst_cony_transformer_peek_model_labels (const gchar *model_path, const gchar *labels_file)
 {
   gchar **labels = NULL;
   if (labels_file != NULL && *labels_file != '\0') {
@@ -280,7 +366,57 @@ gst_cony_transformer_peek_labels (const gchar *model_path, const gchar *labels_f
   return labels;
 }
 
+/* ... and as reported, under listen / ignore / groups-file (NULL when they are wrong). */
+static gchar **
+gst_cony_transformer_peek_labels (const gchar *model_path, const gchar *labels_file,
+    const GstConyTransformerListen *l)
+{
+  gchar **labels = gst_cony_transformer_peek_model_labels (model_path, labels_file);
+  if (labels == NULL)
+    return NULL;
+  GError *error = NULL;
+  ConyLabelView *view = gst_cony_transformer_make_view (l, (const gchar *const *) labels,
+      g_strv_length (labels), NULL, &error);
+  if (view == NULL && error == NULL)
+    return labels;
+  g_strfreev (labels);
+  labels = view ? g_strdupv ((gchar **) cony_label_view_labels (view)) : NULL;
+  g_clear_error (&error);
+  cony_label_view_free (view);
+  return labels;
+}
+
 static gboolean gst_cony_transformer_stop (GstBaseTransform *trans);
+
+/* listen / ignore / groups-file: replaces *@labels (the model's n_model) and
+ * self->thresholds with the reported classes' and sets n_classes to their number.
+ * FALSE (an error posted) when a setting names what the model does not have. */
+static gboolean
+gst_cony_transformer_apply_view (GstConyTransformer *self, const GstConyTransformerListen *l,
+    gchar ***labels)
+{
+  GError *error = NULL;
+  self->view = gst_cony_transformer_make_view (l, (const gchar *const *) *labels, self->n_model,
+      self->thresholds, &error);
+  if (self->view == NULL && error != NULL) {
+    GST_ELEMENT_ERROR (self, LIBRARY, SETTINGS,
+        ("Could not set up the reported labels: %s", error->message),
+        ("listen=%s ignore=%s groups-file=%s", GST_STR_NULL (l->listen), GST_STR_NULL (l->ignore),
+            GST_STR_NULL (l->groups_file)));
+    g_error_free (error);
+    return FALSE;
+  }
+  if (self->view == NULL)
+    return TRUE;
+  g_strfreev (*labels);
+  *labels = g_strdupv ((gchar **) cony_label_view_labels (self->view));
+  self->n_classes = cony_label_view_n_labels (self->view);
+  g_free (self->thresholds);
+  self->thresholds = g_memdup2 (cony_label_view_thresholds (self->view),
+      self->n_classes * sizeof (gdouble));
+  self->model_probs = g_new0 (gfloat, self->n_model);
+  return TRUE;
+}
 
 static gboolean
 gst_cony_transformer_start (GstBaseTransform *trans)
@@ -289,11 +425,13 @@ gst_cony_transformer_start (GstBaseTransform *trans)
   GError *error = NULL;
   gchar *path, *labels_file;
   GstConyTransformerAttention attention;
+  GstConyTransformerListen listen;
 
   GST_OBJECT_LOCK (self);
   path = g_strdup (self->model_path);
   labels_file = g_strdup (self->labels_file);
   attention = self->attention;
+  gst_cony_transformer_listen_copy (self, &listen);
   GST_OBJECT_UNLOCK (self);
 
   if (!gst_cony_element_find_model (GST_ELEMENT (self), &path,
@@ -337,6 +475,11 @@ gst_cony_transformer_start (GstBaseTransform *trans)
   } else {
     labels = g_strdupv (c->labels);
   }
+  self->n_model = self->n_classes;
+  if (!gst_cony_transformer_apply_view (self, &listen, &labels)) {
+    g_strfreev (labels);
+    goto fail;
+  }
   GST_OBJECT_LOCK (self);
   self->labels = labels;
   GST_OBJECT_UNLOCK (self);
@@ -347,7 +490,7 @@ gst_cony_transformer_start (GstBaseTransform *trans)
   self->label_seg = g_new (GstConySegmentTrack, self->n_classes);
   self->events = g_new (GstConyClassificationEvent, self->n_classes + 2);
 
-  self->logits = g_new0 (gfloat, self->n_classes);
+  self->logits = g_new0 (gfloat, self->n_model);
   self->probs = g_new0 (gfloat, self->n_classes);
   self->starts = g_new (GstClockTime, self->window);
   self->have_info = FALSE;
@@ -361,6 +504,7 @@ gst_cony_transformer_start (GstBaseTransform *trans)
       cony_attention_variant_name (cony_encoder_block_variant (self->encoder, 0)));
   g_free (path);
   g_free (labels_file);
+  gst_cony_transformer_listen_clear (&listen);
   return TRUE;
 
 fail:
@@ -368,6 +512,7 @@ fail:
   gst_cony_transformer_stop (trans);
   g_free (path);
   g_free (labels_file);
+  gst_cony_transformer_listen_clear (&listen);
   return FALSE;
 }
 
@@ -388,6 +533,8 @@ gst_cony_transformer_stop (GstBaseTransform *trans)
   g_clear_pointer (&self->events, g_free);
   g_clear_pointer (&self->logits, g_free);
   g_clear_pointer (&self->probs, g_free);
+  g_clear_pointer (&self->model_probs, g_free);
+  g_clear_pointer (&self->view, cony_label_view_free);
   g_clear_pointer (&self->starts, g_free);
   self->have_info = FALSE;
   gst_cony_element_trim_heap ();
@@ -531,26 +678,42 @@ gst_cony_transformer_all_finite (const gfloat *x, guint n)
   return TRUE;
 }
 
-/* Scores of the logits into self->probs, in double: softmax (with the
+/* The model's scores of the logits into @probs, in double: softmax (with the
  * maximum subtracted), or one sigmoid per class for multi-label models.
  * Returns the top class. */
 static gint
-gst_cony_transformer_compute_scores (GstConyTransformer *self)
+gst_cony_transformer_model_scores (GstConyTransformer *self, gfloat *probs)
 {
   gint top = 0;
-  for (guint i = 1; i < self->n_classes; i++)
+  for (guint i = 1; i < self->n_model; i++)
     if (self->logits[i] > self->logits[top])
       top = (gint) i;
   if (self->multi_label) {
-    for (guint i = 0; i < self->n_classes; i++)
-      self->probs[i] = (gfloat) (1.0 / (1.0 + exp (-(double) self->logits[i])));
+    for (guint i = 0; i < self->n_model; i++)
+      probs[i] = (gfloat) (1.0 / (1.0 + exp (-(double) self->logits[i])));
     return top;
   }
   double max = self->logits[top], sum = 0.0;
-  for (guint i = 0; i < self->n_classes; i++)
+  for (guint i = 0; i < self->n_model; i++)
     sum += exp ((double) self->logits[i] - max);
-  for (guint i = 0; i < self->n_classes; i++)
-    self->probs[i] = (gfloat) (exp ((double) self->logits[i] - max) / sum);
+  for (guint i = 0; i < self->n_model; i++)
+    probs[i] = (gfloat) (exp ((double) self->logits[i] - max) / sum);
+  return top;
+}
+
+/* The step's scores into self->probs, folded into the reported classes under listen /
+ * ignore / groups-file; returns the top reported class (lowest index on a tie). */
+static gint
+gst_cony_transformer_compute_scores (GstConyTransformer *self)
+{
+  if (self->view == NULL)
+    return gst_cony_transformer_model_scores (self, self->probs);
+  gst_cony_transformer_model_scores (self, self->model_probs);
+  cony_label_view_fold (self->view, self->model_probs, self->probs);
+  gint top = 0;
+  for (guint i = 1; i < self->n_classes; i++)
+    if (self->probs[i] > self->probs[top])
+      top = (gint) i;
   return top;
 }
 
@@ -601,11 +764,12 @@ gst_cony_transformer_attach_result (GstConyTransformer *self, GstBuffer *buf,
     .step = st->step,
     .window_start = st->start,
     .window_end = st->end,
-    .class_id = top,
-    .label = self->labels[top],
-    .score = self->probs[top],
-    .n_scores = self->n_classes,
+    .class_id = st->gated ? -1 : top,
+    .label = st->gated ? "" : self->labels[top],
+    .score = st->gated ? 0.0f : self->probs[top],
+    .n_scores = st->gated ? 0 : self->n_classes,
     .scores = self->probs,
+    .gated = st->gated,
     .context_fill = st->fill,
     .pts = st->pts,
     .running_start = gst_cony_transformer_segment_time (self, st->start, TRUE),
@@ -621,6 +785,34 @@ gst_cony_transformer_attach_result (GstConyTransformer *self, GstBuffer *buf,
   };
   GstConyClassificationMeta *meta = gst_buffer_add_cony_classification_meta_full (buf, &v);
   gst_buffer_add_cony_classification_custom_meta (buf, meta);
+}
+
+/* Whether the step over tokens @i .. @i + @per of a buffer with level meta @level was below
+ * conyvggish's level gate: all of its tokens were. */
+static gboolean
+gst_cony_transformer_step_gated (const GstConyLevelMeta *level, gsize i, gsize per)
+{
+  if (level == NULL || i + per > level->n)
+    return FALSE;
+  for (gsize j = 0; j < per; j++)
+    if (!level->gated[i + j])
+      return FALSE;
+  return TRUE;
+}
+
+/* A step below the level gate (@st, times set): no model step, and the continual state
+ * starts again after it (the quiet ends the context, as a GAP does); no class, zero
+ * scores, and for the segments a step where no class reaches its threshold. */
+static guint
+gst_cony_transformer_gated_step (GstConyTransformer *self, GstConyTransformerStep *st,
+    gdouble threshold, const GstConySegmentRule *hold)
+{
+  if (cony_encoder_steps (self->encoder) > 0)
+    cony_encoder_reset (self->encoder);
+  st->gated = TRUE;
+  st->fill = 0.0;
+  memset (self->probs, 0, self->n_classes * sizeof (gfloat));
+  return gst_cony_transformer_update_segments (self, st, 0, threshold, hold);
 }
 
 /* Time of token @i of the @k in a buffer at @pts: interpolated over the buffer's
@@ -717,6 +909,7 @@ gst_cony_transformer_transform_ip (GstBaseTransform *trans, GstBuffer *buf)
 
   GstClockTime pts = GST_BUFFER_PTS (buf), dur = GST_BUFFER_DURATION (buf);
   gint64 lookahead = gst_cony_tokens_lookahead_ns (&self->info);
+  const GstConyLevelMeta *level = gst_buffer_get_cony_level_meta (buf);
   GPtrArray *messages = NULL;
   guint bad = 0, overflow = 0;
   guint64 overflow_step = 0;
@@ -730,6 +923,20 @@ gst_cony_transformer_transform_ip (GstBaseTransform *trans, GstBuffer *buf)
     if (!GST_CLOCK_TIME_IS_VALID (t0))
       t0 = pts;
 
+    if (gst_cony_transformer_step_gated (level, i, per)) {
+      GstConyTransformerStep st = { .step = self->n_steps++,
+        .pts = t0,
+        .tile_end = t1,
+        .start = t0,
+        .end = gst_cony_transformer_input_end (t0, t1, lookahead) };
+      guint n_events = gst_cony_transformer_gated_step (self, &st, threshold, &hold);
+      gst_cony_transformer_attach_result (self, buf, &st, 0, 0, n_events);
+      self->have_last = TRUE;
+      self->last = st;
+      if (post)
+        gst_cony_transformer_step_messages (self, &st, 0, 0, n_events, mode, threshold, &messages);
+      continue;
+    }
     if (!gst_cony_transformer_all_finite (token, self->d_in * per)) {
       bad += per;
       continue;
@@ -753,7 +960,7 @@ gst_cony_transformer_transform_ip (GstBaseTransform *trans, GstBuffer *buf)
     gint top = gst_cony_transformer_compute_scores (self);
     guint n_top = gst_cony_transformer_select_top (self, top_k);
     GstConyTransformerStep st = {
-      .step = step,
+      .step = self->n_steps++,
       .pts = t0,
       .tile_end = t1,
       .start = self->starts[(first + per - fill) % self->window],
@@ -824,6 +1031,23 @@ gst_cony_transformer_set_property (GObject *object, guint prop_id, const GValue 
     case PROP_MIN_STEPS: self->hold.min_steps = g_value_get_uint (value); break;
     case PROP_MIN_DURATION: self->hold.min_duration = g_value_get_uint64 (value); break;
     case PROP_HYSTERESIS: self->hold.hysteresis = g_value_get_double (value); break;
+    case PROP_LISTEN:
+      g_free (self->listen);
+      self->listen = g_value_dup_string (value);
+      break;
+    case PROP_IGNORE:
+      g_free (self->ignore);
+      self->ignore = g_value_dup_string (value);
+      break;
+    case PROP_GROUPS_FILE:
+      g_free (self->groups_file);
+      self->groups_file = g_value_dup_string (value);
+      break;
+    case PROP_OTHER_LABEL:
+      g_free (self->other_label);
+      self->other_label = g_value_dup_string (value);
+      break;
+    case PROP_GROUP_SCORE: self->group_score = g_value_get_enum (value); break;
     default: G_OBJECT_WARN_INVALID_PROPERTY_ID (object, prop_id, pspec); break;
   }
   GST_OBJECT_UNLOCK (self);
@@ -846,12 +1070,20 @@ gst_cony_transformer_get_property (GObject *object, guint prop_id, GValue *value
     case PROP_MIN_STEPS: g_value_set_uint (value, self->hold.min_steps); break;
     case PROP_MIN_DURATION: g_value_set_uint64 (value, self->hold.min_duration); break;
     case PROP_HYSTERESIS: g_value_set_double (value, self->hold.hysteresis); break;
+    case PROP_LISTEN: g_value_set_string (value, self->listen); break;
+    case PROP_IGNORE: g_value_set_string (value, self->ignore); break;
+    case PROP_GROUPS_FILE: g_value_set_string (value, self->groups_file); break;
+    case PROP_OTHER_LABEL: g_value_set_string (value, self->other_label); break;
+    case PROP_GROUP_SCORE: g_value_set_enum (value, self->group_score); break;
     case PROP_LABELS:
       if (self->labels == NULL) {
         /* not loaded yet: read them from the files, outside the lock */
         gchar *model = g_strdup (self->model_path), *file = g_strdup (self->labels_file);
+        GstConyTransformerListen l;
+        gst_cony_transformer_listen_copy (self, &l);
         GST_OBJECT_UNLOCK (self);
-        g_value_take_boxed (value, gst_cony_transformer_peek_labels (model, file));
+        g_value_take_boxed (value, gst_cony_transformer_peek_labels (model, file, &l));
+        gst_cony_transformer_listen_clear (&l);
         g_free (model);
         g_free (file);
         return;
@@ -871,6 +1103,10 @@ gst_cony_transformer_finalize (GObject *object)
   gst_cony_transformer_stop (GST_BASE_TRANSFORM (self));
   g_free (self->model_path);
   g_free (self->labels_file);
+  g_free (self->listen);
+  g_free (self->ignore);
+  g_free (self->groups_file);
+  g_free (self->other_label);
   G_OBJECT_CLASS (parent_class)->finalize (object);
 }
 
@@ -1022,7 +1258,9 @@ gst_cony_transformer_class_init (GstConyTransformerClass *klass)
    * GstConyTransformer:labels:
    *
    * The class labels in class order (the model's, or those of
-   * #GstConyTransformer:labels-file, without their thresholds). Before the
+   * #GstConyTransformer:labels-file, without their thresholds; with
+   * #GstConyTransformer:listen, #GstConyTransformer:ignore or
+   * #GstConyTransformer:groups-file, the reported labels). Before the
    * model is loaded they are read from the files as set; NULL when neither
    * can be read.
    */
@@ -1030,6 +1268,67 @@ gst_cony_transformer_class_init (GstConyTransformerClass *klass)
       g_param_spec_boxed ("labels", "Labels",
           "Class labels in class order (from the model, or the labels file)", G_TYPE_STRV,
           G_PARAM_READABLE | G_PARAM_STATIC_STRINGS));
+  /**
+   * GstConyTransformer:listen:
+   *
+   * The labels that may be reported, separated by ';' (AudioSet's labels hold commas):
+   * group names of #GstConyTransformer:groups-file or model labels, reported in this
+   * order. Every other class (not ignored) is folded into #GstConyTransformer:other-label.
+   * Class ids, scores, top-k, thresholds, segments, messages and JSON records then follow
+   * the reported labels (the #GstConyTransformer:labels property lists them). Empty (the
+   * default): the groups when there is a groups file, else every class not ignored. A
+   * label the model and the groups file do not have fails the state change, naming it.
+   */
+  g_object_class_install_property (gobject_class, PROP_LISTEN,
+      g_param_spec_string ("listen", "Listen",
+          "Labels (groups or model labels) that may be reported, ';'-separated; the rest is "
+          "folded into other-label (default: all)",
+          DEFAULT_LISTEN, ready));
+  /**
+   * GstConyTransformer:ignore:
+   *
+   * Labels never reported, separated by ';': model labels, or groups (all their members);
+   * their scores count nowhere (not in other, not in a group).
+   */
+  g_object_class_install_property (gobject_class, PROP_IGNORE,
+      g_param_spec_string ("ignore", "Ignore",
+          "Labels (model labels or groups) never reported nor folded into others, ';'-separated",
+          DEFAULT_IGNORE, ready));
+  /**
+   * GstConyTransformer:groups-file:
+   *
+   * A file of label groups, one a line: `smoke_alarm = Smoke detector, smoke alarm; Fire
+   * alarm; Beep, bleep` (';' separates model labels, '#' starts a comment, blank lines are
+   * ignored, an optional `| 0.3` at the end gives the group's threshold). A group is
+   * reported as one label whose score is its members' highest (see
+   * #GstConyTransformer:group-score). A model label the model does not have fails the state
+   * change, naming the line and the label. Shipped: models/audioset/home.groups,
+   * models/imagenet/home.groups.
+   */
+  g_object_class_install_property (gobject_class, PROP_GROUPS_FILE,
+      g_param_spec_string ("groups-file", "Groups file",
+          "File of label groups, 'name = model label; model label; ...' a line",
+          DEFAULT_GROUPS_FILE, ready));
+  /**
+   * GstConyTransformer:other-label:
+   *
+   * The label of the classes neither listened to nor ignored (its score: their highest,
+   * or their sum, as a group's); the last reported class. Empty: they are dropped.
+   */
+  g_object_class_install_property (gobject_class, PROP_OTHER_LABEL,
+      g_param_spec_string ("other-label", "Other label",
+          "Label of the classes not listened to (empty: drop them)", DEFAULT_OTHER_LABEL, ready));
+  /**
+   * GstConyTransformer:group-score:
+   *
+   * A group's (and other's) score: `max` (default), the highest member's, which keeps a
+   * sigmoid model's scores comparable with its labels' thresholds; `sum`, the members' sum
+   * capped at 1 (for softmax models, the probability of the group).
+   */
+  g_object_class_install_property (gobject_class, PROP_GROUP_SCORE,
+      g_param_spec_enum ("group-score", "Group score",
+          "Score of a group from its members': max or sum (capped at 1)",
+          GST_TYPE_CONY_TRANSFORMER_GROUP_SCORE, DEFAULT_GROUP_SCORE, ready));
 
   gst_element_class_add_static_pad_template (element_class, &sink_template);
   gst_element_class_add_static_pad_template (element_class, &src_template);
@@ -1053,6 +1352,7 @@ gst_cony_transformer_class_init (GstConyTransformerClass *klass)
   gst_cony_classification_custom_meta_register ();
   gst_type_mark_as_plugin_api (GST_TYPE_CONY_TRANSFORMER_ATTENTION, 0);
   gst_type_mark_as_plugin_api (GST_TYPE_CONY_TRANSFORMER_MESSAGE_MODE, 0);
+  gst_type_mark_as_plugin_api (GST_TYPE_CONY_TRANSFORMER_GROUP_SCORE, 0);
 }
 
 static void
@@ -1064,6 +1364,8 @@ gst_cony_transformer_init (GstConyTransformer *self)
   self->threshold = DEFAULT_THRESHOLD;
   self->top_k = DEFAULT_TOP_K;
   self->hold = (GstConySegmentRule){ DEFAULT_MIN_STEPS, DEFAULT_MIN_DURATION, DEFAULT_HYSTERESIS };
+  self->other_label = g_strdup (DEFAULT_OTHER_LABEL);
+  self->group_score = DEFAULT_GROUP_SCORE;
   gst_cony_segment_track_reset (&self->seg, -1);
   gst_base_transform_set_in_place (GST_BASE_TRANSFORM (self), TRUE);
   gst_base_transform_set_passthrough (GST_BASE_TRANSFORM (self), FALSE);

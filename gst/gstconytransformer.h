@@ -7,6 +7,7 @@
 #include <gst/base/gstbasetransform.h>
 
 #include "cony/encoder.h"
+#include "cony/labelgroups.h"
 #include "cony/model.h"
 #include "gstconyelements.h"
 #include "gstconymeta.h"
@@ -46,12 +47,17 @@ typedef enum
 #define GST_TYPE_CONY_TRANSFORMER_MESSAGE_MODE (gst_cony_transformer_message_mode_get_type ())
 GType gst_cony_transformer_message_mode_get_type (void);
 
+/* #GstConyTransformer:group-score: a #ConyGroupScore (cony/labelgroups.h), "max" or "sum". */
+#define GST_TYPE_CONY_TRANSFORMER_GROUP_SCORE (gst_cony_transformer_group_score_get_type ())
+GType gst_cony_transformer_group_score_get_type (void);
+
 /* The times of one step (buffer time, ns). */
 typedef struct {
   guint64 step;
   GstClockTime pts, tile_end; /* the step's own tokens: [PTS of the first, end of the last) */
   GstClockTime start, end;    /* the input the result covers (gstconytokens.h: lookahead) */
   gdouble fill;               /* context_fill */
+  gboolean gated;             /* below conyvggish's level gate: no model step, no class */
 } GstConyTransformerStep;
 
 #define GST_TYPE_CONY_TRANSFORMER (gst_cony_transformer_get_type ())
@@ -71,12 +77,21 @@ struct _GstConyTransformer {
   gdouble threshold;
   guint top_k;
   GstConySegmentRule hold; /* min-steps, min-duration */
+  gchar *listen, *ignore;  /* ';'-separated labels (cony/labelgroups.h) */
+  gchar *groups_file;
+  gchar *other_label;
+  ConyGroupScore group_score;
 
   /* Stream state (streaming thread). */
   ConyModel *model;
   ConyEncoder *encoder;
-  gchar **labels;           /* n_classes strings, NULL-terminated (object lock: property) */
-  gdouble *thresholds;      /* n_classes, from the labels file; NAN: the threshold property */
+  gchar **labels;      /* n_classes strings, NULL-terminated (object lock: property) */
+  gdouble *thresholds; /* n_classes, from the labels/groups file; NAN: the property */
+  /* With listen, ignore or groups-file: the reported classes (n_classes of them) are a view
+   * of the model's n_model; model_probs holds the model's scores before the fold. */
+  ConyLabelView *view;
+  guint n_model;
+  gfloat *model_probs;
   gboolean multi_label;     /* sigmoid scores (model config output) */
   gint *top_ids;            /* n_classes: the classes of this step, best first */
   const gchar **top_labels; /* n_classes: their labels */
@@ -85,7 +100,7 @@ struct _GstConyTransformer {
   guint window;         /* n, in tokens */
   guint k;              /* tokens per step (the model's tokens_per_step) */
   guint refused_k;      /* tokens per buffer whose caps were refused (error posted once) */
-  gfloat *logits;       /* n_classes */
+  gfloat *logits;       /* n_model */
   gfloat *probs;        /* n_classes */
   GstClockTime *starts; /* window ring: start time of token i (since the reset) in [i % n] */
   GstConyTokenInfo info;
@@ -104,6 +119,7 @@ struct _GstConyTransformer {
   gboolean have_last;
   GstConyTransformerStep last;
   guint last_top;
+  guint64 n_steps; /* steps since the reset, gated ones included (the meta's step) */
 };
 
 G_END_DECLS

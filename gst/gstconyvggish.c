@@ -109,6 +109,7 @@
 
 #include "gstconyvggish.h"
 #include "gstconyelement.h"
+#include "gstconylevel.h"
 #include "cony/mel.h"
 #include "cony/safetensors.h"
 
@@ -125,6 +126,7 @@ GST_DEBUG_CATEGORY_STATIC (gst_cony_vggish_debug);
 #define DEFAULT_BATCH 1
 #define DEFAULT_PAD_TAIL TRUE
 #define DEFAULT_MODE GST_CONY_VGGISH_MODE_WINDOW
+#define DEFAULT_MIN_LEVEL (-G_MAXDOUBLE) /* off */
 
 static const GstConyCnnElementInfo cnn_info = {
   .model_blurb = "Path of the CNN safetensors model file (VGG-style or MobileNet-v1); a relative "
@@ -150,6 +152,7 @@ enum
   PROP_BATCH,
   PROP_PAD_TAIL,
   PROP_MODE,
+  PROP_MIN_LEVEL,
   PROP_CNN, /* GST_CONY_CNN_N_PROPS ids: model, output, model-users, precision(-in-use) */
 };
 
@@ -231,6 +234,71 @@ gst_cony_vggish_postprocess (GstConyVggish *self, gsize n)
   return TRUE;
 }
 
+/* ---- The level gate (min-level): conymel's per-frame level, averaged over a window. */
+
+static GstFlowReturn gst_cony_vggish_flush_batch (GstConyVggish *self);
+
+/* The window's level meta on @out, when its level is known. */
+static void
+gst_cony_vggish_add_level (GstBuffer *out, const GstConyVggishWindow *w, gboolean gated)
+{
+  if (!isnan (w->power))
+    gst_buffer_add_cony_level_meta (out, 1, &w->power, &gated);
+}
+
+/* Keeps frame @i of @buf's level meta (NAN without one) for the frame stored at @slot. */
+static void
+gst_cony_vggish_store_power (GstConyVggish *self, const GstConyLevelMeta *level, gsize i,
+    const gfloat *slot)
+{
+  gsize f = (gsize) (slot - self->frames) / self->dim;
+  self->powers[f] = level && i < level->n ? level->power[i] : NAN;
+}
+
+/* Mean square over the next window's frames (NAN when one of them has no level). */
+static gdouble
+gst_cony_vggish_window_power (GstConyVggish *self)
+{
+  gdouble sum = 0.0;
+  for (guint i = 0; i < self->win; i++)
+    sum += self->powers[self->head + i];
+  return sum / self->win;
+}
+
+/* Below the gate: no CNN; the batch waiting goes first, then a token of zeros marked
+ * gated in its level meta. FALSE when the window is to be classified. */
+static gboolean
+gst_cony_vggish_gate_window (GstConyVggish *self, const GstConyVggishWindow *w, GstFlowReturn *ret)
+{
+  GST_OBJECT_LOCK (self);
+  gdouble min_level = self->min_level;
+  GST_OBJECT_UNLOCK (self);
+  if (min_level <= -G_MAXDOUBLE)
+    return FALSE;
+  if (isnan (w->power)) {
+    if (!self->warned_no_level)
+      GST_ELEMENT_WARNING (self, STREAM, FORMAT, ("min-level needs the audio level from conymel"),
+          ("the input tokens carry no level meta (put conymel right before conyvggish): every "
+           "window is classified"));
+    self->warned_no_level = TRUE;
+    return FALSE;
+  }
+  if (gst_cony_level_db (w->power) >= min_level)
+    return FALSE;
+  *ret = gst_cony_vggish_flush_batch (self);
+  if (*ret != GST_FLOW_OK)
+    return TRUE;
+  GstBuffer *out = gst_buffer_new_allocate (NULL, (gsize) self->out_dim * sizeof (gfloat), NULL);
+  gst_buffer_memset (out, 0, 0, (gsize) self->out_dim * sizeof (gfloat));
+  gboolean discont = w->discont;
+  gst_cony_element_stamp (out, w->pts, w->duration, w->offset, 1, &discont);
+  gst_cony_vggish_add_level (out, w, TRUE);
+  GST_LOG_OBJECT (self, "window at %" GST_TIME_FORMAT ": %.1f dBFS, below the gate",
+      GST_TIME_ARGS (w->pts), gst_cony_level_db (w->power));
+  *ret = gst_pad_push (self->srcpad, out);
+  return TRUE;
+}
+
 static GstFlowReturn
 gst_cony_vggish_push_embedding (GstConyVggish *self, const gfloat *emb,
     const GstConyVggishWindow *w)
@@ -238,6 +306,7 @@ gst_cony_vggish_push_embedding (GstConyVggish *self, const gfloat *emb,
   GstBuffer *out = gst_buffer_new_memdup (emb, (gsize) self->out_dim * sizeof (gfloat));
   gboolean discont = w->discont;
   gst_cony_element_stamp (out, w->pts, w->duration, w->offset, 1, &discont);
+  gst_cony_vggish_add_level (out, w, FALSE);
   return gst_pad_push (self->srcpad, out);
 }
 
@@ -293,6 +362,7 @@ gst_cony_vggish_window_timing (GstConyVggish *self, guint64 start, GstConyVggish
   w->duration = t1 - t0;
   w->offset = start / self->hop;
   w->discont = self->next_discont;
+  w->power = NAN; /* the level gate's: measured by the window path only */
   self->next_discont = FALSE;
   GST_LOG_OBJECT (self, "window at frame %" G_GUINT64_FORMAT ": %" GST_TIME_FORMAT, start,
       GST_TIME_ARGS (t0));
@@ -305,10 +375,13 @@ gst_cony_vggish_run_window (GstConyVggish *self)
   GstFlowReturn ret = GST_FLOW_OK;
 
   gst_cony_vggish_window_timing (self, self->next_start, &w);
+  w.power = gst_cony_vggish_window_power (self);
 
   const gfloat *window = self->frames + (gsize) self->head * self->dim;
   guint batch = gst_cony_vggish_batch_size (self);
-  if (batch <= 1 && self->n_pending == 0) {
+  if (gst_cony_vggish_gate_window (self, &w, &ret)) {
+    /* below the gate: pushed without the CNN */
+  } else if (batch <= 1 && self->n_pending == 0) {
     cony_cnn_forward (self->net.cnn, window, self->out);
     ret = gst_cony_vggish_postprocess (self, 1)
         ? gst_cony_vggish_push_embedding (self, self->out, &w)
@@ -363,6 +436,7 @@ gst_cony_vggish_next_frame_slot (GstConyVggish *self)
   if (self->head + self->n_frames == FRAMES_CAPACITY * self->win) {
     memmove (self->frames, self->frames + (gsize) self->head * self->dim,
         (gsize) self->n_frames * self->dim * sizeof (gfloat));
+    memmove (self->powers, self->powers + self->head, self->n_frames * sizeof (gdouble));
     self->head = 0;
   }
   return self->frames + (gsize) (self->head + self->n_frames) * self->dim;
@@ -445,6 +519,14 @@ gst_cony_vggish_continual_start (GstConyVggish *self, const gchar *model, guint 
   GError *error = NULL;
   if (self->md != GST_CONY_VGGISH_MODE_CONTINUAL)
     return TRUE;
+  if (self->min_level > DEFAULT_MIN_LEVEL) {
+    /* a skipped block would leave the layers' rows stale for the windows after it */
+    GST_ELEMENT_ERROR (self, LIBRARY, SETTINGS, ("min-level works with mode=window only"),
+        ("mode=continual puts every frame through the CNN once; min-level=%g would skip "
+         "some; unset min-level or use mode=window",
+            self->min_level));
+    return FALSE;
+  }
   self->cc = cony_cnn_continual_new (self->net.cnn, hop, &error);
   if (self->cc == NULL) {
     GST_ELEMENT_ERROR (self, LIBRARY, SETTINGS, ("mode=continual: %s", error->message),
@@ -518,6 +600,7 @@ gst_cony_vggish_chain (GstPad *pad, GstObject *parent, GstBuffer *buf)
   }
 
   gsize n = map.size / token_bytes, bad = 0;
+  const GstConyLevelMeta *level = gst_buffer_get_cony_level_meta (buf);
   if (self->cc != NULL)
     ret = gst_cony_vggish_continual_chain (self, map.data, n, &bad);
   for (gsize i = 0; i < n && ret == GST_FLOW_OK && self->cc == NULL; i++) {
@@ -526,6 +609,7 @@ gst_cony_vggish_chain (GstPad *pad, GstObject *parent, GstBuffer *buf)
       continue; /* stride > window: frames between windows */
     gfloat *dst = gst_cony_vggish_next_frame_slot (self);
     memcpy (dst, map.data + i * token_bytes, token_bytes);
+    gst_cony_vggish_store_power (self, level, i, dst);
     bad += gst_cony_vggish_sanitize (dst, self->dim);
     self->n_frames++;
     if (self->n_frames == self->win)
@@ -703,6 +787,7 @@ gst_cony_vggish_drain_tail (GstConyVggish *self)
     gfloat *dst = gst_cony_vggish_next_frame_slot (self);
     for (guint i = 0; i < self->dim; i++)
       dst[i] = self->silence;
+    self->powers[(dst - self->frames) / self->dim] = 0.0; /* padding: silence */
     self->n_frames++;
   }
   GstFlowReturn fr = gst_cony_vggish_run_window (self);
@@ -829,6 +914,8 @@ gst_cony_vggish_start (GstElement *element)
     goto fail;
   self->frames = g_new0 (gfloat, (gsize) FRAMES_CAPACITY * self->win * self->dim);
   gsize out_tokens = self->cc ? cony_cnn_continual_max_tokens (self->cc, self->cg.time_stride) : 1;
+  self->powers = g_new0 (gdouble, (gsize) FRAMES_CAPACITY * self->win);
+  self->warned_no_level = FALSE;
   self->out = g_new0 (gfloat, (gsize) self->out_dim * MAX (self->bsize, out_tokens));
   if (self->bsize > 1) {
     self->pending = g_new (gfloat, (gsize) self->bsize * self->win * self->dim);
@@ -863,6 +950,7 @@ gst_cony_vggish_stop (GstElement *element)
   g_clear_pointer (&self->block, g_free);
   gst_cony_cnn_element_close (element, &self->net);
   g_clear_pointer (&self->frames, g_free);
+  g_clear_pointer (&self->powers, g_free);
   g_clear_pointer (&self->out, g_free);
   g_clear_pointer (&self->pending, g_free);
   g_clear_pointer (&self->pending_info, g_free);
@@ -908,6 +996,7 @@ gst_cony_vggish_set_property (GObject *object, guint prop_id, const GValue *valu
     case PROP_BATCH: self->batch = g_value_get_uint (value); break;
     case PROP_PAD_TAIL: self->pad_tail = g_value_get_boolean (value); break;
     case PROP_MODE: self->mode = g_value_get_enum (value); break;
+    case PROP_MIN_LEVEL: self->min_level = g_value_get_double (value); break;
     default: G_OBJECT_WARN_INVALID_PROPERTY_ID (object, prop_id, pspec); break;
   }
   GST_OBJECT_UNLOCK (self);
@@ -929,6 +1018,7 @@ gst_cony_vggish_get_property (GObject *object, guint prop_id, GValue *value, GPa
     case PROP_BATCH: g_value_set_uint (value, self->batch); break;
     case PROP_PAD_TAIL: g_value_set_boolean (value, self->pad_tail); break;
     case PROP_MODE: g_value_set_enum (value, self->mode); break;
+    case PROP_MIN_LEVEL: g_value_set_double (value, self->min_level); break;
     default: G_OBJECT_WARN_INVALID_PROPERTY_ID (object, prop_id, pspec); break;
   }
   GST_OBJECT_UNLOCK (self);
@@ -1029,6 +1119,24 @@ gst_cony_vggish_class_init (GstConyVggishClass *klass)
           "At EOS, one more window over the frames no window covered yet, padded with "
           "silence (YAMNet); false: drop them (VGGish)",
           DEFAULT_PAD_TAIL, flags));
+  /**
+   * GstConyVggish:min-level:
+   *
+   * The level gate: a window whose audio is quieter than this (dBFS, the mean square of
+   * its samples, 10 log10; a full-scale sine is -3 dBFS) runs no CNN. Its token is pushed
+   * all the same, zeros marked as below the gate, with the window's exact times, and
+   * conytransformer reports its step as below the gate (`gated`). The level comes from
+   * conymel (the mean square of each frame's hop, averaged over the window's frames: its
+   * first 0.96 s of 0.975 s for YAMNet), so conymel must feed this element; without it the
+   * gate is off and a warning says so. mode=window only: with mode=continual it is an
+   * error at start. Default: off. Can be changed while playing.
+   */
+  g_object_class_install_property (gobject_class, PROP_MIN_LEVEL,
+      g_param_spec_double ("min-level", "Minimum level",
+          "Windows quieter than this (dBFS) run no CNN and are reported as below the gate "
+          "(default: off)",
+          -G_MAXDOUBLE, 0.0, DEFAULT_MIN_LEVEL,
+          G_PARAM_READWRITE | G_PARAM_STATIC_STRINGS | GST_PARAM_MUTABLE_PLAYING));
 
   /**
    * GstConyVggish:mode:
@@ -1120,6 +1228,7 @@ gst_cony_vggish_init (GstConyVggish *self)
   self->batch = DEFAULT_BATCH;
   self->pad_tail = DEFAULT_PAD_TAIL;
   self->mode = DEFAULT_MODE;
+  self->min_level = DEFAULT_MIN_LEVEL;
   gst_cony_cnn_element_init (&self->net, PROP_CNN, &cnn_info);
   self->anchor = GST_CLOCK_TIME_NONE;
 }

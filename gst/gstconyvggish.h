@@ -52,6 +52,7 @@ typedef struct {
   GstClockTime pts, duration;
   guint64 offset;
   gboolean discont;
+  gdouble power; /* mean square of its samples (conymel's level meta); NAN: not known */
 } GstConyVggishWindow;
 
 #define GST_TYPE_CONY_VGGISH (gst_cony_vggish_get_type ())
@@ -75,6 +76,7 @@ struct _GstConyVggish {
   gboolean pad_tail;
   GstConyVggishMode mode;
   gboolean stride_set; /* stride given: continual mode checks it, else takes the time stride */
+  gdouble min_level; /* dBFS; -G_MAXDOUBLE: no gate */
 
   /* Stream state (streaming thread). */
   GstConyVggishPostprocess pp;
@@ -86,15 +88,17 @@ struct _GstConyVggish {
   gboolean have_info;
   gboolean refusal_posted; /* unreadable token caps were named (cleared by accepted caps) */
   gint out_rate_n, out_rate_d;
-  GstClockTime anchor; /* time of input frame 0; NONE: re-anchor on the next buffer */
-  guint64 frames_in;   /* input frames since the anchor */
-  guint64 next_start;  /* input frame index where the next window starts */
-  gfloat *frames;      /* FRAMES_CAPACITY x win frames of dim floats */
-  guint head;          /* frame (in frames) where the next window starts */
-  guint n_frames;      /* frames of the next window received so far */
-  gboolean tail;       /* pad-tail at start */
-  gfloat silence;      /* a silent log-mel value: log(mel-log-offset) of the caps */
-  gfloat *out;         /* out_dim */
+  GstClockTime anchor;      /* time of input frame 0; NONE: re-anchor on the next buffer */
+  guint64 frames_in;        /* input frames since the anchor */
+  guint64 next_start;       /* input frame index where the next window starts */
+  gfloat *frames;           /* FRAMES_CAPACITY x win frames of dim floats */
+  guint head;               /* frame (in frames) where the next window starts */
+  guint n_frames;           /* frames of the next window received so far */
+  gboolean tail;            /* pad-tail at start */
+  gfloat silence;           /* a silent log-mel value: log(mel-log-offset) of the caps */
+  gfloat *out;              /* out_dim */
+  gdouble *powers;          /* the level gate: each stored frame's hop mean square (as frames) */
+  gboolean warned_no_level; /* min-level set but the input carries no level (said once) */
   gboolean next_discont;
   gboolean in_nonfinite;
   /* Batching (non-live upstream, batch > 1). */

@@ -126,6 +126,8 @@ class Printer:
             return "     eos  " + ", ".join(
                 f"{e['label']} ended ({seconds(e['segment_start'])}-{seconds(e['segment_end'])} s)"
                 for e in record["events"])
+        if record.get("gated"):
+            return f"{seconds(record['stream_end']):>8} s  (below the level gate)"
         onsets = [e for e in record.get("events", []) if e["event"] == "onset"]
         extra = f"  (since {seconds(onsets[-1]['segment_start'])} s)" if onsets else ""
         return (f"{seconds(record['stream_end']):>8} s  {record['label']:<20} "
@@ -161,6 +163,10 @@ def result_record(s, source, names):
         rec = {"type": "result", "source": source} | rec
     for key in ("running_start", "running_end", "stream_start", "stream_end"):
         rec[key] = ns(s.get_value(names[key]))
+    if s.has_field("gated") and s.get_value("gated"):
+        # below conyvggish's level gate: its times, no class (docs/elements.md, "Level gate")
+        rec.update({"output": s.get_string("output"), "gated": True})
+        return rec
     rec.update({
         "output": s.get_string("output"),
         "class_id": s.get_value("class-id"),

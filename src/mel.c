@@ -33,6 +33,7 @@ struct _ConyMel {
   guint64 buf_start;
   guint64 total;      /* samples pushed */
   guint64 next_frame; /* index of the next frame to pop */
+  double last_power;  /* mean square of the last popped frame's hop */
 };
 
 void
@@ -523,6 +524,16 @@ cony_mel_frames_available (const ConyMel *mel)
   return (gsize) ((mel->total - need) / mel->config.hop_length + 1);
 }
 
+/* Mean square of @n samples (a frame's hop: consecutive frames' hops tile the stream). */
+static double
+hop_power (const float *x, gsize n)
+{
+  double sum = 0.0;
+  for (gsize i = 0; i < n; i++)
+    sum += (double) x[i] * x[i];
+  return n > 0 ? sum / (double) n : 0.0;
+}
+
 gboolean
 cony_mel_pop_frame (ConyMel *mel, float *out)
 {
@@ -534,6 +545,8 @@ cony_mel_pop_frame (ConyMel *mel, float *out)
   gsize pos = (gsize) (start - mel->buf_start);
   g_assert (pos + mel->config.window_length <= mel->buf_len);
   cony_mel_compute_frame (mel, mel->buf + mel->buf_off + pos, out);
+  mel->last_power = hop_power (mel->buf + mel->buf_off + pos,
+      MIN (mel->config.hop_length, mel->config.window_length));
 
   mel->next_frame++;
   /* Drop the samples no later frame needs. */
@@ -547,6 +560,13 @@ cony_mel_pop_frame (ConyMel *mel, float *out)
     mel->buf_start = MAX (from, mel->total);
   }
   return TRUE;
+}
+
+double
+cony_mel_last_frame_power (const ConyMel *mel)
+{
+  g_return_val_if_fail (mel != NULL, 0.0);
+  return mel->last_power;
 }
 
 guint64
@@ -571,6 +591,7 @@ cony_mel_reset (ConyMel *mel)
   mel->buf_start = 0;
   mel->total = 0;
   mel->next_frame = 0;
+  mel->last_power = 0.0;
 }
 
 /* Whole signal ------------------------------------------------------------- */

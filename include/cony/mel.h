@@ -140,6 +140,12 @@ gboolean cony_mel_pop_frame (ConyMel *mel, float *out);
 /* Index (from the stream start / last reset) of the frame the next
  * cony_mel_pop_frame() returns; its first sample is index * hop_length. */
 guint64 cony_mel_get_next_frame_index (const ConyMel *mel);
+/* The mean square of the samples of the last frame popped that no later frame starts
+ * with: its first hop_length samples (samples in [-1, 1): a full-scale square wave is 1,
+ * 0 dBFS; a full-scale sine 0.5, -3 dBFS). Consecutive frames' values tile the stream, so
+ * the level of frames i..j is the mean of theirs (conymel passes them on for the level
+ * gate, docs/elements.md). 0 before the first frame. */
+double cony_mel_last_frame_power (const ConyMel *mel);
 /* Total samples pushed since creation / the last reset. */
 guint64 cony_mel_get_samples_pushed (const ConyMel *mel);
 

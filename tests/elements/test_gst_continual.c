@@ -231,6 +231,10 @@ test_refused (void)
       (const char *[]){ "mode=continual", "time stride, 8 frames", "12 is not", NULL }));
   g_object_set (el, "stride", 16, NULL);
   cony_test_assert_starts (el);
+  g_object_set (el, "min-level", -50.0, NULL); /* the level gate would skip frames */
+  g_error_free (cony_test_assert_start_fails (el,
+      (const char *[]){ "min-level works with mode=window only", NULL }));
+  g_object_set (el, "min-level", -G_MAXDOUBLE, NULL);
   gst_object_unref (el);
 
   g_autofree char *q8 = cony_test_yamnet_int8 ();

@@ -1,7 +1,7 @@
 #!/usr/bin/python3
 """docs/results.schema.json against every JSON output of gst-cony: conyjson lines
 (softmax every-step with all scores, on-change, and the sigmoid AudioSet tagger on
-change), pipelines/print_results.py --json (bus messages in both modes, the custom
+change, also with the home groups and the level gate's gated records), pipelines/print_results.py --json (bus messages in both modes, the custom
 meta, the sigmoid tagger), pipelines/json.sh, and the examples in docs/elements.md.
 Every record must validate; the stream caps come once per stream in conyjson; an
 on-change run ends with the "eos" record of the segment EOS closed. (The MQTT payload
@@ -28,6 +28,11 @@ TONE = ("audiotestsrc num-buffers=30 samplesperbuffer=4410 wave=white-noise "
         "! audio/x-raw,format=S16LE,rate=44100,channels=2")
 # for the tagger: "Sine wave" stays above 0.2, so EOS closes its segment
 SINE = TONE.replace("white-noise", "sine")
+# for the level gate: 2 s of a sine at -9 dBFS, then 3 s at -69 dBFS (below min-level=-30)
+GATED = ("audiotestsrc num-buffers=10 samplesperbuffer=3200 wave=sine volume=0.5 "
+         "! audio/x-raw,rate=16000,channels=1 ! c. "
+         "audiotestsrc num-buffers=15 samplesperbuffer=3200 wave=sine volume=0.0005 "
+         "! audio/x-raw,rate=16000,channels=1 ! c. concat name=c")
 
 
 class Tap:
@@ -106,6 +111,7 @@ def main():
     v = jsonschema.Draft202012Validator(schema)
     yamnet = os.path.join(root, "models", "yamnet", "yamnet.safetensors")
     tagger = os.path.join(root, "models", "audioset", "tagger.safetensors")
+    home = os.path.join(root, "models", "audioset", "home.groups")
     small = f"conymel ! conyvggish model={vggish}"
     tag_chain = f"conymel preset=yamnet ! conyvggish model={yamnet} output=embedding"
     py = ["/usr/bin/python3", os.path.join(root, "pipelines", "print_results.py"), TONE, "--json"]
@@ -115,6 +121,9 @@ def main():
         ("conyjson, on-change", lambda: conyjson(small, f"model={model} message-mode=on-change")),
         ("conyjson, sigmoid tagger on-change", lambda: conyjson(
             tag_chain, f"model={tagger} top-k=3 message-mode=on-change threshold=0.2", SINE)),
+        ("conyjson, tagger with the home groups and the level gate (it closes the segments)",
+         lambda: conyjson(tag_chain + " min-level=-30", f"model={tagger} top-k=3 "
+                          f"message-mode=on-change threshold=0.2 groups-file={home}", GATED)),
         ("print_results.py --json (bus, every step)", lambda: script(
             root, py + ["--vggish", vggish, "--transformer", model])),
         ("print_results.py --json (bus, on-change)", lambda: script(
@@ -136,6 +145,8 @@ def main():
             continue
         problems = validate(v, records)
         kinds = [r.get("type") for r in records]
+        if "level gate" in name and not any(r.get("gated") for r in records):
+            problems.append("no record below the gate")
         if name.startswith("conyjson"):
             if kinds.count("stream") != 1 or kinds[0] != "stream":
                 problems.append(f"stream records at {[i for i, k in enumerate(kinds) if k == 'stream']}"
