@@ -76,7 +76,7 @@ struct _GstConyVggish {
   gboolean pad_tail;
   GstConyVggishMode mode;
   gboolean stride_set; /* stride given: continual mode checks it, else takes the time stride */
-  gdouble min_level; /* dBFS; -G_MAXDOUBLE: no gate */
+  gdouble min_level;   /* dBFS; -G_MAXDOUBLE: no gate */
 
   /* Stream state (streaming thread). */
   GstConyVggishPostprocess pp;

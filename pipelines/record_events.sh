@@ -7,4 +7,6 @@
 #
 # e.g. pipelines/record_events.sh mic --out clips --labels 'bark;smoke_alarm' > events.jsonl
 set -euo pipefail
+source "$(dirname "$0")/help.sh"
+[ $# -ge 1 ] || cony_usage
 exec /usr/bin/python3 "$(dirname "$0")/record_events.py" "$@"

@@ -104,7 +104,7 @@ else
 fi
 
 # --help, -h and no arguments, script by script (libraries, without "#!", are not run).
-needs_args=" file.sh av_file.sh video_file.sh devices.py has_audio.py timeline.py "
+needs_args=" file.sh av_file.sh video_file.sh record_events.sh devices.py has_audio.py timeline.py "
 for s in "$root"/pipelines/* "$root"/scripts/*; do
   head -n1 "$s" | grep -q '^#!' || continue
   name=$(basename "$s")
