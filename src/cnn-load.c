@@ -7,14 +7,13 @@
 
 #include <string.h>
 
-/* One loader per `network` metadata value; NULL: a file without the key. */
-static const struct {
-  const char *network;
-  gboolean (*load) (CnnWeights *cnn, const ConySafetensors *st, GError **error);
-} loaders[] = {
-  { NULL, cnn_vgg_load },
-  { "mobilenet_v1", cnn_mobilenet_v1_load },
-  { "mobilenet_v2", cnn_mobilenet_v2_load },
+/* The network kinds. Random layouts: MobileNet words (v2's include v1's) or VGG widths,
+ * so the VGG row, which takes any layout, comes last among those with a builder. */
+static const CnnNetwork networks[] = {
+  { "mobilenet_v1", "MobileNet-v1", FALSE, cnn_mobilenet_v1_load, NULL, NULL },
+  { "mobilenet_v2", "MobileNet-v2", FALSE, cnn_mobilenet_v2_load, cnn_mobilenet_is_layout,
+      cnn_mobilenet_random },
+  { NULL, "VGG-style", TRUE, cnn_vgg_load, NULL, cnn_vgg_random },
 };
 
 /* input_* sizes, final_relu, center_height and the input normalisation. */
@@ -55,19 +54,20 @@ cnn_weights_load (const char *path, GError **error)
     return NULL;
   const char *net = cony_safetensors_metadata (st, "network");
   guint k = 0;
-  while (k < G_N_ELEMENTS (loaders) && g_strcmp0 (net, loaders[k].network) != 0)
+  while (k < G_N_ELEMENTS (networks) && g_strcmp0 (net, networks[k].network) != 0)
     k++;
-  if (k == G_N_ELEMENTS (loaders)) {
+  if (k == G_N_ELEMENTS (networks)) {
     g_autoptr (GString) known = g_string_new (NULL);
-    for (guint i = 0; i < G_N_ELEMENTS (loaders); i++)
-      if (loaders[i].network != NULL)
-        g_string_append_printf (known, "%s\"%s\"", known->len ? ", " : "", loaders[i].network);
+    for (guint i = 0; i < G_N_ELEMENTS (networks); i++)
+      if (networks[i].network != NULL)
+        g_string_append_printf (known, "%s\"%s\"", known->len ? ", " : "", networks[i].network);
     g_set_error (error, CONY_ERROR, CONY_ERROR_INVALID,
         "%s: metadata network = \"%s\", expected one of %s (or none for a VGG-style network)", path,
         net, known->str);
     return NULL;
   }
-  if (!loaders[k].load (cnn, st, error) || !cnn_read_labels_and_metadata (cnn, st, error))
+  cnn->network = &networks[k];
+  if (!networks[k].load (cnn, st, error) || !cnn_read_labels_and_metadata (cnn, st, error))
     return NULL;
   return g_steal_pointer (&cnn);
 }
@@ -86,8 +86,10 @@ cnn_weights_random (const char *layout, guint input_height, guint input_width, g
   cnn->in_h = input_height;
   cnn->in_w = input_width;
   cnn->in_c = input_channels;
-  /* MobileNet words (CONY_CNN_YAMNET_LAYOUT) or VGG widths. */
-  gboolean ok = cnn_mobilenet_is_layout (layout) ? cnn_mobilenet_random (cnn, layout, seed, error)
-                                                 : cnn_vgg_random (cnn, layout, seed, error);
-  return ok ? g_steal_pointer (&cnn) : NULL;
+  guint k = 0;
+  while (networks[k].random == NULL
+      || (networks[k].is_layout != NULL && !networks[k].is_layout (layout)))
+    k++; /* the last row takes any layout */
+  cnn->network = &networks[k];
+  return networks[k].random (cnn, layout, seed, error) ? g_steal_pointer (&cnn) : NULL;
 }

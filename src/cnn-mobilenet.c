@@ -216,7 +216,6 @@ mobilenet_layers (CnnWeights *cnn, WeightSource *src, const char *words, gboolea
       ok = FALSE;
     }
   }
-  cnn->mobilenet = TRUE;
   return ok;
 }
 

@@ -73,10 +73,10 @@ typedef struct {
 typedef struct {
   char *source; /* file name or "random" (for messages) */
   guint in_h, in_w, in_c;
-  guint out_dim;        /* floats of the last layer's output (the scores) */
-  guint feat_dim;       /* floats per example at the end of the conv stack (first_fc) */
-  guint emb_dim;        /* floats of the embedding (the gap output before the head); 0: none */
-  gboolean mobilenet;   /* network = mobilenet_v1 */
+  guint out_dim;  /* floats of the last layer's output (the scores) */
+  guint feat_dim; /* floats per example at the end of the conv stack (first_fc) */
+  guint emb_dim;  /* floats of the embedding (the gap output before the head); 0: none */
+  const struct _CnnNetwork *network; /* its row in cnn-load.c's table */
   GHashTable *metadata; /* the file's __metadata__ (key -> value), NULL for random networks */
   char **labels;        /* the `labels` metadata, out_dim strings, or NULL */
   gboolean final_relu;  /* the file's final_relu (each ConyCnn starts with it) */
@@ -188,6 +188,17 @@ CnnWeights *cnn_weights_random (const char *layout, guint input_height, guint in
 
 /* cnn-vgg.c, cnn-mobilenet.c: the layers of one network kind into @cnn (whose input
  * size, normalisation and source are set), ending with cnn_finish_geometry(). */
+/* One row per network kind, in cnn-load.c's table: a file's `network` metadata picks
+ * its loader; a random layout goes to the first row whose is_layout accepts it. */
+typedef struct _CnnNetwork {
+  const char *network;      /* the metadata value; NULL: a file without the key */
+  const char *display_name; /* what `cony info` prints */
+  gboolean needs_fc;        /* the network must end in fully connected layers */
+  gboolean (*load) (CnnWeights *cnn, const ConySafetensors *st, GError **error);
+  gboolean (*is_layout) (const char *layout); /* NULL: takes any random layout */
+  gboolean (*random) (CnnWeights *cnn, const char *layout, guint32 seed, GError **error);
+} CnnNetwork;
+
 gboolean cnn_vgg_load (CnnWeights *cnn, const ConySafetensors *st, GError **error);
 gboolean cnn_vgg_random (CnnWeights *cnn, const char *layout, guint32 seed, GError **error);
 /* The PCA tensors of a file (cony_cnn_load_pca()). */

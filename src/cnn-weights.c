@@ -255,7 +255,7 @@ cnn_finish_geometry (CnnWeights *cnn, GError **error)
     }
     cnn->max_act = MAX (cnn->max_act, (gsize) h * w * c);
   }
-  if (!flat && !cnn->mobilenet) {
+  if (!flat && cnn->network->needs_fc) {
     g_set_error (error, CONY_ERROR, CONY_ERROR_MISSING,
         "%s: no fully connected layer (tensor embeddings.K.weight) found", cnn->source);
     return FALSE;

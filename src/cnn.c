@@ -151,8 +151,16 @@ gboolean
 cony_cnn_is_mobilenet (const ConyCnn *cnn)
 {
   g_return_val_if_fail (cnn, FALSE);
-  return cnn->w->mobilenet;
+  return g_str_has_prefix (cnn->w->network->display_name, "MobileNet");
 }
+
+const char *
+cony_cnn_get_network_name (const ConyCnn *cnn)
+{
+  g_return_val_if_fail (cnn != NULL, NULL);
+  return cnn->w->network->display_name;
+}
+
 ConyCnnOutput
 cony_cnn_get_output (const ConyCnn *cnn)
 {

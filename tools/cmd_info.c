@@ -17,7 +17,7 @@ info_cnn (ConyCnn *cnn, const char *path)
   guint64 cf, ff;
   cony_cnn_get_flops (cnn, &cf, &ff);
   printf ("model:        %s\n", path);
-  printf ("architecture: CNN, %s\n", cony_cnn_is_mobilenet (cnn) ? "MobileNet-v1" : "VGG-style");
+  printf ("architecture: CNN, %s\n", cony_cnn_get_network_name (cnn));
   g_autofree char *desc = cony_cnn_describe (cnn);
   printf ("%s", desc);
   g_autofree char *prec = cony_cnn_describe_precision (cnn);

@@ -203,6 +203,9 @@ guint cony_cnn_get_embedding_size (const ConyCnn *cnn);
 /* TRUE for a network = mobilenet_v1 or mobilenet_v2 file (or a random MobileNet
  * layout). */
 gboolean cony_cnn_is_mobilenet (const ConyCnn *cnn);
+/* The network kind for people: "VGG-style", "MobileNet-v1" or "MobileNet-v2" (a random
+ * MobileNet layout counts as v2, whose words include v1's). Owned by libcony. */
+const char *cony_cnn_get_network_name (const ConyCnn *cnn);
 /* A string of the file's __metadata__ (e.g. "frontend", "source"), or NULL. */
 const char *cony_cnn_get_metadata (const ConyCnn *cnn, const char *key);
 /* The `labels` metadata: one label per score (NULL-terminated, owned by the

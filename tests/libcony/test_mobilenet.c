@@ -92,6 +92,7 @@ check_variant (gconstpointer data)
   ConyCnn *cnn = g.cnn;
 
   g_assert_true (cony_cnn_is_mobilenet (cnn));
+  g_assert_cmpstr (cony_cnn_get_network_name (cnn), ==, "MobileNet-v1");
   g_assert_cmpuint (cony_cnn_get_input_height (cnn), ==, 21);
   g_assert_cmpuint (cony_cnn_get_input_width (cnn), ==, 16);
   g_assert_cmpuint (cony_cnn_get_input_size (cnn), ==, 21 * 16);
@@ -136,6 +137,7 @@ check_v2 (gconstpointer data)
   golden_load (&g, name, "v2_input.npy");
   ConyCnn *cnn = g.cnn;
   g_assert_true (cony_cnn_is_mobilenet (cnn));
+  g_assert_cmpstr (cony_cnn_get_network_name (cnn), ==, "MobileNet-v2");
   g_assert_cmpuint (cony_cnn_get_input_size (cnn), ==, 15 * 13 * 3);
   g_assert_cmpuint (cony_cnn_get_output_size (cnn), ==, 10);
   g_assert_cmpuint (cony_cnn_get_embedding_size (cnn), ==, 24);
@@ -222,6 +224,7 @@ test_vgg_has_no_embedding (void)
   g_autoptr (ConyCnn) cnn = cony_cnn_load (path, &error);
   g_assert_no_error (error);
   g_assert_false (cony_cnn_is_mobilenet (cnn));
+  g_assert_cmpstr (cony_cnn_get_network_name (cnn), ==, "VGG-style");
   g_assert_cmpuint (cony_cnn_get_embedding_size (cnn), ==, 0);
   g_assert_false (cony_cnn_set_output (cnn, CONY_CNN_OUTPUT_EMBEDDING, &error));
   cony_test_expect_error (&error, CONY_ERROR_INVALID, "no embedding", NULL);

@@ -50,6 +50,13 @@ class CliCnnTest(unittest.TestCase):
                      '"sample-rate": 16000', "source:       gen_mobilenet_golden.py"):
             self.assertIn(text, r.stdout)
 
+    def test_info_mobilenet_v2(self):
+        # issue 55: the MobileNet-v2 file was described as MobileNet-v1
+        r = cony("info", os.path.join(ROOT, "models", "imagenet", "mobilenet_v2.safetensors"))
+        self.assertEqual(r.returncode, 0, r.stderr)
+        self.assertIn("architecture: CNN, MobileNet-v2", r.stdout)
+        self.assertNotIn("MobileNet-v1", r.stdout)
+
     def test_info_vgg_and_refusal(self):
         r = cony("info", VGG)
         self.assertEqual(r.returncode, 0, r.stderr)
