@@ -15,6 +15,9 @@ set -uo pipefail
 root=${1:?usage: test_scripts.sh SOURCE_ROOT PLUGIN_DIR}
 plugin_dir=${2:?}
 . "$(dirname "$0")/../tap.sh"
+# The fakes below go to $tmp/bin: never anywhere else (an empty $tmp once put a fake
+# apt-get in /bin, which is /usr/bin on Debian).
+case $tmp in /*/*) [ -d "$tmp" ] ;; *) false ;; esac || { echo "Bail out! scratch '$tmp'"; exit 1; }
 
 # A copy of the two scripts build.sh needs in a tree of its own: build/ is created there.
 mkdir -p "$tmp/tree/scripts" "$tmp/tree/pipelines" "$tmp/bin"
