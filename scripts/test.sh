@@ -5,7 +5,9 @@
 # (scripts/sanitize.sh --ci, build-asan/), the shared-CNN thread test and 4 concurrent
 # pipelines under TSan (build-tsan/) and each fuzz harness for 60 s
 # (tests/fuzz/run.sh, build-fuzz/; CONY_FUZZ_SECONDS changes it). CONY_HARDENING=0 skips
-# them; arguments go to `meson test` for the normal suite only.
+# them. Also without arguments: the arm64 cross build and its tests under qemu-user
+# (scripts/cross-arm64.sh --test; CONY_ARM64=0 skips it). Arguments go to `meson test`
+# for the normal suite only.
 #
 #   scripts/test.sh [MESON_TEST_ARGUMENTS...]   e.g. --suite libcony, or a test's name
 set -uo pipefail
@@ -66,6 +68,14 @@ if [ $# -eq 0 ] && [ "${CONY_HARDENING:-1}" != 0 ]; then
     tsan_shared_cnn
   hardening "fuzz smoke" build-fuzz/meson-logs/fuzz.json \
     env CONY_FUZZ_JOBS=2 bash tests/fuzz/run.sh "${CONY_FUZZ_SECONDS:-60}"
+fi
+
+# The arm64 job (issue 58): the cross build (scripts/cross-arm64.sh, build-arm64/) and the
+# libcony and GstHarness tests under qemu-user (scripts/test-arm64.sh), counted in the same
+# line; CONY_ARM64=0 skips it.
+if [ $# -eq 0 ] && [ "${CONY_ARM64:-1}" != 0 ]; then
+  hardening "arm64: cross build, tests under qemu-user" build-arm64/meson-logs/arm64.json \
+    bash scripts/cross-arm64.sh --test
 fi
 
 # Count individual test cases (TAP subtests where a test speaks TAP).

@@ -475,6 +475,11 @@ cony_vcc_windowed (ConyAttention *a, int w, int r0, float *out)
     query (a, &win, a->win_q + (gsize) r * d, out + (gsize) (r - r0) * d);
 }
 
+/* aarch64 gcc 12 stops with an internal compiler error (vect_transform_reduction) when
+ * it vectorises this fmax reduction; the loop runs once per rebuild, not per step. */
+#if defined(__aarch64__) && defined(__GNUC__) && !defined(__clang__) && __GNUC__ == 12
+__attribute__ ((optimize ("no-tree-vectorize")))
+#endif
 double
 cony_vcc_state_magnitude (const ConyAttention *a)
 {

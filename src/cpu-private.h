@@ -1,7 +1,7 @@
 /* CPU features, in one place: the attribute that builds a hot function twice (x86-64-v3
  * and baseline, the loader picks one), the attribute of hand-written AVX2/FMA/F16C
- * kernels, the run-time check that picks them, and the switch that forces the portable
- * kernels (CONY_CNN_PORTABLE=1, read once). */
+ * kernels, the run-time checks that pick them (and ARM's dot-product instructions), and
+ * the switch that forces the portable kernels (CONY_CNN_PORTABLE=1, read once). */
 #pragma once
 #include <glib.h>
 
@@ -16,6 +16,12 @@ G_BEGIN_DECLS
 #if (defined(__clang__) && __clang_major__ >= 12) || (!defined(__clang__) && __GNUC__ >= 11)
 #define CONY_CPU_VNNI 1
 #endif
+#endif
+
+#if defined(__aarch64__) && defined(__GNUC__)
+/* 64-bit ARM: NEON (Advanced SIMD) is part of the base architecture; the dot-product
+ * instructions (sdot, ARMv8.2) are checked at run time. */
+#define CONY_CPU_ARM64 1
 #endif
 
 /* Plain C built twice, for x86-64-v3 and the baseline, chosen at load time. Without
@@ -35,6 +41,9 @@ gboolean cony_cpu_has_avxvnni (void);
 /* TRUE when this CPU runs AVX512-VNNI with AVX512VL (vpdpbusd on EVEX-encoded ymm
  * registers) and the OS saves the AVX-512 state. */
 gboolean cony_cpu_has_avx512vnni (void);
+/* TRUE when this CPU runs the Advanced SIMD dot-product instructions (sdot, udot: the
+ * kernel's HWCAP_ASIMDDP); FALSE elsewhere. */
+gboolean cony_cpu_has_asimddp (void);
 /* TRUE when CONY_CNN_PORTABLE=1 was in the environment at the first call: the CNN then
  * runs the portable kernels (tests use it to cover that path). Read once. */
 gboolean cony_cpu_force_portable (void);

@@ -3,6 +3,11 @@
 
 #include <string.h>
 
+#ifdef CONY_CPU_ARM64
+#include <asm/hwcap.h>
+#include <sys/auxv.h>
+#endif
+
 #ifdef CONY_CPU_X86
 #include <cpuid.h>
 
@@ -68,6 +73,17 @@ cony_cpu_has_avx512vnni (void)
    * ZMM and ZMM16-31 state saved (XCR0 bits 5-7) besides YMM (1, 2) */
   return __get_cpuid_count (7, 0, &a, &b, &c, &d) && (b & (1u << 16)) != 0 && (b & (1u << 31)) != 0
       && (c & (1u << 11)) != 0 && (cpu_xcr0 () & 0xE6) == 0xE6;
+#else
+  return FALSE;
+#endif
+}
+
+gboolean
+cony_cpu_has_asimddp (void)
+{
+#ifdef CONY_CPU_ARM64
+  unsigned long hw = getauxval (AT_HWCAP);
+  return (hw & HWCAP_ASIMD) != 0 && (hw & HWCAP_ASIMDDP) != 0;
 #else
   return FALSE;
 #endif

@@ -33,10 +33,10 @@ void cony_gemv_matrix_clear (ConyGemvMatrix *m);
 /* y[r] += Σ_c W[r, c] · x[c] for every row r. The float16 weights are used when there are
  * some; both storages give identical results. */
 void cony_gemv (const ConyGemvMatrix *m, const float *x, float *y);
-/* The same with the portable C kernel (what CPUs without AVX2/FMA/F16C run); for tests
- * and CONY_CNN_PORTABLE=1. */
+/* The same with the portable C kernel (what x86 CPUs without AVX2/FMA/F16C run); for
+ * tests and CONY_CNN_PORTABLE=1. */
 void cony_gemv_portable (const ConyGemvMatrix *m, const float *x, float *y);
-/* TRUE when cony_gemv() runs the AVX2/FMA/F16C kernel on this CPU. */
+/* TRUE when cony_gemv() runs a SIMD kernel on this CPU (AVX2/FMA/F16C, NEON). */
 gboolean cony_gemv_accelerated (void);
 
 /* Whether the encoder and attention layers make float16 copies of F16-exact weights

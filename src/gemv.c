@@ -1,10 +1,11 @@
 /* One-vector matrix products for the per-step hot path (gemv-private.h).
  *
- * One kernel, instantiated for float32 and float16 storage: blocks of ROWS rows are
- * read side by side (ROWS independent row streams, two 8-float accumulators per row),
- * so the loads, not the FMA latency, set the pace. The float16 instance converts each
- * 8 weights to float in a register (F16C, exact) and then does the very same FMAs in
- * the same order as the float32 instance, so the two storages give identical sums. */
+ * One kernel (AVX2/FMA/F16C on x86-64, NEON on 64-bit ARM), instantiated for float32 and
+ * float16 storage: blocks of ROWS rows are read side by side (ROWS independent row
+ * streams, 16 float accumulators per row), so the loads, not the FMA latency, set the
+ * pace. The float16 instance converts each 8 weights to float in a register (F16C or
+ * fcvtl, exact) and then does the very same FMAs in the same order as the float32
+ * instance, so the two storages give identical sums. */
 #include "gemv-private.h"
 #include "cpu-private.h"
 
@@ -13,6 +14,9 @@
 
 #ifdef CONY_CPU_X86
 #include <immintrin.h>
+#endif
+#ifdef CONY_CPU_ARM64
+#include <arm_neon.h>
 #endif
 
 #define ROWS 4
@@ -273,10 +277,82 @@ half_expand_f16c (const guint16 *h, gsize n, float *out)
 }
 #endif
 
+/* ---- NEON kernel (64-bit ARM) ------------------------------------------------------- */
+
+#ifdef CONY_CPU_ARM64
+/* 8 weights as two float32 vectors (float16: fcvtl, exact). */
+static inline __attribute__ ((always_inline)) float32x4x2_t
+load8_neon (const void *w, gsize i, gboolean f16)
+{
+  if (f16) {
+    float16x8_t h = vreinterpretq_f16_u16 (vld1q_u16 ((const guint16 *) w + i));
+    return (float32x4x2_t){ { vcvt_f32_f16 (vget_low_f16 (h)), vcvt_high_f32_f16 (h) } };
+  }
+  return (float32x4x2_t){ { vld1q_f32 ((const float *) w + i),
+      vld1q_f32 ((const float *) w + i + 4) } };
+}
+
+/* y[0..nr) += rows [0, nr) of @w (row stride @cols) · x, nr <= ROWS: the AVX2 kernel's
+ * blocking on 4-lane vectors (16 columns a step, four accumulators a row), the same FMAs
+ * for both storages. */
+static inline __attribute__ ((always_inline)) void
+block_neon (const void *w, gboolean f16, int nr, int cols, const float *x, float *y)
+{
+  float32x4_t a[ROWS][4];
+  for (int i = 0; i < ROWS; i++)
+    a[i][0] = a[i][1] = a[i][2] = a[i][3] = vdupq_n_f32 (0.0f);
+  int c = 0;
+  for (; c + 16 <= cols; c += 16) {
+    float32x4_t x0 = vld1q_f32 (x + c), x1 = vld1q_f32 (x + c + 4);
+    float32x4_t x2 = vld1q_f32 (x + c + 8), x3 = vld1q_f32 (x + c + 12);
+#pragma GCC unroll 4
+    for (int i = 0; i < nr; i++) {
+      float32x4x2_t lo = load8_neon (w, (gsize) i * cols + c, f16);
+      float32x4x2_t hi = load8_neon (w, (gsize) i * cols + c + 8, f16);
+      a[i][0] = vfmaq_f32 (a[i][0], lo.val[0], x0);
+      a[i][1] = vfmaq_f32 (a[i][1], lo.val[1], x1);
+      a[i][2] = vfmaq_f32 (a[i][2], hi.val[0], x2);
+      a[i][3] = vfmaq_f32 (a[i][3], hi.val[1], x3);
+    }
+  }
+  if (c + 8 <= cols) {
+    float32x4_t x0 = vld1q_f32 (x + c), x1 = vld1q_f32 (x + c + 4);
+#pragma GCC unroll 4
+    for (int i = 0; i < nr; i++) {
+      float32x4x2_t lo = load8_neon (w, (gsize) i * cols + c, f16);
+      a[i][0] = vfmaq_f32 (a[i][0], lo.val[0], x0);
+      a[i][1] = vfmaq_f32 (a[i][1], lo.val[1], x1);
+    }
+    c += 8;
+  }
+  for (int i = 0; i < nr; i++) {
+    float t = vaddvq_f32 (vaddq_f32 (vaddq_f32 (a[i][0], a[i][2]), vaddq_f32 (a[i][1], a[i][3])));
+    for (int k = c; k < cols; k++)
+      t += weight_at (w, (gsize) i * cols + k, f16) * x[k];
+    y[i] += t;
+  }
+}
+
+static void
+gemv_neon (const void *w, gboolean f16, int rows, int cols, const float *x, float *y)
+{
+  gsize esize = f16 ? 2 : 4;
+  int r = 0;
+  for (; r + ROWS <= rows; r += ROWS)
+    block_neon ((const char *) w + (gsize) r * cols * esize, f16, ROWS, cols, x, y + r);
+  for (; r < rows; r++)
+    block_neon ((const char *) w + (gsize) r * cols * esize, f16, 1, cols, x, y + r);
+}
+#endif
+
 gboolean
 cony_gemv_accelerated (void)
 {
+#ifdef CONY_CPU_ARM64
+  return TRUE;
+#else
   return cony_cpu_has_v3 ();
+#endif
 }
 
 void
@@ -292,6 +368,13 @@ cony_gemv (const ConyGemvMatrix *m, const float *x, float *y)
     return;
   }
 #endif
+#ifdef CONY_CPU_ARM64
+  if (m->f16)
+    gemv_neon (m->f16, TRUE, m->rows, m->cols, x, y);
+  else
+    gemv_neon (m->f32, FALSE, m->rows, m->cols, x, y);
+  return;
+#endif
   cony_gemv_portable (m, x, y);
 }
 
@@ -304,7 +387,15 @@ cony_half_expand (const guint16 *h, gsize n, float *out)
     return;
   }
 #endif
-  for (gsize i = 0; i < n; i++)
+  gsize i0 = 0;
+#ifdef CONY_CPU_ARM64
+  for (; i0 + 8 <= n; i0 += 8) {
+    float32x4x2_t v = load8_neon (h, i0, TRUE);
+    vst1q_f32 (out + i0, v.val[0]);
+    vst1q_f32 (out + i0 + 4, v.val[1]);
+  }
+#endif
+  for (gsize i = i0; i < n; i++)
     out[i] = cony_half_to_float (h[i]);
 }
 

@@ -219,25 +219,6 @@ put8x2 (const ConyQGemm *g, guint p, __m128i q, gboolean two, gint8 *out, gsize 
   }
 }
 
-/* Panel @p's weights: the byte-exact quads @w8 (@n8 of them) and the others @w16, the
- * quad indices @idx (@nq), the bias. */
-typedef struct {
-  const gint8 *w8;
-  const gint16 *w16;
-  const guint32 *idx;
-  const gint32 *bias;
-  guint n8, nq;
-} Panel8;
-
-CONY_TARGET_V3 static inline Panel8
-panel8 (const ConyQGemm *g, guint p)
-{
-  const ConyQPanels8 *p8 = &g->p8;
-  guint nq = p8->Kq / 4;
-  return (Panel8){ p8->w8 + 32 * (gsize) p8->start8[p], p8->w16 + 32 * (gsize) p8->start16[p],
-    p8->idx + (gsize) p * nq, g->bias + 8 * p, p8->start8[p + 1] - p8->start8[p], nq };
-}
-
 /* One 8-column panel (qkernels.h, ConyQPanels8) of @blocks blocks of QROWS rows of
  * prepared inputs (@u: bytes, @u16: int16; @blk values per block), one accumulator per
  * row, in assembly; the panel's pointers read once. */
@@ -245,7 +226,7 @@ CONY_TARGET_V3 static void
 gemm8_blocks (const ConyQGemm *g, guint p, const guint8 *u, const gint16 *u16, gsize blocks,
     gsize blk, gint8 *out, gsize ldo)
 {
-  Panel8 pn = panel8 (g, p);
+  ConyQPanel pn = cony_qpanel (g, p);
   const __m256i one = _mm256_set1_epi16 (1);
   for (gsize k = 0; k < blocks; k++, u += blk, u16 += blk, out += QROWS * ldo) {
     __m256i b = _mm256_loadu_si256 ((const __m256i *) pn.bias);
@@ -285,7 +266,7 @@ gemm8_blocks (const ConyQGemm *g, guint p, const guint8 *u, const gint16 *u16, g
 
 /* The int16 quads of panel @pn on @MR rows of @u16 into @acc: two vpmaddwd a row. */
 CONY_TARGET_V3 static inline __attribute__ ((always_inline)) void
-word_quads (const Panel8 *pn, const gint16 *u16, int MR, __m256i *acc)
+word_quads (const ConyQPanel *pn, const gint16 *u16, int MR, __m256i *acc)
 {
   const gint16 *w16 = pn->w16;
   for (guint i = pn->n8; i < pn->nq; i++, w16 += 32) {
@@ -317,7 +298,7 @@ CONY_TARGET_V3 static inline __attribute__ ((always_inline)) void
 gemm8_tail (const ConyQGemm *g, guint p, const guint8 *u, const gint16 *u16, int MR, gint8 *out,
     gsize ldo)
 {
-  Panel8 pn = panel8 (g, p);
+  ConyQPanel pn = cony_qpanel (g, p);
   const __m256i one = _mm256_set1_epi16 (1);
   __m256i acc[QROWS];
   for (int r = 0; r < MR; r++)
@@ -370,23 +351,6 @@ dw16_out (const ConyQDw *d, guint c, __m256i lo, __m256i hi)
       q_scale8 (&d->out, d->small_acc, c + 8, hi));
 }
 
-/* Channels @C16..C-1 of one output pixel, in the portable loop's arithmetic. */
-static void
-dw_rest (const ConyQDw *d, const gint8 *px, gsize row, guint C16, gint8 *o, gint32 *acc)
-{
-  guint C = d->C;
-  for (guint c = C16; c < C; c++) {
-    gint32 v = d->bias[c];
-    for (guint k = 0; k < 9; k++)
-      v += (gint32) px[(k / 3) * row + (k % 3) * C + c] * d->w[(gsize) k * C + c];
-    acc[c] = v;
-  }
-  for (guint c = C16; c < C; c++) {
-    ConyQMul m = { d->out.mult[c], d->out.lshift[c] > 0 ? d->out.lshift[c] : -d->out.rshift[c] };
-    o[c] = cony_q_requant (acc[c], m, d->out.zp, d->out.lo, d->out.hi);
-  }
-}
-
 /* The depthwise layer, 16 channels at a time in registers (dw16): the taps in pairs,
  * each pair's two input vectors widened to int16 and interleaved (unpack), times the
  * pair's weights by vpmaddwd (|x| <= 128, |w - zp| <= 255: exact in int32; the input
@@ -418,8 +382,8 @@ cony_qdw_avx2 (const ConyQDw *d, const gint8 *in, guint in_w, guint oh, guint ow
         _mm_storeu_si128 ((__m128i *) (o1 + c), q1);
       }
       if (C16 < C) {
-        dw_rest (d, p0, row, C16, o0, acc);
-        dw_rest (d, p1, row, C16, o1, acc);
+        cony_qdw_channels (d, p0, row, C16, o0, acc);
+        cony_qdw_channels (d, p1, row, C16, o1, acc);
       }
     }
     for (; x < ow; x++) {
@@ -431,7 +395,7 @@ cony_qdw_avx2 (const ConyQDw *d, const gint8 *in, guint in_w, guint oh, guint ow
         _mm_storeu_si128 ((__m128i *) (ox + c), dw16_out (d, c, lo, hi));
       }
       if (C16 < C)
-        dw_rest (d, px, row, C16, ox, acc);
+        cony_qdw_channels (d, px, row, C16, ox, acc);
     }
   }
 }

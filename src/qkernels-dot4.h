@@ -13,7 +13,7 @@ DOT4_TARGET static inline __attribute__ ((always_inline)) void
 DOT4_NAME (rows) (const ConyQGemm *g, guint p, const guint8 *u, const gint16 *u16, int MR,
     gint8 *out, gsize ldo)
 {
-  Panel8 pn = panel8 (g, p);
+  ConyQPanel pn = cony_qpanel (g, p);
   const gint8 *w8 = pn.w8;
   /* six named accumulators (rows past MR unused): with an array gcc copies each one
    * every iteration */

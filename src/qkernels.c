@@ -160,6 +160,7 @@ cony_qgemm_init (ConyQGemm *g, const ConyQKernels *k, guint K, guint N, const Co
   g->Np = (N + 15) / 16 * 16;
   g->in_zp = in_zp;
   g->bias = folded_bias (K, N, g->Np, w, in_zp + 128, bias);
+  g->bias_x = folded_bias (K, N, g->Np, w, in_zp, bias);
   pack_panels8 (g, w);
   cony_qout_init (&g->out, N, m, zp, lo, hi);
   g->small_acc = small_accumulators (&g->out, N, g->bias, w, K, 255);
@@ -177,6 +178,7 @@ void
 cony_qgemm_clear (ConyQGemm *g)
 {
   g_clear_pointer (&g->bias, g_free);
+  g_clear_pointer (&g->bias_x, g_free);
   g_clear_pointer (&g->p8.w8, g_free);
   g_clear_pointer (&g->p8.w16, g_free);
   g_clear_pointer (&g->p8.idx, g_free);
@@ -323,6 +325,20 @@ dw_pixel (const ConyQDw *d, const gint8 *restrict in, gsize row, gint32 *restric
   }
 }
 
+void
+cony_qdw_channels (const ConyQDw *d, const gint8 *px, gsize row, guint c0, gint8 *o, gint32 *acc)
+{
+  guint C = d->C;
+  for (guint c = c0; c < C; c++) {
+    gint32 v = d->bias[c];
+    for (guint k = 0; k < 9; k++)
+      v += (gint32) px[(k / 3) * row + (k % 3) * C + c] * d->w[(gsize) k * C + c];
+    acc[c] = v;
+  }
+  for (guint c = c0; c < C; c++)
+    o[c] = cony_q_requant (acc[c], qout_mul (&d->out, c), d->out.zp, d->out.lo, d->out.hi);
+}
+
 static void
 dw_portable (const ConyQDw *d, const gint8 *in, guint in_w, guint oh, guint ow, guint stride,
     gint8 *out, gint32 *acc)
@@ -393,6 +409,35 @@ cony_qkernels_dot4_emulated (void)
 #endif
 }
 
+/* The NEON sets: both run either packing; the dot-product one wants every int8 quad as
+ * bytes (sdot), the plain one too (smull on bytes is twice as wide as on int16). */
+#define NEON_SET(name, gemm) \
+  { \
+    name, gemm, cony_qrequant_neon, cony_qdw_neon, cony_qquantize_neon, cony_qadd_neon, TRUE \
+  }
+
+const ConyQKernels *
+cony_qkernels_neon (void)
+{
+#ifdef CONY_CPU_ARM64
+  static const ConyQKernels k = NEON_SET ("neon", cony_qgemm_neon);
+  return &k;
+#else
+  return NULL;
+#endif
+}
+
+const ConyQKernels *
+cony_qkernels_neon_dotprod (void)
+{
+#ifdef CONY_CPU_ARM64
+  static const ConyQKernels k = NEON_SET ("neon-dotprod", cony_qgemm_neon_dotprod);
+  return cony_cpu_has_asimddp () ? &k : NULL;
+#else
+  return NULL;
+#endif
+}
+
 /* The set CONY_CNN_KERNELS names (NULL when unset): a name this CPU cannot run, or
  * none of the sets', is reported and the choice left to cony_qkernels. */
 static const ConyQKernels *
@@ -400,13 +445,15 @@ kernels_from_env (void)
 {
   const char *want = g_getenv ("CONY_CNN_KERNELS");
   const ConyQKernels *sets[] = { cony_qkernels_portable (), cony_qkernels_avx2 (),
-    cony_qkernels_dot4_emulated (), cony_qkernels_vnni () };
+    cony_qkernels_dot4_emulated (), cony_qkernels_vnni (), cony_qkernels_neon (),
+    cony_qkernels_neon_dotprod () };
   for (guint i = 0; want != NULL && i < G_N_ELEMENTS (sets); i++)
     if (sets[i] != NULL && strcmp (sets[i]->name, want) == 0)
       return sets[i];
   if (want != NULL)
     g_warning ("CONY_CNN_KERNELS=%s: not a kernel set this CPU runs (portable, avx2, "
-               "avx2-dot4, avxvnni, avx512vnni where the CPU has them); choosing as usual",
+               "avx2-dot4, avxvnni, avx512vnni, neon, neon-dotprod where the CPU has them); "
+               "choosing as usual",
         want);
   return NULL;
 }
@@ -422,6 +469,8 @@ cony_qkernels (void)
     if (k == NULL && !cony_cpu_force_portable ()) {
       k = cony_qkernels_vnni ();
       k = k ? k : cony_qkernels_avx2 ();
+      k = k ? k : cony_qkernels_neon_dotprod ();
+      k = k ? k : cony_qkernels_neon ();
     }
     k = k ? k : cony_qkernels_portable ();
     g_once_init_leave (&done, 1);

@@ -1,6 +1,7 @@
-/* Integer kernels of the int8 CNN (src/cnn-int8.c): a portable C set and an AVX2 set
- * (src/qkernels-avx2.c), chosen at run time. Both accumulate exactly in int32 and
- * requantise with src/qmath.h's arithmetic, so they give the same bits (tests check). */
+/* Integer kernels of the int8 CNN (src/cnn-int8.c): a portable C set, AVX2 and VNNI sets
+ * (src/qkernels-avx2.c) and NEON sets for 64-bit ARM (src/qkernels-neon.c), chosen at run
+ * time. All accumulate exactly in int32 and requantise with src/qmath.h's arithmetic, so
+ * they give the same bits (tests check). */
 #pragma once
 #include "qmath.h"
 
@@ -63,6 +64,7 @@ typedef struct {
 typedef struct {
   guint K, N, Np; /* Np = N rounded up to 16 */
   gint32 *bias;   /* Np, both shifts folded in (above) */
+  gint32 *bias_x; /* Np, for kernels that multiply x itself: bias - in_zp * sum_k (w - zp) */
   gint32 in_zp;
   ConyQPanels8 p8;
   ConyQOut out;
@@ -70,7 +72,8 @@ typedef struct {
    * the AVX2 kernel may requantise with the short rounding (qkernels-avx2.c) */
   gboolean small_acc;
   /* packed for a dot-product kernel set (ConyQKernels' dot4): every quad whose weights
-   * fit int8 is bytes, whatever vpmaddubsw would make of it */
+   * fit int8 is bytes, whatever vpmaddubsw would make of it (the NEON kernels run either
+   * packing) */
   gboolean bytes_int8;
 } ConyQGemm;
 
@@ -101,8 +104,28 @@ typedef struct {
   ConyQOut m1, m2, mo;
 } ConyQAddK;
 
+/* Panel @p's weights: the byte-exact quads @w8 (@n8 of them) and the others @w16, the
+ * quad indices @idx (@nq), the bias (for u = x + 128). */
 typedef struct {
-  const char *name; /* "avxvnni", "avx512vnni", "avx2", "avx2-dot4", "portable" */
+  const gint8 *w8;
+  const gint16 *w16;
+  const guint32 *idx;
+  const gint32 *bias;
+  guint n8, nq;
+} ConyQPanel;
+
+static inline ConyQPanel
+cony_qpanel (const ConyQGemm *g, guint p)
+{
+  const ConyQPanels8 *p8 = &g->p8;
+  guint nq = p8->Kq / 4;
+  return (ConyQPanel){ p8->w8 + 32 * (gsize) p8->start8[p], p8->w16 + 32 * (gsize) p8->start16[p],
+    p8->idx + (gsize) p * nq, g->bias + 8 * p, p8->start8[p + 1] - p8->start8[p], nq };
+}
+
+typedef struct {
+  /* "avxvnni", "avx512vnni", "avx2", "avx2-dot4", "neon-dotprod", "neon", "portable" */
+  const char *name;
   /* out (M x N int8, row stride ldo) = the product of x (M x K int8, row stride ldx);
    * @scratch: cony_qgemm_scratch (g, M) int16 values the kernel may overwrite. */
   void (*gemm) (const ConyQGemm *g, gsize M, const gint8 *x, gsize ldx, gint8 *out, gsize ldo,
@@ -118,8 +141,8 @@ typedef struct {
   void (*quantize) (const float *x, gsize n, float scale, gint32 zp, gint8 *out);
   /* out[i] = cony_q_add (&k->add, a[i], b[i]) for i < n. */
   void (*add) (const ConyQAddK *k, const gint8 *a, const gint8 *b, gsize n, gint8 *out);
-  /* gemm is a 4-byte dot-product kernel (qkernels-dot4.h): its ConyQGemm must be packed
-   * for it (cony_qgemm_init with this set) */
+  /* gemm is a 4-byte dot-product kernel (qkernels-dot4.h, NEON's): its ConyQGemm must be
+   * packed for it (cony_qgemm_init with this set) */
   gboolean dot4;
 } ConyQKernels;
 
@@ -133,8 +156,14 @@ const ConyQKernels *cony_qkernels_vnni (void);
  * slower than the AVX2 set, it runs the dot-product kernels' code on CPUs without VNNI
  * (tests); NULL without AVX2. */
 const ConyQKernels *cony_qkernels_dot4_emulated (void);
+/* The NEON set of 64-bit ARM (ARMv8.0: products by smull + sadalp), NULL elsewhere. */
+const ConyQKernels *cony_qkernels_neon (void);
+/* The NEON set with the dot-product instruction sdot (ARMv8.2's dotprod extension,
+ * HWCAP_ASIMDDP) for its products, NULL where the CPU (or the build) has none. */
+const ConyQKernels *cony_qkernels_neon_dotprod (void);
 /* The set the CNN runs: the one CONY_CNN_KERNELS names (tests, benchmarks), else VNNI,
- * else AVX2, where available, unless CONY_CNN_PORTABLE=1. */
+ * else AVX2, else NEON with sdot, else NEON, where available, unless
+ * CONY_CNN_PORTABLE=1. */
 const ConyQKernels *cony_qkernels (void);
 
 /* Fills @g, packed for the kernels @k, from weights @w (N channels of K), the input zero
@@ -154,6 +183,10 @@ void cony_qout_clear (ConyQOut *o);
 void cony_qdw_init (ConyQDw *d, guint C, const ConyQWeights *w, const gint32 *bias,
     const ConyQMul *m, gint32 in_zp, gint32 zp, gint32 lo, gint32 hi);
 void cony_qdw_clear (ConyQDw *d);
+/* Channels @c0..C-1 of one output pixel of @d in the portable loop's arithmetic (the
+ * SIMD kernels' remainder): the window at @px (rows @row apart), @acc scratch. */
+void cony_qdw_channels (const ConyQDw *d, const gint8 *px, gsize row, guint c0, gint8 *o,
+    gint32 *acc);
 /* @k for the add @a (cony_q_add_init done). */
 void cony_qadd_init (ConyQAddK *k, const ConyQAdd *a);
 void cony_qadd_clear (ConyQAddK *k);
@@ -172,6 +205,16 @@ void cony_qrequant_avx2 (const ConyQOut *o, const gint32 *acc, guint n, gint8 *o
 void cony_qquantize_avx2 (const float *x, gsize n, float scale, gint32 zp, gint8 *out);
 void cony_qadd_avx2 (const ConyQAddK *k, const gint8 *a, const gint8 *b, gsize n, gint8 *out);
 void cony_qdw_avx2 (const ConyQDw *d, const gint8 *in, guint in_w, guint oh, guint ow, guint stride,
+    gint8 *out, gint32 *acc);
+/* The NEON kernels (qkernels-neon.c), built for 64-bit ARM. */
+void cony_qgemm_neon (const ConyQGemm *g, gsize M, const gint8 *x, gsize ldx, gint8 *out, gsize ldo,
+    gint16 *scratch);
+void cony_qgemm_neon_dotprod (const ConyQGemm *g, gsize M, const gint8 *x, gsize ldx, gint8 *out,
+    gsize ldo, gint16 *scratch);
+void cony_qrequant_neon (const ConyQOut *o, const gint32 *acc, guint n, gint8 *out);
+void cony_qquantize_neon (const float *x, gsize n, float scale, gint32 zp, gint8 *out);
+void cony_qadd_neon (const ConyQAddK *k, const gint8 *a, const gint8 *b, gsize n, gint8 *out);
+void cony_qdw_neon (const ConyQDw *d, const gint8 *in, guint in_w, guint oh, guint ow, guint stride,
     gint8 *out, gint32 *acc);
 
 G_END_DECLS

@@ -126,11 +126,42 @@ cony_test_remove_tmpdir (const char *dir)
   return g_rmdir (dir) == 0;
 }
 
+/* The current test in a subprocess started through @wrapper (meson's exe wrapper of a
+ * cross build, e.g. qemu-aarch64-static: without binfmt_misc an emulated program cannot
+ * start itself), as g_test_trap_subprocess starts it; its stdout is a message. */
+static void
+trap_through (const char *wrapper)
+{
+  g_auto (GStrv) words = NULL;
+  g_autoptr (GError) error = NULL;
+  g_assert_true (g_shell_parse_argv (wrapper, NULL, &words, &error));
+  g_autofree char *self = g_file_read_link ("/proc/self/exe", &error);
+  g_assert_no_error (error);
+  g_autoptr (GStrvBuilder) b = g_strv_builder_new ();
+  g_strv_builder_addv (b, (const char **) words);
+  g_strv_builder_add_many (b, self, "-q", "-p", g_test_get_path (), "--GTestSubprocess", NULL);
+  g_auto (GStrv) argv = g_strv_builder_end (b);
+  g_autofree char *out = NULL;
+  int status;
+  g_assert_true (g_spawn_sync (NULL, argv, NULL, G_SPAWN_SEARCH_PATH, NULL, NULL, &out, NULL,
+      &status, &error));
+  g_assert_no_error (error);
+  if (!g_spawn_check_wait_status (status, &error))
+    g_test_message ("%s: %s; its output:\n%s", g_test_get_path (), error->message, out);
+  g_assert_no_error (error);
+}
+
 /* Runs the current test again in a subprocess with @var=@value in its environment. */
 static void
 trap_with_env (const char *var, const char *value)
 {
+  const char *wrapper = g_getenv ("MESON_EXE_WRAPPER");
   g_setenv (var, value, TRUE);
+  if (wrapper != NULL && *wrapper != '\0') {
+    trap_through (wrapper);
+    g_unsetenv (var);
+    return;
+  }
   g_test_trap_subprocess (NULL, 0, G_TEST_SUBPROCESS_INHERIT_STDERR);
   g_unsetenv (var);
   g_test_trap_assert_passed ();

@@ -1,5 +1,5 @@
 /* The integer CNN path: TFLite's requantisation arithmetic (src/qmath.h) on edge values,
- * the portable and AVX2 kernels (src/qkernels*.c) equal bit for bit, and the shipped
+ * the portable, AVX2 and NEON kernels (src/qkernels*.c) equal bit for bit, and the shipped
  * YAMNet in int8 against ArmNN's scores of the original .tflite (tests/golden/yamnet/,
  * training/conytrain/audio/yamnet_armnn.py): every score equal or one int8 logit step
  * away, the same top-1 on every golden patch, with either kernel set. */
@@ -201,6 +201,23 @@ test_add_edges (void)
 
 /* ---------------------------------------------------------------- kernels */
 
+/* The SIMD kernel sets this CPU runs that take any packing of a product (AVX2 takes the
+ * portable packing only; NEON, with and without sdot, any): into @sets, how many. */
+static guint
+simd_sets (const ConyQKernels **sets)
+{
+  const ConyQKernels *all[] = { cony_qkernels_avx2 (), cony_qkernels_neon (),
+    cony_qkernels_neon_dotprod () };
+  guint n = 0;
+  for (guint i = 0; i < G_N_ELEMENTS (all); i++)
+    if (all[i] != NULL)
+      sets[n++] = all[i];
+  if (n == 0)
+    g_test_message (
+        "no SIMD kernels on this CPU: the portable kernels against the direct sum only");
+  return n;
+}
+
 /* Random int8 weights whose pairs (k, k + 1) mostly keep vpmaddubsw exact on inputs up
  * to 255, many exactly at its limit (positive or negative parts summing to 128: 64 + 64,
  * 127 + 1, -128 + 0), others just over it (129) or far over (up to 127 + 127). */
@@ -246,15 +263,17 @@ random_weights (GRand *r, guint kind, guint K, guint n, guint8 *data, gint32 *zp
 }
 
 /* The dot-product kernel sets (the exact AVX2 emulation of vpdpbusd, and VNNI where
- * this CPU has it) on one product: packed for them, int8 weights (zero point 0) run as
- * bytes only, even where vpmaddubsw would saturate, and both they and the portable
- * kernel on their packing give @want (M x N), the portable result. */
+ * this CPU has it; NEON with sdot, and plain NEON, which takes the same packing) on one
+ * product: packed for them, int8 weights (zero point 0) run as bytes only, even where
+ * vpmaddubsw would saturate, and both they and the portable kernel on their packing give
+ * @want (M x N), the portable result. */
 static void
 check_dot4_kernels (guint K, guint N, const ConyQWeights *w, gint32 in_zp, const gint32 *bias,
     const ConyQMul *m, gint32 zp, gint32 lo, gint32 hi, guint M, const gint8 *x, gsize ldx,
     const gint8 *want)
 {
-  const ConyQKernels *sets[] = { cony_qkernels_dot4_emulated (), cony_qkernels_vnni () };
+  const ConyQKernels *sets[] = { cony_qkernels_dot4_emulated (), cony_qkernels_vnni (),
+    cony_qkernels_neon (), cony_qkernels_neon_dotprod () };
   g_autofree gint8 *o = g_new (gint8, (gsize) M * N);
   for (guint s = 0; s < G_N_ELEMENTS (sets); s++) {
     if (sets[s] == NULL)
@@ -273,17 +292,17 @@ check_dot4_kernels (guint K, guint N, const ConyQWeights *w, gint32 in_zp, const
   }
 }
 
-/* The AVX2 and portable kernels on random products (odd K, N not a multiple of 16,
- * every remainder of the 4-row blocks, several of the AVX2 kernel's row chunks, left and right
- * shifts, extreme accumulators, the short rounding and the long one for small accumulators),
- * for each kind of weights and input zero points at both ends; the portable result also
- * against a direct sum of (x - in_zp) (w - zp) for every row. */
+/* The SIMD (simd_sets) and portable kernels on random products (odd K, N not a multiple
+ * of 16, every remainder of the row blocks, several of the AVX2 kernel's row chunks, left
+ * and right shifts, extreme accumulators, the short rounding and the long one for small
+ * accumulators), for each kind of weights and input zero points at both ends; the
+ * portable result also against a direct sum of (x - in_zp) (w - zp) for every row. The
+ * random draws do not depend on which sets this CPU has. */
 static void
 test_kernels_equal (void)
 {
-  const ConyQKernels *avx = cony_qkernels_avx2 (), *port = cony_qkernels_portable ();
-  if (avx == NULL)
-    g_test_message ("no AVX2 on this CPU: the portable kernels against the direct sum only");
+  const ConyQKernels *simd[4], *port = cony_qkernels_portable ();
+  guint n_simd = simd_sets (simd);
   GRand *r = g_rand_new_with_seed (7);
   guint shapes[][3] = { { 13, 9, 32 }, { 7, 64, 21 }, { 25, 1024, 48 }, { 1, 1024, 521 },
     { 6, 33, 16 }, { 11, 2, 5 }, { 30, 27, 40 }, { 1000, 9, 20 }, { 1501, 30, 24 } };
@@ -304,6 +323,8 @@ test_kernels_equal (void)
         cony_q_multiplier (exp (g_rand_double_range (r, log (1e-7), log (right ? 0.45 : 4.0))),
             &m[c]);
       }
+      if (!right) /* a left shift somewhere, whatever the draws */
+        cony_q_multiplier (2.5, &m[N / 2]);
       gint32 in_zp = kind == 0 ? -128 : kind == 1 ? 127 : g_rand_int_range (r, -128, 128);
       /* kind 2 with a ReLU6-like clamp, the others the whole range */
       gint32 zp = g_rand_int_range (r, -128, 100), lo = kind == 2 ? zp : -128;
@@ -335,29 +356,31 @@ test_kernels_equal (void)
               cony_q_requant ((gint32) acc, m[c], g.out.zp, lo, hi));
         }
       check_dot4_kernels (K, N, &w, in_zp, bias, m, zp, lo, hi, M, x, ldx, o2);
-      if (avx != NULL) {
-        avx->gemm (&g, M, x, ldx, o1, N, scratch);
-        g_assert_cmpmem (o1, (gsize) M * N, o2, (gsize) M * N);
-        /* requantisation alone on extreme accumulators */
-        g_autofree gint32 *acc = g_new (gint32, N);
-        for (guint c = 0; c < N; c++) {
-          gint32 edge[] = { G_MININT32, G_MAXINT32, 0, -1, 1, -(1 << 30), 1 << 30 };
-          acc[c] = c % 3 ? (gint32) g_rand_int (r) : edge[c % G_N_ELEMENTS (edge)];
-        }
-        avx->requant (&g.out, acc, N, o1);
-        port->requant (&g.out, acc, N, o2);
-        g_assert_cmpmem (o1, N, o2, N);
-        /* and with right shifts only (the AVX2 kernels skip the left shift then) */
-        for (guint c = 0; c < N; c++)
-          m[c].shift = MIN (m[c].shift, 0);
-        ConyQOut o;
-        cony_qout_init (&o, N, m, g.out.zp, lo, hi);
-        g_assert_false (o.any_left);
-        avx->requant (&o, acc, N, o1);
-        port->requant (&o, acc, N, o2);
-        g_assert_cmpmem (o1, N, o2, N);
-        cony_qout_clear (&o);
+      /* requantisation alone on extreme accumulators, and with right shifts only (the
+       * AVX2 kernels skip the left shift then) */
+      g_autofree gint32 *acc = g_new (gint32, N);
+      for (guint c = 0; c < N; c++) {
+        gint32 edge[] = { G_MININT32, G_MAXINT32, 0, -1, 1, -(1 << 30), 1 << 30 };
+        acc[c] = c % 3 ? (gint32) g_rand_int (r) : edge[c % G_N_ELEMENTS (edge)];
       }
+      g_autofree ConyQMul *mr = g_memdup2 (m, sizeof (ConyQMul) * N);
+      for (guint c = 0; c < N; c++)
+        mr[c].shift = MIN (mr[c].shift, 0);
+      ConyQOut o;
+      cony_qout_init (&o, N, mr, g.out.zp, lo, hi);
+      g_assert_false (o.any_left);
+      g_autofree gint8 *q1 = g_new (gint8, N), *q2 = g_new (gint8, N);
+      for (guint k = 0; k < n_simd; k++) {
+        simd[k]->gemm (&g, M, x, ldx, o1, N, scratch);
+        g_assert_cmpmem (o1, (gsize) M * N, o2, (gsize) M * N);
+        const ConyQOut *outs[] = { &g.out, &o };
+        for (guint t = 0; t < 2; t++) {
+          simd[k]->requant (outs[t], acc, N, q1);
+          port->requant (outs[t], acc, N, q2);
+          g_assert_cmpmem (q1, N, q2, N);
+        }
+      }
+      cony_qout_clear (&o);
       cony_qgemm_clear (&g);
     }
   g_rand_free (r);
@@ -368,7 +391,8 @@ test_kernels_equal (void)
 static void
 test_add_kernels (void)
 {
-  const ConyQKernels *avx = cony_qkernels_avx2 (), *port = cony_qkernels_portable ();
+  const ConyQKernels *simd[4], *port = cony_qkernels_portable ();
+  guint n_simd = simd_sets (simd);
   const float sc[][3] = { { 0.02f, 0.05f, 0.06f }, { 0.3f, 0.01f, 0.2f }, { 0.1f, 0.1f, 0.05f },
     { 0.004f, 0.5f, 0.7f } };
   const gint32 zp[][5] = { { -5, 3, -10, -128, 127 }, { 127, -128, 0, 0, 127 }, { 0, 0, 5, 5, 60 },
@@ -389,8 +413,8 @@ test_add_kernels (void)
     port->add (&k, a, b, n, o2);
     for (gsize i = 0; i < n; i++)
       g_assert_cmpint (o2[i], ==, cony_q_add (&add, a[i], b[i]));
-    if (avx != NULL) {
-      avx->add (&k, a, b, n, o1);
+    for (guint s = 0; s < n_simd; s++) {
+      simd[s]->add (&k, a, b, n, o1);
       g_assert_cmpmem (o1, n, o2, n);
     }
     cony_qadd_clear (&k);
@@ -402,7 +426,8 @@ test_add_kernels (void)
 static void
 test_quantize_kernels (void)
 {
-  const ConyQKernels *avx = cony_qkernels_avx2 (), *port = cony_qkernels_portable ();
+  const ConyQKernels *simd[4], *port = cony_qkernels_portable ();
+  guint n_simd = simd_sets (simd);
   const float edge[] = { 0.5f, -0.5f, 1.5f, -1.5f, 2.5f, -2.5f, 0.49999997f, -0.49999997f,
     0.50000006f, 8388607.5f, -8388608.0f, 1e7f, -1e7f, 3e38f, INFINITY, -INFINITY, NAN, -0.0f, 0.0f,
     127.5f, -128.5f, 126.49999f };
@@ -419,8 +444,8 @@ test_quantize_kernels (void)
     port->quantize (x, n, scales[t], zps[t], o2);
     for (gsize i = 0; i < n; i++)
       g_assert_cmpint (o2[i], ==, cony_q_quantize (x[i], scales[t], zps[t]));
-    if (avx != NULL) {
-      avx->quantize (x, n, scales[t], zps[t], o1);
+    for (guint s = 0; s < n_simd; s++) {
+      simd[s]->quantize (x, n, scales[t], zps[t], o1);
       g_assert_cmpmem (o1, n, o2, n);
     }
   }
@@ -461,9 +486,8 @@ test_byte_exact_split (void)
 static void
 test_dw_kernels_equal (void)
 {
-  const ConyQKernels *avx = cony_qkernels_avx2 (), *port = cony_qkernels_portable ();
-  if (avx == NULL)
-    g_test_message ("no AVX2 on this CPU: the portable kernels against the direct sum only");
+  const ConyQKernels *simd[4], *port = cony_qkernels_portable ();
+  guint n_simd = simd_sets (simd);
   GRand *r = g_rand_new_with_seed (9);
   guint cases[][4] = { { 32, 1, 7, 5 }, { 40, 2, 6, 3 }, { 1024, 1, 3, 2 }, { 9, 2, 4, 4 },
     { 48, 1, 2, 3 }, { 17, 2, 3, 3 } };
@@ -504,8 +528,8 @@ test_dw_kernels_equal (void)
           g_assert_cmpint (o2[((gsize) y * ow + x) * C + c], ==,
               cony_q_requant ((gint32) sum, m[c], d.out.zp, -128, 127));
         }
-    if (avx != NULL) {
-      avx->dw (&d, in, iw, oh, ow, s, o1, acc);
+    for (guint k = 0; k < n_simd; k++) {
+      simd[k]->dw (&d, in, iw, oh, ow, s, o1, acc);
       g_assert_cmpmem (o1, n, o2, n);
     }
     cony_qdw_clear (&d);
@@ -626,27 +650,37 @@ test_yamnet_armnn_portable (void)
   cony_test_trap_portable_cnn ();
 }
 
-/* @check in a subprocess on the dot-product kernels, with vpdpbusd emulated (the VNNI
- * kernels' code on this CPU); skipped without AVX2. */
+/* @check in a subprocess on the kernel set @set (CONY_CNN_KERNELS); skipped where this
+ * CPU does not run it (@set NULL). */
 static void
-trap_dot4 (void (*check) (void))
+trap_kernels (const ConyQKernels *set, const char *name, void (*check) (void))
 {
-  if (cony_qkernels_dot4_emulated () == NULL) {
-    g_test_skip ("no AVX2 on this CPU");
+  if (set == NULL) {
+    g_test_skip ("this CPU does not run these kernels");
     return;
   }
   if (g_test_subprocess ()) {
-    g_assert_cmpstr (cony_cnn_get_int8_kernels (), ==, "avx2-dot4");
+    g_assert_cmpstr (cony_cnn_get_int8_kernels (), ==, name);
     check ();
     return;
   }
-  cony_test_trap_cnn_kernels ("avx2-dot4");
+  cony_test_trap_cnn_kernels (name);
 }
 
+/* The dot-product kernels with vpdpbusd emulated (the VNNI kernels' code on this CPU);
+ * skipped without AVX2. */
 static void
 test_yamnet_armnn_dot4 (void)
 {
-  trap_dot4 (check_yamnet_armnn);
+  trap_kernels (cony_qkernels_dot4_emulated (), "avx2-dot4", check_yamnet_armnn);
+}
+
+/* ARMv8.0's NEON kernels (without sdot), which a CPU with sdot does not choose itself;
+ * skipped off 64-bit ARM. */
+static void
+test_yamnet_armnn_neon (void)
+{
+  trap_kernels (cony_qkernels_neon (), "neon", check_yamnet_armnn);
 }
 
 /* A small MobileNet-v2 quantised two ways (tests/golden/mobilenet/v2_q8: int8 weights
@@ -692,7 +726,13 @@ test_mobilenet_v2 (void)
 static void
 test_mobilenet_v2_dot4 (void)
 {
-  trap_dot4 (check_mobilenet_v2);
+  trap_kernels (cony_qkernels_dot4_emulated (), "avx2-dot4", check_mobilenet_v2);
+}
+
+static void
+test_mobilenet_v2_neon (void)
+{
+  trap_kernels (cony_qkernels_neon (), "neon", check_mobilenet_v2);
 }
 
 static void
@@ -935,9 +975,11 @@ main (int argc, char **argv)
   g_test_add_func ("/int8/yamnet-armnn", test_yamnet_armnn);
   g_test_add_func ("/int8/yamnet-armnn-portable", test_yamnet_armnn_portable);
   g_test_add_func ("/int8/yamnet-armnn-dot4", test_yamnet_armnn_dot4);
+  g_test_add_func ("/int8/yamnet-armnn-neon", test_yamnet_armnn_neon);
   g_test_add_func ("/int8/mobilenet-v2", test_mobilenet_v2);
   g_test_add_func ("/int8/mobilenet-v2-portable", test_mobilenet_v2_portable);
   g_test_add_func ("/int8/mobilenet-v2-dot4", test_mobilenet_v2_dot4);
+  g_test_add_func ("/int8/mobilenet-v2-neon", test_mobilenet_v2_neon);
   g_test_add_func ("/int8/precision", test_precision);
   g_test_add_func ("/int8/prefix", test_prefix);
   g_test_add_func ("/int8/refused", test_refused);
