@@ -14,7 +14,7 @@ esac
 # with any deeper-indented lines that continue them.
 cony_usage () {
   cony_header | awk '
-    /^  +(pipelines|scripts)\/[a-z_]+\.(sh|py)/ { sub(/^  +/, ""); print "usage: " $0; on = 1; next }
+    /^  +(pipelines|scripts)\/[a-z0-9_-]+\.(sh|py)/ { sub(/^  +/, ""); print "usage: " $0; on = 1; next }
     on && /^       +[^ ]/ { sub(/^  +/, "       "); print; next }
     { on = 0 }' >&2
   echo "($(basename "$0") --help says more)" >&2

@@ -14,6 +14,7 @@
 # Installing them as arm64 packages would not work: bookworm's amd64 and arm64
 # libgstreamer-plugins-base1.0-dev cannot be installed side by side.
 set -euo pipefail
+source "$(dirname "$0")/../pipelines/help.sh"
 cd "$(dirname "$0")/.."
 root=$PWD
 sysroot=$root/build-arm64-sysroot
@@ -22,7 +23,7 @@ SUDO=""
 
 case ${1:-} in
   "" | --test) ;;
-  *) echo "usage: cross-arm64.sh [--test]" >&2; exit 2 ;;
+  *) cony_usage ;;
 esac
 
 # The build machine's tools, installed for its own architecture (or "all").

@@ -39,7 +39,7 @@ grep -q '/ gst_conymqttsink$' <<<"$listed" && mqtt=(gst_conymqttsink)
 ASAN_OPTIONS=detect_leaks=1:fast_unwind_on_malloc=0 meson test -C build-asan --num-processes 2 \
   --print-errorlogs --logbase sanitize-gst \
   gst_conymel gst_conyvggish gst_conyframeembed gst_conytransformer gst_conyresults gst_cycles \
-  gst_shared_cnn gst_conyfuse "${mqtt[@]}" "$@" || status=1
+  gst_shared_cnn gst_conyfuse gst_conylisten "${mqtt[@]}" "$@" || status=1
 [ $ci = 1 ] && exit $status
 LD_PRELOAD=$(cc -print-file-name=libasan.so) ASAN_OPTIONS=detect_leaks=0:verify_asan_link_order=0 \
   meson test -C build-asan --num-processes 1 gst_pipeline gst_pipeline_transformer \

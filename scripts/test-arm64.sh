@@ -4,6 +4,8 @@
 # build-arm64/meson-logs/arm64.json (scripts/test.sh counts them); arguments go to
 # `meson test` instead of the subset (e.g. a test's name).
 #
+#   scripts/test-arm64.sh [MESON_TEST_ARGUMENTS...]
+#
 # What runs and why (issue 58; the whole job, install and build included, is meant to fit
 # in 15 minutes on 2 cores: from nothing it took 10 min 47 s on a 2-core machine shared
 # with six other builds, about 5 of them download and build):
@@ -18,6 +20,7 @@
 # Not run: pipelines, tools, training and project tests (they start host programs,
 # gst-launch-1.0 or Python, which cannot load arm64 code).
 set -uo pipefail
+source "$(dirname "$0")/../pipelines/help.sh"
 cd "$(dirname "$0")/.."
 sysroot=$PWD/build-arm64-sysroot
 [ -f build-arm64/build.ninja ] || { echo "test-arm64: no build-arm64/ (scripts/cross-arm64.sh)" >&2; exit 1; }
