@@ -13,6 +13,7 @@ rounding boundary can land on the neighbouring float32.
 
 import glob
 import os
+import platform
 import shutil
 import sys
 
@@ -33,14 +34,28 @@ RTOL = {np.dtype("<f4"): 1e-6, np.dtype("<f8"): 1e-10}
 
 def find_tool():
     """The built `cony`, to check the C side against a reference: $CONY_TOOL (meson sets
-    it), else the first executable build*/tools/cony of the source tree; None if none."""
+    it), else build/tools/cony of the source tree or the first executable build-*/tools/cony
+    built for this machine; None if none."""
     tool = os.environ.get("CONY_TOOL")
     if tool and os.access(tool, os.X_OK):
         return tool
-    for path in sorted(glob.glob(os.path.join(REPO, "build*", "tools", "cony"))):
-        if os.access(path, os.X_OK):
+    plain = os.path.join(REPO, "build", "tools", "cony")  # before build-asan/ and the rest
+    others = sorted(glob.glob(os.path.join(REPO, "build-*", "tools", "cony")))
+    for path in [plain] + others:
+        if os.access(path, os.X_OK) and _runs_here(path):
             return path
     return None
+
+
+def _runs_here(path):
+    """False for an ELF file of another machine (build-arm64/'s cony on x86-64)."""
+    machines = {"x86_64": 62, "aarch64": 183}  # ELF e_machine values
+    with open(path, "rb") as f:
+        head = f.read(20)
+    want = machines.get(platform.machine())
+    if head[:4] != b"\x7fELF" or want is None:
+        return True
+    return int.from_bytes(head[18:20], "little") == want
 
 
 def write_main(default_out, golden_files):
