@@ -145,6 +145,8 @@ rows_drop_before (Rows *r, gint64 from)
 {
   gsize drop = (gsize) CLAMP (from - r->first, 0, (gint64) r->n);
   gsize bytes = r->row * r->esize;
+  if (drop == 0)
+    return; /* also an empty buffer without storage: memmove (NULL, ...) is undefined */
   memmove (r->buf, r->buf + drop * bytes, (r->n - drop) * bytes);
   r->n -= drop;
   r->first += drop;
@@ -157,8 +159,9 @@ rows_restart (Rows *r, guint pad, gint8 code)
 {
   r->n = 0;
   r->first = -(gint64) pad;
-  memset (rows_reserve (r, pad), r->esize == 1 ? (guint8) code : 0,
-      (gsize) pad * r->row * r->esize);
+  if (pad > 0) /* an empty buffer has no storage yet: memset (NULL, ...) is undefined */
+    memset (rows_reserve (r, pad), r->esize == 1 ? (guint8) code : 0,
+        (gsize) pad * r->row * r->esize);
   r->n = pad;
 }
 
