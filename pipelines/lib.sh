@@ -131,6 +131,10 @@ cony_print_steps () {
   local ns conf label t
   while read -r ns conf label; do
     label=${label//[\"\\]/}
+    if ! [[ $ns =~ ^[0-9]{1,18}$ ]]; then  # NONE (2^64 - 1, past bash's integers): unknown
+      LC_ALL=C printf '%9s s  %-24s %.3f\n' '?' "$label" "$conf" || return 0
+      continue
+    fi
     printf -v t '%d.%09d' $((ns / 1000000000)) $((ns % 1000000000))
     LC_ALL=C printf '%9.2f s  %-24s %.3f\n' "$t" "$label" "$conf" || return 0
   done
