@@ -387,7 +387,9 @@ test_latency (void)
 }
 
 /* Live: the camera never delivers. Once the clock passes a step's time plus the latency
- * the step comes anyway, with the absent video token: the stream does not stop. */
+ * the step comes anyway, with the absent video token: the stream does not stop. Over
+ * 1600 steps (400 s of stream) memory stays bounded: resident memory may not grow by
+ * 1 MiB from step 200 on (nothing piles up waiting for the video). */
 static void
 test_live_missing_input (void)
 {
@@ -397,7 +399,10 @@ test_live_missing_input (void)
   gst_harness_set_upstream_latency (f.a, 0);
   gst_harness_set_upstream_latency (f.v, 0);
   g_assert_cmpuint (gst_harness_query_latency (f.a), ==, 0); /* live now (harness) */
-  for (guint i = 0; i < 4; i++) {
+  glong rss0 = 0;
+  for (guint i = 0; i < 1600; i++) {
+    if (i == 200)
+      rss0 = cony_test_status_kib ("VmRSS");
     push_audio (&f, i, i + 1);
     g_assert_true (gst_harness_crank_single_clock_wait (f.a));
     GstBuffer *buf = gst_harness_pull (f.a);
@@ -409,6 +414,10 @@ test_live_missing_input (void)
     check_part (x + AUDIO_SIZE, VIDEO_SIZE, 2000, -1, fusion->inputs[1].absent, x[10], i);
     gst_buffer_unref (buf);
   }
+  glong grown = cony_test_status_kib ("VmRSS") - rss0;
+  g_test_message ("RSS from step 200 to 1600: %+ld KiB", grown);
+  if (CONY_TEST_CHECK_RSS)
+    g_assert_cmpint (grown, <, 1024);
   fuse_free (&f);
 }
 
@@ -456,6 +465,165 @@ test_golden_streams (void)
     s++;
   }
   g_assert_cmpuint (s, ==, L + 1);
+  fuse_free (&f);
+}
+
+/* Video 10x faster than the audio (40 frames a second against 4 tokens): each step takes
+ * the newest frame; the 9 in between are dropped, not queued. */
+static void
+test_fast_input (void)
+{
+  run_rates (40);
+}
+
+/* Timestamps going backwards on the video: after frames 0 .. 9 (0 .. 0.9 s) come frames
+ * stamped 0.3 .. 0.7 s again (values 2100 + i). A token older than the one already
+ * taken is dropped: the steps keep the newest frame (0.9 s) instead of going back to
+ * an older one, which at 1 s would also be stale (0.7 s: 300 ms tolerance). */
+static void
+test_backwards_timestamps (void)
+{
+  Fuse f;
+  fuse_new (&f, 10);
+  push_video (&f, 10, 0, 10);
+  for (guint i = 3; i < 8; i++)
+    push_token (f.v, VIDEO_SIZE, 2100, i, gst_util_uint64_scale (i, GST_SECOND, 10),
+        100 * GST_MSECOND);
+  push_video (&f, 10, 11, 20);
+  push_audio (&f, 0, 8);
+  gst_harness_push_event (f.a, gst_event_new_eos ());
+  gst_harness_push_event (f.v, gst_event_new_eos ());
+  GstBuffer *buf = NULL;
+  guint s = 0;
+  while (gst_harness_pull_until_eos (f.a, &buf) && buf) {
+    float x[D_OUT];
+    gst_buffer_extract (buf, 0, x, sizeof x);
+    /* the newest frame at or before step s (frame 10 never came: 9 is fresh at 1 s) */
+    guint frame = s * 10 / 4 == 10 ? 9 : s * 10 / 4;
+    check_part (x + AUDIO_SIZE, VIDEO_SIZE, 2000, (gint) frame, fusion->inputs[1].absent, x[10], s);
+    gst_buffer_unref (buf);
+    s++;
+  }
+  g_assert_cmpuint (s, ==, 8);
+  fuse_free (&f);
+}
+
+/* Pads requested and released while PLAYING: the video pad comes 1 s in and goes 2 s in;
+ * before and after, the steps carry the absent video token and go on. */
+static void
+test_pads_while_playing (void)
+{
+  char caps[256];
+  GstElement *el = cony_test_element_new ("conyfuse", model_path, "latency", 60 * GST_SECOND, NULL);
+  GstHarness *a = gst_harness_new_with_element (el, "sink_audio", "src");
+  gst_harness_play (a);
+  caps_str (caps, sizeof caps, AUDIO_SIZE, 4);
+  gst_harness_set_src_caps_str (a, caps);
+  Fuse f = { el, a, NULL };
+  push_audio (&f, 0, 4);
+  for (guint s = 0; s < 3; s++) {
+    GstBuffer *buf = gst_harness_pull (a);
+    float x[D_OUT];
+    gst_buffer_extract (buf, 0, x, sizeof x);
+    check_part (x + AUDIO_SIZE, VIDEO_SIZE, 2000, -1, fusion->inputs[1].absent, x[10], s);
+    gst_buffer_unref (buf);
+  }
+  f.v = gst_harness_new_with_element (el, "sink_video", NULL);
+  caps_str (caps, sizeof caps, VIDEO_SIZE, 10);
+  gst_harness_set_src_caps_str (f.v, caps);
+  push_video (&f, 10, 8, 20);
+  push_audio (&f, 4, 8);
+  for (guint s = 3; s < 7; s++) {
+    GstBuffer *buf = gst_harness_pull (a);
+    float x[D_OUT];
+    gst_buffer_extract (buf, 0, x, sizeof x);
+    g_assert_cmpuint (GST_BUFFER_OFFSET (buf), ==, s);
+    check_part (x + AUDIO_SIZE, VIDEO_SIZE, 2000, s == 3 ? -1 : (gint) (s * 10 / 4),
+        fusion->inputs[1].absent, x[10], s);
+    gst_buffer_unref (buf);
+  }
+  gst_harness_teardown (f.v); /* releases the request pad */
+  g_assert_cmpint (el->numsinkpads, ==, 1);
+  push_audio (&f, 8, 12);
+  gst_harness_push_event (a, gst_event_new_eos ());
+  GstBuffer *buf = NULL;
+  guint s = 7;
+  while (gst_harness_pull_until_eos (a, &buf) && buf) {
+    float x[D_OUT];
+    gst_buffer_extract (buf, 0, x, sizeof x);
+    check_part (x, AUDIO_SIZE, 1000, (gint) s, fusion->inputs[0].absent, x[9], s);
+    check_part (x + AUDIO_SIZE, VIDEO_SIZE, 2000, -1, fusion->inputs[1].absent, x[10], s);
+    gst_buffer_unref (buf);
+    s++;
+  }
+  g_assert_cmpuint (s, ==, 12);
+  gst_harness_teardown (a);
+  gst_object_unref (el);
+}
+
+/* Caps changes mid-stream: the video goes from 10 to 2 frames a second at 1 s. The steps
+ * go on (no restart, no DISCONT), each with the newest frame while it is fresh, and the
+ * output caps follow: a 500 ms frame reaches 250 ms past a step, so the fused tokens get
+ * lookahead 1/4 (before: none). Then tokens of another size: a negotiation error naming
+ * the pad and both sizes. */
+static void
+test_caps_change (void)
+{
+  Fuse f;
+  char caps[256];
+  fuse_new (&f, 10);
+  GstBus *bus = cony_test_attach_bus (f.a);
+  push_video (&f, 10, 0, 10);
+  caps_str (caps, sizeof caps, VIDEO_SIZE, 2);
+  gst_harness_set_src_caps_str (f.v, caps);
+  for (guint i = 2; i < 6; i++)
+    push_token (f.v, VIDEO_SIZE, 2000, 100 + i, i * GST_SECOND / 2, GST_SECOND / 2);
+  push_audio (&f, 0, 10);
+  gst_harness_push_event (f.a, gst_event_new_eos ());
+  gst_harness_push_event (f.v, gst_event_new_eos ());
+  GstBuffer *buf = NULL;
+  guint s = 0;
+  while (gst_harness_pull_until_eos (f.a, &buf) && buf) {
+    float x[D_OUT];
+    gst_buffer_extract (buf, 0, x, sizeof x);
+    g_assert_cmpuint (GST_BUFFER_OFFSET (buf), ==, s);
+    g_assert_cmpint (GST_BUFFER_IS_DISCONT (buf), ==, s == 0);
+    GstClockTime t = STEP_TIME (s);
+    /* frames: 0 .. 9 every 100 ms, then 102 .. 105 every 500 ms from 1 s */
+    gint frame = t < GST_SECOND ? (gint) (s * 10 / 4) : 100 + (gint) (t / (GST_SECOND / 2));
+    if (t >= GST_SECOND && t - (t / (GST_SECOND / 2)) * (GST_SECOND / 2) > VIDEO_TOL)
+      frame = -1;
+    check_part (x + AUDIO_SIZE, VIDEO_SIZE, 2000, frame, fusion->inputs[1].absent, x[10], s);
+    gst_buffer_unref (buf);
+    s++;
+  }
+  g_assert_cmpuint (s, ==, 11); /* to the last frame, 2.5 s */
+  GstCaps *out = gst_pad_get_current_caps (f.a->sinkpad);
+  gint n = 0, d = 0;
+  g_assert_true (gst_structure_get_fraction (gst_caps_get_structure (out, 0), "lookahead", &n, &d));
+  g_assert_cmpint (n * 4, ==, d);
+  gst_caps_unref (out);
+  cony_test_detach_bus (f.a, bus);
+  fuse_free (&f);
+
+  /* tokens of another size mid-stream */
+  fuse_new (&f, 10);
+  bus = cony_test_attach_bus (f.a);
+  push_video (&f, 10, 0, 3);
+  caps_str (caps, sizeof caps, 7, 10);
+  gst_harness_set_src_caps_str (f.v, caps);
+  push_audio (&f, 0, 4);
+  GstMessage *msg = gst_bus_timed_pop_filtered (bus, 30 * GST_SECOND, GST_MESSAGE_ERROR);
+  g_assert_nonnull (msg);
+  GError *err = NULL;
+  gchar *dbg = NULL;
+  gst_message_parse_error (msg, &err, &dbg);
+  g_assert_true (g_error_matches (err, GST_CORE_ERROR, GST_CORE_ERROR_NEGOTIATION));
+  g_assert_nonnull (strstr (dbg, "sink_video has 7 floats per token"));
+  g_error_free (err);
+  g_free (dbg);
+  gst_message_unref (msg);
+  cony_test_detach_bus (f.a, bus);
   fuse_free (&f);
 }
 
@@ -529,6 +697,10 @@ main (int argc, char **argv)
   g_test_add_func ("/conyfuse/live-missing-input", test_live_missing_input);
   g_test_add_func ("/conyfuse/golden-streams", test_golden_streams);
   g_test_add_func ("/conyfuse/bad-setup", test_bad_setup);
+  g_test_add_func ("/conyfuse/fast-input", test_fast_input);
+  g_test_add_func ("/conyfuse/backwards-timestamps", test_backwards_timestamps);
+  g_test_add_func ("/conyfuse/pads-while-playing", test_pads_while_playing);
+  g_test_add_func ("/conyfuse/caps-change", test_caps_change);
   int ret = g_test_run ();
   cony_fusion_free (fusion);
   g_free (model_path);
