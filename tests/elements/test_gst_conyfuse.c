@@ -627,6 +627,121 @@ test_caps_change (void)
   fuse_free (&f);
 }
 
+/* A live source of tokens for the state-cycle test: pushes a token of @size floats into
+ * appsrc @src every 1/@rate s (appsrc stamps it with the running time) until @stop. */
+typedef struct {
+  GstElement *src;
+  guint size;
+  gint rate;
+  gint stop;
+  GThread *thread;
+} Feeder;
+
+static gpointer
+feeder_run (gpointer data)
+{
+  Feeder *fd = data;
+  float x[8] = { 0 };
+  for (guint i = 0; !g_atomic_int_get (&fd->stop); i++) {
+    x[0] = (float) i;
+    GstFlowReturn ret;
+    g_signal_emit_by_name (fd->src, "push-buffer",
+        gst_buffer_new_memdup (x, fd->size * sizeof (float)), &ret);
+    g_usleep (G_USEC_PER_SEC / fd->rate);
+  }
+  return NULL;
+}
+
+static void
+count_step (GstElement *sink, GstBuffer *buf, GstPad *pad, gpointer steps)
+{
+  (void) sink, (void) buf, (void) pad;
+  g_atomic_int_inc ((gint *) steps);
+}
+
+/* Waits up to 5 s for a message of @types (ERROR, WARNING) on @bus: none may come. */
+static void
+assert_no_error (GstBus *bus, GstClockTime wait)
+{
+  GstMessage *msg = gst_bus_timed_pop_filtered (bus, wait, GST_MESSAGE_ERROR | GST_MESSAGE_WARNING);
+  if (msg) {
+    GError *err = NULL;
+    gchar *dbg = NULL;
+    if (GST_MESSAGE_TYPE (msg) == GST_MESSAGE_ERROR)
+      gst_message_parse_error (msg, &err, &dbg);
+    else
+      gst_message_parse_warning (msg, &err, &dbg);
+    g_error ("%s from %s: %s (%s)", GST_MESSAGE_TYPE_NAME (msg), GST_MESSAGE_SRC_NAME (msg),
+        err->message, dbg);
+  }
+}
+
+/* PLAYING <-> PAUSED <-> NULL under load, live: audio tokens 4 a second and video 40 a
+ * second (appsrc, fed by threads that never stop) through conyfuse ! conytransformer.
+ * 12 rounds of PLAYING (steps come), PAUSED, PLAYING (steps come again), NULL (the model
+ * is loaded again on the way up): no error or warning, and resident memory may not grow
+ * by 4 MiB from round 2 to the last. */
+static void
+test_state_cycles_live (void)
+{
+  gchar *launch =
+      g_strdup_printf ("appsrc name=a is-live=true do-timestamp=true format=time max-buffers=8 "
+                       "leaky-type=downstream caps=\"other/tensors,format=static,num_tensors=1,"
+                       "types=float32,dimensions=(string)5:1,framerate=4/1\" ! f.sink_audio "
+                       "appsrc name=v is-live=true do-timestamp=true format=time max-buffers=8 "
+                       "leaky-type=downstream caps=\"other/tensors,format=static,num_tensors=1,"
+                       "types=float32,dimensions=(string)4:1,framerate=40/1\" ! f.sink_video "
+                       "conyfuse name=f model=\"%s\" latency=100000000 ! conytransformer model=\"%s\" "
+                       "! fakesink name=out sync=false signal-handoffs=true",
+          model_path, model_path);
+  GError *error = NULL;
+  GstElement *pipe = gst_parse_launch (launch, &error);
+  g_assert_no_error (error);
+  g_free (launch);
+  GstBus *bus = gst_element_get_bus (pipe);
+  gint steps = 0;
+  GstElement *out = gst_bin_get_by_name (GST_BIN (pipe), "out");
+  g_signal_connect (out, "handoff", G_CALLBACK (count_step), &steps);
+  gst_object_unref (out);
+  Feeder feed[2] = { { gst_bin_get_by_name (GST_BIN (pipe), "a"), AUDIO_SIZE, 4, 0, NULL },
+    { gst_bin_get_by_name (GST_BIN (pipe), "v"), VIDEO_SIZE, 40, 0, NULL } };
+  for (int i = 0; i < 2; i++)
+    feed[i].thread = g_thread_new ("feeder", feeder_run, &feed[i]);
+  glong rss2 = 0;
+  const guint rounds = 12;
+  for (guint r = 0; r < rounds; r++) {
+    if (r == 2)
+      rss2 = cony_test_status_kib ("VmRSS");
+    for (guint half = 0; half < 2; half++) {
+      gint before = g_atomic_int_get (&steps);
+      gst_element_set_state (pipe, GST_STATE_PLAYING);
+      g_assert_cmpint (gst_element_get_state (pipe, NULL, NULL, 5 * GST_SECOND), !=,
+          GST_STATE_CHANGE_FAILURE);
+      /* 4 steps a second: wait for two */
+      for (guint w = 0; w < 100 && g_atomic_int_get (&steps) < before + 2; w++)
+        assert_no_error (bus, 20 * GST_MSECOND);
+      if (g_atomic_int_get (&steps) < before + 2)
+        g_error ("round %u: %d steps in 2 s of PLAYING", r, g_atomic_int_get (&steps) - before);
+      gst_element_set_state (pipe, half ? GST_STATE_NULL : GST_STATE_PAUSED);
+      g_assert_cmpint (gst_element_get_state (pipe, NULL, NULL, 5 * GST_SECOND), !=,
+          GST_STATE_CHANGE_FAILURE);
+      assert_no_error (bus, 30 * GST_MSECOND);
+    }
+  }
+  glong grown = cony_test_status_kib ("VmRSS") - rss2;
+  g_test_message ("%d steps in %u rounds; RSS from round 2 on: %+ld KiB", steps, rounds, grown);
+  if (CONY_TEST_CHECK_RSS)
+    g_assert_cmpint (grown, <, 4096);
+  for (int i = 0; i < 2; i++) {
+    g_atomic_int_set (&feed[i].stop, 1);
+    g_thread_join (feed[i].thread);
+    gst_object_unref (feed[i].src);
+  }
+  gst_element_set_state (pipe, GST_STATE_NULL);
+  gst_object_unref (bus);
+  gst_object_unref (pipe);
+}
+
 static void
 test_bad_setup (void)
 {
@@ -701,6 +816,7 @@ main (int argc, char **argv)
   g_test_add_func ("/conyfuse/backwards-timestamps", test_backwards_timestamps);
   g_test_add_func ("/conyfuse/pads-while-playing", test_pads_while_playing);
   g_test_add_func ("/conyfuse/caps-change", test_caps_change);
+  g_test_add_func ("/conyfuse/state-cycles-live", test_state_cycles_live);
   int ret = g_test_run ();
   cony_fusion_free (fusion);
   g_free (model_path);
