@@ -291,8 +291,8 @@ fuzz_patch_open (const FuzzBase *bases, guint n_bases, const uint8_t *data, size
     FuzzFile *f, guint *which)
 {
   JsonParser *p = json_parser_new ();
-  gboolean ok = json_parser_load_from_data (p, (const char *) data, (gssize) size, NULL)
-      && JSON_NODE_HOLDS_OBJECT (json_parser_get_root (p));
+  gboolean ok = size > 0 && json_parser_load_from_data (p, (const char *) data, (gssize) size, NULL)
+      && json_parser_get_root (p) && JSON_NODE_HOLDS_OBJECT (json_parser_get_root (p));
   if (!ok) {
     g_object_unref (p);
     return FALSE;
