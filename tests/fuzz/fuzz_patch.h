@@ -168,7 +168,8 @@ fuzz_patch_tensor (FuzzTensor *t, JsonObject *spec)
   if (data) {
     g_byte_array_set_size (t->bytes, 0);
     g_byte_array_set_size (t->bytes, (guint) len);
-    memset (t->bytes->data, 0, len);
+    if (len > 0)
+      memset (t->bytes->data, 0, len);
     guint n = json_array_get_length (data);
     for (gsize i = 0; n > 0 && i < (gsize) numel; i++)
       fuzz_patch_store (dtype, fuzz_patch_number (json_array_get_element (data, i % n)),
