@@ -659,7 +659,7 @@ count_step (GstElement *sink, GstBuffer *buf, GstPad *pad, gpointer steps)
   g_atomic_int_inc ((gint *) steps);
 }
 
-/* Waits up to 5 s for a message of @types (ERROR, WARNING) on @bus: none may come. */
+/* Waits @wait for an ERROR or WARNING on @bus: none may come. */
 static void
 assert_no_error (GstBus *bus, GstClockTime wait)
 {
@@ -717,11 +717,11 @@ test_state_cycles_live (void)
       gst_element_set_state (pipe, GST_STATE_PLAYING);
       g_assert_cmpint (gst_element_get_state (pipe, NULL, NULL, 5 * GST_SECOND), !=,
           GST_STATE_CHANGE_FAILURE);
-      /* 4 steps a second: wait for two */
-      for (guint w = 0; w < 100 && g_atomic_int_get (&steps) < before + 2; w++)
+      /* 4 steps a second: wait for two (up to 10 s on a loaded machine) */
+      for (guint w = 0; w < 500 && g_atomic_int_get (&steps) < before + 2; w++)
         assert_no_error (bus, 20 * GST_MSECOND);
       if (g_atomic_int_get (&steps) < before + 2)
-        g_error ("round %u: %d steps in 2 s of PLAYING", r, g_atomic_int_get (&steps) - before);
+        g_error ("round %u: %d steps in 10 s of PLAYING", r, g_atomic_int_get (&steps) - before);
       gst_element_set_state (pipe, half ? GST_STATE_NULL : GST_STATE_PAUSED);
       g_assert_cmpint (gst_element_get_state (pipe, NULL, NULL, 5 * GST_SECOND), !=,
           GST_STATE_CHANGE_FAILURE);
