@@ -421,6 +421,42 @@ test_live_missing_input (void)
   fuse_free (&f);
 }
 
+/* Live, EOS on the video only: frames 0 .. 4 (to 0.4 s), then EOS; the audio goes on and
+ * so do the steps, the video present while its last frame is fresh (300 ms), then absent.
+ * (latency 1 s: a pad queues up to the latency, and this one thread pushes the frames
+ * ahead.) */
+static void
+test_live_eos_one_pad (void)
+{
+  Fuse f;
+  fuse_new (&f, 10);
+  g_object_set (f.el, "latency", GST_SECOND, NULL);
+  gst_harness_set_upstream_latency (f.a, 0);
+  gst_harness_set_upstream_latency (f.v, 0);
+  g_assert_cmpuint (gst_harness_query_latency (f.a), ==, GST_SECOND);
+  push_video (&f, 10, 0, 5);
+  gst_harness_push_event (f.v, gst_event_new_eos ());
+  for (guint i = 0; i < 12; i++) {
+    push_audio (&f, i, i + 1);
+    GstBuffer *buf = gst_harness_try_pull (f.a);
+    if (!buf) {
+      g_assert_true (gst_harness_crank_single_clock_wait (f.a));
+      buf = gst_harness_pull (f.a);
+    }
+    float x[D_OUT];
+    gst_buffer_extract (buf, 0, x, sizeof x);
+    g_assert_cmpuint (GST_BUFFER_PTS (buf), ==, STEP_TIME (i));
+    check_part (x, AUDIO_SIZE, 1000, (gint) i, fusion->inputs[0].absent, x[9], i);
+    /* the newest frame at step i: min(i * 2.5, 4), fresh for 300 ms */
+    guint frame = MIN (i * 10 / 4, 4);
+    gboolean fresh = STEP_TIME (i) - frame * 100 * GST_MSECOND <= VIDEO_TOL;
+    check_part (x + AUDIO_SIZE, VIDEO_SIZE, 2000, fresh ? (gint) frame : -1,
+        fusion->inputs[1].absent, x[10], i);
+    gst_buffer_unref (buf);
+  }
+  fuse_free (&f);
+}
+
 /* The golden streams of training/gen_fusion_golden.py (b1_cony: one token per input per
  * step, some absent) as timed streams, an absent token as a GAP at its step: conyfuse's
  * fused tokens are PyTorch's FusedClassifier.join, bit for bit (tests/libcony/test_fusion.c takes
@@ -810,6 +846,7 @@ main (int argc, char **argv)
   g_test_add_func ("/conyfuse/flushing-seek", test_flushing_seek);
   g_test_add_func ("/conyfuse/latency", test_latency);
   g_test_add_func ("/conyfuse/live-missing-input", test_live_missing_input);
+  g_test_add_func ("/conyfuse/live-eos-one-pad", test_live_eos_one_pad);
   g_test_add_func ("/conyfuse/golden-streams", test_golden_streams);
   g_test_add_func ("/conyfuse/bad-setup", test_bad_setup);
   g_test_add_func ("/conyfuse/fast-input", test_fast_input);
