@@ -518,12 +518,11 @@ gst_cony_frame_embed_post_top1 (GstConyFrameEmbed *self, GstBuffer *out, const g
   GstClockTime end = GST_CLOCK_TIME_IS_VALID (pts) && GST_CLOCK_TIME_IS_VALID (dur) ? pts + dur
                                                                                     : pts;
   GstStructure *st = gst_structure_new ("conyframeembed", "timestamp", G_TYPE_UINT64, pts,
-      "stream-time", G_TYPE_UINT64, gst_segment_to_stream_time (seg, GST_FORMAT_TIME, pts),
-      "running-time", G_TYPE_UINT64, gst_segment_to_running_time (seg, GST_FORMAT_TIME, pts),
-      "duration", G_TYPE_UINT64, dur, "stream-time-end", G_TYPE_UINT64,
-      gst_segment_to_stream_time (seg, GST_FORMAT_TIME, end), "frame", G_TYPE_UINT64,
-      self->frame_index - 1, "class-id", G_TYPE_UINT, best, "label", G_TYPE_STRING, labels[best],
-      "confidence", G_TYPE_FLOAT, scores[best], NULL);
+      "stream-time", G_TYPE_UINT64, gst_cony_segment_time (seg, pts, FALSE), "running-time",
+      G_TYPE_UINT64, gst_cony_segment_time (seg, pts, TRUE), "duration", G_TYPE_UINT64, dur,
+      "stream-time-end", G_TYPE_UINT64, gst_cony_segment_time (seg, end, FALSE), "frame",
+      G_TYPE_UINT64, self->frame_index - 1, "class-id", G_TYPE_UINT, best, "label", G_TYPE_STRING,
+      labels[best], "confidence", G_TYPE_FLOAT, scores[best], NULL);
   gst_element_post_message (GST_ELEMENT (self), gst_message_new_element (GST_OBJECT (self), st));
 }
 

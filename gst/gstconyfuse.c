@@ -29,8 +29,10 @@
  * answered by #GstAggregator (upstream's maximum + #GstAggregator:latency); conyfuse adds
  * no delay of its own. Without live inputs the steps wait for data on every pad.
  *
- * Flushing seeks, FLUSH_STOP and caps changes forget the tokens and restart the step
- * counter (the next step is step 0, marked DISCONT).
+ * Flushing seeks and FLUSH_STOP forget the tokens and restart the step counter (the next
+ * step is step 0, marked DISCONT). A caps change that alters an input's token rate
+ * forgets that input's newest token; the steps go on and the output caps follow. A token
+ * older than one already taken on its pad (timestamps going backwards) is dropped.
  *
  * The output is one fused token per buffer (d_in floats of the model: each input's token
  * or absent token, then one flag per input), `framerate` = the fusion rate, and a
@@ -231,6 +233,12 @@ gst_cony_fuse_pad_take (GstConyFuse *self, GstConyFusePad *pad, GstClockTime t)
     if (gap) {
       GST_DEBUG_OBJECT (pad, "gap at %" GST_TIME_FORMAT ": absent", GST_TIME_ARGS (rt));
       pad->have_newest = FALSE;
+    } else if (GST_CLOCK_TIME_IS_VALID (rt) && GST_CLOCK_TIME_IS_VALID (pad->last_rt)
+        && rt < pad->last_rt) {
+      /* timestamps went backwards: the newest token stays the one taken */
+      GST_DEBUG_OBJECT (pad,
+          "dropping a token at %" GST_TIME_FORMAT ", older than %" GST_TIME_FORMAT,
+          GST_TIME_ARGS (rt), GST_TIME_ARGS (pad->last_rt));
     } else if (GST_CLOCK_TIME_IS_VALID (rt)) {
       gst_buffer_extract (buf, (gsize) pad->head_index * size * sizeof (gfloat), pad->newest,
           size * sizeof (gfloat));
@@ -363,9 +371,12 @@ gst_cony_fuse_aggregate (GstAggregator *agg, gboolean timeout)
   gboolean decided, all_eos;
   GstClockTime last;
 
-  if (!self->caps_sent) {
+  if (!self->caps_sent) { /* at the start, and after an input's caps changed */
     GstCaps *caps = gst_cony_fuse_src_caps (self);
-    gst_aggregator_set_src_caps (agg, caps);
+    GstCaps *current = gst_pad_get_current_caps (agg->srcpad);
+    if (!current || !gst_caps_is_equal (current, caps))
+      gst_aggregator_set_src_caps (agg, caps);
+    gst_clear_caps (&current);
     gst_caps_unref (caps);
     self->caps_sent = TRUE;
   }
@@ -496,6 +507,7 @@ gst_cony_fuse_sink_event (GstAggregator *agg, GstAggregatorPad *aggpad, GstEvent
       gst_event_unref (event);
       return FALSE;
     }
+    self->caps_sent = FALSE; /* the output's lookahead depends on the inputs' rates */
   }
   return GST_AGGREGATOR_CLASS (gst_cony_fuse_parent_class)->sink_event (agg, aggpad, event);
 }

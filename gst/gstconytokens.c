@@ -136,6 +136,19 @@ gst_cony_time_add (GstClockTime t, guint64 d)
 }
 
 GstClockTime
+gst_cony_segment_time (const GstSegment *seg, GstClockTime t, gboolean running)
+{
+  if (!GST_CLOCK_TIME_IS_VALID (t) || seg->format != GST_FORMAT_TIME)
+    return GST_CLOCK_TIME_NONE;
+  if (GST_CLOCK_TIME_IS_VALID (seg->stop) && t > seg->stop)
+    t = seg->stop;
+  if (t < seg->start)
+    t = seg->start;
+  return running ? gst_segment_to_running_time (seg, GST_FORMAT_TIME, t)
+                 : gst_segment_to_stream_time (seg, GST_FORMAT_TIME, t);
+}
+
+GstClockTime
 gst_cony_time_add_signed (GstClockTime t, gint64 d)
 {
   if (d >= 0 || !GST_CLOCK_TIME_IS_VALID (t))

@@ -74,6 +74,12 @@ GstClockTime gst_cony_time_add_signed (GstClockTime t, gint64 d);
 /* a * b, saturating likewise (a frame duration times k frames); NONE stays NONE. */
 GstClockTime gst_cony_time_mul (GstClockTime a, guint64 b);
 
+/* Buffer time @t as running time (@running) or stream time in the TIME segment @seg,
+ * @t first clamped into the segment's [start, stop]: a result's span that reaches past
+ * the segment (the tail window padded at EOS) ends where the segment does instead of
+ * being NONE. NONE when @t is NONE or @seg is not in TIME. */
+GstClockTime gst_cony_segment_time (const GstSegment *seg, GstClockTime t, gboolean running);
+
 /* anchor + index * rate_d / rate_n seconds, in integer nanoseconds (rounded
  * down; saturating, as gst_cony_time_add()). @anchor must be valid and @rate_n > 0. */
 GstClockTime gst_cony_tokens_time (GstClockTime anchor, guint64 index, gint rate_n, gint rate_d);

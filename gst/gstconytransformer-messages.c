@@ -24,15 +24,12 @@ gst_cony_transformer_class_threshold (GstConyTransformer *self, guint c, gdouble
   return threshold;
 }
 
-/* @t (buffer time) as running time (or stream time) in the current segment. */
+/* @t (buffer time) as running time (or stream time) in the current segment, clamped
+ * into it (gst_cony_segment_time()). */
 GstClockTime
 gst_cony_transformer_segment_time (GstConyTransformer *self, GstClockTime t, gboolean running)
 {
-  GstSegment *seg = &GST_BASE_TRANSFORM (self)->segment;
-  if (!GST_CLOCK_TIME_IS_VALID (t) || seg->format != GST_FORMAT_TIME)
-    return GST_CLOCK_TIME_NONE;
-  return running ? gst_segment_to_running_time (seg, GST_FORMAT_TIME, t)
-                 : gst_segment_to_stream_time (seg, GST_FORMAT_TIME, t);
+  return gst_cony_segment_time (&GST_BASE_TRANSFORM (self)->segment, t, running);
 }
 
 /* The message structure of step @st, naming class @cls (the top class, or

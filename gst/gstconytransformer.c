@@ -745,13 +745,18 @@ gst_cony_transformer_select_top (GstConyTransformer *self, guint k)
 }
 
 /* The end of the input behind a step whose tokens end at @tile_end: the
- * tokens' lookahead further (gstconytokens.h), never before @pts. */
+ * tokens' lookahead further (gstconytokens.h), no further than the segment's stop
+ * (the tail window padded at EOS reads no input past it), never before @pts. */
 static GstClockTime
-gst_cony_transformer_input_end (GstClockTime pts, GstClockTime tile_end, gint64 lookahead)
+gst_cony_transformer_input_end (GstConyTransformer *self, GstClockTime pts, GstClockTime tile_end,
+    gint64 lookahead)
 {
   if (!GST_CLOCK_TIME_IS_VALID (tile_end))
     return GST_CLOCK_TIME_NONE;
   GstClockTime end = gst_cony_time_add_signed (tile_end, lookahead);
+  const GstSegment *seg = &GST_BASE_TRANSFORM (self)->segment;
+  if (seg->format == GST_FORMAT_TIME && GST_CLOCK_TIME_IS_VALID (seg->stop))
+    end = MIN (end, seg->stop);
   return GST_CLOCK_TIME_IS_VALID (pts) && end < pts ? pts : end;
 }
 
@@ -928,7 +933,7 @@ gst_cony_transformer_transform_ip (GstBaseTransform *trans, GstBuffer *buf)
         .pts = t0,
         .tile_end = t1,
         .start = t0,
-        .end = gst_cony_transformer_input_end (t0, t1, lookahead) };
+        .end = gst_cony_transformer_input_end (self, t0, t1, lookahead) };
       guint n_events = gst_cony_transformer_gated_step (self, &st, threshold, &hold);
       gst_cony_transformer_attach_result (self, buf, &st, 0, 0, n_events);
       self->have_last = TRUE;
@@ -964,7 +969,7 @@ gst_cony_transformer_transform_ip (GstBaseTransform *trans, GstBuffer *buf)
       .pts = t0,
       .tile_end = t1,
       .start = self->starts[(first + per - fill) % self->window],
-      .end = gst_cony_transformer_input_end (t0, t1, lookahead),
+      .end = gst_cony_transformer_input_end (self, t0, t1, lookahead),
       .fill = (gdouble) fill / self->window,
     };
     guint n_events = gst_cony_transformer_update_segments (self, &st, top, threshold, &hold);

@@ -184,11 +184,11 @@ cony_format () {
 
 # The start of every formatter's perl program: output flushed per line, a closed reader
 # ends it quietly, cony_time(NANOSECONDS) gives seconds to 0.01 rounded half up (integer
-# arithmetic, exact below 2^53 ns).
+# arithmetic, exact below 2^53 ns); "?" for NONE (2^64 - 1: a span end not known).
 # shellcheck disable=SC2016
 cony_perl_common='
   BEGIN { $| = 1; $SIG{PIPE} = "IGNORE"; }
-  sub cony_time { my $cs = int(($_[0] + 5000000) / 10000000); sprintf "%d.%02d", $cs / 100, $cs % 100 }
+  sub cony_time { return "?" if length $_[0] > 18; my $cs = int(($_[0] + 5000000) / 10000000); sprintf "%d.%02d", $cs / 100, $cs % 100 }
 '
 
 # "--device NAME" or "--source DESCRIPTION" at the front of a script's arguments:

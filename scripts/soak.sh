@@ -9,9 +9,25 @@
 # Prints, per phase: audio seconds, wall seconds, errors/warnings, results counted, RSS at
 # start/peak/end, and the RSS slope (least squares over the middle 80 % of the run, between
 # start-up and teardown) in MiB per hour of wall time. Exits non-zero on an error or a failed pipeline.
+#
+#   scripts/soak.sh --av [SECONDS=3600] [PIPELINES=8]
+# The live audio+video soak (issue #57): PIPELINES live fused pipelines (audiotestsrc and
+# videotestsrc, is-live, through the chains of pipelines/av_lib.sh into conyfuse !
+# conytransformer with the shipped models/av/, records written by conyjson) for SECONDS of
+# wall time, in two configurations run at the same time: all PIPELINES in one
+# gst-launch-1.0 process, and PIPELINES processes of one pipeline each (so the machine
+# carries 2 x PIPELINES pipelines). Every 10 s it samples each process's VmRSS and CPU
+# time and each pipeline's records; then stops them with EOS (SIGINT to gst-launch-1.0
+# -e) and prints per configuration: errors/warnings, RSS and CPU over time, steps received
+# against the 4 a second expected from the elapsed time (lost steps), restarts of the
+# step counter. CONY_SOAK_AV=one or many runs one configuration only.
 set -uo pipefail
 source "$(dirname "$0")/../pipelines/help.sh"
 cd "$(dirname "$0")/.."
+if [ "${1:-}" = --av ]; then
+  shift
+  exec bash scripts/soak_av.sh "$@"
+fi
 audio=${1:-3600} n=${2:-20} each=${3:-600}
 bash scripts/build.sh
 export GST_PLUGIN_PATH=$PWD/build/gst

@@ -51,16 +51,33 @@ struct _CnnInt8Scratch {
 
 /* ---------------------------------------------------------------- loading */
 
+/* @node as a number (*@integer: only an integer literal), else FALSE: the json-glib
+ * getters assert on arrays and objects and read strings as 0. */
+static gboolean
+read_number (JsonNode *node, gboolean integer, double *out)
+{
+  if (node == NULL || !JSON_NODE_HOLDS_VALUE (node))
+    return FALSE;
+  GType t = json_node_get_value_type (node);
+  if (t == G_TYPE_INT64)
+    *out = (double) json_node_get_int (node);
+  else if (t == G_TYPE_DOUBLE && !integer)
+    *out = json_node_get_double (node);
+  else
+    return FALSE;
+  return TRUE;
+}
+
 static gboolean
 read_pair (JsonNode *node, float *scale, gint32 *zp)
 {
   if (node == NULL || !JSON_NODE_HOLDS_ARRAY (node))
     return FALSE;
   JsonArray *a = json_node_get_array (node);
-  if (json_array_get_length (a) != 2)
+  double s, z;
+  if (json_array_get_length (a) != 2 || !read_number (json_array_get_element (a, 0), FALSE, &s)
+      || !read_number (json_array_get_element (a, 1), TRUE, &z))
     return FALSE;
-  double s = json_array_get_double_element (a, 0);
-  gint64 z = json_array_get_int_element (a, 1);
   if (!(s > 0.0) || !isfinite (s) || (float) s <= 0.0f || z < -128 || z > 127)
     return FALSE;
   *scale = (float) s;

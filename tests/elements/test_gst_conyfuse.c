@@ -387,7 +387,9 @@ test_latency (void)
 }
 
 /* Live: the camera never delivers. Once the clock passes a step's time plus the latency
- * the step comes anyway, with the absent video token: the stream does not stop. */
+ * the step comes anyway, with the absent video token: the stream does not stop. Over
+ * 1600 steps (400 s of stream) memory stays bounded: resident memory may not grow by
+ * 1 MiB from step 200 on (nothing piles up waiting for the video). */
 static void
 test_live_missing_input (void)
 {
@@ -397,7 +399,10 @@ test_live_missing_input (void)
   gst_harness_set_upstream_latency (f.a, 0);
   gst_harness_set_upstream_latency (f.v, 0);
   g_assert_cmpuint (gst_harness_query_latency (f.a), ==, 0); /* live now (harness) */
-  for (guint i = 0; i < 4; i++) {
+  glong rss0 = 0;
+  for (guint i = 0; i < 1600; i++) {
+    if (i == 200)
+      rss0 = cony_test_status_kib ("VmRSS");
     push_audio (&f, i, i + 1);
     g_assert_true (gst_harness_crank_single_clock_wait (f.a));
     GstBuffer *buf = gst_harness_pull (f.a);
@@ -407,6 +412,46 @@ test_live_missing_input (void)
     g_assert_cmpuint (GST_BUFFER_PTS (buf), ==, STEP_TIME (i));
     check_part (x, AUDIO_SIZE, 1000, (gint) i, fusion->inputs[0].absent, x[9], i);
     check_part (x + AUDIO_SIZE, VIDEO_SIZE, 2000, -1, fusion->inputs[1].absent, x[10], i);
+    gst_buffer_unref (buf);
+  }
+  glong grown = cony_test_status_kib ("VmRSS") - rss0;
+  g_test_message ("RSS from step 200 to 1600: %+ld KiB", grown);
+  if (CONY_TEST_CHECK_RSS)
+    g_assert_cmpint (grown, <, 1024);
+  fuse_free (&f);
+}
+
+/* Live, EOS on the video only: frames 0 .. 4 (to 0.4 s), then EOS; the audio goes on and
+ * so do the steps, the video present while its last frame is fresh (300 ms), then absent.
+ * (latency 1 s: a pad queues up to the latency, and this one thread pushes the frames
+ * ahead.) */
+static void
+test_live_eos_one_pad (void)
+{
+  Fuse f;
+  fuse_new (&f, 10);
+  g_object_set (f.el, "latency", GST_SECOND, NULL);
+  gst_harness_set_upstream_latency (f.a, 0);
+  gst_harness_set_upstream_latency (f.v, 0);
+  g_assert_cmpuint (gst_harness_query_latency (f.a), ==, GST_SECOND);
+  push_video (&f, 10, 0, 5);
+  gst_harness_push_event (f.v, gst_event_new_eos ());
+  for (guint i = 0; i < 12; i++) {
+    push_audio (&f, i, i + 1);
+    GstBuffer *buf = gst_harness_try_pull (f.a);
+    if (!buf) {
+      g_assert_true (gst_harness_crank_single_clock_wait (f.a));
+      buf = gst_harness_pull (f.a);
+    }
+    float x[D_OUT];
+    gst_buffer_extract (buf, 0, x, sizeof x);
+    g_assert_cmpuint (GST_BUFFER_PTS (buf), ==, STEP_TIME (i));
+    check_part (x, AUDIO_SIZE, 1000, (gint) i, fusion->inputs[0].absent, x[9], i);
+    /* the newest frame at step i: min(i * 2.5, 4), fresh for 300 ms */
+    guint frame = MIN (i * 10 / 4, 4);
+    gboolean fresh = STEP_TIME (i) - frame * 100 * GST_MSECOND <= VIDEO_TOL;
+    check_part (x + AUDIO_SIZE, VIDEO_SIZE, 2000, fresh ? (gint) frame : -1,
+        fusion->inputs[1].absent, x[10], i);
     gst_buffer_unref (buf);
   }
   fuse_free (&f);
@@ -457,6 +502,280 @@ test_golden_streams (void)
   }
   g_assert_cmpuint (s, ==, L + 1);
   fuse_free (&f);
+}
+
+/* Video 10x faster than the audio (40 frames a second against 4 tokens): each step takes
+ * the newest frame; the 9 in between are dropped, not queued. */
+static void
+test_fast_input (void)
+{
+  run_rates (40);
+}
+
+/* Timestamps going backwards on the video: after frames 0 .. 9 (0 .. 0.9 s) come frames
+ * stamped 0.3 .. 0.7 s again (values 2100 + i). A token older than the one already
+ * taken is dropped: the steps keep the newest frame (0.9 s) instead of going back to
+ * an older one, which at 1 s would also be stale (0.7 s: 300 ms tolerance). */
+static void
+test_backwards_timestamps (void)
+{
+  Fuse f;
+  fuse_new (&f, 10);
+  push_video (&f, 10, 0, 10);
+  for (guint i = 3; i < 8; i++)
+    push_token (f.v, VIDEO_SIZE, 2100, i, gst_util_uint64_scale (i, GST_SECOND, 10),
+        100 * GST_MSECOND);
+  push_video (&f, 10, 11, 20);
+  push_audio (&f, 0, 8);
+  gst_harness_push_event (f.a, gst_event_new_eos ());
+  gst_harness_push_event (f.v, gst_event_new_eos ());
+  GstBuffer *buf = NULL;
+  guint s = 0;
+  while (gst_harness_pull_until_eos (f.a, &buf) && buf) {
+    float x[D_OUT];
+    gst_buffer_extract (buf, 0, x, sizeof x);
+    /* the newest frame at or before step s (frame 10 never came: 9 is fresh at 1 s) */
+    guint frame = s * 10 / 4 == 10 ? 9 : s * 10 / 4;
+    check_part (x + AUDIO_SIZE, VIDEO_SIZE, 2000, (gint) frame, fusion->inputs[1].absent, x[10], s);
+    gst_buffer_unref (buf);
+    s++;
+  }
+  g_assert_cmpuint (s, ==, 8);
+  fuse_free (&f);
+}
+
+/* Pads requested and released while PLAYING: the video pad comes 1 s in and goes 2 s in;
+ * before and after, the steps carry the absent video token and go on. */
+static void
+test_pads_while_playing (void)
+{
+  char caps[256];
+  GstElement *el = cony_test_element_new ("conyfuse", model_path, "latency", 60 * GST_SECOND, NULL);
+  GstHarness *a = gst_harness_new_with_element (el, "sink_audio", "src");
+  gst_harness_play (a);
+  caps_str (caps, sizeof caps, AUDIO_SIZE, 4);
+  gst_harness_set_src_caps_str (a, caps);
+  Fuse f = { el, a, NULL };
+  push_audio (&f, 0, 4);
+  for (guint s = 0; s < 3; s++) {
+    GstBuffer *buf = gst_harness_pull (a);
+    float x[D_OUT];
+    gst_buffer_extract (buf, 0, x, sizeof x);
+    check_part (x + AUDIO_SIZE, VIDEO_SIZE, 2000, -1, fusion->inputs[1].absent, x[10], s);
+    gst_buffer_unref (buf);
+  }
+  f.v = gst_harness_new_with_element (el, "sink_video", NULL);
+  caps_str (caps, sizeof caps, VIDEO_SIZE, 10);
+  gst_harness_set_src_caps_str (f.v, caps);
+  push_video (&f, 10, 8, 20);
+  push_audio (&f, 4, 8);
+  for (guint s = 3; s < 7; s++) {
+    GstBuffer *buf = gst_harness_pull (a);
+    float x[D_OUT];
+    gst_buffer_extract (buf, 0, x, sizeof x);
+    g_assert_cmpuint (GST_BUFFER_OFFSET (buf), ==, s);
+    check_part (x + AUDIO_SIZE, VIDEO_SIZE, 2000, s == 3 ? -1 : (gint) (s * 10 / 4),
+        fusion->inputs[1].absent, x[10], s);
+    gst_buffer_unref (buf);
+  }
+  gst_harness_teardown (f.v); /* releases the request pad */
+  g_assert_cmpint (el->numsinkpads, ==, 1);
+  push_audio (&f, 8, 12);
+  gst_harness_push_event (a, gst_event_new_eos ());
+  GstBuffer *buf = NULL;
+  guint s = 7;
+  while (gst_harness_pull_until_eos (a, &buf) && buf) {
+    float x[D_OUT];
+    gst_buffer_extract (buf, 0, x, sizeof x);
+    check_part (x, AUDIO_SIZE, 1000, (gint) s, fusion->inputs[0].absent, x[9], s);
+    check_part (x + AUDIO_SIZE, VIDEO_SIZE, 2000, -1, fusion->inputs[1].absent, x[10], s);
+    gst_buffer_unref (buf);
+    s++;
+  }
+  g_assert_cmpuint (s, ==, 12);
+  gst_harness_teardown (a);
+  gst_object_unref (el);
+}
+
+/* Caps changes mid-stream: the video goes from 10 to 2 frames a second at 1 s. The steps
+ * go on (no restart, no DISCONT), each with the newest frame while it is fresh, and the
+ * output caps follow: a 500 ms frame reaches 250 ms past a step, so the fused tokens get
+ * lookahead 1/4 (before: none). Then tokens of another size: a negotiation error naming
+ * the pad and both sizes. */
+static void
+test_caps_change (void)
+{
+  Fuse f;
+  char caps[256];
+  fuse_new (&f, 10);
+  GstBus *bus = cony_test_attach_bus (f.a);
+  push_video (&f, 10, 0, 10);
+  caps_str (caps, sizeof caps, VIDEO_SIZE, 2);
+  gst_harness_set_src_caps_str (f.v, caps);
+  for (guint i = 2; i < 6; i++)
+    push_token (f.v, VIDEO_SIZE, 2000, 100 + i, i * GST_SECOND / 2, GST_SECOND / 2);
+  push_audio (&f, 0, 10);
+  gst_harness_push_event (f.a, gst_event_new_eos ());
+  gst_harness_push_event (f.v, gst_event_new_eos ());
+  GstBuffer *buf = NULL;
+  guint s = 0;
+  while (gst_harness_pull_until_eos (f.a, &buf) && buf) {
+    float x[D_OUT];
+    gst_buffer_extract (buf, 0, x, sizeof x);
+    g_assert_cmpuint (GST_BUFFER_OFFSET (buf), ==, s);
+    g_assert_cmpint (GST_BUFFER_IS_DISCONT (buf), ==, s == 0);
+    GstClockTime t = STEP_TIME (s);
+    /* frames: 0 .. 9 every 100 ms, then 102 .. 105 every 500 ms from 1 s */
+    gint frame = t < GST_SECOND ? (gint) (s * 10 / 4) : 100 + (gint) (t / (GST_SECOND / 2));
+    if (t >= GST_SECOND && t - (t / (GST_SECOND / 2)) * (GST_SECOND / 2) > VIDEO_TOL)
+      frame = -1;
+    check_part (x + AUDIO_SIZE, VIDEO_SIZE, 2000, frame, fusion->inputs[1].absent, x[10], s);
+    gst_buffer_unref (buf);
+    s++;
+  }
+  g_assert_cmpuint (s, ==, 11); /* to the last frame, 2.5 s */
+  GstCaps *out = gst_pad_get_current_caps (f.a->sinkpad);
+  gint n = 0, d = 0;
+  g_assert_true (gst_structure_get_fraction (gst_caps_get_structure (out, 0), "lookahead", &n, &d));
+  g_assert_cmpint (n * 4, ==, d);
+  gst_caps_unref (out);
+  cony_test_detach_bus (f.a, bus);
+  fuse_free (&f);
+
+  /* tokens of another size mid-stream */
+  fuse_new (&f, 10);
+  bus = cony_test_attach_bus (f.a);
+  push_video (&f, 10, 0, 3);
+  caps_str (caps, sizeof caps, 7, 10);
+  gst_harness_set_src_caps_str (f.v, caps);
+  push_audio (&f, 0, 4);
+  GstMessage *msg = gst_bus_timed_pop_filtered (bus, 30 * GST_SECOND, GST_MESSAGE_ERROR);
+  g_assert_nonnull (msg);
+  GError *err = NULL;
+  gchar *dbg = NULL;
+  gst_message_parse_error (msg, &err, &dbg);
+  g_assert_true (g_error_matches (err, GST_CORE_ERROR, GST_CORE_ERROR_NEGOTIATION));
+  g_assert_nonnull (strstr (dbg, "sink_video has 7 floats per token"));
+  g_error_free (err);
+  g_free (dbg);
+  gst_message_unref (msg);
+  cony_test_detach_bus (f.a, bus);
+  fuse_free (&f);
+}
+
+/* A live source of tokens for the state-cycle test: pushes a token of @size floats into
+ * appsrc @src every 1/@rate s (appsrc stamps it with the running time) until @stop. */
+typedef struct {
+  GstElement *src;
+  guint size;
+  gint rate;
+  gint stop;
+  GThread *thread;
+} Feeder;
+
+static gpointer
+feeder_run (gpointer data)
+{
+  Feeder *fd = data;
+  float x[8] = { 0 };
+  for (guint i = 0; !g_atomic_int_get (&fd->stop); i++) {
+    x[0] = (float) i;
+    GstFlowReturn ret;
+    g_signal_emit_by_name (fd->src, "push-buffer",
+        gst_buffer_new_memdup (x, fd->size * sizeof (float)), &ret);
+    g_usleep (G_USEC_PER_SEC / fd->rate);
+  }
+  return NULL;
+}
+
+static void
+count_step (GstElement *sink, GstBuffer *buf, GstPad *pad, gpointer steps)
+{
+  (void) sink, (void) buf, (void) pad;
+  g_atomic_int_inc ((gint *) steps);
+}
+
+/* Waits @wait for an ERROR or WARNING on @bus: none may come. */
+static void
+assert_no_error (GstBus *bus, GstClockTime wait)
+{
+  GstMessage *msg = gst_bus_timed_pop_filtered (bus, wait, GST_MESSAGE_ERROR | GST_MESSAGE_WARNING);
+  if (msg) {
+    GError *err = NULL;
+    gchar *dbg = NULL;
+    if (GST_MESSAGE_TYPE (msg) == GST_MESSAGE_ERROR)
+      gst_message_parse_error (msg, &err, &dbg);
+    else
+      gst_message_parse_warning (msg, &err, &dbg);
+    g_error ("%s from %s: %s (%s)", GST_MESSAGE_TYPE_NAME (msg), GST_MESSAGE_SRC_NAME (msg),
+        err->message, dbg);
+  }
+}
+
+/* PLAYING <-> PAUSED <-> NULL under load, live: audio tokens 4 a second and video 40 a
+ * second (appsrc, fed by threads that never stop) through conyfuse ! conytransformer.
+ * 12 rounds of PLAYING (steps come), PAUSED, PLAYING (steps come again), NULL (the model
+ * is loaded again on the way up): no error or warning, and resident memory may not grow
+ * by 4 MiB from round 2 to the last. */
+static void
+test_state_cycles_live (void)
+{
+  gchar *launch =
+      g_strdup_printf ("appsrc name=a is-live=true do-timestamp=true format=time max-buffers=8 "
+                       "leaky-type=downstream caps=\"other/tensors,format=static,num_tensors=1,"
+                       "types=float32,dimensions=(string)5:1,framerate=4/1\" ! f.sink_audio "
+                       "appsrc name=v is-live=true do-timestamp=true format=time max-buffers=8 "
+                       "leaky-type=downstream caps=\"other/tensors,format=static,num_tensors=1,"
+                       "types=float32,dimensions=(string)4:1,framerate=40/1\" ! f.sink_video "
+                       "conyfuse name=f model=\"%s\" latency=100000000 ! conytransformer model=\"%s\" "
+                       "! fakesink name=out sync=false signal-handoffs=true",
+          model_path, model_path);
+  GError *error = NULL;
+  GstElement *pipe = gst_parse_launch (launch, &error);
+  g_assert_no_error (error);
+  g_free (launch);
+  GstBus *bus = gst_element_get_bus (pipe);
+  gint steps = 0;
+  GstElement *out = gst_bin_get_by_name (GST_BIN (pipe), "out");
+  g_signal_connect (out, "handoff", G_CALLBACK (count_step), &steps);
+  gst_object_unref (out);
+  Feeder feed[2] = { { gst_bin_get_by_name (GST_BIN (pipe), "a"), AUDIO_SIZE, 4, 0, NULL },
+    { gst_bin_get_by_name (GST_BIN (pipe), "v"), VIDEO_SIZE, 40, 0, NULL } };
+  for (int i = 0; i < 2; i++)
+    feed[i].thread = g_thread_new ("feeder", feeder_run, &feed[i]);
+  glong rss2 = 0;
+  const guint rounds = 12;
+  for (guint r = 0; r < rounds; r++) {
+    if (r == 2)
+      rss2 = cony_test_status_kib ("VmRSS");
+    for (guint half = 0; half < 2; half++) {
+      gint before = g_atomic_int_get (&steps);
+      gst_element_set_state (pipe, GST_STATE_PLAYING);
+      g_assert_cmpint (gst_element_get_state (pipe, NULL, NULL, 5 * GST_SECOND), !=,
+          GST_STATE_CHANGE_FAILURE);
+      /* 4 steps a second: wait for two (up to 10 s on a loaded machine) */
+      for (guint w = 0; w < 500 && g_atomic_int_get (&steps) < before + 2; w++)
+        assert_no_error (bus, 20 * GST_MSECOND);
+      if (g_atomic_int_get (&steps) < before + 2)
+        g_error ("round %u: %d steps in 10 s of PLAYING", r, g_atomic_int_get (&steps) - before);
+      gst_element_set_state (pipe, half ? GST_STATE_NULL : GST_STATE_PAUSED);
+      g_assert_cmpint (gst_element_get_state (pipe, NULL, NULL, 5 * GST_SECOND), !=,
+          GST_STATE_CHANGE_FAILURE);
+      assert_no_error (bus, 30 * GST_MSECOND);
+    }
+  }
+  glong grown = cony_test_status_kib ("VmRSS") - rss2;
+  g_test_message ("%d steps in %u rounds; RSS from round 2 on: %+ld KiB", steps, rounds, grown);
+  if (CONY_TEST_CHECK_RSS)
+    g_assert_cmpint (grown, <, 4096);
+  for (int i = 0; i < 2; i++) {
+    g_atomic_int_set (&feed[i].stop, 1);
+    g_thread_join (feed[i].thread);
+    gst_object_unref (feed[i].src);
+  }
+  gst_element_set_state (pipe, GST_STATE_NULL);
+  gst_object_unref (bus);
+  gst_object_unref (pipe);
 }
 
 static void
@@ -527,8 +846,14 @@ main (int argc, char **argv)
   g_test_add_func ("/conyfuse/flushing-seek", test_flushing_seek);
   g_test_add_func ("/conyfuse/latency", test_latency);
   g_test_add_func ("/conyfuse/live-missing-input", test_live_missing_input);
+  g_test_add_func ("/conyfuse/live-eos-one-pad", test_live_eos_one_pad);
   g_test_add_func ("/conyfuse/golden-streams", test_golden_streams);
   g_test_add_func ("/conyfuse/bad-setup", test_bad_setup);
+  g_test_add_func ("/conyfuse/fast-input", test_fast_input);
+  g_test_add_func ("/conyfuse/backwards-timestamps", test_backwards_timestamps);
+  g_test_add_func ("/conyfuse/pads-while-playing", test_pads_while_playing);
+  g_test_add_func ("/conyfuse/caps-change", test_caps_change);
+  g_test_add_func ("/conyfuse/state-cycles-live", test_state_cycles_live);
   int ret = g_test_run ();
   cony_fusion_free (fusion);
   g_free (model_path);

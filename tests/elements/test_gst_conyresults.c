@@ -208,6 +208,81 @@ test_span_audio_chain (void)
   g_free (tr);
 }
 
+/* The tail window padded at EOS reaches past the segment's stop (issue #57: a 5 min
+ * 23 s OGG ended with stream-time-end = NONE, 18446744073709551615): its span ends at
+ * the stop, the end of the input it read, in buffer, running and stream time. 3.3 s of
+ * audio in a segment that stops there: 10 full windows, then the padded window at
+ * 2.5 s, which would end at 3.475 s. */
+static void
+test_span_segment_stop (void)
+{
+  char *cnn = cony_test_golden_path ("cnn", "small.safetensors");
+  char *tr = model_path ();
+  gchar *launch = g_strdup_printf ("conymel ! conyvggish model=\"%s\" ! "
+                                   "conytransformer name=t model=\"%s\"",
+      cnn, tr);
+  GstHarness *h = gst_harness_new_parse (launch);
+  g_free (launch);
+  GstBus *bus = cony_test_attach_bus (h);
+  gst_harness_set_src_caps_str (h,
+      "audio/x-raw,format=F32LE,rate=16000,channels=1,"
+      "layout=interleaved");
+  const GstClockTime base = 7 * GST_SECOND, stop = base + 3300 * MS;
+  GstSegment seg;
+  gst_segment_init (&seg, GST_FORMAT_TIME);
+  seg.start = base;
+  seg.stop = stop;
+  seg.time = 100 * GST_SECOND;
+  seg.base = 2 * GST_SECOND;
+  g_assert_true (gst_harness_push_event (h, gst_event_new_segment (&seg)));
+  GRand *r = g_rand_new_with_seed (6);
+  for (guint b = 0; b < 33; b++) {
+    float x[1600];
+    for (guint i = 0; i < 1600; i++)
+      x[i] = (float) g_rand_double_range (r, -0.5, 0.5);
+    GstBuffer *buf = gst_buffer_new_memdup (x, sizeof x);
+    GST_BUFFER_PTS (buf) = base + b * 100 * MS;
+    GST_BUFFER_DURATION (buf) = 100 * MS;
+    g_assert_cmpint (gst_harness_push (h, buf), ==, GST_FLOW_OK);
+  }
+  g_rand_free (r);
+  g_assert_true (gst_harness_push_event (h, gst_event_new_eos ()));
+
+  guint64 step = 0;
+  GstBuffer *buf;
+  while ((buf = gst_harness_try_pull (h)) != NULL) {
+    GstConyClassificationMeta *m = gst_buffer_get_cony_classification_meta (buf);
+    g_assert_nonnull (m);
+    GstClockTime pts = base + step * 250 * MS, end = MIN (pts + 975 * MS, stop);
+    g_assert_cmpuint (m->pts, ==, pts);
+    g_assert_cmpuint (m->window_end, ==, end);
+    g_assert_cmpuint (m->running_end, ==, end - base + 2 * GST_SECOND);
+    g_assert_cmpuint (m->stream_end, ==, end - base + 100 * GST_SECOND);
+    gst_buffer_unref (buf);
+    step++;
+  }
+  g_assert_cmpuint (step, ==, 11);
+
+  GstMessage *msg;
+  guint64 n = 0;
+  while ((msg = gst_bus_pop_filtered (bus, GST_MESSAGE_ELEMENT)) != NULL) {
+    const GstStructure *s = gst_message_get_structure (msg);
+    if (gst_structure_has_name (s, "conytransformer")) {
+      GstClockTime end = MIN (base + n * 250 * MS + 975 * MS, stop);
+      g_assert_cmpuint (get_u64 (s, "timestamp") + get_u64 (s, "duration"), ==, end);
+      g_assert_cmpuint (get_u64 (s, "running-time-end"), ==, end - base + 2 * GST_SECOND);
+      g_assert_cmpuint (get_u64 (s, "stream-time-end"), ==, end - base + 100 * GST_SECOND);
+      n++;
+    }
+    gst_message_unref (msg);
+  }
+  g_assert_cmpuint (n, ==, 11);
+  cony_test_detach_bus (h, bus);
+  gst_harness_teardown (h);
+  g_free (cnn);
+  g_free (tr);
+}
+
 /* A negative lookahead (conyframeembed every=2: a token lasts two frames
  * but embeds the first): the span ends with the embedded frame. */
 static void
@@ -947,6 +1022,7 @@ main (int argc, char **argv)
   gst_init (&argc, &argv);
   g_test_init (&argc, &argv, NULL);
   g_test_add_func ("/results/span-audio-chain", test_span_audio_chain);
+  g_test_add_func ("/results/span-segment-stop", test_span_segment_stop);
   g_test_add_func ("/results/span-negative-lookahead", test_span_negative_lookahead);
   g_test_add_func ("/results/clock-end", test_clock_end);
   g_test_add_func ("/results/buffer-memory-bound", test_buffer_memory_bound);

@@ -37,11 +37,14 @@ fuzz_file_close (FuzzFile *f)
   close (f->fd);
 }
 
-/* A refused input must say why: an error without a message is a finding. */
+/* A refused input must say why: an error without a message is a finding. With
+ * FUZZ_VERBOSE=1 in the environment the message is printed (replaying a seed). */
 static inline void
 fuzz_check_error (GError *error)
 {
   g_assert (error != NULL && error->message != NULL && error->message[0] != '\0');
+  if (g_getenv ("FUZZ_VERBOSE"))
+    fprintf (stderr, "refused: %s\n", error->message);
   g_error_free (error);
 }
 

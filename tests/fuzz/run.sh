@@ -2,13 +2,14 @@
 # Builds the libFuzzer harnesses into build-fuzz/ (clang, ASan + UBSan, leak detection)
 # and runs each for SECONDS (default 60), one after the other:
 #   tests/fuzz/run.sh [SECONDS] [NAME...]      e.g. tests/fuzz/run.sh 600 (the long run)
-# NAME: npy wav safetensors model model_config cnn labels image (default all). A finding fails
+# NAME: npy wav safetensors model model_config cnn labels image fusion cnn_quant
+# mobilenet (default all). A finding fails
 # the run and prints the reproducer (see fuzz_one.sh); CONY_FUZZ_JOBS=2 runs two at once.
 set -euo pipefail
 cd "$(dirname "$0")/../.."
 secs=${1:-60}
 [ $# -gt 0 ] && shift
-all=(npy wav safetensors model model_config cnn labels image)
+all=(npy wav safetensors model model_config cnn labels image fusion cnn_quant mobilenet)
 names=("$@")
 [ ${#names[@]} -gt 0 ] || names=("${all[@]}")
 

@@ -881,6 +881,10 @@ test_refused (void)
     { "{\"input\": [0.05, 17], \"layers\": [[0.02, -128]]}", "one per layer (30)" },
     { "{\"input\": [0.05, 300], \"layers\": []}", "zero points in -128..127" },
     { "{\"input\": [-1, 0], \"layers\": []}", "scales > 0" },
+    /* not numbers (fuzz_cnn_quant: json-glib's getters asserted on the array) */
+    { "{\"input\": [0.05, [0, 29]], \"layers\": []}", "zero points in -128..127" },
+    { "{\"input\": [{}, 0], \"layers\": []}", "scales > 0" },
+    { "{\"input\": [\"0.05\", 0], \"layers\": []}", "scales > 0" },
   };
   for (guint i = 0; i < G_N_ELEMENTS (bad); i++) {
     g_autofree char *copy = cony_test_with_quantization (path, bad[i][0]);
