@@ -2,7 +2,10 @@
 # The live audio+video soak, `scripts/soak.sh --av [SECONDS=3600] [PIPELINES=8]` (see
 # soak.sh): one process of PIPELINES fused pipelines and PIPELINES processes of one, at
 # the same time, for SECONDS of wall time; RSS, CPU, errors and lost steps.
+#
+#   scripts/soak_av.sh [SECONDS [PIPELINES]]
 set -uo pipefail
+source "$(dirname "$0")/../pipelines/help.sh"
 cd "$(dirname "$0")/.."
 secs=${1:-3600} n=${2:-8} which=${CONY_SOAK_AV:-both}
 bash scripts/build.sh >&2

@@ -27,7 +27,10 @@ else
 fi
 
 source "$root/pipelines/lib.sh"
-got=$(printf '1250000000 0.5 "speech"\n18446744073709551615 0.25 music\n' | cony_print_steps)
+msg () { # a gst-launch-1.0 -m line of conytransformer's step message
+  echo "Got message #1 from element \"t\" (element): conytransformer, stream-time-end=(guint64)$1, label=(string)$2, confidence=(float)$3;"
+}
+got=$( { msg 1250000000 '"speech"' 0.5; msg 18446744073709551615 music 0.25; } | cony_format)
 want=$(printf '%s\n%s' "     1.25 s  speech                   0.500" \
   "        ? s  music                    0.250")
 if [ "$got" = "$want" ]; then ok "lib.sh prints a NONE time as ?"
