@@ -78,9 +78,11 @@ read_pair (JsonNode *node, float *scale, gint32 *zp)
   if (json_array_get_length (a) != 2 || !read_number (json_array_get_element (a, 0), FALSE, &s)
       || !read_number (json_array_get_element (a, 1), TRUE, &z))
     return FALSE;
-  if (!(s > 0.0) || !isfinite (s) || (float) s <= 0.0f || z < -128 || z > 127)
+  /* the scale is used as a float: 4e123 is a finite double but an infinite float */
+  float fs = (float) s;
+  if (!(fs > 0.0f) || !isfinite (fs) || z < -128 || z > 127)
     return FALSE;
-  *scale = (float) s;
+  *scale = fs;
   *zp = (gint32) z;
   return TRUE;
 }
@@ -336,8 +338,8 @@ cnn_int8_load (CnnWeights *w, const ConySafetensors *st, GError **error)
       || json_array_get_length (json_node_get_array (layers)) != w->n_layers) {
     g_set_error (error, CONY_ERROR, CONY_ERROR_INVALID,
         "%s: metadata quantization must be {\"input\": [scale, zero_point], \"layers\": "
-        "[[scale, zero_point] or null, one per layer (%u)]} with scales > 0 and zero "
-        "points in -128..127",
+        "[[scale, zero_point] or null, one per layer (%u)]} with scales > 0 (finite as "
+        "float32) and zero points in -128..127",
         path, w->n_layers);
     cnn_int8_unref (q);
     return FALSE;
