@@ -4,6 +4,8 @@
  */
 #include "gstconymqttha.h"
 
+#include "cony/labelgroups.h"
+
 #include <json-glib/json-glib.h>
 #include <string.h>
 
@@ -62,35 +64,14 @@ ha_slug (const gchar *name)
 GStrv
 gst_cony_mqtt_ha_read_groups (const gchar *path, GError **error)
 {
-  gchar *text = NULL;
-  if (!g_file_get_contents (path, &text, NULL, error))
+  ConyLabelGroups *groups = cony_label_groups_load (path, NULL, 0, error);
+  if (groups == NULL)
     return NULL;
-  GStrvBuilder *names = g_strv_builder_new ();
-  gchar **lines = g_strsplit (text, "\n", -1);
-  gboolean ok = TRUE;
-  for (guint i = 0; lines[i] && ok; i++) {
-    gchar *line = g_strstrip (lines[i]);
-    if (*line == '\0' || *line == '#')
-      continue;
-    gchar *eq = strchr (line, '=');
-    if (eq != NULL)
-      *eq = '\0';
-    gchar *name = g_strstrip (line);
-    if (eq == NULL || *name == '\0' || *g_strstrip (eq + 1) == '\0') {
-      g_set_error (error, G_FILE_ERROR, G_FILE_ERROR_INVAL,
-          "%s:%u: not a group line 'name = model label; model label'", path, i + 1);
-      ok = FALSE;
-    } else {
-      g_strv_builder_add (names, name);
-    }
-  }
-  g_strfreev (lines);
-  g_free (text);
-  GStrv out = g_strv_builder_end (names);
-  g_strv_builder_unref (names);
-  if (!ok)
-    g_clear_pointer (&out, g_strfreev);
-  return out;
+  GStrv names = g_new0 (gchar *, groups->n_groups + 1);
+  for (guint i = 0; i < groups->n_groups; i++)
+    names[i] = g_strdup (groups->groups[i].name);
+  cony_label_groups_free (groups);
+  return names;
 }
 
 static gboolean

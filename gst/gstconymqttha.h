@@ -19,10 +19,9 @@ typedef struct {
 
 void gst_cony_mqtt_ha_message_free (gpointer message);
 
-/* The names of a groups file: the left side of each `name = label; label`
- * line ('#' comment lines and blank lines skipped), in file order. NULL with
- * @error naming the file and line when it cannot be read or a line is not of
- * that form. */
+/* The names of a groups file (conytransformer's groups-file, read by libcony's
+ * parser without a model: cony/labelgroups.h), in file order. NULL with @error
+ * naming the file and line when it cannot be read or a line is not a group. */
 GStrv gst_cony_mqtt_ha_read_groups (const gchar *path, GError **error);
 
 /* Discovery for node @node_id (letters, digits, '_', '-') under @prefix

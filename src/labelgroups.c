@@ -130,8 +130,8 @@ parse_group_line (const char *line, const char *where, const char *const *model_
         where, name);
     return FALSE;
   }
-  g_autofree guint *members = g_new (guint, n);
-  for (guint i = 0; i < n; i++) {
+  g_autofree guint *members = model_labels ? g_new (guint, n) : NULL;
+  for (guint i = 0; model_labels && i < n; i++) {
     gint c = find_label (model_labels, n_model, items[i]);
     if (c < 0) {
       g_autofree char *hint = case_hint (model_labels, n_model, items[i]);

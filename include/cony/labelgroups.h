@@ -40,7 +40,9 @@ typedef struct {
 /* Parses a groups file's @len bytes against the model's @n_model @model_labels. Refuses
  * (CONY_ERROR_FORMAT, naming @origin, the line and the label) a line without '=', an empty
  * or invalid name, a name given twice, a model label the model does not have (with the
- * label of another case when there is one), an empty member list, a bad threshold. */
+ * label of another case when there is one), an empty member list, a bad threshold.
+ * @model_labels NULL: the syntax and names only, the members not looked up (each
+ * group's `members` NULL; for a reader of the names, e.g. conymqttsink's discovery). */
 ConyLabelGroups *cony_label_groups_parse (const char *text, gsize len, const char *origin,
     const char *const *model_labels, guint n_model, GError **error);
 /* Reads @path and parses it with cony_label_groups_parse(). */

@@ -48,6 +48,27 @@ expect_parse_error (const char *text, const char *fragment)
   g_error_free (error);
 }
 
+/* Without a model (conymqttsink's discovery reads the names only): the names in order,
+ * members not looked up, syntax errors still refused with the line. */
+static void
+test_parse_names_only (void)
+{
+  const char *text = "bark = Bark; Dog | 0.3\n# c\nsiren = Not a model label\n";
+  GError *error = NULL;
+  ConyLabelGroups *g = cony_label_groups_parse (text, strlen (text), "g.txt", NULL, 0, &error);
+  g_assert_no_error (error);
+  g_assert_cmpuint (g->n_groups, ==, 2);
+  g_assert_cmpstr (g->groups[0].name, ==, "bark");
+  g_assert_cmpuint (g->groups[0].n_members, ==, 2);
+  g_assert_null (g->groups[0].members);
+  g_assert_cmpstr (g->groups[1].name, ==, "siren");
+  cony_label_groups_free (g);
+  const char *bad = "bark = Bark\njust a label\n";
+  g_assert_null (cony_label_groups_parse (bad, strlen (bad), "g.txt", NULL, 0, &error));
+  g_assert_nonnull (strstr (error->message, "g.txt, line 2"));
+  g_clear_error (&error);
+}
+
 static void
 test_parse_errors (void)
 {
@@ -175,6 +196,7 @@ main (int argc, char **argv)
 {
   g_test_init (&argc, &argv, NULL);
   g_test_add_func ("/labelgroups/parse", test_parse);
+  g_test_add_func ("/labelgroups/parse-names-only", test_parse_names_only);
   g_test_add_func ("/labelgroups/parse-errors", test_parse_errors);
   g_test_add_func ("/labelgroups/view", test_view);
   g_test_add_func ("/labelgroups/view-errors", test_view_errors);

@@ -258,7 +258,7 @@ def bad_settings(port, tmp):
         f.write("# groups\nbark = Bark; Dog\njust a label\n")
     problems = []
     for props, want in ((["ha-discovery=true", f"ha-groups-file={bad}"],
-                         f"{bad}:3: not a group line"),
+                         f"{bad}, line 3: expected 'name = model label"),
                         (["ha-discovery=true", "ha-node-id=a/b"], "ha-node-id 'a/b'")):
         p = subprocess.run(["gst-launch-1.0", "fakesrc", "num-buffers=1", "!", "conymqttsink",
                             f"host={HOST}", f"port={port}", *props],
