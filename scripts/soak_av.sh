@@ -4,16 +4,19 @@
 # the same time, for SECONDS of wall time; RSS, CPU, errors and lost steps.
 #
 #   scripts/soak_av.sh [SECONDS [PIPELINES]]
+#
+# CONY_SOAK_NICE (default 10): the pipelines' nice level. 0 with the rest of the machine's
+# work at nice 19 measures the CPU the pipelines need rather than what they were left.
 set -uo pipefail
 source "$(dirname "$0")/../pipelines/help.sh"
 cd "$(dirname "$0")/.."
-secs=${1:-3600} n=${2:-8} which=${CONY_SOAK_AV:-both}
+secs=${1:-3600} n=${2:-8} which=${CONY_SOAK_AV:-both} niceness=${CONY_SOAK_NICE:-10}
 bash scripts/build.sh >&2
 export GST_PLUGIN_PATH=$PWD/build/gst
 source pipelines/av_lib.sh
 cony_av_setup "$CONY_AV_MODEL"
 out=$(mktemp -d /tmp/cony-soak-av-XXXXXX)
-echo "soak --av: $n pipelines a configuration ($which), $secs s, logs in $out" >&2
+echo "soak --av: $n pipelines a configuration ($which), $secs s, nice $niceness, logs in $out" >&2
 
 # pipeline TAG: one live fused pipeline whose records go to $out/TAG.jsonl
 pipeline () {
@@ -31,7 +34,7 @@ start () { # NAME DESCRIPTION...
   local name=$1
   shift
   # shellcheck disable=SC2068
-  nice -n 10 gst-launch-1.0 -e $@ >"$out/$name.log" 2>&1 &
+  nice -n "$niceness" gst-launch-1.0 -e $@ >"$out/$name.log" 2>&1 &
   pids+=($!) tags+=("$name")
 }
 if [ "$which" != many ]; then
