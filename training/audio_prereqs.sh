@@ -1,6 +1,6 @@
-# Sourced by training/train_default_audio.sh, training/train_yamnet_audio.sh and
-# training/train_audioset_tagger.sh (from the repository root): the labelled clip data sets
-# the recipes train on, the `cony` tool, their common options and progress lines.
+# Sourced by training/train_yamnet_audio.sh and training/train_audioset_tagger.sh (from the
+# repository root): the labelled clip data sets the recipes train on, the `cony` tool, their
+# common options and progress lines.
 #
 # Version 9 (out/audio-dataset-v9) is trained on: 400 clips per class (the data set
 # script's default is 120), test split included, plus 800 training clips per class from

@@ -17,7 +17,7 @@ from unittest import mock
 import numpy as np
 
 from conytrain.audio import yamnet
-from conytrain.audio.train_default import refit_on_validation
+from conytrain.audio.recipe import refit_on_validation
 from conytrain.data import build as bad
 from test_added_music import plan_with_tables, tone
 

@@ -1412,7 +1412,7 @@ def plan_added(counts, version, cat, a):
 
 
 def validation_groups(jobs, frac, seed):
-    """The train groups that training/train_default_audio.py's carve_validation (same seed
+    """The train groups that conytrain/audio/recipe.py's carve_validation (same seed
     and share) holds out as its validation split; the same computation on the same rows."""
     rng = np.random.default_rng([seed, 7])
     fam = {}
