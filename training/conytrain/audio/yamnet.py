@@ -29,7 +29,7 @@ run by default; --stages picks some):
          the activation quantisation the refit writes (--adapt-quantization, calibrated on
          the refit's train clips) in place, and MODELS/transformer.safetensors pinned to it
 
-Validation-only clips (data set version 13's split "valx", build.py --added-v13): never
+Validation-only clips (data set version 13's split "valx", build.py --data-version 13): never
 trained on, in neither stage. Without --val-extra they are left out altogether (a run on
 version 13 is a run on version 12); with it, the val stage also measures them, as it measures
 the validation clips, into val.json's valx/* keys (per class, class mean, per recording),
