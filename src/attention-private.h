@@ -4,7 +4,7 @@
  * per family (attention-windowed.c, attention-continual.c, attention-cony.c,
  * attention-vcc.c) and the kernels they share (attention-kernels.c, attention-rowsum.h). */
 #pragma once
-#include "cony/attention-internal.h"
+#include "attention-internal.h"
 #include "cpu-private.h"
 #include "gemv-private.h"
 
@@ -61,7 +61,7 @@ struct _ConyAttention {
   ConyVcc *vcc; /* the vcc variant's state (attention-vcc.c), else NULL */
 };
 
-/* cony_attention_project(), cony_attention_core_step(): cony/attention-internal.h */
+/* cony_attention_project(), cony_attention_core_step(): attention-internal.h */
 
 /* What a variant is, keeps and does: one row per variant in attention.c, the only place
  * that lists them. */
