@@ -110,6 +110,11 @@ gboolean cony_cnn_ref_is_embedding (const ConyCnnRef *ref);
 /* How the CNN ran for the tokens: the recorded cnn_mode, or "window" when none is. */
 const char *cony_cnn_ref_mode (const ConyCnnRef *ref);
 
+/* The attention layer config of a model with @config run with @variant: sizes,
+ * pseudo-inverse and that variant's own settings. */
+ConyAttentionConfig cony_model_config_attention (const ConyModelConfig *config,
+    ConyAttentionVariant variant, gboolean retroactive);
+
 /* The attention layer config of block @block_index with @variant (the caller's override
  * or the trained one), as the encoder builds it. */
 ConyAttentionConfig cony_model_attention_config (const ConyModel *model, int block_index,
