@@ -107,24 +107,40 @@ check_architecture (JsonObject *o, const char *origin, GError **error)
   return TRUE;
 }
 
-/* The vcc variant's keys, then the tail/budget rule. */
+/* Every variant's own settings (the keys of its row in libcony's table), defaults
+ * filled in: a model may be run with another variant than its own. */
 static gboolean
-read_vcc (JsonObject *o, const char *origin, ConyModelConfig *c, GError **error)
+read_variant_settings (JsonObject *o, const char *origin, ConyModelConfig *c, GError **error)
 {
-  return get_int (o, origin, "vcc_budget", FALSE, 64, 1, MAX_WINDOW, &c->vcc_budget, error)
-      && get_int (o, origin, "vcc_block", FALSE, 1, 1, MAX_WINDOW, &c->vcc_block, error)
-      && get_int (o, origin, "vcc_exact_tail", FALSE, 0, 0, MAX_WINDOW, &c->vcc_exact_tail, error);
+  for (int v = 0; v < cony_attention_variant_count (); v++)
+    for (int i = 0; i < cony_attention_variant_n_settings (v); i++) {
+      const ConyAttentionSetting *s = cony_attention_variant_setting (v, i);
+      if (!get_int (o, origin, s->key, FALSE, s->def, s->lo, s->hi, &c->attention_settings[v][i],
+              error))
+        return FALSE;
+    }
+  return TRUE;
 }
 
+/* The settings that each variant's row says do not go together; the error lists them. */
 static gboolean
-check_vcc (const char *origin, const ConyModelConfig *c, GError **error)
+check_variant_settings (const char *origin, const ConyModelConfig *c, GError **error)
 {
-  if (c->vcc_exact_tail < c->vcc_budget)
-    return TRUE;
-  g_set_error (error, CONY_ERROR, CONY_ERROR_INVALID,
-      "%s: model config: 'vcc_exact_tail' = %d must be smaller than 'vcc_budget' = %d", origin,
-      c->vcc_exact_tail, c->vcc_budget);
-  return FALSE;
+  for (int v = 0; v < cony_attention_variant_count (); v++) {
+    ConyAttentionConfig ac = cony_model_config_attention (c, v, FALSE);
+    const char *why = cony_attention_config_settings_invalid (&ac);
+    if (!why)
+      continue;
+    GString *values = g_string_new (NULL);
+    for (int i = 0; i < cony_attention_variant_n_settings (v); i++)
+      g_string_append_printf (values, "%s%s = %d", i ? ", " : "",
+          cony_attention_variant_setting (v, i)->key, ac.settings[i]);
+    g_set_error (error, CONY_ERROR, CONY_ERROR_INVALID, "%s: model config: %s (%s)", origin, why,
+        values->str);
+    g_string_free (values, TRUE);
+    return FALSE;
+  }
+  return TRUE;
 }
 
 static gboolean
@@ -171,9 +187,9 @@ read_sizes (JsonObject *o, const char *origin, ConyModelConfig *c, GError **erro
       && get_int (o, origin, "landmarks", TRUE, 0, 1, CONY_ATTENTION_MAX_LANDMARKS, &c->landmarks,
           error)
       && get_int (o, origin, "pinv_iterations", FALSE, 6, 1, 1000, &c->pinv_iterations, error)
-      && read_vcc (o, origin, c, error)
+      && read_variant_settings (o, origin, c, error)
       && get_int (o, origin, "tokens_per_step", FALSE, 1, 1, MAX_WINDOW, &c->tokens_per_step, error)
-      && check_vcc (origin, c, error) && check_tokens_per_step (origin, c, error)
+      && check_variant_settings (origin, c, error) && check_tokens_per_step (origin, c, error)
       && read_positional_rows (o, origin, c, error) && check_heads (origin, c, error);
 }
 
@@ -183,10 +199,10 @@ parse_variant (const char *name, const char *origin, int block, ConyAttentionVar
 {
   if (name && cony_attention_variant_from_name (name, v))
     return TRUE;
+  g_autofree char *names = cony_attention_variant_names ();
   g_set_error (error, CONY_ERROR, CONY_ERROR_INVALID,
-      "%s: model config: attention of block %d is '%s' (expected regular, continual, "
-      "nystrom, nystrom-fixed, cony, cony-fixed or vcc)",
-      origin, block, name ? name : "(not a string)");
+      "%s: model config: attention of block %d is '%s' (expected %s)", origin, block,
+      name ? name : "(not a string)", names);
   return FALSE;
 }
 
@@ -382,9 +398,8 @@ cony_model_config_attention (const ConyModelConfig *c, ConyAttentionVariant vari
     .retroactive = retroactive,
     .pinv = c->pinv,
     .pinv_iterations = c->pinv_iterations,
-    .vcc_budget = c->vcc_budget,
-    .vcc_block = c->vcc_block,
-    .vcc_exact_tail = c->vcc_exact_tail,
   };
+  if ((unsigned) variant < CONY_ATTENTION_N_VARIANTS)
+    memcpy (ac.settings, c->attention_settings[variant], sizeof ac.settings);
   return ac;
 }

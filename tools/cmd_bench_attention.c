@@ -196,13 +196,15 @@ real_stream (const ConyNpyArray *x, int d, int *T)
 static ConyAttentionConfig
 entry_config (const Bench *b, const Entry *e, int n, gboolean retro)
 {
-  return (ConyAttentionConfig){ .variant = e->variant,
+  ConyAttentionConfig c = { .variant = e->variant,
     .d = b->d,
     .heads = b->heads,
     .window = n,
     .landmarks = MIN (b->m, n),
-    .retroactive = retro,
-    .vcc_budget = e->vcc_budget };
+    .retroactive = retro };
+  if (e->vcc_budget)
+    cony_attention_config_set (&c, "vcc_budget", e->vcc_budget);
+  return c;
 }
 
 /* What the last measured window predicts for this one, in CPU seconds: recomputing
