@@ -274,7 +274,7 @@ run_timings (const Bench *b, const GArray *entries, const GArray *windows, gbool
       for (guint ei = 0; ei < ne; ei++) {
         const Entry *e = &g_array_index (entries, Entry, ei);
         const char *form = retro ? "retro" : "single";
-        if (retro && e->variant == CONY_ATTENTION_VCC)
+        if (retro && cony_attention_variant_single_output_only (e->variant))
           continue; /* single output only */
         gboolean cont = cony_attention_variant_is_continual (e->variant);
         double projected = prev_n[ei]
