@@ -21,9 +21,9 @@ G_BEGIN_DECLS
  *
  * Attention variant run in every block (docs/attention.md): -1
  * (%GST_CONY_TRANSFORMER_ATTENTION_MODEL, the variants the model was trained with) or
- * a #ConyAttentionVariant, by the nick libcony gives it ("regular", "continual",
- * "nystrom", "nystrom-fixed", "cony", "cony-fixed", "vcc"). The fixed-landmark variants
- * need a model that carries landmarks.
+ * a #ConyAttentionVariant, by the nick libcony's table gives it
+ * (cony_attention_variant_name(); `gst-inspect-1.0 conytransformer` lists them). The
+ * fixed-landmark variants need a model that carries landmarks.
  */
 typedef int GstConyTransformerAttention;
 #define GST_CONY_TRANSFORMER_ATTENTION_MODEL (-1)

@@ -4,7 +4,7 @@
  * per family (attention-windowed.c, attention-continual.c, attention-cony.c,
  * attention-vcc.c) and the kernels they share (attention-kernels.c, attention-rowsum.h). */
 #pragma once
-#include "cony/attention-internal.h"
+#include "attention-internal.h"
 #include "cpu-private.h"
 #include "gemv-private.h"
 
@@ -61,7 +61,7 @@ struct _ConyAttention {
   ConyVcc *vcc; /* the vcc variant's state (attention-vcc.c), else NULL */
 };
 
-/* cony_attention_project(), cony_attention_core_step(): cony/attention-internal.h */
+/* cony_attention_project(), cony_attention_core_step(): attention-internal.h */
 
 /* What a variant is, keeps and does: one row per variant in attention.c, the only place
  * that lists them. */
@@ -78,6 +78,7 @@ typedef enum
   CONY_VARIANT_QUERY_ROWS_RETRO = 1 << 8, /* a running sum per window query when retroactive */
   CONY_VARIANT_KEY_SCORES = 1 << 9,       /* each window key's scores against the landmarks */
   CONY_VARIANT_SEGMENTS = 1 << 10,        /* landmarks are segment means of the stream */
+  CONY_VARIANT_SINGLE_OUTPUT = 1 << 11,   /* the newest query's row only, never retroactive */
 } ConyAttentionVariantFlags;
 
 struct _ConyAttentionVariantInfo {
@@ -95,10 +96,15 @@ struct _ConyAttentionVariantInfo {
   /* Windowed variants: rows [r0, w) over a->win_q/k/v, head outputs to @out (stride d);
    * NULL for the continual ones (their windowed counterpart's is used). */
   void (*forward) (ConyAttention *a, int w, int r0, float *out);
-  /* Optional: why @c is invalid for this variant, its defaults filled in, the bytes it
-   * allocates beyond the layer's buffers, its own state made / cleared / counted. */
+  /* Its own settings (ConyAttentionConfig.settings in this order, at most
+   * CONY_ATTENTION_MAX_SETTINGS), ended by a NULL key; NULL: none. Model configs, the
+   * command line and docs/model-format.md take them from here. */
+  const ConyAttentionSetting *settings;
+  /* Optional: why the settings of @c do not go together (model configs and layers),
+   * why @c is invalid for this variant, the bytes it allocates beyond the layer's
+   * buffers, its own state made / cleared / counted. */
+  const char *(*settings_invalid) (const ConyAttentionConfig *c);
   const char *(*invalid) (const ConyAttentionConfig *c);
-  void (*resolve_config) (ConyAttentionConfig *c);
   gsize (*config_bytes) (const ConyAttentionConfig *c);
   void (*create) (ConyAttention *a);
   void (*reset) (ConyAttention *a);
@@ -109,6 +115,9 @@ struct _ConyAttentionVariantInfo {
 };
 
 const ConyAttentionVariantInfo *cony_attention_variant_info (ConyAttentionVariant variant);
+
+/* Setting @i of @c's variant (its row's order): its value, the default when unset. */
+int cony_attention_setting (const ConyAttentionConfig *c, int i);
 
 /* The window once a->t tokens have been stepped: its length, the output row of its
  * oldest token (retroactive outputs have n rows, those before the stream start zero),
@@ -176,10 +185,12 @@ double cony_cony_paper_flops (const ConyAttentionConfig *c);
 double cony_cony_fixed_paper_flops (const ConyAttentionConfig *c);
 
 /* The vcc variant (attention-vcc.c), behind the hooks of attention.c's table. */
+/* Its settings: budget r, smallest coarse block, exact tail L. */
+extern const ConyAttentionSetting cony_vcc_settings[];
+/* Why the exact tail is not below the budget, or NULL. */
+const char *cony_vcc_settings_invalid (const ConyAttentionConfig *c);
 /* Why @c is not a valid vcc layer, or NULL. */
 const char *cony_vcc_invalid (const ConyAttentionConfig *c);
-/* Fills in the defaults of the vcc fields of @c. */
-void cony_vcc_resolve_config (ConyAttentionConfig *c);
 /* Makes a->vcc (its bytes are in the budget the layer checked). */
 void cony_vcc_create (ConyAttention *a);
 void cony_vcc_free (ConyVcc *v);
