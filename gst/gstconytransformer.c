@@ -765,29 +765,8 @@ static void
 gst_cony_transformer_attach_result (GstConyTransformer *self, GstBuffer *buf,
     const GstConyTransformerStep *st, gint top, guint n_top, guint n_events)
 {
-  GstConyClassificationMeta v = {
-    .step = st->step,
-    .window_start = st->start,
-    .window_end = st->end,
-    .class_id = st->gated ? -1 : top,
-    .label = st->gated ? "" : self->labels[top],
-    .score = st->gated ? 0.0f : self->probs[top],
-    .n_scores = st->gated ? 0 : self->n_classes,
-    .scores = self->probs,
-    .gated = st->gated,
-    .context_fill = st->fill,
-    .pts = st->pts,
-    .running_start = gst_cony_transformer_segment_time (self, st->start, TRUE),
-    .running_end = gst_cony_transformer_segment_time (self, st->end, TRUE),
-    .stream_start = gst_cony_transformer_segment_time (self, st->start, FALSE),
-    .stream_end = gst_cony_transformer_segment_time (self, st->end, FALSE),
-    .multi_label = self->multi_label,
-    .n_top = n_top,
-    .top_ids = self->top_ids,
-    .top_labels = self->top_labels,
-    .n_events = n_events,
-    .events = self->events,
-  };
+  GstConyClassificationMeta v;
+  gst_cony_transformer_fill_result (self, st, top, n_top, n_events, &v);
   GstConyClassificationMeta *meta = gst_buffer_add_cony_classification_meta_full (buf, &v);
   gst_buffer_add_cony_classification_custom_meta (buf, meta);
 }

@@ -189,14 +189,12 @@ test_span_audio_chain (void)
       GstClockTime pts = base + n * 250 * MS, start = base + oldest * 250 * MS;
       g_assert_cmpuint (get_u64 (s, "step"), ==, n);
       g_assert_cmpuint (get_u64 (s, "pts"), ==, pts);
-      g_assert_cmpuint (get_u64 (s, "timestamp"), ==, start);
+      g_assert_cmpuint (get_u64 (s, "start"), ==, start);
       g_assert_cmpuint (get_u64 (s, "duration"), ==, pts + 975 * MS - start);
-      g_assert_cmpuint (get_u64 (s, "running-time"), ==, start - base + 2 * GST_SECOND);
-      g_assert_cmpuint (get_u64 (s, "running-time-end"), ==,
-          pts + 975 * MS - base + 2 * GST_SECOND);
-      g_assert_cmpuint (get_u64 (s, "stream-time"), ==, start - base + 100 * GST_SECOND);
-      g_assert_cmpuint (get_u64 (s, "stream-time-end"), ==,
-          pts + 975 * MS - base + 100 * GST_SECOND);
+      g_assert_cmpuint (get_u64 (s, "running_start"), ==, start - base + 2 * GST_SECOND);
+      g_assert_cmpuint (get_u64 (s, "running_end"), ==, pts + 975 * MS - base + 2 * GST_SECOND);
+      g_assert_cmpuint (get_u64 (s, "stream_start"), ==, start - base + 100 * GST_SECOND);
+      g_assert_cmpuint (get_u64 (s, "stream_end"), ==, pts + 975 * MS - base + 100 * GST_SECOND);
       n++;
     }
     gst_message_unref (msg);
@@ -269,9 +267,9 @@ test_span_segment_stop (void)
     const GstStructure *s = gst_message_get_structure (msg);
     if (gst_structure_has_name (s, "conytransformer")) {
       GstClockTime end = MIN (base + n * 250 * MS + 975 * MS, stop);
-      g_assert_cmpuint (get_u64 (s, "timestamp") + get_u64 (s, "duration"), ==, end);
-      g_assert_cmpuint (get_u64 (s, "running-time-end"), ==, end - base + 2 * GST_SECOND);
-      g_assert_cmpuint (get_u64 (s, "stream-time-end"), ==, end - base + 100 * GST_SECOND);
+      g_assert_cmpuint (get_u64 (s, "start") + get_u64 (s, "duration"), ==, end);
+      g_assert_cmpuint (get_u64 (s, "running_end"), ==, end - base + 2 * GST_SECOND);
+      g_assert_cmpuint (get_u64 (s, "stream_end"), ==, end - base + 100 * GST_SECOND);
       n++;
     }
     gst_message_unref (msg);
@@ -364,12 +362,12 @@ test_clock_end (void)
       GstMessage *msg = gst_bus_pop_filtered (bus, GST_MESSAGE_ELEMENT);
       g_assert_nonnull (msg);
       const GstStructure *st = gst_message_get_structure (msg);
-      guint64 t = get_u64 (st, "timestamp"), d = get_u64 (st, "duration");
+      guint64 t = get_u64 (st, "start"), d = get_u64 (st, "duration");
       g_assert_cmpuint (d, <=, 3 * GST_SECOND);
-      g_assert_cmpuint (t + d, ==, get_u64 (st, "running-time-end"));
-      g_assert_cmpuint (get_u64 (st, "running-time"), <=, get_u64 (st, "running-time-end"));
+      g_assert_cmpuint (t + d, ==, get_u64 (st, "running_end"));
+      g_assert_cmpuint (get_u64 (st, "running_start"), <=, get_u64 (st, "running_end"));
       if (i == N - 1)
-        g_assert_cmpuint (get_u64 (st, "running-time-end"), ==, MAX);
+        g_assert_cmpuint (get_u64 (st, "running_end"), ==, MAX);
       gst_message_unref (msg);
     }
     cony_test_detach_bus (h, bus);
@@ -478,25 +476,28 @@ test_top_k (void)
     }
     GstCustomMeta *cm = gst_buffer_get_custom_meta (buf, GST_CONY_CLASSIFICATION_CUSTOM_META_NAME);
     const GstStructure *cs = gst_custom_meta_get_structure (cm);
-    const GValue *cl = gst_structure_get_value (cs, "top-labels");
+    const GValue *cl = gst_structure_get_value (cs, "top");
     g_assert_cmpuint (gst_value_array_get_size (cl), ==, 3);
-    g_assert_cmpstr (g_value_get_string (gst_value_array_get_value (cl, 2)), ==, labels[order[2]]);
+    g_assert_cmpstr (gst_structure_get_string (gst_value_get_structure (
+                                                   gst_value_array_get_value (cl, 2)),
+                         "label"),
+        ==, labels[order[2]]);
     g_assert_cmpstr (gst_structure_get_string (cs, "output"), ==, "softmax");
     gst_buffer_unref (buf);
 
     GstMessage *msg = gst_bus_pop_filtered (bus, GST_MESSAGE_ELEMENT);
     const GstStructure *s = gst_message_get_structure (msg);
-    const GValue *ids = gst_structure_get_value (s, "top-ids");
-    const GValue *ls = gst_structure_get_value (s, "top-labels");
-    const GValue *sc = gst_structure_get_value (s, "top-scores");
-    g_assert_cmpuint (gst_value_array_get_size (ids), ==, 3);
-    g_assert_cmpuint (gst_value_array_get_size (sc), ==, 3);
+    const GValue *top = gst_structure_get_value (s, "top");
+    g_assert_cmpuint (gst_value_array_get_size (top), ==, 3);
     for (int i = 0; i < 3; i++) {
-      g_assert_cmpint (g_value_get_int (gst_value_array_get_value (ids, i)), ==, order[i]);
-      g_assert_cmpstr (g_value_get_string (gst_value_array_get_value (ls, i)), ==,
-          labels[order[i]]);
-      g_assert_cmpfloat_with_epsilon (g_value_get_float (gst_value_array_get_value (sc, i)),
-          p[order[i]], 1e-6);
+      const GstStructure *e = gst_value_get_structure (gst_value_array_get_value (top, i));
+      gint id;
+      gfloat score;
+      g_assert_true (
+          gst_structure_get (e, "class_id", G_TYPE_INT, &id, "score", G_TYPE_FLOAT, &score, NULL));
+      g_assert_cmpint (id, ==, order[i]);
+      g_assert_cmpstr (gst_structure_get_string (e, "label"), ==, labels[order[i]]);
+      g_assert_cmpfloat_with_epsilon (score, p[order[i]], 1e-6);
     }
     gst_message_unref (msg);
   }
@@ -789,9 +790,9 @@ check_sigmoid_segments (const gchar *hold, guint64 hold_value, guint K, double h
     g_assert_cmpstr (ev, ==, e->onset ? "onset" : "offset");
     g_assert_cmpstr (gst_structure_get_string (s, "label"), ==, labels[e->cls]);
     g_assert_cmpuint (get_u64 (s, "step"), ==, e->step);
-    g_assert_cmpuint (get_u64 (s, "segment-start"), ==, e->start);
+    g_assert_cmpuint (get_u64 (s, "segment_start"), ==, e->start);
     if (!e->onset)
-      g_assert_cmpuint (get_u64 (s, "segment-end"), ==, e->end);
+      g_assert_cmpuint (get_u64 (s, "segment_end"), ==, e->end);
     gboolean eos = FALSE;
     gst_structure_get_boolean (s, "eos", &eos);
     g_assert_cmpint (eos, ==, e->eos);
