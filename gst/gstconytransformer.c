@@ -61,20 +61,19 @@
  * messages whose structure is named `conytransformer`, as `level` and
  * `spectrum` do. In `message-mode=every-step` one message per step that
  * reaches its threshold (softmax: the top class its own; sigmoid: any class
- * its own), following level's contract:
+ * its own). A message carries the step's result with the fields (and names) of
+ * the meta's custom mirror and of conyjson's records (the result table,
+ * gstconyresult.h; docs/elements.md lists them, and the names they had before):
  *
- * - `timestamp` (#guint64): start of the input the result covers (buffer
- *   time), `stream-time`, `running-time` (#guint64): the same in stream and
- *   running time
- * - `duration` (#guint64): end - start of that input, so timestamp +
- *   duration is its end; `stream-time-end`, `running-time-end` (#guint64)
- * - `pts` (#guint64): the step's PTS
- * - `step` (#guint64), `class-id` (#gint), `label` (#gchararray),
- *   `confidence` (#gfloat): the top class and its score
- * - `scores` (#GST_TYPE_ARRAY of #gfloat): the scores of every class
+ * - `step`, `pts`; `start`, `end`, `duration` (#guint64): the input the result
+ *   covers (buffer time); `running_start`, `running_end`, `stream_start`,
+ *   `stream_end`: the same in running and stream time
  * - `output` (#gchararray): "softmax" or "sigmoid"
- * - `top-ids`, `top-labels`, `top-scores` (#GST_TYPE_ARRAY): the top-k
- * - `context-fill` (#gdouble)
+ * - `class_id` (#gint), `label` (#gchararray), `score` (#gfloat): the top class
+ * - `top` (#GST_TYPE_ARRAY of `class` structures: `class_id`, `label`,
+ *   `score`): the top-k; `context_fill` (#gdouble); `events` (the step's segment
+ *   events, as in the meta); `scores` (#GST_TYPE_ARRAY of #gfloat)
+ * - `gated` (#gboolean, TRUE, only below the level gate, and then no class fields)
  *
  * Thresholds: the labels file may give one per label (`label<TAB>0.7`);
  * others use #GstConyTransformer:threshold (0, the default, means 0.5 for
@@ -87,13 +86,13 @@
  * segment at a time, the top label's: a message when the top label changes
  * (steps below their threshold do not count: they neither change nor
  * extend a label), with the fields above for the step where the new label
- * took over, and `segment-start` (running time of its PTS),
- * `previous-label` ("" for the first), `previous-segment-start`,
- * `previous-segment-end` (running times; NONE for the first). Sigmoid
+ * took over, and `segment_start` (running time of its PTS),
+ * `previous_label` ("" for the first), `previous_segment_start`,
+ * `previous_segment_end` (running times; NONE for the first). Sigmoid
  * models have a segment per label, open while its score reaches its
  * threshold: an `event` = "onset" message when it rises to it and "offset"
- * when it falls below, with `segment-start` and (offsets) `segment-end`;
- * `label`, `class-id` and `confidence` are then that label's. Segment
+ * when it falls below, with `segment_start` and `segment_end` (NONE for an
+ * onset); `label`, `class_id` and `score` are then that label's. Segment
  * times run from the PTS of the first step to the end of the last step's
  * tokens, so consecutive segments tile.
  *
@@ -103,8 +102,8 @@
  * shorter runs belong to the segment around them.
  *
  * At EOS, messages close the open segments (softmax: the fields of the last
- * step, `segment-start`, the open label as `previous-label` with its
- * `previous-segment-start`/`-end`; sigmoid: an offset per open label), with
+ * step, `segment_start`, the open label as `previous_label` with its
+ * `previous_segment_start`/`_end`; sigmoid: an offset per open label), with
  * `eos` (#gboolean) = TRUE. A reset (FLUSH_STOP, DISCONT, caps change)
  * forgets the open segments without a message.
  *
@@ -1190,8 +1189,8 @@ gst_cony_transformer_class_init (GstConyTransformerClass *klass)
    * GstConyTransformer:top-k:
    *
    * How many of the best classes, with their labels and scores, every meta
-   * and message carries (fields top_ids/top_labels, top-ids/top-labels/
-   * top-scores); at most the number of classes.
+   * and message carries (the meta's top_ids/top_labels, the `top` field of the
+   * custom meta, the messages and JSON); at most the number of classes.
    */
   g_object_class_install_property (gobject_class, PROP_TOP_K,
       g_param_spec_uint ("top-k", "Top k",
