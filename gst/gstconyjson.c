@@ -20,16 +20,14 @@
  * media type, `dimensions`, `framerate`, `lookahead`, ... ; fractions as
  * "n/d" strings) comes before the first result and again when the caps
  * change. An `eos` record (`step`, `events`) carries the offsets of the
- * segments EOS closed. Each `result` record carries `step`,
- * `pts`, the span of input the result covers as `start`, `end`, `duration`
- * (buffer time) and `running_start`, `running_end`, `stream_start`,
- * `stream_end`, then `output` ("softmax" or "sigmoid"), `class_id`, `label`,
- * `score`, `top` (the top-k: objects with `class_id`, `label`, `score`, best
- * first), `context_fill`, `events` (the segment onsets and offsets of the
- * step: `event`, `class_id`, `label`, `segment_start`, `segment_end`,
- * running times) and, with #GstConyJson:scores, `scores` (every class).
- * A step below conyvggish's level gate (min-level) gives a result record with
- * `gated`: true, its times, `output` and `events`, and no class fields.
+ * segments EOS closed. Each `result` record carries the fields of the result
+ * table (gstconyresult.h), as the custom meta and conytransformer's messages do:
+ * `step`, `pts`, the span of input the result covers as `start`, `end`,
+ * `duration` and in running and stream time, `output`, the top class (`class_id`,
+ * `label`, `score`), `top`, `context_fill`, `events` and, with
+ * #GstConyJson:scores, `scores` (every class); a step below conyvggish's level
+ * gate has `gated`: true and no class fields. JSON comes from one formatter
+ * (gstconyresult-json.c), which conymqttsink uses too.
  * Times are integer nanoseconds, null when unknown. docs/results.schema.json
  * is the JSON Schema of the records; docs/elements.md documents every field
  * and compares the record with DL Streamer's.

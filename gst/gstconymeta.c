@@ -117,30 +117,22 @@ gst_buffer_add_cony_classification_meta_full (GstBuffer *buffer, const GstConyCl
       NULL);
   if (m == NULL)
     return NULL;
-  m->step = v->step;
-  m->window_start = v->window_start;
-  m->window_end = v->window_end;
-  m->class_id = v->class_id;
+  /* every value member at once (a new result field is copied without a line here),
+   * then the members that own memory */
+  GstMeta head = m->meta;
+  *m = *v;
+  m->meta = head;
   m->label = g_intern_string (v->label ? v->label : "");
-  m->score = v->score;
-  m->n_scores = v->n_scores;
   m->scores = v->n_scores ? g_memdup2 (v->scores, v->n_scores * sizeof (gfloat)) : NULL;
-  m->context_fill = v->context_fill;
-  m->pts = v->pts;
-  m->running_start = v->running_start;
-  m->running_end = v->running_end;
-  m->stream_start = v->stream_start;
-  m->stream_end = v->stream_end;
-  m->multi_label = v->multi_label;
-  m->gated = v->gated;
-  m->n_top = v->n_top;
+  m->top_ids = NULL;
+  m->top_labels = NULL;
+  m->events = NULL;
   if (v->n_top > 0) {
     m->top_ids = g_memdup2 (v->top_ids, v->n_top * sizeof (gint));
     m->top_labels = g_new (const gchar *, v->n_top);
     for (guint i = 0; i < v->n_top; i++)
       m->top_labels[i] = g_intern_string (v->top_labels[i] ? v->top_labels[i] : "");
   }
-  m->n_events = v->n_events;
   if (v->n_events > 0) {
     m->events = g_memdup2 (v->events, v->n_events * sizeof (GstConyClassificationEvent));
     for (guint i = 0; i < v->n_events; i++)

@@ -142,14 +142,9 @@ guint gst_buffer_get_n_cony_classification_metas (GstBuffer *buffer);
  * GST_CONY_CLASSIFICATION_CUSTOM_META_NAME:
  *
  * Name of the #GstCustomMeta mirror. Its structure holds the fields of the
- * result table (gstconyresult.h, docs/elements.md), under the names conyjson writes
- * (docs/results.schema.json) and conytransformer's bus messages carry: step, pts,
- * start, end, duration, running_start, running_end, stream_start, stream_end
- * (guint64, ns), output (string), gated (boolean, only when TRUE), class_id (gint),
- * label (string), score (gfloat), top (#GST_TYPE_ARRAY of "class" structures:
- * class_id, label, score), context_fill (gdouble), events (#GST_TYPE_ARRAY of "event"
- * structures: event ("onset"/"offset"), class_id, label, segment_start, segment_end)
- * and scores (#GST_TYPE_ARRAY of gfloat); a gated result has no class fields. From Python:
+ * result table (gstconyresult.h: gst_cony_result_fields()), under the names
+ * conyjson writes (docs/results.schema.json) and conytransformer's bus messages
+ * carry: step, pts, start, end, ... (docs/elements.md, "Result fields"). From Python:
  * `buf.get_custom_meta("GstConyClassificationCustomMeta").get_structure()`.
  */
 #define GST_CONY_CLASSIFICATION_CUSTOM_META_NAME "GstConyClassificationCustomMeta"

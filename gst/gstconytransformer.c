@@ -61,19 +61,11 @@
  * messages whose structure is named `conytransformer`, as `level` and
  * `spectrum` do. In `message-mode=every-step` one message per step that
  * reaches its threshold (softmax: the top class its own; sigmoid: any class
- * its own). A message carries the step's result with the fields (and names) of
- * the meta's custom mirror and of conyjson's records (the result table,
- * gstconyresult.h; docs/elements.md lists them, and the names they had before):
- *
- * - `step`, `pts`; `start`, `end`, `duration` (#guint64): the input the result
- *   covers (buffer time); `running_start`, `running_end`, `stream_start`,
- *   `stream_end`: the same in running and stream time
- * - `output` (#gchararray): "softmax" or "sigmoid"
- * - `class_id` (#gint), `label` (#gchararray), `score` (#gfloat): the top class
- * - `top` (#GST_TYPE_ARRAY of `class` structures: `class_id`, `label`,
- *   `score`): the top-k; `context_fill` (#gdouble); `events` (the step's segment
- *   events, as in the meta); `scores` (#GST_TYPE_ARRAY of #gfloat)
- * - `gated` (#gboolean, TRUE, only below the level gate, and then no class fields)
+ * its own). A message carries the step's result: the fields, under the same names, of
+ * the meta's custom mirror and of conyjson's records (`step`, `pts`, `start`, `end`,
+ * `class_id`, `label`, `score`, `top`, `events`, ...), all from one table
+ * (gstconyresult.h; docs/elements.md, "Result fields", lists them and the names they
+ * had before). A step below the level gate has `gated` and no class fields.
  *
  * Thresholds: the labels file may give one per label (`label<TAB>0.7`);
  * others use #GstConyTransformer:threshold (0, the default, means 0.5 for
