@@ -167,15 +167,6 @@ gst_cony_result_event_fields (guint *n_fields)
   return event_fields;
 }
 
-const GstConyResultField *
-gst_cony_result_field_find (const GstConyResultField *fields, guint n, const gchar *name)
-{
-  for (guint i = 0; i < n; i++)
-    if (g_str_equal (fields[i].name, name))
-      return &fields[i];
-  return NULL;
-}
-
 /* The value of a member field: @p points at it, read as @type. */
 static void
 gst_cony_result_member_value (GstConyResultType type, gconstpointer p, GValue *v)

@@ -66,10 +66,6 @@ const GstConyResultField *gst_cony_result_class_fields (guint *n_fields);
 /* The fields of each `events` entry (a #GstConyClassificationEvent). */
 const GstConyResultField *gst_cony_result_event_fields (guint *n_fields);
 
-/* The field named @name of @fields, or NULL. */
-const GstConyResultField *gst_cony_result_field_find (const GstConyResultField *fields, guint n,
-    const gchar *name);
-
 /* Sets every field of @result (gated or not decides which) on @s. */
 void gst_cony_result_set_fields (GstStructure *s, const GstConyClassificationMeta *result);
 
