@@ -34,7 +34,7 @@ GType gst_cony_transformer_attention_get_type (void);
 /**
  * GstConyTransformerMessageMode:
  * @GST_CONY_TRANSFORMER_MESSAGE_EVERY_STEP: one message per step whose
- *   confidence reaches #GstConyTransformer:threshold
+ *   score reaches #GstConyTransformer:threshold
  * @GST_CONY_TRANSFORMER_MESSAGE_ON_CHANGE: a message only when the top label
  *   changes, with the running times of the segments
  */
