@@ -191,31 +191,31 @@ cony_qquantize_avx2 (const float *x, gsize n, float scale, gint32 zp, gint8 *out
 #define ACC6 \
   [a0] "+x"(a0), [a1] "+x"(a1), [a2] "+x"(a2), [a3] "+x"(a3), [a4] "+x"(a4), [a5] "+x"(a5)
 
-/* Rows @r and @r + 1's 8 accumulators of panel @p requantised: row r's 8 int8 in the
- * low half, row r + 1's in the high half. */
+/* Rows @r and @r + 1's accumulators of the 8 columns from @c requantised: row r's 8
+ * int8 in the low half, row r + 1's in the high half. */
 CONY_TARGET_V3 static inline __m128i
-requant8x2 (const ConyQGemm *g, guint p, __m256i r0, __m256i r1)
+requant8x2 (const ConyQGemm *g, guint c, __m256i r0, __m256i r1)
 {
   const ConyQOut *o = &g->out;
-  return q_out16 (o, q_scale8 (o, g->small_acc, 8 * p, r0), q_scale8 (o, g->small_acc, 8 * p, r1));
+  return q_out16 (o, q_scale8 (o, g->small_acc, c, r0), q_scale8 (o, g->small_acc, c, r1));
 }
 
-/* requant8x2's @q into @out and @out + @ldo (row stride @ldo); @two FALSE: the first
- * row only. */
+/* requant8x2's @q (columns @c..) into @out and @out + @ldo (row stride @ldo); @two
+ * FALSE: the first row only. */
 CONY_TARGET_V3 static inline void
-put8x2 (const ConyQGemm *g, guint p, __m128i q, gboolean two, gint8 *out, gsize ldo)
+put8x2 (const ConyQGemm *g, guint c, __m128i q, gboolean two, gint8 *out, gsize ldo)
 {
-  guint n = MIN (8, g->N - 8 * p);
+  guint n = MIN (8, g->N - c);
   if (n == 8) {
-    _mm_storel_epi64 ((__m128i *) (out + 8 * p), q);
+    _mm_storel_epi64 ((__m128i *) (out + c), q);
     if (two)
-      _mm_storel_epi64 ((__m128i *) (out + ldo + 8 * p), _mm_unpackhi_epi64 (q, q));
+      _mm_storel_epi64 ((__m128i *) (out + ldo + c), _mm_unpackhi_epi64 (q, q));
   } else {
     gint8 tmp[16];
     _mm_storeu_si128 ((__m128i *) tmp, q);
-    memcpy (out + 8 * p, tmp, n);
+    memcpy (out + c, tmp, n);
     if (two)
-      memcpy (out + ldo + 8 * p, tmp + 8, n);
+      memcpy (out + ldo + c, tmp + 8, n);
   }
 }
 
@@ -256,11 +256,12 @@ gemm8_blocks (const ConyQGemm *g, guint p, const guint8 *u, const gint16 *u16, g
     }
     /* all requantised before the first store, which may alias g's tables (int8): they
      * are read once */
-    __m128i q0 = requant8x2 (g, p, a0, a1), q1 = requant8x2 (g, p, a2, a3);
-    __m128i q2 = requant8x2 (g, p, a4, a5);
-    put8x2 (g, p, q0, TRUE, out, ldo);
-    put8x2 (g, p, q1, TRUE, out + 2 * ldo, ldo);
-    put8x2 (g, p, q2, TRUE, out + 4 * ldo, ldo);
+    guint c = 8 * p;
+    __m128i q0 = requant8x2 (g, c, a0, a1), q1 = requant8x2 (g, c, a2, a3);
+    __m128i q2 = requant8x2 (g, c, a4, a5);
+    put8x2 (g, c, q0, TRUE, out, ldo);
+    put8x2 (g, c, q1, TRUE, out + 2 * ldo, ldo);
+    put8x2 (g, c, q2, TRUE, out + 4 * ldo, ldo);
   }
 }
 
@@ -288,8 +289,8 @@ CONY_TARGET_V3 static inline __attribute__ ((always_inline)) void
 store_rows (const ConyQGemm *g, guint p, const __m256i *acc, int MR, gint8 *out, gsize ldo)
 {
   for (int r = 0; r < MR; r += 2)
-    put8x2 (g, p, requant8x2 (g, p, acc[r], acc[MIN (r + 1, MR - 1)]), r + 1 < MR, out + r * ldo,
-        ldo);
+    put8x2 (g, 8 * p, requant8x2 (g, 8 * p, acc[r], acc[MIN (r + 1, MR - 1)]), r + 1 < MR,
+        out + r * ldo, ldo);
 }
 
 /* The last @MR (< QROWS) rows, the same arithmetic in intrinsics (inlined for each
@@ -506,11 +507,12 @@ CONY_TARGET_V3 void
 cony_qgemm_avx2 (const ConyQGemm *g, gsize M, const gint8 *x, gsize ldx, gint8 *out, gsize ldo,
     gint16 *scratch)
 {
-  g_assert (!g->bytes_int8); /* bytes only where vpmaddubsw cannot saturate */
+  /* bytes only where vpmaddubsw cannot saturate; panels of 8 */
+  g_assert (!g->bytes_int8 && g->p8.width == 8 && g->p8.word == 8);
   guint8 *u;
   gint16 *u16;
   gsize blk = prepare_inputs (g, M, x, ldx, scratch, &u, &u16);
-  for (guint p = 0; p < (g->N + 7) / 8; p++) {
+  for (guint p = 0; p < cony_qgemm_panels (g); p++) {
     gsize b = M / QROWS, r = b * QROWS;
     gemm8_blocks (g, p, u, u16, b, blk, out, ldo);
 #define TAIL(n) gemm8_tail (g, p, u + b * blk, u16 + b * blk, n, out + r * ldo, ldo)
@@ -530,20 +532,24 @@ dot4_emulated (__m256i acc, __m256i u, __m256i w)
   return _mm256_add_epi32 (acc, _mm256_add_epi32 (even, odd));
 }
 
+#define DOT4_LANES 8
 #define DOT4_NAME(x) x##_dot4_emulated
 #define DOT4_TARGET CONY_TARGET_V3
 #define DOT4(a, u, w) dot4_emulated (a, u, w)
 #include "qkernels-dot4.h"
 
 #ifdef CONY_CPU_VNNI
+#define DOT4_LANES 8
 #define DOT4_NAME(x) x##_avxvnni
 #define DOT4_TARGET __attribute__ ((target ("avx2,fma,f16c,avxvnni")))
 #define DOT4(a, u, w) _mm256_dpbusd_avx_epi32 (a, u, w)
 #include "qkernels-dot4.h"
 
+#define DOT4_LANES 16
 #define DOT4_NAME(x) x##_avx512vnni
-#define DOT4_TARGET __attribute__ ((target ("avx2,fma,f16c,avx512vnni,avx512vl")))
-#define DOT4(a, u, w) _mm256_dpbusd_epi32 (a, u, w)
+#define DOT4_TARGET \
+  __attribute__ ((target ("avx2,fma,f16c,avx512f,avx512bw,avx512vl,avx512vnni")))
+#define DOT4(a, u, w) _mm512_dpbusd_epi32 (a, u, w)
 #include "qkernels-dot4.h"
 #endif
 #endif
