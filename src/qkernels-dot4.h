@@ -16,34 +16,37 @@
  * quad two weight loads and QROWS broadcasts feed 2 * QROWS dot products. */
 
 #define DOT4_PANEL (2 * DOT4_LANES)
-/* the register operations of that width; DOT4_EIGHT (v, h): lanes 8 h .. 8 h + 7 */
+/* the register operations of that width (512-bit: the requantisation put16 too) */
 #if DOT4_LANES == 8
 #define DOT4_VEC __m256i
 #define DOT4_LOAD(p) _mm256_loadu_si256 ((const void *) (p))
 #define DOT4_SET1(v) _mm256_set1_epi32 (v)
 #define DOT4_ADD(a, b) _mm256_add_epi32 (a, b)
 #define DOT4_MADD(a, b) _mm256_madd_epi16 (a, b)
-#define DOT4_EIGHT(v, h) (v)
 #else
 #define DOT4_VEC __m512i
 #define DOT4_LOAD(p) _mm512_loadu_si512 ((const void *) (p))
 #define DOT4_SET1(v) _mm512_set1_epi32 (v)
 #define DOT4_ADD(a, b) _mm512_add_epi32 (a, b)
 #define DOT4_MADD(a, b) _mm512_madd_epi16 (a, b)
-#define DOT4_EIGHT(v, h) ((h) ? _mm512_extracti64x4_epi64 (v, 1) : _mm512_castsi512_si256 (v))
 #endif
 
 /* Rows @r and @r + 1's accumulators of vector @v (@a, @b) requantised into @out; @two
  * FALSE: row r only. */
 DOT4_TARGET static inline __attribute__ ((always_inline)) void
-DOT4_NAME (store) (const ConyQGemm *g, guint p, int v, DOT4_VEC a, DOT4_VEC b, gboolean two,
-    gint8 *out, gsize ldo)
+DOT4_NAME (store) (const ConyQGemm *g, const ConyQOut *o, guint p, int v, DOT4_VEC a, DOT4_VEC b,
+    gboolean two, gint8 *out, gsize ldo)
 {
-  for (int h = 0; h < DOT4_LANES / 8; h++) {
-    guint c = DOT4_PANEL * p + DOT4_LANES * v + 8 * h;
-    if (c < g->N)
-      put8x2 (g, c, requant8x2 (g, c, DOT4_EIGHT (a, h), DOT4_EIGHT (b, h)), two, out, ldo);
-  }
+  guint c = DOT4_PANEL * p + DOT4_LANES * v;
+  if (c >= g->N)
+    return;
+#if DOT4_LANES == 8
+  put8x2 (g, c, requant8x2 (g, c, a, b), two, out, ldo);
+#else
+  put16 (o, g->N, c, a, out);
+  if (two)
+    put16 (o, g->N, c, b, out + ldo);
+#endif
 }
 
 /* @MR (<= QROWS) rows of panel @p from the prepared inputs @u and @u16 into @out. */
@@ -107,16 +110,18 @@ DOT4_NAME (rows) (const ConyQGemm *g, guint p, const guint8 *u, const gint16 *u1
 #undef DOT4_WORD
 #undef DOT4_WORD_ROW
   }
-  /* requantised and stored two rows at a time, fused with the accumulation */
-  DOT4_NAME (store) (g, p, 0, a00, a10, MR > 1, out, ldo);
-  DOT4_NAME (store) (g, p, 1, a01, a11, MR > 1, out, ldo);
+  /* requantised and stored two rows at a time, fused with the accumulation (@o: a local
+   * copy of g->out, see put16) */
+  const ConyQOut o = g->out;
+  DOT4_NAME (store) (g, &o, p, 0, a00, a10, MR > 1, out, ldo);
+  DOT4_NAME (store) (g, &o, p, 1, a01, a11, MR > 1, out, ldo);
   if (MR > 2) {
-    DOT4_NAME (store) (g, p, 0, a20, a30, MR > 3, out + 2 * ldo, ldo);
-    DOT4_NAME (store) (g, p, 1, a21, a31, MR > 3, out + 2 * ldo, ldo);
+    DOT4_NAME (store) (g, &o, p, 0, a20, a30, MR > 3, out + 2 * ldo, ldo);
+    DOT4_NAME (store) (g, &o, p, 1, a21, a31, MR > 3, out + 2 * ldo, ldo);
   }
   if (MR > 4) {
-    DOT4_NAME (store) (g, p, 0, a40, a50, MR > 5, out + 4 * ldo, ldo);
-    DOT4_NAME (store) (g, p, 1, a41, a51, MR > 5, out + 4 * ldo, ldo);
+    DOT4_NAME (store) (g, &o, p, 0, a40, a50, MR > 5, out + 4 * ldo, ldo);
+    DOT4_NAME (store) (g, &o, p, 1, a41, a51, MR > 5, out + 4 * ldo, ldo);
   }
 }
 
@@ -148,5 +153,4 @@ DOT4_NAME (cony_qgemm) (const ConyQGemm *g, gsize M, const gint8 *x, gsize ldx, 
 #undef DOT4_SET1
 #undef DOT4_ADD
 #undef DOT4_MADD
-#undef DOT4_EIGHT
 #undef DOT4

@@ -219,6 +219,12 @@ cony_qdw_init (ConyQDw *d, guint C, const ConyQWeights *w, const gint32 *bias, c
       guint j = c % 16, vec = (j % 8) / 4, at = (j / 8) * 8 + (j % 4) * 2 + k % 2;
       d->w2[((gsize) (c / 16) * 5 + k / 2) * 32 + vec * 16 + at] = cony_qweights_at (w, 9, c, k);
     }
+  d->w4 = g_new0 (gint16, (gsize) C / 32 * 5 * 64 + 1);
+  for (guint c = 0; c < C / 32 * 32; c++)
+    for (guint k = 0; k < 9; k++) {
+      guint j = c % 32, vec = (j % 8) / 4, at = (j / 8) * 8 + (j % 4) * 2 + k % 2;
+      d->w4[((gsize) (c / 32) * 5 + k / 2) * 64 + vec * 32 + at] = cony_qweights_at (w, 9, c, k);
+    }
   d->bias = folded_bias (9, C, cp, w, in_zp, bias);
   cony_qout_init (&d->out, C, m, zp, lo, hi);
   d->small_acc = small_accumulators (&d->out, C, d->bias, w, 9, 128);
@@ -229,6 +235,7 @@ cony_qdw_clear (ConyQDw *d)
 {
   g_clear_pointer (&d->w, g_free);
   g_clear_pointer (&d->w2, g_free);
+  g_clear_pointer (&d->w4, g_free);
   g_clear_pointer (&d->bias, g_free);
   cony_qout_clear (&d->out);
 }
@@ -406,7 +413,9 @@ const ConyQKernels *
 cony_qkernels_avx512vnni (void)
 {
 #ifdef CONY_CPU_VNNI
-  static const ConyQKernels k = DOT4_SET ("avx512vnni", cony_qgemm_avx512vnni, 32, 16);
+  /* the products and the depthwise layers on 512-bit registers */
+  static const ConyQKernels k = { "avx512vnni", cony_qgemm_avx512vnni, cony_qrequant_avx2,
+    cony_qdw_avx512, cony_qquantize_avx2, cony_qadd_avx2, TRUE, 32, 16 };
   return cony_cpu_has_v3 () && cony_cpu_has_avx512vnni () ? &k : NULL;
 #else
   return NULL;

@@ -93,6 +93,10 @@ typedef struct {
    * as vpmaddwd operands, each pair 32 int16: channels 0-3 and 8-11, then 4-7 and 12-15,
    * every channel's two taps side by side (the order of unpacking two input vectors). */
   gint16 *w2;
+  /* The AVX-512 kernel's copy: per 32 channels the same pairs, 64 int16 each: in the
+   * first vector channels 8 l + 0..3 of each 128-bit lane l, in the second 8 l + 4..7
+   * (the order of unpacking two 512-bit input vectors). */
+  gint16 *w4;
   gint32 *bias;
   ConyQOut out;
   gint32 zp;          /* the input's zero point (the value of the padding) */
@@ -226,6 +230,8 @@ void cony_qquantize_avx2 (const float *x, gsize n, float scale, gint32 zp, gint8
 void cony_qadd_avx2 (const ConyQAddK *k, const gint8 *a, const gint8 *b, gsize n, gint8 *out);
 void cony_qdw_avx2 (const ConyQDw *d, const gint8 *in, guint in_w, guint oh, guint ow, guint stride,
     gint8 *out, gint32 *acc);
+void cony_qdw_avx512 (const ConyQDw *d, const gint8 *in, guint in_w, guint oh, guint ow,
+    guint stride, gint8 *out, gint32 *acc);
 /* The NEON kernels (qkernels-neon.c), built for 64-bit ARM. */
 void cony_qgemm_neon (const ConyQGemm *g, gsize M, const gint8 *x, gsize ldx, gint8 *out, gsize ldo,
     gint16 *scratch);

@@ -534,6 +534,10 @@ test_dw_kernels_equal (void)
       simd[k]->dw (&d, in, iw, oh, ow, s, o1, acc);
       g_assert_cmpmem (o1, n, o2, n);
     }
+    if (cony_qkernels_avx512vnni () != NULL) { /* its own depthwise kernel */
+      cony_qkernels_avx512vnni ()->dw (&d, in, iw, oh, ow, s, o1, acc);
+      g_assert_cmpmem (o1, n, o2, n);
+    }
     cony_qdw_clear (&d);
   }
   g_rand_free (r);
