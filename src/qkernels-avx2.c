@@ -582,7 +582,8 @@ q_mul16 (const ConyQOut *o, guint c, __m512i x)
 CONY_TARGET_AVX512 static inline __m128i
 q_out16_zmm (const ConyQOut *o, __m512i v)
 {
-  v = _mm512_max_epi32 (_mm512_min_epi32 (v, _mm512_set1_epi32 (32767)), _mm512_set1_epi32 (-32768));
+  v = _mm512_max_epi32 (_mm512_min_epi32 (v, _mm512_set1_epi32 (32767)),
+      _mm512_set1_epi32 (-32768));
   v = _mm512_add_epi32 (v, _mm512_set1_epi32 (o->zp));
   v = _mm512_max_epi32 (v, _mm512_set1_epi32 (MAX (o->lo, -128)));
   v = _mm512_min_epi32 (v, _mm512_set1_epi32 (MIN (o->hi, 127)));

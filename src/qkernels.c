@@ -455,8 +455,7 @@ cony_qkernels_dot4_emulated (void)
  * bytes (sdot), the plain one too (smull on bytes is twice as wide as on int16). */
 #define NEON_SET(name, gemm) \
   { \
-    name, gemm, cony_qrequant_neon, cony_qdw_neon, cony_qquantize_neon, cony_qadd_neon, TRUE, \
-        8, 8 \
+    name, gemm, cony_qrequant_neon, cony_qdw_neon, cony_qquantize_neon, cony_qadd_neon, TRUE, 8, 8 \
   }
 
 const ConyQKernels *
