@@ -49,8 +49,10 @@ def _per_tensor(v):
     return v.reshape(-1)[:1].reshape(()) if (v == v.reshape(-1)[0]).all() else v
 
 
-def build(path):
-    """(ONNX model bytes, (H, W, C), number of scores) of a quantised mobilenet_v2 file."""
+def build(path, weights="int8"):
+    """(ONNX model bytes, (H, W, C), number of scores) of a quantised mobilenet_v2 file;
+    @weights "int8": uint8 weights as int8 (value and zero point - 128, the same
+    products; ONNX Runtime's u8s8 kernels are its fast x86 path), "uint8": as stored."""
     tensors, meta = safetensors_io.load(path)
     if meta.get("network") != "mobilenet_v2" or "quantization" not in meta:
         raise ValueError(f"{path}: not a quantised mobilenet_v2 file")
@@ -89,8 +91,11 @@ def build(path):
                 wt = wt.reshape(wt.shape[0], -1, 1, 1)
             if word not in ("fc", "linear1x1") and (zo != -128 or 6.0 / so < 254.5):
                 raise ValueError(f"{path}: layer {i}: its ReLU6 is not the uint8 range")
-            wdt = ONNX_UINT8 if wt.dtype == np.uint8 else ONNX_INT8
             wzp = tensors.get(f"layers.{i}.weight_zero_point", np.zeros(wt.shape[0], wt.dtype))
+            wdt = ONNX_UINT8 if wt.dtype == np.uint8 else ONNX_INT8
+            if wdt == ONNX_UINT8 and weights == "int8":  # w - zp unchanged
+                wt, wzp, wdt = (wt.astype(np.int16) - 128, wzp.astype(np.int16) - 128,
+                                ONNX_INT8)
             attrs = [attr_ints("kernel_shape", wt.shape[2:])]
             if word[:5] in ("conv3", "dw3x3"):
                 stride = int(word[-1])
@@ -158,11 +163,14 @@ def main(argv=None):
     ap.add_argument("--ort-dir", required=True, help="directory with node_modules/onnxruntime-node")
     ap.add_argument("--images", type=int, default=50, help="images per round")
     ap.add_argument("--rounds", type=int, default=5)
+    ap.add_argument("--weights", choices=("int8", "uint8"), default="int8",
+                    help="weight type in the graph (default int8: the file's uint8 values "
+                    "and zero points - 128, ONNX Runtime's fast x86 path; same arithmetic)")
     ap.add_argument("--golden", help="tests/golden/imagenet (the shipped model) or "
                     "tests/golden/mobilenet (with --model .../v2_qu8.safetensors): check the "
                     "scores against the integer reference's")
     args = ap.parse_args(argv)
-    model, (h, w, c), _ = build(args.model)
+    model, (h, w, c), _ = build(args.model, args.weights)
     want = None
     if args.golden:
         x, want = golden(args.golden)
