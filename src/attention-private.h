@@ -2,7 +2,8 @@
  *
  * attention.c is the layer (table of variants, buffers, budget, steps); below it one file
  * per family (attention-windowed.c, attention-continual.c, attention-cony.c,
- * attention-vcc.c) and the kernels they share (attention-kernels.c, attention-rowsum.h). */
+ * attention-vcc.c) and the kernels they share (attention-kernels.c, attention-rowsum.h,
+ * attention-query.c). */
 #pragma once
 #include "cony/attention-internal.h"
 #include "cpu-private.h"
