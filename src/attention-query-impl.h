@@ -1,6 +1,7 @@
 /* One SIMD width of attention-query.c's kernel, included once per width with QK_R (rows
  * per block, the vector's lanes), QK_TARGET, QK_NAME and the V_* vector operations
- * defined. See attention-query.c for the algorithm. */
+ * defined, and optionally QK_WEIGHTED_SUM_FAST, a weighted sum tried first (FALSE: not
+ * for this shape). See attention-query.c for the algorithm. */
 
 /* T[c * QK_R + r] = X[r * ld + c] for r < QK_R, c < cols. */
 QK_TARGET static void
@@ -136,5 +137,9 @@ QK_NAME (single_query) (const float *q, const float *K, const float *V, int ld, 
       inv[h] = 1.0f;
     }
   }
+#ifdef QK_WEIGHTED_SUM_FAST
+  if (QK_WEIGHTED_SUM_FAST (S, V, ld, w, heads, hd, inv, out))
+    return;
+#endif
   QK_NAME (weighted_sum) (S, V, ld, w, heads, hd, inv, T, acc, out);
 }

@@ -20,16 +20,12 @@
 #ifdef CONY_CPU_X86
 #include <immintrin.h>
 
-/* 16 × 16 tile: dst[j * 16 + i] = src[i * lds + j] (unpack pairs, then quads, then
- * 128-bit lanes twice). */
+/* dst[j * 16 + i] = lane j of r[i]: the 16 × 16 transpose (unpack pairs, then quads,
+ * then 128-bit lanes twice). */
 __attribute__ ((target ("avx512f"))) static inline __attribute__ ((always_inline)) void
-q512_tile (const float *src, gsize lds, float *dst)
+q512_transpose (__m512 *r, float *dst)
 {
-  __m512 r[16], t[16];
-  for (int i = 0; i < 16; i++) {
-    _mm_prefetch ((const char *) (src + (i + 2 * 16) * lds), _MM_HINT_T0); /* two blocks on */
-    r[i] = _mm512_loadu_ps (src + i * lds);
-  }
+  __m512 t[16];
   for (int i = 0; i < 16; i += 2) {
     t[i] = _mm512_unpacklo_ps (r[i], r[i + 1]);
     t[i + 1] = _mm512_unpackhi_ps (r[i], r[i + 1]);
@@ -51,6 +47,70 @@ q512_tile (const float *src, gsize lds, float *dst)
     _mm512_storeu_ps (dst + (j + 4) * 16, _mm512_shuffle_f32x4 (a1, b1, 0x88));
     _mm512_storeu_ps (dst + (j + 12) * 16, _mm512_shuffle_f32x4 (a1, b1, 0xDD));
   }
+}
+
+/* 16 × 16 tile: dst[j * 16 + i] = src[i * lds + j]. */
+__attribute__ ((target ("avx512f"))) static inline __attribute__ ((always_inline)) void
+q512_tile (const float *src, gsize lds, float *dst)
+{
+  __m512 r[16];
+  for (int i = 0; i < 16; i++) {
+    _mm_prefetch ((const char *) (src + (i + 2 * 16) * lds), _MM_HINT_T0); /* two blocks on */
+    r[i] = _mm512_loadu_ps (src + i * lds);
+  }
+  q512_transpose (r, dst);
+}
+
+/* The weighted sum with at most 16 heads, without transposing the values: per block
+ * of 16 rows the heads' terms are transposed instead (P16: a row's terms of every head
+ * in one vector), and a vpermps spreads a row's terms over the lanes of each 16 columns
+ * (lane c takes head(c)'s). Each lane sums a block's rows in order, then adds the
+ * block to its total; the same sums as the transposing kernel to float rounding. FALSE (nothing done) with more than 16 heads. */
+__attribute__ ((target ("avx512f,fma"))) static gboolean
+q512_weighted_sum_spread (const float *P, const float *V, int ld, int w, int heads, int hd,
+    const float *inv, float *out)
+{
+  static const float zero16[16];
+  int d = heads * hd, chunks = (d + 15) / 16;
+  if (heads > 16 || chunks > 64)
+    return FALSE;
+  __m512i idx[64];
+  for (int k = 0; k < chunks; k++) {
+    gint32 lanes[16];
+    for (int j = 0; j < 16; j++)
+      lanes[j] = MIN (16 * k + j, d - 1) / hd;
+    idx[k] = _mm512_loadu_si512 (lanes);
+  }
+  __mmask16 last = (__mmask16) ((1u << (d - 16 * (chunks - 1))) - 1);
+  float P16[256];
+  __m512 acc[64];
+  for (int k = 0; k < chunks; k++)
+    acc[k] = _mm512_setzero_ps ();
+  for (int i0 = 0; i0 < w; i0 += 16) {
+    /* past w (the last block) the loads read the next head's terms or the scratch
+     * after them: lanes of rows that are never used */
+    __m512 r[16];
+    for (int h = 0; h < 16; h++)
+      r[h] = _mm512_loadu_ps (h < heads ? P + (gsize) h * w + i0 : zero16);
+    q512_transpose (r, P16);
+    int rows = MIN (16, w - i0);
+    for (int k = 0; k < chunks; k++) {
+      __mmask16 m = k == chunks - 1 ? last : (__mmask16) 0xFFFF;
+      const float *v = V + (gsize) i0 * ld + 16 * k;
+      __m512 a = _mm512_setzero_ps (); /* the block's sum, then the total: short chains */
+      for (int j = 0; j < rows; j++)
+        a = _mm512_fmadd_ps (_mm512_permutexvar_ps (idx[k], _mm512_loadu_ps (P16 + 16 * j)),
+            _mm512_maskz_loadu_ps (m, v + (gsize) j * ld), a);
+      acc[k] = _mm512_add_ps (acc[k], a);
+    }
+  }
+  for (int k = 0; k < chunks; k++) {
+    __m512 scale = _mm512_permutexvar_ps (idx[k],
+        _mm512_maskz_loadu_ps ((__mmask16) ((1u << heads) - 1), inv));
+    _mm512_mask_storeu_ps (out + 16 * k, k == chunks - 1 ? last : (__mmask16) 0xFFFF,
+        _mm512_mul_ps (acc[k], scale));
+  }
+  return TRUE;
 }
 
 __attribute__ ((target ("avx512f"))) static inline int
@@ -86,6 +146,7 @@ q512_pow2 (__m512 k)
 #define V_HSUM _mm512_reduce_add_ps
 #define V_HMAX _mm512_reduce_max_ps
 #define V_NONFINITE q512_nonfinite
+#define QK_WEIGHTED_SUM_FAST q512_weighted_sum_spread
 #include "attention-query-impl.h"
 #undef QK_R
 #undef QK_TARGET
@@ -105,6 +166,7 @@ q512_pow2 (__m512 k)
 #undef V_HSUM
 #undef V_HMAX
 #undef V_NONFINITE
+#undef QK_WEIGHTED_SUM_FAST
 
 /* 8 × 8 tile: dst[j * 8 + i] = src[i * lds + j]. */
 CONY_TARGET_V3 static inline __attribute__ ((always_inline)) void

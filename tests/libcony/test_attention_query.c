@@ -1,7 +1,8 @@
 /* One query against a window, every head (src/attention-query.c): each kernel this CPU
  * runs (BLAS, AVX2, AVX-512) against attention computed in double, on shapes whose d
- * and window are and are not multiples of the kernels' 8- and 16-row blocks, and on
- * scores that overflow float (the double fallback). */
+ * and window are and are not multiples of the kernels' 8- and 16-row blocks, with
+ * more heads or columns than the AVX-512 weighted sum's lane spreading takes (its
+ * transposing fallback), and on scores that overflow float (the double fallback). */
 #include "../src/attention-private.h"
 #include "testutil.h"
 
@@ -20,6 +21,8 @@ static const Shape shapes[] = {
   { 5, 4, 7 },      /* d = 20: a column tail, and no full 8-row block */
   { 3, 7, 1 },      /* one row */
   { 1, 33, 250 },   /* one head wider than a block */
+  { 24, 2, 50 },    /* more heads than AVX-512's spread weighted sum takes */
+  { 16, 80, 20 },   /* d 1280: more columns than it takes */
 };
 
 /* out (d) in double: softmax(scale q·k) v per head. */
