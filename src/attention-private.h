@@ -2,7 +2,8 @@
  *
  * attention.c is the layer (table of variants, buffers, budget, steps); below it one file
  * per family (attention-windowed.c, attention-continual.c, attention-cony.c,
- * attention-vcc.c) and the kernels they share (attention-kernels.c, attention-rowsum.h). */
+ * attention-vcc.c) and the kernels they share (attention-kernels.c, attention-rowsum.h,
+ * attention-query.c). */
 #pragma once
 #include "attention-internal.h"
 #include "cpu-private.h"
@@ -155,6 +156,26 @@ void cony_attn_nystrom_head (const ConyAttention *a, const float *Q, const float
     int ld, int w, int r0, const float *Ql, const float *Kl, int ml, const double *pinv, float *out,
     int ldo, double *S);
 void cony_attn_segment_means (const float *X, int ld, int w, int m, int hd, float *out);
+
+/* One query against a window, every head (attention-query.c): the kernels, slowest
+ * first; AUTO picks the fastest this CPU runs. */
+typedef enum
+{
+  CONY_ATTN_QUERY_AUTO,
+  CONY_ATTN_QUERY_BLAS,   /* per-head cblas_sgemv, any CPU */
+  CONY_ATTN_QUERY_AVX2,   /* 8-row blocks, AVX2/FMA */
+  CONY_ATTN_QUERY_AVX512, /* 16-row blocks, AVX-512F */
+} ConyAttnQueryKernel;
+ConyAttnQueryKernel cony_attn_query_best (void);
+/* Floats of scratch the SIMD kernels need for @heads heads over @n rows of @d. */
+gsize cony_attn_query_scratch (int heads, int n, int d);
+/* out (heads × hd) = softmax(scale · q Kᵀ) V per head, over the @w rows of @K and @V (row
+ * stride @ld, head h's columns at h · hd); @sd: w doubles for the overflow fallback
+ * (cony_attn_softmax_scores). A scratch shorter than cony_attn_query_scratch() runs the
+ * BLAS kernel. FALSE (nothing done) when this CPU cannot run @kernel. */
+gboolean cony_attn_single_query (ConyAttnQueryKernel kernel, const float *q, const float *K,
+    const float *V, int ld, int w, int heads, int hd, float scale, float *scratch,
+    gsize scratch_len, double *sd, float *out);
 
 /* The windowed family (attention-windowed.c). */
 void cony_regular_forward (ConyAttention *a, int w, int r0, float *out);

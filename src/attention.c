@@ -438,10 +438,13 @@ layer_buffers (ConyAttention *a, Buffer *b)
         D = sizeof (double);
   gboolean landmark_rows = has_flag (c->variant, CONY_VARIANT_LANDMARK_ROWS);
   gboolean segments = has_flag (c->variant, CONY_VARIANT_SEGMENTS);
-  /* float: REGULAR_ROW_CHUNK rows of n scores of the regular layer, landmark means;
+  /* float: REGULAR_ROW_CHUNK rows of n scores of the regular layer, landmark means,
+   * one query's scores of every head (attention-query.c);
    * double: the Nyström product (Γ⁺, ml×w kernel, ml×hd products), CoRe scores, N of
    * every head. */
-  a->scratch_len = MAX (MAX (n * MIN (n, (gsize) REGULAR_ROW_CHUNK), 2 * m * hd), 2 * H * m) + n;
+  a->scratch_len = MAX (MAX (n * MIN (n, (gsize) REGULAR_ROW_CHUNK), 2 * m * hd),
+                       MAX (2 * H * m, cony_attn_query_scratch (H, n, d)))
+      + n;
   gsize dlen = m * m + m * n + 2 * m * hd + m;
   gsize rows = H * a->n_rows, per_slot = landmark_rows ? n * H * m : 0, lm = m ? H * m * hd : 0;
   Buffer list[] = {
