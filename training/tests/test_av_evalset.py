@@ -73,6 +73,20 @@ class GridTest(unittest.TestCase):
                     np.testing.assert_array_equal(vc, lab)
 
 
+class GoalsTest(unittest.TestCase):
+    def test_margins(self):
+        cell = lambda v: {"all": v, **{c: v for c in sources.CLASSES}}
+        cells = {"fused": {c: {p: cell(0.8) for p in evalset.PICTURES}
+                           for c in evalset.CONDITIONS},
+                 "audio": {c: cell(0.7) for c in evalset.CONDITIONS}}
+        cells["fused"]["clean"]["unrelated"]["music"] = 0.6     # one class under the audio
+        g = evalset.goals(cells)
+        self.assertAlmostEqual(g["U"], -10)
+        for k in "MDA":
+            self.assertAlmostEqual(g[k], 10)
+        self.assertIn("| snr0 | 80.0 | 80.0 | 80.0 | 70.0 |", evalset.markdown(cells))
+
+
 class SamplerTest(unittest.TestCase):
     def test_degraded_only_when_asked(self):
         rng = np.random.default_rng(3)

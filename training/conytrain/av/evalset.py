@@ -307,3 +307,44 @@ def grid(models, data, cpath, count, length, seed, log):
             f"{p} {out['fused'][cond][p]['all']:.3f}" for p in PICTURES) +
             (f"; audio {out['audio'][cond]['all']:.3f}" if "audio" in models else ""))
     return out
+
+
+def markdown(cells):
+    """The grid of one seed (grid()'s dict) as markdown tables: overall accuracy per cell,
+    then per class for clean and 0 dB SNR sound."""
+    pct = lambda v: f"{100 * v:.1f}"
+    rows = ["| sound | fused, matched | fused, unrelated | fused, camera absent | audio model |",
+            "|---|---|---|---|---|"]
+    for cond in CONDITIONS:
+        f = cells["fused"][cond]
+        rows.append(f"| {cond} | " + " | ".join(pct(f[p]["all"]) for p in PICTURES) +
+                    f" | {pct(cells['audio'][cond]['all'])} |")
+    for cond in ("clean", "snr0"):
+        rows += ["", f"Per class, {cond}:", "",
+                 "| | " + " | ".join(sources.CLASSES) + " |",
+                 "|---|" + "---|" * len(sources.CLASSES)]
+        for name, cell in [(f"fused, {p}", cells["fused"][cond][p]) for p in PICTURES] + [
+                ("audio model", cells["audio"][cond])]:
+            rows.append(f"| {name} | " + " | ".join(pct(cell[c]) for c in sources.CLASSES) + " |")
+    return "\n".join(rows)
+
+
+def goals(cells):
+    """Rule 11's margins in points: {"U": min over classes, "M", "D", "A"}."""
+    f, a = cells["fused"], cells["audio"]
+    return {"U": min(100 * (f["clean"]["unrelated"][c] - a["clean"][c]) for c in sources.CLASSES),
+            "M": 100 * (f["clean"]["matched"]["all"] - a["clean"]["all"]),
+            "D": 100 * (f["snr0"]["matched"]["all"] - a["snr0"]["all"]),
+            "A": 100 * (f["clean"]["absent"]["all"] - a["clean"]["all"])}
+
+
+if __name__ == "__main__":
+    import sys
+    for path in sys.argv[1:]:
+        with open(path) as fh:
+            for seed, cells in json.load(fh).items():
+                print(f"## {path}, seed {seed}\n\n{markdown(cells)}\n")
+                g = goals(cells)
+                need = {"U": -0.5, "M": 1.0, "D": 5.0, "A": -0.5}
+                print("Rule 11: " + ", ".join(
+                    f"{k} {v:+.2f} ({'met' if v >= need[k] else 'missed'})" for k, v in g.items()))
