@@ -15,6 +15,7 @@ GST_PLUGIN_PATH), grid (issue 54's grid on the evaluation set, WORK/grid-TAG.jso
 """
 
 import argparse
+import json
 import os
 
 import numpy as np
@@ -173,22 +174,26 @@ def stage_eval(args, seeds):
 
 
 def stage_grid(args, seeds):
-    data = avtrain.load(args.eval_work, "evalset")
+    z = np.load(os.path.join(args.eval_work, "evalset.npz"))
+    data = {k: z[k] for k in z.files}
     cpath = avtrain.CPath(args.cony, args.eval_work)
+    name = "shipped" if args.grid_model else args.tag
+    path = os.path.join(args.work, f"grid-{name}.json")
     out = {}
+    if os.path.exists(path):         # other seeds' grids, measured before
+        with open(path) as f:
+            out = json.load(f)
     for seed in seeds[:1] if args.grid_model else seeds:
         fused = (load_file(args.grid_model) if args.grid_model
                  else load_model(model_path(args, "fused", seed)))
         models = {"fused": fused, "audio": load_model(model_path(args, "audio", seed))}
-        out[seed] = evalset.grid(models, data, cpath, args.grid_streams, args.test_steps,
-                                 54, build.log)
-    name = "shipped" if args.grid_model else args.tag
-    avtrain.save_json(os.path.join(args.work, f"grid-{name}.json"), out)
+        out[str(seed)] = evalset.grid(models, data, cpath, args.grid_streams,
+                                      args.test_steps, 54, build.log)
+    avtrain.save_json(path, out)
 
 
 def load_file(path):
     """The FusedClassifier of an exported model file."""
-    import json
     from conytrain import safetensors_io
     tensors, meta = safetensors_io.load(path)
     return avtrain.FusedClassifier.from_file_parts(tensors, json.loads(meta["config"]))

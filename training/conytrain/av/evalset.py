@@ -338,13 +338,24 @@ def goals(cells):
             "A": 100 * (f["clean"]["absent"]["all"] - a["clean"]["all"])}
 
 
+def mean(grids):
+    """The cell-wise mean of several seeds' grids (same shape)."""
+    if isinstance(grids[0], dict):
+        return {k: mean([g[k] for g in grids]) for k in grids[0]}
+    return float(np.mean(grids))
+
+
+NEED = {"U": -0.5, "M": 1.0, "D": 5.0, "A": -0.5}
+
+
 if __name__ == "__main__":
     import sys
     for path in sys.argv[1:]:
         with open(path) as fh:
-            for seed, cells in json.load(fh).items():
-                print(f"## {path}, seed {seed}\n\n{markdown(cells)}\n")
-                g = goals(cells)
-                need = {"U": -0.5, "M": 1.0, "D": 5.0, "A": -0.5}
-                print("Rule 11: " + ", ".join(
-                    f"{k} {v:+.2f} ({'met' if v >= need[k] else 'missed'})" for k, v in g.items()))
+            seeds = json.load(fh)
+        if len(seeds) > 1:
+            seeds["mean"] = mean(list(seeds.values()))
+        for seed, cells in seeds.items():
+            print(f"## {path}, seed {seed}\n\n{markdown(cells)}\n")
+            print("Rule 11: " + ", ".join(f"{k} {v:+.2f} ({'met' if v >= NEED[k] else 'missed'})"
+                                          for k, v in goals(cells).items()) + "\n")
