@@ -576,28 +576,41 @@ q_mul16 (const ConyQOut *o, guint c, __m512i x)
   return _mm512_mask_sub_epi32 (r, _mm512_cmpgt_epi32_mask (rem, thr), r, _mm512_set1_epi32 (-1));
 }
 
-/* q_out16 on one vector of 16: the saturations to int16 and int8 are clamps (the zero
- * point added in int32 after the first cannot overflow), then [lo, hi] in q_out16's
- * order, then the bytes. */
+/* q_mul8_small on 16 lanes: the nudges from o->nudge16. */
+CONY_TARGET_AVX512 static inline __m512i
+q_mul16_small (const ConyQOut *o, guint c, __m512i x)
+{
+  const __m512i *nudge = (const __m512i *) (o->nudge16 + c);
+  __m512i even = _mm512_add_epi64 (_mm512_mul_epi32 (x, _mm512_loadu_si512 (o->mult + c)),
+      _mm512_loadu_si512 (nudge));
+  __m512i odd = _mm512_add_epi64 (_mm512_mul_epi32 (_mm512_srli_epi64 (x, 32),
+                                      _mm512_loadu_si512 (o->mult + c + 1)),
+      _mm512_loadu_si512 (nudge + 1));
+  __m512i hi = _mm512_mask_blend_epi32 (0xAAAA, _mm512_srli_epi64 (even, 31),
+      _mm512_slli_epi64 (odd, 1));
+  return _mm512_srav_epi32 (_mm512_add_epi32 (hi, _mm512_srai_epi32 (x, 31)),
+      _mm512_loadu_si512 (o->rshift + c));
+}
+
+/* q_out16 on one vector of 16 as one clamp: q_out16 saturates to int16, adds the zero
+ * point, saturates to int8 and clamps to [lo, hi] (within int8), which for lo <= hi is
+ * clamp (v, lo - zp, hi - zp) + zp; then the bytes. */
 CONY_TARGET_AVX512 static inline __m128i
 q_out16_zmm (const ConyQOut *o, __m512i v)
 {
-  v = _mm512_max_epi32 (_mm512_min_epi32 (v, _mm512_set1_epi32 (32767)),
-      _mm512_set1_epi32 (-32768));
-  v = _mm512_add_epi32 (v, _mm512_set1_epi32 (o->zp));
-  v = _mm512_max_epi32 (v, _mm512_set1_epi32 (MAX (o->lo, -128)));
-  v = _mm512_min_epi32 (v, _mm512_set1_epi32 (MIN (o->hi, 127)));
-  v = _mm512_max_epi32 (v, _mm512_set1_epi32 (-128)); /* where hi < -128 */
-  return _mm512_cvtepi32_epi8 (v);
+  v = _mm512_max_epi32 (v, _mm512_set1_epi32 (o->lo - o->zp));
+  v = _mm512_min_epi32 (v, _mm512_set1_epi32 (o->hi - o->zp));
+  return _mm512_cvtepi32_epi8 (_mm512_add_epi32 (v, _mm512_set1_epi32 (o->zp)));
 }
 
-/* One row's 16 accumulators of the columns from @c (of @N) requantised by @o into @out.
- * (The kernels pass a local copy of their ConyQOut: their int8 stores could alias it, so
- * its fields would be loaded again for every vector.) */
+/* One row's 16 accumulators of the columns from @c (of @N) requantised by @o into @out,
+ * with the short rounding where @small (ConyQGemm's small_acc). (The kernels pass a local
+ * copy of their ConyQOut: their int8 stores could alias it, so its fields would be loaded
+ * again for every vector.) */
 CONY_TARGET_AVX512 static inline void
-put16 (const ConyQOut *o, guint N, guint c, __m512i acc, gint8 *out)
+put16 (const ConyQOut *o, gboolean small, guint N, guint c, __m512i acc, gint8 *out)
 {
-  __m128i q = q_out16_zmm (o, q_mul16 (o, c, acc));
+  __m128i q = q_out16_zmm (o, small ? q_mul16_small (o, c, acc) : q_mul16 (o, c, acc));
   guint n = MIN (16, N - c);
   if (n == 16)
     _mm_storeu_si128 ((__m128i *) (out + c), q);
@@ -639,7 +652,8 @@ cony_qdw_avx512 (const ConyQDw *d, const gint8 *in, guint in_w, guint oh, guint 
     gint8 *out, gint32 *acc)
 {
   guint C = d->C, C32 = C / 32 * 32, C16 = C / 16 * 16;
-  const ConyQOut o32 = d->out; /* a local copy: see put16 */
+  const ConyQOut o32 = d->out; /* local copies: see put16 */
+  const gboolean small = d->small_acc;
   gsize row = (gsize) in_w * C, off[10];
   for (guint k = 0; k < 9; k++)
     off[k] = (k / 3) * row + (k % 3) * C;
@@ -652,8 +666,8 @@ cony_qdw_avx512 (const ConyQDw *d, const gint8 *in, guint in_w, guint oh, guint 
       for (guint c = 0; c < C32; c += 32) {
         __m512i lo, hi;
         dw32 (d, px, off, c, &lo, &hi);
-        put16 (&o32, C, c, lo, ox);
-        put16 (&o32, C, c + 16, hi, ox);
+        put16 (&o32, small, C, c, lo, ox);
+        put16 (&o32, small, C, c + 16, hi, ox);
       }
       if (C32 < C16) {
         __m256i lo, hi;

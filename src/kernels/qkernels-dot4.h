@@ -43,9 +43,9 @@ DOT4_NAME (store) (const ConyQGemm *g, const ConyQOut *o, guint p, int v, DOT4_V
 #if DOT4_LANES == 8
   put8x2 (g, c, requant8x2 (g, c, a, b), two, out, ldo);
 #else
-  put16 (o, g->N, c, a, out);
+  put16 (o, g->small_acc, g->N, c, a, out);
   if (two)
-    put16 (o, g->N, c, b, out + ldo);
+    put16 (o, g->small_acc, g->N, c, b, out + ldo);
 #endif
 }
 
@@ -60,12 +60,7 @@ DOT4_NAME (rows) (const ConyQGemm *g, guint p, const guint8 *u, const gint16 *u1
   DOT4_VEC b0 = DOT4_LOAD (pn.bias), b1 = DOT4_LOAD (pn.bias + DOT4_LANES);
   DOT4_VEC a00 = b0, a01 = b1, a10 = b0, a11 = b1, a20 = b0, a21 = b1;
   DOT4_VEC a30 = b0, a31 = b1, a40 = b0, a41 = b1, a50 = b0, a51 = b1;
-  const gint8 *w8 = pn.w8;
-  for (guint i = 0; i < pn.n8; i++, w8 += 4 * DOT4_PANEL) {
-    DOT4_VEC w0 = DOT4_LOAD (w8), w1 = DOT4_LOAD (w8 + 4 * DOT4_LANES);
-    const guint8 *a = u + (gsize) QROWS * 4 * pn.idx[i];
-    for (int line = 0; line < 4 * DOT4_PANEL; line += 64)
-      _mm_prefetch ((const char *) (w8 + PREFETCH + line), _MM_HINT_T0);
+  /* one quad of bytes at @a: two weight vectors, a broadcast and two DOT4 a row */
 #define DOT4_ROW(r) \
   if ((r) < MR) { \
     gint32 v; \
@@ -74,14 +69,31 @@ DOT4_NAME (rows) (const ConyQGemm *g, guint p, const guint8 *u, const gint16 *u1
     a##r##0 = DOT4 (a##r##0, x, w0); \
     a##r##1 = DOT4 (a##r##1, x, w1); \
   }
-    DOT4_ROW (0);
-    DOT4_ROW (1);
-    DOT4_ROW (2);
-    DOT4_ROW (3);
-    DOT4_ROW (4);
-    DOT4_ROW (5);
-#undef DOT4_ROW
+#define DOT4_BYTES() \
+  { \
+    DOT4_VEC w0 = DOT4_LOAD (w8), w1 = DOT4_LOAD (w8 + 4 * DOT4_LANES); \
+    for (int line = 0; line < 4 * DOT4_PANEL; line += 64) \
+      _mm_prefetch ((const char *) (w8 + PREFETCH + line), _MM_HINT_T0); \
+    DOT4_ROW (0); \
+    DOT4_ROW (1); \
+    DOT4_ROW (2); \
+    DOT4_ROW (3); \
+    DOT4_ROW (4); \
+    DOT4_ROW (5); \
   }
+  const gint8 *w8 = pn.w8;
+  if (pn.n8 == pn.nq) { /* every quad bytes, in order: no index to read */
+    const guint8 *a = u;
+    for (guint i = 0; i < pn.n8; i++, w8 += 4 * DOT4_PANEL, a += QROWS * 4)
+      DOT4_BYTES ();
+  } else {
+    for (guint i = 0; i < pn.n8; i++, w8 += 4 * DOT4_PANEL) {
+      const guint8 *a = u + (gsize) QROWS * 4 * pn.idx[i];
+      DOT4_BYTES ();
+    }
+  }
+#undef DOT4_BYTES
+#undef DOT4_ROW
   const gint16 *w16 = pn.w16;
   for (guint i = pn.n8; i < pn.nq; i++, w16 += 4 * DOT4_PANEL) {
     const gint16 *a = u16 + (gsize) QROWS * 4 * pn.idx[i];

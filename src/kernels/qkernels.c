@@ -29,11 +29,14 @@ cony_qout_init (ConyQOut *o, guint n, const ConyQMul *m, gint32 zp, gint32 lo, g
   o->rmask = g_new0 (gint32, np);
   o->rhalf = g_new0 (gint32, np);
   o->nudge = g_new0 (gint64, np);
+  o->nudge16 = g_new0 (gint64, np);
   split_shifts (m, n, o);
   for (guint c = 0; c < n; c++) {
     /* channel c's place among its 8: the even ones in lanes 0-3, the odd ones in 4-7 */
     gsize at = c / 8 * 8 + (c % 2) * 4 + (c % 8) / 2;
-    o->nudge[at] = (G_GINT64_CONSTANT (1) << 30) + (G_GINT64_CONSTANT (1) << (30 + o->rshift[c]));
+    gint64 nudge = (G_GINT64_CONSTANT (1) << 30) + (G_GINT64_CONSTANT (1) << (30 + o->rshift[c]));
+    o->nudge[at] = nudge;
+    o->nudge16[c / 16 * 16 + (c % 2) * 8 + (c % 16) / 2] = nudge;
   }
   o->zp = zp;
   o->lo = lo;
@@ -49,6 +52,7 @@ cony_qout_clear (ConyQOut *o)
   g_clear_pointer (&o->rmask, g_free);
   g_clear_pointer (&o->rhalf, g_free);
   g_clear_pointer (&o->nudge, g_free);
+  g_clear_pointer (&o->nudge16, g_free);
 }
 
 /* Whether every accumulator of @n channels stays below 2^29 in magnitude (biases

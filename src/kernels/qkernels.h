@@ -17,6 +17,9 @@ typedef struct {
   /* The short rounding's 64-bit nudges (q_mul8_small in qkernels-avx2.c), per 8
    * channels the even ones' then the odd ones': 2^30 + 2^(30 + rshift) (rshift >= 1). */
   gint64 *nudge;
+  /* The same nudges per 16 channels for 512-bit registers: the even ones' 8, then the
+   * odd ones' 8 (q_mul16_small). */
+  gint64 *nudge16;
   gint32 zp, lo, hi;
   gboolean any_left; /* some channel has lshift > 0 */
 } ConyQOut;
