@@ -632,10 +632,9 @@ dw32 (const ConyQDw *d, const gint8 *px, const gsize *off, guint c, __m512i *lo,
     __m512i v1 = k < 8
         ? _mm512_cvtepi8_epi16 (_mm256_loadu_si256 ((const __m256i *) (px + off[k + 1] + c)))
         : _mm512_setzero_si512 ();
-    a0 = _mm512_add_epi32 (a0,
-        _mm512_madd_epi16 (_mm512_unpacklo_epi16 (v0, v1), _mm512_loadu_si512 (w)));
-    a1 = _mm512_add_epi32 (a1,
-        _mm512_madd_epi16 (_mm512_unpackhi_epi16 (v0, v1), _mm512_loadu_si512 (w + 32)));
+    /* vpdpwssd: vpmaddwd and the sum in one */
+    a0 = _mm512_dpwssd_epi32 (a0, _mm512_unpacklo_epi16 (v0, v1), _mm512_loadu_si512 (w));
+    a1 = _mm512_dpwssd_epi32 (a1, _mm512_unpackhi_epi16 (v0, v1), _mm512_loadu_si512 (w + 32));
   }
   const __m512i first = _mm512_set_epi64 (11, 10, 3, 2, 9, 8, 1, 0);
   const __m512i second = _mm512_set_epi64 (15, 14, 7, 6, 13, 12, 5, 4);
