@@ -5,9 +5,6 @@
 #include "cony/error.h"
 #include "cony/safetensors.h"
 
-#include <cblas.h>
-#include <math.h>
-#include <stdlib.h>
 #include <string.h>
 #include <time.h>
 

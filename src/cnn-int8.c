@@ -756,7 +756,9 @@ void
 cnn_int8_run_add (const Layer *l, const QLayer *q, CnnInt8Scratch *s, const gint8 *in, gsize nb,
     gint8 *out)
 {
-  cony_qkernels ()->add (q->add, in, s->res, map_size (l, FALSE) * nb, out);
+  const ConyQKernels *k = cony_qkernels ();
+  gsize in_map = map_size (l, FALSE);
+  k->add (q->add, in, s->res, in_map * nb, out);
 }
 
 void
