@@ -1,21 +1,24 @@
 /* Private parts of the CNN engine shared by src/cnn*.c (see include/cony/cnn.h).
- * Each file uses only those listed after it (no import circle):
+ * The files, callers before callees:
  * cnn.c           ConyCnn: lifetime, getters and setters, the PCA postprocess;
  * cnn-shared.c    the process-wide registry that shares loaded weights;
  * cnn-load.c      model files and random networks: the common metadata, then the
- *                 loader of the file's `network` kind:
+ *                 loader of the file's `network` kind (its networks table):
  * cnn-vgg.c       VGG-style networks (no `network` key);
  * cnn-mobilenet.c MobileNet networks;
- * cnn-tensors.c   reading weights and metadata, random weights (for the loaders);
- * cnn-weights.c   CnnWeights: lifetime, copies, layer geometry;
- * cnn-layers.c    the table of layer kinds (CnnLayerClass), one row per LayerKind,
- *                 each kind's functions in its family's file:
+ * cnn-continual.c the continual (streaming) CNN on the kernels below;
+ * cnn-forward.c   the forward pass (batching, the conv stack, the head);
+ * cnn-weights.c   CnnWeights: lifetime, copies, the geometry pass;
+ * cnn-layers.c    the table of layer kinds (CnnLayerClass), one row per LayerKind:
+ *                 the passes above reach a kind only through cnn_layer_class();
  * cnn-layer-conv.c, -depthwise.c, -pointwise.c, -pool.c (max-pool, mean), -add.c,
- * -fc.c, -activation.c (sigmoid, softmax);
+ *                 -fc.c, -activation.c (sigmoid, softmax): each family's rows;
+ * cnn-int8.c      the integer path of quantised MobileNet-v1/v2 files (qkernels*.c):
+ *                 the rows' int8 hooks, and the loader and runner that call them;
  * cnn-winograd.c  Winograd F(2x2)/F(4x4) convolutions and the CPU kernel choice;
- * cnn-forward.c   the forward pass through the table (batching, the head);
- * cnn-int8.c      the integer path of quantised MobileNet-v1/v2 files (qkernels*.c);
- * cnn-continual.c the continual (streaming) CNN on the kernels of the two above. */
+ * cnn-tensors.c   reading weights and metadata, random weights (for the loaders).
+ * Upward calls: the rows use cnn-weights.c's cnn_same_out()/cnn_chain_error() and
+ * cnn-forward.c's cnn_bias_act(). */
 #pragma once
 #include "cony/cnn.h"
 #include "cony/safetensors.h"
