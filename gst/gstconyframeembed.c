@@ -30,7 +30,7 @@
  *
  * With labelled scores (the ImageNet MobileNet-v2 of models/imagenet/) each
  * embedded frame also posts an element message `conyframeembed` with its top-1
- * (`label`, `class-id`, `confidence`, the frame's times), see
+ * (`label`, `class_id`, `score`, the frame's times), see
  * #GstConyFrameEmbed:post-messages: a per-frame classifier.
  *
  * ## Patches
@@ -517,12 +517,13 @@ gst_cony_frame_embed_post_top1 (GstConyFrameEmbed *self, GstBuffer *out, const g
   GstClockTime pts = GST_BUFFER_PTS (out), dur = GST_BUFFER_DURATION (out);
   GstClockTime end = GST_CLOCK_TIME_IS_VALID (pts) && GST_CLOCK_TIME_IS_VALID (dur) ? pts + dur
                                                                                     : pts;
-  GstStructure *st = gst_structure_new ("conyframeembed", "timestamp", G_TYPE_UINT64, pts,
-      "stream-time", G_TYPE_UINT64, gst_cony_segment_time (seg, pts, FALSE), "running-time",
+  /* the names of conytransformer's result fields (gstconyresult.c) */
+  GstStructure *st = gst_structure_new ("conyframeembed", "start", G_TYPE_UINT64, pts,
+      "stream_start", G_TYPE_UINT64, gst_cony_segment_time (seg, pts, FALSE), "running_start",
       G_TYPE_UINT64, gst_cony_segment_time (seg, pts, TRUE), "duration", G_TYPE_UINT64, dur,
-      "stream-time-end", G_TYPE_UINT64, gst_cony_segment_time (seg, end, FALSE), "frame",
-      G_TYPE_UINT64, self->frame_index - 1, "class-id", G_TYPE_UINT, best, "label", G_TYPE_STRING,
-      labels[best], "confidence", G_TYPE_FLOAT, scores[best], NULL);
+      "stream_end", G_TYPE_UINT64, gst_cony_segment_time (seg, end, FALSE), "frame", G_TYPE_UINT64,
+      self->frame_index - 1, "class_id", G_TYPE_INT, (gint) best, "label", G_TYPE_STRING,
+      labels[best], "score", G_TYPE_FLOAT, scores[best], NULL);
   gst_element_post_message (GST_ELEMENT (self), gst_message_new_element (GST_OBJECT (self), st));
 }
 
@@ -831,10 +832,10 @@ gst_cony_frame_embed_class_init (GstConyFrameEmbedClass *klass)
    * GstConyFrameEmbed:post-messages:
    *
    * With output=scores, a model with labels and no patches: post an element
-   * message `conyframeembed` per embedded frame with its top-1 (`timestamp`,
-   * `stream-time`, `running-time`, `duration`, `stream-time-end`, `frame`,
-   * `class-id`, `label`, `confidence`), as a per-frame classifier, like
-   * conytransformer's messages. Default TRUE.
+   * message `conyframeembed` per embedded frame with its top-1 (`start`,
+   * `stream_start`, `running_start`, `duration`, `stream_end`, `frame`,
+   * `class_id`, `label`, `score`), as a per-frame classifier, with the names of
+   * conytransformer's result fields. Default TRUE.
    */
   g_object_class_install_property (gobject_class, PROP_POST_MESSAGES,
       g_param_spec_boolean ("post-messages", "Post messages",

@@ -20,16 +20,14 @@
  * media type, `dimensions`, `framerate`, `lookahead`, ... ; fractions as
  * "n/d" strings) comes before the first result and again when the caps
  * change. An `eos` record (`step`, `events`) carries the offsets of the
- * segments EOS closed. Each `result` record carries `step`,
- * `pts`, the span of input the result covers as `start`, `end`, `duration`
- * (buffer time) and `running_start`, `running_end`, `stream_start`,
- * `stream_end`, then `output` ("softmax" or "sigmoid"), `class_id`, `label`,
- * `score`, `top` (the top-k: objects with `class_id`, `label`, `score`, best
- * first), `context_fill`, `events` (the segment onsets and offsets of the
- * step: `event`, `class_id`, `label`, `segment_start`, `segment_end`,
- * running times) and, with #GstConyJson:scores, `scores` (every class).
- * A step below conyvggish's level gate (min-level) gives a result record with
- * `gated`: true, its times, `output` and `events`, and no class fields.
+ * segments EOS closed. Each `result` record carries the fields of the result
+ * table (gstconyresult.h), as the custom meta and conytransformer's messages do:
+ * `step`, `pts`, the span of input the result covers as `start`, `end`,
+ * `duration` and in running and stream time, `output`, the top class (`class_id`,
+ * `label`, `score`), `top`, `context_fill`, `events` and, with
+ * #GstConyJson:scores, `scores` (every class); a step below conyvggish's level
+ * gate has `gated`: true and no class fields. JSON comes from one formatter
+ * (gstconyresult-json.c), which conymqttsink uses too.
  * Times are integer nanoseconds, null when unknown. docs/results.schema.json
  * is the JSON Schema of the records; docs/elements.md documents every field
  * and compares the record with DL Streamer's.
@@ -44,7 +42,7 @@
 #endif
 
 #include "gstconyjson.h"
-#include "gstconymeta.h"
+#include "gstconyresult.h"
 #include "gstconyelement.h"
 
 #include <math.h>
@@ -74,210 +72,50 @@ G_DEFINE_TYPE (GstConyJson, gst_cony_json, GST_TYPE_ELEMENT);
 GST_ELEMENT_REGISTER_DEFINE (conyjson, "conyjson", GST_RANK_NONE, GST_TYPE_CONY_JSON);
 
 /* ------------------------------------------------------------------------ */
-/* JSON text */
+/* Records: the JSON formatter (gstconyresult-json.c) over structures */
 
-static void
-gst_cony_json_json_string (GString *o, const gchar *s)
+/* The fields of the "stream" record of @caps: `stream`, the media type and every
+ * field of the caps. */
+static GstStructure *
+gst_cony_json_stream_fields (const GstCaps *caps)
 {
-  g_string_append_c (o, '"');
-  for (const guchar *p = (const guchar *) (s ? s : ""); *p; p++) {
-    switch (*p) {
-      case '"': g_string_append (o, "\\\""); break;
-      case '\\': g_string_append (o, "\\\\"); break;
-      case '\n': g_string_append (o, "\\n"); break;
-      case '\r': g_string_append (o, "\\r"); break;
-      case '\t': g_string_append (o, "\\t"); break;
-      default:
-        if (*p < 0x20)
-          g_string_append_printf (o, "\\u%04x", *p);
-        else
-          g_string_append_c (o, (gchar) *p);
-    }
-  }
-  g_string_append_c (o, '"');
-}
-
-/* "key": */
-static void
-gst_cony_json_json_key (GString *o, const gchar *key)
-{
-  if (o->len > 0 && o->str[o->len - 1] != '{' && o->str[o->len - 1] != '[')
-    g_string_append_c (o, ',');
-  gst_cony_json_json_string (o, key);
-  g_string_append_c (o, ':');
-}
-
-static void
-gst_cony_json_json_time (GString *o, const gchar *key, GstClockTime t)
-{
-  gst_cony_json_json_key (o, key);
-  if (GST_CLOCK_TIME_IS_VALID (t))
-    g_string_append_printf (o, "%" G_GUINT64_FORMAT, (guint64) t);
-  else
-    g_string_append (o, "null");
-}
-
-/* Scores in float precision (7 significant digits); non-finite: null. */
-static void
-gst_cony_json_json_number (GString *o, gdouble v)
-{
-  gchar buf[G_ASCII_DTOSTR_BUF_SIZE];
-  if (isfinite (v))
-    g_string_append (o, g_ascii_formatd (buf, sizeof buf, "%.7g", v));
-  else
-    g_string_append (o, "null");
-}
-
-static void
-gst_cony_json_json_class (GString *o, gint class_id, const gchar *label, gdouble score)
-{
-  gst_cony_json_json_key (o, "class_id");
-  g_string_append_printf (o, "%d", class_id);
-  gst_cony_json_json_key (o, "label");
-  gst_cony_json_json_string (o, label);
-  gst_cony_json_json_key (o, "score");
-  gst_cony_json_json_number (o, score);
-}
-
-static gboolean
-gst_cony_json_caps_field (GQuark field, const GValue *value, gpointer user_data)
-{
-  GString *o = user_data;
-  GType t = G_VALUE_TYPE (value);
-
-  gst_cony_json_json_key (o, g_quark_to_string (field));
-  if (t == G_TYPE_INT)
-    g_string_append_printf (o, "%d", g_value_get_int (value));
-  else if (t == G_TYPE_UINT)
-    g_string_append_printf (o, "%u", g_value_get_uint (value));
-  else if (t == G_TYPE_INT64)
-    g_string_append_printf (o, "%" G_GINT64_FORMAT, g_value_get_int64 (value));
-  else if (t == G_TYPE_UINT64)
-    g_string_append_printf (o, "%" G_GUINT64_FORMAT, g_value_get_uint64 (value));
-  else if (t == G_TYPE_DOUBLE)
-    gst_cony_json_json_number (o, g_value_get_double (value));
-  else if (t == G_TYPE_BOOLEAN)
-    g_string_append (o, g_value_get_boolean (value) ? "true" : "false");
-  else if (t == G_TYPE_STRING)
-    gst_cony_json_json_string (o, g_value_get_string (value));
-  else {
-    /* fractions ("4/1"), lists, ...: GStreamer's own text */
-    gchar *text = gst_value_serialize (value);
-    gst_cony_json_json_string (o, text);
-    g_free (text);
-  }
-  return TRUE;
-}
-
-/* The "stream" object of @caps: the media type and every field. */
-static gchar *
-gst_cony_json_stream_json (const GstCaps *caps)
-{
-  GString *o = g_string_new ("{");
+  GstStructure *stream = gst_structure_new_empty ("stream");
   if (gst_caps_get_size (caps) > 0) {
-    const GstStructure *s = gst_caps_get_structure (caps, 0);
-    gst_cony_json_json_key (o, "media");
-    gst_cony_json_json_string (o, gst_structure_get_name (s));
-    gst_structure_foreach (s, gst_cony_json_caps_field, o);
-  }
-  g_string_append_c (o, '}');
-  return g_string_free (o, FALSE);
-}
-
-/* "events": [...], the segment events of a step or of EOS. */
-static void
-gst_cony_json_json_events (GString *o, const GstConyClassificationEvent *events, guint n)
-{
-  gst_cony_json_json_key (o, "events");
-  g_string_append_c (o, '[');
-  for (guint i = 0; i < n; i++) {
-    const GstConyClassificationEvent *e = &events[i];
-    if (i > 0)
-      g_string_append_c (o, ',');
-    g_string_append_c (o, '{');
-    gst_cony_json_json_key (o, "event");
-    gst_cony_json_json_string (o, e->onset ? "onset" : "offset");
-    gst_cony_json_json_key (o, "class_id");
-    g_string_append_printf (o, "%d", e->class_id);
-    gst_cony_json_json_key (o, "label");
-    gst_cony_json_json_string (o, e->label);
-    gst_cony_json_json_time (o, "segment_start", e->start);
-    gst_cony_json_json_time (o, "segment_end", e->end);
-    g_string_append_c (o, '}');
-  }
-  g_string_append_c (o, ']');
-}
-
-/* {"type":TYPE[,"source":SOURCE]: the head of every record (docs/
- * results.schema.json). */
-static void
-gst_cony_json_open_record (GString *o, const gchar *type, const gchar *source)
-{
-  g_string_append_c (o, '{');
-  gst_cony_json_json_key (o, "type");
-  gst_cony_json_json_string (o, type);
-  if (source) {
-    gst_cony_json_json_key (o, "source");
-    gst_cony_json_json_string (o, source);
-  }
-}
-
-/* One result record, without the trailing newline. */
-static void
-gst_cony_json_write_record (GstConyJson *self, GString *o, const GstConyClassificationMeta *m,
-    const gchar *source, gboolean scores)
-{
-  gst_cony_json_open_record (o, "result", source);
-  gst_cony_json_json_key (o, "step");
-  g_string_append_printf (o, "%" G_GUINT64_FORMAT, m->step);
-  gst_cony_json_json_time (o, "pts", m->pts);
-  gst_cony_json_json_time (o, "start", m->window_start);
-  gst_cony_json_json_time (o, "end", m->window_end);
-  gst_cony_json_json_time (o, "duration",
-      GST_CLOCK_TIME_IS_VALID (m->window_start) && GST_CLOCK_TIME_IS_VALID (m->window_end)
-          ? m->window_end - m->window_start
-          : GST_CLOCK_TIME_NONE);
-  gst_cony_json_json_time (o, "running_start", m->running_start);
-  gst_cony_json_json_time (o, "running_end", m->running_end);
-  gst_cony_json_json_time (o, "stream_start", m->stream_start);
-  gst_cony_json_json_time (o, "stream_end", m->stream_end);
-  gst_cony_json_json_key (o, "output");
-  gst_cony_json_json_string (o, m->multi_label ? "sigmoid" : "softmax");
-  if (m->gated) {
-    /* below the level gate: no class, no scores (docs/elements.md, "Level gate") */
-    gst_cony_json_json_key (o, "gated");
-    g_string_append (o, "true");
-    gst_cony_json_json_events (o, m->events, m->n_events);
-    g_string_append_c (o, '}');
-    return;
-  }
-  gst_cony_json_json_class (o, m->class_id, m->label, m->score);
-  gst_cony_json_json_key (o, "top");
-  g_string_append_c (o, '[');
-  for (guint i = 0; i < m->n_top; i++) {
-    if (i > 0)
-      g_string_append_c (o, ',');
-    g_string_append_c (o, '{');
-    gint c = m->top_ids[i];
-    gst_cony_json_json_class (o, c, m->top_labels[i],
-        c >= 0 && (guint) c < m->n_scores ? m->scores[c] : NAN);
-    g_string_append_c (o, '}');
-  }
-  g_string_append_c (o, ']');
-  gst_cony_json_json_key (o, "context_fill");
-  gst_cony_json_json_number (o, m->context_fill);
-  gst_cony_json_json_events (o, m->events, m->n_events);
-  if (scores) {
-    gst_cony_json_json_key (o, "scores");
-    g_string_append_c (o, '[');
-    for (guint i = 0; i < m->n_scores; i++) {
-      if (i > 0)
-        g_string_append_c (o, ',');
-      gst_cony_json_json_number (o, m->scores[i]);
+    const GstStructure *c = gst_caps_get_structure (caps, 0);
+    gst_structure_set (stream, "media", G_TYPE_STRING, gst_structure_get_name (c), NULL);
+    for (gint i = 0; i < gst_structure_n_fields (c); i++) {
+      const gchar *name = gst_structure_nth_field_name (c, i);
+      gst_structure_set_value (stream, name, gst_structure_get_value (c, name));
     }
-    g_string_append_c (o, ']');
   }
-  g_string_append_c (o, '}');
+  GstStructure *rec = gst_structure_new_empty ("stream");
+  GValue v = G_VALUE_INIT;
+  g_value_init (&v, GST_TYPE_STRUCTURE);
+  g_value_take_boxed (&v, stream);
+  gst_structure_take_value (rec, "stream", &v);
+  return rec;
+}
+
+/* The record of @type with the fields of @s (taken), without the trailing newline. */
+static GString *
+gst_cony_json_record (const gchar *type, const gchar *source, GstStructure *s)
+{
+  GString *line = g_string_new (NULL);
+  gst_cony_result_json_append_record (line, type, source, s);
+  gst_structure_free (s);
+  return line;
+}
+
+/* One result record (the result table's fields; `scores` only when asked), without
+ * the trailing newline. */
+static GString *
+gst_cony_json_result_record (const GstConyClassificationMeta *m, const gchar *source,
+    gboolean scores)
+{
+  GstStructure *s = gst_cony_result_to_structure (m, "result");
+  if (!scores)
+    gst_structure_remove_field (s, "scores");
+  return gst_cony_json_record ("result", source, s);
 }
 
 /* ------------------------------------------------------------------------ */
@@ -308,15 +146,12 @@ gst_cony_json_push_line (GstConyJson *self, GString *line, GstClockTime pts, gbo
 static GstFlowReturn
 gst_cony_json_push_stream (GstConyJson *self, const gchar *source, GstClockTime pts)
 {
-  if (self->stream_json == NULL || g_strcmp0 (self->stream_json, self->stream_written) == 0)
+  if (self->stream == NULL
+      || (self->stream_written && gst_structure_is_equal (self->stream, self->stream_written)))
     return GST_FLOW_OK;
-  GString *line = g_string_new (NULL);
-  gst_cony_json_open_record (line, "stream", source);
-  gst_cony_json_json_key (line, "stream");
-  g_string_append (line, self->stream_json);
-  g_string_append_c (line, '}');
-  g_free (self->stream_written);
-  self->stream_written = g_strdup (self->stream_json);
+  GString *line = gst_cony_json_record ("stream", source, gst_structure_copy (self->stream));
+  g_clear_pointer (&self->stream_written, gst_structure_free);
+  self->stream_written = gst_structure_copy (self->stream);
   return gst_cony_json_push_line (self, line, pts, FALSE);
 }
 
@@ -349,8 +184,7 @@ gst_cony_json_chain (GstPad *pad, GstObject *parent, GstBuffer *buf)
   ret = gst_cony_json_push_stream (self, source, GST_BUFFER_PTS (buf));
   for (guint i = 0; i < metas->len && ret == GST_FLOW_OK; i++) {
     const GstConyClassificationMeta *m = metas->pdata[i];
-    GString *line = g_string_new (NULL);
-    gst_cony_json_write_record (self, line, m, source, scores);
+    GString *line = gst_cony_json_result_record (m, source, scores);
     ret = gst_cony_json_push_line (self, line,
         GST_CLOCK_TIME_IS_VALID (m->pts) ? m->pts : GST_BUFFER_PTS (buf),
         i == 0 && GST_BUFFER_IS_DISCONT (buf));
@@ -377,12 +211,11 @@ gst_cony_json_write_closed_segments (GstConyJson *self, GstEvent *event)
   GST_OBJECT_LOCK (self);
   gchar *source = g_strdup (self->source);
   GST_OBJECT_UNLOCK (self);
-  GString *line = g_string_new (NULL);
-  gst_cony_json_open_record (line, "eos", source);
-  gst_cony_json_json_key (line, "step");
-  g_string_append_printf (line, "%" G_GUINT64_FORMAT, step);
-  gst_cony_json_json_events (line, events, n);
-  g_string_append_c (line, '}');
+  GstStructure *s = gst_structure_new ("eos", "step", G_TYPE_UINT64, step, NULL);
+  GValue ev = G_VALUE_INIT;
+  gst_cony_result_events_value (&ev, events, n);
+  gst_structure_take_value (s, "events", &ev);
+  GString *line = gst_cony_json_record ("eos", source, s);
   GstFlowReturn ret = gst_cony_json_push_line (self, line, GST_CLOCK_TIME_NONE, FALSE);
   GST_DEBUG_OBJECT (self, "%u segments closed at EOS: %s", n, gst_flow_get_name (ret));
   g_free (events);
@@ -399,9 +232,9 @@ gst_cony_json_sink_event (GstPad *pad, GstObject *parent, GstEvent *event)
   if (GST_EVENT_TYPE (event) == GST_EVENT_CAPS) {
     GstCaps *caps;
     gst_event_parse_caps (event, &caps);
-    g_free (self->stream_json);
-    self->stream_json = gst_cony_json_stream_json (caps);
-    GST_DEBUG_OBJECT (self, "stream: %s", self->stream_json);
+    g_clear_pointer (&self->stream, gst_structure_free);
+    self->stream = gst_cony_json_stream_fields (caps);
+    GST_DEBUG_OBJECT (self, "stream: %" GST_PTR_FORMAT, self->stream);
     gst_event_unref (event);
     if (gst_pad_has_current_caps (self->srcpad))
       return TRUE;
@@ -417,8 +250,8 @@ gst_cony_json_change_state (GstElement *element, GstStateChange transition)
   GstConyJson *self = GST_CONY_JSON (element);
   GstStateChangeReturn ret = GST_ELEMENT_CLASS (parent_class)->change_state (element, transition);
   if (transition == GST_STATE_CHANGE_PAUSED_TO_READY) {
-    g_clear_pointer (&self->stream_json, g_free);
-    g_clear_pointer (&self->stream_written, g_free);
+    g_clear_pointer (&self->stream, gst_structure_free);
+    g_clear_pointer (&self->stream_written, gst_structure_free);
   }
   return ret;
 }
@@ -462,8 +295,8 @@ gst_cony_json_finalize (GObject *object)
   GstConyJson *self = GST_CONY_JSON (object);
 
   g_free (self->source);
-  g_free (self->stream_json);
-  g_free (self->stream_written);
+  g_clear_pointer (&self->stream, gst_structure_free);
+  g_clear_pointer (&self->stream_written, gst_structure_free);
   G_OBJECT_CLASS (parent_class)->finalize (object);
 }
 

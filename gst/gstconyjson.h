@@ -23,8 +23,8 @@ struct _GstConyJson {
   gboolean scores;
 
   /* Streaming thread. */
-  gchar *stream_json;    /* the "stream" object of the input caps, or NULL */
-  gchar *stream_written; /* the one last written in a "stream" record, or NULL */
+  GstStructure *stream;         /* the "stream" record's fields of the input caps, or NULL */
+  GstStructure *stream_written; /* the one last written, or NULL */
 };
 
 G_END_DECLS

@@ -7,6 +7,7 @@
 #endif
 
 #include "gstconymeta.h"
+#include "gstconyresult.h"
 
 #include <string.h>
 
@@ -116,30 +117,22 @@ gst_buffer_add_cony_classification_meta_full (GstBuffer *buffer, const GstConyCl
       NULL);
   if (m == NULL)
     return NULL;
-  m->step = v->step;
-  m->window_start = v->window_start;
-  m->window_end = v->window_end;
-  m->class_id = v->class_id;
+  /* every value member at once (a new result field is copied without a line here),
+   * then the members that own memory */
+  GstMeta head = m->meta;
+  *m = *v;
+  m->meta = head;
   m->label = g_intern_string (v->label ? v->label : "");
-  m->score = v->score;
-  m->n_scores = v->n_scores;
   m->scores = v->n_scores ? g_memdup2 (v->scores, v->n_scores * sizeof (gfloat)) : NULL;
-  m->context_fill = v->context_fill;
-  m->pts = v->pts;
-  m->running_start = v->running_start;
-  m->running_end = v->running_end;
-  m->stream_start = v->stream_start;
-  m->stream_end = v->stream_end;
-  m->multi_label = v->multi_label;
-  m->gated = v->gated;
-  m->n_top = v->n_top;
+  m->top_ids = NULL;
+  m->top_labels = NULL;
+  m->events = NULL;
   if (v->n_top > 0) {
     m->top_ids = g_memdup2 (v->top_ids, v->n_top * sizeof (gint));
     m->top_labels = g_new (const gchar *, v->n_top);
     for (guint i = 0; i < v->n_top; i++)
       m->top_labels[i] = g_intern_string (v->top_labels[i] ? v->top_labels[i] : "");
   }
-  m->n_events = v->n_events;
   if (v->n_events > 0) {
     m->events = g_memdup2 (v->events, v->n_events * sizeof (GstConyClassificationEvent));
     for (guint i = 0; i < v->n_events; i++)
@@ -220,15 +213,11 @@ gst_cony_classification_custom_meta_register (void)
   }
 }
 
-static void gst_cony_classification_set_events (GstStructure *s,
-    const GstConyClassificationEvent *events, guint n);
-
 GstCustomMeta *
 gst_buffer_add_cony_classification_custom_meta (GstBuffer *buffer,
     const GstConyClassificationMeta *meta)
 {
   GstCustomMeta *cm;
-  GstStructure *s;
 
   g_return_val_if_fail (GST_IS_BUFFER (buffer), NULL);
   g_return_val_if_fail (meta != NULL, NULL);
@@ -237,51 +226,9 @@ gst_buffer_add_cony_classification_custom_meta (GstBuffer *buffer,
   cm = gst_buffer_add_custom_meta (buffer, GST_CONY_CLASSIFICATION_CUSTOM_META_NAME);
   if (cm == NULL)
     return NULL;
-  s = gst_custom_meta_get_structure (cm);
-  /* clang-format off */
-  gst_structure_set (s,
-      "step", G_TYPE_UINT64, meta->step,
-      "window-start", G_TYPE_UINT64, (guint64) meta->window_start,
-      "window-end", G_TYPE_UINT64, (guint64) meta->window_end,
-      "class-id", G_TYPE_INT, meta->class_id,
-      "label", G_TYPE_STRING, meta->label,
-      "score", G_TYPE_FLOAT, meta->score,
-      "context-fill", G_TYPE_DOUBLE, meta->context_fill,
-      "pts", G_TYPE_UINT64, (guint64) meta->pts,
-      "running-start", G_TYPE_UINT64, (guint64) meta->running_start,
-      "running-end", G_TYPE_UINT64, (guint64) meta->running_end,
-      "stream-start", G_TYPE_UINT64, (guint64) meta->stream_start,
-      "stream-end", G_TYPE_UINT64, (guint64) meta->stream_end,
-      "output", G_TYPE_STRING, meta->multi_label ? "sigmoid" : "softmax",
-      "gated", G_TYPE_BOOLEAN, meta->gated, NULL);
-  /* clang-format on */
-  gst_cony_classification_set_floats (s, "scores", meta->scores, meta->n_scores);
-  gst_cony_classification_set_top (s, meta->n_top, meta->top_ids, meta->top_labels, meta->scores);
-  gst_cony_classification_set_events (s, meta->events, meta->n_events);
+  /* the fields of the result table (gstconyresult.c), as in the bus messages and JSON */
+  gst_cony_result_set_fields (gst_custom_meta_get_structure (cm), meta);
   return cm;
-}
-
-/* Sets "events" of @s: a GST_TYPE_ARRAY of one "event" structure per event. */
-static void
-gst_cony_classification_set_events (GstStructure *s, const GstConyClassificationEvent *events,
-    guint n)
-{
-  GValue ea = G_VALUE_INIT;
-  g_value_init (&ea, GST_TYPE_ARRAY);
-  for (guint i = 0; i < n; i++) {
-    const GstConyClassificationEvent *e = &events[i];
-    GValue ev = G_VALUE_INIT;
-    g_value_init (&ev, GST_TYPE_STRUCTURE);
-    /* clang-format off */
-    g_value_take_boxed (&ev, gst_structure_new ("event",
-            "event", G_TYPE_STRING, e->onset ? "onset" : "offset",
-            "class-id", G_TYPE_INT, e->class_id, "label", G_TYPE_STRING, e->label,
-            "segment-start", G_TYPE_UINT64, (guint64) e->start,
-            "segment-end", G_TYPE_UINT64, (guint64) e->end, NULL));
-    /* clang-format on */
-    gst_value_array_append_and_take_value (&ea, &ev);
-  }
-  gst_structure_take_value (s, "events", &ea);
 }
 
 GstEvent *
@@ -289,27 +236,10 @@ gst_cony_segments_closed_event_new (guint64 step, const GstConyClassificationEve
 {
   GstStructure *s = gst_structure_new (GST_CONY_SEGMENTS_CLOSED_EVENT_NAME, "step", G_TYPE_UINT64,
       step, NULL);
-  gst_cony_classification_set_events (s, events, n);
+  GValue ev = G_VALUE_INIT;
+  gst_cony_result_events_value (&ev, events, n);
+  gst_structure_take_value (s, "events", &ev);
   return gst_event_new_custom (GST_EVENT_CUSTOM_DOWNSTREAM, s);
-}
-
-/* One "event" structure into @e; FALSE when a field is missing. */
-static gboolean
-gst_cony_classification_read_event (const GstStructure *es, GstConyClassificationEvent *e)
-{
-  const gchar *kind = gst_structure_get_string (es, "event");
-  const gchar *label = gst_structure_get_string (es, "label");
-  guint64 start, end;
-
-  if (kind == NULL || label == NULL || !gst_structure_get_int (es, "class-id", &e->class_id)
-      || !gst_structure_get_uint64 (es, "segment-start", &start)
-      || !gst_structure_get_uint64 (es, "segment-end", &end))
-    return FALSE;
-  e->onset = g_str_equal (kind, "onset");
-  e->label = g_intern_string (label);
-  e->start = start;
-  e->end = end;
-  return TRUE;
 }
 
 gboolean
@@ -332,54 +262,10 @@ gst_cony_segments_closed_event_parse (GstEvent *event, guint64 *step,
   for (guint i = 0; i < *n; i++) {
     const GValue *v = gst_value_array_get_value (arr, i);
     if (!GST_VALUE_HOLDS_STRUCTURE (v)
-        || !gst_cony_classification_read_event (gst_value_get_structure (v), &(*events)[i])) {
+        || !gst_cony_result_read_event (gst_value_get_structure (v), &(*events)[i])) {
       g_clear_pointer (events, g_free);
       return FALSE;
     }
   }
   return TRUE;
-}
-
-void
-gst_cony_classification_set_floats (GstStructure *s, const gchar *field, const gfloat *values,
-    guint n)
-{
-  GValue arr = G_VALUE_INIT, v = G_VALUE_INIT;
-
-  g_value_init (&arr, GST_TYPE_ARRAY);
-  g_value_init (&v, G_TYPE_FLOAT);
-  for (guint i = 0; i < n; i++) {
-    g_value_set_float (&v, values[i]);
-    gst_value_array_append_value (&arr, &v);
-  }
-  gst_structure_take_value (s, field, &arr);
-  g_value_unset (&v);
-}
-
-void
-gst_cony_classification_set_top (GstStructure *s, guint n_top, const gint *ids,
-    const gchar *const *labels, const gfloat *scores)
-{
-  GValue ia = G_VALUE_INIT, la = G_VALUE_INIT, sa = G_VALUE_INIT, v = G_VALUE_INIT;
-
-  g_value_init (&ia, GST_TYPE_ARRAY);
-  g_value_init (&la, GST_TYPE_ARRAY);
-  g_value_init (&sa, GST_TYPE_ARRAY);
-  for (guint i = 0; i < n_top; i++) {
-    g_value_init (&v, G_TYPE_INT);
-    g_value_set_int (&v, ids[i]);
-    gst_value_array_append_value (&ia, &v);
-    g_value_unset (&v);
-    g_value_init (&v, G_TYPE_STRING);
-    g_value_set_string (&v, labels[i]);
-    gst_value_array_append_value (&la, &v);
-    g_value_unset (&v);
-    g_value_init (&v, G_TYPE_FLOAT);
-    g_value_set_float (&v, scores[ids[i]]);
-    gst_value_array_append_value (&sa, &v);
-    g_value_unset (&v);
-  }
-  gst_structure_take_value (s, "top-ids", &ia);
-  gst_structure_take_value (s, "top-labels", &la);
-  gst_structure_take_value (s, "top-scores", &sa);
 }

@@ -141,15 +141,10 @@ guint gst_buffer_get_n_cony_classification_metas (GstBuffer *buffer);
 /**
  * GST_CONY_CLASSIFICATION_CUSTOM_META_NAME:
  *
- * Name of the #GstCustomMeta mirror. Its structure holds the fields
- * step (guint64), window-start, window-end (guint64, ns), class-id (gint),
- * label (string), score (gfloat), context-fill (gdouble) and scores
- * (#GST_TYPE_ARRAY of gfloat), pts, running-start, running-end,
- * stream-start, stream-end (guint64, ns), output (string: "softmax" or
- * "sigmoid"), top-ids (#GST_TYPE_ARRAY of gint), top-labels (of strings),
- * top-scores (of gfloat) and events (#GST_TYPE_ARRAY of structures named
- * "event" with event ("onset"/"offset"), class-id, label, segment-start,
- * segment-end) and gated (boolean). From Python:
+ * Name of the #GstCustomMeta mirror. Its structure holds the fields of the
+ * result table (gstconyresult.h: gst_cony_result_fields()), under the names
+ * conyjson writes (docs/results.schema.json) and conytransformer's bus messages
+ * carry: step, pts, start, end, ... (docs/elements.md, "Result fields"). From Python:
  * `buf.get_custom_meta("GstConyClassificationCustomMeta").get_structure()`.
  */
 #define GST_CONY_CLASSIFICATION_CUSTOM_META_NAME "GstConyClassificationCustomMeta"
@@ -160,17 +155,6 @@ void gst_cony_classification_custom_meta_register (void);
 /* Adds the custom mirror of @meta to @buffer. */
 GstCustomMeta *gst_buffer_add_cony_classification_custom_meta (GstBuffer *buffer,
     const GstConyClassificationMeta *meta);
-
-/* Sets the fields top-ids (#GST_TYPE_ARRAY of gint), top-labels (of strings)
- * and top-scores (of gfloat, @scores[@ids[i]]) of @s: the custom meta's and
- * conytransformer's messages' top-k. */
-void gst_cony_classification_set_top (GstStructure *s, guint n_top, const gint *ids,
-    const gchar *const *labels, const gfloat *scores);
-
-/* Sets @field of @s to a #GST_TYPE_ARRAY of the @n gfloat @values (the "scores" of
- * the custom meta and of conytransformer's messages). */
-void gst_cony_classification_set_floats (GstStructure *s, const gchar *field, const gfloat *values,
-    guint n);
 
 /**
  * GST_CONY_SEGMENTS_CLOSED_EVENT_NAME:

@@ -12,6 +12,10 @@
  * every result record (docs/results.schema.json) to a broker, as DL
  * Streamer's `gvametapublish method=mqtt` or NNStreamer's `mqttsink` do. With
  * `application/x-json` input the trailing newline of each line is not sent.
+ * Other buffers that carry classification metas (conymqttsink straight after
+ * conytransformer) are published as one `result` record per meta, written by
+ * conyjson's formatter (the same fields; no `stream` or `eos` records, no
+ * `source`, no `scores`); other buffers as they are.
  *
  * It never blocks the streaming thread: a buffer is copied into a bounded
  * queue (#GstConyMqttSink:max-queued) and a sender thread of the element
@@ -58,6 +62,7 @@
 
 #include "gstconymqttsink.h"
 #include "gstconymqttha.h"
+#include "gstconyresult.h"
 
 #include <errno.h>
 #include <mosquitto.h>
@@ -900,27 +905,13 @@ gst_cony_mqtt_sink_update_ha (GstConyMqttSink *self, const gchar *data, gsize le
   g_error_free (err);
 }
 
-/* The streaming thread: a copy into the queue, never a wait. */
-static GstFlowReturn
-gst_cony_mqtt_sink_render (GstBaseSink *sink, GstBuffer *buf)
+/* One message of @len bytes at @data into the queue (or counted as dropped);
+ * self->lock held. */
+static void
+gst_cony_mqtt_sink_queue (GstConyMqttSink *self, const gchar *data, gsize len, guint max_queued)
 {
-  GstConyMqttSink *self = GST_CONY_MQTT_SINK (sink);
-  GstMapInfo map;
-
-  if (!gst_buffer_map (buf, &map, GST_MAP_READ)) {
-    GST_ELEMENT_ERROR (self, RESOURCE, READ, ("Cannot read a buffer"), (NULL));
-    return GST_FLOW_ERROR;
-  }
-  GST_OBJECT_LOCK (self);
-  guint max_queued = self->max_queued;
-  GST_OBJECT_UNLOCK (self);
-
-  g_mutex_lock (&self->lock);
-  gsize len = map.size;
-  if (self->strip_newline && len > 0 && map.data[len - 1] == '\n')
-    len--;
   if (self->ha != NULL)
-    gst_cony_mqtt_sink_update_ha (self, (const gchar *) map.data, len);
+    gst_cony_mqtt_sink_update_ha (self, data, len);
   if (self->queue.length >= max_queued) {
     self->dropped++;
     if (!self->dropping)
@@ -931,11 +922,78 @@ gst_cony_mqtt_sink_render (GstBaseSink *sink, GstBuffer *buf)
     self->dropping = TRUE;
   } else {
     GstConyMqttMessage *m = g_new0 (GstConyMqttMessage, 1);
-    m->payload = g_bytes_new (map.data, len);
+    m->payload = g_bytes_new (data, len);
     g_queue_push_tail (&self->queue, m);
     self->dropping = FALSE;
     g_cond_broadcast (&self->cond);
   }
+}
+
+static gint
+gst_cony_mqtt_sink_cmp_step (gconstpointer a, gconstpointer b)
+{
+  const GstConyClassificationMeta *x = *(GstConyClassificationMeta *const *) a;
+  const GstConyClassificationMeta *y = *(GstConyClassificationMeta *const *) b;
+  return x->step < y->step ? -1 : x->step > y->step;
+}
+
+/* Buffers straight from conytransformer (not conyjson's lines): one result record per
+ * classification meta, in step order, written by the same JSON formatter as conyjson's
+ * (gstconyresult.h); TRUE when the buffer had metas. self->lock held. */
+static gboolean
+gst_cony_mqtt_sink_queue_metas (GstConyMqttSink *self, GstBuffer *buf, guint max_queued)
+{
+  GPtrArray *metas = g_ptr_array_new ();
+  gpointer state = NULL;
+  GstMeta *meta;
+
+  while (
+      (meta = gst_buffer_iterate_meta_filtered (buf, &state, GST_CONY_CLASSIFICATION_META_API_TYPE))
+      != NULL)
+    g_ptr_array_add (metas, meta);
+  g_ptr_array_sort (metas, gst_cony_mqtt_sink_cmp_step);
+  for (guint i = 0; i < metas->len; i++) {
+    GstStructure *r = gst_cony_result_to_structure (metas->pdata[i], "result");
+    GString *record = g_string_new (NULL);
+    gst_structure_remove_field (r, "scores"); /* as conyjson's default */
+    gst_cony_result_json_append_record (record, "result", NULL, r);
+    gst_cony_mqtt_sink_queue (self, record->str, record->len, max_queued);
+    g_string_free (record, TRUE);
+    gst_structure_free (r);
+  }
+  gboolean had = metas->len > 0;
+  g_ptr_array_free (metas, TRUE);
+  return had;
+}
+
+/* The streaming thread: a copy into the queue, never a wait. */
+static GstFlowReturn
+gst_cony_mqtt_sink_render (GstBaseSink *sink, GstBuffer *buf)
+{
+  GstConyMqttSink *self = GST_CONY_MQTT_SINK (sink);
+  GstMapInfo map;
+
+  GST_OBJECT_LOCK (self);
+  guint max_queued = self->max_queued;
+  GST_OBJECT_UNLOCK (self);
+
+  g_mutex_lock (&self->lock);
+  gboolean json = self->strip_newline;
+  if (!json && gst_cony_mqtt_sink_queue_metas (self, buf, max_queued)) {
+    g_mutex_unlock (&self->lock);
+    return GST_FLOW_OK;
+  }
+  g_mutex_unlock (&self->lock);
+
+  if (!gst_buffer_map (buf, &map, GST_MAP_READ)) {
+    GST_ELEMENT_ERROR (self, RESOURCE, READ, ("Cannot read a buffer"), (NULL));
+    return GST_FLOW_ERROR;
+  }
+  g_mutex_lock (&self->lock);
+  gsize len = map.size;
+  if (json && len > 0 && map.data[len - 1] == '\n')
+    len--;
+  gst_cony_mqtt_sink_queue (self, (const gchar *) map.data, len, max_queued);
   g_mutex_unlock (&self->lock);
   gst_buffer_unmap (buf, &map);
   return GST_FLOW_OK;

@@ -6,7 +6,7 @@
 #endif
 
 #include "gstconytransformer-private.h"
-#include "gstconymeta.h"
+#include "gstconyresult.h"
 
 #include <math.h>
 #include <string.h>
@@ -32,38 +32,45 @@ gst_cony_transformer_segment_time (GstConyTransformer *self, GstClockTime t, gbo
   return gst_cony_segment_time (&GST_BASE_TRANSFORM (self)->segment, t, running);
 }
 
-/* The message structure of step @st, naming class @cls (the top class, or
- * the label of a segment event) and the step's @n_top best classes. */
-static GstStructure *
-gst_cony_transformer_new_step_structure (GstConyTransformer *self, const GstConyTransformerStep *st,
-    gint cls, guint n_top)
+void
+gst_cony_transformer_fill_result (GstConyTransformer *self, const GstConyTransformerStep *st,
+    gint cls, guint n_top, guint n_events, GstConyClassificationMeta *r)
 {
-  GstClockTime duration = GST_CLOCK_TIME_IS_VALID (st->start) && GST_CLOCK_TIME_IS_VALID (st->end)
-      ? st->end - st->start
-      : GST_CLOCK_TIME_NONE;
-  GstStructure *s = gst_structure_new (MESSAGE_NAME, "timestamp", G_TYPE_UINT64, st->start,
-      "stream-time", G_TYPE_UINT64, gst_cony_transformer_segment_time (self, st->start, FALSE),
-      "running-time", G_TYPE_UINT64, gst_cony_transformer_segment_time (self, st->start, TRUE),
-      "duration", G_TYPE_UINT64, duration, "stream-time-end", G_TYPE_UINT64,
-      gst_cony_transformer_segment_time (self, st->end, FALSE), "running-time-end", G_TYPE_UINT64,
-      gst_cony_transformer_segment_time (self, st->end, TRUE), "pts", G_TYPE_UINT64, st->pts,
-      "step", G_TYPE_UINT64, st->step, "class-id", G_TYPE_INT, cls, "label", G_TYPE_STRING,
-      self->labels[cls], "confidence", G_TYPE_FLOAT, self->probs[cls], "context-fill",
-      G_TYPE_DOUBLE, st->fill, "output", G_TYPE_STRING, self->multi_label ? "sigmoid" : "softmax",
-      "gated", G_TYPE_BOOLEAN, st->gated, NULL);
-  gst_cony_classification_set_floats (s, "scores", self->probs, self->n_classes);
-  gst_cony_classification_set_top (s, n_top, self->top_ids, self->top_labels, self->probs);
-  return s;
+  *r = (GstConyClassificationMeta){
+    .step = st->step,
+    .window_start = st->start,
+    .window_end = st->end,
+    .class_id = st->gated ? -1 : cls,
+    .label = st->gated ? "" : self->labels[cls],
+    .score = st->gated ? 0.0f : self->probs[cls],
+    .n_scores = st->gated ? 0 : self->n_classes,
+    .scores = self->probs,
+    .gated = st->gated,
+    .context_fill = st->fill,
+    .pts = st->pts,
+    .running_start = gst_cony_transformer_segment_time (self, st->start, TRUE),
+    .running_end = gst_cony_transformer_segment_time (self, st->end, TRUE),
+    .stream_start = gst_cony_transformer_segment_time (self, st->start, FALSE),
+    .stream_end = gst_cony_transformer_segment_time (self, st->end, FALSE),
+    .multi_label = self->multi_label,
+    .n_top = st->gated ? 0 : n_top,
+    .top_ids = self->top_ids,
+    .top_labels = self->top_labels,
+    .n_events = n_events,
+    .events = self->events,
+  };
 }
 
-/* The every-step message of a step below the level gate: its times, no class. */
+/* The message structure of step @st: its result (gstconyresult.h) naming class @cls
+ * (the top class, or the label of a segment event), with the step's @n_events events
+ * and @n_top best classes. */
 static GstStructure *
-gst_cony_transformer_gated_structure (GstConyTransformer *self, const GstConyTransformerStep *st)
+gst_cony_transformer_new_step_structure (GstConyTransformer *self, const GstConyTransformerStep *st,
+    gint cls, guint n_top, guint n_events)
 {
-  GstStructure *s = gst_cony_transformer_new_step_structure (self, st, 0, 0);
-  gst_structure_remove_fields (s, "class-id", "label", "confidence", "scores", "top-ids",
-      "top-labels", "top-scores", "context-fill", NULL);
-  return s;
+  GstConyClassificationMeta r;
+  gst_cony_transformer_fill_result (self, st, cls, n_top, n_events, &r);
+  return gst_cony_result_to_structure (&r, MESSAGE_NAME);
 }
 
 static void
@@ -149,26 +156,36 @@ gst_cony_transformer_update_segments (GstConyTransformer *self, const GstConyTra
  * (@on; @off: the segment that ended, or NULL). */
 static GstStructure *
 gst_cony_transformer_change_structure (GstConyTransformer *self, const GstConyTransformerStep *st,
-    guint n_top, const GstConyClassificationEvent *on, const GstConyClassificationEvent *off)
+    guint n_top, guint n_events, const GstConyClassificationEvent *on,
+    const GstConyClassificationEvent *off)
 {
-  GstStructure *s = gst_cony_transformer_new_step_structure (self, st, on->class_id, n_top);
-  gst_structure_set (s, "segment-start", G_TYPE_UINT64, on->start, "previous-label", G_TYPE_STRING,
-      off ? off->label : "", "previous-segment-start", G_TYPE_UINT64,
-      off ? off->start : GST_CLOCK_TIME_NONE, "previous-segment-end", G_TYPE_UINT64,
+  GstStructure *s = gst_cony_transformer_new_step_structure (self, st, on->class_id, n_top,
+      n_events);
+  gst_structure_set (s, "segment_start", G_TYPE_UINT64, on->start, "previous_label", G_TYPE_STRING,
+      off ? off->label : "", "previous_segment_start", G_TYPE_UINT64,
+      off ? off->start : GST_CLOCK_TIME_NONE, "previous_segment_end", G_TYPE_UINT64,
       off ? off->end : GST_CLOCK_TIME_NONE, NULL);
   return s;
 }
 
-/* The on-change message of one label's segment event (sigmoid models). */
+/* The on-change message of one label's segment event (sigmoid models): the step's
+ * result for that label, and the event's own fields (event, class_id, label,
+ * segment_start, segment_end: those of an `events` entry). */
 static GstStructure *
 gst_cony_transformer_label_event_structure (GstConyTransformer *self,
-    const GstConyTransformerStep *st, guint n_top, const GstConyClassificationEvent *e)
+    const GstConyTransformerStep *st, guint n_top, guint n_events,
+    const GstConyClassificationEvent *e)
 {
-  GstStructure *s = gst_cony_transformer_new_step_structure (self, st, e->class_id, n_top);
-  gst_structure_set (s, "event", G_TYPE_STRING, e->onset ? "onset" : "offset", "segment-start",
-      G_TYPE_UINT64, e->start, NULL);
-  if (!e->onset)
-    gst_structure_set (s, "segment-end", G_TYPE_UINT64, e->end, NULL);
+  GstStructure *s = gst_cony_transformer_new_step_structure (self, st, e->class_id, n_top,
+      n_events);
+  GValue ev = G_VALUE_INIT;
+  gst_cony_result_events_value (&ev, e, 1);
+  const GstStructure *es = gst_value_get_structure (gst_value_array_get_value (&ev, 0));
+  for (gint i = 0; i < gst_structure_n_fields (es); i++) {
+    const gchar *name = gst_structure_nth_field_name (es, i);
+    gst_structure_set_value (s, name, gst_structure_get_value (es, name));
+  }
+  g_value_unset (&ev);
   return s;
 }
 
@@ -178,20 +195,17 @@ gst_cony_transformer_step_messages (GstConyTransformer *self, const GstConyTrans
     GPtrArray **messages)
 {
   if (mode == GST_CONY_TRANSFORMER_MESSAGE_EVERY_STEP) {
-    if (st->gated)
+    if (st->gated || gst_cony_transformer_step_passes (self, top, threshold))
       gst_cony_transformer_add_message (self, messages,
-          gst_cony_transformer_gated_structure (self, st));
-    else if (gst_cony_transformer_step_passes (self, top, threshold))
-      gst_cony_transformer_add_message (self, messages,
-          gst_cony_transformer_new_step_structure (self, st, top, n_top));
+          gst_cony_transformer_new_step_structure (self, st, top, n_top, n_events));
   } else if (self->multi_label) {
     for (guint i = 0; i < n_events; i++)
       gst_cony_transformer_add_message (self, messages,
-          gst_cony_transformer_label_event_structure (self, st, n_top, &self->events[i]));
+          gst_cony_transformer_label_event_structure (self, st, n_top, n_events, &self->events[i]));
   } else if (n_events > 0) {
     const GstConyClassificationEvent *on = &self->events[n_events - 1];
     gst_cony_transformer_add_message (self, messages,
-        gst_cony_transformer_change_structure (self, st, n_top, on,
+        gst_cony_transformer_change_structure (self, st, n_top, n_events, on,
             n_events > 1 ? &self->events[0] : NULL));
   }
 }
@@ -221,18 +235,19 @@ gst_cony_transformer_close_segments_at_eos (GstConyTransformer *self)
       if (seg->value != 1)
         continue;
       GstConyClassificationEvent e = { FALSE, (gint) c, self->labels[c], seg->start, seg->end };
-      GstStructure *s = gst_cony_transformer_label_event_structure (self, &self->last, n_top, &e);
+      GstStructure *s = gst_cony_transformer_label_event_structure (self, &self->last, n_top, 0,
+          &e);
       gst_structure_set (s, "eos", G_TYPE_BOOLEAN, TRUE, NULL);
       gst_cony_transformer_add_message (self, &messages, s);
       gst_cony_segment_track_reset (&self->label_seg[c], 0);
     }
   } else if (gst_cony_segment_track_close (&self->seg)->value >= 0) {
     const GstConySegment *seg = &self->seg.seg;
-    GstStructure *s = gst_cony_transformer_new_step_structure (self, &self->last, seg->value,
-        n_top);
-    gst_structure_set (s, "segment-start", G_TYPE_UINT64, seg->start, "previous-label",
-        G_TYPE_STRING, self->labels[seg->value], "previous-segment-start", G_TYPE_UINT64,
-        seg->start, "previous-segment-end", G_TYPE_UINT64, seg->end, "eos", G_TYPE_BOOLEAN, TRUE,
+    GstStructure *s = gst_cony_transformer_new_step_structure (self, &self->last, seg->value, n_top,
+        0);
+    gst_structure_set (s, "segment_start", G_TYPE_UINT64, seg->start, "previous_label",
+        G_TYPE_STRING, self->labels[seg->value], "previous_segment_start", G_TYPE_UINT64,
+        seg->start, "previous_segment_end", G_TYPE_UINT64, seg->end, "eos", G_TYPE_BOOLEAN, TRUE,
         NULL);
     gst_cony_transformer_add_message (self, &messages, s);
     gst_cony_segment_track_reset (&self->seg, -1);

@@ -17,6 +17,13 @@ guint gst_cony_transformer_select_top (GstConyTransformer *self, guint k);
 GstClockTime gst_cony_transformer_segment_time (GstConyTransformer *self, GstClockTime t,
     gboolean running);
 
+/* The one result builder: step @st's result naming class @cls (the top class, or a
+ * segment event's label) with its @n_top best classes and @n_events events, into @r,
+ * which borrows the element's arrays (valid until the next step). The meta is @r; the
+ * custom meta, the bus messages and conyjson format it through gstconyresult.h. */
+void gst_cony_transformer_fill_result (GstConyTransformer *self, const GstConyTransformerStep *st,
+    gint cls, guint n_top, guint n_events, GstConyClassificationMeta *r);
+
 /* Advances the label segments by step @st (top class @top); returns the events it
  * wrote to self->events. A gated step (st->gated) counts as one where no class reaches
  * its threshold. */

@@ -61,20 +61,11 @@
  * messages whose structure is named `conytransformer`, as `level` and
  * `spectrum` do. In `message-mode=every-step` one message per step that
  * reaches its threshold (softmax: the top class its own; sigmoid: any class
- * its own), following level's contract:
- *
- * - `timestamp` (#guint64): start of the input the result covers (buffer
- *   time), `stream-time`, `running-time` (#guint64): the same in stream and
- *   running time
- * - `duration` (#guint64): end - start of that input, so timestamp +
- *   duration is its end; `stream-time-end`, `running-time-end` (#guint64)
- * - `pts` (#guint64): the step's PTS
- * - `step` (#guint64), `class-id` (#gint), `label` (#gchararray),
- *   `confidence` (#gfloat): the top class and its score
- * - `scores` (#GST_TYPE_ARRAY of #gfloat): the scores of every class
- * - `output` (#gchararray): "softmax" or "sigmoid"
- * - `top-ids`, `top-labels`, `top-scores` (#GST_TYPE_ARRAY): the top-k
- * - `context-fill` (#gdouble)
+ * its own). A message carries the step's result: the fields, under the same names, of
+ * the meta's custom mirror and of conyjson's records (`step`, `pts`, `start`, `end`,
+ * `class_id`, `label`, `score`, `top`, `events`, ...), all from one table
+ * (gstconyresult.h; docs/elements.md, "Result fields", lists them and the names they
+ * had before). A step below the level gate has `gated` and no class fields.
  *
  * Thresholds: the labels file may give one per label (`label<TAB>0.7`);
  * others use #GstConyTransformer:threshold (0, the default, means 0.5 for
@@ -87,13 +78,13 @@
  * segment at a time, the top label's: a message when the top label changes
  * (steps below their threshold do not count: they neither change nor
  * extend a label), with the fields above for the step where the new label
- * took over, and `segment-start` (running time of its PTS),
- * `previous-label` ("" for the first), `previous-segment-start`,
- * `previous-segment-end` (running times; NONE for the first). Sigmoid
+ * took over, and `segment_start` (running time of its PTS),
+ * `previous_label` ("" for the first), `previous_segment_start`,
+ * `previous_segment_end` (running times; NONE for the first). Sigmoid
  * models have a segment per label, open while its score reaches its
  * threshold: an `event` = "onset" message when it rises to it and "offset"
- * when it falls below, with `segment-start` and (offsets) `segment-end`;
- * `label`, `class-id` and `confidence` are then that label's. Segment
+ * when it falls below, with `segment_start` and `segment_end` (NONE for an
+ * onset); `label`, `class_id` and `score` are then that label's. Segment
  * times run from the PTS of the first step to the end of the last step's
  * tokens, so consecutive segments tile.
  *
@@ -103,8 +94,8 @@
  * shorter runs belong to the segment around them.
  *
  * At EOS, messages close the open segments (softmax: the fields of the last
- * step, `segment-start`, the open label as `previous-label` with its
- * `previous-segment-start`/`-end`; sigmoid: an offset per open label), with
+ * step, `segment_start`, the open label as `previous_label` with its
+ * `previous_segment_start`/`_end`; sigmoid: an offset per open label), with
  * `eos` (#gboolean) = TRUE. A reset (FLUSH_STOP, DISCONT, caps change)
  * forgets the open segments without a message.
  *
@@ -765,29 +756,8 @@ static void
 gst_cony_transformer_attach_result (GstConyTransformer *self, GstBuffer *buf,
     const GstConyTransformerStep *st, gint top, guint n_top, guint n_events)
 {
-  GstConyClassificationMeta v = {
-    .step = st->step,
-    .window_start = st->start,
-    .window_end = st->end,
-    .class_id = st->gated ? -1 : top,
-    .label = st->gated ? "" : self->labels[top],
-    .score = st->gated ? 0.0f : self->probs[top],
-    .n_scores = st->gated ? 0 : self->n_classes,
-    .scores = self->probs,
-    .gated = st->gated,
-    .context_fill = st->fill,
-    .pts = st->pts,
-    .running_start = gst_cony_transformer_segment_time (self, st->start, TRUE),
-    .running_end = gst_cony_transformer_segment_time (self, st->end, TRUE),
-    .stream_start = gst_cony_transformer_segment_time (self, st->start, FALSE),
-    .stream_end = gst_cony_transformer_segment_time (self, st->end, FALSE),
-    .multi_label = self->multi_label,
-    .n_top = n_top,
-    .top_ids = self->top_ids,
-    .top_labels = self->top_labels,
-    .n_events = n_events,
-    .events = self->events,
-  };
+  GstConyClassificationMeta v;
+  gst_cony_transformer_fill_result (self, st, top, n_top, n_events, &v);
   GstConyClassificationMeta *meta = gst_buffer_add_cony_classification_meta_full (buf, &v);
   gst_buffer_add_cony_classification_custom_meta (buf, meta);
 }
@@ -1211,8 +1181,8 @@ gst_cony_transformer_class_init (GstConyTransformerClass *klass)
    * GstConyTransformer:top-k:
    *
    * How many of the best classes, with their labels and scores, every meta
-   * and message carries (fields top_ids/top_labels, top-ids/top-labels/
-   * top-scores); at most the number of classes.
+   * and message carries (the meta's top_ids/top_labels, the `top` field of the
+   * custom meta, the messages and JSON); at most the number of classes.
    */
   g_object_class_install_property (gobject_class, PROP_TOP_K,
       g_param_spec_uint ("top-k", "Top k",

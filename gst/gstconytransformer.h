@@ -21,9 +21,9 @@ G_BEGIN_DECLS
  *
  * Attention variant run in every block (docs/attention.md): -1
  * (%GST_CONY_TRANSFORMER_ATTENTION_MODEL, the variants the model was trained with) or
- * a #ConyAttentionVariant, by the nick libcony gives it ("regular", "continual",
- * "nystrom", "nystrom-fixed", "cony", "cony-fixed", "vcc"). The fixed-landmark variants
- * need a model that carries landmarks.
+ * a #ConyAttentionVariant, by the nick libcony's table gives it
+ * (cony_attention_variant_name(); `gst-inspect-1.0 conytransformer` lists them). The
+ * fixed-landmark variants need a model that carries landmarks.
  */
 typedef int GstConyTransformerAttention;
 #define GST_CONY_TRANSFORMER_ATTENTION_MODEL (-1)
@@ -34,7 +34,7 @@ GType gst_cony_transformer_attention_get_type (void);
 /**
  * GstConyTransformerMessageMode:
  * @GST_CONY_TRANSFORMER_MESSAGE_EVERY_STEP: one message per step whose
- *   confidence reaches #GstConyTransformer:threshold
+ *   score reaches #GstConyTransformer:threshold
  * @GST_CONY_TRANSFORMER_MESSAGE_ON_CHANGE: a message only when the top label
  *   changes, with the running times of the segments
  */

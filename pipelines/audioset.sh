@@ -25,17 +25,20 @@ chain () {
        "! conytransformer model=$CONY_TAGGER top-k=3 threshold=0.000001 $CONY_OPTS"
 }
 
-# gst-launch-1.0 -m lines -> "    1.25 s  Speech 0.951 | Music 0.040 | ...". In the
-# message's lists every space and comma inside a label is escaped, so ", " separates
-# entries; the time is stream-time-end (lib.sh, cony_format: one perl process).
+# gst-launch-1.0 -m lines -> "    1.25 s  Speech 0.951 | Music 0.040 | ...". The message's
+# `top` is a list of class structures, each written escaped (`label\=\(string\)...\,\
+# score\=\(float\)...`, a label's own spaces and commas escaped once more); the time is
+# stream_end (lib.sh, cony_format: one perl process).
 format () {
   perl -ne "$cony_perl_common"'
     next if /eos=\(boolean\)true/;
     if (/\(element\): conytransformer, /) {
-      next unless /.*stream-time-end=\(guint64\)([0-9]+).*top-labels=\(string\)< (.*) >, top-scores=\(float\)< ([^>]*) >/;
-      my ($ns, @l, @s) = ($1);
-      @l = map { tr/"\\//dr } split /, /, $2;
-      @s = split /, /, $3;
+      next unless /.*stream_end=\(guint64\)([0-9]+).*top=\(structure\)< (.*?) >, context_fill=/;
+      my ($ns, $top, @l, @s) = ($1, $2);
+      while ($top =~ /label\\=\\\(string\\\)(.*?)\\,\\ score\\=\\\(float\\\)([-0-9.e]+)/g) {
+        push @l, $1 =~ tr/"\\//dr;
+        push @s, $2;
+      }
       print sprintf("%9s s  ", cony_time($ns)),
         join(" | ", map { sprintf "%s %.3f", $l[$_], $s[$_] } 0 .. $#l), "\n" or exit 0;
     } elsif (/ERROR|WARNING|error|Execution ended/) {

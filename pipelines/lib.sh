@@ -158,9 +158,9 @@ cony_plugin_hint () {
   fi
 }
 
-# Turns gst-launch-1.0 -m output into one line per step: time (s), label, confidence
+# Turns gst-launch-1.0 -m output into one line per step: time (s), label, score
 # (on-change mode: one line per change; the closing EOS message is skipped). The time is
-# the message's stream-time-end: the end of the input the result covers (for the audio
+# the message's stream_end: the end of the input the result covers (for the audio
 # chain: the last sample of the newest 0.975 s VGGish window), i.e. how far into the
 # stream the result has heard (docs/elements.md, "Time spans"), rounded half up from its
 # nanoseconds: 0.975 s prints 0.98, and every line is one step after the previous one.
@@ -173,7 +173,8 @@ cony_format () {
   perl -ne "$cony_perl_common"'
     next if /eos=\(boolean\)true/;
     if (/\(element\): (?:conytransformer|conyframeembed), /) {
-      next unless /.*stream-time-end=\(guint64\)([0-9]+).*label=\(string\)("[^"]*"|[^,]*),.*confidence=\(float\)([-0-9.e]+)/;
+      # (top-level fields only: those of the nested top and events structures are escaped)
+      next unless /.*stream_end=\(guint64\)([0-9]+).*label=\(string\)("[^"]*"|[^,]*),.*score=\(float\)([-0-9.e]+)/;
       my ($ns, $label, $conf) = ($1, $2, $3);
       $label =~ tr/"\\//d;
       printf "%9s s  %-24s %.3f\n", cony_time($ns), $label, $conf or exit 0;

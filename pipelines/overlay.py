@@ -260,8 +260,8 @@ def main(argv=None):
             if (s is not None and s.get_name() in ("conytransformer", "conyframeembed")
                     and s.has_field("label")):
                 label = s.get_string("label")
-                conf = s.get_value("confidence")
-                _, ts = s.get_uint64("stream-time-end")   # the end of the input covered
+                conf = s.get_value("score")
+                _, ts = s.get_uint64("stream_end")   # the end of the input covered
                 text = overlay_text(label, conf)
                 if overlay is not None:
                     overlay.set_property("text", text)

@@ -14,8 +14,9 @@ with status 0. Results come from the element's
 GstConyClassificationCustomMeta on each buffer (read in a pad probe through GObject
 introspection: what an application that handles the buffers itself would do). With
 --json each line is a record of docs/results.schema.json, conyjson's: a "result" per
-step (`source` = SOURCE; `events` from the meta, or from the bus only in on-change
-mode) and an "eos" record for a segment that EOS closed (on-change mode).
+step (`source` = SOURCE; the messages and the meta carry the record's fields under its
+names; `events` of the step, or in on-change mode the events a message stands for) and
+an "eos" record for a segment that EOS closed (on-change mode).
 
 Needs python3-gi and gir1.2-gstreamer-1.0 (Debian), and the plugin on GST_PLUGIN_PATH
 (the scripts in pipelines/ set it to build/gst when it is not set).
@@ -147,68 +148,68 @@ def event(kind, class_id, label, start, end=None):
             "segment_start": ns(start), "segment_end": ns(end)}
 
 
-def result_record(s, source, names):
-    """The "result" record of a conytransformer message or custom meta structure @s;
-    @names maps the schema's time fields to the structure's."""
-    start = ns(s.get_value(names["start"]))
-    if names["end"]:
-        end = ns(s.get_value(names["end"]))
-        duration = None if start is None or end is None else end - start
-    else:                              # messages: timestamp + duration
-        duration = ns(s.get_value("duration"))
-        end = None if start is None or duration is None else start + duration
-    rec = {"type": "result", "step": int(s.get_value("step")), "pts": ns(s.get_value("pts")),
-           "start": start, "end": end, "duration": duration}
-    if source is not None:
-        rec = {"type": "result", "source": source} | rec
-    for key in ("running_start", "running_end", "stream_start", "stream_end"):
-        rec[key] = ns(s.get_value(names[key]))
-    if s.has_field("gated") and s.get_value("gated"):
-        # below conyvggish's level gate: its times, no class (docs/elements.md, "Level gate")
-        rec.update({"output": s.get_string("output"), "gated": True})
-        return rec
-    rec.update({
-        "output": s.get_string("output"),
-        "class_id": s.get_value("class-id"),
-        "label": s.get_string("label"),
-        "score": score(s.get_value(names["score"])),
-        "top": [{"class_id": i, "label": lab, "score": score(x)} for i, lab, x in zip(
-            float_array(s, "top-ids"), float_array(s, "top-labels"),
-            float_array(s, "top-scores"))],   # (any GST_TYPE_ARRAY)
-        "context_fill": s.get_value("context-fill"),
-        "scores": [score(x) for x in float_array(s, "scores")],
-    })
-    return rec
+# The fields an on-change message adds to the step's result (docs/elements.md, "Segments").
+MESSAGE_EXTRAS = {"event", "segment_start", "segment_end", "previous_label",
+                  "previous_segment_start", "previous_segment_end", "eos"}
 
 
-MESSAGE_TIMES = {"start": "timestamp", "end": None, "running_start": "running-time",
-                 "running_end": "running-time-end", "stream_start": "stream-time",
-                 "stream_end": "stream-time-end", "score": "confidence"}
-META_TIMES = {"start": "window-start", "end": "window-end", "running_start": "running-start",
-              "running_end": "running-end", "stream_start": "stream-start",
-              "stream_end": "stream-end", "score": "score"}
+def py(v):
+    """A structure value as conyjson writes it: structures as dicts, floats to float
+    precision (7 significant digits), GST_CLOCK_TIME_NONE (an unknown time) as None."""
+    if isinstance(v, Gst.Structure):
+        return fields(v)
+    if isinstance(v, float):
+        return score(v)
+    if isinstance(v, int) and not isinstance(v, bool) and v == Gst.CLOCK_TIME_NONE:
+        return None
+    return v
+
+
+def value(s, field):
+    """Field @field of structure @s as conyjson writes it; a GST_TYPE_ARRAY as a list,
+    converted while the array that owns its structures is alive (they are not copies)."""
+    ok, arr = s.get_array(field)
+    if ok:
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore", DeprecationWarning)
+            return [py(arr.get_nth(i)) for i in range(arr.n_values)]
+    return py(s.get_value(field))
+
+
+def fields(s, names=None):
+    """The fields @names (default: all, in order) of structure @s that it has, as a dict."""
+    if names is None:
+        names = [s.nth_field_name(i) for i in range(s.n_fields())]
+    return {n: value(s, n) for n in names if s.has_field(n)}
+
+
+def result_record(s, source):
+    """The "result" record of a conytransformer message or custom meta structure @s:
+    both carry the record's fields under its names (the element's result table), a
+    message also those of its segment event."""
+    head = {"type": "result"} if source is None else {"type": "result", "source": source}
+    names = [s.nth_field_name(i) for i in range(s.n_fields())]
+    return head | fields(s, [n for n in names if n not in MESSAGE_EXTRAS])
 
 
 def message_events(s, labels):
-    """The segment events an on-change message stands for (none in every-step mode)."""
+    """The segment events an on-change message stands for (none in every-step mode: the
+    step's own `events` are the message's)."""
     if s.has_field("event"):          # sigmoid: one label's onset or offset
-        onset = s.get_string("event") == "onset"
-        return [event(s.get_string("event"), s.get_value("class-id"), s.get_string("label"),
-                      s.get_value("segment-start"),
-                      None if onset else s.get_value("segment-end"))]
-    if not s.has_field("segment-start"):
+        return [fields(s, ("event", "class_id", "label", "segment_start", "segment_end"))]
+    if not s.has_field("segment_start"):
         return None
-    prev = s.get_string("previous-label")
+    prev = s.get_string("previous_label")
     if s.has_field("eos"):            # softmax, EOS: the open segment ends
-        return [event("offset", s.get_value("class-id"), prev,
-                      s.get_value("previous-segment-start"), s.get_value("previous-segment-end"))]
+        return [event("offset", s.get_value("class_id"), prev,
+                      s.get_value("previous_segment_start"), s.get_value("previous_segment_end"))]
     events = []
     if prev:
         events.append(event("offset", labels.index(prev) if prev in labels else None, prev,
-                            s.get_value("previous-segment-start"),
-                            s.get_value("previous-segment-end")))
-    events.append(event("onset", s.get_value("class-id"), s.get_string("label"),
-                        s.get_value("segment-start")))
+                            s.get_value("previous_segment_start"),
+                            s.get_value("previous_segment_end")))
+    events.append(event("onset", s.get_value("class_id"), s.get_string("label"),
+                        s.get_value("segment_start")))
     return events
 
 
@@ -220,8 +221,8 @@ def record_from_message(s, source=None, labels=()):
     if s.has_field("eos"):
         rec = {"type": "eos", "step": int(s.get_value("step")), "events": events}
         return rec if source is None else {"type": "eos", "source": source} | rec
-    rec = result_record(s, source, MESSAGE_TIMES)
-    if events is not None:
+    rec = result_record(s, source)
+    if events is not None:            # one message per event (sigmoid): that event only
         rec["events"] = events
     return rec
 
@@ -232,16 +233,7 @@ def records_from_buffer(buf, source=None):
     meta = buf.get_custom_meta(CUSTOM_META)
     if meta is None:
         return []
-    s = meta.get_structure()
-    rec = result_record(s, source, META_TIMES)
-    ok, arr = s.get_array("events")
-    rec["events"] = []
-    for i in range(arr.n_values if ok else 0):
-        e = arr.get_nth(i)
-        rec["events"].append(event(e.get_string("event"), e.get_value("class-id"),
-                                   e.get_string("label"), e.get_value("segment-start"),
-                                   e.get_value("segment-end")))
-    return [rec]
+    return [result_record(meta.get_structure(), source)]
 
 
 def add_pipeline_arguments(ap):

@@ -136,10 +136,10 @@ def on_classified(pad, info, clips, chosen, source, printer, done):
         events = []
         for i in range(arr.n_values if ok else 0):
             e = arr.get_nth(i)
-            events.append({"event": "offset", "class_id": e.get_value("class-id"),
+            events.append({"event": "offset", "class_id": e.get_value("class_id"),
                            "label": e.get_string("label"),
-                           "segment_start": int(e.get_value("segment-start")),
-                           "segment_end": int(e.get_value("segment-end"))})
+                           "segment_start": int(e.get_value("segment_start")),
+                           "segment_end": int(e.get_value("segment_end"))})
         clips.note_events(events, chosen)
         events = [e for e in events if "file" in e]
         if events:

@@ -103,8 +103,8 @@ def segment_events(s):
         warnings.simplefilter("ignore", DeprecationWarning)
         for i in range(arr.n_values):
             e = arr.get_nth(i)
-            out.append((e.get_string("event"), e.get_value("class-id"),
-                        pr.ns(e.get_value("segment-start")), pr.ns(e.get_value("segment-end"))))
+            out.append((e.get_string("event"), e.get_value("class_id"),
+                        pr.ns(e.get_value("segment_start")), pr.ns(e.get_value("segment_end"))))
     return out
 
 
@@ -132,9 +132,11 @@ class Collector:
         if meta is not None:
             s = meta.get_structure()
             events = segment_events(s)
-            self.steps.append((pr.ns(s.get_value("pts")), s.get_value("class-id"),
-                               pr.float_array(s, "scores"), events))
-            self.labels[s.get_value("class-id")] = s.get_string("label")
+            # a gated step (below the level gate) has no class: -1, "" as the meta's
+            cid = s.get_value("class_id") if s.has_field("class_id") else -1
+            self.steps.append((pr.ns(s.get_value("pts")), cid, pr.float_array(s, "scores"),
+                               events))
+            self.labels[cid] = s.get_string("label") or ""
             for _, cid, _, _ in events:
                 self.labels.setdefault(cid, "")
         return Gst.FlowReturn.OK

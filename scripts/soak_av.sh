@@ -120,6 +120,16 @@ for conf in ("one", "many"):
           + ", ".join(f"{cpu_pct(a, b):.0f}" for a, b in zip(marks, marks[1:])))
     print("  RSS (MiB, at 0, 1/6, ... 6/6 of the run): "
           + ", ".join(f"{mib(rss[m]):.0f}" for m in marks))
+    # CPU trend: least-squares slope of the per-sample CPU rate from 5 min after the start
+    # to 5 min before the end (start-up and teardown left out), in points per hour
+    mid = [(a, b) for a, b in zip(ts, ts[1:]) if a >= ts[0] + 300 and b <= ts[-1] - 300]
+    if len(mid) >= 3:
+        xs = [(a + b) / 2 / 3600 for a, b in mid]
+        ys = [cpu_pct(a, b) for a, b in mid]
+        mx, my = sum(xs) / len(xs), sum(ys) / len(ys)
+        slope = sum((x - mx) * (y - my) for x, y in zip(xs, ys)) / sum((x - mx) ** 2 for x in xs)
+        print(f"  CPU from 5 min to 5 min before the end: mean {my:.1f} % of one core, "
+              f"trend {slope:+.1f} points/h ({len(mid)} intervals)")
     lost_total = 0
     for k in range(1, n + 1):
         tag = f"{conf}_{k}"

@@ -3,24 +3,16 @@
  * row a running sum that loses the evicted key and gains the new one). */
 #include "attention-rowsum.h"
 
-#include <cblas.h>
-
-/* CoSi: the queries @Q (rows × d) against the window's keys and values. */
+/* CoSi: the queries @Q (rows × d) against the window's keys and values. Window slots
+ * 0..w−1 are exactly the window; their order does not matter. */
 static void
 continual_single_emit (ConyAttention *a, const float *Q, int rows)
 {
-  int w = cony_attn_window_fill (a), d = a->d, hd = a->hd;
-  float *s = a->scratch;
+  int w = cony_attn_window_fill (a), d = a->d;
   for (int r = 0; r < rows; r++)
-    for (int h = 0; h < a->heads; h++) {
-      /* Window slots 0..w−1 are exactly the window; their order does not matter. */
-      const float *q = Q + (gsize) r * d + h * hd;
-      cblas_sgemv (CblasRowMajor, CblasNoTrans, w, hd, a->scale, a->ring_k + h * hd, d, q, 1, 0.0f,
-          s, 1);
-      cony_attn_softmax_scores (q, a->ring_k + h * hd, d, w, hd, a->scale, s, a->scratch_d);
-      cblas_sgemv (CblasRowMajor, CblasTrans, w, hd, 1.0f, a->ring_v + h * hd, d, s, 1, 0.0f,
-          a->heads_out + (gsize) r * d + h * hd, 1);
-    }
+    cony_attn_single_query (CONY_ATTN_QUERY_AUTO, Q + (gsize) r * d, a->ring_k, a->ring_v, d, w,
+        a->heads, a->hd, a->scale, a->scratch, a->scratch_len, a->scratch_d,
+        a->heads_out + (gsize) r * d);
 }
 
 /* A CoRe score. Added, removed and rebuilt terms of a key all come from this one

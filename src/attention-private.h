@@ -2,9 +2,10 @@
  *
  * attention.c is the layer (table of variants, buffers, budget, steps); below it one file
  * per family (attention-windowed.c, attention-continual.c, attention-cony.c,
- * attention-vcc.c) and the kernels they share (attention-kernels.c, attention-rowsum.h). */
+ * attention-vcc.c) and the kernels they share (attention-kernels.c, attention-rowsum.h,
+ * attention-query.c). */
 #pragma once
-#include "cony/attention-internal.h"
+#include "attention-internal.h"
 #include "cpu-private.h"
 #include "gemv-private.h"
 
@@ -61,7 +62,7 @@ struct _ConyAttention {
   ConyVcc *vcc; /* the vcc variant's state (attention-vcc.c), else NULL */
 };
 
-/* cony_attention_project(), cony_attention_core_step(): cony/attention-internal.h */
+/* cony_attention_project(), cony_attention_core_step(): attention-internal.h */
 
 /* What a variant is, keeps and does: one row per variant in attention.c, the only place
  * that lists them. */
@@ -78,6 +79,7 @@ typedef enum
   CONY_VARIANT_QUERY_ROWS_RETRO = 1 << 8, /* a running sum per window query when retroactive */
   CONY_VARIANT_KEY_SCORES = 1 << 9,       /* each window key's scores against the landmarks */
   CONY_VARIANT_SEGMENTS = 1 << 10,        /* landmarks are segment means of the stream */
+  CONY_VARIANT_SINGLE_OUTPUT = 1 << 11,   /* the newest query's row only, never retroactive */
 } ConyAttentionVariantFlags;
 
 struct _ConyAttentionVariantInfo {
@@ -95,10 +97,15 @@ struct _ConyAttentionVariantInfo {
   /* Windowed variants: rows [r0, w) over a->win_q/k/v, head outputs to @out (stride d);
    * NULL for the continual ones (their windowed counterpart's is used). */
   void (*forward) (ConyAttention *a, int w, int r0, float *out);
-  /* Optional: why @c is invalid for this variant, its defaults filled in, the bytes it
-   * allocates beyond the layer's buffers, its own state made / cleared / counted. */
+  /* Its own settings (ConyAttentionConfig.settings in this order, at most
+   * CONY_ATTENTION_MAX_SETTINGS), ended by a NULL key; NULL: none. Model configs, the
+   * command line and docs/model-format.md take them from here. */
+  const ConyAttentionSetting *settings;
+  /* Optional: why the settings of @c do not go together (model configs and layers),
+   * why @c is invalid for this variant, the bytes it allocates beyond the layer's
+   * buffers, its own state made / cleared / counted. */
+  const char *(*settings_invalid) (const ConyAttentionConfig *c);
   const char *(*invalid) (const ConyAttentionConfig *c);
-  void (*resolve_config) (ConyAttentionConfig *c);
   gsize (*config_bytes) (const ConyAttentionConfig *c);
   void (*create) (ConyAttention *a);
   void (*reset) (ConyAttention *a);
@@ -109,6 +116,9 @@ struct _ConyAttentionVariantInfo {
 };
 
 const ConyAttentionVariantInfo *cony_attention_variant_info (ConyAttentionVariant variant);
+
+/* Setting @i of @c's variant (its row's order): its value, the default when unset. */
+int cony_attention_setting (const ConyAttentionConfig *c, int i);
 
 /* The window once a->t tokens have been stepped: its length, the output row of its
  * oldest token (retroactive outputs have n rows, those before the stream start zero),
@@ -147,6 +157,26 @@ void cony_attn_nystrom_head (const ConyAttention *a, const float *Q, const float
     int ldo, double *S);
 void cony_attn_segment_means (const float *X, int ld, int w, int m, int hd, float *out);
 
+/* One query against a window, every head (attention-query.c): the kernels, slowest
+ * first; AUTO picks the fastest this CPU runs. */
+typedef enum
+{
+  CONY_ATTN_QUERY_AUTO,
+  CONY_ATTN_QUERY_BLAS,   /* per-head cblas_sgemv, any CPU */
+  CONY_ATTN_QUERY_AVX2,   /* 8-row blocks, AVX2/FMA */
+  CONY_ATTN_QUERY_AVX512, /* 16-row blocks, AVX-512F */
+} ConyAttnQueryKernel;
+ConyAttnQueryKernel cony_attn_query_best (void);
+/* Floats of scratch the SIMD kernels need for @heads heads over @n rows of @d. */
+gsize cony_attn_query_scratch (int heads, int n, int d);
+/* out (heads × hd) = softmax(scale · q Kᵀ) V per head, over the @w rows of @K and @V (row
+ * stride @ld, head h's columns at h · hd); @sd: w doubles for the overflow fallback
+ * (cony_attn_softmax_scores). A scratch shorter than cony_attn_query_scratch() runs the
+ * BLAS kernel. FALSE (nothing done) when this CPU cannot run @kernel. */
+gboolean cony_attn_single_query (ConyAttnQueryKernel kernel, const float *q, const float *K,
+    const float *V, int ld, int w, int heads, int hd, float scale, float *scratch,
+    gsize scratch_len, double *sd, float *out);
+
 /* The windowed family (attention-windowed.c). */
 void cony_regular_forward (ConyAttention *a, int w, int r0, float *out);
 void cony_nystrom_forward (ConyAttention *a, int w, int r0, float *out);
@@ -176,10 +206,12 @@ double cony_cony_paper_flops (const ConyAttentionConfig *c);
 double cony_cony_fixed_paper_flops (const ConyAttentionConfig *c);
 
 /* The vcc variant (attention-vcc.c), behind the hooks of attention.c's table. */
+/* Its settings: budget r, smallest coarse block, exact tail L. */
+extern const ConyAttentionSetting cony_vcc_settings[];
+/* Why the exact tail is not below the budget, or NULL. */
+const char *cony_vcc_settings_invalid (const ConyAttentionConfig *c);
 /* Why @c is not a valid vcc layer, or NULL. */
 const char *cony_vcc_invalid (const ConyAttentionConfig *c);
-/* Fills in the defaults of the vcc fields of @c. */
-void cony_vcc_resolve_config (ConyAttentionConfig *c);
 /* Makes a->vcc (its bytes are in the budget the layer checked). */
 void cony_vcc_create (ConyAttention *a);
 void cony_vcc_free (ConyVcc *v);

@@ -20,8 +20,26 @@
 #include <math.h>
 #include <string.h>
 
-#define VCC_DEFAULT_BUDGET 64
-#define VCC_DEFAULT_BLOCK 1
+/* Its settings, in ConyAttentionConfig.settings (the row's blob, read with
+ * cony_attention_setting()). */
+enum
+{
+  VCC_BUDGET,
+  VCC_BLOCK,
+  VCC_EXACT_TAIL,
+  VCC_N_SETTINGS
+};
+G_STATIC_ASSERT (VCC_N_SETTINGS <= CONY_ATTENTION_MAX_SETTINGS);
+
+const ConyAttentionSetting cony_vcc_settings[VCC_N_SETTINGS + 1] = {
+  [VCC_BUDGET] = { "vcc_budget", "segments per query r, exact tail included", "R", 64, 1,
+      CONY_ATTENTION_MAX_WINDOW },
+  [VCC_BLOCK] = { "vcc_block", "smallest coarse block, in tokens", "B", 1, 1,
+      CONY_ATTENTION_MAX_WINDOW },
+  [VCC_EXACT_TAIL] = { "vcc_exact_tail", "newest tokens always kept exact, fewer than the budget",
+      "L", 0, 0, CONY_ATTENTION_MAX_WINDOW },
+  [VCC_N_SETTINGS] = { NULL },
+};
 
 struct _ConyVcc {
   int blk;          /* tokens per block B (offset_block) */
@@ -55,27 +73,21 @@ typedef struct {
 } VccWindow;
 
 const char *
-cony_vcc_invalid (const ConyAttentionConfig *c)
+cony_vcc_settings_invalid (const ConyAttentionConfig *c)
 {
-  if (c->retroactive)
-    return "vcc computes the newest query's row only (single output); retroactive is not supported";
-  if (c->vcc_budget < 0 || c->vcc_block < 0 || c->vcc_exact_tail < 0)
-    return "vcc_budget, vcc_block and vcc_exact_tail must not be negative";
-  int budget = c->vcc_budget ? c->vcc_budget : VCC_DEFAULT_BUDGET;
-  if (c->vcc_exact_tail >= budget)
+  if (cony_attention_setting (c, VCC_EXACT_TAIL) >= cony_attention_setting (c, VCC_BUDGET))
     return "vcc_exact_tail must be smaller than vcc_budget (the older tokens need at least one segment)";
   return NULL;
 }
 
-void
-cony_vcc_resolve_config (ConyAttentionConfig *c)
+const char *
+cony_vcc_invalid (const ConyAttentionConfig *c)
 {
-  if (c->variant != CONY_ATTENTION_VCC)
-    return;
-  if (c->vcc_budget == 0)
-    c->vcc_budget = VCC_DEFAULT_BUDGET;
-  if (c->vcc_block == 0)
-    c->vcc_block = VCC_DEFAULT_BLOCK;
+  if (c->retroactive)
+    return "vcc computes the newest query's row only (single output); retroactive is not supported";
+  if (c->settings[VCC_BUDGET] < 0 || c->settings[VCC_BLOCK] < 0 || c->settings[VCC_EXACT_TAIL] < 0)
+    return "vcc_budget, vcc_block and vcc_exact_tail must not be negative";
+  return cony_vcc_settings_invalid (c);
 }
 
 /* Tokens per block: the smallest power of two ≥ √n (≤ n), so that a query adds
@@ -106,7 +118,7 @@ vcc_new (const ConyAttention *a)
   v->blk = offset_block (n);
   v->ok = g_new0 (float, (gsize) n *d);
   v->ov = g_new0 (float, (gsize) n *d);
-  v->max_segments = MIN (a->cfg.vcc_budget, n);
+  v->max_segments = MIN (cony_attention_setting (&a->cfg, VCC_BUDGET), n);
   v->ek = g_new (double, (gsize) block_rows (n) * d);
   v->ev = g_new (double, (gsize) block_rows (n) * d);
   v->bk = g_new (double, (gsize) (v->max_segments + 1) * d);
@@ -156,7 +168,7 @@ gsize
 cony_vcc_config_bytes (const ConyAttentionConfig *c)
 {
   gsize n = c->window, d = c->d, H = c->heads;
-  gsize segments = MIN ((gsize) (c->vcc_budget ? c->vcc_budget : VCC_DEFAULT_BUDGET), n);
+  gsize segments = MIN ((gsize) cony_attention_setting (c, VCC_BUDGET), n);
   return sizeof (ConyVcc) + 2 * n * d * sizeof (float) /* block-local sums */
       + 2 * ((gsize) block_rows ((int) n) + segments + 1) * d * sizeof (double) /* ek, ev, bk, bv */
       + segments
@@ -376,7 +388,8 @@ static int
 build_partition (const ConyAttention *a, const VccWindow *win, const float *q)
 {
   ConyVcc *v = a->vcc;
-  int w = win->w, tail = MIN (a->cfg.vcc_exact_tail, w), u = w - tail, count = 0, heap_len = 0;
+  int w = win->w, tail = MIN (a->cfg.settings[VCC_EXACT_TAIL], w), u = w - tail, count = 0,
+      heap_len = 0;
   for (int c = 0; c < a->d; c++)
     v->q[c] = q[c];
   v->n_bound = 0;
@@ -388,7 +401,8 @@ build_partition (const ConyAttention *a, const VccWindow *win, const float *q)
   }
   if (u == 0)
     return count;
-  int rc = MIN (a->cfg.vcc_budget - tail, u), b = coarse_block (a->cfg.vcc_block, u, rc);
+  int rc = MIN (a->cfg.settings[VCC_BUDGET] - tail, u),
+      b = coarse_block (a->cfg.settings[VCC_BLOCK], u, rc);
   int first = count, row_hi = row_u;
   for (int hi = u; hi > 0; hi -= b) {
     int lo = MAX (0, hi - b), row_lo = add_boundary (a, win, lo);
@@ -497,9 +511,9 @@ cony_vcc_state_magnitude (const ConyAttention *a)
 double
 cony_vcc_flops (const ConyAttentionConfig *c)
 {
-  int n = c->window, r = c->vcc_budget ? c->vcc_budget : VCC_DEFAULT_BUDGET;
-  int block = c->vcc_block ? c->vcc_block : VCC_DEFAULT_BLOCK;
-  int tail = MIN (c->vcc_exact_tail, n), u = n - tail;
+  int n = c->window, r = cony_attention_setting (c, VCC_BUDGET);
+  int block = cony_attention_setting (c, VCC_BLOCK);
+  int tail = MIN (cony_attention_setting (c, VCC_EXACT_TAIL), n), u = n - tail;
   double d = c->d, H = c->heads, segments = tail, scored = tail;
   if (u > 0) {
     int rc = MIN (r - tail, u), b = coarse_block (block, u, rc), blocks = (u + b - 1) / b;

@@ -90,13 +90,14 @@ static const ConyAttentionVariantInfo variants[] = {
       .name = "vcc",
       .description = "VIP-token centric compression (single output)",
       /* keys and values as block sums (attention-vcc.c) instead of rings */
-      .flags = CONY_VARIANT_CONTINUAL | CONY_VARIANT_RING_Q_RETRO,
+      .flags = CONY_VARIANT_CONTINUAL | CONY_VARIANT_RING_Q_RETRO | CONY_VARIANT_SINGLE_OUTPUT,
       .windowed = CONY_ATTENTION_VCC,
       .advance = cony_vcc_advance,
       .emit = cony_vcc_emit,
       .forward = cony_vcc_windowed,
+      .settings = cony_vcc_settings,
+      .settings_invalid = cony_vcc_settings_invalid,
       .invalid = cony_vcc_invalid,
-      .resolve_config = cony_vcc_resolve_config,
       .config_bytes = cony_vcc_config_bytes,
       .create = cony_vcc_create,
       .reset = cony_vcc_reset,
@@ -119,10 +120,29 @@ has_flag (ConyAttentionVariant v, ConyAttentionVariantFlags flag)
   return (unsigned) v < CONY_ATTENTION_N_VARIANTS && (variants[v].flags & flag);
 }
 
+int
+cony_attention_variant_count (void)
+{
+  return CONY_ATTENTION_N_VARIANTS;
+}
+
 const char *
 cony_attention_variant_name (ConyAttentionVariant variant)
 {
   return (unsigned) variant < CONY_ATTENTION_N_VARIANTS ? variants[variant].name : "unknown";
+}
+
+char *
+cony_attention_variant_names (void)
+{
+  GString *s = g_string_new (NULL);
+  for (int i = 0; i < CONY_ATTENTION_N_VARIANTS; i++)
+    g_string_append_printf (s, "%s%s",
+        i == 0                                   ? ""
+            : i == CONY_ATTENTION_N_VARIANTS - 1 ? " or "
+                                                 : ", ",
+        variants[i].name);
+  return g_string_free (s, FALSE);
 }
 
 const char *
@@ -160,10 +180,92 @@ cony_attention_variant_windowed (ConyAttentionVariant v)
   return (unsigned) v < CONY_ATTENTION_N_VARIANTS ? variants[v].windowed : v;
 }
 
+gboolean
+cony_attention_variant_single_output_only (ConyAttentionVariant v)
+{
+  return has_flag (v, CONY_VARIANT_SINGLE_OUTPUT);
+}
+
 static gboolean
 uses_landmarks (ConyAttentionVariant v)
 {
   return has_flag (v, CONY_VARIANT_LANDMARKS);
+}
+
+/* ------------------------------------------------------------------------ */
+/* The variants' own settings: each row lists its keys; their values live in the
+ * config's settings blob, in the row's order. */
+
+int
+cony_attention_variant_n_settings (ConyAttentionVariant v)
+{
+  if ((unsigned) v >= CONY_ATTENTION_N_VARIANTS || !variants[v].settings)
+    return 0;
+  int n = 0;
+  while (variants[v].settings[n].key)
+    n++;
+  g_assert (n <= CONY_ATTENTION_MAX_SETTINGS);
+  return n;
+}
+
+const ConyAttentionSetting *
+cony_attention_variant_setting (ConyAttentionVariant v, int i)
+{
+  return i >= 0 && i < cony_attention_variant_n_settings (v) ? &variants[v].settings[i] : NULL;
+}
+
+int
+cony_attention_setting (const ConyAttentionConfig *c, int i)
+{
+  const ConyAttentionSetting *s = cony_attention_variant_setting (c->variant, i);
+  g_return_val_if_fail (s != NULL, 0);
+  return c->settings[i] ? c->settings[i] : s->def;
+}
+
+/* Index of @key among the settings of @v, or -1. */
+static int
+setting_index (ConyAttentionVariant v, const char *key)
+{
+  for (int i = 0; i < cony_attention_variant_n_settings (v); i++)
+    if (g_strcmp0 (variants[v].settings[i].key, key) == 0)
+      return i;
+  return -1;
+}
+
+gboolean
+cony_attention_config_set (ConyAttentionConfig *c, const char *key, int value)
+{
+  int i = setting_index (c->variant, key);
+  if (i < 0)
+    return FALSE;
+  c->settings[i] = value;
+  return TRUE;
+}
+
+gboolean
+cony_attention_config_get (const ConyAttentionConfig *c, const char *key, int *value)
+{
+  int i = setting_index (c->variant, key);
+  if (i < 0)
+    return FALSE;
+  *value = cony_attention_setting (c, i);
+  return TRUE;
+}
+
+const char *
+cony_attention_config_settings_invalid (const ConyAttentionConfig *c)
+{
+  if ((unsigned) c->variant >= CONY_ATTENTION_N_VARIANTS || !variants[c->variant].settings_invalid)
+    return NULL;
+  return variants[c->variant].settings_invalid (c);
+}
+
+/* Unset settings of @c take their defaults. */
+static void
+resolve_settings (ConyAttentionConfig *c)
+{
+  for (int i = 0; i < cony_attention_variant_n_settings (c->variant); i++)
+    c->settings[i] = cony_attention_setting (c, i);
 }
 
 /* ------------------------------------------------------------------------ */
@@ -306,8 +408,7 @@ set_sizes (ConyAttention *a, const ConyAttentionConfig *c)
   a->info = &variants[c->variant];
   if (a->cfg.pinv_iterations == 0)
     a->cfg.pinv_iterations = 6;
-  if (a->info->resolve_config)
-    a->info->resolve_config (&a->cfg);
+  resolve_settings (&a->cfg);
   a->d = c->d;
   a->heads = c->heads;
   a->hd = c->d / c->heads;
@@ -337,10 +438,13 @@ layer_buffers (ConyAttention *a, Buffer *b)
         D = sizeof (double);
   gboolean landmark_rows = has_flag (c->variant, CONY_VARIANT_LANDMARK_ROWS);
   gboolean segments = has_flag (c->variant, CONY_VARIANT_SEGMENTS);
-  /* float: REGULAR_ROW_CHUNK rows of n scores of the regular layer, landmark means;
+  /* float: REGULAR_ROW_CHUNK rows of n scores of the regular layer, landmark means,
+   * one query's scores of every head (attention-query.c);
    * double: the Nyström product (Γ⁺, ml×w kernel, ml×hd products), CoRe scores, N of
    * every head. */
-  a->scratch_len = MAX (MAX (n * MIN (n, (gsize) REGULAR_ROW_CHUNK), 2 * m * hd), 2 * H * m) + n;
+  a->scratch_len = MAX (MAX (n * MIN (n, (gsize) REGULAR_ROW_CHUNK), 2 * m * hd),
+                       MAX (2 * H * m, cony_attn_query_scratch (H, n, d)))
+      + n;
   gsize dlen = m * m + m * n + 2 * m * hd + m;
   gsize rows = H * a->n_rows, per_slot = landmark_rows ? n * H * m : 0, lm = m ? H * m * hd : 0;
   Buffer list[] = {

@@ -38,8 +38,8 @@ G_BEGIN_DECLS
 gboolean cony_cpu_has_v3 (void);
 /* TRUE when this CPU runs AVX-VNNI (vpdpbusd on VEX-encoded ymm registers). */
 gboolean cony_cpu_has_avxvnni (void);
-/* TRUE when this CPU runs AVX512-VNNI with AVX512VL (vpdpbusd on EVEX-encoded ymm
- * registers) and the OS saves the AVX-512 state. */
+/* TRUE when this CPU runs AVX512-VNNI with AVX512F, BW and VL (vpdpbusd and vpmaddwd on
+ * 512-bit registers) and the OS saves the AVX-512 state. */
 gboolean cony_cpu_has_avx512vnni (void);
 /* TRUE when this CPU runs the Advanced SIMD dot-product instructions (sdot, udot: the
  * kernel's HWCAP_ASIMDDP); FALSE elsewhere. */

@@ -69,10 +69,11 @@ cony_cpu_has_avx512vnni (void)
 {
 #ifdef CONY_CPU_X86
   unsigned int a, b, c, d;
-  /* leaf 7: AVX512F (EBX 16), AVX512VL (EBX 31), AVX512_VNNI (ECX 11); opmask, upper
-   * ZMM and ZMM16-31 state saved (XCR0 bits 5-7) besides YMM (1, 2) */
-  return __get_cpuid_count (7, 0, &a, &b, &c, &d) && (b & (1u << 16)) != 0 && (b & (1u << 31)) != 0
-      && (c & (1u << 11)) != 0 && (cpu_xcr0 () & 0xE6) == 0xE6;
+  /* leaf 7: AVX512F (EBX 16), AVX512BW (EBX 30), AVX512VL (EBX 31), AVX512_VNNI (ECX
+   * 11); opmask, upper ZMM and ZMM16-31 state saved (XCR0 bits 5-7) besides YMM (1, 2) */
+  const unsigned int fbwvl = (1u << 16) | (1u << 30) | (1u << 31);
+  return __get_cpuid_count (7, 0, &a, &b, &c, &d) && (b & fbwvl) == fbwvl && (c & (1u << 11)) != 0
+      && (cpu_xcr0 () & 0xE6) == 0xE6;
 #else
   return FALSE;
 #endif

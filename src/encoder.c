@@ -150,12 +150,12 @@ cony_encoder_new (const ConyModel *model, int override_variant, GError **error)
     /* Block 1 of 2 is retroactive; block 2 of 2 too when a step outputs k > 1 rows (its
      * windowed pass then gives every row, of which the k newest are used). */
     gboolean retro = c->blocks == 2 && (b == 0 || e->k > 1);
-    if (v == CONY_ATTENTION_VCC && retro) {
+    if (cony_attention_variant_single_output_only (v) && retro) {
       g_set_error (error, CONY_ERROR, CONY_ERROR_INVALID,
-          "%s: attention 'vcc' gives single outputs "
+          "%s: attention '%s' gives single outputs "
           "only, but block %d of this 2-block model needs every window row (retroactive): "
-          "run vcc with 1-block models",
-          model->path, b);
+          "run %s with 1-block models",
+          model->path, cony_attention_variant_name (v), b, cony_attention_variant_name (v));
       return NULL;
     }
     ac[b] = cony_model_attention_config (model, b, v, retro);

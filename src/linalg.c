@@ -21,16 +21,15 @@ cony_softmax (float *x, int n)
     x[i] *= inv;
 }
 
-/* Cephes' expf: k = round(v / ln 2) by the 1.5·2^23 trick, r = v − k·ln 2 in two
- * parts, a degree-6 polynomial in r, times 2^k built in the exponent bits. */
-#define EXP_LO -87.0f
-#define EXP_HI 88.0f
-#define EXP_LOG2E 1.44269504088896341f
-#define EXP_ROUND 12582912.0f
-#define EXP_LN2_HI 0.693359375f
-#define EXP_LN2_LO -2.12194440e-4f
-static const float exp_poly[6] = { 1.9875691500e-4f, 1.3981999507e-3f, 8.3334519073e-3f,
+const float cony_exp_poly[6] = { 1.9875691500e-4f, 1.3981999507e-3f, 8.3334519073e-3f,
   4.1665795894e-2f, 1.6666665459e-1f, 5.0000001201e-1f };
+#define EXP_LO CONY_EXP_LO
+#define EXP_HI CONY_EXP_HI
+#define EXP_LOG2E CONY_EXP_LOG2E
+#define EXP_ROUND CONY_EXP_ROUND
+#define EXP_LN2_HI CONY_EXP_LN2_HI
+#define EXP_LN2_LO CONY_EXP_LN2_LO
+#define exp_poly cony_exp_poly
 
 /* The clamp is written as SSE's max/min behave: a NaN becomes EXP_LO, so k is always a
  * small integer (converting NaN or a huge k to int would be undefined behaviour); the

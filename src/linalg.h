@@ -65,6 +65,17 @@ cony_dot_d (const float *restrict a, const float *restrict b, int n)
  * float arithmetic, so loops over it vectorise. */
 void cony_exp_batch (float *x, int n);
 
+/* Its constants, for SIMD copies of the same operations (attention-query.c): Cephes'
+ * expf, k = round(v / ln 2) by the 1.5·2^23 trick, r = v − k·ln 2 in two parts, a
+ * degree-6 polynomial in r, times 2^k built in the exponent bits. */
+#define CONY_EXP_LO -87.0f
+#define CONY_EXP_HI 88.0f
+#define CONY_EXP_LOG2E 1.44269504088896341f
+#define CONY_EXP_ROUND 12582912.0f
+#define CONY_EXP_LN2_HI 0.693359375f
+#define CONY_EXP_LN2_LO -2.12194440e-4f
+extern const float cony_exp_poly[6];
+
 /* In place, double precision: x[i] = exp(x[i] - max) / sum. */
 void cony_softmax_d (double *x, int n);
 

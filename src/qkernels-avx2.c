@@ -191,31 +191,31 @@ cony_qquantize_avx2 (const float *x, gsize n, float scale, gint32 zp, gint8 *out
 #define ACC6 \
   [a0] "+x"(a0), [a1] "+x"(a1), [a2] "+x"(a2), [a3] "+x"(a3), [a4] "+x"(a4), [a5] "+x"(a5)
 
-/* Rows @r and @r + 1's 8 accumulators of panel @p requantised: row r's 8 int8 in the
- * low half, row r + 1's in the high half. */
+/* Rows @r and @r + 1's accumulators of the 8 columns from @c requantised: row r's 8
+ * int8 in the low half, row r + 1's in the high half. */
 CONY_TARGET_V3 static inline __m128i
-requant8x2 (const ConyQGemm *g, guint p, __m256i r0, __m256i r1)
+requant8x2 (const ConyQGemm *g, guint c, __m256i r0, __m256i r1)
 {
   const ConyQOut *o = &g->out;
-  return q_out16 (o, q_scale8 (o, g->small_acc, 8 * p, r0), q_scale8 (o, g->small_acc, 8 * p, r1));
+  return q_out16 (o, q_scale8 (o, g->small_acc, c, r0), q_scale8 (o, g->small_acc, c, r1));
 }
 
-/* requant8x2's @q into @out and @out + @ldo (row stride @ldo); @two FALSE: the first
- * row only. */
+/* requant8x2's @q (columns @c..) into @out and @out + @ldo (row stride @ldo); @two
+ * FALSE: the first row only. */
 CONY_TARGET_V3 static inline void
-put8x2 (const ConyQGemm *g, guint p, __m128i q, gboolean two, gint8 *out, gsize ldo)
+put8x2 (const ConyQGemm *g, guint c, __m128i q, gboolean two, gint8 *out, gsize ldo)
 {
-  guint n = MIN (8, g->N - 8 * p);
+  guint n = MIN (8, g->N - c);
   if (n == 8) {
-    _mm_storel_epi64 ((__m128i *) (out + 8 * p), q);
+    _mm_storel_epi64 ((__m128i *) (out + c), q);
     if (two)
-      _mm_storel_epi64 ((__m128i *) (out + ldo + 8 * p), _mm_unpackhi_epi64 (q, q));
+      _mm_storel_epi64 ((__m128i *) (out + ldo + c), _mm_unpackhi_epi64 (q, q));
   } else {
     gint8 tmp[16];
     _mm_storeu_si128 ((__m128i *) tmp, q);
-    memcpy (out + 8 * p, tmp, n);
+    memcpy (out + c, tmp, n);
     if (two)
-      memcpy (out + ldo + 8 * p, tmp + 8, n);
+      memcpy (out + ldo + c, tmp + 8, n);
   }
 }
 
@@ -256,11 +256,12 @@ gemm8_blocks (const ConyQGemm *g, guint p, const guint8 *u, const gint16 *u16, g
     }
     /* all requantised before the first store, which may alias g's tables (int8): they
      * are read once */
-    __m128i q0 = requant8x2 (g, p, a0, a1), q1 = requant8x2 (g, p, a2, a3);
-    __m128i q2 = requant8x2 (g, p, a4, a5);
-    put8x2 (g, p, q0, TRUE, out, ldo);
-    put8x2 (g, p, q1, TRUE, out + 2 * ldo, ldo);
-    put8x2 (g, p, q2, TRUE, out + 4 * ldo, ldo);
+    guint c = 8 * p;
+    __m128i q0 = requant8x2 (g, c, a0, a1), q1 = requant8x2 (g, c, a2, a3);
+    __m128i q2 = requant8x2 (g, c, a4, a5);
+    put8x2 (g, c, q0, TRUE, out, ldo);
+    put8x2 (g, c, q1, TRUE, out + 2 * ldo, ldo);
+    put8x2 (g, c, q2, TRUE, out + 4 * ldo, ldo);
   }
 }
 
@@ -288,8 +289,8 @@ CONY_TARGET_V3 static inline __attribute__ ((always_inline)) void
 store_rows (const ConyQGemm *g, guint p, const __m256i *acc, int MR, gint8 *out, gsize ldo)
 {
   for (int r = 0; r < MR; r += 2)
-    put8x2 (g, p, requant8x2 (g, p, acc[r], acc[MIN (r + 1, MR - 1)]), r + 1 < MR, out + r * ldo,
-        ldo);
+    put8x2 (g, 8 * p, requant8x2 (g, 8 * p, acc[r], acc[MIN (r + 1, MR - 1)]), r + 1 < MR,
+        out + r * ldo, ldo);
 }
 
 /* The last @MR (< QROWS) rows, the same arithmetic in intrinsics (inlined for each
@@ -401,7 +402,8 @@ cony_qdw_avx2 (const ConyQDw *d, const gint8 *in, guint in_w, guint oh, guint ow
 }
 
 /* Row @src's values from @k on (of @K, zero up to @Kq) as u = x + 128, bytes into @u and
- * int16 into @u16 from @at (its place in the block, QROWS above), a quad at a time. */
+ * (@u16 not NULL) int16 into @u16 from @at (its place in the block, QROWS above), a quad
+ * at a time. */
 CONY_TARGET_V3 static void
 prepare_row_from (const gint8 *src, guint k, guint K, guint Kq, gsize at, guint8 *u, gint16 *u16)
 {
@@ -411,18 +413,20 @@ prepare_row_from (const gint8 *src, guint k, guint K, guint Kq, gsize at, guint8
     memcpy (&v, src + k, sizeof v);
     v ^= 0x80808080u;
     memcpy (u + at, &v, sizeof v);
-    _mm_storel_epi64 ((__m128i *) (u16 + at), _mm_cvtepu8_epi16 (_mm_cvtsi32_si128 ((int) v)));
+    if (u16)
+      _mm_storel_epi64 ((__m128i *) (u16 + at), _mm_cvtepu8_epi16 (_mm_cvtsi32_si128 ((int) v)));
   }
   for (guint t = 0; k < Kq; k++, t++) {
     guint8 v = k < K ? (guint8) (src[k] ^ 0x80) : 0;
     u[at + t] = v;
-    u16[at + t] = v;
+    if (u16)
+      u16[at + t] = v;
   }
 }
 
 /* The first @n (2 or 4) quads of the QROWS rows' values @r (+ 128 already), 4 quads a
- * vector, into the layout at @u and @u16: quad q's rows 0-3 are one 16-byte vector after
- * unpacking, its rows 4-5 the half of another. */
+ * vector, into the layout at @u and (@u16 not NULL) @u16: quad q's rows 0-3 are one
+ * 16-byte vector after unpacking, its rows 4-5 the half of another. */
 CONY_TARGET_V3 static inline void
 interleave_quads (const __m128i *r, int n, guint8 *u, gint16 *u16)
 {
@@ -436,15 +440,17 @@ interleave_quads (const __m128i *r, int n, guint8 *u, gint16 *u16)
       __m128i rows45 = j ? _mm_unpackhi_epi64 (c, c) : c;
       _mm_storeu_si128 ((__m128i *) (u + at), rows03);
       _mm_storel_epi64 ((__m128i *) (u + at + 16), rows45);
-      _mm256_storeu_si256 ((__m256i *) (u16 + at), _mm256_cvtepu8_epi16 (rows03));
-      _mm_storeu_si128 ((__m128i *) (u16 + at + 16), _mm_cvtepu8_epi16 (rows45));
+      if (u16) {
+        _mm256_storeu_si256 ((__m256i *) (u16 + at), _mm256_cvtepu8_epi16 (rows03));
+        _mm_storeu_si128 ((__m128i *) (u16 + at + 16), _mm_cvtepu8_epi16 (rows45));
+      }
     }
   }
 }
 
 /* @M rows of @K int8 as u = x + 128 in the kernel's layout (QROWS above): bytes into
- * @u, int16 into @u16, zero beyond K and M. Full blocks take 16 values (then 8) of each
- * of their rows at a time; the rest a quad at a time. */
+ * @u, int16 into @u16 (NULL: none), zero beyond K and M. Full blocks take 16 values (then
+ * 8) of each of their rows at a time; the rest a quad at a time. */
 CONY_TARGET_V3 static void
 prepare_rows (const gint8 *x, gsize ldx, gsize M, guint K, guint Kq, guint8 *u, gint16 *u16)
 {
@@ -453,7 +459,7 @@ prepare_rows (const gint8 *x, gsize ldx, gsize M, guint K, guint Kq, guint8 *u, 
   for (gsize b = 0; b < full; b++) {
     const gint8 *src = x + b * QROWS * ldx;
     guint8 *ub = u + b * QROWS * Kq;
-    gint16 *ub16 = u16 + b * QROWS * Kq;
+    gint16 *ub16 = u16 ? u16 + b * QROWS * Kq : NULL;
     __m128i r[QROWS];
     guint k = 0;
     for (guint n; k + 8 <= K; k += n) {
@@ -462,7 +468,7 @@ prepare_rows (const gint8 *x, gsize ldx, gsize M, guint K, guint Kq, guint8 *u, 
         const __m128i *p = (const __m128i *) (src + i * ldx + k);
         r[i] = _mm_xor_si128 (n == 16 ? _mm_loadu_si128 (p) : _mm_loadl_epi64 (p), flip);
       }
-      interleave_quads (r, n / 4, ub + QROWS * k, ub16 + QROWS * k);
+      interleave_quads (r, n / 4, ub + QROWS * k, ub16 ? ub16 + QROWS * k : NULL);
     }
     if (k < Kq)
       for (int i = 0; i < QROWS; i++)
@@ -471,22 +477,25 @@ prepare_rows (const gint8 *x, gsize ldx, gsize M, guint K, guint Kq, guint8 *u, 
   if (M % QROWS) {
     gsize last = (blocks - 1) * QROWS * Kq;
     memset (u + last, 0, QROWS * Kq);
-    memset (u16 + last, 0, QROWS * Kq * sizeof (gint16));
+    if (u16)
+      memset (u16 + last, 0, QROWS * Kq * sizeof (gint16));
     for (gsize r = full * QROWS; r < M; r++)
       prepare_row_from (x + r * ldx, 0, K, Kq, last + (r % QROWS) * 4, u, u16);
   }
 }
 
 /* @M rows of @x prepared in @scratch (prepare_rows): their bytes in *@u, their int16 in
- * *@u16; returns the values of a block of QROWS rows. */
+ * *@u16 (only where some quad of @g is int16: the copy is twice the bytes' size);
+ * returns the values of a block of QROWS rows. */
 CONY_TARGET_V3 static inline gsize
 prepare_inputs (const ConyQGemm *g, gsize M, const gint8 *x, gsize ldx, gint16 *scratch, guint8 **u,
     gint16 **u16)
 {
   gsize blk = (gsize) QROWS * g->p8.Kq, blocks = (M + QROWS - 1) / QROWS;
+  gboolean words = g->p8.start16[cony_qgemm_panels (g)] > 0;
   *u16 = scratch;
   *u = (guint8 *) (scratch + blocks * blk);
-  prepare_rows (x, ldx, M, g->K, g->p8.Kq, *u, *u16);
+  prepare_rows (x, ldx, M, g->K, g->p8.Kq, *u, words ? *u16 : NULL);
   return blk;
 }
 
@@ -506,11 +515,12 @@ CONY_TARGET_V3 void
 cony_qgemm_avx2 (const ConyQGemm *g, gsize M, const gint8 *x, gsize ldx, gint8 *out, gsize ldo,
     gint16 *scratch)
 {
-  g_assert (!g->bytes_int8); /* bytes only where vpmaddubsw cannot saturate */
+  /* bytes only where vpmaddubsw cannot saturate; panels of 8 */
+  g_assert (!g->bytes_int8 && g->p8.width == 8 && g->p8.word == 8);
   guint8 *u;
   gint16 *u16;
   gsize blk = prepare_inputs (g, M, x, ldx, scratch, &u, &u16);
-  for (guint p = 0; p < (g->N + 7) / 8; p++) {
+  for (guint p = 0; p < cony_qgemm_panels (g); p++) {
     gsize b = M / QROWS, r = b * QROWS;
     gemm8_blocks (g, p, u, u16, b, blk, out, ldo);
 #define TAIL(n) gemm8_tail (g, p, u + b * blk, u16 + b * blk, n, out + r * ldo, ldo)
@@ -530,20 +540,136 @@ dot4_emulated (__m256i acc, __m256i u, __m256i w)
   return _mm256_add_epi32 (acc, _mm256_add_epi32 (even, odd));
 }
 
+#define DOT4_LANES 8
 #define DOT4_NAME(x) x##_dot4_emulated
 #define DOT4_TARGET CONY_TARGET_V3
 #define DOT4(a, u, w) dot4_emulated (a, u, w)
 #include "qkernels-dot4.h"
 
 #ifdef CONY_CPU_VNNI
+#define DOT4_LANES 8
 #define DOT4_NAME(x) x##_avxvnni
 #define DOT4_TARGET __attribute__ ((target ("avx2,fma,f16c,avxvnni")))
 #define DOT4(a, u, w) _mm256_dpbusd_avx_epi32 (a, u, w)
 #include "qkernels-dot4.h"
 
+#define CONY_TARGET_AVX512 \
+  __attribute__ ((target ("avx2,fma,f16c,avx512f,avx512bw,avx512vl,avx512vnni")))
+
+/* q_mul8 on 16 lanes (channels c..c+15 of @o): the comparison's mask adds the rounding
+ * division's one. */
+CONY_TARGET_AVX512 static inline __m512i
+q_mul16 (const ConyQOut *o, guint c, __m512i x)
+{
+  if (o->any_left)
+    x = _mm512_sllv_epi32 (x, _mm512_loadu_si512 (o->lshift + c));
+  const __m512i nudge = _mm512_set1_epi64 (1 << 30);
+  __m512i even = _mm512_add_epi64 (_mm512_mul_epi32 (x, _mm512_loadu_si512 (o->mult + c)), nudge);
+  __m512i odd = _mm512_add_epi64 (_mm512_mul_epi32 (_mm512_srli_epi64 (x, 32),
+                                      _mm512_loadu_si512 (o->mult + c + 1)),
+      nudge);
+  __m512i hi = _mm512_mask_blend_epi32 (0xAAAA, _mm512_srli_epi64 (even, 31),
+      _mm512_slli_epi64 (odd, 1));
+  __m512i rem = _mm512_and_si512 (hi, _mm512_loadu_si512 (o->rmask + c));
+  __m512i thr = _mm512_sub_epi32 (_mm512_loadu_si512 (o->rhalf + c), _mm512_srai_epi32 (hi, 31));
+  __m512i r = _mm512_srav_epi32 (hi, _mm512_loadu_si512 (o->rshift + c));
+  return _mm512_mask_sub_epi32 (r, _mm512_cmpgt_epi32_mask (rem, thr), r, _mm512_set1_epi32 (-1));
+}
+
+/* q_out16 on one vector of 16: the saturations to int16 and int8 are clamps (the zero
+ * point added in int32 after the first cannot overflow), then [lo, hi] in q_out16's
+ * order, then the bytes. */
+CONY_TARGET_AVX512 static inline __m128i
+q_out16_zmm (const ConyQOut *o, __m512i v)
+{
+  v = _mm512_max_epi32 (_mm512_min_epi32 (v, _mm512_set1_epi32 (32767)),
+      _mm512_set1_epi32 (-32768));
+  v = _mm512_add_epi32 (v, _mm512_set1_epi32 (o->zp));
+  v = _mm512_max_epi32 (v, _mm512_set1_epi32 (MAX (o->lo, -128)));
+  v = _mm512_min_epi32 (v, _mm512_set1_epi32 (MIN (o->hi, 127)));
+  v = _mm512_max_epi32 (v, _mm512_set1_epi32 (-128)); /* where hi < -128 */
+  return _mm512_cvtepi32_epi8 (v);
+}
+
+/* One row's 16 accumulators of the columns from @c (of @N) requantised by @o into @out.
+ * (The kernels pass a local copy of their ConyQOut: their int8 stores could alias it, so
+ * its fields would be loaded again for every vector.) */
+CONY_TARGET_AVX512 static inline void
+put16 (const ConyQOut *o, guint N, guint c, __m512i acc, gint8 *out)
+{
+  __m128i q = q_out16_zmm (o, q_mul16 (o, c, acc));
+  guint n = MIN (16, N - c);
+  if (n == 16)
+    _mm_storeu_si128 ((__m128i *) (out + c), q);
+  else
+    _mm_mask_storeu_epi8 (out + c, (__mmask16) ((1u << n) - 1), q);
+}
+
+/* Channels @c..c+31 of the output pixel whose 3x3 window starts at @px (taps at @off),
+ * dw16 on 512-bit registers: each unpack leaves channels 8 l + 0..3 (first sum) and
+ * 8 l + 4..7 (second) of 128-bit lane l; two lane shuffles put channels c..c+15 in
+ * *@lo and c+16..c+31 in *@hi, the bias added. */
+CONY_TARGET_AVX512 static inline __attribute__ ((always_inline)) void
+dw32 (const ConyQDw *d, const gint8 *px, const gsize *off, guint c, __m512i *lo, __m512i *hi)
+{
+  const gint16 *w = d->w4 + (gsize) (c / 32) * 5 * 64;
+  __m512i a0 = _mm512_setzero_si512 (), a1 = a0;
+  for (guint k = 0; k < 9; k += 2, w += 64) {
+    __m512i v0 = _mm512_cvtepi8_epi16 (_mm256_loadu_si256 ((const __m256i *) (px + off[k] + c)));
+    __m512i v1 = k < 8
+        ? _mm512_cvtepi8_epi16 (_mm256_loadu_si256 ((const __m256i *) (px + off[k + 1] + c)))
+        : _mm512_setzero_si512 ();
+    a0 = _mm512_add_epi32 (a0,
+        _mm512_madd_epi16 (_mm512_unpacklo_epi16 (v0, v1), _mm512_loadu_si512 (w)));
+    a1 = _mm512_add_epi32 (a1,
+        _mm512_madd_epi16 (_mm512_unpackhi_epi16 (v0, v1), _mm512_loadu_si512 (w + 32)));
+  }
+  const __m512i first = _mm512_set_epi64 (11, 10, 3, 2, 9, 8, 1, 0);
+  const __m512i second = _mm512_set_epi64 (15, 14, 7, 6, 13, 12, 5, 4);
+  *lo = _mm512_add_epi32 (_mm512_permutex2var_epi64 (a0, first, a1),
+      _mm512_loadu_si512 (d->bias + c));
+  *hi = _mm512_add_epi32 (_mm512_permutex2var_epi64 (a0, second, a1),
+      _mm512_loadu_si512 (d->bias + c + 16));
+}
+
+/* The depthwise layer as cony_qdw_avx2, 32 channels at a time (dw32), requantised on
+ * 16 lanes; a remainder of 16 channels takes dw16, the rest the portable loop. */
+CONY_TARGET_AVX512 void
+cony_qdw_avx512 (const ConyQDw *d, const gint8 *in, guint in_w, guint oh, guint ow, guint stride,
+    gint8 *out, gint32 *acc)
+{
+  guint C = d->C, C32 = C / 32 * 32, C16 = C / 16 * 16;
+  const ConyQOut o32 = d->out; /* a local copy: see put16 */
+  gsize row = (gsize) in_w * C, off[10];
+  for (guint k = 0; k < 9; k++)
+    off[k] = (k / 3) * row + (k % 3) * C;
+  for (guint y = 0; y < oh; y++) {
+    const gint8 *line = in + (gsize) y * stride * row;
+    gint8 *o = out + (gsize) y * ow * C;
+    for (guint x = 0; x < ow; x++) {
+      const gint8 *px = line + (gsize) x * stride * C;
+      gint8 *ox = o + (gsize) x * C;
+      for (guint c = 0; c < C32; c += 32) {
+        __m512i lo, hi;
+        dw32 (d, px, off, c, &lo, &hi);
+        put16 (&o32, C, c, lo, ox);
+        put16 (&o32, C, c + 16, hi, ox);
+      }
+      if (C32 < C16) {
+        __m256i lo, hi;
+        dw16 (d, px, off, C32, &lo, &hi);
+        _mm_storeu_si128 ((__m128i *) (ox + C32), dw16_out (d, C32, lo, hi));
+      }
+      if (C16 < C)
+        cony_qdw_channels (d, px, row, C16, ox, acc);
+    }
+  }
+}
+
+#define DOT4_LANES 16
 #define DOT4_NAME(x) x##_avx512vnni
-#define DOT4_TARGET __attribute__ ((target ("avx2,fma,f16c,avx512vnni,avx512vl")))
-#define DOT4(a, u, w) _mm256_dpbusd_epi32 (a, u, w)
+#define DOT4_TARGET CONY_TARGET_AVX512
+#define DOT4(a, u, w) _mm512_dpbusd_epi32 (a, u, w)
 #include "qkernels-dot4.h"
 #endif
 #endif

@@ -86,13 +86,14 @@ folded_bias (guint K, guint N, guint np, const ConyQWeights *w, gint32 in_zp, co
   return out;
 }
 
-/* Whether quad @q of the 8 columns from @c0 can be bytes: its weights fit int8 and,
+/* Whether quad @q of the @width columns from @c0 can be bytes: its weights fit int8 and,
  * unless @dot4 (vpdpbusd sums four products exactly), vpmaddubsw on u in 0..255 cannot
  * saturate on any of its pairs. */
 static gboolean
-quad_byte_exact (const ConyQWeights *w, guint K, guint N, guint c0, guint q, gboolean dot4)
+quad_byte_exact (const ConyQWeights *w, guint K, guint N, guint c0, guint width, guint q,
+    gboolean dot4)
 {
-  for (guint c = c0; c < MIN (c0 + 8, N); c++)
+  for (guint c = c0; c < MIN (c0 + width, N); c++)
     for (guint k = 4 * q; k < MIN (4 * q + 4, K); k += 2) {
       gint32 pos = 0, neg = 0;
       for (guint t = k; t < MIN (k + 2, K); t++) {
@@ -108,13 +109,25 @@ quad_byte_exact (const ConyQWeights *w, guint K, guint N, guint c0, guint q, gbo
   return TRUE;
 }
 
-/* Packs @w into g->p8 (qkernels.h, ConyQPanels8). */
+/* Where column @j (of a panel) of quad row @t (0-3) sits among an int16 quad's
+ * 4 * width values: its vector (of @word columns), the pair (t / 2), its place. */
+static inline gsize
+word_at (guint word, guint j, guint t)
+{
+  return (gsize) (j / word) * 4 * word + (t / 2) * 2 * word + 2 * (j % word) + t % 2;
+}
+
+/* Packs @w into g->p8 (qkernels.h, ConyQPanels8) in panels of @width columns, int16
+ * vectors of @word. */
 static void
-pack_panels8 (ConyQGemm *g, const ConyQWeights *w)
+pack_panels8 (ConyQGemm *g, const ConyQWeights *w, guint width, guint word)
 {
   ConyQPanels8 *p8 = &g->p8;
-  guint K = g->K, N = g->N, nq = (K + 3) / 4, np = (N + 7) / 8;
+  guint K = g->K, N = g->N, nq = (K + 3) / 4, np = (N + width - 1) / width;
+  gsize quad = 4 * (gsize) width;
   p8->Kq = 4 * nq;
+  p8->width = width;
+  p8->word = word;
   p8->idx = g_new (guint32, (gsize) np * nq);
   p8->start8 = g_new0 (guint32, np + 1);
   p8->start16 = g_new0 (guint32, np + 1);
@@ -122,12 +135,13 @@ pack_panels8 (ConyQGemm *g, const ConyQWeights *w)
   for (guint p = 0; p < np; p++) {
     guint n8 = 0;
     for (guint q = 0; q < nq; q++)
-      n8 += exact[(gsize) p * nq + q] = quad_byte_exact (w, K, N, 8 * p, q, g->bytes_int8);
+      n8 += exact[(gsize) p * nq + q] = quad_byte_exact (w, K, N, width * p, width, q,
+          g->bytes_int8);
     p8->start8[p + 1] = p8->start8[p] + n8;
     p8->start16[p + 1] = p8->start16[p] + nq - n8;
   }
-  p8->w8 = g_new0 (gint8, (gsize) 32 * p8->start8[np] + 32);
-  p8->w16 = g_new0 (gint16, (gsize) 32 * p8->start16[np] + 32);
+  p8->w8 = g_new0 (gint8, quad * p8->start8[np] + quad);
+  p8->w16 = g_new0 (gint16, quad * p8->start16[np] + quad);
   for (guint p = 0; p < np; p++) {
     guint i8 = 0, i16 = 0, n8 = p8->start8[p + 1] - p8->start8[p];
     for (guint q = 0; q < nq; q++) {
@@ -135,15 +149,15 @@ pack_panels8 (ConyQGemm *g, const ConyQWeights *w)
       guint i = byte ? i8++ : n8 + i16++;
       p8->idx[(gsize) p * nq + i] = q;
       /* only the quad's own destination is formed: i - n8 wraps for a byte quad */
-      gint8 *d8 = byte ? p8->w8 + 32 * ((gsize) p8->start8[p] + i) : NULL;
-      gint16 *d16 = byte ? NULL : p8->w16 + 32 * ((gsize) p8->start16[p] + (i - n8));
-      for (guint j = 0; j < 8 && 8 * p + j < N; j++)
+      gint8 *d8 = byte ? p8->w8 + quad * ((gsize) p8->start8[p] + i) : NULL;
+      gint16 *d16 = byte ? NULL : p8->w16 + quad * ((gsize) p8->start16[p] + (i - n8));
+      for (guint j = 0; j < width && width * p + j < N; j++)
         for (guint t = 0; t < 4 && 4 * q + t < K; t++) {
-          gint16 v = cony_qweights_at (w, K, 8 * p + j, 4 * q + t);
+          gint16 v = cony_qweights_at (w, K, width * p + j, 4 * q + t);
           if (byte)
             d8[4 * j + t] = (gint8) v;
           else
-            d16[(t / 2) * 16 + 2 * j + t % 2] = v;
+            d16[word_at (word, j, t)] = v;
         }
     }
   }
@@ -157,11 +171,11 @@ cony_qgemm_init (ConyQGemm *g, const ConyQKernels *k, guint K, guint N, const Co
   g->bytes_int8 = k->dot4;
   g->K = K;
   g->N = N;
-  g->Np = (N + 15) / 16 * 16;
+  g->Np = (N + 31) / 32 * 32;
   g->in_zp = in_zp;
   g->bias = folded_bias (K, N, g->Np, w, in_zp + 128, bias);
   g->bias_x = folded_bias (K, N, g->Np, w, in_zp, bias);
-  pack_panels8 (g, w);
+  pack_panels8 (g, w, k->panel ? k->panel : 8, k->word ? k->word : 8); /* 0: as NEON's */
   cony_qout_init (&g->out, N, m, zp, lo, hi);
   g->small_acc = small_accumulators (&g->out, N, g->bias, w, K, 255);
 }
@@ -205,6 +219,12 @@ cony_qdw_init (ConyQDw *d, guint C, const ConyQWeights *w, const gint32 *bias, c
       guint j = c % 16, vec = (j % 8) / 4, at = (j / 8) * 8 + (j % 4) * 2 + k % 2;
       d->w2[((gsize) (c / 16) * 5 + k / 2) * 32 + vec * 16 + at] = cony_qweights_at (w, 9, c, k);
     }
+  d->w4 = g_new0 (gint16, (gsize) C / 32 * 5 * 64 + 1);
+  for (guint c = 0; c < C / 32 * 32; c++)
+    for (guint k = 0; k < 9; k++) {
+      guint j = c % 32, vec = (j % 8) / 4, at = (j / 8) * 8 + (j % 4) * 2 + k % 2;
+      d->w4[((gsize) (c / 32) * 5 + k / 2) * 64 + vec * 32 + at] = cony_qweights_at (w, 9, c, k);
+    }
   d->bias = folded_bias (9, C, cp, w, in_zp, bias);
   cony_qout_init (&d->out, C, m, zp, lo, hi);
   d->small_acc = small_accumulators (&d->out, C, d->bias, w, 9, 128);
@@ -215,6 +235,7 @@ cony_qdw_clear (ConyQDw *d)
 {
   g_clear_pointer (&d->w, g_free);
   g_clear_pointer (&d->w2, g_free);
+  g_clear_pointer (&d->w4, g_free);
   g_clear_pointer (&d->bias, g_free);
   cony_qout_clear (&d->out);
 }
@@ -269,20 +290,21 @@ requant_portable (const ConyQOut *o, const gint32 *acc, guint n, gint8 *out)
     out[c] = cony_q_requant (acc[c], qout_mul (o, c), o->zp, o->lo, o->hi);
 }
 
-/* One row's 8 accumulators of panel @p: every quad, bytes or int16, on u = x + 128. */
+/* One row's accumulators of panel @p (its width): every quad, bytes or int16, on
+ * u = x + 128. */
 static void
 gemm_row_panel (const ConyQGemm *g, guint p, const gint8 *x, gint32 *acc)
 {
   const ConyQPanels8 *p8 = &g->p8;
-  guint nq = p8->Kq / 4, n8 = p8->start8[p + 1] - p8->start8[p];
-  const guint32 *idx = p8->idx + (gsize) p * nq;
-  for (guint i = 0; i < nq; i++) {
-    const gint8 *w8 = p8->w8 + 32 * ((gsize) p8->start8[p] + i);
-    const gint16 *w16 = p8->w16 + 32 * ((gsize) p8->start16[p] + i - n8);
-    for (guint t = 0; t < 4 && 4 * idx[i] + t < g->K; t++) {
-      gint32 u = x[4 * idx[i] + t] + 128;
-      for (guint j = 0; j < 8; j++)
-        acc[j] += u * (i < n8 ? w8[4 * j + t] : w16[(t / 2) * 16 + 2 * j + t % 2]);
+  ConyQPanel pn = cony_qpanel (g, p);
+  gsize quad = 4 * (gsize) p8->width;
+  for (guint i = 0; i < pn.nq; i++) {
+    const gint8 *w8 = pn.w8 + quad * i;
+    const gint16 *w16 = pn.w16 + quad * (i - pn.n8);
+    for (guint t = 0; t < 4 && 4 * pn.idx[i] + t < g->K; t++) {
+      gint32 u = x[4 * pn.idx[i] + t] + 128;
+      for (guint j = 0; j < p8->width; j++)
+        acc[j] += u * (i < pn.n8 ? w8[4 * j + t] : w16[word_at (p8->word, j, t)]);
     }
   }
 }
@@ -292,21 +314,22 @@ gemm_portable (const ConyQGemm *g, gsize M, const gint8 *x, gsize ldx, gint8 *ou
     gint16 *scratch)
 {
   (void) scratch;
-  gint32 acc[8];
-  gint8 q[8];
-  for (guint p = 0; p < (g->N + 7) / 8; p++) {
-    guint n = MIN (8, g->N - 8 * p);
-    ConyQOut o = { .mult = g->out.mult + 8 * p,
-      .lshift = g->out.lshift + 8 * p,
-      .rshift = g->out.rshift + 8 * p,
+  guint width = g->p8.width;
+  gint32 acc[32];
+  gint8 q[32];
+  for (guint p = 0; p < cony_qgemm_panels (g); p++) {
+    guint c = width * p, n = MIN (width, g->N - c);
+    ConyQOut o = { .mult = g->out.mult + c,
+      .lshift = g->out.lshift + c,
+      .rshift = g->out.rshift + c,
       .zp = g->out.zp,
       .lo = g->out.lo,
       .hi = g->out.hi };
     for (gsize r = 0; r < M; r++) {
-      memcpy (acc, g->bias + 8 * p, sizeof acc);
+      memcpy (acc, g->bias + c, sizeof (gint32) * width);
       gemm_row_panel (g, p, x + r * ldx, acc);
       requant_portable (&o, acc, n, q);
-      memcpy (out + r * ldo + 8 * p, q, n);
+      memcpy (out + r * ldo + c, q, n);
     }
   }
 }
@@ -362,7 +385,7 @@ const ConyQKernels *
 cony_qkernels_portable (void)
 {
   static const ConyQKernels k = { "portable", gemm_portable, requant_portable, dw_portable,
-    quantize_portable, add_portable, FALSE };
+    quantize_portable, add_portable, FALSE, 8, 8 };
   return &k;
 }
 
@@ -371,38 +394,57 @@ cony_qkernels_avx2 (void)
 {
 #ifdef CONY_CPU_X86
   static const ConyQKernels k = { "avx2", cony_qgemm_avx2, cony_qrequant_avx2, cony_qdw_avx2,
-    cony_qquantize_avx2, cony_qadd_avx2, FALSE };
+    cony_qquantize_avx2, cony_qadd_avx2, FALSE, 8, 8 };
   return cony_cpu_has_v3 () ? &k : NULL;
 #else
   return NULL;
 #endif
 }
 
-/* The AVX2 set with a dot-product kernel for its products. */
-#define DOT4_SET(name, gemm) \
+/* The AVX2 set with a dot-product kernel for its products, on panels of @panel columns
+ * and int16 vectors of @word. */
+#define DOT4_SET(name, gemm, panel, word) \
   { \
-    name, gemm, cony_qrequant_avx2, cony_qdw_avx2, cony_qquantize_avx2, cony_qadd_avx2, TRUE \
+    name, gemm, cony_qrequant_avx2, cony_qdw_avx2, cony_qquantize_avx2, cony_qadd_avx2, TRUE, \
+        panel, word \
   }
 
 const ConyQKernels *
-cony_qkernels_vnni (void)
+cony_qkernels_avx512vnni (void)
 {
 #ifdef CONY_CPU_VNNI
-  static const ConyQKernels vex = DOT4_SET ("avxvnni", cony_qgemm_avxvnni);
-  static const ConyQKernels evex = DOT4_SET ("avx512vnni", cony_qgemm_avx512vnni);
-  if (!cony_cpu_has_v3 ())
-    return NULL;
-  return cony_cpu_has_avxvnni () ? &vex : cony_cpu_has_avx512vnni () ? &evex : NULL;
+  /* the products and the depthwise layers on 512-bit registers */
+  static const ConyQKernels k = { "avx512vnni", cony_qgemm_avx512vnni, cony_qrequant_avx2,
+    cony_qdw_avx512, cony_qquantize_avx2, cony_qadd_avx2, TRUE, 32, 16 };
+  return cony_cpu_has_v3 () && cony_cpu_has_avx512vnni () ? &k : NULL;
 #else
   return NULL;
 #endif
 }
 
 const ConyQKernels *
+cony_qkernels_avxvnni (void)
+{
+#ifdef CONY_CPU_VNNI
+  static const ConyQKernels k = DOT4_SET ("avxvnni", cony_qgemm_avxvnni, 16, 8);
+  return cony_cpu_has_v3 () && cony_cpu_has_avxvnni () ? &k : NULL;
+#else
+  return NULL;
+#endif
+}
+
+const ConyQKernels *
+cony_qkernels_vnni (void)
+{
+  const ConyQKernels *k = cony_qkernels_avx512vnni ();
+  return k ? k : cony_qkernels_avxvnni ();
+}
+
+const ConyQKernels *
 cony_qkernels_dot4_emulated (void)
 {
 #ifdef CONY_CPU_X86
-  static const ConyQKernels k = DOT4_SET ("avx2-dot4", cony_qgemm_dot4_emulated);
+  static const ConyQKernels k = DOT4_SET ("avx2-dot4", cony_qgemm_dot4_emulated, 16, 8);
   return cony_cpu_has_v3 () ? &k : NULL;
 #else
   return NULL;
@@ -413,7 +455,7 @@ cony_qkernels_dot4_emulated (void)
  * bytes (sdot), the plain one too (smull on bytes is twice as wide as on int16). */
 #define NEON_SET(name, gemm) \
   { \
-    name, gemm, cony_qrequant_neon, cony_qdw_neon, cony_qquantize_neon, cony_qadd_neon, TRUE \
+    name, gemm, cony_qrequant_neon, cony_qdw_neon, cony_qquantize_neon, cony_qadd_neon, TRUE, 8, 8 \
   }
 
 const ConyQKernels *
@@ -445,8 +487,8 @@ kernels_from_env (void)
 {
   const char *want = g_getenv ("CONY_CNN_KERNELS");
   const ConyQKernels *sets[] = { cony_qkernels_portable (), cony_qkernels_avx2 (),
-    cony_qkernels_dot4_emulated (), cony_qkernels_vnni (), cony_qkernels_neon (),
-    cony_qkernels_neon_dotprod () };
+    cony_qkernels_dot4_emulated (), cony_qkernels_avxvnni (), cony_qkernels_avx512vnni (),
+    cony_qkernels_neon (), cony_qkernels_neon_dotprod () };
   for (guint i = 0; want != NULL && i < G_N_ELEMENTS (sets); i++)
     if (sets[i] != NULL && strcmp (sets[i]->name, want) == 0)
       return sets[i];

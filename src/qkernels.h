@@ -43,26 +43,31 @@ cony_qweights_at (const ConyQWeights *w, guint K, guint c, guint k)
 }
 
 /* A product out (M x N) = requant ((x - in_zp) (M x K) W^T + bias), W from ConyQWeights,
- * packed once, one packing for both kernel sets: N in panels of 8 columns, K in quads of
- * 4 (zero-padded), the inputs taken as u = x + 128 in 0..255, so the bias folds in both
+ * packed once for the kernel set that runs it: N in panels of 8 columns (the AVX2, NEON
+ * and emulated sets) or of a set's wider panel (ConyQKernels' panel: 16 for AVX-VNNI, 32
+ * for AVX512-VNNI, so that a row's accumulators are two vectors), K in quads of 4
+ * (zero-padded), the inputs taken as u = x + 128 in 0..255, so the bias folds in both
  * shifts (bias - (in_zp + 128) * sum_k (w - zp)). A panel's quad is byte-exact when its
- * weights fit int8 and vpmaddubsw cannot saturate on any column's pair (k, k + 1)
- * whatever u is: 255 * (the pair's positive weights) <= 32767 and 255 * (its negative
- * weights' magnitudes) <= 32768. Those are kept as bytes (column j's 4 at 4 j) for
- * vpmaddubsw + vpmaddwd by ones, the others as int16 (8 columns x k, k + 1, then x k + 2,
- * k + 3) for two vpmaddwd: exact either way (|u| <= 255, |w - zp| <= 255: pair sums fit
- * int32). For YAMNet's int8 weights 42-95 % of the quads are bytes. */
+ * weights fit int8 and (for vpmaddubsw, not for the dot-product sets) vpmaddubsw cannot
+ * saturate on any column's pair (k, k + 1) whatever u is: 255 * (the pair's positive
+ * weights) <= 32767 and 255 * (its negative weights' magnitudes) <= 32768. Those are kept
+ * as bytes (column j's 4 at 4 j), the others as int16: per vector of @word columns (8 or
+ * 16), its columns' (k, k + 1) pairs then their (k + 2, k + 3) pairs, for two vpmaddwd:
+ * exact either way (|u| <= 255, |w - zp| <= 255: pair sums fit int32). For YAMNet's int8
+ * weights 42-95 % of the quads are bytes for vpmaddubsw, all of them for vpdpbusd. */
 typedef struct {
   guint Kq;         /* K rounded up to a multiple of 4 */
-  gint8 *w8;        /* the byte-exact quads, panel after panel, 32 bytes each */
-  gint16 *w16;      /* the others, 32 int16 each */
+  guint width;      /* columns a panel: 8, 16 or 32 */
+  guint word;       /* columns an int16 vector: 8 or 16 (width is a multiple) */
+  gint8 *w8;        /* the byte-exact quads, panel after panel, 4 * width bytes each */
+  gint16 *w16;      /* the others, 4 * width int16 each */
   guint32 *idx;     /* panel p's quads at p * Kq / 4: the byte-exact ones, then the others */
   guint32 *start8;  /* per panel (+ 1): its first quad in w8 */
   guint32 *start16; /* per panel (+ 1): its first quad in w16 */
 } ConyQPanels8;
 
 typedef struct {
-  guint K, N, Np; /* Np = N rounded up to 16 */
+  guint K, N, Np; /* Np = N rounded up to 32 */
   gint32 *bias;   /* Np, both shifts folded in (above) */
   gint32 *bias_x; /* Np, for kernels that multiply x itself: bias - in_zp * sum_k (w - zp) */
   gint32 in_zp;
@@ -88,6 +93,10 @@ typedef struct {
    * as vpmaddwd operands, each pair 32 int16: channels 0-3 and 8-11, then 4-7 and 12-15,
    * every channel's two taps side by side (the order of unpacking two input vectors). */
   gint16 *w2;
+  /* The AVX-512 kernel's copy: per 32 channels the same pairs, 64 int16 each: in the
+   * first vector channels 8 l + 0..3 of each 128-bit lane l, in the second 8 l + 4..7
+   * (the order of unpacking two 512-bit input vectors). */
+  gint16 *w4;
   gint32 *bias;
   ConyQOut out;
   gint32 zp;          /* the input's zero point (the value of the padding) */
@@ -118,9 +127,17 @@ static inline ConyQPanel
 cony_qpanel (const ConyQGemm *g, guint p)
 {
   const ConyQPanels8 *p8 = &g->p8;
-  guint nq = p8->Kq / 4;
-  return (ConyQPanel){ p8->w8 + 32 * (gsize) p8->start8[p], p8->w16 + 32 * (gsize) p8->start16[p],
-    p8->idx + (gsize) p * nq, g->bias + 8 * p, p8->start8[p + 1] - p8->start8[p], nq };
+  gsize nq = p8->Kq / 4, quad = 4 * (gsize) p8->width;
+  return (ConyQPanel){ p8->w8 + quad * p8->start8[p], p8->w16 + quad * p8->start16[p],
+    p8->idx + p * nq, g->bias + (gsize) p8->width * p, p8->start8[p + 1] - p8->start8[p],
+    (guint) nq };
+}
+
+/* The number of panels of @g. */
+static inline guint
+cony_qgemm_panels (const ConyQGemm *g)
+{
+  return (g->N + g->p8.width - 1) / g->p8.width;
 }
 
 typedef struct {
@@ -144,17 +161,24 @@ typedef struct {
   /* gemm is a 4-byte dot-product kernel (qkernels-dot4.h, NEON's): its ConyQGemm must be
    * packed for it (cony_qgemm_init with this set) */
   gboolean dot4;
+  /* the columns of its panels and of its int16 vectors (ConyQPanels8; 0: 8) */
+  guint panel, word;
 } ConyQKernels;
 
 const ConyQKernels *cony_qkernels_portable (void);
 /* The AVX2 set, NULL where the CPU (or the build) has no AVX2. */
 const ConyQKernels *cony_qkernels_avx2 (void);
-/* The VNNI set (vpdpbusd: AVX-VNNI, else AVX512-VNNI with AVX512VL; the other kernels
- * AVX2's), NULL where the CPU (or the build) has neither. */
+/* The VNNI set this CPU runs best: AVX512-VNNI's ("avx512vnni": vpdpbusd on 512-bit
+ * registers, panels of 32 columns; needs AVX512F/BW/VL), else AVX-VNNI's ("avxvnni":
+ * 256-bit, panels of 16); the other kernels AVX2's. NULL where the CPU (or the build)
+ * has neither. */
 const ConyQKernels *cony_qkernels_vnni (void);
-/* The VNNI set's product kernel with vpdpbusd emulated exactly in AVX2 ("avx2-dot4"):
- * slower than the AVX2 set, it runs the dot-product kernels' code on CPUs without VNNI
- * (tests); NULL without AVX2. */
+/* Each VNNI set by itself, NULL where this CPU lacks it (tests, benchmarks). */
+const ConyQKernels *cony_qkernels_avx512vnni (void);
+const ConyQKernels *cony_qkernels_avxvnni (void);
+/* The AVX-VNNI set's product kernel with vpdpbusd emulated exactly in AVX2
+ * ("avx2-dot4"): slower than the AVX2 set, it runs the dot-product kernels' code on CPUs
+ * without VNNI (tests); NULL without AVX2. */
 const ConyQKernels *cony_qkernels_dot4_emulated (void);
 /* The NEON set of 64-bit ARM (ARMv8.0: products by smull + sadalp), NULL elsewhere. */
 const ConyQKernels *cony_qkernels_neon (void);
@@ -206,6 +230,8 @@ void cony_qquantize_avx2 (const float *x, gsize n, float scale, gint32 zp, gint8
 void cony_qadd_avx2 (const ConyQAddK *k, const gint8 *a, const gint8 *b, gsize n, gint8 *out);
 void cony_qdw_avx2 (const ConyQDw *d, const gint8 *in, guint in_w, guint oh, guint ow, guint stride,
     gint8 *out, gint32 *acc);
+void cony_qdw_avx512 (const ConyQDw *d, const gint8 *in, guint in_w, guint oh, guint ow,
+    guint stride, gint8 *out, gint32 *acc);
 /* The NEON kernels (qkernels-neon.c), built for 64-bit ARM. */
 void cony_qgemm_neon (const ConyQGemm *g, gsize M, const gint8 *x, gsize ldx, gint8 *out, gsize ldo,
     gint16 *scratch);

@@ -77,22 +77,57 @@ check_input (const ConyNpyArray *x, const char *path, int d, GError **error)
   return TRUE;
 }
 
+/* The options of every variant's own settings, from libcony's table: --KEY with '-' for
+ * '_' (vcc's --vcc-budget). Only the chosen variant's are used; unset ones stay 0, the
+ * default. */
+typedef struct {
+  int values[CONY_ATTENTION_N_VARIANTS][CONY_ATTENTION_MAX_SETTINGS];
+  GPtrArray *strings; /* the options' names and help texts */
+  GString *usage;     /* " [--vcc-budget R] ..." */
+} SettingOptions;
+
+static void
+setting_options_add (SettingOptions *so, GOptionContext *ctx)
+{
+  so->strings = g_ptr_array_new_with_free_func (g_free);
+  so->usage = g_string_new (NULL);
+  for (int v = 0; v < cony_attention_variant_count (); v++)
+    for (int i = 0; i < cony_attention_variant_n_settings (v); i++) {
+      const ConyAttentionSetting *s = cony_attention_variant_setting (v, i);
+      char *name = g_strdelimit (g_strdup (s->key), "_", '-');
+      char *help = g_strdup_printf ("%s: %s (default %d)", cony_attention_variant_name (v), s->help,
+          s->def);
+      g_ptr_array_add (so->strings, name);
+      g_ptr_array_add (so->strings, help);
+      g_string_append_printf (so->usage, " [--%s %s]", name, s->arg);
+      GOptionEntry e[] = { { name, 0, 0, G_OPTION_ARG_INT, &so->values[v][i], help, s->arg },
+        G_OPTION_ENTRY_NULL };
+      g_option_context_add_main_entries (ctx, e, NULL);
+    }
+}
+
+static void
+setting_options_clear (SettingOptions *so)
+{
+  g_clear_pointer (&so->strings, g_ptr_array_unref);
+  if (so->usage)
+    g_string_free (so->usage, TRUE);
+}
+G_DEFINE_AUTO_CLEANUP_CLEAR_FUNC (SettingOptions, setting_options_clear)
+
 int
 cony_cmd_attention (int argc, char **argv)
 {
   g_autofree char *weights = NULL, *output = NULL, *variant = NULL, *pinv = NULL;
   int heads = 1, window = 0, landmarks = 0, pinv_iterations = 6;
-  int vcc_budget = 0, vcc_block = 0, vcc_exact_tail = 0;
   gboolean retroactive = FALSE;
+  g_autofree char *variants = cony_attention_variant_names ();
   GOptionEntry entries[] = {
     { "weights", 'w', 0, G_OPTION_ARG_FILENAME, &weights,
         "safetensors with in_proj_weight (3d, d), "
         "in_proj_bias, out_proj.weight, out_proj.bias [, q_landmarks, k_landmarks (H, m, d/H)]",
         "W" },
-    { "variant", 0, 0, G_OPTION_ARG_STRING, &variant,
-        "regular, continual, nystrom, nystrom-fixed, "
-        "cony, cony-fixed or vcc",
-        "V" },
+    { "variant", 0, 0, G_OPTION_ARG_STRING, &variant, variants, "V" },
     { "heads", 0, 0, G_OPTION_ARG_INT, &heads, "attention heads (default 1)", "H" },
     { "window", 0, 0, G_OPTION_ARG_INT, &window, "tokens in the attention window", "N" },
     { "landmarks", 0, 0, G_OPTION_ARG_INT, &landmarks, "Nystrom landmarks (the attention's rank)",
@@ -105,14 +140,6 @@ cony_cmd_attention (int argc, char **argv)
         "iterations of the iterative "
         "pseudo-inverse (default 6)",
         "K" },
-    { "vcc-budget", 0, 0, G_OPTION_ARG_INT, &vcc_budget, "vcc: segments per query r (default 64)",
-        "R" },
-    { "vcc-block", 0, 0, G_OPTION_ARG_INT, &vcc_block, "vcc: smallest coarse block (default 1)",
-        "B" },
-    { "vcc-exact-tail", 0, 0, G_OPTION_ARG_INT, &vcc_exact_tail,
-        "vcc: newest tokens kept exact "
-        "(default 0)",
-        "L" },
     { "output", 'o', 0, G_OPTION_ARG_FILENAME, &output, "output .npy", "OUT.npy" },
     G_OPTION_ENTRY_NULL,
   };
@@ -122,31 +149,29 @@ cony_cmd_attention (int argc, char **argv)
       "IN is float32 (T, d). OUT is float32 (T, d), or (T, N, d) with --retroactive (rows oldest\n"
       "first, rows before the stream start zero). Semantics: docs/attention.md.\n");
   g_option_context_add_main_entries (ctx, entries, NULL);
+  g_auto (SettingOptions) settings = { 0 };
+  setting_options_add (&settings, ctx);
   GError *error = NULL;
   if (!g_option_context_parse (ctx, &argc, &argv, &error))
     return cony_cmd_fail (error);
   if (argc != 2 || !weights || !output || !variant || window < 1) {
     fprintf (stderr,
         "usage: cony attention --weights W.safetensors --variant V --heads H --window N "
-        "[--landmarks M] [--retroactive] [--pinv exact|iterative] [--pinv-iterations K] "
-        "[--vcc-budget R] [--vcc-block B] [--vcc-exact-tail L] IN.npy -o OUT.npy\n");
+        "[--landmarks M] [--retroactive] [--pinv exact|iterative] [--pinv-iterations K]%s "
+        "IN.npy -o OUT.npy\n",
+        settings.usage->str);
     return 2;
   }
   ConyAttentionConfig c = { .heads = heads,
     .window = window,
     .landmarks = landmarks,
     .retroactive = retroactive,
-    .pinv_iterations = pinv_iterations,
-    .vcc_budget = vcc_budget,
-    .vcc_block = vcc_block,
-    .vcc_exact_tail = vcc_exact_tail };
+    .pinv_iterations = pinv_iterations };
   if (!cony_attention_variant_from_name (variant, &c.variant)) {
-    fprintf (stderr,
-        "cony: unknown --variant '%s' (regular, continual, nystrom, nystrom-fixed, cony, "
-        "cony-fixed, vcc)\n",
-        variant);
+    fprintf (stderr, "cony: unknown --variant '%s' (%s)\n", variant, variants);
     return 2;
   }
+  memcpy (c.settings, settings.values[c.variant], sizeof c.settings);
   if (pinv && !g_str_equal (pinv, "exact") && !g_str_equal (pinv, "iterative")) {
     fprintf (stderr, "cony: unknown --pinv '%s' (exact or iterative)\n", pinv);
     return 2;

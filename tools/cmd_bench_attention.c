@@ -4,7 +4,7 @@
 #include "bench.h"
 #include "commands.h"
 
-#include "cony/attention-internal.h"
+#include "../src/attention-internal.h" /* internals: a benchmark of the core */
 #include "cony/npy.h"
 
 #include <cblas.h>
@@ -196,13 +196,15 @@ real_stream (const ConyNpyArray *x, int d, int *T)
 static ConyAttentionConfig
 entry_config (const Bench *b, const Entry *e, int n, gboolean retro)
 {
-  return (ConyAttentionConfig){ .variant = e->variant,
+  ConyAttentionConfig c = { .variant = e->variant,
     .d = b->d,
     .heads = b->heads,
     .window = n,
     .landmarks = MIN (b->m, n),
-    .retroactive = retro,
-    .vcc_budget = e->vcc_budget };
+    .retroactive = retro };
+  if (e->vcc_budget)
+    cony_attention_config_set (&c, "vcc_budget", e->vcc_budget);
+  return c;
 }
 
 /* What the last measured window predicts for this one, in CPU seconds: recomputing
@@ -272,7 +274,7 @@ run_timings (const Bench *b, const GArray *entries, const GArray *windows, gbool
       for (guint ei = 0; ei < ne; ei++) {
         const Entry *e = &g_array_index (entries, Entry, ei);
         const char *form = retro ? "retro" : "single";
-        if (retro && e->variant == CONY_ATTENTION_VCC)
+        if (retro && cony_attention_variant_single_output_only (e->variant))
           continue; /* single output only */
         gboolean cont = cony_attention_variant_is_continual (e->variant);
         double projected = prev_n[ei]

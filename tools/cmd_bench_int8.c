@@ -1,10 +1,10 @@
 /* cony bench int8: YAMNet per patch on one core, the integer path against the float
- * path on the same file (interleaved, CPU time of this thread), and how close the
- * pointwise layers' integer products come to the int8 peak of this CPU, measured with
- * our own register-only loops of the kernel's instructions. */
-#include "../src/cpu-private.h"
+ * path on the same file (interleaved, CPU time of this thread), and how close each
+ * pointwise layer's integer products come to the peak of the instruction its kernel set
+ * runs, measured on this core with register-only loops (bench_peak.c). */
 #include "../src/qkernels.h"
 #include "bench.h"
+#include "bench_peak.h"
 #include "commands.h"
 
 #include "cony/cnn.h"
@@ -12,102 +12,6 @@
 
 #include <stdio.h>
 #include <string.h>
-
-#ifdef CONY_CPU_X86
-#include <immintrin.h>
-
-/* The kernel's register block without its loads, in assembly (so that the compiler
- * neither spills nor hoists): per round, 2 weight vectors times 4 activation vectors
- * into 8 accumulators. STEP(x, w, a) is one product of x and w added to a; ymm15 is
- * the temporary, %[one] holds 16-bit ones. */
-/* clang-format off */
-#define PEAK_BLOCK(name, target, type_set, STEP) \
-  target static gint32 name (void) \
-  { \
-    __m256i w0 = type_set (3), w1 = type_set (-2), x0 = type_set (1), x1 = type_set (2); \
-    __m256i x2 = type_set (5), x3 = type_set (7), one = _mm256_set1_epi16 (1); \
-    __m256i a0 = _mm256_setzero_si256 (), a1 = a0, a2 = a0, a3 = a0, a4 = a0, a5 = a0; \
-    __m256i a6 = a0, a7 = a0; \
-    for (int r = 0; r < 1000; r++) \
-      __asm__ volatile ( \
-          STEP ("%[x0]", "%[w0]", "%[a0]") STEP ("%[x0]", "%[w1]", "%[a1]") \
-          STEP ("%[x1]", "%[w0]", "%[a2]") STEP ("%[x1]", "%[w1]", "%[a3]") \
-          STEP ("%[x2]", "%[w0]", "%[a4]") STEP ("%[x2]", "%[w1]", "%[a5]") \
-          STEP ("%[x3]", "%[w0]", "%[a6]") STEP ("%[x3]", "%[w1]", "%[a7]") \
-          : [a0] "+x"(a0), [a1] "+x"(a1), [a2] "+x"(a2), [a3] "+x"(a3), \
-            [a4] "+x"(a4), [a5] "+x"(a5), [a6] "+x"(a6), [a7] "+x"(a7) \
-          : [w0] "x"(w0), [w1] "x"(w1), [x0] "x"(x0), [x1] "x"(x1), [x2] "x"(x2), \
-            [x3] "x"(x3), [one] "x"(one) \
-          : "xmm15"); \
-    __m256i s = _mm256_add_epi32 (_mm256_add_epi32 (_mm256_add_epi32 (a0, a1), \
-        _mm256_add_epi32 (a2, a3)), \
-        _mm256_add_epi32 (_mm256_add_epi32 (a4, a5), _mm256_add_epi32 (a6, a7))); \
-    return _mm256_extract_epi32 (s, 0); \
-  }
-
-/* vpmaddwd + vpaddd: 16 int16 multiply-adds per step (128000 per block). */
-#define STEP_WD(x, w, a) "vpmaddwd " x ", " w ", %%ymm15\n\tvpaddd %%ymm15, " a ", " a "\n\t"
-/* vpmaddubsw + vpmaddwd by ones + vpaddd: 32 u8 x s8 multiply-adds per step (256000 per
- * block), what an unsigned-activation kernel could reach at the price of int16
- * saturation in vpmaddubsw. */
-#define STEP_UBS(x, w, a) \
-  "vpmaddubsw " w ", " x ", %%ymm15\n\tvpmaddwd %[one], %%ymm15, %%ymm15\n\t" \
-  "vpaddd %%ymm15, " a ", " a "\n\t"
-/* clang-format on */
-
-/* clang-format on */
-
-PEAK_BLOCK (block_maddwd, CONY_TARGET_V3, _mm256_set1_epi16, STEP_WD)
-PEAK_BLOCK (block_maddubsw, CONY_TARGET_V3, _mm256_set1_epi8, STEP_UBS)
-#ifdef CONY_CPU_VNNI
-/* vpdpbusd: 32 u8 x s8 multiply-adds per step into int32, exact (VNNI): the same block
- * in intrinsics (clang 14's assembler does not take {vex}), an empty asm per round
- * keeping the accumulators in registers and every product in the loop. */
-#define DP_PEAK_BLOCK(name, target, DP) \
-  target static gint32 name (void) \
-  { \
-    __m256i w0 = _mm256_set1_epi8 (3), w1 = _mm256_set1_epi8 (-2), x0 = _mm256_set1_epi8 (1); \
-    __m256i x1 = _mm256_set1_epi8 (2), x2 = _mm256_set1_epi8 (5), x3 = _mm256_set1_epi8 (7); \
-    __m256i a0 = _mm256_setzero_si256 (), a1 = a0, a2 = a0, a3 = a0, a4 = a0, a5 = a0; \
-    __m256i a6 = a0, a7 = a0; \
-    for (int r = 0; r < 1000; r++) { \
-      a0 = DP (a0, x0, w0), a1 = DP (a1, x0, w1), a2 = DP (a2, x1, w0), a3 = DP (a3, x1, w1); \
-      a4 = DP (a4, x2, w0), a5 = DP (a5, x2, w1), a6 = DP (a6, x3, w0), a7 = DP (a7, x3, w1); \
-      __asm__ volatile("" \
-                       : "+x"(a0), "+x"(a1), "+x"(a2), "+x"(a3), "+x"(a4), "+x"(a5), "+x"(a6), \
-                       "+x"(a7), "+x"(x0), "+x"(x1), "+x"(x2), "+x"(x3)); \
-    } \
-    __m256i s = _mm256_add_epi32 (_mm256_add_epi32 (_mm256_add_epi32 (a0, a1), \
-                                      _mm256_add_epi32 (a2, a3)), \
-        _mm256_add_epi32 (_mm256_add_epi32 (a4, a5), _mm256_add_epi32 (a6, a7))); \
-    return _mm256_extract_epi32 (s, 0); \
-  }
-DP_PEAK_BLOCK (block_dpbusd, __attribute__ ((target ("avx2,avxvnni"))), _mm256_dpbusd_avx_epi32)
-DP_PEAK_BLOCK (block_dpbusd512, __attribute__ ((target ("avx2,avx512vnni,avx512vl"))),
-    _mm256_dpbusd_epi32)
-#endif
-
-/* Multiply-adds per CPU second of @block (@macs each), the best of five runs of
- * @budget seconds: other jobs share the core. */
-static double
-peak_rate (gint32 (*block) (void), double macs, double budget)
-{
-  double best = 0;
-  volatile gint32 sink = 0;
-  for (int run = 0; run < 5; run++) {
-    guint64 n = 0;
-    double t0 = cony_bench_cpu_s (), t;
-    do {
-      sink += block ();
-      n++;
-      t = cony_bench_cpu_s () - t0;
-    } while (t < budget);
-    best = MAX (best, n * macs / t);
-  }
-  (void) sink;
-  return best;
-}
-#endif
 
 /* YAMNet's pointwise products (pixels, K, N, layer index). */
 static const guint pw_shapes[][4] = { { 1536, 32, 64, 2 }, { 384, 64, 128, 4 },
@@ -130,10 +34,10 @@ pw_weights (const ConySafetensors *st, guint i, guint K, guint N, GRand *r)
   return w;
 }
 
-/* CPU seconds of one pass over every pointwise product with @k (best of @reps), with
- * the weights of @st, and their MAC count. */
+/* CPU seconds of each pointwise product with @k (@sec, one per layer: the best of @reps
+ * passes over all layers), with the weights of @st; their total. */
 static double
-pointwise_seconds (const ConyQKernels *k, const ConySafetensors *st, int reps, double *macs)
+pointwise_seconds (const ConyQKernels *k, const ConySafetensors *st, int reps, double *sec)
 {
   GRand *r = g_rand_new_with_seed (5);
   guint n = G_N_ELEMENTS (pw_shapes);
@@ -141,7 +45,6 @@ pointwise_seconds (const ConyQKernels *k, const ConySafetensors *st, int reps, d
   gint8 **a = g_new0 (gint8 *, n);
   gint16 **sc = g_new0 (gint16 *, n);
   gint8 **o = g_new0 (gint8 *, n);
-  *macs = 0;
   for (guint i = 0; i < n; i++) {
     guint M = pw_shapes[i][0], K = pw_shapes[i][1], N = pw_shapes[i][2];
     gint8 *w = pw_weights (st, pw_shapes[i][3], K, N, r);
@@ -155,18 +58,19 @@ pointwise_seconds (const ConyQKernels *k, const ConySafetensors *st, int reps, d
       a[i][j] = (gint8) g_rand_int_range (r, -128, 128);
     sc[i] = g_new (gint16, cony_qgemm_scratch (&g[i], M));
     o[i] = g_new (gint8, (gsize) M * N);
-    *macs += (double) M * K * N;
+    sec[i] = G_MAXDOUBLE;
     g_free (w);
     g_free (m);
   }
-  double best = G_MAXDOUBLE;
-  for (int rep = 0; rep < reps; rep++) {
-    double t0 = cony_bench_cpu_s ();
-    for (guint i = 0; i < n; i++)
+  for (int rep = 0; rep < reps; rep++)
+    for (guint i = 0; i < n; i++) {
+      double t0 = cony_bench_cpu_s ();
       k->gemm (&g[i], pw_shapes[i][0], a[i], pw_shapes[i][1], o[i], pw_shapes[i][2], sc[i]);
-    best = MIN (best, cony_bench_cpu_s () - t0);
-  }
+      sec[i] = MIN (sec[i], cony_bench_cpu_s () - t0);
+    }
+  double total = 0;
   for (guint i = 0; i < n; i++) {
+    total += sec[i];
     cony_qgemm_clear (&g[i]);
     g_free (a[i]);
     g_free (sc[i]);
@@ -177,7 +81,77 @@ pointwise_seconds (const ConyQKernels *k, const ConySafetensors *st, int reps, d
   g_free (sc);
   g_free (o);
   g_rand_free (r);
-  return best;
+  return total;
+}
+
+static double
+pw_macs (guint i)
+{
+  return (double) pw_shapes[i][0] * pw_shapes[i][1] * pw_shapes[i][2];
+}
+
+/* Measures every instruction peak this CPU has into @rate (0: not measured) and prints
+ * them, and the kinds it could not measure with the reason. */
+static void
+print_peaks (double *rate, gboolean markdown)
+{
+  printf ("\nInstruction peaks of this core (12 independent accumulators, CPU time, best of 5):\n");
+  for (int p = 0; p < CONY_PEAK_N; p++) {
+    const char *missing = cony_peak_missing (p);
+    rate[p] = cony_peak_rate (p, 0.1);
+    if (missing)
+      printf ("  %-30s not measured here: %s\n", cony_peak_name (p), missing);
+    else
+      printf ("  %-30s %7.1f GMAC/s\n", cony_peak_name (p), rate[p] * 1e-9);
+  }
+  if (!markdown)
+    return;
+  printf ("\n| instruction (one core) | peak |\n|---|---|\n");
+  for (int p = 0; p < CONY_PEAK_N; p++)
+    if (rate[p] > 0)
+      printf ("| %s | %.1f GMAC/s |\n", cony_peak_name (p), rate[p] * 1e-9);
+    else
+      printf ("| %s | not measured: %s |\n", cony_peak_name (p), cony_peak_missing (p));
+}
+
+/* Each pointwise layer with kernel set @k: time, rate and share of the peak of the
+ * instruction @k runs (@rate from print_peaks). Returns the layers' total seconds. */
+static double
+print_pointwise (const ConyQKernels *k, const char *m_path, const double *rate, gboolean markdown)
+{
+  ConySafetensors *st = cony_safetensors_open (m_path, NULL);
+  guint n = G_N_ELEMENTS (pw_shapes);
+  double sec[G_N_ELEMENTS (pw_shapes)], macs = 0;
+  double total = pointwise_seconds (k, st, 9, sec);
+  if (st)
+    cony_safetensors_close (st);
+  ConyPeakKind kind;
+  double peak = cony_peak_of_kernels (k->name, &kind) ? rate[kind] : 0;
+  if (peak > 0)
+    printf ("\nPointwise products, %s kernels (bound: %s, %.1f GMAC/s):\n", k->name,
+        cony_peak_name (kind), peak * 1e-9);
+  else
+    printf ("\nPointwise products, %s kernels (no measured peak for this set):\n", k->name);
+  if (markdown)
+    printf ("\n| layer | M x K x N | µs | GMAC/s | of the %s peak |\n|---|---|---|---|---|\n",
+        peak > 0 ? cony_peak_name (kind) : "(none)");
+  for (guint i = 0; i <= n; i++) {
+    gboolean all = i == n;
+    double mi = all ? macs : pw_macs (i), si = all ? total : sec[i];
+    double share = peak > 0 ? 100 * mi / si / peak : 0;
+    g_autofree char *shape = all
+        ? g_strdup ("all")
+        : g_strdup_printf ("%ux%ux%u", pw_shapes[i][0], pw_shapes[i][1], pw_shapes[i][2]);
+    g_autofree char *layer = all ? g_strdup ("pointwise") : g_strdup_printf ("%u", pw_shapes[i][3]);
+    macs += all ? 0 : mi;
+    if (markdown)
+      printf ("| %s | %s | %.1f | %.1f | %s%.0f%%%s |\n", layer, shape, si * 1e6, mi / si * 1e-9,
+          all ? "**" : "", share, all ? "**" : "");
+    else
+      printf ("  %-9s %-13s %8.1f µs %7.1f GMAC/s %5.0f%% of peak\n", layer, shape, si * 1e6,
+          mi / si * 1e-9, share);
+  }
+  return total;
 }
 
 /* Per-patch CPU ms of @cnn on @patches (n of them), one call per patch. */
@@ -251,46 +225,26 @@ cony_cmd_bench_int8 (int argc, char **argv)
   printf ("  float:     min %.3f ms, median %.3f ms   (int8 %.2fx faster by the medians)\n", sf.min,
       sf.median, sf.median / sq.median);
 
-  const ConyQKernels *k = cony_qkernels ();
-  ConySafetensors *st = cony_safetensors_open (m_path, NULL);
-  double macs, pw = pointwise_seconds (k, st, 9, &macs);
-  if (st)
-    cony_safetensors_close (st);
-  double peak = 0, peak_ub = 0;
-  const char *peak_name = "vpmaddubsw+vpmaddwd";
-#ifdef CONY_CPU_X86
-  if (cony_cpu_has_v3 ()) {
-    peak = peak_rate (block_maddwd, 128000, 0.15);
-    peak_ub = peak_rate (block_maddubsw, 256000, 0.15);
-  }
-#endif
-#ifdef CONY_CPU_VNNI
-  if (cony_qkernels_vnni () != NULL) { /* this CPU's int8 peak is vpdpbusd's */
-    gboolean vex = cony_cpu_has_avxvnni ();
-    peak_ub = peak_rate (vex ? block_dpbusd : block_dpbusd512, 256000, 0.15);
-    peak_name = "vpdpbusd";
-  }
-#endif
-  printf ("  pointwise products (%s kernels, this file's weights): %.0f M MAC in %.3f ms = %.1f GMAC/s",
-      k->name, macs * 1e-6, pw * 1e3, macs / pw * 1e-9);
-  if (peak > 0)
-    printf (" = %.0f%% of the int8 peak (%s loop: %.1f GMAC/s), %.0f%% of the "
-            "int16 one (vpmaddwd: %.1f GMAC/s)\n",
-        100 * macs / pw / peak_ub, peak_name, peak_ub * 1e-9, 100 * macs / pw / peak, peak * 1e-9);
-  else
-    printf ("\n");
-  printf ("  pointwise share of the int8 patch: %.0f%%\n", 100 * pw * 1e3 / sq.median);
   if (markdown) {
     printf ("\n| YAMNet per patch, 1 core (CPU time) | median | min |\n|---|---|---|\n");
-    printf ("| libcony int8 (%s) | **%.3f ms** | %.3f ms |\n", k->name, sq.median, sq.min);
+    printf ("| libcony int8 (%s) | **%.3f ms** | %.3f ms |\n", desc, sq.median, sq.min);
     printf ("| libcony float | %.3f ms | %.3f ms |\n", sf.median, sf.min);
-    if (peak > 0)
-      printf ("\n| pointwise layers (int8) | rate | of the int8 peak (%s) | of the "
-              "int16 peak (vpmaddwd) |\n|---|---|---|---|\n"
-              "| %.0f M MAC, %.3f ms | %.1f GMAC/s | **%.0f%%** of %.1f GMAC/s | %.0f%% of %.1f "
-              "GMAC/s |\n",
-          peak_name, macs * 1e-6, pw * 1e3, macs / pw * 1e-9, 100 * macs / pw / peak_ub,
-          peak_ub * 1e-9, 100 * macs / pw / peak, peak * 1e-9);
+  }
+
+  double rate[CONY_PEAK_N];
+  print_peaks (rate, markdown);
+  /* the set the CNN ran, then the other x86 sets this CPU runs natively */
+  const ConyQKernels *sets[] = { cony_qkernels (), cony_qkernels_avx512vnni (),
+    cony_qkernels_avxvnni (), cony_qkernels_avx2 () };
+  for (guint i = 0; i < G_N_ELEMENTS (sets); i++) {
+    gboolean seen = sets[i] == NULL;
+    for (guint j = 0; j < i; j++)
+      seen = seen || sets[j] == sets[i];
+    if (seen)
+      continue;
+    double pw = print_pointwise (sets[i], m_path, rate, markdown);
+    if (i == 0)
+      printf ("  pointwise share of the int8 patch: %.0f%%\n", 100 * pw * 1e3 / sq.median);
   }
   return 0;
 }

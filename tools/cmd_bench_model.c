@@ -200,7 +200,7 @@ cony_cmd_bench_model (int argc, char **argv)
       for (int v = 0; v < CONY_ATTENTION_N_VARIANTS; v++) {
         if (only_variants && !list_has (only_variants, cony_attention_variant_name (v)))
           continue;
-        if (v == CONY_ATTENTION_VCC && blocks == 2)
+        if (cony_attention_variant_single_output_only (v) && blocks == 2)
           continue; /* single output only: a 2-block model's first block is retroactive */
         g_autoptr (ConyEncoder) enc = cony_encoder_new (model, v, &error);
         if (!enc)

@@ -64,12 +64,12 @@ cony_cmd_classify (int argc, char **argv)
   g_autofree char *model_path = NULL, *attention = NULL, *output = NULL;
   g_autofree char *listen = NULL, *ignore = NULL, *groups_file = NULL, *other = NULL,
                   *group_score = NULL;
+  g_autofree char *variants = cony_attention_variant_names ();
+  g_autofree char *attention_help =
+      g_strdup_printf ("attention variant to run instead of the trained one (%s)", variants);
   GOptionEntry entries[] = { { "model", 'm', 0, G_OPTION_ARG_FILENAME, &model_path,
                                  "model file (safetensors)", "M.safetensors" },
-    { "attention", 'a', 0, G_OPTION_ARG_STRING, &attention,
-        "attention variant to run instead of the trained one (regular, continual, nystrom, "
-        "nystrom-fixed, cony, cony-fixed, vcc)",
-        "V" },
+    { "attention", 'a', 0, G_OPTION_ARG_STRING, &attention, attention_help, "V" },
     { "output", 'o', 0, G_OPTION_ARG_FILENAME, &output, "per-step logits, float32 (T / k, classes)",
         "OUT.npy" },
     { "listen", 0, 0, G_OPTION_ARG_STRING, &listen,
@@ -107,9 +107,7 @@ cony_cmd_classify (int argc, char **argv)
     ConyAttentionVariant v;
     if (!cony_attention_variant_from_name (attention, &v)) {
       g_set_error (&error, CONY_ERROR, CONY_ERROR_INVALID,
-          "--attention: unknown variant '%s' (expected "
-          "regular, continual, nystrom, nystrom-fixed, cony, cony-fixed or vcc)",
-          attention);
+          "--attention: unknown variant '%s' (expected %s)", attention, variants);
       return cony_cmd_fail (error);
     }
     override = (int) v;

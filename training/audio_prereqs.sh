@@ -1,6 +1,6 @@
-# Sourced by training/train_default_audio.sh, training/train_yamnet_audio.sh and
-# training/train_audioset_tagger.sh (from the repository root): the labelled clip data sets
-# the recipes train on, the `cony` tool, their common options and progress lines.
+# Sourced by training/train_yamnet_audio.sh and training/train_audioset_tagger.sh (from the
+# repository root): the labelled clip data sets the recipes train on, the `cony` tool, their
+# common options and progress lines.
 #
 # Version 9 (out/audio-dataset-v9) is trained on: 400 clips per class (the data set
 # script's default is 120), test split included, plus 800 training clips per class from
@@ -12,32 +12,24 @@
 # packages (training/data/README.md); its test split is version 7's. Version 7
 # (out/audio-dataset-v7) gives the validation recordings (--val-scope all), carved from
 # every family.
-DATASET=out/audio-dataset-v9
-DATA_ARGS=(--per-class 400 --train-extra 800 --alarm-synth v3 --train-only-version 7)
-# AUDIO_DATA_VERSION=12 selects version 12 instead (not the default; rule 18 of
-# models/audio/EXPERIMENTS.md decides): version 9 plus version 11's 400 clips of added music
-# and 450 noise and 300 music clips of fourteen more packages (versions/added_v12.tsv), for
-# training only; its validation recordings and test split are version 9's. It reuses
-# version 9's package cache when there is one.
+# AUDIO_DATA_VERSION=N trains on data set version N instead (not the default; README and
+# build.py --data-version): 12 = version 9 plus version 11's 400 clips of added music and 450
+# noise and 300 music clips of fourteen more packages (versions/added_v12.tsv), for training
+# only, its validation recordings and test split version 9's (rule 18 of
+# models/audio/EXPERIMENTS.md); 13 = version 12 plus validation-only clips of twenty-eight more
+# packages (val_v13.tsv, split valx: never trained on; yamnet.py --val-extra measures them);
+# 14 = version 9 plus 100 training clips of animal calls mined with YAMNet's AudioSet scores
+# from four more packages (added_v14.tsv; rule 33); 15 = version 14 plus 100 training clips of
+# alarm tones mined the same way from two more packages (added_v15.tsv; rule 34). A version
+# other than 9 reuses version 9's package cache when there is one.
 case ${AUDIO_DATA_VERSION:-9} in
-  9) ;;
-  12) DATASET=out/audio-dataset-v12
-      DATA_ARGS+=(--added-music 400 --added-v12 noise=450,music=300) ;;
-  # 13: version 12 plus validation-only clips of twenty-eight more packages (val_v13.tsv,
-  # split valx: never trained on; yamnet.py --val-extra measures them)
-  13) DATASET=out/audio-dataset-v13
-      DATA_ARGS+=(--added-music 400 --added-v12 noise=450,music=300
-                  --added-v13 speech=48,music=111,noise=64,alarm=72,animal=48) ;;
-  # 14: version 9 plus 100 training clips of animal calls mined with YAMNet's AudioSet
-  # scores from four more packages (added_v14.tsv; rule 33)
-  14) DATASET=out/audio-dataset-v14
-      DATA_ARGS+=(--added-v14 animal=100) ;;
-  # 15: version 14 plus 100 training clips of alarm tones mined the same way from two more
-  # packages (added_v15.tsv; rule 34)
-  15) DATASET=out/audio-dataset-v15
-      DATA_ARGS+=(--added-v14 animal=100 --added-v15 alarm=100) ;;
+  9|12|13|14|15) ;;
   *) echo "AUDIO_DATA_VERSION=${AUDIO_DATA_VERSION}: expected 9, 12, 13, 14 or 15" >&2; exit 2 ;;
 esac
+DATASET=out/audio-dataset-v${AUDIO_DATA_VERSION:-9}
+# version 9's arguments (--per-class 400 --train-extra 800 --alarm-synth v3
+# --train-only-version 7) and the added tables of the version
+DATA_ARGS=(--data-version "${AUDIO_DATA_VERSION:-9}")
 VAL_DATASET=out/audio-dataset-v7
 VAL_DATA_ARGS=(--per-class 400 --train-extra 800 --alarm-synth v3 --train-only-version 5)
 

@@ -3,7 +3,7 @@
 #
 #   training/train_audioset_tagger.sh [--cache DIR] [--read-only-cache] [-- train args]
 #
-#   1. the labelled clip data set version 9 (training/train_default_audio.sh's recipe;
+#   1. the labelled clip data set version 9 (training/audio_prereqs.sh, as for the audio model;
 #      skipped when out/audio-dataset-v9/manifest.csv exists) and the `cony` tool
 #      (build-train/),
 #   2. training/train_audioset_tagger.py: generated sines, YAMNet's tokens and per-patch

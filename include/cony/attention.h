@@ -28,6 +28,9 @@ typedef enum
   CONY_PINV_ITERATIVE, /* Nyströmformer's iteration */
 } ConyPinvMethod;
 
+/* The most settings one variant owns (ConyAttentionConfig.settings). */
+#define CONY_ATTENTION_MAX_SETTINGS 4
+
 typedef struct {
   ConyAttentionVariant variant;
   int d;                /* embedding size */
@@ -39,10 +42,21 @@ typedef struct {
   int pinv_iterations; /* for CONY_PINV_ITERATIVE; 0 means 6 */
   int resync_interval; /* steps between exact resynchronisations of long-lived
                              running sums; 0 means the default (see attention-cony.c) */
-  int vcc_budget;      /* vcc: r, segments per query, exact tail included; 0 means 64 */
-  int vcc_block;       /* vcc: smallest coarse block (tokens); 0 means 1 */
-  int vcc_exact_tail;  /* vcc: L, newest tokens always kept exact (< vcc_budget) */
+  /* The variant's own settings (e.g. vcc's budget), laid out as its row lists them
+   * (cony_attention_variant_setting()); 0 means the setting's default. Set and read
+   * them by key: cony_attention_config_set(), cony_attention_config_get(). */
+  int settings[CONY_ATTENTION_MAX_SETTINGS];
 } ConyAttentionConfig;
+
+/* A setting one variant owns: @key in model configs (docs/model-format.md), on the
+ * command line --@key with '-' for '_' (cony attention --vcc-budget). */
+typedef struct {
+  const char *key;
+  const char *help; /* one line, for --help and docs */
+  const char *arg;  /* the value's name in --help ("R") */
+  int def;          /* what 0 (unset) means, and a model config's default */
+  int lo, hi;       /* the range a model config accepts */
+} ConyAttentionSetting;
 
 /* Weights are copied by cony_attention_new(); the caller keeps ownership. */
 typedef struct {
@@ -56,9 +70,12 @@ typedef struct {
 
 typedef struct _ConyAttention ConyAttention;
 
-/* Names as used on the command line and in model files: "regular", "continual",
- * "nystrom", "nystrom-fixed", "cony", "cony-fixed", "vcc". */
+/* The variants, from libcony's table (docs/attention.md has each): variants 0 …
+ * count - 1. Their names are as on the command line and in model files. */
+int cony_attention_variant_count (void);
 const char *cony_attention_variant_name (ConyAttentionVariant variant);
+/* Every name, "a, b or c" (for --help and errors); free with g_free(). */
+char *cony_attention_variant_names (void);
 /* One line saying what the variant is (GStreamer's enum of the element shows it). */
 const char *cony_attention_variant_description (ConyAttentionVariant variant);
 gboolean cony_attention_variant_from_name (const char *name, ConyAttentionVariant *variant);
@@ -68,6 +85,22 @@ gboolean cony_attention_variant_uses_fixed_landmarks (ConyAttentionVariant varia
  * (continual -> regular, cony -> nystrom, cony-fixed -> nystrom-fixed; vcc is its own
  * windowed form: its output depends on the window's tokens only). */
 ConyAttentionVariant cony_attention_variant_windowed (ConyAttentionVariant variant);
+/* TRUE for a variant that computes the newest query's row only (no retroactive layer,
+ * so not the first block of a 2-block model). */
+gboolean cony_attention_variant_single_output_only (ConyAttentionVariant variant);
+
+/* The variant's own settings: how many, and the i-th (NULL beyond). */
+int cony_attention_variant_n_settings (ConyAttentionVariant variant);
+const ConyAttentionSetting *cony_attention_variant_setting (ConyAttentionVariant variant, int i);
+/* Sets @key of @config's variant; FALSE (nothing set) when that variant has no such
+ * setting. The layer checks the value (cony_attention_new()). */
+gboolean cony_attention_config_set (ConyAttentionConfig *config, const char *key, int value);
+/* The value of @key of @config's variant, its default when unset; FALSE when the
+ * variant has no such setting. */
+gboolean cony_attention_config_get (const ConyAttentionConfig *config, const char *key, int *value);
+/* Why the variant's settings of @config do not go together (e.g. vcc's exact tail not
+ * below its budget), or NULL. */
+const char *cony_attention_config_settings_invalid (const ConyAttentionConfig *config);
 
 /* The most a layer serves: the state grows with the window (n·d floats per kept ring,
  * n·heads·m sums for cony), the m×m pseudo-inverse works on the stack; within these the

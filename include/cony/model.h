@@ -53,9 +53,9 @@ typedef struct {
   ConyAttentionVariant attention[CONY_MODEL_MAX_BLOCKS]; /* trained variant per block */
   ConyPinvMethod pinv;
   int pinv_iterations;
-  int vcc_budget;     /* vcc variant: r segments per query (default 64) */
-  int vcc_block;      /* vcc variant: smallest coarse block (default 1) */
-  int vcc_exact_tail; /* vcc variant: newest tokens kept exact (default 0) */
+  /* Each variant's own settings (the keys its row lists, e.g. "vcc_budget"), defaults
+   * filled in; cony_model_config_attention() hands them to a layer. */
+  int attention_settings[CONY_ATTENTION_N_VARIANTS][CONY_ATTENTION_MAX_SETTINGS];
   ConyPositionalKind positional;
   int positional_rows; /* T: token at stream index s gets row s mod T (default: the
                                smallest multiple of k that is >= 2n - 1) */
@@ -109,6 +109,11 @@ void cony_cnn_ref_clear (ConyCnnRef *ref);
 gboolean cony_cnn_ref_is_embedding (const ConyCnnRef *ref);
 /* How the CNN ran for the tokens: the recorded cnn_mode, or "window" when none is. */
 const char *cony_cnn_ref_mode (const ConyCnnRef *ref);
+
+/* The attention layer config of a model with @config run with @variant: sizes,
+ * pseudo-inverse and that variant's own settings. */
+ConyAttentionConfig cony_model_config_attention (const ConyModelConfig *config,
+    ConyAttentionVariant variant, gboolean retroactive);
 
 /* The attention layer config of block @block_index with @variant (the caller's override
  * or the trained one), as the encoder builds it. */

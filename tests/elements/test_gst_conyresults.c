@@ -2,7 +2,8 @@
  * result through the real audio chain and with a negative lookahead, top-k,
  * the labels property, per-label thresholds from the labels file, and sigmoid
  * (multi-label) models with per-label onset/offset segments; conyjson's
- * records.
+ * records; the custom meta, the bus message and conyjson's record of a step agree
+ * (the result table), and the docs name every result field.
  *
  * Models: tests/golden/cnn/small.safetensors (a VGGish-layout CNN, 96x64 ->
  * 128) and tests/golden/transformer/small.safetensors (d_in 128, window 8, 4
@@ -11,6 +12,7 @@
 #include "cony/encoder.h"
 #include "cony/model.h"
 #include "gstconymeta.h"
+#include "gstconyresult.h"
 #include "gstconytokens.h"
 
 #include <gst/gst.h>
@@ -189,14 +191,12 @@ test_span_audio_chain (void)
       GstClockTime pts = base + n * 250 * MS, start = base + oldest * 250 * MS;
       g_assert_cmpuint (get_u64 (s, "step"), ==, n);
       g_assert_cmpuint (get_u64 (s, "pts"), ==, pts);
-      g_assert_cmpuint (get_u64 (s, "timestamp"), ==, start);
+      g_assert_cmpuint (get_u64 (s, "start"), ==, start);
       g_assert_cmpuint (get_u64 (s, "duration"), ==, pts + 975 * MS - start);
-      g_assert_cmpuint (get_u64 (s, "running-time"), ==, start - base + 2 * GST_SECOND);
-      g_assert_cmpuint (get_u64 (s, "running-time-end"), ==,
-          pts + 975 * MS - base + 2 * GST_SECOND);
-      g_assert_cmpuint (get_u64 (s, "stream-time"), ==, start - base + 100 * GST_SECOND);
-      g_assert_cmpuint (get_u64 (s, "stream-time-end"), ==,
-          pts + 975 * MS - base + 100 * GST_SECOND);
+      g_assert_cmpuint (get_u64 (s, "running_start"), ==, start - base + 2 * GST_SECOND);
+      g_assert_cmpuint (get_u64 (s, "running_end"), ==, pts + 975 * MS - base + 2 * GST_SECOND);
+      g_assert_cmpuint (get_u64 (s, "stream_start"), ==, start - base + 100 * GST_SECOND);
+      g_assert_cmpuint (get_u64 (s, "stream_end"), ==, pts + 975 * MS - base + 100 * GST_SECOND);
       n++;
     }
     gst_message_unref (msg);
@@ -269,9 +269,9 @@ test_span_segment_stop (void)
     const GstStructure *s = gst_message_get_structure (msg);
     if (gst_structure_has_name (s, "conytransformer")) {
       GstClockTime end = MIN (base + n * 250 * MS + 975 * MS, stop);
-      g_assert_cmpuint (get_u64 (s, "timestamp") + get_u64 (s, "duration"), ==, end);
-      g_assert_cmpuint (get_u64 (s, "running-time-end"), ==, end - base + 2 * GST_SECOND);
-      g_assert_cmpuint (get_u64 (s, "stream-time-end"), ==, end - base + 100 * GST_SECOND);
+      g_assert_cmpuint (get_u64 (s, "start") + get_u64 (s, "duration"), ==, end);
+      g_assert_cmpuint (get_u64 (s, "running_end"), ==, end - base + 2 * GST_SECOND);
+      g_assert_cmpuint (get_u64 (s, "stream_end"), ==, end - base + 100 * GST_SECOND);
       n++;
     }
     gst_message_unref (msg);
@@ -364,12 +364,12 @@ test_clock_end (void)
       GstMessage *msg = gst_bus_pop_filtered (bus, GST_MESSAGE_ELEMENT);
       g_assert_nonnull (msg);
       const GstStructure *st = gst_message_get_structure (msg);
-      guint64 t = get_u64 (st, "timestamp"), d = get_u64 (st, "duration");
+      guint64 t = get_u64 (st, "start"), d = get_u64 (st, "duration");
       g_assert_cmpuint (d, <=, 3 * GST_SECOND);
-      g_assert_cmpuint (t + d, ==, get_u64 (st, "running-time-end"));
-      g_assert_cmpuint (get_u64 (st, "running-time"), <=, get_u64 (st, "running-time-end"));
+      g_assert_cmpuint (t + d, ==, get_u64 (st, "running_end"));
+      g_assert_cmpuint (get_u64 (st, "running_start"), <=, get_u64 (st, "running_end"));
       if (i == N - 1)
-        g_assert_cmpuint (get_u64 (st, "running-time-end"), ==, MAX);
+        g_assert_cmpuint (get_u64 (st, "running_end"), ==, MAX);
       gst_message_unref (msg);
     }
     cony_test_detach_bus (h, bus);
@@ -478,25 +478,28 @@ test_top_k (void)
     }
     GstCustomMeta *cm = gst_buffer_get_custom_meta (buf, GST_CONY_CLASSIFICATION_CUSTOM_META_NAME);
     const GstStructure *cs = gst_custom_meta_get_structure (cm);
-    const GValue *cl = gst_structure_get_value (cs, "top-labels");
+    const GValue *cl = gst_structure_get_value (cs, "top");
     g_assert_cmpuint (gst_value_array_get_size (cl), ==, 3);
-    g_assert_cmpstr (g_value_get_string (gst_value_array_get_value (cl, 2)), ==, labels[order[2]]);
+    g_assert_cmpstr (gst_structure_get_string (gst_value_get_structure (
+                                                   gst_value_array_get_value (cl, 2)),
+                         "label"),
+        ==, labels[order[2]]);
     g_assert_cmpstr (gst_structure_get_string (cs, "output"), ==, "softmax");
     gst_buffer_unref (buf);
 
     GstMessage *msg = gst_bus_pop_filtered (bus, GST_MESSAGE_ELEMENT);
     const GstStructure *s = gst_message_get_structure (msg);
-    const GValue *ids = gst_structure_get_value (s, "top-ids");
-    const GValue *ls = gst_structure_get_value (s, "top-labels");
-    const GValue *sc = gst_structure_get_value (s, "top-scores");
-    g_assert_cmpuint (gst_value_array_get_size (ids), ==, 3);
-    g_assert_cmpuint (gst_value_array_get_size (sc), ==, 3);
+    const GValue *top = gst_structure_get_value (s, "top");
+    g_assert_cmpuint (gst_value_array_get_size (top), ==, 3);
     for (int i = 0; i < 3; i++) {
-      g_assert_cmpint (g_value_get_int (gst_value_array_get_value (ids, i)), ==, order[i]);
-      g_assert_cmpstr (g_value_get_string (gst_value_array_get_value (ls, i)), ==,
-          labels[order[i]]);
-      g_assert_cmpfloat_with_epsilon (g_value_get_float (gst_value_array_get_value (sc, i)),
-          p[order[i]], 1e-6);
+      const GstStructure *e = gst_value_get_structure (gst_value_array_get_value (top, i));
+      gint id;
+      gfloat score;
+      g_assert_true (
+          gst_structure_get (e, "class_id", G_TYPE_INT, &id, "score", G_TYPE_FLOAT, &score, NULL));
+      g_assert_cmpint (id, ==, order[i]);
+      g_assert_cmpstr (gst_structure_get_string (e, "label"), ==, labels[order[i]]);
+      g_assert_cmpfloat_with_epsilon (score, p[order[i]], 1e-6);
     }
     gst_message_unref (msg);
   }
@@ -789,9 +792,9 @@ check_sigmoid_segments (const gchar *hold, guint64 hold_value, guint K, double h
     g_assert_cmpstr (ev, ==, e->onset ? "onset" : "offset");
     g_assert_cmpstr (gst_structure_get_string (s, "label"), ==, labels[e->cls]);
     g_assert_cmpuint (get_u64 (s, "step"), ==, e->step);
-    g_assert_cmpuint (get_u64 (s, "segment-start"), ==, e->start);
+    g_assert_cmpuint (get_u64 (s, "segment_start"), ==, e->start);
     if (!e->onset)
-      g_assert_cmpuint (get_u64 (s, "segment-end"), ==, e->end);
+      g_assert_cmpuint (get_u64 (s, "segment_end"), ==, e->end);
     gboolean eos = FALSE;
     gst_structure_get_boolean (s, "eos", &eos);
     g_assert_cmpint (eos, ==, e->eos);
@@ -1016,6 +1019,225 @@ test_json_records (void)
   g_free (x);
 }
 
+/* ------------------------------------------------------------------------ */
+/* One result, three outputs (issue #55): the custom meta, the bus message and
+ * conyjson's record of the same step carry the same fields, named and ordered as the
+ * result table (gstconyresult.c), with the same values; the C meta agrees with them. */
+
+/* @v (a custom meta or message value) equals the JSON node @n: numbers (floats to the
+ * 7 digits JSON keeps), strings, booleans, NONE times as null, arrays and structures
+ * member by member. */
+static void
+assert_value_is_json (const gchar *field, const GValue *v, JsonNode *n)
+{
+  GType t = G_VALUE_TYPE (v);
+  if (t == G_TYPE_UINT64 && g_value_get_uint64 (v) == GST_CLOCK_TIME_NONE) {
+    g_assert_true (JSON_NODE_HOLDS_NULL (n));
+  } else if (t == G_TYPE_UINT64) {
+    g_assert_cmpint (json_node_get_int (n), ==, (gint64) g_value_get_uint64 (v));
+  } else if (t == G_TYPE_INT) {
+    g_assert_cmpint (json_node_get_int (n), ==, g_value_get_int (v));
+  } else if (t == G_TYPE_STRING) {
+    g_assert_cmpstr (json_node_get_string (n), ==, g_value_get_string (v));
+  } else if (t == G_TYPE_BOOLEAN) {
+    g_assert_cmpint (json_node_get_boolean (n), ==, g_value_get_boolean (v));
+  } else if (t == G_TYPE_FLOAT || t == G_TYPE_DOUBLE) {
+    double x = t == G_TYPE_FLOAT ? g_value_get_float (v) : g_value_get_double (v);
+    g_assert_cmpfloat (fabs (json_node_get_double (n) - x), <=, 1e-6 * fabs (x) + 1e-12);
+  } else if (t == GST_TYPE_ARRAY) {
+    JsonArray *a = json_node_get_array (n);
+    g_assert_cmpuint (json_array_get_length (a), ==, gst_value_array_get_size (v));
+    for (guint i = 0; i < gst_value_array_get_size (v); i++)
+      assert_value_is_json (field, gst_value_array_get_value (v, i), json_array_get_element (a, i));
+  } else if (t == GST_TYPE_STRUCTURE) {
+    const GstStructure *s = gst_value_get_structure (v);
+    JsonObject *o = json_node_get_object (n);
+    g_assert_cmpuint (json_object_get_size (o), ==, gst_structure_n_fields (s));
+    for (gint i = 0; i < gst_structure_n_fields (s); i++) {
+      const gchar *name = gst_structure_nth_field_name (s, i);
+      g_assert_true (json_object_has_member (o, name));
+      assert_value_is_json (name, gst_structure_get_value (s, name),
+          json_object_get_member (o, name));
+    }
+  } else {
+    g_error ("field %s: unexpected type %s", field, g_type_name (t));
+  }
+}
+
+/* The fields of @s are those of the result table present for a result (gated or
+ * not), in its order. */
+static void
+assert_table_fields (const GstStructure *s, gboolean gated)
+{
+  guint n;
+  const GstConyResultField *f = gst_cony_result_fields (&n);
+  gint at = 0;
+  for (guint i = 0; i < n; i++) {
+    if ((f[i].presence == GST_CONY_RESULT_CLASSIFIED && gated)
+        || (f[i].presence == GST_CONY_RESULT_GATED && !gated))
+      continue;
+    g_assert_cmpint (at, <, gst_structure_n_fields (s));
+    g_assert_cmpstr (gst_structure_nth_field_name (s, at++), ==, f[i].name);
+  }
+  g_assert_cmpint (at, ==, gst_structure_n_fields (s));
+}
+
+/* The C meta's members agree with the structure's fields. */
+static void
+assert_meta_is_structure (const GstConyClassificationMeta *m, const GstStructure *s)
+{
+  g_assert_cmpuint (get_u64 (s, "step"), ==, m->step);
+  g_assert_cmpuint (get_u64 (s, "pts"), ==, m->pts);
+  g_assert_cmpuint (get_u64 (s, "start"), ==, m->window_start);
+  g_assert_cmpuint (get_u64 (s, "end"), ==, m->window_end);
+  g_assert_cmpuint (get_u64 (s, "duration"), ==, m->window_end - m->window_start);
+  g_assert_cmpuint (get_u64 (s, "running_start"), ==, m->running_start);
+  g_assert_cmpuint (get_u64 (s, "running_end"), ==, m->running_end);
+  g_assert_cmpuint (get_u64 (s, "stream_start"), ==, m->stream_start);
+  g_assert_cmpuint (get_u64 (s, "stream_end"), ==, m->stream_end);
+  g_assert_cmpstr (gst_structure_get_string (s, "output"), ==,
+      m->multi_label ? "sigmoid" : "softmax");
+  gint cls;
+  gfloat score;
+  gdouble fill;
+  g_assert_true (gst_structure_get (s, "class_id", G_TYPE_INT, &cls, "score", G_TYPE_FLOAT, &score,
+      "context_fill", G_TYPE_DOUBLE, &fill, NULL));
+  g_assert_cmpint (cls, ==, m->class_id);
+  g_assert_cmpfloat (score, ==, m->score);
+  g_assert_cmpfloat (fill, ==, m->context_fill);
+  g_assert_cmpstr (gst_structure_get_string (s, "label"), ==, m->label);
+  const GValue *sc = gst_structure_get_value (s, "scores");
+  g_assert_cmpuint (gst_value_array_get_size (sc), ==, m->n_scores);
+  for (guint i = 0; i < m->n_scores; i++)
+    g_assert_cmpfloat (g_value_get_float (gst_value_array_get_value (sc, i)), ==, m->scores[i]);
+  const GValue *top = gst_structure_get_value (s, "top");
+  g_assert_cmpuint (gst_value_array_get_size (top), ==, m->n_top);
+  for (guint i = 0; i < m->n_top; i++) {
+    const GstStructure *e = gst_value_get_structure (gst_value_array_get_value (top, i));
+    g_assert_true (
+        gst_structure_get (e, "class_id", G_TYPE_INT, &cls, "score", G_TYPE_FLOAT, &score, NULL));
+    g_assert_cmpint (cls, ==, m->top_ids[i]);
+    g_assert_cmpstr (gst_structure_get_string (e, "label"), ==, m->top_labels[i]);
+    g_assert_cmpfloat (score, ==, m->scores[m->top_ids[i]]);
+  }
+  const GValue *ev = gst_structure_get_value (s, "events");
+  g_assert_cmpuint (gst_value_array_get_size (ev), ==, m->n_events);
+  for (guint i = 0; i < m->n_events; i++) {
+    const GstStructure *e = gst_value_get_structure (gst_value_array_get_value (ev, i));
+    GstConyClassificationEvent got;
+    g_assert_true (gst_cony_result_read_event (e, &got));
+    g_assert_cmpint (got.onset, ==, m->events[i].onset);
+    g_assert_cmpint (got.class_id, ==, m->events[i].class_id);
+    g_assert_cmpstr (got.label, ==, m->events[i].label);
+    g_assert_cmpuint (got.start, ==, m->events[i].start);
+    g_assert_cmpuint (got.end, ==, m->events[i].end);
+  }
+}
+
+static void
+test_three_outputs (void)
+{
+  const gsize n = 12;
+  float *x = make_tokens (n, 23);
+  char *path = model_path ();
+  /* threshold 0, every step: a message for each step */
+  GstHarness *h = new_harness (path, "top-k", 3, NULL);
+  g_free (path);
+  GstHarness *json = gst_harness_new_parse ("conyjson source=unit-test scores=true");
+  GstBus *bus = cony_test_attach_bus (h);
+  gst_harness_set_src_caps_str (h, TOKEN_CAPS);
+  gst_harness_set_src_caps_str (json, TOKEN_CAPS);
+  const GstClockTime base = 2 * GST_SECOND;
+  cony_test_push_segment (h, base, 40 * GST_SECOND, GST_SECOND);
+  cony_test_push_tokens (h, x, D, 0, n, 1, base, 250 * MS, FALSE);
+
+  guint n_events = 0;
+  for (gsize t = 0; t < n; t++) {
+    GstBuffer *buf = gst_harness_pull (h);
+    const GstConyClassificationMeta *m = gst_buffer_get_cony_classification_meta (buf);
+    GstCustomMeta *cm = gst_buffer_get_custom_meta (buf, GST_CONY_CLASSIFICATION_CUSTOM_META_NAME);
+    g_assert_nonnull (m);
+    g_assert_nonnull (cm);
+    const GstStructure *cs = gst_custom_meta_get_structure (cm);
+    GstMessage *msg = gst_bus_pop_filtered (bus, GST_MESSAGE_ELEMENT);
+    g_assert_nonnull (msg);
+    const GstStructure *ms = gst_message_get_structure (msg);
+
+    /* names: the table's, in order, in both structures */
+    assert_table_fields (cs, FALSE);
+    assert_table_fields (ms, FALSE);
+    assert_meta_is_structure (m, cs);
+    /* the message's values are the custom meta's */
+    for (gint i = 0; i < gst_structure_n_fields (cs); i++) {
+      const gchar *name = gst_structure_nth_field_name (cs, i);
+      g_assert_cmpint (gst_value_compare (gst_structure_get_value (cs, name),
+                           gst_structure_get_value (ms, name)),
+          ==, GST_VALUE_EQUAL);
+    }
+    /* conyjson's record: type, source, then exactly those fields with those values */
+    gst_harness_push (json, gst_buffer_ref (buf));
+    JsonParser *parser;
+    GstBuffer *line;
+    if (t == 0) { /* the stream record comes first */
+      pull_json_record (json, "stream", &parser, &line);
+      g_object_unref (parser);
+      gst_buffer_unref (line);
+    }
+    JsonObject *o = pull_json_record (json, "result", &parser, &line);
+    GList *members = json_object_get_members (o);
+    g_assert_cmpstr (members->data, ==, "type");
+    g_assert_cmpstr (members->next->data, ==, "source");
+    GList *l = members->next->next;
+    for (gint i = 0; i < gst_structure_n_fields (cs); i++, l = l->next) {
+      const gchar *name = gst_structure_nth_field_name (cs, i);
+      g_assert_nonnull (l);
+      g_assert_cmpstr (l->data, ==, name);
+      assert_value_is_json (name, gst_structure_get_value (cs, name),
+          json_object_get_member (o, name));
+    }
+    g_assert_null (l);
+    g_list_free (members);
+    n_events += m->n_events;
+    g_object_unref (parser);
+    gst_buffer_unref (line);
+    gst_message_unref (msg);
+    gst_buffer_unref (buf);
+  }
+  g_assert_cmpuint (n_events, >, 0); /* the events arrays were compared with content */
+  cony_test_detach_bus (h, bus);
+  gst_harness_teardown (json);
+  gst_harness_teardown (h);
+  g_free (x);
+}
+
+/* Every result field (and every field of a `top` and an `events` entry) is in
+ * docs/results.schema.json and docs/elements.md. */
+static void
+test_fields_documented (void)
+{
+  const GstConyResultField *(*tables[]) (guint *) = { gst_cony_result_fields,
+    gst_cony_result_class_fields, gst_cony_result_event_fields };
+  const char *docs[] = { "results.schema.json", "elements.md" };
+  for (guint d = 0; d < G_N_ELEMENTS (docs); d++) {
+    char *file = g_build_filename (g_getenv ("CONY_SOURCE_ROOT"), "docs", docs[d], NULL);
+    char *text = NULL;
+    g_assert_true (g_file_get_contents (file, &text, NULL, NULL));
+    for (guint t = 0; t < G_N_ELEMENTS (tables); t++) {
+      guint n;
+      const GstConyResultField *f = tables[t](&n);
+      g_assert_cmpuint (n, >, 0);
+      for (guint i = 0; i < n; i++) {
+        char *quoted = g_strdup_printf (d == 0 ? "\"%s\"" : "`%s`", f[i].name);
+        if (strstr (text, quoted) == NULL)
+          g_error ("%s does not document the result field %s", file, quoted);
+        g_free (quoted);
+      }
+    }
+    g_free (text);
+    g_free (file);
+  }
+}
+
 int
 main (int argc, char **argv)
 {
@@ -1031,5 +1253,7 @@ main (int argc, char **argv)
   g_test_add_func ("/results/thresholds-file", test_thresholds_file);
   g_test_add_func ("/results/sigmoid-segments", test_sigmoid_segments);
   g_test_add_func ("/results/json-records", test_json_records);
+  g_test_add_func ("/results/three-outputs", test_three_outputs);
+  g_test_add_func ("/results/fields-documented", test_fields_documented);
   return g_test_run ();
 }

@@ -229,7 +229,7 @@ check_outputs (GstHarness *h, Ref *r, const float *x, guint64 first_step, GstClo
     guint64 step;
     gint cls;
     g_assert_true (gst_structure_get_uint64 (s, "step", &step));
-    g_assert_true (gst_structure_get_int (s, "class-id", &cls));
+    g_assert_true (gst_structure_get_int (s, "class_id", &cls));
     g_assert_cmpuint (gst_value_array_get_size (gst_structure_get_value (s, "scores")), ==, C);
     g_assert_nonnull (gst_structure_get_string (s, "label"));
     g_assert_cmpuint (step, >=, first_step + t);
@@ -322,10 +322,9 @@ test_messages (void)
     guint64 ts, st, rt, dur, step;
     gint cls;
     gfloat conf;
-    g_assert_true (gst_structure_get (s, "timestamp", G_TYPE_UINT64, &ts, "stream-time",
-        G_TYPE_UINT64, &st, "running-time", G_TYPE_UINT64, &rt, "duration", G_TYPE_UINT64, &dur,
-        "step", G_TYPE_UINT64, &step, "class-id", G_TYPE_INT, &cls, "confidence", G_TYPE_FLOAT,
-        &conf, NULL));
+    g_assert_true (gst_structure_get (s, "start", G_TYPE_UINT64, &ts, "stream_start", G_TYPE_UINT64,
+        &st, "running_start", G_TYPE_UINT64, &rt, "duration", G_TYPE_UINT64, &dur, "step",
+        G_TYPE_UINT64, &step, "class_id", G_TYPE_INT, &cls, "score", G_TYPE_FLOAT, &conf, NULL));
     /* The span: from the oldest token in the window to the end of this one
      * (no lookahead in these caps); pts: this token's. */
     guint64 first = t + 1 - MIN (t + 1, N), pts, st_end, rt_end;
@@ -333,8 +332,8 @@ test_messages (void)
     g_assert_cmpuint (st, ==, 100 * GST_SECOND + first * 250 * MS);
     g_assert_cmpuint (rt, ==, 2 * GST_SECOND + first * 250 * MS);
     g_assert_cmpuint (dur, ==, (t + 1 - first) * 250 * MS);
-    g_assert_true (gst_structure_get (s, "pts", G_TYPE_UINT64, &pts, "stream-time-end",
-        G_TYPE_UINT64, &st_end, "running-time-end", G_TYPE_UINT64, &rt_end, NULL));
+    g_assert_true (gst_structure_get (s, "pts", G_TYPE_UINT64, &pts, "stream_end", G_TYPE_UINT64,
+        &st_end, "running_end", G_TYPE_UINT64, &rt_end, NULL));
     g_assert_cmpuint (pts, ==, 10 * GST_SECOND + t * 250 * MS);
     g_assert_cmpuint (st_end, ==, 100 * GST_SECOND + (t + 1) * 250 * MS);
     g_assert_cmpuint (rt_end, ==, 2 * GST_SECOND + (t + 1) * 250 * MS);
@@ -352,7 +351,7 @@ test_messages (void)
       g_assert_true (G_VALUE_HOLDS_FLOAT (v));
       g_assert_cmpfloat_with_epsilon (g_value_get_float (v), probs[i], 1e-6);
     }
-    g_assert_false (gst_structure_has_field (s, "segment-start"));
+    g_assert_false (gst_structure_has_field (s, "segment_start"));
     gst_message_unref (msg);
   }
   g_assert_null (gst_bus_pop_filtered (f.bus, GST_MESSAGE_ELEMENT));
@@ -422,8 +421,8 @@ pop_change (GstBus *bus, guint64 *step, guint64 *seg_start, guint64 *pstart, gui
   GstMessage *msg = gst_bus_pop_filtered (bus, GST_MESSAGE_ELEMENT);
   g_assert_nonnull (msg);
   g_assert_true (gst_structure_get (gst_message_get_structure (msg), "step", G_TYPE_UINT64, step,
-      "segment-start", G_TYPE_UINT64, seg_start, "previous-segment-start", G_TYPE_UINT64, pstart,
-      "previous-segment-end", G_TYPE_UINT64, pend, NULL));
+      "segment_start", G_TYPE_UINT64, seg_start, "previous_segment_start", G_TYPE_UINT64, pstart,
+      "previous_segment_end", G_TYPE_UINT64, pend, NULL));
   return msg;
 }
 
@@ -457,7 +456,7 @@ test_on_change (void)
     g_assert_cmpuint (step, ==, t);
     g_assert_cmpstr (gst_structure_get_string (s, "label"), ==, labels[top]);
     g_assert_cmpuint (seg_start, ==, rt0);
-    g_assert_cmpstr (gst_structure_get_string (s, "previous-label"), ==,
+    g_assert_cmpstr (gst_structure_get_string (s, "previous_label"), ==,
         prev >= 0 ? labels[prev] : "");
     g_assert_cmpuint (pstart, ==, prev_start);
     g_assert_cmpuint (pend, ==, prev_end);
@@ -474,10 +473,10 @@ test_on_change (void)
   const GstStructure *s = gst_message_get_structure (msg);
   gboolean eos = FALSE;
   guint64 pstart, pend;
-  g_assert_true (gst_structure_get (s, "eos", G_TYPE_BOOLEAN, &eos, "previous-segment-start",
-      G_TYPE_UINT64, &pstart, "previous-segment-end", G_TYPE_UINT64, &pend, NULL));
+  g_assert_true (gst_structure_get (s, "eos", G_TYPE_BOOLEAN, &eos, "previous_segment_start",
+      G_TYPE_UINT64, &pstart, "previous_segment_end", G_TYPE_UINT64, &pend, NULL));
   g_assert_true (eos);
-  g_assert_cmpstr (gst_structure_get_string (s, "previous-label"), ==, labels[prev]);
+  g_assert_cmpstr (gst_structure_get_string (s, "previous_label"), ==, labels[prev]);
   g_assert_cmpuint (pstart, ==, prev_start);
   g_assert_cmpuint (pend, ==, GST_SECOND + n * 250 * MS);
   gst_message_unref (msg);
@@ -521,9 +520,9 @@ test_on_change_threshold (void)
     const GstStructure *s = gst_message_get_structure (msg);
     guint64 step, pstart, pend;
     gfloat conf;
-    g_assert_true (gst_structure_get (s, "step", G_TYPE_UINT64, &step, "confidence", G_TYPE_FLOAT,
-        &conf, "previous-segment-start", G_TYPE_UINT64, &pstart, "previous-segment-end",
-        G_TYPE_UINT64, &pend, NULL));
+    g_assert_true (gst_structure_get (s, "step", G_TYPE_UINT64, &step, "score", G_TYPE_FLOAT, &conf,
+        "previous_segment_start", G_TYPE_UINT64, &pstart, "previous_segment_end", G_TYPE_UINT64,
+        &pend, NULL));
     g_assert_cmpuint (step, ==, t);
     g_assert_cmpfloat (conf, >=, thr);
     g_assert_cmpuint (pstart, ==, prev_start);
@@ -587,7 +586,7 @@ check_hold (const gchar *prop, guint64 value, guint K, gsize n, guint32 seed)
     g_assert_cmpuint (step, ==, s + K - 1);
     g_assert_cmpstr (gst_structure_get_string (st, "label"), ==, labels[top[s]]);
     g_assert_cmpuint (seg_start, ==, RT (s));
-    g_assert_cmpstr (gst_structure_get_string (st, "previous-label"), ==,
+    g_assert_cmpstr (gst_structure_get_string (st, "previous_label"), ==,
         cur >= 0 ? labels[cur] : "");
     g_assert_cmpuint (pstart, ==, cur_start);
     g_assert_cmpuint (pend, ==, cur >= 0 ? RT (s) : GST_CLOCK_TIME_NONE);
@@ -600,10 +599,10 @@ check_hold (const gchar *prop, guint64 value, guint K, gsize n, guint32 seed)
   g_assert_nonnull (msg);
   const GstStructure *st = gst_message_get_structure (msg);
   g_assert_true (gst_structure_has_field (st, "eos"));
-  g_assert_cmpstr (gst_structure_get_string (st, "previous-label"), ==, labels[cur]);
+  g_assert_cmpstr (gst_structure_get_string (st, "previous_label"), ==, labels[cur]);
   guint64 pstart, pend;
-  g_assert_true (gst_structure_get (st, "previous-segment-start", G_TYPE_UINT64, &pstart,
-      "previous-segment-end", G_TYPE_UINT64, &pend, NULL));
+  g_assert_true (gst_structure_get (st, "previous_segment_start", G_TYPE_UINT64, &pstart,
+      "previous_segment_end", G_TYPE_UINT64, &pend, NULL));
   g_assert_cmpuint (pstart, ==, cur_start);
   g_assert_cmpuint (pend, ==, RT (n));
   gst_message_unref (msg);
@@ -873,8 +872,7 @@ test_extreme_tokens (void)
         g_error_free (err);
         n_warnings++;
       } else if (GST_MESSAGE_TYPE (msg) == GST_MESSAGE_ELEMENT) {
-        const GValue *conf = gst_structure_get_value (gst_message_get_structure (msg),
-            "confidence");
+        const GValue *conf = gst_structure_get_value (gst_message_get_structure (msg), "score");
         g_assert_nonnull (conf);
         g_assert_true (isfinite (g_value_get_float (conf)));
         n_msgs++;
@@ -1129,7 +1127,7 @@ test_multitoken_steps (void)
     const GstStructure *st = gst_message_get_structure (msg);
     if (gst_structure_has_name (st, "conytransformer")) {
       guint64 ts, dur, s, pts;
-      g_assert_true (gst_structure_get_uint64 (st, "timestamp", &ts));
+      g_assert_true (gst_structure_get_uint64 (st, "start", &ts));
       g_assert_true (gst_structure_get_uint64 (st, "duration", &dur));
       g_assert_true (gst_structure_get_uint64 (st, "step", &s));
       g_assert_true (gst_structure_get_uint64 (st, "pts", &pts));

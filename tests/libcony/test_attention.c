@@ -592,6 +592,58 @@ test_variant_names (void)
   }
   ConyAttentionVariant x;
   g_assert_false (cony_attention_variant_from_name ("softmax", &x));
+  /* the list tools and errors show: every row's name, once, in the table's order */
+  g_assert_cmpint (cony_attention_variant_count (), ==, CONY_ATTENTION_N_VARIANTS);
+  g_autofree char *names = cony_attention_variant_names ();
+  g_test_message ("%s", names);
+  const char *at = names;
+  for (int v = 0; v < cony_attention_variant_count (); v++) {
+    const char *name = cony_attention_variant_name (v), *hit = strstr (at, name);
+    g_assert_nonnull (hit);
+    g_assert_true (
+        hit[strlen (name)] == ',' || hit[strlen (name)] == ' ' || hit[strlen (name)] == '\0');
+    at = hit + strlen (name);
+  }
+  g_assert_true (
+      g_str_has_suffix (names, cony_attention_variant_name (cony_attention_variant_count () - 1)));
+}
+
+/* Each variant's own settings: listed by its row, set and read by key, unknown to the
+ * other variants; a model config fills every variant's defaults. */
+static void
+test_variant_settings (void)
+{
+  int total = 0;
+  for (int v = 0; v < cony_attention_variant_count (); v++) {
+    int n = cony_attention_variant_n_settings (v);
+    g_assert_cmpint (n, <=, CONY_ATTENTION_MAX_SETTINGS);
+    g_assert_null (cony_attention_variant_setting (v, n));
+    for (int i = 0; i < n; i++) {
+      const ConyAttentionSetting *s = cony_attention_variant_setting (v, i);
+      g_assert_true (s->key && s->help && s->arg && s->lo <= s->def && s->def <= s->hi);
+      ConyAttentionConfig c = { .variant = v };
+      int value = -1;
+      g_assert_true (cony_attention_config_get (&c, s->key, &value));
+      g_assert_cmpint (value, ==, s->def); /* unset: the default */
+      g_assert_true (cony_attention_config_set (&c, s->key, s->hi));
+      g_assert_true (cony_attention_config_get (&c, s->key, &value));
+      g_assert_cmpint (value, ==, s->hi);
+      g_assert_cmpint (c.settings[i], ==, s->hi);
+      /* keys belong to one variant */
+      for (int u = 0; u < cony_attention_variant_count (); u++) {
+        ConyAttentionConfig other = { .variant = u };
+        if (u != v)
+          g_assert_false (cony_attention_config_set (&other, s->key, 1));
+      }
+      total++;
+    }
+  }
+  g_assert_cmpint (total, >=, 1);
+  ConyAttentionConfig c = { .variant = CONY_ATTENTION_REGULAR };
+  int value = 7;
+  g_assert_false (cony_attention_config_get (&c, "vcc_budget", &value));
+  g_assert_cmpint (value, ==, 7);
+  g_assert_null (cony_attention_config_settings_invalid (&c));
 }
 
 /* State of cony-fixed and cony does not grow with the stream and is below the windows
@@ -672,6 +724,7 @@ main (int argc, char **argv)
   g_test_add_func ("/attention/extreme-tokens", test_extreme_tokens);
   g_test_add_func ("/attention/extreme-landmarks", test_extreme_landmarks);
   g_test_add_func ("/attention/variant-names", test_variant_names);
+  g_test_add_func ("/attention/variant-settings", test_variant_settings);
   g_test_add_func ("/attention/state-bytes", test_state_bytes);
   return g_test_run ();
 }

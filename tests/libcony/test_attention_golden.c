@@ -96,10 +96,10 @@ load_layer (const char *dir, GoldenLayer *layer)
     return FALSE;
   }
   c->retroactive = json_object_get_boolean_member_with_default (obj, "retroactive", FALSE);
-  /* vcc cases only; 0 elsewhere (the defaults) */
-  c->vcc_budget = (int) json_object_get_int_member_with_default (obj, "vcc_budget", 0);
-  c->vcc_block = (int) json_object_get_int_member_with_default (obj, "vcc_block", 0);
-  c->vcc_exact_tail = (int) json_object_get_int_member_with_default (obj, "vcc_exact_tail", 0);
+  /* the variant's own settings by their keys (vcc's); absent: 0, the default */
+  for (int i = 0; i < cony_attention_variant_n_settings (c->variant); i++)
+    c->settings[i] = (int) json_object_get_int_member_with_default (obj,
+        cony_attention_variant_setting (c->variant, i)->key, 0);
   g_assert_true (c->heads > 0 && c->d % c->heads == 0);
 
   gsize d = c->d, hd = c->d / c->heads;

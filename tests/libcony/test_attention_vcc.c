@@ -42,16 +42,33 @@ setup_free (Setup *s)
   g_free (s);
 }
 
+/* A vcc layer config, its settings set by key (0: the default). */
+static ConyAttentionConfig
+vcc_config (int d, int heads, int n, int budget, int block, int tail)
+{
+  ConyAttentionConfig c = { .variant = CONY_ATTENTION_VCC, .d = d, .heads = heads, .window = n };
+  g_assert_true (cony_attention_config_set (&c, "vcc_budget", budget));
+  g_assert_true (cony_attention_config_set (&c, "vcc_block", block));
+  g_assert_true (cony_attention_config_set (&c, "vcc_exact_tail", tail));
+  return c;
+}
+
+/* Setting @key of the layer config a model with @c gives its vcc layers. */
+static int
+model_setting (const ConyModelConfig *c, const char *key)
+{
+  ConyAttentionConfig ac = cony_model_config_attention (c, CONY_ATTENTION_VCC, FALSE);
+  int value = -1;
+  g_assert_true (cony_attention_config_get (&ac, key, &value));
+  return value;
+}
+
 static ConyAttention *
 make_layer (const Setup *s, ConyAttentionVariant v, int budget, int block, int tail)
 {
-  ConyAttentionConfig c = { .variant = v,
-    .d = s->d,
-    .heads = s->heads,
-    .window = s->n,
-    .vcc_budget = budget,
-    .vcc_block = block,
-    .vcc_exact_tail = tail };
+  ConyAttentionConfig c = v == CONY_ATTENTION_VCC
+      ? vcc_config (s->d, s->heads, s->n, budget, block, tail)
+      : (ConyAttentionConfig){ .variant = v, .d = s->d, .heads = s->heads, .window = s->n };
   ConyAttentionWeights w = { s->w_in, s->b_in, s->w_out, s->b_out, NULL, NULL };
   GError *error = NULL;
   ConyAttention *a = cony_attention_new (&c, &w, &error);
@@ -303,15 +320,8 @@ test_bad_config (void)
   } cases[] = {
     { { .variant = CONY_ATTENTION_VCC, .d = 8, .heads = 2, .window = 6, .retroactive = TRUE },
         "retroactive" },
-    { { .variant = CONY_ATTENTION_VCC,
-          .d = 8,
-          .heads = 2,
-          .window = 6,
-          .vcc_budget = 4,
-          .vcc_exact_tail = 4 },
-        "vcc_exact_tail" },
-    { { .variant = CONY_ATTENTION_VCC, .d = 8, .heads = 2, .window = 6, .vcc_block = -2 },
-        "negative" },
+    { vcc_config (8, 2, 6, 4, 0, 4), "vcc_exact_tail" },
+    { vcc_config (8, 2, 6, 0, -2, 0), "negative" },
   };
   for (guint i = 0; i < G_N_ELEMENTS (cases); i++) {
     GError *error = NULL;
@@ -337,7 +347,9 @@ test_state_and_cost (void)
   for (int t = 0; t < 40; t++)
     cony_attention_step (a, x + t * 16, out);
   g_assert_cmpuint (cony_attention_state_bytes (a), ==, 2 * 12 * 16 * 4);
-  g_assert_cmpint (cony_attention_get_config (a)->vcc_budget, ==, 5);
+  int budget = 0;
+  g_assert_true (cony_attention_config_get (cony_attention_get_config (a), "vcc_budget", &budget));
+  g_assert_cmpint (budget, ==, 5);
   /* the allocation figure covers the state and the per-query scratch: r = 5 segments,
    * and rows of key and value sums in double, at most n + 2 for the blocks and the
    * unfinished block's positions and r + 1 for the boundaries */
@@ -352,11 +364,7 @@ test_state_and_cost (void)
   g_free (x);
   setup_free (s);
 
-  ConyAttentionConfig c = { .variant = CONY_ATTENTION_VCC,
-    .d = 192,
-    .heads = 16,
-    .window = 1024,
-    .vcc_budget = 256 };
+  ConyAttentionConfig c = vcc_config (192, 16, 1024, 256, 0, 0);
   double small = cony_attention_flops (&c).sda;
   c.window = 16384;
   double large = cony_attention_flops (&c).sda;
@@ -382,16 +390,16 @@ test_model_config (void)
   g_assert_true (cony_model_config_parse (plain, "plain", &c, &error));
   g_assert_no_error (error);
   g_assert_cmpint (c.attention[0], ==, CONY_ATTENTION_VCC);
-  g_assert_cmpint (c.vcc_budget, ==, 64);
-  g_assert_cmpint (c.vcc_block, ==, 1);
-  g_assert_cmpint (c.vcc_exact_tail, ==, 0);
+  g_assert_cmpint (model_setting (&c, "vcc_budget"), ==, 64);
+  g_assert_cmpint (model_setting (&c, "vcc_block"), ==, 1);
+  g_assert_cmpint (model_setting (&c, "vcc_exact_tail"), ==, 0);
   cony_model_config_clear (&c);
   g_autofree char *set = g_strdup_printf (base,
       "\"vcc_budget\":12,\"vcc_block\":4,\"vcc_exact_tail\":3,");
   g_assert_true (cony_model_config_parse (set, "set", &c, &error));
-  g_assert_cmpint (c.vcc_budget, ==, 12);
-  g_assert_cmpint (c.vcc_block, ==, 4);
-  g_assert_cmpint (c.vcc_exact_tail, ==, 3);
+  g_assert_cmpint (model_setting (&c, "vcc_budget"), ==, 12);
+  g_assert_cmpint (model_setting (&c, "vcc_block"), ==, 4);
+  g_assert_cmpint (model_setting (&c, "vcc_exact_tail"), ==, 3);
   cony_model_config_clear (&c);
   g_autofree char *bad = g_strdup_printf (base, "\"vcc_budget\":3,\"vcc_exact_tail\":3,");
   g_assert_false (cony_model_config_parse (bad, "bad", &c, &error));

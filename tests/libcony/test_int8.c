@@ -262,18 +262,19 @@ random_weights (GRand *r, guint kind, guint K, guint n, guint8 *data, gint32 *zp
   return w;
 }
 
-/* The dot-product kernel sets (the exact AVX2 emulation of vpdpbusd, and VNNI where
- * this CPU has it; NEON with sdot, and plain NEON, which takes the same packing) on one
- * product: packed for them, int8 weights (zero point 0) run as bytes only, even where
- * vpmaddubsw would saturate, and both they and the portable kernel on their packing give
- * @want (M x N), the portable result. */
+/* The dot-product kernel sets (the exact AVX2 emulation of vpdpbusd, and AVX-VNNI's and
+ * AVX512-VNNI's where this CPU has them, on panels of 16 and 32 columns; NEON with sdot,
+ * and plain NEON, which takes the same packing) on one product: packed for them, int8
+ * weights (zero point 0) run as bytes only, even where vpmaddubsw would saturate, and
+ * both they and the portable kernel on their packing give @want (M x N), the portable
+ * result. */
 static void
 check_dot4_kernels (guint K, guint N, const ConyQWeights *w, gint32 in_zp, const gint32 *bias,
     const ConyQMul *m, gint32 zp, gint32 lo, gint32 hi, guint M, const gint8 *x, gsize ldx,
     const gint8 *want)
 {
-  const ConyQKernels *sets[] = { cony_qkernels_dot4_emulated (), cony_qkernels_vnni (),
-    cony_qkernels_neon (), cony_qkernels_neon_dotprod () };
+  const ConyQKernels *sets[] = { cony_qkernels_dot4_emulated (), cony_qkernels_avxvnni (),
+    cony_qkernels_avx512vnni (), cony_qkernels_neon (), cony_qkernels_neon_dotprod () };
   g_autofree gint8 *o = g_new (gint8, (gsize) M * N);
   for (guint s = 0; s < G_N_ELEMENTS (sets); s++) {
     if (sets[s] == NULL)
@@ -281,8 +282,9 @@ check_dot4_kernels (guint K, guint N, const ConyQWeights *w, gint32 in_zp, const
     ConyQGemm g;
     cony_qgemm_init (&g, sets[s], K, N, w, in_zp, bias, m, zp, lo, hi);
     g_assert_true (g.bytes_int8);
+    g_assert_cmpuint (g.p8.width, ==, sets[s]->panel ? sets[s]->panel : 8);
     if (!w->is_u8 && w->zp == NULL)
-      g_assert_cmpuint (g.p8.start16[(N + 7) / 8], ==, 0);
+      g_assert_cmpuint (g.p8.start16[cony_qgemm_panels (&g)], ==, 0);
     g_autofree gint16 *scratch = g_new (gint16, cony_qgemm_scratch (&g, M));
     sets[s]->gemm (&g, M, x, ldx, o, N, scratch);
     g_assert_cmpmem (o, (gsize) M * N, want, (gsize) M * N);
@@ -532,6 +534,10 @@ test_dw_kernels_equal (void)
       simd[k]->dw (&d, in, iw, oh, ow, s, o1, acc);
       g_assert_cmpmem (o1, n, o2, n);
     }
+    if (cony_qkernels_avx512vnni () != NULL) { /* its own depthwise kernel */
+      cony_qkernels_avx512vnni ()->dw (&d, in, iw, oh, ow, s, o1, acc);
+      g_assert_cmpmem (o1, n, o2, n);
+    }
     cony_qdw_clear (&d);
   }
   g_rand_free (r);
@@ -677,6 +683,19 @@ test_yamnet_armnn_dot4 (void)
 
 /* ARMv8.0's NEON kernels (without sdot), which a CPU with sdot does not choose itself;
  * skipped off 64-bit ARM. */
+/* Each VNNI set the CPU has, whichever it would choose itself (skipped elsewhere). */
+static void
+test_yamnet_armnn_avxvnni (void)
+{
+  trap_kernels (cony_qkernels_avxvnni (), "avxvnni", check_yamnet_armnn);
+}
+
+static void
+test_yamnet_armnn_avx512vnni (void)
+{
+  trap_kernels (cony_qkernels_avx512vnni (), "avx512vnni", check_yamnet_armnn);
+}
+
 static void
 test_yamnet_armnn_neon (void)
 {
@@ -727,6 +746,18 @@ static void
 test_mobilenet_v2_dot4 (void)
 {
   trap_kernels (cony_qkernels_dot4_emulated (), "avx2-dot4", check_mobilenet_v2);
+}
+
+static void
+test_mobilenet_v2_avxvnni (void)
+{
+  trap_kernels (cony_qkernels_avxvnni (), "avxvnni", check_mobilenet_v2);
+}
+
+static void
+test_mobilenet_v2_avx512vnni (void)
+{
+  trap_kernels (cony_qkernels_avx512vnni (), "avx512vnni", check_mobilenet_v2);
 }
 
 static void
@@ -979,10 +1010,14 @@ main (int argc, char **argv)
   g_test_add_func ("/int8/yamnet-armnn", test_yamnet_armnn);
   g_test_add_func ("/int8/yamnet-armnn-portable", test_yamnet_armnn_portable);
   g_test_add_func ("/int8/yamnet-armnn-dot4", test_yamnet_armnn_dot4);
+  g_test_add_func ("/int8/yamnet-armnn-avxvnni", test_yamnet_armnn_avxvnni);
+  g_test_add_func ("/int8/yamnet-armnn-avx512vnni", test_yamnet_armnn_avx512vnni);
   g_test_add_func ("/int8/yamnet-armnn-neon", test_yamnet_armnn_neon);
   g_test_add_func ("/int8/mobilenet-v2", test_mobilenet_v2);
   g_test_add_func ("/int8/mobilenet-v2-portable", test_mobilenet_v2_portable);
   g_test_add_func ("/int8/mobilenet-v2-dot4", test_mobilenet_v2_dot4);
+  g_test_add_func ("/int8/mobilenet-v2-avxvnni", test_mobilenet_v2_avxvnni);
+  g_test_add_func ("/int8/mobilenet-v2-avx512vnni", test_mobilenet_v2_avx512vnni);
   g_test_add_func ("/int8/mobilenet-v2-neon", test_mobilenet_v2_neon);
   g_test_add_func ("/int8/precision", test_precision);
   g_test_add_func ("/int8/prefix", test_prefix);

@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # The last step of a file (issue #57): the tail window padded at EOS reaches past the
 # end of an Ogg file, whose segment stops at its duration. pipelines/file.sh must print
-# its end as the file's end (5.30 s for 5.3 s of audio), not fail on stream-time-end =
+# its end as the file's end (5.30 s for 5.3 s of audio), not fail on stream_end =
 # NONE (18446744073709551615: "printf: 0.-00000001: invalid number"); lib.sh's printer
 # shows a NONE time as "?" instead of failing. $1 = source root.
 set -uo pipefail
@@ -28,7 +28,7 @@ fi
 
 source "$root/pipelines/lib.sh"
 msg () { # a gst-launch-1.0 -m line of conytransformer's step message
-  echo "Got message #1 from element \"t\" (element): conytransformer, stream-time-end=(guint64)$1, label=(string)$2, confidence=(float)$3;"
+  echo "Got message #1 from element \"t\" (element): conytransformer, stream_end=(guint64)$1, label=(string)$2, score=(float)$3;"
 }
 got=$( { msg 1250000000 '"speech"' 0.5; msg 18446744073709551615 music 0.25; } | cony_format)
 want=$(printf '%s\n%s' "     1.25 s  speech                   0.500" \

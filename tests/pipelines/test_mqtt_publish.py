@@ -14,7 +14,10 @@ and stopped here:
      accepted before the restart reaches the subscriber too;
   3. no broker at the start, one 2 s later: what was queued meanwhile arrives, nothing is
      lost (within the queue bound);
-  4. no broker at all, --max-queued 5: status 1, "no connection", never "published N
+  4. conymqttsink straight after conytransformer (no conyjson) publishes one result record
+     per classification meta, written by conyjson's formatter: exactly the result records
+     conyjson writes for the same run (a tee feeds both);
+  5. no broker at all, --max-queued 5: status 1, "no connection", never "published N
      results"; 5 not delivered, the rest dropped and counted; the live run is not held
      up (it ends within its length + drain timeout + start-up).
 
@@ -189,6 +192,38 @@ def no_broker(n, root, vggish, model, port):
     return not problems
 
 
+def metas_direct(n, root, vggish, model, port):
+    """conytransformer ! tee ! conymqttsink and ! conyjson: the same result records."""
+    sub = Subscriber(port, "cony/test/metas")
+    sub.subscribed.wait(5)
+    tmp = tempfile.mkdtemp()
+    out = os.path.join(tmp, "out.jsonl")
+    desc = (f"audiotestsrc num-buffers=30 samplesperbuffer=4410 wave=sine freq=440 "
+            f"! audio/x-raw,rate=44100 ! audioconvert ! audioresample ! conymel "
+            f"! conyvggish model={vggish} ! conytransformer model={model} top-k=2 ! tee name=t "
+            f"! queue ! conyjson ! filesink location={out} "
+            f"t. ! queue ! conymqttsink host={HOST} port={port} topic=cony/test/metas qos=1")
+    run = subprocess.run(["gst-launch-1.0", "-q", *desc.split()], capture_output=True, text=True,
+                         timeout=60)
+    with open(out, encoding="utf-8") as f:
+        want = [r for r in map(json.loads, f) if r["type"] == "result"]
+    shutil.rmtree(tmp, ignore_errors=True)
+    wait_for(sub, len(want), 10)
+    sub.close()
+    got = list(sub.records)
+    problems = []
+    if run.returncode != 0:
+        problems.append(f"gst-launch-1.0 exit {run.returncode}: {run.stderr[-300:]}")
+    if len(want) != 10:
+        problems.append(f"conyjson wrote {len(want)} results, want 10")
+    if got != want:
+        problems.append(f"{len(got)} published records differ from conyjson's "
+                        f"(first: {got[:1]} vs {want[:1]})")
+    print(f"{'not ok' if problems else 'ok'} {n} conytransformer ! conymqttsink: {len(got)} "
+          "records, conyjson's" + ("; " + "; ".join(problems) if problems else ""))
+    return not problems
+
+
 def main():
     if not os.path.exists(MOSQUITTO):
         print("1..0 # SKIP mosquitto not installed")
@@ -239,14 +274,15 @@ def main():
                         reconnect=True)
         ok &= delivered(3, "broker up 2 s after the start", "cony/test/late", 5, late,
                         before=broker.stop)
+        ok &= metas_direct(4, root, vggish, model, port)
         broker.stop()
 
-        # 4. no broker at all
-        ok &= no_broker(4, root, vggish, model, port)
+        # 5. no broker at all
+        ok &= no_broker(5, root, vggish, model, port)
     finally:
         broker.stop()
         shutil.rmtree(tmp, ignore_errors=True)
-    print("1..4")
+    print("1..5")
     return 0 if ok else 1
 
 

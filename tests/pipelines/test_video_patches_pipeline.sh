@@ -43,13 +43,13 @@ steps = []
 for line in open(f"{tmp}/msgs.txt"):
     if "(element): conytransformer," not in line:
         continue
-    g = lambda k, t: re.search(rf"{k}=\({t}\)([^,;]+)", line).group(1)
+    g = lambda k, t: re.search(rf"\b{k}=\({t}\)([^,;]+)", line).group(1)
     scores = [float(v) for v in re.search(r"scores=\(float\)< ([^>]*) >", line).group(1).split(",")]
-    # pts: the frame's; timestamp + duration: the end of the input covered = the frame's end
+    # pts: the frame's; start + duration: the end of the input covered = the frame's end
     pts = int(g("pts", "guint64"))
     steps.append((int(g("step", "guint64")), pts,
-                  int(g("timestamp", "guint64")) + int(g("duration", "guint64")) - pts,
-                  int(g("class-id", "int")), scores))
+                  int(g("start", "guint64")) + int(g("duration", "guint64")) - pts,
+                  int(g("class_id", "int")), scores))
 if len(steps) != frames:
     sys.exit(f"FAIL: {len(steps)} messages for {frames} frames (expected one per frame)")
 for i, (step, ts, dur, cls, _) in enumerate(steps):

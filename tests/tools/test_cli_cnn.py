@@ -248,6 +248,11 @@ class CliCnnTest(unittest.TestCase):
                             "1", "--patches", "3"], capture_output=True, text=True, timeout=300)
         self.assertEqual(r.returncode, 0, r.stderr)
         self.assertRegex(r.stdout, r"PyTorch, same layers .*\| [0-9.]+: libcony \*\*[0-9.]+×\*\*")
+        r = subprocess.run(["/usr/bin/python3", script, "attention", "--cony", TOOL, "--windows",
+                            "24", "--rounds", "1", "--torch-steps", "3"],
+                           capture_output=True, text=True, timeout=300)
+        self.assertEqual(r.returncode, 0, r.stderr)
+        self.assertRegex(r.stdout, r"\| 24 \| [0-9.]+ / [0-9.]+ \| [0-9.]+ / [0-9.]+ \| \*\*[0-9.]+×\*\* \|")
         r = subprocess.run(["/usr/bin/python3", script, "model", "--cony", "/nonexistent/cony"],
                            capture_output=True, text=True, timeout=60)
         self.assertNotEqual(r.returncode, 0)

@@ -112,6 +112,29 @@ class WindowSampler:
                 torch.tensor(ys, dtype=torch.long))
 
 
+class CorruptedWindows:
+    """Wraps a WindowSampler: in every training window each token is, with probability p,
+    replaced by a token drawn from any train clip (any class), and the window keeps its
+    label. The CNN gets its own train clips nearly all right, so clean train tokens teach
+    the encoder to trust the newest token; on unseen recordings single tokens are often
+    wrong, and the window has to outvote them."""
+
+    def __init__(self, sampler, pool, p, seed):
+        self.sampler, self.pool, self.p = sampler, pool, p
+        self.rng = np.random.default_rng([seed, 5])
+
+    def batch(self, size):
+        x, off, y = self.sampler.batch(size)
+        if self.p > 0:
+            hit = self.rng.random(x.shape[:2]) < self.p
+            k = int(hit.sum())
+            if k:
+                x = x.clone()
+                x[torch.from_numpy(hit)] = torch.from_numpy(
+                    self.pool[self.rng.integers(0, len(self.pool), k)])
+        return x, off, y
+
+
 # ----------------------------------------------------------------------------- k-means
 
 def kmeans(x, k, iterations=50, restarts=3, seed=0):

@@ -1,8 +1,12 @@
 #!/usr/bin/env bash
 # Build the labelled audio data set for the default audio model from Debian packages only.
 #
-#   training/data/build_audio_dataset.sh [OUTDIR] [--per-class N] [--clip-seconds S] [--seed N] [--jobs N]
+#   training/data/build_audio_dataset.sh [OUTDIR] [--data-version N] [--per-class N] [--seed N] [--jobs N] ...
+#   training/data/build_audio_dataset.sh --list-packages [ARGS]
 #
+# The options are build_audio_dataset.py's (--help; training/data/README.md); --data-version N
+# builds data set version N (9, 11-15). --list-packages prints the tools and the data packages
+# ARGS need, "tool NAME" and "data NAME" one a line, and exits: nothing installed or downloaded.
 # OUTDIR defaults to out/audio-dataset (gitignored). Needs root (or apt-get permissions) on a
 # Debian bookworm machine that reaches the Debian archive; nothing else from the network.
 #  1. installs the tools it needs with apt-get (sox, libsox-fmt-base, espeak-ng, flite,
@@ -19,6 +23,8 @@ set -euo pipefail
 HERE=$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)
 REPO=$(cd "$HERE/../.." && pwd)
 OUT="$REPO/out/audio-dataset"
+LIST=0
+if [ "${1:-}" = --list-packages ]; then LIST=1; shift; fi
 if [ $# -gt 0 ] && [ "${1#-}" = "$1" ]; then OUT=$1; shift; fi
 PYARGS=("$@")
 PY=/usr/bin/python3
@@ -40,36 +46,17 @@ DATA=(tuxpaint-stamps-default fillets-ng-data fillets-ng-data-nl wesnoth-1.16-mu
       asterisk-core-sounds-en-wav heroes-sound-effects sound-icons openttd-opensfx gcompris-qt-data
       0ad-data warzone2100-music
       qabcs-data micropolis-data minetest-mod-homedecor)
-# data set version 11's four (443 MB) only when asked for: the shipped recipe does not use them
-if [[ " ${PYARGS[*]} " == *" --added-music"* ]]; then
-  DATA+=(hyperrogue-music naev-data ardentryst etw-data)
-fi
-# data set version 12's fourteen (added_v12.tsv; 830 MB) only when asked for
-if [[ " ${PYARGS[*]} " == *" --added-v12"* ]]; then
-  DATA+=(torcs-data searchandrescue-data btanks-data netpanzer-data dustracing2d-data opencity-data
-         crrcsim-data cube2-data gl-117-data starfighter-data pushover-data singularity-music
-         planetblupi-music-ogg drascula-music)
-fi
-# data set version 13's twenty-eight, for validation only (val_v13.tsv; 360 MB), when asked for
-if [[ " ${PYARGS[*]} " == *" --added-v13"* ]]; then
-  DATA+=(alienblaster-data tumiki-fighters-data endless-sky-data scratch deepin-sound-theme
-         yaru-theme-sound pidgin-data psi-plus-sounds kanagram blinken blobwars-data
-         stormbaancoureur-data asterisk-core-sounds-fr-wav asterisk-core-sounds-es-wav
-         asterisk-core-sounds-it-wav asterisk-core-sounds-ru-wav klettres-data gunroar-data
-         mu-cade-data noiz2sa-data parsec47-data rrootage-data titanion-data torus-trooper-data
-         chromium-bsu-data bzflag-data ceferino-data mirrormagic-data)
-fi
-# data set version 14's four (added_v14.tsv: animal calls mined with YAMNet's AudioSet
-# scores; 83 MB), for training only, when asked for
-if [[ " ${PYARGS[*]} " == *" --added-v14"* ]]; then
-  DATA+=(ufoai-sound brainparty-data flare-game trophy-data)
-fi
-# data set version 15's two (added_v15.tsv: alarm tones mined the same way; 9 MB), for
-# training only, when asked for; zabbix's are MP3, which sox reads with libsox-fmt-mp3
-if [[ " ${PYARGS[*]} " == *" --added-v15"* ]]; then
-  DATA+=(zabbix-frontend-php nagstamon)
-  TOOLS+=(libsox-fmt-mp3)
-fi
+# the packages of the tables of recordings added after version 9 that --data-version N holds
+# (conytrain/data/data_versions.py: 11's four, 443 MB; 12's fourteen more, 830 MB; 13's
+# twenty-eight more, validation only, 360 MB; 14's four, 83 MB; 15's two more, 9 MB); none
+# without it
+ADDED=()
+ADDED_LIST=$(PYTHONPATH="$REPO/training" "$PY" -m conytrain.data.data_versions --packages \
+             "${PYARGS[@]}") || die "bad --data-version (expected one of 9, 11-15)"
+[ -z "$ADDED_LIST" ] || mapfile -t ADDED <<< "$ADDED_LIST"
+DATA+=("${ADDED[@]}")
+# zabbix-frontend-php's (version 15) are MP3, which sox reads with libsox-fmt-mp3
+if [[ " ${ADDED[*]} " == *" zabbix-frontend-php "* ]]; then TOOLS+=(libsox-fmt-mp3); fi
 
 # sound files to unpack per data package (tar wildcards; '*' also matches '/')
 declare -A PATTERNS=(
@@ -120,12 +107,12 @@ declare -A PATTERNS=(
   [qabcs-data]="*/qabcs/abcs/all/noises/*.ogg"
   [micropolis-data]="*/micropolis/res/sounds/*.wav"
   [minetest-mod-homedecor]="*/homedecor/*/sounds/*.ogg"
-  # data set version 11 (--added-music): music of four more games, for training only
+  # data set version 11 (--data-version 11): music of four more games, for training only
   [hyperrogue-music]="*/hyperrogue/music/*.ogg"
   [naev-data]="*/naev/dat/snd/music/*.ogg"
   [ardentryst]="*/ardentryst/Music/*.ogg"
   [etw-data]="*/etw/music/*.wav"
-  # data set version 12 (--added-v12): noise and music of fourteen more packages, for
+  # data set version 12 (--data-version 12): noise and music of fourteen more packages, for
   # training only (which files: added_v12.tsv)
   [torcs-data]="*/torcs/data/sound/*.wav */torcs/data/music/*.ogg"
   [searchandrescue-data]="*/searchandrescue/sounds/*.wav */searchandrescue/music/*.wav"
@@ -141,7 +128,7 @@ declare -A PATTERNS=(
   [singularity-music]="*/singularity/music/*.ogg"
   [planetblupi-music-ogg]="*/planetblupi/music/*.ogg"
   [drascula-music]="*/drascula/audio/track*.ogg"
-  # data set version 13 (--added-v13): validation-only recordings (which files: val_v13.tsv)
+  # data set version 13 (--data-version 13): validation-only recordings (which files: val_v13.tsv)
   [alienblaster-data]="*/alienblaster/sound/alarm.wav"
   [tumiki-fighters-data]="*/tumiki-fighters/sounds/*"
   [endless-sky-data]="*/endless-sky/sounds/alarm.wav"
@@ -170,13 +157,13 @@ declare -A PATTERNS=(
   [bzflag-data]="*/bzflag/flag_alert.wav"
   [ceferino-data]="*/ceferino/sounds/alarma.wav"
   [mirrormagic-data]="*/mirrormagic/sounds/snd_classic/warnton.wav"
-  # data set version 14 (--added-v14): mined animal calls (which files: added_v14.tsv);
+  # data set version 14 (--data-version 14): mined animal calls (which files: added_v14.tsv);
   # UFO:AI keeps its sounds in a zip (.pk3), opened by unpack_archives.py
   [ufoai-sound]="*/base/0snd.pk3"
   [brainparty-data]="*/brainparty/meow.wav"
   [flare-game]="*/soundfx/environment/*.ogg"
   [trophy-data]="*/trophy/sounds/dog.wav"
-  # data set version 15 (--added-v15): mined alarm tones (which files: added_v15.tsv)
+  # data set version 15 (--data-version 15): mined alarm tones (which files: added_v15.tsv)
   [zabbix-frontend-php]="*/zabbix/audio/alarm_high.mp3 */zabbix/audio/alarm_warning.mp3 */zabbix/audio/alarm_average.mp3"
   [nagstamon]="*/Nagstamon/resources/critical.wav"
 )
@@ -186,6 +173,13 @@ V6_LIST="$REPO/training/conytrain/data/versions/train_only_v6.tsv"
 mapfile -t V6 < <(grep -v '^#' "$V6_LIST" | tail -n +2 | cut -f1 | sort -u)
 DATA+=("${V6[@]}")
 for p in "${V6[@]}"; do PATTERNS[$p]="(files listed in train_only_v6.tsv)"; done
+
+if [ $LIST = 1 ]; then
+  for p in "${DATA[@]}"; do [ -n "${PATTERNS[$p]:-}" ] || die "no files to unpack listed for $p"; done
+  printf 'tool %s\n' "${TOOLS[@]}" | sort
+  printf 'data %s\n' "${DATA[@]}" | sort
+  exit 0
+fi
 
 T0=$(date +%s)
 command -v apt-get >/dev/null || die "apt-get not found: this script needs a Debian (bookworm) system"

@@ -1,6 +1,6 @@
-"""build_audio_dataset's added tables (plan_added): version 11's --added-music clips are cut
+"""build_audio_dataset's added tables (plan_added): version 11's added music clips are cut
 only from the music directories of added_music.tsv's four packages (not from their sound
-effects or other files); version 12's --added-v12 clips of noise and music come from the rows
+effects or other files); version 12's added clips of noise and music come from the rows
 of their class, a noise recording's takes form one group; both are training-only extras of
 families of their own, a clip's seed has a tag no other plan uses, and a plan is a function
 of the seed that does not change when the other table is planned too."""
@@ -119,15 +119,6 @@ class AddedMusic(unittest.TestCase):
             again = self.plan(src, {"noise": 9, "music": 4}, 12)
             self.assertEqual([(j["group"], j["spec"].get("starts"), j["seed"]) for j in again],
                              [(j["group"], j["spec"].get("starts"), j["seed"]) for j in jobs])
-
-    def test_parse_added(self):
-        with mock.patch.object(bad, "read_table", self.read_table):
-            self.assertEqual(bad.parse_added("7", 12), {"music": 7, "noise": 7})
-            self.assertEqual(bad.parse_added("noise=450,music=300", 12), {"noise": 450, "music": 300})
-            with self.assertRaisesRegex(bad.DataError, "'alarm' is not a class"):
-                bad.parse_added("alarm=3", 12)
-            with self.assertRaisesRegex(bad.DataError, "expected N or CLASS=N"):
-                bad.parse_added("noise=many", 12)
 
     def test_a_missing_package_is_an_error(self):
         with tempfile.TemporaryDirectory() as src:

@@ -1,4 +1,4 @@
-"""train_default_audio.CorruptedWindows (--token-swap): swapped tokens come from the pool and
+"""conytrain.train.CorruptedWindows (--token-swap): swapped tokens come from the pool and
 nothing else changes; labels are kept; p = 0 changes nothing."""
 
 import unittest
@@ -6,7 +6,7 @@ import unittest
 import numpy as np
 import torch
 
-from conytrain.audio import train_default as tda
+from conytrain.train import CorruptedWindows
 
 torch.set_num_threads(1)
 
@@ -26,12 +26,12 @@ class TokenSwap(unittest.TestCase):
         self.pool = -np.arange(50 * 3, dtype=np.float32).reshape(50, 3) - 1.0
 
     def test_off_changes_nothing(self):
-        x, _, y = tda.CorruptedWindows(FixedSampler(self.x, self.y), self.pool, 0.0, 1).batch(4)
+        x, _, y = CorruptedWindows(FixedSampler(self.x, self.y), self.pool, 0.0, 1).batch(4)
         self.assertTrue(torch.equal(x, self.x))
         self.assertTrue(torch.equal(y, self.y))
 
     def test_swapped_tokens_come_from_the_pool_and_labels_stay(self):
-        w = tda.CorruptedWindows(FixedSampler(self.x, self.y), self.pool, 0.3, 1)
+        w = CorruptedWindows(FixedSampler(self.x, self.y), self.pool, 0.3, 1)
         pool_rows = {tuple(r) for r in self.pool}
         swapped = kept = 0
         for _ in range(50):
@@ -46,7 +46,7 @@ class TokenSwap(unittest.TestCase):
         self.assertAlmostEqual(share, 0.3, delta=0.05)
 
     def test_all_swapped(self):
-        x, _, _ = tda.CorruptedWindows(FixedSampler(self.x, self.y), self.pool, 1.0, 2).batch(4)
+        x, _, _ = CorruptedWindows(FixedSampler(self.x, self.y), self.pool, 1.0, 2).batch(4)
         self.assertTrue(bool((x < 0).all()))
 
 

@@ -1,4 +1,4 @@
-"""Data set version 13's validation-only clips (build.py --added-v13, val_v13.tsv): the
+"""Data set version 13's validation-only clips (build.py --data-version 13, val_v13.tsv): the
 builder plans them in a split of their own ("valx", set valx, families val_only_<class>13)
 with an RNG stream and seed tag of their own, so every clip planned before them stays the
 same; a speaker's directory is one speech group. yamnet.py leaves them out unless
@@ -17,7 +17,7 @@ from unittest import mock
 import numpy as np
 
 from conytrain.audio import yamnet
-from conytrain.audio.train_default import refit_on_validation
+from conytrain.audio.recipe import refit_on_validation
 from conytrain.data import build as bad
 from test_added_music import plan_with_tables, tone
 

@@ -1,12 +1,14 @@
-"""train_default_audio.carve_validation: whole groups move from train to val, the test
+"""conytrain.audio.recipe.carve_validation: whole groups move from train to val, the test
 split is untouched; scope "base" carves the first families only (their extra clips become
 "unused"), scope "all" also carves the families used for training only; carve_validation_groups
-(--val-from) holds out another data set's validation groups, every clip of them."""
+(--val-from) holds out another data set's validation groups, every clip of them;
+refit_on_validation moves them back into train, marked refit, the test split untouched."""
 
 import copy
 import unittest
 
-from conytrain.audio.train_default import carve_validation, carve_validation_groups
+from conytrain.audio.recipe import (carve_validation, carve_validation_groups,
+                                    refit_on_validation)
 
 
 def manifest():
@@ -92,6 +94,15 @@ class ValidationSplit(unittest.TestCase):
     def test_unknown_scope_is_refused_by_name(self):
         with self.assertRaisesRegex(ValueError, "everything"):
             carve_validation(manifest(), 0.2, 5, scope="everything")
+
+    def test_refit_trains_on_the_validation_clips_and_never_on_test(self):
+        rows = [dict(path="a.wav", group="g1", split="train"),
+                dict(path="b.wav", group="g2", split="val"),
+                dict(path="c.wav", group="g3", split="test"),
+                dict(path="d.wav", group="g4", split="valx")]
+        rows = refit_on_validation(rows)
+        self.assertEqual([r["split"] for r in rows], ["train", "train", "test", "valx"])
+        self.assertEqual([r.get("refit", False) for r in rows], [False, True, False, False])
 
 
 if __name__ == "__main__":

@@ -37,9 +37,9 @@ import torch.nn.functional as F
 
 from conytrain import REPO, safetensors_io
 from conytrain.audio.own import sha256
+from conytrain.audio.recipe import (carve_validation_groups, log, read_manifest, run,
+                                    validation_groups_of)
 from conytrain.audio.token_cache import STRIDE, check_cache, token_path
-from conytrain.audio.train_default import (carve_validation_groups, log, read_manifest, run,
-                                           validation_groups_of)
 from conytrain.ref.mobilenet import dequantised, quantised, same_padding
 
 FIRST = 25                  # the default first adapted layer; its input is cached

@@ -29,7 +29,7 @@ run by default; --stages picks some):
          the activation quantisation the refit writes (--adapt-quantization, calibrated on
          the refit's train clips) in place, and MODELS/transformer.safetensors pinned to it
 
-Validation-only clips (data set version 13's split "valx", build.py --added-v13): never
+Validation-only clips (data set version 13's split "valx", build.py --data-version 13): never
 trained on, in neither stage. Without --val-extra they are left out altogether (a run on
 version 13 is a run on version 12); with it, the val stage also measures them, as it measures
 the validation clips, into val.json's valx/* keys (per class, class mean, per recording),
@@ -70,14 +70,14 @@ from conytrain import REPO, TRAINING, safetensors_io
 from conytrain.audio import adapt
 from conytrain.audio import eval_default as eval_default_audio
 from conytrain.audio.own import cnn_frontend
+from conytrain.audio.recipe import (carve_validation, carve_validation_groups, log,
+                                    read_manifest, refit_on_validation, run,
+                                    validation_groups_of)
 from conytrain.audio.token_cache import STRIDE, check_cache, token_path
-from conytrain.audio.train_default import (CorruptedWindows, carve_validation,
-                                           carve_validation_groups, log, read_manifest,
-                                           refit_on_validation, run, validation_groups_of)
 from conytrain.export import export_model
 from conytrain.ref.mobilenet import fc_layer
 from conytrain.ref.model import ConyEncoderClassifier, save_checkpoint
-from conytrain.train import fit_block_landmarks, train_epochs
+from conytrain.train import CorruptedWindows, fit_block_landmarks, train_epochs
 
 VAL_EXTRA = "valx"   # the split of validation-only clips (build.py ADDED_SPLIT)
 

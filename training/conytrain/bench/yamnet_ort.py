@@ -73,7 +73,8 @@ _NP = {ONNX_FLOAT: "<f4", ONNX_UINT8: "u1", ONNX_INT8: "i1", ONNX_INT32: "<i4", 
 
 
 def tensor(name, arr, dtype):
-    arr = np.ascontiguousarray(np.asarray(arr).astype(_NP[dtype]))
+    # astype, not ascontiguousarray: that makes a scalar 1-D, which QLinearAdd refuses
+    arr = np.asarray(arr).astype(_NP[dtype], order="C")
     msg = b"".join(f_int(1, d) for d in arr.shape)
     return msg + f_int(2, dtype) + f_bytes(8, name) + f_bytes(9, arr.tobytes())
 
@@ -86,9 +87,10 @@ def attr_int(name, value):
     return f_bytes(1, name) + f_int(3, value) + f_int(20, 2)
 
 
-def node(op, inputs, outputs, attrs=()):
+def node(op, inputs, outputs, attrs=(), domain=None):
     msg = b"".join(f_bytes(1, i) for i in inputs) + b"".join(f_bytes(2, o) for o in outputs)
-    return msg + f_bytes(4, op) + b"".join(f_bytes(5, a) for a in attrs)
+    msg += f_bytes(4, op) + b"".join(f_bytes(5, a) for a in attrs)
+    return msg + (f_bytes(7, domain) if domain else b"")
 
 
 def value_info(name, dims, elem=ONNX_FLOAT):
@@ -179,16 +181,17 @@ NODE_SCRIPT = r"""
 const ort = require('onnxruntime-node');
 const fs = require('fs');
 (async () => {
-  const [model, patchesFile, n, rounds, golden] = process.argv.slice(2);
+  const [model, patchesFile, n, rounds, golden, dims] = process.argv.slice(2);
+  const shape = dims.split(',').map(Number);
   const opt = { intraOpNumThreads: 1, interOpNumThreads: 1, executionMode: 'sequential',
                 graphOptimizationLevel: 'all' };
   const s = await ort.InferenceSession.create(model, opt);
   const raw = fs.readFileSync(patchesFile);
   const all = new Float32Array(raw.buffer, raw.byteOffset, raw.length / 4);
-  const per = 96 * 64, count = all.length / per;
+  const per = shape.reduce((a, b) => a * b, 1), count = all.length / per;
   const feed = k => ({ input: new ort.Tensor('float32', all.slice((k % count) * per,
                                                                    (k % count + 1) * per),
-                                             [1, 1, 96, 64]) });
+                                             shape) });
   for (let k = 0; k < 10; k++) await s.run(feed(k));
   const ms = [];
   for (let r = 0; r < +rounds; r++) {
@@ -207,6 +210,29 @@ const fs = require('fs');
 """
 
 
+def run_node(model, x, ort_dir, patches, rounds, golden):
+    """ONNX Runtime on @model (bytes) fed the float32 inputs @x (count, then the graph's
+    input shape without its batch of 1): the node script's JSON (scores with @golden), or
+    None after printing node's error."""
+    with tempfile.TemporaryDirectory() as tmp:
+        onnx = os.path.join(tmp, "m.onnx")
+        with open(onnx, "wb") as f:
+            f.write(model)
+        np.ascontiguousarray(x, "<f4").tofile(os.path.join(tmp, "patches.f32"))
+        script = os.path.join(tmp, "run.js")
+        with open(script, "w") as f:
+            f.write(NODE_SCRIPT)
+        env = dict(os.environ, NODE_PATH=os.path.join(ort_dir, "node_modules"))
+        dims = ",".join(str(d) for d in (1,) + tuple(x.shape[1:]))
+        r = subprocess.run(["node", script, onnx, os.path.join(tmp, "patches.f32"),
+                            str(patches), str(rounds), "1" if golden else "0", dims],
+                           capture_output=True, text=True, env=env)
+    if r.returncode != 0:
+        print(f"ONNX Runtime (node) failed: {r.stderr[-2000:]}", file=sys.stderr)
+        return None
+    return json.loads(r.stdout)
+
+
 def main(argv=None):
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("--model", required=True, help="quantised MobileNet-v1 .safetensors")
@@ -219,26 +245,14 @@ def main(argv=None):
     ap.add_argument("--golden", help="tests/golden/yamnet: check the scores against ArmNN's")
     args = ap.parse_args(argv)
     model, (h, w, c) = build(args.model, args.activations)
-    with tempfile.TemporaryDirectory() as tmp:
-        onnx = os.path.join(tmp, "m.onnx")
-        with open(onnx, "wb") as f:
-            f.write(model)
-        if args.golden:
-            x = np.load(os.path.join(args.golden, "patches.npy")).astype("<f4")
-        else:
-            x = np.random.default_rng(11).uniform(-6.9, 1.9, (64, h, w)).astype("<f4")
-        x.tofile(os.path.join(tmp, "patches.f32"))
-        script = os.path.join(tmp, "run.js")
-        with open(script, "w") as f:
-            f.write(NODE_SCRIPT)
-        env = dict(os.environ, NODE_PATH=os.path.join(args.ort_dir, "node_modules"))
-        r = subprocess.run(["node", script, onnx, os.path.join(tmp, "patches.f32"),
-                            str(args.patches), str(args.rounds), "1" if args.golden else "0"],
-                           capture_output=True, text=True, env=env)
-    if r.returncode != 0:
-        print(f"bench_yamnet_ort: node failed: {r.stderr[-2000:]}", file=sys.stderr)
+    if args.golden:
+        x = np.load(os.path.join(args.golden, "patches.npy")).astype("<f4")
+    else:
+        x = np.random.default_rng(11).uniform(-6.9, 1.9, (64, h, w)).astype("<f4")
+    res = run_node(model, x.reshape(-1, 1, h, w), args.ort_dir, args.patches, args.rounds,
+                   args.golden)
+    if res is None:
         return 1
-    res = json.loads(r.stdout)
     scores = res.pop("scores")
     if args.golden:
         got = np.array(scores)

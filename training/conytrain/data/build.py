@@ -26,7 +26,8 @@ from concurrent.futures import ThreadPoolExecutor
 
 import numpy as np
 
-from conytrain.data import synth_music
+from conytrain.data import data_versions, synth_music
+from conytrain.data.data_versions import ADDED, VERSIONS, read_table
 
 SR = 16000
 CLASSES = ["speech", "music", "noise", "alarm", "animal", "silence"]
@@ -1091,18 +1092,6 @@ EXTRA_REWEIGHT = {("noise", "synth_noise"): 0.40, ("alarm", "synth_alarm"): 0.50
                   ("animal", "tuxpaint_animals"): 0.55}
 
 
-# The data set versions' tables (versions/*.tsv): tab-separated, a header line, '#' lines are
-# comments.
-VERSIONS = os.path.join(os.path.dirname(os.path.abspath(__file__)), "versions")
-
-
-def read_table(name):
-    """The rows of versions/NAME as dicts."""
-    with open(os.path.join(VERSIONS, name), newline="") as f:
-        return list(csv.DictReader((line for line in f if not line.startswith("#")),
-                                   delimiter="\t", quoting=csv.QUOTE_NONE))
-
-
 def pattern_row(r):
     """(package, directory, regex, minimum files) of a table row."""
     return (r["package"], r["directory"], r["regex"], int(r["minimum"]))
@@ -1311,18 +1300,7 @@ def plan_synth_music(n, a):
             for si in range(n)]
 
 
-# Tables of real recordings added for training only, each with families of its own (set=extra,
-# train_only_<class><version>), planned after every other clip with an RNG stream and a seed
-# tag of their own, so that the clips planned before them, and so the validation and test
-# splits, do not change. version -> (table, RNG stream and seed tag). Version 11
-# (--added-music N): music of four packages (added_music.tsv); version 12 (--added-v12 SPEC):
-# noise and music of fourteen more (added_v12.tsv). Version 13 (--added-v13 SPEC): every class
-# of twenty-eight more packages, for validation only (val_v13.tsv).
-# Version 14 (--added-v14 SPEC): animal calls of four more, mined with YAMNet's AudioSet
-# scores (added_v14.tsv). Version 15 (--added-v15 SPEC, with --added-v14): alarm tones of
-# two more, mined the same way (added_v15.tsv).
-ADDED = {11: ("added_music.tsv", 6), 12: ("added_v12.tsv", 8), 13: ("val_v13.tsv", 9),
-         14: ("added_v14.tsv", 10), 15: ("added_v15.tsv", 11)}
+# (the added tables, ADDED, and which a data set version holds: data_versions.py)
 # the split of a table's clips, where not "train": split "valx" is a validation set that
 # nothing trains on (its clips are set=valx; yamnet.py --val-extra measures them)
 ADDED_SPLIT = {13: "valx"}
@@ -1368,25 +1346,6 @@ def added_families(cat, version):
     return fams
 
 
-def parse_added(spec, version):
-    """class -> clips of an --added-v* SPEC: N (N clips of every class of the table) or
-    CLASS=N,CLASS=N."""
-    classes = sorted({r["class"] for r in read_table(ADDED[version][0])}, key=CLASSES.index)
-    try:
-        if "=" not in spec:
-            return {c: int(spec) for c in classes}
-        out = {}
-        for part in spec.split(","):
-            c, _, n = part.partition("=")
-            if c not in classes:
-                raise DataError("--added-v%d: %r is not a class of %s (%s)"
-                                % (version, c, ADDED[version][0], ", ".join(classes)))
-            out[c] = int(n)
-        return out
-    except ValueError:
-        raise DataError("--added-v%d %r: expected N or CLASS=N,CLASS=N" % (version, spec))
-
-
 def plan_added(counts, version, cat, a):
     """counts[class] clips of each class of ADDED[version]'s recordings, marked added=version
     (their noise is never an alarm background): training clips (set=extra), or those of the
@@ -1412,7 +1371,7 @@ def plan_added(counts, version, cat, a):
 
 
 def validation_groups(jobs, frac, seed):
-    """The train groups that training/train_default_audio.py's carve_validation (same seed
+    """The train groups that conytrain/audio/recipe.py's carve_validation (same seed
     and share) holds out as its validation split; the same computation on the same rows."""
     rng = np.random.default_rng([seed, 7])
     fam = {}
@@ -1464,26 +1423,31 @@ def reuse_clips(jobs, old):
     return out
 
 
-def main():
+def parse_args(argv=None):
+    """The command line's arguments, with what --data-version sets (or the defaults without
+    it) where not given."""
     ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     ap.add_argument("--src", required=True, help="directory with one extracted tree per package")
     ap.add_argument("--out", required=True)
-    ap.add_argument("--per-class", type=int, default=120, help="clips per class (train+test)")
+    ap.add_argument("--per-class", type=int, help="clips per class (train+test): 120, or 400 "
+                    "with --data-version")
     ap.add_argument("--test-frac", type=float, default=0.25)
     ap.add_argument("--clip-seconds", type=float, default=5.0)
     ap.add_argument("--seed", type=int, default=20261121)
     ap.add_argument("--jobs", type=int, default=2)
-    ap.add_argument("--alarm-synth", choices=["v2", "v3"], default="v2",
-                    help="synthesised alarm generator: v2 (the data set version 2's) or v3 (ringtones, "
+    ap.add_argument("--alarm-synth", choices=["v2", "v3"],
+                    help="synthesised alarm generator: v2 (the data set version 2's; the default "
+                         "without --data-version) or v3 (ringtones, "
                          "chimes, bells, many beep timbres, drifting sirens; speaker EQ, room reverb, "
                          "real background noise of the same split at 0-20 dB SNR)")
-    ap.add_argument("--train-extra", type=int, default=0,
-                    help="this many more training clips per class (set=extra in the manifest), cut "
-                         "from the real train recordings and the train-only recordings "
-                         "(build_train_only_families); the other clips, the test split among them, "
-                         "stay the same")
-    ap.add_argument("--train-only-version", type=int, choices=[3, 4, 5, 6, 7], default=3,
-                    help="which train-only recordings --train-extra draws on: 3 (eight packages), "
+    ap.add_argument("--train-extra", type=int,
+                    help="this many more training clips per class (set=extra in the manifest; "
+                         "0, or 800 with --data-version), cut from the real train recordings and "
+                         "the train-only recordings (build_train_only_families); the other clips, "
+                         "the test split among them, stay the same")
+    ap.add_argument("--train-only-version", type=int, choices=[3, 4, 5, 6, 7],
+                    help="which train-only recordings --train-extra draws on: 3 (eight packages; "
+                         "the default without --data-version), "
                          "4 (nineteen, with train-only music and speech), 5 (twenty-one), 6 "
                          "(forty-six: train_only_v6.tsv) or 7 (forty-nine: qabcs-data, "
                          "micropolis-data, minetest-mod-homedecor)")
@@ -1497,31 +1461,7 @@ def main():
                     help="this many more training clips of synthesised music (synth_music.py: "
                          "random pieces in ten styles played by fluidsynth, some overdriven or "
                          "band-limited); set=extra, the other clips stay the same")
-    ap.add_argument("--added-music", type=int, default=0,
-                    help="this many more training clips of real music from four packages no "
-                         "earlier version used (added_music.tsv; data set version 11 = version 9 + "
-                         "400); set=extra, the other clips stay the same")
-    ap.add_argument("--added-v12", metavar="SPEC",
-                    help="more training clips of real noise and music from fourteen packages no "
-                         "earlier version used (added_v12.tsv): N of each class, or "
-                         "noise=N,music=M; data set version 12 = version 11 + noise=450,music=300; "
-                         "set=extra, the other clips stay the same")
-    ap.add_argument("--added-v13", metavar="SPEC",
-                    help="validation-only clips (split valx, never trained on) of real recordings "
-                         "of every class from twenty-eight packages no earlier version used "
-                         "(val_v13.tsv): N of each class, or CLASS=N,...; data set version 13 = "
-                         "version 12 + speech=48,music=111,noise=64,alarm=72,animal=48; the other "
-                         "clips stay the same")
-    ap.add_argument("--added-v14", metavar="SPEC",
-                    help="more training clips of real animal calls from four packages no earlier "
-                         "version used, mined with YAMNet's AudioSet scores (added_v14.tsv): N or "
-                         "animal=N; data set version 14 = version 9 + animal=100; set=extra, the "
-                         "other clips stay the same")
-    ap.add_argument("--added-v15", metavar="SPEC",
-                    help="more training clips of real alarm tones from two packages no earlier "
-                         "version used, mined with YAMNet's AudioSet scores (added_v15.tsv): N or "
-                         "alarm=N; data set version 15 = version 14 + alarm=100; set=extra, the "
-                         "other clips stay the same")
+    data_versions.add_argument(ap)
     ap.add_argument("--reuse", metavar="DIR",
                     help="a data set built before with the same seed: each planned clip that its "
                          "manifest holds with the same path, label, split, group, family and set "
@@ -1530,7 +1470,17 @@ def main():
     ap.add_argument("--val-frac", type=float, default=0.15,
                     help="v3 only: the training script's validation share; the noise recordings it "
                          "will hold out are not used as alarm backgrounds")
-    a = ap.parse_args()
+    a = ap.parse_args(argv)
+    defaults = (data_versions.VERSION_9_ARGS if a.data_version is not None
+                else data_versions.DEFAULT_ARGS)
+    for k, v in defaults.items():
+        if getattr(a, k) is None:
+            setattr(a, k, v)
+    return a
+
+
+def main():
+    a = parse_args()
     t0 = time.time()
     cat = Catalogue(a.src)
     fams = build_families(cat)
@@ -1574,14 +1524,10 @@ def main():
             raise DataError("--synth-music needs the General MIDI sound font %s (Debian package "
                             "fluid-soundfont-gm)" % synth_music.SOUNDFONT)
         jobs += plan_synth_music(a.synth_music, a)
-    if a.added_music:
-        jobs += plan_added({"music": a.added_music}, 11, cat, a)
-    # the --added-vN tables in version order (each its own RNG stream: the order only
-    # places their rows)
-    for version in sorted(v for v in ADDED if v != 11):
-        spec = getattr(a, "added_v%d" % version)
-        if spec:
-            jobs += plan_added(parse_added(spec, version), version, cat, a)
+    # the added tables in table order (each its own RNG stream: the order only places their
+    # rows)
+    for table, counts in data_versions.added_tables(a.data_version):
+        jobs += plan_added(counts, table, cat, a)
     clips_dir = os.path.join(a.out, "clips")
     if os.path.isdir(clips_dir):
         shutil.rmtree(clips_dir)

@@ -111,7 +111,7 @@ def main(argv=None):
         ok, ts = s.get_uint64("pts")   # the step's frame (timestamp: its window's start)
         frame = ts // FRAME_NS
         c, t = divmod(frame, span)
-        pred[c, t] = s.get_value("class-id")
+        pred[c, t] = s.get_value("class_id")
     wall = time.time() - t0
     pipe.set_state(Gst.State.NULL)
 

@@ -1,6 +1,7 @@
 /* INTERNAL hooks into ConyAttention, for libcony's own benchmarks (`cony bench
  * attention` times the attention core apart from the projections). Not part of the
- * public API: they follow the implementation and may change with it. */
+ * public API: they follow the implementation and may change with it. Beside its users
+ * in src/; tools/cmd_bench_attention.c reaches it as ../src/ (until the benchmarks move). */
 #pragma once
 #include "cony/attention.h"
 
