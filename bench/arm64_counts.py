@@ -1,6 +1,6 @@
 #!/usr/bin/python3
 """Multiply-accumulates and NEON multiply instructions per forward pass of an int8 CNN
-file (YAMNet patch, MobileNet-v2 frame) on each kernel path of src/qkernels-neon.c, and
+file (YAMNet patch, MobileNet-v2 frame) on each kernel path of src/kernels/qkernels-neon.c, and
 an estimate for a Cortex-A76 (issue 58: qemu's times say nothing about a board).
 
   bench/arm64_counts.py models/yamnet/yamnet.safetensors models/imagenet/mobilenet_v2.safetensors

@@ -46,7 +46,7 @@ gboolean cony_test_remove_tmpdir (const char *dir);
  * of CPUs without AVX2/F16C) and asserts that it passed; the test does its checks
  * when g_test_subprocess() is TRUE. */
 void cony_test_trap_portable_cnn (void);
-/* The same with CONY_CNN_KERNELS=@name (the int8 CNN's kernel set, src/qkernels.h). */
+/* The same with CONY_CNN_KERNELS=@name (the int8 CNN's kernel set, src/kernels/qkernels.h). */
 void cony_test_trap_cnn_kernels (const char *name);
 /* max |got − want| / max(max |want|, 1e-3), failing the test on a got that is not
  * finite: relative where the output is of ordinary size, absolute where it is tiny. */

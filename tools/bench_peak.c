@@ -3,7 +3,7 @@
  * 4-5 cycles x 2 a cycle), so the loop runs at the instruction's throughput; 8 did
  * not (the old loop read 99.7 GMAC/s where the kernels reached 136). */
 #include "bench_peak.h"
-#include "../src/cpu-private.h"
+#include "cpu-private.h"
 #include "bench.h"
 
 #include <string.h>
@@ -187,7 +187,7 @@ cony_peak_rate (ConyPeakKind kind, double budget)
 gboolean
 cony_peak_of_kernels (const char *set, ConyPeakKind *kind)
 {
-  /* avx512vnni runs vpdpbusd on 512-bit registers (src/qkernels.h) */
+  /* avx512vnni runs vpdpbusd on 512-bit registers (src/kernels/qkernels.h) */
   if (strcmp (set, "avx512vnni") == 0)
     *kind = CONY_PEAK_DPBUSD_ZMM;
   else if (strcmp (set, "avxvnni") == 0)

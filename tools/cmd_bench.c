@@ -1,38 +1,26 @@
-/* cony bench: benchmarks, measured side by side in one run (never timed tests). */
+/* cony bench: runs cony-bench, the benchmark tool built beside `cony` (tools/cony-bench.c),
+ * which is not installed: an installed `cony` says where the benchmarks are instead. */
 #include "commands.h"
 
 #include <stdio.h>
-
-static const ConyCommand benches[] = {
-  { "attention",
-      "attention variants at one or more windows: us/step, FLOPs, state and peak bytes, "
-      "error",
-      cony_cmd_bench_attention },
-  { "frontend", "log-mel and full VGGish real-time factors, GFLOP/s vs sgemm peak",
-      cony_cmd_bench_frontend },
-  { "int8", "YAMNet per patch: the integer path vs float, pointwise layers vs the int8 peak",
-      cony_cmd_bench_int8 },
-  { "streams", "live audio streams per core: K chains in one process, CPU time per stream",
-      cony_cmd_bench_streams },
-  { "model", "encoder-classifier us/step, 1 and 2 blocks, every variant, vs PyTorch",
-      cony_cmd_bench_model },
-  { "fusion", "a fused model's step: the join of its inputs, the encoder, both (us/step)",
-      cony_cmd_bench_fusion },
-  { "image", "an image CNN (ImageNet MobileNet-v2) per camera frame: resize + network, ms",
-      cony_cmd_bench_image },
-  { "pipeline", "the whole audio chain with a model pair: real-time factor, CPU, every variant",
-      cony_cmd_bench_pipeline },
-};
+#include <errno.h>
+#include <unistd.h>
 
 int
 cony_cmd_bench (int argc, char **argv)
 {
-  if (argc >= 2)
-    for (guint i = 0; i < G_N_ELEMENTS (benches); i++)
-      if (g_str_equal (argv[1], benches[i].name))
-        return benches[i].run (argc - 1, argv + 1);
-  fprintf (stderr, "usage: cony bench WHAT [OPTIONS]\n\n");
-  for (guint i = 0; i < G_N_ELEMENTS (benches); i++)
-    fprintf (stderr, "  %-12s %s\n", benches[i].name, benches[i].summary);
-  return 2;
+  g_autofree char *self = g_file_read_link ("/proc/self/exe", NULL);
+  g_autofree char *dir = self ? g_path_get_dirname (self) : NULL;
+  g_autofree char *tool = dir ? g_build_filename (dir, "cony-bench", NULL) : NULL;
+  if (tool == NULL || !g_file_test (tool, G_FILE_TEST_IS_EXECUTABLE)) {
+    fprintf (stderr,
+        "cony: the benchmarks are a developer tool, cony-bench, built beside cony in "
+        "the build tree and not installed: run build/tools/cony bench from a "
+        "checkout (HACKING.md)\n");
+    return 2;
+  }
+  argv[0] = tool; /* cony-bench WHAT [OPTIONS] */
+  execv (tool, argv);
+  fprintf (stderr, "cony: could not run %s: %s\n", tool, g_strerror (errno));
+  return 1;
 }

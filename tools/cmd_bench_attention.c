@@ -4,7 +4,7 @@
 #include "bench.h"
 #include "commands.h"
 
-#include "../src/attention-internal.h" /* internals: a benchmark of the core */
+#include "attention-internal.h" /* internals: a benchmark of the core */
 #include "cony/npy.h"
 
 #include <cblas.h>

@@ -2,7 +2,7 @@
  * path on the same file (interleaved, CPU time of this thread), and how close each
  * pointwise layer's integer products come to the peak of the instruction its kernel set
  * runs, measured on this core with register-only loops (bench_peak.c). */
-#include "../src/qkernels.h"
+#include "qkernels.h"
 #include "bench.h"
 #include "bench_peak.h"
 #include "commands.h"

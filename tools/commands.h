@@ -1,4 +1,5 @@
-/* Subcommands of the `cony` tool: one file per command, one entry each in cony.c. */
+/* Subcommands of the `cony` tool (one file per command, one entry each in cony.c) and
+ * of `cony-bench` (cmd_bench_*.c, one entry each in cony-bench.c). */
 #pragma once
 #include <glib.h>
 

@@ -1,4 +1,4 @@
-/* The `cony` command-line tool: files in, .npy out, and benchmarks. */
+/* The `cony` command-line tool: files in, .npy out; `cony bench` runs cony-bench. */
 #include "commands.h"
 
 #include <stdio.h>
@@ -16,14 +16,6 @@ static const ConyCommand commands[] = {
   { "classify", "per-step logits of a token sequence with a model file", cony_cmd_classify },
   { "info", "describe a model or CNN file: config, parameters, state, FLOPs", cony_cmd_info },
 };
-
-int
-cony_cmd_fail (GError *error)
-{
-  fprintf (stderr, "cony: %s\n", error ? error->message : "failed");
-  g_clear_error (&error);
-  return 1;
-}
 
 static void
 usage (FILE *out)

@@ -3,6 +3,8 @@
 #
 #   training/train_av.sh                       # the shipped recipe (run 18)
 #   training/train_av.sh -- [train_av.py args] # one train_av.py call with these args
+#   training/train_av.sh --grid                # issue 54's grid of the shipped model
+#                                              # (models/av/EXPERIMENTS.md, rule 11)
 #
 #   1. the photographs and recordings: `apt-get download` of the Debian bookworm packages
 #      training/conytrain/av/sources.py names (about 570 MB; needs the Debian archive),
@@ -20,18 +22,32 @@
 set -euo pipefail
 REPO=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
 cd "$REPO"
+fetch() {   # fetch DIR PACKAGE...: each package once, unpacked into DIR/x
+  local debs=$1 p
+  shift
+  mkdir -p "$debs/pkgs" "$debs/x"
+  for p in "$@"; do   # new ones are added to an existing unpacked tree
+    ls "$debs/pkgs/${p}"_*.deb >/dev/null 2>&1 && continue
+    (cd "$debs/pkgs" && apt-get download "$p")
+    dpkg-deb -x "$debs/pkgs/${p}"_*.deb "$debs/x"
+  done
+}
 debs=out/av-debs
-mkdir -p "$debs/pkgs" "$debs/x"
 pkgs=$(cd training && /usr/bin/python3 -c 'from conytrain.av import sources; print(" ".join(sources.packages()))')
-for p in $pkgs; do   # each package once; new ones are added to an existing unpacked tree
-  ls "$debs/pkgs/${p}"_*.deb >/dev/null 2>&1 && continue
-  (cd "$debs/pkgs" && apt-get download "$p")
-  dpkg-deb -x "$debs/pkgs/${p}"_*.deb "$debs/x"
-done
+fetch "$debs" $pkgs
 [ -x build/tools/cony ] || bash scripts/build.sh
 ninja -C build -j2 >/dev/null
 export GST_PLUGIN_PATH=$REPO/build/gst
 train=(/usr/bin/python3 training/train_av.py --root "$debs/x")
+if [ "${1:-}" = --grid ]; then   # rule 11: run 11's audio model of seed 1 and the grid
+  fetch out/av-eval-debs $(cd training && /usr/bin/python3 -c \
+    'from conytrain.av import evalset; print(" ".join(evalset.PACKAGES))')
+  "${train[@]}" --work out/av5 --stages build,evalset
+  "${train[@]}" --work out/av5 --seeds 1 --tag run11 --kinds audio --stages train
+  "${train[@]}" --work out/av5 --seeds 1 --tag run11 --grid-model models/av/av.safetensors \
+    --stages grid
+  cd training && exec /usr/bin/python3 -m conytrain.av.evalset ../out/av5/grid-shipped.json
+fi
 if [ "${1:-}" = -- ]; then
   shift
   exec "${train[@]}" "$@"

@@ -4,7 +4,7 @@
  * stream. Each conv-stack layer keeps the last input rows its kernel still needs
  * (3x3 convs and depthwise convs: up to two, 2x2 max-pools: one, 1x1 convs: none)
  * and computes each output row once, as soon as the rows it reads have arrived,
- * with the same kernels as cony_cnn_forward() (src/cnn-forward.c) on a slab of
+ * with the same kernels as cony_cnn_forward() (src/cnn/cnn-forward.c) on a slab of
  * rows. Each layer pads the time axis only at the start of the stream (its SAME
  * padding before the map: zeros); everywhere else a row sees its real
  * neighbours. The width (mel bands) keeps its SAME padding. A step's output is

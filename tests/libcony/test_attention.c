@@ -2,8 +2,8 @@
  * window, at every step; exponentials do not overflow; running sums do not drift. */
 #include "cony/attention.h"
 #include "cony/error.h"
-#include "../src/gemv-private.h"
-#include "../src/linalg.h"
+#include "gemv-private.h"
+#include "linalg.h"
 #include "testutil.h"
 
 #include <cblas.h>

@@ -1,9 +1,9 @@
-/* One query against a window, every head (src/attention-query.c): each kernel this CPU
+/* One query against a window, every head (src/attention/attention-query.c): each kernel this CPU
  * runs (BLAS, AVX2, AVX-512) against attention computed in double, on shapes whose d
  * and window are and are not multiples of the kernels' 8- and 16-row blocks, with
  * more heads or columns than the AVX-512 weighted sum's lane spreading takes (its
  * transposing fallback), and on scores that overflow float (the double fallback). */
-#include "../src/attention-private.h"
+#include "attention-private.h"
 #include "testutil.h"
 
 #include <math.h>

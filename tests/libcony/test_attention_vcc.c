@@ -4,7 +4,7 @@
 #include "cony/attention.h"
 #include "cony/encoder.h"
 #include "cony/error.h"
-#include "../src/attention-private.h"
+#include "attention-private.h"
 #include "testutil.h"
 
 #include <math.h>

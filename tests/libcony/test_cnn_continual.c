@@ -3,7 +3,7 @@
  * per-window engine on every row no window edge reaches (YAMNet's layout and a
  * VGG-style one; the integer path bit for bit on YAMNet), independent of how the frames
  * are split into pushes, reset, and the geometry it refuses. */
-#include "../src/cnn-private.h"
+#include "cnn-private.h"
 #include "cony/cnn-continual.h"
 #include "cony/error.h"
 #include "testutil.h"

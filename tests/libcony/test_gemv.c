@@ -1,6 +1,6 @@
-/* The one-vector matrix products of the step hot path (src/gemv.c): float32 and float16
+/* The one-vector matrix products of the step hot path (src/kernels/gemv.c): float32 and float16
  * storage, the AVX2 kernel and the portable one, against a double reference. */
-#include "../src/gemv-private.h"
+#include "gemv-private.h"
 
 #include <math.h>
 #include <string.h>

@@ -1,9 +1,9 @@
-/* The integer CNN path: TFLite's requantisation arithmetic (src/qmath.h) on edge values,
+/* The integer CNN path: TFLite's requantisation arithmetic (src/kernels/qmath.h) on edge values,
  * the portable, AVX2 and NEON kernels (src/qkernels*.c) equal bit for bit, and the shipped
  * YAMNet in int8 against ArmNN's scores of the original .tflite (tests/golden/yamnet/,
  * training/conytrain/audio/yamnet_armnn.py): every score equal or one int8 logit step
  * away, the same top-1 on every golden patch, with either kernel set. */
-#include "../src/qkernels.h"
+#include "qkernels.h"
 #include "cony/error.h"
 #include "testutil.h"
 

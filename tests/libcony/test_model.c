@@ -6,7 +6,7 @@
 #include "cony/model.h"
 #include "cony/npy.h"
 #include "cony/safetensors.h"
-#include "../src/gemv-private.h"
+#include "gemv-private.h"
 #include "testutil.h"
 
 #include <float.h>
@@ -596,7 +596,7 @@ check_f16_copy (const char *name)
   g_assert_cmpfloat (worst, >, 0.0);
 
   /* The F16 model's weights are float16 values, so the step reads its matrices from
-   * float16 copies (src/gemv.c); that computes exactly what the float32 expansion
+   * float16 copies (src/kernels/gemv.c); that computes exactly what the float32 expansion
    * computes: the same logits, bit for bit, at every step, against an encoder made with
    * the float16 copies switched off. */
   ConyGemvMatrix probe;

@@ -48,7 +48,7 @@ mkdir -p "$2" && touch "$2/build.ninja"
 EOF
 cat >"$tmp/bin/ninja" <<'EOF'
 #!/bin/sh
-echo "../src/mel.c:12:3: error: expected ';' before 'return'"
+echo "../src/audio/mel.c:12:3: error: expected ';' before 'return'"
 echo "ninja: build stopped: subcommand failed."
 exit 1
 EOF
@@ -56,7 +56,7 @@ chmod +x "$tmp/bin/meson" "$tmp/bin/ninja"
 rm -rf "$tmp/tree/build"
 PATH=$tmp/bin:$PATH bash "$tmp/tree/scripts/build.sh" >"$tmp/out" 2>"$tmp/err"
 rc=$?
-if [ $rc = 1 ] && grep -q "src/mel.c:12:3: error" "$tmp/err" && grep -q "ninja -C build failed" "$tmp/err"; then
+if [ $rc = 1 ] && grep -q "src/audio/mel.c:12:3: error" "$tmp/err" && grep -q "ninja -C build failed" "$tmp/err"; then
   ok "build.sh shows the compiler's error and exits 1"
 else
   not_ok "build.sh with a failing ninja: exit $rc"; sed 's/^/# /' "$tmp/err"

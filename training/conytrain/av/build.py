@@ -145,3 +145,51 @@ def build(root, work, cony, audio_cnn, video_cnn, seed, precision="auto"):
                  video_cls=np.array([c for c, _, _ in shots]),
                  video_group=np.array([g for _, g, _ in shots]))
         log(f"{split}: wrote {dst}")
+
+
+DEGRADED_COPIES = 2                # degraded copies of each train clip (rule 11)
+
+
+def noise(n, kind, rng):
+    """Unit-RMS white, pink or brown Gaussian noise of n samples."""
+    x = rng.standard_normal(n)
+    if kind != "white":
+        f = np.fft.rfftfreq(n, 1 / media.RATE)
+        x = np.fft.irfft(np.fft.rfft(x) / np.maximum(f, 20.0) ** (0.5 if kind == "pink" else 1.0), n)
+    return (x / np.sqrt(np.mean(x ** 2))).astype(np.float32)
+
+
+def degrade_random(x, rng):
+    """x degraded at random (rule 11): white, pink or brown noise at 20, 10, 0 or -5 dB
+    SNR, 15 to 35 dB quieter, or clipped at +-0.5 after +12 to +30 dB."""
+    kind = int(rng.integers(6))
+    if kind < 4:
+        snr = (20, 10, 0, -5)[kind]
+        y = x + noise(len(x), rng.choice(["white", "pink", "brown"]), rng) * 10 ** (
+            (media.rms_db(x) - snr) / 20)
+    elif kind == 4:
+        y = x * 10 ** (-rng.uniform(15, 35) / 20)
+    else:
+        y = np.clip(x * 10 ** (rng.uniform(12, 30) / 20), -0.5, 0.5)
+    return np.clip(y, -1, 1).astype(np.float32)
+
+
+def degrade_train(root, work, cony, audio_cnn, seed):
+    """WORK/tokens-train-degraded.npz: audio (DEGRADED_COPIES, clips, AUDIO_STEPS, 1024),
+    the train split's clips (remade as build() made them: the same seeded draws) each
+    degraded DEGRADED_COPIES times; audio_cls and audio_group as tokens-train.npz's."""
+    dst = os.path.join(work, "tokens-train-degraded.npz")
+    if os.path.exists(dst):
+        return
+    items = sources.collect(root)
+    clips = sound_clips(items, "train", np.random.default_rng([seed, SPLITS.index("train")]))
+    ref = np.load(os.path.join(work, "tokens-train.npz"))
+    if list(ref["audio_group"]) != [g for _, g, _ in clips]:
+        raise RuntimeError(f"{work}: the remade train clips are not tokens-train.npz's")
+    rng = np.random.default_rng([seed, 11])
+    log(f"train: {len(clips)} sound clips, {DEGRADED_COPIES} degraded copies; embedding")
+    audio = np.stack([embed_audio([(c, g, degrade_random(x, rng)) for c, g, x in clips],
+                                  cony, audio_cnn, work, f"train-degraded{k}")
+                      for k in range(DEGRADED_COPIES)])
+    np.savez(dst, audio=audio, audio_cls=ref["audio_cls"], audio_group=ref["audio_group"])
+    log(f"train: wrote {dst}")

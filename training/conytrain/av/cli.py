@@ -4,21 +4,25 @@ packages (conytrain/av/).
 
     /usr/bin/python3 training/train_av.py --root DEBS --work out/av [--stages ...]
 
-Stages: build (token caches, conytrain/av/build.py), train (the fused model and the two
+Stages: build (token caches, conytrain/av/build.py), degrade (the train clips degraded,
+WORK/tokens-train-degraded.npz), evalset (issue 54's evaluation set, conytrain/av/
+evalset.py, in --eval-work from --eval-root), train (the fused model and the two
 single-sense models, seeds --seeds), eval (the card's table, WORK/eval-TAG.json), export
 (the first seed's fused model to --models: av.safetensors, labels.txt), golden (the test
 clip and the shipped file's goldens, tests/golden/av/: conytrain/av/clip.py; needs
-GST_PLUGIN_PATH).
+GST_PLUGIN_PATH), grid (issue 54's grid on the evaluation set, WORK/grid-TAG.json; with
+--grid-model FILE that file instead of the run's fused models).
 """
 
 import argparse
+import json
 import os
 
 import numpy as np
 import torch
 
 from conytrain import REPO
-from conytrain.av import build, clip, sources
+from conytrain.av import build, clip, evalset, sources
 from conytrain.av import train as avtrain
 from conytrain.av.readout import PENALTIES, Readout
 from conytrain.export import export_model
@@ -74,6 +78,16 @@ def parse(argv):
     ap.add_argument("--start-from-audio", action="store_true",
                     help="the fused model starts from the same seed's trained audio model "
                          "(models/av/EXPERIMENTS.md, rule 10)")
+    ap.add_argument("--kinds", default="fused,audio,video",
+                    help="the models the train stage trains (rule 11: audio, then fused)")
+    ap.add_argument("--p-degraded", type=float, default=0.0,
+                    help="a scene's sound from a degraded copy of its clip (rule 11); 0: off")
+    ap.add_argument("--eval-root", default=os.path.join(REPO, "out", "av-eval-debs", "x"),
+                    help="the unpacked packages of the evaluation set (evalset.PACKAGES)")
+    ap.add_argument("--eval-work", default=os.path.join(REPO, "out", "av-eval"))
+    ap.add_argument("--grid-model", default=None,
+                    help="the grid stage measures this fused model file (seed: the first)")
+    ap.add_argument("--grid-streams", type=int, default=40)
     ap.add_argument("--p-noisy", type=float, default=0.1, help="per scene and sense")
     ap.add_argument("--p-step", type=float, default=0.05, help="a sense absent at one step")
     ap.add_argument("--p-window", type=float, default=0.15, help="a sense absent for a window")
@@ -107,12 +121,15 @@ def stage_order(args):
 
 def stage_train(args, seeds):
     data = avtrain.load(args.work, "train")
+    if args.p_degraded > 0:
+        data["audio_degraded"] = avtrain.load(args.work, "train-degraded")["audio"]
+    needs_video = {"fused", "video"} & set(args.kinds.split(","))
     readout = (Readout(data, args.video_readout, build.log, args.readout_penalties)
-               if args.video_readout else None)
+               if args.video_readout and needs_video else None)
     for seed in seeds:
         args.train_seed = seed
         for kind, senses in stage_order(args):
-            if kind != "fused" and args.baselines_tag:
+            if kind != "fused" and args.baselines_tag or kind not in args.kinds.split(","):
                 continue
             path = model_path(args, kind, seed)
             if os.path.exists(path):
@@ -156,6 +173,32 @@ def stage_eval(args, seeds):
     avtrain.save_json(os.path.join(args.work, f"eval-{args.tag}{suffix}.json"), out)
 
 
+def stage_grid(args, seeds):
+    z = np.load(os.path.join(args.eval_work, "evalset.npz"))
+    data = {k: z[k] for k in z.files}
+    cpath = avtrain.CPath(args.cony, args.eval_work)
+    name = "shipped" if args.grid_model else args.tag
+    path = os.path.join(args.work, f"grid-{name}.json")
+    out = {}
+    if os.path.exists(path):         # other seeds' grids, measured before
+        with open(path) as f:
+            out = json.load(f)
+    for seed in seeds[:1] if args.grid_model else seeds:
+        fused = (load_file(args.grid_model) if args.grid_model
+                 else load_model(model_path(args, "fused", seed)))
+        models = {"fused": fused, "audio": load_model(model_path(args, "audio", seed))}
+        out[str(seed)] = evalset.grid(models, data, cpath, args.grid_streams,
+                                      args.test_steps, 54, build.log)
+    avtrain.save_json(path, out)
+
+
+def load_file(path):
+    """The FusedClassifier of an exported model file."""
+    from conytrain import safetensors_io
+    tensors, meta = safetensors_io.load(path)
+    return avtrain.FusedClassifier.from_file_parts(tensors, json.loads(meta["config"]))
+
+
 def stage_export(args, seed):
     os.makedirs(args.models, exist_ok=True)
     model = load_model(model_path(args, "fused", seed))
@@ -173,10 +216,17 @@ def main(argv=None):
     if "build" in stages:
         build.build(args.root, args.work, args.cony, args.audio_cnn, args.video_cnn,
                     args.data_seed, args.video_precision)
+    if "degrade" in stages:
+        build.degrade_train(args.root, args.work, args.cony, args.audio_cnn, args.data_seed)
+    if "evalset" in stages:
+        evalset.build_set(args.eval_root, args.eval_work, args.cony, args.audio_cnn,
+                          args.video_cnn, precision=args.video_precision)
     if "train" in stages:
         stage_train(args, seeds)
     if "eval" in stages:
         stage_eval(args, seeds)
+    if "grid" in stages:
+        stage_grid(args, seeds)
     if "export" in stages:
         stage_export(args, seeds[0])
     if "golden" in stages:

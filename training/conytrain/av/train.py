@@ -50,8 +50,11 @@ class SceneSampler:
 
     def __init__(self, data, senses, window, positional_rows, p_absent=0.15, p_noisy=0.1,
                  p_contra=0.1, noise=(0.5, 1.5), warmup_fraction=0.1, seed=0,
-                 contra_senses=("audio", "video"), p_window=0.0):
+                 contra_senses=("audio", "video"), p_window=0.0, p_degraded=0.0):
         self.d, self.senses = data, tuple(senses)
+        self.p_degraded = p_degraded if "audio" in self.senses else 0.0
+        if self.p_degraded > 0 and "audio_degraded" not in data:
+            raise ValueError("p_degraded needs data['audio_degraded'] (build.degrade_train)")
         self.p_window = p_window
         self.contra_senses = tuple(contra_senses)
         self.n, self.T, self.warm = window, positional_rows, warmup_fraction
@@ -65,13 +68,16 @@ class SceneSampler:
                     raise ValueError(f"no {s} tokens of class {c}")
         self.std = {s: data[s].reshape(-1, data[s].shape[-1]).std(0) for s in ("audio", "video")}
 
-    def span(self, sense, cls, L):
+    def span(self, sense, cls, L, degraded=False):
         """L consecutive tokens of `sense` of class cls (two runs joined when one clip or
-        shot is shorter than L: a camera cut inside the scene)."""
+        shot is shorter than L: a camera cut inside the scene); degraded: the sound from
+        a degraded copy of its clip (rule 11)."""
         out, need = [], L
         while need > 0:
             idx = self.by_class[sense][cls]
-            seq = self.d[sense][idx[self.rng.integers(len(idx))]]
+            i = idx[self.rng.integers(len(idx))]
+            copies = self.d.get("audio_degraded")
+            seq = (copies[self.rng.integers(len(copies))][i] if degraded else self.d[sense][i])
             k = min(need, len(seq))
             t0 = int(self.rng.integers(0, len(seq) - k + 1))
             out.append(seq[t0:t0 + k])
@@ -82,7 +88,8 @@ class SceneSampler:
         """tokens {sense: (L, size)}, present {sense: (L,) bool} of one scene of class cls;
         gone: a sense absent for the whole window (then no sense contradicts: the one
         left is the truth)."""
-        tok = {s: self.span(s, cls, L) for s in self.senses}
+        deg = self.p_degraded > 0 and corrupt and self.rng.random() < self.p_degraded
+        tok = {s: self.span(s, cls, L, deg and s == "audio") for s in self.senses}
         present = {s: np.ones(L, bool) for s in self.senses}
         if gone is not None:
             present[gone][:] = False
@@ -215,7 +222,8 @@ def train_on(model, data, senses, args, log):
     sampler = SceneSampler(data, senses, args.window, T, p_absent=args.p_absent if two else 0,
                            p_contra=args.p_contra if two else 0, p_noisy=args.p_noisy,
                            seed=args.train_seed, contra_senses=args.contra_senses.split(","),
-                           p_window=args.p_window if two and args.truthful_window else 0.0)
+                           p_window=args.p_window if two and args.truthful_window else 0.0,
+                           p_degraded=getattr(args, "p_degraded", 0.0))
     if two:   # whole windows here or in the scene sampler (--truthful-window)
         sampler = DropSampler(sampler, model, p_step=args.p_step, seed=args.train_seed,
                               p_window=0.0 if args.truthful_window else args.p_window)

@@ -2,7 +2,7 @@
 
 The module's state_dict uses the same names, shapes and nn.Sequential indices as
 torchvggish's VGGish (`features.K.*` for the convolutions, `embeddings.K.*` for the
-fully connected layers), which is what libcony's CNN engine (src/cnn.c) loads:
+fully connected layers), which is what libcony's CNN engine (src/cnn/cnn.c) loads:
 
   features:   for each entry of `conv`: an int c -> Conv2d(prev, c, 3, padding=1)
               followed by ReLU; "M" -> MaxPool2d(2, 2)

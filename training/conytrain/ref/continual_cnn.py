@@ -1,6 +1,6 @@
 """Float64 numpy reference of libcony's continual CNN (docs/continual-cnn.md,
 include/cony/cnn-continual.h) for MobileNet-v1 files (conytrain/ref/mobilenet.py's nets):
-the function src/cnn-continual.c computes, written offline over a whole stream.
+the function src/cnn/cnn-continual.c computes, written offline over a whole stream.
 
     net = mobilenet.load("yamnet.safetensors")
     embeddings, scores = stream(net, frames, hop)   # frames: (T, W) or (T, W, C)

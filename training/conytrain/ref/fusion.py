@@ -1,5 +1,5 @@
 """Fused models: one encoder-classifier over several token streams (docs/model-format.md,
-"Fused models"; the C side is src/fusion.c + src/encoder.c, run by conyfuse !
+"Fused models"; the C side is src/model/fusion.c + src/model/encoder.c, run by conyfuse !
 conytransformer).
 
 A fused step joins, per input in the order of the config's fusion.inputs, its token (or,

@@ -1,6 +1,6 @@
 """The encoder-classifier of docs/model-format.md, computed non-continually over windows.
 
-This is the training model and the definition the C runtime (src/encoder.c) is checked
+This is the training model and the definition the C runtime (src/model/encoder.c) is checked
 against. For a window of tokens x_s .. x_t (oldest first, s = max(0, t - n + 1) in a
 stream) it returns the logits of the newest token x_t:
 

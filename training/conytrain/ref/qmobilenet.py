@@ -1,6 +1,6 @@
 """Integer numpy reference of libcony's quantised MobileNet files (metadata `quantization`,
 docs/model-format.md): TFLite's integer inference as its reference kernels define it, written
-separately from src/cnn-int8.c and src/qmath.h so that each checks the other.
+separately from src/cnn/cnn-int8.c and src/kernels/qmath.h so that each checks the other.
 
     net = load("model.safetensors")
     codes, scale, zero_point = forward(net, image)   # image: (H, W, C) pixels / 255
@@ -157,7 +157,7 @@ def step(net, layer, q, s, z, outs, accumulate=_accumulate):
         acc = np.where(acc > 0, (acc + n // 2) // n, -((-acc + n // 2) // n))
         q = np.clip(acc + zo, -128, 127)
     elif word == "softmax":
-        # as src/cnn-int8.c: float32 exponentials, their sum in float64
+        # as src/cnn/cnn-int8.c: float32 exponentials, their sum in float64
         e = np.exp(np.float32(s) * (q - q.max()).astype(np.float32))
         inv = np.float32(1.0 / e.astype(np.float64).sum())
         q = quantize(e * inv, np.float32(so), zo)

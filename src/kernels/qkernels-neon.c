@@ -1,6 +1,6 @@
 /* NEON integer kernels for 64-bit ARM (qkernels.h): products of int8 bytes by sdot
  * (ARMv8.2's dot-product extension) or by smull + sadalp (ARMv8.0), of the int16 quads
- * by smlal, the depthwise layer by smlal on int16, and src/qmath.h's requantisation on 4
+ * by smlal, the depthwise layer by smlal on int16, and src/kernels/qmath.h's requantisation on 4
  * lanes. The products multiply x itself (-128..127, not u = x + 128: sdot is signed times
  * signed) with ConyQGemm's bias_x. Same bits as the portable kernels. */
 #include "qkernels.h"

@@ -13,7 +13,7 @@
  * the layer keeps the F16 values only (half the bytes of F32) and computes with
  * them expanded to float32 in registers: the result is the F32 network with those
  * weights, to float rounding. One example: the float16 matrix-vector product of
- * src/gemv.c (F16C conversion + FMA where the CPU has them, a portable loop
+ * src/kernels/gemv.c (F16C conversion + FMA where the CPU has them, a portable loop
  * otherwise). A batch: blocks of rows expanded to F32 in scratch, then sgemm. */
 
 /* dst (n x out) = src (n x in) W^T. */

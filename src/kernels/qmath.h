@@ -3,7 +3,7 @@
  * multiplier M (e.g. input_scale * filter_scale / output_scale) as a Q31 fixed-point
  * mantissa and a power-of-two exponent, products by "saturating rounding doubling
  * high multiply" then "rounding divide by power of two". Every kernel of the integer
- * CNN (src/cnn-int8.c, src/qkernels*.c) requantises through these, so the portable and
+ * CNN (src/cnn/cnn-int8.c, src/qkernels*.c) requantises through these, so the portable and
  * SIMD paths give the same bits; the int8 add of two differently scaled inputs
  * (MobileNet-v2's residuals) is here too. Written from the published semantics. */
 #pragma once

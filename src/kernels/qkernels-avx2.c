@@ -1,6 +1,6 @@
 /* AVX2 integer kernels (qkernels.h): products by vpmaddubsw where its int16 pair sums
  * provably cannot saturate and by vpmaddwd on int16 elsewhere (ConyQPanels8), the
- * depthwise layer on int16, and the requantisation of src/qmath.h on 8 lanes. Same
+ * depthwise layer on int16, and the requantisation of src/kernels/qmath.h on 8 lanes. Same
  * bits as the portable kernels. */
 #include "qkernels.h"
 

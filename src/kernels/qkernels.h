@@ -1,6 +1,6 @@
-/* Integer kernels of the int8 CNN (src/cnn-int8.c): a portable C set, AVX2 and VNNI sets
- * (src/qkernels-avx2.c) and NEON sets for 64-bit ARM (src/qkernels-neon.c), chosen at run
- * time. All accumulate exactly in int32 and requantise with src/qmath.h's arithmetic, so
+/* Integer kernels of the int8 CNN (src/cnn/cnn-int8.c): a portable C set, AVX2 and VNNI sets
+ * (src/kernels/qkernels-avx2.c) and NEON sets for 64-bit ARM (src/kernels/qkernels-neon.c), chosen at run
+ * time. All accumulate exactly in int32 and requantise with src/kernels/qmath.h's arithmetic, so
  * they give the same bits (tests check). */
 #pragma once
 #include "qmath.h"

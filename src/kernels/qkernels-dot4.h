@@ -96,8 +96,8 @@ DOT4_NAME (rows) (const ConyQGemm *g, guint p, const guint8 *u, const gint16 *u1
   }
 #define DOT4_WORD(v) \
   { \
-    DOT4_VEC p0 = DOT4_LOAD (w16 + (v) * 4 * DOT4_LANES); \
-    DOT4_VEC p1 = DOT4_LOAD (w16 + (v) * 4 * DOT4_LANES + 2 * DOT4_LANES); \
+    DOT4_VEC p0 = DOT4_LOAD (w16 + 4 * DOT4_LANES * (v)); \
+    DOT4_VEC p1 = DOT4_LOAD (w16 + 4 * DOT4_LANES * (v) + 2 * DOT4_LANES); \
     DOT4_WORD_ROW (0, v); \
     DOT4_WORD_ROW (1, v); \
     DOT4_WORD_ROW (2, v); \

@@ -3,7 +3,7 @@
  * MobileNets). Activations are int8 with the per-tensor scale and zero point the file
  * records (metadata `quantization`; uint8 tensors as int8, zero point - 128), weights
  * int8 per output channel or uint8 with zero points (packed once by qkernels.c), biases
- * int32, accumulation in int32, and every output requantised by src/qmath.h
+ * int32, accumulation in int32, and every output requantised by src/kernels/qmath.h
  * (fixed-point multiplier and shift); ReLU6 is the clamp of the output range. Layers:
  * 3x3 conv (im2col), depthwise 3x3, pointwise, the residual ADD (TFLite's: left shift
  * 20, one multiplier per input, one for the sum), the mean over H and W (TFLite's

@@ -1,4 +1,4 @@
-/* Kernels of the per-step hot path (src/gemv.c): one-vector matrix products y += W·x,
+/* Kernels of the per-step hot path (src/kernels/gemv.c): one-vector matrix products y += W·x,
  * and the feed-forward GELU and LayerNorm.
  *
  * A continual step multiplies each weight matrix by a single vector, so its time is the

@@ -1,0 +1,108 @@
+"""Issue 54's evaluation set and rule 11's degraded training sounds (conytrain/av/evalset.py,
+build.degrade_random, SceneSampler's p_degraded): each condition does what its name says,
+every cell of the grid shares one draw of scenes (only the sound's condition and the
+picture differ), matched pictures are of the sound's class and unrelated ones never are,
+and the sampler takes degraded sounds only when asked."""
+
+import unittest
+
+import numpy as np
+
+from conytrain.av import build, evalset, media, sources
+from conytrain.av import train as avtrain
+
+
+def tone(n=16000):
+    t = np.arange(n) / media.RATE
+    return (0.1 * np.sin(2 * np.pi * 440 * t)).astype(np.float32)
+
+
+def fake_set(rng, clips=15, shots=15):
+    """Tokens whose first value is the class id and second the condition's index."""
+    conds = len(evalset.CONDITIONS)
+    a = rng.random((conds, clips, 29, 6)).astype(np.float32)
+    a[:, :, :, 0] = (np.arange(clips) % 5)[None, :, None]
+    a[:, :, :, 1] = np.arange(conds)[:, None, None]
+    v = rng.random((shots, 16, 4)).astype(np.float32)
+    v[:, :, 0] = (np.arange(shots) % 5)[:, None]
+    cls = lambda n: np.array([sources.CLASSES[i % 5] for i in range(n)])
+    return dict(audio=a, audio_cls=cls(clips), video=v, video_cls=cls(shots))
+
+
+class DegradeTest(unittest.TestCase):
+    def test_conditions(self):
+        x, rng = tone(), np.random.default_rng(0)
+        self.assertIs(evalset.degrade(x, "clean", rng), x)
+        for snr in (20, 0, -5):
+            y = evalset.degrade(x, f"snr{snr}", rng)
+            self.assertAlmostEqual(media.rms_db(x) - media.rms_db(y - x), snr, delta=0.1)
+        self.assertAlmostEqual(media.rms_db(evalset.degrade(x, "level-25", rng)),
+                               media.rms_db(x) - 25, delta=0.01)
+        y = evalset.degrade(x, "clipped", rng)
+        self.assertAlmostEqual(float(np.abs(y).max()), 0.5, places=6)
+        with self.assertRaises(ValueError):
+            evalset.degrade(x, "snr", rng)
+
+    def test_training_degradations_stay_in_range(self):
+        rng = np.random.default_rng(1)
+        changed = 0
+        for _ in range(30):
+            y = build.degrade_random(tone(), rng)
+            self.assertTrue(np.all(np.isfinite(y)) and np.abs(y).max() <= 1)
+            changed += not np.allclose(y, tone())
+        self.assertEqual(changed, 30)
+
+
+class GridTest(unittest.TestCase):
+    def test_cells_share_one_draw(self):
+        data = fake_set(np.random.default_rng(2))
+        streams = evalset.scenes(data, 3, 50, seed=5)
+        cells = {(c, p): evalset.tokens(data, streams, c, p)
+                 for c in ("clean", "snr0") for p in evalset.PICTURES}
+        ref = cells["clean", "matched"]
+        for (c, p), st in cells.items():
+            for (tok, lab), (tok0, lab0) in zip(st, ref):
+                self.assertEqual(len(lab), 50)
+                np.testing.assert_array_equal(lab, lab0)
+                np.testing.assert_array_equal(tok["audio"][:, 0], lab)       # sound = truth
+                self.assertTrue(np.all(tok["audio"][:, 1] == evalset.CONDITIONS.index(c)))
+                vc = tok["video"][:, 0]
+                if p == "unrelated":
+                    self.assertTrue(np.all(vc != lab))
+                else:
+                    np.testing.assert_array_equal(vc, lab)
+
+
+class GoalsTest(unittest.TestCase):
+    def test_margins(self):
+        cell = lambda v: {"all": v, **{c: v for c in sources.CLASSES}}
+        cells = {"fused": {c: {p: cell(0.8) for p in evalset.PICTURES}
+                           for c in evalset.CONDITIONS},
+                 "audio": {c: cell(0.7) for c in evalset.CONDITIONS}}
+        cells["fused"]["clean"]["unrelated"]["music"] = 0.6     # one class under the audio
+        g = evalset.goals(cells)
+        self.assertAlmostEqual(g["U"], -10)
+        for k in "MDA":
+            self.assertAlmostEqual(g[k], 10)
+        self.assertIn("| snr0 | 80.0 | 80.0 | 80.0 | 70.0 |", evalset.markdown(cells))
+
+
+class SamplerTest(unittest.TestCase):
+    def test_degraded_only_when_asked(self):
+        rng = np.random.default_rng(3)
+        data = fake_set(rng)
+        train = dict(audio=data["audio"][0], audio_cls=data["audio_cls"],
+                     video=data["video"], video_cls=data["video_cls"])
+        train["audio_degraded"] = data["audio"][1:3]          # marks 1 and 2
+        for p, marks in ((0.0, {0.0}), (1.0, {1.0, 2.0})):
+            s = avtrain.SceneSampler(train, ("audio", "video"), 16, 16, p_absent=0,
+                                     p_contra=0, p_noisy=0, seed=4, p_degraded=p)
+            tok, _, _ = s.stream(200)
+            self.assertEqual(set(np.unique(tok["audio"][:, 1]).tolist()), marks)
+        del train["audio_degraded"]
+        with self.assertRaises(ValueError):
+            avtrain.SceneSampler(train, ("audio",), 16, 16, p_degraded=0.5)
+
+
+if __name__ == "__main__":
+    unittest.main()
