@@ -206,6 +206,16 @@ gboolean cony_cnn_is_mobilenet (const ConyCnn *cnn);
 /* The network kind for people: "VGG-style", "MobileNet-v1" or "MobileNet-v2" (a random
  * MobileNet layout counts as v2, whose words include v1's). Owned by libcony. */
 const char *cony_cnn_get_network_name (const ConyCnn *cnn);
+/* The engine's tables, for listings and documentation checks (docs/model-format.md
+ * describes every row). Layer kinds: row @i's name as cony_cnn_describe() prints it
+ * ("conv3x3", "depthwise3x3", ...). Network kinds: row @i's cony_cnn_get_network_name(),
+ * and the `network` metadata value that picks it (NULL: a file without the key, the
+ * VGG-style row). NULL past the last row; strings owned by libcony. */
+guint cony_cnn_n_layer_kinds (void);
+const char *cony_cnn_layer_kind_name (guint i);
+guint cony_cnn_n_networks (void);
+const char *cony_cnn_network_name (guint i);
+const char *cony_cnn_network_metadata (guint i);
 /* A string of the file's __metadata__ (e.g. "frontend", "source"), or NULL. */
 const char *cony_cnn_get_metadata (const ConyCnn *cnn, const char *key);
 /* The `labels` metadata: one label per score (NULL-terminated, owned by the

@@ -59,9 +59,10 @@ time_layers (const CnnWeights *w)
 static void
 time_shape (const Layer *l, guint *taps, guint *stride, guint *pad)
 {
-  *stride = l->kind == LAYER_POOL ? 2 : l->stride;
-  *taps = l->kind == LAYER_CONV || l->kind == LAYER_DW ? 3 : l->kind == LAYER_POOL ? 2 : 1;
-  *pad = l->kind == LAYER_CONV || l->kind == LAYER_DW ? l->pad_top : 0;
+  const CnnLayerClass *k = cnn_layer_class (l->kind);
+  *stride = k->stride ? k->stride : l->stride;
+  *taps = k->taps;
+  *pad = l->pad_top; /* 0 but for the 3x3 layers */
 }
 
 static gboolean

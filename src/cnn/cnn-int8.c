@@ -19,7 +19,7 @@
 #include <math.h>
 #include <string.h>
 
-typedef struct {
+typedef struct _CnnQLayer {
   float in_scale, out_scale;
   gint32 in_zp, out_zp;
   ConyQGemm gemm; /* CONV (K = 9 * in_c, im2col order), PW, FC */
@@ -182,14 +182,12 @@ bias_and_multipliers (const ConySafetensors *st, const Layer *l, const QLayer *q
   return TRUE;
 }
 
-/* Weights in the product's (N x K) order: CONV from torch's (out, in, 3, 3) to
- * K = (ky * 3 + kx) * in + ci (im2col's columns); PW and FC are already (out, in). */
+/* CONV weights in the product's (N x K) order: from torch's (out, in, 3, 3) to
+ * K = (ky * 3 + kx) * in + ci (im2col's columns). */
 static gint8 *
 gemm_weights (const Layer *l, const void *data)
 {
   const gint8 *t = data; /* int8 or uint8 bytes, moved as they are */
-  if (l->kind != LAYER_CONV)
-    return NULL;
   guint C = l->in_c, K = 9 * C;
   gint8 *w = g_new (gint8, (gsize) K * l->out_c);
   for (guint o = 0; o < l->out_c; o++)
@@ -199,84 +197,190 @@ gemm_weights (const Layer *l, const void *data)
   return w;
 }
 
-/* The weights of a CONV, PW or FC layer packed for the product, with their
- * biases and multipliers; DW's for the depthwise kernel. */
-static gboolean
-load_weights (const ConySafetensors *st, const Layer *l, QLayer *q, GError **error)
-{
-  gint32 lo = -128, hi = 127;
-  if (l->kind != LAYER_FC)
-    cony_q_act_range (l->relu, l->relu_max, q->out_scale, q->out_zp, &lo, &hi);
+/* A weighted layer's file weights, their scales and zero points, its int32 biases and
+ * multipliers, and its output range (the activation's clamp when @clamp). */
+typedef struct {
   ConyQWeights qw;
-  g_autofree float *ws = NULL;
-  g_autofree gint32 *wzp = NULL;
-  if (!file_weights (st, l, &qw, &wzp, &ws, error))
-    return FALSE;
-  g_autofree gint32 *bias = g_new (gint32, l->out_c);
-  g_autofree ConyQMul *m = g_new (ConyQMul, l->out_c);
-  if (!bias_and_multipliers (st, l, q, ws, bias, m, error))
-    return FALSE;
-  if (l->kind == LAYER_DW) {
-    cony_qdw_init (&q->dw, l->out_c, &qw, bias, m, q->in_zp, q->out_zp, lo, hi);
-    return TRUE;
-  }
-  g_autofree gint8 *conv = gemm_weights (l, qw.data);
-  if (conv != NULL)
-    qw.data = conv;
-  guint K = l->kind == LAYER_CONV ? 9 * l->in_c : l->in_c;
-  cony_qgemm_init (&q->gemm, cony_qkernels (), K, l->out_c, &qw, q->in_zp, bias, m, q->out_zp, lo,
-      hi);
-  return TRUE;
+  float *ws;
+  gint32 *wzp, *bias;
+  ConyQMul *m;
+  gint32 lo, hi;
+} FileLayer;
+
+static void
+file_layer_clear (FileLayer *f)
+{
+  g_free (f->ws);
+  g_free (f->wzp);
+  g_free (f->bias);
+  g_free (f->m);
 }
 
-/* Layer @i of @w into @q (whose scales and zero points are set; the layers before it
- * are loaded). */
 static gboolean
-load_layer (const ConySafetensors *st, const CnnWeights *w, const CnnInt8 *q8, guint i, QLayer *q,
+file_layer (const ConySafetensors *st, const Layer *l, const QLayer *q, gboolean clamp,
+    FileLayer *f, GError **error)
+{
+  f->lo = -128;
+  f->hi = 127;
+  if (clamp)
+    cony_q_act_range (l->relu, l->relu_max, q->out_scale, q->out_zp, &f->lo, &f->hi);
+  if (!file_weights (st, l, &f->qw, &f->wzp, &f->ws, error))
+    return FALSE;
+  f->bias = g_new (gint32, l->out_c);
+  f->m = g_new (ConyQMul, l->out_c);
+  return bias_and_multipliers (st, l, q, f->ws, f->bias, f->m, error);
+}
+
+/* A CONV (@im2col: K = 9 in), PW or FC layer's weights packed for the product, with
+ * their biases and multipliers. */
+static gboolean
+load_gemm (const ConySafetensors *st, const Layer *l, QLayer *q, gboolean clamp, gboolean im2col,
+    GError **error)
+{
+  FileLayer f = { 0 };
+  gboolean ok = file_layer (st, l, q, clamp, &f, error);
+  if (ok) {
+    g_autofree gint8 *conv = im2col ? gemm_weights (l, f.qw.data) : NULL;
+    if (conv != NULL)
+      f.qw.data = conv;
+    guint K = im2col ? 9 * l->in_c : l->in_c;
+    cony_qgemm_init (&q->gemm, cony_qkernels (), K, l->out_c, &f.qw, q->in_zp, f.bias, f.m,
+        q->out_zp, f.lo, f.hi);
+  }
+  file_layer_clear (&f);
+  return ok;
+}
+
+/* Per example, [0] for the layers before the FC head, [1] for the head. */
+static int
+part (const CnnWeights *w, guint i)
+{
+  return i >= w->first_fc;
+}
+
+gboolean
+cnn_int8_load_conv (const ConySafetensors *st, const CnnWeights *w, CnnInt8 *q8, guint i,
     GError **error)
 {
   const Layer *l = &w->layers[i];
-  switch (l->kind) {
-    case LAYER_CONV:
-    case LAYER_PW:
-    case LAYER_FC:
-    case LAYER_DW: return load_weights (st, l, q, error);
-    case LAYER_GAP:
-      /* TFLite's integer mean: the sum times in/out scale, then divided by the count
-       * (its average pool, same scales: a multiplier of 1). */
-      if (!cony_q_multiplier ((double) q->in_scale / (double) q->out_scale, &q->gap_m)) {
-        g_set_error (error, CONY_ERROR, CONY_ERROR_INVALID, "%s: %s: mean multiplier out of range",
-            cony_safetensors_path (st), l->name);
-        return FALSE;
-      }
-      return TRUE;
-    case LAYER_ADD: {
-      /* the map so far (in) plus layer add_from's output, as TFLite's ADD */
-      const QLayer *from = &q8->layers[l->add_from];
-      ConyQAdd add;
-      if (!cony_q_add_init (&add, q->in_scale, q->in_zp, from->out_scale, from->out_zp,
-              q->out_scale, q->out_zp, -128, 127)) {
-        g_set_error (error, CONY_ERROR, CONY_ERROR_INVALID,
-            "%s: %s: add multipliers out of range (scales %g, %g -> %g)",
-            cony_safetensors_path (st), l->name, q->in_scale, from->out_scale, q->out_scale);
-        return FALSE;
-      }
-      q->add = g_new (ConyQAddK, 1);
-      cony_qadd_init (q->add, &add);
-      return TRUE;
-    }
-    case LAYER_SIGMOID:
-      for (int v = -128; v < 128; v++) {
-        float x = q->in_scale * (float) (v - q->in_zp);
-        q->lut[v + 128] = cony_q_quantize (1.0f / (1.0f + expf (-x)), q->out_scale, q->out_zp);
-      }
-      return TRUE;
-    case LAYER_SOFTMAX: return TRUE; /* in float on the dequantised row (softmax_q) */
-    default:
-      g_set_error (error, CONY_ERROR, CONY_ERROR_INVALID,
-          "%s: %s cannot run in int8 (no integer kernel)", cony_safetensors_path (st), l->name);
-      return FALSE;
+  QLayer *q = &q8->layers[i];
+  gsize pixels = (gsize) l->out_h * l->out_w;
+  if (!load_gemm (st, l, q, TRUE, TRUE, error))
+    return FALSE;
+  q8->max_a[part (w, i)] = MAX (q8->max_a[part (w, i)], cony_qgemm_scratch (&q->gemm, pixels));
+  q8->max_col = MAX (q8->max_col, pixels * q->gemm.K);
+  return TRUE;
+}
+
+gboolean
+cnn_int8_load_pw (const ConySafetensors *st, const CnnWeights *w, CnnInt8 *q8, guint i,
+    GError **error)
+{
+  const Layer *l = &w->layers[i];
+  QLayer *q = &q8->layers[i];
+  gsize pixels = (gsize) l->out_h * l->out_w;
+  if (!load_gemm (st, l, q, TRUE, FALSE, error))
+    return FALSE;
+  q8->max_a[part (w, i)] = MAX (q8->max_a[part (w, i)], cony_qgemm_scratch (&q->gemm, pixels));
+  return TRUE;
+}
+
+gboolean
+cnn_int8_load_fc (const ConySafetensors *st, const CnnWeights *w, CnnInt8 *q8, guint i,
+    GError **error)
+{
+  QLayer *q = &q8->layers[i];
+  if (!load_gemm (st, &w->layers[i], q, FALSE, FALSE, error))
+    return FALSE;
+  q8->max_a[part (w, i)] = MAX (q8->max_a[part (w, i)], cony_qgemm_scratch (&q->gemm, 1));
+  return TRUE;
+}
+
+/* DW: the weights for the depthwise kernel. */
+gboolean
+cnn_int8_load_dw (const ConySafetensors *st, const CnnWeights *w, CnnInt8 *q8, guint i,
+    GError **error)
+{
+  const Layer *l = &w->layers[i];
+  QLayer *q = &q8->layers[i];
+  FileLayer f = { 0 };
+  gboolean ok = file_layer (st, l, q, TRUE, &f, error);
+  if (ok)
+    cony_qdw_init (&q->dw, l->out_c, &f.qw, f.bias, f.m, q->in_zp, q->out_zp, f.lo, f.hi);
+  file_layer_clear (&f);
+  q8->max_pad = MAX (q8->max_pad, (gsize) 3 * (l->in_w + 2) * l->in_c);
+  return ok;
+}
+
+/* TFLite's integer mean: the sum times in/out scale, then divided by the count (its
+ * average pool, same scales: a multiplier of 1). */
+gboolean
+cnn_int8_load_gap (const ConySafetensors *st, const CnnWeights *w, CnnInt8 *q8, guint i,
+    GError **error)
+{
+  QLayer *q = &q8->layers[i];
+  if (!cony_q_multiplier ((double) q->in_scale / (double) q->out_scale, &q->gap_m)) {
+    g_set_error (error, CONY_ERROR, CONY_ERROR_INVALID, "%s: %s: mean multiplier out of range",
+        cony_safetensors_path (st), w->layers[i].name);
+    return FALSE;
   }
+  return TRUE;
+}
+
+/* The map so far (in) plus layer add_from's output, as TFLite's ADD. */
+gboolean
+cnn_int8_load_add (const ConySafetensors *st, const CnnWeights *w, CnnInt8 *q8, guint i,
+    GError **error)
+{
+  const Layer *l = &w->layers[i];
+  QLayer *q = &q8->layers[i];
+  const QLayer *from = &q8->layers[l->add_from];
+  ConyQAdd add;
+  if (!cony_q_add_init (&add, q->in_scale, q->in_zp, from->out_scale, from->out_zp, q->out_scale,
+          q->out_zp, -128, 127)) {
+    g_set_error (error, CONY_ERROR, CONY_ERROR_INVALID,
+        "%s: %s: add multipliers out of range (scales %g, %g -> %g)", cony_safetensors_path (st),
+        l->name, q->in_scale, from->out_scale, q->out_scale);
+    return FALSE;
+  }
+  q->add = g_new (ConyQAddK, 1);
+  cony_qadd_init (q->add, &add);
+  return TRUE;
+}
+
+gboolean
+cnn_int8_load_sigmoid (const ConySafetensors *st, const CnnWeights *w, CnnInt8 *q8, guint i,
+    GError **error)
+{
+  QLayer *q = &q8->layers[i];
+  for (int v = -128; v < 128; v++) {
+    float x = q->in_scale * (float) (v - q->in_zp);
+    q->lut[v + 128] = cony_q_quantize (1.0f / (1.0f + expf (-x)), q->out_scale, q->out_zp);
+  }
+  return TRUE;
+}
+
+/* In float on the dequantised row (softmax_q): nothing to load. */
+gboolean
+cnn_int8_load_softmax (const ConySafetensors *st, const CnnWeights *w, CnnInt8 *q8, guint i,
+    GError **error)
+{
+  return TRUE;
+}
+
+/* Layer @i of @w into q8->layers[i] (whose scales and zero points are set; the layers
+ * before it are loaded). */
+static gboolean
+load_layer (const ConySafetensors *st, const CnnWeights *w, CnnInt8 *q8, guint i, GError **error)
+{
+  const Layer *l = &w->layers[i];
+  const CnnLayerClass *k = cnn_layer_class (l->kind);
+  if (k->int8_load == NULL) {
+    g_set_error (error, CONY_ERROR, CONY_ERROR_INVALID,
+        "%s: %s cannot run in int8 (no integer kernel)", cony_safetensors_path (st), l->name);
+    return FALSE;
+  }
+  return k->int8_load (st, w, q8, i, error);
 }
 
 static void
@@ -365,24 +469,15 @@ cnn_int8_load (CnnWeights *w, const ConySafetensors *st, GError **error)
       ok = FALSE;
       break;
     }
-    q->n = i + 1; /* cleared by int8_clear from here on */
-    ok = load_layer (st, w, q, i, ql, error);
+    q->n = i + 1;                         /* cleared by int8_clear from here on */
+    ok = load_layer (st, w, q, i, error); /* with its kernel's scratch sizes */
     scale = ql->out_scale;
     zp = ql->out_zp;
-    int h = i >= w->first_fc;
+    int h = part (w, i);
     q->max_act[h] = MAX (q->max_act[h], MAX (map_size (l, FALSE), map_size (l, TRUE)));
-    gsize pixels = (gsize) l->out_h * l->out_w;
-    if (l->kind == LAYER_CONV || l->kind == LAYER_PW)
-      q->max_a[h] = MAX (q->max_a[h], cony_qgemm_scratch (&ql->gemm, pixels));
-    if (l->kind == LAYER_CONV)
-      q->max_col = MAX (q->max_col, pixels * ql->gemm.K);
-    else if (l->kind == LAYER_FC)
-      q->max_a[h] = MAX (q->max_a[h], cony_qgemm_scratch (&ql->gemm, 1));
     q->max_a[h] = MAX (q->max_a[h], (gsize) l->out_c); /* DW's int32 channels */
     if (l->keep)
       q->max_keep = MAX (q->max_keep, map_size (l, TRUE));
-    if (l->kind == LAYER_DW)
-      q->max_pad = MAX (q->max_pad, (gsize) 3 * (l->in_w + 2) * l->in_c);
   }
   for (guint i = q->n; ok && i < w->n_layers; i++)
     if (!JSON_NODE_HOLDS_NULL (json_array_get_element (la, i))) {
@@ -606,48 +701,84 @@ softmax_q (const QLayer *q, const gint8 *in, guint n, gint8 *out, float *tmp)
     out[c] = cony_q_quantize (tmp[c] * inv, q->out_scale, q->out_zp);
 }
 
+/* The rows' run hooks: layer @l (the layer, or a slab copy of it) with its integer
+ * parameters @q on @nb examples of @in into @out. */
+void
+cnn_int8_run_conv (const Layer *l, const QLayer *q, CnnInt8Scratch *s, const gint8 *in, gsize nb,
+    gint8 *out)
+{
+  const ConyQKernels *k = cony_qkernels ();
+  gsize in_map = map_size (l, FALSE), pixels = (gsize) l->out_h * l->out_w;
+  for (gsize e = 0; e < nb; e++)
+    im2col_q (l, q, in + e * in_map, s->col + e * pixels * q->gemm.K);
+  k->gemm (&q->gemm, pixels * nb, s->col, q->gemm.K, out, l->out_c, s->a);
+}
+
+/* PW on every pixel; FC (out 1 x 1) on each example. */
+void
+cnn_int8_run_gemm (const Layer *l, const QLayer *q, CnnInt8Scratch *s, const gint8 *in, gsize nb,
+    gint8 *out)
+{
+  const ConyQKernels *k = cony_qkernels ();
+  gsize pixels = (gsize) l->out_h * l->out_w;
+  k->gemm (&q->gemm, nb * pixels, in, q->gemm.K, out, l->out_c, s->a);
+}
+
+void
+cnn_int8_run_dw (const Layer *l, const QLayer *q, CnnInt8Scratch *s, const gint8 *in, gsize nb,
+    gint8 *out)
+{
+  const ConyQKernels *k = cony_qkernels ();
+  gsize in_map = map_size (l, FALSE), out_map = map_size (l, TRUE);
+  for (gsize e = 0; e < nb; e++)
+    dw_q (k, l, q, in + e * in_map, out + e * out_map, s->pad, s->acc);
+}
+
+void
+cnn_int8_run_gap (const Layer *l, const QLayer *q, CnnInt8Scratch *s, const gint8 *in, gsize nb,
+    gint8 *out)
+{
+  gsize in_map = map_size (l, FALSE), out_map = map_size (l, TRUE);
+  for (gsize e = 0; e < nb; e++)
+    gap_q (l, q, in + e * in_map, out + e * out_map);
+}
+
+void
+cnn_int8_run_sigmoid (const Layer *l, const QLayer *q, CnnInt8Scratch *s, const gint8 *in, gsize nb,
+    gint8 *out)
+{
+  gsize in_map = map_size (l, FALSE);
+  for (gsize j = 0; j < in_map * nb; j++)
+    out[j] = q->lut[in[j] + 128];
+}
+
+void
+cnn_int8_run_add (const Layer *l, const QLayer *q, CnnInt8Scratch *s, const gint8 *in, gsize nb,
+    gint8 *out)
+{
+  const ConyQKernels *k = cony_qkernels ();
+  gsize in_map = map_size (l, FALSE);
+  k->add (q->add, in, s->res, in_map * nb, out);
+}
+
+void
+cnn_int8_run_softmax (const Layer *l, const QLayer *q, CnnInt8Scratch *s, const gint8 *in, gsize nb,
+    gint8 *out)
+{
+  gsize in_map = map_size (l, FALSE);
+  for (gsize e = 0; e < nb; e++)
+    softmax_q (q, in + e * in_map, l->in_c, out + e * in_map, (float *) s->acc);
+}
+
 /* Layer @i (geometry @l: the layer, or a slab copy of it) on @nb examples of @in into
  * @out. */
 static void
 run_layer (const CnnWeights *w, const Layer *l, guint i, CnnInt8Scratch *s, const gint8 *in,
     gsize nb, gint8 *out)
 {
-  const QLayer *q = &w->q8->layers[i];
-  const ConyQKernels *k = cony_qkernels ();
-  gsize in_map = map_size (l, FALSE), out_map = map_size (l, TRUE);
-  gsize pixels = (gsize) l->out_h * l->out_w;
-  switch (l->kind) {
-    case LAYER_CONV:
-      for (gsize e = 0; e < nb; e++)
-        im2col_q (l, q, in + e * in_map, s->col + e * pixels * q->gemm.K);
-      k->gemm (&q->gemm, pixels * nb, s->col, q->gemm.K, out, l->out_c, s->a);
-      break;
-    case LAYER_PW:
-    case LAYER_FC:
-      k->gemm (&q->gemm, nb * (l->kind == LAYER_FC ? 1 : pixels), in, q->gemm.K, out, l->out_c,
-          s->a);
-      break;
-    case LAYER_DW:
-      for (gsize e = 0; e < nb; e++)
-        dw_q (k, l, q, in + e * in_map, out + e * out_map, s->pad, s->acc);
-      break;
-    case LAYER_GAP:
-      for (gsize e = 0; e < nb; e++)
-        gap_q (l, q, in + e * in_map, out + e * out_map);
-      break;
-    case LAYER_SIGMOID:
-      for (gsize j = 0; j < in_map * nb; j++)
-        out[j] = q->lut[in[j] + 128];
-      break;
-    case LAYER_ADD: k->add (q->add, in, s->res, in_map * nb, out); break;
-    case LAYER_SOFTMAX:
-      for (gsize e = 0; e < nb; e++)
-        softmax_q (q, in + e * in_map, l->in_c, out + e * in_map, (float *) s->acc);
-      break;
-    default: g_assert_not_reached ();
-  }
+  cnn_layer_class (l->kind)->int8_run (l, &w->q8->layers[i], s, in, nb, out);
   if (l->keep) /* a later residual adds this map */
-    memcpy (s->res, out, out_map * nb);
+    memcpy (s->res, out, map_size (l, TRUE) * nb);
 }
 
 /* Layers @from .. @to - 1 on @nb examples of float @in (quantised with @scale / @zp),

@@ -93,3 +93,21 @@ cnn_weights_random (const char *layout, guint input_height, guint input_width, g
   cnn->network = &networks[k];
   return networks[k].random (cnn, layout, seed, error) ? g_steal_pointer (&cnn) : NULL;
 }
+
+guint
+cony_cnn_n_networks (void)
+{
+  return G_N_ELEMENTS (networks);
+}
+
+const char *
+cony_cnn_network_name (guint i)
+{
+  return i < G_N_ELEMENTS (networks) ? networks[i].display_name : NULL;
+}
+
+const char *
+cony_cnn_network_metadata (guint i)
+{
+  return i < G_N_ELEMENTS (networks) ? networks[i].network : NULL;
+}

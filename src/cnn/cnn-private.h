@@ -1,17 +1,24 @@
 /* Private parts of the CNN engine shared by src/cnn*.c (see include/cony/cnn.h).
- * Each file uses only those listed after it (no import circle):
+ * The files, callers before callees:
  * cnn.c           ConyCnn: lifetime, getters and setters, the PCA postprocess;
  * cnn-shared.c    the process-wide registry that shares loaded weights;
  * cnn-load.c      model files and random networks: the common metadata, then the
- *                 loader of the file's `network` kind:
+ *                 loader of the file's `network` kind (its networks table):
  * cnn-vgg.c       VGG-style networks (no `network` key);
  * cnn-mobilenet.c MobileNet networks;
- * cnn-tensors.c   reading weights and metadata, random weights (for the loaders);
- * cnn-weights.c   CnnWeights: lifetime, copies, layer geometry;
+ * cnn-continual.c the continual (streaming) CNN on the kernels below;
+ * cnn-forward.c   the forward pass (batching, the conv stack, the head);
+ * cnn-weights.c   CnnWeights: lifetime, copies, the geometry pass;
+ * cnn-layers.c    the table of layer kinds (CnnLayerClass), one row per LayerKind:
+ *                 the passes above reach a kind only through cnn_layer_class();
+ * cnn-layer-conv.c, -depthwise.c, -pointwise.c, -pool.c (max-pool, mean), -add.c,
+ *                 -fc.c, -activation.c (sigmoid, softmax): each family's rows;
+ * cnn-int8.c      the integer path of quantised MobileNet-v1/v2 files (qkernels*.c):
+ *                 the rows' int8 hooks, and the loader and runner that call them;
  * cnn-winograd.c  Winograd F(2x2)/F(4x4) convolutions and the CPU kernel choice;
- * cnn-forward.c   the forward pass (im2col, pools, FC layers, batching);
- * cnn-int8.c      the integer path of quantised MobileNet-v1/v2 files (qkernels*.c);
- * cnn-continual.c the continual (streaming) CNN on the kernels of the two above. */
+ * cnn-tensors.c   reading weights and metadata, random weights (for the loaders).
+ * Upward calls: the rows use cnn-weights.c's cnn_same_out()/cnn_chain_error() and
+ * cnn-forward.c's cnn_bias_act(). */
 #pragma once
 #include "cony/cnn.h"
 #include "cony/safetensors.h"
@@ -20,21 +27,25 @@
 
 #include <pthread.h>
 
-/* The integer network of a quantised file and a ConyCnn's scratch for it (cnn-int8.c). */
+/* The integer network of a quantised file, one integer layer of it and a ConyCnn's
+ * scratch for it (cnn-int8.c). */
 typedef struct _CnnInt8 CnnInt8;
+typedef struct _CnnQLayer CnnQLayer;
 typedef struct _CnnInt8Scratch CnnInt8Scratch;
 
 typedef enum
 {
+  /* In the order of cnn-layers.c's rows (MobileNet words are listed in it). */
   LAYER_CONV,    /* 3x3 SAME conv (stride 1 or 2) + ReLU / ReLU6 */
-  LAYER_POOL,    /* 2x2 max-pool, stride 2 */
-  LAYER_FC,      /* fully connected (+ ReLU when relu) */
-  LAYER_GAP,     /* global average pool: H x W x C -> 1 x 1 x C */
   LAYER_DW,      /* MobileNet: 3x3 depthwise SAME conv (stride 1 or 2) + ReLU / ReLU6 */
   LAYER_PW,      /* MobileNet: 1x1 pointwise conv + ReLU / ReLU6 */
-  LAYER_SIGMOID, /* MobileNet head: logistic of the previous (FC) output */
   LAYER_ADD,     /* MobileNet-v2 residual: the map plus layer add_from's output */
+  LAYER_POOL,    /* 2x2 max-pool, stride 2 */
+  LAYER_GAP,     /* global average pool: H x W x C -> 1 x 1 x C */
+  LAYER_FC,      /* fully connected (+ ReLU when relu) */
+  LAYER_SIGMOID, /* MobileNet head: logistic of the previous (FC) output */
   LAYER_SOFTMAX, /* MobileNet head: softmax of the previous (FC) output */
+  LAYER_KIND_COUNT
 } LayerKind;
 
 typedef struct {
@@ -168,6 +179,86 @@ typedef struct {
       *gemm_panel) (gsize T, gsize ldo, gsize cin, const float *v, const float *panel, float *out);
 } CnnKernels;
 
+/* ---------------------------------------------------------------- layer kinds */
+
+/* A word of a MobileNet `layers` list (docs/model-format.md) and what it sets. */
+typedef struct {
+  const char *word; /* "conv3x3s2"; with @index the prefix of "add@K" */
+  guint stride;
+  gboolean relu;  /* the layer's activation (linear1x1 has none) */
+  gboolean v2;    /* MobileNet-v2 (and random layouts) only */
+  gboolean index; /* followed by a layer index K below the word's own (add@K) */
+} CnnLayerWord;
+
+/* Where a loader's tensors come from: a file, or (st NULL) random numbers. */
+typedef struct {
+  const ConySafetensors *st;
+  guint64 rng;
+} CnnTensorSource;
+
+/* The map a layer gets (and, after it, gives): h x w x c, or flat (the head's
+ * vectors, h = w = 1 and c their length). */
+typedef struct {
+  guint h, w, c;
+  gboolean flat;
+} CnnShape;
+
+/* cnn_layer_forward() flags. */
+enum
+{
+  CNN_FORWARD_WINOGRAD = 1 << 0, /* CONV may run as Winograd (cnn_wino_tile()) */
+  CNN_FORWARD_RELU = 1 << 1,     /* ReLU after the layer even without l->relu (final_relu) */
+};
+
+/* One row per LayerKind (cnn-layers.c's table; the static assert there fails until a
+ * new kind has one). NULL hooks: the kind has no such step. */
+typedef struct {
+  const char *name;          /* for people and the docs (cony_cnn_layer_kind_name()) */
+  const CnnLayerWord *words; /* its words in a MobileNet `layers` list, up to a { NULL } */
+  gboolean flat;             /* runs in the head on flat vectors (FC and what follows it) */
+  gboolean width;            /* a layout gives its output width ("conv1x1:64") */
+  /* Continual CNN: input rows one output row reads, and its stride (0: l->stride). */
+  guint taps, stride;
+  /* Multiply-add weights per output position (the floats of l->w). The parameters are
+   * these plus one bias per output channel, the FLOPs twice these per position. */
+  gsize (*n_weights) (const Layer *l);
+  /* Layer @i of @cnn on the map @s (the previous layer's output): checks its input,
+   * fills in its geometry and sets @s to its output; FALSE with @error. */
+  gboolean (*geometry) (CnnWeights *cnn, guint i, CnnShape *s, GError **error);
+  /* What `cony info` prints after the layer's name; @relu: ReLU follows (FC). */
+  void (*describe) (GString *out, const CnnWeights *w, const Layer *l, gboolean relu);
+  /* @l on @nb examples of @in into @out (CNN_FORWARD_* @flags). */
+  void (*forward) (ConyCnn *cnn, Layer *l, const float *in, float *out, gsize nb, guint flags);
+  /* A MobileNet loader: reads (or draws) @l's tensors, @width its output width (0: the
+   * file's), and moves @s past the layer. */
+  gboolean (*tensors) (CnnTensorSource *src, Layer *l, guint64 width, CnnShape *s, GError **error);
+  /* The integer path (cnn-int8.c): loads layer @i of @w into q8->layers[i] (its scales
+   * set) and grows q8's scratch sizes; runs it (geometry @l: the layer or a slab copy)
+   * on @nb examples. NULL: no integer kernel. */
+  gboolean (*int8_load) (const ConySafetensors *st, const CnnWeights *w, CnnInt8 *q8, guint i,
+      GError **error);
+  void (*int8_run) (const Layer *l, const CnnQLayer *q, CnnInt8Scratch *s, const gint8 *in,
+      gsize nb, gint8 *out);
+} CnnLayerClass;
+
+/* The rows, one per file of a family (cnn-layer-*.c). */
+extern const CnnLayerClass cnn_layer_conv, cnn_layer_pool, cnn_layer_fc, cnn_layer_gap,
+    cnn_layer_dw, cnn_layer_pw, cnn_layer_sigmoid, cnn_layer_add, cnn_layer_softmax;
+
+/* cnn-layers.c */
+const CnnLayerClass *cnn_layer_class (LayerKind kind);
+/* "ReLU6" or "ReLU": @l's activation, for describe. */
+const char *cnn_layer_act_name (const Layer *l);
+/* A MobileNet layer word's entry and *@kind (*add_from = K for "add@K", which must be
+ * below @index); NULL: unknown, or a v2 word where !@v2. */
+const CnnLayerWord *cnn_layer_find_word (const char *word, gboolean v2, guint index,
+    LayerKind *kind, guint *add_from);
+/* TRUE when @layout starts (after spaces) with a MobileNet layer word. */
+gboolean cnn_layer_starts_word (const char *layout);
+/* The MobileNet words @v2 allows, for messages ("conv3x3s1, conv3x3s2, ..."). */
+char *cnn_layer_words (gboolean v2);
+guint64 cnn_layer_n_params (const Layer *l);
+
 /* cnn.c */
 void cnn_ensure_conv_scratch (ConyCnn *cnn, gsize nb);
 /* A ConyCnn on @w (taking the caller's reference; NULL @w gives NULL). */
@@ -231,6 +322,10 @@ float *cnn_read_weight (const ConySafetensors *st, const char *base, int ndim, g
 gboolean cnn_read_labels_and_metadata (CnnWeights *cnn, const ConySafetensors *st, GError **error);
 /* Uniform in [-a, a] from the splitmix64 state @s. */
 void cnn_fill_uniform (float *x, gsize n, float a, guint64 *s);
+/* Torch-layout weights (@ndim, @shape, shape[0] = 0: the file's count) and the bias of
+ * layer @base from @src. Random weights are He-scaled uniform, biases small. */
+gboolean cnn_layer_tensors (CnnTensorSource *src, const char *base, int ndim, gsize *shape,
+    float **w, float **b, GError **error);
 
 /* cnn-weights.c */
 CnnWeights *cnn_weights_new (void);
@@ -239,6 +334,9 @@ void cnn_weights_free (CnnWeights *w);
 CnnWeights *cnn_weights_copy (CnnWeights *src);
 /* Fills in every layer's geometry from the input size and checks the chain. */
 gboolean cnn_finish_geometry (CnnWeights *cnn, GError **error);
+/* A layer whose input does not chain to the previous output (got vs want @what). */
+gboolean cnn_chain_error (const CnnWeights *cnn, const Layer *l, const char *what, gsize got,
+    gsize want, GError **error);
 /* Output height/width of a 3x3 SAME conv with @stride on @in rows, and the
  * TensorFlow padding before the map (the odd extra pad goes after). */
 guint cnn_same_out (guint in, guint stride, guint *pad_before);
@@ -256,6 +354,11 @@ void cnn_conv_winograd (ConyCnn *cnn, Layer *l, guint m, const float *in, float 
  * its geometry and weights. */
 void cnn_layer_forward (ConyCnn *cnn, Layer *l, const float *in, float *out, gsize nb,
     gboolean winograd);
+/* x += b per row (@rows x @cols), then ReLU clamped at @hi (INFINITY: plain ReLU) when
+ * @relu: the end of the conv, pointwise and FC layers. */
+void cnn_bias_act (float *x, gsize rows, guint cols, const float *b, gboolean relu, float hi);
+
+/* cnn-layer-pointwise.c */
 /* Packs a PW layer's weights for the panel kernel once (no-op for other layers, or
  * where the portable path runs); slab copies of @l must be made after it. */
 void cnn_pw_pack (ConyCnn *cnn, Layer *l);
@@ -296,5 +399,36 @@ void cnn_int8_io (const ConyCnn *cnn, guint i, float *in_scale, gint32 *in_zp, f
     gint32 *out_zp);
 /* @n floats to int8 codes of @scale and @zp (TFLite's rounding, the kernels'). */
 void cnn_int8_quantize (const float *x, gsize n, float scale, gint32 zp, gint8 *out);
+/* The layer rows' integer hooks (CnnLayerClass.int8_load, int8_run). */
+gboolean cnn_int8_load_conv (const ConySafetensors *st, const CnnWeights *w, CnnInt8 *q8, guint i,
+    GError **error);
+gboolean cnn_int8_load_dw (const ConySafetensors *st, const CnnWeights *w, CnnInt8 *q8, guint i,
+    GError **error);
+gboolean cnn_int8_load_pw (const ConySafetensors *st, const CnnWeights *w, CnnInt8 *q8, guint i,
+    GError **error);
+gboolean cnn_int8_load_fc (const ConySafetensors *st, const CnnWeights *w, CnnInt8 *q8, guint i,
+    GError **error);
+gboolean cnn_int8_load_gap (const ConySafetensors *st, const CnnWeights *w, CnnInt8 *q8, guint i,
+    GError **error);
+gboolean cnn_int8_load_add (const ConySafetensors *st, const CnnWeights *w, CnnInt8 *q8, guint i,
+    GError **error);
+gboolean cnn_int8_load_sigmoid (const ConySafetensors *st, const CnnWeights *w, CnnInt8 *q8,
+    guint i, GError **error);
+gboolean cnn_int8_load_softmax (const ConySafetensors *st, const CnnWeights *w, CnnInt8 *q8,
+    guint i, GError **error);
+void cnn_int8_run_conv (const Layer *l, const CnnQLayer *q, CnnInt8Scratch *s, const gint8 *in,
+    gsize nb, gint8 *out);
+void cnn_int8_run_gemm (const Layer *l, const CnnQLayer *q, CnnInt8Scratch *s, const gint8 *in,
+    gsize nb, gint8 *out); /* PW and FC */
+void cnn_int8_run_dw (const Layer *l, const CnnQLayer *q, CnnInt8Scratch *s, const gint8 *in,
+    gsize nb, gint8 *out);
+void cnn_int8_run_gap (const Layer *l, const CnnQLayer *q, CnnInt8Scratch *s, const gint8 *in,
+    gsize nb, gint8 *out);
+void cnn_int8_run_add (const Layer *l, const CnnQLayer *q, CnnInt8Scratch *s, const gint8 *in,
+    gsize nb, gint8 *out);
+void cnn_int8_run_sigmoid (const Layer *l, const CnnQLayer *q, CnnInt8Scratch *s, const gint8 *in,
+    gsize nb, gint8 *out);
+void cnn_int8_run_softmax (const Layer *l, const CnnQLayer *q, CnnInt8Scratch *s, const gint8 *in,
+    gsize nb, gint8 *out);
 
 G_DEFINE_AUTOPTR_CLEANUP_FUNC (CnnWeights, cnn_weights_free)

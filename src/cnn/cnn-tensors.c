@@ -301,3 +301,26 @@ cnn_read_labels_and_metadata (CnnWeights *cnn, const ConySafetensors *st, GError
   cnn->labels = (char **) g_ptr_array_free (labels, FALSE);
   return TRUE;
 }
+
+/* Torch-layout weights (@ndim, @shape, shape[0] = 0: the file's count) and the
+ * bias of layer @base. Random weights are He-scaled uniform, biases small. */
+gboolean
+cnn_layer_tensors (CnnTensorSource *src, const char *base, int ndim, gsize *shape, float **w,
+    float **b, GError **error)
+{
+  if (src->st != NULL) {
+    *w = cnn_read_weight (src->st, base, ndim, shape, error);
+    *b = *w ? cnn_read_bias (src->st, base, (guint) shape[0], error) : NULL;
+    if (*b == NULL)
+      g_clear_pointer (w, g_free);
+    return *b != NULL;
+  }
+  gsize n = 1;
+  for (int d = 0; d < ndim; d++)
+    n *= shape[d];
+  *w = g_new (float, n);
+  *b = g_new (float, shape[0]);
+  cnn_fill_uniform (*w, n, sqrtf (6.0f / (n / shape[0])), &src->rng);
+  cnn_fill_uniform (*b, shape[0], 0.05f, &src->rng);
+  return TRUE;
+}

@@ -55,9 +55,8 @@ layer_copy (Layer *dst, const Layer *src)
 {
   *dst = *src;
   dst->name = g_strdup (src->name);
-  gsize nw = src->kind == LAYER_CONV ? (gsize) 9 * src->in_c * src->out_c
-      : src->kind == LAYER_DW        ? (gsize) 9 * src->out_c
-                                     : (gsize) src->in_c * src->out_c;
+  const CnnLayerClass *k = cnn_layer_class (src->kind);
+  gsize nw = k->n_weights ? k->n_weights (src) : 0;
   dst->w = src->w ? g_memdup2 (src->w, sizeof (float) * nw) : NULL;
   dst->b = src->b ? g_memdup2 (src->b, sizeof (float) * src->out_c) : NULL;
   memset (&dst->w16, 0, sizeof dst->w16);
@@ -106,8 +105,8 @@ cnn_same_out (guint in, guint stride, guint *pad_before)
   return out;
 }
 
-static gboolean
-chain_error (const CnnWeights *cnn, const Layer *l, const char *what, gsize got, gsize want,
+gboolean
+cnn_chain_error (const CnnWeights *cnn, const Layer *l, const char *what, gsize got, gsize want,
     GError **error)
 {
   g_set_error (error, CONY_ERROR, CONY_ERROR_SHAPE,
@@ -117,144 +116,44 @@ chain_error (const CnnWeights *cnn, const Layer *l, const char *what, gsize got,
   return FALSE;
 }
 
-/* A residual add at layer @i of layer add_from's output, on an @h x @w x @c map: the
- * shapes must match, and no other residual may start or end in between (the forward
- * pass saves one map at a time: MobileNet-v2's blocks do not nest). */
-static gboolean
-add_geometry (CnnWeights *cnn, guint i, guint h, guint w, guint c, GError **error)
-{
-  Layer *l = &cnn->layers[i];
-  guint k = l->add_from;
-  Layer *from = k < i ? &cnn->layers[k] : NULL;
-  if (from == NULL || from->kind == LAYER_FC || from->kind == LAYER_GAP || from->out_h != h
-      || from->out_w != w || from->out_c != c) {
-    g_set_error (error, CONY_ERROR, CONY_ERROR_SHAPE,
-        "%s: %s adds layer %u, which is not an earlier feature map of shape %ux%ux%u", cnn->source,
-        l->name, k, h, w, c);
-    return FALSE;
-  }
-  for (guint j = k + 1; j < i; j++)
-    if (cnn->layers[j].kind == LAYER_ADD || cnn->layers[j].keep) {
-      g_set_error (error, CONY_ERROR, CONY_ERROR_INVALID,
-          "%s: %s adds layer %u across another residual (%s): nested residuals are not "
-          "supported",
-          cnn->source, l->name, k, cnn->layers[j].name);
-      return FALSE;
-    }
-  from->keep = TRUE;
-  l->in_c = l->out_c = c;
-  cnn->max_keep = MAX (cnn->max_keep, (gsize) h * w * c);
-  return TRUE;
-}
-
 /* Fills in every layer's geometry from the input size; checks that each layer's
  * input matches the previous layer's output (the FC input the flattened map). */
 gboolean
 cnn_finish_geometry (CnnWeights *cnn, GError **error)
 {
-  guint h = cnn->in_h, w = cnn->in_w, c = cnn->in_c;
-  gboolean flat = FALSE;
-  cnn->max_act = (gsize) h * w * c;
+  CnnShape s = { cnn->in_h, cnn->in_w, cnn->in_c, FALSE };
+  cnn->max_act = (gsize) s.h * s.w * s.c;
   cnn->max_col = 0;
   cnn->first_fc = cnn->n_layers;
   cnn->emb_dim = 0;
   cnn->max_keep = 0;
   for (guint i = 0; i < cnn->n_layers; i++) {
     Layer *l = &cnn->layers[i];
-    l->in_h = h;
-    l->in_w = w;
+    const CnnLayerClass *k = cnn_layer_class (l->kind);
+    l->in_h = s.h;
+    l->in_w = s.w;
     if (l->stride == 0)
       l->stride = 1;
     if (l->relu_max == 0.0f)
       l->relu_max = INFINITY;
-    gboolean head = l->kind == LAYER_SIGMOID || l->kind == LAYER_SOFTMAX;
-    if (flat && l->kind != LAYER_FC && !head) {
+    if (s.flat && !k->flat) {
       g_set_error (error, CONY_ERROR, CONY_ERROR_INVALID,
           "%s: %s is a conv or pool layer after a fully connected one", cnn->source, l->name);
       return FALSE;
     }
-    if (l->kind == LAYER_CONV) {
-      if (l->in_c != c)
-        return chain_error (cnn, l, "input channels", l->in_c, c, error);
-      guint pad_top, pad_left;
-      guint oh = cnn_same_out (h, l->stride, &pad_top), ow = cnn_same_out (w, l->stride, &pad_left);
-      l->pad_top = pad_top;
-      l->pad_left = pad_left;
-      cnn->max_col = MAX (cnn->max_col, (gsize) oh * ow * 9 * c);
-      /* Winograd scratch for either tile size. */
-      gsize tiles2 = (gsize) ((h + 1) / 2) * ((w + 1) / 2);
-      gsize tiles4 = (gsize) ((h + 3) / 4) * ((w + 3) / 4);
-      gsize planes = MAX (16 * tiles2, 36 * tiles4);
-      cnn->max_wv = MAX (cnn->max_wv, planes * c);
-      cnn->max_wm = MAX (cnn->max_wm, planes * l->out_c);
-      cnn->max_ch = MAX (cnn->max_ch, (gsize) MAX (c, l->out_c));
-      h = oh;
-      w = ow;
-      c = l->out_c;
-    } else if (l->kind == LAYER_DW) {
-      if (l->in_c != c)
-        return chain_error (cnn, l, "channels", l->in_c, c, error);
-      guint pad_top, pad_left;
-      h = cnn_same_out (h, l->stride, &pad_top);
-      w = cnn_same_out (w, l->stride, &pad_left);
-      l->pad_top = pad_top;
-      l->pad_left = pad_left;
-    } else if (l->kind == LAYER_PW) {
-      if (l->in_c != c)
-        return chain_error (cnn, l, "input channels", l->in_c, c, error);
-      c = l->out_c;
-    } else if (l->kind == LAYER_POOL) {
-      l->in_c = c;
-      l->out_c = c;
-      if (h < 2 || w < 2) {
-        g_set_error (error, CONY_ERROR, CONY_ERROR_SHAPE,
-            "%s: max-pool at %s gets a %ux%u map, too small to pool (input %ux%u)", cnn->source,
-            l->name, h, w, cnn->in_h, cnn->in_w);
-        return FALSE;
-      }
-      h /= 2;
-      w /= 2;
-    } else if (l->kind == LAYER_GAP) {
-      l->in_c = c;
-      l->out_c = c;
-      h = w = 1;
-    } else if (head) {
-      if (i == 0 || cnn->layers[i - 1].kind != LAYER_FC) {
-        g_set_error (error, CONY_ERROR, CONY_ERROR_INVALID,
-            "%s: %s (%s) must follow a fully connected layer", cnn->source, l->name,
-            l->kind == LAYER_SOFTMAX ? "softmax" : "sigmoid");
-        return FALSE;
-      }
-      l->in_c = l->out_c = c;
-    } else if (l->kind == LAYER_ADD) {
-      if (!add_geometry (cnn, i, h, w, c, error))
-        return FALSE;
-    } else {
-      if (!flat) {
-        cnn->first_fc = i;
-        flat = TRUE;
-      }
-      gsize in = (gsize) h * w * c;
-      if (l->in_c != in) {
-        g_set_error (error, CONY_ERROR, CONY_ERROR_SHAPE,
-            "%s: tensor %s.weight has %u inputs, expected %" G_GSIZE_FORMAT " (%ux%ux%u)",
-            cnn->source, l->name, l->in_c, in, h, w, c);
-        return FALSE;
-      }
-      h = w = 1;
-      c = l->out_c;
-    }
-    if (l->kind == LAYER_DW)
-      l->out_c = c;
-    if (l->kind != LAYER_FC && !head) {
-      l->out_h = h;
-      l->out_w = w;
-      cnn->feat_dim = h * w * c;
+    if (!k->geometry (cnn, i, &s, error))
+      return FALSE;
+    if (!k->flat) {
+      l->out_h = s.h;
+      l->out_w = s.w;
+      cnn->feat_dim = s.h * s.w * s.c;
     } else {
       l->out_h = l->out_w = 1;
     }
-    cnn->max_act = MAX (cnn->max_act, (gsize) h * w * c);
+    cnn->max_act = MAX (cnn->max_act, (gsize) s.h * s.w * s.c);
   }
+  gboolean flat = s.flat;
+  guint c = s.c;
   if (!flat && cnn->network->needs_fc) {
     g_set_error (error, CONY_ERROR, CONY_ERROR_MISSING,
         "%s: no fully connected layer (tensor embeddings.K.weight) found", cnn->source);

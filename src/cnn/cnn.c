@@ -223,18 +223,13 @@ cony_cnn_get_n_params (const ConyCnn *cnn)
 {
   g_return_val_if_fail (cnn != NULL, 0);
   guint64 n = 0;
-  for (guint i = 0; i < cnn->w->n_layers; i++) {
-    const Layer *l = &cnn->w->layers[i];
-    if (l->kind == LAYER_CONV)
-      n += (guint64) 9 * l->in_c * l->out_c + l->out_c;
-    else if (l->kind == LAYER_DW)
-      n += (guint64) 10 * l->out_c;
-    else if (l->kind == LAYER_FC || l->kind == LAYER_PW)
-      n += (guint64) l->in_c * l->out_c + l->out_c;
-  }
+  for (guint i = 0; i < cnn->w->n_layers; i++)
+    n += cnn_layer_n_params (&cnn->w->layers[i]);
   return n;
 }
 
+/* Twice the multiply-add weights per output position: the head's (flat layers) in
+ * @fc_flops, the conv stack's in @conv_flops. */
 void
 cony_cnn_get_flops (const ConyCnn *cnn, guint64 *conv_flops, guint64 *fc_flops)
 {
@@ -242,15 +237,12 @@ cony_cnn_get_flops (const ConyCnn *cnn, guint64 *conv_flops, guint64 *fc_flops)
   guint64 cf = 0, ff = 0;
   for (guint i = 0; i < cnn->w->n_layers; i++) {
     const Layer *l = &cnn->w->layers[i];
-    guint64 pos = (guint64) l->out_h * l->out_w;
-    if (l->kind == LAYER_CONV)
-      cf += 2 * pos * 9 * l->in_c * l->out_c;
-    else if (l->kind == LAYER_DW)
-      cf += 2 * pos * 9 * l->out_c;
-    else if (l->kind == LAYER_PW)
-      cf += 2 * pos * l->in_c * l->out_c;
-    else if (l->kind == LAYER_FC)
-      ff += (guint64) 2 * l->in_c * l->out_c;
+    const CnnLayerClass *k = cnn_layer_class (l->kind);
+    guint64 f = k->n_weights ? 2 * (guint64) l->out_h * l->out_w * k->n_weights (l) : 0;
+    if (k->flat)
+      ff += f;
+    else
+      cf += f;
   }
   if (conv_flops)
     *conv_flops = cf;
@@ -274,45 +266,9 @@ cony_cnn_describe (const ConyCnn *cnn)
   }
   for (guint i = 0; i < cnn->w->n_layers; i++) {
     const Layer *l = &cnn->w->layers[i];
-    gboolean relu = l->relu
-        || (l->kind == LAYER_FC && i + 1 == cnn->w->n_layers && cnn->final_relu);
-    const char *act = isfinite (l->relu_max) ? "ReLU6" : "ReLU";
-    switch (l->kind) {
-      case LAYER_CONV:
-        g_string_append_printf (s, "%-24s conv3x3%s %u -> %u, out %ux%ux%u + %s\n", l->name,
-            l->stride > 1 ? " stride 2" : "", l->in_c, l->out_c, l->out_h, l->out_w, l->out_c, act);
-        break;
-      case LAYER_DW:
-        g_string_append_printf (s, "%-24s depthwise3x3%s %u, out %ux%ux%u + %s\n", l->name,
-            l->stride > 1 ? " stride 2" : "", l->out_c, l->out_h, l->out_w, l->out_c, act);
-        break;
-      case LAYER_PW:
-        g_string_append_printf (s, "%-24s conv1x1 %u -> %u, out %ux%ux%u%s%s\n", l->name, l->in_c,
-            l->out_c, l->out_h, l->out_w, l->out_c, l->relu ? " + " : " (linear)",
-            l->relu ? act : "");
-        break;
-      case LAYER_SIGMOID:
-      case LAYER_SOFTMAX:
-        g_string_append_printf (s, "%-24s %s, out %u\n", l->name,
-            l->kind == LAYER_SOFTMAX ? "softmax" : "sigmoid", l->out_c);
-        break;
-      case LAYER_ADD:
-        g_string_append_printf (s, "%-24s add %s, out %ux%ux%u\n", l->name,
-            cnn->w->layers[l->add_from].name, l->out_h, l->out_w, l->out_c);
-        break;
-      case LAYER_POOL:
-        g_string_append_printf (s, "%-24s maxpool2x2, out %ux%ux%u\n", l->name, l->out_h, l->out_w,
-            l->out_c);
-        break;
-      case LAYER_FC:
-        g_string_append_printf (s, "%-24s fc %u -> %u%s%s\n", l->name, l->in_c, l->out_c,
-            relu ? " + ReLU" : "", l->w16.f16 ? " (F16 weights)" : "");
-        break;
-      case LAYER_GAP:
-        g_string_append_printf (s, "%-24s mean over %ux%u, out 1x1x%u\n", l->name, l->in_h, l->in_w,
-            l->out_c);
-        break;
-    }
+    gboolean relu = l->relu || (i + 1 == cnn->w->n_layers && cnn->final_relu);
+    g_string_append_printf (s, "%-24s ", l->name);
+    cnn_layer_class (l->kind)->describe (s, cnn->w, l, relu);
   }
   guint64 cf, ff;
   cony_cnn_get_flops (cnn, &cf, &ff);

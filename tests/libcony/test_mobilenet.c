@@ -590,6 +590,57 @@ test_int8_pointwise (void)
   }
 }
 
+/* The engine's tables (issue 55): every layer kind and network row has a name, the
+ * names are distinct, docs/model-format.md documents each, and the network rows name
+ * what they load, random layouts included. */
+static void
+test_tables (void)
+{
+  g_autofree char *doc_path = g_build_filename (g_getenv ("CONY_SOURCE_ROOT"), "docs",
+      "model-format.md", NULL);
+  g_autofree char *doc = NULL;
+  g_assert_true (g_file_get_contents (doc_path, &doc, NULL, NULL));
+  guint n = cony_cnn_n_layer_kinds ();
+  g_assert_cmpuint (n, >=, 9);
+  for (guint i = 0; i < n; i++) {
+    const char *name = cony_cnn_layer_kind_name (i);
+    g_assert_nonnull (name);
+    for (guint j = 0; j < i; j++)
+      g_assert_cmpstr (cony_cnn_layer_kind_name (j), !=, name);
+    /* its row in the doc's table of layer kinds */
+    g_autofree char *cell = g_strdup_printf ("| `%s` |", name);
+    if (strstr (doc, cell) == NULL)
+      g_error ("layer kind %s: no row \"%s\" in docs/model-format.md", name, cell);
+  }
+  g_assert_null (cony_cnn_layer_kind_name (n));
+
+  static const char *const networks[][2] = {
+    { "MobileNet-v1", "mobilenet_v1" },
+    { "MobileNet-v2", "mobilenet_v2" },
+    { "VGG-style", NULL },
+  };
+  g_assert_cmpuint (cony_cnn_n_networks (), ==, G_N_ELEMENTS (networks));
+  for (guint i = 0; i < G_N_ELEMENTS (networks); i++) {
+    g_assert_cmpstr (cony_cnn_network_name (i), ==, networks[i][0]);
+    g_assert_cmpstr (cony_cnn_network_metadata (i), ==, networks[i][1]);
+    g_autofree char *cell = g_strdup_printf ("| %s |", networks[i][0]);
+    if (strstr (doc, cell) == NULL)
+      g_error ("network %s: no row \"%s\" in docs/model-format.md", networks[i][0], cell);
+  }
+  g_assert_null (cony_cnn_network_name (G_N_ELEMENTS (networks)));
+  g_assert_null (cony_cnn_network_metadata (G_N_ELEMENTS (networks)));
+
+  /* Random layouts pick their row from the table: MobileNet words build a v2 (whose
+   * words include v1's), VGG widths a VGG-style network. */
+  g_autoptr (ConyCnn) mn = cony_cnn_new_random ("conv3x3s2:8 dw3x3s1 conv1x1:16 gap fc:4 softmax",
+      16, 16, 1, 1, NULL);
+  g_assert_nonnull (mn);
+  g_assert_cmpstr (cony_cnn_get_network_name (mn), ==, "MobileNet-v2");
+  g_autoptr (ConyCnn) vgg = cony_cnn_new_random ("8 M 16 M | 4", 16, 16, 1, 1, NULL);
+  g_assert_nonnull (vgg);
+  g_assert_cmpstr (cony_cnn_get_network_name (vgg), ==, "VGG-style");
+}
+
 int
 main (int argc, char **argv)
 {
@@ -606,6 +657,7 @@ main (int argc, char **argv)
   g_test_add_func ("/mobilenet/vgg-no-embedding", test_vgg_has_no_embedding);
   g_test_add_func ("/mobilenet/refusals", test_refusals);
   g_test_add_func ("/mobilenet/int8-pointwise", test_int8_pointwise);
+  g_test_add_func ("/mobilenet/tables", test_tables);
   int ret = g_test_run ();
   if (!cony_test_remove_tmpdir (tmpdir))
     ret = ret ? ret : 1;

@@ -57,6 +57,14 @@ class CliCnnTest(unittest.TestCase):
         self.assertIn("architecture: CNN, MobileNet-v2", r.stdout)
         self.assertNotIn("MobileNet-v1", r.stdout)
 
+    def test_info_yamnet(self):
+        # the shipped YAMNet files are MobileNet-v1 (network = mobilenet_v1)
+        for model in (("yamnet", "yamnet.safetensors"), ("audio", "yamnet-adapted.safetensors")):
+            r = cony("info", os.path.join(ROOT, "models", *model))
+            self.assertEqual(r.returncode, 0, r.stderr)
+            self.assertIn("architecture: CNN, MobileNet-v1\n", r.stdout)
+            self.assertNotIn("MobileNet-v2", r.stdout)
+
     def test_info_vgg_and_refusal(self):
         r = cony("info", VGG)
         self.assertEqual(r.returncode, 0, r.stderr)
