@@ -34,6 +34,7 @@ import struct
 import subprocess
 import sys
 import tempfile
+from concurrent.futures import ThreadPoolExecutor
 
 import numpy as np
 
@@ -141,6 +142,7 @@ def main(argv=None):
     ap.add_argument("--refs", default="float,int8",
                     help="the per-window references: float, int8 or both (float,int8)")
     ap.add_argument("--json", help="also write the figures here")
+    ap.add_argument("--jobs", type=int, default=2, help="files at once (2)")
     args = ap.parse_args(argv)
     refs = tuple(args.refs.split(","))
     if not refs or set(refs) - {"float", "int8"}:
@@ -161,14 +163,23 @@ def main(argv=None):
         acc = collections.defaultdict(lambda: collections.defaultdict(list))
         top_classes = collections.Counter()
         fc = fc_head()
-        for i, (path, kind) in enumerate(files):
-            for ref, (agree, cos, top) in compare_file(tool, int8, path, tmp, fc, refs).items():
-                for k in (kind, kind.split(":")[0] + ":all", "all"):
-                    acc[ref][k].append((agree, cos))
-                if ref == refs[0]:
-                    top_classes.update(top.tolist())
-            if i % 100 == 99:
-                print(f"{i + 1}/{len(files)} files", file=sys.stderr, flush=True)
+
+        def one(i):
+            mine = os.path.join(tmp, str(i))
+            os.makedirs(mine)
+            return compare_file(tool, int8, files[i][0], mine, fc, refs)
+
+        with ThreadPoolExecutor(max(1, args.jobs)) as pool:
+            for i, res in enumerate(pool.map(one, range(len(files)))):
+                kind = files[i][1]
+                keys = (kind, "all") + ((kind.split(":")[0] + ":all",) if ":" in kind else ())
+                for ref, (agree, cos, top) in res.items():
+                    for k in keys:
+                        acc[ref][k].append((agree, cos))
+                    if ref == refs[0]:
+                        top_classes.update(top.tolist())
+                if i % 100 == 99:
+                    print(f"{i + 1}/{len(files)} files", file=sys.stderr, flush=True)
         print(f"{len(files)} files, stride {STRIDE} frames (0.32 s); continual vs per-window")
         figures = {}
         for ref in [r for r in ("float", "int8", "int8-vs-float") if r in acc]:

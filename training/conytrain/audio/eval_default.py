@@ -49,6 +49,7 @@ import subprocess
 import sys
 import tempfile
 import time
+from concurrent.futures import ThreadPoolExecutor
 
 import numpy as np
 
@@ -184,21 +185,28 @@ def evaluate(args):
         variants = [trained]
     results = {v: [] for v in variants}
     t0 = time.time()
-    with tempfile.TemporaryDirectory(prefix="cony-eval-") as tmp:
-        tok = os.path.join(tmp, "tok.npy")
-        tokens = []
-        for r in rows:
+    with tempfile.TemporaryDirectory(prefix="cony-eval-") as tmp, \
+            ThreadPoolExecutor(max(1, args.jobs)) as pool:
+        def embed(i):
+            tok = os.path.join(tmp, f"tok{i}.npy")
             run([args.cony, "embed", "--drop-tail"] + (["-e"] if pooled else []) +
-                ["--model", cnn] + embed_args(cfg) + [r["wav"], "-o", tok])
-            tokens.append(np.load(tok))
+                ["--model", cnn] + embed_args(cfg) + [rows[i]["wav"], "-o", tok])
+            return np.load(tok)
+
+        tokens = list(pool.map(embed, range(len(rows))))
         for v in variants:
             override = v if v != trained else None
-            for i, stream, c in recording_streams(rows, tokens, n):
+
+            def one(job):
+                i, stream, c = job
+                mine = os.path.join(tmp, f"c{i}")
+                os.makedirs(mine, exist_ok=True)
                 r = rows[i]
-                results[v].append(dict(
-                    y=labels.index(r["label"]), origin=r["origin"], group=r["group"],
-                    full=classify(args.cony, tf_path, stream, tmp, override)[c:],
-                    fresh=classify(args.cony, tf_path, tokens[i], tmp, override)))
+                return dict(y=labels.index(r["label"]), origin=r["origin"], group=r["group"],
+                            full=classify(args.cony, tf_path, stream, mine, override)[c:],
+                            fresh=classify(args.cony, tf_path, tokens[i], mine, override))
+
+            results[v] = list(pool.map(one, recording_streams(rows, tokens, n)))
         x, y, since = changing_stream(rows, tokens, labels)
         pred = classify(args.cony, tf_path, x, tmp)
         changing = dict(ok=(pred == y)[n - 1:], since=since[n - 1:], clips=int((since == 0).sum()))
@@ -420,6 +428,7 @@ def main():
     ap.add_argument("--split", default="test",
                     help="the data set's split to measure: test, or valx (data set 13's "
                          "validation-only recordings, never trained on)")
+    ap.add_argument("--jobs", type=int, default=1, help="cony processes at once (1)")
     ap.add_argument("--trained-only", action="store_true",
                     help="only the trained attention variant (the others compute the same "
                          "function or one the weights were not trained for)")
