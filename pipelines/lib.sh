@@ -83,14 +83,20 @@ cony_check_models () {
 
 # The conymel and conyvggish properties the classifier's tokens were made with, from the
 # frontend of its config (train_your_own.py and train_yamnet_audio.py record it): YAMNet's
-# log-mel preset, and the CNN's pooled embedding as the token. Sets cony_mel_props and
+# log-mel preset, the CNN's pooled embedding as the token, and a continual CNN with its
+# stride (cnn_mode, stride_frames; docs/continual-cnn.md). Sets cony_mel_props and
 # cony_cnn_props (empty for a VGGish-style front end).
 cony_token_props () {
-  local head
+  local head stride
   head=$(head -c 65536 "$CONY_TRANSFORMER" | tr -d '\0\\')
   cony_mel_props="" cony_cnn_props=""
   case $head in *'"frontend":{"name":"yamnet"'*) cony_mel_props=preset=yamnet ;; esac
   case $head in *'"cnn_output":"embedding"'*) cony_cnn_props=output=embedding ;; esac
+  case $head in
+    *'"cnn_mode":"continual"'*)
+      stride=$(printf '%s' "$head" | grep -o '"stride_frames":[0-9]*' | head -1 | cut -d: -f2)
+      cony_cnn_props="$cony_cnn_props mode=continual${stride:+ stride=$stride}" ;;
+  esac
 }
 
 # The classifier part of every audio pipeline (word-split on purpose: CONY_OPTS).

@@ -273,10 +273,14 @@ def default_cnn(transformer):
 def token_props(transformer):
     """(conymel, conyvggish) properties the classifier's tokens were made with, from its
     config's frontend (as pipelines/lib.sh's cony_token_props): YAMNet's log-mel preset,
-    the CNN's pooled embedding as the token."""
+    the CNN's pooled embedding as the token, a continual CNN with its stride."""
     fe = frontend_of(transformer)
-    return ("preset=yamnet" if fe.get("name") == "yamnet" else "",
-            "output=embedding" if fe.get("cnn_output") == "embedding" else "")
+    cnn = ["output=embedding"] if fe.get("cnn_output") == "embedding" else []
+    if fe.get("cnn_mode") == "continual":
+        cnn.append("mode=continual")
+        if "stride_frames" in fe:
+            cnn.append(f"stride={int(fe['stride_frames'])}")
+    return ("preset=yamnet" if fe.get("name") == "yamnet" else "", " ".join(cnn))
 
 
 def parse_launch(desc, prog):

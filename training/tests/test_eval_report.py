@@ -8,7 +8,8 @@ import unittest
 
 import numpy as np
 
-from conytrain.audio.eval_default import (accuracy_without, by_recording, context_stream,
+from conytrain.audio.eval_default import (accuracy_without, by_recording, class_mean,
+                                         context_stream, embed_args, summarise,
                                          worst_recordings)
 
 LABELS = ["speech", "music", "noise", "alarm", "animal", "silence"]
@@ -51,6 +52,23 @@ class EvalReport(unittest.TestCase):
     def test_accuracy_without_a_pattern(self):
         self.assertEqual(accuracy_without(RESULTS, r"toilet"), (8, 9, 1))
         self.assertEqual(accuracy_without(RESULTS, r"nothing"), (10, 15, 0))
+
+
+class TokensOfTheClassifier(unittest.TestCase):
+    """The C path's tokens follow the classifier's config: stride and CNN mode (rule 36)."""
+
+    def test_window_tokens_by_default(self):
+        self.assertEqual(embed_args({"frontend": {"cnn": "x"}}), ["--stride", "25"])
+        self.assertEqual(embed_args({}), ["--stride", "25"])
+
+    def test_continual_tokens_at_their_stride(self):
+        cfg = {"frontend": {"stride_frames": 32, "cnn_mode": "continual"}}
+        self.assertEqual(embed_args(cfg), ["--stride", "32", "--mode", "continual"])
+
+    def test_class_mean_over_classes_with_steps(self):
+        # speech 2/3, music 3/3, noise 1/3 + 1/3 = 2/6, silence 3/3; the others have none
+        s = summarise(LABELS, N, RESULTS, "real")
+        self.assertAlmostEqual(class_mean(s), 100 * (2 / 3 + 1 + 2 / 6 + 1) / 4)
 
 
 class RecordingProtocol(unittest.TestCase):

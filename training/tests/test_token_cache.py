@@ -29,6 +29,19 @@ class TokenCache(unittest.TestCase):
         with self.assertRaisesRegex(RuntimeError, "tokens of another CNN .*a.bin"):
             token_cache.check_cache(self.cnn_b, self.cache)
 
+    def test_refuses_another_stride_or_mode(self):
+        # rule 36: continual tokens at stride 32 never mix with window tokens at 25
+        token_cache.check_cache(self.cnn_a, self.cache)
+        with self.assertRaisesRegex(RuntimeError, "stride 25, mode window, not 32, continual"):
+            token_cache.check_cache(self.cnn_a, self.cache, stride=32, mode="continual")
+        other = os.path.join(self.tmp.name, "cache-continual")
+        token_cache.check_cache(self.cnn_a, other, stride=32, mode="continual")
+        with open(os.path.join(other, "yamnet.json")) as f:
+            info = json.load(f)
+        self.assertEqual((info["stride_frames"], info["cnn_mode"]), (32, "continual"))
+        with self.assertRaisesRegex(RuntimeError, "stride 32, mode continual, not 25, window"):
+            token_cache.check_cache(self.cnn_a, other)
+
     def test_read_only_writes_nothing(self):
         token_cache.check_cache(self.cnn_a, self.cache, write=False)
         self.assertFalse(os.path.exists(os.path.join(self.cache, "yamnet.json")))

@@ -49,6 +49,7 @@ import subprocess
 import sys
 import tempfile
 import time
+from concurrent.futures import ThreadPoolExecutor
 
 import numpy as np
 
@@ -74,13 +75,14 @@ def model_config(path):
     return json.loads(header["__metadata__"]["config"]), set(header)
 
 
-def read_test_rows(dataset, extra=None):
-    """The test clips of the data set (and of an extra clip set), each with its WAV path."""
+def read_test_rows(dataset, extra=None, split="test"):
+    """The clips of the split (test, or valx: data set 13's validation-only clips) of the
+    data set (and of an extra clip set), each with its WAV path."""
     rows = []
     for root in [dataset] + ([extra] if extra else []):
         with open(os.path.join(root, "manifest.csv"), newline="") as f:
             for r in csv.DictReader(f):
-                if r["split"] == "test":
+                if r["split"] == split:
                     r["wav"] = os.path.join(root, r["path"])
                     rows.append(r)
     return rows
@@ -103,6 +105,17 @@ def classifier_cnn(cfg, cnn=None):
         sys.exit(f"eval_default_audio: {cnn} is not the CNN the classifier was trained on "
                  f"(SHA-256 {want[:12]}...)")
     return cnn, fe.get("cnn_output") == "embedding"
+
+
+def embed_args(cfg):
+    """`cony embed` options that give the tokens the classifier was trained on: its
+    recorded stride (frames between tokens; 25 when none is recorded) and CNN mode
+    (continual when recorded, docs/continual-cnn.md; window otherwise)."""
+    fe = cfg.get("frontend") or {}
+    out = ["--stride", str(int(fe.get("stride_frames", 25)))]
+    if fe.get("cnn_mode") == "continual":
+        out += ["--mode", "continual"]
+    return out
 
 
 def context_stream(clips, i, n):
@@ -158,7 +171,7 @@ def changing_stream(rows, tokens, labels, seed=5):
 
 
 def evaluate(args):
-    rows = read_test_rows(args.dataset, args.extra_dataset)
+    rows = read_test_rows(args.dataset, args.extra_dataset, args.split)
     tf_path = os.path.join(args.models, "transformer.safetensors")
     cfg, tensors = model_config(tf_path)
     cnn, pooled = classifier_cnn(cfg, args.cnn)
@@ -168,23 +181,32 @@ def evaluate(args):
     variants = [trained] + [v for v in VARIANTS if v != trained]
     if "blocks.0.attn.q_landmarks" not in tensors:
         variants = [v for v in variants if not v.endswith("-fixed")]
+    if args.trained_only:
+        variants = [trained]
     results = {v: [] for v in variants}
     t0 = time.time()
-    with tempfile.TemporaryDirectory(prefix="cony-eval-") as tmp:
-        tok = os.path.join(tmp, "tok.npy")
-        tokens = []
-        for r in rows:
+    with tempfile.TemporaryDirectory(prefix="cony-eval-") as tmp, \
+            ThreadPoolExecutor(max(1, args.jobs)) as pool:
+        def embed(i):
+            tok = os.path.join(tmp, f"tok{i}.npy")
             run([args.cony, "embed", "--drop-tail"] + (["-e"] if pooled else []) +
-                ["--model", cnn, r["wav"], "-o", tok])
-            tokens.append(np.load(tok))
+                ["--model", cnn] + embed_args(cfg) + [rows[i]["wav"], "-o", tok])
+            return np.load(tok)
+
+        tokens = list(pool.map(embed, range(len(rows))))
         for v in variants:
             override = v if v != trained else None
-            for i, stream, c in recording_streams(rows, tokens, n):
+
+            def one(job):
+                i, stream, c = job
+                mine = os.path.join(tmp, f"c{i}")
+                os.makedirs(mine, exist_ok=True)
                 r = rows[i]
-                results[v].append(dict(
-                    y=labels.index(r["label"]), origin=r["origin"], group=r["group"],
-                    full=classify(args.cony, tf_path, stream, tmp, override)[c:],
-                    fresh=classify(args.cony, tf_path, tokens[i], tmp, override)))
+                return dict(y=labels.index(r["label"]), origin=r["origin"], group=r["group"],
+                            full=classify(args.cony, tf_path, stream, mine, override)[c:],
+                            fresh=classify(args.cony, tf_path, tokens[i], mine, override))
+
+            results[v] = list(pool.map(one, recording_streams(rows, tokens, n)))
         x, y, since = changing_stream(rows, tokens, labels)
         pred = classify(args.cony, tf_path, x, tmp)
         changing = dict(ok=(pred == y)[n - 1:], since=since[n - 1:], clips=int((since == 0).sum()))
@@ -288,6 +310,12 @@ def recording_spread(results_v, draws=2000, seed=5):
     return len(g), 100 * lo, 100 * hi, 100 * float(np.mean(g[:, 0] / g[:, 1]))
 
 
+def class_mean(summary):
+    """The mean over the classes that have steps of their full-window accuracy (%)."""
+    per = [100.0 * ok / total for ok, total in summary["per_class"] if total]
+    return float(np.mean(per))
+
+
 def pct(p):
     a, b = p
     return f"{100.0 * a / b:.1f} % ({a}/{b})" if b else "n/a"
@@ -306,12 +334,12 @@ def changing_lines(changing, n):
 
 
 def report(labels, n, trained, variants, results, changing, seconds, steps_per_clip, cnn,
-           without=None):
+           without=None, split="test"):
     out = []
     S = {v: {o: summarise(labels, n, results[v], o) for o in ("real", "synth", "all")}
          for v in variants}
     h = S[trained]["real"]
-    out.append(f"Held-out test split through the C path (`cony embed -e --model {cnn}` -> "
+    out.append(f"Held-out {split} split through the C path (`cony embed -e --model {cnn}` -> "
                f"`cony classify`), produced by `training/eval_default_audio.py`. Window n = {n} "
                f"tokens ({'longer' if n > steps_per_clip else 'not longer'} than a "
                f"{steps_per_clip}-step clip); each clip is scored after "
@@ -322,7 +350,9 @@ def report(labels, n, trained, variants, results, changing, seconds, steps_per_c
     out.append("")
     out.append(f"**Headline ({trained}, the trained variant): {pct(h['full'])} of full-window "
                f"steps correct on {h['clips']} held-out real clips**; "
-               f"warm-up steps (fresh stream) {pct(h['warm'])}.")
+               f"warm-up steps (fresh stream) {pct(h['warm'])}; class mean of full-window "
+               f"steps {class_mean(h):.2f} % (the {int(sum(t > 0 for _, t in h['per_class']))} "
+               f"classes with clips).")
     out.append("")
     ng, lo, hi, mean_rec = recording_spread(results[trained])
     out.append(f"The clips come from {ng} test recordings (source groups), and the errors "
@@ -395,6 +425,13 @@ def main():
     ap.add_argument("--cony", default=os.path.join(repo, "build-train", "tools", "cony"))
     ap.add_argument("--models", default=os.path.join(repo, "models", "audio"))
     ap.add_argument("--json", help="also write the numbers as JSON here")
+    ap.add_argument("--split", default="test",
+                    help="the data set's split to measure: test, or valx (data set 13's "
+                         "validation-only recordings, never trained on)")
+    ap.add_argument("--jobs", type=int, default=1, help="cony processes at once (1)")
+    ap.add_argument("--trained-only", action="store_true",
+                    help="only the trained attention variant (the others compute the same "
+                         "function or one the weights were not trained for)")
     ap.add_argument("--update-model-md", action="store_true")
     ap.add_argument("--also-without", metavar="REGEX",
                     help="also report the headline without the test recordings whose source "
@@ -405,7 +442,8 @@ def main():
     rows, labels, n, trained, variants, results, changing, seconds, cnn = evaluate(args)
     steps = len(results[trained][0]["fresh"])
     text, S = report(labels, n, trained, variants, results, changing, seconds, steps, cnn,
-                     args.also_without)
+                     args.also_without, args.split)
+    S["class_mean_real_full"] = class_mean(S[trained]["real"])
     print(text)
     if args.json:
         with open(args.json, "w") as f:

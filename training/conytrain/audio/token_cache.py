@@ -17,13 +17,17 @@ def token_path(cache, r, kind=""):
     return os.path.join(cache, r["set"], os.path.splitext(r["path"])[0] + kind + ".npy")
 
 
-def check_cache(cnn, cache, write=True):
-    """CACHE/yamnet.json names the CNN the cached tokens come from: written for CNN when
-    missing (with write), and a cache of another CNN refused."""
+def check_cache(cnn, cache, write=True, stride=STRIDE, mode="window"):
+    """CACHE/yamnet.json names the CNN the cached tokens come from, their stride and the
+    CNN's mode (window, or continual: docs/continual-cnn.md): written for CNN when missing
+    (with write), and a cache of another CNN, stride or mode refused (a cache without a
+    mode holds window tokens)."""
     info = os.path.join(cache, "yamnet.json")
     mine = {"cnn": os.path.relpath(cnn, REPO), "cnn_sha256": sha256(cnn),
-            "stride_frames": STRIDE, "tokens": "pooled embedding (cony embed -e)",
+            "stride_frames": stride, "tokens": "pooled embedding (cony embed -e)",
             "scores": "<clip>.scores.npy: sigmoid(fc(embedding)), float16"}
+    if mode != "window":
+        mine["cnn_mode"] = mode
     if os.path.exists(info):
         with open(info) as f:
             have = json.load(f)
@@ -31,6 +35,10 @@ def check_cache(cnn, cache, write=True):
             raise RuntimeError(f"{info}: the cache holds tokens of another CNN "
                                f"({have.get('cnn')}, SHA-256 {have.get('cnn_sha256')}); "
                                "use another --cache")
+        got = (have.get("stride_frames", STRIDE), have.get("cnn_mode", "window"))
+        if got != (stride, mode):
+            raise RuntimeError(f"{info}: the cache holds tokens of stride {got[0]}, mode "
+                               f"{got[1]}, not {stride}, {mode}; use another --cache")
     elif write:
         os.makedirs(cache, exist_ok=True)
         with open(info, "w") as f:

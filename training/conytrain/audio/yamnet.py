@@ -158,12 +158,12 @@ def stage_events(args):
 
 
 # ----------------------------------------------------------------------------- embed
-def yamnet_fc(cnn):
+def yamnet_fc(cnn, need=True):
     """(W, b) of the file's fc layer (float32), the scores' layer after the pooled
-    embedding."""
+    embedding (None without one, unless need)."""
     tensors, meta = safetensors_io.load(cnn)
     fc = fc_layer(tensors, meta["layers"].split())
-    if fc is None:
+    if fc is None and need:
         raise RuntimeError(f"{cnn}: no fc layer (AudioSet head) to score the embeddings with")
     return fc
 
@@ -174,31 +174,46 @@ def scores_of(emb, fc):
     return 1.0 / (1.0 + np.exp(-np.clip(emb @ W.T + b, -80.0, 80.0)))
 
 
+def embed_mode(args):
+    """`cony embed` options of the tokens: the stride, and the CNN's mode (--cnn-mode)."""
+    return ["--stride", str(args.stride)] + (
+        ["--mode", "continual"] if args.cnn_mode == "continual" else [])
+
+
 def stage_embed(args, rows):
-    check_cache(args.cnn, args.cache)
+    check_cache(args.cnn, args.cache, stride=args.stride, mode=args.cnn_mode)
     t0 = time.time()
-    todo = [r for r in rows if not os.path.exists(token_path(args.cache, r, ".scores"))]
-    fc = yamnet_fc(args.cnn)
+    # a CNN without YAMNet's head (the adapted one) has no scores: the tokens mark a clip
+    fc = yamnet_fc(args.cnn, need=False)
+    done = ".scores" if fc is not None else ""
+    todo = [r for r in rows if not os.path.exists(token_path(args.cache, r, done))]
 
     def one(r):
         out = token_path(args.cache, r)
         os.makedirs(os.path.dirname(out), exist_ok=True)
-        run([args.cony, "embed", "--drop-tail", "-e", "--model", args.cnn, "--stride", str(STRIDE),
-             os.path.join(r["root"], r["path"]), "-o", out])
-        # written last: its presence marks a finished clip
-        np.save(token_path(args.cache, r, ".scores"),
-                scores_of(np.load(out), fc).astype(np.float16))
+        tmp = out[:-4] + ".part.npy"
+        run([args.cony, "embed", "--drop-tail", "-e", "--model", args.cnn] + embed_mode(args) +
+            [os.path.join(r["root"], r["path"]), "-o", tmp])
+        os.replace(tmp, out)
+        if fc is not None:
+            # written last: its presence marks a finished clip
+            np.save(token_path(args.cache, r, ".scores"),
+                    scores_of(np.load(out), fc).astype(np.float16))
 
     with ThreadPoolExecutor(max(1, args.jobs)) as pool:
         for k, _ in enumerate(pool.map(one, todo)):
             if k % 1000 == 999:
                 log(f"embed: {k + 1}/{len(todo)} clips ({time.time() - t0:.0f} s)")
+    if fc is None:
+        log(f"embed: {len(todo)} clips through cony embed ({time.time() - t0:.0f} s, "
+            f"{len(rows) - len(todo)} cached); no fc layer, no scores")
+        return
     # the scores from the cached embedding against `cony embed`'s own scores
     worst = 0.0
     tmp = os.path.join(args.work, "scores-check.npy")
     for r in rows[::997]:
-        run([args.cony, "embed", "--model", args.cnn, "--stride", str(STRIDE),
-             os.path.join(r["root"], r["path"]), "-o", tmp])
+        run([args.cony, "embed", "--model", args.cnn] + embed_mode(args) +
+            [os.path.join(r["root"], r["path"]), "-o", tmp])
         worst = max(worst, float(np.abs(np.load(tmp) - np.load(token_path(
             args.cache, r, ".scores")).astype(np.float32)).max()))
     log(f"embed: {len(todo)} clips through cony embed ({time.time() - t0:.0f} s, "
@@ -290,7 +305,9 @@ def frontend(args):
     fe = cnn_frontend(args.cnn)
     if fe.get("cnn_output") != "embedding":
         raise RuntimeError(f"{args.cnn}: not a MobileNet whose pooled embedding is the token")
-    fe.update(patch_frames=96, stride_frames=STRIDE, token_seconds=STRIDE * 0.01)
+    fe.update(patch_frames=96, stride_frames=args.stride, token_seconds=args.stride * 0.01)
+    if args.cnn_mode == "continual":
+        fe["cnn_mode"] = "continual"
     return fe
 
 
@@ -546,6 +563,13 @@ def build_parser():
                     help="YAMNet tokens and scores per clip (reused by later runs and taggers)")
     ap.add_argument("--models", default="models/audio")
     ap.add_argument("--stages", default="tones,embed,val,refit")
+    ap.add_argument("--cnn-mode", choices=("window", "continual"), default="window",
+                    help="how the CNN runs for the tokens: per window (conyvggish mode=window) "
+                         "or continual (mode=continual, docs/continual-cnn.md; needs --stride "
+                         "a multiple of 32 and a --cache of its own); recorded in the "
+                         "classifier's config as cnn_mode (rule 36)")
+    ap.add_argument("--stride", type=int, default=STRIDE,
+                    help="frames between tokens (25: 0.25 s; continual: a multiple of 32)")
     ap.add_argument("--jobs", type=int, default=2, help="cony embed processes at once")
     ap.add_argument("--seed", type=int, default=20261121, help="the validation split's seed")
     ap.add_argument("--train-seed", type=int, default=11)
@@ -629,6 +653,11 @@ def parse_args(argv=None):
         ap.error("--adapt-cnn: the adapted CNN has no AudioSet head for --input-head")
     if args.adapt_from != adapt.FIRST and not args.adapt_cnn:
         ap.error("--adapt-from: only with --adapt-cnn 1 (nothing is adapted without it)")
+    if args.cnn_mode == "continual" and args.stride % 32:
+        ap.error("--cnn-mode continual: --stride must be a multiple of 32 (YAMNet's time stride)")
+    if args.adapt_cnn and (args.cnn_mode != "window" or args.stride != STRIDE):
+        ap.error("--adapt-cnn: adapts on per-window layer-24 maps at stride 25 only; for "
+                 "continual tokens give the adapted file as --cnn")
     return args
 
 

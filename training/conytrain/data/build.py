@@ -1467,6 +1467,10 @@ def parse_args(argv=None):
                          "manifest holds with the same path, label, split, group, family and set "
                          "is hard-linked from it (every clip is rendered from its own seed, so the "
                          "bytes are the same) and its manifest row copied, instead of rendering it")
+    ap.add_argument("--only-split", metavar="SPLIT,...",
+                    help="render and list only the planned clips of these splits (e.g. "
+                         "test,valx: the held-out clips alone, for measuring a model); the plan, "
+                         "and so every rendered clip, is the full data set's")
     ap.add_argument("--val-frac", type=float, default=0.15,
                     help="v3 only: the training script's validation share; the noise recordings it "
                          "will hold out are not used as alarm backgrounds")
@@ -1528,6 +1532,11 @@ def main():
     # rows)
     for table, counts in data_versions.added_tables(a.data_version):
         jobs += plan_added(counts, table, cat, a)
+    if a.only_split:
+        keep = set(a.only_split.split(","))
+        print("--only-split %s: %d of %d planned clips" %
+              (a.only_split, sum(j["split"] in keep for j in jobs), len(jobs)))
+        jobs = [j for j in jobs if j["split"] in keep]
     clips_dir = os.path.join(a.out, "clips")
     if os.path.isdir(clips_dir):
         shutil.rmtree(clips_dir)
