@@ -92,7 +92,8 @@ kernel_name (ConyAttnQueryKernel k)
 
 /* Every kernel this CPU runs, every shape, ordinary tokens: within float rounding of
  * the double result (the SIMD kernels, which sum in blocks, within 1e-6; the per-head
- * BLAS calls reach 1.5e-6 at w 4096); the one the layer picks is named. */
+ * BLAS calls reach 1.5e-6 at w 4096 with x86's OpenBLAS and 2.4e-6 with arm64's, which
+ * sums in another order: 5e-6); the one the layer picks is named. */
 static void
 test_kernels_agree (void)
 {
@@ -102,7 +103,7 @@ test_kernels_agree (void)
       double err = kernel_error (k, &shapes[i], 1.0, 7 + i);
       g_test_message ("%s heads=%d hd=%d w=%d: rel err %.3g", kernel_name (k), shapes[i].heads,
           shapes[i].hd, shapes[i].w, err);
-      g_assert_cmpfloat (err, <, k == CONY_ATTN_QUERY_BLAS ? 2e-6 : 1e-6);
+      g_assert_cmpfloat (err, <, k == CONY_ATTN_QUERY_BLAS ? 5e-6 : 1e-6);
     }
 }
 
