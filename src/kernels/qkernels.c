@@ -205,6 +205,23 @@ cony_qgemm_clear (ConyQGemm *g)
   cony_qout_clear (&g->out);
 }
 
+/* The depthwise taps of @w (@C channels) in pairs for vpmaddwd on registers of @G int16
+ * (16: 256-bit, ConyQDw's w2; 32: 512-bit, w4), for the first C / G * G channels: per G
+ * channels and pair (0, 1) .. (8, -), 2 G int16; channel j of its G goes to the first
+ * vector where j % 8 < 4, else the second, in 128-bit lane j / 8 (the order of unpacking
+ * two input vectors). */
+static gint16 *
+dw_tap_pairs (const ConyQWeights *w, guint C, guint G)
+{
+  gint16 *out = g_new0 (gint16, (gsize) (C + G - 1) / G * 5 * 2 * G);
+  for (guint c = 0; c < C / G * G; c++)
+    for (guint k = 0; k < 9; k++) {
+      guint j = c % G, vec = (j % 8) / 4, at = (j / 8) * 8 + (j % 4) * 2 + k % 2;
+      out[((gsize) (c / G) * 5 + k / 2) * 2 * G + vec * G + at] = cony_qweights_at (w, 9, c, k);
+    }
+  return out;
+}
+
 void
 cony_qdw_init (ConyQDw *d, guint C, const ConyQWeights *w, const gint32 *bias, const ConyQMul *m,
     gint32 in_zp, gint32 zp, gint32 lo, gint32 hi)
@@ -216,19 +233,8 @@ cony_qdw_init (ConyQDw *d, guint C, const ConyQWeights *w, const gint32 *bias, c
   for (guint c = 0; c < C; c++)
     for (guint k = 0; k < 9; k++)
       d->w[(gsize) k * C + c] = cony_qweights_at (w, 9, c, k);
-  d->w2 = g_new0 (gint16, (gsize) cp / 16 * 5 * 32);
-  for (guint c = 0; c < C / 16 * 16; c++)
-    for (guint k = 0; k < 9; k++) {
-      /* channel j of its 16: in the first (j % 8 < 4) or second vector, lane j / 8 */
-      guint j = c % 16, vec = (j % 8) / 4, at = (j / 8) * 8 + (j % 4) * 2 + k % 2;
-      d->w2[((gsize) (c / 16) * 5 + k / 2) * 32 + vec * 16 + at] = cony_qweights_at (w, 9, c, k);
-    }
-  d->w4 = g_new0 (gint16, (gsize) C / 32 * 5 * 64 + 1);
-  for (guint c = 0; c < C / 32 * 32; c++)
-    for (guint k = 0; k < 9; k++) {
-      guint j = c % 32, vec = (j % 8) / 4, at = (j / 8) * 8 + (j % 4) * 2 + k % 2;
-      d->w4[((gsize) (c / 32) * 5 + k / 2) * 64 + vec * 32 + at] = cony_qweights_at (w, 9, c, k);
-    }
+  d->w2 = dw_tap_pairs (w, C, 16);
+  d->w4 = dw_tap_pairs (w, C, 32);
   d->bias = folded_bias (9, C, cp, w, in_zp, bias);
   cony_qout_init (&d->out, C, m, zp, lo, hi);
   d->small_acc = small_accumulators (&d->out, C, d->bias, w, 9, 128);
