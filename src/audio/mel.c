@@ -3,6 +3,7 @@
 #include "cony/mel.h"
 #include "cony/attention.h" /* CONY_MEMORY_BUDGET */
 #include "cony/error.h"
+#include "cpu-private.h"
 
 #include <json-glib/json-glib.h>
 #include <libavutil/mem.h>
@@ -25,6 +26,7 @@ struct _ConyMel {
   double *fft_in;           /* fft_length doubles, av_malloc'ed (aligned) */
   AVComplexDouble *fft_out; /* n_bins (+ slack) */
   double *mag;              /* n_bins */
+  guint mag_lo, mag_hi;     /* the bins some band reads: the magnitudes computed */
 
   /* Streaming state: buf[buf_off .. buf_off + buf_len) holds the samples with
    * absolute indices [buf_start, buf_start + buf_len). */
@@ -287,6 +289,13 @@ build_bands (ConyMel *mel)
       mel->band_weights[mel->band_off[i] + k - mel->band_lo[i]] = band_weight (edges[i],
           edges[i + 1], edges[i + 2], bin_mel[k]);
 
+  mel->mag_lo = nb;
+  mel->mag_hi = 0;
+  for (guint i = 0; i < nm; i++)
+    if (mel->band_hi[i] > mel->band_lo[i]) {
+      mel->mag_lo = MIN (mel->mag_lo, mel->band_lo[i]);
+      mel->mag_hi = MAX (mel->mag_hi, mel->band_hi[i]);
+    }
   g_free (bin_mel);
   g_free (edges);
 }
@@ -390,6 +399,21 @@ cony_mel_get_matrix (const ConyMel *mel)
   return mel->matrix;
 }
 
+/* |X[k]| for k in [lo, hi): built for x86-64-v3 too, where sqrt runs 4 bins a time
+ * (correctly rounded in every build: the same bits; libcony is built with
+ * -fno-math-errno, so sqrt needs no errno branch and vectorises). */
+static CONY_CLONES void
+magnitudes (const AVComplexDouble *X, guint lo, guint hi, double *mag)
+{
+  const double *x = (const double *) (X + lo); /* re, im, re, im, ... */
+  double *m = mag + lo;
+  gsize n = hi > lo ? hi - lo : 0;
+  for (gsize k = 0; k < n; k++)
+    m[k] = x[2 * k] * x[2 * k] + x[2 * k + 1] * x[2 * k + 1];
+  for (gsize k = 0; k < n; k++)
+    m[k] = sqrt (m[k]);
+}
+
 /* Windowing, FFT, magnitude, mel, log. @frame may contain non-finite values
  * only if the caller allows it (the streaming path has already cleaned them). */
 void
@@ -405,9 +429,7 @@ cony_mel_compute_frame (ConyMel *mel, const float *frame, float *out)
   memset (in + wl, 0, sizeof (double) * (c->fft_length + 2 - wl));
   mel->tx_fn (mel->tx, mel->fft_out, in, sizeof (double));
 
-  const AVComplexDouble *X = mel->fft_out;
-  for (guint k = 0; k < mel->n_bins; k++)
-    mel->mag[k] = sqrt (X[k].re * X[k].re + X[k].im * X[k].im);
+  magnitudes (mel->fft_out, mel->mag_lo, mel->mag_hi, mel->mag);
 
   double offset = c->log_offset;
   for (guint i = 0; i < c->n_mels; i++) {
