@@ -47,6 +47,50 @@ clock_if (const ConyBenchChain *c)
   return c->timed ? cony_bench_cpu_s () : 0.0;
 }
 
+void
+cony_bench_chain_set_continual (ConyBenchChain *c, ConyCnnContinual *co)
+{
+  ConyCnnContinualGeometry g;
+  cony_cnn_continual_get_geometry (co, &g);
+  c->co = co;
+  c->win = g.time_stride; /* c->frames holds one block */
+  c->have = 0;
+  g_free (c->frames);
+  g_free (c->embedding);
+  c->frames = g_new (float, (gsize) c->win * c->n_mels);
+  c->embedding = g_new (float,
+      cony_cnn_continual_max_tokens (co, c->win) * cony_cnn_get_output_size (c->cnn));
+  cony_cnn_continual_reset (co);
+}
+
+/* One token (@emb) through the encoder. */
+static void
+step (ConyBenchChain *c, const float *emb)
+{
+  double t = clock_if (c);
+  cony_encoder_step (c->enc, emb, c->logits);
+  c->encoder_s += clock_if (c) - t;
+  c->windows++;
+  if (c->tokens)
+    g_array_append_vals (c->tokens, emb, cony_cnn_get_output_size (c->cnn));
+}
+
+/* Continual mode: the frame in c->frame into the block; the block through the
+ * continual CNN once full, and its tokens through the encoder. */
+static void
+continual_frame (ConyBenchChain *c)
+{
+  memcpy (c->frames + (gsize) c->have * c->n_mels, c->frame, sizeof (float) * c->n_mels);
+  if (++c->have < c->win)
+    return;
+  c->have = 0;
+  double t = clock_if (c);
+  gsize made = cony_cnn_continual_push (c->co, c->frames, c->win, c->embedding);
+  c->cnn_s += clock_if (c) - t;
+  for (gsize j = 0; j < made; j++)
+    step (c, c->embedding + j * cony_cnn_get_output_size (c->cnn));
+}
+
 /* The frames the mel has ready: into the window; a CNN window and an encoder step
  * every stride frames once it is full. */
 static void
@@ -60,6 +104,10 @@ drain (ConyBenchChain *c)
     if (!got)
       return;
     c->n_frames++;
+    if (c->co != NULL) {
+      continual_frame (c);
+      continue;
+    }
     /* the window of the last `win` frames, oldest first */
     if (c->have == c->win)
       memmove (c->frames, c->frames + c->n_mels, row * (c->win - 1));
@@ -70,13 +118,8 @@ drain (ConyBenchChain *c)
       continue;
     double t2 = clock_if (c);
     cony_cnn_forward (c->cnn, c->frames, c->embedding);
-    double t3 = clock_if (c);
-    cony_encoder_step (c->enc, c->embedding, c->logits);
-    c->encoder_s += clock_if (c) - t3;
-    c->cnn_s += t3 - t2;
-    c->windows++;
-    if (c->tokens)
-      g_array_append_vals (c->tokens, c->embedding, cony_cnn_get_output_size (c->cnn));
+    c->cnn_s += clock_if (c) - t2;
+    step (c, c->embedding);
   }
 }
 

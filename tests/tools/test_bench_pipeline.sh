@@ -46,16 +46,29 @@ for mode in "" "--fast"; do
   check "streams $mode header" "^# 3 live streams in one process, one thread, 1 s of audio each"
   # the shipped adapted YAMNet carries activation quantisation: integer inference by default
   check "streams $mode CNN" "^# CNN [^ ]*models/audio/yamnet-adapted\.safetensors: int8"
-  check "streams $mode windows" "^  12 CNN windows, [0-9.]+ ms of CPU per window"
+  check "streams $mode windows" "^  12 CNN windows, [0-9.]+ ms of CPU per token"
   check "streams $mode per stream" "^  per live stream: [0-9.]+% of a core$"
   check "streams $mode per core" "^  live streams per core: [0-9]+$"
+  check "streams $mode memory" "^  peak resident memory: [0-9.]+ MiB"
 done
+# the continual CNN (a classifier trained on window tokens: the bench measures cost, it
+# does not pair): tokens every 32 frames after the warm-up that its latency needs
+if ! out=$("$cony" bench streams --streams 2 --seconds 2 --fast --mode continual \
+    --transformer "$models/transformer.safetensors" 2>&1); then
+  echo "FAIL bench streams --mode continual exited non-zero:"; echo "$out"; exit 1
+fi
+echo "$out"
+check "streams continual CNN" "^# CNN [^ ]*yamnet-adapted\.safetensors: int8.*, continual \(hop 32 frames; state per stream [0-9.]+ MB\)"
+check "streams continual warm-up" "after start-up and 2\.[0-9] s of warm-up"
+# 2 streams x 2 s at 100 frames/s: 12 or 13 blocks of 32 frames each, a token a block
+check "streams continual tokens" "^  (12|13) CNN tokens, [0-9.]+ ms of CPU per token"
 if ! out=$("$cony" bench streams --streams 1 --seconds 1 --precision float \
     --transformer "$models/transformer.safetensors" 2>&1); then
   echo "FAIL bench streams --precision float exited non-zero:"; echo "$out"; exit 1
 fi
 check "streams --precision float CNN" "^# CNN [^ ]*models/audio/yamnet-adapted\.safetensors: float"
-for bad in "--streams 0" "--seconds 0.5" "--precision half"; do
+for bad in "--streams 0" "--seconds 0.5" "--precision half" "--mode sometimes" \
+    "--mode continual --stride 25"; do
   if out=$("$cony" bench streams --seconds 1 $bad --transformer "$models/transformer.safetensors" 2>&1); then
     echo "FAIL bench streams $bad: exit 0"; fail=1
   else
