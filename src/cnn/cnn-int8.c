@@ -37,14 +37,15 @@ struct _CnnInt8 {
   /* Per example, [0] for the layers before the FC head, [1] for the head: */
   gsize max_act[2]; /* int8 bytes of the largest map */
   gsize max_a[2];   /* int16 values of the largest product operand */
-  gsize max_pad;    /* int8 bytes of the largest depthwise patch (3 padded rows) */
   gsize max_col;    /* int8 bytes of the largest im2col matrix (one example) */
   gsize max_keep;   /* int8 bytes of the largest map a residual add reads later */
 };
 
 struct _CnnInt8Scratch {
   gsize act_cap, a_cap, col_cap, res_cap; /* bytes in qa and qb, values in a, bytes */
-  gint8 *qa, *qb, *pad, *col, *res;       /* res: the saved map of a residual */
+  gint8 *qa, *qb, *col, *res;             /* res: the saved map of a residual */
+  gint8 *map;                             /* a depthwise layer's padded input map */
+  gsize map_cap;
   gint16 *a;
   gint32 *acc;
 };
@@ -308,7 +309,6 @@ cnn_int8_load_dw (const ConySafetensors *st, const CnnWeights *w, CnnInt8 *q8, g
   if (ok)
     cony_qdw_init (&q->dw, l->out_c, &f.qw, f.bias, f.m, q->in_zp, q->out_zp, f.lo, f.hi);
   file_layer_clear (&f);
-  q8->max_pad = MAX (q8->max_pad, (gsize) 3 * (l->in_w + 2) * l->in_c);
   return ok;
 }
 
@@ -512,7 +512,7 @@ cnn_int8_scratch_free (ConyCnn *cnn)
   g_free (s->qa);
   g_free (s->qb);
   g_free (s->res);
-  g_free (s->pad);
+  g_free (s->map);
   g_free (s->col);
   g_free (s->a);
   g_free (s->acc);
@@ -521,7 +521,8 @@ cnn_int8_scratch_free (ConyCnn *cnn)
 }
 
 /* The scratch for @nb examples of the layers before the head (@head FALSE) or of the
- * head; pad and acc are made once (their sizes do not grow with examples). */
+ * head; acc is made once (its size does not grow with examples), the depthwise map
+ * when a layer first needs it. */
 static CnnInt8Scratch *
 scratch (ConyCnn *cnn, gsize nb, gboolean head)
 {
@@ -529,7 +530,6 @@ scratch (ConyCnn *cnn, gsize nb, gboolean head)
   CnnInt8Scratch *s = cnn->q8s;
   if (s == NULL) {
     s = cnn->q8s = g_new0 (CnnInt8Scratch, 1);
-    s->pad = g_new (gint8, q->max_pad + 16);
     s->acc = g_new (gint32, MAX (q->max_a[0], q->max_a[1]) + 16);
   }
   gsize act = q->max_act[head] * nb, a = q->max_a[head] * nb + 16;
@@ -633,68 +633,34 @@ gap_q (const Layer *l, const QLayer *q, const gint8 *in, gint8 *out)
   }
 }
 
-/* First and one-past-last output index (of @n_out) along one axis whose 3 taps lie
- * inside the @n_in input values, with @pad before the map. */
+/* The depthwise layer on one map copied with its SAME padding (the zero point) into
+ * @map (grown as needed): one kernel call for the whole map. */
 static void
-interior (guint n_in, guint pad, guint stride, guint n_out, guint *first, guint *end)
-{
-  *first = MIN ((pad + stride - 1) / stride, n_out);
-  /* y * stride - pad + 2 <= n_in - 1 */
-  gint64 last = n_in + pad >= 3 ? ((gint64) n_in + pad - 3) / stride : -1;
-  *end = (guint) CLAMP (last + 1, (gint64) *first, (gint64) n_out);
-}
-
-/* The 3 input rows of output row @y, columns of outputs @xa .. @xb - 1, into @buf with
- * the zero point (SAME padding's real 0) outside the map; returns its width in pixels. */
-static guint
-dw_patch (const Layer *l, gint32 zp, const gint8 *in, guint y, guint xa, guint xb, gint8 *buf)
+dw_padded (const ConyQKernels *k, const Layer *l, const QLayer *q, const gint8 *in, gint8 *out,
+    CnnInt8Scratch *s)
 {
   gsize C = l->in_c;
-  guint w = (xb - xa - 1) * l->stride + 3;
-  int ix = (int) (xa * l->stride) - (int) l->pad_left;
-  /* the columns j of the patch inside the map: [lo, hi) */
-  int lo = CLAMP (-ix, 0, (int) w), hi = CLAMP ((int) l->in_w - ix, lo, (int) w);
-  for (int ky = 0; ky < 3; ky++) {
-    int iy = (int) (y * l->stride) + ky - (int) l->pad_top;
-    gint8 *dst = buf + ky * w * C;
-    if (iy < 0 || iy >= (int) l->in_h) {
-      memset (dst, (gint8) zp, w * C);
+  guint st = l->stride, ph = (l->out_h - 1) * st + 3, pw = (l->out_w - 1) * st + 3;
+  gsize row = (gsize) pw * C;
+  if (s->map_cap < ph * row) {
+    g_free (s->map);
+    s->map_cap = ph * row;
+    s->map = g_new (gint8, s->map_cap);
+  }
+  /* the map's columns inside the padded width: [pad_left, pad_left + cols) */
+  guint cols = MIN (l->in_w, pw - MIN (l->pad_left, pw));
+  for (guint y = 0; y < ph; y++) {
+    gint8 *dst = s->map + y * row;
+    gint64 iy = (gint64) y - l->pad_top;
+    if (iy < 0 || iy >= l->in_h) {
+      memset (dst, (gint8) q->in_zp, row);
       continue;
     }
-    memset (dst, (gint8) zp, lo * C);
-    memcpy (dst + lo * C, in + ((gsize) iy * l->in_w + ix + lo) * C, (hi - lo) * C);
-    memset (dst + hi * C, (gint8) zp, (w - hi) * C);
+    memset (dst, (gint8) q->in_zp, l->pad_left * C);
+    memcpy (dst + l->pad_left * C, in + (gsize) iy * l->in_w * C, cols * C);
+    memset (dst + (l->pad_left + cols) * C, (gint8) q->in_zp, (pw - l->pad_left - cols) * C);
   }
-  return w;
-}
-
-/* The depthwise layer on one map, unpadded: the outputs whose window lies inside the
- * map read it in place, a row segment per call; the border ring reads padded patches
- * of its 3 input rows (@buf, 3 x (W + 2) x C bytes). */
-static void
-dw_q (const ConyQKernels *k, const Layer *l, const QLayer *q, const gint8 *in, gint8 *out,
-    gint8 *buf, gint32 *acc)
-{
-  gsize C = l->in_c, orow = (gsize) l->out_w * C;
-  guint y0, y1, x0, x1, s = l->stride;
-  interior (l->in_h, l->pad_top, s, l->out_h, &y0, &y1);
-  interior (l->in_w, l->pad_left, s, l->out_w, &x0, &x1);
-  for (guint y = 0; y < l->out_h; y++) {
-    gint8 *o = out + y * orow;
-    gboolean inside = y >= y0 && y < y1 && x0 < x1;
-    /* the whole row, or the segments left and right of the interior */
-    guint segs[2][2] = { { 0, inside ? x0 : l->out_w }, { inside ? x1 : l->out_w, l->out_w } };
-    for (int i = 0; i < 2; i++) {
-      guint xa = segs[i][0], xb = segs[i][1];
-      if (xa < xb) {
-        guint w = dw_patch (l, q->in_zp, in, y, xa, xb, buf);
-        k->dw (&q->dw, buf, w, 1, xb - xa, s, o + xa * C, acc);
-      }
-    }
-    if (inside)
-      k->dw (&q->dw, in + ((gsize) (y * s - l->pad_top) * l->in_w + x0 * s - l->pad_left) * C,
-          l->in_w, 1, x1 - x0, s, o + x0 * C, acc);
-  }
+  k->dw (&q->dw, s->map, pw, l->out_h, l->out_w, st, out, s->acc);
 }
 
 /* The softmax of one row of @n int8 logits, in float on their dequantised values
@@ -744,7 +710,7 @@ cnn_int8_run_dw (const Layer *l, const QLayer *q, CnnInt8Scratch *s, const gint8
   const ConyQKernels *k = cony_qkernels ();
   gsize in_map = map_size (l, FALSE), out_map = map_size (l, TRUE);
   for (gsize e = 0; e < nb; e++)
-    dw_q (k, l, q, in + e * in_map, out + e * out_map, s->pad, s->acc);
+    dw_padded (k, l, q, in + e * in_map, out + e * out_map, s);
 }
 
 void
