@@ -269,14 +269,14 @@ continual_row (ConyMel *mel, const float *x, gsize n, guint rate, double seconds
           " windows) / continual (hop %u, %" G_GSIZE_FORMAT " tokens):",
       path ? path : "random weights", stride, windows, hop, tokens);
   for (int k = 0; k < kinds; k++)
-    printf (" %s %.1f / %.1f ms (%.2fx less)", names[k], ms[k][0], ms[k][1], ms[k][0] / ms[k][1]);
+    printf (" %s %.2f / %.2f ms (%.2fx less)", names[k], ms[k][0], ms[k][1], ms[k][0] / ms[k][1]);
   printf ("\n");
   if (markdown) {
     printf ("\n| mel + YAMNet, CPU per second of audio | per window, stride %d | continual, hop %u "
             "|\n|---|---|---|\n",
         stride, hop);
     for (int k = 0; k < kinds; k++)
-      printf ("| %s | %.1f ms | %.1f ms (%.2f× less) |\n", names[k], ms[k][0], ms[k][1],
+      printf ("| %s | %.2f ms | %.2f ms (%.2f× less) |\n", names[k], ms[k][0], ms[k][1],
           ms[k][0] / ms[k][1]);
     printf ("\n");
   }
