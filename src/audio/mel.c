@@ -1,5 +1,6 @@
 /* Log-mel spectrogram, VGGish-exact by default (see include/cony/mel.h).
- * Internally double precision; the output frames are float32. */
+ * The FFT runs in single precision (FFmpeg's SIMD real FFT, 2.4x faster than its
+ * C double one); magnitudes, mel bands and log in double; the output is float32. */
 #include "cony/mel.h"
 #include "cony/attention.h" /* CONY_MEMORY_BUDGET */
 #include "cony/error.h"
@@ -23,10 +24,10 @@ struct _ConyMel {
 
   AVTXContext *tx;
   av_tx_fn tx_fn;
-  double *fft_in;           /* fft_length doubles, av_malloc'ed (aligned) */
-  AVComplexDouble *fft_out; /* n_bins (+ slack) */
-  double *mag;              /* n_bins */
-  guint mag_lo, mag_hi;     /* the bins some band reads: the magnitudes computed */
+  float *fft_in;           /* fft_length floats, av_malloc'ed (aligned) */
+  AVComplexFloat *fft_out; /* n_bins (+ slack) */
+  double *mag;             /* n_bins */
+  guint mag_lo, mag_hi;    /* the bins some band reads: the magnitudes computed */
 
   /* Streaming state: buf[buf_off .. buf_off + buf_len) holds the samples with
    * absolute indices [buf_start, buf_start + buf_len). */
@@ -304,7 +305,7 @@ gsize
 cony_mel_config_bytes (const ConyMelConfig *c)
 {
   gsize nb = c->fft_length / 2 + 1, wl = c->window_length;
-  gsize fft = sizeof (double) * (c->fft_length + 2) + 16 * (nb + 1) + sizeof (double) * nb;
+  gsize fft = sizeof (float) * (c->fft_length + 2) + 8 * (nb + 1) + sizeof (double) * nb;
   gsize tx = 32 * (gsize) c->fft_length; /* av_tx's twiddles and scratch, generously */
   gsize bands = sizeof (double) * (2 * nb + c->n_mels) + 3 * sizeof (guint) * c->n_mels;
   gsize edges = sizeof (double) * (nb + c->n_mels + 2); /* while building the bands */
@@ -322,8 +323,8 @@ cony_mel_new (const ConyMelConfig *config, GError **error)
   mel->config = *config;
   mel->n_bins = config->fft_length / 2 + 1;
 
-  double scale = 1.0;
-  int ret = av_tx_init (&mel->tx, &mel->tx_fn, AV_TX_DOUBLE_RDFT, 0, (int) config->fft_length,
+  float scale = 1.0f;
+  int ret = av_tx_init (&mel->tx, &mel->tx_fn, AV_TX_FLOAT_RDFT, 0, (int) config->fft_length,
       &scale, 0);
   if (ret < 0 || mel->tx == NULL) {
     g_set_error (error, CONY_ERROR, CONY_ERROR_INVALID,
@@ -334,8 +335,8 @@ cony_mel_new (const ConyMelConfig *config, GError **error)
   }
   /* Zeroed: the real FFT does not write every entry (the DC and Nyquist imaginary
    * parts are zero by definition), and they must not be garbage. */
-  mel->fft_in = av_mallocz (sizeof (double) * (config->fft_length + 2));
-  mel->fft_out = av_mallocz (sizeof (AVComplexDouble) * (mel->n_bins + 1));
+  mel->fft_in = av_mallocz (sizeof (float) * (config->fft_length + 2));
+  mel->fft_out = av_mallocz (sizeof (AVComplexFloat) * (mel->n_bins + 1));
   mel->mag = g_new (double, mel->n_bins);
 
   guint wl = config->window_length;
@@ -403,13 +404,13 @@ cony_mel_get_matrix (const ConyMel *mel)
  * (correctly rounded in every build: the same bits; libcony is built with
  * -fno-math-errno, so sqrt needs no errno branch and vectorises). */
 static CONY_CLONES void
-magnitudes (const AVComplexDouble *X, guint lo, guint hi, double *mag)
+magnitudes (const AVComplexFloat *X, guint lo, guint hi, double *mag)
 {
-  const double *x = (const double *) (X + lo); /* re, im, re, im, ... */
+  const float *x = (const float *) (X + lo); /* re, im, re, im, ... */
   double *m = mag + lo;
   gsize n = hi > lo ? hi - lo : 0;
   for (gsize k = 0; k < n; k++)
-    m[k] = x[2 * k] * x[2 * k] + x[2 * k + 1] * x[2 * k + 1];
+    m[k] = (double) x[2 * k] * x[2 * k] + (double) x[2 * k + 1] * x[2 * k + 1];
   for (gsize k = 0; k < n; k++)
     m[k] = sqrt (m[k]);
 }
@@ -422,12 +423,12 @@ cony_mel_compute_frame (ConyMel *mel, const float *frame, float *out)
   g_return_if_fail (mel != NULL && frame != NULL && out != NULL);
   const ConyMelConfig *c = &mel->config;
   guint wl = c->window_length;
-  double *in = mel->fft_in;
+  float *in = mel->fft_in;
 
   for (guint n = 0; n < wl; n++)
-    in[n] = frame[n] * mel->window[n];
-  memset (in + wl, 0, sizeof (double) * (c->fft_length + 2 - wl));
-  mel->tx_fn (mel->tx, mel->fft_out, in, sizeof (double));
+    in[n] = (float) (frame[n] * mel->window[n]);
+  memset (in + wl, 0, sizeof (float) * (c->fft_length + 2 - wl));
+  mel->tx_fn (mel->tx, mel->fft_out, in, sizeof (float));
 
   magnitudes (mel->fft_out, mel->mag_lo, mel->mag_hi, mel->mag);
 
