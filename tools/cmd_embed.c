@@ -23,11 +23,78 @@ embed_continual_setup (ConyCnn *cnn, int *stride, GError **error)
   return TRUE;
 }
 
+typedef struct {
+  int stride;
+  gboolean continual, drop_tail;
+  gint64 max_pixels;
+  ConyCnnPostprocess postprocess;
+} EmbedOptions;
+
+/* One input through the loaded network into OUT.npy. */
+static gboolean
+embed_one (ConyCnn *cnn, const char *m_path, const EmbedOptions *o, const char *in_path,
+    const char *o_path, GError **error)
+{
+  guint H = cony_cnn_get_input_height (cnn), D = cony_cnn_get_output_size (cnn);
+  ConyCnnInput in = { .crop = CONY_IMAGE_CROP_CENTER };
+  if (!cony_cnn_input_set_max_pixels (&in, o->max_pixels, error))
+    return FALSE;
+  if (!cony_cnn_input_read (&in, cnn, in_path, (guint) o->stride, !o->drop_tail, error)) {
+    g_prefix_error (error, "%s: ", m_path);
+    return FALSE;
+  }
+  if (in.n_windows == 0)
+    fprintf (stderr,
+        "cony embed: %s: %" G_GSIZE_FORMAT " frames is less than one %u-frame window; "
+        "writing 0 embeddings\n",
+        in_path, in.n_frames, H);
+
+  g_autofree float *out = g_new (float, MAX (in.n_windows, 1) * D);
+  if (!o->continual)
+    cony_cnn_input_run (&in, cnn, out);
+  else if (!cony_cnn_input_run_continual (&in, cnn, out, error)) {
+    g_prefix_error (error, "%s: ", m_path);
+    cony_cnn_input_clear (&in);
+    return FALSE;
+  }
+  gsize n_windows = in.n_windows;
+  cony_cnn_input_clear (&in);
+  if (!cony_cnn_postprocess (cnn, o->postprocess, out, n_windows, out, error))
+    return FALSE;
+  gsize shape[2] = { n_windows, D };
+  return cony_npy_save (o_path, out, 2, shape, error);
+}
+
+/* --list FILE: lines "INPUT<TAB>OUT.npy", each embedded as one call would, the network
+ * loaded once (a data set's thousands of short clips cost mostly start-up otherwise). */
+static gboolean
+embed_list (ConyCnn *cnn, const char *m_path, const EmbedOptions *o, const char *list,
+    GError **error)
+{
+  g_autofree char *text = NULL;
+  if (!g_file_get_contents (list, &text, NULL, error))
+    return FALSE;
+  g_auto (GStrv) lines = g_strsplit (text, "\n", -1);
+  for (guint i = 0; lines[i] != NULL; i++) {
+    if (lines[i][0] == '\0')
+      continue;
+    g_auto (GStrv) f = g_strsplit (lines[i], "\t", -1);
+    if (g_strv_length (f) != 2) {
+      g_set_error (error, CONY_ERROR, CONY_ERROR_FORMAT, "%s:%u: expected INPUT<TAB>OUT.npy", list,
+          i + 1);
+      return FALSE;
+    }
+    if (!embed_one (cnn, m_path, o, f[0], f[1], error))
+      return FALSE;
+  }
+  return TRUE;
+}
+
 int
 cony_cmd_embed (int argc, char **argv)
 {
   char *model_path = NULL, *output = NULL, *pca_path = NULL, *postprocess = NULL;
-  char *precision = NULL, *cnn_mode = NULL;
+  char *precision = NULL, *cnn_mode = NULL, *list = NULL;
   gint64 max_pixels = 0;
   int stride = -1; /* not given: 25, or the time stride with --mode continual */
   gboolean embedding = FALSE, drop_tail = FALSE;
@@ -57,6 +124,10 @@ cony_cmd_embed (int argc, char **argv)
         "the pooled embedding before the network's FC head (MobileNet/YAMNet: 1024-d) instead of "
         "its last layer (VGGish: the embedding; YAMNet: 521 scores)",
         NULL },
+    { "list", 0, 0, G_OPTION_ARG_FILENAME, &list,
+        "embed many inputs with the network loaded once: lines INPUT<TAB>OUT.npy (instead "
+        "of AUDIO and -o)",
+        "FILE" },
     CONY_CNN_PRECISION_OPTION (precision),
     CONY_CNN_MAX_PIXELS_OPTION (max_pixels),
     G_OPTION_ENTRY_NULL,
@@ -84,12 +155,13 @@ cony_cmd_embed (int argc, char **argv)
   if (!g_option_context_parse (ctx, &argc, &argv, &error))
     return cony_cmd_fail (error);
   g_autofree char *m_path = model_path, *o_path = output, *p_path = pca_path, *pp = postprocess;
-  g_autofree char *prec = precision, *cmode = cnn_mode;
-  if (argc != 2 || model_path == NULL || output == NULL) {
+  g_autofree char *prec = precision, *cmode = cnn_mode, *l_path = list;
+  if (model_path == NULL || (list == NULL ? argc != 2 || output == NULL : argc != 1)) {
     fprintf (stderr,
         "usage: cony embed --model M.safetensors AUDIO|IN.npy|IMAGE -o OUT.npy "
         "[--stride N] [--postprocess none|tf|torch] [--pca FILE] [--embedding] "
-        "[--precision auto|float|int8] [--drop-tail] [--max-pixels N] [--mode window|continual]\n");
+        "[--precision auto|float|int8] [--drop-tail] [--max-pixels N] [--mode window|continual]\n"
+        "       cony embed --model M.safetensors --list FILE [options]\n");
     return 2;
   }
   if (stride == 0 || stride < -1) {
@@ -137,35 +209,10 @@ cony_cmd_embed (int argc, char **argv)
     fprintf (stderr, "cony embed: --postprocess applies to the last layer, not to --embedding\n");
     return 2;
   }
-  guint H = cony_cnn_get_input_height (cnn), D = cony_cnn_get_output_size (cnn);
-  const char *in_path = argv[1];
-  ConyCnnInput in = { .crop = CONY_IMAGE_CROP_CENTER };
-  if (!cony_cnn_input_set_max_pixels (&in, max_pixels, &error))
-    return cony_cmd_fail (error);
-  if (!cony_cnn_input_read (&in, cnn, in_path, (guint) stride, !drop_tail, &error)) {
-    g_prefix_error (&error, "%s: ", m_path);
-    return cony_cmd_fail (error);
-  }
-  if (in.n_windows == 0)
-    fprintf (stderr,
-        "cony embed: %s: %" G_GSIZE_FORMAT " frames is less than one %u-frame window; "
-        "writing 0 embeddings\n",
-        in_path, in.n_frames, H);
-
-  g_autofree float *out = g_new (float, MAX (in.n_windows, 1) * D);
-  if (!continual)
-    cony_cnn_input_run (&in, cnn, out);
-  else if (!cony_cnn_input_run_continual (&in, cnn, out, &error)) {
-    g_prefix_error (&error, "%s: ", m_path);
-    cony_cnn_input_clear (&in);
-    return cony_cmd_fail (error);
-  }
-  gsize n_windows = in.n_windows;
-  cony_cnn_input_clear (&in);
-  if (!cony_cnn_postprocess (cnn, mode, out, n_windows, out, &error))
-    return cony_cmd_fail (error);
-  gsize shape[2] = { n_windows, D };
-  if (!cony_npy_save (o_path, out, 2, shape, &error))
+  EmbedOptions o = { stride, continual, drop_tail, max_pixels, mode };
+  gboolean ok = l_path != NULL ? embed_list (cnn, m_path, &o, l_path, &error)
+                               : embed_one (cnn, m_path, &o, argv[1], o_path, &error);
+  if (!ok)
     return cony_cmd_fail (error);
   return 0;
 }

@@ -10,8 +10,9 @@
 #      scores of every clip not yet cached (out/yamnet-cache/, the layout
 #      training/train_yamnet_audio.py shares), the encoder distilled from YAMNet's scores,
 #      exported to models/audioset/, and its held-out figures (out/train-audioset/eval.json).
-# About 15 min on one core with the cache filled; the embeddings of the 7076 clips take
-# another 30-40 min on 2 cores the first time.
+# About 15 min on one core with the cache filled; the first time, the embeddings of the
+# 7196 clips come first (100 clips a `cony embed --list` call; two passes of them, continual
+# and per window at stride 32, took 18 min on the shared 2-core machine, 2026-12-04).
 set -euo pipefail
 
 REPO=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)

@@ -145,6 +145,33 @@ class CliCnnTest(unittest.TestCase):
         self.assertNotEqual(r.returncode, 0)
         self.assertIn("window of 21 frames", r.stderr)
 
+    def test_embed_list(self):
+        """--list: every line's input embedded as its own call would, the continual state
+        starting afresh for each (the second stream's tokens equal a call on it alone); a
+        malformed line fails naming it."""
+        golden = os.path.join(ROOT, "tests", "golden", "continual")
+        net = os.path.join(golden, "net.safetensors")
+        stream = np.load(os.path.join(golden, "stream.npy"))
+        np.save(self.path("a.npy"), stream)
+        np.save(self.path("b.npy"), stream[::-1].copy())
+        with open(self.path("list"), "w") as f:
+            f.write(f"{self.path('a.npy')}\t{self.path('la.npy')}\n"
+                    f"{self.path('b.npy')}\t{self.path('lb.npy')}\n")
+        for mode in ("continual", "window"):
+            r = cony("embed", "-m", net, "--mode", mode, "--list", self.path("list"))
+            self.assertEqual(r.returncode, 0, r.stderr)
+            for name in ("a", "b"):
+                r = cony("embed", "-m", net, "--mode", mode, self.path(name + ".npy"),
+                         "-o", self.path("one.npy"))
+                self.assertEqual(r.returncode, 0, r.stderr)
+                got, want = np.load(self.path(f"l{name}.npy")), np.load(self.path("one.npy"))
+                self.assertEqual(got.tobytes(), want.tobytes(), (mode, name))
+        with open(self.path("bad"), "w") as f:
+            f.write(f"{self.path('a.npy')}\t{self.path('la.npy')}\nno-tab-here\n")
+        r = cony("embed", "-m", net, "--list", self.path("bad"))
+        self.assertNotEqual(r.returncode, 0)
+        self.assertIn("bad:2: expected INPUT<TAB>OUT.npy", r.stderr)
+
     def test_tag(self):
         np.save(self.path("frames.npy"), self.x.reshape(-1, 16))
         r = cony("tag", "--model", os.path.join(MOBILENET, "f32.safetensors"),

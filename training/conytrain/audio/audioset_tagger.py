@@ -16,6 +16,10 @@ training/train_audioset_tagger.sh runs it. Stages (all by default; --stages pick
          CACHE/<set>/<clip>.npy (17, 1024) float32 and <clip>.scores.npy (17, 521) float16,
          the layout training/train_yamnet_audio.py writes, so one cache serves both recipes.
          --read-only-cache refuses to add to a cache (a shared one) instead.
+         --cnn-mode continual --stride 32: the tokens are the continual CNN's
+         (docs/continual-cnn.md) in CACHE, and the truth stays per-window YAMNet: its
+         tokens and scores at the same stride in --truth-cache, patch j on the frames of
+         continual token j (EXPERIMENTS.md, rule 4).
   train  streams of --clips-per-stream train clips joined token-wise (each next clip
          another clip of the same recording with --p-recording, else a random clip), windows
          of n tokens ending anywhere in a stream at a random stream offset (--warmup-fraction
@@ -55,7 +59,6 @@ from conytrain.export import export_model
 from conytrain.ref.model import ConyEncoderClassifier, save_checkpoint
 from conytrain.train import distill_epochs, train_then_fix_landmarks
 
-TOKEN_S = 0.25
 T0 = time.time()
 
 
@@ -115,10 +118,24 @@ def stage_sines(args):
     log(f"sines: {len(rows)} clips in {out}")
 
 
+def embed(args, pairs, mode):
+    """(wav, out.npy) pairs through one `cony embed --list` (the network loaded once)."""
+    lst = pairs[0][1] + ".list"
+    with open(lst, "w") as f:
+        f.writelines(f"{wav}\t{out}\n" for wav, out in pairs)
+    run([args.cony, "embed", "--drop-tail", "-e", "--model", args.cnn, "--stride",
+         str(args.stride), "--mode", mode, "--list", lst])
+    os.remove(lst)
+
+
 def stage_embed(args, rows):
+    write = lambda cache: not (cache == args.cache and args.read_only_cache)
     for cache in sorted({args.cache_of(r) for r in rows}):
-        check_cache(args.cnn, cache, not (cache == args.cache and args.read_only_cache))
-    todo = [r for r in rows if not os.path.exists(token_path(args.cache_of(r), r, ".scores"))]
+        check_cache(args.cnn, cache, write(cache), args.stride, args.cnn_mode)
+    if args.cnn_mode != "window":
+        for cache in sorted({args.truth_of(r) for r in rows}):
+            check_cache(args.cnn, cache, write(cache), args.stride)
+    todo = [r for r in rows if not os.path.exists(token_path(args.truth_of(r), r, ".scores"))]
     if not todo:
         log(f"embed: all {len(rows)} clips cached")
         return
@@ -129,25 +146,36 @@ def stage_embed(args, rows):
     fc = yamnet_fc(args.cnn)
     t0 = time.time()
 
-    def one(r):
-        out = token_path(args.cache_of(r), r)
-        os.makedirs(os.path.dirname(out), exist_ok=True)
-        run([args.cony, "embed", "--drop-tail", "-e", "--model", args.cnn, "--stride", str(STRIDE),
-             os.path.join(r["root"], r["path"]), "-o", out])
-        np.save(token_path(args.cache_of(r), r, ".scores"),  # written last: marks done
-                scores_of(np.load(out), fc).astype(np.float16))
+    def one(chunk):
+        wavs = [os.path.join(r["root"], r["path"]) for r in chunk]
+        outs = [token_path(args.cache_of(r), r) for r in chunk]
+        truths = [token_path(args.truth_of(r), r) for r in chunk]
+        for path in set(outs + truths):
+            os.makedirs(os.path.dirname(path), exist_ok=True)
+        if truths != outs:
+            embed(args, list(zip(wavs, outs)), args.cnn_mode)
+        embed(args, list(zip(wavs, truths)), "window")
+        for r, truth in zip(chunk, truths):
+            np.save(token_path(args.truth_of(r), r, ".scores"),  # written last: marks done
+                    scores_of(np.load(truth), fc).astype(np.float16))
+        return len(chunk)
 
+    chunks = [todo[i:i + 100] for i in range(0, len(todo), 100)]
+    done = 0
     with ThreadPoolExecutor(max(1, args.jobs)) as pool:
-        for k, _ in enumerate(pool.map(one, todo)):
-            if k % 500 == 499:
-                log(f"embed: {k + 1}/{len(todo)} clips ({time.time() - t0:.0f} s)")
+        for k in pool.map(one, chunks):
+            done += k
+            if done % 1000 < k:
+                log(f"embed: {done}/{len(todo)} clips ({time.time() - t0:.0f} s)")
     log(f"embed: {len(todo)} clips through cony embed ({time.time() - t0:.0f} s)")
 
 
 def load_split(args, rows, split):
     rs = [r for r in rows if r["split"] == split]
     x = np.stack([np.load(token_path(args.cache_of(r), r)).astype(np.float16) for r in rs])
-    s = np.stack([np.load(token_path(args.cache_of(r), r, ".scores")) for r in rs])
+    s = np.stack([np.load(token_path(args.truth_of(r), r, ".scores")) for r in rs])
+    if x.shape[:2] != s.shape[:2]:
+        raise RuntimeError(f"tokens {x.shape} and truth {s.shape} do not pair step by step")
     return rs, x, s
 
 
@@ -195,8 +223,10 @@ def train_epochs(model, sampler, epochs, batches, batch, lr, weight_decay, clip=
 def frontend(args):
     """YAMNet's front end, the CNN file's name and SHA-256, and its output the tokens are."""
     fe = cnn_frontend(args.cnn)
-    fe.update(cnn_output="embedding", patch_frames=96, stride_frames=STRIDE,
-              token_seconds=TOKEN_S)
+    fe.update(cnn_output="embedding", patch_frames=96, stride_frames=args.stride,
+              token_seconds=round(args.stride * 0.01, 6))
+    if args.cnn_mode != "window":
+        fe["cnn_mode"] = args.cnn_mode       # conyvggish/cony refuse the other mode's tokens
     return fe
 
 
@@ -258,7 +288,7 @@ def stage_eval(args, rows, labels, model_path):
     P, Y, M, C = [], [], [], []                 # model, YAMNet, YAMNet's window mean, class
     for rs in by_rec.values():
         x = np.concatenate([np.load(token_path(args.cache_of(r), r)) for r in rs])
-        y = np.concatenate([np.load(token_path(args.cache_of(r), r, ".scores"))
+        y = np.concatenate([np.load(token_path(args.truth_of(r), r, ".scores"))
                             for r in rs]).astype(np.float32)
         src, out = os.path.join(tmp, "in.npy"), os.path.join(tmp, "out.npy")
         np.save(src, x.astype(np.float32))
@@ -267,9 +297,10 @@ def stage_eval(args, rows, labels, model_path):
         Y.append(y)
         M.append(window_mean(y, n))
         C.append(np.concatenate([[r.get("label", "?")] * len(np.load(
-            token_path(args.cache_of(r), r, ".scores"), mmap_mode="r")) for r in rs]))
+            token_path(args.truth_of(r), r, ".scores"), mmap_mode="r")) for r in rs]))
     res = {"recordings": len(P), "steps": int(sum(len(p) for p in P)),
-           "minutes": sum(len(p) for p in P) * TOKEN_S / 60}
+           "minutes": sum(len(p) for p in P) * args.stride * 0.01 / 60,
+           "step_seconds": args.stride * 0.01}
     yall = np.concatenate(Y)
     pos = yall >= 0.5
     scored = np.flatnonzero(pos.any(0))
@@ -337,6 +368,13 @@ def main():
     ap.add_argument("--work", default="out/train-audioset")
     ap.add_argument("--cache", default="out/yamnet-cache",
                     help="YAMNet tokens and scores of the data sets' clips")
+    ap.add_argument("--cnn-mode", choices=("window", "continual"), default="window",
+                    help="the tokens' CNN mode (continual: docs/continual-cnn.md, recorded "
+                         "as the tagger's cnn_mode; needs --truth-cache)")
+    ap.add_argument("--stride", type=int, default=STRIDE,
+                    help="frames between tokens (25: 0.25 s; continual: a multiple of 32)")
+    ap.add_argument("--truth-cache", help="with --cnn-mode continual: per-window YAMNet's "
+                    "tokens and scores at --stride, the targets and the held-out truth")
     ap.add_argument("--read-only-cache", action="store_true",
                     help="never write into --cache (a shared one): fail if clips are missing")
     ap.add_argument("--models", default="models/audioset")
@@ -367,6 +405,8 @@ def main():
     ap.add_argument("--kmeans-windows", type=int, default=512)
     ap.add_argument("--dtype", default="f32", choices=("f32", "f16"))
     args = ap.parse_args()
+    if args.cnn_mode == "continual" and (args.stride % 32 or not args.truth_cache):
+        ap.error("--cnn-mode continual needs --stride a multiple of 32 and --truth-cache")
     datasets = args.dataset or ["out/audio-dataset-v9"]
 
     torch.set_num_threads(max(1, args.threads))
@@ -375,6 +415,9 @@ def main():
     own = os.path.join(args.work, "cache")      # the sines' tokens: never in a shared cache
     sines = os.path.join(args.work, "sines")
     args.cache_of = lambda r: own if r["root"] == sines else args.cache
+    truth = args.truth_cache or args.cache
+    own_truth = own if truth == args.cache else own + "-truth"
+    args.truth_of = lambda r: own_truth if r["root"] == sines else truth
     _, meta = safetensors_io.load(args.cnn)
     labels = json.loads(meta["labels"])
     if "sines" in stages and args.sines > 0:
