@@ -16,7 +16,7 @@
  * round-half-up high product, floor((x*m + 2^30) / 2^31), from the even and odd lanes'
  * 64-bit products (the odd lanes' multipliers read one channel further); then the
  * rounding right shift with the precomputed mask and half. */
-CONY_TARGET_V3 static inline __m256i
+CONY_TARGET_V3 static inline __attribute__ ((always_inline)) __m256i
 q_mul8 (const ConyQOut *o, guint c, __m256i x)
 {
   if (o->any_left)
@@ -42,7 +42,7 @@ q_mul8 (const ConyQOut *o, guint c, __m256i x)
  * 2^(rs-1) folded into the 64-bit nudge (o->nudge: then hi + 2^(rs-1) < 2^31) and the
  * sign of x for that of hi (they differ only where hi is 0, which rounds to 0 either
  * way): 11 instructions instead of 14. */
-CONY_TARGET_V3 static inline __m256i
+CONY_TARGET_V3 static inline __attribute__ ((always_inline)) __m256i
 q_mul8_small (const ConyQOut *o, guint c, __m256i x)
 {
   const __m256i *nudge = (const __m256i *) (o->nudge + c);
@@ -58,7 +58,7 @@ q_mul8_small (const ConyQOut *o, guint c, __m256i x)
 }
 
 /* q_mul8, or q_mul8_small where @small. */
-CONY_TARGET_V3 static inline __m256i
+CONY_TARGET_V3 static inline __attribute__ ((always_inline)) __m256i
 q_scale8 (const ConyQOut *o, gboolean small, guint c, __m256i x)
 {
   return small ? q_mul8_small (o, c, x) : q_mul8 (o, c, x);
@@ -69,7 +69,7 @@ q_scale8 (const ConyQOut *o, gboolean small, guint c, __m256i x)
  * to int8 with saturation and clamped there. Saturation only happens far outside
  * -128..127 - zp, where the clamp gives lo or hi either way: the same as clamping the
  * int32 sum. */
-CONY_TARGET_V3 static inline __m128i
+CONY_TARGET_V3 static inline __attribute__ ((always_inline)) __m128i
 q_out16 (const ConyQOut *o, __m256i a, __m256i b)
 {
   __m256i w = _mm256_permute4x64_epi64 (_mm256_packs_epi32 (a, b), 0xD8);
@@ -193,7 +193,7 @@ cony_qquantize_avx2 (const float *x, gsize n, float scale, gint32 zp, gint8 *out
 
 /* Rows @r and @r + 1's accumulators of the 8 columns from @c requantised: row r's 8
  * int8 in the low half, row r + 1's in the high half. */
-CONY_TARGET_V3 static inline __m128i
+CONY_TARGET_V3 static inline __attribute__ ((always_inline)) __m128i
 requant8x2 (const ConyQGemm *g, guint c, __m256i r0, __m256i r1)
 {
   const ConyQOut *o = &g->out;
@@ -202,7 +202,7 @@ requant8x2 (const ConyQGemm *g, guint c, __m256i r0, __m256i r1)
 
 /* requant8x2's @q (columns @c..) into @out and @out + @ldo (row stride @ldo); @two
  * FALSE: the first row only. */
-CONY_TARGET_V3 static inline void
+CONY_TARGET_V3 static inline __attribute__ ((always_inline)) void
 put8x2 (const ConyQGemm *g, guint c, __m128i q, gboolean two, gint8 *out, gsize ldo)
 {
   guint n = MIN (8, g->N - c);
@@ -541,16 +541,21 @@ dot4_emulated (__m256i acc, __m256i u, __m256i w)
 }
 
 #define DOT4_LANES 8
+#define DOT4_VECS 2
 #define DOT4_NAME(x) x##_dot4_emulated
 #define DOT4_TARGET CONY_TARGET_V3
 #define DOT4(a, u, w) dot4_emulated (a, u, w)
+#define DOT2(a, x, w) _mm256_add_epi32 (a, _mm256_madd_epi16 (x, w))
 #include "qkernels-dot4.h"
 
 #ifdef CONY_CPU_VNNI
 #define DOT4_LANES 8
+#define DOT4_VECS 2
 #define DOT4_NAME(x) x##_avxvnni
 #define DOT4_TARGET __attribute__ ((target ("avx2,fma,f16c,avxvnni")))
 #define DOT4(a, u, w) _mm256_dpbusd_avx_epi32 (a, u, w)
+/* (not vpdpwssd: with it gcc spills the accumulators of the byte loop) */
+#define DOT2(a, x, w) _mm256_add_epi32 (a, _mm256_madd_epi16 (x, w))
 #include "qkernels-dot4.h"
 
 #define CONY_TARGET_AVX512 \
@@ -558,7 +563,7 @@ dot4_emulated (__m256i acc, __m256i u, __m256i w)
 
 /* q_mul8 on 16 lanes (channels c..c+15 of @o): the comparison's mask adds the rounding
  * division's one. */
-CONY_TARGET_AVX512 static inline __m512i
+CONY_TARGET_AVX512 static inline __attribute__ ((always_inline)) __m512i
 q_mul16 (const ConyQOut *o, guint c, __m512i x)
 {
   if (o->any_left)
@@ -577,7 +582,7 @@ q_mul16 (const ConyQOut *o, guint c, __m512i x)
 }
 
 /* q_mul8_small on 16 lanes: the nudges from o->nudge16. */
-CONY_TARGET_AVX512 static inline __m512i
+CONY_TARGET_AVX512 static inline __attribute__ ((always_inline)) __m512i
 q_mul16_small (const ConyQOut *o, guint c, __m512i x)
 {
   const __m512i *nudge = (const __m512i *) (o->nudge16 + c);
@@ -595,7 +600,7 @@ q_mul16_small (const ConyQOut *o, guint c, __m512i x)
 /* q_out16 on one vector of 16 as one clamp: q_out16 saturates to int16, adds the zero
  * point, saturates to int8 and clamps to [lo, hi] (within int8), which for lo <= hi is
  * clamp (v, lo - zp, hi - zp) + zp; then the bytes. */
-CONY_TARGET_AVX512 static inline __m128i
+CONY_TARGET_AVX512 static inline __attribute__ ((always_inline)) __m128i
 q_out16_zmm (const ConyQOut *o, __m512i v)
 {
   v = _mm512_max_epi32 (v, _mm512_set1_epi32 (o->lo - o->zp));
@@ -603,14 +608,29 @@ q_out16_zmm (const ConyQOut *o, __m512i v)
   return _mm512_cvtepi32_epi8 (_mm512_add_epi32 (v, _mm512_set1_epi32 (o->zp)));
 }
 
+/* q_out16_zmm after the short rounding, whose results are below 2^28 in magnitude: the
+ * zero point added cannot wrap, so the saturating conversion to int8 (vpmovsdb) is the
+ * clamp to -128..127, and [lo, hi] is applied to the bytes only where it is narrower. */
+CONY_TARGET_AVX512 static inline __attribute__ ((always_inline)) __m128i
+q_out16_small (const ConyQOut *o, __m512i v)
+{
+  __m128i q = _mm512_cvtsepi32_epi8 (_mm512_add_epi32 (v, _mm512_set1_epi32 (o->zp)));
+  if (o->lo > -128)
+    q = _mm_max_epi8 (q, _mm_set1_epi8 ((gint8) o->lo));
+  if (o->hi < 127)
+    q = _mm_min_epi8 (q, _mm_set1_epi8 ((gint8) o->hi));
+  return q;
+}
+
 /* One row's 16 accumulators of the columns from @c (of @N) requantised by @o into @out,
  * with the short rounding where @small (ConyQGemm's small_acc). (The kernels pass a local
  * copy of their ConyQOut: their int8 stores could alias it, so its fields would be loaded
  * again for every vector.) */
-CONY_TARGET_AVX512 static inline void
+CONY_TARGET_AVX512 static inline __attribute__ ((always_inline)) void
 put16 (const ConyQOut *o, gboolean small, guint N, guint c, __m512i acc, gint8 *out)
 {
-  __m128i q = q_out16_zmm (o, small ? q_mul16_small (o, c, acc) : q_mul16 (o, c, acc));
+  __m128i q = small ? q_out16_small (o, q_mul16_small (o, c, acc))
+                    : q_out16_zmm (o, q_mul16 (o, c, acc));
   guint n = MIN (16, N - c);
   if (n == 16)
     _mm_storeu_si128 ((__m128i *) (out + c), q);
@@ -680,9 +700,11 @@ cony_qdw_avx512 (const ConyQDw *d, const gint8 *in, guint in_w, guint oh, guint 
 }
 
 #define DOT4_LANES 16
+#define DOT4_VECS 4
 #define DOT4_NAME(x) x##_avx512vnni
 #define DOT4_TARGET CONY_TARGET_AVX512
 #define DOT4(a, u, w) _mm512_dpbusd_epi32 (a, u, w)
+#define DOT2(a, x, w) _mm512_dpwssd_epi32 (a, x, w)
 #include "qkernels-dot4.h"
 #endif
 #endif

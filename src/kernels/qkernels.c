@@ -175,7 +175,7 @@ cony_qgemm_init (ConyQGemm *g, const ConyQKernels *k, guint K, guint N, const Co
   g->bytes_int8 = k->dot4;
   g->K = K;
   g->N = N;
-  g->Np = (N + 31) / 32 * 32;
+  g->Np = (N + 63) / 64 * 64;
   g->in_zp = in_zp;
   g->bias = folded_bias (K, N, g->Np, w, in_zp + 128, bias);
   g->bias_x = folded_bias (K, N, g->Np, w, in_zp, bias);
@@ -325,8 +325,8 @@ gemm_portable (const ConyQGemm *g, gsize M, const gint8 *x, gsize ldx, gint8 *ou
 {
   (void) scratch;
   guint width = g->p8.width;
-  gint32 acc[32];
-  gint8 q[32];
+  gint32 acc[64];
+  gint8 q[64];
   for (guint p = 0; p < cony_qgemm_panels (g); p++) {
     guint c = width * p, n = MIN (width, g->N - c);
     ConyQOut o = { .mult = g->out.mult + c,
@@ -425,7 +425,7 @@ cony_qkernels_avx512vnni (void)
 #ifdef CONY_CPU_VNNI
   /* the products and the depthwise layers on 512-bit registers */
   static const ConyQKernels k = { "avx512vnni", cony_qgemm_avx512vnni, cony_qrequant_avx2,
-    cony_qdw_avx512, cony_qquantize_avx2, cony_qadd_avx2, TRUE, 32, 16 };
+    cony_qdw_avx512, cony_qquantize_avx2, cony_qadd_avx2, TRUE, 64, 16 };
   return cony_cpu_has_v3 () && cony_cpu_has_avx512vnni () ? &k : NULL;
 #else
   return NULL;
