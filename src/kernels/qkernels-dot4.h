@@ -168,12 +168,12 @@ DOT4_NAME (block) (const ConyQGemm *g, const ConyQPanel *pn, guint c0, const gui
 #undef DOT4_PUT2
 #else
   /* a vector's columns at a time: its requantisation constants shared by the rows (@o: a
-   * local copy of g->out, see put16) */
+   * local copy of g->out, see put16); all but the last of the NV vectors are whole */
   const ConyQOut o = g->out;
   const guint N = g->N;
 #define DOT4_PUT1(r, v) \
   if ((r) < MR) \
-    put16 (&o, SMALL, N, c0 + 16 * (v), a##r##v, out + (r) *ldo);
+    put16 (&o, SMALL, (v) + 1 < NV, N, c0 + 16 * (v), a##r##v, out + (r) *ldo);
 #define DOT4_PUT(v) \
   if (NV > (v)) { \
     DOT4_PUT1 (0, v) \

@@ -5,6 +5,10 @@
 
 #include <string.h>
 
+/* The largest right shift the short rounding takes: with the zero point folded in
+ * (q_mul16_small), |zp| 2^rs stays below 2^30. */
+#define SMALL_RSHIFT_MAX 23
+
 static void
 split_shifts (const ConyQMul *m, guint n, ConyQOut *o)
 {
@@ -36,7 +40,11 @@ cony_qout_init (ConyQOut *o, guint n, const ConyQMul *m, gint32 zp, gint32 lo, g
     gsize at = c / 8 * 8 + (c % 2) * 4 + (c % 8) / 2;
     gint64 nudge = (G_GINT64_CONSTANT (1) << 30) + (G_GINT64_CONSTANT (1) << (30 + o->rshift[c]));
     o->nudge[at] = nudge;
-    o->nudge16[c / 16 * 16 + (c % 2) * 8 + (c % 16) / 2] = nudge;
+    /* doubled, and the zero point's zp 2^(rs + 32), for the shifts the short rounding
+     * takes (1..SMALL_RSHIFT_MAX; the others never read it) */
+    if (o->rshift[c] >= 1 && o->rshift[c] <= SMALL_RSHIFT_MAX)
+      o->nudge16[c / 16 * 16 + (c % 2) * 8 + (c % 16) / 2] = 2 * nudge
+          + (gint64) zp * (G_GINT64_CONSTANT (1) << (32 + o->rshift[c]));
   }
   o->zp = zp;
   o->lo = lo;
@@ -57,8 +65,8 @@ cony_qout_clear (ConyQOut *o)
 
 /* Whether every accumulator of @n channels stays below 2^29 in magnitude (biases
  * @bias, weights @w of @K per channel, inputs of magnitude <= @x_max) and every
- * channel of @o shifts right by at least 1: the AVX2 kernels' short rounding is then
- * exact (qkernels-avx2.c, q_mul8_small). */
+ * channel of @o shifts right by 1 to SMALL_RSHIFT_MAX: the SIMD kernels' short rounding
+ * is then exact (qkernels-avx2.c, q_mul8_small, q_mul16_small). */
 static gboolean
 small_accumulators (const ConyQOut *o, guint n, const gint32 *bias, const ConyQWeights *w, guint K,
     gint64 x_max)
@@ -69,7 +77,7 @@ small_accumulators (const ConyQOut *o, guint n, const gint32 *bias, const ConyQW
     gint64 sum = ABS ((gint64) bias[c]);
     for (guint k = 0; k < K; k++)
       sum += x_max * ABS (cony_qweights_at (w, K, c, k));
-    if (o->rshift[c] < 1 || sum >= (1 << 29))
+    if (o->rshift[c] < 1 || o->rshift[c] > SMALL_RSHIFT_MAX || sum >= (1 << 29))
       return FALSE;
   }
   return TRUE;

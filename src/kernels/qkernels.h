@@ -17,8 +17,8 @@ typedef struct {
   /* The short rounding's 64-bit nudges (q_mul8_small in qkernels-avx2.c), per 8
    * channels the even ones' then the odd ones': 2^30 + 2^(30 + rshift) (rshift >= 1). */
   gint64 *nudge;
-  /* The same nudges per 16 channels for 512-bit registers: the even ones' 8, then the
-   * odd ones' 8 (q_mul16_small). */
+  /* Per 16 channels for 512-bit registers, the even ones' 8 then the odd ones' 8: twice
+   * those nudges plus zp 2^(32 + rshift) (q_mul16_small; 0 where it does not apply). */
   gint64 *nudge16;
   gint32 zp, lo, hi;
   gboolean any_left; /* some channel has lshift > 0 */
@@ -76,8 +76,8 @@ typedef struct {
   gint32 in_zp;
   ConyQPanels8 p8;
   ConyQOut out;
-  /* every |accumulator| < 2^29, every channel's shift a right shift of at least 1:
-   * the AVX2 kernel may requantise with the short rounding (qkernels-avx2.c) */
+  /* every |accumulator| < 2^29, every channel's shift a right shift of 1 to 23: the
+   * SIMD kernels may requantise with the short rounding (qkernels-avx2.c) */
   gboolean small_acc;
   /* packed for a dot-product kernel set (ConyQKernels' dot4): every quad whose weights
    * fit int8 is bytes, whatever vpmaddubsw would make of it (the NEON kernels run either
