@@ -179,7 +179,16 @@ DOT4_NAME (block) (const ConyQGemm *g, const ConyQPanel *pn, guint c0, const gui
     DOT4_PUT1 (0, v) \
     DOT4_PUT1 (1, v) DOT4_PUT1 (2, v) DOT4_PUT1 (3, v) DOT4_PUT1 (4, v) DOT4_PUT1 (5, v) \
   }
-  DOT4_PUT (0) DOT4_PUT (1) DOT4_PUT (2) DOT4_PUT (3)
+  /* 64 whole columns: a row's four vectors packed into one store (put64) */
+#define DOT4_PUT4(r) \
+  if ((r) < MR) \
+    put64 (&o, SMALL, c0, a##r##0, a##r##1, a##r##2, a##r##3, out + (r) *ldo);
+  if (NV == 4 && c0 + 64 <= N) {
+    DOT4_EACH_ROW (DOT4_PUT4)
+  } else {
+    DOT4_PUT (0) DOT4_PUT (1) DOT4_PUT (2) DOT4_PUT (3)
+  }
+#undef DOT4_PUT4
 #undef DOT4_PUT
 #undef DOT4_PUT1
 #endif
