@@ -263,7 +263,7 @@ random_weights (GRand *r, guint kind, guint K, guint n, guint8 *data, gint32 *zp
 }
 
 /* The dot-product kernel sets (the exact AVX2 emulation of vpdpbusd, and AVX-VNNI's and
- * AVX512-VNNI's where this CPU has them, on panels of 16 and 32 columns; NEON with sdot,
+ * AVX512-VNNI's where this CPU has them, on panels of 16 and 64 columns; NEON with sdot,
  * and plain NEON, which takes the same packing) on one product: packed for them, int8
  * weights (zero point 0) run as bytes only, even where vpmaddubsw would saturate, and
  * both they and the portable kernel on their packing give @want (M x N), the portable
