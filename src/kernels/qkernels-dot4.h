@@ -36,7 +36,11 @@
 
 /* Row @r's accumulators a<r>0 .. a<r>3 (named: with an array gcc copies each one every
  * iteration), from the bias vectors; those past NV are never used. */
+#if DOT4_VECS > 2
 #define DOT4_ACCS(r) DOT4_VEC a##r##0 = b0, a##r##1 = b1, a##r##2 = b2, a##r##3 = b3
+#else
+#define DOT4_ACCS(r) DOT4_VEC a##r##0 = b0, a##r##1 = b1
+#endif
 /* CALL (r) for the QROWS rows */
 #define DOT4_EACH_ROW(CALL) CALL (0) CALL (1) CALL (2) CALL (3) CALL (4) CALL (5)
 
@@ -53,8 +57,10 @@ DOT4_NAME (block) (const ConyQGemm *g, const ConyQPanel *pn, guint c0, const gui
   __asm__("" : "+r"(bias));
   DOT4_VEC b0 = DOT4_LOAD (bias);
   DOT4_VEC b1 = NV > 1 ? DOT4_LOAD (bias + DOT4_LANES) : DOT4_ZERO ();
+#if DOT4_VECS > 2
   DOT4_VEC b2 = NV > 2 ? DOT4_LOAD (bias + 2 * DOT4_LANES) : DOT4_ZERO ();
   DOT4_VEC b3 = NV > 3 ? DOT4_LOAD (bias + 3 * DOT4_LANES) : DOT4_ZERO ();
+#endif
   DOT4_ACCS (0);
   DOT4_ACCS (1);
   DOT4_ACCS (2);
@@ -129,6 +135,42 @@ DOT4_NAME (block) (const ConyQGemm *g, const ConyQPanel *pn, guint c0, const gui
   const gint16 *w16 = pn->w16;
   for (guint i = pn->n8; i < pn->nq; i++, w16 += 4 * DOT4_PANEL) {
     const gint16 *a = u16 + (gsize) QROWS * 4 * pn->idx[i];
+#if DOT4_LANES == 16
+    /* two vectors at a time, a row in assembly (as the bytes'): their four weight vectors
+     * (p: the pairs k, k + 1 and k + 2, k + 3 of vector v, q: of v + 1), a row's two
+     * broadcasts in zmm30 and zmm31; with intrinsics gcc spilled */
+#define DOT4_Z_WDOT(w0, w1, acc) \
+  "vpdpwssd %[" w0 "], %%zmm30, %[" acc "]\n\tvpdpwssd %[" w1 "], %%zmm31, %[" acc "]\n\t"
+#define DOT4_WORD_ROW(r, v, u, DOTS) \
+  __asm__("vpbroadcastd %c[off](%[a]), %%zmm30\n\tvpbroadcastd %c[off2](%[a]), %%zmm31\n\t" DOTS \
+          : [x] "+v"(a##r##v), [y] "+v"(a##r##u) \
+          : [p0] "v"(p0), [p1] "v"(p1), [q0] "v"(q0), [q1] "v"(q1), [a] "r"(a), \
+          [off] "i"(8 * (r)), [off2] "i"(8 * (r) + 4), "m"(*(const gint16 (*)[QROWS * 4]) a) \
+          : "xmm30", "xmm31")
+#define DOT4_WORD_ROWS(v, u, DOTS) \
+  DOT4_WORD_ROW (0, v, u, DOTS); \
+  DOT4_WORD_ROW (1, v, u, DOTS); \
+  DOT4_WORD_ROW (2, v, u, DOTS); \
+  DOT4_WORD_ROW (3, v, u, DOTS); \
+  DOT4_WORD_ROW (4, v, u, DOTS); \
+  DOT4_WORD_ROW (5, v, u, DOTS);
+#define DOT4_WORD(v, u) \
+  if (NV > (v)) { \
+    const gint16 *wv = w16 + 4 * DOT4_LANES * (v); \
+    DOT4_VEC p0 = DOT4_LOAD (wv), p1 = DOT4_LOAD (wv + 2 * DOT4_LANES); \
+    DOT4_VEC q0 = NV > (u) ? DOT4_LOAD (wv + 4 * DOT4_LANES) : DOT4_ZERO (); \
+    DOT4_VEC q1 = NV > (u) ? DOT4_LOAD (wv + 6 * DOT4_LANES) : DOT4_ZERO (); \
+    if (NV > (u)) { \
+      DOT4_WORD_ROWS (v, u, DOT4_Z_WDOT ("p0", "p1", "x") DOT4_Z_WDOT ("q0", "q1", "y")) \
+    } else { \
+      DOT4_WORD_ROWS (v, u, DOT4_Z_WDOT ("p0", "p1", "x")) \
+    } \
+  }
+    DOT4_WORD (0, 1);
+    DOT4_WORD (2, 3);
+#undef DOT4_Z_WDOT
+#undef DOT4_WORD_ROWS
+#else
     /* one vector at a time: its two weight vectors and a row's two broadcasts */
 #define DOT4_WORD_ROW(r, v) \
   { \
@@ -150,8 +192,7 @@ DOT4_NAME (block) (const ConyQGemm *g, const ConyQPanel *pn, guint c0, const gui
   }
     DOT4_WORD (0);
     DOT4_WORD (1);
-    DOT4_WORD (2);
-    DOT4_WORD (3);
+#endif
 #undef DOT4_WORD
 #undef DOT4_WORD_ROW
   }
