@@ -16,9 +16,8 @@
  * A block of QROWS rows keeps DOT4_VECS * QROWS accumulators: vpdpbusd's latency is
  * several cycles and a core issues two a cycle, so fewer independent sums leave it
  * waiting (the 8-column kernel with 6 reached 61 % of the measured peak), and per quad
- * DOT4_VECS weight loads and QROWS broadcasts feed DOT4_VECS * QROWS dot products (with
- * two vectors a row the six broadcasts held the 512-bit kernel near 71 %). The last
- * panel of a product computes only the vectors that hold columns (NV). */
+ * DOT4_VECS weight loads and QROWS broadcasts feed DOT4_VECS * QROWS dot products. The
+ * last panel of a product computes only the vectors that hold columns (NV). */
 
 #define DOT4_PANEL (DOT4_VECS * DOT4_LANES)
 /* the register operations of that width (512-bit: the requantisation put16 too) */
@@ -81,7 +80,7 @@ DOT4_NAME (block) (const ConyQGemm *g, const ConyQPanel *pn, guint c0, const gui
   /* a row in assembly: with intrinsics gcc copies each of the 24 accumulators from
    * register to register every quad. zmm31 the row's broadcast. */
 #define DOT4_Z_DOT(v) "vpdpbusd %[w" #v "], %%zmm31, %[a" #v "]\n\t"
-#define DOT4_Z_ROW(r, n, DOTS) \
+#define DOT4_Z_ROW(r, DOTS) \
   __asm__("vpbroadcastd %c[off](%[a]), %%zmm31\n\t" DOTS \
           : [a0] "+v"(a##r##0), [a1] "+v"(a##r##1), [a2] "+v"(a##r##2), [a3] "+v"(a##r##3) \
           : [w0] "v"(w0), [w1] "v"(w1), [w2] "v"(w2), [w3] "v"(w3), [a] "r"(a), \
@@ -89,13 +88,13 @@ DOT4_NAME (block) (const ConyQGemm *g, const ConyQPanel *pn, guint c0, const gui
           : "xmm31")
 #define DOT4_ROW_N(r) \
   if (NV == 4) \
-    DOT4_Z_ROW (r, 4, DOT4_Z_DOT (0) DOT4_Z_DOT (1) DOT4_Z_DOT (2) DOT4_Z_DOT (3)); \
+    DOT4_Z_ROW (r, DOT4_Z_DOT (0) DOT4_Z_DOT (1) DOT4_Z_DOT (2) DOT4_Z_DOT (3)); \
   else if (NV == 3) \
-    DOT4_Z_ROW (r, 3, DOT4_Z_DOT (0) DOT4_Z_DOT (1) DOT4_Z_DOT (2)); \
+    DOT4_Z_ROW (r, DOT4_Z_DOT (0) DOT4_Z_DOT (1) DOT4_Z_DOT (2)); \
   else if (NV == 2) \
-    DOT4_Z_ROW (r, 2, DOT4_Z_DOT (0) DOT4_Z_DOT (1)); \
+    DOT4_Z_ROW (r, DOT4_Z_DOT (0) DOT4_Z_DOT (1)); \
   else \
-    DOT4_Z_ROW (r, 1, DOT4_Z_DOT (0));
+    DOT4_Z_ROW (r, DOT4_Z_DOT (0));
 #define DOT4_QUAD() \
   { \
     DOT4_VEC w0 = DOT4_LOAD (w8); \
@@ -137,33 +136,33 @@ DOT4_NAME (block) (const ConyQGemm *g, const ConyQPanel *pn, guint c0, const gui
     const gint16 *a = u16 + (gsize) QROWS * 4 * pn->idx[i];
 #if DOT4_LANES == 16
     /* two vectors at a time, a row in assembly (as the bytes'): their four weight vectors
-     * (p: the pairs k, k + 1 and k + 2, k + 3 of vector v, q: of v + 1), a row's two
+     * (p: the pairs k, k + 1 and k + 2, k + 3 of vector v, q: of w = v + 1), a row's two
      * broadcasts in zmm30 and zmm31; with intrinsics gcc spilled */
 #define DOT4_Z_WDOT(w0, w1, acc) \
   "vpdpwssd %[" w0 "], %%zmm30, %[" acc "]\n\tvpdpwssd %[" w1 "], %%zmm31, %[" acc "]\n\t"
-#define DOT4_WORD_ROW(r, v, u, DOTS) \
+#define DOT4_WORD_ROW(r, v, w, DOTS) \
   __asm__("vpbroadcastd %c[off](%[a]), %%zmm30\n\tvpbroadcastd %c[off2](%[a]), %%zmm31\n\t" DOTS \
-          : [x] "+v"(a##r##v), [y] "+v"(a##r##u) \
+          : [x] "+v"(a##r##v), [y] "+v"(a##r##w) \
           : [p0] "v"(p0), [p1] "v"(p1), [q0] "v"(q0), [q1] "v"(q1), [a] "r"(a), \
           [off] "i"(8 * (r)), [off2] "i"(8 * (r) + 4), "m"(*(const gint16 (*)[QROWS * 4]) a) \
           : "xmm30", "xmm31")
-#define DOT4_WORD_ROWS(v, u, DOTS) \
-  DOT4_WORD_ROW (0, v, u, DOTS); \
-  DOT4_WORD_ROW (1, v, u, DOTS); \
-  DOT4_WORD_ROW (2, v, u, DOTS); \
-  DOT4_WORD_ROW (3, v, u, DOTS); \
-  DOT4_WORD_ROW (4, v, u, DOTS); \
-  DOT4_WORD_ROW (5, v, u, DOTS);
-#define DOT4_WORD(v, u) \
+#define DOT4_WORD_ROWS(v, w, DOTS) \
+  DOT4_WORD_ROW (0, v, w, DOTS); \
+  DOT4_WORD_ROW (1, v, w, DOTS); \
+  DOT4_WORD_ROW (2, v, w, DOTS); \
+  DOT4_WORD_ROW (3, v, w, DOTS); \
+  DOT4_WORD_ROW (4, v, w, DOTS); \
+  DOT4_WORD_ROW (5, v, w, DOTS);
+#define DOT4_WORD(v, w) \
   if (NV > (v)) { \
     const gint16 *wv = w16 + 4 * DOT4_LANES * (v); \
     DOT4_VEC p0 = DOT4_LOAD (wv), p1 = DOT4_LOAD (wv + 2 * DOT4_LANES); \
-    DOT4_VEC q0 = NV > (u) ? DOT4_LOAD (wv + 4 * DOT4_LANES) : DOT4_ZERO (); \
-    DOT4_VEC q1 = NV > (u) ? DOT4_LOAD (wv + 6 * DOT4_LANES) : DOT4_ZERO (); \
-    if (NV > (u)) { \
-      DOT4_WORD_ROWS (v, u, DOT4_Z_WDOT ("p0", "p1", "x") DOT4_Z_WDOT ("q0", "q1", "y")) \
+    DOT4_VEC q0 = NV > (w) ? DOT4_LOAD (wv + 4 * DOT4_LANES) : DOT4_ZERO (); \
+    DOT4_VEC q1 = NV > (w) ? DOT4_LOAD (wv + 6 * DOT4_LANES) : DOT4_ZERO (); \
+    if (NV > (w)) { \
+      DOT4_WORD_ROWS (v, w, DOT4_Z_WDOT ("p0", "p1", "x") DOT4_Z_WDOT ("q0", "q1", "y")) \
     } else { \
-      DOT4_WORD_ROWS (v, u, DOT4_Z_WDOT ("p0", "p1", "x")) \
+      DOT4_WORD_ROWS (v, w, DOT4_Z_WDOT ("p0", "p1", "x")) \
     } \
   }
     DOT4_WORD (0, 1);
