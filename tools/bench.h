@@ -6,6 +6,10 @@
 /* CPU seconds of the calling thread: with one BLAS thread, the compute time free of
  * whatever else holds the cores. */
 double cony_bench_cpu_s (void);
+/* What one reading of cony_bench_cpu_s adds to an interval it brackets (the least of many
+ * back-to-back pairs): about 2 µs where reading the thread's CPU clock is a system call
+ * (some VMs), a tenth of a 20 µs call being timed. */
+double cony_bench_cpu_overhead_s (void);
 /* Monotonic wall-clock seconds. */
 double cony_bench_wall_s (void);
 

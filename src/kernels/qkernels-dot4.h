@@ -4,110 +4,182 @@
  *   DOT4_NAME(x)   the names of this copy's functions (x with a suffix)
  *   DOT4_TARGET    its target attribute
  *   DOT4_LANES     the int32 lanes of its registers: 8 (256-bit) or 16 (512-bit)
+ *   DOT4_VECS      vectors a row keeps: 2 (256-bit: 16 registers) or 4 (512-bit: 32)
  *   DOT4(a, u, w)  a plus, in each int32 lane, the four products of u's unsigned bytes
  *                  and w's signed bytes: exact (no int16 step, nothing saturates)
- * The panels are packed for it (ConyQGemm's bytes_int8, panels of 2 * DOT4_LANES columns,
- * int16 vectors of DOT4_LANES): every quad whose weights fit int8 is bytes, one DOT4 per
- * row and vector; the others int16, two vpmaddwd per row and vector.
+ *   DOT2(a, x, w)  a plus, in each int32 lane, the two products of x's and w's int16
+ *                  (vpmaddwd and an add, or vpdpwssd)
+ * The panels are packed for it (ConyQGemm's bytes_int8, panels of DOT4_VECS * DOT4_LANES
+ * columns, int16 vectors of DOT4_LANES): every quad whose weights fit int8 is bytes, one
+ * DOT4 per row and vector; the others int16, two DOT2 per row and vector.
  *
- * A block of QROWS rows keeps 2 * QROWS accumulators (two vectors a row): vpdpbusd's
- * latency is several cycles and a core issues two a cycle, so fewer independent sums
- * leave it waiting (the 8-column kernel with 6 reached 61 % of the measured peak). Per
- * quad two weight loads and QROWS broadcasts feed 2 * QROWS dot products. */
+ * A block of QROWS rows keeps DOT4_VECS * QROWS accumulators: vpdpbusd's latency is
+ * several cycles and a core issues two a cycle, so fewer independent sums leave it
+ * waiting (the 8-column kernel with 6 reached 61 % of the measured peak), and per quad
+ * DOT4_VECS weight loads and QROWS broadcasts feed DOT4_VECS * QROWS dot products. The
+ * last panel of a product computes only the vectors that hold columns (NV). */
 
-#define DOT4_PANEL (2 * DOT4_LANES)
+#define DOT4_PANEL (DOT4_VECS * DOT4_LANES)
 /* the register operations of that width (512-bit: the requantisation put16 too) */
 #if DOT4_LANES == 8
 #define DOT4_VEC __m256i
 #define DOT4_LOAD(p) _mm256_loadu_si256 ((const void *) (p))
 #define DOT4_SET1(v) _mm256_set1_epi32 (v)
-#define DOT4_ADD(a, b) _mm256_add_epi32 (a, b)
-#define DOT4_MADD(a, b) _mm256_madd_epi16 (a, b)
+#define DOT4_ZERO() _mm256_setzero_si256 ()
 #else
 #define DOT4_VEC __m512i
 #define DOT4_LOAD(p) _mm512_loadu_si512 ((const void *) (p))
 #define DOT4_SET1(v) _mm512_set1_epi32 (v)
-#define DOT4_ADD(a, b) _mm512_add_epi32 (a, b)
-#define DOT4_MADD(a, b) _mm512_madd_epi16 (a, b)
+#define DOT4_ZERO() _mm512_setzero_si512 ()
 #endif
 
-/* Rows @r and @r + 1's accumulators of vector @v (@a, @b) requantised into @out; @two
- * FALSE: row r only. */
-DOT4_TARGET static inline __attribute__ ((always_inline)) void
-DOT4_NAME (store) (const ConyQGemm *g, const ConyQOut *o, guint p, int v, DOT4_VEC a, DOT4_VEC b,
-    gboolean two, gint8 *out, gsize ldo)
-{
-  guint c = DOT4_PANEL * p + DOT4_LANES * v;
-  if (c >= g->N)
-    return;
-#if DOT4_LANES == 8
-  put8x2 (g, c, requant8x2 (g, c, a, b), two, out, ldo);
+/* Row @r's accumulators a<r>0 .. a<r>3 (named: with an array gcc copies each one every
+ * iteration), from the bias vectors; those past NV are never used. */
+#if DOT4_VECS > 2
+#define DOT4_ACCS(r) DOT4_VEC a##r##0 = b0, a##r##1 = b1, a##r##2 = b2, a##r##3 = b3
 #else
-  put16 (o, g->small_acc, g->N, c, a, out);
-  if (two)
-    put16 (o, g->small_acc, g->N, c, b, out + ldo);
+#define DOT4_ACCS(r) DOT4_VEC a##r##0 = b0, a##r##1 = b1
 #endif
-}
+/* CALL (r) for the QROWS rows */
+#define DOT4_EACH_ROW(CALL) CALL (0) CALL (1) CALL (2) CALL (3) CALL (4) CALL (5)
 
-/* @MR (<= QROWS) rows of panel @p from the prepared inputs @u and @u16 into @out. */
+/* Panel @pn (its first column @c0, @NV vectors of columns) for the QROWS rows of one
+ * block of prepared inputs @u and @u16, of which the first @MR are stored into @out
+ * (row stride @ldo; the block's rows past M are zero); @SMALL: g->small_acc. */
 DOT4_TARGET static inline __attribute__ ((always_inline)) void
-DOT4_NAME (rows) (const ConyQGemm *g, guint p, const guint8 *u, const gint16 *u16, int MR,
-    gint8 *out, gsize ldo)
+DOT4_NAME (block) (const ConyQGemm *g, const ConyQPanel *pn, guint c0, const guint8 *u,
+    const gint16 *u16, const int NV, const gboolean SMALL, gsize MR, gint8 *out, gsize ldo)
 {
-  ConyQPanel pn = cony_qpanel (g, p);
-  /* named accumulators (rows past MR unused): with an array gcc copies each one every
-   * iteration */
-  DOT4_VEC b0 = DOT4_LOAD (pn.bias), b1 = DOT4_LOAD (pn.bias + DOT4_LANES);
-  DOT4_VEC a00 = b0, a01 = b1, a10 = b0, a11 = b1, a20 = b0, a21 = b1;
-  DOT4_VEC a30 = b0, a31 = b1, a40 = b0, a41 = b1, a50 = b0, a51 = b1;
-  /* one quad of bytes at @a: two weight vectors, a broadcast and two DOT4 a row */
+  /* the bias read again for each block (an opaque pointer): kept in registers across
+   * the blocks, it leaves the 256-bit kernel too few for its accumulators */
+  const gint32 *bias = pn->bias;
+  __asm__("" : "+r"(bias));
+  DOT4_VEC b0 = DOT4_LOAD (bias);
+  DOT4_VEC b1 = NV > 1 ? DOT4_LOAD (bias + DOT4_LANES) : DOT4_ZERO ();
+#if DOT4_VECS > 2
+  DOT4_VEC b2 = NV > 2 ? DOT4_LOAD (bias + 2 * DOT4_LANES) : DOT4_ZERO ();
+  DOT4_VEC b3 = NV > 3 ? DOT4_LOAD (bias + 3 * DOT4_LANES) : DOT4_ZERO ();
+#endif
+  DOT4_ACCS (0);
+  DOT4_ACCS (1);
+  DOT4_ACCS (2);
+  DOT4_ACCS (3);
+  DOT4_ACCS (4);
+  DOT4_ACCS (5);
+  /* one quad of bytes at @a: NV weight vectors, a broadcast and NV DOT4 a row */
 #define DOT4_ROW(r) \
-  if ((r) < MR) { \
+  { \
     gint32 v; \
     memcpy (&v, a + 4 * (r), sizeof v); \
     DOT4_VEC x = DOT4_SET1 (v); \
     a##r##0 = DOT4 (a##r##0, x, w0); \
-    a##r##1 = DOT4 (a##r##1, x, w1); \
+    if (NV > 1) \
+      a##r##1 = DOT4 (a##r##1, x, w1); \
   }
+#if DOT4_LANES == 16
+  /* a row in assembly: with intrinsics gcc copies each of the 24 accumulators from
+   * register to register every quad. zmm31 the row's broadcast. */
+#define DOT4_Z_DOT(v) "vpdpbusd %[w" #v "], %%zmm31, %[a" #v "]\n\t"
+#define DOT4_Z_ROW(r, DOTS) \
+  __asm__("vpbroadcastd %c[off](%[a]), %%zmm31\n\t" DOTS \
+          : [a0] "+v"(a##r##0), [a1] "+v"(a##r##1), [a2] "+v"(a##r##2), [a3] "+v"(a##r##3) \
+          : [w0] "v"(w0), [w1] "v"(w1), [w2] "v"(w2), [w3] "v"(w3), [a] "r"(a), \
+          [off] "i"(4 * (r)), "m"(*(const guint8 (*)[QROWS * 4]) a) \
+          : "xmm31")
+#define DOT4_ROW_N(r) \
+  if (NV == 4) \
+    DOT4_Z_ROW (r, DOT4_Z_DOT (0) DOT4_Z_DOT (1) DOT4_Z_DOT (2) DOT4_Z_DOT (3)); \
+  else if (NV == 3) \
+    DOT4_Z_ROW (r, DOT4_Z_DOT (0) DOT4_Z_DOT (1) DOT4_Z_DOT (2)); \
+  else if (NV == 2) \
+    DOT4_Z_ROW (r, DOT4_Z_DOT (0) DOT4_Z_DOT (1)); \
+  else \
+    DOT4_Z_ROW (r, DOT4_Z_DOT (0));
+#define DOT4_QUAD() \
+  { \
+    DOT4_VEC w0 = DOT4_LOAD (w8); \
+    DOT4_VEC w1 = NV > 1 ? DOT4_LOAD (w8 + 4 * DOT4_LANES) : DOT4_ZERO (); \
+    DOT4_VEC w2 = NV > 2 ? DOT4_LOAD (w8 + 8 * DOT4_LANES) : DOT4_ZERO (); \
+    DOT4_VEC w3 = NV > 3 ? DOT4_LOAD (w8 + 12 * DOT4_LANES) : DOT4_ZERO (); \
+    DOT4_EACH_ROW (DOT4_ROW_N) \
+  }
+#else
+#define DOT4_QUAD() \
+  { \
+    DOT4_VEC w0 = DOT4_LOAD (w8); \
+    DOT4_VEC w1 = NV > 1 ? DOT4_LOAD (w8 + 4 * DOT4_LANES) : DOT4_ZERO (); \
+    DOT4_EACH_ROW (DOT4_ROW) \
+  }
+#endif
 #define DOT4_BYTES() \
   { \
-    DOT4_VEC w0 = DOT4_LOAD (w8), w1 = DOT4_LOAD (w8 + 4 * DOT4_LANES); \
-    for (int line = 0; line < 4 * DOT4_PANEL; line += 64) \
+    for (int line = 0; line < 4 * DOT4_LANES * NV; line += 64) \
       _mm_prefetch ((const char *) (w8 + PREFETCH + line), _MM_HINT_T0); \
-    DOT4_ROW (0); \
-    DOT4_ROW (1); \
-    DOT4_ROW (2); \
-    DOT4_ROW (3); \
-    DOT4_ROW (4); \
-    DOT4_ROW (5); \
+    DOT4_QUAD () \
   }
-  const gint8 *w8 = pn.w8;
-  if (pn.n8 == pn.nq) { /* every quad bytes, in order: no index to read */
+  const gint8 *w8 = pn->w8;
+  if (pn->n8 == pn->nq) { /* every quad bytes, in order: no index to read */
     const guint8 *a = u;
-    for (guint i = 0; i < pn.n8; i++, w8 += 4 * DOT4_PANEL, a += QROWS * 4)
+    for (guint i = 0; i < pn->n8; i++, w8 += 4 * DOT4_PANEL, a += QROWS * 4)
       DOT4_BYTES ();
   } else {
-    for (guint i = 0; i < pn.n8; i++, w8 += 4 * DOT4_PANEL) {
-      const guint8 *a = u + (gsize) QROWS * 4 * pn.idx[i];
+    for (guint i = 0; i < pn->n8; i++, w8 += 4 * DOT4_PANEL) {
+      const guint8 *a = u + (gsize) QROWS * 4 * pn->idx[i];
       DOT4_BYTES ();
     }
   }
 #undef DOT4_BYTES
+#undef DOT4_QUAD
 #undef DOT4_ROW
-  const gint16 *w16 = pn.w16;
-  for (guint i = pn.n8; i < pn.nq; i++, w16 += 4 * DOT4_PANEL) {
-    const gint16 *a = u16 + (gsize) QROWS * 4 * pn.idx[i];
+  const gint16 *w16 = pn->w16;
+  for (guint i = pn->n8; i < pn->nq; i++, w16 += 4 * DOT4_PANEL) {
+    const gint16 *a = u16 + (gsize) QROWS * 4 * pn->idx[i];
+#if DOT4_LANES == 16
+    /* two vectors at a time, a row in assembly (as the bytes'): their four weight vectors
+     * (p: the pairs k, k + 1 and k + 2, k + 3 of vector v, q: of w = v + 1), a row's two
+     * broadcasts in zmm30 and zmm31; with intrinsics gcc spilled */
+#define DOT4_Z_WDOT(w0, w1, acc) \
+  "vpdpwssd %[" w0 "], %%zmm30, %[" acc "]\n\tvpdpwssd %[" w1 "], %%zmm31, %[" acc "]\n\t"
+#define DOT4_WORD_ROW(r, v, w, DOTS) \
+  __asm__("vpbroadcastd %c[off](%[a]), %%zmm30\n\tvpbroadcastd %c[off2](%[a]), %%zmm31\n\t" DOTS \
+          : [x] "+v"(a##r##v), [y] "+v"(a##r##w) \
+          : [p0] "v"(p0), [p1] "v"(p1), [q0] "v"(q0), [q1] "v"(q1), [a] "r"(a), \
+          [off] "i"(8 * (r)), [off2] "i"(8 * (r) + 4), "m"(*(const gint16 (*)[QROWS * 4]) a) \
+          : "xmm30", "xmm31")
+#define DOT4_WORD_ROWS(v, w, DOTS) \
+  DOT4_WORD_ROW (0, v, w, DOTS); \
+  DOT4_WORD_ROW (1, v, w, DOTS); \
+  DOT4_WORD_ROW (2, v, w, DOTS); \
+  DOT4_WORD_ROW (3, v, w, DOTS); \
+  DOT4_WORD_ROW (4, v, w, DOTS); \
+  DOT4_WORD_ROW (5, v, w, DOTS);
+#define DOT4_WORD(v, w) \
+  if (NV > (v)) { \
+    const gint16 *wv = w16 + 4 * DOT4_LANES * (v); \
+    DOT4_VEC p0 = DOT4_LOAD (wv), p1 = DOT4_LOAD (wv + 2 * DOT4_LANES); \
+    DOT4_VEC q0 = NV > (w) ? DOT4_LOAD (wv + 4 * DOT4_LANES) : DOT4_ZERO (); \
+    DOT4_VEC q1 = NV > (w) ? DOT4_LOAD (wv + 6 * DOT4_LANES) : DOT4_ZERO (); \
+    if (NV > (w)) { \
+      DOT4_WORD_ROWS (v, w, DOT4_Z_WDOT ("p0", "p1", "x") DOT4_Z_WDOT ("q0", "q1", "y")) \
+    } else { \
+      DOT4_WORD_ROWS (v, w, DOT4_Z_WDOT ("p0", "p1", "x")) \
+    } \
+  }
+    DOT4_WORD (0, 1);
+    DOT4_WORD (2, 3);
+#undef DOT4_Z_WDOT
+#undef DOT4_WORD_ROWS
+#else
     /* one vector at a time: its two weight vectors and a row's two broadcasts */
 #define DOT4_WORD_ROW(r, v) \
-  if ((r) < MR) { \
+  { \
     gint32 x0, x1; \
     memcpy (&x0, a + 4 * (r), sizeof x0); \
     memcpy (&x1, a + 4 * (r) + 2, sizeof x1); \
-    a##r##v = DOT4_ADD (a##r##v, \
-        DOT4_ADD (DOT4_MADD (DOT4_SET1 (x0), p0), DOT4_MADD (DOT4_SET1 (x1), p1))); \
+    a##r##v = DOT2 (DOT2 (a##r##v, DOT4_SET1 (x0), p0), DOT4_SET1 (x1), p1); \
   }
 #define DOT4_WORD(v) \
-  { \
+  if (NV > (v)) { \
     DOT4_VEC p0 = DOT4_LOAD (w16 + 4 * DOT4_LANES * (v)); \
     DOT4_VEC p1 = DOT4_LOAD (w16 + 4 * DOT4_LANES * (v) + 2 * DOT4_LANES); \
     DOT4_WORD_ROW (0, v); \
@@ -119,22 +191,86 @@ DOT4_NAME (rows) (const ConyQGemm *g, guint p, const guint8 *u, const gint16 *u1
   }
     DOT4_WORD (0);
     DOT4_WORD (1);
+#endif
 #undef DOT4_WORD
 #undef DOT4_WORD_ROW
   }
-  /* requantised and stored two rows at a time, fused with the accumulation (@o: a local
-   * copy of g->out, see put16) */
+  /* requantised and stored, fused with the accumulation */
+#if DOT4_LANES == 8
+  /* two rows at a time (the second only where it is one of the MR) */
+#define DOT4_PUT2(r0, r1, v) \
+  if (NV > (v) && (r0) < MR) \
+    put8x2 (g, c0 + 8 * (v), requant8x2 (g, c0 + 8 * (v), a##r0##v, a##r1##v), (r1) < MR, \
+        out + (r0) *ldo, ldo);
+#define DOT4_PUT(r0, r1) DOT4_PUT2 (r0, r1, 0) DOT4_PUT2 (r0, r1, 1)
+  DOT4_PUT (0, 1) DOT4_PUT (2, 3) DOT4_PUT (4, 5)
+#undef DOT4_PUT
+#undef DOT4_PUT2
+#else
+  /* a vector's columns at a time: its requantisation constants shared by the rows (@o: a
+   * local copy of g->out, see put16); all but the last of the NV vectors are whole */
   const ConyQOut o = g->out;
-  DOT4_NAME (store) (g, &o, p, 0, a00, a10, MR > 1, out, ldo);
-  DOT4_NAME (store) (g, &o, p, 1, a01, a11, MR > 1, out, ldo);
-  if (MR > 2) {
-    DOT4_NAME (store) (g, &o, p, 0, a20, a30, MR > 3, out + 2 * ldo, ldo);
-    DOT4_NAME (store) (g, &o, p, 1, a21, a31, MR > 3, out + 2 * ldo, ldo);
+  const guint N = g->N;
+#define DOT4_PUT1(r, v) \
+  if ((r) < MR) \
+    put16 (&o, SMALL, (v) + 1 < NV, N, c0 + 16 * (v), a##r##v, out + (r) *ldo);
+#define DOT4_PUT(v) \
+  if (NV > (v)) { \
+    DOT4_PUT1 (0, v) \
+    DOT4_PUT1 (1, v) DOT4_PUT1 (2, v) DOT4_PUT1 (3, v) DOT4_PUT1 (4, v) DOT4_PUT1 (5, v) \
   }
-  if (MR > 4) {
-    DOT4_NAME (store) (g, &o, p, 0, a40, a50, MR > 5, out + 4 * ldo, ldo);
-    DOT4_NAME (store) (g, &o, p, 1, a41, a51, MR > 5, out + 4 * ldo, ldo);
+  /* 64 whole columns: a row's four vectors packed into one store (put64) */
+#define DOT4_PUT4(r) \
+  if ((r) < MR) \
+    put64 (&o, SMALL, c0, a##r##0, a##r##1, a##r##2, a##r##3, out + (r) *ldo);
+  if (NV == 4 && c0 + 64 <= N) {
+    DOT4_EACH_ROW (DOT4_PUT4)
+  } else {
+    DOT4_PUT (0) DOT4_PUT (1) DOT4_PUT (2) DOT4_PUT (3)
   }
+#undef DOT4_PUT4
+#undef DOT4_PUT
+#undef DOT4_PUT1
+#endif
+}
+
+/* Panel @p (@NV vectors of columns) of the @M rows prepared in @u and @u16 (@blk values
+ * a block) into @out. */
+DOT4_TARGET static inline __attribute__ ((always_inline)) void
+DOT4_NAME (panel) (const ConyQGemm *g, guint p, const guint8 *u, const gint16 *u16, gsize blk,
+    gsize M, const int NV, const gboolean SMALL, gint8 *out, gsize ldo)
+{
+  ConyQPanel pn = cony_qpanel (g, p);
+  gsize full = M / QROWS;
+  /* full blocks with the row count a constant (the stores unconditional), then the rest */
+  for (gsize b = 0; b < full; b++, u += blk, u16 += blk, out += QROWS * ldo)
+    DOT4_NAME (block) (g, &pn, DOT4_PANEL * p, u, u16, NV, SMALL, QROWS, out, ldo);
+  if (M % QROWS)
+    DOT4_NAME (block) (g, &pn, DOT4_PANEL * p, u, u16, NV, SMALL, M % QROWS, out, ldo);
+}
+
+/* DOT4_NAME (panel) with @nv (1 .. DOT4_VECS) and @small as constants. */
+DOT4_TARGET static void
+DOT4_NAME (panel_nv) (const ConyQGemm *g, guint p, const guint8 *u, const gint16 *u16, gsize blk,
+    gsize M, int nv, gboolean small, gint8 *out, gsize ldo)
+{
+#define DOT4_CASE(n) \
+  case n: \
+    if (DOT4_LANES == 16 && small) /* 8 lanes: requant8x2 reads it */ \
+      DOT4_NAME (panel) (g, p, u, u16, blk, M, n, TRUE, out, ldo); \
+    else \
+      DOT4_NAME (panel) (g, p, u, u16, blk, M, n, FALSE, out, ldo); \
+    break;
+  switch (nv) {
+#if DOT4_VECS > 2
+    DOT4_CASE (4)
+    DOT4_CASE (3)
+#endif
+    DOT4_CASE (2)
+    DOT4_CASE (1)
+    default: g_assert_not_reached ();
+  }
+#undef DOT4_CASE
 }
 
 DOT4_TARGET void
@@ -147,22 +283,25 @@ DOT4_NAME (cony_qgemm) (const ConyQGemm *g, gsize M, const gint8 *x, gsize ldx, 
   gint16 *u16;
   gsize blk = prepare_inputs (g, M, x, ldx, scratch, &u, &u16);
   for (guint p = 0; p < cony_qgemm_panels (g); p++) {
-    gsize b = M / QROWS, r = b * QROWS;
-    for (gsize k = 0; k < b; k++)
-      DOT4_NAME (rows) (g, p, u + k * blk, u16 + k * blk, QROWS, out + k * QROWS * ldo, ldo);
-#define DOT4_TAIL(n) DOT4_NAME (rows) (g, p, u + b * blk, u16 + b * blk, n, out + r * ldo, ldo)
-    TAIL_ROWS (M - r, DOT4_TAIL);
-#undef DOT4_TAIL
+    guint left = g->N - DOT4_PANEL * p;
+    int nv = left >= DOT4_PANEL ? DOT4_VECS : (int) ((left + DOT4_LANES - 1) / DOT4_LANES);
+    DOT4_NAME (panel_nv) (g, p, u, u16, blk, M, nv, g->small_acc, out, ldo);
   }
 }
 
+#undef DOT4_ACCS
+#undef DOT4_EACH_ROW
+#undef DOT4_Z_DOT
+#undef DOT4_Z_ROW
+#undef DOT4_ROW_N
 #undef DOT4_PANEL
 #undef DOT4_NAME
 #undef DOT4_TARGET
 #undef DOT4_VEC
+#undef DOT4_VECS
 #undef DOT4_LANES
 #undef DOT4_LOAD
 #undef DOT4_SET1
-#undef DOT4_ADD
-#undef DOT4_MADD
+#undef DOT4_ZERO
 #undef DOT4
+#undef DOT2

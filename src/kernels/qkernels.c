@@ -5,6 +5,10 @@
 
 #include <string.h>
 
+/* The largest right shift the short rounding takes: with the zero point folded in
+ * (q_mul16_small), |zp| 2^rs stays below 2^30. */
+#define SMALL_RSHIFT_MAX 23
+
 static void
 split_shifts (const ConyQMul *m, guint n, ConyQOut *o)
 {
@@ -36,7 +40,11 @@ cony_qout_init (ConyQOut *o, guint n, const ConyQMul *m, gint32 zp, gint32 lo, g
     gsize at = c / 8 * 8 + (c % 2) * 4 + (c % 8) / 2;
     gint64 nudge = (G_GINT64_CONSTANT (1) << 30) + (G_GINT64_CONSTANT (1) << (30 + o->rshift[c]));
     o->nudge[at] = nudge;
-    o->nudge16[c / 16 * 16 + (c % 2) * 8 + (c % 16) / 2] = nudge;
+    /* doubled, and the zero point's zp 2^(rs + 32), for the shifts the short rounding
+     * takes (1..SMALL_RSHIFT_MAX; the others never read it) */
+    if (o->rshift[c] >= 1 && o->rshift[c] <= SMALL_RSHIFT_MAX)
+      o->nudge16[c / 16 * 16 + (c % 2) * 8 + (c % 16) / 2] = 2 * nudge
+          + (gint64) zp * (G_GINT64_CONSTANT (1) << (32 + o->rshift[c]));
   }
   o->zp = zp;
   o->lo = lo;
@@ -57,8 +65,8 @@ cony_qout_clear (ConyQOut *o)
 
 /* Whether every accumulator of @n channels stays below 2^29 in magnitude (biases
  * @bias, weights @w of @K per channel, inputs of magnitude <= @x_max) and every
- * channel of @o shifts right by at least 1: the AVX2 kernels' short rounding is then
- * exact (qkernels-avx2.c, q_mul8_small). */
+ * channel of @o shifts right by 1 to SMALL_RSHIFT_MAX: the SIMD kernels' short rounding
+ * is then exact (qkernels-avx2.c, q_mul8_small, q_mul16_small). */
 static gboolean
 small_accumulators (const ConyQOut *o, guint n, const gint32 *bias, const ConyQWeights *w, guint K,
     gint64 x_max)
@@ -69,7 +77,7 @@ small_accumulators (const ConyQOut *o, guint n, const gint32 *bias, const ConyQW
     gint64 sum = ABS ((gint64) bias[c]);
     for (guint k = 0; k < K; k++)
       sum += x_max * ABS (cony_qweights_at (w, K, c, k));
-    if (o->rshift[c] < 1 || sum >= (1 << 29))
+    if (o->rshift[c] < 1 || o->rshift[c] > SMALL_RSHIFT_MAX || sum >= (1 << 29))
       return FALSE;
   }
   return TRUE;
@@ -175,7 +183,7 @@ cony_qgemm_init (ConyQGemm *g, const ConyQKernels *k, guint K, guint N, const Co
   g->bytes_int8 = k->dot4;
   g->K = K;
   g->N = N;
-  g->Np = (N + 31) / 32 * 32;
+  g->Np = (N + 63) / 64 * 64;
   g->in_zp = in_zp;
   g->bias = folded_bias (K, N, g->Np, w, in_zp + 128, bias);
   g->bias_x = folded_bias (K, N, g->Np, w, in_zp, bias);
@@ -325,8 +333,8 @@ gemm_portable (const ConyQGemm *g, gsize M, const gint8 *x, gsize ldx, gint8 *ou
 {
   (void) scratch;
   guint width = g->p8.width;
-  gint32 acc[32];
-  gint8 q[32];
+  gint32 acc[64];
+  gint8 q[64];
   for (guint p = 0; p < cony_qgemm_panels (g); p++) {
     guint c = width * p, n = MIN (width, g->N - c);
     ConyQOut o = { .mult = g->out.mult + c,
@@ -425,7 +433,7 @@ cony_qkernels_avx512vnni (void)
 #ifdef CONY_CPU_VNNI
   /* the products and the depthwise layers on 512-bit registers */
   static const ConyQKernels k = { "avx512vnni", cony_qgemm_avx512vnni, cony_qrequant_avx2,
-    cony_qdw_avx512, cony_qquantize_avx2, cony_qadd_avx2, TRUE, 32, 16 };
+    cony_qdw_avx512, cony_qquantize_avx2, cony_qadd_avx2, TRUE, 64, 16 };
   return cony_cpu_has_v3 () && cony_cpu_has_avx512vnni () ? &k : NULL;
 #else
   return NULL;

@@ -17,8 +17,8 @@ typedef struct {
   /* The short rounding's 64-bit nudges (q_mul8_small in qkernels-avx2.c), per 8
    * channels the even ones' then the odd ones': 2^30 + 2^(30 + rshift) (rshift >= 1). */
   gint64 *nudge;
-  /* The same nudges per 16 channels for 512-bit registers: the even ones' 8, then the
-   * odd ones' 8 (q_mul16_small). */
+  /* Per 16 channels for 512-bit registers, the even ones' 8 then the odd ones' 8: twice
+   * those nudges plus zp 2^(32 + rshift) (q_mul16_small; 0 where it does not apply). */
   gint64 *nudge16;
   gint32 zp, lo, hi;
   gboolean any_left; /* some channel has lshift > 0 */
@@ -47,8 +47,8 @@ cony_qweights_at (const ConyQWeights *w, guint K, guint c, guint k)
 
 /* A product out (M x N) = requant ((x - in_zp) (M x K) W^T + bias), W from ConyQWeights,
  * packed once for the kernel set that runs it: N in panels of 8 columns (the AVX2, NEON
- * and emulated sets) or of a set's wider panel (ConyQKernels' panel: 16 for AVX-VNNI, 32
- * for AVX512-VNNI, so that a row's accumulators are two vectors), K in quads of 4
+ * and emulated sets) or of a set's wider panel (ConyQKernels' panel: 16 for AVX-VNNI, 64
+ * for AVX512-VNNI: a row's accumulators are two or four vectors), K in quads of 4
  * (zero-padded), the inputs taken as u = x + 128 in 0..255, so the bias folds in both
  * shifts (bias - (in_zp + 128) * sum_k (w - zp)). A panel's quad is byte-exact when its
  * weights fit int8 and (for vpmaddubsw, not for the dot-product sets) vpmaddubsw cannot
@@ -60,7 +60,7 @@ cony_qweights_at (const ConyQWeights *w, guint K, guint c, guint k)
  * weights 42-95 % of the quads are bytes for vpmaddubsw, all of them for vpdpbusd. */
 typedef struct {
   guint Kq;         /* K rounded up to a multiple of 4 */
-  guint width;      /* columns a panel: 8, 16 or 32 */
+  guint width;      /* columns a panel: 8, 16 or 64 */
   guint word;       /* columns an int16 vector: 8 or 16 (width is a multiple) */
   gint8 *w8;        /* the byte-exact quads, panel after panel, 4 * width bytes each */
   gint16 *w16;      /* the others, 4 * width int16 each */
@@ -70,14 +70,14 @@ typedef struct {
 } ConyQPanels8;
 
 typedef struct {
-  guint K, N, Np; /* Np = N rounded up to 32 */
+  guint K, N, Np; /* Np = N rounded up to 64 */
   gint32 *bias;   /* Np, both shifts folded in (above) */
   gint32 *bias_x; /* Np, for kernels that multiply x itself: bias - in_zp * sum_k (w - zp) */
   gint32 in_zp;
   ConyQPanels8 p8;
   ConyQOut out;
-  /* every |accumulator| < 2^29, every channel's shift a right shift of at least 1:
-   * the AVX2 kernel may requantise with the short rounding (qkernels-avx2.c) */
+  /* every |accumulator| < 2^29, every channel's shift a right shift of 1 to 23: the
+   * SIMD kernels may requantise with the short rounding (qkernels-avx2.c) */
   gboolean small_acc;
   /* packed for a dot-product kernel set (ConyQKernels' dot4): every quad whose weights
    * fit int8 is bytes, whatever vpmaddubsw would make of it (the NEON kernels run either
@@ -172,7 +172,7 @@ const ConyQKernels *cony_qkernels_portable (void);
 /* The AVX2 set, NULL where the CPU (or the build) has no AVX2. */
 const ConyQKernels *cony_qkernels_avx2 (void);
 /* The VNNI set this CPU runs best: AVX512-VNNI's ("avx512vnni": vpdpbusd on 512-bit
- * registers, panels of 32 columns; needs AVX512F/BW/VL), else AVX-VNNI's ("avxvnni":
+ * registers, panels of 64 columns; needs AVX512F/BW/VL), else AVX-VNNI's ("avxvnni":
  * 256-bit, panels of 16); the other kernels AVX2's. NULL where the CPU (or the build)
  * has neither. */
 const ConyQKernels *cony_qkernels_vnni (void);

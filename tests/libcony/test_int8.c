@@ -263,7 +263,7 @@ random_weights (GRand *r, guint kind, guint K, guint n, guint8 *data, gint32 *zp
 }
 
 /* The dot-product kernel sets (the exact AVX2 emulation of vpdpbusd, and AVX-VNNI's and
- * AVX512-VNNI's where this CPU has them, on panels of 16 and 32 columns; NEON with sdot,
+ * AVX512-VNNI's where this CPU has them, on panels of 16 and 64 columns; NEON with sdot,
  * and plain NEON, which takes the same packing) on one product: packed for them, int8
  * weights (zero point 0) run as bytes only, even where vpmaddubsw would saturate, and
  * both they and the portable kernel on their packing give @want (M x N), the portable
@@ -306,8 +306,11 @@ test_kernels_equal (void)
   const ConyQKernels *simd[4], *port = cony_qkernels_portable ();
   guint n_simd = simd_sets (simd);
   GRand *r = g_rand_new_with_seed (7);
+  /* the last four: whole 64-column panels of the 512-bit set, and its last panels of
+   * three and one vector (100 = 64 + 36, 130 = 2 x 64 + 2) */
   guint shapes[][3] = { { 13, 9, 32 }, { 7, 64, 21 }, { 25, 1024, 48 }, { 1, 1024, 521 },
-    { 6, 33, 16 }, { 11, 2, 5 }, { 30, 27, 40 }, { 1000, 9, 20 }, { 1501, 30, 24 } };
+    { 6, 33, 16 }, { 11, 2, 5 }, { 30, 27, 40 }, { 1000, 9, 20 }, { 1501, 30, 24 }, { 13, 40, 64 },
+    { 20, 70, 100 }, { 7, 24, 130 }, { 48, 512, 192 } };
   for (guint s = 0; s < G_N_ELEMENTS (shapes); s++)
     for (guint kind = 0; kind < 4; kind++) {
       guint M = shapes[s][0], K = shapes[s][1], N = shapes[s][2];
@@ -328,9 +331,10 @@ test_kernels_equal (void)
       if (!right) /* a left shift somewhere, whatever the draws */
         cony_q_multiplier (2.5, &m[N / 2]);
       gint32 in_zp = kind == 0 ? -128 : kind == 1 ? 127 : g_rand_int_range (r, -128, 128);
-      /* kind 2 with a ReLU6-like clamp, the others the whole range */
-      gint32 zp = g_rand_int_range (r, -128, 100), lo = kind == 2 ? zp : -128;
-      gint32 hi = kind == 2 ? zp + 27 : 127;
+      /* kinds 2 and 3 (this one with the short rounding) with a ReLU6-like clamp, the
+       * others the whole range */
+      gint32 zp = g_rand_int_range (r, -128, 100), lo = kind >= 2 ? zp : -128;
+      gint32 hi = kind >= 2 ? zp + 27 : 127;
       ConyQGemm g;
       cony_qgemm_init (&g, port, K, N, &w, in_zp, bias, m, zp, lo, hi);
       /* near the limit, the AVX2 packing takes both of its paths */
