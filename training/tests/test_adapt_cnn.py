@@ -5,7 +5,10 @@ adapted layers only (int8 per channel, within half a step) and ends at the pool 
 AudioSet head), its activation quantisation is YAMNet's before the adapted layers and
 calibrated after (rule 32; the recipe and the in-place `quantize` stage write the same
 bytes), and libcony runs the written file to the same tokens in float and within a few
-int8 steps on the integer path (when the build is there)."""
+int8 steps on the integer path (when the build is there). With --cnn-mode continual (rule
+37) the patches are the layer-24 rows a continual token reads: the tail on them is the
+float64 continual reference's embedding, and libcony's continual tokens of the written file
+are the tail on the rows its cut file gives."""
 
 import argparse
 import contextlib
@@ -22,7 +25,7 @@ import torch
 
 from conytrain import REPO, safetensors_io
 from conytrain.audio import adapt, yamnet
-from conytrain.ref import mobilenet
+from conytrain.ref import continual_cnn, mobilenet
 
 YAMNET = os.path.join(REPO, "models", "yamnet", "yamnet.safetensors")
 with open(adapt.YAMNET_QUANTIZATION) as _f:
@@ -42,9 +45,9 @@ def cony_tool():
     return path if os.access(path, os.X_OK) else None
 
 
-def write_wav(path, seconds=1.5, rate=16000):
+def write_wav(path, seconds=1.5, rate=16000, hz=660):
     t = np.arange(int(seconds * rate)) / rate
-    x = 0.3 * np.sin(2 * np.pi * 660 * t) + 0.05 * np.random.default_rng(3).standard_normal(len(t))
+    x = 0.3 * np.sin(2 * np.pi * hz * t) + 0.05 * np.random.default_rng(3).standard_normal(len(t))
     with wave.open(path, "wb") as w:
         w.setnchannels(1)
         w.setsampwidth(2)
@@ -78,6 +81,40 @@ class AdaptCnn(unittest.TestCase):
             got = adapt.Tail(self.tensors, words, first)(torch.from_numpy(a[None]).float())
             np.testing.assert_allclose(got[0].detach().numpy(), emb, atol=2e-4)
 
+    def test_continual_tail_is_the_continual_reference(self):
+        # the tokens at stride 32 and 64 from a stream's layer-24 rows: each token reads
+        # rows j h - 1 ... j h + 3, row -1 the start's zeros (the reference pads nothing
+        # after the stream: its last rows' lookahead is cut off)
+        frames = np.random.default_rng(8).normal(-3, 2, (96 + 10 * 32 + 40, 64))
+        rows = continual_cnn.final_rows(self.net, frames, every=True)[24]
+        rows = rows.reshape(len(rows), -1).astype(np.float32)
+        tail = adapt.Tail(self.tensors, self.meta["layers"].split(), 25, continual=True)
+        for hop, n in ((32, 7), (64, 4)):
+            want, _ = continual_cnn.stream(self.net, frames, hop)
+            self.assertEqual(len(want), n)
+            patches = adapt.continual_patches(rows, n, hop // 32)
+            self.assertEqual(patches.shape, (n, 5 * 2 * 1024))
+            np.testing.assert_array_equal(patches[0, :2048], 0)
+            with torch.no_grad():
+                got = tail(torch.from_numpy(patches)).numpy()
+            np.testing.assert_allclose(got, want, atol=2e-4)
+        with self.assertRaisesRegex(RuntimeError, "lacks the last row"):
+            adapt.continual_patches(rows[:8], 7)
+        # the rows back from the cut file's overlapping tokens, K = 3 rows each
+        tokens = np.stack([rows[j:j + 3].reshape(-1) for j in range(len(rows) - 2)])
+        np.testing.assert_array_equal(adapt.rows_of_tokens(tokens), rows)
+        tokens[2, 0] += 1
+        with self.assertRaisesRegex(RuntimeError, "do not share"):
+            adapt.rows_of_tokens(tokens)
+        with self.assertRaisesRegex(RuntimeError, "only layers 25 and 26"):
+            adapt.Tail(self.tensors, self.meta["layers"].split(), 23, continual=True)
+
+    def test_clip_tokens_counts_as_cony_embed(self):
+        wav = os.path.join(self.tmp.name, "x.wav")
+        for seconds, stride, n in ((5.0, 32, 13), (5.0, 25, 17), (0.5, 32, 0)):
+            write_wav(wav, seconds)
+            self.assertEqual(adapt.clip_tokens(wav, stride), n)
+
     def test_first_layer_checked(self):
         for first in (24, 26, 11):     # pointwise, pointwise, too early
             with self.assertRaisesRegex(RuntimeError, "--adapt-from"):
@@ -93,6 +130,15 @@ class AdaptCnn(unittest.TestCase):
             self.assertIn(msg, err.getvalue())
         args = yamnet.parse_args(["--adapt-cnn", "1", "--adapt-from", "23"])
         self.assertEqual((args.adapt_cnn, args.adapt_from), (1, 23))
+        for argv, msg in ((["--adapt-cnn", "1", "--stride", "32"], "stride 25 only"),
+                          (["--adapt-cnn", "1", "--cnn-mode", "continual", "--stride", "32",
+                            "--adapt-from", "23"], "layers 25 and 26 only")):
+            err = io.StringIO()
+            with self.assertRaises(SystemExit), contextlib.redirect_stderr(err):
+                yamnet.parse_args(argv)
+            self.assertIn(msg, err.getvalue())
+        args = yamnet.parse_args(["--adapt-cnn", "1", "--cnn-mode", "continual", "--stride", "32"])
+        self.assertEqual((args.cnn_mode, args.stride), ("continual", 32))
 
     def test_load_acts_stacks_the_clips(self):
         maps = np.random.default_rng(2).uniform(0, 6, (3, 17, 12)).astype(np.float32)
@@ -299,6 +345,50 @@ class AdaptCnn(unittest.TestCase):
         self.assertRegex(info, r'adapted: +\{.*"layers": \[%s\]'
                          % ", ".join(str(i) for i in range(first, 27)))
         self.assertRegex(info, r"precision: +int8, all 28 layers")
+
+    @unittest.skipIf(cony_tool() is None, "no built cony (CONY_BUILD_ROOT)")
+    def test_continual_adaptation_through_libcony(self):
+        # the recipe's continual path (rule 37): the cut file's rows through cony embed
+        # --mode continual, the tail trained on their patches, and the written file's
+        # continual tokens in libcony (float: the tail's to 1e-4, write_tokens' own check;
+        # integer path: within the int8 network's error)
+        rows = []
+        for k, hz in enumerate((440, 1320)):
+            write_wav(os.path.join(self.tmp.name, f"c{k}.wav"), 5.0, hz=hz)
+            rows.append({"root": self.tmp.name, "path": f"c{k}.wav", "set": "s",
+                         "split": "train", "label": LABELS[k]})
+        args = self.adapt_args(steps=10)
+        args.cony, args.cache, args.work, args.jobs = cony_tool(), self.tmp.name, self.tmp.name, 1
+        args.cnn_mode, args.stride = "continual", 32
+        adapt.stage_acts(args, rows)
+        self.assertEqual(np.load(adapt.acts_path(self.tmp.name, rows[0], 25, "continual")).shape,
+                         (16, 2048))
+        acts = adapt.load_patches(args, rows)
+        self.assertEqual(acts.shape, (2, 13, 5 * 2048))
+        words = self.meta["layers"].split()
+        tail = adapt.train_tail(args, acts, np.arange(2), 2, self.tensors, words)
+        self.assertFalse(tail.time_pad)
+        out = adapt.write_cnn(args, tail, self.tensors, self.meta, LABELS[:2],
+                              os.path.join(self.tmp.name, adapt.CNN_NAME), acts)
+        tensors, meta = safetensors_io.load(out)
+        self.assertIn("continual", json.loads(meta["adapted"])["maps"])
+        cache = os.path.join(self.tmp.name, "tokens")
+        adapt.write_tokens(args, rows, out, cache)
+        with open(os.path.join(cache, "yamnet.json")) as f:
+            self.assertEqual(json.load(f)["cnn_mode"], "continual")
+        want = np.load(adapt.token_path(cache, rows[1]))
+        q8 = os.path.join(self.tmp.name, "q8.npy")
+        subprocess.run([cony_tool(), "embed", "--drop-tail", "-e", "--model", out, "--mode",
+                        "continual", "--stride", "32", os.path.join(self.tmp.name, "c1.wav"),
+                        "-o", q8], check=True, capture_output=True)
+        rel = np.linalg.norm(np.load(q8) - want, axis=1) / np.linalg.norm(want, axis=1)
+        self.assertEqual(np.load(q8).shape, (13, 1024))
+        self.assertLess(float(rel.max()), 0.1)
+        # not the per-window tail's tokens: the maps are the continual ones
+        window = adapt.Tail(tensors, words[:-2], 25)
+        with torch.no_grad():
+            other = window(torch.from_numpy(acts[1][:, 2048:2048 * 4].copy())).numpy()
+        self.assertGreater(float(np.abs(other - want).max()), 1e-2)
 
 
 if __name__ == "__main__":

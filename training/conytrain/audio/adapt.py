@@ -22,6 +22,13 @@ take YAMNet's own activation scales (--adapt-quantization, what the converter wr
 the original .tflite); the adapted layers and the pool are calibrated as TensorFlow Lite's
 post-training quantisation does (calibrate()), and the adapted layers get int32 biases
 (`bias_quantized`). --adapt-quantization none keeps the copy float.
+
+With --cnn-mode continual (models/audio/EXPERIMENTS.md, rule 37; only from layer 25) the
+maps are the continual CNN's (docs/continual-cnn.md): `cony embed --mode continual` with
+the cut file gives every layer-24 row of the stream (CACHE/acts-l25-continual/, (rows,
+W * C)), and a patch is what one continual token reads, layer-24 rows j h - 1 ... j h + 3
+of token j (h = stride / 32; row -1 is the start's zeros), from which layer 25 computes
+the token's three rows without time padding.
 """
 
 import copy
@@ -29,6 +36,7 @@ import json
 import os
 import struct
 import time
+import wave
 from concurrent.futures import ThreadPoolExecutor
 
 import numpy as np
@@ -45,13 +53,50 @@ from conytrain.ref.mobilenet import dequantised, quantised, same_padding
 FIRST = 25                  # the default first adapted layer; its input is cached
 LAST = 26                   # the last adapted layer: the pointwise one before the pool
 CNN_NAME = "yamnet-adapted.safetensors"
+TIME_STRIDE = 32            # YAMNet's frames per layer-24 row (continual maps)
+K = 3                       # final rows a token pools (96 frames / TIME_STRIDE)
 # YAMNet's activation scales: what convert_tflite.py writes from the original .tflite
 YAMNET_QUANTIZATION = os.path.join(REPO, "tests", "golden", "yamnet", "quantization.json")
 
 
-def acts_path(cache, r, first=FIRST):
-    return os.path.join(cache, f"acts-l{first}", r["set"],
-                        os.path.splitext(r["path"])[0] + ".npy")
+def acts_path(cache, r, first=FIRST, mode="window"):
+    name = f"acts-l{first}" + ("" if mode == "window" else f"-{mode}")
+    return os.path.join(cache, name, r["set"], os.path.splitext(r["path"])[0] + ".npy")
+
+
+def mode_of(args):
+    return getattr(args, "cnn_mode", "window")
+
+
+def clip_tokens(wav, stride):
+    """Tokens `cony embed --drop-tail` gives a 16 kHz WAV at stride (its help: frames of
+    400 samples every 160, windows of 96 frames)."""
+    with wave.open(wav) as w:
+        if w.getframerate() != 16000:
+            raise RuntimeError(f"{wav}: {w.getframerate()} Hz; continual maps need 16 kHz clips")
+        frames = 1 + (w.getnframes() - 400) // 160 if w.getnframes() >= 400 else 0
+    return 1 + (frames - 96) // stride if frames >= 96 else 0
+
+
+def rows_of_tokens(tokens):
+    """The stream's rows (R, W * C) from the cut file's continual tokens (N, K * W * C),
+    each K consecutive rows, one row apart (stride 32): checked to overlap exactly."""
+    n, size = tokens.shape
+    t = tokens.reshape(n, K, size // K)
+    if n > 1 and not np.array_equal(t[1:, :K - 1], t[:-1, 1:]):
+        raise RuntimeError("continual maps: consecutive tokens do not share their rows")
+    return np.concatenate([t[0], t[1:, K - 1]]) if n else np.zeros((0, size // K), t.dtype)
+
+
+def continual_patches(rows, n, step=1):
+    """(n, (K + 2) * W * C): token j's layer-24 rows j step - 1 ... j step + K, the first
+    token's row -1 the start's zeros (layer 25's time padding)."""
+    padded = np.concatenate([np.zeros((1, rows.shape[1]), rows.dtype), rows])
+    if n and (n - 1) * step + K + 2 > len(padded):
+        raise RuntimeError(f"continual maps: {len(rows)} rows cannot give {n} tokens "
+                           f"(each reads {K + 2} rows; a clip of 96 + 32 k frames lacks the "
+                           "last row)")
+    return np.stack([padded[j * step:j * step + K + 2].reshape(-1) for j in range(n)])
 
 
 def check_layers(meta, first=FIRST):
@@ -102,8 +147,8 @@ def dtypes_of(tensors):
 def stage_acts(args, rows):
     """The map entering layer --adapt-from of every clip of rows, once
     (CACHE/acts-l<first>)."""
-    first = args.adapt_from
-    todo = [r for r in rows if not os.path.exists(acts_path(args.cache, r, first))]
+    first, mode = args.adapt_from, mode_of(args)
+    todo = [r for r in rows if not os.path.exists(acts_path(args.cache, r, first, mode))]
     if not todo:
         return
     t0 = time.time()
@@ -111,10 +156,16 @@ def stage_acts(args, rows):
                           first)
 
     def one(r):
-        out = acts_path(args.cache, r, first)
+        out = acts_path(args.cache, r, first, mode)
         os.makedirs(os.path.dirname(out), exist_ok=True)
-        run([args.cony, "embed", "--drop-tail", "--model", trunc, "--stride", str(STRIDE),
-             os.path.join(r["root"], r["path"]), "-o", out + ".tmp.npy"])
+        wav = os.path.join(r["root"], r["path"])
+        if mode == "continual":       # every row: the tail window's tokens read past the end
+            run([args.cony, "embed", "--model", trunc, "--mode", "continual", "--stride",
+                 str(TIME_STRIDE), wav, "-o", out + ".tmp.npy"])
+            np.save(out + ".tmp.npy", rows_of_tokens(np.load(out + ".tmp.npy")))
+        else:
+            run([args.cony, "embed", "--drop-tail", "--model", trunc, "--stride", str(STRIDE),
+                 wav, "-o", out + ".tmp.npy"])
         os.replace(out + ".tmp.npy", out)      # only finished clips are in the cache
 
     with ThreadPoolExecutor(max(1, args.jobs)) as pool:
@@ -122,15 +173,18 @@ def stage_acts(args, rows):
             if k % 1000 == 999:
                 log(f"adapt: layer {first - 1} outputs, {k + 1}/{len(todo)} clips "
                     f"({time.time() - t0:.0f} s)")
-    log(f"adapt: layer {first - 1} outputs of {len(todo)} clips ({time.time() - t0:.0f} s)")
+    log(f"adapt: layer {first - 1} outputs ({mode}) of {len(todo)} clips "
+        f"({time.time() - t0:.0f} s)")
 
 
 class Tail(torch.nn.Module):
     """YAMNet's layers FIRST to 26 (ReLU6 after each) and the mean over positions:
     (B, H * W * C) HWC maps entering layer FIRST -> (B, 1024) embeddings, as libcony
-    computes them. weight(i) is layer i's (out, in / groups, kh, kw) weight."""
+    computes them. weight(i) is layer i's (out, in / groups, kh, kw) weight. continual:
+    the K + 2 layer-24 rows of a continual token (continual_patches()) instead of a
+    window's map, layer 25 without time padding (docs/continual-cnn.md)."""
 
-    def __init__(self, tensors, words, first=FIRST):
+    def __init__(self, tensors, words, first=FIRST, continual=False):
         super().__init__()
         self.layers = list(range(first, LAST + 1))
         self.kinds = {i: words[i] for i in self.layers}
@@ -145,6 +199,11 @@ class Tail(torch.nn.Module):
                 torch.tensor(tensors[name + ".bias"], dtype=torch.float32))
         self.C = int(tensors[f"layers.{first}.weight"].shape[0])   # depthwise: in = out
         self.H, self.W = map_shape(words, first)
+        if continual and first != LAST - 1:
+            raise RuntimeError("continual maps: only layers 25 and 26 adapt (--adapt-from 25)")
+        self.time_pad = not continual
+        if continual:
+            self.H = K + 2
         self.out = int(tensors[f"layers.{LAST}.weight"].shape[0])   # the embedding size
 
     def weight(self, i):
@@ -157,8 +216,10 @@ class Tail(torch.nn.Module):
             w, b = self.weights[str(i)], self.biases[str(i)]
             if self.kinds[i].startswith("dw"):
                 stride = 2 if self.kinds[i].endswith("s2") else 1
-                x = F.conv2d(F.pad(x, same_pads(x.shape[2], x.shape[3], stride)), w, b,
-                             stride=stride, groups=x.shape[1])
+                pads = same_pads(x.shape[2], x.shape[3], stride)
+                if not self.time_pad:
+                    pads = pads[:2] + (0, 0)
+                x = F.conv2d(F.pad(x, pads), w, b, stride=stride, groups=x.shape[1])
             else:
                 x = torch.einsum("bchw,oc->bohw", x, w[:, :, 0, 0]) + b[:, None, None]
             x = x.clamp(0, 6)
@@ -198,7 +259,7 @@ def train_tail(args, acts, y, n_classes, tensors, words, first=FIRST):
     acts (clips, patches, H * W * C) labelled y; the head is thrown away, the layers
     returned."""
     torch.manual_seed(args.train_seed)
-    tail = Tail(tensors, words, first)
+    tail = Tail(tensors, words, first, mode_of(args) == "continual")
     head = torch.nn.Linear(tail.out, n_classes)
     drop = torch.nn.Dropout(args.adapt_dropout)
     opt = torch.optim.AdamW([{"params": tail.parameters(), "lr": args.adapt_lr},
@@ -242,6 +303,8 @@ def write_cnn(args, tail, tensors, meta, labels, out, acts):
         "layers": tail.layers, "classes": labels, "train_seed": args.train_seed,
         "steps": args.adapt_steps, "lr": args.adapt_lr, "batch": args.adapt_batch,
         "head": "left out: YAMNet's AudioSet scores do not fit the adapted embedding",
+        "maps": (f"continual, stride {args.stride}: the {K + 2} layer-24 rows a token reads"
+                 if mode_of(args) == "continual" else "per window"),
         "by": "training/train_yamnet_audio.py --adapt-cnn (conytrain/audio/adapt.py)"})
     if args.adapt_quantization != "none":
         add_quantization(args, tensors, meta, acts)
@@ -289,7 +352,8 @@ def add_quantization(args, tensors, meta, acts):
     with open(args.adapt_quantization) as f:
         base = json.load(f)
     words = meta["layers"].split()
-    tail = Tail(tensors, words, args.adapt_from)     # the weights as libcony reads them
+    tail = Tail(tensors, words, args.adapt_from,      # the weights as libcony reads them
+                mode_of(args) == "continual")
     ranges = calibrate(tail, acts)
     layers = base["layers"][:args.adapt_from] + [tflite_int8(lo, hi) for lo, hi in ranges]
     if len(layers) != len(words):
@@ -346,7 +410,7 @@ def requantize(args, rows, cnn_dir):
     meta["adapted"] = json.dumps(note)
     train = [r for r in rows if r["split"] == "train"]
     stage_acts(args, train)
-    acts = load_acts([acts_path(args.cache, r, args.adapt_from) for r in train])
+    acts = load_patches(args, train)
     old = sha256(cnn)
     add_quantization(args, tensors, meta, acts)
     safetensors_io.save(cnn, tensors, meta, dtypes_of(tensors))
@@ -362,21 +426,27 @@ def write_tokens(args, rows, cnn, cache):
     token cache of that file; a few checked against `cony embed -e`."""
     mine = copy.copy(args)
     mine.cnn, mine.cache = cnn, cache
-    check_cache(cnn, cache)
+    mode = mode_of(args)
+    stride = args.stride if mode == "continual" else STRIDE
+    check_cache(cnn, cache, stride=stride, mode=mode)
     tensors, meta = safetensors_io.load(cnn)
-    tail = Tail(tensors, meta["layers"].split(), args.adapt_from)   # as libcony reads them
+    tail = Tail(tensors, meta["layers"].split(), args.adapt_from,    # as libcony reads them
+                mode == "continual")
     for r in rows:
         out = token_path(cache, r)
         os.makedirs(os.path.dirname(out), exist_ok=True)
-        np.save(out, tail(torch.from_numpy(
-            np.load(acts_path(args.cache, r, args.adapt_from)))).numpy())
+        np.save(out, tail(torch.from_numpy(clip_acts(args, r))).numpy())
     worst = 0.0
     tmp = os.path.join(args.work, "adapt-check.npy")
     for r in rows[::max(1, len(rows) // 5)]:
         run([args.cony, "embed", "--drop-tail", "-e", "--precision", "float", "--model", cnn,
-             "--stride", str(STRIDE), os.path.join(r["root"], r["path"]), "-o", tmp])
-        worst = max(worst, float(np.abs(np.load(tmp) - np.load(
-            token_path(cache, r))).max()))
+             "--stride", str(stride)] + (["--mode", "continual"] if mode == "continual" else [])
+            + [os.path.join(r["root"], r["path"]), "-o", tmp])
+        got, want = np.load(tmp), np.load(token_path(cache, r))
+        if got.shape != want.shape:
+            raise RuntimeError(f"adapt: {r['path']}: cony embed gives {got.shape} tokens, "
+                               f"the recomputed ones are {want.shape}")
+        worst = max(worst, float(np.abs(got - want).max()))
     log(f"adapt: tokens of {len(rows)} clips in {cache}; against cony embed -e: "
         f"max |diff| {worst:.1e}")
     if worst > 1e-3:
@@ -399,6 +469,28 @@ def also_rows(args):
     return rows
 
 
+def clip_acts(args, r):
+    """Clip r's patches (patches, size) entering layer --adapt-from: the cached map
+    (window), or its tokens' continual patches (continual_patches())."""
+    a = np.load(acts_path(args.cache, r, args.adapt_from, mode_of(args)))
+    if mode_of(args) != "continual":
+        return a
+    n = clip_tokens(os.path.join(r["root"], r["path"]), args.stride)
+    return continual_patches(a, n, args.stride // TIME_STRIDE)
+
+
+def load_patches(args, rows):
+    """clip_acts() of rows as one (clips, patches, size) array (load_acts())."""
+    if mode_of(args) != "continual":
+        return load_acts([acts_path(args.cache, r, args.adapt_from) for r in rows])
+    first = clip_acts(args, rows[0])
+    acts = np.empty((len(rows),) + first.shape, first.dtype)
+    acts[0] = first
+    for k, r in enumerate(rows[1:], 1):
+        acts[k] = clip_acts(args, r)
+    return acts
+
+
 def load_acts(paths):
     """The cached maps of paths as one (clips, patches, size) array, filled in place (a
     list then np.stack would hold them twice: 10 GB for layer 22's maps)."""
@@ -419,10 +511,10 @@ def adapted(args, rows, labels, cnn_dir, tag):
     tensors, meta = safetensors_io.load(args.cnn)
     words = check_layers(meta, args.adapt_from)
     t0 = time.time()
-    acts = load_acts([acts_path(args.cache, r, args.adapt_from) for r in train])
+    acts = load_patches(args, train)
     y = np.array([labels.index(r["label"]) for r in train])
     log(f"adapt: layers {args.adapt_from} to {LAST} on {len(train)} train clips "
-        f"({acts.shape[1]} patches each), {args.adapt_steps} steps of {args.adapt_batch} at "
+        f"({acts.shape[1]} {mode_of(args)} patches each), {args.adapt_steps} steps of {args.adapt_batch} at "
         f"{args.adapt_lr} (loaded in {time.time() - t0:.0f} s)")
     tail = train_tail(args, acts, y, len(labels), tensors, words, args.adapt_from)
     cnn = write_cnn(args, tail, tensors, meta, labels, os.path.join(cnn_dir, CNN_NAME), acts)

@@ -50,7 +50,8 @@ classifier's config records the CNN (frontend.cnn, cnn_sha256, cnn_output). With
 --adapt-from) to the classes on
 its own train clips (audio/adapt.py: the file DIR/yamnet-adapted.safetensors, DIR being
 WORK/val or MODELS, and its tokens in WORK/<stage>-tokens), and the encoder is trained on,
-measured on and paired with that file.
+measured on and paired with that file; with --cnn-mode continual on the continual CNN's
+layer-24 maps (rule 37).
 Deterministic: fixed seeds, torch threads as given.
 """
 
@@ -655,9 +656,11 @@ def parse_args(argv=None):
         ap.error("--adapt-from: only with --adapt-cnn 1 (nothing is adapted without it)")
     if args.cnn_mode == "continual" and args.stride % 32:
         ap.error("--cnn-mode continual: --stride must be a multiple of 32 (YAMNet's time stride)")
-    if args.adapt_cnn and (args.cnn_mode != "window" or args.stride != STRIDE):
-        ap.error("--adapt-cnn: adapts on per-window layer-24 maps at stride 25 only; for "
-                 "continual tokens give the adapted file as --cnn")
+    if args.adapt_cnn and args.cnn_mode == "window" and args.stride != STRIDE:
+        ap.error("--adapt-cnn: adapts on per-window layer-24 maps at stride 25 only")
+    if args.adapt_cnn and args.cnn_mode == "continual" and args.adapt_from != adapt.FIRST:
+        ap.error("--adapt-cnn with --cnn-mode continual: adapts layers 25 and 26 only "
+                 "(--adapt-from 25), on continual layer-24 maps (rule 37)")
     return args
 
 
