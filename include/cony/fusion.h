@@ -21,6 +21,7 @@
  *   logits += flag * scale * g * log_softmax(v),  phi = [max p, H(p)/ln C, max q, sum p q]
  *
  * (p = softmax(logits), q = softmax(v)); an absent or stale input (flag 0) adds nothing.
+ * With a "context" input phi has a fifth feature, flag_ctx * sigmoid(u . x_ctx + e).
  * cony_encoder_step() applies it, so every caller of a fused model gets it. */
 #pragma once
 #include <glib.h>
@@ -44,17 +45,21 @@ typedef struct {
   float *absent;        /* (size): the learned token of a missing or stale input */
 } ConyFusionInput;
 
-#define CONY_FUSION_GATE_FEATURES 4
+#define CONY_FUSION_GATE_FEATURES 4 /* without a context input; 5 with one */
 #define CONY_FUSION_GATE_MAX_CLASSES 256
 /* Tensors of the gate: fusion.gate.<name> */
 #define CONY_FUSION_GATE_PREFIX CONY_FUSION_TENSOR_PREFIX "gate."
 
 typedef struct {
   int input;             /* the gated input's index */
+  int context;           /* the context input's index, or -1 */
   int classes;           /* the model's classes (<= CONY_FUSION_GATE_MAX_CLASSES) */
   float *readout_weight; /* (classes, size of the input): A */
   float *readout_bias;   /* (classes): c */
-  float weight[CONY_FUSION_GATE_FEATURES], bias, scale;
+  float *context_weight; /* (size of the context input): u */
+  float context_bias;    /* e */
+  int n_features;        /* 4, or 5 with a context */
+  float weight[CONY_FUSION_GATE_FEATURES + 1], bias, scale;
 } ConyFusionGate;
 
 typedef struct _ConyFusion {

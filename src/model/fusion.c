@@ -159,7 +159,7 @@ read_input (JsonNode *node, int index, const ConyFusion *f, const char *origin, 
 static gboolean
 read_gate_config (JsonNode *node, const char *origin, ConyFusion *f, GError **error)
 {
-  static const char *const keys[] = { "input", NULL };
+  static const char *const keys[] = { "input", "context", NULL };
   if (!JSON_NODE_HOLDS_OBJECT (node)) {
     g_set_error (error, CONY_ERROR, CONY_ERROR_FORMAT,
         "%s: model config: fusion.gate must be an object", origin);
@@ -168,19 +168,28 @@ read_gate_config (JsonNode *node, const char *origin, ConyFusion *f, GError **er
   JsonObject *o = json_node_get_object (node);
   if (!only_known_keys (o, keys, origin, "fusion.gate", error))
     return FALSE;
-  GError *local = NULL;
-  const char *name = fusion_string (o, "input", origin, "fusion.gate", &local);
-  int input = name ? cony_fusion_input_index (f, name) : -1;
-  if (input < 0) {
-    if (!local)
-      g_set_error (&local, CONY_ERROR, name ? CONY_ERROR_INVALID : CONY_ERROR_MISSING,
-          "%s: model config: fusion.gate.input %s%s%s is not one of fusion.inputs", origin,
-          name ? "'" : "(missing)", name ? name : "", name ? "'" : "");
-    g_propagate_error (error, local);
-    return FALSE;
+  int index[2] = { -1, -1 };
+  for (int k = 0; k < 2; k++) {
+    const char *key = keys[k];
+    if (k == 1 && !json_object_has_member (o, key))
+      break; /* no context */
+    GError *local = NULL;
+    const char *name = fusion_string (o, key, origin, "fusion.gate", &local);
+    index[k] = name ? cony_fusion_input_index (f, name) : -1;
+    if (index[k] < 0 || (k == 1 && index[1] == index[0])) {
+      if (!local)
+        g_set_error (&local, CONY_ERROR, name ? CONY_ERROR_INVALID : CONY_ERROR_MISSING,
+            "%s: model config: fusion.gate.%s %s%s%s is not %s", origin, key,
+            name ? "'" : "(missing)", name ? name : "", name ? "'" : "",
+            k ? "another of fusion.inputs than gate.input" : "one of fusion.inputs");
+      g_propagate_error (error, local);
+      return FALSE;
+    }
   }
   f->gate = g_new0 (ConyFusionGate, 1);
-  f->gate->input = input;
+  f->gate->input = index[0];
+  f->gate->context = index[1];
+  f->gate->n_features = CONY_FUSION_GATE_FEATURES + (index[1] >= 0);
   return TRUE;
 }
 
@@ -240,37 +249,40 @@ cony_fusion_clear (ConyFusion *f)
   if (f->gate) {
     g_free (f->gate->readout_weight);
     g_free (f->gate->readout_bias);
+    g_free (f->gate->context_weight);
     g_free (f->gate);
   }
   g_free (f->path);
   memset (f, 0, sizeof *f);
 }
 
-/* The gate's tensors: name (after fusion.gate.), rank, and whether the shape is
- * (classes[, size]) or a fixed length. */
+/* The gate's tensors, after fusion.gate.; context: only with a context input. */
 static const struct {
   const char *name;
-  int ndim;
-  int fixed; /* > 0: a vector of this length; 0: (classes) or (classes, input size) */
+  gboolean context;
 } gate_tensors[] = {
-  { "readout.weight", 2, 0 },
-  { "readout.bias", 1, 0 },
-  { "weight", 1, CONY_FUSION_GATE_FEATURES },
-  { "bias", 1, 1 },
-  { "scale", 1, 1 },
+  { "readout.weight", FALSE },
+  { "readout.bias", FALSE },
+  { "weight", FALSE },
+  { "bias", FALSE },
+  { "scale", FALSE },
+  { "context.weight", TRUE },
+  { "context.bias", TRUE },
 };
 
+/* Index of gate tensor @name in gate_tensors (not one a gate without a context has when
+ * @with_context is FALSE), or -1. */
 static int
-gate_tensor_index (const char *name)
+gate_tensor_index (const char *name, gboolean with_context)
 {
   const char *rest = name + strlen (CONY_FUSION_GATE_PREFIX);
   for (guint i = 0; i < G_N_ELEMENTS (gate_tensors); i++)
-    if (strcmp (rest, gate_tensors[i].name) == 0)
+    if (strcmp (rest, gate_tensors[i].name) == 0 && (with_context || !gate_tensors[i].context))
       return (int) i;
   return -1;
 }
 
-/* The gate's tensors into @f->gate (its input set by the config). */
+/* The gate's tensors into @f->gate (its inputs set by the config). */
 static gboolean
 read_gate (const ConySafetensors *st, const ConyModelConfig *config, const char *origin,
     ConyFusion *f, GError **error)
@@ -287,28 +299,40 @@ read_gate (const ConySafetensors *st, const ConyModelConfig *config, const char 
     return FALSE;
   }
   g->classes = config->n_classes;
+  gboolean with_context = g->context >= 0;
+  /* shapes in gate_tensors' order; a 0 second size: a vector */
+  gsize shapes[][2] = { { (gsize) g->classes, (gsize) in->size }, { (gsize) g->classes, 0 },
+    { (gsize) g->n_features, 0 }, { 1, 0 }, { 1, 0 },
+    { with_context ? (gsize) f->inputs[g->context].size : 0, 0 }, { 1, 0 } };
   float *values[G_N_ELEMENTS (gate_tensors)] = { NULL };
   gboolean ok = TRUE;
   for (guint i = 0; ok && i < G_N_ELEMENTS (gate_tensors); i++) {
+    if (gate_tensors[i].context && !with_context)
+      continue;
     g_autofree char *name = g_strconcat (CONY_FUSION_GATE_PREFIX, gate_tensors[i].name, NULL);
-    gsize shape[2] = { gate_tensors[i].fixed ? (gsize) gate_tensors[i].fixed : (gsize) g->classes,
-      (gsize) in->size };
     if (!cony_safetensors_find (st, name)) {
       g_set_error (error, CONY_ERROR, CONY_ERROR_MISSING,
-          "%s: tensor '%s' is missing (fusion.gate on input '%s' needs %s)", origin, name, in->name,
-          "fusion.gate.readout.weight, readout.bias, weight, bias and scale");
+          "%s: tensor '%s' is missing (fusion.gate on input '%s' needs fusion.gate.%s)", origin,
+          name, in->name,
+          with_context ? "readout.weight, readout.bias, weight, bias, scale, context.weight and "
+                         "context.bias"
+                       : "readout.weight, readout.bias, weight, bias and scale");
       ok = FALSE;
       break;
     }
-    values[i] = cony_safetensors_get_f32 (st, name, gate_tensors[i].ndim, shape, error);
+    values[i] = cony_safetensors_get_f32 (st, name, shapes[i][1] ? 2 : 1, shapes[i], error);
     ok = values[i] != NULL;
   }
   if (ok) {
     g->readout_weight = g_steal_pointer (&values[0]);
     g->readout_bias = g_steal_pointer (&values[1]);
-    memcpy (g->weight, values[2], sizeof g->weight);
+    memcpy (g->weight, values[2], sizeof (float) * g->n_features);
     g->bias = values[3][0];
     g->scale = values[4][0];
+    if (with_context) {
+      g->context_weight = g_steal_pointer (&values[5]);
+      g->context_bias = values[6][0];
+    }
   }
   for (guint i = 0; i < G_N_ELEMENTS (values); i++)
     g_free (values[i]);
@@ -356,7 +380,8 @@ cony_fusion_read (const ConySafetensors *st, const ConyModelConfig *config, Cony
     const char *name = cony_safetensors_tensor (st, t)->name;
     if (!g_str_has_prefix (name, CONY_FUSION_TENSOR_PREFIX))
       continue;
-    if (g_str_has_prefix (name, CONY_FUSION_GATE_PREFIX) && gate_tensor_index (name) >= 0) {
+    if (g_str_has_prefix (name, CONY_FUSION_GATE_PREFIX)
+        && gate_tensor_index (name, !f->gate || f->gate->context >= 0) >= 0) {
       if (f->gate)
         continue; /* read above */
       g_set_error (error, CONY_ERROR, CONY_ERROR_FORMAT,
@@ -371,7 +396,7 @@ cony_fusion_read (const ConySafetensors *st, const ConyModelConfig *config, Cony
       g_set_error (error, CONY_ERROR, CONY_ERROR_FORMAT,
           "%s: unexpected tensor '%s' (a fused file has fusion.<input>.absent for each input "
           "of fusion.inputs and, with a gate, fusion.gate.readout.weight, readout.bias, "
-          "weight, bias and scale)",
+          "weight, bias, scale (and with a context, context.weight and context.bias))",
           origin, name);
       goto fail;
     }
@@ -439,6 +464,15 @@ cony_fusion_join (const ConyFusion *f, const float *const *tokens, float *out)
   }
 }
 
+/* sigmoid (u . x + e) of @n floats, in double. */
+static double
+logistic (const float *u, const float *x, int n, double e)
+{
+  for (int j = 0; j < n; j++)
+    e += (double) u[j] * x[j];
+  return 1.0 / (1.0 + exp (-e));
+}
+
 /* log_softmax of @x (n) into @out, in double. */
 static void
 log_softmax (const double *x, int n, double *out)
@@ -483,9 +517,14 @@ cony_fusion_gate_apply (const ConyFusion *f, const float *token, float *logits)
     entropy -= p * lp[c];
     agree += p * q;
   }
-  double phi[CONY_FUSION_GATE_FEATURES] = { pmax, entropy / log ((double) n), qmax, agree };
+  double phi[CONY_FUSION_GATE_FEATURES + 1] = { pmax, entropy / log ((double) n), qmax, agree };
+  if (g->context >= 0 && token[f->d_out - f->n_inputs + g->context] != 0.0f) {
+    const ConyFusionInput *ctx = &f->inputs[g->context];
+    phi[CONY_FUSION_GATE_FEATURES] = logistic (g->context_weight, token + ctx->offset, ctx->size,
+        g->context_bias);
+  }
   double t = g->bias;
-  for (int i = 0; i < CONY_FUSION_GATE_FEATURES; i++)
+  for (int i = 0; i < g->n_features; i++)
     t += (double) g->weight[i] * phi[i];
   double on = g->scale / (1.0 + exp (-t));
   for (int c = 0; c < n; c++)

@@ -14,7 +14,7 @@
 #include <math.h>
 #include <string.h>
 
-static const char *const golden_cases[] = { "b1_cony", "b2_conyfixed", "b1_gated" };
+static const char *const golden_cases[] = { "b1_cony", "b2_conyfixed", "b1_gated", "b1_gated_ctx" };
 
 /* Joins every step of @name's golden streams in C and steps the encoder on the result:
  * the fused tokens must equal PyTorch's bit for bit (a copy), the logits within 1e-4. */
@@ -166,6 +166,8 @@ test_bad_config (void)
       "fusion.gate.input 'depth' is not one of fusion.inputs");
   expect_config_refused_in (gated, gate, "\"gate\":{\"inputs\":\"video\"}", CONY_ERROR_FORMAT,
       "fusion.gate has an unknown key 'inputs'");
+  expect_config_refused_in (gated, gate, "\"gate\":{\"input\":\"video\",\"context\":\"video\"}",
+      CONY_ERROR_INVALID, "fusion.gate.context 'video' is not another of fusion.inputs");
   expect_config_refused_in (gated, gate, "\"gate\":[\"video\"]", CONY_ERROR_FORMAT,
       "fusion.gate must be an object");
   expect_config_refused_in (gated, "\"labels\":[\"talking\",\"music\",\"quiet\"]",
@@ -252,6 +254,12 @@ test_bad_tensors (void)
   }
   expect_tensors_refused_in (gated, NULL, "fusion.gate.offset", 1, CONY_ERROR_FORMAT,
       "unexpected tensor 'fusion.gate.offset'");
+  expect_tensors_refused_in ("b1_gated_ctx.safetensors", "fusion.gate.context.weight", NULL, 0,
+      CONY_ERROR_MISSING, "'fusion.gate.context.weight' is missing");
+  expect_tensors_refused_in ("b1_gated_ctx.safetensors", "fusion.gate.weight", "fusion.gate.weight",
+      4, CONY_ERROR_SHAPE, "fusion.gate.weight");
+  expect_tensors_refused_in (gated, NULL, "fusion.gate.context.bias", 1, CONY_ERROR_FORMAT,
+      "unexpected tensor 'fusion.gate.context.bias'");
   expect_tensors_refused (NULL, "fusion.gate.scale", 1, CONY_ERROR_FORMAT,
       "unexpected tensor 'fusion.gate.scale' (a gate's tensors need a \"gate\" object");
 }

@@ -99,6 +99,12 @@ def parse(argv):
     ap.add_argument("--gate-lambdas", default=",".join(str(v) for v in gate.LAMBDAS),
                     help="the gate stage's weights of the clean-unrelated cell, tried in "
                          "turn on val (rule 12; one value: that one)")
+    ap.add_argument("--gate-choice", default="guard", choices=["guard", "margin"],
+                    help="how the gate stage picks lambda on val (rule 12: guard; rule 13: "
+                         "margin)")
+    ap.add_argument("--gate-context", default=None, choices=["audio"],
+                    help="the gate's fifth feature, a degradation detector on that input "
+                         "(rule 13; also keeps the gate's scale positive)")
     ap.add_argument("--p-noisy", type=float, default=0.1, help="per scene and sense")
     ap.add_argument("--p-step", type=float, default=0.05, help="a sense absent at one step")
     ap.add_argument("--p-window", type=float, default=0.15, help="a sense absent for a window")
@@ -188,17 +194,19 @@ def stage_gate(args, seeds):
     video read-out, fitted on val (conytrain/av/gate.py), saved as the run's fused model."""
     readout = cached_readout(args, avtrain.load(args.work, "train"))
     lambdas = [float(v) for v in args.gate_lambdas.split(",")]
+    context = gate.detector(args.work, build.log) if args.gate_context else None
+    spec = {"input": "video", **({"context": args.gate_context} if args.gate_context else {})}
     for seed in seeds:
         args.train_seed = seed
         path = model_path(args, "fused", seed)
         if os.path.exists(path):
             continue
         audio = load_model(model_path(args, "audio", seed))
-        cells = gate.val_cells(audio, readout, args.work, args.test_steps, build.log)
+        cells = gate.val_cells(audio, readout, args.work, args.test_steps, build.log, context)
         model, lam = gate.gated_model(
             load_model(model_path(args, "audio", seed)),
-            lambda: avtrain.make_model(("audio", "video"), args, gate={"input": "video"}),
-            readout, cells, lambdas, build.log)
+            lambda: avtrain.make_model(("audio", "video"), args, gate=spec),
+            readout, cells, lambdas, build.log, args.gate_choice, context)
         torch.save({"config": model.config, "state": model.state_dict(), "lambda": lam}, path)
 
 

@@ -14,7 +14,8 @@ b1_gated: a gated fused model (fusion.gate on video, models/av/EXPERIMENTS.md ru
 built as conytrain/av/gate.py builds one: the encoder of b1_gated_audio.safetensors (a
 one-input audio model; its own NAME.audio.npy and NAME.logits.npy) with zero video
 columns, and a random read-out and gate, so that the gate is open at some steps and shut
-at others; with the gate forced shut its logits are the audio model's.
+at others; with the gate forced shut its logits are the audio model's. b1_gated_ctx: the
+same with the gate's fifth feature, a random detector on the audio token (rule 13).
 
 av_pipeline.safetensors: random weights over the tokens of the pipelines (YAMNet's 1024-d
 embedding, the shipped video CNN's 32 scores), for tests/pipelines/test_av_pipeline.sh.
@@ -76,22 +77,28 @@ def make_model(case, seed, gate=None):
     return model.eval()
 
 
-def gated_models(seed):
-    """(gated model, the audio model it starts from), GATED's."""
+def gated_models(seed, context=False):
+    """(gated model, the audio model it starts from), GATED's; @context: with the fifth
+    feature on the audio token."""
     audio = make_model(GATED[:1] + ([GATED[1][0]],) + GATED[2:], seed)
-    model = make_model(GATED, seed + 1, gate={"input": "video"})
+    model = make_model(GATED, seed + 1, gate={"input": "video", **(
+        {"context": "audio"} if context else {})})
     start_from(model, audio, lambda *a: None)
     g = torch.Generator().manual_seed(seed + 2)
     with torch.no_grad():
         model.gate.readout_weight.copy_(2.0 * torch.randn(model.gate.readout_weight.shape, generator=g))
         model.gate.readout_bias.copy_(torch.randn(len(LABELS), generator=g))
-        model.gate.weight.copy_(torch.tensor([-8.0, 6.0, 4.0, 2.0]))
+        model.gate.weight.copy_(torch.tensor([-8.0, 6.0, 4.0, 2.0, 5.0][:4 + context]))
+        if context:
+            model.gate.context_weight.copy_(torch.randn(5, generator=g))
+            model.gate.context_bias.fill_(0.2)
         model.gate.scale.fill_(1.5)
         model.eval()
         # the bias at the median of w . phi over the golden stream: the gate half open
         tokens, present = case_streams(GATED, GATED_STREAM)
         z = model.encoder.stream_logits(model.join(tokens, present))
-        t = model.gate.features(z, model.gate.readout(tokens["video"])) @ model.gate.weight
+        ctx = model.gate.context(tokens["audio"], present["audio"]) if context else None
+        t = model.gate.features(z, model.gate.readout(tokens["video"]), ctx) @ model.gate.weight
         model.gate.bias.fill_(-float(t.median()))
     return model, audio.eval()
 
@@ -135,6 +142,8 @@ def golden_files(say=lambda *a: None):
     gated, audio = gated_models(3200)
     tokens, present = case_streams(GATED, GATED_STREAM)
     files.update(case_files(GATED[0], gated, tokens, present, say))
+    files.update(case_files(GATED[0] + "_ctx", gated_models(3200, context=True)[0], tokens,
+                            present, say))
     only = {"audio": tokens["audio"]}
     files.update(case_files(GATED[0] + "_audio", audio, only,
                             {"audio": torch.ones(len(tokens["audio"]), dtype=torch.bool)}, say))

@@ -25,7 +25,9 @@ token v = A x + c, and per step
 
 so with the gate closed (or the input absent or stale: flag 0) the output is the encoder's.
 Tensors fusion.gate.readout.weight (C, size), fusion.gate.readout.bias (C),
-fusion.gate.weight (4), fusion.gate.bias (1), fusion.gate.scale (1).
+fusion.gate.weight (4), fusion.gate.bias (1), fusion.gate.scale (1). With a "context"
+input (rule 13) phi has a fifth feature, flag_ctx * sigmoid(u . x_ctx + e) (tensors
+fusion.gate.context.weight (its size), fusion.gate.context.bias (1); weight then (5)).
 """
 
 import torch
@@ -41,7 +43,8 @@ GATE_FEATURES = 4          # phi above
 def fusion_config(inputs, rate, gate=None):
     """The config's "fusion" object: inputs = [{name, size, rate: [n, d], tolerance_ms,
     optional cnn, cnn_sha256, cnn_output}], rate = [n, d] fused steps per second; gate:
-    None or {"input": name}, the input whose read-out the confidence gate adds."""
+    None or {"input": name[, "context": name]}, the input whose read-out the confidence
+    gate adds and the one its fifth feature reads."""
     known = {"name", "size", "rate", "tolerance_ms", "cnn", "cnn_sha256", "cnn_output"}
     out = []
     for i in inputs:
@@ -53,8 +56,11 @@ def fusion_config(inputs, rate, gate=None):
         raise ValueError("input names must be unique")
     fusion = {"rate": list(rate), "inputs": out}
     if gate is not None:
-        if set(gate) != {"input"} or gate["input"] not in {i["name"] for i in out}:
-            raise ValueError(f"gate must be {{'input': one of the inputs}}, not {gate!r}")
+        names = {i["name"] for i in out}
+        if (not {"input"} <= set(gate) <= {"input", "context"} or gate["input"] not in names
+                or "context" in gate and gate["context"] not in names - {gate["input"]}):
+            raise ValueError("gate must be {'input': an input[, 'context': another]}, "
+                             f"not {gate!r}")
         fusion["gate"] = dict(gate)
     return fusion
 
@@ -63,28 +69,41 @@ class FusionGate(nn.Module):
     """The confidence gate (module docstring): adds s * g * log_softmax(A x + c) of one
     input to the encoder's logits, g from both sides' confidence."""
 
-    def __init__(self, size, classes):
+    def __init__(self, size, classes, context_size=None):
         super().__init__()
         self.readout_weight = nn.Parameter(torch.zeros(classes, size))
         self.readout_bias = nn.Parameter(torch.zeros(classes))
-        self.weight = nn.Parameter(torch.zeros(GATE_FEATURES))
+        if context_size:
+            self.context_weight = nn.Parameter(torch.zeros(context_size))
+            self.context_bias = nn.Parameter(torch.zeros(1))
+        self.has_context = bool(context_size)
+        self.weight = nn.Parameter(torch.zeros(GATE_FEATURES + self.has_context))
         self.bias = nn.Parameter(torch.full((1,), -20.0))   # closed until fitted
         self.scale = nn.Parameter(torch.ones(1))
 
-    def features(self, z, lv):
-        """phi (..., 4) of encoder logits z and read-out log-probabilities lv (..., C)."""
+    def features(self, z, lv, ctx=None):
+        """phi (..., 4) of encoder logits z and read-out log-probabilities lv (..., C);
+        (..., 5) with ctx (...), the context feature (context())."""
         lp = F.log_softmax(z, -1)
         p, q = lp.exp(), lv.exp()
         entropy = -(p * lp).sum(-1) / torch.log(torch.tensor(float(z.shape[-1]), dtype=z.dtype))
-        return torch.stack([p.amax(-1), entropy, q.amax(-1), (p * q).sum(-1)], -1)
+        phi = [p.amax(-1), entropy, q.amax(-1), (p * q).sum(-1)]
+        return torch.stack(phi + ([ctx] if ctx is not None else []), -1)
+
+    def context(self, xc, present):
+        """The fifth feature: flag * sigmoid(u . x + e) of the context input's tokens."""
+        u, e = self.context_weight.to(xc.dtype), self.context_bias.to(xc.dtype)
+        return present.to(xc.dtype) * torch.sigmoid(xc @ u + e)
 
     def readout(self, x):
         return F.log_softmax(x @ self.readout_weight.to(x.dtype).T + self.readout_bias.to(x.dtype), -1)
 
-    def forward(self, z, x, present):
-        """Logits z (..., C), the input's tokens x (..., size), present (...) -> logits."""
+    def forward(self, z, x, present, xc=None, pc=None):
+        """Logits z (..., C), the input's tokens x (..., size), present (...) (and the
+        context input's tokens xc and presence pc) -> logits."""
         lv = self.readout(x)
-        g = torch.sigmoid(self.features(z, lv) @ self.weight.to(z.dtype) + self.bias.to(z.dtype))
+        ctx = self.context(xc.to(z.dtype), pc) if self.has_context else None
+        g = torch.sigmoid(self.features(z, lv, ctx) @ self.weight.to(z.dtype) + self.bias.to(z.dtype))
         on = present.to(z.dtype) * self.scale.to(z.dtype) * g
         return z + on.unsqueeze(-1) * lv
 
@@ -110,8 +129,11 @@ class FusedClassifier(nn.Module):
         self.absent = nn.ParameterDict(
             {n: nn.Parameter(0.02 * torch.randn(s)) for n, s in zip(self.names, self.sizes)})
         self.gate_input = gate["input"] if gate else None
+        self.gate_context = gate.get("context") if gate else None
         self.gate = (FusionGate(self.sizes[self.names.index(self.gate_input)],
-                                len(self.encoder.config["labels"])) if gate else None)
+                                len(self.encoder.config["labels"]),
+                                self.sizes[self.names.index(self.gate_context)]
+                                if self.gate_context else None) if gate else None)
 
     @property
     def config(self):
@@ -162,8 +184,9 @@ class FusedClassifier(nn.Module):
         z = self.encoder(self.join(tokens, present), offsets, override)
         if self.gate is None:
             return z
-        n = self.gate_input
-        return self.gate(z, tokens[n][:, -1], present[n][:, -1])
+        n, c = self.gate_input, self.gate_context
+        return self.gate(z, tokens[n][:, -1], present[n][:, -1],
+                         *((tokens[c][:, -1], present[c][:, -1]) if c else ()))
 
     @torch.no_grad()
     def stream_logits(self, tokens, present, override=None):
@@ -171,8 +194,9 @@ class FusedClassifier(nn.Module):
         z = self.encoder.stream_logits(self.join(tokens, present), override)
         if self.gate is None:
             return z
-        n = self.gate_input
-        return self.gate(z, tokens[n].to(z.dtype), present[n])
+        n, c = self.gate_input, self.gate_context
+        return self.gate(z, tokens[n].to(z.dtype), present[n],
+                         *((tokens[c], present[c]) if c else ()))
 
     def export_tensors(self):
         """{name: float32 numpy array} in the model-file layout: the encoder's tensors and
@@ -182,7 +206,7 @@ class FusedClassifier(nn.Module):
             out[f"fusion.{n}.absent"] = self.absent[n].detach().to(torch.float32).cpu().numpy()
         if self.gate is not None:
             for k, t in self.gate.state_dict().items():
-                key = "readout." + k[len("readout_"):] if k.startswith("readout_") else k
+                key = k.replace("readout_", "readout.").replace("context_", "context.")
                 out[f"fusion.gate.{key}"] = t.detach().to(torch.float32).cpu().numpy()
         return out
 
@@ -200,7 +224,8 @@ class FusedClassifier(nn.Module):
         state = {}
         for name, arr in tensors.items():
             if name.startswith("fusion.gate."):
-                key = "gate." + name[len("fusion.gate."):].replace("readout.", "readout_")
+                key = "gate." + name[len("fusion.gate."):].replace(
+                    "readout.", "readout_").replace("context.", "context_")
             elif name.startswith("fusion."):
                 key = f"absent.{name.split('.')[1]}"
             else:
