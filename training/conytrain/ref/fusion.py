@@ -191,12 +191,18 @@ class FusedClassifier(nn.Module):
     @torch.no_grad()
     def stream_logits(self, tokens, present, override=None):
         """Per-step logits of a stream: tokens {name: (L, size)}, present {name: (L,)}."""
-        z = self.encoder.stream_logits(self.join(tokens, present), override)
+        return self.fused_logits(self.join(tokens, present), override)
+
+    @torch.no_grad()
+    def fused_logits(self, fused, override=None):
+        """Per-step logits of a stream of fused tokens (L, d_in), join()'s (or conyfuse's)
+        layout: the encoder's, then the gate's, which reads the tokens and flags there."""
+        z = self.encoder.stream_logits(fused, override)
         if self.gate is None:
             return z
+        tokens, present = self.unpack(fused.to(z.dtype))
         n, c = self.gate_input, self.gate_context
-        return self.gate(z, tokens[n].to(z.dtype), present[n],
-                         *((tokens[c], present[c]) if c else ()))
+        return self.gate(z, tokens[n], present[n], *((tokens[c], present[c]) if c else ()))
 
     def export_tensors(self):
         """{name: float32 numpy array} in the model-file layout: the encoder's tensors and
