@@ -69,6 +69,15 @@ print_fusion (const char *path, GError **error)
         in->cnn.name ? in->cnn.name : "an unrecorded CNN", in->cnn.output ? " " : "",
         in->cnn.output ? in->cnn.output : "");
   }
+  if (f->gate) { /* the encoder's logits, then the gated input's read-out (fusion.h) */
+    const ConyFusionGate *g = f->gate;
+    printf ("  gate:        adds %s's read-out to the logits, scale %g, bias %g, weights",
+        f->inputs[g->input].name, g->scale, g->bias);
+    for (int i = 0; i < g->n_features; i++)
+      printf (" %g", g->weight[i]);
+    printf ("%s%s\n", g->context >= 0 ? ", context " : "",
+        g->context >= 0 ? f->inputs[g->context].name : "");
+  }
   return TRUE;
 }
 

@@ -11,7 +11,18 @@
  *
  * so the encoder's input projection, applied to that concatenation, is the sum of one
  * projection per input (its column block) plus a learned bias per absent input (the
- * flag columns): the per-input projection, then the encoder. */
+ * flag columns): the per-input projection, then the encoder.
+ *
+ * Optionally ("gate" in the config's fusion object, tensors fusion.gate.*) a confidence
+ * gate adds one input's own evidence after the encoder: a linear read-out v = A x + c of
+ * that input's token x, weighted per step by g = sigmoid(w . phi + b) from the encoder's
+ * and the read-out's confidence,
+ *
+ *   logits += flag * scale * g * log_softmax(v),  phi = [max p, H(p)/ln C, max q, sum p q]
+ *
+ * (p = softmax(logits), q = softmax(v)); an absent or stale input (flag 0) adds nothing.
+ * With a "context" input phi has a fifth feature, flag_ctx * sigmoid(u . x_ctx + e).
+ * cony_encoder_step() applies it, so every caller of a fused model gets it. */
 #pragma once
 #include <glib.h>
 
@@ -34,12 +45,30 @@ typedef struct {
   float *absent;        /* (size): the learned token of a missing or stale input */
 } ConyFusionInput;
 
+#define CONY_FUSION_GATE_FEATURES 4 /* without a context input; 5 with one */
+#define CONY_FUSION_GATE_MAX_CLASSES 256
+/* Tensors of the gate: fusion.gate.<name> */
+#define CONY_FUSION_GATE_PREFIX CONY_FUSION_TENSOR_PREFIX "gate."
+
 typedef struct {
+  int input;             /* the gated input's index */
+  int context;           /* the context input's index, or -1 */
+  int classes;           /* the model's classes (<= CONY_FUSION_GATE_MAX_CLASSES) */
+  float *readout_weight; /* (classes, size of the input): A */
+  float *readout_bias;   /* (classes): c */
+  float *context_weight; /* (size of the context input): u */
+  float context_bias;    /* e */
+  int n_features;        /* 4, or 5 with a context */
+  float weight[CONY_FUSION_GATE_FEATURES + 1], bias, scale;
+} ConyFusionGate;
+
+typedef struct _ConyFusion {
   char *path;
   int rate_n, rate_d; /* fused steps per second */
   int n_inputs;
   ConyFusionInput inputs[CONY_FUSION_MAX_INPUTS];
-  int d_out; /* floats per fused token = the model's d_in = sum of sizes + n_inputs */
+  int d_out;            /* floats per fused token = the model's d_in = sum of sizes + n_inputs */
+  ConyFusionGate *gate; /* NULL: no gate */
 } ConyFusion;
 
 /* Loads and checks the fusion part of @path (the encoder part is cony_model_load()'s).
@@ -55,6 +84,11 @@ int cony_fusion_input_index (const ConyFusion *fusion, const char *name);
 /* Writes one fused token (d_out floats) to @out: input i contributes tokens[i] (size_i
  * floats), or its absent token when tokens[i] is NULL, and its flag. */
 void cony_fusion_join (const ConyFusion *fusion, const float *const *tokens, float *out);
+
+/* Adds the gate's term to @logits (the gate's classes) for the fused token @token
+ * (d_out floats, cony_fusion_join()'s layout). Nothing when the model has no gate or the
+ * gated input's flag is 0. Does not allocate. */
+void cony_fusion_gate_apply (const ConyFusion *fusion, const float *token, float *logits);
 
 G_DEFINE_AUTOPTR_CLEANUP_FUNC (ConyFusion, cony_fusion_free)
 

@@ -77,12 +77,15 @@ typedef struct {
   float *norm2_weight, *norm2_bias; /* (d) */
 } ConyModelBlock;
 
+struct _ConyFusion;
+
 typedef struct {
   char *path;
   ConyModelConfig config;
-  float *input_proj_weight; /* (d, d_in) */
-  float *input_proj_bias;   /* (d) */
-  float *pos_embedding;     /* (T, d) */
+  struct _ConyFusion *fusion; /* a fused model's fusion part (fusion.h), else NULL */
+  float *input_proj_weight;   /* (d, d_in) */
+  float *input_proj_bias;     /* (d) */
+  float *pos_embedding;       /* (T, d) */
   ConyModelBlock block[CONY_MODEL_MAX_BLOCKS];
   float *norm_weight, *norm_bias;             /* (d) */
   float *classifier_weight, *classifier_bias; /* (classes, d), (classes) */

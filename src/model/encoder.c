@@ -1,6 +1,7 @@
 /* The continual encoder-classifier (include/cony/encoder.h, docs/model-format.md). */
 #include "cony/encoder.h"
 #include "cony/error.h"
+#include "cony/fusion.h"
 #include "gemv-private.h"
 #include "linalg.h"
 
@@ -324,6 +325,8 @@ cony_encoder_step (ConyEncoder *e, const float *tokens, float *logits)
   }
   memcpy (logits, m->classifier_bias, sizeof (float) * e->classes);
   cony_gemv (&e->g_cls, f, logits);
+  if (m->fusion) /* k = 1 (cony_fusion_read() refuses a gate otherwise) */
+    cony_fusion_gate_apply (m->fusion, tokens, logits);
   e->steps++;
   e->tokens += (guint64) k;
   /* Anything non-finite on the way (an overflowing projection, a NaN in a running sum)

@@ -3,6 +3,7 @@
 #include "cnnref-private.h"
 #include "cony/error.h"
 
+#include <math.h>
 #include <string.h>
 #include <json-glib/json-glib.h>
 
@@ -154,11 +155,49 @@ read_input (JsonNode *node, int index, const ConyFusion *f, const char *origin, 
   return TRUE;
 }
 
+/* The "gate" object of the fusion config: {"input": NAME}; @f's inputs read already. */
+static gboolean
+read_gate_config (JsonNode *node, const char *origin, ConyFusion *f, GError **error)
+{
+  static const char *const keys[] = { "input", "context", NULL };
+  if (!JSON_NODE_HOLDS_OBJECT (node)) {
+    g_set_error (error, CONY_ERROR, CONY_ERROR_FORMAT,
+        "%s: model config: fusion.gate must be an object", origin);
+    return FALSE;
+  }
+  JsonObject *o = json_node_get_object (node);
+  if (!only_known_keys (o, keys, origin, "fusion.gate", error))
+    return FALSE;
+  int index[2] = { -1, -1 };
+  for (int k = 0; k < 2; k++) {
+    const char *key = keys[k];
+    if (k == 1 && !json_object_has_member (o, key))
+      break; /* no context */
+    GError *local = NULL;
+    const char *name = fusion_string (o, key, origin, "fusion.gate", &local);
+    index[k] = name ? cony_fusion_input_index (f, name) : -1;
+    if (index[k] < 0 || (k == 1 && index[1] == index[0])) {
+      if (!local)
+        g_set_error (&local, CONY_ERROR, name ? CONY_ERROR_INVALID : CONY_ERROR_MISSING,
+            "%s: model config: fusion.gate.%s %s%s%s is not %s", origin, key,
+            name ? "'" : "(missing)", name ? name : "", name ? "'" : "",
+            k ? "another of fusion.inputs than gate.input" : "one of fusion.inputs");
+      g_propagate_error (error, local);
+      return FALSE;
+    }
+  }
+  f->gate = g_new0 (ConyFusionGate, 1);
+  f->gate->input = index[0];
+  f->gate->context = index[1];
+  f->gate->n_features = CONY_FUSION_GATE_FEATURES + (index[1] >= 0);
+  return TRUE;
+}
+
 /* The "fusion" object of @config_json into @f (no tensors yet). */
 static gboolean
 read_config (const char *config_json, const char *origin, ConyFusion *f, GError **error)
 {
-  static const char *const keys[] = { "rate", "inputs", NULL };
+  static const char *const keys[] = { "rate", "inputs", "gate", NULL };
   g_autoptr (JsonParser) parser = json_parser_new ();
   if (!json_parser_load_from_data (parser, config_json, -1, NULL))
     g_return_val_if_reached (FALSE); /* the encoder config parsed it already */
@@ -194,7 +233,8 @@ read_config (const char *config_json, const char *origin, ConyFusion *f, GError 
     f->n_inputs++;
   }
   f->d_out += f->n_inputs; /* the flags */
-  return TRUE;
+  JsonNode *gate = json_object_get_member (fo, "gate");
+  return !gate || read_gate_config (gate, origin, f, error);
 }
 
 void
@@ -206,8 +246,97 @@ cony_fusion_clear (ConyFusion *f)
     cony_cnn_ref_clear (&in->cnn);
     g_free (in->absent);
   }
+  if (f->gate) {
+    g_free (f->gate->readout_weight);
+    g_free (f->gate->readout_bias);
+    g_free (f->gate->context_weight);
+    g_free (f->gate);
+  }
   g_free (f->path);
   memset (f, 0, sizeof *f);
+}
+
+/* The gate's tensors, after fusion.gate.; context: only with a context input. */
+static const struct {
+  const char *name;
+  gboolean context;
+} gate_tensors[] = {
+  { "readout.weight", FALSE },
+  { "readout.bias", FALSE },
+  { "weight", FALSE },
+  { "bias", FALSE },
+  { "scale", FALSE },
+  { "context.weight", TRUE },
+  { "context.bias", TRUE },
+};
+
+/* Index of gate tensor @name in gate_tensors (not one a gate without a context has when
+ * @with_context is FALSE), or -1. */
+static int
+gate_tensor_index (const char *name, gboolean with_context)
+{
+  const char *rest = name + strlen (CONY_FUSION_GATE_PREFIX);
+  for (guint i = 0; i < G_N_ELEMENTS (gate_tensors); i++)
+    if (strcmp (rest, gate_tensors[i].name) == 0 && (with_context || !gate_tensors[i].context))
+      return (int) i;
+  return -1;
+}
+
+/* The gate's tensors into @f->gate (its inputs set by the config). */
+static gboolean
+read_gate (const ConySafetensors *st, const ConyModelConfig *config, const char *origin,
+    ConyFusion *f, GError **error)
+{
+  ConyFusionGate *g = f->gate;
+  const ConyFusionInput *in = &f->inputs[g->input];
+  if (config->n_classes < 2 || config->n_classes > CONY_FUSION_GATE_MAX_CLASSES
+      || config->tokens_per_step > 1 || config->output != CONY_OUTPUT_SOFTMAX) {
+    g_set_error (error, CONY_ERROR, CONY_ERROR_INVALID,
+        "%s: fusion.gate needs a softmax model of 2 to %d classes and one token a step "
+        "(this one: %d classes, %s, tokens_per_step %d)",
+        origin, CONY_FUSION_GATE_MAX_CLASSES, config->n_classes,
+        config->output == CONY_OUTPUT_SOFTMAX ? "softmax" : "sigmoid", config->tokens_per_step);
+    return FALSE;
+  }
+  g->classes = config->n_classes;
+  gboolean with_context = g->context >= 0;
+  /* shapes in gate_tensors' order; a 0 second size: a vector */
+  gsize shapes[][2] = { { (gsize) g->classes, (gsize) in->size }, { (gsize) g->classes, 0 },
+    { (gsize) g->n_features, 0 }, { 1, 0 }, { 1, 0 },
+    { with_context ? (gsize) f->inputs[g->context].size : 0, 0 }, { 1, 0 } };
+  float *values[G_N_ELEMENTS (gate_tensors)] = { NULL };
+  gboolean ok = TRUE;
+  for (guint i = 0; ok && i < G_N_ELEMENTS (gate_tensors); i++) {
+    if (gate_tensors[i].context && !with_context)
+      continue;
+    g_autofree char *name = g_strconcat (CONY_FUSION_GATE_PREFIX, gate_tensors[i].name, NULL);
+    if (!cony_safetensors_find (st, name)) {
+      g_set_error (error, CONY_ERROR, CONY_ERROR_MISSING,
+          "%s: tensor '%s' is missing (fusion.gate on input '%s' needs fusion.gate.%s)", origin,
+          name, in->name,
+          with_context ? "readout.weight, readout.bias, weight, bias, scale, context.weight and "
+                         "context.bias"
+                       : "readout.weight, readout.bias, weight, bias and scale");
+      ok = FALSE;
+      break;
+    }
+    values[i] = cony_safetensors_get_f32 (st, name, shapes[i][1] ? 2 : 1, shapes[i], error);
+    ok = values[i] != NULL;
+  }
+  if (ok) {
+    g->readout_weight = g_steal_pointer (&values[0]);
+    g->readout_bias = g_steal_pointer (&values[1]);
+    memcpy (g->weight, values[2], sizeof (float) * g->n_features);
+    g->bias = values[3][0];
+    g->scale = values[4][0];
+    if (with_context) {
+      g->context_weight = g_steal_pointer (&values[5]);
+      g->context_bias = values[6][0];
+    }
+  }
+  for (guint i = 0; i < G_N_ELEMENTS (values); i++)
+    g_free (values[i]);
+  return ok;
 }
 
 gboolean
@@ -244,17 +373,30 @@ cony_fusion_read (const ConySafetensors *st, const ConyModelConfig *config, Cony
     if (!in->absent)
       goto fail;
   }
+  if (f->gate && !read_gate (st, config, origin, f, error))
+    goto fail;
   /* No fusion tensor the config does not explain. */
   for (guint t = 0; t < cony_safetensors_n_tensors (st); t++) {
     const char *name = cony_safetensors_tensor (st, t)->name;
     if (!g_str_has_prefix (name, CONY_FUSION_TENSOR_PREFIX))
       continue;
+    if (g_str_has_prefix (name, CONY_FUSION_GATE_PREFIX)
+        && gate_tensor_index (name, !f->gate || f->gate->context >= 0) >= 0) {
+      if (f->gate)
+        continue; /* read above */
+      g_set_error (error, CONY_ERROR, CONY_ERROR_FORMAT,
+          "%s: unexpected tensor '%s' (a gate's tensors need a \"gate\" object in the "
+          "config's fusion; see docs/model-format.md)",
+          origin, name);
+      goto fail;
+    }
     const char *rest = name + strlen (CONY_FUSION_TENSOR_PREFIX), *dot = strchr (rest, '.');
     g_autofree char *input = dot ? g_strndup (rest, dot - rest) : NULL;
     if (!input || strcmp (dot, ".absent") != 0 || cony_fusion_input_index (f, input) < 0) {
       g_set_error (error, CONY_ERROR, CONY_ERROR_FORMAT,
           "%s: unexpected tensor '%s' (a fused file has fusion.<input>.absent for each input "
-          "of fusion.inputs)",
+          "of fusion.inputs and, with a gate, fusion.gate.readout.weight, readout.bias, "
+          "weight, bias, scale (and with a context, context.weight and context.bias))",
           origin, name);
       goto fail;
     }
@@ -320,4 +462,71 @@ cony_fusion_join (const ConyFusion *f, const float *const *tokens, float *out)
     memcpy (out + in->offset, tokens[i] ? tokens[i] : in->absent, (gsize) in->size * sizeof *out);
     flags[i] = tokens[i] ? 1.0f : 0.0f;
   }
+}
+
+/* sigmoid (u . x + e) of @n floats, in double. */
+static double
+logistic (const float *u, const float *x, int n, double e)
+{
+  for (int j = 0; j < n; j++)
+    e += (double) u[j] * x[j];
+  return 1.0 / (1.0 + exp (-e));
+}
+
+/* log_softmax of @x (n) into @out, in double. */
+static void
+log_softmax (const double *x, int n, double *out)
+{
+  double top = x[0], sum = 0.0;
+  for (int i = 1; i < n; i++)
+    top = MAX (top, x[i]);
+  for (int i = 0; i < n; i++)
+    sum += exp (x[i] - top);
+  double lse = top + log (sum);
+  for (int i = 0; i < n; i++)
+    out[i] = x[i] - lse;
+}
+
+void
+cony_fusion_gate_apply (const ConyFusion *f, const float *token, float *logits)
+{
+  const ConyFusionGate *g = f->gate;
+  if (!g || token[f->d_out - f->n_inputs + g->input] == 0.0f)
+    return;
+  /* in double, as the float64 twin: the gate turns on small differences of confidence */
+  const ConyFusionInput *in = &f->inputs[g->input];
+  const float *x = token + in->offset;
+  int n = g->classes;
+  double z[CONY_FUSION_GATE_MAX_CLASSES], v[CONY_FUSION_GATE_MAX_CLASSES];
+  double lp[CONY_FUSION_GATE_MAX_CLASSES], lv[CONY_FUSION_GATE_MAX_CLASSES];
+  for (int c = 0; c < n; c++) {
+    const float *a = g->readout_weight + (gsize) c * in->size;
+    double s = g->readout_bias[c];
+    for (int j = 0; j < in->size; j++)
+      s += (double) a[j] * x[j];
+    v[c] = s;
+    z[c] = logits[c];
+  }
+  log_softmax (z, n, lp);
+  log_softmax (v, n, lv);
+  double pmax = 0.0, qmax = 0.0, entropy = 0.0, agree = 0.0;
+  for (int c = 0; c < n; c++) {
+    double p = exp (lp[c]), q = exp (lv[c]);
+    pmax = MAX (pmax, p);
+    qmax = MAX (qmax, q);
+    entropy -= p * lp[c];
+    agree += p * q;
+  }
+  double phi[CONY_FUSION_GATE_FEATURES + 1] = { pmax, entropy / log ((double) n), qmax, agree };
+  if (g->context >= 0 && token[f->d_out - f->n_inputs + g->context] != 0.0f) {
+    const ConyFusionInput *ctx = &f->inputs[g->context];
+    phi[CONY_FUSION_GATE_FEATURES] = logistic (g->context_weight, token + ctx->offset, ctx->size,
+        g->context_bias);
+  }
+  double t = g->bias;
+  for (int i = 0; i < g->n_features; i++)
+    t += (double) g->weight[i] * phi[i];
+  double on = g->scale / (1.0 + exp (-t));
+  for (int c = 0; c < n; c++)
+    logits[c] = (float) (z[c] + on * lv[c]);
 }

@@ -75,6 +75,7 @@ cony_model_free (ConyModel *m)
   g_free (m->norm_bias);
   g_free (m->classifier_weight);
   g_free (m->classifier_bias);
+  cony_fusion_free (m->fusion);
   cony_model_config_clear (&m->config);
   g_free (m->path);
   g_free (m);
@@ -153,11 +154,13 @@ cony_model_load (const char *name, GError **error)
     }
   }
 
-  if (c->has_fusion) { /* a fused model runs only with a valid fusion part */
-    ConyFusion fusion;
-    if (!cony_fusion_read (st, c, &fusion, error))
+  if (c->has_fusion) { /* a fused model runs only with a valid fusion part (its gate) */
+    ConyFusion *fusion = g_new0 (ConyFusion, 1);
+    if (!cony_fusion_read (st, c, fusion, error)) {
+      g_free (fusion);
       return NULL;
-    cony_fusion_clear (&fusion);
+    }
+    m->fusion = fusion;
   }
 
   for (guint i = 0; i < ex->len; i++) {

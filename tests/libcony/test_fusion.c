@@ -1,6 +1,7 @@
 /* Fused models (include/cony/fusion.h): the fused token and the logits of the encoder on
- * fused tokens against the PyTorch twin (training/gen_fusion_golden.py), and bad fusion
- * parts refused by name. */
+ * fused tokens (and of a confidence gate after it) against the PyTorch twin
+ * (training/gen_fusion_golden.py), a shut gate giving the audio model's logits, and bad
+ * fusion parts refused by name. */
 #include "cony/encoder.h"
 #include "cony/error.h"
 #include "cony/fusion.h"
@@ -13,7 +14,7 @@
 #include <math.h>
 #include <string.h>
 
-static const char *const golden_cases[] = { "b1_cony", "b2_conyfixed" };
+static const char *const golden_cases[] = { "b1_cony", "b2_conyfixed", "b1_gated", "b1_gated_ctx" };
 
 /* Joins every step of @name's golden streams in C and steps the encoder on the result:
  * the fused tokens must equal PyTorch's bit for bit (a copy), the logits within 1e-4. */
@@ -108,13 +109,14 @@ test_config (void)
       "no 'fusion' object");
 }
 
-/* The golden b1_cony file's config with @from replaced by @to, loaded: both loaders must
+/* The golden file @base's config with @from replaced by @to, loaded: both loaders must
  * refuse it with @code and a message containing @needle. */
 static void
-expect_config_refused (const char *from, const char *to, int code, const char *needle)
+expect_config_refused_in (const char *base, const char *from, const char *to, int code,
+    const char *needle)
 {
   GError *error = NULL;
-  g_autofree char *path = cony_test_golden_path ("fusion", "b1_cony.safetensors");
+  g_autofree char *path = cony_test_golden_path ("fusion", base);
   g_autoptr (ConySafetensors) st = cony_safetensors_open (path, &error);
   g_assert_no_error (error);
   const char *cfg = cony_safetensors_metadata (st, "config");
@@ -130,6 +132,12 @@ expect_config_refused (const char *from, const char *to, int code, const char *n
   g_assert_null (cony_model_load (copy, &error));
   cony_test_expect_error (&error, code, needle, NULL);
   g_unlink (copy);
+}
+
+static void
+expect_config_refused (const char *from, const char *to, int code, const char *needle)
+{
+  expect_config_refused_in ("b1_cony.safetensors", from, to, code, needle);
 }
 
 static void
@@ -153,16 +161,29 @@ test_bad_config (void)
       "fusion.inputs[1].size must be an integer");
   expect_config_refused ("\"tolerance_ms\":300", "\"tolerance_ms\":300,\"cnn_output\":1",
       CONY_ERROR_FORMAT, "fusion.inputs[1].cnn_output must be a string");
+  const char *gated = "b1_gated.safetensors", *gate = "\"gate\":{\"input\":\"video\"}";
+  expect_config_refused_in (gated, gate, "\"gate\":{\"input\":\"depth\"}", CONY_ERROR_INVALID,
+      "fusion.gate.input 'depth' is not one of fusion.inputs");
+  expect_config_refused_in (gated, gate, "\"gate\":{\"inputs\":\"video\"}", CONY_ERROR_FORMAT,
+      "fusion.gate has an unknown key 'inputs'");
+  expect_config_refused_in (gated, gate, "\"gate\":{\"input\":\"video\",\"context\":\"video\"}",
+      CONY_ERROR_INVALID, "fusion.gate.context 'video' is not another of fusion.inputs");
+  expect_config_refused_in (gated, gate, "\"gate\":[\"video\"]", CONY_ERROR_FORMAT,
+      "fusion.gate must be an object");
+  expect_config_refused_in (gated, "\"labels\":[\"talking\",\"music\",\"quiet\"]",
+      "\"labels\":[\"talking\",\"music\",\"quiet\"],\"output\":\"sigmoid\"", CONY_ERROR_INVALID,
+      "fusion.gate needs a softmax model");
 }
 
-/* b1_cony's tensors written again with tensor @drop left out and @extra (a 1-d tensor of
- * @extra_len floats) added: both loaders must refuse it with @code naming @needle. */
+/* Golden @base's tensors written again with tensor @drop left out and @extra (a 1-d
+ * tensor of @extra_len floats) added: both loaders must refuse it with @code naming
+ * @needle. */
 static void
-expect_tensors_refused (const char *drop, const char *extra, gsize extra_len, int code,
-    const char *needle)
+expect_tensors_refused_in (const char *base, const char *drop, const char *extra, gsize extra_len,
+    int code, const char *needle)
 {
   GError *error = NULL;
-  g_autofree char *path = cony_test_golden_path ("fusion", "b1_cony.safetensors");
+  g_autofree char *path = cony_test_golden_path ("fusion", base);
   g_autoptr (ConySafetensors) st = cony_safetensors_open (path, &error);
   g_assert_no_error (error);
   guint n = cony_safetensors_n_tensors (st), k = 0;
@@ -204,6 +225,13 @@ expect_tensors_refused (const char *drop, const char *extra, gsize extra_len, in
 }
 
 static void
+expect_tensors_refused (const char *drop, const char *extra, gsize extra_len, int code,
+    const char *needle)
+{
+  expect_tensors_refused_in ("b1_cony.safetensors", drop, extra, extra_len, code, needle);
+}
+
+static void
 test_bad_tensors (void)
 {
   expect_tensors_refused ("fusion.video.absent", NULL, 0, CONY_ERROR_MISSING,
@@ -214,6 +242,75 @@ test_bad_tensors (void)
       "unexpected tensor 'fusion.depth.absent'");
   expect_tensors_refused (NULL, "fusion.audio.bias", 5, CONY_ERROR_FORMAT,
       "unexpected tensor 'fusion.audio.bias'");
+  /* the gate's: each one missing or misshapen, one too many, one without a gate config */
+  const char *gated = "b1_gated.safetensors";
+  static const char *const gate_tensors[] = { "fusion.gate.readout.weight",
+    "fusion.gate.readout.bias", "fusion.gate.weight", "fusion.gate.bias", "fusion.gate.scale" };
+  for (guint i = 0; i < G_N_ELEMENTS (gate_tensors); i++) {
+    g_autofree char *missing = g_strdup_printf ("'%s' is missing", gate_tensors[i]);
+    expect_tensors_refused_in (gated, gate_tensors[i], NULL, 0, CONY_ERROR_MISSING, missing);
+    expect_tensors_refused_in (gated, gate_tensors[i], gate_tensors[i], 7, CONY_ERROR_SHAPE,
+        gate_tensors[i]);
+  }
+  expect_tensors_refused_in (gated, NULL, "fusion.gate.offset", 1, CONY_ERROR_FORMAT,
+      "unexpected tensor 'fusion.gate.offset'");
+  expect_tensors_refused_in ("b1_gated_ctx.safetensors", "fusion.gate.context.weight", NULL, 0,
+      CONY_ERROR_MISSING, "'fusion.gate.context.weight' is missing");
+  expect_tensors_refused_in ("b1_gated_ctx.safetensors", "fusion.gate.weight", "fusion.gate.weight",
+      4, CONY_ERROR_SHAPE, "fusion.gate.weight");
+  expect_tensors_refused_in (gated, NULL, "fusion.gate.context.bias", 1, CONY_ERROR_FORMAT,
+      "unexpected tensor 'fusion.gate.context.bias'");
+  expect_tensors_refused (NULL, "fusion.gate.scale", 1, CONY_ERROR_FORMAT,
+      "unexpected tensor 'fusion.gate.scale' (a gate's tensors need a \"gate\" object");
+}
+
+/* Steps @m over @L fused tokens of b1_gated's audio tokens (all present) and video
+ * tokens (present when @video) and returns the largest difference from @want's logits. */
+static double
+gated_against (ConyModel *m, gboolean video, const ConyNpyArray *want)
+{
+  GError *error = NULL;
+  g_autoptr (ConyEncoder) enc = cony_encoder_new (m, -1, &error);
+  g_assert_no_error (error);
+  g_autoptr (ConyNpyArray) audio = cony_test_load_golden_npy ("fusion", "b1_gated.audio.npy");
+  g_autoptr (ConyNpyArray) frames = cony_test_load_golden_npy ("fusion", "b1_gated.video.npy");
+  const ConyFusion *f = m->fusion;
+  int C = m->config.n_classes;
+  float token[16], logits[8];
+  g_assert_cmpint (f->d_out, <=, (int) G_N_ELEMENTS (token));
+  double worst = 0;
+  for (gsize t = 0; t < want->shape[0]; t++) {
+    const float *tokens[2] = { audio->data + t * f->inputs[0].size,
+      video ? frames->data + t * f->inputs[1].size : NULL };
+    cony_fusion_join (f, tokens, token);
+    g_assert_true (cony_encoder_step (enc, token, logits));
+    for (int c = 0; c < C; c++)
+      worst = MAX (worst, fabs ((double) logits[c] - want->data[t * C + c]));
+  }
+  return worst;
+}
+
+/* The gated model's encoder is the audio model's (video columns zero): with the gate
+ * shut, or the camera absent, its logits are the audio model's; open, they are not. */
+static void
+test_gate_closed (void)
+{
+  GError *error = NULL;
+  g_autofree char *path = cony_test_golden_path ("fusion", "b1_gated.safetensors");
+  g_autoptr (ConyModel) m = cony_model_load (path, &error);
+  g_assert_no_error (error);
+  g_assert_nonnull (m->fusion);
+  g_assert_nonnull (m->fusion->gate);
+  g_autoptr (ConyNpyArray) want = cony_test_load_golden_npy ("fusion", "b1_gated_audio.logits.npy");
+  double open = gated_against (m, TRUE, want);
+  double absent = gated_against (m, FALSE, want);
+  m->fusion->gate->bias = -1e4f; /* shut: g = sigmoid(-1e4 + w . phi) = 0 */
+  double shut = gated_against (m, TRUE, want);
+  g_test_message ("gated vs audio model: open %.3g, camera absent %.3g, shut %.3g", open, absent,
+      shut);
+  g_assert_cmpfloat (open, >, 0.1);
+  g_assert_cmpfloat (absent, <=, 1e-4);
+  g_assert_cmpfloat (shut, <=, 1e-4);
 }
 
 /* The join itself: tokens where present, absent tokens and zero flags where not. */
@@ -242,5 +339,6 @@ main (int argc, char **argv)
   g_test_add_func ("/fusion/join", test_join);
   g_test_add_func ("/fusion/bad-config", test_bad_config);
   g_test_add_func ("/fusion/bad-tensors", test_bad_tensors);
+  g_test_add_func ("/fusion/gate-closed", test_gate_closed);
   return g_test_run ();
 }

@@ -77,6 +77,51 @@ class FusionTest(unittest.TestCase):
                             attention="cony", labels=["x"])
 
 
+class GateTest(unittest.TestCase):
+    """The confidence gate (ref/fusion.py FusionGate, rule 12): b1_gated's encoder is its
+    audio model's, so with the gate shut or the video absent its logits are the audio
+    model's; open, the gate changes them; an exported file keeps the gate."""
+
+    def setUp(self):
+        torch.set_num_threads(1)
+        self.model, self.audio = gen_fusion_golden.gated_models(3200)
+        g = torch.Generator().manual_seed(5)
+        self.tokens = {"audio": torch.randn(14, 5, generator=g),
+                       "video": torch.randn(14, 4, generator=g)}
+        self.alone = self.audio.stream_logits({"audio": self.tokens["audio"]},
+                                              {"audio": torch.ones(14, dtype=torch.bool)})
+
+    def logits(self, model, video):
+        present = {"audio": torch.ones(14, dtype=torch.bool),
+                   "video": torch.full((14,), video, dtype=torch.bool)}
+        return model.stream_logits(self.tokens, present)
+
+    def test_shut_or_absent_is_the_audio_model(self):
+        self.assertGreater((self.logits(self.model, True) - self.alone).abs().max().item(), 0.1)
+        self.assertLess((self.logits(self.model, False) - self.alone).abs().max().item(), 1e-5)
+        self.model.gate.closed()
+        self.assertLess((self.logits(self.model, True) - self.alone).abs().max().item(), 1e-5)
+
+    def test_export_keeps_the_gate(self):
+        with tempfile.TemporaryDirectory() as tmp:
+            path = os.path.join(tmp, "g.safetensors")
+            export_model(self.model, path)
+            tensors, meta = safetensors_io.load(path)
+            config = json.loads(meta["config"])
+            back = FusedClassifier.from_file_parts(tensors, config)
+        self.assertEqual(config["fusion"]["gate"], {"input": "video"})
+        self.assertEqual(tensors["fusion.gate.readout.weight"].shape, (3, 4))
+        self.assertTrue(torch.allclose(self.logits(back, True), self.logits(self.model, True),
+                                       atol=1e-6))
+
+    def test_bad_gate_refused(self):
+        inputs = [{"name": "a", "size": 2, "rate": [1, 1], "tolerance_ms": 0}]
+        for gate in ({"input": "b"}, {"input": "a", "scale": 2}):
+            with self.assertRaisesRegex(ValueError, "gate must be"):
+                FusedClassifier(inputs, [1, 1], gate, d=8, heads=2, ff=8, blocks=1, window=4,
+                                landmarks=2, attention="cony", labels=["x", "y"])
+
+
 if __name__ == "__main__":
     unittest.main()
 

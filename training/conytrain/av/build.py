@@ -123,15 +123,16 @@ def embed_video(shots, cnn, work, split, precision="auto"):
     return emb
 
 
-def build(root, work, cony, audio_cnn, video_cnn, seed, precision="auto"):
-    """Writes WORK/tokens-<split>.npz (skipped when there) and WORK/manifest.json."""
+def build(root, work, cony, audio_cnn, video_cnn, seed, precision="auto", splits=SPLITS):
+    """Writes WORK/tokens-<split>.npz of @splits (each skipped when there) and
+    WORK/manifest.json."""
     os.makedirs(work, exist_ok=True)
     items = sources.collect(root)
     with open(os.path.join(work, "manifest.json"), "w") as f:
         json.dump([{k: v for k, v in it.items() if k != "path"} for it in items], f, indent=0)
     for k, split in enumerate(SPLITS):
         dst = os.path.join(work, f"tokens-{split}.npz")
-        if os.path.exists(dst):
+        if split not in splits or os.path.exists(dst):
             continue
         rng = np.random.default_rng([seed, k])
         clips = sound_clips(items, split, rng)
@@ -148,6 +149,8 @@ def build(root, work, cony, audio_cnn, video_cnn, seed, precision="auto"):
 
 
 DEGRADED_COPIES = 2                # degraded copies of each train clip (rule 11)
+# The degradations' random streams: train's is rule 11's; val's (rule 12) its own.
+DEGRADE_STREAM = {"train": 11, "val": 12}
 
 
 def noise(n, kind, rng):
@@ -174,22 +177,22 @@ def degrade_random(x, rng):
     return np.clip(y, -1, 1).astype(np.float32)
 
 
-def degrade_train(root, work, cony, audio_cnn, seed):
-    """WORK/tokens-train-degraded.npz: audio (DEGRADED_COPIES, clips, AUDIO_STEPS, 1024),
-    the train split's clips (remade as build() made them: the same seeded draws) each
-    degraded DEGRADED_COPIES times; audio_cls and audio_group as tokens-train.npz's."""
-    dst = os.path.join(work, "tokens-train-degraded.npz")
+def degrade_split(root, work, cony, audio_cnn, seed, split="train"):
+    """WORK/tokens-<split>-degraded.npz: audio (DEGRADED_COPIES, clips, AUDIO_STEPS, 1024),
+    the split's clips (remade as build() made them: the same seeded draws) each degraded
+    DEGRADED_COPIES times; audio_cls and audio_group as tokens-<split>.npz's."""
+    dst = os.path.join(work, f"tokens-{split}-degraded.npz")
     if os.path.exists(dst):
         return
     items = sources.collect(root)
-    clips = sound_clips(items, "train", np.random.default_rng([seed, SPLITS.index("train")]))
-    ref = np.load(os.path.join(work, "tokens-train.npz"))
+    clips = sound_clips(items, split, np.random.default_rng([seed, SPLITS.index(split)]))
+    ref = np.load(os.path.join(work, f"tokens-{split}.npz"))
     if list(ref["audio_group"]) != [g for _, g, _ in clips]:
-        raise RuntimeError(f"{work}: the remade train clips are not tokens-train.npz's")
-    rng = np.random.default_rng([seed, 11])
-    log(f"train: {len(clips)} sound clips, {DEGRADED_COPIES} degraded copies; embedding")
+        raise RuntimeError(f"{work}: the remade {split} clips are not tokens-{split}.npz's")
+    rng = np.random.default_rng([seed, DEGRADE_STREAM[split]])
+    log(f"{split}: {len(clips)} sound clips, {DEGRADED_COPIES} degraded copies; embedding")
     audio = np.stack([embed_audio([(c, g, degrade_random(x, rng)) for c, g, x in clips],
-                                  cony, audio_cnn, work, f"train-degraded{k}")
+                                  cony, audio_cnn, work, f"{split}-degraded{k}")
                       for k in range(DEGRADED_COPIES)])
     np.savez(dst, audio=audio, audio_cls=ref["audio_cls"], audio_group=ref["audio_group"])
-    log(f"train: wrote {dst}")
+    log(f"{split}: wrote {dst}")

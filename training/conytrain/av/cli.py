@@ -4,14 +4,16 @@ packages (conytrain/av/).
 
     /usr/bin/python3 training/train_av.py --root DEBS --work out/av [--stages ...]
 
-Stages: build (token caches, conytrain/av/build.py), degrade (the train clips degraded,
-WORK/tokens-train-degraded.npz), evalset (issue 54's evaluation set, conytrain/av/
-evalset.py, in --eval-work from --eval-root), train (the fused model and the two
-single-sense models, seeds --seeds), eval (the card's table, WORK/eval-TAG.json), export
-(the first seed's fused model to --models: av.safetensors, labels.txt), golden (the test
-clip and the shipped file's goldens, tests/golden/av/: conytrain/av/clip.py; needs
-GST_PLUGIN_PATH), grid (issue 54's grid on the evaluation set, WORK/grid-TAG.json; with
---grid-model FILE that file instead of the run's fused models).
+Stages: build (token caches of --splits, conytrain/av/build.py), degrade (the clips of
+--degrade-splits degraded, WORK/tokens-SPLIT-degraded.npz), evalset (issue 54's
+evaluation set, conytrain/av/evalset.py, in --eval-work from --eval-root), train (the
+fused model and the two single-sense models, seeds --seeds), gate (rule 12: the
+--baselines-tag audio models with a confidence gate fitted on val, conytrain/av/gate.py),
+eval (the card's table, WORK/eval-TAG.json), export (the first seed's fused model to
+--models: av.safetensors, labels.txt), golden (the test clip and the shipped file's
+goldens, tests/golden/av/: conytrain/av/clip.py; needs GST_PLUGIN_PATH), grid (issue 54's
+grid on the evaluation set, WORK/grid-TAG.json; with --grid-model FILE that file instead
+of the run's fused models; --grid-path ref: through the PyTorch twin, grid-TAG-ref.json).
 """
 
 import argparse
@@ -22,7 +24,7 @@ import numpy as np
 import torch
 
 from conytrain import REPO
-from conytrain.av import build, clip, evalset, sources
+from conytrain.av import build, clip, evalset, gate, sources
 from conytrain.av import train as avtrain
 from conytrain.av.readout import PENALTIES, Readout
 from conytrain.export import export_model
@@ -42,6 +44,10 @@ def parse(argv):
                                                          "mobilenet_v2.safetensors"))
     ap.add_argument("--stages", default="build,train,eval,export")
     ap.add_argument("--data-seed", type=int, default=20261128)
+    ap.add_argument("--splits", default="train,test,val",
+                    help="the splits the build stage makes (each skipped when there)")
+    ap.add_argument("--degrade-splits", default="train",
+                    help="the splits the degrade stage copies degraded (rule 12: val too)")
     ap.add_argument("--video-precision", default="auto", choices=["auto", "float", "int8"],
                     help="conyframeembed's path for the video tokens (run 1: float)")
     ap.add_argument("--eval-split", default="test", choices=["test", "val"],
@@ -88,6 +94,17 @@ def parse(argv):
     ap.add_argument("--grid-model", default=None,
                     help="the grid stage measures this fused model file (seed: the first)")
     ap.add_argument("--grid-streams", type=int, default=40)
+    ap.add_argument("--grid-path", default="c", choices=["c", "ref"],
+                    help="the grid through `cony classify` (c) or the PyTorch float64 twin")
+    ap.add_argument("--gate-lambdas", default=",".join(str(v) for v in gate.LAMBDAS),
+                    help="the gate stage's weights of the clean-unrelated cell, tried in "
+                         "turn on val (rule 12; one value: that one)")
+    ap.add_argument("--gate-choice", default="guard", choices=["guard", "margin"],
+                    help="how the gate stage picks lambda on val (rule 12: guard; rule 13: "
+                         "margin)")
+    ap.add_argument("--gate-context", default=None, choices=["audio"],
+                    help="the gate's fifth feature, a degradation detector on that input "
+                         "(rule 13; also keeps the gate's scale positive)")
     ap.add_argument("--p-noisy", type=float, default=0.1, help="per scene and sense")
     ap.add_argument("--p-step", type=float, default=0.05, help="a sense absent at one step")
     ap.add_argument("--p-window", type=float, default=0.15, help="a sense absent for a window")
@@ -147,13 +164,50 @@ def load_model(path):
     c = ck["config"]
     fusion = c["fusion"]
     kw = {k: v for k, v in c.items() if k not in ("fusion", "architecture", "d_in")}
-    model = avtrain.FusedClassifier(fusion["inputs"], fusion["rate"], **kw)
+    model = avtrain.FusedClassifier(fusion["inputs"], fusion["rate"], fusion.get("gate"), **kw)
     for b, block in enumerate(model.encoder.blocks):
         q = ck["state"].get(f"encoder.blocks.{b}.attn.q_landmarks")
         if q is not None:
             block.attn.set_landmarks(q, ck["state"][f"encoder.blocks.{b}.attn.k_landmarks"])
     model.load_state_dict(ck["state"])
     return model.eval()
+
+
+def cached_readout(args, data):
+    """The train split's read-out (readout.Readout, --readout-penalties), kept in
+    WORK/readout-<penalties>.npz (its fits take minutes)."""
+    key = "_".join("%g" % p for p in args.readout_penalties)
+    path = os.path.join(args.work, f"readout-{key}.npz")
+    if os.path.exists(path):
+        z = np.load(path)
+        r = Readout.__new__(Readout)
+        r.a, r.c, r.penalty = z["a"], z["c"], float(z["penalty"])
+        build.log(f"video read-out: {path} (penalty {r.penalty:g})")
+        return r
+    r = Readout(data, args.video_readout or 5, build.log, args.readout_penalties)
+    np.savez(path, a=r.a, c=r.c, penalty=r.penalty)
+    return r
+
+
+def stage_gate(args, seeds):
+    """Rule 12: each seed's audio model (--baselines-tag) with a confidence gate on the
+    video read-out, fitted on val (conytrain/av/gate.py), saved as the run's fused model."""
+    readout = cached_readout(args, avtrain.load(args.work, "train"))
+    lambdas = [float(v) for v in args.gate_lambdas.split(",")]
+    context = gate.detector(args.work, build.log) if args.gate_context else None
+    spec = {"input": "video", **({"context": args.gate_context} if args.gate_context else {})}
+    for seed in seeds:
+        args.train_seed = seed
+        path = model_path(args, "fused", seed)
+        if os.path.exists(path):
+            continue
+        audio = load_model(model_path(args, "audio", seed))
+        cells = gate.val_cells(audio, readout, args.work, args.test_steps, build.log, context)
+        model, lam = gate.gated_model(
+            load_model(model_path(args, "audio", seed)),
+            lambda: avtrain.make_model(("audio", "video"), args, gate=spec),
+            readout, cells, lambdas, build.log, args.gate_choice, context)
+        torch.save({"config": model.config, "state": model.state_dict(), "lambda": lam}, path)
 
 
 def stage_eval(args, seeds):
@@ -176,8 +230,9 @@ def stage_eval(args, seeds):
 def stage_grid(args, seeds):
     z = np.load(os.path.join(args.eval_work, "evalset.npz"))
     data = {k: z[k] for k in z.files}
-    cpath = avtrain.CPath(args.cony, args.eval_work)
-    name = "shipped" if args.grid_model else args.tag
+    cpath = (avtrain.CPath(args.cony, args.eval_work) if args.grid_path == "c"
+             else avtrain.RefPath())
+    name = ("shipped" if args.grid_model else args.tag) + ("-ref" if args.grid_path == "ref" else "")
     path = os.path.join(args.work, f"grid-{name}.json")
     out = {}
     if os.path.exists(path):         # other seeds' grids, measured before
@@ -215,14 +270,18 @@ def main(argv=None):
     stages = args.stages.split(",")
     if "build" in stages:
         build.build(args.root, args.work, args.cony, args.audio_cnn, args.video_cnn,
-                    args.data_seed, args.video_precision)
+                    args.data_seed, args.video_precision, args.splits.split(","))
     if "degrade" in stages:
-        build.degrade_train(args.root, args.work, args.cony, args.audio_cnn, args.data_seed)
+        for split in args.degrade_splits.split(","):
+            build.degrade_split(args.root, args.work, args.cony, args.audio_cnn,
+                                args.data_seed, split)
     if "evalset" in stages:
         evalset.build_set(args.eval_root, args.eval_work, args.cony, args.audio_cnn,
                           args.video_cnn, precision=args.video_precision)
     if "train" in stages:
         stage_train(args, seeds)
+    if "gate" in stages:
+        stage_gate(args, seeds)
     if "eval" in stages:
         stage_eval(args, seeds)
     if "grid" in stages:

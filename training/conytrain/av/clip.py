@@ -123,7 +123,7 @@ def golden(root, outdir, model_path, audio_cnn, video_cnn, log):
     model = FusedClassifier.from_file_parts(tensors, config)
     fused = fused_tokens(clip, model_path, audio_cnn, video_cnn, GOLDEN_STEPS)
     fused = fused.reshape(-1, config["d_in"])[:GOLDEN_STEPS]
-    logits = model.encoder.double().stream_logits(torch.from_numpy(fused).double())
+    logits = model.double().fused_logits(torch.from_numpy(fused).double())
     np.save(os.path.join(outdir, "fused.npy"), fused)
     np.save(os.path.join(outdir, "logits.npy"), logits.numpy())
     with open(os.path.join(outdir, "scenes.json"), "w") as f:

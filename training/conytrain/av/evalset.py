@@ -269,10 +269,11 @@ def scenes(data, count, length, seed):
     return streams
 
 
-def tokens(data, streams, cond, picture):
+def tokens(data, streams, cond, picture, conditions=CONDITIONS):
     """[(tokens {audio, video}, labels)] of the streams in one cell (the picture "absent"
-    gives the matched shots, flagged absent by the caller)."""
-    ci = CONDITIONS.index(cond)
+    gives the matched shots, flagged absent by the caller); data["audio"]'s first axis
+    is @conditions."""
+    ci = conditions.index(cond)
     out = []
     for cut, plan in streams:
         a, v, lab = [], [], []

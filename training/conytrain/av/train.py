@@ -54,7 +54,7 @@ class SceneSampler:
         self.d, self.senses = data, tuple(senses)
         self.p_degraded = p_degraded if "audio" in self.senses else 0.0
         if self.p_degraded > 0 and "audio_degraded" not in data:
-            raise ValueError("p_degraded needs data['audio_degraded'] (build.degrade_train)")
+            raise ValueError("p_degraded needs data['audio_degraded'] (build.degrade_split)")
         self.p_window = p_window
         self.contra_senses = tuple(contra_senses)
         self.n, self.T, self.warm = window, positional_rows, warmup_fraction
@@ -157,14 +157,14 @@ def sha256(path):
         return hashlib.sha256(f.read()).hexdigest()
 
 
-def make_model(senses, args, video_size=VIDEO_SIZE):
+def make_model(senses, args, video_size=VIDEO_SIZE, gate=None):
     cnn = {"audio": (AUDIO_SIZE, [4, 1], 1000, args.audio_cnn),
            "video": (video_size, [10, 1], 500, args.video_cnn)}
     inputs = [dict(name=s, size=cnn[s][0], rate=cnn[s][1], tolerance_ms=cnn[s][2],
                    cnn=os.path.basename(cnn[s][3]), cnn_sha256=sha256(cnn[s][3]),
                    cnn_output="embedding") for s in senses]
     torch.manual_seed(args.train_seed)
-    return FusedClassifier(inputs, [4, 1], d=args.d, heads=args.heads, ff=args.ff, blocks=1,
+    return FusedClassifier(inputs, [4, 1], gate, d=args.d, heads=args.heads, ff=args.ff, blocks=1,
                            window=args.window, landmarks=args.landmarks, attention="cony",
                            labels=sources.CLASSES, dropout=args.dropout)
 
@@ -288,6 +288,20 @@ class CPath:
                 np.save(x, model.join(t, p).numpy().astype(np.float32))
                 subprocess.run([self.cony, "classify", "-m", path, "-o", out, x], check=True)
                 tops.append(np.load(out).argmax(-1))
+        return np.concatenate(tops)
+
+
+class RefPath:
+    """CPath's per-step top-1 through the PyTorch twin in float64 (stream_logits)."""
+
+    @torch.no_grad()
+    def tops(self, model, streams, present_senses):
+        m = copy.deepcopy(model).double()
+        tops = []
+        for tok, lab in streams:
+            t = {n: torch.from_numpy(tok[n]).double() for n in m.names}
+            p = {n: torch.full((len(lab),), n in present_senses, dtype=torch.bool) for n in m.names}
+            tops.append(m.stream_logits(t, p).argmax(-1).numpy())
         return np.concatenate(tops)
 
 
