@@ -69,6 +69,7 @@ typedef struct _ConyFusion {
   ConyFusionInput inputs[CONY_FUSION_MAX_INPUTS];
   int d_out;            /* floats per fused token = the model's d_in = sum of sizes + n_inputs */
   ConyFusionGate *gate; /* NULL: no gate */
+  gsize n_parameters;   /* floats of the absent tokens and the gate */
 } ConyFusion;
 
 /* Loads and checks the fusion part of @path (the encoder part is cony_model_load()'s).

@@ -89,7 +89,7 @@ typedef struct {
   ConyModelBlock block[CONY_MODEL_MAX_BLOCKS];
   float *norm_weight, *norm_bias;             /* (d) */
   float *classifier_weight, *classifier_bias; /* (classes, d), (classes) */
-  gsize n_parameters;                         /* floats loaded (landmarks included) */
+  gsize n_parameters;                         /* floats loaded (landmarks and fusion included) */
 } ConyModel;
 
 /* @path as cony_model_path_find() resolves it; model->path is the file found. */

@@ -322,6 +322,7 @@ read_gate (const ConySafetensors *st, const ConyModelConfig *config, const char 
     }
     values[i] = cony_safetensors_get_f32 (st, name, shapes[i][1] ? 2 : 1, shapes[i], error);
     ok = values[i] != NULL;
+    f->n_parameters += shapes[i][0] * MAX (shapes[i][1], 1);
   }
   if (ok) {
     g->readout_weight = g_steal_pointer (&values[0]);
@@ -372,6 +373,7 @@ cony_fusion_read (const ConySafetensors *st, const ConyModelConfig *config, Cony
     in->absent = cony_safetensors_get_f32 (st, name, 1, shape, error);
     if (!in->absent)
       goto fail;
+    f->n_parameters += (gsize) in->size;
   }
   if (f->gate && !read_gate (st, config, origin, f, error))
     goto fail;

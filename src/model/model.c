@@ -161,6 +161,7 @@ cony_model_load (const char *name, GError **error)
       return NULL;
     }
     m->fusion = fusion;
+    m->n_parameters += fusion->n_parameters; /* its absent tokens and gate are learned too */
   }
 
   for (guint i = 0; i < ex->len; i++) {

@@ -1,7 +1,7 @@
 /* Fused models (include/cony/fusion.h): the fused token and the logits of the encoder on
  * fused tokens (and of a confidence gate after it) against the PyTorch twin
  * (training/gen_fusion_golden.py), a shut gate giving the audio model's logits, and bad
- * fusion parts refused by name. */
+ * fusion parts refused by name; the parameter count covers the fusion part. */
 #include "cony/encoder.h"
 #include "cony/error.h"
 #include "cony/fusion.h"
@@ -16,6 +16,21 @@
 
 static const char *const golden_cases[] = { "b1_cony", "b2_conyfixed", "b1_gated", "b1_gated_ctx" };
 
+/* Every float of a fused file is a learned parameter: the count covers the absent
+ * tokens and the gate as well as the encoder. */
+static void
+check_parameter_count (const char *path, const ConyModel *m)
+{
+  GError *error = NULL;
+  ConySafetensors *st = cony_safetensors_open (path, &error);
+  g_assert_no_error (error);
+  gsize numel = 0;
+  for (guint t = 0; t < cony_safetensors_n_tensors (st); t++)
+    numel += cony_safetensors_tensor (st, t)->numel;
+  cony_safetensors_close (st);
+  g_assert_cmpuint (m->n_parameters, ==, numel);
+}
+
 /* Joins every step of @name's golden streams in C and steps the encoder on the result:
  * the fused tokens must equal PyTorch's bit for bit (a copy), the logits within 1e-4. */
 static void
@@ -29,6 +44,7 @@ check_golden_case (const char *name)
   g_autoptr (ConyModel) m = cony_model_load (path, &error);
   g_assert_no_error (error);
   g_assert_cmpint (f->d_out, ==, m->config.d_in);
+  check_parameter_count (path, m);
   g_autoptr (ConyEncoder) enc = cony_encoder_new (m, -1, &error);
   g_assert_no_error (error);
 
