@@ -67,6 +67,13 @@ out=$("$root/pipelines/av_camera.sh" --audio-source 'audiotestsrc is-live=true n
 steps=$(echo "$out" | grep -c ' s ')
 if [ "$steps" -ge 8 ]; then ok "av_camera.sh (default model) on live test sources: $steps fused steps"
 else not_ok "av_camera.sh live: $steps steps"; tail -5 "$tmp/err" | sed 's/^/# /'; fi
+# `cony info` says which tokens the audio input takes.
+if "$cony" info "$model" 2>&1 | grep -Eq '^  audio +1024 floats at 25/8 per second, .* embedding \(mode=continual\)$'; then
+  ok "cony info: the audio input takes continual YAMNet tokens at 25/8 per second"
+else
+  not_ok "cony info does not say mode=continual"; "$cony" info "$model" 2>&1 | sed 's/^/# /'
+fi
+
 # Window tokens into the shipped (continual) model: refused, naming both modes.
 m=$root/models
 line="filesrc location=$golden/scenes.webm ! decodebin name=d conyfuse name=f model=$model
