@@ -12,7 +12,8 @@ Runs, interleaved, ROUNDS times each (gst-launch-1.0, sync=false, OPENBLAS_NUM_T
            (models/audio/transformer.safetensors); video conyframeembed (MobileNet-v2
            embedding, 10 fps) ! conytransformer (models/video-tagger/tagger.safetensors)
   fused:   the same CNNs' tokens (YAMNet, MobileNet-v2) into conyfuse ! conytransformer
-           with models/av/av.safetensors (pipelines/av_file.sh's chain)
+           with models/av/av.safetensors (pipelines/av_file.sh's chain; since rule 14 of
+           models/av/EXPERIMENTS.md, YAMNet mode=continual stride=32)
 and prints each run's CPU time (user + system from wait4's rusage: start-up and model
 loading included) and that time per second of media. The fused chain's extra cost is
 fused - singles; the chains' own cost is each minus decode.
@@ -44,7 +45,7 @@ def pipelines(path):
         "fused": (f"{src} conyfuse name=fuse model={M}/av/av.safetensors ! conytransformer "
                   f"model={M}/av/av.safetensors post-messages=false ! fakesink sync=false "
                   f"d. ! {AUDIO} ! {MEL} ! conyvggish model={M}/yamnet/yamnet.safetensors "
-                  f"output=embedding ! {TOKQ} ! fuse.sink_audio d. ! {VIDEO} ! {MOBILENET} ! "
+                  f"output=embedding mode=continual stride=32 ! {TOKQ} ! fuse.sink_audio d. ! {VIDEO} ! {MOBILENET} ! "
                   f"{TOKQ} ! fuse.sink_video"),
     }
 

@@ -1,6 +1,7 @@
 # Shared by av_file.sh and av_camera.sh (sourced, not run): the audio and video token
 # chains a fused model was trained on, from its config (docs/model-format.md, "Fused
-# models": each input's cnn and cnn_output).
+# models": each input's cnn, cnn_output and cnn_mode; a continual audio input runs
+# conyvggish mode=continual at the stride of its token rate, docs/continual-cnn.md).
 #
 # Environment (besides lib.sh's CONY_OPTS and GST_PLUGIN_PATH):
 #   CONY_AUDIO_CNN   the audio CNN (default: the audio input's cnn found in models/*/,
@@ -13,7 +14,8 @@ source "$(dirname "${BASH_SOURCE[0]}")/video_lib.sh"
 # The shipped fused model (models/av/MODEL.md), the scripts' default.
 CONY_AV_MODEL=$CONY_ROOT/models/av/av.safetensors
 
-# "NAME CNN OUTPUT" per input of the fused model $1 (CNN "-" when not recorded).
+# "NAME CNN OUTPUT MODE" per input of the fused model $1 (CNN "-" when not recorded; MODE
+# "window", or "continual stride=FRAMES" from its token rate in 10 ms frames).
 cony_fused_inputs () {
   /usr/bin/python3 - "$1" <<'PY'
 import json, struct, sys
@@ -25,7 +27,11 @@ try:
 except (OSError, ValueError, KeyError, TypeError, struct.error) as e:
     sys.exit(f"{sys.argv[1]}: not a fused model file ({type(e).__name__}: {e})")
 for i in inputs:
-    print(i["name"], i.get("cnn", "-"), i.get("cnn_output", "scores"))
+    mode = i.get("cnn_mode", "window")
+    if mode == "continual":
+        n, d = i["rate"]
+        mode += f" stride={100 * d // n}"
+    print(i["name"], i.get("cnn", "-"), i.get("cnn_output", "scores"), mode)
 PY
 }
 
@@ -41,12 +47,14 @@ cony_find_model () {
 # For the fused model $1: sets cony_av_audio (conyvggish's properties) and cony_av_video
 # (conyframeembed's), or says what is wrong and exits 2.
 cony_av_setup () {
-  local fused=$1 inputs name cnn output audio="" video="" audio_out="" video_out=""
+  local fused=$1 inputs name cnn output mode audio="" video="" audio_out="" video_out=""
+  local audio_mode=""
   [ -f "$fused" ] || { echo "$(basename "$0"): model file $fused not found" >&2; exit 2; }
   inputs=$(cony_fused_inputs "$fused") || exit 2
-  while read -r name cnn output; do
+  while read -r name cnn output mode; do
     case $name in
-      audio) audio=$(cony_find_model "$cnn"); audio_out=$output ;;
+      audio) audio=$(cony_find_model "$cnn"); audio_out=$output
+             [ "$mode" = window ] || audio_mode=" mode=$mode" ;;
       video) video=$(cony_find_model "$cnn"); video_out=$output ;;
     esac
   done <<<"$inputs"
@@ -61,7 +69,7 @@ cony_av_setup () {
   for m in "$audio" "$video"; do
     [ -f "$m" ] || { echo "$(basename "$0"): model file $m not found (CONY_AUDIO_CNN / CONY_VIDEO_CNN)" >&2; exit 2; }
   done
-  cony_av_audio="model=$audio output=$audio_out"
+  cony_av_audio="model=$audio output=$audio_out$audio_mode"
   cony_av_video="model=$video output=$video_out"
 }
 

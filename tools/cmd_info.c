@@ -64,10 +64,12 @@ print_fusion (const char *path, GError **error)
   for (int i = 0; i < f->n_inputs; i++) {
     const ConyFusionInput *in = &f->inputs[i];
     printf ("  %-12s %d floats at %d/%d per second, stale after %" G_GUINT64_FORMAT
-            " ms, tokens of %s%s%s\n",
+            " ms, tokens of %s%s%s%s\n",
         in->name, in->size, in->rate_n, in->rate_d, in->tolerance_ns / 1000000,
         in->cnn.name ? in->cnn.name : "an unrecorded CNN", in->cnn.output ? " " : "",
-        in->cnn.output ? in->cnn.output : "");
+        in->cnn.output ? in->cnn.output : "",
+        /* conyfuse refuses the other mode's tokens: say which it takes */
+        g_strcmp0 (in->cnn.mode, "continual") == 0 ? " (mode=continual)" : "");
   }
   if (f->gate) { /* the encoder's logits, then the gated input's read-out (fusion.h) */
     const ConyFusionGate *g = f->gate;

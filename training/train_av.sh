@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # Rebuilds the fused audio-video model (models/av/av.safetensors) end to end:
 #
-#   training/train_av.sh                       # the shipped recipe (run 18)
+#   training/train_av.sh                       # the shipped recipe (run 25)
 #   training/train_av.sh -- [train_av.py args] # one train_av.py call with these args
 #   training/train_av.sh --grid                # issue 54's grid of the shipped model
 #                                              # (models/av/EXPERIMENTS.md, rule 11)
@@ -10,14 +10,18 @@
 #      training/conytrain/av/sources.py names (about 570 MB; needs the Debian archive),
 #      unpacked with dpkg-deb -x into out/av-debs/x/ (each package skipped when there),
 #   2. the build (build/: libcony, the plugin, `cony`),
-#   3. training/train_av.py, twice (models/av/EXPERIMENTS.md, rules 7, 9 and 10):
-#      - run 11: sound clips and camera shots, their YAMNet and MobileNet-v2 embeddings
-#        (out/av5/tokens-*.npz), and the single-sense models (seeds 1-5; the video one
-#        through the cross-fitted read-out); its fused models are trained too, unused;
-#      - run 18: the fused model, each seed starting from run 11's audio model of that
-#        seed, the video through the read-out (penalty chosen out of fold on the wider
-#        grid), only pictures contradicting, AdamW 3e-4; the card's table
-#        (out/av5/eval-run18.json) and the export of seed 1 to models/av/.
+#   3. training/train_av.py (models/av/EXPERIMENTS.md, rules 7, 9, 10 and 14):
+#      - run 11: sound clips and camera shots, their per-window YAMNet and MobileNet-v2
+#        embeddings (out/av5/tokens-*.npz), and the single-sense models (seeds 1-5; the
+#        video one through the cross-fitted read-out); its fused models are trained too,
+#        unused;
+#      - the continual caches (out/av5-continual/): the same clips' continual YAMNet
+#        tokens at the fused step rate, the same video tokens;
+#      - run 25: run 11's audio model recipe on them, then run 18's fused recipe: each
+#        seed starting from that seed's audio model, the video through the read-out
+#        (penalty chosen out of fold on the wider grid), only pictures contradicting,
+#        AdamW 3e-4; the card's table (out/av5-continual/eval-run25.json) and the
+#        export of seed 1 to models/av/.
 # About 15 min of data and 15 min of training on the shared 2-core machine.
 set -euo pipefail
 REPO=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
@@ -54,6 +58,9 @@ if [ "${1:-}" = -- ]; then
 fi
 seeds=1,2,3,4,5
 "${train[@]}" --work out/av5 --seeds $seeds --tag run11 --video-readout 5 --stages build,train
-"${train[@]}" --work out/av5 --seeds $seeds --tag run18 --baselines-tag run11 \
-  --video-readout 5 --readout-penalties 0.001,0.01,0.1,1,10,100 --contra-senses video \
-  --start-from-audio --lr 3e-4 --stages train,eval,export
+co=("${train[@]}" --work out/av5-continual --audio-mode continual --seeds $seeds --tag run25)
+"${co[@]}" --window-work out/av5 --splits train,test --stages continual
+"${co[@]}" --kinds audio --stages train
+"${co[@]}" --video-readout 5 --readout-penalties 0.001,0.01,0.1,1,10,100 \
+  --contra-senses video --start-from-audio --lr 3e-4 --kinds fused --eval-kinds fused,audio \
+  --stages train,eval,export

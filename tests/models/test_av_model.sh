@@ -6,7 +6,10 @@
 #  - pipelines/av_file.sh with its default model labels each of the clip's five scenes
 #    (a still photograph with a sound of its kind, 5 s each, all held out of training) as
 #    expected: the majority of the steps whose audio window lies in the scene's last 2 s;
-#  - av_camera.sh with its default model runs on live test sources.
+#  - av_camera.sh with its default model runs on live test sources;
+#  - its audio input takes continual YAMNet tokens (models/av/EXPERIMENTS.md, rule 14):
+#    av_file.sh's chain runs conyvggish mode=continual (the checks above), and conyfuse
+#    refuses window tokens with it.
 # Needs GST_PLUGIN_PATH (the build tree's gst/) and /usr/bin/python3 with numpy.
 #   test_av_model.sh SOURCE_ROOT CONY
 set -uo pipefail
@@ -64,4 +67,27 @@ out=$("$root/pipelines/av_camera.sh" --audio-source 'audiotestsrc is-live=true n
 steps=$(echo "$out" | grep -c ' s ')
 if [ "$steps" -ge 8 ]; then ok "av_camera.sh (default model) on live test sources: $steps fused steps"
 else not_ok "av_camera.sh live: $steps steps"; tail -5 "$tmp/err" | sed 's/^/# /'; fi
+# `cony info` says which tokens the audio input takes.
+if "$cony" info "$model" 2>&1 | grep -Eq '^  audio +1024 floats at 25/8 per second, .* embedding \(mode=continual\)$'; then
+  ok "cony info: the audio input takes continual YAMNet tokens at 25/8 per second"
+else
+  not_ok "cony info does not say mode=continual"; "$cony" info "$model" 2>&1 | sed 's/^/# /'
+fi
+
+# Window tokens into the shipped (continual) model: refused, naming both modes.
+m=$root/models
+line="filesrc location=$golden/scenes.webm ! decodebin name=d conyfuse name=f model=$model
+  ! conytransformer model=$model ! fakesink d. ! queue ! audioconvert ! audioresample
+  ! conymel preset=yamnet ! conyvggish model=$m/yamnet/yamnet.safetensors output=embedding
+  ! queue ! f.sink_audio d. ! queue ! videoconvert ! videorate ! video/x-raw,framerate=10/1
+  ! conyframeembed model=$m/imagenet/mobilenet_v2.safetensors output=embedding ! queue
+  ! f.sink_video"
+# shellcheck disable=SC2086
+if gst-launch-1.0 -q $line >"$tmp/window" 2>&1; then
+  not_ok "window tokens accepted by the shipped fused model"
+elif grep -q "mode=window); input 'audio'.*mode=continual)" "$tmp/window"; then
+  ok "window tokens refused by the shipped fused model (trained on continual ones)"
+else
+  not_ok "window tokens: not the mode refusal"; tail -3 "$tmp/window" | sed 's/^/# /'
+fi
 tap_done

@@ -84,6 +84,76 @@ def embed_audio(clips, cony, cnn, work, split):
     return emb[idx].astype(np.float32)
 
 
+# Continual tokens (models/av/EXPERIMENTS.md, rule 14): `cony embed --mode continual`
+# gives one every CONTINUAL_HOP mel frames (10 ms each), PTS = its window's first frame;
+# token j reads frames hop·j − RECEPTIVE[0] to hop·j + RECEPTIVE[1] − 1
+# (docs/continual-cnn.md: 126 before the 96-frame window, 157 after it), and a frame
+# reads MEL_SAMPLES from its start.
+CONTINUAL_HOP = 32
+FRAME_SAMPLES, MEL_SAMPLES = media.RATE // 100, 400
+RECEPTIVE = (126, 96 + 157)
+
+
+def continual_interior(clip_samples=int(media.CLIP_S * media.RATE)):
+    """(first, last): a clip's continual tokens whose receptive field lies wholly inside it
+    (so none reads a neighbouring clip of the joined WAV), clip-relative."""
+    first = -(-RECEPTIVE[0] // CONTINUAL_HOP)
+    last = ((clip_samples - MEL_SAMPLES) // FRAME_SAMPLES - RECEPTIVE[1] + 1) // CONTINUAL_HOP
+    return first, last
+
+
+def continual_steps(clip_samples=int(media.CLIP_S * media.RATE)):
+    """(steps, tokens): the clip-relative fused steps whose token is interior, and the
+    clip-relative token conyfuse joins at each: the newest whose PTS is at or before the
+    step's time, ⌊i·step / hop⌋ in frames. A clip must hold whole steps and whole tokens,
+    so every clip of the joined WAV (and of a stream of them) has the same phase."""
+    frames = clip_samples // FRAME_SAMPLES
+    step = 100 // media.STEP_HZ
+    if clip_samples % FRAME_SAMPLES or frames % step or frames % CONTINUAL_HOP:
+        raise ValueError(f"a clip of {clip_samples} samples is not whole steps and tokens")
+    first, last = continual_interior(clip_samples)
+    i = np.arange(frames // step)
+    j = i * step // CONTINUAL_HOP
+    keep = (j >= first) & (j <= last)
+    return i[keep], j[keep]
+
+
+def embed_audio_continual(clips, cony, cnn, work, split):
+    """(clips, steps, 1024): each clip's continual tokens at the fused step rate
+    (continual_steps), from one joined WAV through `cony embed -e --mode continual`."""
+    wav = os.path.join(work, f"audio-{split}.wav")
+    media.write_wav(wav, np.concatenate([c for _, _, c in clips]))
+    npy = os.path.join(work, f"audio-{split}.continual.npy")
+    subprocess.run([cony, "embed", "-m", cnn, "-e", "--mode", "continual", "--stride",
+                    str(CONTINUAL_HOP), "-o", npy, wav], check=True, stdout=subprocess.DEVNULL)
+    emb = np.load(npy)
+    os.remove(wav)
+    per_clip = len(clips[0][2]) // FRAME_SAMPLES // CONTINUAL_HOP
+    idx = np.arange(len(clips))[:, None] * per_clip + continual_steps(len(clips[0][2]))[1]
+    if idx.max() >= len(emb):
+        raise RuntimeError(f"{npy}: {len(emb)} tokens, expected at least {idx.max() + 1}")
+    return emb[idx].astype(np.float32)
+
+
+def continual_split(root, work, window_work, cony, audio_cnn, seed, split):
+    """WORK/tokens-<split>.npz with continual audio tokens (rule 14): the split's clips,
+    remade as build() made them (the same seeded draws), through embed_audio_continual;
+    the video tokens and every label those of WINDOW_WORK/tokens-<split>.npz."""
+    dst = os.path.join(work, f"tokens-{split}.npz")
+    if os.path.exists(dst):
+        return
+    os.makedirs(work, exist_ok=True)
+    items = sources.collect(root)
+    clips = sound_clips(items, split, np.random.default_rng([seed, SPLITS.index(split)]))
+    ref = np.load(os.path.join(window_work, f"tokens-{split}.npz"))
+    if list(ref["audio_group"]) != [g for _, g, _ in clips]:
+        raise RuntimeError(f"{window_work}: the remade {split} clips are not tokens-{split}.npz's")
+    log(f"{split}: {len(clips)} sound clips; continual tokens")
+    audio = embed_audio_continual(clips, cony, audio_cnn, work, split)
+    np.savez(dst, audio=audio, **{k: ref[k] for k in ref.files if k != "audio"})
+    log(f"{split}: wrote {dst} ({audio.shape[1]} steps a clip)")
+
+
 def photo_shots(items, split, rng):
     """[(cls, group, frames)] of one split: SHOTS[split] shots per class over its
     photographs, round robin from a seeded order."""

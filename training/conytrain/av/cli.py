@@ -4,7 +4,9 @@ packages (conytrain/av/).
 
     /usr/bin/python3 training/train_av.py --root DEBS --work out/av [--stages ...]
 
-Stages: build (token caches of --splits, conytrain/av/build.py), degrade (the clips of
+Stages: build (token caches of --splits, conytrain/av/build.py), continual (the caches of
+--splits with continual audio tokens, from the clips and video tokens of --window-work:
+rule 14; train with --audio-mode continual), degrade (the clips of
 --degrade-splits degraded, WORK/tokens-SPLIT-degraded.npz), evalset (issue 54's
 evaluation set, conytrain/av/evalset.py, in --eval-work from --eval-root), train (the
 fused model and the two single-sense models, seeds --seeds), gate (rule 12: the
@@ -46,12 +48,19 @@ def parse(argv):
     ap.add_argument("--data-seed", type=int, default=20261128)
     ap.add_argument("--splits", default="train,test,val",
                     help="the splits the build stage makes (each skipped when there)")
+    ap.add_argument("--audio-mode", default="window", choices=["window", "continual"],
+                    help="how YAMNet ran for WORK's audio tokens, recorded in the models' "
+                         "configs (continual: the continual stage's caches, rule 14)")
+    ap.add_argument("--window-work", default=os.path.join(REPO, "out", "av5"),
+                    help="the continual stage's window caches (their clips and video tokens)")
     ap.add_argument("--degrade-splits", default="train",
                     help="the splits the degrade stage copies degraded (rule 12: val too)")
     ap.add_argument("--video-precision", default="auto", choices=["auto", "float", "int8"],
                     help="conyframeembed's path for the video tokens (run 1: float)")
     ap.add_argument("--eval-split", default="test", choices=["test", "val"],
                     help="the split the eval stage measures (WORK/eval-TAG[-val].json)")
+    ap.add_argument("--eval-kinds", default="fused,audio,video",
+                    help="the models whose rows the eval stage measures")
     ap.add_argument("--seeds", default="1,2,3", help="training seeds; the first is exported")
     ap.add_argument("--tag", default="run1", help="names this run's files in WORK")
     ap.add_argument("--d", type=int, default=64)
@@ -215,7 +224,7 @@ def stage_eval(args, seeds):
     streams = avtrain.test_streams(data, args.test_streams, args.test_steps, args.test_seed)
     out = {"steps": args.test_streams * args.test_steps, "seeds": {}}
     for seed in seeds:
-        models = {k: load_model(model_path(args, k, seed)) for k in SENSES}
+        models = {k: load_model(model_path(args, k, seed)) for k in args.eval_kinds.split(",")}
         row = avtrain.evaluate(models, streams, avtrain.CPath(args.cony, args.work))
         out["seeds"][seed] = row
         build.log(f"seed {seed}: " + ", ".join(f"{k} {v:.3f}" for k, v in row.items()
@@ -271,6 +280,10 @@ def main(argv=None):
     if "build" in stages:
         build.build(args.root, args.work, args.cony, args.audio_cnn, args.video_cnn,
                     args.data_seed, args.video_precision, args.splits.split(","))
+    if "continual" in stages:
+        for split in args.splits.split(","):
+            build.continual_split(args.root, args.work, args.window_work, args.cony,
+                                  args.audio_cnn, args.data_seed, split)
     if "degrade" in stages:
         for split in args.degrade_splits.split(","):
             build.degrade_split(args.root, args.work, args.cony, args.audio_cnn,

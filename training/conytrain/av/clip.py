@@ -95,6 +95,18 @@ def make_clip(root, out, seed=41):
     return scenes
 
 
+def audio_mode(model):
+    """conyvggish's mode properties for the fused model file's audio input, as av_lib.sh
+    sets them: "" (window), or "mode=continual stride=N" (N frames from its token rate)."""
+    from conytrain.safetensors_io import load as load_st
+    inputs = json.loads(load_st(model)[1]["config"])["fusion"]["inputs"]
+    (audio,) = [i for i in inputs if i["name"] == "audio"]
+    if audio.get("cnn_mode", "window") == "window":
+        return ""
+    n, d = audio["rate"]
+    return f"mode=continual stride={100 * d // n}"
+
+
 def fused_tokens(clip, model, audio_cnn, video_cnn, steps):
     """conyfuse's first `steps` fused tokens of the clip (the chains of av_lib.sh)."""
     with tempfile.TemporaryDirectory() as tmp:
@@ -103,7 +115,8 @@ def fused_tokens(clip, model, audio_cnn, video_cnn, steps):
         line = (f"filesrc location={clip} ! decodebin name=d conyfuse name=fuse model={model} "
                 f"! filesink location={raw} "
                 f"d. ! queue ! audioconvert ! audioresample ! conymel preset=yamnet "
-                f"! conyvggish model={audio_cnn} output=embedding ! {tokq} ! fuse.sink_audio "
+                f"! conyvggish model={audio_cnn} output=embedding {audio_mode(model)} "
+                f"! {tokq} ! fuse.sink_audio "
                 f"d. ! queue ! videoconvert ! videorate ! video/x-raw,framerate=10/1 "
                 f"! conyframeembed model={video_cnn} output=embedding ! {tokq} ! fuse.sink_video")
         subprocess.run(["gst-launch-1.0", "-q"] + line.split(), check=True)

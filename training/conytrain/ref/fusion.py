@@ -42,10 +42,11 @@ GATE_FEATURES = 4          # phi above
 
 def fusion_config(inputs, rate, gate=None):
     """The config's "fusion" object: inputs = [{name, size, rate: [n, d], tolerance_ms,
-    optional cnn, cnn_sha256, cnn_output}], rate = [n, d] fused steps per second; gate:
+    optional cnn, cnn_sha256, cnn_output, cnn_mode}], rate = [n, d] fused steps per second; gate:
     None or {"input": name[, "context": name]}, the input whose read-out the confidence
     gate adds and the one its fifth feature reads."""
-    known = {"name", "size", "rate", "tolerance_ms", "cnn", "cnn_sha256", "cnn_output"}
+    known = {"name", "size", "rate", "tolerance_ms", "cnn", "cnn_sha256", "cnn_output",
+             "cnn_mode"}
     out = []
     for i in inputs:
         extra = set(i) - known
