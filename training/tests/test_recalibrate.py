@@ -113,6 +113,9 @@ class Recalibrate(unittest.TestCase):
             np.testing.assert_allclose(got["float"][:n], want, rtol=1e-4, atol=1e-5)
             want8, _ = continual_cnn.stream_int8(qmobilenet.load(path), frames, HOP)
             np.testing.assert_array_equal(got["int8"][:n], want8[:n])
+            info = subprocess.run([cony, "info", path], check=True, capture_output=True,
+                                  text=True).stdout
+            self.assertRegex(info, r'(?m)^recalibrated: \{.*"test": 1')
 
 
 if __name__ == "__main__":
