@@ -49,6 +49,10 @@ info_cnn (ConyCnn *cnn, const char *path)
   const char *adapted = cony_cnn_get_metadata (cnn, "adapted");
   if (adapted)
     printf ("adapted:      %s\n", adapted);
+  /* recalibrated for continual inference (training/recalibrate_continual.py) */
+  const char *recalibrated = cony_cnn_get_metadata (cnn, "recalibrated");
+  if (recalibrated)
+    printf ("recalibrated: %s\n", recalibrated);
   return 0;
 }
 

@@ -83,12 +83,13 @@ def fc_head():
     return np.asarray(W, np.float64), np.asarray(b, np.float64)
 
 
-def compare_file(tool, int8, wav, tmp, fc, refs=("float", "int8")):
+def compare_file(tool, int8, wav, tmp, fc, refs=("float", "int8"), continual=YAMNET):
     """Per step of one file, for each per-window reference (float, int8): (top-1 agrees,
-    embedding cosine, the reference's top-1); with both, int8 against float too."""
+    embedding cosine, the reference's top-1); with both, int8 against float too.
+    continual: the file the continual side runs (YAMNet, or YAMNet recalibrated for it)."""
     W, b = fc
     runs = {}
-    modes = {"continual": (YAMNET, ("--mode", "continual")),
+    modes = {"continual": (continual, ("--mode", "continual")),
              "float": (YAMNET, ("--precision", "float")),
              "int8": (int8, ("--precision", "int8"))}
     for name in ("continual",) + tuple(refs):
@@ -143,6 +144,9 @@ def main(argv=None):
                     help="the per-window references: float, int8 or both (float,int8)")
     ap.add_argument("--json", help="also write the figures here")
     ap.add_argument("--jobs", type=int, default=2, help="files at once (2)")
+    ap.add_argument("--continual-cnn", default=YAMNET,
+                    help="the file the continual side runs (default YAMNet's own; e.g. it "
+                         "recalibrated by training/recalibrate_continual.py)")
     args = ap.parse_args(argv)
     refs = tuple(args.refs.split(","))
     if not refs or set(refs) - {"float", "int8"}:
@@ -167,7 +171,7 @@ def main(argv=None):
         def one(i):
             mine = os.path.join(tmp, str(i))
             os.makedirs(mine)
-            return compare_file(tool, int8, files[i][0], mine, fc, refs)
+            return compare_file(tool, int8, files[i][0], mine, fc, refs, args.continual_cnn)
 
         with ThreadPoolExecutor(max(1, args.jobs)) as pool:
             for i, res in enumerate(pool.map(one, range(len(files)))):
