@@ -52,7 +52,8 @@ its own train clips (audio/adapt.py: the file DIR/yamnet-adapted.safetensors, DI
 WORK/val or MODELS, and its tokens in WORK/<stage>-tokens), and the encoder is trained on,
 measured on and paired with that file; with --cnn-mode continual on the continual CNN's
 layer-24 maps (rule 37).
-Deterministic: fixed seeds, torch threads as given.
+Deterministic with --threads 1 (fixed seeds); with 2 torch threads the encoder's training
+differs from run to run (models/audio/EXPERIMENTS.md, rule 38).
 """
 
 import argparse
