@@ -12,7 +12,7 @@ import unittest
 import numpy as np
 
 from conytrain import REPO, safetensors_io
-from conytrain.audio import recalibrate
+from conytrain.audio import adapt, recalibrate
 from conytrain.ref import continual_cnn, mobilenet, qmobilenet
 
 Q8 = os.path.join(REPO, "tests", "golden", "continual", "q8.safetensors")
@@ -96,9 +96,7 @@ class Recalibrate(unittest.TestCase):
         frames = streams(8, n=1, rows=120)[0].astype(np.float32)
         with tempfile.TemporaryDirectory() as tmp:
             path = os.path.join(tmp, "r.safetensors")
-            kinds = {np.dtype(np.int8): "I8", np.dtype(np.int64): "I64"}
-            safetensors_io.save(path, tensors, meta,
-                                {k: kinds[v.dtype] for k, v in tensors.items() if v.dtype in kinds})
+            safetensors_io.save(path, tensors, meta, adapt.dtypes_of(tensors))
             np.save(os.path.join(tmp, "f.npy"), frames)
             got = {}
             for precision in ("float", "int8"):

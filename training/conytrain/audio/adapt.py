@@ -344,6 +344,17 @@ def calibrate(tail, acts, batch=4096):
     return [[float(a), float(b)] for a, b in zip(lo, hi)]
 
 
+def set_int32_bias(tensors, i, in_scale):
+    """Layer i's TFLite int32 bias (`bias_quantized`) from its float bias: bias / (input
+    scale x weight scale), rounded, as libcony would derive it."""
+    w_scale = tensors[f"layers.{i}.weight_scale"].astype(np.float32).astype(np.float64)
+    bq = np.round(tensors[f"layers.{i}.bias"].astype(np.float64)
+                  / (np.float64(np.float32(in_scale)) * w_scale))
+    if np.abs(bq).max() >= 2 ** 31:
+        raise RuntimeError(f"layers.{i}: an int32 bias outside int32 (scales too small)")
+    tensors[f"layers.{i}.bias_quantized"] = bq.astype(np.int64)
+
+
 def add_quantization(args, tensors, meta, acts):
     """The adapted copy's `quantization` key (the input and the layers before the adapted
     ones from --adapt-quantization; the adapted layers and the pool calibrate()d on acts)
@@ -360,12 +371,7 @@ def add_quantization(args, tensors, meta, acts):
         raise RuntimeError(f"{args.adapt_quantization}: {len(base['layers'])} layers cannot "
                            f"quantise the first {args.adapt_from} of {len(words)}")
     for i in tail.layers:
-        in_scale = np.float64(np.float32(layers[i - 1][0]))
-        w_scale = tensors[f"layers.{i}.weight_scale"].astype(np.float32).astype(np.float64)
-        bq = np.round(tensors[f"layers.{i}.bias"].astype(np.float64) / (in_scale * w_scale))
-        if np.abs(bq).max() >= 2 ** 31:
-            raise RuntimeError(f"layers.{i}: an int32 bias outside int32 (scales too small)")
-        tensors[f"layers.{i}.bias_quantized"] = bq.astype(np.int64)
+        set_int32_bias(tensors, i, layers[i - 1][0])
     meta["quantization"] = json.dumps({"input": base["input"], "layers": layers})
     note = json.loads(meta["adapted"])
     note["quantization"] = {

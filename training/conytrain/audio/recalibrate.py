@@ -34,7 +34,6 @@ file's own front end (conytrain.audio.mel, float64).
 
 import argparse
 import csv
-import hashlib
 import json
 import os
 import random
@@ -42,7 +41,8 @@ import random
 import numpy as np
 
 from conytrain import safetensors_io
-from conytrain.audio import mel, other
+from conytrain.audio import adapt, mel, other
+from conytrain.audio.own import sha256
 from conytrain.ref import continual_cnn, mobilenet
 
 # A channel whose continual spread is below this (dead under ReLU6's input range) keeps
@@ -154,12 +154,7 @@ def apply(tensors, meta, fits, note):
         tensors[base + ".bias"] = bias.astype(np.float32)
         if quant is not None and base + ".weight_scale" in tensors:
             in_scale = quant["layers"][i - 1][0] if i else quant["input"][0]
-            w_scale = tensors[base + ".weight_scale"].astype(np.float64)
-            bq = np.round(tensors[base + ".bias"].astype(np.float64)
-                          / (np.float64(np.float32(in_scale)) * w_scale))
-            if np.abs(bq).max() >= 2 ** 31:
-                raise ValueError(f"{base}: the recalibrated int32 bias leaves int32")
-            tensors[base + ".bias_quantized"] = bq.astype(np.int64)
+            adapt.set_int32_bias(tensors, i, in_scale)
     meta["recalibrated"] = json.dumps(dict(note, layers=[0, len(fits) - 1]))
     return tensors, meta
 
@@ -209,19 +204,16 @@ def main(argv=None):
     paths = clips_of(args.dataset, args.split, args.per_class, args.seed)
     streams = [to_mel(other.read_wav(p)) for p in paths]
     fits = fit(net, streams, args.hop)
-    with open(args.cnn, "rb") as f:
-        sha = hashlib.sha256(f.read()).hexdigest()
     note = {"for": "continual inference (docs/continual-cnn.md)",
-            "from": os.path.basename(args.cnn), "from_sha256": sha,
-            "statistics": f"{len(paths)} clips of {os.path.basename(os.path.normpath(args.dataset))}'s "
+            "from": os.path.basename(args.cnn), "from_sha256": sha256(args.cnn),
+            "statistics": f"{len(paths)} clips of "
+                          f"{os.path.basename(os.path.normpath(args.dataset))}'s "
                           f"{args.split} split ({args.per_class} a label, seed {args.seed}), "
                           f"windows and tokens every {args.hop} frames",
             "rule": "per channel, the continual pre-activation's mean and std set to the "
                     "per-window ones, layer by layer"}
     tensors, meta = apply(tensors, meta, fits, note)
-    kinds = {np.dtype(np.int8): "I8", np.dtype(np.int64): "I64"}
-    safetensors_io.save(args.out, tensors, meta,
-                        {k: kinds[v.dtype] for k, v in tensors.items() if v.dtype in kinds})
+    safetensors_io.save(args.out, tensors, meta, adapt.dtypes_of(tensors))
     for i, (a, mc, mw) in enumerate(fits):
         print(f"layer {i:2d}: scale median {np.median(a):.3f} (range {a.min():.3f}-{a.max():.3f}), "
               f"mean shift median {np.median(np.abs(mw - mc)):.4f}")
