@@ -4,10 +4,12 @@ every cell of the grid shares one draw of scenes (only the sound's condition and
 picture differ), matched pictures are of the sound's class and unrelated ones never are,
 and the sampler takes degraded sounds only when asked."""
 
+import os
 import unittest
 
 import numpy as np
 
+from conytrain import REPO
 from conytrain.av import build, evalset, media, sources
 from conytrain.av import train as avtrain
 
@@ -71,6 +73,62 @@ class GridTest(unittest.TestCase):
                     self.assertTrue(np.all(vc != lab))
                 else:
                     np.testing.assert_array_equal(vc, lab)
+
+
+class ContinualGridTest(unittest.TestCase):
+    """A continual model's grid (rule 14's models): each stream's sound is its scenes'
+    clips from their steps, and each step gets the token conyfuse joins."""
+
+    def test_stream_sound_is_the_scenes_clips(self):
+        step = media.RATE // media.STEP_HZ
+        clips = [("music", "g", np.arange(32 * step, dtype=np.float32) + 1e6 * k)
+                 for k in range(3)]
+        plan = [(1, 5, 2, 3, [], []), (1, 2, 0, 0, [], [])]
+        x = evalset.stream_sound(plan, clips)
+        np.testing.assert_array_equal(x, np.concatenate([clips[2][2][3 * step:8 * step],
+                                                         clips[0][2][:2 * step]]))
+
+    def test_steps_join_the_newest_token_at_or_before(self):
+        hop_ms, step_ms = 10 * build.CONTINUAL_HOP, 1000 // media.STEP_HZ
+        for steps, tokens in ((96, 75), (97, 76), (40, 31)):
+            j = evalset.stream_token_index(steps, tokens)
+            for s in range(steps):   # the token of PTS hop_ms·j at or before s·step_ms
+                want = min((s * step_ms) // hop_ms, tokens - 1)
+                self.assertEqual(j[s], want, f"step {s} of {steps}")
+        self.assertEqual(evalset.stream_token_index(96, 75)[-1], 74)   # EOS: the newest
+        with self.assertRaises(RuntimeError):
+            evalset.stream_token_index(96, 60)                         # tokens missing
+
+    def test_stream_tokens_replace_the_clips(self):
+        data = fake_set(np.random.default_rng(3))
+        streams = evalset.scenes(data, 3, 50, seed=5)
+        per = {c: [np.full((sum(L for _, L, *_ in plan), 6), 100 * i + k, np.float32)
+                   for k, (_, plan) in enumerate(streams)]
+               for i, c in enumerate(evalset.CONDITIONS)}
+        cont = dict(data, stream_audio=per)
+        for c in ("clean", "snr0"):
+            for k, ((tok, lab), (tok0, lab0)) in enumerate(zip(
+                    evalset.tokens(cont, streams, c, "unrelated"),
+                    evalset.tokens(data, streams, c, "unrelated"))):
+                np.testing.assert_array_equal(lab, lab0)
+                np.testing.assert_array_equal(tok["video"], tok0["video"])
+                self.assertEqual(len(tok["audio"]), 50)
+                self.assertTrue(np.all(tok["audio"] == 100 * evalset.CONDITIONS.index(c) + k))
+
+    def test_models_of_both_modes_are_refused(self):
+        import argparse
+        from conytrain.av import cli
+        args = lambda mode: argparse.Namespace(
+            audio_cnn=os.path.join(REPO, "models", "yamnet", "yamnet.safetensors"),
+            video_cnn=os.path.join(REPO, "models", "imagenet", "mobilenet_v2.safetensors"),
+            audio_mode=mode, train_seed=1, d=16, heads=2, ff=32, window=4, landmarks=2,
+            dropout=0.0)
+        cont = avtrain.make_model(("audio", "video"), args("continual"))
+        win = avtrain.make_model(("audio",), args("window"))
+        self.assertEqual(cli.grid_audio_mode({"fused": cont, "audio": cont}), "continual")
+        self.assertEqual(cli.grid_audio_mode({"fused": win, "audio": win}), "window")
+        with self.assertRaisesRegex(SystemExit, "fused continual, audio window"):
+            cli.grid_audio_mode({"fused": cont, "audio": win})
 
 
 class GoalsTest(unittest.TestCase):

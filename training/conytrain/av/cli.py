@@ -251,9 +251,28 @@ def stage_grid(args, seeds):
         fused = (load_file(args.grid_model) if args.grid_model
                  else load_model(model_path(args, "fused", seed)))
         models = {"fused": fused, "audio": load_model(model_path(args, "audio", seed))}
+        continual = None
+        if grid_audio_mode(models) == "continual":   # rule 14's models: each stream's tokens
+            continual = lambda streams: evalset.continual_stream_tokens(
+                args.eval_root, data, streams, args.cony, args.audio_cnn, args.eval_work)
         out[str(seed)] = evalset.grid(models, data, cpath, args.grid_streams,
-                                      args.test_steps, 54, build.log)
+                                      args.test_steps, 54, build.log, continual)
     avtrain.save_json(path, out)
+
+
+def audio_cnn_mode(model):
+    """"window" or "continual": the YAMNet tokens a FusedClassifier's audio input takes."""
+    (audio,) = [i for i in model.config["fusion"]["inputs"] if i["name"] == "audio"]
+    return audio.get("cnn_mode", "window")
+
+
+def grid_audio_mode(models):
+    """The YAMNet tokens the grid's models take (audio_cnn_mode), which must be the same."""
+    modes = {k: audio_cnn_mode(m) for k, m in models.items()}
+    if len(set(modes.values())) > 1:
+        raise SystemExit("grid: the models take different audio tokens: " +
+                         ", ".join(f"{k} {v}" for k, v in modes.items()))
+    return modes["fused"]
 
 
 def load_file(path):

@@ -31,6 +31,8 @@ Pictures (media.py's virtual camera; cutouts on a quiet photograph or a flat col
 import glob
 import json
 import os
+import subprocess
+import tempfile
 
 import numpy as np
 
@@ -212,6 +214,13 @@ def camera_shots(items, rng):
     return out
 
 
+def conditions_of(clips, rng):
+    """(cond, [(cls, group, clip under cond)]) for each of CONDITIONS in turn, drawing
+    the noise from @rng in build_set's order."""
+    for cond in CONDITIONS:
+        yield cond, [(c, g, degrade(x, cond, rng)) for c, g, x in clips]
+
+
 def build_set(root, work, cony, audio_cnn, video_cnn, seed=54, precision="auto"):
     """Writes WORK/evalset.npz (skipped when there) and WORK/evalset.json (the files)."""
     dst = os.path.join(work, "evalset.npz")
@@ -225,9 +234,8 @@ def build_set(root, work, cony, audio_cnn, video_cnn, seed=54, precision="auto")
                    "pictures": [p[:3] + (os.path.basename(p[3]),) for p in pics]}, f, indent=0)
     clips = sound_clips(snd, rng)
     build.log(f"evalset: {len(clips)} sound clips x {len(CONDITIONS)} conditions; embedding")
-    audio = np.stack([build.embed_audio([(c, g, degrade(x, cond, rng)) for c, g, x in clips],
-                                        cony, audio_cnn, work, f"eval-{cond}")
-                      for cond in CONDITIONS])
+    audio = np.stack([build.embed_audio(degraded, cony, audio_cnn, work, f"eval-{cond}")
+                      for cond, degraded in conditions_of(clips, rng)])
     shots = camera_shots(pics, rng)
     build.log(f"evalset: {len(shots)} camera shots; embedding")
     video = build.embed_video(shots, video_cnn, work, "eval", precision)
@@ -269,29 +277,93 @@ def scenes(data, count, length, seed):
     return streams
 
 
+def stream_sound(plan, clips):
+    """The waveform of one stream's plan: each scene's clip from its first step's time
+    (a window token's start, 1 / STEP_HZ s a step) for its L steps."""
+    step = media.RATE // media.STEP_HZ
+    return np.concatenate([clips[clip][2][t0 * step:(t0 + L) * step]
+                           for _, L, clip, t0, _, _ in plan])
+
+
+def stream_token_index(steps, tokens):
+    """The continual token conyfuse joins at each of a stream's @steps, of the @tokens
+    `cony embed --mode continual` gave for its sound: the newest whose PTS (its window's
+    first frame, CONTINUAL_HOP frames apart) is at or before the step's time. The last
+    96-frame window starts at most 96 frames before the end, so the last steps join the
+    newest token there is, as at EOS; more tokens missing than that is an error."""
+    per_step = media.RATE // media.STEP_HZ // build.FRAME_SAMPLES
+    j = np.arange(steps) * per_step // build.CONTINUAL_HOP
+    if j[-1] - (tokens - 1) > 96 // build.CONTINUAL_HOP + 1:
+        raise RuntimeError(f"{tokens} continual tokens for {steps} steps, expected about "
+                           f"{j[-1] + 1}")
+    return np.minimum(j, tokens - 1)
+
+
+def continual_stream_tokens(root, data, streams, cony, audio_cnn, work, seed=54):
+    """{cond: [(steps, 1024) per stream]}: the continual YAMNet token conyfuse joins at
+    each step of each stream (the newest whose PTS is at or before the step, as
+    build.continual_steps), from each whole stream's sound through `cony embed --mode
+    continual`, so a token reads the neighbouring scenes as it would live. The clips are
+    remade as build_set made them (the same seeded draws; checked against its groups)."""
+    rng = np.random.default_rng(seed)
+    snd = sounds(root)
+    clips = sound_clips(snd, rng)
+    if [g for _, g, _ in clips] != list(data["audio_group"]):
+        raise RuntimeError(f"{root}: the remade clips are not evalset.npz's")
+    hop = build.CONTINUAL_HOP
+    out = {}
+    with tempfile.TemporaryDirectory(dir=work, prefix="continual-") as tmp:
+        for cond, degraded in conditions_of(clips, rng):
+            lines = []
+            for k, (_, plan) in enumerate(streams):
+                wav, npy = (os.path.join(tmp, f"{cond}-{k}.{e}") for e in ("wav", "npy"))
+                media.write_wav(wav, stream_sound(plan, degraded))
+                lines.append(f"{wav}\t{npy}\n")
+            listing = os.path.join(tmp, "list.txt")
+            with open(listing, "w") as f:
+                f.writelines(lines)
+            subprocess.run([cony, "embed", "-m", audio_cnn, "-e", "--mode", "continual",
+                            "--stride", str(hop), "--list", listing], check=True,
+                           stdout=subprocess.DEVNULL)
+            out[cond] = []
+            for k, (_, plan) in enumerate(streams):
+                emb = np.load(os.path.join(tmp, f"{cond}-{k}.npy"))
+                j = stream_token_index(sum(L for _, L, _, _, _, _ in plan), len(emb))
+                out[cond].append(emb[j].astype(np.float32))
+            build.log(f"evalset: continual tokens of {len(streams)} streams, {cond}")
+    return out
+
+
 def tokens(data, streams, cond, picture, conditions=CONDITIONS):
     """[(tokens {audio, video}, labels)] of the streams in one cell (the picture "absent"
     gives the matched shots, flagged absent by the caller); data["audio"]'s first axis
-    is @conditions."""
+    is @conditions. With data["stream_audio"] (continual_stream_tokens), each stream's
+    audio tokens are those of its whole sound instead of the clips' window tokens."""
     ci = conditions.index(cond)
     out = []
-    for cut, plan in streams:
+    for n, (cut, plan) in enumerate(streams):
         a, v, lab = [], [], []
         for c, L, clip, t0, matched, unrelated in plan:
             a.append(data["audio"][ci, clip, t0:t0 + L])
             for s, s0, k in (unrelated if picture == "unrelated" else matched):
                 v.append(data["video"][s, s0:s0 + k])
             lab.append(np.full(L, c))
+        if "stream_audio" in data:
+            a = [data["stream_audio"][cond][n]]
         out.append(({"audio": np.concatenate(a)[cut:].astype(np.float32),
                      "video": np.concatenate(v)[cut:].astype(np.float32)},
                     np.concatenate(lab)[cut:]))
     return out
 
 
-def grid(models, data, cpath, count, length, seed, log):
+def grid(models, data, cpath, count, length, seed, log, continual=None):
     """{"fused": {cond: {picture: {"all": acc, class: acc}}}, "audio": {cond: {...}}}:
-    the fused model in every cell (C path), the audio model once a condition."""
+    the fused model in every cell (C path), the audio model once a condition.
+    @continual: a function of the streams giving continual_stream_tokens' dict, for
+    models whose audio input is continual YAMNet."""
     streams = scenes(data, count, length, seed)
+    if continual:
+        data = dict(data, stream_audio=continual(streams))
     out = {"steps": count * length, "fused": {}, "audio": {}}
     for cond in CONDITIONS:
         out["fused"][cond] = {}
