@@ -4,7 +4,9 @@
 #   training/train_av.sh                       # the shipped recipe (run 25)
 #   training/train_av.sh -- [train_av.py args] # one train_av.py call with these args
 #   training/train_av.sh --grid                # issue 54's grid of the shipped model
-#                                              # (models/av/EXPERIMENTS.md, rule 11)
+#                                              # (models/av/EXPERIMENTS.md, rule 11; each
+#                                              # stream's continual tokens, run 25's audio
+#                                              # model of seed 1)
 #
 #   1. the photographs and recordings: `apt-get download` of the Debian bookworm packages
 #      training/conytrain/av/sources.py names (about 570 MB; needs the Debian archive),
@@ -43,14 +45,15 @@ fetch "$debs" $pkgs
 ninja -C build -j2 >/dev/null
 export GST_PLUGIN_PATH=$REPO/build/gst
 train=(/usr/bin/python3 training/train_av.py --root "$debs/x")
-if [ "${1:-}" = --grid ]; then   # rule 11: run 11's audio model of seed 1 and the grid
+if [ "${1:-}" = --grid ]; then   # rule 11's grid of the shipped run 25 against its audio model
   fetch out/av-eval-debs $(cd training && /usr/bin/python3 -c \
     'from conytrain.av import evalset; print(" ".join(evalset.PACKAGES))')
   "${train[@]}" --work out/av5 --stages build,evalset
-  "${train[@]}" --work out/av5 --seeds 1 --tag run11 --kinds audio --stages train
-  "${train[@]}" --work out/av5 --seeds 1 --tag run11 --grid-model models/av/av.safetensors \
-    --stages grid
-  cd training && exec /usr/bin/python3 -m conytrain.av.evalset ../out/av5/grid-shipped.json
+  co=("${train[@]}" --work out/av5-continual --audio-mode continual --seeds 1 --tag run25)
+  "${co[@]}" --window-work out/av5 --splits train --stages continual
+  "${co[@]}" --kinds audio --stages train
+  "${co[@]}" --grid-model models/av/av.safetensors --stages grid
+  cd training && exec /usr/bin/python3 -m conytrain.av.evalset ../out/av5-continual/grid-shipped.json
 fi
 if [ "${1:-}" = -- ]; then
   shift
