@@ -61,6 +61,31 @@ q512_tile (const float *src, gsize lds, float *dst)
   q512_transpose (r, dst);
 }
 
+/* One block of q512_weighted_sum_spread: its @rows rows of @v read in memory order (a
+ * long window's values come from L3 or memory, and walking one 16-column chunk down the
+ * rows before the next left the prefetchers behind), a sum per chunk over the block's
+ * rows in order, then added to its total: the same sums as chunk by chunk. Inlined
+ * with a constant @chunks (the papers' d = 192: 12) so the sums stay in registers. */
+__attribute__ ((target ("avx512f,fma"))) static inline __attribute__ ((always_inline)) void
+q512_spread_block (const float *P16, const float *v, int ld, int rows, int chunks,
+    const __m512i *idx, __mmask16 last, __m512 *acc)
+{
+  __m512 a[64];
+#pragma GCC unroll 16
+  for (int k = 0; k < chunks; k++)
+    a[k] = _mm512_setzero_ps ();
+  for (int j = 0; j < rows; j++, v += ld) {
+    __m512 p = _mm512_loadu_ps (P16 + 16 * j);
+#pragma GCC unroll 16
+    for (int k = 0; k < chunks; k++)
+      a[k] = _mm512_fmadd_ps (_mm512_permutexvar_ps (idx[k], p),
+          _mm512_maskz_loadu_ps (k == chunks - 1 ? last : (__mmask16) 0xFFFF, v + 16 * k), a[k]);
+  }
+#pragma GCC unroll 16
+  for (int k = 0; k < chunks; k++)
+    acc[k] = _mm512_add_ps (acc[k], a[k]);
+}
+
 /* The weighted sum with at most 16 heads, without transposing the values: per block
  * of 16 rows the heads' terms are transposed instead (P16: a row's terms of every head
  * in one vector), and a vpermps spreads a row's terms over the lanes of each 16 columns
@@ -94,15 +119,11 @@ q512_weighted_sum_spread (const float *P, const float *V, int ld, int w, int hea
       r[h] = _mm512_loadu_ps (h < heads ? P + (gsize) h * w + i0 : zero16);
     q512_transpose (r, P16);
     int rows = MIN (16, w - i0);
-    for (int k = 0; k < chunks; k++) {
-      __mmask16 m = k == chunks - 1 ? last : (__mmask16) 0xFFFF;
-      const float *v = V + (gsize) i0 * ld + 16 * k;
-      __m512 a = _mm512_setzero_ps (); /* the block's sum, then the total: short chains */
-      for (int j = 0; j < rows; j++)
-        a = _mm512_fmadd_ps (_mm512_permutexvar_ps (idx[k], _mm512_loadu_ps (P16 + 16 * j)),
-            _mm512_maskz_loadu_ps (m, v + (gsize) j * ld), a);
-      acc[k] = _mm512_add_ps (acc[k], a);
-    }
+    const float *v = V + (gsize) i0 * ld;
+    if (chunks == 12)
+      q512_spread_block (P16, v, ld, rows, 12, idx, last, acc);
+    else
+      q512_spread_block (P16, v, ld, rows, chunks, idx, last, acc);
   }
   for (int k = 0; k < chunks; k++) {
     __m512 scale = _mm512_permutexvar_ps (idx[k],
