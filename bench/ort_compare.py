@@ -7,7 +7,9 @@ against its golden scores first.
 usage: bench/ort_compare.py --ort-dir DIR --yamnet-int8 FILE [--rounds R] [--cony PATH]
                             [--patches N] [--images N]
 
---ort-dir: a directory where `npm install --ignore-scripts onnxruntime-node@1.30.0` ran.
+--ort-dir: a directory where `npm install --ignore-scripts onnxruntime-node@1.30.0` ran,
+or "python": the `onnxruntime` module of the Python running this script (a machine with
+it and no npm; its session options, warm-up and CPU-time rounds are the node script's).
 --yamnet-int8: YAMNet with the `quantization` metadata of its .tflite (bench/RESULTS.md,
 "int8"). MobileNet-v2 is the shipped models/imagenet/mobilenet_v2.safetensors (TFLite's
 uint8 per-tensor model). Both sides one thread, CPU time. Prints a markdown table: per
@@ -22,7 +24,7 @@ import subprocess
 import sys
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
-PYTHON = "/usr/bin/python3"
+PYTHON = sys.executable   # the ORT scripts need this Python's numpy (and onnxruntime)
 
 
 def run(argv, what):

@@ -32,7 +32,7 @@ import sys
 import tempfile
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
-PYTHON = "/usr/bin/python3"
+PYTHON = sys.executable   # the benches need this Python's torch
 
 
 def run_json(argv, what):

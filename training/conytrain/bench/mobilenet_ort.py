@@ -160,7 +160,8 @@ def golden(d):
 def main(argv=None):
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("--model", default=SHIPPED, help="quantised mobilenet_v2 .safetensors")
-    ap.add_argument("--ort-dir", required=True, help="directory with node_modules/onnxruntime-node")
+    ap.add_argument("--ort-dir", required=True, help="directory with node_modules/onnxruntime-node, "
+                    "or \"python\": the onnxruntime module of this Python")
     ap.add_argument("--images", type=int, default=50, help="images per round")
     ap.add_argument("--rounds", type=int, default=5)
     ap.add_argument("--weights", choices=("int8", "uint8"), default="int8",

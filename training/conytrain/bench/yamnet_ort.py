@@ -210,10 +210,40 @@ const fs = require('fs');
 """
 
 
+def run_python(model, x, patches, rounds, golden):
+    """run_node through ONNX Runtime's Python binding (the `onnxruntime` module, where a
+    machine has it and no npm): the same session options, warm-up and CPU-time rounds
+    (this process's CPU time: one intra-op thread, so ORT's alone while it runs)."""
+    import time
+    import onnxruntime as ort
+    opt = ort.SessionOptions()
+    opt.intra_op_num_threads = opt.inter_op_num_threads = 1
+    opt.execution_mode = ort.ExecutionMode.ORT_SEQUENTIAL
+    opt.graph_optimization_level = ort.GraphOptimizationLevel.ORT_ENABLE_ALL
+    s = ort.InferenceSession(model, opt, providers=["CPUExecutionProvider"])
+    feeds = [{"input": np.ascontiguousarray(v[None], np.float32)} for v in x]
+    for k in range(10):
+        s.run(None, feeds[k % len(feeds)])
+    ms = []
+    for _ in range(rounds):
+        c0 = time.process_time()
+        for k in range(patches):
+            s.run(None, feeds[k % len(feeds)])
+        ms.append((time.process_time() - c0) * 1e3 / patches)
+    ms.sort()
+    out = {"cpu_ms_per_patch": ms[len(ms) // 2], "min": ms[0], "rounds": ms,
+           "ort": ort.__version__ + " (Python)", "scores": []}
+    if golden:
+        out["scores"] = [s.run(["scores"], f)[0].reshape(-1).tolist() for f in feeds]
+    return out
+
+
 def run_node(model, x, ort_dir, patches, rounds, golden):
     """ONNX Runtime on @model (bytes) fed the float32 inputs @x (count, then the graph's
     input shape without its batch of 1): the node script's JSON (scores with @golden), or
-    None after printing node's error."""
+    None after printing node's error. @ort_dir "python": run_python instead."""
+    if ort_dir == "python":
+        return run_python(model, x, patches, rounds, golden)
     with tempfile.TemporaryDirectory() as tmp:
         onnx = os.path.join(tmp, "m.onnx")
         with open(onnx, "wb") as f:
@@ -236,7 +266,8 @@ def run_node(model, x, ort_dir, patches, rounds, golden):
 def main(argv=None):
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("--model", required=True, help="quantised MobileNet-v1 .safetensors")
-    ap.add_argument("--ort-dir", required=True, help="directory with node_modules/onnxruntime-node")
+    ap.add_argument("--ort-dir", required=True, help="directory with node_modules/onnxruntime-node, "
+                    "or \"python\": the onnxruntime module of this Python")
     ap.add_argument("--patches", type=int, default=200)
     ap.add_argument("--rounds", type=int, default=7)
     ap.add_argument("--activations", choices=("uint8", "int8"), default="uint8",
