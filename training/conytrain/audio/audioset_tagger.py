@@ -54,7 +54,7 @@ import torch.nn.functional as F
 from conytrain import REPO, safetensors_io
 from conytrain.audio.own import cnn_frontend
 from conytrain.audio.token_cache import STRIDE, check_cache, token_path
-from conytrain.audio.yamnet import JoinedSampler, scores_of, yamnet_fc
+from conytrain.audio.yamnet import JoinedSampler, embed_list, scores_of, yamnet_fc
 from conytrain.export import export_model
 from conytrain.ref.model import ConyEncoderClassifier, save_checkpoint
 from conytrain.train import distill_epochs, train_then_fix_landmarks
@@ -118,16 +118,6 @@ def stage_sines(args):
     log(f"sines: {len(rows)} clips in {out}")
 
 
-def embed(args, pairs, mode):
-    """(wav, out.npy) pairs through one `cony embed --list` (the network loaded once)."""
-    lst = pairs[0][1] + ".list"
-    with open(lst, "w") as f:
-        f.writelines(f"{wav}\t{out}\n" for wav, out in pairs)
-    run([args.cony, "embed", "--drop-tail", "-e", "--model", args.cnn, "--stride",
-         str(args.stride), "--mode", mode, "--list", lst])
-    os.remove(lst)
-
-
 def stage_embed(args, rows):
     write = lambda cache: not (cache == args.cache and args.read_only_cache)
     for cache in sorted({args.cache_of(r) for r in rows}):
@@ -153,8 +143,8 @@ def stage_embed(args, rows):
         for path in set(outs + truths):
             os.makedirs(os.path.dirname(path), exist_ok=True)
         if truths != outs:
-            embed(args, list(zip(wavs, outs)), args.cnn_mode)
-        embed(args, list(zip(wavs, truths)), "window")
+            embed_list(args, list(zip(wavs, outs)), args.cnn_mode)
+        embed_list(args, list(zip(wavs, truths)), "window")
         for r, truth in zip(chunk, truths):
             np.save(token_path(args.truth_of(r), r, ".scores"),  # written last: marks done
                     scores_of(np.load(truth), fc).astype(np.float16))

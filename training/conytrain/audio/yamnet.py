@@ -182,6 +182,20 @@ def embed_mode(args):
         ["--mode", "continual"] if args.cnn_mode == "continual" else [])
 
 
+def embed_list(args, pairs, mode):
+    """(audio, out.npy) pairs through one `cony embed --list` (the network loaded once: a
+    process per clip cost about 0.4 s each), tokens of --drop-tail windows in @mode."""
+    lst = pairs[0][1] + ".list"
+    with open(lst, "w") as f:
+        f.writelines(f"{wav}\t{out}\n" for wav, out in pairs)
+    run([args.cony, "embed", "--drop-tail", "-e", "--model", args.cnn, "--stride",
+         str(args.stride), "--mode", mode, "--list", lst])
+    os.remove(lst)
+
+
+EMBED_CHUNK = 200     # clips per `cony embed --list`: a job's share, and a resumable unit
+
+
 def stage_embed(args, rows):
     check_cache(args.cnn, args.cache, stride=args.stride, mode=args.cnn_mode)
     t0 = time.time()
@@ -190,22 +204,28 @@ def stage_embed(args, rows):
     done = ".scores" if fc is not None else ""
     todo = [r for r in rows if not os.path.exists(token_path(args.cache, r, done))]
 
-    def one(r):
-        out = token_path(args.cache, r)
-        os.makedirs(os.path.dirname(out), exist_ok=True)
-        tmp = out[:-4] + ".part.npy"
-        run([args.cony, "embed", "--drop-tail", "-e", "--model", args.cnn] + embed_mode(args) +
-            [os.path.join(r["root"], r["path"]), "-o", tmp])
-        os.replace(tmp, out)
-        if fc is not None:
-            # written last: its presence marks a finished clip
-            np.save(token_path(args.cache, r, ".scores"),
-                    scores_of(np.load(out), fc).astype(np.float16))
+    def one(chunk):
+        outs = [token_path(args.cache, r) for r in chunk]
+        for out in outs:
+            os.makedirs(os.path.dirname(out), exist_ok=True)
+        parts = [out[:-4] + ".part.npy" for out in outs]
+        embed_list(args, [(os.path.join(r["root"], r["path"]), part)
+                          for r, part in zip(chunk, parts)], args.cnn_mode)
+        for r, out, part in zip(chunk, outs, parts):
+            os.replace(part, out)
+            if fc is not None:
+                # written last: its presence marks a finished clip
+                np.save(token_path(args.cache, r, ".scores"),
+                        scores_of(np.load(out), fc).astype(np.float16))
+        return len(chunk)
 
+    chunks = [todo[i:i + EMBED_CHUNK] for i in range(0, len(todo), EMBED_CHUNK)]
+    finished = 0
     with ThreadPoolExecutor(max(1, args.jobs)) as pool:
-        for k, _ in enumerate(pool.map(one, todo)):
-            if k % 1000 == 999:
-                log(f"embed: {k + 1}/{len(todo)} clips ({time.time() - t0:.0f} s)")
+        for k in pool.map(one, chunks):
+            finished += k
+            if finished % 1000 < k:
+                log(f"embed: {finished}/{len(todo)} clips ({time.time() - t0:.0f} s)")
     if fc is None:
         log(f"embed: {len(todo)} clips through cony embed ({time.time() - t0:.0f} s, "
             f"{len(rows) - len(todo)} cached); no fc layer, no scores")
@@ -214,7 +234,7 @@ def stage_embed(args, rows):
     worst = 0.0
     tmp = os.path.join(args.work, "scores-check.npy")
     for r in rows[::997]:
-        run([args.cony, "embed", "--model", args.cnn] + embed_mode(args) +
+        run([args.cony, "embed", "--drop-tail", "--model", args.cnn] + embed_mode(args) +
             [os.path.join(r["root"], r["path"]), "-o", tmp])
         worst = max(worst, float(np.abs(np.load(tmp) - np.load(token_path(
             args.cache, r, ".scores")).astype(np.float32)).max()))
