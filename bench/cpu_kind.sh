@@ -12,7 +12,7 @@
 # YAMNET_INT8: YAMNet with its .tflite's `quantization` metadata (RESULTS.md, "int8");
 # ORT_DIR: as ort_compare.py's --ort-dir ("python": this Python's onnxruntime module);
 # BIN_DIR: a folder holding cony, cony-bench, test_int8 and test_mobilenet (another
-# machine's copy; default: this build). Each part prints as it ends; a part that fails
+# machine's copy, bench/carry.sh; default: this build). Each part prints as it ends; a part that fails
 # is reported and the others still run.
 set -u
 cd "$(dirname "$0")/.."
