@@ -247,14 +247,21 @@ def stage_grid(args, seeds):
     if os.path.exists(path):         # other seeds' grids, measured before
         with open(path) as f:
             out = json.load(f)
+    made = {}
+
+    def stream_tokens(streams):   # every seed's grid has the same streams: made once
+        if "tokens" not in made:
+            made["tokens"] = evalset.continual_stream_tokens(
+                args.eval_root, data, streams, args.cony, args.audio_cnn, args.eval_work)
+        return made["tokens"]
+
     for seed in seeds[:1] if args.grid_model else seeds:
         fused = (load_file(args.grid_model) if args.grid_model
                  else load_model(model_path(args, "fused", seed)))
         models = {"fused": fused, "audio": load_model(model_path(args, "audio", seed))}
         continual = None
         if grid_audio_mode(models) == "continual":   # rule 14's models: each stream's tokens
-            continual = lambda streams: evalset.continual_stream_tokens(
-                args.eval_root, data, streams, args.cony, args.audio_cnn, args.eval_work)
+            continual = stream_tokens
         out[str(seed)] = evalset.grid(models, data, cpath, args.grid_streams,
                                       args.test_steps, 54, build.log, continual)
     avtrain.save_json(path, out)

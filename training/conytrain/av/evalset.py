@@ -340,16 +340,16 @@ def tokens(data, streams, cond, picture, conditions=CONDITIONS):
     is @conditions. With data["stream_audio"] (continual_stream_tokens), each stream's
     audio tokens are those of its whole sound instead of the clips' window tokens."""
     ci = conditions.index(cond)
+    per_stream = data.get("stream_audio", {}).get(cond)
     out = []
     for n, (cut, plan) in enumerate(streams):
-        a, v, lab = [], [], []
+        a, v, lab = [] if per_stream is None else [per_stream[n]], [], []
         for c, L, clip, t0, matched, unrelated in plan:
-            a.append(data["audio"][ci, clip, t0:t0 + L])
+            if per_stream is None:
+                a.append(data["audio"][ci, clip, t0:t0 + L])
             for s, s0, k in (unrelated if picture == "unrelated" else matched):
                 v.append(data["video"][s, s0:s0 + k])
             lab.append(np.full(L, c))
-        if "stream_audio" in data:
-            a = [data["stream_audio"][cond][n]]
         out.append(({"audio": np.concatenate(a)[cut:].astype(np.float32),
                      "video": np.concatenate(v)[cut:].astype(np.float32)},
                     np.concatenate(lab)[cut:]))
