@@ -13,7 +13,7 @@ import torch
 from conytrain import safetensors_io
 from conytrain.export import export_model
 from conytrain.golden import fusion as gen_fusion_golden
-from conytrain.ref.fusion import FusedClassifier
+from conytrain.ref.fusion import BoundedFusion, FusedClassifier, bounded_logits
 
 GOLDEN = os.path.join(os.path.dirname(os.path.dirname(os.path.dirname(
     os.path.abspath(__file__)))), "tests", "golden", "fusion")
@@ -172,3 +172,57 @@ class FusedTrainingTest(unittest.TestCase):
             acc = evaluate(PackedModel(model), WindowSampler(p.numpy(), y, n, T, seed=3),
                            batches=4, batch_size=64)
             self.assertGreater(acc, 0.9, f"accuracy {acc} with {absent or 'nothing'} absent")
+
+
+class BoundedFusionTest(unittest.TestCase):
+    """Rule 15's bounded influence (models/av/EXPERIMENTS.md): the output stays within the
+    limit of the primary model's log-probabilities, is the primary's where another input is
+    absent or the limit 0, and the fused model's log-probabilities for a large limit."""
+
+    def setUp(self):
+        torch.manual_seed(15)
+        case = gen_fusion_golden.CASES[0]
+        self.fused = gen_fusion_golden.make_model(case, 7).double()
+        audio = [i for i in case[1] if i["name"] == "audio"]
+        self.primary = FusedClassifier(audio, case[2], d=gen_fusion_golden.D,
+                                       heads=gen_fusion_golden.HEADS, ff=gen_fusion_golden.FF,
+                                       blocks=case[3], window=case[5], landmarks=case[6],
+                                       attention=case[4], labels=gen_fusion_golden.LABELS).double()
+        L = 12
+        self.tokens = {"audio": 3 * torch.randn(L, 5).double(), "video": 3 * torch.randn(L, 4).double()}
+        self.present = {"audio": torch.ones(L, dtype=torch.bool),
+                        "video": torch.tensor([True] * 8 + [False] * 4)}
+
+    def logprobs(self):
+        a = self.primary.stream_logits({"audio": self.tokens["audio"]},
+                                       {"audio": self.present["audio"]})
+        return torch.log_softmax(a, -1), torch.log_softmax(
+            self.fused.stream_logits(self.tokens, self.present), -1)
+
+    def test_within_the_limit(self):
+        lp, lf = self.logprobs()
+        self.assertGreater(float((lf - lp)[:8].abs().max()), 0.5)   # the limit is binding
+        out = BoundedFusion(self.primary, self.fused, 0.5).stream_logits(self.tokens, self.present)
+        self.assertLessEqual(float((out - lp).abs().max()), 0.5 + 1e-12)
+        moved = (out[:8] - lp[:8]).abs()
+        self.assertTrue(bool(((moved - 0.5).abs() < 1e-12).any()))
+
+    def test_absent_and_zero_give_the_primary(self):
+        lp, lf = self.logprobs()
+        out = BoundedFusion(self.primary, self.fused, 100.0).stream_logits(self.tokens, self.present)
+        self.assertTrue(torch.allclose(out[8:], lp[8:], atol=0, rtol=0))    # camera absent
+        self.assertTrue(torch.allclose(out[:8], lf[:8], atol=1e-12))        # no binding limit
+        zero = BoundedFusion(self.primary, self.fused, 0.0).stream_logits(self.tokens, self.present)
+        self.assertTrue(torch.equal(zero, lp))
+
+    def test_refuses_bad_arguments(self):
+        with self.assertRaisesRegex(ValueError, "first input"):
+            BoundedFusion(self.fused, self.fused, 1.0)
+        with self.assertRaisesRegex(ValueError, "limit"):
+            BoundedFusion(self.primary, self.fused, -1.0)
+        with self.assertRaisesRegex(ValueError, "limit"):
+            BoundedFusion(self.primary, self.fused, float("nan"))
+        self.assertTrue(torch.equal(
+            bounded_logits(torch.zeros(1, 3), torch.tensor([[9.0, 0, 0]]), 1.0,
+                           torch.tensor([True])),
+            torch.log_softmax(torch.zeros(1, 3), -1) + torch.tensor([[1.0, -1.0, -1.0]])))

@@ -244,3 +244,48 @@ class FusedClassifier(nn.Module):
                                          state[f"encoder.blocks.{b}.attn.k_landmarks"])
         model.load_state_dict(state)
         return model.eval()
+
+
+def bounded_logits(z_primary, z_fused, limit, present):
+    """Bounded influence (models/av/EXPERIMENTS.md, rule 15): the primary model's
+    log-probabilities (e.g. the audio model's, on the sound alone) moved towards the fused
+    model's by at most @limit nats per class, on the steps where the other inputs are
+    @present ((L,) bool); elsewhere the primary's alone. z_* (L, C) logits."""
+    lp, lf = F.log_softmax(z_primary, -1), F.log_softmax(z_fused, -1)
+    moved = lp + torch.clamp(lf - lp, -limit, limit)
+    return torch.where(present.unsqueeze(-1), moved, lp)
+
+
+class BoundedFusion(nn.Module):
+    """A fused model whose output may differ from a primary single-input model's by at
+    most @limit nats per class (bounded_logits): with @primary the audio model, a
+    picture can change one class's odds against another by at most e^(2 limit), so a
+    clearly heard sound is never overridden. Steps with any other input absent take the
+    primary's output. Exposes the FusedClassifier interface that evalset.grid and the
+    twin's RefPath use (names, config, join, stream_logits)."""
+
+    def __init__(self, primary, fused, limit):
+        super().__init__()
+        if list(primary.names) != list(fused.names[:1]) or len(primary.names) != 1:
+            raise ValueError(f"the primary model must take only the fused model's first "
+                             f"input ({fused.names[0]}), not {primary.names}")
+        if not limit >= 0:
+            raise ValueError(f"limit must be >= 0, not {limit}")
+        self.primary, self.fused, self.limit = primary, fused, float(limit)
+        self.names = fused.names
+
+    @property
+    def config(self):
+        return self.fused.config
+
+    def join(self, tokens, present):
+        return self.fused.join(tokens, present)
+
+    @torch.no_grad()
+    def stream_logits(self, tokens, present, override=None):
+        """Per-step bounded logits of a stream: tokens {name: (L, size)}, present {name: (L,)}."""
+        first = self.names[0]
+        zp = self.primary.stream_logits({first: tokens[first]}, {first: present[first]}, override)
+        zf = self.fused.stream_logits(tokens, present, override)
+        others = torch.stack([present[n].to(torch.bool) for n in self.names[1:]]).all(0)
+        return bounded_logits(zp, zf, self.limit, others)
