@@ -247,10 +247,12 @@ def degrade_random(x, rng):
     return np.clip(y, -1, 1).astype(np.float32)
 
 
-def degrade_split(root, work, cony, audio_cnn, seed, split="train"):
-    """WORK/tokens-<split>-degraded.npz: audio (DEGRADED_COPIES, clips, AUDIO_STEPS, 1024),
+def degrade_split(root, work, cony, audio_cnn, seed, split="train", mode="window"):
+    """WORK/tokens-<split>-degraded.npz: audio (DEGRADED_COPIES, clips, steps, 1024),
     the split's clips (remade as build() made them: the same seeded draws) each degraded
-    DEGRADED_COPIES times; audio_cls and audio_group as tokens-<split>.npz's."""
+    DEGRADED_COPIES times (the same draws whatever the mode), embedded as WORK's clean
+    tokens were: per window, or continual (@mode, rule 16: embed_audio_continual);
+    audio_cls and audio_group as tokens-<split>.npz's."""
     dst = os.path.join(work, f"tokens-{split}-degraded.npz")
     if os.path.exists(dst):
         return
@@ -261,8 +263,12 @@ def degrade_split(root, work, cony, audio_cnn, seed, split="train"):
         raise RuntimeError(f"{work}: the remade {split} clips are not tokens-{split}.npz's")
     rng = np.random.default_rng([seed, DEGRADE_STREAM[split]])
     log(f"{split}: {len(clips)} sound clips, {DEGRADED_COPIES} degraded copies; embedding")
-    audio = np.stack([embed_audio([(c, g, degrade_random(x, rng)) for c, g, x in clips],
-                                  cony, audio_cnn, work, f"{split}-degraded{k}")
+    embed = embed_audio_continual if mode == "continual" else embed_audio
+    audio = np.stack([embed([(c, g, degrade_random(x, rng)) for c, g, x in clips],
+                            cony, audio_cnn, work, f"{split}-degraded{k}")
                       for k in range(DEGRADED_COPIES)])
+    if audio.shape[1:] != ref["audio"].shape:
+        raise RuntimeError(f"{work}: degraded tokens {audio.shape[1:]} are not the clean "
+                           f"ones' {ref['audio'].shape} (--audio-mode as the work's)")
     np.savez(dst, audio=audio, audio_cls=ref["audio_cls"], audio_group=ref["audio_group"])
     log(f"{split}: wrote {dst}")

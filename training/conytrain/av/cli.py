@@ -7,7 +7,8 @@ packages (conytrain/av/).
 Stages: build (token caches of --splits, conytrain/av/build.py), continual (the caches of
 --splits with continual audio tokens, from the clips and video tokens of --window-work:
 rule 14; train with --audio-mode continual), degrade (the clips of
---degrade-splits degraded, WORK/tokens-SPLIT-degraded.npz), evalset (issue 54's
+--degrade-splits degraded, WORK/tokens-SPLIT-degraded.npz, embedded as --audio-mode
+says), evalset (issue 54's
 evaluation set, conytrain/av/evalset.py, in --eval-work from --eval-root), train (the
 fused model and the two single-sense models, seeds --seeds), gate (rule 12: the
 --baselines-tag audio models with a confidence gate fitted on val, conytrain/av/gate.py),
@@ -313,7 +314,7 @@ def main(argv=None):
     if "degrade" in stages:
         for split in args.degrade_splits.split(","):
             build.degrade_split(args.root, args.work, args.cony, args.audio_cnn,
-                                args.data_seed, split)
+                                args.data_seed, split, args.audio_mode)
     if "evalset" in stages:
         evalset.build_set(args.eval_root, args.eval_work, args.cony, args.audio_cnn,
                           args.video_cnn, precision=args.video_precision)
