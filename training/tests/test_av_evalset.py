@@ -55,6 +55,46 @@ class DegradeTest(unittest.TestCase):
         self.assertEqual(changed, 30)
 
 
+class DegradeSplitTest(unittest.TestCase):
+    """Rule 16: the degraded copies are embedded as the work's clean tokens were (per
+    window or continual), from the same seeded draws, and copies of another shape are
+    refused."""
+
+    def run_split(self, mode, steps):
+        import tempfile
+        from unittest import mock
+        clips = [("music", f"g{i}", tone() * (i + 1)) for i in range(3)]
+        seen = {}
+
+        def embed(kind):
+            def f(cl, cony, cnn, work, split):
+                seen.setdefault(kind, []).append([float(np.abs(x).sum()) for _, _, x in cl])
+                return np.zeros((len(cl), steps, 4), np.float32)
+            return f
+        with tempfile.TemporaryDirectory() as work, \
+                mock.patch.object(build.sources, "collect", return_value=[]), \
+                mock.patch.object(build, "sound_clips", return_value=clips), \
+                mock.patch.object(build, "embed_audio", embed("window")), \
+                mock.patch.object(build, "embed_audio_continual", embed("continual")):
+            np.savez(os.path.join(work, "tokens-train.npz"), audio=np.zeros((3, 5, 4), np.float32),
+                     audio_cls=np.array(["music"] * 3), audio_group=np.array(["g0", "g1", "g2"]))
+            build.degrade_split("root", work, "cony", "cnn", 7, "train", mode)
+            z = np.load(os.path.join(work, "tokens-train-degraded.npz"))
+            return seen, z["audio"].shape
+
+    def test_mode_chooses_the_embedding(self):
+        window, shape = self.run_split("window", 5)
+        self.assertEqual(list(window), ["window"])
+        self.assertEqual(shape, (build.DEGRADED_COPIES, 3, 5, 4))
+        continual, _ = self.run_split("continual", 5)
+        self.assertEqual(list(continual), ["continual"])
+        self.assertEqual(continual["continual"], window["window"])   # the same draws
+
+    def test_other_shapes_are_refused(self):
+        with self.assertRaisesRegex(RuntimeError, "not the clean ones"):
+            self.run_split("continual", 6)
+
+
 class GridTest(unittest.TestCase):
     def test_cells_share_one_draw(self):
         data = fake_set(np.random.default_rng(2))
