@@ -95,6 +95,32 @@ class DegradeSplitTest(unittest.TestCase):
             self.run_split("continual", 6)
 
 
+class ValDegradedTest(unittest.TestCase):
+    """Rule 17's --eval-split val-degraded: val's video and labels, every degraded copy of
+    a val clip a clip of its own; copies of another shape are refused."""
+
+    def test_copies_become_clips(self):
+        import tempfile
+        from conytrain.av.cli import eval_data
+        with tempfile.TemporaryDirectory() as work:
+            audio = np.arange(3 * 2 * 1, dtype=np.float32).reshape(3, 2, 1)
+            np.savez(os.path.join(work, "tokens-val.npz"), audio=audio,
+                     audio_cls=np.array(["music", "animal", "quiet"]),
+                     audio_group=np.array(["a", "b", "c"]), video=np.zeros((2, 4, 3), np.float32),
+                     video_cls=np.array(["music", "quiet"]), video_group=np.array(["p", "q"]))
+            copies = np.stack([audio + 100, audio + 200])
+            np.savez(os.path.join(work, "tokens-val-degraded.npz"), audio=copies)
+            d = eval_data(work, "val-degraded")
+            self.assertEqual(d["audio"].shape, (6, 2, 1))
+            self.assertTrue(np.array_equal(d["audio"][4], audio[1] + 200))
+            self.assertEqual(list(d["audio_cls"]), ["music", "animal", "quiet"] * 2)
+            self.assertEqual(d["video"].shape, (2, 4, 3))
+            self.assertTrue(np.array_equal(eval_data(work, "val")["audio"], audio))
+            np.savez(os.path.join(work, "tokens-val-degraded.npz"), audio=copies[:, :2])
+            with self.assertRaises(SystemExit):
+                eval_data(work, "val-degraded")
+
+
 class GridTest(unittest.TestCase):
     def test_cells_share_one_draw(self):
         data = fake_set(np.random.default_rng(2))

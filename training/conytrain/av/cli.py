@@ -12,7 +12,8 @@ says), evalset (issue 54's
 evaluation set, conytrain/av/evalset.py, in --eval-work from --eval-root), train (the
 fused model and the two single-sense models, seeds --seeds), gate (rule 12: the
 --baselines-tag audio models with a confidence gate fitted on val, conytrain/av/gate.py),
-eval (the card's table, WORK/eval-TAG.json), export (the first seed's fused model to
+eval (the card's table, WORK/eval-TAG.json; --eval-split val or val-degraded:
+rule 17's val figures, eval-TAG-SPLIT.json), export (the first seed's fused model to
 --models: av.safetensors, labels.txt), golden (the test clip and the shipped file's
 goldens, tests/golden/av/: conytrain/av/clip.py; needs GST_PLUGIN_PATH), grid (issue 54's
 grid on the evaluation set, WORK/grid-TAG.json; with --grid-model FILE that file instead
@@ -58,7 +59,7 @@ def parse(argv):
                     help="the splits the degrade stage copies degraded (rule 12: val too)")
     ap.add_argument("--video-precision", default="auto", choices=["auto", "float", "int8"],
                     help="conyframeembed's path for the video tokens (run 1: float)")
-    ap.add_argument("--eval-split", default="test", choices=["test", "val"],
+    ap.add_argument("--eval-split", default="test", choices=["test", "val", "val-degraded"],
                     help="the split the eval stage measures (WORK/eval-TAG[-val].json)")
     ap.add_argument("--eval-kinds", default="fused,audio,video",
                     help="the models whose rows the eval stage measures")
@@ -220,8 +221,25 @@ def stage_gate(args, seeds):
         torch.save({"config": model.config, "state": model.state_dict(), "lambda": lam}, path)
 
 
+def eval_data(work, split):
+    """The tokens of an eval split; "val-degraded" (rule 17): val's video and labels, the
+    sound from each val clip's degraded copies (WORK/tokens-val-degraded.npz), every copy
+    a clip of its own."""
+    if split != "val-degraded":
+        return avtrain.load(work, split)
+    data = avtrain.load(work, "val")
+    copies = np.load(os.path.join(work, "tokens-val-degraded.npz"))["audio"]
+    if copies.shape[1:] != data["audio"].shape:
+        raise SystemExit(f"{work}: tokens-val-degraded.npz {copies.shape[1:]} is not "
+                         f"tokens-val.npz's {data['audio'].shape}")
+    data["audio"] = copies.reshape(-1, *copies.shape[2:])
+    for k in ("audio_cls", "audio_group"):
+        data[k] = np.concatenate([data[k]] * len(copies))
+    return data
+
+
 def stage_eval(args, seeds):
-    data = avtrain.load(args.work, args.eval_split)
+    data = eval_data(args.work, args.eval_split)
     streams = avtrain.test_streams(data, args.test_streams, args.test_steps, args.test_seed)
     out = {"steps": args.test_streams * args.test_steps, "seeds": {}}
     for seed in seeds:
