@@ -25,24 +25,20 @@ LIMITS = (0.25, 0.5, 1.0, 2.0, 4.0)   # nats, fixed by rule 15
 def val_cells(audio, fused, work, length, log):
     """{(sound, picture): (z_audio, z_fused, labels)} on gate.py's val streams (sound
     clean / degraded, picture matched / unrelated), float64."""
-    data = gate.val_data(work)
-    streams = evalset.scenes(data, gate.VAL_STREAMS, length, gate.VAL_SEED)
     audio, fused = audio.double(), fused.double()
     cells = {}
-    for sound, conds in (("clean", ["clean"]), ("degraded", ["degraded0", "degraded1"])):
-        for pic in ("matched", "unrelated"):
-            za, zf, labs = [], [], []
-            for cond in conds:
-                for tok, lab in evalset.tokens(data, streams, cond, pic, gate.VAL_CONDITIONS):
-                    t = {n: torch.from_numpy(tok[n]).double() for n in fused.names}
-                    p = {n: torch.ones(len(lab), dtype=torch.bool) for n in fused.names}
-                    za.append(audio.stream_logits({"audio": t["audio"]}, {"audio": p["audio"]}))
-                    zf.append(fused.stream_logits(t, p))
-                    labs.append(torch.from_numpy(lab).long())
-            cells[sound, pic] = (torch.cat(za), torch.cat(zf), torch.cat(labs))
-            log(f"bounded: val cell {sound}/{pic}: {len(cells[sound, pic][2])} steps, audio "
-                f"{100 * gate.accuracy(cells[sound, pic][0], cells[sound, pic][2]):.1f} %, "
-                f"fused {100 * gate.accuracy(cells[sound, pic][1], cells[sound, pic][2]):.1f} %")
+    for key, cell in gate.val_streams(work, length):
+        za, zf, labs = [], [], []
+        for tok, lab in cell:
+            t = {n: torch.from_numpy(tok[n]).double() for n in fused.names}
+            p = {n: torch.ones(len(lab), dtype=torch.bool) for n in fused.names}
+            za.append(audio.stream_logits({"audio": t["audio"]}, {"audio": p["audio"]}))
+            zf.append(fused.stream_logits(t, p))
+            labs.append(torch.from_numpy(lab).long())
+        cells[key] = (torch.cat(za), torch.cat(zf), torch.cat(labs))
+        log(f"bounded: val cell {key[0]}/{key[1]}: {len(cells[key][2])} steps, audio "
+            f"{100 * gate.accuracy(cells[key][0], cells[key][2]):.1f} %, "
+            f"fused {100 * gate.accuracy(cells[key][1], cells[key][2]):.1f} %")
     return cells
 
 

@@ -58,31 +58,42 @@ def detector(work, log, penalty=1.0):
     return u, float(e)
 
 
+VAL_CELLS = [(sound, conds, pic) for sound, conds in (("clean", ["clean"]),
+                                                       ("degraded", ["degraded0", "degraded1"]))
+             for pic in ("matched", "unrelated")]
+
+
+def val_streams(work, length):
+    """[((sound, picture), [(tokens {audio, video}, labels)])]: the val streams of each
+    cell (sound clean / degraded, picture matched / unrelated), one draw for all cells."""
+    data = val_data(work)
+    streams = evalset.scenes(data, VAL_STREAMS, length, VAL_SEED)
+    return [((sound, pic), [st for cond in conds
+                            for st in evalset.tokens(data, streams, cond, pic, VAL_CONDITIONS)])
+            for sound, conds, pic in VAL_CELLS]
+
+
 @torch.no_grad()
 def val_cells(audio, readout, work, length, log, context=None):
     """{(sound, picture): (z (N, C), lv (N, C), labels (N,), ctx (N,) or None)} for sound
     clean/degraded and picture matched/unrelated: the audio model's per-step logits
     (float64), the read-out's log-probabilities and, with a @context detector (u, e), its
     probability of a degraded sound, on the val streams."""
-    data = val_data(work)
-    streams = evalset.scenes(data, VAL_STREAMS, length, VAL_SEED)
     model = audio.double()
     cells = {}
-    for sound, conds in (("clean", ["clean"]), ("degraded", ["degraded0", "degraded1"])):
-        for pic in ("matched", "unrelated"):
-            zs, lvs, labs, cs = [], [], [], []
-            for cond in conds:
-                for tok, lab in evalset.tokens(data, streams, cond, pic, VAL_CONDITIONS):
-                    a = torch.from_numpy(tok["audio"]).double()
-                    zs.append(model.stream_logits({"audio": a}, {"audio": torch.ones(len(lab), dtype=torch.bool)}))
-                    lvs.append(F.log_softmax(torch.from_numpy(readout.scores(tok["video"], np.float64)), -1))
-                    labs.append(torch.from_numpy(lab))
-                    if context is not None:
-                        cs.append(torch.sigmoid(a @ torch.from_numpy(context[0]) + context[1]))
-            cells[sound, pic] = (torch.cat(zs), torch.cat(lvs), torch.cat(labs).long(),
-                                 torch.cat(cs) if cs else None)
-            log(f"gate: val cell {sound}/{pic}: {len(cells[sound, pic][2])} steps, audio "
-                f"{100 * accuracy(cells[sound, pic][0], cells[sound, pic][2]):.1f} %")
+    for (sound, pic), cell in val_streams(work, length):
+        zs, lvs, labs, cs = [], [], [], []
+        for tok, lab in cell:
+            a = torch.from_numpy(tok["audio"]).double()
+            zs.append(model.stream_logits({"audio": a}, {"audio": torch.ones(len(lab), dtype=torch.bool)}))
+            lvs.append(F.log_softmax(torch.from_numpy(readout.scores(tok["video"], np.float64)), -1))
+            labs.append(torch.from_numpy(lab))
+            if context is not None:
+                cs.append(torch.sigmoid(a @ torch.from_numpy(context[0]) + context[1]))
+        cells[sound, pic] = (torch.cat(zs), torch.cat(lvs), torch.cat(labs).long(),
+                             torch.cat(cs) if cs else None)
+        log(f"gate: val cell {sound}/{pic}: {len(cells[sound, pic][2])} steps, audio "
+            f"{100 * accuracy(cells[sound, pic][0], cells[sound, pic][2]):.1f} %")
     return cells
 
 
