@@ -121,6 +121,26 @@ class ValDegradedTest(unittest.TestCase):
                 eval_data(work, "val-degraded")
 
 
+class BoundedChoiceTest(unittest.TestCase):
+    """Rule 15's val rows (conytrain/av/bounded.py): limit 0 is the audio model (every row
+    0 points), a wide limit the fused model; the choice takes the largest margin."""
+
+    def test_rows_and_choice(self):
+        import torch
+        from conytrain.av import bounded
+        y = torch.tensor([0, 1, 2, 3, 4] * 4)
+        za = torch.nn.functional.one_hot(y, 5).double() * 0.2      # right, barely
+        zf = za.clone()
+        zf[:5] = torch.nn.functional.one_hot((y[:5] + 1) % 5, 5).double() * 9   # wrong, sure
+        cells = {(s, p): (za, zf, y) for s in ("clean", "degraded") for p in ("matched", "unrelated")}
+        u, rows = bounded.val_rows(cells, 0.0)
+        self.assertEqual((u, set(rows.values())), (0.0, {0.0}))
+        u, rows = bounded.val_rows(cells, 20.0)
+        self.assertAlmostEqual(u, -25.0)
+        self.assertAlmostEqual(rows["clean", "matched"], -25.0)
+        self.assertEqual(bounded.choose(cells, lambda m: None, (0.0, 20.0)), 0.0)
+
+
 class GridTest(unittest.TestCase):
     def test_cells_share_one_draw(self):
         data = fake_set(np.random.default_rng(2))

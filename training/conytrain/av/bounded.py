@@ -14,7 +14,7 @@ import os
 import numpy as np
 import torch
 
-from conytrain.av import build, evalset, gate, sources
+from conytrain.av import build, evalset, gate
 from conytrain.av import train as avtrain
 from conytrain.ref.fusion import BoundedFusion, bounded_logits
 
@@ -42,10 +42,6 @@ def val_cells(audio, fused, work, length, log):
     return cells
 
 
-def per_class(z, y):
-    return [float((z[y == c].argmax(-1) == c).double().mean()) for c in range(len(sources.CLASSES))]
-
-
 def val_rows(cells, limit):
     """(U, {cell: points over the audio model}) of the bounded output at @limit on val."""
     rows, u = {}, None
@@ -53,7 +49,7 @@ def val_rows(cells, limit):
         out = bounded_logits(za, zf, limit, torch.ones(len(y), dtype=torch.bool))
         rows[key] = 100 * (gate.accuracy(out, y) - gate.accuracy(za, y))
         if key == ("clean", "unrelated"):
-            u = min(100 * (b - a) for a, b in zip(per_class(za, y), per_class(out, y)))
+            u = min(100 * (b - a) for a, b in zip(gate.per_class(za, y), gate.per_class(out, y)))
     return u, rows
 
 

@@ -101,13 +101,16 @@ def accuracy(z, y):
     return float((z.argmax(-1) == y).double().mean())
 
 
+def per_class(z, y):
+    """Top-1 accuracy of logits @z on the steps of each class (labels @y)."""
+    return [float((z[y == c].argmax(-1) == c).double().mean()) for c in range(len(sources.CLASSES))]
+
+
 def class_margins(gate, cell):
     """Points per class: gated minus audio-alone accuracy on @cell."""
     z, lv, y, ctx = cell
     out = gate_logits(gate, z, lv, ctx)
-    return [100 * (float((out[y == c].argmax(-1) == c).double().mean())
-                   - float((z[y == c].argmax(-1) == c).double().mean()))
-            for c in range(len(sources.CLASSES))]
+    return [100 * (b - a) for a, b in zip(per_class(z, y), per_class(out, y))]
 
 
 def gate_logits(gate, z, lv, ctx=None):
