@@ -36,13 +36,13 @@ TOOLS=(sox libsox-fmt-base espeak-ng flite python3-numpy gstreamer1.0-tools gstr
        gstreamer1.0-plugins-good
        fluidsynth fluid-soundfont-gm)
 DATA=(tuxpaint-stamps-default fillets-ng-data fillets-ng-data-nl wesnoth-1.16-music
-      colobot-common-sounds fretsonfire-songs-muldjord frozen-bubble-data sonic-pi-samples
+      colobot-common-sounds fretsonfire-songs-muldjord frozen-bubble-data
       sound-theme-freedesktop lomiri-sounds
       widelands-data wesnoth-1.16-data lincity-ng-data minetest-data extremetuxracer-data
-      hedgewars-data oxygen-sounds
-      scorched3d-data gnome-shell-pomodoro-data linphone-common lugaru-data tuxmath-data
+      oxygen-sounds
+      scorched3d-data gnome-shell-pomodoro-data linphone-common lugaru-data
       tuxtype-data twinkle-common megaglest-data
-      supertux-data warmux-data openclonk-data freedink-data xmoto-data asterisk-moh-opsound-wav
+      supertux-data warmux-data openclonk-data freedink-data xmoto-data
       asterisk-core-sounds-en-wav heroes-sound-effects sound-icons openttd-opensfx gcompris-qt-data
       0ad-data warzone2100-music
       qabcs-data micropolis-data minetest-mod-homedecor)
@@ -67,7 +67,6 @@ declare -A PATTERNS=(
   [colobot-common-sounds]="*/music/*.ogg"
   [fretsonfire-songs-muldjord]="*/song.ogg"
   [frozen-bubble-data]="*/snd/*zik*.ogg"
-  [sonic-pi-samples]="*/loop_*.flac */vinyl_hiss.flac */ambi_sauna.flac */elec_beep.flac */elec_ping.flac */mehackit_phone?.flac */misc_crow.flac"
   [sound-theme-freedesktop]="*.oga"
   [lomiri-sounds]="*/notifications/*.ogg"
   [widelands-data]="*/data/music/*.ogg */data/sound/animals/*.ogg */data/sound/farm/*.ogg */data/world/critters/duck/*.ogg */data/sound/sawmill/*.ogg */data/sound/mill/*.ogg */data/sound/atlanteans/saw/*.ogg */data/sound/metal/furnace.ogg */data/sound/barbarians/stonegrind.ogg */data/sound/empire/*bubble_*.ogg */data/sound/smiths/sharpening.ogg */data/sound/military/under_attack.ogg"
@@ -75,14 +74,12 @@ declare -A PATTERNS=(
   [lincity-ng-data]="*/lincity-ng/sounds/*.wav"
   [minetest-data]="*/sounds/*.ogg"
   [extremetuxracer-data]="*/etr/music/*.ogg */etr/sounds/*_slide.wav"
-  [hedgewars-data]="*/Data/Music/*.ogg */Data/Sounds/plane.ogg */Data/Sounds/steam.ogg */Data/Sounds/blowtorch.ogg */Data/Sounds/pickhammer.ogg"
   [oxygen-sounds]="*/Oxygen-Im-Phone-Ring.ogg"
   # version 3: for training only (build_audio_dataset.py --train-extra)
   [scorched3d-data]="*/data/wav/misc/*.wav */data/wav/movement/*.wav"
   [gnome-shell-pomodoro-data]="*/gnome-pomodoro/sounds/*.ogg"
   [linphone-common]="*/sounds/linphone/*.wav"
   [lugaru-data]="*/lugaru/Sounds/*.ogg"
-  [tuxmath-data]="*/tuxmath/sounds/towerclock.wav */tuxmath/sounds/0?_*.ogg"
   [tuxtype-data]="*/tuxtype/sounds/*.wav */tuxtype/sounds/*.ogg"
   [twinkle-common]="*/twinkle/*.wav"
   [megaglest-data]="*/tilesets/*/sounds/* */commondata/sounds/* */units/*/sounds/* */music/*.ogg"
@@ -92,7 +89,6 @@ declare -A PATTERNS=(
   [openclonk-data]="*/Music.ocg/*.ogg"
   [freedink-data]="*/dink/Sound/*.ogg */dink/Sound/fire.wav"
   [xmoto-data]="*/Textures/Musics/*.ogg"
-  [asterisk-moh-opsound-wav]="*/asterisk/moh/*.wav"
   [asterisk-core-sounds-en-wav]="*/en_US_f_Allison/*.wav"
   [heroes-sound-effects]="*/heroes/sfx/*.wav"
   [sound-icons]="*/sound-icons/canary-long.wav"
@@ -206,6 +202,9 @@ $PY -c 'import numpy' 2>/dev/null || die "$PY cannot import numpy (package pytho
 
 # ---- 2. data packages: download (cached) and unpack the sound files
 CACHE="$OUT/.cache"; DEBS="$CACHE/debs"; SRC="$CACHE/src"
+# packages reserved for evaluation are never downloaded (DEVELOPERS.md)
+PYTHONPATH="$REPO/training" "$PY" -m conytrain.data.reserved "${DATA[@]}" >&2 \
+  || die "the data package list names packages reserved for evaluation (above)"
 mkdir -p "$DEBS" "$SRC"
 todo=()
 for p in "${DATA[@]}"; do

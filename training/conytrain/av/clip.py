@@ -30,7 +30,7 @@ TUX = f"{sources.TUX}"
 SCENES = [
     ("talking", f"{sources.SK}/astronaut.png", "photo", f"{TUX}/**/*_desc_da.ogg", -20),
     ("music", f"{TUX}/hobbies/music/string/violin.png", "cutout",
-     "usr/share/sonic-pi/samples/loop_garzul.flac", -18),
+     f"{sources.GAMES}/frozen-bubble/snd/frozen-mainzik-1p.ogg", -18),
     ("animal", f"{TUX}/animals/mammals/dogs/dog.png", "cutout",
      f"{TUX}/animals/mammals/dogs/dog.ogg", -20),
     # (the first choice, toilet.png with toilet.ogg, is labelled animal: MODEL.md)

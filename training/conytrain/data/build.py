@@ -1041,19 +1041,11 @@ def build_families(cat):
     long_music("fretsonfire", "fretsonfire-songs-muldjord", "usr/share/games/fretsonfire", r"/song\.ogg$", 4, 0.12)
     long_music("fillets_music", "fillets-ng-data", "usr/share/games/fillets-ng/music", r"\.ogg$", 10, 0.12)
     long_music("frozen_bubble", "frozen-bubble-data", "usr/share/games/frozen-bubble/snd", r"zik.*\.ogg$", 3, 0.10)
-    spi = P("sonic-pi-samples")
-    loops = need(find(spi, "usr/share/sonic-pi/samples",
-                      r"/loop_(amen|amen_full|breakbeat|compus|electric|garzul|industrial|mehackit1|mehackit2|mika|perc1|perc2|safari|tabla|weirdo)\.flac$"),
-                 "sonic-pi loops", 10)
-    fam["music"].append((LoopFiles("sonicpi_loops", "sonic-pi-samples", "music", loops, cat, crossfade=True), 0.18))
-
     # ---- noise
-    noise_real = need(find(spi, "usr/share/sonic-pi/samples", r"/(vinyl_hiss|loop_3d_printer|ambi_sauna)\.flac$"),
-                      "sonic-pi noise samples", 3)
-    noise_real += need(find(tux, "usr/share/tuxpaint/stamps/household",
-                            r"/(Washing-machine|kettle|toilet|vacuum_cleaner)\.ogg$"), "tuxpaint household noises", 4)
+    noise_real = need(find(tux, "usr/share/tuxpaint/stamps/household",
+                           r"/(Washing-machine|kettle|toilet|vacuum_cleaner)\.ogg$"), "tuxpaint household noises", 4)
     fam["noise"].append((Synth("synth_noise", "noise", "noise"), 0.70))
-    fam["noise"].append((LoopFiles("real_noise", "sonic-pi-samples+tuxpaint-stamps-default", "noise",
+    fam["noise"].append((LoopFiles("real_noise", "tuxpaint-stamps-default", "noise",
                                    sorted(noise_real), cat, crossfade=True), 0.30))
 
     # ---- alarm
@@ -1063,23 +1055,20 @@ def build_families(cat):
               "freedesktop alarm sounds", 5)
     al += need(find(P("lomiri-sounds"), "usr/share/sounds/lomiri/notifications", r"/(A440|LowBattery)\.ogg$"),
                "lomiri alarm sounds", 2)
-    al += need(find(spi, "usr/share/sonic-pi/samples", r"/(elec_beep|elec_ping|mehackit_phone[1-4])\.flac$"),
-               "sonic-pi beeps", 6)
     al += need(find(tux, "usr/share/tuxpaint/stamps/vehicles", r"/firetruck\.ogg$"), "tuxpaint fire truck siren", 1)
     fam["alarm"].append((Synth("synth_alarm", "alarm", "alarm"), 0.65))
-    fam["alarm"].append((LoopFiles("real_alarm", "freedesktop+lomiri+sonic-pi+tuxpaint", "alarm",
+    fam["alarm"].append((LoopFiles("real_alarm", "freedesktop+lomiri+tuxpaint", "alarm",
                                    sorted(al), cat, gap=(0.03, 0.3)), 0.35))
 
     # ---- animal
     an = need(find(tux, "usr/share/tuxpaint/stamps/animals", r"/[^/]+\.ogg$"), "tuxpaint animal sounds", 50)
     an = [f for f in an if "_desc" not in os.path.basename(f)]
-    an += need(find(spi, "usr/share/sonic-pi/samples", r"/misc_crow\.flac$"), "sonic-pi crow", 1)
     fam["animal"].append((LoopFiles("tuxpaint_animals", "tuxpaint-stamps-default", "animal", sorted(an), cat,
                                     gap=(0.05, 0.4)), 1.0))
 
     # ---- silence / quiet
     fam["silence"].append((Synth("synth_quiet", "silence", "silence"), 0.75))
-    quiet = LoopFiles("quiet_real", "sonic-pi-samples+tuxpaint-stamps-default", "silence",
+    quiet = LoopFiles("quiet_real", "tuxpaint-stamps-default", "silence",
                       sorted(noise_real), cat, crossfade=True)
     fam["silence"].append((quiet, 0.25))
     return fam
