@@ -8,6 +8,7 @@ until 2026-12-04; this test fails if any of them, or any other reserved name, co
 import os
 import re
 import subprocess
+import tempfile
 import unittest
 from unittest import mock
 
@@ -37,17 +38,12 @@ class ReservedPackages(unittest.TestCase):
             reserved.refuse(["frozen-bubble-data", "sonic-pi-samples"])
 
     def test_listed_names_count_too(self):
-        path = os.path.join(self.tmp(), "list.txt")
-        with open(path, "w") as f:
-            f.write("# comment\nfrozen-bubble-data\n")
-        self.assertEqual(reserved.reserved(["frozen-bubble-data", "lomiri-sounds"], path),
-                         ["frozen-bubble-data"])
-
-    def tmp(self):
-        import tempfile
-        d = tempfile.mkdtemp()
-        self.addCleanup(__import__("shutil").rmtree, d)
-        return d
+        with tempfile.TemporaryDirectory() as d:
+            path = os.path.join(d, "list.txt")
+            with open(path, "w") as f:
+                f.write("# comment\nfrozen-bubble-data\n")
+            self.assertEqual(reserved.reserved(["frozen-bubble-data", "lomiri-sounds"], path),
+                             ["frozen-bubble-data"])
 
     def test_audio_data_set_versions(self):
         for version in (9, 11, 12, 13, 14, 15):

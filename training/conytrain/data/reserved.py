@@ -3,7 +3,7 @@
 The house rule (DEVELOPERS.md, "Rules of the house"): a package is reserved when its name's
 MD5 (hex) starts with 0, or when it is listed in ../shared/reserved-packages.txt (read when
 that file exists beside the checkout; the MD5 half needs nothing). Every script that fetches
-data packages checks its list here first, and tests/training/test_reserved_packages.py checks
+data packages checks its list here first, and training/tests/test_reserved_packages.py checks
 every package the data sources name.
 
     python3 -m conytrain.data.reserved NAME...   prints each reserved name; exits 1 if any
