@@ -37,24 +37,41 @@ q_mul8 (const ConyQOut *o, guint c, __m256i x)
   return _mm256_sub_epi32 (_mm256_srav_epi32 (hi, rs), _mm256_cmpgt_epi32 (rem, thr));
 }
 
+/* q_mul8_small's constants of channels @c..c+7: the multipliers of the even and of the
+ * odd channels, their nudges, the shifts. */
+typedef struct {
+  __m256i mult_even, mult_odd, nudge_even, nudge_odd, rshift;
+} QSmall8;
+
+CONY_TARGET_V3 static inline __attribute__ ((always_inline)) QSmall8
+q_small8 (const ConyQOut *o, guint c)
+{
+  const __m256i *nudge = (const __m256i *) (o->nudge + c);
+  return (QSmall8){ _mm256_loadu_si256 ((const __m256i *) (o->mult + c)),
+    _mm256_loadu_si256 ((const __m256i *) (o->mult + c + 1)), _mm256_loadu_si256 (nudge),
+    _mm256_loadu_si256 (nudge + 1), _mm256_loadu_si256 ((const __m256i *) (o->rshift + c)) };
+}
+
 /* q_mul8 where every |x| < 2^29 and every shift is right by rs >= 1 (ConyQGemm's
  * small_acc): the rounding division floor((hi + 2^(rs-1) - [hi < 0]) / 2^rs) with
  * 2^(rs-1) folded into the 64-bit nudge (o->nudge: then hi + 2^(rs-1) < 2^31) and the
  * sign of x for that of hi (they differ only where hi is 0, which rounds to 0 either
- * way): 11 instructions instead of 14. */
+ * way): 11 instructions instead of 14. On the constants @k (q_small8). */
+CONY_TARGET_V3 static inline __attribute__ ((always_inline)) __m256i
+q_mul8_small_k (const QSmall8 *k, __m256i x)
+{
+  __m256i even = _mm256_add_epi64 (_mm256_mul_epi32 (x, k->mult_even), k->nudge_even);
+  __m256i odd = _mm256_add_epi64 (_mm256_mul_epi32 (_mm256_srli_epi64 (x, 32), k->mult_odd),
+      k->nudge_odd);
+  __m256i hi = _mm256_blend_epi32 (_mm256_srli_epi64 (even, 31), _mm256_slli_epi64 (odd, 1), 0xAA);
+  return _mm256_srav_epi32 (_mm256_add_epi32 (hi, _mm256_srai_epi32 (x, 31)), k->rshift);
+}
+
 CONY_TARGET_V3 static inline __attribute__ ((always_inline)) __m256i
 q_mul8_small (const ConyQOut *o, guint c, __m256i x)
 {
-  const __m256i *nudge = (const __m256i *) (o->nudge + c);
-  __m256i even = _mm256_add_epi64 (_mm256_mul_epi32 (x,
-                                       _mm256_loadu_si256 ((const __m256i *) (o->mult + c))),
-      _mm256_loadu_si256 (nudge));
-  __m256i odd = _mm256_add_epi64 (_mm256_mul_epi32 (_mm256_srli_epi64 (x, 32),
-                                      _mm256_loadu_si256 ((const __m256i *) (o->mult + c + 1))),
-      _mm256_loadu_si256 (nudge + 1));
-  __m256i hi = _mm256_blend_epi32 (_mm256_srli_epi64 (even, 31), _mm256_slli_epi64 (odd, 1), 0xAA);
-  return _mm256_srav_epi32 (_mm256_add_epi32 (hi, _mm256_srai_epi32 (x, 31)),
-      _mm256_loadu_si256 ((const __m256i *) (o->rshift + c)));
+  QSmall8 k = q_small8 (o, c);
+  return q_mul8_small_k (&k, x);
 }
 
 /* q_mul8, or q_mul8_small where @small. */
@@ -216,6 +233,38 @@ put8x2 (const ConyQGemm *g, guint c, __m128i q, gboolean two, gint8 *out, gsize 
     memcpy (out + c, tmp, n);
     if (two)
       memcpy (out + ldo + c, tmp + 8, n);
+  }
+}
+
+/* @MR rows of @NV (1 or 2) vectors of accumulators stored at @acc (row r's at 2 r),
+ * columns @c.. of @N, requantised into @out (@small: the short rounding): a pass of its
+ * own after the products, as put_rows16 on 512-bit registers, a row's 16 columns stored
+ * at once. (@o: a local copy of the kernel's ConyQOut, see put16.) */
+CONY_TARGET_V3 static inline __attribute__ ((always_inline)) void
+put_rows8 (const ConyQOut *o, gboolean small, guint c, const __m256i *acc, gsize MR, const int NV,
+    guint N, gint8 *out, gsize ldo)
+{
+  QSmall8 k[2];
+  for (int i = 0; i < NV && small; i++)
+    k[i] = q_small8 (o, c + 8 * i);
+  guint n = MIN (8 * (guint) NV, N - c);
+  for (gsize r = 0; r < MR; r++) {
+    __m256i v[2];
+    for (int i = 0; i < NV; i++) {
+      __m256i x = acc[2 * r + i];
+      v[i] = small ? q_mul8_small_k (&k[i], x) : q_mul8 (o, c + 8 * i, x);
+    }
+    __m128i q = q_out16 (o, v[0], NV > 1 ? v[1] : v[0]);
+    gint8 *row = out + r * ldo + c;
+    if (n == 16)
+      _mm_storeu_si128 ((__m128i *) row, q);
+    else if (n == 8)
+      _mm_storel_epi64 ((__m128i *) row, q);
+    else {
+      gint8 tmp[16];
+      _mm_storeu_si128 ((__m128i *) tmp, q);
+      memcpy (row, tmp, n);
+    }
   }
 }
 
@@ -581,37 +630,61 @@ q_mul16 (const ConyQOut *o, guint c, __m512i x)
   return _mm512_mask_sub_epi32 (r, _mm512_cmpgt_epi32_mask (rem, thr), r, _mm512_set1_epi32 (-1));
 }
 
+/* q_mul16_small's constants of channels @c..c+15: the multipliers of the even and of the
+ * odd channels, their nudges, the shifts. */
+typedef struct {
+  __m512i mult_even, mult_odd, nudge_even, nudge_odd, rshift;
+} QSmall16;
+
+CONY_TARGET_AVX512 static inline __attribute__ ((always_inline)) QSmall16
+q_small16 (const ConyQOut *o, guint c)
+{
+  return (QSmall16){ _mm512_loadu_si512 (o->mult + c), _mm512_loadu_si512 (o->mult + c + 1),
+    _mm512_loadu_si512 (o->nudge16 + c), _mm512_loadu_si512 (o->nudge16 + c + 8),
+    _mm512_loadu_si512 (o->rshift + c) };
+}
+
 /* q_mul8_small on 16 lanes plus the zero point (ConyQGemm's small_acc: |x| < 2^29, every
  * shift right by 1 to 23): 2x times the multiplier puts floor((x m + 2^30) / 2^31) plus
  * the rounding's 2^(rs-1) and zp 2^rs (o->nudge16: their sum times 2^32, plus 2^31) in
  * the high half of each 64-bit lane, whole (below 2^31 in magnitude); one permute
  * gathers the even channels' and the odd ones'; then the sign's -1 and the shift. 11
- * instructions instead of 13 (the zero point's add included). */
+ * instructions instead of 13 (the zero point's add included). On the constants @k
+ * (q_small16). */
+CONY_TARGET_AVX512 static inline __attribute__ ((always_inline)) __m512i
+q_mul16_small_k (const QSmall16 *k, __m512i x)
+{
+  const __m512i high = _mm512_set_epi32 (31, 15, 29, 13, 27, 11, 25, 9, 23, 7, 21, 5, 19, 3, 17, 1);
+  __m512i x2 = _mm512_add_epi32 (x, x);
+  __m512i even = _mm512_add_epi64 (_mm512_mul_epi32 (x2, k->mult_even), k->nudge_even);
+  __m512i odd = _mm512_add_epi64 (_mm512_mul_epi32 (_mm512_srli_epi64 (x2, 32), k->mult_odd),
+      k->nudge_odd);
+  __m512i hi = _mm512_permutex2var_epi32 (even, high, odd);
+  return _mm512_srav_epi32 (_mm512_add_epi32 (hi, _mm512_srai_epi32 (x, 31)), k->rshift);
+}
+
 CONY_TARGET_AVX512 static inline __attribute__ ((always_inline)) __m512i
 q_mul16_small (const ConyQOut *o, guint c, __m512i x)
 {
-  const __m512i *nudge = (const __m512i *) (o->nudge16 + c);
-  const __m512i high = _mm512_set_epi32 (31, 15, 29, 13, 27, 11, 25, 9, 23, 7, 21, 5, 19, 3, 17, 1);
-  __m512i x2 = _mm512_add_epi32 (x, x);
-  __m512i even = _mm512_add_epi64 (_mm512_mul_epi32 (x2, _mm512_loadu_si512 (o->mult + c)),
-      _mm512_loadu_si512 (nudge));
-  __m512i odd = _mm512_add_epi64 (_mm512_mul_epi32 (_mm512_srli_epi64 (x2, 32),
-                                      _mm512_loadu_si512 (o->mult + c + 1)),
-      _mm512_loadu_si512 (nudge + 1));
-  __m512i hi = _mm512_permutex2var_epi32 (even, high, odd);
-  return _mm512_srav_epi32 (_mm512_add_epi32 (hi, _mm512_srai_epi32 (x, 31)),
-      _mm512_loadu_si512 (o->rshift + c));
+  QSmall16 k = q_small16 (o, c);
+  return q_mul16_small_k (&k, x);
 }
 
 /* q_out16 on one vector of 16 as one clamp: q_out16 saturates to int16, adds the zero
  * point, saturates to int8 and clamps to [lo, hi] (within int8), which for lo <= hi is
- * clamp (v, lo - zp, hi - zp) + zp; then the bytes. */
-CONY_TARGET_AVX512 static inline __attribute__ ((always_inline)) __m128i
-q_out16_zmm (const ConyQOut *o, __m512i v)
+ * clamp (v, lo - zp, hi - zp) + zp (this, in int32); then the bytes (q_out16_zmm). */
+CONY_TARGET_AVX512 static inline __attribute__ ((always_inline)) __m512i
+q_clamp16 (const ConyQOut *o, __m512i v)
 {
   v = _mm512_max_epi32 (v, _mm512_set1_epi32 (o->lo - o->zp));
   v = _mm512_min_epi32 (v, _mm512_set1_epi32 (o->hi - o->zp));
-  return _mm512_cvtepi32_epi8 (_mm512_add_epi32 (v, _mm512_set1_epi32 (o->zp)));
+  return _mm512_add_epi32 (v, _mm512_set1_epi32 (o->zp));
+}
+
+CONY_TARGET_AVX512 static inline __attribute__ ((always_inline)) __m128i
+q_out16_zmm (const ConyQOut *o, __m512i v)
+{
+  return _mm512_cvtepi32_epi8 (q_clamp16 (o, v));
 }
 
 /* q_out16_zmm after q_mul16_small (the zero point added): the saturating conversion to
@@ -641,34 +714,48 @@ put16 (const ConyQOut *o, gboolean small, gboolean full, guint N, guint c, __m51
     _mm_mask_storeu_epi8 (out + c, (__mmask16) ((1u << n) - 1), q);
 }
 
-/* put16 on the four vectors @a0..@a3 of one row (columns @c..c+63, all of them
- * outputs): scaled (the long rounding also clamped to [lo - zp, hi - zp] and the zero
- * point added, so that the packing's saturation changes nothing), packed to bytes by two
- * saturating packs within 128-bit lanes and one dword permute (the short rounding's
- * saturation to int8 as vpmovsdb's), clamped and stored at once: a vpmovsdb, a clamp and
- * a store for each vector took about as long as the rounding. */
+/* @MR rows of @NV vectors of accumulators stored at @acc (row r's at 4 r), columns @c..
+ * of @N, requantised into @out (@small: ConyQGemm's small_acc, the short rounding
+ * q_mul16_small, else q_mul16 and the clamp of q_out16_zmm). A pass of its own after the
+ * products, so that the short rounding's constants of the columns stay in registers:
+ * with the 24 accumulators still live gcc reloaded and spilled them, and the rounding
+ * took longer than the products of a 32-deep layer. 64 whole columns of a row are
+ * packed to bytes by two saturating packs within 128-bit lanes and one dword permute
+ * (the long rounding clamped to [lo - zp, hi - zp] first and the zero point added, so
+ * that the packs' saturation changes nothing), clamped and stored at once. */
 CONY_TARGET_AVX512 static inline __attribute__ ((always_inline)) void
-put64 (const ConyQOut *o, gboolean small, guint c, __m512i a0, __m512i a1, __m512i a2, __m512i a3,
-    gint8 *out)
+put_rows16 (const ConyQOut *o, gboolean small, guint c, const __m512i *acc, gsize MR, const int NV,
+    guint N, gint8 *out, gsize ldo)
 {
-  __m512i v[4] = { a0, a1, a2, a3 };
-  for (int i = 0; i < 4; i++) {
-    if (small)
-      v[i] = q_mul16_small (o, c + 16 * i, v[i]);
-    else {
-      __m512i s = q_mul16 (o, c + 16 * i, v[i]);
-      s = _mm512_max_epi32 (s, _mm512_set1_epi32 (o->lo - o->zp));
-      s = _mm512_min_epi32 (s, _mm512_set1_epi32 (o->hi - o->zp));
-      v[i] = _mm512_add_epi32 (s, _mm512_set1_epi32 (o->zp));
+  QSmall16 k[4];
+  for (int i = 0; i < NV && small; i++)
+    k[i] = q_small16 (o, c + 16 * i);
+  const gboolean packed = NV == 4 && c + 64 <= N;
+  const guint last = MIN (16, N - (c + 16 * (NV - 1))); /* columns of the last vector */
+  for (gsize r = 0; r < MR; r++) {
+    __m512i v[4];
+    for (int i = 0; i < NV; i++) {
+      __m512i x = acc[4 * r + i];
+      v[i] = small ? q_mul16_small_k (&k[i], x) : q_clamp16 (o, q_mul16 (o, c + 16 * i, x));
+    }
+    gint8 *row = out + r * ldo + c;
+    if (packed) {
+      const __m512i order = _mm512_set_epi32 (15, 11, 7, 3, 14, 10, 6, 2, 13, 9, 5, 1, 12, 8, 4, 0);
+      __m512i b = _mm512_packs_epi16 (_mm512_packs_epi32 (v[0], v[1]), _mm512_packs_epi32 (v[2], v[3]));
+      b = _mm512_permutexvar_epi32 (order, b);
+      b = _mm512_max_epi8 (b, _mm512_set1_epi8 ((gint8) o->lo));
+      _mm512_storeu_si512 (row, _mm512_min_epi8 (b, _mm512_set1_epi8 ((gint8) o->hi)));
+      continue;
+    }
+    for (int i = 0; i < NV; i++) {
+      /* vpmovsdb: the short rounding's saturation to int8; the long one is clamped */
+      __m128i q = small ? q_out16_small (o, v[i]) : _mm512_cvtepi32_epi8 (v[i]);
+      if (i + 1 < NV || last == 16)
+        _mm_storeu_si128 ((__m128i *) (row + 16 * i), q);
+      else
+        _mm_mask_storeu_epi8 (row + 16 * i, (__mmask16) ((1u << last) - 1), q);
     }
   }
-  /* lane l holds vector i's dwords 4 l .. 4 l + 3 as bytes 4 i .. 4 i + 3 */
-  __m512i b = _mm512_packs_epi16 (_mm512_packs_epi32 (v[0], v[1]), _mm512_packs_epi32 (v[2], v[3]));
-  const __m512i order = _mm512_set_epi32 (15, 11, 7, 3, 14, 10, 6, 2, 13, 9, 5, 1, 12, 8, 4, 0);
-  b = _mm512_permutexvar_epi32 (order, b);
-  b = _mm512_max_epi8 (b, _mm512_set1_epi8 ((gint8) o->lo));
-  b = _mm512_min_epi8 (b, _mm512_set1_epi8 ((gint8) o->hi));
-  _mm512_storeu_si512 (out + c, b);
 }
 
 /* Channels @c..c+31 of the output pixel whose 3x3 window starts at @px (taps at @off),

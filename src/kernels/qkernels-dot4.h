@@ -20,13 +20,15 @@
  * last panel of a product computes only the vectors that hold columns (NV). */
 
 #define DOT4_PANEL (DOT4_VECS * DOT4_LANES)
-/* the register operations of that width (512-bit: the requantisation put16 too) */
+/* the register operations of that width, and its requantisation (qkernels-avx2.c) */
 #if DOT4_LANES == 8
+#define DOT4_PUT_ROWS put_rows8
 #define DOT4_VEC __m256i
 #define DOT4_LOAD(p) _mm256_loadu_si256 ((const void *) (p))
 #define DOT4_SET1(v) _mm256_set1_epi32 (v)
 #define DOT4_ZERO() _mm256_setzero_si256 ()
 #else
+#define DOT4_PUT_ROWS put_rows16
 #define DOT4_VEC __m512i
 #define DOT4_LOAD(p) _mm512_loadu_si512 ((const void *) (p))
 #define DOT4_SET1(v) _mm512_set1_epi32 (v)
@@ -195,43 +197,20 @@ DOT4_NAME (block) (const ConyQGemm *g, const ConyQPanel *pn, guint c0, const gui
 #undef DOT4_WORD
 #undef DOT4_WORD_ROW
   }
-  /* requantised and stored, fused with the accumulation */
-#if DOT4_LANES == 8
-  /* two rows at a time (the second only where it is one of the MR) */
-#define DOT4_PUT2(r0, r1, v) \
-  if (NV > (v) && (r0) < MR) \
-    put8x2 (g, c0 + 8 * (v), requant8x2 (g, c0 + 8 * (v), a##r0##v, a##r1##v), (r1) < MR, \
-        out + (r0) *ldo, ldo);
-#define DOT4_PUT(r0, r1) DOT4_PUT2 (r0, r1, 0) DOT4_PUT2 (r0, r1, 1)
-  DOT4_PUT (0, 1) DOT4_PUT (2, 3) DOT4_PUT (4, 5)
-#undef DOT4_PUT
-#undef DOT4_PUT2
-#else
-  /* a vector's columns at a time: its requantisation constants shared by the rows (@o: a
-   * local copy of g->out, see put16); all but the last of the NV vectors are whole */
+  /* the accumulators stored, then requantised in a pass of their own (put_rows8 and
+   * put_rows16 in qkernels-avx2.c say why; @o: a local copy of g->out, see put16) */
   const ConyQOut o = g->out;
-  const guint N = g->N;
-#define DOT4_PUT1(r, v) \
-  if ((r) < MR) \
-    put16 (&o, SMALL, (v) + 1 < NV, N, c0 + 16 * (v), a##r##v, out + (r) *ldo);
-#define DOT4_PUT(v) \
-  if (NV > (v)) { \
-    DOT4_PUT1 (0, v) \
-    DOT4_PUT1 (1, v) DOT4_PUT1 (2, v) DOT4_PUT1 (3, v) DOT4_PUT1 (4, v) DOT4_PUT1 (5, v) \
-  }
-  /* 64 whole columns: a row's four vectors packed into one store (put64) */
-#define DOT4_PUT4(r) \
-  if ((r) < MR) \
-    put64 (&o, SMALL, c0, a##r##0, a##r##1, a##r##2, a##r##3, out + (r) *ldo);
-  if (NV == 4 && c0 + 64 <= N) {
-    DOT4_EACH_ROW (DOT4_PUT4)
-  } else {
-    DOT4_PUT (0) DOT4_PUT (1) DOT4_PUT (2) DOT4_PUT (3)
-  }
-#undef DOT4_PUT4
-#undef DOT4_PUT
-#undef DOT4_PUT1
+  DOT4_VEC acc[QROWS * DOT4_VECS];
+#if DOT4_VECS > 2
+#define DOT4_STORE(r) \
+  acc[4 * (r)] = a##r##0, acc[4 * (r) + 1] = a##r##1, acc[4 * (r) + 2] = a##r##2, \
+  acc[4 * (r) + 3] = a##r##3;
+#else
+#define DOT4_STORE(r) acc[2 * (r)] = a##r##0, acc[2 * (r) + 1] = a##r##1;
 #endif
+  DOT4_EACH_ROW (DOT4_STORE)
+#undef DOT4_STORE
+  DOT4_PUT_ROWS (&o, SMALL, c0, acc, MR, NV, g->N, out, ldo);
 }
 
 /* Panel @p (@NV vectors of columns) of the @M rows prepared in @u and @u16 (@blk values
@@ -256,7 +235,7 @@ DOT4_NAME (panel_nv) (const ConyQGemm *g, guint p, const guint8 *u, const gint16
 {
 #define DOT4_CASE(n) \
   case n: \
-    if (DOT4_LANES == 16 && small) /* 8 lanes: requant8x2 reads it */ \
+    if (small) \
       DOT4_NAME (panel) (g, p, u, u16, blk, M, n, TRUE, out, ldo); \
     else \
       DOT4_NAME (panel) (g, p, u, u16, blk, M, n, FALSE, out, ldo); \
@@ -298,6 +277,7 @@ DOT4_NAME (cony_qgemm) (const ConyQGemm *g, gsize M, const gint8 *x, gsize ldx, 
 #undef DOT4_NAME
 #undef DOT4_TARGET
 #undef DOT4_VEC
+#undef DOT4_PUT_ROWS
 #undef DOT4_VECS
 #undef DOT4_LANES
 #undef DOT4_LOAD

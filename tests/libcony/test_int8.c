@@ -392,6 +392,59 @@ test_kernels_equal (void)
   g_rand_free (r);
 }
 
+/* The short rounding (ConyQGemm's small_acc) on exact ties: with multipliers 2^-j both
+ * of the requantisation's roundings meet halves on most accumulators, negative ones too
+ * (where rounding half away from zero differs from rounding half up). Every set against
+ * the direct sum, for whole 64-column panels and a last panel of 40 columns. */
+static void
+test_kernels_ties (void)
+{
+  const ConyQKernels *simd[4], *port = cony_qkernels_portable ();
+  guint n_simd = simd_sets (simd);
+  GRand *r = g_rand_new_with_seed (11);
+  guint shapes[][3] = { { 13, 8, 64 }, { 6, 12, 128 }, { 25, 5, 104 } };
+  for (guint s = 0; s < G_N_ELEMENTS (shapes); s++) {
+    guint M = shapes[s][0], K = shapes[s][1], N = shapes[s][2];
+    g_autofree guint8 *wd = g_new (guint8, (gsize) K * N);
+    g_autofree gint32 *wzp = g_new (gint32, N);
+    ConyQWeights w = random_weights (r, 0, K, N, wd, wzp);
+    g_autofree gint32 *bias = g_new (gint32, N);
+    g_autofree ConyQMul *m = g_new (ConyQMul, N);
+    for (guint c = 0; c < N; c++) {
+      bias[c] = g_rand_int_range (r, -5000, 5000);
+      cony_q_multiplier (ldexp (1.0, -(int) (2 + c % 10)), &m[c]);
+      g_assert_cmpint (m[c].shift, <, 0);
+    }
+    ConyQGemm g;
+    cony_qgemm_init (&g, port, K, N, &w, -3, bias, m, 0, -128, 127);
+    g_assert_true (g.small_acc);
+    g_autofree gint8 *x = g_new (gint8, (gsize) M * K);
+    for (gsize i = 0; i < (gsize) M * K; i++)
+      x[i] = (gint8) g_rand_int_range (r, -128, 128);
+    g_autofree gint16 *scratch = g_new (gint16, cony_qgemm_scratch (&g, M));
+    g_autofree gint8 *want = g_new (gint8, (gsize) M * N), *o = g_new (gint8, (gsize) M * N);
+    port->gemm (&g, M, x, K, want, N, scratch);
+    guint ties = 0;
+    for (guint i = 0; i < M; i++)
+      for (guint c = 0; c < N; c++) {
+        gint64 acc = bias[c];
+        for (guint k = 0; k < K; k++)
+          acc += (gint64) (x[(gsize) i * K + k] + 3) * cony_qweights_at (&w, K, c, k);
+        gint64 unit = (gint64) 1 << (2 + c % 10);
+        ties += acc < 0 && (-acc) % unit == unit / 2;
+        g_assert_cmpint (want[(gsize) i * N + c], ==, cony_q_requant ((gint32) acc, m[c], 0, -128, 127));
+      }
+    g_assert_cmpuint (ties, >, M * N / 40); /* negative halves, where the roundings differ */
+    for (guint k = 0; k < n_simd; k++) {
+      simd[k]->gemm (&g, M, x, K, o, N, scratch);
+      g_assert_cmpmem (o, (gsize) M * N, want, (gsize) M * N);
+    }
+    check_dot4_kernels (K, N, &w, -3, bias, m, 0, -128, 127, M, x, K, want);
+    cony_qgemm_clear (&g);
+  }
+  g_rand_free (r);
+}
+
 /* The kernels' residual ADD equals cony_q_add on every pair of int8 inputs (and a
  * tail that is not a multiple of 16), for several scales, zero points and clamps. */
 static void
@@ -1008,6 +1061,7 @@ main (int argc, char **argv)
   g_test_add_func ("/int8/add", test_add);
   g_test_add_func ("/int8/add-edges", test_add_edges);
   g_test_add_func ("/int8/kernels-equal", test_kernels_equal);
+  g_test_add_func ("/int8/kernels-ties", test_kernels_ties);
   g_test_add_func ("/int8/byte-exact-split", test_byte_exact_split);
   g_test_add_func ("/int8/quantize-kernels", test_quantize_kernels);
   g_test_add_func ("/int8/dw-kernels-equal", test_dw_kernels_equal);
