@@ -741,7 +741,8 @@ put_rows16 (const ConyQOut *o, gboolean small, guint c, const __m512i *acc, gsiz
     gint8 *row = out + r * ldo + c;
     if (packed) {
       const __m512i order = _mm512_set_epi32 (15, 11, 7, 3, 14, 10, 6, 2, 13, 9, 5, 1, 12, 8, 4, 0);
-      __m512i b = _mm512_packs_epi16 (_mm512_packs_epi32 (v[0], v[1]), _mm512_packs_epi32 (v[2], v[3]));
+      __m512i b = _mm512_packs_epi16 (_mm512_packs_epi32 (v[0], v[1]),
+          _mm512_packs_epi32 (v[2], v[3]));
       b = _mm512_permutexvar_epi32 (order, b);
       b = _mm512_max_epi8 (b, _mm512_set1_epi8 ((gint8) o->lo));
       _mm512_storeu_si512 (row, _mm512_min_epi8 (b, _mm512_set1_epi8 ((gint8) o->hi)));

@@ -204,7 +204,7 @@ DOT4_NAME (block) (const ConyQGemm *g, const ConyQPanel *pn, guint c0, const gui
 #if DOT4_VECS > 2
 #define DOT4_STORE(r) \
   acc[4 * (r)] = a##r##0, acc[4 * (r) + 1] = a##r##1, acc[4 * (r) + 2] = a##r##2, \
-  acc[4 * (r) + 3] = a##r##3;
+          acc[4 * (r) + 3] = a##r##3;
 #else
 #define DOT4_STORE(r) acc[2 * (r)] = a##r##0, acc[2 * (r) + 1] = a##r##1;
 #endif

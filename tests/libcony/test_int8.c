@@ -432,7 +432,8 @@ test_kernels_ties (void)
           acc += (gint64) (x[(gsize) i * K + k] + 3) * cony_qweights_at (&w, K, c, k);
         gint64 unit = (gint64) 1 << (2 + c % 10);
         ties += acc < 0 && (-acc) % unit == unit / 2;
-        g_assert_cmpint (want[(gsize) i * N + c], ==, cony_q_requant ((gint32) acc, m[c], 0, -128, 127));
+        g_assert_cmpint (want[(gsize) i * N + c], ==,
+            cony_q_requant ((gint32) acc, m[c], 0, -128, 127));
       }
     g_assert_cmpuint (ties, >, M * N / 40); /* negative halves, where the roundings differ */
     for (guint k = 0; k < n_simd; k++) {
