@@ -698,20 +698,16 @@ q_out16_small (const ConyQOut *o, __m512i v)
   return _mm_min_epi8 (q, _mm_set1_epi8 ((gint8) o->hi));
 }
 
-/* One row's 16 accumulators of the columns from @c (of @N) requantised by @o into @out,
- * with the short rounding where @small (ConyQGemm's small_acc); @full: c + 16 <= N known.
- * (The kernels pass a local copy of their ConyQOut: their int8 stores could alias it, so
- * its fields would be loaded again for every vector.) */
+/* One row's 16 accumulators of columns @c..c+15 (all of them outputs) requantised by @o
+ * into @out, with the short rounding where @small (ConyQGemm's small_acc). (The kernels
+ * pass a local copy of their ConyQOut: their int8 stores could alias it, so its fields
+ * would be loaded again for every vector.) */
 CONY_TARGET_AVX512 static inline __attribute__ ((always_inline)) void
-put16 (const ConyQOut *o, gboolean small, gboolean full, guint N, guint c, __m512i acc, gint8 *out)
+put16 (const ConyQOut *o, gboolean small, guint c, __m512i acc, gint8 *out)
 {
   __m128i q = small ? q_out16_small (o, q_mul16_small (o, c, acc))
                     : q_out16_zmm (o, q_mul16 (o, c, acc));
-  guint n = full ? 16 : MIN (16, N - c);
-  if (n == 16)
-    _mm_storeu_si128 ((__m128i *) (out + c), q);
-  else
-    _mm_mask_storeu_epi8 (out + c, (__mmask16) ((1u << n) - 1), q);
+  _mm_storeu_si128 ((__m128i *) (out + c), q);
 }
 
 /* @MR rows of @NV vectors of accumulators stored at @acc (row r's at 4 r), columns @c..
@@ -806,8 +802,8 @@ cony_qdw_avx512 (const ConyQDw *d, const gint8 *in, guint in_w, guint oh, guint 
       for (guint c = 0; c < C32; c += 32) {
         __m512i lo, hi;
         dw32 (d, px, off, c, &lo, &hi);
-        put16 (&o32, small, TRUE, C, c, lo, ox);
-        put16 (&o32, small, TRUE, C, c + 16, hi, ox);
+        put16 (&o32, small, c, lo, ox);
+        put16 (&o32, small, c + 16, hi, ox);
       }
       if (C32 < C16) {
         __m256i lo, hi;
