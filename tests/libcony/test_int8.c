@@ -262,6 +262,15 @@ random_weights (GRand *r, guint kind, guint K, guint n, guint8 *data, gint32 *zp
   return w;
 }
 
+/* @o made to differ from @want in every byte before a kernel writes it, so that a value
+ * the kernel fails to store cannot pass for one an earlier call left there. */
+static void
+spoil (gint8 *o, const gint8 *want, gsize n)
+{
+  for (gsize i = 0; i < n; i++)
+    o[i] = (gint8) ~want[i];
+}
+
 /* The dot-product kernel sets (the exact AVX2 emulation of vpdpbusd, and AVX-VNNI's and
  * AVX512-VNNI's where this CPU has them, on panels of 16 and 64 columns; NEON with sdot,
  * and plain NEON, which takes the same packing) on one product: packed for them, int8
@@ -286,8 +295,10 @@ check_dot4_kernels (guint K, guint N, const ConyQWeights *w, gint32 in_zp, const
     if (!w->is_u8 && w->zp == NULL)
       g_assert_cmpuint (g.p8.start16[cony_qgemm_panels (&g)], ==, 0);
     g_autofree gint16 *scratch = g_new (gint16, cony_qgemm_scratch (&g, M));
+    spoil (o, want, (gsize) M * N);
     sets[s]->gemm (&g, M, x, ldx, o, N, scratch);
     g_assert_cmpmem (o, (gsize) M * N, want, (gsize) M * N);
+    spoil (o, want, (gsize) M * N);
     cony_qkernels_portable ()->gemm (&g, M, x, ldx, o, N, scratch);
     g_assert_cmpmem (o, (gsize) M * N, want, (gsize) M * N);
     cony_qgemm_clear (&g);
@@ -377,12 +388,14 @@ test_kernels_equal (void)
       g_assert_false (o.any_left);
       g_autofree gint8 *q1 = g_new (gint8, N), *q2 = g_new (gint8, N);
       for (guint k = 0; k < n_simd; k++) {
+        spoil (o1, o2, (gsize) M * N);
         simd[k]->gemm (&g, M, x, ldx, o1, N, scratch);
         g_assert_cmpmem (o1, (gsize) M * N, o2, (gsize) M * N);
         const ConyQOut *outs[] = { &g.out, &o };
         for (guint t = 0; t < 2; t++) {
-          simd[k]->requant (outs[t], acc, N, q1);
           port->requant (outs[t], acc, N, q2);
+          spoil (q1, q2, N);
+          simd[k]->requant (outs[t], acc, N, q1);
           g_assert_cmpmem (q1, N, q2, N);
         }
       }
@@ -437,6 +450,7 @@ test_kernels_ties (void)
       }
     g_assert_cmpuint (ties, >, M * N / 40); /* negative halves, where the roundings differ */
     for (guint k = 0; k < n_simd; k++) {
+      spoil (o, want, (gsize) M * N);
       simd[k]->gemm (&g, M, x, K, o, N, scratch);
       g_assert_cmpmem (o, (gsize) M * N, want, (gsize) M * N);
     }
@@ -589,10 +603,12 @@ test_dw_kernels_equal (void)
               cony_q_requant ((gint32) sum, m[c], d.out.zp, -128, 127));
         }
     for (guint k = 0; k < n_simd; k++) {
+      spoil (o1, o2, n);
       simd[k]->dw (&d, in, iw, oh, ow, s, o1, acc);
       g_assert_cmpmem (o1, n, o2, n);
     }
     if (cony_qkernels_avx512vnni () != NULL) { /* its own depthwise kernel */
+      spoil (o1, o2, n);
       cony_qkernels_avx512vnni ()->dw (&d, in, iw, oh, ow, s, o1, acc);
       g_assert_cmpmem (o1, n, o2, n);
     }
