@@ -228,6 +228,82 @@ DOT4_NAME (panel) (const ConyQGemm *g, guint p, const guint8 *u, const gint16 *u
     DOT4_NAME (block) (g, &pn, DOT4_PANEL * p, u, u16, NV, SMALL, M % QROWS, out, ldo);
 }
 
+#if DOT4_LANES == 16
+/* Short products on 512-bit registers (K up to DOT4_SWEEP_K, every quad bytes, the short
+ * rounding): there the requantisation takes about as long as the products (1 ns a vector
+ * of 16 outputs, against 8 vpdpbusd at K = 32), and as a pass after each block's products
+ * it hardly overlaps them. So a whole panel is swept in two halves of 32 columns (6 x 2
+ * tiles, 12 accumulators): the short rounding's constants of the half's two vectors stay
+ * in registers for the whole sweep, and each block's rows are requantised one a quad
+ * during the next block's products. */
+#define DOT4_SWEEP_K 128
+/* row @r's broadcast and its two dot products */
+#define DOT4_SWEEP_ROW(r) \
+  __asm__("vpbroadcastd %c[off](%[a]), %%zmm31\n\t" \
+          "vpdpbusd %[w0], %%zmm31, %[a0]\n\tvpdpbusd %[w1], %%zmm31, %[a1]\n\t" \
+          : [a0] "+v"(a##r##0), [a1] "+v"(a##r##1) \
+          : [w0] "v"(w0), [w1] "v"(w1), [a] "r"(a), [off] "i"(4 * (r)), \
+          "m"(*(const guint8 (*)[QROWS * 4]) a) \
+          : "xmm31");
+/* the previous block's row @r requantised and stored */
+#define DOT4_SWEEP_PUT(r) \
+  { \
+    __m128i q0 = q_out16_small (&o, q_mul16_small_k (&k0, prev[2 * (r)])); \
+    __m128i q1 = q_out16_small (&o, q_mul16_small_k (&k1, prev[2 * (r) + 1])); \
+    _mm_storeu_si128 ((__m128i *) (prev_out + ldo * (r)), q0); \
+    _mm_storeu_si128 ((__m128i *) (prev_out + ldo * (r) + 16), q1); \
+  }
+
+/* Columns 32 @h .. 32 @h + 31 of whole panel @p for the @M rows prepared in @u (@blk
+ * bytes a block) into @out. */
+DOT4_TARGET static void
+DOT4_NAME (half_sweep) (const ConyQGemm *g, guint p, guint h, const guint8 *u, gsize blk, gsize M,
+    gint8 *out, gsize ldo)
+{
+  const ConyQPanel pn = cony_qpanel (g, p);
+  const ConyQOut o = g->out; /* a local copy: see put16 */
+  const guint c = DOT4_PANEL * p + 32 * h;
+  const QSmall16 k0 = q_small16 (&o, c), k1 = q_small16 (&o, c + 16);
+  const __m512i b0 = DOT4_LOAD (pn.bias + 32 * h), b1 = DOT4_LOAD (pn.bias + 32 * h + 16);
+  __m512i prev[2 * QROWS];
+  gsize prev_rows = 0;
+  gint8 *prev_out = out + c;
+  for (gsize row0 = 0; row0 < M; row0 += QROWS, u += blk) {
+    __m512i a00 = b0, a01 = b1, a10 = b0, a11 = b1, a20 = b0, a21 = b1, a30 = b0, a31 = b1,
+            a40 = b0, a41 = b1, a50 = b0, a51 = b1;
+    const guint8 *a = u;
+    const gint8 *w8 = pn.w8 + 2 * 4 * DOT4_LANES * h;
+    gsize r = 0;
+    for (guint i = 0; i < pn.n8; i++, w8 += 4 * DOT4_PANEL, a += QROWS * 4) {
+      __m512i w0 = DOT4_LOAD (w8), w1 = DOT4_LOAD (w8 + 4 * DOT4_LANES);
+      DOT4_EACH_ROW (DOT4_SWEEP_ROW);
+      if (r < prev_rows) {
+        DOT4_SWEEP_PUT (r);
+        r++;
+      }
+    }
+    for (; r < prev_rows; r++)
+      DOT4_SWEEP_PUT (r);
+    prev[0] = a00, prev[1] = a01, prev[2] = a10, prev[3] = a11, prev[4] = a20, prev[5] = a21;
+    prev[6] = a30, prev[7] = a31, prev[8] = a40, prev[9] = a41, prev[10] = a50, prev[11] = a51;
+    prev_rows = MIN (QROWS, M - row0);
+    prev_out = out + row0 * ldo + c;
+  }
+  for (gsize r = 0; r < prev_rows; r++)
+    DOT4_SWEEP_PUT (r);
+}
+#undef DOT4_SWEEP_ROW
+#undef DOT4_SWEEP_PUT
+
+/* Whether panel @p of @g runs as two half sweeps: whole, short, every quad bytes. */
+static inline gboolean
+DOT4_NAME (sweeps) (const ConyQGemm *g, guint p)
+{
+  ConyQPanel pn = cony_qpanel (g, p);
+  return g->small_acc && g->K <= DOT4_SWEEP_K && DOT4_PANEL * (p + 1) <= g->N && pn.n8 == pn.nq;
+}
+#endif
+
 /* DOT4_NAME (panel) with @nv (1 .. DOT4_VECS) and @small as constants. */
 DOT4_TARGET static void
 DOT4_NAME (panel_nv) (const ConyQGemm *g, guint p, const guint8 *u, const gint16 *u16, gsize blk,
@@ -264,6 +340,13 @@ DOT4_NAME (cony_qgemm) (const ConyQGemm *g, gsize M, const gint8 *x, gsize ldx, 
   for (guint p = 0; p < cony_qgemm_panels (g); p++) {
     guint left = g->N - DOT4_PANEL * p;
     int nv = left >= DOT4_PANEL ? DOT4_VECS : (int) ((left + DOT4_LANES - 1) / DOT4_LANES);
+#if DOT4_LANES == 16
+    if (DOT4_NAME (sweeps) (g, p)) {
+      DOT4_NAME (half_sweep) (g, p, 0, u, blk, M, out, ldo);
+      DOT4_NAME (half_sweep) (g, p, 1, u, blk, M, out, ldo);
+      continue;
+    }
+#endif
     DOT4_NAME (panel_nv) (g, p, u, u16, blk, M, nv, g->small_acc, out, ldo);
   }
 }
@@ -274,6 +357,7 @@ DOT4_NAME (cony_qgemm) (const ConyQGemm *g, gsize M, const gint8 *x, gsize ldx, 
 #undef DOT4_Z_ROW
 #undef DOT4_ROW_N
 #undef DOT4_PANEL
+#undef DOT4_SWEEP_K
 #undef DOT4_NAME
 #undef DOT4_TARGET
 #undef DOT4_VEC
