@@ -698,6 +698,14 @@ q_out16_small (const ConyQOut *o, __m512i v)
   return _mm_min_epi8 (q, _mm_set1_epi8 ((gint8) o->hi));
 }
 
+/* 16 accumulators requantised by the short rounding on the constants @k of their
+ * columns (q_small16) and stored at @dst. */
+CONY_TARGET_AVX512 static inline __attribute__ ((always_inline)) void
+put16_small_k (const ConyQOut *o, const QSmall16 *k, __m512i acc, gint8 *dst)
+{
+  _mm_storeu_si128 ((__m128i *) dst, q_out16_small (o, q_mul16_small_k (k, acc)));
+}
+
 /* One row's 16 accumulators of columns @c..c+15 (all of them outputs) requantised by @o
  * into @out, with the short rounding where @small (ConyQGemm's small_acc). (The kernels
  * pass a local copy of their ConyQOut: their int8 stores could alias it, so its fields
@@ -705,9 +713,12 @@ q_out16_small (const ConyQOut *o, __m512i v)
 CONY_TARGET_AVX512 static inline __attribute__ ((always_inline)) void
 put16 (const ConyQOut *o, gboolean small, guint c, __m512i acc, gint8 *out)
 {
-  __m128i q = small ? q_out16_small (o, q_mul16_small (o, c, acc))
-                    : q_out16_zmm (o, q_mul16 (o, c, acc));
-  _mm_storeu_si128 ((__m128i *) (out + c), q);
+  if (small) {
+    QSmall16 k = q_small16 (o, c);
+    put16_small_k (o, &k, acc, out + c);
+    return;
+  }
+  _mm_storeu_si128 ((__m128i *) (out + c), q_out16_zmm (o, q_mul16 (o, c, acc)));
 }
 
 /* @MR rows of @NV vectors of accumulators stored at @acc (row r's at 4 r), columns @c..

@@ -248,10 +248,8 @@ DOT4_NAME (panel) (const ConyQGemm *g, guint p, const guint8 *u, const gint16 *u
 /* the previous block's row @r requantised and stored */
 #define DOT4_SWEEP_PUT(r) \
   { \
-    __m128i q0 = q_out16_small (&o, q_mul16_small_k (&k0, prev[2 * (r)])); \
-    __m128i q1 = q_out16_small (&o, q_mul16_small_k (&k1, prev[2 * (r) + 1])); \
-    _mm_storeu_si128 ((__m128i *) (prev_out + ldo * (r)), q0); \
-    _mm_storeu_si128 ((__m128i *) (prev_out + ldo * (r) + 16), q1); \
+    put16_small_k (&o, &k0, prev[2 * (r)], prev_out + ldo * (r)); \
+    put16_small_k (&o, &k1, prev[2 * (r) + 1], prev_out + ldo * (r) + 16); \
   }
 
 /* Columns 32 @h .. 32 @h + 31 of whole panel @p for the @M rows prepared in @u (@blk
@@ -295,12 +293,15 @@ DOT4_NAME (half_sweep) (const ConyQGemm *g, guint p, guint h, const guint8 *u, g
 #undef DOT4_SWEEP_ROW
 #undef DOT4_SWEEP_PUT
 
-/* Whether panel @p of @g runs as two half sweeps: whole, short, every quad bytes. */
+/* Whether panel @p of @g (@nv vectors of columns) runs as two half sweeps: whole,
+ * short, every quad bytes. */
 static inline gboolean
-DOT4_NAME (sweeps) (const ConyQGemm *g, guint p)
+DOT4_NAME (sweeps) (const ConyQGemm *g, guint p, int nv)
 {
+  if (nv != DOT4_VECS || !g->small_acc || g->K > DOT4_SWEEP_K)
+    return FALSE;
   ConyQPanel pn = cony_qpanel (g, p);
-  return g->small_acc && g->K <= DOT4_SWEEP_K && DOT4_PANEL * (p + 1) <= g->N && pn.n8 == pn.nq;
+  return pn.n8 == pn.nq;
 }
 #endif
 
@@ -341,7 +342,7 @@ DOT4_NAME (cony_qgemm) (const ConyQGemm *g, gsize M, const gint8 *x, gsize ldx, 
     guint left = g->N - DOT4_PANEL * p;
     int nv = left >= DOT4_PANEL ? DOT4_VECS : (int) ((left + DOT4_LANES - 1) / DOT4_LANES);
 #if DOT4_LANES == 16
-    if (DOT4_NAME (sweeps) (g, p)) {
+    if (DOT4_NAME (sweeps) (g, p, nv)) {
       DOT4_NAME (half_sweep) (g, p, 0, u, blk, M, out, ldo);
       DOT4_NAME (half_sweep) (g, p, 1, u, blk, M, out, ldo);
       continue;
