@@ -161,6 +161,20 @@ class GridTest(unittest.TestCase):
                     np.testing.assert_array_equal(vc, lab)
 
 
+    def test_scenes_fit_short_clips(self):
+        # rule 20's val cells: continual caches hold 18 steps a clip, fewer than a
+        # scene's longest (24)
+        data = fake_set(np.random.default_rng(2))
+        data["audio"] = data["audio"][:, :, :18]
+        streams = evalset.scenes(data, 4, 96, seed=5)
+        lengths = [L for _, plan in streams for _, L, *_ in plan]
+        self.assertIn(18, lengths)
+        self.assertTrue(all(t0 + L <= 18 for _, plan in streams for _, L, _, t0, _, _ in plan))
+        for tok, lab in evalset.tokens(data, streams, "clean", "matched"):
+            self.assertEqual(len(lab), 96)
+            np.testing.assert_array_equal(tok["audio"][:, 0], lab)
+
+
 class ContinualGridTest(unittest.TestCase):
     """A continual model's grid (rule 14's models): each stream's sound is its scenes'
     clips from their steps, and each step gets the token conyfuse joins."""

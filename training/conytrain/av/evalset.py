@@ -267,7 +267,9 @@ def scenes(data, count, length, seed):
         plan, total = [], 0
         while total < length:
             c = int(rng.integers(len(sources.CLASSES)))
-            L = int(rng.integers(SCENE[0], SCENE[1] + 1))
+            # at most a clip's tokens: a continual cache has 18 steps a clip (rule 20's
+            # val cells); the grid's window tokens have more, so its draws are unchanged
+            L = min(int(rng.integers(SCENE[0], SCENE[1] + 1)), steps_a)
             other = (c + 1 + int(rng.integers(len(sources.CLASSES) - 1))) % len(sources.CLASSES)
             clip = int(rng.choice(acls[c]))
             t0 = int(rng.integers(0, steps_a - L + 1))
