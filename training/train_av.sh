@@ -9,6 +9,7 @@
 #                                              # model of seed 1)
 #
 #   1. the photographs and recordings: `apt-get download` of the Debian bookworm packages
+#      of every photo set
 #      training/conytrain/av/sources.py names (about 570 MB; needs the Debian archive),
 #      unpacked with dpkg-deb -x into out/av-debs/x/ (each package skipped when there),
 #   2. the build (build/: libcony, the plugin, `cony`),
@@ -39,7 +40,7 @@ fetch() {   # fetch DIR PACKAGE...: each package once, unpacked into DIR/x
   done
 }
 debs=out/av-debs
-pkgs=$(cd training && /usr/bin/python3 -c 'from conytrain.av import sources; print(" ".join(sources.packages()))')
+pkgs=$(cd training && /usr/bin/python3 -c 'from conytrain.av import sources; print(" ".join(sources.packages(max(sources.PHOTO_SETS))))')
 fetch "$debs" $pkgs
 [ -x build/tools/cony ] || bash scripts/build.sh
 ninja -C build -j2 >/dev/null

@@ -41,6 +41,20 @@ class SplitTest(unittest.TestCase):
         b = sources.group_of("noise", "sound", "usr/share/games/lincity-ng/sounds/Water5.wav")
         self.assertEqual(a, b)
 
+    def test_photo_set_two_adds_photographs_only(self):
+        # set 2 must leave set 1 and every sound alone, so the clips' draws stay the same
+        one, rcc_one = sources.sources_of(1)
+        two, rcc_two = sources.sources_of(2)
+        self.assertEqual(two[:len(one)], one)
+        self.assertEqual(rcc_two[:len(rcc_one)], rcc_one)
+        self.assertTrue(all(kind == "photo" for _, _, _, kind in two[len(one):]))
+        self.assertLess(set(sources.packages(1)), set(sources.packages(2)))
+        kpa = sources.KPA
+        self.assertEqual(sources.group_of("talking", "photo", f"{kpa}/bar55_2.jpg"),
+                         sources.group_of("talking", "photo", f"{kpa}/bar55.jpg"))
+        with self.assertRaisesRegex(ValueError, "photo set 3"):
+            sources.sources_of(3)
+
 
 class SamplerTest(unittest.TestCase):
     def test_labels_and_layout(self):

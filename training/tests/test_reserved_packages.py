@@ -73,7 +73,8 @@ class ReservedPackages(unittest.TestCase):
             self.assertEqual(reserved.reserved(taken), [], table)
 
     def test_fused_and_video_sources(self):
-        self.assertEqual(reserved.reserved(sources.packages()), [])
+        for photo_set in sources.PHOTO_SETS:
+            self.assertEqual(reserved.reserved(sources.packages(photo_set)), [])
         self.assertEqual(reserved.reserved(evalset.PACKAGES), [])
         self.assertEqual(reserved.reserved(["opencv-doc", "python3-skimage", "python3-sklearn"]), [])
 

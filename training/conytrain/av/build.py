@@ -154,9 +154,10 @@ def continual_split(root, work, window_work, cony, audio_cnn, seed, split):
     log(f"{split}: wrote {dst} ({audio.shape[1]} steps a clip)")
 
 
-def photo_shots(items, split, rng):
+def photo_shots(items, split, rng, every=False):
     """[(cls, group, frames)] of one split: SHOTS[split] shots per class over its
-    photographs, round robin from a seeded order."""
+    photographs, round robin from a seeded order; @every (photo set 2): at least one
+    shot of each photograph."""
     quiet = [media.load_picture(it["path"], it["kind"]) for it in items
              if it["split"] == split and it["cls"] == "quiet"]
     out = []
@@ -164,6 +165,7 @@ def photo_shots(items, split, rng):
         pics = [it for it in items if it["split"] == split and it["cls"] == cls
                 and it["kind"] in ("photo", "cutout")]
         n = max(SHOTS[split], 2 * len(pics)) if len(pics) <= SHOTS[split] // 2 else SHOTS[split]
+        n = max(n, len(pics)) if every else n
         order = rng.permutation(len(pics))
         loaded = {}
         for k in range(n):
@@ -193,11 +195,13 @@ def embed_video(shots, cnn, work, split, precision="auto"):
     return emb
 
 
-def build(root, work, cony, audio_cnn, video_cnn, seed, precision="auto", splits=SPLITS):
+def build(root, work, cony, audio_cnn, video_cnn, seed, precision="auto", splits=SPLITS,
+          photo_set=1):
     """Writes WORK/tokens-<split>.npz of @splits (each skipped when there) and
-    WORK/manifest.json."""
+    WORK/manifest.json, from the sources of @photo_set (sources.sources_of: the sound
+    clips are the same in every set)."""
     os.makedirs(work, exist_ok=True)
-    items = sources.collect(root)
+    items = sources.collect(root, photo_set)
     with open(os.path.join(work, "manifest.json"), "w") as f:
         json.dump([{k: v for k, v in it.items() if k != "path"} for it in items], f, indent=0)
     for k, split in enumerate(SPLITS):
@@ -208,7 +212,7 @@ def build(root, work, cony, audio_cnn, video_cnn, seed, precision="auto", splits
         clips = sound_clips(items, split, rng)
         log(f"{split}: {len(clips)} sound clips; embedding")
         audio = embed_audio(clips, cony, audio_cnn, work, split)
-        shots = photo_shots(items, split, rng)
+        shots = photo_shots(items, split, rng, every=photo_set > 1)
         log(f"{split}: {len(shots)} camera shots; embedding")
         video = embed_video(shots, video_cnn, work, split, precision)
         np.savez(dst, audio=audio, audio_cls=np.array([c for c, _, _ in clips]),

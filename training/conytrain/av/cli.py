@@ -50,6 +50,8 @@ def parse(argv):
     ap.add_argument("--data-seed", type=int, default=20261128)
     ap.add_argument("--splits", default="train,test,val",
                     help="the splits the build stage makes (each skipped when there)")
+    ap.add_argument("--photo-set", type=int, default=1, choices=sources.PHOTO_SETS,
+                    help="the build stage's photographs (sources.py; 2: rule 20's wider set)")
     ap.add_argument("--audio-mode", default="window", choices=["window", "continual"],
                     help="how YAMNet ran for WORK's audio tokens, recorded in the models' "
                          "configs (continual: the continual stage's caches, rule 14)")
@@ -324,7 +326,8 @@ def main(argv=None):
     stages = args.stages.split(",")
     if "build" in stages:
         build.build(args.root, args.work, args.cony, args.audio_cnn, args.video_cnn,
-                    args.data_seed, args.video_precision, args.splits.split(","))
+                    args.data_seed, args.video_precision, args.splits.split(","),
+                    args.photo_set)
     if "continual" in stages:
         for split in args.splits.split(","):
             build.continual_split(args.root, args.work, args.window_work, args.cony,

@@ -105,6 +105,63 @@ SOURCES = [
         "seeding_by_Clements_Engelhardt", "sunset_by_Aitzol_Berasategi")],
 ]
 
+# Photo set 2 (issue 54 item 2; models/av/EXPERIMENTS.md, rule 21): more photographs,
+# split by group as the rest. Photographs only, so the sound clips and their seeded
+# draws are those of set 1 (build.py draws the clips before the shots). From
+# gcompris-qt-data's erase and categorization activities (each folder's README: Wikimedia
+# Commons, public domain, CC0, CC BY, CC BY-SA), kphotoalbum's demo album (GPL-2+; the
+# four photographs its index.xml rotates are left out), Plasma's avatar photographs
+# (CC0-1.0, each file's metadata) and GNOME's account pictures (gnome-control-center-data).
+RCC2 = ["erase", "categorization"]
+CATEGORIES = f"{RCC_DIR}/gcompris/src/activities/categorization/resource/images"
+ERASE = f"{RCC_DIR}/gcompris/src/activities/erase/resource"
+KPA = "usr/share/kphotoalbum/demo"
+AVATARS = "usr/share/plasma/avatars/photos"
+FACES = "usr/share/pixmaps/faces"
+SOURCES2 = [
+    *[("talking", "kphotoalbum", f"{KPA}/{n}.jpg", "photo") for n in (
+        "anne_helene", "bar55", "bar55_2", "cold_water", "grand_canyon_2", "jesper",
+        "jesper_2", "new_wave_2", "pool", "qt-logo")],
+    ("music", "gnome-control-center-data", f"{FACES}/guitar2.jpg", "photo"),
+    ("noise", "plasma-workspace-data", f"{AVATARS}/Car.png", "photo"),
+    ("noise", "plasma-workspace-data", f"{AVATARS}/Shuttle.png", "photo"),
+    ("noise", "gnome-control-center-data", f"{FACES}/plane.jpg", "photo"),
+    ("noise", "gnome-control-center-data", f"{FACES}/surfer.jpg", "photo"),
+    ("noise", "gcompris-qt-data", f"{CATEGORIES}/renewable/dam1.webp", "photo"),
+    ("noise", "gcompris-qt-data", f"{CATEGORIES}/renewable/geothermal.webp", "photo"),
+    ("animal", "gcompris-qt-data", f"{ERASE}/*.webp", "photo"),
+    ("animal", "gcompris-qt-data", f"{CATEGORIES}/fishes/*.webp", "photo"),
+    *[("animal", "kphotoalbum", f"{KPA}/{n}.jpg", "photo") for n in (
+        "blackie", "donna", "donna_2", "spiff", "spiff_2")],
+    *[("animal", "plasma-workspace-data", f"{AVATARS}/{n}.png", "photo") for n in (
+        "Cat", "Chameleon", "Dog", "Fish", "Owl", "Parrot")],
+    *[("animal", "gnome-control-center-data", f"{FACES}/{n}.jpg", "photo") for n in (
+        "cat", "hummingbird")],
+    # still objects and tools, solar cookers and panels outdoors (not the calm dams and
+    # the wind turbines: water and turning blades are not "nothing happening")
+    ("quiet", "gcompris-qt-data", f"{CATEGORIES}/others/*.webp", "photo"),
+    ("quiet", "gcompris-qt-data", f"{CATEGORIES}/tools/*.webp", "photo"),
+    ("quiet", "gcompris-qt-data", f"{CATEGORIES}/renewable/solar*.webp", "photo"),
+    *[("quiet", "kphotoalbum", f"{KPA}/{n}.jpg", "photo") for n in (
+        "grand_canyon_3", "skagen", "skagen_2", "sunset")],
+    *[("quiet", "plasma-workspace-data", f"{AVATARS}/{n}.png", "photo") for n in (
+        "Air Balloon", "Books", "Brushes", "Bulb", "Cocktail", "Gamepad", "Pancakes",
+        "Pencils", "Soccer", "Sunflower", "Sushi")],
+    *[("quiet", "gnome-control-center-data", f"{FACES}/{n}.jpg", "photo") for n in (
+        "bicycle", "book", "calculator", "coffee2", "flower2", "gamepad", "mountain",
+        "tomatoes", "tree", "headphones")],
+]
+PHOTO_SETS = (1, 2)
+
+
+def sources_of(photo_set=1):
+    """The (class, package, glob, kind) sources and gcompris-qt-data resource files of a
+    photo set."""
+    if photo_set not in PHOTO_SETS:
+        raise ValueError(f"photo set {photo_set}: none such (sets {PHOTO_SETS})")
+    return (SOURCES, RCC) if photo_set == 1 else (SOURCES + SOURCES2, RCC + RCC2)
+
+
 # Files a source's glob matches that are not of its class or not usable.
 EXCLUDE = ["*/cartoon/*", "*/emergency/*",   # drawings; sirens are alarms, not a class here
            "*_mirror.png"]                    # mirrored duplicates of a stamp
@@ -148,6 +205,8 @@ def group_of(cls, kind, path):
         return f"stamp:{stem}"
     if kind == "sound":
         return f"rec:{re.sub(r'[._]?[0-9]+$', '', stem)}"
+    if f"/{KPA}/" in "/" + path:            # bar55 and bar55_2: one scene, one group
+        stem = re.sub(r"_[0-9]+$", "", stem)
     return f"photo:{stem}"
 
 
@@ -163,10 +222,11 @@ def split_of(group):
     return "test" if h % 4 == 0 else "val" if h % 8 == 1 else "train"
 
 
-def prepare(root):
-    """Unpacks gcompris-qt-data's resource files (RCC) into ROOT/RCC_DIR once."""
+def prepare(root, names=None):
+    """Unpacks gcompris-qt-data's resource files @names (default RCC) into ROOT/RCC_DIR
+    once."""
     dest = os.path.join(root, RCC_DIR)
-    for name in RCC:
+    for name in names or RCC:
         if os.path.isdir(os.path.join(dest, "gcompris", "src", "activities", name)):
             continue
         src = os.path.join(root, "usr", "share", "gcompris-qt", "rcc", f"{name}.rcc")
@@ -193,13 +253,14 @@ def _usable(cls, kind, rel):
     return True
 
 
-def collect(root):
-    """Every usable file under root: a list of dicts (cls, package, path (absolute),
-    rel, kind, group, split), sorted by path; a source that matches nothing is an error
-    naming its package and glob."""
-    prepare(root)
+def collect(root, photo_set=1):
+    """Every usable file under root of @photo_set's sources: a list of dicts (cls,
+    package, path (absolute), rel, kind, group, split), sorted by path within each
+    source; a source that matches nothing is an error naming its package and glob."""
+    chosen, names = sources_of(photo_set)
+    prepare(root, names)
     out, seen = [], set()
-    for cls, pkg, pattern, kind in SOURCES:
+    for cls, pkg, pattern, kind in chosen:
         hits = sorted(glob.glob(os.path.join(root, pattern), recursive=True))
         if not hits:
             raise RuntimeError(f"{pattern}: nothing under {root} (unpack Debian's {pkg})")
@@ -214,8 +275,9 @@ def collect(root):
     return out
 
 
-def packages():
-    """The Debian packages the sources name; refuses any reserved for evaluation."""
-    names = sorted({s[1] for s in SOURCES})
+def packages(photo_set=1):
+    """The Debian packages the sources of @photo_set name; refuses any reserved for
+    evaluation."""
+    names = sorted({s[1] for s in sources_of(photo_set)[0]})
     reserved.refuse(names, "the fused model's sources")
     return names
