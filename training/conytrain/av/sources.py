@@ -112,6 +112,8 @@ SOURCES = [
 # Commons, public domain, CC0, CC BY, CC BY-SA), kphotoalbum's demo album (GPL-2+; the
 # four photographs its index.xml rotates are left out), Plasma's avatar photographs
 # (CC0-1.0, each file's metadata) and GNOME's account pictures (gnome-control-center-data).
+# photo_survey.tsv beside this file lists every set the 2026-12-05 survey looked at,
+# usable or rejected (drawings, renders), with its licence, so it need not be redone.
 RCC2 = ["erase", "categorization"]
 CATEGORIES = f"{RCC_DIR}/gcompris/src/activities/categorization/resource/images"
 ERASE = f"{RCC_DIR}/gcompris/src/activities/erase/resource"
