@@ -9,8 +9,8 @@
 #                                              # model of seed 1)
 #
 #   1. the photographs and recordings: `apt-get download` of the Debian bookworm packages
-#      of every photo set
-#      training/conytrain/av/sources.py names (about 570 MB; needs the Debian archive),
+#      training/conytrain/av/sources.py names for every photo set (about 600 MB; needs
+#      the Debian archive),
 #      unpacked with dpkg-deb -x into out/av-debs/x/ (each package skipped when there),
 #   2. the build (build/: libcony, the plugin, `cony`),
 #   3. training/train_av.py (models/av/EXPERIMENTS.md, rules 7, 9, 10 and 14):

@@ -160,7 +160,6 @@ class GridTest(unittest.TestCase):
                 else:
                     np.testing.assert_array_equal(vc, lab)
 
-
     def test_scenes_fit_short_clips(self):
         # rule 20's val cells: continual caches hold 18 steps a clip, fewer than a
         # scene's longest (24)

@@ -51,7 +51,7 @@ def parse(argv):
     ap.add_argument("--splits", default="train,test,val",
                     help="the splits the build stage makes (each skipped when there)")
     ap.add_argument("--photo-set", type=int, default=1, choices=sources.PHOTO_SETS,
-                    help="the build stage's photographs (sources.py; 2: rule 20's wider set)")
+                    help="the build stage's photographs (sources.py; 2: rule 21's wider set)")
     ap.add_argument("--audio-mode", default="window", choices=["window", "continual"],
                     help="how YAMNet ran for WORK's audio tokens, recorded in the models' "
                          "configs (continual: the continual stage's caches, rule 14)")
