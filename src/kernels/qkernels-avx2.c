@@ -688,22 +688,38 @@ q_out16_zmm (const ConyQOut *o, __m512i v)
 }
 
 /* q_out16_zmm after q_mul16_small (the zero point added): the saturating conversion to
- * int8 (vpmovsdb) is the clamp to -128..127, then [lo, hi] on the bytes (no branch: the
- * constants are shared by all the vectors of a kernel). */
+ * int8 (vpmovsdb) is the clamp to -128..127, then [lo, hi] on the bytes where @clamp (a
+ * constant of the caller: q_out_clamps says when it is needed). */
+CONY_TARGET_AVX512 static inline __attribute__ ((always_inline)) __m128i
+q_out16_small_clamp (const ConyQOut *o, __m512i v, const gboolean clamp)
+{
+  __m128i q = _mm512_cvtsepi32_epi8 (v);
+  if (!clamp)
+    return q;
+  q = _mm_max_epi8 (q, _mm_set1_epi8 ((gint8) o->lo));
+  return _mm_min_epi8 (q, _mm_set1_epi8 ((gint8) o->hi));
+}
+
 CONY_TARGET_AVX512 static inline __attribute__ ((always_inline)) __m128i
 q_out16_small (const ConyQOut *o, __m512i v)
 {
-  __m128i q = _mm512_cvtsepi32_epi8 (v);
-  q = _mm_max_epi8 (q, _mm_set1_epi8 ((gint8) o->lo));
-  return _mm_min_epi8 (q, _mm_set1_epi8 ((gint8) o->hi));
+  return q_out16_small_clamp (o, v, TRUE);
+}
+
+/* Whether [lo, hi] is narrower than int8, so that a clamp after vpmovsdb changes
+ * something (ReLU6 and linear layers keep the whole range: no clamp needed). */
+static inline gboolean
+q_out_clamps (const ConyQOut *o)
+{
+  return o->lo > -128 || o->hi < 127;
 }
 
 /* 16 accumulators requantised by the short rounding on the constants @k of their
  * columns (q_small16) and stored at @dst. */
 CONY_TARGET_AVX512 static inline __attribute__ ((always_inline)) void
-put16_small_k (const ConyQOut *o, const QSmall16 *k, __m512i acc, gint8 *dst)
+put16_small_k (const ConyQOut *o, const QSmall16 *k, __m512i acc, gint8 *dst, const gboolean clamp)
 {
-  _mm_storeu_si128 ((__m128i *) dst, q_out16_small (o, q_mul16_small_k (k, acc)));
+  _mm_storeu_si128 ((__m128i *) dst, q_out16_small_clamp (o, q_mul16_small_k (k, acc), clamp));
 }
 
 /* One row's 16 accumulators of columns @c..c+15 (all of them outputs) requantised by @o
@@ -715,7 +731,7 @@ put16 (const ConyQOut *o, gboolean small, guint c, __m512i acc, gint8 *out)
 {
   if (small) {
     QSmall16 k = q_small16 (o, c);
-    put16_small_k (o, &k, acc, out + c);
+    put16_small_k (o, &k, acc, out + c, TRUE);
     return;
   }
   _mm_storeu_si128 ((__m128i *) (out + c), q_out16_zmm (o, q_mul16 (o, c, acc)));

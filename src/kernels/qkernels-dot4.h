@@ -248,15 +248,15 @@ DOT4_NAME (panel) (const ConyQGemm *g, guint p, const guint8 *u, const gint16 *u
 /* the previous block's row @r requantised and stored */
 #define DOT4_SWEEP_PUT(r) \
   { \
-    put16_small_k (&o, &k0, prev[2 * (r)], prev_out + ldo * (r)); \
-    put16_small_k (&o, &k1, prev[2 * (r) + 1], prev_out + ldo * (r) + 16); \
+    put16_small_k (&o, &k0, prev[2 * (r)], prev_out + ldo * (r), CLAMP); \
+    put16_small_k (&o, &k1, prev[2 * (r) + 1], prev_out + ldo * (r) + 16, CLAMP); \
   }
 
 /* Columns 32 @h .. 32 @h + 31 of whole panel @p for the @M rows prepared in @u (@blk
- * bytes a block) into @out. */
-DOT4_TARGET static void
-DOT4_NAME (half_sweep) (const ConyQGemm *g, guint p, guint h, const guint8 *u, gsize blk, gsize M,
-    gint8 *out, gsize ldo)
+ * bytes a block) into @out; @CLAMP: q_out_clamps (the bytes clamped to [lo, hi]). */
+DOT4_TARGET static inline __attribute__ ((always_inline)) void
+DOT4_NAME (half_sweep_body) (const ConyQGemm *g, guint p, guint h, const guint8 *u, gsize blk,
+    gsize M, gint8 *out, gsize ldo, const gboolean CLAMP)
 {
   const ConyQPanel pn = cony_qpanel (g, p);
   const ConyQOut o = g->out; /* a local copy: see put16 */
@@ -292,6 +292,19 @@ DOT4_NAME (half_sweep) (const ConyQGemm *g, guint p, guint h, const guint8 *u, g
 }
 #undef DOT4_SWEEP_ROW
 #undef DOT4_SWEEP_PUT
+
+/* DOT4_NAME (half_sweep_body) with CLAMP a constant: most layers (ReLU6, linear) keep
+ * the whole int8 range, and the clamp's two instructions a vector are a sixth of the
+ * short rounding's. */
+DOT4_TARGET static void
+DOT4_NAME (half_sweep) (const ConyQGemm *g, guint p, guint h, const guint8 *u, gsize blk, gsize M,
+    gint8 *out, gsize ldo)
+{
+  if (q_out_clamps (&g->out))
+    DOT4_NAME (half_sweep_body) (g, p, h, u, blk, M, out, ldo, TRUE);
+  else
+    DOT4_NAME (half_sweep_body) (g, p, h, u, blk, M, out, ldo, FALSE);
+}
 
 /* Whether panel @p of @g (@nv vectors of columns) runs as two half sweeps: whole,
  * short, every quad bytes. */
