@@ -10,8 +10,13 @@ double cony_bench_cpu_s (void);
  * back-to-back pairs): about 2 µs where reading the thread's CPU clock is a system call
  * (some VMs), a tenth of a 20 µs call being timed. */
 double cony_bench_cpu_overhead_s (void);
-/* Monotonic wall-clock seconds. */
+/* Monotonic wall-clock seconds: about 20 ns a reading where the CPU clock costs 2 µs,
+ * so the clock for intervals of a few µs (taking the least or the median of many, which
+ * leaves out the ones another process cut into). */
 double cony_bench_wall_s (void);
+/* What one reading of @clock adds to an interval it brackets (the least of many
+ * back-to-back pairs). */
+double cony_bench_clock_overhead_s (double (*clock) (void));
 
 /* @n floats drawn uniformly from [@centre − @half_width, @centre + @half_width). */
 void cony_bench_fill_random (GRand *rng, float *x, gsize n, double centre, double half_width);

@@ -1,7 +1,12 @@
 /* cony bench int8: YAMNet per patch on one core, the integer path against the float
  * path on the same file (interleaved, CPU time of this thread), and how close each
  * pointwise layer's integer products come to the peak of the instruction its kernel set
- * runs, measured on this core with register-only loops (bench_peak.c). */
+ * runs, measured on this core with register-only loops (bench_peak.c): inside the
+ * network's forward passes (cnn_set_int8_layer_hook), and alone, in passes over all 13
+ * or repeated. Layers take 2-40 µs, so they are timed by the monotonic clock: in a VM
+ * a reading of the thread's CPU clock costs 1-3 µs, and a call's least CPU-clock time
+ * came out above the mean of 200 calls timed together (bench/RESULTS.md, 2026-12-05). */
+#include "cnn-private.h"
 #include "qkernels.h"
 #include "bench.h"
 #include "bench_peak.h"
@@ -34,13 +39,13 @@ pw_weights (const ConySafetensors *st, guint i, guint K, guint N, GRand *r)
   return w;
 }
 
-/* CPU seconds of each pointwise product with @k (@sec, one per layer: the best of @reps
- * passes over all layers, so that each layer's weights come from L3 as in a forward
+/* Seconds of each pointwise product with @k by @clock (@sec, one per layer: the best of
+ * @reps passes over all layers, so that each layer's weights come from L3 as in a forward
  * pass; @hot: the best of @reps runs of each layer back to back, its weights in cache),
  * with the weights of @st; their total. */
 static double
 pointwise_seconds (const ConyQKernels *k, const ConySafetensors *st, int reps, gboolean hot,
-    double *sec)
+    double (*clock) (void), double *sec)
 {
   GRand *r = g_rand_new_with_seed (5);
   guint n = G_N_ELEMENTS (pw_shapes);
@@ -66,12 +71,12 @@ pointwise_seconds (const ConyQKernels *k, const ConySafetensors *st, int reps, g
     g_free (m);
   }
   /* one call per reading: the clock's own cost taken off */
-  double clock = cony_bench_cpu_overhead_s ();
+  double overhead = cony_bench_clock_overhead_s (clock);
   for (guint pass = 0; pass < (guint) reps * n; pass++) {
     guint i = hot ? pass / (guint) reps : pass % n;
-    double t0 = cony_bench_cpu_s ();
+    double t0 = clock ();
     k->gemm (&g[i], pw_shapes[i][0], a[i], pw_shapes[i][1], o[i], pw_shapes[i][2], sc[i]);
-    sec[i] = MIN (sec[i], cony_bench_cpu_s () - t0 - clock);
+    sec[i] = MIN (sec[i], clock () - t0 - overhead);
   }
   double total = 0;
   for (guint i = 0; i < n; i++) {
@@ -119,26 +124,22 @@ print_peaks (double *rate, gboolean markdown)
       printf ("| %s | not measured: %s |\n", cony_peak_name (p), cony_peak_missing (p));
 }
 
-/* Each pointwise layer with kernel set @k: time, rate and share of the peak of the
- * instruction @k runs (@rate from print_peaks). Returns the layers' total seconds. */
-static double
-print_pointwise (const ConyQKernels *k, const char *m_path, const double *rate, gboolean hot,
-    gboolean markdown)
+/* The pointwise layers' seconds @sec (their total @total) with kernel set @k: time,
+ * rate and share of the peak of the instruction @k runs (@rate from print_peaks), under
+ * the heading "Pointwise products@how". */
+static void
+print_layers (const ConyQKernels *k, const char *how, const double *sec, double total,
+    const double *rate, gboolean markdown)
 {
-  ConySafetensors *st = cony_safetensors_open (m_path, NULL);
   guint n = G_N_ELEMENTS (pw_shapes);
-  double sec[G_N_ELEMENTS (pw_shapes)], macs = 0;
-  double total = pointwise_seconds (k, st, hot ? 200 : 9, hot, sec);
-  if (st)
-    cony_safetensors_close (st);
+  double macs = 0;
   ConyPeakKind kind;
   double peak = cony_peak_of_kernels (k->name, &kind) ? rate[kind] : 0;
   if (peak > 0)
-    printf ("\nPointwise products%s, %s kernels (bound: %s, %.1f GMAC/s):\n",
-        hot ? " (hot: each layer repeated)" : "", k->name, cony_peak_name (kind), peak * 1e-9);
+    printf ("\nPointwise products%s, %s kernels (bound: %s, %.1f GMAC/s):\n", how, k->name,
+        cony_peak_name (kind), peak * 1e-9);
   else
-    printf ("\nPointwise products%s, %s kernels (no measured peak for this set):\n",
-        hot ? " (hot: each layer repeated)" : "", k->name);
+    printf ("\nPointwise products%s, %s kernels (no measured peak for this set):\n", how, k->name);
   if (markdown)
     printf ("\n| layer | M x K x N | µs | GMAC/s | of the %s peak |\n|---|---|---|---|---|\n",
         peak > 0 ? cony_peak_name (kind) : "(none)");
@@ -158,7 +159,89 @@ print_pointwise (const ConyQKernels *k, const char *m_path, const double *rate, 
       printf ("  %-9s %-13s %8.1f µs %7.1f GMAC/s %5.0f%% of peak\n", layer, shape, si * 1e6,
           mi / si * 1e-9, share);
   }
+}
+
+/* Each pointwise layer with kernel set @k, timed alone (pointwise_seconds), printed by
+ * print_layers. Returns the layers' total seconds. */
+static double
+print_pointwise (const ConyQKernels *k, const char *m_path, const double *rate, gboolean hot,
+    double (*clock) (void), gboolean markdown)
+{
+  ConySafetensors *st = cony_safetensors_open (m_path, NULL);
+  double sec[G_N_ELEMENTS (pw_shapes)];
+  double total = pointwise_seconds (k, st, hot ? 200 : 9, hot, clock, sec);
+  if (st)
+    cony_safetensors_close (st);
+  print_layers (k, hot ? " (hot: each layer repeated)" : "", sec, total, rate, markdown);
   return total;
+}
+
+/* Each pointwise layer's seconds a patch, one entry per call in a forward pass. */
+typedef struct {
+  GArray *sec[G_N_ELEMENTS (pw_shapes)];
+  double (*clock) (void);
+  double overhead; /* one reading of the clock, taken off each */
+  double start;    /* the clock when the layer running began */
+} LayerTimes;
+
+/* A CnnInt8LayerHook: the pointwise layers' calls into @data (LayerTimes). */
+static void
+record_layer (guint layer, gboolean ran, gsize examples, gpointer data)
+{
+  LayerTimes *t = data;
+  if (!ran) {
+    t->start = t->clock ();
+    return;
+  }
+  double s = (t->clock () - t->start - t->overhead) / (double) examples;
+  for (guint i = 0; i < G_N_ELEMENTS (pw_shapes); i++)
+    if (pw_shapes[i][3] == layer)
+      g_array_append_val (t->sec[i], s);
+}
+
+static int
+compare_doubles (gconstpointer a, gconstpointer b)
+{
+  double x = *(const double *) a, y = *(const double *) b;
+  return (x > y) - (x < y);
+}
+
+/* The pointwise layers as they run inside @cnn's forward passes over the @n @patches
+ * (one call each: the input just written by the layer before, the weights from wherever
+ * the rest of the network left them), timed by @clock: each layer's best call printed by
+ * print_layers, then the total of each layer's median call. */
+static void
+print_in_pass (ConyCnn *cnn, const float *patches, int n, const double *rate,
+    double (*clock) (void), gboolean markdown)
+{
+  guint nl = G_N_ELEMENTS (pw_shapes);
+  LayerTimes t = { .clock = clock, .overhead = cony_bench_clock_overhead_s (clock) };
+  for (guint i = 0; i < nl; i++)
+    t.sec[i] = g_array_new (FALSE, FALSE, sizeof (double));
+  g_autofree float *out = g_new (float, cony_cnn_get_output_size (cnn));
+  cnn_set_int8_layer_hook (cnn, record_layer, &t);
+  for (int i = 0; i < n; i++)
+    cony_cnn_forward (cnn, patches + (gsize) i * 96 * 64, out);
+  cnn_set_int8_layer_hook (cnn, NULL, NULL);
+  double best[G_N_ELEMENTS (pw_shapes)], total = 0, total_median = 0;
+  gboolean all_ran = TRUE;
+  for (guint i = 0; i < nl; i++) {
+    GArray *a = t.sec[i];
+    g_array_sort (a, compare_doubles);
+    all_ran = all_ran && a->len > 0;
+    best[i] = a->len ? g_array_index (a, double, 0) : 0;
+    total += best[i];
+    total_median += a->len ? g_array_index (a, double, a->len / 2) : 0;
+    g_array_free (a, TRUE);
+  }
+  if (!all_ran) {
+    printf ("\nPointwise products in the forward pass: not measured (the network's layers are "
+            "not YAMNet's)\n");
+    return;
+  }
+  print_layers (cony_qkernels (), " in the forward pass (each layer's best call)", best, total,
+      rate, markdown);
+  printf ("  each layer's median call, all: %.1f µs\n", total_median * 1e6);
 }
 
 /* Per-patch CPU ms of @cnn on @patches (n of them), one call per patch. */
@@ -176,7 +259,7 @@ cony_cmd_bench_int8 (int argc, char **argv)
 {
   char *model = NULL;
   int patches = 200, rounds = 7;
-  gboolean markdown = FALSE, hot = FALSE;
+  gboolean markdown = FALSE, hot = FALSE, cpu_clock = FALSE;
   GOptionEntry entries[] = {
     { "model", 'm', 0, G_OPTION_ARG_FILENAME, &model,
         "quantised 96x64x1 MobileNet (metadata quantization): YAMNet converted by "
@@ -189,6 +272,11 @@ cony_cmd_bench_int8 (int argc, char **argv)
     { "hot", 0, 0, G_OPTION_ARG_NONE, &hot,
         "time each pointwise layer repeated, its weights in cache (default: passes over all "
         "the layers, the weights from L3 as in a forward pass)",
+        NULL },
+    { "cpu-clock", 0, 0, G_OPTION_ARG_NONE, &cpu_clock,
+        "time the layers by the thread's CPU clock, as before 2026-12-05 (default: the "
+        "monotonic clock, whose readings cost about 20 ns against the CPU clock's 1-2 µs in "
+        "a VM)",
         NULL },
     G_OPTION_ENTRY_NULL,
   };
@@ -244,8 +332,11 @@ cony_cmd_bench_int8 (int argc, char **argv)
 
   double rate[CONY_PEAK_N];
   print_peaks (rate, markdown);
-  printf ("\nReading the thread's CPU clock costs %.2f µs here: taken off each layer's time.\n",
-      cony_bench_cpu_overhead_s () * 1e6);
+  double (*clock) (void) = cpu_clock ? cony_bench_cpu_s : cony_bench_wall_s;
+  printf ("\nLayers timed by the %s clock, whose reading costs %.3f µs here: taken off each "
+          "layer's time.\n",
+      cpu_clock ? "thread's CPU" : "monotonic", cony_bench_clock_overhead_s (clock) * 1e6);
+  print_in_pass (q, x, patches, rate, clock, markdown);
   /* the set the CNN ran, then the other x86 sets this CPU runs natively */
   const ConyQKernels *sets[] = { cony_qkernels (), cony_qkernels_avx512vnni (),
     cony_qkernels_avxvnni (), cony_qkernels_avx2 () };
@@ -255,7 +346,7 @@ cony_cmd_bench_int8 (int argc, char **argv)
       seen = seen || sets[j] == sets[i];
     if (seen)
       continue;
-    double pw = print_pointwise (sets[i], m_path, rate, hot, markdown);
+    double pw = print_pointwise (sets[i], m_path, rate, hot, clock, markdown);
     if (i == 0 && !hot)
       printf ("  pointwise share of the int8 patch: %.0f%%\n", 100 * pw * 1e3 / sq.median);
   }

@@ -774,6 +774,13 @@ run_layer (const CnnWeights *w, const Layer *l, guint i, CnnInt8Scratch *s, cons
     memcpy (s->res, out, map_size (l, TRUE) * nb);
 }
 
+void
+cnn_set_int8_layer_hook (ConyCnn *cnn, CnnInt8LayerHook hook, gpointer data)
+{
+  cnn->int8_hook = hook;
+  cnn->int8_hook_data = data;
+}
+
 /* Layers @from .. @to - 1 on @nb examples of float @in (quantised with @scale / @zp),
  * the last output dequantised into @dst. */
 static void
@@ -788,7 +795,11 @@ run_range (ConyCnn *cnn, guint from, guint to, const float *in, float scale, gin
   cony_qkernels ()->quantize (in, n_in, scale, zp, s->qa);
   gint8 *cur = s->qa, *next = s->qb;
   for (guint i = from; i < to; i++) {
+    if (cnn->int8_hook)
+      cnn->int8_hook (i, FALSE, nb, cnn->int8_hook_data);
     run_layer (w, &w->layers[i], i, s, cur, nb, next);
+    if (cnn->int8_hook)
+      cnn->int8_hook (i, TRUE, nb, cnn->int8_hook_data);
     gint8 *t = cur;
     cur = next;
     next = t;

@@ -123,6 +123,10 @@ typedef struct {
 } CnnWeights;
 
 /* One user of a network: its settings and its scratch (not thread-safe). */
+/* Called right before (@ran FALSE) and right after (@ran TRUE) layer @layer of an
+ * integer forward pass runs on @examples examples: a benchmark reads its clock there. */
+typedef void (*CnnInt8LayerHook) (guint layer, gboolean ran, gsize examples, gpointer data);
+
 struct _ConyCnn {
   CnnWeights *w; /* shared, read-only here but for the derived forms */
   ConyCnnOutput output;
@@ -156,6 +160,11 @@ struct _ConyCnn {
 
   ConyCnnPrecision precision; /* requested; the integer path runs when w->q8 and not FLOAT */
   CnnInt8Scratch *q8s;
+
+  /* A developer hook (cony bench int8; NULL: none) around each integer layer of a
+   * forward pass (cnn_set_int8_layer_hook). */
+  CnnInt8LayerHook int8_hook;
+  gpointer int8_hook_data;
 };
 
 #define FC_CHUNK 128
@@ -416,6 +425,8 @@ gboolean cnn_int8_load_sigmoid (const ConySafetensors *st, const CnnWeights *w, 
     guint i, GError **error);
 gboolean cnn_int8_load_softmax (const ConySafetensors *st, const CnnWeights *w, CnnInt8 *q8,
     guint i, GError **error);
+/* Sets @cnn's CnnInt8LayerHook (NULL: none), with @data for it. */
+void cnn_set_int8_layer_hook (ConyCnn *cnn, CnnInt8LayerHook hook, gpointer data);
 void cnn_int8_run_conv (const Layer *l, const CnnQLayer *q, CnnInt8Scratch *s, const gint8 *in,
     gsize nb, gint8 *out);
 void cnn_int8_run_gemm (const Layer *l, const CnnQLayer *q, CnnInt8Scratch *s, const gint8 *in,

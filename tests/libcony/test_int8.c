@@ -3,6 +3,7 @@
  * YAMNet in int8 against ArmNN's scores of the original .tflite (tests/golden/yamnet/,
  * training/conytrain/audio/yamnet_armnn.py): every score equal or one int8 logit step
  * away, the same top-1 on every golden patch, with either kernel set. */
+#include "cnn-private.h"
 #include "qkernels.h"
 #include "cony/error.h"
 #include "testutil.h"
@@ -854,6 +855,45 @@ test_mobilenet_v2_portable (void)
   cony_test_trap_portable_cnn ();
 }
 
+/* The layer hook's calls of one forward pass, as (layer, ran, examples) triples. */
+static void
+log_layer (guint layer, gboolean ran, gsize examples, gpointer data)
+{
+  guint e[3] = { layer, ran, (guint) examples };
+  g_array_append_vals (data, e, 3);
+}
+
+/* cnn_set_int8_layer_hook (cony bench int8 times each layer with it): called right
+ * before and right after every integer layer, in order, with the batch's size; the
+ * scores are those of a pass without it, and after it is cleared nothing calls it. */
+static void
+test_layer_hook (void)
+{
+  g_autofree char *path = yamnet_path ();
+  g_autoptr (GError) error = NULL;
+  g_autoptr (ConyCnn) cnn = cony_cnn_load (path, &error);
+  g_assert_no_error (error);
+  g_autofree float *x = cony_test_random_floats (96 * 64, -6, 2, 5);
+  float plain[521], hooked[521];
+  cony_cnn_forward (cnn, x, plain);
+  g_autoptr (GArray) calls = g_array_new (FALSE, FALSE, sizeof (guint));
+  cnn_set_int8_layer_hook (cnn, log_layer, calls);
+  cony_cnn_forward (cnn, x, hooked);
+  g_assert_cmpmem (hooked, sizeof hooked, plain, sizeof plain);
+  guint n = cony_cnn_get_int8_layers (cnn);
+  g_assert_cmpuint (n, ==, 30);
+  g_assert_cmpuint (calls->len, ==, 2 * 3 * n);
+  const guint *e = (const guint *) calls->data;
+  for (guint i = 0; i < 2 * n; i++) {
+    g_assert_cmpuint (e[3 * i], ==, i / 2);     /* layer */
+    g_assert_cmpuint (e[3 * i + 1], ==, i % 2); /* before, then after */
+    g_assert_cmpuint (e[3 * i + 2], ==, 1);     /* one example */
+  }
+  cnn_set_int8_layer_hook (cnn, NULL, NULL);
+  cony_cnn_forward (cnn, x, hooked);
+  g_assert_cmpuint (calls->len, ==, 2 * 3 * n);
+}
+
 /* FLOAT runs the float engine on the same file (its scores are not multiples of
  * 1/256); INT8 on a float-only network is refused. */
 static void
@@ -1098,6 +1138,7 @@ main (int argc, char **argv)
   g_test_add_func ("/int8/mobilenet-v2-avx512vnni", test_mobilenet_v2_avx512vnni);
   g_test_add_func ("/int8/mobilenet-v2-neon", test_mobilenet_v2_neon);
   g_test_add_func ("/int8/precision", test_precision);
+  g_test_add_func ("/int8/layer-hook", test_layer_hook);
   g_test_add_func ("/int8/prefix", test_prefix);
   g_test_add_func ("/int8/refused", test_refused);
   g_test_add_func ("/int8/bias-quantized", test_bias_quantized);
