@@ -21,8 +21,9 @@ const char *cony_peak_name (ConyPeakKind kind);
 /* Why @kind cannot be measured on this CPU or build ("no AVX-VNNI", ...), NULL when it
  * can. Nothing is ever emulated. */
 const char *cony_peak_missing (ConyPeakKind kind);
-/* Multiply-adds per CPU second of @kind on this core, best of five runs of @budget
- * seconds (other jobs share the core); 0 when cony_peak_missing (@kind). */
+/* Multiply-adds per second of @kind on this core: the best stretch of 8 blocks (tens
+ * of µs, by the monotonic clock) in @budget seconds, so that what other jobs take of the
+ * core is left out, as from the layers' best calls; 0 when cony_peak_missing (@kind). */
 double cony_peak_rate (ConyPeakKind kind, double budget);
 /* The kind whose throughput bounds the int8 kernel set called @set ("avxvnni",
  * "avx2", ...); FALSE for sets without one (portable C, NEON, unknown names). */

@@ -105,10 +105,11 @@ pw_macs (guint i)
 static void
 print_peaks (double *rate, gboolean markdown)
 {
-  printf ("\nInstruction peaks of this core (12 independent accumulators, CPU time, best of 5):\n");
+  printf ("\nInstruction peaks of this core (12 independent accumulators, the best stretch of "
+          "0.5 s):\n");
   for (int p = 0; p < CONY_PEAK_N; p++) {
     const char *missing = cony_peak_missing (p);
-    rate[p] = cony_peak_rate (p, 0.1);
+    rate[p] = cony_peak_rate (p, 0.5);
     if (missing)
       printf ("  %-30s not measured here: %s\n", cony_peak_name (p), missing);
     else
