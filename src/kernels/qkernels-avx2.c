@@ -843,6 +843,66 @@ cony_qdw_avx512 (const ConyQDw *d, const gint8 *in, guint in_w, guint oh, guint 
   }
 }
 
+/* Where a 6-row block's 48 dwords (quad q of row r, r = 0..5, q = 0..7) come from in
+ * quad-major order (dword 6 q + r): vector v's lane l takes row pair (r / 2)'s lane
+ * 8 (r % 2) + q. PREP_AB indexes rows 0-3 (two vectors, 32 lanes), PREP_C rows 4-5,
+ * PREP_FROM_C the lanes that take them. */
+static const gint32 PREP_AB[3][16] = { { 0, 8, 16, 24, 0, 0, 1, 9, 17, 25, 0, 0, 2, 10, 18, 26 },
+  { 0, 0, 3, 11, 19, 27, 0, 0, 4, 12, 20, 28, 0, 0, 5, 13 },
+  { 21, 29, 0, 0, 6, 14, 22, 30, 0, 0, 7, 15, 23, 31, 0, 0 } };
+static const gint32 PREP_C[3][16] = { { 0, 0, 0, 0, 0, 8, 0, 0, 0, 0, 1, 9, 0, 0, 0, 0 },
+  { 2, 10, 0, 0, 0, 0, 3, 11, 0, 0, 0, 0, 4, 12, 0, 0 },
+  { 0, 0, 5, 13, 0, 0, 0, 0, 6, 14, 0, 0, 0, 0, 7, 15 } };
+static const guint16 PREP_FROM_C[3] = { 0x0c30, 0x30c3, 0xc30c };
+
+/* Rows @r and @r + 1's values @k..k+31 of the block at @src (row stride @ldx) as u =
+ * x + 128, one vector. */
+CONY_TARGET_AVX512 static inline __m512i
+prep_pair (const gint8 *src, gsize ldx, int r, guint k)
+{
+  __m512i v = _mm512_inserti64x4 (_mm512_castsi256_si512 (
+                                      _mm256_loadu_si256 ((const __m256i *) (src + r * ldx + k))),
+      _mm256_loadu_si256 ((const __m256i *) (src + (r + 1) * ldx + k)), 1);
+  return _mm512_xor_si512 (v, _mm512_set1_epi8 ((char) 0x80));
+}
+
+/* prepare_inputs for the 512-bit set: where every quad is bytes and K a multiple of 32,
+ * a full block's 32 values a row at a time are one transpose of 6 x 8 dwords into
+ * quad-major order, three vectors of two permutes each (PREP_AB, PREP_C), instead of
+ * prepare_rows' 16 bytes a row; the last rows and every other product as prepare_inputs. */
+CONY_TARGET_AVX512 static gsize
+prepare_inputs_zmm (const ConyQGemm *g, gsize M, const gint8 *x, gsize ldx, gint16 *scratch,
+    guint8 **u, gint16 **u16)
+{
+  gsize blk = (gsize) QROWS * g->p8.Kq, blocks = (M + QROWS - 1) / QROWS, full = M / QROWS;
+  if (g->p8.start16[cony_qgemm_panels (g)] > 0 || g->K % 32 != 0)
+    return prepare_inputs (g, M, x, ldx, scratch, u, u16);
+  *u16 = scratch;
+  *u = (guint8 *) (scratch + blocks * blk);
+  __m512i ab[3], c[3];
+  for (int v = 0; v < 3; v++) {
+    ab[v] = _mm512_loadu_si512 (PREP_AB[v]);
+    c[v] = _mm512_loadu_si512 (PREP_C[v]);
+  }
+  for (gsize b = 0; b < full; b++) {
+    const gint8 *src = x + b * QROWS * ldx;
+    guint8 *ub = *u + b * blk;
+    for (guint k = 0; k < g->K; k += 32) {
+      __m512i r01 = prep_pair (src, ldx, 0, k), r23 = prep_pair (src, ldx, 2, k);
+      __m512i r45 = prep_pair (src, ldx, 4, k);
+      for (int v = 0; v < 3; v++) {
+        __m512i o = _mm512_permutex2var_epi32 (r01, ab[v], r23);
+        o = _mm512_mask_permutexvar_epi32 (o, PREP_FROM_C[v], c[v], r45);
+        _mm512_storeu_si512 (ub + QROWS * k + 64 * v, o);
+      }
+    }
+  }
+  if (M > full * QROWS)
+    prepare_rows (x + full * QROWS * ldx, ldx, M - full * QROWS, g->K, g->p8.Kq, *u + full * blk,
+        NULL);
+  return blk;
+}
+
 #define DOT4_LANES 16
 #define DOT4_VECS 4
 #define DOT4_NAME(x) x##_avx512vnni

@@ -23,12 +23,14 @@
 /* the register operations of that width, and its requantisation (qkernels-avx2.c) */
 #if DOT4_LANES == 8
 #define DOT4_PUT_ROWS put_rows8
+#define DOT4_PREPARE prepare_inputs
 #define DOT4_VEC __m256i
 #define DOT4_LOAD(p) _mm256_loadu_si256 ((const void *) (p))
 #define DOT4_SET1(v) _mm256_set1_epi32 (v)
 #define DOT4_ZERO() _mm256_setzero_si256 ()
 #else
 #define DOT4_PUT_ROWS put_rows16
+#define DOT4_PREPARE prepare_inputs_zmm
 #define DOT4_VEC __m512i
 #define DOT4_LOAD(p) _mm512_loadu_si512 ((const void *) (p))
 #define DOT4_SET1(v) _mm512_set1_epi32 (v)
@@ -350,7 +352,7 @@ DOT4_NAME (cony_qgemm) (const ConyQGemm *g, gsize M, const gint8 *x, gsize ldx, 
   g_assert (g->bytes_int8 && g->p8.width == DOT4_PANEL && g->p8.word == DOT4_LANES);
   guint8 *u;
   gint16 *u16;
-  gsize blk = prepare_inputs (g, M, x, ldx, scratch, &u, &u16);
+  gsize blk = DOT4_PREPARE (g, M, x, ldx, scratch, &u, &u16);
   for (guint p = 0; p < cony_qgemm_panels (g); p++) {
     guint left = g->N - DOT4_PANEL * p;
     int nv = left >= DOT4_PANEL ? DOT4_VECS : (int) ((left + DOT4_LANES - 1) / DOT4_LANES);
@@ -376,6 +378,7 @@ DOT4_NAME (cony_qgemm) (const ConyQGemm *g, gsize M, const gint8 *x, gsize ldx, 
 #undef DOT4_TARGET
 #undef DOT4_VEC
 #undef DOT4_PUT_ROWS
+#undef DOT4_PREPARE
 #undef DOT4_VECS
 #undef DOT4_LANES
 #undef DOT4_LOAD
