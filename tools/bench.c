@@ -31,12 +31,6 @@ cony_bench_clock_overhead_s (double (*clock) (void))
 }
 
 double
-cony_bench_cpu_overhead_s (void)
-{
-  return cony_bench_clock_overhead_s (cony_bench_cpu_s);
-}
-
-double
 cony_bench_wall_s (void)
 {
   return clock_s (CLOCK_MONOTONIC);

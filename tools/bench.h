@@ -6,16 +6,13 @@
 /* CPU seconds of the calling thread: with one BLAS thread, the compute time free of
  * whatever else holds the cores. */
 double cony_bench_cpu_s (void);
-/* What one reading of cony_bench_cpu_s adds to an interval it brackets (the least of many
- * back-to-back pairs): about 2 µs where reading the thread's CPU clock is a system call
- * (some VMs), a tenth of a 20 µs call being timed. */
-double cony_bench_cpu_overhead_s (void);
 /* Monotonic wall-clock seconds: about 20 ns a reading where the CPU clock costs 2 µs,
  * so the clock for intervals of a few µs (taking the least or the median of many, which
  * leaves out the ones another process cut into). */
 double cony_bench_wall_s (void);
 /* What one reading of @clock adds to an interval it brackets (the least of many
- * back-to-back pairs). */
+ * back-to-back pairs): for cony_bench_cpu_s about 2 µs where reading the thread's CPU
+ * clock is a system call (some VMs). */
 double cony_bench_clock_overhead_s (double (*clock) (void));
 
 /* @n floats drawn uniformly from [@centre − @half_width, @centre + @half_width). */

@@ -200,13 +200,6 @@ record_layer (guint layer, gboolean ran, gsize examples, gpointer data)
       g_array_append_val (t->sec[i], s);
 }
 
-static int
-compare_doubles (gconstpointer a, gconstpointer b)
-{
-  double x = *(const double *) a, y = *(const double *) b;
-  return (x > y) - (x < y);
-}
-
 /* The pointwise layers as they run inside @cnn's forward passes over the @n @patches
  * (one call each: the input just written by the layer before, the weights from wherever
  * the rest of the network left them), timed by @clock: each layer's best call printed by
@@ -228,11 +221,12 @@ print_in_pass (ConyCnn *cnn, const float *patches, int n, const double *rate,
   gboolean all_ran = TRUE;
   for (guint i = 0; i < nl; i++) {
     GArray *a = t.sec[i];
-    g_array_sort (a, compare_doubles);
     all_ran = all_ran && a->len > 0;
-    best[i] = a->len ? g_array_index (a, double, 0) : 0;
-    total += best[i];
-    total_median += a->len ? g_array_index (a, double, a->len / 2) : 0;
+    ConyBenchSummary sum = a->len ? cony_bench_summarise ((const double *) a->data, (int) a->len)
+                                  : (ConyBenchSummary){ 0, 0 };
+    best[i] = sum.min;
+    total += sum.min;
+    total_median += sum.median;
     g_array_free (a, TRUE);
   }
   if (!all_ran) {

@@ -122,11 +122,11 @@ typedef struct {
   CnnInt8 *q8; /* the integer layers (reference counted, immutable); NULL: float only */
 } CnnWeights;
 
-/* One user of a network: its settings and its scratch (not thread-safe). */
 /* Called right before (@ran FALSE) and right after (@ran TRUE) layer @layer of an
  * integer forward pass runs on @examples examples: a benchmark reads its clock there. */
 typedef void (*CnnInt8LayerHook) (guint layer, gboolean ran, gsize examples, gpointer data);
 
+/* One user of a network: its settings and its scratch (not thread-safe). */
 struct _ConyCnn {
   CnnWeights *w; /* shared, read-only here but for the derived forms */
   ConyCnnOutput output;
