@@ -533,18 +533,32 @@ prepare_rows (const gint8 *x, gsize ldx, gsize M, guint K, guint Kq, guint8 *u, 
   }
 }
 
-/* @M rows of @x prepared in @scratch (prepare_rows): their bytes in *@u, their int16 in
- * *@u16 (only where some quad of @g is int16: the copy is twice the bytes' size);
- * returns the values of a block of QROWS rows. */
+/* Whether some quad of @g is int16: the prepared inputs then also need their int16 copy. */
+static inline gboolean
+has_words (const ConyQGemm *g)
+{
+  return g->p8.start16[cony_qgemm_panels (g)] > 0;
+}
+
+/* Where @M prepared rows go in @scratch (cony_qgemm_scratch): the int16 copy at *@u16 (twice
+ * the bytes' size), the bytes after it at *@u; returns the values of a block of QROWS rows. */
+static inline gsize
+inputs_layout (const ConyQGemm *g, gsize M, gint16 *scratch, guint8 **u, gint16 **u16)
+{
+  gsize blk = (gsize) QROWS * g->p8.Kq, blocks = (M + QROWS - 1) / QROWS;
+  *u16 = scratch;
+  *u = (guint8 *) (scratch + blocks * blk);
+  return blk;
+}
+
+/* @M rows of @x prepared in @scratch (prepare_rows) as inputs_layout places them, the
+ * int16 copy only where has_words; returns the values of a block of QROWS rows. */
 CONY_TARGET_V3 static inline gsize
 prepare_inputs (const ConyQGemm *g, gsize M, const gint8 *x, gsize ldx, gint16 *scratch, guint8 **u,
     gint16 **u16)
 {
-  gsize blk = (gsize) QROWS * g->p8.Kq, blocks = (M + QROWS - 1) / QROWS;
-  gboolean words = g->p8.start16[cony_qgemm_panels (g)] > 0;
-  *u16 = scratch;
-  *u = (guint8 *) (scratch + blocks * blk);
-  prepare_rows (x, ldx, M, g->K, g->p8.Kq, *u, words ? *u16 : NULL);
+  gsize blk = inputs_layout (g, M, scratch, u, u16);
+  prepare_rows (x, ldx, M, g->K, g->p8.Kq, *u, has_words (g) ? *u16 : NULL);
   return blk;
 }
 
@@ -874,11 +888,9 @@ CONY_TARGET_AVX512 static gsize
 prepare_inputs_zmm (const ConyQGemm *g, gsize M, const gint8 *x, gsize ldx, gint16 *scratch,
     guint8 **u, gint16 **u16)
 {
-  gsize blk = (gsize) QROWS * g->p8.Kq, blocks = (M + QROWS - 1) / QROWS, full = M / QROWS;
-  if (g->p8.start16[cony_qgemm_panels (g)] > 0 || g->K % 32 != 0)
+  if (has_words (g) || g->K % 32 != 0)
     return prepare_inputs (g, M, x, ldx, scratch, u, u16);
-  *u16 = scratch;
-  *u = (guint8 *) (scratch + blocks * blk);
+  gsize blk = inputs_layout (g, M, scratch, u, u16), full = M / QROWS;
   __m512i ab[3], c[3];
   for (int v = 0; v < 3; v++) {
     ab[v] = _mm512_loadu_si512 (PREP_AB[v]);
