@@ -247,53 +247,87 @@ DOT4_NAME (panel) (const ConyQGemm *g, guint p, const guint8 *u, const gint16 *u
           : [w0] "v"(w0), [w1] "v"(w1), [a] "r"(a), [off] "i"(4 * (r)), \
           "m"(*(const guint8 (*)[QROWS * 4]) a) \
           : "xmm31");
-/* the previous block's row @r requantised and stored */
-#define DOT4_SWEEP_PUT(r) \
+/* the previous block's row @r requantised and stored: its vector @v, both */
+#define DOT4_SWEEP_PUT_VEC(r, v) \
+  if ((r) < prev_rows) \
+    put16_small_k (&o, &k##v, p##r##v, prev_out + ldo * (r) + 16 * (v), CLAMP);
+#define DOT4_SWEEP_PUT(r) DOT4_SWEEP_PUT_VEC (r, 0) DOT4_SWEEP_PUT_VEC (r, 1)
+/* quad @i of this block's products */
+#define DOT4_SWEEP_QUAD(i) \
   { \
-    put16_small_k (&o, &k0, prev[2 * (r)], prev_out + ldo * (r), CLAMP); \
-    put16_small_k (&o, &k1, prev[2 * (r) + 1], prev_out + ldo * (r) + 16, CLAMP); \
+    const gint8 *w8 = w8h + (gsize) 4 * DOT4_PANEL * (i); \
+    const guint8 *a = u + (gsize) QROWS * 4 * (i); \
+    __m512i w0 = DOT4_LOAD (w8), w1 = DOT4_LOAD (w8 + 4 * DOT4_LANES); \
+    DOT4_EACH_ROW (DOT4_SWEEP_ROW); \
   }
+#define DOT4_SWEEP_KEEP(r) p##r##0 = a##r##0, p##r##1 = a##r##1;
+/* quad @i, then the previous block's row @r's vector @v, or its row @i */
+#define DOT4_SWEEP_STEP(i, r, v) \
+  DOT4_SWEEP_QUAD (i); \
+  DOT4_SWEEP_PUT_VEC (r, v)
+#define DOT4_SWEEP_STEP2(i) \
+  DOT4_SWEEP_QUAD (i); \
+  DOT4_SWEEP_PUT (i)
 
 /* Columns 32 @h .. 32 @h + 31 of whole panel @p for the @M rows prepared in @u (@blk
- * bytes a block) into @out; @CLAMP: q_out_clamps (the bytes clamped to [lo, hi]). */
+ * bytes a block) into @out; @CLAMP: q_out_clamps (the bytes clamped to [lo, hi]).
+ * The previous block's rows are requantised from registers during this block's first
+ * quads (K >= 4 QROWS): a row a quad, or where @SPREAD (2 QROWS quads or more) a vector
+ * a quad (YAMNet's 64-deep layer 7 % faster, its 128-deep one 5 %). Spilled to memory,
+ * the twelve 512-bit stores a block took the vpdpbusd pipes for about as long as 12 of
+ * its products. */
 DOT4_TARGET static inline __attribute__ ((always_inline)) void
 DOT4_NAME (half_sweep_body) (const ConyQGemm *g, guint p, guint h, const guint8 *u, gsize blk,
-    gsize M, gint8 *out, gsize ldo, const gboolean CLAMP)
+    gsize M, gint8 *out, gsize ldo, const gboolean CLAMP, const gboolean SPREAD)
 {
   const ConyQPanel pn = cony_qpanel (g, p);
   const ConyQOut o = g->out; /* a local copy: see put16 */
   const guint c = DOT4_PANEL * p + 32 * h;
   const QSmall16 k0 = q_small16 (&o, c), k1 = q_small16 (&o, c + 16);
   const __m512i b0 = DOT4_LOAD (pn.bias + 32 * h), b1 = DOT4_LOAD (pn.bias + 32 * h + 16);
-  __m512i prev[2 * QROWS];
+  const gint8 *w8h = pn.w8 + 2 * 4 * DOT4_LANES * h;
+  __m512i p00, p01, p10, p11, p20, p21, p30, p31, p40, p41, p50, p51;
   gsize prev_rows = 0;
   gint8 *prev_out = out + c;
   for (gsize row0 = 0; row0 < M; row0 += QROWS, u += blk) {
     __m512i a00 = b0, a01 = b1, a10 = b0, a11 = b1, a20 = b0, a21 = b1, a30 = b0, a31 = b1,
             a40 = b0, a41 = b1, a50 = b0, a51 = b1;
-    const guint8 *a = u;
-    const gint8 *w8 = pn.w8 + 2 * 4 * DOT4_LANES * h;
-    gsize r = 0;
-    for (guint i = 0; i < pn.n8; i++, w8 += 4 * DOT4_PANEL, a += QROWS * 4) {
-      __m512i w0 = DOT4_LOAD (w8), w1 = DOT4_LOAD (w8 + 4 * DOT4_LANES);
-      DOT4_EACH_ROW (DOT4_SWEEP_ROW);
-      if (r < prev_rows) {
-        DOT4_SWEEP_PUT (r);
-        r++;
-      }
+    if (SPREAD) { /* a vector a quad */
+      DOT4_SWEEP_STEP (0, 0, 0);
+      DOT4_SWEEP_STEP (1, 0, 1);
+      DOT4_SWEEP_STEP (2, 1, 0);
+      DOT4_SWEEP_STEP (3, 1, 1);
+      DOT4_SWEEP_STEP (4, 2, 0);
+      DOT4_SWEEP_STEP (5, 2, 1);
+      DOT4_SWEEP_STEP (6, 3, 0);
+      DOT4_SWEEP_STEP (7, 3, 1);
+      DOT4_SWEEP_STEP (8, 4, 0);
+      DOT4_SWEEP_STEP (9, 4, 1);
+      DOT4_SWEEP_STEP (10, 5, 0);
+      DOT4_SWEEP_STEP (11, 5, 1);
+    } else { /* a row a quad */
+      DOT4_SWEEP_STEP2 (0);
+      DOT4_SWEEP_STEP2 (1);
+      DOT4_SWEEP_STEP2 (2);
+      DOT4_SWEEP_STEP2 (3);
+      DOT4_SWEEP_STEP2 (4);
+      DOT4_SWEEP_STEP2 (5);
     }
-    for (; r < prev_rows; r++)
-      DOT4_SWEEP_PUT (r);
-    prev[0] = a00, prev[1] = a01, prev[2] = a10, prev[3] = a11, prev[4] = a20, prev[5] = a21;
-    prev[6] = a30, prev[7] = a31, prev[8] = a40, prev[9] = a41, prev[10] = a50, prev[11] = a51;
+    for (guint i = SPREAD ? 2 * QROWS : QROWS; i < pn.n8; i++)
+      DOT4_SWEEP_QUAD (i);
+    DOT4_EACH_ROW (DOT4_SWEEP_KEEP);
     prev_rows = MIN (QROWS, M - row0);
     prev_out = out + row0 * ldo + c;
   }
-  for (gsize r = 0; r < prev_rows; r++)
-    DOT4_SWEEP_PUT (r);
+  DOT4_EACH_ROW (DOT4_SWEEP_PUT)
 }
+#undef DOT4_SWEEP_QUAD
+#undef DOT4_SWEEP_KEEP
 #undef DOT4_SWEEP_ROW
 #undef DOT4_SWEEP_PUT
+#undef DOT4_SWEEP_PUT_VEC
+#undef DOT4_SWEEP_STEP
+#undef DOT4_SWEEP_STEP2
 
 /* DOT4_NAME (half_sweep_body) with CLAMP a constant: most layers (ReLU6, linear) keep
  * the whole int8 range, and the clamp's two instructions a vector are a sixth of the
@@ -302,10 +336,15 @@ DOT4_TARGET static void
 DOT4_NAME (half_sweep) (const ConyQGemm *g, guint p, guint h, const guint8 *u, gsize blk, gsize M,
     gint8 *out, gsize ldo)
 {
-  if (q_out_clamps (&g->out))
-    DOT4_NAME (half_sweep_body) (g, p, h, u, blk, M, out, ldo, TRUE);
+  gboolean clamp = q_out_clamps (&g->out), spread = cony_qpanel (g, p).n8 >= 2 * QROWS;
+  if (clamp && spread)
+    DOT4_NAME (half_sweep_body) (g, p, h, u, blk, M, out, ldo, TRUE, TRUE);
+  else if (clamp)
+    DOT4_NAME (half_sweep_body) (g, p, h, u, blk, M, out, ldo, TRUE, FALSE);
+  else if (spread)
+    DOT4_NAME (half_sweep_body) (g, p, h, u, blk, M, out, ldo, FALSE, TRUE);
   else
-    DOT4_NAME (half_sweep_body) (g, p, h, u, blk, M, out, ldo, FALSE);
+    DOT4_NAME (half_sweep_body) (g, p, h, u, blk, M, out, ldo, FALSE, FALSE);
 }
 
 /* Whether panel @p of @g (@nv vectors of columns) runs as two half sweeps: whole,
@@ -313,7 +352,7 @@ DOT4_NAME (half_sweep) (const ConyQGemm *g, guint p, guint h, const guint8 *u, g
 static inline gboolean
 DOT4_NAME (sweeps) (const ConyQGemm *g, guint p, int nv)
 {
-  if (nv != DOT4_VECS || !g->small_acc || g->K > DOT4_SWEEP_K)
+  if (nv != DOT4_VECS || !g->small_acc || g->K > DOT4_SWEEP_K || g->K < 4 * QROWS)
     return FALSE;
   ConyQPanel pn = cony_qpanel (g, p);
   return pn.n8 == pn.nq;
