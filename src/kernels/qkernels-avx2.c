@@ -736,6 +736,60 @@ put16_small_k (const ConyQOut *o, const QSmall16 *k, __m512i acc, gint8 *dst, co
   _mm_storeu_si128 ((__m128i *) dst, q_out16_small_clamp (o, q_mul16_small_k (k, acc), clamp));
 }
 
+/* A block's accumulators whose requantisation waits for the next block's products,
+ * of the same panel or the next (512-bit kernels, whole panels, the short rounding, no
+ * clamp): in a pass after each block's products the rounding hardly overlapped them;
+ * one vector a quad during the next block's, it does (YAMNet's 512-deep layers: 13.2
+ * to 12.7 us on Zen 5). Accumulator j is row j / 4's vector j % 4. */
+typedef struct {
+  __m512i acc[QROWS * 4];
+  QSmall16 k[2][4];   /* the short rounding's constants of two panels' four vectors, */
+  const QSmall16 *kp; /* those of the kept accumulators */
+  const QSmall16 *kn; /* and those of the panel being computed */
+  gint8 *out;         /* the kept block's first row, at its panel's first column */
+  gsize ldo;
+  guint count; /* accumulators kept: 4 times the block's rows, or 0 */
+} QDefer16;
+
+CONY_TARGET_AVX512 static inline void
+qdefer16_init (QDefer16 *d, gsize ldo)
+{
+  d->kp = d->kn = d->k[0];
+  d->out = NULL;
+  d->ldo = ldo;
+  d->count = 0;
+}
+
+/* The constants of the panel starting at column @c0, in the slot the kept accumulators
+ * do not use. */
+CONY_TARGET_AVX512 static inline void
+qdefer16_panel (QDefer16 *d, const ConyQOut *o, guint c0)
+{
+  QSmall16 *k = d->k[d->kp == d->k[0] ? 1 : 0];
+  for (int v = 0; v < 4; v++)
+    k[v] = q_small16 (o, c0 + 16 * v);
+  d->kn = k;
+}
+
+/* Accumulator @j of @d requantised and stored (vpmovsdb: the short rounding's
+ * saturation to int8, no clamp). */
+CONY_TARGET_AVX512 static inline __attribute__ ((always_inline)) void
+put_deferred16 (const QDefer16 *d, guint j)
+{
+  __m512i v = q_mul16_small_k (&d->kp[j % 4], d->acc[j]);
+  _mm_storeu_si128 ((__m128i *) (d->out + (j / 4) * d->ldo + 16 * (j % 4)),
+      _mm512_cvtsepi32_epi8 (v));
+}
+
+/* Every accumulator still kept in @d requantised. */
+CONY_TARGET_AVX512 static inline void
+qdefer16_flush (QDefer16 *d)
+{
+  for (guint j = 0; j < d->count; j++)
+    put_deferred16 (d, j);
+  d->count = 0;
+}
+
 /* One row's 16 accumulators of columns @c..c+15 (all of them outputs) requantised by @o
  * into @out, with the short rounding where @small (ConyQGemm's small_acc). (The kernels
  * pass a local copy of their ConyQOut: their int8 stores could alias it, so its fields

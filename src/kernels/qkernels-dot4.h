@@ -23,6 +23,7 @@
 /* the register operations of that width, and its requantisation (qkernels-avx2.c) */
 #if DOT4_LANES == 8
 #define DOT4_PUT_ROWS put_rows8
+#define DOT4_DEFER void
 #define DOT4_PREPARE prepare_inputs
 #define DOT4_VEC __m256i
 #define DOT4_LOAD(p) _mm256_loadu_si256 ((const void *) (p))
@@ -30,6 +31,7 @@
 #define DOT4_ZERO() _mm256_setzero_si256 ()
 #else
 #define DOT4_PUT_ROWS put_rows16
+#define DOT4_DEFER QDefer16
 #define DOT4_PREPARE prepare_inputs_zmm
 #define DOT4_VEC __m512i
 #define DOT4_LOAD(p) _mm512_loadu_si512 ((const void *) (p))
@@ -44,15 +46,27 @@
 #else
 #define DOT4_ACCS(r) DOT4_VEC a##r##0 = b0, a##r##1 = b1
 #endif
+/* row @r's accumulators into the array acc (row r's at DOT4_VECS r) */
+#if DOT4_VECS > 2
+#define DOT4_KEEP(r) \
+  acc[4 * (r)] = a##r##0, acc[4 * (r) + 1] = a##r##1, acc[4 * (r) + 2] = a##r##2, \
+          acc[4 * (r) + 3] = a##r##3;
+#else
+#define DOT4_KEEP(r) acc[2 * (r)] = a##r##0, acc[2 * (r) + 1] = a##r##1;
+#endif
 /* CALL (r) for the QROWS rows */
 #define DOT4_EACH_ROW(CALL) CALL (0) CALL (1) CALL (2) CALL (3) CALL (4) CALL (5)
 
 /* Panel @pn (its first column @c0, @NV vectors of columns) for the QROWS rows of one
  * block of prepared inputs @u and @u16, of which the first @MR are stored into @out
- * (row stride @ldo; the block's rows past M are zero); @SMALL: g->small_acc. */
+ * (row stride @ldo; the block's rows past M are zero); @SMALL: g->small_acc. With
+ * @defer (512-bit, a constant of the caller: NULL or not), the previous block's
+ * accumulators kept there are requantised one a quad during this block's products, and
+ * this block's are left there in their place (QDefer16 says why). */
 DOT4_TARGET static inline __attribute__ ((always_inline)) void
 DOT4_NAME (block) (const ConyQGemm *g, const ConyQPanel *pn, guint c0, const guint8 *u,
-    const gint16 *u16, const int NV, const gboolean SMALL, gsize MR, gint8 *out, gsize ldo)
+    const gint16 *u16, const int NV, const gboolean SMALL, gsize MR, gint8 *out, gsize ldo,
+    DOT4_DEFER *defer)
 {
   /* the bias read again for each block (an opaque pointer): kept in registers across
    * the blocks, it leaves the 256-bit kernel too few for its accumulators */
@@ -121,17 +135,33 @@ DOT4_NAME (block) (const ConyQGemm *g, const ConyQPanel *pn, guint c0, const gui
       _mm_prefetch ((const char *) (w8 + PREFETCH + line), _MM_HINT_T0); \
     DOT4_QUAD () \
   }
+#if DOT4_LANES == 16
+#define DOT4_DEFERRED_PUT(i) \
+  if (defer && (i) < defer->count) \
+    put_deferred16 (defer, i);
+#else
+#define DOT4_DEFERRED_PUT(i)
+#endif
   const gint8 *w8 = pn->w8;
   if (pn->n8 == pn->nq) { /* every quad bytes, in order: no index to read */
     const guint8 *a = u;
-    for (guint i = 0; i < pn->n8; i++, w8 += 4 * DOT4_PANEL, a += QROWS * 4)
+    for (guint i = 0; i < pn->n8; i++, w8 += 4 * DOT4_PANEL, a += QROWS * 4) {
       DOT4_BYTES ();
+      DOT4_DEFERRED_PUT (i);
+    }
   } else {
     for (guint i = 0; i < pn->n8; i++, w8 += 4 * DOT4_PANEL) {
       const guint8 *a = u + (gsize) QROWS * 4 * pn->idx[i];
       DOT4_BYTES ();
+      DOT4_DEFERRED_PUT (i);
     }
   }
+#if DOT4_LANES == 16
+  /* those left over where the quads of bytes are fewer */
+  for (guint i = pn->n8; defer && i < defer->count; i++)
+    put_deferred16 (defer, i);
+#endif
+#undef DOT4_DEFERRED_PUT
 #undef DOT4_BYTES
 #undef DOT4_QUAD
 #undef DOT4_ROW
@@ -199,35 +229,43 @@ DOT4_NAME (block) (const ConyQGemm *g, const ConyQPanel *pn, guint c0, const gui
 #undef DOT4_WORD
 #undef DOT4_WORD_ROW
   }
+#if DOT4_LANES == 16
+  if (defer) {
+    __m512i *acc = defer->acc;
+    DOT4_EACH_ROW (DOT4_KEEP)
+    defer->count = (guint) MR * 4;
+    defer->out = out + c0;
+    defer->kp = defer->kn;
+    return;
+  }
+#endif
   /* the accumulators stored, then requantised in a pass of their own (put_rows8 and
    * put_rows16 in qkernels-avx2.c say why; @o: a local copy of g->out, see put16) */
   const ConyQOut o = g->out;
   DOT4_VEC acc[QROWS * DOT4_VECS];
-#if DOT4_VECS > 2
-#define DOT4_STORE(r) \
-  acc[4 * (r)] = a##r##0, acc[4 * (r) + 1] = a##r##1, acc[4 * (r) + 2] = a##r##2, \
-          acc[4 * (r) + 3] = a##r##3;
-#else
-#define DOT4_STORE(r) acc[2 * (r)] = a##r##0, acc[2 * (r) + 1] = a##r##1;
-#endif
-  DOT4_EACH_ROW (DOT4_STORE)
-#undef DOT4_STORE
+  DOT4_EACH_ROW (DOT4_KEEP)
   DOT4_PUT_ROWS (&o, SMALL, c0, acc, MR, NV, g->N, out, ldo);
 }
 
 /* Panel @p (@NV vectors of columns) of the @M rows prepared in @u and @u16 (@blk values
- * a block) into @out. */
+ * a block) into @out; @defer as in DOT4_NAME (block): it may keep a block of the panel
+ * before, and keeps this panel's last block. */
 DOT4_TARGET static inline __attribute__ ((always_inline)) void
 DOT4_NAME (panel) (const ConyQGemm *g, guint p, const guint8 *u, const gint16 *u16, gsize blk,
-    gsize M, const int NV, const gboolean SMALL, gint8 *out, gsize ldo)
+    gsize M, const int NV, const gboolean SMALL, gint8 *out, gsize ldo, DOT4_DEFER *defer)
 {
   ConyQPanel pn = cony_qpanel (g, p);
   gsize full = M / QROWS;
+  const guint c0 = DOT4_PANEL * p;
+#if DOT4_LANES == 16
+  if (defer)
+    qdefer16_panel (defer, &g->out, c0);
+#endif
   /* full blocks with the row count a constant (the stores unconditional), then the rest */
   for (gsize b = 0; b < full; b++, u += blk, u16 += blk, out += QROWS * ldo)
-    DOT4_NAME (block) (g, &pn, DOT4_PANEL * p, u, u16, NV, SMALL, QROWS, out, ldo);
+    DOT4_NAME (block) (g, &pn, c0, u, u16, NV, SMALL, QROWS, out, ldo, defer);
   if (M % QROWS)
-    DOT4_NAME (block) (g, &pn, DOT4_PANEL * p, u, u16, NV, SMALL, M % QROWS, out, ldo);
+    DOT4_NAME (block) (g, &pn, c0, u, u16, NV, SMALL, M % QROWS, out, ldo, defer);
 }
 
 #if DOT4_LANES == 16
@@ -367,9 +405,9 @@ DOT4_NAME (panel_nv) (const ConyQGemm *g, guint p, const guint8 *u, const gint16
 #define DOT4_CASE(n) \
   case n: \
     if (small) \
-      DOT4_NAME (panel) (g, p, u, u16, blk, M, n, TRUE, out, ldo); \
+      DOT4_NAME (panel) (g, p, u, u16, blk, M, n, TRUE, out, ldo, NULL); \
     else \
-      DOT4_NAME (panel) (g, p, u, u16, blk, M, n, FALSE, out, ldo); \
+      DOT4_NAME (panel) (g, p, u, u16, blk, M, n, FALSE, out, ldo, NULL); \
     break;
   switch (nv) {
 #if DOT4_VECS > 2
@@ -383,6 +421,16 @@ DOT4_NAME (panel_nv) (const ConyQGemm *g, guint p, const guint8 *u, const gint16
 #undef DOT4_CASE
 }
 
+#if DOT4_LANES == 16
+/* A whole panel, the short rounding, each block's requantisation deferred in @defer. */
+DOT4_TARGET static void
+DOT4_NAME (panel_deferred) (const ConyQGemm *g, guint p, const guint8 *u, const gint16 *u16,
+    gsize blk, gsize M, gint8 *out, gsize ldo, QDefer16 *defer)
+{
+  DOT4_NAME (panel) (g, p, u, u16, blk, M, DOT4_VECS, TRUE, out, ldo, defer);
+}
+#endif
+
 DOT4_TARGET void
 DOT4_NAME (cony_qgemm) (const ConyQGemm *g, gsize M, const gint8 *x, gsize ldx, gint8 *out,
     gsize ldo, gint16 *scratch)
@@ -392,18 +440,32 @@ DOT4_NAME (cony_qgemm) (const ConyQGemm *g, gsize M, const gint8 *x, gsize ldx, 
   guint8 *u;
   gint16 *u16;
   gsize blk = DOT4_PREPARE (g, M, x, ldx, scratch, &u, &u16);
+#if DOT4_LANES == 16
+  QDefer16 defer;
+  qdefer16_init (&defer, ldo);
+  const gboolean deferring = g->small_acc && !q_out_clamps (&g->out);
+#endif
   for (guint p = 0; p < cony_qgemm_panels (g); p++) {
     guint left = g->N - DOT4_PANEL * p;
     int nv = left >= DOT4_PANEL ? DOT4_VECS : (int) ((left + DOT4_LANES - 1) / DOT4_LANES);
 #if DOT4_LANES == 16
     if (DOT4_NAME (sweeps) (g, p, nv)) {
+      qdefer16_flush (&defer);
       DOT4_NAME (half_sweep) (g, p, 0, u, blk, M, out, ldo);
       DOT4_NAME (half_sweep) (g, p, 1, u, blk, M, out, ldo);
       continue;
     }
+    if (deferring && nv == DOT4_VECS) {
+      DOT4_NAME (panel_deferred) (g, p, u, u16, blk, M, out, ldo, &defer);
+      continue;
+    }
+    qdefer16_flush (&defer);
 #endif
     DOT4_NAME (panel_nv) (g, p, u, u16, blk, M, nv, g->small_acc, out, ldo);
   }
+#if DOT4_LANES == 16
+  qdefer16_flush (&defer);
+#endif
 }
 
 #undef DOT4_ACCS
@@ -417,6 +479,8 @@ DOT4_NAME (cony_qgemm) (const ConyQGemm *g, gsize M, const gint8 *x, gsize ldx, 
 #undef DOT4_TARGET
 #undef DOT4_VEC
 #undef DOT4_PUT_ROWS
+#undef DOT4_DEFER
+#undef DOT4_KEEP
 #undef DOT4_PREPARE
 #undef DOT4_VECS
 #undef DOT4_LANES

@@ -321,11 +321,15 @@ test_kernels_equal (void)
   /* from { 13, 40, 64 }: whole 64-column panels of the 512-bit set, and its last panels
    * of three and one vector (100 = 64 + 36, 130 = 2 x 64 + 2); its half sweeps (K up to
    * 128) on one partial block, on whole blocks only, with a remainder of five rows and
-   * over many blocks; a whole panel too shallow for them (K 16) */
+   * over many blocks; a whole panel too shallow for them (K 16); deeper whole panels
+   * with the short rounding (s even, kind 1), whose rounding waits for the next block's
+   * products, of the same panel or the next: one partial block a panel, words among the
+   * bytes and a partial panel after two whole ones */
   guint shapes[][3] = { { 13, 9, 32 }, { 7, 64, 21 }, { 25, 1024, 48 }, { 1, 1024, 521 },
     { 6, 33, 16 }, { 11, 2, 5 }, { 30, 27, 40 }, { 1000, 9, 20 }, { 1501, 30, 24 }, { 13, 40, 64 },
     { 20, 70, 100 }, { 7, 24, 130 }, { 48, 512, 192 }, { 4, 128, 64 }, { 12, 100, 128 },
-    { 23, 96, 64 }, { 200, 48, 64 }, { 20, 16, 64 } };
+    { 23, 96, 64 }, { 200, 48, 64 }, { 20, 16, 64 }, { 5, 256, 192 }, { 9, 136, 64 },
+    { 13, 200, 136 } };
   for (guint s = 0; s < G_N_ELEMENTS (shapes); s++)
     for (guint kind = 0; kind < 4; kind++) {
       guint M = shapes[s][0], K = shapes[s][1], N = shapes[s][2];
