@@ -299,13 +299,17 @@ DOT4_NAME (panel) (const ConyQGemm *g, guint p, const guint8 *u, const gint16 *u
     DOT4_EACH_ROW (DOT4_SWEEP_ROW); \
   }
 #define DOT4_SWEEP_KEEP(r) p##r##0 = a##r##0, p##r##1 = a##r##1;
-/* quad @i, then the previous block's row @r's vector @v, or its row @i */
-#define DOT4_SWEEP_STEP(i, r, v) \
-  DOT4_SWEEP_QUAD (i); \
-  DOT4_SWEEP_PUT_VEC (r, v)
-#define DOT4_SWEEP_STEP2(i) \
-  DOT4_SWEEP_QUAD (i); \
-  DOT4_SWEEP_PUT (i)
+/* the previous block's row @r requantised after quad @r of this one, or its vectors
+ * after quads 2 @r and 2 @r + 1; for the rows (DOT4_EACH_ROW, which a quad expands) */
+#define DOT4_SWEEP_BY_ROW(r) \
+  DOT4_SWEEP_QUAD (r); \
+  DOT4_SWEEP_PUT (r)
+#define DOT4_SWEEP_BY_VECTOR(r) \
+  DOT4_SWEEP_QUAD (2 * (r)); \
+  DOT4_SWEEP_PUT_VEC (r, 0) \
+  DOT4_SWEEP_QUAD (2 * (r) + 1); \
+  DOT4_SWEEP_PUT_VEC (r, 1)
+#define DOT4_SWEEP_EACH_ROW(CALL) CALL (0) CALL (1) CALL (2) CALL (3) CALL (4) CALL (5)
 
 /* Columns 32 @h .. 32 @h + 31 of whole panel @p for the @M rows prepared in @u (@blk
  * bytes a block) into @out; @CLAMP: q_out_clamps (the bytes clamped to [lo, hi]).
@@ -330,26 +334,10 @@ DOT4_NAME (half_sweep_body) (const ConyQGemm *g, guint p, guint h, const guint8 
   for (gsize row0 = 0; row0 < M; row0 += QROWS, u += blk) {
     __m512i a00 = b0, a01 = b1, a10 = b0, a11 = b1, a20 = b0, a21 = b1, a30 = b0, a31 = b1,
             a40 = b0, a41 = b1, a50 = b0, a51 = b1;
-    if (SPREAD) { /* a vector a quad */
-      DOT4_SWEEP_STEP (0, 0, 0);
-      DOT4_SWEEP_STEP (1, 0, 1);
-      DOT4_SWEEP_STEP (2, 1, 0);
-      DOT4_SWEEP_STEP (3, 1, 1);
-      DOT4_SWEEP_STEP (4, 2, 0);
-      DOT4_SWEEP_STEP (5, 2, 1);
-      DOT4_SWEEP_STEP (6, 3, 0);
-      DOT4_SWEEP_STEP (7, 3, 1);
-      DOT4_SWEEP_STEP (8, 4, 0);
-      DOT4_SWEEP_STEP (9, 4, 1);
-      DOT4_SWEEP_STEP (10, 5, 0);
-      DOT4_SWEEP_STEP (11, 5, 1);
-    } else { /* a row a quad */
-      DOT4_SWEEP_STEP2 (0);
-      DOT4_SWEEP_STEP2 (1);
-      DOT4_SWEEP_STEP2 (2);
-      DOT4_SWEEP_STEP2 (3);
-      DOT4_SWEEP_STEP2 (4);
-      DOT4_SWEEP_STEP2 (5);
+    if (SPREAD) {
+      DOT4_SWEEP_EACH_ROW (DOT4_SWEEP_BY_VECTOR)
+    } else {
+      DOT4_SWEEP_EACH_ROW (DOT4_SWEEP_BY_ROW)
     }
     for (guint i = SPREAD ? 2 * QROWS : QROWS; i < pn.n8; i++)
       DOT4_SWEEP_QUAD (i);
@@ -364,8 +352,9 @@ DOT4_NAME (half_sweep_body) (const ConyQGemm *g, guint p, guint h, const guint8 
 #undef DOT4_SWEEP_ROW
 #undef DOT4_SWEEP_PUT
 #undef DOT4_SWEEP_PUT_VEC
-#undef DOT4_SWEEP_STEP
-#undef DOT4_SWEEP_STEP2
+#undef DOT4_SWEEP_BY_ROW
+#undef DOT4_SWEEP_BY_VECTOR
+#undef DOT4_SWEEP_EACH_ROW
 
 /* DOT4_NAME (half_sweep_body) with CLAMP a constant: most layers (ReLU6, linear) keep
  * the whole int8 range, and the clamp's two instructions a vector are a sixth of the
