@@ -850,56 +850,113 @@ put_rows16 (const ConyQOut *o, gboolean small, guint c, const __m512i *acc, gsiz
   }
 }
 
-/* Channels @c..c+31 of the output pixel whose 3x3 window starts at @px (taps at @off),
- * dw16 on 512-bit registers: each unpack leaves channels 8 l + 0..3 (first sum) and
- * 8 l + 4..7 (second) of 128-bit lane l; two lane shuffles put channels c..c+15 in
- * *@lo and c+16..c+31 in *@hi, the bias added. */
-CONY_TARGET_AVX512 static inline __attribute__ ((always_inline)) void
-dw32 (const ConyQDw *d, const gint8 *px, const gsize *off, guint c, __m512i *lo, __m512i *hi)
+/* The weights (five tap pairs, the two halves of each) and the bias of channels @c..
+ * c+31, held in registers while dw32 runs over every pixel. */
+typedef struct {
+  __m512i w[10], bias_lo, bias_hi;
+} Dw32Chunk;
+
+CONY_TARGET_AVX512 static inline __attribute__ ((always_inline)) Dw32Chunk
+dw32_chunk (const ConyQDw *d, guint c)
 {
   const gint16 *w = d->w4 + (gsize) (c / 32) * 5 * 64;
+  Dw32Chunk k;
+  for (int i = 0; i < 10; i++)
+    k.w[i] = _mm512_loadu_si512 (w + 32 * i);
+  k.bias_lo = _mm512_loadu_si512 (d->bias + c);
+  k.bias_hi = _mm512_loadu_si512 (d->bias + c + 16);
+  return k;
+}
+
+/* Channels @c..c+31 (weights @k) of the output pixel whose 3x3 window starts at @px
+ * (taps at @off), dw16 on 512-bit registers: each unpack leaves channels 8 l + 0..3
+ * (first sum) and 8 l + 4..7 (second) of 128-bit lane l; two lane shuffles put channels
+ * c..c+15 in *@lo and c+16..c+31 in *@hi, the bias added. */
+CONY_TARGET_AVX512 static inline __attribute__ ((always_inline)) void
+dw32 (const Dw32Chunk *k, const gint8 *px, const gsize *off, guint c, __m512i *lo, __m512i *hi)
+{
   __m512i a0 = _mm512_setzero_si512 (), a1 = a0;
-  for (guint k = 0; k < 9; k += 2, w += 64) {
-    __m512i v0 = _mm512_cvtepi8_epi16 (_mm256_loadu_si256 ((const __m256i *) (px + off[k] + c)));
-    __m512i v1 = k < 8
-        ? _mm512_cvtepi8_epi16 (_mm256_loadu_si256 ((const __m256i *) (px + off[k + 1] + c)))
+  for (guint t = 0; t < 9; t += 2) {
+    __m512i v0 = _mm512_cvtepi8_epi16 (_mm256_loadu_si256 ((const __m256i *) (px + off[t] + c)));
+    __m512i v1 = t < 8
+        ? _mm512_cvtepi8_epi16 (_mm256_loadu_si256 ((const __m256i *) (px + off[t + 1] + c)))
         : _mm512_setzero_si512 ();
     /* vpdpwssd: vpmaddwd and the sum in one */
-    a0 = _mm512_dpwssd_epi32 (a0, _mm512_unpacklo_epi16 (v0, v1), _mm512_loadu_si512 (w));
-    a1 = _mm512_dpwssd_epi32 (a1, _mm512_unpackhi_epi16 (v0, v1), _mm512_loadu_si512 (w + 32));
+    a0 = _mm512_dpwssd_epi32 (a0, _mm512_unpacklo_epi16 (v0, v1), k->w[t]);
+    a1 = _mm512_dpwssd_epi32 (a1, _mm512_unpackhi_epi16 (v0, v1), k->w[t + 1]);
   }
   const __m512i first = _mm512_set_epi64 (11, 10, 3, 2, 9, 8, 1, 0);
   const __m512i second = _mm512_set_epi64 (15, 14, 7, 6, 13, 12, 5, 4);
-  *lo = _mm512_add_epi32 (_mm512_permutex2var_epi64 (a0, first, a1),
-      _mm512_loadu_si512 (d->bias + c));
-  *hi = _mm512_add_epi32 (_mm512_permutex2var_epi64 (a0, second, a1),
-      _mm512_loadu_si512 (d->bias + c + 16));
+  *lo = _mm512_add_epi32 (_mm512_permutex2var_epi64 (a0, first, a1), k->bias_lo);
+  *hi = _mm512_add_epi32 (_mm512_permutex2var_epi64 (a0, second, a1), k->bias_hi);
 }
 
-/* The depthwise layer as cony_qdw_avx2, 32 channels at a time (dw32), requantised on
- * 16 lanes; a remainder of 16 channels takes dw16, the rest the portable loop. */
+/* Sums @lo and @hi of channels @c..c+31 requantised by @o into @dst (at channel @c):
+ * the short rounding on its constants @s0 and @s1 where @small, else put16's. */
+CONY_TARGET_AVX512 static inline __attribute__ ((always_inline)) void
+dw32_put (const ConyQOut *o, gboolean small, const QSmall16 *s0, const QSmall16 *s1, guint c,
+    __m512i lo, __m512i hi, gint8 *dst)
+{
+  if (small) {
+    put16_small_k (o, s0, lo, dst, TRUE);
+    put16_small_k (o, s1, hi, dst + 16, TRUE);
+  } else {
+    put16 (o, FALSE, c, lo, dst - c);
+    put16 (o, FALSE, c + 16, hi, dst - c);
+  }
+}
+
+/* Channels @c..c+31 of every output pixel (dw32), each pixel's sums requantised after
+ * the next pixel's products: a pixel's sums and rounding are one chain of dependent
+ * instructions, which the core overlaps with the next pixel's only where those come
+ * first. The weights, bias and short rounding's constants stay in registers. */
+CONY_TARGET_AVX512 static void
+dw32_channels (const ConyQDw *d, const gint8 *in, gsize row, const gsize *off, guint oh, guint ow,
+    guint stride, guint c, gint8 *out)
+{
+  const ConyQOut o = d->out; /* a local copy: see put16 */
+  const gboolean small = d->small_acc;
+  const Dw32Chunk k = dw32_chunk (d, c);
+  const QSmall16 s0 = q_small16 (&o, c), s1 = q_small16 (&o, c + 16);
+  guint C = d->C;
+  __m512i prev_lo = _mm512_setzero_si512 (), prev_hi = prev_lo;
+  gint8 *prev = NULL; /* where the sums kept go */
+  for (guint y = 0; y < oh; y++) {
+    const gint8 *line = in + (gsize) y * stride * row;
+    gint8 *ox = out + (gsize) y * ow * C + c;
+    for (guint x = 0; x < ow; x++, ox += C) {
+      __m512i lo, hi;
+      dw32 (&k, line + (gsize) x * stride * C, off, c, &lo, &hi);
+      if (prev)
+        dw32_put (&o, small, &s0, &s1, c, prev_lo, prev_hi, prev);
+      prev_lo = lo, prev_hi = hi, prev = ox;
+    }
+  }
+  if (prev)
+    dw32_put (&o, small, &s0, &s1, c, prev_lo, prev_hi, prev);
+}
+
+/* The depthwise layer as cony_qdw_avx2, 32 channels at a time over all pixels
+ * (dw32_channels), requantised on 16 lanes; a remainder of 16 channels takes dw16, the
+ * rest the portable loop. */
 CONY_TARGET_AVX512 void
 cony_qdw_avx512 (const ConyQDw *d, const gint8 *in, guint in_w, guint oh, guint ow, guint stride,
     gint8 *out, gint32 *acc)
 {
   guint C = d->C, C32 = C / 32 * 32, C16 = C / 16 * 16;
-  const ConyQOut o32 = d->out; /* local copies: see put16 */
-  const gboolean small = d->small_acc;
   gsize row = (gsize) in_w * C, off[10];
   for (guint k = 0; k < 9; k++)
     off[k] = (k / 3) * row + (k % 3) * C;
+  for (guint c = 0; c < C32; c += 32)
+    dw32_channels (d, in, row, off, oh, ow, stride, c, out);
+  if (C32 == C)
+    return;
   for (guint y = 0; y < oh; y++) {
     const gint8 *line = in + (gsize) y * stride * row;
     gint8 *o = out + (gsize) y * ow * C;
     for (guint x = 0; x < ow; x++) {
       const gint8 *px = line + (gsize) x * stride * C;
       gint8 *ox = o + (gsize) x * C;
-      for (guint c = 0; c < C32; c += 32) {
-        __m512i lo, hi;
-        dw32 (d, px, off, c, &lo, &hi);
-        put16 (&o32, small, c, lo, ox);
-        put16 (&o32, small, c + 16, hi, ox);
-      }
       if (C32 < C16) {
         __m256i lo, hi;
         dw16 (d, px, off, C32, &lo, &hi);
