@@ -571,6 +571,38 @@ copy_taps (gint8 *dst, const gint8 *src, guint n)
     memcpy (dst, src, n);
 }
 
+/* im2col_q for one input channel (YAMNet's log-mel patch): the nine taps of each pixel
+ * copied one by one, the padding's where a tap falls outside. The generic loop spent
+ * about 26 cycles a pixel on its per-row checks, as long as the product after it. */
+static void
+im2col_one (const Layer *l, const QLayer *q, const gint8 *in, gint8 *col)
+{
+  guint s = l->stride, K = q->gemm.K;
+  int W = (int) l->in_w, H = (int) l->in_h;
+  gint8 zp = (gint8) q->in_zp;
+  for (guint y = 0; y < l->out_h; y++) {
+    const gint8 *rows[3];
+    for (int ky = 0; ky < 3; ky++) {
+      int yy = (int) (y * s) + ky - (int) l->pad_top;
+      rows[ky] = yy >= 0 && yy < H ? in + (gsize) yy * W : NULL;
+    }
+    gboolean all_rows = rows[0] && rows[1] && rows[2];
+    gint8 *dst = col + (gsize) y * l->out_w * K;
+    for (guint x = 0; x < l->out_w; x++, dst += K) {
+      int x0 = (int) (x * s) - (int) l->pad_left;
+      if (all_rows && x0 >= 0 && x0 + 2 < W) {
+        for (int t = 0; t < 9; t++)
+          dst[t] = rows[t / 3][x0 + t % 3];
+        continue;
+      }
+      for (int t = 0; t < 9; t++) {
+        int xx = x0 + t % 3;
+        dst[t] = rows[t / 3] && xx >= 0 && xx < W ? rows[t / 3][xx] : zp;
+      }
+    }
+  }
+}
+
 /* col (rows x K) = the 3x3 SAME neighbourhoods of one int8 map, the padding at the
  * input's zero point (the real value 0, as in TFLite). A kernel row inside the map is
  * 3 C contiguous bytes on both sides. */
@@ -578,6 +610,10 @@ static void
 im2col_q (const Layer *l, const QLayer *q, const gint8 *in, gint8 *col)
 {
   guint C = l->in_c, s = l->stride, K = q->gemm.K;
+  if (C == 1) {
+    im2col_one (l, q, in, col);
+    return;
+  }
   for (guint y = 0; y < l->out_h; y++)
     for (guint x = 0; x < l->out_w; x++) {
       gint8 *row = col + ((gsize) y * l->out_w + x) * K;
