@@ -746,15 +746,17 @@ typedef struct {
   QSmall16 k[2][4];   /* the short rounding's constants of two panels' four vectors, */
   const QSmall16 *kp; /* those of the kept accumulators */
   const QSmall16 *kn; /* and those of the panel being computed */
+  const ConyQOut *o;  /* their requantisation */
   gint8 *out;         /* the kept block's first row, at its panel's first column */
   gsize ldo;
   guint count; /* accumulators kept: 4 times the block's rows, or 0 */
 } QDefer16;
 
 CONY_TARGET_AVX512 static inline void
-qdefer16_init (QDefer16 *d, gsize ldo)
+qdefer16_init (QDefer16 *d, const ConyQOut *o, gsize ldo)
 {
   d->kp = d->kn = d->k[0];
+  d->o = o;
   d->out = NULL;
   d->ldo = ldo;
   d->count = 0;
@@ -771,14 +773,11 @@ qdefer16_panel (QDefer16 *d, const ConyQOut *o, guint c0)
   d->kn = k;
 }
 
-/* Accumulator @j of @d requantised and stored (vpmovsdb: the short rounding's
- * saturation to int8, no clamp). */
+/* Accumulator @j of @d requantised and stored (put16_small_k, no clamp). */
 CONY_TARGET_AVX512 static inline __attribute__ ((always_inline)) void
 put_deferred16 (const QDefer16 *d, guint j)
 {
-  __m512i v = q_mul16_small_k (&d->kp[j % 4], d->acc[j]);
-  _mm_storeu_si128 ((__m128i *) (d->out + (j / 4) * d->ldo + 16 * (j % 4)),
-      _mm512_cvtsepi32_epi8 (v));
+  put16_small_k (d->o, &d->kp[j % 4], d->acc[j], d->out + (j / 4) * d->ldo + 16 * (j % 4), FALSE);
 }
 
 /* Every accumulator still kept in @d requantised. */

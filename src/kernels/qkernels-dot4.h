@@ -431,7 +431,7 @@ DOT4_NAME (cony_qgemm) (const ConyQGemm *g, gsize M, const gint8 *x, gsize ldx, 
   gsize blk = DOT4_PREPARE (g, M, x, ldx, scratch, &u, &u16);
 #if DOT4_LANES == 16
   QDefer16 defer;
-  qdefer16_init (&defer, ldo);
+  qdefer16_init (&defer, &g->out, ldo);
   const gboolean deferring = g->small_acc && !q_out_clamps (&g->out);
 #endif
   for (guint p = 0; p < cony_qgemm_panels (g); p++) {
