@@ -661,11 +661,12 @@ q_small16 (const ConyQOut *o, guint c)
 /* q_mul8_small on 16 lanes plus the zero point (ConyQGemm's small_acc: |x| < 2^29, every
  * shift right by 1 to 23): 2x times the multiplier puts floor((x m + 2^30) / 2^31) plus
  * the rounding's 2^(rs-1) and zp 2^rs (o->nudge16: their sum times 2^32, plus 2^31) in
- * the high half of each 64-bit lane, whole (below 2^31 in magnitude); a shift and a
- * blend gather the even channels' and the odd ones'; then the sign's -1 and the shift.
- * The zero point's add included, only the two vpmuldq compete with vpdpbusd for its
- * two pipes on Zen 5 (a two-source permute there did too: the 32-deep layer of YAMNet
- * is 3 % faster without it). On the constants @k (q_small16). */
+ * the high half of each 64-bit lane, whole (below 2^31 in magnitude); one in-lane
+ * shuffle, masked to the even lanes, gathers the even channels' among the odd ones';
+ * then the sign's -1 and the shift. The zero point's add included, only the two
+ * vpmuldq compete with vpdpbusd for its two pipes on Zen 5 (a two-source permute there
+ * did too: the 32-deep layer of YAMNet is 3 % faster without it). On the constants @k
+ * (q_small16). */
 CONY_TARGET_AVX512 static inline __attribute__ ((always_inline)) __m512i
 q_mul16_small_k (const QSmall16 *k, __m512i x)
 {
@@ -673,7 +674,7 @@ q_mul16_small_k (const QSmall16 *k, __m512i x)
   __m512i even = _mm512_add_epi64 (_mm512_mul_epi32 (x2, k->mult_even), k->nudge_even);
   __m512i odd = _mm512_add_epi64 (_mm512_mul_epi32 (_mm512_srli_epi64 (x2, 32), k->mult_odd),
       k->nudge_odd);
-  __m512i hi = _mm512_mask_blend_epi32 (0xAAAA, _mm512_srli_epi64 (even, 32), odd);
+  __m512i hi = _mm512_mask_shuffle_epi32 (odd, 0x5555, even, _MM_PERM_CDAB);
   return _mm512_srav_epi32 (_mm512_add_epi32 (hi, _mm512_srai_epi32 (x, 31)), k->rshift);
 }
 
@@ -935,6 +936,94 @@ dw32_channels (const ConyQDw *d, const gint8 *in, gsize row, const gsize *off, g
     dw32_put (&o, small, &s0, &s1, c, prev_lo, prev_hi, prev);
 }
 
+/* Taps @t..t+3 (one dword per channel, as ConyQDw's w64) of channels @c..c+63 of the
+ * window at @px as u = x + 128, in the four vectors @u: unpacking bytes, then words. */
+CONY_TARGET_AVX512 static inline __attribute__ ((always_inline)) void
+dw64_quads (const gint8 *px, const gsize *off, guint t, guint c, __m512i u[4])
+{
+  const __m512i flip = _mm512_set1_epi8 ((char) 0x80);
+  __m512i v[4];
+  for (guint i = 0; i < 4; i++) /* tap 8 alone: its three partners have zero weights */
+    v[i] = _mm512_xor_si512 (_mm512_loadu_si512 (px + off[t + 3 < 9 ? t + i : t] + c), flip);
+  __m512i lo01 = _mm512_unpacklo_epi8 (v[0], v[1]), hi01 = _mm512_unpackhi_epi8 (v[0], v[1]);
+  __m512i lo23 = _mm512_unpacklo_epi8 (v[2], v[3]), hi23 = _mm512_unpackhi_epi8 (v[2], v[3]);
+  u[0] = _mm512_unpacklo_epi16 (lo01, lo23);
+  u[1] = _mm512_unpackhi_epi16 (lo01, lo23);
+  u[2] = _mm512_unpacklo_epi16 (hi01, hi23);
+  u[3] = _mm512_unpackhi_epi16 (hi01, hi23);
+}
+
+/* The sums of channels @c..c+63 (w64 order) of the output pixel whose window starts at
+ * @px: the bias, then vpdpbusd on taps 0-3, 4-7 and 8 (weights @w: 12 vectors). */
+CONY_TARGET_AVX512 static inline __attribute__ ((always_inline)) void
+dw64 (const __m512i *w, const gint32 *bias, const gint8 *px, const gsize *off, guint c,
+    __m512i acc[4])
+{
+  for (int j = 0; j < 4; j++)
+    acc[j] = _mm512_loadu_si512 (bias + 16 * j);
+  for (guint g = 0; g < 3; g++) {
+    __m512i u[4];
+    dw64_quads (px, off, 4 * g, c, u);
+    for (int j = 0; j < 4; j++)
+      acc[j] = _mm512_dpbusd_epi32 (acc[j], u[j], w[4 * g + j]);
+  }
+}
+
+/* Sums @acc (w64 order) requantised by the short rounding on their constants @k (of
+ * ConyQDw's out64) and stored at @dst as 64 bytes: the packs give back channel order. */
+CONY_TARGET_AVX512 static inline __attribute__ ((always_inline)) void
+dw64_put (const ConyQOut *o, const QSmall16 *k, const __m512i acc[4], gboolean clamp, gint8 *dst)
+{
+  __m512i r[4];
+  for (int j = 0; j < 4; j++)
+    r[j] = q_mul16_small_k (&k[j], acc[j]);
+  __m512i b = _mm512_packs_epi16 (_mm512_packs_epi32 (r[0], r[1]), _mm512_packs_epi32 (r[2], r[3]));
+  if (clamp)
+    b = _mm512_min_epi8 (_mm512_max_epi8 (b, _mm512_set1_epi8 ((gint8) o->lo)),
+        _mm512_set1_epi8 ((gint8) o->hi));
+  _mm512_storeu_si512 (dst, b);
+}
+
+/* Channels @c..c+63 of every output pixel by vpdpbusd (ConyQDw's w64: all taps int8,
+ * the short rounding), each pixel requantised after the next pixel's products as in
+ * dw32_channels. Unpacking a window's taps to four per channel costs fewer instructions
+ * than widening them to int16 (dw32) and packing the sums to bytes restores the
+ * channel order without a permute. A layer of 32 channels (stride 1, even width) runs
+ * two neighbouring pixels at once: their windows' taps and their outputs lie side by
+ * side. */
+CONY_TARGET_AVX512 static void
+dw64_channels (const ConyQDw *d, const gint8 *in, gsize row, const gsize *off, guint oh, guint ow,
+    guint stride, guint c, gint8 *out)
+{
+  const ConyQOut o = d->out64; /* a local copy: see put16 */
+  const gboolean clamp = q_out_clamps (&o);
+  __m512i w[12];
+  for (int i = 0; i < 12; i++)
+    w[i] = _mm512_loadu_si512 (d->w64 + ((gsize) (c / 64) * 12 + i) * 64);
+  const gint32 *bias = d->bias64 + c;
+  QSmall16 k[4];
+  for (int j = 0; j < 4; j++)
+    k[j] = q_small16 (&o, c + 16 * j);
+  guint C = d->C, pixels = C == 32 ? 2 : 1;
+  __m512i prev[4];
+  gint8 *prev_at = NULL; /* where the sums kept go */
+  for (guint y = 0; y < oh; y++) {
+    const gint8 *line = in + (gsize) y * stride * row;
+    gint8 *ox = out + (gsize) y * ow * C + c;
+    for (guint x = 0; x < ow; x += pixels, ox += pixels * C) {
+      __m512i acc[4];
+      dw64 (w, bias, line + (gsize) x * stride * C, off, c, acc);
+      if (prev_at)
+        dw64_put (&o, k, prev, clamp, prev_at);
+      for (int j = 0; j < 4; j++)
+        prev[j] = acc[j];
+      prev_at = ox;
+    }
+  }
+  if (prev_at)
+    dw64_put (&o, k, prev, clamp, prev_at);
+}
+
 /* The depthwise layer as cony_qdw_avx2, 32 channels at a time over all pixels
  * (dw32_channels), requantised on 16 lanes; a remainder of 16 channels takes dw16, the
  * rest the portable loop. */
@@ -946,7 +1035,11 @@ cony_qdw_avx512 (const ConyQDw *d, const gint8 *in, guint in_w, guint oh, guint 
   gsize row = (gsize) in_w * C, off[10];
   for (guint k = 0; k < 9; k++)
     off[k] = (k / 3) * row + (k % 3) * C;
-  for (guint c = 0; c < C32; c += 32)
+  guint c = 0;
+  if (d->w64 != NULL && d->small_acc && (C > 32 || (stride == 1 && ow % 2 == 0)))
+    for (; c < MAX (C / 64 * 64, C == 32 ? 32 : 0); c += 64)
+      dw64_channels (d, in, row, off, oh, ow, stride, c, out);
+  for (; c < C32; c += 32)
     dw32_channels (d, in, row, off, oh, ow, stride, c, out);
   if (C32 == C)
     return;

@@ -230,6 +230,52 @@ dw_tap_pairs (const ConyQWeights *w, guint C, guint G)
   return out;
 }
 
+/* Channel of place @p among 64 in ConyQDw's w64 order: lane (p / 4) % 4 and vector p / 16
+ * swap places. */
+static inline guint
+dw64_channel (guint p)
+{
+  return p / 64 * 64 + (p / 4 % 4) * 16 + (p / 16 % 4) * 4 + p % 4;
+}
+
+/* ConyQDw's w64, bias64 and out64 for its first C / 64 * 64 channels (32 channels:
+ * twice, for two neighbouring pixels), where all their taps fit int8 (vpdpbusd's signed
+ * operand); d->bias done. */
+static void
+dw_init_vnni (ConyQDw *d, const ConyQWeights *w, const ConyQMul *m, gint32 zp, gint32 lo, gint32 hi)
+{
+  guint n = d->C == 32 ? 64 : d->C / 64 * 64;
+  d->w64 = NULL;
+  d->bias64 = NULL;
+  memset (&d->out64, 0, sizeof d->out64);
+  for (guint c = 0; c < MIN (n, d->C); c++)
+    for (guint k = 0; k < 9; k++) {
+      gint16 v = cony_qweights_at (w, 9, c, k);
+      if (v < -128 || v > 127)
+        return;
+    }
+  if (n == 0)
+    return;
+  g_autofree ConyQMul *mp = g_new (ConyQMul, n);
+  d->w64 = g_new0 (gint8, (gsize) n / 64 * 12 * 64);
+  d->bias64 = g_new (gint32, n);
+  for (guint p = 0; p < n; p++) {
+    guint c = dw64_channel (p) % d->C;
+    gint64 sum = 0;
+    for (guint k = 0; k < 9; k++) {
+      gint16 v = cony_qweights_at (w, 9, c, k);
+      sum += v;
+      d->w64[((gsize) (p / 64) * 12 + (k / 4) * 4 + p % 64 / 16) * 64 + (p % 16) * 4 + k % 4] =
+          (gint8) v;
+    }
+    /* the kernel multiplies u = x + 128; only the short rounding runs it, whose sums
+     * are far inside int32 */
+    d->bias64[p] = (gint32) CLAMP (d->bias[c] - 128 * sum, G_MININT32, G_MAXINT32);
+    mp[p] = m[c];
+  }
+  cony_qout_init (&d->out64, n, mp, zp, lo, hi);
+}
+
 void
 cony_qdw_init (ConyQDw *d, guint C, const ConyQWeights *w, const gint32 *bias, const ConyQMul *m,
     gint32 in_zp, gint32 zp, gint32 lo, gint32 hi)
@@ -245,6 +291,7 @@ cony_qdw_init (ConyQDw *d, guint C, const ConyQWeights *w, const gint32 *bias, c
   d->w4 = dw_tap_pairs (w, C, 32);
   d->bias = folded_bias (9, C, cp, w, in_zp, bias);
   cony_qout_init (&d->out, C, m, zp, lo, hi);
+  dw_init_vnni (d, w, m, zp, lo, hi);
   d->small_acc = small_accumulators (&d->out, C, d->bias, w, 9, 128);
 }
 
@@ -254,6 +301,9 @@ cony_qdw_clear (ConyQDw *d)
   g_clear_pointer (&d->w, g_free);
   g_clear_pointer (&d->w2, g_free);
   g_clear_pointer (&d->w4, g_free);
+  g_clear_pointer (&d->w64, g_free);
+  g_clear_pointer (&d->bias64, g_free);
+  cony_qout_clear (&d->out64);
   g_clear_pointer (&d->bias, g_free);
   cony_qout_clear (&d->out);
 }

@@ -571,8 +571,11 @@ test_dw_kernels_equal (void)
   const ConyQKernels *simd[4], *port = cony_qkernels_portable ();
   guint n_simd = simd_sets (simd);
   GRand *r = g_rand_new_with_seed (9);
-  guint cases[][4] = { { 32, 1, 7, 5 }, { 40, 2, 6, 3 }, { 1024, 1, 3, 2 }, { 9, 2, 4, 4 },
-    { 48, 1, 2, 3 }, { 80, 1, 3, 3 }, { 17, 2, 3, 3 } };
+  /* C, stride, output height and width; the weights' kind is the case's index % 4 */
+  guint cases[][4] = { { 32, 1, 7, 6 }, { 40, 2, 6, 3 }, { 1024, 1, 3, 2 }, { 9, 2, 4, 4 },
+    { 48, 1, 2, 3 }, { 64, 2, 3, 3 }, { 128, 1, 2, 2 }, { 192, 1, 3, 4 }, { 160, 2, 3, 3 },
+    { 32, 2, 3, 4 }, { 96, 1, 2, 3 }, { 32, 1, 4, 5 }, { 32, 2, 3, 4 }, { 80, 1, 3, 3 },
+    { 17, 2, 3, 3 } };
   for (guint t = 0; t < G_N_ELEMENTS (cases); t++) {
     guint C = cases[t][0], s = cases[t][1], oh = cases[t][2], ow = cases[t][3];
     guint ih = (oh - 1) * s + 3, iw = (ow - 1) * s + 3;
@@ -590,9 +593,14 @@ test_dw_kernels_equal (void)
       cony_q_multiplier (exp (g_rand_double_range (r, log (1e-5), log (0.5))), &m[c]);
     }
     gint32 in_zp = t % 2 ? 127 : -128;
+    /* one case clamps to less than int8 (after the 512-bit VNNI kernel's packs) */
+    gint32 lo = t == 8 ? -60 : -128, hi = t == 8 ? 100 : 127;
     ConyQDw d;
-    cony_qdw_init (&d, C, &w, bias, m, in_zp, g_rand_int_range (r, -128, 128), -128, 127);
+    cony_qdw_init (&d, C, &w, bias, m, in_zp, g_rand_int_range (r, -128, 128), lo, hi);
     g_assert_true (d.small_acc == !big);
+    /* vpdpbusd's copy: 32 channels, or 64 or more, every tap int8 (kinds 0 and 3); it
+     * runs 32 only at stride 1 and an even width (cases 0, 11 and 12) */
+    g_assert_true ((d.w64 != NULL) == ((C == 32 || C >= 64) && (t % 4 == 0 || t % 4 == 3)));
     g_autofree gint8 *in = g_new (gint8, (gsize) ih * iw * C);
     for (gsize i = 0; i < (gsize) ih * iw * C; i++)
       in[i] = (gint8) (i % 5 == 0 ? (i % 2 ? 127 : -128) : g_rand_int_range (r, -128, 128));
@@ -609,7 +617,7 @@ test_dw_kernels_equal (void)
             sum += (gint64) (in[at] - in_zp) * cony_qweights_at (&w, 9, c, k);
           }
           g_assert_cmpint (o2[((gsize) y * ow + x) * C + c], ==,
-              cony_q_requant ((gint32) sum, m[c], d.out.zp, -128, 127));
+              cony_q_requant ((gint32) sum, m[c], d.out.zp, lo, hi));
         }
     for (guint k = 0; k < n_simd; k++) {
       spoil (o1, o2, n);
