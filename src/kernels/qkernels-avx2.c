@@ -969,10 +969,11 @@ dw64 (const __m512i *w, const gint32 *bias, const gint8 *px, const gsize *off, g
   }
 }
 
-/* Sums @acc (w64 order) requantised by the short rounding on their constants @k (of
- * ConyQDw's out64) and stored at @dst as 64 bytes: the packs give back channel order. */
-CONY_TARGET_AVX512 static inline __attribute__ ((always_inline)) void
-dw64_put (const ConyQOut *o, const QSmall16 *k, const __m512i acc[4], gboolean clamp, gint8 *dst)
+/* Four vectors of sums @acc requantised by the short rounding on their constants @k and
+ * packed to 64 bytes: 128-bit lane l of the result holds lane l of each vector in turn
+ * (ConyQDw's w64 and ConyQGemm's w32 orders are made so that this is output order). */
+CONY_TARGET_AVX512 static inline __attribute__ ((always_inline)) __m512i
+pack64_small (const ConyQOut *o, const QSmall16 *k, const __m512i acc[4], gboolean clamp)
 {
   __m512i r[4];
   for (int j = 0; j < 4; j++)
@@ -981,7 +982,14 @@ dw64_put (const ConyQOut *o, const QSmall16 *k, const __m512i acc[4], gboolean c
   if (clamp)
     b = _mm512_min_epi8 (_mm512_max_epi8 (b, _mm512_set1_epi8 ((gint8) o->lo)),
         _mm512_set1_epi8 ((gint8) o->hi));
-  _mm512_storeu_si512 (dst, b);
+  return b;
+}
+
+/* Sums @acc (w64 order) requantised (pack64_small) and stored at @dst as 64 bytes. */
+CONY_TARGET_AVX512 static inline __attribute__ ((always_inline)) void
+dw64_put (const ConyQOut *o, const QSmall16 *k, const __m512i acc[4], gboolean clamp, gint8 *dst)
+{
+  _mm512_storeu_si512 (dst, pack64_small (o, k, acc, clamp));
 }
 
 /* Channels @c..c+63 of every output pixel by vpdpbusd (ConyQDw's w64: all taps int8,
@@ -1116,6 +1124,86 @@ prepare_inputs_zmm (const ConyQGemm *g, gsize M, const gint8 *x, gsize ldx, gint
     prepare_rows (x + full * QROWS * ldx, ldx, M - full * QROWS, g->K, g->p8.Kq, *u + full * blk,
         NULL);
   return blk;
+}
+
+/* Quad @q of rows @r0 and @r1 as u = x + 128: the first row's in lanes 0-7, the
+ * second's in 8-15. */
+CONY_TARGET_AVX512 static inline __attribute__ ((always_inline)) __m512i
+k12_quads (const gint8 *r0, const gint8 *r1, guint q)
+{
+  gint32 a, b;
+  memcpy (&a, r0 + 4 * q, 4);
+  memcpy (&b, r1 + 4 * q, 4);
+  __m512i v = _mm512_inserti64x4 (_mm512_set1_epi32 (a), _mm256_set1_epi32 (b), 1);
+  return _mm512_xor_si512 (v, _mm512_set1_epi8 ((char) 0x80));
+}
+
+/* Rows @rows (1 or 2) of packed outputs @b at @dst, @ldo apart. */
+CONY_TARGET_AVX512 static inline __attribute__ ((always_inline)) void
+k12_store (__m512i b, guint rows, gint8 *dst, gsize ldo)
+{
+  if (rows == 2 && ldo == 32) {
+    _mm512_storeu_si512 (dst, b);
+    return;
+  }
+  _mm256_storeu_si256 ((__m256i *) dst, _mm512_castsi512_si256 (b));
+  if (rows == 2)
+    _mm256_storeu_si256 ((__m256i *) (dst + ldo), _mm512_extracti64x4_epi64 (b, 1));
+}
+
+/* The product of ConyQGemm's w32 (K <= 12, N = 32, the short rounding), two rows at a
+ * time: each quad of the two rows broadcast to its half of a vector, one vpdpbusd per
+ * quad and vector of columns, each pair requantised after the next pair's products and
+ * stored packed. The general kernel's blocks of six rows and 64 columns leave half their
+ * vectors empty here and round a block after its few products: YAMNet's first layer. The
+ * last rows go through a copy, so that no quad reads past the input. */
+CONY_TARGET_AVX512 static void
+gemm_k12_n32 (const ConyQGemm *g, gsize M, const gint8 *x, gsize ldx, gint8 *out, gsize ldo)
+{
+  const ConyQOut o = g->out32; /* a local copy: see put16 */
+  const gboolean clamp = q_out_clamps (&o);
+  const guint nq = (g->K + 3) / 4;
+  __m512i w[12];
+  for (guint i = 0; i < 4 * nq; i++)
+    w[i] = _mm512_loadu_si512 (g->w32 + (gsize) i * 64);
+  QSmall16 k[4];
+  for (int j = 0; j < 4; j++)
+    k[j] = q_small16 (&o, 16 * j);
+  gint8 tail[2][16] = { { 0 } };
+  __m512i prev[4];
+  gint8 *prev_at = NULL; /* where the sums kept go */
+  guint prev_rows = 0;
+  for (gsize r = 0; r < M; r += 2) {
+    guint rows = M - r >= 2 ? 2 : 1;
+    const gint8 *r0 = x + r * ldx, *r1 = rows == 2 ? r0 + ldx : r0;
+    if (r + 2 >= M) {
+      memcpy (tail[0], r0, g->K);
+      memcpy (tail[1], r1, g->K);
+      r0 = tail[0], r1 = tail[1];
+    }
+    __m512i acc[4];
+    for (int j = 0; j < 4; j++)
+      acc[j] = _mm512_loadu_si512 (g->bias32 + 16 * j);
+    for (guint q = 0; q < nq; q++) {
+      __m512i u = k12_quads (r0, r1, q);
+      for (int j = 0; j < 4; j++)
+        acc[j] = _mm512_dpbusd_epi32 (acc[j], u, w[4 * q + j]);
+    }
+    if (prev_at)
+      k12_store (pack64_small (&o, k, prev, clamp), prev_rows, prev_at, ldo);
+    for (int j = 0; j < 4; j++)
+      prev[j] = acc[j];
+    prev_at = out + r * ldo, prev_rows = rows;
+  }
+  if (prev_at)
+    k12_store (pack64_small (&o, k, prev, clamp), prev_rows, prev_at, ldo);
+}
+
+/* Whether the 512-bit kernel runs @g by gemm_k12_n32. */
+static inline gboolean
+k12_n32 (const ConyQGemm *g)
+{
+  return g->w32 != NULL && g->small_acc;
 }
 
 #define DOT4_LANES 16

@@ -426,6 +426,12 @@ DOT4_NAME (cony_qgemm) (const ConyQGemm *g, gsize M, const gint8 *x, gsize ldx, 
 {
   /* packed for this kernel */
   g_assert (g->bytes_int8 && g->p8.width == DOT4_PANEL && g->p8.word == DOT4_LANES);
+#if DOT4_LANES == 16
+  if (k12_n32 (g)) {
+    gemm_k12_n32 (g, M, x, ldx, out, ldo);
+    return;
+  }
+#endif
   guint8 *u;
   gint16 *u16;
   gsize blk = DOT4_PREPARE (g, M, x, ldx, scratch, &u, &u16);

@@ -176,6 +176,44 @@ pack_panels8 (ConyQGemm *g, const ConyQWeights *w, guint width, guint word)
   g_free (exact);
 }
 
+/* Column of place @p among 64 in ConyQGemm's w32 order. */
+static inline guint
+gemm32_column (guint p)
+{
+  return (p / 4 % 2) * 16 + (p / 16) * 4 + p % 4;
+}
+
+/* ConyQGemm's w32, bias32 and out32 (g->bias done) where K <= 12, N = 32 and every
+ * weight fits int8. */
+static void
+gemm_init_k12 (ConyQGemm *g, const ConyQWeights *w, const ConyQMul *m, gint32 zp, gint32 lo,
+    gint32 hi)
+{
+  g->w32 = NULL;
+  g->bias32 = NULL;
+  memset (&g->out32, 0, sizeof g->out32);
+  if (g->K > 12 || g->N != 32)
+    return;
+  for (guint c = 0; c < 32; c++)
+    for (guint k = 0; k < g->K; k++) {
+      gint16 v = cony_qweights_at (w, g->K, c, k);
+      if (v < -128 || v > 127)
+        return;
+    }
+  ConyQMul mp[64];
+  g->w32 = g_new0 (gint8, 12 * 64);
+  g->bias32 = g_new (gint32, 64);
+  for (guint p = 0; p < 64; p++) {
+    guint c = gemm32_column (p);
+    for (guint k = 0; k < g->K; k++)
+      g->w32[((k / 4) * 4 + p / 16) * 64 + (p % 16) * 4 + k % 4] = (gint8) cony_qweights_at (w,
+          g->K, c, k);
+    g->bias32[p] = g->bias[c];
+    mp[p] = m[c];
+  }
+  cony_qout_init (&g->out32, 64, mp, zp, lo, hi);
+}
+
 void
 cony_qgemm_init (ConyQGemm *g, const ConyQKernels *k, guint K, guint N, const ConyQWeights *w,
     gint32 in_zp, const gint32 *bias, const ConyQMul *m, gint32 zp, gint32 lo, gint32 hi)
@@ -190,6 +228,7 @@ cony_qgemm_init (ConyQGemm *g, const ConyQKernels *k, guint K, guint N, const Co
   pack_panels8 (g, w, k->panel ? k->panel : 8, k->word ? k->word : 8); /* 0: as NEON's */
   cony_qout_init (&g->out, N, m, zp, lo, hi);
   g->small_acc = small_accumulators (&g->out, N, g->bias, w, K, 255);
+  gemm_init_k12 (g, w, m, zp, lo, hi);
 }
 
 gsize
@@ -205,6 +244,9 @@ cony_qgemm_clear (ConyQGemm *g)
 {
   g_clear_pointer (&g->bias, g_free);
   g_clear_pointer (&g->bias_x, g_free);
+  g_clear_pointer (&g->w32, g_free);
+  g_clear_pointer (&g->bias32, g_free);
+  cony_qout_clear (&g->out32);
   g_clear_pointer (&g->p8.w8, g_free);
   g_clear_pointer (&g->p8.w16, g_free);
   g_clear_pointer (&g->p8.idx, g_free);

@@ -83,6 +83,15 @@ typedef struct {
    * fit int8 is bytes, whatever vpmaddubsw would make of it (the NEON kernels run either
    * packing) */
   gboolean bytes_int8;
+  /* The 512-bit VNNI kernel's copy of a product of K <= 12 and N = 32 whose weights fit
+   * int8 (else NULL), as YAMNet's first convolution (the nine taps of one channel), which
+   * it runs two rows at a time: per quad (up to 3) four vectors; in 128-bit lane l of
+   * vector v, dword i holds column 16 (l % 2) + 4 v + i's four weights, lanes 0-1 for the
+   * first row, 2-3 for the second (packing the four sums to bytes gives the two rows'
+   * columns in order). bias32 and out32: the bias and requantisation in that order. */
+  gint8 *w32;
+  gint32 *bias32;
+  ConyQOut out32;
 } ConyQGemm;
 
 /* A 3x3 depthwise layer: weights w - zp as int16, 9 x C (tap ky * 3 + kx), int32 biases

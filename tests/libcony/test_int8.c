@@ -306,6 +306,23 @@ check_dot4_kernels (guint K, guint N, const ConyQWeights *w, gint32 in_zp, const
   }
 }
 
+/* @out (rows @ldo apart) against the direct sums of the product of @x (M x K, rows @ldx
+ * apart) and @w, requantised. */
+static void
+check_direct_sums (guint M, guint K, guint N, const gint8 *x, gsize ldx, const ConyQWeights *w,
+    const gint32 *bias, const ConyQMul *m, gint32 in_zp, gint32 zp, gint32 lo, gint32 hi,
+    const gint8 *out, gsize ldo)
+{
+  for (guint i = 0; i < M; i++)
+    for (guint c = 0; c < N; c++) {
+      gint64 acc = bias[c];
+      for (guint k = 0; k < K; k++)
+        acc += (gint64) (x[(gsize) i * ldx + k] - in_zp) * cony_qweights_at (w, K, c, k);
+      g_assert_cmpint (out[(gsize) i * ldo + c], ==,
+          cony_q_requant ((gint32) acc, m[c], zp, lo, hi));
+    }
+}
+
 /* The SIMD (simd_sets) and portable kernels on random products (odd K, N not a multiple
  * of 16, every remainder of the row blocks, several of the AVX2 kernel's row chunks, left
  * and right shifts, extreme accumulators, the short rounding and the long one for small
@@ -372,14 +389,7 @@ test_kernels_equal (void)
       g_autofree gint8 *o1 = g_new0 (gint8, (gsize) M * N);
       g_autofree gint8 *o2 = g_new0 (gint8, (gsize) M * N);
       port->gemm (&g, M, x, ldx, o2, N, scratch);
-      for (guint i = 0; i < M; i++)
-        for (guint c = 0; c < N; c++) {
-          gint64 acc = bias[c];
-          for (guint k = 0; k < K; k++)
-            acc += (gint64) (x[(gsize) i * ldx + k] - in_zp) * cony_qweights_at (&w, K, c, k);
-          g_assert_cmpint (o2[(gsize) i * N + c], ==,
-              cony_q_requant ((gint32) acc, m[c], g.out.zp, lo, hi));
-        }
+      check_direct_sums (M, K, N, x, ldx, &w, bias, m, in_zp, g.out.zp, lo, hi, o2, N);
       check_dot4_kernels (K, N, &w, in_zp, bias, m, zp, lo, hi, M, x, ldx, o2);
       /* requantisation alone on extreme accumulators, and with right shifts only (the
        * AVX2 kernels skip the left shift then) */
@@ -560,6 +570,58 @@ test_byte_exact_split (void)
     g_assert_cmpuint (g.p8.start8[1], ==, 0);
     cony_qgemm_clear (&g);
   }
+}
+
+/* The 512-bit set's kernel for K <= 12 and N = 32 (ConyQGemm's w32: YAMNet's first
+ * layer) against the portable one and a direct sum: K of one to three quads, partial
+ * last quads, one row, a last row alone or a pair, output rows 32 or 40 bytes apart,
+ * with and without a clamp; weights that do not fit int8 take the general kernel. */
+static void
+test_gemm_k12 (void)
+{
+  const ConyQKernels *vnni = cony_qkernels_avx512vnni (), *port = cony_qkernels_portable ();
+  if (vnni == NULL) {
+    g_test_skip ("no AVX512-VNNI on this CPU");
+    return;
+  }
+  GRand *r = g_rand_new_with_seed (12);
+  guint Ks[] = { 1, 5, 9, 12 }, Ms[] = { 1, 2, 5, 64 };
+  for (guint t = 0; t < 32; t++) {
+    guint K = Ks[t % 4], M = Ms[t / 4 % 4], ldo = t / 16 ? 40 : 32, N = 32;
+    gboolean clamp = t % 3 == 0, u8 = t == 31;
+    g_autofree guint8 *wd = g_new (guint8, (gsize) K * N);
+    g_autofree gint32 *wzp = g_new (gint32, N);
+    ConyQWeights w = random_weights (r, u8 ? 1 : 0, K, N, wd, wzp);
+    gint32 bias[32];
+    ConyQMul m[32];
+    for (guint c = 0; c < N; c++) {
+      bias[c] = g_rand_int_range (r, -30000, 30000);
+      cony_q_multiplier (exp (g_rand_double_range (r, log (1e-5), log (0.45))), &m[c]);
+    }
+    gint32 in_zp = g_rand_int_range (r, -128, 128), zp = g_rand_int_range (r, -128, 100);
+    gint32 lo = clamp ? zp : -128, hi = clamp ? zp + 27 : 127;
+    ConyQGemm g;
+    cony_qgemm_init (&g, vnni, K, N, &w, in_zp, bias, m, zp, lo, hi);
+    g_assert_true (g.small_acc);
+    g_assert_true ((g.w32 != NULL) == !u8);
+    gsize ldx = K + t % 3; /* rows with and without a gap */
+    g_autofree gint8 *x = g_new (gint8, (gsize) M * ldx);
+    for (gsize i = 0; i < (gsize) M * ldx; i++)
+      x[i] = (gint8) (i % 4 == 0 ? (i % 8 ? 127 : -128) : g_rand_int_range (r, -128, 128));
+    g_autofree gint16 *scratch = g_new (gint16, cony_qgemm_scratch (&g, M));
+    gsize n = (gsize) M * ldo;
+    g_autofree gint8 *o1 = g_new0 (gint8, n), *o2 = g_new0 (gint8, n);
+    port->gemm (&g, M, x, ldx, o2, ldo, scratch);
+    check_direct_sums (M, K, N, x, ldx, &w, bias, m, in_zp, zp, lo, hi, o2, ldo);
+    memcpy (o1, o2, n); /* the gaps between output rows stay as they were */
+    for (guint i = 0; i < M; i++)
+      for (guint c = 0; c < N; c++)
+        o1[(gsize) i * ldo + c] = (gint8) ~o2[(gsize) i * ldo + c];
+    vnni->gemm (&g, M, x, ldx, o1, ldo, scratch);
+    g_assert_cmpmem (o1, n, o2, n);
+    cony_qgemm_clear (&g);
+  }
+  g_rand_free (r);
 }
 
 /* The depthwise kernels on random padded maps: channel counts with and without a
@@ -1137,6 +1199,7 @@ main (int argc, char **argv)
   g_test_add_func ("/int8/kernels-ties", test_kernels_ties);
   g_test_add_func ("/int8/byte-exact-split", test_byte_exact_split);
   g_test_add_func ("/int8/quantize-kernels", test_quantize_kernels);
+  g_test_add_func ("/int8/gemm-k12", test_gemm_k12);
   g_test_add_func ("/int8/dw-kernels-equal", test_dw_kernels_equal);
   g_test_add_func ("/int8/yamnet-armnn", test_yamnet_armnn);
   g_test_add_func ("/int8/yamnet-armnn-portable", test_yamnet_armnn_portable);
