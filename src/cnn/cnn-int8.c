@@ -23,6 +23,9 @@ typedef struct _CnnQLayer {
   float in_scale, out_scale;
   gint32 in_zp, out_zp;
   ConyQGemm gemm; /* CONV (K = 9 * in_c, im2col order), PW, FC */
+  /* CONV of one channel where the kernel set reads rows in place (gemm_rows): each
+   * kernel row a quad, its fourth weight zero (K = 12); else zeros */
+  ConyQGemm rows;
   ConyQDw dw;     /* DW */
   ConyQMul gap_m; /* GAP: in_scale / out_scale */
   ConyQAddK *add; /* ADD: the map plus layer add_from's saved output */
@@ -232,6 +235,39 @@ file_layer (const ConySafetensors *st, const Layer *l, const QLayer *q, gboolean
   return bias_and_multipliers (st, l, q, f->ws, f->bias, f->m, error);
 }
 
+/* A one-channel 3x3 CONV's weights @w (9 a row) as quads, one a kernel row, each
+ * fourth weight the channel's zero point (zero once it is taken off). */
+static gint8 *
+row_quad_weights (const Layer *l, const ConyQWeights *w)
+{
+  gint8 *out = g_new (gint8, (gsize) 12 * l->out_c);
+  const gint8 *t = w->data; /* int8 or uint8 bytes, moved as they are */
+  for (guint o = 0; o < l->out_c; o++)
+    for (guint k = 0; k < 12; k++) {
+      gint32 zp = w->zp == NULL ? 0 : w->zp[w->zp_per_chan ? o : 0];
+      out[(gsize) o * 12 + k] = k % 4 < 3 ? t[(gsize) o * 9 + k / 4 * 3 + k % 4] : (gint8) zp;
+    }
+  return out;
+}
+
+/* q->rows for a one-channel CONV whose kernel set reads rows in place, where it runs. */
+static void
+load_rows (const Layer *l, QLayer *q, const FileLayer *f)
+{
+  const ConyQKernels *k = cony_qkernels ();
+  if (k->gemm_rows == NULL || l->in_c != 1)
+    return;
+  g_autofree gint8 *quads = row_quad_weights (l, &f->qw);
+  ConyQWeights qw = f->qw;
+  qw.data = quads;
+  cony_qgemm_init (&q->rows, k, 12, l->out_c, &qw, q->in_zp, f->bias, f->m, q->out_zp, f->lo,
+      f->hi);
+  if (!cony_qgemm_rows_ok (&q->rows)) {
+    cony_qgemm_clear (&q->rows);
+    memset (&q->rows, 0, sizeof q->rows);
+  }
+}
+
 /* A CONV (@im2col: K = 9 in), PW or FC layer's weights packed for the product, with
  * their biases and multipliers. */
 static gboolean
@@ -247,6 +283,8 @@ load_gemm (const ConySafetensors *st, const Layer *l, QLayer *q, gboolean clamp,
     guint K = im2col ? 9 * l->in_c : l->in_c;
     cony_qgemm_init (&q->gemm, cony_qkernels (), K, l->out_c, &f.qw, q->in_zp, f.bias, f.m,
         q->out_zp, f.lo, f.hi);
+    if (im2col)
+      load_rows (l, q, &f);
   }
   file_layer_clear (&f);
   return ok;
@@ -387,6 +425,7 @@ static void
 qlayer_clear (QLayer *q)
 {
   cony_qgemm_clear (&q->gemm);
+  cony_qgemm_clear (&q->rows);
   cony_qdw_clear (&q->dw);
   if (q->add != NULL)
     cony_qadd_clear (q->add);
@@ -683,14 +722,15 @@ gap_q (const Layer *l, const QLayer *q, const gint8 *in, gint8 *out)
   }
 }
 
-/* The depthwise layer on one map copied with its SAME padding (the zero point) into
- * @map (grown as needed): one kernel call for the whole map. */
-static void
-dw_padded (const ConyQKernels *k, const Layer *l, const QLayer *q, const gint8 *in, gint8 *out,
-    CnnInt8Scratch *s)
+/* One map copied with its SAME padding (the zero point) into s->map (grown as needed):
+ * the rows and columns @l's windows read, plus @extra columns on the right; its width
+ * in pixels in *@width. */
+static const gint8 *
+padded_map (const Layer *l, const QLayer *q, const gint8 *in, guint extra, CnnInt8Scratch *s,
+    guint *width)
 {
   gsize C = l->in_c;
-  guint st = l->stride, ph = (l->out_h - 1) * st + 3, pw = (l->out_w - 1) * st + 3;
+  guint st = l->stride, ph = (l->out_h - 1) * st + 3, pw = (l->out_w - 1) * st + 3 + extra;
   gsize row = (gsize) pw * C;
   if (s->map_cap < ph * row) {
     g_free (s->map);
@@ -710,7 +750,31 @@ dw_padded (const ConyQKernels *k, const Layer *l, const QLayer *q, const gint8 *
     memcpy (dst + l->pad_left * C, in + (gsize) iy * l->in_w * C, cols * C);
     memset (dst + (l->pad_left + cols) * C, (gint8) q->in_zp, (pw - l->pad_left - cols) * C);
   }
-  k->dw (&q->dw, s->map, pw, l->out_h, l->out_w, st, out, s->acc);
+  *width = pw;
+  return s->map;
+}
+
+/* The depthwise layer on one padded map: one kernel call for the whole map. */
+static void
+dw_padded (const ConyQKernels *k, const Layer *l, const QLayer *q, const gint8 *in, gint8 *out,
+    CnnInt8Scratch *s)
+{
+  guint pw;
+  const gint8 *map = padded_map (l, q, in, 0, s, &pw);
+  k->dw (&q->dw, map, pw, l->out_h, l->out_w, l->stride, out, s->acc);
+}
+
+/* A one-channel CONV by the kernel set's gemm_rows (q->rows): each window's three kernel
+ * rows read as quads straight from the padded map (one more column for the last
+ * window's fourth values), no im2col. */
+static void
+conv_rows (const ConyQKernels *k, const Layer *l, const QLayer *q, const gint8 *in, gint8 *out,
+    CnnInt8Scratch *s)
+{
+  guint pw, st = l->stride;
+  const gint8 *map = padded_map (l, q, in, 1, s, &pw);
+  ConyQRows rows = { map, st, l->out_w, (gsize) st * pw, pw };
+  k->gemm_rows (&q->rows, (gsize) l->out_h * l->out_w, &rows, out, l->out_c);
 }
 
 /* The softmax of one row of @n int8 logits, in float on their dequantised values
@@ -738,6 +802,11 @@ cnn_int8_run_conv (const Layer *l, const QLayer *q, CnnInt8Scratch *s, const gin
 {
   const ConyQKernels *k = cony_qkernels ();
   gsize in_map = map_size (l, FALSE), pixels = (gsize) l->out_h * l->out_w;
+  if (q->rows.w32 != NULL) {
+    for (gsize e = 0; e < nb; e++)
+      conv_rows (k, l, q, in + e * in_map, out + e * pixels * l->out_c, s);
+    return;
+  }
   for (gsize e = 0; e < nb; e++)
     im2col_q (l, q, in + e * in_map, s->col + e * pixels * q->gemm.K);
   k->gemm (&q->gemm, pixels * nb, s->col, q->gemm.K, out, l->out_c, s->a);

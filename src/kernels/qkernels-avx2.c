@@ -1126,14 +1126,24 @@ prepare_inputs_zmm (const ConyQGemm *g, gsize M, const gint8 *x, gsize ldx, gint
   return blk;
 }
 
-/* Quad @q of rows @r0 and @r1 as u = x + 128: the first row's in lanes 0-7, the
- * second's in 8-15. */
-CONY_TARGET_AVX512 static inline __attribute__ ((always_inline)) __m512i
-k12_quads (const gint8 *r0, const gint8 *r1, guint q)
+/* The @n values (1 to 4) of a quad at @p, zeros after them. */
+static inline gint32
+quad_at (const gint8 *p, guint n)
 {
-  gint32 a, b;
-  memcpy (&a, r0 + 4 * q, 4);
-  memcpy (&b, r1 + 4 * q, 4);
+  gint32 v = 0;
+  if (n == 4)
+    memcpy (&v, p, 4);
+  else
+    memcpy (&v, p, n);
+  return v;
+}
+
+/* The quads at @q0 and @q1 (@n values each) as u = x + 128: the first in lanes 0-7, the
+ * second in 8-15. */
+CONY_TARGET_AVX512 static inline __attribute__ ((always_inline)) __m512i
+k12_quads (const gint8 *q0, const gint8 *q1, guint n)
+{
+  gint32 a = quad_at (q0, n), b = quad_at (q1, n);
   __m512i v = _mm512_inserti64x4 (_mm512_set1_epi32 (a), _mm256_set1_epi32 (b), 1);
   return _mm512_xor_si512 (v, _mm512_set1_epi8 ((char) 0x80));
 }
@@ -1151,15 +1161,24 @@ k12_store (__m512i b, guint rows, gint8 *dst, gsize ldo)
     _mm256_storeu_si256 ((__m256i *) (dst + ldo), _mm512_extracti64x4_epi64 (b, 1));
 }
 
-/* The product of ConyQGemm's w32 (K <= 12, N = 32, the short rounding), two rows at a
- * time: each quad of the two rows broadcast to its half of a vector, one vpdpbusd per
- * quad and vector of columns, each pair requantised after the next pair's products and
- * stored packed. The general kernel's blocks of six rows and 64 columns leave half their
- * vectors empty here and round a block after its few products: YAMNet's first layer. The
- * last rows go through a copy, so that no quad reads past the input. */
-CONY_TARGET_AVX512 static void
-gemm_k12_n32 (const ConyQGemm *g, gsize M, const gint8 *x, gsize ldx, gint8 *out, gsize ldo)
+/* Where row @i of a ConyQRows lies. */
+static inline const gint8 *
+qrows_at (const ConyQRows *x, gsize i)
 {
+  return x->x + (i / x->width) * x->row_step + (i % x->width) * x->step;
+}
+
+/* The product of ConyQGemm's w32 (K <= 12, N = 32, the short rounding) with the rows @x,
+ * two rows at a time: each quad of the two rows broadcast to its half of a vector, one
+ * vpdpbusd per quad and vector of columns, each pair requantised after the next pair's
+ * products and stored packed. The general kernel's blocks of six rows and 64 columns
+ * leave half their vectors empty here and round a block after its few products:
+ * YAMNet's first layer. A last quad shorter than four is read value by value, so that
+ * nothing past a row's K values is read. */
+CONY_TARGET_AVX512 void
+cony_qgemm_rows_avx512 (const ConyQGemm *g, gsize M, const ConyQRows *x, gint8 *out, gsize ldo)
+{
+  g_assert (cony_qgemm_rows_ok (g));
   const ConyQOut o = g->out32; /* a local copy: see put16 */
   const gboolean clamp = q_out_clamps (&o);
   const guint nq = (g->K + 3) / 4;
@@ -1169,23 +1188,18 @@ gemm_k12_n32 (const ConyQGemm *g, gsize M, const gint8 *x, gsize ldx, gint8 *out
   QSmall16 k[4];
   for (int j = 0; j < 4; j++)
     k[j] = q_small16 (&o, 16 * j);
-  gint8 tail[2][16] = { { 0 } };
   __m512i prev[4];
   gint8 *prev_at = NULL; /* where the sums kept go */
   guint prev_rows = 0;
   for (gsize r = 0; r < M; r += 2) {
     guint rows = M - r >= 2 ? 2 : 1;
-    const gint8 *r0 = x + r * ldx, *r1 = rows == 2 ? r0 + ldx : r0;
-    if (r + 2 >= M) {
-      memcpy (tail[0], r0, g->K);
-      memcpy (tail[1], r1, g->K);
-      r0 = tail[0], r1 = tail[1];
-    }
+    const gint8 *r0 = qrows_at (x, r), *r1 = rows == 2 ? qrows_at (x, r + 1) : r0;
+    const gsize qstep = x->quad_step;
     __m512i acc[4];
     for (int j = 0; j < 4; j++)
       acc[j] = _mm512_loadu_si512 (g->bias32 + 16 * j);
     for (guint q = 0; q < nq; q++) {
-      __m512i u = k12_quads (r0, r1, q);
+      __m512i u = k12_quads (r0 + q * qstep, r1 + q * qstep, MIN (4, g->K - 4 * q));
       for (int j = 0; j < 4; j++)
         acc[j] = _mm512_dpbusd_epi32 (acc[j], u, w[4 * q + j]);
     }
@@ -1197,13 +1211,6 @@ gemm_k12_n32 (const ConyQGemm *g, gsize M, const gint8 *x, gsize ldx, gint8 *out
   }
   if (prev_at)
     k12_store (pack64_small (&o, k, prev, clamp), prev_rows, prev_at, ldo);
-}
-
-/* Whether the 512-bit kernel runs @g by gemm_k12_n32. */
-static inline gboolean
-k12_n32 (const ConyQGemm *g)
-{
-  return g->w32 != NULL && g->small_acc;
 }
 
 #define DOT4_LANES 16

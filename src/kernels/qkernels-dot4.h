@@ -427,8 +427,9 @@ DOT4_NAME (cony_qgemm) (const ConyQGemm *g, gsize M, const gint8 *x, gsize ldx, 
   /* packed for this kernel */
   g_assert (g->bytes_int8 && g->p8.width == DOT4_PANEL && g->p8.word == DOT4_LANES);
 #if DOT4_LANES == 16
-  if (k12_n32 (g)) {
-    gemm_k12_n32 (g, M, x, ldx, out, ldo);
+  if (cony_qgemm_rows_ok (g)) {
+    ConyQRows rows = { x, ldx, M ? M : 1, 0, 4 };
+    cony_qgemm_rows_avx512 (g, M, &rows, out, ldo);
     return;
   }
 #endif

@@ -495,7 +495,7 @@ const ConyQKernels *
 cony_qkernels_portable (void)
 {
   static const ConyQKernels k = { "portable", gemm_portable, requant_portable, dw_portable,
-    quantize_portable, add_portable, FALSE, 8, 8 };
+    quantize_portable, add_portable, FALSE, 8, 8, NULL };
   return &k;
 }
 
@@ -504,7 +504,7 @@ cony_qkernels_avx2 (void)
 {
 #ifdef CONY_CPU_X86
   static const ConyQKernels k = { "avx2", cony_qgemm_avx2, cony_qrequant_avx2, cony_qdw_avx2,
-    cony_qquantize_avx2, cony_qadd_avx2, FALSE, 8, 8 };
+    cony_qquantize_avx2, cony_qadd_avx2, FALSE, 8, 8, NULL };
   return cony_cpu_has_v3 () ? &k : NULL;
 #else
   return NULL;
@@ -516,7 +516,7 @@ cony_qkernels_avx2 (void)
 #define DOT4_SET(name, gemm, panel, word) \
   { \
     name, gemm, cony_qrequant_avx2, cony_qdw_avx2, cony_qquantize_avx2, cony_qadd_avx2, TRUE, \
-        panel, word \
+        panel, word, NULL \
   }
 
 const ConyQKernels *
@@ -525,7 +525,7 @@ cony_qkernels_avx512vnni (void)
 #ifdef CONY_CPU_VNNI
   /* the products and the depthwise layers on 512-bit registers */
   static const ConyQKernels k = { "avx512vnni", cony_qgemm_avx512vnni, cony_qrequant_avx2,
-    cony_qdw_avx512, cony_qquantize_avx2, cony_qadd_avx2, TRUE, 64, 16 };
+    cony_qdw_avx512, cony_qquantize_avx2, cony_qadd_avx2, TRUE, 64, 16, cony_qgemm_rows_avx512 };
   return cony_cpu_has_v3 () && cony_cpu_has_avx512vnni () ? &k : NULL;
 #else
   return NULL;
@@ -565,7 +565,8 @@ cony_qkernels_dot4_emulated (void)
  * bytes (sdot), the plain one too (smull on bytes is twice as wide as on int16). */
 #define NEON_SET(name, gemm) \
   { \
-    name, gemm, cony_qrequant_neon, cony_qdw_neon, cony_qquantize_neon, cony_qadd_neon, TRUE, 8, 8 \
+    name, gemm, cony_qrequant_neon, cony_qdw_neon, cony_qquantize_neon, cony_qadd_neon, TRUE, 8, \
+        8, NULL \
   }
 
 const ConyQKernels *

@@ -155,12 +155,31 @@ cony_qpanel (const ConyQGemm *g, guint p)
     (guint) nq };
 }
 
+/* Whether a set's gemm_rows can run @g: K <= 12, N = 32 with every weight int8 (its w32
+ * copy) and the short rounding. */
+static inline gboolean
+cony_qgemm_rows_ok (const ConyQGemm *g)
+{
+  return g->w32 != NULL && g->small_acc;
+}
+
 /* The number of panels of @g. */
 static inline guint
 cony_qgemm_panels (const ConyQGemm *g)
 {
   return (g->N + g->p8.width - 1) / g->p8.width;
 }
+
+/* Rows of a product read in place: row i = y width + x (x < width) starts at
+ * @x + y row_step + x step, and its quad q (four values) at quad_step q from there. A
+ * matrix is one wide row of steps ldx and quads 4 apart; a 3x3 convolution of one
+ * channel, each kernel row a quad (its fourth weight zero), reads its windows straight
+ * from the padded map: width its output width, step its stride, row_step stride map
+ * rows, quad_step one map row. */
+typedef struct {
+  const gint8 *x;
+  gsize step, width, row_step, quad_step;
+} ConyQRows;
 
 typedef struct {
   /* "avxvnni", "avx512vnni", "avx2", "avx2-dot4", "neon-dotprod", "neon", "portable" */
@@ -185,6 +204,9 @@ typedef struct {
   gboolean dot4;
   /* the columns of its panels and of its int16 vectors (ConyQPanels8; 0: 8) */
   guint panel, word;
+  /* out (M x 32, rows @ldo apart) = the product of @g (cony_qgemm_rows_ok) with the rows
+   * @x read in place; NULL in the sets without it */
+  void (*gemm_rows) (const ConyQGemm *g, gsize M, const ConyQRows *x, gint8 *out, gsize ldo);
 } ConyQKernels;
 
 const ConyQKernels *cony_qkernels_portable (void);
@@ -254,6 +276,8 @@ void cony_qdw_avx2 (const ConyQDw *d, const gint8 *in, guint in_w, guint oh, gui
     gint8 *out, gint32 *acc);
 void cony_qdw_avx512 (const ConyQDw *d, const gint8 *in, guint in_w, guint oh, guint ow,
     guint stride, gint8 *out, gint32 *acc);
+void cony_qgemm_rows_avx512 (const ConyQGemm *g, gsize M, const ConyQRows *x, gint8 *out,
+    gsize ldo);
 /* The NEON kernels (qkernels-neon.c), built for 64-bit ARM. */
 void cony_qgemm_neon (const ConyQGemm *g, gsize M, const gint8 *x, gsize ldx, gint8 *out, gsize ldo,
     gint16 *scratch);

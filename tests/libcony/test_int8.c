@@ -572,10 +572,36 @@ test_byte_exact_split (void)
   }
 }
 
+/* @set's gemm_rows reading the rows of @x (M x K, rows @ldx apart; @want its product,
+ * rows @ldo apart) in place from a map where they lie as a convolution's windows do:
+ * rows of 5 (so that pairs span map rows) four bytes apart, quads one map row apart. */
+static void
+check_gemm_rows (const ConyQKernels *set, const ConyQGemm *g, guint M, const gint8 *x, gsize ldx,
+    const gint8 *want, gsize ldo)
+{
+  guint K = g->K, width = 5, nq = (K + 3) / 4, W = 4 * width + 3;
+  guint H = (M + width - 1) / width * nq + 1;
+  g_autofree gint8 *map = g_new (gint8, (gsize) H * W);
+  memset (map, 0x55, (gsize) H * W);
+  ConyQRows rows = { map, 4, width, (gsize) nq * W, W };
+  for (guint i = 0; i < M; i++)
+    for (guint k = 0; k < K; k++)
+      ((gint8 *) rows.x)[(i / width) * rows.row_step + (i % width) * rows.step
+          + (k / 4) * rows.quad_step + k % 4] = x[(gsize) i * ldx + k];
+  gsize n = (gsize) M * ldo;
+  g_autofree gint8 *o = g_memdup2 (want, n);
+  for (guint i = 0; i < M; i++)
+    for (guint c = 0; c < 32; c++)
+      o[(gsize) i * ldo + c] = (gint8) ~want[(gsize) i * ldo + c];
+  set->gemm_rows (g, M, &rows, o, ldo);
+  g_assert_cmpmem (o, n, want, n);
+}
+
 /* The 512-bit set's kernel for K <= 12 and N = 32 (ConyQGemm's w32: YAMNet's first
  * layer) against the portable one and a direct sum: K of one to three quads, partial
  * last quads, one row, a last row alone or a pair, output rows 32 or 40 bytes apart,
- * with and without a clamp; weights that do not fit int8 take the general kernel. */
+ * with and without a clamp; weights that do not fit int8 take the general kernel. The
+ * same rows read in place as a convolution's windows (check_gemm_rows). */
 static void
 test_gemm_k12 (void)
 {
@@ -619,6 +645,8 @@ test_gemm_k12 (void)
         o1[(gsize) i * ldo + c] = (gint8) ~o2[(gsize) i * ldo + c];
     vnni->gemm (&g, M, x, ldx, o1, ldo, scratch);
     g_assert_cmpmem (o1, n, o2, n);
+    if (g.w32 != NULL)
+      check_gemm_rows (vnni, &g, M, x, ldx, o2, ldo);
     cony_qgemm_clear (&g);
   }
   g_rand_free (r);
