@@ -2,8 +2,8 @@
  * path on the same file (interleaved, CPU time of this thread), and how close each
  * pointwise layer's integer products come to the peak of the instruction its kernel set
  * runs, measured on this core with register-only loops (bench_peak.c): inside the
- * network's forward passes (cnn_set_int8_layer_hook), and alone, in passes over all 13
- * or repeated. Layers take 2-40 µs, so they are timed by the monotonic clock: in a VM
+ * network's forward passes (cnn_set_int8_layer_hook; there also every layer's time, by
+ * kind), and alone, in passes over all 13 or repeated. Layers take 2-40 µs, so they are timed by the monotonic clock: in a VM
  * a reading of the thread's CPU clock costs 1-3 µs, and a call's least CPU-clock time
  * came out above the mean of 200 calls timed together (bench/RESULTS.md, 2026-12-05). */
 #include "cnn-private.h"
@@ -177,9 +177,13 @@ print_pointwise (const ConyQKernels *k, const char *m_path, const double *rate, 
   return total;
 }
 
-/* Each pointwise layer's seconds a patch, one entry per call in a forward pass. */
+#define MAX_LAYERS 64 /* layers timed by kind (YAMNet has 31) */
+
+/* Each pointwise layer's seconds a patch, one entry per call in a forward pass; every
+ * layer's (the first MAX_LAYERS) by its index. */
 typedef struct {
   GArray *sec[G_N_ELEMENTS (pw_shapes)];
+  GArray *layer[MAX_LAYERS];
   double (*clock) (void);
   double overhead; /* one reading of the clock, taken off each */
   double start;    /* the clock when the layer running began */
@@ -198,6 +202,42 @@ record_layer (guint layer, gboolean ran, gsize examples, gpointer data)
   for (guint i = 0; i < G_N_ELEMENTS (pw_shapes); i++)
     if (pw_shapes[i][3] == layer)
       g_array_append_val (t->sec[i], s);
+  if (layer < MAX_LAYERS)
+    g_array_append_val (t->layer[layer], s);
+}
+
+/* Every layer's median call in @t (@cnn's layers), summed by kind: where a forward pass
+ * spends its time besides the pointwise products. */
+static void
+print_by_kind (ConyCnn *cnn, LayerTimes *t, gboolean markdown)
+{
+  const CnnWeights *w = cnn->w;
+  double by_kind[LAYER_KIND_COUNT] = { 0 }, all = 0;
+  guint count[LAYER_KIND_COUNT] = { 0 };
+  for (guint i = 0; i < MIN (w->n_layers, MAX_LAYERS); i++) {
+    GArray *a = t->layer[i];
+    if (a->len == 0)
+      continue;
+    /* a layer shorter than the clock's own reading may come out below zero */
+    double med = MAX (0, cony_bench_summarise ((const double *) a->data, (int) a->len).median);
+    by_kind[w->layers[i].kind] += med;
+    count[w->layers[i].kind]++;
+    all += med;
+  }
+  printf ("\nEvery layer in the forward pass by kind (each layer's median call, summed):\n");
+  if (markdown)
+    printf ("\n| layer kind | layers | µs a patch | share |\n|---|---|---|---|\n");
+  for (guint k = 0; k < LAYER_KIND_COUNT; k++) {
+    if (count[k] == 0)
+      continue;
+    const char *name = cnn_layer_class ((LayerKind) k)->name;
+    printf ("  %-14s %3u layers %8.1f µs %5.1f%%\n", name, count[k], by_kind[k] * 1e6,
+        100 * by_kind[k] / all);
+    if (markdown)
+      printf ("| %s | %u | %.1f | %.1f %% |\n", name, count[k], by_kind[k] * 1e6,
+          100 * by_kind[k] / all);
+  }
+  printf ("  %-14s %3u layers %8.1f µs\n", "all", MIN (w->n_layers, MAX_LAYERS), all * 1e6);
 }
 
 /* The pointwise layers as they run inside @cnn's forward passes over the @n @patches
@@ -212,11 +252,16 @@ print_in_pass (ConyCnn *cnn, const float *patches, int n, const double *rate,
   LayerTimes t = { .clock = clock, .overhead = cony_bench_clock_overhead_s (clock) };
   for (guint i = 0; i < nl; i++)
     t.sec[i] = g_array_new (FALSE, FALSE, sizeof (double));
+  for (guint i = 0; i < MAX_LAYERS; i++)
+    t.layer[i] = g_array_new (FALSE, FALSE, sizeof (double));
   g_autofree float *out = g_new (float, cony_cnn_get_output_size (cnn));
   cnn_set_int8_layer_hook (cnn, record_layer, &t);
   for (int i = 0; i < n; i++)
     cony_cnn_forward (cnn, patches + (gsize) i * 96 * 64, out);
   cnn_set_int8_layer_hook (cnn, NULL, NULL);
+  print_by_kind (cnn, &t, markdown);
+  for (guint i = 0; i < MAX_LAYERS; i++)
+    g_array_free (t.layer[i], TRUE);
   double best[G_N_ELEMENTS (pw_shapes)], total = 0, total_median = 0;
   gboolean all_ran = TRUE;
   for (guint i = 0; i < nl; i++) {

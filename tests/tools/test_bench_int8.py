@@ -1,8 +1,9 @@
 #!/usr/bin/env python3
 """Smoke test of `cony bench int8` on the int8 YAMNet (the shipped file with the golden
 quantization key, as tests/testutil.c's cony_test_yamnet_int8 makes it): the pointwise
-layers in the forward pass, all 13 rows and the total with numbers, timed by the
-monotonic clock, or by the CPU clock with --cpu-clock; a float-only file is refused.
+layers in the forward pass, all 13 rows and the total with numbers, and every layer's
+time by kind, timed by the monotonic clock, or by the CPU clock with --cpu-clock; a
+float-only file is refused.
 Speeds are recorded in bench/RESULTS.md, never asserted here.
     test_bench_int8.py CONY SOURCE_ROOT"""
 import json
@@ -40,6 +41,16 @@ def forward_pass_rows(out):
     return [m.groups() for m in re.finditer(row, block, re.M)]
 
 
+def by_kind_rows(out):
+    """{kind: (layers, µs)} of the every-layer table, with its "all" row."""
+    if "Every layer in the forward pass by kind" not in out:
+        return {}
+    block = out.split("Every layer in the forward pass by kind", 1)[1].split("\n\n", 1)[0]
+    row = r"^  (\S+) +(\d+) layers +(\d+\.\d) µs"
+    return {m.group(1): (int(m.group(2)), float(m.group(3)))
+            for m in re.finditer(row, block, re.M)}
+
+
 def main():
     cony, root = sys.argv[1], sys.argv[2]
     fails = 0
@@ -63,6 +74,15 @@ def main():
                 print(f"ok the forward pass's 13 layers and total, {clock} clock")
             else:
                 print(f"FAIL forward-pass rows {layers}:\n{r.stdout}")
+                fails += 1
+            kinds = by_kind_rows(r.stdout)
+            want_kinds = {"conv3x3": 1, "depthwise3x3": 13, "conv1x1": 13, "gap": 1, "fc": 1,
+                          "sigmoid": 1, "all": 30}
+            if ({k: v[0] for k, v in kinds.items()} == want_kinds
+                    and all(v[1] > 0 for k, v in kinds.items() if k != "sigmoid")):
+                print(f"ok every layer by kind, {clock} clock")
+            else:
+                print(f"FAIL every-layer rows {kinds}:\n{r.stdout}")
                 fails += 1
             if f"Layers timed by the {clock} clock" in r.stdout:
                 print(f"ok the {clock} clock is named")
