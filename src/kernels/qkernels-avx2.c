@@ -1018,7 +1018,18 @@ dw64_channels (const ConyQDw *d, const gint8 *in, gsize row, const gsize *off, g
   for (guint y = 0; y < oh; y++) {
     const gint8 *line = in + (gsize) y * stride * row;
     gint8 *ox = out + (gsize) y * ow * C + c;
-    for (guint x = 0; x < ow; x += pixels, ox += pixels * C) {
+    guint x = 0;
+    /* two pixels an iteration, each rounded after the other's products: no copies */
+    for (; x + 2 * pixels <= ow; x += 2 * pixels, ox += 2 * pixels * C) {
+      __m512i acc[4];
+      dw64 (w, bias, line + (gsize) x * stride * C, off, c, acc);
+      if (prev_at)
+        dw64_put (&o, k, prev, clamp, prev_at);
+      dw64 (w, bias, line + (gsize) (x + pixels) * stride * C, off, c, prev);
+      dw64_put (&o, k, acc, clamp, ox);
+      prev_at = ox + pixels * C;
+    }
+    for (; x < ow; x += pixels, ox += pixels * C) {
       __m512i acc[4];
       dw64 (w, bias, line + (gsize) x * stride * C, off, c, acc);
       if (prev_at)
