@@ -176,6 +176,39 @@ pack_panels8 (ConyQGemm *g, const ConyQWeights *w, guint width, guint word)
   g_free (exact);
 }
 
+/* The copy of @n places' weights that the 512-bit kernels sum four to a dword by vpdpbusd
+ * (ConyQDw's w64, ConyQGemm's w32): place p holds column @cols[p]'s K <= 12 values, its
+ * quad q at dword p % 16 of vector 12 (p / 64) + 4 q + (p % 64) / 16; into *@wq, with
+ * the bias *@bq (@bias_u, for u = x + 128, per column) and the requantisation @oq in
+ * place order. Nothing made (NULL, zeros) where @n is 0 or a value does not fit int8. */
+static void
+vnni_quads (const ConyQWeights *w, guint K, guint n, const guint *cols, const gint32 *bias_u,
+    const ConyQMul *m, gint32 zp, gint32 lo, gint32 hi, gint8 **wq, gint32 **bq, ConyQOut *oq)
+{
+  *wq = NULL;
+  *bq = NULL;
+  memset (oq, 0, sizeof *oq);
+  if (n == 0)
+    return;
+  for (guint p = 0; p < n; p++)
+    for (guint k = 0; k < K; k++) {
+      gint16 v = cony_qweights_at (w, K, cols[p], k);
+      if (v < -128 || v > 127)
+        return;
+    }
+  g_autofree ConyQMul *mp = g_new (ConyQMul, n);
+  *wq = g_new0 (gint8, (gsize) (n + 63) / 64 * 12 * 64);
+  *bq = g_new (gint32, n);
+  for (guint p = 0; p < n; p++) {
+    for (guint k = 0; k < K; k++)
+      (*wq)[((gsize) (p / 64) * 12 + (k / 4) * 4 + p % 64 / 16) * 64 + (p % 16) * 4 + k % 4] =
+          (gint8) cony_qweights_at (w, K, cols[p], k);
+    (*bq)[p] = bias_u[cols[p]];
+    mp[p] = m[cols[p]];
+  }
+  cony_qout_init (oq, n, mp, zp, lo, hi);
+}
+
 /* Column of place @p among 64 in ConyQGemm's w32 order. */
 static inline guint
 gemm32_column (guint p)
@@ -189,29 +222,11 @@ static void
 gemm_init_k12 (ConyQGemm *g, const ConyQWeights *w, const ConyQMul *m, gint32 zp, gint32 lo,
     gint32 hi)
 {
-  g->w32 = NULL;
-  g->bias32 = NULL;
-  memset (&g->out32, 0, sizeof g->out32);
-  if (g->K > 12 || g->N != 32)
-    return;
-  for (guint c = 0; c < 32; c++)
-    for (guint k = 0; k < g->K; k++) {
-      gint16 v = cony_qweights_at (w, g->K, c, k);
-      if (v < -128 || v > 127)
-        return;
-    }
-  ConyQMul mp[64];
-  g->w32 = g_new0 (gint8, 12 * 64);
-  g->bias32 = g_new (gint32, 64);
-  for (guint p = 0; p < 64; p++) {
-    guint c = gemm32_column (p);
-    for (guint k = 0; k < g->K; k++)
-      g->w32[((k / 4) * 4 + p / 16) * 64 + (p % 16) * 4 + k % 4] = (gint8) cony_qweights_at (w,
-          g->K, c, k);
-    g->bias32[p] = g->bias[c];
-    mp[p] = m[c];
-  }
-  cony_qout_init (&g->out32, 64, mp, zp, lo, hi);
+  guint cols[64];
+  for (guint p = 0; p < 64; p++)
+    cols[p] = gemm32_column (p);
+  guint n = g->K <= 12 && g->N == 32 ? 64 : 0;
+  vnni_quads (w, g->K, n, cols, g->bias, m, zp, lo, hi, &g->w32, &g->bias32, &g->out32);
 }
 
 void
@@ -282,40 +297,18 @@ dw64_channel (guint p)
 
 /* ConyQDw's w64, bias64 and out64 for its first C / 64 * 64 channels (32 channels:
  * twice, for two neighbouring pixels), where all their taps fit int8 (vpdpbusd's signed
- * operand); d->bias done. */
+ * operand). */
 static void
-dw_init_vnni (ConyQDw *d, const ConyQWeights *w, const ConyQMul *m, gint32 zp, gint32 lo, gint32 hi)
+dw_init_vnni (ConyQDw *d, const ConyQWeights *w, const gint32 *bias, const ConyQMul *m,
+    gint32 in_zp, gint32 zp, gint32 lo, gint32 hi)
 {
   guint n = d->C == 32 ? 64 : d->C / 64 * 64;
-  d->w64 = NULL;
-  d->bias64 = NULL;
-  memset (&d->out64, 0, sizeof d->out64);
-  for (guint c = 0; c < MIN (n, d->C); c++)
-    for (guint k = 0; k < 9; k++) {
-      gint16 v = cony_qweights_at (w, 9, c, k);
-      if (v < -128 || v > 127)
-        return;
-    }
-  if (n == 0)
-    return;
-  g_autofree ConyQMul *mp = g_new (ConyQMul, n);
-  d->w64 = g_new0 (gint8, (gsize) n / 64 * 12 * 64);
-  d->bias64 = g_new (gint32, n);
-  for (guint p = 0; p < n; p++) {
-    guint c = dw64_channel (p) % d->C;
-    gint64 sum = 0;
-    for (guint k = 0; k < 9; k++) {
-      gint16 v = cony_qweights_at (w, 9, c, k);
-      sum += v;
-      d->w64[((gsize) (p / 64) * 12 + (k / 4) * 4 + p % 64 / 16) * 64 + (p % 16) * 4 + k % 4] =
-          (gint8) v;
-    }
-    /* the kernel multiplies u = x + 128; only the short rounding runs it, whose sums
-     * are far inside int32 */
-    d->bias64[p] = (gint32) CLAMP (d->bias[c] - 128 * sum, G_MININT32, G_MAXINT32);
-    mp[p] = m[c];
-  }
-  cony_qout_init (&d->out64, n, mp, zp, lo, hi);
+  g_autofree guint *cols = g_new (guint, MAX (n, 1));
+  for (guint p = 0; p < n; p++)
+    cols[p] = dw64_channel (p) % d->C;
+  /* the kernel multiplies u = x + 128 */
+  g_autofree gint32 *bias_u = folded_bias (9, d->C, d->C, w, in_zp + 128, bias);
+  vnni_quads (w, 9, n, cols, bias_u, m, zp, lo, hi, &d->w64, &d->bias64, &d->out64);
 }
 
 void
@@ -333,7 +326,7 @@ cony_qdw_init (ConyQDw *d, guint C, const ConyQWeights *w, const gint32 *bias, c
   d->w4 = dw_tap_pairs (w, C, 32);
   d->bias = folded_bias (9, C, cp, w, in_zp, bias);
   cony_qout_init (&d->out, C, m, zp, lo, hi);
-  dw_init_vnni (d, w, m, zp, lo, hi);
+  dw_init_vnni (d, w, bias, m, in_zp, zp, lo, hi);
   d->small_acc = small_accumulators (&d->out, C, d->bias, w, 9, 128);
 }
 
