@@ -368,17 +368,18 @@ gemm8_tail (const ConyQGemm *g, guint p, const guint8 *u, const gint16 *u16, int
   store_rows (g, p, acc, MR, out, ldo);
 }
 
-/* Channels @c..c+15 of the output pixel whose 3x3 window starts at @px (taps at @off):
- * the 9 products' sums plus the bias, channels c..c+7 in *@lo and c+8..c+15 in *@hi. */
+/* The 9 products' sums of 16 channels of the window whose first tap is at @px (taps at
+ * @off) with their tap pairs @w (ConyQDw's w2) plus their bias @bias: the first 8
+ * channels in *@lo, the others in *@hi. */
 CONY_TARGET_V3 static inline __attribute__ ((always_inline)) void
-dw16 (const ConyQDw *d, const gint8 *px, const gsize *off, guint c, __m256i *lo, __m256i *hi)
+dw16_at (const gint16 *w, const gint32 *bias, const gint8 *px, const gsize *off, __m256i *lo,
+    __m256i *hi)
 {
-  const gint16 *w = d->w2 + (gsize) (c / 16) * 5 * 32;
   __m256i a0 = _mm256_setzero_si256 (), a1 = a0;
   for (guint k = 0; k < 9; k += 2, w += 32) {
-    __m256i v0 = _mm256_cvtepi8_epi16 (_mm_loadu_si128 ((const __m128i *) (px + off[k] + c)));
+    __m256i v0 = _mm256_cvtepi8_epi16 (_mm_loadu_si128 ((const __m128i *) (px + off[k])));
     __m256i v1 = k < 8
-        ? _mm256_cvtepi8_epi16 (_mm_loadu_si128 ((const __m128i *) (px + off[k + 1] + c)))
+        ? _mm256_cvtepi8_epi16 (_mm_loadu_si128 ((const __m128i *) (px + off[k + 1])))
         : _mm256_setzero_si256 ();
     a0 = _mm256_add_epi32 (a0,
         _mm256_madd_epi16 (_mm256_unpacklo_epi16 (v0, v1),
@@ -388,66 +389,96 @@ dw16 (const ConyQDw *d, const gint8 *px, const gsize *off, guint c, __m256i *lo,
             _mm256_loadu_si256 ((const __m256i *) (w + 16))));
   }
   *lo = _mm256_add_epi32 (_mm256_permute2x128_si256 (a0, a1, 0x20),
-      _mm256_loadu_si256 ((const __m256i *) (d->bias + c)));
+      _mm256_loadu_si256 ((const __m256i *) bias));
   *hi = _mm256_add_epi32 (_mm256_permute2x128_si256 (a0, a1, 0x31),
-      _mm256_loadu_si256 ((const __m256i *) (d->bias + c + 8)));
+      _mm256_loadu_si256 ((const __m256i *) (bias + 8)));
 }
 
-/* dw16's sums requantised: 16 int8. */
-CONY_TARGET_V3 static inline __m128i
-dw16_out (const ConyQDw *d, guint c, __m256i lo, __m256i hi)
+/* dw16_at's sums @lo and @hi of channels @c..c+15 requantised by @o into @dst: the short
+ * rounding on its constants @k (two QSmall8) where @small, else q_mul8's. */
+CONY_TARGET_V3 static inline __attribute__ ((always_inline)) void
+dw16_put (const ConyQOut *o, const gboolean small, const QSmall8 *k, guint c, __m256i lo,
+    __m256i hi, gint8 *dst)
 {
-  return q_out16 (&d->out, q_scale8 (&d->out, d->small_acc, c, lo),
-      q_scale8 (&d->out, d->small_acc, c + 8, hi));
+  __m256i a = small ? q_mul8_small_k (&k[0], lo) : q_mul8 (o, c, lo);
+  __m256i b = small ? q_mul8_small_k (&k[1], hi) : q_mul8 (o, c + 8, hi);
+  _mm_storeu_si128 ((__m128i *) dst, q_out16 (o, a, b));
 }
 
-/* The depthwise layer, 16 channels at a time in registers (dw16): the taps in pairs,
- * each pair's two input vectors widened to int16 and interleaved (unpack), times the
- * pair's weights by vpmaddwd (|x| <= 128, |w - zp| <= 255: exact in int32; the input
- * zero point is in the bias), which leaves channels 0-3, 8-11 in one accumulator and
- * 4-7, 12-15 in the other until one lane swap; then requantised and packed. Two output
- * pixels at a time share the weights' and the requantisation's loads. Channel counts
- * that are not a multiple of 16 take the portable loop's arithmetic on the rest. */
-CONY_TARGET_V3 void
-cony_qdw_avx2 (const ConyQDw *d, const gint8 *in, guint in_w, guint oh, guint ow, guint stride,
-    gint8 *out, gint32 *acc)
+/* Channels @c..c+15 of output rows @y0..y1-1 (dw16_at), each pixel requantised after the
+ * next pixel's products, as dw32_channels: the group's weights and rounding constants
+ * stay at fixed places while the pixels go by. (@small: the short rounding, a constant.) */
+CONY_TARGET_V3 static inline __attribute__ ((always_inline)) void
+dw16_channels (const ConyQDw *d, const gint8 *in, gsize row, const gsize *off, guint y0, guint y1,
+    guint ow, guint stride, guint c, gint8 *out, const gboolean small)
+{
+  /* local copies: stores through int8 may alias d's tables */
+  const ConyQOut o = d->out;
+  const gint16 *w = d->w2 + (gsize) (c / 16) * 5 * 32;
+  const gint32 *bias = d->bias + c;
+  QSmall8 k[2];
+  if (small)
+    k[0] = q_small8 (&o, c), k[1] = q_small8 (&o, c + 8);
+  guint C = d->C;
+  __m256i prev_lo = _mm256_setzero_si256 (), prev_hi = prev_lo;
+  gint8 *prev = NULL; /* where the sums kept go */
+  for (guint y = y0; y < y1; y++) {
+    const gint8 *line = in + (gsize) y * stride * row;
+    gint8 *ox = out + (gsize) y * ow * C + c;
+    for (guint x = 0; x < ow; x++, ox += C) {
+      __m256i lo, hi;
+      dw16_at (w, bias, line + (gsize) x * stride * C + c, off, &lo, &hi);
+      if (prev)
+        dw16_put (&o, small, k, c, prev_lo, prev_hi, prev);
+      prev_lo = lo, prev_hi = hi, prev = ox;
+    }
+  }
+  if (prev)
+    dw16_put (&o, small, k, c, prev_lo, prev_hi, prev);
+}
+
+/* Input bytes a band of output rows of dw16_channels may read: the channel groups take
+ * turns on a band, whose input rows then stay in L1 (a pass over a map larger than L2
+ * per group would read it from L3 C / 16 times). */
+#define DW_BAND_BYTES 16384
+
+/* Channels @c0.. of the depthwise layer (cony_qdw_avx2), @c0 a multiple of 16: 16 at a
+ * time over bands of output rows (dw16_channels), the channel groups taking turns on a
+ * band; a rest of fewer than 16 by the portable loop's arithmetic. */
+CONY_TARGET_V3 static inline __attribute__ ((always_inline)) void
+dw16_layer (const ConyQDw *d, const gint8 *in, guint in_w, guint oh, guint ow, guint stride,
+    guint c0, gint8 *out, gint32 *acc)
 {
   guint C = d->C, C16 = C / 16 * 16;
   gsize row = (gsize) in_w * C, off[10];
   for (guint k = 0; k < 9; k++)
     off[k] = (k / 3) * row + (k % 3) * C;
-  for (guint y = 0; y < oh; y++) {
-    const gint8 *line = in + (gsize) y * stride * row;
-    gint8 *o = out + (gsize) y * ow * C;
-    guint x = 0;
-    for (; x + 2 <= ow; x += 2) {
-      const gint8 *p0 = line + (gsize) x * stride * C, *p1 = p0 + (gsize) stride * C;
-      gint8 *o0 = o + (gsize) x * C, *o1 = o0 + C;
-      for (guint c = 0; c < C16; c += 16) {
-        __m256i lo0, hi0, lo1, hi1;
-        dw16 (d, p0, off, c, &lo0, &hi0);
-        dw16 (d, p1, off, c, &lo1, &hi1);
-        __m128i q0 = dw16_out (d, c, lo0, hi0), q1 = dw16_out (d, c, lo1, hi1);
-        _mm_storeu_si128 ((__m128i *) (o0 + c), q0);
-        _mm_storeu_si128 ((__m128i *) (o1 + c), q1);
-      }
-      if (C16 < C) {
-        cony_qdw_channels (d, p0, row, C16, o0, acc);
-        cony_qdw_channels (d, p1, row, C16, o1, acc);
-      }
-    }
-    for (; x < ow; x++) {
-      const gint8 *px = line + (gsize) x * stride * C;
-      gint8 *ox = o + (gsize) x * C;
-      for (guint c = 0; c < C16; c += 16) {
-        __m256i lo, hi;
-        dw16 (d, px, off, c, &lo, &hi);
-        _mm_storeu_si128 ((__m128i *) (ox + c), dw16_out (d, c, lo, hi));
-      }
-      if (C16 < C)
-        cony_qdw_channels (d, px, row, C16, ox, acc);
-    }
+  guint band = (guint) MAX (1, DW_BAND_BYTES / (stride * row));
+  for (guint y0 = 0; y0 < oh; y0 += band) {
+    guint y1 = MIN (oh, y0 + band);
+    for (guint c = c0; c < C16; c += 16)
+      if (d->small_acc)
+        dw16_channels (d, in, row, off, y0, y1, ow, stride, c, out, TRUE);
+      else
+        dw16_channels (d, in, row, off, y0, y1, ow, stride, c, out, FALSE);
   }
+  if (C16 < C)
+    for (guint y = 0; y < oh; y++)
+      for (guint x = 0; x < ow; x++)
+        cony_qdw_channels (d, in + ((gsize) y * stride * in_w + (gsize) x * stride) * C, row, C16,
+            out + ((gsize) y * ow + x) * C, acc);
+}
+
+/* The depthwise layer, 16 channels at a time (dw16_layer): the taps in pairs, each
+ * pair's two input vectors widened to int16 and interleaved (unpack), times the pair's
+ * weights by vpmaddwd (|x| <= 128, |w - zp| <= 255: exact in int32; the input zero point
+ * is in the bias), which leaves channels 0-3, 8-11 in one accumulator and 4-7, 12-15 in
+ * the other until one lane swap; then requantised and packed. */
+CONY_TARGET_V3 void
+cony_qdw_avx2 (const ConyQDw *d, const gint8 *in, guint in_w, guint oh, guint ow, guint stride,
+    gint8 *out, gint32 *acc)
+{
+  dw16_layer (d, in, in_w, oh, ow, stride, 0, out, acc);
 }
 
 /* Row @src's values from @k on (of @K, zero up to @Kq) as u = x + 128, bytes into @u and
@@ -1044,13 +1075,12 @@ dw64_channels (const ConyQDw *d, const gint8 *in, gsize row, const gsize *off, g
 }
 
 /* The depthwise layer as cony_qdw_avx2, 32 channels at a time over all pixels
- * (dw32_channels), requantised on 16 lanes; a remainder of 16 channels takes dw16, the
- * rest the portable loop. */
+ * (dw32_channels), requantised on 16 lanes; the rest as cony_qdw_avx2 (dw16_layer). */
 CONY_TARGET_AVX512 void
 cony_qdw_avx512 (const ConyQDw *d, const gint8 *in, guint in_w, guint oh, guint ow, guint stride,
     gint8 *out, gint32 *acc)
 {
-  guint C = d->C, C32 = C / 32 * 32, C16 = C / 16 * 16;
+  guint C = d->C, C32 = C / 32 * 32;
   gsize row = (gsize) in_w * C, off[10];
   for (guint k = 0; k < 9; k++)
     off[k] = (k / 3) * row + (k % 3) * C;
@@ -1060,23 +1090,8 @@ cony_qdw_avx512 (const ConyQDw *d, const gint8 *in, guint in_w, guint oh, guint 
       dw64_channels (d, in, row, off, oh, ow, stride, c, out);
   for (; c < C32; c += 32)
     dw32_channels (d, in, row, off, oh, ow, stride, c, out);
-  if (C32 == C)
-    return;
-  for (guint y = 0; y < oh; y++) {
-    const gint8 *line = in + (gsize) y * stride * row;
-    gint8 *o = out + (gsize) y * ow * C;
-    for (guint x = 0; x < ow; x++) {
-      const gint8 *px = line + (gsize) x * stride * C;
-      gint8 *ox = o + (gsize) x * C;
-      if (C32 < C16) {
-        __m256i lo, hi;
-        dw16 (d, px, off, C32, &lo, &hi);
-        _mm_storeu_si128 ((__m128i *) (ox + C32), dw16_out (d, C32, lo, hi));
-      }
-      if (C16 < C)
-        cony_qdw_channels (d, px, row, C16, ox, acc);
-    }
-  }
+  if (C32 < C)
+    dw16_layer (d, in, in_w, oh, ow, stride, C32, out, acc);
 }
 
 /* Where a 6-row block's 48 dwords (quad q of row r, r = 0..5, q = 0..7) come from in
