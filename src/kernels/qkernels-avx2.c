@@ -655,24 +655,45 @@ dot4_emulated (__m256i acc, __m256i u, __m256i w)
 #define CONY_TARGET_AVX512 \
   __attribute__ ((target ("avx2,fma,f16c,avx512f,avx512bw,avx512vl,avx512vnni")))
 
-/* q_mul8 on 16 lanes (channels c..c+15 of @o): the comparison's mask adds the rounding
+/* q_mul16's constants of channels @c..c+15 (read once where a loop reuses them). */
+typedef struct {
+  __m512i lshift, mult_even, mult_odd, rmask, rhalf, rshift;
+  gboolean any_left;
+} QLong16;
+
+CONY_TARGET_AVX512 static inline __attribute__ ((always_inline)) QLong16
+q_long16 (const ConyQOut *o, guint c)
+{
+  return (QLong16){ o->any_left ? _mm512_loadu_si512 (o->lshift + c) : _mm512_setzero_si512 (),
+    _mm512_loadu_si512 (o->mult + c), _mm512_loadu_si512 (o->mult + c + 1),
+    _mm512_loadu_si512 (o->rmask + c), _mm512_loadu_si512 (o->rhalf + c),
+    _mm512_loadu_si512 (o->rshift + c), o->any_left };
+}
+
+/* q_mul8 on 16 lanes, on the constants @k: the comparison's mask adds the rounding
  * division's one. */
+CONY_TARGET_AVX512 static inline __attribute__ ((always_inline)) __m512i
+q_mul16_k (const QLong16 *k, __m512i x)
+{
+  if (k->any_left)
+    x = _mm512_sllv_epi32 (x, k->lshift);
+  const __m512i nudge = _mm512_set1_epi64 (1 << 30);
+  __m512i even = _mm512_add_epi64 (_mm512_mul_epi32 (x, k->mult_even), nudge);
+  __m512i odd = _mm512_add_epi64 (_mm512_mul_epi32 (_mm512_srli_epi64 (x, 32), k->mult_odd), nudge);
+  __m512i hi = _mm512_mask_blend_epi32 (0xAAAA, _mm512_srli_epi64 (even, 31),
+      _mm512_slli_epi64 (odd, 1));
+  __m512i rem = _mm512_and_si512 (hi, k->rmask);
+  __m512i thr = _mm512_sub_epi32 (k->rhalf, _mm512_srai_epi32 (hi, 31));
+  __m512i r = _mm512_srav_epi32 (hi, k->rshift);
+  return _mm512_mask_sub_epi32 (r, _mm512_cmpgt_epi32_mask (rem, thr), r, _mm512_set1_epi32 (-1));
+}
+
+/* q_mul8 on 16 lanes (channels c..c+15 of @o). */
 CONY_TARGET_AVX512 static inline __attribute__ ((always_inline)) __m512i
 q_mul16 (const ConyQOut *o, guint c, __m512i x)
 {
-  if (o->any_left)
-    x = _mm512_sllv_epi32 (x, _mm512_loadu_si512 (o->lshift + c));
-  const __m512i nudge = _mm512_set1_epi64 (1 << 30);
-  __m512i even = _mm512_add_epi64 (_mm512_mul_epi32 (x, _mm512_loadu_si512 (o->mult + c)), nudge);
-  __m512i odd = _mm512_add_epi64 (_mm512_mul_epi32 (_mm512_srli_epi64 (x, 32),
-                                      _mm512_loadu_si512 (o->mult + c + 1)),
-      nudge);
-  __m512i hi = _mm512_mask_blend_epi32 (0xAAAA, _mm512_srli_epi64 (even, 31),
-      _mm512_slli_epi64 (odd, 1));
-  __m512i rem = _mm512_and_si512 (hi, _mm512_loadu_si512 (o->rmask + c));
-  __m512i thr = _mm512_sub_epi32 (_mm512_loadu_si512 (o->rhalf + c), _mm512_srai_epi32 (hi, 31));
-  __m512i r = _mm512_srav_epi32 (hi, _mm512_loadu_si512 (o->rshift + c));
-  return _mm512_mask_sub_epi32 (r, _mm512_cmpgt_epi32_mask (rem, thr), r, _mm512_set1_epi32 (-1));
+  QLong16 k = q_long16 (o, c);
+  return q_mul16_k (&k, x);
 }
 
 /* q_mul16_small's constants of channels @c..c+15: the multipliers of the even and of the
@@ -731,6 +752,34 @@ CONY_TARGET_AVX512 static inline __attribute__ ((always_inline)) __m128i
 q_out16_zmm (const ConyQOut *o, __m512i v)
 {
   return _mm512_cvtepi32_epi8 (q_clamp16 (o, v));
+}
+
+/* One input's half of the add on 16 int8 (q_add_half on 16 lanes, constants @k). */
+CONY_TARGET_AVX512 static inline __attribute__ ((always_inline)) __m512i
+q_add_half16 (const QLong16 *k, gint32 zp, __m128i x)
+{
+  __m512i v = _mm512_sub_epi32 (_mm512_cvtepi8_epi32 (x), _mm512_set1_epi32 (zp));
+  return q_mul16_k (k, _mm512_slli_epi32 (v, CONY_Q_ADD_LEFT_SHIFT));
+}
+
+/* cony_qadd_avx2 on 16 lanes, the three multipliers' constants in registers (ConyQAddK's
+ * are per tensor: every lane holds the same); a tail of fewer than 16 takes the AVX2
+ * kernel. */
+CONY_TARGET_AVX512 void
+cony_qadd_avx512 (const ConyQAddK *k, const gint8 *a, const gint8 *b, gsize n, gint8 *out)
+{
+  const QLong16 m1 = q_long16 (&k->m1, 0), m2 = q_long16 (&k->m2, 0), mo = q_long16 (&k->mo, 0);
+  const ConyQOut o = k->mo; /* a local copy: see put16 */
+  gint32 zp1 = k->add.zp1, zp2 = k->add.zp2;
+  gsize j = 0;
+  for (; j + 16 <= n; j += 16) {
+    __m512i s = _mm512_add_epi32 (q_add_half16 (&m1, zp1,
+                                      _mm_loadu_si128 ((const __m128i *) (a + j))),
+        q_add_half16 (&m2, zp2, _mm_loadu_si128 ((const __m128i *) (b + j))));
+    _mm_storeu_si128 ((__m128i *) (out + j), q_out16_zmm (&o, q_mul16_k (&mo, s)));
+  }
+  if (j < n)
+    cony_qadd_avx2 (k, a + j, b + j, n - j, out + j);
 }
 
 /* q_out16_zmm after q_mul16_small (the zero point added): the saturating conversion to

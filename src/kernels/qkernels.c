@@ -351,15 +351,15 @@ cony_qadd_init (ConyQAddK *k, const ConyQAdd *a)
     k->t1[v + 128] = cony_q_add_input (a->m1, v, a->zp1);
     k->t2[v + 128] = cony_q_add_input (a->m2, v, a->zp2);
   }
-  ConyQMul m[3][8];
-  for (guint c = 0; c < 8; c++) {
+  ConyQMul m[3][16];
+  for (guint c = 0; c < 16; c++) {
     m[0][c] = a->m1;
     m[1][c] = a->m2;
     m[2][c] = a->m_out;
   }
-  cony_qout_init (&k->m1, 8, m[0], 0, -128, 127);
-  cony_qout_init (&k->m2, 8, m[1], 0, -128, 127);
-  cony_qout_init (&k->mo, 8, m[2], a->zp_out, a->lo, a->hi);
+  cony_qout_init (&k->m1, 16, m[0], 0, -128, 127);
+  cony_qout_init (&k->m2, 16, m[1], 0, -128, 127);
+  cony_qout_init (&k->mo, 16, m[2], a->zp_out, a->lo, a->hi);
 }
 
 void
@@ -516,9 +516,9 @@ const ConyQKernels *
 cony_qkernels_avx512vnni (void)
 {
 #ifdef CONY_CPU_VNNI
-  /* the products and the depthwise layers on 512-bit registers */
+  /* the products, the depthwise layers and the adds on 512-bit registers */
   static const ConyQKernels k = { "avx512vnni", cony_qgemm_avx512vnni, cony_qrequant_avx2,
-    cony_qdw_avx512, cony_qquantize_avx2, cony_qadd_avx2, TRUE, 64, 16, cony_qgemm_rows_avx512 };
+    cony_qdw_avx512, cony_qquantize_avx2, cony_qadd_avx512, TRUE, 64, 16, cony_qgemm_rows_avx512 };
   return cony_cpu_has_v3 () && cony_cpu_has_avx512vnni () ? &k : NULL;
 #else
   return NULL;

@@ -127,8 +127,8 @@ typedef struct {
 
 /* TFLite's ADD of two int8 tensors (qmath.h, ConyQAdd), prepared for the kernels:
  * the portable one reads each input's half from a table (t1[q + 128], t2[q + 128]),
- * the AVX2 one computes all three products on 8 lanes (m1, m2, mo: each multiplier
- * for 8 channels; mo also holds the output's zero point and clamp). */
+ * the AVX2 and AVX-512 ones compute all three products on 8 or 16 lanes (m1, m2, mo:
+ * each multiplier for 16 channels; mo also holds the output's zero point and clamp). */
 typedef struct {
   ConyQAdd add;
   gint32 t1[256], t2[256];
@@ -272,6 +272,7 @@ void cony_qgemm_avx512vnni (const ConyQGemm *g, gsize M, const gint8 *x, gsize l
 void cony_qrequant_avx2 (const ConyQOut *o, const gint32 *acc, guint n, gint8 *out);
 void cony_qquantize_avx2 (const float *x, gsize n, float scale, gint32 zp, gint8 *out);
 void cony_qadd_avx2 (const ConyQAddK *k, const gint8 *a, const gint8 *b, gsize n, gint8 *out);
+void cony_qadd_avx512 (const ConyQAddK *k, const gint8 *a, const gint8 *b, gsize n, gint8 *out);
 void cony_qdw_avx2 (const ConyQDw *d, const gint8 *in, guint in_w, guint oh, guint ow, guint stride,
     gint8 *out, gint32 *acc);
 void cony_qdw_avx512 (const ConyQDw *d, const gint8 *in, guint in_w, guint oh, guint ow,

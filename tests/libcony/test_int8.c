@@ -509,6 +509,11 @@ test_add_kernels (void)
       simd[s]->add (&k, a, b, n, o1);
       g_assert_cmpmem (o1, n, o2, n);
     }
+    if (cony_qkernels_avx512vnni () != NULL) { /* its own, 16 lanes */
+      spoil (o1, o2, n);
+      cony_qkernels_avx512vnni ()->add (&k, a, b, n, o1);
+      g_assert_cmpmem (o1, n, o2, n);
+    }
     cony_qadd_clear (&k);
   }
 }
