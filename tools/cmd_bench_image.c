@@ -1,9 +1,11 @@
 /* cony bench image: an image CNN (the shipped ImageNet MobileNet-v2) per frame on one
  * core: the resize of a camera frame to its input and the network, ms per frame; a
  * quantised file runs both its integer path and the float engine, frame by frame
- * alternately, so that both see the same load. */
+ * alternately, so that both see the same load, and then its integer layers' times in
+ * further passes, by kind (bench_layers.h; the monotonic clock: layers take 2-200 µs). */
 #include "commands.h"
 #include "bench.h"
+#include "bench_layers.h"
 
 #include "cony/cnn.h"
 #include "cony/image.h"
@@ -97,5 +99,12 @@ cony_cmd_bench_image (int argc, char **argv)
   /* At 10 frames per second, t ms per frame use t % of one core. */
   printf ("  frame total                     %8.2f ms  -> %.0f %% of one core at 10 fps\n",
       r.median + n.median, r.median + n.median);
+  if (fcnn != NULL) {
+    g_autoptr (ConyBenchLayers) t = cony_bench_layers_start (cnn, cony_bench_wall_s);
+    for (int i = 0; i < frames; i++)
+      cony_cnn_forward (cnn, in, out);
+    cony_bench_layers_stop (t);
+    cony_bench_layers_print_by_kind (t, FALSE);
+  }
   return 0;
 }

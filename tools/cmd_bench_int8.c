@@ -9,6 +9,7 @@
 #include "cnn-private.h"
 #include "qkernels.h"
 #include "bench.h"
+#include "bench_layers.h"
 #include "bench_peak.h"
 #include "commands.h"
 
@@ -177,67 +178,16 @@ print_pointwise (const ConyQKernels *k, const char *m_path, const double *rate, 
   return total;
 }
 
-#define MAX_LAYERS 64 /* layers timed by kind (YAMNet has 31) */
-
-/* Each pointwise layer's seconds a patch, one entry per call in a forward pass; every
- * layer's (the first MAX_LAYERS) by its index. */
-typedef struct {
-  GArray *sec[G_N_ELEMENTS (pw_shapes)];
-  GArray *layer[MAX_LAYERS];
-  double (*clock) (void);
-  double overhead; /* one reading of the clock, taken off each */
-  double start;    /* the clock when the layer running began */
-} LayerTimes;
-
-/* A CnnInt8LayerHook: the pointwise layers' calls into @data (LayerTimes). */
-static void
-record_layer (guint layer, gboolean ran, gsize examples, gpointer data)
+/* Whether @cnn's layer pw_shapes[@i][3] is that pointwise product (YAMNet's). */
+static gboolean
+is_pw_shape (ConyCnn *cnn, guint i)
 {
-  LayerTimes *t = data;
-  if (!ran) {
-    t->start = t->clock ();
-    return;
-  }
-  double s = (t->clock () - t->start - t->overhead) / (double) examples;
-  for (guint i = 0; i < G_N_ELEMENTS (pw_shapes); i++)
-    if (pw_shapes[i][3] == layer)
-      g_array_append_val (t->sec[i], s);
-  if (layer < MAX_LAYERS)
-    g_array_append_val (t->layer[layer], s);
-}
-
-/* Every layer's median call in @t (@cnn's layers), summed by kind: where a forward pass
- * spends its time besides the pointwise products. */
-static void
-print_by_kind (ConyCnn *cnn, LayerTimes *t, gboolean markdown)
-{
-  const CnnWeights *w = cnn->w;
-  double by_kind[LAYER_KIND_COUNT] = { 0 }, all = 0;
-  guint count[LAYER_KIND_COUNT] = { 0 };
-  for (guint i = 0; i < MIN (w->n_layers, MAX_LAYERS); i++) {
-    GArray *a = t->layer[i];
-    if (a->len == 0)
-      continue;
-    /* a layer shorter than the clock's own reading may come out below zero */
-    double med = MAX (0, cony_bench_summarise ((const double *) a->data, (int) a->len).median);
-    by_kind[w->layers[i].kind] += med;
-    count[w->layers[i].kind]++;
-    all += med;
-  }
-  printf ("\nEvery layer in the forward pass by kind (each layer's median call, summed):\n");
-  if (markdown)
-    printf ("\n| layer kind | layers | µs a patch | share |\n|---|---|---|---|\n");
-  for (guint k = 0; k < LAYER_KIND_COUNT; k++) {
-    if (count[k] == 0)
-      continue;
-    const char *name = cnn_layer_class ((LayerKind) k)->name;
-    printf ("  %-14s %3u layers %8.1f µs %5.1f%%\n", name, count[k], by_kind[k] * 1e6,
-        100 * by_kind[k] / all);
-    if (markdown)
-      printf ("| %s | %u | %.1f | %.1f %% |\n", name, count[k], by_kind[k] * 1e6,
-          100 * by_kind[k] / all);
-  }
-  printf ("  %-14s %3u layers %8.1f µs\n", "all", MIN (w->n_layers, MAX_LAYERS), all * 1e6);
+  guint idx = pw_shapes[i][3];
+  if (idx >= cnn->w->n_layers)
+    return FALSE;
+  const Layer *l = &cnn->w->layers[idx];
+  return l->kind == LAYER_PW && l->in_c == pw_shapes[i][1] && l->out_c == pw_shapes[i][2]
+      && (gsize) l->out_h * l->out_w == pw_shapes[i][0];
 }
 
 /* The pointwise layers as they run inside @cnn's forward passes over the @n @patches
@@ -249,30 +199,23 @@ print_in_pass (ConyCnn *cnn, const float *patches, int n, const double *rate,
     double (*clock) (void), gboolean markdown)
 {
   guint nl = G_N_ELEMENTS (pw_shapes);
-  LayerTimes t = { .clock = clock, .overhead = cony_bench_clock_overhead_s (clock) };
-  for (guint i = 0; i < nl; i++)
-    t.sec[i] = g_array_new (FALSE, FALSE, sizeof (double));
-  for (guint i = 0; i < MAX_LAYERS; i++)
-    t.layer[i] = g_array_new (FALSE, FALSE, sizeof (double));
   g_autofree float *out = g_new (float, cony_cnn_get_output_size (cnn));
-  cnn_set_int8_layer_hook (cnn, record_layer, &t);
+  g_autoptr (ConyBenchLayers) t = cony_bench_layers_start (cnn, clock);
   for (int i = 0; i < n; i++)
     cony_cnn_forward (cnn, patches + (gsize) i * 96 * 64, out);
-  cnn_set_int8_layer_hook (cnn, NULL, NULL);
-  print_by_kind (cnn, &t, markdown);
-  for (guint i = 0; i < MAX_LAYERS; i++)
-    g_array_free (t.layer[i], TRUE);
+  cony_bench_layers_stop (t);
+  cony_bench_layers_print_by_kind (t, markdown);
   double best[G_N_ELEMENTS (pw_shapes)], total = 0, total_median = 0;
   gboolean all_ran = TRUE;
   for (guint i = 0; i < nl; i++) {
-    GArray *a = t.sec[i];
-    all_ran = all_ran && a->len > 0;
-    ConyBenchSummary sum = a->len ? cony_bench_summarise ((const double *) a->data, (int) a->len)
-                                  : (ConyBenchSummary){ 0, 0 };
+    guint calls;
+    const double *s = cony_bench_layers_calls (t, pw_shapes[i][3], &calls);
+    all_ran = all_ran && calls > 0 && is_pw_shape (cnn, i);
+    ConyBenchSummary sum = calls ? cony_bench_summarise (s, (int) calls)
+                                 : (ConyBenchSummary){ 0, 0 };
     best[i] = sum.min;
     total += sum.min;
     total_median += sum.median;
-    g_array_free (a, TRUE);
   }
   if (!all_ran) {
     printf ("\nPointwise products in the forward pass: not measured (the network's layers are "
