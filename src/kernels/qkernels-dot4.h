@@ -310,17 +310,32 @@ DOT4_NAME (panel) (const ConyQGemm *g, guint p, const guint8 *u, const gint16 *u
   DOT4_SWEEP_QUAD (2 * (r) + 1); \
   DOT4_SWEEP_PUT_VEC (r, 1)
 #define DOT4_SWEEP_EACH_ROW(CALL) CALL (0) CALL (1) CALL (2) CALL (3) CALL (4) CALL (5)
+/* rows @r and @s after quad @q (the three quads of a short product) */
+#define DOT4_SWEEP_BY_PAIR(q, r, s) \
+  DOT4_SWEEP_QUAD (q); \
+  DOT4_SWEEP_PUT (r) \
+  DOT4_SWEEP_PUT (s)
+/* How a block's rows are requantised during the next block's products: two rows after
+ * each of its first 3 quads, a row after each of its first QROWS, or a vector after each
+ * of its first 2 QROWS. */
+typedef enum
+{
+  DOT4_SWEEP_PAIRS,
+  DOT4_SWEEP_ROWS,
+  DOT4_SWEEP_VECTORS
+} Dot4SweepSchedule;
 
 /* Columns 32 @h .. 32 @h + 31 of whole panel @p for the @M rows prepared in @u (@blk
  * bytes a block) into @out; @CLAMP: q_out_clamps (the bytes clamped to [lo, hi]).
  * The previous block's rows are requantised from registers during this block's first
- * quads (K >= 4 QROWS): a row a quad, or where @SPREAD (2 QROWS quads or more) a vector
- * a quad (YAMNet's 64-deep layer 7 % faster, its 128-deep one 5 %). Spilled to memory,
- * the twelve 512-bit stores a block took the vpdpbusd pipes for about as long as 12 of
- * its products. */
+ * quads, as @SCHED says (a constant): a row a quad (K >= 4 QROWS), a vector a quad where
+ * there are 2 QROWS quads or more (YAMNet's 64-deep layer 7 % faster, its 128-deep one
+ * 5 %), two rows a quad for 3 to 5 quads (MobileNet-v2's 16- and 24-deep expansions).
+ * Spilled to memory, the twelve 512-bit stores a block took the vpdpbusd pipes for about
+ * as long as 12 of its products. */
 DOT4_TARGET static inline __attribute__ ((always_inline)) void
 DOT4_NAME (half_sweep_body) (const ConyQGemm *g, guint p, guint h, const guint8 *u, gsize blk,
-    gsize M, gint8 *out, gsize ldo, const gboolean CLAMP, const gboolean SPREAD)
+    gsize M, gint8 *out, gsize ldo, const gboolean CLAMP, const Dot4SweepSchedule SCHED)
 {
   const ConyQPanel pn = cony_qpanel (g, p);
   const ConyQOut o = g->out; /* a local copy: see put16 */
@@ -334,12 +349,17 @@ DOT4_NAME (half_sweep_body) (const ConyQGemm *g, guint p, guint h, const guint8 
   for (gsize row0 = 0; row0 < M; row0 += QROWS, u += blk) {
     __m512i a00 = b0, a01 = b1, a10 = b0, a11 = b1, a20 = b0, a21 = b1, a30 = b0, a31 = b1,
             a40 = b0, a41 = b1, a50 = b0, a51 = b1;
-    if (SPREAD) {
+    if (SCHED == DOT4_SWEEP_VECTORS) {
       DOT4_SWEEP_EACH_ROW (DOT4_SWEEP_BY_VECTOR)
-    } else {
+    } else if (SCHED == DOT4_SWEEP_ROWS) {
       DOT4_SWEEP_EACH_ROW (DOT4_SWEEP_BY_ROW)
+    } else {
+      DOT4_SWEEP_BY_PAIR (0, 0, 1)
+      DOT4_SWEEP_BY_PAIR (1, 2, 3)
+      DOT4_SWEEP_BY_PAIR (2, 4, 5)
     }
-    for (guint i = SPREAD ? 2 * QROWS : QROWS; i < pn.n8; i++)
+    guint first = SCHED == DOT4_SWEEP_VECTORS ? 2 * QROWS : SCHED == DOT4_SWEEP_ROWS ? QROWS : 3;
+    for (guint i = first; i < pn.n8; i++)
       DOT4_SWEEP_QUAD (i);
     DOT4_EACH_ROW (DOT4_SWEEP_KEEP);
     prev_rows = MIN (QROWS, M - row0);
@@ -354,6 +374,7 @@ DOT4_NAME (half_sweep_body) (const ConyQGemm *g, guint p, guint h, const guint8 
 #undef DOT4_SWEEP_PUT_VEC
 #undef DOT4_SWEEP_BY_ROW
 #undef DOT4_SWEEP_BY_VECTOR
+#undef DOT4_SWEEP_BY_PAIR
 #undef DOT4_SWEEP_EACH_ROW
 
 /* DOT4_NAME (half_sweep_body) with CLAMP a constant: most layers (ReLU6, linear) keep
@@ -363,23 +384,31 @@ DOT4_TARGET static void
 DOT4_NAME (half_sweep) (const ConyQGemm *g, guint p, guint h, const guint8 *u, gsize blk, gsize M,
     gint8 *out, gsize ldo)
 {
-  gboolean clamp = q_out_clamps (&g->out), spread = cony_qpanel (g, p).n8 >= 2 * QROWS;
-  if (clamp && spread)
-    DOT4_NAME (half_sweep_body) (g, p, h, u, blk, M, out, ldo, TRUE, TRUE);
-  else if (clamp)
-    DOT4_NAME (half_sweep_body) (g, p, h, u, blk, M, out, ldo, TRUE, FALSE);
-  else if (spread)
-    DOT4_NAME (half_sweep_body) (g, p, h, u, blk, M, out, ldo, FALSE, TRUE);
-  else
-    DOT4_NAME (half_sweep_body) (g, p, h, u, blk, M, out, ldo, FALSE, FALSE);
+  guint nq = cony_qpanel (g, p).n8;
+  Dot4SweepSchedule sched = nq >= 2 * QROWS ? DOT4_SWEEP_VECTORS
+      : nq >= QROWS                         ? DOT4_SWEEP_ROWS
+                                            : DOT4_SWEEP_PAIRS;
+#define DOT4_SWEEP_CASE(s) \
+  case s: \
+    if (q_out_clamps (&g->out)) \
+      DOT4_NAME (half_sweep_body) (g, p, h, u, blk, M, out, ldo, TRUE, s); \
+    else \
+      DOT4_NAME (half_sweep_body) (g, p, h, u, blk, M, out, ldo, FALSE, s); \
+    break;
+  switch (sched) {
+    DOT4_SWEEP_CASE (DOT4_SWEEP_PAIRS)
+    DOT4_SWEEP_CASE (DOT4_SWEEP_ROWS)
+    DOT4_SWEEP_CASE (DOT4_SWEEP_VECTORS)
+  }
+#undef DOT4_SWEEP_CASE
 }
 
 /* Whether panel @p of @g (@nv vectors of columns) runs as two half sweeps: whole,
- * short, every quad bytes. */
+ * short (3 quads or more: DOT4_SWEEP_PAIRS needs them), every quad bytes. */
 static inline gboolean
 DOT4_NAME (sweeps) (const ConyQGemm *g, guint p, int nv)
 {
-  if (nv != DOT4_VECS || !g->small_acc || g->K > DOT4_SWEEP_K || g->K < 4 * QROWS)
+  if (nv != DOT4_VECS || !g->small_acc || g->K > DOT4_SWEEP_K || g->p8.Kq < 12)
     return FALSE;
   ConyQPanel pn = cony_qpanel (g, p);
   return pn.n8 == pn.nq;

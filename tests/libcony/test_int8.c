@@ -338,7 +338,9 @@ test_kernels_equal (void)
   /* from { 13, 40, 64 }: whole 64-column panels of the 512-bit set, and its last panels
    * of three and one vector (100 = 64 + 36, 130 = 2 x 64 + 2); its half sweeps (K up to
    * 128) on one partial block, on whole blocks only, with a remainder of five rows and
-   * over many blocks; a whole panel too shallow for them (K 16); deeper whole panels
+   * over many blocks, two rows requantised a quad where a panel has 3 to 5 quads (K 12,
+   * 16, 20: with the clamp and, at K 20, without); a whole panel too shallow for any
+   * (K 8); deeper whole panels
    * with the short rounding (s even, kind 1), whose rounding waits for the next block's
    * products, of the same panel or the next: one partial block a panel, words among the
    * bytes and a partial panel after two whole ones */
@@ -346,7 +348,7 @@ test_kernels_equal (void)
     { 6, 33, 16 }, { 11, 2, 5 }, { 30, 27, 40 }, { 1000, 9, 20 }, { 1501, 30, 24 }, { 13, 40, 64 },
     { 20, 70, 100 }, { 7, 24, 130 }, { 48, 512, 192 }, { 4, 128, 64 }, { 12, 100, 128 },
     { 23, 96, 64 }, { 200, 48, 64 }, { 20, 16, 64 }, { 5, 256, 192 }, { 9, 136, 64 },
-    { 13, 200, 136 } };
+    { 13, 200, 136 }, { 13, 12, 64 }, { 29, 20, 128 }, { 20, 8, 64 } };
   for (guint s = 0; s < G_N_ELEMENTS (shapes); s++)
     for (guint kind = 0; kind < 4; kind++) {
       guint M = shapes[s][0], K = shapes[s][1], N = shapes[s][2];
