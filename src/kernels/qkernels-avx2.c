@@ -593,6 +593,31 @@ prepare_inputs (const ConyQGemm *g, gsize M, const gint8 *x, gsize ldx, gint16 *
   return blk;
 }
 
+/* ConyQGemm's row corrections (row_scale times the sum of a row's u) of the @M rows
+ * prepared at @u
+ * (@blk bytes a block): in a block, quad q's QROWS rows are dwords 0-5 of the 32 bytes at
+ * 4 QROWS q, so vpmaddubsw and vpmaddwd by ones sum each row's quad in its own dword
+ * (u <= 255: no saturation); rows past M are zeros there. (The last quad's load reads 8
+ * bytes past the inputs, into the scratch's slack.) */
+CONY_TARGET_V3 void
+cony_qgemm_row_corrections_avx2 (const ConyQGemm *g, gsize M, const guint8 *u, gsize blk,
+    gint32 *corr)
+{
+  const __m256i ones8 = _mm256_set1_epi8 (1), ones16 = _mm256_set1_epi16 (1);
+  const __m256i scale = _mm256_set1_epi32 (g->row_scale);
+  guint nq = g->p8.Kq / 4;
+  for (gsize b = 0; b < (M + QROWS - 1) / QROWS; b++, u += blk) {
+    __m256i s = _mm256_setzero_si256 ();
+    for (guint q = 0; q < nq; q++) {
+      __m256i v = _mm256_loadu_si256 ((const __m256i *) (u + (gsize) QROWS * 4 * q));
+      s = _mm256_add_epi32 (s, _mm256_madd_epi16 (_mm256_maddubs_epi16 (v, ones8), ones16));
+    }
+    gint32 sums[8];
+    _mm256_storeu_si256 ((__m256i *) sums, _mm256_mullo_epi32 (s, scale));
+    memcpy (corr + b * QROWS, sums, QROWS * sizeof (gint32));
+  }
+}
+
 /* CALL (n) for the @left (< QROWS) rows after the full blocks, n a constant (so that
  * the always-inline row functions keep their accumulators in registers). */
 #define TAIL_ROWS(left, CALL) \

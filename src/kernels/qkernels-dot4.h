@@ -28,6 +28,7 @@
 #define DOT4_VEC __m256i
 #define DOT4_LOAD(p) _mm256_loadu_si256 ((const void *) (p))
 #define DOT4_SET1(v) _mm256_set1_epi32 (v)
+#define DOT4_ADD(a, b) _mm256_add_epi32 (a, b)
 #define DOT4_ZERO() _mm256_setzero_si256 ()
 #else
 #define DOT4_PUT_ROWS put_rows16
@@ -36,6 +37,7 @@
 #define DOT4_VEC __m512i
 #define DOT4_LOAD(p) _mm512_loadu_si512 ((const void *) (p))
 #define DOT4_SET1(v) _mm512_set1_epi32 (v)
+#define DOT4_ADD(a, b) _mm512_add_epi32 (a, b)
 #define DOT4_ZERO() _mm512_setzero_si512 ()
 #endif
 
@@ -45,6 +47,21 @@
 #define DOT4_ACCS(r) DOT4_VEC a##r##0 = b0, a##r##1 = b1, a##r##2 = b2, a##r##3 = b3
 #else
 #define DOT4_ACCS(r) DOT4_VEC a##r##0 = b0, a##r##1 = b1
+#endif
+/* row @r's accumulators plus its correction corr[r] (those past NV unused) */
+#if DOT4_VECS > 2
+#define DOT4_CORRECT(r) \
+  { \
+    DOT4_VEC c = DOT4_SET1 (corr[r]); \
+    a##r##0 = DOT4_ADD (a##r##0, c), a##r##1 = DOT4_ADD (a##r##1, c); \
+    a##r##2 = DOT4_ADD (a##r##2, c), a##r##3 = DOT4_ADD (a##r##3, c); \
+  }
+#else
+#define DOT4_CORRECT(r) \
+  { \
+    DOT4_VEC c = DOT4_SET1 (corr[r]); \
+    a##r##0 = DOT4_ADD (a##r##0, c), a##r##1 = DOT4_ADD (a##r##1, c); \
+  }
 #endif
 /* row @r's accumulators into the array acc (row r's at DOT4_VECS r) */
 #if DOT4_VECS > 2
@@ -59,14 +76,16 @@
 
 /* Panel @pn (its first column @c0, @NV vectors of columns) for the QROWS rows of one
  * block of prepared inputs @u and @u16, of which the first @MR are stored into @out
- * (row stride @ldo; the block's rows past M are zero); @SMALL: g->small_acc. With
+ * (row stride @ldo; the block's rows past M are zero), each row's accumulators from the
+ * bias plus its correction @corr (NULL: none; ConyQGemm's row_scale); @SMALL:
+ * g->small_acc. With
  * @defer (512-bit, a constant of the caller: NULL or not), the previous block's
  * accumulators kept there are requantised one a quad during this block's products, and
  * this block's are left there in their place (QDefer16 says why). */
 DOT4_TARGET static inline __attribute__ ((always_inline)) void
 DOT4_NAME (block) (const ConyQGemm *g, const ConyQPanel *pn, guint c0, const guint8 *u,
-    const gint16 *u16, const int NV, const gboolean SMALL, gsize MR, gint8 *out, gsize ldo,
-    DOT4_DEFER *defer)
+    const gint16 *u16, const gint32 *corr, const int NV, const gboolean SMALL, gsize MR, gint8 *out,
+    gsize ldo, DOT4_DEFER *defer)
 {
   /* the bias read again for each block (an opaque pointer): kept in registers across
    * the blocks, it leaves the 256-bit kernel too few for its accumulators */
@@ -84,6 +103,9 @@ DOT4_NAME (block) (const ConyQGemm *g, const ConyQPanel *pn, guint c0, const gui
   DOT4_ACCS (3);
   DOT4_ACCS (4);
   DOT4_ACCS (5);
+  if (corr) {
+    DOT4_EACH_ROW (DOT4_CORRECT)
+  }
   /* one quad of bytes at @a: NV weight vectors, a broadcast and NV DOT4 a row */
 #define DOT4_ROW(r) \
   { \
@@ -251,8 +273,9 @@ DOT4_NAME (block) (const ConyQGemm *g, const ConyQPanel *pn, guint c0, const gui
  * a block) into @out; @defer as in DOT4_NAME (block): it may keep a block of the panel
  * before, and keeps this panel's last block. */
 DOT4_TARGET static inline __attribute__ ((always_inline)) void
-DOT4_NAME (panel) (const ConyQGemm *g, guint p, const guint8 *u, const gint16 *u16, gsize blk,
-    gsize M, const int NV, const gboolean SMALL, gint8 *out, gsize ldo, DOT4_DEFER *defer)
+DOT4_NAME (panel) (const ConyQGemm *g, guint p, const guint8 *u, const gint16 *u16,
+    const gint32 *corr, gsize blk, gsize M, const int NV, const gboolean SMALL, gint8 *out,
+    gsize ldo, DOT4_DEFER *defer)
 {
   ConyQPanel pn = cony_qpanel (g, p);
   gsize full = M / QROWS;
@@ -263,9 +286,11 @@ DOT4_NAME (panel) (const ConyQGemm *g, guint p, const guint8 *u, const gint16 *u
 #endif
   /* full blocks with the row count a constant (the stores unconditional), then the rest */
   for (gsize b = 0; b < full; b++, u += blk, u16 += blk, out += QROWS * ldo)
-    DOT4_NAME (block) (g, &pn, c0, u, u16, NV, SMALL, QROWS, out, ldo, defer);
+    DOT4_NAME (block)
+  (g, &pn, c0, u, u16, corr ? corr + b * QROWS : NULL, NV, SMALL, QROWS, out, ldo, defer);
   if (M % QROWS)
-    DOT4_NAME (block) (g, &pn, c0, u, u16, NV, SMALL, M % QROWS, out, ldo, defer);
+    DOT4_NAME (block)
+  (g, &pn, c0, u, u16, corr ? corr + full * QROWS : NULL, NV, SMALL, M % QROWS, out, ldo, defer);
 }
 
 #if DOT4_LANES == 16
@@ -299,6 +324,12 @@ DOT4_NAME (panel) (const ConyQGemm *g, guint p, const guint8 *u, const gint16 *u
     DOT4_EACH_ROW (DOT4_SWEEP_ROW); \
   }
 #define DOT4_SWEEP_KEEP(r) p##r##0 = a##r##0, p##r##1 = a##r##1;
+/* row @r's two accumulators plus its correction rc[r] */
+#define DOT4_SWEEP_CORRECT(r) \
+  { \
+    __m512i v = _mm512_set1_epi32 (rc[r]); \
+    a##r##0 = _mm512_add_epi32 (a##r##0, v), a##r##1 = _mm512_add_epi32 (a##r##1, v); \
+  }
 /* the previous block's row @r requantised after quad @r of this one, or its vectors
  * after quads 2 @r and 2 @r + 1; for the rows (DOT4_EACH_ROW, which a quad expands) */
 #define DOT4_SWEEP_BY_ROW(r) \
@@ -334,8 +365,9 @@ typedef enum
  * Spilled to memory, the twelve 512-bit stores a block took the vpdpbusd pipes for about
  * as long as 12 of its products. */
 DOT4_TARGET static inline __attribute__ ((always_inline)) void
-DOT4_NAME (half_sweep_body) (const ConyQGemm *g, guint p, guint h, const guint8 *u, gsize blk,
-    gsize M, gint8 *out, gsize ldo, const gboolean CLAMP, const Dot4SweepSchedule SCHED)
+DOT4_NAME (half_sweep_body) (const ConyQGemm *g, guint p, guint h, const guint8 *u,
+    const gint32 *corr, gsize blk, gsize M, gint8 *out, gsize ldo, const gboolean CLAMP,
+    const Dot4SweepSchedule SCHED)
 {
   const ConyQPanel pn = cony_qpanel (g, p);
   const ConyQOut o = g->out; /* a local copy: see put16 */
@@ -349,6 +381,10 @@ DOT4_NAME (half_sweep_body) (const ConyQGemm *g, guint p, guint h, const guint8 
   for (gsize row0 = 0; row0 < M; row0 += QROWS, u += blk) {
     __m512i a00 = b0, a01 = b1, a10 = b0, a11 = b1, a20 = b0, a21 = b1, a30 = b0, a31 = b1,
             a40 = b0, a41 = b1, a50 = b0, a51 = b1;
+    if (corr) {
+      const gint32 *rc = corr + row0;
+      DOT4_EACH_ROW (DOT4_SWEEP_CORRECT)
+    }
     if (SCHED == DOT4_SWEEP_VECTORS) {
       DOT4_SWEEP_EACH_ROW (DOT4_SWEEP_BY_VECTOR)
     } else if (SCHED == DOT4_SWEEP_ROWS) {
@@ -369,6 +405,7 @@ DOT4_NAME (half_sweep_body) (const ConyQGemm *g, guint p, guint h, const guint8 
 }
 #undef DOT4_SWEEP_QUAD
 #undef DOT4_SWEEP_KEEP
+#undef DOT4_SWEEP_CORRECT
 #undef DOT4_SWEEP_ROW
 #undef DOT4_SWEEP_PUT
 #undef DOT4_SWEEP_PUT_VEC
@@ -381,8 +418,8 @@ DOT4_NAME (half_sweep_body) (const ConyQGemm *g, guint p, guint h, const guint8 
  * the whole int8 range, and the clamp's two instructions a vector are a sixth of the
  * short rounding's. */
 DOT4_TARGET static void
-DOT4_NAME (half_sweep) (const ConyQGemm *g, guint p, guint h, const guint8 *u, gsize blk, gsize M,
-    gint8 *out, gsize ldo)
+DOT4_NAME (half_sweep) (const ConyQGemm *g, guint p, guint h, const guint8 *u, const gint32 *corr,
+    gsize blk, gsize M, gint8 *out, gsize ldo)
 {
   guint nq = cony_qpanel (g, p).n8;
   Dot4SweepSchedule sched = nq >= 2 * QROWS ? DOT4_SWEEP_VECTORS
@@ -391,9 +428,9 @@ DOT4_NAME (half_sweep) (const ConyQGemm *g, guint p, guint h, const guint8 *u, g
 #define DOT4_SWEEP_CASE(s) \
   case s: \
     if (q_out_clamps (&g->out)) \
-      DOT4_NAME (half_sweep_body) (g, p, h, u, blk, M, out, ldo, TRUE, s); \
+      DOT4_NAME (half_sweep_body) (g, p, h, u, corr, blk, M, out, ldo, TRUE, s); \
     else \
-      DOT4_NAME (half_sweep_body) (g, p, h, u, blk, M, out, ldo, FALSE, s); \
+      DOT4_NAME (half_sweep_body) (g, p, h, u, corr, blk, M, out, ldo, FALSE, s); \
     break;
   switch (sched) {
     DOT4_SWEEP_CASE (DOT4_SWEEP_PAIRS)
@@ -417,15 +454,15 @@ DOT4_NAME (sweeps) (const ConyQGemm *g, guint p, int nv)
 
 /* DOT4_NAME (panel) with @nv (1 .. DOT4_VECS) and @small as constants. */
 DOT4_TARGET static void
-DOT4_NAME (panel_nv) (const ConyQGemm *g, guint p, const guint8 *u, const gint16 *u16, gsize blk,
-    gsize M, int nv, gboolean small, gint8 *out, gsize ldo)
+DOT4_NAME (panel_nv) (const ConyQGemm *g, guint p, const guint8 *u, const gint16 *u16,
+    const gint32 *corr, gsize blk, gsize M, int nv, gboolean small, gint8 *out, gsize ldo)
 {
 #define DOT4_CASE(n) \
   case n: \
     if (small) \
-      DOT4_NAME (panel) (g, p, u, u16, blk, M, n, TRUE, out, ldo, NULL); \
+      DOT4_NAME (panel) (g, p, u, u16, corr, blk, M, n, TRUE, out, ldo, NULL); \
     else \
-      DOT4_NAME (panel) (g, p, u, u16, blk, M, n, FALSE, out, ldo, NULL); \
+      DOT4_NAME (panel) (g, p, u, u16, corr, blk, M, n, FALSE, out, ldo, NULL); \
     break;
   switch (nv) {
 #if DOT4_VECS > 2
@@ -443,9 +480,9 @@ DOT4_NAME (panel_nv) (const ConyQGemm *g, guint p, const guint8 *u, const gint16
 /* A whole panel, the short rounding, each block's requantisation deferred in @defer. */
 DOT4_TARGET static void
 DOT4_NAME (panel_deferred) (const ConyQGemm *g, guint p, const guint8 *u, const gint16 *u16,
-    gsize blk, gsize M, gint8 *out, gsize ldo, QDefer16 *defer)
+    const gint32 *corr, gsize blk, gsize M, gint8 *out, gsize ldo, QDefer16 *defer)
 {
-  DOT4_NAME (panel) (g, p, u, u16, blk, M, DOT4_VECS, TRUE, out, ldo, defer);
+  DOT4_NAME (panel) (g, p, u, u16, corr, blk, M, DOT4_VECS, TRUE, out, ldo, defer);
 }
 #endif
 
@@ -465,6 +502,11 @@ DOT4_NAME (cony_qgemm) (const ConyQGemm *g, gsize M, const gint8 *x, gsize ldx, 
   guint8 *u;
   gint16 *u16;
   gsize blk = DOT4_PREPARE (g, M, x, ldx, scratch, &u, &u16);
+  gint32 *corr = NULL;
+  if (g->row_scale != 0) {
+    corr = cony_qgemm_corrections (g, M, scratch);
+    cony_qgemm_row_corrections_avx2 (g, M, u, blk, corr);
+  }
 #if DOT4_LANES == 16
   QDefer16 defer;
   qdefer16_init (&defer, &g->out, ldo);
@@ -476,17 +518,17 @@ DOT4_NAME (cony_qgemm) (const ConyQGemm *g, gsize M, const gint8 *x, gsize ldx, 
 #if DOT4_LANES == 16
     if (DOT4_NAME (sweeps) (g, p, nv)) {
       qdefer16_flush (&defer);
-      DOT4_NAME (half_sweep) (g, p, 0, u, blk, M, out, ldo);
-      DOT4_NAME (half_sweep) (g, p, 1, u, blk, M, out, ldo);
+      DOT4_NAME (half_sweep) (g, p, 0, u, corr, blk, M, out, ldo);
+      DOT4_NAME (half_sweep) (g, p, 1, u, corr, blk, M, out, ldo);
       continue;
     }
     if (deferring && nv == DOT4_VECS) {
-      DOT4_NAME (panel_deferred) (g, p, u, u16, blk, M, out, ldo, &defer);
+      DOT4_NAME (panel_deferred) (g, p, u, u16, corr, blk, M, out, ldo, &defer);
       continue;
     }
     qdefer16_flush (&defer);
 #endif
-    DOT4_NAME (panel_nv) (g, p, u, u16, blk, M, nv, g->small_acc, out, ldo);
+    DOT4_NAME (panel_nv) (g, p, u, u16, corr, blk, M, nv, g->small_acc, out, ldo);
   }
 #if DOT4_LANES == 16
   qdefer16_flush (&defer);
@@ -511,6 +553,8 @@ DOT4_NAME (cony_qgemm) (const ConyQGemm *g, gsize M, const gint8 *x, gsize ldx, 
 #undef DOT4_LANES
 #undef DOT4_LOAD
 #undef DOT4_SET1
+#undef DOT4_ADD
+#undef DOT4_CORRECT
 #undef DOT4_ZERO
 #undef DOT4
 #undef DOT2

@@ -147,8 +147,8 @@ pack_panels8 (ConyQGemm *g, const ConyQWeights *w, guint width, guint word)
   for (guint p = 0; p < np; p++) {
     guint n8 = 0;
     for (guint q = 0; q < nq; q++)
-      n8 += exact[(gsize) p * nq + q] = quad_byte_exact (w, K, N, width * p, width, q,
-          g->bytes_int8);
+      n8 += exact[(gsize) p * nq + q] = g->row_scale != 0
+          || quad_byte_exact (w, K, N, width * p, width, q, g->bytes_int8);
     p8->start8[p + 1] = p8->start8[p] + n8;
     p8->start16[p + 1] = p8->start16[p] + nq - n8;
   }
@@ -165,7 +165,8 @@ pack_panels8 (ConyQGemm *g, const ConyQWeights *w, guint width, guint word)
       gint16 *d16 = byte ? NULL : p8->w16 + quad * ((gsize) p8->start16[p] + (i - n8));
       for (guint j = 0; j < width && width * p + j < N; j++)
         for (guint t = 0; t < 4 && 4 * q + t < K; t++) {
-          gint16 v = cony_qweights_at (w, K, width * p + j, 4 * q + t);
+          /* w - zp, or w - 128 where the rows are corrected (row_scale = 128 - zp) */
+          gint16 v = cony_qweights_at (w, K, width * p + j, 4 * q + t) - g->row_scale;
           if (byte)
             d8[4 * j + t] = (gint8) v;
           else
@@ -229,11 +230,25 @@ gemm_init_k12 (ConyQGemm *g, const ConyQWeights *w, const ConyQMul *m, gint32 zp
   vnni_quads (w, g->K, n, cols, g->bias, m, zp, lo, hi, &g->w32, &g->bias32, &g->out32);
 }
 
+/* Whether every channel of @w (@N of them) has the same zero point: TRUE with it in *@zp
+ * (0 where there is none). Files may hold a per-tensor zero point once per channel. */
+static gboolean
+one_zero_point (const ConyQWeights *w, guint N, gint32 *zp)
+{
+  *zp = w->zp ? w->zp[0] : 0;
+  for (guint c = 1; w->zp && w->zp_per_chan && c < N; c++)
+    if (w->zp[c] != *zp)
+      return FALSE;
+  return TRUE;
+}
+
 void
 cony_qgemm_init (ConyQGemm *g, const ConyQKernels *k, guint K, guint N, const ConyQWeights *w,
     gint32 in_zp, const gint32 *bias, const ConyQMul *m, gint32 zp, gint32 lo, gint32 hi)
 {
   g->bytes_int8 = k->dot4;
+  gint32 wzp;
+  g->row_scale = k->row_corrections && w->is_u8 && one_zero_point (w, N, &wzp) ? 128 - wzp : 0;
   g->K = K;
   g->N = N;
   g->Np = (N + 63) / 64 * 64;
@@ -246,12 +261,26 @@ cony_qgemm_init (ConyQGemm *g, const ConyQKernels *k, guint K, guint N, const Co
   gemm_init_k12 (g, w, m, zp, lo, hi);
 }
 
+/* int16 values of scratch the prepared inputs of @M rows take: the AVX2 kernel's inputs
+ * as bytes and as int16, rows of Kq in blocks of 6 (even: the row corrections follow). */
+static gsize
+inputs_scratch (const ConyQGemm *g, gsize M)
+{
+  gsize rows = (M + 5) / 6 * 6;
+  return rows * g->p8.Kq / 2 + rows * g->p8.Kq + 32;
+}
+
 gsize
 cony_qgemm_scratch (const ConyQGemm *g, gsize M)
 {
-  /* the AVX2 kernel's inputs as bytes and as int16, rows of Kq in blocks of 6 */
-  gsize rows = (M + 5) / 6 * 6;
-  return rows * g->p8.Kq / 2 + rows * g->p8.Kq + 32;
+  /* and the row corrections, int32 */
+  return inputs_scratch (g, M) + 2 * ((M + 5) / 6 * 6);
+}
+
+gint32 *
+cony_qgemm_corrections (const ConyQGemm *g, gsize M, gint16 *scratch)
+{
+  return (gint32 *) (scratch + inputs_scratch (g, M));
 }
 
 void
@@ -412,6 +441,16 @@ gemm_row_panel (const ConyQGemm *g, guint p, const gint8 *x, gint32 *acc)
   }
 }
 
+/* ConyQGemm's row_scale times the sum of u = x + 128 over the row @x (its K values). */
+static gint32
+row_correction (const ConyQGemm *g, const gint8 *x)
+{
+  gint32 sum = 128 * (gint32) g->K;
+  for (guint k = 0; k < g->K; k++)
+    sum += x[k];
+  return g->row_scale * sum;
+}
+
 static void
 gemm_portable (const ConyQGemm *g, gsize M, const gint8 *x, gsize ldx, gint8 *out, gsize ldo,
     gint16 *scratch)
@@ -430,6 +469,11 @@ gemm_portable (const ConyQGemm *g, gsize M, const gint8 *x, gsize ldx, gint8 *ou
       .hi = g->out.hi };
     for (gsize r = 0; r < M; r++) {
       memcpy (acc, g->bias + c, sizeof (gint32) * width);
+      if (g->row_scale != 0) {
+        gint32 corr = row_correction (g, x + r * ldx);
+        for (guint j = 0; j < width; j++)
+          acc[j] += corr;
+      }
       gemm_row_panel (g, p, x + r * ldx, acc);
       requant_portable (&o, acc, n, q);
       memcpy (out + r * ldo + c, q, n);
@@ -488,7 +532,7 @@ const ConyQKernels *
 cony_qkernels_portable (void)
 {
   static const ConyQKernels k = { "portable", gemm_portable, requant_portable, dw_portable,
-    quantize_portable, add_portable, FALSE, 8, 8, NULL };
+    quantize_portable, add_portable, FALSE, 8, 8, NULL, FALSE };
   return &k;
 }
 
@@ -497,7 +541,7 @@ cony_qkernels_avx2 (void)
 {
 #ifdef CONY_CPU_X86
   static const ConyQKernels k = { "avx2", cony_qgemm_avx2, cony_qrequant_avx2, cony_qdw_avx2,
-    cony_qquantize_avx2, cony_qadd_avx2, FALSE, 8, 8, NULL };
+    cony_qquantize_avx2, cony_qadd_avx2, FALSE, 8, 8, NULL, FALSE };
   return cony_cpu_has_v3 () ? &k : NULL;
 #else
   return NULL;
@@ -509,7 +553,7 @@ cony_qkernels_avx2 (void)
 #define DOT4_SET(name, gemm, panel, word) \
   { \
     name, gemm, cony_qrequant_avx2, cony_qdw_avx2, cony_qquantize_avx2, cony_qadd_avx2, TRUE, \
-        panel, word, NULL \
+        panel, word, NULL, TRUE \
   }
 
 const ConyQKernels *
@@ -518,7 +562,8 @@ cony_qkernels_avx512vnni (void)
 #ifdef CONY_CPU_VNNI
   /* the products, the depthwise layers and the adds on 512-bit registers */
   static const ConyQKernels k = { "avx512vnni", cony_qgemm_avx512vnni, cony_qrequant_avx2,
-    cony_qdw_avx512, cony_qquantize_avx2, cony_qadd_avx512, TRUE, 64, 16, cony_qgemm_rows_avx512 };
+    cony_qdw_avx512, cony_qquantize_avx2, cony_qadd_avx512, TRUE, 64, 16, cony_qgemm_rows_avx512,
+    TRUE };
   return cony_cpu_has_v3 () && cony_cpu_has_avx512vnni () ? &k : NULL;
 #else
   return NULL;
@@ -559,7 +604,7 @@ cony_qkernels_dot4_emulated (void)
 #define NEON_SET(name, gemm) \
   { \
     name, gemm, cony_qrequant_neon, cony_qdw_neon, cony_qquantize_neon, cony_qadd_neon, TRUE, 8, \
-        8, NULL \
+        8, NULL, FALSE \
   }
 
 const ConyQKernels *

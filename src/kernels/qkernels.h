@@ -83,6 +83,13 @@ typedef struct {
    * fit int8 is bytes, whatever vpmaddubsw would make of it (the NEON kernels run either
    * packing) */
   gboolean bytes_int8;
+  /* Not 0 where the weights are uint8 with one zero point zp (per tensor, or the same
+   * for every channel) and the set adds row corrections (ConyQKernels'
+   * row_corrections): every quad is bytes, as w - 128 (fits
+   * int8 whatever w), and since (w - zp) u = (w - 128) u + (128 - zp) u, each row's
+   * accumulators start from the bias plus row_scale = 128 - zp times the sum of the
+   * row's u (the kernels sum their prepared inputs: cony_qgemm_row_corrections_avx2). */
+  gint32 row_scale;
   /* The 512-bit VNNI kernel's copy of a product of K <= 12 and N = 32 whose weights fit
    * int8 (else NULL), as YAMNet's first convolution (the nine taps of one channel), which
    * it runs two rows at a time: per quad (up to 3) four vectors; in 128-bit lane l of
@@ -207,6 +214,9 @@ typedef struct {
   /* out (M x 32, rows @ldo apart) = the product of @g (cony_qgemm_rows_ok) with the rows
    * @x read in place; NULL in the sets without it */
   void (*gemm_rows) (const ConyQGemm *g, gsize M, const ConyQRows *x, gint8 *out, gsize ldo);
+  /* its gemm adds ConyQGemm's row corrections (row_scale): uint8 weights with one zero
+   * point are packed all bytes for it */
+  gboolean row_corrections;
 } ConyQKernels;
 
 const ConyQKernels *cony_qkernels_portable (void);
@@ -242,6 +252,9 @@ void cony_qgemm_init (ConyQGemm *g, const ConyQKernels *k, guint K, guint N, con
     gint32 in_zp, const gint32 *bias, const ConyQMul *m, gint32 zp, gint32 lo, gint32 hi);
 /* int16 values of scratch the kernels need for @M rows of @g. */
 gsize cony_qgemm_scratch (const ConyQGemm *g, gsize M);
+/* Where the row corrections (ConyQGemm's row_scale) of @M rows lie in a kernel's
+ * @scratch (cony_qgemm_scratch), rounded up to whole blocks of 6 rows. */
+gint32 *cony_qgemm_corrections (const ConyQGemm *g, gsize M, gint16 *scratch);
 void cony_qgemm_clear (ConyQGemm *g);
 /* @o for @n channels (arrays padded to a multiple of 16; @m NULL: zeros). */
 void cony_qout_init (ConyQOut *o, guint n, const ConyQMul *m, gint32 zp, gint32 lo, gint32 hi);
@@ -271,6 +284,8 @@ void cony_qgemm_avx512vnni (const ConyQGemm *g, gsize M, const gint8 *x, gsize l
     gsize ldo, gint16 *scratch);
 void cony_qrequant_avx2 (const ConyQOut *o, const gint32 *acc, guint n, gint8 *out);
 void cony_qquantize_avx2 (const float *x, gsize n, float scale, gint32 zp, gint8 *out);
+void cony_qgemm_row_corrections_avx2 (const ConyQGemm *g, gsize M, const guint8 *u, gsize blk,
+    gint32 *corr);
 void cony_qadd_avx2 (const ConyQAddK *k, const gint8 *a, const gint8 *b, gsize n, gint8 *out);
 void cony_qadd_avx512 (const ConyQAddK *k, const gint8 *a, const gint8 *b, gsize n, gint8 *out);
 void cony_qdw_avx2 (const ConyQDw *d, const gint8 *in, guint in_w, guint oh, guint ow, guint stride,

@@ -275,7 +275,9 @@ spoil (gint8 *o, const gint8 *want, gsize n)
 /* The dot-product kernel sets (the exact AVX2 emulation of vpdpbusd, and AVX-VNNI's and
  * AVX512-VNNI's where this CPU has them, on panels of 16 and 64 columns; NEON with sdot,
  * and plain NEON, which takes the same packing) on one product: packed for them, int8
- * weights (zero point 0) run as bytes only, even where vpmaddubsw would saturate, and
+ * weights (zero point 0) run as bytes only, even where vpmaddubsw would saturate, uint8
+ * ones with one zero point too in the x86 sets (as w - 128, each row's accumulators
+ * corrected: ConyQGemm's row_scale), and
  * both they and the portable kernel on their packing give @want (M x N), the portable
  * result. */
 static void
@@ -294,6 +296,13 @@ check_dot4_kernels (guint K, guint N, const ConyQWeights *w, gint32 in_zp, const
     g_assert_true (g.bytes_int8);
     g_assert_cmpuint (g.p8.width, ==, sets[s]->panel ? sets[s]->panel : 8);
     if (!w->is_u8 && w->zp == NULL)
+      g_assert_cmpuint (g.p8.start16[cony_qgemm_panels (&g)], ==, 0);
+    /* uint8 weights with one zero point: all bytes too, as w - 128, where the set adds
+     * the rows' corrections */
+    gboolean corrected = sets[s]->row_corrections && w->is_u8 && !w->zp_per_chan;
+    /* (random_weights' uint8 kind has one zero point per tensor) */
+    g_assert_cmpint (g.row_scale, ==, corrected ? 128 - (w->zp ? w->zp[0] : 0) : 0);
+    if (corrected)
       g_assert_cmpuint (g.p8.start16[cony_qgemm_panels (&g)], ==, 0);
     g_autofree gint16 *scratch = g_new (gint16, cony_qgemm_scratch (&g, M));
     spoil (o, want, (gsize) M * N);
@@ -476,6 +485,53 @@ test_kernels_ties (void)
     }
     check_dot4_kernels (K, N, &w, -3, bias, m, 0, -128, 127, M, x, K, want);
     cony_qgemm_clear (&g);
+  }
+  g_rand_free (r);
+}
+
+/* uint8 weights whose per-channel zero points are all the same (as files store a
+ * per-tensor one) take the row-corrected packing of the x86 dot-product sets, with the
+ * portable kernel's result; one differing zero point keeps the other packing. */
+static void
+test_u8_one_zero_point (void)
+{
+  const ConyQKernels *k = cony_qkernels_avx512vnni () ? cony_qkernels_avx512vnni ()
+                                                      : cony_qkernels_dot4_emulated ();
+  if (k == NULL) {
+    g_test_skip ("no x86 dot-product kernels on this CPU");
+    return;
+  }
+  GRand *r = g_rand_new_with_seed (21);
+  guint M = 31, K = 27, N = 96;
+  g_autofree guint8 *wd = g_new (guint8, (gsize) K * N);
+  g_autofree gint32 *zp = g_new (gint32, N), *bias = g_new (gint32, N);
+  g_autofree ConyQMul *m = g_new (ConyQMul, N);
+  for (gsize i = 0; i < (gsize) K * N; i++)
+    wd[i] = (guint8) g_rand_int_range (r, 0, 256);
+  for (guint c = 0; c < N; c++) {
+    zp[c] = 201;
+    bias[c] = g_rand_int_range (r, -5000, 5000);
+    cony_q_multiplier (exp (g_rand_double_range (r, log (1e-5), log (0.3))), &m[c]);
+  }
+  g_autofree gint8 *x = g_new (gint8, (gsize) M * K);
+  for (gsize i = 0; i < (gsize) M * K; i++)
+    x[i] = (gint8) g_rand_int_range (r, -128, 128);
+  ConyQWeights w = { wd, TRUE, zp, TRUE };
+  g_autofree gint8 *want = g_new (gint8, (gsize) M * N), *o = g_new (gint8, (gsize) M * N);
+  for (guint t = 0; t < 2; t++) {
+    zp[N - 1] = t ? 200 : 201;
+    ConyQGemm g, gp;
+    cony_qgemm_init (&gp, cony_qkernels_portable (), K, N, &w, -3, bias, m, 5, -128, 127);
+    cony_qgemm_init (&g, k, K, N, &w, -3, bias, m, 5, -128, 127);
+    g_assert_cmpint (g.row_scale, ==, t ? 0 : 128 - 201);
+    g_autofree gint16 *scratch = g_new (gint16, cony_qgemm_scratch (&g, M));
+    cony_qkernels_portable ()->gemm (&gp, M, x, K, want, N, scratch);
+    check_direct_sums (M, K, N, x, K, &w, bias, m, -3, 5, -128, 127, want, N);
+    spoil (o, want, (gsize) M * N);
+    k->gemm (&g, M, x, K, o, N, scratch);
+    g_assert_cmpmem (o, (gsize) M * N, want, (gsize) M * N);
+    cony_qgemm_clear (&g);
+    cony_qgemm_clear (&gp);
   }
   g_rand_free (r);
 }
@@ -1233,6 +1289,7 @@ main (int argc, char **argv)
   g_test_add_func ("/int8/add", test_add);
   g_test_add_func ("/int8/add-edges", test_add_edges);
   g_test_add_func ("/int8/kernels-equal", test_kernels_equal);
+  g_test_add_func ("/int8/u8-one-zero-point", test_u8_one_zero_point);
   g_test_add_func ("/int8/kernels-ties", test_kernels_ties);
   g_test_add_func ("/int8/byte-exact-split", test_byte_exact_split);
   g_test_add_func ("/int8/quantize-kernels", test_quantize_kernels);
