@@ -440,15 +440,18 @@ DOT4_NAME (half_sweep) (const ConyQGemm *g, guint p, guint h, const guint8 *u, c
 #undef DOT4_SWEEP_CASE
 }
 
-/* Whether panel @p of @g (@nv vectors of columns) runs as two half sweeps: whole,
- * short (3 quads or more: DOT4_SWEEP_PAIRS needs them), every quad bytes. */
-static inline gboolean
-DOT4_NAME (sweeps) (const ConyQGemm *g, guint p, int nv)
+/* How many half sweeps run panel @p of @g (0: none): two for a whole panel, one for a
+ * last panel of exactly 32 columns (the half sweeps store whole halves); where the
+ * product is short (3 quads or more: DOT4_SWEEP_PAIRS needs them), the short rounding,
+ * every quad bytes. */
+static inline guint
+DOT4_NAME (sweeps) (const ConyQGemm *g, guint p)
 {
-  if (nv != DOT4_VECS || !g->small_acc || g->K > DOT4_SWEEP_K || g->p8.Kq < 12)
-    return FALSE;
+  guint left = g->N - DOT4_PANEL * p, halves = left >= DOT4_PANEL ? 2 : left == 32 ? 1 : 0;
+  if (halves == 0 || !g->small_acc || g->K > DOT4_SWEEP_K || g->p8.Kq < 12)
+    return 0;
   ConyQPanel pn = cony_qpanel (g, p);
-  return pn.n8 == pn.nq;
+  return pn.n8 == pn.nq ? halves : 0;
 }
 #endif
 
@@ -516,10 +519,11 @@ DOT4_NAME (cony_qgemm) (const ConyQGemm *g, gsize M, const gint8 *x, gsize ldx, 
     guint left = g->N - DOT4_PANEL * p;
     int nv = left >= DOT4_PANEL ? DOT4_VECS : (int) ((left + DOT4_LANES - 1) / DOT4_LANES);
 #if DOT4_LANES == 16
-    if (DOT4_NAME (sweeps) (g, p, nv)) {
+    guint halves = DOT4_NAME (sweeps) (g, p);
+    if (halves > 0) {
       qdefer16_flush (&defer);
-      DOT4_NAME (half_sweep) (g, p, 0, u, corr, blk, M, out, ldo);
-      DOT4_NAME (half_sweep) (g, p, 1, u, corr, blk, M, out, ldo);
+      for (guint h = 0; h < halves; h++)
+        DOT4_NAME (half_sweep) (g, p, h, u, corr, blk, M, out, ldo);
       continue;
     }
     if (deferring && nv == DOT4_VECS) {

@@ -349,7 +349,8 @@ test_kernels_equal (void)
    * 128) on one partial block, on whole blocks only, with a remainder of five rows and
    * over many blocks, two rows requantised a quad where a panel has 3 to 5 quads (K 12,
    * 16, 20: with the clamp and, at K 20, without); a whole panel too shallow for any
-   * (K 8); deeper whole panels
+   * (K 8); one half sweep for a last panel of 32 columns (N 32 and 96, with and without
+   * the clamp); deeper whole panels
    * with the short rounding (s even, kind 1), whose rounding waits for the next block's
    * products, of the same panel or the next: one partial block a panel, words among the
    * bytes and a partial panel after two whole ones */
@@ -357,7 +358,8 @@ test_kernels_equal (void)
     { 6, 33, 16 }, { 11, 2, 5 }, { 30, 27, 40 }, { 1000, 9, 20 }, { 1501, 30, 24 }, { 13, 40, 64 },
     { 20, 70, 100 }, { 7, 24, 130 }, { 48, 512, 192 }, { 4, 128, 64 }, { 12, 100, 128 },
     { 23, 96, 64 }, { 200, 48, 64 }, { 20, 16, 64 }, { 5, 256, 192 }, { 9, 136, 64 },
-    { 13, 200, 136 }, { 13, 12, 64 }, { 29, 20, 128 }, { 20, 8, 64 } };
+    { 13, 200, 136 }, { 13, 12, 64 }, { 29, 20, 128 }, { 20, 8, 64 }, { 19, 27, 32 },
+    { 25, 40, 96 }, { 14, 64, 96 } };
   for (guint s = 0; s < G_N_ELEMENTS (shapes); s++)
     for (guint kind = 0; kind < 4; kind++) {
       guint M = shapes[s][0], K = shapes[s][1], N = shapes[s][2];
