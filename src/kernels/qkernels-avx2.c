@@ -1059,18 +1059,23 @@ dw64_quads (const gint8 *px, const gsize *off, guint t, guint c, __m512i u[4])
 }
 
 /* The sums of channels @c..c+63 (w64 order) of the output pixel whose window starts at
- * @px: the bias, then vpdpbusd on taps 0-3, 4-7 and 8 (weights @w: 12 vectors). */
+ * @px: the bias, then vpdpbusd on taps 0-3, 4-7 and 8 (weights @w: 12 vectors); where
+ * @SCALED (a constant), a second vpdpbusd a quad adds ConyQDw's scale64 times the taps'
+ * u (@s: scale64 in every byte of a dword of taps, in the first byte only for tap 8). */
 CONY_TARGET_AVX512 static inline __attribute__ ((always_inline)) void
 dw64 (const __m512i *w, const gint32 *bias, const gint8 *px, const gsize *off, guint c,
-    __m512i acc[4])
+    const gboolean SCALED, const __m512i *s, __m512i acc[4])
 {
   for (int j = 0; j < 4; j++)
     acc[j] = _mm512_loadu_si512 (bias + 16 * j);
   for (guint g = 0; g < 3; g++) {
     __m512i u[4];
     dw64_quads (px, off, 4 * g, c, u);
-    for (int j = 0; j < 4; j++)
+    for (int j = 0; j < 4; j++) {
       acc[j] = _mm512_dpbusd_epi32 (acc[j], u[j], w[4 * g + j]);
+      if (SCALED)
+        acc[j] = _mm512_dpbusd_epi32 (acc[j], u[j], s[g == 2]);
+    }
   }
 }
 
@@ -1097,18 +1102,22 @@ dw64_put (const ConyQOut *o, const QSmall16 *k, const __m512i acc[4], gboolean c
   _mm512_storeu_si512 (dst, pack64_small (o, k, acc, clamp));
 }
 
-/* Channels @c..c+63 of every output pixel by vpdpbusd (ConyQDw's w64: all taps int8,
- * the short rounding), each pixel requantised after the next pixel's products as in
+/* Channels @c..c+63 of every output pixel by vpdpbusd (ConyQDw's w64: all taps int8, or
+ * uint8 ones as w - 128 and a second vpdpbusd a quad where @SCALED; the short
+ * rounding), each pixel requantised after the next pixel's products as in
  * dw32_channels. Unpacking a window's taps to four per channel costs fewer instructions
  * than widening them to int16 (dw32) and packing the sums to bytes restores the
  * channel order without a permute. A layer of 32 channels (stride 1, even width) runs
  * two neighbouring pixels at once: their windows' taps and their outputs lie side by
  * side. */
-CONY_TARGET_AVX512 static void
-dw64_channels (const ConyQDw *d, const gint8 *in, gsize row, const gsize *off, guint oh, guint ow,
-    guint stride, guint c, gint8 *out)
+CONY_TARGET_AVX512 static inline __attribute__ ((always_inline)) void
+dw64_channels_body (const ConyQDw *d, const gint8 *in, gsize row, const gsize *off, guint oh,
+    guint ow, guint stride, guint c, gint8 *out, const gboolean SCALED)
 {
   const ConyQOut o = d->out64; /* a local copy: see put16 */
+  /* ConyQDw's scale64 as vpdpbusd's signed bytes: each tap of a quad, tap 8 alone */
+  const __m512i s[2] = { _mm512_set1_epi8 ((char) d->scale64),
+    _mm512_set1_epi32 ((guint8) d->scale64) };
   const gboolean clamp = q_out_clamps (&o);
   __m512i w[12];
   for (int i = 0; i < 12; i++)
@@ -1127,16 +1136,16 @@ dw64_channels (const ConyQDw *d, const gint8 *in, gsize row, const gsize *off, g
     /* two pixels an iteration, each rounded after the other's products: no copies */
     for (; x + 2 * pixels <= ow; x += 2 * pixels, ox += 2 * pixels * C) {
       __m512i acc[4];
-      dw64 (w, bias, line + (gsize) x * stride * C, off, c, acc);
+      dw64 (w, bias, line + (gsize) x * stride * C, off, c, SCALED, s, acc);
       if (prev_at)
         dw64_put (&o, k, prev, clamp, prev_at);
-      dw64 (w, bias, line + (gsize) (x + pixels) * stride * C, off, c, prev);
+      dw64 (w, bias, line + (gsize) (x + pixels) * stride * C, off, c, SCALED, s, prev);
       dw64_put (&o, k, acc, clamp, ox);
       prev_at = ox + pixels * C;
     }
     for (; x < ow; x += pixels, ox += pixels * C) {
       __m512i acc[4];
-      dw64 (w, bias, line + (gsize) x * stride * C, off, c, acc);
+      dw64 (w, bias, line + (gsize) x * stride * C, off, c, SCALED, s, acc);
       if (prev_at)
         dw64_put (&o, k, prev, clamp, prev_at);
       for (int j = 0; j < 4; j++)
@@ -1146,6 +1155,17 @@ dw64_channels (const ConyQDw *d, const gint8 *in, gsize row, const gsize *off, g
   }
   if (prev_at)
     dw64_put (&o, k, prev, clamp, prev_at);
+}
+
+/* dw64_channels_body with SCALED a constant (ConyQDw's scale64 not 0). */
+CONY_TARGET_AVX512 static void
+dw64_channels (const ConyQDw *d, const gint8 *in, gsize row, const gsize *off, guint oh, guint ow,
+    guint stride, guint c, gint8 *out)
+{
+  if (d->scale64 != 0)
+    dw64_channels_body (d, in, row, off, oh, ow, stride, c, out, TRUE);
+  else
+    dw64_channels_body (d, in, row, off, oh, ow, stride, c, out, FALSE);
 }
 
 /* The depthwise layer as cony_qdw_avx2, 32 channels at a time over all pixels

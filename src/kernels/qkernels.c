@@ -178,13 +178,15 @@ pack_panels8 (ConyQGemm *g, const ConyQWeights *w, guint width, guint word)
 }
 
 /* The copy of @n places' weights that the 512-bit kernels sum four to a dword by vpdpbusd
- * (ConyQDw's w64, ConyQGemm's w32): place p holds column @cols[p]'s K <= 12 values, its
- * quad q at dword p % 16 of vector 12 (p / 64) + 4 q + (p % 64) / 16; into *@wq, with
- * the bias *@bq (@bias_u, for u = x + 128, per column) and the requantisation @oq in
- * place order. Nothing made (NULL, zeros) where @n is 0 or a value does not fit int8. */
+ * (ConyQDw's w64, ConyQGemm's w32): place p holds column @cols[p]'s K <= 12 values (w -
+ * zp - @shift), its quad q at dword p % 16 of vector 12 (p / 64) + 4 q + (p % 64) / 16;
+ * into *@wq, with the bias *@bq (@bias_u, for u = x + 128, per column) and the
+ * requantisation @oq in place order. Nothing made (NULL, zeros) where @n is 0 or a value
+ * does not fit int8. */
 static void
-vnni_quads (const ConyQWeights *w, guint K, guint n, const guint *cols, const gint32 *bias_u,
-    const ConyQMul *m, gint32 zp, gint32 lo, gint32 hi, gint8 **wq, gint32 **bq, ConyQOut *oq)
+vnni_quads (const ConyQWeights *w, guint K, guint n, const guint *cols, gint32 shift,
+    const gint32 *bias_u, const ConyQMul *m, gint32 zp, gint32 lo, gint32 hi, gint8 **wq,
+    gint32 **bq, ConyQOut *oq)
 {
   *wq = NULL;
   *bq = NULL;
@@ -193,7 +195,7 @@ vnni_quads (const ConyQWeights *w, guint K, guint n, const guint *cols, const gi
     return;
   for (guint p = 0; p < n; p++)
     for (guint k = 0; k < K; k++) {
-      gint16 v = cony_qweights_at (w, K, cols[p], k);
+      gint32 v = cony_qweights_at (w, K, cols[p], k) - shift;
       if (v < -128 || v > 127)
         return;
     }
@@ -203,7 +205,7 @@ vnni_quads (const ConyQWeights *w, guint K, guint n, const guint *cols, const gi
   for (guint p = 0; p < n; p++) {
     for (guint k = 0; k < K; k++)
       (*wq)[((gsize) (p / 64) * 12 + (k / 4) * 4 + p % 64 / 16) * 64 + (p % 16) * 4 + k % 4] =
-          (gint8) cony_qweights_at (w, K, cols[p], k);
+          (gint8) (cony_qweights_at (w, K, cols[p], k) - shift);
     (*bq)[p] = bias_u[cols[p]];
     mp[p] = m[cols[p]];
   }
@@ -227,7 +229,7 @@ gemm_init_k12 (ConyQGemm *g, const ConyQWeights *w, const ConyQMul *m, gint32 zp
   for (guint p = 0; p < 64; p++)
     cols[p] = gemm32_column (p);
   guint n = g->K <= 12 && g->N == 32 ? 64 : 0;
-  vnni_quads (w, g->K, n, cols, g->bias, m, zp, lo, hi, &g->w32, &g->bias32, &g->out32);
+  vnni_quads (w, g->K, n, cols, 0, g->bias, m, zp, lo, hi, &g->w32, &g->bias32, &g->out32);
 }
 
 /* Whether every channel of @w (@N of them) has the same zero point: TRUE with it in *@zp
@@ -337,7 +339,15 @@ dw_init_vnni (ConyQDw *d, const ConyQWeights *w, const gint32 *bias, const ConyQ
     cols[p] = dw64_channel (p) % d->C;
   /* the kernel multiplies u = x + 128 */
   g_autofree gint32 *bias_u = folded_bias (9, d->C, d->C, w, in_zp + 128, bias);
-  vnni_quads (w, 9, n, cols, bias_u, m, zp, lo, hi, &d->w64, &d->bias64, &d->out64);
+  vnni_quads (w, 9, n, cols, 0, bias_u, m, zp, lo, hi, &d->w64, &d->bias64, &d->out64);
+  /* uint8 taps with one zero point wz that do not fit: as w - 128, plus (128 - wz) times
+   * each channel's sum of u (ConyQDw's scale64; 128 itself does not fit int8) */
+  gint32 wz;
+  d->scale64 = 0;
+  if (d->w64 == NULL && n > 0 && w->is_u8 && one_zero_point (w, d->C, &wz) && wz > 0) {
+    d->scale64 = 128 - wz;
+    vnni_quads (w, 9, n, cols, d->scale64, bias_u, m, zp, lo, hi, &d->w64, &d->bias64, &d->out64);
+  }
 }
 
 void

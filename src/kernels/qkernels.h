@@ -126,6 +126,10 @@ typedef struct {
   gint8 *w64;
   gint32 *bias64;
   ConyQOut out64;
+  /* Not 0 where w64 holds uint8 taps with one zero point wz as w - 128 (those as w - wz
+   * do not fit int8): scale64 = 128 - wz, and the kernel adds scale64 times each
+   * channel's sum of u over its taps, (w - wz) u = (w - 128) u + (128 - wz) u. */
+  gint32 scale64;
   gint32 *bias;
   ConyQOut out;
   gint32 zp;          /* the input's zero point (the value of the padding) */

@@ -755,9 +755,11 @@ test_dw_kernels_equal (void)
     ConyQDw d;
     cony_qdw_init (&d, C, &w, bias, m, in_zp, g_rand_int_range (r, -128, 128), lo, hi);
     g_assert_true (d.small_acc == !big);
-    /* vpdpbusd's copy: 32 channels, or 64 or more, every tap int8 (kinds 0 and 3); it
-     * runs 32 only at stride 1 and an even width (cases 0, 11 and 12) */
-    g_assert_true ((d.w64 != NULL) == ((C == 32 || C >= 64) && (t % 4 == 0 || t % 4 == 3)));
+    /* vpdpbusd's copy: 32 channels, or 64 or more, every tap int8 (kinds 0 and 3) or
+     * uint8 with one zero point (kind 1, as w - 128 and scale64 = 128 - 255); it runs 32
+     * only at stride 1 and an even width (cases 0, 11 and 12) */
+    g_assert_true ((d.w64 != NULL) == ((C == 32 || C >= 64) && t % 4 != 2));
+    g_assert_cmpint (d.scale64, ==, d.w64 != NULL && t % 4 == 1 ? 128 - 255 : 0);
     g_autofree gint8 *in = g_new (gint8, (gsize) ih * iw * C);
     for (gsize i = 0; i < (gsize) ih * iw * C; i++)
       in[i] = (gint8) (i % 5 == 0 ? (i % 2 ? 127 : -128) : g_rand_int_range (r, -128, 128));
