@@ -48,19 +48,21 @@
 #else
 #define DOT4_ACCS(r) DOT4_VEC a##r##0 = b0, a##r##1 = b1
 #endif
+/* row @r's first two accumulators plus the vector @v */
+#define DOT4_CORRECT_PAIR(r, v) a##r##0 = DOT4_ADD (a##r##0, v), a##r##1 = DOT4_ADD (a##r##1, v)
 /* row @r's accumulators plus its correction corr[r] (those past NV unused) */
 #if DOT4_VECS > 2
 #define DOT4_CORRECT(r) \
   { \
     DOT4_VEC c = DOT4_SET1 (corr[r]); \
-    a##r##0 = DOT4_ADD (a##r##0, c), a##r##1 = DOT4_ADD (a##r##1, c); \
+    DOT4_CORRECT_PAIR (r, c); \
     a##r##2 = DOT4_ADD (a##r##2, c), a##r##3 = DOT4_ADD (a##r##3, c); \
   }
 #else
 #define DOT4_CORRECT(r) \
   { \
     DOT4_VEC c = DOT4_SET1 (corr[r]); \
-    a##r##0 = DOT4_ADD (a##r##0, c), a##r##1 = DOT4_ADD (a##r##1, c); \
+    DOT4_CORRECT_PAIR (r, c); \
   }
 #endif
 /* row @r's accumulators into the array acc (row r's at DOT4_VECS r) */
@@ -327,8 +329,8 @@ DOT4_NAME (panel) (const ConyQGemm *g, guint p, const guint8 *u, const gint16 *u
 /* row @r's two accumulators plus its correction rc[r] */
 #define DOT4_SWEEP_CORRECT(r) \
   { \
-    __m512i v = _mm512_set1_epi32 (rc[r]); \
-    a##r##0 = _mm512_add_epi32 (a##r##0, v), a##r##1 = _mm512_add_epi32 (a##r##1, v); \
+    DOT4_VEC v = DOT4_SET1 (rc[r]); \
+    DOT4_CORRECT_PAIR (r, v); \
   }
 /* the previous block's row @r requantised after quad @r of this one, or its vectors
  * after quads 2 @r and 2 @r + 1; for the rows (DOT4_EACH_ROW, which a quad expands) */
@@ -559,6 +561,7 @@ DOT4_NAME (cony_qgemm) (const ConyQGemm *g, gsize M, const gint8 *x, gsize ldx, 
 #undef DOT4_SET1
 #undef DOT4_ADD
 #undef DOT4_CORRECT
+#undef DOT4_CORRECT_PAIR
 #undef DOT4_ZERO
 #undef DOT4
 #undef DOT2
