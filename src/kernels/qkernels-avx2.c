@@ -647,6 +647,32 @@ cony_qgemm_avx2 (const ConyQGemm *g, gsize M, const gint8 *x, gsize ldx, gint8 *
 #undef TAIL
   }
 }
+/* Whether [lo, hi] is narrower than int8, so that a clamp after vpmovsdb changes
+ * something (ReLU6 and linear layers keep the whole range: no clamp needed). */
+static inline gboolean
+q_out_clamps (const ConyQOut *o)
+{
+  return o->lo > -128 || o->hi < 127;
+}
+
+/* pack64_small on 256-bit registers: four vectors of sums @acc requantised by the short
+ * rounding on their constants @k, the zero point added to the int16 (q_out16), packed to
+ * 32 bytes, 128-bit lane l holding lane l of each vector in turn. */
+CONY_TARGET_V3 static inline __attribute__ ((always_inline)) __m256i
+pack32_small (const ConyQOut *o, const QSmall8 *k, const __m256i acc[4], gboolean clamp)
+{
+  const __m256i zp = _mm256_set1_epi16 ((gint16) o->zp);
+  __m256i r[4];
+  for (int j = 0; j < 4; j++)
+    r[j] = q_mul8_small_k (&k[j], acc[j]);
+  __m256i b = _mm256_packs_epi16 (_mm256_adds_epi16 (_mm256_packs_epi32 (r[0], r[1]), zp),
+      _mm256_adds_epi16 (_mm256_packs_epi32 (r[2], r[3]), zp));
+  if (clamp)
+    b = _mm256_min_epi8 (_mm256_max_epi8 (b, _mm256_set1_epi8 ((gint8) o->lo)),
+        _mm256_set1_epi8 ((gint8) o->hi));
+  return b;
+}
+
 /* vpdpbusd emulated exactly: the even and the odd bytes of each int16 widened apart (u
  * unsigned, w signed), so that each vpmaddwd sums two of a lane's four products. */
 CONY_TARGET_V3 static inline __m256i
@@ -824,14 +850,6 @@ CONY_TARGET_AVX512 static inline __attribute__ ((always_inline)) __m128i
 q_out16_small (const ConyQOut *o, __m512i v)
 {
   return q_out16_small_clamp (o, v, TRUE);
-}
-
-/* Whether [lo, hi] is narrower than int8, so that a clamp after vpmovsdb changes
- * something (ReLU6 and linear layers keep the whole range: no clamp needed). */
-static inline gboolean
-q_out_clamps (const ConyQOut *o)
-{
-  return o->lo > -128 || o->hi < 127;
 }
 
 /* 16 accumulators requantised by the short rounding on the constants @k of their
@@ -1041,44 +1059,6 @@ dw32_channels (const ConyQDw *d, const gint8 *in, gsize row, const gsize *off, g
     dw32_put (&o, small, &s0, &s1, c, prev_lo, prev_hi, prev);
 }
 
-/* Taps @t..t+3 (one dword per channel, as ConyQDw's w64) of channels @c..c+63 of the
- * window at @px as u = x + 128, in the four vectors @u: unpacking bytes, then words. */
-CONY_TARGET_AVX512 static inline __attribute__ ((always_inline)) void
-dw64_quads (const gint8 *px, const gsize *off, guint t, guint c, __m512i u[4])
-{
-  const __m512i flip = _mm512_set1_epi8 ((char) 0x80);
-  __m512i v[4];
-  for (guint i = 0; i < 4; i++) /* tap 8 alone: its three partners have zero weights */
-    v[i] = _mm512_xor_si512 (_mm512_loadu_si512 (px + off[t + 3 < 9 ? t + i : t] + c), flip);
-  __m512i lo01 = _mm512_unpacklo_epi8 (v[0], v[1]), hi01 = _mm512_unpackhi_epi8 (v[0], v[1]);
-  __m512i lo23 = _mm512_unpacklo_epi8 (v[2], v[3]), hi23 = _mm512_unpackhi_epi8 (v[2], v[3]);
-  u[0] = _mm512_unpacklo_epi16 (lo01, lo23);
-  u[1] = _mm512_unpackhi_epi16 (lo01, lo23);
-  u[2] = _mm512_unpacklo_epi16 (hi01, hi23);
-  u[3] = _mm512_unpackhi_epi16 (hi01, hi23);
-}
-
-/* The sums of channels @c..c+63 (w64 order) of the output pixel whose window starts at
- * @px: the bias, then vpdpbusd on taps 0-3, 4-7 and 8 (weights @w: 12 vectors); where
- * @SCALED (a constant), a second vpdpbusd a quad adds ConyQDw's scale64 times the taps'
- * u (@s: scale64 in every byte of a dword of taps, in the first byte only for tap 8). */
-CONY_TARGET_AVX512 static inline __attribute__ ((always_inline)) void
-dw64 (const __m512i *w, const gint32 *bias, const gint8 *px, const gsize *off, guint c,
-    const gboolean SCALED, const __m512i *s, __m512i acc[4])
-{
-  for (int j = 0; j < 4; j++)
-    acc[j] = _mm512_loadu_si512 (bias + 16 * j);
-  for (guint g = 0; g < 3; g++) {
-    __m512i u[4];
-    dw64_quads (px, off, 4 * g, c, u);
-    for (int j = 0; j < 4; j++) {
-      acc[j] = _mm512_dpbusd_epi32 (acc[j], u[j], w[4 * g + j]);
-      if (SCALED)
-        acc[j] = _mm512_dpbusd_epi32 (acc[j], u[j], s[g == 2]);
-    }
-  }
-}
-
 /* Four vectors of sums @acc requantised by the short rounding on their constants @k and
  * packed to 64 bytes: 128-bit lane l of the result holds lane l of each vector in turn
  * (ConyQDw's w64 and ConyQGemm's w32 orders are made so that this is output order). */
@@ -1093,99 +1073,6 @@ pack64_small (const ConyQOut *o, const QSmall16 *k, const __m512i acc[4], gboole
     b = _mm512_min_epi8 (_mm512_max_epi8 (b, _mm512_set1_epi8 ((gint8) o->lo)),
         _mm512_set1_epi8 ((gint8) o->hi));
   return b;
-}
-
-/* Sums @acc (w64 order) requantised (pack64_small) and stored at @dst as 64 bytes. */
-CONY_TARGET_AVX512 static inline __attribute__ ((always_inline)) void
-dw64_put (const ConyQOut *o, const QSmall16 *k, const __m512i acc[4], gboolean clamp, gint8 *dst)
-{
-  _mm512_storeu_si512 (dst, pack64_small (o, k, acc, clamp));
-}
-
-/* Channels @c..c+63 of every output pixel by vpdpbusd (ConyQDw's w64: all taps int8, or
- * uint8 ones as w - 128 and a second vpdpbusd a quad where @SCALED; the short
- * rounding), each pixel requantised after the next pixel's products as in
- * dw32_channels. Unpacking a window's taps to four per channel costs fewer instructions
- * than widening them to int16 (dw32) and packing the sums to bytes restores the
- * channel order without a permute. A layer of 32 channels (stride 1, even width) runs
- * two neighbouring pixels at once: their windows' taps and their outputs lie side by
- * side. */
-CONY_TARGET_AVX512 static inline __attribute__ ((always_inline)) void
-dw64_channels_body (const ConyQDw *d, const gint8 *in, gsize row, const gsize *off, guint oh,
-    guint ow, guint stride, guint c, gint8 *out, const gboolean SCALED)
-{
-  const ConyQOut o = d->out64; /* a local copy: see put16 */
-  /* ConyQDw's scale64 as vpdpbusd's signed bytes: each tap of a quad, tap 8 alone */
-  const __m512i s[2] = { _mm512_set1_epi8 ((char) d->scale64),
-    _mm512_set1_epi32 ((guint8) d->scale64) };
-  const gboolean clamp = q_out_clamps (&o);
-  __m512i w[12];
-  for (int i = 0; i < 12; i++)
-    w[i] = _mm512_loadu_si512 (d->w64 + ((gsize) (c / 64) * 12 + i) * 64);
-  const gint32 *bias = d->bias64 + c;
-  QSmall16 k[4];
-  for (int j = 0; j < 4; j++)
-    k[j] = q_small16 (&o, c + 16 * j);
-  guint C = d->C, pixels = C == 32 ? 2 : 1;
-  __m512i prev[4];
-  gint8 *prev_at = NULL; /* where the sums kept go */
-  for (guint y = 0; y < oh; y++) {
-    const gint8 *line = in + (gsize) y * stride * row;
-    gint8 *ox = out + (gsize) y * ow * C + c;
-    guint x = 0;
-    /* two pixels an iteration, each rounded after the other's products: no copies */
-    for (; x + 2 * pixels <= ow; x += 2 * pixels, ox += 2 * pixels * C) {
-      __m512i acc[4];
-      dw64 (w, bias, line + (gsize) x * stride * C, off, c, SCALED, s, acc);
-      if (prev_at)
-        dw64_put (&o, k, prev, clamp, prev_at);
-      dw64 (w, bias, line + (gsize) (x + pixels) * stride * C, off, c, SCALED, s, prev);
-      dw64_put (&o, k, acc, clamp, ox);
-      prev_at = ox + pixels * C;
-    }
-    for (; x < ow; x += pixels, ox += pixels * C) {
-      __m512i acc[4];
-      dw64 (w, bias, line + (gsize) x * stride * C, off, c, SCALED, s, acc);
-      if (prev_at)
-        dw64_put (&o, k, prev, clamp, prev_at);
-      for (int j = 0; j < 4; j++)
-        prev[j] = acc[j];
-      prev_at = ox;
-    }
-  }
-  if (prev_at)
-    dw64_put (&o, k, prev, clamp, prev_at);
-}
-
-/* dw64_channels_body with SCALED a constant (ConyQDw's scale64 not 0). */
-CONY_TARGET_AVX512 static void
-dw64_channels (const ConyQDw *d, const gint8 *in, gsize row, const gsize *off, guint oh, guint ow,
-    guint stride, guint c, gint8 *out)
-{
-  if (d->scale64 != 0)
-    dw64_channels_body (d, in, row, off, oh, ow, stride, c, out, TRUE);
-  else
-    dw64_channels_body (d, in, row, off, oh, ow, stride, c, out, FALSE);
-}
-
-/* The depthwise layer as cony_qdw_avx2, 32 channels at a time over all pixels
- * (dw32_channels), requantised on 16 lanes; the rest as cony_qdw_avx2 (dw16_layer). */
-CONY_TARGET_AVX512 void
-cony_qdw_avx512 (const ConyQDw *d, const gint8 *in, guint in_w, guint oh, guint ow, guint stride,
-    gint8 *out, gint32 *acc)
-{
-  guint C = d->C, C32 = C / 32 * 32;
-  gsize row = (gsize) in_w * C, off[10];
-  for (guint k = 0; k < 9; k++)
-    off[k] = (k / 3) * row + (k % 3) * C;
-  guint c = 0;
-  if (d->w64 != NULL && d->small_acc && (C > 32 || (stride == 1 && ow % 2 == 0)))
-    for (; c < MAX (C / 64 * 64, C == 32 ? 32 : 0); c += 64)
-      dw64_channels (d, in, row, off, oh, ow, stride, c, out);
-  for (; c < C32; c += 32)
-    dw32_channels (d, in, row, off, oh, ow, stride, c, out);
-  if (C32 < C)
-    dw16_layer (d, in, in_w, oh, ow, stride, C32, out, acc);
 }
 
 /* Where a 6-row block's 48 dwords (quad q of row r, r = 0..5, q = 0..7) come from in

@@ -1,6 +1,6 @@
-/* The product kernel for one 4-byte dot-product instruction (vpdpbusd of AVX-VNNI or
- * AVX512-VNNI, or its exact AVX2 emulation), included by qkernels-avx2.c once per
- * instruction and register width with these defined:
+/* The product and depthwise kernels for one 4-byte dot-product instruction (vpdpbusd of
+ * AVX-VNNI or AVX512-VNNI, or its exact AVX2 emulation), included by qkernels-avx2.c once
+ * per instruction and register width with these defined:
  *   DOT4_NAME(x)   the names of this copy's functions (x with a suffix)
  *   DOT4_TARGET    its target attribute
  *   DOT4_LANES     the int32 lanes of its registers: 8 (256-bit) or 16 (512-bit)
@@ -540,6 +540,185 @@ DOT4_NAME (cony_qgemm) (const ConyQGemm *g, gsize M, const gint8 *x, gsize ldx, 
   qdefer16_flush (&defer);
 #endif
 }
+
+/* The depthwise 3x3 layer by DOT4 on ConyQDw's w64 (every tap fits int8, or uint8 taps
+ * with one zero point as w - 128 and scale64): DOT4_DW channels a pass over every pixel,
+ * 64 on 512-bit registers, 32 on 256-bit ones (the low or the high half of each of
+ * w64's vectors, whose lanes 0-1 and 2-3 hold channels 0-31 and 32-63 of its 64). */
+#define DOT4_DW (4 * DOT4_LANES)
+#if DOT4_LANES == 8
+#define DOT4_SMALL QSmall8
+#define DOT4_SMALL_AT q_small8
+#define DOT4_PACK_SMALL pack32_small
+#define DOT4_XOR _mm256_xor_si256
+#define DOT4_SET1_8 _mm256_set1_epi8
+#define DOT4_UNPACKLO8 _mm256_unpacklo_epi8
+#define DOT4_UNPACKHI8 _mm256_unpackhi_epi8
+#define DOT4_UNPACKLO16 _mm256_unpacklo_epi16
+#define DOT4_UNPACKHI16 _mm256_unpackhi_epi16
+#define DOT4_STORE(p, v) _mm256_storeu_si256 ((void *) (p), v)
+#else
+#define DOT4_SMALL QSmall16
+#define DOT4_SMALL_AT q_small16
+#define DOT4_PACK_SMALL pack64_small
+#define DOT4_XOR _mm512_xor_si512
+#define DOT4_SET1_8 _mm512_set1_epi8
+#define DOT4_UNPACKLO8 _mm512_unpacklo_epi8
+#define DOT4_UNPACKHI8 _mm512_unpackhi_epi8
+#define DOT4_UNPACKLO16 _mm512_unpacklo_epi16
+#define DOT4_UNPACKHI16 _mm512_unpackhi_epi16
+#define DOT4_STORE(p, v) _mm512_storeu_si512 ((void *) (p), v)
+#endif
+
+/* Taps @t..t+3 (one dword per channel, as ConyQDw's w64) of channels @c..c+DOT4_DW-1 of
+ * the window at @px as u = x + 128, in the four vectors @u: unpacking bytes, then words. */
+DOT4_TARGET static inline __attribute__ ((always_inline)) void
+DOT4_NAME (dw_quads) (const gint8 *px, const gsize *off, guint t, guint c, DOT4_VEC u[4])
+{
+  const DOT4_VEC flip = DOT4_SET1_8 ((char) 0x80);
+  DOT4_VEC v[4];
+  for (guint i = 0; i < 4; i++) /* tap 8 alone: its three partners have zero weights */
+    v[i] = DOT4_XOR (DOT4_LOAD (px + off[t + 3 < 9 ? t + i : t] + c), flip);
+  DOT4_VEC lo01 = DOT4_UNPACKLO8 (v[0], v[1]), hi01 = DOT4_UNPACKHI8 (v[0], v[1]);
+  DOT4_VEC lo23 = DOT4_UNPACKLO8 (v[2], v[3]), hi23 = DOT4_UNPACKHI8 (v[2], v[3]);
+  u[0] = DOT4_UNPACKLO16 (lo01, lo23);
+  u[1] = DOT4_UNPACKHI16 (lo01, lo23);
+  u[2] = DOT4_UNPACKLO16 (hi01, hi23);
+  u[3] = DOT4_UNPACKHI16 (hi01, hi23);
+}
+
+/* The sums of channels @c..c+DOT4_DW-1 (w64 order) of the output pixel whose window
+ * starts at @px: the bias (vector j's at @bias + 16 j), then DOT4 on taps 0-3, 4-7 and 8
+ * (weights @w: 12 vectors); where @SCALED (a constant), a second DOT4 a quad adds
+ * ConyQDw's scale64 times the taps' u (@s: scale64 in every byte of a dword of taps, in
+ * the first byte only for tap 8). */
+DOT4_TARGET static inline __attribute__ ((always_inline)) void
+DOT4_NAME (dw_pixel) (const DOT4_VEC *w, const gint32 *bias, const gint8 *px, const gsize *off,
+    guint c, const gboolean SCALED, const DOT4_VEC *s, DOT4_VEC acc[4])
+{
+  for (int j = 0; j < 4; j++)
+    acc[j] = DOT4_LOAD (bias + 16 * j);
+  for (guint g = 0; g < 3; g++) {
+    DOT4_VEC u[4];
+    DOT4_NAME (dw_quads) (px, off, 4 * g, c, u);
+    for (int j = 0; j < 4; j++) {
+      acc[j] = DOT4 (acc[j], u[j], w[4 * g + j]);
+      if (SCALED)
+        acc[j] = DOT4 (acc[j], u[j], s[g == 2]);
+    }
+  }
+}
+
+/* Sums @acc (w64 order) requantised (pack64_small, pack32_small) and stored at @dst. */
+DOT4_TARGET static inline __attribute__ ((always_inline)) void
+DOT4_NAME (dw_put) (const ConyQOut *o, const DOT4_SMALL *k, const DOT4_VEC acc[4], gboolean clamp,
+    gint8 *dst)
+{
+  DOT4_STORE (dst, DOT4_PACK_SMALL (o, k, acc, clamp));
+}
+
+/* Channels @c..c+DOT4_DW-1 of every output pixel by DOT4 (the short rounding), each
+ * pixel requantised after the next pixel's products, as dw32_channels. Unpacking a
+ * window's taps to four per channel costs fewer instructions than widening them to int16
+ * (dw16, dw32) and packing the sums to bytes restores the channel order without a
+ * permute. A layer of 32 channels on 512-bit registers (stride 1, even width) runs two
+ * neighbouring pixels at once: their windows' taps and their outputs lie side by side. */
+DOT4_TARGET static inline __attribute__ ((always_inline)) void
+DOT4_NAME (dw_channels_body) (const ConyQDw *d, const gint8 *in, gsize row, const gsize *off,
+    guint oh, guint ow, guint stride, guint c, gint8 *out, const gboolean SCALED)
+{
+  const ConyQOut o = d->out64; /* a local copy: see put16 */
+  /* ConyQDw's scale64 as DOT4's signed bytes: each tap of a quad, tap 8 alone */
+  const DOT4_VEC s[2] = { DOT4_SET1_8 ((char) d->scale64), DOT4_SET1 ((guint8) d->scale64) };
+  const gboolean clamp = q_out_clamps (&o);
+  /* channel c's place in w64's order: its group of 64, then the half (lanes 2-3) */
+  const guint place = c / 64 * 64 + c % 64 / 4;
+  DOT4_VEC w[12];
+  for (int i = 0; i < 12; i++)
+    w[i] = DOT4_LOAD (d->w64 + ((gsize) (c / 64) * 12 + i) * 64 + c % 64);
+  const gint32 *bias = d->bias64 + place;
+  DOT4_SMALL k[4];
+  for (int j = 0; j < 4; j++)
+    k[j] = DOT4_SMALL_AT (&o, place + 16 * j);
+  guint C = d->C, pixels = C < DOT4_DW ? DOT4_DW / C : 1;
+  DOT4_VEC prev[4];
+  gint8 *prev_at = NULL; /* where the sums kept go */
+  for (guint y = 0; y < oh; y++) {
+    const gint8 *line = in + (gsize) y * stride * row;
+    gint8 *ox = out + (gsize) y * ow * C + c;
+    guint x = 0;
+    /* two pixels an iteration, each rounded after the other's products: no copies */
+    for (; x + 2 * pixels <= ow; x += 2 * pixels, ox += 2 * pixels * C) {
+      DOT4_VEC acc[4];
+      DOT4_NAME (dw_pixel) (w, bias, line + (gsize) x * stride * C, off, c, SCALED, s, acc);
+      if (prev_at)
+        DOT4_NAME (dw_put) (&o, k, prev, clamp, prev_at);
+      DOT4_NAME (dw_pixel)
+      (w, bias, line + (gsize) (x + pixels) * stride * C, off, c, SCALED, s, prev);
+      DOT4_NAME (dw_put) (&o, k, acc, clamp, ox);
+      prev_at = ox + pixels * C;
+    }
+    for (; x < ow; x += pixels, ox += pixels * C) {
+      DOT4_VEC acc[4];
+      DOT4_NAME (dw_pixel) (w, bias, line + (gsize) x * stride * C, off, c, SCALED, s, acc);
+      if (prev_at)
+        DOT4_NAME (dw_put) (&o, k, prev, clamp, prev_at);
+      for (int j = 0; j < 4; j++)
+        prev[j] = acc[j];
+      prev_at = ox;
+    }
+  }
+  if (prev_at)
+    DOT4_NAME (dw_put) (&o, k, prev, clamp, prev_at);
+}
+
+/* DOT4_NAME (dw_channels_body) with SCALED a constant (ConyQDw's scale64 not 0). */
+DOT4_TARGET static void
+DOT4_NAME (dw_channels) (const ConyQDw *d, const gint8 *in, gsize row, const gsize *off, guint oh,
+    guint ow, guint stride, guint c, gint8 *out)
+{
+  if (d->scale64 != 0)
+    DOT4_NAME (dw_channels_body) (d, in, row, off, oh, ow, stride, c, out, TRUE);
+  else
+    DOT4_NAME (dw_channels_body) (d, in, row, off, oh, ow, stride, c, out, FALSE);
+}
+
+/* The depthwise layer: DOT4_DW channels a pass (DOT4_NAME (dw_channels)) where ConyQDw's
+ * w64 holds them and the short rounding applies; the rest 32 at a time through vpdpwssd
+ * (dw32_channels, 512-bit registers) and 16 at a time (dw16_layer). */
+DOT4_TARGET void
+DOT4_NAME (cony_qdw) (const ConyQDw *d, const gint8 *in, guint in_w, guint oh, guint ow,
+    guint stride, gint8 *out, gint32 *acc)
+{
+  guint C = d->C, c = 0;
+  gsize row = (gsize) in_w * C, off[10];
+  for (guint k = 0; k < 9; k++)
+    off[k] = (k / 3) * row + (k % 3) * C;
+  /* w64 holds C / 64 * 64 channels, or all of 32 (twice: 512-bit registers take two
+   * neighbouring pixels, at stride 1 and an even width) */
+  guint n64 = C == 32 && (DOT4_DW == 32 || (stride == 1 && ow % 2 == 0)) ? 32 : C / 64 * 64;
+  if (d->w64 != NULL && d->small_acc)
+    for (; c < n64; c += DOT4_DW)
+      DOT4_NAME (dw_channels) (d, in, row, off, oh, ow, stride, c, out);
+#if DOT4_LANES == 16
+  for (; c + 32 <= C; c += 32)
+    dw32_channels (d, in, row, off, oh, ow, stride, c, out);
+#endif
+  if (c < C)
+    dw16_layer (d, in, in_w, oh, ow, stride, c, out, acc);
+}
+
+#undef DOT4_DW
+#undef DOT4_SMALL
+#undef DOT4_SMALL_AT
+#undef DOT4_PACK_SMALL
+#undef DOT4_XOR
+#undef DOT4_SET1_8
+#undef DOT4_UNPACKLO8
+#undef DOT4_UNPACKHI8
+#undef DOT4_UNPACKLO16
+#undef DOT4_UNPACKHI16
+#undef DOT4_STORE
 
 #undef DOT4_ACCS
 #undef DOT4_EACH_ROW

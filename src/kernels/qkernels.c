@@ -558,12 +558,12 @@ cony_qkernels_avx2 (void)
 #endif
 }
 
-/* The AVX2 set with a dot-product kernel for its products, on panels of @panel columns
- * and int16 vectors of @word. */
-#define DOT4_SET(name, gemm, panel, word) \
+/* The AVX2 set with a dot-product kernel for its products and depthwise layers (@dw), on
+ * panels of @panel columns and int16 vectors of @word. */
+#define DOT4_SET(name, gemm, dw, panel, word) \
   { \
-    name, gemm, cony_qrequant_avx2, cony_qdw_avx2, cony_qquantize_avx2, cony_qadd_avx2, TRUE, \
-        panel, word, NULL, TRUE \
+    name, gemm, cony_qrequant_avx2, dw, cony_qquantize_avx2, cony_qadd_avx2, TRUE, panel, word, \
+        NULL, TRUE \
   }
 
 const ConyQKernels *
@@ -572,8 +572,8 @@ cony_qkernels_avx512vnni (void)
 #ifdef CONY_CPU_VNNI
   /* the products, the depthwise layers and the adds on 512-bit registers */
   static const ConyQKernels k = { "avx512vnni", cony_qgemm_avx512vnni, cony_qrequant_avx2,
-    cony_qdw_avx512, cony_qquantize_avx2, cony_qadd_avx512, TRUE, 64, 16, cony_qgemm_rows_avx512,
-    TRUE };
+    cony_qdw_avx512vnni, cony_qquantize_avx2, cony_qadd_avx512, TRUE, 64, 16,
+    cony_qgemm_rows_avx512, TRUE };
   return cony_cpu_has_v3 () && cony_cpu_has_avx512vnni () ? &k : NULL;
 #else
   return NULL;
@@ -584,7 +584,7 @@ const ConyQKernels *
 cony_qkernels_avxvnni (void)
 {
 #ifdef CONY_CPU_VNNI
-  static const ConyQKernels k = DOT4_SET ("avxvnni", cony_qgemm_avxvnni, 16, 8);
+  static const ConyQKernels k = DOT4_SET ("avxvnni", cony_qgemm_avxvnni, cony_qdw_avxvnni, 16, 8);
   return cony_cpu_has_v3 () && cony_cpu_has_avxvnni () ? &k : NULL;
 #else
   return NULL;
@@ -602,7 +602,8 @@ const ConyQKernels *
 cony_qkernels_dot4_emulated (void)
 {
 #ifdef CONY_CPU_X86
-  static const ConyQKernels k = DOT4_SET ("avx2-dot4", cony_qgemm_dot4_emulated, 16, 8);
+  static const ConyQKernels k = DOT4_SET ("avx2-dot4", cony_qgemm_dot4_emulated,
+      cony_qdw_dot4_emulated, 16, 8);
   return cony_cpu_has_v3 () ? &k : NULL;
 #else
   return NULL;

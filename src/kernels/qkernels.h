@@ -122,7 +122,8 @@ typedef struct {
    * them; vector j holds channels 16 l + 4 j .. 16 l + 4 j + 3 in 128-bit lane l (the
    * order unpacking four input vectors gives; packing the four sums to bytes restores
    * channel order). bias64 and out64: the bias for u = x + 128 and the requantisation
-   * of those channels in the same order. */
+   * of those channels in the same order. The 256-bit kernels read each vector's halves,
+   * lanes 0-1 and 2-3, as channels 0-31 and 32-63 of its 64, in the same order. */
   gint8 *w64;
   gint32 *bias64;
   ConyQOut out64;
@@ -294,7 +295,11 @@ void cony_qadd_avx2 (const ConyQAddK *k, const gint8 *a, const gint8 *b, gsize n
 void cony_qadd_avx512 (const ConyQAddK *k, const gint8 *a, const gint8 *b, gsize n, gint8 *out);
 void cony_qdw_avx2 (const ConyQDw *d, const gint8 *in, guint in_w, guint oh, guint ow, guint stride,
     gint8 *out, gint32 *acc);
-void cony_qdw_avx512 (const ConyQDw *d, const gint8 *in, guint in_w, guint oh, guint ow,
+void cony_qdw_avx512vnni (const ConyQDw *d, const gint8 *in, guint in_w, guint oh, guint ow,
+    guint stride, gint8 *out, gint32 *acc);
+void cony_qdw_avxvnni (const ConyQDw *d, const gint8 *in, guint in_w, guint oh, guint ow,
+    guint stride, gint8 *out, gint32 *acc);
+void cony_qdw_dot4_emulated (const ConyQDw *d, const gint8 *in, guint in_w, guint oh, guint ow,
     guint stride, gint8 *out, gint32 *acc);
 void cony_qgemm_rows_avx512 (const ConyQGemm *g, gsize M, const ConyQRows *x, gint8 *out,
     gsize ldo);

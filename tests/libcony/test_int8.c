@@ -756,8 +756,9 @@ test_dw_kernels_equal (void)
     cony_qdw_init (&d, C, &w, bias, m, in_zp, g_rand_int_range (r, -128, 128), lo, hi);
     g_assert_true (d.small_acc == !big);
     /* vpdpbusd's copy: 32 channels, or 64 or more, every tap int8 (kinds 0 and 3) or
-     * uint8 with one zero point (kind 1, as w - 128 and scale64 = 128 - 255); it runs 32
-     * only at stride 1 and an even width (cases 0, 11 and 12) */
+     * uint8 with one zero point (kind 1, as w - 128 and scale64 = 128 - 255); the 512-bit
+     * kernel runs 32 only at stride 1 and an even width (cases 0, 11 and 12), the 256-bit
+     * ones every w64, in halves of 64 channels */
     g_assert_true ((d.w64 != NULL) == ((C == 32 || C >= 64) && t % 4 != 2));
     g_assert_cmpint (d.scale64, ==, d.w64 != NULL && t % 4 == 1 ? 128 - 255 : 0);
     g_autofree gint8 *in = g_new (gint8, (gsize) ih * iw * C);
@@ -783,11 +784,15 @@ test_dw_kernels_equal (void)
       simd[k]->dw (&d, in, iw, oh, ow, s, o1, acc);
       g_assert_cmpmem (o1, n, o2, n);
     }
-    if (cony_qkernels_avx512vnni () != NULL) { /* its own depthwise kernel */
-      spoil (o1, o2, n);
-      cony_qkernels_avx512vnni ()->dw (&d, in, iw, oh, ow, s, o1, acc);
-      g_assert_cmpmem (o1, n, o2, n);
-    }
+    /* the dot-product sets' own depthwise kernels (w64 by vpdpbusd, 32 or 64 channels) */
+    const ConyQKernels *dot4[] = { cony_qkernels_dot4_emulated (), cony_qkernels_avxvnni (),
+      cony_qkernels_avx512vnni () };
+    for (guint k = 0; k < G_N_ELEMENTS (dot4); k++)
+      if (dot4[k] != NULL) {
+        spoil (o1, o2, n);
+        dot4[k]->dw (&d, in, iw, oh, ow, s, o1, acc);
+        g_assert_cmpmem (o1, n, o2, n);
+      }
     cony_qdw_clear (&d);
   }
   g_rand_free (r);
