@@ -570,43 +570,40 @@ DOT4_NAME (cony_qgemm) (const ConyQGemm *g, gsize M, const gint8 *x, gsize ldx, 
 #define DOT4_STORE(p, v) _mm512_storeu_si512 ((void *) (p), v)
 #endif
 
-/* Taps @t..t+3 (one dword per channel, as ConyQDw's w64) of channels @c..c+DOT4_DW-1 of
- * the window at @px as u = x + 128, in the four vectors @u: unpacking bytes, then words. */
+/* Input column @at (the window's top row; rows @row bytes apart) of channels
+ * c..c+DOT4_DW-1 as u = x + 128 quads of its three rows and a zero (one dword per channel,
+ * as ConyQDw's w64), in the four vectors @u: unpacking bytes, then words. */
 DOT4_TARGET static inline __attribute__ ((always_inline)) void
-DOT4_NAME (dw_quads) (const gint8 *px, const gsize *off, guint t, guint c, DOT4_VEC u[4])
+DOT4_NAME (dw_column) (const gint8 *at, gsize row, DOT4_VEC u[4])
 {
-  const DOT4_VEC flip = DOT4_SET1_8 ((char) 0x80);
-  DOT4_VEC v[4];
-  for (guint i = 0; i < 4; i++) /* tap 8 alone: its three partners have zero weights */
-    v[i] = DOT4_XOR (DOT4_LOAD (px + off[t + 3 < 9 ? t + i : t] + c), flip);
-  DOT4_VEC lo01 = DOT4_UNPACKLO8 (v[0], v[1]), hi01 = DOT4_UNPACKHI8 (v[0], v[1]);
-  DOT4_VEC lo23 = DOT4_UNPACKLO8 (v[2], v[3]), hi23 = DOT4_UNPACKHI8 (v[2], v[3]);
-  u[0] = DOT4_UNPACKLO16 (lo01, lo23);
-  u[1] = DOT4_UNPACKHI16 (lo01, lo23);
-  u[2] = DOT4_UNPACKLO16 (hi01, hi23);
-  u[3] = DOT4_UNPACKHI16 (hi01, hi23);
+  const DOT4_VEC flip = DOT4_SET1_8 ((char) 0x80), zero = DOT4_ZERO ();
+  DOT4_VEC r0 = DOT4_XOR (DOT4_LOAD (at), flip), r1 = DOT4_XOR (DOT4_LOAD (at + row), flip);
+  DOT4_VEC r2 = DOT4_XOR (DOT4_LOAD (at + 2 * row), flip);
+  DOT4_VEC lo01 = DOT4_UNPACKLO8 (r0, r1), hi01 = DOT4_UNPACKHI8 (r0, r1);
+  DOT4_VEC lo2 = DOT4_UNPACKLO8 (r2, zero), hi2 = DOT4_UNPACKHI8 (r2, zero);
+  u[0] = DOT4_UNPACKLO16 (lo01, lo2);
+  u[1] = DOT4_UNPACKHI16 (lo01, lo2);
+  u[2] = DOT4_UNPACKLO16 (hi01, hi2);
+  u[3] = DOT4_UNPACKHI16 (hi01, hi2);
 }
 
-/* The sums of channels @c..c+DOT4_DW-1 (w64 order) of the output pixel whose window
- * starts at @px: the bias (vector j's at @bias + 16 j), then DOT4 on taps 0-3, 4-7 and 8
- * (weights @w: 12 vectors); where @SCALED (a constant), a second DOT4 a quad adds
- * ConyQDw's scale64 times the taps' u (@s: scale64 in every byte of a dword of taps, in
- * the first byte only for tap 8). */
+/* The sums (w64 order) of the output pixel whose window has the columns @a, @b and @e
+ * (dw_column): the bias (vector j's at @bias + 16 j), then a DOT4 a column (weights @w:
+ * 12 vectors); where @SCALED (a constant), a second DOT4 a column adds ConyQDw's scale64
+ * times its u (@s: scale64 in every byte; the fourth input byte is zero). */
 DOT4_TARGET static inline __attribute__ ((always_inline)) void
-DOT4_NAME (dw_pixel) (const DOT4_VEC *w, const gint32 *bias, const gint8 *px, const gsize *off,
-    guint c, const gboolean SCALED, const DOT4_VEC *s, DOT4_VEC acc[4])
+DOT4_NAME (dw_window) (const DOT4_VEC *w, const gint32 *bias, const DOT4_VEC *a, const DOT4_VEC *b,
+    const DOT4_VEC *e, const gboolean SCALED, DOT4_VEC s, DOT4_VEC acc[4])
 {
+  const DOT4_VEC *col[3] = { a, b, e };
   for (int j = 0; j < 4; j++)
     acc[j] = DOT4_LOAD (bias + 16 * j);
-  for (guint g = 0; g < 3; g++) {
-    DOT4_VEC u[4];
-    DOT4_NAME (dw_quads) (px, off, 4 * g, c, u);
+  for (int kx = 0; kx < 3; kx++)
     for (int j = 0; j < 4; j++) {
-      acc[j] = DOT4 (acc[j], u[j], w[4 * g + j]);
+      acc[j] = DOT4 (acc[j], col[kx][j], w[4 * kx + j]);
       if (SCALED)
-        acc[j] = DOT4 (acc[j], u[j], s[g == 2]);
+        acc[j] = DOT4 (acc[j], col[kx][j], s);
     }
-  }
 }
 
 /* Sums @acc (w64 order) requantised (pack64_small, pack32_small) and stored at @dst. */
@@ -618,18 +615,21 @@ DOT4_NAME (dw_put) (const ConyQOut *o, const DOT4_SMALL *k, const DOT4_VEC acc[4
 }
 
 /* Channels @c..c+DOT4_DW-1 of every output pixel by DOT4 (the short rounding), each
- * pixel requantised after the next pixel's products, as dw32_channels. Unpacking a
- * window's taps to four per channel costs fewer instructions than widening them to int16
- * (dw16, dw32) and packing the sums to bytes restores the channel order without a
- * permute. A layer of 32 channels on 512-bit registers (stride 1, even width) runs two
- * neighbouring pixels at once: their windows' taps and their outputs lie side by side. */
+ * pixel requantised after the next pixel's products, as dw32_channels. A window's quads
+ * are its columns (three rows and a zero, dw_column), so neighbouring pixels share them:
+ * at stride 1 each column is unpacked once for three pixels, at stride 2 for two
+ * (unpacking a window's taps to four per channel costs fewer instructions than widening
+ * them to int16, as dw16 and dw32 do, and packing the sums to bytes restores the channel
+ * order without a permute). A layer of 32 channels on 512-bit registers (stride 1, even
+ * width) runs two neighbouring pixels a vector: their windows' taps and their outputs lie
+ * side by side. @STEP (a constant, 1 or 2): the columns from one vector of pixels to the
+ * next. */
 DOT4_TARGET static inline __attribute__ ((always_inline)) void
-DOT4_NAME (dw_channels_body) (const ConyQDw *d, const gint8 *in, gsize row, const gsize *off,
-    guint oh, guint ow, guint stride, guint c, gint8 *out, const gboolean SCALED)
+DOT4_NAME (dw_channels_body) (const ConyQDw *d, const gint8 *in, gsize row, guint oh, guint ow,
+    guint stride, guint c, gint8 *out, const gboolean SCALED, const guint STEP)
 {
   const ConyQOut o = d->out64; /* a local copy: see put16 */
-  /* ConyQDw's scale64 as DOT4's signed bytes: each tap of a quad, tap 8 alone */
-  const DOT4_VEC s[2] = { DOT4_SET1_8 ((char) d->scale64), DOT4_SET1 ((guint8) d->scale64) };
+  const DOT4_VEC s = DOT4_SET1_8 ((char) d->scale64);
   const gboolean clamp = q_out_clamps (&o);
   /* channel c's place in w64's order: its group of 64, then the half (lanes 2-3) */
   const guint place = c / 64 * 64 + c % 64 / 4;
@@ -640,27 +640,38 @@ DOT4_NAME (dw_channels_body) (const ConyQDw *d, const gint8 *in, gsize row, cons
   DOT4_SMALL k[4];
   for (int j = 0; j < 4; j++)
     k[j] = DOT4_SMALL_AT (&o, place + 16 * j);
-  guint C = d->C, pixels = C < DOT4_DW ? DOT4_DW / C : 1;
+  const guint C = d->C, pixels = C < DOT4_DW ? DOT4_DW / C : 1;
   DOT4_VEC prev[4];
   gint8 *prev_at = NULL; /* where the sums kept go */
   for (guint y = 0; y < oh; y++) {
-    const gint8 *line = in + (gsize) y * stride * row;
+    const gint8 *line = in + (gsize) y * stride * row + c;
     gint8 *ox = out + (gsize) y * ow * C + c;
+    /* the columns of two vectors of pixels, the first 3 - STEP kept from the two before */
+    DOT4_VEC u[5][4];
+    for (guint i = 0; i < 3 - STEP; i++)
+      DOT4_NAME (dw_column) (line + (gsize) i * C, row, u[i]);
     guint x = 0;
-    /* two pixels an iteration, each rounded after the other's products: no copies */
     for (; x + 2 * pixels <= ow; x += 2 * pixels, ox += 2 * pixels * C) {
+      const gint8 *at = line + (gsize) x * stride * C;
+      for (guint i = 3 - STEP; i < 3 + STEP; i++)
+        DOT4_NAME (dw_column) (at + (gsize) i * C, row, u[i]);
       DOT4_VEC acc[4];
-      DOT4_NAME (dw_pixel) (w, bias, line + (gsize) x * stride * C, off, c, SCALED, s, acc);
+      DOT4_NAME (dw_window) (w, bias, u[0], u[1], u[2], SCALED, s, acc);
       if (prev_at)
         DOT4_NAME (dw_put) (&o, k, prev, clamp, prev_at);
-      DOT4_NAME (dw_pixel)
-      (w, bias, line + (gsize) (x + pixels) * stride * C, off, c, SCALED, s, prev);
+      DOT4_NAME (dw_window) (w, bias, u[STEP], u[STEP + 1], u[STEP + 2], SCALED, s, prev);
       DOT4_NAME (dw_put) (&o, k, acc, clamp, ox);
       prev_at = ox + pixels * C;
+      for (guint i = 0; i < 3 - STEP; i++)
+        for (int j = 0; j < 4; j++)
+          u[i][j] = u[i + 2 * STEP][j];
     }
-    for (; x < ow; x += pixels, ox += pixels * C) {
+    for (; x < ow; x += pixels, ox += pixels * C) { /* a last vector of pixels */
+      const gint8 *at = line + (gsize) x * stride * C;
+      for (guint i = 0; i < 3; i++)
+        DOT4_NAME (dw_column) (at + (gsize) i * C, row, u[i]);
       DOT4_VEC acc[4];
-      DOT4_NAME (dw_pixel) (w, bias, line + (gsize) x * stride * C, off, c, SCALED, s, acc);
+      DOT4_NAME (dw_window) (w, bias, u[0], u[1], u[2], SCALED, s, acc);
       if (prev_at)
         DOT4_NAME (dw_put) (&o, k, prev, clamp, prev_at);
       for (int j = 0; j < 4; j++)
@@ -672,15 +683,20 @@ DOT4_NAME (dw_channels_body) (const ConyQDw *d, const gint8 *in, gsize row, cons
     DOT4_NAME (dw_put) (&o, k, prev, clamp, prev_at);
 }
 
-/* DOT4_NAME (dw_channels_body) with SCALED a constant (ConyQDw's scale64 not 0). */
+/* DOT4_NAME (dw_channels_body) with SCALED (ConyQDw's scale64 not 0) and STEP constants. */
 DOT4_TARGET static void
-DOT4_NAME (dw_channels) (const ConyQDw *d, const gint8 *in, gsize row, const gsize *off, guint oh,
-    guint ow, guint stride, guint c, gint8 *out)
+DOT4_NAME (dw_channels) (const ConyQDw *d, const gint8 *in, gsize row, guint oh, guint ow,
+    guint stride, guint c, gint8 *out)
 {
-  if (d->scale64 != 0)
-    DOT4_NAME (dw_channels_body) (d, in, row, off, oh, ow, stride, c, out, TRUE);
+  guint step = (d->C < DOT4_DW ? DOT4_DW / d->C : 1) * stride;
+  if (d->scale64 != 0 && step == 1)
+    DOT4_NAME (dw_channels_body) (d, in, row, oh, ow, stride, c, out, TRUE, 1);
+  else if (d->scale64 != 0)
+    DOT4_NAME (dw_channels_body) (d, in, row, oh, ow, stride, c, out, TRUE, 2);
+  else if (step == 1)
+    DOT4_NAME (dw_channels_body) (d, in, row, oh, ow, stride, c, out, FALSE, 1);
   else
-    DOT4_NAME (dw_channels_body) (d, in, row, off, oh, ow, stride, c, out, FALSE);
+    DOT4_NAME (dw_channels_body) (d, in, row, oh, ow, stride, c, out, FALSE, 2);
 }
 
 /* The depthwise layer: DOT4_DW channels a pass (DOT4_NAME (dw_channels)) where ConyQDw's
@@ -691,16 +707,17 @@ DOT4_NAME (cony_qdw) (const ConyQDw *d, const gint8 *in, guint in_w, guint oh, g
     guint stride, gint8 *out, gint32 *acc)
 {
   guint C = d->C, c = 0;
-  gsize row = (gsize) in_w * C, off[10];
-  for (guint k = 0; k < 9; k++)
-    off[k] = (k / 3) * row + (k % 3) * C;
+  gsize row = (gsize) in_w * C;
   /* w64 holds C / 64 * 64 channels, or all of 32 (twice: 512-bit registers take two
    * neighbouring pixels, at stride 1 and an even width) */
   guint n64 = C == 32 && (DOT4_DW == 32 || (stride == 1 && ow % 2 == 0)) ? 32 : C / 64 * 64;
   if (d->w64 != NULL && d->small_acc)
     for (; c < n64; c += DOT4_DW)
-      DOT4_NAME (dw_channels) (d, in, row, off, oh, ow, stride, c, out);
+      DOT4_NAME (dw_channels) (d, in, row, oh, ow, stride, c, out);
 #if DOT4_LANES == 16
+  gsize off[10];
+  for (guint k = 0; k < 9; k++)
+    off[k] = (k / 3) * row + (k % 3) * C;
   for (; c + 32 <= C; c += 32)
     dw32_channels (d, in, row, off, oh, ow, stride, c, out);
 #endif

@@ -178,15 +178,16 @@ pack_panels8 (ConyQGemm *g, const ConyQWeights *w, guint width, guint word)
 }
 
 /* The copy of @n places' weights that the 512-bit kernels sum four to a dword by vpdpbusd
- * (ConyQDw's w64, ConyQGemm's w32): place p holds column @cols[p]'s K <= 12 values (w -
- * zp - @shift), its quad q at dword p % 16 of vector 12 (p / 64) + 4 q + (p % 64) / 16;
- * into *@wq, with the bias *@bq (@bias_u, for u = x + 128, per column) and the
- * requantisation @oq in place order. Nothing made (NULL, zeros) where @n is 0 or a value
- * does not fit int8. */
+ * (ConyQDw's w64, ConyQGemm's w32): place p holds column @cols[p]'s values @taps[0..11]
+ * (w - zp - @shift; a tap below 0 a zero, for an input that is zero too), its quad q at
+ * dword p % 16 of vector 12 (p / 64) + 4 q + (p % 64) / 16; into *@wq, with the bias *@bq
+ * (@bias_u, for u = x + 128, per column) and the requantisation @oq in place order. Nothing
+ * made (NULL, zeros) where @n is 0 or a value does not fit int8. (@K: the values a column
+ * has.) */
 static void
-vnni_quads (const ConyQWeights *w, guint K, guint n, const guint *cols, gint32 shift,
-    const gint32 *bias_u, const ConyQMul *m, gint32 zp, gint32 lo, gint32 hi, gint8 **wq,
-    gint32 **bq, ConyQOut *oq)
+vnni_quads (const ConyQWeights *w, guint K, const gint8 *taps, guint n, const guint *cols,
+    gint32 shift, const gint32 *bias_u, const ConyQMul *m, gint32 zp, gint32 lo, gint32 hi,
+    gint8 **wq, gint32 **bq, ConyQOut *oq)
 {
   *wq = NULL;
   *bq = NULL;
@@ -194,8 +195,8 @@ vnni_quads (const ConyQWeights *w, guint K, guint n, const guint *cols, gint32 s
   if (n == 0)
     return;
   for (guint p = 0; p < n; p++)
-    for (guint k = 0; k < K; k++) {
-      gint32 v = cony_qweights_at (w, K, cols[p], k) - shift;
+    for (guint k = 0; k < 12; k++) {
+      gint32 v = taps[k] < 0 ? 0 : cony_qweights_at (w, K, cols[p], (guint) taps[k]) - shift;
       if (v < -128 || v > 127)
         return;
     }
@@ -203,9 +204,10 @@ vnni_quads (const ConyQWeights *w, guint K, guint n, const guint *cols, gint32 s
   *wq = g_new0 (gint8, (gsize) (n + 63) / 64 * 12 * 64);
   *bq = g_new (gint32, n);
   for (guint p = 0; p < n; p++) {
-    for (guint k = 0; k < K; k++)
-      (*wq)[((gsize) (p / 64) * 12 + (k / 4) * 4 + p % 64 / 16) * 64 + (p % 16) * 4 + k % 4] =
-          (gint8) (cony_qweights_at (w, K, cols[p], k) - shift);
+    for (guint k = 0; k < 12; k++)
+      if (taps[k] >= 0)
+        (*wq)[((gsize) (p / 64) * 12 + (k / 4) * 4 + p % 64 / 16) * 64 + (p % 16) * 4 + k % 4] =
+            (gint8) (cony_qweights_at (w, K, cols[p], (guint) taps[k]) - shift);
     (*bq)[p] = bias_u[cols[p]];
     mp[p] = m[cols[p]];
   }
@@ -229,7 +231,10 @@ gemm_init_k12 (ConyQGemm *g, const ConyQWeights *w, const ConyQMul *m, gint32 zp
   for (guint p = 0; p < 64; p++)
     cols[p] = gemm32_column (p);
   guint n = g->K <= 12 && g->N == 32 ? 64 : 0;
-  vnni_quads (w, g->K, n, cols, 0, g->bias, m, zp, lo, hi, &g->w32, &g->bias32, &g->out32);
+  gint8 taps[12]; /* the K values in order, zeros after them */
+  for (guint k = 0; k < 12; k++)
+    taps[k] = k < g->K ? (gint8) k : -1;
+  vnni_quads (w, g->K, taps, n, cols, 0, g->bias, m, zp, lo, hi, &g->w32, &g->bias32, &g->out32);
 }
 
 /* Whether every channel of @w (@N of them) has the same zero point: TRUE with it in *@zp
@@ -326,6 +331,10 @@ dw64_channel (guint p)
   return p / 64 * 64 + (p / 4 % 4) * 16 + (p / 16 % 4) * 4 + p % 4;
 }
 
+/* ConyQDw's w64 quads: a column of the window each, its three taps top to bottom (the
+ * fourth input byte is zero). */
+static const gint8 DW_COLUMN_TAPS[12] = { 0, 3, 6, -1, 1, 4, 7, -1, 2, 5, 8, -1 };
+
 /* ConyQDw's w64, bias64 and out64 for its first C / 64 * 64 channels (32 channels:
  * twice, for two neighbouring pixels), where all their taps fit int8 (vpdpbusd's signed
  * operand). */
@@ -339,14 +348,16 @@ dw_init_vnni (ConyQDw *d, const ConyQWeights *w, const gint32 *bias, const ConyQ
     cols[p] = dw64_channel (p) % d->C;
   /* the kernel multiplies u = x + 128 */
   g_autofree gint32 *bias_u = folded_bias (9, d->C, d->C, w, in_zp + 128, bias);
-  vnni_quads (w, 9, n, cols, 0, bias_u, m, zp, lo, hi, &d->w64, &d->bias64, &d->out64);
+  vnni_quads (w, 9, DW_COLUMN_TAPS, n, cols, 0, bias_u, m, zp, lo, hi, &d->w64, &d->bias64,
+      &d->out64);
   /* uint8 taps with one zero point wz that do not fit: as w - 128, plus (128 - wz) times
    * each channel's sum of u (ConyQDw's scale64; 128 itself does not fit int8) */
   gint32 wz;
   d->scale64 = 0;
   if (d->w64 == NULL && n > 0 && w->is_u8 && one_zero_point (w, d->C, &wz) && wz > 0) {
     d->scale64 = 128 - wz;
-    vnni_quads (w, 9, n, cols, d->scale64, bias_u, m, zp, lo, hi, &d->w64, &d->bias64, &d->out64);
+    vnni_quads (w, 9, DW_COLUMN_TAPS, n, cols, d->scale64, bias_u, m, zp, lo, hi, &d->w64,
+        &d->bias64, &d->out64);
   }
 }
 

@@ -116,12 +116,13 @@ typedef struct {
    * first vector channels 8 l + 0..3 of each 128-bit lane l, in the second 8 l + 4..7
    * (the order of unpacking two 512-bit input vectors). */
   gint16 *w4;
-  /* The 512-bit VNNI kernel's copy where every tap fits int8 (else NULL), for the first
-   * C / 64 * 64 channels (32 channels: twice, for two neighbouring pixels): per 64, taps 0-3, 4-7 and 8 (three zero bytes after
-   * it), four vectors each, a channel's four taps one dword as vpdpbusd multiplies
-   * them; vector j holds channels 16 l + 4 j .. 16 l + 4 j + 3 in 128-bit lane l (the
-   * order unpacking four input vectors gives; packing the four sums to bytes restores
-   * channel order). bias64 and out64: the bias for u = x + 128 and the requantisation
+  /* The VNNI kernels' copy where every tap fits int8 (else NULL), for the first
+   * C / 64 * 64 channels (32 channels: twice, for two neighbouring pixels): per 64, the
+   * window's three columns, taps (0, 3, 6), (1, 4, 7) and (2, 5, 8) and a zero byte, four
+   * vectors each, a channel's column one dword as vpdpbusd multiplies it; vector j holds
+   * channels 16 l + 4 j .. 16 l + 4 j + 3 in 128-bit lane l (the order unpacking a
+   * column's three input rows gives; packing the four sums to bytes restores channel
+   * order). bias64 and out64: the bias for u = x + 128 and the requantisation
    * of those channels in the same order. The 256-bit kernels read each vector's halves,
    * lanes 0-1 and 2-3, as channels 0-31 and 32-63 of its 64, in the same order. */
   gint8 *w64;
