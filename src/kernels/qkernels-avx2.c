@@ -437,11 +437,6 @@ dw16_channels (const ConyQDw *d, const gint8 *in, gsize row, const gsize *off, g
     dw16_put (&o, small, k, c, prev_lo, prev_hi, prev);
 }
 
-/* Input bytes a band of output rows of dw16_channels may read: the channel groups take
- * turns on a band, whose input rows then stay in L1 (a pass over a map larger than L2
- * per group would read it from L3 C / 16 times). */
-#define DW_BAND_BYTES 16384
-
 /* Channels @c0.. of the depthwise layer (cony_qdw_avx2), @c0 a multiple of 16: 16 at a
  * time over bands of output rows (dw16_channels), the channel groups taking turns on a
  * band; a rest of fewer than 16 by the portable loop's arithmetic. */
@@ -453,7 +448,7 @@ dw16_layer (const ConyQDw *d, const gint8 *in, guint in_w, guint oh, guint ow, g
   gsize row = (gsize) in_w * C, off[10];
   for (guint k = 0; k < 9; k++)
     off[k] = (k / 3) * row + (k % 3) * C;
-  guint band = (guint) MAX (1, DW_BAND_BYTES / (stride * row));
+  guint band = (guint) MAX (1, CONY_QDW_BAND_BYTES / (stride * row));
   for (guint y0 = 0; y0 < oh; y0 += band) {
     guint y1 = MIN (oh, y0 + band);
     for (guint c = c0; c < C16; c += 16)

@@ -1,8 +1,9 @@
 /* NEON integer kernels for 64-bit ARM (qkernels.h): products of int8 bytes by sdot
  * (ARMv8.2's dot-product extension) or by smull + sadalp (ARMv8.0), of the int16 quads
- * by smlal, the depthwise layer by smlal on int16, and src/kernels/qmath.h's requantisation on 4
- * lanes. The products multiply x itself (-128..127, not u = x + 128: sdot is signed times
- * signed) with ConyQGemm's bias_x. Same bits as the portable kernels. */
+ * by smlal, the depthwise layer by sdot on window columns or by smlal on int16, and
+ * src/kernels/qmath.h's requantisation on 4 lanes. The products multiply x itself
+ * (-128..127, not u = x + 128: sdot is signed times signed) with ConyQGemm's bias_x.
+ * Same bits as the portable kernels. */
 #include "qkernels.h"
 
 #include "cpu-private.h"
@@ -121,7 +122,7 @@ cony_qadd_neon (const ConyQAddK *k, const gint8 *a, const gint8 *b, gsize n, gin
 
 /* sdot: each int32 lane of @acc plus the four products of its bytes of @a and @b.
  * Inline assembly: the plain NEON kernels share this file and must not be compiled for
- * ARMv8.2 (the compiler could use sdot there); only cony_qgemm_neon_dotprod runs it. The
+ * ARMv8.2 (the compiler could use sdot there); only the neon-dotprod set's kernels run it. The
  * .arch line lets the assembler take sdot (binutils 2.40 refuses ".arch_extension
  * dotprod" on armv8-a); it changes nothing the compiler emits. */
 static inline int32x4_t
@@ -282,12 +283,12 @@ cony_qgemm_neon_dotprod (const ConyQGemm *g, gsize M, const gint8 *x, gsize ldx,
   gemm (g, M, x, ldx, out, ldo, scratch, TRUE);
 }
 
-/* The depthwise layer, 8 channels at a time: the 9 taps' raw int8 inputs widened to
- * int16 and multiplied by the int16 weights into int32 (smlal; the input zero point is
- * in the bias), then requantised; the channels past the last 8 in the portable
- * arithmetic. */
-void
-cony_qdw_neon (const ConyQDw *d, const gint8 *in, guint in_w, guint oh, guint ow, guint stride,
+/* Channels @c0.. of the depthwise layer (@c0 a multiple of 8), 8 at a time: the 9 taps'
+ * raw int8 inputs widened to int16 and multiplied by the int16 weights into int32
+ * (smlal; the input zero point is in the bias), then requantised; the channels past the
+ * last 8 in the portable arithmetic. */
+static void
+dw_smlal (const ConyQDw *d, const gint8 *in, guint in_w, guint oh, guint ow, guint stride, guint c0,
     gint8 *out, gint32 *acc)
 {
   guint C = d->C, C8 = C / 8 * 8;
@@ -298,7 +299,7 @@ cony_qdw_neon (const ConyQDw *d, const gint8 *in, guint in_w, guint oh, guint ow
     for (guint x = 0; x < ow; x++) {
       const gint8 *px = in + (gsize) y * stride * row + (gsize) x * stride * C;
       gint8 *o = out + ((gsize) y * ow + x) * C;
-      for (guint c = 0; c < C8; c += 8) {
+      for (guint c = c0; c < C8; c += 8) {
         int32x4_t lo = vld1q_s32 (d->bias + c), hi = vld1q_s32 (d->bias + c + 4);
         for (guint k = 0; k < 9; k++) {
           int16x8_t v = vmovl_s8 (vld1_s8 (px + off[k] + c));
@@ -311,5 +312,92 @@ cony_qdw_neon (const ConyQDw *d, const gint8 *in, guint in_w, guint oh, guint ow
       if (C8 < C)
         cony_qdw_channels (d, px, row, C8, o, acc);
     }
+}
+
+void
+cony_qdw_neon (const ConyQDw *d, const gint8 *in, guint in_w, guint oh, guint ow, guint stride,
+    gint8 *out, gint32 *acc)
+{
+  dw_smlal (d, in, in_w, oh, ow, stride, 0, out, acc);
+}
+
+/* Input column @at (the window's top row; rows @row bytes apart) of 16 channels as quads
+ * of its three rows and a zero, channels 4 j .. 4 j + 3 in @v[j] (a 16-byte lane of
+ * ConyQDw's w64 holds its quads in this order). */
+static inline void
+dw_column16 (const gint8 *at, gsize row, int8x16_t v[4])
+{
+  const int8x16_t zero = vdupq_n_s8 (0);
+  int8x16_t r0 = vld1q_s8 (at), r1 = vld1q_s8 (at + row), r2 = vld1q_s8 (at + 2 * row);
+  int16x8_t lo01 = vreinterpretq_s16_s8 (vzip1q_s8 (r0, r1));
+  int16x8_t lo2 = vreinterpretq_s16_s8 (vzip1q_s8 (r2, zero));
+  int16x8_t hi01 = vreinterpretq_s16_s8 (vzip2q_s8 (r0, r1));
+  int16x8_t hi2 = vreinterpretq_s16_s8 (vzip2q_s8 (r2, zero));
+  v[0] = vreinterpretq_s8_s16 (vzip1q_s16 (lo01, lo2));
+  v[1] = vreinterpretq_s8_s16 (vzip2q_s16 (lo01, lo2));
+  v[2] = vreinterpretq_s8_s16 (vzip1q_s16 (hi01, hi2));
+  v[3] = vreinterpretq_s8_s16 (vzip2q_s16 (hi01, hi2));
+}
+
+/* Channels @c..c+15 of output rows @y0..y1-1 by sdot on ConyQDw's w64 (the 16-byte lane
+ * (c % 64) / 16 of its vectors; raw x, the input zero point in the bias; uint8 taps as
+ * w - 128 with a second sdot a column for scale64 times its x): each input column made
+ * into quads once for the windows that share it, three at stride 1, two at stride 2. */
+static void
+dw16_dot (const ConyQDw *d, const gint8 *in, gsize row, guint y0, guint y1, guint ow, guint stride,
+    guint c, gint8 *out)
+{
+  const guint C = d->C;
+  const gint8 *wq = d->w64 + (gsize) (c / 64) * 12 * 64 + c % 64;
+  int8x16_t w[12];
+  for (int i = 0; i < 12; i++)
+    w[i] = vld1q_s8 (wq + (gsize) i * 64);
+  const int8x16_t s = vdupq_n_s8 ((gint8) d->scale64);
+  const gboolean scaled = d->scale64 != 0;
+  for (guint y = y0; y < y1; y++) {
+    const gint8 *line = in + (gsize) y * stride * row + c;
+    gint8 *o = out + (gsize) y * ow * C + c;
+    int8x16_t col[3][4]; /* the window's columns */
+    dw_column16 (line, row, col[0]);
+    dw_column16 (line + C, row, col[1]);
+    for (guint x = 0; x < ow; x++, o += C) {
+      const gint8 *at = line + (gsize) x * stride * C;
+      if (x > 0 && stride == 1)
+        memcpy (col[0], col[1], sizeof col[0] * 2);
+      else if (x > 0) {
+        memcpy (col[0], col[2], sizeof col[0]);
+        dw_column16 (at + C, row, col[1]);
+      }
+      dw_column16 (at + 2 * C, row, col[2]);
+      int32x4_t a[4];
+      for (int j = 0; j < 4; j++)
+        a[j] = vld1q_s32 (d->bias + c + 4 * j);
+      for (int kx = 0; kx < 3; kx++)
+        for (int j = 0; j < 4; j++) {
+          a[j] = sdot (a[j], col[kx][j], w[4 * kx + j]);
+          if (scaled)
+            a[j] = sdot (a[j], col[kx][j], s);
+        }
+      vst1_s8 (o, q_out8 (&d->out, c, a[0], a[1]));
+      vst1_s8 (o + 8, q_out8 (&d->out, c + 8, a[2], a[3]));
+    }
+  }
+}
+
+/* The depthwise layer with ARMv8.2's sdot: the channels ConyQDw's w64 holds (C / 64 * 64,
+ * or all of 32) 16 at a time over bands of output rows (dw16_dot, the groups taking turns
+ * on a band), the rest as cony_qdw_neon. */
+void
+cony_qdw_neon_dotprod (const ConyQDw *d, const gint8 *in, guint in_w, guint oh, guint ow,
+    guint stride, gint8 *out, gint32 *acc)
+{
+  guint C = d->C, n = d->w64 == NULL ? 0 : C == 32 ? 32 : C / 64 * 64;
+  gsize row = (gsize) in_w * C;
+  guint band = (guint) MAX (1, CONY_QDW_BAND_BYTES / (stride * row));
+  for (guint y0 = 0; y0 < oh && n > 0; y0 += band)
+    for (guint c = 0; c < n; c += 16)
+      dw16_dot (d, in, row, y0, MIN (oh, y0 + band), ow, stride, c, out);
+  if (n < C)
+    dw_smlal (d, in, in_w, oh, ow, stride, n, out, acc);
 }
 #endif

@@ -623,17 +623,17 @@ cony_qkernels_dot4_emulated (void)
 
 /* The NEON sets: both run either packing; the dot-product one wants every int8 quad as
  * bytes (sdot), the plain one too (smull on bytes is twice as wide as on int16). */
-#define NEON_SET(name, gemm) \
+#define NEON_SET(name, gemm, dw) \
   { \
-    name, gemm, cony_qrequant_neon, cony_qdw_neon, cony_qquantize_neon, cony_qadd_neon, TRUE, 8, \
-        8, NULL, FALSE \
+    name, gemm, cony_qrequant_neon, dw, cony_qquantize_neon, cony_qadd_neon, TRUE, 8, 8, NULL, \
+        FALSE \
   }
 
 const ConyQKernels *
 cony_qkernels_neon (void)
 {
 #ifdef CONY_CPU_ARM64
-  static const ConyQKernels k = NEON_SET ("neon", cony_qgemm_neon);
+  static const ConyQKernels k = NEON_SET ("neon", cony_qgemm_neon, cony_qdw_neon);
   return &k;
 #else
   return NULL;
@@ -644,7 +644,8 @@ const ConyQKernels *
 cony_qkernels_neon_dotprod (void)
 {
 #ifdef CONY_CPU_ARM64
-  static const ConyQKernels k = NEON_SET ("neon-dotprod", cony_qgemm_neon_dotprod);
+  static const ConyQKernels k = NEON_SET ("neon-dotprod", cony_qgemm_neon_dotprod,
+      cony_qdw_neon_dotprod);
   return cony_cpu_has_asimddp () ? &k : NULL;
 #else
   return NULL;

@@ -124,7 +124,8 @@ typedef struct {
    * column's three input rows gives; packing the four sums to bytes restores channel
    * order). bias64 and out64: the bias for u = x + 128 and the requantisation
    * of those channels in the same order. The 256-bit kernels read each vector's halves,
-   * lanes 0-1 and 2-3, as channels 0-31 and 32-63 of its 64, in the same order. */
+   * lanes 0-1 and 2-3, as channels 0-31 and 32-63 of its 64, in the same order; NEON's
+   * sdot kernel each 16-byte lane l, channels 16 l + 4 j .. 16 l + 4 j + 3 of vector j. */
   gint8 *w64;
   gint32 *bias64;
   ConyQOut out64;
@@ -137,6 +138,11 @@ typedef struct {
   gint32 zp;          /* the input's zero point (the value of the padding) */
   gboolean small_acc; /* as ConyQGemm's */
 } ConyQDw;
+
+/* Input bytes a band of output rows of a depthwise kernel may read (dw16_layer, the NEON
+ * ones): the channel groups take turns on a band, whose input rows then stay in L1 (a
+ * pass over a map larger than L2 per group would read it from L3 C / 16 times). */
+#define CONY_QDW_BAND_BYTES 16384
 
 /* TFLite's ADD of two int8 tensors (qmath.h, ConyQAdd), prepared for the kernels:
  * the portable one reads each input's half from a table (t1[q + 128], t2[q + 128]),
@@ -312,6 +318,8 @@ void cony_qgemm_neon_dotprod (const ConyQGemm *g, gsize M, const gint8 *x, gsize
 void cony_qrequant_neon (const ConyQOut *o, const gint32 *acc, guint n, gint8 *out);
 void cony_qquantize_neon (const float *x, gsize n, float scale, gint32 zp, gint8 *out);
 void cony_qadd_neon (const ConyQAddK *k, const gint8 *a, const gint8 *b, gsize n, gint8 *out);
+void cony_qdw_neon_dotprod (const ConyQDw *d, const gint8 *in, guint in_w, guint oh, guint ow,
+    guint stride, gint8 *out, gint32 *acc);
 void cony_qdw_neon (const ConyQDw *d, const gint8 *in, guint in_w, guint oh, guint ow, guint stride,
     gint8 *out, gint32 *acc);
 
