@@ -10,7 +10,11 @@ them for the NEON sets (a quad of 4 k x 8 output channels is bytes when every w 
 fits int8, else int16):
   neon-dotprod  a byte quad: 2 sdot per row (32 MACs); an int16 quad: 8 smlal per row
   neon          a byte quad: 4 smull + 4 sadalp per row; an int16 quad: 8 smlal per row
-  both          depthwise: 2 smlal per tap per 8 channels (4 MACs each)
+  neon-dotprod  depthwise, the channels ConyQDw's w64 holds (C / 64 * 64, or all of 32, where
+                every tap fits int8, or uint8 taps with one zero point above 0): 12 sdot
+                per pixel per 16 channels (a window's three columns, four vectors), 24
+                for uint8 taps (a second sdot a column for (128 - zp) x); the rest as neon
+  neon          depthwise: 2 smlal per tap per 8 channels (4 MACs each)
 Loads, broadcasts and the requantisation (about 30 instructions per 8 outputs) are not
 counted. The estimate assumes the throughputs of Arm's Cortex-A76 software optimisation
 guide (sdot 2 per cycle; smull and smlal 1 per cycle on one pipe, sadalp 1 per cycle on
@@ -61,11 +65,25 @@ def quads(w):
     return int(q.sum()), int(q.size - q.sum())
 
 
+def dw_sdots(tensors, i, wt):
+    """sdot per pixel per 16 channels of depthwise layer @i on neon-dotprod (0: its taps
+    are not in w64, as qkernels.c's dw_init_vnni decides)."""
+    if ((wt >= -128) & (wt <= 127)).all():
+        return 12
+    zp = tensors.get(f"layers.{i}.weight_zero_point")
+    raw = tensors[f"layers.{i}.weight"]
+    if raw.dtype == np.uint8 and zp is not None and len(set(zp.ravel().tolist())) == 1 \
+            and int(zp.ravel()[0]) > 0:
+        return 24
+    return 0
+
+
 def count(path):
     meta, tensors = load(path)
     h, w_ = int(meta["input_height"]), int(meta["input_width"])
     macs = 0
-    c = {"sdot": 0, "smull": 0, "sadalp": 0, "smlal_w": 0, "smlal_dw": 0}
+    c = {"sdot": 0, "smull": 0, "sadalp": 0, "smlal_w": 0, "smlal_dw": 0, "sdot_dw": 0,
+         "smlal_dw_dot": 0}
     for i, word in enumerate(meta["layers"].split()):
         stride = int(word[-1]) if word[-2:-1] == "s" else 1
         if word.startswith(("conv3x3", "dw3x3")):
@@ -80,6 +98,10 @@ def count(path):
             ch = wt.shape[0]
             macs += rows * ch * 9
             c["smlal_dw"] += rows * math.ceil(ch / 8) * 9 * 2
+            sdots = dw_sdots(tensors, i, wt)
+            held = (32 if ch == 32 else ch // 64 * 64) if sdots else 0
+            c["sdot_dw"] += rows * held // 16 * sdots
+            c["smlal_dw_dot"] += rows * math.ceil((ch - held) / 8) * 9 * 2
             continue
         b, q16 = quads(wt)
         macs += rows * wt.shape[0] * wt.shape[1]
@@ -98,15 +120,18 @@ def main():
     for path in sys.argv[1:]:
         macs, c = count(path)
         smlal = c["smlal_w"] + c["smlal_dw"]
+        smlal_dot = c["smlal_w"] + c["smlal_dw_dot"]
+        sdot = c["sdot"] + c["sdot_dw"]
         # sdot: 2/cycle; smull and smlal share one pipe (1/cycle), sadalp the other
-        dot_cycles = c["sdot"] / 2 + smlal
+        dot_cycles = sdot / 2 + smlal_dot
         neon_cycles = max(c["smull"] + smlal, c["sadalp"])
         for name, n, cyc, cols in (
-            ("neon-dotprod", c["sdot"] + smlal, dot_cycles, (c["sdot"], 0, 0)),
-            ("neon", c["smull"] + c["sadalp"] + smlal, neon_cycles, (0, c["smull"], c["sadalp"])),
+            ("neon-dotprod", sdot + smlal_dot, dot_cycles, (sdot, 0, 0, smlal_dot)),
+            ("neon", c["smull"] + c["sadalp"] + smlal, neon_cycles,
+             (0, c["smull"], c["sadalp"], smlal)),
         ):
             print(f"| {path} | {macs / 1e6:.1f} M | {name} | {cols[0] / 1e6:.2f} M | "
-                  f"{cols[1] / 1e6:.2f} M | {cols[2] / 1e6:.2f} M | {smlal / 1e6:.2f} M | "
+                  f"{cols[1] / 1e6:.2f} M | {cols[2] / 1e6:.2f} M | {cols[3] / 1e6:.2f} M | "
                   f"{n / 1e6:.2f} M | {macs / n:.1f} | {cyc / hz * 1e3:.2f} ms |")
 
 
