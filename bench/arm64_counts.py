@@ -10,10 +10,10 @@ them for the NEON sets (a quad of 4 k x 8 output channels is bytes when every w 
 fits int8, else int16):
   neon-dotprod  a byte quad: 2 sdot per row (32 MACs); an int16 quad: 8 smlal per row
   neon          a byte quad: 4 smull + 4 sadalp per row; an int16 quad: 8 smlal per row
-  neon-dotprod  depthwise, the channels ConyQDw's w64 holds (C / 64 * 64, or all of 32, where
-                every tap fits int8, or uint8 taps with one zero point above 0): 12 sdot
-                per pixel per 16 channels (a window's three columns, four vectors), 24
-                for uint8 taps (a second sdot a column for (128 - zp) x); the rest as neon
+  neon-dotprod  depthwise, where ConyQDw's w64 exists (every tap fits int8, or uint8 taps
+                with one zero point above 0), each 16 channels: 12 sdot per pixel (a
+                window's three columns, four vectors), 24 for uint8 taps (a second sdot a
+                column for (128 - zp) x); a rest of fewer than 16 as neon
   neon          depthwise: 2 smlal per tap per 8 channels (4 MACs each)
 Loads, broadcasts and the requantisation (about 30 instructions per 8 outputs) are not
 counted. The estimate assumes the throughputs of Arm's Cortex-A76 software optimisation
@@ -99,7 +99,7 @@ def count(path):
             macs += rows * ch * 9
             c["smlal_dw"] += rows * math.ceil(ch / 8) * 9 * 2
             sdots = dw_sdots(tensors, i, wt)
-            held = (32 if ch == 32 else ch // 64 * 64) if sdots else 0
+            held = ch // 16 * 16 if sdots else 0
             c["sdot_dw"] += rows * held // 16 * sdots
             c["smlal_dw_dot"] += rows * math.ceil((ch - held) / 8) * 9 * 2
             continue

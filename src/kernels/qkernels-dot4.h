@@ -708,9 +708,9 @@ DOT4_NAME (cony_qdw) (const ConyQDw *d, const gint8 *in, guint in_w, guint oh, g
 {
   guint C = d->C, c = 0;
   gsize row = (gsize) in_w * C;
-  /* w64 holds C / 64 * 64 channels, or all of 32 (twice: 512-bit registers take two
-   * neighbouring pixels, at stride 1 and an even width) */
-  guint n64 = C == 32 && (DOT4_DW == 32 || (stride == 1 && ow % 2 == 0)) ? 32 : C / 64 * 64;
+  /* whole passes of DOT4_DW channels; 32 on 512-bit registers (w64 holds them twice) as
+   * two neighbouring pixels, at stride 1 and an even width */
+  guint n64 = DOT4_DW == 64 && C == 32 && stride == 1 && ow % 2 == 0 ? 32 : C / DOT4_DW * DOT4_DW;
   if (d->w64 != NULL && d->small_acc)
     for (; c < n64; c += DOT4_DW)
       DOT4_NAME (dw_channels) (d, in, row, oh, ow, stride, c, out);

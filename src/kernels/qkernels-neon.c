@@ -384,14 +384,14 @@ dw16_dot (const ConyQDw *d, const gint8 *in, gsize row, guint y0, guint y1, guin
   }
 }
 
-/* The depthwise layer with ARMv8.2's sdot: the channels ConyQDw's w64 holds (C / 64 * 64,
- * or all of 32) 16 at a time over bands of output rows (dw16_dot, the groups taking turns
- * on a band), the rest as cony_qdw_neon. */
+/* The depthwise layer with ARMv8.2's sdot where ConyQDw's w64 exists: 16 channels at a
+ * time over bands of output rows (dw16_dot, the groups taking turns on a band); the rest,
+ * or all without w64, as cony_qdw_neon. */
 void
 cony_qdw_neon_dotprod (const ConyQDw *d, const gint8 *in, guint in_w, guint oh, guint ow,
     guint stride, gint8 *out, gint32 *acc)
 {
-  guint C = d->C, n = d->w64 == NULL ? 0 : C == 32 ? 32 : C / 64 * 64;
+  guint C = d->C, n = d->w64 == NULL ? 0 : C / 16 * 16;
   gsize row = (gsize) in_w * C;
   guint band = (guint) MAX (1, CONY_QDW_BAND_BYTES / (stride * row));
   for (guint y0 = 0; y0 < oh && n > 0; y0 += band)

@@ -335,14 +335,15 @@ dw64_channel (guint p)
  * fourth input byte is zero). */
 static const gint8 DW_COLUMN_TAPS[12] = { 0, 3, 6, -1, 1, 4, 7, -1, 2, 5, 8, -1 };
 
-/* ConyQDw's w64, bias64 and out64 for its first C / 64 * 64 channels (32 channels:
- * twice, for two neighbouring pixels), where all their taps fit int8 (vpdpbusd's signed
- * operand). */
+/* ConyQDw's w64, bias64 and out64, where all the taps fit int8 (vpdpbusd's signed
+ * operand): every channel, the last group of 64 filled up with the first channels again
+ * (32 channels: twice, for two neighbouring pixels), so that a kernel may take whole
+ * lanes of it (the 512-bit one 64 channels, the 256-bit ones 32, NEON's 16). */
 static void
 dw_init_vnni (ConyQDw *d, const ConyQWeights *w, const gint32 *bias, const ConyQMul *m,
     gint32 in_zp, gint32 zp, gint32 lo, gint32 hi)
 {
-  guint n = d->C == 32 ? 64 : d->C / 64 * 64;
+  guint n = (d->C + 63) / 64 * 64;
   g_autofree guint *cols = g_new (guint, MAX (n, 1));
   for (guint p = 0; p < n; p++)
     cols[p] = dw64_channel (p) % d->C;

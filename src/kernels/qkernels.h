@@ -116,8 +116,9 @@ typedef struct {
    * first vector channels 8 l + 0..3 of each 128-bit lane l, in the second 8 l + 4..7
    * (the order of unpacking two 512-bit input vectors). */
   gint16 *w4;
-  /* The VNNI kernels' copy where every tap fits int8 (else NULL), for the first
-   * C / 64 * 64 channels (32 channels: twice, for two neighbouring pixels): per 64, the
+  /* The VNNI kernels' copy where every tap fits int8 (else NULL), for every channel, the
+   * last group of 64 filled up with the first channels (32 channels: twice, for two
+   * neighbouring pixels): per 64, the
    * window's three columns, taps (0, 3, 6), (1, 4, 7) and (2, 5, 8) and a zero byte, four
    * vectors each, a channel's column one dword as vpdpbusd multiplies it; vector j holds
    * channels 16 l + 4 j .. 16 l + 4 j + 3 in 128-bit lane l (the order unpacking a

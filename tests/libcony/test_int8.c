@@ -755,11 +755,11 @@ test_dw_kernels_equal (void)
     ConyQDw d;
     cony_qdw_init (&d, C, &w, bias, m, in_zp, g_rand_int_range (r, -128, 128), lo, hi);
     g_assert_true (d.small_acc == !big);
-    /* vpdpbusd's copy: 32 channels, or 64 or more, every tap int8 (kinds 0 and 3) or
-     * uint8 with one zero point (kind 1, as w - 128 and scale64 = 128 - 255); the 512-bit
-     * kernel runs 32 only at stride 1 and an even width (cases 0, 11 and 12), the 256-bit
-     * ones every w64, in halves of 64 channels */
-    g_assert_true ((d.w64 != NULL) == ((C == 32 || C >= 64) && t % 4 != 2));
+    /* vpdpbusd's copy of every channel where every tap is int8 (kinds 0 and 3) or uint8
+     * with one zero point (kind 1, as w - 128 and scale64 = 128 - 255); the 512-bit kernel
+     * takes whole groups of 64, and 32 channels only at stride 1 and an even width, the
+     * 256-bit ones 32 at a time, NEON's 16 */
+    g_assert_true ((d.w64 != NULL) == (t % 4 != 2));
     g_assert_cmpint (d.scale64, ==, d.w64 != NULL && t % 4 == 1 ? 128 - 255 : 0);
     g_autofree gint8 *in = g_new (gint8, (gsize) ih * iw * C);
     for (gsize i = 0; i < (gsize) ih * iw * C; i++)
