@@ -642,6 +642,7 @@ cony_qgemm_avx2 (const ConyQGemm *g, gsize M, const gint8 *x, gsize ldx, gint8 *
 #undef TAIL
   }
 }
+
 /* Whether [lo, hi] is narrower than int8, so that a clamp after vpmovsdb changes
  * something (ReLU6 and linear layers keep the whole range: no clamp needed). */
 static inline gboolean

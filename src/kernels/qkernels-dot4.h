@@ -640,7 +640,7 @@ DOT4_NAME (dw_channels_body) (const ConyQDw *d, const gint8 *in, gsize row, guin
   DOT4_SMALL k[4];
   for (int j = 0; j < 4; j++)
     k[j] = DOT4_SMALL_AT (&o, place + 16 * j);
-  const guint C = d->C, pixels = C < DOT4_DW ? DOT4_DW / C : 1;
+  const guint C = d->C, pixels = STEP / stride; /* a vector's */
   DOT4_VEC prev[4];
   gint8 *prev_at = NULL; /* where the sums kept go */
   for (guint y = 0; y < oh; y++) {

@@ -362,11 +362,14 @@ dw16_dot (const ConyQDw *d, const gint8 *in, gsize row, guint y0, guint y1, guin
     dw_column16 (line + C, row, col[1]);
     for (guint x = 0; x < ow; x++, o += C) {
       const gint8 *at = line + (gsize) x * stride * C;
-      if (x > 0 && stride == 1)
-        memcpy (col[0], col[1], sizeof col[0] * 2);
-      else if (x > 0) {
-        memcpy (col[0], col[2], sizeof col[0]);
-        dw_column16 (at + C, row, col[1]);
+      if (x > 0) { /* the columns this window shares with the one before */
+        for (int j = 0; j < 4; j++)
+          col[0][j] = col[stride == 1 ? 1 : 2][j];
+        if (stride == 1)
+          for (int j = 0; j < 4; j++)
+            col[1][j] = col[2][j];
+        else
+          dw_column16 (at + C, row, col[1]);
       }
       dw_column16 (at + 2 * C, row, col[2]);
       int32x4_t a[4];

@@ -344,7 +344,7 @@ dw_init_vnni (ConyQDw *d, const ConyQWeights *w, const gint32 *bias, const ConyQ
     gint32 in_zp, gint32 zp, gint32 lo, gint32 hi)
 {
   guint n = (d->C + 63) / 64 * 64;
-  g_autofree guint *cols = g_new (guint, MAX (n, 1));
+  g_autofree guint *cols = g_new (guint, n);
   for (guint p = 0; p < n; p++)
     cols[p] = dw64_channel (p) % d->C;
   /* the kernel multiplies u = x + 128 */
@@ -355,7 +355,7 @@ dw_init_vnni (ConyQDw *d, const ConyQWeights *w, const gint32 *bias, const ConyQ
    * each channel's sum of u (ConyQDw's scale64; 128 itself does not fit int8) */
   gint32 wz;
   d->scale64 = 0;
-  if (d->w64 == NULL && n > 0 && w->is_u8 && one_zero_point (w, d->C, &wz) && wz > 0) {
+  if (d->w64 == NULL && w->is_u8 && one_zero_point (w, d->C, &wz) && wz > 0) {
     d->scale64 = 128 - wz;
     vnni_quads (w, 9, DW_COLUMN_TAPS, n, cols, d->scale64, bias_u, m, zp, lo, hi, &d->w64,
         &d->bias64, &d->out64);
