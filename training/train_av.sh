@@ -40,7 +40,7 @@ fetch() {   # fetch DIR PACKAGE...: each package once, unpacked into DIR/x
   done
 }
 debs=out/av-debs
-pkgs=$(cd training && /usr/bin/python3 -c 'from conytrain.av import sources; print(" ".join(sources.packages(max(sources.PHOTO_SETS))))')
+pkgs=$(cd training && /usr/bin/python3 -c 'from conytrain.av import sources; print(" ".join(sources.packages(max(sources.PHOTO_SETS), max(sources.SOUND_SETS))))')
 fetch "$debs" $pkgs
 [ -x build/tools/cony ] || bash scripts/build.sh
 ninja -C build -j2 >/dev/null

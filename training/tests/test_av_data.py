@@ -8,7 +8,9 @@ import unittest
 
 import numpy as np
 
-from conytrain.av import sources
+from unittest import mock
+
+from conytrain.av import build, evalset, sources
 from conytrain.av import train as avtrain
 
 
@@ -54,6 +56,39 @@ class SplitTest(unittest.TestCase):
                          sources.group_of("talking", "photo", f"{kpa}/bar55.jpg"))
         with self.assertRaisesRegex(ValueError, "photo set 3"):
             sources.sources_of(3)
+
+    def test_sound_set_two_adds_music_only(self):
+        self.assertEqual(sources.added_sounds(1), [])
+        added = sources.added_sounds(2)
+        self.assertTrue(all(c == "music" and kind == "sound" for c, _, _, kind in added))
+        # never a package of rule 11's grid (singularity-music is its music)
+        self.assertFalse({p for _, p, _, _ in added} & set(evalset.PACKAGES))
+        self.assertLess(set(sources.packages(2)), set(sources.packages(2, 2)))
+        with self.assertRaisesRegex(ValueError, "sound set 3"):
+            sources.added_sounds(3)
+        self.assertEqual(sources.evenly(list(range(30)), 12),
+                         [0, 2, 5, 7, 10, 12, 15, 17, 20, 22, 25, 27])
+        self.assertEqual(sources.evenly([3, 4], 12), [3, 4])
+
+    def test_added_clips_leave_set_one_draws_alone(self):
+        # set 1's clips and the split's stream after them (build's shots) must not move
+        rate = 16000
+        tracks = {f"t{i}": np.sin(np.arange(40 * rate) * (i + 1) * 1e-3).astype(np.float32)
+                  for i in range(4)}
+        item = lambda i, s: dict(cls="music", kind="sound", path=f"t{i}", group=f"g{i}",
+                                 split="train", sound_set=s, package="p")
+        one = [item(0, 1), item(1, 1)]
+        two = one + [item(2, 2), item(3, 2)]
+        with mock.patch.object(build, "SPEECH_UTTERANCES", 0), \
+                mock.patch.object(build.media, "decode", lambda p: tracks[p]):
+            c1, r1 = build.split_clips(one, "train", 5)
+            c2, r2 = build.split_clips(two, "train", 5)
+        n1 = len(c1)
+        self.assertGreater(len(c2), n1)
+        self.assertEqual([g for _, g, _ in c2[n1:]], ["g2"] * 3 + ["g3"] * 3)
+        for a, b in zip(c1, c2[:n1]):
+            np.testing.assert_array_equal(a[2], b[2])
+        self.assertEqual(r1.integers(1 << 30), r2.integers(1 << 30))
 
 
 class SamplerTest(unittest.TestCase):

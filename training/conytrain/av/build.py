@@ -45,7 +45,7 @@ def sound_clips(items, split, rng):
     out = []
     by_lang = {}
     for it in items:
-        if it["split"] != split or it["kind"] not in ("sound", "speech"):
+        if it["split"] != split or it["kind"] not in ("sound", "speech") or it["sound_set"] > 1:
             continue
         if it["kind"] == "speech":
             by_lang.setdefault(it["group"], []).append(it)
@@ -68,6 +68,33 @@ def sound_clips(items, split, rng):
         out.append(("quiet", f"synth:{split}:{i}",
                     media.set_level(media.synth_floor(rng), "quiet", rng)))
     return out
+
+
+# The random stream of a split's added recordings (sound set 2, rule 22): its own, so
+# that set 1's clips and the shots drawn after them stay as they were.
+ADDED_STREAM = 22
+
+
+def added_clips(items, split, rng):
+    """[(cls, group, clip)] of a split's added recordings (item sound_set > 1): up to
+    three windows of each, at a level of its class."""
+    out = []
+    for it in items:
+        if it["split"] == split and it["sound_set"] > 1:
+            x = media.decode(it["path"])
+            out += [(it["cls"], it["group"], media.set_level(c, it["cls"], rng))
+                    for c in media.clips_of(it, x, rng)]
+    return out
+
+
+def split_clips(items, split, seed):
+    """(clips, rng): a split's sound clips, set 1's then the added ones, and the split's
+    random stream after set 1's draws (build's shots are drawn from it)."""
+    k = SPLITS.index(split)
+    rng = np.random.default_rng([seed, k])
+    clips = sound_clips(items, split, rng)
+    added = added_clips(items, split, np.random.default_rng([seed, k, ADDED_STREAM]))
+    return clips + added, rng
 
 
 def embed_audio(clips, cony, cnn, work, split):
@@ -135,16 +162,17 @@ def embed_audio_continual(clips, cony, cnn, work, split):
     return emb[idx].astype(np.float32)
 
 
-def continual_split(root, work, window_work, cony, audio_cnn, seed, split):
-    """WORK/tokens-<split>.npz with continual audio tokens (rule 14): the split's clips,
-    remade as build() made them (the same seeded draws), through embed_audio_continual;
-    the video tokens and every label those of WINDOW_WORK/tokens-<split>.npz."""
+def continual_split(root, work, window_work, cony, audio_cnn, seed, split, sound_set=1):
+    """WORK/tokens-<split>.npz with continual audio tokens (rule 14): the split's clips
+    (of @sound_set), remade as build() made them (the same seeded draws), through
+    embed_audio_continual; the video tokens and every label those of
+    WINDOW_WORK/tokens-<split>.npz."""
     dst = os.path.join(work, f"tokens-{split}.npz")
     if os.path.exists(dst):
         return
     os.makedirs(work, exist_ok=True)
-    items = sources.collect(root)
-    clips = sound_clips(items, split, np.random.default_rng([seed, SPLITS.index(split)]))
+    items = sources.collect(root, sound_set=sound_set)
+    clips, _ = split_clips(items, split, seed)
     ref = np.load(os.path.join(window_work, f"tokens-{split}.npz"))
     if list(ref["audio_group"]) != [g for _, g, _ in clips]:
         raise RuntimeError(f"{window_work}: the remade {split} clips are not tokens-{split}.npz's")
@@ -196,20 +224,19 @@ def embed_video(shots, cnn, work, split, precision="auto"):
 
 
 def build(root, work, cony, audio_cnn, video_cnn, seed, precision="auto", splits=SPLITS,
-          photo_set=1):
+          photo_set=1, sound_set=1):
     """Writes WORK/tokens-<split>.npz of @splits (each skipped when there) and
-    WORK/manifest.json, from the sources of @photo_set (sources.sources_of: the sound
-    clips are the same in every set)."""
+    WORK/manifest.json, from the sources of @photo_set and @sound_set (sources.collect:
+    set 1's sound clips and shots are the same in every set)."""
     os.makedirs(work, exist_ok=True)
-    items = sources.collect(root, photo_set)
+    items = sources.collect(root, photo_set, sound_set)
     with open(os.path.join(work, "manifest.json"), "w") as f:
         json.dump([{k: v for k, v in it.items() if k != "path"} for it in items], f, indent=0)
-    for k, split in enumerate(SPLITS):
+    for split in SPLITS:
         dst = os.path.join(work, f"tokens-{split}.npz")
         if split not in splits or os.path.exists(dst):
             continue
-        rng = np.random.default_rng([seed, k])
-        clips = sound_clips(items, split, rng)
+        clips, rng = split_clips(items, split, seed)
         log(f"{split}: {len(clips)} sound clips; embedding")
         audio = embed_audio(clips, cony, audio_cnn, work, split)
         shots = photo_shots(items, split, rng, every=photo_set > 1)
@@ -251,7 +278,8 @@ def degrade_random(x, rng):
     return np.clip(y, -1, 1).astype(np.float32)
 
 
-def degrade_split(root, work, cony, audio_cnn, seed, split="train", mode="window"):
+def degrade_split(root, work, cony, audio_cnn, seed, split="train", mode="window",
+                  sound_set=1):
     """WORK/tokens-<split>-degraded.npz: audio (DEGRADED_COPIES, clips, steps, 1024),
     the split's clips (remade as build() made them: the same seeded draws) each degraded
     DEGRADED_COPIES times (the same draws whatever the mode), embedded as WORK's clean
@@ -260,8 +288,7 @@ def degrade_split(root, work, cony, audio_cnn, seed, split="train", mode="window
     dst = os.path.join(work, f"tokens-{split}-degraded.npz")
     if os.path.exists(dst):
         return
-    items = sources.collect(root)
-    clips = sound_clips(items, split, np.random.default_rng([seed, SPLITS.index(split)]))
+    clips, _ = split_clips(sources.collect(root, sound_set=sound_set), split, seed)
     ref = np.load(os.path.join(work, f"tokens-{split}.npz"))
     if list(ref["audio_group"]) != [g for _, g, _ in clips]:
         raise RuntimeError(f"{work}: the remade {split} clips are not tokens-{split}.npz's")

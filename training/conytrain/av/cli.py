@@ -52,6 +52,9 @@ def parse(argv):
                     help="the splits the build stage makes (each skipped when there)")
     ap.add_argument("--photo-set", type=int, default=1, choices=sources.PHOTO_SETS,
                     help="the build stage's photographs (sources.py; 2: rule 21's wider set)")
+    ap.add_argument("--sound-set", type=int, default=1, choices=sources.SOUND_SETS,
+                    help="the build, continual and degrade stages' recordings (sources.py; "
+                         "2: rule 22's added music)")
     ap.add_argument("--audio-mode", default="window", choices=["window", "continual"],
                     help="how YAMNet ran for WORK's audio tokens, recorded in the models' "
                          "configs (continual: the continual stage's caches, rule 14)")
@@ -327,15 +330,15 @@ def main(argv=None):
     if "build" in stages:
         build.build(args.root, args.work, args.cony, args.audio_cnn, args.video_cnn,
                     args.data_seed, args.video_precision, args.splits.split(","),
-                    args.photo_set)
+                    args.photo_set, args.sound_set)
     if "continual" in stages:
         for split in args.splits.split(","):
             build.continual_split(args.root, args.work, args.window_work, args.cony,
-                                  args.audio_cnn, args.data_seed, split)
+                                  args.audio_cnn, args.data_seed, split, args.sound_set)
     if "degrade" in stages:
         for split in args.degrade_splits.split(","):
             build.degrade_split(args.root, args.work, args.cony, args.audio_cnn,
-                                args.data_seed, split, args.audio_mode)
+                                args.data_seed, split, args.audio_mode, args.sound_set)
     if "evalset" in stages:
         evalset.build_set(args.eval_root, args.eval_work, args.cony, args.audio_cnn,
                           args.video_cnn, precision=args.video_precision)

@@ -155,6 +155,29 @@ SOURCES2 = [
 ]
 PHOTO_SETS = (1, 2)
 
+# Sound set 2 (issue 54; models/av/EXPERIMENTS.md, rule 22): game and menu music of ten
+# more packages, for the music that set 1's three soundtracks do not cover. They are the
+# audio data set's music packages (training/conytrain/data/: versions 2, 11 and 12), less
+# singularity-music, which is an evaluation package of rule 11. Recordings only, drawn
+# after set 1's clips from a random stream of their own, so every clip and shot of set 1
+# stays as it was. A track is a group; at most MUSIC2_TRACKS a package, evenly spaced in
+# name order, so no one game fills the class.
+W16 = "usr/share/games/wesnoth/1.16/data/core/music"
+SOUNDS2 = [
+    ("music", "wesnoth-1.16-music", f"{W16}/*.ogg", "sound"),
+    ("music", "fillets-ng-data", f"{GAMES}/fillets-ng/music/*.ogg", "sound"),
+    ("music", "hyperrogue-music", "usr/share/hyperrogue/music/*.ogg", "sound"),
+    ("music", "ardentryst", f"{GAMES}/ardentryst/Music/*.ogg", "sound"),
+    ("music", "etw-data", f"{GAMES}/etw/music/*.wav", "sound"),
+    ("music", "starfighter-data", "usr/share/starfighter/music/*.ogg", "sound"),
+    ("music", "pushover-data", "usr/share/pushover/themes/*.ogg", "sound"),
+    ("music", "planetblupi-music-ogg", "usr/share/planetblupi/music/*.ogg", "sound"),
+    ("music", "drascula-music", "usr/share/scummvm/drascula/audio/track*.ogg", "sound"),
+    ("music", "btanks-data", f"{GAMES}/btanks/data/tunes/*.ogg", "sound"),
+]
+MUSIC2_TRACKS = 12
+SOUND_SETS = (1, 2)
+
 
 def sources_of(photo_set=1):
     """The (class, package, glob, kind) sources and gcompris-qt-data resource files of a
@@ -255,31 +278,56 @@ def _usable(cls, kind, rel):
     return True
 
 
-def collect(root, photo_set=1):
-    """Every usable file under root of @photo_set's sources: a list of dicts (cls,
-    package, path (absolute), rel, kind, group, split), sorted by path within each
-    source; a source that matches nothing is an error naming its package and glob."""
+def added_sounds(sound_set=1):
+    """The sources sound set @sound_set adds to set 1's (SOUNDS2)."""
+    if sound_set not in SOUND_SETS:
+        raise ValueError(f"sound set {sound_set}: none such (sets {SOUND_SETS})")
+    return [] if sound_set == 1 else SOUNDS2
+
+
+def _matches(root, pkg, pattern):
+    hits = sorted(glob.glob(os.path.join(root, pattern), recursive=True))
+    if not hits:
+        raise RuntimeError(f"{pattern}: nothing under {root} (unpack Debian's {pkg})")
+    return hits
+
+
+def evenly(paths, n):
+    """At most n of @paths, evenly spaced (the first always kept)."""
+    if len(paths) <= n:
+        return paths
+    return [paths[i * len(paths) // n] for i in range(n)]
+
+
+def collect(root, photo_set=1, sound_set=1):
+    """Every usable file under root of @photo_set's sources and @sound_set's added
+    recordings: a list of dicts (cls, package, path (absolute), rel, kind, group, split,
+    sound_set: 2 for an added recording, else 1), sorted by path within each source; a
+    source that matches nothing is an error naming its package and glob."""
     chosen, names = sources_of(photo_set)
     prepare(root, names)
     out, seen = [], set()
     for cls, pkg, pattern, kind in chosen:
-        hits = sorted(glob.glob(os.path.join(root, pattern), recursive=True))
-        if not hits:
-            raise RuntimeError(f"{pattern}: nothing under {root} (unpack Debian's {pkg})")
-        for p in hits:
+        for p in _matches(root, pkg, pattern):
             rel = os.path.relpath(p, root)
             if rel in seen or not _usable(cls, kind, rel):
                 continue
             seen.add(rel)
             g = group_of(cls, kind, rel)
             out.append(dict(cls=cls, package=pkg, path=p, rel=rel, kind=kind, group=g,
-                            split=split_of(g)))
+                            split=split_of(g), sound_set=1))
+    for cls, pkg, pattern, kind in added_sounds(sound_set):
+        for p in evenly(_matches(root, pkg, pattern), MUSIC2_TRACKS):
+            rel = os.path.relpath(p, root)
+            g = f"track:{pkg}:{os.path.splitext(os.path.basename(p))[0]}"
+            out.append(dict(cls=cls, package=pkg, path=p, rel=rel, kind=kind, group=g,
+                            split=split_of(g), sound_set=2))
     return out
 
 
-def packages(photo_set=1):
-    """The Debian packages the sources of @photo_set name; refuses any reserved for
-    evaluation."""
-    names = sorted({s[1] for s in sources_of(photo_set)[0]})
+def packages(photo_set=1, sound_set=1):
+    """The Debian packages the sources of @photo_set and @sound_set name; refuses any
+    reserved for evaluation."""
+    names = sorted({s[1] for s in sources_of(photo_set)[0] + added_sounds(sound_set)})
     reserved.refuse(names, "the fused model's sources")
     return names
