@@ -9,7 +9,7 @@
 #                                              # model of seed 1)
 #
 #   1. the photographs and recordings: `apt-get download` of the Debian bookworm packages
-#      training/conytrain/av/sources.py names for every photo set (about 600 MB; needs
+#      training/conytrain/av/sources.py names for every photo and sound set (1.1 GB; needs
 #      the Debian archive),
 #      unpacked with dpkg-deb -x into out/av-debs/x/ (each package skipped when there),
 #   2. the build (build/: libcony, the plugin, `cony`),
