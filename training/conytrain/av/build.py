@@ -39,6 +39,17 @@ def log(msg):
     print(f"train_av: [{time.time() - T0:.0f} s] {msg}", file=sys.stderr, flush=True)
 
 
+def recording_clips(it, rng):
+    """[(cls, group, clip)] of one recording (media.clips_of), each at a level of its
+    class; a noise recording's each followed by the same far away: a quiet room."""
+    out = []
+    for c in media.clips_of(it, media.decode(it["path"]), rng):
+        out.append((it["cls"], it["group"], media.set_level(c, it["cls"], rng)))
+        if it["cls"] == "noise":
+            out.append(("quiet", it["group"], media.set_level(c, "quiet", rng)))
+    return out
+
+
 def sound_clips(items, split, rng):
     """[(cls, group, clip)] of one split: every recording's clips, speech by language,
     quiet from the noise recordings and synthesised floors; each at a level of its class."""
@@ -50,11 +61,7 @@ def sound_clips(items, split, rng):
         if it["kind"] == "speech":
             by_lang.setdefault(it["group"], []).append(it)
             continue
-        x = media.decode(it["path"])
-        for c in media.clips_of(it, x, rng):
-            out.append((it["cls"], it["group"], media.set_level(c, it["cls"], rng)))
-            if it["cls"] == "noise":     # the same recording far away: a quiet room
-                out.append(("quiet", it["group"], media.set_level(c, "quiet", rng)))
+        out += recording_clips(it, rng)
     for lang in sorted(by_lang):
         files = by_lang[lang]
         pick = rng.choice(len(files), size=min(SPEECH_UTTERANCES, len(files)), replace=False)
@@ -76,15 +83,9 @@ ADDED_STREAM = 22
 
 
 def added_clips(items, split, rng):
-    """[(cls, group, clip)] of a split's added recordings (item sound_set > 1): up to
-    three windows of each, at a level of its class."""
-    out = []
-    for it in items:
-        if it["split"] == split and it["sound_set"] > 1:
-            x = media.decode(it["path"])
-            out += [(it["cls"], it["group"], media.set_level(c, it["cls"], rng))
-                    for c in media.clips_of(it, x, rng)]
-    return out
+    """[(cls, group, clip)] of a split's added recordings (item sound_set > 1)."""
+    return [c for it in items if it["split"] == split and it["sound_set"] > 1
+            for c in recording_clips(it, rng)]
 
 
 def split_clips(items, split, seed):

@@ -313,16 +313,18 @@ def collect(root, photo_set=1, sound_set=1):
             if rel in seen or not _usable(cls, kind, rel):
                 continue
             seen.add(rel)
-            g = group_of(cls, kind, rel)
-            out.append(dict(cls=cls, package=pkg, path=p, rel=rel, kind=kind, group=g,
-                            split=split_of(g), sound_set=1))
+            out.append(_item(cls, pkg, p, rel, kind, group_of(cls, kind, rel), 1))
     for cls, pkg, pattern, kind in added_sounds(sound_set):
         for p in evenly(_matches(root, pkg, pattern), MUSIC2_TRACKS):
-            rel = os.path.relpath(p, root)
-            g = f"track:{pkg}:{os.path.splitext(os.path.basename(p))[0]}"
-            out.append(dict(cls=cls, package=pkg, path=p, rel=rel, kind=kind, group=g,
-                            split=split_of(g), sound_set=2))
+            stem = os.path.splitext(os.path.basename(p))[0]
+            out.append(_item(cls, pkg, p, os.path.relpath(p, root), kind,
+                             f"track:{pkg}:{stem}", sound_set))
     return out
+
+
+def _item(cls, pkg, path, rel, kind, group, sound_set):
+    return dict(cls=cls, package=pkg, path=path, rel=rel, kind=kind, group=group,
+                split=split_of(group), sound_set=sound_set)
 
 
 def packages(photo_set=1, sound_set=1):
