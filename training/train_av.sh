@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # Rebuilds the fused audio-video model (models/av/av.safetensors) end to end:
 #
-#   training/train_av.sh                       # the shipped recipe (run 25)
+#   training/train_av.sh                       # the shipped recipe (run 25's; on today's
+#                                              # sources it is run 31, the shipped file)
 #   training/train_av.sh -- [train_av.py args] # one train_av.py call with these args
 #   training/train_av.sh --grid                # issue 54's grid of the shipped model
 #                                              # (models/av/EXPERIMENTS.md, rule 11; each
@@ -9,8 +10,9 @@
 #                                              # model of seed 1)
 #
 #   1. the photographs and recordings: `apt-get download` of the Debian bookworm packages
-#      training/conytrain/av/sources.py names for every photo and sound set (1.1 GB; needs
-#      the Debian archive),
+#      training/conytrain/av/sources.py names for the photo and sound sets the call uses
+#      (set 1 of each, 0.56 GB, unless a `--` call names `--photo-set` or `--sound-set`;
+#      both sets 2: 1.1 GB; needs the Debian archive),
 #      unpacked with dpkg-deb -x into out/av-debs/x/ (each package skipped when there),
 #   2. the build (build/: libcony, the plugin, `cony`),
 #   3. training/train_av.py (models/av/EXPERIMENTS.md, rules 7, 9, 10 and 14):
@@ -40,7 +42,12 @@ fetch() {   # fetch DIR PACKAGE...: each package once, unpacked into DIR/x
   done
 }
 debs=out/av-debs
-pkgs=$(cd training && /usr/bin/python3 -c 'from conytrain.av import sources; print(" ".join(sources.packages(max(sources.PHOTO_SETS), max(sources.SOUND_SETS))))')
+# the packages of the sets this call trains on: a `--` call's own --photo-set and --sound-set
+if [ "${1:-}" = -- ]; then
+  pkgs=$(/usr/bin/python3 training/train_av.py --packages "${@:2}")
+else
+  pkgs=$(/usr/bin/python3 training/train_av.py --packages)
+fi
 fetch "$debs" $pkgs
 [ -x build/tools/cony ] || bash scripts/build.sh
 ninja -C build -j2 >/dev/null

@@ -55,6 +55,9 @@ def parse(argv):
     ap.add_argument("--sound-set", type=int, default=1, choices=sources.SOUND_SETS,
                     help="the build, continual and degrade stages' recordings (sources.py; "
                          "2: rule 22's added music)")
+    ap.add_argument("--packages", action="store_true",
+                    help="print the Debian packages that --photo-set and --sound-set draw on, "
+                         "on one line, and exit (training/train_av.sh fetches them)")
     ap.add_argument("--audio-mode", default="window", choices=["window", "continual"],
                     help="how YAMNet ran for WORK's audio tokens, recorded in the models' "
                          "configs (continual: the continual stage's caches, rule 14)")
@@ -324,6 +327,9 @@ def stage_export(args, seed):
 
 def main(argv=None):
     args = parse(argv)
+    if args.packages:
+        print(" ".join(sources.packages(args.photo_set, args.sound_set)))
+        return 0
     torch.set_num_threads(1)
     seeds = [int(s) for s in args.seeds.split(",")]
     stages = args.stages.split(",")
