@@ -91,6 +91,29 @@ cony_bench_layers_print_by_kind (const ConyBenchLayers *t, gboolean markdown)
 }
 
 void
+cony_bench_layers_print_each (const ConyBenchLayers *t)
+{
+  const CnnWeights *w = t->cnn->w;
+  printf ("\nEach layer in the forward pass (its median call):\n");
+  printf ("  layer  kind            out map   in -> out       µs   GMAC/s\n");
+  for (guint i = 0; i < w->n_layers; i++) {
+    guint n;
+    const double *calls = cony_bench_layers_calls (t, i, &n);
+    if (n == 0)
+      continue;
+    const Layer *l = &w->layers[i];
+    const CnnLayerClass *k = cnn_layer_class (l->kind);
+    double med = MAX (0, cony_bench_summarise (calls, (int) n).median);
+    printf ("  %5u  %-14s %4ux%-4u %5u -> %-5u %8.1f", i, k->name, l->out_h, l->out_w, l->in_c,
+        l->out_c, med * 1e6);
+    double macs = k->n_weights ? (double) l->out_h * l->out_w * k->n_weights (l) : 0;
+    if (macs > 0 && med > 0)
+      printf ("  %7.1f", macs / med * 1e-9);
+    printf ("\n");
+  }
+}
+
+void
 cony_bench_layers_free (ConyBenchLayers *t)
 {
   for (guint i = 0; i < t->cnn->w->n_layers; i++)

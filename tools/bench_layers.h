@@ -17,5 +17,8 @@ const double *cony_bench_layers_calls (const ConyBenchLayers *t, guint layer, gu
 /* Prints "Every layer in the forward pass by kind": each layer's median call summed by
  * kind, its share, and the total (@markdown: also as a table). */
 void cony_bench_layers_print_by_kind (const ConyBenchLayers *t, gboolean markdown);
+/* Prints "Each layer in the forward pass": its index, kind, output map, channels in and
+ * out, median call and multiply-adds a second (the layers with weights). */
+void cony_bench_layers_print_each (const ConyBenchLayers *t);
 void cony_bench_layers_free (ConyBenchLayers *t);
 G_DEFINE_AUTOPTR_CLEANUP_FUNC (ConyBenchLayers, cony_bench_layers_free)

@@ -2,7 +2,8 @@
  * core: the resize of a camera frame to its input and the network, ms per frame; a
  * quantised file runs both its integer path and the float engine, frame by frame
  * alternately, so that both see the same load, and then its integer layers' times in
- * further passes, by kind (bench_layers.h; the monotonic clock: layers take 2-200 µs). */
+ * further passes, by kind and, with --layers, each (bench_layers.h; the monotonic clock:
+ * layers take 2-200 µs). */
 #include "commands.h"
 #include "bench.h"
 #include "bench_layers.h"
@@ -20,12 +21,15 @@ cony_cmd_bench_image (int argc, char **argv)
 {
   g_autofree char *model = NULL;
   int frames = 20, width = 640, height = 480;
+  gboolean each_layer = FALSE;
   GOptionEntry entries[] = {
     { "model", 'm', 0, G_OPTION_ARG_FILENAME, &model, "image CNN (default " DEFAULT_MODEL ")",
         "M" },
     { "frames", 'n', 0, G_OPTION_ARG_INT, &frames, "frames to time (default 20)", "N" },
     { "width", 0, 0, G_OPTION_ARG_INT, &width, "camera frame width (default 640)", "W" },
     { "height", 0, 0, G_OPTION_ARG_INT, &height, "camera frame height (default 480)", "H" },
+    { "layers", 0, 0, G_OPTION_ARG_NONE, &each_layer,
+        "also print each integer layer's time and multiply-adds a second", NULL },
     G_OPTION_ENTRY_NULL,
   };
   g_autoptr (GOptionContext) ctx = g_option_context_new ("- image CNN ms per frame, one core");
@@ -105,6 +109,8 @@ cony_cmd_bench_image (int argc, char **argv)
       cony_cnn_forward (cnn, in, out);
     cony_bench_layers_stop (t);
     cony_bench_layers_print_by_kind (t, FALSE);
+    if (each_layer)
+      cony_bench_layers_print_each (t);
   }
   return 0;
 }
