@@ -25,36 +25,58 @@ cnn_bias_act (float *x, gsize rows, guint cols, const float *b, gboolean relu, f
   }
 }
 
+/* @w's means and their 1 / std for each value of an input row (in_w * in_c floats each,
+ * the channels repeating): the normalisation then runs as one plain loop over a row. */
+float *
+cnn_norm_row_new (const CnnWeights *w)
+{
+  gsize cols = (gsize) w->in_w * w->in_c;
+  float *row = g_new (float, 2 * cols);
+  for (gsize j = 0; j < cols; j++) {
+    row[j] = w->in_mean[j % w->in_c];
+    row[cols + j] = 1.0f / w->in_std[j % w->in_c];
+  }
+  return row;
+}
+
+/* The @h rows of @cols values at @x centred on their column means (center_height's). */
+static void
+center_columns (float *x, guint h, gsize cols, double *sum)
+{
+  memset (sum, 0, sizeof (double) * cols);
+  for (guint r = 0; r < h; r++)
+    for (gsize j = 0; j < cols; j++)
+      sum[j] += x[r * cols + j];
+  for (gsize j = 0; j < cols; j++)
+    sum[j] /= h;
+  for (guint r = 0; r < h; r++)
+    for (gsize j = 0; j < cols; j++)
+      x[r * cols + j] -= (float) sum[j];
+}
+
 /* cnn->norm = the @nb examples of @input centred (center_height) and normalised
- * (input_mean / input_std), in that order. */
-void
+ * (input_mean / input_std), in that order; without centring, read from @input in the
+ * same pass that normalises (no copy first). */
+static void
 cnn_prepare_input (ConyCnn *cnn, const float *input, gsize nb)
 {
-  guint C = cnn->w->in_c;
-  gsize cols = (gsize) cnn->w->in_w * C, plane = cols * cnn->w->in_h;
-  memcpy (cnn->norm, input, sizeof (float) * plane * nb);
-  if (cnn->w->center_height) {
-    double *sum = cnn->col_sum;
-    for (gsize e = 0; e < nb; e++) {
-      float *x = cnn->norm + e * plane;
-      memset (sum, 0, sizeof (double) * cols);
-      for (guint h = 0; h < cnn->w->in_h; h++)
-        for (gsize j = 0; j < cols; j++)
-          sum[j] += x[h * cols + j];
-      for (gsize j = 0; j < cols; j++)
-        sum[j] /= cnn->w->in_h;
-      for (guint h = 0; h < cnn->w->in_h; h++)
-        for (gsize j = 0; j < cols; j++)
-          x[h * cols + j] -= (float) sum[j];
-    }
+  const CnnWeights *w = cnn->w;
+  gsize cols = (gsize) w->in_w * w->in_c, rows = (gsize) w->in_h * nb;
+  const float *src = input;
+  if (w->center_height) {
+    memcpy (cnn->norm, input, sizeof (float) * cols * rows);
+    for (gsize e = 0; e < nb; e++)
+      center_columns (cnn->norm + e * cols * w->in_h, w->in_h, cols, cnn->col_sum);
+    src = cnn->norm;
   }
-  if (cnn->w->in_mean != NULL) {
-    float *inv = g_alloca (sizeof (float) * C);
-    for (guint k = 0; k < C; k++)
-      inv[k] = 1.0f / cnn->w->in_std[k];
-    for (gsize p = 0; p < plane / C * nb; p++)
-      for (guint k = 0; k < C; k++)
-        cnn->norm[p * C + k] = (cnn->norm[p * C + k] - cnn->w->in_mean[k]) * inv[k];
+  if (w->in_mean == NULL)
+    return;
+  const float *mean = cnn->norm_row, *inv = cnn->norm_row + cols;
+  for (gsize r = 0; r < rows; r++) {
+    const float *x = src + r * cols;
+    float *y = cnn->norm + r * cols;
+    for (gsize j = 0; j < cols; j++)
+      y[j] = (x[j] - mean[j]) * inv[j];
   }
 }
 

@@ -154,9 +154,11 @@ struct _ConyCnn {
   gsize panel_cap;
 
   /* norm: the normalised copy of the examples; col_sum (in_w * in_c): center_height's
-   * column sums, made with norm. */
+   * column sums, made with norm; norm_row (2 * in_w * in_c, where in_mean): a row's
+   * means, then their 1 / std, column by column. */
   float *norm;
   double *col_sum;
+  float *norm_row;
 
   ConyCnnPrecision precision; /* requested; the integer path runs when w->q8 and not FLOAT */
   CnnInt8Scratch *q8s;
@@ -357,6 +359,8 @@ guint cnn_wino_tile (const ConyCnn *cnn, const Layer *l, gsize nb);
 void cnn_conv_winograd (ConyCnn *cnn, Layer *l, guint m, const float *in, float *out, gsize nb);
 
 /* cnn-forward.c */
+/* A model's per-column means and 1 / std of one input row (ConyCnn's norm_row). */
+float *cnn_norm_row_new (const CnnWeights *w);
 /* Layer @l (a conv-stack layer: CONV, POOL, GAP, DW, PW, ADD) on @nb examples of @in;
  * CONV layers run as im2col unless @winograd lets cnn_wino_tile() choose. @l may be a
  * copy with another height (cnn-continual.c's column slabs): the kernels read only

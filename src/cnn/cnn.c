@@ -59,6 +59,7 @@ cony_cnn_free (ConyCnn *cnn)
   g_free (cnn->wt);
   g_free (cnn->norm);
   g_free (cnn->col_sum);
+  g_free (cnn->norm_row);
   g_free (cnn->panel);
   cnn_int8_scratch_free (cnn);
   g_free (cnn);
@@ -95,6 +96,8 @@ cnn_ensure_conv_scratch (ConyCnn *cnn, gsize nb)
       : NULL;
   if (w->center_height && cnn->col_sum == NULL)
     cnn->col_sum = g_new (double, (gsize) w->in_w * w->in_c);
+  if (w->in_mean != NULL && cnn->norm_row == NULL)
+    cnn->norm_row = cnn_norm_row_new (w);
   /* Winograd buffers: reallocated at this size on first use. */
   g_clear_pointer (&cnn->wv, g_free);
   g_clear_pointer (&cnn->wm, g_free);
