@@ -33,7 +33,10 @@ def fetched(*args):
         env = dict(os.environ, PATH=f"{stubs}:{os.environ['PATH']}", FETCH_LOG=log)
         r = subprocess.run(["bash", os.path.join(tmp, "training", "train_av.sh"), *args],
                            env=env, capture_output=True, text=True, timeout=120)
-        names = open(log).read().split() if os.path.exists(log) else []
+        names = []
+        if os.path.exists(log):
+            with open(log) as f:
+                names = f.read().split()
         return names, r.returncode, r.stderr
 
 
