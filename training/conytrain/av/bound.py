@@ -109,6 +109,9 @@ def main(argv=None):
         audio = cli.load_model(os.path.join(args.work, f"{args.tag}-audio-s{seed}.pt"))
         seed_cells.append(grid_cells(audio, readout, data, streams))
         build.log(f"bound: seed {seed}'s cells")
+    for cell in CELLS:   # the audio model alone, to compare with the run's own grid
+        acc = 100 * np.mean([per_class(c[cell][0], c[cell][2]) for c in seed_cells], axis=0)
+        build.log(f"bound: audio model {cell[0]}/{cell[1]}: " + " / ".join(f"{v:.1f}" for v in acc))
     rows = sweep(seed_cells)
     path = os.path.join(args.work, f"bound-{args.tag}.json")
     with open(path, "w") as f:
