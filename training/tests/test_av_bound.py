@@ -1,13 +1,14 @@
 """Rule 23's bound (conytrain/av/bound.py): the gate acts only on steps where the audio
 model is unsure and the picture sure, a closed gate leaves every margin 0, and the
-margins are fused minus audio, per class and overall, seed means."""
+margins are fused minus audio, per class and overall, seed means; gate.cell_outputs,
+which it shares with the val cells of rule 12, joins a cell's streams."""
 
 import unittest
 
 import numpy as np
 import torch
 
-from conytrain.av import bound, sources
+from conytrain.av import bound, gate, sources
 
 C = len(sources.CLASSES)
 
@@ -45,6 +46,30 @@ class BoundTest(unittest.TestCase):
         self.assertAlmostEqual(opened["clean", "matched"][1], 50.0)   # class 0: 1/2 -> 2/2
         rows = bound.sweep([cells])
         self.assertEqual(len(rows), len(bound.LAMBDAS) * len(bound.TAUS) * len(bound.SIGMAS))
+
+    def test_cell_outputs_join_the_streams_of_a_cell(self):
+        class Audio:   # logits = the token's first C values
+            def stream_logits(self, tokens, present):
+                self.present = present["audio"]
+                return tokens["audio"][:, :C]
+
+        class Readout:
+            def scores(self, video, dtype):
+                return np.asarray(video, dtype)
+
+        rng = np.random.default_rng(3)
+        cell = [({"audio": rng.random((n, 8)).astype(np.float32),
+                  "video": rng.random((n, C)).astype(np.float32)}, np.arange(n) % C)
+                for n in (4, 6)]
+        audio = Audio()
+        z, lv, y, ctx = gate.cell_outputs(audio, Readout(), cell)
+        self.assertEqual(z.dtype, torch.float64)
+        self.assertTrue(torch.equal(z, torch.from_numpy(np.concatenate(
+            [t["audio"][:, :C] for t, _ in cell])).double()))
+        self.assertTrue(torch.allclose(lv.exp().sum(-1), torch.ones(10, dtype=torch.float64)))
+        self.assertEqual(y.tolist(), [0, 1, 2, 3, 0, 1, 2, 3, 4, 0])
+        self.assertIsNone(ctx)
+        self.assertTrue(bool(audio.present.all()))
 
 
 if __name__ == "__main__":

@@ -23,7 +23,7 @@ import torch
 import torch.nn.functional as F
 
 from conytrain import REPO
-from conytrain.av import build, cli, evalset, sources
+from conytrain.av import build, cli, evalset, gate
 from conytrain.av import train as avtrain
 
 LAMBDAS = (0.25, 0.5, 1, 2, 4, 8, 16, 64)
@@ -41,8 +41,7 @@ def gated(z, lv, lam, tau, sigma):
 
 def per_class(z, y):
     """[overall, class 0, ..., class C-1] top-1 accuracy of logits @z on labels @y."""
-    hit = (z.argmax(-1) == y).double()
-    return [float(hit.mean())] + [float(hit[y == c].mean()) for c in range(len(sources.CLASSES))]
+    return [gate.accuracy(z, y)] + gate.per_class(z, y)
 
 
 def margins(seed_cells, lam, tau, sigma):
@@ -67,21 +66,13 @@ def sweep(seed_cells):
     return rows
 
 
-@torch.no_grad()
 def grid_cells(audio, readout, data, streams):
-    """{(cond, picture): (z, lv, y)} on rule 11's streams for one audio model."""
+    """{(cond, picture): (z, lv, y)} on rule 11's streams for one audio model
+    (gate.cell_outputs)."""
     model = audio.double()
-    cells = {}
-    for cond, pic in CELLS:
-        zs, lvs, ys = [], [], []
-        for tok, lab in evalset.tokens(data, streams, cond, pic):
-            a = torch.from_numpy(tok["audio"]).double()
-            zs.append(model.stream_logits({"audio": a},
-                                          {"audio": torch.ones(len(lab), dtype=torch.bool)}))
-            lvs.append(F.log_softmax(torch.from_numpy(readout.scores(tok["video"], np.float64)), -1))
-            ys.append(torch.from_numpy(lab))
-        cells[cond, pic] = (torch.cat(zs), torch.cat(lvs), torch.cat(ys).long())
-    return cells
+    return {(cond, pic): gate.cell_outputs(model, readout,
+                                           evalset.tokens(data, streams, cond, pic))[:3]
+            for cond, pic in CELLS}
 
 
 def main(argv=None):

@@ -74,24 +74,29 @@ def val_streams(work, length):
 
 
 @torch.no_grad()
+def cell_outputs(model, readout, cell, context=None):
+    """(z (N, C), lv (N, C), labels (N,), ctx (N,) or None) of one cell's streams
+    [(tokens {audio, video}, labels)] (evalset.tokens): the float64 audio @model's per-step
+    logits, the read-out's log-probabilities and, with a @context detector (u, e), its
+    probability of a degraded sound."""
+    zs, lvs, labs, cs = [], [], [], []
+    for tok, lab in cell:
+        a = torch.from_numpy(tok["audio"]).double()
+        zs.append(model.stream_logits({"audio": a}, {"audio": torch.ones(len(lab), dtype=torch.bool)}))
+        lvs.append(F.log_softmax(torch.from_numpy(readout.scores(tok["video"], np.float64)), -1))
+        labs.append(torch.from_numpy(lab))
+        if context is not None:
+            cs.append(torch.sigmoid(a @ torch.from_numpy(context[0]) + context[1]))
+    return (torch.cat(zs), torch.cat(lvs), torch.cat(labs).long(), torch.cat(cs) if cs else None)
+
+
 def val_cells(audio, readout, work, length, log, context=None):
-    """{(sound, picture): (z (N, C), lv (N, C), labels (N,), ctx (N,) or None)} for sound
-    clean/degraded and picture matched/unrelated: the audio model's per-step logits
-    (float64), the read-out's log-probabilities and, with a @context detector (u, e), its
-    probability of a degraded sound, on the val streams."""
+    """{(sound, picture): cell_outputs} for sound clean/degraded and picture
+    matched/unrelated on the val streams."""
     model = audio.double()
     cells = {}
     for (sound, pic), cell in val_streams(work, length):
-        zs, lvs, labs, cs = [], [], [], []
-        for tok, lab in cell:
-            a = torch.from_numpy(tok["audio"]).double()
-            zs.append(model.stream_logits({"audio": a}, {"audio": torch.ones(len(lab), dtype=torch.bool)}))
-            lvs.append(F.log_softmax(torch.from_numpy(readout.scores(tok["video"], np.float64)), -1))
-            labs.append(torch.from_numpy(lab))
-            if context is not None:
-                cs.append(torch.sigmoid(a @ torch.from_numpy(context[0]) + context[1]))
-        cells[sound, pic] = (torch.cat(zs), torch.cat(lvs), torch.cat(labs).long(),
-                             torch.cat(cs) if cs else None)
+        cells[sound, pic] = cell_outputs(model, readout, cell, context)
         log(f"gate: val cell {sound}/{pic}: {len(cells[sound, pic][2])} steps, audio "
             f"{100 * accuracy(cells[sound, pic][0], cells[sound, pic][2]):.1f} %")
     return cells
